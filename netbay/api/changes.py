@@ -1,0 +1,46 @@
+"""``/netbay/v1``: the change stream and a full snapshot, for reconcilers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from sqlalchemy import func, select
+
+from netbay.api.auth import admin_context
+from netbay.network.registry import RESOURCES
+from netbay.network.resource import ListQuery
+from netbay.store.models import Change
+
+router = APIRouter(prefix="/netbay/v1", tags=["netbay"])
+
+
+@router.get("/changes")
+async def changes(
+    request: Request,
+    since: int = Query(0, ge=0, le=2**62),
+    wait: float = Query(0.0, ge=0.0, le=60.0),
+    limit: int = Query(1000, ge=1, le=1000),
+) -> dict[str, Any]:
+    """Changes after revision ``since``; with ``wait`` > 0, long-polls until one arrives."""
+    admin_context(request)
+    feed = request.app.state.feed
+    items = await feed.wait(since, wait, limit)
+    revision = items[-1]["revision"] if items else since
+    return {"changes": items, "revision": revision}
+
+
+@router.get("/state")
+def state(request: Request) -> dict[str, Any]:
+    """Every resource as the API renders it, and the revision it is current to."""
+    ctx = admin_context(request)
+    store = request.app.state.store
+    everything = ListQuery(filters={}, fields=[], sort=[], limit=None, marker=None)
+    with store.read() as s:
+        if not store.is_sqlite:  # one snapshot for the revision and every list
+            s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        revision = s.scalar(select(func.max(Change.revision))) or 0
+        body: dict[str, Any] = {"revision": revision}
+        for resource in RESOURCES:
+            body[resource.collection] = resource.list(s, ctx, everything).items
+    return body

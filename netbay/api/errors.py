@@ -1,0 +1,64 @@
+"""Error bodies in each API family's own format, chosen by path.
+
+Neutron: ``{"NeutronError": {"type", "message", "detail"}}``; Keystone:
+``{"error": {"code", "title", "message"}}``. Nothing escapes as a bare 500
+without a body in the family's format.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import ORJSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from netbay.errors import BadRequest, NetbayError
+
+log = logging.getLogger("netbay.api")
+
+_HTTP_KINDS = {400: "HTTPBadRequest", 401: "HTTPUnauthorized", 403: "HTTPForbidden",
+               404: "HTTPNotFound", 405: "HTTPMethodNotAllowed", 409: "HTTPConflict",
+               413: "HTTPRequestEntityTooLarge", 415: "HTTPUnsupportedMediaType",
+               500: "HTTPInternalServerError"}
+
+
+def render(request: Request, status: int, kind: str, message: str, detail: str = "") -> ORJSONResponse:
+    path = request.url.path
+    headers = {}
+    if status == 401:
+        headers["WWW-Authenticate"] = f'Keystone uri="{str(request.base_url).rstrip("/")}/identity/v3"'
+    if path.startswith("/identity"):
+        title = HTTPStatus(status).phrase
+        body = {"error": {"code": status, "title": title, "message": message}}
+    else:
+        body = {"NeutronError": {"type": kind, "message": message, "detail": detail}}
+    return ORJSONResponse(body, status_code=status, headers=headers)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(NetbayError)
+    async def _netbay(request: Request, exc: NetbayError) -> ORJSONResponse:
+        return render(request, exc.status, exc.kind, exc.message, exc.detail)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> ORJSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
+        if exc.status_code == 404 and message == "Not Found":
+            message = "The resource could not be found."
+        return render(request, exc.status_code, _HTTP_KINDS.get(exc.status_code, "HTTPError"), message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> ORJSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ())[1:]) or "request"
+        bad = BadRequest(f"Invalid input for {where}. Reason: {first.get('msg', 'invalid')}.")
+        return render(request, 400, bad.kind, bad.message)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> ORJSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return render(request, 500, "HTTPInternalServerError",
+                      "Request Failed: internal server error while processing your request.")

@@ -1,0 +1,247 @@
+"""The Neutron-compatible network API v2.0, built from the resource registry.
+
+Each ``Resource`` gets list / show / create (single and bulk) / update / delete
+and the ``/tags`` sub-resource. Bodies are parsed here so that every refusal is
+worded as Neutron words it; the business rules live in ``netbay.network``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.responses import ORJSONResponse
+
+from netbay.api.auth import context
+from netbay.api.network.bodies import parse_member, parse_members, read_json
+from netbay.errors import BadRequest, not_found
+from netbay.network.registry import RESOURCES, Resource
+from netbay.network.resource import ListQuery, to_bool
+
+router = APIRouter(prefix="/network", tags=["network"])
+
+_LIST_PARAMS = {"fields", "sort_key", "sort_dir", "limit", "marker", "page_reverse"}
+
+
+def _base(request: Request) -> str:
+    return request.app.state.public_url or str(request.base_url).rstrip("/")
+
+
+@router.get("", include_in_schema=False)
+@router.get("/")
+def versions(request: Request) -> dict[str, Any]:
+    return {
+        "versions": [
+            {"id": "v2.0", "status": "CURRENT",
+             "links": [{"rel": "self", "href": f"{_base(request)}/network/v2.0/"}]}
+        ]
+    }
+
+
+@router.get("/v2.0")
+@router.get("/v2.0/", include_in_schema=False)
+def resources(request: Request) -> dict[str, Any]:
+    base = f"{_base(request)}/network/v2.0"
+    return {
+        "resources": [
+            {"name": r.member, "collection": r.collection,
+             "links": [{"rel": "self", "href": f"{base}/{r.collection}"}]}
+            for r in RESOURCES
+        ]
+    }
+
+
+EXTENSIONS = [
+    ("external-net", "Neutron external network", "Adds external network attribute to network resource."),
+    ("router", "Neutron L3 Router", "Router abstraction for basic L3 forwarding between L2 networks and gateways."),
+    ("ext-gw-mode", "Neutron L3 Configurable external gateway mode", "Extension of the router abstraction for specifying whether SNAT should occur on the external gateway"),
+    ("security-group", "security-group", "The security groups extension."),
+    ("port-security", "Port Security", "Provides port security"),
+    ("allowed-address-pairs", "Allowed Address Pairs", "Provides allowed address pairs"),
+    ("subnet_allocation", "Subnet Allocation", "Enables allocation of subnets from a subnet pool"),
+    ("standard-attr-revisions", "Resource revision numbers", "This extension will display the revision number of neutron resources."),
+    ("standard-attr-timestamp", "Resource timestamps", "Adds created_at and updated_at fields to all Neutron resources that have Neutron standard attributes."),
+    ("standard-attr-description", "standard-attr-description", "Extension to add descriptions to standard attributes"),
+    ("standard-attr-tag", "Tag support for resources with standard attribute", "Enables to set tag on resources with standard attribute."),
+    ("binding", "Port Binding", "Expose port bindings of a virtual port to external application"),
+    ("net-mtu", "Network MTU", "Provides MTU attribute for a network resource."),
+    ("filter-validation", "Filter parameters validation", "Provides validation on filtering parameters."),
+    ("pagination", "Pagination support", "Extension that indicates that pagination is enabled."),
+    ("sorting", "Sorting support", "Extension that indicates that sorting is enabled."),
+    ("fields", "Fields", "Support for the fields query parameter."),
+    ("project-id", "project_id field enabled", "Extension that indicates that project_id field is enabled."),
+    ("provider", "Provider Network", "Expose mapping of virtual networks to physical networks"),
+]
+
+
+@router.get("/v2.0/extensions")
+def extensions() -> dict[str, Any]:
+    return {
+        "extensions": [
+            {"alias": a, "name": n, "description": d, "links": [], "updated": "2013-01-01T10:00:00-00:00"}
+            for a, n, d in EXTENSIONS
+        ]
+    }
+
+
+@router.get("/v2.0/extensions/{alias}")
+def extension(alias: str) -> dict[str, Any]:
+    for a, n, d in EXTENSIONS:
+        if a == alias:
+            return {"extension": {"alias": a, "name": n, "description": d, "links": [],
+                                  "updated": "2013-01-01T10:00:00-00:00"}}
+    raise not_found("extension", alias)
+
+
+def parse_list_query(request: Request) -> ListQuery:
+    filters: dict[str, list[str]] = {}
+    fields: list[str] = []
+    sort_keys: list[str] = []
+    sort_dirs: list[str] = []
+    limit = marker = None
+    page_reverse = False
+    for key, value in request.query_params.multi_items():
+        if "\x00" in value or "\x00" in key:
+            raise BadRequest("Query parameters must not contain NUL characters")
+        if key == "fields":
+            fields.extend(v for v in value.split(",") if v)
+        elif key == "sort_key":
+            sort_keys.append(value)
+        elif key == "sort_dir":
+            if value not in {"asc", "desc"}:
+                raise BadRequest(f"{value} is an invalid sort direction")
+            sort_dirs.append(value)
+        elif key == "limit":
+            try:
+                limit = int(value)
+            except ValueError:
+                raise BadRequest(f"Limit must be an integer 0 or greater and not '{value}'") from None
+            if limit < 0:
+                raise BadRequest(f"Limit must be an integer 0 or greater and not '{value}'")
+        elif key == "marker":
+            marker = value
+        elif key == "page_reverse":
+            page_reverse = to_bool(value)
+        else:
+            filters.setdefault(key, []).append(value)
+    if sort_dirs and len(sort_dirs) != len(sort_keys):
+        raise BadRequest("The number of sort_keys and sort_dirs must be same")
+    sort = list(zip(sort_keys, sort_dirs or ["asc"] * len(sort_keys)))
+    return ListQuery(filters, fields, sort, limit or None, marker, page_reverse)
+
+
+def _links(request: Request, collection: str, page, query: ListQuery) -> list[dict[str, str]]:  # noqa: ANN001
+    url = f"{_base(request)}{request.url.path}"
+    keep = [(k, v) for k, v in request.query_params.multi_items() if k not in {"marker", "page_reverse"}]
+    links = []
+    if page.next_marker:
+        links.append({"rel": "next", "href": f"{url}?{urlencode(keep + [('marker', page.next_marker)])}"})
+    if page.previous_marker:
+        q = keep + [("marker", page.previous_marker), ("page_reverse", "True")]
+        links.append({"rel": "previous", "href": f"{url}?{urlencode(q)}"})
+    return links
+
+
+def _mount(router: APIRouter, resource: Resource) -> None:
+    coll, member = resource.collection, resource.member
+    path = f"/v2.0/{coll}"
+    create_schema = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+        "type": "object", "required": [member],
+        "properties": {member: resource.create_body.model_json_schema(by_alias=True)}}}}}}
+    update_schema = resource.update_body and {"requestBody": {"required": True, "content": {
+        "application/json": {"schema": {"type": "object", "required": [member], "properties": {
+            member: resource.update_body.model_json_schema(by_alias=True)}}}}}}
+
+    def store(request: Request):  # noqa: ANN202
+        return request.app.state.store
+
+    def list_items(request: Request) -> Response:
+        ctx = context(request)
+        query = parse_list_query(request)
+        with store(request).read() as s:
+            page = resource.list(s, ctx, query)
+        body: dict[str, Any] = {coll: page.items}
+        if query.limit:
+            body[f"{coll}_links"] = _links(request, coll, page, query)
+        return ORJSONResponse(body)
+
+    def show_item(request: Request, item_id: str) -> Response:
+        ctx = context(request)
+        fields = parse_list_query(request).fields
+        with store(request).read() as s:
+            return ORJSONResponse({member: resource.show(s, ctx, item_id, fields)})
+
+    async def create_item(request: Request) -> Response:
+        ctx = context(request)
+        raw = await read_json(request)
+        if isinstance(raw, dict) and coll in raw and member not in raw:
+            bodies = parse_members(raw, resource)
+
+            def create_many(s):  # noqa: ANN001, ANN202
+                objs = [resource.create(s, ctx, b) for b in bodies]
+                s.flush()
+                tags = resource.tags_of(s, [o.id for o in objs])
+                return [resource.render(s, o, tags[o.id]) for o in objs]
+
+            items = await _in_thread(lambda: store(request).retrying(create_many))
+            return ORJSONResponse({coll: items}, status_code=201)
+        body = parse_member(raw, resource, "POST")
+
+        def create_one(s):  # noqa: ANN001, ANN202
+            obj = resource.create(s, ctx, body)
+            s.flush()
+            return resource.render(s, obj, resource.tags_of(s, [obj.id])[obj.id])
+
+        item = await _in_thread(lambda: store(request).retrying(create_one))
+        return ORJSONResponse({member: item}, status_code=201)
+
+    async def update_item(request: Request, item_id: str) -> Response:
+        ctx = context(request)
+        body = parse_member(await read_json(request), resource, "PUT")
+
+        def update(s):  # noqa: ANN001, ANN202
+            obj = resource.update(s, ctx, item_id, body)
+            s.flush()
+            return resource.render(s, obj, resource.tags_of(s, [obj.id])[obj.id])
+
+        item = await _in_thread(lambda: store(request).retrying(update))
+        return ORJSONResponse({member: item})
+
+    def delete_item(request: Request, item_id: str) -> Response:
+        ctx = context(request)
+        with store(request).write() as s:
+            resource.delete(s, ctx, item_id)
+        return Response(status_code=204)
+
+    op = member
+    router.add_api_route(path, list_items, methods=["GET"], name=f"list_{coll}")
+    router.add_api_route(path, create_item, methods=["POST"], name=f"create_{op}", status_code=201,
+                         openapi_extra=create_schema)
+    router.add_api_route(path + "/{item_id}", show_item, methods=["GET"], name=f"show_{op}")
+    if resource.update_body is not None:
+        router.add_api_route(path + "/{item_id}", update_item, methods=["PUT"], name=f"update_{op}",
+                             openapi_extra=update_schema)
+    router.add_api_route(path + "/{item_id}", delete_item, methods=["DELETE"], name=f"delete_{op}",
+                         status_code=204)
+    if resource.has_tags:
+        from netbay.api.network.tags import mount_tags
+
+        mount_tags(router, resource, path)
+
+
+async def _in_thread(fn):  # noqa: ANN001, ANN202
+    from fastapi.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(fn)
+
+
+def install(app: FastAPI) -> None:
+    from netbay.api.network import actions  # router interface actions
+
+    app.include_router(router)
+    collections = APIRouter(prefix="/network", tags=["network"])
+    for resource in RESOURCES:
+        _mount(collections, resource)
+    actions.mount(collections)
+    app.include_router(collections)

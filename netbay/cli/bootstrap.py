@@ -1,0 +1,73 @@
+"""What ``netbay up`` does before serving: schema, admin, ``public`` network, openrc."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy import select
+
+from netbay.cli.settings import Settings
+from netbay.context import Context
+from netbay.identity.service import ADMIN_PASSWORD_FILE, Identity
+from netbay.store import migrate
+from netbay.store.db import Store
+from netbay.store.models import Network
+
+PUBLIC_NETWORK = "public"
+PUBLIC_CIDR = "172.24.4.0/24"
+
+
+def prepare(settings: Settings, host: str, port: int) -> Path:
+    migrate.upgrade(settings.database_url)
+    store = Store(settings.database_url)
+    try:
+        Identity(store).bootstrap(settings.data_dir)
+        ensure_public_network(store)
+    finally:
+        store.dispose()
+    return write_openrc(settings.data_dir, host, port)
+
+
+def ensure_public_network(store: Store, cidr: str = PUBLIC_CIDR) -> None:
+    """The embedded external network floating IPs and router gateways come from."""
+    from netbay.network.registry import NETWORKS, SUBNETS
+    from netbay.network.subnets import SubnetCreate
+
+    ctx = Context.admin()
+    with store.write() as s:
+        if s.scalars(select(Network).where(Network.name == PUBLIC_NETWORK, Network.external)).first():
+            return
+        net = NETWORKS.create(s, ctx, NETWORKS.create_body.model_validate(
+            {"name": PUBLIC_NETWORK, "router:external": True, "shared": False}))
+        SUBNETS.create(s, ctx, SubnetCreate.model_validate(
+            {"name": f"{PUBLIC_NETWORK}-subnet", "network_id": net.id, "cidr": cidr,
+             "ip_version": 4, "enable_dhcp": False}))
+
+
+def write_openrc(data_dir: Path, host: str, port: int) -> Path:
+    """An openrc with OS_* variables for the admin user; 0600 as it holds a secret."""
+    connect_host = "127.0.0.1" if host in {"0.0.0.0", "::"} else host
+    password = os.environ.get("NETBAY_ADMIN_PASSWORD")
+    password_line = (
+        f"export OS_PASSWORD='{password}'" if password
+        else f'export OS_PASSWORD="$(cat {data_dir / ADMIN_PASSWORD_FILE})"'
+    )
+    text = "\n".join([
+        "# netbay admin credentials: source this file, then use netbay or openstack commands",
+        f"export OS_AUTH_URL=http://{connect_host}:{port}/identity/v3",
+        "export OS_IDENTITY_API_VERSION=3",
+        "export OS_USERNAME=admin",
+        password_line,
+        "export OS_PROJECT_NAME=admin",
+        "export OS_USER_DOMAIN_NAME=Default",
+        "export OS_PROJECT_DOMAIN_NAME=Default",
+        "export OS_REGION_NAME=RegionOne",
+        "unset OS_CLOUD",
+        "",
+    ])
+    path = data_dir / "openrc"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path

@@ -1,0 +1,118 @@
+"""The ``netbay`` command."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from netbay.cli import admin, demo
+from netbay.cli.settings import Settings
+
+app = typer.Typer(help="netbay: first-class cloud networking for containers.", no_args_is_help=True)
+db_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(admin.app, name="admin")
+app.command("demo")(demo.demo)
+
+console = Console(stderr=True)
+
+DataDir = typer.Option(None, "--data-dir", envvar="NETBAY_DATA_DIR", help="Where netbay keeps its state.")
+DbUrl = typer.Option(None, "--database-url", envvar="NETBAY_DATABASE_URL",
+                     help="SQLAlchemy URL; default SQLite in the data dir, e.g. postgresql+psycopg://…")
+Host = typer.Option("127.0.0.1", "--host", help="Address to listen on.")
+PortOpt = typer.Option(9696, "--port", help="Port to listen on.")
+
+
+@db_app.command("upgrade")
+def db_upgrade(data_dir: Path = DataDir, database_url: str = DbUrl) -> None:
+    """Apply every pending migration."""
+    from netbay.store import migrate
+
+    settings = Settings.resolve(data_dir, database_url)
+    migrate.upgrade(settings.database_url)
+    console.print(f"[green]schema at {migrate.head(settings.database_url)}[/] ({settings.redacted_url})")
+
+
+@db_app.command("current")
+def db_current(data_dir: Path = DataDir, database_url: str = DbUrl) -> None:
+    """Show the schema revision of the database and the one this netbay needs."""
+    from netbay.store import migrate
+    from netbay.store.db import make_engine
+
+    settings = Settings.resolve(data_dir, database_url)
+    engine = make_engine(settings.database_url)
+    console.print(f"database: {migrate.current(engine)}  needed: {migrate.head(settings.database_url)}")
+    engine.dispose()
+
+
+def _run_server(settings: Settings, host: str, port: int, noauth: bool, public_url: str | None) -> None:
+    import uvicorn
+
+    from netbay.api.app import create_app
+    from netbay.identity.service import Identity
+    from netbay.store import migrate
+    from netbay.store.db import Store
+
+    store = Store(settings.database_url)
+    try:
+        migrate.ensure_current(store.engine, settings.database_url, settings.upgrade_hint)
+    except migrate.SchemaOutOfDate as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    written = Identity(store).bootstrap(settings.data_dir)
+    if written:
+        console.print(f"[yellow]admin password generated and written to {written}[/] (mode 0600)")
+    if noauth:
+        console.print("[bold red]WARNING: --noauth: no authentication, every caller is admin. "
+                      "For development only; never expose this server.[/]")
+    application = create_app(store, noauth=noauth, public_url=public_url)
+    uvicorn.run(application, host=host, port=port, log_level="warning", access_log=False)
+
+
+@app.command()
+def serve(
+    host: str = Host,
+    port: int = PortOpt,
+    data_dir: Path = DataDir,
+    database_url: str = DbUrl,
+    noauth: bool = typer.Option(False, "--noauth", help="DEVELOPMENT ONLY: no authentication."),
+    public_url: str = typer.Option(None, "--public-url", help="Base URL put in the catalog."),
+) -> None:
+    """Run the API service (identity and network)."""
+    _logging()
+    settings = Settings.resolve(data_dir, database_url)
+    _run_server(settings, host, port, noauth, public_url)
+
+
+@app.command()
+def up(
+    host: str = Host,
+    port: int = PortOpt,
+    data_dir: Path = DataDir,
+    database_url: str = DbUrl,
+    public_url: str = typer.Option(None, "--public-url", help="Base URL put in the catalog."),
+) -> None:
+    """Migrate, bootstrap, create the ``public`` external network, write an openrc, serve."""
+    from netbay.cli.bootstrap import prepare
+
+    _logging()
+    settings = Settings.resolve(data_dir, database_url)
+    openrc = prepare(settings, host, port)
+    console.print(f"[green]netbay is starting on http://{host}:{port}[/]")
+    console.print(f"credentials: [bold]source {openrc}[/]")
+    _run_server(settings, host, port, False, public_url)
+
+
+def _logging() -> None:
+    logging.basicConfig(level=os.environ.get("NETBAY_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,37 @@
+"""Where netbay keeps its state and which database it uses."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from netbay.store.db import default_url
+
+
+def default_data_dir() -> Path:
+    return Path.home() / ".local" / "share" / "netbay"
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path
+    database_url: str
+
+    @classmethod
+    def resolve(cls, data_dir: Path | None, database_url: str | None) -> Settings:
+        directory = Path(data_dir or default_data_dir()).expanduser().resolve()
+        directory.mkdir(parents=True, exist_ok=True)
+        directory.chmod(0o700)
+        return cls(directory, database_url or default_url(directory))
+
+    @property
+    def redacted_url(self) -> str:
+        return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", self.database_url)
+
+    @property
+    def upgrade_hint(self) -> str:
+        hint = f"netbay db upgrade --data-dir {self.data_dir}"
+        if not self.database_url.startswith("sqlite"):
+            hint += " --database-url '<your database URL>'"
+        return hint

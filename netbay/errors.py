@@ -1,0 +1,69 @@
+"""Errors the services raise; each API family renders them in its own format.
+
+``kind`` is the name Neutron uses in ``NeutronError.type`` (``NetworkNotFound``,
+``IpAddressGenerationFailure`` …), so the network API can answer exactly as
+Neutron does without the services knowing about HTTP bodies.
+"""
+
+from __future__ import annotations
+
+
+class NetbayError(Exception):
+    status = 500
+    kind = "NetbayError"
+
+    def __init__(self, message: str, *, kind: str | None = None, detail: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+        if kind:
+            self.kind = kind
+
+
+class BadRequest(NetbayError):
+    status = 400
+    kind = "HTTPBadRequest"
+
+
+class Unauthorized(NetbayError):
+    status = 401
+    kind = "HTTPUnauthorized"
+
+
+class Forbidden(NetbayError):
+    status = 403
+    kind = "HTTPForbidden"
+
+
+class NotFound(NetbayError):
+    status = 404
+    kind = "HTTPNotFound"
+
+
+class Conflict(NetbayError):
+    status = 409
+    kind = "Conflict"
+
+
+def not_found(resource: str, resource_id: str) -> NotFound:
+    """``NetworkNotFound: Network X could not be found.`` as Neutron words it."""
+    kind, template = _NOT_FOUND.get(
+        resource, (resource.title().replace("_", "") + "NotFound", resource + " {} could not be found.")
+    )
+    return NotFound(template.format(resource_id), kind=kind)
+
+
+def invalid_input(attribute: str, reason: str) -> BadRequest:
+    return BadRequest(f"Invalid input for {attribute}. Reason: {reason}.")
+
+
+_NOT_FOUND = {
+    "network": ("NetworkNotFound", "Network {} could not be found."),
+    "subnet": ("SubnetNotFound", "Subnet {} could not be found."),
+    "subnetpool": ("SubnetPoolNotFound", "Subnet pool {} could not be found."),
+    "port": ("PortNotFound", "Port {} could not be found."),
+    "router": ("RouterNotFound", "Router {} could not be found."),
+    "floatingip": ("FloatingIPNotFound", "Floating IP {} could not be found"),
+    "security_group": ("SecurityGroupNotFound", "Security group {} does not exist"),
+    "security_group_rule": ("SecurityGroupRuleNotFound", "Security group rule {} does not exist"),
+}

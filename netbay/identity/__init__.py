@@ -1,0 +1,1 @@
+"""Identity: projects, users, roles and signed tokens (a Keystone v3 subset)."""

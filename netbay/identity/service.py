@@ -1,0 +1,231 @@
+"""Projects, users and role assignments; password checks; first-start bootstrap."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from base64 import b64decode, b64encode
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from netbay.errors import Conflict, NotFound, Unauthorized
+from netbay.store.db import Store
+from netbay.store.models import Meta, Project, RoleAssignment, User
+
+ROLES = ("admin", "member")
+DEFAULT_DOMAIN = "default"
+ADMIN_PASSWORD_FILE = "admin-password"
+
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1}
+
+
+def hash_password(password: str) -> str:
+    salt = os.urandom(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, **_SCRYPT)
+    return f"scrypt${b64encode(salt).decode()}${b64encode(digest).decode()}"
+
+
+def check_password(password: str, stored: str) -> bool:
+    try:
+        _, salt, digest = stored.split("$")
+    except ValueError:
+        return False
+    actual = hashlib.scrypt(password.encode(), salt=b64decode(salt), **_SCRYPT)
+    return hmac.compare_digest(actual, b64decode(digest))
+
+
+@dataclass(frozen=True)
+class Authenticated:
+    user: User
+    project: Project
+    roles: tuple[str, ...]
+
+
+def _domain(name_or_id: str | None) -> str:
+    """Keystone's ``Default`` domain is the only one; its id is ``default``."""
+    return DEFAULT_DOMAIN
+
+
+class Identity:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    # -- authentication ------------------------------------------------------------
+
+    def authenticate(
+        self,
+        session: Session,
+        *,
+        user_name: str | None,
+        user_id: str | None,
+        password: str,
+        project_name: str | None,
+        project_id: str | None,
+    ) -> Authenticated:
+        query = select(User)
+        query = query.where(User.id == user_id) if user_id else query.where(User.name == user_name)
+        user = session.scalars(query).one_or_none()
+        if user is None or not user.enabled or not check_password(password, user.password_hash):
+            raise Unauthorized("The request you have made requires authentication.")
+        project = None
+        if project_id:
+            project = session.get(Project, project_id)
+        elif project_name:
+            project = session.scalars(select(Project).where(Project.name == project_name)).one_or_none()
+        elif user.default_project_id:
+            project = session.get(Project, user.default_project_id)
+        if project is None or not project.enabled:
+            raise Unauthorized("The request you have made requires authentication.")
+        roles = self.roles_of(session, user.id, project.id)
+        if not roles:
+            raise Unauthorized(f"User {user.id} has no access to project {project.id}")
+        return Authenticated(user, project, roles)
+
+    @staticmethod
+    def roles_of(session: Session, user_id: str, project_id: str) -> tuple[str, ...]:
+        rows = session.scalars(
+            select(RoleAssignment.role).where(
+                RoleAssignment.user_id == user_id, RoleAssignment.project_id == project_id
+            )
+        )
+        roles = set(rows)
+        if "admin" in roles:
+            roles.add("member")  # Keystone's implied role: admin implies member
+        return tuple(sorted(roles))
+
+    # -- management (netbay admin …) -------------------------------------------------
+
+    def create_project(self, name: str, description: str = "") -> Project:
+        with self.store.write() as s:
+            if s.scalars(select(Project).where(Project.name == name)).first():
+                raise Conflict(f"Project {name} already exists")
+            project = Project(name=name, description=description)
+            s.add(project)
+            return project
+
+    def create_user(self, name: str, password: str, project: str | None = None, role: str = "member") -> User:
+        with self.store.write() as s:
+            if s.scalars(select(User).where(User.name == name)).first():
+                raise Conflict(f"User {name} already exists")
+            user = User(name=name, password_hash=hash_password(password))
+            s.add(user)
+            s.flush()
+            if project:
+                proj = self._project(s, project)
+                user.default_project_id = proj.id
+                s.add(RoleAssignment(user_id=user.id, project_id=proj.id, role=_role(role)))
+            return user
+
+    def set_password(self, name: str, password: str) -> None:
+        with self.store.write() as s:
+            user = self._user(s, name)
+            user.password_hash = hash_password(password)
+            user.password_epoch += 1
+
+    def grant(self, user: str, project: str, role: str) -> None:
+        with self.store.write() as s:
+            u, p = self._user(s, user), self._project(s, project)
+            if not s.get(RoleAssignment, (u.id, p.id, _role(role))):
+                s.add(RoleAssignment(user_id=u.id, project_id=p.id, role=_role(role)))
+
+    def revoke(self, user: str, project: str, role: str) -> None:
+        with self.store.write() as s:
+            u, p = self._user(s, user), self._project(s, project)
+            s.execute(
+                delete(RoleAssignment).where(
+                    RoleAssignment.user_id == u.id,
+                    RoleAssignment.project_id == p.id,
+                    RoleAssignment.role == _role(role),
+                )
+            )
+
+    def delete_user(self, name: str) -> None:
+        with self.store.write() as s:
+            s.delete(self._user(s, name))
+
+    def delete_project(self, name: str) -> None:
+        with self.store.write() as s:
+            s.delete(self._project(s, name))
+
+    def projects(self) -> list[Project]:
+        with self.store.read() as s:
+            return list(s.scalars(select(Project).order_by(Project.name)))
+
+    def users(self) -> list[tuple[User, list[tuple[str, str]]]]:
+        with self.store.read() as s:
+            names = {p.id: p.name for p in s.scalars(select(Project))}
+            out = []
+            for user in s.scalars(select(User).order_by(User.name)):
+                grants = s.scalars(select(RoleAssignment).where(RoleAssignment.user_id == user.id))
+                out.append((user, [(names.get(g.project_id, g.project_id), g.role) for g in grants]))
+            return out
+
+    @staticmethod
+    def _user(s: Session, name_or_id: str) -> User:
+        user = s.get(User, name_or_id) or s.scalars(select(User).where(User.name == name_or_id)).first()
+        if user is None:
+            raise NotFound(f"Could not find user: {name_or_id}.")
+        return user
+
+    @staticmethod
+    def _project(s: Session, name_or_id: str) -> Project:
+        proj = s.get(Project, name_or_id) or s.scalars(
+            select(Project).where(Project.name == name_or_id)
+        ).first()
+        if proj is None:
+            raise NotFound(f"Could not find project: {name_or_id}.")
+        return proj
+
+    # -- first start --------------------------------------------------------------------
+
+    def bootstrap(self, data_dir: Path) -> str | None:
+        """Make project ``admin``, user ``admin`` and the signing key if missing.
+
+        Returns the path of a generated password file when one was written.
+        """
+        written = None
+        with self.store.write() as s:
+            if s.get(Meta, "token_key") is None:
+                s.add(Meta(key="token_key", value=secrets.token_urlsafe(48)))
+            project = s.scalars(select(Project).where(Project.name == "admin")).first()
+            if project is None:
+                project = Project(id="admin", name="admin", description="Bootstrap project")
+                s.add(project)
+            user = s.scalars(select(User).where(User.name == "admin")).first()
+            if user is None:
+                password = os.environ.get("NETBAY_ADMIN_PASSWORD")
+                if not password:
+                    password = secrets.token_urlsafe(18)
+                    written = _write_secret(data_dir / ADMIN_PASSWORD_FILE, password)
+                user = User(name="admin", password_hash=hash_password(password), default_project_id=project.id)
+                s.add(user)
+                s.flush()
+                for role in ROLES:
+                    s.add(RoleAssignment(user_id=user.id, project_id=project.id, role=role))
+        return written
+
+    def token_key(self) -> str:
+        with self.store.read() as s:
+            meta = s.get(Meta, "token_key")
+            if meta is None:
+                raise RuntimeError("netbay is not bootstrapped: no token key")
+            return meta.value
+
+
+def _role(role: str) -> str:
+    if role not in ROLES:
+        raise NotFound(f"Could not find role: {role}.")
+    return role
+
+
+def _write_secret(path: Path, value: str) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(value + "\n")
+    return str(path)

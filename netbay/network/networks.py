@@ -1,0 +1,149 @@
+"""Networks: the L2 domains everything else hangs off."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from netbay.context import Context
+from netbay.errors import Conflict, Forbidden
+from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
+from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
+from netbay.store.models import IPAllocation, Network, Port, Subnet, Tag
+
+DEFAULT_MTU = 1500
+
+
+class NetworkCreate(Body):
+    name: Name = ""
+    description: Text = ""
+    admin_state_up: Bool = True
+    shared: Bool = False
+    external: Bool = Field(False, alias="router:external")
+    mtu: int = Field(DEFAULT_MTU, ge=68, le=9000)
+    project_id: ProjectID | None = None
+    tenant_id: ProjectID | None = None
+    tags: Tags | None = None
+
+
+class NetworkUpdate(Body):
+    name: Name | None = None
+    description: Text | None = None
+    admin_state_up: Bool | None = None
+    shared: Bool | None = None
+    external: Bool | None = Field(None, alias="router:external")
+    mtu: int | None = Field(None, ge=68, le=9000)
+
+
+class Networks(Resource):
+    member = "network"
+    collection = "networks"
+    model = Network
+    create_body = NetworkCreate
+    update_body = NetworkUpdate
+    filters = {
+        "name": Filter(Network.name),
+        "description": Filter(Network.description),
+        "project_id": Filter(Network.project_id),
+        "tenant_id": Filter(Network.project_id),
+        "shared": Filter(Network.shared, to_bool),
+        "router:external": Filter(Network.external, to_bool),
+        "mtu": Filter(Network.mtu, to_int),
+        "admin_state_up": Filter(Network.admin_state_up, to_bool),
+        "status": Filter(Network.status),
+        "revision_number": Filter(Network.revision_number, to_int),
+        "created_at": Filter(Network.created_at, sortable=True),
+        "updated_at": Filter(Network.updated_at, sortable=True),
+        "provider:segmentation_id": Filter(Network.segmentation_id, to_int),
+    }
+
+    def visible(self, ctx: Context):  # noqa: ANN201
+        return or_(Network.project_id == ctx.project_id, Network.shared, Network.external)
+
+    def render(self, session: Session, obj: Network, tags: list[str]) -> dict[str, Any]:
+        return {
+            **standard(obj, tags),
+            "admin_state_up": obj.admin_state_up,
+            "status": obj.status,
+            "shared": obj.shared,
+            "router:external": obj.external,
+            "mtu": obj.mtu,
+            "subnets": [s.id for s in obj.subnets],
+            "provider:network_type": "vxlan",
+            "provider:physical_network": None,
+            "provider:segmentation_id": obj.segmentation_id,
+            "port_security_enabled": True,
+            "availability_zone_hints": [],
+            "availability_zones": ["nova"],
+            "ipv4_address_scope": None,
+            "ipv6_address_scope": None,
+            "is_default": False,
+            "l2_adjacency": True,
+        }
+
+    def create(self, session: Session, ctx: Context, body: NetworkCreate) -> Network:
+        given = body.given()
+        tags = given.pop("tags", None) or []
+        project_id = self.owner_for_create(ctx, given)
+        if (given.get("shared") or given.get("external")) and not ctx.is_admin:
+            raise Forbidden("Policy doesn't allow create_network to be performed.")
+        net = Network(project_id=project_id, segmentation_id=_next_segment(session), **given)
+        session.add(net)
+        session.flush()
+        if tags:
+            self.set_tags(session, net, tags)
+            net.revision_number = 0
+        self.record(session, net, "create")
+        return net
+
+    def update(self, session: Session, ctx: Context, obj_id: str, body: NetworkUpdate) -> Network:
+        net = self.get_owned(session, ctx, obj_id)
+        given = body.given()
+        if ("shared" in given or "external" in given) and not ctx.is_admin:
+            raise Forbidden("Policy doesn't allow update_network to be performed.")
+        if given.get("shared") is False and net.shared:
+            others = session.scalar(
+                select(func.count()).select_from(Port).where(
+                    Port.network_id == net.id, Port.project_id != net.project_id
+                )
+            )
+            if others:
+                raise Conflict(
+                    f"Unable to reconfigure sharing settings for network {net.id}. "
+                    "Multiple tenants are using it.",
+                    kind="InvalidSharedSetting",
+                )
+        for key, value in given.items():
+            setattr(net, key, value)
+        self.touch(net)
+        self.record(session, net, "update")
+        return net
+
+    def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
+        net = self.get_owned(session, ctx, obj_id)
+        in_use = session.scalar(select(func.count()).select_from(Port).where(Port.network_id == net.id))
+        if in_use:
+            raise Conflict(
+                f"Unable to complete operation on network {net.id}. "
+                "There are one or more ports still in use on the network.",
+                kind="NetworkInUse",
+            )
+        from netbay.network.subnets import Subnets  # the subnets go with their network
+
+        for subnet in list(net.subnets):
+            Subnets().remove(session, subnet)
+        session.execute(Tag.__table__.delete().where(Tag.resource_id == net.id))
+        self.record(session, net, "delete", None)
+        session.delete(net)
+
+
+def _next_segment(session: Session) -> int:
+    """The lowest free VNI above those in use (VNI 1 is flannel's; start at 100)."""
+    highest = session.scalar(select(func.max(Network.segmentation_id)))
+    return max(highest or 99, 99) + 1
+
+
+__all__ = ["Networks", "NetworkCreate", "NetworkUpdate", "IPAllocation", "Subnet"]

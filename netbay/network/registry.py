@@ -1,0 +1,27 @@
+"""Every resource of the network API, in the order the API lists them."""
+
+from __future__ import annotations
+
+from netbay.network.floatingips import FloatingIPs
+from netbay.network.networks import Networks
+from netbay.network.ports import Ports
+from netbay.network.resource import Resource
+from netbay.network.routers import Routers
+from netbay.network.security_groups import SecurityGroupRules, SecurityGroups
+from netbay.network.subnetpools import SubnetPools
+from netbay.network.subnets import Subnets
+
+NETWORKS = Networks()
+SUBNETS = Subnets()
+SUBNETPOOLS = SubnetPools()
+PORTS = Ports()
+SECURITY_GROUPS = SecurityGroups()
+SECURITY_GROUP_RULES = SecurityGroupRules()
+ROUTERS = Routers()
+FLOATINGIPS = FloatingIPs()
+
+RESOURCES: list[Resource] = [
+    NETWORKS, SUBNETS, SUBNETPOOLS, PORTS, SECURITY_GROUPS, SECURITY_GROUP_RULES, ROUTERS, FLOATINGIPS,
+]
+
+__all__ = ["RESOURCES", "Resource"]

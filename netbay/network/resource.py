@@ -1,0 +1,316 @@
+"""What every Neutron resource shares: visibility, filters, sorting, paging,
+tags, standard attributes and the change log.
+
+A resource module subclasses ``Resource`` once and fills in ``render``,
+``create``, ``update`` and ``delete``; everything generic about the Neutron API
+(``fields=``, ``sort_key``, ``limit``/``marker``, ``tags-any``…) lives here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import Select, and_, delete, false, func, or_, select, true
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
+
+from netbay.context import Context
+from netbay.errors import BadRequest, Forbidden, NotFound, not_found
+from netbay.store.models import Change, Tag, utcnow
+
+# How a filter value in a query string becomes a column value.
+Converter = Callable[[str], Any]
+
+
+def to_bool(value: str) -> bool:
+    lowered = value.lower()
+    if lowered in {"true", "1", "yes"}:
+        return True
+    if lowered in {"false", "0", "no"}:
+        return False
+    raise BadRequest(f"'{value}' cannot be converted to boolean")
+
+
+def to_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise BadRequest(f"'{value}' is not an integer") from None
+    if not -(2**31) <= number < 2**31:
+        raise BadRequest(f"'{value}' is out of range")
+    return number
+
+
+def timestamp(value: datetime | None) -> str | None:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
+
+
+@dataclass(frozen=True)
+class Filter:
+    """An attribute the list call filters and sorts on."""
+
+    column: Any
+    convert: Converter = str
+    sortable: bool = True
+
+
+@dataclass
+class ListQuery:
+    filters: dict[str, list[str]]
+    fields: list[str]
+    sort: list[tuple[str, str]]
+    limit: int | None
+    marker: str | None
+    page_reverse: bool = False
+
+
+@dataclass
+class Page:
+    items: list[dict[str, Any]]
+    next_marker: str | None
+    previous_marker: str | None
+
+
+MAX_PAGE = 10_000
+
+
+class Resource:
+    """One Neutron collection: its table, its filters and its rules."""
+
+    member: ClassVar[str]
+    collection: ClassVar[str]
+    model: ClassVar[type]
+    has_tags: ClassVar[bool] = True
+    # The pydantic bodies of POST and PUT (``update_body = None``: no PUT).
+    create_body: ClassVar[type]
+    update_body: ClassVar[type | None] = None
+    # Attributes that exist but no request may set (refused with Neutron's wording).
+    readonly: ClassVar[set[str]] = {"id", "status", "created_at", "updated_at", "revision_number"}
+    # Attributes list calls filter and sort on (API name -> column).
+    filters: ClassVar[dict[str, Filter]] = {}
+
+    # -- hooks -----------------------------------------------------------------------
+
+    def visible(self, ctx: Context) -> ColumnElement[bool]:
+        """Rows a non-admin may see; default: own project only."""
+        return self.model.project_id == ctx.project_id
+
+    def render(self, session: Session, obj: Any, tags: list[str]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def extra_filter(self, name: str, values: list[str]) -> ColumnElement[bool] | None:
+        """Filters that are not a plain column (e.g. a port's ``fixed_ips``)."""
+        return None
+
+    # -- reading -----------------------------------------------------------------------
+
+    def scoped(self, ctx: Context) -> Select:
+        stmt = select(self.model)
+        if not ctx.is_admin:
+            stmt = stmt.where(self.visible(ctx))
+        return stmt
+
+    def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Any:
+        stmt = self.scoped(ctx).where(self.model.id == obj_id)
+        if for_update:
+            stmt = stmt.with_for_update()
+        obj = session.scalars(stmt).one_or_none()
+        if obj is None:
+            raise not_found(self.member, obj_id)
+        return obj
+
+    def get_owned(self, session: Session, ctx: Context, obj_id: str) -> Any:
+        """A row the caller may change: visible and owned (or admin), else 404/403."""
+        obj = self.get(session, ctx, obj_id, for_update=True)
+        if not ctx.is_admin and obj.project_id != ctx.project_id:
+            raise Forbidden(f"Policy doesn't allow update_{self.member} to be performed.")
+        return obj
+
+    def show(self, session: Session, ctx: Context, obj_id: str, fields: list[str]) -> dict[str, Any]:
+        obj = self.get(session, ctx, obj_id)
+        return select_fields(self.render(session, obj, self.tags_of(session, [obj.id])[obj.id]), fields)
+
+    def list(self, session: Session, ctx: Context, query: ListQuery) -> Page:
+        stmt = self.scoped(ctx)
+        for name, values in query.filters.items():
+            stmt = stmt.where(self._filter_clause(name, values))
+        sort = [(key, direction) for key, direction in query.sort] or [("id", "asc")]
+        if all(key != "id" for key, _ in sort):
+            sort.append(("id", sort[-1][1]))
+        columns = [(self._sort_column(key), direction) for key, direction in sort]
+        if query.page_reverse:
+            columns = [(col, "desc" if d == "asc" else "asc") for col, d in columns]
+        if query.marker:
+            marker = session.scalars(self.scoped(ctx).where(self.model.id == query.marker)).one_or_none()
+            if marker is None:
+                raise not_found(self.member, query.marker)
+            stmt = stmt.where(_after(marker, columns))
+        stmt = stmt.order_by(*[col.asc() if d == "asc" else col.desc() for col, d in columns])
+        limit = min(query.limit, MAX_PAGE) if query.limit else None
+        if limit:
+            stmt = stmt.limit(limit + 1)
+        rows = list(session.scalars(stmt))
+        more = bool(limit) and len(rows) > limit
+        rows = rows[:limit] if limit else rows
+        if query.page_reverse:
+            rows.reverse()
+        tags = self.tags_of(session, [r.id for r in rows])
+        items = [select_fields(self.render(session, r, tags[r.id]), query.fields) for r in rows]
+        next_marker = prev_marker = None
+        if limit and rows:
+            if query.page_reverse:
+                prev_marker = rows[0].id if more else None
+                next_marker = rows[-1].id
+            else:
+                next_marker = rows[-1].id if more else None
+                prev_marker = rows[0].id if query.marker else None
+        return Page(items, next_marker, prev_marker)
+
+    def _sort_column(self, key: str) -> Any:
+        if key == "id":
+            return self.model.id
+        spec = self.filters.get(key)
+        if spec is None or not spec.sortable:
+            raise BadRequest(f"{key} is invalid attribute for sort_key")
+        return spec.column
+
+    def _filter_clause(self, name: str, values: list[str]) -> ColumnElement[bool]:
+        if name in {"tags", "tags-any", "not-tags", "not-tags-any"} and self.has_tags:
+            return self._tag_clause(name, values)
+        clause = self.extra_filter(name, values)
+        if clause is not None:
+            return clause
+        spec = self.filters.get(name) if name != "id" else Filter(self.model.id)
+        if spec is None:
+            raise BadRequest(f"[{name}] is invalid attribute for filtering")
+        converted = [None if v == "" and spec.convert is not str else spec.convert(v) for v in values]
+        if len(converted) == 1:
+            value = converted[0]
+            return spec.column.is_(None) if value is None else spec.column == value
+        return spec.column.in_([v for v in converted if v is not None])
+
+    def _tag_clause(self, name: str, values: list[str]) -> ColumnElement[bool]:
+        tags = [t for v in values for t in v.split(",") if t]
+        if not tags:
+            return true()
+        if name in {"tags", "not-tags"}:
+            # All of them: the resource holds as many matching tags as asked for.
+            matching = (
+                select(Tag.resource_id)
+                .where(Tag.tag.in_(tags))
+                .group_by(Tag.resource_id)
+                .having(func.count() == len(set(tags)))
+            )
+        else:
+            matching = select(Tag.resource_id).where(Tag.tag.in_(tags))
+        clause = self.model.id.in_(matching)
+        return ~clause if name.startswith("not-") else clause
+
+    # -- tags ----------------------------------------------------------------------------
+
+    @staticmethod
+    def tags_of(session: Session, ids: Sequence[str]) -> dict[str, list[str]]:
+        result: dict[str, list[str]] = {i: [] for i in ids}
+        if not ids:
+            return result
+        for chunk in _chunks(list(ids), 500):
+            for rid, tag in session.execute(
+                select(Tag.resource_id, Tag.tag).where(Tag.resource_id.in_(chunk)).order_by(Tag.tag)
+            ):
+                result[rid].append(tag)
+        return result
+
+    def set_tags(self, session: Session, obj: Any, tags: Iterable[str]) -> list[str]:
+        wanted = sorted(set(tags))
+        session.execute(delete(Tag).where(Tag.resource_id == obj.id))
+        session.add_all([Tag(resource_id=obj.id, tag=t) for t in wanted])
+        self.touch(obj)
+        return wanted
+
+    # -- writing -----------------------------------------------------------------------
+
+    @staticmethod
+    def touch(obj: Any) -> None:
+        obj.updated_at = utcnow()
+        obj.revision_number = (obj.revision_number or 0) + 1
+
+    def record(self, session: Session, obj: Any, action: str, data: dict[str, Any] | None = None) -> None:
+        """Append to the change log; called for every committed change."""
+        if data is None and action != "delete":
+            session.flush()
+            data = self.render(session, obj, self.tags_of(session, [obj.id])[obj.id])
+        session.add(
+            Change(
+                resource=self.member,
+                resource_id=obj.id,
+                action=action,
+                project_id=obj.project_id,
+                data=data,
+            )
+        )
+
+    def owner_for_create(self, ctx: Context, body: dict[str, Any]) -> str:
+        """The project a new resource belongs to: the caller's, or any for admins."""
+        project = body.pop("project_id", None)
+        tenant = body.pop("tenant_id", None)
+        if project and tenant and project != tenant:
+            raise BadRequest("'project_id' and 'tenant_id' do not match")
+        requested = project or tenant
+        if requested and requested != ctx.project_id and not ctx.is_admin:
+            raise Forbidden(f"Policy doesn't allow create_{self.member} to be performed.")
+        return requested or ctx.project_id
+
+
+def standard(obj: Any, tags: list[str]) -> dict[str, Any]:
+    """The attributes every resource renders the same way."""
+    return {
+        "id": obj.id,
+        "name": obj.name,
+        "description": obj.description,
+        "project_id": obj.project_id,
+        "tenant_id": obj.project_id,
+        "created_at": timestamp(obj.created_at),
+        "updated_at": timestamp(obj.updated_at),
+        "revision_number": obj.revision_number,
+        "tags": tags,
+    }
+
+
+def select_fields(item: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+    if not fields:
+        return item
+    return {k: v for k, v in item.items() if k in fields}
+
+
+def _after(marker: Any, columns: list[tuple[Any, str]]) -> ColumnElement[bool]:
+    """Keyset condition: rows strictly after ``marker`` in the given order."""
+    clauses = []
+    for i, (col, direction) in enumerate(columns):
+        value = getattr(marker, col.key)
+        equal_before = [c == getattr(marker, c.key) for c, _ in columns[:i]]
+        step = col > value if direction == "asc" else col < value
+        if value is None:
+            step = col.is_not(None) if direction == "asc" else false()
+        clauses.append(and_(*equal_before, step))
+    return or_(*clauses)
+
+
+def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+__all__ = [
+    "Filter",
+    "ListQuery",
+    "NotFound",
+    "Page",
+    "Resource",
+    "select_fields",
+    "standard",
+    "to_bool",
+    "to_int",
+]

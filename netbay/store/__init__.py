@@ -1,0 +1,1 @@
+"""Persistence: tables, engines, transactions and migrations."""

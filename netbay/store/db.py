@@ -1,0 +1,130 @@
+"""Engine and transactions.
+
+Writers are serialized per process for SQLite (it has one writer anyway; a lock
+in Python avoids busy-wait retries) and rely on row locks plus unique keys on
+PostgreSQL. ``Store.write()`` is the only way to change state: everything done in
+it commits together or not at all, and listeners learn of a commit only after it
+happened.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+
+def default_url(data_dir: Path) -> str:
+    return f"sqlite:///{data_dir / 'netbay.db'}"
+
+
+def make_engine(url: str, *, writer: bool = False) -> Engine:
+    """An engine; for SQLite a ``writer`` engine takes the write lock at BEGIN."""
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=20,
+            max_overflow=40,
+        )
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record):  # noqa: ANN001
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+            # Let BEGIN be emitted by SQLAlchemy (below) so writes take the lock up front.
+            dbapi_conn.isolation_level = None
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn):  # noqa: ANN001
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+
+        return engine
+    return create_engine(url, pool_size=20, max_overflow=40, pool_pre_ping=True)
+
+
+class Store:
+    """Sessions for readers and for writers, and commit notifications."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self.is_sqlite = url.startswith("sqlite")
+        self._write_engine = make_engine(url, writer=True) if self.is_sqlite else self.engine
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False)
+        self._write_lock = threading.Lock()
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_commit(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        with self._sessions() as session:
+            yield session
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """One transaction; commits on success, rolls back everything on error."""
+        lock = self._write_lock if self.is_sqlite else _NULL_LOCK
+        with lock:
+            session = self._write_sessions()
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+            finally:
+                session.close()
+        for listener in self._listeners:
+            listener()
+
+    def retrying(self, fn: Callable[[Session], object], attempts: int = 5) -> object:
+        """Run ``fn`` in a write transaction, retrying races on PostgreSQL.
+
+        A unique-key clash between two concurrent writers (same IP, same MAC) is
+        retried with a fresh view; SQLite never races because writers are serial.
+        """
+        for attempt in range(attempts):
+            try:
+                with self.write() as session:
+                    return fn(session)
+            except (IntegrityError, OperationalError) as exc:
+                if self.is_sqlite or attempt == attempts - 1 or not _is_race(exc):
+                    raise
+                time.sleep(0.002 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+        self._write_engine.dispose()
+
+
+def _is_race(exc: Exception) -> bool:
+    code = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    # unique_violation, serialization_failure, deadlock_detected
+    return code in {"23505", "40001", "40P01"}
+
+
+class _NullLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NULL_LOCK = _NullLock()

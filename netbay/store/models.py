@@ -1,0 +1,261 @@
+"""Tables of desired state: identity, the network model and the change log.
+
+One table per Neutron resource, named as Neutron names the API collection.
+Addresses that a port, a router gateway or a floating IP holds all live in
+``ip_allocations``, whose primary key (subnet, address) makes a duplicate IP
+impossible whatever the callers do.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0, tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+# --- identity -----------------------------------------------------------------
+
+
+class Meta(Base):
+    """Process-independent settings, e.g. the token signing key."""
+
+    __tablename__ = "meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class Project(Base):
+    __tablename__ = "projects"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=lambda: uuid.uuid4().hex)
+    name: Mapped[str] = mapped_column(String(255))
+    domain_id: Mapped[str] = mapped_column(String(64), default="default")
+    description: Mapped[str] = mapped_column(Text, default="")
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    __table_args__ = (UniqueConstraint("domain_id", "name"),)
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=lambda: uuid.uuid4().hex)
+    name: Mapped[str] = mapped_column(String(255))
+    domain_id: Mapped[str] = mapped_column(String(64), default="default")
+    password_hash: Mapped[str] = mapped_column(Text)
+    # Bumped on every password change; tokens carry it, so old ones stop verifying.
+    password_epoch: Mapped[int] = mapped_column(Integer, default=0)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    default_project_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    __table_args__ = (UniqueConstraint("domain_id", "name"),)
+
+
+class RoleAssignment(Base):
+    __tablename__ = "role_assignments"
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    project_id: Mapped[str] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True
+    )
+    role: Mapped[str] = mapped_column(String(64), primary_key=True)
+
+
+# --- network model ----------------------------------------------------------------
+
+
+class Standard:
+    """Neutron's standard attributes, shared by every top-level resource."""
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(255), default="", index=True)
+    description: Mapped[str] = mapped_column(String(255), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    revision_number: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Tag(Base):
+    __tablename__ = "tags"
+    resource_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(255), primary_key=True)
+    __table_args__ = (Index("ix_tags_tag", "tag"),)
+
+
+class Network(Standard, Base):
+    __tablename__ = "networks"
+    shared: Mapped[bool] = mapped_column(Boolean, default=False)
+    external: Mapped[bool] = mapped_column(Boolean, default=False)
+    mtu: Mapped[int] = mapped_column(Integer, default=1500)
+    admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    status: Mapped[str] = mapped_column(String(16), default="ACTIVE")
+    # The VXLAN network identifier the dataplane uses between hosts.
+    segmentation_id: Mapped[int] = mapped_column(Integer, unique=True)
+
+    subnets: Mapped[list[Subnet]] = relationship(
+        back_populates="network", order_by="Subnet.created_at", lazy="selectin"
+    )
+
+
+class SubnetPool(Standard, Base):
+    __tablename__ = "subnetpools"
+    ip_version: Mapped[int] = mapped_column(Integer)
+    prefixes: Mapped[list[Any]] = mapped_column(JSON)
+    default_prefixlen: Mapped[int] = mapped_column(Integer)
+    min_prefixlen: Mapped[int] = mapped_column(Integer)
+    max_prefixlen: Mapped[int] = mapped_column(Integer)
+    shared: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False)
+    default_quota: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class Subnet(Standard, Base):
+    __tablename__ = "subnets"
+    network_id: Mapped[str] = mapped_column(ForeignKey("networks.id"), index=True)
+    subnetpool_id: Mapped[str | None] = mapped_column(
+        ForeignKey("subnetpools.id"), nullable=True, index=True
+    )
+    ip_version: Mapped[int] = mapped_column(Integer)
+    cidr: Mapped[str] = mapped_column(String(64))
+    gateway_ip: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    allocation_pools: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    dns_nameservers: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    host_routes: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    enable_dhcp: Mapped[bool] = mapped_column(Boolean, default=True)
+    ipv6_ra_mode: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    ipv6_address_mode: Mapped[str | None] = mapped_column(String(32), nullable=True)
+
+    network: Mapped[Network] = relationship(back_populates="subnets", lazy="raise")
+
+
+class Port(Standard, Base):
+    __tablename__ = "ports"
+    network_id: Mapped[str] = mapped_column(ForeignKey("networks.id"), index=True)
+    mac_address: Mapped[str] = mapped_column(String(32))
+    admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    status: Mapped[str] = mapped_column(String(16), default="DOWN")
+    device_id: Mapped[str] = mapped_column(String(255), default="", index=True)
+    device_owner: Mapped[str] = mapped_column(String(255), default="", index=True)
+    binding_host_id: Mapped[str] = mapped_column(String(255), default="")
+    port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    allowed_address_pairs: Mapped[list[Any]] = mapped_column(JSON, default=list)
+
+    fixed_ips: Mapped[list[IPAllocation]] = relationship(
+        back_populates="port", cascade="all, delete-orphan", lazy="selectin",
+        order_by="IPAllocation.seq",
+    )
+    security_groups: Mapped[list[PortSecurityGroup]] = relationship(
+        cascade="all, delete-orphan", lazy="selectin"
+    )
+    __table_args__ = (UniqueConstraint("network_id", "mac_address"),)
+
+
+class IPAllocation(Base):
+    __tablename__ = "ip_allocations"
+    subnet_id: Mapped[str] = mapped_column(ForeignKey("subnets.id"), primary_key=True)
+    ip_address: Mapped[str] = mapped_column(String(64), primary_key=True)
+    port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), index=True)
+    network_id: Mapped[str] = mapped_column(String(36), index=True)
+    # Keeps a port's fixed_ips in the order they were asked for.
+    seq: Mapped[int] = mapped_column(Integer, default=0)
+
+    port: Mapped[Port] = relationship(back_populates="fixed_ips", lazy="raise")
+
+
+class SecurityGroup(Standard, Base):
+    __tablename__ = "securitygroups"
+    stateful: Mapped[bool] = mapped_column(Boolean, default=True)
+
+    rules: Mapped[list[SecurityGroupRule]] = relationship(
+        cascade="all, delete-orphan", lazy="selectin", order_by="SecurityGroupRule.created_at",
+        foreign_keys="SecurityGroupRule.security_group_id",
+    )
+
+
+class SecurityGroupRule(Base):
+    __tablename__ = "securitygrouprules"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(String(64), index=True)
+    security_group_id: Mapped[str] = mapped_column(
+        ForeignKey("securitygroups.id", ondelete="CASCADE"), index=True
+    )
+    direction: Mapped[str] = mapped_column(String(8))
+    ethertype: Mapped[str] = mapped_column(String(8))
+    protocol: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    port_range_min: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    port_range_max: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    remote_ip_prefix: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    remote_group_id: Mapped[str | None] = mapped_column(
+        ForeignKey("securitygroups.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    description: Mapped[str] = mapped_column(String(255), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    revision_number: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class PortSecurityGroup(Base):
+    __tablename__ = "port_securitygroups"
+    port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), primary_key=True)
+    security_group_id: Mapped[str] = mapped_column(
+        ForeignKey("securitygroups.id"), primary_key=True, index=True
+    )
+
+
+class Router(Standard, Base):
+    __tablename__ = "routers"
+    admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    status: Mapped[str] = mapped_column(String(16), default="ACTIVE")
+    gw_port_id: Mapped[str | None] = mapped_column(ForeignKey("ports.id"), nullable=True)
+    enable_snat: Mapped[bool] = mapped_column(Boolean, default=True)
+    routes: Mapped[list[Any]] = mapped_column(JSON, default=list)
+
+
+class FloatingIP(Standard, Base):
+    __tablename__ = "floatingips"
+    floating_network_id: Mapped[str] = mapped_column(ForeignKey("networks.id"), index=True)
+    floating_ip_address: Mapped[str] = mapped_column(String(64))
+    floating_port_id: Mapped[str] = mapped_column(ForeignKey("ports.id"))
+    fixed_port_id: Mapped[str | None] = mapped_column(
+        ForeignKey("ports.id"), nullable=True, index=True
+    )
+    fixed_ip_address: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    router_id: Mapped[str | None] = mapped_column(ForeignKey("routers.id"), nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default="DOWN")
+
+
+# --- change log -------------------------------------------------------------------
+
+
+class Change(Base):
+    """One row per committed change: the reconcilers' stream of desired state."""
+
+    __tablename__ = "changes"
+    revision: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    resource: Mapped[str] = mapped_column(String(32))
+    resource_id: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(16))
+    project_id: Mapped[str] = mapped_column(String(64), default="")
+    data: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
