@@ -1,0 +1,138 @@
+"""IP address management: pools of a subnet and the next free address.
+
+The pure functions (``default_pools``, ``validate_pools``, ``first_free``) know
+nothing of the database and are property-tested. ``allocate`` is the one place
+that hands out an address: it runs inside the caller's write transaction, holds
+the subnet's row lock (PostgreSQL) or the store's single-writer lock (SQLite),
+and relies on the (subnet, address) primary key as the last word, so no address
+is ever handed out twice.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from netbay.errors import BadRequest, Conflict
+from netbay.store.models import IPAllocation, Subnet
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Net = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def usable_range(net: Net) -> tuple[int, int]:
+    """First and last address a host may hold (IPv4 drops network and broadcast)."""
+    first, last = int(net.network_address), int(net.broadcast_address)
+    if net.version == 4 and net.prefixlen < 31:
+        return first + 1, last - 1
+    if net.version == 6 and net.prefixlen < 127:
+        return first + 1, last  # the subnet-router anycast address is reserved
+    return first, last
+
+
+def default_pools(cidr: str, gateway_ip: str | None) -> list[dict[str, str]]:
+    """The whole usable range minus the gateway, as Neutron computes it."""
+    net = ipaddress.ip_network(cidr)
+    first, last = usable_range(net)
+    ranges = [(first, last)]
+    if gateway_ip is not None:
+        gw = int(ipaddress.ip_address(gateway_ip))
+        if first <= gw <= last:
+            ranges = [(first, gw - 1), (gw + 1, last)]
+    ranges = [(lo, hi) for lo, hi in ranges if lo <= hi]
+    cls = type(net.network_address)
+    return [{"start": str(cls(lo)), "end": str(cls(hi))} for lo, hi in ranges]
+
+
+def validate_pools(cidr: str, gateway_ip: str | None, pools: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Pools inside the CIDR, ordered, not overlapping each other or the gateway."""
+    net = ipaddress.ip_network(cidr)
+    first, last = usable_range(net)
+    spans = []
+    for pool in pools:
+        try:
+            start = ipaddress.ip_address(pool["start"])
+            end = ipaddress.ip_address(pool["end"])
+        except (KeyError, TypeError, ValueError):
+            raise BadRequest(f"Invalid input for allocation_pools. Reason: '{pool}' is not a valid "
+                             "allocation pool: it needs a start and an end address.") from None
+        if start.version != net.version or end.version != net.version or not (
+            first <= int(start) <= last and first <= int(end) <= last
+        ):
+            raise BadRequest(f"The allocation pool {start}-{end} spans beyond the subnet cidr {cidr}.",
+                             kind="OutOfBoundsAllocationPool")
+        if int(start) > int(end):
+            raise BadRequest(f"The allocation pool {start}-{end} is not valid.", kind="InvalidAllocationPool")
+        spans.append((int(start), int(end), str(start), str(end)))
+    spans.sort()
+    for (_, prev_end, ps, pe), (start, _, s, e) in zip(spans, spans[1:]):
+        if start <= prev_end:
+            raise BadRequest(f"Found overlapping allocation pools: {ps}-{pe} and {s}-{e} for subnet {cidr}.",
+                             kind="OverlappingAllocationPools")
+    if gateway_ip is not None:
+        gw = int(ipaddress.ip_address(gateway_ip))
+        for lo, hi, s, e in spans:
+            if lo <= gw <= hi:
+                raise Conflict(f"Gateway ip {gateway_ip} conflicts with allocation pool {s}-{e}.",
+                               kind="GatewayConflictWithAllocationPools")
+    return [{"start": s, "end": e} for _, _, s, e in spans]
+
+
+def pool_addresses(pools: Iterable[dict[str, str]]) -> Iterator[int]:
+    for pool in pools:
+        yield from range(int(ipaddress.ip_address(pool["start"])), int(ipaddress.ip_address(pool["end"])) + 1)
+
+
+def first_free(pools: list[dict[str, str]], taken: set[int]) -> int | None:
+    """The lowest address in the pools that is not taken, or None when full."""
+    for candidate in pool_addresses(pools):
+        if candidate not in taken:
+            return candidate
+    return None
+
+
+def in_subnet(subnet: Subnet, address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    net = ipaddress.ip_network(subnet.cidr)
+    if ip.version != net.version or ip not in net:
+        return False
+    first, last = usable_range(net)
+    return first <= int(ip) <= last
+
+
+def lock_subnet(session: Session, subnet_id: str) -> None:
+    """Serialize allocators of one subnet (a no-op on SQLite, whose writers are serial)."""
+    if session.bind is not None and session.bind.dialect.name == "postgresql":
+        session.execute(select(Subnet.id).where(Subnet.id == subnet_id).with_for_update())
+
+
+def allocate(session: Session, subnet: Subnet, requested: str | None = None, *, allow_gateway: bool = False) -> str:
+    """Hand out ``requested`` or the next free address of ``subnet``.
+
+    409 ``IpAddressAlreadyAllocated`` for a taken requested address,
+    409 ``IpAddressGenerationFailure`` when the pools are exhausted.
+    """
+    lock_subnet(session, subnet.id)
+    if requested is not None:
+        address = str(ipaddress.ip_address(requested))
+        if not in_subnet(subnet, address):
+            raise BadRequest(f"IP address {address} is not a valid IP for the specified subnet.",
+                             kind="InvalidIpForSubnet")
+        clash = session.get(IPAllocation, (subnet.id, address))
+        if clash is not None or (address == subnet.gateway_ip and not allow_gateway):
+            raise Conflict(f"IP address {address} already allocated in subnet {subnet.id}",
+                           kind="IpAddressAlreadyAllocated")
+        return address
+    rows = session.scalars(select(IPAllocation.ip_address).where(IPAllocation.subnet_id == subnet.id))
+    taken = {int(ipaddress.ip_address(a)) for a in rows}
+    if subnet.gateway_ip:
+        taken.add(int(ipaddress.ip_address(subnet.gateway_ip)))
+    found = first_free(subnet.allocation_pools, taken)
+    if found is None:
+        raise Conflict(f"No more IP addresses available on network {subnet.network_id}.",
+                       kind="IpAddressGenerationFailure")
+    return str(ipaddress.ip_address(found))

@@ -1,0 +1,250 @@
+"""Shared fixtures: a real ``netbay serve`` process on SQLite and on PostgreSQL.
+
+PostgreSQL is started by the fixture itself from Debian's server binaries (a
+throwaway cluster in a temporary directory, run as the ``postgres`` user and
+stopped by its PID), unless ``NETBAY_TEST_PG_URL`` points at one already.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+ADMIN_PASSWORD = "admin-secret-for-tests"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--db", default=os.environ.get("NETBAY_TEST_DBS", "sqlite,postgresql"),
+                     help="comma-separated database backends to run API tests on")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "db_backend" in metafunc.fixturenames:
+        backends = [b for b in metafunc.config.getoption("--db").split(",") if b]
+        metafunc.parametrize("db_backend", backends, scope="module")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- PostgreSQL ----------------------------------------------------------------------
+
+
+@dataclass
+class Postgres:
+    host: str
+    port: int
+    user: str = "postgres"
+
+    def url(self, database: str) -> str:
+        return f"postgresql+psycopg://{self.user}@{self.host}:{self.port}/{database}"
+
+    def create_database(self) -> str:
+        import psycopg
+
+        name = "nb_" + uuid.uuid4().hex[:12]
+        with psycopg.connect(host=self.host, port=self.port, user=self.user, dbname="postgres",
+                             autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return name
+
+
+def _pg_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    url = os.environ.get("NETBAY_TEST_PG_URL")
+    if url:  # host:port of a server that trusts user postgres
+        host, port = url.rsplit(":", 1)
+        yield Postgres(host, int(port))
+        return
+    bindir = _pg_bin()
+    if bindir is None:
+        pytest.fail("PostgreSQL server binaries not found: install Debian's postgresql package "
+                    "(scripts/test.sh does) or set NETBAY_TEST_PG_URL")
+    root = Path(tempfile.mkdtemp(prefix="nbtest-pg-"))
+    data = root / "data"
+    shutil.chown(root, "postgres", "postgres")
+    as_pg = ["runuser", "-u", "postgres", "--"]
+    subprocess.run([*as_pg, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+                   check=True, capture_output=True, timeout=120)
+    port = free_port()
+    proc = subprocess.Popen(
+        [*as_pg, str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(root),
+         "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+         "-c", "full_page_writes=off", "-c", "max_connections=300"],
+        stdout=subprocess.DEVNULL, stderr=open(root / "log", "w"),
+    )
+    try:
+        _wait_port(port, 30, proc)
+        yield Postgres("127.0.0.1", port)
+    finally:
+        proc.send_signal(signal.SIGINT)  # fast shutdown
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _wait_port(port: int, seconds: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on {port} after {seconds}s")
+
+
+# --- netbay server ------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    url: str
+    port: int
+    data_dir: Path
+    database_url: str
+    proc: subprocess.Popen
+    _clients: list = field(default_factory=list)
+
+    @property
+    def auth_url(self) -> str:
+        return f"{self.url}/identity/v3"
+
+    def netbay(self, *args: str, env: dict | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+        """Run the netbay CLI against this server's database."""
+        full_env = {**os.environ, "NETBAY_DATA_DIR": str(self.data_dir),
+                    "NETBAY_DATABASE_URL": self.database_url, **(env or {})}
+        return subprocess.run([sys.executable, "-m", "netbay.cli.main", *args], env=full_env,
+                              capture_output=True, text=True, timeout=120, input=input)
+
+    def make_user(self, project: str | None = None, role: str = "member") -> tuple[str, str, str]:
+        """A fresh project and user with ``role`` on it; returns (user, password, project)."""
+        project = project or "p-" + uuid.uuid4().hex[:8]
+        user = "u-" + uuid.uuid4().hex[:8]
+        password = "pw-" + uuid.uuid4().hex[:8]
+        if project != "admin":
+            r = self.netbay("admin", "project", "create", project)
+            assert r.returncode == 0 or "already exists" in r.stdout, r.stdout + r.stderr
+        r = self.netbay("admin", "user", "create", user, "--project", project, "--role", role,
+                        env={"NETBAY_NEW_USER_PASSWORD": password})
+        assert r.returncode == 0, r.stdout + r.stderr
+        return user, password, project
+
+    def connect(self, user: str = "admin", password: str = ADMIN_PASSWORD, project: str = "admin"):  # noqa: ANN201
+        import openstack
+
+        conn = openstack.connect(
+            auth_url=self.auth_url, username=user, password=password, project_name=project,
+            user_domain_name="Default", project_domain_name="Default", region_name="RegionOne",
+            identity_api_version="3",
+        )
+        self._clients.append(conn)
+        return conn
+
+    def token(self, user: str = "admin", password: str = ADMIN_PASSWORD, project: str = "admin") -> str:
+        body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+            "name": user, "domain": {"name": "Default"}, "password": password}}},
+            "scope": {"project": {"name": project, "domain": {"name": "Default"}}}}}
+        r = httpx.post(f"{self.auth_url}/auth/tokens", json=body, timeout=10)
+        assert r.status_code == 201, r.text
+        return r.headers["X-Subject-Token"]
+
+    def http(self, token: str | None = None) -> httpx.Client:
+        client = httpx.Client(base_url=f"{self.url}/network/v2.0",
+                              headers={"X-Auth-Token": token or self.token()}, timeout=30)
+        self._clients.append(client)
+        return client
+
+
+def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: tuple[str, ...] = ()) -> Server:
+    port = free_port()
+    env = {**os.environ, "NETBAY_ADMIN_PASSWORD": ADMIN_PASSWORD, "NETBAY_LOG_LEVEL": "WARNING"}
+    command = "up" if up else "serve"
+    log = open(data_dir / "server.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "netbay.cli.main", command, "--port", str(port), "--data-dir", str(data_dir),
+         "--database-url", database_url, *extra],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_port(port, 60, proc)
+    except Exception:
+        proc.kill()
+        raise RuntimeError((data_dir / "server.log").read_text())
+    return Server(f"http://127.0.0.1:{port}", port, data_dir, database_url, proc)
+
+
+def stop_server(server: Server) -> None:
+    for client in server._clients:
+        try:
+            client.close()
+        except Exception:
+            pass
+    server.proc.terminate()
+    try:
+        server.proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        server.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def database_url(db_backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    if db_backend == "sqlite":
+        return f"sqlite:///{tmp_path_factory.mktemp('db') / 'netbay.db'}"
+    pg: Postgres = request.getfixturevalue("postgres")
+    return pg.url(pg.create_database())
+
+
+@pytest.fixture(scope="module")
+def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A running ``netbay up`` (schema, admin, ``public`` network) for one test module."""
+    srv = start_server(database_url, tmp_path_factory.mktemp("netbay"))
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+@pytest.fixture(scope="module")
+def admin(server: Server):  # noqa: ANN201
+    """An openstacksdk connection as the bootstrap admin."""
+    return server.connect()
+
+
+@pytest.fixture(scope="module")
+def member(server: Server):  # noqa: ANN201
+    """An openstacksdk connection as a member of a fresh project."""
+    user, password, project = server.make_user()
+    return server.connect(user, password, project)
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
