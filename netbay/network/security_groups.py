@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from netbay.network.resource import Resource
 from netbay.network.types import Body
-from netbay.store.models import SecurityGroup, SecurityGroupRule
+from netbay.store.models import DefaultSecurityGroup, SecurityGroup, SecurityGroupRule
 
 
 def default_rules(group: SecurityGroup) -> list[SecurityGroupRule]:
@@ -23,16 +22,15 @@ def default_rules(group: SecurityGroup) -> list[SecurityGroupRule]:
 
 def ensure_default_group(session: Session, project_id: str) -> SecurityGroup:
     """The project's ``default`` group, made (with its rules) on first use."""
-    group = session.scalars(
-        select(SecurityGroup).where(SecurityGroup.project_id == project_id, SecurityGroup.name == "default")
-    ).first()
-    if group is not None:
-        return group
+    known = session.get(DefaultSecurityGroup, project_id)
+    if known is not None:
+        return session.get(SecurityGroup, known.security_group_id)
     from netbay.network.registry import SECURITY_GROUPS
 
     group = SecurityGroup(project_id=project_id, name="default", description="Default security group")
     session.add(group)
     session.flush()
+    session.add(DefaultSecurityGroup(project_id=project_id, security_group_id=group.id))
     session.add_all(default_rules(group))
     session.flush()
     session.refresh(group)

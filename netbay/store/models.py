@@ -215,6 +215,14 @@ class SecurityGroupRule(Base):
     revision_number: Mapped[int] = mapped_column(Integer, default=0)
 
 
+class DefaultSecurityGroup(Base):
+    """One ``default`` group per project; the key makes a concurrent second one fail."""
+
+    __tablename__ = "default_securitygroups"
+    project_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    security_group_id: Mapped[str] = mapped_column(ForeignKey("securitygroups.id", ondelete="CASCADE"))
+
+
 class PortSecurityGroup(Base):
     __tablename__ = "port_securitygroups"
     port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), primary_key=True)

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 02:17:59.530452
+Create Date: 2026-11-22 02:19:51.079705
 """
 
 from alembic import op
@@ -117,6 +117,12 @@ def upgrade() -> None:
     sa.Column('default_project_id', sa.String(length=64), nullable=True),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('domain_id', 'name')
+    )
+    op.create_table('default_securitygroups',
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('security_group_id', sa.String(length=36), nullable=False),
+    sa.ForeignKeyConstraint(['security_group_id'], ['securitygroups.id'], ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('project_id')
     )
     op.create_table('ports',
     sa.Column('network_id', sa.String(length=36), nullable=False),
@@ -326,6 +332,7 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_ports_device_id'))
 
     op.drop_table('ports')
+    op.drop_table('default_securitygroups')
     op.drop_table('users')
     with op.batch_alter_table('tags', schema=None) as batch_op:
         batch_op.drop_index('ix_tags_tag')
