@@ -11,13 +11,15 @@ from fastapi import FastAPI
 from netbay.api import changes, errors, identity, network
 from netbay.changes import ChangeFeed
 from netbay.identity.service import Identity
-from netbay.identity.tokens import Tokens
+from netbay.identity.tokens import DEFAULT_TTL, Tokens
 from netbay.store.db import Store
 
 log = logging.getLogger("netbay")
 
 
-def create_app(store: Store, *, noauth: bool = False, public_url: str | None = None) -> FastAPI:
+def create_app(
+    store: Store, *, noauth: bool = False, public_url: str | None = None, token_ttl: int = DEFAULT_TTL
+) -> FastAPI:
     feed = ChangeFeed(store)
 
     @asynccontextmanager
@@ -34,7 +36,7 @@ def create_app(store: Store, *, noauth: bool = False, public_url: str | None = N
     identity_service = Identity(store)
     app.state.store = store
     app.state.identity = identity_service
-    app.state.tokens = Tokens(store, identity_service.token_key())
+    app.state.tokens = Tokens(store, identity_service.token_key(), ttl=token_ttl)
     app.state.feed = feed
     app.state.noauth = noauth
     app.state.public_url = public_url.rstrip("/") if public_url else None

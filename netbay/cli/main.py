@@ -26,6 +26,7 @@ DbUrl = typer.Option(None, "--database-url", envvar="NETBAY_DATABASE_URL",
                      help="SQLAlchemy URL; default SQLite in the data dir, e.g. postgresql+psycopg://…")
 Host = typer.Option("127.0.0.1", "--host", help="Address to listen on.")
 PortOpt = typer.Option(9696, "--port", help="Port to listen on.")
+TokenTTL = typer.Option(43200, "--token-ttl", min=1, help="Seconds a token stays valid.")
 
 
 @db_app.command("upgrade")
@@ -50,7 +51,8 @@ def db_current(data_dir: Path = DataDir, database_url: str = DbUrl) -> None:
     engine.dispose()
 
 
-def _run_server(settings: Settings, host: str, port: int, noauth: bool, public_url: str | None) -> None:
+def _run_server(settings: Settings, host: str, port: int, noauth: bool, public_url: str | None,
+                token_ttl: int) -> None:
     import uvicorn
 
     from netbay.api.app import create_app
@@ -70,7 +72,7 @@ def _run_server(settings: Settings, host: str, port: int, noauth: bool, public_u
     if noauth:
         console.print("[bold red]WARNING: --noauth: no authentication, every caller is admin. "
                       "For development only; never expose this server.[/]")
-    application = create_app(store, noauth=noauth, public_url=public_url)
+    application = create_app(store, noauth=noauth, public_url=public_url, token_ttl=token_ttl)
     uvicorn.run(application, host=host, port=port, log_level="warning", access_log=False)
 
 
@@ -82,11 +84,12 @@ def serve(
     database_url: str = DbUrl,
     noauth: bool = typer.Option(False, "--noauth", help="DEVELOPMENT ONLY: no authentication."),
     public_url: str = typer.Option(None, "--public-url", help="Base URL put in the catalog."),
+    token_ttl: int = TokenTTL,
 ) -> None:
     """Run the API service (identity and network)."""
     _logging()
     settings = Settings.resolve(data_dir, database_url)
-    _run_server(settings, host, port, noauth, public_url)
+    _run_server(settings, host, port, noauth, public_url, token_ttl)
 
 
 @app.command()
@@ -96,6 +99,7 @@ def up(
     data_dir: Path = DataDir,
     database_url: str = DbUrl,
     public_url: str = typer.Option(None, "--public-url", help="Base URL put in the catalog."),
+    token_ttl: int = TokenTTL,
 ) -> None:
     """Migrate, bootstrap, create the ``public`` external network, write an openrc, serve."""
     from netbay.cli.bootstrap import prepare
@@ -105,7 +109,7 @@ def up(
     openrc = prepare(settings, host, port)
     console.print(f"[green]netbay is starting on http://{host}:{port}[/]")
     console.print(f"credentials: [bold]source {openrc}[/]")
-    _run_server(settings, host, port, False, public_url)
+    _run_server(settings, host, port, False, public_url, token_ttl)
 
 
 def _logging() -> None:

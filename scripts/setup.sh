@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install what netbay and its tests need on a fresh Debian machine (idempotent):
+# Debian packages (PostgreSQL server for the test suite) and a virtualenv in .venv.
+# Source it: `source scripts/setup.sh` leaves the virtualenv active.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+apt_packages=(postgresql iproute2 nftables)
+missing=()
+for pkg in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "netbay setup: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x "$root/.venv/bin/python" ]; then
+  python3 -m venv "$root/.venv"
+fi
+stamp="$root/.venv/.netbay-installed"
+if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
+  echo "netbay setup: installing Python dependencies into .venv" >&2
+  "$root/.venv/bin/pip" install -q --upgrade pip >/dev/null
+  "$root/.venv/bin/pip" install -q -e "$root[test]"
+  touch "$stamp"
+fi
+# shellcheck disable=SC1091
+source "$root/.venv/bin/activate"
