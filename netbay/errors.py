@@ -62,7 +62,7 @@ _NOT_FOUND = {
     "subnet": ("SubnetNotFound", "Subnet {} could not be found."),
     "subnetpool": ("SubnetPoolNotFound", "Subnet pool {} could not be found."),
     "port": ("PortNotFound", "Port {} could not be found."),
-    "router": ("RouterNotFound", "Router {} could not be found."),
+    "router": ("RouterNotFound", "Router {} could not be found"),
     "floatingip": ("FloatingIPNotFound", "Floating IP {} could not be found"),
     "security_group": ("SecurityGroupNotFound", "Security group {} does not exist"),
     "security_group_rule": ("SecurityGroupRuleNotFound", "Security group rule {} does not exist"),

@@ -3,24 +3,59 @@
 ``create_port`` and ``delete_port`` are the one way any part of netbay makes or
 removes a port (the Port API, router interfaces and gateways, floating IPs,
 load balancer VIPs, cluster nodes, containers), so IPAM and default security
-groups apply everywhere alike.
+groups apply everywhere alike. ``Ports`` is the Neutron Port API on top of them:
+it adds what only an API caller needs (visibility, policy, validation of
+security group ids) and keeps the create path to a handful of statements.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
-from typing import Any
+import uuid
+from typing import Annotated, Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from pydantic import AfterValidator, Field, StringConstraints
+from sqlalchemy import and_, false, or_, select, true
+from sqlalchemy.orm import Session, lazyload
+from sqlalchemy.sql.elements import ColumnElement
 
-from netbay.errors import BadRequest, Conflict
+from netbay.context import Context
+from netbay.errors import BadRequest, Conflict, Forbidden, NetbayError, not_found
 from netbay.network import ipam
-from netbay.network.resource import Resource
-from netbay.network.types import Body
-from netbay.store.models import IPAllocation, Network, Port, PortSecurityGroup, Subnet, Tag
+from netbay.network.networks import Networks
+from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
+from netbay.network.types import MAC, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
+from netbay.store.models import (
+    DefaultSecurityGroup,
+    FloatingIP,
+    IPAllocation,
+    Network,
+    Port,
+    PortSecurityGroup,
+    Router,
+    SecurityGroup,
+    Subnet,
+    Tag,
+    new_id,
+)
 
 MAC_PREFIX = "fa:16:3e"
+# Neutron's default ``max_allowed_address_pair``.
+MAX_ADDRESS_PAIRS = 10
+STATUSES = {"ACTIVE", "DOWN", "BUILD", "ERROR"}
+# Ports a router or floating IP owns: removed through their own API, not the Port API.
+ROUTER_INTERFACE_OWNERS = {
+    "network:router_interface",
+    "network:router_interface_distributed",
+    "network:ha_router_replicated_interface",
+    "network:router_centralized_snat",
+}
+ROUTER_GATEWAY = "network:router_gateway"
+FLOATINGIP_OWNER = "network:floatingip"
+AUTO_ADDRESS_MODES = ("slaac", "dhcpv6-stateless")
+# binding:vif_type of a port bound to a host ("unbound" otherwise).
+VIF_TYPE = "other"
 
 
 def generate_mac() -> str:
@@ -39,24 +74,80 @@ def assign_ips(
     allow_gateway: bool = False,
     start_seq: int = 0,
 ) -> None:
-    """Allocate the port's fixed IPs: one per request, or one per IP version when None."""
+    """Allocate the port's fixed IPs, as Neutron's IPAM does.
+
+    ``requests=None``: one address from the IPv4 subnets and one from the
+    stateful IPv6 subnets (the first with room), plus the EUI-64 address on
+    every SLAAC / DHCPv6-stateless subnet. Otherwise one address per request;
+    a request for an automatic-address subnet gets the EUI-64 address.
+    """
+    if requests == []:
+        return
     subnets = _subnets_of(session, port.network_id)
+    auto = port.device_owner not in ROUTER_INTERFACE_OWNERS
     addresses: list[tuple[Subnet, str]] = []
     if requests is None:
-        for version in (4, 6):
-            candidates = [s for s in subnets if s.ip_version == version]
+        for candidates in (
+            [s for s in subnets if s.ip_version == 4],
+            [s for s in subnets if s.ip_version == 6 and not (auto and is_auto_address(s))],
+        ):
             if candidates:
                 addresses.append(_from_any(session, candidates))
+        for subnet in subnets:
+            if auto and is_auto_address(subnet):
+                addresses.append((subnet, ipam.allocate(session, subnet, eui64(subnet.cidr, port.mac_address))))
     else:
         by_id = {s.id: s for s in subnets}
         for req in requests:
             subnet = _subnet_for(port, req, by_id, subnets)
-            addresses.append((subnet, ipam.allocate(session, subnet, req.get("ip_address"),
-                                                    allow_gateway=allow_gateway)))
+            requested = req.get("ip_address")
+            if auto and is_auto_address(subnet):
+                derived = eui64(subnet.cidr, port.mac_address)
+                if requested is not None and requested != derived:
+                    raise BadRequest(
+                        f"Invalid input for operation: IPv6 address {requested} cannot be directly assigned "
+                        f"to a port on subnet {subnet.id} since the subnet is configured for automatic "
+                        "addresses.", kind="InvalidInput")
+                requested = derived
+            address = ipam.allocate(session, subnet, requested, allow_gateway=allow_gateway)
+            pending = [a for s, a in addresses if s.id == subnet.id]
+            if address in pending:
+                # Two requests on one subnet in this call: the second must not get the same address.
+                if requested is not None:
+                    raise Conflict(f"IP address {address} already allocated in subnet {subnet.id}",
+                                   kind="IpAddressAlreadyAllocated")
+                address = _next_after(session, subnet, pending)
+            addresses.append((subnet, address))
     for seq, (subnet, ip) in enumerate(addresses, start=start_seq):
         port.fixed_ips.append(IPAllocation(subnet_id=subnet.id, ip_address=ip, port_id=port.id,
                                            network_id=port.network_id, seq=seq))
     session.flush()
+
+
+def is_auto_address(subnet: Subnet) -> bool:
+    """SLAAC and DHCPv6-stateless subnets: hosts derive their address from the MAC."""
+    return subnet.ip_version == 6 and (
+        subnet.ipv6_address_mode in AUTO_ADDRESS_MODES or subnet.ipv6_ra_mode in AUTO_ADDRESS_MODES)
+
+
+def eui64(cidr: str, mac: str) -> str:
+    """The modified EUI-64 address of ``mac`` in a /64 (RFC 4291 appendix A)."""
+    octets = bytes.fromhex(mac.replace(":", ""))
+    iid = bytes([octets[0] ^ 0x02]) + octets[1:3] + b"\xff\xfe" + octets[3:]
+    return str(ipaddress.ip_network(cidr).network_address + int.from_bytes(iid, "big"))
+
+
+def _next_after(session: Session, subnet: Subnet, pending: list[str]) -> str:
+    """A free address of ``subnet`` that is neither allocated nor pending in this call."""
+    rows = session.scalars(select(IPAllocation.ip_address).where(IPAllocation.subnet_id == subnet.id))
+    taken = {int(ipaddress.ip_address(a)) for a in [*rows, *pending]}
+    if subnet.gateway_ip:
+        taken.add(int(ipaddress.ip_address(subnet.gateway_ip)))
+    found = ipam.first_free(subnet.allocation_pools, taken)
+    if found is None:
+        raise Conflict(f"No more IP addresses available on network {subnet.network_id}.",
+                       kind="IpAddressGenerationFailure")
+    return str(ipaddress.ip_address(found))
 
 
 def _subnet_for(port: Port, req: dict[str, Any], by_id: dict[str, Subnet], subnets: list[Subnet]) -> Subnet:
@@ -89,6 +180,44 @@ def _from_any(session: Session, subnets: list[Subnet]) -> tuple[Subnet, str]:
     return subnets[-1], ipam.allocate(session, subnets[-1])
 
 
+def _mac_in_use(session: Session, network_id: str, mac: str) -> Conflict | None:
+    taken = session.scalar(select(Port.id).where(Port.network_id == network_id, Port.mac_address == mac))
+    if taken is None:
+        return None
+    return Conflict(f"Unable to complete operation for network {network_id}. "
+                    f"The mac address {mac} is in use.", kind="MacAddressInUse")
+
+
+def _free_mac(session: Session, network_id: str) -> str:
+    """A random MAC not yet used on the network (24 random bits collide within thousands)."""
+    for _ in range(16):
+        mac = generate_mac()
+        if session.scalar(select(Port.id).where(Port.network_id == network_id, Port.mac_address == mac)) is None:
+            return mac
+    raise _Unavailable(f"Unable to generate unique mac on network {network_id}.", kind="MacAddressGenerationFailure")
+
+
+class _Unavailable(NetbayError):
+    status = 503
+
+
+def address_pairs(pairs: list[dict[str, Any]], port_mac: str) -> list[dict[str, str]]:
+    """Neutron's stored form: every pair has a MAC (the port's unless given), no duplicates."""
+    if len(pairs) > MAX_ADDRESS_PAIRS:
+        raise BadRequest(f"The number of allowed address pair exceeds the maximum {MAX_ADDRESS_PAIRS}.",
+                         kind="AllowedAddressPairExhausted")
+    seen: set[tuple[str | None, str]] = set()
+    result = []
+    for pair in pairs:
+        key = (pair.get("mac_address"), pair["ip_address"])
+        if key in seen:
+            raise BadRequest(f"Request contains duplicate address pair: mac_address {key[0]} "
+                             f"ip_address {key[1]}.", kind="DuplicateAddressPairInRequest")
+        seen.add(key)
+        result.append({"ip_address": pair["ip_address"], "mac_address": pair.get("mac_address") or port_mac})
+    return result
+
+
 def create_port(
     session: Session,
     *,
@@ -108,14 +237,12 @@ def create_port(
     ``attrs`` are plain columns: name, description, device_id, device_owner,
     binding_host_id, admin_state_up, allowed_address_pairs.
     """
-    from netbay.network.security_groups import ensure_default_group
-
     owner = attrs.get("device_owner", "") or ""
     if port_security_enabled is None:
         port_security_enabled = True
     if security_groups is None:
         security_groups = (
-            [ensure_default_group(session, project_id).id]
+            [_default_group_id(session, project_id)]
             if port_security_enabled and not owner.startswith("network:") else []
         )
     if security_groups and not port_security_enabled:
@@ -125,37 +252,461 @@ def create_port(
         raise Conflict("Port Security must be enabled in order to have allowed address pairs on a port.",
                        kind="AddressPairAndPortSecurityRequired")
     if mac_address is not None:
-        taken = session.scalar(select(Port.id).where(Port.network_id == network.id, Port.mac_address == mac_address))
-        if taken:
-            raise Conflict(f"Unable to complete operation for network {network.id}. "
-                           f"The mac address {mac_address} is in use.", kind="MacAddressInUse")
-    port = Port(project_id=project_id, network_id=network.id, mac_address=mac_address or generate_mac(),
-                port_security_enabled=port_security_enabled, **attrs)
+        in_use = _mac_in_use(session, network.id, mac_address)
+        if in_use:
+            raise in_use
+    mac = mac_address or _free_mac(session, network.id)
+    if attrs.get("allowed_address_pairs"):
+        attrs["allowed_address_pairs"] = address_pairs(attrs["allowed_address_pairs"], mac)
+    # Empty collections up front: a flushed port would otherwise load them with a query.
+    port = Port(id=new_id(), project_id=project_id, network_id=network.id, mac_address=mac,
+                port_security_enabled=port_security_enabled, fixed_ips=[], security_groups=[], **attrs)
     session.add(port)
     session.flush()
     assign_ips(session, port, fixed_ips, allow_gateway=allow_gateway)
-    port.security_groups = [PortSecurityGroup(port_id=port.id, security_group_id=sg) for sg in dict.fromkeys(security_groups)]
+    port.security_groups = [PortSecurityGroup(port_id=port.id, security_group_id=sg)
+                            for sg in dict.fromkeys(security_groups)]
     return port
 
 
+def _default_group_id(session: Session, project_id: str) -> str:
+    """The project's default group id; one primary-key lookup once it exists."""
+    known = session.get(DefaultSecurityGroup, project_id)
+    if known is not None:
+        return known.security_group_id
+    from netbay.network.security_groups import ensure_default_group
+
+    return ensure_default_group(session, project_id).id
+
+
 def delete_port(session: Session, port: Port, resource: Resource | None = None) -> None:
-    """Remove a port, its addresses and tags, and log the change."""
+    """Remove a port, its addresses and tags, and log the change.
+
+    Floating IPs associated with the port are disassociated first, as Neutron does.
+    """
+    from netbay.network.floatingips import disassociate_port
     from netbay.network.registry import PORTS
 
+    disassociate_port(session, port.id)  # clears fixed port/IP/router, status DOWN, logs the update
     (resource or PORTS).record(session, port, "delete", None)
     session.execute(Tag.__table__.delete().where(Tag.resource_id == port.id))
     session.delete(port)
     session.flush()
 
 
+def set_status(session: Session, port_id: str, status: str) -> Port:
+    """Set a port's status (ACTIVE/DOWN/...): the dataplane's report, not a user's request."""
+    from netbay.network.registry import PORTS
+
+    if status not in STATUSES:
+        raise BadRequest(f"Invalid input for status. Reason: '{status}' is not in {sorted(STATUSES)}.")
+    port = session.get(Port, port_id, with_for_update=True)
+    if port is None:
+        raise not_found("port", port_id)
+    if port.status != status:
+        port.status = status
+        PORTS.touch(port)
+        PORTS.record(session, port, "update")
+    return port
+
+
+# --- request bodies -----------------------------------------------------------------
+
+
+def _uuid(value: str) -> str:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        raise ValueError(f"'{value}' is not a valid UUID") from None
+    return value
+
+
+def _ip_or_cidr(value: str) -> str:
+    try:
+        return str(ipaddress.ip_interface(value)) if "/" in value else str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ValueError(f"'{value}' is neither a valid IP address, nor is it a valid IP subnet") from None
+
+
+def _no_duplicate_ips(items: list[FixedIP]) -> list[FixedIP]:
+    seen: set[str] = set()
+    for item in items:
+        if item.ip_address is not None:
+            if item.ip_address in seen:
+                raise ValueError(f"Duplicate IP address '{item.ip_address}'")
+            seen.add(item.ip_address)
+    return items
+
+
+UUID = Annotated[str, StringConstraints(max_length=36), AfterValidator(_uuid)]
+IPOrCIDR = Annotated[str, StringConstraints(max_length=64), AfterValidator(_ip_or_cidr)]
+
+
+class FixedIP(Body):
+    subnet_id: UUID | None = None
+    ip_address: IPAddress | None = None
+
+
+class AddressPair(Body):
+    ip_address: IPOrCIDR
+    mac_address: MAC | None = None
+
+
+FixedIPs = Annotated[list[FixedIP], AfterValidator(_no_duplicate_ips)]
+
+# Fields below default to None without allowing an explicit null (pydantic does
+# not validate defaults): absent means "not given", null is refused as Neutron does.
+
+
 class PortCreate(Body):
-    pass
+    name: Name = ""
+    description: Text = ""
+    network_id: UUID = None  # type: ignore[assignment]  # required: refused in create with Neutron's words
+    admin_state_up: Bool = True
+    mac_address: MAC = None  # type: ignore[assignment]
+    fixed_ips: FixedIPs = None  # type: ignore[assignment]
+    device_id: Name = ""
+    device_owner: Name = ""
+    binding_host_id: Name = Field("", alias="binding:host_id")
+    security_groups: list[UUID] | None = None
+    allowed_address_pairs: list[AddressPair] | None = None
+    port_security_enabled: Bool = None  # type: ignore[assignment]
+    project_id: ProjectID | None = None
+    tenant_id: ProjectID | None = None
+    tags: Tags | None = None
+
+
+class PortUpdate(Body):
+    name: Name = None  # type: ignore[assignment]
+    description: Text = None  # type: ignore[assignment]
+    admin_state_up: Bool = None  # type: ignore[assignment]
+    mac_address: MAC = None  # type: ignore[assignment]
+    fixed_ips: FixedIPs = None  # type: ignore[assignment]
+    device_id: Name = None  # type: ignore[assignment]
+    device_owner: Name = None  # type: ignore[assignment]
+    binding_host_id: Name = Field(None, alias="binding:host_id")  # type: ignore[assignment]
+    security_groups: list[UUID] | None = None
+    allowed_address_pairs: list[AddressPair] | None = None
+    port_security_enabled: Bool = None  # type: ignore[assignment]
+
+
+# --- the Port API -------------------------------------------------------------------
+
+_NETWORKS = Networks()
+
+
+def _deny(action: str) -> Forbidden:
+    return Forbidden(f"Policy doesn't allow {action} to be performed.")
 
 
 class Ports(Resource):
-    """PLACEHOLDER: the Port API resource is written on top of create_port/delete_port."""
-
     member = "port"
     collection = "ports"
     model = Port
     create_body = PortCreate
+    update_body = PortUpdate
+    filters = {
+        "name": Filter(Port.name),
+        "description": Filter(Port.description),
+        "project_id": Filter(Port.project_id),
+        "tenant_id": Filter(Port.project_id),
+        "network_id": Filter(Port.network_id),
+        "mac_address": Filter(Port.mac_address, str.lower),
+        "admin_state_up": Filter(Port.admin_state_up, to_bool),
+        "status": Filter(Port.status),
+        "device_id": Filter(Port.device_id),
+        "device_owner": Filter(Port.device_owner),
+        "binding:host_id": Filter(Port.binding_host_id),
+        "port_security_enabled": Filter(Port.port_security_enabled, to_bool),
+        "revision_number": Filter(Port.revision_number, to_int),
+        "created_at": Filter(Port.created_at),
+        "updated_at": Filter(Port.updated_at),
+    }
+
+    def visible(self, ctx: Context) -> ColumnElement[bool]:
+        """Own ports, and every port on a network the caller's project owns."""
+        owned_networks = select(Network.id).where(Network.project_id == ctx.project_id)
+        return or_(Port.project_id == ctx.project_id, Port.network_id.in_(owned_networks))
+
+    def extra_filter(self, name: str, values: list[str]) -> ColumnElement[bool] | None:
+        if name == "fixed_ips":
+            return _fixed_ips_clause(values)
+        if name == "security_groups":
+            return Port.id.in_(select(PortSecurityGroup.port_id)
+                               .where(PortSecurityGroup.security_group_id.in_(values)))
+        if name == "binding:vif_type":
+            wanted = set(values)
+            clauses = [Port.binding_host_id == ""] if "unbound" in wanted else []
+            clauses += [Port.binding_host_id != ""] if VIF_TYPE in wanted else []
+            return or_(false(), *clauses)
+        if name == "binding:vnic_type":
+            return true() if "normal" in values else false()
+        return None
+
+    def render(self, session: Session, obj: Port, tags: list[str]) -> dict[str, Any]:
+        host = obj.binding_host_id
+        return {
+            **standard(obj, tags),
+            "network_id": obj.network_id,
+            "mac_address": obj.mac_address,
+            "admin_state_up": obj.admin_state_up,
+            "status": obj.status,
+            "device_id": obj.device_id,
+            "device_owner": obj.device_owner,
+            "fixed_ips": [{"subnet_id": a.subnet_id, "ip_address": a.ip_address}
+                          for a in sorted(obj.fixed_ips, key=_by_seq)],
+            "security_groups": [g.security_group_id for g in obj.security_groups],
+            "allowed_address_pairs": [
+                {"ip_address": p["ip_address"], "mac_address": p.get("mac_address") or obj.mac_address}
+                for p in obj.allowed_address_pairs or []
+            ],
+            "port_security_enabled": obj.port_security_enabled,
+            "binding:host_id": host,
+            "binding:vif_type": VIF_TYPE if host else "unbound",
+            "binding:vif_details": {},
+            "binding:vnic_type": "normal",
+            "binding:profile": {},
+            "extra_dhcp_opts": [],
+        }
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def create(self, session: Session, ctx: Context, body: PortCreate) -> Port:
+        given = body.given()
+        tags = sorted(set(given.pop("tags", None) or []))
+        project_id = self.owner_for_create(ctx, given)
+        network_id = given.pop("network_id", None)
+        if network_id is None:
+            raise BadRequest("Failed to parse request. Required attribute 'network_id' not specified")
+        # The subnets are read by IPAM; loading them with the network too would be a second query.
+        network = session.scalars(_NETWORKS.scoped(ctx).where(Network.id == network_id)
+                                  .options(lazyload(Network.subnets))).one_or_none()
+        if network is None:
+            raise not_found("network", network_id)
+        if not ctx.is_admin:
+            if not network.shared and network.project_id != project_id:
+                raise Forbidden(f"Tenant {project_id} not allowed to create port on this network")
+            _check_create_policy(ctx, network, given)
+        explicit_groups = "security_groups" in given
+        groups = given.pop("security_groups", None)
+        if explicit_groups:
+            groups = list(dict.fromkeys(groups or []))  # null means none, as in Neutron
+            self._check_groups(session, ctx, project_id, groups)
+        port = create_port(
+            session,
+            project_id=project_id,
+            network=network,
+            fixed_ips=given.pop("fixed_ips", None),
+            mac_address=given.pop("mac_address", None),
+            security_groups=groups,
+            port_security_enabled=given.pop("port_security_enabled", None),
+            allowed_address_pairs=given.pop("allowed_address_pairs", None) or [],
+            **given,
+        )
+        if tags:
+            session.add_all([Tag(resource_id=port.id, tag=t) for t in tags])
+        self.record(session, port, "create", self.render(session, port, tags))
+        return port
+
+    def update(self, session: Session, ctx: Context, obj_id: str, body: PortUpdate) -> Port:
+        port = self.get_owned(session, ctx, obj_id)
+        given = body.given()
+        if not ctx.is_admin:
+            self._check_update_policy(session, ctx, port, given)
+        if "allowed_address_pairs" in given:
+            given["allowed_address_pairs"] = given["allowed_address_pairs"] or []
+        if "security_groups" in given:
+            given["security_groups"] = list(dict.fromkeys(given["security_groups"] or []))
+        _check_port_security(port, given)
+        mac = given.pop("mac_address", None)
+        if mac is not None and mac != port.mac_address:
+            if port.binding_host_id:
+                raise Conflict(f"Unable to complete operation on port {port.id}, port is already bound, "
+                               f"port type: {VIF_TYPE}, old_mac {port.mac_address}, new_mac {mac}.",
+                               kind="PortBound")
+            in_use = _mac_in_use(session, port.network_id, mac)
+            if in_use:
+                raise in_use
+            port.mac_address = mac
+        if "security_groups" in given:
+            groups = given.pop("security_groups")
+            self._check_groups(session, ctx, port.project_id, groups)
+            _replace_groups(port, groups)
+        if "fixed_ips" in given:
+            _replace_ips(session, port, given.pop("fixed_ips"))
+        if mac is not None:
+            _rederive_auto_addresses(session, port)
+        if "allowed_address_pairs" in given:
+            port.allowed_address_pairs = address_pairs(given.pop("allowed_address_pairs"), port.mac_address)
+        for key, value in given.items():
+            setattr(port, key, value)
+        self.touch(port)
+        session.flush()
+        self.record(session, port, "update", self.render(session, port, self.tags_of(session, [port.id])[port.id]))
+        return port
+
+    def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
+        port = self.get(session, ctx, obj_id, for_update=True)
+        if _owned_by_service(session, port):
+            raise Conflict(f"Port {port.id} cannot be deleted directly via the port API: "
+                           f"has device owner {port.device_owner}.", kind="ServicePortInUse")
+        delete_port(session, port, self)
+
+    # -- rules -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_groups(session: Session, ctx: Context, project_id: str, groups: list[str]) -> None:
+        """Every group exists and belongs to the port's project (any project for admins)."""
+        if not groups:
+            return
+        stmt = select(SecurityGroup.id).where(SecurityGroup.id.in_(groups))
+        if not ctx.is_admin:
+            stmt = stmt.where(SecurityGroup.project_id == project_id)
+        found = set(session.scalars(stmt))
+        missing = [g for g in groups if g not in found]
+        if missing:
+            raise not_found("security_group", ", ".join(missing))
+
+    @staticmethod
+    def _check_update_policy(session: Session, ctx: Context, port: Port, given: dict[str, Any]) -> None:
+        """Neutron's attribute policies for a non-admin port owner."""
+        if "binding_host_id" in given:
+            raise _deny("update_port:binding:host_id")
+        if "mac_address" in given:
+            raise _deny("update_port:mac_address")
+        needs_owner = [k for k in ("fixed_ips", "port_security_enabled", "allowed_address_pairs") if k in given]
+        if str(given.get("device_owner") or "").startswith("network:"):
+            needs_owner.append("device_owner")
+        if needs_owner:
+            owner = session.scalar(select(Network.project_id).where(Network.id == port.network_id))
+            if owner != ctx.project_id:
+                raise _deny(f"update_port:{needs_owner[0]}")
+
+
+def _check_create_policy(ctx: Context, network: Network, given: dict[str, Any]) -> None:
+    """Neutron's attribute policies on create for a non-admin caller."""
+    if given.get("binding_host_id"):
+        raise _deny("create_port:binding:host_id")
+    if network.project_id == ctx.project_id:
+        return
+    if str(given.get("device_owner") or "").startswith("network:"):
+        raise _deny("create_port:device_owner")
+    if "mac_address" in given:
+        raise _deny("create_port:mac_address")
+    if any(ip.get("ip_address") for ip in given.get("fixed_ips") or []):
+        raise _deny("create_port:fixed_ips:ip_address")
+    if "port_security_enabled" in given:
+        raise _deny("create_port:port_security_enabled")
+    if "allowed_address_pairs" in given:
+        raise _deny("create_port:allowed_address_pairs")
+
+
+def _check_port_security(port: Port, given: dict[str, Any]) -> None:
+    """Port security off excludes security groups and address pairs (ml2's update rules)."""
+    enabled = given.get("port_security_enabled", port.port_security_enabled)
+    if enabled:
+        return
+    pairs = given["allowed_address_pairs"] if "allowed_address_pairs" in given else port.allowed_address_pairs
+    if pairs:
+        raise Conflict("Port Security must be enabled in order to have allowed address pairs on a port.",
+                       kind="AddressPairAndPortSecurityRequired")
+    if given.get("security_groups"):
+        raise BadRequest("Port security must be enabled and port must have an IP address in order "
+                         "to use security groups.", kind="PortSecurityAndIPRequiredForSecurityGroups")
+    if "security_groups" not in given and port.security_groups:
+        raise Conflict("Port has security group associated. Cannot disable port security or ip address "
+                       "until security group is removed", kind="PortSecurityPortHasSecurityGroup")
+
+
+def _replace_groups(port: Port, groups: list[str]) -> None:
+    """Keep the association rows of groups asked for again (no delete+insert of one key)."""
+    current = {g.security_group_id: g for g in port.security_groups}
+    port.security_groups = [current.get(g) or PortSecurityGroup(port_id=port.id, security_group_id=g)
+                            for g in groups]
+
+
+def _replace_ips(session: Session, port: Port, requests: list[dict[str, Any]]) -> None:
+    """The port's addresses become exactly ``requests``, in one transaction.
+
+    An address asked for again keeps its allocation; the others are released
+    before new ones are allocated (so they can be handed out again at once).
+    """
+    kept: list[IPAllocation] = []
+    new: list[dict[str, Any]] = []
+    for req in requests:
+        ip, subnet_id = req.get("ip_address"), req.get("subnet_id")
+        match = next((a for a in port.fixed_ips if ip is not None and a.ip_address == ip
+                      and subnet_id in (None, a.subnet_id) and a not in kept), None)
+        if match is not None:
+            kept.append(match)
+        else:
+            new.append(req)
+    released = [a for a in port.fixed_ips if a not in kept]
+    for alloc in released:
+        port.fixed_ips.remove(alloc)
+    if released:
+        session.flush()
+    start = max((a.seq for a in kept), default=-1) + 1
+    if new:
+        assign_ips(session, port, new, start_seq=start)
+
+
+def _rederive_auto_addresses(session: Session, port: Port) -> None:
+    """After a MAC change, SLAAC addresses follow the new MAC (as in Neutron)."""
+    if port.device_owner in ROUTER_INTERFACE_OWNERS or not port.fixed_ips:
+        return
+    subnets = {s.id: s for s in _subnets_of(session, port.network_id)}
+    stale = [(a, subnets[a.subnet_id]) for a in port.fixed_ips
+             if is_auto_address(subnets[a.subnet_id])
+             and a.ip_address != eui64(subnets[a.subnet_id].cidr, port.mac_address)]
+    if not stale:
+        return
+    for alloc, _ in stale:
+        port.fixed_ips.remove(alloc)
+    session.flush()
+    for alloc, subnet in stale:
+        address = ipam.allocate(session, subnet, eui64(subnet.cidr, port.mac_address))
+        port.fixed_ips.append(IPAllocation(subnet_id=subnet.id, ip_address=address, port_id=port.id,
+                                           network_id=port.network_id, seq=alloc.seq))
+    session.flush()
+
+
+def _by_seq(alloc: IPAllocation) -> int:
+    return alloc.seq
+
+
+def _owned_by_service(session: Session, port: Port) -> bool:
+    """A router interface/gateway of a router, or a floating IP's port, that still exists."""
+    owner = port.device_owner
+    if owner in ROUTER_INTERFACE_OWNERS or owner == ROUTER_GATEWAY:
+        return session.scalar(select(Router.id).where(Router.id == port.device_id)) is not None
+    if owner == FLOATINGIP_OWNER:
+        return session.scalar(select(FloatingIP.id).where(
+            or_(FloatingIP.id == port.device_id, FloatingIP.floating_port_id == port.id))) is not None
+    return False
+
+
+def _fixed_ips_clause(values: list[str]) -> ColumnElement[bool]:
+    """``fixed_ips=ip_address=X`` / ``subnet_id=Y`` / ``ip_address_substr=Z`` as Neutron takes them."""
+    wanted: dict[str, list[str]] = {}
+    for value in values:
+        key, sep, item = value.partition("=")
+        if not sep or key not in {"ip_address", "subnet_id", "ip_address_substr"}:
+            raise BadRequest(f"Invalid input for fixed_ips. Reason: '{value}' is not of the form "
+                             "ip_address=<ip>, subnet_id=<id> or ip_address_substr=<text>.")
+        if key == "ip_address":
+            try:
+                item = str(ipaddress.ip_address(item))
+            except ValueError:
+                pass  # matches nothing, as in Neutron
+        wanted.setdefault(key, []).append(item)
+    clauses = []
+    for key, items in wanted.items():
+        if key == "ip_address":
+            cond = IPAllocation.ip_address.in_(items)
+        elif key == "subnet_id":
+            cond = IPAllocation.subnet_id.in_(items)
+        else:
+            cond = or_(*[IPAllocation.ip_address.contains(i, autoescape=True) for i in items])
+        clauses.append(Port.id.in_(select(IPAllocation.port_id).where(cond)))
+    return and_(true(), *clauses)

@@ -105,6 +105,14 @@ class Resource:
         """Filters that are not a plain column (e.g. a port's ``fixed_ips``)."""
         return None
 
+    def before_read(self, store: Any, ctx: Context, filters: dict[str, list[str]]) -> None:
+        """Writes a read implies, each in its own transaction, before the read.
+
+        Neutron creates some things on first GET (a project's default security
+        group); the read itself then runs in a plain read session.
+        """
+        return None
+
     # -- reading -----------------------------------------------------------------------
 
     def scoped(self, ctx: Context) -> Select:

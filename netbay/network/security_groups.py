@@ -1,23 +1,81 @@
-"""Security groups and their rules (PLACEHOLDER resources; ensure_default_group is final)."""
+"""Security groups and their rules.
+
+Every project has one ``default`` group, made with Neutron's four default
+rules the first time the project uses security groups (a port, a group, or
+just a GET of the collection). Rules are validated and worded as Neutron does;
+a rule's change also bumps its group and logs an ``update`` of it, because the
+dataplane follows groups (whose rendering carries every rule).
+
+``remote_ip_prefix`` is stored normalized to its network address, so consumers
+of the change log can rely on ``remote_ip_prefix == normalized_cidr``.
+"""
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
+import ipaddress
+from typing import TYPE_CHECKING, Any
 
-from netbay.network.resource import Resource
-from netbay.network.types import Body
-from netbay.store.models import DefaultSecurityGroup, SecurityGroup, SecurityGroupRule
+from sqlalchemy import false, func, select, true
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
+
+from netbay.context import Context
+from netbay.errors import BadRequest, Conflict, NotFound, not_found
+from netbay.network.resource import Filter, Resource, standard, timestamp, to_bool, to_int
+from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
+from netbay.store.models import (
+    DefaultSecurityGroup,
+    PortSecurityGroup,
+    Project,
+    SecurityGroup,
+    SecurityGroupRule,
+    Tag,
+)
+
+if TYPE_CHECKING:
+    from netbay.store.db import Store
+
+DEFAULT_NAME = "default"
+DEFAULT_DESCRIPTION = "Default security group"
+ETHERTYPES = ("IPv4", "IPv6")
+DIRECTIONS = ("ingress", "egress")
+
+# neutron_lib.constants.IP_PROTOCOL_MAP: the names a rule's protocol may take.
+IP_PROTOCOL_MAP = {
+    "ah": 51, "dccp": 33, "egp": 8, "esp": 50, "gre": 47, "icmp": 1, "igmp": 2, "ipip": 4,
+    "ipv6-encap": 41, "ipv6-frag": 44, "ipv6-icmp": 58, "icmpv6": 58, "ipv6-nonxt": 59,
+    "ipv6-opts": 60, "ipv6-route": 43, "ospf": 89, "pgm": 113, "rsvp": 46, "sctp": 132,
+    "tcp": 6, "udp": 17, "udplite": 136, "vrrp": 112,
+}
+# Protocols with ports (port_range_* are ports) and with ICMP type/code instead.
+PORT_PROTOCOLS = {33: "DCCP", 132: "SCTP", 6: "TCP", 17: "UDP", 136: "UDPLITE"}
+ICMP_PROTOCOLS = {1, 58}
+# Protocols that only exist over IPv6: refused with ethertype IPv4.
+IPV6_ONLY = {"ipv6-encap", "ipv6-frag", "ipv6-icmp", "icmpv6", "ipv6-nonxt", "ipv6-opts", "ipv6-route",
+             "41", "44", "58", "59", "60", "43"}
+ANY_PROTOCOL = ("any", "0")
+
+
+# --- default groups ---------------------------------------------------------------
+
+
+def _rule(group: SecurityGroup, direction: str, ethertype: str, **attrs: Any) -> SecurityGroupRule:
+    return SecurityGroupRule(project_id=group.project_id, security_group_id=group.id,
+                             direction=direction, ethertype=ethertype, **attrs)
 
 
 def default_rules(group: SecurityGroup) -> list[SecurityGroupRule]:
     """Neutron's defaults: all egress, and ingress from members of the same group."""
     rules = []
-    for ethertype in ("IPv4", "IPv6"):
-        rules.append(SecurityGroupRule(project_id=group.project_id, security_group_id=group.id,
-                                       direction="egress", ethertype=ethertype))
-        rules.append(SecurityGroupRule(project_id=group.project_id, security_group_id=group.id,
-                                       direction="ingress", ethertype=ethertype, remote_group_id=group.id))
+    for ethertype in ETHERTYPES:
+        rules.append(_rule(group, "egress", ethertype))
+        rules.append(_rule(group, "ingress", ethertype, remote_group_id=group.id))
     return rules
+
+
+def egress_rules(group: SecurityGroup) -> list[SecurityGroupRule]:
+    """What any new (non-default) group starts with: all egress, no ingress."""
+    return [_rule(group, "egress", ethertype) for ethertype in ETHERTYPES]
 
 
 def ensure_default_group(session: Session, project_id: str) -> SecurityGroup:
@@ -25,21 +83,49 @@ def ensure_default_group(session: Session, project_id: str) -> SecurityGroup:
     known = session.get(DefaultSecurityGroup, project_id)
     if known is not None:
         return session.get(SecurityGroup, known.security_group_id)
-    from netbay.network.registry import SECURITY_GROUPS
-
-    group = SecurityGroup(project_id=project_id, name="default", description="Default security group")
+    group = SecurityGroup(project_id=project_id, name=DEFAULT_NAME, description=DEFAULT_DESCRIPTION)
     session.add(group)
     session.flush()
     session.add(DefaultSecurityGroup(project_id=project_id, security_group_id=group.id))
-    session.add_all(default_rules(group))
-    session.flush()
-    session.refresh(group)
-    SECURITY_GROUPS.record(session, group, "create")
+    _GROUPS.add_rules(session, group, default_rules(group))
     return group
 
 
+def _is_default(session: Session, group_id: str, project_id: str) -> bool:
+    known = session.get(DefaultSecurityGroup, project_id)
+    return known is not None and known.security_group_id == group_id
+
+
+def _in_use(session: Session, group_id: str) -> bool:
+    return bool(session.scalar(select(func.count()).select_from(PortSecurityGroup)
+                               .where(PortSecurityGroup.security_group_id == group_id)))
+
+
+def _in_use_error(group_id: str) -> Conflict:
+    return Conflict(f"Security Group {group_id} in use.", kind="SecurityGroupInUse")
+
+
+def _name_not_default(name: str | None) -> None:
+    if name is not None and name.lower() == DEFAULT_NAME:
+        raise Conflict("Default security group already exists.", kind="SecurityGroupDefaultAlreadyExists")
+
+
+# --- security groups -----------------------------------------------------------------
+
+
 class SecurityGroupCreate(Body):
-    pass
+    name: Name = ""
+    description: Text = ""
+    stateful: Bool = True
+    project_id: ProjectID | None = None
+    tenant_id: ProjectID | None = None
+    tags: Tags | None = None
+
+
+class SecurityGroupUpdate(Body):
+    name: Name | None = None
+    description: Text | None = None
+    stateful: Bool | None = None
 
 
 class SecurityGroups(Resource):
@@ -47,11 +133,392 @@ class SecurityGroups(Resource):
     collection = "security-groups"
     model = SecurityGroup
     create_body = SecurityGroupCreate
+    update_body = SecurityGroupUpdate
+    readonly = Resource.readonly | {"security_group_rules", "shared"}
+    filters = {
+        "name": Filter(SecurityGroup.name),
+        "description": Filter(SecurityGroup.description),
+        "project_id": Filter(SecurityGroup.project_id),
+        "tenant_id": Filter(SecurityGroup.project_id),
+        "stateful": Filter(SecurityGroup.stateful, to_bool),
+        "revision_number": Filter(SecurityGroup.revision_number, to_int),
+        "created_at": Filter(SecurityGroup.created_at),
+        "updated_at": Filter(SecurityGroup.updated_at),
+    }
+
+    def extra_filter(self, name: str, values: list[str]) -> ColumnElement[bool] | None:
+        if name == "shared":  # no RBAC sharing: no group is shared
+            return true() if not any(to_bool(v) for v in values) else false()
+        return None
+
+    def before_read(self, store: Store, ctx: Context, filters: dict[str, list[str]]) -> None:
+        ensure_default_for_reader(store, ctx, filters)
+
+    def render(self, session: Session, obj: SecurityGroup, tags: list[str]) -> dict[str, Any]:
+        is_default = _is_default(session, obj.id, obj.project_id)
+        return {
+            **standard(obj, tags),
+            "stateful": obj.stateful,
+            "shared": False,
+            "security_group_rules": [render_rule(r, is_default) for r in obj.rules],
+        }
+
+    def create(self, session: Session, ctx: Context, body: SecurityGroupCreate) -> SecurityGroup:
+        given = body.given()
+        tags = given.pop("tags", None) or []
+        _name_not_default(given.get("name"))
+        project_id = self.owner_for_create(ctx, given)
+        ensure_default_group(session, project_id)
+        group = SecurityGroup(project_id=project_id, **given)
+        session.add(group)
+        session.flush()
+        if tags:
+            self.set_tags(session, group, tags)
+            group.revision_number = 0
+        self.add_rules(session, group, egress_rules(group))
+        return group
+
+    def add_rules(self, session: Session, group: SecurityGroup, rules: list[SecurityGroupRule]) -> None:
+        """Attach a new group's initial rules and log the group and each rule."""
+        group.rules.extend(rules)
+        session.flush()
+        self.record(session, group, "create")
+        for rule in rules:
+            _RULES.record(session, rule, "create")
+
+    def update(self, session: Session, ctx: Context, obj_id: str, body: SecurityGroupUpdate) -> SecurityGroup:
+        group = self.get_owned(session, ctx, obj_id)
+        given = body.given()
+        _name_not_default(given.get("name"))
+        if "name" in given and _is_default(session, group.id, group.project_id):
+            raise Conflict("Updating default security group not allowed.",
+                           kind="SecurityGroupCannotUpdateDefault")
+        if "stateful" in given and given["stateful"] != group.stateful and _in_use(session, group.id):
+            raise _in_use_error(group.id)
+        for key, value in given.items():
+            setattr(group, key, value)
+        self.touch(group)
+        self.record(session, group, "update")
+        return group
+
+    def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
+        group = self.get_owned(session, ctx, obj_id)
+        if _in_use(session, group.id):
+            raise _in_use_error(group.id)
+        default = session.get(DefaultSecurityGroup, group.project_id)
+        is_default = default is not None and default.security_group_id == group.id
+        if is_default and not ctx.is_admin:
+            raise Conflict("Insufficient rights for removing default security group.",
+                           kind="SecurityGroupCannotRemoveDefault")
+        _drop_rules_referencing(session, group)
+        for rule in list(group.rules):
+            _RULES.record(session, rule, "delete", None)
+        session.execute(Tag.__table__.delete().where(Tag.resource_id == group.id))
+        if is_default:
+            session.delete(default)
+            session.flush()
+        self.record(session, group, "delete", None)
+        session.delete(group)
+        session.flush()
+
+
+def _drop_rules_referencing(session: Session, group: SecurityGroup) -> None:
+    """Other groups' rules naming ``group`` as remote go with it (as in Neutron)."""
+    rules = session.scalars(select(SecurityGroupRule).where(
+        SecurityGroupRule.remote_group_id == group.id,
+        SecurityGroupRule.security_group_id != group.id,
+    )).all()
+    touched: dict[str, SecurityGroup] = {}
+    for rule in rules:
+        owner = touched.get(rule.security_group_id) or session.get(SecurityGroup, rule.security_group_id)
+        touched[owner.id] = owner
+        _RULES.record(session, rule, "delete", None)
+        owner.rules.remove(rule)
+    session.flush()
+    for owner in touched.values():
+        _GROUPS.touch(owner)
+        _GROUPS.record(session, owner, "update")
+
+
+def ensure_default_for_reader(store: Store, ctx: Context, filters: dict[str, list[str]]) -> None:
+    """Neutron makes a project's default group on its first read of groups or rules.
+
+    A single primary-key lookup when it exists; a write transaction only when not.
+    For admins filtering on one existing project, that project gets its group too.
+    """
+    projects = {ctx.project_id}
+    wanted = filters.get("project_id") or filters.get("tenant_id") or []
+    if ctx.is_admin and len(wanted) == 1 and wanted[0]:
+        projects.add(wanted[0])
+    with store.read() as session:
+        missing = [p for p in sorted(projects) if session.get(DefaultSecurityGroup, p) is None]
+        missing = [p for p in missing if p == ctx.project_id or session.get(Project, p) is not None]
+    for project_id in missing:
+        store.retrying(lambda s, p=project_id: ensure_default_group(s, p))
+
+
+# --- security group rules ---------------------------------------------------------------
+
+
+class SecurityGroupRuleCreate(Body):
+    # Converted and checked in ``SecurityGroupRules.create`` so that every refusal
+    # carries Neutron's own error type, not a generic "Invalid input".
+    security_group_id: Text | None = None
+    direction: Any = None
+    ethertype: Any = "IPv4"
+    protocol: Any = None
+    port_range_min: Any = None
+    port_range_max: Any = None
+    remote_ip_prefix: Any = None
+    remote_group_id: Text | None = None
+    remote_address_group_id: Text | None = None
+    description: Text = ""
+    project_id: ProjectID | None = None
+    tenant_id: ProjectID | None = None
+
+
+def render_rule(rule: SecurityGroupRule, belongs_to_default: bool) -> dict[str, Any]:
+    return {
+        "id": rule.id,
+        "project_id": rule.project_id,
+        "tenant_id": rule.project_id,
+        "security_group_id": rule.security_group_id,
+        "direction": rule.direction,
+        "ethertype": rule.ethertype,
+        "protocol": rule.protocol,
+        "port_range_min": rule.port_range_min,
+        "port_range_max": rule.port_range_max,
+        "remote_ip_prefix": rule.remote_ip_prefix,
+        "normalized_cidr": rule.remote_ip_prefix,
+        "remote_group_id": rule.remote_group_id,
+        "remote_address_group_id": None,
+        "description": rule.description,
+        "created_at": timestamp(rule.created_at),
+        "updated_at": timestamp(rule.updated_at),
+        "revision_number": rule.revision_number,
+        "belongs_to_default_sg": belongs_to_default,
+    }
 
 
 class SecurityGroupRules(Resource):
     member = "security_group_rule"
     collection = "security-group-rules"
     model = SecurityGroupRule
-    create_body = SecurityGroupCreate
     has_tags = False
+    create_body = SecurityGroupRuleCreate
+    readonly = Resource.readonly | {"normalized_cidr", "belongs_to_default_sg"}
+    filters = {
+        "security_group_id": Filter(SecurityGroupRule.security_group_id),
+        "direction": Filter(SecurityGroupRule.direction),
+        "ethertype": Filter(SecurityGroupRule.ethertype),
+        "protocol": Filter(SecurityGroupRule.protocol),
+        "port_range_min": Filter(SecurityGroupRule.port_range_min, to_int),
+        "port_range_max": Filter(SecurityGroupRule.port_range_max, to_int),
+        "remote_ip_prefix": Filter(SecurityGroupRule.remote_ip_prefix),
+        "normalized_cidr": Filter(SecurityGroupRule.remote_ip_prefix),
+        "remote_group_id": Filter(SecurityGroupRule.remote_group_id),
+        "project_id": Filter(SecurityGroupRule.project_id),
+        "tenant_id": Filter(SecurityGroupRule.project_id),
+        "description": Filter(SecurityGroupRule.description),
+        "revision_number": Filter(SecurityGroupRule.revision_number, to_int),
+        "created_at": Filter(SecurityGroupRule.created_at),
+        "updated_at": Filter(SecurityGroupRule.updated_at),
+    }
+
+    def extra_filter(self, name: str, values: list[str]) -> ColumnElement[bool] | None:
+        if name == "remote_address_group_id":  # always null here
+            return true() if all(v == "" for v in values) else false()
+        if name == "belongs_to_default_sg":
+            defaults = select(DefaultSecurityGroup.security_group_id)
+            member = SecurityGroupRule.security_group_id.in_(defaults)
+            wanted = {to_bool(v) for v in values}
+            if wanted == {True}:
+                return member
+            return ~member if wanted == {False} else true()
+        return None
+
+    def before_read(self, store: Store, ctx: Context, filters: dict[str, list[str]]) -> None:
+        ensure_default_for_reader(store, ctx, filters)
+
+    def render(self, session: Session, obj: SecurityGroupRule, tags: list[str]) -> dict[str, Any]:
+        return render_rule(obj, _is_default(session, obj.security_group_id, obj.project_id))
+
+    def create(self, session: Session, ctx: Context, body: SecurityGroupRuleCreate) -> SecurityGroupRule:
+        given = body.given()
+        for required in ("security_group_id", "direction"):
+            if given.get(required) is None:
+                raise BadRequest(f"Failed to parse request. Required attribute '{required}' not specified")
+        asked_project = given.get("project_id") or given.get("tenant_id")
+        self.owner_for_create(ctx, given)  # refuses a member naming another project
+        rule = _checked_rule(given)
+        group = _GROUPS.get(session, ctx, given["security_group_id"], for_update=True)
+        if asked_project and asked_project != group.project_id:
+            raise not_found("security_group", group.id)
+        if rule["remote_group_id"]:
+            _GROUPS.get(session, ctx, rule["remote_group_id"])
+        key = _rule_key(rule)
+        for existing in group.rules:
+            if _rule_key(vars_of(existing)) == key:
+                raise Conflict(f"Security group rule already exists. Rule id is {existing.id}.",
+                               kind="SecurityGroupRuleExists")
+        new = SecurityGroupRule(project_id=group.project_id, security_group_id=group.id,
+                                description=given.get("description", ""), **rule)
+        group.rules.append(new)
+        session.flush()
+        self.record(session, new, "create")
+        _GROUPS.touch(group)
+        _GROUPS.record(session, group, "update")
+        return new
+
+    def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
+        rule = self.get_owned(session, ctx, obj_id)
+        group = session.get(SecurityGroup, rule.security_group_id, with_for_update=True)
+        self.record(session, rule, "delete", None)
+        group.rules.remove(rule)
+        session.flush()
+        _GROUPS.touch(group)
+        _GROUPS.record(session, group, "update")
+
+
+# --- rule validation ------------------------------------------------------------------------
+
+
+def vars_of(rule: SecurityGroupRule) -> dict[str, Any]:
+    return {k: getattr(rule, k) for k in ("direction", "ethertype", "protocol", "port_range_min",
+                                          "port_range_max", "remote_ip_prefix", "remote_group_id")}
+
+
+def _checked_rule(given: dict[str, Any]) -> dict[str, Any]:
+    """The rule's columns from a request, converted and checked in Neutron's order."""
+    direction = given["direction"]
+    if direction not in DIRECTIONS:
+        raise BadRequest(f"Invalid input for direction. Reason: {direction} is not in valid_values.")
+    ethertype = _ethertype(given.get("ethertype", "IPv4"))
+    protocol = _protocol(given.get("protocol"), ethertype)
+    low = _port_value(given.get("port_range_min"))
+    high = _port_value(given.get("port_range_max"))
+    prefix = _prefix(given.get("remote_ip_prefix"))
+    _check_ports(protocol, low, high)
+    if prefix is not None and ethertype != f"IPv{ipaddress.ip_network(prefix).version}":
+        raise BadRequest(f"Conflicting value ethertype {ethertype} for CIDR {prefix}",
+                         kind="SecurityGroupRuleParameterConflict")
+    if protocol in IPV6_ONLY and ethertype == "IPv4":
+        raise BadRequest(f"Invalid ethertype {ethertype} for protocol {protocol}.",
+                         kind="SecurityGroupEthertypeConflictWithProtocol")
+    remote_group = given.get("remote_group_id")
+    if prefix is not None and remote_group:
+        raise BadRequest("Only remote_ip_prefix or remote_group_id may be provided.",
+                         kind="SecurityGroupRemoteGroupAndRemoteIpPrefix")
+    address_group = given.get("remote_address_group_id")
+    if address_group:
+        raise NotFound(f"Address group {address_group} could not be found.", kind="AddressGroupNotFound")
+    return {"direction": direction, "ethertype": ethertype, "protocol": protocol,
+            "port_range_min": low, "port_range_max": high, "remote_ip_prefix": prefix,
+            "remote_group_id": remote_group or None}
+
+
+def _ethertype(value: Any) -> str:
+    if isinstance(value, str):
+        for ethertype in ETHERTYPES:
+            if value.lower() == ethertype.lower():
+                return ethertype
+    raise BadRequest(f"Security group rule for ethertype '{value}' not supported. "
+                     f"Allowed values are {list(ETHERTYPES)}.", kind="SecurityGroupRuleInvalidEtherType")
+
+
+def _protocol(value: Any, ethertype: str) -> str | None:
+    """A protocol name (lower case) or number as a string; None for any protocol."""
+    if value is None or (isinstance(value, str) and value.lower() in ANY_PROTOCOL):
+        return None
+    protocol: str | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        protocol = str(value) if 0 <= value <= 255 else None
+    elif isinstance(value, str):
+        if value.isdigit() and len(value) <= 3:
+            protocol = str(int(value)) if int(value) <= 255 else None
+        elif value.lower() in IP_PROTOCOL_MAP:
+            protocol = value.lower()
+    if protocol is None:
+        names = [None, *IP_PROTOCOL_MAP]
+        raise BadRequest(f"Security group rule protocol {value} not supported. Only protocol values "
+                         f"{names} and integer representations [0 to 255] are supported.",
+                         kind="SecurityGroupRuleInvalidProtocol")
+    if protocol == "0":
+        return None
+    if ethertype == "IPv6":  # legacy ICMP spellings become IPv6 ICMP, as Neutron does
+        if protocol in {"icmp", "icmpv6"}:
+            return "ipv6-icmp"
+        if protocol == "1":
+            return "58"
+    return protocol
+
+
+def _protocol_number(protocol: str | None) -> int | None:
+    if protocol is None:
+        return None
+    return IP_PROTOCOL_MAP[protocol] if protocol in IP_PROTOCOL_MAP else int(protocol)
+
+
+def _port_value(value: Any) -> int | None:
+    if value is None:
+        return None
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 6:
+        number = int(value)
+    if number is None or not 0 <= number <= 65535:
+        raise BadRequest(f"Invalid value for port {value}.", kind="SecurityGroupInvalidPortValue")
+    return number
+
+
+def _check_ports(protocol: str | None, low: int | None, high: int | None) -> None:
+    if low is None and high is None:
+        return
+    if protocol is None:
+        raise BadRequest("Must also specify protocol if port range is given.",
+                         kind="SecurityGroupProtocolRequiredWithPorts")
+    number = _protocol_number(protocol)
+    if number in PORT_PROTOCOLS:
+        if low == 0 or high == 0:
+            raise BadRequest("Invalid value for port 0.", kind="SecurityGroupInvalidPortValue")
+        if low is None or high is None or low > high:
+            raise BadRequest("For TCP/UDP protocols, port_range_min must be <= port_range_max",
+                             kind="SecurityGroupInvalidPortRange")
+    elif number in ICMP_PROTOCOLS:
+        for attr, field, value in (("port_range_min", "type", low), ("port_range_max", "code", high)):
+            if value is not None and not 0 <= value <= 255:
+                raise BadRequest(f"Invalid value for ICMP {field} ({attr}) {value}. It must be 0 to 255.",
+                                 kind="SecurityGroupInvalidIcmpValue")
+        if low is None:
+            raise BadRequest(f"ICMP code (port-range-max) {high} is provided but ICMP type "
+                             "(port-range-min) is missing.", kind="SecurityGroupMissingIcmpType")
+    else:
+        valid = ", ".join(sorted(PORT_PROTOCOLS.values()))
+        raise BadRequest(f"Invalid protocol {number} for port range, only supported for {valid} protocols.",
+                         kind="SecurityGroupInvalidProtocolForPort")
+
+
+def _prefix(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    try:
+        if not isinstance(value, str) or "\x00" in value:
+            raise ValueError(value)
+        return str(ipaddress.ip_network(value.strip(), strict=False))
+    except ValueError:
+        raise BadRequest(f"Invalid CIDR {value} given as IP prefix.", kind="InvalidCIDR") from None
+
+
+def _rule_key(rule: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two rules the same: ``tcp`` equals ``6``, ``0.0.0.0/0`` equals no prefix."""
+    prefix = rule["remote_ip_prefix"]
+    if prefix in {"0.0.0.0/0", "::/0"}:
+        prefix = None
+    return (rule["direction"], rule["ethertype"], _protocol_number(rule["protocol"]),
+            rule["port_range_min"], rule["port_range_max"], rule["remote_group_id"], prefix)
+
+
+# This module's own handles on the two resources (stateless, like the registry's).
+_GROUPS = SecurityGroups()
+_RULES = SecurityGroupRules()

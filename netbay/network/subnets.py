@@ -1,21 +1,424 @@
-"""PLACEHOLDER: to be written."""
+"""Subnets: an address range of a network, its gateway, pools, DNS and routes.
+
+A subnet's CIDR is given, or carved from a subnet pool. Every check Neutron
+makes on a subnet is made here with Neutron's wording, in Neutron's order:
+``_check_attrs`` for what a request says, then what the network already holds
+(overlaps, pool affinity), then the allocation pools against the gateway.
+"""
 
 from __future__ import annotations
 
-from netbay.network.resource import Resource
-from netbay.network.types import Body
-from netbay.store.models import Subnet
+import ipaddress
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator
+from sqlalchemy import delete, false, or_, select, true
+from sqlalchemy.orm import Session
+
+from netbay.context import Context
+from netbay.errors import BadRequest, Conflict, Forbidden
+from netbay.network import ipam
+from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
+from netbay.network.subnetpools import NonNegative
+from netbay.network.types import CIDR, ID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
+from netbay.store.models import IPAllocation, Network, Port, Subnet, SubnetPool, Tag
+
+MAX_DNS_NAMESERVERS = 5
+MAX_HOST_ROUTES = 20
+IPV6_MODES = ("dhcpv6-stateful", "dhcpv6-stateless", "slaac")
+AUTO_ADDRESS_MODES = ("slaac", "dhcpv6-stateless")
+ROUTER_INTERFACE_OWNERS = ("network:router_interface", "network:router_interface_distributed",
+                           "network:ha_router_replicated_interface")
 
 
-class SubnetsCreate(Body):
-    pass
+# --- body types ---------------------------------------------------------------------
+
+
+def _ip_version(value: Any) -> Any:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or value not in (4, 6):
+        raise ValueError(f"{value} is not in [4, 6]")
+    return value
+
+
+def _ipv6_mode(value: Any) -> Any:
+    if value not in IPV6_MODES:
+        raise ValueError(f"'{value}' is not in {list(IPV6_MODES)}")
+    return value
+
+
+def _none_to_empty(value: Any) -> Any:
+    return [] if value is None else value
+
+
+def _unique_nameservers(servers: list[str]) -> list[str]:
+    seen: set[str] = set()
+    for server in servers:
+        if server in seen:
+            raise ValueError(f"Duplicate nameserver '{server}'")
+        seen.add(server)
+    return servers
+
+
+class AllocationPool(Body):
+    start: IPAddress
+    end: IPAddress
+
+
+class HostRoute(Body):
+    destination: CIDR
+    nexthop: IPAddress
+
+
+def _unique_routes(routes: list[HostRoute]) -> list[HostRoute]:
+    seen: set[tuple[str, str]] = set()
+    for route in routes:
+        key = (route.destination, route.nexthop)
+        if key in seen:
+            raise ValueError(f"Duplicate hostroute '{route.model_dump()}'")
+        seen.add(key)
+    return routes
+
+
+IPVersion = Annotated[int, BeforeValidator(_ip_version)]
+IPv6Mode = Annotated[str, BeforeValidator(_ipv6_mode)]
+Nameservers = Annotated[list[IPAddress], BeforeValidator(_none_to_empty), AfterValidator(_unique_nameservers)]
+HostRoutes = Annotated[list[HostRoute], BeforeValidator(_none_to_empty), AfterValidator(_unique_routes)]
+
+
+class SubnetCreate(Body):
+    name: Name = ""
+    description: Text = ""
+    network_id: ID | None = None
+    ip_version: IPVersion | None = None
+    cidr: CIDR | None = None
+    prefixlen: NonNegative | None = None
+    subnetpool_id: ID | None = None
+    use_default_subnetpool: Bool = False
+    gateway_ip: IPAddress | None = None
+    allocation_pools: list[AllocationPool] | None = None
+    dns_nameservers: Nameservers = []
+    host_routes: HostRoutes = []
+    enable_dhcp: Bool = True
+    ipv6_ra_mode: IPv6Mode | None = None
+    ipv6_address_mode: IPv6Mode | None = None
+    project_id: ProjectID | None = None
+    tenant_id: ProjectID | None = None
+    tags: Tags | None = None
+
+
+class SubnetUpdate(Body):
+    name: Name | None = None
+    description: Text | None = None
+    gateway_ip: IPAddress | None = None
+    allocation_pools: list[AllocationPool] | None = None
+    dns_nameservers: Nameservers | None = None
+    host_routes: HostRoutes | None = None
+    enable_dhcp: Bool | None = None
+
+
+# --- errors -------------------------------------------------------------------------
+
+
+def invalid(message: str) -> BadRequest:
+    return BadRequest(f"Invalid input for operation: {message}.", kind="InvalidInput")
+
+
+def bad_request(message: str) -> BadRequest:
+    return BadRequest(f"Bad subnets request: {message}.", kind="BadRequest")
+
+
+def required(attribute: str) -> BadRequest:
+    return BadRequest(f"Failed to parse request. Required attribute '{attribute}' not specified")
+
+
+def _match_version(version: int, address: str, name: str) -> None:
+    if ipaddress.ip_network(address, strict=False).version != version:
+        raise invalid(f"{name} '{address}' does not match the ip_version '{version}'")
+
+
+def _check_attrs(s: dict[str, Any], version: int, cidr: str, current: Subnet | None = None) -> None:
+    """What Neutron's ``_validate_subnet`` checks of a create or update request."""
+    _match_version(version, cidr, "cidr")
+    net = ipaddress.ip_network(cidr)
+    dhcp_was_enabled = current.enable_dhcp if current is not None else False
+    if s.get("enable_dhcp") and not dhcp_was_enabled:
+        if (version == 4 and net.prefixlen > 30) or (version == 6 and net.prefixlen > 126):
+            raise invalid("Subnet has a prefix length that is incompatible with DHCP service enabled")
+        if net.is_multicast:
+            raise invalid("Multicast IP subnet is not supported if enable_dhcp is True")
+        if net.is_loopback:
+            raise invalid("Loopback IP subnet is not supported if enable_dhcp is True")
+        if version == 4 and int(net.network_address) == 0:
+            raise invalid("First IP '0.0.0.0' of network is not supported if enable_dhcp is True")
+    if s.get("gateway_ip") is not None:
+        _match_version(version, s["gateway_ip"], "gateway_ip")
+        if not ipam.gateway_valid(cidr, s["gateway_ip"]):
+            raise invalid("Gateway is not valid on subnet")
+    subnet_name = current.id if current is not None else "new subnet"
+    servers = s.get("dns_nameservers") or []
+    if len(servers) > MAX_DNS_NAMESERVERS:
+        raise BadRequest(f"Unable to complete operation for {subnet_name}. The number of DNS nameservers "
+                         f"exceeds the limit {MAX_DNS_NAMESERVERS}.", kind="DNSNameServersExhausted")
+    for server in servers:
+        _match_version(version, server, "dns_nameserver")
+    routes = s.get("host_routes") or []
+    if len(routes) > MAX_HOST_ROUTES:
+        raise BadRequest(f"Unable to complete operation for {subnet_name}. The number of host routes "
+                         f"exceeds the limit {MAX_HOST_ROUTES}.", kind="HostRoutesExhausted")
+    for route in routes:
+        _match_version(version, route["nexthop"], "nexthop")
+        _match_version(version, route["destination"], "destination")
+    ra_mode, address_mode = s.get("ipv6_ra_mode"), s.get("ipv6_address_mode")
+    if version == 4:
+        if ra_mode is not None:
+            raise invalid("ipv6_ra_mode is not valid when ip_version is 4")
+        if address_mode is not None:
+            raise invalid("ipv6_address_mode is not valid when ip_version is 4")
+        return
+    if current is not None:
+        if s.get("enable_dhcp") is False and (current.ipv6_ra_mode or current.ipv6_address_mode):
+            raise invalid("Cannot disable enable_dhcp with ipv6 attributes set")
+        return
+    if (ra_mode or address_mode) and not s.get("enable_dhcp"):
+        raise invalid("ipv6_ra_mode or ipv6_address_mode cannot be set when enable_dhcp is set to False")
+    if ra_mode and address_mode and ra_mode != address_mode:
+        raise invalid(f"ipv6_ra_mode set to '{ra_mode}' with ipv6_address_mode set to '{address_mode}' is not "
+                      "valid. If both attributes are set, they must be the same value")
+    if (ra_mode in AUTO_ADDRESS_MODES or address_mode in AUTO_ADDRESS_MODES) and net.prefixlen != 64:
+        raise invalid(f"Invalid CIDR {cidr} for IPv6 address mode. OpenStack uses the EUI-64 address format, "
+                      "which requires the prefix to be /64")
+
+
+def _routes(routes: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [{"destination": r["destination"], "nexthop": r["nexthop"]} for r in routes]
 
 
 class Subnets(Resource):
     member = "subnet"
     collection = "subnets"
     model = Subnet
-    create_body = SubnetsCreate
+    create_body = SubnetCreate
+    update_body = SubnetUpdate
+    # Rendered, but netbay has no segments and no service-type subnets.
+    readonly = Resource.readonly | {"service_types", "segment_id"}
+    filters = {
+        "name": Filter(Subnet.name),
+        "description": Filter(Subnet.description),
+        "project_id": Filter(Subnet.project_id),
+        "tenant_id": Filter(Subnet.project_id),
+        "network_id": Filter(Subnet.network_id),
+        "subnetpool_id": Filter(Subnet.subnetpool_id, lambda v: v),
+        "ip_version": Filter(Subnet.ip_version, to_int),
+        "cidr": Filter(Subnet.cidr),
+        "gateway_ip": Filter(Subnet.gateway_ip, lambda v: v),
+        "enable_dhcp": Filter(Subnet.enable_dhcp, to_bool),
+        "ipv6_ra_mode": Filter(Subnet.ipv6_ra_mode, lambda v: v),
+        "ipv6_address_mode": Filter(Subnet.ipv6_address_mode, lambda v: v),
+        "revision_number": Filter(Subnet.revision_number, to_int),
+        "created_at": Filter(Subnet.created_at),
+        "updated_at": Filter(Subnet.updated_at),
+    }
 
-    def remove(self, session, subnet) -> None:  # noqa: ANN001
+    def visible(self, ctx: Context):  # noqa: ANN201
+        """Own subnets, and those on networks the caller owns or that are shared or external."""
+        networks = select(Network.id).where(
+            or_(Network.project_id == ctx.project_id, Network.shared, Network.external))
+        return or_(Subnet.project_id == ctx.project_id, Subnet.network_id.in_(networks))
+
+    def extra_filter(self, name: str, values: list[str]):  # noqa: ANN201
+        if name == "segment_id":  # netbay has no segments: every subnet has none
+            return true() if all(v in {"", "None"} for v in values) else false()
+        return None
+
+    def get_owned(self, session: Session, ctx: Context, obj_id: str) -> Subnet:
+        """The subnet's owner or its network's owner may change it (Neutron's admin_or_network_owner)."""
+        subnet = self.get(session, ctx, obj_id, for_update=True)
+        if ctx.is_admin or subnet.project_id == ctx.project_id:
+            return subnet
+        owner = session.scalar(select(Network.project_id).where(Network.id == subnet.network_id))
+        if owner != ctx.project_id:
+            raise Forbidden("Policy doesn't allow update_subnet to be performed.")
+        return subnet
+
+    def render(self, session: Session, obj: Subnet, tags: list[str]) -> dict[str, Any]:
+        return {
+            **standard(obj, tags),
+            "network_id": obj.network_id,
+            "subnetpool_id": obj.subnetpool_id,
+            "ip_version": obj.ip_version,
+            "cidr": obj.cidr,
+            "gateway_ip": obj.gateway_ip,
+            "allocation_pools": list(obj.allocation_pools or []),
+            "dns_nameservers": list(obj.dns_nameservers or []),
+            "host_routes": list(obj.host_routes or []),
+            "enable_dhcp": obj.enable_dhcp,
+            "ipv6_ra_mode": obj.ipv6_ra_mode,
+            "ipv6_address_mode": obj.ipv6_address_mode,
+            "service_types": [],
+            "segment_id": None,
+        }
+
+    # -- writing -----------------------------------------------------------------------
+
+    def create(self, session: Session, ctx: Context, body: SubnetCreate) -> Subnet:
+        from netbay.network.registry import NETWORKS, SUBNETPOOLS
+
+        given = body.given()
+        tags = given.pop("tags", None) or []
+        project_id = self.owner_for_create(ctx, given)
+        for attribute in ("network_id", "ip_version"):
+            if given.get(attribute) is None:
+                raise required(attribute)
+        version: int = given["ip_version"]
+        network = NETWORKS.get(session, ctx, given["network_id"], for_update=True)
+        if not ctx.is_admin and network.project_id != ctx.project_id:
+            raise Forbidden("Policy doesn't allow create_subnet to be performed.")
+        cidr, prefixlen = given.get("cidr"), given.get("prefixlen")
+        if cidr is not None and prefixlen is not None:
+            raise bad_request("cidr and prefixlen must not be supplied together")
+        pool = self._pool_for(session, ctx, given)
+        if pool is None and cidr is None:
+            raise bad_request("a subnetpool must be specified in the absence of a cidr")
+        if pool is not None:
+            if cidr is None and given.get("allocation_pools") is not None:
+                raise bad_request("allocation_pools allowed only for specific subnet requests.")
+            if version != pool.ip_version:
+                raise bad_request(f"Cannot allocate IPv{version} subnet from IPv{pool.ip_version} subnet pool")
+            _check_affinity(session, network, version, pool.id)
+            cidr = SUBNETPOOLS.allocate(session, pool, project_id, cidr=cidr, prefixlen=prefixlen,
+                                        gateway_ip=given.get("gateway_ip"))
+        else:
+            _check_affinity(session, network, version, None)
+        assert cidr is not None
+        enable_dhcp = given.get("enable_dhcp", True)
+        _check_attrs({**given, "enable_dhcp": enable_dhcp}, version, cidr)
+        _check_overlap(session, network, cidr)
+        gateway_ip = given["gateway_ip"] if "gateway_ip" in given else ipam.default_gateway(cidr)
+        if given.get("allocation_pools") is not None:
+            pools = ipam.validate_pools(cidr, gateway_ip, given["allocation_pools"])
+        else:
+            pools = ipam.default_pools(cidr, gateway_ip)
+        subnet = Subnet(
+            project_id=project_id, network_id=network.id, subnetpool_id=pool.id if pool else None,
+            name=given.get("name", ""), description=given.get("description", ""), ip_version=version,
+            cidr=cidr, gateway_ip=gateway_ip, allocation_pools=pools,
+            dns_nameservers=given.get("dns_nameservers", []), host_routes=_routes(given.get("host_routes", [])),
+            enable_dhcp=enable_dhcp, ipv6_ra_mode=given.get("ipv6_ra_mode"),
+            ipv6_address_mode=given.get("ipv6_address_mode"),
+        )
+        session.add(subnet)
+        session.flush()
+        if tags:
+            self.set_tags(session, subnet, tags)
+            subnet.revision_number = 0
+        self.record(session, subnet, "create")
+        _network_changed(session, network)
+        return subnet
+
+    def update(self, session: Session, ctx: Context, obj_id: str, body: SubnetUpdate) -> Subnet:
+        subnet = self.get_owned(session, ctx, obj_id)
+        given = body.given()
+        for key in ("name", "description", "enable_dhcp", "dns_nameservers", "host_routes", "allocation_pools"):
+            if key in given and given[key] is None:
+                del given[key]  # null: leave as it is
+        _check_attrs(given, subnet.ip_version, subnet.cidr, current=subnet)
+        gateway_ip = given.get("gateway_ip", subnet.gateway_ip)
+        if gateway_ip != subnet.gateway_ip and subnet.gateway_ip:
+            _check_gateway_free(session, subnet)
+        if "allocation_pools" in given:
+            subnet.allocation_pools = ipam.validate_pools(subnet.cidr, gateway_ip, given["allocation_pools"])
+        elif gateway_ip != subnet.gateway_ip and gateway_ip is not None:
+            ipam.validate_pools(subnet.cidr, gateway_ip, list(subnet.allocation_pools or []))
+        subnet.gateway_ip = gateway_ip
+        for key in ("name", "description", "enable_dhcp", "dns_nameservers"):
+            if key in given:
+                setattr(subnet, key, given[key])
+        if "host_routes" in given:
+            subnet.host_routes = _routes(given["host_routes"])
+        self.touch(subnet)
+        self.record(session, subnet, "update")
+        return subnet
+
+    def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
+        subnet = self.get_owned(session, ctx, obj_id)
+        network = session.get(Network, subnet.network_id)
+        self.remove(session, subnet)
+        if network is not None:
+            _network_changed(session, network)
+
+    def remove(self, session: Session, subnet: Subnet) -> None:
+        """Drop a subnet nothing holds an address of (also used when its network goes)."""
+        if session.scalar(select(IPAllocation.port_id).where(IPAllocation.subnet_id == subnet.id).limit(1)):
+            raise Conflict(f"Unable to complete operation on subnet {subnet.id}: One or more ports have an IP "
+                           "allocation from this subnet.", kind="SubnetInUse")
+        session.execute(delete(Tag).where(Tag.resource_id == subnet.id))
+        self.record(session, subnet, "delete", None)
         session.delete(subnet)
+        session.flush()
+        network = session.get(Network, subnet.network_id)
+        if network is not None:
+            session.expire(network, ["subnets"])
+
+    def _pool_for(self, session: Session, ctx: Context, given: dict[str, Any]) -> SubnetPool | None:
+        """The pool a request names, or the default one it asks for (Neutron's _get_subnetpool_id)."""
+        from netbay.network.registry import SUBNETPOOLS
+
+        pool_id, use_default = given.get("subnetpool_id"), given.get("use_default_subnetpool")
+        if pool_id and use_default:
+            raise bad_request("subnetpool_id and use_default_subnetpool cannot both be specified")
+        if pool_id:
+            return SUBNETPOOLS.get(session, ctx, pool_id)
+        if not use_default:
+            return None
+        cidr = given.get("cidr")
+        version = ipaddress.ip_network(cidr).version if cidr else given["ip_version"]
+        pool = SUBNETPOOLS.default_for(session, ctx, version)
+        if pool is None:
+            raise bad_request(f"No default subnetpool found for IPv{version}")
+        return pool
+
+
+def _check_overlap(session: Session, network: Network, cidr: str) -> None:
+    new = ipaddress.ip_network(cidr)
+    if new.prefixlen == 0:
+        raise invalid("0 is not allowed as CIDR prefix length")
+    for existing in session.scalars(select(Subnet.cidr).where(Subnet.network_id == network.id)):
+        old = ipaddress.ip_network(existing)
+        if old.version == new.version and old.overlaps(new):  # type: ignore[arg-type]
+            raise invalid(f"Requested subnet with cidr: {cidr} for network: {network.id} overlaps with "
+                          "another subnet")
+
+
+def _check_affinity(session: Session, network: Network, version: int, pool_id: str | None) -> None:
+    """Subnets of one IP version on a network all come from the same pool, or none does."""
+    others = session.scalars(select(Subnet.subnetpool_id).where(
+        Subnet.network_id == network.id, Subnet.ip_version == version))
+    if any(other != pool_id for other in others):
+        raise BadRequest("Subnets hosted on the same network must be allocated from the same subnet pool.",
+                         kind="NetworkSubnetPoolAffinityError")
+
+
+def _check_gateway_free(session: Session, subnet: Subnet) -> None:
+    """A router interface holding the old gateway pins it (Neutron's GatewayIpInUse)."""
+    port_id = session.scalar(
+        select(IPAllocation.port_id).join(Port, Port.id == IPAllocation.port_id).where(
+            IPAllocation.subnet_id == subnet.id, IPAllocation.ip_address == subnet.gateway_ip,
+            Port.device_owner.in_(ROUTER_INTERFACE_OWNERS)))
+    if port_id:
+        raise Conflict(f"Current gateway ip {subnet.gateway_ip} already in use by port {port_id}. "
+                       "Unable to update.", kind="GatewayIpInUse")
+
+
+def _network_changed(session: Session, network: Network) -> None:
+    """The network body lists its subnets, so a subnet coming or going is a network update."""
+    from netbay.network.registry import NETWORKS
+
+    session.flush()
+    session.expire(network, ["subnets"])
+    NETWORKS.touch(network)
+    NETWORKS.record(session, network, "update")
+
+
+__all__ = ["SubnetCreate", "SubnetUpdate", "Subnets"]

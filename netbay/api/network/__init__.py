@@ -145,6 +145,7 @@ def _links(request: Request, collection: str, page, query: ListQuery) -> list[di
 
 def _mount(router: APIRouter, resource: Resource) -> None:
     coll, member = resource.collection, resource.member
+    key = coll.replace("-", "_")  # the JSON key: "security_groups" for /security-groups
     path = f"/v2.0/{coll}"
     create_schema = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
         "type": "object", "required": [member],
@@ -159,23 +160,25 @@ def _mount(router: APIRouter, resource: Resource) -> None:
     def list_items(request: Request) -> Response:
         ctx = context(request)
         query = parse_list_query(request)
+        resource.before_read(store(request), ctx, query.filters)
         with store(request).read() as s:
             page = resource.list(s, ctx, query)
-        body: dict[str, Any] = {coll: page.items}
+        body: dict[str, Any] = {key: page.items}
         if query.limit:
-            body[f"{coll}_links"] = _links(request, coll, page, query)
+            body[f"{key}_links"] = _links(request, coll, page, query)
         return ORJSONResponse(body)
 
     def show_item(request: Request, item_id: str) -> Response:
         ctx = context(request)
         fields = parse_list_query(request).fields
+        resource.before_read(store(request), ctx, {})
         with store(request).read() as s:
             return ORJSONResponse({member: resource.show(s, ctx, item_id, fields)})
 
     async def create_item(request: Request) -> Response:
         ctx = context(request)
         raw = await read_json(request)
-        if isinstance(raw, dict) and coll in raw and member not in raw:
+        if isinstance(raw, dict) and key in raw and member not in raw:
             bodies = parse_members(raw, resource)
 
             def create_many(s):  # noqa: ANN001, ANN202
@@ -185,7 +188,7 @@ def _mount(router: APIRouter, resource: Resource) -> None:
                 return [resource.render(s, o, tags[o.id]) for o in objs]
 
             items = await _in_thread(lambda: store(request).retrying(create_many))
-            return ORJSONResponse({coll: items}, status_code=201)
+            return ORJSONResponse({key: items}, status_code=201)
         body = parse_member(raw, resource, "POST")
 
         def create_one(s):  # noqa: ANN001, ANN202

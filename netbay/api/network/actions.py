@@ -1,7 +1,48 @@
-"""PLACEHOLDER: router add/remove interface actions."""
+"""Member actions beyond CRUD: a router's add/remove_router_interface.
 
-from fastapi import APIRouter
+The body is Neutron's bare ``{"subnet_id": ...}`` or ``{"port_id": ...}``
+(no ``router`` wrapper); the rules live in ``netbay.network.routers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import ORJSONResponse
+from sqlalchemy.orm import Session
+
+from netbay.api.auth import context
+from netbay.api.network.bodies import read_json
+from netbay.context import Context
+from netbay.network.registry import ROUTERS
+
+_UUID = {"type": "string", "format": "uuid"}
+_INTERFACE_SCHEMA = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object",
+    "description": "Exactly one of subnet_id or port_id (both allowed on removal).",
+    "properties": {"subnet_id": _UUID, "port_id": _UUID},
+}}}}}
+
+Action = Callable[[Session, Context, str, Any], dict[str, Any]]
+
+
+def _action(run: Action) -> Callable[[Request, str], Any]:
+    async def handler(request: Request, router_id: str) -> Response:
+        ctx = context(request)
+        info = await read_json(request)
+        store = request.app.state.store
+        result = await run_in_threadpool(lambda: store.retrying(lambda s: run(s, ctx, router_id, info)))
+        return ORJSONResponse(result)
+
+    return handler
 
 
 def mount(router: APIRouter) -> None:
-    return None
+    path = "/v2.0/routers/{router_id}"
+    router.add_api_route(f"{path}/add_router_interface", _action(ROUTERS.add_interface), methods=["PUT"],
+                         name="add_router_interface", openapi_extra=_INTERFACE_SCHEMA)
+    router.add_api_route(f"{path}/remove_router_interface", _action(ROUTERS.remove_interface),
+                         methods=["PUT"], name="remove_router_interface", openapi_extra=_INTERFACE_SCHEMA)

@@ -35,9 +35,10 @@ def parse_member(raw: Any, resource: Resource, method: str) -> BaseModel:
 
 def parse_members(raw: dict[str, Any], resource: Resource) -> list[BaseModel]:
     """Bulk create: ``{"networks": [{...}, ...]}``."""
-    items = raw[resource.collection]
+    key = resource.collection.replace("-", "_")
+    items = raw[key]
     if not isinstance(items, list) or not items:
-        raise BadRequest(f"Invalid input for {resource.collection}. Reason: expected a non-empty list.")
+        raise BadRequest(f"Invalid input for {key}. Reason: expected a non-empty list.")
     if len(items) > 1000:
         raise BadRequest("Bulk requests are limited to 1000 resources")
     return [validate(item, resource, "POST") for item in items]
@@ -59,10 +60,27 @@ def validate(member: Any, resource: Resource, method: str) -> BaseModel:
         if readonly:
             raise BadRequest(f"Cannot update read-only attribute {readonly[0]}")
         raise BadRequest(f"Unrecognized attribute(s) '{', '.join(unknown)}'")
+    if method == "PUT":
+        _refuse_nulls(member, resource)
     try:
         return model.model_validate(member)
     except ValidationError as exc:
         raise BadRequest(neutron_reason(exc)) from None
+
+
+# Neutron's refusal of ``null`` for a scalar attribute, by the attribute's type.
+_NULL_REASON = {str: "'None' is not a valid string", bool: "'None' cannot be converted to boolean",
+                int: "'None' is not an integer"}
+
+
+def _refuse_nulls(member: dict[str, Any], resource: Resource) -> None:
+    """PUT ``"attr": null`` where the attribute can never be null (a plain string,
+    boolean or integer when created) is a 400, as in Neutron - not "leave as is",
+    and not a NOT NULL violation in the database."""
+    scalar = {f.alias or name: f.annotation for name, f in resource.create_body.model_fields.items()}
+    for key, value in member.items():
+        if value is None and scalar.get(key) in _NULL_REASON:
+            raise BadRequest(f"Invalid input for {key}. Reason: {_NULL_REASON[scalar[key]]}.")
 
 
 def neutron_reason(exc: ValidationError) -> str:

@@ -1,0 +1,266 @@
+"""Port create through the HTTP API: sequential, closed loop and open loop.
+
+    python bench/port_create.py --db sqlite,postgresql --repeat 3
+
+For each database a fresh ``netbay up`` runs in a subprocess; each repeat makes
+a fresh network with a /16 subnet and measures, through one
+``httpx.AsyncClient`` with a pool of ``--clients`` connections:
+
+* a baseline: an authenticated ``GET /networks?limit=1`` (token check, one
+  indexed read, JSON) - the floor of this HTTP stack on this machine;
+* (a) sequential: one request at a time, p50/p99;
+* (b) closed loop: ``--clients`` workers each sending the next request as soon
+  as the previous one returned; throughput and p50/p99;
+* (c) open loop: requests started at a fixed offered rate whatever the
+  responses do, on up to ``--clients`` connections; latency counts from the
+  *intended* start, so queueing in the client is not hidden.
+
+By Little's law a closed loop of 50 clients has latency = 50 / throughput, so
+"p50 <= 5 ms at 50 concurrent clients" can only hold at an offered load the
+server sustains; (c) measures exactly that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+
+Request = Callable[[httpx.AsyncClient], Awaitable[httpx.Response]]
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (Linux /proc), to apportion the shared cores."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Meter:
+    """CPU seconds used by server and client during one phase."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.pid = server_pid
+
+    def __enter__(self) -> Meter:
+        self.s0, self.c0, self.t0 = proc_cpu_seconds(self.pid), time.process_time(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server = proc_cpu_seconds(self.pid) - self.s0
+        self.client = time.process_time() - self.c0
+        self.wall = time.perf_counter() - self.t0
+
+
+async def _timed(client: httpx.AsyncClient, request: Request, expect: int, errors: list[str]) -> float:
+    t0 = time.perf_counter()
+    r = await request(client)
+    elapsed = time.perf_counter() - t0
+    if r.status_code != expect:
+        errors.append(f"{r.status_code} {r.text[:200]}")
+    return elapsed
+
+
+async def sequential(client: httpx.AsyncClient, request: Request, n: int, expect: int) -> dict:
+    errors: list[str] = []
+    lat = [await _timed(client, request, expect, errors) for _ in range(n)]
+    return {**harness.summary(lat), "errors": len(errors), "first_error": errors[:1]}
+
+
+async def closed_loop(client: httpx.AsyncClient, request: Request, n: int, workers: int, expect: int) -> dict:
+    errors: list[str] = []
+    lat: list[float] = []
+    remaining = n
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            lat.append(await _timed(client, request, expect, errors))
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    wall = time.perf_counter() - t0
+    return {**harness.summary(lat), "rate": len(lat) / wall, "errors": len(errors), "first_error": errors[:1]}
+
+
+async def open_loop(client: httpx.AsyncClient, request: Request, rate: float, seconds: float, expect: int) -> dict:
+    """Start a request every 1/rate s; latency from the intended start time."""
+    loop = asyncio.get_running_loop()
+    errors: list[str] = []
+    lat: list[float] = []
+    in_flight = peak = 0
+
+    async def one(intended: float) -> None:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            r = await request(client)
+            if r.status_code != expect:
+                errors.append(f"{r.status_code} {r.text[:200]}")
+        except httpx.HTTPError as exc:
+            errors.append(repr(exc))
+        finally:
+            in_flight -= 1
+        lat.append(loop.time() - intended)
+
+    count = int(rate * seconds)
+    start = loop.time() + 0.05
+    tasks = []
+    for i in range(count):
+        intended = start + i / rate
+        delay = intended - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(intended)))
+    _, pending = await asyncio.wait(tasks, timeout=60)
+    for task in pending:
+        task.cancel()
+    wall = loop.time() - start
+    return {**harness.summary(lat), "offered": rate, "rate": len(lat) / wall, "errors": len(errors) + len(pending),
+            "peak_in_flight": peak, "first_error": errors[:1]}
+
+
+async def run_repeat(srv: harness.Server, token: str, rep: int, args: argparse.Namespace) -> list[dict]:
+    """One repeat: a fresh network, then every phase; returns result rows."""
+    headers = {"X-Auth-Token": token}
+    with httpx.Client(base_url=srv.network, headers=headers, timeout=60) as sync:
+        net, _ = harness.make_network(sync, f"bench-create-{rep}", f"10.{100 + rep}.0.0/16")
+    port_body = {"port": {"network_id": net}}
+
+    def create(c: httpx.AsyncClient) -> Awaitable[httpx.Response]:
+        return c.post("/ports", json=port_body)
+
+    def baseline(c: httpx.AsyncClient) -> Awaitable[httpx.Response]:
+        return c.get("/networks", params={"limit": 1})
+
+    limits = httpx.Limits(max_connections=args.clients, max_keepalive_connections=args.clients)
+    rows: list[dict] = []
+    async with httpx.AsyncClient(base_url=srv.network, headers=headers, limits=limits, timeout=60) as client:
+        # Warm up: open every pooled connection, touch both code paths.
+        await closed_loop(client, baseline, args.clients * 2, args.clients, 200)
+        await closed_loop(client, create, args.clients, args.clients, 201)
+
+        phases: list[tuple[str, str, Callable[[], Awaitable[dict]]]] = []
+        for label, req, expect in (("GET networks?limit=1 (baseline)", baseline, 200),
+                                   ("POST port", create, 201)):
+            phases.append((label, "(a) sequential, 1 client",
+                           lambda req=req, expect=expect: sequential(client, req, args.sequential, expect)))
+            phases.append((label, f"(b) closed loop, {args.clients} clients",
+                           lambda req=req, expect=expect: closed_loop(client, req, args.closed, args.clients, expect)))
+            for rate in args.rates:
+                phases.append((label, f"(c) open loop {rate:g}/s, ≤{args.clients} conns",
+                               lambda req=req, expect=expect, rate=rate:
+                               open_loop(client, req, rate, args.open_seconds, expect)))
+        for label, mode, fn in phases:
+            with Meter(srv.proc.pid) as m:
+                result = await fn()
+            result.update(op=label, mode=mode, repeat=rep,
+                          server_cpu_ms=1000 * m.server / max(result["n"], 1),
+                          client_cpu_ms=1000 * m.client / max(result["n"], 1))
+            rows.append(result)
+            print(f"  [{rep}] {label:34} {mode:32} p50={result['p50']:7.2f} ms p99={result['p99']:7.2f} ms "
+                  f"rate={result.get('rate', float('nan')):7.1f}/s errors={result['errors']} "
+                  f"srv_cpu={result['server_cpu_ms']:.2f} ms/req", flush=True)
+            if result["first_error"]:
+                print(f"      first error: {result['first_error'][0]}", flush=True)
+    return rows
+
+
+def aggregate(rows: list[dict]) -> list[dict]:
+    """Median over repeats of each (op, mode)."""
+    out: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        out.setdefault((row["op"], row["mode"]), []).append(row)
+    result = []
+    for (op, mode), runs in out.items():
+        agg = {"op": op, "mode": mode, "runs": len(runs), "n": runs[0]["n"],
+               "errors": sum(r["errors"] for r in runs)}
+        for key in ("p50", "p99", "rate", "server_cpu_ms", "client_cpu_ms", "peak_in_flight"):
+            if key in runs[0]:
+                agg[key] = harness.median_of(runs, key)
+                agg[key + "_all"] = [r[key] for r in runs]
+        result.append(agg)
+    return result
+
+
+def table(agg: list[dict]) -> str:
+    rows = []
+    for a in agg:
+        rows.append([a["op"], a["mode"], str(a["n"]), harness.fmt(a["p50"], 2), harness.fmt(a["p99"], 2),
+                     harness.fmt(a.get("rate", float("nan"))), harness.fmt(a["server_cpu_ms"], 2),
+                     harness.fmt(a["client_cpu_ms"], 2), str(a["errors"]),
+                     " / ".join(harness.fmt(v, 2) for v in a["p50_all"])])
+    return harness.markdown_table(
+        ["operation", "mode", "n/run", "p50 ms", "p99 ms", "req/s", "server CPU ms/req", "client CPU ms/req",
+         "errors", "p50 per run"], rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", default="sqlite,postgresql")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--sequential", type=int, default=300, help="requests in (a)")
+    parser.add_argument("--closed", type=int, default=2000, help="requests in (b)")
+    parser.add_argument("--rates", default="100,200", help="offered rates of (c), per second")
+    parser.add_argument("--open-seconds", type=float, default=8.0, help="duration of each (c) run")
+    parser.add_argument("--pg-fsync", choices=["on", "off"], default="on")
+    parser.add_argument("--json", type=Path, help="write raw and aggregated results here")
+    args = parser.parse_args()
+    args.rates = [float(r) for r in args.rates.split(",") if r]
+    if args.closed > 20_000 or args.sequential > 5_000 or args.open_seconds > 60 or args.repeat > 10:
+        raise SystemExit("refusing unbounded runs: --closed ≤ 20000, --sequential ≤ 5000, "
+                         "--open-seconds ≤ 60, --repeat ≤ 10")
+
+    report: dict = {"machine": harness.machine(), "args": {k: v for k, v in vars(args).items() if k != "json"},
+                    "databases": {}}
+    print(f"# port create — {report['machine']}\n", flush=True)
+    for db in [d for d in args.db.split(",") if d]:
+        with harness.netbay(db, pg_fsync=args.pg_fsync == "on") as srv:
+            print(f"## {db}: {srv.database}", flush=True)
+            token = srv.token()
+            load_before = os.getloadavg()
+            started = time.time()
+            rows: list[dict] = []
+            for rep in range(args.repeat):
+                rows.extend(asyncio.run(run_repeat(srv, token, rep, args)))
+            agg = aggregate(rows)
+            report["databases"][db] = {"database": srv.database, "load_before": load_before,
+                                       "load_after": os.getloadavg(), "seconds": time.time() - started,
+                                       "rows": rows, "aggregate": agg}
+            print(f"\n### {db} — median of {args.repeat} runs ({srv.database})\n")
+            print(table(agg), "\n", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1, default=str))
+    _verdict(report)
+
+
+def _verdict(report: dict) -> None:
+    """The issue's targets against the medians, per database."""
+    for db, data in report["databases"].items():
+        agg = {(a["op"], a["mode"]): a for a in data["aggregate"]}
+        creates = {mode: a for (op, mode), a in agg.items() if op == "POST port"}
+        closed = next(a for mode, a in creates.items() if mode.startswith("(b)"))
+        opens = [a for mode, a in creates.items() if mode.startswith("(c)")]
+        print(f"{db}: closed loop {closed['rate']:.0f} ports/s (target ≥ 200: "
+              f"{'met' if closed['rate'] >= 200 else 'MISSED'}), closed-loop p50 {closed['p50']:.1f} ms / "
+              f"p99 {closed['p99']:.1f} ms")
+        for a in opens:
+            ok = a["p50"] <= 5 and a["p99"] <= 50
+            print(f"  {a['mode']}: p50 {a['p50']:.2f} ms, p99 {a['p99']:.2f} ms "
+                  f"(target p50 ≤ 5, p99 ≤ 50: {'met' if ok else 'MISSED'})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+"""Floating IPs: allocation on the external network, association rules, errors."""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import uuid
+from types import SimpleNamespace
+
+import httpx
+import pytest
+from conftest import unique
+
+PUBLIC = ipaddress.ip_network("172.24.4.0/24")
+_octets = itertools.count(1)
+
+
+def neutron_error(r: httpx.Response, status: int, kind: str, message: str | None = None) -> str:
+    assert r.status_code == status, r.text
+    err = r.json()["NeutronError"]
+    assert err["type"] == kind, err
+    if message is not None:
+        assert err["message"] == message, err
+    return err["message"]
+
+
+@pytest.fixture(scope="module")
+def public(admin):
+    net = admin.network.find_network("public")
+    assert net is not None and net.is_router_external
+    return net
+
+
+@pytest.fixture(scope="module")
+def member_http(server, member):
+    return server.http(member.auth_token)
+
+
+@pytest.fixture(scope="module")
+def admin_http(server):
+    return server.http()
+
+
+def make_topology(conn, public):
+    """A network and subnet joined to ``public`` by a router, with one port on it."""
+    net = conn.network.create_network(name=unique("fnet"))
+    subnet = conn.network.create_subnet(network_id=net.id, cidr=f"10.{next(_octets)}.0.0/24", ip_version=4)
+    router = conn.network.create_router(name=unique("frtr"), external_gateway_info={"network_id": public.id})
+    conn.network.add_interface_to_router(router, subnet=subnet.id)
+    port = conn.network.create_port(network_id=net.id, name=unique("vm"))
+    return SimpleNamespace(net=net, subnet=subnet, router=router, port=port,
+                           ip=port.fixed_ips[0]["ip_address"])
+
+
+@pytest.fixture(scope="module")
+def topo(member, public):
+    return make_topology(member, public)
+
+
+def fip_port(admin, fip_id: str):
+    ports = list(admin.network.ports(device_id=fip_id, device_owner="network:floatingip"))
+    return ports[0] if ports else None
+
+
+def test_unassociated_floating_ip(admin, member, member_http, public):
+    r = member_http.post("/floatingips", json={"floatingip": {"floating_network_id": public.id,
+                                                              "description": "spare"}})
+    assert r.status_code == 201, r.text
+    fip = r.json()["floatingip"]
+    assert ipaddress.ip_address(fip["floating_ip_address"]) in PUBLIC
+    assert fip["floating_ip_address"] != "172.24.4.1"  # the subnet's gateway
+    assert fip["status"] == "DOWN" and fip["router_id"] is None and fip["port_id"] is None
+    assert fip["fixed_ip_address"] is None and fip["port_details"] is None
+    assert fip["floating_network_id"] == public.id and fip["description"] == "spare"
+    assert fip["project_id"] == fip["tenant_id"] == member.current_project_id
+    assert fip["dns_domain"] == "" and fip["dns_name"] == "" and fip["qos_policy_id"] is None
+    assert fip["tags"] == [] and fip["revision_number"] == 0 and "name" not in fip
+    port = fip_port(admin, fip["id"])
+    assert port is not None and port.network_id == public.id and port.project_id == ""
+    assert [ip["ip_address"] for ip in port.fixed_ips] == [fip["floating_ip_address"]]
+    member.network.delete_ip(fip["id"])
+    assert member.network.find_ip(fip["id"]) is None
+    assert fip_port(admin, fip["id"]) is None
+
+
+def test_create_associated(member, topo, public):
+    fip = member.network.create_ip(floating_network_id=public.id, port_id=topo.port.id)
+    assert fip.port_id == topo.port.id and fip.fixed_ip_address == topo.ip
+    assert fip.router_id == topo.router.id and fip.status == "ACTIVE"
+    details = member.network.get_ip(fip).port_details
+    assert details == {"name": topo.port.name, "network_id": topo.net.id,
+                       "mac_address": topo.port.mac_address, "admin_state_up": True,
+                       "status": topo.port.status, "device_id": topo.port.device_id,
+                       "device_owner": topo.port.device_owner}
+    member.network.delete_ip(fip)
+
+
+def test_floating_network_must_be_external(member, member_http):
+    net = member.network.create_network(name=unique("notext"))
+    neutron_error(member_http.post("/floatingips", json={"floatingip": {"floating_network_id": net.id}}),
+                  400, "BadRequest", f"Bad floatingip request: Network {net.id} is not a valid external network.")
+    missing = str(uuid.uuid4())
+    neutron_error(member_http.post("/floatingips", json={"floatingip": {"floating_network_id": missing}}),
+                  400, "BadRequest")
+    neutron_error(member_http.post("/floatingips", json={"floatingip": {}}), 400, "HTTPBadRequest",
+                  "Failed to parse request. Required attribute 'floating_network_id' not specified")
+    neutron_error(member_http.post("/floatingips", json={"floatingip": {"floating_network_id": "x"}}),
+                  400, "HTTPBadRequest")
+    r = member_http.post("/floatingips", json={"floatingip": {"floating_network_id": net.id, "router_id": missing}})
+    neutron_error(r, 400, "HTTPBadRequest", "Attribute 'router_id' not allowed in POST")
+    assert list(member.network.ips(floating_network_id=net.id)) == []
+
+
+def test_requested_address(admin, admin_http, member_http, public):
+    fip = admin.network.create_ip(floating_network_id=public.id, floating_ip_address="172.24.4.222")
+    assert fip.floating_ip_address == "172.24.4.222"
+    body = {"floatingip": {"floating_network_id": public.id, "floating_ip_address": "172.24.4.222"}}
+    neutron_error(admin_http.post("/floatingips", json=body), 409, "IpAddressAlreadyAllocated")
+    body["floatingip"]["floating_ip_address"] = "172.24.4.223"
+    neutron_error(member_http.post("/floatingips", json=body), 403, "HTTPForbidden")
+    body["floatingip"]["floating_ip_address"] = "10.0.0.5"
+    neutron_error(admin_http.post("/floatingips", json=body), 400, "InvalidIpForNetwork")
+    admin.network.delete_ip(fip)
+    # Freed: the address can be had again.
+    again = admin.network.create_ip(floating_network_id=public.id, floating_ip_address="172.24.4.222")
+    admin.network.delete_ip(again)
+
+
+def test_subnet_id_picks_the_subnet(admin, public):
+    subnet_id = public.subnet_ids[0]
+    fip = admin.network.create_ip(floating_network_id=public.id, subnet_id=subnet_id)
+    port = fip_port(admin, fip.id)
+    assert port.fixed_ips[0]["subnet_id"] == subnet_id
+    admin.network.delete_ip(fip)
+
+
+def test_association_rules(server, member, member_http, topo, public):
+    url = "/floatingips"
+    base = {"floating_network_id": public.id}
+    missing = str(uuid.uuid4())
+    neutron_error(member_http.post(url, json={"floatingip": {**base, "port_id": missing}}), 404, "PortNotFound")
+    neutron_error(member_http.post(url, json={"floatingip": {**base, "port_id": topo.port.id,
+                                                             "fixed_ip_address": "10.250.0.9"}}),
+                  400, "BadRequest", f"Bad floatingip request: Port {topo.port.id} does not have fixed ip 10.250.0.9.")
+    neutron_error(member_http.post(url, json={"floatingip": {**base, "fixed_ip_address": topo.ip}}), 400,
+                  "BadRequest", "Bad floatingip request: fixed_ip_address cannot be specified without a port_id.")
+
+    # A port with two IPv4 addresses needs fixed_ip_address.
+    two = member.network.create_port(network_id=topo.net.id, fixed_ips=[{"subnet_id": topo.subnet.id}] * 2)
+    neutron_error(member_http.post(url, json={"floatingip": {**base, "port_id": two.id}}), 400, "BadRequest",
+                  f"Bad floatingip request: Port {two.id} has multiple fixed IPv4 addresses.  Must provide a "
+                  "specific IPv4 address when assigning a floating IP.")
+    second_ip = two.fixed_ips[1]["ip_address"]
+    fip = member.network.create_ip(floating_network_id=public.id, port_id=two.id, fixed_ip_address=second_ip)
+    assert fip.fixed_ip_address == second_ip and fip.router_id == topo.router.id
+
+    # The same fixed IP cannot have two floating IPs on one external network.
+    r = member_http.post(url, json={"floatingip": {**base, "port_id": two.id, "fixed_ip_address": second_ip}})
+    neutron_error(r, 409, "FloatingIPPortAlreadyAssociated")
+    # ... but the port's other address can.
+    other = member.network.create_ip(floating_network_id=public.id, port_id=two.id,
+                                     fixed_ip_address=two.fixed_ips[0]["ip_address"])
+    member.network.delete_ip(other)
+    member.network.delete_ip(fip)
+    member.network.delete_port(two)
+    assert [f for f in member.network.ips(port_id=two.id)] == []
+
+
+def test_no_router_means_not_reachable(member, member_http, public):
+    net = member.network.create_network(name=unique("island"))
+    subnet = member.network.create_subnet(network_id=net.id, cidr="10.222.0.0/24", ip_version=4)
+    port = member.network.create_port(network_id=net.id)
+    body = {"floatingip": {"floating_network_id": public.id, "port_id": port.id}}
+    message = (f"External network {public.id} is not reachable from subnet {subnet.id}.  "
+               f"Therefore, cannot associate Port {port.id} with a Floating IP.")
+    neutron_error(member_http.post("/floatingips", json=body), 404, "ExternalGatewayForFloatingIPNotFound", message)
+    # A router with an interface but no gateway does not help either.
+    router = member.network.create_router(name=unique("nogw"))
+    member.network.add_interface_to_router(router, subnet=subnet.id)
+    neutron_error(member_http.post("/floatingips", json=body), 404, "ExternalGatewayForFloatingIPNotFound", message)
+    # Nothing is left over from the refusals.
+    assert [f for f in member.network.ips(port_id=port.id)] == []
+    member.network.remove_interface_from_router(router, subnet=subnet.id)
+    member.network.delete_router(router)
+
+
+def test_update_associate_and_disassociate(member, member_http, topo, public):
+    fip = member.network.create_ip(floating_network_id=public.id)
+    fip = member.network.update_ip(fip, port_id=topo.port.id)
+    assert fip.port_id == topo.port.id and fip.status == "ACTIVE" and fip.router_id == topo.router.id
+    # A description change keeps the association.
+    fip = member.network.update_ip(fip, description="web")
+    assert fip.port_id == topo.port.id and fip.description == "web" and fip.fixed_ip_address == topo.ip
+    r = member_http.put(f"/floatingips/{fip.id}", json={"floatingip": {"fixed_ip_address": topo.ip}})
+    neutron_error(r, 400, "BadRequest")
+    r = member_http.put(f"/floatingips/{fip.id}", json={"floatingip": {"floating_network_id": public.id}})
+    neutron_error(r, 400, "HTTPBadRequest", "Cannot update read-only attribute floating_network_id")
+    r = member_http.put(f"/floatingips/{fip.id}", json={"floatingip": {"port_id": None}})
+    assert r.status_code == 200, r.text
+    body = r.json()["floatingip"]
+    assert body["port_id"] is None and body["fixed_ip_address"] is None
+    assert body["router_id"] is None and body["status"] == "DOWN" and body["port_details"] is None
+    assert body["revision_number"] > fip.revision_number
+    member.network.delete_ip(fip)
+
+
+def test_router_refuses_changes_a_floating_ip_needs(member, member_http, public):
+    t = make_topology(member, public)
+    fip = member.network.create_ip(floating_network_id=public.id, port_id=t.port.id)
+    r = member_http.put(f"/routers/{t.router.id}/remove_router_interface", json={"subnet_id": t.subnet.id})
+    neutron_error(r, 409, "RouterInterfaceInUseByFloatingIP",
+                  f"Router interface for subnet {t.subnet.id} on router {t.router.id} cannot be deleted, "
+                  "as it is required by one or more floating IPs.")
+    r = member_http.put(f"/routers/{t.router.id}", json={"router": {"external_gateway_info": {}}})
+    neutron_error(r, 409, "RouterExternalGatewayInUseByFloatingIp",
+                  f"Gateway cannot be updated for router {t.router.id}, since a gateway to external network "
+                  f"{public.id} is required by one or more floating IPs.")
+    neutron_error(member_http.delete(f"/routers/{t.router.id}"), 409, "RouterInUse")
+    assert member.network.get_router(t.router).external_gateway_info is not None
+
+    member.network.update_ip(fip, port_id=None)
+    member.network.update_router(t.router, external_gateway_info={})
+    member.network.remove_interface_from_router(t.router, subnet=t.subnet.id)
+    member.network.delete_router(t.router)
+    member.network.delete_ip(fip)
+
+
+def test_deleting_the_fixed_port_disassociates(member, topo, public):
+    port = member.network.create_port(network_id=topo.net.id)
+    fip = member.network.create_ip(floating_network_id=public.id, port_id=port.id)
+    assert fip.status == "ACTIVE"
+    revision = fip.revision_number
+    member.network.delete_port(port)
+    after = member.network.get_ip(fip.id)
+    assert after.port_id is None and after.fixed_ip_address is None and after.router_id is None
+    assert after.status == "DOWN" and after.revision_number > revision
+    member.network.delete_ip(fip)
+
+
+def test_filters(member, topo, public):
+    a = member.network.create_ip(floating_network_id=public.id, port_id=topo.port.id, description="fa")
+    b = member.network.create_ip(floating_network_id=public.id, description="fb")
+
+    def ids(**query):
+        return {f.id for f in member.network.ips(**query)}
+
+    assert ids(floating_ip_address=a.floating_ip_address) == {a.id}
+    assert ids(port_id=topo.port.id) == {a.id}
+    assert ids(router_id=topo.router.id) == {a.id}
+    assert ids(fixed_ip_address=topo.ip) == {a.id}
+    assert ids(description="fb") == {b.id}
+    assert {a.id, b.id} <= ids(floating_network_id=public.id)
+    assert a.id in ids(status="ACTIVE") and b.id not in ids(status="ACTIVE")
+    assert b.id in ids(status="DOWN")
+    assert {a.id, b.id} <= ids(project_id=member.current_project_id)
+    assert {a.id, b.id} <= ids(tenant_id=member.current_project_id)
+    member.network.delete_ip(a)
+    member.network.delete_ip(b)
+
+
+def test_other_projects_get_404(server, admin, member, public):
+    fip = member.network.create_ip(floating_network_id=public.id)
+    user, password, project = server.make_user()
+    other = server.connect(user, password, project)
+    other_http = server.http(other.auth_token)
+    for r in (other_http.get(f"/floatingips/{fip.id}"),
+              other_http.put(f"/floatingips/{fip.id}", json={"floatingip": {"description": "x"}}),
+              other_http.delete(f"/floatingips/{fip.id}")):
+        neutron_error(r, 404, "FloatingIPNotFound", f"Floating IP {fip.id} could not be found")
+    assert fip.id not in {f.id for f in other.network.ips()}
+    # Another project's port cannot be associated with one's own floating IP.
+    t = make_topology(member, public)
+    mine = other.network.create_ip(floating_network_id=public.id)
+    r = other_http.put(f"/floatingips/{mine.id}", json={"floatingip": {"port_id": t.port.id}})
+    neutron_error(r, 404, "PortNotFound")
+    assert fip.id in {f.id for f in admin.network.ips(project_id=member.current_project_id)}
+    other.network.delete_ip(mine)
+    member.network.delete_ip(fip)

@@ -1,0 +1,355 @@
+"""Routers: gateways, interfaces, extra routes, visibility, Neutron's errors."""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import uuid
+
+import httpx
+import pytest
+from conftest import unique
+
+_octets = itertools.count(1)
+
+
+def neutron_error(r: httpx.Response, status: int, kind: str, message: str | None = None) -> str:
+    assert r.status_code == status, r.text
+    err = r.json()["NeutronError"]
+    assert err["type"] == kind, err
+    if message is not None:
+        assert err["message"] == message, err
+    return err["message"]
+
+
+def make_subnet(conn, cidr: str | None = None, **kwargs):
+    net = conn.network.create_network(name=unique("rnet"))
+    cidr = cidr or f"10.{next(_octets)}.0.0/24"
+    return net, conn.network.create_subnet(network_id=net.id, cidr=cidr, ip_version=4, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def public(admin):
+    net = admin.network.find_network("public")
+    assert net is not None and net.is_router_external
+    return net
+
+
+@pytest.fixture(scope="module")
+def public_subnet(admin, public):
+    return admin.network.get_subnet(public.subnet_ids[0])
+
+
+@pytest.fixture(scope="module")
+def member_http(server, member):
+    return server.http(member.auth_token)
+
+
+@pytest.fixture(scope="module")
+def admin_http(server):
+    return server.http()
+
+
+@pytest.fixture(scope="module")
+def other(server):
+    user, password, project = server.make_user()
+    return server.connect(user, password, project), server.http(server.token(user, password, project))
+
+
+def ports_of(admin, router_id: str, owner: str) -> list:
+    return list(admin.network.ports(device_id=router_id, device_owner=owner))
+
+
+# --- attributes and gateway -----------------------------------------------------------------
+
+
+def test_router_attributes_without_gateway(member, member_http):
+    r = member_http.post("/routers", json={"router": {"name": "plain", "description": "d"}})
+    assert r.status_code == 201, r.text
+    router = r.json()["router"]
+    assert router["status"] == "ACTIVE" and router["admin_state_up"] is True
+    assert router["external_gateway_info"] is None
+    assert router["routes"] == [] and router["distributed"] is False and router["ha"] is False
+    assert router["flavor_id"] is None and router["availability_zone_hints"] == []
+    assert router["availability_zones"] == ["nova"] and router["tags"] == []
+    assert router["project_id"] == router["tenant_id"] == member.current_project_id
+    assert router["revision_number"] == 0 and router["created_at"] and router["name"] == "plain"
+    assert member.network.get_router(router["id"]).description == "d"
+    member.network.delete_router(router["id"])
+    assert member.network.find_router(router["id"]) is None
+
+
+def test_routes_and_readonly_refused_on_post(member_http):
+    r = member_http.post("/routers", json={"router": {"routes": []}})
+    neutron_error(r, 400, "HTTPBadRequest", "Attribute 'routes' not allowed in POST")
+    r = member_http.post("/routers", json={"router": {"status": "DOWN"}})
+    neutron_error(r, 400, "HTTPBadRequest", "Attribute 'status' not allowed in POST")
+
+
+def test_gateway_on_create_takes_an_external_address(admin, member, public, public_subnet):
+    router = member.network.create_router(name=unique("gw"), external_gateway_info={"network_id": public.id})
+    info = router.external_gateway_info
+    assert info["network_id"] == public.id and info["enable_snat"] is True
+    [fixed] = info["external_fixed_ips"]
+    assert fixed["subnet_id"] == public_subnet.id
+    assert ipaddress.ip_address(fixed["ip_address"]) in ipaddress.ip_network("172.24.4.0/24")
+    assert fixed["ip_address"] != public_subnet.gateway_ip
+    [port] = ports_of(admin, router.id, "network:router_gateway")
+    assert port.network_id == public.id and port.project_id == ""
+    assert [ip["ip_address"] for ip in port.fixed_ips] == [fixed["ip_address"]]
+    # The member does not see the gateway port: it is not theirs.
+    assert list(member.network.ports(device_id=router.id)) == []
+    member.network.delete_router(router)
+    assert ports_of(admin, router.id, "network:router_gateway") == []
+
+
+def test_gateway_must_be_an_external_network(member, member_http):
+    net = member.network.create_network(name=unique("int"))
+    body = {"router": {"external_gateway_info": {"network_id": net.id}}}
+    neutron_error(member_http.post("/routers", json=body), 400, "BadRequest",
+                  f"Bad router request: Network {net.id} is not an external network.")
+    missing = str(uuid.uuid4())
+    body = {"router": {"external_gateway_info": {"network_id": missing}}}
+    neutron_error(member_http.post("/routers", json=body), 404, "NetworkNotFound")
+    body = {"router": {"external_gateway_info": {"network_id": "not-a-uuid"}}}
+    neutron_error(member_http.post("/routers", json=body), 400, "HTTPBadRequest")
+    body = {"router": {"external_gateway_info": {"enable_snat": False}}}
+    neutron_error(member_http.post("/routers", json=body), 400, "HTTPBadRequest")
+    # Nothing was left behind by the refused requests.
+    assert [r for r in member.network.routers() if r.external_gateway_info] == []
+
+
+def test_snat_and_fixed_ips_are_for_admins(admin, member, member_http, admin_http, public, public_subnet):
+    for info in ({"network_id": public.id, "enable_snat": False},
+                 {"network_id": public.id, "external_fixed_ips": [{"subnet_id": public_subnet.id}]}):
+        neutron_error(member_http.post("/routers", json={"router": {"external_gateway_info": info}}),
+                      403, "HTTPForbidden")
+    router = member.network.create_router(name=unique("snat"))
+    r = member_http.put(f"/routers/{router.id}", json={"router": {"external_gateway_info": {
+        "network_id": public.id, "enable_snat": False}}})
+    neutron_error(r, 403, "HTTPForbidden")
+    assert member.network.get_router(router).external_gateway_info is None
+
+    updated = admin.network.update_router(router, external_gateway_info={
+        "network_id": public.id, "enable_snat": False,
+        "external_fixed_ips": [{"subnet_id": public_subnet.id, "ip_address": "172.24.4.200"}]})
+    info = updated.external_gateway_info
+    assert info["enable_snat"] is False
+    assert info["external_fixed_ips"] == [{"subnet_id": public_subnet.id, "ip_address": "172.24.4.200"}]
+    [port] = ports_of(admin, router.id, "network:router_gateway")
+
+    # A new address on the same network keeps the port; SNAT goes back to its default.
+    updated = admin.network.update_router(router, external_gateway_info={
+        "network_id": public.id, "external_fixed_ips": [{"ip_address": "172.24.4.201"}]})
+    assert updated.external_gateway_info["enable_snat"] is True
+    assert updated.external_gateway_info["external_fixed_ips"][0]["ip_address"] == "172.24.4.201"
+    assert [p.id for p in ports_of(admin, router.id, "network:router_gateway")] == [port.id]
+
+    # The external subnet's gateway address is refused.
+    r = admin_http.put(f"/routers/{router.id}", json={"router": {"external_gateway_info": {
+        "network_id": public.id, "external_fixed_ips": [{"ip_address": public_subnet.gateway_ip}]}}})
+    neutron_error(r, 400, "BadRequest",
+                  f"Bad router request: External IP {public_subnet.gateway_ip} is the same as the gateway IP.")
+    member.network.delete_router(router)
+
+
+def test_clearing_the_gateway_removes_its_port(admin, member, member_http, public):
+    router = member.network.create_router(name=unique("clr"), external_gateway_info={"network_id": public.id})
+    rev = router.revision_number
+    cleared = member.network.update_router(router, external_gateway_info={})
+    assert cleared.external_gateway_info is None and cleared.revision_number > rev
+    assert ports_of(admin, router.id, "network:router_gateway") == []
+    member.network.update_router(router, external_gateway_info={"network_id": public.id})
+    assert len(ports_of(admin, router.id, "network:router_gateway")) == 1
+    r = member_http.put(f"/routers/{router.id}", json={"router": {"external_gateway_info": None}})
+    assert r.status_code == 200 and r.json()["router"]["external_gateway_info"] is None
+    assert ports_of(admin, router.id, "network:router_gateway") == []
+    member.network.delete_router(router)
+
+
+# --- interfaces ------------------------------------------------------------------------------
+
+
+def test_add_interface_by_subnet(admin, member, server):
+    net, subnet = make_subnet(member)
+    router = member.network.create_router(name=unique("if"))
+    revision = router.revision_number
+    result = member.network.add_interface_to_router(router, subnet=subnet.id)
+    assert set(result) >= {"id", "tenant_id", "project_id", "port_id", "subnet_id", "subnet_ids",
+                           "network_id", "tags"}
+    assert result["id"] == router.id and result["subnet_id"] == subnet.id
+    assert result["subnet_ids"] == [subnet.id] and result["network_id"] == net.id
+    assert result["project_id"] == result["tenant_id"] == member.current_project_id
+    port = member.network.get_port(result["port_id"])
+    assert port.device_owner == "network:router_interface" and port.device_id == router.id
+    assert port.fixed_ips == [{"subnet_id": subnet.id, "ip_address": subnet.gateway_ip}]
+    assert port.security_group_ids == []
+    assert member.network.get_router(router.id).revision_number > revision
+
+    removed = member.network.remove_interface_from_router(router, subnet=subnet.id)
+    assert removed["port_id"] == port.id and removed["subnet_id"] == subnet.id
+    assert member.network.find_port(port.id) is None
+    member.network.delete_router(router)
+
+
+def test_interface_body_rules(member, member_http):
+    router = member.network.create_router(name=unique("body"))
+    url = f"/routers/{router.id}/add_router_interface"
+    neutron_error(member_http.put(url, json={}), 400, "BadRequest",
+                  "Bad router request: Either subnet_id or port_id must be specified.")
+    neutron_error(member_http.put(url, json=[]), 400, "BadRequest")
+    both = {"subnet_id": str(uuid.uuid4()), "port_id": str(uuid.uuid4())}
+    neutron_error(member_http.put(url, json=both), 400, "BadRequest",
+                  "Bad router request: Cannot specify both subnet-id and port-id.")
+    neutron_error(member_http.put(url, json={"subnet_id": "nope"}), 400, "BadRequest",
+                  "Bad router request: 'nope' is not a valid UUID.")
+    neutron_error(member_http.put(url, content=b"{not json"), 400, "HTTPBadRequest")
+    missing = str(uuid.uuid4())
+    neutron_error(member_http.put(url, json={"subnet_id": missing}), 404, "SubnetNotFound")
+    neutron_error(member_http.put(url, json={"port_id": missing}), 404, "PortNotFound")
+    neutron_error(member_http.put(f"/routers/{missing}/add_router_interface", json={"subnet_id": missing}),
+                  404, "RouterNotFound")
+    member.network.delete_router(router)
+
+
+def test_interface_subnet_rules(member, member_http):
+    router = member.network.create_router(name=unique("dup"))
+    url = f"/routers/{router.id}/add_router_interface"
+    _, subnet = make_subnet(member, "10.200.0.0/24")
+    member.network.add_interface_to_router(router, subnet=subnet.id)
+    neutron_error(member_http.put(url, json={"subnet_id": subnet.id}), 400, "BadRequest",
+                  f"Bad router request: Router already has a port on subnet {subnet.id}.")
+    _, overlapping = make_subnet(member, "10.200.0.0/16")
+    neutron_error(member_http.put(url, json={"subnet_id": overlapping.id}), 400, "BadRequest",
+                  f"Bad router request: Cidr 10.200.0.0/16 of subnet {overlapping.id} overlaps with "
+                  f"cidr 10.200.0.0/24 of subnet {subnet.id}.")
+    _, no_gateway = make_subnet(member, gateway_ip=None)
+    neutron_error(member_http.put(url, json={"subnet_id": no_gateway.id}), 400, "BadRequest",
+                  "Bad router request: Subnet for router interface must have a gateway IP.")
+    # Another router cannot take the same gateway address.
+    second = member.network.create_router(name=unique("dup2"))
+    r = member_http.put(f"/routers/{second.id}/add_router_interface", json={"subnet_id": subnet.id})
+    neutron_error(r, 409, "IpAddressAlreadyAllocated")
+    assert len(list(member.network.ports(device_id=router.id))) == 1
+    assert list(member.network.ports(device_id=second.id)) == []
+
+    neutron_error(member_http.delete(f"/routers/{router.id}"), 409, "RouterInUse",
+                  f"Router {router.id} still has ports")
+    member.network.remove_interface_from_router(router, subnet=subnet.id)
+    member.network.delete_router(router)
+    member.network.delete_router(second)
+
+
+def test_add_and_remove_interface_by_port(member, member_http):
+    net, subnet = make_subnet(member)
+    router = member.network.create_router(name=unique("byport"))
+    port = member.network.create_port(network_id=net.id, fixed_ips=[{"subnet_id": subnet.id}])
+    result = member.network.add_interface_to_router(router, port=port.id)
+    assert result["port_id"] == port.id and result["subnet_ids"] == [subnet.id]
+    attached = member.network.get_port(port.id)
+    assert attached.device_owner == "network:router_interface" and attached.device_id == router.id
+
+    # Bound ports are refused.
+    used = member.network.create_port(network_id=net.id, device_id="some-vm")
+    r = member_http.put(f"/routers/{router.id}/add_router_interface", json={"port_id": used.id})
+    neutron_error(r, 409, "PortInUse")
+
+    other_net, other_subnet = make_subnet(member)
+    url = f"/routers/{router.id}/remove_router_interface"
+    neutron_error(member_http.put(url, json={"port_id": used.id}), 404, "RouterInterfaceNotFound",
+                  f"Router {router.id} does not have an interface with id {used.id}")
+    neutron_error(member_http.put(url, json={"subnet_id": other_subnet.id}), 404,
+                  "RouterInterfaceNotFoundForSubnet",
+                  f"Router {router.id} has no interface on subnet {other_subnet.id}")
+    neutron_error(member_http.put(url, json={"port_id": port.id, "subnet_id": other_subnet.id}), 400,
+                  "SubnetMismatchForPort")
+    member.network.remove_interface_from_router(router, port=port.id)
+    assert member.network.find_port(port.id) is None  # Neutron deletes the port too
+    member.network.delete_router(router)
+
+
+# --- extra routes ----------------------------------------------------------------------------
+
+
+def test_routes_need_a_connected_nexthop(member, member_http):
+    _, subnet = make_subnet(member, "10.210.0.0/24")
+    router = member.network.create_router(name=unique("routes"))
+    member.network.add_interface_to_router(router, subnet=subnet.id)
+    routes = [{"destination": "192.168.50.0/24", "nexthop": "10.210.0.20"}]
+    assert member.network.update_router(router, routes=routes).routes == routes
+
+    url = f"/routers/{router.id}"
+    bad = [{"destination": "192.168.51.0/24", "nexthop": "10.99.0.1"}]
+    msg = neutron_error(member_http.put(url, json={"router": {"routes": bad}}), 400, "InvalidRoutes")
+    assert msg.endswith("the nexthop is not connected with router")
+    own = [{"destination": "192.168.51.0/24", "nexthop": subnet.gateway_ip}]
+    msg = neutron_error(member_http.put(url, json={"router": {"routes": own}}), 400, "InvalidRoutes")
+    assert msg.endswith("the nexthop is used by router")
+    neutron_error(member_http.put(url, json={"router": {"routes": routes + routes}}), 400, "HTTPBadRequest")
+    neutron_error(member_http.put(url, json={"router": {"routes": [{"destination": "x", "nexthop": "1.1.1.1"}]}}),
+                  400, "HTTPBadRequest")
+    assert member.network.get_router(router).routes == routes
+
+    r = member_http.put(f"{url}/remove_router_interface", json={"subnet_id": subnet.id})
+    neutron_error(r, 409, "RouterInterfaceInUseByRoute")
+    r = member_http.put(url, json={"router": {"routes": None}})
+    assert r.status_code == 200 and r.json()["router"]["routes"] == []
+    member.network.remove_interface_from_router(router, subnet=subnet.id)
+    member.network.delete_router(router)
+
+
+# --- visibility and change log -----------------------------------------------------------------
+
+
+def test_other_projects_get_404(admin, member, other, public):
+    other_conn, other_http = other
+    router = member.network.create_router(name=unique("mine"))
+    _, subnet = make_subnet(member)
+    for r in (other_http.get(f"/routers/{router.id}"),
+              other_http.put(f"/routers/{router.id}", json={"router": {"name": "x"}}),
+              other_http.delete(f"/routers/{router.id}"),
+              other_http.put(f"/routers/{router.id}/add_router_interface", json={"subnet_id": subnet.id})):
+        neutron_error(r, 404, "RouterNotFound", f"Router {router.id} could not be found")
+    assert router.id not in {r.id for r in other_conn.network.routers()}
+    # A subnet of another project is not attachable to one's own router either.
+    mine = other_conn.network.create_router(name=unique("theirs"))
+    r = other_http.put(f"/routers/{mine.id}/add_router_interface", json={"subnet_id": subnet.id})
+    neutron_error(r, 404, "SubnetNotFound")
+    assert router.id in {r.id for r in admin.network.routers(project_id=member.current_project_id)}
+    other_conn.network.delete_router(mine)
+    member.network.delete_router(router)
+
+
+def test_filters(member):
+    name = unique("flt")
+    router = member.network.create_router(name=name, description="filter-me")
+    assert [r.id for r in member.network.routers(name=name)] == [router.id]
+    assert [r.id for r in member.network.routers(description="filter-me")] == [router.id]
+    assert router.id not in {r.id for r in member.network.routers(is_admin_state_up=False)}
+    member.network.update_router(router, is_admin_state_up=False)
+    assert router.id in {r.id for r in member.network.routers(is_admin_state_up=False)}
+    member.network.delete_router(router)
+
+
+def test_interface_changes_are_logged(server, member):
+    token = server.token()
+    head = 0
+    for _ in range(1000):
+        page = httpx.get(f"{server.url}/netbay/v1/changes", params={"since": head},
+                         headers={"X-Auth-Token": token}, timeout=10).json()
+        if not page["changes"]:
+            break
+        head = page["revision"]
+    _, subnet = make_subnet(member)
+    router = member.network.create_router(name=unique("log"))
+    result = member.network.add_interface_to_router(router, subnet=subnet.id)
+    member.network.remove_interface_from_router(router, subnet=subnet.id)
+    changes = httpx.get(f"{server.url}/netbay/v1/changes", params={"since": head},
+                        headers={"X-Auth-Token": token}, timeout=10).json()["changes"]
+    seen = [(c["resource"], c["action"]) for c in changes if c["id"] in {router.id, result["port_id"]}]
+    assert seen == [("router", "create"), ("port", "create"), ("router", "update"),
+                    ("port", "delete"), ("router", "update")]
+    revisions = [c["data"]["revision_number"] for c in changes
+                 if c["id"] == router.id and c["action"] == "update"]
+    assert revisions == [1, 2]
+    member.network.delete_router(router)
