@@ -82,7 +82,21 @@ def assign_ips(
     a request for an automatic-address subnet gets the EUI-64 address.
     """
     if requests == []:
+        session.flush()
         return
+    if any(isinstance(obj, IPAllocation) for obj in session.new):
+        session.flush()  # addresses someone else holds pending must count as taken
+    with session.no_autoflush:  # the new port goes to the database with its addresses, in one flush
+        addresses = _addresses_for(session, port, requests, allow_gateway)
+    for seq, (subnet, ip) in enumerate(addresses, start=start_seq):
+        port.fixed_ips.append(IPAllocation(subnet_id=subnet.id, ip_address=ip, port_id=port.id,
+                                           network_id=port.network_id, seq=seq))
+    session.flush()
+
+
+def _addresses_for(
+    session: Session, port: Port, requests: list[dict[str, Any]] | None, allow_gateway: bool
+) -> list[tuple[Subnet, str]]:
     subnets = _subnets_of(session, port.network_id)
     auto = port.device_owner not in ROUTER_INTERFACE_OWNERS
     addresses: list[tuple[Subnet, str]] = []
@@ -118,10 +132,7 @@ def assign_ips(
                                    kind="IpAddressAlreadyAllocated")
                 address = _next_after(session, subnet, pending)
             addresses.append((subnet, address))
-    for seq, (subnet, ip) in enumerate(addresses, start=start_seq):
-        port.fixed_ips.append(IPAllocation(subnet_id=subnet.id, ip_address=ip, port_id=port.id,
-                                           network_id=port.network_id, seq=seq))
-    session.flush()
+    return addresses
 
 
 def is_auto_address(subnet: Subnet) -> bool:
@@ -258,14 +269,14 @@ def create_port(
     mac = mac_address or _free_mac(session, network.id)
     if attrs.get("allowed_address_pairs"):
         attrs["allowed_address_pairs"] = address_pairs(attrs["allowed_address_pairs"], mac)
-    # Empty collections up front: a flushed port would otherwise load them with a query.
-    port = Port(id=new_id(), project_id=project_id, network_id=network.id, mac_address=mac,
-                port_security_enabled=port_security_enabled, fixed_ips=[], security_groups=[], **attrs)
+    port_id = new_id()
+    # Collections set up front: a flushed port would otherwise load them with a query.
+    port = Port(id=port_id, project_id=project_id, network_id=network.id, mac_address=mac,
+                port_security_enabled=port_security_enabled, fixed_ips=[],
+                security_groups=[PortSecurityGroup(port_id=port_id, security_group_id=sg)
+                                 for sg in dict.fromkeys(security_groups)], **attrs)
     session.add(port)
-    session.flush()
-    assign_ips(session, port, fixed_ips, allow_gateway=allow_gateway)
-    port.security_groups = [PortSecurityGroup(port_id=port.id, security_group_id=sg)
-                            for sg in dict.fromkeys(security_groups)]
+    assign_ips(session, port, fixed_ips, allow_gateway=allow_gateway)  # flushes the port with its addresses
     return port
 
 
