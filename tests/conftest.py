@@ -187,10 +187,13 @@ def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: t
     port = free_port()
     env = {**os.environ, "NETBAY_ADMIN_PASSWORD": ADMIN_PASSWORD, "NETBAY_LOG_LEVEL": "WARNING"}
     command = "up" if up else "serve"
+    # API tests never touch the kernel: `up` runs no dataplane agent here (tests that
+    # want one start it themselves, with their own namespace prefix).
+    no_agent = ("--no-agent",) if up else ()
     log = open(data_dir / "server.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "netbay.cli.main", command, "--port", str(port), "--data-dir", str(data_dir),
-         "--database-url", database_url, *extra],
+         "--database-url", database_url, *no_agent, *extra],
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     try:

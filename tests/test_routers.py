@@ -150,6 +150,12 @@ def test_snat_and_fixed_ips_are_for_admins(admin, member, member_http, admin_htt
         "network_id": public.id, "external_fixed_ips": [{"ip_address": public_subnet.gateway_ip}]}}})
     neutron_error(r, 400, "BadRequest",
                   f"Bad router request: External IP {public_subnet.gateway_ip} is the same as the gateway IP.")
+    twice = [{"ip_address": "172.24.4.210"}, {"ip_address": "172.24.4.210"}]
+    r = admin_http.put(f"/routers/{router.id}", json={"router": {"external_gateway_info": {
+        "network_id": public.id, "external_fixed_ips": twice}}})
+    neutron_error(r, 400, "HTTPBadRequest")
+    assert admin.network.get_router(router.id).external_gateway_info["external_fixed_ips"][0]["ip_address"] \
+        == "172.24.4.201"
     member.network.delete_router(router)
 
 

@@ -98,7 +98,8 @@ POOL_ERRORS = [
     ({"prefixes": ["10.0.0.0/8"], "default_quota": -5}, 400, "HTTPBadRequest", None),
     ({"prefixes": ["bogus"]}, 400, "HTTPBadRequest", None),
     ({"prefixes": "10.0.0.0/8"}, 400, "HTTPBadRequest", None),
-    ({"prefixes": ["10.0.0.0/8"], "ip_version": 4}, 400, "HTTPBadRequest", "Attribute 'ip_version' not allowed in POST"),
+    ({"prefixes": ["10.0.0.0/8"], "ip_version": 4}, 400, "HTTPBadRequest",
+     "Attribute 'ip_version' not allowed in POST"),
     ({"prefixes": ["10.0.0.0/8"], "shared": True}, 403, "HTTPForbidden", None),
     ({"prefixes": ["10.0.0.0/8"], "is_default": True}, 403, "HTTPForbidden", None),
     ({"prefixes": ["10.0.0.0/8"], "address_scope_id": "f00"}, 404, "AddressScopeNotFound",
@@ -319,3 +320,28 @@ def test_list_filters(member, member_http):
     r = member_http.get("/subnetpools", params={"name": name, "address_scope_id": ""})
     assert len(r.json()["subnetpools"]) == 2
     neutron_error(member_http.get("/subnetpools", params={"prefix": "x"}), 400, "HTTPBadRequest")
+
+
+def test_concurrent_allocations_never_overlap(server, member):
+    """Eight subnets asked for at once from one pool, on two networks: all different, none overlapping."""
+    import ipaddress
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = member.network.create_subnet_pool(name=unique("race"), prefixes=["10.127.0.0/24"],
+                                             default_prefixlen=27, min_prefixlen=24)
+    nets = [network(member).id for _ in range(2)]
+    token = member.auth_token
+
+    def create(i: int) -> httpx.Response:
+        with httpx.Client(base_url=f"{server.url}/network/v2.0", headers={"X-Auth-Token": token},
+                          timeout=60) as c:
+            return post_subnet(c, network_id=nets[i % 2], ip_version=4, subnetpool_id=pool.id)
+
+    with ThreadPoolExecutor(max_workers=8) as executor:
+        responses = list(executor.map(create, range(9)))
+    made = [r.json()["subnet"]["cidr"] for r in responses if r.status_code == 201]
+    refused = [r for r in responses if r.status_code != 201]
+    # A /24 holds eight /27s: exactly one of the nine requests finds the pool full.
+    assert len(made) == 8 and len(refused) == 1, [r.text for r in refused]
+    neutron_error(refused[0], 409, "SubnetAllocationError")
+    assert sorted(made, key=lambda c: ipaddress.ip_network(c)) == [f"10.127.0.{32 * i}/27" for i in range(8)]

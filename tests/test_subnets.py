@@ -99,7 +99,8 @@ def test_explicit_gateway_pools_dns_and_routes(member):
     net = network(member)
     subnet = member.network.create_subnet(
         network_id=net.id, ip_version=4, cidr="10.5.0.0/24", gateway_ip="10.5.0.254",
-        allocation_pools=[{"start": "10.5.0.100", "end": "10.5.0.110"}, {"start": "10.5.0.10", "end": "10.5.0.20"}],
+        allocation_pools=[{"start": "10.5.0.100", "end": "10.5.0.110"},
+                          {"start": "10.5.0.10", "end": "10.5.0.20"}],
         dns_nameservers=["8.8.8.8", "1.1.1.1"],
         host_routes=[{"destination": "192.168.0.0/16", "nexthop": "10.5.0.254"},
                      {"destination": "0.0.0.0/0", "nexthop": "10.5.0.1"}])
@@ -207,8 +208,8 @@ CREATE_ERRORS = [
      "Invalid input for operation: destination '2001:db8::/64' does not match the ip_version '4'."),
     ({"cidr": "10.9.0.0/24", "ip_version": 4, "host_routes": [{"destination": "1.0.0.0/8", "nexthop": "x"}]},
      400, "HTTPBadRequest", None),
-    ({"cidr": "10.9.0.0/24", "ip_version": 4, "host_routes": [{"destination": "1.0.0.0/8", "nexthop": "10.9.0.1"}] * 2},
-     400, "HTTPBadRequest", None),
+    ({"cidr": "10.9.0.0/24", "ip_version": 4,
+      "host_routes": [{"destination": "1.0.0.0/8", "nexthop": "10.9.0.1"}] * 2}, 400, "HTTPBadRequest", None),
     ({"cidr": "10.9.0.0/24", "ip_version": 4,
       "host_routes": [{"destination": f"1.0.{i}.0/24", "nexthop": "10.9.0.1"} for i in range(21)]},
      400, "HostRoutesExhausted",

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from netbay.api import changes, errors, identity, network
+from netbay.api import changes, errors, identity, loadbalancer, network, sandboxes, status
 from netbay.changes import ChangeFeed
 from netbay.identity.service import Identity
 from netbay.identity.tokens import DEFAULT_TTL, Tokens
@@ -45,5 +45,8 @@ def create_app(
     errors.install(app)
     app.include_router(identity.router)
     network.install(app)
+    loadbalancer.install(app)
     app.include_router(changes.router)
+    app.include_router(sandboxes.router)
+    app.include_router(status.router)
     return app

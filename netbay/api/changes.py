@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 from netbay.api.auth import admin_context
 from netbay.network.registry import RESOURCES
 from netbay.network.resource import ListQuery
+from netbay.network.sandboxes import SANDBOXES
 from netbay.store.models import Change
 
 router = APIRouter(prefix="/netbay/v1", tags=["netbay"])
@@ -41,6 +42,10 @@ def state(request: Request) -> dict[str, Any]:
             s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
         revision = s.scalar(select(func.max(Change.revision))) or 0
         body: dict[str, Any] = {"revision": revision}
-        for resource in RESOURCES:
-            body[resource.collection] = resource.list(s, ctx, everything).items
+        for resource in [*RESOURCES, SANDBOXES]:
+            items = resource.list(s, ctx, everything).items
+            body[resource.collection] = items
+            # The JSON key as the network API spells it ("security_groups"); the
+            # collection's path spelling ("security-groups") is kept for older readers.
+            body[resource.collection.replace("-", "_")] = items
     return body

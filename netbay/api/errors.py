@@ -1,7 +1,8 @@
 """Error bodies in each API family's own format, chosen by path.
 
 Neutron: ``{"NeutronError": {"type", "message", "detail"}}``; Keystone:
-``{"error": {"code", "title", "message"}}``. Nothing escapes as a bare 500
+``{"error": {"code", "title", "message"}}``; Octavia (``/load-balancer``):
+``{"faultcode", "faultstring", "debuginfo"}``. Nothing escapes as a bare 500
 without a body in the family's format.
 """
 
@@ -33,6 +34,8 @@ def render(request: Request, status: int, kind: str, message: str, detail: str =
     if path.startswith("/identity"):
         title = HTTPStatus(status).phrase
         body = {"error": {"code": status, "title": title, "message": message}}
+    elif path.startswith("/load-balancer"):
+        body = {"faultcode": "Server" if status >= 500 else "Client", "faultstring": message, "debuginfo": None}
     else:
         body = {"NeutronError": {"type": kind, "message": message, "detail": detail}}
     return ORJSONResponse(body, status_code=status, headers=headers)

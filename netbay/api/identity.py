@@ -21,6 +21,7 @@ router = APIRouter(prefix="/identity", tags=["identity"])
 SERVICES: dict[str, tuple[str, str]] = {
     "identity": ("keystone", "/identity"),
     "network": ("neutron", "/network"),
+    "load-balancer": ("octavia", "/load-balancer"),
 }
 
 

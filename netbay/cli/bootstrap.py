@@ -6,16 +6,19 @@ import os
 from pathlib import Path
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from netbay.cli.settings import Settings
 from netbay.context import Context
 from netbay.identity.service import ADMIN_PASSWORD_FILE, Identity
 from netbay.store import migrate
 from netbay.store.db import Store
-from netbay.store.models import Network
+from netbay.store.models import Network, Port, Subnet
 
 PUBLIC_NETWORK = "public"
 PUBLIC_CIDR = "172.24.4.0/24"
+# device_owner of the port that plays the outside world on an external network
+EXTERNAL_OWNER = "netbay:external"
 
 
 def prepare(settings: Settings, host: str, port: int) -> Path:
@@ -36,13 +39,36 @@ def ensure_public_network(store: Store, cidr: str = PUBLIC_CIDR) -> None:
 
     ctx = Context.admin()
     with store.write() as s:
-        if s.scalars(select(Network).where(Network.name == PUBLIC_NETWORK, Network.external)).first():
-            return
-        net = NETWORKS.create(s, ctx, NETWORKS.create_body.model_validate(
-            {"name": PUBLIC_NETWORK, "router:external": True, "shared": False}))
-        SUBNETS.create(s, ctx, SubnetCreate.model_validate(
-            {"name": f"{PUBLIC_NETWORK}-subnet", "network_id": net.id, "cidr": cidr,
-             "ip_version": 4, "enable_dhcp": False}))
+        net = s.scalars(select(Network).where(Network.name == PUBLIC_NETWORK, Network.external)).first()
+        if net is None:
+            net = NETWORKS.create(s, ctx, NETWORKS.create_body.model_validate(
+                {"name": PUBLIC_NETWORK, "router:external": True, "shared": False}))
+            SUBNETS.create(s, ctx, SubnetCreate.model_validate(
+                {"name": f"{PUBLIC_NETWORK}-subnet", "network_id": net.id, "cidr": cidr,
+                 "ip_version": 4, "enable_dhcp": False}))
+        ensure_outside_port(s, net)
+
+
+def ensure_outside_port(session: Session, network: Network) -> None:
+    """The port that plays the outside world on an external network: it holds the
+    subnet's gateway address, so routers' default routes lead somewhere (the
+    dataplane wires it into the network's ``external`` namespace). Idempotent."""
+    from netbay.network.ports import create_port
+    from netbay.network.registry import PORTS
+
+    if session.scalars(select(Port.id).where(Port.network_id == network.id,
+                                             Port.device_owner == EXTERNAL_OWNER)).first():
+        return
+    subnet = session.scalars(select(Subnet).where(Subnet.network_id == network.id, Subnet.ip_version == 4,
+                                                  Subnet.gateway_ip.is_not(None))
+                             .order_by(Subnet.created_at)).first()
+    if subnet is None:
+        return
+    port = create_port(session, project_id=network.project_id, network=network,
+                       fixed_ips=[{"subnet_id": subnet.id, "ip_address": subnet.gateway_ip}],
+                       allow_gateway=True, security_groups=[], port_security_enabled=False,
+                       device_owner=EXTERNAL_OWNER, device_id=network.id, name=f"{network.name}-outside")
+    PORTS.record(session, port, "create")
 
 
 def write_openrc(data_dir: Path, host: str, port: int) -> Path:

@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 
 from netbay.cli import admin, demo
+from netbay.cli import agent as agent_cli
+from netbay.cli import sandbox as sandbox_cli
 from netbay.cli.settings import Settings
 
 app = typer.Typer(help="netbay: first-class cloud networking for containers.", no_args_is_help=True)
@@ -18,6 +20,8 @@ db_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(admin.app, name="admin")
 app.command("demo")(demo.demo)
+app.command("agent")(agent_cli.agent)
+app.add_typer(sandbox_cli.app, name="sandbox")
 
 console = Console(stderr=True)
 
@@ -52,7 +56,7 @@ def db_current(data_dir: Path = DataDir, database_url: str = DbUrl) -> None:
 
 
 def _run_server(settings: Settings, host: str, port: int, noauth: bool, public_url: str | None,
-                token_ttl: int) -> None:
+                token_ttl: int, agent: bool = False) -> None:
     import uvicorn
 
     from netbay.api.app import create_app
@@ -73,6 +77,9 @@ def _run_server(settings: Settings, host: str, port: int, noauth: bool, public_u
         console.print("[bold red]WARNING: --noauth: no authentication, every caller is admin. "
                       "For development only; never expose this server.[/]")
     application = create_app(store, noauth=noauth, public_url=public_url, token_ttl=token_ttl)
+    if agent:
+        agent_cli.serve_with_agent(application, host, port)
+        return
     uvicorn.run(application, host=host, port=port, log_level="warning", access_log=False)
 
 
@@ -100,16 +107,23 @@ def up(
     database_url: str = DbUrl,
     public_url: str = typer.Option(None, "--public-url", help="Base URL put in the catalog."),
     token_ttl: int = TokenTTL,
+    agent: bool = typer.Option(True, "--agent/--no-agent", envvar="NETBAY_AGENT",
+                               help="Also run the dataplane agent (needs root), wiring this host's kernel."),
 ) -> None:
-    """Migrate, bootstrap, create the ``public`` external network, write an openrc, serve."""
+    """Migrate, bootstrap, create the ``public`` external network, write an openrc; serve the
+    API and run the dataplane agent."""
     from netbay.cli.bootstrap import prepare
 
     _logging()
     settings = Settings.resolve(data_dir, database_url)
     openrc = prepare(settings, host, port)
-    console.print(f"[green]netbay is starting on http://{host}:{port}[/]")
+    if agent and os.geteuid() != 0:
+        console.print("[yellow]not root: API only, no dataplane agent[/] (run as root, or pass --no-agent)")
+        agent = False
+    console.print(f"[green]netbay is starting on http://{host}:{port}[/]"
+                  + (" with the dataplane agent" if agent else ""))
     console.print(f"credentials: [bold]source {openrc}[/]")
-    _run_server(settings, host, port, False, public_url, token_ttl)
+    _run_server(settings, host, port, False, public_url, token_ttl, agent=agent)
 
 
 def _logging() -> None:

@@ -2,10 +2,11 @@
 
 The pure functions (``default_gateway``, ``default_pools``, ``validate_pools``,
 ``gateway_valid``, ``first_free``) know nothing of the database and are
-property-tested. ``allocate`` is the one place that hands out an address: it runs inside the caller's write transaction, holds
-the subnet's row lock (PostgreSQL) or the store's single-writer lock (SQLite),
-and relies on the (subnet, address) primary key as the last word, so no address
-is ever handed out twice.
+property-tested. ``allocate`` is the one place that hands out an address: it
+runs inside the caller's write transaction, holds the subnet's row lock
+(PostgreSQL) or the store's single-writer lock (SQLite), and relies on the
+(subnet, address) primary key as the last word, so no address is ever handed
+out twice.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def validate_pools(cidr: str, gateway_ip: str | None, pools: list[dict[str, Any]
             start = ipaddress.ip_address(pool["start"])
             end = ipaddress.ip_address(pool["end"])
         except (KeyError, TypeError, ValueError):
-            raise BadRequest(f"The allocation pool {pool} is not valid.", kind="InvalidAllocationPool") from None
+            raise BadRequest(f"The allocation pool {pool} is not valid.",
+                             kind="InvalidAllocationPool") from None
         label = f"{start}-{end}"
         if start.version != end.version or int(start) > int(end) or start.version != net.version:
             raise BadRequest(f"The allocation pool {label} is not valid.", kind="InvalidAllocationPool")

@@ -13,10 +13,11 @@ from __future__ import annotations
 import ipaddress
 import secrets
 import uuid
+from types import SimpleNamespace
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, StringConstraints
-from sqlalchemy import and_, false, or_, select, true
+from sqlalchemy import Select, and_, false, or_, select, true
 from sqlalchemy.orm import Session, lazyload
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -453,6 +454,32 @@ class Ports(Resource):
         if name == "binding:vnic_type":
             return true() if "normal" in values else false()
         return None
+
+    def fetch(self, session: Session, stmt: Select) -> list[Any]:
+        """Plain rows with their addresses and groups: three queries per 500 ports.
+
+        Listing thousands of ports as ORM objects (a port, its allocations and
+        group bindings each an instance with its bookkeeping) costs several
+        times more than rendering them, so ``render`` takes either.
+        """
+        rows = session.execute(stmt.with_only_columns(*Port.__table__.columns)).all()
+        addresses: dict[str, list[Any]] = {}
+        groups: dict[str, list[Any]] = {}
+        ids = [row.id for row in rows]
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            for alloc in session.execute(
+                select(IPAllocation.port_id, IPAllocation.subnet_id, IPAllocation.ip_address, IPAllocation.seq)
+                .where(IPAllocation.port_id.in_(chunk))
+            ):
+                addresses.setdefault(alloc.port_id, []).append(alloc)
+            for binding in session.execute(
+                select(PortSecurityGroup.port_id, PortSecurityGroup.security_group_id)
+                .where(PortSecurityGroup.port_id.in_(chunk))
+            ):
+                groups.setdefault(binding.port_id, []).append(binding)
+        return [SimpleNamespace(**row._asdict(), fixed_ips=addresses.get(row.id, []),
+                                security_groups=groups.get(row.id, [])) for row in rows]
 
     def render(self, session: Session, obj: Port, tags: list[str]) -> dict[str, Any]:
         host = obj.binding_host_id

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, ClassVar
 
-from sqlalchemy import Select, and_, delete, false, func, or_, select, true
+from sqlalchemy import DateTime, Select, and_, delete, false, func, or_, select, true
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -42,6 +42,17 @@ def to_int(value: str) -> int:
     if not -(2**31) <= number < 2**31:
         raise BadRequest(f"'{value}' is out of range")
     return number
+
+
+def to_timestamp(value: str) -> datetime:
+    """A filter value for a timestamp column (naive UTC, as stored); else 400, not a 500."""
+    try:
+        parsed = datetime.fromisoformat(value.removesuffix("Z"))
+    except ValueError:
+        raise BadRequest(f"'{value}' is not a valid timestamp") from None
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+    return parsed
 
 
 def timestamp(value: datetime | None) -> str | None:
@@ -105,6 +116,11 @@ class Resource:
         """Filters that are not a plain column (e.g. a port's ``fixed_ips``)."""
         return None
 
+    def fetch(self, session: Session, stmt: Select) -> list[Any]:
+        """The rows of a list call, handed to ``render``; a resource listed by the
+        thousand may load plain rows instead of ORM objects (ports do)."""
+        return list(session.scalars(stmt))
+
     def before_read(self, store: Any, ctx: Context, filters: dict[str, list[str]]) -> None:
         """Writes a read implies, each in its own transaction, before the read.
 
@@ -160,7 +176,7 @@ class Resource:
         limit = min(query.limit, MAX_PAGE) if query.limit else None
         if limit:
             stmt = stmt.limit(limit + 1)
-        rows = list(session.scalars(stmt))
+        rows = self.fetch(session, stmt)
         more = bool(limit) and len(rows) > limit
         rows = rows[:limit] if limit else rows
         if query.page_reverse:
@@ -194,7 +210,10 @@ class Resource:
         spec = self.filters.get(name) if name != "id" else Filter(self.model.id)
         if spec is None:
             raise BadRequest(f"[{name}] is invalid attribute for filtering")
-        converted = [None if v == "" and spec.convert is not str else spec.convert(v) for v in values]
+        convert = spec.convert
+        if convert is str and isinstance(getattr(spec.column, "type", None), DateTime):
+            convert = to_timestamp  # comparing a timestamp with text fails on PostgreSQL
+        converted = [None if v == "" and convert is not str else convert(v) for v in values]
         if len(converted) == 1:
             value = converted[0]
             return spec.column.is_(None) if value is None else spec.column == value

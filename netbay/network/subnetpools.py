@@ -270,7 +270,8 @@ class SubnetPools(Resource):
             prefixes = [str(p) for p in compact(new)]
         bounds = {k: given.get(k) if given.get(k) is not None else getattr(pool, k)
                   for k in ("min_prefixlen", "max_prefixlen", "default_prefixlen")}
-        check_bounds(pool.ip_version, bounds["min_prefixlen"], bounds["max_prefixlen"], bounds["default_prefixlen"])
+        check_bounds(pool.ip_version, bounds["min_prefixlen"], bounds["max_prefixlen"],
+                     bounds["default_prefixlen"])
         if given.get("is_default") and not pool.is_default:
             self._check_no_default(session, pool.ip_version)
         _no_address_scope(given.get("address_scope_id"))

@@ -253,6 +253,111 @@ class FloatingIP(Standard, Base):
     status: Mapped[str] = mapped_column(String(16), default="DOWN")
 
 
+class Sandbox(Standard, Base):
+    """A bare network namespace that ports plug into (a container without a runtime)."""
+
+    __tablename__ = "sandboxes"
+    status: Mapped[str] = mapped_column(String(16), default="BUILD")
+    # The host whose dataplane agent realizes it.
+    host: Mapped[str] = mapped_column(String(255), default="")
+
+    ports: Mapped[list[SandboxPort]] = relationship(
+        cascade="all, delete-orphan", lazy="selectin", order_by="SandboxPort.seq"
+    )
+
+
+class SandboxPort(Base):
+    """A port plugged into a sandbox; ``seq`` names its interface (``eth<seq>``)."""
+
+    __tablename__ = "sandbox_ports"
+    port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), primary_key=True)
+    sandbox_id: Mapped[str] = mapped_column(ForeignKey("sandboxes.id", ondelete="CASCADE"), index=True)
+    seq: Mapped[int] = mapped_column(Integer, default=0)
+    # Made by the sandbox (deleted with it) rather than given to it (unbound on delete).
+    auto_delete: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+# --- load balancing (Octavia API v2) --------------------------------------------------
+
+
+class LoadBalancer(Standard, Base):
+    """A VIP and what it serves; its children are changed only while it is settled."""
+
+    __tablename__ = "lb_loadbalancers"
+    provisioning_status: Mapped[str] = mapped_column(String(16), default="PENDING_CREATE")
+    operating_status: Mapped[str] = mapped_column(String(16), default="OFFLINE")
+    admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    provider: Mapped[str] = mapped_column(String(64), default="netbay")
+    vip_address: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Not a foreign key: the VIP port is removed with the load balancer, by the service.
+    vip_port_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    vip_subnet_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    vip_network_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    # False when the caller brought the VIP port (vip_port_id): it is released, not deleted.
+    vip_port_owned: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+class LBListener(Standard, Base):
+    __tablename__ = "lb_listeners"
+    loadbalancer_id: Mapped[str] = mapped_column(ForeignKey("lb_loadbalancers.id"), index=True)
+    provisioning_status: Mapped[str] = mapped_column(String(16), default="PENDING_CREATE")
+    operating_status: Mapped[str] = mapped_column(String(16), default="OFFLINE")
+    admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    protocol: Mapped[str] = mapped_column(String(16))
+    protocol_port: Mapped[int] = mapped_column(Integer)
+    connection_limit: Mapped[int] = mapped_column(Integer, default=-1)
+    default_pool_id: Mapped[str | None] = mapped_column(
+        ForeignKey("lb_pools.id"), nullable=True, index=True)
+    # Milliseconds, as Octavia takes them.
+    timeout_client_data: Mapped[int] = mapped_column(Integer, default=50000)
+    timeout_member_connect: Mapped[int] = mapped_column(Integer, default=5000)
+    timeout_member_data: Mapped[int] = mapped_column(Integer, default=50000)
+    timeout_tcp_inspect: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class LBPool(Standard, Base):
+    __tablename__ = "lb_pools"
+    loadbalancer_id: Mapped[str] = mapped_column(ForeignKey("lb_loadbalancers.id"), index=True)
+    provisioning_status: Mapped[str] = mapped_column(String(16), default="PENDING_CREATE")
+    operating_status: Mapped[str] = mapped_column(String(16), default="OFFLINE")
+    admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    protocol: Mapped[str] = mapped_column(String(16))
+    lb_algorithm: Mapped[str] = mapped_column(String(32))
+
+
+class LBMember(Standard, Base):
+    __tablename__ = "lb_members"
+    pool_id: Mapped[str] = mapped_column(ForeignKey("lb_pools.id"), index=True)
+    provisioning_status: Mapped[str] = mapped_column(String(16), default="PENDING_CREATE")
+    operating_status: Mapped[str] = mapped_column(String(16), default="NO_MONITOR")
+    admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    address: Mapped[str] = mapped_column(String(64))
+    protocol_port: Mapped[int] = mapped_column(Integer)
+    subnet_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    weight: Mapped[int] = mapped_column(Integer, default=1)
+    backup: Mapped[bool] = mapped_column(Boolean, default=False)
+    monitor_address: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    monitor_port: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    __table_args__ = (UniqueConstraint("pool_id", "address", "protocol_port"),)
+
+
+class LBHealthMonitor(Standard, Base):
+    __tablename__ = "lb_healthmonitors"
+    # One per pool: the key makes a concurrent second one fail.
+    pool_id: Mapped[str] = mapped_column(ForeignKey("lb_pools.id"), unique=True)
+    provisioning_status: Mapped[str] = mapped_column(String(16), default="PENDING_CREATE")
+    operating_status: Mapped[str] = mapped_column(String(16), default="OFFLINE")
+    admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    type: Mapped[str] = mapped_column(String(16))
+    delay: Mapped[int] = mapped_column(Integer)
+    timeout: Mapped[int] = mapped_column(Integer)
+    max_retries: Mapped[int] = mapped_column(Integer)
+    max_retries_down: Mapped[int] = mapped_column(Integer, default=3)
+    http_method: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    url_path: Mapped[str | None] = mapped_column(String(2048), nullable=True)
+    expected_codes: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
 # --- change log -------------------------------------------------------------------
 
 

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 02:19:51.079705
+Create Date: 2026-11-22 02:59:01.638420
 """
 
 from alembic import op
@@ -27,6 +27,30 @@ def upgrade() -> None:
     sa.Column('at', sa.DateTime(), nullable=False),
     sa.PrimaryKeyConstraint('revision')
     )
+    op.create_table('lb_loadbalancers',
+    sa.Column('provisioning_status', sa.String(length=16), nullable=False),
+    sa.Column('operating_status', sa.String(length=16), nullable=False),
+    sa.Column('admin_state_up', sa.Boolean(), nullable=False),
+    sa.Column('provider', sa.String(length=64), nullable=False),
+    sa.Column('vip_address', sa.String(length=64), nullable=True),
+    sa.Column('vip_port_id', sa.String(length=36), nullable=True),
+    sa.Column('vip_subnet_id', sa.String(length=36), nullable=True),
+    sa.Column('vip_network_id', sa.String(length=36), nullable=True),
+    sa.Column('vip_port_owned', sa.Boolean(), nullable=False),
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('description', sa.String(length=255), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=False),
+    sa.Column('revision_number', sa.Integer(), nullable=False),
+    sa.PrimaryKeyConstraint('id')
+    )
+    with op.batch_alter_table('lb_loadbalancers', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_lb_loadbalancers_name'), ['name'], unique=False)
+        batch_op.create_index(batch_op.f('ix_lb_loadbalancers_project_id'), ['project_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_lb_loadbalancers_vip_port_id'), ['vip_port_id'], unique=False)
+
     op.create_table('meta',
     sa.Column('key', sa.String(length=64), nullable=False),
     sa.Column('value', sa.Text(), nullable=False),
@@ -62,6 +86,22 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('domain_id', 'name')
     )
+    op.create_table('sandboxes',
+    sa.Column('status', sa.String(length=16), nullable=False),
+    sa.Column('host', sa.String(length=255), nullable=False),
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('description', sa.String(length=255), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=False),
+    sa.Column('revision_number', sa.Integer(), nullable=False),
+    sa.PrimaryKeyConstraint('id')
+    )
+    with op.batch_alter_table('sandboxes', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_sandboxes_name'), ['name'], unique=False)
+        batch_op.create_index(batch_op.f('ix_sandboxes_project_id'), ['project_id'], unique=False)
+
     op.create_table('securitygroups',
     sa.Column('stateful', sa.Boolean(), nullable=False),
     sa.Column('id', sa.String(length=36), nullable=False),
@@ -124,6 +164,28 @@ def upgrade() -> None:
     sa.ForeignKeyConstraint(['security_group_id'], ['securitygroups.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('project_id')
     )
+    op.create_table('lb_pools',
+    sa.Column('loadbalancer_id', sa.String(length=36), nullable=False),
+    sa.Column('provisioning_status', sa.String(length=16), nullable=False),
+    sa.Column('operating_status', sa.String(length=16), nullable=False),
+    sa.Column('admin_state_up', sa.Boolean(), nullable=False),
+    sa.Column('protocol', sa.String(length=16), nullable=False),
+    sa.Column('lb_algorithm', sa.String(length=32), nullable=False),
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('description', sa.String(length=255), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=False),
+    sa.Column('revision_number', sa.Integer(), nullable=False),
+    sa.ForeignKeyConstraint(['loadbalancer_id'], ['lb_loadbalancers.id'], ),
+    sa.PrimaryKeyConstraint('id')
+    )
+    with op.batch_alter_table('lb_pools', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_lb_pools_loadbalancer_id'), ['loadbalancer_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_lb_pools_name'), ['name'], unique=False)
+        batch_op.create_index(batch_op.f('ix_lb_pools_project_id'), ['project_id'], unique=False)
+
     op.create_table('ports',
     sa.Column('network_id', sa.String(length=36), nullable=False),
     sa.Column('mac_address', sa.String(length=32), nullable=False),
@@ -227,6 +289,92 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f('ix_ip_allocations_network_id'), ['network_id'], unique=False)
         batch_op.create_index(batch_op.f('ix_ip_allocations_port_id'), ['port_id'], unique=False)
 
+    op.create_table('lb_healthmonitors',
+    sa.Column('pool_id', sa.String(length=36), nullable=False),
+    sa.Column('provisioning_status', sa.String(length=16), nullable=False),
+    sa.Column('operating_status', sa.String(length=16), nullable=False),
+    sa.Column('admin_state_up', sa.Boolean(), nullable=False),
+    sa.Column('type', sa.String(length=16), nullable=False),
+    sa.Column('delay', sa.Integer(), nullable=False),
+    sa.Column('timeout', sa.Integer(), nullable=False),
+    sa.Column('max_retries', sa.Integer(), nullable=False),
+    sa.Column('max_retries_down', sa.Integer(), nullable=False),
+    sa.Column('http_method', sa.String(length=16), nullable=True),
+    sa.Column('url_path', sa.String(length=2048), nullable=True),
+    sa.Column('expected_codes', sa.String(length=64), nullable=True),
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('description', sa.String(length=255), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=False),
+    sa.Column('revision_number', sa.Integer(), nullable=False),
+    sa.ForeignKeyConstraint(['pool_id'], ['lb_pools.id'], ),
+    sa.PrimaryKeyConstraint('id'),
+    sa.UniqueConstraint('pool_id')
+    )
+    with op.batch_alter_table('lb_healthmonitors', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_lb_healthmonitors_name'), ['name'], unique=False)
+        batch_op.create_index(batch_op.f('ix_lb_healthmonitors_project_id'), ['project_id'], unique=False)
+
+    op.create_table('lb_listeners',
+    sa.Column('loadbalancer_id', sa.String(length=36), nullable=False),
+    sa.Column('provisioning_status', sa.String(length=16), nullable=False),
+    sa.Column('operating_status', sa.String(length=16), nullable=False),
+    sa.Column('admin_state_up', sa.Boolean(), nullable=False),
+    sa.Column('protocol', sa.String(length=16), nullable=False),
+    sa.Column('protocol_port', sa.Integer(), nullable=False),
+    sa.Column('connection_limit', sa.Integer(), nullable=False),
+    sa.Column('default_pool_id', sa.String(length=36), nullable=True),
+    sa.Column('timeout_client_data', sa.Integer(), nullable=False),
+    sa.Column('timeout_member_connect', sa.Integer(), nullable=False),
+    sa.Column('timeout_member_data', sa.Integer(), nullable=False),
+    sa.Column('timeout_tcp_inspect', sa.Integer(), nullable=False),
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('description', sa.String(length=255), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=False),
+    sa.Column('revision_number', sa.Integer(), nullable=False),
+    sa.ForeignKeyConstraint(['default_pool_id'], ['lb_pools.id'], ),
+    sa.ForeignKeyConstraint(['loadbalancer_id'], ['lb_loadbalancers.id'], ),
+    sa.PrimaryKeyConstraint('id')
+    )
+    with op.batch_alter_table('lb_listeners', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_lb_listeners_default_pool_id'), ['default_pool_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_lb_listeners_loadbalancer_id'), ['loadbalancer_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_lb_listeners_name'), ['name'], unique=False)
+        batch_op.create_index(batch_op.f('ix_lb_listeners_project_id'), ['project_id'], unique=False)
+
+    op.create_table('lb_members',
+    sa.Column('pool_id', sa.String(length=36), nullable=False),
+    sa.Column('provisioning_status', sa.String(length=16), nullable=False),
+    sa.Column('operating_status', sa.String(length=16), nullable=False),
+    sa.Column('admin_state_up', sa.Boolean(), nullable=False),
+    sa.Column('address', sa.String(length=64), nullable=False),
+    sa.Column('protocol_port', sa.Integer(), nullable=False),
+    sa.Column('subnet_id', sa.String(length=36), nullable=True),
+    sa.Column('weight', sa.Integer(), nullable=False),
+    sa.Column('backup', sa.Boolean(), nullable=False),
+    sa.Column('monitor_address', sa.String(length=64), nullable=True),
+    sa.Column('monitor_port', sa.Integer(), nullable=True),
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('description', sa.String(length=255), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=False),
+    sa.Column('revision_number', sa.Integer(), nullable=False),
+    sa.ForeignKeyConstraint(['pool_id'], ['lb_pools.id'], ),
+    sa.PrimaryKeyConstraint('id'),
+    sa.UniqueConstraint('pool_id', 'address', 'protocol_port')
+    )
+    with op.batch_alter_table('lb_members', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_lb_members_name'), ['name'], unique=False)
+        batch_op.create_index(batch_op.f('ix_lb_members_pool_id'), ['pool_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_lb_members_project_id'), ['project_id'], unique=False)
+
     op.create_table('port_securitygroups',
     sa.Column('port_id', sa.String(length=36), nullable=False),
     sa.Column('security_group_id', sa.String(length=36), nullable=False),
@@ -256,6 +404,18 @@ def upgrade() -> None:
     with op.batch_alter_table('routers', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_routers_name'), ['name'], unique=False)
         batch_op.create_index(batch_op.f('ix_routers_project_id'), ['project_id'], unique=False)
+
+    op.create_table('sandbox_ports',
+    sa.Column('port_id', sa.String(length=36), nullable=False),
+    sa.Column('sandbox_id', sa.String(length=36), nullable=False),
+    sa.Column('seq', sa.Integer(), nullable=False),
+    sa.Column('auto_delete', sa.Boolean(), nullable=False),
+    sa.ForeignKeyConstraint(['port_id'], ['ports.id'], ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['sandbox_id'], ['sandboxes.id'], ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('port_id')
+    )
+    with op.batch_alter_table('sandbox_ports', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_sandbox_ports_sandbox_id'), ['sandbox_id'], unique=False)
 
     op.create_table('floatingips',
     sa.Column('floating_network_id', sa.String(length=36), nullable=False),
@@ -296,6 +456,10 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_floatingips_fixed_port_id'))
 
     op.drop_table('floatingips')
+    with op.batch_alter_table('sandbox_ports', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_sandbox_ports_sandbox_id'))
+
+    op.drop_table('sandbox_ports')
     with op.batch_alter_table('routers', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_routers_project_id'))
         batch_op.drop_index(batch_op.f('ix_routers_name'))
@@ -305,6 +469,24 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_port_securitygroups_security_group_id'))
 
     op.drop_table('port_securitygroups')
+    with op.batch_alter_table('lb_members', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_lb_members_project_id'))
+        batch_op.drop_index(batch_op.f('ix_lb_members_pool_id'))
+        batch_op.drop_index(batch_op.f('ix_lb_members_name'))
+
+    op.drop_table('lb_members')
+    with op.batch_alter_table('lb_listeners', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_lb_listeners_project_id'))
+        batch_op.drop_index(batch_op.f('ix_lb_listeners_name'))
+        batch_op.drop_index(batch_op.f('ix_lb_listeners_loadbalancer_id'))
+        batch_op.drop_index(batch_op.f('ix_lb_listeners_default_pool_id'))
+
+    op.drop_table('lb_listeners')
+    with op.batch_alter_table('lb_healthmonitors', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_lb_healthmonitors_project_id'))
+        batch_op.drop_index(batch_op.f('ix_lb_healthmonitors_name'))
+
+    op.drop_table('lb_healthmonitors')
     with op.batch_alter_table('ip_allocations', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_ip_allocations_port_id'))
         batch_op.drop_index(batch_op.f('ix_ip_allocations_network_id'))
@@ -332,6 +514,12 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_ports_device_id'))
 
     op.drop_table('ports')
+    with op.batch_alter_table('lb_pools', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_lb_pools_project_id'))
+        batch_op.drop_index(batch_op.f('ix_lb_pools_name'))
+        batch_op.drop_index(batch_op.f('ix_lb_pools_loadbalancer_id'))
+
+    op.drop_table('lb_pools')
     op.drop_table('default_securitygroups')
     op.drop_table('users')
     with op.batch_alter_table('tags', schema=None) as batch_op:
@@ -348,6 +536,11 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_securitygroups_name'))
 
     op.drop_table('securitygroups')
+    with op.batch_alter_table('sandboxes', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_sandboxes_project_id'))
+        batch_op.drop_index(batch_op.f('ix_sandboxes_name'))
+
+    op.drop_table('sandboxes')
     op.drop_table('projects')
     with op.batch_alter_table('networks', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_networks_project_id'))
@@ -355,5 +548,11 @@ def downgrade() -> None:
 
     op.drop_table('networks')
     op.drop_table('meta')
+    with op.batch_alter_table('lb_loadbalancers', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_lb_loadbalancers_vip_port_id'))
+        batch_op.drop_index(batch_op.f('ix_lb_loadbalancers_project_id'))
+        batch_op.drop_index(batch_op.f('ix_lb_loadbalancers_name'))
+
+    op.drop_table('lb_loadbalancers')
     op.drop_table('changes')
     # ### end Alembic commands ###

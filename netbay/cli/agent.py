@@ -1,0 +1,179 @@
+"""``netbay agent``: the dataplane agent, standalone or inside ``netbay up``.
+
+Standalone it authenticates with password credentials (OS_* variables, or the
+openrc ``netbay up`` wrote) and talks to a netbay server over HTTP. Inside
+``netbay up`` it runs on a background thread of the server process, started once
+the server listens and stopped when it exits; it still talks HTTP to its own
+server (one code path), with tokens minted in-process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from netbay.dataplane.names import PRODUCT_PREFIX
+
+console = Console(stderr=True)
+log = logging.getLogger("netbay.agent")
+
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
+
+
+def read_openrc(path: Path) -> dict[str, str]:
+    """The ``export OS_*=…`` lines of an openrc (``"$(cat FILE)"`` is read from FILE)."""
+    env: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line.startswith("export "):
+            continue
+        key, _, raw = line[len("export "):].partition("=")
+        if not key.startswith("OS_"):
+            continue
+        m = re.fullmatch(r'"\$\(cat (.+)\)"', raw.strip())
+        if m:
+            try:
+                env[key] = Path(m.group(1)).read_text().strip()
+            except OSError:
+                continue
+        else:
+            parts = shlex.split(raw)
+            env[key] = parts[0] if parts else ""
+    return env
+
+
+def credentials(data_dir: Path | None, openrc: Path | None):  # noqa: ANN201
+    """Credentials from OS_* variables, else from ``openrc`` (or the data dir's)."""
+    from netbay.cli.settings import default_data_dir
+    from netbay.dataplane.agent import Credentials
+
+    if os.environ.get("OS_AUTH_URL") and openrc is None:
+        return Credentials.from_env()
+    path = openrc or Path(data_dir or default_data_dir()) / "openrc"
+    if not path.exists():
+        raise ValueError(f"no OS_* variables and no openrc at {path}: source the openrc `netbay up` wrote")
+    return Credentials.from_env({**os.environ, **read_openrc(path)})
+
+
+def check_prefix(prefix: str) -> str:
+    if not _PREFIX_RE.match(prefix):
+        raise typer.BadParameter("a prefix is 1-32 characters of [A-Za-z0-9_.-]")
+    return prefix
+
+
+def agent(
+    url: str = typer.Option("http://127.0.0.1:9696", "--url", envvar="NETBAY_URL",
+                            help="The netbay server."),
+    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", callback=check_prefix,
+                               help="Name prefix of every namespace the agent makes (and sweeps)."),
+    host: str = typer.Option(None, "--host", help="This host's name (sandboxes bound elsewhere are skipped)."),
+    openrc: Path = typer.Option(None, "--openrc", help="Credentials file (default: OS_* variables, "
+                                                       "else the data dir's openrc)."),
+    data_dir: Path = typer.Option(None, "--data-dir", envvar="NETBAY_DATA_DIR"),
+    wait: float = typer.Option(30.0, "--wait", min=0.0, max=60.0, help="Long-poll seconds."),
+) -> None:
+    """Run the dataplane agent: wire this host's kernel as the network service says."""
+    from netbay.dataplane.agent import Agent, Api
+    from netbay.dataplane.names import Names
+
+    if os.geteuid() != 0:
+        console.print("[red]error:[/] the dataplane agent needs root (network namespaces, netlink)")
+        raise typer.Exit(1)
+    try:
+        creds = credentials(data_dir, openrc)
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    api = Api(url, creds.token)
+    the_agent = Agent(api, Names(prefix), host=host, wait=wait)
+    stop = threading.Event()
+    thread = threading.Thread(target=the_agent.run, args=(stop,), name="netbay-agent", daemon=True)
+
+    def _stop(signum: int, frame: Any) -> None:  # noqa: ARG001
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    console.print(f"[green]netbay agent[/] following {url} (prefix {prefix})")
+    thread.start()
+    while thread.is_alive() and not stop.wait(0.5):
+        pass
+    stop.set()
+    thread.join(timeout=5)  # a long poll in flight is abandoned with the process
+    api.close()
+
+
+# --- inside `netbay up` ----------------------------------------------------------------------
+
+
+def in_process_token(app: Any) -> Callable[[], str]:
+    """Admin tokens minted by the server's own token service (no password needed)."""
+    from sqlalchemy import select
+
+    from netbay.store.models import Project, User
+
+    def issue() -> str:
+        store = app.state.store
+        with store.read() as s:
+            user = s.scalars(select(User).where(User.name == "admin", User.domain_id == "default")).first()
+            project = s.scalars(select(Project).where(Project.name == "admin")).first()
+            if user is None or project is None:
+                raise RuntimeError("netbay is not bootstrapped: no admin user")
+            epoch = user.password_epoch
+        return app.state.tokens.issue(user.id, project.id, ("admin", "member"), epoch).value
+
+    return issue
+
+
+def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODUCT_PREFIX) -> None:
+    """Run the API server and, on a background thread once it listens, the agent."""
+    import uvicorn
+
+    from netbay.dataplane.agent import Agent, Api
+    from netbay.dataplane.names import Names
+
+    stop = threading.Event()
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            stop.set()
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(application, host=host, port=port, log_level="warning", access_log=False,
+                            timeout_graceful_shutdown=2)
+    server = Server(config)
+    connect = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
+    api = Api(f"http://{connect}:{port}", in_process_token(application))
+
+    def run_agent() -> None:
+        deadline = time.monotonic() + 120
+        while not server.started and not stop.is_set():
+            if time.monotonic() > deadline:
+                log.error("netbay agent: the server did not start; no agent")
+                return
+            stop.wait(0.05)
+        if not stop.is_set():
+            Agent(api, Names(prefix)).run(stop)
+
+    thread = threading.Thread(target=run_agent, name="netbay-agent", daemon=True)
+    thread.start()
+    try:
+        server.run()
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        api.close()
+
+
+__all__ = ["agent", "credentials", "in_process_token", "read_openrc", "serve_with_agent"]

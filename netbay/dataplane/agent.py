@@ -1,0 +1,638 @@
+"""The dataplane agent: follows the network service and makes the kernel match.
+
+It reads the whole desired state once (``GET /netbay/v1/state``), makes the
+kernel match it — adopting what exists under its names, building what is
+missing, deleting every namespace and fabric link of its prefix that nothing
+wants — then long-polls ``GET /netbay/v1/changes`` and reconciles per change:
+a port create touches that port (and what depends on it), never the whole
+world. What it realized is written back with ``PUT /netbay/v1/status``.
+
+Everything runs on one thread (netlink sockets and ``setns`` are per thread).
+It is idempotent throughout: killed at any moment and restarted, it converges
+with nothing duplicated or leaked.
+
+Other parts of the dataplane plug in as :class:`Realizer`\\ s (routers, security
+groups, load balancers): each is handed the state and the ids a batch of changes
+touched, after the fabric wired the ports.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from netbay.dataplane import links, netns
+from netbay.dataplane.fabric import Fabric, PortSpec, consumer, on_host, port_spec
+from netbay.dataplane.names import Names
+from netbay.dataplane.state import State, Touched
+
+log = logging.getLogger(__name__)
+
+# collection -> ids to reconcile
+Work = dict[str, set[str]]
+# collection -> id -> realized?
+Outcome = dict[str, dict[str, bool]]
+
+
+class Realizer(Protocol):
+    """A part of the dataplane the agent keeps in step with the state.
+
+    ``resync`` makes everything the realizer owns match ``state`` (adopt, build,
+    remove the rest); ``apply`` does the same for the ids of ``work`` only. Both
+    return what they realized (or failed to) by collection and id, which becomes
+    status (a router ``ACTIVE`` or ``ERROR``, a floating IP ``ACTIVE``). They run
+    after the fabric wired the ports; ``fabric.wired`` tells which are.
+    """
+
+    name: str
+
+    def resync(self, state: State, fabric: Fabric) -> Outcome: ...
+
+    def apply(self, state: State, fabric: Fabric, work: Work) -> Outcome: ...
+
+
+# --- talking to the API ---------------------------------------------------------------------
+
+
+class ApiError(RuntimeError):
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(f"HTTP {status}: {text[:300]}")
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Password credentials for Keystone v3 (what an openrc holds)."""
+    auth_url: str
+    username: str
+    password: str
+    project_name: str
+    user_domain_name: str = "Default"
+    project_domain_name: str = "Default"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Credentials:
+        env = os.environ if env is None else env
+        missing = [k for k in ("OS_AUTH_URL", "OS_USERNAME", "OS_PASSWORD", "OS_PROJECT_NAME") if not env.get(k)]
+        if missing:
+            raise ValueError(f"missing credentials: {', '.join(missing)} (source the openrc `netbay up` wrote)")
+        return cls(env["OS_AUTH_URL"], env["OS_USERNAME"], env["OS_PASSWORD"], env["OS_PROJECT_NAME"],
+                   env.get("OS_USER_DOMAIN_NAME") or "Default", env.get("OS_PROJECT_DOMAIN_NAME") or "Default")
+
+    def token(self) -> str:
+        body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+            "name": self.username, "domain": {"name": self.user_domain_name}, "password": self.password}}},
+            "scope": {"project": {"name": self.project_name, "domain": {"name": self.project_domain_name}}}}}
+        url = self.auth_url.rstrip("/")
+        if not url.endswith("/v3"):
+            url += "/v3"
+        r = httpx.post(f"{url}/auth/tokens", json=body, timeout=10)
+        if r.status_code != 201:
+            raise ApiError(r.status_code, r.text)
+        return r.headers["X-Subject-Token"]
+
+
+class Api:
+    """The three calls the agent makes, with an admin token renewed on 401."""
+
+    def __init__(self, url: str, token: Callable[[], str]) -> None:
+        self.url = url.rstrip("/")
+        self._token_source = token
+        self._token: str | None = None
+        self.client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(10.0))
+
+    def fork(self) -> Api:
+        """Another client of the same server and credentials (one per thread)."""
+        return Api(self.url, self._token_source)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def _call(self, method: str, path: str, *, timeout: float | None = None, **kw: Any) -> Any:
+        for attempt in range(2):
+            if self._token is None:
+                self._token = self._token_source()
+            r = self.client.request(method, path, headers={"X-Auth-Token": self._token},
+                                    timeout=httpx.Timeout(10.0, read=timeout) if timeout else None, **kw)
+            if r.status_code == 401 and attempt == 0:
+                self._token = None
+                continue
+            if r.status_code >= 400:
+                raise ApiError(r.status_code, r.text)
+            return r.json()
+        raise AssertionError("unreachable")
+
+    def state(self) -> dict[str, Any]:
+        return self._call("GET", "/netbay/v1/state", timeout=120)
+
+    def changes(self, since: int, wait: float) -> dict[str, Any]:
+        return self._call("GET", "/netbay/v1/changes", params={"since": since, "wait": wait},
+                          timeout=wait + 30)
+
+    def put_status(self, report: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+        return self._call("PUT", "/netbay/v1/status", json=report, timeout=60)
+
+
+class Reporter:
+    """Writes status in the background, so that a slow PUT never delays wiring.
+
+    Reports are merged per object (the latest wins) and sent in order by one
+    thread; a failed PUT is retried with backoff, newer reports taking precedence.
+    """
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self._pending: dict[str, dict[str, str]] = defaultdict(dict)
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="netbay-agent-status", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.api.close()
+
+    def submit(self, report: Mapping[str, Mapping[str, str]]) -> None:
+        with self._lock:
+            for coll, items in report.items():
+                self._pending[coll].update(items)
+            self._idle.clear()
+        self._wake.set()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything submitted was written (tests, shutdown)."""
+        return self._idle.wait(timeout)
+
+    def _take(self) -> dict[str, dict[str, str]]:
+        with self._lock:
+            report = {k: v for k, v in self._pending.items() if v}
+            self._pending = defaultdict(dict)
+            if not report:
+                self._idle.set()
+            return report
+
+    def _run(self) -> None:
+        backoff = 0.2
+        while not self._stop.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            report = self._take()
+            if not report:
+                continue
+            try:
+                self.api.put_status(report)
+                backoff = 0.2
+            except Exception as exc:  # noqa: BLE001 - retried; the agent must not stop
+                log.warning("netbay agent: cannot write status (%s); retrying", exc)
+                with self._lock:
+                    for coll, items in report.items():
+                        newer = self._pending[coll]
+                        self._pending[coll] = {**items, **newer}
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+            self._wake.set()  # look again: more may have come meanwhile
+
+
+# --- the agent --------------------------------------------------------------------------------
+
+
+class Agent:
+    """Keeps the kernel of this host in step with the network service."""
+
+    def __init__(self, api: Api, names: Names | None = None, *, host: str | None = None,
+                 realizers: Sequence[Realizer] | None = None, wait: float = 30.0,
+                 resync_every: float = 600.0) -> None:
+        self.api = api
+        self.names = names or Names()
+        self.host = host if host is not None else socket.gethostname()
+        self.fabric = Fabric(self.names)
+        self.realizers = list(default_realizers(self.names) if realizers is None else realizers)
+        self.wait = wait
+        self.resync_every = resync_every
+        self.state = State()
+        self.ready = threading.Event()     # set after the first full resync
+        self.failed: dict[str, set[str]] = defaultdict(set)   # collection -> ids (retried)
+        self.outcomes: dict[str, dict[str, bool]] = defaultdict(dict)
+        self._unwired: set[str] = set()   # ports unwired by the last reconcile
+        self.reporter = Reporter(api.fork())
+        self._retry_at = 0.0
+        self._retry_delay = 0.5
+        self._resynced_at = 0.0
+        self.stats = {"resyncs": 0, "batches": 0, "changes": 0}
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Resync, then follow the stream until ``stop`` is set. Errors are logged and
+        retried with backoff; nothing is lost (the next resync sees everything)."""
+        stop = stop or threading.Event()
+        self.reporter.start()
+        try:
+            self._loop(stop)
+        finally:
+            self.reporter.stop()
+
+    def _loop(self, stop: threading.Event) -> None:
+        backoff = 0.5
+        need_resync = True
+        while not stop.is_set():
+            try:
+                if need_resync or time.monotonic() - self._resynced_at > self.resync_every:
+                    self.resync()
+                    need_resync = False
+                self.step(stop)
+                backoff = 0.5
+            except (httpx.HTTPError, ApiError) as exc:
+                if stop.is_set():
+                    break
+                log.warning("netbay agent: API unavailable (%s); retrying in %.1fs", exc, backoff)
+                need_resync = need_resync or isinstance(exc, ApiError)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+            except Exception:
+                if stop.is_set():
+                    break
+                log.exception("netbay agent: reconcile failed; full resync in %.1fs", backoff)
+                need_resync = True
+                stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    def step(self, stop: threading.Event | None = None) -> int:
+        """One long poll and the reconcile of what it brought; returns the changes seen."""
+        wait = self.wait
+        if any(self.failed.values()):
+            wait = max(0.0, min(wait, self._retry_at - time.monotonic()))
+        body = self.api.changes(self.state.revision, wait)
+        if stop is not None and stop.is_set():
+            return 0
+        changes = body.get("changes") or []
+        touched = self.state.apply_all(changes)
+        if isinstance(body.get("revision"), int) and body["revision"] > self.state.revision:
+            self.state.revision = body["revision"]
+        work = self.expand(touched)
+        if time.monotonic() >= self._retry_at and any(self.failed.values()):
+            for coll, ids in self.failed.items():
+                work.setdefault(coll, set()).update(ids)
+            self.failed.clear()
+        if any(work.values()):
+            self.reconcile(work)
+            if not any(self.failed.values()):
+                self._retry_delay = 0.5
+        self.report(work)
+        if changes:
+            self.stats["batches"] += 1
+            self.stats["changes"] += len(changes)
+        return len(changes)
+
+    # -- full resync ---------------------------------------------------------------------------
+
+    def resync(self) -> None:
+        """Read everything; adopt, build and remove until the kernel matches."""
+        self.state = State.from_snapshot(self.api.state())
+        self.fabric.reset()
+        self.failed.clear()
+        self.outcomes.clear()
+        state = self.state
+        specs = self._all_specs()
+        self._sweep(specs)
+        work: Work = {
+            "networks": set(state.networks), "sandboxes": set(state.sandboxes),
+            "ports": set(state.ports), "routers": set(state.routers),
+            "floatingips": set(state.floatingips),
+        }
+        self._reconcile_fabric(work, specs)
+        for r in self.realizers:
+            self._merge(r.name, lambda r=r: r.resync(state, self.fabric))
+        self._resynced_at = time.monotonic()
+        self.stats["resyncs"] += 1
+        self.report(work, everything=True)
+        self.ready.set()
+
+    def _all_specs(self) -> dict[str, PortSpec]:
+        out = {}
+        for port in self.state.ports.values():
+            spec = port_spec(self.state, port, self.names, self.host)
+            if spec is not None:
+                out[port["id"]] = spec
+        return out
+
+    def wanted_namespaces(self, specs: Mapping[str, PortSpec]) -> set[str]:
+        state, names = self.state, self.names
+        wanted = {s.ns for s in specs.values()}
+        wanted |= {names.sandbox(i) for i, sb in state.sandboxes.items() if on_host(sb, self.host)}
+        wanted |= {names.router(i) for i in state.routers}
+        wanted |= {names.loadbalancer(i) for i in state.loadbalancers}
+        if state.networks:
+            wanted.add(names.fabric)
+        return wanted
+
+    def _owned_kinds(self) -> list[str]:
+        """Namespace name heads this agent sweeps (never another component's)."""
+        n = self.names
+        heads = [n.sandbox(""), n.router(""), n.external("")]
+        if "loadbalancers" in self.state.known:
+            heads.append(n.loadbalancer(""))
+        return heads
+
+    def owned_namespaces(self) -> list[str]:
+        """Namespaces of this agent's kinds that exist (mounted or a stale mount point)."""
+        try:
+            present = os.listdir(netns.NETNS_RUN_DIR)
+        except FileNotFoundError:
+            return []
+        heads = self._owned_kinds()
+        return sorted(n for n in present if n == self.names.fabric or any(n.startswith(h) for h in heads))
+
+    def _sweep(self, specs: Mapping[str, PortSpec]) -> None:
+        wanted = self.wanted_namespaces(specs)
+        for ns in self.owned_namespaces():
+            if ns not in wanted:
+                log.info("netbay agent: deleting namespace %s (nothing wants it)", ns)
+                netns.delete(ns)
+        if self.names.fabric in wanted and netns.exists(self.names.fabric):
+            taps = {Names.tap(p) for p in specs}
+            bridges = {Names.bridge(n) for n in self.state.networks}
+            for name in self.fabric.sweep(taps, bridges):
+                log.info("netbay agent: deleted fabric link %s (nothing wants it)", name)
+
+    # -- per change --------------------------------------------------------------------------
+
+    def expand(self, touched: Iterable[Touched]) -> Work:
+        """The ids a batch of changes concerns, following dependencies (a subnet's
+        ports, a sandbox's ports, the routers a floating IP moved between…)."""
+        state = self.state
+        w: Work = defaultdict(set)
+        for t in touched:
+            w[t.collection].add(t.id)
+            if t.collection == "networks":
+                w["ports"].update(p["id"] for p in state.ports_on(t.id))
+            elif t.collection == "subnets":
+                for net in t.values("network_id"):
+                    for p in state.ports_on(net):
+                        w["ports"].add(p["id"])
+                        if str(p.get("device_owner", "")).startswith("network:router"):
+                            w["routers"].add(p["device_id"])
+            elif t.collection == "ports":
+                for dev in t.values("device_id"):
+                    if dev in state.sandboxes or any(
+                            r is not None and r.get("device_owner") == "netbay:sandbox" for r in (t.old, t.new)):
+                        w["sandboxes"].add(dev)
+                        w["ports"].update(p["id"] for p in state.ports_of(dev))  # default route choice
+                    if dev in state.routers:
+                        w["routers"].add(dev)
+                w["floatingips"].update(f["id"] for f in state.floatingips.values() if f.get("port_id") == t.id)
+            elif t.collection == "sandboxes":
+                w["ports"].update(p["id"] for p in state.ports_of(t.id))
+                for r in (t.old, t.new):
+                    if r is not None:
+                        w["ports"].update(p.get("port_id") for p in r.get("ports") or () if p.get("port_id"))
+            elif t.collection == "routers":
+                w["ports"].update(p["id"] for p in state.ports_of(t.id))
+                w["floatingips"].update(f["id"] for f in state.floatingips.values() if f.get("router_id") == t.id)
+            elif t.collection == "floatingips":
+                w["routers"].update(t.values("router_id"))
+            elif t.collection == "loadbalancers":
+                w["ports"].update(p["id"] for p in state.ports_of(f"lb-{t.id}"))
+        return w
+
+    def reconcile(self, work: Work) -> None:
+        specs = {}
+        for pid in work.get("ports", ()):
+            port = self.state.ports.get(pid)
+            spec = port_spec(self.state, port, self.names, self.host) if port is not None else None
+            if spec is not None:
+                specs[pid] = spec
+        self._reconcile_fabric(work, specs)
+        for r in self.realizers:
+            self._merge(r.name, lambda r=r: r.apply(self.state, self.fabric, work))
+
+    def _reconcile_fabric(self, work: Work, specs: Mapping[str, PortSpec]) -> None:
+        state, names, fabric = self.state, self.names, self.fabric
+        if state.networks:
+            self._attempt("fabric", "", fabric.ensure)
+        for nid in sorted(work.get("networks", ())):
+            net = state.networks.get(nid)
+            if net is not None:
+                self._attempt("networks", nid, lambda: fabric.ensure_bridge(nid, int(net.get("mtu") or 1500)))
+        for sid in sorted(work.get("sandboxes", ())):
+            sb = state.sandboxes.get(sid)
+            if sb is not None and on_host(sb, self.host):
+                self._attempt("sandboxes", sid, lambda: _ensure_namespace(names.sandbox(sid)))
+        # Ports: unwire first (a port moving between consumers frees its names), then wire.
+        gone_consumers = set()
+        self._unwired = set()
+        for pid in sorted(work.get("ports", ())):
+            if pid not in specs and pid in fabric.wired:
+                gone_consumers.add(fabric.wired[pid].ns)
+                self._unwired.add(pid)
+                self._attempt("ports", pid, lambda: fabric.remove_port(pid))
+        for pid in sorted(work.get("ports", ()), key=lambda p: (specs[p].ns, specs[p].ifname) if p in specs else ("", "")):
+            spec = specs.get(pid)
+            if spec is not None and fabric.wired.get(pid) != spec:
+                self._attempt("ports", pid, lambda: fabric.ensure_port(spec))
+        # Namespaces and bridges nothing wants any more.
+        for sid in sorted(work.get("sandboxes", ())):
+            sb = state.sandboxes.get(sid)
+            if sb is None or not on_host(sb, self.host):
+                self._drop_namespace(names.sandbox(sid))
+        for rid in sorted(work.get("routers", ())):
+            if rid not in state.routers:
+                self._drop_namespace(names.router(rid))
+        for lb in sorted(work.get("loadbalancers", ())):
+            if lb not in state.loadbalancers:
+                self._drop_namespace(names.loadbalancer(lb))
+        still = {s.ns for s in fabric.wired.values()}
+        for ns in gone_consumers:
+            if ns.startswith(names.external("")) and ns not in still:
+                self._drop_namespace(ns)
+        for nid in sorted(work.get("networks", ())):
+            if nid not in state.networks:
+                self._attempt("networks", nid, lambda: fabric.remove_bridge(nid))
+        if not state.networks and netns.exists(names.fabric):
+            self._attempt("fabric", "", fabric.remove)
+
+    def _drop_namespace(self, ns: str) -> None:
+        for pid, spec in list(self.fabric.wired.items()):
+            if spec.ns == ns:
+                self._attempt("ports", pid, lambda pid=pid: self.fabric.remove_port(pid))
+        netns.delete(ns)
+
+    def _attempt(self, collection: str, obj_id: str, fn: Callable[[], object]) -> bool:
+        """Run one step; a failure is logged and retried later, never stops the rest."""
+        try:
+            fn()
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            log.warning("netbay agent: %s %s: %s", collection, obj_id or "-", exc)
+            self.failed[collection].add(obj_id)
+            self._schedule_retry()
+            return False
+        self.failed.get(collection, set()).discard(obj_id)
+        return True
+
+    def _merge(self, name: str, fn: Callable[[], Outcome]) -> None:
+        try:
+            outcome = fn() or {}
+        except Exception as exc:  # a realizer's bug must not stop the fabric
+            log.exception("netbay agent: realizer %s failed: %s", name, exc)
+            self._schedule_retry()
+            self.failed["realizers"].add(name)
+            return
+        for coll, results in outcome.items():
+            self.outcomes[coll].update(results)
+            for obj_id, ok in results.items():
+                if not ok:
+                    self.failed[coll].add(obj_id)
+                    self._schedule_retry()
+
+    def _schedule_retry(self) -> None:
+        now = time.monotonic()
+        if self._retry_at <= now:
+            self._retry_at = now + self._retry_delay
+            self._retry_delay = min(self._retry_delay * 2, 30.0)
+
+    # -- status ------------------------------------------------------------------------------
+
+    def statuses(self, work: Work, everything: bool = False) -> dict[str, dict[str, str]]:
+        """What to report for the objects of ``work``: only what differs from the state."""
+        state, fabric = self.state, self.fabric
+        out: dict[str, dict[str, str]] = defaultdict(dict)
+        failed = self.failed
+        port_ids = set(state.ports) if everything else set(work.get("ports", ()))
+        sandbox_ids = set(state.sandboxes) if everything else set(work.get("sandboxes", ()))
+        router_ids = set(state.routers) if everything else set(work.get("routers", ()))
+        fip_ids = set(state.floatingips) if everything else set(work.get("floatingips", ()))
+        fip_ids |= {f["id"] for f in state.floatingips.values() if f.get("router_id") in router_ids}
+        for pid in port_ids:
+            port = state.ports.get(pid)
+            if port is None:
+                continue
+            if consumer(state, port, self.names, self.host) is None and pid not in self._unwired:
+                continue  # not a port this agent wires: someone else reports on it
+            if pid in failed.get("ports", ()):
+                want = "ERROR"
+            elif pid in fabric.wired and port.get("admin_state_up", True):
+                want = "ACTIVE"
+            else:
+                want = "DOWN"
+            if port.get("status") != want:
+                out["ports"][pid] = want
+        for sid in sandbox_ids:
+            sb = state.sandboxes.get(sid)
+            if sb is None or not on_host(sb, self.host):
+                continue
+            mine = [p.get("port_id") for p in sb.get("ports") or () if p.get("port_id") in state.ports]
+            if sid in failed.get("sandboxes", ()) or any(p in failed.get("ports", ()) for p in mine):
+                want = "ERROR"
+            elif all(p in fabric.wired for p in mine) and netns.exists(self.names.sandbox(sid)):
+                want = "ACTIVE"
+            else:
+                want = "BUILD"
+            if sb.get("status") != want:
+                out["sandboxes"][sid] = want
+        has_routers = any(r.name == "routers" for r in self.realizers)
+        for rid in router_ids:
+            router = state.routers.get(rid)
+            if router is None:
+                continue
+            ok = self.outcomes.get("routers", {}).get(rid, not has_routers)
+            want = "ACTIVE" if ok else ("ERROR" if rid in failed.get("routers", ()) else router.get("status"))
+            if want and router.get("status") != want:
+                out["routers"][rid] = want
+        for fid in fip_ids:
+            fip = state.floatingips.get(fid)
+            if fip is None:
+                continue
+            rid = fip.get("router_id")
+            realized = bool(fip.get("port_id") and rid and has_routers
+                            and self.outcomes.get("routers", {}).get(rid)
+                            and self.outcomes.get("floatingips", {}).get(fid, True))
+            want = "ACTIVE" if realized else "DOWN"
+            if fip.get("status") != want:
+                out["floatingips"][fid] = want
+        return {k: v for k, v in out.items() if v}
+
+    def report(self, work: Work, everything: bool = False) -> None:
+        report = self.statuses(work, everything)
+        if report:
+            self.reporter.submit(report)
+
+
+def _ensure_namespace(ns: str) -> None:
+    if netns.create(ns):
+        links.set_up(ns, 1)
+
+
+# --- realizers of the other dataplane parts -----------------------------------------------------
+
+
+def default_realizers(names: Names) -> list[Realizer]:
+    """The realizers whose modules are present (each is optional)."""
+    out: list[Realizer] = []
+    try:
+        out.append(RouterRealizer(names))
+    except ImportError:  # pragma: no cover - router module absent
+        log.info("netbay agent: no router realizer")
+    return out
+
+
+class RouterRealizer:
+    """Routers through :mod:`netbay.dataplane.router` (namespace, forwarding, NAT)."""
+
+    name = "routers"
+
+    def __init__(self, names: Names) -> None:
+        from netbay.dataplane import router
+
+        self.router = router
+        self.names = names
+
+    def _ensure(self, state: State, rid: str) -> bool:
+        r = self.router
+        spec = r.from_api(state.routers[rid], list(state.ports_of(rid)), state.subnets,
+                          state.floatingips.values(), self.names)
+        try:
+            r.ensure(spec)
+        except Exception as exc:
+            log.warning("netbay agent: router %s: %s", rid, exc)
+            return False
+        return True
+
+    def resync(self, state: State, fabric: Fabric) -> Outcome:
+        for rid in self.router.observed_routers(self.names) - set(state.routers):
+            self.router.remove_router(self.names.router(rid))
+        return self._fips(state, {rid: self._ensure(state, rid) for rid in state.routers})
+
+    def apply(self, state: State, fabric: Fabric, work: Work) -> Outcome:
+        done: dict[str, bool] = {}
+        for rid in work.get("routers", ()):
+            if rid in state.routers:
+                done[rid] = self._ensure(state, rid)
+            else:
+                self.router.remove_router(self.names.router(rid))
+        return self._fips(state, done)
+
+    @staticmethod
+    def _fips(state: State, routers: dict[str, bool]) -> Outcome:
+        return {"routers": routers}
+
+
+__all__ = ["Agent", "Api", "ApiError", "Credentials", "Realizer", "RouterRealizer", "default_realizers"]

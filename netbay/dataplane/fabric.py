@@ -1,0 +1,446 @@
+"""The fabric: one namespace per host with a Linux bridge per network, and the ports.
+
+A wired port is a veth pair: ``tap<port>`` enslaved to the network's bridge in the
+fabric namespace, its peer in the consumer's namespace (docs/dataplane.md's
+table: sandbox, router leg, external "outside world", load balancer VIP) with the
+port's MAC, fixed IPs, MTU and — in sandboxes — the default route and host routes.
+
+:func:`port_spec` turns the agent's :class:`State` into a :class:`PortSpec`
+(plain data); :class:`Fabric` makes the kernel match it. Every verb is idempotent
+and adopts what exists: after a crash, an existing pair is kept if it is the right
+pair, its attributes fixed; anything else in the way is deleted and rebuilt.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pyroute2.netlink.exceptions import NetlinkError
+
+from netbay.dataplane import links, netns
+from netbay.dataplane.names import Names
+from netbay.dataplane.state import Resource, State
+
+log = logging.getLogger(__name__)
+
+SANDBOX = "netbay:sandbox"
+EXTERNAL = "netbay:external"
+ROUTER_INTERFACE = "network:router_interface"
+ROUTER_GATEWAY = "network:router_gateway"
+LOADBALANCER = "Octavia"
+
+BRIDGE_NF = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables")
+
+
+# --- desired state -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Consumer:
+    kind: str          # "sandbox" | "router" | "external" | "loadbalancer"
+    owner_id: str      # the sandbox / router / network / load balancer id
+    ns: str
+    ifname: str
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    """Everything the fabric makes for one port."""
+    port_id: str
+    network_id: str
+    consumer: Consumer
+    mac: str
+    cidrs: tuple[str, ...]
+    mtu: int
+    up: bool
+    # (destination CIDR, next hop): the default route(s) and the subnets' host routes
+    routes: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def ns(self) -> str:
+        return self.consumer.ns
+
+    @property
+    def ifname(self) -> str:
+        return self.consumer.ifname
+
+
+def on_host(sandbox: Resource, host: str | None) -> bool:
+    """Whether this host's agent realizes ``sandbox`` (no host given: every sandbox)."""
+    return host is None or not sandbox.get("host") or sandbox.get("host") == host
+
+
+def consumer(state: State, port: Resource, names: Names, host: str | None = None) -> Consumer | None:
+    """Where ``port`` goes (docs/dataplane.md), or None: not wired here (yet)."""
+    owner, device = port.get("device_owner") or "", port.get("device_id") or ""
+    pid = port["id"]
+    if owner == SANDBOX:
+        sandbox = state.sandboxes.get(device)
+        if sandbox is None or not on_host(sandbox, host):
+            return None
+        return Consumer("sandbox", device, names.sandbox(device), sandbox_interfaces(state, sandbox)[pid])
+    if owner in (ROUTER_INTERFACE, ROUTER_GATEWAY):
+        if device not in state.routers:
+            return None
+        ifname = names.router_interface(pid) if owner == ROUTER_INTERFACE else names.router_gateway(pid)
+        return Consumer("router", device, names.router(device), ifname)
+    if owner == EXTERNAL:
+        net = port.get("network_id") or ""
+        if net not in state.networks:
+            return None
+        return Consumer("external", net, names.external(net), names.external_port(pid))
+    if owner == LOADBALANCER and device.startswith("lb-"):
+        lb = device[3:]
+        if "loadbalancers" in state.known and lb not in state.loadbalancers:
+            return None
+        return Consumer("loadbalancer", lb, names.loadbalancer(lb), "vip")
+    return None
+
+
+def sandbox_interfaces(state: State, sandbox: Resource) -> dict[str, str]:
+    """Port id -> interface of every port plugged into ``sandbox``.
+
+    The sandbox lists its ports with their interfaces (``eth<n>`` in creation
+    order); a port bound to it some other way (device_owner/device_id set through
+    the Port API) gets the lowest free ``eth<n>``, in order of creation.
+    """
+    listed = {p["port_id"]: p["interface"] for p in sandbox.get("ports") or ()
+              if isinstance(p, dict) and p.get("port_id") and p.get("interface")}
+    extras = sorted((p for p in state.ports_of(sandbox["id"])
+                     if p["id"] not in listed and p.get("device_owner") == SANDBOX),
+                    key=lambda p: (p.get("created_at") or "", p["id"]))
+    if extras:
+        taken = set(listed.values())
+        n = 0
+        for port in extras:
+            while f"eth{n}" in taken:
+                n += 1
+            listed[port["id"]] = f"eth{n}"
+            taken.add(f"eth{n}")
+    return listed
+
+
+def _sandbox_ports_in_order(state: State, sandbox: Resource) -> list[Resource]:
+    order = sandbox_interfaces(state, sandbox)
+    ports = [state.ports[p] for p in order if p in state.ports]
+    return sorted(ports, key=lambda p: _if_order(order[p["id"]]))
+
+
+def _if_order(ifname: str) -> tuple[int, str]:
+    digits = ifname[3:] if ifname.startswith("eth") else ""
+    return (int(digits), ifname) if digits.isdigit() else (1 << 30, ifname)
+
+
+def _gateways(state: State, port: Resource) -> dict[int, str]:
+    """{IP version: gateway} of the subnets ``port`` has addresses on (first wins)."""
+    out: dict[int, str] = {}
+    for fixed in port.get("fixed_ips") or ():
+        subnet = state.subnets.get(fixed.get("subnet_id") or "")
+        gw = subnet.get("gateway_ip") if subnet else None
+        if gw:
+            out.setdefault(ipaddress.ip_address(gw).version, gw)
+    return out
+
+
+def default_route_ports(state: State, sandbox: Resource) -> dict[int, str]:
+    """{IP version: port id}: the sandbox's first port with a gateway, per family."""
+    out: dict[int, str] = {}
+    for port in _sandbox_ports_in_order(state, sandbox):
+        for version in _gateways(state, port):
+            out.setdefault(version, port["id"])
+    return out
+
+
+def port_spec(state: State, port: Resource, names: Names, host: str | None = None) -> PortSpec | None:
+    """The wiring ``port`` should have, or None if it should not be wired here.
+
+    None also while something it needs has not arrived (its network or one of its
+    subnets): the agent evaluates the port again when it does.
+    """
+    cons = consumer(state, port, names, host)
+    network = state.networks.get(port.get("network_id") or "")
+    if cons is None or network is None:
+        return None
+    cidrs: list[str] = []
+    routes: list[tuple[str, str]] = []
+    for fixed in port.get("fixed_ips") or ():
+        subnet = state.subnets.get(fixed.get("subnet_id") or "")
+        if subnet is None:
+            return None
+        plen = ipaddress.ip_network(subnet["cidr"], strict=False).prefixlen
+        cidrs.append(f"{fixed['ip_address']}/{plen}")
+        if cons.kind == "sandbox":
+            for hr in subnet.get("host_routes") or ():
+                routes.append((str(ipaddress.ip_network(hr["destination"], strict=False)), hr["nexthop"]))
+    if cons.kind == "sandbox":
+        chosen = default_route_ports(state, state.sandboxes[cons.owner_id])
+        for version, gw in sorted(_gateways(state, port).items()):
+            if chosen.get(version) == port["id"]:
+                routes.insert(0, ("0.0.0.0/0" if version == 4 else "::/0", gw))
+    return PortSpec(port_id=port["id"], network_id=network["id"], consumer=cons,
+                    mac=str(port.get("mac_address") or "").lower(), cidrs=tuple(cidrs),
+                    mtu=int(network.get("mtu") or 1500), up=bool(port.get("admin_state_up", True)),
+                    routes=tuple(dict.fromkeys(routes)))
+
+
+# --- the kernel ----------------------------------------------------------------------------
+
+
+def _is_link_local(cidr: str) -> bool:
+    return ipaddress.ip_interface(cidr).ip.is_link_local
+
+
+def _covered(addr: str, cidrs: Iterable[str]) -> bool:
+    ip = ipaddress.ip_address(addr)
+    return any(ip in ipaddress.ip_interface(c).network for c in cidrs
+               if ipaddress.ip_interface(c).version == ip.version)
+
+
+class Fabric:
+    """The fabric namespace of one host and every port wired through it.
+
+    ``wired`` is what this process made or verified, by port id: a spec equal to
+    the wired one costs nothing. Use one thread (netlink sockets are per thread).
+    """
+
+    def __init__(self, names: Names) -> None:
+        self.names = names
+        self.ns = names.fabric
+        self.wired: dict[str, PortSpec] = {}
+        self._bridges: dict[str, tuple[int, int]] = {}  # network id -> (ifindex, mtu)
+        self._ready = False
+
+    def reset(self) -> None:
+        """Forget what was verified (a full resync checks everything again)."""
+        self.wired.clear()
+        self._bridges.clear()
+        self._ready = False
+
+    # -- namespace and bridges ------------------------------------------------------------
+
+    def ensure(self) -> None:
+        """The fabric namespace, ``lo`` up, bridged traffic through the inet hooks."""
+        if self._ready and netns.exists(self.ns):
+            return
+        self._bridges.clear()
+        if netns.create(self.ns):
+            links.set_up(self.ns, 1)
+        for key in BRIDGE_NF:
+            try:
+                if links.read_sysctl(self.ns, key) != "1":
+                    links.sysctl(self.ns, key, 1)
+            except links.LinkError as exc:  # br_netfilter not loaded: security groups will say so
+                log.warning("fabric %s: cannot set %s: %s", self.ns, key, exc)
+        self._ready = True
+
+    def remove(self) -> bool:
+        """Delete the fabric namespace (nothing is wired any more)."""
+        self.reset()
+        return netns.delete(self.ns)
+
+    def ensure_bridge(self, network_id: str, mtu: int) -> int:
+        cached = self._bridges.get(network_id)
+        if cached is not None and cached[1] == mtu:
+            return cached[0]
+        self.ensure()
+        idx = links.bridge(self.ns, Names.bridge(network_id), mtu)
+        self._bridges[network_id] = (idx, mtu)
+        return idx
+
+    def remove_bridge(self, network_id: str) -> bool:
+        self._bridges.pop(network_id, None)
+        if not netns.exists(self.ns):
+            return False
+        return links.delete_link(self.ns, Names.bridge(network_id))
+
+    # -- ports ----------------------------------------------------------------------------
+
+    def ensure_port(self, spec: PortSpec) -> None:
+        """Wire ``spec``: create what is missing, fix what differs, adopt what is right."""
+        old = self.wired.get(spec.port_id)
+        if old == spec:
+            return
+        if old is not None and (old.ns, old.ifname, old.network_id) != (spec.ns, spec.ifname, spec.network_id):
+            self.remove_port(spec.port_id)
+            old = None
+        self.wired.pop(spec.port_id, None)  # until this call succeeds
+        br = self.ensure_bridge(spec.network_id, spec.mtu)
+        created = netns.create(spec.ns)
+        if created:
+            links.set_up(spec.ns, 1)  # lo
+        tap = Names.tap(spec.port_id)
+        kept = old is not None or (not created and self._adopt_pair(spec, tap))
+        if not kept:
+            self._make_pair(spec, tap, br)
+        idx = links.index(spec.ns, spec.ifname)
+        if kept:
+            self._fix_pair(spec, tap, br, idx)
+        elif any(ipaddress.ip_interface(c).version == 6 for c in spec.cidrs):
+            # No duplicate address detection: the address is ours (IPAM), and DAD
+            # would keep it tentative — unusable — for a second or more.
+            links.sysctl(spec.ns, f"net/ipv6/conf/{spec.ifname}/accept_dad", 0)
+        # Up before the addresses: the kernel activates a link's queue asynchronously
+        # (linkwatch) after carrier-on, and whatever is sent before that is dropped — a
+        # lost first ARP costs its sender a second. No address, nothing sent yet.
+        links.set_up(spec.ns, idx)
+        if not kept and spec.up:
+            self._await_carrier(spec, tap, idx)
+        self._addresses(spec, idx, fresh=not kept)
+        if spec.consumer.kind == "sandbox":
+            self._routes(spec, idx, fresh=not kept)
+        self.wired[spec.port_id] = spec
+
+    def _await_carrier(self, spec: PortSpec, tap: str, idx: int, limit: float = 0.2) -> None:
+        """Wait (bounded) until both ends are operationally up: the bridge enables its
+        port and the kernel the veth's queue only then (linkwatch, asynchronously)."""
+        deadline = time.monotonic() + limit
+        for _ in range(1000):
+            inner = links.get_link(spec.ns, spec.ifname)
+            outer = links.get_link(self.ns, tap)
+            if inner is not None and outer is not None and inner.operstate == "UP" and outer.operstate == "UP":
+                return
+            if time.monotonic() > deadline:
+                log.debug("port %s: carrier not up after %.0f ms", spec.port_id, limit * 1000)
+                return
+            time.sleep(0.0005)
+
+    def _adopt_pair(self, spec: PortSpec, tap: str) -> bool:
+        """True if ``tap`` exists and its peer is ``spec.ifname`` in ``spec.ns`` (keep it);
+        whatever is in the way otherwise is deleted."""
+        outer = _veth_ends(self.ns, tap)
+        inner = _veth_ends(spec.ns, spec.ifname)
+        if outer is not None and inner is not None and outer[1] == inner[0] and inner[1] == outer[0]:
+            return True
+        if outer is not None:
+            links.delete_link(self.ns, tap)
+        if inner is not None:
+            links.delete_link(spec.ns, spec.ifname)
+        return False
+
+    def _make_pair(self, spec: PortSpec, tap: str, br: int) -> None:
+        try:
+            links.veth_pair(self.ns, tap, spec.ns, spec.ifname, spec.mtu, mac_b=spec.mac or None,
+                            master_a=br, up_a=spec.up)
+        except links.LinkError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+            # Something else holds one of the names: clear both, then make the pair.
+            links.delete_link(self.ns, tap)
+            links.delete_link(spec.ns, spec.ifname)
+            links.veth_pair(self.ns, tap, spec.ns, spec.ifname, spec.mtu, mac_b=spec.mac or None,
+                            master_a=br, up_a=spec.up)
+
+    def _fix_pair(self, spec: PortSpec, tap: str, br: int, idx: int) -> None:
+        outer = links.get_link(self.ns, tap)
+        inner = links.get_link(spec.ns, spec.ifname)
+        if outer is None or inner is None:
+            raise links.LinkError(errno.ENODEV, f"port {spec.port_id}: veth vanished")
+        if outer.master != br:
+            links.set_master(self.ns, outer.index, br)
+        if outer.mtu != spec.mtu:
+            links.set_mtu(self.ns, outer.index, spec.mtu)
+        if outer.up != spec.up:
+            links.set_up(self.ns, outer.index, spec.up)
+        if inner.mtu != spec.mtu:
+            links.set_mtu(spec.ns, idx, spec.mtu)
+        if spec.mac and (inner.address or "").lower() != spec.mac:
+            links.set_mac(spec.ns, idx, spec.mac)
+
+    def _addresses(self, spec: PortSpec, idx: int, fresh: bool) -> None:
+        want = [str(ipaddress.ip_interface(c)) for c in spec.cidrs]
+        have: set[str] = set() if fresh else {str(ipaddress.ip_interface(a))
+                                               for a in links.addresses(spec.ns, idx)}
+        if not fresh:
+            gateway_leg = spec.ifname.startswith("qg-")
+            for cidr in sorted(have - set(want)):
+                iface = ipaddress.ip_interface(cidr)
+                if iface.ip.is_link_local:
+                    continue
+                if gateway_leg and iface.network.prefixlen == iface.max_prefixlen:
+                    continue  # a floating IP: the router's to manage
+                links.del_address(spec.ns, idx, cidr)
+        for cidr in want:
+            if cidr not in have:
+                links.add_address(spec.ns, idx, cidr)
+
+    def _routes(self, spec: PortSpec, idx: int, fresh: bool) -> None:
+        want = {(str(ipaddress.ip_network(d)), str(ipaddress.ip_address(g))) for d, g in spec.routes}
+        have: set[tuple[str, str]] = set()
+        if not fresh:
+            for family in (2, 10):
+                try:
+                    current = links.routes(spec.ns, family=family)
+                except links.LinkError:
+                    continue
+                for r in current:
+                    if r.oif != idx or r.gateway is None:
+                        continue
+                    key = (str(ipaddress.ip_network(r.dst)), str(ipaddress.ip_address(r.gateway)))
+                    if key in want:
+                        have.add(key)
+                    else:
+                        links.del_route(spec.ns, r.dst, gateway=r.gateway, dev=idx, metric=r.metric)
+        for dst, gw in spec.routes:
+            key = (str(ipaddress.ip_network(dst)), str(ipaddress.ip_address(gw)))
+            if key in have:
+                continue
+            onlink = not _covered(gw, spec.cidrs)
+            links.replace_route(spec.ns, "default" if key[0] in ("0.0.0.0/0", "::/0") else dst,
+                                gateway=gw, dev=idx, onlink=onlink)
+
+    def remove_port(self, port_id: str) -> bool:
+        """Unwire a port (deleting the fabric end takes its peer along)."""
+        self.wired.pop(port_id, None)
+        if not netns.exists(self.ns):
+            return False
+        return links.delete_link(self.ns, Names.tap(port_id))
+
+    # -- what exists ---------------------------------------------------------------------------
+
+    def sweep(self, wanted_taps: set[str], wanted_bridges: set[str]) -> list[str]:
+        """Delete every ``tap…`` veth and ``brq…`` bridge in the fabric nothing wants."""
+        if not netns.exists(self.ns):
+            return []
+        gone = []
+        for link in links.links(self.ns):
+            name = link.ifname or ""
+            if (name.startswith("tap") and link.kind == "veth" and name not in wanted_taps) or \
+                    (name.startswith("brq") and link.kind == "bridge" and name not in wanted_bridges):
+                if links.delete_link(self.ns, name):
+                    gone.append(name)
+        for net in [n for n in self._bridges if Names.bridge(n) not in wanted_bridges]:
+            self._bridges.pop(net, None)
+        return gone
+
+    def taps(self) -> list[str]:
+        """Names of the port veths in the fabric."""
+        if not netns.exists(self.ns):
+            return []
+        return sorted(lk.ifname for lk in links.links(self.ns)
+                      if lk.kind == "veth" and (lk.ifname or "").startswith("tap"))
+
+
+def _veth_ends(ns: str, ifname: str) -> tuple[int, int] | None:
+    """(ifindex, peer ifindex) of veth ``ifname`` in ``ns``; (ifindex, -1) for another
+    kind of link; None if there is no such link."""
+    try:
+        msgs = links.ipr(ns).link("get", ifname=ifname)
+    except NetlinkError as exc:
+        if exc.code == errno.ENODEV:
+            return None
+        raise
+    if not msgs:
+        return None
+    msg = msgs[0]
+    if msg.get(("linkinfo", "kind")) != "veth":
+        return (msg["index"], -1)
+    return (msg["index"], msg.get("link") or -1)
+
+
+__all__ = ["Consumer", "Fabric", "PortSpec", "consumer", "default_route_ports", "on_host", "port_spec",
+           "sandbox_interfaces"]

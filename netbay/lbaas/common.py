@@ -1,0 +1,241 @@
+"""What every Octavia resource shares: statuses, Octavia's wording of errors,
+value types for request bodies, and the ``LBResource`` base.
+
+``LBResource`` is the network API's generic ``Resource`` (visibility, filters,
+paging, tags, change log) with Octavia's not-found wording and timestamps.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any, ClassVar
+
+from pydantic import AfterValidator, BeforeValidator
+from sqlalchemy.orm import Session
+
+from netbay.context import Context
+from netbay.errors import BadRequest, Conflict, NotFound
+from netbay.network.resource import ListQuery, Page, Resource, select_fields
+from netbay.network.types import Body
+
+PROVIDER = "netbay"
+PROVIDER_DESCRIPTION = "netbay: network namespaces and nftables on this machine"
+
+ACTIVE = "ACTIVE"
+ERROR = "ERROR"
+PENDING_CREATE = "PENDING_CREATE"
+PENDING_UPDATE = "PENDING_UPDATE"
+PENDING_DELETE = "PENDING_DELETE"
+PENDING = frozenset({PENDING_CREATE, PENDING_UPDATE, PENDING_DELETE})
+PROVISIONING_STATUSES = frozenset({ACTIVE, ERROR, *PENDING})
+OPERATING_STATUSES = frozenset({"ONLINE", "DRAINING", "OFFLINE", "DEGRADED", "ERROR", "NO_MONITOR"})
+OFFLINE = "OFFLINE"
+NO_MONITOR = "NO_MONITOR"
+
+
+# --- Octavia's errors -----------------------------------------------------------------
+
+
+def not_found(kind: str, obj_id: str) -> NotFound:
+    """``Load Balancer X not found.`` (404), as Octavia's NotFound words it."""
+    return NotFound(f"{kind} {obj_id} not found.")
+
+
+def invalid_subresource(kind: str, obj_id: str) -> BadRequest:
+    """A referenced network object that does not exist (or is not the caller's): 400."""
+    return BadRequest(f"{kind} {obj_id} not found.")
+
+
+def validation(detail: str) -> BadRequest:
+    return BadRequest(f"Validation failure: {detail}")
+
+
+def not_offered(what: str) -> BadRequest:
+    """An Octavia option this provider does not realize (yet): refused, never pretended."""
+    return BadRequest(f"Provider '{PROVIDER}' does not support a requested option: {what}")
+
+
+def immutable(kind: str, obj_id: str) -> Conflict:
+    return Conflict(f"{kind} {obj_id} is immutable and cannot be updated.")
+
+
+def pending_state(status: str, lb_id: str) -> Conflict:
+    return Conflict(f"Invalid state {status} of loadbalancer resource {lb_id}")
+
+
+def invalid_input(attr: str, value: Any, reason: str) -> BadRequest:
+    """WSME's wording, which Octavia answers with for a malformed attribute."""
+    return BadRequest(f"Invalid input for field/attribute {attr}. Value: '{value}'. {reason}")
+
+
+# --- value types (WSME's messages) ------------------------------------------------------
+
+
+def one_of(*choices: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"Value should be one of: {', '.join(choices)}")
+        return value
+
+    return check
+
+
+def between(low: int | None, high: int | None) -> Callable[[int], int]:
+    def check(value: int) -> int:
+        if low is not None and value < low:
+            raise ValueError(f"Value should be greater or equal to {low}")
+        if high is not None and value > high:
+            raise ValueError(f"Value should be lower or equal to {high}")
+        return value
+
+    return check
+
+
+def _max_chars(limit: int) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if len(value) > limit:
+            raise ValueError(f"Value should have a maximum character requirement of {limit}")
+        if "\x00" in value:
+            raise ValueError("Value should not contain NUL characters")
+        return value
+
+    return check
+
+
+def _uuid(value: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise ValueError("Value should be UUID format") from None
+
+
+def _ip(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ValueError("Value should be IPv4 or IPv6 format") from None
+
+
+def _strict_int(value: Any) -> Any:
+    """JSON numbers only (WSME takes no booleans or floats for an integer)."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError("Value should be an integer")
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError("Value should be an integer") from None
+    return value
+
+
+def _strict_bool(value: Any) -> Any:
+    if isinstance(value, str) and value.lower() in {"true", "false"}:
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise ValueError("Value should be a boolean")
+    return value
+
+
+Str255 = Annotated[str, AfterValidator(_max_chars(255))]
+UUID = Annotated[str, AfterValidator(_uuid)]
+IP = Annotated[str, AfterValidator(_ip)]
+Bool = Annotated[bool, BeforeValidator(_strict_bool)]
+Int = Annotated[int, BeforeValidator(_strict_int)]
+PortNumber = Annotated[int, BeforeValidator(_strict_int), AfterValidator(between(1, 65535))]
+Tags = list[Str255]
+
+
+# --- the base resource -------------------------------------------------------------------
+
+
+def octavia_time(value: datetime | None) -> str | None:
+    return value.strftime("%Y-%m-%dT%H:%M:%S") if value else None
+
+
+def standard(obj: Any, tags: list[str]) -> dict[str, Any]:
+    """Attributes every Octavia object renders alike (``updated_at`` null until changed)."""
+    return {
+        "id": obj.id,
+        "name": obj.name,
+        "project_id": obj.project_id,
+        "provisioning_status": obj.provisioning_status,
+        "operating_status": obj.operating_status,
+        "admin_state_up": obj.admin_state_up,
+        "created_at": octavia_time(obj.created_at),
+        "updated_at": octavia_time(obj.updated_at) if obj.revision_number else None,
+        "tags": tags,
+    }
+
+
+class LBBody(Body):
+    """An Octavia request object; ``not_offered`` are Octavia attributes refused when set."""
+
+    # attribute -> the values that mean "not asked for" (accepted and ignored)
+    not_offered: ClassVar[dict[str, tuple[Any, ...]]] = {}
+
+
+class LBResource(Resource):
+    """An Octavia collection: the generic resource with Octavia's words."""
+
+    # Octavia's name of the object in messages ("Load Balancer", "Health Monitor").
+    title: ClassVar[str]
+    readonly: ClassVar[set[str]] = {"id", "provisioning_status", "operating_status", "created_at",
+                                    "updated_at"}
+
+    def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Any:
+        try:
+            return super().get(session, ctx, obj_id, for_update=for_update)
+        except NotFound:
+            raise not_found(self.title, obj_id) from None
+
+    def show(self, session: Session, ctx: Context, obj_id: str, fields: list[str]) -> dict[str, Any]:
+        obj = self.get(session, ctx, obj_id)
+        return select_fields(self.render(session, obj, self.tags_of(session, [obj.id])[obj.id]), fields)
+
+    def list(self, session: Session, ctx: Context, query: ListQuery) -> Page:
+        try:
+            return super().list(session, ctx, query)
+        except NotFound:  # only the marker can be missing
+            raise BadRequest(f"Supplied pagination marker '{query.marker}' is not valid.") from None
+
+    def set_status(self, session: Session, obj: Any, provisioning: str | None = None,
+                   operating: str | None = None) -> bool:
+        """Change statuses, logging the change if there was one."""
+        changed = False
+        if provisioning is not None and obj.provisioning_status != provisioning:
+            obj.provisioning_status = provisioning
+            changed = True
+        if operating is not None and obj.operating_status != operating:
+            obj.operating_status = operating
+            changed = True
+        if changed:
+            self.touch(obj)
+            self.record(session, obj, "update")
+        return changed
+
+    def owner_of_new(self, ctx: Context, given: dict[str, Any]) -> str:
+        """Children belong to their load balancer's project; a given project_id is ignored."""
+        given.pop("project_id", None)
+        given.pop("tenant_id", None)
+        return ctx.project_id
+
+
+def drop_defaults(given: dict[str, Any], body: type[LBBody]) -> dict[str, Any]:
+    """Refuse the options this provider does not offer, unless given as their 'unset' value."""
+    for attr, unset in body.not_offered.items():
+        if attr in given:
+            value = given.pop(attr)
+            if value not in unset:
+                raise not_offered(f"{attr} is not offered yet")
+    return given
+
+
+__all__ = [
+    "ACTIVE", "Bool", "ERROR", "IP", "Int", "LBBody", "LBResource", "OFFLINE", "PENDING",
+    "PENDING_CREATE", "PENDING_DELETE", "PENDING_UPDATE", "PROVIDER", "PortNumber", "Str255",
+    "Tags", "UUID", "between", "immutable", "invalid_input", "not_found", "not_offered", "one_of",
+    "pending_state", "standard", "validation",
+]

@@ -1,0 +1,230 @@
+"""Health monitors: one per pool; the realizer probes members and reports
+their ``operating_status`` (``ONLINE``/``ERROR``), taking dead ones out.
+
+``TCP`` (connect), ``HTTP`` (a request, expecting ``expected_codes``) and
+``PING`` are realized; ``HTTPS``, ``TLS-HELLO``, ``UDP-CONNECT`` and ``SCTP``
+are refused as not offered. ``http_method``, ``url_path`` and
+``expected_codes`` belong to HTTP monitors (defaults ``GET``, ``/``, ``200``)
+and are refused on the others.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from netbay.context import Context
+from netbay.errors import Conflict
+from netbay.lbaas.common import (
+    PENDING_CREATE,
+    PENDING_UPDATE,
+    UUID,
+    Bool,
+    Int,
+    LBBody,
+    LBResource,
+    Str255,
+    Tags,
+    between,
+    invalid_input,
+    not_offered,
+    one_of,
+    standard,
+    validation,
+)
+from netbay.lbaas.pools import POOLS
+from netbay.lbaas.tree import claim
+from netbay.network.resource import Filter, to_bool, to_int
+from netbay.store.models import LBHealthMonitor, LBPool, Tag
+
+TYPES = ("HTTP", "HTTPS", "PING", "TCP", "TLS-HELLO", "UDP-CONNECT", "SCTP")
+OFFERED = ("TCP", "HTTP", "PING")
+HTTP_METHODS = ("CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE")
+HTTP_DEFAULTS = {"http_method": "GET", "url_path": "/", "expected_codes": "200"}
+HTTP_FIELDS = tuple(HTTP_DEFAULTS)
+# Octavia's pattern: "200", "200,202", "200-204".
+EXPECTED_CODES = re.compile(r"^(\d{3}(\s*,\s*\d{3})*)$|^(\d{3}-\d{3})$")
+# Monitors a UDP pool can use (they probe a TCP or HTTP port of the member).
+UDP_POOL_TYPES = ("UDP-CONNECT", "HTTP", "TCP", "SCTP")
+
+
+def _expected_codes(value: str) -> str:
+    if not EXPECTED_CODES.match(value):
+        raise ValueError(f"Value should match the pattern {EXPECTED_CODES.pattern}")
+    return value
+
+
+def _url_path(value: str) -> str:
+    if not value.startswith("/") or len(value) > 2048 or any(c.isspace() or ord(c) < 32 for c in value):
+        raise ValueError("Value should be a valid URL path starting with /")
+    return value
+
+
+MonitorType = Annotated[str, AfterValidator(one_of(*TYPES))]
+Retries = Annotated[Int, AfterValidator(between(1, 10))]
+Seconds = Annotated[Int, AfterValidator(between(0, None))]
+HTTPMethod = Annotated[str, AfterValidator(one_of(*HTTP_METHODS))]
+URLPath = Annotated[str, AfterValidator(_url_path)]
+ExpectedCodes = Annotated[str, AfterValidator(_expected_codes)]
+
+
+class HealthMonitorCreate(LBBody):
+    not_offered = {"http_version": (None,), "domain_name": (None, "")}
+    name: Str255 | None = None
+    type: MonitorType
+    delay: Seconds
+    timeout: Seconds
+    max_retries: Retries
+    max_retries_down: Retries = 3
+    http_method: HTTPMethod | None = None
+    url_path: URLPath | None = None
+    expected_codes: ExpectedCodes | None = None
+    admin_state_up: Bool = True
+    pool_id: UUID
+    project_id: Str255 | None = None
+    tenant_id: Str255 | None = None
+    tags: Tags | None = None
+
+
+class HealthMonitorUpdate(LBBody):
+    not_offered = {"http_version": (None,), "domain_name": (None, "")}
+    name: Str255 | None = None
+    delay: Seconds | None = None
+    timeout: Seconds | None = None
+    max_retries: Retries | None = None
+    max_retries_down: Retries | None = None
+    http_method: HTTPMethod | None = None
+    url_path: URLPath | None = None
+    expected_codes: ExpectedCodes | None = None
+    admin_state_up: Bool | None = None
+    tags: Tags | None = None
+
+
+def _check_http_fields(kind: str, given: dict[str, Any]) -> None:
+    if kind != "HTTP":
+        sent = [f for f in HTTP_FIELDS if given.get(f) is not None]
+        if sent:
+            raise validation(f"{', '.join(sent)} can only be set on HTTP health monitors, not {kind}.")
+
+
+class HealthMonitors(LBResource):
+    member = "healthmonitor"
+    collection = "healthmonitors"
+    title = "Health Monitor"
+    model = LBHealthMonitor
+    create_body = HealthMonitorCreate
+    update_body = HealthMonitorUpdate
+    filters = {
+        "name": Filter(LBHealthMonitor.name),
+        "project_id": Filter(LBHealthMonitor.project_id),
+        "provisioning_status": Filter(LBHealthMonitor.provisioning_status),
+        "operating_status": Filter(LBHealthMonitor.operating_status),
+        "admin_state_up": Filter(LBHealthMonitor.admin_state_up, to_bool),
+        "type": Filter(LBHealthMonitor.type),
+        "delay": Filter(LBHealthMonitor.delay, to_int),
+        "timeout": Filter(LBHealthMonitor.timeout, to_int),
+        "max_retries": Filter(LBHealthMonitor.max_retries, to_int),
+        "max_retries_down": Filter(LBHealthMonitor.max_retries_down, to_int),
+        "http_method": Filter(LBHealthMonitor.http_method),
+        "url_path": Filter(LBHealthMonitor.url_path),
+        "expected_codes": Filter(LBHealthMonitor.expected_codes),
+        "pool_id": Filter(LBHealthMonitor.pool_id),
+        "created_at": Filter(LBHealthMonitor.created_at),
+        "updated_at": Filter(LBHealthMonitor.updated_at),
+    }
+
+    def render(self, session: Session, obj: LBHealthMonitor, tags: list[str]) -> dict[str, Any]:
+        return {
+            **standard(obj, tags),
+            "type": obj.type,
+            "delay": obj.delay,
+            "timeout": obj.timeout,
+            "max_retries": obj.max_retries,
+            "max_retries_down": obj.max_retries_down,
+            "http_method": obj.http_method,
+            "url_path": obj.url_path,
+            "expected_codes": obj.expected_codes,
+            "pools": [{"id": obj.pool_id}],
+            "http_version": None,
+            "domain_name": None,
+        }
+
+    def create(self, session: Session, ctx: Context, body: HealthMonitorCreate) -> LBHealthMonitor:
+        given = body.given()
+        given.pop("project_id", None)
+        given.pop("tenant_id", None)
+        tags = given.pop("tags", None) or []
+        pool = POOLS.get(session, ctx, given.pop("pool_id"), for_update=True)
+        kind = given["type"]
+        if kind not in OFFERED:
+            raise not_offered(f"health monitor type {kind} is not offered yet; use TCP, HTTP or PING")
+        if pool.protocol == "UDP" and kind not in UDP_POOL_TYPES:
+            raise validation(f"The associated pool protocol is UDP, so only a {', '.join(UDP_POOL_TYPES)} "
+                             "type health monitor is supported.")
+        _check_http_fields(kind, given)
+        if kind == "HTTP":
+            given = {**HTTP_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}
+        if session.scalar(select(LBHealthMonitor.id).where(LBHealthMonitor.pool_id == pool.id)):
+            raise Conflict("This pool already has a health monitor")
+        took = claim(session, pool.loadbalancer_id, listeners=POOLS.listeners_of(session, pool), pool=pool,
+                     pool_must_be_active=True)
+        monitor = LBHealthMonitor(project_id=pool.project_id, pool_id=pool.id,
+                                  provisioning_status=PENDING_CREATE, operating_status="OFFLINE",
+                                  **{**given, "name": given.get("name") or ""})
+        session.add(monitor)
+        session.flush()
+        if tags:
+            self.set_tags(session, monitor, tags)
+            monitor.revision_number = 0
+        self.record(session, monitor, "create")
+        took.log(session)
+        return monitor
+
+    def update(self, session: Session, ctx: Context, obj_id: str, body: HealthMonitorUpdate) -> LBHealthMonitor:
+        monitor = self.get(session, ctx, obj_id, for_update=True)
+        pool = session.get(LBPool, monitor.pool_id)
+        given = body.given()
+        tags = given.pop("tags", None)
+        _check_http_fields(monitor.type, given)
+        took = claim(session, pool.loadbalancer_id, listeners=POOLS.listeners_of(session, pool), pool=pool,
+                     pool_must_be_active=True)
+        for key, value in given.items():
+            if value is None and key == "name":
+                value = ""
+            elif value is None and key in HTTP_DEFAULTS:
+                value = HTTP_DEFAULTS[key] if monitor.type == "HTTP" else None
+            elif value is None and key == "max_retries_down":
+                value = 3
+            elif value is None:
+                raise invalid_input(key, None, "Value should not be null")
+            setattr(monitor, key, value)
+        if tags is not None:
+            self.set_tags(session, monitor, tags)
+        monitor.provisioning_status = PENDING_UPDATE
+        self.touch(monitor)
+        self.record(session, monitor, "update")
+        took.log(session)
+        return monitor
+
+    def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
+        monitor = self.get(session, ctx, obj_id, for_update=True)
+        pool = session.get(LBPool, monitor.pool_id)
+        took = claim(session, pool.loadbalancer_id, listeners=POOLS.listeners_of(session, pool), pool=pool,
+                     pool_must_be_active=True)
+        self.remove(session, monitor)
+        took.log(session)
+
+    def remove(self, session: Session, monitor: LBHealthMonitor) -> None:
+        session.execute(Tag.__table__.delete().where(Tag.resource_id == monitor.id))
+        self.record(session, monitor, "delete", None)
+        session.delete(monitor)
+        session.flush()
+
+
+HEALTHMONITORS = HealthMonitors()
+
+__all__ = ["HEALTHMONITORS", "HealthMonitors"]

@@ -1,0 +1,259 @@
+"""Listeners: a protocol and port on the VIP, forwarding to a default pool.
+
+TCP and UDP are realized as such; HTTP is accepted and realized as TCP
+forwarding (no HTTP parsing: header insertion, L7 policies and TLS are refused
+as not offered). Two listeners of a load balancer may share a port number only
+across transports (a TCP and a UDP listener on 53; not TCP and HTTP on 80).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from netbay.context import Context
+from netbay.errors import Conflict
+from netbay.lbaas.common import (
+    PENDING_CREATE,
+    PENDING_UPDATE,
+    UUID,
+    Bool,
+    Int,
+    LBBody,
+    LBResource,
+    PortNumber,
+    Str255,
+    Tags,
+    between,
+    invalid_input,
+    not_found,
+    not_offered,
+    one_of,
+    standard,
+    validation,
+)
+from netbay.lbaas.loadbalancers import LOADBALANCERS
+from netbay.lbaas.tree import claim
+from netbay.network.resource import Filter, to_bool, to_int
+from netbay.store.models import LBListener, LBPool, Tag
+
+# Octavia's listener protocols, and the ones realized here.
+PROTOCOLS = ("HTTP", "HTTPS", "TCP", "TERMINATED_HTTPS", "UDP", "SCTP", "PROMETHEUS")
+OFFERED = ("TCP", "UDP", "HTTP")
+# Octavia's VALID_LISTENER_POOL_PROTOCOL_MAP: the pools a listener may forward to.
+POOL_PROTOCOLS_FOR = {
+    "TCP": ("HTTP", "HTTPS", "PROXY", "PROXYV2", "TCP"),
+    "HTTP": ("HTTP", "PROXY", "PROXYV2"),
+    "UDP": ("UDP",),
+}
+TIMEOUT_MAX = 24 * 60 * 60 * 1000
+DEFAULTS = {"connection_limit": -1, "timeout_client_data": 50000, "timeout_member_connect": 5000,
+            "timeout_member_data": 50000, "timeout_tcp_inspect": 0}
+
+Protocol = Annotated[str, AfterValidator(one_of(*PROTOCOLS))]
+ConnectionLimit = Annotated[Int, AfterValidator(between(-1, None))]
+Timeout = Annotated[Int, AfterValidator(between(0, TIMEOUT_MAX))]
+
+_TLS_AND_L7 = {
+    "default_tls_container_ref": (None, ""),
+    "sni_container_refs": (None, []),
+    "l7policies": (None, []),
+    "insert_headers": (None, {}),
+    "client_ca_tls_container_ref": (None, ""),
+    "client_authentication": (None, "NONE"),
+    "client_crl_container_ref": (None, ""),
+    "allowed_cidrs": (None, []),
+    "tls_ciphers": (None, ""),
+    "tls_versions": (None, []),
+    "alpn_protocols": (None, []),
+    "hsts_max_age": (None,),
+    "hsts_include_subdomains": (None, False),
+    "hsts_preload": (None, False),
+}
+
+
+class ListenerCreate(LBBody):
+    not_offered = {**_TLS_AND_L7, "default_pool": (None,)}
+    name: Str255 | None = None
+    description: Str255 | None = None
+    admin_state_up: Bool = True
+    protocol: Protocol
+    protocol_port: PortNumber
+    connection_limit: ConnectionLimit = -1
+    default_pool_id: UUID | None = None
+    loadbalancer_id: UUID
+    timeout_client_data: Timeout = DEFAULTS["timeout_client_data"]
+    timeout_member_connect: Timeout = DEFAULTS["timeout_member_connect"]
+    timeout_member_data: Timeout = DEFAULTS["timeout_member_data"]
+    timeout_tcp_inspect: Timeout = DEFAULTS["timeout_tcp_inspect"]
+    project_id: Str255 | None = None
+    tenant_id: Str255 | None = None
+    tags: Tags | None = None
+
+
+class ListenerUpdate(LBBody):
+    not_offered = _TLS_AND_L7
+    name: Str255 | None = None
+    description: Str255 | None = None
+    admin_state_up: Bool | None = None
+    connection_limit: ConnectionLimit | None = None
+    default_pool_id: UUID | None = None
+    timeout_client_data: Timeout | None = None
+    timeout_member_connect: Timeout | None = None
+    timeout_member_data: Timeout | None = None
+    timeout_tcp_inspect: Timeout | None = None
+    tags: Tags | None = None
+
+
+def transport(protocol: str) -> str:
+    """The L4 protocol a listener occupies its port with."""
+    return "UDP" if protocol == "UDP" else "TCP"
+
+
+def check_pool_protocol(listener_protocol: str, pool_protocol: str) -> None:
+    if pool_protocol not in POOL_PROTOCOLS_FOR.get(listener_protocol, ()):
+        raise validation(f"The pool protocol '{pool_protocol}' is invalid while the listener protocol "
+                         f"is '{listener_protocol}'.")
+
+
+class Listeners(LBResource):
+    member = "listener"
+    collection = "listeners"
+    title = "Listener"
+    model = LBListener
+    create_body = ListenerCreate
+    update_body = ListenerUpdate
+    filters = {
+        "name": Filter(LBListener.name),
+        "description": Filter(LBListener.description),
+        "project_id": Filter(LBListener.project_id),
+        "provisioning_status": Filter(LBListener.provisioning_status),
+        "operating_status": Filter(LBListener.operating_status),
+        "admin_state_up": Filter(LBListener.admin_state_up, to_bool),
+        "protocol": Filter(LBListener.protocol),
+        "protocol_port": Filter(LBListener.protocol_port, to_int),
+        "connection_limit": Filter(LBListener.connection_limit, to_int),
+        "default_pool_id": Filter(LBListener.default_pool_id),
+        "loadbalancer_id": Filter(LBListener.loadbalancer_id),
+        "load_balancer_id": Filter(LBListener.loadbalancer_id),
+        "timeout_client_data": Filter(LBListener.timeout_client_data, to_int),
+        "timeout_member_connect": Filter(LBListener.timeout_member_connect, to_int),
+        "timeout_member_data": Filter(LBListener.timeout_member_data, to_int),
+        "timeout_tcp_inspect": Filter(LBListener.timeout_tcp_inspect, to_int),
+        "created_at": Filter(LBListener.created_at),
+        "updated_at": Filter(LBListener.updated_at),
+    }
+
+    def render(self, session: Session, obj: LBListener, tags: list[str]) -> dict[str, Any]:
+        return {
+            **standard(obj, tags),
+            "description": obj.description,
+            "protocol": obj.protocol,
+            "protocol_port": obj.protocol_port,
+            "connection_limit": obj.connection_limit,
+            "default_pool_id": obj.default_pool_id,
+            "loadbalancers": [{"id": obj.loadbalancer_id}],
+            "timeout_client_data": obj.timeout_client_data,
+            "timeout_member_connect": obj.timeout_member_connect,
+            "timeout_member_data": obj.timeout_member_data,
+            "timeout_tcp_inspect": obj.timeout_tcp_inspect,
+            "default_tls_container_ref": None,
+            "sni_container_refs": [],
+            "l7policies": [],
+            "insert_headers": {},
+            "client_ca_tls_container_ref": None,
+            "client_authentication": "NONE",
+            "client_crl_container_ref": None,
+            "allowed_cidrs": None,
+            "tls_ciphers": None,
+            "tls_versions": None,
+            "alpn_protocols": None,
+        }
+
+    def create(self, session: Session, ctx: Context, body: ListenerCreate) -> LBListener:
+        given = body.given()
+        given.pop("project_id", None)
+        given.pop("tenant_id", None)
+        tags = given.pop("tags", None) or []
+        lb = LOADBALANCERS.get(session, ctx, given.pop("loadbalancer_id"), for_update=True)
+        protocol = given["protocol"]
+        if protocol not in OFFERED:
+            raise not_offered(f"protocol {protocol} is not offered yet; use TCP, UDP or HTTP")
+        if given.get("default_pool_id"):
+            self._default_pool(session, lb.id, given["default_pool_id"], protocol)
+        took = claim(session, lb.id)
+        self._check_port_free(session, lb.id, protocol, given["protocol_port"])
+        listener = LBListener(
+            project_id=lb.project_id, loadbalancer_id=lb.id,
+            provisioning_status=PENDING_CREATE, operating_status="OFFLINE",
+            **{**given, "name": given.get("name") or "", "description": given.get("description") or ""},
+        )
+        session.add(listener)
+        session.flush()
+        if tags:
+            self.set_tags(session, listener, tags)
+            listener.revision_number = 0
+        self.record(session, listener, "create")
+        took.log(session)
+        return listener
+
+    def update(self, session: Session, ctx: Context, obj_id: str, body: ListenerUpdate) -> LBListener:
+        listener = self.get(session, ctx, obj_id, for_update=True)
+        given = body.given()
+        tags = given.pop("tags", None)
+        if given.get("default_pool_id"):
+            self._default_pool(session, listener.loadbalancer_id, given["default_pool_id"], listener.protocol)
+        took = claim(session, listener.loadbalancer_id)
+        listener.provisioning_status = PENDING_UPDATE
+        for key, value in given.items():
+            if value is None and key in DEFAULTS:
+                value = DEFAULTS[key]
+            elif value is None and key in {"name", "description"}:
+                value = ""
+            elif value is None and key != "default_pool_id":
+                raise invalid_input(key, None, "Value should not be null")
+            setattr(listener, key, value)
+        if tags is not None:
+            self.set_tags(session, listener, tags)
+        self.touch(listener)
+        self.record(session, listener, "update")
+        took.log(session)
+        return listener
+
+    def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
+        listener = self.get(session, ctx, obj_id, for_update=True)
+        took = claim(session, listener.loadbalancer_id)
+        self.remove(session, listener)
+        took.log(session)
+
+    def remove(self, session: Session, listener: LBListener) -> None:
+        """Delete a listener and log it (no claim: for callers that hold one)."""
+        session.execute(Tag.__table__.delete().where(Tag.resource_id == listener.id))
+        self.record(session, listener, "delete", None)
+        session.delete(listener)
+        session.flush()
+
+    @staticmethod
+    def _default_pool(session: Session, lb_id: str, pool_id: str, protocol: str) -> LBPool:
+        pool = session.scalars(select(LBPool).where(LBPool.id == pool_id, LBPool.loadbalancer_id == lb_id)
+                               ).one_or_none()
+        if pool is None:
+            raise not_found("Pool", pool_id)
+        check_pool_protocol(protocol, pool.protocol)
+        return pool
+
+    @staticmethod
+    def _check_port_free(session: Session, lb_id: str, protocol: str, port: int) -> None:
+        taken = session.scalars(select(LBListener.protocol).where(
+            LBListener.loadbalancer_id == lb_id, LBListener.protocol_port == port))
+        if any(transport(p) == transport(protocol) for p in taken):
+            raise Conflict(f"Another Listener on this Load Balancer is already using protocol "
+                           f"{transport(protocol)} and protocol_port {port}")
+
+
+LISTENERS = Listeners()
+
+__all__ = ["LISTENERS", "Listeners", "check_pool_protocol", "transport"]
