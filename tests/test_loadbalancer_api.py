@@ -555,3 +555,50 @@ def test_list_filters_sort_and_pages(member, lb_member):
     octavia_error(lb_member.get("/lbaas/loadbalancers", params={"limit": "x"}), 400,
                   "Supplied pagination limit 'x' is not valid.")
     octavia_error(lb_member.get("/lbaas/loadbalancers", params={"marker": str(uuid.uuid4())}), 400)
+
+
+# --- bad input never breaks the server ------------------------------------------------------------------
+
+_WEIRD = [None, True, 1.5, 2**40, -(2**40), "", "\x00", [], {}, ["x"], "a" * 300]
+_FIELDS = {
+    "loadbalancer": ["name", "admin_state_up", "vip_address", "vip_port_id", "vip_network_id", "provider",
+                     "flavor_id", "tags", "pools", "project_id"],
+    "listener": ["name", "protocol", "protocol_port", "connection_limit", "default_pool_id",
+                 "timeout_member_data", "insert_headers", "admin_state_up", "tags"],
+    "pool": ["protocol", "lb_algorithm", "listener_id", "session_persistence", "description"],
+    "member": ["address", "protocol_port", "weight", "subnet_id", "monitor_port", "backup", "name"],
+    "healthmonitor": ["type", "delay", "max_retries", "max_retries_down", "http_method", "url_path",
+                      "expected_codes", "pool_id"],
+}
+
+
+def test_bad_input_is_a_client_error(admin, lb_admin, netbay_admin, settle):
+    nets = make_net(admin, "fuzz")
+    lb = new_lb(admin, nets.subnet.id, settle)
+    pool = admin.load_balancer.create_pool(loadbalancer_id=lb.id, protocol="TCP", lb_algorithm="ROUND_ROBIN")
+    settle(lb.id)
+    valid = {
+        "loadbalancer": {"vip_subnet_id": nets.subnet.id},
+        "listener": {"loadbalancer_id": lb.id, "protocol": "TCP", "protocol_port": 81},
+        "pool": {"loadbalancer_id": lb.id, "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"},
+        "member": {"address": str(nets.cidr.network_address + 9), "protocol_port": 80},
+        "healthmonitor": {"pool_id": pool.id, "type": "TCP", "delay": 1, "timeout": 1, "max_retries": 1},
+    }
+    paths = {"member": f"/lbaas/pools/{pool.id}/members"}
+    for kind, fields in _FIELDS.items():
+        path = paths.get(kind, f"/lbaas/{kind}s")
+        for attr, value in itertools.product(fields, _WEIRD):
+            r = lb_admin.post(path, json={kind: {**valid[kind], attr: value}})
+            assert r.status_code < 500 and "faultstring" in r.json() or r.status_code == 201, (kind, attr, r.text)
+            if r.status_code == 201:  # some odd values are fine (a name of "", tags [])
+                settle(lb.id)
+                if kind != "loadbalancer":
+                    lb_admin.delete(f"{path}/{r.json()[kind]['id']}")
+                    settle(lb.id)
+    for query in ({"limit": "-1"}, {"created_at": "yesterday"}, {"admin_state_up": "maybe"},
+                  {"protocol_port": "x"}, {"weight": str(2**40)}, {"bogus": "1"}, {"page_reverse": "x"}):
+        for path in ("/lbaas/loadbalancers", "/lbaas/listeners", f"/lbaas/pools/{pool.id}/members"):
+            assert 400 <= lb_admin.get(path, params=query).status_code < 500, (path, query)
+    for report in (None, [], {"loadbalancers": None}, {"loadbalancers": {lb.id: None}}, {"members": {"x": 1}},
+                   {"nothing": {}}, {"loadbalancers": {lb.id: "ACTIVE/ONLINE/X"}}):
+        assert netbay_admin.put("/status", json=report).status_code == 400, report

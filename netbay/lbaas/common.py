@@ -34,6 +34,7 @@ PROVISIONING_STATUSES = frozenset({ACTIVE, ERROR, *PENDING})
 OPERATING_STATUSES = frozenset({"ONLINE", "DRAINING", "OFFLINE", "DEGRADED", "ERROR", "NO_MONITOR"})
 OFFLINE = "OFFLINE"
 NO_MONITOR = "NO_MONITOR"
+INT_MAX = 2**31 - 1
 
 
 # --- Octavia's errors -----------------------------------------------------------------
@@ -143,7 +144,8 @@ Str255 = Annotated[str, AfterValidator(_max_chars(255))]
 UUID = Annotated[str, AfterValidator(_uuid)]
 IP = Annotated[str, AfterValidator(_ip)]
 Bool = Annotated[bool, BeforeValidator(_strict_bool)]
-Int = Annotated[int, BeforeValidator(_strict_int)]
+# Every integer column is 32-bit (PostgreSQL refuses more).
+Int = Annotated[int, BeforeValidator(_strict_int), AfterValidator(between(None, INT_MAX))]
 PortNumber = Annotated[int, BeforeValidator(_strict_int), AfterValidator(between(1, 65535))]
 Tags = list[Str255]
 

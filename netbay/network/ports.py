@@ -85,8 +85,8 @@ def assign_ips(
     if requests == []:
         session.flush()
         return
-    if any(isinstance(obj, IPAllocation) for obj in session.new):
-        session.flush()  # addresses someone else holds pending must count as taken
+    if session.deleted or any(isinstance(obj, IPAllocation) for obj in session.new):
+        session.flush()  # pending allocations and releases must be seen by IPAM
     with session.no_autoflush:  # the new port goes to the database with its addresses, in one flush
         addresses = _addresses_for(session, port, requests, allow_gateway)
     for seq, (subnet, ip) in enumerate(addresses, start=start_seq):
