@@ -16,7 +16,9 @@ DEADLINE = 240  # seconds for the whole storm; a hang fails instead of blocking 
 
 
 async def _storm(url: str, token: str, network_id: str) -> list[httpx.Response]:
-    limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
+    # Idle connections expire on our side first: uvicorn closes them after 5 s, and reusing
+    # one just as it does is a client-side race (ReadError), not an answer of the server.
+    limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS, keepalive_expiry=1)
     async with httpx.AsyncClient(base_url=url, headers={"X-Auth-Token": token}, limits=limits,
                                  timeout=120) as client:
         queue: asyncio.Queue[int] = asyncio.Queue()

@@ -23,6 +23,7 @@ import os
 import socket
 import threading
 import time
+import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from netbay.dataplane import links, netns
+from netbay.dataplane import links, netns, rtnl
 from netbay.dataplane.fabric import Fabric, PortSpec, consumer, on_host, port_spec
 from netbay.dataplane.names import Names
 from netbay.dataplane.state import State, Touched
@@ -47,17 +48,20 @@ class Realizer(Protocol):
     """A part of the dataplane the agent keeps in step with the state.
 
     ``resync`` makes everything the realizer owns match ``state`` (adopt, build,
-    remove the rest); ``apply`` does the same for the ids of ``work`` only. Both
-    return what they realized (or failed to) by collection and id, which becomes
-    status (a router ``ACTIVE`` or ``ERROR``, a floating IP ``ACTIVE``). They run
-    after the fabric wired the ports; ``fabric.wired`` tells which are.
+    remove the rest); ``apply`` does the same for the ids of ``work`` only. ``specs``
+    are the wanted port wirings (all of them for ``resync``, those of ``work`` for
+    ``apply``). A realizer with ``before_fabric`` runs before the ports are wired
+    (security groups: a port is filtered before its first packet), the others after
+    (routers need their legs). Both return what they realized or failed to, by
+    collection and id, which becomes status (a router ``ACTIVE`` or ``ERROR``).
     """
 
     name: str
+    before_fabric: bool
 
-    def resync(self, state: State, fabric: Fabric) -> Outcome: ...
+    def resync(self, state: State, fabric: Fabric, specs: Mapping[str, PortSpec]) -> Outcome: ...
 
-    def apply(self, state: State, fabric: Fabric, work: Work) -> Outcome: ...
+    def apply(self, state: State, fabric: Fabric, work: Work, specs: Mapping[str, PortSpec]) -> Outcome: ...
 
 
 # --- talking to the API ---------------------------------------------------------------------
@@ -237,6 +241,7 @@ class Agent:
         self._retry_at = 0.0
         self._retry_delay = 0.5
         self._resynced_at = 0.0
+        self._resync_due = False
         self.stats = {"resyncs": 0, "batches": 0, "changes": 0}
 
     # -- running ---------------------------------------------------------------------------
@@ -256,7 +261,8 @@ class Agent:
         need_resync = True
         while not stop.is_set():
             try:
-                if need_resync or time.monotonic() - self._resynced_at > self.resync_every:
+                if need_resync or self._resync_due or time.monotonic() - self._resynced_at > self.resync_every:
+                    self._resync_due = False
                     self.resync()
                     need_resync = False
                 self.step(stop)
@@ -319,9 +325,16 @@ class Agent:
             "ports": set(state.ports), "routers": set(state.routers),
             "floatingips": set(state.floatingips),
         }
+        if state.networks:
+            self._attempt("fabric", "", self.fabric.ensure)
+        for r in self.realizers:
+            if r.before_fabric:
+                self._merge(r.name, lambda r=r: r.resync(state, self.fabric, specs))
         self._reconcile_fabric(work, specs)
         for r in self.realizers:
-            self._merge(r.name, lambda r=r: r.resync(state, self.fabric))
+            if not r.before_fabric:
+                self._merge(r.name, lambda r=r: r.resync(state, self.fabric, specs))
+        self._release(specs.values(), work)
         self._resynced_at = time.monotonic()
         self.stats["resyncs"] += 1
         self.report(work, everything=True)
@@ -410,20 +423,32 @@ class Agent:
                 w["floatingips"].update(f["id"] for f in state.floatingips.values() if f.get("router_id") == t.id)
             elif t.collection == "floatingips":
                 w["routers"].update(t.values("router_id"))
+            elif t.collection == "security_group_rules":
+                w["security_groups"].update(t.values("security_group_id"))
             elif t.collection == "loadbalancers":
                 w["ports"].update(p["id"] for p in state.ports_of(f"lb-{t.id}"))
         return w
 
     def reconcile(self, work: Work) -> None:
+        for coll, ids in work.items():  # a fresh attempt for everything in this work
+            if coll in self.failed:
+                self.failed[coll] -= ids
         specs = {}
         for pid in work.get("ports", ()):
             port = self.state.ports.get(pid)
             spec = port_spec(self.state, port, self.names, self.host) if port is not None else None
             if spec is not None:
                 specs[pid] = spec
+        if self.state.networks:
+            self._attempt("fabric", "", self.fabric.ensure)
+        for r in self.realizers:
+            if r.before_fabric:
+                self._merge(r.name, lambda r=r: r.apply(self.state, self.fabric, work, specs))
         self._reconcile_fabric(work, specs)
         for r in self.realizers:
-            self._merge(r.name, lambda r=r: r.apply(self.state, self.fabric, work))
+            if not r.before_fabric:
+                self._merge(r.name, lambda r=r: r.apply(self.state, self.fabric, work, specs))
+        self._release(specs.values(), work)
 
     def _reconcile_fabric(self, work: Work, specs: Mapping[str, PortSpec]) -> None:
         state, names, fabric = self.state, self.names, self.fabric
@@ -470,6 +495,18 @@ class Agent:
         if not state.networks and netns.exists(names.fabric):
             self._attempt("fabric", "", fabric.remove)
 
+    def _release(self, specs: Iterable[PortSpec], work: Work) -> None:
+        """Close the netlink sockets of the consumer namespaces just configured: one
+        per namespace would otherwise stay open (thousands of sandboxes, thousands of
+        descriptors). The fabric's stays: every change uses it."""
+        touched = {s.ns for s in specs}
+        touched |= {self.names.sandbox(i) for i in work.get("sandboxes", ())}
+        touched |= {self.names.router(i) for i in work.get("routers", ())}
+        touched.discard(self.names.fabric)
+        for ns in touched:
+            links.close(ns)
+            rtnl.close(ns)
+
     def _drop_namespace(self, ns: str) -> None:
         for pid, spec in list(self.fabric.wired.items()):
             if spec.ns == ns:
@@ -485,16 +522,14 @@ class Agent:
             self.failed[collection].add(obj_id)
             self._schedule_retry()
             return False
-        self.failed.get(collection, set()).discard(obj_id)
         return True
 
     def _merge(self, name: str, fn: Callable[[], Outcome]) -> None:
         try:
             outcome = fn() or {}
         except Exception as exc:  # a realizer's bug must not stop the fabric
-            log.exception("netbay agent: realizer %s failed: %s", name, exc)
-            self._schedule_retry()
-            self.failed["realizers"].add(name)
+            log.exception("netbay agent: realizer %s failed (full resync follows): %s", name, exc)
+            self._resync_due = True
             return
         for coll, results in outcome.items():
             self.outcomes[coll].update(results)
@@ -578,7 +613,7 @@ class Agent:
 
 def _ensure_namespace(ns: str) -> None:
     if netns.create(ns):
-        links.set_up(ns, 1)
+        rtnl.rtnl(ns).set_link(1, up=True)  # lo
 
 
 # --- realizers of the other dataplane parts -----------------------------------------------------
@@ -587,10 +622,13 @@ def _ensure_namespace(ns: str) -> None:
 def default_realizers(names: Names) -> list[Realizer]:
     """The realizers whose modules are present (each is optional)."""
     out: list[Realizer] = []
-    try:
-        out.append(RouterRealizer(names))
-    except ImportError:  # pragma: no cover - router module absent
-        log.info("netbay agent: no router realizer")
+    for make in (SecurityGroupRealizer, RouterRealizer):
+        try:
+            out.append(make(names))
+        except ImportError as exc:  # pragma: no cover - module absent
+            log.info("netbay agent: no %s realizer (%s)", make.name, exc)
+    # TODO(load balancers): plug netbay.dataplane.loadbalancer in here once it exists
+    # (VIP ports are already wired into ``<prefix>lb-<id>`` as ``vip`` by the fabric).
     return out
 
 
@@ -598,6 +636,7 @@ class RouterRealizer:
     """Routers through :mod:`netbay.dataplane.router` (namespace, forwarding, NAT)."""
 
     name = "routers"
+    before_fabric = False
 
     def __init__(self, names: Names) -> None:
         from netbay.dataplane import router
@@ -607,32 +646,118 @@ class RouterRealizer:
 
     def _ensure(self, state: State, rid: str) -> bool:
         r = self.router
-        spec = r.from_api(state.routers[rid], list(state.ports_of(rid)), state.subnets,
-                          state.floatingips.values(), self.names)
         try:
+            spec = r.from_api(state.routers[rid], list(state.ports_of(rid)), state.subnets,
+                              state.floatingips.values(), self.names)
             r.ensure(spec)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - reported as the router's status
             log.warning("netbay agent: router %s: %s", rid, exc)
             return False
         return True
 
-    def resync(self, state: State, fabric: Fabric) -> Outcome:
+    def resync(self, state: State, fabric: Fabric, specs: Mapping[str, PortSpec]) -> Outcome:
         for rid in self.router.observed_routers(self.names) - set(state.routers):
             self.router.remove_router(self.names.router(rid))
-        return self._fips(state, {rid: self._ensure(state, rid) for rid in state.routers})
+        return {"routers": {rid: self._ensure(state, rid) for rid in state.routers}}
 
-    def apply(self, state: State, fabric: Fabric, work: Work) -> Outcome:
+    def apply(self, state: State, fabric: Fabric, work: Work, specs: Mapping[str, PortSpec]) -> Outcome:
         done: dict[str, bool] = {}
         for rid in work.get("routers", ()):
             if rid in state.routers:
                 done[rid] = self._ensure(state, rid)
             else:
                 self.router.remove_router(self.names.router(rid))
-        return self._fips(state, done)
+        return {"routers": done}
+
+
+class SecurityGroupRealizer:
+    """Security groups through :mod:`netbay.dataplane.secgroups`, in the fabric.
+
+    Runs before the fabric wires a port, so the port is filtered from its first
+    packet. The agent chooses each port's mark (unique, 1..65535, reassigned at a
+    resync) and each network's conntrack zone (its segmentation id).
+    """
+
+    name = "security_groups"
+    before_fabric = True
+
+    def __init__(self, names: Names) -> None:
+        from netbay.dataplane import secgroups
+
+        self.module = secgroups
+        self.names = names
+        self.sg: Any = None
+        self.marks: dict[str, int] = {}
+        self._next = 1
+
+    def _groups(self) -> Any:
+        if self.sg is None:
+            self.sg = self.module.SecurityGroups(self.names.fabric)
+        return self.sg
+
+    def _mark(self, port_id: str) -> int:
+        mark = self.marks.get(port_id)
+        if mark is None:
+            used = set(self.marks.values())
+            for _ in range(self.module.MAX_MARK):
+                if self._next > self.module.MAX_MARK:
+                    self._next = 1
+                if self._next not in used:
+                    break
+                self._next += 1
+            else:
+                raise RuntimeError("no free port mark: more than 65535 ports in one fabric")
+            mark = self.marks[port_id] = self._next
+            self._next += 1
+        return mark
 
     @staticmethod
-    def _fips(state: State, routers: dict[str, bool]) -> Outcome:
-        return {"routers": routers}
+    def _zone(state: State, network_id: str) -> int:
+        seg = (state.networks.get(network_id) or {}).get("provider:segmentation_id")
+        if isinstance(seg, int) and 0 < seg <= 0xFFFF:
+            return seg
+        return (zlib.crc32(network_id.encode()) % 0xFFFF) + 1
+
+    def _entry(self, state: State, spec: PortSpec) -> tuple[Mapping[str, Any], int, int]:
+        return state.ports[spec.port_id], self._mark(spec.port_id), self._zone(state, spec.network_id)
+
+    def _reset(self) -> None:
+        if self.sg is not None:
+            self.sg.close()
+        self.sg, self.marks, self._next = None, {}, 1
+
+    def resync(self, state: State, fabric: Fabric, specs: Mapping[str, PortSpec]) -> Outcome:
+        self._reset()
+        if not netns.exists(self.names.fabric):
+            return {}
+        ports = [self._entry(state, specs[p]) for p in sorted(specs)]
+        self._groups().sync(ports, list(state.table("security_groups").values()))
+        return {}
+
+    def apply(self, state: State, fabric: Fabric, work: Work, specs: Mapping[str, PortSpec]) -> Outcome:
+        if not netns.exists(self.names.fabric):
+            self._reset()
+            return {}
+        sg = self._groups()
+        groups = state.table("security_groups")
+        for gid in sorted(work.get("security_groups", ())):
+            if gid in groups:
+                sg.ensure_group(groups[gid])
+            else:
+                sg.remove_group(gid)
+        failed: dict[str, bool] = {}
+        for pid in sorted(work.get("ports", ())):
+            try:
+                if pid in specs:
+                    sg.ensure_port(*self._entry(state, specs[pid]))
+                elif pid in self.marks:
+                    sg.remove_port(pid)
+                    del self.marks[pid]
+            except (ValueError, OSError, RuntimeError) as exc:
+                log.warning("netbay agent: security groups of port %s: %s", pid, exc)
+                failed[pid] = False
+        return {"ports": failed} if failed else {}
 
 
-__all__ = ["Agent", "Api", "ApiError", "Credentials", "Realizer", "RouterRealizer", "default_realizers"]
+__all__ = ["Agent", "Api", "ApiError", "Credentials", "Realizer", "Reporter", "RouterRealizer",
+           "SecurityGroupRealizer", "default_realizers"]

@@ -16,14 +16,14 @@ from __future__ import annotations
 import errno
 import ipaddress
 import logging
+import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pyroute2.netlink.exceptions import NetlinkError
-
 from netbay.dataplane import links, netns
 from netbay.dataplane.names import Names
+from netbay.dataplane.rtnl import LinkInfo, Rtnl, rtnl
 from netbay.dataplane.state import Resource, State
 
 log = logging.getLogger(__name__)
@@ -261,7 +261,11 @@ class Fabric:
     # -- ports ----------------------------------------------------------------------------
 
     def ensure_port(self, spec: PortSpec) -> None:
-        """Wire ``spec``: create what is missing, fix what differs, adopt what is right."""
+        """Wire ``spec``: create what is missing, fix what differs, adopt what is right.
+
+        A new port costs about eight rtnetlink requests (:mod:`rtnl`, no pyroute2 on
+        this path): the veth pair in one, then up, the carrier check, addresses, routes.
+        """
         old = self.wired.get(spec.port_id)
         if old == spec:
             return
@@ -271,90 +275,87 @@ class Fabric:
         self.wired.pop(spec.port_id, None)  # until this call succeeds
         br = self.ensure_bridge(spec.network_id, spec.mtu)
         created = netns.create(spec.ns)
+        inside, fabric = rtnl(spec.ns), rtnl(self.ns)
         if created:
-            links.set_up(spec.ns, 1)  # lo
+            inside.set_link(1, up=True)  # lo is always ifindex 1 in a new namespace
         tap = Names.tap(spec.port_id)
         kept = old is not None or (not created and self._adopt_pair(spec, tap))
         if not kept:
             self._make_pair(spec, tap, br)
-        idx = links.index(spec.ns, spec.ifname)
+        inner = inside.link(spec.ifname)
+        if inner is None:
+            raise links.LinkError(errno.ENODEV, f"port {spec.port_id}: {spec.ifname} vanished in {spec.ns}")
         if kept:
-            self._fix_pair(spec, tap, br, idx)
-        elif any(ipaddress.ip_interface(c).version == 6 for c in spec.cidrs):
-            # No duplicate address detection: the address is ours (IPAM), and DAD
-            # would keep it tentative — unusable — for a second or more.
-            links.sysctl(spec.ns, f"net/ipv6/conf/{spec.ifname}/accept_dad", 0)
-        # Up before the addresses: the kernel activates a link's queue asynchronously
-        # (linkwatch) after carrier-on, and whatever is sent before that is dropped — a
-        # lost first ARP costs its sender a second. No address, nothing sent yet.
-        links.set_up(spec.ns, idx)
+            self._fix_pair(spec, tap, br, inner)
+        if not inner.up:
+            inside.set_link(inner.index, up=True)
         if not kept and spec.up:
-            self._await_carrier(spec, tap, idx)
-        self._addresses(spec, idx, fresh=not kept)
+            # The kernel enables the bridge port and the veth's queue asynchronously
+            # (linkwatch) after carrier-on; what is sent before is dropped, and a lost
+            # first ARP costs its sender a second. So: no address until then.
+            self._await_carrier(inside, fabric, inner.index, tap)
+        self._addresses(inside, spec, inner.index, fresh=not kept)
         if spec.consumer.kind == "sandbox":
-            self._routes(spec, idx, fresh=not kept)
+            self._routes(inside, spec, inner.index, fresh=not kept)
         self.wired[spec.port_id] = spec
 
-    def _await_carrier(self, spec: PortSpec, tap: str, idx: int, limit: float = 0.2) -> None:
-        """Wait (bounded) until both ends are operationally up: the bridge enables its
-        port and the kernel the veth's queue only then (linkwatch, asynchronously)."""
+    def _await_carrier(self, inside: Rtnl, fabric: Rtnl, idx: int, tap: str, limit: float = 0.2) -> None:
+        """Wait (bounded) until both ends are operationally up."""
         deadline = time.monotonic() + limit
-        for _ in range(1000):
-            inner = links.get_link(spec.ns, spec.ifname)
-            outer = links.get_link(self.ns, tap)
-            if inner is not None and outer is not None and inner.operstate == "UP" and outer.operstate == "UP":
+        for _ in range(10_000):
+            a, b = inside.link(index=idx), fabric.link(tap)
+            if a is not None and b is not None and a.operstate == "UP" and b.operstate == "UP":
                 return
             if time.monotonic() > deadline:
-                log.debug("port %s: carrier not up after %.0f ms", spec.port_id, limit * 1000)
+                log.debug("%s: carrier not up after %.0f ms", tap, limit * 1000)
                 return
-            time.sleep(0.0005)
+            time.sleep(0.0002)
 
     def _adopt_pair(self, spec: PortSpec, tap: str) -> bool:
         """True if ``tap`` exists and its peer is ``spec.ifname`` in ``spec.ns`` (keep it);
         whatever is in the way otherwise is deleted."""
-        outer = _veth_ends(self.ns, tap)
-        inner = _veth_ends(spec.ns, spec.ifname)
-        if outer is not None and inner is not None and outer[1] == inner[0] and inner[1] == outer[0]:
+        fabric, inside = rtnl(self.ns), rtnl(spec.ns)
+        outer, inner = fabric.link(tap), inside.link(spec.ifname)
+        if outer is not None and inner is not None and outer.kind == inner.kind == "veth" \
+                and outer.peer == inner.index and inner.peer == outer.index:
             return True
         if outer is not None:
-            links.delete_link(self.ns, tap)
+            fabric.delete_link(tap)
         if inner is not None:
-            links.delete_link(spec.ns, spec.ifname)
+            inside.delete_link(spec.ifname)
         return False
 
     def _make_pair(self, spec: PortSpec, tap: str, br: int) -> None:
-        try:
-            links.veth_pair(self.ns, tap, spec.ns, spec.ifname, spec.mtu, mac_b=spec.mac or None,
-                            master_a=br, up_a=spec.up)
-        except links.LinkError as exc:
-            if exc.errno != errno.EEXIST:
-                raise
-            # Something else holds one of the names: clear both, then make the pair.
-            links.delete_link(self.ns, tap)
-            links.delete_link(spec.ns, spec.ifname)
-            links.veth_pair(self.ns, tap, spec.ns, spec.ifname, spec.mtu, mac_b=spec.mac or None,
-                            master_a=br, up_a=spec.up)
+        fabric = rtnl(self.ns)
+        for attempt in range(2):
+            try:
+                fabric.add_veth(tap, spec.ifname, spec.ns, mtu=spec.mtu, peer_mac=spec.mac or None,
+                                master=br, up=spec.up)
+                return
+            except links.LinkError as exc:
+                if exc.errno != errno.EEXIST or attempt:
+                    raise
+                # Something else holds one of the names: clear both, then make the pair.
+                fabric.delete_link(tap)
+                rtnl(spec.ns).delete_link(spec.ifname)
 
-    def _fix_pair(self, spec: PortSpec, tap: str, br: int, idx: int) -> None:
-        outer = links.get_link(self.ns, tap)
-        inner = links.get_link(spec.ns, spec.ifname)
-        if outer is None or inner is None:
-            raise links.LinkError(errno.ENODEV, f"port {spec.port_id}: veth vanished")
-        if outer.master != br:
-            links.set_master(self.ns, outer.index, br)
-        if outer.mtu != spec.mtu:
-            links.set_mtu(self.ns, outer.index, spec.mtu)
-        if outer.up != spec.up:
-            links.set_up(self.ns, outer.index, spec.up)
-        if inner.mtu != spec.mtu:
-            links.set_mtu(spec.ns, idx, spec.mtu)
-        if spec.mac and (inner.address or "").lower() != spec.mac:
-            links.set_mac(spec.ns, idx, spec.mac)
+    def _fix_pair(self, spec: PortSpec, tap: str, br: int, inner: LinkInfo) -> None:
+        fabric = rtnl(self.ns)
+        outer = fabric.link(tap)
+        if outer is None:
+            raise links.LinkError(errno.ENODEV, f"port {spec.port_id}: {tap} vanished")
+        if outer.master != br or outer.mtu != spec.mtu or outer.up != spec.up:
+            fabric.set_link(outer.index, master=br if outer.master != br else None,
+                            mtu=spec.mtu if outer.mtu != spec.mtu else None,
+                            up=spec.up if outer.up != spec.up else None)
+        mac = spec.mac if spec.mac and (inner.address or "").lower() != spec.mac else None
+        if inner.mtu != spec.mtu or mac:
+            rtnl(spec.ns).set_link(inner.index, mtu=spec.mtu if inner.mtu != spec.mtu else None, mac=mac)
 
-    def _addresses(self, spec: PortSpec, idx: int, fresh: bool) -> None:
+    @staticmethod
+    def _addresses(inside: Rtnl, spec: PortSpec, idx: int, fresh: bool) -> None:
         want = [str(ipaddress.ip_interface(c)) for c in spec.cidrs]
-        have: set[str] = set() if fresh else {str(ipaddress.ip_interface(a))
-                                               for a in links.addresses(spec.ns, idx)}
+        have: set[str] = set() if fresh else {str(ipaddress.ip_interface(a)) for a in inside.addresses(idx)}
         if not fresh:
             gateway_leg = spec.ifname.startswith("qg-")
             for cidr in sorted(have - set(want)):
@@ -363,42 +364,37 @@ class Fabric:
                     continue
                 if gateway_leg and iface.network.prefixlen == iface.max_prefixlen:
                     continue  # a floating IP: the router's to manage
-                links.del_address(spec.ns, idx, cidr)
+                inside.del_address(idx, cidr)
         for cidr in want:
             if cidr not in have:
-                links.add_address(spec.ns, idx, cidr)
+                inside.add_address(idx, cidr)
 
-    def _routes(self, spec: PortSpec, idx: int, fresh: bool) -> None:
+    @staticmethod
+    def _routes(inside: Rtnl, spec: PortSpec, idx: int, fresh: bool) -> None:
+        """The sandbox's routes through this port: exactly ``spec.routes``."""
         want = {(str(ipaddress.ip_network(d)), str(ipaddress.ip_address(g))) for d, g in spec.routes}
         have: set[tuple[str, str]] = set()
         if not fresh:
-            for family in (2, 10):
-                try:
-                    current = links.routes(spec.ns, family=family)
-                except links.LinkError:
-                    continue
-                for r in current:
-                    if r.oif != idx or r.gateway is None:
+            for family in (socket.AF_INET, socket.AF_INET6):
+                for dst, gw, oif, metric in inside.routes(family):
+                    if oif != idx or gw is None:
                         continue
-                    key = (str(ipaddress.ip_network(r.dst)), str(ipaddress.ip_address(r.gateway)))
+                    key = (str(ipaddress.ip_network(dst)), str(ipaddress.ip_address(gw)))
                     if key in want:
                         have.add(key)
                     else:
-                        links.del_route(spec.ns, r.dst, gateway=r.gateway, dev=idx, metric=r.metric)
+                        inside.del_route(dst, gateway=gw, oif=idx, metric=metric)
         for dst, gw in spec.routes:
             key = (str(ipaddress.ip_network(dst)), str(ipaddress.ip_address(gw)))
-            if key in have:
-                continue
-            onlink = not _covered(gw, spec.cidrs)
-            links.replace_route(spec.ns, "default" if key[0] in ("0.0.0.0/0", "::/0") else dst,
-                                gateway=gw, dev=idx, onlink=onlink)
+            if key not in have:
+                inside.replace_route(key[0], gateway=key[1], oif=idx, onlink=not _covered(gw, spec.cidrs))
 
     def remove_port(self, port_id: str) -> bool:
         """Unwire a port (deleting the fabric end takes its peer along)."""
         self.wired.pop(port_id, None)
         if not netns.exists(self.ns):
             return False
-        return links.delete_link(self.ns, Names.tap(port_id))
+        return rtnl(self.ns).delete_link(Names.tap(port_id))
 
     # -- what exists ---------------------------------------------------------------------------
 
@@ -423,23 +419,6 @@ class Fabric:
             return []
         return sorted(lk.ifname for lk in links.links(self.ns)
                       if lk.kind == "veth" and (lk.ifname or "").startswith("tap"))
-
-
-def _veth_ends(ns: str, ifname: str) -> tuple[int, int] | None:
-    """(ifindex, peer ifindex) of veth ``ifname`` in ``ns``; (ifindex, -1) for another
-    kind of link; None if there is no such link."""
-    try:
-        msgs = links.ipr(ns).link("get", ifname=ifname)
-    except NetlinkError as exc:
-        if exc.code == errno.ENODEV:
-            return None
-        raise
-    if not msgs:
-        return None
-    msg = msgs[0]
-    if msg.get(("linkinfo", "kind")) != "veth":
-        return (msg["index"], -1)
-    return (msg["index"], msg.get("link") or -1)
 
 
 __all__ = ["Consumer", "Fabric", "PortSpec", "consumer", "default_route_ports", "on_host", "port_spec",

@@ -1,58 +1,64 @@
 """Security groups in the fabric namespace, with Neutron semantics, on nftables.
 
 Enforced outside the workload, on the bridges of the fabric namespace. This kernel
-has no bridge-family conntrack, so (as DESIGN.md says) ``br_netfilter`` hands bridged
-IPv4/IPv6 to the ``inet`` hooks, where conntrack works. Each packet's path::
+has no bridge-family conntrack, so (DESIGN.md) ``br_netfilter`` hands bridged IPv4
+and IPv6 to the ``inet`` hooks, where conntrack works; there ``iifname`` is the
+bridge, so the bridge family marks packets with their port first. A packet's path::
 
-  bridge prerouting (-300)  meta mark = ingress port's mark          (@port_mark, every port)
-                            anti-spoofing chain of that port         (@spoof -> ps_<port>)
-  inet prerouting (raw)     ct zone = its network's zone             (@bridge_zone, @port_zone)
-  bridge forward (-300)     mark |= egress port's mark << 16         (@out -> po_<port>)
-  inet forward (0)          egress rules of the sending port         (@egress: mark & 0xffff)
-  inet forward (1)          ingress rules of the receiving port      (@ingress: mark & 0xffff0000)
+  bridge prerouting (-300)   mark = ingress port's mark (@port_mark); its anti-spoofing
+  inet prerouting (raw)      ct zone = its network's zone (table nb_sg_zone, @zone)
+  inet prerouting (0)        conntrack done: EGRESS rules of the sending port
+  bridge forward (-300)      mark = egress port's mark (``oifname``: seen here, not in inet)
+  inet forward (0)           INGRESS rules of the receiving port
 
-(``iifname`` in the inet hooks is the bridge, hence the marks; br_netfilter does not
-expose the bridge ports there, but the bridge-family forward hook, which runs just
-before it, sees ``oifname`` — so ingress is dispatched on the real output port, also
-for broadcast and for addresses routed behind a port.)
+Dispatching ingress on the real output port (not on the destination address) also
+covers broadcast, multicast and addresses routed behind a port.
 
-Why it stays fast at 10,000 rules or members: every rule and every member is a
-*hash-set element*, never a rule in a long chain (appending to a chain of N rules
-and pipapo interval-set deletes both cost O(N) in the kernel here). A group chain
-holds one rule per *shape* — (direction, ethertype, remote prefix length or remote
-group, kind of protocol match, port block size) — looking up a concatenated key in
-that shape's set; a Neutron rule becomes a few elements (a port range splits into
-aligned power-of-two blocks; a prefix is matched as ``addr & mask``). Shape rules
-are created on first use and left in place (an empty set matches nothing), so a rule
-change is element adds/deletes. A remote group is a set of member addresses that
-the shape rules reference; adding a port to a group adds its addresses.
+Why a change stays O(1) at 10,000 rules or members: nothing per port or per group is
+a chain or a rule — with libnftables 1.0.6, adding a rule or a verdict-map ``jump``
+element costs ~10 µs per chain in the namespace (it fetches the chain cache), and
+appending to a chain of N rules or deleting from a pipapo interval set costs O(N) in
+the kernel. Everything that changes is an element of a hash set or map:
+
+* a port's groups: slot maps ``slot<i>: mark -> tag<<16 | mark`` (one per group
+  position, up to :data:`MAX_GROUPS`); the generic egress/ingress chain, for each slot
+  that has the port, puts the group's tag in the mark's high half and jumps to the
+  shape rules;
+* a rule: elements of *shape* sets keyed ``tag . (peer address & mask) . protocol .
+  (port & mask)`` — a shape is (direction, ethertype, prefix length, kind of
+  protocol match, port block size); a port range splits into aligned power-of-two
+  blocks. Shape rules are created on first use and kept (an empty set matches
+  nothing), so later changes are element adds/deletes;
+* a remote group: its rules are expanded over the group's member addresses (a port
+  joining a group adds one element per address and per rule naming the group);
+* anti-spoofing: ``ifname . ether . address`` sets (one per prefix length for CIDR
+  address pairs).
 
 Neutron behaviour kept: stateful (established/related accepted, invalid dropped),
 default deny both ways for a port with port security, ARP/ND/DHCP-client allowed,
-RA and DHCP-server replies from ports dropped, anti-spoofing of MAC, IPs and ARP
+RA and DHCP-server replies from ports dropped, MAC/IP/ARP anti-spoofing
 (allowed_address_pairs: IP or CIDR with optional MAC, plus the EUI-64 link-local of
 each allowed MAC), ``port_security_enabled=false`` and ``network:*`` device owners
-bypass everything. When permissions shrink (rule removed, member leaves a remote
-group, port leaves a group) the conntrack entries of the affected ports' flows are
-deleted in their zone, so open connections are re-checked (Neutron does the same).
+bypass everything. When permissions shrink (rule removed, a member leaves a remote
+group, a port leaves a group) the conntrack entries of the affected flows are deleted
+in their zone, so open connections are re-checked, as Neutron does. Not supported:
+``remote_address_group_id`` (such a rule allows nothing).
 
-Limits (documented, deliberate): allowed_address_pairs given as a CIDR are enforced
-by anti-spoofing but are not members of remote-group sets (hash sets hold hosts);
-remote_address_group_id is not supported (such a rule allows nothing).
-
-Use: call :meth:`SecurityGroups.sync` first after a start (it rebuilds atomically in
-one transaction); then the incremental verbs, each one nft transaction. If an
-incremental transaction is refused, the realizer rebuilds from what it was told.
+Use: :meth:`SecurityGroups.sync` after a start (it rebuilds atomically); then the
+incremental verbs, one nft transaction each. If one is refused, the realizer
+rebuilds from what it was told.
 """
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import ipaddress
-import json
 import logging
+import os
 import re
 import socket
+import struct
+import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -62,13 +68,16 @@ from netbay.dataplane import links, netns
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft, NftError
 
-__all__ = ["SecurityGroups", "TABLE", "MAX_MARK", "MAX_ZONE"]
+__all__ = ["SecurityGroups", "TABLE", "ZONE_TABLE", "MAX_MARK", "MAX_ZONE", "MAX_GROUPS"]
 
 log = logging.getLogger(__name__)
 
-TABLE = "nb_sg"
-MAX_MARK = 0xFFFF          # port marks live in the low 16 bits, egress copy in the high 16
+TABLE = "nb_sg"              # bridge and inet families
+ZONE_TABLE = "nb_sg_zone"    # inet; its maps use ``typeof``, which nft 1.0.6 JSON cannot define
+MAX_MARK = 0xFFFF            # port marks: low half of the packet mark
 MAX_ZONE = 0xFFFF
+MAX_TAG = 0xFFFF             # group tags: high half, while a port's rules are evaluated
+MAX_GROUPS = 16              # security groups per filtered port (slot maps)
 LOW, HIGH = 0x0000FFFF, 0xFFFF0000
 
 IPNet = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
@@ -100,20 +109,16 @@ def _match(left: Any, right: Any, op: str = "==") -> dict:
     return {"match": {"op": op, "left": left, "right": right}}
 
 
-def _jump(chain: str) -> dict:
-    return {"jump": {"target": chain}}
-
-
 def _set_mark(value: Any) -> dict:
     return {"mangle": {"key": _meta("mark"), "value": value}}
 
 
-def _concat(items: list) -> Any:
-    return items[0] if len(items) == 1 else {"concat": items}
+def _concat(items: list | tuple) -> Any:
+    return items[0] if len(items) == 1 else {"concat": list(items)}
 
 
-def _obj(kind: str, family: str, **body: Any) -> dict:
-    return {kind: {"family": family, "table": TABLE, **body}}
+def _obj(kind: str, family: str, table: str = TABLE, **body: Any) -> dict:
+    return {kind: {"family": family, "table": table, **body}}
 
 
 def _rule(family: str, chain: str, expr: list) -> dict:
@@ -124,8 +129,19 @@ def _nfproto(fam: int) -> dict:
     return _match(_meta("nfproto"), "ipv4" if fam == 4 else "ipv6")
 
 
-def _ipproto(fam: int) -> str:
-    return "ip" if fam == 4 else "ip6"
+def _maxlen(fam: int) -> int:
+    return 32 if fam == 4 else 128
+
+
+def _masked(expr: dict, fam: int, plen: int) -> dict:
+    if plen == _maxlen(fam):
+        return expr
+    net = ipaddress.ip_network(f"{'0.0.0.0' if fam == 4 else '::'}/{plen}")
+    return {"&": [expr, str(net.netmask)]}
+
+
+def _addr_type(fam: int) -> str:
+    return "ipv4_addr" if fam == 4 else "ipv6_addr"
 
 
 # --- parsed inputs -----------------------------------------------------------------------
@@ -163,15 +179,12 @@ class _Port:
     pairs: tuple[tuple[str, IPNet], ...]      # (mac, network)
     bridge: str | None
 
-    def hosts(self, fam: int) -> list[str]:
-        """Addresses that make this port a member of its groups (remote-group sets)."""
-        out = [str(n.network_address) for n in self.fixed if n.version == fam]
-        out += [str(n.network_address) for _, n in self.pairs
-                if n.version == fam and n.num_addresses == 1]
-        return out
-
     def nets(self) -> list[IPNet]:
         return list(self.fixed) + [n for _, n in self.pairs]
+
+    def members(self) -> set[tuple[int, str, int]]:
+        """``(family, address, prefix length)`` that make it a member of its groups."""
+        return {(n.version, str(n.network_address), n.prefixlen) for n in self.nets()}
 
 
 def _parse_port(port: Mapping[str, Any], mark: int, zone: int) -> _Port:
@@ -195,6 +208,8 @@ def _parse_port(port: Mapping[str, Any], mark: int, zone: int) -> _Port:
         pairs.append((_mac(pair.get("mac_address") or mac), net))
     groups = tuple(dict.fromkeys(_check_id("security group", g)
                                  for g in port.get("security_groups") or ()))
+    if secured and len(groups) > MAX_GROUPS:
+        raise ValueError(f"port {pid}: {len(groups)} security groups, at most {MAX_GROUPS}")
     net_id = port.get("network_id")
     return _Port(id=pid, tap=Names.tap(pid), mark=mark, zone=zone, secured=secured, mac=mac,
                  groups=groups, fixed=tuple(fixed), pairs=tuple(pairs),
@@ -202,29 +217,14 @@ def _parse_port(port: Mapping[str, Any], mark: int, zone: int) -> _Port:
 
 
 @dataclass(frozen=True)
-class _Shape:
-    """One rule of a group chain and its set: what a family of Neutron rules looks like."""
-    direction: str    # "i" ingress | "e" egress
-    family: int       # 4 | 6
-    remote: str       # "" any | "n<len>" prefix | "g<group id>" remote group
-    kind: str         # "a" any protocol | "p" protocol | "t<k>" port block 2**k | "c" icmp type | "cc" type+code
-
-    def set_name(self, group: str) -> str:
-        return f"{self.direction}{self.family}_{group}_{self.remote or 'x'}_{self.kind}"
-
-
-Atom = tuple[_Shape, tuple]
-
-
-@dataclass(frozen=True)
 class _Rule:
     id: str
     group: str
-    atoms: tuple[Atom, ...]
-    direction: str
-    family: int
-    prefix: IPNet | None
+    direction: str                               # "i" | "e"
+    family: int                                  # 4 | 6
+    prefix: IPNet | None                         # remote_ip_prefix (None: any)
     remote_group: str | None
+    pieces: tuple[tuple[str, tuple], ...]        # (kind, protocol values): see _Shape
 
 
 def _protocol(value: Any, fam: int) -> int | None:
@@ -257,7 +257,7 @@ def _port_blocks(lo: int, hi: int) -> list[tuple[int, int]]:
 
 
 def _parse_rule(rule: Mapping[str, Any], group: str | None = None) -> _Rule | None:
-    """A Neutron rule as the elements it adds (None: it allows nothing here)."""
+    """A Neutron rule (None: it allows nothing here)."""
     rid = _check_id("security group rule", rule.get("id"))
     gid = _check_id("security group", group or rule.get("security_group_id"))
     direction = {"ingress": "i", "egress": "e"}.get(rule.get("direction"))
@@ -266,101 +266,113 @@ def _parse_rule(rule: Mapping[str, Any], group: str | None = None) -> _Rule | No
         raise ValueError(f"rule {rid}: bad direction/ethertype {rule.get('direction')!r}/"
                          f"{rule.get('ethertype')!r}")
     proto = _protocol(rule.get("protocol"), fam)
-    remote_group = rule.get("remote_group_id")
+    remote_group = rule.get("remote_group_id") or None
     prefix = None
     if remote_group:
-        remote = "g" + _check_id("remote security group", remote_group)
-        base: list = []
+        _check_id("remote security group", remote_group)
     elif rule.get("remote_address_group_id"):
         log.warning("rule %s: remote_address_group_id is not supported; it allows nothing", rid)
         return None
-    else:
-        remote, base = "", []
-        if rule.get("remote_ip_prefix"):
-            prefix = ipaddress.ip_network(rule["remote_ip_prefix"], strict=False)
-            if prefix.version != fam:
-                log.warning("rule %s: prefix %s does not match %s; it allows nothing",
-                            rid, prefix, rule.get("ethertype"))
-                return None
-            if prefix.prefixlen:
-                remote, base = f"n{prefix.prefixlen}", [str(prefix.network_address)]
+    elif rule.get("remote_ip_prefix"):
+        prefix = ipaddress.ip_network(rule["remote_ip_prefix"], strict=False)
+        if prefix.version != fam:
+            log.warning("rule %s: prefix %s is not %s; it allows nothing",
+                        rid, prefix, rule.get("ethertype"))
+            return None
+        if not prefix.prefixlen:
+            prefix = None
     lo, hi = rule.get("port_range_min"), rule.get("port_range_max")
+    pieces: list[tuple[str, tuple]]
     if proto is None:
-        pieces = [("a", [])]
+        pieces = [("a", ())]
     elif proto == ICMP[fam] and lo is not None:
-        pieces = [("c", [int(lo)])] if hi is None else [("cc", [int(lo), int(hi)])]
+        pieces = [("c", (int(lo),))] if hi is None else [("cc", (int(lo), int(hi)))]
     elif proto in PORT_PROTOCOLS and lo is not None:
         lo, hi = int(lo), int(hi if hi is not None else lo)
         if not 0 <= lo <= hi <= 65535:
             raise ValueError(f"rule {rid}: bad port range {lo}-{hi}")
         if lo <= 1 and hi == 65535:
-            pieces = [("p", [proto])]
+            pieces = [("p", (proto,))]
         else:
-            pieces = [(f"t{k}", [proto, start]) for start, k in _port_blocks(lo, hi)]
+            pieces = [(f"t{k}", (proto, start)) for start, k in _port_blocks(lo, hi)]
     else:
-        pieces = [("p", [proto])]
-    atoms = []
-    for kind, vals in pieces:
-        key = tuple(base + vals) or ("ipv4" if fam == 4 else "ipv6",)
-        atoms.append((_Shape(direction, fam, remote, kind), key))
-    return _Rule(rid, gid, tuple(atoms), direction, fam, prefix,
-                 remote_group if remote_group else None)
+        pieces = [("p", (proto,))]
+    return _Rule(rid, gid, direction, fam, prefix, remote_group, tuple(pieces))
 
 
-def _shape_expr(shape: _Shape, group: str) -> tuple[list, list[str]]:
-    """(rule expressions, set key types) of ``shape`` in ``group``'s chain."""
-    fam = shape.family
-    ip = _ipproto(fam)
-    peer = _pl(ip, "saddr" if shape.direction == "i" else "daddr")
-    exprs: list = [_nfproto(fam)]
-    key: list = []
-    types: list[str] = []
-    if shape.remote.startswith("g"):
-        exprs.append(_match(peer, f"@m{fam}_{shape.remote[1:]}"))
-    elif shape.remote.startswith("n"):
-        plen, maxlen = int(shape.remote[1:]), 32 if fam == 4 else 128
-        mask = ipaddress.ip_network(f"{'0.0.0.0' if fam == 4 else '::'}/{plen}").netmask
-        key.append(peer if plen == maxlen else {"&": [peer, str(mask)]})
-        types.append("ipv4_addr" if fam == 4 else "ipv6_addr")
-    k = shape.kind
-    if k == "p":
-        key.append(_meta("l4proto"))
-        types.append("inet_proto")
-    elif k.startswith("t"):
-        bits = int(k[1:])
-        dport = _pl("th", "dport")
-        key += [_meta("l4proto"), dport if bits == 0 else {"&": [dport, (0xFFFF << bits) & 0xFFFF]}]
-        types += ["inet_proto", "inet_service"]
-    elif k in ("c", "cc"):
-        icmp = "icmp" if fam == 4 else "icmpv6"
-        key.append(_pl(icmp, "type"))
-        types.append(f"{icmp}_type")
-        if k == "cc":
-            key.append(_pl(icmp, "code"))
-            types.append(f"{icmp}_code")
-    if not key:
-        key, types = [_meta("nfproto")], ["nf_proto"]
-    exprs += [_match(_concat(key), "@" + shape.set_name(group)), {"accept": None}]
-    return exprs, types
+# --- shapes ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Shape:
+    """One rule of the egress or ingress shape chain, and its set."""
+    direction: str    # "i" | "e"
+    family: int       # 4 | 6
+    plen: int | None  # peer prefix length; None: any peer
+    kind: str         # "a" any protocol | "p" protocol | "t<k>" port block of 2**k
+                      # | "c" icmp type | "cc" icmp type and code
+
+    @property
+    def set_name(self) -> str:
+        plen = "x" if self.plen is None else self.plen
+        return f"{self.direction}{self.family}_{plen}_{self.kind}"
+
+    def expr(self) -> tuple[list, list[str]]:
+        """(rule expressions, set key types)."""
+        fam = self.family
+        peer = _pl("ip" if fam == 4 else "ip6", "saddr" if self.direction == "i" else "daddr")
+        key: list = [{"&": [_meta("mark"), HIGH]}]
+        types = ["mark"]
+        if self.plen is not None:
+            key.append(_masked(peer, fam, self.plen))
+            types.append(_addr_type(fam))
+        k = self.kind
+        if k == "p":
+            key.append(_meta("l4proto"))
+            types.append("inet_proto")
+        elif k.startswith("t"):
+            bits = int(k[1:])
+            dport = _pl("th", "dport")
+            mask = (0xFFFF << bits) & 0xFFFF
+            key += [_meta("l4proto"), dport if bits == 0 else {"&": [dport, mask]}]
+            types += ["inet_proto", "inet_service"]
+        elif k in ("c", "cc"):
+            icmp = "icmp" if fam == 4 else "icmpv6"
+            key.append(_pl(icmp, "type"))
+            types.append(f"{icmp}_type")
+            if k == "cc":
+                key.append(_pl(icmp, "code"))
+                types.append(f"{icmp}_code")
+        return [_nfproto(fam), _match(_concat(key), "@" + self.set_name), {"accept": None}], types
 
 
-# --- the per-port objects ---------------------------------------------------------------
+Atom = tuple[_Shape, tuple]
+
+
+def _atoms(rule: _Rule, tag: int, plen: int | None, addr: str | None) -> list[Atom]:
+    """The shape elements of ``rule`` in a group tagged ``tag``, for one peer prefix."""
+    base = (tag << 16,) + ((addr,) if plen is not None else ())
+    return [(_Shape(rule.direction, rule.family, plen, kind), base + vals)
+            for kind, vals in rule.pieces]
+
+
+# --- the static ruleset ----------------------------------------------------------------
 
 _ND_OUT = [131, 132, 133, 135, 136, 143]        # MLD report/done, RS, NS, NA, MLDv2 report
 _ND_IN = [130, 131, 132, 134, 135, 136, 143]    # + MLD query, RA
 
 
 def _common_chains() -> dict[str, list[list]]:
-    """Rules every filtered port starts with (Neutron's ND/DHCP/conntrack prologue)."""
+    """What every filtered port starts with (Neutron's ND/DHCP/conntrack prologue)."""
     v4, v6 = _nfproto(4), _nfproto(6)
     icmp6 = _pl("icmpv6", "type")
+    state = {"ct": {"key": "state"}}
 
     def udp(sport: int, dport: int) -> list:
         return [_match(_meta("l4proto"), "udp"), _match(_pl("udp", "sport"), sport),
                 _match(_pl("udp", "dport"), dport)]
 
-    est = [_match(_ct_state(), ["established", "related"], "in"), {"accept": None}]
-    inv = [_match(_ct_state(), "invalid", "in"), {"drop": None}]
+    est = [_match(state, ["established", "related"], "in"), {"accept": None}]
+    inv = [_match(state, "invalid", "in"), {"drop": None}]
     return {
         "egress_common": [
             [v6, _match(icmp6, 134), {"drop": None}],        # router advertisements
@@ -380,136 +392,152 @@ def _common_chains() -> dict[str, list[list]]:
     }
 
 
-def _ct_state() -> dict:
-    return {"ct": {"key": "state"}}
+def _spoof_allow(fam: int, plen: int) -> list[list]:
+    """Rules of chain ``spoof_allow`` for the ``src<fam>[_<plen>]`` set."""
+    name = "@" + _src_set(fam, plen)
+    ifn, esrc, etype = _meta("iifname"), _pl("ether", "saddr"), _pl("ether", "type")
+    if fam == 6:
+        return [[_match(etype, "ip6"),
+                 _match({"concat": [ifn, esrc, _masked(_pl("ip6", "saddr"), 6, plen)]}, name),
+                 {"accept": None}]]
+    return [[_match(etype, "ip"),
+             _match({"concat": [ifn, esrc, _masked(_pl("ip", "saddr"), 4, plen)]}, name),
+             {"accept": None}],
+            [_match(etype, "arp"),
+             _match({"concat": [ifn, esrc, _masked(_pl("arp", "saddr ip"), 4, plen)]}, name),
+             _match({"concat": [ifn, _pl("arp", "saddr ether"),
+                                _masked(_pl("arp", "saddr ip"), 4, plen)]}, name),
+             {"accept": None}]]
 
 
-def _disjoint(entries: Iterable[tuple[str, IPNet]]) -> list[tuple[str, IPNet]]:
-    """Drop (mac, net) entries covered by another one with the same MAC (an anonymous
-    interval set refuses overlapping elements)."""
-    uniq = sorted(set(entries), key=lambda e: (e[0], e[1].version, e[1].prefixlen))
-    out: list[tuple[str, IPNet]] = []
-    for mac, net in uniq:
-        if not any(m == mac and n.version == net.version and net.subnet_of(n)  # type: ignore[arg-type]
-                   for m, n in out):
-            out.append((mac, net))
+def _src_set(fam: int, plen: int) -> str:
+    return f"src{fam}" if plen == _maxlen(fam) else f"src{fam}_{plen}"
+
+
+def _base() -> list[dict]:
+    """Drop and re-create both tables: hooks, sets and maps, fixed chains."""
+    out: list[dict] = []
+    for fam in ("bridge", "inet"):
+        t = {"family": fam, "name": TABLE}
+        out += [{"add": {"table": t}}, {"delete": {"table": t}}, {"add": {"table": t}}]
+
+    def chain(fam: str, name: str, hook: str | None = None, prio: int = 0) -> dict:
+        body: dict[str, Any] = {"name": name}
+        if hook:
+            body.update(type="filter", hook=hook, prio=prio, policy="accept")
+        return {"add": _obj("chain", fam, **body)}
+
+    def mk(fam: str, name: str, key: str | list, data: str | None = None) -> dict:
+        body: dict[str, Any] = {"name": name, "type": key}
+        if data:
+            body["map"] = data
+        return {"add": _obj("map" if data else "set", fam, **body)}
+
+    out += [mk("bridge", "port_mark", "ifname", "mark"), mk("bridge", "filtered", "ifname"),
+            mk("bridge", "macs", ["ifname", "ether_addr"]),
+            mk("bridge", "src4", ["ifname", "ether_addr", "ipv4_addr"]),
+            mk("bridge", "src6", ["ifname", "ether_addr", "ipv6_addr"]),
+            mk("inet", "filtered", "mark")]
+    out += [mk("inet", f"slot{i}", "mark", "mark") for i in range(MAX_GROUPS)]
+    out += [chain("bridge", "prerouting", "prerouting", -300),
+            chain("bridge", "forward", "forward", -300),
+            chain("bridge", "spoof"), chain("bridge", "spoof_allow"),
+            chain("inet", "egress_hook", "prerouting", 0),
+            chain("inet", "ingress_hook", "forward", 0),
+            chain("inet", "egress_port"), chain("inet", "ingress_port"),
+            chain("inet", "eshapes"), chain("inet", "ishapes")]
+    ifn, esrc, etype = _meta("iifname"), _pl("ether", "saddr"), _pl("ether", "type")
+    out += [
+        _rule("bridge", "prerouting", [_set_mark({"map": {"key": ifn, "data": "@port_mark"}})]),
+        _rule("bridge", "prerouting", [_match(ifn, "@filtered"), {"jump": {"target": "spoof"}}]),
+        _rule("bridge", "spoof", [_match({"concat": [ifn, esrc]}, "@macs", "!="), {"drop": None}]),
+        _rule("bridge", "spoof", [{"jump": {"target": "spoof_allow"}}]),
+        _rule("bridge", "spoof", [_match(etype, "ip"), _match(_pl("ip", "saddr"), "0.0.0.0"),
+                                  _match(_pl("ip", "protocol"), "udp"),
+                                  _match(_pl("udp", "sport"), 68), _match(_pl("udp", "dport"), 67),
+                                  {"accept": None}]),                     # DHCP discover
+        _rule("bridge", "spoof", [_match(etype, "ip6"), _match(_pl("ip6", "saddr"), "::"),
+                                  _match(_pl("ip6", "nexthdr"), "ipv6-icmp"),
+                                  _match(_pl("icmpv6", "type"), {"set": [131, 135, 143]}),
+                                  {"accept": None}]),                     # DAD, MLD from ::
+        _rule("bridge", "spoof", [_match(etype, {"set": ["ip", "ip6", "arp"]}), {"drop": None}]),
+        _rule("bridge", "forward", [_set_mark(0)]),
+        _rule("bridge", "forward", [_set_mark({"map": {"key": _meta("oifname"),
+                                                       "data": "@port_mark"}})]),
+    ]
+    out += [_rule("bridge", "spoof_allow", r)
+            for fam in (4, 6) for r in _spoof_allow(fam, _maxlen(fam))]
+    for name, rules in _common_chains().items():
+        out.append(chain("inet", name))
+        out += [_rule("inet", name, r) for r in rules]
+    low = {"&": [_meta("mark"), LOW]}
+    for d, hook in (("e", "egress"), ("i", "ingress")):
+        out.append(_rule("inet", f"{hook}_hook", [_match(low, "@filtered"),
+                                                  {"jump": {"target": f"{hook}_port"}}]))
+        out.append(_rule("inet", f"{hook}_port", [{"jump": {"target": f"{hook}_common"}}]))
+        for i in range(MAX_GROUPS):
+            out.append(_rule("inet", f"{hook}_port", [
+                _set_mark({"map": {"key": low, "data": f"@slot{i}"}}),
+                {"jump": {"target": f"{d}shapes"}}]))
+        out.append(_rule("inet", f"{hook}_port", [{"drop": None}]))
     return out
 
 
-def _elem(mac: str, net: IPNet) -> dict:
-    addr: Any = (str(net.network_address) if net.num_addresses == 1
-                 else {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}})
-    return {"concat": [mac, addr]}
-
-
-def _spoof_rules(p: _Port) -> list[list]:
-    """The bridge-family anti-spoofing chain of a filtered port (return = allowed)."""
-    macs = sorted({p.mac} | {m for m, _ in p.pairs})
-    mac_set = {"set": macs}
-    esrc = _pl("ether", "saddr")
-    etype = _pl("ether", "type")
-    v4 = _disjoint([(p.mac, n) for n in p.fixed if n.version == 4]
-                   + [(m, n) for m, n in p.pairs if n.version == 4])
-    v6 = _disjoint([(p.mac, n) for n in p.fixed if n.version == 6]
-                   + [(m, n) for m, n in p.pairs if n.version == 6]
-                   + [(m, _link_local(m)) for m in macs])
-    rules: list[list] = []
-    if v4:
-        s4 = {"set": [_elem(m, n) for m, n in v4]}
-        rules.append([_match(etype, "ip"),
-                      _match({"concat": [esrc, _pl("ip", "saddr")]}, s4), {"return": None}])
-        rules.append([_match(etype, "arp"),
-                      _match({"concat": [esrc, _pl("arp", "saddr ip")]}, s4),
-                      _match({"concat": [_pl("arp", "saddr ether"), _pl("arp", "saddr ip")]}, s4),
-                      {"return": None}])
-    rules.append([_match(etype, "ip"), _match(esrc, mac_set), _match(_pl("ip", "saddr"), "0.0.0.0"),
-                  _match(_pl("ip", "protocol"), "udp"), _match(_pl("udp", "sport"), 68),
-                  _match(_pl("udp", "dport"), 67), {"return": None}])   # DHCP discover
-    s6 = {"set": [_elem(m, n) for m, n in v6]}
-    rules.append([_match(etype, "ip6"),
-                  _match({"concat": [esrc, _pl("ip6", "saddr")]}, s6), {"return": None}])
-    rules.append([_match(etype, "ip6"), _match(esrc, mac_set), _match(_pl("ip6", "saddr"), "::"),
-                  _match(_pl("ip6", "nexthdr"), "ipv6-icmp"),
-                  _match(_pl("icmpv6", "type"), {"set": [131, 135, 143]}),
-                  {"return": None}])                                     # DAD and MLD from ::
-    rules.append([_match(etype, {"set": ["ip", "ip6", "arp"]}), {"drop": None}])
-    rules.append([_match(esrc, mac_set), {"return": None}])
-    rules.append([{"drop": None}])
-    return rules
-
-
-@dataclass(frozen=True)
-class _PortFacts:
-    """Everything a port puts in the kernel, as comparable facts."""
-    elems: frozenset[tuple[str, str, Any, Any]]        # (family, map, key, value)
-    chains: Mapping[tuple[str, str], tuple[str, ...]]  # (family, chain) -> rules (JSON text)
-    members: frozenset[tuple[str, int, str]]           # (group, fam, address)
-    groups: frozenset[str]                             # groups whose chains it jumps to
-    zones: frozenset[int]
-    bridge_zone: tuple[str, int] | None
-
-
-def _port_facts(p: _Port) -> _PortFacts:
-    elems: set[tuple[str, str, Any, Any]] = {("bridge", "port_mark", p.tap, p.mark)}
-    chains: dict[tuple[str, str], tuple[str, ...]] = {}
-    zones = frozenset({p.zone} if p.zone else ())
-    if p.zone:
-        elems.add(("inet", "port_zone", p.mark, f"zone_{p.zone}"))
-    if p.secured:
-        elems |= {("bridge", "spoof", p.tap, f"ps_{p.id}"), ("bridge", "out", p.tap, f"po_{p.id}"),
-                  ("inet", "egress", p.mark, f"pe_{p.id}"),
-                  ("inet", "ingress", p.mark << 16, f"pi_{p.id}")}
-
-        def enc(rules: list[list]) -> tuple[str, ...]:
-            return tuple(json.dumps(r, separators=(",", ":")) for r in rules)
-
-        chains[("bridge", f"ps_{p.id}")] = enc(_spoof_rules(p))
-        chains[("bridge", f"po_{p.id}")] = enc([[_set_mark({"|": [_meta("mark"), p.mark << 16]})]])
-        for d, common in (("e", "egress_common"), ("i", "ingress_common")):
-            chains[("inet", f"p{d}_{p.id}")] = enc(
-                [[_jump(common)]] + [[_jump(f"g{d}_{g}")] for g in p.groups] + [[{"drop": None}]])
-    members = frozenset((g, fam, a) for g in p.groups for fam in (4, 6) for a in p.hosts(fam))
-    return _PortFacts(frozenset(elems), chains, members,
-                      frozenset(p.groups) if p.secured else frozenset(), zones,
-                      (p.bridge, p.zone) if p.bridge and p.zone else None)
+# The zone table: created (idempotently) in nft syntax, because its maps need ``typeof``.
+_ZONE_TEXT = f"""add table inet {ZONE_TABLE}
+add map inet {ZONE_TABLE} zone {{ typeof meta mark : ct zone; }}
+add map inet {ZONE_TABLE} bridge_zone {{ typeof meta iifname : ct zone; }}
+add chain inet {ZONE_TABLE} raw {{ type filter hook prerouting priority -300; policy accept; }}
+flush chain inet {ZONE_TABLE} raw
+add rule inet {ZONE_TABLE} raw ct zone set iifname map @bridge_zone
+add rule inet {ZONE_TABLE} raw ct zone set meta mark & 0x{LOW:08x} map @zone
+"""
 
 
 # --- transactions ------------------------------------------------------------------------
 
-class _Tx:
-    """One nft transaction, assembled in phases so that references resolve: objects are
-    created first, rules next, then element deletes and adds, and deletions of what is
-    no longer referenced last (port chains before group chains before sets)."""
+Elem = tuple[str, str, str, Any, Any]   # (family, table, set or map, key, value or None)
 
-    PHASES = ("create", "rules", "del_elems", "add_elems", "del_port_chains",
-              "del_group_chains", "del_sets", "del_misc")
+
+class _Tx:
+    """One nft transaction: objects first, then rules, then element changes. Element
+    changes are netted per element (the first operation tells whether it existed) and
+    sent as one command per set."""
 
     def __init__(self) -> None:
-        self.cmds: dict[str, list[dict]] = {p: [] for p in self.PHASES}
-        self.kills: list[_Kill] = []
+        self.create: list[dict] = []
+        self.rules: list[dict] = []
+        self.ops: dict[tuple, list[tuple[bool, Any]]] = {}
+        self.comments: dict[tuple, str] = {}
+        self.kills: set[_Kill] = set()
 
-    def add(self, phase: str, cmd: dict) -> None:
-        self.cmds[phase].append(cmd)
-
-    def elem(self, add: bool, family: str, name: str, key: Any, value: Any = None,
-             comment: str | None = None) -> None:
-        if value is None or not add:
-            e: Any = key
-        else:
-            data = {"jump": {"target": value}} if isinstance(value, str) else value
-            e = [key, data]
-        if comment is not None and add:
-            e = {"elem": {"val": key, "comment": comment}} if value is None else \
-                [{"elem": {"val": key, "comment": comment}}, e[1]]
-        verb = "add" if add else "delete"
-        self.add("add_elems" if add else "del_elems",
-                 {verb: _obj("element", family, name=name, elem=[e])})
+    def elem(self, add: bool, e: Elem, comment: str | None = None) -> None:
+        fam, table, name, key, value = e
+        self.ops.setdefault((fam, table, name, key), []).append((add, value))
+        if comment is not None:
+            self.comments[(fam, table, name, key)] = comment
 
     def commands(self) -> list[dict]:
-        return [c for p in self.PHASES for c in self.cmds[p]]
-
-    def __bool__(self) -> bool:
-        return any(self.cmds.values()) or bool(self.kills)
+        dels: dict[tuple, list] = {}
+        adds: dict[tuple, list] = {}
+        for (fam, table, name, key), ops in self.ops.items():
+            existed, (last_add, value) = not ops[0][0], ops[-1]
+            k = _concat(key) if isinstance(key, tuple) else key
+            if existed and (not last_add or ops[0][1] != value):
+                dels.setdefault((fam, table, name), []).append(k)
+            elif existed:
+                continue  # deleted and re-added as it was
+            if last_add:
+                c = self.comments.get((fam, table, name, key))
+                v: Any = {"elem": {"val": k, "comment": c}} if c else k
+                if value is not None:
+                    v = [v, {"jump": {"target": value}} if isinstance(value, str) else value]
+                adds.setdefault((fam, table, name), []).append(v)
+        out = self.create + self.rules
+        for verb, groups in (("delete", dels), ("add", adds)):
+            for (fam, table, name), elems in groups.items():
+                out.append({verb: _obj("element", fam, table, name=name, elem=elems)})
+        return out
 
 
 @dataclass(frozen=True)
@@ -524,118 +552,176 @@ class _Kill:
 @dataclass
 class _Group:
     id: str
-    known: bool = False                      # ensured (vs only referenced)
-    made: bool = False                       # chains and member sets exist in the kernel
+    tag: int
+    known: bool = False                                  # ensured (vs only referenced)
     rules: dict[str, _Rule] = field(default_factory=dict)
-    shapes: set[_Shape] = field(default_factory=set)
-    elems: Counter = field(default_factory=Counter)        # (shape, key) -> rules using it
-    ports: set[str] = field(default_factory=set)           # filtered ports jumping here
-    members: dict[int, Counter] = field(default_factory=lambda: {4: Counter(), 6: Counter()})
+    ports: set[str] = field(default_factory=set)         # filtered ports with it in a slot
     member_ports: set[str] = field(default_factory=set)
-    remote_users: Counter = field(default_factory=Counter)  # group -> shapes using our sets
+    members: Counter = field(default_factory=Counter)    # (fam, addr, plen) -> ports
+    remote_rules: set[str] = field(default_factory=set)  # rules (anywhere) naming it as remote
+
+
+def _port_elems(p: _Port, tag: Any) -> frozenset[Elem]:
+    """Every element a port puts in the kernel (``tag(gid)`` gives a group's tag)."""
+    out: set[Elem] = {("bridge", TABLE, "port_mark", p.tap, p.mark)}
+    if p.zone:
+        out.add(("inet", ZONE_TABLE, "zone", p.mark, p.zone))
+    if not p.secured:
+        return frozenset(out)
+    out |= {("bridge", TABLE, "filtered", p.tap, None), ("inet", TABLE, "filtered", p.mark, None)}
+    macs = {p.mac} | {m for m, _ in p.pairs}
+    out |= {("bridge", TABLE, "macs", (p.tap, m), None) for m in macs}
+    srcs = [(p.mac, n) for n in p.fixed] + list(p.pairs) + [(m, _link_local(m)) for m in macs]
+    for mac, net in srcs:
+        out.add(("bridge", TABLE, _src_set(net.version, net.prefixlen),
+                 (p.tap, mac, str(net.network_address)), None))
+    for i, gid in enumerate(p.groups):
+        out.add(("inet", TABLE, f"slot{i}", p.mark, (tag(gid) << 16) | p.mark))
+    return frozenset(out)
 
 
 # --- the realizer ------------------------------------------------------------------------
+
+def _locked(fn: Any) -> Any:
+    """Serialize the public verbs (the derived state is shared)."""
+    def wrapper(self: SecurityGroups, *args: Any, **kw: Any) -> Any:
+        with self._lock:
+            return fn(self, *args, **kw)
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+    return wrapper
+
 
 class SecurityGroups:
     """Neutron security groups of the ports of one fabric namespace.
 
     Inputs are plain Neutron JSON (dicts). Ports carry the ``mark`` (1..65535, unique
-    per port, chosen by the agent) and ``zone`` (conntrack zone of the port's network).
+    per port in the fabric, chosen by the agent) and ``zone`` (the conntrack zone of
+    the port's network, 1..65535; 0: none).
     """
 
-    def __init__(self, fabric_ns: str, *, nft: Nft | None = None) -> None:
+    def __init__(self, fabric_ns: str) -> None:
         self.ns = fabric_ns
-        self._nft = nft
+        self._nft: Nft | None = None
+        # What we were told (the base of a rebuild): ports, and each group's rules.
+        self._want_ports: dict[str, _Port] = {}
+        self._want_groups: dict[str, dict[str, _Rule | None]] = {}
+        self._want_marks: dict[int, str] = {}
+        # What the kernel holds (derived, refcounted).
         self._ports: dict[str, _Port] = {}
-        self._facts: dict[str, _PortFacts] = {}
+        self._port_elems: dict[str, frozenset[Elem]] = {}
         self._groups: dict[str, _Group] = {}
         self._rule_group: dict[str, str] = {}
-        self._desired_groups: dict[str, Mapping[str, Any]] = {}
-        self._zones: Counter = Counter()
-        self._bridge_zones: Counter = Counter()
+        self._elems: Counter = Counter()            # (shape, key) -> uses
+        self._shapes: set[_Shape] = set()
+        self._spoof_lens: set[tuple[int, int]] = set()
+        self._bridge_zones: Counter = Counter()     # (bridge, zone) -> ports
+        self._tags: dict[int, str] = {}
+        self._next_tag = 1
         self._built = False
         self._brnf = False
+        self._ct = _ConntrackWorker(fabric_ns)
+        self._lock = threading.RLock()
 
     # -- public verbs -----------------------------------------------------------------
 
+    @_locked
     def sync(self, ports: Iterable[tuple[Mapping[str, Any], int, int]],
              groups: Iterable[Mapping[str, Any]]) -> None:
-        """Make the kernel hold exactly ``ports`` (``(port, mark, zone)``) and ``groups``:
-        rebuilt in one nft transaction (traffic sees the old or the new ruleset)."""
-        parsed = [_parse_port(p, m, z) for p, m, z in ports]
-        gs = {_check_id("security group", g.get("id")): g for g in groups}
-        for g in gs.values():
-            self._parse_rules(g)  # validate before touching anything
-        self._rebuild(parsed, gs)
+        """Make the kernel hold exactly ``ports`` (``(port, mark, zone)``) and ``groups``,
+        rebuilt in one nft transaction: traffic sees the old or the new ruleset."""
+        parsed = {p.id: p for p in (_parse_port(p, m, z) for p, m, z in ports)}
+        marks = Counter(p.mark for p in parsed.values())
+        if marks and marks.most_common(1)[0][1] > 1:
+            raise ValueError(f"mark {marks.most_common(1)[0][0]} given to two ports")
+        gs = {}
+        for g in groups:  # everything is validated before anything is touched
+            gs[_check_id("security group", g.get("id"))] = self._parse_rules(g)
+        self._want_ports, self._want_groups = parsed, gs
+        self._want_marks = {p.mark: p.id for p in parsed.values()}
+        self._rebuild()
 
+    @_locked
     def ensure_port(self, port: Mapping[str, Any], mark: int, zone: int) -> None:
         p = _parse_port(port, mark, zone)
-        old = self._ports.get(p.id)
-        if old == p and self._built:
+        if self._want_ports.get(p.id) == p and self._built:
             return
+        other = self._want_marks.get(mark)
+        if other is not None and other != p.id:
+            raise ValueError(f"mark {mark} is port {other}'s")
+        old = self._want_ports.get(p.id)
+        if old is not None and old.mark != mark:
+            self._want_marks.pop(old.mark, None)
+        self._want_ports[p.id] = p
+        self._want_marks[mark] = p.id
         self._apply(lambda tx: self._port_tx(tx, p.id, p))
 
+    @_locked
     def remove_port(self, port_id: str) -> None:
-        if port_id not in self._ports:
+        old = self._want_ports.pop(port_id, None)
+        if old is not None:
+            self._want_marks.pop(old.mark, None)
+        elif port_id not in self._ports:
             return
         self._apply(lambda tx: self._port_tx(tx, port_id, None))
 
+    @_locked
     def ensure_group(self, group: Mapping[str, Any]) -> None:
         """Ensure a group and exactly its ``security_group_rules`` (rules are immutable in
-        Neutron: compared by id)."""
+        Neutron: compared by id and content)."""
         gid = _check_id("security group", group.get("id"))
         rules = self._parse_rules(group)
-        self._desired_groups[gid] = group
+        self._want_groups[gid] = dict(rules)
         self._apply(lambda tx: self._group_tx(tx, gid, rules))
 
+    @_locked
     def remove_group(self, group_id: str) -> None:
-        if group_id not in self._groups and group_id not in self._desired_groups:
+        if self._want_groups.pop(group_id, None) is None and group_id not in self._groups:
             return
-        self._desired_groups.pop(group_id, None)
         self._apply(lambda tx: self._group_tx(tx, group_id, None))
 
+    @_locked
     def ensure_rule(self, rule: Mapping[str, Any]) -> None:
         """Add one rule (its ``security_group_id`` names the group): element adds only."""
         r = _parse_rule(rule)
         rid = _check_id("security group rule", rule.get("id"))
         gid = _check_id("security group", rule.get("security_group_id"))
-        self._remember_rule(gid, rule, add=True)
+        old = self._rule_group.get(rid)
+        if old is not None and old != gid:
+            raise ValueError(f"rule {rid} belongs to group {old}, not {gid}")
+        self._want_groups.setdefault(gid, {})[rid] = r
         self._apply(lambda tx: self._rule_tx(tx, gid, rid, r))
 
+    @_locked
     def remove_rule(self, rule_id: str) -> None:
-        """Remove one rule by id: element deletes, and its flows' conntrack entries."""
+        """Remove one rule: element deletes, then its flows' conntrack entries."""
         gid = self._rule_group.get(rule_id)
         if gid is None:
             return
-        self._remember_rule(gid, {"id": rule_id}, add=False)
+        self._want_groups.get(gid, {}).pop(rule_id, None)
         self._apply(lambda tx: self._rule_tx(tx, gid, rule_id, None))
 
+    @_locked
     def observed(self) -> set[str]:
-        """Ids of the ports present in the kernel (element comments of ``port_mark``)."""
-        nft = self._ctx()
+        """Ids of the ports in the kernel (comments of the ``port_mark`` elements)."""
         try:
-            elems = nft.list_set("bridge", TABLE, "port_mark")
+            res = self._ctx().run([{"list": _obj("map", "bridge", name="port_mark")}])
         except NftError:
             return set()
         out = set()
-        for e in elems:
-            key = e[0] if isinstance(e, list) else e
-            if isinstance(key, dict) and "elem" in key and key["elem"].get("comment"):
-                out.add(key["elem"]["comment"])
+        for o in Nft._objects(res):
+            for e in (o.get("map") or {}).get("elem", []):
+                key = e[0] if isinstance(e, list) else e
+                if isinstance(key, dict) and key.get("elem", {}).get("comment"):
+                    out.add(key["elem"]["comment"])
         return out
 
-    def observed_groups(self) -> set[str]:
-        """Ids of the groups whose chains exist in the kernel."""
-        try:
-            objs = self._ctx().run([{"list": {"chains": {"family": "inet"}}}])
-        except NftError:
-            return set()
-        return {o["chain"]["name"][3:] for o in Nft._objects(objs)
-                if "chain" in o and o["chain"].get("table") == TABLE
-                and o["chain"]["name"].startswith("gi_")}
+    def wait_conntrack(self, timeout: float = 5.0) -> bool:
+        """Wait until the conntrack entries of flows that lost their permission are
+        deleted (done off the request path, as Neutron does); False on timeout."""
+        return self._ct.wait(timeout)
 
     def close(self) -> None:
+        self._ct.stop()
         if self._nft is not None:
             self._nft.close()
             self._nft = None
@@ -653,7 +739,8 @@ class SecurityGroups:
         if self._brnf:
             return
         try:
-            for key in ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables"):
+            for fam in ("iptables", "ip6tables"):
+                key = f"net.bridge.bridge-nf-call-{fam}"
                 links.sysctl(self.ns, key, 1)
             self._brnf = True
         except OSError as exc:
@@ -666,420 +753,436 @@ class SecurityGroups:
             out[_check_id("security group rule", r.get("id"))] = _parse_rule(r, gid)
         return out
 
-    def _remember_rule(self, gid: str, rule: Mapping[str, Any], add: bool) -> None:
-        """Keep the desired group (the base of a rebuild) in step with single-rule verbs."""
-        g = dict(self._desired_groups.get(gid) or {"id": gid, "security_group_rules": []})
-        rules = [r for r in g.get("security_group_rules") or () if r.get("id") != rule["id"]]
-        if add:
-            rules.append(dict(rule))
-        g["security_group_rules"] = rules
-        self._desired_groups[gid] = g
-
     def _apply(self, build: Any) -> None:
-        """Run one incremental change; on refusal, rebuild from the desired state."""
+        """Run one incremental change (the wanted state is already updated); if it
+        cannot be built or is refused, rebuild everything from the wanted state."""
         self._bridge_netfilter()
-        if not self._built:
-            self._rebuild([p for p in self._ports.values()], dict(self._desired_groups),
-                          then=build)
+        if not self._built:  # first use without sync(): start from clean tables
+            self._rebuild()
             return
         tx = _Tx()
-        build(tx)
-        cmds = tx.commands()
         try:
+            build(tx)
+            cmds = tx.commands()
             if cmds:
                 self._ctx().run(cmds)
-        except NftError as exc:
-            log.error("security groups: incremental update refused, rebuilding: %s", exc)
-            self._rebuild(list(self._ports.values()), dict(self._desired_groups))
+        except Exception as exc:  # noqa: BLE001 - refused, or a bug: the rebuild repairs
+            log.error("security groups: incremental update failed, rebuilding: %s", exc,
+                      exc_info=not isinstance(exc, NftError))
+            self._rebuild()
+            return
         self._kill(tx.kills)
 
-    def _rebuild(self, ports: list[_Port], groups: Mapping[str, Mapping[str, Any]],
-                 then: Any = None) -> None:
-        """Everything from scratch, in one transaction (delete and re-create both tables)."""
+    def _rebuild(self) -> None:
+        """Everything from the wanted state: the zone table in one transaction (kept, its
+        chain re-made), then both filter tables deleted and re-created in another."""
         self._bridge_netfilter()
-        self._ports, self._facts, self._groups, self._rule_group = {}, {}, {}, {}
-        self._zones, self._bridge_zones = Counter(), Counter()
-        self._desired_groups = dict(groups)
+        self._ports, self._port_elems, self._groups, self._rule_group = {}, {}, {}, {}
+        self._elems, self._shapes, self._spoof_lens = Counter(), set(), set()
+        self._bridge_zones, self._tags, self._next_tag = Counter(), {}, 1
         self._built = False
         tx = _Tx()
-        for g in groups.values():
-            self._group_tx(tx, g["id"], self._parse_rules(g))
-        for p in ports:
+        for gid, rules in self._want_groups.items():
+            self._group_tx(tx, gid, rules)
+        for p in self._want_ports.values():
             self._port_tx(tx, p.id, p)
-        if then is not None:
-            then(tx)
-        cmds = self._base() + tx.commands()
-        self._ctx().run(cmds)
+        nft = self._ctx()
+        nft.run(_ZONE_TEXT)
+        flush = [{"flush": _obj("map", "inet", ZONE_TABLE, name=m)}
+                 for m in ("zone", "bridge_zone")]
+        nft.run(_base() + flush + tx.commands())
         self._built = True
 
-    @staticmethod
-    def _base() -> list[dict]:
-        """Drop and re-create both tables with the hooks, maps and common chains."""
-        out: list[dict] = []
-        for fam in ("bridge", "inet"):
-            t = {"family": fam, "name": TABLE}
-            out += [{"add": {"table": t}}, {"delete": {"table": t}}, {"add": {"table": t}}]
-
-        def chain(fam: str, name: str, hook: str | None = None, prio: int = 0) -> dict:
-            body: dict[str, Any] = {"name": name}
-            if hook:
-                body.update(type="filter", hook=hook, prio=prio, policy="accept")
-            return {"add": _obj("chain", fam, **body)}
-
-        def vmap(fam: str, name: str, key: str, data: str = "verdict") -> dict:
-            return {"add": _obj("map", fam, name=name, type=key, map=data)}
-
-        out += [vmap("bridge", "port_mark", "ifname", "mark"), vmap("bridge", "spoof", "ifname"),
-                vmap("bridge", "out", "ifname"),
-                vmap("inet", "egress", "mark"), vmap("inet", "ingress", "mark"),
-                vmap("inet", "port_zone", "mark"), vmap("inet", "bridge_zone", "ifname")]
-        out += [chain("bridge", "prerouting", "prerouting", -300),
-                chain("bridge", "forward", "forward", -300),
-                chain("inet", "prerouting", "prerouting", -300),
-                chain("inet", "egress_hook", "forward", 0),
-                chain("inet", "ingress_hook", "forward", 1)]
-        out += [
-            _rule("bridge", "prerouting", [_set_mark({"map": {"key": _meta("iifname"),
-                                                              "data": "@port_mark"}})]),
-            _rule("bridge", "prerouting", [{"vmap": {"key": _meta("iifname"), "data": "@spoof"}}]),
-            _rule("bridge", "forward", [_set_mark({"&": [_meta("mark"), LOW]})]),
-            _rule("bridge", "forward", [{"vmap": {"key": _meta("oifname"), "data": "@out"}}]),
-            _rule("inet", "prerouting", [{"vmap": {"key": _meta("iifname"), "data": "@bridge_zone"}}]),
-            _rule("inet", "prerouting", [{"vmap": {"key": {"&": [_meta("mark"), LOW]},
-                                                   "data": "@port_zone"}}]),
-            _rule("inet", "egress_hook", [{"vmap": {"key": {"&": [_meta("mark"), LOW]},
-                                                    "data": "@egress"}}]),
-            _rule("inet", "ingress_hook", [{"vmap": {"key": {"&": [_meta("mark"), HIGH]},
-                                                     "data": "@ingress"}}]),
-        ]
-        for name, rules in _common_chains().items():
-            out.append(chain("inet", name))
-            out += [_rule("inet", name, r) for r in rules]
-        return out
-
-    # -- groups -----------------------------------------------------------------------
+    # -- groups and rules ---------------------------------------------------------------
 
     def _group(self, gid: str) -> _Group:
         g = self._groups.get(gid)
         if g is None:
-            g = self._groups[gid] = _Group(gid)
+            if len(self._tags) >= MAX_TAG:
+                raise ValueError(f"more than {MAX_TAG} security groups")
+            while self._next_tag in self._tags or not 1 <= self._next_tag <= MAX_TAG:
+                self._next_tag = self._next_tag % MAX_TAG + 1
+            g = self._groups[gid] = _Group(gid, self._next_tag)
+            self._tags[g.tag] = gid
         return g
 
-    def _make_group(self, tx: _Tx, g: _Group) -> None:
-        """Chains gi_/ge_ and member sets m4_/m6_ (created on first reference)."""
-        if g.made:
-            return
-        for d in "ie":
-            tx.add("create", {"add": _obj("chain", "inet", name=f"g{d}_{g.id}")})
-        for fam in (4, 6):
-            tx.add("create", {"add": _obj("set", "inet", name=f"m{fam}_{g.id}",
-                                           type="ipv4_addr" if fam == 4 else "ipv6_addr")})
-            for addr in g.members[fam]:
-                tx.elem(True, "inet", f"m{fam}_{g.id}", addr)
-        g.made = True
-
-    def _gc_group(self, tx: _Tx, gid: str) -> None:
-        """Delete a group's kernel objects once nothing needs them."""
+    def _gc_group(self, gid: str) -> None:
+        """Forget a group (and free its tag) once nothing refers to it; none of its
+        elements are left by then."""
         g = self._groups.get(gid)
-        if g is None or g.known or g.ports or g.remote_users or g.member_ports or g.rules:
+        if g is None or g.known or g.rules or g.ports or g.member_ports or g.remote_rules:
             return
-        if g.made:
-            for d in "ie":
-                tx.add("del_group_chains", {"delete": _obj("chain", "inet", name=f"g{d}_{gid}")})
-            for shape in g.shapes:
-                tx.add("del_sets", {"delete": _obj("set", "inet", name=shape.set_name(gid))})
-            for fam in (4, 6):
-                tx.add("del_sets", {"delete": _obj("set", "inet", name=f"m{fam}_{gid}")})
         del self._groups[gid]
-        for shape in g.shapes:
-            if shape.remote.startswith("g"):
-                self._drop_remote_user(tx, shape.remote[1:], gid)
+        self._tags.pop(g.tag, None)
 
-    def _drop_remote_user(self, tx: _Tx, remote: str, user: str) -> None:
-        r = self._groups.get(remote)
-        if r is None:
-            return
-        r.remote_users[user] -= 1
-        if r.remote_users[user] <= 0:
-            del r.remote_users[user]
-        self._gc_group(tx, remote)
-
-    def _group_tx(self, tx: _Tx, gid: str, rules: dict[str, _Rule | None] | None) -> None:
+    def _group_tx(self, tx: _Tx, gid: str, rules: Mapping[str, _Rule | None] | None) -> None:
         g = self._group(gid)
         g.known = rules is not None
         want = {rid: r for rid, r in (rules or {}).items() if r is not None}
-        for rid in [r for r in g.rules if r not in want]:
+        for rid in [r for r in g.rules if want.get(r) != g.rules[r]]:
             self._rule_tx(tx, gid, rid, None)
         for rid, r in want.items():
-            if rid not in g.rules or g.rules[rid] != r:
-                if rid in g.rules:
-                    self._rule_tx(tx, gid, rid, None)
+            if rid not in g.rules:
                 self._rule_tx(tx, gid, rid, r)
-        if g.known:
-            self._make_group(tx, g)
-        else:
-            self._gc_group(tx, gid)
+        self._gc_group(gid)
 
     def _rule_tx(self, tx: _Tx, gid: str, rid: str, rule: _Rule | None) -> None:
-        """Add (``rule``) or remove (None) one rule of group ``gid``: element updates, plus
-        a shape rule and set the first time a shape is used."""
+        """Add (``rule``) or remove (None) one rule of group ``gid``."""
         g = self._group(gid)
         old = g.rules.pop(rid, None)
         if old is not None:
             self._rule_group.pop(rid, None)
-            for shape, key in old.atoms:
-                g.elems[(shape, key)] -= 1
-                if g.elems[(shape, key)] <= 0:
-                    del g.elems[(shape, key)]
-                    tx.elem(False, "inet", shape.set_name(gid), _concat(list(key)))
+            for atom in self._rule_atoms(old, g):
+                self._dec(tx, atom)
             self._kill_rule(tx, g, old)
-        if rule is None:
-            self._gc_group(tx, gid)
-            return
-        self._make_group(tx, g)
-        g.rules[rid] = rule
-        self._rule_group[rid] = gid
-        for shape, key in rule.atoms:
-            if shape not in g.shapes:
-                self._add_shape(tx, g, shape)
-            g.elems[(shape, key)] += 1
-            if g.elems[(shape, key)] == 1:
-                tx.elem(True, "inet", shape.set_name(gid), _concat(list(key)))
+            if old.remote_group:
+                r = self._groups.get(old.remote_group)
+                if r is not None:
+                    r.remote_rules.discard(rid)
+                    self._gc_group(r.id)
+        if rule is not None:
+            g.known = g.known or gid in self._want_groups
+            g.rules[rid] = rule
+            self._rule_group[rid] = gid
+            if rule.remote_group:
+                self._group(rule.remote_group).remote_rules.add(rid)
+            for atom in self._rule_atoms(rule, g):
+                self._inc(tx, atom)
+        self._gc_group(gid)
 
-    def _add_shape(self, tx: _Tx, g: _Group, shape: _Shape) -> None:
-        if shape.remote.startswith("g"):
-            r = self._group(shape.remote[1:])
-            self._make_group(tx, r)
-            r.remote_users[g.id] += 1
-        exprs, types = _shape_expr(shape, g.id)
-        tx.add("create", {"add": _obj("set", "inet", name=shape.set_name(g.id),
-                                       type=types[0] if len(types) == 1 else types)})
-        tx.add("rules", _rule("inet", f"g{shape.direction}_{g.id}", exprs))
-        g.shapes.add(shape)
+    def _rule_atoms(self, rule: _Rule, g: _Group) -> list[Atom]:
+        if rule.remote_group is None:
+            if rule.prefix is None:
+                return _atoms(rule, g.tag, None, None)
+            return _atoms(rule, g.tag, rule.prefix.prefixlen, str(rule.prefix.network_address))
+        r = self._groups.get(rule.remote_group)
+        if r is None:
+            return []
+        return [a for (fam, addr, plen) in r.members if fam == rule.family
+                for a in _atoms(rule, g.tag, plen, addr)]
+
+    def _inc(self, tx: _Tx, atom: Atom) -> None:
+        shape, key = atom
+        if shape not in self._shapes:  # first use: the shape's set and rule
+            exprs, types = shape.expr()
+            tx.create.append({"add": _obj("set", "inet", name=shape.set_name,
+                                          type=types[0] if len(types) == 1 else types)})
+            tx.rules.append(_rule("inet", f"{shape.direction}shapes", exprs))
+            self._shapes.add(shape)
+        self._elems[atom] += 1
+        if self._elems[atom] == 1:
+            tx.elem(True, ("inet", TABLE, shape.set_name, key, None))
+
+    def _dec(self, tx: _Tx, atom: Atom) -> None:
+        self._elems[atom] -= 1
+        if self._elems[atom] <= 0:
+            del self._elems[atom]
+            tx.elem(False, ("inet", TABLE, atom[0].set_name, atom[1], None))
+
+    def _member(self, tx: _Tx, gid: str, member: tuple[int, str, int], delta: int) -> None:
+        """A member address of ``gid`` appears (+1) or goes (-1): the rules naming
+        ``gid`` as their remote group gain or lose its elements."""
+        r = self._group(gid)
+        before = r.members[member]
+        r.members[member] += delta
+        if r.members[member] <= 0:
+            del r.members[member]
+        if (before == 0) == (delta < 0):
+            return  # the address was already there (another port, another network)
+        fam, addr, plen = member
+        for rid in r.remote_rules:
+            u = self._groups[self._rule_group[rid]]
+            rule = u.rules[rid]
+            if rule.family == fam:
+                for atom in _atoms(rule, u.tag, plen, addr):
+                    (self._inc if delta > 0 else self._dec)(tx, atom)
 
     # -- ports ------------------------------------------------------------------------
 
     def _port_tx(self, tx: _Tx, pid: str, p: _Port | None) -> None:
-        """Move port ``pid`` from what it has in the kernel to ``p`` (None: remove it)."""
-        old_p = self._ports.get(pid)
-        old = self._facts.get(pid)
-        new = _port_facts(p) if p is not None else None
-        empty = _PortFacts(frozenset(), {}, frozenset(), frozenset(), frozenset(), None)
-        o, n = old or empty, new or empty
-        for gid in n.groups - o.groups:
-            g = self._group(gid)
-            self._make_group(tx, g)
-            g.ports.add(pid)
-        for zone in n.zones - o.zones:
-            self._zones[zone] += 1
-            if self._zones[zone] == 1:
-                tx.add("create", {"add": _obj("chain", "inet", name=f"zone_{zone}")})
-                tx.add("rules", _rule("inet", f"zone_{zone}",
-                                      [{"mangle": {"key": {"ct": {"key": "zone"}}, "value": zone}}]))
-        # chains: create, rewrite, delete
-        for key, rules in n.chains.items():
-            fam, name = key
-            if key not in o.chains:
-                tx.add("create", {"add": _obj("chain", fam, name=name)})
-            elif o.chains[key] == rules:
-                continue
-            else:
-                tx.add("rules", {"flush": _obj("chain", fam, name=name)})
-            for r in rules:
-                tx.add("rules", _rule(fam, name, json.loads(r)))
-        for key in o.chains.keys() - n.chains.keys():
-            tx.add("del_port_chains", {"delete": _obj("chain", key[0], name=key[1])})
-        # map elements (an element whose value changes is deleted, then added)
-        okeys = {(f, m, k): v for f, m, k, v in o.elems}
-        nkeys = {(f, m, k): v for f, m, k, v in n.elems}
-        for (f, m, k), v in okeys.items():
-            if nkeys.get((f, m, k)) != v:
-                tx.elem(False, f, m, k, v)
-        for (f, m, k), v in nkeys.items():
-            if okeys.get((f, m, k)) != v:
-                tx.elem(True, f, m, k, v, comment=pid if m == "port_mark" else None)
-        # remote-group members (refcounted: the same address may be on two networks)
-        for gid, fam, addr in o.members - n.members:
-            g = self._group(gid)
-            g.members[fam][addr] -= 1
-            if g.members[fam][addr] <= 0:
-                del g.members[fam][addr]
-                if g.made:
-                    tx.elem(False, "inet", f"m{fam}_{gid}", addr)
-        for gid, fam, addr in n.members - o.members:
-            g = self._group(gid)
-            self._make_group(tx, g)
-            g.members[fam][addr] += 1
-            if g.members[fam][addr] == 1 and g.made:
-                tx.elem(True, "inet", f"m{fam}_{gid}", addr)
-        old_groups = set(old_p.groups) if old_p else set()
-        new_groups = set(p.groups) if p else set()
-        for gid in new_groups - old_groups:
-            self._group(gid).member_ports.add(pid)
-        # bridge fallback zone
-        if o.bridge_zone != n.bridge_zone:
-            if o.bridge_zone:
-                self._bridge_zones[o.bridge_zone] -= 1
-                if self._bridge_zones[o.bridge_zone] <= 0:
-                    del self._bridge_zones[o.bridge_zone]
-                    tx.elem(False, "inet", "bridge_zone", o.bridge_zone[0],
-                            f"zone_{o.bridge_zone[1]}")
-            if n.bridge_zone:
-                self._bridge_zones[n.bridge_zone] += 1
-                if self._bridge_zones[n.bridge_zone] == 1:
-                    br = n.bridge_zone[0]
-                    if any(b == br for b, _ in self._bridge_zones if (b, _) != n.bridge_zone):
-                        log.warning("bridge %s has ports in two zones; keeping the first", br)
-                    else:
-                        tx.elem(True, "inet", "bridge_zone", br, f"zone_{n.bridge_zone[1]}")
-        # state, then what is no longer referenced
+        """Move port ``pid`` from what the kernel has to ``p`` (None: remove it)."""
+        old = self._ports.get(pid)
+        for gid in p.groups if p else ():
+            self._group(gid)
+        o_el = self._port_elems.get(pid, frozenset())
+        n_el = _port_elems(p, lambda gid: self._groups[gid].tag) if p else frozenset()
+        for e in o_el - n_el:
+            tx.elem(False, e)
+        for e in n_el - o_el:
+            fam, table, name, _, _ = e
+            if name.startswith("src") and "_" in name:  # a CIDR pair: its length's set
+                self._spoof_len(tx, int(name[3]), int(name.split("_")[1]))
+            tx.elem(True, e, comment=pid if name == "port_mark" else None)
+        o_mem = {(g, *m) for g in old.groups for m in old.members()} if old else set()
+        n_mem = {(g, *m) for g in p.groups for m in p.members()} if p else set()
+        for gid, *m in o_mem - n_mem:
+            self._member(tx, gid, tuple(m), -1)
+        for gid, *m in n_mem - o_mem:
+            self._member(tx, gid, tuple(m), +1)
+        o_bz = (old.bridge, old.zone) if old and old.bridge and old.zone else None
+        n_bz = (p.bridge, p.zone) if p and p.bridge and p.zone else None
+        if o_bz != n_bz:
+            self._bridge_zone(tx, o_bz, -1)
+            self._bridge_zone(tx, n_bz, +1)
+        self._kill_port(tx, old, p)
+        o_slots = set(old.groups) if old and old.secured else set()
+        n_slots = set(p.groups) if p and p.secured else set()
+        for gid in n_slots:
+            self._groups[gid].ports.add(pid)
+        for gid in set(p.groups if p else ()):
+            self._groups[gid].member_ports.add(pid)
         if p is None:
             self._ports.pop(pid, None)
-            self._facts.pop(pid, None)
+            self._port_elems.pop(pid, None)
         else:
-            self._ports[pid] = p
-            self._facts[pid] = n
-        for zone in o.zones - n.zones:
-            self._zones[zone] -= 1
-            if self._zones[zone] <= 0:
-                del self._zones[zone]
-                if not any(z == zone for _, z in self._bridge_zones):
-                    tx.add("del_misc", {"delete": _obj("chain", "inet", name=f"zone_{zone}")})
-        self._kill_port(tx, old_p, p)
-        for gid in old_groups - new_groups:
+            self._ports[pid], self._port_elems[pid] = p, n_el
+        left = set(old.groups if old else ()) - set(p.groups if p else ())
+        for gid in (o_slots - n_slots) | left:
             g = self._groups.get(gid)
             if g is not None:
-                g.member_ports.discard(pid)
-        for gid in o.groups - n.groups:
-            g = self._groups.get(gid)
-            if g is not None:
-                g.ports.discard(pid)
-        for gid in (o.groups - n.groups) | (old_groups - new_groups):
-            self._gc_group(tx, gid)
+                if gid not in n_slots:
+                    g.ports.discard(pid)
+                if p is None or gid not in p.groups:
+                    g.member_ports.discard(pid)
+                self._gc_group(gid)
+
+    def _spoof_len(self, tx: _Tx, fam: int, plen: int) -> None:
+        """First CIDR address pair of a length: its set and anti-spoofing rules."""
+        if (fam, plen) in self._spoof_lens:
+            return
+        self._spoof_lens.add((fam, plen))
+        tx.create.append({"add": _obj("set", "bridge", name=_src_set(fam, plen),
+                                      type=["ifname", "ether_addr", _addr_type(fam)])})
+        tx.rules += [_rule("bridge", "spoof_allow", r) for r in _spoof_allow(fam, plen)]
+
+    def _bridge_zone(self, tx: _Tx, bz: tuple[str, int] | None, delta: int) -> None:
+        """Zone of packets entering a bridge from a non-port device (e.g. VXLAN)."""
+        if bz is None:
+            return
+        before = self._bridge_zones[bz]
+        self._bridge_zones[bz] += delta
+        if self._bridge_zones[bz] <= 0:
+            del self._bridge_zones[bz]
+        now = self._bridge_zones.get(bz, 0)
+        if (before == 0) != (now == 0):
+            if now and any(b == bz[0] and z != bz[1] for b, z in self._bridge_zones):
+                log.warning("bridge %s has ports in two zones; keeping the first", bz[0])
+                return
+            tx.elem(bool(now), ("inet", ZONE_TABLE, "bridge_zone", bz[0], bz[1]))
 
     # -- conntrack ----------------------------------------------------------------------
 
     def _kill_rule(self, tx: _Tx, g: _Group, rule: _Rule) -> None:
-        """A removed rule: its group's filtered ports re-check their flows in that direction."""
+        """A removed rule: the filtered ports of its group re-check their flows in its
+        direction (from or to its prefix, when it has one)."""
+        peer = frozenset([rule.prefix]) if rule.prefix is not None else None
         for pid in g.ports:
             p = self._ports.get(pid)
-            if p is None or not p.zone:
+            mine = frozenset(n for n in p.nets() if n.version == rule.family) if p else None
+            if p is None or not p.zone or not mine:
                 continue
-            mine = frozenset(n for n in p.nets() if n.version == rule.family)
-            peer = frozenset([rule.prefix]) if rule.prefix is not None else None
-            if not mine:
-                continue
-            if rule.direction == "i":
-                tx.kills.append(_Kill(p.zone, peer, mine))
-            else:
-                tx.kills.append(_Kill(p.zone, mine, peer))
+            tx.kills.add(_Kill(p.zone, peer, mine) if rule.direction == "i"
+                         else _Kill(p.zone, mine, peer))
 
     def _kill_port(self, tx: _Tx, old: _Port | None, new: _Port | None) -> None:
-        """Permissions of and towards a port that shrank: delete the affected flows."""
+        """Permissions of, or towards, a port that shrank: delete the affected flows."""
         if old is None:
             return
         if new is not None and new.zone and new.secured and (
                 not old.secured or set(old.groups) - set(new.groups)):
             mine = frozenset(new.nets())
             if mine:
-                tx.kills += [_Kill(new.zone, mine, None), _Kill(new.zone, None, mine)]
+                tx.kills |= {_Kill(new.zone, mine, None), _Kill(new.zone, None, mine)}
         # As a remote-group member: flows between its lost addresses and the filtered
-        # ports of every group whose rules name a group it was in.
-        old_hosts = {n for n in old.nets() if n.num_addresses == 1}
-        new_hosts = {n for n in new.nets() if n.num_addresses == 1} if new else set()
+        # ports of the groups whose rules name a group it was in.
+        kept = set(new.nets()) if new else set()
         for remote in old.groups:
             stays = new is not None and remote in new.groups
-            lost = frozenset(old_hosts - new_hosts if stays else old_hosts)
+            lost = frozenset(set(old.nets()) - kept if stays else old.nets())
             r = self._groups.get(remote)
             if not lost or r is None:
                 continue
-            for user in r.remote_users:
-                ug = self._groups.get(user)
-                if ug is None:
-                    continue
-                dirs = {x.direction for x in ug.rules.values() if x.remote_group == remote}
-                for pid in ug.ports:
+            for rid in r.remote_rules:
+                u = self._groups[self._rule_group[rid]]
+                rule = u.rules[rid]
+                for pid in u.ports:
                     q = self._ports.get(pid)
                     if q is None or not q.zone or pid == old.id:
                         continue
                     theirs = frozenset(q.nets())
-                    if "i" in dirs:
-                        tx.kills.append(_Kill(q.zone, lost, theirs))
-                    if "e" in dirs:
-                        tx.kills.append(_Kill(q.zone, theirs, lost))
+                    tx.kills.add(_Kill(q.zone, lost, theirs) if rule.direction == "i"
+                                 else _Kill(q.zone, theirs, lost))
 
-    def _kill(self, kills: list[_Kill]) -> None:
-        if not kills:
-            return
-        try:
-            _ct_delete(self.ns, kills)
-        except Exception as exc:  # noqa: BLE001 - new flows are already refused; log, go on
-            log.warning("security groups: could not delete conntrack entries in %s: %s",
-                        self.ns, exc)
+    def _kill(self, kills: set[_Kill]) -> None:
+        if kills:
+            self._ct.submit(kills)
 
 
-# --- conntrack (ctnetlink through pyroute2, socket opened inside the namespace) ---------
+class _ConntrackWorker:
+    """Deletes conntrack entries in a thread: a dump walks the kernel's whole (global)
+    conntrack table, 10-15 ms here, which must not delay the nft commit that already
+    refuses new flows. Batches that queue up meanwhile are merged."""
+
+    def __init__(self, ns: str) -> None:
+        self.ns = ns
+        self._cond = threading.Condition()
+        self._pending: set[_Kill] = set()
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self._stop = False
+
+    def submit(self, kills: set[_Kill]) -> None:
+        with self._cond:
+            self._pending |= kills
+            if self._thread is None or not self._thread.is_alive():
+                self._stop = False
+                self._thread = threading.Thread(target=self._run, name=f"sg-conntrack-{self.ns}",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def wait(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+            t = self._thread
+        if t is not None:
+            t.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending or self._stop, 60.0)
+                if not self._pending:  # stopped, or idle for a minute: end (submit restarts)
+                    self._thread = None
+                    return
+                batch, self._pending, self._busy = self._pending, set(), True
+            try:
+                _ct_delete(self.ns, list(batch))
+            except Exception as exc:  # noqa: BLE001 - new flows are refused already; log, go on
+                log.warning("security groups: could not delete conntrack entries in %s: %s",
+                            self.ns, exc)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+
+# --- conntrack (ctnetlink, socket opened inside the namespace) -----------------------------
 
 def _ct_delete(ns: str, kills: list[_Kill]) -> int:
     """Delete the conntrack entries ``kills`` describe; returns how many."""
-    from pyroute2.netlink import NETLINK_NETFILTER
-    from pyroute2.netlink.nfnetlink.nfctsocket import NFCTSocket
-
     by_zone: dict[int, list[_Kill]] = {}
     for k in kills:
         by_zone.setdefault(k.zone, []).append(k)
-    with netns.entered(ns):
-        if netns.in_home():
-            raise PermissionError(f"namespace {ns!r} is the host's namespace")
-        sk = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_NETFILTER)
     deleted = 0
-    try:
-        ct = NFCTSocket(nfgen_family=socket.AF_UNSPEC, use_socket=sk)
-        try:
-            for zone, ks in by_zone.items():
-                doomed = []
-                for msg in ct.dump(zone=zone):
-                    if (msg.get_attr("CTA_ZONE") or 0) != zone:
-                        continue
-                    orig = msg.get_attr("CTA_TUPLE_ORIG")
-                    ipattr = orig.get_attr("CTA_TUPLE_IP") if orig else None
-                    if ipattr is None:
-                        continue
-                    src = ipattr.get_attr("CTA_IP_V4_SRC") or ipattr.get_attr("CTA_IP_V6_SRC")
-                    dst = ipattr.get_attr("CTA_IP_V4_DST") or ipattr.get_attr("CTA_IP_V6_DST")
-                    if src is None or dst is None:
-                        continue
-                    s, d = ipaddress.ip_address(src), ipaddress.ip_address(dst)
-                    if any(_hit(s, k.src) and _hit(d, k.dst) for k in ks):
-                        doomed.append((msg["nfgen_family"], orig))
-                for family, orig in doomed:
-                    with contextlib.suppress(Exception):  # gone meanwhile
-                        _ct_del_one(sk, family, orig, zone)
-                        deleted += 1
-        finally:
-            with contextlib.suppress(Exception):
-                ct.close()
-    finally:
-        sk.close()
+    with _CtNetlink(ns) as ct:
+        for zone, ks in by_zone.items():
+            doomed = []
+            for msg in ct.request(socket.AF_UNSPEC, IPCTNL_MSG_CT_GET, dump=True,
+                                  attrs=[["CTA_ZONE", zone]]):
+                if (msg.get_attr("CTA_ZONE") or 0) != zone:
+                    continue
+                orig = msg.get_attr("CTA_TUPLE_ORIG")
+                ipattr = orig.get_attr("CTA_TUPLE_IP") if orig else None
+                if ipattr is None:
+                    continue
+                src = ipattr.get_attr("CTA_IP_V4_SRC") or ipattr.get_attr("CTA_IP_V6_SRC")
+                dst = ipattr.get_attr("CTA_IP_V4_DST") or ipattr.get_attr("CTA_IP_V6_DST")
+                if src is None or dst is None:
+                    continue
+                s, d = ipaddress.ip_address(src), ipaddress.ip_address(dst)
+                if any(_hit(s, k.src) and _hit(d, k.dst) for k in ks):
+                    doomed.append((msg["nfgen_family"], orig))
+            for family, orig in doomed:
+                try:
+                    ct.request(family, IPCTNL_MSG_CT_DELETE,
+                               attrs=[["CTA_TUPLE_ORIG", {"attrs": _plain(orig["attrs"])}],
+                                      ["CTA_ZONE", zone]])
+                    deleted += 1
+                except OSError as exc:
+                    if exc.errno != errno.ENOENT:  # ENOENT: it expired meanwhile
+                        raise
     return deleted
 
 
-def _hit(addr: ipaddress.IPv4Address | ipaddress.IPv6Address, nets: frozenset[IPNet] | None) -> bool:
+def _hit(addr: ipaddress.IPv4Address | ipaddress.IPv6Address,
+         nets: frozenset[IPNet] | None) -> bool:
     return nets is None or any(addr.version == n.version and addr in n for n in nets)
 
 
-def _ct_del_one(sk: socket.socket, family: int, orig: Any, zone: int) -> None:
-    from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST
-    from pyroute2.netlink.nfnetlink import NFNL_SUBSYS_CTNETLINK
-    from pyroute2.netlink.nfnetlink.nfctsocket import IPCTNL_MSG_CT_DELETE, nfct_msg
+def _plain(attrs: Any) -> list:
+    """Decoded nested attributes back into what the encoder takes."""
+    out = []
+    for a in attrs:
+        name, value = a[0], a[1]
+        if hasattr(value, "get") and "attrs" in value:
+            value = {"attrs": _plain(value["attrs"])}
+        out.append([name, value])
+    return out
 
-    msg = nfct_msg()
-    msg["nfgen_family"] = family
-    msg["attrs"] = [["CTA_TUPLE_ORIG", {"attrs": orig["attrs"]}], ["CTA_ZONE", zone]]
-    msg["header"]["type"] = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE
-    msg["header"]["flags"] = NLM_F_REQUEST | NLM_F_ACK
-    msg["header"]["sequence_number"] = 1
-    msg.encode()
-    sk.send(msg.data)
-    sk.settimeout(1.0)
-    sk.recv(65536)  # the ack (or ENOENT if it expired meanwhile)
+
+IPCTNL_MSG_CT_GET, IPCTNL_MSG_CT_DELETE = 1, 2
+NFNL_SUBSYS_CTNETLINK = 1
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+
+
+class _CtNetlink:
+    """A ctnetlink socket opened inside ``ns``; one request at a time, bounded reads.
+    (pyroute2's conntrack wrapper closes a socket handed to it after one dump.)"""
+
+    def __init__(self, ns: str) -> None:
+        with netns.entered(ns):
+            if netns.in_home():
+                raise PermissionError(f"namespace {ns!r} is the host's namespace")
+            self.sk = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12)  # NETLINK_NETFILTER
+        self.sk.settimeout(2.0)
+        self.seq = 0
+
+    def __enter__(self) -> _CtNetlink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sk.close()
+
+    def request(self, family: int, msg_type: int, *, dump: bool = False,
+                attrs: list | None = None) -> list[Any]:
+        from pyroute2.netlink import NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST
+        from pyroute2.netlink.nfnetlink.nfctsocket import nfct_msg
+
+        self.seq += 1
+        msg = nfct_msg()
+        msg["nfgen_family"] = family
+        msg["attrs"] = attrs or []
+        msg["header"]["type"] = (NFNL_SUBSYS_CTNETLINK << 8) | msg_type
+        msg["header"]["flags"] = NLM_F_REQUEST | (NLM_F_DUMP if dump else NLM_F_ACK)
+        msg["header"]["sequence_number"] = self.seq
+        msg.encode()
+        self.sk.send(msg.data)
+        out: list[Any] = []
+        for _ in range(100_000):  # bounded: at most this many reads per request
+            data = self.sk.recv(1 << 20)
+            off = 0
+            while off + 16 <= len(data):
+                length, mtype, _flags, seq = struct.unpack_from("=IHHI", data, off)
+                if length < 16:
+                    return out
+                chunk = data[off:off + length]
+                off += (length + 3) & ~3
+                if seq != self.seq:
+                    continue
+                if mtype == NLMSG_DONE:
+                    return out
+                if mtype == NLMSG_ERROR:
+                    code = -struct.unpack_from("=i", chunk, 16)[0]
+                    if code:
+                        raise OSError(code, os.strerror(code))
+                    return out
+                m = nfct_msg(chunk)
+                m.decode()
+                out.append(m)
+        raise TimeoutError("ctnetlink: too many replies")

@@ -173,7 +173,8 @@ def standard(obj: Any, tags: list[str]) -> dict[str, Any]:
 
 
 class LBBody(Body):
-    """An Octavia request object; ``not_offered`` are Octavia attributes refused when set."""
+    """An Octavia request object. ``not_offered``: Octavia attributes this provider does
+    not realize, refused (400) unless given as a value meaning "not asked for"."""
 
     # attribute -> the values that mean "not asked for" (accepted and ignored)
     not_offered: ClassVar[dict[str, tuple[Any, ...]]] = {}
@@ -217,22 +218,6 @@ class LBResource(Resource):
             self.touch(obj)
             self.record(session, obj, "update")
         return changed
-
-    def owner_of_new(self, ctx: Context, given: dict[str, Any]) -> str:
-        """Children belong to their load balancer's project; a given project_id is ignored."""
-        given.pop("project_id", None)
-        given.pop("tenant_id", None)
-        return ctx.project_id
-
-
-def drop_defaults(given: dict[str, Any], body: type[LBBody]) -> dict[str, Any]:
-    """Refuse the options this provider does not offer, unless given as their 'unset' value."""
-    for attr, unset in body.not_offered.items():
-        if attr in given:
-            value = given.pop(attr)
-            if value not in unset:
-                raise not_offered(f"{attr} is not offered yet")
-    return given
 
 
 __all__ = [

@@ -25,13 +25,12 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import false, select, true
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Forbidden, NotFound
 from netbay.lbaas.common import (
-    ACTIVE,
     IP,
     PENDING,
     PENDING_CREATE,
@@ -123,9 +122,7 @@ class LoadBalancers(LBResource):
 
     def extra_filter(self, name: str, values: list[str]):  # noqa: ANN201
         if name in {"flavor_id", "availability_zone", "vip_qos_policy_id"}:
-            # Never set here: only "" / absent matches.
-            from sqlalchemy import false, true
-
+            # Never set here: only "" (none) matches.
             return true() if all(v == "" for v in values) else false()
         return None
 
@@ -353,4 +350,4 @@ def _contains(subnet: Subnet, address: str) -> bool:
 
 LOADBALANCERS = LoadBalancers()
 
-__all__ = ["ACTIVE", "LOADBALANCERS", "LoadBalancers", "VIP_OWNER"]
+__all__ = ["LOADBALANCERS", "LoadBalancers", "VIP_OWNER"]

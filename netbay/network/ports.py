@@ -59,6 +59,10 @@ AUTO_ADDRESS_MODES = ("slaac", "dhcpv6-stateless")
 VIF_TYPE = "other"
 
 
+class _Unavailable(NetbayError):
+    status = 503
+
+
 def generate_mac() -> str:
     return MAC_PREFIX + "".join(f":{b:02x}" for b in secrets.token_bytes(3))
 
@@ -152,9 +156,9 @@ def eui64(cidr: str, mac: str) -> str:
 def _next_after(session: Session, subnet: Subnet, pending: list[str]) -> str:
     """A free address of ``subnet`` that is neither allocated nor pending in this call."""
     rows = session.scalars(select(IPAllocation.ip_address).where(IPAllocation.subnet_id == subnet.id))
-    taken = {int(ipaddress.ip_address(a)) for a in [*rows, *pending]}
+    taken = {ipam.as_int(a) for a in [*rows, *pending]}
     if subnet.gateway_ip:
-        taken.add(int(ipaddress.ip_address(subnet.gateway_ip)))
+        taken.add(ipam.as_int(subnet.gateway_ip))
     found = ipam.first_free(subnet.allocation_pools, taken)
     if found is None:
         raise Conflict(f"No more IP addresses available on network {subnet.network_id}.",
@@ -192,25 +196,23 @@ def _from_any(session: Session, subnets: list[Subnet]) -> tuple[Subnet, str]:
     return subnets[-1], ipam.allocate(session, subnets[-1])
 
 
-def _mac_in_use(session: Session, network_id: str, mac: str) -> Conflict | None:
-    taken = session.scalar(select(Port.id).where(Port.network_id == network_id, Port.mac_address == mac))
-    if taken is None:
-        return None
-    return Conflict(f"Unable to complete operation for network {network_id}. "
-                    f"The mac address {mac} is in use.", kind="MacAddressInUse")
+def _mac_taken(session: Session, network_id: str, mac: str) -> bool:
+    return session.scalar(select(Port.id).where(Port.network_id == network_id, Port.mac_address == mac)) is not None
+
+
+def _check_mac_free(session: Session, network_id: str, mac: str) -> None:
+    if _mac_taken(session, network_id, mac):
+        raise Conflict(f"Unable to complete operation for network {network_id}. "
+                       f"The mac address {mac} is in use.", kind="MacAddressInUse")
 
 
 def _free_mac(session: Session, network_id: str) -> str:
     """A random MAC not yet used on the network (24 random bits collide within thousands)."""
     for _ in range(16):
         mac = generate_mac()
-        if session.scalar(select(Port.id).where(Port.network_id == network_id, Port.mac_address == mac)) is None:
+        if not _mac_taken(session, network_id, mac):
             return mac
     raise _Unavailable(f"Unable to generate unique mac on network {network_id}.", kind="MacAddressGenerationFailure")
-
-
-class _Unavailable(NetbayError):
-    status = 503
 
 
 def address_pairs(pairs: list[dict[str, Any]], port_mac: str) -> list[dict[str, str]]:
@@ -264,9 +266,7 @@ def create_port(
         raise Conflict("Port Security must be enabled in order to have allowed address pairs on a port.",
                        kind="AddressPairAndPortSecurityRequired")
     if mac_address is not None:
-        in_use = _mac_in_use(session, network.id, mac_address)
-        if in_use:
-            raise in_use
+        _check_mac_free(session, network.id, mac_address)
     mac = mac_address or _free_mac(session, network.id)
     if attrs.get("allowed_address_pairs"):
         attrs["allowed_address_pairs"] = address_pairs(attrs["allowed_address_pairs"], mac)
@@ -557,14 +557,13 @@ class Ports(Resource):
             given["security_groups"] = list(dict.fromkeys(given["security_groups"] or []))
         _check_port_security(port, given)
         mac = given.pop("mac_address", None)
-        if mac is not None and mac != port.mac_address:
+        mac_changed = mac is not None and mac != port.mac_address
+        if mac_changed:
             if port.binding_host_id:
                 raise Conflict(f"Unable to complete operation on port {port.id}, port is already bound, "
                                f"port type: {VIF_TYPE}, old_mac {port.mac_address}, new_mac {mac}.",
                                kind="PortBound")
-            in_use = _mac_in_use(session, port.network_id, mac)
-            if in_use:
-                raise in_use
+            _check_mac_free(session, port.network_id, mac)
             port.mac_address = mac
         if "security_groups" in given:
             groups = given.pop("security_groups")
@@ -572,7 +571,7 @@ class Ports(Resource):
             _replace_groups(port, groups)
         if "fixed_ips" in given:
             _replace_ips(session, port, given.pop("fixed_ips"))
-        if mac is not None:
+        if mac_changed:
             _rederive_auto_addresses(session, port)
         if "allowed_address_pairs" in given:
             port.allowed_address_pairs = address_pairs(given.pop("allowed_address_pairs"), port.mac_address)

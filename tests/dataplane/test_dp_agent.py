@@ -66,6 +66,10 @@ def _tcp_roundtrip(client_ns: str, server_ns: str, server_ip: str) -> bytes:
         srv.close()
 
 
+def _v4(ns: str, ifname: str) -> list[str]:
+    return [a for a in links.addresses(ns, ifname) if ipaddress.ip_interface(a).version == 4]
+
+
 def _probe(ns: str, dst: str, timeout: float = 5.0) -> float:
     """Seconds until an ICMP echo from ``ns`` to ``dst`` is answered (bounded)."""
     t0 = time.monotonic()
@@ -177,7 +181,7 @@ def test_port_updates_are_reconciled_in_place(cloud: Cloud, net: tuple[dict, dic
     old_ip = cloud.ip_of(pa)
     cloud.ok(cloud.http.put(f"/network/v2.0/ports/{pa}", json={"port": {
         "fixed_ips": [{"subnet_id": subnet["id"], "ip_address": "10.1.0.200"}]}}))
-    wait_for(lambda: links.addresses(ns_a, "eth0") == ["10.1.0.200/24"], 10, what="address replaced")
+    wait_for(lambda: _v4(ns_a, "eth0") == ["10.1.0.200/24"], 10, what="address replaced")
     assert links.index(ns_a, "eth0") == eth0_index  # fixed in place, not rebuilt
     assert ping(ns_b, "10.1.0.200", count=3) and not ping(ns_b, old_ip, timeout=0.3)
 
@@ -290,8 +294,7 @@ def test_sigkill_in_the_middle_of_building_then_restart_converges(
         for sb in sandboxes:
             ns = cloud.sandbox_ns(sb["id"])
             assert sorted(lk.ifname for lk in links.links(ns)) == ["eth0", "lo"]
-            v4 = [a for a in links.addresses(ns, "eth0") if ipaddress.ip_interface(a).version == 4]
-            assert v4 == [f"{cloud.ip_of(sb['ports'][0]['port_id'])}/24"]
+            assert _v4(ns, "eth0") == [f"{cloud.ip_of(sb['ports'][0]['port_id'])}/24"]
             assert len([r for r in links.routes(ns) if r.dst == "0.0.0.0/0"]) == 1
         assert ping(cloud.sandbox_ns(sandboxes[0]["id"]), cloud.ip_of(sandboxes[-1]["ports"][0]["port_id"]))
     finally:
