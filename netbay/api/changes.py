@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from sqlalchemy import func, select
 
 from netbay.api.auth import admin_context
+from netbay.lbaas.registry import LB_RESOURCES
 from netbay.network.registry import RESOURCES
 from netbay.network.resource import ListQuery
 from netbay.network.sandboxes import SANDBOXES
@@ -26,7 +28,16 @@ async def changes(
     """Changes after revision ``since``; with ``wait`` > 0, long-polls until one arrives."""
     admin_context(request)
     feed = request.app.state.feed
-    items = await feed.wait(since, wait, limit)
+    closing: asyncio.Event | None = getattr(request.app.state, "closing", None)
+    if closing is None or wait <= 0:
+        items = await feed.wait(since, wait, limit)
+    else:  # a server shutting down answers its long polls at once (nothing new)
+        poll = asyncio.ensure_future(feed.wait(since, wait, limit))
+        stop = asyncio.ensure_future(closing.wait())
+        done, pending = await asyncio.wait({poll, stop}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        items = poll.result() if poll in done else []
     revision = items[-1]["revision"] if items else since
     return {"changes": items, "revision": revision}
 
@@ -42,7 +53,7 @@ def state(request: Request) -> dict[str, Any]:
             s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
         revision = s.scalar(select(func.max(Change.revision))) or 0
         body: dict[str, Any] = {"revision": revision}
-        for resource in [*RESOURCES, SANDBOXES]:
+        for resource in [*RESOURCES, SANDBOXES, *LB_RESOURCES]:
             items = resource.list(s, ctx, everything).items
             body[resource.collection] = items
             # The JSON key as the network API spells it ("security_groups"); the

@@ -9,6 +9,8 @@ server (one code path), with tokens minted in-process.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -144,10 +146,14 @@ def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODU
     from netbay.dataplane.names import Names
 
     stop = threading.Event()
+    closing = asyncio.Event()
+    application.state.closing = closing  # ends the agent's long poll at once on shutdown
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             stop.set()
+            with contextlib.suppress(RuntimeError):  # no loop running (yet)
+                asyncio.get_running_loop().call_soon_threadsafe(closing.set)
             super().handle_exit(sig, frame)
 
     config = uvicorn.Config(application, host=host, port=port, log_level="warning", access_log=False,

@@ -56,7 +56,7 @@ def db_current(data_dir: Path = DataDir, database_url: str = DbUrl) -> None:
 
 
 def _run_server(settings: Settings, host: str, port: int, noauth: bool, public_url: str | None,
-                token_ttl: int, agent: bool = False) -> None:
+                token_ttl: int, agent: bool = False, agent_prefix: str = "nb-") -> None:
     import uvicorn
 
     from netbay.api.app import create_app
@@ -78,7 +78,7 @@ def _run_server(settings: Settings, host: str, port: int, noauth: bool, public_u
                       "For development only; never expose this server.[/]")
     application = create_app(store, noauth=noauth, public_url=public_url, token_ttl=token_ttl)
     if agent:
-        agent_cli.serve_with_agent(application, host, port)
+        agent_cli.serve_with_agent(application, host, port, agent_prefix)
         return
     uvicorn.run(application, host=host, port=port, log_level="warning", access_log=False)
 
@@ -109,6 +109,9 @@ def up(
     token_ttl: int = TokenTTL,
     agent: bool = typer.Option(True, "--agent/--no-agent", envvar="NETBAY_AGENT",
                                help="Also run the dataplane agent (needs root), wiring this host's kernel."),
+    agent_prefix: str = typer.Option("nb-", "--agent-prefix", envvar="NETBAY_AGENT_PREFIX",
+                                     callback=agent_cli.check_prefix,
+                                     help="Name prefix of the agent's namespaces."),
 ) -> None:
     """Migrate, bootstrap, create the ``public`` external network, write an openrc; serve the
     API and run the dataplane agent."""
@@ -123,7 +126,7 @@ def up(
     console.print(f"[green]netbay is starting on http://{host}:{port}[/]"
                   + (" with the dataplane agent" if agent else ""))
     console.print(f"credentials: [bold]source {openrc}[/]")
-    _run_server(settings, host, port, False, public_url, token_ttl, agent=agent)
+    _run_server(settings, host, port, False, public_url, token_ttl, agent=agent, agent_prefix=agent_prefix)
 
 
 def _logging() -> None:

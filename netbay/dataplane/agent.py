@@ -241,7 +241,8 @@ class Agent:
         self._retry_at = 0.0
         self._retry_delay = 0.5
         self._resynced_at = 0.0
-        self._resync_due = False
+        self._resync_due: float | None = None   # a realizer failed: resync at this time
+        self._resync_backoff = 1.0
         self.stats = {"resyncs": 0, "batches": 0, "changes": 0}
 
     # -- running ---------------------------------------------------------------------------
@@ -261,10 +262,14 @@ class Agent:
         need_resync = True
         while not stop.is_set():
             try:
-                if need_resync or self._resync_due or time.monotonic() - self._resynced_at > self.resync_every:
-                    self._resync_due = False
+                now = time.monotonic()
+                due = self._resync_due is not None and now >= self._resync_due
+                if need_resync or due or now - self._resynced_at > self.resync_every:
+                    self._resync_due = None
                     self.resync()
                     need_resync = False
+                    if self._resync_due is None:
+                        self._resync_backoff = 1.0
                 self.step(stop)
                 backoff = 0.5
             except (httpx.HTTPError, ApiError) as exc:
@@ -287,6 +292,8 @@ class Agent:
         wait = self.wait
         if any(self.failed.values()):
             wait = max(0.0, min(wait, self._retry_at - time.monotonic()))
+        if self._resync_due is not None:
+            wait = max(0.0, min(wait, self._resync_due - time.monotonic()))
         body = self.api.changes(self.state.revision, wait)
         if stop is not None and stop.is_set():
             return 0
@@ -496,16 +503,14 @@ class Agent:
             self._attempt("fabric", "", fabric.remove)
 
     def _release(self, specs: Iterable[PortSpec], work: Work) -> None:
-        """Close the netlink sockets of the consumer namespaces just configured: one
-        per namespace would otherwise stay open (thousands of sandboxes, thousands of
-        descriptors). The fabric's stays: every change uses it."""
-        touched = {s.ns for s in specs}
+        """Close this thread's netlink sockets of the sandbox namespaces just
+        configured: one per namespace would otherwise stay open (thousands of
+        sandboxes, thousands of descriptors). The fabric's stays: every change uses it.
+        Other threads' sockets are theirs (closing one under a thread hangs it)."""
+        touched = {s.ns for s in specs if s.consumer.kind == "sandbox"}
         touched |= {self.names.sandbox(i) for i in work.get("sandboxes", ())}
-        touched |= {self.names.router(i) for i in work.get("routers", ())}
-        touched.discard(self.names.fabric)
         for ns in touched:
-            links.close(ns)
-            rtnl.close(ns)
+            rtnl.release(ns)
 
     def _drop_namespace(self, ns: str) -> None:
         for pid, spec in list(self.fabric.wired.items()):
@@ -528,8 +533,11 @@ class Agent:
         try:
             outcome = fn() or {}
         except Exception as exc:  # a realizer's bug must not stop the fabric
-            log.exception("netbay agent: realizer %s failed (full resync follows): %s", name, exc)
-            self._resync_due = True
+            log.exception("netbay agent: realizer %s failed (full resync in %.0fs): %s",
+                          name, self._resync_backoff, exc)
+            if self._resync_due is None:
+                self._resync_due = time.monotonic() + self._resync_backoff
+                self._resync_backoff = min(self._resync_backoff * 2, 60.0)
             return
         for coll, results in outcome.items():
             self.outcomes[coll].update(results)

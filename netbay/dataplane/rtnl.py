@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from netbay.dataplane import netns
 from netbay.dataplane.links import LinkError
 
-__all__ = ["Rtnl", "LinkInfo", "rtnl", "close"]
+__all__ = ["Rtnl", "LinkInfo", "rtnl", "release", "close"]
 
 # message types
 RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK = 16, 17, 18
@@ -415,6 +415,14 @@ def _forget(ns: str, r: Rtnl) -> None:
             if not rs:
                 del _all[ns]
     r.close()
+
+
+def release(ns: str) -> None:
+    """Close the calling thread's socket of ``ns`` (others' stay: they may be in use)."""
+    cache: dict[str, Rtnl] | None = getattr(_local, "by_ns", None)
+    r = cache.pop(ns, None) if cache is not None else None
+    if r is not None:
+        _forget(ns, r)
 
 
 def close(ns: str) -> None:

@@ -29,8 +29,10 @@ the kernel. Everything that changes is an element of a hash set or map:
   protocol match, port block size); a port range splits into aligned power-of-two
   blocks. Shape rules are created on first use and kept (an empty set matches
   nothing), so later changes are element adds/deletes;
-* a remote group: its rules are expanded over the group's member addresses (a port
-  joining a group adds one element per address and per rule naming the group);
+* a remote group: the rules naming it are expanded over its member addresses (a
+  port joining a group adds one element per address and per rule naming the group;
+  adding a rule that names a group of M members adds M elements) — a separate
+  member set per group would need one rule per (group, remote group) pair;
 * anti-spoofing: ``ifname . ether . address`` sets (one per prefix length for CIDR
   address pairs).
 
@@ -41,8 +43,10 @@ RA and DHCP-server replies from ports dropped, MAC/IP/ARP anti-spoofing
 each allowed MAC), ``port_security_enabled=false`` and ``network:*`` device owners
 bypass everything. When permissions shrink (rule removed, a member leaves a remote
 group, a port leaves a group) the conntrack entries of the affected flows are deleted
-in their zone, so open connections are re-checked, as Neutron does. Not supported:
-``remote_address_group_id`` (such a rule allows nothing).
+in their zone, so open connections are re-checked — by a worker thread right after
+the commit, as Neutron does (a ctnetlink dump walks the kernel's whole conntrack
+table: 10-20 ms here). Not supported: ``remote_address_group_id`` (such a rule allows
+nothing); more than :data:`MAX_GROUPS` groups on one filtered port (refused).
 
 Use: :meth:`SecurityGroups.sync` after a start (it rebuilds atomically); then the
 incremental verbs, one nft transaction each. If one is refused, the realizer
@@ -531,7 +535,7 @@ class _Tx:
                 c = self.comments.get((fam, table, name, key))
                 v: Any = {"elem": {"val": k, "comment": c}} if c else k
                 if value is not None:
-                    v = [v, {"jump": {"target": value}} if isinstance(value, str) else value]
+                    v = [v, value]
                 adds.setdefault((fam, table, name), []).append(v)
         out = self.create + self.rules
         for verb, groups in (("delete", dels), ("add", adds)):

@@ -13,6 +13,7 @@ import socket
 import statistics
 import time
 
+import httpx
 import pytest
 
 from netbay.dataplane import links, netns
@@ -219,7 +220,83 @@ def test_sandbox_reaches_the_outside_through_a_router(cloud: Cloud, net: tuple[d
     ns = cloud.sandbox_ns(sb["id"])
     assert ping(ns, subnet["gateway_ip"], count=3)           # the router's leg
     assert ping(ns, "172.24.4.1", count=3, timeout=1.0)      # the outside world, SNATed
+    cloud.wait_status(f"/network/v2.0/routers/{router['id']}", "ACTIVE")
+    # A floating IP: the outside world reaches the sandbox through it (ICMP admitted).
+    pid = sb["ports"][0]["port_id"]
+    icmp = cloud.ok(cloud.http.post("/network/v2.0/security-groups", json={"security_group": {
+        "name": "icmp-in"}}), 201)["security_group"]
+    cloud.ok(cloud.http.post("/network/v2.0/security-group-rules", json={"security_group_rule": {
+        "security_group_id": icmp["id"], "direction": "ingress", "ethertype": "IPv4", "protocol": "icmp"}}), 201)
+    cloud.ok(cloud.http.put(f"/network/v2.0/ports/{pid}", json={"port": {
+        "security_groups": [*cloud.port(pid)["security_groups"], icmp["id"]]}}))
+    fip = cloud.ok(cloud.http.post("/network/v2.0/floatingips", json={"floatingip": {
+        "floating_network_id": public["id"], "port_id": sb["ports"][0]["port_id"]}}), 201)["floatingip"]
+    cloud.wait_status(f"/network/v2.0/floatingips/{fip['id']}", "ACTIVE")
+    outside = cloud.names.external(public["id"])
+    wait_for(lambda: ping(outside, fip["floating_ip_address"], timeout=0.3), 10, 0.05,
+             what="the floating IP answering from outside")
+    cloud.ok(cloud.http.delete(f"/network/v2.0/floatingips/{fip['id']}"), 204)
+    wait_for(lambda: not ping(outside, fip["floating_ip_address"], timeout=0.2), 10, 0.05,
+             what="the released floating IP silent")
     cloud.delete_sandbox(sb["id"])
+    cloud.ok(cloud.http.delete(f"/network/v2.0/security-groups/{icmp['id']}"), 204)
+
+
+def test_security_groups_filter_between_sandboxes(cloud: Cloud, net: tuple[dict, dict]) -> None:
+    pytest.importorskip("netbay.dataplane.secgroups")
+    network, _ = net
+    closed = cloud.ok(cloud.http.post("/network/v2.0/security-groups", json={"security_group": {
+        "name": "closed"}}), 201)["security_group"]
+    port_c = cloud.ok(cloud.http.post("/network/v2.0/ports", json={"port": {
+        "network_id": network["id"], "security_groups": [closed["id"]]}}), 201)["port"]
+    c = cloud.sandbox("sg-c", ports=[port_c["id"]])
+    a = cloud.sandbox("sg-a", networks=[network["id"]])
+    for pid in (port_c["id"], a["ports"][0]["port_id"]):
+        cloud.wait_status(f"/network/v2.0/ports/{pid}", "ACTIVE")
+    ns_a, ip_c = cloud.sandbox_ns(a["id"]), port_c["fixed_ips"][0]["ip_address"]
+    assert not ping(ns_a, ip_c, timeout=0.3, count=2)   # "closed" admits nothing
+    rule = cloud.ok(cloud.http.post("/network/v2.0/security-group-rules", json={"security_group_rule": {
+        "security_group_id": closed["id"], "direction": "ingress", "ethertype": "IPv4",
+        "protocol": "icmp"}}), 201)["security_group_rule"]
+    wait_for(lambda: ping(ns_a, ip_c, timeout=0.2), 10, 0.05, what="ICMP admitted by the new rule")
+    cloud.ok(cloud.http.delete(f"/network/v2.0/security-group-rules/{rule['id']}"), 204)
+    wait_for(lambda: not ping(ns_a, ip_c, timeout=0.2, count=2), 10, 0.05, what="ICMP refused again")
+    for sb in (a, c):
+        cloud.delete_sandbox(sb["id"])
+    cloud.ok(cloud.http.delete(f"/network/v2.0/ports/{port_c['id']}"), 204)
+    cloud.ok(cloud.http.delete(f"/network/v2.0/security-groups/{closed['id']}"), 204)
+
+
+def test_netbay_up_runs_the_agent_and_stops_cleanly(tmp_path) -> None:  # noqa: ANN001
+    from conftest import start_server
+
+    from .agent_fixtures import sweep_prefix
+    from .dp_helpers import PREFIX
+
+    prefix = f"{PREFIX}up-"
+    names = Names(prefix)
+    server = start_server(f"sqlite:///{tmp_path / 'netbay.db'}", tmp_path,
+                          extra=("--agent", "--agent-prefix", prefix))
+    try:
+        with httpx.Client(base_url=server.url, headers={"X-Auth-Token": server.token()}, timeout=30) as http:
+            public = http.get("/network/v2.0/networks", params={"name": "public"}).json()["networks"][0]
+            wait_for(lambda: netns.exists(names.external(public["id"])), 20, what="the outside world wired")
+            sb = http.post("/netbay/v1/sandboxes", json={"sandbox": {"name": "up"}}).json()["sandbox"]
+            wait_for(lambda: netns.exists(names.sandbox(sb["id"])), 20, what="the sandbox namespace")
+            wait_for(lambda: http.get(f"/netbay/v1/sandboxes/{sb['id']}").json()["sandbox"]["status"]
+                     == "ACTIVE", 20, what="the sandbox ACTIVE")
+        t0 = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        # uvicorn re-raises the signal once it has shut down gracefully
+        assert server.proc.wait(timeout=15) in (0, -signal.SIGTERM)
+        log = (tmp_path / "server.log").read_text()
+        assert "Traceback" not in log and "graceful shutdown exceeded" not in log
+        assert time.monotonic() - t0 < 8, "netbay up took too long to stop"
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait(timeout=10)
+        sweep_prefix(prefix)
 
 
 # --- restarts ----------------------------------------------------------------------------------

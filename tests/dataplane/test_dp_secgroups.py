@@ -21,7 +21,8 @@ import pytest
 from netbay.dataplane import links, netns
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
-from netbay.dataplane.secgroups import TABLE, SecurityGroups, _ct_delete, _Kill, _port_blocks
+from netbay.dataplane.secgroups import (TABLE, SecurityGroups, _ct_delete, _Kill, _parse_port,
+                                        _parse_rule, _port_blocks)
 
 DENY_TIMEOUT = 0.4
 
@@ -61,6 +62,24 @@ def tcp(client: str, server: str, dst: str, port: int = 80, *, src: str | None =
     finally:
         cli.close()
         srv.close()
+
+
+def add_address(ns: str, cidr: str) -> None:
+    """Add an address in a sandbox and wait until it can be bound (IPv6 leaves its
+    tentative state from a kernel work queue, even without DAD): bounded polling."""
+    links.add_address(ns, "eth0", cidr)
+    addr = cidr.split("/")[0]
+    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    for _ in range(200):
+        s = _sock(ns, fam, socket.SOCK_DGRAM)
+        try:
+            s.bind((addr, 0))
+            return
+        except OSError:
+            time.sleep(0.01)
+        finally:
+            s.close()
+    raise AssertionError(f"{cidr} never became usable in {ns}")
 
 
 def eventually(check: Callable[[], bool], tries: int = 5) -> bool:
@@ -152,7 +171,7 @@ class Lab:
         if ip6:  # no duplicate address detection: usable at once
             for dev in ("all", "eth0"):  # DAD is skipped only if both say so
                 links.sysctl(ns, f"net.ipv6.conf.{dev}.accept_dad", 0)
-            links.add_address(ns, "eth0", f"{ip6}/64")
+            add_address(ns, f"{ip6}/64")
         self.ports[p.id] = p
         return p
 
@@ -204,6 +223,25 @@ def test_port_blocks_cover_range_exactly():
         assert all(start % (1 << k) == 0 for start, k in blocks)
 
 
+def test_parsing_follows_neutron():
+    port = {"id": "p1", "mac_address": "FA:16:3E:00:00:01", "fixed_ips": [{"ip_address": "10.0.0.1"}],
+            "device_owner": "network:router_interface", "security_groups": []}
+    assert not _parse_port(port, 1, 1).secured                 # trusted device owner
+    assert _parse_port(dict(port, device_owner="compute:nova"), 1, 1).secured
+    assert not _parse_port(dict(port, device_owner="", port_security_enabled=False), 1, 1).secured
+    with pytest.raises(ValueError):
+        _parse_port(port, 0x10000, 1)                          # marks are 16 bits
+    r = _parse_rule({"id": "r", "security_group_id": "g", "direction": "ingress",
+                     "ethertype": "IPv6", "protocol": "icmp", "port_range_min": 128})
+    assert r.pieces == (("c", (128,)),) and r.family == 6  # icmp on IPv6 is ICMPv6
+    r = _parse_rule({"id": "r", "security_group_id": "g", "direction": "egress",
+                     "ethertype": "IPv4", "protocol": "udp", "port_range_min": 1,
+                     "port_range_max": 65535, "remote_ip_prefix": "0.0.0.0/0"})
+    assert r.pieces == (("p", (17,)),) and r.prefix is None  # all ports, from anywhere
+    assert _parse_rule({"id": "r", "security_group_id": "g", "direction": "ingress",
+                        "ethertype": "IPv4", "remote_ip_prefix": "fd00::/64"}) is None
+
+
 # --- the default group ---------------------------------------------------------------------
 
 def test_default_group_same_group_in_other_group_out_egress_allowed(lab):
@@ -217,7 +255,6 @@ def test_default_group_same_group_in_other_group_out_egress_allowed(lab):
     assert eventually(lambda: tcp(b.ns, a.ns, a.ip))
     assert not tcp(c.ns, a.ns, a.ip)                          # other group: ingress dropped
     assert not tcp(a.ns, c.ns, c.ip)                          # ...both ways
-    # egress is allowed: a's SYN leaves (counted by c's ingress drop, not a's egress)
     assert lab.sg.observed() == {a.id, b.id, c.id}
 
 
@@ -311,7 +348,7 @@ def test_spoofed_ip_dropped_until_allowed_address_pair(lab):
     b = lab.port(net, "10.0.0.2", groups=[d])
     lab.apply()
     assert eventually(lambda: tcp(a.ns, b.ns, b.ip))
-    links.add_address(a.ns, "eth0", "10.0.0.99/24")
+    add_address(a.ns, "10.0.0.99/24")
     assert not tcp(a.ns, b.ns, b.ip, src="10.0.0.99")
     a.pairs = [{"ip_address": "10.0.0.99"}]
     lab.update(a)
@@ -346,7 +383,7 @@ def test_port_security_disabled_passes_everything(lab):
     lab.apply()
     assert eventually(lambda: tcp(a.ns, free.ns, free.ip, 1234))  # a's egress; no ingress filter
     assert not tcp(free.ns, a.ns, a.ip)                      # a still filters its ingress
-    links.add_address(free.ns, "eth0", "10.0.0.77/24")
+    add_address(free.ns, "10.0.0.77/24")
     a2 = lab.port(net, "10.0.0.3", secured=False)
     lab.update(a2)
     assert eventually(lambda: tcp(free.ns, a2.ns, a2.ip, 22, src="10.0.0.77"))  # spoof ok
@@ -368,10 +405,7 @@ def test_ipv6_default_group(lab):
     lab.apply()
     assert eventually(lambda: tcp(a.ns, b.ns, "fd00::2"))    # ND works, same group allowed
     assert not tcp(c.ns, b.ns, "fd00::2")
-    links.add_address(a.ns, "eth0", "fd00::99/64")
-    import subprocess
-    print(subprocess.run(["ip", "-n", a.ns, "-6", "addr"], capture_output=True, text=True).stdout)
-    print(links.read_sysctl(a.ns, "net.ipv6.conf.eth0.accept_dad"), links.read_sysctl(a.ns, "net.ipv6.conf.all.accept_dad"))
+    add_address(a.ns, "fd00::99/64")
     assert not tcp(a.ns, b.ns, "fd00::2", src="fd00::99")     # spoofed IPv6 source
 
 
@@ -474,6 +508,28 @@ def test_sync_rebuilds_and_drops_what_nothing_wants(lab):
     assert lab.sg.observed() == {a.id}
     assert tcp(a.ns, b.ns, b.ip)            # b is no longer filtered (not a port of ours)
     assert not tcp(b.ns, a.ns, a.ip)        # ...and a still only admits its group
+
+
+def test_a_refused_change_rebuilds_from_what_was_asked(lab):
+    """Someone deletes our tables; the next change cannot apply incrementally and the
+    realizer rebuilds everything it was told, that change included."""
+    net = lab.network()
+    d, other = lab.group(default=True), lab.group(default=True)
+    a = lab.port(net, "10.0.0.1", groups=[d])
+    b = lab.port(net, "10.0.0.2", groups=[other])
+    lab.apply()
+    assert not tcp(a.ns, b.ns, b.ip)
+    nft = Nft(lab.fabric)
+    try:
+        nft.run("delete table inet nb_sg; delete table bridge nb_sg")
+    finally:
+        nft.close()
+    b.groups = [other, d]
+    lab.update(b)
+    assert eventually(lambda: tcp(a.ns, b.ns, b.ip))          # the change is in
+    c = lab.port(net, "10.0.0.3", groups=[other])
+    lab.update(c)
+    assert not tcp(c.ns, a.ns, a.ip)                          # and filtering is back
 
 
 def test_conntrack_delete_by_zone_and_address(lab):
