@@ -14,9 +14,10 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from netbay.errors import BadRequest, Conflict
@@ -165,12 +166,50 @@ def allocate(session: Session, subnet: Subnet, requested: str | None = None, *, 
             raise Conflict(f"IP address {address} already allocated in subnet {subnet.id}",
                            kind="IpAddressAlreadyAllocated")
         return address
-    rows = session.scalars(select(IPAllocation.ip_address).where(IPAllocation.subnet_id == subnet.id))
-    taken = {as_int(a) for a in rows}
-    if subnet.gateway_ip:
-        taken.add(as_int(subnet.gateway_ip))
-    found = first_free(subnet.allocation_pools, taken)
+    found = _scan(session, subnet)
     if found is None:
         raise Conflict(f"No more IP addresses available on network {subnet.network_id}.",
                        kind="IpAddressGenerationFailure")
-    return str(ipaddress.ip_address(found))
+    _hints[subnet.id] = found + 1
+    cls = ipaddress.IPv4Address if subnet.ip_version == 4 else ipaddress.IPv6Address
+    return str(cls(found))
+
+
+# Where the search for a free address of a subnet starts: the lowest address that
+# may be free, as far as this process knows. Only a starting point: every
+# candidate is checked against the database, and a full lap follows, so a stale
+# hint (another process released something) costs order, never correctness.
+_hints: dict[str, int] = {}
+SCAN_BATCH = 64
+
+
+@event.listens_for(IPAllocation, "after_delete")
+def _released(_mapper: Any, _conn: Any, alloc: IPAllocation) -> None:
+    hint = _hints.get(alloc.subnet_id)
+    address = as_int(alloc.ip_address)
+    if hint is not None and address < hint:
+        _hints[alloc.subnet_id] = address
+
+
+def _lap(pools: list[dict[str, str]], start: int) -> Iterator[int]:
+    """Pool addresses from ``start`` upward, then from the first one up to ``start``."""
+    spans = sorted((as_int(p["start"]), as_int(p["end"])) for p in pools)
+    for lo, hi in spans:
+        yield from range(max(lo, start), hi + 1)
+    for lo, hi in spans:
+        yield from range(lo, min(hi, start - 1) + 1)
+
+
+def _scan(session: Session, subnet: Subnet) -> int | None:
+    """The first free address from the hint on, checking candidates in batches."""
+    gateway = as_int(subnet.gateway_ip) if subnet.gateway_ip else None
+    cls = ipaddress.IPv4Address if subnet.ip_version == 4 else ipaddress.IPv6Address
+    candidates = (a for a in _lap(subnet.allocation_pools, _hints.get(subnet.id, 0)) if a != gateway)
+    while batch := list(islice(candidates, SCAN_BATCH)):
+        names = [str(cls(a)) for a in batch]
+        taken = set(session.scalars(select(IPAllocation.ip_address).where(
+            IPAllocation.subnet_id == subnet.id, IPAllocation.ip_address.in_(names))))
+        for address, name in zip(batch, names):
+            if name not in taken:
+                return address
+    return None

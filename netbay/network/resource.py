@@ -269,6 +269,8 @@ class Resource:
         if data is None and action != "delete":
             session.flush()
             data = self.render(session, obj, self.tags_of(session, [obj.id])[obj.id])
+        if data is not None:  # the API answers with what the log says (see ``rendered``)
+            session.info.setdefault("rendered", {})[(self.member, obj.id)] = data
         session.add(
             Change(
                 resource=self.member,
@@ -278,6 +280,14 @@ class Resource:
                 data=data,
             )
         )
+
+    def rendered(self, session: Session, obj: Any) -> dict[str, Any]:
+        """The resource as this transaction last recorded it, else rendered afresh."""
+        data = session.info.get("rendered", {}).get((self.member, obj.id))
+        if data is not None:
+            return data
+        session.flush()
+        return self.render(session, obj, self.tags_of(session, [obj.id])[obj.id])
 
     def owner_for_create(self, ctx: Context, body: dict[str, Any]) -> str:
         """The project a new resource belongs to: the caller's, or any for admins."""

@@ -65,7 +65,7 @@ class InProcessAgent:
     def start(self, timeout: float = 20.0) -> Agent:
         creds = Credentials(self.server.auth_url, "admin", ADMIN_PASSWORD, "admin")
         self.stop_event = threading.Event()
-        self.agent = Agent(Api(self.server.url, creds.token), self.names, wait=5.0)
+        self.agent = Agent(Api(self.server.url, creds.token), self.names, wait=2.0)
         self.thread = threading.Thread(target=self.agent.run, args=(self.stop_event,), daemon=True)
         self.thread.start()
         assert self.agent.ready.wait(timeout), "agent did not finish its first resync"

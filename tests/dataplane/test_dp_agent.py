@@ -401,7 +401,7 @@ def test_measure_port_create_to_first_packet(cloud: Cloud, net: tuple[dict, dict
     for sb in empties:
         wait_for(lambda sb=sb: netns.exists(cloud.sandbox_ns(sb["id"])), 10, what="empty sandbox namespace")
     host = cloud.ok(cloud.http.get(f"/netbay/v1/sandboxes/{peer['id']}"))["sandbox"]["host"]
-    port_api, sandbox_api, api_only = [], [], []
+    port_api, sandbox_api, api_only, after_api = [], [], [], []
     for sb in empties:  # a port bound to an existing sandbox through the Port API
         t0 = time.monotonic()
         r = cloud.http.post("/network/v2.0/ports", json={"port": {
@@ -409,7 +409,7 @@ def test_measure_port_create_to_first_packet(cloud: Cloud, net: tuple[dict, dict
             "binding:host_id": host}})
         api_only.append(time.monotonic() - t0)
         assert r.status_code == 201, r.text
-        _probe(cloud.sandbox_ns(sb["id"]), peer_ip)
+        after_api.append(_probe(cloud.sandbox_ns(sb["id"]), peer_ip))
         port_api.append(time.monotonic() - t0)
     made = []
     for i in range(30):  # a sandbox made with its port (namespace included)
@@ -422,7 +422,8 @@ def test_measure_port_create_to_first_packet(cloud: Cloud, net: tuple[dict, dict
     with capsys.disabled():
         print(f"\n[figures] port API call -> first packet: p50 {p50:.1f} ms, p90 "
               f"{sorted(port_api)[int(0.9 * len(port_api))] * 1e3:.1f} ms (n={len(port_api)}); "
-              f"API call alone p50 {statistics.median(api_only) * 1e3:.1f} ms; "
+              f"API call alone p50 {statistics.median(api_only) * 1e3:.1f} ms, API answer -> first packet "
+              f"p50 {statistics.median(after_api) * 1e3:.1f} ms; "
               f"sandbox API call (with its namespace) -> first packet p50 "
               f"{statistics.median(sandbox_api) * 1e3:.1f} ms")
     assert p50 < 250, f"port create -> first packet p50 {p50:.1f} ms"  # target 30 ms; loose on a busy host
@@ -469,6 +470,8 @@ def test_measure_100_sandboxes_wired(cloud: Cloud, net: tuple[dict, dict], capsy
 
 def test_deleting_everything_through_the_api_leaves_nothing(cloud: Cloud) -> None:
     http = cloud.http
+    tables = {ns: _tables(ns) for ns in netns.list(cloud.names.prefix)}
+    assert any(tables.values()), f"no nftables table to remove (security groups, routers): {tables}"
     for sb in cloud.ok(http.get("/netbay/v1/sandboxes"))["sandboxes"]:
         cloud.delete_sandbox(sb["id"])
     for fip in cloud.ok(http.get("/network/v2.0/floatingips"))["floatingips"]:
@@ -486,7 +489,10 @@ def test_deleting_everything_through_the_api_leaves_nothing(cloud: Cloud) -> Non
     assert cloud.ok(http.get("/netbay/v1/state"))["networks"] == []
     wait_for(lambda: cloud.namespaces() == [], 20, what="every namespace of the prefix deleted")
     assert not netns.exists(cloud.names.fabric) and cloud.taps() == []
-    # And no nftables table left anywhere of ours (every namespace is gone; check none lingers).
-    for ns in netns.list(cloud.names.prefix):
-        with Nft(ns) as nft:
-            assert nft.tables() == []
+    # Their tables went with their namespaces.
+    assert not any(_tables(ns) for ns in netns.list(cloud.names.prefix))
+
+
+def _tables(ns: str) -> list[tuple[str, str]]:
+    with Nft(ns) as nft:
+        return nft.tables()

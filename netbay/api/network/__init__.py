@@ -183,18 +183,14 @@ def _mount(router: APIRouter, resource: Resource) -> None:
 
             def create_many(s):  # noqa: ANN001, ANN202
                 objs = [resource.create(s, ctx, b) for b in bodies]
-                s.flush()
-                tags = resource.tags_of(s, [o.id for o in objs])
-                return [resource.render(s, o, tags[o.id]) for o in objs]
+                return [resource.rendered(s, o) for o in objs]
 
             items = await _in_thread(lambda: store(request).retrying(create_many))
             return ORJSONResponse({key: items}, status_code=201)
         body = parse_member(raw, resource, "POST")
 
         def create_one(s):  # noqa: ANN001, ANN202
-            obj = resource.create(s, ctx, body)
-            s.flush()
-            return resource.render(s, obj, resource.tags_of(s, [obj.id])[obj.id])
+            return resource.rendered(s, resource.create(s, ctx, body))
 
         item = await _in_thread(lambda: store(request).retrying(create_one))
         return ORJSONResponse({member: item}, status_code=201)
@@ -204,9 +200,7 @@ def _mount(router: APIRouter, resource: Resource) -> None:
         body = parse_member(await read_json(request), resource, "PUT")
 
         def update(s):  # noqa: ANN001, ANN202
-            obj = resource.update(s, ctx, item_id, body)
-            s.flush()
-            return resource.render(s, obj, resource.tags_of(s, [obj.id])[obj.id])
+            return resource.rendered(s, resource.update(s, ctx, item_id, body))
 
         item = await _in_thread(lambda: store(request).retrying(update))
         return ORJSONResponse({member: item})
