@@ -33,7 +33,7 @@ async def load(srv: harness.Server, token: str, op: str, seconds: float, clients
         net, _ = harness.make_network(sync, "profile", "10.250.0.0/16")
     done = 0
     deadline = time.monotonic() + seconds
-    limits = httpx.Limits(max_connections=clients)
+    limits = httpx.Limits(max_connections=clients, keepalive_expiry=2.0)
     async with httpx.AsyncClient(base_url=srv.network, headers=headers, limits=limits, timeout=60) as client:
 
         async def worker() -> None:

@@ -13,7 +13,7 @@ from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import ORJSONResponse
+from netbay.api.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from netbay.errors import BadRequest, NetbayError
@@ -26,7 +26,7 @@ _HTTP_KINDS = {400: "HTTPBadRequest", 401: "HTTPUnauthorized", 403: "HTTPForbidd
                500: "HTTPInternalServerError"}
 
 
-def render(request: Request, status: int, kind: str, message: str, detail: str = "") -> ORJSONResponse:
+def render(request: Request, status: int, kind: str, message: str, detail: str = "") -> JSONResponse:
     path = request.url.path
     headers = {}
     if status == 401:
@@ -38,30 +38,30 @@ def render(request: Request, status: int, kind: str, message: str, detail: str =
         body = {"faultcode": "Server" if status >= 500 else "Client", "faultstring": message, "debuginfo": None}
     else:
         body = {"NeutronError": {"type": kind, "message": message, "detail": detail}}
-    return ORJSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def install(app: FastAPI) -> None:
     @app.exception_handler(NetbayError)
-    async def _netbay(request: Request, exc: NetbayError) -> ORJSONResponse:
+    async def _netbay(request: Request, exc: NetbayError) -> JSONResponse:
         return render(request, exc.status, exc.kind, exc.message, exc.detail)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> ORJSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
         if exc.status_code == 404 and message == "Not Found":
             message = "The resource could not be found."
         return render(request, exc.status_code, _HTTP_KINDS.get(exc.status_code, "HTTPError"), message)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError) -> ORJSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ())[1:]) or "request"
         bad = BadRequest(f"Invalid input for {where}. Reason: {first.get('msg', 'invalid')}.")
         return render(request, 400, bad.kind, bad.message)
 
     @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> ORJSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return render(request, 500, "HTTPInternalServerError",
                       "Request Failed: internal server error while processing your request.")

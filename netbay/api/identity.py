@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import ORJSONResponse
+from netbay.api.responses import JSONResponse
 from sqlalchemy import select
 
 from netbay.errors import BadRequest, Unauthorized
@@ -41,8 +41,8 @@ def _version(request: Request) -> dict[str, Any]:
 
 @router.get("", include_in_schema=False)
 @router.get("/")
-def versions(request: Request) -> ORJSONResponse:
-    return ORJSONResponse({"versions": {"values": [_version(request)]}}, status_code=300)
+def versions(request: Request) -> JSONResponse:
+    return JSONResponse({"versions": {"values": [_version(request)]}}, status_code=300)
 
 
 @router.get("/v3")
@@ -133,7 +133,7 @@ async def issue_token(request: Request) -> Response:
             return token, who.user, who.project
 
     token, user, project = await run_in_threadpool(work)
-    return ORJSONResponse(token_body(request, token, user, project), status_code=201,
+    return JSONResponse(token_body(request, token, user, project), status_code=201,
                           headers={"X-Subject-Token": token.value})
 
 
@@ -151,7 +151,7 @@ def validate_token(request: Request) -> Response:
         project = s.get(Project, token.context.project_id)
     if user is None or project is None:
         raise Unauthorized("The request you have made requires authentication.")
-    return ORJSONResponse(token_body(request, token, user, project), headers={"X-Subject-Token": subject})
+    return JSONResponse(token_body(request, token, user, project), headers={"X-Subject-Token": subject})
 
 
 @router.get("/v3/auth/catalog")

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import ORJSONResponse
+from netbay.api.responses import JSONResponse
 from pydantic import ValidationError
 
 from netbay.api.auth import context
@@ -141,8 +141,8 @@ def _links(request: Request, page: Page) -> list[dict[str, str]]:
     return links
 
 
-def _listing(request: Request, key: str, page: Page) -> ORJSONResponse:
-    return ORJSONResponse({key: page.items, f"{key}_links": _links(request, page)})
+def _listing(request: Request, key: str, page: Page) -> JSONResponse:
+    return JSONResponse({key: page.items, f"{key}_links": _links(request, page)})
 
 
 async def _write(request: Request, work: Callable[[Any], Any]) -> Any:
@@ -172,19 +172,19 @@ def _mount(api: APIRouter, resource: LBResource) -> None:
         ctx = context(request)
         fields = parse_list_query(request, resource).fields
         with request.app.state.store.read() as s:
-            return ORJSONResponse({key: resource.show(s, ctx, item_id, fields)})
+            return JSONResponse({key: resource.show(s, ctx, item_id, fields)})
 
     async def create_item(request: Request) -> Response:
         ctx = context(request)
         body = parse_body(await read_json(request), resource, "POST")
         item = await _write(request, lambda s: _rendered(resource, s, resource.create(s, ctx, body)))
-        return ORJSONResponse({key: item}, status_code=201)
+        return JSONResponse({key: item}, status_code=201)
 
     async def update_item(request: Request, item_id: str) -> Response:
         ctx = context(request)
         body = parse_body(await read_json(request), resource, "PUT")
         item = await _write(request, lambda s: _rendered(resource, s, resource.update(s, ctx, item_id, body)))
-        return ORJSONResponse({key: item})
+        return JSONResponse({key: item})
 
     async def delete_item(request: Request, item_id: str) -> Response:
         ctx = context(request)
@@ -216,20 +216,20 @@ def _mount_members(api: APIRouter) -> None:
         ctx = context(request)
         fields = parse_list_query(request, MEMBERS).fields
         with request.app.state.store.read() as s:
-            return ORJSONResponse({"member": MEMBERS.show_in(s, ctx, pool_id, member_id, fields)})
+            return JSONResponse({"member": MEMBERS.show_in(s, ctx, pool_id, member_id, fields)})
 
     async def create_member(request: Request, pool_id: str) -> Response:
         ctx = context(request)
         body = parse_body(await read_json(request), MEMBERS, "POST")
         item = await _write(request, lambda s: _rendered(MEMBERS, s, MEMBERS.create_in(s, ctx, pool_id, body)))
-        return ORJSONResponse({"member": item}, status_code=201)
+        return JSONResponse({"member": item}, status_code=201)
 
     async def update_member(request: Request, pool_id: str, member_id: str) -> Response:
         ctx = context(request)
         body = parse_body(await read_json(request), MEMBERS, "PUT")
         item = await _write(
             request, lambda s: _rendered(MEMBERS, s, MEMBERS.update_in(s, ctx, pool_id, member_id, body)))
-        return ORJSONResponse({"member": item})
+        return JSONResponse({"member": item})
 
     async def delete_member(request: Request, pool_id: str, member_id: str) -> Response:
         ctx = context(request)

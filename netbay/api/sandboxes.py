@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import ORJSONResponse
+from netbay.api.responses import JSONResponse
 
 from netbay.api.auth import context
 from netbay.api.network import parse_list_query
@@ -28,7 +28,7 @@ def list_sandboxes(request: Request) -> Response:
     with request.app.state.store.read() as s:
         page = SANDBOXES.list(s, ctx, query)
     body: dict[str, Any] = {"sandboxes": page.items}
-    return ORJSONResponse(body)
+    return JSONResponse(body)
 
 
 @router.get("/sandboxes/{sandbox_id}")
@@ -36,7 +36,7 @@ def show_sandbox(request: Request, sandbox_id: str) -> Response:
     ctx = context(request)
     fields = parse_list_query(request).fields
     with request.app.state.store.read() as s:
-        return ORJSONResponse({"sandbox": SANDBOXES.show(s, ctx, sandbox_id, fields)})
+        return JSONResponse({"sandbox": SANDBOXES.show(s, ctx, sandbox_id, fields)})
 
 
 @router.post("/sandboxes", status_code=201)
@@ -50,7 +50,7 @@ async def create_sandbox(request: Request) -> Response:
         return SANDBOXES.render(s, obj, [])
 
     item = await run_in_threadpool(lambda: request.app.state.store.retrying(create))
-    return ORJSONResponse({"sandbox": item}, status_code=201)
+    return JSONResponse({"sandbox": item}, status_code=201)
 
 
 @router.delete("/sandboxes/{sandbox_id}", status_code=204)

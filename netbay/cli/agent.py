@@ -68,6 +68,14 @@ def credentials(data_dir: Path | None, openrc: Path | None):  # noqa: ANN201
     return Credentials.from_env({**os.environ, **read_openrc(path)})
 
 
+def missing_features() -> list[str]:
+    """What the fabric needs and this kernel lacks (probed), worded for a message."""
+    from netbay.dataplane import features
+
+    found = features.detect(only=("veth", "bridge"))
+    return [f"{name} ({f.detail})" for name, f in sorted(found.items()) if not f.available]
+
+
 def check_prefix(prefix: str) -> str:
     if not _PREFIX_RE.match(prefix):
         raise typer.BadParameter("a prefix is 1-32 characters of [A-Za-z0-9_.-]")
@@ -91,6 +99,10 @@ def agent(
 
     if os.geteuid() != 0:
         console.print("[red]error:[/] the dataplane agent needs root (network namespaces, netlink)")
+        raise typer.Exit(1)
+    missing = missing_features()
+    if missing:
+        console.print(f"[red]error:[/] this kernel cannot host the dataplane: missing {', '.join(missing)}")
         raise typer.Exit(1)
     try:
         creds = credentials(data_dir, openrc)

@@ -123,6 +123,9 @@ def up(
     if agent and os.geteuid() != 0:
         console.print("[yellow]not root: API only, no dataplane agent[/] (run as root, or pass --no-agent)")
         agent = False
+    if agent and (missing := agent_cli.missing_features()):
+        console.print(f"[yellow]API only, no dataplane agent:[/] the kernel lacks {', '.join(missing)}")
+        agent = False
     console.print(f"[green]netbay is starting on http://{host}:{port}[/]"
                   + (" with the dataplane agent" if agent else ""))
     console.print(f"credentials: [bold]source {openrc}[/]")

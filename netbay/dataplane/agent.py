@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from netbay.dataplane import links, netns, rtnl
+from netbay.dataplane import netns, rtnl
 from netbay.dataplane.fabric import Fabric, PortSpec, consumer, on_host, port_spec
 from netbay.dataplane.names import Names
 from netbay.dataplane.state import State, Touched
@@ -40,6 +40,12 @@ log = logging.getLogger(__name__)
 
 # collection -> ids to reconcile
 Work = dict[str, set[str]]
+# How far before a snapshot's revision the stream is followed, and how long (s) a
+# skipped revision is waited for; see Agent._note_holes.
+REPLAY = 100
+HOLE_GRACE = 5.0
+HOLE_POLL = 0.2
+MAX_HOLES = 1000
 # collection -> id -> realized?
 Outcome = dict[str, dict[str, bool]]
 
@@ -243,6 +249,7 @@ class Agent:
         self._resynced_at = 0.0
         self._resync_due: float | None = None   # a realizer failed: resync at this time
         self._resync_backoff = 1.0
+        self._holes: dict[int, float] = {}      # revision -> when it was found missing
         self.stats = {"resyncs": 0, "batches": 0, "changes": 0}
 
     # -- running ---------------------------------------------------------------------------
@@ -294,13 +301,17 @@ class Agent:
             wait = max(0.0, min(wait, self._retry_at - time.monotonic()))
         if self._resync_due is not None:
             wait = max(0.0, min(wait, self._resync_due - time.monotonic()))
-        body = self.api.changes(self.state.revision, wait)
+        if self._holes:
+            wait = min(wait, HOLE_POLL)
+        since = self.state.revision
+        body = self.api.changes(since, wait)
         if stop is not None and stop.is_set():
             return 0
         changes = body.get("changes") or []
+        self._note_holes(since, changes)
+        if self._holes:
+            changes = self._fill_holes(changes)
         touched = self.state.apply_all(changes)
-        if isinstance(body.get("revision"), int) and body["revision"] > self.state.revision:
-            self.state.revision = body["revision"]
         work = self.expand(touched)
         if time.monotonic() >= self._retry_at and any(self.failed.values()):
             for coll, ids in self.failed.items():
@@ -316,11 +327,49 @@ class Agent:
             self.stats["changes"] += len(changes)
         return len(changes)
 
+    # -- revisions committed out of order ------------------------------------------------------
+
+    def _note_holes(self, since: int, changes: Sequence[Mapping[str, Any]]) -> None:
+        """Remember revisions skipped over: on PostgreSQL a transaction that took a lower
+        revision may commit after one with a higher (or never: a rollback)."""
+        now, prev = time.monotonic(), since
+        for c in changes:
+            rev = c.get("revision")
+            if not isinstance(rev, int):
+                continue
+            if prev + 1 < rev <= prev + MAX_HOLES:
+                for missing in range(prev + 1, rev):
+                    self._holes.setdefault(missing, now)
+            prev = max(prev, rev)
+            self._holes.pop(rev, None)
+
+    def _fill_holes(self, changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Fetch what has since been committed below the newest revision seen; holes
+        older than :data:`HOLE_GRACE` are given up (rolled back)."""
+        now = time.monotonic()
+        for rev, seen in list(self._holes.items()):
+            if now - seen > HOLE_GRACE:
+                del self._holes[rev]
+        if not self._holes:
+            return changes
+        late = self.api.changes(min(self._holes) - 1, 0).get("changes") or []
+        found = [c for c in late if c.get("revision") in self._holes]
+        for c in found:
+            del self._holes[c["revision"]]
+        # Late changes concern other rows than the ones committed after them (a row's
+        # writers are serialized by its lock), so applying them now is safe.
+        return [*found, *changes]
+
     # -- full resync ---------------------------------------------------------------------------
 
     def resync(self) -> None:
         """Read everything; adopt, build and remove until the kernel matches."""
         self.state = State.from_snapshot(self.api.state())
+        # Follow from a little before the snapshot: a transaction that took a revision
+        # below it but committed after it is in neither (PostgreSQL). Replaying changes
+        # the snapshot already holds, in order, ends where the snapshot is.
+        self.state.revision = max(0, self.state.revision - REPLAY)
+        self._holes.clear()
         self.fabric.reset()
         self.failed.clear()
         self.outcomes.clear()
@@ -332,16 +381,7 @@ class Agent:
             "ports": set(state.ports), "routers": set(state.routers),
             "floatingips": set(state.floatingips),
         }
-        if state.networks:
-            self._attempt("fabric", "", self.fabric.ensure)
-        for r in self.realizers:
-            if r.before_fabric:
-                self._merge(r.name, lambda r=r: r.resync(state, self.fabric, specs))
-        self._reconcile_fabric(work, specs)
-        for r in self.realizers:
-            if not r.before_fabric:
-                self._merge(r.name, lambda r=r: r.resync(state, self.fabric, specs))
-        self._release(specs.values(), work)
+        self._realize(work, specs, full=True)
         self._resynced_at = time.monotonic()
         self.stats["resyncs"] += 1
         self.report(work, everything=True)
@@ -446,21 +486,28 @@ class Agent:
             spec = port_spec(self.state, port, self.names, self.host) if port is not None else None
             if spec is not None:
                 specs[pid] = spec
-        if self.state.networks:
-            self._attempt("fabric", "", self.fabric.ensure)
-        for r in self.realizers:
-            if r.before_fabric:
-                self._merge(r.name, lambda r=r: r.apply(self.state, self.fabric, work, specs))
+        self._realize(work, specs, full=False)
+
+    def _realize(self, work: Work, specs: Mapping[str, PortSpec], *, full: bool) -> None:
+        """Realizers that filter first, then the fabric, then the realizers that need
+        wired ports; ``full``: their resync instead of the incremental apply."""
+        state, fabric = self.state, self.fabric
+
+        def realizers(before: bool) -> None:
+            for r in self.realizers:
+                if r.before_fabric is before:
+                    self._merge(r.name, (lambda r=r: r.resync(state, fabric, specs)) if full
+                                else (lambda r=r: r.apply(state, fabric, work, specs)))
+
+        if state.networks:
+            self._attempt("fabric", "", fabric.ensure)
+        realizers(before=True)
         self._reconcile_fabric(work, specs)
-        for r in self.realizers:
-            if not r.before_fabric:
-                self._merge(r.name, lambda r=r: r.apply(self.state, self.fabric, work, specs))
+        realizers(before=False)
         self._release(specs.values(), work)
 
     def _reconcile_fabric(self, work: Work, specs: Mapping[str, PortSpec]) -> None:
         state, names, fabric = self.state, self.names, self.fabric
-        if state.networks:
-            self._attempt("fabric", "", fabric.ensure)
         for nid in sorted(work.get("networks", ())):
             net = state.networks.get(nid)
             if net is not None:

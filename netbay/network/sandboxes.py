@@ -15,7 +15,6 @@ import uuid
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, StringConstraints
-from sqlalchemy import select
 from sqlalchemy.orm import Session, lazyload
 
 from netbay.context import Context
@@ -99,15 +98,13 @@ class Sandboxes(Resource):
         return obj
 
     def render(self, session: Session, obj: Sandbox, tags: list[str]) -> dict[str, Any]:
-        ids = [sp.port_id for sp in obj.ports]
-        networks = dict(session.execute(select(Port.id, Port.network_id).where(Port.id.in_(ids))).tuples().all()) if ids else {}
         body = standard(obj, tags)
         body.pop("tags")
         return {
             **body,
             "status": obj.status,
             "host": obj.host,
-            "ports": [{"port_id": sp.port_id, "network_id": networks.get(sp.port_id),
+            "ports": [{"port_id": sp.port_id, "network_id": sp.network_id,
                        "interface": interface(sp.seq), "auto_delete": sp.auto_delete}
                       for sp in obj.ports],
         }
@@ -138,7 +135,8 @@ class Sandboxes(Resource):
             PORTS.touch(port)
             session.flush()
             PORTS.record(session, port, "update")
-            sandbox.ports.append(SandboxPort(port_id=port.id, sandbox_id=sandbox.id, seq=seq, auto_delete=False))
+            sandbox.ports.append(SandboxPort(port_id=port.id, sandbox_id=sandbox.id, network_id=port.network_id,
+                                             seq=seq, auto_delete=False))
             seq += 1
         for network_id in given.get("networks") or []:
             network = self._network(session, ctx, project_id, network_id)
@@ -146,7 +144,8 @@ class Sandboxes(Resource):
                                device_owner=SANDBOX_OWNER, binding_host_id=host,
                                name=f"{sandbox.name or sandbox.id[:8]}-{interface(seq)}")
             PORTS.record(session, port, "create")
-            sandbox.ports.append(SandboxPort(port_id=port.id, sandbox_id=sandbox.id, seq=seq, auto_delete=True))
+            sandbox.ports.append(SandboxPort(port_id=port.id, sandbox_id=sandbox.id, network_id=network.id,
+                                             seq=seq, auto_delete=True))
             seq += 1
         session.flush()
         self.record(session, sandbox, "create")

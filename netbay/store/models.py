@@ -272,6 +272,8 @@ class SandboxPort(Base):
     __tablename__ = "sandbox_ports"
     port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), primary_key=True)
     sandbox_id: Mapped[str] = mapped_column(ForeignKey("sandboxes.id", ondelete="CASCADE"), index=True)
+    # The port's network (a port never changes network): rendering needs no port lookup.
+    network_id: Mapped[str] = mapped_column(String(36))
     seq: Mapped[int] = mapped_column(Integer, default=0)
     # Made by the sandbox (deleted with it) rather than given to it (unbound on delete).
     auto_delete: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -21,7 +21,8 @@ from typing import Any
 
 import httpx
 
-from netbay.dataplane import links, netns
+from netbay.dataplane import netns
+from netbay.dataplane.rtnl import rtnl
 from netbay.dataplane.agent import Agent, Api, Credentials
 from netbay.dataplane.names import Names
 from conftest import ADMIN_PASSWORD, Server, start_server, stop_server  # tests/conftest.py
@@ -132,9 +133,10 @@ class Cloud:
         return self.names.sandbox(sandbox_id)
 
     def taps(self) -> list[str]:
+        """Port veths in the fabric (raw rtnetlink: cheap enough to poll every millisecond)."""
         if not netns.exists(self.names.fabric):
             return []
-        return sorted(lk.ifname for lk in links.links(self.names.fabric)
+        return sorted(lk.ifname for lk in rtnl(self.names.fabric).links()
                       if lk.kind == "veth" and lk.ifname.startswith("tap"))
 
     def namespaces(self) -> list[str]:

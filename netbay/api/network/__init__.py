@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, FastAPI, Request, Response
-from fastapi.responses import ORJSONResponse
+from netbay.api.responses import JSONResponse
 
 from netbay.api.auth import context
 from netbay.api.network.bodies import parse_member, parse_members, read_json
@@ -166,14 +166,14 @@ def _mount(router: APIRouter, resource: Resource) -> None:
         body: dict[str, Any] = {key: page.items}
         if query.limit:
             body[f"{key}_links"] = _links(request, coll, page, query)
-        return ORJSONResponse(body)
+        return JSONResponse(body)
 
     def show_item(request: Request, item_id: str) -> Response:
         ctx = context(request)
         fields = parse_list_query(request).fields
         resource.before_read(store(request), ctx, {})
         with store(request).read() as s:
-            return ORJSONResponse({member: resource.show(s, ctx, item_id, fields)})
+            return JSONResponse({member: resource.show(s, ctx, item_id, fields)})
 
     async def create_item(request: Request) -> Response:
         ctx = context(request)
@@ -186,14 +186,14 @@ def _mount(router: APIRouter, resource: Resource) -> None:
                 return [resource.rendered(s, o) for o in objs]
 
             items = await _in_thread(lambda: store(request).retrying(create_many))
-            return ORJSONResponse({key: items}, status_code=201)
+            return JSONResponse({key: items}, status_code=201)
         body = parse_member(raw, resource, "POST")
 
         def create_one(s):  # noqa: ANN001, ANN202
             return resource.rendered(s, resource.create(s, ctx, body))
 
         item = await _in_thread(lambda: store(request).retrying(create_one))
-        return ORJSONResponse({member: item}, status_code=201)
+        return JSONResponse({member: item}, status_code=201)
 
     async def update_item(request: Request, item_id: str) -> Response:
         ctx = context(request)
@@ -203,7 +203,7 @@ def _mount(router: APIRouter, resource: Resource) -> None:
             return resource.rendered(s, resource.update(s, ctx, item_id, body))
 
         item = await _in_thread(lambda: store(request).retrying(update))
-        return ORJSONResponse({member: item})
+        return JSONResponse({member: item})
 
     def delete_item(request: Request, item_id: str) -> Response:
         ctx = context(request)

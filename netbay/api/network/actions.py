@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import ORJSONResponse
+from netbay.api.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from netbay.api.auth import context
@@ -35,7 +35,7 @@ def _action(run: Action) -> Callable[[Request, str], Any]:
         info = await read_json(request)
         store = request.app.state.store
         result = await run_in_threadpool(lambda: store.retrying(lambda s: run(s, ctx, router_id, info)))
-        return ORJSONResponse(result)
+        return JSONResponse(result)
 
     return handler
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import ORJSONResponse
+from netbay.api.responses import JSONResponse
 
 from netbay.api.auth import context
 from netbay.api.network.bodies import read_json
@@ -27,7 +27,7 @@ def mount_tags(router: APIRouter, resource: Resource, path: str) -> None:
         ctx = context(request)
         with store(request).read() as s:
             obj = resource.get(s, ctx, item_id)
-            return ORJSONResponse({"tags": resource.tags_of(s, [obj.id])[obj.id]})
+            return JSONResponse({"tags": resource.tags_of(s, [obj.id])[obj.id]})
 
     async def replace_tags(request: Request, item_id: str) -> Response:
         ctx = context(request)
@@ -39,7 +39,7 @@ def mount_tags(router: APIRouter, resource: Resource, path: str) -> None:
             obj = resource.get_owned(s, ctx, item_id)
             result = resource.set_tags(s, obj, tags)
             resource.record(s, obj, "update")
-        return ORJSONResponse({"tags": result})
+        return JSONResponse({"tags": result})
 
     def has_tag(request: Request, item_id: str, tag: str) -> Response:
         ctx = context(request)

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 02:59:01.638420
+Create Date: 2026-11-22 03:57:14.151295
 """
 
 from alembic import op
@@ -408,6 +408,7 @@ def upgrade() -> None:
     op.create_table('sandbox_ports',
     sa.Column('port_id', sa.String(length=36), nullable=False),
     sa.Column('sandbox_id', sa.String(length=36), nullable=False),
+    sa.Column('network_id', sa.String(length=36), nullable=False),
     sa.Column('seq', sa.Integer(), nullable=False),
     sa.Column('auto_delete', sa.Boolean(), nullable=False),
     sa.ForeignKeyConstraint(['port_id'], ['ports.id'], ondelete='CASCADE'),
