@@ -154,8 +154,10 @@ def _serve(database_url: str, data_dir: Path, extra_env: dict[str, str] | None) 
            **(extra_env or {})}
     log = open(data_dir / "server.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "netbay.cli.main", "up", "--port", str(port), "--data-dir", str(data_dir),
-         "--database-url", database_url],
+        # API benchmarks measure the service alone: no dataplane agent (it would also
+        # wire this host's kernel under the product prefix).
+        [sys.executable, "-m", "netbay.cli.main", "up", "--no-agent", "--port", str(port),
+         "--data-dir", str(data_dir), "--database-url", database_url],
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     try:

@@ -11,7 +11,8 @@ if [ -z "${NETBAY_DATA_DIR:-}" ]; then made_dir="$(mktemp -d /tmp/netbay-demo-XX
 data_dir="${NETBAY_DATA_DIR:-$made_dir}"
 port="${NETBAY_PORT:-9696}"
 log="$data_dir/netbay.log"
-netbay up --port "$port" --data-dir "$data_dir" >"$log" 2>&1 &
+# The walk-through is API-only: no dataplane agent, so nothing is left in the kernel.
+netbay up --no-agent --port "$port" --data-dir "$data_dir" >"$log" 2>&1 &
 pid=$!
 cleanup() {
   [ -n "${NETBAY_KEEP:-}" ] && return
