@@ -96,13 +96,37 @@ def postgres(fsync: bool) -> Iterator[Postgres]:
             "fsync=off, synchronous_commit=off, full_page_writes=off"
         yield Postgres(port, version, settings)
     finally:
-        proc.send_signal(signal.SIGINT)  # fast shutdown, by PID
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        _stop_postmaster(proc, root / "data" / "postmaster.pid")
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _stop_postmaster(proc: subprocess.Popen, pid_file: Path) -> None:
+    """Fast shutdown of the postmaster itself, by the PID it wrote.
+
+    ``proc`` is ``runuser``, which does not reliably pass SIGINT on; killing it
+    alone would leave an orphaned postmaster behind.
+    """
+    try:
+        postmaster = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        postmaster = None
+    if postmaster is not None:
+        try:
+            os.kill(postmaster, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+    else:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        if postmaster is not None:
+            try:
+                os.kill(postmaster, signal.SIGQUIT)  # immediate shutdown
+            except ProcessLookupError:
+                pass
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 # --- netbay server ---------------------------------------------------------------------------

@@ -99,13 +99,28 @@ def postgres() -> Iterator[Postgres]:
         _wait_port(port, 30, proc)
         yield Postgres("127.0.0.1", port)
     finally:
-        proc.send_signal(signal.SIGINT)  # fast shutdown
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        _stop_postmaster(proc, data / "postmaster.pid")
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _stop_postmaster(proc: subprocess.Popen, pid_file: Path) -> None:
+    """Fast shutdown of the postmaster by the PID it wrote (signalling ``runuser`` would orphan it)."""
+    try:
+        postmaster = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        postmaster = None
+    for sig, seconds in ((signal.SIGINT, 30), (signal.SIGQUIT, 10)):
+        try:
+            os.kill(postmaster, sig) if postmaster else proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=seconds)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    proc.kill()
+    proc.wait(timeout=10)
 
 
 def _wait_port(port: int, seconds: float, proc: subprocess.Popen | None = None) -> None:

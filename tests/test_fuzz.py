@@ -9,7 +9,10 @@ the schema (filters are free-form, as in Neutron), so a second, plain
 Hypothesis test fuzzes their query strings, and a third the token request.
 
 Failures are collected, not raised inside Hypothesis (no shrinking, so the run
-stays bounded), and reported together with the server's tracebacks.
+stays bounded), and reported together with the server's tracebacks. Knobs:
+NETBAY_FUZZ_EXAMPLES (per operation and mode, default 10), NETBAY_FUZZ_BUDGET
+(seconds before the remaining operations drop to 3 examples), NETBAY_FUZZ_TIMING=1
+(print each operation's time, with ``-s``).
 """
 
 from __future__ import annotations
