@@ -264,5 +264,26 @@ def member(server: Server):  # noqa: ANN201
     return server.connect(user, password, project)
 
 
+@pytest.fixture(scope="module")
+def member_http(server: Server, member) -> httpx.Client:  # noqa: ANN001
+    """Raw HTTP to the network API as the ``member`` connection's user."""
+    return server.http(member.auth_token)
+
+
+@pytest.fixture(scope="module")
+def admin_http(server: Server) -> httpx.Client:
+    return server.http()
+
+
+def neutron_error(r: httpx.Response, status: int, kind: str, message: str | None = None) -> str:
+    """Assert a NeutronError body of ``kind`` with ``status`` (and ``message``); return its message."""
+    assert r.status_code == status, r.text
+    err = r.json()["NeutronError"]
+    assert err["type"] == kind, err
+    if message is not None:
+        assert err["message"] == message, err
+    return err["message"]
+
+
 def unique(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"

@@ -7,21 +7,11 @@ import itertools
 import uuid
 from types import SimpleNamespace
 
-import httpx
 import pytest
-from conftest import unique
+from conftest import neutron_error, unique
 
 PUBLIC = ipaddress.ip_network("172.24.4.0/24")
 _octets = itertools.count(1)
-
-
-def neutron_error(r: httpx.Response, status: int, kind: str, message: str | None = None) -> str:
-    assert r.status_code == status, r.text
-    err = r.json()["NeutronError"]
-    assert err["type"] == kind, err
-    if message is not None:
-        assert err["message"] == message, err
-    return err["message"]
 
 
 @pytest.fixture(scope="module")
@@ -29,16 +19,6 @@ def public(admin):
     net = admin.network.find_network("public")
     assert net is not None and net.is_router_external
     return net
-
-
-@pytest.fixture(scope="module")
-def member_http(server, member):
-    return server.http(member.auth_token)
-
-
-@pytest.fixture(scope="module")
-def admin_http(server):
-    return server.http()
 
 
 def make_topology(conn, public):

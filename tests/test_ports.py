@@ -11,16 +11,6 @@ from openstack import exceptions as os_exc
 
 
 @pytest.fixture(scope="module")
-def member_http(server, member):
-    return server.http(member.auth_token)
-
-
-@pytest.fixture(scope="module")
-def admin_http(server):
-    return server.http()
-
-
-@pytest.fixture(scope="module")
 def other(server):
     """A second project: (openstacksdk, raw HTTP, project id)."""
     user, password, project = server.make_user()

@@ -8,18 +8,9 @@ import uuid
 
 import httpx
 import pytest
-from conftest import unique
+from conftest import neutron_error, unique
 
 _octets = itertools.count(1)
-
-
-def neutron_error(r: httpx.Response, status: int, kind: str, message: str | None = None) -> str:
-    assert r.status_code == status, r.text
-    err = r.json()["NeutronError"]
-    assert err["type"] == kind, err
-    if message is not None:
-        assert err["message"] == message, err
-    return err["message"]
 
 
 def make_subnet(conn, cidr: str | None = None, **kwargs):
@@ -38,16 +29,6 @@ def public(admin):
 @pytest.fixture(scope="module")
 def public_subnet(admin, public):
     return admin.network.get_subnet(public.subnet_ids[0])
-
-
-@pytest.fixture(scope="module")
-def member_http(server, member):
-    return server.http(member.auth_token)
-
-
-@pytest.fixture(scope="module")
-def admin_http(server):
-    return server.http()
 
 
 @pytest.fixture(scope="module")

@@ -9,17 +9,6 @@ from openstack import exceptions as os_exc
 
 
 @pytest.fixture(scope="module")
-def member_http(server, member):
-    """Raw HTTP as the ``member`` connection's user (same project)."""
-    return server.http(member.auth_token)
-
-
-@pytest.fixture(scope="module")
-def admin_http(server):
-    return server.http()
-
-
-@pytest.fixture(scope="module")
 def outsider(server):
     """A second project, untouched until its first test: (openstacksdk, raw HTTP, project id)."""
     user, password, project = server.make_user()

@@ -6,26 +6,7 @@ import uuid
 
 import httpx
 import pytest
-from conftest import unique
-
-
-def neutron_error(r: httpx.Response, status: int, kind: str, message: str | None = None) -> str:
-    assert r.status_code == status, r.text
-    err = r.json()["NeutronError"]
-    assert err["type"] == kind, err
-    if message is not None:
-        assert err["message"] == message, err
-    return err["message"]
-
-
-@pytest.fixture(scope="module")
-def member_http(server, member):
-    return server.http(member.auth_token)
-
-
-@pytest.fixture(scope="module")
-def admin_http(server):
-    return server.http()
+from conftest import neutron_error, unique
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound
-from netbay.network.resource import ListQuery, Page, Resource, select_fields
+from netbay.network.resource import ListQuery, Page, Resource
 from netbay.network.types import Body
 
 PROVIDER = "netbay"
@@ -194,9 +194,13 @@ class LBResource(Resource):
         except NotFound:
             raise not_found(self.title, obj_id) from None
 
-    def show(self, session: Session, ctx: Context, obj_id: str, fields: list[str]) -> dict[str, Any]:
-        obj = self.get(session, ctx, obj_id)
-        return select_fields(self.render(session, obj, self.tags_of(session, [obj.id])[obj.id]), fields)
+    @staticmethod
+    def child_body(body: LBBody) -> tuple[dict[str, Any], list[str]]:
+        """A child's given fields and its tags; children belong to their load balancer's project."""
+        given = body.given()
+        given.pop("project_id", None)
+        given.pop("tenant_id", None)
+        return given, given.pop("tags", None) or []
 
     def list(self, session: Session, ctx: Context, query: ListQuery) -> Page:
         try:

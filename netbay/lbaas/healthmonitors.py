@@ -154,10 +154,7 @@ class HealthMonitors(LBResource):
         }
 
     def create(self, session: Session, ctx: Context, body: HealthMonitorCreate) -> LBHealthMonitor:
-        given = body.given()
-        given.pop("project_id", None)
-        given.pop("tenant_id", None)
-        tags = given.pop("tags", None) or []
+        given, tags = self.child_body(body)
         pool = POOLS.get(session, ctx, given.pop("pool_id"), for_update=True)
         kind = given["type"]
         if kind not in OFFERED:

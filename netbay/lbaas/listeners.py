@@ -174,10 +174,7 @@ class Listeners(LBResource):
         }
 
     def create(self, session: Session, ctx: Context, body: ListenerCreate) -> LBListener:
-        given = body.given()
-        given.pop("project_id", None)
-        given.pop("tenant_id", None)
-        tags = given.pop("tags", None) or []
+        given, tags = self.child_body(body)
         lb = LOADBALANCERS.get(session, ctx, given.pop("loadbalancer_id"), for_update=True)
         protocol = given["protocol"]
         if protocol not in OFFERED:

@@ -150,10 +150,7 @@ class Members(LBResource):
     # -- writing --------------------------------------------------------------------------------
 
     def create_in(self, session: Session, ctx: Context, pool_id: str, body: MemberCreate) -> LBMember:
-        given = body.given()
-        given.pop("project_id", None)
-        given.pop("tenant_id", None)
-        tags = given.pop("tags", None) or []
+        given, tags = self.child_body(body)
         pool = POOLS.get(session, ctx, pool_id, for_update=True)
         lb = session.get(LoadBalancer, pool.loadbalancer_id)
         if given.get("subnet_id"):

@@ -140,10 +140,7 @@ class Pools(LBResource):
         }
 
     def create(self, session: Session, ctx: Context, body: PoolCreate) -> LBPool:
-        given = body.given()
-        given.pop("project_id", None)
-        given.pop("tenant_id", None)
-        tags = given.pop("tags", None) or []
+        given, tags = self.child_body(body)
         lb_id, listener_id = given.pop("loadbalancer_id", None), given.pop("listener_id", None)
         listener = LISTENERS.get(session, ctx, listener_id, for_update=True) if listener_id else None
         if lb_id:
