@@ -3,16 +3,19 @@
 The pure functions (``default_gateway``, ``default_pools``, ``validate_pools``,
 ``gateway_valid``, ``first_free``) know nothing of the database and are
 property-tested. ``allocate`` is the one place that hands out an address: it
-runs inside the caller's write transaction, holds the subnet's row lock
-(PostgreSQL) or the store's single-writer lock (SQLite), and relies on the
-(subnet, address) primary key as the last word, so no address is ever handed
-out twice.
+runs inside the caller's write transaction and relies on the (subnet, address)
+primary key as the last word, so no address is ever handed out twice. Within a
+process, transactions in flight *claim* the addresses they picked, so
+concurrent allocators on one subnet pick different addresses instead of queueing
+on a lock that is held until commit; a clash with another process is refused by
+the primary key and ``Store.retrying`` runs the transaction again.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any
@@ -143,19 +146,12 @@ def as_int(address: str) -> int:
     return int.from_bytes(socket.inet_pton(family, address), "big")
 
 
-def lock_subnet(session: Session, subnet_id: str) -> None:
-    """Serialize allocators of one subnet (a no-op on SQLite, whose writers are serial)."""
-    if session.bind is not None and session.bind.dialect.name == "postgresql":
-        session.execute(select(Subnet.id).where(Subnet.id == subnet_id).with_for_update())
-
-
 def allocate(session: Session, subnet: Subnet, requested: str | None = None, *, allow_gateway: bool = False) -> str:
     """Hand out ``requested`` or the next free address of ``subnet``.
 
     409 ``IpAddressAlreadyAllocated`` for a taken requested address,
     409 ``IpAddressGenerationFailure`` when the pools are exhausted.
     """
-    lock_subnet(session, subnet.id)
     if requested is not None:
         address = str(ipaddress.ip_address(requested))
         if not in_subnet(subnet, address):
@@ -201,15 +197,63 @@ def _lap(pools: list[dict[str, str]], start: int) -> Iterator[int]:
 
 
 def _scan(session: Session, subnet: Subnet) -> int | None:
-    """The first free address from the hint on, checking candidates in batches."""
+    """The first free, unclaimed address from the hint on, claimed for ``session``.
+
+    Candidates are checked against the database in batches; the hint is usually
+    right, so the first batch is the hinted address alone (one primary-key probe).
+    """
     gateway = as_int(subnet.gateway_ip) if subnet.gateway_ip else None
-    cls = ipaddress.IPv4Address if subnet.ip_version == 4 else ipaddress.IPv6Address
-    candidates = (a for a in _lap(subnet.allocation_pools, _hints.get(subnet.id, 0)) if a != gateway)
-    while batch := list(islice(candidates, SCAN_BATCH)):
-        names = [str(cls(a)) for a in batch]
+    candidates = (a for a in _lap(subnet.allocation_pools, _hints.get(subnet.id, 0))
+                  if a != gateway and not _claimed(subnet.id, a))
+    size = 1
+    while batch := list(islice(candidates, size)):
+        size = SCAN_BATCH
+        names = [as_str(a, subnet.ip_version) for a in batch]
         taken = set(session.scalars(select(IPAllocation.ip_address).where(
             IPAllocation.subnet_id == subnet.id, IPAllocation.ip_address.in_(names))))
         for address, name in zip(batch, names):
-            if name not in taken:
+            if name not in taken and _claim(session, subnet.id, address):
                 return address
     return None
+
+
+def as_str(address: int, version: int) -> str:
+    """The stored (normalized) form of an integer address."""
+    if version == 4:
+        return socket.inet_ntoa(address.to_bytes(4, "big"))
+    return str(ipaddress.IPv6Address(address))
+
+
+# subnet id -> addresses picked by this process's transactions still in flight.
+_claims: dict[str, set[int]] = {}
+_claims_lock = threading.Lock()
+_CLAIMS = "netbay.ipam.claims"
+
+
+def _claimed(subnet_id: str, address: int) -> bool:
+    return address in _claims.get(subnet_id, ())
+
+
+def _claim(session: Session, subnet_id: str, address: int) -> bool:
+    """Reserve ``address`` until ``session``'s transaction ends; False if another has it."""
+    with _claims_lock:
+        held = _claims.setdefault(subnet_id, set())
+        if address in held:
+            return False
+        held.add(address)
+    session.info.setdefault(_CLAIMS, []).append((subnet_id, address))
+    return True
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _release_claims(session: Session, transaction: Any) -> None:
+    """Committed addresses are now in the table, rolled-back ones free again."""
+    if transaction.parent is not None or _CLAIMS not in session.info:
+        return
+    with _claims_lock:
+        for subnet_id, address in session.info.pop(_CLAIMS):
+            held = _claims.get(subnet_id)
+            if held is not None:
+                held.discard(address)
+                if not held:
+                    del _claims[subnet_id]

@@ -18,11 +18,11 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, StringConstraints
 from sqlalchemy import Select, and_, false, or_, select, true
-from sqlalchemy.orm import Session, lazyload
+from sqlalchemy.orm import Session, joinedload
 from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, Forbidden, NetbayError, not_found
+from netbay.errors import BadRequest, Conflict, Forbidden, not_found
 from netbay.network import ipam
 from netbay.network.networks import Networks
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
@@ -59,10 +59,6 @@ AUTO_ADDRESS_MODES = ("slaac", "dhcpv6-stateless")
 VIF_TYPE = "other"
 
 
-class _Unavailable(NetbayError):
-    status = 503
-
-
 def generate_mac() -> str:
     return MAC_PREFIX + "".join(f":{b:02x}" for b in secrets.token_bytes(3))
 
@@ -78,6 +74,7 @@ def assign_ips(
     *,
     allow_gateway: bool = False,
     start_seq: int = 0,
+    subnets: list[Subnet] | None = None,
 ) -> None:
     """Allocate the port's fixed IPs, as Neutron's IPAM does.
 
@@ -85,6 +82,7 @@ def assign_ips(
     stateful IPv6 subnets (the first with room), plus the EUI-64 address on
     every SLAAC / DHCPv6-stateless subnet. Otherwise one address per request;
     a request for an automatic-address subnet gets the EUI-64 address.
+    ``subnets`` are the network's, when the caller has them already.
     """
     if requests == []:
         session.flush()
@@ -92,7 +90,9 @@ def assign_ips(
     if session.deleted or any(isinstance(obj, IPAllocation) for obj in session.new):
         session.flush()  # pending allocations and releases must be seen by IPAM
     with session.no_autoflush:  # the new port goes to the database with its addresses, in one flush
-        addresses = _addresses_for(session, port, requests, allow_gateway)
+        if subnets is None:
+            subnets = _subnets_of(session, port.network_id)
+        addresses = _addresses_for(session, port, subnets, requests, allow_gateway)
     for seq, (subnet, ip) in enumerate(addresses, start=start_seq):
         port.fixed_ips.append(IPAllocation(subnet_id=subnet.id, ip_address=ip, port_id=port.id,
                                            network_id=port.network_id, seq=seq))
@@ -100,9 +100,9 @@ def assign_ips(
 
 
 def _addresses_for(
-    session: Session, port: Port, requests: list[dict[str, Any]] | None, allow_gateway: bool
+    session: Session, port: Port, subnets: list[Subnet], requests: list[dict[str, Any]] | None,
+    allow_gateway: bool,
 ) -> list[tuple[Subnet, str]]:
-    subnets = _subnets_of(session, port.network_id)
     auto = port.device_owner not in ROUTER_INTERFACE_OWNERS
     addresses: list[tuple[Subnet, str]] = []
     if requests is None:
@@ -206,15 +206,6 @@ def _check_mac_free(session: Session, network_id: str, mac: str) -> None:
                        f"The mac address {mac} is in use.", kind="MacAddressInUse")
 
 
-def _free_mac(session: Session, network_id: str) -> str:
-    """A random MAC not yet used on the network (24 random bits collide within thousands)."""
-    for _ in range(16):
-        mac = generate_mac()
-        if not _mac_taken(session, network_id, mac):
-            return mac
-    raise _Unavailable(f"Unable to generate unique mac on network {network_id}.", kind="MacAddressGenerationFailure")
-
-
 def address_pairs(pairs: list[dict[str, Any]], port_mac: str) -> list[dict[str, str]]:
     """Neutron's stored form: every pair has a MAC (the port's unless given), no duplicates."""
     if len(pairs) > MAX_ADDRESS_PAIRS:
@@ -242,6 +233,7 @@ def create_port(
     security_groups: list[str] | None = None,
     port_security_enabled: bool | None = None,
     allow_gateway: bool = False,
+    subnets: list[Subnet] | None = None,
     **attrs: Any,
 ) -> Port:
     """Make a port with addresses and security groups, inside the caller's transaction.
@@ -249,7 +241,8 @@ def create_port(
     ``security_groups=None`` means the project's default group for ordinary
     ports and none for ports netbay owns (``device_owner`` ``network:*``).
     ``attrs`` are plain columns: name, description, device_id, device_owner,
-    binding_host_id, admin_state_up, allowed_address_pairs.
+    binding_host_id, admin_state_up, allowed_address_pairs. ``subnets``: the
+    network's, when the caller loaded them already.
     """
     owner = attrs.get("device_owner", "") or ""
     if port_security_enabled is None:
@@ -267,7 +260,9 @@ def create_port(
                        kind="AddressPairAndPortSecurityRequired")
     if mac_address is not None:
         _check_mac_free(session, network.id, mac_address)
-    mac = mac_address or _free_mac(session, network.id)
+    # A generated MAC is not looked up first: the unique key (network, MAC) refuses the
+    # rare clash (one in 16M per port already there) and ``Store.retrying`` draws again.
+    mac = mac_address or generate_mac()
     if attrs.get("allowed_address_pairs"):
         attrs["allowed_address_pairs"] = address_pairs(attrs["allowed_address_pairs"], mac)
     port_id = new_id()
@@ -277,15 +272,24 @@ def create_port(
                 security_groups=[PortSecurityGroup(port_id=port_id, security_group_id=sg)
                                  for sg in dict.fromkeys(security_groups)], **attrs)
     session.add(port)
-    assign_ips(session, port, fixed_ips, allow_gateway=allow_gateway)  # flushes the port with its addresses
+    assign_ips(session, port, fixed_ips, allow_gateway=allow_gateway, subnets=subnets)  # flushes the port with its addresses
     return port
 
 
+def default_group_key(project_id: str) -> tuple[str, str]:
+    return ("default-security-group", project_id)
+
+
 def _default_group_id(session: Session, project_id: str) -> str:
-    """The project's default group id; one primary-key lookup once it exists."""
-    known = session.get(DefaultSecurityGroup, project_id)
+    """The project's default group id: from the store's cache once it exists."""
+    cache = session.info.get("cache", {})
+    key = default_group_key(project_id)
+    known = cache.get(key) or session.execute(
+        select(DefaultSecurityGroup.security_group_id).where(DefaultSecurityGroup.project_id == project_id)
+    ).scalar()
     if known is not None:
-        return known.security_group_id
+        cache[key] = known
+        return known
     from netbay.network.security_groups import ensure_default_group
 
     return ensure_default_group(session, project_id).id
@@ -516,9 +520,9 @@ class Ports(Resource):
         network_id = given.pop("network_id", None)
         if network_id is None:
             raise BadRequest("Failed to parse request. Required attribute 'network_id' not specified")
-        # The subnets are read by IPAM; loading them with the network too would be a second query.
+        # IPAM needs the network's subnets: one query (a join) brings both.
         network = session.scalars(_NETWORKS.scoped(ctx).where(Network.id == network_id)
-                                  .options(lazyload(Network.subnets))).one_or_none()
+                                  .options(joinedload(Network.subnets))).unique().one_or_none()
         if network is None:
             raise not_found("network", network_id)
         if not ctx.is_admin:
@@ -539,6 +543,7 @@ class Ports(Resource):
             security_groups=groups,
             port_security_enabled=given.pop("port_security_enabled", None),
             allowed_address_pairs=given.pop("allowed_address_pairs", None) or [],
+            subnets=list(network.subnets),
             **given,
         )
         if tags:

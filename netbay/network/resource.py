@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
-from sqlalchemy import DateTime, Select, and_, delete, false, func, or_, select, true
+from sqlalchemy import DateTime, Select, and_, delete, false, func, insert, or_, select, true
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -271,15 +271,11 @@ class Resource:
             data = self.render(session, obj, self.tags_of(session, [obj.id])[obj.id])
         if data is not None:  # the API answers with what the log says (see ``rendered``)
             session.info.setdefault("rendered", {})[(self.member, obj.id)] = data
-        session.add(
-            Change(
-                resource=self.member,
-                resource_id=obj.id,
-                action=action,
-                project_id=obj.project_id,
-                data=data,
-            )
-        )
+        # A Core insert: the log row needs no unit-of-work bookkeeping (nor a flush).
+        session.execute(insert(Change.__table__), {
+            "resource": self.member, "resource_id": obj.id, "action": action,
+            "project_id": obj.project_id, "data": data, "at": utcnow(),
+        })
 
     def rendered(self, session: Session, obj: Any) -> dict[str, Any]:
         """The resource as this transaction last recorded it, else rendered afresh."""

@@ -215,6 +215,9 @@ class SecurityGroups(Resource):
             _RULES.record(session, rule, "delete", None)
         session.execute(Tag.__table__.delete().where(Tag.resource_id == group.id))
         if is_default:
+            from netbay.network.ports import default_group_key
+
+            session.info.get("cache", {}).pop(default_group_key(group.project_id), None)
             session.delete(default)
             session.flush()
         self.record(session, group, "delete", None)

@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 
@@ -51,7 +52,9 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
 
         return engine
-    return create_engine(url, pool_size=20, max_overflow=40, pool_pre_ping=True)
+    # No pre-ping (a round trip per checkout): a connection the server dropped is
+    # invalidated on first use, and ``Store.retrying`` runs the transaction again.
+    return create_engine(url, pool_size=20, max_overflow=40)
 
 
 class Store:
@@ -62,8 +65,13 @@ class Store:
         self.engine = make_engine(url)
         self.is_sqlite = url.startswith("sqlite")
         self._write_engine = make_engine(url, writer=True) if self.is_sqlite else self.engine
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False)
+        # Facts that almost never change (a project's default security group…), shared
+        # by every session as ``session.info["cache"]``. A stale entry can only make a
+        # write break a foreign key; ``retrying`` then clears the cache and runs it again.
+        self.cache: dict[Any, Any] = {}
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False, info={"cache": self.cache})
+        self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False,
+                                            info={"cache": self.cache})
         self._write_lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
 
@@ -96,14 +104,17 @@ class Store:
         """Run ``fn`` in a write transaction, retrying races on PostgreSQL.
 
         A unique-key clash between two concurrent writers (same IP, same MAC) is
-        retried with a fresh view; SQLite never races because writers are serial.
+        retried with a fresh view. SQLite writers are serial, so there a clash can
+        only be a generated value (a random MAC) meeting an existing one: drawn again.
         """
         for attempt in range(attempts):
             try:
                 with self.write() as session:
                     return fn(session)
-            except (IntegrityError, OperationalError) as exc:
-                if self.is_sqlite or attempt == attempts - 1 or not _is_race(exc):
+            except DBAPIError as exc:
+                if isinstance(exc, IntegrityError):
+                    self.cache.clear()
+                if attempt == attempts - 1 or not (exc.connection_invalidated or _is_race(exc, self.is_sqlite)):
                     raise
                 time.sleep(0.002 * (attempt + 1))
         raise AssertionError("unreachable")
@@ -113,10 +124,15 @@ class Store:
         self._write_engine.dispose()
 
 
-def _is_race(exc: Exception) -> bool:
+def _is_race(exc: Exception, sqlite: bool) -> bool:
+    """A clash worth another try: a concurrent writer, a drawn value, a stale cache entry."""
+    if sqlite:
+        text = str(getattr(exc, "orig", exc))
+        return isinstance(exc, IntegrityError) and (
+            "UNIQUE constraint failed" in text or "FOREIGN KEY constraint failed" in text)
     code = getattr(getattr(exc, "orig", None), "sqlstate", None)
-    # unique_violation, serialization_failure, deadlock_detected
-    return code in {"23505", "40001", "40P01"}
+    # unique_violation, foreign_key_violation, serialization_failure, deadlock_detected
+    return code in {"23505", "23503", "40001", "40P01"}
 
 
 class _NullLock:
