@@ -44,7 +44,7 @@ def _network(conn, cidrs: list[str], **attrs):
 # --- create -------------------------------------------------------------------------------
 
 
-def test_create_without_fixed_ips_renders_neutron_fields(member, member_http, net):
+def test_create_without_fixed_ips_renders_neutron_fields(member, member_http, admin_http, net):
     network, subnet = net
     port = member.network.create_port(network_id=network.id, name="p1", description="first")
     assert port.name == "p1" and port.description == "first"
@@ -56,9 +56,14 @@ def test_create_without_fixed_ips_renders_neutron_fields(member, member_http, ne
     assert port.fixed_ips[0]["ip_address"] != subnet.gateway_ip
     body = member_http.get(f"/ports/{port.id}").json()["port"]
     assert body["tenant_id"] == body["project_id"] == member.current_project_id
-    assert body["binding:vif_type"] == "unbound" and body["binding:host_id"] == ""
+    # Neutron's policy: the binding details are admin-only; the vNIC type is not.
     assert body["binding:vnic_type"] == "normal"
-    assert body["binding:vif_details"] == {} and body["binding:profile"] == {}
+    assert not {"binding:vif_type", "binding:host_id", "binding:vif_details", "binding:profile"} & set(body)
+    listed = member_http.get("/ports", params={"id": port.id}).json()["ports"][0]
+    assert "binding:host_id" not in listed and listed["binding:vnic_type"] == "normal"
+    as_admin = admin_http.get(f"/ports/{port.id}").json()["port"]
+    assert as_admin["binding:vif_type"] == "unbound" and as_admin["binding:host_id"] == ""
+    assert as_admin["binding:vif_details"] == {} and as_admin["binding:profile"] == {}
     assert body["extra_dhcp_opts"] == [] and body["allowed_address_pairs"] == []
     assert body["port_security_enabled"] is True and body["revision_number"] == 0
     assert body["device_id"] == "" and body["device_owner"] == ""
@@ -254,7 +259,8 @@ def test_update_plain_fields(member, admin, net):
     bound = admin.network.update_port(port, binding_host_id="host-1")
     assert bound.binding_host_id == "host-1" and bound.binding_vif_type != "unbound"
     fetched = member.network.get_port(port.id)
-    assert fetched.name == "after" and fetched.binding_host_id == "host-1"
+    assert fetched.name == "after" and fetched.binding_host_id is None  # admin-only attribute
+    assert admin.network.get_port(port.id).binding_host_id == "host-1"
 
 
 def test_update_mac_only_while_unbound(admin, admin_http, member, member_http, net):

@@ -418,6 +418,7 @@ def _deny(action: str) -> Forbidden:
 class Ports(Resource):
     member = "port"
     collection = "ports"
+    admin_only = frozenset({"binding:host_id", "binding:vif_type", "binding:vif_details", "binding:profile"})
     model = Port
     create_body = PortCreate
     update_body = PortUpdate

@@ -95,6 +95,8 @@ class Resource:
     collection: ClassVar[str]
     model: ClassVar[type]
     has_tags: ClassVar[bool] = True
+    # Attributes only admins see (Neutron's ``get_<member>:<attr>`` admin-only policies).
+    admin_only: ClassVar[frozenset[str]] = frozenset()
     # The pydantic bodies of POST and PUT (``update_body = None``: no PUT).
     create_body: ClassVar[type]
     update_body: ClassVar[type | None] = None
@@ -155,7 +157,14 @@ class Resource:
 
     def show(self, session: Session, ctx: Context, obj_id: str, fields: list[str]) -> dict[str, Any]:
         obj = self.get(session, ctx, obj_id)
-        return select_fields(self.render(session, obj, self.tags_of(session, [obj.id])[obj.id]), fields)
+        item = self.for_caller(ctx, self.render(session, obj, self.tags_of(session, [obj.id])[obj.id]))
+        return select_fields(item, fields)
+
+    def for_caller(self, ctx: Context, item: dict[str, Any]) -> dict[str, Any]:
+        """``item`` as ``ctx`` may see it: without the admin-only attributes for others."""
+        if ctx.is_admin or not self.admin_only:
+            return item
+        return {k: v for k, v in item.items() if k not in self.admin_only}
 
     def list(self, session: Session, ctx: Context, query: ListQuery) -> Page:
         stmt = self.scoped(ctx)
@@ -182,7 +191,8 @@ class Resource:
         if query.page_reverse:
             rows.reverse()
         tags = self.tags_of(session, [r.id for r in rows])
-        items = [select_fields(self.render(session, r, tags[r.id]), query.fields) for r in rows]
+        items = [select_fields(self.for_caller(ctx, self.render(session, r, tags[r.id])), query.fields)
+                 for r in rows]
         next_marker = prev_marker = None
         if limit and rows:
             if query.page_reverse:

@@ -183,14 +183,14 @@ def _mount(router: APIRouter, resource: Resource) -> None:
 
             def create_many(s):  # noqa: ANN001, ANN202
                 objs = [resource.create(s, ctx, b) for b in bodies]
-                return [resource.rendered(s, o) for o in objs]
+                return [resource.for_caller(ctx, resource.rendered(s, o)) for o in objs]
 
             items = await _in_thread(lambda: store(request).retrying(create_many))
             return JSONResponse({key: items}, status_code=201)
         body = parse_member(raw, resource, "POST")
 
         def create_one(s):  # noqa: ANN001, ANN202
-            return resource.rendered(s, resource.create(s, ctx, body))
+            return resource.for_caller(ctx, resource.rendered(s, resource.create(s, ctx, body)))
 
         item = await _in_thread(lambda: store(request).retrying(create_one))
         return JSONResponse({member: item}, status_code=201)
@@ -200,7 +200,7 @@ def _mount(router: APIRouter, resource: Resource) -> None:
         body = parse_member(await read_json(request), resource, "PUT")
 
         def update(s):  # noqa: ANN001, ANN202
-            return resource.rendered(s, resource.update(s, ctx, item_id, body))
+            return resource.for_caller(ctx, resource.rendered(s, resource.update(s, ctx, item_id, body)))
 
         item = await _in_thread(lambda: store(request).retrying(update))
         return JSONResponse({member: item})
