@@ -69,6 +69,11 @@ class Realizer(Protocol):
 
     def apply(self, state: State, fabric: Fabric, work: Work, specs: Mapping[str, PortSpec]) -> Outcome: ...
 
+    # Optional (looked up with getattr): ``attach(report)`` hands a realizer with work
+    # of its own (health checks) the agent's status reporter; ``stop()`` ends that work
+    # when the agent stops; ``statuses(state, work, everything, outcomes, failed)``
+    # returns the realizer's own status report (load balancer trees).
+
 
 # --- talking to the API ---------------------------------------------------------------------
 
@@ -244,6 +249,10 @@ class Agent:
         self.outcomes: dict[str, dict[str, bool]] = defaultdict(dict)
         self._unwired: set[str] = set()   # ports unwired by the last reconcile
         self.reporter = Reporter(api.fork())
+        for r in self.realizers:
+            attach = getattr(r, "attach", None)
+            if attach is not None:
+                attach(self.reporter.submit)
         self._retry_at = 0.0
         self._retry_delay = 0.5
         self._resynced_at = 0.0
@@ -262,7 +271,18 @@ class Agent:
         try:
             self._loop(stop)
         finally:
+            self.stop_realizers()
             self.reporter.stop()
+
+    def stop_realizers(self) -> None:
+        """End the realizers' own threads (health checks), bounded."""
+        for r in self.realizers:
+            stop_fn = getattr(r, "stop", None)
+            if stop_fn is not None:
+                try:
+                    stop_fn()
+                except Exception:  # noqa: BLE001 - stopping must go on
+                    log.exception("netbay agent: stopping realizer %s", r.name)
 
     def _loop(self, stop: threading.Event) -> None:
         backoff = 0.5
@@ -379,7 +399,7 @@ class Agent:
         work: Work = {
             "networks": set(state.networks), "sandboxes": set(state.sandboxes),
             "ports": set(state.ports), "routers": set(state.routers),
-            "floatingips": set(state.floatingips),
+            "floatingips": set(state.floatingips), "loadbalancers": set(state.loadbalancers),
         }
         self._realize(work, specs, full=True)
         self._resynced_at = time.monotonic()
@@ -451,6 +471,8 @@ class Agent:
                         w["ports"].add(p["id"])
                         if str(p.get("device_owner", "")).startswith("network:router"):
                             w["routers"].add(p["device_id"])
+                        elif str(p.get("device_id", "")).startswith("lb-"):
+                            w["loadbalancers"].add(p["device_id"][3:])  # VIP routes
             elif t.collection == "ports":
                 for dev in t.values("device_id"):
                     if dev in state.sandboxes or any(
@@ -460,6 +482,7 @@ class Agent:
                     if dev in state.routers:
                         w["routers"].add(dev)
                 w["floatingips"].update(f["id"] for f in state.floatingips.values() if f.get("port_id") == t.id)
+                w["loadbalancers"].update(d[3:] for d in t.values("device_id") if str(d).startswith("lb-"))
             elif t.collection == "sandboxes":
                 w["ports"].update(p["id"] for p in state.ports_of(t.id))
                 for r in (t.old, t.new):
@@ -474,6 +497,8 @@ class Agent:
                 w["security_groups"].update(t.values("security_group_id"))
             elif t.collection == "loadbalancers":
                 w["ports"].update(p["id"] for p in state.ports_of(f"lb-{t.id}"))
+            elif t.collection in LB_CHILDREN:
+                w["loadbalancers"].update(_lb_of(state, t))
         return w
 
     def reconcile(self, work: Work) -> None:
@@ -658,12 +683,41 @@ class Agent:
             want = "ACTIVE" if realized else "DOWN"
             if fip.get("status") != want:
                 out["floatingips"][fid] = want
+        for r in self.realizers:
+            own = getattr(r, "statuses", None)
+            if own is not None:
+                for coll, items in own(state, work, everything, self.outcomes, failed).items():
+                    out[coll].update(items)
         return {k: v for k, v in out.items() if v}
 
     def report(self, work: Work, everything: bool = False) -> None:
         report = self.statuses(work, everything)
         if report:
             self.reporter.submit(report)
+
+
+LB_CHILDREN = ("listeners", "pools", "members", "healthmonitors")
+
+
+def _lb_of(state: State, t: Touched) -> set[str]:
+    """The load balancers a change of a listener, pool, member or monitor concerns
+    (through its old and new rendering: a child never moves, but be safe)."""
+    out: set[str] = set()
+    pools = state.table("pools")
+    for r in (t.old, t.new):
+        if r is None:
+            continue
+        refs = r.get("loadbalancers")
+        pool_ids = [r.get("pool_id")] if t.collection == "members" else \
+            [p.get("id") for p in r.get("pools") or () if isinstance(p, dict)]
+        if t.collection in ("listeners", "pools"):
+            out.update(x.get("id") for x in refs or () if isinstance(x, dict) and x.get("id"))
+        for pid in pool_ids:
+            pool = pools.get(pid or "")
+            if pool is not None:
+                out.update(x.get("id") for x in pool.get("loadbalancers") or ()
+                           if isinstance(x, dict) and x.get("id"))
+    return out
 
 
 def _ensure_namespace(ns: str) -> None:
@@ -677,14 +731,20 @@ def _ensure_namespace(ns: str) -> None:
 def default_realizers(names: Names) -> list[Realizer]:
     """The realizers whose modules are present (each is optional)."""
     out: list[Realizer] = []
-    for make in (SecurityGroupRealizer, RouterRealizer):
+    for make in (SecurityGroupRealizer, RouterRealizer, _load_balancers):
         try:
             out.append(make(names))
         except ImportError as exc:  # pragma: no cover - module absent
-            log.info("netbay agent: no %s realizer (%s)", make.name, exc)
-    # TODO(load balancers): plug netbay.dataplane.loadbalancer in here once it exists
-    # (VIP ports are already wired into ``<prefix>lb-<id>`` as ``vip`` by the fabric).
+            log.info("netbay agent: no %s realizer (%s)", getattr(make, "name", make.__name__), exc)
     return out
+
+
+def _load_balancers(names: Names) -> Realizer:
+    """Load balancers through :mod:`netbay.dataplane.loadbalancer` (the VIP port is
+    wired into ``<prefix>lb-<id>`` as ``vip`` by the fabric; the realizer does the rest)."""
+    from netbay.dataplane.loadbalancer import LoadBalancerRealizer
+
+    return LoadBalancerRealizer(names)
 
 
 class RouterRealizer:

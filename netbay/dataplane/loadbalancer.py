@@ -1,0 +1,918 @@
+"""Load balancers: a namespace owning the VIP, DNAT to members, health checks.
+
+Each load balancer is a namespace ``names.loadbalancer(id)`` whose only leg is the
+VIP port, wired by the fabric as ``vip`` (docs/dataplane.md). This module works
+inside it: forwarding, routes (the VIP subnet's gateway and host routes: members on
+other subnets are reached through the router the VIP subnet is attached to, as the
+member API requires) and one nftables table, ``ip netbay-lb``::
+
+    chain prerouting   (nat, dstnat)
+        ip daddr VIP tcp dport 80 dnat ip to numgen inc mod N map { 0 : m1 . 8080, … }
+        ip daddr VIP udp dport 53 dnat ip to jhash ip saddr mod N seed S map { … }
+    chain postrouting  (nat, srcnat)
+        ct status dnat snat ip to VIP
+
+One rule per listener (TCP; HTTP is forwarded as TCP; UDP), its pool's members as
+the elements of an anonymous map keyed by ``numgen inc`` (``ROUND_ROBIN``) or a
+hash of the client address (``SOURCE_IP``: a client sticks to one member while the
+pool's membership is unchanged). Weights repeat a member's slot (divided by their
+greatest common divisor, interleaved); weight 0, admin-down members and members the
+health monitor found down have no slot. A listener whose pool has no slot gets no
+rule: the VIP's own stack answers with a reset (TCP) or port unreachable (UDP).
+
+**Full proxy.** Forwarded connections leave with the VIP as their source (SNAT), as
+Octavia's amphorae do (members see the load balancer's address, not the client's).
+That is what makes replies come back through this namespace whatever the member's
+route to the client is (same subnet, a router, a floating IP on the VIP), and lets
+a member be a client of its own load balancer. IPv4 only (a VIPv6 is an ERROR).
+
+(Named maps would let a membership change be an element update, but the map's
+size is in the rule (``mod N``), and this libnftables (1.0.6) cannot declare a map
+keyed by ``numgen`` in JSON. The table is small, so it is rebuilt in one atomic
+transaction when what it should hold changes — connections keep their translation
+in conntrack — and not touched when nothing changed.)
+
+**Health monitors** (TCP connect, HTTP request with ``expected_codes``, ICMP echo)
+run on one thread per monitored pool, probing every member each ``delay`` seconds
+(at most ``timeout`` seconds per probe, all members in parallel on a shared bounded
+worker pool); the probes' sockets are opened inside the namespace, so they leave
+through the VIP port. As Octavia's (HAProxy's ``rise``/``fall``): a member starts
+up; ``max_retries_down`` consecutive failures take it down (out of the map,
+``ERROR``), ``max_retries`` consecutive successes bring it back (``ONLINE``). A
+transition rebuilds the table and reports the tree's operating statuses at once.
+
+Statuses (Octavia's rules): a member is ``OFFLINE`` when it (or its pool, listener or
+load balancer) is disabled, ``NO_MONITOR`` without an enabled monitor, else
+``ONLINE``/``ERROR``; a pool is ``ONLINE``, ``DEGRADED`` (some enabled members
+down) or ``ERROR`` (all down); a listener ``ONLINE`` (``OFFLINE`` disabled); the
+load balancer ``ONLINE`` or ``DEGRADED`` when one of its pools is. Provisioning
+goes ``ACTIVE`` once realized (``ERROR`` if it cannot be), which settles the tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import ipaddress
+import json
+import logging
+import math
+import secrets
+import select
+import socket
+import struct
+import threading
+import time
+import zlib
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from netbay.dataplane import links, netns
+from netbay.dataplane.names import Names
+from netbay.dataplane.nft import Nft
+from netbay.dataplane.rtnl import rtnl
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "TABLE", "VIP_IFNAME", "LoadBalancerSpec", "ListenerSpec", "PoolSpec", "MemberSpec",
+    "MonitorSpec", "Tree", "from_api", "LoadBalancerRealizer", "observed", "slots",
+]
+
+TABLE = "netbay-lb"
+FAMILY = "ip"
+VIP_IFNAME = "vip"
+_TAG = "netbay-lb/1"
+PENDING = ("PENDING_CREATE", "PENDING_UPDATE", "PENDING_DELETE")
+# Forward between the VIP and the members; never redirect a client to a member (the
+# forwarded packet goes back out of the interface it came in by).
+SYSCTLS = {
+    "net.ipv4.ip_forward": "1",
+    "net.ipv4.conf.all.send_redirects": "0",
+    f"net.ipv4.conf.{VIP_IFNAME}.send_redirects": "0",
+}
+MAX_PROBE_WORKERS = 32
+MIN_DELAY = 0.1          # s: a monitor with delay 0 still sleeps between rounds
+JOIN_TIMEOUT = 5.0
+
+Report = Callable[[Mapping[str, Mapping[str, str]]], None]
+
+
+# --- desired state -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MonitorSpec:
+    id: str
+    type: str                      # TCP | HTTP | PING
+    delay: float
+    timeout: float
+    max_retries: int               # rise: successes to come back
+    max_retries_down: int          # fall: failures to go down
+    enabled: bool = True
+    http_method: str = "GET"
+    url_path: str = "/"
+    expected_codes: str = "200"
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    id: str
+    address: str
+    port: int
+    weight: int = 1
+    enabled: bool = True
+    monitor_address: str | None = None
+    monitor_port: int | None = None
+
+    @property
+    def probe_target(self) -> tuple[str, int]:
+        return self.monitor_address or self.address, self.monitor_port or self.port
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    id: str
+    algorithm: str = "ROUND_ROBIN"
+    enabled: bool = True
+    members: tuple[MemberSpec, ...] = ()
+    monitor: MonitorSpec | None = None
+
+    @property
+    def monitored(self) -> bool:
+        return self.monitor is not None and self.monitor.enabled
+
+
+@dataclass(frozen=True)
+class ListenerSpec:
+    id: str
+    protocol: str                  # tcp | udp (what the port is matched with)
+    port: int
+    enabled: bool = True
+    pool_id: str | None = None
+
+
+@dataclass(frozen=True)
+class LoadBalancerSpec:
+    """Everything one load balancer's namespace holds, as plain data."""
+    id: str
+    ns: str
+    vip_address: str
+    enabled: bool = True
+    listeners: tuple[ListenerSpec, ...] = ()
+    pools: tuple[PoolSpec, ...] = ()
+    # (destination CIDR, next hop): the VIP subnet's default route and host routes
+    routes: tuple[tuple[str, str], ...] = ()
+
+    def pool(self, pool_id: str | None) -> PoolSpec | None:
+        return next((p for p in self.pools if p.id == pool_id), None)
+
+
+# --- from the API's JSON ---------------------------------------------------------------------
+
+
+def _first_id(refs: Any) -> str | None:
+    if isinstance(refs, list) and refs and isinstance(refs[0], dict):
+        return refs[0].get("id")
+    return None
+
+
+@dataclass
+class Tree:
+    """Children by parent, built once per batch from the state's flat tables."""
+    listeners: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
+    pools: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
+    members: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
+    monitors: dict[str, dict] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, tables: Mapping[str, Mapping[str, dict]]) -> Tree:
+        tree = cls()
+        for listener in (tables.get("listeners") or {}).values():
+            lb = _first_id(listener.get("loadbalancers"))
+            if lb:
+                tree.listeners[lb].append(listener)
+        for pool in (tables.get("pools") or {}).values():
+            lb = _first_id(pool.get("loadbalancers"))
+            if lb:
+                tree.pools[lb].append(pool)
+        for member in (tables.get("members") or {}).values():
+            if member.get("pool_id"):
+                tree.members[member["pool_id"]].append(member)
+        for monitor in (tables.get("healthmonitors") or {}).values():
+            pool = _first_id(monitor.get("pools"))
+            if pool:
+                tree.monitors[pool] = monitor
+        return tree
+
+
+def _order(objs: Iterable[dict]) -> list[dict]:
+    return sorted(objs, key=lambda o: (o.get("created_at") or "", o["id"]))
+
+
+def _monitor(m: dict | None) -> MonitorSpec | None:
+    if m is None:
+        return None
+    return MonitorSpec(
+        id=m["id"], type=str(m.get("type") or "TCP"), delay=float(m.get("delay") or 0),
+        timeout=float(m.get("timeout") or 0), max_retries=int(m.get("max_retries") or 1),
+        max_retries_down=int(m.get("max_retries_down") or 3), enabled=bool(m.get("admin_state_up", True)),
+        http_method=str(m.get("http_method") or "GET"), url_path=str(m.get("url_path") or "/"),
+        expected_codes=str(m.get("expected_codes") or "200"))
+
+
+def _vip_routes(lb: dict, ports: Mapping[str, dict], subnets: Mapping[str, dict]) -> tuple[tuple[str, str], ...]:
+    """The VIP subnet's gateway as default route, and its host routes."""
+    subnet = subnets.get(lb.get("vip_subnet_id") or "")
+    if subnet is None:
+        port = ports.get(lb.get("vip_port_id") or "") or {}
+        fixed = next((f for f in port.get("fixed_ips") or () if f.get("ip_address") == lb.get("vip_address")), None)
+        subnet = subnets.get((fixed or {}).get("subnet_id") or "")
+    if subnet is None:
+        return ()
+    out: list[tuple[str, str]] = []
+    gw = subnet.get("gateway_ip")
+    if gw and ipaddress.ip_address(gw).version == 4:
+        out.append(("0.0.0.0/0", gw))
+    for hr in subnet.get("host_routes") or ():
+        dst = ipaddress.ip_network(hr["destination"], strict=False)
+        if dst.version == 4:
+            out.append((str(dst), hr["nexthop"]))
+    return tuple(dict.fromkeys(out))
+
+
+def from_api(lb: dict, tree: Tree, ports: Mapping[str, dict], subnets: Mapping[str, dict],
+             names: Names) -> LoadBalancerSpec:
+    """A load balancer's :class:`LoadBalancerSpec` from Octavia JSON (the state's tables)."""
+    pools = []
+    for pool in _order(tree.pools.get(lb["id"], ())):
+        members = tuple(
+            MemberSpec(id=m["id"], address=m["address"], port=int(m["protocol_port"]),
+                       weight=int(m.get("weight", 1) if m.get("weight") is not None else 1),
+                       enabled=bool(m.get("admin_state_up", True)),
+                       monitor_address=m.get("monitor_address") or None,
+                       monitor_port=m.get("monitor_port") or None)
+            for m in _order(tree.members.get(pool["id"], ())))
+        pools.append(PoolSpec(id=pool["id"], algorithm=str(pool.get("lb_algorithm") or "ROUND_ROBIN"),
+                              enabled=bool(pool.get("admin_state_up", True)), members=members,
+                              monitor=_monitor(tree.monitors.get(pool["id"]))))
+    listeners = tuple(
+        ListenerSpec(id=li["id"], protocol="udp" if li.get("protocol") == "UDP" else "tcp",
+                     port=int(li["protocol_port"]), enabled=bool(li.get("admin_state_up", True)),
+                     pool_id=li.get("default_pool_id"))
+        for li in _order(tree.listeners.get(lb["id"], ())))
+    return LoadBalancerSpec(id=lb["id"], ns=names.loadbalancer(lb["id"]), vip_address=str(lb.get("vip_address") or ""),
+                            enabled=bool(lb.get("admin_state_up", True)), listeners=listeners,
+                            pools=tuple(pools), routes=_vip_routes(lb, ports, subnets))
+
+
+# --- the nftables table ------------------------------------------------------------------------
+
+
+def slots(members: Iterable[MemberSpec]) -> list[MemberSpec]:
+    """Map slots for ``members`` (already filtered): each repeated weight/gcd times,
+    interleaved (m1 m2 m3 m1 m3 …) so that round robin spreads evenly."""
+    ms = [m for m in members if m.weight > 0]
+    if not ms:
+        return []
+    g = 0
+    for m in ms:
+        g = math.gcd(g, m.weight)
+    counts = [m.weight // g for m in ms]
+    out = []
+    for rnd in range(max(counts)):
+        out.extend(m for m, c in zip(ms, counts) if c > rnd)
+    return out
+
+
+def _payload(proto: str, fld: str) -> dict:
+    return {"payload": {"protocol": proto, "field": fld}}
+
+
+def _match(left: dict, right: Any, op: str = "==") -> dict:
+    return {"match": {"op": op, "left": left, "right": right}}
+
+
+def _dnat_rule(spec: LoadBalancerSpec, listener: ListenerSpec, pool: PoolSpec,
+               members: list[MemberSpec]) -> dict:
+    n = len(members)
+    if pool.algorithm == "SOURCE_IP":
+        key: dict = {"jhash": {"expr": _payload("ip", "saddr"), "mod": n,
+                               "seed": zlib.crc32(pool.id.encode()) & 0xFFFFFFFF}}
+    else:
+        key = {"numgen": {"mode": "inc", "mod": n, "offset": 0}}
+    data = {"set": [[i, {"concat": [m.address, m.port]}] for i, m in enumerate(members)]}
+    expr = [_match(_payload("ip", "daddr"), spec.vip_address),
+            _match(_payload(listener.protocol, "dport"), listener.port),
+            {"dnat": {"family": "ip", "addr": {"map": {"key": key, "data": data}}}}]
+    return {"add": {"rule": {"family": FAMILY, "table": TABLE, "chain": "prerouting", "expr": expr,
+                             "comment": f"{_TAG} listener {listener.id}"}}}
+
+
+def table_commands(spec: LoadBalancerSpec, in_map: Callable[[PoolSpec, MemberSpec], bool],
+                   *, rebuild: bool = False) -> list[dict]:
+    """The table's whole content, as one transaction; ``in_map(pool, member)`` says
+    whether a member has slots (enabled, weight, health).
+
+    The chains are emptied and refilled: deleting the table (``rebuild``, for a table
+    found in place, whatever it holds) makes the kernel's deferred clean-up of base
+    chains cost ~30 ms to whoever closes the nft socket next, so it is kept for adopting."""
+    t = {"family": FAMILY, "table": TABLE}
+    cmds: list[dict] = [{"add": {"table": {"family": FAMILY, "name": TABLE}}}]
+    if rebuild:
+        cmds += [{"delete": {"table": {"family": FAMILY, "name": TABLE}}},
+                 {"add": {"table": {"family": FAMILY, "name": TABLE}}}]
+    cmds += [
+        {"add": {"chain": {**t, "name": "prerouting", "type": "nat", "hook": "prerouting", "prio": -100,
+                           "policy": "accept"}}},
+        {"add": {"chain": {**t, "name": "postrouting", "type": "nat", "hook": "postrouting", "prio": 100,
+                           "policy": "accept"}}},
+        {"flush": {"chain": {**t, "name": "prerouting"}}},
+        {"flush": {"chain": {**t, "name": "postrouting"}}},
+        {"add": {"rule": {**t, "chain": "postrouting", "comment": f"{_TAG} full-proxy", "expr": [
+            _match({"ct": {"key": "status"}}, "dnat", op="in"),
+            {"snat": {"family": "ip", "addr": spec.vip_address}}]}}},
+    ]
+    if not spec.enabled:
+        return cmds
+    for listener in spec.listeners:
+        pool = spec.pool(listener.pool_id)
+        if not listener.enabled or pool is None or not pool.enabled:
+            continue
+        members = slots(m for m in pool.members if in_map(pool, m) and _v4(m.address))
+        if members:
+            cmds.append(_dnat_rule(spec, listener, pool, members))
+    return cmds
+
+
+def _v4(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).version == 4
+    except ValueError:
+        return False
+
+
+# --- links, routes, sysctls ------------------------------------------------------------------
+
+
+def _sysctls(ns: str) -> None:
+    for key, value in SYSCTLS.items():
+        if links.read_sysctl(ns, key) != value:
+            links.sysctl(ns, key, value)
+
+
+def _sync_routes(ns: str, index: int, routes: Iterable[tuple[str, str]]) -> None:
+    """Exactly ``routes`` (via a gateway) on the VIP leg."""
+    r = rtnl(ns)
+    want = {(str(ipaddress.ip_network(d)), str(ipaddress.ip_address(g))) for d, g in routes}
+    have = set()
+    for dst, gw, oif, metric in r.routes(socket.AF_INET):
+        if oif != index or gw is None:
+            continue
+        key = (str(ipaddress.ip_network(dst)), gw)
+        if key in want:
+            have.add(key)
+        else:
+            r.del_route(dst, gateway=gw, oif=index, metric=metric)
+    for dst, gw in sorted(want - have):
+        r.replace_route(dst, gateway=gw, oif=index)
+
+
+ETH_P_ARP = 0x0806
+
+
+def announce(ns: str, ifname: str, mac: str, address: str, count: int = 2) -> None:
+    """Gratuitous ARP for ``address`` (as keepalived does for Octavia's VIPs): a VIP
+    address is often reused right after its previous port was deleted, and neighbours
+    would otherwise keep sending to the old MAC for seconds."""
+    hw = bytes.fromhex(mac.replace(":", ""))
+    ip = socket.inet_aton(address)
+    frame = (b"\xff" * 6 + hw + struct.pack("!H", ETH_P_ARP)
+             + struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + hw + ip + b"\0" * 6 + ip)
+    # Protocol 0: a send-only socket registers no receive hook, whose removal at
+    # close would wait for an RCU grace period (~20 ms here).
+    with netns.entered(ns):
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+    try:
+        s.bind((ifname, 0))
+        for _ in range(count):
+            s.send(frame)
+    finally:
+        s.close()
+
+
+def _announce_quietly(ns: str, mac: str, address: str) -> None:
+    """:func:`announce`, off the agent's thread (closing a packet socket waits for an
+    RCU grace period, ~10 ms); best effort: neighbours also re-resolve in time."""
+    try:
+        announce(ns, VIP_IFNAME, mac, address)
+    except OSError as exc:
+        log.debug("load balancer namespace %s: gratuitous ARP for %s: %s", ns, address, exc)
+
+
+def observed(names: Names) -> set[str]:
+    """Ids of the load balancers whose namespaces exist (``<prefix>lb-<id>``)."""
+    head = names.loadbalancer("")
+    return {n[len(head):] for n in netns.list(head) if len(n) > len(head)}
+
+
+# --- health checks -------------------------------------------------------------------------------
+
+
+def _socket_in(ns: str, family: int, kind: int, proto: int = 0) -> socket.socket:
+    """A socket of namespace ``ns`` (bound there for its life: probes leave by the VIP)."""
+    with netns.entered(ns):
+        return socket.socket(family, kind, proto)
+
+
+def probe_tcp(ns: str, address: str, port: int, timeout: float) -> bool:
+    """A TCP connect (what Octavia's TCP monitor does)."""
+    s = _socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect((address, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def expected(codes: str, status: int) -> bool:
+    """Whether ``status`` is in ``codes`` (``200``, ``200,202``, ``200-204``)."""
+    codes = codes.replace(" ", "")
+    if "-" in codes:
+        low, high = codes.split("-", 1)
+        return int(low) <= status <= int(high)
+    return str(status) in codes.split(",")
+
+
+def probe_http(ns: str, address: str, port: int, timeout: float, method: str, path: str,
+               codes: str) -> bool:
+    """An HTTP/1.0 request; healthy if the status code is one of ``codes``."""
+    deadline = time.monotonic() + timeout
+    s = _socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect((address, port))
+        s.sendall(f"{method} {path} HTTP/1.0\r\nHost: {address}\r\nUser-Agent: netbay-health-check\r\n"
+                  "Connection: close\r\n\r\n".encode())
+        buf = b""
+        for _ in range(64):  # bounded: the status line is in the first few reads
+            left = deadline - time.monotonic()
+            if left <= 0 or b"\r\n" in buf or len(buf) > 4096:
+                break
+            s.settimeout(left)
+            chunk = s.recv(1024)
+            if not chunk:
+                break
+            buf += chunk
+        parts = buf.split(b"\r\n", 1)[0].split()
+        return len(parts) >= 2 and parts[0].startswith(b"HTTP/") and parts[1].isdigit() \
+            and expected(codes, int(parts[1]))
+    except (OSError, ValueError):
+        return False
+    finally:
+        s.close()
+
+
+def _checksum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    s = (s >> 16) + (s & 0xFFFF)
+    s += s >> 16
+    return ~s & 0xFFFF
+
+
+def probe_ping(ns: str, address: str, timeout: float) -> bool:
+    """One ICMP echo request; healthy if its reply comes back in time."""
+    s = _socket_in(ns, socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    try:
+        ident, seq = secrets.randbits(16), 1
+        payload = b"netbay-health-check"
+        hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
+        s.sendto(struct.pack("!BBHHH", 8, 0, _checksum(hdr + payload), ident, seq) + payload, (address, 0))
+        deadline = time.monotonic() + timeout
+        for _ in range(1000):  # bounded: other probes' replies arrive here too
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            ready, _, _ = select.select([s], [], [], left)
+            if not ready:
+                return False
+            data, peer = s.recvfrom(2048)
+            ihl = (data[0] & 0x0F) * 4
+            if len(data) < ihl + 8:
+                continue
+            typ, _code, _ck, rid, rseq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
+            if typ == 0 and rid == ident and rseq == seq and peer[0] == address:
+                return True
+        return False
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def probe(ns: str, monitor: MonitorSpec, member: MemberSpec) -> bool:
+    address, port = member.probe_target
+    timeout = max(monitor.timeout, 0.05)
+    if monitor.type == "PING":
+        return probe_ping(ns, address, timeout)
+    if monitor.type == "HTTP":
+        return probe_http(ns, address, port, timeout, monitor.http_method, monitor.url_path,
+                          monitor.expected_codes)
+    return probe_tcp(ns, address, port, timeout)
+
+
+@dataclass
+class Health:
+    """One member's health as the monitor sees it (``up`` None: not probed yet —
+    counted as up, as HAProxy starts its servers)."""
+    up: bool | None = None
+    ok: int = 0
+    fail: int = 0
+
+    def record(self, success: bool, rise: int, fall: int) -> bool:
+        """Count one probe; True if the member changed between up and down."""
+        if success:
+            self.fail, self.ok = 0, self.ok + 1
+            if self.up is None or (self.up is False and self.ok >= rise):
+                self.up = True
+                return True
+        else:
+            self.ok, self.fail = 0, self.fail + 1
+            if self.up is not False and self.fail >= fall:
+                self.up = False
+                return True
+        return False
+
+
+class _Monitor:
+    """The thread probing one pool's members; it reads the pool's current spec from
+    the realizer every round, so monitor and member changes need no restart."""
+
+    def __init__(self, owner: LoadBalancerRealizer, lb_id: str, pool_id: str, monitor_id: str) -> None:
+        self.owner, self.lb_id, self.pool_id, self.monitor_id = owner, lb_id, pool_id, monitor_id
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"netbay-lb-health-{pool_id[:8]}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set() and not self.owner.stopping.is_set():
+            started = time.monotonic()
+            target = self.owner.monitor_target(self)
+            if target is None:
+                return
+            ns, monitor, members = target
+            try:
+                results = self._round(ns, monitor, members)
+            except Exception:  # noqa: BLE001 - a bug here must not kill the checks for good
+                log.exception("load balancer %s: health check of pool %s failed", self.lb_id, self.pool_id)
+                results = {}
+            if results and not self.stop.is_set():
+                self.owner.health_results(self.lb_id, self.pool_id, monitor, results)
+            delay = max(monitor.delay, MIN_DELAY)
+            self.stop.wait(max(0.0, delay - (time.monotonic() - started)))
+
+    def _round(self, ns: str, monitor: MonitorSpec, members: list[MemberSpec]) -> dict[str, bool]:
+        """Probe every member in parallel; a round lasts at most the monitor's timeout
+        (plus scheduling). Nothing is concluded while the namespace is missing."""
+        if not members or not netns.exists(ns):
+            return {}
+        futures = {self.owner.pool_executor().submit(probe, ns, monitor, m): m.id for m in members}
+        done, _ = wait(futures, timeout=max(monitor.timeout, 0.05) + 2.0)
+        out = {}
+        for fut in done:
+            with contextlib.suppress(Exception):
+                out[futures[fut]] = bool(fut.result())
+        return out
+
+
+# --- statuses --------------------------------------------------------------------------------------
+
+
+def operating_statuses(spec: LoadBalancerSpec, health: Mapping[str, Health]
+                       ) -> dict[str, dict[str, str | None]]:
+    """Octavia's operating statuses of the tree (None: not known yet, report nothing)."""
+    # Children first: a report is applied in this order, and a child settled with its
+    # own statuses before the load balancer is written once, not twice.
+    out: dict[str, dict[str, str | None]] = {k: {} for k in
+                                              ("members", "healthmonitors", "pools", "listeners", "loadbalancers")}
+    lb_status = "ONLINE" if spec.enabled else "OFFLINE"
+    for pool in spec.pools:
+        on = spec.enabled and pool.enabled
+        down = known = 0
+        enabled = 0
+        for m in pool.members:
+            if not (on and m.enabled):
+                out["members"][m.id] = "OFFLINE"
+                continue
+            enabled += 1
+            if not pool.monitored:
+                out["members"][m.id] = "NO_MONITOR"
+                continue
+            h = health.get(m.id)
+            up = None if h is None else h.up
+            out["members"][m.id] = None if up is None else ("ONLINE" if up else "ERROR")
+            known += up is not None
+            down += up is False
+        if not on:
+            status = "OFFLINE"
+        elif down and down == enabled:
+            status = "ERROR"
+        elif down:
+            status = "DEGRADED"
+        else:
+            status = "ONLINE"
+        out["pools"][pool.id] = status
+        if pool.monitor is not None:
+            out["healthmonitors"][pool.monitor.id] = "ONLINE" if on and pool.monitor.enabled else "OFFLINE"
+        if spec.enabled and status in ("DEGRADED", "ERROR"):
+            lb_status = "DEGRADED"
+    for listener in spec.listeners:
+        out["listeners"][listener.id] = "ONLINE" if spec.enabled and listener.enabled else "OFFLINE"
+    out["loadbalancers"][spec.id] = lb_status
+    return out
+
+
+def _status_text(provisioning: str | None, operating: str | None) -> str | None:
+    if provisioning and operating:
+        return f"{provisioning}/{operating}"
+    if provisioning:
+        return provisioning
+    if operating:
+        return f"/{operating}"
+    return None
+
+
+# --- the realizer ---------------------------------------------------------------------------------
+
+
+class LoadBalancerRealizer:
+    """Load balancers for the agent (:class:`netbay.dataplane.agent.Realizer`).
+
+    The agent thread calls ``resync``/``apply``/``statuses``; monitor threads call
+    ``health_results``. One lock serializes what they share (specs, health, the
+    tables); the kernel work under it is one small nft transaction.
+    """
+
+    name = "loadbalancers"
+    before_fabric = False
+
+    def __init__(self, names: Names, report: Report | None = None) -> None:
+        self.names = names
+        self.report = report
+        self.specs: dict[str, LoadBalancerSpec] = {}
+        self.health: dict[str, Health] = {}                 # member id -> health
+        self.applied: dict[str, tuple[int | None, str]] = {}  # lb id -> (ns inode, table JSON)
+        self.monitors: dict[str, _Monitor] = {}             # pool id -> thread
+        self.nfts: dict[str, Nft] = {}                      # lb id -> its namespace's nft context
+        self.stopping = threading.Event()
+        self._lock = threading.RLock()
+        self._executor: ThreadPoolExecutor | None = None
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def attach(self, report: Report) -> None:
+        """Where asynchronous (health) status reports go: the agent's reporter."""
+        self.report = report
+
+    def stop(self) -> None:
+        """Stop every monitor thread (bounded) and the probe workers."""
+        self.stopping.set()
+        with self._lock:
+            monitors = list(self.monitors.values())
+            self.monitors.clear()
+        for mon in monitors:
+            mon.stop.set()
+        deadline = time.monotonic() + JOIN_TIMEOUT
+        for mon in monitors:
+            mon.thread.join(max(0.0, deadline - time.monotonic()))
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+        self.stopping.clear()
+
+    def pool_executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(MAX_PROBE_WORKERS, thread_name_prefix="netbay-lb-probe")
+            return self._executor
+
+    # -- the agent's verbs -----------------------------------------------------------------------
+
+    def resync(self, state: Any, fabric: Any, specs: Mapping[str, Any]) -> dict[str, dict[str, bool]]:
+        for lb_id in observed(self.names) - set(state.loadbalancers):
+            self.remove(lb_id)
+        with self._lock:
+            self.applied.clear()  # verify everything again
+            for lb_id in set(self.specs) - set(state.loadbalancers):
+                self._forget(lb_id)
+        tree = Tree.build(state.tables)
+        return {"loadbalancers": {lb: self._ensure(state, tree, lb) for lb in state.loadbalancers}}
+
+    def apply(self, state: Any, fabric: Any, work: Mapping[str, set[str]],
+              specs: Mapping[str, Any]) -> dict[str, dict[str, bool]]:
+        ids = work.get("loadbalancers") or set()
+        if not ids:
+            return {}
+        tree = Tree.build(state.tables)
+        done: dict[str, bool] = {}
+        for lb_id in sorted(ids):
+            if lb_id in state.loadbalancers:
+                done[lb_id] = self._ensure(state, tree, lb_id)
+            else:
+                self.remove(lb_id)
+        return {"loadbalancers": done}
+
+    def remove(self, lb_id: str) -> None:
+        """Stop its monitors, forget it, delete its namespace (the VIP leg goes along)."""
+        with self._lock:
+            self._forget(lb_id)
+        netns.delete(self.names.loadbalancer(lb_id))
+
+    # -- ensure -------------------------------------------------------------------------------------
+
+    def _ensure(self, state: Any, tree: Tree, lb_id: str) -> bool:
+        lb = state.loadbalancers[lb_id]
+        try:
+            spec = from_api(lb, tree, state.ports, state.subnets, self.names)
+            self.ensure(spec)
+        except Exception as exc:  # noqa: BLE001 - reported as the load balancer's status
+            log.warning("netbay agent: load balancer %s: %s", lb_id, exc)
+            return False
+        return True
+
+    def ensure(self, spec: LoadBalancerSpec) -> None:
+        """Make the namespace forward ``spec``'s listeners; start/stop its monitors.
+        Raises if the VIP leg is not wired yet (the agent retries)."""
+        if not _v4(spec.vip_address):
+            raise ValueError(f"VIP {spec.vip_address!r} is not an IPv4 address (IPv4 only)")
+        if not netns.exists(spec.ns):
+            raise links.LinkError(errno.ENODEV, f"load balancer namespace {spec.ns!r} not made yet "
+                                                f"(VIP port not wired)")
+        vip = rtnl(spec.ns).link(VIP_IFNAME)
+        if vip is None:
+            raise links.LinkError(errno.ENODEV, f"{spec.ns}: VIP leg {VIP_IFNAME!r} not wired yet")
+        with self._lock:
+            old = self.specs.get(spec.id)
+            self.specs[spec.id] = spec
+            fresh = spec.id not in self.applied or self.applied[spec.id][0] != netns.inode(spec.ns)
+            if old is None or old.routes != spec.routes or fresh:
+                _sysctls(spec.ns)
+                _sync_routes(spec.ns, vip.index, spec.routes)
+            if (old is None or fresh or old.vip_address != spec.vip_address) and vip.address:
+                self.pool_executor().submit(_announce_quietly, spec.ns, vip.address, spec.vip_address)
+            self._sync_table(spec)
+            self._sync_monitors(spec, old)
+
+    def _in_map(self, pool: PoolSpec, member: MemberSpec) -> bool:
+        if not member.enabled or member.weight <= 0:
+            return False
+        if not pool.monitored:
+            return True
+        h = self.health.get(member.id)
+        return h is None or h.up is not False
+
+    def _sync_table(self, spec: LoadBalancerSpec) -> None:
+        """Refill the table (one transaction) if what it should hold changed. The first
+        time in this process, a table already there (a restart) is rebuilt from scratch."""
+        cmds = table_commands(spec, self._in_map)
+        text = json.dumps(cmds, sort_keys=True)
+        inode = netns.inode(spec.ns)
+        if self.applied.get(spec.id) == (inode, text):
+            return
+        nft = self.nfts.get(spec.id)
+        if nft is None:
+            # Kept open: closing a context costs up to tens of ms after some transactions.
+            nft = self.nfts[spec.id] = Nft(spec.ns)
+        if self.applied.get(spec.id, (None,))[0] != inode and (FAMILY, TABLE) in nft.tables():
+            nft.run(table_commands(spec, self._in_map, rebuild=True))
+        else:
+            nft.run(cmds)
+        self.applied[spec.id] = (inode, text)
+
+    def _sync_monitors(self, spec: LoadBalancerSpec, old: LoadBalancerSpec | None) -> None:
+        """One thread per enabled monitor of an enabled pool. A new (or re-enabled,
+        or replaced) monitor starts from scratch; health is kept across other changes."""
+        wanted = {p.id: p for p in spec.pools if spec.enabled and p.enabled and p.monitored}
+        for pool_id, mon in list(self.monitors.items()):
+            pool = wanted.get(pool_id)
+            if mon.lb_id == spec.id and (pool is None or pool.monitor is None or pool.monitor.id != mon.monitor_id):
+                self.monitors.pop(pool_id).stop.set()
+        keep = {m.id for p in wanted.values() for m in p.members}
+        for s in (spec, old):
+            for pool in (s.pools if s is not None else ()):
+                for m in pool.members:
+                    if m.id not in keep:
+                        self.health.pop(m.id, None)
+        for pool_id, pool in wanted.items():
+            if pool_id not in self.monitors and pool.monitor is not None:
+                for m in pool.members:
+                    self.health.pop(m.id, None)
+                mon = self.monitors[pool_id] = _Monitor(self, spec.id, pool_id, pool.monitor.id)
+                mon.start()
+
+    def _forget(self, lb_id: str) -> None:
+        spec = self.specs.pop(lb_id, None)
+        self.applied.pop(lb_id, None)
+        nft = self.nfts.pop(lb_id, None)
+        if nft is not None:
+            nft.close()
+        for pool_id in [p for p, m in self.monitors.items() if m.lb_id == lb_id]:
+            self.monitors.pop(pool_id).stop.set()
+        if spec is not None:
+            for pool in spec.pools:
+                for m in pool.members:
+                    self.health.pop(m.id, None)
+
+    # -- health --------------------------------------------------------------------------------------
+
+    def monitor_target(self, mon: _Monitor) -> tuple[str, MonitorSpec, list[MemberSpec]] | None:
+        """What monitor thread ``mon`` probes now, or None: it was replaced or stopped."""
+        with self._lock:
+            spec = self.specs.get(mon.lb_id)
+            pool = spec.pool(mon.pool_id) if spec is not None else None
+            if pool is None or pool.monitor is None or self.monitors.get(mon.pool_id) is not mon:
+                return None
+            return spec.ns, pool.monitor, [m for m in pool.members if m.enabled]
+
+    def health_results(self, lb_id: str, pool_id: str, monitor: MonitorSpec, results: Mapping[str, bool]) -> None:
+        """Count one round of probes; on a transition, rebuild the table and report."""
+        with self._lock:
+            spec = self.specs.get(lb_id)
+            pool = spec.pool(pool_id) if spec is not None else None
+            if spec is None or pool is None or pool.monitor is None or pool.monitor.id != monitor.id:
+                return
+            current = {m.id for m in pool.members}
+            changed = False
+            for mid, ok in results.items():
+                if mid in current:
+                    h = self.health.setdefault(mid, Health())
+                    changed |= h.record(ok, max(1, monitor.max_retries), max(1, monitor.max_retries_down))
+            if not changed:
+                return
+            try:
+                self._sync_table(spec)
+            except Exception as exc:  # noqa: BLE001 - retried at the next transition or change
+                log.warning("load balancer %s: cannot update members after a health change: %s", lb_id, exc)
+                self.applied.pop(lb_id, None)
+            report = self._tree_report(spec)
+        if self.report is not None and report:
+            self.report(report)
+
+    def _tree_report(self, spec: LoadBalancerSpec) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = defaultdict(dict)
+        for kind, items in operating_statuses(spec, self.health).items():
+            for obj_id, operating in items.items():
+                if operating is not None:
+                    out[kind][obj_id] = f"/{operating}"
+        return dict(out)
+
+    # -- statuses for the agent --------------------------------------------------------------------
+
+    def statuses(self, state: Any, work: Mapping[str, set[str]], everything: bool,
+                 outcomes: Mapping[str, Mapping[str, bool]], failed: Mapping[str, set[str]]
+                 ) -> dict[str, dict[str, str]]:
+        """What to report for the load balancers of ``work``: what differs from the state.
+
+        Realized: provisioning ``ACTIVE`` (settling the pending tree) and the operating
+        statuses; failed: ``ERROR``.
+        """
+        ids = set(state.loadbalancers) if everything else set(work.get("loadbalancers") or ())
+        out: dict[str, dict[str, str]] = defaultdict(dict)
+        tables = state.tables
+        with self._lock:
+            for lb_id in ids:
+                lb = state.loadbalancers.get(lb_id)
+                if lb is None:
+                    continue
+                ok = (outcomes.get("loadbalancers") or {}).get(lb_id)
+                if lb_id in (failed.get("loadbalancers") or ()):
+                    if lb.get("provisioning_status") != "ERROR":
+                        out["loadbalancers"][lb_id] = "ERROR"
+                    continue
+                spec = self.specs.get(lb_id)
+                if not ok or spec is None:
+                    continue
+                for kind, items in operating_statuses(spec, self.health).items():
+                    for obj_id, operating in items.items():
+                        current = (tables.get(kind) or {}).get(obj_id)
+                        if current is None:
+                            continue
+                        prov = current.get("provisioning_status")
+                        # ERROR too: a failed attempt (reported ERROR) that a retry realized.
+                        want_prov = "ACTIVE" if prov in PENDING or prov == "ERROR" else None
+                        want_op = operating if operating is not None and current.get("operating_status") != operating \
+                            else None
+                        text = _status_text(want_prov, want_op)
+                        if text is not None:
+                            out[kind][obj_id] = text
+        return {k: v for k, v in out.items() if v}

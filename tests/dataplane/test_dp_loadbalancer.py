@@ -1,0 +1,490 @@
+"""Load balancers in the kernel: a real server and agent, members serving real traffic.
+
+One server and agent for the module (this run's prefix, tag ``lb``). Members are
+sandboxes running a tiny TCP/HTTP (and UDP) server on a thread whose sockets were
+opened inside their namespace; the client is another sandbox. Health monitors use
+``delay`` 1 s, so every wait here is a few seconds at most, and bounded.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from netbay.dataplane import netns
+from netbay.dataplane.loadbalancer import TABLE
+from netbay.dataplane.nft import Nft
+
+from .agent_fixtures import Cloud, make_cloud, wait_for
+
+LB = "/load-balancer/v2/lbaas"
+HTTP_PORT = 8080
+UDP_PORT = 5353
+
+
+# --- members: a tiny server in a namespace ---------------------------------------------------
+
+
+@dataclass
+class Backend:
+    """A member's server: answers every TCP connection with an HTTP response whose body
+    is the member's name, and every UDP datagram with the name."""
+    ns: str
+    name: str
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+    socks: list[socket.socket] = field(default_factory=list)
+
+    def start(self) -> Backend:
+        self.stop_event = threading.Event()
+        with netns.entered(self.ns):
+            tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tcp.bind(("0.0.0.0", HTTP_PORT))
+        tcp.listen(64)
+        udp.bind(("0.0.0.0", UDP_PORT))
+        for s in (tcp, udp):
+            s.settimeout(0.1)
+        self.socks = [tcp, udp]
+        self.threads = [threading.Thread(target=self._tcp, args=(tcp,), daemon=True),
+                        threading.Thread(target=self._udp, args=(udp,), daemon=True)]
+        for t in self.threads:
+            t.start()
+        return self
+
+    def _tcp(self, sock: socket.socket) -> None:
+        body = self.name.encode()
+        while not self.stop_event.is_set():
+            try:
+                conn, _ = sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with conn:
+                try:
+                    conn.settimeout(1.0)
+                    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+                    conn.shutdown(socket.SHUT_WR)
+                    for _ in range(16):  # drain the request (if any) until the peer closes
+                        if not conn.recv(4096):
+                            break
+                except OSError:
+                    pass
+
+    def _udp(self, sock: socket.socket) -> None:
+        while not self.stop_event.is_set():
+            try:
+                _, peer = sock.recvfrom(2048)
+                sock.sendto(self.name.encode(), peer)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        for t in self.threads:
+            t.join(5)
+        for s in self.socks:
+            s.close()
+        self.socks, self.threads = [], []
+
+
+def fetch(ns: str, ip: str, port: int, timeout: float = 2.0) -> str:
+    """One TCP connection from ``ns``: the body the member answered."""
+    with netns.entered(ns):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect((ip, port))
+        data = b""
+        for _ in range(64):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return data.split(b"\r\n\r\n", 1)[-1].decode()
+    finally:
+        s.close()
+
+
+def try_fetch(ns: str, ip: str, port: int, timeout: float = 1.0) -> str | None:
+    try:
+        return fetch(ns, ip, port, timeout)
+    except OSError:
+        return None
+
+
+def ask_udp(ns: str, ip: str, port: int, timeout: float = 1.0) -> str:
+    with netns.entered(ns):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.settimeout(timeout)
+        s.sendto(b"who", (ip, port))
+        return s.recvfrom(2048)[0].decode()
+    finally:
+        s.close()
+
+
+# --- the cloud ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Env:
+    cloud: Cloud
+    network: dict
+    subnet: dict
+    public: dict
+    router: dict
+    members: list[tuple[str, str, Backend]]   # (name, address, server)
+    clients: list[str]                          # client namespaces
+
+    def member(self, name: str) -> tuple[str, str, Backend]:
+        return next(m for m in self.members if m[0] == name)
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    yield from make_cloud(tmp_path_factory.mktemp("lb"), "lb")
+
+
+@pytest.fixture(scope="module")
+def env(cloud: Cloud) -> Iterator[Env]:
+    http = cloud.http
+    network, subnet = cloud.network("lb-net", "10.5.0.0/24")
+    public = cloud.ok(http.get("/network/v2.0/networks", params={"name": "public"}))["networks"][0]
+    router = cloud.ok(http.post("/network/v2.0/routers", json={"router": {
+        "name": "lb-r", "external_gateway_info": {"network_id": public["id"]}}}), 201)["router"]
+    cloud.ok(http.put(f"/network/v2.0/routers/{router['id']}/add_router_interface",
+                      json={"subnet_id": subnet["id"]}))
+    web = cloud.ok(http.post("/network/v2.0/security-groups", json={"security_group": {
+        "name": "web"}}), 201)["security_group"]
+    for proto, port in (("tcp", HTTP_PORT), ("udp", UDP_PORT), ("icmp", None)):
+        rule = {"security_group_id": web["id"], "direction": "ingress", "ethertype": "IPv4", "protocol": proto}
+        if port:
+            rule.update(port_range_min=port, port_range_max=port)
+        cloud.ok(http.post("/network/v2.0/security-group-rules", json={"security_group_rule": rule}), 201)
+    backends: list[Backend] = []
+    members = []
+    try:
+        for name in ("m1", "m2", "m3"):
+            port = cloud.ok(http.post("/network/v2.0/ports", json={"port": {
+                "network_id": network["id"], "name": name}}), 201)["port"]
+            cloud.ok(http.put(f"/network/v2.0/ports/{port['id']}", json={"port": {
+                "security_groups": [*port["security_groups"], web["id"]]}}))
+            sb = cloud.sandbox(name, ports=[port["id"]])
+            cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
+            backend = Backend(cloud.sandbox_ns(sb["id"]), name).start()
+            backends.append(backend)
+            members.append((name, port["fixed_ips"][0]["ip_address"], backend))
+        clients = []
+        for name in ("c1", "c2"):
+            sb = cloud.sandbox(name, networks=[network["id"]])
+            cloud.wait_status(f"/network/v2.0/ports/{sb['ports'][0]['port_id']}", "ACTIVE")
+            clients.append(cloud.sandbox_ns(sb["id"]))
+        yield Env(cloud, network, subnet, public, router, members, clients)
+    finally:
+        for b in backends:
+            b.stop()
+
+
+# --- API helpers ----------------------------------------------------------------------------------
+
+
+def get(cloud: Cloud, path: str) -> dict:
+    body = cloud.ok(cloud.http.get(f"{LB}/{path}"))
+    return next(iter(body.values()))
+
+
+def wait_lb(cloud: Cloud, lb_id: str, provisioning: str = "ACTIVE", operating: str | None = None,
+            timeout: float = 15.0) -> dict:
+    def check() -> dict | None:
+        lb = get(cloud, f"loadbalancers/{lb_id}")
+        ok = lb["provisioning_status"] == provisioning and (operating is None or lb["operating_status"] == operating)
+        return lb if ok else None
+    return wait_for(check, timeout, 0.02, f"load balancer {lb_id} {provisioning}/{operating}")
+
+
+def wait_op(cloud: Cloud, path: str, operating: str, timeout: float = 10.0) -> dict:
+    return wait_for(lambda: (o := get(cloud, path))["operating_status"] == operating and o, timeout, 0.05,
+                    f"{path} operating_status {operating}")
+
+
+def post(cloud: Cloud, path: str, key: str, body: dict, lb_id: str) -> dict:
+    """Create, then wait until the load balancer settles (Octavia: the next change needs it)."""
+    obj = cloud.ok(cloud.http.post(f"{LB}/{path}", json={key: body}), 201)[key]
+    wait_lb(cloud, lb_id)
+    return obj
+
+
+def put(cloud: Cloud, path: str, key: str, body: dict, lb_id: str) -> dict:
+    obj = cloud.ok(cloud.http.put(f"{LB}/{path}", json={key: body}))[key]
+    wait_lb(cloud, lb_id)
+    return obj
+
+
+def make_lb(env: Env, name: str, *, protocol: str = "TCP", port: int = 80, algorithm: str = "ROUND_ROBIN",
+            members: tuple[str, ...] = ("m1", "m2", "m3"), member_port: int = HTTP_PORT) -> dict:
+    """A load balancer with one listener, its pool and ``members``; all ACTIVE."""
+    cloud = env.cloud
+    lb = cloud.ok(cloud.http.post(f"{LB}/loadbalancers", json={"loadbalancer": {
+        "name": name, "vip_subnet_id": env.subnet["id"]}}), 201)["loadbalancer"]
+    wait_lb(cloud, lb["id"])
+    listener = post(cloud, "listeners", "listener", {"loadbalancer_id": lb["id"], "protocol": protocol,
+                                                      "protocol_port": port}, lb["id"])
+    pool = post(cloud, "pools", "pool", {"listener_id": listener["id"], "protocol": protocol,
+                                         "lb_algorithm": algorithm}, lb["id"])
+    made = {}
+    for m in members:
+        _, address, _ = env.member(m)
+        made[m] = post(cloud, f"pools/{pool['id']}/members", "member", {
+            "address": address, "protocol_port": member_port, "subnet_id": env.subnet["id"]}, lb["id"])
+    return {"lb": get(cloud, f"loadbalancers/{lb['id']}"), "listener": listener, "pool": pool, "members": made}
+
+
+def spread(ns: str, vip: str, port: int, n: int) -> Counter:
+    return Counter(fetch(ns, vip, port) for _ in range(n))
+
+
+# --- tests ------------------------------------------------------------------------------------------
+
+
+def test_round_robin_spreads_over_the_members(env: Env) -> None:
+    cloud = env.cloud
+    made = make_lb(env, "rr")
+    lb = made["lb"]
+    assert lb["provisioning_status"] == "ACTIVE" and lb["operating_status"] == "ONLINE"
+    ns = cloud.names.loadbalancer(lb["id"])
+    assert netns.exists(ns)
+    with Nft(ns) as nft:
+        assert ("ip", TABLE) in nft.tables()
+    # The whole tree settled: ACTIVE, members without a monitor NO_MONITOR.
+    tree = cloud.ok(cloud.http.get(f"{LB}/loadbalancers/{lb['id']}/status"))["statuses"]["loadbalancer"]
+    assert tree["provisioning_status"] == "ACTIVE"
+    listener = tree["listeners"][0]
+    assert (listener["provisioning_status"], listener["operating_status"]) == ("ACTIVE", "ONLINE")
+    pool = listener["pools"][0]
+    assert (pool["provisioning_status"], pool["operating_status"]) == ("ACTIVE", "ONLINE")
+    assert {(m["provisioning_status"], m["operating_status"]) for m in pool["members"]} == {("ACTIVE", "NO_MONITOR")}
+
+    counts = spread(env.clients[0], lb["vip_address"], 80, 30)
+    assert set(counts) == {"m1", "m2", "m3"}, counts
+    assert max(counts.values()) - min(counts.values()) <= 1, counts
+
+    # Admin-down and weight-0 members take no traffic; weights are respected.
+    m1, m2 = made["members"]["m1"], made["members"]["m2"]
+    put(cloud, f"pools/{made['pool']['id']}/members/{m1['id']}", "member", {"admin_state_up": False}, lb["id"])
+    wait_op(cloud, f"pools/{made['pool']['id']}/members/{m1['id']}", "OFFLINE")
+    put(cloud, f"pools/{made['pool']['id']}/members/{m2['id']}", "member", {"weight": 2}, lb["id"])
+    counts = spread(env.clients[0], lb["vip_address"], 80, 30)
+    assert set(counts) == {"m2", "m3"} and counts["m2"] == 2 * counts["m3"], counts
+    put(cloud, f"pools/{made['pool']['id']}/members/{m2['id']}", "member", {"weight": 0}, lb["id"])
+    assert set(spread(env.clients[0], lb["vip_address"], 80, 6)) == {"m3"}
+    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb['id']}", params={"cascade": "true"}), 204)
+
+
+def test_source_ip_sticks_to_one_member(env: Env) -> None:
+    cloud = env.cloud
+    made = make_lb(env, "sticky", algorithm="SOURCE_IP", port=81)
+    vip = made["lb"]["vip_address"]
+    seen = []
+    for client in env.clients:
+        counts = spread(client, vip, 81, 12)
+        assert len(counts) == 1, f"{client} was spread: {counts}"
+        seen.append(next(iter(counts)))
+    # The same pool in round robin spreads the same client again.
+    put(cloud, f"pools/{made['pool']['id']}", "pool", {"lb_algorithm": "ROUND_ROBIN"}, made["lb"]["id"])
+    assert len(spread(env.clients[0], vip, 81, 9)) == 3
+    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{made['lb']['id']}", params={"cascade": "true"}), 204)
+
+
+def test_udp_listener(env: Env) -> None:
+    cloud = env.cloud
+    made = make_lb(env, "udp", protocol="UDP", port=53, member_port=UDP_PORT)
+    vip = made["lb"]["vip_address"]
+    answers = Counter(ask_udp(env.clients[0], vip, 53) for _ in range(9))  # a new socket: a new flow
+    assert set(answers) == {"m1", "m2", "m3"}, answers
+    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{made['lb']['id']}", params={"cascade": "true"}), 204)
+
+
+def test_tcp_monitor_takes_a_dead_member_out_and_back(env: Env) -> None:
+    cloud = env.cloud
+    made = make_lb(env, "hm")
+    lb_id, pool_id, vip = made["lb"]["id"], made["pool"]["id"], made["lb"]["vip_address"]
+    hm = post(cloud, "healthmonitors", "healthmonitor", {
+        "pool_id": pool_id, "type": "TCP", "delay": 1, "timeout": 1, "max_retries": 1,
+        "max_retries_down": 1}, lb_id)
+    member = {name: f"pools/{pool_id}/members/{m['id']}" for name, m in made["members"].items()}
+    for path in member.values():
+        wait_op(cloud, path, "ONLINE")
+    assert get(cloud, f"healthmonitors/{hm['id']}")["operating_status"] == "ONLINE"
+    wait_lb(cloud, lb_id, operating="ONLINE")
+
+    _, _, backend = env.member("m2")
+    backend.stop()
+    try:
+        wait_op(cloud, member["m2"], "ERROR", timeout=6)
+        wait_op(cloud, f"pools/{pool_id}", "DEGRADED")
+        wait_lb(cloud, lb_id, operating="DEGRADED")
+        counts = spread(env.clients[0], vip, 80, 12)   # every connection answered, none by m2
+        assert set(counts) == {"m1", "m3"}, counts
+    finally:
+        backend.start()
+    wait_op(cloud, member["m2"], "ONLINE", timeout=6)
+    wait_lb(cloud, lb_id, operating="ONLINE")
+    assert set(spread(env.clients[0], vip, 80, 9)) == {"m1", "m2", "m3"}
+
+    # Deleting the monitor: members back to NO_MONITOR.
+    cloud.ok(cloud.http.delete(f"{LB}/healthmonitors/{hm['id']}"), 204)
+    wait_lb(cloud, lb_id)
+    for path in member.values():
+        wait_op(cloud, path, "NO_MONITOR")
+    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb_id}", params={"cascade": "true"}), 204)
+
+
+def test_http_and_ping_monitors(env: Env) -> None:
+    cloud = env.cloud
+    made = make_lb(env, "http", protocol="HTTP", port=8000, members=("m1", "m3"))
+    lb_id, pool_id, vip = made["lb"]["id"], made["pool"]["id"], made["lb"]["vip_address"]
+    hm = post(cloud, "healthmonitors", "healthmonitor", {
+        "pool_id": pool_id, "type": "HTTP", "delay": 1, "timeout": 1, "max_retries": 1,
+        "max_retries_down": 1, "url_path": "/healthz", "expected_codes": "200-204"}, lb_id)
+    paths = [f"pools/{pool_id}/members/{m['id']}" for m in made["members"].values()]
+    for path in paths:
+        wait_op(cloud, path, "ONLINE")
+    # The members answer 200: not an expected code any more -> all down, pool ERROR.
+    put(cloud, f"healthmonitors/{hm['id']}", "healthmonitor", {"expected_codes": "404"}, lb_id)
+    for path in paths:
+        wait_op(cloud, path, "ERROR", timeout=6)
+    wait_op(cloud, f"pools/{pool_id}", "ERROR")
+    wait_lb(cloud, lb_id, operating="DEGRADED")
+    assert try_fetch(env.clients[0], vip, 8000) is None   # no member: refused
+    put(cloud, f"healthmonitors/{hm['id']}", "healthmonitor", {"expected_codes": "200"}, lb_id)
+    for path in paths:
+        wait_op(cloud, path, "ONLINE", timeout=6)
+    assert set(spread(env.clients[0], vip, 8000, 4)) == {"m1", "m3"}
+    cloud.ok(cloud.http.delete(f"{LB}/healthmonitors/{hm['id']}"), 204)
+    wait_lb(cloud, lb_id)
+    post(cloud, "healthmonitors", "healthmonitor", {
+        "pool_id": pool_id, "type": "PING", "delay": 1, "timeout": 1, "max_retries": 1,
+        "max_retries_down": 1}, lb_id)
+    for path in paths:
+        wait_op(cloud, path, "ONLINE")
+    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb_id}", params={"cascade": "true"}), 204)
+
+
+def test_floating_ip_on_the_vip(env: Env) -> None:
+    cloud = env.cloud
+    made = make_lb(env, "fip")
+    lb = made["lb"]
+    cloud.wait_status(f"/network/v2.0/routers/{env.router['id']}", "ACTIVE")
+    fip = cloud.ok(cloud.http.post("/network/v2.0/floatingips", json={"floatingip": {
+        "floating_network_id": env.public["id"], "port_id": lb["vip_port_id"]}}), 201)["floatingip"]
+    cloud.wait_status(f"/network/v2.0/floatingips/{fip['id']}", "ACTIVE")
+    outside = cloud.names.external(env.public["id"])
+    address = fip["floating_ip_address"]
+    first = wait_for(lambda: try_fetch(outside, address, 80, 0.5), 10, 0.05,
+                     what="the load balancer answering on its floating IP")
+    counts = Counter([first, *(fetch(outside, address, 80) for _ in range(8))])
+    assert set(counts) == {"m1", "m2", "m3"}, counts
+    cloud.ok(cloud.http.delete(f"/network/v2.0/floatingips/{fip['id']}"), 204)
+    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb['id']}", params={"cascade": "true"}), 204)
+
+
+def test_deleting_a_load_balancer_removes_its_namespace(env: Env) -> None:
+    cloud = env.cloud
+    made = make_lb(env, "gone", members=("m1",))
+    lb_id = made["lb"]["id"]
+    post(cloud, "healthmonitors", "healthmonitor", {
+        "pool_id": made["pool"]["id"], "type": "TCP", "delay": 1, "timeout": 1, "max_retries": 1}, lb_id)
+    ns = cloud.names.loadbalancer(lb_id)
+    assert netns.exists(ns)
+    assert fetch(env.clients[0], made["lb"]["vip_address"], 80) == "m1"
+    t0 = time.monotonic()
+    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb_id}", params={"cascade": "true"}), 204)
+    wait_for(lambda: not netns.exists(ns), 10, what="the load balancer's namespace deleted")
+    assert time.monotonic() - t0 < 10
+    agent = cloud.agent.agent
+    realizer = next(r for r in agent.realizers if r.name == "loadbalancers")
+    wait_for(lambda: not any(m.lb_id == lb_id for m in realizer.monitors.values()), 5,
+             what="its monitor stopped")
+    assert not [n for n in cloud.namespaces() if n.startswith(cloud.names.loadbalancer(""))]
+
+
+def test_least_connections_is_refused(env: Env) -> None:
+    cloud = env.cloud
+    lb = cloud.ok(cloud.http.post(f"{LB}/loadbalancers", json={"loadbalancer": {
+        "name": "lc", "vip_subnet_id": env.subnet["id"]}}), 201)["loadbalancer"]
+    wait_lb(cloud, lb["id"])
+    r = cloud.http.post(f"{LB}/pools", json={"pool": {"loadbalancer_id": lb["id"], "protocol": "TCP",
+                                                       "lb_algorithm": "LEAST_CONNECTIONS"}})
+    assert r.status_code == 400 and "LEAST_CONNECTIONS" in r.text
+    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb['id']}"), 204)
+
+
+def test_agent_restart_adopts_load_balancers_and_sweeps_strays(env: Env) -> None:
+    """Stopped, the agent leaves no health-check thread behind; restarted, it keeps a
+    wanted load balancer serving (table rebuilt in place, monitor running again) and
+    deletes a load balancer namespace nothing wants."""
+    cloud = env.cloud
+    made = make_lb(env, "adopt", members=("m1", "m3"))
+    lb_id, pool_id, vip = made["lb"]["id"], made["pool"]["id"], made["lb"]["vip_address"]
+    post(cloud, "healthmonitors", "healthmonitor", {
+        "pool_id": pool_id, "type": "TCP", "delay": 1, "timeout": 1, "max_retries": 1,
+        "max_retries_down": 1}, lb_id)
+    for m in made["members"].values():
+        wait_op(cloud, f"pools/{pool_id}/members/{m['id']}", "ONLINE")
+    cloud.agent.stop()
+    assert not [t for t in threading.enumerate() if t.name.startswith("netbay-lb-health")]
+    stray = cloud.names.loadbalancer("00000000-0000-4000-8000-00000000dead")
+    netns.create(stray)
+    try:
+        assert set(spread(env.clients[0], vip, 80, 4)) == {"m1", "m3"}   # the kernel kept serving
+        cloud.agent.start()
+        wait_for(lambda: not netns.exists(stray), 10, what="the stray load balancer namespace swept")
+        assert set(spread(env.clients[0], vip, 80, 4)) == {"m1", "m3"}
+        with Nft(cloud.names.loadbalancer(lb_id)) as nft:
+            assert [t for t in nft.tables() if t[1] == TABLE] == [("ip", TABLE)]
+        _, _, backend = env.member("m3")
+        backend.stop()
+        try:
+            m3 = made["members"]["m3"]["id"]
+            wait_op(cloud, f"pools/{pool_id}/members/{m3}", "ERROR", timeout=6)   # monitoring again
+            assert set(spread(env.clients[0], vip, 80, 4)) == {"m1"}
+        finally:
+            backend.start()
+    finally:
+        netns.delete(stray)
+    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb_id}", params={"cascade": "true"}), 204)
+
+
+# --- pure logic (no kernel) -----------------------------------------------------------------------
+
+
+def test_slots_follow_weights_interleaved() -> None:
+    from netbay.dataplane.loadbalancer import MemberSpec, slots
+
+    a, b, c = (MemberSpec(n, f"10.0.0.{i}", 80, weight=w) for i, (n, w) in enumerate((("a", 4), ("b", 2), ("c", 0))))
+    assert [m.id for m in slots([a, b, c])] == ["a", "b", "a"]   # 4:2 -> 2:1, weight 0 out
+    assert slots([c]) == []
+
+
+def test_health_rise_and_fall() -> None:
+    from netbay.dataplane.loadbalancer import Health, expected
+
+    h = Health()
+    assert h.record(True, rise=2, fall=3) and h.up is True        # starts up at once
+    assert not h.record(False, 2, 3) and not h.record(False, 2, 3) and h.up
+    assert h.record(False, 2, 3) and h.up is False                 # third failure: down
+    assert not h.record(True, 2, 3) and h.up is False              # one success is not enough
+    assert h.record(True, 2, 3) and h.up is True
+    assert expected("200-204", 204) and not expected("200-204", 301)
+    assert expected("200, 202", 202) and not expected("200,202", 201)
