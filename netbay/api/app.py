@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from netbay.api import changes, errors, identity, loadbalancer, network, sandboxes, status
+from netbay.api import changes, containerinfra, errors, identity, loadbalancer, network, sandboxes, status
 from netbay.changes import ChangeFeed
 from netbay.identity.service import Identity
 from netbay.identity.tokens import DEFAULT_TTL, Tokens
@@ -46,6 +46,7 @@ def create_app(
     app.include_router(identity.router)
     network.install(app)
     loadbalancer.install(app)
+    containerinfra.install(app)
     app.include_router(changes.router)
     app.include_router(sandboxes.router)
     app.include_router(status.router)

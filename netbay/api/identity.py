@@ -22,6 +22,8 @@ SERVICES: dict[str, tuple[str, str]] = {
     "identity": ("keystone", "/identity"),
     "network": ("neutron", "/network"),
     "load-balancer": ("octavia", "/load-balancer"),
+    # Magnum's catalog URL carries the version: clients append /clustertemplates to it.
+    "container-infra": ("magnum", "/container-infra/v1"),
 }
 
 

@@ -12,6 +12,8 @@ from rich.console import Console
 
 from netbay.cli import admin, demo
 from netbay.cli import agent as agent_cli
+from netbay.cli import clustertemplate as clustertemplate_cli
+from netbay.cli import networkdriver as networkdriver_cli
 from netbay.cli import sandbox as sandbox_cli
 from netbay.cli.settings import Settings
 
@@ -22,6 +24,8 @@ app.add_typer(admin.app, name="admin")
 app.command("demo")(demo.demo)
 app.command("agent")(agent_cli.agent)
 app.add_typer(sandbox_cli.app, name="sandbox")
+app.add_typer(clustertemplate_cli.app, name="cluster-template")
+app.add_typer(networkdriver_cli.app, name="network-driver")
 
 console = Console(stderr=True)
 

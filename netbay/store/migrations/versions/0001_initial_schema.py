@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 03:57:14.151295
+Create Date: 2026-11-22 22:22:31.235601
 """
 
 from alembic import op
@@ -27,6 +27,65 @@ def upgrade() -> None:
     sa.Column('at', sa.DateTime(), nullable=False),
     sa.PrimaryKeyConstraint('revision')
     )
+    op.create_table('coe_clustertemplates',
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('user_id', sa.String(length=64), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('coe', sa.String(length=32), nullable=False),
+    sa.Column('network_driver', sa.String(length=255), nullable=False),
+    sa.Column('server_type', sa.String(length=16), nullable=False),
+    sa.Column('image_id', sa.String(length=255), nullable=True),
+    sa.Column('flavor_id', sa.String(length=255), nullable=True),
+    sa.Column('master_flavor_id', sa.String(length=255), nullable=True),
+    sa.Column('keypair_id', sa.String(length=255), nullable=True),
+    sa.Column('external_network_id', sa.String(length=255), nullable=True),
+    sa.Column('fixed_network', sa.String(length=255), nullable=True),
+    sa.Column('fixed_subnet', sa.String(length=255), nullable=True),
+    sa.Column('dns_nameserver', sa.String(length=255), nullable=True),
+    sa.Column('volume_driver', sa.String(length=255), nullable=True),
+    sa.Column('docker_storage_driver', sa.String(length=255), nullable=True),
+    sa.Column('docker_volume_size', sa.Integer(), nullable=True),
+    sa.Column('apiserver_port', sa.Integer(), nullable=True),
+    sa.Column('http_proxy', sa.String(length=255), nullable=True),
+    sa.Column('https_proxy', sa.String(length=255), nullable=True),
+    sa.Column('no_proxy', sa.String(length=255), nullable=True),
+    sa.Column('insecure_registry', sa.String(length=255), nullable=True),
+    sa.Column('cluster_distro', sa.String(length=255), nullable=True),
+    sa.Column('tags', sa.String(length=255), nullable=True),
+    sa.Column('labels', sa.JSON(), nullable=False),
+    sa.Column('tls_disabled', sa.Boolean(), nullable=False),
+    sa.Column('public', sa.Boolean(), nullable=False),
+    sa.Column('hidden', sa.Boolean(), nullable=False),
+    sa.Column('registry_enabled', sa.Boolean(), nullable=False),
+    sa.Column('master_lb_enabled', sa.Boolean(), nullable=False),
+    sa.Column('floating_ip_enabled', sa.Boolean(), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=True),
+    sa.PrimaryKeyConstraint('id')
+    )
+    with op.batch_alter_table('coe_clustertemplates', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_coe_clustertemplates_name'), ['name'], unique=False)
+        batch_op.create_index(batch_op.f('ix_coe_clustertemplates_project_id'), ['project_id'], unique=False)
+
+    op.create_table('coe_stacks',
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('cluster_id', sa.String(length=36), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('action', sa.String(length=16), nullable=False),
+    sa.Column('status', sa.String(length=32), nullable=False),
+    sa.Column('status_reason', sa.Text(), nullable=True),
+    sa.Column('inputs', sa.JSON(), nullable=False),
+    sa.Column('graph', sa.JSON(), nullable=False),
+    sa.Column('outputs', sa.JSON(), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=True),
+    sa.PrimaryKeyConstraint('id')
+    )
+    with op.batch_alter_table('coe_stacks', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_coe_stacks_cluster_id'), ['cluster_id'], unique=False)
+
     op.create_table('lb_loadbalancers',
     sa.Column('provisioning_status', sa.String(length=16), nullable=False),
     sa.Column('operating_status', sa.String(length=16), nullable=False),
@@ -157,6 +216,62 @@ def upgrade() -> None:
     sa.Column('default_project_id', sa.String(length=64), nullable=True),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('domain_id', 'name')
+    )
+    op.create_table('coe_clusters',
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('user_id', sa.String(length=64), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('cluster_template_id', sa.String(length=36), nullable=False),
+    sa.Column('node_count', sa.Integer(), nullable=False),
+    sa.Column('master_count', sa.Integer(), nullable=False),
+    sa.Column('create_timeout', sa.Integer(), nullable=False),
+    sa.Column('keypair', sa.String(length=255), nullable=True),
+    sa.Column('flavor_id', sa.String(length=255), nullable=True),
+    sa.Column('master_flavor_id', sa.String(length=255), nullable=True),
+    sa.Column('docker_volume_size', sa.Integer(), nullable=True),
+    sa.Column('fixed_network', sa.String(length=255), nullable=True),
+    sa.Column('fixed_subnet', sa.String(length=255), nullable=True),
+    sa.Column('discovery_url', sa.String(length=255), nullable=True),
+    sa.Column('labels', sa.JSON(), nullable=False),
+    sa.Column('floating_ip_enabled', sa.Boolean(), nullable=False),
+    sa.Column('master_lb_enabled', sa.Boolean(), nullable=False),
+    sa.Column('status', sa.String(length=32), nullable=False),
+    sa.Column('status_reason', sa.Text(), nullable=True),
+    sa.Column('health_status', sa.String(length=32), nullable=True),
+    sa.Column('health_status_reason', sa.JSON(), nullable=False),
+    sa.Column('stack_id', sa.String(length=255), nullable=True),
+    sa.Column('api_address', sa.String(length=255), nullable=True),
+    sa.Column('master_addresses', sa.JSON(), nullable=False),
+    sa.Column('node_addresses', sa.JSON(), nullable=False),
+    sa.Column('coe_version', sa.String(length=255), nullable=True),
+    sa.Column('container_version', sa.String(length=255), nullable=True),
+    sa.Column('faults', sa.JSON(), nullable=False),
+    sa.Column('revision_number', sa.Integer(), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=True),
+    sa.ForeignKeyConstraint(['cluster_template_id'], ['coe_clustertemplates.id'], ),
+    sa.PrimaryKeyConstraint('id')
+    )
+    with op.batch_alter_table('coe_clusters', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_coe_clusters_cluster_template_id'), ['cluster_template_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_coe_clusters_name'), ['name'], unique=False)
+        batch_op.create_index(batch_op.f('ix_coe_clusters_project_id'), ['project_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_coe_clusters_status'), ['status'], unique=False)
+
+    op.create_table('coe_stack_resources',
+    sa.Column('stack_id', sa.String(length=36), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('type', sa.String(length=64), nullable=False),
+    sa.Column('physical_id', sa.String(length=255), nullable=True),
+    sa.Column('status', sa.String(length=32), nullable=False),
+    sa.Column('status_reason', sa.Text(), nullable=True),
+    sa.Column('attributes', sa.JSON(), nullable=False),
+    sa.Column('depends_on', sa.JSON(), nullable=False),
+    sa.Column('seq', sa.Integer(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=False),
+    sa.ForeignKeyConstraint(['stack_id'], ['coe_stacks.id'], ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('stack_id', 'name')
     )
     op.create_table('default_securitygroups',
     sa.Column('project_id', sa.String(length=64), nullable=False),
@@ -522,6 +637,14 @@ def downgrade() -> None:
 
     op.drop_table('lb_pools')
     op.drop_table('default_securitygroups')
+    op.drop_table('coe_stack_resources')
+    with op.batch_alter_table('coe_clusters', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_coe_clusters_status'))
+        batch_op.drop_index(batch_op.f('ix_coe_clusters_project_id'))
+        batch_op.drop_index(batch_op.f('ix_coe_clusters_name'))
+        batch_op.drop_index(batch_op.f('ix_coe_clusters_cluster_template_id'))
+
+    op.drop_table('coe_clusters')
     op.drop_table('users')
     with op.batch_alter_table('tags', schema=None) as batch_op:
         batch_op.drop_index('ix_tags_tag')
@@ -555,5 +678,14 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_lb_loadbalancers_name'))
 
     op.drop_table('lb_loadbalancers')
+    with op.batch_alter_table('coe_stacks', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_coe_stacks_cluster_id'))
+
+    op.drop_table('coe_stacks')
+    with op.batch_alter_table('coe_clustertemplates', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_coe_clustertemplates_project_id'))
+        batch_op.drop_index(batch_op.f('ix_coe_clustertemplates_name'))
+
+    op.drop_table('coe_clustertemplates')
     op.drop_table('changes')
     # ### end Alembic commands ###

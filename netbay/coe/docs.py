@@ -1,0 +1,96 @@
+"""``docs/network-drivers.md``, generated from the registry (never edited by hand).
+
+    python -m netbay.coe.docs > docs/network-drivers.md     # or: netbay network-driver docs
+
+The defaults shown are the built-in ones (no operator configuration), so the
+document is the same on every machine; a test keeps the committed copy current.
+"""
+
+from __future__ import annotations
+
+from netbay.coe import matrix
+from netbay.coe.coes import CoeConfig
+from netbay.coe.drivers import COMMON_LABELS, DRIVERS, LabelSpec
+
+
+def _allowed(spec: LabelSpec) -> str:
+    if spec.type == "enum":
+        values = [f"`{v}`" for v in spec.allowed] + [f"~~`{v}`~~ (refused)" for v in spec.refused]
+        return ", ".join(values)
+    if spec.type == "int":
+        return f"{spec.minimum}–{spec.maximum}"
+    if spec.type == "cidr":
+        return "IPv4 CIDR"
+    return "any string"
+
+
+def _label_rows(specs: tuple[LabelSpec, ...]) -> list[str]:
+    rows = ["| label | type | default | allowed | what it does |", "|---|---|---|---|---|"]
+    for s in specs:
+        rows.append(f"| `{s.key}` | {s.type} | `{s.default}` | {_allowed(s)} | {s.help} |")
+    for s in specs:
+        for value, why in s.refused.items():
+            rows.append("")
+            rows.append(f"`{s.key}={value}` is refused (400): {why}")
+    return rows
+
+
+def render() -> str:
+    config = CoeConfig.from_env({})
+    coes = matrix.COES
+    lines = [
+        "# Network drivers",
+        "",
+        "<!-- Generated from netbay/coe/drivers.py by `python -m netbay.coe.docs`; do not edit. -->",
+        "",
+        "A cluster template names a COE, optionally a `network_driver` (omitted: the COE's default,",
+        "which is then stored) and `labels` that tune the driver. Labels a driver reads are checked",
+        "when the template or cluster is created or updated (a bad value is a 400 naming the label",
+        "and what it accepts); any other label is kept and reported in `labels_ignored`.",
+        "",
+        "The same tables, with the server's configuration applied, come from",
+        "`GET /container-infra/v1/network-drivers` and `netbay network-driver list|show`.",
+        "",
+        "## Network Driver Matrix",
+        "",
+        "| driver | " + " | ".join(coes) + " |",
+        "|---|" + "---|" * len(coes),
+    ]
+    for d in DRIVERS.values():
+        marks = []
+        for coe in coes:
+            if config.default_driver(coe) == d.name:
+                marks.append("✔ default")
+            else:
+                marks.append("✔" if coe in d.coes else "✘")
+        lines.append(f"| {d.name} | " + " | ".join(marks) + " |")
+    lines += [
+        "",
+        "`dcos` is accepted as a COE name (Magnum's enum) but refused: "
+        "`Requested COE type dcos is not supported.`",
+        "",
+        "Operators narrow the allowed drivers per COE family (as Magnum's",
+        "`[cluster_template] <family>_allowed_network_drivers`) with environment variables of the",
+        "server, e.g. `NETBAY_KUBERNETES_ALLOWED_NETWORK_DRIVERS=flannel` (default `all`), and",
+        "change a default with `NETBAY_KUBERNETES_DEFAULT_NETWORK_DRIVER`; the families are",
+        "`KUBERNETES`, `SWARM` (also `swarm-mode`) and `MESOS`.",
+        "",
+        "## Label Matrix",
+        "",
+        "### Every cluster",
+        "",
+        *_label_rows(COMMON_LABELS),
+    ]
+    for d in DRIVERS.values():
+        lines += ["", f"### {d.name}", "", d.summary, "", f"COEs: {', '.join(d.coes)}.", ""]
+        if d.labels:
+            lines += _label_rows(d.labels)
+        else:
+            lines.append("No labels.")
+        if d.beyond_magnum:
+            lines += ["", f"Beyond Magnum: {d.beyond_magnum}"]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

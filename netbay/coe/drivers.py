@@ -1,0 +1,206 @@
+"""The network driver registry: each driver declared once, with its COEs and label schema.
+
+A declaration is data, not code paths: the API validates labels with it, the
+Network Driver and Label Matrices (``GET /v1/network-drivers``, ``docs/``) print
+it, and the cluster composition (later) reads a driver's labels through it, so
+a label can never be validated one way and realized another.
+
+Registry order is significant: it is the order Magnum lists a COE's supported
+drivers in its error messages (``docker/flannel`` for swarm, ``flannel/calico``
+for kubernetes).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+LabelType = Literal["cidr", "int", "enum", "string"]
+
+
+class LabelError(ValueError):
+    """A label value the API refuses; ``str()`` is the whole message."""
+
+
+@dataclass(frozen=True)
+class LabelSpec:
+    """One label a driver reads: its type, allowed values and default."""
+
+    key: str
+    type: LabelType
+    default: str
+    help: str
+    allowed: tuple[str, ...] = ()
+    # Values a user might expect (Magnum accepted them) that netbay refuses, and why.
+    refused: Mapping[str, str] = field(default_factory=dict)
+    minimum: int | None = None
+    maximum: int | None = None
+
+    def check(self, value: Any) -> str:
+        """The value as the driver will read it (a string), or ``LabelError``."""
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise LabelError(self._bad(value, f"expecting {self.expectation()}"))
+        text = str(value).strip() if isinstance(value, str) else str(value)
+        if self.type == "cidr":
+            return self._cidr(value, text)
+        if self.type == "int":
+            return self._int(value, text)
+        if self.type == "enum":
+            if text in self.refused:
+                raise LabelError(f"Label {self.key}={text} is not supported: {self.refused[text]}")
+            if text not in self.allowed:
+                raise LabelError(self._bad(value, f"expecting one of {self.expectation()}"))
+        return text
+
+    def expectation(self) -> str:
+        if self.type == "cidr":
+            return "an IPv4 network in CIDR notation, e.g. " + self.default
+        if self.type == "int":
+            low = "" if self.minimum is None else f" >= {self.minimum}"
+            high = "" if self.maximum is None else f" <= {self.maximum}"
+            return "an integer" + (low + ("," if low and high else "") + high if low or high else "")
+        if self.type == "enum":
+            return "|".join(self.allowed)
+        return "a string"
+
+    def _bad(self, value: Any, why: str) -> str:
+        return f"Invalid value {value!r} for label {self.key}: {why}."
+
+    def _cidr(self, value: Any, text: str) -> str:
+        try:
+            net = ipaddress.ip_network(text, strict=True)
+        except ValueError:
+            raise LabelError(self._bad(value, f"expecting {self.expectation()}")) from None
+        if net.version != 4 or "/" not in text:
+            raise LabelError(self._bad(value, f"expecting {self.expectation()}"))
+        return str(net)
+
+    def _int(self, value: Any, text: str) -> str:
+        if isinstance(value, float) and not value.is_integer():
+            raise LabelError(self._bad(value, f"expecting {self.expectation()}"))
+        try:
+            number = int(float(text)) if isinstance(value, float) else int(text, 10)
+        except ValueError:
+            raise LabelError(self._bad(value, f"expecting {self.expectation()}")) from None
+        if (self.minimum is not None and number < self.minimum) or (
+                self.maximum is not None and number > self.maximum):
+            raise LabelError(self._bad(value, f"expecting {self.expectation()}"))
+        return str(number)
+
+
+# A rule across several labels of one driver: given the effective values (defaults
+# filled in), a message when they do not fit together.
+CrossCheck = Callable[[Mapping[str, str]], "str | None"]
+
+
+@dataclass(frozen=True)
+class NetworkDriver:
+    """A container network driver: the COEs it serves and the labels it reads."""
+
+    name: str
+    summary: str
+    coes: tuple[str, ...]
+    labels: tuple[LabelSpec, ...] = ()
+    checks: tuple[CrossCheck, ...] = ()
+    beyond_magnum: str = ""
+
+    def label(self, key: str) -> LabelSpec | None:
+        return next((spec for spec in self.labels if spec.key == key), None)
+
+    def effective(self, labels: Mapping[str, str]) -> dict[str, str]:
+        """Every label this driver reads: the given (checked) values, else defaults."""
+        return {spec.key: labels.get(spec.key, spec.default) for spec in self.labels}
+
+
+def _subnetlen_fits(values: Mapping[str, str]) -> str | None:
+    network = ipaddress.ip_network(values["flannel_network_cidr"])
+    subnetlen = int(values["flannel_network_subnetlen"])
+    if subnetlen <= network.prefixlen:
+        return (f"Label flannel_network_subnetlen={subnetlen} must be longer than the prefix of "
+                f"flannel_network_cidr={network} (/{network.prefixlen}): each node gets a "
+                f"/{subnetlen} out of it.")
+    return None
+
+
+_ENCAPSULATING = {"Always", "CrossSubnet"}
+
+
+def _one_calico_encapsulation(values: Mapping[str, str]) -> str | None:
+    ipip, vxlan = values["calico_ipv4pool_ipip"], values["calico_ipv4pool_vxlan"]
+    if ipip in _ENCAPSULATING and vxlan in _ENCAPSULATING:
+        return (f"Labels calico_ipv4pool_ipip={ipip} and calico_ipv4pool_vxlan={vxlan} cannot both "
+                "encapsulate: a Calico IP pool uses IP-in-IP or VXLAN, not both. Set one of them "
+                "to Never.")
+    return None
+
+
+DOCKER = NetworkDriver(
+    name="docker",
+    summary="Docker's own overlay networking (libnetwork) between the nodes of a Swarm or Mesos cluster.",
+    coes=("swarm", "swarm-mode", "mesos"),
+)
+
+FLANNEL = NetworkDriver(
+    name="flannel",
+    summary="flannel: one subnet per node out of a cluster-wide network, joined by VXLAN or host routes.",
+    coes=("kubernetes", "swarm", "swarm-mode"),
+    labels=(
+        LabelSpec("flannel_network_cidr", "cidr", "10.100.0.0/16",
+                  "The network flannel hands out node subnets from (flannel's Network)."),
+        LabelSpec("flannel_network_subnetlen", "int", "24",
+                  "Prefix length of each node's subnet (flannel's SubnetLen); longer than the "
+                  "network's prefix.", minimum=8, maximum=30),
+        LabelSpec("flannel_backend", "enum", "vxlan",
+                  "How node subnets reach each other: vxlan encapsulates (works across L3); "
+                  "host-gw routes directly (all nodes on one L2 segment, as a cluster's private "
+                  "network is; no encapsulation overhead).",
+                  allowed=("vxlan", "host-gw"),
+                  refused={"udp": "flannel's udp backend forwards every packet through a userspace "
+                                  "process; flannel recommends it only for debugging and netbay does "
+                                  "not realize it. Use vxlan (the default) or host-gw (fastest, "
+                                  "nodes on one L2 network)."}),
+    ),
+    checks=(_subnetlen_fits,),
+    beyond_magnum="Magnum's default backend was udp until 2019; netbay defaults to vxlan and refuses udp.",
+)
+
+CALICO = NetworkDriver(
+    name="calico",
+    summary="Calico: routed pod networks from an IP pool, optionally encapsulated (IP-in-IP or VXLAN).",
+    coes=("kubernetes",),
+    labels=(
+        LabelSpec("calico_ipv4pool", "cidr", "192.168.0.0/16",
+                  "The IPv4 pool pod addresses come from."),
+        LabelSpec("calico_ipv4pool_ipip", "enum", "Off",
+                  "IP-in-IP encapsulation of the pool (Off and Never both mean none).",
+                  allowed=("Off", "Never", "CrossSubnet", "Always")),
+        LabelSpec("calico_ipv4pool_vxlan", "enum", "Never",
+                  "VXLAN encapsulation of the pool (netbay extension; Magnum has no such label).",
+                  allowed=("Never", "CrossSubnet", "Always")),
+    ),
+    checks=(_one_calico_encapsulation,),
+    beyond_magnum="calico_ipv4pool_vxlan is a netbay label.",
+)
+
+DRIVERS: dict[str, NetworkDriver] = {d.name: d for d in (DOCKER, FLANNEL, CALICO)}
+
+# Labels every cluster reads whatever its driver (the base cluster fragment's).
+COMMON_LABELS: tuple[LabelSpec, ...] = (
+    LabelSpec("fixed_subnet_cidr", "cidr", "10.0.0.0/24",
+              "The cluster's private subnet, made when the template names no fixed_subnet."),
+)
+
+
+def supported(coe: str) -> list[str]:
+    """The drivers serving ``coe``, in registry order (Magnum's order)."""
+    return [d.name for d in DRIVERS.values() if coe in d.coes]
+
+
+def known_labels(driver: NetworkDriver | None) -> dict[str, LabelSpec]:
+    """The labels a cluster with ``driver`` reads: the common ones and the driver's."""
+    specs = {s.key: s for s in COMMON_LABELS}
+    if driver is not None:
+        specs.update({s.key: s for s in driver.labels})
+    return specs

@@ -1,0 +1,67 @@
+"""Checks of what a template or cluster names in the network service, as Magnum's
+``attr_validator`` makes them against Neutron: the external network (by id or
+name, ``router:external``), the fixed network and subnet the caller can see.
+
+Magnum also checks the image (Glance), flavors and keypair (Nova); netbay has
+neither service, so those stay free-form strings that the executor ignores.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from netbay.context import Context
+from netbay.errors import BadRequest, Conflict
+from netbay.store.models import Network, Subnet
+
+
+def external_network(session: Session, ident: str) -> str:
+    """The id of the external network ``ident`` names; 400 if none, 409 if several."""
+    rows = list(session.scalars(
+        select(Network.id).where(Network.external.is_(True), or_(Network.id == ident, Network.name == ident))
+        .limit(2)))
+    if not rows:
+        raise BadRequest(f"Unable to find external network {ident}.")
+    if len(rows) > 1:
+        raise Conflict(f"Multiple external networks exist with same name '{ident}'. "
+                       "Please use the external network ID instead.")
+    return rows[0]
+
+
+def fixed_network(session: Session, ctx: Context, ident: str) -> str:
+    stmt = select(Network.id).where(or_(Network.id == ident, Network.name == ident))
+    if not ctx.is_admin:
+        stmt = stmt.where(or_(Network.project_id == ctx.project_id, Network.shared.is_(True)))
+    rows = list(session.scalars(stmt.limit(2)))
+    if not rows:
+        raise BadRequest(f"Unable to find fixed network {ident}.")
+    if len(rows) > 1:
+        raise Conflict(f"Multiple networks exist with same name '{ident}'. Please use the network ID instead.")
+    return rows[0]
+
+
+def fixed_subnet(session: Session, ctx: Context, ident: str, network_id: str | None) -> str:
+    stmt = select(Subnet.id).join(Network, Network.id == Subnet.network_id).where(
+        or_(Subnet.id == ident, Subnet.name == ident))
+    if network_id is not None:
+        stmt = stmt.where(Subnet.network_id == network_id)
+    if not ctx.is_admin:
+        stmt = stmt.where(or_(Subnet.project_id == ctx.project_id, Network.shared.is_(True)))
+    rows = list(session.scalars(stmt.limit(2)))
+    if not rows:
+        raise BadRequest(f"Unable to find fixed subnet {ident}.")
+    if len(rows) > 1:
+        raise Conflict(f"Multiple subnets exist with same name '{ident}'. Please use the subnet ID instead.")
+    return rows[0]
+
+
+def check(session: Session, ctx: Context, values: dict) -> None:
+    """Every reference ``values`` (a template's or cluster's attributes) holds."""
+    if values.get("external_network_id"):
+        external_network(session, values["external_network_id"])
+    network_id = None
+    if values.get("fixed_network"):
+        network_id = fixed_network(session, ctx, values["fixed_network"])
+    if values.get("fixed_subnet"):
+        fixed_subnet(session, ctx, values["fixed_subnet"], network_id)

@@ -1,0 +1,52 @@
+"""Helpers and fixtures for the container-infra (Magnum) API tests."""
+
+from __future__ import annotations
+
+import httpx
+
+
+def ci_client(server, token: str, version: str | None = None) -> httpx.Client:  # noqa: ANN001
+    headers = {"X-Auth-Token": token}
+    if version:
+        headers["OpenStack-API-Version"] = f"container-infra {version}"
+    client = httpx.Client(base_url=f"{server.url}/container-infra/v1", headers=headers, timeout=30)
+    server._clients.append(client)
+    return client
+
+
+def new_member(server) -> httpx.Client:  # noqa: ANN001
+    """A client for a member of a fresh project."""
+    user, password, project = server.make_user()
+    return ci_client(server, server.token(user, password, project))
+
+
+def magnum_error(r: httpx.Response, status: int, detail: str | None = None, *, contains: str | None = None) -> str:
+    """Assert Magnum's error body with ``status`` (and the exact ``detail``); return the detail."""
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) == {"errors"}, body
+    (err,) = body["errors"]
+    assert {"request_id", "code", "status", "title", "detail", "links"} <= set(err), err
+    assert err["status"] == status
+    assert err["code"] == ("server" if status >= 500 else "client") or status == 406
+    assert err["request_id"] == r.headers["x-openstack-request-id"]
+    assert err["detail"].startswith(err["title"])
+    if detail is not None:
+        assert err["detail"] == detail, err
+    if contains is not None:
+        assert contains in err["detail"], err
+    return err["detail"]
+
+
+def make_template(client: httpx.Client, **body) -> dict:  # noqa: ANN003
+    body.setdefault("coe", "kubernetes")
+    r = client.post("/clustertemplates", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def report_status(server, cluster_id: str, status: str) -> None:  # noqa: ANN001
+    """Play the conductor's part: settle a cluster's status (admin-only status API)."""
+    r = httpx.put(f"{server.url}/netbay/v1/status", json={"clusters": {cluster_id: status}},
+                  headers={"X-Auth-Token": server.token()}, timeout=30)
+    assert r.status_code == 200, r.text
