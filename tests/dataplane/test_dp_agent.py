@@ -8,10 +8,8 @@ through the API and checks that nothing of the prefix is left in the kernel.
 from __future__ import annotations
 
 import ipaddress
-import os
 import signal
 import socket
-import statistics
 import time
 
 import httpx
@@ -412,42 +410,27 @@ def test_sigkill_in_the_middle_of_building_then_restart_converges(
 # --- figures ------------------------------------------------------------------------------------
 
 
-def test_measure_port_create_to_first_packet(cloud: Cloud, net: tuple[dict, dict], capsys) -> None:  # noqa: ANN001
-    """Port API call -> first ICMP answer through the new port, ~30 samples (p50)."""
+def test_ports_bound_to_existing_sandboxes_carry_traffic(cloud: Cloud, net: tuple[dict, dict]) -> None:
+    """A port made through the Port API for an existing (empty) sandbox is wired into it
+    and carries packets; a sandbox made with its network too. (How fast: bench/wiring.py.)"""
     network, _ = net
     peer = cloud.sandbox("peer", networks=[network["id"]])
     peer_ip = cloud.ip_of(peer["ports"][0]["port_id"])
     cloud.wait_status(f"/network/v2.0/ports/{peer['ports'][0]['port_id']}", "ACTIVE")
-    empties = [cloud.sandbox(f"m{i}") for i in range(30)]
+    empties = [cloud.sandbox(f"m{i}") for i in range(5)]
     for sb in empties:
         wait_for(lambda sb=sb: netns.exists(cloud.sandbox_ns(sb["id"])), 10, what="empty sandbox namespace")
     host = cloud.ok(cloud.http.get(f"/netbay/v1/sandboxes/{peer['id']}"))["sandbox"]["host"]
-    port_api, sandbox_api, api_only, after_api = [], [], [], []
-    for sb in empties:  # a port bound to an existing sandbox through the Port API
-        t0 = time.monotonic()
+    for sb in empties:
         r = cloud.http.post("/network/v2.0/ports", json={"port": {
             "network_id": network["id"], "device_owner": SANDBOX_OWNER, "device_id": sb["id"],
             "binding:host_id": host}})
-        api_only.append(time.monotonic() - t0)
         assert r.status_code == 201, r.text
-        after_api.append(_probe(cloud.sandbox_ns(sb["id"]), peer_ip))
-        port_api.append(time.monotonic() - t0)
-    made = []
-    for i in range(30):  # a sandbox made with its port (namespace included)
-        t0 = time.monotonic()
-        sb = cloud.sandbox(f"s{i}", networks=[network["id"]])
-        made.append(sb)
         _probe(cloud.sandbox_ns(sb["id"]), peer_ip)
-        sandbox_api.append(time.monotonic() - t0)
-    p50 = statistics.median(port_api) * 1e3
-    with capsys.disabled():
-        print(f"\n[figures] port API call -> first packet: p50 {p50:.1f} ms, p90 "
-              f"{sorted(port_api)[int(0.9 * len(port_api))] * 1e3:.1f} ms (n={len(port_api)}); "
-              f"API call alone p50 {statistics.median(api_only) * 1e3:.1f} ms, API answer -> first packet "
-              f"p50 {statistics.median(after_api) * 1e3:.1f} ms; "
-              f"sandbox API call (with its namespace) -> first packet p50 "
-              f"{statistics.median(sandbox_api) * 1e3:.1f} ms")
-    assert p50 < 250, f"port create -> first packet p50 {p50:.1f} ms"  # target 30 ms; loose on a busy host
+        cloud.wait_status(f"/network/v2.0/ports/{r.json()['port']['id']}", "ACTIVE")
+    made = [cloud.sandbox(f"s{i}", networks=[network["id"]]) for i in range(5)]
+    for sb in made:
+        _probe(cloud.sandbox_ns(sb["id"]), peer_ip)
     for sb in [peer, *empties, *made]:
         for p in cloud.ok(cloud.http.get("/network/v2.0/ports", params={"device_id": sb["id"]}))["ports"]:
             if p["device_owner"] == SANDBOX_OWNER:
@@ -455,7 +438,7 @@ def test_measure_port_create_to_first_packet(cloud: Cloud, net: tuple[dict, dict
         cloud.delete_sandbox(sb["id"])
 
 
-def test_measure_100_sandboxes_wired(cloud: Cloud, net: tuple[dict, dict], capsys) -> None:  # noqa: ANN001
+def test_100_sandboxes_are_wired_and_a_cold_start_wires_100_more(cloud: Cloud, net: tuple[dict, dict]) -> None:
     network, _ = net
     n = 100
 
@@ -464,25 +447,16 @@ def test_measure_100_sandboxes_wired(cloud: Cloud, net: tuple[dict, dict], capsy
             "device_owner": SANDBOX_OWNER, "status": "ACTIVE"}))["ports"]
         return {p["device_id"] for p in ports} >= ids
 
-    t0 = time.monotonic()
     live = [cloud.sandbox(f"h{i}", networks=[network["id"]]) for i in range(n)]
-    t_api = time.monotonic() - t0
     wait_for(lambda: active({s["id"] for s in live}), 60, 0.02, what="100 sandboxes ACTIVE")
-    t_live = time.monotonic() - t0
     # The agent alone: 100 more sandboxes made while it is stopped, then a cold start.
     cloud.agent.stop()
     cold = [cloud.sandbox(f"c{i}", networks=[network["id"]]) for i in range(n)]
-    t1 = time.monotonic()
+    assert not any(netns.exists(cloud.sandbox_ns(s["id"])) for s in cold)
     cloud.agent.start(timeout=60)
-    t_cold = time.monotonic() - t1
     wait_for(lambda: active({s["id"] for s in cold}), 60, 0.05, what="100 more ACTIVE after a cold start")
-    with capsys.disabled():
-        print(f"\n[figures] 100 sandboxes through the API, all wired and ACTIVE: {t_live:.2f} s "
-              f"(API calls alone {t_api:.2f} s); agent cold start wiring 100 more (resync of "
-              f"{len(cloud.taps())} ports): {t_cold:.2f} s; load average {os.getloadavg()[0]:.1f} "
-              f"on {os.cpu_count()} CPUs")
     assert ping(cloud.sandbox_ns(live[0]["id"]), cloud.ip_of(cold[-1]["ports"][0]["port_id"]))
-    assert t_live < 30 and t_cold < 30
+    assert ping(cloud.sandbox_ns(cold[0]["id"]), cloud.ip_of(live[-1]["ports"][0]["port_id"]))
     for sb in live + cold:
         cloud.delete_sandbox(sb["id"])
 
