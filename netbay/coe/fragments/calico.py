@@ -1,0 +1,34 @@
+"""Calico: its IP pool config from the labels, and BGP/VXLAN in the masters' group.
+
+Calico's nodes peer over BGP (TCP 179) and, with VXLAN encapsulation, tunnel over
+UDP 4789; minions take all TCP and UDP already, so only the masters' group
+gains rules (Magnum's later templates add TCP 179 the same way).
+"""
+
+from __future__ import annotations
+
+from netbay.coe.drivers import CALICO
+from netbay.coe.fragments.types import Context, Fragment, rule
+from netbay.coe.graph import Node, Param, get_attr, get_param
+
+BGP_PORT = 179
+VXLAN_PORT = 4789
+ENCAPSULATING = {"Always", "CrossSubnet"}
+
+
+def fragment(ctx: Context) -> Fragment:
+    labels = CALICO.effective(ctx.labels)
+    out = Fragment()
+    out.params = [(Param(s.key, "string", s.default, s.help, s.allowed), labels[s.key]) for s in CALICO.labels]
+    out.nodes = [Node("calico_pool_config", "OS::Heat::Value", {"type": "json", "value": {
+        "cidr": get_param("calico_ipv4pool"),
+        "ipipMode": get_param("calico_ipv4pool_ipip"),
+        "vxlanMode": get_param("calico_ipv4pool_vxlan"),
+        "natOutgoing": True,
+    }})]
+    out.node_metadata = {"network_config": get_attr("calico_pool_config", "value")}
+    rules = [rule("tcp", BGP_PORT)]
+    if labels["calico_ipv4pool_vxlan"] in ENCAPSULATING:
+        rules.append(rule("udp", VXLAN_PORT))
+    out.sg_rules[ctx.coe.master_sg] = rules
+    return out
