@@ -242,9 +242,12 @@ def database_url(db_backend: str, request: pytest.FixtureRequest, tmp_path_facto
 
 
 @pytest.fixture(scope="module")
-def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A running ``netbay up`` (schema, admin, ``public`` network) for one test module."""
-    srv = start_server(database_url, tmp_path_factory.mktemp("netbay"))
+def server(database_url: str, tmp_path_factory: pytest.TempPathFactory,
+           request: pytest.FixtureRequest) -> Iterator[Server]:
+    """A running ``netbay up`` (schema, admin, ``public`` network) for one test module;
+    a module's ``SERVER_ARGS`` are added to the command line."""
+    extra = tuple(getattr(request.module, "SERVER_ARGS", ()))
+    srv = start_server(database_url, tmp_path_factory.mktemp("netbay"), extra=extra)
     try:
         yield srv
     finally:

@@ -1,8 +1,9 @@
 """Clusters (and bays) over HTTP and through the real python-magnumclient: Magnum's
 fields, inheritance from the template, rules, status codes and errors.
 
-Nothing builds clusters yet (the executor is a later step), so a test plays the
-conductor's part by reporting a status through ``PUT /netbay/v1/status``.
+The server runs without its conductor (``--no-conductor``: tests/test_clusters_build.py
+covers building), so a test plays the conductor's part by reporting a status through
+``PUT /netbay/v1/status``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import httpx
 import pytest
 from coehelp import ci_client, magnum_error, make_template, new_member, report_status
 from conftest import ADMIN_PASSWORD, unique
+
+# The API alone: no conductor builds these clusters; tests report statuses themselves.
+SERVER_ARGS = ("--no-conductor",)
 
 
 @pytest.fixture(scope="module")

@@ -11,21 +11,32 @@ from fastapi import FastAPI
 from netbay.api import changes, containerinfra, errors, identity, loadbalancer, network, sandboxes, status
 from netbay.changes import ChangeFeed
 from netbay.identity.service import Identity
-from netbay.identity.tokens import DEFAULT_TTL, Tokens
+from netbay.coe.conductor import EmbeddedConductor, NoConductor
+from netbay.identity.tokens import DEFAULT_TTL, Tokens, service_token
 from netbay.store.db import Store
 
 log = logging.getLogger("netbay")
 
 
 def create_app(
-    store: Store, *, noauth: bool = False, public_url: str | None = None, token_ttl: int = DEFAULT_TTL
+    store: Store, *, noauth: bool = False, public_url: str | None = None, token_ttl: int = DEFAULT_TTL,
+    self_url: str | None = None,
 ) -> FastAPI:
+    """The application. ``self_url`` (where this server answers) enables the cluster
+    conductor, which builds clusters through the server's own APIs."""
     feed = ChangeFeed(store)
+    conductor = EmbeddedConductor(store) if self_url else NoConductor()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):  # noqa: ANN202
         feed.bind(asyncio.get_running_loop())
-        yield
+        if isinstance(conductor, EmbeddedConductor) and self_url:
+            conductor.start(self_url, service_token(store, app.state.tokens))
+        try:
+            yield
+        finally:
+            if isinstance(conductor, EmbeddedConductor):
+                await asyncio.to_thread(conductor.stop, 5.0)
 
     app = FastAPI(
         title="netbay",
@@ -46,7 +57,7 @@ def create_app(
     app.include_router(identity.router)
     network.install(app)
     loadbalancer.install(app)
-    containerinfra.install(app)
+    containerinfra.install(app, conductor)
     app.include_router(changes.router)
     app.include_router(sandboxes.router)
     app.include_router(status.router)

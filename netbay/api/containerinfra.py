@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from netbay.api.auth import context
 from netbay.api.responses import JSONResponse
-from netbay.coe import clusters, common, matrix, templates
+from netbay.coe import clusters, common, matrix, stackview, templates
 from netbay.coe.coes import CoeConfig
 from netbay.coe.conductor import Conductor, NoConductor
 from netbay.errors import BadRequest, NetbayError, NotFound
@@ -349,7 +349,8 @@ def _mount_clusters(sub: FastAPI, collection: str, legacy: bool) -> None:
 
     async def delete(request: Request, ident: str) -> Response:
         ctx = context(request)
-        cluster_id = await _write(request, lambda s: clusters.delete(s, ctx, ident))
+        teardown = _conductor(request).builds
+        cluster_id = await _write(request, lambda s: clusters.delete(s, ctx, ident, teardown=teardown))
         _conductor(request).cluster_changed(cluster_id, "delete")
         return Response(status_code=204)
 
@@ -359,6 +360,21 @@ def _mount_clusters(sub: FastAPI, collection: str, legacy: bool) -> None:
     sub.add_api_route(path + "/{ident}", show, methods=["GET"], name=f"show_{member}")
     sub.add_api_route(path + "/{ident}", update, methods=["PATCH"], status_code=202, name=f"update_{member}")
     sub.add_api_route(path + "/{ident}", delete, methods=["DELETE"], status_code=204, name=f"delete_{member}")
+    if legacy:
+        return
+
+    def view(what: Callable[[Any, Any], dict[str, Any]]) -> Callable[[Request, str], Response]:
+        def handler(request: Request, ident: str) -> Response:
+            ctx = context(request)
+            with request.app.state.store.read() as s:
+                return JSONResponse(what(s, clusters.get(s, ctx, ident)))
+        return handler
+
+    # netbay's own: the HOT export of the cluster's graph, and its resources as built.
+    sub.add_api_route(path + "/{ident}/template", view(stackview.export), methods=["GET"],
+                      name="export_cluster_template")
+    sub.add_api_route(path + "/{ident}/resources", view(stackview.resources), methods=["GET"],
+                      name="list_cluster_resources")
 
 
 # --- discovery and the driver matrices ------------------------------------------------------------
@@ -423,12 +439,12 @@ def create_subapp(parent: FastAPI, config: CoeConfig | None = None, conductor: C
     return sub
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, conductor: Conductor | None = None) -> None:
     """Mount the API at ``/container-infra`` and accept cluster status reports."""
     from netbay.api import status
 
     status.register("clusters", clusters.set_status)
-    sub = create_subapp(app)
+    sub = create_subapp(app, conductor=conductor)
 
     def bare(request: Request) -> Response:
         return Response(status_code=307, headers={"Location": f"{_base(request)}{PREFIX}/"})

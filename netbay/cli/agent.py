@@ -133,21 +133,9 @@ def agent(
 
 def in_process_token(app: Any) -> Callable[[], str]:
     """Admin tokens minted by the server's own token service (no password needed)."""
-    from sqlalchemy import select
+    from netbay.identity.tokens import service_token
 
-    from netbay.store.models import Project, User
-
-    def issue() -> str:
-        store = app.state.store
-        with store.read() as s:
-            user = s.scalars(select(User).where(User.name == "admin", User.domain_id == "default")).first()
-            project = s.scalars(select(Project).where(Project.name == "admin")).first()
-            if user is None or project is None:
-                raise RuntimeError("netbay is not bootstrapped: no admin user")
-            epoch = user.password_epoch
-        return app.state.tokens.issue(user.id, project.id, ("admin", "member"), epoch).value
-
-    return issue
+    return service_token(app.state.store, app.state.tokens)
 
 
 def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODUCT_PREFIX) -> None:

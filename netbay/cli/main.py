@@ -60,7 +60,7 @@ def db_current(data_dir: Path = DataDir, database_url: str = DbUrl) -> None:
 
 
 def _run_server(settings: Settings, host: str, port: int, noauth: bool, public_url: str | None,
-                token_ttl: int, agent: bool = False, agent_prefix: str = "nb-") -> None:
+                token_ttl: int, agent: bool = False, agent_prefix: str = "nb-", conductor: bool = True) -> None:
     import uvicorn
 
     from netbay.api.app import create_app
@@ -80,7 +80,10 @@ def _run_server(settings: Settings, host: str, port: int, noauth: bool, public_u
     if noauth:
         console.print("[bold red]WARNING: --noauth: no authentication, every caller is admin. "
                       "For development only; never expose this server.[/]")
-    application = create_app(store, noauth=noauth, public_url=public_url, token_ttl=token_ttl)
+    connect = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
+    self_url = f"http://{connect}:{port}" if conductor else None
+    application = create_app(store, noauth=noauth, public_url=public_url, token_ttl=token_ttl,
+                             self_url=self_url)
     if agent:
         agent_cli.serve_with_agent(application, host, port, agent_prefix)
         return
@@ -96,11 +99,13 @@ def serve(
     noauth: bool = typer.Option(False, "--noauth", help="DEVELOPMENT ONLY: no authentication."),
     public_url: str = typer.Option(None, "--public-url", help="Base URL put in the catalog."),
     token_ttl: int = TokenTTL,
+    conductor: bool = typer.Option(True, "--conductor/--no-conductor", envvar="NETBAY_CONDUCTOR",
+                                   help="Build clusters (off: they wait in *_IN_PROGRESS)."),
 ) -> None:
-    """Run the API service (identity and network)."""
+    """Run the API services (identity, network, load balancers, container infrastructure)."""
     _logging()
     settings = Settings.resolve(data_dir, database_url)
-    _run_server(settings, host, port, noauth, public_url, token_ttl)
+    _run_server(settings, host, port, noauth, public_url, token_ttl, conductor=conductor)
 
 
 @app.command()
@@ -116,6 +121,8 @@ def up(
     agent_prefix: str = typer.Option("nb-", "--agent-prefix", envvar="NETBAY_AGENT_PREFIX",
                                      callback=agent_cli.check_prefix,
                                      help="Name prefix of the agent's namespaces."),
+    conductor: bool = typer.Option(True, "--conductor/--no-conductor", envvar="NETBAY_CONDUCTOR",
+                                   help="Build clusters (off: they wait in *_IN_PROGRESS)."),
 ) -> None:
     """Migrate, bootstrap, create the ``public`` external network, write an openrc; serve the
     API and run the dataplane agent."""
@@ -133,7 +140,8 @@ def up(
     console.print(f"[green]netbay is starting on http://{host}:{port}[/]"
                   + (" with the dataplane agent" if agent else ""))
     console.print(f"credentials: [bold]source {openrc}[/]")
-    _run_server(settings, host, port, False, public_url, token_ttl, agent=agent, agent_prefix=agent_prefix)
+    _run_server(settings, host, port, False, public_url, token_ttl, agent=agent, agent_prefix=agent_prefix,
+                conductor=conductor)
 
 
 def _logging() -> None:

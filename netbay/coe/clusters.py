@@ -199,13 +199,18 @@ def update(session: Session, ctx: Context, ident: str, raw_patch: Any, *, legacy
     return cluster
 
 
-def delete(session: Session, ctx: Context, ident: str) -> str:
-    """Remove the cluster; returns its id. TODO(executor): ``DELETE_IN_PROGRESS`` and
-    let the conductor tear the resources down, removing the row at the end."""
+def delete(session: Session, ctx: Context, ident: str, *, teardown: bool = True) -> str:
+    """Mark the cluster ``DELETE_IN_PROGRESS`` for the conductor, which tears its
+    resources down and removes the row at the end; without one (``teardown=False``)
+    the row goes at once. Returns the cluster's id."""
     cluster = get(session, ctx, ident, for_update=True)
     if not ctx.is_admin and cluster.project_id != ctx.project_id:
         raise common.policy_denied("cluster:delete")
-    session.delete(cluster)
+    if teardown:
+        cluster.status, cluster.status_reason = "DELETE_IN_PROGRESS", None
+        cluster.updated_at = utcnow()
+    else:
+        session.delete(cluster)
     session.flush()
     return cluster.id
 

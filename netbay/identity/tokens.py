@@ -11,6 +11,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from itsdangerous import BadSignature, URLSafeSerializer
@@ -97,3 +98,19 @@ class Tokens:
             epoch=payload["e"],
         )
 
+
+def service_token(store: Store, tokens: Tokens) -> Callable[[], str]:
+    """Admin tokens for netbay's own reconcilers in the server process (the agent, the
+    conductor): minted by the token service itself, no password needed."""
+    from netbay.store.models import Project
+
+    def issue() -> str:
+        with store.read() as s:
+            user = s.scalars(select(User).where(User.name == "admin", User.domain_id == "default")).first()
+            project = s.scalars(select(Project).where(Project.name == "admin")).first()
+            if user is None or project is None:
+                raise RuntimeError("netbay is not bootstrapped: no admin user")
+            epoch = user.password_epoch
+        return tokens.issue(user.id, project.id, ("admin", "member"), epoch).value
+
+    return issue

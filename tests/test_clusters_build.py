@@ -1,0 +1,177 @@
+"""Clusters built by the conductor through the API, as a Magnum user sees it: create →
+``CREATE_COMPLETE`` with outputs, the HOT export, scaling, a failure with its reason,
+a restart in the middle that resumes, and a delete that leaves nothing.
+
+The server runs without the dataplane agent, so these templates have no master load
+balancer (nothing would settle it); the executor's own tests cover load balancers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from coehelp import ci_client, make_template
+from conftest import start_server, stop_server, unique
+
+COLLECTIONS = {
+    "/network/v2.0/networks": "networks", "/network/v2.0/subnets": "subnets",
+    "/network/v2.0/ports": "ports", "/network/v2.0/routers": "routers",
+    "/network/v2.0/security-groups": "security_groups", "/network/v2.0/floatingips": "floatingips",
+    "/netbay/v1/sandboxes": "sandboxes",
+}
+
+
+@pytest.fixture(scope="module")
+def ci(server) -> httpx.Client:  # noqa: ANN001
+    return ci_client(server, server.token())
+
+
+@pytest.fixture(scope="module")
+def raw(server) -> httpx.Client:  # noqa: ANN001
+    client = httpx.Client(base_url=server.url, headers={"X-Auth-Token": server.token()}, timeout=30)
+    server._clients.append(client)
+    return client
+
+
+@pytest.fixture(scope="module")
+def template(ci: httpx.Client) -> dict:
+    return make_template(ci, name=unique("k8s"), external_network_id="public", network_driver="flannel",
+                         floating_ip_enabled=True, master_lb_enabled=False,
+                         labels={"flannel_backend": "vxlan"})
+
+
+def snapshot(raw: httpx.Client) -> dict[str, set[str]]:
+    out = {}
+    for path, key in COLLECTIONS.items():
+        r = raw.get(path)
+        assert r.status_code == 200, r.text
+        out[key] = {item["id"] for item in r.json()[key]}
+    return out
+
+
+def wait_status(ci: httpx.Client, cid: str, done: tuple[str, ...], timeout: float = 90) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = ci.get(f"/clusters/{cid}")
+        if r.status_code == 404 and "GONE" in done:
+            return {"status": "GONE"}
+        assert r.status_code == 200, r.text
+        cluster = r.json()
+        if cluster["status"] in done:
+            return cluster
+        time.sleep(0.1)
+    raise AssertionError(f"cluster {cid} not in {done} after {timeout}s: {ci.get(f'/clusters/{cid}').text}")
+
+
+def create(ci: httpx.Client, template: dict, **body) -> str:  # noqa: ANN003
+    body = {"name": unique("c"), "cluster_template_id": template["uuid"], "node_count": 2, **body}
+    r = ci.post("/clusters", json=body)
+    assert r.status_code == 202, r.text
+    return r.json()["uuid"]
+
+
+def test_create_scale_export_and_delete(ci: httpx.Client, raw: httpx.Client, template: dict) -> None:
+    before = snapshot(raw)
+    cid = create(ci, template)
+    cluster = wait_status(ci, cid, ("CREATE_COMPLETE", "CREATE_FAILED"))
+    assert cluster["status"] == "CREATE_COMPLETE", cluster["status_reason"]
+    assert cluster["stack_id"]
+    assert len(cluster["master_addresses"]) == 1 and len(cluster["node_addresses"]) == 2
+    public = {f["floating_ip_address"] for f in raw.get("/network/v2.0/floatingips").json()["floatingips"]}
+    assert set(cluster["master_addresses"]) | set(cluster["node_addresses"]) <= public
+    assert cluster["api_address"] == f"https://{cluster['master_addresses'][0]}:6443"
+    after = snapshot(raw)
+    made = {k: after[k] - before[k] for k in after}
+    assert (len(made["networks"]), len(made["subnets"]), len(made["routers"])) == (1, 1, 1)
+    assert len(made["security_groups"]) >= 3 and len(made["sandboxes"]) == 3
+    assert len(made["floatingips"]) == 3
+
+    resources = ci.get(f"/clusters/{cid}/resources").json()
+    assert resources["stack"]["status"] == "CREATE_COMPLETE"
+    kinds = {r["type"] for r in resources["resources"]}
+    assert {"OS::Neutron::Net", "OS::Neutron::Subnet", "OS::Neutron::Router", "OS::Nova::Server",
+            "OS::Neutron::FloatingIP", "OS::Neutron::SecurityGroup"} <= kinds
+    assert all(r["status"] == "CREATE_COMPLETE" and r["physical_id"] for r in resources["resources"])
+
+    hot = ci.get(f"/clusters/{cid}/template").json()
+    assert hot["template"]["heat_template_version"]
+    servers = [n for n, r in hot["template"]["resources"].items() if r["type"] == "OS::Nova::Server"]
+    assert len(servers) == 3
+    assert set(hot["parameters"]) <= set(hot["template"]["parameters"])
+
+    scale = [{"op": "replace", "path": "/node_count", "value": 3}]
+    assert ci.patch(f"/clusters/{cid}", json=scale).status_code == 202
+    cluster = wait_status(ci, cid, ("UPDATE_COMPLETE", "UPDATE_FAILED"))
+    assert cluster["status"] == "UPDATE_COMPLETE", cluster["status_reason"]
+    assert len(cluster["node_addresses"]) == 3
+    grown = snapshot(raw)["sandboxes"]
+    scale = [{"op": "replace", "path": "/node_count", "value": 1}]
+    assert ci.patch(f"/clusters/{cid}", json=scale).status_code == 202
+    cluster = wait_status(ci, cid, ("UPDATE_COMPLETE", "UPDATE_FAILED"))
+    assert cluster["status"] == "UPDATE_COMPLETE" and len(cluster["node_addresses"]) == 1
+    assert len(grown - snapshot(raw)["sandboxes"]) == 2
+
+    assert ci.delete(f"/clusters/{cid}").status_code == 204
+    wait_status(ci, cid, ("GONE", "DELETE_FAILED"))
+    assert snapshot(raw) == before
+
+
+def test_a_failed_create_says_what_failed_and_leaves_nothing(ci: httpx.Client, raw: httpx.Client,
+                                                             template: dict) -> None:
+    before = snapshot(raw)
+    # The cluster's private subnet would overlap the external network's: the router
+    # interface (or the subnet) is refused by the network service.
+    cid = create(ci, template, labels={"fixed_subnet_cidr": "172.24.4.0/24"}, node_count=1)
+    cluster = wait_status(ci, cid, ("CREATE_COMPLETE", "CREATE_FAILED"))
+    assert cluster["status"] == "CREATE_FAILED"
+    assert "failed" in cluster["status_reason"] and "OS::Neutron" in cluster["status_reason"]
+    assert snapshot(raw) == before
+    assert ci.delete(f"/clusters/{cid}").status_code == 204
+    wait_status(ci, cid, ("GONE",))
+
+
+def test_a_restart_in_the_middle_of_a_create_resumes(tmp_path: Path, database_url: str, server) -> None:  # noqa: ANN001
+    """SIGKILL the server while it builds; a new server finishes the cluster, no duplicates."""
+    if not database_url.startswith("sqlite"):
+        pytest.skip("one restart scenario is enough; the store's semantics are covered on both")
+    db = tmp_path / "netbay.db"
+    first = start_server(f"sqlite:///{db}", tmp_path)
+    try:
+        ci1 = ci_client(first, first.token())
+        tpl = make_template(ci1, name="k", external_network_id="public", network_driver="flannel",
+                            floating_ip_enabled=True, master_lb_enabled=False)
+        cid = create(ci1, tpl, node_count=3)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            rows = ci1.get(f"/clusters/{cid}/resources").json()["resources"]
+            if len([r for r in rows if r["physical_id"]]) >= 4:
+                break
+            time.sleep(0.005)
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(timeout=10)
+    finally:
+        stop_server(first)
+    status_mid = None
+    second = start_server(f"sqlite:///{db}", tmp_path)
+    try:
+        ci2 = ci_client(second, second.token())
+        status_mid = ci2.get(f"/clusters/{cid}").json()["status"]
+        cluster = wait_status(ci2, cid, ("CREATE_COMPLETE", "CREATE_FAILED"))
+        assert cluster["status"] == "CREATE_COMPLETE", cluster["status_reason"]
+        raw2 = httpx.Client(base_url=second.url, headers={"X-Auth-Token": second.token()}, timeout=30)
+        second._clients.append(raw2)
+        nets = [n for n in raw2.get("/network/v2.0/networks").json()["networks"] if n["name"] != "public"]
+        assert len(nets) == 1  # adopted, not made twice
+        assert len(raw2.get("/netbay/v1/sandboxes").json()["sandboxes"]) == 4
+        assert ci2.delete(f"/clusters/{cid}").status_code == 204
+        wait_status(ci2, cid, ("GONE",))
+        assert [n["name"] for n in raw2.get("/network/v2.0/networks").json()["networks"]] == ["public"]
+    finally:
+        stop_server(second)
+        shutil.rmtree(tmp_path / "unused", ignore_errors=True)
+    assert status_mid in ("CREATE_IN_PROGRESS", "CREATE_COMPLETE")
