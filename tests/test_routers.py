@@ -340,3 +340,24 @@ def test_interface_changes_are_logged(server, member):
                  if c["id"] == router.id and c["action"] == "update"]
     assert revisions == [1, 2]
     member.network.delete_router(router)
+
+
+def test_subnets_overlapping_the_gateway_are_refused_both_ways(admin, admin_http):
+    """Neutron's dup check covers the gateway port: an interface on a subnet overlapping the
+    external network's, or a gateway onto an external network overlapping an interface."""
+    public = admin.network.find_network("public")
+    ext_cidr = admin.network.get_subnet(public.subnet_ids[0]).cidr
+    net = admin.network.create_network(name=unique("ov"))
+    sub = admin.network.create_subnet(network_id=net.id, cidr=ext_cidr, ip_version=4)
+    router = admin.network.create_router(name=unique("r"), external_gateway_info={"network_id": public.id})
+    r = admin_http.put(f"/routers/{router.id}/add_router_interface", json={"subnet_id": sub.id})
+    assert r.status_code == 400 and "overlaps" in r.json()["NeutronError"]["message"], r.text
+    plain = admin.network.create_router(name=unique("r"))
+    admin.network.add_interface_to_router(plain, subnet_id=sub.id)
+    r = admin_http.put(f"/routers/{plain.id}", json={"router": {"external_gateway_info": {"network_id": public.id}}})
+    assert r.status_code == 400 and "overlaps" in r.json()["NeutronError"]["message"], r.text
+    assert admin.network.get_router(plain.id).external_gateway_info is None
+    admin.network.remove_interface_from_router(plain, subnet_id=sub.id)
+    for rid in (router.id, plain.id):
+        admin.network.delete_router(rid)
+    admin.network.delete_network(net.id)

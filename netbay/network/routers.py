@@ -220,10 +220,7 @@ class Routers(Resource):
                 PORTS.record(session, current, "update")
             return
         self._clear_gateway(session, router, keep_snat=True)
-        gateway_subnets = [s.id for s in network.subnets]
-        for subnet_id in gateway_subnets:
-            if subnet_id in self._subnets_on_router(session, router.id):
-                raise bad_router(f"Router already has a port on subnet {subnet_id}")
+        self._check_new_subnets(session, router, list(network.subnets))
         # Neutron leaves the gateway port's tenant empty: it is hidden from the project.
         port = create_port(session, project_id="", network=network, fixed_ips=ext_ips or None,
                            device_id=router.id, device_owner=ROUTER_GATEWAY, name="")
@@ -298,13 +295,13 @@ class Routers(Resource):
         return set(session.scalars(stmt))
 
     def _check_new_subnets(self, session: Session, router: Router, subnets: list[Subnet]) -> None:
-        """No second port on a subnet, no interface CIDRs that overlap (Neutron's dup check)."""
+        """No second port on a subnet, no CIDRs that overlap those of the router's other
+        ports, its gateway's included (Neutron's ``_check_for_dup_router_subnets``)."""
         on_router = self._subnets_on_router(session, router.id)
         for subnet in subnets:
             if subnet.id in on_router:
                 raise bad_router(f"Router already has a port on subnet {subnet.id}")
-        attached = self._subnets_on_router(session, router.id, owner=ROUTER_INTERFACE)
-        existing = list(session.scalars(select(Subnet).where(Subnet.id.in_(attached)))) if attached else []
+        existing = list(session.scalars(select(Subnet).where(Subnet.id.in_(on_router)))) if on_router else []
         for old in existing:
             old_net = ipaddress.ip_network(old.cidr)
             for new in subnets:
