@@ -8,6 +8,7 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
+import httpx
 from conftest import neutron_error, unique
 
 PUBLIC = ipaddress.ip_network("172.24.4.0/24")
@@ -37,6 +38,13 @@ def topo(member, public):
     return make_topology(member, public)
 
 
+def dataplane_reports(server, fip_id: str, status: str) -> None:
+    """Play the dataplane agent's part (these servers run without it)."""
+    r = httpx.put(f"{server.url}/netbay/v1/status", json={"floatingips": {fip_id: status}},
+                  headers={"X-Auth-Token": server.token()}, timeout=30)
+    assert r.status_code == 200, r.text
+
+
 def fip_port(admin, fip_id: str):
     ports = list(admin.network.ports(device_id=fip_id, device_owner="network:floatingip"))
     return ports[0] if ports else None
@@ -63,10 +71,13 @@ def test_unassociated_floating_ip(admin, member, member_http, public):
     assert fip_port(admin, fip["id"]) is None
 
 
-def test_create_associated(member, topo, public):
+def test_create_associated(server, member, topo, public):
     fip = member.network.create_ip(floating_network_id=public.id, port_id=topo.port.id)
     assert fip.port_id == topo.port.id and fip.fixed_ip_address == topo.ip
-    assert fip.router_id == topo.router.id and fip.status == "ACTIVE"
+    # DOWN until the dataplane has the NAT in place (it reports ACTIVE).
+    assert fip.router_id == topo.router.id and fip.status == "DOWN"
+    dataplane_reports(server, fip.id, "ACTIVE")
+    assert member.network.get_ip(fip).status == "ACTIVE"
     details = member.network.get_ip(fip).port_details
     assert details == {"name": topo.port.name, "network_id": topo.net.id,
                        "mac_address": topo.port.mac_address, "admin_state_up": True,
@@ -164,13 +175,15 @@ def test_no_router_means_not_reachable(member, member_http, public):
     member.network.delete_router(router)
 
 
-def test_update_associate_and_disassociate(member, member_http, topo, public):
+def test_update_associate_and_disassociate(server, member, member_http, topo, public):
     fip = member.network.create_ip(floating_network_id=public.id)
     fip = member.network.update_ip(fip, port_id=topo.port.id)
-    assert fip.port_id == topo.port.id and fip.status == "ACTIVE" and fip.router_id == topo.router.id
+    assert fip.port_id == topo.port.id and fip.status == "DOWN" and fip.router_id == topo.router.id
+    dataplane_reports(server, fip.id, "ACTIVE")
     # A description change keeps the association.
     fip = member.network.update_ip(fip, description="web")
     assert fip.port_id == topo.port.id and fip.description == "web" and fip.fixed_ip_address == topo.ip
+    assert fip.status == "ACTIVE"  # the same association: the NAT in place stays
     r = member_http.put(f"/floatingips/{fip.id}", json={"floatingip": {"fixed_ip_address": topo.ip}})
     neutron_error(r, 400, "BadRequest")
     r = member_http.put(f"/floatingips/{fip.id}", json={"floatingip": {"floating_network_id": public.id}})
@@ -205,9 +218,11 @@ def test_router_refuses_changes_a_floating_ip_needs(member, member_http, public)
     member.network.delete_ip(fip)
 
 
-def test_deleting_the_fixed_port_disassociates(member, topo, public):
+def test_deleting_the_fixed_port_disassociates(server, member, topo, public):
     port = member.network.create_port(network_id=topo.net.id)
     fip = member.network.create_ip(floating_network_id=public.id, port_id=port.id)
+    dataplane_reports(server, fip.id, "ACTIVE")
+    fip = member.network.get_ip(fip.id)
     assert fip.status == "ACTIVE"
     revision = fip.revision_number
     member.network.delete_port(port)
@@ -217,9 +232,10 @@ def test_deleting_the_fixed_port_disassociates(member, topo, public):
     member.network.delete_ip(fip)
 
 
-def test_filters(member, topo, public):
+def test_filters(server, member, topo, public):
     a = member.network.create_ip(floating_network_id=public.id, port_id=topo.port.id, description="fa")
     b = member.network.create_ip(floating_network_id=public.id, description="fb")
+    dataplane_reports(server, a.id, "ACTIVE")
 
     def ids(**query):
         return {f.id for f in member.network.ips(**query)}

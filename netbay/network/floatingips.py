@@ -181,10 +181,10 @@ class FloatingIPs(Resource):
                     f"{port.id} using fixed IP {address}, as that fixed IP already has a floating IP "
                     f"on external network {fip.floating_network_id}.",
                     kind="FloatingIPPortAlreadyAssociated")
+        if (fip.fixed_port_id, fip.fixed_ip_address, fip.router_id) != (port.id, address, router_id):
+            # DOWN until the dataplane reports the new NAT in place (as Neutron's L3 agent does).
+            fip.status = "DOWN"
         fip.fixed_port_id, fip.fixed_ip_address, fip.router_id = port.id, address, router_id
-        # No dataplane agent reports yet: association is taken as working at once.
-        # The dataplane agent will own ``status`` once it exists.
-        fip.status = "ACTIVE"
 
 
 def disassociate_port(session: Session, port_id: str) -> None:
