@@ -191,6 +191,7 @@ class Stack:
         self._lb_locks: dict[str, threading.Lock] = {}
         self._seq = 0
         self._loaded = False
+        self._trust_complete = False
 
     # -- the conductor's interface ------------------------------------------------------------
 
@@ -218,6 +219,7 @@ class Stack:
             keep = list((stack.inputs or {}).get("before_update") or []) if stack is not None else []
             in_progress = stack is not None and stack.status == "UPDATE_IN_PROGRESS"
         before = keep if in_progress and keep else sorted(self.rows)
+        self._trust_complete = stack is not None and stack.status.endswith("_COMPLETE")
         self._begin("UPDATE", graph, None, before_update=before)
         extra = set(self.rows) - set(graph.nodes)
         failure = self._delete_rows(extra) if extra else None
@@ -449,7 +451,9 @@ class Stack:
         try:
             props = self._resolve(graph, node.properties)
             if row is not None and row.status == "CREATE_COMPLETE" and row.physical_id:
-                attrs = handler.exists(self, row)
+                # A complete row from a run that ended cleanly is trusted (a scale touches
+                # only what changes); after an interruption every row is checked.
+                attrs = row.attributes if self._trust_complete else handler.exists(self, row)
                 if attrs is not None:
                     row.attributes, row.depends_on = attrs, deps
                     return
