@@ -156,9 +156,22 @@ def test_bad_calico_labels_are_400(ci_admin, labels):
     assert "calico_ipv4pool" in magnum_error(r, 400)
 
 
+@pytest.mark.parametrize("mode", ["Always", "CrossSubnet"])
+def test_ip_in_ip_is_refused_naming_the_missing_kernel_feature(ci_admin, mode):
+    from netbay.coe.hostcheck import host_features
+
+    if host_features()["ipip"].available:
+        pytest.skip("this host's kernel has IP-in-IP: calico ipip modes are accepted here")
+    r = ci_admin.post("/clustertemplates", json={"coe": "kubernetes", "network_driver": "calico",
+                                                 "labels": {"calico_ipv4pool_ipip": mode}})
+    detail = magnum_error(r, 400)
+    assert f"calico_ipv4pool_ipip={mode}" in detail and "kernel feature ipip" in detail
+    assert "calico_ipv4pool_vxlan" in detail  # what to use instead
+
+
 def test_good_calico_labels_and_the_other_drivers_labels_are_ignored(ci_admin):
     t = make_template(ci_admin, network_driver="calico", labels={
-        "calico_ipv4pool": "10.200.0.0/16", "calico_ipv4pool_ipip": "CrossSubnet", "calico_ipv4pool_vxlan": "Never",
+        "calico_ipv4pool": "10.200.0.0/16", "calico_ipv4pool_ipip": "Never", "calico_ipv4pool_vxlan": "CrossSubnet",
         "flannel_backend": "nonsense", "my_label": "x"})
     # flannel's labels mean nothing to calico: kept as given, reported, not checked.
     assert t["labels"]["flannel_backend"] == "nonsense"
@@ -366,7 +379,7 @@ def test_patch_revalidates_driver_and_labels(ci_admin):
     magnum_error(_patch(ci_admin, t["uuid"], {"op": "add", "path": "/labels/flannel_backend", "value": "udp"}),
                  400, contains="flannel_backend=udp")
     r = _patch(ci_admin, t["uuid"], {"op": "replace", "path": "/network_driver", "value": "calico"},
-               {"op": "add", "path": "/labels/calico_ipv4pool_ipip", "value": "Always"})
+               {"op": "add", "path": "/labels/calico_ipv4pool_vxlan", "value": "Always"})
     assert r.json()["network_driver"] == "calico"
     magnum_error(_patch(ci_admin, t["uuid"], {"op": "replace", "path": "/coe", "value": "mesos"}), 400,
                  "Network driver type calico is not supported, expecting a docker/unspecified network driver.")

@@ -93,6 +93,17 @@ class LabelSpec:
 # A rule across several labels of one driver: given the effective values (defaults
 # filled in), a message when they do not fit together.
 CrossCheck = Callable[[Mapping[str, str]], "str | None"]
+# (kernel feature, what needs it) for the effective labels; features are
+# netbay.dataplane.features names.
+KernelNeeds = Callable[[Mapping[str, str]], "list[tuple[str, str]]"]
+
+# What every embedded cluster needs whatever its driver (ports, networks, security
+# groups, routers, floating IPs, load balancers).
+BASE_KERNEL_NEEDS: tuple[tuple[str, str], ...] = (
+    ("veth", "every port"), ("bridge", "every network"), ("br_netfilter", "security groups"),
+    ("nf_tables", "security groups, NAT"), ("conntrack", "stateful security groups"),
+    ("nft_nat", "routers, floating IPs, load balancers"),
+)
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,7 @@ class NetworkDriver:
     labels: tuple[LabelSpec, ...] = ()
     checks: tuple[CrossCheck, ...] = ()
     beyond_magnum: str = ""
+    kernel: KernelNeeds | None = None
 
     def label(self, key: str) -> LabelSpec | None:
         return next((spec for spec in self.labels if spec.key == key), None)
@@ -125,6 +137,20 @@ def _subnetlen_fits(values: Mapping[str, str]) -> str | None:
 
 
 _ENCAPSULATING = {"Always", "CrossSubnet"}
+
+
+def _flannel_kernel(values: Mapping[str, str]) -> list[tuple[str, str]]:
+    backend = values["flannel_backend"]
+    return [("vxlan", f"flannel_backend={backend}")] if backend == "vxlan" else []
+
+
+def _calico_kernel(values: Mapping[str, str]) -> list[tuple[str, str]]:
+    out = []
+    if values["calico_ipv4pool_ipip"] in _ENCAPSULATING:
+        out.append(("ipip", f"calico_ipv4pool_ipip={values['calico_ipv4pool_ipip']}"))
+    if values["calico_ipv4pool_vxlan"] in _ENCAPSULATING:
+        out.append(("vxlan", f"calico_ipv4pool_vxlan={values['calico_ipv4pool_vxlan']}"))
+    return out
 
 
 def _one_calico_encapsulation(values: Mapping[str, str]) -> str | None:
@@ -163,6 +189,7 @@ FLANNEL = NetworkDriver(
                                   "nodes on one L2 network)."}),
     ),
     checks=(_subnetlen_fits,),
+    kernel=_flannel_kernel,
     beyond_magnum="Magnum's default backend was udp until 2019; netbay defaults to vxlan and refuses udp.",
 )
 
@@ -181,6 +208,7 @@ CALICO = NetworkDriver(
                   allowed=("Never", "CrossSubnet", "Always")),
     ),
     checks=(_one_calico_encapsulation,),
+    kernel=_calico_kernel,
     beyond_magnum="calico_ipv4pool_vxlan is a netbay label.",
 )
 

@@ -87,6 +87,11 @@ def check(labels: Mapping[str, Any], driver_name: str | None) -> Checked:
             problem = rule(effective)
             if problem:
                 raise BadRequest(problem)
+        from netbay.coe.hostcheck import refusal
+
+        problem = refusal(driver, effective)
+        if problem:
+            raise BadRequest(problem)
     return Checked(dict(labels), ignored(labels, driver_name))
 
 

@@ -1,0 +1,80 @@
+"""``netbay doctor``: what this host's kernel offers and which driver modes it can realize.
+
+Reads the kernel's build configuration and, as root, probes each feature in a
+throwaway namespace (``netbay.dataplane.features``); then checks every network
+driver mode against the features it declares (``netbay.coe.drivers``), the same
+declaration the API refuses unrealizable modes with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from netbay.coe import drivers
+
+console = Console()
+
+# Each mode: (driver, a label setting that selects it); labels not given take defaults.
+MODES: tuple[tuple[str, dict[str, str]], ...] = (
+    ("flannel", {"flannel_backend": "vxlan"}),
+    ("flannel", {"flannel_backend": "host-gw"}),
+    ("calico", {}),
+    ("calico", {"calico_ipv4pool_vxlan": "Always"}),
+    ("calico", {"calico_ipv4pool_vxlan": "CrossSubnet"}),
+    ("calico", {"calico_ipv4pool_ipip": "Always"}),
+    ("calico", {"calico_ipv4pool_ipip": "CrossSubnet"}),
+)
+
+
+def modes_report(available: dict[str, bool]) -> list[dict[str, object]]:
+    """Every driver mode with the features it needs and whether this host has them."""
+    base = [f for f, _ in drivers.BASE_KERNEL_NEEDS]
+    rows = []
+    for name, labels in MODES:
+        driver = drivers.DRIVERS[name]
+        needs = [f for f, _ in driver.kernel(driver.effective(labels))] if driver.kernel else []
+        wanted = base + needs
+        missing = [f for f in wanted if not available.get(f, False)]
+        mode = ", ".join(f"{k}={v}" for k, v in labels.items()) or "direct routes (no encapsulation)"
+        rows.append({"driver": name, "mode": mode, "needs": needs, "missing": missing, "ok": not missing})
+    return rows
+
+
+def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Kernel features for the embedded dataplane, and the driver modes this host can run."""
+    from netbay.dataplane import features
+
+    found = features.detect(probe=os.geteuid() == 0)
+    available = {name: f.available for name, f in found.items()}
+    modes = modes_report(available)
+    if as_json:
+        console.print_json(json.dumps({
+            "features": {n: {"available": f.available, "how": f.how, "detail": f.detail} for n, f in found.items()},
+            "base_needs": [f for f, _ in drivers.BASE_KERNEL_NEEDS],
+            "modes": modes,
+        }))
+    else:
+        helps = {s.name: s.help for s in features.FEATURES}
+        table = Table(title="kernel features")
+        for col in ("feature", "available", "for", "how", "detail"):
+            table.add_column(col)
+        for name, f in found.items():
+            table.add_row(name, "[green]yes[/]" if f.available else "[red]no[/]", helps.get(name, ""), f.how, f.detail)
+        console.print(table)
+        table = Table(title="network driver modes on this host (every cluster also needs: "
+                            + ", ".join(f for f, _ in drivers.BASE_KERNEL_NEEDS) + ")")
+        for col in ("driver", "mode", "needs", "realizable"):
+            table.add_column(col)
+        for row in modes:
+            verdict = "[green]yes[/]" if row["ok"] else f"[red]no: missing {', '.join(row['missing'])}[/]"
+            table.add_row(str(row["driver"]), str(row["mode"]), ", ".join(row["needs"]) or "-", verdict)
+        console.print(table)
+    base_missing = [f for f, _ in drivers.BASE_KERNEL_NEEDS if not available.get(f, False)]
+    if base_missing:
+        console.print(f"[red]this host cannot run the embedded dataplane: missing {', '.join(base_missing)}[/]")
+        raise typer.Exit(1)

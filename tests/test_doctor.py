@@ -1,0 +1,35 @@
+"""``netbay doctor``: the host's kernel features and the driver modes they allow, from
+the same declarations the API refuses unrealizable modes with."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from netbay.cli.doctor import modes_report
+from netbay.coe.hostcheck import host_features
+
+
+def test_doctor_reports_features_and_modes_as_json() -> None:
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    detected = host_features()
+    assert {n: f["available"] for n, f in doc["features"].items()} == {n: f.available for n, f in detected.items()}
+    modes = {(m["driver"], m["mode"]): m for m in doc["modes"]}
+    assert modes[("flannel", "flannel_backend=host-gw")]["needs"] == []
+    assert modes[("flannel", "flannel_backend=vxlan")]["needs"] == ["vxlan"]
+    ipip = modes[("calico", "calico_ipv4pool_ipip=Always")]
+    assert ipip["needs"] == ["ipip"] and ipip["ok"] == detected["ipip"].available
+
+
+def test_a_missing_feature_makes_its_modes_unrealizable() -> None:
+    everything = {"veth": True, "bridge": True, "br_netfilter": True, "nf_tables": True, "conntrack": True,
+                  "nft_nat": True, "vxlan": True, "ipip": True}
+    assert all(m["ok"] for m in modes_report(everything))
+    no_vxlan = modes_report({**everything, "vxlan": False})
+    assert {m["mode"] for m in no_vxlan if not m["ok"]} == {
+        "flannel_backend=vxlan", "calico_ipv4pool_vxlan=Always", "calico_ipv4pool_vxlan=CrossSubnet"}
+    assert not any(m["ok"] for m in modes_report({**everything, "conntrack": False}))
