@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Install what netbay and its tests need on a fresh Debian machine (idempotent):
-# Debian packages (PostgreSQL server for the test suite) and a virtualenv in .venv.
+# Debian packages (PostgreSQL server for the test suite, iperf3 for bench/throughput.py)
+# and a virtualenv in .venv.
 # Source it: `source scripts/setup.sh` leaves the virtualenv active.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-apt_packages=(postgresql iproute2 nftables)
+apt_packages=(postgresql iproute2 nftables iperf3)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -45,6 +45,7 @@ NLMSGERR_ATTR_MSG = 1
 # link attributes
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
 IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_NET_NS_FD = 16, 18, 28
+IFLA_GSO_MAX_SIZE, IFLA_GSO_IPV4_MAX_SIZE = 41, 63
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFF_UP = 1
 OPERSTATES = {0: "UNKNOWN", 1: "NOTPRESENT", 2: "DOWN", 3: "LOWERLAYERDOWN", 4: "TESTING",
@@ -218,11 +219,18 @@ class Rtnl:
         return [_link_info(p) for t, p in msgs if t == RTM_NEWLINK]
 
     def add_veth(self, name: str, peer: str, peer_ns: str, *, mtu: int | None = None,
-                 peer_mac: str | None = None, master: int | None = None, up: bool = False) -> int:
+                 peer_mac: str | None = None, master: int | None = None, up: bool = False,
+                 gso_max_size: int | None = None) -> int:
         """Create veth ``name`` here with its peer created directly in ``peer_ns``; the
         local end enslaved to ``master`` and up if asked. Returns the local ifindex.
-        EEXIST if either name is taken (nothing is changed then)."""
-        peer_attrs = _str(IFLA_IFNAME, peer)
+        EEXIST if either name is taken (nothing is changed then).
+
+        ``gso_max_size``: largest GSO packet on both ends, IPv6 and IPv4 (above 65536:
+        BIG TCP, kernel 5.19+ for IPv6, 6.3+ for IPv4)."""
+        gso = b""
+        if gso_max_size:
+            gso = _u32(IFLA_GSO_MAX_SIZE, gso_max_size) + _u32(IFLA_GSO_IPV4_MAX_SIZE, gso_max_size)
+        peer_attrs = _str(IFLA_IFNAME, peer) + gso
         if mtu:
             peer_attrs += _u32(IFLA_MTU, mtu)
         if peer_mac:
@@ -233,7 +241,7 @@ class Rtnl:
             info = _str(IFLA_INFO_KIND, "veth") + _attr(
                 IFLA_INFO_DATA, _attr(VETH_INFO_PEER, _IFI.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + peer_attrs))
             body = _IFI.pack(socket.AF_UNSPEC, 0, 0, IFF_UP if up else 0, IFF_UP if up else 0)
-            body += _str(IFLA_IFNAME, name) + _attr(IFLA_LINKINFO, info)
+            body += _str(IFLA_IFNAME, name) + _attr(IFLA_LINKINFO, info) + gso
             if mtu:
                 body += _u32(IFLA_MTU, mtu)
             if master:

@@ -203,7 +203,7 @@ def test_status_write_back(api: httpx.Client, member_api: httpx.Client) -> None:
     assert _ok(api.put("/netbay/v1/status", json=body))["updated"] == {"ports": [], "sandboxes": []}
     assert _revision(api) == changes[-1]["revision"]
     _error(api.put("/netbay/v1/status", json={"ports": {port["id"]: "GREEN"}}), 400, "HTTPBadRequest")
-    _error(api.put("/netbay/v1/status", json={"clusters": {}}), 400, "HTTPBadRequest")
+    _error(api.put("/netbay/v1/status", json={"gadgets": {}}), 400, "HTTPBadRequest")
     _error(api.put("/netbay/v1/status", json={"ports": ["x"]}), 400, "HTTPBadRequest")
     _ok(api.delete(f"/netbay/v1/sandboxes/{sb['id']}"), 204)
     _ok(api.delete(f"/network/v2.0/ports/{port['id']}"), 204)
