@@ -1,38 +1,123 @@
 #!/usr/bin/env bash
-# The main job on the embedded default: start netbay, then walk through creating a
-# network, subnet, router with an external gateway, ports and a floating IP, printed
-# as tables. Installs what it needs first. Set NETBAY_KEEP=1 to keep netbay running.
+# The main job on the embedded default: start netbay (as root with its dataplane agent,
+# so the cluster is really wired in the kernel; otherwise API only), then
+#   1. walk through a network, subnet, router with an external gateway, ports and a
+#      floating IP, printed as tables (`netbay demo`);
+#   2. create a Kubernetes cluster template (flannel, vxlan) and a 1-master/2-minion
+#      cluster, followed live until CREATE_COMPLETE, and print the cluster's topology;
+#   3. delete the cluster (waiting until it is gone), stop netbay and clean up.
+# Installs what it needs first (NETBAY_SKIP_SETUP=1 to skip: uses .venv as it is).
+#
+# Everything the agent makes lives in network namespaces named with a prefix of this
+# run's own (nbd<hex>-); nothing is added to the root namespace. On exit the script
+# stops the server it started (by PID) and deletes the namespaces with that prefix.
+#
+# Environment: NETBAY_DATA_DIR (default: a fresh /tmp/netbay-demo-XXXX, removed at the
+# end), NETBAY_PORT (default: a free port), NETBAY_DEMO_AGENT=0 to run without the agent,
+# NETBAY_DEMO_TIMEOUT (seconds for each wait, default 120), NETBAY_KEEP=1 to leave the
+# cluster and netbay running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/setup.sh
+if [ -n "${NETBAY_SKIP_SETUP:-}" ]; then
+  # shellcheck disable=SC1091
+  [ -f .venv/bin/activate ] && source .venv/bin/activate
+else
+  source scripts/setup.sh
+fi
 
+timeout_s="${NETBAY_DEMO_TIMEOUT:-120}"
 made_dir=""
 if [ -z "${NETBAY_DATA_DIR:-}" ]; then made_dir="$(mktemp -d /tmp/netbay-demo-XXXX)"; fi
 data_dir="${NETBAY_DATA_DIR:-$made_dir}"
-port="${NETBAY_PORT:-9696}"
+mkdir -p "$data_dir"
+port="${NETBAY_PORT:-$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 log="$data_dir/netbay.log"
-# The walk-through is API-only: no dataplane agent, so nothing is left in the kernel.
-netbay up --no-agent --port "$port" --data-dir "$data_dir" >"$log" 2>&1 &
-pid=$!
+prefix="nbd$(python -c 'import secrets; print(secrets.token_hex(3))')-"
+
+agent_args=(--no-agent)
+if [ "$(id -u)" = 0 ] && [ "${NETBAY_DEMO_AGENT:-1}" != 0 ]; then
+  agent_args=(--agent --agent-prefix "$prefix")
+fi
+
+pid=""
 cleanup() {
-  [ -n "${NETBAY_KEEP:-}" ] && return
-  kill "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
+  local rc=$?
+  if [ -n "${NETBAY_KEEP:-}" ] && [ -n "$pid" ]; then
+    echo "netbay keeps running (pid $pid, data in $data_dir, namespaces ${prefix}*); stop it with:"
+    echo "  kill $pid; for ns in \$(ip netns list | awk '{print \$1}' | grep '^$prefix'); do ip netns delete \$ns; done"
+    return
+  fi
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+  # The agent leaves its fabric and outside-world namespaces when it stops; remove
+  # this run's (only those with its own prefix).
+  if [ "${agent_args[0]}" = --agent ] && command -v ip >/dev/null; then
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$prefix" || true); do
+      ip netns delete "$ns" 2>/dev/null || true
+    done
+  fi
   if [ -n "$made_dir" ]; then rm -rf "$made_dir"; fi
+  exit "$rc"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-for _ in $(seq 1 100); do
-  python -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=1)" \
-    "http://127.0.0.1:$port/identity/v3" 2>/dev/null && break
-  kill -0 "$pid" 2>/dev/null || { cat "$log"; exit 1; }
+NETBAY_LOG_LEVEL="${NETBAY_LOG_LEVEL:-WARNING}" \
+  netbay up "${agent_args[@]}" --port "$port" --data-dir "$data_dir" >"$log" 2>&1 &
+pid=$!
+
+up=""
+for _ in $(seq 1 300); do
+  if python -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=1)" \
+      "http://127.0.0.1:$port/identity/v3" 2>/dev/null; then up=1; break; fi
+  kill -0 "$pid" 2>/dev/null || break
   sleep 0.2
 done
-echo "netbay is up on http://127.0.0.1:$port (data in $data_dir, log in $log)"
+if [ -z "$up" ]; then echo "netbay did not start:"; cat "$log"; exit 1; fi
+
+with_agent=""
+if grep -q "with the dataplane agent" "$log"; then with_agent=1; fi
+echo "netbay is up on http://127.0.0.1:$port (pid $pid, data in $data_dir, log in $log)"
+if [ -n "$with_agent" ]; then
+  echo "dataplane agent: on, namespaces ${prefix}*"
+else
+  echo "dataplane agent: off (not root, NETBAY_DEMO_AGENT=0, or the kernel lacks a feature): API only, no master load balancer"
+fi
 echo "credentials: source $data_dir/openrc"
+[ -t 1 ] || export COLUMNS="${COLUMNS:-160}"  # tables and trees in logs: not cut at 80
 # shellcheck disable=SC1091
 source "$data_dir/openrc"
-netbay demo --keep
+
+run() {  # show the command, then run it
+  echo
+  echo "\$ $*"
+  "$@"
+}
+
+echo
+echo "== 1. networks, a router to the outside, ports and a floating IP =="
+run netbay demo
+
+echo
+echo "== 2. a Kubernetes cluster on flannel (vxlan) =="
+lb_args=()
+if [ -n "$with_agent" ]; then lb_args=(--master-lb-enabled); fi
+run netbay cluster-template create k8s-flannel --coe kubernetes --network-driver flannel \
+  --labels flannel_backend=vxlan,flannel_network_subnetlen=24 \
+  --external-network public --floating-ip-enabled "${lb_args[@]}"
+run netbay cluster create k8s --cluster-template k8s-flannel --master-count 1 --node-count 2 \
+  --timeout "$timeout_s"
+run netbay cluster list
+run netbay cluster topology k8s
+
 if [ -n "${NETBAY_KEEP:-}" ]; then
-  echo "netbay keeps running (pid $pid); stop it with: kill $pid"
+  exit 0
 fi
+echo
+echo "== 3. delete the cluster =="
+run netbay cluster delete k8s --timeout "$timeout_s"
+run netbay cluster-template delete k8s-flannel

@@ -10,8 +10,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from netbay.cli import admin, demo
+from netbay.cli import admin, demo, doctor
 from netbay.cli import agent as agent_cli
+from netbay.cli import cluster as cluster_cli
 from netbay.cli import clustertemplate as clustertemplate_cli
 from netbay.cli import networkdriver as networkdriver_cli
 from netbay.cli import sandbox as sandbox_cli
@@ -22,9 +23,11 @@ db_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(admin.app, name="admin")
 app.command("demo")(demo.demo)
+app.command("doctor")(doctor.doctor)
 app.command("agent")(agent_cli.agent)
 app.add_typer(sandbox_cli.app, name="sandbox")
 app.add_typer(clustertemplate_cli.app, name="cluster-template")
+app.add_typer(cluster_cli.app, name="cluster")
 app.add_typer(networkdriver_cli.app, name="network-driver")
 
 console = Console(stderr=True)
