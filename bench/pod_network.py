@@ -1,0 +1,353 @@
+"""Container networking on cluster nodes: throughput per flannel backend, pod create speed.
+
+    sudo python bench/pod_network.py [--reps 5] [--seconds 5] [--samples 30] [--pods 100]
+                                     [--json /tmp/pod_network.json]
+
+Issue 5's targets, all measured in one run:
+
+* iperf3 TCP between pods on two nodes: ``host-gw`` ≥ 90% of the node-to-node
+  ``underlay``; ``vxlan`` ≥ 75% of ``host-gw``;
+* pod create → first packet p50 ≤ 30 ms; 100 pods across 4 nodes ≤ 3 s.
+
+Topology (every namespace named ``nbb<hex>-…``, all deleted at the end, also on
+error or Ctrl-C; iperf3 processes stopped by PID): per backend a cluster's private
+network as netbay builds it — a bridge ``ul0`` in a fabric namespace, node
+namespaces with ``eth0`` (MTU 1500) on 10.9.x.0/24 — and the flannel driver
+(:mod:`netbay.drivers.flannel`) on the nodes: ``host-gw`` on 10.9.1.0/24, ``vxlan``
+on 10.9.2.0/24 (4 nodes), one pod per node. Paths, each repetition running all
+three in a rotating order (medians over repetitions, ratios also paired per
+repetition):
+
+* ``underlay`` — iperf3 from node 0's namespace to node 1's eth0 address (the host-gw cluster's nodes);
+* ``host-gw``  — pod on node 0 → pod on node 1 (cni0, routing, underlay, routing, cni0);
+* ``vxlan``    — the same through ``flannel.1`` (MTU 1450).
+
+Pod create → first packet (on the vxlan cluster, alternating with the baseline):
+namespace created, :meth:`Flannel.attach_pod` (``pods.attach``), then ICMP to a pod
+on another node answered. Baseline: the same wiring as bare :mod:`netbay.dataplane.rtnl`
+requests (veth into cni0, address, up, default route — no checks, no idempotence).
+100 pods: created back to back round-robin over the 4 nodes, then every pod must
+answer ICMP from a pod on another node; wall time to the last answer (baseline
+alike).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))
+
+from netbay.dataplane import links, netns  # noqa: E402
+from netbay.dataplane.rtnl import rtnl  # noqa: E402
+from netbay.drivers import leases  # noqa: E402
+from netbay.drivers.flannel import Flannel, FlannelConfig  # noqa: E402
+from netbay.drivers.node import Node  # noqa: E402
+
+PREFIX = f"nbb{secrets.token_hex(3)}-"
+PORT = 5201
+PATHS = ("underlay", "host-gw", "vxlan")
+
+
+# --- in-process ICMP ------------------------------------------------------------------------
+
+
+def _csum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    s = (s >> 16) + (s & 0xFFFF)
+    s += s >> 16
+    return ~s & 0xFFFF
+
+
+def first_answer(ns: str, dst: str, timeout: float = 3.0, every: float = 0.002) -> float:
+    """Seconds until an ICMP echo from ``ns`` to ``dst`` is answered (one request every
+    ``every`` s, bounded by ``timeout``)."""
+    import select
+    t0 = time.monotonic()
+    with netns.entered(ns):
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    try:
+        ident = secrets.randbits(16)
+        for seq in range(1, int(timeout / every) + 2):
+            hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
+            try:
+                s.sendto(struct.pack("!BBHHH", 8, 0, _csum(hdr + b"nb"), ident, seq) + b"nb", (dst, 0))
+            except OSError:
+                pass  # e.g. ENETUNREACH while the route is not there yet
+            end = time.monotonic() + every
+            for _ in range(50):
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                r, _, _ = select.select([s], [], [], left)
+                if not r:
+                    break
+                data, addr = s.recvfrom(2048)
+                ihl = (data[0] & 0x0F) * 4
+                typ, _c, _k, rid, _rs = struct.unpack("!BBHHH", data[ihl:ihl + 8])
+                if typ == 0 and rid == ident and addr[0] == dst:
+                    return time.monotonic() - t0
+            if time.monotonic() - t0 > timeout:
+                break
+        raise RuntimeError(f"no ICMP answer from {dst} in {ns} within {timeout}s")
+    finally:
+        s.close()
+
+
+# --- iperf3 ---------------------------------------------------------------------------------
+
+
+class Iperf:
+    def __init__(self) -> None:
+        self.exe = shutil.which("iperf3")
+        if not self.exe:
+            raise SystemExit("iperf3 is not installed")
+        self.procs: list[subprocess.Popen] = []
+
+    def serve(self, ns: str, ip: str) -> None:
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, self.exe, "-s", "-B", ip, "-p", str(PORT)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(proc)
+        for _ in range(500):   # ≤ 5 s until it listens
+            if proc.poll() is not None:
+                raise RuntimeError(f"iperf3 -s in {ns} exited")
+            try:
+                with open(f"/proc/{proc.pid}/net/tcp") as f:
+                    if any(ln.split()[1].endswith(f":{PORT:04X}") and ln.split()[3] == "0A"
+                           for ln in list(f)[1:]):
+                        return
+            except (FileNotFoundError, IndexError):
+                pass
+            time.sleep(0.01)
+        raise RuntimeError(f"iperf3 -s in {ns} not listening")
+
+    def run(self, ns: str, ip: str, seconds: float, omit: int) -> float:
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, self.exe, "-c", ip, "-p", str(PORT), "-J",
+                                 "-t", f"{seconds:g}", "-O", str(omit), "--connect-timeout", "3000"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(proc)
+        try:
+            out, _err = proc.communicate(timeout=seconds + omit + 30)
+        finally:
+            self._stop(proc)
+            self.procs.remove(proc)
+        data = json.loads(out)
+        if data.get("error"):
+            raise RuntimeError(f"iperf3: {data['error']}")
+        return data["end"]["sum_received"]["bits_per_second"] / 1e9
+
+    @staticmethod
+    def _stop(proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+    def close(self) -> None:
+        for proc in list(self.procs):
+            self._stop(proc)
+        self.procs.clear()
+
+
+# --- clusters -------------------------------------------------------------------------------
+
+
+class Cluster:
+    def __init__(self, tag: str, backend: str, subnet: str, n: int) -> None:
+        self.tag, self.subnet = tag, subnet
+        self.fabric = PREFIX + f"{tag}fab"
+        netns.create(self.fabric)
+        links.bridge(self.fabric, "ul0", 1500)
+        self.fl = Flannel(FlannelConfig(backend=backend))
+        ids = [f"n{i}" for i in range(n)]
+        self.leases = self.fl.allocate(ids, {})
+        self.nodes: list[Node] = []
+        for i in range(n):
+            ns = PREFIX + f"{tag}n{i}"
+            links.wire_port(self.fabric, "ul0", ns, host_ifname=f"u{tag}{i}{PREFIX[3:9]}"[:15],
+                            cidrs=[f"{subnet}.{10 + i}/24"], mtu=1500)
+            self.nodes.append(Node(ns, f"{subnet}.{10 + i}/24", self.leases[f"n{i}"]))
+        for node in self.nodes:
+            self.fl.setup_node(node)
+        for node in self.nodes:
+            self.fl.sync_peers(node, self.nodes)
+        self.pods = []
+        for i, node in enumerate(self.nodes):
+            pod = PREFIX + f"{tag}p{i}"
+            self.fl.attach_pod(node, pod, leases.host(node.lease, 2))
+            self.pods.append(pod)
+
+    def pod_ip(self, i: int) -> str:
+        return leases.host(self.nodes[i].lease, 2)
+
+
+def raw_attach(node: Node, pod_ns: str, host_if: str, address: str, mtu: int) -> None:
+    """Baseline: the same wiring as bare rtnetlink requests (no checks, no idempotence)."""
+    netns.create(pod_ns)
+    nr = rtnl(node.ns)
+    br = nr.link("cni0").index
+    nr.add_veth(host_if, "eth0", pod_ns, mtu=mtu, master=br, up=True)
+    pr = rtnl(pod_ns)
+    pr.set_link(1, up=True)
+    idx = pr.link("eth0").index
+    pr.add_address(idx, address)
+    pr.set_link(idx, up=True)
+    pr.replace_route("0.0.0.0/0", gateway=node.gateway, oif=idx)
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+# --- measurements ---------------------------------------------------------------------------
+
+
+def throughput(args, hg: Cluster, vx: Cluster, iperf: Iperf) -> dict[str, Any]:
+    iperf.serve(hg.nodes[1].ns, hg.nodes[1].ip)
+    iperf.serve(hg.pods[1], hg.pod_ip(1))
+    iperf.serve(vx.pods[1], vx.pod_ip(1))
+    targets = {"underlay": (hg.nodes[0].ns, hg.nodes[1].ip), "host-gw": (hg.pods[0], hg.pod_ip(1)),
+               "vxlan": (vx.pods[0], vx.pod_ip(1))}
+    samples: dict[str, list[float]] = {p: [] for p in PATHS}
+    for rep in range(args.reps):
+        order = PATHS[rep % 3:] + PATHS[:rep % 3]
+        for p in order:
+            ns, ip = targets[p]
+            samples[p].append(iperf.run(ns, ip, args.seconds, args.omit))
+        print(f"  rep {rep + 1}: " + ", ".join(f"{p} {samples[p][-1]:.1f}" for p in PATHS), flush=True)
+    med = {p: statistics.median(v) for p, v in samples.items()}
+    paired_hg = statistics.median(h / u for h, u in zip(samples["host-gw"], samples["underlay"]))
+    paired_vx = statistics.median(v / h for v, h in zip(samples["vxlan"], samples["host-gw"]))
+    return {"samples": samples, "median_gbps": med,
+            "hostgw_over_underlay": med["host-gw"] / med["underlay"], "hostgw_over_underlay_paired": paired_hg,
+            "vxlan_over_hostgw": med["vxlan"] / med["host-gw"], "vxlan_over_hostgw_paired": paired_vx}
+
+
+def create_to_first_packet(args, vx: Cluster) -> dict[str, Any]:
+    node, peer_ip = vx.nodes[0], vx.pod_ip(1)
+    mtu = vx.fl.pod_mtu(node)
+    out: dict[str, list[float]] = {"attach": [], "baseline": []}
+    made: list[str] = []
+    try:
+        for i in range(args.samples):
+            for kind in (("attach", "baseline") if i % 2 == 0 else ("baseline", "attach")):
+                pod = PREFIX + f"f{kind[0]}{i}"
+                made.append(pod)
+                addr = leases.host(node.lease, 10 + 2 * i + (kind == "baseline"))
+                t0 = time.monotonic()
+                if kind == "attach":
+                    netns.create(pod)
+                    vx.fl.attach_pod(node, pod, addr, mtu=mtu)
+                else:
+                    raw_attach(node, pod, f"vb{i}{PREFIX[3:9]}", f"{addr}/24", mtu)
+                first_answer(pod, peer_ip)
+                out[kind].append(time.monotonic() - t0)
+    finally:
+        for pod in made:
+            netns.delete(pod)
+    return {k: {"p50_ms": statistics.median(v) * 1e3, "p90_ms": pct(v, 0.9) * 1e3, "samples_ms":
+                [round(x * 1e3, 3) for x in v]} for k, v in out.items()}
+
+
+def hundred_pods(args, vx: Cluster) -> dict[str, Any]:
+    res: dict[str, Any] = {}
+    n = len(vx.nodes)
+    for kind in ("attach", "baseline"):
+        pods: list[tuple[str, int]] = []
+        try:
+            t0 = time.monotonic()
+            for i in range(args.pods):
+                k = i % n
+                node = vx.nodes[k]
+                pod = PREFIX + f"h{kind[0]}{i}"
+                addr = leases.host(node.lease, 100 + i // n)
+                pods.append((pod, k))
+                if kind == "attach":
+                    netns.create(pod)
+                    vx.fl.attach_pod(node, pod, addr)
+                else:
+                    raw_attach(node, pod, f"hb{i}{PREFIX[3:9]}"[:15], f"{addr}/24", vx.fl.pod_mtu(node))
+            t_wired = time.monotonic() - t0
+            for pod, k in pods:   # every pod reaches the pod on the next node
+                first_answer(pod, vx.pod_ip((k + 1) % n))
+            res[kind] = {"wired_s": t_wired, "all_answer_s": time.monotonic() - t0}
+        finally:
+            for pod, _k in pods:
+                netns.delete(pod)
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--omit", type=int, default=1)
+    ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--pods", type=int, default=100)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if not (1 <= args.reps <= 50 and 1 <= args.seconds <= 60 and 1 <= args.samples <= 500
+            and 4 <= args.pods <= 500):
+        ap.error("out of range")
+    if os.geteuid() != 0:
+        raise SystemExit("needs root (network namespaces)")
+    load_before = os.getloadavg()
+    iperf = Iperf()
+    result: dict[str, Any] = {"load_before": load_before, "args": vars(args)}
+    try:
+        hg = Cluster("g", "host-gw", "10.9.1", 2)
+        vx = Cluster("v", "vxlan", "10.9.2", 4)
+        print("throughput (iperf3 TCP, Gbit/s):", flush=True)
+        result["throughput"] = throughput(args, hg, vx, iperf)
+        iperf.close()
+        result["first_packet"] = create_to_first_packet(args, vx)
+        result["hundred_pods"] = hundred_pods(args, vx)
+    finally:
+        iperf.close()
+        for ns in netns.list(PREFIX):
+            netns.delete(ns)
+    result["load_after"] = os.getloadavg()
+    t, f, h = result["throughput"], result["first_packet"], result["hundred_pods"]
+    m = t["median_gbps"]
+    print(f"\nload {load_before[0]:.2f} → {result['load_after'][0]:.2f}  (1-min averages, {os.cpu_count()} CPUs)")
+    print("| path | median Gbit/s | ratio (paired) |")
+    print("|---|---|---|")
+    print(f"| underlay (node → node) | {m['underlay']:.1f} | |")
+    print(f"| host-gw (pod → pod) | {m['host-gw']:.1f} | {t['hostgw_over_underlay']:.0%} of underlay "
+          f"({t['hostgw_over_underlay_paired']:.0%}) |")
+    print(f"| vxlan (pod → pod) | {m['vxlan']:.1f} | {t['vxlan_over_hostgw']:.0%} of host-gw "
+          f"({t['vxlan_over_hostgw_paired']:.0%}) |")
+    print("\n| pod create → first packet | p50 ms | p90 ms |")
+    print("|---|---|---|")
+    for k in ("attach", "baseline"):
+        print(f"| {k} | {f[k]['p50_ms']:.1f} | {f[k]['p90_ms']:.1f} |")
+    print(f"\n| {args.pods} pods across 4 nodes | wired s | all answer s |")
+    print("|---|---|---|")
+    for k in ("attach", "baseline"):
+        print(f"| {k} | {h[k]['wired_s']:.2f} | {h[k]['all_answer_s']:.2f} |")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""A cluster node as the drivers see it, and the small per-node helpers they share.
+
+A :class:`Node` is plain data the integrator builds from what it knows: the node's
+namespace (``nb-n-…``), its address on the cluster's private network (``eth0``'s
+fixed IP with the subnet's prefix) and its lease (flannel subnet or calico block).
+Nothing here reads the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from dataclasses import dataclass
+
+from netbay.dataplane import links
+from netbay.drivers import kernel, leases
+
+__all__ = ["Node", "derived_mac", "enable_forwarding", "ensure_cni_bridge", "BRIDGE"]
+
+BRIDGE = "cni0"
+
+
+def derived_mac(*parts: str) -> str:
+    """A stable, locally administered unicast MAC from ``parts`` (VTEPs, bridges):
+    peers can compute a node's VTEP MAC without asking the node."""
+    h = hashlib.sha256("\0".join(parts).encode()).digest()
+    return ":".join(f"{b:02x}" for b in (0x0E, *h[:5]))
+
+
+@dataclass(frozen=True)
+class Node:
+    """``ns``: the node's namespace; ``address``: its underlay interface address with
+    prefix (``10.0.0.5/24``); ``lease``: its share of the container network
+    (``10.100.3.0/24``); ``underlay``: the underlay link's name inside ``ns``."""
+
+    ns: str
+    address: str
+    lease: str
+    underlay: str = "eth0"
+
+    def __post_init__(self) -> None:
+        ipaddress.ip_interface(self.address)
+        ipaddress.ip_network(self.lease, strict=True)
+
+    @property
+    def ip(self) -> str:
+        """The underlay address without prefix."""
+        return str(ipaddress.ip_interface(self.address).ip)
+
+    @property
+    def underlay_net(self) -> ipaddress.IPv4Network:
+        return ipaddress.ip_interface(self.address).network
+
+    @property
+    def gateway(self) -> str:
+        """First address of the lease: cni0's address, the pods' default gateway."""
+        return leases.gateway(self.lease)
+
+    @property
+    def lease_network_ip(self) -> str:
+        """The lease's network address (flannel puts it on ``flannel.1`` as a /32)."""
+        return str(ipaddress.ip_network(self.lease).network_address)
+
+    def mac(self, device: str) -> str:
+        return derived_mac(self.ns, device)
+
+
+def enable_forwarding(ns: str) -> None:
+    """IPv4 forwarding inside the node (pods ↔ underlay ↔ overlay)."""
+    if links.read_sysctl(ns, "net.ipv4.ip_forward") != "1":
+        links.sysctl(ns, "net.ipv4.ip_forward", 1)
+
+
+def ensure_cni_bridge(node: Node, mtu: int, name: str = BRIDGE) -> int:
+    """The node's pod bridge: ``cni0`` up with the lease's gateway (``10.100.3.1/24``),
+    a fixed MAC and the pods' MTU. Returns its ifindex. Idempotent."""
+    idx = kernel.ensure_bridge(node.ns, name, mtu=mtu, mac=node.mac(name))
+    prefix = ipaddress.ip_network(node.lease).prefixlen
+    want = f"{node.gateway}/{prefix}"
+    r = kernel.rtnl(node.ns)
+    for cidr in r.addresses(idx):
+        if cidr != want and ipaddress.ip_interface(cidr).version == 4:
+            r.del_address(idx, cidr)  # a previous lease's gateway
+    r.add_address(idx, want)
+    return idx
+
+
+def remove_cni_bridge(node: Node, name: str = BRIDGE) -> None:
+    kernel.delete_link(node.ns, name)

@@ -1,0 +1,94 @@
+"""Programming a node's view of its peers: routes, and a VXLAN device's FDB and neighbours.
+
+Shared by flannel (vxlan, host-gw) and calico (direct, VXLAN). A backend computes
+the *whole* desired state for one node — every route to a peer's lease, and for an
+overlay each peer's VTEP (MAC, underlay IP, overlay IP) — and :func:`sync` makes the
+kernel match it: missing entries are added, changed ones replaced, and everything
+else the drivers own is removed — routes carrying :data:`kernel.RTPROT_NETBAY`,
+permanent neighbour and FDB entries on the VXLAN device — plus the underlay ARP
+entry of a peer that is gone (it would otherwise linger until the kernel's GC).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from netbay.drivers import kernel
+from netbay.drivers.node import Node
+
+__all__ = ["VtepPeer", "SyncResult", "sync", "ensure_vtep"]
+
+
+@dataclass(frozen=True)
+class VtepPeer:
+    mac: str           # the peer's VTEP MAC
+    underlay_ip: str   # where its VXLAN packets go (FDB dst)
+    vtep_ip: str       # its overlay address (neighbour entry, route next hop)
+
+
+@dataclass
+class SyncResult:
+    routes_added: int = 0
+    routes_deleted: int = 0
+    fdb_deleted: list[str] = field(default_factory=list)
+    neighbours_deleted: list[str] = field(default_factory=list)
+
+
+def ensure_vtep(node: Node, name: str, *, vni: int, port: int, mtu: int, address: str) -> int:
+    """A VXLAN device ``name`` in the node (source: the node's underlay address, learning
+    off, MAC derived from the node) holding exactly ``address`` (a /32). Returns its ifindex."""
+    idx = kernel.ensure_vxlan(node.ns, name, vni=vni, port=port, local=node.ip,
+                              underlay=node.underlay, mtu=mtu, mac=node.mac(name))
+    r = kernel.rtnl(node.ns)
+    for cidr in r.addresses(idx):
+        if cidr != address and ":" not in cidr:
+            r.del_address(idx, cidr)
+    r.add_address(idx, address)
+    return idx
+
+
+def sync(node: Node, routes: list[kernel.KRoute], *, vtep_index: int | None = None,
+         vtep_peers: list[VtepPeer] = (), peer_ips: set[str] = frozenset()) -> SyncResult:
+    """Make ``node``'s peer state exactly this (see the module docstring).
+
+    ``peer_ips``: the underlay addresses of the current peers (their ARP entries stay).
+    """
+    ns = node.ns
+    res = SyncResult()
+    gone_underlay: set[str] = set()
+    if vtep_index is not None:
+        want_fdb = {p.mac: p.underlay_ip for p in vtep_peers}
+        want_neigh = {p.vtep_ip: p.mac for p in vtep_peers}
+        for e in kernel.fdb(ns, vtep_index):
+            if want_fdb.get(e.mac) != e.dst:
+                kernel.del_fdb(ns, vtep_index, e.mac, e.dst)
+                res.fdb_deleted.append(e.mac)
+                if e.dst:
+                    gone_underlay.add(e.dst)
+        have_fdb = {e.mac: e.dst for e in kernel.fdb(ns, vtep_index)}
+        for mac, dst in want_fdb.items():
+            if have_fdb.get(mac) != dst:
+                kernel.add_fdb(ns, vtep_index, mac, dst)
+        have_neigh = {}
+        for n in kernel.neighbours(ns, vtep_index):
+            if want_neigh.get(n.ip) != n.mac or not n.permanent:
+                kernel.del_neighbour(ns, vtep_index, n.ip)
+                res.neighbours_deleted.append(n.ip)
+            else:
+                have_neigh[n.ip] = n.mac
+        for ip, mac in want_neigh.items():
+            if have_neigh.get(ip) != mac:
+                kernel.add_neighbour(ns, vtep_index, ip, mac)
+    before = kernel.routes(ns)
+    res.routes_added, res.routes_deleted = kernel.sync_routes(ns, routes)
+    want_dsts = {rt.dst for rt in routes}
+    gone_underlay |= {rt.gateway for rt in before if rt.dst not in want_dsts and rt.gateway}
+    gone_underlay -= set(peer_ips)
+    if gone_underlay:
+        uidx = kernel.link_index(ns, node.underlay)
+        if uidx is not None:
+            for n in kernel.neighbours(ns, uidx):
+                if n.ip in gone_underlay:
+                    kernel.del_neighbour(ns, uidx, n.ip)
+                    res.neighbours_deleted.append(n.ip)
+    return res

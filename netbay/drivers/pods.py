@@ -1,0 +1,177 @@
+"""Plug a pod into its node: the one attach/detach step every container path uses.
+
+The flannel and calico drivers, the Docker driver and the CNI plugin all call
+:func:`attach` and :func:`detach` — like the CNI reference ``bridge`` and calico's
+``cni-plugin``, reduced to one job:
+
+* **bridged** (``bridge="cni0"``, flannel): a veth whose host end ``veth<hash>`` is
+  a port of the node's bridge and whose other end is ``ifname`` in the pod, with
+  ``address`` (the lease's prefix), MTU, and a default route via ``gateway`` (the
+  lease's first address, on the bridge).
+* **routed** (``bridge=None``, calico): no bridge; the host end ``cali<hash>`` has
+  the fixed MAC ``ee:ee:ee:ee:ee:ee`` as in calico; the pod has ``address`` as a
+  /32, a link route to ``gateway`` (``169.254.1.1``, calico's dummy next hop), a
+  default route via it, and a permanent neighbour entry ``169.254.1.1 →
+  ee:ee:ee:ee:ee:ee``. Calico answers that ARP by proxy-ARP on the host end;
+  netbay writes the entry instead, so the pod's first packet needs no ARP round
+  trip and the node needs no route covering 169.254.1.1. The node gets
+  ``address/32 dev cali<hash> scope link``. The node resolves the pod by ARP from
+  one of its own IPv4 addresses (a cluster node has eth0's): a node namespace
+  without any IPv4 address cannot reach its routed pods.
+
+Both are idempotent (attaching again converges addresses, MTU and routes and
+changes nothing that is right), both use :mod:`netbay.dataplane.rtnl` (no forks,
+about ten netlink requests for a new pod). The pod namespace is created if absent;
+:func:`detach` deletes the veth (both ends, and with it the node's /32 route), not
+the pod namespace, which belongs to whoever made the pod.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import ipaddress
+import time
+from dataclasses import dataclass
+
+from netbay.dataplane import netns
+from netbay.dataplane.links import LinkError
+from netbay.dataplane.rtnl import rtnl
+from netbay.drivers import kernel
+
+__all__ = ["PodLink", "attach", "detach", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC"]
+
+ROUTED_GATEWAY = "169.254.1.1"
+ROUTED_MAC = "ee:ee:ee:ee:ee:ee"
+RTPROT_BOOT = 3
+
+
+def host_ifname(pod_ns: str, ifname: str = "eth0", prefix: str = "veth") -> str:
+    """The node-side name of a pod's veth: ``prefix`` + 11 hex of a hash of the pod
+    namespace and interface (15 characters at most), stable, so detach finds it."""
+    return prefix + hashlib.sha1(f"{pod_ns}/{ifname}".encode()).hexdigest()[:15 - len(prefix)]
+
+
+@dataclass(frozen=True)
+class PodLink:
+    node_ns: str
+    pod_ns: str
+    ifname: str          # inside the pod
+    host_ifname: str     # inside the node
+    index: int           # ifindex of ``ifname`` in the pod
+    address: str         # CIDR in the pod
+    gateway: str
+    mtu: int
+    bridge: str | None
+
+
+def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gateway: str,
+           mtu: int, bridge: str | None = "cni0", host_if: str | None = None) -> PodLink:
+    """Connect ``pod_ns`` to ``node_ns``: see the module docstring. ``address`` is a
+    CIDR (``10.100.3.5/24``; routed mode uses the address as a /32 whatever the
+    prefix). Returns the :class:`PodLink`. Idempotent."""
+    iface = ipaddress.ip_interface(address)
+    routed = bridge is None
+    if routed:
+        iface = ipaddress.ip_interface(f"{iface.ip}/32")
+    host = host_if or host_ifname(pod_ns, ifname, "cali" if routed else "veth")
+    fresh = netns.create(pod_ns)
+    node = rtnl(node_ns)
+    master = None
+    if not routed:
+        br = node.link(bridge)
+        if br is None:
+            raise LinkError(errno.ENODEV, f"bridge {bridge!r} missing in node namespace {node_ns!r}")
+        master = br.index
+    try:
+        node.add_veth(host, ifname, pod_ns, mtu=mtu, master=master, up=True)
+        created = True
+    except LinkError as exc:
+        if exc.errno != errno.EEXIST:
+            raise
+        created = False
+    if not created:
+        _adopt(node_ns, pod_ns, host, ifname, mtu, master)
+    if routed:
+        hl = node.link(host)
+        assert hl is not None
+        if (hl.address or "") != ROUTED_MAC:
+            node.set_link(hl.index, mac=ROUTED_MAC)
+    pod = rtnl(pod_ns)
+    if fresh:
+        pod.set_link(1, up=True)   # lo is ifindex 1 in a new namespace
+    else:
+        lo = pod.link("lo")
+        if lo is not None and not lo.up:
+            pod.set_link(lo.index, up=True)
+    link = pod.link(ifname)
+    if link is None:
+        raise LinkError(errno.ENODEV, f"{ifname!r} vanished in pod namespace {pod_ns!r}")
+    idx = link.index
+    if link.mtu != mtu:
+        pod.set_link(idx, mtu=mtu)
+    if not link.up:
+        pod.set_link(idx, up=True)
+    if created:
+        # The kernel enables the bridge port (and the veth's queue) asynchronously, by
+        # linkwatch, after carrier-on; a first ARP sent before is lost and costs its
+        # sender a second. So, as the fabric does: no address until both ends are up.
+        _await_carrier(node, pod, host, idx)
+    want = str(iface)
+    if not created:
+        for cidr in pod.addresses(idx):
+            if cidr != want and ipaddress.ip_interface(cidr).version == 4:
+                pod.del_address(idx, cidr)
+    pod.add_address(idx, want)
+    if routed:
+        kernel.add_route(pod_ns, kernel.KRoute(f"{gateway}/32", oif=idx, proto=RTPROT_BOOT))
+        kernel.add_neighbour(pod_ns, idx, gateway, ROUTED_MAC)
+        pod.replace_route("0.0.0.0/0", gateway=gateway, oif=idx, onlink=True)
+        hidx = node.link(host).index  # type: ignore[union-attr]
+        kernel.add_route(node_ns, kernel.KRoute(f"{iface.ip}/32", oif=hidx, proto=RTPROT_BOOT))
+    else:
+        onlink = ipaddress.ip_address(gateway) not in iface.network
+        pod.replace_route("0.0.0.0/0", gateway=gateway, oif=idx, onlink=onlink)
+    return PodLink(node_ns=node_ns, pod_ns=pod_ns, ifname=ifname, host_ifname=host, index=idx,
+                   address=want, gateway=gateway, mtu=mtu, bridge=bridge)
+
+
+def _await_carrier(node, pod, host: str, idx: int, limit: float = 0.2) -> None:
+    """Wait (bounded by ``limit`` s) until both ends of the pair are operationally up."""
+    deadline = time.monotonic() + limit
+    for _ in range(10_000):
+        a, b = pod.link(index=idx), node.link(host)
+        if a is not None and b is not None and a.operstate == "UP" and b.operstate == "UP":
+            return
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.0002)
+
+
+def _adopt(node_ns: str, pod_ns: str, host: str, ifname: str, mtu: int, master: int | None) -> None:
+    """After EEXIST: keep the pair if it is ours, else say what is in the way."""
+    node, pod = rtnl(node_ns), rtnl(pod_ns)
+    hl, pl = node.link(host), pod.link(ifname)
+    if hl is not None and hl.kind == "veth" and pl is not None and pl.kind == "veth":
+        if (master is not None and hl.master != master) or not hl.up or hl.mtu != mtu:
+            node.set_link(hl.index, master=master if hl.master != master else None,
+                          up=True if not hl.up else None, mtu=mtu if hl.mtu != mtu else None)
+        return
+    if hl is not None and pl is None and hl.kind == "veth":
+        # A half-made pair (its pod end is elsewhere): replace it.
+        node.delete_link(host)
+        node.add_veth(host, ifname, pod_ns, mtu=mtu, master=master, up=True)
+        return
+    raise LinkError(errno.EEXIST, f"cannot attach {pod_ns}:{ifname} to {node_ns}:{host}: "
+                                  f"{'an' if hl else 'no'} {host} ({hl.kind if hl else '-'}) in the node, "
+                                  f"{'an' if pl else 'no'} {ifname} ({pl.kind if pl else '-'}) in the pod")
+
+
+def detach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", host_if: str | None = None) -> bool:
+    """Remove the pod's veth (both ends; a routed pod's /32 route goes with it).
+    True if something was deleted. Idempotent; the pod namespace stays."""
+    names = [host_if] if host_if else [host_ifname(pod_ns, ifname, "veth"), host_ifname(pod_ns, ifname, "cali")]
+    if not netns.exists(node_ns):
+        return False
+    node = rtnl(node_ns)
+    return any([node.delete_link(n) for n in names])

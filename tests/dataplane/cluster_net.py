@@ -1,0 +1,132 @@
+"""A cluster's private network built by hand for the container-network driver tests.
+
+An "underlay" is what a cluster's private network looks like to its nodes: a
+bridge ``ul0`` in a fabric namespace, and per node a namespace with ``eth0`` (a veth
+whose other end is a port of ``ul0``) on a 10.9.x.0/24 address. Every namespace
+carries the run's test prefix and is made through ``make_ns`` (deleted after the
+test, and by the package sweep).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from netbay.dataplane import links, netns
+from netbay.drivers.node import Node
+
+from .dp_helpers import ifname
+
+
+@dataclass
+class Underlay:
+    make_ns: Callable[[str], str]
+    tag: str                       # short, distinct per underlay in a test (≤ 3 chars)
+    subnet: str = "10.9.0"         # /24 prefix
+    mtu: int = 1500
+    fabric: str = ""
+    nodes: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.fabric = self.make_ns(f"{self.tag}fab")
+        links.bridge(self.fabric, "ul0", self.mtu)
+
+    def address(self, i: int) -> str:
+        return f"{self.subnet}.{i + 10}/24"
+
+    def add_node(self, i: int) -> str:
+        """Namespace ``<tag>n<i>`` with eth0 = ``<subnet>.<i+10>/24`` on the underlay."""
+        ns = self.make_ns(f"{self.tag}n{i}")
+        links.wire_port(self.fabric, "ul0", ns, host_ifname=ifname(f"{self.tag}{i}"),
+                        cidrs=[self.address(i)], mtu=self.mtu)
+        self.nodes[i] = ns
+        return ns
+
+    def remove_node(self, i: int) -> None:
+        ns = self.nodes.pop(i)
+        netns.delete(ns)
+
+
+def node(u: Underlay, i: int, lease: str) -> Node:
+    return Node(u.nodes[i], u.address(i), lease)
+
+
+def tcp_exchange(client_ns: str, server_ns: str, server_ip: str, reply: bytes = b"pong",
+                 timeout: float = 5.0) -> tuple[str, bytes]:
+    """Connect from ``client_ns`` to a listener in ``server_ns`` on ``server_ip``; the
+    server answers ``reply``. Returns (client address seen by the server, reply)."""
+    with netns.entered(server_ns):
+        srv = socket.socket()
+    with netns.entered(client_ns):
+        cli = socket.socket()
+    try:
+        srv.bind((server_ip, 0))
+        srv.listen(1)
+        srv.settimeout(timeout)
+        cli.settimeout(timeout)
+        cli.connect((server_ip, srv.getsockname()[1]))
+        conn, peer = srv.accept()
+        with conn:
+            conn.settimeout(timeout)
+            cli.sendall(b"ping" * 1000)
+            got = b""
+            for _ in range(100):  # bounded
+                got += conn.recv(65536)
+                if len(got) >= 4000:
+                    break
+            assert got == b"ping" * 1000
+            conn.sendall(reply)
+            return peer[0], cli.recv(64)
+    finally:
+        cli.close()
+        srv.close()
+
+
+class Listener:
+    """A TCP listener in ``ns`` on ``ip:port`` answering ``reply`` to every connection
+    (a thread; :meth:`close` stops it, bounded)."""
+
+    def __init__(self, ns: str, ip: str, port: int, reply: bytes) -> None:
+        with netns.entered(ns):
+            self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((ip, port))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.reply = reply
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                try:
+                    conn.sendall(self.reply)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=2)
+        self.sock.close()
+
+
+def tcp_read(client_ns: str, ip: str, port: int, timeout: float = 2.0) -> bytes | None:
+    """Connect from ``client_ns`` and read what the listener says (None on failure)."""
+    with netns.entered(client_ns):
+        s = socket.socket()
+    try:
+        s.settimeout(timeout)
+        s.connect((ip, port))
+        return s.recv(64)
+    except OSError:
+        return None
+    finally:
+        s.close()
