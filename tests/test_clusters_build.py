@@ -175,3 +175,27 @@ def test_a_restart_in_the_middle_of_a_create_resumes(tmp_path: Path, database_ur
         stop_server(second)
         shutil.rmtree(tmp_path / "unused", ignore_errors=True)
     assert status_mid in ("CREATE_IN_PROGRESS", "CREATE_COMPLETE")
+
+
+def test_a_cluster_that_does_not_fit_its_subnet_is_400_and_nothing_is_made(ci: httpx.Client, raw: httpx.Client,
+                                                                            template: dict) -> None:
+    before = snapshot(raw)
+    r = ci.post("/clusters", json={"name": unique("big"), "cluster_template_id": template["uuid"],
+                                   "node_count": 6, "labels": {"fixed_subnet_cidr": "10.9.9.0/29"}})
+    assert r.status_code == 400, r.text
+    detail = r.json()["errors"][0]["detail"]
+    assert "needs 7 addresses" in detail and "room for 5" in detail, detail
+    assert snapshot(raw) == before
+    assert not [c for c in ci.get("/clusters").json()["clusters"] if c["name"].startswith("big")]
+    # A scale past the room is refused the same way, and the cluster stays as it was.
+    cid = create(ci, template, node_count=1, labels={"fixed_subnet_cidr": "10.9.9.0/29"})
+    assert wait_status(ci, cid, ("CREATE_COMPLETE", "CREATE_FAILED"))["status"] == "CREATE_COMPLETE"
+    r = ci.patch(f"/clusters/{cid}", json=[{"op": "replace", "path": "/node_count", "value": 5}])
+    assert r.status_code == 400 and "room for" in r.json()["errors"][0]["detail"], r.text
+    cluster = ci.get(f"/clusters/{cid}").json()
+    assert (cluster["status"], cluster["node_count"]) == ("CREATE_COMPLETE", 1)
+    r = ci.patch(f"/clusters/{cid}", json=[{"op": "replace", "path": "/node_count", "value": 4}])
+    assert r.status_code == 202, r.text  # 1 master + 4 nodes fill the /29's 5 addresses exactly
+    assert wait_status(ci, cid, ("UPDATE_COMPLETE", "UPDATE_FAILED"))["status"] == "UPDATE_COMPLETE"
+    assert ci.delete(f"/clusters/{cid}").status_code == 204
+    wait_status(ci, cid, ("GONE",))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from netbay.coe import common, fields, labels, patch, references, templates
@@ -161,6 +161,8 @@ def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False) -
     references.check(session, ctx, {"external_network_id": template.external_network_id,
                                     "fixed_network": values["fixed_network"],
                                     "fixed_subnet": values["fixed_subnet"]})
+    _check_room(session, values["labels"], values["fixed_subnet"], values["master_count"],
+                values["node_count"], values["master_lb_enabled"])
     values["cluster_template_id"] = template.id
     values["name"] = values.get("name") or common.generate_name("cluster")
     cluster = Cluster(project_id=ctx.project_id, user_id=ctx.user_id, status="CREATE_IN_PROGRESS",
@@ -190,6 +192,10 @@ def update(session: Session, ctx: Context, ident: str, raw_patch: Any, *, legacy
         raise BadRequest(f'Updating a cluster when status is "{cluster.status}" is not supported.')
     if not changed:
         return cluster
+    if after["node_count"] > cluster.node_count:
+        _check_room(session, cluster.labels or {}, cluster.fixed_subnet, cluster.master_count,
+                    after["node_count"], cluster.master_lb_enabled, already=cluster.master_count
+                    + cluster.node_count + (2 if cluster.master_lb_enabled else 0))
     cluster.node_count = after["node_count"]
     cluster.status = "UPDATE_IN_PROGRESS"
     cluster.status_reason = None
@@ -197,6 +203,38 @@ def update(session: Session, ctx: Context, ident: str, raw_patch: Any, *, legacy
     cluster.updated_at = utcnow()
     session.flush()
     return cluster
+
+
+def _check_room(session: Session, labels: dict[str, Any], fixed_subnet: str | None, masters: int, nodes: int,
+                master_lb: bool, *, already: int = 0) -> None:
+    """400 unless the private subnet has an address for every node and load balancer VIP
+    (Magnum finds out in Heat, minutes later; nothing is made here before the check).
+    ``already``: addresses the cluster holds on it now (a scale needs only the rest)."""
+    import ipaddress
+
+    from netbay.network import ipam
+    from netbay.store.models import IPAllocation, Subnet
+
+    needed = masters + nodes + (2 if master_lb else 0)
+    if fixed_subnet:
+        subnet = session.scalars(select(Subnet).where(
+            (Subnet.id == fixed_subnet) | (Subnet.name == fixed_subnet))).first()
+        if subnet is None:
+            return  # references.check has already said what is wrong with it
+        cidr = subnet.cidr
+        pool = sum(1 for _ in ipam.pool_addresses(subnet.allocation_pools)) if \
+            ipaddress.ip_network(cidr).num_addresses <= 65536 else 65536
+        used = session.scalar(select(func.count()).select_from(IPAllocation)
+                              .where(IPAllocation.subnet_id == subnet.id)) or 0
+        room = pool - used + already
+    else:
+        cidr = str(labels.get("fixed_subnet_cidr") or "10.0.0.0/24")
+        room = max(ipaddress.ip_network(cidr, strict=False).num_addresses - 3, 0)  # network, gateway, broadcast
+    if needed > room:
+        raise BadRequest(f"A cluster of {masters} master(s) and {nodes} node(s)"
+                         + (" with its two load balancers" if master_lb else "")
+                         + f" needs {needed} addresses on its private subnet {cidr}, which has room for "
+                         f"{room}. Use a larger fixed_subnet_cidr or fewer nodes.")
 
 
 def delete(session: Session, ctx: Context, ident: str, *, teardown: bool = True) -> str:
