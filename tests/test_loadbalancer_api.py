@@ -211,8 +211,8 @@ def test_vip_errors(lb_member, net, member, other):
                                                                        "provider": "ovn"}})
     octavia_error(r, 400, "Provider 'ovn' is not enabled.")
     r = lb_member.post("/lbaas/loadbalancers", json={"loadbalancer": {
-        "vip_subnet_id": net.subnet.id, "listeners": [{"protocol": "TCP", "protocol_port": 80}]}})
-    assert "does not support a requested option" in octavia_error(r, 400)
+        "vip_subnet_id": net.subnet.id, "pools": [{"protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}]}})
+    assert "does not support a requested option" in octavia_error(r, 400)  # top-level pools
     r = lb_member.post("/lbaas/loadbalancers", json={"loadbalancer": {
         "vip_subnet_id": net.subnet.id, "vip_address": "192.0.2.9"}})
     octavia_error(r, 400, "IP address 192.0.2.9 is not a valid IP for the specified subnet.")
@@ -613,3 +613,57 @@ def test_bad_input_is_a_client_error(admin, lb_admin, netbay_admin, settle):
     for report in (None, [], {"loadbalancers": None}, {"loadbalancers": {lb.id: None}}, {"members": {"x": 1}},
                    {"nothing": {}}, {"loadbalancers": {lb.id: "ACTIVE/ONLINE/X"}}):
         assert netbay_admin.put("/status", json=report).status_code == 400, report
+
+
+def test_fully_populated_create_is_one_tree_in_one_request(member, net, lb_member, settle):
+    """Octavia's single-call create: listeners, default pools, members and monitors with
+    the load balancer; the realizer's one report settles the whole tree."""
+    address = str(net.cidr[20])
+    body = {"loadbalancer": {"name": unique("full"), "vip_subnet_id": net.subnet.id, "listeners": [{
+        "name": "web", "protocol": "TCP", "protocol_port": 80, "default_pool": {
+            "name": "web-pool", "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN",
+            "members": [{"address": address, "protocol_port": 8080}, {"address": str(net.cidr[21]),
+                                                                    "protocol_port": 8080, "weight": 2}],
+            "healthmonitor": {"type": "TCP", "delay": 1, "timeout": 1, "max_retries": 2}}},
+        {"name": "dns", "protocol": "UDP", "protocol_port": 53}]}}
+    r = lb_member.post("/lbaas/loadbalancers", json=body)
+    assert r.status_code == 201, r.text
+    lb = r.json()["loadbalancer"]
+    assert lb["provisioning_status"] == "PENDING_CREATE" and len(lb["listeners"]) == 2 and len(lb["pools"]) == 1
+    listeners = lb_member.get("/lbaas/listeners", params={"loadbalancer_id": lb["id"]}).json()["listeners"]
+    web = next(x for x in listeners if x["name"] == "web")
+    assert web["default_pool_id"] == lb["pools"][0]["id"]
+    pool = lb_member.get(f"/lbaas/pools/{web['default_pool_id']}").json()["pool"]
+    assert pool["healthmonitor_id"] and len(pool["members"]) == 2
+    members = lb_member.get(f"/lbaas/pools/{pool['id']}/members").json()["members"]
+    assert {(m["address"], m["weight"]) for m in members} == {(address, 1), (str(net.cidr[21]), 2)}
+    assert {x["provisioning_status"] for x in [*listeners, pool, *members]} == {"PENDING_CREATE"}
+    settle(lb["id"])
+    tree = lb_member.get(f"/lbaas/loadbalancers/{lb['id']}/status").json()["statuses"]["loadbalancer"]
+    assert tree["provisioning_status"] == "ACTIVE"
+    web_tree = next(x for x in tree["listeners"] if x["name"] == "web")
+    assert web_tree["provisioning_status"] == "ACTIVE"
+    assert {m["provisioning_status"] for m in web_tree["pools"][0]["members"]} == {"ACTIVE"}
+    assert web_tree["pools"][0]["health_monitor"]["provisioning_status"] == "ACTIVE"
+    assert lb_member.delete(f"/lbaas/loadbalancers/{lb['id']}", params={"cascade": "true"}).status_code == 204
+
+
+@pytest.mark.parametrize("listeners, attr", [
+    ([{"protocol": "TCP", "protocol_port": 80, "default_pool": {
+        "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN", "members": [{"address": "not-an-ip", "protocol_port": 1}]}}],
+     "address"),
+    ([{"protocol": "TCP", "protocol_port": 80}, {"protocol": "TCP", "protocol_port": 80}], None),
+    ([{"protocol": "TCP", "protocol_port": 80, "default_pool": {"protocol": "TCP", "lb_algorithm": "LEAST_CONNECTIONS"}}],
+     None),
+    ("nope", "listeners"),
+])
+def test_a_bad_populated_create_makes_nothing(member, net, lb_member, listeners, attr):
+    name = unique("bad")
+    vips_before = {p.id for p in member.network.ports(network_id=net.net.id, device_owner="Octavia")}
+    r = lb_member.post("/lbaas/loadbalancers", json={"loadbalancer": {
+        "name": name, "vip_subnet_id": net.subnet.id, "listeners": listeners}})
+    assert r.status_code in (400, 409), r.text
+    if attr:
+        assert attr in r.text
+    assert lb_member.get("/lbaas/loadbalancers", params={"name": name}).json()["loadbalancers"] == []
+    assert {p.id for p in member.network.ports(network_id=net.net.id, device_owner="Octavia")} == vips_before

@@ -22,6 +22,7 @@ from netbay.api.auth import context
 from netbay.api.network.bodies import read_json
 from netbay.errors import BadRequest
 from netbay.lbaas import status
+from netbay.lbaas.populate import populate
 from netbay.lbaas.common import PROVIDER, PROVIDER_DESCRIPTION, LBBody, LBResource, invalid_input, not_offered
 from netbay.lbaas.registry import HEALTHMONITORS, LISTENERS, LOADBALANCERS, MEMBERS, POOLS
 from netbay.network.resource import ListQuery, Page, to_bool
@@ -158,6 +159,15 @@ def _rendered(resource: LBResource, session: Any, obj: Any) -> dict[str, Any]:
 # --- top-level collections ---------------------------------------------------------------------
 
 
+def _pop_tree(raw: Any) -> Any:
+    """The ``listeners`` of a fully populated load balancer create (taken out of the body)."""
+    member = raw.get("loadbalancer") if isinstance(raw, dict) else None
+    if isinstance(member, dict) and "listeners" in member:
+        raw["loadbalancer"] = dict(member)
+        return raw["loadbalancer"].pop("listeners")
+    return None
+
+
 def _mount(api: APIRouter, resource: LBResource) -> None:
     coll, key = resource.collection, resource.member
     path = f"/lbaas/{coll}"
@@ -176,8 +186,17 @@ def _mount(api: APIRouter, resource: LBResource) -> None:
 
     async def create_item(request: Request) -> Response:
         ctx = context(request)
-        body = parse_body(await read_json(request), resource, "POST")
-        item = await _write(request, lambda s: _rendered(resource, s, resource.create(s, ctx, body)))
+        raw = await read_json(request)
+        tree = _pop_tree(raw) if resource is LOADBALANCERS else None
+        body = parse_body(raw, resource, "POST")
+
+        def create(s):  # noqa: ANN001, ANN202
+            obj = resource.create(s, ctx, body)
+            if tree:
+                populate(s, ctx, obj, tree, parse_body)
+            return _rendered(resource, s, obj)
+
+        item = await _write(request, create)
         return JSONResponse({key: item}, status_code=201)
 
     async def update_item(request: Request, item_id: str) -> Response:

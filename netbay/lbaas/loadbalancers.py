@@ -68,8 +68,7 @@ PROVIDER_ALIASES = {PROVIDER, "amphora", "octavia"}
 
 class LoadBalancerCreate(LBBody):
     not_offered = {
-        "listeners": (None, []),  # fully populated create
-        "pools": (None, []),
+        "pools": (None, []),  # top-level pools of a populated create (listeners' default_pool is offered)
         "vip_qos_policy_id": (None,),
         "additional_vips": (None, []),
         "vip_sg_ids": (None, []),

@@ -24,8 +24,11 @@ class Claim:
     lb: LoadBalancer
     listeners: list[LBListener] = field(default_factory=list)
     pool: LBPool | None = None
+    logged: bool = True
 
     def log(self, session: Session) -> None:
+        if not self.logged:
+            return
         from netbay.lbaas.listeners import LISTENERS
         from netbay.lbaas.pools import POOLS
 
@@ -40,7 +43,12 @@ def claim(session: Session, lb_id: str, *, listeners: Iterable[LBListener] = (),
           pool: LBPool | None = None, pool_must_be_active: bool = False) -> Claim:
     """Refuse (409) unless the load balancer (and, for members and monitors, the pool)
     is settled; then mark what the change reaches ``PENDING_UPDATE``. Pass only
-    objects that survive the change (not the one being deleted)."""
+    objects that survive the change (not the one being deleted). Inside a fully
+    populated create the whole tree is new and ``PENDING_CREATE``: nothing to claim."""
+    from netbay.lbaas.populate import populating
+
+    if populating(session, lb_id):
+        return Claim(session.get(LoadBalancer, lb_id), [], None, logged=False)
     if pool is not None and pool_must_be_active and pool.provisioning_status != ACTIVE:
         raise immutable("Pool", pool.id)
     lb = LOADBALANCERS.claim(session, lb_id)

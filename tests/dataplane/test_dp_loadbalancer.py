@@ -291,6 +291,25 @@ def test_round_robin_spreads_over_the_members(env: Env) -> None:
     cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb['id']}", params={"cascade": "true"}), 204)
 
 
+def test_fully_populated_create_answers_through_the_vip(env: Env) -> None:
+    """One POST with listener, pool, members and a health monitor: the tree is realized
+    at once and the VIP spreads connections over the members."""
+    cloud = env.cloud
+    lb = cloud.ok(cloud.http.post(f"{LB}/loadbalancers", json={"loadbalancer": {
+        "name": "full", "vip_subnet_id": env.subnet["id"], "listeners": [{
+            "protocol": "TCP", "protocol_port": 81, "default_pool": {
+                "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN",
+                "healthmonitor": {"type": "TCP", "delay": 1, "timeout": 1, "max_retries": 1},
+                "members": [{"address": env.member(m)[1], "protocol_port": HTTP_PORT} for m in ("m1", "m2")],
+            }}]}}), 201)["loadbalancer"]
+    wait_lb(cloud, lb["id"])
+    seen = wait_for(lambda: set(spread(env.clients[0], lb["vip_address"], 81, 8)) >= {"m1", "m2"} or None,
+                    10, 0.05, "both members to answer through the VIP")
+    assert seen
+    assert set(spread(env.clients[0], lb["vip_address"], 81, 8)) == {"m1", "m2"}
+    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb['id']}", params={"cascade": "true"}), 204)
+
+
 def test_source_ip_sticks_to_one_member(env: Env) -> None:
     cloud = env.cloud
     made = make_lb(env, "sticky", algorithm="SOURCE_IP", port=81)
