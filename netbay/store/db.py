@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -31,6 +32,7 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(
             url,
+            json_serializer=_json_dumps,
             connect_args={"check_same_thread": False, "timeout": 30},
             pool_size=20,
             max_overflow=40,
@@ -54,7 +56,12 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
         return engine
     # No pre-ping (a round trip per checkout): a connection the server dropped is
     # invalidated on first use, and ``Store.retrying`` runs the transaction again.
-    return create_engine(url, pool_size=20, max_overflow=40)
+    return create_engine(url, pool_size=20, max_overflow=40, json_serializer=_json_dumps)
+
+
+def _json_dumps(value: object) -> str:
+    """JSON columns (the change log's renderings above all) through orjson: 5-10x faster."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 class Store:
