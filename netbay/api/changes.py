@@ -9,9 +9,11 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy import func, select
 
 from netbay.api.auth import admin_context
+from netbay.coe.clusternet import CLUSTERNETS
 from netbay.lbaas.registry import LB_RESOURCES
 from netbay.network.registry import RESOURCES
 from netbay.network.resource import ListQuery
+from netbay.network.pods import PODS
 from netbay.network.sandboxes import SANDBOXES
 from netbay.store.models import Change
 
@@ -53,7 +55,7 @@ def state(request: Request) -> dict[str, Any]:
             s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
         revision = s.scalar(select(func.max(Change.revision))) or 0
         body: dict[str, Any] = {"revision": revision}
-        for resource in [*RESOURCES, SANDBOXES, *LB_RESOURCES]:
+        for resource in [*RESOURCES, SANDBOXES, *LB_RESOURCES, CLUSTERNETS, PODS]:
             items = resource.list(s, ctx, everything).items
             body[resource.collection] = items
             # The JSON key as the network API spells it ("security_groups"); the

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from netbay.coe import common, fields, labels, patch, references, templates
+from netbay.coe import clusternet, common, fields, labels, patch, references, templates
 from netbay.coe.fields import Attr
 from netbay.context import Context
 from netbay.errors import BadRequest, NotFound
@@ -163,6 +163,10 @@ def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False) -
                                     "fixed_subnet": values["fixed_subnet"]})
     _check_room(session, values["labels"], values["fixed_subnet"], values["master_count"],
                 values["node_count"], values["master_lb_enabled"])
+    no_leases = clusternet.room_problem(template.network_driver, values["labels"], values["master_count"],
+                                        values["node_count"])
+    if no_leases:
+        raise BadRequest(no_leases)
     values["cluster_template_id"] = template.id
     values["name"] = values.get("name") or common.generate_name("cluster")
     cluster = Cluster(project_id=ctx.project_id, user_id=ctx.user_id, status="CREATE_IN_PROGRESS",

@@ -140,6 +140,7 @@ class EmbeddedConductor:
 
     def run(self, cluster_id: str, action: str) -> None:
         """Converge one cluster to its stored wish and write the outcome back."""
+        from netbay.coe import clusternet
         from netbay.coe.compose import build
         from netbay.coe.executor import Outcome, Stack
 
@@ -151,16 +152,25 @@ class EmbeddedConductor:
             template = s.get(ClusterTemplate, cluster.cluster_template_id)
             inputs = composition_inputs(s, cluster, template)
             name, project = cluster.name, cluster.project_id
+            # Every node needs a lease of the container network: checked before the stack changes.
+            no_room = clusternet.room_problem(template.network_driver if template else None, cluster.labels,
+                                              cluster.master_count, cluster.node_count)
+        verb = action.upper()
+        if action != "delete" and no_room:
+            self._report(cluster_id, Outcome(f"{verb}_FAILED", no_room))
+            return
         api = self._api_factory()
         stack = Stack(self.store, api, cluster_id=cluster_id, name=name, project_id=project)
-        verb = action.upper()
         try:
             if action == "delete":
+                clusternet.forget(self.store, cluster_id)
                 outcome = stack.delete()
             elif action == "update":
                 outcome = stack.update(node_count=inputs["cluster"]["node_count"])
             else:
                 outcome = stack.create(build(inputs["template"], inputs["cluster"]), inputs)
+            if outcome.ok and action != "delete":
+                clusternet.sync(self.store, cluster_id)   # leases follow the nodes
         except Exception as exc:  # noqa: BLE001 - reported on the cluster, not lost
             log.exception("conductor: %s of cluster %s", action, cluster_id)
             outcome = Outcome(f"{verb}_FAILED", f"{type(exc).__name__}: {exc}")

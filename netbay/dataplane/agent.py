@@ -499,6 +499,10 @@ class Agent:
                 w["ports"].update(p["id"] for p in state.ports_of(f"lb-{t.id}"))
             elif t.collection in LB_CHILDREN:
                 w["loadbalancers"].update(_lb_of(state, t))
+            for r in self.realizers:   # what a realizer's own kinds depend on (cluster nodes)
+                more = getattr(r, "expand", None)
+                if more is not None:
+                    more(state, t, w)
         return w
 
     def reconcile(self, work: Work) -> None:
@@ -731,7 +735,7 @@ def _ensure_namespace(ns: str) -> None:
 def default_realizers(names: Names) -> list[Realizer]:
     """The realizers whose modules are present (each is optional)."""
     out: list[Realizer] = []
-    for make in (SecurityGroupRealizer, RouterRealizer, _load_balancers):
+    for make in (SecurityGroupRealizer, RouterRealizer, _load_balancers, _cluster_networks):
         try:
             out.append(make(names))
         except ImportError as exc:  # pragma: no cover - module absent
@@ -745,6 +749,13 @@ def _load_balancers(names: Names) -> Realizer:
     from netbay.dataplane.loadbalancer import LoadBalancerRealizer
 
     return LoadBalancerRealizer(names)
+
+
+def _cluster_networks(names: Names) -> Realizer:
+    """Cluster networks and pods through :mod:`netbay.dataplane.clusternet` (the drivers)."""
+    from netbay.dataplane.clusternet import ClusterNetRealizer
+
+    return ClusterNetRealizer(names)
 
 
 class RouterRealizer:

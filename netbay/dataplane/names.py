@@ -33,6 +33,10 @@ class Names:
     def loadbalancer(self, lb_id: str) -> str:
         return f"{self.prefix}lb-{lb_id}"
 
+    def pod(self, pod_id: str) -> str:
+        """A pod on a cluster node (plugged into the node's namespace, not the fabric)."""
+        return f"{self.prefix}p-{pod_id}"
+
     def external(self, network_id: str) -> str:
         """The namespace that plays the outside world of an external network."""
         return f"{self.prefix}x-{network_id}"

@@ -513,3 +513,39 @@ class CoeStackResource(Base):
     depends_on: Mapped[list[Any]] = mapped_column(JSON, default=list)
     seq: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow_precise)
+
+
+# --- cluster networks and pods (issue 5: netbay/coe/clusternet.py, netbay/network/pods.py) ---
+# Kept at the end on purpose, like the stacks above: no foreign key to coe_clusters,
+# the conductor removes them when it deletes the cluster.
+
+
+class ClusterNet(Base):
+    """A cluster's container network as the dataplane agent needs it: the driver, its
+    config (from the labels), each node's lease and underlay address. ``id`` is the
+    cluster's id; ``leases`` persist so that a node keeps its subnet across restarts."""
+
+    __tablename__ = "coe_clusternets"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    project_id: Mapped[str] = mapped_column(String(64), index=True)
+    driver: Mapped[str] = mapped_column(String(32))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # node logical name (kube_minion_0) -> lease CIDR
+    leases: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # [{"name", "sandbox_id", "address": "10.0.0.5/24"}], masters first
+    nodes: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    revision_number: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Pod(Standard, Base):
+    """A pod sandbox on a cluster node, with an address from the node's lease."""
+
+    __tablename__ = "pods"
+    cluster_id: Mapped[str] = mapped_column(String(36), index=True)
+    node: Mapped[str] = mapped_column(String(255))          # the node's logical name
+    sandbox_id: Mapped[str] = mapped_column(String(36))     # the node's sandbox
+    address: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="BUILD")
+    __table_args__ = (UniqueConstraint("cluster_id", "address"), UniqueConstraint("cluster_id", "name"))

@@ -1,0 +1,197 @@
+"""Cluster networks: each node's lease of the container network, kept with the cluster.
+
+The conductor calls :func:`room_problem` before it builds or scales (a cluster that
+cannot get a lease per node fails before its stack changes), :func:`sync` after a
+create or update succeeded (nodes from the stack's servers; leases allocated keeping
+the ones held, released for nodes gone, pods on gone nodes deleted) and :func:`forget`
+when the cluster goes. The result is a ``clusternet`` in the change stream, all the
+dataplane agent needs to program the nodes (:mod:`netbay.dataplane.clusternet`).
+Which lease manager and config a driver uses is the driver's own
+(:mod:`netbay.drivers`); this module only keeps the result.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import asdict
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from netbay.context import Context
+from netbay.drivers import leases as leaselib
+from netbay.errors import NotFound
+from netbay.network.resource import Resource, timestamp
+from netbay.store.db import Store
+from netbay.store.models import (
+    Cluster, ClusterNet, ClusterTemplate, CoeStack, CoeStackResource, IPAllocation, Pod, Port, Sandbox, Subnet,
+)
+
+SERVER = "OS::Nova::Server"
+
+
+def network_config(driver: str | None, labels: dict[str, Any] | None) -> tuple[dict[str, Any], leaselib.NetworkConfig] | None:
+    """(the driver's config as plain data, its lease config) for a driver with pod
+    networks; None for one without (docker). Raises ValueError on bad labels."""
+    if driver == "flannel":
+        from netbay.drivers.flannel import FlannelConfig
+        cfg: Any = FlannelConfig.from_labels(labels)
+    elif driver == "calico":
+        from netbay.drivers.calico import CalicoConfig
+        cfg = CalicoConfig.from_labels(labels)
+    else:
+        return None
+    return asdict(cfg), cfg.network_config
+
+
+def room_problem(driver: str | None, labels: dict[str, Any] | None, masters: int, nodes: int) -> str | None:
+    """Why ``masters`` + ``nodes`` cannot each get a lease, or None if they can."""
+    try:
+        found = network_config(driver, labels)
+    except ValueError as exc:
+        return str(exc)
+    if found is None:
+        return None
+    capacity = leaselib.capacity(found[1])
+    needed = masters + nodes
+    if needed <= capacity:
+        return None
+    exhausted = leaselib.LeasesExhausted(found[1], capacity, needed)
+    return f"A cluster of {masters} master(s) and {nodes} node(s) needs {needed} {driver} node leases: {exhausted}"
+
+
+# --- the change-stream resource -----------------------------------------------------------------
+
+
+class ClusterNets(Resource):
+    """``clusternet`` in the change stream and ``/netbay/v1/state`` (no API of its own)."""
+
+    member = "clusternet"
+    collection = "clusternets"
+    model = ClusterNet
+    has_tags = False
+
+    def render(self, session: Session, obj: ClusterNet, tags: list[str]) -> dict[str, Any]:
+        leases = dict(obj.leases or {})
+        return {
+            "id": obj.id, "cluster_id": obj.id, "project_id": obj.project_id, "driver": obj.driver,
+            "config": dict(obj.config or {}), "leases": leases,
+            "nodes": [{**n, "lease": leases.get(n["name"])} for n in obj.nodes or []],
+            "created_at": timestamp(obj.created_at), "updated_at": timestamp(obj.updated_at),
+            "revision_number": obj.revision_number,
+        }
+
+    def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> ClusterNet:
+        obj = session.get(ClusterNet, obj_id, with_for_update=for_update)
+        if obj is None:
+            raise NotFound(f"Cluster {obj_id} has no container network.", kind="ClusterNetNotFound")
+        return obj
+
+
+CLUSTERNETS = ClusterNets()
+
+
+# --- the conductor's calls --------------------------------------------------------------------------
+
+
+def stack_nodes(session: Session, cluster_id: str) -> list[dict[str, Any]]:
+    """The cluster's servers as the stack made them: logical name, role, sandbox id and
+    underlay address (the first fixed IPv4 of its first port, with the subnet's prefix);
+    masters first, then by index."""
+    stack = session.scalars(select(CoeStack).where(CoeStack.cluster_id == cluster_id)).first()
+    if stack is None:
+        return []
+    out = []
+    rows = session.scalars(select(CoeStackResource).where(
+        CoeStackResource.stack_id == stack.id, CoeStackResource.type == SERVER,
+        CoeStackResource.physical_id.is_not(None)))
+    for row in rows:
+        sandbox = session.get(Sandbox, row.physical_id)
+        if sandbox is None or not sandbox.ports:
+            continue
+        address = None
+        for alloc in session.scalars(select(IPAllocation).where(IPAllocation.port_id == sandbox.ports[0].port_id)
+                                     .order_by(IPAllocation.seq)):
+            subnet = session.get(Subnet, alloc.subnet_id)
+            if subnet is not None and subnet.ip_version == 4:
+                address = f"{alloc.ip_address}/{ipaddress.ip_network(subnet.cidr).prefixlen}"
+                break
+        if address is None:
+            continue
+        meta = (row.attributes or {}).get("metadata") or {}
+        role = meta.get("role") or ("master" if "master" in row.name else "minion")
+        out.append({"name": row.name, "role": role, "index": int(meta.get("index", 0)),
+                    "sandbox_id": sandbox.id, "port_id": sandbox.ports[0].port_id, "address": address})
+    out.sort(key=lambda n: (n["role"] != "master", n["index"], n["name"]))
+    return [{k: v for k, v in n.items() if k != "index"} for n in out]
+
+
+def sync(store: Store, cluster_id: str) -> None:
+    """Make the cluster's ``clusternet`` match its stack: leases kept for the nodes that
+    hold one, new ones for new nodes, released for nodes gone (with their pods).
+    Raises :class:`netbay.drivers.leases.LeasesExhausted` and changes nothing if the
+    nodes do not fit."""
+    from netbay.network.pods import PODS
+
+    def write(s: Session) -> None:
+        cluster = s.get(Cluster, cluster_id)
+        if cluster is None:
+            return
+        template = s.get(ClusterTemplate, cluster.cluster_template_id)
+        found = network_config(template.network_driver if template else None, cluster.labels)
+        if found is None:
+            return
+        config, netcfg = found
+        nodes = stack_nodes(s, cluster_id)
+        row = s.get(ClusterNet, cluster_id, with_for_update=True)
+        leases = leaselib.allocate(netcfg, [n["name"] for n in nodes], dict(row.leases or {}) if row else {})
+        if row is not None and (row.config, row.leases, row.nodes) == (config, leases, nodes):
+            return
+        action = "update" if row is not None else "create"
+        if row is None:
+            row = ClusterNet(id=cluster_id, project_id=cluster.project_id, driver=template.network_driver)
+            s.add(row)
+        row.config, row.leases, row.nodes = config, leases, nodes
+        CLUSTERNETS.touch(row)
+        CLUSTERNETS.record(s, row, action)
+        for pod in s.scalars(select(Pod).where(Pod.cluster_id == cluster_id, Pod.node.not_in(list(leases)))):
+            PODS.remove(s, pod)
+        for n in nodes:
+            allow_pod_network(s, n["port_id"], netcfg.network)
+
+    store.retrying(write)
+
+
+def allow_pod_network(session: Session, port_id: str, cidr: str) -> None:
+    """Let a node's port send and receive pod addresses (``cidr`` as an allowed address
+    pair, as Magnum's templates give node ports the pods' network): unencapsulated pod
+    traffic (host-gw, calico direct routes, a pod to a node) passes anti-spoofing."""
+    from netbay.network.registry import PORTS
+
+    port = session.get(Port, port_id, with_for_update=True)
+    pairs = list(port.allowed_address_pairs or []) if port is not None else []
+    if port is None or not port.port_security_enabled or any(p["ip_address"] == cidr for p in pairs):
+        return
+    port.allowed_address_pairs = [*pairs, {"ip_address": cidr, "mac_address": port.mac_address}]
+    PORTS.touch(port)
+    session.flush()
+    PORTS.record(session, port, "update")
+
+
+def forget(store: Store, cluster_id: str) -> None:
+    """The cluster goes: its pods and its ``clusternet`` (the agent unplugs them)."""
+    from netbay.network.pods import PODS
+
+    def write(s: Session) -> None:
+        for pod in s.scalars(select(Pod).where(Pod.cluster_id == cluster_id)):
+            PODS.remove(s, pod)
+        row = s.get(ClusterNet, cluster_id, with_for_update=True)
+        if row is not None:
+            CLUSTERNETS.record(s, row, "delete", None)
+            s.delete(row)
+
+    store.retrying(write)
+
+
+__all__ = ["CLUSTERNETS", "ClusterNets", "allow_pod_network", "forget", "network_config", "room_problem", "stack_nodes", "sync"]
