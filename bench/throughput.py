@@ -58,7 +58,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))
 sys.path.insert(0, HERE)
 
-from netbay.dataplane import fabric, links, netns, rtnl  # noqa: E402
+from netbay.dataplane import bigtcp, links, netns, rtnl  # noqa: E402
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 PORT = 5201
@@ -195,7 +195,7 @@ class Pair:
 
 def product_gso() -> int | None:
     """The GSO limit the fabric gives port veths on this kernel (None: kernel default)."""
-    return fabric.GSO_MAX_SIZE if fabric._gso["ok"] else None
+    return bigtcp.gso_max_size()
 
 
 def link_gso(ns: str, ifname: str) -> dict[str, int]:
@@ -485,7 +485,7 @@ def main() -> None:
                          "as before BIG TCP: the product's setting off, for comparison")
     args = ap.parse_args()
     if args.kernel_gso:
-        fabric._gso["ok"] = False
+        bigtcp.disable()
     paths = tuple(p for p in args.paths.split(",") if p)
     if os.geteuid() != 0:
         sys.exit("needs root (network namespaces)")

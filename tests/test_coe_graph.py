@@ -199,6 +199,11 @@ def test_calico_fragment() -> None:
     g2 = build({**K8S, "network_driver": "calico", "labels": {"calico_ipv4pool_vxlan": "Always"}}, CLUSTER)
     assert rules(g2, "secgroup_kube_master")[-1] == {"protocol": "udp", "port_range_min": 4789,
                                                       "port_range_max": 4789}
+    assert {"protocol": "ipip"} not in rules(g2, "secgroup_kube_minion")
+    # IP-in-IP (protocol 4) is in neither group's TCP/UDP/ICMP: both gain a rule for it.
+    g3 = build({**K8S, "network_driver": "calico", "labels": {"calico_ipv4pool_ipip": "CrossSubnet"}}, CLUSTER)
+    assert rules(g3, "secgroup_kube_master")[-1] == {"protocol": "ipip"}
+    assert rules(g3, "secgroup_kube_minion")[-1] == {"protocol": "ipip"}
 
 
 def test_driver_specifics_only_in_the_driver_fragment() -> None:

@@ -16,13 +16,12 @@ from __future__ import annotations
 import errno
 import ipaddress
 import logging
-import os
 import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from netbay.dataplane import links, netns
+from netbay.dataplane import bigtcp, links, netns
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import LinkInfo, Rtnl, rtnl
 from netbay.dataplane.state import Resource, State
@@ -37,26 +36,8 @@ LOADBALANCER = "Octavia"
 
 BRIDGE_NF = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables")
 
-# BIG TCP on port veths (both ends): TCP in a consumer builds GSO packets of up to this
-# many bytes instead of the kernel's 64 KiB. A packet through the fabric pays a fixed
-# cost whatever its size (the second veth hop, the bridge, br_netfilter, conntrack, the
-# security group lookups), so 3x larger packets divide that cost by 3: without it a
-# sandbox-to-sandbox TCP stream gets ~80% of a bare veth pair's throughput
-# (bench/throughput.py, BENCHMARKS.md). Segmentation, where a packet leaves for a
-# smaller MTU or a device that cannot take it, is the kernel's (GSO), as for 64 KiB.
-# Only asked of kernels with IPv4 BIG TCP (6.3+); before 5.19 the limit is 65536.
-GSO_MAX_SIZE = 196608
-
-
-def _kernel_at_least(major: int, minor: int) -> bool:
-    try:
-        found = tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
-    except ValueError:
-        return False
-    return found >= (major, minor)
-
-
-_gso = {"ok": _kernel_at_least(6, 3)}  # False also once the kernel refused it
+# Port veths get BIG TCP (both ends): see netbay.dataplane.bigtcp.
+GSO_MAX_SIZE = bigtcp.GSO_MAX_SIZE
 
 
 # --- desired state -------------------------------------------------------------------------
@@ -350,15 +331,13 @@ class Fabric:
     def _make_pair(self, spec: PortSpec, tap: str, br: int) -> None:
         fabric = rtnl(self.ns)
         for attempt in range(3):
-            gso = GSO_MAX_SIZE if _gso["ok"] else None
+            gso = bigtcp.gso_max_size()
             try:
                 fabric.add_veth(tap, spec.ifname, spec.ns, mtu=spec.mtu, peer_mac=spec.mac or None,
                                 master=br, up=spec.up, gso_max_size=gso)
                 return
             except links.LinkError as exc:
-                if gso and exc.errno in (errno.EINVAL, errno.ERANGE):
-                    log.info("fabric: kernel refuses GSO packets of %d bytes (%s); using its default", gso, exc)
-                    _gso["ok"] = False
+                if bigtcp.refused(exc, gso):
                     continue
                 if exc.errno != errno.EEXIST or attempt == 2:
                     raise

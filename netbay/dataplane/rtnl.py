@@ -45,7 +45,7 @@ NLMSGERR_ATTR_MSG = 1
 # link attributes
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
 IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_NET_NS_FD = 16, 18, 28
-IFLA_GSO_MAX_SIZE, IFLA_GSO_IPV4_MAX_SIZE = 41, 63
+IFLA_GSO_MAX_SIZE, IFLA_TSO_MAX_SIZE, IFLA_GSO_IPV4_MAX_SIZE = 41, 59, 63
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFF_UP = 1
 OPERSTATES = {0: "UNKNOWN", 1: "NOTPRESENT", 2: "DOWN", 3: "LOWERLAYERDOWN", 4: "TESTING",
@@ -108,6 +108,8 @@ class LinkInfo:
     address: str | None
     peer: int | None        # IFLA_LINK: a veth's peer ifindex
     operstate: str
+    gso_max_size: int = 0   # the IPv4 GSO limit (IFLA_GSO_IPV4_MAX_SIZE, else IFLA_GSO_MAX_SIZE)
+    tso_max_size: int = 0   # the most the device takes (a bridge: its ports' least; 0: not told)
 
 
 def _link_info(payload: bytes) -> LinkInfo:
@@ -125,7 +127,18 @@ def _link_info(payload: bytes) -> LinkInfo:
         master=struct.unpack("=I", a[IFLA_MASTER])[0] or None if IFLA_MASTER in a else None,
         address=":".join(f"{b:02x}" for b in addr) if addr else None,
         peer=struct.unpack("=i", a[IFLA_LINK])[0] if IFLA_LINK in a else None,
-        operstate=OPERSTATES.get(a[IFLA_OPERSTATE][0], "UNKNOWN") if IFLA_OPERSTATE in a else "UNKNOWN")
+        operstate=OPERSTATES.get(a[IFLA_OPERSTATE][0], "UNKNOWN") if IFLA_OPERSTATE in a else "UNKNOWN",
+        gso_max_size=next((struct.unpack("=I", a[k])[0] for k in (IFLA_GSO_IPV4_MAX_SIZE, IFLA_GSO_MAX_SIZE)
+                           if k in a), 0),
+        tso_max_size=struct.unpack("=I", a[IFLA_TSO_MAX_SIZE])[0] if IFLA_TSO_MAX_SIZE in a else 0)
+
+
+def gso_attrs(size: int | None) -> bytes:
+    """The largest GSO packet a link takes, for IPv6 and IPv4 (above 65536: BIG TCP,
+    kernel 5.19+ for IPv6, 6.3+ for IPv4); nothing for None."""
+    if not size:
+        return b""
+    return _u32(IFLA_GSO_MAX_SIZE, size) + _u32(IFLA_GSO_IPV4_MAX_SIZE, size)
 
 
 class Rtnl:
@@ -227,9 +240,7 @@ class Rtnl:
 
         ``gso_max_size``: largest GSO packet on both ends, IPv6 and IPv4 (above 65536:
         BIG TCP, kernel 5.19+ for IPv6, 6.3+ for IPv4)."""
-        gso = b""
-        if gso_max_size:
-            gso = _u32(IFLA_GSO_MAX_SIZE, gso_max_size) + _u32(IFLA_GSO_IPV4_MAX_SIZE, gso_max_size)
+        gso = gso_attrs(gso_max_size)
         peer_attrs = _str(IFLA_IFNAME, peer) + gso
         if mtu:
             peer_attrs += _u32(IFLA_MTU, mtu)
@@ -259,7 +270,7 @@ class Rtnl:
         return found.index
 
     def set_link(self, index: int, *, up: bool | None = None, mtu: int | None = None,
-                 master: int | None = None, mac: str | None = None) -> None:
+                 master: int | None = None, mac: str | None = None, gso_max_size: int | None = None) -> None:
         flags = change = 0
         if up is not None:
             flags, change = (IFF_UP if up else 0), IFF_UP
@@ -270,6 +281,7 @@ class Rtnl:
             body += _u32(IFLA_MASTER, master)
         if mac is not None:
             body += _attr(IFLA_ADDRESS, _mac(mac))
+        body += gso_attrs(gso_max_size)
         self.request(RTM_NEWLINK, NLM_F_ACK, body, f"set link {index}")
 
     def delete_link(self, ifname: str) -> bool:

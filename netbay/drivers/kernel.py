@@ -19,18 +19,20 @@ import socket
 import struct
 from dataclasses import dataclass
 
+from netbay.dataplane import bigtcp
 from netbay.dataplane.links import LinkError
 from netbay.dataplane.rtnl import (
     _IFI, _RTM, IFF_UP, IFLA_ADDRESS, IFLA_IFNAME, IFLA_INFO_DATA, IFLA_INFO_KIND,
     IFLA_LINKINFO, IFLA_MTU, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE,
     RTA_DST, RTA_GATEWAY, RTA_OIF, RTA_TABLE, RTM_DELLINK, RTM_DELROUTE, RTM_GETLINK,
-    RTM_NEWLINK, RTM_NEWROUTE, RT_TABLE_MAIN, Rtnl, _attr, _attrs, _mac, _str, _u32, rtnl,
+    RTM_NEWLINK, RTM_NEWROUTE, RT_TABLE_MAIN, LinkInfo, Rtnl, _attr, _attrs, _link_info, _mac, _str, _u32,
+    rtnl,
 )
 
 __all__ = [
     "RTPROT_NETBAY", "Neigh", "Fdb", "KRoute", "VxlanInfo", "ensure_bridge", "ensure_vxlan",
     "vxlan_info", "neighbours", "add_neighbour", "del_neighbour", "fdb", "add_fdb", "del_fdb",
-    "routes", "add_route", "del_route", "sync_routes", "delete_link", "link_index",
+    "routes", "add_route", "del_route", "sync_routes", "delete_link", "link_index", "allow_big_packets",
 ]
 
 RTPROT_NETBAY = 78          # rtm_protocol of the routes the drivers program (ours to remove)
@@ -90,12 +92,31 @@ def _delete(ns: str, name: str) -> None:
             raise
 
 
-def _converge(ns: str, index: int, have_up: bool, have_mtu: int, have_mac: str | None,
-              mtu: int | None, mac: str | None) -> None:
-    r = _r(ns)
-    r.set_link(index, up=None if have_up else True,
-               mtu=mtu if mtu and mtu != have_mtu else None,
-               mac=mac if mac and (have_mac or "").lower() != mac.lower() else None)
+def _converge(ns: str, link: LinkInfo | VxlanInfo, mtu: int | None, mac: str | None) -> None:
+    """Up, ``mtu`` and ``mac`` on an existing link: only what differs."""
+    change = dict(up=None if link.up else True, mtu=mtu if mtu and mtu != link.mtu else None,
+                  mac=mac if mac and (link.address or "").lower() != mac.lower() else None)
+    if any(v is not None for v in change.values()):
+        _r(ns).set_link(link.index, **change)
+
+
+def allow_big_packets(ns: str, link: LinkInfo | VxlanInfo) -> bool:
+    """Give a bridge BIG TCP's GSO limit (:mod:`netbay.dataplane.bigtcp`) once it can take
+    it: a pod's large packets then pass the node's ``cni0`` whole instead of being cut
+    into MSS-sized segments in software there. A new bridge can take it only once it
+    has a port (its limit is its ports' least). True if the link has the limit now."""
+    gso = bigtcp.gso_max_size()
+    if not gso or link.gso_max_size == gso:
+        return bool(gso)
+    if link.tso_max_size < gso:
+        return False
+    try:
+        _r(ns).set_link(link.index, gso_max_size=gso)
+    except LinkError as exc:   # an older kernel's limits: the kernel's default stays
+        if exc.errno not in (errno.EINVAL, errno.ERANGE):
+            raise
+        return False
+    return True
 
 
 def ensure_bridge(ns: str, name: str, *, mtu: int | None = None, mac: str | None = None) -> int:
@@ -109,7 +130,7 @@ def ensure_bridge(ns: str, name: str, *, mtu: int | None = None, mac: str | None
         _new_link(ns, name, "bridge", b"", mtu=mtu, mac=mac)
         link = r.link(name)
         assert link is not None
-    _converge(ns, link.index, link.up, link.mtu, link.address, mtu, mac)
+    _converge(ns, link, mtu, mac)
     return link.index
 
 
@@ -124,6 +145,8 @@ class VxlanInfo:
     mtu: int
     address: str | None
     up: bool
+    gso_max_size: int = 0
+    tso_max_size: int = 0
 
 
 def vxlan_info(ns: str, name: str) -> VxlanInfo | None:
@@ -154,7 +177,8 @@ def vxlan_info(ns: str, name: str) -> VxlanInfo | None:
         learning=bool(d[VXLAN_LEARNING][0]) if VXLAN_LEARNING in d else None,
         mtu=struct.unpack("=I", a[IFLA_MTU])[0] if IFLA_MTU in a else 0,
         address=_fmt_mac(a[IFLA_ADDRESS]) if IFLA_ADDRESS in a else None,
-        up=bool(flags & IFF_UP))
+        up=bool(flags & IFF_UP), gso_max_size=_link_info(payload).gso_max_size,
+        tso_max_size=_link_info(payload).tso_max_size)
 
 
 def ensure_vxlan(ns: str, name: str, *, vni: int, port: int, local: str, underlay: str,
@@ -179,7 +203,7 @@ def ensure_vxlan(ns: str, name: str, *, vni: int, port: int, local: str, underla
         _new_link(ns, name, "vxlan", data, mtu=mtu, mac=mac)
         have = vxlan_info(ns, name)
         assert have is not None
-    _converge(ns, have.index, have.up, have.mtu, have.address, mtu, mac)
+    _converge(ns, have, mtu, mac)
     return have.index
 
 

@@ -19,6 +19,13 @@ The flannel and calico drivers, the Docker driver and the CNI plugin all call
   one of its own IPv4 addresses (a cluster node has eth0's): a node namespace
   without any IPv4 address cannot reach its routed pods.
 
+The pair gets BIG TCP (:mod:`netbay.dataplane.bigtcp`) as fabric ports do, and so
+does a bridge once it has a port: a pod's TCP then builds packets as large as its
+node's own, and the node's routing and the fabric's filtering cost as little per
+byte for the pod as for the node. Not where the pod's traffic leaves through a VXLAN
+device (``big_packets=False``): packets above 64 KiB do not survive encapsulation,
+and a VTEP with the kernel's 64 KiB limit would cut them in software, per MSS.
+
 Both are idempotent (attaching again converges addresses, MTU and routes and
 changes nothing that is right), both use :mod:`netbay.dataplane.rtnl` (no forks,
 about ten netlink requests for a new pod). The pod namespace is created if absent;
@@ -34,7 +41,7 @@ import ipaddress
 import time
 from dataclasses import dataclass
 
-from netbay.dataplane import netns
+from netbay.dataplane import bigtcp, netns
 from netbay.dataplane.links import LinkError
 from netbay.dataplane.rtnl import rtnl
 from netbay.drivers import kernel
@@ -66,10 +73,13 @@ class PodLink:
 
 
 def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gateway: str,
-           mtu: int, bridge: str | None = "cni0", host_if: str | None = None) -> PodLink:
+           mtu: int, bridge: str | None = "cni0", host_if: str | None = None,
+           big_packets: bool = True) -> PodLink:
     """Connect ``pod_ns`` to ``node_ns``: see the module docstring. ``address`` is a
     CIDR (``10.100.3.5/24``; routed mode uses the address as a /32 whatever the
-    prefix). Returns the :class:`PodLink`. Idempotent."""
+    prefix). ``big_packets``: BIG TCP on the pair (and the bridge), unless the pod's
+    traffic leaves through a tunnel that cannot carry it. Returns the :class:`PodLink`.
+    Idempotent."""
     iface = ipaddress.ip_interface(address)
     routed = bridge is None
     if routed:
@@ -83,15 +93,23 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
         if br is None:
             raise LinkError(errno.ENODEV, f"bridge {bridge!r} missing in node namespace {node_ns!r}")
         master = br.index
-    try:
-        node.add_veth(host, ifname, pod_ns, mtu=mtu, master=master, up=True)
-        created = True
-    except LinkError as exc:
-        if exc.errno != errno.EEXIST:
-            raise
-        created = False
+    created = False
+    for _ in range(2):   # once more without BIG TCP if the kernel refuses it
+        gso = bigtcp.gso_max_size() if big_packets else None
+        try:
+            node.add_veth(host, ifname, pod_ns, mtu=mtu, master=master, up=True, gso_max_size=gso)
+            created = True
+            break
+        except LinkError as exc:
+            if bigtcp.refused(exc, gso):
+                continue
+            if exc.errno != errno.EEXIST:
+                raise
+            break
     if not created:
-        _adopt(node_ns, pod_ns, host, ifname, mtu, master)
+        _adopt(node_ns, pod_ns, host, ifname, mtu, master, big_packets)
+    elif big_packets and not routed and br.gso_max_size != bigtcp.gso_max_size():
+        kernel.allow_big_packets(node_ns, node.link(index=br.index))   # its first port: now it can
     if routed:
         hl = node.link(host)
         assert hl is not None
@@ -148,7 +166,8 @@ def _await_carrier(node, pod, host: str, idx: int, limit: float = 0.2) -> None:
         time.sleep(0.0002)
 
 
-def _adopt(node_ns: str, pod_ns: str, host: str, ifname: str, mtu: int, master: int | None) -> None:
+def _adopt(node_ns: str, pod_ns: str, host: str, ifname: str, mtu: int, master: int | None,
+           big_packets: bool) -> None:
     """After EEXIST: keep the pair if it is ours, else say what is in the way."""
     node, pod = rtnl(node_ns), rtnl(pod_ns)
     hl, pl = node.link(host), pod.link(ifname)
@@ -160,7 +179,8 @@ def _adopt(node_ns: str, pod_ns: str, host: str, ifname: str, mtu: int, master: 
     if hl is not None and pl is None and hl.kind == "veth":
         # A half-made pair (its pod end is elsewhere): replace it.
         node.delete_link(host)
-        node.add_veth(host, ifname, pod_ns, mtu=mtu, master=master, up=True)
+        node.add_veth(host, ifname, pod_ns, mtu=mtu, master=master, up=True,
+                      gso_max_size=bigtcp.gso_max_size() if big_packets else None)
         return
     raise LinkError(errno.EEXIST, f"cannot attach {pod_ns}:{ifname} to {node_ns}:{host}: "
                                   f"{'an' if hl else 'no'} {host} ({hl.kind if hl else '-'}) in the node, "

@@ -2,7 +2,8 @@
 
 Calico's nodes peer over BGP (TCP 179) and, with VXLAN encapsulation, tunnel over
 UDP 4789; minions take all TCP and UDP already, so only the masters' group
-gains rules (Magnum's later templates add TCP 179 the same way).
+gains those rules (Magnum's later templates add TCP 179 the same way). IP-in-IP is
+IP protocol 4, which neither group lets in: both gain a rule for it.
 """
 
 from __future__ import annotations
@@ -30,5 +31,8 @@ def fragment(ctx: Context) -> Fragment:
     rules = [rule("tcp", BGP_PORT)]
     if labels["calico_ipv4pool_vxlan"] in ENCAPSULATING:
         rules.append(rule("udp", VXLAN_PORT))
+    if labels["calico_ipv4pool_ipip"] in ENCAPSULATING:
+        rules.append(rule("ipip"))
+        out.sg_rules[ctx.coe.minion_sg] = [rule("ipip")]
     out.sg_rules[ctx.coe.master_sg] = rules
     return out

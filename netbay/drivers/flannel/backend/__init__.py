@@ -36,6 +36,9 @@ class Backend(Protocol):
     name: str
     #: kernel features (names in :mod:`netbay.dataplane.features`) the backend needs
     requires: frozenset[str]
+    #: whether pods may build BIG TCP packets (:mod:`netbay.dataplane.bigtcp`): not
+    #: through a VXLAN device, whose encapsulation of a packet above 64 KiB fails
+    big_packets: bool
 
     def pod_mtu(self, underlay_mtu: int) -> int:
         """The MTU pods (and cni0) get on an underlay of ``underlay_mtu``."""

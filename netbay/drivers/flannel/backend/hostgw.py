@@ -21,6 +21,7 @@ from netbay.drivers.node import Node
 class HostGwBackend:
     name: str = "host-gw"
     requires: frozenset[str] = frozenset({"bridge", "veth"})
+    big_packets: bool = True
 
     def pod_mtu(self, underlay_mtu: int) -> int:
         return underlay_mtu

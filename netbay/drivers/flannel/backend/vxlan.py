@@ -28,6 +28,7 @@ OVERHEAD = 50  # outer Ethernet 14 + IPv4 20 + UDP 8 + VXLAN 8
 class VxlanBackend:
     name: str = "vxlan"
     requires: frozenset[str] = frozenset({"vxlan", "bridge", "veth"})
+    big_packets: bool = False
     device: str = DEVICE
     vni: int = VNI
     port: int = PORT
