@@ -9,11 +9,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import select
-import socket
-import struct
 import subprocess
-import time
 
 RUN_ID = os.environ.setdefault(f"NETBAY_TEST_RUN_ID_{os.getpid()}", secrets.token_hex(3))
 PREFIX = f"nbt{RUN_ID}-"
@@ -99,48 +95,13 @@ def ifname(tag: str) -> str:
 # --- traffic -------------------------------------------------------------------------
 
 
-def _checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    s = (s >> 16) + (s & 0xFFFF)
-    s += s >> 16
-    return ~s & 0xFFFF
-
-
 def ping(ns: str, dst: str, timeout: float = 1.0, count: int = 1) -> bool:
-    """ICMP echo from inside ``ns`` to ``dst``, in-process (a raw socket opened while
-    the thread is in ``ns``). True if any of ``count`` requests got its reply.
+    """ICMP echo from inside ``ns`` to ``dst``, in-process: the product's own probe
+    (:func:`netbay.dataplane.probe.ping`, a raw socket opened inside ``ns``). True if
+    any of ``count`` requests got its reply. (iputils-ping is not installed here.)"""
+    from netbay.dataplane import probe
 
-    (``ip netns exec NS ping`` would do too, but iputils-ping is not installed here.)
-    """
-    from netbay.dataplane import netns
-
-    with netns.entered(ns):
-        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    try:
-        ident = secrets.randbits(16)
-        for seq in range(1, count + 1):
-            payload = b"netbay-dataplane-test"
-            hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
-            pkt = struct.pack("!BBHHH", 8, 0, _checksum(hdr + payload), ident, seq) + payload
-            s.sendto(pkt, (dst, 0))
-            deadline = time.monotonic() + timeout
-            for _ in range(200):  # bounded: at most 200 packets read per request
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                ready, _, _ = select.select([s], [], [], left)
-                if not ready:
-                    break
-                data, addr = s.recvfrom(2048)
-                ihl = (data[0] & 0x0F) * 4
-                typ, _code, _ck, rid, rseq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
-                if typ == 0 and rid == ident and rseq == seq and addr[0] == dst:
-                    return True
-        return False
-    finally:
-        s.close()
+    return probe.ping(ns, dst, timeout, count)
 
 
 def ip_netns_exec(ns: str, *cmd: str, timeout: float = 10) -> subprocess.CompletedProcess:
