@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from netbay.api import changes, containerinfra, errors, identity, loadbalancer, network, pods, sandboxes, status
+from netbay.api import changes, clusternets, containerinfra, errors, identity, loadbalancer, network, pods, sandboxes, status
 from netbay.changes import ChangeFeed
 from netbay.identity.service import Identity
 from netbay.coe.conductor import EmbeddedConductor, NoConductor
@@ -61,5 +61,6 @@ def create_app(
     app.include_router(changes.router)
     app.include_router(sandboxes.router)
     app.include_router(pods.router)
+    app.include_router(clusternets.router)
     app.include_router(status.router)
     return app
