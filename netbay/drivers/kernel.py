@@ -33,6 +33,7 @@ __all__ = [
     "RTPROT_NETBAY", "Neigh", "Fdb", "KRoute", "VxlanInfo", "ensure_bridge", "ensure_vxlan",
     "vxlan_info", "neighbours", "add_neighbour", "del_neighbour", "fdb", "add_fdb", "del_fdb",
     "routes", "add_route", "del_route", "sync_routes", "delete_link", "link_index", "allow_big_packets",
+    "ensure_ipip",
 ]
 
 RTPROT_NETBAY = 78          # rtm_protocol of the routes the drivers program (ours to remove)
@@ -205,6 +206,24 @@ def ensure_vxlan(ns: str, name: str, *, vni: int, port: int, local: str, underla
         assert have is not None
     _converge(ns, have, mtu, mac)
     return have.index
+
+
+def ensure_ipip(ns: str, name: str, *, mtu: int) -> int:
+    """The namespace's catch-all IP-in-IP device ``name`` (``tunl0``: no local or remote
+    address, as the kernel's fallback device and calico's), up, with ``mtu``. The
+    kernel makes ``tunl0`` in every namespace once its ipip module is loaded (unless
+    ``net.core.fb_tunnels_only_for_init_net`` says otherwise); made here if absent.
+    Returns its ifindex."""
+    r = _r(ns)
+    link = r.link(name)
+    if link is not None and link.kind != "ipip":
+        raise LinkError(errno.EEXIST, f"{name!r} in namespace {ns!r} is a {link.kind} link, not ipip")
+    if link is None:
+        _new_link(ns, name, "ipip", b"", mtu=mtu, mac=None)
+        link = r.link(name)
+        assert link is not None
+    _converge(ns, link, mtu, None)
+    return link.index
 
 
 def delete_link(ns: str, name: str) -> None:

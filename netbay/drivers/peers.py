@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from netbay.drivers import kernel
 from netbay.drivers.node import Node
 
-__all__ = ["VtepPeer", "SyncResult", "sync", "ensure_vtep"]
+__all__ = ["VtepPeer", "SyncResult", "sync", "ensure_vtep", "hold_only"]
 
 
 @dataclass(frozen=True)
@@ -39,12 +39,18 @@ def ensure_vtep(node: Node, name: str, *, vni: int, port: int, mtu: int, address
     off, MAC derived from the node) holding exactly ``address`` (a /32). Returns its ifindex."""
     idx = kernel.ensure_vxlan(node.ns, name, vni=vni, port=port, local=node.ip,
                               underlay=node.underlay, mtu=mtu, mac=node.mac(name))
-    r = kernel.rtnl(node.ns)
-    for cidr in r.addresses(idx):
-        if cidr != address and ":" not in cidr:
-            r.del_address(idx, cidr)
-    r.add_address(idx, address)
+    hold_only(node.ns, idx, address)
     return idx
+
+
+def hold_only(ns: str, index: int, address: str | None) -> None:
+    """Link ``index`` holds exactly the IPv4 ``address`` (a tunnel address), or none."""
+    r = kernel.rtnl(ns)
+    for cidr in r.addresses(index):
+        if cidr != address and ":" not in cidr:
+            r.del_address(index, cidr)
+    if address:
+        r.add_address(index, address)
 
 
 def sync(node: Node, routes: list[kernel.KRoute], *, vtep_index: int | None = None,

@@ -17,11 +17,13 @@ What calico's Felix and CNI plugin program, reduced to the kernel objects:
   off) holding the block's first address as a /32 (the tunnel address), and per
   peer an FDB entry, a neighbour entry and ``<block> via <peer tunnel address> dev
   vxlan.calico onlink`` — the same objects as flannel's vxlan backend.
-* **IP-in-IP** (``calico_ipv4pool_ipip`` ``Always``/``CrossSubnet``) needs the
-  kernel's ``ipip`` feature; where it is missing (this host: ``CONFIG_NET_IPIP`` is
-  not set) the driver refuses with :class:`MissingKernelFeature`, naming it. Where
-  it is present the driver still refuses (:class:`CalicoError`): netbay has no
-  IP-in-IP path yet (use VXLAN).
+* **IP-in-IP** (``calico_ipv4pool_ipip`` ``Always``, or ``CrossSubnet`` for peers on
+  another subnet): as calico does, the namespace's ``tunl0`` (the ipip fallback
+  device, made if the kernel did not) up, holding the block's first address as a
+  /32, MTU underlay − 20, and per encapsulated peer ``<block> via <peer eth0 address>
+  dev tunl0 onlink``. It needs the kernel's ``ipip`` feature; where it is missing
+  (``CONFIG_NET_IPIP`` not set) the driver refuses with :class:`MissingKernelFeature`,
+  naming it, and the API answers 400 before anything is made.
 
 A peer on another subnet without encapsulation for it is refused
 (:class:`CalicoError`): calico would need BGP peering with the router between.
@@ -39,7 +41,7 @@ from netbay.drivers import kernel, leases as leaselib, node as nodelib, peers as
 from netbay.drivers.node import Node
 
 __all__ = ["CalicoConfig", "Calico", "CalicoError", "MissingKernelFeature", "IPIP_MODES",
-           "VXLAN_MODES", "VXLAN_DEVICE", "VXLAN_VNI", "VXLAN_PORT", "DEFAULT_POOL"]
+           "VXLAN_MODES", "VXLAN_DEVICE", "VXLAN_VNI", "VXLAN_PORT", "IPIP_DEVICE", "DEFAULT_POOL"]
 
 DEFAULT_POOL = "192.168.0.0/16"
 DEFAULT_BLOCK_LEN = 26
@@ -49,6 +51,7 @@ VXLAN_DEVICE = "vxlan.calico"
 VXLAN_VNI = 4096
 VXLAN_PORT = 4789
 VXLAN_OVERHEAD = 50
+IPIP_DEVICE = "tunl0"
 IPIP_OVERHEAD = 20
 
 
@@ -130,9 +133,6 @@ class Calico:
         self.config = config
         self.network_config = config.network_config
         check_features(config, features)
-        if config.ipip_on:
-            raise CalicoError(f"calico_ipv4pool_ipip={config.ipip}: IP-in-IP is not implemented "
-                              "by netbay; use calico_ipv4pool_vxlan")
 
     @property
     def requires(self) -> frozenset[str]:
@@ -150,11 +150,13 @@ class Calico:
 
     def pod_mtu(self, node: Node) -> int:
         mtu = self._underlay(node).mtu
-        return mtu - VXLAN_OVERHEAD if self.config.vxlan != "Never" else mtu
+        if self.config.vxlan != "Never":
+            return mtu - VXLAN_OVERHEAD
+        return mtu - IPIP_OVERHEAD if self.config.ipip_on else mtu
 
     @staticmethod
     def tunnel_ip(node: Node) -> str:
-        """The node's VXLAN tunnel address: its block's first address."""
+        """The node's tunnel address (VXLAN or IP-in-IP): its block's first address."""
         return node.lease_network_ip
 
     def _blackhole(self, node: Node) -> kernel.KRoute:
@@ -168,41 +170,56 @@ class Calico:
         if self.config.vxlan != "Never":
             peerlib.ensure_vtep(node, VXLAN_DEVICE, vni=VXLAN_VNI, port=VXLAN_PORT,
                                 mtu=ul.mtu - VXLAN_OVERHEAD, address=f"{self.tunnel_ip(node)}/32")
+        if self.config.ipip_on:
+            idx = kernel.ensure_ipip(node.ns, IPIP_DEVICE, mtu=ul.mtu - IPIP_OVERHEAD)
+            peerlib.hold_only(node.ns, idx, f"{self.tunnel_ip(node)}/32")
         kernel.add_route(node.ns, self._blackhole(node))
         return self.pod_mtu(node)
 
-    def _encapsulate(self, node: Node, peer: Node) -> bool:
+    def _encapsulation(self, node: Node, peer: Node) -> str | None:
+        """"vxlan", "ipip" or None (a direct route) for traffic from ``node`` to ``peer``."""
         same = ipaddress.ip_address(peer.ip) in node.underlay_net
-        mode = self.config.vxlan
-        return mode == "Always" or (mode == "CrossSubnet" and not same)
+        for kind, mode in (("vxlan", self.config.vxlan), ("ipip", self.config.ipip)):
+            if mode == "Always" or (mode == "CrossSubnet" and not same):
+                return kind
+        return None
 
     def sync_peers(self, node: Node, peers: list[Node]) -> peerlib.SyncResult:
         """Program exactly ``peers`` (``node`` may be among them)."""
         others = [p for p in peers if p.ns != node.ns]
-        far = [p.ip for p in others if not self._encapsulate(node, p)
+        far = [p.ip for p in others if not self._encapsulation(node, p)
                and ipaddress.ip_address(p.ip) not in node.underlay_net]
         if far:
             raise CalicoError(f"peers {', '.join(far)} are not on {node.underlay_net} and the pool has "
                               "no encapsulation for them (set calico_ipv4pool_vxlan CrossSubnet or Always)")
         uidx = kernel.link_index(node.ns, node.underlay)
-        vidx = kernel.link_index(node.ns, VXLAN_DEVICE) if self.config.vxlan != "Never" else None
-        if self.config.vxlan != "Never" and vidx is None:
+        devices = {"vxlan": VXLAN_DEVICE if self.config.vxlan != "Never" else None,
+                   "ipip": IPIP_DEVICE if self.config.ipip_on else None}
+        index = {kind: kernel.link_index(node.ns, dev) for kind, dev in devices.items() if dev}
+        if None in index.values():
             self.setup_node(node)
-            vidx = kernel.link_index(node.ns, VXLAN_DEVICE)
+            index = {kind: kernel.link_index(node.ns, dev) for kind, dev in devices.items() if dev}
         routes = [self._blackhole(node)]
         vteps = []
         for p in others:
-            if self._encapsulate(node, p):
-                routes.append(kernel.KRoute(p.lease, gateway=self.tunnel_ip(p), oif=vidx, onlink=True))
+            kind = self._encapsulation(node, p)
+            if kind == "vxlan":
+                routes.append(kernel.KRoute(p.lease, gateway=self.tunnel_ip(p), oif=index["vxlan"], onlink=True))
                 vteps.append(peerlib.VtepPeer(p.mac(VXLAN_DEVICE), p.ip, self.tunnel_ip(p)))
+            elif kind == "ipip":
+                routes.append(kernel.KRoute(p.lease, gateway=p.ip, oif=index["ipip"], onlink=True))
             else:
                 routes.append(kernel.KRoute(p.lease, gateway=p.ip, oif=uidx))
+        vidx = index.get("vxlan")
         return peerlib.sync(node, routes, vtep_index=vidx, vtep_peers=vteps,
                             peer_ips={p.ip for p in others})
 
     def teardown(self, node: Node) -> None:
         peerlib.sync(node, [], peer_ips=set())
         kernel.delete_link(node.ns, VXLAN_DEVICE)
+        idx = kernel.link_index(node.ns, IPIP_DEVICE) if self.config.ipip_on else None
+        if idx is not None:   # the fallback device stays with its namespace: only its address goes
+            peerlib.hold_only(node.ns, idx, None)
 
     # -- pods --
     def attach_pod(self, node: Node, pod_ns: str, address: str, *, ifname: str = "eth0",
@@ -210,8 +227,8 @@ class Calico:
         """Attach ``pod_ns`` routed with ``address`` (in the node's block, not its tunnel address)."""
         if ipaddress.ip_address(address) not in ipaddress.ip_network(node.lease):
             raise ValueError(f"pod address {address} is not in block {node.lease}")
-        if self.config.vxlan != "Never" and address == self.tunnel_ip(node):
-            raise ValueError(f"{address} is the node's VXLAN tunnel address")
+        if (self.config.vxlan != "Never" or self.config.ipip_on) and address == self.tunnel_ip(node):
+            raise ValueError(f"{address} is the node's tunnel address")
         return pods.attach(node.ns, pod_ns, ifname=ifname, address=f"{address}/32",
                            gateway=pods.ROUTED_GATEWAY, mtu=mtu or self.pod_mtu(node), bridge=None,
                            big_packets=self.config.vxlan == "Never" and not self.config.ipip_on)
