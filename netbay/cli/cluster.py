@@ -1,11 +1,14 @@
 """``netbay cluster``: create, list, show, update and delete clusters, follow them live,
-export their Heat template and print their topology.
+export their Heat template, print (and draw) their topology and probe their connectivity.
 
 The live view polls the cluster and netbay's ``/clusters/{id}/resources`` (the
 executor's record of each resource) and shows the stack's resources as a table until
 the operation ends in ``*_COMPLETE`` or ``*_FAILED`` (or ``--timeout`` passes).
-The topology is read from the APIs a user has anyway: the network API, the
-load-balancer API and netbay's sandboxes, found through the cluster's resources.
+The topology (:mod:`netbay.cli.topology`) is read from the APIs a user has anyway: the
+network API, the load-balancer API and netbay's sandboxes, pods and cluster networks,
+found through the cluster's resources; :mod:`netbay.cli.svg` draws it as a picture.
+The connectivity matrix (:mod:`netbay.cli.connectivity`) pings from the agent's
+namespaces on this host.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
-from rich.tree import Tree
 
-from netbay.cli.coeclient import CoeClient, cell, err, fields_table, message_of, rows_table
+from netbay.cli.coeclient import Api, cell, err, fields_table, rows_table
 from netbay.coe.labels import LabelSyntaxError, format_labels
+from netbay.dataplane.names import PRODUCT_PREFIX
 
 app = typer.Typer(help="Clusters (Magnum): built from a cluster template, followed live.", no_args_is_help=True)
 console = Console()
@@ -32,56 +35,6 @@ console = Console()
 POLL = 0.25  # seconds between polls of the live view
 TimeoutOpt = typer.Option(600.0, "--timeout", min=1.0, help="Seconds to wait for the operation to end.")
 NoWaitOpt = typer.Option(False, "--no-wait", help="Return once the request is accepted.")
-
-
-class Api(CoeClient):
-    """The container-infra client, plus raw reads of the network and load-balancer APIs
-    and of netbay's own ``/netbay/v1`` (sandboxes)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._endpoints: dict[str, str] = {}
-
-    def headers(self) -> dict[str, str]:
-        from netbay.cli.coeclient import VERSION
-
-        return {"X-Auth-Token": self.conn.auth_token, "OpenStack-API-Version": VERSION}
-
-    def get(self, url: str, **kw: Any) -> Any:
-        """GET a full URL: the JSON body, or None for a 404; other errors end the command."""
-        import httpx
-
-        r = httpx.get(url, headers=self.headers(), timeout=60, **kw)
-        if r.status_code == 404:
-            return None
-        if r.status_code >= 400:
-            err.print(f"[red]error:[/] {escape(message_of(r))} (HTTP {r.status_code}, GET {url})")
-            raise typer.Exit(1)
-        return r.json() if r.content else None
-
-    def coe(self, path: str) -> Any:
-        return self.get(f"{self.base}{path}")
-
-    def endpoint(self, service: str) -> str:
-        if service not in self._endpoints:
-            if service == "netbay":
-                from netbay.cli.sandbox import _base_from_auth
-
-                url = _base_from_auth(self.conn) + "/netbay/v1"
-            else:
-                url = (self.conn.session.get_endpoint(service_type=service, interface="public") or "").rstrip("/")
-                version = {"network": "/v2.0", "load-balancer": "/v2"}[service]
-                if not url.endswith(("/v2.0", "/v2")):
-                    url += version
-            self._endpoints[service] = url
-        return self._endpoints[service]
-
-    def service(self, service: str, path: str, key: str | None = None, **params: Any) -> Any:
-        """``GET <service endpoint><path>``; ``key`` unwraps the body (None if missing)."""
-        body = self.get(f"{self.endpoint(service)}{path}", params=params or None)
-        if body is None or key is None:
-            return body
-        return body.get(key)
 
 
 def _path(ident: str) -> str:
@@ -310,169 +263,50 @@ def template_export(
     console.print(f"with a real Heat: openstack stack create -t {template_file} -e {env_file} {item['name']}")
 
 
-# --- topology -----------------------------------------------------------------------------------------
-
-
-def _short(ident: str | None) -> str:
-    return (ident or "")[:8]
-
-
-def _rules(group: dict[str, Any]) -> str:
-    """A security group's ingress rules in a line: ``icmp; tcp 22; udp 8472``."""
-    out: list[str] = []
-    for r in group.get("security_group_rules") or []:
-        if r.get("direction") != "ingress" or r.get("ethertype") not in (None, "IPv4"):
-            continue
-        proto = r.get("protocol") or "any"
-        lo, hi = r.get("port_range_min"), r.get("port_range_max")
-        ports = "" if lo is None else (f" {lo}" if lo == hi or hi is None else f" {lo}-{hi}")
-        source = r.get("remote_ip_prefix") or (f"group {_short(r['remote_group_id'])}"
-                                               if r.get("remote_group_id") else "")
-        out.append(f"{proto}{ports}" + (f" from {source}" if source else ""))
-    return "; ".join(dict.fromkeys(out)) or "no ingress"
-
-
-def _node_label(api: Api, server: dict[str, Any], ports: dict[str, Any], fips: dict[str, Any],
-                groups: dict[str, str]) -> Text:
-    sandbox = api.service("netbay", f"/sandboxes/{server['physical_id']}", "sandbox") or {}
-    label = Text.assemble((sandbox.get("name") or server["name"], "bold"), " ",
-                          _status(sandbox.get("status") or server.get("status")))
-    for attached in sandbox.get("ports") or []:
-        port = ports.get(attached["port_id"]) or api.service("network", f"/ports/{attached['port_id']}",
-                                                             "port") or {}
-        addresses = [ip["ip_address"] for ip in port.get("fixed_ips") or []]
-        label.append(f"  {attached.get('interface', 'eth0')} {', '.join(addresses) or '-'}")
-        fip = fips.get(attached["port_id"])
-        label.append(f" ⇄ floating {fip['floating_ip_address']}" if fip else "  (no floating IP)")
-        names = [groups.get(g, _short(g)) for g in port.get("security_groups") or []]
-        if names:
-            label.append(f"  sg: {', '.join(names)}", style="dim")
-    return label
-
-
-def _loadbalancer(api: Api, tree: Tree, lb_id: str, fips: dict[str, Any]) -> None:
-    lb = api.service("load-balancer", f"/lbaas/loadbalancers/{lb_id}", "loadbalancer")
-    if lb is None:
-        tree.add(Text(f"load balancer {_short(lb_id)} (gone)", style="dim"))
-        return
-    fip = fips.get(lb.get("vip_port_id"))
-    node = tree.add(Text.assemble((f"load balancer {lb['name']}", "bold"), " ",
-                                  _status(lb.get("provisioning_status")), f"/{lb.get('operating_status')}",
-                                  f"  VIP {lb.get('vip_address')}",
-                                  f" ⇄ floating {fip['floating_ip_address']}" if fip else ""))
-    for ref in lb.get("listeners") or []:
-        listener = api.service("load-balancer", f"/lbaas/listeners/{ref['id']}", "listener") or {}
-        pool_id = listener.get("default_pool_id")
-        branch = node.add(Text(f"listener {listener.get('protocol')}:{listener.get('protocol_port')}"))
-        if not pool_id:
-            continue
-        pool = api.service("load-balancer", f"/lbaas/pools/{pool_id}", "pool") or {}
-        monitor = ""
-        if pool.get("healthmonitor_id"):
-            hm = api.service("load-balancer", f"/lbaas/healthmonitors/{pool['healthmonitor_id']}",
-                             "healthmonitor") or {}
-            monitor = f", health monitor {hm.get('type')} every {hm.get('delay')} s"
-        members = api.service("load-balancer", f"/lbaas/pools/{pool_id}/members", "members") or []
-        pool_node = branch.add(Text(f"pool {pool.get('protocol')} {pool.get('lb_algorithm')}{monitor}"))
-        for m in members:
-            pool_node.add(Text.assemble(f"member {m.get('address')}:{m.get('protocol_port')} ",
-                                        _status(m.get("operating_status"))))
-        if not members:
-            pool_node.add(Text("no members", style="dim"))
-
-
-def topology_tree(api: Api, cluster: dict[str, Any]) -> Tree:
-    """The cluster's topology from the APIs: external network → router → private network
-    and subnet → masters, minions and load balancers; then the security groups."""
-    resources = (api.coe(_path(cluster["uuid"]) + "/resources") or {}).get("resources") or []
-    by_type: dict[str, list[dict[str, Any]]] = {}
-    for r in resources:
-        if r.get("physical_id") and not str(r.get("status", "")).startswith("DELETE"):
-            by_type.setdefault(r["type"], []).append(r)
-    template = api.coe(f"/clustertemplates/{quote(cluster['cluster_template_id'], safe='')}") or {}
-
-    root = Tree(Text.assemble((f"cluster {cluster['name']}", "bold"), " ", _status(cluster["status"]),
-                              f"  {template.get('coe', '?')}/{template.get('network_driver', '?')}",
-                              f"  api {cluster.get('api_address') or '-'}"))
-
-    groups: dict[str, str] = {}
-    group_bodies: list[dict[str, Any]] = []
-    for r in by_type.get("OS::Neutron::SecurityGroup", []):
-        group = api.service("network", f"/security-groups/{r['physical_id']}", "security_group")
-        if group:
-            groups[group["id"]] = group["name"]
-            group_bodies.append(group)
-
-    servers = by_type.get("OS::Nova::Server", [])
-    sandboxes = {s["physical_id"]: api.service("netbay", f"/sandboxes/{s['physical_id']}", "sandbox") or {}
-                 for s in servers}
-    # The private network: the one the cluster made, else the one its nodes sit on.
-    net_ids = [r["physical_id"] for r in by_type.get("OS::Neutron::Net", [])]
-    if not net_ids:
-        net_ids = list(dict.fromkeys(p["network_id"] for sb in sandboxes.values() for p in sb.get("ports") or []))
-    ports = {p["id"]: p for n in net_ids for p in api.service("network", "/ports", "ports", network_id=n) or []}
-    fips = {f["port_id"]: f for f in api.service("network", "/floatingips", "floatingips") or [] if f.get("port_id")}
-
-    routers = [api.service("network", f"/routers/{r['physical_id']}", "router")
-               for r in by_type.get("OS::Neutron::Router", [])]
-    routers = [r for r in routers if r]
-    parent = root
-    if routers:
-        router = routers[0]
-        gateway = router.get("external_gateway_info") or {}
-        if gateway.get("network_id"):
-            ext = api.service("network", f"/networks/{gateway['network_id']}", "network") or {}
-            cidrs = []
-            for sid in ext.get("subnets") or []:
-                sub = api.service("network", f"/subnets/{sid}", "subnet")
-                if sub:
-                    cidrs.append(sub["cidr"])
-            parent = root.add(Text.assemble((f"external network {ext.get('name', _short(gateway['network_id']))}",
-                                             "bold cyan"), f"  {', '.join(cidrs)}"))
-        gw_ips = [ip["ip_address"] for ip in gateway.get("external_fixed_ips") or []]
-        parent = parent.add(Text.assemble((f"router {router['name']}", "bold"), " ", _status(router.get("status")),
-                                          f"  gateway {', '.join(gw_ips) or '-'}",
-                                          ", SNAT" if gateway.get("enable_snat") else ""))
-    else:
-        parent = root.add(Text("no router (the cluster uses an existing network)", style="dim"))
-
-    params = (api.coe(_path(cluster["uuid"]) + "/template") or {}).get("parameters") or {}
-    lb_ids = [r["physical_id"] for r in by_type.get("OS::Octavia::LoadBalancer", [])]
-    for net_id in net_ids:
-        net = api.service("network", f"/networks/{net_id}", "network") or {"name": _short(net_id), "subnets": []}
-        net_node = parent.add(Text.assemble((f"network {net['name']}", "bold cyan"), f"  {net_id}",
-                                            f"  mtu {net.get('mtu')}" if net.get("mtu") else ""))
-        for sid in net.get("subnets") or []:
-            sub = api.service("network", f"/subnets/{sid}", "subnet")
-            if sub:
-                net_node.add(Text(f"subnet {sub['name']} {sub['cidr']}  gateway {sub.get('gateway_ip') or '-'}"))
-        if params.get("flannel_network_cidr"):
-            net_node.add(Text(f"container network: flannel {params.get('flannel_backend')} "
-                              f"{params['flannel_network_cidr']}, a /{params.get('flannel_network_subnetlen')} "
-                              "per node", style="magenta"))
-        on_net = [s for s in servers
-                  if any(p["network_id"] == net_id for p in sandboxes[s["physical_id"]].get("ports") or [])
-                  or not sandboxes[s["physical_id"]]]
-        for role in ("master", "minion"):
-            nodes = [s for s in on_net if ("master" in s["name"]) == (role == "master")]
-            branch = net_node.add(Text(f"{role}s ({len(nodes)})", style="bold"))
-            for s in nodes:
-                branch.add(_node_label(api, s, ports, fips, groups))
-        if lb_ids:
-            branch = net_node.add(Text(f"load balancers ({len(lb_ids)})", style="bold"))
-            for lb_id in lb_ids:
-                _loadbalancer(api, branch, lb_id, fips)
-
-    sg_node = root.add(Text(f"security groups ({len(group_bodies)})", style="bold"))
-    for group in group_bodies:
-        sg_node.add(Text(f"{group['name']}: {_rules(group)}"))
-    return root
+# --- topology and connectivity -----------------------------------------------------------------------
 
 
 @app.command("topology")
-def topology(cluster: str = typer.Argument(..., help="Name or uuid.")) -> None:
+def topology(
+    cluster: str = typer.Argument(..., help="Name or uuid."),
+    svg: Path = typer.Option(None, "--svg", help="Also write the topology as an SVG picture to this file."),
+) -> None:
     """Print the cluster's topology as a tree: external network, router, private network
-    and subnet, masters and minions with their addresses, load balancers, security groups."""
+    and subnet, masters and minions with their addresses, leases and pods, load balancers,
+    security groups; with --svg also draw it as a picture."""
+    from netbay.cli import svg as svg_writer
+    from netbay.cli import topology as topo_view
+
     api = Api()
     item = api.request("GET", _path(cluster))
-    console.print(Group(topology_tree(api, item)))
+    topo = topo_view.collect(api, item)
+    console.print(Group(topo_view.tree(topo)))
+    if svg is not None:
+        try:
+            svg.parent.mkdir(parents=True, exist_ok=True)
+            svg.write_text(svg_writer.render(topo), encoding="utf-8")
+        except OSError as exc:
+            err.print(f"[red]error:[/] cannot write {svg}: {exc.strerror or exc}")
+            raise typer.Exit(1) from None
+        console.print(f"topology picture written to {svg.resolve()}")
+
+
+@app.command("connectivity")
+def connectivity(
+    cluster: str = typer.Argument(..., help="Name or uuid."),
+    others: list[str] = typer.Argument(None, help="More clusters: their pods and nodes join the matrix "
+                                                  "(isolation between clusters)."),
+    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", help="The agent's namespace prefix."),
+    as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
+    timeout: float = typer.Option(1.0, "--timeout", min=0.05, max=30.0, help="Seconds to wait for each round."),
+    count: int = typer.Option(2, "--count", min=1, max=10,
+                              help="Rounds: a cell unanswered after one is probed again."),
+) -> None:
+    """Ping from every pod and node of the cluster to every pod and node address: a matrix
+    of ICMP reachability, probed from the namespaces the dataplane agent made on this host
+    (root). Exit 1 when a cell within one cluster is unreachable."""
+    from netbay.cli import connectivity as matrix
+
+    api = Api()
+    items = [api.request("GET", _path(c)) for c in [cluster, *(others or [])]]
+    matrix.command(api, items, prefix=prefix, as_json=as_json, timeout=timeout, count=count)

@@ -15,6 +15,7 @@ from netbay.cli import agent as agent_cli
 from netbay.cli import cluster as cluster_cli
 from netbay.cli import clustertemplate as clustertemplate_cli
 from netbay.cli import networkdriver as networkdriver_cli
+from netbay.cli import pod as pod_cli
 from netbay.cli import sandbox as sandbox_cli
 from netbay.cli.settings import Settings
 
@@ -28,6 +29,7 @@ app.command("agent")(agent_cli.agent)
 app.add_typer(sandbox_cli.app, name="sandbox")
 app.add_typer(clustertemplate_cli.app, name="cluster-template")
 app.add_typer(cluster_cli.app, name="cluster")
+app.add_typer(pod_cli.app, name="pod")
 app.add_typer(networkdriver_cli.app, name="network-driver")
 
 console = Console(stderr=True)

@@ -8,8 +8,6 @@ host made it).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import uuid
 from typing import Any
@@ -138,54 +136,18 @@ def exec_(
     url: str = UrlOpt,
 ) -> None:
     """Run COMMAND inside the sandbox's network namespace (replaces this process)."""
+    from netbay.cli.nsexec import exec_in
     from netbay.dataplane import netns
     from netbay.dataplane.names import Names
 
-    sandbox_id = name if _is_uuid(name) and netns.exists(Names(prefix).sandbox(name)) else \
+    sandbox_id = name if is_uuid(name) and netns.exists(Names(prefix).sandbox(name)) else \
         _Client(url).sandbox(name)["id"]
-    ns = Names(prefix).sandbox(sandbox_id)
-    if not netns.exists(ns):
-        err.print(f"[red]error:[/] namespace {ns} does not exist on this host (is the agent running here?)")
-        raise typer.Exit(1)
-    try:
-        enter_netns(netns.path(ns))
-    except OSError as exc:
-        err.print(f"[red]error:[/] cannot enter {ns}: {exc} (root needed)")
-        raise typer.Exit(1) from None
-    try:
-        os.execvp(command[0], command)
-    except OSError as exc:
-        err.print(f"[red]error:[/] {command[0]}: {exc.strerror}")
-        raise typer.Exit(127) from None
+    exec_in(Names(prefix).sandbox(sandbox_id), command)
 
 
-def _is_uuid(value: str) -> bool:
+def is_uuid(value: str) -> bool:
     try:
         uuid.UUID(value)
     except ValueError:
         return False
     return True
-
-
-CLONE_NEWNS = 0x00020000
-CLONE_NEWNET = 0x40000000
-MS_REC, MS_SLAVE, MNT_DETACH = 16384, 1 << 19, 2
-
-
-def enter_netns(path: str) -> None:
-    """setns(2) into the namespace at ``path``; then, as ``ip netns exec`` does, a
-    private mount namespace with the namespace's own /sys (best effort)."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            e = ctypes.get_errno()
-            raise OSError(e, os.strerror(e))
-    finally:
-        os.close(fd)
-    if libc.unshare(CLONE_NEWNS) != 0:
-        return
-    if libc.mount(b"none", b"/", None, MS_REC | MS_SLAVE, None) != 0:
-        return
-    libc.umount2(b"/sys", MNT_DETACH)
-    libc.mount(b"sysfs", b"/sys", b"sysfs", 0, None)

@@ -1,0 +1,219 @@
+"""``netbay cluster connectivity``: which pod and node reaches which, by real ICMP.
+
+Rows are the namespaces the dataplane agent made on this host for a cluster's nodes
+(``<prefix>s-<sandbox>``) and pods (``<prefix>p-<pod>``); columns are their
+addresses (a node's ``eth0``, a pod's). Every cell is one echo request from the
+row's namespace (:mod:`netbay.dataplane.probe`: all cells in flight together, a
+bounded number of rounds), so the matrix costs ``count × timeout`` seconds at most.
+
+With several clusters the matrix also shows isolation between them. Clusters reuse
+address ranges (every private subnet defaults to 10.0.0.0/24), so a column whose
+address the row's own cluster also holds is not probed: an answer would come from
+the row's own cluster and prove nothing ("overlap").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import quote
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from netbay.cli.coeclient import Api, err
+
+console = Console()
+
+
+@dataclass
+class Member:
+    """A row and a column of the matrix."""
+    id: str            # pod id, or the node's sandbox id
+    name: str          # pod name, or the node's logical name (kube_minion_0)
+    kind: str          # pod | master | minion
+    cluster: str       # the cluster's name
+    address: str
+    namespace: str
+    node: str | None = None   # a pod's node
+    present: bool = False     # the namespace exists on this host
+
+
+@dataclass
+class Cell:
+    src: str           # member ids
+    dst: str
+    address: str
+    same_cluster: bool
+    reachable: bool | None    # None: not probed (see note)
+    note: str = ""            # self | overlap | namespace missing
+
+
+def members(api: Api, cluster: dict[str, Any], prefix: str) -> list[Member]:
+    """The cluster's nodes (masters first) and pods, from its container network and
+    pods; a cluster without one (no pod network) gives its servers' nodes."""
+    from netbay.dataplane import netns
+    from netbay.dataplane.names import Names
+
+    names = Names(prefix)
+    uuid = cluster["uuid"]
+    out: list[Member] = []
+    net = api.service("netbay", f"/clusternets/{quote(uuid, safe='')}", "clusternet")
+    if net is not None:
+        for n in net.get("nodes") or []:
+            out.append(Member(n["sandbox_id"], n["name"], n.get("role") or "minion", cluster["name"],
+                              str(n["address"]).split("/")[0], names.sandbox(n["sandbox_id"])))
+    else:
+        from netbay.cli.topology import collect
+
+        for node in collect(api, cluster).nodes:
+            if node.address:
+                out.append(Member(node.sandbox_id, node.name, node.role, cluster["name"], node.address,
+                                  names.sandbox(node.sandbox_id)))
+    pods = api.service("netbay", "/pods", "pods", cluster_id=uuid) or []
+    for p in sorted(pods, key=lambda p: (p["node"], p["name"])):
+        out.append(Member(p["id"], p["name"], "pod", cluster["name"], p["address"], names.pod(p["id"]), p["node"]))
+    for m in out:
+        m.present = netns.exists(m.namespace)
+    return out
+
+
+def plan(rows: list[Member]) -> list[Cell]:
+    """Every (row, column) cell, with the ones not to probe marked."""
+    own: dict[str, set[str]] = {}
+    for m in rows:
+        own.setdefault(m.cluster, set()).add(m.address)
+    cells = []
+    for src in rows:
+        for dst in rows:
+            same = src.cluster == dst.cluster
+            cell = Cell(src.id, dst.id, dst.address, same, False)
+            if not src.present:
+                cell.reachable, cell.note = None, "namespace missing"
+            elif not same and dst.address in own[src.cluster]:
+                cell.reachable, cell.note = None, "overlap"
+            elif src.id == dst.id:
+                cell.note = "self"
+            cells.append(cell)
+    return cells
+
+
+def probe_cells(rows: list[Member], cells: list[Cell], *, timeout: float, count: int) -> None:
+    """Fill in ``reachable`` for every cell to probe: all in flight together."""
+    from netbay.dataplane import probe
+
+    ns = {m.id: m.namespace for m in rows}
+    todo = [c for c in cells if c.reachable is False]
+    got = probe.run([probe.Probe(ns[c.src], c.address) for c in todo], timeout=timeout, count=count)
+    for c, ok in zip(todo, got):
+        c.reachable = ok
+        if ok is None:   # it went between planning and probing
+            c.note = "namespace missing"
+
+
+def summary(cells: list[Cell]) -> dict[str, Any]:
+    within = [c for c in cells if c.same_cluster]
+    between = [c for c in cells if not c.same_cluster]
+    counts = {
+        "within": {"cells": len(within), "probed": sum(c.reachable is not None for c in within),
+                   "reachable": sum(c.reachable is True for c in within)},
+        "between": {"cells": len(between), "probed": sum(c.reachable is not None for c in between),
+                    "reachable": sum(c.reachable is True for c in between)},
+    }
+    w = counts["within"]
+    counts["all_reachable_within"] = w["cells"] > 0 and w["reachable"] == w["cells"]
+    return counts
+
+
+# --- output -------------------------------------------------------------------------------------------
+
+
+def _label(m: Member, qualify: bool) -> str:
+    return f"{m.cluster}/{m.name}" if qualify else m.name
+
+
+def _mark(cell: Cell) -> Text:
+    if cell.reachable is True:
+        return Text("✓ self" if cell.note == "self" else "✓", style="green")
+    if cell.reachable is False:
+        return Text("✗", style="bold red")
+    return Text("overlap" if cell.note == "overlap" else "?", style="dim")
+
+
+def table(rows: list[Member], cells: list[Cell], title: str) -> Table:
+    qualify = len({m.cluster for m in rows}) > 1
+    out = Table(title=title, title_justify="left")
+    out.add_column("from \\ to")
+    for m in rows:
+        out.add_column(f"{_label(m, qualify)}\n{m.address}", justify="center")
+    by_pair = {(c.src, c.dst): c for c in cells}
+    for src in rows:
+        where = f" @{src.node}" if src.kind == "pod" else ""
+        head = Text.assemble((f"{src.kind} ", "dim"), (_label(src, qualify), "bold"), (where, "dim"))
+        if not src.present:
+            head.append(" (no namespace)", style="red")
+        out.add_row(head, *[_mark(by_pair[(src.id, dst.id)]) for dst in rows])
+    return out
+
+
+def _failures(rows: list[Member], cells: list[Cell]) -> list[str]:
+    name = {m.id: m.name for m in rows}
+    return [f"{name[c.src]} → {name[c.dst]} ({c.address})" for c in cells if c.same_cluster and c.reachable is False]
+
+
+def command(api: Api, clusters: list[dict[str, Any]], *, prefix: str, as_json: bool, timeout: float,
+            count: int) -> None:
+    """Gather the members, probe, print; exit 1 when a cell within a cluster is unreachable."""
+    rows = [m for c in clusters for m in members(api, c, prefix)]
+    label = ", ".join(c["name"] for c in clusters)
+    if not rows:
+        err.print(f"[red]error:[/] cluster {escape(label)} has no nodes or pods to probe")
+        raise typer.Exit(1)
+    if not any(m.present for m in rows):
+        err.print(f"[red]error:[/] no namespace of cluster {escape(label)} with prefix {prefix!r} on this host: "
+                  "the matrix is probed from the dataplane agent's namespaces (run it where the agent runs, "
+                  "as root, with the agent's --prefix)")
+        raise typer.Exit(1)
+    if os.geteuid() != 0:
+        err.print("[red]error:[/] probing needs root (raw ICMP sockets inside the agent's namespaces)")
+        raise typer.Exit(1)
+    cells = plan(rows)
+    try:
+        probe_cells(rows, cells, timeout=timeout, count=count)
+    except PermissionError as exc:
+        err.print(f"[red]error:[/] cannot open an ICMP socket: {exc} (CAP_NET_RAW needed)")
+        raise typer.Exit(1) from None
+    counts = summary(cells)
+    failures = _failures(rows, cells)
+    if as_json:
+        print(json.dumps({"clusters": [{"name": c["name"], "uuid": c["uuid"]} for c in clusters],
+                          "prefix": prefix, "timeout": timeout, "count": count,
+                          "members": [asdict(m) for m in rows],
+                          "cells": [{"from": c.src, "to": c.dst, "address": c.address, "reachable": c.reachable,
+                                     "same_cluster": c.same_cluster, "note": c.note} for c in cells],
+                          "summary": counts}, indent=2))
+    else:
+        title = f"cluster {label}: ICMP from each row to each column (at most {count} × {timeout:g} s)"
+        console.print(table(rows, cells, title))
+        w, b = counts["within"], counts["between"]
+        if counts["all_reachable_within"]:
+            console.print(f"[green]all {w['cells']} cells within the cluster{'s' if len(clusters) > 1 else ''} "
+                          f"reachable[/]")
+        else:
+            console.print(f"[red]{w['reachable']}/{w['cells']} cells within the cluster"
+                          f"{'s' if len(clusters) > 1 else ''} reachable[/]")
+        if b["cells"]:
+            console.print(f"between clusters: {b['reachable']}/{b['probed']} probed cells reachable"
+                          f" ({b['cells'] - b['probed']} not probed: the address is also the row's own cluster's)")
+    missing = sorted({m.namespace for m in rows if not m.present})
+    if missing:
+        err.print(f"[yellow]namespaces missing on this host:[/] {', '.join(missing)}")
+    if failures or missing:
+        if failures:
+            err.print(f"[red]unreachable within a cluster:[/] {escape('; '.join(failures))}")
+        raise typer.Exit(1)

@@ -1,0 +1,58 @@
+"""The ``netbay`` CLI as a user runs it (a subprocess with OS_* credentials), and checks
+of what it writes (the topology SVG)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from conftest import ADMIN_PASSWORD
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def cli(server, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:  # noqa: ANN001
+    env = {**os.environ, "OS_AUTH_URL": server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
+           "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
+           "OS_IDENTITY_API_VERSION": "3", "COLUMNS": "200"}
+    env.pop("OS_CLOUD", None)
+    return subprocess.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def ok(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return r.stdout
+
+
+def svg_boxes(path: Path) -> list[tuple[str, tuple[float, float, float, float], list[str]]]:
+    """Parse the topology SVG (it must be valid XML): each box's kind, rectangle and the
+    lines of text drawn in it."""
+    root = ET.parse(path).getroot()
+    assert root.tag == f"{SVG}svg", root.tag
+    boxes = []
+    for g in root.iter(f"{SVG}g"):
+        rect = g.find(f"{SVG}rect")
+        assert rect is not None
+        box = tuple(float(rect.get(k)) for k in ("x", "y", "width", "height"))
+        boxes.append((g.get("class") or "", box, [t.text or "" for t in g.iter(f"{SVG}text")]))
+    return boxes
+
+
+def check_svg_readable(path: Path) -> str:
+    """No two boxes overlap and every label fits its box (monospace, 12 px); returns all
+    the picture's text."""
+    boxes = svg_boxes(path)
+    assert boxes, "no boxes drawn"
+    for i, (_, (x, y, w, h), lines) in enumerate(boxes):
+        for line in lines:
+            assert len(line) * 7.3 + 16 <= w + 0.5, f"label {line!r} wider than its box ({w})"
+        for _, (x2, y2, w2, h2), other in boxes[i + 1:]:
+            apart = x + w <= x2 or x2 + w2 <= x or y + h <= y2 or y2 + h2 <= y
+            assert apart, f"boxes overlap: {lines[:1]} and {other[:1]}"
+    root = ET.parse(path).getroot()
+    return "\n".join((t.text or "") for t in root.iter(f"{SVG}text")) + "\n" + \
+        "\n".join((t.text or "") for t in root.iter(f"{SVG}title"))
