@@ -4,8 +4,13 @@
 #   1. walk through a network, subnet, router with an external gateway, ports and a
 #      floating IP, printed as tables (`netbay demo`);
 #   2. create a Kubernetes cluster template (flannel, vxlan) and a 1-master/2-minion
-#      cluster, followed live until CREATE_COMPLETE, and print the cluster's topology;
-#   3. delete the cluster (waiting until it is gone), stop netbay and clean up.
+#      cluster, followed live until CREATE_COMPLETE; put a pod on each minion (waiting
+#      until the agent has plugged it in); print the connectivity matrix — ICMP from
+#      every pod and node to every pod and node address, each cell reachable — and the
+#      cluster's topology, also drawn as an SVG picture kept after the run;
+#   3. delete the pods and the cluster (waiting until it is gone), stop netbay, clean up.
+# Without the agent (not root) the pods are only placed (BUILD) and the matrix is
+# skipped: it is probed from the agent's namespaces.
 # Installs what it needs first (NETBAY_SKIP_SETUP=1 to skip: uses .venv as it is).
 #
 # Everything the agent makes lives in network namespaces named with a prefix of this
@@ -15,7 +20,8 @@
 # Environment: NETBAY_DATA_DIR (default: a fresh /tmp/netbay-demo-XXXX, removed at the
 # end), NETBAY_PORT (default: a free port), NETBAY_DEMO_AGENT=0 to run without the agent,
 # NETBAY_DEMO_TIMEOUT (seconds for each wait, default 120), NETBAY_KEEP=1 to leave the
-# cluster and netbay running.
+# cluster and netbay running, NETBAY_DEMO_SVG (where to write the topology picture;
+# default a new /tmp/netbay-demo-topology-XXXX.svg, never removed by the script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -n "${NETBAY_SKIP_SETUP:-}" ]; then
@@ -33,6 +39,7 @@ mkdir -p "$data_dir"
 port="${NETBAY_PORT:-$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 log="$data_dir/netbay.log"
 prefix="nbd$(python -c 'import secrets; print(secrets.token_hex(3))')-"
+svg="${NETBAY_DEMO_SVG:-$(mktemp --suffix=.svg /tmp/netbay-demo-topology-XXXX)}"
 
 agent_args=(--no-agent)
 if [ "$(id -u)" = 0 ] && [ "${NETBAY_DEMO_AGENT:-1}" != 0 ]; then
@@ -112,12 +119,39 @@ run netbay cluster-template create k8s-flannel --coe kubernetes --network-driver
 run netbay cluster create k8s --cluster-template k8s-flannel --master-count 1 --node-count 2 \
   --timeout "$timeout_s"
 run netbay cluster list
-run netbay cluster topology k8s
+
+echo
+echo "== pods: one on each minion =="
+if [ -n "$with_agent" ]; then
+  run netbay pod create web-0 --cluster k8s --node kube_minion_0 --timeout "$timeout_s"
+  run netbay pod create web-1 --cluster k8s --node kube_minion_1 --timeout "$timeout_s"
+  run netbay pod exec web-0 --prefix "$prefix" -- ip -4 -brief addr show eth0
+else
+  run netbay pod create web-0 --cluster k8s --node kube_minion_0 --no-wait
+  run netbay pod create web-1 --cluster k8s --node kube_minion_1 --no-wait
+fi
+run netbay pod list --cluster k8s
+
+echo
+echo "== connectivity: ICMP from every pod and node to every pod and node address =="
+if [ -n "$with_agent" ]; then
+  # Exits non-zero (and so ends the demo) if any cell is unreachable.
+  run netbay cluster connectivity k8s --prefix "$prefix"
+  echo "every cell reachable: pods on different minions and every node reach each other over flannel vxlan"
+else
+  echo "connectivity matrix skipped: it is probed from the dataplane agent's namespaces (run the demo as root)"
+fi
+
+echo
+echo "== topology =="
+run netbay cluster topology k8s --svg "$svg"
+echo "the picture stays after the demo: $svg"
 
 if [ -n "${NETBAY_KEEP:-}" ]; then
   exit 0
 fi
 echo
-echo "== 3. delete the cluster =="
+echo "== 3. delete the pods and the cluster =="
+run netbay pod delete web-0 web-1 --cluster k8s
 run netbay cluster delete k8s --timeout "$timeout_s"
 run netbay cluster-template delete k8s-flannel

@@ -1,6 +1,8 @@
 """``netbay cluster`` driven as a user drives it (the real CLI in a subprocess) against a
-real server: create with the live view, list, show, scale, HOT export, topology,
-delete; a failing create; and the README's main job, ``scripts/demo.sh``.
+real server: create with the live view, list, show, scale, HOT export, topology (and
+its SVG picture), delete; a failing create; pods without an agent (placed, never
+ACTIVE: the wait is bounded) and the connectivity matrix refusing to run without the
+agent's namespaces; and the README's main job, ``scripts/demo.sh``.
 
 The server runs without the dataplane agent, so the templates have no master load
 balancer (nothing would settle it).
@@ -17,24 +19,11 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from clihelp import check_svg_readable, cli, ok
 from coehelp import ci_client
-from conftest import ADMIN_PASSWORD, start_server, stop_server, unique
+from conftest import start_server, stop_server, unique
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def cli(server, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:  # noqa: ANN001
-    env = {**os.environ, "OS_AUTH_URL": server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
-           "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
-           "OS_IDENTITY_API_VERSION": "3", "COLUMNS": "200"}
-    env.pop("OS_CLOUD", None)
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def ok(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode == 0, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
-    return r.stdout
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +75,17 @@ def test_cluster_lifecycle_through_the_cli(server, ci, template, tmp_path) -> No
     assert "flannel vxlan 10.100.0.0/16" in topo
     assert f"{name}-secgroup_kube_master: tcp 7080" in topo and "tcp 6443" in topo
     assert "load balancer" not in topo  # no master_lb in this template
+
+    # The same topology as a picture: valid XML, readable, naming every node and address.
+    svg = tmp_path / "pictures" / "topo.svg"
+    out = ok(cli(server, "cluster", "topology", name, "--svg", str(svg)))
+    assert f"topology picture written to {svg}" in out
+    text = check_svg_readable(svg)
+    for node in ("kube_master_0", "kube_minion_0", "kube_minion_1"):
+        assert f"{name}-{node}" in text
+    for address in cluster["node_addresses"] + cluster["master_addresses"]:
+        assert address in text
+    assert "external network public" in text and f"router {name}-extrouter" in text
 
     # The HOT export: two YAML files a real Heat takes.
     out_dir = tmp_path / "export"
@@ -145,6 +145,30 @@ def test_no_wait_returns_at_once_and_bad_input_is_refused(server, ci, template) 
     assert r.returncode == 1 and "could not be found" in r.stderr
 
 
+def test_pods_without_the_agent(server, ci, template, tmp_path) -> None:  # noqa: ANN001
+    """No agent: a pod is placed (BUILD) but never plugged in; ``pod create`` waits only
+    ``--timeout`` (exit 2); the connectivity matrix refuses, naming what it needs."""
+    name = unique("pc")
+    ok(cli(server, "cluster", "create", name, "--cluster-template", template, "--node-count", "1",
+           "--timeout", "120"))
+    out = ok(cli(server, "pod", "create", "p0", "--cluster", name, "--no-wait"))
+    assert "placed on kube_minion_0, address 10.100." in out and "BUILD" in out
+    r = cli(server, "pod", "create", "p1", "--cluster", name, "--timeout", "1")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "still BUILD after 1 s" in " ".join(r.stderr.split()) and "agent" in r.stderr
+    listed = ok(cli(server, "pod", "list", "--cluster", name))
+    assert "p0" in listed and "p1" in listed and listed.count("BUILD") == 2
+    topo = ok(cli(server, "cluster", "topology", name, "--svg", str(tmp_path / "p.svg")))
+    assert "pod p0 10.100." in topo and "lease 10.100." in topo
+    assert "pod p0" in check_svg_readable(tmp_path / "p.svg")
+    r = cli(server, "cluster", "connectivity", name, "--prefix", "nbnone-")
+    assert r.returncode == 1 and "no namespace of cluster" in r.stderr and "agent" in r.stderr
+    ok(cli(server, "pod", "delete", "p0", "p1", "--cluster", name))
+    listed = ok(cli(server, "pod", "list", "--cluster", name))
+    assert "p0" not in listed and "p1" not in listed
+    ok(cli(server, "cluster", "delete", name, "--timeout", "120"))
+
+
 def test_the_wait_is_bounded_by_timeout(tmp_path) -> None:  # noqa: ANN001
     """Without a conductor nothing settles the cluster: --timeout ends the wait, exit 2."""
     srv = start_server(f"sqlite:///{tmp_path / 'nb.db'}", tmp_path, extra=("--no-conductor",))
@@ -167,10 +191,13 @@ def _namespaces() -> set[str]:
     return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
-def test_the_main_job_builds_a_cluster_shows_its_topology_and_leaves_nothing() -> None:
-    """``scripts/demo.sh``: as root with its own agent prefix (else API only)."""
+def test_the_main_job_builds_a_cluster_shows_its_topology_and_leaves_nothing(tmp_path) -> None:  # noqa: ANN001
+    """``scripts/demo.sh``: as root with its own agent prefix (else API only): a cluster,
+    a pod per minion, the connectivity matrix all reachable, the topology as a picture."""
     before = _namespaces()
-    env = {**os.environ, "NETBAY_SKIP_SETUP": "1", "NETBAY_DEMO_TIMEOUT": "60", "COLUMNS": "200"}
+    picture = tmp_path / "demo-topology.svg"
+    env = {**os.environ, "NETBAY_SKIP_SETUP": "1", "NETBAY_DEMO_TIMEOUT": "60", "COLUMNS": "200",
+           "NETBAY_DEMO_SVG": str(picture)}
     for key in ("NETBAY_DATA_DIR", "NETBAY_PORT", "NETBAY_KEEP", "NETBAY_DATABASE_URL", "OS_CLOUD"):
         env.pop(key, None)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
@@ -183,11 +210,30 @@ def test_the_main_job_builds_a_cluster_shows_its_topology_and_leaves_nothing() -
     assert "external network public" in out and "router k8s-extrouter" in out
     assert "masters (1)" in out and "minions (2)" in out
     assert "cluster k8s deleted in " in out
+    # A pod on each minion, deleted before the cluster.
+    assert "placed on kube_minion_0, address 10.100." in out and "placed on kube_minion_1, address 10.100." in out
+    assert "deleted pod web-0" in out and "deleted pod web-1" in out
+    assert out.index("deleted pod web-1") < out.index("cluster k8s deleted in ")
+    # The picture: kept where the demo says, naming every node and pod.
+    assert f"the picture stays after the demo: {picture}" in out
+    text = check_svg_readable(picture)
+    for label in ("k8s-kube_master_0", "k8s-kube_minion_0", "k8s-kube_minion_1", "pod web-0", "pod web-1"):
+        assert label in text, label
     data_dir = next(line.split("data in ")[1].split(",")[0] for line in out.splitlines() if "data in " in line)
     assert not Path(data_dir).exists()
     if "dataplane agent: on" in out:
         prefix = out.split("dataplane agent: on, namespaces ")[1].split("*")[0]
         assert prefix.startswith("nbd") and prefix.endswith("-")
         assert "load balancer k8s-api_lb" in out
+        assert "pod web-0 ACTIVE in " in out and "pod web-1 ACTIVE in " in out
+        web0 = out.split("placed on kube_minion_0, address ")[1].split()[0]
+        assert f"{web0}/24" in out.split("-- ip -4 -brief addr show eth0")[1]   # pod exec: eth0 holds it
+        # The matrix: 3 nodes and 2 pods, each to each, every cell reachable.
+        matrix = out.split("$ netbay cluster connectivity k8s")[1].split("$ netbay cluster topology")[0]
+        assert "pod web-0 @kube_minion_0" in matrix and "minion kube_minion_1" in matrix
+        assert "all 25 cells within the cluster reachable" in matrix and "✗" not in matrix
+        assert matrix.count("✓") == 25
         left = {ns for ns in _namespaces() - before if ns.startswith((prefix, "nb-"))}
         assert not left, f"the demo left namespaces behind: {sorted(left)}"
+    else:
+        assert "connectivity matrix skipped" in out and "pod web-0 ACTIVE" not in out
