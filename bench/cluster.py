@@ -27,17 +27,15 @@ import os
 import secrets
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import agent_thread  # noqa: E402
 import harness  # noqa: E402
 
-from netbay.dataplane import netns  # noqa: E402
-from netbay.dataplane.agent import Agent, Api, Credentials  # noqa: E402
 from netbay.dataplane.names import Names  # noqa: E402
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
@@ -122,25 +120,10 @@ def main() -> None:
     load0 = os.getloadavg()[0]
     result: dict = {"machine": harness.machine(), "prefix": PREFIX}
     try:
-        with harness.netbay("sqlite") as srv:
-            creds = Credentials(f"{srv.url}/identity/v3", "admin", harness.ADMIN_PASSWORD, "admin")
-            agent = Agent(Api(srv.url, creds.token), Names(PREFIX), wait=2.0)
-            stop = threading.Event()
-            thread = threading.Thread(target=agent.run, args=(stop,), daemon=True)
-            thread.start()
-            try:
-                if not agent.ready.wait(30):
-                    raise RuntimeError("agent did not finish its first resync")
-                result.update(measure(srv, args))
-            finally:
-                stop.set()
-                thread.join(timeout=15)
-                agent.api.close()
+        with harness.netbay("sqlite") as srv, agent_thread.running(srv, Names(PREFIX)):
+            result.update(measure(srv, args))
     finally:
-        if os.path.isdir(netns.NETNS_RUN_DIR):
-            for name in sorted(os.listdir(netns.NETNS_RUN_DIR)):
-                if name.startswith(PREFIX):
-                    netns.delete(name)
+        agent_thread.sweep(PREFIX)
     result["load_before_after"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
     print(json.dumps(result, indent=2))
     if args.json:

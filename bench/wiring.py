@@ -31,7 +31,6 @@ import os
 import secrets
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -39,11 +38,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "dataplane"))
+import agent_thread  # noqa: E402
 import harness  # noqa: E402
 from dp_helpers import ping  # noqa: E402  (in-process ICMP from inside a namespace)
 
 from netbay.dataplane import links, netns  # noqa: E402
-from netbay.dataplane.agent import Agent, Api, Credentials  # noqa: E402
 from netbay.dataplane.names import Names  # noqa: E402
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
@@ -96,24 +95,12 @@ def run(args: argparse.Namespace) -> dict:
     load_before = os.getloadavg()
     result: dict = {"machine": harness.machine(), "prefix": PREFIX}
     result["baseline_wire_port"] = summary(baseline(args.samples))
-    with harness.netbay(args.db) as srv:
+    names = Names(PREFIX)
+    with harness.netbay(args.db) as srv, agent_thread.running(srv, names):
         result["database"] = srv.database
-        names = Names(PREFIX)
-        creds = Credentials(f"{srv.url}/identity/v3", "admin", harness.ADMIN_PASSWORD, "admin")
-        agent = Agent(Api(srv.url, creds.token), names, wait=2.0)
-        stop = threading.Event()
-        thread = threading.Thread(target=agent.run, args=(stop,), daemon=True)
-        thread.start()
-        try:
-            if not agent.ready.wait(30):
-                raise RuntimeError("agent did not finish its first resync")
-            http = httpx.Client(base_url=srv.url, headers={"X-Auth-Token": srv.token()}, timeout=30)
-            result.update(measure(http, names, args))
-            http.close()
-        finally:
-            stop.set()
-            thread.join(timeout=15)
-            agent.api.close()
+        http = httpx.Client(base_url=srv.url, headers={"X-Auth-Token": srv.token()}, timeout=30)
+        result.update(measure(http, names, args))
+        http.close()
     result["load_before_after"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
     return result
 
@@ -196,9 +183,7 @@ def main() -> None:
     try:
         result = run(args)
     finally:
-        for name in sorted(os.listdir(netns.NETNS_RUN_DIR)) if os.path.isdir(netns.NETNS_RUN_DIR) else []:
-            if name.startswith(PREFIX):
-                netns.delete(name)
+        agent_thread.sweep(PREFIX)
     print(json.dumps(result, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
