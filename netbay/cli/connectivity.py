@@ -150,7 +150,7 @@ def table(rows: list[Member], cells: list[Cell], title: str) -> Table:
     out = Table(title=title, title_justify="left")
     out.add_column("from \\ to")
     for m in rows:
-        out.add_column(f"{_label(m, qualify)}\n{m.address}", justify="center")
+        out.add_column(Text(f"{_label(m, qualify)}\n{m.address}"), justify="center")
     by_pair = {(c.src, c.dst): c for c in cells}
     for src in rows:
         where = f" @{src.node}" if src.kind == "pod" else ""

@@ -64,8 +64,8 @@ def _cluster_names(api: Api) -> dict[str, str]:
 def pods_table(rows: list[dict[str, Any]], clusters: dict[str, str], title: str = "pods") -> Table:
     table = Table("name", "id", "cluster", "node", "address", "status", title=title, title_justify="left")
     for p in rows:
-        table.add_row(p["name"], p["id"], clusters.get(p["cluster_id"], p["cluster_id"]), p["node"], p["address"],
-                      status_text(p["status"]))
+        cells = (p["name"], p["id"], clusters.get(p["cluster_id"], p["cluster_id"]), p["node"], p["address"])
+        table.add_row(*(Text(str(c)) for c in cells), status_text(p["status"]))   # Text: names are not markup
     return table
 
 
