@@ -8,12 +8,15 @@ bounded number of rounds), so the matrix costs ``count × timeout`` seconds at m
 
 With several clusters the matrix also shows isolation between them. Clusters reuse
 address ranges (every private subnet defaults to 10.0.0.0/24), so a column whose
-address the row's own cluster also holds is not probed: an answer would come from
-the row's own cluster and prove nothing ("overlap").
+address lies in the row's own cluster's networks — its nodes' subnets, its pod
+leases — is not probed across: the echo would stay in the row's own cluster (where a
+load balancer's VIP or another node may well answer it) and prove nothing
+("overlap").
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -54,40 +57,52 @@ class Cell:
     note: str = ""            # self | overlap | namespace missing
 
 
-def members(api: Api, cluster: dict[str, Any], prefix: str) -> list[Member]:
+Space = list[ipaddress.IPv4Network | ipaddress.IPv6Network]
+
+
+def members(api: Api, cluster: dict[str, Any], prefix: str) -> tuple[list[Member], Space]:
     """The cluster's nodes (masters first) and pods, from its container network and
-    pods; a cluster without one (no pod network) gives its servers' nodes."""
+    pods (a cluster without one gives its servers' nodes); and its address space: the
+    nodes' subnets and the pod leases."""
     from netbay.dataplane import netns
     from netbay.dataplane.names import Names
 
     names = Names(prefix)
     uuid = cluster["uuid"]
     out: list[Member] = []
+    space: list[str] = []
     net = api.service("netbay", f"/clusternets/{quote(uuid, safe='')}", "clusternet")
     if net is not None:
         for n in net.get("nodes") or []:
             out.append(Member(n["sandbox_id"], n["name"], n.get("role") or "minion", cluster["name"],
                               str(n["address"]).split("/")[0], names.sandbox(n["sandbox_id"])))
+            space.append(str(n["address"]))
+        space += [str(lease) for lease in (net.get("leases") or {}).values()]
     else:
         from netbay.cli.topology import collect
 
-        for node in collect(api, cluster).nodes:
+        topo = collect(api, cluster)
+        for node in topo.nodes:
             if node.address:
                 out.append(Member(node.sandbox_id, node.name, node.role, cluster["name"], node.address,
                                   names.sandbox(node.sandbox_id)))
+        space += [s.cidr for n in topo.networks for s in n.subnets]
     pods = api.service("netbay", "/pods", "pods", cluster_id=uuid) or []
     for p in sorted(pods, key=lambda p: (p["node"], p["name"])):
         out.append(Member(p["id"], p["name"], "pod", cluster["name"], p["address"], names.pod(p["id"]), p["node"]))
+        space.append(p["address"])
     for m in out:
         m.present = netns.exists(m.namespace)
-    return out
+    networks = {ipaddress.ip_interface(s).network for s in space}
+    return out, sorted(networks, key=lambda n: (n.version, n))
 
 
-def plan(rows: list[Member]) -> list[Cell]:
+def plan(rows: list[Member], spaces: dict[str, Space]) -> list[Cell]:
     """Every (row, column) cell, with the ones not to probe marked."""
-    own: dict[str, set[str]] = {}
-    for m in rows:
-        own.setdefault(m.cluster, set()).add(m.address)
+    def inside(address: str, cluster: str) -> bool:
+        ip = ipaddress.ip_address(address)
+        return any(ip in n for n in spaces.get(cluster, ()))
+
     cells = []
     for src in rows:
         for dst in rows:
@@ -95,7 +110,7 @@ def plan(rows: list[Member]) -> list[Cell]:
             cell = Cell(src.id, dst.id, dst.address, same, False)
             if not src.present:
                 cell.reachable, cell.note = None, "namespace missing"
-            elif not same and dst.address in own[src.cluster]:
+            elif not same and inside(dst.address, src.cluster):
                 cell.reachable, cell.note = None, "overlap"
             elif src.id == dst.id:
                 cell.note = "self"
@@ -169,7 +184,11 @@ def _failures(rows: list[Member], cells: list[Cell]) -> list[str]:
 def command(api: Api, clusters: list[dict[str, Any]], *, prefix: str, as_json: bool, timeout: float,
             count: int) -> None:
     """Gather the members, probe, print; exit 1 when a cell within a cluster is unreachable."""
-    rows = [m for c in clusters for m in members(api, c, prefix)]
+    rows: list[Member] = []
+    spaces: dict[str, Space] = {}
+    for c in clusters:
+        found, spaces[c["name"]] = members(api, c, prefix)
+        rows += found
     label = ", ".join(c["name"] for c in clusters)
     if not rows:
         err.print(f"[red]error:[/] cluster {escape(label)} has no nodes or pods to probe")
@@ -182,7 +201,7 @@ def command(api: Api, clusters: list[dict[str, Any]], *, prefix: str, as_json: b
     if os.geteuid() != 0:
         err.print("[red]error:[/] probing needs root (raw ICMP sockets inside the agent's namespaces)")
         raise typer.Exit(1)
-    cells = plan(rows)
+    cells = plan(rows, spaces)
     try:
         probe_cells(rows, cells, timeout=timeout, count=count)
     except PermissionError as exc:
@@ -191,7 +210,8 @@ def command(api: Api, clusters: list[dict[str, Any]], *, prefix: str, as_json: b
     counts = summary(cells)
     failures = _failures(rows, cells)
     if as_json:
-        print(json.dumps({"clusters": [{"name": c["name"], "uuid": c["uuid"]} for c in clusters],
+        print(json.dumps({"clusters": [{"name": c["name"], "uuid": c["uuid"],
+                                        "address_space": [str(n) for n in spaces[c["name"]]]} for c in clusters],
                           "prefix": prefix, "timeout": timeout, "count": count,
                           "members": [asdict(m) for m in rows],
                           "cells": [{"from": c.src, "to": c.dst, "address": c.address, "reachable": c.reachable,
@@ -208,8 +228,10 @@ def command(api: Api, clusters: list[dict[str, Any]], *, prefix: str, as_json: b
             console.print(f"[red]{w['reachable']}/{w['cells']} cells within the cluster"
                           f"{'s' if len(clusters) > 1 else ''} reachable[/]")
         if b["cells"]:
+            skipped = b["cells"] - b["probed"]
             console.print(f"between clusters: {b['reachable']}/{b['probed']} probed cells reachable"
-                          f" ({b['cells'] - b['probed']} not probed: the address is also the row's own cluster's)")
+                          + (f"; {skipped} not probed (overlap: the address lies in the row's own cluster's "
+                             "networks)" if skipped else ""))
     missing = sorted({m.namespace for m in rows if not m.present})
     if missing:
         err.print(f"[yellow]namespaces missing on this host:[/] {', '.join(missing)}")
