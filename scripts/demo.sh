@@ -139,7 +139,7 @@ if [ -n "$with_agent" ]; then
   run netbay cluster connectivity k8s --prefix "$prefix"
   echo "every cell reachable: pods on different minions and every node reach each other over flannel vxlan"
 else
-  echo "connectivity matrix skipped: it is probed from the dataplane agent's namespaces (run the demo as root)"
+  echo "connectivity matrix skipped: it is probed from the dataplane agent's namespaces (run the demo as root, without NETBAY_DEMO_AGENT=0)"
 fi
 
 echo
