@@ -13,8 +13,6 @@ from fastapi import APIRouter, Request, Response
 from netbay.api.auth import context
 from netbay.api.responses import JSONResponse
 from netbay.coe.clusternet import CLUSTERNETS
-from netbay.errors import NotFound
-from netbay.network.resource import ListQuery
 
 router = APIRouter(prefix="/netbay/v1", tags=["netbay"])
 
@@ -22,9 +20,5 @@ router = APIRouter(prefix="/netbay/v1", tags=["netbay"])
 @router.get("/clusternets/{cluster_id}")
 def show_clusternet(request: Request, cluster_id: str) -> Response:
     ctx = context(request)
-    query = ListQuery(filters={"id": [cluster_id]}, fields=[], sort=[], limit=None, marker=None)
     with request.app.state.store.read() as s:
-        items = CLUSTERNETS.list(s, ctx, query).items   # list, not get: it applies the project scope
-    if not items:
-        raise NotFound(f"Cluster {cluster_id} has no container network.", kind="ClusterNetNotFound")
-    return JSONResponse({"clusternet": items[0]})
+        return JSONResponse({"clusternet": CLUSTERNETS.show(s, ctx, cluster_id, [])})

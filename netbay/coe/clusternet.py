@@ -83,7 +83,8 @@ class ClusterNets(Resource):
         }
 
     def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> ClusterNet:
-        obj = session.get(ClusterNet, obj_id, with_for_update=for_update)
+        stmt = self.scoped(ctx).where(ClusterNet.id == obj_id)   # another project's: not found
+        obj = session.scalars(stmt.with_for_update() if for_update else stmt).one_or_none()
         if obj is None:
             raise NotFound(f"Cluster {obj_id} has no container network.", kind="ClusterNetNotFound")
         return obj
