@@ -93,10 +93,16 @@ def test_scheduling_and_addressing(ci: httpx.Client, nb: httpx.Client) -> None:
     assert len(listed) == 6 and {p["cluster_id"] for p in listed} == {cid}
     assert any(p["id"] == again["id"] for p in nb.get("/state").json()["pods"])
 
-    # The agent's report.
+    # The agent's reports: ERROR with its reason, then ACTIVE (the reason goes).
+    r = nb.put("/status", json={"pods": {again["id"]: "ERROR: LinkError: bridge 'cni0' missing"}})
+    assert r.status_code == 200 and r.json()["updated"]["pods"] == [again["id"]], r.text
+    shown = nb.get(f"/pods/{again['id']}").json()["pod"]
+    assert (shown["status"], shown["status_reason"]) == ("ERROR", "LinkError: bridge 'cni0' missing")
     r = nb.put("/status", json={"pods": {again["id"]: "ACTIVE"}})
     assert r.status_code == 200, r.text
-    assert nb.get(f"/pods/{again['id']}").json()["pod"]["status"] == "ACTIVE"
+    shown = nb.get(f"/pods/{again['id']}").json()["pod"]
+    assert (shown["status"], shown["status_reason"]) == ("ACTIVE", None)
+    assert nb.put("/status", json={"pods": {again["id"]: "RUNNING"}}).status_code == 400
 
     # Deleting the cluster takes its pods and its cluster network along.
     assert ci.delete(f"/clusters/{cid}").status_code == 204

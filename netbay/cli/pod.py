@@ -83,8 +83,9 @@ def wait_active(api: Api, pod: dict[str, Any], timeout: float) -> dict[str, Any]
         console.print(Text.assemble(f"pod {pod['name']} ", status_text("ACTIVE"), f" in {elapsed:.1f} s"))
         return pod
     if pod["status"] == "ERROR":
+        why = pod.get("status_reason") or "the agent's log says why"
         err.print(f"[red]error:[/] pod {escape(pod['name'])} ERROR: the dataplane agent could not plug it into "
-                  f"node {escape(pod['node'])} (the agent's log says why)")
+                  f"node {escape(pod['node'])}: {escape(why)}")
         raise typer.Exit(1)
     err.print(f"[red]error:[/] pod {escape(pod['name'])} still {pod['status']} after {timeout:g} s: a pod becomes "
               "ACTIVE once the dataplane agent has plugged it in; is the agent running (`netbay up` as root)?")

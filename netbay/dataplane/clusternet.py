@@ -47,6 +47,7 @@ class ClusterNetRealizer:
         self.drivers: dict[str, tuple[Any, Any]] = {}   # cluster id -> (config, driver)
         self.placed: dict[str, str] = {}                 # pod id -> node namespace
         self.waiting: set[str] = set()                   # pods whose node is not ready yet
+        self.errors: dict[str, str] = {}                 # pod id -> why its last attach failed
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -117,8 +118,9 @@ class ClusterNetRealizer:
             if pod is None or ok is None:
                 continue
             want = "ACTIVE" if ok else ("BUILD" if pid in self.waiting else "ERROR")
-            if pod.get("status") != want:
-                out[pid] = want
+            reason = self.errors.get(pid, "") if want == "ERROR" else ""
+            if (pod.get("status"), pod.get("status_reason") or "") != (want, reason):
+                out[pid] = f"{want}: {reason}" if reason else want
         return {"pods": out} if out else {}
 
     # -- work ------------------------------------------------------------------------------------
@@ -155,17 +157,20 @@ class ClusterNetRealizer:
         ns = self.names.pod(pod["id"])
         try:
             self.driver(net).attach_pod(node, ns, pod["address"])
-        except Exception as exc:  # noqa: BLE001 - the pod's ERROR, retried
+        except Exception as exc:  # noqa: BLE001 - the pod's ERROR (with this reason), retried
             log.warning("netbay agent: pod %s: %s", pod["id"], exc)
+            self.errors[pod["id"]] = f"{type(exc).__name__}: {exc}"[:240]
             return False
         finally:
             rtnl.release(ns)
+        self.errors.pop(pod["id"], None)
         self.placed[pod["id"]] = node.ns
         return True
 
     def _remove_pod(self, pod_id: str) -> None:
         ns = self.names.pod(pod_id)
         self.waiting.discard(pod_id)
+        self.errors.pop(pod_id, None)
         node_ns = self.placed.pop(pod_id, None)
         if node_ns is not None:
             from netbay.drivers import pods

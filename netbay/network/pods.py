@@ -60,7 +60,7 @@ class Pods(Resource):
         body = standard(obj, tags)
         body.pop("tags")
         return {**body, "cluster_id": obj.cluster_id, "node": obj.node, "sandbox_id": obj.sandbox_id,
-                "address": obj.address, "status": obj.status}
+                "address": obj.address, "status": obj.status, "status_reason": obj.status_reason or None}
 
     def create(self, session: Session, ctx: Context, body: PodCreate) -> Pod:
         given = body.given()
@@ -132,14 +132,17 @@ class Pods(Resource):
 PODS = Pods()
 
 
-def set_status(session: Session, pod_id: str, status: str) -> bool:
-    """The dataplane's report on a pod; True if it changed."""
+def set_status(session: Session, pod_id: str, report: str) -> bool:
+    """The dataplane's report on a pod, ``STATUS`` or ``ERROR: why`` (the reason is kept
+    in ``status_reason`` until the pod is ACTIVE again); True if it changed."""
+    status, _, reason = report.partition(":")
+    status, reason = status.strip(), reason.strip()[:255] if status.strip() == "ERROR" else ""
     if status not in STATUSES:
         raise BadRequest(f"Invalid input for status. Reason: '{status}' is not in {sorted(STATUSES)}.")
     pod = session.get(Pod, pod_id, with_for_update=True)
-    if pod is None or pod.status == status:
+    if pod is None or (pod.status, pod.status_reason or "") == (status, reason):
         return False
-    pod.status = status
+    pod.status, pod.status_reason = status, reason
     PODS.touch(pod)
     PODS.record(session, pod, "update")
     return True

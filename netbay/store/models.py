@@ -548,4 +548,5 @@ class Pod(Standard, Base):
     sandbox_id: Mapped[str] = mapped_column(String(36))     # the node's sandbox
     address: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16), default="BUILD")
+    status_reason: Mapped[str] = mapped_column(String(255), default="")   # why ERROR, from the agent
     __table_args__ = (UniqueConstraint("cluster_id", "address"), UniqueConstraint("cluster_id", "name"))

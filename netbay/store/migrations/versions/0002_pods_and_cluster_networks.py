@@ -37,6 +37,7 @@ def upgrade() -> None:
     sa.Column('sandbox_id', sa.String(length=36), nullable=False),
     sa.Column('address', sa.String(length=64), nullable=False),
     sa.Column('status', sa.String(length=16), nullable=False),
+    sa.Column('status_reason', sa.String(length=255), nullable=False),
     sa.Column('id', sa.String(length=36), nullable=False),
     sa.Column('project_id', sa.String(length=64), nullable=False),
     sa.Column('name', sa.String(length=255), nullable=False),
