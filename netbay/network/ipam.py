@@ -17,8 +17,9 @@ import ipaddress
 import socket
 import threading
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session
@@ -28,6 +29,36 @@ from netbay.store.models import IPAllocation, Subnet
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class SubnetLike(Protocol):
+    """What IPAM reads of a subnet: an ORM ``Subnet`` or a ``SubnetFacts``."""
+
+    id: str
+    network_id: str
+    ip_version: int
+    cidr: str
+    gateway_ip: str | None
+    allocation_pools: list[dict[str, str]]
+    ipv6_address_mode: str | None
+    ipv6_ra_mode: str | None
+
+
+@dataclass(frozen=True)
+class SubnetFacts:
+    """A subnet as plain values (read with ``FACT_COLUMNS``): no ORM instance to build."""
+
+    id: str
+    network_id: str
+    ip_version: int
+    cidr: str
+    gateway_ip: str | None
+    allocation_pools: list[dict[str, str]]
+    ipv6_address_mode: str | None
+    ipv6_ra_mode: str | None
+
+
+FACT_COLUMNS = tuple(getattr(Subnet, name) for name in SubnetFacts.__dataclass_fields__)
 
 
 def usable_range(net: Net) -> tuple[int, int]:
@@ -131,7 +162,7 @@ def first_free(pools: list[dict[str, str]], taken: set[int]) -> int | None:
     return None
 
 
-def in_subnet(subnet: Subnet, address: str) -> bool:
+def in_subnet(subnet: SubnetLike, address: str) -> bool:
     ip = ipaddress.ip_address(address)
     net = ipaddress.ip_network(subnet.cidr)
     if ip.version != net.version or ip not in net:
@@ -146,7 +177,8 @@ def as_int(address: str) -> int:
     return int.from_bytes(socket.inet_pton(family, address), "big")
 
 
-def allocate(session: Session, subnet: Subnet, requested: str | None = None, *, allow_gateway: bool = False) -> str:
+def allocate(session: Session, subnet: SubnetLike, requested: str | None = None, *,
+             allow_gateway: bool = False) -> str:
     """Hand out ``requested`` or the next free address of ``subnet``.
 
     409 ``IpAddressAlreadyAllocated`` for a taken requested address,
@@ -196,7 +228,7 @@ def _lap(pools: list[dict[str, str]], start: int) -> Iterator[int]:
         yield from range(lo, min(hi, start - 1) + 1)
 
 
-def _scan(session: Session, subnet: Subnet) -> int | None:
+def _scan(session: Session, subnet: SubnetLike) -> int | None:
     """The first free, unclaimed address from the hint on, claimed for ``session``.
 
     Candidates are checked against the database in batches; the hint is usually
@@ -209,8 +241,10 @@ def _scan(session: Session, subnet: Subnet) -> int | None:
     while batch := list(islice(candidates, size)):
         size = SCAN_BATCH
         names = [as_str(a, subnet.ip_version) for a in batch]
+        # One name: a plain primary-key probe (an IN list is rendered afresh on every call).
+        match = IPAllocation.ip_address == names[0] if len(names) == 1 else IPAllocation.ip_address.in_(names)
         taken = set(session.scalars(select(IPAllocation.ip_address).where(
-            IPAllocation.subnet_id == subnet.id, IPAllocation.ip_address.in_(names))))
+            IPAllocation.subnet_id == subnet.id, match)))
         for address, name in zip(batch, names):
             if name not in taken and _claim(session, subnet.id, address):
                 return address
