@@ -57,14 +57,18 @@ class Postgres:
     port: int
     version: str
     settings: str
+    socket_dir: Path
 
-    def create_database(self) -> str:
+    def create_database(self, unix: bool = False) -> str:
+        """A fresh database; its URL over TCP loopback, or over the Unix socket (``unix``)."""
         import psycopg
 
         name = "nbbench_" + uuid.uuid4().hex[:10]
         with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres",
                              autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
+        if unix:
+            return f"postgresql+psycopg://postgres@/{name}?host={self.socket_dir}&port={self.port}"
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{name}"
 
 
@@ -94,7 +98,7 @@ def postgres(fsync: bool) -> Iterator[Postgres]:
                                  text=True).stdout.strip()
         settings = "fsync=on, synchronous_commit=on (defaults)" if fsync else \
             "fsync=off, synchronous_commit=off, full_page_writes=off"
-        yield Postgres(port, version, settings)
+        yield Postgres(port, version, settings, root)
     finally:
         _stop_postmaster(proc, root / "data" / "postmaster.pid")
         shutil.rmtree(root, ignore_errors=True)

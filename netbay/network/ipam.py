@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Protocol
 
-from sqlalchemy import event, select
+from sqlalchemy import Insert, event, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from netbay.errors import BadRequest, Conflict
@@ -203,6 +204,62 @@ def allocate(session: Session, subnet: SubnetLike, requested: str | None = None,
     return str(cls(found))
 
 
+@dataclass(frozen=True)
+class Holder:
+    """Who an ``assign``ed address goes to: the ``ip_allocations`` row's other columns."""
+
+    port_id: str
+    network_id: str
+    seq: int
+
+
+def assign(session: Session, subnet: SubnetLike, holder: Holder, requested: str | None = None, *,
+           allow_gateway: bool = False) -> str:
+    """``allocate``, and INSERT the allocation row for ``holder`` (its port row must exist).
+
+    The INSERT is also the probe: it skips a taken address (``ON CONFLICT DO NOTHING``)
+    instead of failing the transaction, so the hinted address, free nearly always,
+    costs one statement instead of a look-up and an insert. Same answers as
+    ``allocate``: 409 ``IpAddressAlreadyAllocated`` / ``IpAddressGenerationFailure``.
+    """
+    if requested is not None:
+        address = str(ipaddress.ip_address(requested))
+        if not in_subnet(subnet, address):
+            raise BadRequest(f"IP address {address} is not a valid IP for the specified subnet.",
+                             kind="InvalidIpForSubnet")
+        if (address == subnet.gateway_ip and not allow_gateway) or not _insert(session, subnet, address, holder):
+            raise Conflict(f"IP address {address} already allocated in subnet {subnet.id}",
+                           kind="IpAddressAlreadyAllocated")
+        return address
+    found = _scan(session, subnet, probe_hint=False)
+    while found is not None:
+        address = as_str(found, subnet.ip_version)
+        if _insert(session, subnet, address, holder):
+            _hints[subnet.id] = found + 1
+            return address
+        found = _scan(session, subnet)  # the hint was taken (another process): look up the next
+    raise Conflict(f"No more IP addresses available on network {subnet.network_id}.",
+                   kind="IpAddressGenerationFailure")
+
+
+def _insert_skipping_clash(dialect: str) -> Insert:
+    table = IPAllocation.__table__
+    make = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return make(table).on_conflict_do_nothing(index_elements=[table.c.subnet_id, table.c.ip_address]) \
+        .returning(table.c.ip_address)
+
+
+_INSERTS = {dialect: _insert_skipping_clash(dialect) for dialect in ("postgresql", "sqlite")}
+
+
+def _insert(session: Session, subnet: SubnetLike, address: str, holder: Holder) -> bool:
+    """INSERT the allocation unless the address is taken; True if it was inserted."""
+    stmt = _INSERTS[session.get_bind().dialect.name]
+    row = session.execute(stmt, {"subnet_id": subnet.id, "ip_address": address, "port_id": holder.port_id,
+                                 "network_id": holder.network_id, "seq": holder.seq}).first()
+    return row is not None
+
+
 # Where the search for a free address of a subnet starts: the lowest address that
 # may be free, as far as this process knows. Only a starting point: every
 # candidate is checked against the database, and a full lap follows, so a stale
@@ -228,15 +285,22 @@ def _lap(pools: list[dict[str, str]], start: int) -> Iterator[int]:
         yield from range(lo, min(hi, start - 1) + 1)
 
 
-def _scan(session: Session, subnet: SubnetLike) -> int | None:
+def _scan(session: Session, subnet: SubnetLike, *, probe_hint: bool = True) -> int | None:
     """The first free, unclaimed address from the hint on, claimed for ``session``.
 
     Candidates are checked against the database in batches; the hint is usually
     right, so the first batch is the hinted address alone (one primary-key probe).
+    ``probe_hint=False``: the first unclaimed candidate is returned unchecked (the
+    caller's INSERT checks it).
     """
     gateway = as_int(subnet.gateway_ip) if subnet.gateway_ip else None
     candidates = (a for a in _lap(subnet.allocation_pools, _hints.get(subnet.id, 0))
                   if a != gateway and not _claimed(subnet.id, a))
+    if not probe_hint:
+        for address in candidates:
+            if _claim(session, subnet.id, address):
+                return address
+        return None
     size = 1
     while batch := list(islice(candidates, size)):
         size = SCAN_BATCH

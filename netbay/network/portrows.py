@@ -4,9 +4,10 @@ Creating a port is the hottest write of the network API. Through the ORM, a
 port with one address and one group costs a unit-of-work flush of three
 instances (about twice the CPU of the three INSERTs themselves), and nothing
 that makes a port needs the instances afterwards: callers read the port's id
-and addresses, and render it. ``insert_port`` runs the INSERTs and returns a
-frozen ``NewPort`` carrying exactly what was written; a later change to the
-port loads it as an ORM object like any other port.
+and addresses, and render it. ``ports.create_port`` runs the INSERTs (the
+addresses through ``ipam.assign``) and returns a frozen ``NewPort`` carrying
+exactly what was written; a later change to the port loads it as an ORM object
+like any other port.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from typing import Any
 from sqlalchemy import Table, insert
 from sqlalchemy.orm import Session
 
-from netbay.store.models import IPAllocation, Port, PortSecurityGroup, utcnow
+from netbay.store.models import Port, PortSecurityGroup, utcnow
 
 PORTS: Table = Port.__table__  # type: ignore[assignment]
-ALLOCATIONS: Table = IPAllocation.__table__  # type: ignore[assignment]
 BINDINGS: Table = PortSecurityGroup.__table__  # type: ignore[assignment]
+# Built once: a statement object keeps its cache key, so executing it again is cheaper.
+_INSERT_PORT = insert(PORTS)
+_INSERT_BINDINGS = insert(BINDINGS)
 
 
 @dataclass(frozen=True)
@@ -75,21 +78,21 @@ def port_row(**values: Any) -> dict[str, Any]:
     return row
 
 
-def insert_port(session: Session, row: dict[str, Any], addresses: list[tuple[str, str]],
-                groups: list[str]) -> NewPort:
-    """INSERT the port, its addresses (``(subnet_id, address)`` in order) and groups.
-
-    Runs in the caller's transaction. The session's pending ORM changes go first,
-    so rows they refer to (a router, a load balancer) exist.
-    """
+def insert_port(session: Session, row: dict[str, Any]) -> None:
+    """INSERT the ``ports`` row, in the caller's transaction (addresses come next, see
+    ``ports.assign_addresses``). The session's pending ORM changes go first, so rows
+    they refer to (a network made in this transaction, a router) exist."""
     if session.new or session.dirty or session.deleted:
         session.flush()
-    allocations = tuple(Allocation(subnet_id, ip, seq) for seq, (subnet_id, ip) in enumerate(addresses))
-    session.execute(insert(PORTS), row)
-    if allocations:
-        session.execute(insert(ALLOCATIONS), [
-            {"subnet_id": a.subnet_id, "ip_address": a.ip_address, "port_id": row["id"],
-             "network_id": row["network_id"], "seq": a.seq} for a in allocations])
+    session.execute(_INSERT_PORT, row)
+
+
+def insert_groups(session: Session, port_id: str, groups: list[str]) -> None:
     if groups:
-        session.execute(insert(BINDINGS), [{"port_id": row["id"], "security_group_id": g} for g in groups])
-    return NewPort(**row, fixed_ips=allocations, security_groups=tuple(Binding(g) for g in groups))
+        session.execute(_INSERT_BINDINGS, [{"port_id": port_id, "security_group_id": g} for g in groups])
+
+
+def new_port(row: dict[str, Any], addresses: list[tuple[str, str]], groups: list[str]) -> NewPort:
+    """What was written: the row, its addresses (``(subnet_id, address)`` in order), its groups."""
+    return NewPort(**row, fixed_ips=tuple(Allocation(subnet, ip, seq) for seq, (subnet, ip) in enumerate(addresses)),
+                   security_groups=tuple(Binding(g) for g in groups))

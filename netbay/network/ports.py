@@ -15,10 +15,11 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from types import SimpleNamespace
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, StringConstraints
-from sqlalchemy import Select, and_, false, or_, select, true
+from sqlalchemy import Select, and_, bindparam, false, or_, select, true
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -26,7 +27,7 @@ from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, not_found
 from netbay.network import ipam
 from netbay.network.networks import Networks
-from netbay.network.portrows import NewPort, insert_port, port_row
+from netbay.network.portrows import NewPort, insert_groups, insert_port, new_port, port_row
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import MAC, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
 from netbay.store.models import (
@@ -77,20 +78,16 @@ def assign_ips(
     allow_gateway: bool = False,
     start_seq: int = 0,
 ) -> None:
-    """Give an existing port more fixed IPs (see ``pick_addresses``), as ORM rows."""
-    if requests == []:
-        session.flush()
-        return
-    addresses = pick_addresses(session, port.network_id, port.mac_address, port.device_owner, requests,
-                               allow_gateway=allow_gateway)
-    for seq, (subnet_id, ip) in enumerate(addresses, start=start_seq):
-        port.fixed_ips.append(IPAllocation(subnet_id=subnet_id, ip_address=ip, port_id=port.id,
-                                           network_id=port.network_id, seq=seq))
+    """Give an existing (ORM) port more fixed IPs (see ``assign_addresses``)."""
     session.flush()
+    if assign_addresses(session, port.id, port.network_id, port.mac_address, port.device_owner, requests,
+                        allow_gateway=allow_gateway, start_seq=start_seq):
+        session.expire(port, ["fixed_ips"])  # the rows were written with Core: load them again
 
 
-def pick_addresses(
+def assign_addresses(
     session: Session,
+    port_id: str,
     network_id: str,
     mac: str,
     owner: str,
@@ -98,43 +95,42 @@ def pick_addresses(
     *,
     allow_gateway: bool = False,
     subnets: list[ipam.SubnetLike] | None = None,
+    start_seq: int = 0,
 ) -> list[tuple[str, str]]:
-    """The addresses a port gets, as ``(subnet_id, address)``, chosen as Neutron's IPAM does.
+    """Allocate a port's addresses as Neutron's IPAM does; returns ``(subnet_id, address)``.
 
     ``requests=None``: one address from the IPv4 subnets and one from the
     stateful IPv6 subnets (the first with room), plus the EUI-64 address on
     every SLAAC / DHCPv6-stateless subnet. Otherwise one address per request;
-    a request for an automatic-address subnet gets the EUI-64 address.
-    ``subnets`` are the network's, when the caller has them already.
+    a request for an automatic-address subnet gets the EUI-64 address. The
+    ``ip_allocations`` rows are written here (``ipam.assign``), so the port's row
+    must exist. ``subnets`` are the network's, when the caller has them already.
     """
     if requests == []:
         return []
     if session.deleted or any(isinstance(obj, IPAllocation) for obj in session.new):
         session.flush()  # pending allocations and releases must be seen by IPAM
+    given: list[tuple[str, str]] = []
+
+    def give(subnet: ipam.SubnetLike, requested: str | None = None, gateway_ok: bool = False) -> None:
+        holder = ipam.Holder(port_id, network_id, start_seq + len(given))
+        given.append((subnet.id, ipam.assign(session, subnet, holder, requested, allow_gateway=gateway_ok)))
+
+    auto = owner not in ROUTER_INTERFACE_OWNERS
     with session.no_autoflush:
         if subnets is None:
             subnets = _subnets_of(session, network_id)
-        picked = _addresses_for(session, network_id, mac, owner, subnets, requests, allow_gateway)
-    return [(subnet.id, ip) for subnet, ip in picked]
-
-
-def _addresses_for(
-    session: Session, network_id: str, mac: str, owner: str, subnets: list[ipam.SubnetLike],
-    requests: list[dict[str, Any]] | None, allow_gateway: bool,
-) -> list[tuple[ipam.SubnetLike, str]]:
-    auto = owner not in ROUTER_INTERFACE_OWNERS
-    addresses: list[tuple[ipam.SubnetLike, str]] = []
-    if requests is None:
-        for candidates in (
-            [s for s in subnets if s.ip_version == 4],
-            [s for s in subnets if s.ip_version == 6 and not (auto and is_auto_address(s))],
-        ):
-            if candidates:
-                addresses.append(_from_any(session, candidates))
-        for subnet in subnets:
-            if auto and is_auto_address(subnet):
-                addresses.append((subnet, ipam.allocate(session, subnet, eui64(subnet.cidr, mac))))
-    else:
+        if requests is None:
+            for candidates in (
+                [s for s in subnets if s.ip_version == 4],
+                [s for s in subnets if s.ip_version == 6 and not (auto and is_auto_address(s))],
+            ):
+                if candidates:
+                    _from_any(candidates, give)
+            for subnet in subnets:
+                if auto and is_auto_address(subnet):
+                    give(subnet, eui64(subnet.cidr, mac))
+            return given
         by_id = {s.id: s for s in subnets}
         for req in requests:
             subnet = _subnet_for(network_id, req, by_id, subnets)
@@ -147,17 +143,9 @@ def _addresses_for(
                         f"to a port on subnet {subnet.id} since the subnet is configured for automatic "
                         "addresses.", kind="InvalidInput")
                 requested = derived
-            address = ipam.allocate(session, subnet, requested, allow_gateway=allow_gateway)
-            pending = [a for s, a in addresses if s.id == subnet.id]
-            if address in pending:
-                # Two requests on one subnet in this call: the second must not get the same address.
-                if requested is not None:
-                    raise Conflict(f"IP address {address} already allocated in subnet {subnet.id}",
-                                   kind="IpAddressAlreadyAllocated")
-                address = _next_after(session, subnet, pending)
-            addresses.append((subnet, address))
-    return addresses
-
+            # A second request on a subnet finds the first one's row: another address, or a 409.
+            give(subnet, requested, allow_gateway)
+    return given
 
 
 def is_auto_address(subnet: ipam.SubnetLike) -> bool:
@@ -171,19 +159,6 @@ def eui64(cidr: str, mac: str) -> str:
     octets = bytes.fromhex(mac.replace(":", ""))
     iid = bytes([octets[0] ^ 0x02]) + octets[1:3] + b"\xff\xfe" + octets[3:]
     return str(ipaddress.ip_network(cidr).network_address + int.from_bytes(iid, "big"))
-
-
-def _next_after(session: Session, subnet: ipam.SubnetLike, pending: list[str]) -> str:
-    """A free address of ``subnet`` that is neither allocated nor pending in this call."""
-    rows = session.scalars(select(IPAllocation.ip_address).where(IPAllocation.subnet_id == subnet.id))
-    taken = {ipam.as_int(a) for a in [*rows, *pending]}
-    if subnet.gateway_ip:
-        taken.add(ipam.as_int(subnet.gateway_ip))
-    found = ipam.first_free(subnet.allocation_pools, taken)
-    if found is None:
-        raise Conflict(f"No more IP addresses available on network {subnet.network_id}.",
-                       kind="IpAddressGenerationFailure")
-    return str(ipaddress.ip_address(found))
 
 
 def _subnet_for(network_id: str, req: dict[str, Any], by_id: dict[str, ipam.SubnetLike],
@@ -206,15 +181,15 @@ def _subnet_for(network_id: str, req: dict[str, Any], by_id: dict[str, ipam.Subn
     raise BadRequest("Invalid input for fixed_ips. Reason: each entry needs subnet_id or ip_address.")
 
 
-def _from_any(session: Session, subnets: list[ipam.SubnetLike]) -> tuple[ipam.SubnetLike, str]:
+def _from_any(subnets: list[ipam.SubnetLike], give: Callable[[ipam.SubnetLike], None]) -> None:
     """An address from the first subnet of one IP version that has room."""
     for subnet in subnets[:-1]:
         try:
-            return subnet, ipam.allocate(session, subnet)
+            return give(subnet)
         except Conflict as exc:
             if exc.kind != "IpAddressGenerationFailure":
                 raise
-    return subnets[-1], ipam.allocate(session, subnets[-1])
+    give(subnets[-1])
 
 
 def _mac_taken(session: Session, network_id: str, mac: str) -> bool:
@@ -289,9 +264,12 @@ def create_port(
         attrs["allowed_address_pairs"] = address_pairs(attrs["allowed_address_pairs"], mac)
     row = port_row(id=new_id(), project_id=project_id, network_id=network.id, mac_address=mac,
                    port_security_enabled=port_security_enabled, **attrs)
-    addresses = pick_addresses(session, network.id, mac, owner, fixed_ips, allow_gateway=allow_gateway,
-                               subnets=subnets)
-    return insert_port(session, row, addresses, list(dict.fromkeys(security_groups)))
+    groups = list(dict.fromkeys(security_groups))
+    insert_port(session, row)
+    addresses = assign_addresses(session, row["id"], network.id, mac, owner, fixed_ips,
+                                 allow_gateway=allow_gateway, subnets=subnets)
+    insert_groups(session, row["id"], groups)
+    return new_port(row, addresses, groups)
 
 
 def default_group_key(project_id: str) -> tuple[str, str]:
@@ -427,9 +405,6 @@ class PortUpdate(Body):
 # --- the Port API -------------------------------------------------------------------
 
 _NETWORKS = Networks()
-_SUBNET_FACTS = tuple(column.label(f"subnet_{column.key}") for column in ipam.FACT_COLUMNS)
-
-
 @dataclass(frozen=True)
 class PortTarget:
     """The network a new port goes on, as far as creating the port reads it."""
@@ -439,14 +414,32 @@ class PortTarget:
     shared: bool
 
 
+def _target_statements() -> tuple[Select, Select]:
+    """The look-up of a port's network and its subnets, built once: (admin, scoped to a project).
+
+    Plain table columns and bound parameters: no ORM compile step and no statement
+    to build (or cache key to compute) per request.
+    """
+    networks, subnets = Network.__table__, Subnet.__table__
+    facts = [subnets.c[column.key].label(f"subnet_{column.key}") for column in ipam.FACT_COLUMNS]
+    admin = (select(networks.c.id, networks.c.project_id, networks.c.shared, *facts)
+             .select_from(networks.outerjoin(subnets, subnets.c.network_id == networks.c.id))
+             .where(networks.c.id == bindparam("network_id")).order_by(subnets.c.created_at))
+    # What ``Networks.visible`` lets a project see.
+    scoped = admin.where(or_(networks.c.project_id == bindparam("project_id"), networks.c.shared,
+                             networks.c.external))
+    return admin, scoped
+
+
+_TARGET_ADMIN, _TARGET_SCOPED = _target_statements()
+
+
 def _target_network(session: Session, ctx: Context, network_id: str) -> tuple[PortTarget, list[ipam.SubnetFacts]]:
     """The network (if the caller may see it) and its subnets for IPAM: one query, plain rows."""
-    stmt = (select(Network.id, Network.project_id, Network.shared, *_SUBNET_FACTS)
-            .outerjoin(Subnet, Subnet.network_id == Network.id)
-            .where(Network.id == network_id).order_by(Subnet.created_at))
-    if not ctx.is_admin:
-        stmt = stmt.where(_NETWORKS.visible(ctx))
-    rows = session.execute(stmt).all()
+    if ctx.is_admin:
+        rows = session.execute(_TARGET_ADMIN, {"network_id": network_id}).all()
+    else:
+        rows = session.execute(_TARGET_SCOPED, {"network_id": network_id, "project_id": ctx.project_id}).all()
     if not rows:
         raise not_found("network", network_id)
     network = PortTarget(*rows[0][:3])
@@ -746,10 +739,9 @@ def _rederive_auto_addresses(session: Session, port: Port) -> None:
         port.fixed_ips.remove(alloc)
     session.flush()
     for alloc, subnet in stale:
-        address = ipam.allocate(session, subnet, eui64(subnet.cidr, port.mac_address))
-        port.fixed_ips.append(IPAllocation(subnet_id=subnet.id, ip_address=address, port_id=port.id,
-                                           network_id=port.network_id, seq=alloc.seq))
-    session.flush()
+        ipam.assign(session, subnet, ipam.Holder(port.id, port.network_id, alloc.seq),
+                    eui64(subnet.cidr, port.mac_address))
+    session.expire(port, ["fixed_ips"])
 
 
 def _by_seq(alloc: IPAllocation) -> int:

@@ -86,6 +86,7 @@ class Page:
 
 
 MAX_PAGE = 10_000
+_INSERT_CHANGE = insert(Change.__table__)  # built once (see ``Resource.record``)
 
 
 class Resource:
@@ -282,7 +283,7 @@ class Resource:
         if data is not None:  # the API answers with what the log says (see ``rendered``)
             session.info.setdefault("rendered", {})[(self.member, obj.id)] = data
         # A Core insert: the log row needs no unit-of-work bookkeeping (nor a flush).
-        session.execute(insert(Change.__table__), {
+        session.execute(_INSERT_CHANGE, {
             "resource": self.member, "resource_id": obj.id, "action": action,
             "project_id": obj.project_id, "data": data, "at": utcnow(),
         })
