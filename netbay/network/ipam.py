@@ -255,7 +255,7 @@ _INSERTS = {dialect: _insert_skipping_clash(dialect) for dialect in ("postgresql
 def _insert(session: Session, subnet: SubnetLike, address: str, holder: Holder) -> bool:
     """INSERT the allocation unless the address is taken; True if it was inserted."""
     stmt = _INSERTS[session.get_bind().dialect.name]
-    row = session.execute(stmt, {"subnet_id": subnet.id, "ip_address": address, "port_id": holder.port_id,
+    row = session.connection().execute(stmt, {"subnet_id": subnet.id, "ip_address": address, "port_id": holder.port_id,
                                  "network_id": holder.network_id, "seq": holder.seq}).first()
     return row is not None
 

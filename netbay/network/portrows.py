@@ -84,12 +84,12 @@ def insert_port(session: Session, row: dict[str, Any]) -> None:
     they refer to (a network made in this transaction, a router) exist."""
     if session.new or session.dirty or session.deleted:
         session.flush()
-    session.execute(_INSERT_PORT, row)
+    session.connection().execute(_INSERT_PORT, row)
 
 
 def insert_groups(session: Session, port_id: str, groups: list[str]) -> None:
     if groups:
-        session.execute(_INSERT_BINDINGS, [{"port_id": port_id, "security_group_id": g} for g in groups])
+        session.connection().execute(_INSERT_BINDINGS, [{"port_id": port_id, "security_group_id": g} for g in groups])
 
 
 def new_port(row: dict[str, Any], addresses: list[tuple[str, str]], groups: list[str]) -> NewPort:

@@ -437,9 +437,10 @@ _TARGET_ADMIN, _TARGET_SCOPED = _target_statements()
 def _target_network(session: Session, ctx: Context, network_id: str) -> tuple[PortTarget, list[ipam.SubnetFacts]]:
     """The network (if the caller may see it) and its subnets for IPAM: one query, plain rows."""
     if ctx.is_admin:
-        rows = session.execute(_TARGET_ADMIN, {"network_id": network_id}).all()
+        rows = session.connection().execute(_TARGET_ADMIN, {"network_id": network_id}).all()
     else:
-        rows = session.execute(_TARGET_SCOPED, {"network_id": network_id, "project_id": ctx.project_id}).all()
+        rows = session.connection().execute(_TARGET_SCOPED, {"network_id": network_id,
+                                                             "project_id": ctx.project_id}).all()
     if not rows:
         raise not_found("network", network_id)
     network = PortTarget(*rows[0][:3])

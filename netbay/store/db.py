@@ -49,9 +49,12 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
             # Let BEGIN be emitted by SQLAlchemy (below) so writes take the lock up front.
             dbapi_conn.isolation_level = None
 
+        begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
+
         @event.listens_for(engine, "begin")
         def _begin(conn):  # noqa: ANN001
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+            # Straight to the driver: nothing to log, compile or read back.
+            conn.connection.driver_connection.execute(begin)
 
         return engine
     # No pre-ping (a round trip per checkout): a connection the server dropped is
