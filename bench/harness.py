@@ -215,6 +215,12 @@ def make_network(client: httpx.Client, name: str, cidr: str) -> tuple[str, str]:
     return net, r.json()["subnet"]["id"]
 
 
+def proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (Linux /proc), to apportion the shared cores."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # --- statistics and reporting -----------------------------------------------------------------
 
 

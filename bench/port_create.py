@@ -46,12 +46,6 @@ Request = Callable[[], Awaitable[rawhttp.Answer]]
 FAILURES = (httpx.HTTPError, OSError)  # ConnectionError is an OSError
 
 
-def proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (Linux /proc), to apportion the shared cores."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class Meter:
     """CPU seconds used by server and client during one phase."""
 
@@ -59,11 +53,11 @@ class Meter:
         self.pid = server_pid
 
     def __enter__(self) -> Meter:
-        self.s0, self.c0, self.t0 = proc_cpu_seconds(self.pid), time.process_time(), time.perf_counter()
+        self.s0, self.c0, self.t0 = harness.proc_cpu_seconds(self.pid), time.process_time(), time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server = proc_cpu_seconds(self.pid) - self.s0
+        self.server = harness.proc_cpu_seconds(self.pid) - self.s0
         self.client = time.process_time() - self.c0
         self.wall = time.perf_counter() - self.t0
 

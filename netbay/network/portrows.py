@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, insert
+from sqlalchemy import Table, bindparam, insert
 from sqlalchemy.orm import Session
 
 from netbay.store.models import Port, PortSecurityGroup, utcnow
@@ -26,6 +26,11 @@ BINDINGS: Table = PortSecurityGroup.__table__  # type: ignore[assignment]
 # Built once: a statement object keeps its cache key, so executing it again is cheaper.
 _INSERT_PORT = insert(PORTS)
 _INSERT_BINDINGS = insert(BINDINGS)
+# PostgreSQL: the port inserted in a data-modifying CTE of its group binding's INSERT; the
+# binding's foreign key is checked at the end of the statement, when both rows exist.
+_INSERT_PORT_WITH_GROUP = insert(BINDINGS).values(
+    port_id=bindparam("id"), security_group_id=bindparam("security_group_id"),
+).add_cte(insert(PORTS).values({c.name: bindparam(c.name) for c in PORTS.columns}).cte("new_port"))
 
 
 @dataclass(frozen=True)
@@ -78,18 +83,23 @@ def port_row(**values: Any) -> dict[str, Any]:
     return row
 
 
-def insert_port(session: Session, row: dict[str, Any]) -> None:
-    """INSERT the ``ports`` row, in the caller's transaction (addresses come next, see
-    ``ports.assign_addresses``). The session's pending ORM changes go first, so rows
-    they refer to (a network made in this transaction, a router) exist."""
+def insert_port(session: Session, row: dict[str, Any], groups: list[str]) -> None:
+    """INSERT the ``ports`` row and its group bindings, in the caller's transaction
+    (addresses come next, see ``ports.assign_addresses``).
+
+    The session's pending ORM changes go first, so rows they refer to (a network
+    made in this transaction, a router) exist. On PostgreSQL a port with one group
+    (the usual default group) is one statement, one round trip.
+    """
     if session.new or session.dirty or session.deleted:
         session.flush()
-    session.connection().execute(_INSERT_PORT, row)
-
-
-def insert_groups(session: Session, port_id: str, groups: list[str]) -> None:
+    conn = session.connection()
+    if len(groups) == 1 and conn.dialect.name == "postgresql":
+        conn.execute(_INSERT_PORT_WITH_GROUP, {**row, "security_group_id": groups[0]})
+        return
+    conn.execute(_INSERT_PORT, row)
     if groups:
-        session.connection().execute(_INSERT_BINDINGS, [{"port_id": port_id, "security_group_id": g} for g in groups])
+        conn.execute(_INSERT_BINDINGS, [{"port_id": row["id"], "security_group_id": g} for g in groups])
 
 
 def new_port(row: dict[str, Any], addresses: list[tuple[str, str]], groups: list[str]) -> NewPort:

@@ -27,7 +27,7 @@ from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, not_found
 from netbay.network import ipam
 from netbay.network.networks import Networks
-from netbay.network.portrows import NewPort, insert_groups, insert_port, new_port, port_row
+from netbay.network.portrows import NewPort, insert_port, new_port, port_row
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import MAC, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
 from netbay.store.models import (
@@ -265,10 +265,9 @@ def create_port(
     row = port_row(id=new_id(), project_id=project_id, network_id=network.id, mac_address=mac,
                    port_security_enabled=port_security_enabled, **attrs)
     groups = list(dict.fromkeys(security_groups))
-    insert_port(session, row)
+    insert_port(session, row, groups)
     addresses = assign_addresses(session, row["id"], network.id, mac, owner, fixed_ips,
                                  allow_gateway=allow_gateway, subnets=subnets)
-    insert_groups(session, row["id"], groups)
     return new_port(row, addresses, groups)
 
 

@@ -464,8 +464,6 @@ class Change(Base):
     """One row per committed change: the reconcilers' stream of desired state."""
 
     __tablename__ = "changes"
-    # Rows are appended with Core and nobody reads the new revision back: no RETURNING.
-    __table_args__ = {"implicit_returning": False}
     revision: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     resource: Mapped[str] = mapped_column(String(32))
     resource_id: Mapped[str] = mapped_column(String(64))
