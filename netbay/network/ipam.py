@@ -16,7 +16,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Protocol
@@ -204,13 +204,39 @@ def allocate(session: Session, subnet: SubnetLike, requested: str | None = None,
     return str(cls(found))
 
 
+def _insert_skipping_clash(dialect: str) -> Insert:
+    table = IPAllocation.__table__
+    make = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return make(table).on_conflict_do_nothing(index_elements=[table.c.subnet_id, table.c.ip_address]) \
+        .returning(table.c.ip_address)
+
+
+_INSERTS = {dialect: _insert_skipping_clash(dialect) for dialect in ("postgresql", "sqlite")}
+
+
+def insert_allocation(session: Session, values: dict[str, Any]) -> bool:
+    """INSERT an ``ip_allocations`` row unless its address is taken; True if it was inserted."""
+    conn = session.connection()
+    return conn.execute(_INSERTS[conn.dialect.name], values).first() is not None
+
+
+Writer = Callable[[Session, dict[str, Any]], bool]
+
+
 @dataclass(frozen=True)
 class Holder:
-    """Who an ``assign``ed address goes to: the ``ip_allocations`` row's other columns."""
+    """Who an ``assign``ed address goes to: the ``ip_allocations`` row's other columns,
+    and how the row is written (``insert_allocation``, or a statement that writes the
+    port too, see ``portrows.PortWriter``)."""
 
     port_id: str
     network_id: str
     seq: int
+    write: Writer = insert_allocation
+
+    def take(self, session: Session, subnet: SubnetLike, address: str) -> bool:
+        return self.write(session, {"subnet_id": subnet.id, "ip_address": address, "port_id": self.port_id,
+                                    "network_id": self.network_id, "seq": self.seq})
 
 
 def assign(session: Session, subnet: SubnetLike, holder: Holder, requested: str | None = None, *,
@@ -227,37 +253,19 @@ def assign(session: Session, subnet: SubnetLike, holder: Holder, requested: str 
         if not in_subnet(subnet, address):
             raise BadRequest(f"IP address {address} is not a valid IP for the specified subnet.",
                              kind="InvalidIpForSubnet")
-        if (address == subnet.gateway_ip and not allow_gateway) or not _insert(session, subnet, address, holder):
+        if (address == subnet.gateway_ip and not allow_gateway) or not holder.take(session, subnet, address):
             raise Conflict(f"IP address {address} already allocated in subnet {subnet.id}",
                            kind="IpAddressAlreadyAllocated")
         return address
     found = _scan(session, subnet, probe_hint=False)
     while found is not None:
         address = as_str(found, subnet.ip_version)
-        if _insert(session, subnet, address, holder):
+        if holder.take(session, subnet, address):
             _hints[subnet.id] = found + 1
             return address
         found = _scan(session, subnet)  # the hint was taken (another process): look up the next
     raise Conflict(f"No more IP addresses available on network {subnet.network_id}.",
                    kind="IpAddressGenerationFailure")
-
-
-def _insert_skipping_clash(dialect: str) -> Insert:
-    table = IPAllocation.__table__
-    make = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    return make(table).on_conflict_do_nothing(index_elements=[table.c.subnet_id, table.c.ip_address]) \
-        .returning(table.c.ip_address)
-
-
-_INSERTS = {dialect: _insert_skipping_clash(dialect) for dialect in ("postgresql", "sqlite")}
-
-
-def _insert(session: Session, subnet: SubnetLike, address: str, holder: Holder) -> bool:
-    """INSERT the allocation unless the address is taken; True if it was inserted."""
-    stmt = _INSERTS[session.get_bind().dialect.name]
-    row = session.connection().execute(stmt, {"subnet_id": subnet.id, "ip_address": address, "port_id": holder.port_id,
-                                 "network_id": holder.network_id, "seq": holder.seq}).first()
-    return row is not None
 
 
 # Where the search for a free address of a subnet starts: the lowest address that

@@ -16,21 +16,41 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, bindparam, insert
+from sqlalchemy import Insert, Table, bindparam, insert
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
-from netbay.store.models import Port, PortSecurityGroup, utcnow
+from netbay.network import ipam
+from netbay.store.models import IPAllocation, Port, PortSecurityGroup, utcnow
 
 PORTS: Table = Port.__table__  # type: ignore[assignment]
 BINDINGS: Table = PortSecurityGroup.__table__  # type: ignore[assignment]
 # Built once: a statement object keeps its cache key, so executing it again is cheaper.
 _INSERT_PORT = insert(PORTS)
 _INSERT_BINDINGS = insert(BINDINGS)
-# PostgreSQL: the port inserted in a data-modifying CTE of its group binding's INSERT; the
-# binding's foreign key is checked at the end of the statement, when both rows exist.
-_INSERT_PORT_WITH_GROUP = insert(BINDINGS).values(
-    port_id=bindparam("id"), security_group_id=bindparam("security_group_id"),
-).add_cte(insert(PORTS).values({c.name: bindparam(c.name) for c in PORTS.columns}).cte("new_port"))
+
+
+def _port_with_address(groups: int) -> Insert:
+    """PostgreSQL: one statement for a new port, its group binding (``groups`` 0 or 1) and
+    its first address, which is skipped if taken (the port is written anyway).
+
+    The port and the binding are data-modifying CTEs of the address's INSERT; the
+    foreign keys are checked at the end of the statement, when all rows exist.
+    """
+    table = IPAllocation.__table__
+    port = insert(PORTS).values({c.name: bindparam(c.name) for c in PORTS.columns}).cte("new_port")
+    ctes = [port]
+    if groups:
+        ctes.append(insert(BINDINGS).values(port_id=bindparam("id"),
+                                            security_group_id=bindparam("security_group_id")).cte("new_group"))
+    return postgresql.insert(table).values(
+        subnet_id=bindparam("subnet_id"), ip_address=bindparam("ip_address"), port_id=bindparam("id"),
+        network_id=bindparam("network_id"), seq=bindparam("seq"),
+    ).on_conflict_do_nothing(index_elements=[table.c.subnet_id, table.c.ip_address]) \
+        .returning(table.c.ip_address).add_cte(*ctes)
+
+
+_PORT_WITH_ADDRESS = {groups: _port_with_address(groups) for groups in (0, 1)}
 
 
 @dataclass(frozen=True)
@@ -83,23 +103,47 @@ def port_row(**values: Any) -> dict[str, Any]:
     return row
 
 
-def insert_port(session: Session, row: dict[str, Any], groups: list[str]) -> None:
-    """INSERT the ``ports`` row and its group bindings, in the caller's transaction
-    (addresses come next, see ``ports.assign_addresses``).
+class PortWriter:
+    """Writes a new port's row and group bindings in the caller's transaction, at the
+    latest with its first address (``ipam.Holder.write``).
 
-    The session's pending ORM changes go first, so rows they refer to (a network
-    made in this transaction, a router) exist. On PostgreSQL a port with one group
-    (the usual default group) is one statement, one round trip.
+    On PostgreSQL the three go in one statement, one round trip instead of three; on
+    SQLite (no round trips) as separate INSERTs. The session's pending ORM changes go
+    first, so rows they refer to (a network made in this transaction, a router) exist.
     """
-    if session.new or session.dirty or session.deleted:
-        session.flush()
-    conn = session.connection()
-    if len(groups) == 1 and conn.dialect.name == "postgresql":
-        conn.execute(_INSERT_PORT_WITH_GROUP, {**row, "security_group_id": groups[0]})
-        return
-    conn.execute(_INSERT_PORT, row)
-    if groups:
-        conn.execute(_INSERT_BINDINGS, [{"port_id": row["id"], "security_group_id": g} for g in groups])
+
+    def __init__(self, row: dict[str, Any], groups: list[str]) -> None:
+        self.row, self.groups = row, groups
+        self.written = False
+
+    def write_address(self, session: Session, values: dict[str, Any]) -> bool:
+        """``ipam.Writer``: the allocation row ``values``, and the port if not written yet."""
+        if not self.written:
+            self._flush_pending(session)
+            conn = session.connection()
+            if conn.dialect.name == "postgresql" and len(self.groups) <= 1:
+                self.written = True
+                params = {**self.row, **values, "security_group_id": self.groups[0] if self.groups else None}
+                return conn.execute(_PORT_WITH_ADDRESS[len(self.groups)], params).first() is not None
+            self.finish(session)
+        return ipam.insert_allocation(session, values)
+
+    def finish(self, session: Session) -> None:
+        """Write the port and its groups if no address did (a port without addresses)."""
+        if self.written:
+            return
+        self._flush_pending(session)
+        conn = session.connection()
+        conn.execute(_INSERT_PORT, self.row)
+        if self.groups:
+            conn.execute(_INSERT_BINDINGS, [{"port_id": self.row["id"], "security_group_id": g}
+                                            for g in self.groups])
+        self.written = True
+
+    @staticmethod
+    def _flush_pending(session: Session) -> None:
+        if session.new or session.dirty or session.deleted:
+            session.flush()
 
 
 def new_port(row: dict[str, Any], addresses: list[tuple[str, str]], groups: list[str]) -> NewPort:

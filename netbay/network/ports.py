@@ -27,7 +27,7 @@ from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, not_found
 from netbay.network import ipam
 from netbay.network.networks import Networks
-from netbay.network.portrows import NewPort, insert_port, new_port, port_row
+from netbay.network.portrows import NewPort, PortWriter, new_port, port_row
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import MAC, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
 from netbay.store.models import (
@@ -96,6 +96,7 @@ def assign_addresses(
     allow_gateway: bool = False,
     subnets: list[ipam.SubnetLike] | None = None,
     start_seq: int = 0,
+    writer: PortWriter | None = None,
 ) -> list[tuple[str, str]]:
     """Allocate a port's addresses as Neutron's IPAM does; returns ``(subnet_id, address)``.
 
@@ -103,8 +104,9 @@ def assign_addresses(
     stateful IPv6 subnets (the first with room), plus the EUI-64 address on
     every SLAAC / DHCPv6-stateless subnet. Otherwise one address per request;
     a request for an automatic-address subnet gets the EUI-64 address. The
-    ``ip_allocations`` rows are written here (``ipam.assign``), so the port's row
-    must exist. ``subnets`` are the network's, when the caller has them already.
+    ``ip_allocations`` rows are written here (``ipam.assign``): the port's row must
+    exist, or be written by ``writer`` with the first address. ``subnets`` are the
+    network's, when the caller has them already.
     """
     if requests == []:
         return []
@@ -113,7 +115,8 @@ def assign_addresses(
     given: list[tuple[str, str]] = []
 
     def give(subnet: ipam.SubnetLike, requested: str | None = None, gateway_ok: bool = False) -> None:
-        holder = ipam.Holder(port_id, network_id, start_seq + len(given))
+        holder = ipam.Holder(port_id, network_id, start_seq + len(given),
+                             writer.write_address if writer else ipam.insert_allocation)
         given.append((subnet.id, ipam.assign(session, subnet, holder, requested, allow_gateway=gateway_ok)))
 
     auto = owner not in ROUTER_INTERFACE_OWNERS
@@ -265,9 +268,10 @@ def create_port(
     row = port_row(id=new_id(), project_id=project_id, network_id=network.id, mac_address=mac,
                    port_security_enabled=port_security_enabled, **attrs)
     groups = list(dict.fromkeys(security_groups))
-    insert_port(session, row, groups)
+    writer = PortWriter(row, groups)
     addresses = assign_addresses(session, row["id"], network.id, mac, owner, fixed_ips,
-                                 allow_gateway=allow_gateway, subnets=subnets)
+                                 allow_gateway=allow_gateway, subnets=subnets, writer=writer)
+    writer.finish(session)
     return new_port(row, addresses, groups)
 
 
