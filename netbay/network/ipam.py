@@ -2,13 +2,15 @@
 
 The pure functions (``default_gateway``, ``default_pools``, ``validate_pools``,
 ``gateway_valid``, ``first_free``) know nothing of the database and are
-property-tested. ``allocate`` is the one place that hands out an address: it
-runs inside the caller's write transaction and relies on the (subnet, address)
-primary key as the last word, so no address is ever handed out twice. Within a
-process, transactions in flight *claim* the addresses they picked, so
-concurrent allocators on one subnet pick different addresses instead of queueing
-on a lock that is held until commit; a clash with another process is refused by
-the primary key and ``Store.retrying`` runs the transaction again.
+property-tested. ``assign`` hands a port its address and writes the allocation
+row (``allocate`` only picks one); both run inside the caller's write
+transaction and rely on the (subnet, address) primary key as the last word, so
+no address is ever handed out twice. Within a process, transactions in flight
+*claim* the addresses they picked, so concurrent allocators on one subnet pick
+different addresses instead of queueing on a lock that is held until commit. An
+address another process holds is skipped by ``assign``'s INSERT (``ON CONFLICT
+DO NOTHING``), which then looks further; one it took meanwhile for ``allocate``
+is refused by the primary key and ``Store.retrying`` runs the transaction again.
 """
 
 from __future__ import annotations

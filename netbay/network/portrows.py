@@ -5,9 +5,10 @@ port with one address and one group costs a unit-of-work flush of three
 instances (about twice the CPU of the three INSERTs themselves), and nothing
 that makes a port needs the instances afterwards: callers read the port's id
 and addresses, and render it. ``ports.create_port`` runs the INSERTs (the
-addresses through ``ipam.assign``) and returns a frozen ``NewPort`` carrying
-exactly what was written; a later change to the port loads it as an ORM object
-like any other port.
+port and its groups through ``PortWriter``, its addresses through
+``ipam.assign``) and returns a frozen ``NewPort`` carrying exactly what was
+written; a later change to the port loads it as an ORM object like any other
+port.
 """
 
 from __future__ import annotations
