@@ -157,8 +157,12 @@ class Server:
 
 
 @contextmanager
-def netbay(db: str, pg_fsync: bool = True, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
-    """``netbay up`` on a fresh SQLite file or a fresh PostgreSQL cluster; torn down afterwards."""
+def netbay(db: str, pg_fsync: bool = True, extra_env: dict[str, str] | None = None,
+           pg_socket: str = "tcp") -> Iterator[Server]:
+    """``netbay up`` on a fresh SQLite file or a fresh PostgreSQL cluster; torn down afterwards.
+
+    ``pg_socket``: the server reaches PostgreSQL over TCP loopback (``tcp``) or its Unix
+    socket (``unix``)."""
     root = Path(tempfile.mkdtemp(prefix="nbbench-"))
     try:
         if db == "sqlite":
@@ -166,8 +170,10 @@ def netbay(db: str, pg_fsync: bool = True, extra_env: dict[str, str] | None = No
                 srv.database = f"SQLite {sqlite3.sqlite_version}, WAL, synchronous=NORMAL"
                 yield srv
         elif db == "postgresql":
-            with postgres(pg_fsync) as pg, _serve(pg.create_database(), root, extra_env) as srv:
-                srv.database = f"{pg.version}; {pg.settings}"
+            unix = pg_socket == "unix"
+            with postgres(pg_fsync) as pg, _serve(pg.create_database(unix=unix), root, extra_env) as srv:
+                how = "Unix socket" if unix else "TCP loopback"
+                srv.database = f"{pg.version}; {pg.settings}; over {how}"
                 yield srv
         else:
             raise SystemExit(f"unknown database {db!r}")

@@ -258,6 +258,8 @@ def run_loop(client: str) -> Callable[..., list[dict]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", default="sqlite,postgresql")
+    parser.add_argument("--pg-socket", choices=["tcp", "unix"], default="tcp",
+                        help="the server reaches PostgreSQL over TCP loopback or its Unix socket")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--client", choices=["raw", "httpx"], default="raw",
@@ -279,7 +281,7 @@ def main() -> None:
     report["client"] = CLIENTS[args.client]
     print(f"# port create — {report['machine']}\n# client: {report['client']}\n", flush=True)
     for db in [d for d in args.db.split(",") if d]:
-        with harness.netbay(db, pg_fsync=args.pg_fsync == "on") as srv:
+        with harness.netbay(db, pg_fsync=args.pg_fsync == "on", pg_socket=args.pg_socket) as srv:
             print(f"## {db}: {srv.database}", flush=True)
             token = srv.token()
             load_before = os.getloadavg()

@@ -103,6 +103,8 @@ def summarize(raw: Path, top: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", default="sqlite", choices=["sqlite", "postgresql"])
+    parser.add_argument("--pg-socket", choices=["tcp", "unix"], default="tcp",
+                        help="the server reaches PostgreSQL over TCP loopback or its Unix socket")
     parser.add_argument("--op", default="create", choices=["create", "get"])
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--clients", type=int, default=8, help="connections (closed loop: clients)")
@@ -117,7 +119,7 @@ def main() -> None:
     if shutil.which("py-spy") is None:
         raise SystemExit("py-spy not found: pip install py-spy")
     out = Path(tempfile.mkdtemp(prefix="nbprof-"))
-    with harness.netbay(args.db, pg_fsync=args.pg_fsync == "on") as srv:
+    with harness.netbay(args.db, pg_fsync=args.pg_fsync == "on", pg_socket=args.pg_socket) as srv:
         token = srv.token()
         raw = out / "stacks.txt"
         spy = subprocess.Popen(["py-spy", "record", "--pid", str(srv.proc.pid), "--format", "raw",
