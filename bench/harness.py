@@ -57,14 +57,18 @@ class Postgres:
     port: int
     version: str
     settings: str
+    socket_dir: Path
 
-    def create_database(self) -> str:
+    def create_database(self, unix: bool = False) -> str:
+        """A fresh database; its URL over TCP loopback, or over the Unix socket (``unix``)."""
         import psycopg
 
         name = "nbbench_" + uuid.uuid4().hex[:10]
         with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres",
                              autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
+        if unix:
+            return f"postgresql+psycopg://postgres@/{name}?host={self.socket_dir}&port={self.port}"
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{name}"
 
 
@@ -94,7 +98,7 @@ def postgres(fsync: bool) -> Iterator[Postgres]:
                                  text=True).stdout.strip()
         settings = "fsync=on, synchronous_commit=on (defaults)" if fsync else \
             "fsync=off, synchronous_commit=off, full_page_writes=off"
-        yield Postgres(port, version, settings)
+        yield Postgres(port, version, settings, root)
     finally:
         _stop_postmaster(proc, root / "data" / "postmaster.pid")
         shutil.rmtree(root, ignore_errors=True)
@@ -153,8 +157,12 @@ class Server:
 
 
 @contextmanager
-def netbay(db: str, pg_fsync: bool = True, extra_env: dict[str, str] | None = None) -> Iterator[Server]:
-    """``netbay up`` on a fresh SQLite file or a fresh PostgreSQL cluster; torn down afterwards."""
+def netbay(db: str, pg_fsync: bool = True, extra_env: dict[str, str] | None = None,
+           pg_socket: str = "tcp") -> Iterator[Server]:
+    """``netbay up`` on a fresh SQLite file or a fresh PostgreSQL cluster; torn down afterwards.
+
+    ``pg_socket``: the server reaches PostgreSQL over TCP loopback (``tcp``) or its Unix
+    socket (``unix``)."""
     root = Path(tempfile.mkdtemp(prefix="nbbench-"))
     try:
         if db == "sqlite":
@@ -162,8 +170,10 @@ def netbay(db: str, pg_fsync: bool = True, extra_env: dict[str, str] | None = No
                 srv.database = f"SQLite {sqlite3.sqlite_version}, WAL, synchronous=NORMAL"
                 yield srv
         elif db == "postgresql":
-            with postgres(pg_fsync) as pg, _serve(pg.create_database(), root, extra_env) as srv:
-                srv.database = f"{pg.version}; {pg.settings}"
+            unix = pg_socket == "unix"
+            with postgres(pg_fsync) as pg, _serve(pg.create_database(unix=unix), root, extra_env) as srv:
+                how = "Unix socket" if unix else "TCP loopback"
+                srv.database = f"{pg.version}; {pg.settings}; over {how}"
                 yield srv
         else:
             raise SystemExit(f"unknown database {db!r}")
@@ -209,6 +219,12 @@ def make_network(client: httpx.Client, name: str, cidr: str) -> tuple[str, str]:
                                                   "name": f"{name}-subnet"}})
     r.raise_for_status()
     return net, r.json()["subnet"]["id"]
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (Linux /proc), to apportion the shared cores."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --- statistics and reporting -----------------------------------------------------------------

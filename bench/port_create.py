@@ -3,8 +3,10 @@
     python bench/port_create.py --db sqlite,postgresql --repeat 3
 
 For each database a fresh ``netbay up`` runs in a subprocess; each repeat makes
-a fresh network with a /16 subnet and measures, through one
-``httpx.AsyncClient`` with a pool of ``--clients`` connections:
+a fresh network with a /16 subnet and measures, through one client with a pool
+of ``--clients`` keep-alive connections (``--client raw``: bench/rawhttp.py,
+prebuilt requests, ~0.1 ms CPU each; ``--client httpx``: one
+``httpx.AsyncClient``, 1.5-6 ms CPU each, as before):
 
 * a baseline: an authenticated ``GET /networks?limit=1`` (token check, one
   indexed read, JSON) - the floor of this HTTP stack on this machine;
@@ -28,21 +30,20 @@ import json
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
+import rawhttp  # noqa: E402
 
-Request = Callable[[httpx.AsyncClient], Awaitable[httpx.Response]]
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (Linux /proc), to apportion the shared cores."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+# One request of a phase: sends it and returns the answer (status, body).
+Request = Callable[[], Awaitable[rawhttp.Answer]]
+FAILURES = (httpx.HTTPError, OSError)  # ConnectionError is an OSError
 
 
 class Meter:
@@ -52,33 +53,33 @@ class Meter:
         self.pid = server_pid
 
     def __enter__(self) -> Meter:
-        self.s0, self.c0, self.t0 = proc_cpu_seconds(self.pid), time.process_time(), time.perf_counter()
+        self.s0, self.c0, self.t0 = harness.proc_cpu_seconds(self.pid), time.process_time(), time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server = proc_cpu_seconds(self.pid) - self.s0
+        self.server = harness.proc_cpu_seconds(self.pid) - self.s0
         self.client = time.process_time() - self.c0
         self.wall = time.perf_counter() - self.t0
 
 
-async def _timed(client: httpx.AsyncClient, request: Request, expect: int, errors: list[str]) -> float:
+async def _timed(request: Request, expect: int, errors: list[str]) -> float:
     t0 = time.perf_counter()
     try:
-        r = await request(client)
-        if r.status_code != expect:
-            errors.append(f"{r.status_code} {r.text[:200]}")
-    except httpx.HTTPError as exc:
+        r = await request()
+        if r.status != expect:
+            errors.append(f"{r.status} {r.text[:200]}")
+    except FAILURES as exc:
         errors.append(repr(exc))
     return time.perf_counter() - t0
 
 
-async def sequential(client: httpx.AsyncClient, request: Request, n: int, expect: int) -> dict:
+async def sequential(request: Request, n: int, expect: int) -> dict:
     errors: list[str] = []
-    lat = [await _timed(client, request, expect, errors) for _ in range(n)]
+    lat = [await _timed(request, expect, errors) for _ in range(n)]
     return {**harness.summary(lat), "errors": len(errors), "first_error": errors[:1]}
 
 
-async def closed_loop(client: httpx.AsyncClient, request: Request, n: int, workers: int, expect: int) -> dict:
+async def closed_loop(request: Request, n: int, workers: int, expect: int) -> dict:
     errors: list[str] = []
     lat: list[float] = []
     remaining = n
@@ -87,7 +88,7 @@ async def closed_loop(client: httpx.AsyncClient, request: Request, n: int, worke
         nonlocal remaining
         while remaining > 0:
             remaining -= 1
-            lat.append(await _timed(client, request, expect, errors))
+            lat.append(await _timed(request, expect, errors))
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(workers)))
@@ -95,9 +96,12 @@ async def closed_loop(client: httpx.AsyncClient, request: Request, n: int, worke
     return {**harness.summary(lat), "rate": len(lat) / wall, "errors": len(errors), "first_error": errors[:1]}
 
 
-async def open_loop(client: httpx.AsyncClient, request: Request, rate: float, seconds: float, expect: int) -> dict:
-    """Start a request every 1/rate s; latency from the intended start time."""
-    loop = asyncio.get_running_loop()
+async def open_loop(request: Request, rate: float, seconds: float, expect: int) -> dict:
+    """Start a request every 1/rate s; latency from the intended start time.
+
+    Times come from ``time.perf_counter``: uvloop's ``loop.time()`` has 1 ms steps.
+    """
+    now = time.perf_counter
     errors: list[str] = []
     lat: list[float] = []
     in_flight = peak = 0
@@ -107,79 +111,101 @@ async def open_loop(client: httpx.AsyncClient, request: Request, rate: float, se
         in_flight += 1
         peak = max(peak, in_flight)
         try:
-            r = await request(client)
-            if r.status_code != expect:
-                errors.append(f"{r.status_code} {r.text[:200]}")
-        except httpx.HTTPError as exc:
+            r = await request()
+            if r.status != expect:
+                errors.append(f"{r.status} {r.text[:200]}")
+        except FAILURES as exc:
             errors.append(repr(exc))
         finally:
             in_flight -= 1
-        lat.append(loop.time() - intended)
+        lat.append(now() - intended)
 
     count = int(rate * seconds)
-    start = loop.time() + 0.05
+    start = now() + 0.05
     tasks: dict[asyncio.Task, float] = {}
     for i in range(count):
         intended = start + i / rate
-        delay = intended - loop.time()
+        delay = intended - now()
         if delay > 0:
             await asyncio.sleep(delay)
         tasks[asyncio.create_task(one(intended))] = intended
     _, pending = await asyncio.wait(tasks, timeout=60)
-    wall = loop.time() - start
+    wall = now() - start
     answered = len(lat)
     for task in pending:  # unanswered 60 s after the last send: counted as errors, latency so far
         task.cancel()
-        lat.append(loop.time() - tasks[task])
+        lat.append(now() - tasks[task])
     unanswered = [f"{len(pending)} requests unanswered 60 s after the last send"] if pending else []
     return {**harness.summary(lat), "offered": rate, "rate": answered / wall, "errors": len(errors) + len(pending),
             "peak_in_flight": peak, "first_error": (errors + unanswered)[:1]}
 
 
-async def run_repeat(srv: harness.Server, token: str, rep: int, args: argparse.Namespace) -> list[dict]:
-    """One repeat: a fresh network, then every phase; returns result rows."""
-    headers = {"X-Auth-Token": token}
-    with httpx.Client(base_url=srv.network, headers=headers, timeout=60) as sync:
-        net, _ = harness.make_network(sync, f"bench-create-{rep}", f"10.{100 + rep}.0.0/16")
-    port_body = {"port": {"network_id": net}}
-
-    def create(c: httpx.AsyncClient) -> Awaitable[httpx.Response]:
-        return c.post("/ports", json=port_body)
-
-    def baseline(c: httpx.AsyncClient) -> Awaitable[httpx.Response]:
-        return c.get("/networks", params={"limit": 1})
-
+@asynccontextmanager
+async def requests(kind: str, srv: harness.Server, token: str, net: str,
+                   clients: int) -> AsyncIterator[tuple[Request, Request]]:
+    """The baseline GET and the port create, sent through a pool of ``clients``
+    keep-alive connections of the chosen client (the same pool for both)."""
+    body = {"port": {"network_id": net}}
+    if kind == "raw":
+        url = urlsplit(srv.network)
+        host = f"{url.hostname}:{url.port}"
+        headers = {"X-Auth-Token": token, "Accept": "application/json"}
+        get = rawhttp.request_bytes("GET", host, f"{url.path}/networks?limit=1", headers)
+        post = rawhttp.request_bytes("POST", host, f"{url.path}/ports",
+                                     {**headers, "Content-Type": "application/json"}, json.dumps(body).encode())
+        pool = rawhttp.Pool(url.hostname or "127.0.0.1", url.port or 80, clients)
+        try:
+            yield (lambda: pool.send(get)), (lambda: pool.send(post))
+        finally:
+            pool.close()
+        return
     # Idle connections are dropped by the client before uvicorn's 5 s keep-alive timeout closes
     # them: otherwise a request can race the server's close and fail without an answer.
-    limits = httpx.Limits(max_connections=args.clients, max_keepalive_connections=args.clients,
-                          keepalive_expiry=2.0)
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients, keepalive_expiry=2.0)
+    async with httpx.AsyncClient(base_url=srv.network, headers={"X-Auth-Token": token}, limits=limits,
+                                 timeout=60) as client:
+
+        async def answer(pending: Awaitable[httpx.Response]) -> rawhttp.Answer:
+            r = await pending
+            return rawhttp.Answer(r.status_code, r.content)
+
+        yield (lambda: answer(client.get("/networks", params={"limit": 1})),
+               lambda: answer(client.post("/ports", json=body)))
+
+
+async def run_repeat(srv: harness.Server, token: str, rep: int, args: argparse.Namespace) -> list[dict]:
+    """One repeat: a fresh network, then every phase; returns result rows."""
+    with httpx.Client(base_url=srv.network, headers={"X-Auth-Token": token}, timeout=60) as sync:
+        net, _ = harness.make_network(sync, f"bench-create-{rep}", f"10.{100 + rep}.0.0/16")
     rows: list[dict] = []
-    async with httpx.AsyncClient(base_url=srv.network, headers=headers, limits=limits, timeout=60) as client:
+    async with requests(args.client, srv, token, net, args.clients) as (baseline, create):
         # Warm up: open every pooled connection, touch both code paths.
-        await closed_loop(client, baseline, args.clients * 2, args.clients, 200)
-        await closed_loop(client, create, args.clients, args.clients, 201)
+        await closed_loop(baseline, args.clients * 2, args.clients, 200)
+        await closed_loop(create, args.clients, args.clients, 201)
 
         phases: list[tuple[str, str, Callable[[], Awaitable[dict]]]] = []
         for label, req, expect in (("GET networks?limit=1 (baseline)", baseline, 200),
                                    ("POST port", create, 201)):
             phases.append((label, "(a) sequential, 1 client",
-                           lambda req=req, expect=expect: sequential(client, req, args.sequential, expect)))
+                           lambda req=req, expect=expect: sequential(req, args.sequential, expect)))
             phases.append((label, f"(b) closed loop, {args.clients} clients",
-                           lambda req=req, expect=expect: closed_loop(client, req, args.closed, args.clients, expect)))
+                           lambda req=req, expect=expect: closed_loop(req, args.closed, args.clients, expect)))
             for rate in args.rates:
                 phases.append((label, f"(c) open loop {rate:g}/s, ≤{args.clients} conns",
                                lambda req=req, expect=expect, rate=rate:
-                               open_loop(client, req, rate, args.open_seconds, expect)))
+                               open_loop(req, rate, args.open_seconds, expect)))
         for label, mode, fn in phases:
+            load = os.getloadavg()[0]
             with Meter(srv.proc.pid) as m:
                 result = await fn()
-            result.update(op=label, mode=mode, repeat=rep,
+            result.update(op=label, mode=mode, repeat=rep, load=load,
                           server_cpu_ms=1000 * m.server / max(result["n"], 1),
                           client_cpu_ms=1000 * m.client / max(result["n"], 1))
             rows.append(result)
             print(f"  [{rep}] {label:34} {mode:32} p50={result['p50']:7.2f} ms p99={result['p99']:7.2f} ms "
                   f"rate={result.get('rate', float('nan')):7.1f}/s errors={result['errors']} "
-                  f"srv_cpu={result['server_cpu_ms']:.2f} ms/req", flush=True)
+                  f"srv_cpu={result['server_cpu_ms']:.2f} cli_cpu={result['client_cpu_ms']:.2f} ms/req "
+                  f"load={load:.2f}", flush=True)
             if result["first_error"]:
                 print(f"      first error: {result['first_error'][0]}", flush=True)
     return rows
@@ -214,11 +240,30 @@ def table(agg: list[dict]) -> str:
          "errors", "p50 per run"], rows)
 
 
+CLIENTS = {
+    "raw": "bench/rawhttp.py on uvloop: prebuilt HTTP/1.1 requests, httptools parser, keep-alive pool",
+    "httpx": "httpx.AsyncClient on asyncio, keep-alive pool",
+}
+
+
+def run_loop(client: str) -> Callable[..., list[dict]]:
+    """The lean client runs on uvloop (less CPU per request); httpx on asyncio as before."""
+    if client == "raw":
+        import uvloop
+
+        return uvloop.run
+    return asyncio.run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", default="sqlite,postgresql")
+    parser.add_argument("--pg-socket", choices=["tcp", "unix"], default="tcp",
+                        help="the server reaches PostgreSQL over TCP loopback or its Unix socket")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--client", choices=["raw", "httpx"], default="raw",
+                        help="load generator: bench/rawhttp.py (lean) or httpx.AsyncClient")
     parser.add_argument("--sequential", type=int, default=300, help="requests in (a)")
     parser.add_argument("--closed", type=int, default=2000, help="requests in (b)")
     parser.add_argument("--rates", default="25,100,200", help="offered rates of (c), per second")
@@ -233,16 +278,17 @@ def main() -> None:
 
     report: dict = {"machine": harness.machine(), "args": {k: v for k, v in vars(args).items() if k != "json"},
                     "databases": {}}
-    print(f"# port create — {report['machine']}\n", flush=True)
+    report["client"] = CLIENTS[args.client]
+    print(f"# port create — {report['machine']}\n# client: {report['client']}\n", flush=True)
     for db in [d for d in args.db.split(",") if d]:
-        with harness.netbay(db, pg_fsync=args.pg_fsync == "on") as srv:
+        with harness.netbay(db, pg_fsync=args.pg_fsync == "on", pg_socket=args.pg_socket) as srv:
             print(f"## {db}: {srv.database}", flush=True)
             token = srv.token()
             load_before = os.getloadavg()
             started = time.time()
             rows: list[dict] = []
             for rep in range(args.repeat):
-                rows.extend(asyncio.run(run_repeat(srv, token, rep, args)))
+                rows.extend(run_loop(args.client)(run_repeat(srv, token, rep, args)))
             agg = aggregate(rows)
             report["databases"][db] = {"database": srv.database, "load_before": load_before,
                                        "load_after": os.getloadavg(), "seconds": time.time() - started,

@@ -80,7 +80,7 @@ def wrk(url: str, method: str, body: str, token: str, connections: int, seconds:
 def run(db: str, args: argparse.Namespace) -> list[dict]:
     rows = []
     for rep in range(args.repeat):
-        with harness.netbay(db) as srv:
+        with harness.netbay(db, pg_socket=args.pg_socket) as srv:
             token = srv.token()
             with httpx.Client(base_url=srv.network, headers={"X-Auth-Token": token}, timeout=30) as c:
                 net, _ = harness.make_network(c, f"wrk{rep}", "10.241.0.0/16")
@@ -101,6 +101,8 @@ def run(db: str, args: argparse.Namespace) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", default="sqlite,postgresql")
+    parser.add_argument("--pg-socket", choices=["tcp", "unix"], default="tcp",
+                        help="the server reaches PostgreSQL over TCP loopback or its Unix socket")
     parser.add_argument("--connections", type=int, default=50)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)

@@ -37,6 +37,7 @@ class ChangeFeed:
         self.store = store
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None
+        self._waiting = 0  # calls to ``wait`` under way (changed on the event loop only)
         store.on_commit(self._committed)
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -45,7 +46,10 @@ class ChangeFeed:
         self._event = asyncio.Event()
 
     def _committed(self) -> None:
-        if self._loop is not None and self._event is not None:
+        # Waking the loop costs a syscall and a loop iteration per commit: only when
+        # someone waits. A waiter counts itself before its first look at the log, so a
+        # commit it did not see always wakes it.
+        if self._waiting and self._loop is not None and self._event is not None:
             self._loop.call_soon_threadsafe(self._event.set)
 
     def latest(self) -> int:
@@ -60,6 +64,13 @@ class ChangeFeed:
             return [render(c) for c in rows]
 
     async def wait(self, revision: int, timeout: float, limit: int = MAX_BATCH) -> list[dict[str, Any]]:
+        self._waiting += 1
+        try:
+            return await self._wait(revision, timeout, limit)
+        finally:
+            self._waiting -= 1
+
+    async def _wait(self, revision: int, timeout: float, limit: int) -> list[dict[str, Any]]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, timeout)
         while True:

@@ -2,13 +2,15 @@
 
 The pure functions (``default_gateway``, ``default_pools``, ``validate_pools``,
 ``gateway_valid``, ``first_free``) know nothing of the database and are
-property-tested. ``allocate`` is the one place that hands out an address: it
-runs inside the caller's write transaction and relies on the (subnet, address)
-primary key as the last word, so no address is ever handed out twice. Within a
-process, transactions in flight *claim* the addresses they picked, so
-concurrent allocators on one subnet pick different addresses instead of queueing
-on a lock that is held until commit; a clash with another process is refused by
-the primary key and ``Store.retrying`` runs the transaction again.
+property-tested. ``assign`` hands a port its address and writes the allocation
+row (``allocate`` only picks one); both run inside the caller's write
+transaction and rely on the (subnet, address) primary key as the last word, so
+no address is ever handed out twice. Within a process, transactions in flight
+*claim* the addresses they picked, so concurrent allocators on one subnet pick
+different addresses instead of queueing on a lock that is held until commit. An
+address another process holds is skipped by ``assign``'s INSERT (``ON CONFLICT
+DO NOTHING``), which then looks further; one it took meanwhile for ``allocate``
+is refused by the primary key and ``Store.retrying`` runs the transaction again.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import event, select
+from sqlalchemy import Insert, event, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from netbay.errors import BadRequest, Conflict
@@ -28,6 +32,36 @@ from netbay.store.models import IPAllocation, Subnet
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class SubnetLike(Protocol):
+    """What IPAM reads of a subnet: an ORM ``Subnet`` or a ``SubnetFacts``."""
+
+    id: str
+    network_id: str
+    ip_version: int
+    cidr: str
+    gateway_ip: str | None
+    allocation_pools: list[dict[str, str]]
+    ipv6_address_mode: str | None
+    ipv6_ra_mode: str | None
+
+
+@dataclass(frozen=True)
+class SubnetFacts:
+    """A subnet as plain values (read with ``FACT_COLUMNS``): no ORM instance to build."""
+
+    id: str
+    network_id: str
+    ip_version: int
+    cidr: str
+    gateway_ip: str | None
+    allocation_pools: list[dict[str, str]]
+    ipv6_address_mode: str | None
+    ipv6_ra_mode: str | None
+
+
+FACT_COLUMNS = tuple(getattr(Subnet, name) for name in SubnetFacts.__dataclass_fields__)
 
 
 def usable_range(net: Net) -> tuple[int, int]:
@@ -131,7 +165,7 @@ def first_free(pools: list[dict[str, str]], taken: set[int]) -> int | None:
     return None
 
 
-def in_subnet(subnet: Subnet, address: str) -> bool:
+def in_subnet(subnet: SubnetLike, address: str) -> bool:
     ip = ipaddress.ip_address(address)
     net = ipaddress.ip_network(subnet.cidr)
     if ip.version != net.version or ip not in net:
@@ -146,7 +180,8 @@ def as_int(address: str) -> int:
     return int.from_bytes(socket.inet_pton(family, address), "big")
 
 
-def allocate(session: Session, subnet: Subnet, requested: str | None = None, *, allow_gateway: bool = False) -> str:
+def allocate(session: Session, subnet: SubnetLike, requested: str | None = None, *,
+             allow_gateway: bool = False) -> str:
     """Hand out ``requested`` or the next free address of ``subnet``.
 
     409 ``IpAddressAlreadyAllocated`` for a taken requested address,
@@ -169,6 +204,70 @@ def allocate(session: Session, subnet: Subnet, requested: str | None = None, *, 
     _hints[subnet.id] = found + 1
     cls = ipaddress.IPv4Address if subnet.ip_version == 4 else ipaddress.IPv6Address
     return str(cls(found))
+
+
+def _insert_skipping_clash(dialect: str) -> Insert:
+    table = IPAllocation.__table__
+    make = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return make(table).on_conflict_do_nothing(index_elements=[table.c.subnet_id, table.c.ip_address]) \
+        .returning(table.c.ip_address)
+
+
+_INSERTS = {dialect: _insert_skipping_clash(dialect) for dialect in ("postgresql", "sqlite")}
+
+
+def insert_allocation(session: Session, values: dict[str, Any]) -> bool:
+    """INSERT an ``ip_allocations`` row unless its address is taken; True if it was inserted."""
+    conn = session.connection()
+    return conn.execute(_INSERTS[conn.dialect.name], values).first() is not None
+
+
+Writer = Callable[[Session, dict[str, Any]], bool]
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who an ``assign``ed address goes to: the ``ip_allocations`` row's other columns,
+    and how the row is written (``insert_allocation``, or a statement that writes the
+    port too, see ``portrows.PortWriter``)."""
+
+    port_id: str
+    network_id: str
+    seq: int
+    write: Writer = insert_allocation
+
+    def take(self, session: Session, subnet: SubnetLike, address: str) -> bool:
+        return self.write(session, {"subnet_id": subnet.id, "ip_address": address, "port_id": self.port_id,
+                                    "network_id": self.network_id, "seq": self.seq})
+
+
+def assign(session: Session, subnet: SubnetLike, holder: Holder, requested: str | None = None, *,
+           allow_gateway: bool = False) -> str:
+    """``allocate``, and INSERT the allocation row for ``holder`` (its port row must exist).
+
+    The INSERT is also the probe: it skips a taken address (``ON CONFLICT DO NOTHING``)
+    instead of failing the transaction, so the hinted address, free nearly always,
+    costs one statement instead of a look-up and an insert. Same answers as
+    ``allocate``: 409 ``IpAddressAlreadyAllocated`` / ``IpAddressGenerationFailure``.
+    """
+    if requested is not None:
+        address = str(ipaddress.ip_address(requested))
+        if not in_subnet(subnet, address):
+            raise BadRequest(f"IP address {address} is not a valid IP for the specified subnet.",
+                             kind="InvalidIpForSubnet")
+        if (address == subnet.gateway_ip and not allow_gateway) or not holder.take(session, subnet, address):
+            raise Conflict(f"IP address {address} already allocated in subnet {subnet.id}",
+                           kind="IpAddressAlreadyAllocated")
+        return address
+    found = _scan(session, subnet, probe_hint=False)
+    while found is not None:
+        address = as_str(found, subnet.ip_version)
+        if holder.take(session, subnet, address):
+            _hints[subnet.id] = found + 1
+            return address
+        found = _scan(session, subnet)  # the hint was taken (another process): look up the next
+    raise Conflict(f"No more IP addresses available on network {subnet.network_id}.",
+                   kind="IpAddressGenerationFailure")
 
 
 # Where the search for a free address of a subnet starts: the lowest address that
@@ -196,21 +295,30 @@ def _lap(pools: list[dict[str, str]], start: int) -> Iterator[int]:
         yield from range(lo, min(hi, start - 1) + 1)
 
 
-def _scan(session: Session, subnet: Subnet) -> int | None:
+def _scan(session: Session, subnet: SubnetLike, *, probe_hint: bool = True) -> int | None:
     """The first free, unclaimed address from the hint on, claimed for ``session``.
 
     Candidates are checked against the database in batches; the hint is usually
     right, so the first batch is the hinted address alone (one primary-key probe).
+    ``probe_hint=False``: the first unclaimed candidate is returned unchecked (the
+    caller's INSERT checks it).
     """
     gateway = as_int(subnet.gateway_ip) if subnet.gateway_ip else None
     candidates = (a for a in _lap(subnet.allocation_pools, _hints.get(subnet.id, 0))
                   if a != gateway and not _claimed(subnet.id, a))
+    if not probe_hint:
+        for address in candidates:
+            if _claim(session, subnet.id, address):
+                return address
+        return None
     size = 1
     while batch := list(islice(candidates, size)):
         size = SCAN_BATCH
         names = [as_str(a, subnet.ip_version) for a in batch]
+        # One name: a plain primary-key probe (an IN list is rendered afresh on every call).
+        match = IPAllocation.ip_address == names[0] if len(names) == 1 else IPAllocation.ip_address.in_(names)
         taken = set(session.scalars(select(IPAllocation.ip_address).where(
-            IPAllocation.subnet_id == subnet.id, IPAllocation.ip_address.in_(names))))
+            IPAllocation.subnet_id == subnet.id, match)))
         for address, name in zip(batch, names):
             if name not in taken and _claim(session, subnet.id, address):
                 return address

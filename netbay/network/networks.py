@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from pydantic import Field
-from sqlalchemy import func, or_, select
+from sqlalchemy import Select, bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
@@ -15,6 +16,9 @@ from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store.models import IPAllocation, Network, Port, Subnet, Tag
 
 DEFAULT_MTU = 1500
+_SUBNET_IDS = (select(Subnet.__table__.c.network_id, Subnet.__table__.c.id)
+               .where(Subnet.__table__.c.network_id.in_(bindparam("ids", expanding=True)))
+               .order_by(Subnet.__table__.c.created_at))
 
 
 class NetworkCreate(Body):
@@ -62,6 +66,20 @@ class Networks(Resource):
 
     def visible(self, ctx: Context):  # noqa: ANN201
         return or_(Network.project_id == ctx.project_id, Network.shared, Network.external)
+
+    def fetch(self, session: Session, stmt: Select) -> list[Any]:
+        """Plain rows with their subnets' ids: two queries per 500 networks.
+
+        As ORM instances every network would bring its subnets as instances too
+        (``Network.subnets`` loads eagerly), three times the CPU of the rows.
+        """
+        rows = session.execute(stmt.with_only_columns(*Network.__table__.columns)).all()
+        subnets: dict[str, list[Any]] = {}
+        ids = [row.id for row in rows]
+        for start in range(0, len(ids), 500):
+            for subnet in session.execute(_SUBNET_IDS, {"ids": ids[start:start + 500]}):
+                subnets.setdefault(subnet.network_id, []).append(subnet)
+        return [SimpleNamespace(**row._asdict(), subnets=subnets.get(row.id, [])) for row in rows]
 
     def render(self, session: Session, obj: Network, tags: list[str]) -> dict[str, Any]:
         return {

@@ -13,18 +13,21 @@ from __future__ import annotations
 import ipaddress
 import secrets
 import uuid
+from dataclasses import dataclass
 from types import SimpleNamespace
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, StringConstraints
-from sqlalchemy import Select, and_, false, or_, select, true
-from sqlalchemy.orm import Session, joinedload
+from sqlalchemy import Select, and_, bindparam, false, or_, select, true
+from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, not_found
 from netbay.network import ipam
 from netbay.network.networks import Networks
+from netbay.network.portrows import NewPort, PortWriter, new_port, port_row
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import MAC, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
 from netbay.store.models import (
@@ -74,73 +77,81 @@ def assign_ips(
     *,
     allow_gateway: bool = False,
     start_seq: int = 0,
-    subnets: list[Subnet] | None = None,
 ) -> None:
-    """Allocate the port's fixed IPs, as Neutron's IPAM does.
+    """Give an existing (ORM) port more fixed IPs (see ``assign_addresses``)."""
+    session.flush()
+    if assign_addresses(session, port.id, port.network_id, port.mac_address, port.device_owner, requests,
+                        allow_gateway=allow_gateway, start_seq=start_seq):
+        session.expire(port, ["fixed_ips"])  # the rows were written with Core: load them again
+
+
+def assign_addresses(
+    session: Session,
+    port_id: str,
+    network_id: str,
+    mac: str,
+    owner: str,
+    requests: list[dict[str, Any]] | None,
+    *,
+    allow_gateway: bool = False,
+    subnets: list[ipam.SubnetLike] | None = None,
+    start_seq: int = 0,
+    writer: PortWriter | None = None,
+) -> list[tuple[str, str]]:
+    """Allocate a port's addresses as Neutron's IPAM does; returns ``(subnet_id, address)``.
 
     ``requests=None``: one address from the IPv4 subnets and one from the
     stateful IPv6 subnets (the first with room), plus the EUI-64 address on
     every SLAAC / DHCPv6-stateless subnet. Otherwise one address per request;
-    a request for an automatic-address subnet gets the EUI-64 address.
-    ``subnets`` are the network's, when the caller has them already.
+    a request for an automatic-address subnet gets the EUI-64 address. The
+    ``ip_allocations`` rows are written here (``ipam.assign``): the port's row must
+    exist, or be written by ``writer`` with the first address. ``subnets`` are the
+    network's, when the caller has them already.
     """
     if requests == []:
-        session.flush()
-        return
+        return []
     if session.deleted or any(isinstance(obj, IPAllocation) for obj in session.new):
         session.flush()  # pending allocations and releases must be seen by IPAM
-    with session.no_autoflush:  # the new port goes to the database with its addresses, in one flush
+    given: list[tuple[str, str]] = []
+
+    def give(subnet: ipam.SubnetLike, requested: str | None = None, gateway_ok: bool = False) -> None:
+        holder = ipam.Holder(port_id, network_id, start_seq + len(given),
+                             writer.write_address if writer else ipam.insert_allocation)
+        given.append((subnet.id, ipam.assign(session, subnet, holder, requested, allow_gateway=gateway_ok)))
+
+    auto = owner not in ROUTER_INTERFACE_OWNERS
+    with session.no_autoflush:
         if subnets is None:
-            subnets = _subnets_of(session, port.network_id)
-        addresses = _addresses_for(session, port, subnets, requests, allow_gateway)
-    for seq, (subnet, ip) in enumerate(addresses, start=start_seq):
-        port.fixed_ips.append(IPAllocation(subnet_id=subnet.id, ip_address=ip, port_id=port.id,
-                                           network_id=port.network_id, seq=seq))
-    session.flush()
-
-
-def _addresses_for(
-    session: Session, port: Port, subnets: list[Subnet], requests: list[dict[str, Any]] | None,
-    allow_gateway: bool,
-) -> list[tuple[Subnet, str]]:
-    auto = port.device_owner not in ROUTER_INTERFACE_OWNERS
-    addresses: list[tuple[Subnet, str]] = []
-    if requests is None:
-        for candidates in (
-            [s for s in subnets if s.ip_version == 4],
-            [s for s in subnets if s.ip_version == 6 and not (auto and is_auto_address(s))],
-        ):
-            if candidates:
-                addresses.append(_from_any(session, candidates))
-        for subnet in subnets:
-            if auto and is_auto_address(subnet):
-                addresses.append((subnet, ipam.allocate(session, subnet, eui64(subnet.cidr, port.mac_address))))
-    else:
+            subnets = _subnets_of(session, network_id)
+        if requests is None:
+            for candidates in (
+                [s for s in subnets if s.ip_version == 4],
+                [s for s in subnets if s.ip_version == 6 and not (auto and is_auto_address(s))],
+            ):
+                if candidates:
+                    _from_any(candidates, give)
+            for subnet in subnets:
+                if auto and is_auto_address(subnet):
+                    give(subnet, eui64(subnet.cidr, mac))
+            return given
         by_id = {s.id: s for s in subnets}
         for req in requests:
-            subnet = _subnet_for(port, req, by_id, subnets)
+            subnet = _subnet_for(network_id, req, by_id, subnets)
             requested = req.get("ip_address")
             if auto and is_auto_address(subnet):
-                derived = eui64(subnet.cidr, port.mac_address)
+                derived = eui64(subnet.cidr, mac)
                 if requested is not None and requested != derived:
                     raise BadRequest(
                         f"Invalid input for operation: IPv6 address {requested} cannot be directly assigned "
                         f"to a port on subnet {subnet.id} since the subnet is configured for automatic "
                         "addresses.", kind="InvalidInput")
                 requested = derived
-            address = ipam.allocate(session, subnet, requested, allow_gateway=allow_gateway)
-            pending = [a for s, a in addresses if s.id == subnet.id]
-            if address in pending:
-                # Two requests on one subnet in this call: the second must not get the same address.
-                if requested is not None:
-                    raise Conflict(f"IP address {address} already allocated in subnet {subnet.id}",
-                                   kind="IpAddressAlreadyAllocated")
-                address = _next_after(session, subnet, pending)
-            addresses.append((subnet, address))
-    return addresses
+            # A second request on a subnet finds the first one's row: another address, or a 409.
+            give(subnet, requested, allow_gateway)
+    return given
 
 
-def is_auto_address(subnet: Subnet) -> bool:
+def is_auto_address(subnet: ipam.SubnetLike) -> bool:
     """SLAAC and DHCPv6-stateless subnets: hosts derive their address from the MAC."""
     return subnet.ip_version == 6 and (
         subnet.ipv6_address_mode in AUTO_ADDRESS_MODES or subnet.ipv6_ra_mode in AUTO_ADDRESS_MODES)
@@ -153,26 +164,14 @@ def eui64(cidr: str, mac: str) -> str:
     return str(ipaddress.ip_network(cidr).network_address + int.from_bytes(iid, "big"))
 
 
-def _next_after(session: Session, subnet: Subnet, pending: list[str]) -> str:
-    """A free address of ``subnet`` that is neither allocated nor pending in this call."""
-    rows = session.scalars(select(IPAllocation.ip_address).where(IPAllocation.subnet_id == subnet.id))
-    taken = {ipam.as_int(a) for a in [*rows, *pending]}
-    if subnet.gateway_ip:
-        taken.add(ipam.as_int(subnet.gateway_ip))
-    found = ipam.first_free(subnet.allocation_pools, taken)
-    if found is None:
-        raise Conflict(f"No more IP addresses available on network {subnet.network_id}.",
-                       kind="IpAddressGenerationFailure")
-    return str(ipaddress.ip_address(found))
-
-
-def _subnet_for(port: Port, req: dict[str, Any], by_id: dict[str, Subnet], subnets: list[Subnet]) -> Subnet:
+def _subnet_for(network_id: str, req: dict[str, Any], by_id: dict[str, ipam.SubnetLike],
+                subnets: list[ipam.SubnetLike]) -> ipam.SubnetLike:
     subnet_id, address = req.get("subnet_id"), req.get("ip_address")
     if subnet_id:
         subnet = by_id.get(subnet_id)
         if subnet is None:
             raise BadRequest(
-                f"Invalid input for operation: Failed to create port on network {port.network_id}, "
+                f"Invalid input for operation: Failed to create port on network {network_id}, "
                 f"because fixed_ips included invalid subnet {subnet_id}.", kind="InvalidInput")
         return subnet
     if address:
@@ -185,15 +184,15 @@ def _subnet_for(port: Port, req: dict[str, Any], by_id: dict[str, Subnet], subne
     raise BadRequest("Invalid input for fixed_ips. Reason: each entry needs subnet_id or ip_address.")
 
 
-def _from_any(session: Session, subnets: list[Subnet]) -> tuple[Subnet, str]:
+def _from_any(subnets: list[ipam.SubnetLike], give: Callable[[ipam.SubnetLike], None]) -> None:
     """An address from the first subnet of one IP version that has room."""
     for subnet in subnets[:-1]:
         try:
-            return subnet, ipam.allocate(session, subnet)
+            return give(subnet)
         except Conflict as exc:
             if exc.kind != "IpAddressGenerationFailure":
                 raise
-    return subnets[-1], ipam.allocate(session, subnets[-1])
+    give(subnets[-1])
 
 
 def _mac_taken(session: Session, network_id: str, mac: str) -> bool:
@@ -227,22 +226,23 @@ def create_port(
     session: Session,
     *,
     project_id: str,
-    network: Network,
+    network: Network | PortTarget,
     fixed_ips: list[dict[str, Any]] | None = None,
     mac_address: str | None = None,
     security_groups: list[str] | None = None,
     port_security_enabled: bool | None = None,
     allow_gateway: bool = False,
-    subnets: list[Subnet] | None = None,
+    subnets: list[ipam.SubnetLike] | None = None,
     **attrs: Any,
-) -> Port:
+) -> NewPort:
     """Make a port with addresses and security groups, inside the caller's transaction.
 
     ``security_groups=None`` means the project's default group for ordinary
     ports and none for ports netbay owns (``device_owner`` ``network:*``).
     ``attrs`` are plain columns: name, description, device_id, device_owner,
     binding_host_id, admin_state_up, allowed_address_pairs. ``subnets``: the
-    network's, when the caller loaded them already.
+    network's, when the caller loaded them already. The port is written with
+    Core INSERTs (``portrows``); what comes back is read-only.
     """
     owner = attrs.get("device_owner", "") or ""
     if port_security_enabled is None:
@@ -265,15 +265,14 @@ def create_port(
     mac = mac_address or generate_mac()
     if attrs.get("allowed_address_pairs"):
         attrs["allowed_address_pairs"] = address_pairs(attrs["allowed_address_pairs"], mac)
-    port_id = new_id()
-    # Collections set up front: a flushed port would otherwise load them with a query.
-    port = Port(id=port_id, project_id=project_id, network_id=network.id, mac_address=mac,
-                port_security_enabled=port_security_enabled, fixed_ips=[],
-                security_groups=[PortSecurityGroup(port_id=port_id, security_group_id=sg)
-                                 for sg in dict.fromkeys(security_groups)], **attrs)
-    session.add(port)
-    assign_ips(session, port, fixed_ips, allow_gateway=allow_gateway, subnets=subnets)  # flushes the port with its addresses
-    return port
+    row = port_row(id=new_id(), project_id=project_id, network_id=network.id, mac_address=mac,
+                   port_security_enabled=port_security_enabled, **attrs)
+    groups = list(dict.fromkeys(security_groups))
+    writer = PortWriter(row, groups)
+    addresses = assign_addresses(session, row["id"], network.id, mac, owner, fixed_ips,
+                                 allow_gateway=allow_gateway, subnets=subnets, writer=writer)
+    writer.finish(session)
+    return new_port(row, addresses, groups)
 
 
 def default_group_key(project_id: str) -> tuple[str, str]:
@@ -409,6 +408,46 @@ class PortUpdate(Body):
 # --- the Port API -------------------------------------------------------------------
 
 _NETWORKS = Networks()
+@dataclass(frozen=True)
+class PortTarget:
+    """The network a new port goes on, as far as creating the port reads it."""
+
+    id: str
+    project_id: str
+    shared: bool
+
+
+def _target_statements() -> tuple[Select, Select]:
+    """The look-up of a port's network and its subnets, built once: (admin, scoped to a project).
+
+    Plain table columns and bound parameters: no ORM compile step and no statement
+    to build (or cache key to compute) per request.
+    """
+    networks, subnets = Network.__table__, Subnet.__table__
+    facts = [subnets.c[column.key].label(f"subnet_{column.key}") for column in ipam.FACT_COLUMNS]
+    admin = (select(networks.c.id, networks.c.project_id, networks.c.shared, *facts)
+             .select_from(networks.outerjoin(subnets, subnets.c.network_id == networks.c.id))
+             .where(networks.c.id == bindparam("network_id")).order_by(subnets.c.created_at))
+    # What ``Networks.visible`` lets a project see.
+    scoped = admin.where(or_(networks.c.project_id == bindparam("project_id"), networks.c.shared,
+                             networks.c.external))
+    return admin, scoped
+
+
+_TARGET_ADMIN, _TARGET_SCOPED = _target_statements()
+
+
+def _target_network(session: Session, ctx: Context, network_id: str) -> tuple[PortTarget, list[ipam.SubnetFacts]]:
+    """The network (if the caller may see it) and its subnets for IPAM: one query, plain rows."""
+    if ctx.is_admin:
+        rows = session.connection().execute(_TARGET_ADMIN, {"network_id": network_id}).all()
+    else:
+        rows = session.connection().execute(_TARGET_SCOPED, {"network_id": network_id,
+                                                             "project_id": ctx.project_id}).all()
+    if not rows:
+        raise not_found("network", network_id)
+    network = PortTarget(*rows[0][:3])
+    return network, [ipam.SubnetFacts(*row[3:]) for row in rows if row[3] is not None]
 
 
 def _deny(action: str) -> Forbidden:
@@ -521,11 +560,7 @@ class Ports(Resource):
         network_id = given.pop("network_id", None)
         if network_id is None:
             raise BadRequest("Failed to parse request. Required attribute 'network_id' not specified")
-        # IPAM needs the network's subnets: one query (a join) brings both.
-        network = session.scalars(_NETWORKS.scoped(ctx).where(Network.id == network_id)
-                                  .options(joinedload(Network.subnets))).unique().one_or_none()
-        if network is None:
-            raise not_found("network", network_id)
+        network, subnets = _target_network(session, ctx, network_id)
         if not ctx.is_admin:
             if not network.shared and network.project_id != project_id:
                 raise Forbidden(f"Tenant {project_id} not allowed to create port on this network")
@@ -544,7 +579,7 @@ class Ports(Resource):
             security_groups=groups,
             port_security_enabled=given.pop("port_security_enabled", None),
             allowed_address_pairs=given.pop("allowed_address_pairs", None) or [],
-            subnets=list(network.subnets),
+            subnets=subnets,
             **given,
         )
         if tags:
@@ -626,7 +661,7 @@ class Ports(Resource):
                 raise _deny(f"update_port:{needs_owner[0]}")
 
 
-def _check_create_policy(ctx: Context, network: Network, given: dict[str, Any]) -> None:
+def _check_create_policy(ctx: Context, network: PortTarget, given: dict[str, Any]) -> None:
     """Neutron's attribute policies on create for a non-admin caller."""
     if given.get("binding_host_id"):
         raise _deny("create_port:binding:host_id")
@@ -708,10 +743,9 @@ def _rederive_auto_addresses(session: Session, port: Port) -> None:
         port.fixed_ips.remove(alloc)
     session.flush()
     for alloc, subnet in stale:
-        address = ipam.allocate(session, subnet, eui64(subnet.cidr, port.mac_address))
-        port.fixed_ips.append(IPAllocation(subnet_id=subnet.id, ip_address=address, port_id=port.id,
-                                           network_id=port.network_id, seq=alloc.seq))
-    session.flush()
+        ipam.assign(session, subnet, ipam.Holder(port.id, port.network_id, alloc.seq),
+                    eui64(subnet.cidr, port.mac_address))
+    session.expire(port, ["fixed_ips"])
 
 
 def _by_seq(alloc: IPAllocation) -> int:

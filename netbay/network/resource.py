@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
-from sqlalchemy import DateTime, Select, and_, delete, false, func, insert, or_, select, true
+from sqlalchemy import DateTime, Select, and_, bindparam, delete, false, func, insert, or_, select, true
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -86,6 +86,13 @@ class Page:
 
 
 MAX_PAGE = 10_000
+# Statements built once: no statement to build nor cache key to compute per call.
+_INSERT_CHANGE = insert(Change.__table__)
+_TAGS = Tag.__table__
+_TAGS_OF_ONE = select(_TAGS.c.resource_id, _TAGS.c.tag).where(_TAGS.c.resource_id == bindparam("id")) \
+    .order_by(_TAGS.c.tag)
+_TAGS_OF_MANY = select(_TAGS.c.resource_id, _TAGS.c.tag) \
+    .where(_TAGS.c.resource_id.in_(bindparam("ids", expanding=True))).order_by(_TAGS.c.tag)
 
 
 class Resource:
@@ -253,10 +260,13 @@ class Resource:
         result: dict[str, list[str]] = {i: [] for i in ids}
         if not ids:
             return result
+        conn = session.connection()
+        if len(ids) == 1:
+            rows = conn.execute(_TAGS_OF_ONE, {"id": ids[0]})
+            result[ids[0]].extend(tag for _, tag in rows)
+            return result
         for chunk in _chunks(list(ids), 500):
-            for rid, tag in session.execute(
-                select(Tag.resource_id, Tag.tag).where(Tag.resource_id.in_(chunk)).order_by(Tag.tag)
-            ):
+            for rid, tag in conn.execute(_TAGS_OF_MANY, {"ids": chunk}):
                 result[rid].append(tag)
         return result
 
@@ -282,7 +292,7 @@ class Resource:
         if data is not None:  # the API answers with what the log says (see ``rendered``)
             session.info.setdefault("rendered", {})[(self.member, obj.id)] = data
         # A Core insert: the log row needs no unit-of-work bookkeeping (nor a flush).
-        session.execute(insert(Change.__table__), {
+        session.connection().execute(_INSERT_CHANGE, {
             "resource": self.member, "resource_id": obj.id, "action": action,
             "project_id": obj.project_id, "data": data, "at": utcnow(),
         })

@@ -49,9 +49,12 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
             # Let BEGIN be emitted by SQLAlchemy (below) so writes take the lock up front.
             dbapi_conn.isolation_level = None
 
+        begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
+
         @event.listens_for(engine, "begin")
         def _begin(conn):  # noqa: ANN001
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+            # Straight to the driver: nothing to log, compile or read back.
+            conn.connection.driver_connection.execute(begin)
 
         return engine
     # No pre-ping (a round trip per checkout): a connection the server dropped is
@@ -76,7 +79,12 @@ class Store:
         # by every session as ``session.info["cache"]``. A stale entry can only make a
         # write break a foreign key; ``retrying`` then clears the cache and runs it again.
         self.cache: dict[Any, Any] = {}
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False, info={"cache": self.cache})
+        # PostgreSQL reads run in autocommit: under its READ COMMITTED (the default) every
+        # statement takes its own snapshot inside a transaction too, so a read transaction
+        # bought nothing but a BEGIN and a ROLLBACK round trip. SQLite readers keep one
+        # snapshot for the whole read (BEGIN).
+        readers = self.engine if self.is_sqlite else self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._sessions = sessionmaker(readers, expire_on_commit=False, info={"cache": self.cache})
         self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False,
                                             info={"cache": self.cache})
         self._write_lock = threading.Lock()

@@ -14,6 +14,7 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from netbay.api.responses import JSONResponse
 
 from netbay.api.auth import context
+from netbay.api.plainroutes import serve_plainly
 from netbay.api.network.bodies import parse_member, parse_members, read_json
 from netbay.errors import BadRequest, not_found
 from netbay.network.registry import RESOURCES, Resource
@@ -242,3 +243,5 @@ def install(app: FastAPI) -> None:
         _mount(collections, resource)
     actions.mount(collections)
     app.include_router(collections)
+    # The routes above document the API; these answer it (see ``plainroutes``).
+    serve_plainly(app, "/network", [*router.routes, *collections.routes])
