@@ -41,7 +41,6 @@ import signal
 import shutil
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -50,7 +49,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))
 
-from netbay.dataplane import links, netns  # noqa: E402
+from netbay.dataplane import links, netns, probe  # noqa: E402
 from netbay.dataplane.rtnl import rtnl  # noqa: E402
 from netbay.drivers import leases  # noqa: E402
 from netbay.drivers.flannel import Flannel, FlannelConfig  # noqa: E402
@@ -64,15 +63,6 @@ PATHS = ("underlay", "host-gw", "vxlan")
 # --- in-process ICMP ------------------------------------------------------------------------
 
 
-def _csum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    s = (s >> 16) + (s & 0xFFFF)
-    s += s >> 16
-    return ~s & 0xFFFF
-
-
 def first_answer(ns: str, dst: str, timeout: float = 3.0, every: float = 0.002) -> float:
     """Seconds until an ICMP echo from ``ns`` to ``dst`` is answered (one request every
     ``every`` s, bounded by ``timeout``)."""
@@ -83,9 +73,8 @@ def first_answer(ns: str, dst: str, timeout: float = 3.0, every: float = 0.002) 
     try:
         ident = secrets.randbits(16)
         for seq in range(1, int(timeout / every) + 2):
-            hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
             try:
-                s.sendto(struct.pack("!BBHHH", 8, 0, _csum(hdr + b"nb"), ident, seq) + b"nb", (dst, 0))
+                s.sendto(probe.echo_request(ident, seq, b"nb"), (dst, 0))
             except OSError:
                 pass  # e.g. ENETUNREACH while the route is not there yet
             end = time.monotonic() + every
@@ -97,9 +86,8 @@ def first_answer(ns: str, dst: str, timeout: float = 3.0, every: float = 0.002) 
                 if not r:
                     break
                 data, addr = s.recvfrom(2048)
-                ihl = (data[0] & 0x0F) * 4
-                typ, _c, _k, rid, _rs = struct.unpack("!BBHHH", data[ihl:ihl + 8])
-                if typ == 0 and rid == ident and addr[0] == dst:
+                got = probe.parse_reply(data)
+                if got is not None and got[0] == ident and addr[0] == dst:
                     return time.monotonic() - t0
             if time.monotonic() - t0 > timeout:
                 break

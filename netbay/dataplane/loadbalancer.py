@@ -57,8 +57,6 @@ import ipaddress
 import json
 import logging
 import math
-import secrets
-import select
 import socket
 import struct
 import threading
@@ -71,6 +69,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from netbay.dataplane import links, netns
+from netbay.dataplane.probe import ping as icmp_echo
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
 from netbay.dataplane.rtnl import rtnl
@@ -479,43 +478,12 @@ def probe_http(ns: str, address: str, port: int, timeout: float, method: str, pa
         s.close()
 
 
-def _checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    s = (s >> 16) + (s & 0xFFFF)
-    s += s >> 16
-    return ~s & 0xFFFF
-
-
 def probe_ping(ns: str, address: str, timeout: float) -> bool:
     """One ICMP echo request; healthy if its reply comes back in time."""
-    s = _socket_in(ns, socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
     try:
-        ident, seq = secrets.randbits(16), 1
-        payload = b"netbay-health-check"
-        hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
-        s.sendto(struct.pack("!BBHHH", 8, 0, _checksum(hdr + payload), ident, seq) + payload, (address, 0))
-        deadline = time.monotonic() + timeout
-        for _ in range(1000):  # bounded: other probes' replies arrive here too
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            ready, _, _ = select.select([s], [], [], left)
-            if not ready:
-                return False
-            data, peer = s.recvfrom(2048)
-            ihl = (data[0] & 0x0F) * 4
-            if len(data) < ihl + 8:
-                continue
-            typ, _code, _ck, rid, rseq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
-            if typ == 0 and rid == ident and rseq == seq and peer[0] == address:
-                return True
+        return icmp_echo(ns, address, timeout=timeout)
+    except OSError:   # the namespace went, or no route: unhealthy
         return False
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def probe(ns: str, monitor: MonitorSpec, member: MemberSpec) -> bool:
