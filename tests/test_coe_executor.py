@@ -292,7 +292,7 @@ def test_failed_scale_up_rolls_back_only_what_it_added(store, api, raw, lb_settl
 # --- resume after a crash -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("crash_at", ["after-10", "between-create-and-persist"])
+@pytest.mark.parametrize("crash_at", ["after-10", "between-create-and-persist", "between-finish-and-persist"])
 def test_resume_after_crash_makes_no_duplicates(store, api, raw, lb_settler, crash_at) -> None:  # noqa: ANN001
     before = snapshot(raw)
     c = cluster(2)
@@ -309,6 +309,9 @@ def test_resume_after_crash_makes_no_duplicates(store, api, raw, lb_settler, cra
                     raise Interrupted()
             if crash_at == "between-create-and-persist" and status == "MADE" and name in lost:
                 raise Interrupted()
+            # The group's rules went out, the row still holds the group as first made.
+            if crash_at == "between-finish-and-persist" and status == "FINISHED" and name == "secgroup_kube_minion":
+                raise Interrupted()
 
     with pytest.raises(Interrupted):
         create(store, api, TEMPLATE, c, hook=hook)
@@ -316,6 +319,12 @@ def test_resume_after_crash_makes_no_duplicates(store, api, raw, lb_settler, cra
     if crash_at == "between-create-and-persist":
         crashed = [r for r in rows.values() if r.status == "CREATE_IN_PROGRESS" and r.physical_id is None]
         assert crashed, rows
+    elif crash_at == "between-finish-and-persist":
+        group = rows["secgroup_kube_minion"]
+        assert group.status == "CREATE_IN_PROGRESS" and group.physical_id, group
+        now = raw.get(f"/network/v2.0/security-groups/{group.physical_id}").json()["security_group"]
+        assert len(group.attributes["security_group_rules"]) < len(now["security_group_rules"]), \
+            "the row should predate the rules"
     else:
         assert 10 <= sum(r.status == "CREATE_COMPLETE" for r in rows.values()) < len(build(TEMPLATE, c).nodes)
 

@@ -100,6 +100,18 @@ def changes_since(netbay_admin, since: int) -> list[tuple[str, str, str]]:
     return out
 
 
+def last_recorded(netbay_admin, since: int) -> dict[tuple[str, str], dict | None]:
+    """What a follower of the change stream knows after ``since``: each row's last data."""
+    out: dict[tuple[str, str], dict | None] = {}
+    for _ in range(100):
+        batch = netbay_admin.get("/changes", params={"since": since}).json()
+        if not batch["changes"]:
+            return out
+        out.update({(c["resource"], c["id"]): c["data"] for c in batch["changes"]})
+        since = batch["revision"]
+    return out
+
+
 def latest(netbay_admin) -> int:
     since = 0
     for _ in range(1000):
@@ -615,9 +627,10 @@ def test_bad_input_is_a_client_error(admin, lb_admin, netbay_admin, settle):
         assert netbay_admin.put("/status", json=report).status_code == 400, report
 
 
-def test_fully_populated_create_is_one_tree_in_one_request(member, net, lb_member, settle):
+def test_fully_populated_create_is_one_tree_in_one_request(member, net, lb_member, settle, netbay_admin):
     """Octavia's single-call create: listeners, default pools, members and monitors with
     the load balancer; the realizer's one report settles the whole tree."""
+    since = latest(netbay_admin)
     address = str(net.cidr[20])
     body = {"loadbalancer": {"name": unique("full"), "vip_subnet_id": net.subnet.id, "listeners": [{
         "name": "web", "protocol": "TCP", "protocol_port": 80, "default_pool": {
@@ -638,6 +651,12 @@ def test_fully_populated_create_is_one_tree_in_one_request(member, net, lb_membe
     members = lb_member.get(f"/lbaas/pools/{pool['id']}/members").json()["members"]
     assert {(m["address"], m["weight"]) for m in members} == {(address, 1), (str(net.cidr[21]), 2)}
     assert {x["provisioning_status"] for x in [*listeners, pool, *members]} == {"PENDING_CREATE"}
+    # A follower of the change stream (the realizer) knows the tree as the API shows it:
+    # the listener's default pool, the pool's members and monitor.
+    known = last_recorded(netbay_admin, since)
+    assert known[("listener", web["id"])]["default_pool_id"] == pool["id"]
+    assert known[("pool", pool["id"])]["healthmonitor_id"] == pool["healthmonitor_id"]
+    assert {m["id"] for m in known[("pool", pool["id"])]["members"]} == {m["id"] for m in members}
     settle(lb["id"])
     tree = lb_member.get(f"/lbaas/loadbalancers/{lb['id']}/status").json()["statuses"]["loadbalancer"]
     assert tree["provisioning_status"] == "ACTIVE"

@@ -438,7 +438,7 @@ class Stack:
     def _progress(self, name: str, action: str, status: str) -> None:
         if self.hook is not None:
             self.hook(name, action, status)
-        if self.on_progress is not None and status != "MADE":
+        if self.on_progress is not None and status not in ("MADE", "FINISHED"):
             self.on_progress(name, action, status)
 
     # -- one resource ------------------------------------------------------------------------------
@@ -460,9 +460,13 @@ class Stack:
             self._progress(node.name, "CREATE", "IN_PROGRESS")
             found = None
             if row is not None:  # the call may have gone out before the executor stopped
-                found = (row.physical_id, row.attributes) if row.physical_id else handler.find(self, node.name)
-                if found is not None and row.physical_id and handler.exists(self, row) is None:
-                    found = None
+                if row.physical_id:
+                    # Re-read, not the attributes written down after ``create``: ``finish``
+                    # may have gone further (a group's rules) before the executor stopped.
+                    fresh = handler.exists(self, row)
+                    found = None if fresh is None else (row.physical_id, fresh)
+                else:
+                    found = handler.find(self, node.name)
             self._write_row(Row(node.name, node.type, found[0] if found else None, "CREATE_IN_PROGRESS",
                                 found[1] if found else {}, deps))
             if found is None:
@@ -472,6 +476,7 @@ class Stack:
             else:
                 pid, attrs = found
             attrs = handler.finish(self, pid, attrs, props)
+            self._progress(node.name, "CREATE", "FINISHED")  # a crash here: ``exists`` re-reads
             self._write_row(Row(node.name, node.type, pid, "CREATE_COMPLETE", attrs, deps))
             self._progress(node.name, "CREATE", "COMPLETE")
         except (ApiError, httpx.HTTPError, ValueError, LookupError, TypeError, TimeoutError, RuntimeError) as exc:

@@ -65,6 +65,11 @@ def populate(session: Session, ctx: Context, lb: LoadBalancer, listeners: Any, p
                     raise invalid_input("healthmonitor", monitor, "Value should be an object")
                 HEALTHMONITORS.create(session, ctx, parse({"healthmonitor": {**monitor, "pool_id": pool.id}},
                                                           HEALTHMONITORS, "POST"))
+            # Nothing was claimed (the tree is new), so nothing logged the listener's new
+            # default pool nor the pool's members and monitor: a follower of the change
+            # stream would realize the listener without its pool.
+            LISTENERS.record(session, listener, "update")
+            POOLS.record(session, pool, "update")
     finally:
         session.info.pop(POPULATING, None)
     LOADBALANCERS.record(session, lb, "update")  # its rendering now lists the tree
