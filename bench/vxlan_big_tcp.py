@@ -28,11 +28,11 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))
 
-from netbay.dataplane import netns  # noqa: E402
-from netbay.dataplane.rtnl import rtnl  # noqa: E402
+from netbay.dataplane import netns
+from netbay.dataplane.rtnl import rtnl
 
 sys.path.insert(0, HERE)
-from pod_network import Iperf  # noqa: E402
+from pod_network import Iperf
 
 PREFIX = f"nbv{secrets.token_hex(3)}-"
 CASES = (("64 KiB everywhere", 65536, 65536), ("BIG TCP on the veth", 196608, 65536),
@@ -64,7 +64,7 @@ def measure(iperf: Iperf, a: str, b: str, ip: str, seconds: float) -> tuple[floa
     try:
         proc = subprocess.run(["ip", "netns", "exec", a, iperf.exe, "-c", ip, "-p", "5201", "-J", "-t",
                                f"{seconds:g}", "-O", "1", "--connect-timeout", "3000"],
-                              capture_output=True, text=True, timeout=seconds + 30)
+                              check=False, capture_output=True, text=True, timeout=seconds + 30)
         end = json.loads(proc.stdout)["end"]
         return end["sum_received"]["bits_per_second"] / 1e9, int(end["sum_sent"].get("retransmits") or 0)
     finally:

@@ -403,7 +403,7 @@ class Stack:
         if crash is not None:
             raise crash
         if failure is None and pending:
-            failure = StepFailed(sorted(pending)[0], "?", "schedule", RuntimeError("unreachable prerequisites"))
+            failure = StepFailed(min(pending), "?", "schedule", RuntimeError("unreachable prerequisites"))
         return failure
 
     def _converge(self, graph: Graph) -> StepFailed | None:
