@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 
 
@@ -50,3 +52,16 @@ def report_status(server, cluster_id: str, status: str) -> None:  # noqa: ANN001
     r = httpx.put(f"{server.url}/netbay/v1/status", json={"clusters": {cluster_id: status}},
                   headers={"X-Auth-Token": server.token()}, timeout=30)
     assert r.status_code == 200, r.text
+
+def wait_status(ci: httpx.Client, cid: str, done: tuple[str, ...], timeout: float = 90) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = ci.get(f"/clusters/{cid}")
+        if r.status_code == 404 and "GONE" in done:
+            return {"status": "GONE"}
+        assert r.status_code == 200, r.text
+        cluster = r.json()
+        if cluster["status"] in done:
+            return cluster
+        time.sleep(0.1)
+    raise AssertionError(f"cluster {cid} not in {done} after {timeout}s: {ci.get(f'/clusters/{cid}').text}")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from coehelp import ci_client, make_template
+from coehelp import ci_client, make_template, wait_status
 from conftest import start_server, stop_server, unique
 
 COLLECTIONS = {
@@ -54,18 +54,6 @@ def snapshot(raw: httpx.Client) -> dict[str, set[str]]:
     return out
 
 
-def wait_status(ci: httpx.Client, cid: str, done: tuple[str, ...], timeout: float = 90) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        r = ci.get(f"/clusters/{cid}")
-        if r.status_code == 404 and "GONE" in done:
-            return {"status": "GONE"}
-        assert r.status_code == 200, r.text
-        cluster = r.json()
-        if cluster["status"] in done:
-            return cluster
-        time.sleep(0.1)
-    raise AssertionError(f"cluster {cid} not in {done} after {timeout}s: {ci.get(f'/clusters/{cid}').text}")
 
 
 def create(ci: httpx.Client, template: dict, **body) -> str:  # noqa: ANN003

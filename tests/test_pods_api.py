@@ -8,11 +8,10 @@ report (the agent's ``PUT /netbay/v1/status``) says otherwise.
 from __future__ import annotations
 
 import ipaddress
-import time
 
 import httpx
 import pytest
-from coehelp import ci_client, make_template
+from coehelp import ci_client, make_template, wait_status
 from conftest import neutron_error, unique
 
 
@@ -29,16 +28,6 @@ def nb(server) -> httpx.Client:  # noqa: ANN001
     return client
 
 
-def wait_status(ci: httpx.Client, cid: str, done: tuple[str, ...], timeout: float = 90) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        r = ci.get(f"/clusters/{cid}")
-        if r.status_code == 404 and "GONE" in done:
-            return {"status": "GONE"}
-        if r.status_code == 200 and r.json()["status"] in done:
-            return r.json()
-        time.sleep(0.1)
-    raise AssertionError(f"cluster {cid} did not reach {done}")
 
 
 def cluster(ci: httpx.Client, nodes: int, **labels: str) -> str:

@@ -123,16 +123,7 @@ def allow_big_packets(ns: str, link: LinkInfo | VxlanInfo) -> bool:
 def ensure_bridge(ns: str, name: str, *, mtu: int | None = None, mac: str | None = None) -> int:
     """A Linux bridge ``name`` in ``ns``, up, with ``mtu`` and a fixed ``mac`` (so its
     address does not follow its ports). Returns its ifindex."""
-    r = _r(ns)
-    link = r.link(name)
-    if link is not None and link.kind != "bridge":
-        raise LinkError(errno.EEXIST, f"{name!r} in namespace {ns!r} is a {link.kind} link, not a bridge")
-    if link is None:
-        _new_link(ns, name, "bridge", b"", mtu=mtu, mac=mac)
-        link = r.link(name)
-        assert link is not None
-    _converge(ns, link, mtu, mac)
-    return link.index
+    return _ensure_plain(ns, name, "bridge", mtu, mac)
 
 
 @dataclass(frozen=True)
@@ -214,15 +205,20 @@ def ensure_ipip(ns: str, name: str, *, mtu: int) -> int:
     kernel makes ``tunl0`` in every namespace once its ipip module is loaded (unless
     ``net.core.fb_tunnels_only_for_init_net`` says otherwise); made here if absent.
     Returns its ifindex."""
+    return _ensure_plain(ns, name, "ipip", mtu, None)
+
+
+def _ensure_plain(ns: str, name: str, kind: str, mtu: int | None, mac: str | None) -> int:
+    """A link of ``kind`` that needs no kind-specific data: made if absent, converged."""
     r = _r(ns)
     link = r.link(name)
-    if link is not None and link.kind != "ipip":
-        raise LinkError(errno.EEXIST, f"{name!r} in namespace {ns!r} is a {link.kind} link, not ipip")
+    if link is not None and link.kind != kind:
+        raise LinkError(errno.EEXIST, f"{name!r} in namespace {ns!r} is a {link.kind} link, not a {kind} link")
     if link is None:
-        _new_link(ns, name, "ipip", b"", mtu=mtu, mac=None)
+        _new_link(ns, name, kind, b"", mtu=mtu, mac=mac)
         link = r.link(name)
         assert link is not None
-    _converge(ns, link, mtu, None)
+    _converge(ns, link, mtu, mac)
     return link.index
 
 

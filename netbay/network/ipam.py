@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import Insert, event, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -32,19 +32,6 @@ from netbay.store.models import IPAllocation, Subnet
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-class SubnetLike(Protocol):
-    """What IPAM reads of a subnet: an ORM ``Subnet`` or a ``SubnetFacts``."""
-
-    id: str
-    network_id: str
-    ip_version: int
-    cidr: str
-    gateway_ip: str | None
-    allocation_pools: list[dict[str, str]]
-    ipv6_address_mode: str | None
-    ipv6_ra_mode: str | None
 
 
 @dataclass(frozen=True)
@@ -62,6 +49,8 @@ class SubnetFacts:
 
 
 FACT_COLUMNS = tuple(getattr(Subnet, name) for name in SubnetFacts.__dataclass_fields__)
+# What IPAM reads a subnet from: the ORM row or its facts (the same attributes).
+SubnetLike = Subnet | SubnetFacts
 
 
 def usable_range(net: Net) -> tuple[int, int]:
