@@ -13,7 +13,7 @@ from netbay.coe.clusternet import CLUSTERNETS
 from netbay.lbaas.registry import LB_RESOURCES
 from netbay.network.registry import RESOURCES
 from netbay.network.resource import ListQuery
-from netbay.network.pods import PODS
+from netbay.coe.pods import PODS
 from netbay.network.sandboxes import SANDBOXES
 from netbay.store.models import Change
 

@@ -15,8 +15,8 @@ from netbay.api.auth import context
 from netbay.api.network import parse_list_query
 from netbay.api.network.bodies import parse_member, read_json
 from netbay.api.responses import JSONResponse
-from netbay.network import pods
-from netbay.network.pods import PODS
+from netbay.coe import pods
+from netbay.coe.pods import PODS
 
 router = APIRouter(prefix="/netbay/v1", tags=["netbay"])
 status.register("pods", pods.set_status)

@@ -133,7 +133,7 @@ def sync(store: Store, cluster_id: str) -> None:
     hold one, new ones for new nodes, released for nodes gone (with their pods).
     Raises :class:`netbay.drivers.leases.LeasesExhausted` and changes nothing if the
     nodes do not fit."""
-    from netbay.network.pods import PODS
+    from netbay.coe.pods import PODS
 
     def write(s: Session) -> None:
         cluster = s.get(Cluster, cluster_id)
@@ -182,7 +182,7 @@ def allow_pod_network(session: Session, port_id: str, cidr: str) -> None:
 
 def forget(store: Store, cluster_id: str) -> None:
     """The cluster goes: its pods and its ``clusternet`` (the agent unplugs them)."""
-    from netbay.network.pods import PODS
+    from netbay.coe.pods import PODS
 
     def write(s: Session) -> None:
         for pod in s.scalars(select(Pod).where(Pod.cluster_id == cluster_id)):

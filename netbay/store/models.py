@@ -515,7 +515,7 @@ class CoeStackResource(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow_precise)
 
 
-# --- cluster networks and pods (issue 5: netbay/coe/clusternet.py, netbay/network/pods.py) ---
+# --- cluster networks and pods (issue 5: netbay/coe/clusternet.py, netbay/coe/pods.py) ---
 # Kept at the end on purpose, like the stacks above: no foreign key to coe_clusters,
 # the conductor removes them when it deletes the cluster.
 
