@@ -1,0 +1,159 @@
+"""BIG TCP per path: the probe's outcome decides the GSO limit the product's links get.
+
+The links are made by the product (fabric ports, ``pods.attach`` bridged and routed,
+a VXLAN-backed pod) and read back with pyroute2. Where a test forces the probe's
+outcome it replaces only the measurement (``gsoprobe.measure``) with fixed figures;
+the decision rule, the cache and the wiring are the product's. One test runs the
+real probe on a path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from netbay.dataplane import bigtcp, gsoprobe, links, netns
+from netbay.dataplane.fabric import Consumer, Fabric, PortSpec
+from netbay.dataplane.names import Names
+from netbay.drivers import node as nodelib, pods
+from netbay.drivers.node import Node
+
+from .cluster_net import tcp_exchange
+from .dp_helpers import PREFIX
+
+BIG, DEFAULT = bigtcp.GSO_MAX_SIZE, 65536
+
+
+@pytest.fixture
+def fresh_decision(tmp_path, monkeypatch):
+    """No decision in this process, an empty cache of our own, no setting."""
+    monkeypatch.setenv(bigtcp.CACHE_ENV, str(tmp_path / "bigtcp.json"))
+    monkeypatch.delenv(bigtcp.ENV, raising=False)
+    bigtcp.force(None)
+    yield tmp_path / "bigtcp.json"
+    bigtcp.force(None)
+
+
+def gso(ns: str, ifname: str) -> tuple[int, int]:
+    """(IFLA_GSO_MAX_SIZE, IFLA_GSO_IPV4_MAX_SIZE) of a link, read with pyroute2."""
+    (msg,) = links.ipr(ns).get_links(ifname=ifname)
+    return msg.get_attr("IFLA_GSO_MAX_SIZE"), msg.get_attr("IFLA_GSO_IPV4_MAX_SIZE") or msg.get_attr(
+        "IFLA_GSO_MAX_SIZE")
+
+
+def wire_all(make_ns, tag: str) -> dict[str, list[tuple[str, str]]]:
+    """A fabric port and a bridged, a routed and a VXLAN-backed pod, made by the product:
+    path -> the links whose limit follows that path's decision."""
+    names = Names(PREFIX + tag)
+    fab = Fabric(names)
+    sandbox = make_ns(f"{tag}s")
+    port = PortSpec("b1970000-0000-4000-8000-00000000000" + tag[-1], "net" + tag,
+                    Consumer("sandbox", "s1", sandbox, "eth0"), "fa:16:3e:00:00:01", ("10.61.0.5/24",), 1500, True)
+    try:
+        fab.ensure_port(port)
+    finally:
+        made_fabric.append(fab)
+    n = make_ns(f"{tag}n")
+    node = Node(n, "10.9.0.10/24", "10.100.1.0/24")
+    links.bridge(n, "eth0x", 1500)   # the node's only IPv4 address (routed pods ARP from it)
+    links.add_address(n, "eth0x", "10.9.0.10/24")
+    nodelib.enable_forwarding(n)
+    nodelib.ensure_cni_bridge(node, 1450)
+    bp, rp, vp = make_ns(f"{tag}b"), make_ns(f"{tag}r"), make_ns(f"{tag}v")
+    lb = pods.attach(n, bp, address="10.100.1.2/24", gateway="10.100.1.1", mtu=1450)
+    lr = pods.attach(n, rp, address="10.100.2.5/32", gateway=pods.ROUTED_GATEWAY, mtu=1450, bridge=None)
+    lv = pods.attach(n, vp, address="10.100.1.3/24", gateway="10.100.1.1", mtu=1450, big_packets=False)
+    assert tcp_exchange(vp, bp, "10.100.1.2")[0] == "10.100.1.3"   # packets flow either way
+    return {"fabric": [(sandbox, "eth0"), (names.fabric, Names.tap(port.port_id))],
+            "pod-bridged": [(bp, "eth0"), (n, lb.host_ifname), (n, "cni0")],
+            "pod-routed": [(rp, "eth0"), (n, lr.host_ifname)],
+            "pod-vxlan": [(vp, "eth0"), (n, lv.host_ifname)]}
+
+
+made_fabric: list[Fabric] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_fabrics():
+    yield
+    while made_fabric:
+        made_fabric.pop().remove()
+
+
+OUTCOMES = {
+    # path -> (Gbit/s at 64 KiB, at 192 KiB) as the probe would report them
+    "big-wins": {"fabric": (12.0, 24.0), "pod-bridged": (11.0, 13.5), "pod-routed": (11.0, 13.0)},
+    "big-loses": {"fabric": (12.0, 12.5), "pod-bridged": (11.3, 4.5), "pod-routed": (11.0, 3.0)},
+    "this-machine": {"fabric": (12.4, 24.9), "pod-bridged": (11.3, 4.5), "pod-routed": (11.0, 3.0)},
+}
+
+
+@pytest.mark.parametrize("outcome", sorted(OUTCOMES))
+def test_probe_outcome_decides_the_links_gso(make_ns, fresh_decision, monkeypatch, outcome):
+    figures = OUTCOMES[outcome]
+    monkeypatch.setattr(gsoprobe, "measure", lambda paths, big: {p: figures[p] for p in paths})
+    decision = bigtcp.decide()
+    want = {p: b >= d * bigtcp.MARGIN for p, (d, b) in figures.items()} | {"pod-vxlan": False}
+    assert {p: d.big for p, d in decision.paths.items()} == want
+    assert decision.paths["pod-bridged"].default_gbps == figures["pod-bridged"][0]
+    made = wire_all(make_ns, outcome[:3] + "1")
+    for path, devs in made.items():
+        for ns, ifname in devs:
+            assert gso(ns, ifname) == ((BIG, BIG) if want[path] else (DEFAULT, DEFAULT)), (path, ifname)
+
+
+def test_cache_spares_the_next_start_the_probe(fresh_decision, monkeypatch):
+    figures = OUTCOMES["this-machine"]
+    monkeypatch.setattr(gsoprobe, "measure", lambda paths, big: {p: figures[p] for p in paths})
+    first = bigtcp.decide()
+    assert first.probe_ms is not None
+    saved = json.loads(fresh_decision.read_text())
+    assert saved["host"] == bigtcp.host_key() and saved["paths"]["fabric"]["big"] is True
+
+    def no_probe(paths, big):
+        raise AssertionError(f"probed again: {paths}")
+
+    monkeypatch.setattr(gsoprobe, "measure", no_probe)
+    bigtcp.force(None)                        # a new agent start on the same boot
+    again = bigtcp.decide()
+    assert {p: d.big for p, d in again.paths.items()} == {p: d.big for p, d in first.paths.items()}
+    assert {d.source for p, d in again.paths.items() if p != "pod-vxlan"} == {"cache"}
+    # another boot (or kernel): the cache does not apply
+    saved["host"] = "other/boot"
+    fresh_decision.write_text(json.dumps(saved))
+    bigtcp.force(None)
+    failed = bigtcp.decide()   # it probes (here: fails, and falls back to the kernel's default)
+    assert {(d.big, d.source) for p, d in failed.paths.items() if p != "pod-vxlan"} == {(False, "error")}
+    assert "probed again" in failed.paths["fabric"].note
+    assert json.loads(fresh_decision.read_text())["host"] == "other/boot"   # a failure is not remembered
+
+
+def test_setting_overrides_the_probe(make_ns, fresh_decision, monkeypatch):
+    monkeypatch.setattr(gsoprobe, "measure", lambda paths, big: {p: OUTCOMES["big-wins"][p] for p in paths})
+    monkeypatch.setenv(bigtcp.ENV, "pod-bridged=off,fabric=on")
+    d = bigtcp.decide()
+    assert (d.paths["pod-bridged"].big, d.paths["pod-bridged"].source) == (False, "setting")
+    assert (d.paths["pod-routed"].big, d.paths["pod-routed"].source) == (True, "probe")
+    assert bigtcp.gso_max_size("pod-bridged") is None and bigtcp.gso_max_size("fabric") == BIG
+    made = wire_all(make_ns, "set1")
+    assert all(gso(ns, i) == (DEFAULT, DEFAULT) for ns, i in made["pod-bridged"])
+    assert all(gso(ns, i) == (BIG, BIG) for ns, i in made["pod-routed"])
+    bigtcp.force(None)
+    monkeypatch.setenv(bigtcp.ENV, "off")
+    assert not any(p.big for p in bigtcp.decide().paths.values())
+    bigtcp.force(None)
+    monkeypatch.setenv(bigtcp.ENV, "pod-bridged=maybe")
+    with pytest.raises(ValueError, match="pod-bridged=maybe"):
+        bigtcp.decide()
+
+
+@pytest.mark.parametrize("path", ["fabric", "pod-routed"])
+def test_real_probe_measures_both_limits_and_cleans_up(path):
+    before = set(netns.list("nb-gso"))
+    figures = gsoprobe.measure([path], BIG, seconds=0.05)
+    default, big = figures[path]
+    assert default > 0.1 and big > 0.1, figures   # TCP really flowed through the chain, both ways set
+    assert set(netns.list("nb-gso")) == before
+    assert not any(n.startswith(f"nb-gso{os.getpid() % 100000}") for n in netns.list("nb-gso"))
