@@ -12,7 +12,8 @@ Issue 5's targets, all measured in one run:
 Topology (every namespace named ``nbb<hex>-…``, all deleted at the end, also on
 error or Ctrl-C; iperf3 processes stopped by PID): per backend a cluster's private
 network as netbay builds it — a bridge ``ul0`` in a fabric namespace, node
-namespaces with ``eth0`` (MTU 1500) on 10.9.x.0/24 — and the flannel driver
+namespaces with ``eth0`` (MTU 1500, the fabric's GSO limit: a node's ``eth0`` is a
+fabric port) on 10.9.x.0/24 — and the flannel driver
 (:mod:`netbay.drivers.flannel`) on the nodes: ``host-gw`` on 10.9.1.0/24, ``vxlan``
 on 10.9.2.0/24 (4 nodes), one pod per node. Paths, each repetition running all
 three in a rotating order (medians over repetitions, ratios also paired per
@@ -176,8 +177,7 @@ class Cluster:
         self.nodes: list[Node] = []
         for i in range(n):
             ns = PREFIX + f"{tag}n{i}"
-            links.wire_port(self.fabric, "ul0", ns, host_ifname=f"u{tag}{i}{PREFIX[3:9]}"[:15],
-                            cidrs=[f"{subnet}.{10 + i}/24"], mtu=1500)
+            underlay_port(self.fabric, ns, f"u{tag}{i}{PREFIX[3:9]}"[:15], f"{subnet}.{10 + i}/24")
             self.nodes.append(Node(ns, f"{subnet}.{10 + i}/24", self.leases[f"n{i}"]))
         for node in self.nodes:
             self.fl.setup_node(node)
@@ -191,6 +191,20 @@ class Cluster:
 
     def pod_ip(self, i: int) -> str:
         return leases.host(self.nodes[i].lease, 2)
+
+
+def underlay_port(fabric: str, ns: str, host_if: str, cidr: str) -> None:
+    """A node's ``eth0`` as the product makes it: a fabric port (a veth into ``ul0``)
+    with the fabric path's GSO limit (BIG TCP where this host's probe chose it)."""
+    netns.create(ns)
+    fr = rtnl(fabric)
+    fr.add_veth(host_if, "eth0", ns, mtu=1500, master=fr.link("ul0").index, up=True,
+                gso_max_size=bigtcp.gso_max_size("fabric"))
+    nr = rtnl(ns)
+    nr.set_link(1, up=True)
+    idx = nr.link("eth0").index
+    nr.add_address(idx, cidr)
+    nr.set_link(idx, up=True)
 
 
 def raw_attach(node: Node, pod_ns: str, host_if: str, address: str, mtu: int) -> None:
@@ -351,7 +365,8 @@ def main() -> int:
         with other_setting("pod-bridged"):
             alt = Cluster("a", "host-gw", "10.9.3", 2)
         vx = Cluster("v", "vxlan", "10.9.2", 4)
-        result["pod_gso"] = {"host-gw": pod_gso(hg), "host-gw-alt": pod_gso(alt), "vxlan": pod_gso(vx)}
+        result["pod_gso"] = {"host-gw": pod_gso(hg), "host-gw-alt": pod_gso(alt), "vxlan": pod_gso(vx),
+                             "node eth0": rtnl(hg.nodes[0].ns).link("eth0").gso_max_size}
         print(f"BIG TCP as the product chose it: {choice(chosen)}; pod eth0 GSO limits {result['pod_gso']}")
         print("throughput (iperf3 TCP, Gbit/s):", flush=True)
         result["throughput"] = throughput(args, hg, alt, vx, iperf)
@@ -366,10 +381,10 @@ def main() -> int:
     t, f, h = result["throughput"], result["first_packet"], result["hundred_pods"]
     m = t["median_gbps"]
     print(f"\nload {load_before[0]:.2f} → {result['load_after'][0]:.2f}  (1-min averages, {os.cpu_count()} CPUs)")
+    g = result["pod_gso"]
     print("| path | median Gbit/s | ratio (paired) |")
     print("|---|---|---|")
-    print(f"| underlay (node → node) | {m['underlay']:.1f} | |")
-    g = result["pod_gso"]
+    print(f"| underlay (node → node), GSO {g['node eth0']} | {m['underlay']:.1f} | |")
     print(f"| host-gw (pod → pod), as shipped: GSO {g['host-gw']} | {m['host-gw']:.1f} | "
           f"{t['hostgw_over_underlay']:.0%} of underlay ({t['hostgw_over_underlay_paired']:.0%}) |")
     print(f"| host-gw-alt (the other setting: GSO {g['host-gw-alt']}) | {m['host-gw-alt']:.1f} | "

@@ -7,7 +7,13 @@ a node's routing), so 3x larger packets divide that cost by 3 — where nothing 
 way cuts them up again. Whether something does depends on the kernel's build, not its
 version: on one 6.18 build a pod's 192 KiB packets routed out of its node's 64 KiB
 ``eth0`` are segmented in software and the pod gets 35% of the node's throughput
-(issue 15), on another the same chain gains. So each path is measured, not assumed:
+(issue 15), on another the same chain gains. What decides it is the node's way out: a 192 KiB packet
+leaving through a device with the kernel's 64 KiB limit is cut into MSS-sized
+segments in software; through a device that takes 192 KiB it passes whole (then the
+pod gains as much as the fabric does). A cluster node's ``eth0`` is a fabric port,
+so the pod paths are probed over an ``eth0`` with the fabric's decision, after it;
+and :func:`netbay.drivers.pods.attach` never gives a pod more than its node's
+``eth0`` takes. So each path is measured, not assumed:
 
 * ``fabric``      — sandbox → fabric bridge → sandbox (:mod:`netbay.dataplane.fabric`);
 * ``pod-bridged`` — flannel host-gw: pod → ``cni0`` → node routing → underlay → …;
@@ -47,7 +53,7 @@ ENV = "NETBAY_BIG_TCP"
 CACHE_ENV = "NETBAY_BIG_TCP_CACHE"
 #: BIG TCP must beat the kernel's default by this factor to be chosen (probe noise)
 MARGIN = 1.10
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 @dataclass
@@ -57,6 +63,7 @@ class PathDecision:
     default_gbps: float | None = None  # the probe's figures (None when not probed)
     big_gbps: float | None = None
     note: str = ""
+    underlay_gso: int | None = None    # pod paths: the node eth0 limit they were probed over
 
 
 @dataclass
@@ -142,24 +149,22 @@ def decide(*, probe: bool = True) -> Decision:
         key = host_key()
         result = Decision(host=key)
         cached, result.probe_ms = ({}, None) if "probe" in setting.values() else _load_cache(key)
-        todo = [p for p in PROBED if setting[p] in ("auto", "probe") and p not in cached]
         measured: dict[str, PathDecision] = {}
-        if todo and probe:
-            t0 = time.monotonic()
-            measured = _measure(todo)
+        t0 = time.monotonic()
+        # The fabric first: a cluster node's eth0 is a fabric port, so the pod paths are
+        # probed (and their cache entries valid) over an eth0 with the fabric's limit.
+        _resolve(result, ["fabric"], setting, cached, measured, probe, None)
+        underlay = GSO_MAX_SIZE if result.paths["fabric"].big else None
+        stale = [p for p in ("pod-bridged", "pod-routed") if p in cached and cached[p].underlay_gso != underlay]
+        for p in stale:
+            del cached[p]
+        _resolve(result, ["pod-bridged", "pod-routed"], setting, cached, measured, probe, underlay)
+        for p, why in NOT_PROBED.items():
+            result.paths[p] = PathDecision(False, "fixed", note=why)
+        if measured:
             result.probe_ms = round((time.monotonic() - t0) * 1e3, 1)
             if all(d.source == "probe" for d in measured.values()):
                 _save_cache(key, {**cached, **measured}, result.probe_ms)
-        for p in PATHS:
-            if p in NOT_PROBED:
-                result.paths[p] = PathDecision(False, "fixed", note=NOT_PROBED[p])
-            elif setting[p] in ("on", "off"):
-                known = cached.get(p)   # the figures stay visible beside the override
-                result.paths[p] = PathDecision(setting[p] == "on", "setting", known and known.default_gbps,
-                                               known and known.big_gbps, note=f"{ENV}={setting[p]}")
-            else:
-                result.paths[p] = measured.get(p) or cached.get(p) or PathDecision(
-                    False, "error", note="not probed (no root?); kernel default")
         _state["decision"] = result
         for p, d in result.paths.items():
             log.info("BIG TCP on %s: %s (%s%s)", p, "on" if d.big else "off", d.source,
@@ -167,17 +172,35 @@ def decide(*, probe: bool = True) -> Decision:
         return result
 
 
-def _measure(paths: list[str]) -> dict[str, PathDecision]:
+def _resolve(result: Decision, paths: list[str], setting: dict[str, str], cached: dict[str, PathDecision],
+             measured: dict[str, PathDecision], probe: bool, underlay: int | None) -> None:
+    """Decide ``paths`` into ``result``: the setting, else the cache, else a probe."""
+    todo = [p for p in paths if setting[p] in ("auto", "probe") and p not in cached]
+    if todo and probe:
+        measured.update(_measure(todo, underlay))
+    for p in paths:
+        known = cached.get(p)
+        if setting[p] in ("on", "off"):   # the figures stay visible beside the override
+            result.paths[p] = PathDecision(setting[p] == "on", "setting", known and known.default_gbps,
+                                           known and known.big_gbps, f"{ENV}={setting[p]}")
+        else:
+            result.paths[p] = measured.get(p) or known or PathDecision(
+                False, "error", note="not probed (no root?); kernel default")
+
+
+def _measure(paths: list[str], underlay: int | None) -> dict[str, PathDecision]:
     from netbay.dataplane import gsoprobe   # imports links/rtnl: only when probing
     try:
-        figures = gsoprobe.measure(paths, GSO_MAX_SIZE)
+        figures = gsoprobe.measure(paths, GSO_MAX_SIZE, underlay_gso=underlay)
     except Exception as exc:  # noqa: BLE001 - a failed probe must not stop the agent
         log.warning("BIG TCP probe failed (%s); using the kernel's default GSO limit", exc)
         return {p: PathDecision(False, "error", note=f"probe failed: {exc}") for p in paths}
     out = {}
     for p in paths:
         default, big = figures[p]
-        out[p] = PathDecision(big >= default * MARGIN, "probe", round(default, 2), round(big, 2))
+        out[p] = PathDecision(big >= default * MARGIN, "probe", round(default, 2), round(big, 2),
+                              underlay_gso=underlay if p != "fabric" else None,
+                              note="" if p == "fabric" else f"node eth0 at {underlay or KERNEL_DEFAULT}")
     return out
 
 

@@ -9,9 +9,11 @@ nothing forks: about 1 s for the three paths. The namespaces are deleted afterwa
 
 * ``fabric``: sandbox A —veth— bridge (fabric namespace) —veth— sandbox B;
 * ``pod-bridged``: pod —veth— ``cni0`` (gateway address) in node 1, routed out of
-  node 1's ``eth0`` (a veth on the underlay bridge, kernel default GSO, as
-  :func:`netbay.dataplane.links.wire_port` makes it) to node 2, routed to its
-  ``cni0`` and pod; ``pod-routed``: the same nodes, pods on ``cali…`` veths with a
+  node 1's ``eth0`` (a veth on the underlay bridge with the GSO limit the fabric
+  gives it: a cluster node's ``eth0`` is a fabric port) to node 2, routed to its
+  ``cni0`` and pod. Whether BIG TCP helps a pod depends on that limit: a 192 KiB
+  packet leaving through a 64 KiB ``eth0`` is cut into MSS-sized segments in
+  software (issue 15: a quarter of the speed), through a 192 KiB one it passes whole; ``pod-routed``: the same nodes, pods on ``cali…`` veths with a
   /32 route each and a permanent neighbour 169.254.1.1 (as :mod:`netbay.drivers.pods`
   makes them), no bridge.
 """
@@ -149,14 +151,19 @@ def _fabric(chain: _Chain) -> None:
     chain.ends = (a, b, "10.253.0.2")
 
 
-def _nodes(chain: _Chain) -> tuple[str, str]:
-    """Two nodes on an underlay bridge, forwarding, each with a cni0 bridge."""
+def _nodes(chain: _Chain, underlay_gso: int | None) -> tuple[str, str]:
+    """Two nodes on an underlay bridge, forwarding, each with a cni0 bridge; their
+    ``eth0`` at ``underlay_gso`` (None: the kernel's default), as the fabric wires them."""
     ul = chain.ns("u")
     br = links.bridge(ul, "ul0", MTU)
     nodes = []
     for i in (1, 2):
         node = chain.ns(f"n{i}")
         _veth(chain, ul, f"u{i}", node, f"10.254.0.{i}/24", master=br, gso=False)
+        if underlay_gso:
+            for ns, ifname in ((ul, f"u{i}"), (node, "eth0")):
+                r = rtnl(ns)
+                r.set_link(r.link(ifname).index, gso_max_size=underlay_gso)  # type: ignore[union-attr]
         links.sysctl(node, "net.ipv4.ip_forward", 1)
         cni = links.bridge(node, "cni0", MTU)
         rtnl(node).add_address(cni, f"10.254.{10 + i}.1/24")
@@ -197,26 +204,29 @@ def _pod_routed(chain: _Chain, nodes: tuple[str, str]) -> None:
 
 
 @contextlib.contextmanager
-def _built(path: str, tag: str) -> Iterator[_Chain]:
+def _built(path: str, tag: str, underlay_gso: int | None = None) -> Iterator[_Chain]:
     chain = _Chain(f"nb-gso{os.getpid() % 100000}{tag}-")
     try:
         if path == "fabric":
             _fabric(chain)
         else:
-            nodes = _nodes(chain)
+            nodes = _nodes(chain, underlay_gso)
             (_pod_bridged if path == "pod-bridged" else _pod_routed)(chain, nodes)
         yield chain
     finally:
         chain.close()
 
 
-def measure(paths: list[str], big: int, seconds: float = SECONDS) -> dict[str, tuple[float, float]]:
+def measure(paths: list[str], big: int, seconds: float = SECONDS,
+            underlay_gso: int | None = None) -> dict[str, tuple[float, float]]:
     """Path -> (Gbit/s at the kernel's default GSO limit, Gbit/s at ``big``): one sample
     of each; where they are within :data:`CLEAR` of each other, a second pair in the
-    opposite order (drift of a shared machine cancels), averaged."""
+    opposite order (drift of a shared machine cancels), averaged. The pod paths' nodes
+    have their ``eth0`` at ``underlay_gso`` (the fabric's decision: node ``eth0`` s are
+    fabric ports)."""
     out = {}
     for n, path in enumerate(paths):
-        with _built(path, f"{n}") as chain:
+        with _built(path, f"{n}", underlay_gso) as chain:
             chain.wait_up()
             rates: dict[int, list[float]] = {KERNEL_DEFAULT: [], big: []}
             for size in (KERNEL_DEFAULT, big, big, KERNEL_DEFAULT):

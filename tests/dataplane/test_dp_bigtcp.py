@@ -93,7 +93,7 @@ OUTCOMES = {
 @pytest.mark.parametrize("outcome", sorted(OUTCOMES))
 def test_probe_outcome_decides_the_links_gso(make_ns, fresh_decision, monkeypatch, outcome):
     figures = OUTCOMES[outcome]
-    monkeypatch.setattr(gsoprobe, "measure", lambda paths, big: {p: figures[p] for p in paths})
+    monkeypatch.setattr(gsoprobe, "measure", lambda paths, big, **kw: {p: figures[p] for p in paths})
     decision = bigtcp.decide()
     want = {p: b >= d * bigtcp.MARGIN for p, (d, b) in figures.items()} | {"pod-vxlan": False}
     assert {p: d.big for p, d in decision.paths.items()} == want
@@ -106,13 +106,13 @@ def test_probe_outcome_decides_the_links_gso(make_ns, fresh_decision, monkeypatc
 
 def test_cache_spares_the_next_start_the_probe(fresh_decision, monkeypatch):
     figures = OUTCOMES["this-machine"]
-    monkeypatch.setattr(gsoprobe, "measure", lambda paths, big: {p: figures[p] for p in paths})
+    monkeypatch.setattr(gsoprobe, "measure", lambda paths, big, **kw: {p: figures[p] for p in paths})
     first = bigtcp.decide()
     assert first.probe_ms is not None
     saved = json.loads(fresh_decision.read_text())
     assert saved["host"] == bigtcp.host_key() and saved["paths"]["fabric"]["big"] is True
 
-    def no_probe(paths, big):
+    def no_probe(paths, big, **kw):
         raise AssertionError(f"probed again: {paths}")
 
     monkeypatch.setattr(gsoprobe, "measure", no_probe)
@@ -131,7 +131,7 @@ def test_cache_spares_the_next_start_the_probe(fresh_decision, monkeypatch):
 
 
 def test_setting_overrides_the_probe(make_ns, fresh_decision, monkeypatch):
-    monkeypatch.setattr(gsoprobe, "measure", lambda paths, big: {p: OUTCOMES["big-wins"][p] for p in paths})
+    monkeypatch.setattr(gsoprobe, "measure", lambda paths, big, **kw: {p: OUTCOMES["big-wins"][p] for p in paths})
     monkeypatch.setenv(bigtcp.ENV, "pod-bridged=off,fabric=on")
     d = bigtcp.decide()
     assert (d.paths["pod-bridged"].big, d.paths["pod-bridged"].source) == (False, "setting")
@@ -157,3 +157,37 @@ def test_real_probe_measures_both_limits_and_cleans_up(path):
     assert default > 0.1 and big > 0.1, figures   # TCP really flowed through the chain, both ways set
     assert set(netns.list("nb-gso")) == before
     assert not any(n.startswith(f"nb-gso{os.getpid() % 100000}") for n in netns.list("nb-gso"))
+
+
+def test_pod_paths_are_probed_over_the_fabric_s_eth0_limit(fresh_decision, monkeypatch):
+    """A node's eth0 is a fabric port: the pod paths are measured over an eth0 with the
+    fabric's decision, and their cached figures count only for that limit."""
+    asked = []
+
+    def measure(paths, big, underlay_gso=None):
+        asked.append((tuple(paths), underlay_gso))
+        return {p: OUTCOMES["this-machine"][p] for p in paths}
+
+    monkeypatch.setattr(gsoprobe, "measure", measure)
+    bigtcp.decide()
+    assert asked == [(("fabric",), None), (("pod-bridged", "pod-routed"), BIG)]
+    bigtcp.force(None)
+    monkeypatch.setenv(bigtcp.ENV, "fabric=off")   # now node eth0s stay at 64 KiB: measure again
+    d = bigtcp.decide()
+    assert asked[-1] == (("pod-bridged", "pod-routed"), None)
+    assert d.paths["pod-bridged"].underlay_gso is None and d.paths["fabric"].source == "setting"
+
+
+def test_a_pod_never_gets_more_than_its_node_s_eth0(make_ns, fresh_decision):
+    bigtcp.force({"pod-bridged": True, "pod-routed": True})
+    n = make_ns("capn")
+    node = Node(n, "10.9.0.10/24", "10.100.1.0/24")
+    links.bridge(n, "eth0", 1500)    # the node's way out, at the kernel's 64 KiB
+    nodelib.enable_forwarding(n)
+    nodelib.ensure_cni_bridge(node, 1450)
+    capped, free = make_ns("capa"), make_ns("capb")
+    lc = pods.attach(n, capped, address="10.100.1.2/24", gateway="10.100.1.1", mtu=1450, underlay="eth0")
+    assert gso(capped, "eth0") == gso(n, lc.host_ifname) == (DEFAULT, DEFAULT)
+    assert gso(n, "cni0") == (DEFAULT, DEFAULT)
+    lf = pods.attach(n, free, address="10.100.2.5/32", gateway=pods.ROUTED_GATEWAY, mtu=1450, bridge=None)
+    assert gso(free, "eth0") == gso(n, lf.host_ifname) == (BIG, BIG)   # no underlay named: the decision
