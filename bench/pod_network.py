@@ -12,8 +12,8 @@ Issue 5's targets, all measured in one run:
 Topology (every namespace named ``nbb<hex>-…``, all deleted at the end, also on
 error or Ctrl-C; iperf3 processes stopped by PID): per backend a cluster's private
 network as netbay builds it — a bridge ``ul0`` in a fabric namespace, node
-namespaces with ``eth0`` (MTU 1500, the fabric's GSO limit: a node's ``eth0`` is a
-fabric port) on 10.9.x.0/24 — and the flannel driver
+namespaces with ``eth0`` (MTU 1500; GSO limit: the fabric's, as a node's ``eth0`` is a
+fabric port, or with ``--underlay kernel`` the kernel's 64 KiB) on 10.9.x.0/24 — and the flannel driver
 (:mod:`netbay.drivers.flannel`) on the nodes: ``host-gw`` on 10.9.1.0/24, ``vxlan``
 on 10.9.2.0/24 (4 nodes), one pod per node. Paths, each repetition running all
 three in a rotating order (medians over repetitions, ratios also paired per
@@ -23,8 +23,9 @@ repetition):
 * ``host-gw``  — pod on node 0 → pod on node 1 (cni0, routing, underlay, routing, cni0),
   wired as shipped: BIG TCP where this host's probe chose it (:mod:`netbay.dataplane.bigtcp`;
   the choice and its figures are printed);
-* ``host-gw-alt`` — the same on a second host-gw cluster (10.9.3.0/24) wired with the
-  setting the product did *not* choose for the pod path: both settings in one run;
+* ``host-gw-alt`` — the same on a second host-gw cluster (10.9.3.0/24), wired as
+  shipped, then its pod veths (both ends) and cni0 set to the GSO limit the product
+  did *not* choose: both settings of the same chain in one run;
 * ``vxlan``    — the same through ``flannel.1`` (MTU 1450).
 
 Pod create → first packet (on the vxlan cluster, alternating with the baseline):
@@ -41,7 +42,6 @@ alike).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import secrets
@@ -166,7 +166,7 @@ class Iperf:
 
 
 class Cluster:
-    def __init__(self, tag: str, backend: str, subnet: str, n: int) -> None:
+    def __init__(self, tag: str, backend: str, subnet: str, n: int, underlay: str = "fabric") -> None:
         self.tag, self.subnet = tag, subnet
         self.fabric = PREFIX + f"{tag}fab"
         netns.create(self.fabric)
@@ -177,7 +177,8 @@ class Cluster:
         self.nodes: list[Node] = []
         for i in range(n):
             ns = PREFIX + f"{tag}n{i}"
-            underlay_port(self.fabric, ns, f"u{tag}{i}{PREFIX[3:9]}"[:15], f"{subnet}.{10 + i}/24")
+            underlay_port(self.fabric, ns, f"u{tag}{i}{PREFIX[3:9]}"[:15], f"{subnet}.{10 + i}/24",
+                          bigtcp.gso_max_size("fabric") if underlay == "fabric" else None)
             self.nodes.append(Node(ns, f"{subnet}.{10 + i}/24", self.leases[f"n{i}"]))
         for node in self.nodes:
             self.fl.setup_node(node)
@@ -193,13 +194,13 @@ class Cluster:
         return leases.host(self.nodes[i].lease, 2)
 
 
-def underlay_port(fabric: str, ns: str, host_if: str, cidr: str) -> None:
-    """A node's ``eth0`` as the product makes it: a fabric port (a veth into ``ul0``)
-    with the fabric path's GSO limit (BIG TCP where this host's probe chose it)."""
+def underlay_port(fabric: str, ns: str, host_if: str, cidr: str, gso: int | None) -> None:
+    """A node's ``eth0``: a veth into ``ul0`` with GSO limit ``gso`` (the product's
+    node ``eth0`` is a fabric port, with the fabric path's limit)."""
     netns.create(ns)
     fr = rtnl(fabric)
     fr.add_veth(host_if, "eth0", ns, mtu=1500, master=fr.link("ul0").index, up=True,
-                gso_max_size=bigtcp.gso_max_size("fabric"))
+                gso_max_size=gso)
     nr = rtnl(ns)
     nr.set_link(1, up=True)
     idx = nr.link("eth0").index
@@ -244,16 +245,15 @@ def choice(decision: bigtcp.Decision) -> str:
                      + ")" for p, d in decision.paths.items() if p != "fabric")
 
 
-@contextlib.contextmanager
-def other_setting(path: str):
-    """Build with the setting the product did not choose for ``path``, then back."""
-    chosen = bigtcp.decide()
-    bigtcp.force({p: d.big for p, d in chosen.paths.items()} | {path: not chosen.paths[path].big})
-    try:
-        yield
-    finally:
-        bigtcp.force(None)
-        bigtcp.decide()
+def set_pod_gso(cluster: Cluster, size: int) -> None:
+    """Every pod veth of ``cluster`` (both ends) and its nodes' cni0 at ``size``: the
+    same chain with the other setting (a TCP connection takes the limit it connects with)."""
+    for node, pod in zip(cluster.nodes, cluster.pods):
+        nr, pr = rtnl(node.ns), rtnl(pod)
+        eth0 = pr.link("eth0")
+        host = nr.link(index=eth0.peer)
+        for r, link in ((pr, eth0), (nr, host), (nr, nr.link("cni0"))):
+            r.set_link(link.index, gso_max_size=size)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -348,6 +348,9 @@ def main() -> int:
     ap.add_argument("--omit", type=int, default=1)
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--pods", type=int, default=100)
+    ap.add_argument("--underlay", choices=("fabric", "kernel"), default="fabric",
+                    help="node eth0 GSO limit: the fabric's (as the product wires a node's eth0, "
+                         "a fabric port) or the kernel's default (issue 15's topology)")
     ap.add_argument("--json")
     args = ap.parse_args()
     if not (1 <= args.reps <= 50 and 1 <= args.seconds <= 60 and 1 <= args.samples <= 500
@@ -361,10 +364,10 @@ def main() -> int:
     try:
         chosen = bigtcp.decide()   # what the agent decides at its start (cache, else probe)
         result["big_tcp"] = chosen.as_dict()
-        hg = Cluster("g", "host-gw", "10.9.1", 2)
-        with other_setting("pod-bridged"):
-            alt = Cluster("a", "host-gw", "10.9.3", 2)
-        vx = Cluster("v", "vxlan", "10.9.2", 4)
+        hg = Cluster("g", "host-gw", "10.9.1", 2, args.underlay)
+        alt = Cluster("a", "host-gw", "10.9.3", 2, args.underlay)
+        set_pod_gso(alt, 65536 if pod_gso(hg) > 65536 else bigtcp.GSO_MAX_SIZE)
+        vx = Cluster("v", "vxlan", "10.9.2", 4, args.underlay)
         result["pod_gso"] = {"host-gw": pod_gso(hg), "host-gw-alt": pod_gso(alt), "vxlan": pod_gso(vx),
                              "node eth0": rtnl(hg.nodes[0].ns).link("eth0").gso_max_size}
         print(f"BIG TCP as the product chose it: {choice(chosen)}; pod eth0 GSO limits {result['pod_gso']}")
@@ -380,7 +383,8 @@ def main() -> int:
     result["load_after"] = os.getloadavg()
     t, f, h = result["throughput"], result["first_packet"], result["hundred_pods"]
     m = t["median_gbps"]
-    print(f"\nload {load_before[0]:.2f} → {result['load_after'][0]:.2f}  (1-min averages, {os.cpu_count()} CPUs)")
+    print(f"\nunderlay GSO: {args.underlay}; the product's choice: {choice(bigtcp.decide())}")
+    print(f"load {load_before[0]:.2f} → {result['load_after'][0]:.2f}  (1-min averages, {os.cpu_count()} CPUs)")
     g = result["pod_gso"]
     print("| path | median Gbit/s | ratio (paired) |")
     print("|---|---|---|")
