@@ -51,14 +51,18 @@ def big_tcp_table(decision: object) -> Table:
 
     assert isinstance(decision, bigtcp.Decision)
     took = f", probe {decision.probe_ms:.0f} ms" if decision.probe_ms is not None else ""
-    table = Table(title=f"BIG TCP per path (192 KiB GSO, on where >= {bigtcp.MARGIN:.2f} x 64 KiB; "
-                        f"{decision.host}{took}; cache {bigtcp.cache_path()}; override: {bigtcp.ENV})")
-    for col in ("path", "BIG TCP", "decided by", "64 KiB Gbit/s", "192 KiB Gbit/s", "note"):
+    table = Table(title=f"BIG TCP per path (192 KiB GSO: on where its packets arrive whole and its stream "
+                        f"is >= {bigtcp.SPEED_FLOOR:.0%} of 64 KiB's; {decision.host}{took}; "
+                        f"cache {bigtcp.cache_path()}; override: {bigtcp.ENV})")
+    for col in ("path", "BIG TCP", "decided by", "Gbit/s 64K / 192K", "packet B 64K / 192K", "note"):
         table.add_column(col)
+
+    def pair(a: object, b: object, fmt: str) -> str:
+        return "-" if a is None or b is None else f"{a:{fmt}} / {b:{fmt}}"
+
     for path, d in decision.paths.items():
-        table.add_row(path, "[green]on[/]" if d.big else "off", d.source,
-                      "-" if d.default_gbps is None else f"{d.default_gbps:.1f}",
-                      "-" if d.big_gbps is None else f"{d.big_gbps:.1f}", d.note)
+        table.add_row(path, "[green]on[/]" if d.big else "off", d.source, pair(d.default_gbps, d.big_gbps, ".1f"),
+                      pair(d.default_packet, d.big_packet, "d"), d.note)
     return table
 
 

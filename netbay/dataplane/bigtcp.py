@@ -21,10 +21,13 @@ and :func:`netbay.drivers.pods.attach` never gives a pod more than its node's
 * ``pod-vxlan``   — pods behind a VXLAN device: always the kernel's default (a packet
   above 64 KiB does not survive encapsulation: bench/vxlan_big_tcp.py), not probed.
 
-:mod:`netbay.dataplane.gsoprobe` measures each probed path with both limits (a
-bounded in-process TCP stream through the same device chain in throwaway
-namespaces); BIG TCP is chosen only where it is clearly faster, so a path never
-ends up slower than with the kernel's default. The decision is remembered per host
+:mod:`netbay.dataplane.gsoprobe` measures each probed path with both limits (bounded
+in-process TCP streams through two copies of the same device chain in throwaway
+namespaces, at the same time). BIG TCP is chosen where its packets reach the far end
+whole (their mean size there above 1.5x that of 64 KiB ones: nothing cuts them up in
+software on the way, which is what costs a pod 60%) and its stream was not clearly
+slower (>= :data:`SPEED_FLOOR` of the default's). The packet size decides, as it does
+not depend on the machine's load; the throughput only vetoes. The decision is remembered per host
 (kernel release + boot id) in :func:`cache_path`, so only the first agent start
 after a boot pays for the probe. ``NETBAY_BIG_TCP`` overrides it: ``auto`` (default:
 cache, else probe), ``probe`` (measure again), ``on``, ``off``, or per path
@@ -51,9 +54,10 @@ PROBED = ("fabric", "pod-bridged", "pod-routed")
 NOT_PROBED = {"pod-vxlan": "not probed: VXLAN does not carry > 64 KiB"}
 ENV = "NETBAY_BIG_TCP"
 CACHE_ENV = "NETBAY_BIG_TCP_CACHE"
-#: BIG TCP must beat the kernel's default by this factor to be chosen (probe noise)
-MARGIN = 1.10
-CACHE_VERSION = 2
+#: BIG TCP is chosen where its packets arrive whole (larger than 64 KiB ones) and its
+#: stream is not clearly slower than the default's under the same load
+SPEED_FLOOR = 0.75
+CACHE_VERSION = 3
 
 
 @dataclass
@@ -64,6 +68,8 @@ class PathDecision:
     big_gbps: float | None = None
     note: str = ""
     underlay_gso: int | None = None    # pod paths: the node eth0 limit they were probed over
+    default_packet: int | None = None  # mean size of the packets the receiver got (bytes)
+    big_packet: int | None = None
 
 
 @dataclass
@@ -197,8 +203,9 @@ def _measure(paths: list[str], underlay: int | None) -> dict[str, PathDecision]:
         return {p: PathDecision(False, "error", note=f"probe failed: {exc}") for p in paths}
     out = {}
     for p in paths:
-        default, big = figures[p]
-        out[p] = PathDecision(big >= default * MARGIN, "probe", round(default, 2), round(big, 2),
+        f = figures[p]
+        out[p] = PathDecision(f.whole and f.big_gbps >= f.default_gbps * SPEED_FLOOR, "probe",
+                              f.default_gbps, f.big_gbps, default_packet=f.default_packet, big_packet=f.big_packet,
                               underlay_gso=underlay if p != "fabric" else None,
                               note="" if p == "fabric" else f"node eth0 at {underlay or KERNEL_DEFAULT}")
     return out

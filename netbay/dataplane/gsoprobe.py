@@ -1,11 +1,14 @@
 """Measure what BIG TCP does for each of netbay's paths on this host (for :mod:`.bigtcp`).
 
 Each path is built in throwaway namespaces ``nb-gso<pid>-…`` with the devices the
-product puts on it, then one TCP stream between two threads of this process (a
-socket opened in each end's namespace) runs for :data:`SECONDS` with the veths (and
-the pod bridge) at the kernel's 64 KiB GSO limit and again at BIG TCP's (twice each,
-alternating, unless the first pair already differs by more than :data:`CLEAR`);
-nothing forks: about 1 s for the three paths. The namespaces are deleted afterwards, also on error.
+product puts on it, twice — one copy with the veths (and the pod bridge) at the kernel's 64 KiB GSO
+limit, one at BIG TCP's — and a TCP stream between two threads of this process (a
+socket opened in each end's namespace) runs through each copy at the same time for
+:data:`SECONDS`, :data:`ROUNDS` times; nothing forks. What it reports per path: both
+throughputs and the mean size of the packets the receiver got (a 192 KiB packet cut
+up on the way arrives as 1.5 KiB ones) — the latter does not depend on how busy the
+machine is, the former does (on 2 shared CPUs at load 10+ sequential 0.1 s samples
+were 2x apart either way). The namespaces are deleted afterwards, also on error.
 
 * ``fabric``: sandbox A —veth— bridge (fabric namespace) —veth— sandbox B;
 * ``pod-bridged``: pod —veth— ``cni0`` (gateway address) in node 1, routed out of
@@ -23,18 +26,20 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import statistics
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from netbay.dataplane import links, netns
 from netbay.dataplane.rtnl import rtnl
 
-__all__ = ["measure", "stream"]
+__all__ = ["Figures", "measure", "stream"]
 
-SECONDS = 0.1       # one sample of one setting
+SECONDS = 0.1       # one sample (both settings at once)
 WARMUP = 0.02       # not counted (slow start)
-CLEAR = 1.4         # a first pair further apart than this decides at once
+ROUNDS = 3          # samples per path (both settings at once); the medians count
 MTU = 1500
 KERNEL_DEFAULT = 65536
 ROUTED_MAC = "ee:ee:ee:ee:ee:ee"   # calico's host end; the pod's permanent neighbour 169.254.1.1
@@ -217,23 +222,63 @@ def _built(path: str, tag: str, underlay_gso: int | None = None) -> Iterator[_Ch
         chain.close()
 
 
-def measure(paths: list[str], big: int, seconds: float = SECONDS,
-            underlay_gso: int | None = None) -> dict[str, tuple[float, float]]:
-    """Path -> (Gbit/s at the kernel's default GSO limit, Gbit/s at ``big``): one sample
-    of each; where they are within :data:`CLEAR` of each other, a second pair in the
-    opposite order (drift of a shared machine cancels), averaged. The pod paths' nodes
-    have their ``eth0`` at ``underlay_gso`` (the fabric's decision: node ``eth0`` s are
-    fabric ports)."""
+@dataclass(frozen=True)
+class Figures:
+    """One path's probe: throughput and the mean size of the packets the receiving
+    end got, with the veths at the kernel's 64 KiB and at BIG TCP's limit."""
+    default_gbps: float
+    big_gbps: float
+    default_packet: int
+    big_packet: int
+
+    @property
+    def whole(self) -> bool:
+        """Whether BIG TCP's packets arrive larger than 64 KiB ones (nothing on the way
+        cuts them up in software): what makes them cheaper per byte, measured without
+        depending on how busy the machine is."""
+        return self.big_packet > 1.5 * max(self.default_packet, 1)
+
+
+def _rx(ns: str) -> tuple[int, int]:
+    """(bytes, packets) received on ``eth0`` in ``ns``."""
+    (msg,) = links.ipr(ns).get_links(ifname="eth0")
+    stats = msg.get_attr("IFLA_STATS64") or {}
+    return stats.get("rx_bytes", 0), stats.get("rx_packets", 0)
+
+
+def measure(paths: list[str], big: int, seconds: float = SECONDS, rounds: int = ROUNDS,
+            underlay_gso: int | None = None) -> dict[str, Figures]:
+    """Path -> :class:`Figures`. The two settings run at the same time on two copies of
+    the chain, so whatever else loads the machine loads both alike; the Gbit/s are
+    the median of the default's ``rounds`` samples and that times the median
+    per-round ratio. The pod paths' nodes have their ``eth0`` at ``underlay_gso``
+    (the fabric's decision: a node's ``eth0`` is a fabric port)."""
     out = {}
     for n, path in enumerate(paths):
-        with _built(path, f"{n}", underlay_gso) as chain:
-            chain.wait_up()
-            rates: dict[int, list[float]] = {KERNEL_DEFAULT: [], big: []}
-            for size in (KERNEL_DEFAULT, big, big, KERNEL_DEFAULT):
-                chain.set_gso(size)
-                rates[size].append(stream(*chain.ends, seconds=seconds))
-                d, b = rates[KERNEL_DEFAULT], rates[big]
-                if len(d) == len(b) == 1 and d[0] > 0 and not 1 / CLEAR < b[0] / d[0] < CLEAR:
-                    break
-            out[path] = (sum(rates[KERNEL_DEFAULT]) / len(rates[KERNEL_DEFAULT]), sum(rates[big]) / len(rates[big]))
+        with _built(path, f"{n}d", underlay_gso) as small, _built(path, f"{n}b", underlay_gso) as large:
+            small.set_gso(KERNEL_DEFAULT)
+            large.set_gso(big)
+            small.wait_up()
+            large.wait_up()
+            chains = {"d": small, "b": large}
+            rates: dict[str, list[float]] = {"d": [], "b": []}
+            before = {k: _rx(c.ends[1]) for k, c in chains.items()}
+            for _ in range(rounds):
+                got: dict[str, float] = {}
+                runs = [threading.Thread(target=lambda k=k, c=c: got.__setitem__(k, stream(*c.ends, seconds=seconds)),
+                                         name="nb-gso-stream", daemon=True) for k, c in chains.items()]
+                for t in runs:
+                    t.start()
+                for t in runs:
+                    t.join(timeout=seconds + 5)
+                for k in rates:
+                    rates[k].append(got.get(k, 0.0))
+            packet = {}
+            for k, c in chains.items():
+                nbytes, npackets = (a - b for a, b in zip(_rx(c.ends[1]), before[k]))
+                packet[k] = nbytes // max(npackets, 1)
+            ratio = statistics.median(b / d if d > 0 else (2.0 if b > 0 else 1.0)
+                                      for d, b in zip(rates["d"], rates["b"]))
+            base = statistics.median(rates["d"])
+            out[path] = Figures(round(base, 2), round(base * ratio, 2), packet["d"], packet["b"])
     return out

@@ -82,22 +82,32 @@ def _remove_fabrics():
         made_fabric.pop().remove()
 
 
+F = gsoprobe.Figures
+WHOLE, CUT = (60_000, 150_000), (60_000, 1_448)   # mean packet sizes at the receiver, 64 KiB / 192 KiB
 OUTCOMES = {
-    # path -> (Gbit/s at 64 KiB, at 192 KiB) as the probe would report them
-    "big-wins": {"fabric": (12.0, 24.0), "pod-bridged": (11.0, 13.5), "pod-routed": (11.0, 13.0)},
-    "big-loses": {"fabric": (12.0, 12.5), "pod-bridged": (11.3, 4.5), "pod-routed": (11.0, 3.0)},
-    "this-machine": {"fabric": (12.4, 24.9), "pod-bridged": (11.3, 4.5), "pod-routed": (11.0, 3.0)},
+    # path -> what the probe would report; the last figure in each row is the expected decision
+    "big-wins": {"fabric": (F(12.0, 24.0, *WHOLE), True), "pod-bridged": (F(11.0, 13.5, *WHOLE), True),
+                 "pod-routed": (F(11.0, 9.0, *WHOLE), True)},      # busy machine: slower, still >= 75%
+    "big-loses": {"fabric": (F(12.0, 8.0, *WHOLE), False),          # whole but clearly slower
+                  "pod-bridged": (F(11.3, 4.5, *CUT), False), "pod-routed": (F(11.0, 12.0, *CUT), False)},
+    "this-machine": {"fabric": (F(12.4, 24.9, *WHOLE), True), "pod-bridged": (F(11.3, 4.5, *CUT), False),
+                     "pod-routed": (F(11.0, 3.0, *CUT), False)},
 }
+
+
+def figures_of(outcome: str) -> dict[str, gsoprobe.Figures]:
+    return {p: f for p, (f, _) in OUTCOMES[outcome].items()}
 
 
 @pytest.mark.parametrize("outcome", sorted(OUTCOMES))
 def test_probe_outcome_decides_the_links_gso(make_ns, fresh_decision, monkeypatch, outcome):
-    figures = OUTCOMES[outcome]
+    figures = figures_of(outcome)
     monkeypatch.setattr(gsoprobe, "measure", lambda paths, big, **kw: {p: figures[p] for p in paths})
     decision = bigtcp.decide()
-    want = {p: b >= d * bigtcp.MARGIN for p, (d, b) in figures.items()} | {"pod-vxlan": False}
+    want = {p: big for p, (_, big) in OUTCOMES[outcome].items()} | {"pod-vxlan": False}
     assert {p: d.big for p, d in decision.paths.items()} == want
-    assert decision.paths["pod-bridged"].default_gbps == figures["pod-bridged"][0]
+    assert decision.paths["pod-bridged"].default_gbps == figures["pod-bridged"].default_gbps
+    assert decision.paths["pod-bridged"].big_packet == figures["pod-bridged"].big_packet
     made = wire_all(make_ns, outcome[:3] + "1")
     for path, devs in made.items():
         for ns, ifname in devs:
@@ -105,7 +115,7 @@ def test_probe_outcome_decides_the_links_gso(make_ns, fresh_decision, monkeypatc
 
 
 def test_cache_spares_the_next_start_the_probe(fresh_decision, monkeypatch):
-    figures = OUTCOMES["this-machine"]
+    figures = figures_of("this-machine")
     monkeypatch.setattr(gsoprobe, "measure", lambda paths, big, **kw: {p: figures[p] for p in paths})
     first = bigtcp.decide()
     assert first.probe_ms is not None
@@ -131,7 +141,7 @@ def test_cache_spares_the_next_start_the_probe(fresh_decision, monkeypatch):
 
 
 def test_setting_overrides_the_probe(make_ns, fresh_decision, monkeypatch):
-    monkeypatch.setattr(gsoprobe, "measure", lambda paths, big, **kw: {p: OUTCOMES["big-wins"][p] for p in paths})
+    monkeypatch.setattr(gsoprobe, "measure", lambda paths, big, **kw: {p: figures_of("big-wins")[p] for p in paths})
     monkeypatch.setenv(bigtcp.ENV, "pod-bridged=off,fabric=on")
     d = bigtcp.decide()
     assert (d.paths["pod-bridged"].big, d.paths["pod-bridged"].source) == (False, "setting")
@@ -149,12 +159,27 @@ def test_setting_overrides_the_probe(make_ns, fresh_decision, monkeypatch):
         bigtcp.decide()
 
 
+def test_real_probe_tells_whole_from_cut_up_packets():
+    """The decisive figure: through the fabric BIG TCP's packets arrive whole; a pod's
+    through a node eth0 at 192 KiB too; through an eth0 at 64 KiB they arrive either
+    whole or cut into MTU-sized segments (this project's 6.18 build: cut), nothing between."""
+    fabric = gsoprobe.measure(["fabric"], BIG, seconds=0.05, rounds=1)["fabric"]
+    if fabric.big_packet <= 65536:
+        pytest.skip(f"this kernel builds no IPv4 packets above 64 KiB: {fabric}")
+    cut = gsoprobe.measure(["pod-bridged"], BIG, seconds=0.05, rounds=1)["pod-bridged"]
+    whole = gsoprobe.measure(["pod-bridged"], BIG, seconds=0.05, rounds=1, underlay_gso=BIG)["pod-bridged"]
+    assert fabric.whole, fabric
+    assert whole.whole and whole.big_packet > 65536, whole
+    assert (not cut.whole and cut.big_packet < 3000) or cut.big_packet > 65536, cut
+
+
 @pytest.mark.parametrize("path", ["fabric", "pod-routed"])
 def test_real_probe_measures_both_limits_and_cleans_up(path):
     before = set(netns.list("nb-gso"))
-    figures = gsoprobe.measure([path], BIG, seconds=0.05)
-    default, big = figures[path]
-    assert default > 0.1 and big > 0.1, figures   # TCP really flowed through the chain, both ways set
+    figures = gsoprobe.measure([path], BIG, seconds=0.05, rounds=1)
+    f = figures[path]
+    assert f.default_gbps > 0.1 and f.big_gbps > 0.1, figures   # TCP really flowed through both copies
+    assert 1000 < f.default_packet <= 65536 + 100 and 1000 < f.big_packet <= BIG + 100, figures
     assert set(netns.list("nb-gso")) == before
     assert not any(n.startswith(f"nb-gso{os.getpid() % 100000}") for n in netns.list("nb-gso"))
 
@@ -166,7 +191,7 @@ def test_pod_paths_are_probed_over_the_fabric_s_eth0_limit(fresh_decision, monke
 
     def measure(paths, big, underlay_gso=None):
         asked.append((tuple(paths), underlay_gso))
-        return {p: OUTCOMES["this-machine"][p] for p in paths}
+        return {p: figures_of("this-machine")[p] for p in paths}
 
     monkeypatch.setattr(gsoprobe, "measure", measure)
     bigtcp.decide()
