@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -216,3 +218,23 @@ def test_a_pod_never_gets_more_than_its_node_s_eth0(make_ns, fresh_decision):
     assert gso(n, "cni0") == (DEFAULT, DEFAULT)
     lf = pods.attach(n, free, address="10.100.2.5/32", gateway=pods.ROUTED_GATEWAY, mtu=1450, bridge=None)
     assert gso(free, "eth0") == gso(n, lf.host_ifname) == (BIG, BIG)   # no underlay named: the decision
+
+
+def test_doctor_reports_the_decision_and_its_figures(fresh_decision, monkeypatch):
+    figures = figures_of("this-machine")
+    monkeypatch.setattr(gsoprobe, "measure", lambda paths, big, **kw: {p: figures[p] for p in paths})
+    bigtcp.decide()   # what an agent start leaves in the per-host cache
+    env = {**os.environ, bigtcp.CACHE_ENV: str(fresh_decision), bigtcp.ENV: "pod-routed=on"}
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = json.loads(r.stdout)["big_tcp"]
+    assert got["cache"] == str(fresh_decision)
+    paths = got["paths"]
+    assert (paths["fabric"]["big"], paths["fabric"]["source"], paths["fabric"]["big_gbps"]) == (True, "cache", 24.9)
+    assert (paths["pod-bridged"]["big"], paths["pod-bridged"]["big_packet"]) == (False, CUT[1])
+    assert (paths["pod-routed"]["big"], paths["pod-routed"]["source"]) == (True, "setting")
+    assert (paths["pod-vxlan"]["big"], paths["pod-vxlan"]["source"]) == (False, "fixed")
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor"], env={**env, bigtcp.ENV: "sometimes"},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "NETBAY_BIG_TCP='sometimes'" in r.stdout
