@@ -267,7 +267,7 @@ class Agent:
         """Resync, then follow the stream until ``stop`` is set. Errors are logged and
         retried with backoff; nothing is lost (the next resync sees everything)."""
         stop = stop or threading.Event()
-        bigtcp.decide()   # before the first veth: the per-host cache, else a ~1 s probe
+        bigtcp.decide()   # before the first veth: the per-host cache, else a 1-2.5 s probe
         self.reporter.start()
         try:
             self._loop(stop)
