@@ -4,35 +4,35 @@ TCP in a namespace builds GSO packets of up to :data:`GSO_MAX_SIZE` bytes instea
 the kernel's 64 KiB when both ends of its veth allow it. A packet through netbay's
 paths pays a fixed cost whatever its size (a second veth hop, a bridge, conntrack,
 a node's routing), so 3x larger packets divide that cost by 3 — where nothing on the
-way cuts them up again. Whether something does depends on the kernel's build, not its
-version: on one 6.18 build a pod's 192 KiB packets routed out of its node's 64 KiB
-``eth0`` are segmented in software and the pod gets 35% of the node's throughput
-(issue 15), on another the same chain gains. What decides it is the node's way out: a 192 KiB packet
-leaving through a device with the kernel's 64 KiB limit is cut into MSS-sized
-segments in software; through a device that takes 192 KiB it passes whole (then the
-pod gains as much as the fabric does). A cluster node's ``eth0`` is a fabric port,
-so the pod paths are probed over an ``eth0`` with the fabric's decision, after it;
-and :func:`netbay.drivers.pods.attach` never gives a pod more than its node's
-``eth0`` takes. So each path is measured, not assumed:
+way cuts them up again. Something may: on this project's 6.18 build a pod's 192 KiB
+packets routed out of a node ``eth0`` with the kernel's 64 KiB limit are cut into
+MSS-sized segments in software and the pod gets a quarter to a third of the node's
+throughput (issue 15); through an ``eth0`` that takes 192 KiB they pass whole and
+the pod gains as much as the fabric. The kernel's version says none of this, so each
+path is measured:
 
 * ``fabric``      — sandbox → fabric bridge → sandbox (:mod:`netbay.dataplane.fabric`);
-* ``pod-bridged`` — flannel host-gw: pod → ``cni0`` → node routing → underlay → …;
-* ``pod-routed``  — calico: pod → ``cali…`` (routed /32) → node routing → underlay → …;
+* ``pod-bridged`` — flannel host-gw: pod → ``cni0`` → node routing → ``eth0`` → …;
+* ``pod-routed``  — calico: pod → ``cali…`` (routed /32) → node routing → ``eth0`` → …;
 * ``pod-vxlan``   — pods behind a VXLAN device: always the kernel's default (a packet
   above 64 KiB does not survive encapsulation: bench/vxlan_big_tcp.py), not probed.
 
-:mod:`netbay.dataplane.gsoprobe` measures each probed path with both limits (bounded
+:mod:`netbay.dataplane.gsoprobe` runs each probed path with both limits (bounded
 in-process TCP streams through two copies of the same device chain in throwaway
 namespaces, at the same time). BIG TCP is chosen where its packets reach the far end
-whole (their mean size there above 1.5x that of 64 KiB ones: nothing cuts them up in
-software on the way, which is what costs a pod 60%) and its stream was not clearly
-slower (>= :data:`SPEED_FLOOR` of the default's). The packet size decides, as it does
-not depend on the machine's load; the throughput only vetoes. The decision is remembered per host
-(kernel release + boot id) in :func:`cache_path`, so only the first agent start
-after a boot pays for the probe. ``NETBAY_BIG_TCP`` overrides it: ``auto`` (default:
-cache, else probe), ``probe`` (measure again), ``on``, ``off``, or per path
-``pod-bridged=off,fabric=on`` (unlisted paths: auto). A kernel that refuses the limit
-(EINVAL/ERANGE) is not asked again by this process.
+whole (mean size there above 1.5x that of 64 KiB ones) and its stream was not
+clearly slower (>= :data:`SPEED_FLOOR` of the default's): the packet size decides, as
+it does not depend on the machine's load; the throughput only vetoes. A cluster
+node's ``eth0`` is a fabric port, so the pod paths are probed after the fabric, over
+an ``eth0`` with the fabric's decision; and :func:`netbay.drivers.pods.attach` never
+gives a pod more than its node's ``eth0`` takes.
+
+The decision is remembered per host (kernel release + boot id) in
+:func:`cache_path`, so only the first agent start after a boot pays for the probe.
+``NETBAY_BIG_TCP`` overrides it: ``auto`` (default: cache, else probe), ``probe``
+(measure again), ``on``, ``off``, or per path ``pod-bridged=off,fabric=on``
+(unlisted paths: auto). A kernel that refuses the limit (EINVAL/ERANGE) is not asked
+again by this process.
 """
 
 from __future__ import annotations

@@ -1,24 +1,26 @@
 """Measure what BIG TCP does for each of netbay's paths on this host (for :mod:`.bigtcp`).
 
-Each path is built in throwaway namespaces ``nb-gso<pid>-…`` with the devices the
-product puts on it, twice — one copy with the veths (and the pod bridge) at the kernel's 64 KiB GSO
-limit, one at BIG TCP's — and a TCP stream between two threads of this process (a
-socket opened in each end's namespace) runs through each copy at the same time for
-:data:`SECONDS`, :data:`ROUNDS` times; nothing forks. What it reports per path: both
-throughputs and the mean size of the packets the receiver got (a 192 KiB packet cut
-up on the way arrives as 1.5 KiB ones) — the latter does not depend on how busy the
-machine is, the former does (on 2 shared CPUs at load 10+ sequential 0.1 s samples
-were 2x apart either way). The namespaces are deleted afterwards, also on error.
+Each path is built in throwaway namespaces ``nb-gso<pid>…`` with the devices the
+product puts on it, twice: one copy with the veths (and the pod bridge) at the
+kernel's 64 KiB GSO limit, one at BIG TCP's. A TCP stream between two threads of this
+process (a socket opened in each end's namespace) runs through each copy at the same
+time for :data:`SECONDS`, :data:`ROUNDS` times; nothing forks. Reported per path:
+both throughputs and the mean size of the packets the receiver got (a 192 KiB
+packet cut up on the way arrives as 1.5 KiB ones). The size does not depend on how
+busy the machine is; the throughput does (on 2 shared CPUs at load 10+, sequential
+0.1 s samples were 2x apart either way). The namespaces are deleted afterwards, also
+on error.
 
 * ``fabric``: sandbox A —veth— bridge (fabric namespace) —veth— sandbox B;
 * ``pod-bridged``: pod —veth— ``cni0`` (gateway address) in node 1, routed out of
-  node 1's ``eth0`` (a veth on the underlay bridge with the GSO limit the fabric
+  node 1's ``eth0`` (a veth on an underlay bridge, with the GSO limit the fabric
   gives it: a cluster node's ``eth0`` is a fabric port) to node 2, routed to its
   ``cni0`` and pod. Whether BIG TCP helps a pod depends on that limit: a 192 KiB
   packet leaving through a 64 KiB ``eth0`` is cut into MSS-sized segments in
-  software (issue 15: a quarter of the speed), through a 192 KiB one it passes whole; ``pod-routed``: the same nodes, pods on ``cali…`` veths with a
-  /32 route each and a permanent neighbour 169.254.1.1 (as :mod:`netbay.drivers.pods`
-  makes them), no bridge.
+  software (issue 15: a quarter of the speed); through a 192 KiB one it passes whole;
+* ``pod-routed``: the same nodes, pods on ``cali…`` veths with a /32 route each and
+  a permanent neighbour 169.254.1.1 (as :mod:`netbay.drivers.pods` makes them), no
+  bridge.
 """
 
 from __future__ import annotations
