@@ -12,20 +12,28 @@ Issue 5's targets, all measured in one run:
 Topology (every namespace named ``nbb<hex>-…``, all deleted at the end, also on
 error or Ctrl-C; iperf3 processes stopped by PID): per backend a cluster's private
 network as netbay builds it — a bridge ``ul0`` in a fabric namespace, node
-namespaces with ``eth0`` (MTU 1500) on 10.9.x.0/24 — and the flannel driver
+namespaces with ``eth0`` (MTU 1500; GSO limit: the fabric's, as a node's ``eth0`` is a
+fabric port, or with ``--underlay kernel`` the kernel's 64 KiB) on 10.9.x.0/24 — and the flannel driver
 (:mod:`netbay.drivers.flannel`) on the nodes: ``host-gw`` on 10.9.1.0/24, ``vxlan``
 on 10.9.2.0/24 (4 nodes), one pod per node. Paths, each repetition running all
 three in a rotating order (medians over repetitions, ratios also paired per
 repetition):
 
 * ``underlay`` — iperf3 from node 0's namespace to node 1's eth0 address (the host-gw cluster's nodes);
-* ``host-gw``  — pod on node 0 → pod on node 1 (cni0, routing, underlay, routing, cni0);
+* ``host-gw``  — pod on node 0 → pod on node 1 (cni0, routing, underlay, routing, cni0),
+  wired as shipped: BIG TCP where this host's probe chose it (:mod:`netbay.dataplane.bigtcp`;
+  the choice and its figures are printed);
+* ``host-gw-alt`` — the same on a second host-gw cluster (10.9.3.0/24), wired as
+  shipped, then its pod veths (both ends) and cni0 set to the GSO limit the product
+  did *not* choose: both settings of the same chain in one run;
 * ``vxlan``    — the same through ``flannel.1`` (MTU 1450).
 
 Pod create → first packet (on the vxlan cluster, alternating with the baseline):
 namespace created, :meth:`Flannel.attach_pod` (``pods.attach``), then ICMP to a pod
 on another node answered. Baseline: the same wiring as bare :mod:`netbay.dataplane.rtnl`
-requests (veth into cni0, address, up, default route — no checks, no idempotence).
+requests (veth into cni0, up, the product's bounded wait for carrier, address, default
+route — no checks, no idempotence); see :func:`raw_attach` for why the wait belongs to
+the work.
 100 pods: created back to back round-robin over the 4 nodes, then every pod must
 answer ICMP from a pod on another node; wall time to the last answer (baseline
 alike).
@@ -49,7 +57,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))
 
-from netbay.dataplane import links, netns, probe  # noqa: E402
+from netbay.dataplane import bigtcp, links, netns, probe  # noqa: E402
 from netbay.dataplane.rtnl import rtnl  # noqa: E402
 from netbay.drivers import leases  # noqa: E402
 from netbay.drivers.flannel import Flannel, FlannelConfig  # noqa: E402
@@ -57,7 +65,7 @@ from netbay.drivers.node import Node  # noqa: E402
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 PORT = 5201
-PATHS = ("underlay", "host-gw", "vxlan")
+PATHS = ("underlay", "host-gw", "host-gw-alt", "vxlan")
 
 
 # --- in-process ICMP ------------------------------------------------------------------------
@@ -158,7 +166,7 @@ class Iperf:
 
 
 class Cluster:
-    def __init__(self, tag: str, backend: str, subnet: str, n: int) -> None:
+    def __init__(self, tag: str, backend: str, subnet: str, n: int, underlay: str = "fabric") -> None:
         self.tag, self.subnet = tag, subnet
         self.fabric = PREFIX + f"{tag}fab"
         netns.create(self.fabric)
@@ -169,8 +177,8 @@ class Cluster:
         self.nodes: list[Node] = []
         for i in range(n):
             ns = PREFIX + f"{tag}n{i}"
-            links.wire_port(self.fabric, "ul0", ns, host_ifname=f"u{tag}{i}{PREFIX[3:9]}"[:15],
-                            cidrs=[f"{subnet}.{10 + i}/24"], mtu=1500)
+            underlay_port(self.fabric, ns, f"u{tag}{i}{PREFIX[3:9]}"[:15], f"{subnet}.{10 + i}/24",
+                          bigtcp.gso_max_size("fabric") if underlay == "fabric" else None)
             self.nodes.append(Node(ns, f"{subnet}.{10 + i}/24", self.leases[f"n{i}"]))
         for node in self.nodes:
             self.fl.setup_node(node)
@@ -186,8 +194,28 @@ class Cluster:
         return leases.host(self.nodes[i].lease, 2)
 
 
+def underlay_port(fabric: str, ns: str, host_if: str, cidr: str, gso: int | None) -> None:
+    """A node's ``eth0``: a veth into ``ul0`` with GSO limit ``gso`` (the product's
+    node ``eth0`` is a fabric port, with the fabric path's limit)."""
+    netns.create(ns)
+    fr = rtnl(fabric)
+    fr.add_veth(host_if, "eth0", ns, mtu=1500, master=fr.link("ul0").index, up=True,
+                gso_max_size=gso)
+    nr = rtnl(ns)
+    nr.set_link(1, up=True)
+    idx = nr.link("eth0").index
+    nr.add_address(idx, cidr)
+    nr.set_link(idx, up=True)
+
+
 def raw_attach(node: Node, pod_ns: str, host_if: str, address: str, mtu: int) -> None:
-    """Baseline: the same wiring as bare rtnetlink requests (no checks, no idempotence)."""
+    """Baseline: the same wiring as bare rtnetlink requests (no checks, no idempotence),
+    including what the product waits for: both ends of the veth operationally up
+    before the address (bounded by 0.2 s, as ``pods.attach``). Without that wait the
+    first ARP of a pod is lost whenever the kernel's linkwatch has not yet enabled
+    the new bridge port, and the neighbour code resends it only after
+    ``retrans_time`` (1 s): issue 15's baseline, p50 505 ms, was the median of a
+    sample split between ~4 ms and ~1,005 ms."""
     netns.create(pod_ns)
     nr = rtnl(node.ns)
     br = nr.link("cni0").index
@@ -195,9 +223,37 @@ def raw_attach(node: Node, pod_ns: str, host_if: str, address: str, mtu: int) ->
     pr = rtnl(pod_ns)
     pr.set_link(1, up=True)
     idx = pr.link("eth0").index
-    pr.add_address(idx, address)
     pr.set_link(idx, up=True)
+    deadline = time.monotonic() + 0.2
+    for _ in range(10_000):
+        a, b = pr.link(index=idx), nr.link(host_if)
+        if (a.operstate == b.operstate == "UP") or time.monotonic() > deadline:
+            break
+        time.sleep(0.0002)
+    pr.add_address(idx, address)
     pr.replace_route("0.0.0.0/0", gateway=node.gateway, oif=idx)
+
+
+def pod_gso(cluster: Cluster) -> int:
+    """The GSO limit of pod 0's eth0 (read back from the kernel)."""
+    return rtnl(cluster.pods[0]).link("eth0").gso_max_size
+
+
+def choice(decision: bigtcp.Decision) -> str:
+    return "; ".join(f"{p} {'on' if d.big else 'off'} ({d.source}"
+                     + (f" {d.default_gbps}/{d.big_gbps} Gbit/s at 64/192 KiB" if d.big_gbps is not None else "")
+                     + ")" for p, d in decision.paths.items() if p != "fabric")
+
+
+def set_pod_gso(cluster: Cluster, size: int) -> None:
+    """Every pod veth of ``cluster`` (both ends) and its nodes' cni0 at ``size``: the
+    same chain with the other setting (a TCP connection takes the limit it connects with)."""
+    for node, pod in zip(cluster.nodes, cluster.pods):
+        nr, pr = rtnl(node.ns), rtnl(pod)
+        eth0 = pr.link("eth0")
+        host = nr.link(index=eth0.peer)
+        for r, link in ((pr, eth0), (nr, host), (nr, nr.link("cni0"))):
+            r.set_link(link.index, gso_max_size=size)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -208,15 +264,16 @@ def pct(values: list[float], q: float) -> float:
 # --- measurements ---------------------------------------------------------------------------
 
 
-def throughput(args, hg: Cluster, vx: Cluster, iperf: Iperf) -> dict[str, Any]:
+def throughput(args, hg: Cluster, alt: Cluster, vx: Cluster, iperf: Iperf) -> dict[str, Any]:
     iperf.serve(hg.nodes[1].ns, hg.nodes[1].ip)
     iperf.serve(hg.pods[1], hg.pod_ip(1))
+    iperf.serve(alt.pods[1], alt.pod_ip(1))
     iperf.serve(vx.pods[1], vx.pod_ip(1))
     targets = {"underlay": (hg.nodes[0].ns, hg.nodes[1].ip), "host-gw": (hg.pods[0], hg.pod_ip(1)),
-               "vxlan": (vx.pods[0], vx.pod_ip(1))}
+               "host-gw-alt": (alt.pods[0], alt.pod_ip(1)), "vxlan": (vx.pods[0], vx.pod_ip(1))}
     samples: dict[str, list[float]] = {p: [] for p in PATHS}
     for rep in range(args.reps):
-        order = PATHS[rep % 3:] + PATHS[:rep % 3]
+        order = PATHS[rep % len(PATHS):] + PATHS[:rep % len(PATHS)]
         for p in order:
             ns, ip = targets[p]
             samples[p].append(iperf.run(ns, ip, args.seconds, args.omit))
@@ -224,7 +281,8 @@ def throughput(args, hg: Cluster, vx: Cluster, iperf: Iperf) -> dict[str, Any]:
     med = {p: statistics.median(v) for p, v in samples.items()}
     paired_hg = statistics.median(h / u for h, u in zip(samples["host-gw"], samples["underlay"]))
     paired_vx = statistics.median(v / h for v, h in zip(samples["vxlan"], samples["host-gw"]))
-    return {"samples": samples, "median_gbps": med,
+    paired_alt = statistics.median(h / a for h, a in zip(samples["host-gw"], samples["host-gw-alt"]))
+    return {"samples": samples, "median_gbps": med, "hostgw_over_alt_paired": paired_alt,
             "hostgw_over_underlay": med["host-gw"] / med["underlay"], "hostgw_over_underlay_paired": paired_hg,
             "vxlan_over_hostgw": med["vxlan"] / med["host-gw"], "vxlan_over_hostgw_paired": paired_vx}
 
@@ -290,6 +348,9 @@ def main() -> int:
     ap.add_argument("--omit", type=int, default=1)
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--pods", type=int, default=100)
+    ap.add_argument("--underlay", choices=("fabric", "kernel"), default="fabric",
+                    help="node eth0 GSO limit: the fabric's (as the product wires a node's eth0, "
+                         "a fabric port) or the kernel's default (issue 15's topology)")
     ap.add_argument("--json")
     args = ap.parse_args()
     if not (1 <= args.reps <= 50 and 1 <= args.seconds <= 60 and 1 <= args.samples <= 500
@@ -301,10 +362,17 @@ def main() -> int:
     iperf = Iperf()
     result: dict[str, Any] = {"load_before": load_before, "args": vars(args)}
     try:
-        hg = Cluster("g", "host-gw", "10.9.1", 2)
-        vx = Cluster("v", "vxlan", "10.9.2", 4)
+        chosen = bigtcp.decide()   # what the agent decides at its start (cache, else probe)
+        result["big_tcp"] = chosen.as_dict()
+        hg = Cluster("g", "host-gw", "10.9.1", 2, args.underlay)
+        alt = Cluster("a", "host-gw", "10.9.3", 2, args.underlay)
+        set_pod_gso(alt, 65536 if pod_gso(hg) > 65536 else bigtcp.GSO_MAX_SIZE)
+        vx = Cluster("v", "vxlan", "10.9.2", 4, args.underlay)
+        result["pod_gso"] = {"host-gw": pod_gso(hg), "host-gw-alt": pod_gso(alt), "vxlan": pod_gso(vx),
+                             "node eth0": rtnl(hg.nodes[0].ns).link("eth0").gso_max_size}
+        print(f"BIG TCP as the product chose it: {choice(chosen)}; pod eth0 GSO limits {result['pod_gso']}")
         print("throughput (iperf3 TCP, Gbit/s):", flush=True)
-        result["throughput"] = throughput(args, hg, vx, iperf)
+        result["throughput"] = throughput(args, hg, alt, vx, iperf)
         iperf.close()
         result["first_packet"] = create_to_first_packet(args, vx)
         result["hundred_pods"] = hundred_pods(args, vx)
@@ -315,18 +383,24 @@ def main() -> int:
     result["load_after"] = os.getloadavg()
     t, f, h = result["throughput"], result["first_packet"], result["hundred_pods"]
     m = t["median_gbps"]
-    print(f"\nload {load_before[0]:.2f} → {result['load_after'][0]:.2f}  (1-min averages, {os.cpu_count()} CPUs)")
+    print(f"\nunderlay GSO: {args.underlay}; the product's choice: {choice(bigtcp.decide())}")
+    print(f"load {load_before[0]:.2f} → {result['load_after'][0]:.2f}  (1-min averages, {os.cpu_count()} CPUs)")
+    g = result["pod_gso"]
     print("| path | median Gbit/s | ratio (paired) |")
     print("|---|---|---|")
-    print(f"| underlay (node → node) | {m['underlay']:.1f} | |")
-    print(f"| host-gw (pod → pod) | {m['host-gw']:.1f} | {t['hostgw_over_underlay']:.0%} of underlay "
-          f"({t['hostgw_over_underlay_paired']:.0%}) |")
-    print(f"| vxlan (pod → pod) | {m['vxlan']:.1f} | {t['vxlan_over_hostgw']:.0%} of host-gw "
+    print(f"| underlay (node → node), GSO {g['node eth0']} | {m['underlay']:.1f} | |")
+    print(f"| host-gw (pod → pod), as shipped: GSO {g['host-gw']} | {m['host-gw']:.1f} | "
+          f"{t['hostgw_over_underlay']:.0%} of underlay ({t['hostgw_over_underlay_paired']:.0%}) |")
+    print(f"| host-gw-alt (the other setting: GSO {g['host-gw-alt']}) | {m['host-gw-alt']:.1f} | "
+          f"{m['host-gw-alt'] / m['underlay']:.0%} of underlay; shipped/alt "
+          f"{m['host-gw'] / m['host-gw-alt']:.0%} ({t['hostgw_over_alt_paired']:.0%}) |")
+    print(f"| vxlan (pod → pod), GSO {g['vxlan']} | {m['vxlan']:.1f} | {t['vxlan_over_hostgw']:.0%} of host-gw "
           f"({t['vxlan_over_hostgw_paired']:.0%}) |")
-    print("\n| pod create → first packet | p50 ms | p90 ms |")
-    print("|---|---|---|")
+    print("\n| pod create → first packet | p50 ms | p90 ms | samples > 500 ms |")
+    print("|---|---|---|---|")
     for k in ("attach", "baseline"):
-        print(f"| {k} | {f[k]['p50_ms']:.1f} | {f[k]['p90_ms']:.1f} |")
+        slow = sum(x > 500 for x in f[k]["samples_ms"])
+        print(f"| {k} | {f[k]['p50_ms']:.1f} | {f[k]['p90_ms']:.1f} | {slow} of {len(f[k]['samples_ms'])} |")
     print(f"\n| {args.pods} pods across 4 nodes | wired s | all answer s |")
     print("|---|---|---|")
     for k in ("attach", "baseline"):

@@ -23,6 +23,10 @@ end, also on error or Ctrl-C):
                   any), each handed to a sandbox. The agent wires them — fabric bridge,
                   veths, br_netfilter on, nb_sg / nb_sg_zone tables — and reports the
                   ports ACTIVE; only then is anything measured.
+* ``netbay-alt``  the same as ``netbay`` on its own network, then its port veths
+                  (both ends) set to the GSO limit the product did *not* choose for
+                  the fabric path (64 KiB where its probe chose BIG TCP, else 192 KiB):
+                  both settings of the product's chain in the same run.
 * ``netbay-nosg`` the same on a second network with ``port_security_enabled=false``
                   ports (no groups): the ports bypass the rules, as in the product —
                   the fabric's br_netfilter/conntrack path is still there.
@@ -63,7 +67,7 @@ from netbay.dataplane import bigtcp, links, netns, rtnl  # noqa: E402
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 PORT = 5201
 MTU = 1500  # the product's default network MTU (netbay.network.networks.DEFAULT_MTU)
-PATHS = ("veth", "veth-gso", "bridge", "netbay", "netbay-nosg")
+PATHS = ("veth", "veth-gso", "bridge", "netbay", "netbay-alt", "netbay-nosg")
 
 
 class IperfError(RuntimeError):
@@ -194,8 +198,21 @@ class Pair:
 
 
 def product_gso() -> int | None:
-    """The GSO limit the fabric gives port veths on this kernel (None: kernel default)."""
-    return bigtcp.gso_max_size()
+    """The GSO limit the fabric gives port veths on this host (None: kernel default):
+    this host's BIG TCP decision for the fabric path (netbay.dataplane.bigtcp)."""
+    return bigtcp.gso_max_size("fabric")
+
+
+def alt_gso() -> int:
+    """The GSO limit the product did not choose for the fabric path."""
+    return 65536 if product_gso() else bigtcp.GSO_MAX_SIZE
+
+
+def product_choice() -> str:
+    """What the product chose for the fabric path, and the probe's figures behind it."""
+    d = bigtcp.decide().paths["fabric"]
+    figures = f"; probe 64 KiB {d.default_gbps} / 192 KiB {d.big_gbps} Gbit/s" if d.big_gbps is not None else ""
+    return f"BIG TCP {'on' if d.big else 'off'} ({d.source}{figures})"
 
 
 def link_gso(ns: str, ifname: str) -> dict[str, int]:
@@ -321,8 +338,7 @@ class Cloud:
 
     def build(self, which: tuple[str, ...] = ("netbay", "netbay-nosg")) -> dict[str, Pair]:
         out: dict[str, Pair] = {}
-        if "netbay" in which:
-            net = self._network("tp-sg", "10.78.0.0/24")
+        if "netbay" in which or "netbay-alt" in which:
             iperf = self._post("/network/v2.0/security-groups", "security_group", {"name": "iperf"})
             self._post("/network/v2.0/security-group-rules", "security_group_rule", {
                 "security_group_id": iperf["id"], "direction": "ingress", "ethertype": "IPv4",
@@ -332,15 +348,28 @@ class Cloud:
             default = [g for g in groups["security_groups"] if g["name"] == "default"]
             if len(default) != 1:
                 raise RuntimeError(f"expected one default group, got {len(default)}")
-            out["netbay"] = self._sandbox_pair(
-                "netbay", net, {"security_groups": [default[0]["id"]]},
-                {"security_groups": [default[0]["id"], iperf["id"]]})
-            out["netbay"].details["groups"] = {
-                g["name"]: [{k: r.get(k) for k in ("direction", "ethertype", "protocol", "port_range_min",
-                                                   "port_range_max", "remote_ip_prefix", "remote_group_id")}
-                            for r in g["security_group_rules"]]
-                for g in (default[0], self._ok(self.http.get(
-                    f"/network/v2.0/security-groups/{iperf['id']}"))["security_group"])}
+            for name, cidr in (("netbay", "10.78.0.0/24"), ("netbay-alt", "10.74.0.0/24")):
+                if name not in which:
+                    continue
+                net = self._network(f"tp-{name}", cidr)
+                out[name] = self._sandbox_pair(
+                    name, net, {"security_groups": [default[0]["id"]]},
+                    {"security_groups": [default[0]["id"], iperf["id"]]})
+                out[name].details["groups"] = {
+                    g["name"]: [{k: r.get(k) for k in ("direction", "ethertype", "protocol", "port_range_min",
+                                                       "port_range_max", "remote_ip_prefix", "remote_group_id")}
+                                for r in g["security_group_rules"]]
+                    for g in (default[0], self._ok(self.http.get(
+                        f"/network/v2.0/security-groups/{iperf['id']}"))["security_group"])}
+            if "netbay-alt" in out:
+                # The setting the product did not choose, on the same product chain: the
+                # port veths (both ends) at the other GSO limit.
+                pair = out["netbay-alt"]
+                pair.details["alt_gso"] = alt_gso()
+                for ns, ifname in [(pair.client_ns, "eth0"), (pair.server_ns, "eth0"),
+                                   *((self.names.fabric, tap) for tap in pair.details["taps"].values())]:
+                    r = rtnl.rtnl(ns)
+                    r.set_link(r.link(ifname).index, gso_max_size=alt_gso())
         if "netbay-nosg" in which:
             net = self._network("tp-nosg", "10.79.0.0/24")
             off = {"port_security_enabled": False, "security_groups": []}
@@ -502,6 +531,7 @@ def main() -> None:
             "iperf3": subprocess.run([iperf.exe, "--version"], capture_output=True, text=True).stdout.split("\n")[0],
             "reps": args.reps, "seconds": args.seconds, "omit": args.omit, "streams": args.streams,
             "reverse": args.reverse, "fabric_gso_max_size": product_gso() or "kernel default",
+            "fabric_choice": product_choice(),
             "load_before": load_before}
     print(f"# TCP throughput, {args.reps} x {args.seconds:g} s per path (+{args.omit} s omitted), "
           f"{args.streams} stream(s){', reverse' if args.reverse else ''}; fabric GSO limit "
@@ -526,7 +556,7 @@ def main() -> None:
             cond["netbay_setup_s"] = round(time.monotonic() - t0, 2)
             cond["fabric_bridge_nf"] = cloud.brnf()
             for name in wanted:
-                want_filtered = name == "netbay"
+                want_filtered = name in ("netbay", "netbay-alt")
                 if set(pairs[name].details["filtered"].values()) != {want_filtered}:
                     raise RuntimeError(f"{name}: ports filtered = {pairs[name].details['filtered']}, "
                                        f"expected {want_filtered}")
@@ -550,6 +580,12 @@ def main() -> None:
     cond["load_after"] = os.getloadavg()
     cond["wall_s"] = round(time.time() - started, 1)
     print(table(summary, args.target))
+    nb, alt = summary.get("netbay"), summary.get("netbay-alt")
+    print(f"# the product chose for the fabric path: {cond['fabric_choice']}")
+    if nb and alt:
+        print(f"# netbay (chosen, GSO {cond['fabric_gso_max_size']}) {nb['median_gbps']:.2f} Gbit/s vs "
+              f"netbay-alt (GSO {alt_gso()}) {alt['median_gbps']:.2f}: "
+              f"{nb['median_gbps'] / alt['median_gbps'] * 100:.0f}%")
     la = cond["load_after"]
     print(f"# load average at the end {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}; {cond['wall_s']:.0f} s")
     if args.json:

@@ -45,11 +45,37 @@ def modes_report(available: dict[str, bool]) -> list[dict[str, object]]:
     return rows
 
 
+def big_tcp_table(decision: object) -> Table:
+    """The BIG TCP decision per path and the probe's figures behind it."""
+    from netbay.dataplane import bigtcp
+
+    assert isinstance(decision, bigtcp.Decision)
+    took = f", probe {decision.probe_ms:.0f} ms" if decision.probe_ms is not None else ""
+    table = Table(title=f"BIG TCP per path (192 KiB GSO: on where its packets arrive whole and its stream "
+                        f"is >= {bigtcp.SPEED_FLOOR:.0%} of 64 KiB's; {decision.host}{took}; "
+                        f"cache {bigtcp.cache_path()}; override: {bigtcp.ENV})")
+    for col in ("path", "BIG TCP", "decided by", "Gbit/s 64K / 192K", "packet B 64K / 192K", "note"):
+        table.add_column(col)
+
+    def pair(a: object, b: object, fmt: str) -> str:
+        return "-" if a is None or b is None else f"{a:{fmt}} / {b:{fmt}}"
+
+    for path, d in decision.paths.items():
+        table.add_row(path, "[green]on[/]" if d.big else "off", d.source, pair(d.default_gbps, d.big_gbps, ".1f"),
+                      pair(d.default_packet, d.big_packet, "d"), d.note)
+    return table
+
+
 def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Kernel features for the embedded dataplane, and the driver modes this host can run."""
-    from netbay.dataplane import features
+    from netbay.dataplane import bigtcp, features
 
     found = features.detect(probe=os.geteuid() == 0)
+    try:
+        big_tcp = bigtcp.decide(probe=os.geteuid() == 0)
+    except ValueError as exc:   # a malformed NETBAY_BIG_TCP
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
     available = {name: f.available for name, f in found.items()}
     modes = modes_report(available)
     if as_json:
@@ -57,6 +83,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
             "features": {n: {"available": f.available, "how": f.how, "detail": f.detail} for n, f in found.items()},
             "base_needs": [f for f, _ in drivers.BASE_KERNEL_NEEDS],
             "modes": modes,
+            "big_tcp": {**big_tcp.as_dict(), "cache": bigtcp.cache_path()},
         }))
     else:
         helps = {s.name: s.help for s in features.FEATURES}
@@ -74,6 +101,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
             verdict = "[green]yes[/]" if row["ok"] else f"[red]no: missing {', '.join(row['missing'])}[/]"
             table.add_row(str(row["driver"]), str(row["mode"]), ", ".join(row["needs"]) or "-", verdict)
         console.print(table)
+        console.print(big_tcp_table(big_tcp))
     base_missing = [f for f, _ in drivers.BASE_KERNEL_NEEDS if not available.get(f, False)]
     if base_missing:
         console.print(f"[red]this host cannot run the embedded dataplane: missing {', '.join(base_missing)}[/]")

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from netbay.dataplane import netns, rtnl
+from netbay.dataplane import bigtcp, netns, rtnl
 from netbay.dataplane.fabric import Fabric, PortSpec, consumer, on_host, port_spec
 from netbay.dataplane.names import Names
 from netbay.dataplane.state import State, Touched
@@ -267,6 +267,7 @@ class Agent:
         """Resync, then follow the stream until ``stop`` is set. Errors are logged and
         retried with backoff; nothing is lost (the next resync sees everything)."""
         stop = stop or threading.Event()
+        bigtcp.decide()   # before the first veth: the per-host cache, else a 1-2.5 s probe
         self.reporter.start()
         try:
             self._loop(stop)

@@ -36,7 +36,8 @@ LOADBALANCER = "Octavia"
 
 BRIDGE_NF = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables")
 
-# Port veths get BIG TCP (both ends): see netbay.dataplane.bigtcp.
+# Port veths get BIG TCP (both ends) where this host's probe found it faster on the
+# fabric path: see netbay.dataplane.bigtcp.
 GSO_MAX_SIZE = bigtcp.GSO_MAX_SIZE
 
 
@@ -331,7 +332,7 @@ class Fabric:
     def _make_pair(self, spec: PortSpec, tap: str, br: int) -> None:
         fabric = rtnl(self.ns)
         for attempt in range(3):
-            gso = bigtcp.gso_max_size()
+            gso = bigtcp.gso_max_size("fabric")
             try:
                 fabric.add_veth(tap, spec.ifname, spec.ns, mtu=spec.mtu, peer_mac=spec.mac or None,
                                 master=br, up=spec.up, gso_max_size=gso)

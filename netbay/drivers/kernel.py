@@ -101,12 +101,13 @@ def _converge(ns: str, link: LinkInfo | VxlanInfo, mtu: int | None, mac: str | N
         _r(ns).set_link(link.index, **change)
 
 
-def allow_big_packets(ns: str, link: LinkInfo | VxlanInfo) -> bool:
-    """Give a bridge BIG TCP's GSO limit (:mod:`netbay.dataplane.bigtcp`) once it can take
-    it: a pod's large packets then pass the node's ``cni0`` whole instead of being cut
-    into MSS-sized segments in software there. A new bridge can take it only once it
-    has a port (its limit is its ports' least). True if the link has the limit now."""
-    gso = bigtcp.gso_max_size()
+def allow_big_packets(ns: str, link: LinkInfo | VxlanInfo, path: str = "pod-bridged") -> bool:
+    """Give a bridge BIG TCP's GSO limit (:mod:`netbay.dataplane.bigtcp`, as decided for
+    ``path``) once it can take it: a pod's large packets then pass the node's ``cni0``
+    whole instead of being cut into MSS-sized segments in software there. A new bridge
+    can take it only once it has a port (its limit is its ports' least). True if the
+    link has the limit now."""
+    gso = bigtcp.gso_max_size(path)
     if not gso or link.gso_max_size == gso:
         return bool(gso)
     if link.tso_max_size < gso:

@@ -19,12 +19,14 @@ The flannel and calico drivers, the Docker driver and the CNI plugin all call
   one of its own IPv4 addresses (a cluster node has eth0's): a node namespace
   without any IPv4 address cannot reach its routed pods.
 
-The pair gets BIG TCP (:mod:`netbay.dataplane.bigtcp`) as fabric ports do, and so
-does a bridge once it has a port: a pod's TCP then builds packets as large as its
-node's own, and the node's routing and the fabric's filtering cost as little per
-byte for the pod as for the node. Not where the pod's traffic leaves through a VXLAN
-device (``big_packets=False``): packets above 64 KiB do not survive encapsulation,
-and a VTEP with the kernel's 64 KiB limit would cut them in software, per MSS.
+The pair gets BIG TCP (:mod:`netbay.dataplane.bigtcp`), and so does a bridge once it
+has a port, where this host's probe found it faster on the pod's path
+(``pod-bridged`` for flannel, ``pod-routed`` for calico): a pod's TCP then builds
+packets as large as its node's own. On some kernel builds the node cuts them up again
+in software where they leave through its 64 KiB ``eth0``, and the pod gets a third
+of the node's throughput; there the probe keeps the kernel's default. Never where the
+pod's traffic leaves through a VXLAN device (``big_packets=False``, ``pod-vxlan``):
+packets above 64 KiB do not survive encapsulation.
 
 Both are idempotent (attaching again converges addresses, MTU and routes and
 changes nothing that is right), both use :mod:`netbay.dataplane.rtnl` (no forks,
@@ -46,7 +48,7 @@ from netbay.dataplane.links import LinkError
 from netbay.dataplane.rtnl import rtnl
 from netbay.drivers import kernel
 
-__all__ = ["PodLink", "attach", "detach", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC"]
+__all__ = ["PodLink", "attach", "detach", "gso_path", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC"]
 
 ROUTED_GATEWAY = "169.254.1.1"
 ROUTED_MAC = "ee:ee:ee:ee:ee:ee"
@@ -74,11 +76,14 @@ class PodLink:
 
 def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gateway: str,
            mtu: int, bridge: str | None = "cni0", host_if: str | None = None,
-           big_packets: bool = True) -> PodLink:
+           big_packets: bool = True, underlay: str | None = None) -> PodLink:
     """Connect ``pod_ns`` to ``node_ns``: see the module docstring. ``address`` is a
     CIDR (``10.100.3.5/24``; routed mode uses the address as a /32 whatever the
-    prefix). ``big_packets``: BIG TCP on the pair (and the bridge), unless the pod's
-    traffic leaves through a tunnel that cannot carry it. Returns the :class:`PodLink`.
+    prefix). ``big_packets``: False where the pod's traffic leaves through a tunnel
+    that cannot carry BIG TCP; otherwise the pair (and the bridge) follow this host's
+    decision for the pod's path (:func:`gso_path`), but never above the GSO limit of
+    the node's ``underlay`` link (its ``eth0``) when given: a larger packet would be
+    cut up in software where it leaves the node. Returns the :class:`PodLink`.
     Idempotent."""
     iface = ipaddress.ip_interface(address)
     routed = bridge is None
@@ -93,9 +98,11 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
         if br is None:
             raise LinkError(errno.ENODEV, f"bridge {bridge!r} missing in node namespace {node_ns!r}")
         master = br.index
+    path = gso_path(routed, big_packets)
+    ceiling = _underlay_gso(node, underlay)
     created = False
     for _ in range(2):   # once more without BIG TCP if the kernel refuses it
-        gso = bigtcp.gso_max_size() if big_packets else None
+        gso = _capped(bigtcp.gso_max_size(path), ceiling)
         try:
             node.add_veth(host, ifname, pod_ns, mtu=mtu, master=master, up=True, gso_max_size=gso)
             created = True
@@ -107,9 +114,9 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
                 raise
             break
     if not created:
-        _adopt(node_ns, pod_ns, host, ifname, mtu, master, big_packets)
-    elif big_packets and not routed and br.gso_max_size != bigtcp.gso_max_size():
-        kernel.allow_big_packets(node_ns, node.link(index=br.index))   # its first port: now it can
+        _adopt(node_ns, pod_ns, host, ifname, mtu, master, _capped(bigtcp.gso_max_size(path), ceiling))
+    elif not routed and gso and br.gso_max_size != gso:
+        kernel.allow_big_packets(node_ns, node.link(index=br.index), path)   # its first port: now it can
     if routed:
         hl = node.link(host)
         assert hl is not None
@@ -166,8 +173,26 @@ def _await_carrier(node, pod, host: str, idx: int, limit: float = 0.2) -> None:
         time.sleep(0.0002)
 
 
+def _underlay_gso(node, underlay: str | None) -> int | None:
+    link = node.link(underlay) if underlay else None
+    return link.gso_max_size if link is not None and link.gso_max_size else None
+
+
+def _capped(gso: int | None, ceiling: int | None) -> int | None:
+    """``gso``, or the kernel's default where the node's way out takes less."""
+    return None if gso and ceiling and ceiling < gso else gso
+
+
+def gso_path(routed: bool, big_packets: bool = True) -> str:
+    """The path (:data:`netbay.dataplane.bigtcp.PATHS`) whose BIG TCP decision a pod's
+    veth follows: calico's routed pods, flannel's bridged ones, or behind a VXLAN device."""
+    if not big_packets:
+        return "pod-vxlan"
+    return "pod-routed" if routed else "pod-bridged"
+
+
 def _adopt(node_ns: str, pod_ns: str, host: str, ifname: str, mtu: int, master: int | None,
-           big_packets: bool) -> None:
+           gso: int | None) -> None:
     """After EEXIST: keep the pair if it is ours, else say what is in the way."""
     node, pod = rtnl(node_ns), rtnl(pod_ns)
     hl, pl = node.link(host), pod.link(ifname)
@@ -179,8 +204,7 @@ def _adopt(node_ns: str, pod_ns: str, host: str, ifname: str, mtu: int, master: 
     if hl is not None and pl is None and hl.kind == "veth":
         # A half-made pair (its pod end is elsewhere): replace it.
         node.delete_link(host)
-        node.add_veth(host, ifname, pod_ns, mtu=mtu, master=master, up=True,
-                      gso_max_size=bigtcp.gso_max_size() if big_packets else None)
+        node.add_veth(host, ifname, pod_ns, mtu=mtu, master=master, up=True, gso_max_size=gso)
         return
     raise LinkError(errno.EEXIST, f"cannot attach {pod_ns}:{ifname} to {node_ns}:{host}: "
                                   f"{'an' if hl else 'no'} {host} ({hl.kind if hl else '-'}) in the node, "

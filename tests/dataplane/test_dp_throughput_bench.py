@@ -56,7 +56,7 @@ def test_topologies_pass_tcp_both_ways(tp) -> None:
     try:
         pairs = [tp.bare_veth(prefix), tp.bare_bridge(prefix)]
         assert pairs[0].details["gso"]["gso_max_size"] == 65536  # the baseline keeps kernel defaults
-        if bigtcp.gso_max_size():  # the bridge path has the fabric's port veths
+        if bigtcp.gso_max_size("fabric"):  # the bridge path has the fabric's port veths
             assert pairs[1].details["gso"]["gso_ipv4_max_size"] == fabric.GSO_MAX_SIZE
         for p in pairs:
             iperf.serve(p.server_ns, p.server_ip)

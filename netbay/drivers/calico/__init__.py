@@ -231,7 +231,8 @@ class Calico:
             raise ValueError(f"{address} is the node's tunnel address")
         return pods.attach(node.ns, pod_ns, ifname=ifname, address=f"{address}/32",
                            gateway=pods.ROUTED_GATEWAY, mtu=mtu or self.pod_mtu(node), bridge=None,
-                           big_packets=self.config.vxlan == "Never" and not self.config.ipip_on)
+                           big_packets=self.config.vxlan == "Never" and not self.config.ipip_on,
+                           underlay=node.underlay)
 
     def detach_pod(self, node: Node, pod_ns: str, *, ifname: str = "eth0") -> bool:
         return pods.detach(node.ns, pod_ns, ifname=ifname)

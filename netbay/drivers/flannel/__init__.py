@@ -112,7 +112,7 @@ class Flannel:
                              f"(other than the gateway {node.gateway})")
         return pods.attach(node.ns, pod_ns, ifname=ifname, address=f"{address}/{net.prefixlen}",
                            gateway=node.gateway, mtu=mtu or self.pod_mtu(node), bridge=nodelib.BRIDGE,
-                           big_packets=self.backend.big_packets)
+                           big_packets=self.backend.big_packets, underlay=node.underlay)
 
     def detach_pod(self, node: Node, pod_ns: str, *, ifname: str = "eth0") -> bool:
         return pods.detach(node.ns, pod_ns, ifname=ifname)
