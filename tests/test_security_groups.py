@@ -392,7 +392,7 @@ RULE_ERRORS = [
     ({"security_group_id": "no-such-group"}, 404, "SecurityGroupNotFound",
      "Security group no-such-group does not exist"),
     ({"remote_address_group_id": "ag"}, 404, "AddressGroupNotFound", None),
-    ({"project_id": "someone-else"}, 403, "HTTPForbidden", None),
+    ({"project_id": "someone-else"}, 400, "HTTPBadRequest", None),
 ]
 
 
