@@ -145,6 +145,7 @@ class Networks(Resource):
         if ("shared" in given or "external" in given) and not ctx.is_admin:
             raise Forbidden("Policy doesn't allow update_network to be performed.")
         if given.get("mtu") is not None:
+            given["mtu"] = given["mtu"] or DEFAULT_MTU  # 0: the largest the deployment allows
             check_mtu(net, given["mtu"], {s.ip_version for s in net.subnets})
         if given.get("shared") is False and net.shared:
             others = session.scalar(
