@@ -19,7 +19,9 @@ DEFAULT_MTU = 1500
 IPV4_MIN_MTU, IPV6_MIN_MTU = 68, 1280
 MAX_VNI = 2**24 - 1
 # The provider attributes: admin-only to set and to see (Neutron's policy).
-PROVIDER = frozenset({"provider:network_type", "provider:physical_network", "provider:segmentation_id"})
+PROVIDER_ALIAS = {"network_type": "provider:network_type", "physical_network": "provider:physical_network",
+                  "segmentation_id": "provider:segmentation_id"}
+PROVIDER = frozenset(PROVIDER_ALIAS.values())
 _SUBNET_IDS = (select(Subnet.__table__.c.network_id, Subnet.__table__.c.id)
                .where(Subnet.__table__.c.network_id.in_(bindparam("ids", expanding=True)))
                .order_by(Subnet.__table__.c.created_at))
@@ -125,9 +127,7 @@ class Networks(Resource):
         project_id = self.owner_for_create(ctx, given)
         if (given.get("shared") or given.get("external")) and not ctx.is_admin:
             raise Forbidden("Policy doesn't allow create_network to be performed.")
-        segment = _provider_segment(session, ctx, body)
-        for key in ("network_type", "physical_network", "segmentation_id"):
-            given.pop(key, None)
+        segment = _provider_segment(session, ctx, given)
         if not given.get("mtu"):  # 0: the largest the deployment allows
             given["mtu"] = DEFAULT_MTU
         net = Network(project_id=project_id, **segment, **given)
@@ -198,28 +198,29 @@ def check_mtu(network: Network, mtu: int, ip_versions: set[int]) -> None:
                        kind="NetworkMTUSubnetConflict")
 
 
-def _provider_segment(session: Session, ctx: Context, body: NetworkCreate) -> dict[str, Any]:
-    """The network's segment: as an admin asks (the provider extension), else the next VNI.
+def _provider_segment(session: Session, ctx: Context, given: dict[str, Any]) -> dict[str, Any]:
+    """The network's segment (taken out of ``given``): as an admin asks (the provider
+    extension), else the next VNI.
 
     netbay's dataplane carries networks over VXLAN only, so ``vxlan`` is the one
     type it accepts; the checks and words are ML2's tunnel type driver's.
     """
-    asked = body.given()
-    named = [PROVIDER_ALIAS[k] for k in ("network_type", "physical_network", "segmentation_id") if k in asked]
-    if not named:
+    asked = {key: value for key in PROVIDER_ALIAS if (value := given.pop(key, None)) is not None}
+    if not asked:  # none given, or all null: as Neutron's ``is_attr_set``
         return {"segmentation_id": _next_segment(session), "network_type": "vxlan"}
     if not ctx.is_admin:
-        raise Forbidden(f"Policy doesn't allow create_network:{named[0]} to be performed.")
-    kind = body.network_type
+        raise Forbidden(f"Policy doesn't allow create_network:{PROVIDER_ALIAS[next(iter(asked))]} "
+                        "to be performed.")
+    kind = asked.get("network_type")
     if kind is None:
         raise BadRequest("Invalid input for operation: network_type required.", kind="InvalidInput")
     if kind != "vxlan":
         raise BadRequest(f"Invalid input for operation: network_type value '{kind}' not supported.",
                          kind="InvalidInput")
-    if body.physical_network:
+    if asked.get("physical_network"):
         raise BadRequest("Invalid input for operation: provider:physical_network specified for vxlan "
                          "network.", kind="InvalidInput")
-    vni = body.segmentation_id
+    vni = asked.get("segmentation_id")
     if vni is None:
         return {"segmentation_id": _next_segment(session), "network_type": kind}
     if not 1 <= vni <= MAX_VNI:
@@ -228,10 +229,6 @@ def _provider_segment(session: Session, ctx: Context, body: NetworkCreate) -> di
     if session.scalar(select(Network.id).where(Network.segmentation_id == vni)):
         raise Conflict(f"Unable to create the network. The tunnel ID {vni} is in use.", kind="TunnelIdInUse")
     return {"segmentation_id": vni, "network_type": kind}
-
-
-PROVIDER_ALIAS = {"network_type": "provider:network_type", "physical_network": "provider:physical_network",
-                  "segmentation_id": "provider:segmentation_id"}
 
 
 def _next_segment(session: Session) -> int:
