@@ -422,6 +422,9 @@ def test_external_network_subnets_are_visible_to_every_project(admin, member, me
         external = {s["id"] for s in http.get("/subnets", params={"router:external": "true"}).json()["subnets"]}
         assert ext_subnet.id in external and own.id not in external
     assert member_http.get(f"/subnets/{own.id}").json()["subnet"]["router:external"] is False
+    r = member_http.post("/subnets", json={"subnet": {"network_id": own.network_id, "ip_version": 4,
+                                                      "cidr": cidr4(), "router:external": True}})
+    neutron_error(r, 400, "HTTPBadRequest", "Attribute 'router:external' not allowed in POST")
     admin.network.delete_network(ext)
 
 

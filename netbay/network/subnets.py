@@ -203,7 +203,7 @@ class Subnets(Resource):
     create_body = SubnetCreate
     update_body = SubnetUpdate
     # Rendered, but netbay has no segments and no service-type subnets.
-    readonly = Resource.readonly | {"service_types", "segment_id"}
+    readonly = Resource.readonly | {"service_types", "segment_id", "router:external"}
     filters = {
         "name": Filter(Subnet.name),
         "description": Filter(Subnet.description),
