@@ -45,6 +45,11 @@ class Conflict(NetbayError):
     kind = "Conflict"
 
 
+class PreconditionFailed(NetbayError):
+    status = 412
+    kind = "HTTPPreconditionFailed"
+
+
 def not_found(resource: str, resource_id: str) -> NotFound:
     """``NetworkNotFound: Network X could not be found.`` as Neutron words it."""
     kind, template = _NOT_FOUND.get(

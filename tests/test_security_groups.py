@@ -199,7 +199,7 @@ def test_groups_are_invisible_to_other_projects(admin, member, group, outsider):
 
 def test_member_cannot_create_for_another_project(member_http):
     r = member_http.post("/security-groups", json={"security_group": {"name": "x", "project_id": "other"}})
-    _error(r, 403, "HTTPForbidden")
+    _error(r, 400, "HTTPBadRequest")  # neutron-lib's _validate_privileges: a 400, not a 403
 
 
 def test_admin_creates_for_a_project_and_its_default_appears(server, admin, fresh):
@@ -392,7 +392,7 @@ RULE_ERRORS = [
     ({"security_group_id": "no-such-group"}, 404, "SecurityGroupNotFound",
      "Security group no-such-group does not exist"),
     ({"remote_address_group_id": "ag"}, 404, "AddressGroupNotFound", None),
-    ({"project_id": "someone-else"}, 403, "HTTPForbidden", None),
+    ({"project_id": "someone-else"}, 400, "HTTPBadRequest", None),
 ]
 
 

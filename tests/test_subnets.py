@@ -481,7 +481,7 @@ def test_admin_subnet_on_a_members_network(admin, member, member_http):
     assert member_http.delete(f"/subnets/{subnet.id}").status_code == 204
     # A member may not create a subnet for another project.
     r = post_subnet(member_http, network_id=net.id, ip_version=4, cidr="10.23.1.0/24", project_id="someone")
-    neutron_error(r, 403, "HTTPForbidden")
+    neutron_error(r, 400, "HTTPBadRequest")
     # Admin may, for the network owner's project.
     made = admin.network.create_subnet(network_id=net.id, ip_version=4, cidr="10.23.2.0/24",
                                        project_id=member.current_project_id)

@@ -136,11 +136,12 @@ class FloatingIPs(Resource):
         given = body.given()
         if given.get("fixed_ip_address") is not None and given.get("port_id") is None:
             raise bad_fip("fixed_ip_address cannot be specified without a port_id")
-        if "port_id" in given:
-            if body.port_id is None:
-                _disassociate(fip)
-            else:
-                self._associate(session, ctx, fip, body.port_id, body.fixed_ip_address)
+        # Neutron's ``_check_and_get_fip_assoc``: ``port_id`` null, or an empty body,
+        # disassociates; a body of other attributes only (a description) keeps the association.
+        if body.port_id is not None:
+            self._associate(session, ctx, fip, body.port_id, body.fixed_ip_address)
+        elif "port_id" in given or not given:
+            _disassociate(fip)
         if "description" in given:
             fip.description = body.description
         self.touch(fip)
@@ -148,7 +149,16 @@ class FloatingIPs(Resource):
         return fip
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
-        fip = self.get_owned(session, ctx, obj_id)
+        self.remove(session, self.get_owned(session, ctx, obj_id))
+
+    def remove_unassociated(self, session: Session, network_id: str) -> None:
+        """An external network is going: its floating IPs that no port holds go with it
+        (Neutron's ``delete_disassociated_floatingips``); associated ones stay and block."""
+        for fip in list(session.scalars(select(FloatingIP).where(
+                FloatingIP.floating_network_id == network_id, FloatingIP.fixed_port_id.is_(None)))):
+            self.remove(session, fip)
+
+    def remove(self, session: Session, fip: FloatingIP) -> None:
         port = session.get(Port, fip.floating_port_id)
         session.execute(Tag.__table__.delete().where(Tag.resource_id == fip.id))
         self.record(session, fip, "delete", None)

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 from sqlalchemy import Select, bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import Conflict, Forbidden
+from netbay.errors import BadRequest, Conflict, Forbidden
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store.models import IPAllocation, Network, Port, Subnet, Tag
 
 DEFAULT_MTU = 1500
+IPV4_MIN_MTU, IPV6_MIN_MTU = 68, 1280
+MAX_VNI = 2**24 - 1
+# The provider attributes: admin-only to set and to see (Neutron's policy).
+PROVIDER_ALIAS = {"network_type": "provider:network_type", "physical_network": "provider:physical_network",
+                  "segmentation_id": "provider:segmentation_id"}
+PROVIDER = frozenset(PROVIDER_ALIAS.values())
 _SUBNET_IDS = (select(Subnet.__table__.c.network_id, Subnet.__table__.c.id)
                .where(Subnet.__table__.c.network_id.in_(bindparam("ids", expanding=True)))
                .order_by(Subnet.__table__.c.created_at))
@@ -27,7 +33,15 @@ class NetworkCreate(Body):
     admin_state_up: Bool = True
     shared: Bool = False
     external: Bool = Field(False, alias="router:external")
-    mtu: int = Field(DEFAULT_MTU, ge=68, le=9000)
+    # Neutron's net-mtu-writable: any non-negative value, 0 meaning the default; what a
+    # subnet needs is checked when there is one (``check_mtu``).
+    mtu: int = Field(DEFAULT_MTU, ge=0, le=9000)
+    port_security_enabled: Bool = True
+    network_type: Annotated[str, StringConstraints(max_length=32)] | None = Field(
+        None, alias="provider:network_type")
+    physical_network: Annotated[str, StringConstraints(max_length=64)] | None = Field(
+        None, alias="provider:physical_network")
+    segmentation_id: int | None = Field(None, alias="provider:segmentation_id")
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
@@ -39,7 +53,8 @@ class NetworkUpdate(Body):
     admin_state_up: Bool | None = None
     shared: Bool | None = None
     external: Bool | None = Field(None, alias="router:external")
-    mtu: int | None = Field(None, ge=68, le=9000)
+    mtu: int | None = Field(None, ge=0, le=9000)
+    port_security_enabled: Bool | None = None
 
 
 class Networks(Resource):
@@ -48,6 +63,7 @@ class Networks(Resource):
     model = Network
     create_body = NetworkCreate
     update_body = NetworkUpdate
+    admin_only = PROVIDER
     filters = {
         "name": Filter(Network.name),
         "description": Filter(Network.description),
@@ -62,6 +78,9 @@ class Networks(Resource):
         "created_at": Filter(Network.created_at, sortable=True),
         "updated_at": Filter(Network.updated_at, sortable=True),
         "provider:segmentation_id": Filter(Network.segmentation_id, to_int),
+        "provider:network_type": Filter(Network.network_type),
+        "provider:physical_network": Filter(Network.physical_network),
+        "port_security_enabled": Filter(Network.port_security_enabled, to_bool),
     }
 
     def visible(self, ctx: Context):  # noqa: ANN201
@@ -90,10 +109,10 @@ class Networks(Resource):
             "router:external": obj.external,
             "mtu": obj.mtu,
             "subnets": [s.id for s in obj.subnets],
-            "provider:network_type": "vxlan",
-            "provider:physical_network": None,
+            "provider:network_type": obj.network_type,
+            "provider:physical_network": obj.physical_network,
             "provider:segmentation_id": obj.segmentation_id,
-            "port_security_enabled": True,
+            "port_security_enabled": obj.port_security_enabled,
             "availability_zone_hints": [],
             "availability_zones": ["nova"],
             "ipv4_address_scope": None,
@@ -108,7 +127,10 @@ class Networks(Resource):
         project_id = self.owner_for_create(ctx, given)
         if (given.get("shared") or given.get("external")) and not ctx.is_admin:
             raise Forbidden("Policy doesn't allow create_network to be performed.")
-        net = Network(project_id=project_id, segmentation_id=_next_segment(session), **given)
+        segment = _provider_segment(session, ctx, given)
+        if not given.get("mtu"):  # 0: the largest the deployment allows
+            given["mtu"] = DEFAULT_MTU
+        net = Network(project_id=project_id, **segment, **given)
         session.add(net)
         session.flush()
         if tags:
@@ -122,6 +144,9 @@ class Networks(Resource):
         given = body.given()
         if ("shared" in given or "external" in given) and not ctx.is_admin:
             raise Forbidden("Policy doesn't allow update_network to be performed.")
+        if given.get("mtu") is not None:
+            given["mtu"] = given["mtu"] or DEFAULT_MTU  # 0: the largest the deployment allows
+            check_mtu(net, given["mtu"], {s.ip_version for s in net.subnets})
         if given.get("shared") is False and net.shared:
             others = session.scalar(
                 select(func.count()).select_from(Port).where(
@@ -142,6 +167,10 @@ class Networks(Resource):
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         net = self.get_owned(session, ctx, obj_id)
+        if net.external:
+            from netbay.network.registry import FLOATINGIPS
+
+            FLOATINGIPS.remove_unassociated(session, net.id)
         in_use = session.scalar(select(func.count()).select_from(Port).where(Port.network_id == net.id))
         if in_use:
             raise Conflict(
@@ -156,6 +185,50 @@ class Networks(Resource):
         session.execute(Tag.__table__.delete().where(Tag.resource_id == net.id))
         self.record(session, net, "delete", None)
         session.delete(net)
+
+
+def check_mtu(network: Network, mtu: int, ip_versions: set[int]) -> None:
+    """The minimum MTU of each IP version a network carries (Neutron's
+    ``_validate_change_network_mtu`` and ``_validate_subnet_network_mtu``)."""
+    if not ip_versions or mtu >= IPV6_MIN_MTU:
+        return
+    needed = IPV4_MIN_MTU if mtu < IPV4_MIN_MTU else IPV6_MIN_MTU if 6 in ip_versions else None
+    if needed:
+        raise Conflict(f"MTU of {network.id} is not valid, subnet requires a minimum of {needed}",
+                       kind="NetworkMTUSubnetConflict")
+
+
+def _provider_segment(session: Session, ctx: Context, given: dict[str, Any]) -> dict[str, Any]:
+    """The network's segment (taken out of ``given``): as an admin asks (the provider
+    extension), else the next VNI.
+
+    netbay's dataplane carries networks over VXLAN only, so ``vxlan`` is the one
+    type it accepts; the checks and words are ML2's tunnel type driver's.
+    """
+    asked = {key: value for key in PROVIDER_ALIAS if (value := given.pop(key, None)) is not None}
+    if not asked:  # none given, or all null: as Neutron's ``is_attr_set``
+        return {"segmentation_id": _next_segment(session), "network_type": "vxlan"}
+    if not ctx.is_admin:
+        raise Forbidden(f"Policy doesn't allow create_network:{PROVIDER_ALIAS[next(iter(asked))]} "
+                        "to be performed.")
+    kind = asked.get("network_type")
+    if kind is None:
+        raise BadRequest("Invalid input for operation: network_type required.", kind="InvalidInput")
+    if kind != "vxlan":
+        raise BadRequest(f"Invalid input for operation: network_type value '{kind}' not supported.",
+                         kind="InvalidInput")
+    if asked.get("physical_network"):
+        raise BadRequest("Invalid input for operation: provider:physical_network specified for vxlan "
+                         "network.", kind="InvalidInput")
+    vni = asked.get("segmentation_id")
+    if vni is None:
+        return {"segmentation_id": _next_segment(session), "network_type": kind}
+    if not 1 <= vni <= MAX_VNI:
+        raise BadRequest(f"Invalid input for operation: segmentation_id out of range (1 through {MAX_VNI}).",
+                         kind="InvalidInput")
+    if session.scalar(select(Network.id).where(Network.segmentation_id == vni)):
+        raise Conflict(f"Unable to create the network. The tunnel ID {vni} is in use.", kind="TunnelIdInUse")
+    return {"segmentation_id": vni, "network_type": kind}
 
 
 def _next_segment(session: Session) -> int:

@@ -245,8 +245,8 @@ def create_port(
     Core INSERTs (``portrows``); what comes back is read-only.
     """
     owner = attrs.get("device_owner", "") or ""
-    if port_security_enabled is None:
-        port_security_enabled = True
+    if port_security_enabled is None:  # the network's default (the port-security extension)
+        port_security_enabled = getattr(network, "port_security_enabled", True)
     if security_groups is None:
         security_groups = (
             [_default_group_id(session, project_id)]
@@ -369,6 +369,17 @@ class AddressPair(Body):
 
 FixedIPs = Annotated[list[FixedIP], AfterValidator(_no_duplicate_ips)]
 
+
+def _no_duplicate_ids(ids: list[str]) -> list[str]:
+    """Neutron's ``type:uuid_list``: a group named twice is a 400, not silently one."""
+    dups = [i for i in dict.fromkeys(ids) if ids.count(i) > 1]
+    if dups:
+        raise ValueError(f"Duplicate items in the list: '{', '.join(dups)}'")
+    return ids
+
+
+SecurityGroupIds = Annotated[list[UUID], AfterValidator(_no_duplicate_ids)]
+
 # Fields below default to None without allowing an explicit null (pydantic does
 # not validate defaults): absent means "not given", null is refused as Neutron does.
 
@@ -383,7 +394,7 @@ class PortCreate(Body):
     device_id: Name = ""
     device_owner: Name = ""
     binding_host_id: Name = Field("", alias="binding:host_id")
-    security_groups: list[UUID] | None = None
+    security_groups: SecurityGroupIds | None = None
     allowed_address_pairs: list[AddressPair] | None = None
     port_security_enabled: Bool = None  # type: ignore[assignment]
     project_id: ProjectID | None = None
@@ -400,7 +411,7 @@ class PortUpdate(Body):
     device_id: Name = None  # type: ignore[assignment]
     device_owner: Name = None  # type: ignore[assignment]
     binding_host_id: Name = Field(None, alias="binding:host_id")  # type: ignore[assignment]
-    security_groups: list[UUID] | None = None
+    security_groups: SecurityGroupIds | None = None
     allowed_address_pairs: list[AddressPair] | None = None
     port_security_enabled: Bool = None  # type: ignore[assignment]
 
@@ -415,6 +426,7 @@ class PortTarget:
     id: str
     project_id: str
     shared: bool
+    port_security_enabled: bool = True  # what a new port on it defaults to
 
 
 def _target_statements() -> tuple[Select, Select]:
@@ -425,7 +437,8 @@ def _target_statements() -> tuple[Select, Select]:
     """
     networks, subnets = Network.__table__, Subnet.__table__
     facts = [subnets.c[column.key].label(f"subnet_{column.key}") for column in ipam.FACT_COLUMNS]
-    admin = (select(networks.c.id, networks.c.project_id, networks.c.shared, *facts)
+    admin = (select(networks.c.id, networks.c.project_id, networks.c.shared, networks.c.port_security_enabled,
+                    *facts)
              .select_from(networks.outerjoin(subnets, subnets.c.network_id == networks.c.id))
              .where(networks.c.id == bindparam("network_id")).order_by(subnets.c.created_at))
     # What ``Networks.visible`` lets a project see.
@@ -446,8 +459,8 @@ def _target_network(session: Session, ctx: Context, network_id: str) -> tuple[Po
                                                              "project_id": ctx.project_id}).all()
     if not rows:
         raise not_found("network", network_id)
-    network = PortTarget(*rows[0][:3])
-    return network, [ipam.SubnetFacts(*row[3:]) for row in rows if row[3] is not None]
+    network = PortTarget(*rows[0][:4])
+    return network, [ipam.SubnetFacts(*row[4:]) for row in rows if row[4] is not None]
 
 
 def _deny(action: str) -> Forbidden:

@@ -83,6 +83,11 @@ class Page:
     items: list[dict[str, Any]]
     next_marker: str | None
     previous_marker: str | None
+    # The ids of the page's first and last rows and the limit applied: what Neutron's
+    # links are made of (``next_marker`` and ``previous_marker`` serve Octavia's).
+    first_id: str | None = None
+    last_id: str | None = None
+    limit: int | None = None
 
 
 MAX_PAGE = 10_000
@@ -208,7 +213,8 @@ class Resource:
             else:
                 next_marker = rows[-1].id if more else None
                 prev_marker = rows[0].id if query.marker else None
-        return Page(items, next_marker, prev_marker)
+        return Page(items, next_marker, prev_marker, rows[0].id if rows else None,
+                    rows[-1].id if rows else None, limit)
 
     def _sort_column(self, key: str) -> Any:
         if key == "id":
@@ -313,7 +319,9 @@ class Resource:
             raise BadRequest("'project_id' and 'tenant_id' do not match")
         requested = project or tenant
         if requested and requested != ctx.project_id and not ctx.is_admin:
-            raise Forbidden(f"Policy doesn't allow create_{self.member} to be performed.")
+            # A 400, not a 403: neutron-lib's ``_validate_privileges``.
+            raise BadRequest("Specifying 'project_id' other than the authenticated project in request "
+                             "is not allowed for the current user.")
         return requested or ctx.project_id
 
 

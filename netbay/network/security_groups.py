@@ -15,7 +15,7 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import false, func, select, true
+from sqlalchemy import false, func, or_, select, true
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -328,6 +328,17 @@ class SecurityGroupRules(Resource):
         "updated_at": Filter(SecurityGroupRule.updated_at),
     }
 
+    def visible(self, ctx: Context) -> ColumnElement[bool]:
+        """Own rules, and every rule in an own group (Neutron's ``sg_owner``): an admin
+        may file a rule in a member's group under another project."""
+        own_groups = select(SecurityGroup.id).where(SecurityGroup.project_id == ctx.project_id)
+        return or_(SecurityGroupRule.project_id == ctx.project_id,
+                   SecurityGroupRule.security_group_id.in_(own_groups))
+
+    def get_owned(self, session: Session, ctx: Context, obj_id: str) -> Any:
+        rule = self.get(session, ctx, obj_id, for_update=True)  # visible: own rule or own group
+        return rule
+
     def extra_filter(self, name: str, values: list[str]) -> ColumnElement[bool] | None:
         if name == "remote_address_group_id":  # always null here
             return true() if all(v == "" for v in values) else false()
@@ -355,8 +366,9 @@ class SecurityGroupRules(Resource):
         self.owner_for_create(ctx, given)  # refuses a member naming another project
         rule = _checked_rule(given)
         group = _GROUPS.get(session, ctx, given["security_group_id"], for_update=True)
-        if asked_project and asked_project != group.project_id:
-            raise not_found("security_group", group.id)
+        # The rule belongs to the group's project, unless an admin names another one:
+        # Neutron then files it under that project, still in the group.
+        rule_project = asked_project if asked_project and ctx.is_admin else group.project_id
         if rule["remote_group_id"]:
             _GROUPS.get(session, ctx, rule["remote_group_id"])
         key = _rule_key(rule)
@@ -364,7 +376,7 @@ class SecurityGroupRules(Resource):
             if _rule_key(vars_of(existing)) == key:
                 raise Conflict(f"Security group rule already exists. Rule id is {existing.id}.",
                                kind="SecurityGroupRuleExists")
-        new = SecurityGroupRule(project_id=group.project_id, security_group_id=group.id,
+        new = SecurityGroupRule(project_id=rule_project, security_group_id=group.id,
                                 description=given.get("description", ""), **rule)
         group.rules.append(new)
         session.flush()

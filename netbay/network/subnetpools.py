@@ -209,9 +209,10 @@ class SubnetPools(Resource):
             **standard(obj, tags),
             "prefixes": list(obj.prefixes),
             "ip_version": obj.ip_version,
-            "default_prefixlen": obj.default_prefixlen,
-            "min_prefixlen": obj.min_prefixlen,
-            "max_prefixlen": obj.max_prefixlen,
+            # Strings, as Neutron's ``_make_subnetpool_dict`` renders them.
+            "default_prefixlen": str(obj.default_prefixlen),
+            "min_prefixlen": str(obj.min_prefixlen),
+            "max_prefixlen": str(obj.max_prefixlen),
             "default_quota": obj.default_quota,
             "shared": obj.shared,
             "is_default": obj.is_default,

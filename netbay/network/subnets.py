@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden
 from netbay.network import ipam
+from netbay.network.networks import check_mtu
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.subnetpools import NonNegative
 from netbay.network.types import CIDR, ID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
@@ -202,7 +203,7 @@ class Subnets(Resource):
     create_body = SubnetCreate
     update_body = SubnetUpdate
     # Rendered, but netbay has no segments and no service-type subnets.
-    readonly = Resource.readonly | {"service_types", "segment_id"}
+    readonly = Resource.readonly | {"service_types", "segment_id", "router:external"}
     filters = {
         "name": Filter(Subnet.name),
         "description": Filter(Subnet.description),
@@ -228,6 +229,12 @@ class Subnets(Resource):
         return or_(Subnet.project_id == ctx.project_id, Subnet.network_id.in_(networks))
 
     def extra_filter(self, name: str, values: list[str]):  # noqa: ANN201
+        if name in ("shared", "router:external"):
+            # Neither is a column of a subnet: both come from its network (Neutron's
+            # ``shared`` filter and the subnet-external-network extension).
+            column = Network.shared if name == "shared" else Network.external
+            wanted = {to_bool(v) for v in values}
+            return Subnet.network_id.in_(select(Network.id).where(column.in_(wanted)))
         if name == "segment_id":  # netbay has no segments: every subnet has none
             return true() if all(v in {"", "None"} for v in values) else false()
         return None
@@ -241,6 +248,16 @@ class Subnets(Resource):
         if owner != ctx.project_id:
             raise Forbidden("Policy doesn't allow update_subnet to be performed.")
         return subnet
+
+    def fetch(self, session: Session, stmt: Any) -> list[Any]:
+        """The rows, and their networks' ``router:external`` in one query for ``render``."""
+        rows = list(session.scalars(stmt))
+        known = session.info.setdefault("network_external", {})
+        wanted = {r.network_id for r in rows} - known.keys()
+        if wanted:
+            flags = session.execute(select(Network.id, Network.external).where(Network.id.in_(wanted)))
+            known.update((network_id, bool(external)) for network_id, external in flags)
+        return rows
 
     def render(self, session: Session, obj: Subnet, tags: list[str]) -> dict[str, Any]:
         return {
@@ -258,6 +275,7 @@ class Subnets(Resource):
             "ipv6_address_mode": obj.ipv6_address_mode,
             "service_types": [],
             "segment_id": None,
+            "router:external": _external(session, obj.network_id),
         }
 
     # -- writing -----------------------------------------------------------------------
@@ -294,6 +312,7 @@ class Subnets(Resource):
         assert cidr is not None
         enable_dhcp = given.get("enable_dhcp", True)
         _check_attrs({**given, "enable_dhcp": enable_dhcp}, version, cidr)
+        check_mtu(network, network.mtu, {version})
         _check_overlap(session, network, cidr)
         gateway_ip = given["gateway_ip"] if "gateway_ip" in given else ipam.default_gateway(cidr)
         if given.get("allocation_pools") is not None:
@@ -349,10 +368,22 @@ class Subnets(Resource):
             _network_changed(session, network)
 
     def remove(self, session: Session, subnet: Subnet) -> None:
-        """Drop a subnet nothing holds an address of (also used when its network goes)."""
-        if session.scalar(select(IPAllocation.port_id).where(IPAllocation.subnet_id == subnet.id).limit(1)):
+        """Drop a subnet nothing holds an address of (also used when its network goes).
+
+        Neutron's ``_remove_subnet_ip_allocations_from_ports``: a router interface
+        always holds a subnet; other ports hold it unless their addresses are
+        automatic (SLAAC, DHCPv6-stateless), which then go with the subnet.
+        """
+        holders = select(IPAllocation.port_id).where(IPAllocation.subnet_id == subnet.id)
+        automatic = subnet.ipv6_address_mode in AUTO_ADDRESS_MODES or subnet.ipv6_ra_mode in AUTO_ADDRESS_MODES
+        if automatic:
+            holders = holders.join(Port, Port.id == IPAllocation.port_id).where(
+                Port.device_owner.in_(ROUTER_INTERFACE_OWNERS))
+        if session.scalar(holders.limit(1)):
             raise Conflict(f"Unable to complete operation on subnet {subnet.id}: One or more ports have an IP "
                            "allocation from this subnet.", kind="SubnetInUse")
+        if automatic:
+            _release_addresses(session, subnet)
         session.execute(delete(Tag).where(Tag.resource_id == subnet.id))
         self.record(session, subnet, "delete", None)
         session.delete(subnet)
@@ -378,6 +409,27 @@ class Subnets(Resource):
         if pool is None:
             raise bad_request(f"No default subnetpool found for IPv{version}")
         return pool
+
+
+def _release_addresses(session: Session, subnet: Subnet) -> None:
+    """The ports' automatic addresses on a subnet being deleted: gone, each port updated."""
+    from netbay.network.registry import PORTS
+
+    held = select(IPAllocation.port_id).where(IPAllocation.subnet_id == subnet.id)
+    for port in list(session.scalars(select(Port).where(Port.id.in_(held)).with_for_update())):
+        for alloc in [a for a in port.fixed_ips if a.subnet_id == subnet.id]:
+            port.fixed_ips.remove(alloc)
+        PORTS.touch(port)
+        PORTS.record(session, port, "update")
+    session.flush()
+
+
+def _external(session: Session, network_id: str) -> bool:
+    """Whether a subnet's network is external (the subnet-external-network extension)."""
+    known = session.info.setdefault("network_external", {})
+    if network_id not in known:
+        known[network_id] = bool(session.scalar(select(Network.external).where(Network.id == network_id)))
+    return known[network_id]
 
 
 def _check_overlap(session: Session, network: Network, cidr: str) -> None:

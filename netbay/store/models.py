@@ -23,6 +23,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy import true as sa_true
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -112,6 +113,10 @@ class Network(Standard, Base):
     status: Mapped[str] = mapped_column(String(16), default="ACTIVE")
     # The VXLAN network identifier the dataplane uses between hosts.
     segmentation_id: Mapped[int] = mapped_column(Integer, unique=True)
+    # Issue 10: the provider extension's type and physnet, and ports' port_security default.
+    network_type: Mapped[str] = mapped_column(String(32), default="vxlan", server_default="vxlan")
+    physical_network: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
 
     subnets: Mapped[list[Subnet]] = relationship(
         back_populates="network", order_by="Subnet.created_at", lazy="selectin"

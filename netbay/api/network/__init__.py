@@ -16,9 +16,9 @@ from netbay.api.responses import JSONResponse
 from netbay.api.auth import context
 from netbay.api.plainroutes import serve_plainly
 from netbay.api.network.bodies import parse_member, parse_members, read_json
-from netbay.errors import BadRequest, not_found
+from netbay.errors import BadRequest, PreconditionFailed, not_found
 from netbay.network.registry import RESOURCES, Resource
-from netbay.network.resource import ListQuery, to_bool
+from netbay.network.resource import ListQuery, Page, to_bool
 
 router = APIRouter(prefix="/network", tags=["network"])
 
@@ -73,6 +73,11 @@ EXTENSIONS = [
     ("fields", "Fields", "Support for the fields query parameter."),
     ("project-id", "project_id field enabled", "Extension that indicates that project_id field is enabled."),
     ("provider", "Provider Network", "Expose mapping of virtual networks to physical networks"),
+    ("net-mtu-writable", "Network MTU (writable)", "Provides a writable MTU attribute for a network resource."),
+    ("revision-if-match", "If-Match constraints based on revision_number",
+     "Extension indicating that If-Match based on revision_number is supported."),
+    ("subnet-external-network", "Subnet belongs to an external network",
+     "Informs if the subnet belongs to an external network"),
 ]
 
 
@@ -132,15 +137,24 @@ def parse_list_query(request: Request) -> ListQuery:
     return ListQuery(filters, fields, sort, limit or None, marker, page_reverse)
 
 
-def _links(request: Request, collection: str, page, query: ListQuery) -> list[dict[str, str]]:  # noqa: ANN001
+def _links(request: Request, page: Page, query: ListQuery) -> list[dict[str, str]]:
+    """Neutron's pagination links (``api_common.get_pagination_links``): ``next`` unless a
+    forward page holds fewer than ``limit`` items, ``previous`` unless a reverse one does;
+    each keeps the other query parameters in order and adds its marker last."""
+    if not page.limit:
+        return []
     url = f"{_base(request)}{request.url.path}"
-    keep = [(k, v) for k, v in request.query_params.multi_items() if k not in {"marker", "page_reverse"}]
+    params = [(k, v) for k, v in request.query_params.multi_items() if k != "marker"]
+    short = len(page.items) < page.limit
     links = []
-    if page.next_marker:
-        links.append({"rel": "next", "href": f"{url}?{urlencode(keep + [('marker', page.next_marker)])}"})
-    if page.previous_marker:
-        q = keep + [("marker", page.previous_marker), ("page_reverse", "True")]
-        links.append({"rel": "previous", "href": f"{url}?{urlencode(q)}"})
+    if not (short and not query.page_reverse):
+        forward = [(k, v) for k, v in params if k != "page_reverse"]
+        forward += [("marker", page.last_id)] if page.last_id else []
+        links.append({"rel": "next", "href": f"{url}?{urlencode(forward)}"})
+    if not (short and query.page_reverse):
+        backward = [(k, v) for k, v in params if k != "page_reverse"]
+        backward += ([("marker", page.first_id)] if page.first_id else []) + [("page_reverse", "True")]
+        links.append({"rel": "previous", "href": f"{url}?{urlencode(backward)}"})
     return links
 
 
@@ -165,8 +179,9 @@ def _mount(router: APIRouter, resource: Resource) -> None:
         with store(request).read() as s:
             page = resource.list(s, ctx, query)
         body: dict[str, Any] = {key: page.items}
-        if query.limit:
-            body[f"{key}_links"] = _links(request, coll, page, query)
+        links = _links(request, page, query)
+        if links:
+            body[f"{key}_links"] = links
         return JSONResponse(body)
 
     def show_item(request: Request, item_id: str) -> Response:
@@ -179,7 +194,7 @@ def _mount(router: APIRouter, resource: Resource) -> None:
     async def create_item(request: Request) -> Response:
         ctx = context(request)
         raw = await read_json(request)
-        if isinstance(raw, dict) and key in raw and member not in raw:
+        if isinstance(raw, dict) and key in raw:  # the plural key wins, as in Neutron
             bodies = parse_members(raw, resource)
 
             def create_many(s):  # noqa: ANN001, ANN202
@@ -199,8 +214,11 @@ def _mount(router: APIRouter, resource: Resource) -> None:
     async def update_item(request: Request, item_id: str) -> Response:
         ctx = context(request)
         body = parse_member(await read_json(request), resource, "PUT")
+        expected = revision_constraint(request)
 
         def update(s):  # noqa: ANN001, ANN202
+            if expected is not None:
+                check_revision(resource, s, ctx, item_id, expected)
             return resource.for_caller(ctx, resource.rendered(s, resource.update(s, ctx, item_id, body)))
 
         item = await _in_thread(lambda: store(request).retrying(update))
@@ -208,7 +226,10 @@ def _mount(router: APIRouter, resource: Resource) -> None:
 
     def delete_item(request: Request, item_id: str) -> Response:
         ctx = context(request)
+        expected = revision_constraint(request)
         with store(request).write() as s:
+            if expected is not None:
+                check_revision(resource, s, ctx, item_id, expected)
             resource.delete(s, ctx, item_id)
         return Response(status_code=204)
 
@@ -226,6 +247,33 @@ def _mount(router: APIRouter, resource: Resource) -> None:
         from netbay.api.network.tags import mount_tags
 
         mount_tags(router, resource, path)
+
+
+def revision_constraint(request: Request) -> int | None:
+    """``If-Match: revision_number=N`` (Neutron's revision-if-match), else None."""
+    header = request.headers.get("if-match")
+    if not header:
+        return None
+    wanted = None
+    for tag in (t.strip().removeprefix("W/").strip('"') for t in header.split(",")):
+        if not tag.startswith("revision_number="):
+            continue
+        if wanted is not None:
+            raise BadRequest("Bad if-match request: Multiple revision_number etags are not supported.")
+        try:
+            wanted = int(tag.removeprefix("revision_number="))
+        except ValueError:
+            raise BadRequest("Bad if-match request: Revision number etag must be in the format of "
+                             "revision_number=<int>.") from None
+    return wanted
+
+
+def check_revision(resource: Resource, session: Any, ctx: Any, item_id: str, expected: int) -> None:
+    """412 unless the row is at ``expected``; the row is locked, so the check holds to commit."""
+    current = resource.get(session, ctx, item_id, for_update=True).revision_number
+    if current != expected:
+        raise PreconditionFailed(f"Constrained to {expected}, but current revision is {current}",
+                                 kind="RevisionNumberConstraintFailed")
 
 
 async def _in_thread(fn):  # noqa: ANN001, ANN202

@@ -34,14 +34,19 @@ def parse_member(raw: Any, resource: Resource, method: str) -> BaseModel:
 
 
 def parse_members(raw: dict[str, Any], resource: Resource) -> list[BaseModel]:
-    """Bulk create: ``{"networks": [{...}, ...]}``."""
+    """Bulk create: ``{"networks": [{...}, ...]}``, each item bare or wrapped in its
+    member key (``{"network": {...}}``), as Neutron's ``prepare_request_body`` reads it."""
     key = resource.collection.replace("-", "_")
     items = raw[key]
-    if not isinstance(items, list) or not items:
+    if not items:
+        raise BadRequest("Resources required")
+    if not isinstance(items, list):
         raise BadRequest(f"Invalid input for {key}. Reason: expected a non-empty list.")
     if len(items) > 1000:
         raise BadRequest("Bulk requests are limited to 1000 resources")
-    return [validate(item, resource, "POST") for item in items]
+    member = resource.member
+    return [validate(item[member] if isinstance(item, dict) and member in item else item, resource, "POST")
+            for item in items]
 
 
 def validate(member: Any, resource: Resource, method: str) -> BaseModel:
