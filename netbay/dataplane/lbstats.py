@@ -1,0 +1,163 @@
+"""Load balancer statistics: the kernel's counters per listener, sent to the API.
+
+What Octavia's amphorae report (``bytes_in``, ``bytes_out``, ``active_connections``,
+``total_connections``, ``request_errors``) comes here from the load balancer's own
+namespace, at no cost per packet beyond a counter:
+
+- every listener's DNAT rule sets the connection's ``ct mark`` to the listener's
+  mark and counts the connection (``conn-<listener>``: the nat chain sees only the
+  first packet of a connection, so its packets are the total connections);
+- a ``stats`` chain on the forward hook adds every forwarded packet to the
+  listener's ``in-``/``out-`` counter through one map keyed by
+  ``ct direction . ct mark`` (client→member is ``original``, member→client ``reply``);
+- active connections are the conntrack entries with the listener's mark that are
+  not closing (one netlink dump per load balancer and round).
+
+:class:`StatsSender` reads them every ``interval`` seconds on its own thread and
+sends only what changed (``PUT /netbay/v1/lbstats``), so an idle load balancer
+costs one dump and one counter listing per round and no API call. Counters are
+absolute; ``epoch`` names them (this process, the namespace's inode): a rebuilt
+namespace or a restarted agent starts new counters, which the API adds to what
+the earlier ones counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from netbay.dataplane import netns
+
+log = logging.getLogger(__name__)
+
+# TCP conntrack states that hold an open connection (SYN_SENT … LAST_ACK).
+_OPEN_TCP = {1, 2, 3, 4, 5, 6}
+IPPROTO_TCP = 6
+PROCESS = os.urandom(4).hex()   # part of every epoch: counters die with the process's table
+
+Send = Callable[[Mapping[str, Mapping[str, Any]]], Any]
+
+
+def mark(listener_id: str) -> int:
+    """The ``ct mark`` of a listener's connections (stable across table rebuilds)."""
+    return (zlib.crc32(listener_id.encode()) & 0x7FFFFFFF) | 1
+
+
+def counter_names(listener_id: str) -> tuple[str, str, str]:
+    return f"in-{listener_id}", f"out-{listener_id}", f"conn-{listener_id}"
+
+
+def counter_commands(family: str, table: str, listener_ids: list[str]) -> list[dict]:
+    """Named counters of ``listener_ids`` (adding one that exists keeps its value) and
+    the ``stats`` chain refilled with the one counting rule."""
+    t = {"family": family, "table": table}
+    cmds: list[dict] = []
+    for lid in listener_ids:
+        for name in counter_names(lid):
+            cmds.append({"add": {"counter": {**t, "name": name}}})
+    cmds += [
+        {"add": {"chain": {**t, "name": "stats", "type": "filter", "hook": "forward", "prio": 0,
+                           "policy": "accept"}}},
+        {"flush": {"chain": {**t, "name": "stats"}}},
+    ]
+    if listener_ids:
+        entries = []
+        for lid in listener_ids:
+            cin, cout, _ = counter_names(lid)
+            entries += [[{"concat": ["original", mark(lid)]}, cin], [{"concat": ["reply", mark(lid)]}, cout]]
+        key = {"concat": [{"ct": {"key": "direction"}}, {"ct": {"key": "mark"}}]}
+        cmds.append({"add": {"rule": {**t, "chain": "stats", "comment": "netbay-lb/1 stats", "expr": [
+            {"counter": {"map": {"key": key, "data": {"set": entries}}}}]}}})
+    return cmds
+
+
+def dnat_prefix(listener_id: str) -> list[dict]:
+    """Statements a listener's DNAT rule starts with: mark the connection, count it."""
+    return [{"mangle": {"key": {"ct": {"key": "mark"}}, "value": mark(listener_id)}},
+            {"counter": counter_names(listener_id)[2]}]
+
+
+def read_counters(nft: Any, family: str, table: str) -> dict[str, tuple[int, int]]:
+    """Every named counter of the table: name -> (packets, bytes)."""
+    out = nft.run([{"list": {"counters": {"family": family, "table": table}}}]) or {}
+    found = {}
+    for item in out.get("nftables", ()):
+        c = item.get("counter")
+        if isinstance(c, dict) and c.get("table") == table:
+            found[c["name"]] = (int(c.get("packets") or 0), int(c.get("bytes") or 0))
+    return found
+
+
+def open_connections(ns: str) -> dict[int, int]:
+    """ct mark -> connections open now, from one conntrack dump in ``ns``."""
+    from pyroute2.netlink.nfnetlink.nfctsocket import NFCTSocket
+
+    with netns.entered(ns):
+        sock = NFCTSocket()
+    counts: dict[int, int] = {}
+    try:
+        for msg in sock.dump():
+            m = msg.get_attr("CTA_MARK")
+            if not m:
+                continue
+            if msg.get_nested("CTA_TUPLE_ORIG", "CTA_TUPLE_PROTO", "CTA_PROTO_NUM") == IPPROTO_TCP:
+                state = msg.get_nested("CTA_PROTOINFO", "CTA_PROTOINFO_TCP", "CTA_PROTOINFO_TCP_STATE")
+                if state not in _OPEN_TCP:
+                    continue
+            counts[m] = counts.get(m, 0) + 1
+    finally:
+        sock.close()
+    return counts
+
+
+def listener_stats(counters: Mapping[str, tuple[int, int]], open_by_mark: Mapping[int, int],
+                   listener_id: str, epoch: str) -> dict[str, Any]:
+    cin, cout, conn = counter_names(listener_id)
+    return {"epoch": epoch, "bytes_in": counters.get(cin, (0, 0))[1], "bytes_out": counters.get(cout, (0, 0))[1],
+            "total_connections": counters.get(conn, (0, 0))[0],
+            "active_connections": open_by_mark.get(mark(listener_id), 0), "request_errors": 0}
+
+
+class StatsSender:
+    """Every ``interval`` s: ``collect()`` (listener id -> stats), send what changed."""
+
+    def __init__(self, collect: Callable[[], dict[str, dict[str, Any]]], send: Send,
+                 interval: float) -> None:
+        self.collect, self.send, self.interval = collect, send, interval
+        self.sent: dict[str, dict[str, Any]] = {}
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="netbay-lb-stats", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.stop_event.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout)
+
+    def round(self) -> int:
+        """One collection; returns how many listeners' stats were sent."""
+        now = self.collect()
+        changed = {lid: s for lid, s in now.items() if self.sent.get(lid) != s}
+        if changed:
+            self.send({"listeners": changed})
+            self.sent.update(changed)
+        for lid in set(self.sent) - set(now):
+            del self.sent[lid]
+        return len(changed)
+
+    def _run(self) -> None:
+        while not self.stop_event.wait(self.interval):
+            try:
+                self.round()
+            except Exception as exc:  # noqa: BLE001 - the next round tries again
+                log.warning("netbay agent: load balancer statistics: %s", exc)
+
+
+__all__ = ["StatsSender", "counter_commands", "dnat_prefix", "listener_stats", "mark", "open_connections",
+           "read_counters"]
