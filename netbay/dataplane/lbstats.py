@@ -96,21 +96,23 @@ def open_connections(ns: str) -> dict[int, int]:
     """ct mark -> connections open now, from one conntrack dump in ``ns``."""
     from pyroute2.netlink.nfnetlink.nfctsocket import NFCTSocket
 
+    # pyroute2 binds its socket at first use: create and use it inside the namespace.
     with netns.entered(ns):
         sock = NFCTSocket()
+        try:
+            entries = list(sock.dump())
+        finally:
+            sock.close()
     counts: dict[int, int] = {}
-    try:
-        for msg in sock.dump():
-            m = msg.get_attr("CTA_MARK")
-            if not m:
+    for msg in entries:
+        m = msg.get_attr("CTA_MARK")
+        if not m:
+            continue
+        if msg.get_nested("CTA_TUPLE_ORIG", "CTA_TUPLE_PROTO", "CTA_PROTO_NUM") == IPPROTO_TCP:
+            state = msg.get_nested("CTA_PROTOINFO", "CTA_PROTOINFO_TCP", "CTA_PROTOINFO_TCP_STATE")
+            if state not in _OPEN_TCP:
                 continue
-            if msg.get_nested("CTA_TUPLE_ORIG", "CTA_TUPLE_PROTO", "CTA_PROTO_NUM") == IPPROTO_TCP:
-                state = msg.get_nested("CTA_PROTOINFO", "CTA_PROTOINFO_TCP", "CTA_PROTOINFO_TCP_STATE")
-                if state not in _OPEN_TCP:
-                    continue
-            counts[m] = counts.get(m, 0) + 1
-    finally:
-        sock.close()
+        counts[m] = counts.get(m, 0) + 1
     return counts
 
 

@@ -679,8 +679,9 @@ class LoadBalancerRealizer:
             if nft is None or inode is None:
                 continue
             try:
-                counters = lbstats.read_counters(nft, FAMILY, TABLE)
+                # Connections first: one seen open is then always in the total too.
                 opened = lbstats.open_connections(spec.ns)
+                counters = lbstats.read_counters(nft, FAMILY, TABLE)
             except (OSError, RuntimeError) as exc:   # the namespace went meanwhile
                 log.debug("load balancer %s: no statistics this round: %s", spec.id, exc)
                 continue

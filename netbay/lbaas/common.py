@@ -7,6 +7,7 @@ paging, tags, change log) with Octavia's not-found wording and timestamps.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import uuid
 from collections.abc import Callable
@@ -224,8 +225,8 @@ class LBResource(Resource):
         return given, given.pop("tags", None) or []
 
     def list(self, session: Session, ctx: Context, query: ListQuery) -> Page:
-        if not query.sort:  # Octavia's default order (its pagination helper's)
-            query.sort = [("created_at", "asc"), ("id", "asc")]
+        if not query.sort:  # Octavia's default order (its pagination helper's); the caller's query is kept
+            query = dataclasses.replace(query, sort=[("created_at", "asc"), ("id", "asc")])
         try:
             return super().list(session, ctx, query)
         except NotFound:  # only the marker can be missing
