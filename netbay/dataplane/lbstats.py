@@ -92,6 +92,15 @@ def read_counters(nft: Any, family: str, table: str) -> dict[str, tuple[int, int
     return found
 
 
+def drop_stale(nft: Any, family: str, table: str, counters: Mapping[str, tuple[int, int]],
+               listener_ids: list[str]) -> None:
+    """Delete the counters of listeners that are gone (the rules no longer name them)."""
+    keep = {name for lid in listener_ids for name in counter_names(lid)}
+    stale = [name for name in counters if name not in keep]
+    if stale:
+        nft.run([{"delete": {"counter": {"family": family, "table": table, "name": n}}} for n in stale])
+
+
 def open_connections(ns: str) -> dict[int, int]:
     """ct mark -> connections open now, from one conntrack dump in ``ns``."""
     from pyroute2.netlink.nfnetlink.nfctsocket import NFCTSocket

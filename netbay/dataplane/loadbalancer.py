@@ -685,6 +685,10 @@ class LoadBalancerRealizer:
             except (OSError, RuntimeError) as exc:   # the namespace went meanwhile
                 log.debug("load balancer %s: no statistics this round: %s", spec.id, exc)
                 continue
+            try:
+                lbstats.drop_stale(nft, FAMILY, TABLE, counters, [li.id for li in spec.listeners])
+            except (OSError, RuntimeError) as exc:   # a refill under way still names them: next round
+                log.debug("load balancer %s: stale counters kept this round: %s", spec.id, exc)
             epoch = f"{lbstats.PROCESS}:{inode}"
             for listener in spec.listeners:
                 out[listener.id] = lbstats.listener_stats(counters, opened, listener.id, epoch)
