@@ -646,6 +646,8 @@ class LoadBalancerRealizer:
         self.stats_interval = stats_interval
         self.stats: lbstats.StatsSender | None = None
         self.realizations: dict[str, int] = defaultdict(int)   # lb id -> table transactions
+        # lb id -> (counters, open connections by mark) as the last statistics round saw them
+        self._stats_seen: dict[str, tuple[dict, dict]] = {}
         self.specs: dict[str, LoadBalancerSpec] = {}
         self.health: dict[str, Health] = {}                 # member id -> health
         self.applied: dict[str, tuple[int | None, str]] = {}  # lb id -> (ns inode, table JSON)
@@ -679,9 +681,17 @@ class LoadBalancerRealizer:
             if nft is None or inode is None:
                 continue
             try:
-                # Connections first: one seen open is then always in the total too.
-                opened = lbstats.open_connections(spec.ns)
                 counters = lbstats.read_counters(nft, FAMILY, TABLE)
+                seen = self._stats_seen.get(spec.id)
+                if seen is not None and seen[0] == counters:
+                    opened = seen[1]   # no packet since: no connection opened or closed
+                else:
+                    # A conntrack dump walks the kernel's whole (shared) hash table, ~100 ms
+                    # here: only when packets flowed. Counters again after it, so that a
+                    # connection seen open is always in the total too.
+                    opened = lbstats.open_connections(spec.ns)
+                    counters = lbstats.read_counters(nft, FAMILY, TABLE)
+                self._stats_seen[spec.id] = (counters, opened)
             except (OSError, RuntimeError) as exc:   # the namespace went meanwhile
                 log.debug("load balancer %s: no statistics this round: %s", spec.id, exc)
                 continue
@@ -842,6 +852,7 @@ class LoadBalancerRealizer:
 
     def _forget(self, lb_id: str) -> None:
         spec = self.specs.pop(lb_id, None)
+        self._stats_seen.pop(lb_id, None)
         self.applied.pop(lb_id, None)
         nft = self.nfts.pop(lb_id, None)
         if nft is not None:
