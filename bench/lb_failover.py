@@ -8,7 +8,8 @@ sandbox). One load balancer (fully populated create); then, ``--runs`` times:
 ``PUT …/loadbalancers/{id}/failover`` and connect from the client until the member
 answers through the VIP again after the namespace was rebuilt (its inode changed),
 then wait for ``ACTIVE``. Statistics: one round as the agent's sender does it for
-this load balancer (conntrack dump + counter listing in its namespace), timed here.
+this load balancer, idle (a counter listing) and after traffic (+ a conntrack dump),
+timed here.
 
 Baseline in the same run: the fully populated create -> VIP answers (what a failover
 rebuilds, plus the API work of creating it).
@@ -51,12 +52,15 @@ def failover_once(api: Client, lb: dict, ns: str, client_ns: str) -> tuple[float
     return answered, time.monotonic() - t0
 
 
-def stats_round(ns: str) -> float:
+def stats_round(ns: str) -> tuple[float, float]:
+    """(an idle round: the counter listing; a round after traffic: + the conntrack dump)."""
     with Nft(ns) as nft:
         t0 = time.monotonic()
+        lbstats.read_counters(nft, FAMILY, TABLE)
+        t1 = time.monotonic()
         lbstats.open_connections(ns)
         lbstats.read_counters(nft, FAMILY, TABLE)
-        return time.monotonic() - t0
+        return t1 - t0, time.monotonic() - t0
 
 
 def main() -> None:
@@ -97,15 +101,17 @@ def main() -> None:
         "machine": machine(), "runs": args.runs, "load_before": load_before, "load_after": os.getloadavg(),
         "failover_to_answer_ms": {"p50": pct(answered, 50), "p90": pct(answered, 90), "max": max(answered) * 1e3},
         "failover_to_active_ms": {"p50": pct(active, 50), "p90": pct(active, 90)},
-        "stats_round_ms": {"p50": pct(rounds, 50), "p90": pct(rounds, 90)},
+        "stats_round_idle_ms": {"p50": pct([r[0] for r in rounds], 50), "p90": pct([r[0] for r in rounds], 90)},
+        "stats_round_busy_ms": {"p50": pct([r[1] for r in rounds], 50), "p90": pct([r[1] for r in rounds], 90)},
         "baseline_populated_create_to_answer_ms": {"p50": pct(base, 50), "p90": pct(base, 90)},
     }
     print(f"machine: {out['machine']}; load {load_before[0]:.2f} -> {out['load_after'][0]:.2f}")
     f = out["failover_to_answer_ms"]
     print(f"failover -> VIP answers again (n={args.runs}): p50 {f['p50']:.1f} ms, p90 {f['p90']:.1f} ms, "
           f"max {f['max']:.1f} ms; -> ACTIVE p50 {out['failover_to_active_ms']['p50']:.1f} ms")
-    print(f"one statistics round for the load balancer: p50 {out['stats_round_ms']['p50']:.2f} ms, "
-          f"p90 {out['stats_round_ms']['p90']:.2f} ms")
+    idle, busy = out["stats_round_idle_ms"], out["stats_round_busy_ms"]
+    print(f"one statistics round for the load balancer: idle p50 {idle['p50']:.2f} ms (p90 {idle['p90']:.2f}); "
+          f"after traffic (+ conntrack dump) p50 {busy['p50']:.2f} ms (p90 {busy['p90']:.2f})")
     b = out["baseline_populated_create_to_answer_ms"]
     print(f"baseline: fully populated create -> VIP answers: p50 {b['p50']:.1f} ms, p90 {b['p90']:.1f} ms")
     if args.json:

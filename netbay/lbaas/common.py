@@ -249,7 +249,8 @@ class LBResource(Resource):
 
 
 __all__ = [
-    "ACTIVE", "Bool", "ERROR", "IP", "ProviderUnsupportedOption", "forbidden", "Int", "LBBody", "LBResource", "OFFLINE", "PENDING",
+    "ACTIVE", "Bool", "ERROR", "IP", "Int", "LBBody", "LBResource", "OFFLINE", "PENDING",
+    "ProviderUnsupportedOption", "forbidden",
     "PENDING_CREATE", "PENDING_DELETE", "PENDING_UPDATE", "PROVIDER", "PortNumber", "Str255",
     "Tags", "UUID", "between", "immutable", "invalid_input", "not_found", "not_offered", "one_of",
     "pending_state", "standard", "validation",

@@ -16,7 +16,7 @@ import pytest
 from netbay.dataplane import netns
 
 from .agent_fixtures import wait_for
-from .test_dp_loadbalancer import LB, Env, cloud, env, get, make_lb, try_fetch, wait_lb  # noqa: F401
+from .test_dp_loadbalancer import LB, Env, cloud, env, make_lb, try_fetch, wait_lb  # noqa: F401 (fixtures)
 
 PAYLOAD = 40_000   # what the member's server drains (16 reads of 4 KiB) with room to spare
 
