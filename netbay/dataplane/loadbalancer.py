@@ -589,6 +589,9 @@ def operating_statuses(spec: LoadBalancerSpec, health: Mapping[str, Health]
             if not pool.monitored:
                 out["members"][m.id] = "NO_MONITOR"
                 continue
+            if pool.id not in served:
+                out["members"][m.id] = "OFFLINE"   # no frontend: Octavia's haproxy checks nothing
+                continue
             h = health.get(m.id)
             up = None if h is None else h.up
             out["members"][m.id] = None if up is None else ("ONLINE" if up else "ERROR")

@@ -197,6 +197,9 @@ def test_operating_statuses_follow_octavias_rules() -> None:
     out = operating_statuses(spec, {"a": down, "b": down})
     assert out["pools"]["p1"] == "ERROR" and out["loadbalancers"]["lb"] == "ERROR"
     assert operating_statuses(spec, {})["members"]["a"] is None   # not probed yet: nothing said
+    unserved = LoadBalancerSpec("lb", "ns", "10.0.0.100", pools=(served,))   # its listener gone
+    out = operating_statuses(unserved, {"a": up, "b": up})
+    assert out["pools"]["p1"] == "OFFLINE" and out["members"] == {"a": "OFFLINE", "b": "OFFLINE", "c": "OFFLINE"}
     off = LoadBalancerSpec("lb", "ns", "10.0.0.100", enabled=False, listeners=spec.listeners, pools=spec.pools)
     out = operating_statuses(off, {"a": up})
     assert out["loadbalancers"]["lb"] == "OFFLINE" and set(out["pools"].values()) == {"OFFLINE"}
