@@ -159,7 +159,7 @@ def test_another_projects_objects_are_403_as_octavias_policy_check(server, intru
 # --- list order ------------------------------------------------------------------------------------------
 
 
-def test_lists_without_sort_come_in_created_at_then_id_order(server, owner, owner_sdk):
+def test_lists_without_sort_come_in_created_at_then_id_order(server, owner, owner_sdk, http):
     nets = make_net(owner_sdk, "order")
     tag = unique("order")
     made = []
@@ -172,6 +172,16 @@ def test_lists_without_sort_come_in_created_at_then_id_order(server, owner, owne
     assert [x["id"] for x in listed] == made
     full = list(owner_sdk.load_balancer.load_balancers(tags=tag))
     assert [x.id for x in full] == [x.id for x in sorted(full, key=lambda x: (x.created_at, x.id))] == made
+    # Pages follow the same order (the marker continues after created_at, id).
+    paged, query = [], {"tags": tag, "limit": 1}
+    for _ in range(5):
+        page = http.get("/lbaas/loadbalancers", params=query).json()
+        paged += [x["id"] for x in page["loadbalancers"]]
+        nxt = [x["href"] for x in page["loadbalancers_links"] if x["rel"] == "next"]
+        if not nxt:
+            break
+        query = dict(httpx.URL(nxt[0]).params)
+    assert paged == made
 
 
 # --- stats -------------------------------------------------------------------------------------------------
