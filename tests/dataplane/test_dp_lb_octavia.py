@@ -14,6 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from netbay.dataplane import netns
+from netbay.dataplane.lbstats import read_counters
+from netbay.dataplane.loadbalancer import TABLE
+from netbay.dataplane.nft import Nft
 
 from .agent_fixtures import wait_for
 from .test_dp_loadbalancer import LB, Env, cloud, env, make_lb, try_fetch, wait_lb  # noqa: F401 (fixtures)
@@ -93,6 +96,21 @@ def test_stats_grow_by_the_bytes_sent_through_a_listener(env: Env, sdk) -> None:
         hold.set()
         t.join(10)
     wait_for(lambda: now()["active_connections"] == 0, 5, 0.05, "the connection closed")
+    # A deleted listener's counters leave the table with the next round.
+    extra = cloud.ok(cloud.http.post(f"{LB}/listeners", json={"listener": {
+        "loadbalancer_id": lb["id"], "protocol": "TCP", "protocol_port": 81}}), 201)["listener"]
+    wait_lb(cloud, lb["id"])
+
+    def counters() -> set[str]:
+        with Nft(cloud.names.loadbalancer(lb["id"])) as nft:
+            return set(read_counters(nft, "ip", TABLE))
+
+    assert {f"in-{extra['id']}", f"conn-{extra['id']}"} <= counters()
+    cloud.ok(cloud.http.delete(f"{LB}/listeners/{extra['id']}"), 204)
+    wait_lb(cloud, lb["id"])
+    realizer.stats.round()
+    assert not {n for n in counters() if extra["id"] in n}
+    assert f"in-{listener['id']}" in counters()
     cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb['id']}", params={"cascade": "true"}), 204)
 
 
