@@ -45,7 +45,7 @@ Statuses (Octavia's health manager's rules): a member is ``OFFLINE`` when it (or
 pool or load balancer) is disabled, ``NO_MONITOR`` without an enabled monitor, else
 ``ONLINE``/``ERROR``; a pool is ``OFFLINE`` when disabled, used by no enabled listener
 or empty, else ``ONLINE``, ``DEGRADED`` (some enabled members down) or ``ERROR`` (all
-down); a listener ``ONLINE`` (``OFFLINE`` disabled); the load balancer ``OFFLINE``
+enabled members down, or none enabled); a listener ``ONLINE`` (``OFFLINE`` disabled); the load balancer ``OFFLINE``
 when disabled, ``ERROR`` when one of its pools is, ``DEGRADED`` when one is. Provisioning
 goes ``ACTIVE`` once realized (``ERROR`` if it cannot be), which settles the tree.
 """
@@ -598,6 +598,8 @@ def operating_statuses(spec: LoadBalancerSpec, health: Mapping[str, Health]
             down += up is False
         if not on or pool.id not in served or not pool.members:
             status = "OFFLINE"   # no frontend uses it, or nothing in it: Octavia's "offline pool"
+        elif not enabled:
+            status = "ERROR"     # every member admin-down: HAProxy's backend is DOWN
         elif down and down == enabled:
             status = "ERROR"
         elif down:

@@ -215,6 +215,10 @@ def test_operating_statuses_follow_octavias_rules() -> None:
     out = operating_statuses(spec, {"a": down, "b": down})
     assert out["pools"]["p1"] == "ERROR" and out["loadbalancers"]["lb"] == "ERROR"
     assert operating_statuses(spec, {})["members"]["a"] is None   # not probed yet: nothing said
+    all_down = PoolSpec("p1", members=(MemberSpec("a", "10.0.0.1", 80, enabled=False),))
+    out = operating_statuses(LoadBalancerSpec("lb", "ns", "10.0.0.100", listeners=spec.listeners[:1],
+                                              pools=(all_down,)), {})
+    assert (out["members"]["a"], out["pools"]["p1"], out["loadbalancers"]["lb"]) == ("OFFLINE", "ERROR", "ERROR")
     unserved = LoadBalancerSpec("lb", "ns", "10.0.0.100", pools=(served,))   # its listener gone
     out = operating_statuses(unserved, {"a": up, "b": up})
     assert out["pools"]["p1"] == "OFFLINE" and out["members"] == {"a": "OFFLINE", "b": "OFFLINE", "c": "OFFLINE"}
