@@ -135,11 +135,13 @@ def new_lb(conn, subnet_id: str, settle=None, **attrs):
 def test_version_discovery_and_catalog(server, member):
     r = httpx.get(f"{server.url}/load-balancer/", timeout=10)
     assert r.status_code == 200
-    [version] = r.json()["versions"]
-    assert version["id"] == "v2.0" and version["status"] == "CURRENT"
-    assert version["links"][0]["href"] == f"{server.url}/load-balancer/v2"
+    versions = r.json()["versions"]
+    # Every v2.x Octavia lists, v2.0 … v2.30, the last CURRENT (clients send tags from 2.5 on).
+    assert [v["id"] for v in versions] == [f"v2.{i}" for i in range(31)]
+    assert [v["status"] for v in versions] == ["SUPPORTED"] * 30 + ["CURRENT"]
+    assert {v["links"][0]["href"] for v in versions} == {f"{server.url}/load-balancer/v2"}
     r = httpx.get(f"{server.url}/load-balancer/v2", timeout=10)
-    assert r.status_code == 200 and r.json()["version"]["id"] == "v2.0"
+    assert r.status_code == 200 and r.json()["version"]["id"] == "v2.30"
     # The SDK finds the service in the catalog and the version by discovery.
     assert isinstance(list(member.load_balancer.load_balancers()), list)
     assert [p.name for p in member.load_balancer.providers()] == ["netbay"]
@@ -224,7 +226,7 @@ def test_vip_errors(lb_member, net, member, other):
     octavia_error(r, 400, "Provider 'ovn' is not enabled.")
     r = lb_member.post("/lbaas/loadbalancers", json={"loadbalancer": {
         "vip_subnet_id": net.subnet.id, "pools": [{"protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}]}})
-    assert "does not support a requested option" in octavia_error(r, 400)  # top-level pools
+    assert "does not support a requested option" in octavia_error(r, 501)  # top-level pools
     r = lb_member.post("/lbaas/loadbalancers", json={"loadbalancer": {
         "vip_subnet_id": net.subnet.id, "vip_address": "192.0.2.9"}})
     octavia_error(r, 400, "IP address 192.0.2.9 is not a valid IP for the specified subnet.")
@@ -419,7 +421,7 @@ def test_listener_and_pool_errors(member, net, settle, lb_member):
     assert octavia_error(r, 400).startswith("Invalid input for field/attribute protocol. Value: 'FOO'. "
                                             "Value should be one of: HTTP, HTTPS, TCP")
     r = post("listener", loadbalancer_id=lb.id, protocol="HTTPS", protocol_port=443)
-    assert "protocol HTTPS is not offered" in octavia_error(r, 400)
+    assert "protocol HTTPS is not offered" in octavia_error(r, 501)
     r = post("listener", loadbalancer_id=lb.id, protocol="TCP", protocol_port=0)
     octavia_error(r, 400, "Invalid input for field/attribute protocol_port. Value: '0'. "
                           "Value should be greater or equal to 1")
@@ -428,7 +430,7 @@ def test_listener_and_pool_errors(member, net, settle, lb_member):
                           "Mandatory field missing.")
     r = post("listener", loadbalancer_id=lb.id, protocol="TCP", protocol_port=80,
              default_tls_container_ref="https://barbican/x")
-    assert "default_tls_container_ref is not offered" in octavia_error(r, 400)
+    assert "default_tls_container_ref is not offered" in octavia_error(r, 501)
     missing = str(uuid.uuid4())
     r = post("listener", loadbalancer_id=missing, protocol="TCP", protocol_port=80)
     octavia_error(r, 404, f"Load Balancer {missing} not found.")
@@ -444,7 +446,7 @@ def test_listener_and_pool_errors(member, net, settle, lb_member):
     settle(lb.id)
 
     r = post("pool", listener_id=tcp.id, protocol="TCP", lb_algorithm="LEAST_CONNECTIONS")
-    message = octavia_error(r, 400)
+    message = octavia_error(r, 501)
     assert "LEAST_CONNECTIONS is not offered yet" in message and "ROUND_ROBIN or SOURCE_IP" in message
     r = post("pool", listener_id=tcp.id, protocol="UDP", lb_algorithm="ROUND_ROBIN")
     octavia_error(r, 400, "Validation failure: The pool protocol 'UDP' is invalid while the listener "
@@ -453,7 +455,7 @@ def test_listener_and_pool_errors(member, net, settle, lb_member):
     octavia_error(r, 400, "Validation failure: Must provide at least one of: loadbalancer_id, listener_id")
     r = post("pool", listener_id=tcp.id, protocol="TCP", lb_algorithm="ROUND_ROBIN",
              session_persistence={"type": "SOURCE_IP"})
-    assert "session_persistence is not offered" in octavia_error(r, 400)
+    assert "session_persistence is not offered" in octavia_error(r, 501)
     r = post("pool", listener_id=missing, protocol="TCP", lb_algorithm="ROUND_ROBIN")
     octavia_error(r, 404, f"Listener {missing} not found.")
     pool = lbs.create_pool(listener_id=udp.id, protocol="UDP", lb_algorithm="SOURCE_IP")
@@ -462,7 +464,7 @@ def test_listener_and_pool_errors(member, net, settle, lb_member):
     # Members: duplicates and reachability.
     r = lb_member.post(f"/lbaas/pools/{pool.id}/members", json={"member": {
         "address": "10.9.9.9", "protocol_port": 53, "backup": True}})
-    assert "backup is not offered" in octavia_error(r, 400)
+    assert "backup is not offered" in octavia_error(r, 501)
     r = lb_member.post(f"/lbaas/pools/{pool.id}/members", json={"member": {
         "address": "10.9.9.9", "protocol_port": 53, "weight": 257}})
     octavia_error(r, 400, "Invalid input for field/attribute weight. Value: '257'. "
@@ -480,7 +482,7 @@ def test_listener_and_pool_errors(member, net, settle, lb_member):
         return post("healthmonitor", pool_id=pool.id, delay=3, timeout=2, max_retries=2, **attrs)
 
     for kind in ("HTTPS", "UDP-CONNECT", "TLS-HELLO"):
-        assert f"type {kind} is not offered" in octavia_error(monitor(type=kind), 400)
+        assert f"type {kind} is not offered" in octavia_error(monitor(type=kind), 501)
     octavia_error(monitor(type="PING"), 400, "Validation failure: The associated pool protocol is UDP, so "
                                              "only a UDP-CONNECT, HTTP, TCP, SCTP type health monitor is "
                                              "supported.")
@@ -531,9 +533,10 @@ def test_member_subnet_must_be_reachable(member, settle, lb_member):
 def test_project_scoping(server, admin, member, other, net, lb_admin):
     lb = new_lb(member, net.subnet.id)
     assert lb.id not in [x.id for x in other.load_balancer.load_balancers()]
-    with pytest.raises(osexc.NotFoundException):
+    # Octavia finds another project's object, then its policy check refuses it: 403.
+    with pytest.raises(osexc.ForbiddenException):
         other.load_balancer.get_load_balancer(lb.id)
-    with pytest.raises(osexc.NotFoundException):
+    with pytest.raises(osexc.ForbiddenException):
         other.load_balancer.delete_load_balancer(lb.id, ignore_missing=False)
     assert admin.load_balancer.get_load_balancer(lb.id).project_id == member.current_project_id
     # An admin may create one for another project, on that project's subnet.
@@ -612,7 +615,8 @@ def test_bad_input_is_a_client_error(admin, lb_admin, netbay_admin, settle):
         path = paths.get(kind, f"/lbaas/{kind}s")
         for attr, value in itertools.product(fields, _WEIRD):
             r = lb_admin.post(path, json={kind: {**valid[kind], attr: value}})
-            assert r.status_code < 500 and "faultstring" in r.json() or r.status_code == 201, (kind, attr, r.text)
+            assert (r.status_code < 500 or r.status_code == 501) and "faultstring" in r.json() \
+                or r.status_code == 201, (kind, attr, r.text)   # 501: an option not offered
             if r.status_code == 201:  # some odd values are fine (a name of "", tags [])
                 settle(lb.id)
                 if kind != "loadbalancer":
@@ -681,7 +685,7 @@ def test_a_bad_populated_create_makes_nothing(member, net, lb_member, listeners,
     vips_before = {p.id for p in member.network.ports(network_id=net.net.id, device_owner="Octavia")}
     r = lb_member.post("/lbaas/loadbalancers", json={"loadbalancer": {
         "name": name, "vip_subnet_id": net.subnet.id, "listeners": listeners}})
-    assert r.status_code in (400, 409), r.text
+    assert r.status_code in (400, 409, 501), r.text
     if attr:
         assert attr in r.text
     assert lb_member.get("/lbaas/loadbalancers", params={"name": name}).json()["loadbalancers"] == []

@@ -21,14 +21,31 @@ from pydantic import ValidationError
 from netbay.api.auth import context
 from netbay.api.network.bodies import read_json
 from netbay.errors import BadRequest
-from netbay.lbaas import status
+from netbay.lbaas import stats, status
+from netbay.lbaas.batch import batch_update
+from netbay.lbaas.failover import failover
 from netbay.lbaas.populate import populate
 from netbay.lbaas.common import PROVIDER, PROVIDER_DESCRIPTION, LBBody, LBResource, invalid_input, not_offered
 from netbay.lbaas.registry import HEALTHMONITORS, LISTENERS, LOADBALANCERS, MEMBERS, POOLS
 from netbay.network.resource import ListQuery, Page, to_bool
 
 MAX_LIMIT = 1000
-VERSION_UPDATED = "2016-12-11T00:00:00Z"
+# Octavia's version document (its root controller): every v2.x it lists, with the
+# dates it gives, the last one CURRENT. Clients pick features by the highest version
+# (python-octaviaclient and openstacksdk send ``tags`` from 2.5 on).
+VERSIONS = (
+    ("v2.0", "2016-12-11T00:00:00Z"), ("v2.1", "2018-04-20T00:00:00Z"), ("v2.2", "2018-07-31T00:00:00Z"),
+    ("v2.3", "2018-12-18T00:00:00Z"), ("v2.4", "2018-12-19T00:00:00Z"), ("v2.5", "2019-01-21T00:00:00Z"),
+    ("v2.6", "2019-01-25T00:00:00Z"), ("v2.7", "2018-01-25T12:00:00Z"), ("v2.8", "2019-02-12T00:00:00Z"),
+    ("v2.9", "2019-03-04T00:00:00Z"), ("v2.10", "2019-03-05T00:00:00Z"), ("v2.11", "2019-06-24T00:00:00Z"),
+    ("v2.12", "2019-09-11T00:00:00Z"), ("v2.13", "2019-09-13T00:00:00Z"), ("v2.14", "2019-11-10T00:00:00Z"),
+    ("v2.15", "2020-03-10T00:00:00Z"), ("v2.16", "2020-03-15T00:00:00Z"), ("v2.17", "2020-04-29T00:00:00Z"),
+    ("v2.18", "2020-04-29T01:00:00Z"), ("v2.19", "2020-05-12T00:00:00Z"), ("v2.20", "2020-08-02T00:00:00Z"),
+    ("v2.21", "2020-09-03T00:00:00Z"), ("v2.22", "2020-09-04T00:00:00Z"), ("v2.23", "2020-09-07T00:00:00Z"),
+    ("v2.24", "2020-10-15T00:00:00Z"), ("v2.25", "2021-10-02T00:00:00Z"), ("v2.26", "2022-08-29T00:00:00Z"),
+    ("v2.27", "2023-05-05T00:00:00Z"), ("v2.28", "2023-11-08T00:00:00Z"), ("v2.29", "2024-10-15T00:00:00Z"),
+    ("v2.30", "2025-02-26T00:00:00Z"),
+)
 
 router = APIRouter(prefix="/load-balancer", tags=["load-balancer"])
 
@@ -37,21 +54,23 @@ def _base(request: Request) -> str:
     return request.app.state.public_url or str(request.base_url).rstrip("/")
 
 
-def _version(request: Request) -> dict[str, Any]:
-    return {"id": "v2.0", "status": "CURRENT", "updated": VERSION_UPDATED,
-            "links": [{"rel": "self", "href": f"{_base(request)}/load-balancer/v2"}]}
+def _versions(request: Request) -> list[dict[str, Any]]:
+    href = f"{_base(request)}/load-balancer/v2"
+    last = VERSIONS[-1][0]
+    return [{"id": v, "status": "CURRENT" if v == last else "SUPPORTED", "updated": updated,
+             "links": [{"rel": "self", "href": href}]} for v, updated in VERSIONS]
 
 
 @router.get("", include_in_schema=False)
 @router.get("/")
 def versions(request: Request) -> dict[str, Any]:
-    return {"versions": [_version(request)]}
+    return {"versions": _versions(request)}
 
 
 @router.get("/v2")
 @router.get("/v2/", include_in_schema=False)
 def version(request: Request) -> dict[str, Any]:
-    return {"version": _version(request)}
+    return {"version": _versions(request)[-1]}
 
 
 # --- requests ------------------------------------------------------------------------------
@@ -255,8 +274,21 @@ def _mount_members(api: APIRouter) -> None:
         await _write(request, lambda s: MEMBERS.delete_in(s, ctx, pool_id, member_id))
         return Response(status_code=204)
 
+    async def batch_members(request: Request, pool_id: str) -> Response:
+        ctx = context(request)
+        raw = await read_json(request)
+        if not isinstance(raw, dict) or "members" not in raw:
+            raise BadRequest('Missing argument: "members"')
+        if not isinstance(raw["members"], list):
+            raise invalid_input("members", raw["members"], "Value should be a list")
+        bodies = [parse_body({"member": m}, MEMBERS, "POST") for m in raw["members"]]
+        additive = to_bool(request.query_params.get("additive_only", "false"))
+        await _write(request, lambda s: batch_update(s, ctx, pool_id, bodies, additive_only=additive))
+        return Response(status_code=202)
+
     api.add_api_route(path, list_members, methods=["GET"], name="list_members")
     api.add_api_route(path, create_member, methods=["POST"], name="create_member", status_code=201)
+    api.add_api_route(path, batch_members, methods=["PUT"], name="batch_update_members", status_code=202)
     api.add_api_route(path + "/{member_id}", show_member, methods=["GET"], name="show_member")
     api.add_api_route(path + "/{member_id}", update_member, methods=["PUT"], name="update_member")
     api.add_api_route(path + "/{member_id}", delete_member, methods=["DELETE"], name="delete_member",
@@ -268,6 +300,21 @@ def _mount_extras(api: APIRouter) -> None:
         ctx = context(request)
         with request.app.state.store.read() as s:
             return status.tree(s, LOADBALANCERS.get(s, ctx, item_id))
+
+    def lb_stats(request: Request, item_id: str) -> dict[str, Any]:
+        ctx = context(request)
+        with request.app.state.store.read() as s:
+            return {"stats": stats.loadbalancer_stats(s, LOADBALANCERS.get(s, ctx, item_id).id)}
+
+    def listener_stats(request: Request, item_id: str) -> dict[str, Any]:
+        ctx = context(request)
+        with request.app.state.store.read() as s:
+            return {"stats": stats.listener_stats(s, LISTENERS.get(s, ctx, item_id).id)}
+
+    async def lb_failover(request: Request, item_id: str) -> Response:
+        ctx = context(request)
+        await _write(request, lambda s: failover(s, ctx, item_id))
+        return Response(status_code=202)
 
     def providers(request: Request) -> dict[str, Any]:
         context(request)
@@ -285,16 +332,23 @@ def _mount_extras(api: APIRouter) -> None:
                       name="show_loadbalancer_status")
     api.add_api_route("/lbaas/loadbalancers/{item_id}/statuses", statuses, methods=["GET"],
                       include_in_schema=False)
+    api.add_api_route("/lbaas/loadbalancers/{item_id}/stats", lb_stats, methods=["GET"],
+                      name="show_loadbalancer_stats")
+    api.add_api_route("/lbaas/listeners/{item_id}/stats", listener_stats, methods=["GET"],
+                      name="show_listener_stats")
+    api.add_api_route("/lbaas/loadbalancers/{item_id}/failover", lb_failover, methods=["PUT"],
+                      name="failover_loadbalancer", status_code=202)
     api.add_api_route("/lbaas/providers", providers, methods=["GET"], name="list_providers")
     api.add_api_route("/lbaas/flavors", flavors, methods=["GET"], name="list_flavors")
     api.add_api_route("/lbaas/availabilityzones", zones, methods=["GET"], name="list_availability_zones")
 
 
 def install(app: FastAPI) -> None:
-    from netbay.api import lbstatus
+    from netbay.api import lbstats, lbstatus
 
     lbstatus.install()  # the load-balancer kinds of PUT /netbay/v1/status
     app.include_router(router)
+    app.include_router(lbstats.router)  # PUT /netbay/v1/lbstats: the dataplane's counters
     api = APIRouter(tags=["load-balancer"])
     _mount_extras(api)  # before the collections: ``…/{id}/status`` is not an id
     for resource in (LOADBALANCERS, LISTENERS, POOLS, HEALTHMONITORS):

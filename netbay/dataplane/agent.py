@@ -156,6 +156,9 @@ class Api:
     def put_status(self, report: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
         return self._call("PUT", "/netbay/v1/status", json=report, timeout=60)
 
+    def put_lbstats(self, report: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        return self._call("PUT", "/netbay/v1/lbstats", json=report, timeout=60)
+
 
 class Reporter:
     """Writes status in the background, so that a slow PUT never delays wiring.
@@ -253,6 +256,8 @@ class Agent:
             attach = getattr(r, "attach", None)
             if attach is not None:
                 attach(self.reporter.submit)
+        self._stats_api: Api | None = None
+        self.failovers: set[str] = set()    # load balancers to rebuild from scratch
         self._retry_at = 0.0
         self._retry_delay = 0.5
         self._resynced_at = 0.0
@@ -269,11 +274,24 @@ class Agent:
         stop = stop or threading.Event()
         bigtcp.decide()   # before the first veth: the per-host cache, else a 1-2.5 s probe
         self.reporter.start()
+        self._attach_stats()
         try:
             self._loop(stop)
         finally:
             self.stop_realizers()
             self.reporter.stop()
+            if self._stats_api is not None:
+                self._stats_api.close()
+
+    def _attach_stats(self) -> None:
+        """Realizers that count traffic (load balancers) send it on their own thread,
+        with their own API client."""
+        for r in self.realizers:
+            attach = getattr(r, "attach_stats", None)
+            if attach is not None:
+                if self._stats_api is None:
+                    self._stats_api = self.api.fork()
+                attach(self._stats_api.put_lbstats)
 
     def stop_realizers(self) -> None:
         """End the realizers' own threads (health checks), bounded."""
@@ -498,6 +516,8 @@ class Agent:
                 w["security_groups"].update(t.values("security_group_id"))
             elif t.collection == "loadbalancers":
                 w["ports"].update(p["id"] for p in state.ports_of(f"lb-{t.id}"))
+                if t.action == "failover":
+                    self.failovers.add(t.id)
             elif t.collection in LB_CHILDREN:
                 w["loadbalancers"].update(_lb_of(state, t))
             for r in self.realizers:   # what a realizer's own kinds depend on (cluster nodes)
@@ -510,6 +530,7 @@ class Agent:
         for coll, ids in work.items():  # a fresh attempt for everything in this work
             if coll in self.failed:
                 self.failed[coll] -= ids
+        self._failover(work)
         specs = {}
         for pid in work.get("ports", ()):
             port = self.state.ports.get(pid)
@@ -578,6 +599,20 @@ class Agent:
                 self._attempt("networks", nid, lambda: fabric.remove_bridge(nid))
         if not state.networks and netns.exists(names.fabric):
             self._attempt("fabric", "", fabric.remove)
+
+    def _failover(self, work: Work) -> None:
+        """Octavia's failover here: the load balancer's namespace and VIP leg are
+        deleted and rebuilt by the reconcile that follows (same id, same address)."""
+        for lb_id in sorted(self.failovers):
+            if lb_id in self.state.loadbalancers:
+                for r in self.realizers:
+                    forget = getattr(r, "failover", None)
+                    if forget is not None:
+                        forget(lb_id)
+                self._drop_namespace(self.names.loadbalancer(lb_id))
+                work.setdefault("loadbalancers", set()).add(lb_id)
+                work.setdefault("ports", set()).update(p["id"] for p in self.state.ports_of(f"lb-{lb_id}"))
+        self.failovers.clear()
 
     def _release(self, specs: Iterable[PortSpec], work: Work) -> None:
         """Close this thread's netlink sockets of the sandbox namespaces just

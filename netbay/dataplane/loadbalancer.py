@@ -41,11 +41,12 @@ up; ``max_retries_down`` consecutive failures take it down (out of the map,
 ``ERROR``), ``max_retries`` consecutive successes bring it back (``ONLINE``). A
 transition rebuilds the table and reports the tree's operating statuses at once.
 
-Statuses (Octavia's rules): a member is ``OFFLINE`` when it (or its pool, listener or
-load balancer) is disabled, ``NO_MONITOR`` without an enabled monitor, else
-``ONLINE``/``ERROR``; a pool is ``ONLINE``, ``DEGRADED`` (some enabled members
-down) or ``ERROR`` (all down); a listener ``ONLINE`` (``OFFLINE`` disabled); the
-load balancer ``ONLINE`` or ``DEGRADED`` when one of its pools is. Provisioning
+Statuses (Octavia's health manager's rules): a member is ``OFFLINE`` when it (or its
+pool or load balancer) is disabled, ``NO_MONITOR`` without an enabled monitor, else
+``ONLINE``/``ERROR``; a pool is ``OFFLINE`` when disabled, used by no enabled listener
+or empty, else ``ONLINE``, ``DEGRADED`` (some enabled members down) or ``ERROR`` (all
+enabled members down, or none enabled); a listener ``ONLINE`` (``OFFLINE`` disabled); the load balancer ``OFFLINE``
+when disabled, ``ERROR`` when one of its pools is, ``DEGRADED`` when one is. Provisioning
 goes ``ACTIVE`` once realized (``ERROR`` if it cannot be), which settles the tree.
 """
 
@@ -68,7 +69,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from netbay.dataplane import links, netns
+from netbay.dataplane import lbstats, links, netns
 from netbay.dataplane.probe import ping as icmp_echo
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
@@ -306,6 +307,7 @@ def _dnat_rule(spec: LoadBalancerSpec, listener: ListenerSpec, pool: PoolSpec,
     data = {"set": [[i, {"concat": [m.address, m.port]}] for i, m in enumerate(members)]}
     expr = [_match(_payload("ip", "daddr"), spec.vip_address),
             _match(_payload(listener.protocol, "dport"), listener.port),
+            *lbstats.dnat_prefix(listener.id),
             {"dnat": {"family": "ip", "addr": {"map": {"key": key, "data": data}}}}]
     return {"add": {"rule": {"family": FAMILY, "table": TABLE, "chain": "prerouting", "expr": expr,
                              "comment": f"{_TAG} listener {listener.id}"}}}
@@ -334,6 +336,7 @@ def table_commands(spec: LoadBalancerSpec, in_map: Callable[[PoolSpec, MemberSpe
         {"add": {"rule": {**t, "chain": "postrouting", "comment": f"{_TAG} full-proxy", "expr": [
             _match({"ct": {"key": "status"}}, "dnat", op="in"),
             {"snat": {"family": "ip", "addr": spec.vip_address}}]}}},
+        *lbstats.counter_commands(FAMILY, TABLE, [li.id for li in spec.listeners]),
     ]
     if not spec.enabled:
         return cmds
@@ -574,25 +577,29 @@ def operating_statuses(spec: LoadBalancerSpec, health: Mapping[str, Health]
     out: dict[str, dict[str, str | None]] = {k: {} for k in
                                               ("members", "healthmonitors", "pools", "listeners", "loadbalancers")}
     lb_status = "ONLINE" if spec.enabled else "OFFLINE"
+    served = {li.pool_id for li in spec.listeners if li.enabled and li.pool_id}
     for pool in spec.pools:
         on = spec.enabled and pool.enabled
-        down = known = 0
-        enabled = 0
+        down = enabled = 0
         for m in pool.members:
             if not (on and m.enabled):
-                out["members"][m.id] = "OFFLINE"
+                out["members"][m.id] = "OFFLINE"   # HAProxy's MAINT
                 continue
             enabled += 1
             if not pool.monitored:
                 out["members"][m.id] = "NO_MONITOR"
                 continue
+            if pool.id not in served:
+                out["members"][m.id] = "OFFLINE"   # no frontend: Octavia's haproxy checks nothing
+                continue
             h = health.get(m.id)
             up = None if h is None else h.up
             out["members"][m.id] = None if up is None else ("ONLINE" if up else "ERROR")
-            known += up is not None
             down += up is False
-        if not on:
-            status = "OFFLINE"
+        if not on or pool.id not in served or not pool.members:
+            status = "OFFLINE"   # no frontend uses it, or nothing in it: Octavia's "offline pool"
+        elif not enabled:
+            status = "ERROR"     # every member admin-down: HAProxy's backend is DOWN
         elif down and down == enabled:
             status = "ERROR"
         elif down:
@@ -602,7 +609,11 @@ def operating_statuses(spec: LoadBalancerSpec, health: Mapping[str, Health]
         out["pools"][pool.id] = status
         if pool.monitor is not None:
             out["healthmonitors"][pool.monitor.id] = "ONLINE" if on and pool.monitor.enabled else "OFFLINE"
-        if spec.enabled and status in ("DEGRADED", "ERROR"):
+        # A pool with no working member makes the load balancer ERROR, a degraded one
+        # DEGRADED (unless already ERROR), as Octavia's health manager rules.
+        if spec.enabled and status == "ERROR":
+            lb_status = "ERROR"
+        elif spec.enabled and status == "DEGRADED" and lb_status == "ONLINE":
             lb_status = "DEGRADED"
     for listener in spec.listeners:
         out["listeners"][listener.id] = "ONLINE" if spec.enabled and listener.enabled else "OFFLINE"
@@ -634,9 +645,14 @@ class LoadBalancerRealizer:
     name = "loadbalancers"
     before_fabric = False
 
-    def __init__(self, names: Names, report: Report | None = None) -> None:
+    def __init__(self, names: Names, report: Report | None = None, *, stats_interval: float = 5.0) -> None:
         self.names = names
         self.report = report
+        self.stats_interval = stats_interval
+        self.stats: lbstats.StatsSender | None = None
+        self.realizations: dict[str, int] = defaultdict(int)   # lb id -> table transactions
+        # lb id -> (counters, open connections by mark) as the last statistics round saw them
+        self._stats_seen: dict[str, tuple[dict, dict]] = {}
         self.specs: dict[str, LoadBalancerSpec] = {}
         self.health: dict[str, Health] = {}                 # member id -> health
         self.applied: dict[str, tuple[int | None, str]] = {}  # lb id -> (ns inode, table JSON)
@@ -652,8 +668,58 @@ class LoadBalancerRealizer:
         """Where asynchronous (health) status reports go: the agent's reporter."""
         self.report = report
 
+    def attach_stats(self, send: lbstats.Send) -> None:
+        """Where listener statistics go (the agent's ``PUT /netbay/v1/lbstats``): start
+        sending them every ``stats_interval`` seconds."""
+        if self.stats is not None:
+            self.stats.stop()
+        self.stats = lbstats.StatsSender(self.collect_stats, send, self.stats_interval)
+        self.stats.start()
+
+    def collect_stats(self) -> dict[str, dict[str, Any]]:
+        """Listener id -> its counters, for every load balancer realized here."""
+        with self._lock:
+            work = [(spec, self.nfts.get(lb_id), self.applied.get(lb_id, (None,))[0])
+                    for lb_id, spec in self.specs.items()]
+        out: dict[str, dict[str, Any]] = {}
+        for spec, nft, inode in work:
+            if nft is None or inode is None:
+                continue
+            try:
+                counters = lbstats.read_counters(nft, FAMILY, TABLE)
+                seen = self._stats_seen.get(spec.id)
+                if seen is not None and seen[0] == counters:
+                    opened = seen[1]   # no packet since: no connection opened or closed
+                else:
+                    # A conntrack dump walks the kernel's whole (shared) hash table, ~100 ms
+                    # here: only when packets flowed. Counters again after it, so that a
+                    # connection seen open is always in the total too.
+                    opened = lbstats.open_connections(spec.ns)
+                    counters = lbstats.read_counters(nft, FAMILY, TABLE)
+                self._stats_seen[spec.id] = (counters, opened)
+            except (OSError, RuntimeError) as exc:   # the namespace went meanwhile
+                log.debug("load balancer %s: no statistics this round: %s", spec.id, exc)
+                continue
+            try:
+                lbstats.drop_stale(nft, FAMILY, TABLE, counters, [li.id for li in spec.listeners])
+            except (OSError, RuntimeError) as exc:   # a refill under way still names them: next round
+                log.debug("load balancer %s: stale counters kept this round: %s", spec.id, exc)
+            epoch = f"{lbstats.PROCESS}:{inode}"
+            for listener in spec.listeners:
+                out[listener.id] = lbstats.listener_stats(counters, opened, listener.id, epoch)
+        return out
+
+    def failover(self, lb_id: str) -> None:
+        """Forget everything about the load balancer before its namespace is rebuilt
+        (the agent deletes the namespace; the next ensure starts from scratch)."""
+        with self._lock:
+            self._forget(lb_id)
+
     def stop(self) -> None:
-        """Stop every monitor thread (bounded) and the probe workers."""
+        """Stop every monitor thread (bounded), the probe workers and the statistics."""
+        if self.stats is not None:
+            self.stats.stop()
+            self.stats = None
         self.stopping.set()
         with self._lock:
             monitors = list(self.monitors.values())
@@ -766,6 +832,7 @@ class LoadBalancerRealizer:
         else:
             nft.run(cmds)
         self.applied[spec.id] = (inode, text)
+        self.realizations[spec.id] += 1
 
     def _sync_monitors(self, spec: LoadBalancerSpec, old: LoadBalancerSpec | None) -> None:
         """One thread per enabled monitor of an enabled pool. A new (or re-enabled,
@@ -790,6 +857,7 @@ class LoadBalancerRealizer:
 
     def _forget(self, lb_id: str) -> None:
         spec = self.specs.pop(lb_id, None)
+        self._stats_seen.pop(lb_id, None)
         self.applied.pop(lb_id, None)
         nft = self.nfts.pop(lb_id, None)
         if nft is not None:

@@ -31,11 +31,13 @@ def collection_of(member: str) -> str:
 
 @dataclass(frozen=True)
 class Touched:
-    """One applied change: ``old``/``new`` renderings (None when absent)."""
+    """One applied change: ``old``/``new`` renderings (None when absent) and the
+    change's action (``create``, ``update``, ``delete``, or a verb like ``failover``)."""
     collection: str
     id: str
     old: Resource | None
     new: Resource | None
+    action: str = ""
 
     def values(self, key: str) -> set[Any]:
         """``key`` in the old and the new rendering (what a change moved from and to)."""
@@ -148,7 +150,7 @@ class State:
         rev = change.get("revision")
         if isinstance(rev, int) and rev > self.revision:
             self.revision = rev
-        return Touched(coll, obj_id, old, new)
+        return Touched(coll, obj_id, old, new, str(change.get("action") or ""))
 
     def apply_all(self, changes: Iterable[Mapping[str, Any]]) -> list[Touched]:
         return [self.apply(c) for c in changes]

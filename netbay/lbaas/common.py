@@ -7,6 +7,7 @@ paging, tags, change log) with Octavia's not-found wording and timestamps.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import uuid
 from collections.abc import Callable
@@ -14,10 +15,11 @@ from datetime import datetime
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BeforeValidator
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, NotFound
+from netbay.errors import BadRequest, Conflict, Forbidden, NetbayError, NotFound
 from netbay.network.resource import ListQuery, Page, Resource
 from netbay.network.types import Body
 
@@ -54,9 +56,22 @@ def validation(detail: str) -> BadRequest:
     return BadRequest(f"Validation failure: {detail}")
 
 
-def not_offered(what: str) -> BadRequest:
-    """An Octavia option this provider does not realize (yet): refused, never pretended."""
-    return BadRequest(f"Provider '{PROVIDER}' does not support a requested option: {what}")
+class ProviderUnsupportedOption(NetbayError):
+    """Octavia's ``ProviderUnsupportedOptionError``: 501, which clients and test tooling
+    read as "not implemented by this provider" (a skip), not as a bad request."""
+
+    status = 501
+    kind = "ProviderUnsupportedOptionError"
+
+
+def not_offered(what: str, provider: str = PROVIDER) -> ProviderUnsupportedOption:
+    """An Octavia option ``provider`` does not realize (yet): refused, never pretended."""
+    return ProviderUnsupportedOption(f"Provider '{provider}' does not support a requested option: {what}")
+
+
+def forbidden() -> Forbidden:
+    """Octavia's ``PolicyForbidden`` (403): the answer for another project's object."""
+    return Forbidden("Policy does not allow this request to be performed.")
 
 
 def immutable(kind: str, obj_id: str) -> Conflict:
@@ -192,7 +207,14 @@ class LBResource(Resource):
         try:
             return super().get(session, ctx, obj_id, for_update=for_update)
         except NotFound:
-            raise not_found(self.title, obj_id) from None
+            raise self.refusal(session, obj_id) from None
+
+    def refusal(self, session: Session, obj_id: str) -> NetbayError:
+        """Why the caller cannot have ``obj_id``: Octavia looks the object up in every
+        project, then its policy check refuses another project's (403); 404 only if
+        it does not exist at all."""
+        exists = session.scalar(select(self.model.id).where(self.model.id == obj_id))
+        return forbidden() if exists is not None else not_found(self.title, obj_id)
 
     @staticmethod
     def child_body(body: LBBody) -> tuple[dict[str, Any], list[str]]:
@@ -203,6 +225,8 @@ class LBResource(Resource):
         return given, given.pop("tags", None) or []
 
     def list(self, session: Session, ctx: Context, query: ListQuery) -> Page:
+        if not query.sort:  # Octavia's default order (its pagination helper's); the caller's query is kept
+            query = dataclasses.replace(query, sort=[("created_at", "asc"), ("id", "asc")])
         try:
             return super().list(session, ctx, query)
         except NotFound:  # only the marker can be missing
@@ -226,6 +250,7 @@ class LBResource(Resource):
 
 __all__ = [
     "ACTIVE", "Bool", "ERROR", "IP", "Int", "LBBody", "LBResource", "OFFLINE", "PENDING",
+    "ProviderUnsupportedOption", "forbidden",
     "PENDING_CREATE", "PENDING_DELETE", "PENDING_UPDATE", "PROVIDER", "PortNumber", "Str255",
     "Tags", "UUID", "between", "immutable", "invalid_input", "not_found", "not_offered", "one_of",
     "pending_state", "standard", "validation",

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     ForeignKey,
@@ -555,3 +556,26 @@ class Pod(Standard, Base):
     status: Mapped[str] = mapped_column(String(16), default="BUILD")
     status_reason: Mapped[str] = mapped_column(String(255), default="")   # why ERROR, from the agent
     __table_args__ = (UniqueConstraint("cluster_id", "address"), UniqueConstraint("cluster_id", "name"))
+
+
+class LBListenerStats(Base):
+    """A listener's traffic as its dataplane counted it (Octavia's ``listener_statistics``).
+
+    The agent reports its kernel counters as they are (``epoch`` names the counters:
+    a rebuilt namespace or restarted agent starts new ones at zero); what earlier
+    epochs counted is carried in ``carried_*`` so the totals never go back."""
+
+    __tablename__ = "lb_listener_stats"
+    listener_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    loadbalancer_id: Mapped[str] = mapped_column(String(36), index=True)
+    epoch: Mapped[str] = mapped_column(String(64), default="")
+    bytes_in: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_out: Mapped[int] = mapped_column(BigInteger, default=0)
+    total_connections: Mapped[int] = mapped_column(BigInteger, default=0)
+    active_connections: Mapped[int] = mapped_column(BigInteger, default=0)
+    request_errors: Mapped[int] = mapped_column(BigInteger, default=0)
+    carried_bytes_in: Mapped[int] = mapped_column(BigInteger, default=0)
+    carried_bytes_out: Mapped[int] = mapped_column(BigInteger, default=0)
+    carried_total_connections: Mapped[int] = mapped_column(BigInteger, default=0)
+    carried_request_errors: Mapped[int] = mapped_column(BigInteger, default=0)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
