@@ -1,7 +1,7 @@
 """Networks: the provider extension's network type and physical network, and the
 ``port-security`` default their new ports inherit (issue 10).
 
-Revision ID: 0003_neutron_semantics
+Revision ID: 0003
 Revises: 0002
 """
 
@@ -9,7 +9,7 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0003_neutron_semantics'
+revision = '0003'
 down_revision = '0002'
 branch_labels = None
 depends_on = None

@@ -1,7 +1,7 @@
 """Load balancer listener statistics reported by the dataplane, issue 17.
 
-Revision ID: 0003_lbstats
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-11-24 16:10:00
 """
 
@@ -9,8 +9,8 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0003_lbstats'
-down_revision = '0002'
+revision = '0004'
+down_revision = '0003'
 branch_labels = None
 depends_on = None
 
