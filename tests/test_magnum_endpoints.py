@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from coehelp import ci_client, magnum_error, make_template, wait_status
+from coehelp import ci_client, magnum_error, make_keypair, make_template, wait_status
 from conftest import ADMIN_PASSWORD, Server, start_server, stop_server, unique
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -68,9 +68,10 @@ def ci(server: Server, owner) -> httpx.Client:  # noqa: ANN001
 
 
 @pytest.fixture(scope="module")
-def cluster(server: Server, ci: httpx.Client) -> dict:
+def cluster(server: Server, owner, ci: httpx.Client) -> dict:  # noqa: ANN001
+    make_keypair(server, server.token(*owner), "owner-key")
     template = make_template(ci, name=unique("k8s"), external_network_id="public", network_driver="flannel",
-                             floating_ip_enabled=True, master_lb_enabled=False, keypair_id="any-name-at-all")
+                             floating_ip_enabled=True, master_lb_enabled=False, keypair_id="owner-key")
     r = ci.post("/clusters", json={"name": unique("c"), "cluster_template_id": template["uuid"], "node_count": 1})
     assert r.status_code == 202, r.text
     built = wait_status(ci, r.json()["uuid"], ("CREATE_COMPLETE", "CREATE_FAILED"), timeout=180)
@@ -182,13 +183,71 @@ def test_certificate_errors(ci: httpx.Client, cluster: dict, server: Server) -> 
     magnum_error(other.patch(f"/certificates/{cluster['uuid']}"), 404)
 
 
-# --- keypairs: any name, as the docs say --------------------------------------------------------------
+# --- keypairs: Nova's os-keypairs, which templates and clusters are checked against --------------------
 
 
-def test_keypair_names_are_taken_as_given(cluster: dict, ci: httpx.Client) -> None:
-    assert cluster["keypair"] == "any-name-at-all"  # from the template: there is no Nova to ask
-    template = make_template(ci, name=unique("kp"), keypair_id="never-seen")
-    assert template["keypair_id"] == "never-seen"
+def test_openstack_keypair_commands(server: Server, owner, tmp_path: Path) -> None:  # noqa: ANN001
+    name = unique("kp")
+    made = ok(osc(server, "keypair", "create", "--private-key", str(tmp_path / "id"), name, user=owner))
+    assert made["name"] == name and made["fingerprint"].count(":") == 15
+    private = serialization.load_pem_private_key((tmp_path / "id").read_bytes(), None) \
+        if (tmp_path / "id").read_bytes().startswith(b"-----BEGIN RSA") else \
+        serialization.load_ssh_private_key((tmp_path / "id").read_bytes(), None)
+    shown = ok(osc(server, "keypair", "show", name, user=owner))
+    raw = ok(osc(server, "keypair", "show", "--public-key", name, user=owner, json_out=False))
+    public = serialization.load_ssh_public_key(raw.strip().encode())
+    assert public.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH) == \
+        private.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    assert shown["fingerprint"] == made["fingerprint"] and shown["type"] == "ssh"
+    assert name in [row["Name"] for row in ok(osc(server, "keypair", "list", user=owner))]
+    assert name not in [row["Name"] for row in ok(osc(server, "keypair", "list"))]  # keypairs are per user
+    r = osc(server, "keypair", "create", "--public-key", str(tmp_path / "nope"), name, user=owner)
+    assert r.returncode != 0
+    (tmp_path / "bad.pub").write_text("ssh-rsa not-a-key\n")
+    r = osc(server, "keypair", "create", "--public-key", str(tmp_path / "bad.pub"), unique("bad"), user=owner)
+    assert r.returncode != 0 and "Keypair data is invalid" in r.stderr, r.stderr
+    ok(osc(server, "keypair", "delete", name, user=owner, json_out=False))
+    r = osc(server, "keypair", "show", name, user=owner)
+    assert r.returncode != 0 and f"No Keypair found for {name}" in r.stderr, r.stderr
+
+
+def test_nova_error_bodies(server: Server, owner) -> None:  # noqa: ANN001
+    token = server.token(*owner)
+    api = httpx.Client(base_url=f"{server.url}/compute/v2.1", headers={"X-Auth-Token": token}, timeout=30)
+    server._clients.append(api)
+    user_id = _user_id(server, token)
+    assert api.get("/os-keypairs/nope").json() == {"itemNotFound": {
+        "code": 404, "message": f"Keypair nope not found for user {user_id}"}}
+    name = unique("dup")
+    assert api.post("/os-keypairs", json={"keypair": {"name": name}}).status_code == 200  # 2.1: 200
+    r = api.post("/os-keypairs", json={"keypair": {"name": name}})
+    assert r.status_code == 409 and r.json()["conflictingRequest"]["message"] == f"Key pair '{name}' already exists."
+    r = api.post("/os-keypairs", json={"keypair": {"name": "a/b"}})
+    assert r.status_code == 400 and "unsafe characters" in r.json()["badRequest"]["message"]
+    r = api.get("/os-keypairs", headers={"OpenStack-API-Version": "compute 2.99"})
+    assert r.status_code == 406 and "maximum is 2.10" in r.json()["notAcceptable"]["message"]
+    r = api.delete(f"/os-keypairs/{name}", headers={"OpenStack-API-Version": "compute 2.2"})
+    assert r.status_code == 204 and r.headers["OpenStack-API-Version"] == "compute 2.2"
+
+
+def _user_id(server: Server, token: str) -> str:
+    r = httpx.get(f"{server.auth_url}/auth/tokens", headers={"X-Auth-Token": token, "X-Subject-Token": token},
+                  timeout=10)
+    return r.json()["token"]["user"]["id"]
+
+
+def test_templates_and_clusters_name_only_known_keypairs(server: Server, owner, cluster: dict,
+                                                         ci: httpx.Client) -> None:  # noqa: ANN001
+    assert cluster["keypair"] == "owner-key"  # from the template
+    magnum_error(ci.post("/clustertemplates", json={"coe": "kubernetes", "keypair_id": "never-seen"}), 404,
+                 "Unable to find keypair never-seen.")
+    template = make_template(ci, name=unique("kp"), keypair_id="owner-key")
+    magnum_error(ci.post("/clusters", json={"cluster_template_id": template["uuid"], "keypair": "never-seen"}),
+                 404, "Unable to find keypair never-seen.")
+    # Keypairs are the user's: another user names a keypair it does not have.
+    other = ci_client(server, server.token(*server.make_user()))
+    magnum_error(other.post("/clustertemplates", json={"coe": "kubernetes", "keypair_id": "owner-key"}), 404,
+                 "Unable to find keypair owner-key.")
 
 
 # --- node_count per microversion ----------------------------------------------------------------------

@@ -17,7 +17,8 @@ suffices:
   ``load-balancer_member``; ``admin`` and ``load-balancer_admin`` are the
   load-balancer admin, and a global observer reads every project. Refusals are
   Octavia's ``Policy does not allow this request to be performed.``
-- netbay's own APIs: reads need ``reader``, writes ``member``.
+- compute (``os-keypairs``) and netbay's own APIs: reads need ``reader``,
+  writes ``member``.
 - identity: left to the identity API.
 
 Which project an object belongs to stays the resource layer's business (another
@@ -65,6 +66,9 @@ def enforce(method: str, path: str, ctx: Context) -> Context:
         raise PolicyNotAuthorized(f"rule:{neutron_action(method, path)} is disallowed by policy")
     if path.startswith("/container-infra/"):
         raise Forbidden(f"Policy doesn't allow {magnum_action(method, path)} to be performed.")
+    if path.startswith("/compute/"):
+        verb = {"POST": "create", "DELETE": "delete"}.get(method, "show" if path.count("/") > 3 else "index")
+        raise Forbidden(f"Policy doesn't allow os_compute_api:os-keypairs:{verb} to be performed.")
     raise Forbidden(f"This operation needs the {role} role.")
 
 

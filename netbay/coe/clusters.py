@@ -168,6 +168,7 @@ def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False,
     references.check(session, ctx, {"external_network_id": template.external_network_id,
                                     "fixed_network": values["fixed_network"],
                                     "fixed_subnet": values["fixed_subnet"]})
+    references.keypair(session, ctx, values["keypair"])
     _check_room(session, values["labels"], values["fixed_subnet"], values["master_count"],
                 values["node_count"], values["master_lb_enabled"])
     no_leases = clusternet.room_problem(template.network_driver, values["labels"], values["master_count"],

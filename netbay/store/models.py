@@ -583,3 +583,18 @@ class ClusterCA(Base):
     key_pem: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+class Keypair(Base):
+    """An SSH public key a user registered (Nova's os-keypairs: per user, by name);
+    cluster templates and clusters name one in ``keypair_id`` / ``keypair``."""
+
+    __tablename__ = "keypairs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    type: Mapped[str] = mapped_column(String(16), default="ssh")
+    public_key: Mapped[str] = mapped_column(Text)
+    fingerprint: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    __table_args__ = (UniqueConstraint("user_id", "name"),)

@@ -1,4 +1,4 @@
-"""Magnum's conductor heartbeats and each cluster's CA, issue 16.
+"""Magnum's conductor heartbeats, each cluster's CA and Nova-style keypairs, issue 16.
 
 Revision ID: 0003_mservices
 Revises: 0002
@@ -38,8 +38,22 @@ def upgrade() -> None:
     sa.ForeignKeyConstraint(['cluster_id'], ['coe_clusters.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('cluster_id')
     )
+    op.create_table('keypairs',
+    sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
+    sa.Column('user_id', sa.String(length=64), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('type', sa.String(length=16), nullable=False),
+    sa.Column('public_key', sa.Text(), nullable=False),
+    sa.Column('fingerprint', sa.String(length=255), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.PrimaryKeyConstraint('id'),
+    sa.UniqueConstraint('user_id', 'name')
+    )
+    with op.batch_alter_table('keypairs', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_keypairs_user_id'), ['user_id'], unique=False)
 
 
 def downgrade() -> None:
+    op.drop_table('keypairs')
     op.drop_table('coe_cluster_cas')
     op.drop_table('coe_mservices')
