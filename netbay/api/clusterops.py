@@ -36,7 +36,7 @@ def mount(sub: FastAPI) -> None:
             cluster = clusters.get(s, ctx, ident)
             return certificates.shown(cluster, certificates.ca_of(s, cluster).cert_pem)
 
-        return JSONResponse(_linked(request, ci_write_sync(request, work)))
+        return JSONResponse(_linked(request, _write_now(request, work)))
 
     async def sign_certificate(request: Request) -> Response:
         ctx = context(request)
@@ -81,7 +81,7 @@ def mount(sub: FastAPI) -> None:
                       name="rotate_ca")
 
 
-def ci_write_sync(request: Request, work: Any) -> Any:
+def _write_now(request: Request, work: Any) -> Any:
     """A short write from a sync handler (a GET may make a CA for an older cluster)."""
     return request.app.state.store.retrying(work)
 

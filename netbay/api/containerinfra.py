@@ -14,8 +14,9 @@ synchronous contract (201 / 200 with the bay) below 1.2 and answer 202
 
 Routes: ``clustertemplates`` and ``baymodels``, ``clusters`` and ``bays``
 (list, ``/detail``, show by uuid or name, create, JSON-patch, delete) and
-``network-drivers`` (netbay: the Network Driver and Label Matrices). The rules
-live in ``netbay.coe``.
+``network-drivers`` (netbay: the Network Driver and Label Matrices);
+``mservices`` and ``certificates`` are mounted from ``netbay.api.clusterops``. The
+rules live in ``netbay.coe``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Each cluster's certificate authority, as Magnum's ``/v1/certificates`` serves it.
 
-A CA (RSA 2048, self-signed, CN = the cluster's name) is made with the cluster,
-in the same transaction. ``GET`` returns its certificate, ``POST`` signs a CSR
+A CA (ECDSA P-256, self-signed, CN = the cluster's name) is made with the
+cluster, in the same transaction: P-256 because an RSA 2048 key costs 50–250 ms
+of the create request here, an EC key well under 1 ms (Kubernetes takes either). ``GET`` returns its certificate, ``POST`` signs a CSR
 into a client certificate (what ``openstack coe cluster config`` asks for: CN
 ``admin``, O ``system:masters``), ``PATCH`` replaces the CA, after which
 certificates it signed before no longer verify. Magnum keeps the CA's key in
@@ -17,7 +18,7 @@ from typing import Any
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from sqlalchemy.orm import Session
 
@@ -35,7 +36,7 @@ def _pem(cert: x509.Certificate) -> str:
 
 def new_ca(common_name: str) -> tuple[str, str]:
     """A fresh self-signed CA: (certificate PEM, private key PEM)."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64] or "netbay-cluster-ca")])
     now = dt.datetime.now(dt.timezone.utc)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
