@@ -65,3 +65,11 @@ def wait_status(ci: httpx.Client, cid: str, done: tuple[str, ...], timeout: floa
             return cluster
         time.sleep(0.1)
     raise AssertionError(f"cluster {cid} not in {done} after {timeout}s: {ci.get(f'/clusters/{cid}').text}")
+
+
+def make_keypair(server, token: str, name: str) -> dict:  # noqa: ANN001
+    """A keypair (netbay makes the key) for the token's user, for templates to name."""
+    r = httpx.post(f"{server.url}/compute/v2.1/os-keypairs", json={"keypair": {"name": name}},
+                   headers={"X-Auth-Token": token, "OpenStack-API-Version": "compute 2.2"}, timeout=30)
+    assert r.status_code == 201, r.text
+    return r.json()["keypair"]

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from coehelp import ci_client, magnum_error, make_template, new_member
+from coehelp import ci_client, magnum_error, make_keypair, make_template, new_member
 from conftest import ADMIN_PASSWORD, unique
 
 # The API alone: no conductor builds these clusters; tests report statuses themselves.
@@ -21,7 +21,10 @@ SERVER_ARGS = ("--no-conductor",)
 
 @pytest.fixture(scope="module")
 def ci_admin(server):
-    return ci_client(server, server.token())
+    token = server.token()
+    for name in ('key1',):  # keypair names the tests' templates and clusters use
+        make_keypair(server, token, name)
+    return ci_client(server, token)
 
 
 @pytest.fixture(scope="module")

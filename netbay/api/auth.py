@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from fastapi import Request
 
+from netbay.api import policy
 from netbay.context import Context
 from netbay.errors import Unauthorized
 
 
 def context(request: Request) -> Context:
-    """The caller's identity; every API route but discovery and login needs it."""
+    """The caller's identity, as its API family's policy lets it act (``netbay.api.policy``);
+    every API route but discovery and login needs it."""
+    cached = request.scope.get("netbay.context")
+    if cached is not None:
+        return cached
     state = request.app.state
     if state.noauth:
         project = request.headers.get("X-Project-Id", "admin")
@@ -17,7 +22,9 @@ def context(request: Request) -> Context:
     value = request.headers.get("X-Auth-Token")
     if not value:
         raise Unauthorized("The request you have made requires authentication.")
-    return state.tokens.verify(value).context
+    ctx = policy.enforce(request.method, request.url.path, state.tokens.verify(value).context)
+    request.scope["netbay.context"] = ctx
+    return ctx
 
 
 def admin_context(request: Request) -> Context:

@@ -14,8 +14,9 @@ synchronous contract (201 / 200 with the bay) below 1.2 and answer 202
 
 Routes: ``clustertemplates`` and ``baymodels``, ``clusters`` and ``bays``
 (list, ``/detail``, show by uuid or name, create, JSON-patch, delete) and
-``network-drivers`` (netbay: the Network Driver and Label Matrices). The rules
-live in ``netbay.coe``.
+``network-drivers`` (netbay: the Network Driver and Label Matrices);
+``mservices`` and ``certificates`` are mounted from ``netbay.api.clusterops``. The
+rules live in ``netbay.coe``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ MIN_VERSION = (1, 1)
 MAX_VERSION = (1, 9)
 VERSION_HEADER = "OpenStack-API-Version"
 MAX_BODY = 1 << 20
+ZERO_NODES_VERSION = (1, 10)  # Magnum's: node_count 0 from here on (not served yet)
 
 
 def _v(version: tuple[int, int]) -> str:
@@ -331,7 +333,9 @@ def _mount_clusters(sub: FastAPI, collection: str, legacy: bool) -> None:
     async def create(request: Request) -> Response:
         ctx = context(request)
         body = await _body(request)
-        out = await _write(request, lambda s: shown(request, s, clusters.create(s, ctx, body, legacy=legacy)))
+        zero = _version(request) >= ZERO_NODES_VERSION
+        out = await _write(request, lambda s: shown(request, s, clusters.create(s, ctx, body, legacy=legacy,
+                                                                                 zero_nodes=zero)))
         _conductor(request).cluster_changed(out["uuid"], "create")
         if synchronous(request):
             return JSONResponse(out, status_code=201, headers={"Location": out["links"][0]["href"]})
@@ -340,8 +344,9 @@ def _mount_clusters(sub: FastAPI, collection: str, legacy: bool) -> None:
     async def update(request: Request, ident: str) -> Response:
         ctx = context(request)
         body = await _body(request)
+        zero = _version(request) >= ZERO_NODES_VERSION
         out = await _write(request, lambda s: shown(request, s, clusters.update(s, ctx, ident, body,
-                                                                                  legacy=legacy)))
+                                                                                  legacy=legacy, zero_nodes=zero)))
         _conductor(request).cluster_changed(out["uuid"], "update")
         if synchronous(request):
             return JSONResponse(out)
@@ -400,7 +405,8 @@ def _mount_discovery(sub: FastAPI) -> None:
             "media_types": [{"base": "application/json", "type": "application/vnd.openstack.magnum.v1+json"}],
             "links": [{"href": f"{base}/v1/", "rel": "self"}],
         }
-        for name in ("clustertemplates", "clusters", "baymodels", "bays", "network-drivers"):
+        for name in ("clustertemplates", "clusters", "baymodels", "bays", "certificates", "mservices",
+                     "network-drivers"):
             out[name.replace("-", "_")] = [{"href": f"{base}/v1/{name}/", "rel": "self"},
                                            {"href": f"{base}/{name}/", "rel": "bookmark"}]
         return out
@@ -435,6 +441,9 @@ def create_subapp(parent: FastAPI, config: CoeConfig | None = None, conductor: C
     _mount_templates(sub, "baymodels", legacy=True)
     _mount_clusters(sub, "clusters", legacy=False)
     _mount_clusters(sub, "bays", legacy=True)
+    from netbay.api import clusterops  # mservices and certificates
+
+    clusterops.mount(sub)
     sub.add_middleware(Guard)
     return sub
 

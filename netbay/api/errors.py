@@ -2,7 +2,8 @@
 
 Neutron: ``{"NeutronError": {"type", "message", "detail"}}``; Keystone:
 ``{"error": {"code", "title", "message"}}``; Octavia (``/load-balancer``):
-``{"faultcode", "faultstring", "debuginfo"}``. Nothing escapes as a bare 500
+``{"faultcode", "faultstring", "debuginfo"}``; Nova (``/compute``):
+``{"itemNotFound": {"code", "message"}}``. Nothing escapes as a bare 500
 without a body in the family's format.
 """
 
@@ -26,6 +27,10 @@ _HTTP_KINDS = {400: "HTTPBadRequest", 401: "HTTPUnauthorized", 403: "HTTPForbidd
                500: "HTTPInternalServerError"}
 
 
+_NOVA_KINDS = {400: "badRequest", 401: "unauthorized", 403: "forbidden", 404: "itemNotFound",
+               405: "badMethod", 406: "notAcceptable", 409: "conflictingRequest", 413: "overLimit"}
+
+
 def render(request: Request, status: int, kind: str, message: str, detail: str = "") -> JSONResponse:
     path = request.url.path
     headers = {}
@@ -36,6 +41,8 @@ def render(request: Request, status: int, kind: str, message: str, detail: str =
         body = {"error": {"code": status, "title": title, "message": message}}
     elif path.startswith("/load-balancer"):
         body = {"faultcode": "Server" if status >= 500 else "Client", "faultstring": message, "debuginfo": None}
+    elif path.startswith("/compute"):
+        body = {_NOVA_KINDS.get(status, "computeFault"): {"code": status, "message": message}}
     else:
         body = {"NeutronError": {"type": kind, "message": message, "detail": detail}}
     return JSONResponse(body, status_code=status, headers=headers)

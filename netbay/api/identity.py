@@ -24,6 +24,7 @@ SERVICES: dict[str, tuple[str, str]] = {
     "load-balancer": ("octavia", "/load-balancer"),
     # Magnum's catalog URL carries the version: clients append /clustertemplates to it.
     "container-infra": ("magnum", "/container-infra/v1"),
+    "compute": ("nova", "/compute/v2.1"),  # os-keypairs only (netbay/api/compute.py)
 }
 
 

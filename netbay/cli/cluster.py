@@ -151,7 +151,7 @@ def create(
     labels: list[str] = typer.Option(None, "--labels", help="KEY1=VALUE1,KEY2=VALUE2… (repeatable)."),
     merge_labels: bool = typer.Option(False, "--merge-labels",
                                       help="Merge --labels into the template's instead of replacing them."),
-    keypair: str = typer.Option(None, "--keypair", help="SSH keypair (informational here)."),
+    keypair: str = typer.Option(None, "--keypair", help="SSH keypair: one of yours (openstack keypair create)."),
     flavor: str = typer.Option(None, "--flavor"),
     master_flavor: str = typer.Option(None, "--master-flavor"),
     docker_volume_size: int = typer.Option(None, "--docker-volume-size", min=1),

@@ -43,7 +43,7 @@ def create(
                                           help="CIDR of the private subnet netbay makes (label)."),
     dns_nameserver: str = typer.Option(None, "--dns-nameserver", help="DNS server(s), comma-separated."),
     image: str = typer.Option(None, "--image", help="Image name or id (informational here)."),
-    keypair: str = typer.Option(None, "--keypair", help="SSH keypair (informational here)."),
+    keypair: str = typer.Option(None, "--keypair", help="SSH keypair: one of yours (openstack keypair create)."),
     flavor: str = typer.Option(None, "--flavor"),
     master_flavor: str = typer.Option(None, "--master-flavor"),
     docker_volume_size: int = typer.Option(None, "--docker-volume-size", min=1),

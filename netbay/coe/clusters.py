@@ -7,6 +7,7 @@
   ``floating_ip_enabled``, ``master_lb_enabled``.
 - ``master_count`` > 1 needs ``master_lb_enabled``.
 - Only ``node_count`` may be patched, and only in a ``*_COMPLETE`` state.
+- ``node_count`` is at least 0; 0 needs microversion 1.10 (Magnum's rule).
 - Create stores ``CREATE_IN_PROGRESS`` and hands the cluster to the conductor;
   delete removes the row (until the executor exists: see ``conductor``).
 """
@@ -18,7 +19,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from netbay.coe import clusternet, common, fields, labels, patch, references, templates
+from netbay.coe import certificates, clusternet, common, fields, labels, patch, references, templates
 from netbay.coe.fields import Attr
 from netbay.context import Context
 from netbay.errors import BadRequest, NotFound
@@ -37,13 +38,16 @@ STATUSES = frozenset(
 UPDATABLE = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "RESUME_COMPLETE", "RESTORE_COMPLETE",
                        "ROLLBACK_COMPLETE", "SNAPSHOT_COMPLETE", "CHECK_COMPLETE", "ADOPT_COMPLETE"})
 PATCHABLE = frozenset({"node_count"})
+# node_count may be 0 (WSME's minimum), but Magnum takes a cluster to zero workers only
+# from microversion 1.10 (``zero_nodes``); below, create and patch refuse it so.
+ZERO_NODES = "Resizing a nodegroup to zero is not supported in the provided microversion."
 # Bays name two attributes differently.
 BAY_NAMES = {"cluster_template_id": "baymodel_id", "create_timeout": "bay_create_timeout"}
 
 _SCHEMA: dict[str, Attr] = {
     "name": NAME,
     "cluster_template_id": Attr("text", mandatory=True),
-    "node_count": Attr("int", min=1, default=1),
+    "node_count": Attr("int", min=0, default=1),
     "master_count": Attr("int", min=1, default=1),
     "create_timeout": Attr("int", min=0, default=60),
     "docker_volume_size": Attr("int", min=1),
@@ -135,9 +139,12 @@ def _template_for_create(session: Session, ctx: Context, ident: str) -> ClusterT
         raise BadRequest(exc.message) from None
 
 
-def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False) -> Cluster:
+def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False,
+           zero_nodes: bool = False) -> Cluster:
     argument = "bay" if legacy else "cluster"
     values = _internal(fields.parse(body, schema(legacy), argument, READONLY))
+    if values["node_count"] == 0 and not zero_nodes:
+        raise BadRequest(ZERO_NODES)
     template = _template_for_create(session, ctx, values["cluster_template_id"])
     # Lock the template against a concurrent delete (PostgreSQL: FOR SHARE).
     session.execute(select(ClusterTemplate.id).where(ClusterTemplate.id == template.id)
@@ -161,6 +168,7 @@ def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False) -
     references.check(session, ctx, {"external_network_id": template.external_network_id,
                                     "fixed_network": values["fixed_network"],
                                     "fixed_subnet": values["fixed_subnet"]})
+    references.keypair(session, ctx, values["keypair"])
     _check_room(session, values["labels"], values["fixed_subnet"], values["master_count"],
                 values["node_count"], values["master_lb_enabled"])
     no_leases = clusternet.room_problem(template.network_driver, values["labels"], values["master_count"],
@@ -173,10 +181,12 @@ def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False) -
                       status_reason=None, revision_number=1, **values)
     session.add(cluster)
     session.flush()
+    certificates.issue_ca(session, cluster)
     return cluster
 
 
-def update(session: Session, ctx: Context, ident: str, raw_patch: Any, *, legacy: bool = False) -> Cluster:
+def update(session: Session, ctx: Context, ident: str, raw_patch: Any, *, legacy: bool = False,
+           zero_nodes: bool = False) -> Cluster:
     mandatory = frozenset({"/" + BAY_NAMES["cluster_template_id"] if legacy else "/cluster_template_id"})
     ops = patch.parse(raw_patch, internal=INTERNAL, mandatory=mandatory)
     cluster = get(session, ctx, ident, for_update=True)
@@ -192,6 +202,8 @@ def update(session: Session, ctx: Context, ident: str, raw_patch: Any, *, legacy
     refused = sorted(changed - PATCHABLE)
     if refused:
         raise BadRequest(f"cannot change cluster property(ies) {', '.join(refused)}.")
+    if after["node_count"] == 0 and not zero_nodes:
+        raise BadRequest(ZERO_NODES)
     if cluster.status not in UPDATABLE:
         raise BadRequest(f'Updating a cluster when status is "{cluster.status}" is not supported.')
     if not changed:

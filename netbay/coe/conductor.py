@@ -61,6 +61,7 @@ class EmbeddedConductor:
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._heartbeat: Any = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -68,8 +69,11 @@ class EmbeddedConductor:
         """Resume unfinished clusters and start the workers, once the API answers at
         ``url`` (the server may still be binding its socket when this is called)."""
         from netbay.coe.executor import Api
+        from netbay.coe.mservices import Heartbeat
 
         self._api_factory = lambda: Api(url, token)
+        self._heartbeat = Heartbeat(self.store)  # listed at /v1/mservices
+        self._heartbeat.start()
 
         def begin() -> None:
             if not _wait_until_answering(url, ready_timeout, self._stop):
@@ -87,6 +91,8 @@ class EmbeddedConductor:
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.stop(timeout)
         with self._cond:
             self._cond.notify_all()
         for thread in self._threads:

@@ -2,8 +2,10 @@
 ``attr_validator`` makes them against Neutron: the external network (by id or
 name, ``router:external``), the fixed network and subnet the caller can see.
 
-Magnum also checks the image (Glance), flavors and keypair (Nova); netbay has
-neither service, so those stay free-form strings that the executor ignores.
+Magnum also checks the image (Glance) and flavors (Nova); netbay has neither, so
+those stay free-form strings that the executor ignores. The keypair is checked
+against the caller's keypairs (netbay's ``os-keypairs``, as Magnum asks Nova)
+when a template or cluster is created.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict
+from netbay.compute import keypairs
+from netbay.errors import BadRequest, Conflict, NotFound
 from netbay.store.models import Network, Subnet
 
 
@@ -65,3 +68,9 @@ def check(session: Session, ctx: Context, values: dict) -> None:
         network_id = fixed_network(session, ctx, values["fixed_network"])
     if values.get("fixed_subnet"):
         fixed_subnet(session, ctx, values["fixed_subnet"], network_id)
+
+
+def keypair(session: Session, ctx: Context, name: str | None) -> None:
+    """404 unless the caller has a keypair ``name`` (Magnum's ``KeyPairNotFound``)."""
+    if name and not keypairs.exists(session, ctx.user_id, name):
+        raise NotFound(f"Unable to find keypair {name}.")

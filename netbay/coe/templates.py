@@ -9,8 +9,9 @@
   public ones (public hidden ones only by uuid or name, as in Magnum).
 - A template that clusters use changes only ``name``, ``public`` and ``hidden``
   and cannot be deleted (``ClusterTemplate X is referenced by …``, 400).
-- ``image_id`` and ``keypair_id`` are optional: there is no Glance or Nova here
-  (Magnum requires them and checks them there).
+- ``image_id`` and ``keypair_id`` are optional (Magnum requires them); a
+  ``keypair_id`` given must name one of the caller's keypairs (``os-keypairs``),
+  as Magnum checks it with Nova; there is no Glance here.
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ def create(session: Session, ctx: Context, config: CoeConfig, body: Any, *, lega
     values = fields.parse(body, schema(legacy), argument, READONLY)
     values["labels"] = dict(values.get("labels") or {})
     _validate(session, ctx, config, values)
+    references.keypair(session, ctx, values.get("keypair_id"))
     if values["public"] or values["hidden"]:
         _publish_allowed(ctx)
     values["name"] = values.get("name") or common.generate_name("template")

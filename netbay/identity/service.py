@@ -17,7 +17,8 @@ from netbay.errors import Conflict, NotFound, Unauthorized
 from netbay.store.db import Store
 from netbay.store.models import Meta, Project, RoleAssignment, User
 
-ROLES = ("admin", "member")
+ROLES = ("admin", "member", "reader", "load-balancer_member", "load-balancer_observer",
+         "load-balancer_global_observer", "load-balancer_admin")
 DEFAULT_DOMAIN = "default"
 ADMIN_PASSWORD_FILE = "admin-password"
 
@@ -94,8 +95,9 @@ class Identity:
             )
         )
         roles = set(rows)
-        if "admin" in roles:
-            roles.add("member")  # Keystone's implied role: admin implies member
+        for role, implies in (("admin", "member"), ("member", "reader")):  # Keystone's implied roles
+            if role in roles:
+                roles.add(implies)
         return tuple(sorted(roles))
 
     # -- management (netbay admin …) -------------------------------------------------
@@ -205,7 +207,7 @@ class Identity:
                 user = User(name="admin", password_hash=hash_password(password), default_project_id=project.id)
                 s.add(user)
                 s.flush()
-                for role in ROLES:
+                for role in ("admin", "member"):
                     s.add(RoleAssignment(user_id=user.id, project_id=project.id, role=role))
         return written
 

@@ -579,3 +579,50 @@ class LBListenerStats(Base):
     carried_total_connections: Mapped[int] = mapped_column(BigInteger, default=0)
     carried_request_errors: Mapped[int] = mapped_column(BigInteger, default=0)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+# --- Magnum's conductors and cluster CAs (issue 16: netbay/coe/mservices.py, certificates.py) ---
+
+
+class MService(Base):
+    """A running conductor's heartbeat, as Magnum keeps ``magnum_service``: one row per
+    (host, binary); ``state`` is computed from ``last_seen_up`` when listed."""
+
+    __tablename__ = "coe_mservices"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    host: Mapped[str] = mapped_column(String(255))
+    binary: Mapped[str] = mapped_column(String(255))
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    disabled_reason: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    forced_down: Mapped[bool] = mapped_column(Boolean, default=False)
+    last_seen_up: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    report_count: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    __table_args__ = (UniqueConstraint("host", "binary"),)
+
+
+class ClusterCA(Base):
+    """A cluster's certificate authority (Magnum keeps it in its cert manager); goes
+    with its cluster."""
+
+    __tablename__ = "coe_cluster_cas"
+    cluster_id: Mapped[str] = mapped_column(ForeignKey("coe_clusters.id", ondelete="CASCADE"), primary_key=True)
+    cert_pem: Mapped[str] = mapped_column(Text)
+    key_pem: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+class Keypair(Base):
+    """An SSH public key a user registered (Nova's os-keypairs: per user, by name);
+    cluster templates and clusters name one in ``keypair_id`` / ``keypair``."""
+
+    __tablename__ = "keypairs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    type: Mapped[str] = mapped_column(String(16), default="ssh")
+    public_key: Mapped[str] = mapped_column(Text)
+    fingerprint: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    __table_args__ = (UniqueConstraint("user_id", "name"),)

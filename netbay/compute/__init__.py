@@ -1,0 +1,1 @@
+"""The little of Nova netbay serves: SSH keypairs, which Magnum's templates name."""
