@@ -11,11 +11,13 @@ from fastapi.concurrency import run_in_threadpool
 from netbay.api.responses import JSONResponse
 from sqlalchemy import select
 
+from netbay.api import keystone
 from netbay.errors import BadRequest, Unauthorized
 from netbay.identity.tokens import Token
-from netbay.store.models import Project, User
+from netbay.store.models import Project, Role, User
 
 router = APIRouter(prefix="/identity", tags=["identity"])
+router.include_router(keystone.router)  # the admin API: projects, users, roles, assignments
 
 # service type -> (name, path under the server's base URL)
 SERVICES: dict[str, tuple[str, str]] = {
@@ -70,14 +72,19 @@ def catalog(request: Request) -> list[dict[str, Any]]:
     return out
 
 
-def token_body(request: Request, token: Token, user: User, project: Project) -> dict[str, Any]:
+def role_ids(session: Any, names: tuple[str, ...]) -> dict[str, str]:
+    return dict(session.execute(select(Role.name, Role.id).where(Role.name.in_(names))).all())
+
+
+def token_body(request: Request, token: Token, user: User, project: Project,
+               ids: dict[str, str]) -> dict[str, Any]:
     domain = {"id": "default", "name": "Default"}
     return {
         "token": {
             "methods": ["password"],
             "user": {"id": user.id, "name": user.name, "domain": domain, "password_expires_at": None},
             "project": {"id": project.id, "name": project.name, "domain": domain},
-            "roles": [{"id": r, "name": r} for r in token.context.roles],
+            "roles": [{"id": ids.get(r, r), "name": r} for r in token.context.roles],
             "is_domain": False,
             "issued_at": _ts(token.issued_at),
             "expires_at": _ts(token.expires_at),
@@ -128,14 +135,14 @@ async def issue_token(request: Request) -> Response:
     fields = _password_request(body)
     state = request.app.state
 
-    def work() -> tuple[Token, User, Project]:
+    def work() -> tuple[Token, User, Project, dict[str, str]]:
         with state.store.read() as s:
             who = state.identity.authenticate(s, **fields)
             token = state.tokens.issue(who.user.id, who.project.id, who.roles, who.user.password_epoch)
-            return token, who.user, who.project
+            return token, who.user, who.project, role_ids(s, who.roles)
 
-    token, user, project = await run_in_threadpool(work)
-    return JSONResponse(token_body(request, token, user, project), status_code=201,
+    token, user, project, ids = await run_in_threadpool(work)
+    return JSONResponse(token_body(request, token, user, project, ids), status_code=201,
                           headers={"X-Subject-Token": token.value})
 
 
@@ -151,9 +158,10 @@ def validate_token(request: Request) -> Response:
     with state.store.read() as s:
         user = s.get(User, token.context.user_id)
         project = s.get(Project, token.context.project_id)
+        ids = role_ids(s, token.context.roles)
     if user is None or project is None:
         raise Unauthorized("The request you have made requires authentication.")
-    return JSONResponse(token_body(request, token, user, project), headers={"X-Subject-Token": subject})
+    return JSONResponse(token_body(request, token, user, project, ids), headers={"X-Subject-Token": subject})
 
 
 @router.get("/v3/auth/catalog")

@@ -550,3 +550,12 @@ class Pod(Standard, Base):
     status: Mapped[str] = mapped_column(String(16), default="BUILD")
     status_reason: Mapped[str] = mapped_column(String(255), default="")   # why ERROR, from the agent
     __table_args__ = (UniqueConstraint("cluster_id", "address"), UniqueConstraint("cluster_id", "name"))
+
+
+class Role(Base):
+    """A Keystone role; assignments name it (``RoleAssignment.role``), the API shows its id."""
+
+    __tablename__ = "roles"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=lambda: uuid.uuid4().hex)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
