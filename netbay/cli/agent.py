@@ -85,7 +85,7 @@ def check_prefix(prefix: str) -> str:
 def agent(
     url: str = typer.Option("http://127.0.0.1:9696", "--url", envvar="NETBAY_URL",
                             help="The netbay server."),
-    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", callback=check_prefix,
+    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", callback=check_prefix, envvar="NETBAY_AGENT_PREFIX",
                                help="Name prefix of every namespace the agent makes (and sweeps)."),
     host: str = typer.Option(None, "--host", help="This host's name (sandboxes bound elsewhere are skipped)."),
     openrc: Path = typer.Option(None, "--openrc", help="Credentials file (default: OS_* variables, "
@@ -108,6 +108,14 @@ def agent(
         creds = credentials(data_dir, openrc)
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    from netbay.cli import instance
+
+    try:  # a second agent on this prefix would sweep the first one's namespaces
+        instance.hold(instance.agent_lock_path(prefix), f"namespace prefix {prefix!r}",
+                      {"url": url, "agent_prefix": prefix})
+    except instance.Held as exc:
+        console.print(f"[red]error:[/] {exc}; stop it first or pick another --prefix")
         raise typer.Exit(1) from None
     api = Api(url, creds.token)
     the_agent = Agent(api, Names(prefix), host=host, wait=wait)
@@ -138,7 +146,8 @@ def in_process_token(app: Any) -> Callable[[], str]:
     return service_token(app.state.store, app.state.tokens)
 
 
-def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODUCT_PREFIX) -> None:
+def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODUCT_PREFIX,
+                     sock: Any = None) -> None:
     """Run the API server and, on a background thread once it listens, the agent."""
     import uvicorn
 
@@ -175,7 +184,7 @@ def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODU
     thread = threading.Thread(target=run_agent, name="netbay-agent", daemon=True)
     thread.start()
     try:
-        server.run()
+        server.run(sockets=[sock] if sock is not None else None)
     finally:
         stop.set()
         thread.join(timeout=5)
