@@ -90,8 +90,9 @@ def last_run(data_dir: Path) -> dict[str, Any]:
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """The server's listening socket, bound before anything else happens (a port in use
-    is said at once, with nothing written)."""
+    """The server's socket, bound before anything else happens (a port in use is said at
+    once, with nothing written). It listens only once the server serves (uvicorn calls
+    ``listen``), so nobody connects to a server still migrating."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -100,8 +101,6 @@ def listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.listen(2048)
-    sock.set_inheritable(True)
     return sock
 
 
