@@ -207,3 +207,23 @@ def test_client_errors_say_what_is_wrong(tmp_path):
         assert "catalog" not in _said(r)
     finally:
         stop_server(srv)
+
+
+def test_the_readme_names_what_a_user_needs_and_it_is_in_the_repository():
+    """`pip install netbay[client]` brings the `openstack` command the README uses, the
+    design document it points to is in the repository, and "Using netbay" ends with
+    `netbay down`."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(dep.startswith("python-openstackclient") for dep in extras["client"])
+    readme = (root / "README.md").read_text()
+    assert "[client]" in readme
+    for target in re.findall(r"\]\((docs/[^)]+)\)", readme):
+        assert (root / target).is_file(), target
+    assert "(docs/design.md)" in readme and "shared/DESIGN" not in readme
+    using = readme.split("## Using netbay", 1)[1].split("\n## ", 1)[0]
+    assert "`netbay down`" in using.rstrip().split("\n\n")[-1]
