@@ -144,3 +144,38 @@ def test_domains_only_default(server):
         assert [d["id"] for d in c.get("/domains").json()["domains"]] == ["default"]
         assert c.get("/domains/default").json()["domain"]["name"] == "Default"
         assert c.get("/domains/other").status_code == 404
+
+
+def test_application_credentials_log_in_to_their_project_until_deleted(server):
+    project, user, password = unique("proj"), unique("user"), unique("pw")
+    osc(server, "project", "create", project)
+    osc(server, "user", "create", "--password", password, "--project", project, user)
+    osc(server, "role", "add", "--project", project, "--user", user, "member")
+    as_user = _env(server, user, password, project)
+    cred = json.loads(osc(server, "application", "credential", "create", "ci-bot", "--role", "member",
+                          "-f", "json", env=as_user).stdout)
+    assert cred["Secret"] and cred["Project ID"]
+    assert "member" in str(cred["Roles"])
+    listed = json.loads(osc(server, "application", "credential", "list", "-f", "json", env=as_user).stdout)
+    assert [c["Name"] for c in listed] == ["ci-bot"]
+
+    by_cred = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    by_cred.update(OS_AUTH_URL=server.auth_url, OS_AUTH_TYPE="v3applicationcredential",
+                   OS_APPLICATION_CREDENTIAL_ID=cred["ID"], OS_APPLICATION_CREDENTIAL_SECRET=cred["Secret"],
+                   OS_IDENTITY_API_VERSION="3")
+    made = json.loads(osc(server, "network", "create", unique("net"), "-f", "json", env=by_cred).stdout)
+    assert made["project_id"] == cred["Project ID"]
+    body = {"auth": {"identity": {"methods": ["application_credential"], "application_credential": {
+        "id": cred["ID"], "secret": cred["Secret"]}}}}
+    token = httpx.post(f"{server.auth_url}/auth/tokens", json=body)
+    assert token.status_code == 201, token.text
+    assert token.json()["token"]["application_credential"]["name"] == "ci-bot"
+    assert {r["name"] for r in token.json()["token"]["roles"]} == {"member", "reader"}
+    wrong = {"auth": {"identity": {"methods": ["application_credential"], "application_credential": {
+        "id": cred["ID"], "secret": "not-it"}}}}
+    assert httpx.post(f"{server.auth_url}/auth/tokens", json=wrong).status_code == 401
+    # A role the user does not hold cannot be delegated.
+    r = osc(server, "application", "credential", "create", "too-much", "--role", "admin", env=as_user, ok=False)
+    assert r.returncode != 0
+    osc(server, "application", "credential", "delete", "ci-bot", env=as_user)
+    assert httpx.post(f"{server.auth_url}/auth/tokens", json=body).status_code == 401
