@@ -205,6 +205,11 @@ def test_client_errors_say_what_is_wrong(tmp_path):
                            text=True, env=_client_env(srv.auth_url, "wrong-password"), timeout=60)
         assert r.returncode == 1 and "authentication failed" in _said(r), _said(r)
         assert "catalog" not in _said(r)
+        if os.geteuid() == 0:  # the standalone agent logs in before it claims its prefix
+            r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "agent", "--url", srv.url,
+                                "--prefix", "nbtnever-"], capture_output=True, text=True,
+                               env=_client_env(srv.auth_url, "wrong-password"), timeout=60)
+            assert r.returncode == 1 and "authentication failed" in _said(r), _said(r)
     finally:
         stop_server(srv)
 

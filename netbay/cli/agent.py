@@ -109,6 +109,7 @@ def agent(
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
+    _check_login(creds)
     from netbay.cli import instance
 
     try:  # a second agent on this prefix would sweep the first one's namespaces
@@ -134,6 +135,23 @@ def agent(
     stop.set()
     thread.join(timeout=5)  # a long poll in flight is abandoned with the process
     api.close()
+
+
+def _check_login(creds: Any) -> None:
+    """Log in once before starting, so a wrong password or a missing server is said plainly."""
+    import httpx
+
+    from netbay.dataplane.agent import ApiError
+
+    try:
+        creds.token()
+    except ApiError as exc:
+        what = "authentication failed" if exc.status == 401 else str(exc)
+        console.print(f"[red]error:[/] {what} at {creds.auth_url}")
+        raise typer.Exit(1) from None
+    except httpx.HTTPError:
+        console.print(f"[red]error:[/] no netbay at {creds.auth_url}: nothing answers there")
+        raise typer.Exit(1) from None
 
 
 # --- inside `netbay up` ----------------------------------------------------------------------
