@@ -179,3 +179,16 @@ def test_application_credentials_log_in_to_their_project_until_deleted(server):
     assert r.returncode != 0
     osc(server, "application", "credential", "delete", "ci-bot", env=as_user)
     assert httpx.post(f"{server.auth_url}/auth/tokens", json=body).status_code == 401
+
+
+def test_roles_are_created_and_deleted_but_the_implied_chain_is_immutable(server):
+    with _admin(server) as c:
+        name = unique("role")
+        made = c.post("/roles", json={"role": {"name": name, "description": "for a test"}})
+        assert made.status_code == 201 and made.json()["role"]["name"] == name
+        assert c.post("/roles", json={"role": {"name": name}}).status_code == 409
+        assert c.delete(f"/roles/{made.json()['role']['id']}").status_code == 204
+        admin = c.get("/roles", params={"name": "admin"}).json()["roles"][0]
+        assert admin["options"] == {"immutable": True}
+        r = c.delete(f"/roles/{admin['id']}")
+        assert r.status_code == 403 and "immutable" in r.json()["error"]["message"]

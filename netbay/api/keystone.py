@@ -91,7 +91,8 @@ def user_body(request: Request, u: User) -> dict[str, Any]:
 
 def role_body(request: Request, r: Role) -> dict[str, Any]:
     return {"id": r.id, "name": r.name, "domain_id": None, "description": r.description or None,
-            "options": {}, "links": {"self": _url(request, f"roles/{r.id}")}}
+            "options": {"immutable": True} if directory.is_immutable(r) else {},
+            "links": {"self": _url(request, f"roles/{r.id}")}}
 
 
 # -- domains -----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from netbay.errors import BadRequest, Conflict, NotFound
+from netbay.errors import Conflict, Forbidden, NotFound
 from netbay.identity.roles import IMPLIES, ROLES
 from netbay.identity.roles import effective as with_implied
 from netbay.store.models import Project, Role, RoleAssignment, User
@@ -195,12 +195,18 @@ def create_role(s: Session, name: str, description: str = "") -> Role:
 
 def delete_role(s: Session, role_id: str) -> None:
     found = role(s, role_id)
-    if found.name in IMPLIES or found.name == "reader":
-        raise BadRequest(f"Role {found.name} is part of the implied-role chain and cannot be deleted.")
+    if is_immutable(found):
+        raise Forbidden(f"Unable to delete immutable role resource `{found.id}`. Ensure resource option "
+                        "immutable is set to false first (netbay's implied-role chain needs it).")
     holders = s.scalars(select(RoleAssignment.user_id).where(RoleAssignment.role == found.name))
     revoke_tokens(s, holders)
     s.execute(delete(RoleAssignment).where(RoleAssignment.role == found.name))
     s.delete(found)
+
+
+def is_immutable(r: Role) -> bool:
+    """The implied-role chain admin → member → reader that netbay's policy rests on."""
+    return r.name in IMPLIES or r.name in {i for implied in IMPLIES.values() for i in implied}
 
 
 def ensure_roles(s: Session) -> None:
