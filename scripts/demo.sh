@@ -15,7 +15,8 @@
 #
 # Everything the agent makes lives in network namespaces named with a prefix of this
 # run's own (nbd<hex>-); nothing is added to the root namespace. On exit the script
-# stops the server it started (by PID) and deletes the namespaces with that prefix.
+# runs `netbay down`: it stops the server it started and deletes the namespaces with
+# that prefix (and only those).
 #
 # Environment: NETBAY_DATA_DIR (default: a fresh /tmp/netbay-demo-XXXX, removed at the
 # end), NETBAY_PORT (default: a free port), NETBAY_DEMO_AGENT=0 to run without the agent,
@@ -51,21 +52,19 @@ cleanup() {
   local rc=$?
   if [ -n "${NETBAY_KEEP:-}" ] && [ -n "$pid" ]; then
     echo "netbay keeps running (pid $pid, data in $data_dir, namespaces ${prefix}*); stop it with:"
-    echo "  kill $pid; for ns in \$(ip netns list | awk '{print \$1}' | grep '^$prefix'); do ip netns delete \$ns; done"
+    echo "  netbay down --data-dir $data_dir"
     return
   fi
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
+  # `netbay down` stops the server of this data dir and deletes exactly its agent's
+  # namespaces (this run's prefix); killing by PID is only the fallback.
+  if [ -n "$pid" ]; then
+    netbay down --data-dir "$data_dir" >/dev/null 2>&1 || true
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
     wait "$pid" 2>/dev/null || true
-  fi
-  # The agent leaves its fabric and outside-world namespaces when it stops; remove
-  # this run's (only those with its own prefix).
-  if [ "${agent_args[0]}" = --agent ] && command -v ip >/dev/null; then
-    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$prefix" || true); do
-      ip netns delete "$ns" 2>/dev/null || true
-    done
   fi
   if [ -n "$made_dir" ]; then rm -rf "$made_dir"; fi
   exit "$rc"
@@ -125,7 +124,7 @@ echo "== pods: one on each minion =="
 if [ -n "$with_agent" ]; then
   run netbay pod create web-0 --cluster k8s --node kube_minion_0 --timeout "$timeout_s"
   run netbay pod create web-1 --cluster k8s --node kube_minion_1 --timeout "$timeout_s"
-  run netbay pod exec web-0 --prefix "$prefix" -- ip -4 -brief addr show eth0
+  run netbay pod exec web-0 -- ip -4 -brief addr show eth0   # the prefix comes from the openrc
 else
   run netbay pod create web-0 --cluster k8s --node kube_minion_0 --no-wait
   run netbay pod create web-1 --cluster k8s --node kube_minion_1 --no-wait
@@ -136,7 +135,7 @@ echo
 echo "== connectivity: ICMP from every pod and node to every pod and node address =="
 if [ -n "$with_agent" ]; then
   # Exits non-zero (and so ends the demo) if any cell is unreachable.
-  run netbay cluster connectivity k8s --prefix "$prefix"
+  run netbay cluster connectivity k8s
   echo "every cell reachable: pods on different minions and every node reach each other over flannel vxlan"
 else
   echo "connectivity matrix skipped: it is probed from the dataplane agent's namespaces (run the demo as root, without NETBAY_DEMO_AGENT=0)"

@@ -130,3 +130,105 @@ def test_serve_refuses_a_schema_at_another_revision(tmp_path):
     assert r.returncode == 2
     out = " ".join((r.stdout + r.stderr).split())
     assert "0000_older" in out and "netbay db upgrade" in out
+
+
+# --- a server a person runs by hand --------------------------------------------------------
+
+
+def _said(r: subprocess.CompletedProcess) -> str:
+    return " ".join((r.stdout + r.stderr).split())
+
+
+def test_one_server_per_data_dir_and_down_stops_it(tmp_path):
+    srv = start_server(f"sqlite:///{tmp_path / 'nb.db'}", tmp_path)
+    try:
+        openrc = (tmp_path / "openrc").read_text()
+        assert f"export NETBAY_DATA_DIR='{tmp_path}'" in openrc
+        assert "unset NETBAY_AGENT_PREFIX" in openrc  # no agent: no prefix to learn
+        r = netbay("up", "--no-agent", "--port", str(free_port()), "--data-dir", str(tmp_path),
+                   env={"NETBAY_ADMIN_PASSWORD": ADMIN_PASSWORD})
+        assert r.returncode == 1
+        assert f"held by netbay PID {srv.proc.pid}" in _said(r) and "is starting" not in _said(r)
+        assert (tmp_path / "openrc").read_text() == openrc, "the second server rewrote the openrc"
+        down = netbay("down", "--data-dir", str(tmp_path))
+        assert down.returncode == 0 and f"stopped netbay PID {srv.proc.pid}" in _said(down)
+        assert srv.proc.wait(timeout=5) is not None
+        again = netbay("down", "--data-dir", str(tmp_path))
+        assert again.returncode == 0 and "no netbay is running" in _said(again)
+    finally:
+        stop_server(srv)
+    never = netbay("down", "--data-dir", str(tmp_path / "never"))
+    assert never.returncode == 1 and "no netbay was started with data dir" in _said(never)
+    assert not (tmp_path / "never").exists()
+
+
+def test_a_port_in_use_is_said_first_and_makes_no_data_dir(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        for command in ("up", "serve"):
+            fresh = tmp_path / command
+            r = netbay(command, "--no-agent" if command == "up" else "--no-conductor", "--port", str(port),
+                       "--data-dir", str(fresh), env={"NETBAY_ADMIN_PASSWORD": ADMIN_PASSWORD})
+            assert r.returncode == 1
+            assert f"cannot listen on 127.0.0.1:{port}" in _said(r) and "in use" in _said(r)
+            assert "starting" not in _said(r)
+            assert not fresh.exists(), f"{command} made a data dir before failing"
+
+
+def test_db_current_creates_nothing(tmp_path):
+    target = tmp_path / "nothing-here"
+    r = netbay("db", "current", "--data-dir", str(target))
+    assert r.returncode == 0 and "database: none" in _said(r)
+    assert not target.exists()
+
+
+def _client_env(auth_url: str, password: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    env.update(OS_AUTH_URL=auth_url, OS_USERNAME="admin", OS_PASSWORD=password, OS_PROJECT_NAME="admin",
+               OS_USER_DOMAIN_NAME="Default", OS_PROJECT_DOMAIN_NAME="Default", OS_IDENTITY_API_VERSION="3")
+    return env
+
+
+def test_client_errors_say_what_is_wrong(tmp_path):
+    nothing = f"http://127.0.0.1:{free_port()}/identity/v3"
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "cluster", "list"], capture_output=True,
+                       text=True, env=_client_env(nothing, "x"), timeout=60)
+    assert r.returncode == 1 and f"no netbay at {nothing}" in _said(r), _said(r)
+    assert "catalog" not in _said(r) and "Traceback" not in _said(r)
+    srv = start_server(f"sqlite:///{tmp_path / 'nb.db'}", tmp_path)
+    try:
+        r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "pod", "list"], capture_output=True,
+                           text=True, env=_client_env(srv.auth_url, "wrong-password"), timeout=60)
+        assert r.returncode == 1 and "authentication failed" in _said(r), _said(r)
+        assert "catalog" not in _said(r)
+        if os.geteuid() == 0:  # the standalone agent logs in before it claims its prefix
+            r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "agent", "--url", srv.url,
+                                "--prefix", "nbtnever-"], capture_output=True, text=True,
+                               env=_client_env(srv.auth_url, "wrong-password"), timeout=60)
+            assert r.returncode == 1 and "authentication failed" in _said(r), _said(r)
+    finally:
+        stop_server(srv)
+
+
+def test_the_readme_names_what_a_user_needs_and_it_is_in_the_repository():
+    """`pip install netbay[client]` brings the `openstack` command the README uses, the
+    design document it points to is in the repository, and "Using netbay" ends with
+    `netbay down`."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(dep.startswith("python-openstackclient") for dep in extras["client"])
+    readme = (root / "README.md").read_text()
+    assert "[client]" in readme
+    for target in re.findall(r"\]\((docs/[^)]+)\)", readme):
+        assert (root / target).is_file(), target
+    assert "(docs/design.md)" in readme and "shared/DESIGN" not in readme
+    using = readme.split("## Using netbay", 1)[1].split("\n## ", 1)[0]
+    assert "`netbay down`" in using.rstrip().split("\n\n")[-1]

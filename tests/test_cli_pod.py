@@ -211,6 +211,19 @@ def test_connectivity_all_reachable(cloud: Cloud, ca: dict, pods_a: list[dict]) 
     assert r.returncode == 1 and "no namespace of cluster ca" in r.stderr
 
 
+def test_the_prefix_comes_from_the_openrc(cloud: Cloud, ca: dict, pods_a: list[dict],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``netbay up`` writes ``NETBAY_AGENT_PREFIX`` into its openrc; with it sourced, the
+    client commands find the agent's namespaces without ``--prefix``."""
+    monkeypatch.setenv("NETBAY_AGENT_PREFIX", cloud.prefix)
+    pa0 = pods_a[0]
+    assert cloud.pod_ns(pa0["id"]) in ok(cloud.run("pod", "show", "pa0"))
+    assert f"inet {pa0['address']}/24" in ok(cloud.run("pod", "exec", "pa0", "--", "ip", "-4", "addr", "show", "eth0"))
+    assert "all 25 cells within the cluster reachable" in ok(cloud.run("cluster", "connectivity", "ca"))
+    sandbox = pa0["sandbox_id"]   # the node's sandbox: `sandbox exec` learns the prefix too
+    assert "eth0" in ok(cloud.run("sandbox", "exec", sandbox, "--", "ip", "-brief", "link", "show", "eth0"))
+
+
 def test_another_cluster_is_isolated(cloud: Cloud, ca: dict, pods_a: list[dict]) -> None:
     """A second cluster: its own private network and router, its own pod network. Its pod
     answers its own nodes but not the first cluster's pods, and the other way round."""

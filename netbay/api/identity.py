@@ -11,11 +11,15 @@ from fastapi.concurrency import run_in_threadpool
 from netbay.api.responses import JSONResponse
 from sqlalchemy import select
 
+from netbay.api import appcreds, keystone
 from netbay.errors import BadRequest, Unauthorized
+from netbay.identity import appcreds as appcreds_auth
 from netbay.identity.tokens import Token
-from netbay.store.models import Project, User
+from netbay.store.models import Project, Role, User
 
 router = APIRouter(prefix="/identity", tags=["identity"])
+router.include_router(keystone.router)  # the admin API: projects, users, roles, assignments
+router.include_router(appcreds.router)
 
 # service type -> (name, path under the server's base URL)
 SERVICES: dict[str, tuple[str, str]] = {
@@ -71,14 +75,22 @@ def catalog(request: Request) -> list[dict[str, Any]]:
     return out
 
 
-def token_body(request: Request, token: Token, user: User, project: Project) -> dict[str, Any]:
+def role_ids(session: Any, names: tuple[str, ...]) -> dict[str, str]:
+    return dict(session.execute(select(Role.name, Role.id).where(Role.name.in_(names))).all())
+
+
+def token_body(request: Request, token: Token, user: User, project: Project,
+               ids: dict[str, str], credential: Any = None) -> dict[str, Any]:
     domain = {"id": "default", "name": "Default"}
+    extra = {} if credential is None else {"application_credential": {
+        "id": credential.id, "name": credential.name, "restricted": not credential.unrestricted}}
     return {
         "token": {
-            "methods": ["password"],
+            **extra,
+            "methods": ["application_credential" if credential is not None else "password"],
             "user": {"id": user.id, "name": user.name, "domain": domain, "password_expires_at": None},
             "project": {"id": project.id, "name": project.name, "domain": domain},
-            "roles": [{"id": r, "name": r} for r in token.context.roles],
+            "roles": [{"id": ids.get(r, r), "name": r} for r in token.context.roles],
             "is_domain": False,
             "issued_at": _ts(token.issued_at),
             "expires_at": _ts(token.expires_at),
@@ -88,13 +100,33 @@ def token_body(request: Request, token: Token, user: User, project: Project) -> 
     }
 
 
+def _appcred_request(body: Any) -> dict[str, Any] | None:
+    """The application credential of Keystone's auth body (by id, or by name and user),
+    None when the body asks for another method; 400 when it is malformed."""
+    try:
+        identity = body["auth"]["identity"]
+        if "application_credential" not in identity["methods"]:
+            return None
+        cred = identity["application_credential"]
+        user = cred.get("user") or {}
+        fields = {"cred_id": cred.get("id"), "name": cred.get("name"), "secret": cred["secret"],
+                  "user_id": user.get("id"), "user_name": user.get("name")}
+    except (KeyError, TypeError, AttributeError):
+        raise BadRequest("Expecting to find auth.identity.application_credential with a secret "
+                         "in the request.") from None
+    if not all(v is None or isinstance(v, str) for v in fields.values()) or not (
+            fields["cred_id"] or (fields["name"] and (fields["user_id"] or fields["user_name"]))):
+        raise BadRequest("Expecting to find application credential id, or name and user, in the request.")
+    return fields
+
+
 def _password_request(body: Any) -> dict[str, Any]:
     """Pull user and scope out of Keystone's nested auth body, or answer 400."""
     try:
         auth = body["auth"]
         methods = auth["identity"]["methods"]
         if "password" not in methods:
-            raise Unauthorized("Only password authentication is supported.")
+            raise Unauthorized("Only password and application_credential authentication are supported.")
         user = auth["identity"]["password"]["user"]
         password = user["password"]
         if not isinstance(password, str):
@@ -126,17 +158,28 @@ async def issue_token(request: Request) -> Response:
         body = orjson.loads(await request.body())
     except orjson.JSONDecodeError:
         raise BadRequest("Malformed request body") from None
-    fields = _password_request(body)
     state = request.app.state
+    cred_fields = _appcred_request(body) if isinstance(body, dict) else None
+    if cred_fields is not None:
+        def login() -> tuple[Token, Any, dict[str, str]]:
+            with state.store.read() as s:
+                who = appcreds_auth.authenticate(s, **cred_fields)
+                token = state.tokens.issue(who.user.id, who.project.id, who.roles, who.user.password_epoch)
+                return token, who, role_ids(s, who.roles)
 
-    def work() -> tuple[Token, User, Project]:
+        token, who, ids = await run_in_threadpool(login)
+        return JSONResponse(token_body(request, token, who.user, who.project, ids, who.credential),
+                            status_code=201, headers={"X-Subject-Token": token.value})
+    fields = _password_request(body)
+
+    def work() -> tuple[Token, User, Project, dict[str, str]]:
         with state.store.read() as s:
             who = state.identity.authenticate(s, **fields)
             token = state.tokens.issue(who.user.id, who.project.id, who.roles, who.user.password_epoch)
-            return token, who.user, who.project
+            return token, who.user, who.project, role_ids(s, who.roles)
 
-    token, user, project = await run_in_threadpool(work)
-    return JSONResponse(token_body(request, token, user, project), status_code=201,
+    token, user, project, ids = await run_in_threadpool(work)
+    return JSONResponse(token_body(request, token, user, project, ids), status_code=201,
                           headers={"X-Subject-Token": token.value})
 
 
@@ -152,9 +195,10 @@ def validate_token(request: Request) -> Response:
     with state.store.read() as s:
         user = s.get(User, token.context.user_id)
         project = s.get(Project, token.context.project_id)
+        ids = role_ids(s, token.context.roles)
     if user is None or project is None:
         raise Unauthorized("The request you have made requires authentication.")
-    return JSONResponse(token_body(request, token, user, project), headers={"X-Subject-Token": subject})
+    return JSONResponse(token_body(request, token, user, project, ids), headers={"X-Subject-Token": subject})
 
 
 @router.get("/v3/auth/catalog")

@@ -14,7 +14,7 @@ from netbay.errors import NetbayError
 app = typer.Typer(help="Manage projects, users and roles.", no_args_is_help=True)
 project_app = typer.Typer(help="Projects.", no_args_is_help=True)
 user_app = typer.Typer(help="Users.", no_args_is_help=True)
-role_app = typer.Typer(help="Role assignments (admin, member).", no_args_is_help=True)
+role_app = typer.Typer(help="Role assignments (admin, member, reader, load-balancer_*).", no_args_is_help=True)
 app.add_typer(project_app, name="project")
 app.add_typer(user_app, name="user")
 app.add_typer(role_app, name="role")
@@ -72,7 +72,7 @@ def user_create(
     name: str,
     password: str = typer.Option(..., prompt=True, hide_input=True, envvar="NETBAY_NEW_USER_PASSWORD"),
     project: str = typer.Option(None, help="Default project; the user gets --role on it."),
-    role: str = typer.Option("member", help="admin or member"),
+    role: str = typer.Option("member", help="a role name: admin, member, reader, load-balancer_…"),
     data_dir: Path = DataDir,
     database_url: str = DbUrl,
 ) -> None:

@@ -85,7 +85,7 @@ def check_prefix(prefix: str) -> str:
 def agent(
     url: str = typer.Option("http://127.0.0.1:9696", "--url", envvar="NETBAY_URL",
                             help="The netbay server."),
-    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", callback=check_prefix,
+    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", callback=check_prefix, envvar="NETBAY_AGENT_PREFIX",
                                help="Name prefix of every namespace the agent makes (and sweeps)."),
     host: str = typer.Option(None, "--host", help="This host's name (sandboxes bound elsewhere are skipped)."),
     openrc: Path = typer.Option(None, "--openrc", help="Credentials file (default: OS_* variables, "
@@ -109,6 +109,15 @@ def agent(
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
+    _check_login(creds)
+    from netbay.cli import instance
+
+    try:  # a second agent on this prefix would sweep the first one's namespaces
+        instance.hold(instance.agent_lock_path(prefix), f"namespace prefix {prefix!r}",
+                      {"url": url, "agent_prefix": prefix})
+    except instance.Held as exc:
+        console.print(f"[red]error:[/] {exc}; stop it first or pick another --prefix")
+        raise typer.Exit(1) from None
     api = Api(url, creds.token)
     the_agent = Agent(api, Names(prefix), host=host, wait=wait)
     stop = threading.Event()
@@ -128,6 +137,23 @@ def agent(
     api.close()
 
 
+def _check_login(creds: Any) -> None:
+    """Log in once before starting, so a wrong password or a missing server is said plainly."""
+    import httpx
+
+    from netbay.dataplane.agent import ApiError
+
+    try:
+        creds.token()
+    except ApiError as exc:
+        what = "authentication failed" if exc.status == 401 else str(exc)
+        console.print(f"[red]error:[/] {what} at {creds.auth_url}")
+        raise typer.Exit(1) from None
+    except httpx.HTTPError:
+        console.print(f"[red]error:[/] no netbay at {creds.auth_url}: nothing answers there")
+        raise typer.Exit(1) from None
+
+
 # --- inside `netbay up` ----------------------------------------------------------------------
 
 
@@ -138,7 +164,8 @@ def in_process_token(app: Any) -> Callable[[], str]:
     return service_token(app.state.store, app.state.tokens)
 
 
-def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODUCT_PREFIX) -> None:
+def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODUCT_PREFIX,
+                     sock: Any = None) -> None:
     """Run the API server and, on a background thread once it listens, the agent."""
     import uvicorn
 
@@ -175,7 +202,7 @@ def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODU
     thread = threading.Thread(target=run_agent, name="netbay-agent", daemon=True)
     thread.start()
     try:
-        server.run()
+        server.run(sockets=[sock] if sock is not None else None)
     finally:
         stop.set()
         thread.join(timeout=5)

@@ -21,7 +21,7 @@ PUBLIC_CIDR = "172.24.4.0/24"
 EXTERNAL_OWNER = "netbay:external"
 
 
-def prepare(settings: Settings, host: str, port: int) -> Path:
+def prepare(settings: Settings, host: str, port: int, agent_prefix: str | None = None) -> Path:
     migrate.upgrade(settings.database_url)
     store = Store(settings.database_url)
     try:
@@ -29,7 +29,7 @@ def prepare(settings: Settings, host: str, port: int) -> Path:
         ensure_public_network(store)
     finally:
         store.dispose()
-    return write_openrc(settings.data_dir, host, port)
+    return write_openrc(settings.data_dir, host, port, agent_prefix)
 
 
 def ensure_public_network(store: Store, cidr: str = PUBLIC_CIDR) -> None:
@@ -71,8 +71,11 @@ def ensure_outside_port(session: Session, network: Network) -> None:
     PORTS.record(session, port, "create")
 
 
-def write_openrc(data_dir: Path, host: str, port: int) -> Path:
-    """An openrc with OS_* variables for the admin user; 0600 as it holds a secret."""
+def write_openrc(data_dir: Path, host: str, port: int, agent_prefix: str | None = None) -> Path:
+    """An openrc with OS_* variables for the admin user; 0600 as it holds a secret.
+
+    It also names this instance for netbay's own commands: the data dir (``netbay
+    down``) and the agent's namespace prefix (``pod exec``, ``cluster connectivity``…)."""
     connect_host = "127.0.0.1" if host in {"0.0.0.0", "::"} else host
     password = os.environ.get("NETBAY_ADMIN_PASSWORD")
     password_line = (
@@ -90,6 +93,8 @@ def write_openrc(data_dir: Path, host: str, port: int) -> Path:
         "export OS_PROJECT_DOMAIN_NAME=Default",
         "export OS_REGION_NAME=RegionOne",
         "unset OS_CLOUD",
+        f"export NETBAY_DATA_DIR='{data_dir}'",
+        f"export NETBAY_AGENT_PREFIX='{agent_prefix}'" if agent_prefix else "unset NETBAY_AGENT_PREFIX",
         "",
     ])
     path = data_dir / "openrc"

@@ -296,7 +296,8 @@ def connectivity(
     cluster: str = typer.Argument(..., help="Name or uuid."),
     others: list[str] = typer.Argument(None, help="More clusters: their pods and nodes join the matrix "
                                                   "(isolation between clusters)."),
-    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", help="The agent's namespace prefix."),
+    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", envvar="NETBAY_AGENT_PREFIX",
+                               help="The agent's namespace prefix (the openrc `netbay up` wrote sets it)."),
     as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
     timeout: float = typer.Option(1.0, "--timeout", min=0.05, max=30.0, help="Seconds to wait for each round."),
     count: int = typer.Option(2, "--count", min=1, max=10,

@@ -10,15 +10,36 @@ console = Console()
 
 
 def connect():  # noqa: ANN201
-    """An openstacksdk connection from OS_* variables or OS_CLOUD + clouds.yaml."""
-    import openstack
+    """An authenticated openstacksdk connection from OS_* variables or OS_CLOUD + clouds.yaml.
 
+    It logs in at once, so a wrong password or a server that is not there is said
+    plainly instead of surfacing later as a missing catalog endpoint."""
+    import logging
+
+    import openstack
+    from keystoneauth1 import exceptions as ksa
+
+    logging.getLogger("keystoneauth").setLevel(logging.ERROR)  # its discovery warnings repeat ours
     try:
-        return openstack.connect()
+        conn = openstack.connect()
     except Exception as exc:  # the SDK raises several kinds for missing config
         console.print(f"[red]cannot connect:[/] {exc}\nSource the openrc that `netbay up` wrote, "
                       "or set OS_CLOUD with a clouds.yaml.")
         raise typer.Exit(1) from None
+    url = conn.config.get_auth_args().get("auth_url", "?")
+    try:
+        conn.session.get_token()
+    except (ksa.Unauthorized, ksa.NotFound) as exc:
+        if isinstance(exc, ksa.NotFound):
+            console.print(f"[red]error:[/] no netbay at {url} (it answers, but has no identity API there)")
+        else:
+            console.print(f"[red]error:[/] authentication failed at {url}: check OS_USERNAME, OS_PASSWORD "
+                          "and OS_PROJECT_NAME (or source the openrc `netbay up` wrote)")
+        raise typer.Exit(1) from None
+    except (ksa.ConnectFailure, ksa.ConnectTimeout, ksa.DiscoveryFailure, ksa.UnknownConnectionError):
+        console.print(f"[red]error:[/] no netbay at {url}: nothing answers there (is `netbay up` running?)")
+        raise typer.Exit(1) from None
+    return conn
 
 
 def _table(title: str, rows: list[dict], columns: list[str]) -> Table:

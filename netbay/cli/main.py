@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from netbay.cli import admin, demo, doctor
+from netbay.cli import admin, demo, doctor, instance
 from netbay.cli import agent as agent_cli
 from netbay.cli import cluster as cluster_cli
 from netbay.cli import clustertemplate as clustertemplate_cli
@@ -58,14 +58,43 @@ def db_current(data_dir: Path = DataDir, database_url: str = DbUrl) -> None:
     from netbay.store import migrate
     from netbay.store.db import make_engine
 
-    settings = Settings.resolve(data_dir, database_url)
+    settings = Settings.resolve(data_dir, database_url, create=False)  # read-only: makes nothing
+    if settings.missing_sqlite_file:
+        console.print(f"database: none (no database at {settings.missing_sqlite_file})  "
+                      f"needed: {migrate.head(settings.database_url)}")
+        return
     engine = make_engine(settings.database_url)
     console.print(f"database: {migrate.current(engine)}  needed: {migrate.head(settings.database_url)}")
     engine.dispose()
 
 
-def _run_server(settings: Settings, host: str, port: int, noauth: bool, public_url: str | None,
-                token_ttl: int, agent: bool = False, agent_prefix: str = "nb-", conductor: bool = True) -> None:
+def _listen(host: str, port: int):  # noqa: ANN202
+    """Bind first: a port in use is said before anything is written or claimed."""
+    try:
+        return instance.listen(host, port)
+    except OSError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+
+
+def _claim(what: str, path: Path, info: dict) -> None:
+    """Hold ``path`` for this process (one agent per prefix on this host, one server per
+    data dir), or name the holder and exit."""
+    try:
+        instance.hold(path, what, info)
+    except instance.Held as exc:
+        console.print(f"[red]error:[/] {exc}; stop it first (netbay down --data-dir …) or pick another")
+        raise typer.Exit(1) from None
+
+
+def _claim_data_dir(data_dir: Path, url: str, agent_prefix: str | None) -> None:
+    _claim(f"data dir {data_dir}", data_dir / instance.SERVER_LOCK,
+           {"url": url, "agent_prefix": agent_prefix, "data_dir": str(data_dir)})
+
+
+def _run_server(settings: Settings, sock, host: str, port: int, noauth: bool,  # noqa: ANN001
+                public_url: str | None, token_ttl: int, agent: bool = False, agent_prefix: str = "nb-",
+                conductor: bool = True) -> None:
     import uvicorn
 
     from netbay.api.app import create_app
@@ -90,9 +119,10 @@ def _run_server(settings: Settings, host: str, port: int, noauth: bool, public_u
     application = create_app(store, noauth=noauth, public_url=public_url, token_ttl=token_ttl,
                              self_url=self_url)
     if agent:
-        agent_cli.serve_with_agent(application, host, port, agent_prefix)
+        agent_cli.serve_with_agent(application, host, port, agent_prefix, sock=sock)
         return
-    uvicorn.run(application, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(application, host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 @app.command()
@@ -109,8 +139,10 @@ def serve(
 ) -> None:
     """Run the API services (identity, network, load balancers, container infrastructure)."""
     _logging()
+    sock = _listen(host, port)
     settings = Settings.resolve(data_dir, database_url)
-    _run_server(settings, host, port, noauth, public_url, token_ttl, conductor=conductor)
+    _claim_data_dir(settings.data_dir, f"http://{host}:{port}", None)
+    _run_server(settings, sock, host, port, noauth, public_url, token_ttl, conductor=conductor)
 
 
 @app.command()
@@ -134,25 +166,66 @@ def up(
     from netbay.cli.bootstrap import prepare
 
     _logging()
-    settings = Settings.resolve(data_dir, database_url)
-    openrc = prepare(settings, host, port)
+    sock = _listen(host, port)
     if agent and os.geteuid() != 0:
         console.print("[yellow]not root: API only, no dataplane agent[/] (run as root, or pass --no-agent)")
         agent = False
     if agent and (missing := agent_cli.missing_features()):
         console.print(f"[yellow]API only, no dataplane agent:[/] the kernel lacks {', '.join(missing)}")
         agent = False
+    url = f"http://{host}:{port}"
+    if agent:  # before making the data dir
+        _claim(f"namespace prefix {agent_prefix!r}", instance.agent_lock_path(agent_prefix),
+               {"url": url, "agent_prefix": agent_prefix})
+    settings = Settings.resolve(data_dir, database_url)
+    _claim_data_dir(settings.data_dir, url, agent_prefix if agent else None)
+    openrc = prepare(settings, host, port, agent_prefix if agent else None)
     console.print(f"[green]netbay is starting on http://{host}:{port}[/]"
                   + (" with the dataplane agent" if agent else ""))
     console.print(f"credentials: [bold]source {openrc}[/]")
-    _run_server(settings, host, port, False, public_url, token_ttl, agent=agent, agent_prefix=agent_prefix,
-                conductor=conductor)
+    _run_server(settings, sock, host, port, False, public_url, token_ttl, agent=agent,
+                agent_prefix=agent_prefix, conductor=conductor)
+
+
+@app.command()
+def down(
+    data_dir: Path = DataDir,
+    timeout: float = typer.Option(20.0, "--timeout", min=0.0, help="Seconds to wait before SIGKILL."),
+) -> None:
+    """Stop the netbay serving DATA_DIR and delete exactly its agent's namespaces."""
+    from netbay.cli.settings import default_data_dir
+
+    directory = Path(data_dir or default_data_dir()).expanduser().resolve()
+    if not (directory / instance.SERVER_LOCK).exists():
+        console.print(f"[red]error:[/] no netbay was started with data dir {directory}")
+        raise typer.Exit(1)
+    running = instance.holder(directory / instance.SERVER_LOCK)
+    last = running or instance.last_run(directory)
+    if running:
+        if not instance.stop(int(running["pid"]), timeout):
+            console.print(f"[red]error:[/] netbay PID {running['pid']} did not stop")
+            raise typer.Exit(1)
+        console.print(f"stopped netbay PID {running['pid']} ({running.get('url', '?')}, data dir {directory})")
+    else:
+        console.print(f"no netbay is running for data dir {directory}")
+    prefix = last.get("agent_prefix")
+    if not prefix:
+        return
+    if (other := instance.holder(instance.agent_lock_path(prefix))) is not None:
+        console.print(f"[yellow]namespaces {prefix}* kept:[/] netbay PID {other.get('pid')} serves that prefix now")
+        return
+    if os.geteuid() != 0:
+        console.print(f"[red]error:[/] removing the namespaces {prefix}* needs root")
+        raise typer.Exit(1)
+    removed = instance.remove_namespaces(prefix)
+    console.print(f"removed {len(removed)} namespaces {prefix}*")
 
 
 def _logging() -> None:
     logging.basicConfig(level=os.environ.get("NETBAY_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the agent's long polls, every 30 s: not news
 
 
 if __name__ == "__main__":

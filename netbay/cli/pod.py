@@ -128,7 +128,8 @@ def list_(cluster: str = typer.Option(None, "--cluster", help="Only this cluster
 def show(
     pod: str = typer.Argument(..., help="Name or id."),
     cluster: str = ClusterOpt,
-    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", help="The agent's namespace prefix."),
+    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", envvar="NETBAY_AGENT_PREFIX",
+                               help="The agent's namespace prefix (the openrc `netbay up` wrote sets it)."),
 ) -> None:
     """Show one pod, with its cluster's name and its namespace on the agent's host."""
     from netbay.dataplane.names import Names
@@ -155,7 +156,8 @@ def exec_(
     pod: str = typer.Argument(..., help="Name or id."),
     command: list[str] = typer.Argument(..., help="The command (after --)."),
     cluster: str = ClusterOpt,
-    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", help="The agent's namespace prefix."),
+    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", envvar="NETBAY_AGENT_PREFIX",
+                               help="The agent's namespace prefix (the openrc `netbay up` wrote sets it)."),
 ) -> None:
     """Run COMMAND inside the pod's network namespace on this host (replaces this process)."""
     from netbay.cli.nsexec import exec_in

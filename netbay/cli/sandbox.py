@@ -132,7 +132,8 @@ def delete(names: list[str] = typer.Argument(..., help="Names or ids."), url: st
 def exec_(
     name: str = typer.Argument(..., help="Name or id."),
     command: list[str] = typer.Argument(..., help="The command (after --)."),
-    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", help="The agent's namespace prefix."),
+    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", envvar="NETBAY_AGENT_PREFIX",
+                               help="The agent's namespace prefix (the openrc `netbay up` wrote sets it)."),
     url: str = UrlOpt,
 ) -> None:
     """Run COMMAND inside the sandbox's network namespace (replaces this process)."""

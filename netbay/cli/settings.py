@@ -19,11 +19,21 @@ class Settings:
     database_url: str
 
     @classmethod
-    def resolve(cls, data_dir: Path | None, database_url: str | None) -> Settings:
+    def resolve(cls, data_dir: Path | None, database_url: str | None, *, create: bool = True) -> Settings:
+        """``create=False`` for read-only commands: they make no directory."""
         directory = Path(data_dir or default_data_dir()).expanduser().resolve()
-        directory.mkdir(parents=True, exist_ok=True)
-        directory.chmod(0o700)
+        if create:
+            directory.mkdir(parents=True, exist_ok=True)
+            directory.chmod(0o700)
         return cls(directory, database_url or default_url(directory))
+
+    @property
+    def missing_sqlite_file(self) -> Path | None:
+        """The SQLite file the URL names, if it does not exist (opening it would create it)."""
+        if not self.database_url.startswith("sqlite:///"):
+            return None
+        path = Path(self.database_url[len("sqlite:///"):])
+        return None if path.exists() else path
 
     @property
     def redacted_url(self) -> str:

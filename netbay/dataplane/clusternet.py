@@ -48,6 +48,8 @@ class ClusterNetRealizer:
         self.placed: dict[str, str] = {}                 # pod id -> node namespace
         self.waiting: set[str] = set()                   # pods whose node is not ready yet
         self.errors: dict[str, str] = {}                 # pod id -> why its last attach failed
+        from netbay.dataplane.standin import MasterStandIns
+        self.standins = MasterStandIns()                 # what the master load balancer checks
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -133,6 +135,7 @@ class ClusterNetRealizer:
         except Exception as exc:  # noqa: BLE001 - a bad config is this cluster's error only
             log.warning("netbay agent: cluster network %s: %s", net.get("id"), exc)
             return False
+        masters = {self.names.sandbox(n["sandbox_id"]) for n in net.get("nodes") or () if n.get("role") == "master"}
         ok = True
         for node in nodes:
             if not self.ready(node):
@@ -141,6 +144,8 @@ class ClusterNetRealizer:
             try:
                 driver.setup_node(node)
                 driver.sync_peers(node, nodes)
+                if node.ns in masters:
+                    self.standins.ensure(node.ns)
             except Exception as exc:  # noqa: BLE001 - reported, retried; other nodes go on
                 log.warning("netbay agent: cluster %s node %s: %s", net.get("id"), node.ns, exc)
                 ok = False
@@ -176,6 +181,10 @@ class ClusterNetRealizer:
             from netbay.drivers import pods
             pods.detach(node_ns, ns)
         netns.delete(ns)
+
+    def stop(self) -> None:
+        """The agent stops: close the masters' stand-in listeners."""
+        self.standins.stop()
 
     @staticmethod
     def _present(head: str) -> list[str]:

@@ -10,15 +10,16 @@ from base64 import b64decode, b64encode
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from netbay.errors import Conflict, NotFound, Unauthorized
+from netbay.errors import NotFound, Unauthorized
+from netbay.identity import directory
+from netbay.identity.roles import ROLES, effective
 from netbay.store.db import Store
 from netbay.store.models import Meta, Project, RoleAssignment, User
 
-ROLES = ("admin", "member", "reader", "load-balancer_member", "load-balancer_observer",
-         "load-balancer_global_observer", "load-balancer_admin")
+__all__ = ["ROLES", "Identity", "Authenticated", "check_password", "hash_password"]
 DEFAULT_DOMAIN = "default"
 ADMIN_PASSWORD_FILE = "admin-password"
 
@@ -94,33 +95,21 @@ class Identity:
                 RoleAssignment.user_id == user_id, RoleAssignment.project_id == project_id
             )
         )
-        roles = set(rows)
-        for role, implies in (("admin", "member"), ("member", "reader")):  # Keystone's implied roles
-            if role in roles:
-                roles.add(implies)
-        return tuple(sorted(roles))
+        return effective(rows)  # Keystone's implied roles: admin → member → reader
 
     # -- management (netbay admin …) -------------------------------------------------
 
     def create_project(self, name: str, description: str = "") -> Project:
         with self.store.write() as s:
-            if s.scalars(select(Project).where(Project.name == name)).first():
-                raise Conflict(f"Project {name} already exists")
-            project = Project(name=name, description=description)
-            s.add(project)
-            return project
+            return directory.create_project(s, name, description)
 
     def create_user(self, name: str, password: str, project: str | None = None, role: str = "member") -> User:
         with self.store.write() as s:
-            if s.scalars(select(User).where(User.name == name)).first():
-                raise Conflict(f"User {name} already exists")
-            user = User(name=name, password_hash=hash_password(password))
-            s.add(user)
-            s.flush()
-            if project:
-                proj = self._project(s, project)
-                user.default_project_id = proj.id
-                s.add(RoleAssignment(user_id=user.id, project_id=proj.id, role=_role(role)))
+            proj = self._project(s, project) if project else None
+            user = directory.create_user(s, name, hash_password(password),
+                                         default_project_id=proj.id if proj else None)
+            if proj:
+                directory.grant(s, proj.id, user.id, directory.role_named(s, role).id)
             return user
 
     def set_password(self, name: str, password: str) -> None:
@@ -132,27 +121,22 @@ class Identity:
     def grant(self, user: str, project: str, role: str) -> None:
         with self.store.write() as s:
             u, p = self._user(s, user), self._project(s, project)
-            if not s.get(RoleAssignment, (u.id, p.id, _role(role))):
-                s.add(RoleAssignment(user_id=u.id, project_id=p.id, role=_role(role)))
+            directory.grant(s, p.id, u.id, directory.role_named(s, role).id)
 
     def revoke(self, user: str, project: str, role: str) -> None:
         with self.store.write() as s:
             u, p = self._user(s, user), self._project(s, project)
-            s.execute(
-                delete(RoleAssignment).where(
-                    RoleAssignment.user_id == u.id,
-                    RoleAssignment.project_id == p.id,
-                    RoleAssignment.role == _role(role),
-                )
-            )
+            r = directory.role_named(s, role)
+            if s.get(RoleAssignment, (u.id, p.id, r.name)) is not None:
+                directory.revoke(s, p.id, u.id, r.id)
 
     def delete_user(self, name: str) -> None:
         with self.store.write() as s:
-            s.delete(self._user(s, name))
+            directory.delete_user(s, self._user(s, name).id)
 
     def delete_project(self, name: str) -> None:
         with self.store.write() as s:
-            s.delete(self._project(s, name))
+            directory.delete_project(s, self._project(s, name).id)
 
     def projects(self) -> list[Project]:
         with self.store.read() as s:
@@ -207,8 +191,8 @@ class Identity:
                 user = User(name="admin", password_hash=hash_password(password), default_project_id=project.id)
                 s.add(user)
                 s.flush()
-                for role in ("admin", "member"):
-                    s.add(RoleAssignment(user_id=user.id, project_id=project.id, role=role))
+                s.add(RoleAssignment(user_id=user.id, project_id=project.id, role="admin"))
+            directory.ensure_roles(s)
         return written
 
     def token_key(self) -> str:
@@ -217,12 +201,6 @@ class Identity:
             if meta is None:
                 raise RuntimeError("netbay is not bootstrapped: no token key")
             return meta.value
-
-
-def _role(role: str) -> str:
-    if role not in ROLES:
-        raise NotFound(f"Could not find role: {role}.")
-    return role
 
 
 def _write_secret(path: Path, value: str) -> str:

@@ -74,6 +74,11 @@ class Tokens:
         with self._lock:
             self._epochs.pop(user_id, None)
 
+    def forget_all(self) -> None:
+        """Drop every cached epoch (after access was removed in this process)."""
+        with self._lock:
+            self._epochs.clear()
+
     def _epoch(self, user_id: str) -> int | None:
         now = time.monotonic()
         cached = self._epochs.get(user_id)
@@ -102,6 +107,7 @@ class Tokens:
 def service_token(store: Store, tokens: Tokens) -> Callable[[], str]:
     """Admin tokens for netbay's own reconcilers in the server process (the agent, the
     conductor): minted by the token service itself, no password needed."""
+    from netbay.identity.roles import effective
     from netbay.store.models import Project
 
     def issue() -> str:
@@ -111,6 +117,6 @@ def service_token(store: Store, tokens: Tokens) -> Callable[[], str]:
             if user is None or project is None:
                 raise RuntimeError("netbay is not bootstrapped: no admin user")
             epoch = user.password_epoch
-        return tokens.issue(user.id, project.id, ("admin", "member"), epoch).value
+        return tokens.issue(user.id, project.id, effective(("admin",)), epoch).value
 
     return issue

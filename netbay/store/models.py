@@ -625,4 +625,28 @@ class Keypair(Base):
     public_key: Mapped[str] = mapped_column(Text)
     fingerprint: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+class Role(Base):
+    """A Keystone role; assignments name it (``RoleAssignment.role``), the API shows its id."""
+
+    __tablename__ = "roles"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=lambda: uuid.uuid4().hex)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+
+
+class ApplicationCredential(Base):
+    """Keystone's application credential: a named secret that logs its user into one
+    project with (a subset of) the roles the user holds there."""
+
+    __tablename__ = "application_credentials"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=lambda: uuid.uuid4().hex)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    project_id: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str] = mapped_column(Text, default="")
+    secret_hash: Mapped[str] = mapped_column(Text)
+    roles: Mapped[list[Any]] = mapped_column(default=list)   # role names
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    unrestricted: Mapped[bool] = mapped_column(Boolean, default=False)
     __table_args__ = (UniqueConstraint("user_id", "name"),)
