@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -45,7 +46,9 @@ BINARY = "haproxy"
 START_TIMEOUT = 10.0
 RELOAD_TIMEOUT = 5.0
 STOP_TIMEOUT = 5.0
-MAXCONN = 50000
+# Octavia's default connection limit, within what this host lets a process open
+# (haproxy needs two descriptors per connection and refuses to start otherwise).
+MAXCONN = max(100, min(50000, (resource.getrlimit(resource.RLIMIT_NOFILE)[1] - 200) // 2))
 
 _BALANCE = {"ROUND_ROBIN": "roundrobin", "LEAST_CONNECTIONS": "leastconn", "SOURCE_IP": "source"}
 _MATCH = {"REGEX": "reg", "STARTS_WITH": "beg", "ENDS_WITH": "end", "CONTAINS": "sub", "EQUAL_TO": "str"}
@@ -97,7 +100,7 @@ def _frontend(spec: LoadBalancerSpec, li: ListenerSpec) -> tuple[list[str], list
     out = [f"frontend {li.id}",
            f"    bind {spec.vip_address}:{li.port}",
            f"    mode {'http' if http else 'tcp'}",
-           f"    maxconn {li.connection_limit if li.connection_limit > 0 else MAXCONN}",
+           f"    maxconn {min(li.connection_limit, MAXCONN) if li.connection_limit > 0 else MAXCONN}",
            f"    timeout client {client}"]
     if li.allowed_cidrs:
         out.append(f"    tcp-request connection reject unless {{ src {' '.join(li.allowed_cidrs)} }}")
@@ -242,10 +245,10 @@ class Haproxy:
         if pid is None:
             self._start(lb_id, ns)
         elif old != text:
-            self._reload(lb_id, pid)
+            self._reload(lb_id, ns, pid)
 
     def _start(self, lb_id: str, ns: str) -> None:
-        cmd = [_binary(), "-W", "-D", "-q", "-f", str(self.config(lb_id)), "-p", str(self._pidfile(lb_id)),
+        cmd = [_binary(), "-W", "-D", "-f", str(self.config(lb_id)), "-p", str(self._pidfile(lb_id)),
                "-S", str(self.dir(lb_id) / "master.sock")]
         with netns.entered(ns):   # the forked child starts in the load balancer's namespace
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=START_TIMEOUT,
@@ -254,12 +257,12 @@ class Haproxy:
             raise RuntimeError(f"haproxy for load balancer {lb_id} did not start: "
                                f"{(done.stderr or done.stdout).strip()[-500:]}")
 
-    def _workers(self, lb_id: str) -> tuple[int, list[int]] | None:
-        """(the master's reload count, current worker pids) from the master CLI."""
-        text = _ask(self.dir(lb_id) / "master.sock", "show proc")
+    def _workers(self, lb_id: str, ns: str) -> tuple[int, int, list[int]] | None:
+        """(the master's reload count, failed reloads, current worker pids) from the master CLI."""
+        text = _ask(ns, self.dir(lb_id) / "master.sock", "show proc")
         if text is None:
             return None
-        reloads, workers, section = 0, [], "master"
+        reloads, failed, workers, section = 0, 0, [], "master"
         for line in text.splitlines():
             if line.startswith("#"):
                 section = "old" if "old" in line else ("workers" if "worker" in line else section)
@@ -268,21 +271,31 @@ class Haproxy:
             if len(parts) >= 3 and parts[0].isdigit():
                 if parts[1] == "master":
                     reloads = int(parts[2]) if parts[2].isdigit() else 0
+                    if "[failed:" in line:
+                        failed = int(line.split("[failed:", 1)[1].split("]", 1)[0].strip() or 0)
                 elif parts[1] == "worker" and section == "workers":
                     workers.append(int(parts[0]))
-        return reloads, workers
+        return reloads, failed, workers
 
-    def _reload(self, lb_id: str, pid: int) -> None:
+    def _reload(self, lb_id: str, ns: str, pid: int) -> None:
         """SIGUSR2, then wait (bounded) until the master reports the new workers."""
-        before = self._workers(lb_id)
-        os.kill(pid, signal.SIGUSR2)
+        deadline = time.monotonic() + RELOAD_TIMEOUT
+        before = self._workers(lb_id, ns)
+        while before is None and time.monotonic() < deadline:   # a just-started master opens it late
+            time.sleep(0.01)
+            before = self._workers(lb_id, ns)
         if before is None:
-            return
+            raise RuntimeError(f"haproxy for load balancer {lb_id}: its master socket does not answer")
+        os.kill(pid, signal.SIGUSR2)
         deadline = time.monotonic() + RELOAD_TIMEOUT
         while time.monotonic() < deadline:
             time.sleep(0.005)
-            now = self._workers(lb_id)
-            if now is not None and now[0] > before[0] and now[1] and now[1] != before[1]:
+            now = self._workers(lb_id, ns)
+            if now is None or now[0] <= before[0]:
+                continue
+            if now[1] > before[1]:
+                raise RuntimeError(f"haproxy for load balancer {lb_id} refused its new configuration")
+            if now[2] and now[2] != before[2]:
                 return
         raise RuntimeError(f"haproxy for load balancer {lb_id} did not reload within {RELOAD_TIMEOUT:.0f} s "
                            "(configuration refused?)")
@@ -305,6 +318,8 @@ class Haproxy:
     def stop_all(self) -> None:
         for lb_id in self.known():
             self.stop(lb_id)
+        with contextlib.suppress(OSError):
+            self.root.rmdir()
 
 
 def _binary() -> str:
@@ -334,12 +349,18 @@ def _net_inode(pid: int) -> int | None:
         return None
 
 
-def _ask(path: Path, command: str, timeout: float = 1.0) -> str | None:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _ask(ns: str, path: Path, command: str, timeout: float = 1.0) -> str | None:
+    """One command on a haproxy socket (made in ``ns``: the master refuses other namespaces' peers)."""
+    try:
+        with netns.entered(ns):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError:
+        return None
     try:
         s.settimeout(timeout)
         s.connect(str(path))
         s.sendall(command.encode() + b"\n")
+        s.shutdown(socket.SHUT_WR)   # one command: the master answers and closes
         data = b""
         for _ in range(256):
             chunk = s.recv(65536)
