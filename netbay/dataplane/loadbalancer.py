@@ -414,8 +414,8 @@ def operating_statuses(spec: LoadBalancerSpec, health: Mapping[str, Health]
     """Octavia's operating statuses of the tree (None: not known yet, report nothing)."""
     # Children first: a report is applied in this order, and a child settled with its
     # own statuses before the load balancer is written once, not twice.
-    out: dict[str, dict[str, str | None]] = {k: {} for k in (
-        "members", "healthmonitors", "pools", "l7rules", "l7policies", "listeners", "loadbalancers")}
+    out: dict[str, dict[str, str | None]] = {k: {} for k in
+                                              ("members", "healthmonitors", "pools", "listeners", "loadbalancers")}
     lb_status = "ONLINE" if spec.enabled else "OFFLINE"
     for pool in spec.pools:
         on = spec.enabled and pool.enabled
@@ -448,13 +448,21 @@ def operating_statuses(spec: LoadBalancerSpec, health: Mapping[str, Health]
         if spec.enabled and status in ("DEGRADED", "ERROR"):
             lb_status = "DEGRADED"
     for listener in spec.listeners:
+        out["listeners"][listener.id] = "ONLINE" if spec.enabled and listener.enabled else "OFFLINE"
+    out.update(l7_statuses(spec))
+    out["loadbalancers"][spec.id] = lb_status
+    return out
+
+
+def l7_statuses(spec: LoadBalancerSpec) -> dict[str, dict[str, str | None]]:
+    """L7 policies and rules: ``ONLINE`` while they and their listener are enabled."""
+    out: dict[str, dict[str, str | None]] = {"l7policies": {}, "l7rules": {}}
+    for listener in spec.listeners:
         on = spec.enabled and listener.enabled
-        out["listeners"][listener.id] = "ONLINE" if on else "OFFLINE"
         for policy in listener.l7policies:
             out["l7policies"][policy.id] = "ONLINE" if on and policy.enabled else "OFFLINE"
             for rule in policy.rules:
                 out["l7rules"][rule.id] = "ONLINE" if on and policy.enabled and rule.enabled else "OFFLINE"
-    out["loadbalancers"][spec.id] = lb_status
     return out
 
 

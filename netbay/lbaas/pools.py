@@ -79,7 +79,7 @@ def check_persistence(protocol: str, sp: SessionPersistence | dict | None) -> di
                          "`APP_COOKIE`.")
     if sp.cookie_name and not COOKIE_NAME.match(sp.cookie_name):
         raise validation("Supplied `cookie_name` is invalid.")
-    if sp.type in ("HTTP_COOKIE", "APP_COOKIE") and protocol != "HTTP":
+    if sp.type in ("HTTP_COOKIE", "APP_COOKIE") and protocol not in ("HTTP", "PROXY", "PROXYV2"):
         raise validation(f"Session persistence of type {sp.type} is not supported for {protocol} "
                          "protocol pools.")
     if (sp.persistence_timeout is not None or sp.persistence_granularity is not None) and protocol != "UDP":
