@@ -38,7 +38,12 @@ from typing import TYPE_CHECKING
 from netbay.dataplane import netns
 
 if TYPE_CHECKING:
-    from netbay.dataplane.lb.spec import ListenerSpec, LoadBalancerSpec, MemberSpec, PoolSpec
+    from netbay.dataplane.lb.spec import (
+        ListenerSpec,
+        LoadBalancerSpec,
+        MemberSpec,
+        PoolSpec,
+    )
 
 log = logging.getLogger(__name__)
 
