@@ -147,6 +147,15 @@ def test_provider_is_kept_and_options_refused_per_provider(member, net, settle, 
     assert "not supported for TCP protocol pools" in octavia_error(r, 400)
     r = post("pool", listener_id=http.id, protocol="HTTP", lb_algorithm="SOURCE_IP_PORT")
     assert "SOURCE_IP_PORT is not offered by provider amphora" in octavia_error(r, UNSUPPORTED)
+    # UDP stays in the kernel under haproxy too: L4 algorithms, no persistence, no CIDR filter.
+    r = post("listener", loadbalancer_id=l7.id, protocol="UDP", protocol_port=53, allowed_cidrs=["10.0.0.0/8"])
+    assert "allowed_cidrs is not offered for UDP listeners" in octavia_error(r, UNSUPPORTED)
+    r = post("pool", loadbalancer_id=l7.id, protocol="UDP", lb_algorithm="LEAST_CONNECTIONS")
+    assert "ROUND_ROBIN or SOURCE_IP for UDP pools" in octavia_error(r, UNSUPPORTED)
+    r = post("pool", loadbalancer_id=l7.id, protocol="UDP", lb_algorithm="ROUND_ROBIN",
+             session_persistence={"type": "SOURCE_IP"})
+    assert "session_persistence SOURCE_IP is not offered by provider amphora for UDP pools" in \
+        octavia_error(r, UNSUPPORTED)
     pool = lbs.create_pool(listener_id=http.id, protocol="PROXYV2", lb_algorithm="ROUND_ROBIN",
                            session_persistence={"type": "APP_COOKIE", "cookie_name": "JSESSIONID"})
     assert pool.session_persistence["cookie_name"] == "JSESSIONID"

@@ -205,7 +205,8 @@ class Pools(LBResource):
         given = body.given()
         tags = given.pop("tags", None)
         provider = LOADBALANCERS.get(session, ctx, pool.loadbalancer_id).provider
-        providers.check_pool(provider, None, given.get("lb_algorithm"), given.get("session_persistence"))
+        providers.check_pool(provider, pool.protocol, given.get("lb_algorithm"), given.get("session_persistence"),
+                             new=False)
         if "session_persistence" in given:
             given["session_persistence"] = check_persistence(pool.protocol, given["session_persistence"])
         took = claim(session, pool.loadbalancer_id, listeners=self.listeners_of(session, pool))

@@ -118,23 +118,31 @@ def check_listener(provider: str, protocol: str, given: dict[str, Any]) -> None:
                                     f"{', '.join(p.listener_protocols)}"
                                     + ("" if p.l7 else " (or provider haproxy)"))
     for option in ("allowed_cidrs", "insert_headers"):
-        if given.get(option) and option not in p.listener_options:
+        if not given.get(option):
+            continue
+        if option not in p.listener_options:
             raise unsupported(provider, f"{option} is not offered by provider {provider} (use provider haproxy)")
+        if protocol == "UDP":   # UDP is forwarded by nftables, even under haproxy
+            raise unsupported(provider, f"{option} is not offered for UDP listeners")
 
 
-def check_pool(provider: str, protocol: str | None, algorithm: str | None,
-               persistence: dict[str, Any] | None) -> None:
+def check_pool(provider: str, protocol: str, algorithm: str | None, persistence: dict[str, Any] | None,
+               *, new: bool = True) -> None:
+    """A pool's protocol (``new``: at create), algorithm and persistence against the
+    provider. UDP pools are nftables' under either provider: L4 algorithms, no persistence."""
     p = get(provider)
-    if protocol is not None and protocol not in p.pool_protocols:
+    if new and protocol not in p.pool_protocols:
         raise unsupported(provider, f"protocol {protocol} is not offered by provider {provider}; use "
                                     f"{', '.join(p.pool_protocols)}" + ("" if p.l7 else " (or provider haproxy)"))
-    if algorithm is not None and algorithm not in p.algorithms:
+    kernel = p.driver == NFTABLES or protocol == "UDP"
+    algorithms = L4_ALGORITHMS if kernel else p.algorithms
+    hint = " (or provider haproxy)" if p.driver == NFTABLES else (" for UDP pools" if kernel else "")
+    if algorithm is not None and algorithm not in algorithms:
         raise unsupported(provider, f"lb_algorithm {algorithm} is not offered by provider {provider}; use "
-                                    f"{' or '.join(p.algorithms)}" + ("" if p.l7 else " (or provider haproxy)"))
-    if persistence and persistence.get("type") not in p.persistence:
-        kind = persistence.get("type")
-        raise unsupported(provider, f"session_persistence {kind} is not offered by provider {provider}"
-                                    + (" (use provider haproxy)" if not p.l7 else ""))
+                                    f"{' or '.join(algorithms)}{hint}")
+    if persistence and (kernel or persistence.get("type") not in p.persistence):
+        raise unsupported(provider, f"session_persistence {persistence.get('type')} is not offered by provider "
+                                    f"{provider}{' (use provider haproxy)' if p.driver == NFTABLES else hint}")
 
 
 def check_l7(provider: str) -> None:
