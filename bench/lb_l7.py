@@ -49,6 +49,8 @@ from harness import machine  # noqa: E402
 from lb_create import LB, PREFIX, Client, pct, server, sweep  # noqa: E402
 
 from netbay.dataplane import netns  # noqa: E402
+from netbay.dataplane.lb.haproxy import Haproxy as ProductHaproxy  # noqa: E402
+from netbay.dataplane.lb.haproxy import state_dir  # noqa: E402
 
 MEMBER_PORT = 8080
 HAND_PORT = 8088
@@ -229,6 +231,8 @@ def main() -> None:
     finally:
         if member is not None:
             member.stop()
+        # The agent keeps haproxy running across its own restarts; this run's go with it.
+        ProductHaproxy(state_dir(PREFIX)).stop_all()
         swept = sweep()
         shutil.rmtree(root, ignore_errors=True)
     load_after = os.getloadavg()

@@ -502,6 +502,7 @@ class LoadBalancerRealizer:
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
         self.haproxy = haproxy.Haproxy(haproxy.state_dir(names.prefix))  # the haproxy provider's processes
+        netns.on_delete(self._namespace_deleted)
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -556,6 +557,13 @@ class LoadBalancerRealizer:
             else:
                 self.remove(lb_id)
         return {"loadbalancers": done}
+
+    def _namespace_deleted(self, ns: str) -> None:
+        """Whoever deletes a load balancer's namespace (a sweep, a failover), its
+        haproxy goes first: no haproxy is left serving a namespace nothing can reach."""
+        head = self.names.loadbalancer("")
+        if ns.startswith(head) and ns[len(head):] in self.haproxy.known():
+            self.haproxy.stop(ns[len(head):])
 
     def expand(self, state: Any, touched: Any, work: dict[str, set[str]]) -> None:
         """An L7 policy's change concerns its listener's load balancer (rule changes
