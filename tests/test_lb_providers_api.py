@@ -211,7 +211,7 @@ def test_l7_policies_and_rules_crud(member, net, settle, lb_http, status_http):
     # Octavia's rule validations.
     rules = f"/lbaas/l7policies/{p1.id}/rules"
     r = lb_http.post(rules, json={"rule": {"type": "HEADER", "compare_type": "EQUAL_TO", "value": "x"}})
-    octavia_error(r, 400, "Validation failure: L7 rule type HEADER needs a key.")
+    octavia_error(r, 400, "Error parsing L7Rule: L7 rule type HEADER needs a key.")
     r = lb_http.post(rules, json={"rule": {"type": "FILE_TYPE", "compare_type": "STARTS_WITH", "value": "jpg"}})
     assert "FILE_TYPE only supports" in octavia_error(r, 400)
     r = lb_http.post(rules, json={"rule": {"type": "SSL_CONN_HAS_CERT", "compare_type": "EQUAL_TO",
@@ -237,17 +237,17 @@ def test_l7_policies_and_rules_crud(member, net, settle, lb_http, status_http):
     tree = lb_http.get(f"/lbaas/loadbalancers/{lb.id}/status").json()["statuses"]["loadbalancer"]
     shown = {p["id"]: p for p in tree["listeners"][0]["l7policies"]}
     assert shown[p1.id]["rules"][0]["id"] == rule.id
-    # Deleting the redirect pool turns its policy into a REJECT (as Octavia); deleting a
-    # policy closes the gap in positions; the rule goes with its policy.
-    lbs.delete_pool(pool.id)
-    settle(lb.id)
-    assert lbs.get_l7_policy(p1.id).action == "REJECT"
+    # A pool an L7 policy redirects to cannot go (Octavia's PoolInUseByL7Policy); deleting
+    # a policy closes the gap in positions; the rule goes with its policy.
+    octavia_error(lb_http.delete(f"/lbaas/pools/{pool.id}"), 409, f"Pool {pool.id} is in use by L7 policy {p1.id}")
     lbs.delete_l7_policy(p0.id)
     settle(lb.id)
     assert {p.id: p.position for p in lbs.l7_policies(listener_id=listener.id)} == {p2.id: 1, p1.id: 2}
     lbs.delete_l7_policy(p1.id)
     settle(lb.id)
     assert lb_http.get(f"/lbaas/l7policies/{p1.id}/rules/{rule.id}").status_code == 404
+    lbs.delete_pool(pool.id)   # free now
+    settle(lb.id)
     lbs.delete_load_balancer(lb.id, cascade=True)
     assert lb_http.get(f"/lbaas/l7policies/{p2.id}").status_code == 404
 

@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest
+from netbay.errors import BadRequest, Conflict
 from netbay.lbaas.common import (
     PENDING_CREATE,
     PENDING_UPDATE,
@@ -33,7 +33,6 @@ from netbay.lbaas.common import (
     not_offered,
     one_of,
     standard,
-    validation,
 )
 from netbay.lbaas.l7policies import L7POLICIES
 from netbay.lbaas.tree import claim
@@ -74,23 +73,28 @@ class L7RuleUpdate(LBBody):
     tags: Tags | None = None
 
 
+def _invalid(detail: str) -> BadRequest:
+    """Octavia's ``L7RuleValidation`` (400)."""
+    return BadRequest(f"Error parsing L7Rule: {detail}")
+
+
 def check_rule(rule: dict[str, Any]) -> None:
     """Octavia's rules for a rule's fields (after an update: the merged rule)."""
     kind, compare, value = rule["type"], rule["compare_type"], rule["value"]
     if kind not in OFFERED:
         raise not_offered(f"L7 rule type {kind} needs TERMINATED_HTTPS, which is not offered")
     if kind in ("HEADER", "COOKIE") and not rule.get("key"):
-        raise validation(f"L7 rule type {kind} needs a key.")
+        raise _invalid(f"L7 rule type {kind} needs a key.")
     if kind == "FILE_TYPE" and compare not in ("EQUAL_TO", "REGEX"):
-        raise validation("L7 rule type FILE_TYPE only supports compare types EQUAL_TO and REGEX.")
+        raise _invalid("L7 rule type FILE_TYPE only supports compare types EQUAL_TO and REGEX.")
     if compare == "REGEX":
         try:
             re.compile(value)
         except re.error as exc:
-            raise validation(f"Invalid L7 rule regex: {exc}") from None
+            raise _invalid(f"Invalid L7 rule regex: {exc}") from None
     for what in (value, rule.get("key") or "x"):
         if not SAFE_VALUE.match(what):
-            raise validation("L7 rule keys and values must not contain whitespace, quotes or backslashes.")
+            raise _invalid("L7 rule keys and values must not contain whitespace, quotes or backslashes.")
 
 
 class L7Rules(LBResource):
@@ -157,7 +161,7 @@ class L7Rules(LBResource):
         check_rule(given)
         count = len(list(session.scalars(select(LBL7Rule.id).where(LBL7Rule.l7policy_id == policy.id))))
         if count >= MAX_RULES:
-            raise BadRequest(f"Too many rules already exist on L7 Policy {policy.id} (at most {MAX_RULES}).")
+            raise Conflict(f"Too many rules on L7 policy {policy.id}")
         took = self._claim(session, policy)
         rule = LBL7Rule(project_id=policy.project_id, l7policy_id=policy.id, provisioning_status=PENDING_CREATE,
                         operating_status="OFFLINE", name="", **given)

@@ -226,6 +226,9 @@ class Pools(LBResource):
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         pool = self.get(session, ctx, obj_id, for_update=True)
+        policy = session.scalar(select(LBL7Policy.id).where(LBL7Policy.redirect_pool_id == pool.id))
+        if policy is not None:
+            raise Conflict(f"Pool {pool.id} is in use by L7 policy {policy}")
         listeners = self.listeners_of(session, pool)
         took = claim(session, pool.loadbalancer_id, listeners=listeners)
         for listener in listeners:  # Octavia leaves them without a default pool
@@ -247,11 +250,9 @@ class Pools(LBResource):
             listener.default_pool_id = None
         from netbay.lbaas.l7policies import L7POLICIES
 
+        # A cascade removes the listeners (and their policies) first; anything left goes too.
         for policy in session.scalars(select(LBL7Policy).where(LBL7Policy.redirect_pool_id == pool.id)).all():
-            # Octavia turns a policy whose pool goes into a REJECT.
-            policy.redirect_pool_id, policy.action = None, "REJECT"
-            L7POLICIES.touch(policy)
-            L7POLICIES.record(session, policy, "update")
+            L7POLICIES.remove(session, policy)
         session.flush()
         session.execute(Tag.__table__.delete().where(Tag.resource_id == pool.id))
         self.record(session, pool, "delete", None)
