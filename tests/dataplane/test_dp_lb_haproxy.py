@@ -296,6 +296,10 @@ def test_http_round_robin_and_forwarded_headers(env: Env) -> None:
             "/network/v2.0/ports", params={"device_id": _sandbox_id(env)}))["ports"]))["id"])
         assert {s["headers"].get("x-forwarded-for") for s in seen} == {client_ip}
         assert {s["headers"].get("x-forwarded-proto") for s in seen} == {"http"}
+        # Listener statistics from haproxy's stats socket: the 10 requests and their bytes.
+        stats = _realizer(env).haproxy.listener_stats(made["lb"]["id"], env.cloud.names.loadbalancer(made["lb"]["id"]))
+        mine = stats[made["listener"]["id"]]
+        assert mine["total_connections"] == 10 and mine["bytes_out"] > 10 * 100 and mine["bytes_in"] > 10 * 30, mine
         pid = master_pid(env, made["lb"]["id"])
         assert pid is not None and os.stat(f"/proc/{pid}/ns/net").st_ino == netns.inode(
             env.cloud.names.loadbalancer(made["lb"]["id"]))

@@ -320,6 +320,30 @@ class Haproxy:
         if not keep_dir:
             shutil.rmtree(self.dir(lb_id), ignore_errors=True)
 
+    def listener_stats(self, lb_id: str, ns: str) -> dict[str, dict[str, int]]:
+        """Octavia's listener statistics from the stats socket (``show stat``), by
+        listener id: ``bytes_in``, ``bytes_out``, ``active_connections``,
+        ``total_connections``, ``request_errors``. They count since the current
+        worker started (a reload starts new workers, as in Octavia's amphora)."""
+        text = _ask(ns, self.dir(lb_id) / "stats.sock", "show stat -1 1 -1")
+        if not text or not text.startswith("# "):
+            return {}
+        rows = text[2:].strip().splitlines()
+        head = rows[0].split(",")
+        out: dict[str, dict[str, int]] = {}
+        for line in rows[1:]:
+            row = dict(zip(head, line.split(","), strict=False))
+            if row.get("svname") != "FRONTEND":
+                continue
+
+            def num(key: str, row: dict[str, str] = row) -> int:
+                return int(row.get(key) or 0)
+
+            out[row["pxname"]] = {"bytes_in": num("bin"), "bytes_out": num("bout"),
+                                  "active_connections": num("scur"), "total_connections": num("stot"),
+                                  "request_errors": num("ereq")}
+        return out
+
     def stop_all(self) -> None:
         for lb_id in self.known():
             self.stop(lb_id)
