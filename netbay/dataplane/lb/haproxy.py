@@ -261,6 +261,13 @@ class Haproxy:
         if done.returncode != 0:
             raise RuntimeError(f"haproxy for load balancer {lb_id} did not start: "
                                f"{(done.stderr or done.stdout).strip()[-500:]}")
+        # The launcher may exit before the daemonized master has written its pid file:
+        # until then a next ensure would not see it and start a second master.
+        deadline = time.monotonic() + START_TIMEOUT
+        while self.master(lb_id) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"haproxy for load balancer {lb_id} started but wrote no pid file")
+            time.sleep(0.002)
 
     def _workers(self, lb_id: str, ns: str) -> tuple[int, int, list[int]] | None:
         """(the master's reload count, failed reloads, current worker pids) from the master CLI."""
