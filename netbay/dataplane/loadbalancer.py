@@ -1,5 +1,13 @@
 """Load balancers: a namespace owning the VIP, DNAT to members, health checks.
 
+Two providers share this realizer (namespace, routes, health monitors, statuses):
+``nftables`` is the table described here; ``haproxy`` (``netbay.dataplane.lb.haproxy``)
+is a haproxy process in the same namespace serving every listener but UDP, whose
+listeners stay in the table. ``_sync_table`` is the seam: it dispatches on the
+spec's driver. Stopping the agent leaves both running (the dataplane outlives it;
+a restarted agent adopts them); a deleted load balancer's haproxy is stopped
+before its namespace goes.
+
 Each load balancer is a namespace ``names.loadbalancer(id)`` whose only leg is the
 VIP port, wired by the fabric as ``vip`` (docs/dataplane.md). This module works
 inside it: forwarding, routes (the VIP subnet's gateway and host routes: members on
