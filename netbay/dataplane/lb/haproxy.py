@@ -247,10 +247,14 @@ class Haproxy:
             tmp = cfg.with_suffix(".tmp")
             tmp.write_text(text)
             os.replace(tmp, cfg)
-        if pid is None:
-            self._start(lb_id, ns)
-        elif old != text:
-            self._reload(lb_id, ns, pid)
+        try:
+            if pid is None:
+                self._start(lb_id, ns)
+            elif old != text:
+                self._reload(lb_id, ns, pid)
+        except Exception:
+            cfg.unlink(missing_ok=True)   # not what runs: the next attempt starts or reloads again
+            raise
 
     def _start(self, lb_id: str, ns: str) -> None:
         cmd = [_binary(), "-W", "-D", "-f", str(self.config(lb_id)), "-p", str(self._pidfile(lb_id)),
