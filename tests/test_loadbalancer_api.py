@@ -144,7 +144,8 @@ def test_version_discovery_and_catalog(server, member):
     assert r.status_code == 200 and r.json()["version"]["id"] == "v2.30"
     # The SDK finds the service in the catalog and the version by discovery.
     assert isinstance(list(member.load_balancer.load_balancers()), list)
-    assert [p.name for p in member.load_balancer.providers()] == ["netbay"]
+    assert [p.name for p in member.load_balancer.providers()] == [
+        "nftables", "haproxy", "amphora", "octavia", "ovn", "netbay"]
     r = httpx.get(f"{server.url}/load-balancer/v2/lbaas/loadbalancers", timeout=10)
     octavia_error(r, 401)
 
@@ -157,7 +158,7 @@ def test_create_load_balancer_makes_vip_port(member, net, netbay_admin):
     lb = member.load_balancer.create_load_balancer(vip_subnet_id=net.subnet.id, name=unique("lb"),
                                                    description="front", tags=["web"])
     assert lb.provisioning_status == "PENDING_CREATE" and lb.operating_status == "OFFLINE"
-    assert lb.provider == "netbay" and lb.is_admin_state_up is True and lb.description == "front"
+    assert lb.provider == "nftables" and lb.is_admin_state_up is True and lb.description == "front"
     assert lb.vip_subnet_id == net.subnet.id and lb.vip_network_id == net.net.id
     assert ipaddress.ip_address(lb.vip_address) in net.cidr
     assert lb.listeners == [] and lb.pools == [] and lb.project_id == member.current_project_id
@@ -222,8 +223,8 @@ def test_vip_errors(lb_member, net, member, other):
                                                                        "bogus": 1}})
     octavia_error(r, 400, "Unknown attribute for argument loadbalancer: bogus")
     r = lb_member.post("/lbaas/loadbalancers", json={"loadbalancer": {"vip_subnet_id": net.subnet.id,
-                                                                       "provider": "ovn"}})
-    octavia_error(r, 400, "Provider 'ovn' is not enabled.")
+                                                                       "provider": "f5"}})
+    octavia_error(r, 400, "Provider 'f5' is not enabled.")
     r = lb_member.post("/lbaas/loadbalancers", json={"loadbalancer": {
         "vip_subnet_id": net.subnet.id, "pools": [{"protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}]}})
     assert "does not support a requested option" in octavia_error(r, 501)  # top-level pools
@@ -447,7 +448,8 @@ def test_listener_and_pool_errors(member, net, settle, lb_member):
 
     r = post("pool", listener_id=tcp.id, protocol="TCP", lb_algorithm="LEAST_CONNECTIONS")
     message = octavia_error(r, 501)
-    assert "LEAST_CONNECTIONS is not offered yet" in message and "ROUND_ROBIN or SOURCE_IP" in message
+    assert message.startswith("Provider 'nftables' does not support a requested option")
+    assert "LEAST_CONNECTIONS is not offered by provider nftables" in message and "ROUND_ROBIN or SOURCE_IP" in message
     r = post("pool", listener_id=tcp.id, protocol="UDP", lb_algorithm="ROUND_ROBIN")
     octavia_error(r, 400, "Validation failure: The pool protocol 'UDP' is invalid while the listener "
                           "protocol is 'TCP'.")
@@ -455,7 +457,7 @@ def test_listener_and_pool_errors(member, net, settle, lb_member):
     octavia_error(r, 400, "Validation failure: Must provide at least one of: loadbalancer_id, listener_id")
     r = post("pool", listener_id=tcp.id, protocol="TCP", lb_algorithm="ROUND_ROBIN",
              session_persistence={"type": "SOURCE_IP"})
-    assert "session_persistence is not offered" in octavia_error(r, 501)
+    assert "session_persistence SOURCE_IP is not offered by provider nftables" in octavia_error(r, 501)
     r = post("pool", listener_id=missing, protocol="TCP", lb_algorithm="ROUND_ROBIN")
     octavia_error(r, 404, f"Listener {missing} not found.")
     pool = lbs.create_pool(listener_id=udp.id, protocol="UDP", lb_algorithm="SOURCE_IP")

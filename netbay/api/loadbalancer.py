@@ -25,8 +25,9 @@ from netbay.lbaas import stats, status
 from netbay.lbaas.batch import batch_update
 from netbay.lbaas.failover import failover
 from netbay.lbaas.populate import populate
-from netbay.lbaas.common import PROVIDER, PROVIDER_DESCRIPTION, LBBody, LBResource, invalid_input, not_offered
-from netbay.lbaas.registry import HEALTHMONITORS, LISTENERS, LOADBALANCERS, MEMBERS, POOLS
+from netbay.lbaas import providers as lb_providers
+from netbay.lbaas.common import LBBody, LBResource, invalid_input, not_offered
+from netbay.lbaas.registry import HEALTHMONITORS, L7POLICIES, L7RULES, LISTENERS, LOADBALANCERS, MEMBERS, POOLS
 from netbay.network.resource import ListQuery, Page, to_bool
 
 MAX_LIMIT = 1000
@@ -295,6 +296,54 @@ def _mount_members(api: APIRouter) -> None:
                       status_code=204)
 
 
+def _rule_body(raw: Any, method: str) -> LBBody:
+    """``{"rule": {...}}`` (the API's key; the change log calls the object ``l7rule``)."""
+    if not isinstance(raw, dict) or "rule" not in raw:
+        raise BadRequest('Missing argument: "rule"')
+    return parse_body({L7RULES.member: raw["rule"]}, L7RULES, method)
+
+
+def _mount_rules(api: APIRouter) -> None:
+    path = "/lbaas/l7policies/{policy_id}/rules"
+
+    def list_rules(request: Request, policy_id: str) -> Response:
+        ctx = context(request)
+        query = parse_list_query(request, L7RULES)
+        with request.app.state.store.read() as s:
+            return _listing(request, "rules", L7RULES.list_in(s, ctx, policy_id, query))
+
+    def show_rule(request: Request, policy_id: str, rule_id: str) -> Response:
+        ctx = context(request)
+        fields = parse_list_query(request, L7RULES).fields
+        with request.app.state.store.read() as s:
+            return JSONResponse({"rule": L7RULES.show_in(s, ctx, policy_id, rule_id, fields)})
+
+    async def create_rule(request: Request, policy_id: str) -> Response:
+        ctx = context(request)
+        body = _rule_body(await read_json(request), "POST")
+        item = await _write(request, lambda s: _rendered(L7RULES, s, L7RULES.create_in(s, ctx, policy_id, body)))
+        return JSONResponse({"rule": item}, status_code=201)
+
+    async def update_rule(request: Request, policy_id: str, rule_id: str) -> Response:
+        ctx = context(request)
+        body = _rule_body(await read_json(request), "PUT")
+        item = await _write(
+            request, lambda s: _rendered(L7RULES, s, L7RULES.update_in(s, ctx, policy_id, rule_id, body)))
+        return JSONResponse({"rule": item})
+
+    async def delete_rule(request: Request, policy_id: str, rule_id: str) -> Response:
+        ctx = context(request)
+        await _write(request, lambda s: L7RULES.delete_in(s, ctx, policy_id, rule_id))
+        return Response(status_code=204)
+
+    api.add_api_route(path, list_rules, methods=["GET"], name="list_l7rules")
+    api.add_api_route(path, create_rule, methods=["POST"], name="create_l7rule", status_code=201)
+    api.add_api_route(path + "/{rule_id}", show_rule, methods=["GET"], name="show_l7rule")
+    api.add_api_route(path + "/{rule_id}", update_rule, methods=["PUT"], name="update_l7rule")
+    api.add_api_route(path + "/{rule_id}", delete_rule, methods=["DELETE"], name="delete_l7rule",
+                      status_code=204)
+
+
 def _mount_extras(api: APIRouter) -> None:
     def statuses(request: Request, item_id: str) -> dict[str, Any]:
         ctx = context(request)
@@ -318,7 +367,15 @@ def _mount_extras(api: APIRouter) -> None:
 
     def providers(request: Request) -> dict[str, Any]:
         context(request)
-        return {"providers": [{"name": PROVIDER, "description": PROVIDER_DESCRIPTION}]}
+        return {"providers": lb_providers.listing()}
+
+    def flavor_capabilities(request: Request, provider: str) -> dict[str, Any]:
+        context(request)
+        return {"flavor_capabilities": lb_providers.flavor_capabilities(provider)}
+
+    def zone_capabilities(request: Request, provider: str) -> dict[str, Any]:
+        context(request)
+        return {"availability_zone_capabilities": lb_providers.zone_capabilities(provider)}
 
     def flavors(request: Request) -> dict[str, Any]:
         context(request)
@@ -339,6 +396,10 @@ def _mount_extras(api: APIRouter) -> None:
     api.add_api_route("/lbaas/loadbalancers/{item_id}/failover", lb_failover, methods=["PUT"],
                       name="failover_loadbalancer", status_code=202)
     api.add_api_route("/lbaas/providers", providers, methods=["GET"], name="list_providers")
+    api.add_api_route("/lbaas/providers/{provider}/flavor_capabilities", flavor_capabilities, methods=["GET"],
+                      name="list_flavor_capabilities")
+    api.add_api_route("/lbaas/providers/{provider}/availability_zone_capabilities", zone_capabilities,
+                      methods=["GET"], name="list_availability_zone_capabilities")
     api.add_api_route("/lbaas/flavors", flavors, methods=["GET"], name="list_flavors")
     api.add_api_route("/lbaas/availabilityzones", zones, methods=["GET"], name="list_availability_zones")
 
@@ -351,9 +412,10 @@ def install(app: FastAPI) -> None:
     app.include_router(lbstats.router)  # PUT /netbay/v1/lbstats: the dataplane's counters
     api = APIRouter(tags=["load-balancer"])
     _mount_extras(api)  # before the collections: ``…/{id}/status`` is not an id
-    for resource in (LOADBALANCERS, LISTENERS, POOLS, HEALTHMONITORS):
+    for resource in (LOADBALANCERS, LISTENERS, POOLS, HEALTHMONITORS, L7POLICIES):
         _mount(api, resource)
     _mount_members(api)
+    _mount_rules(api)
     app.include_router(api, prefix="/load-balancer/v2")
     # Octavia answers under /v2.0 too (neutron-lbaas compatibility).
     app.include_router(api, prefix="/load-balancer/v2.0", include_in_schema=False)

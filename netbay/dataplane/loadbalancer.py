@@ -1,5 +1,13 @@
 """Load balancers: a namespace owning the VIP, DNAT to members, health checks.
 
+Two providers share this realizer (namespace, routes, health monitors, statuses):
+``nftables`` is the table described here; ``haproxy`` (``netbay.dataplane.lb.haproxy``)
+is a haproxy process in the same namespace serving every listener but UDP, whose
+listeners stay in the table. ``_sync_table`` is the seam: it dispatches on the
+spec's driver. Stopping the agent leaves both running (the dataplane outlives it;
+a restarted agent adopts them); a deleted load balancer's haproxy is stopped
+before its namespace goes.
+
 Each load balancer is a namespace ``names.loadbalancer(id)`` whose only leg is the
 VIP port, wired by the fabric as ``vip`` (docs/dataplane.md). This module works
 inside it: forwarding, routes (the VIP subnet's gateway and host routes: members on
@@ -66,10 +74,21 @@ import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from netbay.dataplane import lbstats, links, netns
+from netbay.dataplane.lb import haproxy
+from netbay.dataplane.lb.spec import (
+    HAPROXY,
+    ListenerSpec,
+    LoadBalancerSpec,
+    MemberSpec,
+    MonitorSpec,
+    PoolSpec,
+    Tree,
+    from_api,
+)
 from netbay.dataplane.probe import ping as icmp_echo
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
@@ -99,174 +118,6 @@ MIN_DELAY = 0.1          # s: a monitor with delay 0 still sleeps between rounds
 JOIN_TIMEOUT = 5.0
 
 Report = Callable[[Mapping[str, Mapping[str, str]]], None]
-
-
-# --- desired state -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MonitorSpec:
-    id: str
-    type: str                      # TCP | HTTP | PING
-    delay: float
-    timeout: float
-    max_retries: int               # rise: successes to come back
-    max_retries_down: int          # fall: failures to go down
-    enabled: bool = True
-    http_method: str = "GET"
-    url_path: str = "/"
-    expected_codes: str = "200"
-
-
-@dataclass(frozen=True)
-class MemberSpec:
-    id: str
-    address: str
-    port: int
-    weight: int = 1
-    enabled: bool = True
-    monitor_address: str | None = None
-    monitor_port: int | None = None
-
-    @property
-    def probe_target(self) -> tuple[str, int]:
-        return self.monitor_address or self.address, self.monitor_port or self.port
-
-
-@dataclass(frozen=True)
-class PoolSpec:
-    id: str
-    algorithm: str = "ROUND_ROBIN"
-    enabled: bool = True
-    members: tuple[MemberSpec, ...] = ()
-    monitor: MonitorSpec | None = None
-
-    @property
-    def monitored(self) -> bool:
-        return self.monitor is not None and self.monitor.enabled
-
-
-@dataclass(frozen=True)
-class ListenerSpec:
-    id: str
-    protocol: str                  # tcp | udp (what the port is matched with)
-    port: int
-    enabled: bool = True
-    pool_id: str | None = None
-
-
-@dataclass(frozen=True)
-class LoadBalancerSpec:
-    """Everything one load balancer's namespace holds, as plain data."""
-    id: str
-    ns: str
-    vip_address: str
-    enabled: bool = True
-    listeners: tuple[ListenerSpec, ...] = ()
-    pools: tuple[PoolSpec, ...] = ()
-    # (destination CIDR, next hop): the VIP subnet's default route and host routes
-    routes: tuple[tuple[str, str], ...] = ()
-
-    def pool(self, pool_id: str | None) -> PoolSpec | None:
-        return next((p for p in self.pools if p.id == pool_id), None)
-
-
-# --- from the API's JSON ---------------------------------------------------------------------
-
-
-def _first_id(refs: Any) -> str | None:
-    if isinstance(refs, list) and refs and isinstance(refs[0], dict):
-        return refs[0].get("id")
-    return None
-
-
-@dataclass
-class Tree:
-    """Children by parent, built once per batch from the state's flat tables."""
-    listeners: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
-    pools: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
-    members: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
-    monitors: dict[str, dict] = field(default_factory=dict)
-
-    @classmethod
-    def build(cls, tables: Mapping[str, Mapping[str, dict]]) -> Tree:
-        tree = cls()
-        for listener in (tables.get("listeners") or {}).values():
-            lb = _first_id(listener.get("loadbalancers"))
-            if lb:
-                tree.listeners[lb].append(listener)
-        for pool in (tables.get("pools") or {}).values():
-            lb = _first_id(pool.get("loadbalancers"))
-            if lb:
-                tree.pools[lb].append(pool)
-        for member in (tables.get("members") or {}).values():
-            if member.get("pool_id"):
-                tree.members[member["pool_id"]].append(member)
-        for monitor in (tables.get("healthmonitors") or {}).values():
-            pool = _first_id(monitor.get("pools"))
-            if pool:
-                tree.monitors[pool] = monitor
-        return tree
-
-
-def _order(objs: Iterable[dict]) -> list[dict]:
-    return sorted(objs, key=lambda o: (o.get("created_at") or "", o["id"]))
-
-
-def _monitor(m: dict | None) -> MonitorSpec | None:
-    if m is None:
-        return None
-    return MonitorSpec(
-        id=m["id"], type=str(m.get("type") or "TCP"), delay=float(m.get("delay") or 0),
-        timeout=float(m.get("timeout") or 0), max_retries=int(m.get("max_retries") or 1),
-        max_retries_down=int(m.get("max_retries_down") or 3), enabled=bool(m.get("admin_state_up", True)),
-        http_method=str(m.get("http_method") or "GET"), url_path=str(m.get("url_path") or "/"),
-        expected_codes=str(m.get("expected_codes") or "200"))
-
-
-def _vip_routes(lb: dict, ports: Mapping[str, dict], subnets: Mapping[str, dict]) -> tuple[tuple[str, str], ...]:
-    """The VIP subnet's gateway as default route, and its host routes."""
-    subnet = subnets.get(lb.get("vip_subnet_id") or "")
-    if subnet is None:
-        port = ports.get(lb.get("vip_port_id") or "") or {}
-        fixed = next((f for f in port.get("fixed_ips") or () if f.get("ip_address") == lb.get("vip_address")), None)
-        subnet = subnets.get((fixed or {}).get("subnet_id") or "")
-    if subnet is None:
-        return ()
-    out: list[tuple[str, str]] = []
-    gw = subnet.get("gateway_ip")
-    if gw and ipaddress.ip_address(gw).version == 4:
-        out.append(("0.0.0.0/0", gw))
-    for hr in subnet.get("host_routes") or ():
-        dst = ipaddress.ip_network(hr["destination"], strict=False)
-        if dst.version == 4:
-            out.append((str(dst), hr["nexthop"]))
-    return tuple(dict.fromkeys(out))
-
-
-def from_api(lb: dict, tree: Tree, ports: Mapping[str, dict], subnets: Mapping[str, dict],
-             names: Names) -> LoadBalancerSpec:
-    """A load balancer's :class:`LoadBalancerSpec` from Octavia JSON (the state's tables)."""
-    pools = []
-    for pool in _order(tree.pools.get(lb["id"], ())):
-        members = tuple(
-            MemberSpec(id=m["id"], address=m["address"], port=int(m["protocol_port"]),
-                       weight=int(m.get("weight", 1) if m.get("weight") is not None else 1),
-                       enabled=bool(m.get("admin_state_up", True)),
-                       monitor_address=m.get("monitor_address") or None,
-                       monitor_port=m.get("monitor_port") or None)
-            for m in _order(tree.members.get(pool["id"], ())))
-        pools.append(PoolSpec(id=pool["id"], algorithm=str(pool.get("lb_algorithm") or "ROUND_ROBIN"),
-                              enabled=bool(pool.get("admin_state_up", True)), members=members,
-                              monitor=_monitor(tree.monitors.get(pool["id"]))))
-    listeners = tuple(
-        ListenerSpec(id=li["id"], protocol="udp" if li.get("protocol") == "UDP" else "tcp",
-                     port=int(li["protocol_port"]), enabled=bool(li.get("admin_state_up", True)),
-                     pool_id=li.get("default_pool_id"))
-        for li in _order(tree.listeners.get(lb["id"], ())))
-    return LoadBalancerSpec(id=lb["id"], ns=names.loadbalancer(lb["id"]), vip_address=str(lb.get("vip_address") or ""),
-                            enabled=bool(lb.get("admin_state_up", True)), listeners=listeners,
-                            pools=tuple(pools), routes=_vip_routes(lb, ports, subnets))
 
 
 # --- the nftables table ------------------------------------------------------------------------
@@ -617,7 +468,20 @@ def operating_statuses(spec: LoadBalancerSpec, health: Mapping[str, Health]
             lb_status = "DEGRADED"
     for listener in spec.listeners:
         out["listeners"][listener.id] = "ONLINE" if spec.enabled and listener.enabled else "OFFLINE"
+    out.update(l7_statuses(spec))
     out["loadbalancers"][spec.id] = lb_status
+    return out
+
+
+def l7_statuses(spec: LoadBalancerSpec) -> dict[str, dict[str, str | None]]:
+    """L7 policies and rules: ``ONLINE`` while they and their listener are enabled."""
+    out: dict[str, dict[str, str | None]] = {"l7policies": {}, "l7rules": {}}
+    for listener in spec.listeners:
+        on = spec.enabled and listener.enabled
+        for policy in listener.l7policies:
+            out["l7policies"][policy.id] = "ONLINE" if on and policy.enabled else "OFFLINE"
+            for rule in policy.rules:
+                out["l7rules"][rule.id] = "ONLINE" if on and policy.enabled and rule.enabled else "OFFLINE"
     return out
 
 
@@ -661,6 +525,8 @@ class LoadBalancerRealizer:
         self.stopping = threading.Event()
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
+        self.haproxy = haproxy.Haproxy(haproxy.state_dir(names.prefix))  # the haproxy provider's processes
+        netns.on_delete(self._namespace_deleted)
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -743,7 +609,7 @@ class LoadBalancerRealizer:
     # -- the agent's verbs -----------------------------------------------------------------------
 
     def resync(self, state: Any, fabric: Any, specs: Mapping[str, Any]) -> dict[str, dict[str, bool]]:
-        for lb_id in observed(self.names) - set(state.loadbalancers):
+        for lb_id in (observed(self.names) | self.haproxy.known()) - set(state.loadbalancers):
             self.remove(lb_id)
         with self._lock:
             self.applied.clear()  # verify everything again
@@ -766,10 +632,29 @@ class LoadBalancerRealizer:
                 self.remove(lb_id)
         return {"loadbalancers": done}
 
+    def _namespace_deleted(self, ns: str) -> None:
+        """Whoever deletes a load balancer's namespace (a sweep, a failover), its
+        haproxy goes first: no haproxy is left serving a namespace nothing can reach."""
+        head = self.names.loadbalancer("")
+        if ns.startswith(head) and ns[len(head):] in self.haproxy.known():
+            self.haproxy.stop(ns[len(head):])
+
+    def expand(self, state: Any, touched: Any, work: dict[str, set[str]]) -> None:
+        """An L7 policy's change concerns its listener's load balancer (rule changes
+        are logged as their policy's update too)."""
+        if touched.collection != "l7policies":
+            return
+        listeners = state.table("listeners")
+        for listener_id in touched.values("listener_id"):
+            for ref in (listeners.get(listener_id) or {}).get("loadbalancers") or ():
+                if isinstance(ref, dict) and ref.get("id"):
+                    work.setdefault("loadbalancers", set()).add(ref["id"])
+
     def remove(self, lb_id: str) -> None:
         """Stop its monitors, forget it, delete its namespace (the VIP leg goes along)."""
         with self._lock:
             self._forget(lb_id)
+            self.haproxy.stop(lb_id)   # before its namespace goes: no haproxy outlives its load balancer
         netns.delete(self.names.loadbalancer(lb_id))
 
     # -- ensure -------------------------------------------------------------------------------------
@@ -816,19 +701,29 @@ class LoadBalancerRealizer:
         return h is None or h.up is not False
 
     def _sync_table(self, spec: LoadBalancerSpec) -> None:
-        """Refill the table (one transaction) if what it should hold changed. The first
-        time in this process, a table already there (a restart) is rebuilt from scratch."""
-        cmds = table_commands(spec, self._in_map)
-        text = json.dumps(cmds, sort_keys=True)
+        """Refill the table (one transaction) and, for the haproxy provider, its
+        configuration, if what they should hold changed. The first time in this
+        process, a table already there (a restart) is rebuilt from scratch; a running
+        haproxy is adopted (reloaded only if its configuration differs)."""
+        config = None
+        l4 = spec
+        if spec.driver == HAPROXY:
+            # haproxy serves everything but UDP, which stays in the kernel (as the amphora's LVS).
+            l4 = replace(spec, listeners=tuple(li for li in spec.listeners if li.protocol == "udp"))
+            config = haproxy.render(spec, self.haproxy.dir(spec.id), self._in_map)
+        cmds = table_commands(l4, self._in_map)
+        text = json.dumps(cmds, sort_keys=True) + (config or "")
         inode = netns.inode(spec.ns)
         if self.applied.get(spec.id) == (inode, text):
             return
+        if config is not None:
+            self.haproxy.ensure(spec.id, spec.ns, config)
         nft = self.nfts.get(spec.id)
         if nft is None:
             # Kept open: closing a context costs up to tens of ms after some transactions.
             nft = self.nfts[spec.id] = Nft(spec.ns)
         if self.applied.get(spec.id, (None,))[0] != inode and (FAMILY, TABLE) in nft.tables():
-            nft.run(table_commands(spec, self._in_map, rebuild=True))
+            nft.run(table_commands(l4, self._in_map, rebuild=True))
         else:
             nft.run(cmds)
         self.applied[spec.id] = (inode, text)

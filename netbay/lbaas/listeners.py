@@ -1,13 +1,16 @@
 """Listeners: a protocol and port on the VIP, forwarding to a default pool.
 
-TCP and UDP are realized as such; HTTP is accepted and realized as TCP
-forwarding (no HTTP parsing: header insertion, L7 policies and TLS are refused
-as not offered). Two listeners of a load balancer may share a port number only
-across transports (a TCP and a UDP listener on 53; not TCP and HTTP on 80).
+What a listener may ask for depends on its load balancer's provider
+(``netbay.lbaas.providers``): the nftables provider realizes TCP and UDP and
+forwards HTTP as TCP; the haproxy provider parses HTTP (``insert_headers``, L7
+policies), passes HTTPS through and filters clients by ``allowed_cidrs``. Two
+listeners of a load balancer may share a port number only across transports
+(a TCP and a UDP listener on 53; not TCP and HTTP on 80).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, Any
 
 from pydantic import AfterValidator
@@ -30,23 +33,23 @@ from netbay.lbaas.common import (
     between,
     invalid_input,
     not_found,
-    not_offered,
     one_of,
     standard,
     validation,
 )
+from netbay.lbaas import providers
 from netbay.lbaas.loadbalancers import LOADBALANCERS
 from netbay.lbaas.tree import claim
 from netbay.network.resource import Filter, to_bool, to_int
-from netbay.store.models import LBListener, LBPool, Tag
+from netbay.store.models import LBL7Policy, LBListener, LBPool, Tag
 
 # Octavia's listener protocols, and the ones realized here.
 PROTOCOLS = ("HTTP", "HTTPS", "TCP", "TERMINATED_HTTPS", "UDP", "SCTP", "PROMETHEUS")
-OFFERED = ("TCP", "UDP", "HTTP")
 # Octavia's VALID_LISTENER_POOL_PROTOCOL_MAP: the pools a listener may forward to.
 POOL_PROTOCOLS_FOR = {
     "TCP": ("HTTP", "HTTPS", "PROXY", "PROXYV2", "TCP"),
     "HTTP": ("HTTP", "PROXY", "PROXYV2"),
+    "HTTPS": ("HTTPS", "PROXY", "PROXYV2", "TCP"),
     "UDP": ("UDP",),
 }
 TIMEOUT_MAX = 24 * 60 * 60 * 1000
@@ -56,16 +59,27 @@ DEFAULTS = {"connection_limit": -1, "timeout_client_data": 50000, "timeout_membe
 Protocol = Annotated[str, AfterValidator(one_of(*PROTOCOLS))]
 ConnectionLimit = Annotated[Int, AfterValidator(between(-1, None))]
 Timeout = Annotated[Int, AfterValidator(between(0, TIMEOUT_MAX))]
+# Octavia's insert_headers for an HTTP listener (values "true"/"false" or, for the
+# port and protocol, what to send).
+HTTP_HEADERS = ("X-Forwarded-For", "X-Forwarded-Port", "X-Forwarded-Proto")
+
+
+def _cidr(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value, strict=False))
+    except (ValueError, TypeError):
+        raise ValueError("Value should be a valid CIDR") from None
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
 
 _TLS_AND_L7 = {
     "default_tls_container_ref": (None, ""),
     "sni_container_refs": (None, []),
     "l7policies": (None, []),
-    "insert_headers": (None, {}),
     "client_ca_tls_container_ref": (None, ""),
     "client_authentication": (None, "NONE"),
     "client_crl_container_ref": (None, ""),
-    "allowed_cidrs": (None, []),
     "tls_ciphers": (None, ""),
     "tls_versions": (None, []),
     "alpn_protocols": (None, []),
@@ -89,6 +103,8 @@ class ListenerCreate(LBBody):
     timeout_member_connect: Timeout = DEFAULTS["timeout_member_connect"]
     timeout_member_data: Timeout = DEFAULTS["timeout_member_data"]
     timeout_tcp_inspect: Timeout = DEFAULTS["timeout_tcp_inspect"]
+    allowed_cidrs: list[Cidr] | None = None
+    insert_headers: dict[str, str] | None = None
     project_id: Str255 | None = None
     tenant_id: Str255 | None = None
     tags: Tags | None = None
@@ -105,12 +121,28 @@ class ListenerUpdate(LBBody):
     timeout_member_connect: Timeout | None = None
     timeout_member_data: Timeout | None = None
     timeout_tcp_inspect: Timeout | None = None
+    allowed_cidrs: list[Cidr] | None = None
+    insert_headers: dict[str, str] | None = None
     tags: Tags | None = None
 
 
 def transport(protocol: str) -> str:
     """The L4 protocol a listener occupies its port with."""
     return "UDP" if protocol == "UDP" else "TCP"
+
+
+def check_options(lb: Any, protocol: str, given: dict[str, Any]) -> None:
+    """The provider's offer, then Octavia's rules for the L7 options."""
+    providers.check_listener(lb.provider, protocol, given)
+    headers = given.get("insert_headers") or {}
+    wrong = sorted(h for h in headers if protocol != "HTTP" or h not in HTTP_HEADERS)
+    if wrong:
+        raise validation(f"The following headers are not supported for {protocol} listeners: "
+                         f"{', '.join(wrong)}")
+    vip = ipaddress.ip_address(lb.vip_address) if lb.vip_address else None
+    for cidr in given.get("allowed_cidrs") or ():
+        if vip is not None and ipaddress.ip_network(cidr).version != vip.version:
+            raise validation(f"CIDR {cidr} IP version incompatible with VIP {lb.vip_address} IP version.")
 
 
 def check_pool_protocol(listener_protocol: str, pool_protocol: str) -> None:
@@ -162,12 +194,14 @@ class Listeners(LBResource):
             "timeout_tcp_inspect": obj.timeout_tcp_inspect,
             "default_tls_container_ref": None,
             "sni_container_refs": [],
-            "l7policies": [],
-            "insert_headers": {},
+            "l7policies": [{"id": i} for i in session.scalars(
+                select(LBL7Policy.id).where(LBL7Policy.listener_id == obj.id)
+                .order_by(LBL7Policy.position, LBL7Policy.created_at))],
+            "insert_headers": obj.insert_headers or {},
             "client_ca_tls_container_ref": None,
             "client_authentication": "NONE",
             "client_crl_container_ref": None,
-            "allowed_cidrs": None,
+            "allowed_cidrs": obj.allowed_cidrs or None,
             "tls_ciphers": None,
             "tls_versions": None,
             "alpn_protocols": None,
@@ -177,8 +211,7 @@ class Listeners(LBResource):
         given, tags = self.child_body(body)
         lb = LOADBALANCERS.get(session, ctx, given.pop("loadbalancer_id"), for_update=True)
         protocol = given["protocol"]
-        if protocol not in OFFERED:
-            raise not_offered(f"protocol {protocol} is not offered yet; use TCP, UDP or HTTP")
+        check_options(lb, protocol, given)
         if given.get("default_pool_id"):
             self._default_pool(session, lb.id, given["default_pool_id"], protocol)
         took = claim(session, lb.id)
@@ -201,6 +234,8 @@ class Listeners(LBResource):
         listener = self.get(session, ctx, obj_id, for_update=True)
         given = body.given()
         tags = given.pop("tags", None)
+        if given.get("allowed_cidrs") or given.get("insert_headers"):
+            check_options(LOADBALANCERS.get(session, ctx, listener.loadbalancer_id), listener.protocol, given)
         if given.get("default_pool_id"):
             self._default_pool(session, listener.loadbalancer_id, given["default_pool_id"], listener.protocol)
         took = claim(session, listener.loadbalancer_id)
@@ -210,7 +245,7 @@ class Listeners(LBResource):
                 value = DEFAULTS[key]
             elif value is None and key in {"name", "description"}:
                 value = ""
-            elif value is None and key != "default_pool_id":
+            elif value is None and key not in {"default_pool_id", "allowed_cidrs", "insert_headers"}:
                 raise invalid_input(key, None, "Value should not be null")
             setattr(listener, key, value)
         if tags is not None:
@@ -227,7 +262,11 @@ class Listeners(LBResource):
         took.log(session)
 
     def remove(self, session: Session, listener: LBListener) -> None:
-        """Delete a listener and log it (no claim: for callers that hold one)."""
+        """Delete a listener (and its L7 policies) and log it (no claim: for callers that hold one)."""
+        from netbay.lbaas.l7policies import L7POLICIES
+
+        for policy in session.scalars(select(LBL7Policy).where(LBL7Policy.listener_id == listener.id)).all():
+            L7POLICIES.remove(session, policy)
         session.execute(Tag.__table__.delete().where(Tag.resource_id == listener.id))
         self.record(session, listener, "delete", None)
         session.delete(listener)
@@ -253,4 +292,4 @@ class Listeners(LBResource):
 
 LISTENERS = Listeners()
 
-__all__ = ["LISTENERS", "Listeners", "check_pool_protocol", "transport"]
+__all__ = ["LISTENERS", "Listeners", "check_options", "check_pool_protocol", "transport"]

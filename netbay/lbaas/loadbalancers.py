@@ -35,7 +35,6 @@ from netbay.lbaas.common import (
     PENDING,
     PENDING_CREATE,
     PENDING_UPDATE,
-    PROVIDER,
     UUID,
     Bool,
     LBBody,
@@ -48,6 +47,7 @@ from netbay.lbaas.common import (
     standard,
     validation,
 )
+from netbay.lbaas import providers
 from netbay.network.ports import create_port, delete_port
 from netbay.network.resource import Filter, to_bool
 from netbay.store.models import (
@@ -61,9 +61,6 @@ from netbay.store.models import (
 )
 
 VIP_OWNER = "Octavia"
-# Providers a request may name: ours, and the names clients commonly send for
-# "the default provider" (Octavia's default is ``amphora``, aliased ``octavia``).
-PROVIDER_ALIASES = {PROVIDER, "amphora", "octavia"}
 
 
 class LoadBalancerCreate(LBBody):
@@ -152,9 +149,7 @@ class LoadBalancers(LBResource):
         given = body.given()
         tags = given.pop("tags", None) or []
         project_id = _owner(ctx, given)
-        provider = given.pop("provider", None)
-        if provider is not None and provider not in PROVIDER_ALIASES:
-            raise BadRequest(f"Provider '{provider}' is not enabled.")
+        provider = providers.resolve(given.pop("provider", None))
         if given.pop("flavor_id", None):
             raise validation("Invalid flavor_id.")
         zone = given.pop("availability_zone", None)
@@ -166,7 +161,7 @@ class LoadBalancers(LBResource):
             name=given.get("name") or "",
             description=given.get("description") or "",
             admin_state_up=given.get("admin_state_up", True),
-            provider=PROVIDER,
+            provider=provider,
             provisioning_status=PENDING_CREATE,
             operating_status="OFFLINE",
             vip_network_id=network.id,

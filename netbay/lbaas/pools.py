@@ -1,16 +1,18 @@
 """Pools: the members a listener forwards to, and how it picks one.
 
-``ROUND_ROBIN`` and ``SOURCE_IP`` (a source-address hash) are realized;
-``LEAST_CONNECTIONS`` and ``SOURCE_IP_PORT`` need connection tracking the
-dataplane does not do yet and are refused as not offered. Session
-persistence is not offered (``null`` only).
+The load balancer's provider says what is realized (``netbay.lbaas.providers``):
+nftables does ``ROUND_ROBIN`` and ``SOURCE_IP`` (a source-address hash) for
+TCP, UDP and HTTP pools; haproxy adds ``LEAST_CONNECTIONS``, HTTPS
+(passthrough), PROXY/PROXYV2 pools and session persistence. ``SOURCE_IP_PORT``
+(OVN's only algorithm) is offered by neither.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BaseModel, ConfigDict
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -26,21 +28,21 @@ from netbay.lbaas.common import (
     Str255,
     Tags,
     invalid_input,
-    not_offered,
     one_of,
     standard,
     validation,
 )
+from netbay.lbaas import providers
 from netbay.lbaas.listeners import LISTENERS, check_pool_protocol
 from netbay.lbaas.loadbalancers import LOADBALANCERS
 from netbay.lbaas.tree import claim
 from netbay.network.resource import Filter, to_bool
-from netbay.store.models import LBHealthMonitor, LBListener, LBMember, LBPool, Tag
+from netbay.store.models import LBHealthMonitor, LBL7Policy, LBListener, LBMember, LBPool, Tag
 
 PROTOCOLS = ("HTTP", "HTTPS", "PROXY", "PROXYV2", "TCP", "UDP", "SCTP")
-OFFERED = ("TCP", "UDP", "HTTP")
 ALGORITHMS = ("ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT")
-OFFERED_ALGORITHMS = ("ROUND_ROBIN", "SOURCE_IP")
+# RFC 6265's cookie-name characters (what Octavia accepts as cookie_name).
+COOKIE_NAME = re.compile(r"^[\x21\x23-\x2B\x2D-\x3A\x3C-\x5B\x5D-\x7E]+$")
 
 Protocol = Annotated[str, AfterValidator(one_of(*PROTOCOLS))]
 Algorithm = Annotated[str, AfterValidator(one_of(*ALGORITHMS))]
@@ -53,8 +55,37 @@ _TLS = {
     "tls_ciphers": (None, ""),
     "tls_versions": (None, []),
     "alpn_protocols": (None, []),
-    "session_persistence": (None, {}),
 }
+
+
+class SessionPersistence(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["SOURCE_IP", "HTTP_COOKIE", "APP_COOKIE"]
+    cookie_name: Str255 | None = None
+    persistence_timeout: int | None = None
+    persistence_granularity: Str255 | None = None
+
+
+def check_persistence(protocol: str, sp: SessionPersistence | dict | None) -> dict[str, Any] | None:
+    """Octavia's rules for ``session_persistence``; the stored (rendered) form."""
+    if sp is None:
+        return None
+    if isinstance(sp, dict):
+        sp = SessionPersistence.model_validate(sp)
+    if sp.type == "APP_COOKIE" and not sp.cookie_name:
+        raise validation("Field `cookie_name` can not be empty for session persistence type APP_COOKIE.")
+    if sp.cookie_name and sp.type != "APP_COOKIE":
+        raise validation("Field `cookie_name` can only be specified with session persistence of type "
+                         "`APP_COOKIE`.")
+    if sp.cookie_name and not COOKIE_NAME.match(sp.cookie_name):
+        raise validation("Supplied `cookie_name` is invalid.")
+    if sp.type in ("HTTP_COOKIE", "APP_COOKIE") and protocol not in ("HTTP", "PROXY", "PROXYV2"):
+        raise validation(f"Session persistence of type {sp.type} is not supported for {protocol} "
+                         "protocol pools.")
+    if (sp.persistence_timeout is not None or sp.persistence_granularity is not None) and protocol != "UDP":
+        raise validation("persistence_timeout and persistence_granularity are only for UDP pools.")
+    return {"type": sp.type, "cookie_name": sp.cookie_name, "persistence_timeout": sp.persistence_timeout,
+            "persistence_granularity": sp.persistence_granularity}
 
 
 class PoolCreate(LBBody):
@@ -66,6 +97,7 @@ class PoolCreate(LBBody):
     loadbalancer_id: UUID | None = None
     protocol: Protocol
     lb_algorithm: Algorithm
+    session_persistence: SessionPersistence | None = None
     project_id: Str255 | None = None
     tenant_id: Str255 | None = None
     tags: Tags | None = None
@@ -77,12 +109,8 @@ class PoolUpdate(LBBody):
     description: Str255 | None = None
     admin_state_up: Bool | None = None
     lb_algorithm: Algorithm | None = None
+    session_persistence: SessionPersistence | None = None
     tags: Tags | None = None
-
-
-def check_algorithm(algorithm: str) -> None:
-    if algorithm not in OFFERED_ALGORITHMS:
-        raise not_offered(f"lb_algorithm {algorithm} is not offered yet; use ROUND_ROBIN or SOURCE_IP")
 
 
 class Pools(LBResource):
@@ -125,7 +153,7 @@ class Pools(LBResource):
             "description": obj.description,
             "protocol": obj.protocol,
             "lb_algorithm": obj.lb_algorithm,
-            "session_persistence": None,
+            "session_persistence": obj.session_persistence or None,
             "loadbalancers": [{"id": obj.loadbalancer_id}],
             "listeners": [{"id": i} for i in listeners],
             "members": [{"id": i} for i in members],
@@ -151,9 +179,8 @@ class Pools(LBResource):
             lb = LOADBALANCERS.get(session, ctx, listener.loadbalancer_id)
         else:
             raise validation("Must provide at least one of: loadbalancer_id, listener_id")
-        if given["protocol"] not in OFFERED:
-            raise not_offered(f"protocol {given['protocol']} is not offered yet; use TCP, UDP or HTTP")
-        check_algorithm(given["lb_algorithm"])
+        providers.check_pool(lb.provider, given["protocol"], given["lb_algorithm"], given.get("session_persistence"))
+        given["session_persistence"] = check_persistence(given["protocol"], given.get("session_persistence"))
         if listener is not None:
             check_pool_protocol(listener.protocol, given["protocol"])
             if listener.default_pool_id:
@@ -177,13 +204,16 @@ class Pools(LBResource):
         pool = self.get(session, ctx, obj_id, for_update=True)
         given = body.given()
         tags = given.pop("tags", None)
-        if given.get("lb_algorithm"):
-            check_algorithm(given["lb_algorithm"])
+        provider = LOADBALANCERS.get(session, ctx, pool.loadbalancer_id).provider
+        providers.check_pool(provider, pool.protocol, given.get("lb_algorithm"), given.get("session_persistence"),
+                             new=False)
+        if "session_persistence" in given:
+            given["session_persistence"] = check_persistence(pool.protocol, given["session_persistence"])
         took = claim(session, pool.loadbalancer_id, listeners=self.listeners_of(session, pool))
         for key, value in given.items():
             if value is None and key in {"name", "description"}:
                 value = ""
-            elif value is None:
+            elif value is None and key != "session_persistence":
                 raise invalid_input(key, None, "Value should not be null")
             setattr(pool, key, value)
         if tags is not None:
@@ -196,6 +226,9 @@ class Pools(LBResource):
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         pool = self.get(session, ctx, obj_id, for_update=True)
+        policy = session.scalar(select(LBL7Policy.id).where(LBL7Policy.redirect_pool_id == pool.id))
+        if policy is not None:
+            raise Conflict(f"Pool {pool.id} is in use by L7 policy {policy}")
         listeners = self.listeners_of(session, pool)
         took = claim(session, pool.loadbalancer_id, listeners=listeners)
         for listener in listeners:  # Octavia leaves them without a default pool
@@ -215,6 +248,11 @@ class Pools(LBResource):
             MEMBERS.remove(session, member)
         for listener in session.scalars(select(LBListener).where(LBListener.default_pool_id == pool.id)):
             listener.default_pool_id = None
+        from netbay.lbaas.l7policies import L7POLICIES
+
+        # A cascade removes the listeners (and their policies) first; anything left goes too.
+        for policy in session.scalars(select(LBL7Policy).where(LBL7Policy.redirect_pool_id == pool.id)).all():
+            L7POLICIES.remove(session, policy)
         session.flush()
         session.execute(Tag.__table__.delete().where(Tag.resource_id == pool.id))
         self.record(session, pool, "delete", None)

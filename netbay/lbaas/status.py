@@ -27,11 +27,13 @@ from netbay.lbaas.common import (
     LBResource,
 )
 from netbay.lbaas.healthmonitors import HEALTHMONITORS
+from netbay.lbaas.l7policies import L7POLICIES
+from netbay.lbaas.l7rules import L7RULES
 from netbay.lbaas.listeners import LISTENERS
 from netbay.lbaas.loadbalancers import LOADBALANCERS
 from netbay.lbaas.members import MEMBERS
 from netbay.lbaas.pools import POOLS
-from netbay.store.models import LBHealthMonitor, LBListener, LBMember, LBPool, LoadBalancer
+from netbay.store.models import LBHealthMonitor, LBL7Policy, LBL7Rule, LBListener, LBMember, LBPool, LoadBalancer
 
 REPORTABLE: dict[str, LBResource] = {
     "loadbalancers": LOADBALANCERS,
@@ -39,6 +41,8 @@ REPORTABLE: dict[str, LBResource] = {
     "pools": POOLS,
     "members": MEMBERS,
     "healthmonitors": HEALTHMONITORS,
+    "l7policies": L7POLICIES,
+    "l7rules": L7RULES,
 }
 
 
@@ -68,7 +72,13 @@ def tree(session: Session, lb: LoadBalancer) -> dict[str, Any]:
             entry["members"] = [{**_named(m), "address": m.address, "protocol_port": m.protocol_port}
                                 for m in members]
             pools.append(entry)
-        out.append({**_named(listener), "pools": pools})
+        policies = session.scalars(select(LBL7Policy).where(LBL7Policy.listener_id == listener.id)
+                                   .order_by(LBL7Policy.position))
+        l7 = [{**_named(p), "action": p.action, "rules": [
+            {k: v for k, v in _named(r).items() if k != "name"} | {"type": r.type}
+            for r in session.scalars(select(LBL7Rule).where(LBL7Rule.l7policy_id == p.id)
+                                     .order_by(LBL7Rule.created_at, LBL7Rule.id))]} for p in policies]
+        out.append({**_named(listener), "pools": pools, **({"l7policies": l7} if l7 else {})})
     return {"statuses": {"loadbalancer": {**_named(lb), "listeners": out}}}
 
 
@@ -113,11 +123,15 @@ def report(session: Session, kind: str, reports: Any) -> list[str]:
 
 def _settle_children(session: Session, lb_id: str, provisioning: str) -> None:
     pools = select(LBPool.id).where(LBPool.loadbalancer_id == lb_id)
+    listeners = select(LBListener.id).where(LBListener.loadbalancer_id == lb_id)
     children = [
         (LISTENERS, select(LBListener).where(LBListener.loadbalancer_id == lb_id)),
         (POOLS, select(LBPool).where(LBPool.loadbalancer_id == lb_id)),
         (MEMBERS, select(LBMember).where(LBMember.pool_id.in_(pools))),
         (HEALTHMONITORS, select(LBHealthMonitor).where(LBHealthMonitor.pool_id.in_(pools))),
+        (L7POLICIES, select(LBL7Policy).where(LBL7Policy.listener_id.in_(listeners))),
+        (L7RULES, select(LBL7Rule).where(LBL7Rule.l7policy_id.in_(
+            select(LBL7Policy.id).where(LBL7Policy.listener_id.in_(listeners))))),
     ]
     for resource, stmt in children:
         for child in session.scalars(stmt.order_by(resource.model.created_at, resource.model.id)).all():

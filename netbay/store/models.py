@@ -321,6 +321,9 @@ class LBListener(Standard, Base):
     timeout_member_connect: Mapped[int] = mapped_column(Integer, default=5000)
     timeout_member_data: Mapped[int] = mapped_column(Integer, default=50000)
     timeout_tcp_inspect: Mapped[int] = mapped_column(Integer, default=0)
+    # L7 provider options (issue 16): client CIDRs let in (None: all) and X-Forwarded-* headers.
+    allowed_cidrs: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    insert_headers: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class LBPool(Standard, Base):
@@ -331,6 +334,8 @@ class LBPool(Standard, Base):
     admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
     protocol: Mapped[str] = mapped_column(String(16))
     lb_algorithm: Mapped[str] = mapped_column(String(32))
+    # {"type": SOURCE_IP | HTTP_COOKIE | APP_COOKIE, "cookie_name": …} or None (issue 16).
+    session_persistence: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class LBMember(Standard, Base):
@@ -364,6 +369,37 @@ class LBHealthMonitor(Standard, Base):
     http_method: Mapped[str | None] = mapped_column(String(16), nullable=True)
     url_path: Mapped[str | None] = mapped_column(String(2048), nullable=True)
     expected_codes: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class LBL7Policy(Standard, Base):
+    """An Octavia L7 policy: what a listener does with requests its rules match."""
+
+    __tablename__ = "lb_l7policies"
+    listener_id: Mapped[str] = mapped_column(ForeignKey("lb_listeners.id"), index=True)
+    provisioning_status: Mapped[str] = mapped_column(String(16), default="PENDING_CREATE")
+    operating_status: Mapped[str] = mapped_column(String(16), default="OFFLINE")
+    admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    action: Mapped[str] = mapped_column(String(32))
+    position: Mapped[int] = mapped_column(Integer, default=1)
+    redirect_pool_id: Mapped[str | None] = mapped_column(ForeignKey("lb_pools.id"), nullable=True, index=True)
+    redirect_url: Mapped[str | None] = mapped_column(String(2048), nullable=True)
+    redirect_prefix: Mapped[str | None] = mapped_column(String(2048), nullable=True)
+    redirect_http_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class LBL7Rule(Standard, Base):
+    """One condition of an L7 policy (all of a policy's rules must match)."""
+
+    __tablename__ = "lb_l7rules"
+    l7policy_id: Mapped[str] = mapped_column(ForeignKey("lb_l7policies.id"), index=True)
+    provisioning_status: Mapped[str] = mapped_column(String(16), default="PENDING_CREATE")
+    operating_status: Mapped[str] = mapped_column(String(16), default="OFFLINE")
+    admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    type: Mapped[str] = mapped_column(String(16))
+    compare_type: Mapped[str] = mapped_column(String(16))
+    key: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    value: Mapped[str] = mapped_column(String(255))
+    invert: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 # --- container infrastructure (Magnum API v1) ------------------------------------------

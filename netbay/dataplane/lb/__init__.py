@@ -1,0 +1,1 @@
+"""Load-balancer providers' realizers beside the nftables one (``netbay.dataplane.loadbalancer``)."""
