@@ -166,7 +166,7 @@ class Server:
         password = "pw-" + uuid.uuid4().hex[:8]
         if project != "admin":
             r = self.netbay("admin", "project", "create", project)
-            assert r.returncode == 0 or "already exists" in r.stdout, r.stdout + r.stderr
+            assert r.returncode == 0 or "Duplicate entry" in r.stdout, r.stdout + r.stderr
         r = self.netbay("admin", "user", "create", user, "--project", project, "--role", role,
                         env={"NETBAY_NEW_USER_PASSWORD": password})
         assert r.returncode == 0, r.stdout + r.stderr

@@ -126,11 +126,11 @@ def tree(owner_sdk, settle):
 def test_an_option_not_offered_is_501_through_the_client(server, owner, http, tree):
     err = osc_fails(server, owner, "loadbalancer", "pool", "create", "--loadbalancer", tree["lb"].id,
                     "--protocol", "TCP", "--lb-algorithm", "LEAST_CONNECTIONS")
-    assert "HTTP 501" in err and "Provider 'netbay' does not support a requested option" in err, err
+    assert "HTTP 501" in err and "Provider 'nftables' does not support a requested option" in err, err
     r = http.post("/lbaas/listeners", json={"listener": {
         "loadbalancer_id": tree["lb"].id, "protocol": "HTTPS", "protocol_port": 443}})
     message = octavia_error(r, 501)
-    assert message.startswith("Provider 'netbay' does not support a requested option: protocol HTTPS")
+    assert message.startswith("Provider 'nftables' does not support a requested option: protocol HTTPS")
 
 
 # --- 403: another project's objects ---------------------------------------------------------------------
