@@ -14,6 +14,7 @@ from netbay.cli import admin, demo, doctor
 from netbay.cli import agent as agent_cli
 from netbay.cli import cluster as cluster_cli
 from netbay.cli import clustertemplate as clustertemplate_cli
+from netbay.cli import libnetwork as libnetwork_cli
 from netbay.cli import networkdriver as networkdriver_cli
 from netbay.cli import pod as pod_cli
 from netbay.cli import sandbox as sandbox_cli
@@ -26,6 +27,7 @@ app.add_typer(admin.app, name="admin")
 app.command("demo")(demo.demo)
 app.command("doctor")(doctor.doctor)
 app.command("agent")(agent_cli.agent)
+app.command("libnetwork")(libnetwork_cli.libnetwork)
 app.add_typer(sandbox_cli.app, name="sandbox")
 app.add_typer(clustertemplate_cli.app, name="cluster-template")
 app.add_typer(cluster_cli.app, name="cluster")

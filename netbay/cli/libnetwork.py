@@ -1,0 +1,57 @@
+"""``netbay libnetwork``: Docker's network + IPAM driver, on a socket Docker finds.
+
+Authenticates as ``netbay agent`` does (OS_* variables or the openrc ``netbay up``
+wrote) and talks only to the netbay API. ``--prefix`` must be the dataplane
+agent's: the container ports are plugged into that agent's fabric.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from netbay.cli.agent import check_prefix, credentials
+from netbay.dataplane.names import PRODUCT_PREFIX
+
+console = Console(stderr=True)
+
+
+def libnetwork(
+    name: str = typer.Option("netbay", "--name", help="Plugin name = Docker driver name (-d NAME)."),
+    url: str = typer.Option("http://127.0.0.1:9696", "--url", envvar="NETBAY_URL", help="The netbay server."),
+    prefix: str = typer.Option(PRODUCT_PREFIX, "--prefix", callback=check_prefix,
+                               help="The dataplane agent's namespace prefix (its fabric)."),
+    host: str = typer.Option(None, "--host", help="This host's name (binding:host_id of the ports)."),
+    plugin_dir: Path = typer.Option(Path("/run/docker/plugins"), "--plugin-dir",
+                                    help="Where dockerd looks for plugin sockets."),
+    openrc: Path = typer.Option(None, "--openrc", help="Credentials file (default: OS_* variables, "
+                                                       "else the data dir's openrc)."),
+    data_dir: Path = typer.Option(None, "--data-dir", envvar="NETBAY_DATA_DIR"),
+) -> None:
+    """Serve Docker's remote NetworkDriver and IpamDriver (libnetwork plugin API v1.2)."""
+    from netbay.plugins.libnetwork.netbayapi import NetbayAPI
+    from netbay.plugins.libnetwork.server import serve, socket_path
+
+    logging.basicConfig(level=os.environ.get("NETBAY_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if os.geteuid() != 0:
+        console.print("[red]error:[/] the Docker driver needs root (it plugs veths into the fabric)")
+        raise typer.Exit(1)
+    try:
+        creds = credentials(data_dir, openrc)
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"[green]netbay libnetwork[/] {socket_path(name, plugin_dir)} → {url} (prefix {prefix})")
+    serve(NetbayAPI(url, creds), name, prefix=prefix, host=host, plugin_dir=plugin_dir)
+
+
+def dockerd_present() -> bool:
+    """Whether this host runs Docker (for ``netbay up``'s optional hook)."""
+    return shutil.which("dockerd") is not None and Path("/run/docker.sock").exists() or \
+        Path("/var/run/docker.sock").exists()

@@ -1,0 +1,307 @@
+"""Docker's remote network + IPAM driver on a real dockerd, real packets.
+
+dockerd runs off the host's network (tests/dataplane/dockerd.py); the plugin
+(``netbay libnetwork``) runs as a child process named per run (``nbt<hex>dk``),
+wired into this run's fabric (prefix ``nbt<hex>-dk-``), against a real netbay
+server with an in-process dataplane agent.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+from docker.types import IPAMConfig, IPAMPool
+
+from netbay.dataplane import netns
+from netbay.dataplane.names import Names
+from conftest import ADMIN_PASSWORD, Server, free_port  # tests/conftest.py
+
+from . import dockerd as dk
+from .agent_fixtures import Cloud, make_cloud, wait_for
+from .dp_helpers import PREFIX, RUN_ID, ping
+
+pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
+
+PLUGIN = f"nbt{RUN_ID}dk"
+MADE = "netbay.docker.made"
+
+
+def plugin_env(server: Server) -> dict[str, str]:
+    return {**os.environ, "OS_AUTH_URL": server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
+            "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
+            "NETBAY_LOG_LEVEL": "INFO"}
+
+
+class Plugin:
+    """``netbay libnetwork`` as a child process, stopped (or killed) by PID."""
+
+    def __init__(self, name: str, url: str, prefix: str, env: dict[str, str], log: Path) -> None:
+        self.name, self.url, self.prefix, self.env, self.log = name, url, prefix, env, log
+        self.sock = Path(f"/run/docker/plugins/{name}.sock")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Plugin:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "netbay.cli.main", "libnetwork", "--name", self.name, "--url", self.url,
+             "--prefix", self.prefix], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
+        wait_for(lambda: self._listening(), 30, 0.05, f"plugin socket {self.sock}")
+        return self
+
+    def _listening(self) -> bool:
+        assert self.proc is not None and self.proc.poll() is None, self.log.read_text()[-3000:]
+        if not self.sock.is_socket():
+            return False
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.connect(str(self.sock))
+            except OSError:
+                return False
+        return True
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.sock.is_socket():
+            self.sock.unlink()
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    yield from make_cloud(tmp_path_factory.mktemp("docker"), "dk")
+
+
+@pytest.fixture(scope="module")
+def plugin(cloud: Cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
+    p = Plugin(PLUGIN, cloud.server.url, cloud.names.prefix, plugin_env(cloud.server),
+               tmp_path_factory.mktemp("plugin") / "plugin.log")
+    p.start()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+@pytest.fixture(scope="module")
+def daemon(plugin: Plugin) -> Iterator[dk.Dockerd]:
+    yield from dk.running()
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def docker_network(d: dk.Dockerd, name: str, cidr: str | None = None, *, options: dict | None = None,
+                   ipam_options: dict | None = None) -> Any:
+    pools = [IPAMPool(subnet=cidr)] if cidr else []
+    return d.client.networks.create(name, driver=PLUGIN, options=options or {},
+                                    ipam=IPAMConfig(driver=PLUGIN, pool_configs=pools, options=ipam_options or {}))
+
+
+def netbay_network(cloud: Cloud, docker_net: Any) -> dict:
+    found = cloud.ok(cloud.http.get("/network/v2.0/networks",
+                                    params={"tags": f"netbay.docker.net:{docker_net.id}"}))["networks"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def run(d: dk.Dockerd, net: str, name: str, command: str = "sleep 600", **kw: Any) -> Any:
+    return d.client.containers.run(dk.IMAGE, ["sh", "-c", command], name=name, network=net, detach=True, **kw)
+
+
+def endpoint_port(cloud: Cloud, container: Any, net: str) -> dict:
+    container.reload()
+    eid = container.attrs["NetworkSettings"]["Networks"][net]["EndpointID"]
+    ports = cloud.ok(cloud.http.get("/network/v2.0/ports", params={"device_id": eid}))["ports"]
+    assert len(ports) == 1, (eid, ports)
+    return ports[0]
+
+
+def sh(container: Any, command: str) -> tuple[int, str]:
+    code, out = container.exec_run(["sh", "-c", command])
+    return code, out.decode(errors="replace")
+
+
+def iface(container: Any, name: str = "eth0") -> tuple[str, list[str]]:
+    """(MAC, IPv4 addresses with prefix) of ``name`` inside the container."""
+    code, out = sh(container, f"ip -o link show {name}; ip -o -4 addr show {name}")
+    assert code == 0, out
+    mac = out.split("link/ether", 1)[1].split()[0]
+    addrs = [w[i + 1] for w in [ln.split() for ln in out.splitlines()] for i, x in enumerate(w) if x == "inet"]
+    return mac, addrs
+
+
+def made_ports(cloud: Cloud) -> list[dict]:
+    return cloud.ok(cloud.http.get("/network/v2.0/ports", params={"device_owner": "compute:netbay"}))["ports"]
+
+
+def host_container_ends() -> list[str]:
+    with open("/proc/net/dev") as f:
+        return [ln.split(":")[0].strip() for ln in f if ln.split(":")[0].strip().startswith("nbc")]
+
+
+def tcp_read(ns: str, host: str, port: int, timeout: float = 5.0) -> bytes:
+    """Connect from inside ``ns`` and read until the peer closes (bounded)."""
+    with netns.entered(ns):
+        s = socket.create_connection((host, port), timeout=timeout)
+    with s:
+        data = b""
+        for _ in range(100):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+
+# --- tests -----------------------------------------------------------------------------------
+
+
+def test_plugin_discovery_ignores_the_exec_root(daemon: dk.Dockerd, plugin: Plugin) -> None:
+    """dockerd with its own --exec-root still finds /run/docker/plugins/<name>.sock."""
+    assert "exec" in str(daemon.root / "exec")
+    r = daemon.cli("network", "create", "-d", PLUGIN, "--ipam-driver", PLUGIN, "--subnet", "10.61.0.0/24", "disco")
+    assert r.returncode == 0, r.stderr
+    assert daemon.cli("network", "rm", "disco").returncode == 0
+
+
+def test_run_gets_the_ports_mac_and_address_and_talks_to_a_sandbox(cloud: Cloud, daemon: dk.Dockerd) -> None:
+    dnet = docker_network(daemon, "dk-a", "10.62.0.0/24")
+    net = netbay_network(cloud, dnet)
+    sb = cloud.sandbox("sb-a", networks=[net["id"]])
+    c = run(daemon, "dk-a", "c-a", "echo hello-from-docker | nc -l -p 7000; sleep 600")
+    try:
+        port = endpoint_port(cloud, c, "dk-a")
+        assert port["device_owner"] == "compute:netbay" and port["binding:host_id"]
+        mac, addrs = iface(c)
+        ip = port["fixed_ips"][0]["ip_address"]
+        assert mac == port["mac_address"]
+        assert addrs == [f"{ip}/24"]
+        cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
+        sb = cloud.wait_status(f"/netbay/v1/sandboxes/{sb['id']}", "ACTIVE")
+        sb_ip = cloud.ip_of(sb["ports"][0]["port_id"])
+        ns = cloud.sandbox_ns(sb["id"])
+        assert ping(ns, ip, count=3), "sandbox -> container ICMP"
+        code, out = sh(c, f"ping -c 1 -W 2 {sb_ip}")
+        assert code == 0, out
+        assert tcp_read(ns, ip, 7000) == b"hello-from-docker\n"
+        # The veth's outer end is in this run's fabric on the network's bridge; nothing in the host.
+        tap = Names.tap(port["id"])
+        assert tap in cloud.taps()
+        assert Names.container_end(port["id"]) not in host_container_ends()
+    finally:
+        c.remove(force=True)
+        cloud.delete_sandbox(sb["id"])
+        dnet.remove()
+    assert not made_ports(cloud)
+    wait_for(lambda: Names.tap(port["id"]) not in cloud.taps(), 10, 0.05, "the container's tap to go")
+    assert not cloud.ok(cloud.http.get("/network/v2.0/networks", params={"id": net["id"]}))["networks"]
+
+
+def test_two_docker_networks_joined_by_a_router(cloud: Cloud, daemon: dk.Dockerd) -> None:
+    a, b = docker_network(daemon, "dk-r1", "10.63.1.0/24"), docker_network(daemon, "dk-r2", "10.63.2.0/24")
+    router = cloud.ok(cloud.http.post("/network/v2.0/routers", json={"router": {"name": "dk-r"}}), 201)["router"]
+    subnets = [cloud.ok(cloud.http.get("/network/v2.0/subnets",
+                                       params={"network_id": netbay_network(cloud, n)["id"]}))["subnets"][0]
+               for n in (a, b)]
+    for s in subnets:
+        cloud.ok(cloud.http.put(f"/network/v2.0/routers/{router['id']}/add_router_interface",
+                                json={"subnet_id": s["id"]}))
+    c1, c2 = run(daemon, "dk-r1", "c-r1"), run(daemon, "dk-r2", "c-r2")
+    try:
+        p2 = endpoint_port(cloud, c2, "dk-r2")
+        for c, net in ((c1, "dk-r1"), (c2, "dk-r2")):
+            cloud.wait_status(f"/network/v2.0/ports/{endpoint_port(cloud, c, net)['id']}", "ACTIVE")
+        cloud.wait_status(f"/network/v2.0/routers/{router['id']}", "ACTIVE")
+        ip2 = p2["fixed_ips"][0]["ip_address"]
+        code, out = sh(c1, f"ping -c 3 -W 2 {ip2}")
+        assert code == 0, out
+    finally:
+        for c in (c1, c2):
+            c.remove(force=True)
+        for s in subnets:
+            cloud.ok(cloud.http.put(f"/network/v2.0/routers/{router['id']}/remove_router_interface",
+                                    json={"subnet_id": s["id"]}))
+        cloud.ok(cloud.http.delete(f"/network/v2.0/routers/{router['id']}"), 204)
+        a.remove()
+        b.remove()
+    assert not made_ports(cloud)
+
+
+def test_connect_disconnect_and_existing_network(cloud: Cloud, daemon: dk.Dockerd) -> None:
+    """``-o netbay.network=`` uses an existing netbay network (kept at ``network rm``);
+    connect adds eth1 with its port, disconnect removes both."""
+    net, subnet = cloud.network("dk-existing", "10.64.0.0/24")
+    a = docker_network(daemon, "dk-c1", "10.64.1.0/24")
+    b = docker_network(daemon, "dk-c2", options={"netbay.network": net["name"]},
+                       ipam_options={"netbay.subnet": subnet["id"]})
+    assert netbay_network(cloud, b)["id"] == net["id"]
+    c = run(daemon, "dk-c1", "c-c")
+    try:
+        b.connect(c)
+        p = endpoint_port(cloud, c, "dk-c2")
+        assert p["network_id"] == net["id"] and p["fixed_ips"][0]["subnet_id"] == subnet["id"]
+        mac, addrs = iface(c, "eth1")
+        assert mac == p["mac_address"] and addrs == [f"{p['fixed_ips'][0]['ip_address']}/24"]
+        b.disconnect(c)
+        code, _ = sh(c, "ip link show eth1")
+        assert code != 0
+        assert not cloud.ok(cloud.http.get("/network/v2.0/ports", params={"id": p["id"]}))["ports"]
+    finally:
+        c.remove(force=True)
+        a.remove()
+        b.remove()
+    kept = cloud.ok(cloud.http.get(f"/network/v2.0/networks/{net['id']}"))["network"]
+    assert not [t for t in kept["tags"] if t.startswith("netbay.docker")]
+    kept_subnet = cloud.ok(cloud.http.get(f"/network/v2.0/subnets/{subnet['id']}"))["subnet"]
+    assert not [t for t in kept_subnet["tags"] if t.startswith("netbay.docker")]
+    assert not made_ports(cloud)
+
+
+def test_failures_reach_docker_and_leave_nothing(cloud: Cloud, daemon: dk.Dockerd) -> None:
+    r = daemon.cli("network", "create", "-d", PLUGIN, "--ipam-driver", PLUGIN, "--subnet", "10.65.0.0/24",
+                   "-o", "colour=blue", "dk-bad")
+    assert r.returncode != 0 and "unknown -o option 'colour'" in r.stderr, r.stderr
+    assert not cloud.ok(cloud.http.get("/network/v2.0/subnets", params={"cidr": "10.65.0.0/24"}))["subnets"]
+    assert daemon.cli("network", "create", "-d", PLUGIN, "--ipam-driver", PLUGIN, "--subnet", "10.65.0.0/24",
+                      "dk-f").returncode == 0
+    try:
+        r = daemon.cli("run", "--rm", "--net", "dk-f", "--ip", "10.99.0.5", dk.IMAGE, "true")
+        assert r.returncode != 0 and "10.99.0.5" in r.stderr, r.stderr
+        r = daemon.cli("run", "--rm", "--net", "dk-f", "--ip", "10.65.0.77", dk.IMAGE, "ip", "-o", "-4", "addr")
+        assert r.returncode == 0 and "10.65.0.77/24" in r.stdout, r.stderr
+    finally:
+        daemon.cli("network", "rm", "dk-f")
+    assert not made_ports(cloud)
+
+
+def test_a_netbay_server_that_is_down_is_an_error_at_once(daemon: dk.Dockerd, tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    env = {**os.environ, "OS_AUTH_URL": f"{dead}/identity/v3", "OS_USERNAME": "admin", "OS_PASSWORD": "x",
+           "OS_PROJECT_NAME": "admin"}
+    p = Plugin(f"{PLUGIN}x", dead, f"{PREFIX}dx-", env, tmp_path / "down.log").start()
+    try:
+        t0 = time.monotonic()
+        r = daemon.cli("network", "create", "-d", p.name, "--ipam-driver", p.name, "--subnet", "10.66.0.0/24", "dk-d")
+        took = time.monotonic() - t0
+        assert r.returncode != 0 and "unreachable" in r.stderr, r.stderr
+        assert took < 10, took
+    finally:
+        p.stop()
