@@ -32,6 +32,12 @@ def libnetwork(
     openrc: Path = typer.Option(None, "--openrc", help="Credentials file (default: OS_* variables, "
                                                        "else the data dir's openrc)."),
     data_dir: Path = typer.Option(None, "--data-dir", envvar="NETBAY_DATA_DIR"),
+    docker_host: str = typer.Option(None, "--docker-host", envvar="DOCKER_HOST",
+                                    help="dockerd's socket: asked which networks and endpoints exist when "
+                                         "collecting a crash's leftovers (default: unix:///run/docker.sock "
+                                         "if present)."),
+    grace: float = typer.Option(30.0, "--orphan-grace", min=0.5,
+                                help="Seconds before a port or veth Docker does not know is collected."),
 ) -> None:
     """Serve Docker's remote NetworkDriver and IpamDriver (libnetwork plugin API v1.2)."""
     from netbay.plugins.libnetwork.netbayapi import NetbayAPI
@@ -48,10 +54,12 @@ def libnetwork(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
     console.print(f"[green]netbay libnetwork[/] {socket_path(name, plugin_dir)} → {url} (prefix {prefix})")
-    serve(NetbayAPI(url, creds), name, prefix=prefix, host=host, plugin_dir=plugin_dir)
+    if docker_host is None and Path("/run/docker.sock").is_socket():
+        docker_host = "unix:///run/docker.sock"
+    serve(NetbayAPI(url, creds), name, prefix=prefix, host=host, plugin_dir=plugin_dir, grace=grace,
+          docker_host=docker_host)
 
 
 def dockerd_present() -> bool:
     """Whether this host runs Docker (for ``netbay up``'s optional hook)."""
-    return shutil.which("dockerd") is not None and Path("/run/docker.sock").exists() or \
-        Path("/var/run/docker.sock").exists()
+    return shutil.which("dockerd") is not None and Path("/run/docker.sock").is_socket()

@@ -74,6 +74,20 @@ class Attacher:
         return netns.exists(self.fabric.ns) and rtnl(self.fabric.ns).link(Names.tap(port_id)) is not None
 
 
+def host_container_ends() -> list[str]:
+    """Inner ends still in the host namespace (none moved yet, or a crash's leftovers)."""
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        return sorted(name for link in ipr.get_links()
+                      if (name := link.get_attr("IFLA_IFNAME") or "").startswith("nbc"))
+
+
+def delete_host_end(ifname: str) -> bool:
+    """Delete an inner end left in the host namespace (its fabric end goes with it)."""
+    return _delete_host_link(ifname)
+
+
 def _delete_host_link(ifname: str) -> bool:
     """Delete ``ifname`` from the host namespace if it is one of ours (``nbc…`` veth)."""
     from pyroute2 import IPRoute
@@ -95,4 +109,4 @@ def _delete_host_link(ifname: str) -> bool:
     return True
 
 
-__all__ = ["Attacher", "Plug"]
+__all__ = ["Attacher", "Plug", "delete_host_end", "host_container_ends"]

@@ -34,6 +34,7 @@ pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.availa
 
 PLUGIN = f"nbt{RUN_ID}dk"
 MADE = "netbay.docker.made"
+GRACE = 3.0
 
 
 def plugin_env(server: Server) -> dict[str, str]:
@@ -45,15 +46,17 @@ def plugin_env(server: Server) -> dict[str, str]:
 class Plugin:
     """``netbay libnetwork`` as a child process, stopped (or killed) by PID."""
 
-    def __init__(self, name: str, url: str, prefix: str, env: dict[str, str], log: Path) -> None:
+    def __init__(self, name: str, url: str, prefix: str, env: dict[str, str], log: Path,
+                 extra: tuple[str, ...] = ()) -> None:
         self.name, self.url, self.prefix, self.env, self.log = name, url, prefix, env, log
+        self.extra = extra
         self.sock = Path(f"/run/docker/plugins/{name}.sock")
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Plugin:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "netbay.cli.main", "libnetwork", "--name", self.name, "--url", self.url,
-             "--prefix", self.prefix], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
+             "--prefix", self.prefix, *self.extra], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
         wait_for(lambda: self._listening(), 30, 0.05, f"plugin socket {self.sock}")
         return self
 
@@ -90,19 +93,20 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
 
 
 @pytest.fixture(scope="module")
-def plugin(cloud: Cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
+def daemon() -> Iterator[dk.Dockerd]:
+    yield from dk.running()
+
+
+@pytest.fixture(scope="module")
+def plugin(cloud: Cloud, daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
     p = Plugin(PLUGIN, cloud.server.url, cloud.names.prefix, plugin_env(cloud.server),
-               tmp_path_factory.mktemp("plugin") / "plugin.log")
+               tmp_path_factory.mktemp("plugin") / "plugin.log",
+               ("--docker-host", daemon.host, "--orphan-grace", str(GRACE)))
     p.start()
     try:
         yield p
     finally:
         p.stop()
-
-
-@pytest.fixture(scope="module")
-def daemon(plugin: Plugin) -> Iterator[dk.Dockerd]:
-    yield from dk.running()
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -182,7 +186,7 @@ def test_plugin_discovery_ignores_the_exec_root(daemon: dk.Dockerd, plugin: Plug
     assert daemon.cli("network", "rm", "disco").returncode == 0
 
 
-def test_run_gets_the_ports_mac_and_address_and_talks_to_a_sandbox(cloud: Cloud, daemon: dk.Dockerd) -> None:
+def test_run_gets_the_ports_mac_and_address_and_talks_to_a_sandbox(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin) -> None:
     dnet = docker_network(daemon, "dk-a", "10.62.0.0/24")
     net = netbay_network(cloud, dnet)
     sb = cloud.sandbox("sb-a", networks=[net["id"]])
@@ -215,7 +219,7 @@ def test_run_gets_the_ports_mac_and_address_and_talks_to_a_sandbox(cloud: Cloud,
     assert not cloud.ok(cloud.http.get("/network/v2.0/networks", params={"id": net["id"]}))["networks"]
 
 
-def test_two_docker_networks_joined_by_a_router(cloud: Cloud, daemon: dk.Dockerd) -> None:
+def test_two_docker_networks_joined_by_a_router(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin) -> None:
     a, b = docker_network(daemon, "dk-r1", "10.63.1.0/24"), docker_network(daemon, "dk-r2", "10.63.2.0/24")
     router = cloud.ok(cloud.http.post("/network/v2.0/routers", json={"router": {"name": "dk-r"}}), 201)["router"]
     subnets = [cloud.ok(cloud.http.get("/network/v2.0/subnets",
@@ -245,7 +249,7 @@ def test_two_docker_networks_joined_by_a_router(cloud: Cloud, daemon: dk.Dockerd
     assert not made_ports(cloud)
 
 
-def test_connect_disconnect_and_existing_network(cloud: Cloud, daemon: dk.Dockerd) -> None:
+def test_connect_disconnect_and_existing_network(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin) -> None:
     """``-o netbay.network=`` uses an existing netbay network (kept at ``network rm``);
     connect adds eth1 with its port, disconnect removes both."""
     net, subnet = cloud.network("dk-existing", "10.64.0.0/24")
@@ -275,7 +279,7 @@ def test_connect_disconnect_and_existing_network(cloud: Cloud, daemon: dk.Docker
     assert not made_ports(cloud)
 
 
-def test_failures_reach_docker_and_leave_nothing(cloud: Cloud, daemon: dk.Dockerd) -> None:
+def test_failures_reach_docker_and_leave_nothing(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin) -> None:
     r = daemon.cli("network", "create", "-d", PLUGIN, "--ipam-driver", PLUGIN, "--subnet", "10.65.0.0/24",
                    "-o", "colour=blue", "dk-bad")
     assert r.returncode != 0 and "unknown -o option 'colour'" in r.stderr, r.stderr
@@ -305,3 +309,53 @@ def test_a_netbay_server_that_is_down_is_an_error_at_once(daemon: dk.Dockerd, tm
         assert took < 10, took
     finally:
         p.stop()
+
+
+def test_plugin_killed_mid_way_through_20_runs(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin) -> None:
+    """SIGKILL during 20 concurrent ``docker run``s, restart: every container Docker
+    reports running is networked; no port, veth or host-side end is orphaned."""
+    dnet = docker_network(daemon, "dk-k", "10.67.0.0/23")
+    net = netbay_network(cloud, dnet)
+    sb = cloud.sandbox("sb-k", networks=[net["id"]])
+    env = {**os.environ, "DOCKER_HOST": daemon.host}
+    runs = [subprocess.Popen([dk.shutil.which("docker") or "docker", "run", "-d", "--name", f"k{i}", "--net",
+                              "dk-k", dk.IMAGE, "sleep", "600"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for i in range(20)]
+    try:
+        wait_for(lambda: len(made_ports(cloud)) >= 3, 60, 0.01, "the first ports")
+        plugin.kill()
+        time.sleep(0.5)
+        plugin.start()
+        for r in runs:
+            r.communicate(timeout=120)
+        running = [c for c in daemon.client.containers.list(filters={"network": "dk-k"}) if c.status == "running"]
+        assert running, [r.returncode for r in runs]
+        print(f"running {len(running)} of 20; docker run exit codes {[r.returncode for r in runs]}")
+        sb = cloud.wait_status(f"/netbay/v1/sandboxes/{sb['id']}", "ACTIVE")
+        ns = cloud.sandbox_ns(sb["id"])
+        ports = []
+        for c in running:
+            port = endpoint_port(cloud, c, "dk-k")
+            mac, addrs = iface(c)
+            assert mac == port["mac_address"] and addrs == [f"{port['fixed_ips'][0]['ip_address']}/23"], c.name
+            cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
+            assert ping(ns, port["fixed_ips"][0]["ip_address"], count=3), c.name
+            ports.append(port["id"])
+        wanted = set(ports) | {sb["ports"][0]["port_id"]}
+        wait_for(lambda: {p["id"] for p in made_ports(cloud)} == set(ports), 6 * GRACE, 0.2,
+                 "orphaned ports to be collected")
+        wait_for(lambda: not host_container_ends(), 6 * GRACE, 0.2, "host-side ends to be collected")
+        ours = {p["id"] for p in cloud.ok(cloud.http.get("/network/v2.0/ports",
+                                                         params={"network_id": net["id"]}))["ports"]}
+        assert ours - {p for p in ours if p in wanted} <= {p["id"] for p in cloud.ok(cloud.http.get(
+            "/network/v2.0/ports", params={"network_id": net["id"], "device_owner": "network:dhcp"}))["ports"]}
+        wait_for(lambda: set(cloud.taps()) >= {Names.tap(p) for p in wanted}, 10, 0.05, "taps")
+    finally:
+        for r in runs:
+            if r.poll() is None:
+                r.kill()
+        for c in daemon.client.containers.list(all=True, filters={"name": "k"}):
+            c.remove(force=True)
+        cloud.delete_sandbox(sb["id"])
+        dnet.remove()
+    assert not made_ports(cloud)

@@ -59,8 +59,10 @@ class NetworkDriver:
         cidr = str(ipaddress.ip_network(v4[0]["Pool"], strict=False))
         gateway = (v4[0].get("Gateway") or "").split("/")[0] or None
         existing = await self.dir.network(nid, missing_ok=True)
-        if existing is not None:  # a retry
-            return {}
+        if existing is not None:  # a retry: done, or cut short by a crash (finish it)
+            if await self.api.list("subnets", network_id=existing["id"], tags=pool_tag(cidr)):
+                return {}
+            opts = NetworkOptions(network=existing["id"])
         undo: list[Callable[[], Any]] = []
         try:
             await self._create_network(nid, opts, cidr, gateway, undo)

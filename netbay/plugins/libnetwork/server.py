@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from netbay.dataplane.names import PRODUCT_PREFIX, Names
 from netbay.plugins.libnetwork.directory import Directory
+from netbay.plugins.libnetwork.gc import Collector
 from netbay.plugins.libnetwork.ipam import Ipam
 from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
 from netbay.plugins.libnetwork.network import NetworkDriver
@@ -70,11 +71,12 @@ def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
     }
 
 
-def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None,
-               bound: float = CALL_BOUND) -> Starlette:
+def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None, *, name: str = "netbay",
+               bound: float = CALL_BOUND, grace: float = 30.0, docker_host: str | None = None) -> Starlette:
     directory = Directory(api)
     net = NetworkDriver(api, directory, attacher, host)
     table = handlers(Ipam(api, directory), net)
+    collector = Collector(api, net, name, grace, docker_host)
 
     async def dispatch(request: Request) -> Response:
         method = request.path_params["method"]
@@ -102,9 +104,11 @@ def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None,
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        sweeping = asyncio.create_task(collector.run())
         try:
             yield
         finally:
+            sweeping.cancel()
             net.close()
             await api.aclose()
 
@@ -116,7 +120,7 @@ def socket_path(name: str, plugin_dir: Path = PLUGIN_DIR) -> Path:
 
 
 def serve(api: NetbayAPI, name: str = "netbay", *, prefix: str = PRODUCT_PREFIX, host: str | None = None,
-          plugin_dir: Path = PLUGIN_DIR) -> None:
+          plugin_dir: Path = PLUGIN_DIR, grace: float = 30.0, docker_host: str | None = None) -> None:
     """Serve until SIGTERM/SIGINT; the socket is removed on the way out."""
     import uvicorn
 
@@ -124,7 +128,7 @@ def serve(api: NetbayAPI, name: str = "netbay", *, prefix: str = PRODUCT_PREFIX,
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_socket():
         path.unlink()  # a killed predecessor's
-    app = create_app(api, Attacher(Names(prefix)), host)
+    app = create_app(api, Attacher(Names(prefix)), host, name=name, grace=grace, docker_host=docker_host)
     try:
         uvicorn.run(app, uds=str(path), log_level="warning", access_log=False, timeout_graceful_shutdown=2)
     finally:
