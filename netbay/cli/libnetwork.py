@@ -7,9 +7,12 @@ agent's: the container ports are plugged into that agent's fabric.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import typer
@@ -63,3 +66,15 @@ def libnetwork(
 def dockerd_present() -> bool:
     """Whether this host runs Docker (for ``netbay up``'s optional hook)."""
     return shutil.which("dockerd") is not None and Path("/run/docker.sock").is_socket()
+
+
+def start_beside_up(openrc: Path, url: str, prefix: str) -> subprocess.Popen | None:
+    """``netbay up``'s hook: the Docker driver as a child process when this host runs
+    dockerd (stopped with ``up``: it is in ``up``'s process group, and killed at exit)."""
+    if not dockerd_present():
+        return None
+    proc = subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "libnetwork", "--url", url,
+                             "--prefix", prefix, "--openrc", str(openrc)])
+    atexit.register(lambda: proc.poll() is None and proc.terminate())
+    console.print("[green]Docker driver[/] `netbay` started (docker network create -d netbay --ipam-driver netbay …)")
+    return proc

@@ -147,6 +147,9 @@ def up(
     console.print(f"[green]netbay is starting on http://{host}:{port}[/]"
                   + (" with the dataplane agent" if agent else ""))
     console.print(f"credentials: [bold]source {openrc}[/]")
+    if agent:  # Docker's network driver too, when this host runs dockerd
+        connect = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        libnetwork_cli.start_beside_up(openrc, f"http://{connect}:{port}", agent_prefix)
     _run_server(settings, host, port, False, public_url, token_ttl, agent=agent, agent_prefix=agent_prefix,
                 conductor=conductor)
 
