@@ -133,7 +133,8 @@ def run(d: dk.Dockerd, net: str, name: str, command: str = "sleep 600", **kw: An
 def endpoint_port(cloud: Cloud, container: Any, net: str) -> dict:
     container.reload()
     eid = container.attrs["NetworkSettings"]["Networks"][net]["EndpointID"]
-    ports = cloud.ok(cloud.http.get("/network/v2.0/ports", params={"device_id": eid}))["ports"]
+    ports = (cloud.ok(cloud.http.get("/network/v2.0/ports", params={"device_id": eid}))["ports"]
+             or cloud.ok(cloud.http.get("/network/v2.0/ports", params={"tags": f"netbay.docker.ep:{eid}"}))["ports"])
     assert len(ports) == 1, (eid, ports)
     return ports[0]
 
@@ -194,6 +195,8 @@ def test_run_gets_the_ports_mac_and_address_and_talks_to_a_sandbox(cloud: Cloud,
     try:
         port = endpoint_port(cloud, c, "dk-a")
         assert port["device_owner"] == "compute:netbay" and port["binding:host_id"]
+        # The container is the port's device (once Docker lists it; the plugin asks off the call path).
+        wait_for(lambda: cloud.port(port["id"])["device_id"] == c.id, 10, 0.05, "the container as device")
         mac, addrs = iface(c)
         ip = port["fixed_ips"][0]["ip_address"]
         assert mac == port["mac_address"]

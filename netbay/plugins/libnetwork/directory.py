@@ -6,8 +6,9 @@ returned, an endpoint by its EndpointID. netbay keeps each on its resource:
 - network: tag ``netbay.docker.net:<NetworkID>``;
 - pool ``subnet:<id>``: that subnet; pool ``cidr:<cidr>``: the subnet tagged
   ``netbay.docker.pool:<cidr with _ for />`` (made or claimed by CreateNetwork; one per cidr);
-- endpoint: the port whose ``device_id`` is the EndpointID, or (a port given by
-  its owner, who set the device) the one tagged ``netbay.docker.ep:<EndpointID>``.
+- endpoint: the port whose ``device_id`` is the EndpointID, or the one tagged
+  ``netbay.docker.ep:<EndpointID>`` (its device is the container, once Docker
+  said which, or whatever the port's owner set).
 
 The caches only save round trips: a restarted plugin finds everything again.
 """
@@ -45,6 +46,14 @@ def _slashless(cidr: str) -> str:
 
 def ep_tag(endpoint_id: str) -> str:
     return f"netbay.docker.ep:{endpoint_id}"
+
+
+def endpoint_of(port: dict[str, Any]) -> str:
+    """The Docker endpoint a port serves ("" if none): its tag, else its device."""
+    for tag in port.get("tags") or ():
+        if tag.startswith(ep_tag("")):
+            return tag[len(ep_tag("")):]
+    return port.get("device_id") or ""
 
 
 def cidr_pool(cidr: str) -> str:
@@ -134,5 +143,6 @@ class Directory:
         self.subnets.pop(pool_id, None)
 
 
-__all__ = ["CONTAINER_OWNER", "MADE", "PENDING", "Directory", "Endpoint", "cidr_pool", "ep_tag", "net_tag",
+__all__ = ["CONTAINER_OWNER", "MADE", "PENDING", "Directory", "Endpoint", "cidr_pool", "endpoint_of", "ep_tag",
+           "net_tag",
            "pending_pool_tag", "plen", "pool_tag", "subnet_pool"]

@@ -16,15 +16,13 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from netbay.plugins.libnetwork.directory import MADE, net_tag
+from netbay.plugins.libnetwork.directory import MADE, endpoint_of, net_tag
+from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
 from netbay.plugins.libnetwork.network import NetworkDriver
 from netbay.runtime.attach import delete_host_end, host_container_ends
 
 log = logging.getLogger("netbay.libnetwork.gc")
-
-DOCKER_TIMEOUT = 10
-
 
 def _age(obj: dict[str, Any], key: str = "updated_at") -> float:
     stamp = obj.get(key) or obj.get("created_at")
@@ -37,10 +35,8 @@ def _age(obj: dict[str, Any], key: str = "updated_at") -> float:
 
 
 class Collector:
-    def __init__(self, api: NetbayAPI, driver: NetworkDriver, plugin_name: str, grace: float,
-                 docker_host: str | None = None) -> None:
-        self.api, self.driver, self.name, self.grace = api, driver, plugin_name, grace
-        self.docker_host = docker_host
+    def __init__(self, api: NetbayAPI, driver: NetworkDriver, grace: float, docker: DockerView | None = None) -> None:
+        self.api, self.driver, self.grace, self.docker = api, driver, grace, docker
         self._suspects: set[str] = set()
 
     async def run(self) -> None:
@@ -55,34 +51,17 @@ class Collector:
                 log.exception("sweep failed")
             await asyncio.sleep(self.grace)
 
-    def _docker(self) -> tuple[set[str], set[str]] | None:
-        """(network ids, endpoint ids) Docker has for this driver; None: unknown."""
-        if not self.docker_host:
-            return None
-        import docker
-
-        client = docker.APIClient(base_url=self.docker_host, version="1.41", timeout=DOCKER_TIMEOUT)
-        try:
-            nets = client.networks(filters={"driver": self.name})
-            endpoints = set()
-            for n in nets:
-                info = client.inspect_network(n["Id"])
-                endpoints |= {c.get("EndpointID") for c in (info.get("Containers") or {}).values()}
-            return {n["Id"] for n in nets}, endpoints
-        finally:
-            client.close()
-
     async def sweep(self) -> dict[str, list[str]]:
         gone: dict[str, list[str]] = {"ports": [], "networks": [], "veths": []}
         try:
-            known = await asyncio.to_thread(self._docker)
+            known = await self.docker.state() if self.docker is not None else None
         except Exception as exc:  # noqa: BLE001 - Docker busy or gone: its part waits
             log.info("sweep: Docker not asked (%s)", exc)
             known = None
         ports = await self.api.list("ports", tags=MADE)
         bound = set()
         for port in ports:
-            eid = port.get("device_id") or ""
+            eid = endpoint_of(port)
             orphan = not eid and _age(port, "created_at") > self.grace
             if known is not None and eid and port.get("binding:host_id") == self.driver.host:
                 orphan = eid not in known[1] and _age(port) > self.grace

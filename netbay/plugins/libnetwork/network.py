@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import socket
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,25 +21,26 @@ from typing import Any, TypeVar
 from netbay.dataplane.names import Names
 from netbay.plugins.libnetwork.directory import (CONTAINER_OWNER, MADE, PENDING, Directory, Endpoint, ep_tag,
                                                  net_tag, pending_pool_tag, pool_tag)
+from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
 from netbay.plugins.libnetwork.options import NetworkOptions
 from netbay.runtime.attach import Attacher, Plug
 
 T = TypeVar("T")
+log = logging.getLogger("netbay.libnetwork")
 
 
 class NetworkDriver:
-    def __init__(self, api: NetbayAPI, directory: Directory, attacher: Attacher, host: str | None = None) -> None:
-        self.api, self.dir, self.attacher = api, directory, attacher
+    def __init__(self, api: NetbayAPI, directory: Directory, attacher: Attacher, host: str | None = None,
+                 docker: DockerView | None = None) -> None:
+        self.api, self.dir, self.attacher, self.docker = api, directory, attacher, docker
         self.host = host or socket.gethostname()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netbay-plug")
+        self._background: set[asyncio.Task] = set()
 
     async def kernel(self, fn: Callable[..., T], *args: Any) -> T:
         """Run netlink work on the one worker thread (sockets are per thread)."""
         return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
-
-    def close(self) -> None:
-        self._worker.shutdown(wait=False, cancel_futures=True)
 
     async def capabilities(self, _req: dict[str, Any]) -> dict[str, Any]:
         return {"Scope": "local", "ConnectivityScope": "local"}
@@ -209,7 +211,27 @@ class NetworkDriver:
                                                    for d, h in ep.routes]}
         if ep.gateway:
             answer["Gateway"] = ep.gateway
+        if self.docker is not None:  # after the answer: Docker lists the container once joined
+            task = asyncio.create_task(self._name_device(req["NetworkID"], ep))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         return answer
+
+    async def _name_device(self, nid: str, ep: Endpoint) -> None:
+        """Make the container the port's device (Docker tells no plugin call which it is);
+        the endpoint stays findable by its tag."""
+        assert self.docker is not None
+        try:
+            cid = await self.docker.container_of(nid, ep.endpoint_id)
+            if cid is None:
+                return
+            port = await self.api.show("ports", ep.port_id)
+            if port.get("device_id") != ep.endpoint_id:
+                return  # its owner's device (the container API's), or gone
+            await self.api.add_tag("ports", ep.port_id, ep_tag(ep.endpoint_id))
+            await self.api.update("ports", ep.port_id, {"device_id": cid})
+        except PluginError as exc:
+            log.info("port %s: device not named: %s", ep.port_id, exc)
 
     async def endpoint_info(self, req: dict[str, Any]) -> dict[str, Any]:
         ep = self.dir.endpoints.get(req.get("EndpointID") or "")
@@ -230,6 +252,11 @@ class NetworkDriver:
         await self.api.update("ports", port["id"], update)
         await self.api.remove_tag("ports", port["id"], ep_tag(eid))
         return {}
+
+    def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        self._worker.shutdown(wait=False, cancel_futures=True)
 
 
 __all__ = ["NetworkDriver"]

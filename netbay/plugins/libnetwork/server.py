@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from netbay.dataplane.names import PRODUCT_PREFIX, Names
 from netbay.plugins.libnetwork.directory import Directory
+from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.gc import Collector
 from netbay.plugins.libnetwork.ipam import Ipam
 from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
@@ -74,9 +75,10 @@ def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
 def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None, *, name: str = "netbay",
                bound: float = CALL_BOUND, grace: float = 30.0, docker_host: str | None = None) -> Starlette:
     directory = Directory(api)
-    net = NetworkDriver(api, directory, attacher, host)
+    docker = DockerView(docker_host, name) if docker_host else None
+    net = NetworkDriver(api, directory, attacher, host, docker)
     table = handlers(Ipam(api, directory), net)
-    collector = Collector(api, net, name, grace, docker_host)
+    collector = Collector(api, net, grace, docker)
 
     async def dispatch(request: Request) -> Response:
         method = request.path_params["method"]
