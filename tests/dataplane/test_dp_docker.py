@@ -196,7 +196,7 @@ def test_run_gets_the_ports_mac_and_address_and_talks_to_a_sandbox(cloud: Cloud,
         port = endpoint_port(cloud, c, "dk-a")
         assert port["device_owner"] == "compute:netbay" and port["binding:host_id"]
         # The container is the port's device (once Docker lists it; the plugin asks off the call path).
-        wait_for(lambda: cloud.port(port["id"])["device_id"] == c.id, 10, 0.05, "the container as device")
+        wait_for(lambda: cloud.port(port["id"])["device_id"] == c.id, 30, 0.05, "the container as device")
         mac, addrs = iface(c)
         ip = port["fixed_ips"][0]["ip_address"]
         assert mac == port["mac_address"]

@@ -77,6 +77,7 @@ class Endpoint:
     ifname: str
     gateway: str | None
     routes: tuple[tuple[str, str], ...] = ()
+    made: bool = True          # the plugin made the port (ReleaseAddress deletes it)
 
 
 class Directory:
@@ -85,6 +86,7 @@ class Directory:
         self.subnets: dict[str, dict[str, Any]] = {}    # PoolID -> subnet
         self.networks: dict[str, dict[str, Any]] = {}   # Docker NetworkID -> netbay network
         self.endpoints: dict[str, Endpoint] = {}        # EndpointID -> Endpoint
+        self.reserved: dict[tuple[str, str], dict[str, Any]] = {}  # (network, address) -> port, until bound
 
     async def subnet_of_pool(self, pool_id: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
         cached = self.subnets.get(pool_id)
@@ -129,8 +131,11 @@ class Directory:
             found = await self.api.list("ports", tags=ep_tag(endpoint_id))
         return found[0] if found else None
 
-    async def port_at(self, network_id: str, address: str) -> dict[str, Any] | None:
-        """The port holding ``address`` on ``network_id`` (addresses are unique there)."""
+    async def port_at(self, network_id: str, address: str, *, take: bool = False) -> dict[str, Any] | None:
+        """The port holding ``address`` on ``network_id`` (addresses are unique there);
+        ``take``: the one RequestAddress just made here, without asking, if it did."""
+        if take and (reserved := self.reserved.pop((network_id, address), None)) is not None:
+            return reserved
         found = await self.api.list("ports", network_id=network_id, fixed_ips=f"ip_address={address}")
         return found[0] if found else None
 

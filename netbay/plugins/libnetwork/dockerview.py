@@ -52,7 +52,7 @@ class DockerView:
         finally:
             client.close()
 
-    async def container_of(self, network_id: str, endpoint_id: str, attempts: int = 6) -> str | None:
+    async def container_of(self, network_id: str, endpoint_id: str, attempts: int = 12) -> str | None:
         """The container an endpoint belongs to, once Docker lists it (bounded retries)."""
         delay = 0.1
         for _ in range(attempts):

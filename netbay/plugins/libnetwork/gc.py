@@ -71,6 +71,9 @@ class Collector:
                 gone["ports"].append(port["id"])
             elif eid:
                 bound.add(port["id"][:11])
+                cid = known[1].get(eid) if known is not None else None
+                if cid and port.get("device_id") == eid:  # Join's naming did not get through
+                    await self.driver.name_device(port["id"], eid, cid)
         if known is not None:
             for net in await self.api.list("networks"):
                 for tag in net.get("tags") or ():

@@ -125,6 +125,9 @@ class Ipam:
         assert subnet is not None
         port = await self._port(subnet, address, mac)
         ip = next(f["ip_address"] for f in port["fixed_ips"] if f["subnet_id"] == subnet["id"])
+        if len(self.dir.reserved) > 4096:  # never bound (Docker rolled back): forget the oldest
+            self.dir.reserved.pop(next(iter(self.dir.reserved)))
+        self.dir.reserved[(subnet["network_id"], ip)] = port
         return {"Address": f"{ip}/{plen(subnet)}", "Data": {}}
 
     async def _gateway(self, pool_id: str, address: str) -> str:
@@ -165,6 +168,7 @@ class Ipam:
         subnet = await self.dir.subnet_of_pool(pool_id, missing_ok=True)
         if subnet is None or not address or address == subnet.get("gateway_ip"):
             return {}
+        self.dir.reserved.pop((subnet["network_id"], address.split("/")[0]), None)
         port = await self.dir.port_at(subnet["network_id"], address.split("/")[0])
         if port is not None and MADE in (port.get("tags") or ()):
             await self.api.delete("ports", port["id"])

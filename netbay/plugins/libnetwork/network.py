@@ -158,7 +158,7 @@ class NetworkDriver:
             raise PluginError("netbay: an endpoint needs an IPv4 address from the netbay IPAM driver")
         net = await self.dir.network(nid)
         assert net is not None
-        port = await self.dir.port_at(net["id"], address)
+        port = await self.dir.port_at(net["id"], address, take=True)
         if port is None:
             raise PluginError(f"netbay: no port holds {address} on network {net['id']} "
                               "(use --ipam-driver with this driver)")
@@ -192,7 +192,7 @@ class NetworkDriver:
                 gateway = gateway or subnet.get("gateway_ip")
                 routes += [(r["destination"], r["nexthop"]) for r in subnet.get("host_routes") or ()]
         return Endpoint(eid, port["id"], port["network_id"], ifname or Names.container_end(port["id"]),
-                        gateway, tuple(routes))
+                        gateway, tuple(routes), MADE in (port.get("tags") or ()))
 
     async def endpoint(self, eid: str) -> Endpoint:
         ep = self.dir.endpoints.get(eid)
@@ -224,14 +224,19 @@ class NetworkDriver:
         try:
             cid = await self.docker.container_of(nid, ep.endpoint_id)
             if cid is None:
+                log.info("port %s: Docker did not list endpoint %s (the sweep names it)", ep.port_id,
+                         ep.endpoint_id[:12])
                 return
             port = await self.api.show("ports", ep.port_id)
             if port.get("device_id") != ep.endpoint_id:
                 return  # its owner's device (the container API's), or gone
-            await self.api.add_tag("ports", ep.port_id, ep_tag(ep.endpoint_id))
-            await self.api.update("ports", ep.port_id, {"device_id": cid})
+            await self.name_device(ep.port_id, ep.endpoint_id, cid)
         except PluginError as exc:
             log.info("port %s: device not named: %s", ep.port_id, exc)
+
+    async def name_device(self, port_id: str, eid: str, container_id: str) -> None:
+        await self.api.add_tag("ports", port_id, ep_tag(eid))
+        await self.api.update("ports", port_id, {"device_id": container_id})
 
     async def endpoint_info(self, req: dict[str, Any]) -> dict[str, Any]:
         ep = self.dir.endpoints.get(req.get("EndpointID") or "")
@@ -239,7 +244,10 @@ class NetworkDriver:
 
     async def delete_endpoint(self, req: dict[str, Any]) -> dict[str, Any]:
         eid = req["EndpointID"]
-        self.dir.endpoints.pop(eid, None)
+        ep = self.dir.endpoints.pop(eid, None)
+        if ep is not None and ep.made:  # no round trip: ReleaseAddress deletes the port next
+            await self.kernel(self.attacher.unplug, ep.port_id)
+            return {}
         port = await self.dir.endpoint_port(eid)
         if port is None:
             return {}
