@@ -143,7 +143,7 @@ class Ipam:
         net = _network(pool_id.partition(":")[2])
         if address and ipaddress.ip_address(address) not in net:
             raise PluginError(f"netbay: gateway {address} is not within {net}")
-        return f"{address or next(net.hosts())}/{net.prefixlen}"
+        return f"{address or next(iter(net.hosts()))}/{net.prefixlen}"
 
     async def _port(self, subnet: dict[str, Any], address: str, mac: str) -> dict[str, Any]:
         """The endpoint's port: an existing unbound one with that address (given by its
