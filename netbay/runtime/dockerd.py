@@ -37,6 +37,7 @@ import docker
 BUSYBOX = "/bin/busybox"
 APPLETS = ("sh", "ip", "ping", "nc", "sleep", "cat", "echo", "true", "ifconfig", "wget", "httpd", "hostname")
 IMAGE = "busybox:netbay-test"
+API_VERSION = "1.41"  # Docker 20.10
 FLAGS = ("--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-forward=false", "--ip-masq=false",
          "--storage-driver=vfs", "--userland-proxy=false")
 
@@ -88,10 +89,12 @@ def start(timeout: float = 60.0, *, netns: str | None = None) -> Dockerd:
            f"--exec-root={root / 'exec'}", f"--pidfile={root / 'docker.pid'}", f"-H=unix://{root / 'docker.sock'}"]
     proc = subprocess.Popen(cmd, stdout=open(root / "dockerd.log", "w"), stderr=subprocess.STDOUT,
                             start_new_session=True)
-    client = docker.DockerClient(base_url=f"unix://{root / 'docker.sock'}", version="1.41", timeout=60)
-    d = Dockerd(root, proc, client)
+    d = Dockerd(root, proc, None)  # type: ignore[arg-type]  # the client comes next, inside the try
     deadline = time.monotonic() + timeout
     try:
+        # A fixed API version: the SDK would otherwise ask the (not yet listening) daemon.
+        client = d.client = docker.DockerClient(base_url=f"unix://{root / 'docker.sock'}", version=API_VERSION,
+                                                timeout=60)
         for _ in range(int(timeout / 0.1) + 1):
             if proc.poll() is not None:
                 raise RuntimeError(f"dockerd exited ({proc.returncode}):\n{d.log()}")
@@ -112,7 +115,7 @@ def start(timeout: float = 60.0, *, netns: str | None = None) -> Dockerd:
 def stop(d: Dockerd, timeout: float = 30.0) -> None:
     """Remove every container and network, stop dockerd by PID, remove its directory."""
     try:
-        for c in d.client.containers.list(all=True):
+        for c in d.client.containers.list(all=True) if d.client is not None else ():
             try:
                 c.remove(force=True)
             except Exception:  # noqa: BLE001 - best effort before stopping
@@ -126,7 +129,8 @@ def stop(d: Dockerd, timeout: float = 30.0) -> None:
     except Exception:  # noqa: BLE001 - daemon already gone
         pass
     finally:
-        d.client.close()
+        if d.client is not None:
+            d.client.close()
         if d.proc.poll() is None:
             d.proc.send_signal(signal.SIGTERM)
             try:

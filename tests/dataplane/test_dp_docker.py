@@ -364,6 +364,36 @@ def test_plugin_killed_mid_way_through_20_runs(cloud: Cloud, daemon: dk.Dockerd,
     assert not made_ports(cloud)
 
 
+def test_security_groups_apply_to_a_containers_port(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin) -> None:
+    """The fabric filters the container's port as any other: a group with no ingress
+    rule drops the sandbox's echo; an ICMP rule lets it through again."""
+    dnet = docker_network(daemon, "dk-sg", "10.68.0.0/24")
+    net = netbay_network(cloud, dnet)
+    sb = cloud.sandbox("sb-sg", networks=[net["id"]])
+    c = run(daemon, "dk-sg", "c-sg")
+    sg = cloud.ok(cloud.http.post("/network/v2.0/security-groups",
+                                  json={"security_group": {"name": "dk-locked"}}), 201)["security_group"]
+    try:
+        port = endpoint_port(cloud, c, "dk-sg")
+        ip = port["fixed_ips"][0]["ip_address"]
+        cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
+        ns = cloud.sandbox_ns(cloud.wait_status(f"/netbay/v1/sandboxes/{sb['id']}", "ACTIVE")["id"])
+        assert ping(ns, ip, count=3), "default group: members reach each other"
+        cloud.ok(cloud.http.put(f"/network/v2.0/ports/{port['id']}",
+                                json={"port": {"security_groups": [sg["id"]]}}))
+        wait_for(lambda: not ping(ns, ip, timeout=0.3), 15, 0.05, "the locked group to drop the echo")
+        assert not ping(ns, ip, count=2, timeout=0.5)
+        cloud.ok(cloud.http.post("/network/v2.0/security-group-rules", json={"security_group_rule": {
+            "security_group_id": sg["id"], "direction": "ingress", "protocol": "icmp", "ethertype": "IPv4"}}), 201)
+        wait_for(lambda: ping(ns, ip, timeout=0.3), 15, 0.05, "the ICMP rule to let the echo through")
+    finally:
+        c.remove(force=True)
+        cloud.delete_sandbox(sb["id"])
+        dnet.remove()
+        cloud.ok(cloud.http.delete(f"/network/v2.0/security-groups/{sg['id']}"), 204)
+    assert not made_ports(cloud)
+
+
 # --- Docker's own call sequences, replayed -----------------------------------------------------
 
 CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "reference" / "docker-plugin-captures"
