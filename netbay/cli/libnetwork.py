@@ -48,6 +48,7 @@ def libnetwork(
 
     logging.basicConfig(level=os.environ.get("NETBAY_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per API call otherwise
     if os.geteuid() != 0:
         console.print("[red]error:[/] the Docker driver needs root (it plugs veths into the fabric)")
         raise typer.Exit(1)

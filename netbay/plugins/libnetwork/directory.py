@@ -80,9 +80,15 @@ class Endpoint:
     made: bool = True          # the plugin made the port (ReleaseAddress deletes it)
 
 
+def owner_tag(plugin: str, host: str) -> str:
+    """Which plugin (name and host) made a port or took a network: a plugin's sweep only
+    ever collects its own."""
+    return f"netbay.docker.by:{plugin}@{host}"
+
+
 class Directory:
-    def __init__(self, api: NetbayAPI) -> None:
-        self.api = api
+    def __init__(self, api: NetbayAPI, owner: str) -> None:
+        self.api, self.owner = api, owner
         self.subnets: dict[str, dict[str, Any]] = {}    # PoolID -> subnet
         self.networks: dict[str, dict[str, Any]] = {}   # Docker NetworkID -> netbay network
         self.endpoints: dict[str, Endpoint] = {}        # EndpointID -> Endpoint
@@ -149,5 +155,5 @@ class Directory:
 
 
 __all__ = ["CONTAINER_OWNER", "MADE", "PENDING", "Directory", "Endpoint", "cidr_pool", "endpoint_of", "ep_tag",
-           "net_tag",
+           "net_tag", "owner_tag",
            "pending_pool_tag", "plen", "pool_tag", "subnet_pool"]

@@ -58,7 +58,7 @@ class Collector:
         except Exception as exc:  # noqa: BLE001 - Docker busy or gone: its part waits
             log.info("sweep: Docker not asked (%s)", exc)
             known = None
-        ports = await self.api.list("ports", tags=MADE)
+        ports = await self.api.list("ports", tags=f"{MADE},{self.driver.dir.owner}")
         bound = set()
         for port in ports:
             eid = endpoint_of(port)
@@ -75,7 +75,7 @@ class Collector:
                 if cid and port.get("device_id") == eid:  # Join's naming did not get through
                     await self.driver.name_device(port["id"], eid, cid)
         if known is not None:
-            for net in await self.api.list("networks"):
+            for net in await self.api.list("networks", tags=self.driver.dir.owner):
                 for tag in net.get("tags") or ():
                     nid = tag[len(net_tag("")):] if tag.startswith(net_tag("")) else None
                     if nid and nid not in known[0] and _age(net) > self.grace:

@@ -161,7 +161,7 @@ class Ipam:
             fixed["ip_address"] = address
         return await self.api.create("ports", {
             "network_id": subnet["network_id"], "fixed_ips": [fixed], "mac_address": mac,
-            "device_owner": CONTAINER_OWNER, "name": "docker", "tags": [MADE]})
+            "device_owner": CONTAINER_OWNER, "name": "docker", "tags": [MADE, self.dir.owner]})
 
     async def release_address(self, req: dict[str, Any]) -> dict[str, Any]:
         pool_id, address = req.get("PoolID") or "", req.get("Address") or ""

@@ -91,11 +91,13 @@ class NetworkDriver:
         elif pending:
             net = await api.show("networks", pending[0]["network_id"])
         else:
-            net = await api.create("networks", {"name": f"docker-{nid[:12]}", "tags": [MADE, net_tag(nid)]})
+            net = await api.create("networks", {"name": f"docker-{nid[:12]}",
+                                                "tags": [MADE, net_tag(nid), self.dir.owner]})
             undo.append(lambda: api.delete("networks", net["id"]))
         if MADE not in (net.get("tags") or ()):
-            await api.add_tag("networks", net["id"], net_tag(nid))
-            undo.append(lambda: api.remove_tag("networks", net["id"], net_tag(nid)))
+            for tag in (net_tag(nid), self.dir.owner):
+                await api.add_tag("networks", net["id"], tag)
+                undo.append(lambda tag=tag: api.remove_tag("networks", net["id"], tag))
         if pending:
             subnet = pending[0]
         else:
@@ -146,6 +148,8 @@ class NetworkDriver:
                 if tag.startswith(pool_tag("")):
                     await api.remove_tag("subnets", subnet["id"], tag)
         await api.remove_tag("networks", net["id"], net_tag(nid))
+        if not [t for t in net.get("tags") or () if t.startswith(net_tag("")) and t != net_tag(nid)]:
+            await api.remove_tag("networks", net["id"], self.dir.owner)
         return {}
 
     # -- endpoints ---------------------------------------------------------------------------

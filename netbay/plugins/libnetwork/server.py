@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from netbay.dataplane.names import PRODUCT_PREFIX, Names
-from netbay.plugins.libnetwork.directory import Directory
+from netbay.plugins.libnetwork.directory import Directory, owner_tag
 from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.gc import Collector
 from netbay.plugins.libnetwork.ipam import Ipam
@@ -74,7 +75,8 @@ def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
 
 def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None, *, name: str = "netbay",
                bound: float = CALL_BOUND, grace: float = 30.0, docker_host: str | None = None) -> Starlette:
-    directory = Directory(api)
+    host = host or socket.gethostname()
+    directory = Directory(api, owner_tag(name, host))
     docker = DockerView(docker_host, name) if docker_host else None
     net = NetworkDriver(api, directory, attacher, host, docker)
     table = handlers(Ipam(api, directory), net)
