@@ -394,6 +394,35 @@ def test_security_groups_apply_to_a_containers_port(cloud: Cloud, daemon: dk.Doc
     assert not made_ports(cloud)
 
 
+def test_runtime_runs_a_container_on_a_given_port(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin) -> None:
+    """The container API's seam (netbay.runtime.docker): a container on a port its caller
+    made keeps that port's address and MAC; removing the container unbinds the port, keeps it."""
+    from netbay.runtime.docker import DockerRuntime
+
+    net, subnet = cloud.network("dk-given", "10.69.0.0/24")
+    device = "7b1f3c0e-0000-4000-8000-00000000c0de"
+    port = cloud.ok(cloud.http.post("/network/v2.0/ports", json={"port": {
+        "network_id": net["id"], "device_id": device, "device_owner": "compute:netbay",
+        "fixed_ips": [{"subnet_id": subnet["id"], "ip_address": "10.69.0.42"}]}}), 201)["port"]
+    rt = DockerRuntime(daemon.client, PLUGIN)
+    assert rt.ensure_network(net, subnet) == rt.ensure_network(net, subnet) == net["id"]
+    cid = rt.run(dk.IMAGE, ["sleep", "600"], port, name="c-given")
+    try:
+        c = daemon.client.containers.get(cid)
+        mac, addrs = iface(c)
+        assert mac == port["mac_address"] and addrs == ["10.69.0.42/24"]
+        bound = cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
+        assert bound["device_id"] == device and bound["binding:host_id"]
+        assert not made_ports(cloud) or all(p["id"] == port["id"] for p in made_ports(cloud))
+    finally:
+        rt.remove(cid)
+        rt.remove_network(net["id"])
+    kept = cloud.port(port["id"])
+    assert kept["device_id"] == device and not kept["binding:host_id"]
+    assert not [t for t in kept["tags"] if t.startswith("netbay.docker")]
+    wait_for(lambda: Names.tap(port["id"]) not in cloud.taps(), 10, 0.05, "the tap to go")
+
+
 # --- Docker's own call sequences, replayed -----------------------------------------------------
 
 CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "reference" / "docker-plugin-captures"
