@@ -494,3 +494,48 @@ def test_dockers_captured_sequences_and_rollbacks_leave_nothing(cloud: Cloud, pl
     wait_for(lambda: not [t for t in cloud.taps() if t.startswith("tap")
                           and not any(Names.tap(p["id"]) == t for p in cloud.ok(cloud.http.get(
                               "/network/v2.0/ports"))["ports"])], 10, 0.05, "no stray taps")
+
+
+def test_every_call_is_idempotent_under_dockers_resends(cloud: Cloud, plugin: Plugin) -> None:
+    """Docker resends a call whose connection died: each verb twice gives one result."""
+    import secrets
+
+    import httpx
+
+    nid, eid = secrets.token_hex(32), secrets.token_hex(32)
+    mac = "02:42:0a:46:00:07"
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(plugin.sock)), base_url="http://p", timeout=30) as c:
+        def twice(method: str, body: dict) -> dict:
+            first, second = c.post(f"/{method}", json=body), c.post(f"/{method}", json=body)
+            assert first.status_code == second.status_code == 200, (method, first.text, second.text)
+            return second.json()
+
+        pool = twice("IpamDriver.RequestPool", {"AddressSpace": "netbay", "Pool": "10.70.0.0/24", "SubPool": "",
+                                                "Options": {}, "V6": False})
+        gw = twice("IpamDriver.RequestAddress", {"PoolID": pool["PoolID"], "Address": "", "Options": {
+            "RequestAddressType": "com.docker.network.gateway"}})
+        twice("NetworkDriver.CreateNetwork", {"NetworkID": nid, "Options": {"com.docker.network.generic": {}},
+                                              "IPv4Data": [{"AddressSpace": "netbay", "Pool": "10.70.0.0/24",
+                                                            "Gateway": gw["Address"]}], "IPv6Data": []})
+        nets = cloud.ok(cloud.http.get("/network/v2.0/networks", params={"tags": f"netbay.docker.net:{nid}"}))
+        assert len(nets["networks"]) == 1
+        addr = twice("IpamDriver.RequestAddress", {"PoolID": pool["PoolID"], "Address": "10.70.0.7", "Options": {
+            "com.docker.network.endpoint.macaddress": mac}})
+        assert addr["Address"] == "10.70.0.7/24" and len(made_ports(cloud)) == 1
+        twice("NetworkDriver.CreateEndpoint", {"NetworkID": nid, "EndpointID": eid, "Interface": {
+            "Address": addr["Address"], "AddressIPv6": "", "MacAddress": mac}, "Options": {}})
+        join = twice("NetworkDriver.Join", {"NetworkID": nid, "EndpointID": eid, "SandboxKey": "", "Options": {}})
+        assert join["InterfaceName"]["SrcName"] in host_container_ends()  # one pair, not two
+        assert len([e for e in host_container_ends() if e == join["InterfaceName"]["SrcName"]]) == 1
+        port = made_ports(cloud)[0]
+        assert port["mac_address"] == mac and port["device_id"] == eid
+        twice("NetworkDriver.Leave", {"NetworkID": nid, "EndpointID": eid})
+        twice("NetworkDriver.DeleteEndpoint", {"NetworkID": nid, "EndpointID": eid})
+        assert join["InterfaceName"]["SrcName"] not in host_container_ends()
+        twice("IpamDriver.ReleaseAddress", {"PoolID": pool["PoolID"], "Address": "10.70.0.7"})
+        assert not made_ports(cloud)
+        twice("IpamDriver.ReleaseAddress", {"PoolID": pool["PoolID"], "Address": gw["Address"].split("/")[0]})
+        twice("IpamDriver.ReleasePool", {"PoolID": pool["PoolID"]})
+        twice("NetworkDriver.DeleteNetwork", {"NetworkID": nid})
+    assert not cloud.ok(cloud.http.get("/network/v2.0/networks", params={"tags": f"netbay.docker.net:{nid}"}))[
+        "networks"]
