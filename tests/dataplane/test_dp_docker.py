@@ -418,3 +418,24 @@ def test_every_call_is_idempotent_under_dockers_resends(cloud: Cloud, plugin: Pl
         twice("NetworkDriver.DeleteNetwork", {"NetworkID": nid})
     assert not cloud.ok(cloud.http.get("/network/v2.0/networks", params={"tags": f"netbay.docker.net:{nid}"}))[
         "networks"]
+
+
+def test_a_subnet_of_another_network_is_refused(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin) -> None:
+    net_a, _ = cloud.network("dk-other-a", "10.71.0.0/24")
+    _, sub_b = cloud.network("dk-other-b", "10.71.1.0/24")
+    try:
+        r = daemon.cli("network", "create", "-d", PLUGIN, "--ipam-driver", PLUGIN, "-o",
+                       f"netbay.network={net_a['id']}", "--ipam-opt", f"netbay.subnet={sub_b['id']}", "dk-mixed")
+        assert r.returncode != 0 and f"subnet {sub_b['id']}" in r.stderr and "is not on network" in r.stderr, r.stderr
+        r = daemon.cli("network", "create", "-d", PLUGIN, "--ipam-driver", PLUGIN, "--ipam-opt",
+                       f"netbay.subnet={sub_b['id']}", "--subnet", "10.71.1.0/24", "--aux-address", "h1=10.71.1.9",
+                       "dk-aux")
+        assert r.returncode == 0, r.stderr
+        assert netbay_network(cloud, daemon.client.networks.get("dk-aux"))["id"] == sub_b["network_id"]
+        assert daemon.cli("network", "rm", "dk-aux").returncode == 0
+    finally:
+        daemon.cli("network", "rm", "dk-mixed")
+    left = cloud.ok(cloud.http.get(f"/network/v2.0/subnets/{sub_b['id']}"))["subnet"]
+    assert not [t for t in left["tags"] if t.startswith("netbay.docker")], left["tags"]
+    for net in (net_a["id"], sub_b["network_id"]):
+        cloud.ok(cloud.http.delete(f"/network/v2.0/networks/{net}"), 204)

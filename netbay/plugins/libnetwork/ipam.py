@@ -119,8 +119,11 @@ class Ipam:
         if not mac:  # an auxiliary address (--aux-address): Docker's to keep, nothing to make
             if not address:
                 raise PluginError("netbay: an auxiliary address needs an address")
-            return {"Address": f"{address}/{_network(pool_id.partition(':')[2]).prefixlen}"
-                    if pool_id.startswith("cidr:") else address, "Data": {}}
+            if pool_id.startswith("cidr:"):
+                return {"Address": f"{address}/{_network(pool_id.partition(':')[2]).prefixlen}", "Data": {}}
+            subnet = await self.dir.subnet_of_pool(pool_id)
+            assert subnet is not None
+            return {"Address": f"{address}/{plen(subnet)}", "Data": {}}
         subnet = await self.dir.subnet_of_pool(pool_id)
         assert subnet is not None
         port = await self._port(subnet, address, mac)

@@ -84,7 +84,11 @@ class NetworkDriver:
         pending = [s for s in await api.list("subnets", tags=PENDING) if s["cidr"] == cidr]
         if opts.network:
             net = await api.find("networks", opts.network)
+            elsewhere = [s for s in pending if s["network_id"] != net["id"]]
             pending = [s for s in pending if s["network_id"] == net["id"]]
+            if elsewhere and not pending:
+                raise PluginError(f"netbay: subnet {elsewhere[0]['id']} (--ipam-opt) is not on network "
+                                  f"{net['id']} (-o)")
         elif len(pending) > 1:
             raise PluginError(f"netbay: {len(pending)} subnets are named for a pool {cidr}; "
                               "say which network with -o netbay.network=<id>")
