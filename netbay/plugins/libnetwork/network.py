@@ -219,7 +219,7 @@ class NetworkDriver:
                                                    for d, h in ep.routes]}
         if ep.gateway:
             answer["Gateway"] = ep.gateway
-        if self.docker is not None:  # after the answer: Docker lists the container once joined
+        if self.docker is not None and req.get("SandboxKey"):  # after the answer: Docker lists it once joined
             task = asyncio.create_task(self._name_device(req["NetworkID"], ep))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
