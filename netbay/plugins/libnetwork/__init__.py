@@ -8,6 +8,10 @@ the driver name (``docker network create -d netbay --ipam-driver netbay …``).
 - :mod:`.ipam` — IpamDriver: pools are netbay subnets, addresses are netbay ports.
 - :mod:`.network` — NetworkDriver: networks, endpoints (ports plugged through
   :mod:`netbay.runtime.attach`), Join.
+- :mod:`.directory` — where Docker's ids live in netbay (tags), with caches.
+- :mod:`.dockerview` — what dockerd knows (networks, endpoints, containers), asked off
+  the call path.
+- :mod:`.gc` — collects a crash's leftovers (ports, networks, host-side veth ends).
 - :mod:`.server` — the HTTP dispatch on the Unix socket, every call bounded.
 
 State lives in netbay (tags on networks, subnets and ports), never only in this
