@@ -74,7 +74,8 @@ def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
 
 
 def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None, *, name: str = "netbay",
-               bound: float = CALL_BOUND, grace: float = 30.0, docker_host: str | None = None) -> Starlette:
+               bound: float = CALL_BOUND, grace: float = 30.0, docker_host: str | None = None,
+               on_exit: Callable[[], None] | None = None) -> Starlette:
     host = host or socket.gethostname()
     directory = Directory(api, owner_tag(name, host))
     docker = DockerView(docker_host, name) if docker_host else None
@@ -112,6 +113,8 @@ def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None, *, n
         try:
             yield
         finally:
+            if on_exit is not None:
+                on_exit()
             sweeping.cancel()
             net.close()
             await api.aclose()
@@ -132,12 +135,18 @@ def serve(api: NetbayAPI, name: str = "netbay", *, prefix: str = PRODUCT_PREFIX,
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_socket():
         path.unlink()  # a killed predecessor's
-    app = create_app(api, Attacher(Names(prefix)), host, name=name, grace=grace, docker_host=docker_host)
+    def unlink() -> None:
+        if path.is_socket():
+            os.unlink(path)
+
+    # The socket goes at shutdown, inside the app: uvicorn re-raises SIGTERM once it has
+    # stopped, so nothing after uvicorn.run() would run.
+    app = create_app(api, Attacher(Names(prefix)), host, name=name, grace=grace, docker_host=docker_host,
+                     on_exit=unlink)
     try:
         uvicorn.run(app, uds=str(path), log_level="warning", access_log=False, timeout_graceful_shutdown=2)
     finally:
-        if path.is_socket():
-            os.unlink(path)
+        unlink()
 
 
 __all__ = ["CALL_BOUND", "create_app", "serve", "socket_path"]
