@@ -6,7 +6,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-apt_packages=(postgresql iproute2 nftables iperf3 haproxy)
+apt_packages=(postgresql iproute2 nftables iperf3 haproxy docker.io busybox-static)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -15,7 +15,15 @@ if ((${#missing[@]})); then
   echo "netbay setup: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # docker.io must not start the system dockerd (its default bridge and iptables rules
+  # would land in the host's namespace): no service starts during this install.
+  policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    policy=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy"
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ -z "$policy" ] || rm -f "$policy"
 fi
 
 if [ ! -x "$root/.venv/bin/python" ]; then

@@ -14,6 +14,7 @@ from netbay.cli import admin, demo, doctor, instance
 from netbay.cli import agent as agent_cli
 from netbay.cli import cluster as cluster_cli
 from netbay.cli import clustertemplate as clustertemplate_cli
+from netbay.cli import libnetwork as libnetwork_cli
 from netbay.cli import networkdriver as networkdriver_cli
 from netbay.cli import pod as pod_cli
 from netbay.cli import sandbox as sandbox_cli
@@ -26,6 +27,7 @@ app.add_typer(admin.app, name="admin")
 app.command("demo")(demo.demo)
 app.command("doctor")(doctor.doctor)
 app.command("agent")(agent_cli.agent)
+app.command("libnetwork")(libnetwork_cli.libnetwork)
 app.add_typer(sandbox_cli.app, name="sandbox")
 app.add_typer(clustertemplate_cli.app, name="cluster-template")
 app.add_typer(cluster_cli.app, name="cluster")
@@ -183,6 +185,9 @@ def up(
     console.print(f"[green]netbay is starting on http://{host}:{port}[/]"
                   + (" with the dataplane agent" if agent else ""))
     console.print(f"credentials: [bold]source {openrc}[/]")
+    if agent:  # Docker's network driver too, when this host runs dockerd
+        connect = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        libnetwork_cli.start_beside_up(openrc, f"http://{connect}:{port}", agent_prefix)
     _run_server(settings, sock, host, port, False, public_url, token_ttl, agent=agent,
                 agent_prefix=agent_prefix, conductor=conductor)
 

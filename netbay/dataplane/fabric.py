@@ -33,6 +33,7 @@ EXTERNAL = "netbay:external"
 ROUTER_INTERFACE = "network:router_interface"
 ROUTER_GATEWAY = "network:router_gateway"
 LOADBALANCER = "Octavia"
+CONTAINER = "compute:netbay"
 
 BRIDGE_NF = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables")
 
@@ -46,7 +47,7 @@ GSO_MAX_SIZE = bigtcp.GSO_MAX_SIZE
 
 @dataclass(frozen=True)
 class Consumer:
-    kind: str          # "sandbox" | "router" | "external" | "loadbalancer"
+    kind: str          # "sandbox" | "router" | "external" | "loadbalancer" | "container"
     owner_id: str      # the sandbox / router / network / load balancer id
     ns: str
     ifname: str
@@ -98,6 +99,10 @@ def consumer(state: State, port: Resource, names: Names, host: str | None = None
         if net not in state.networks:
             return None
         return Consumer("external", net, names.external(net), names.external_port(pid))
+    if owner == CONTAINER and device and port.get("binding:host_id") \
+            and (host is None or port.get("binding:host_id") == host):
+        # The runtime plugs it (netbay.runtime.attach); the agent adopts the fabric end.
+        return Consumer("container", device, "", Names.container_end(pid))
     if owner == LOADBALANCER and device.startswith("lb-"):
         lb = device[3:]
         if "loadbalancers" in state.known and lb not in state.loadbalancers:
@@ -273,6 +278,9 @@ class Fabric:
         old = self.wired.get(spec.port_id)
         if old == spec:
             return
+        if spec.consumer.kind == "container":
+            self._adopt_container_end(spec)
+            return
         if old is not None and (old.ns, old.ifname, old.network_id) != (spec.ns, spec.ifname, spec.network_id):
             self.remove_port(spec.port_id)
             old = None
@@ -301,6 +309,23 @@ class Fabric:
         self._addresses(inside, spec, inner.index, fresh=not kept)
         if spec.consumer.kind == "sandbox":
             self._routes(inside, spec, inner.index, fresh=not kept)
+        self.wired[spec.port_id] = spec
+
+    def _adopt_container_end(self, spec: PortSpec) -> None:
+        """A container's port: the runtime made the pair (its inner end is in a namespace
+        only the runtime knows); keep the fabric end on the right bridge. Not there (yet):
+        not wired, the port stays DOWN — never made here, the container end is not ours."""
+        self.wired.pop(spec.port_id, None)
+        br = self.ensure_bridge(spec.network_id, spec.mtu)
+        fabric = rtnl(self.ns)
+        outer = fabric.link(Names.tap(spec.port_id))
+        if outer is None or outer.kind != "veth":
+            log.debug("container port %s: no fabric end yet", spec.port_id)
+            return
+        if outer.master != br or outer.mtu != spec.mtu or outer.up != spec.up:
+            fabric.set_link(outer.index, master=br if outer.master != br else None,
+                            mtu=spec.mtu if outer.mtu != spec.mtu else None,
+                            up=spec.up if outer.up != spec.up else None)
         self.wired[spec.port_id] = spec
 
     def _await_carrier(self, inside: Rtnl, fabric: Rtnl, idx: int, tap: str, limit: float = 0.2) -> None:

@@ -55,6 +55,12 @@ class Names:
         return "tap" + port_id[:11]
 
     @staticmethod
+    def container_end(port_id: str) -> str:
+        """A container port's inner veth end, made in the host namespace for the
+        container runtime to move into the container at once (Docker's Join)."""
+        return "nbc" + port_id[:11]
+
+    @staticmethod
     def router_interface(port_id: str) -> str:
         return "qr-" + port_id[:11]
 

@@ -231,7 +231,7 @@ class Rtnl:
         msgs = self.request(RTM_GETLINK, NLM_F_DUMP, _IFI.pack(socket.AF_UNSPEC, 0, 0, 0, 0), "dump links")
         return [_link_info(p) for t, p in msgs if t == RTM_NEWLINK]
 
-    def add_veth(self, name: str, peer: str, peer_ns: str, *, mtu: int | None = None,
+    def add_veth(self, name: str, peer: str, peer_ns: str | None, *, mtu: int | None = None,
                  peer_mac: str | None = None, master: int | None = None, up: bool = False,
                  gso_max_size: int | None = None) -> int:
         """Create veth ``name`` here with its peer created directly in ``peer_ns``; the
@@ -239,14 +239,17 @@ class Rtnl:
         EEXIST if either name is taken (nothing is changed then).
 
         ``gso_max_size``: largest GSO packet on both ends, IPv6 and IPv4 (above 65536:
-        BIG TCP, kernel 5.19+ for IPv6, 6.3+ for IPv4)."""
+        BIG TCP, kernel 5.19+ for IPv6, 6.3+ for IPv4).
+
+        ``peer_ns`` None: the peer goes to the process's own (host) namespace — only for
+        a container runtime to move it at once (Docker's Join)."""
         gso = gso_attrs(gso_max_size)
         peer_attrs = _str(IFLA_IFNAME, peer) + gso
         if mtu:
             peer_attrs += _u32(IFLA_MTU, mtu)
         if peer_mac:
             peer_attrs += _attr(IFLA_ADDRESS, _mac(peer_mac))
-        fd = os.open(netns.path(peer_ns), os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(netns.path(peer_ns) if peer_ns else "/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         try:
             peer_attrs += _u32(IFLA_NET_NS_FD, fd)
             info = _str(IFLA_INFO_KIND, "veth") + _attr(

@@ -1,0 +1,297 @@
+"""``docker run`` on a netbay network against Docker's own bridge driver, one run.
+
+    sudo python bench/docker_run.py [--runs 15] [--concurrent 50] [--cycles 200] [--rate 200]
+                                    [--json /tmp/docker_run.json]
+
+Issue 11's targets:
+
+* ``docker run --net <netbay network>`` → first packet answered: p50 within 1.5× of
+  Docker's bridge driver measured in the same run;
+* ``--concurrent`` ``docker run``s at once: all networked, 0 errors, total time within
+  1.5× of the bridge driver's;
+* plugin call latency (CreateEndpoint, Join) p99 ≤ 20 ms while netbay serves
+  ``--rate`` port creates/s from another client.
+
+Set-up (everything named ``nbb<hex>…``, removed at the end, also on error): a
+``netbay up --no-agent`` server (SQLite), ``netbay agent`` and ``netbay libnetwork``
+as child processes, and two private dockerds (:mod:`netbay.runtime.dockerd`):
+
+* netbay — off the host's network; a network ``-d <plugin> --subnet 10.93.0.0/24``
+  and a netbay sandbox on it, which sends the probes;
+* bridge — the baseline, inside a network namespace of its own (``nsenter --net``):
+  a user-defined bridge network 10.94.0.0/24 there; probes from that namespace
+  (the bridge holds the gateway address). Nothing of it reaches the root namespace.
+
+First packet: a container with a fixed address is created and started through the
+Engine API (docker SDK, no CLI fork), then ICMP echo every 2 ms from the prober until
+answered; time from the create call to the reply. Runs alternate netbay/bridge.
+Plugin call latency: the plugin socket is driven directly with the calls Docker makes
+for one endpoint (RequestAddress, CreateEndpoint, Join, Leave, DeleteEndpoint,
+ReleaseAddress) on the netbay Docker network, ``--cycles`` times, while a thread
+creates (and deletes) ports on another network at ``--rate``/s through the API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))
+sys.path.insert(0, HERE)
+
+import httpx  # noqa: E402
+
+import harness  # noqa: E402
+from netbay.dataplane import links, netns, probe  # noqa: E402
+from netbay.runtime import dockerd  # noqa: E402
+
+TAG = secrets.token_hex(3)
+PREFIX = f"nbb{TAG}-"
+PLUGIN = f"nbb{TAG}dk"
+NETBAY_CIDR, BRIDGE_CIDR = "10.93.0.0/24", "10.94.0.0/24"
+
+
+def os_env(srv: harness.Server) -> dict[str, str]:
+    return {**os.environ, "OS_AUTH_URL": f"{srv.url}/identity/v3", "OS_USERNAME": "admin",
+            "OS_PASSWORD": harness.ADMIN_PASSWORD, "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default",
+            "OS_PROJECT_DOMAIN_NAME": "Default", "NETBAY_LOG_LEVEL": "WARNING"}
+
+
+def child(args: list[str], env: dict[str, str], log: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "netbay.cli.main", *args], env=env,
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def wait(cond: Any, seconds: float, what: str) -> Any:
+    deadline = time.monotonic() + seconds
+    for _ in range(int(seconds / 0.01) + 1):
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def first_packet(client: Any, net: str, ip: str, prober_ns: str, limit: float = 10.0) -> float:
+    """Seconds from the create call to the first ICMP reply from ``ip``."""
+    api = client.api
+    t0 = time.perf_counter()
+    host_config = api.create_host_config(network_mode=net)
+    netcfg = api.create_networking_config({net: api.create_endpoint_config(ipv4_address=ip)})
+    cid = api.create_container(dockerd.IMAGE, ["sleep", "600"], host_config=host_config,
+                               networking_config=netcfg)["Id"]
+    api.start(cid)
+    for _ in range(int(limit / 0.002)):
+        if probe.ping(prober_ns, ip, timeout=0.002):
+            return time.perf_counter() - t0
+        if time.perf_counter() - t0 > limit:
+            break
+    raise SystemExit(f"{ip} on {net}: no reply within {limit}s")
+
+
+def concurrent(d: dockerd.Dockerd, net: str, base: str, n: int, prober_ns: str) -> tuple[float, int]:
+    """Wall time until ``n`` containers started at once all answer; errors."""
+    errors = 0
+    ips = [f"{base}.{100 + i}" for i in range(n)]
+
+    def one(ip: str) -> None:
+        import docker
+
+        c = docker.APIClient(base_url=d.host, version="1.41", timeout=120)
+        try:
+            cid = c.create_container(dockerd.IMAGE, ["sleep", "600"], host_config=c.create_host_config(
+                network_mode=net), networking_config=c.create_networking_config(
+                {net: c.create_endpoint_config(ipv4_address=ip)}))["Id"]
+            c.start(cid)
+        finally:
+            c.close()
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(n) as pool:
+        for f in [pool.submit(one, ip) for ip in ips]:
+            try:
+                f.result(timeout=300)
+            except Exception as exc:  # noqa: BLE001 - counted
+                errors += 1
+                print("  error:", exc, file=sys.stderr)
+    pending = set(ips)
+    deadline = time.monotonic() + 60
+    while pending and time.monotonic() < deadline:
+        got = probe.run([probe.Probe(prober_ns, ip) for ip in sorted(pending)], timeout=0.05)
+        pending -= {ip for ip, ok in zip(sorted(pending), got) if ok}
+    return time.perf_counter() - t0, errors + len(pending)
+
+
+def remove_all(d: dockerd.Dockerd) -> None:
+    for c in d.client.containers.list(all=True):
+        c.remove(force=True)
+
+
+def plugin_latency(sock: str, network_id: str, pool_id: str, cycles: int) -> dict[str, list[float]]:
+    transport = httpx.HTTPTransport(uds=sock)
+    out: dict[str, list[float]] = {k: [] for k in ("RequestAddress", "CreateEndpoint", "Join", "DeleteEndpoint")}
+    with httpx.Client(transport=transport, base_url="http://plugin", timeout=30) as c:
+        def call(method: str, body: dict) -> dict:
+            t0 = time.perf_counter()
+            r = c.post(f"/{method}", json=body)
+            dt = time.perf_counter() - t0
+            key = method.split(".")[1]
+            if key in out:
+                out[key].append(dt)
+            if r.status_code != 200:
+                raise SystemExit(f"{method}: {r.status_code} {r.text}")
+            return r.json()
+
+        for i in range(cycles):
+            eid = secrets.token_hex(32)
+            mac = "02:42:%02x:%02x:%02x:%02x" % tuple(secrets.token_bytes(4))
+            addr = call("IpamDriver.RequestAddress", {"PoolID": pool_id, "Address": "",
+                                                      "Options": {"com.docker.network.endpoint.macaddress": mac}})
+            call("NetworkDriver.CreateEndpoint", {"NetworkID": network_id, "EndpointID": eid, "Interface": {
+                "Address": addr["Address"], "AddressIPv6": "", "MacAddress": mac}, "Options": {}})
+            call("NetworkDriver.Join", {"NetworkID": network_id, "EndpointID": eid, "SandboxKey": "", "Options": {}})
+            call("NetworkDriver.Leave", {"NetworkID": network_id, "EndpointID": eid})
+            call("NetworkDriver.DeleteEndpoint", {"NetworkID": network_id, "EndpointID": eid})
+            call("IpamDriver.ReleaseAddress", {"PoolID": pool_id, "Address": addr["Address"].split("/")[0]})
+    return out
+
+
+def port_load(srv: harness.Server, rate: float, stop_evt: threading.Event, done: list[int]) -> None:
+    """Create ports at ``rate``/s on a network of their own (deleted as they go)."""
+    client = httpx.Client(base_url=srv.network, headers={"X-Auth-Token": srv.token()}, timeout=30)
+    net, _ = harness.make_network(client, "load", "10.95.0.0/16")
+    made: list[str] = []
+    t0 = time.perf_counter()
+    n = 0
+    while not stop_evt.is_set() and n < 1_000_000:
+        due = t0 + n / rate
+        now = time.perf_counter()
+        if due > now:
+            time.sleep(due - now)
+        r = client.post("/ports", json={"port": {"network_id": net}})
+        if r.status_code == 201:
+            made.append(r.json()["port"]["id"])
+        n += 1
+        if len(made) > 500:
+            for pid in made[:250]:
+                client.delete(f"/ports/{pid}")
+            del made[:250]
+    done.append(n)
+    done.append(int((time.perf_counter() - t0) * 1000))
+    client.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--concurrent", type=int, default=50)
+    ap.add_argument("--cycles", type=int, default=200)
+    ap.add_argument("--rate", type=float, default=200.0)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("needs root (namespaces, veths, dockerd)")
+    results: dict[str, Any] = {"machine": harness.machine()}
+    base_ns = f"{PREFIX}bl"
+    procs: list[subprocess.Popen] = []
+    daemons: list[dockerd.Dockerd] = []
+    with harness.netbay("sqlite") as srv:
+        try:
+            env = os_env(srv)
+            procs.append(child(["agent", "--url", srv.url, "--prefix", PREFIX, "--wait", "5"], env,
+                               str(srv.data_dir / "agent.log")))
+            nb = dockerd.start()
+            daemons.append(nb)
+            procs.append(child(["libnetwork", "--name", PLUGIN, "--url", srv.url, "--prefix", PREFIX,
+                                "--docker-host", nb.host], env, str(srv.data_dir / "plugin.log")))
+            sock = f"/run/docker/plugins/{PLUGIN}.sock"
+            wait(lambda: os.path.exists(sock), 30, "the plugin socket")
+            netns.create(base_ns)
+            links.set_up(base_ns, 1)
+            bl = dockerd.start(netns=base_ns)
+            daemons.append(bl)
+            from docker.types import IPAMConfig, IPAMPool
+
+            nb_net = nb.client.networks.create("nbnet", driver=PLUGIN, ipam=IPAMConfig(
+                driver=PLUGIN, pool_configs=[IPAMPool(subnet=NETBAY_CIDR)]))
+            bl.client.networks.create("blnet", driver="bridge", ipam=IPAMConfig(
+                pool_configs=[IPAMPool(subnet=BRIDGE_CIDR, gateway="10.94.0.1")]))
+            http = httpx.Client(base_url=srv.url, headers={"X-Auth-Token": srv.token()}, timeout=30)
+            nbnet = http.get("/network/v2.0/networks",
+                             params={"tags": f"netbay.docker.net:{nb_net.id}"}).json()["networks"][0]
+            sb = http.post("/netbay/v1/sandboxes", json={"sandbox": {"name": "prober",
+                                                                     "networks": [nbnet["id"]]}}).json()["sandbox"]
+            wait(lambda: http.get(f"/netbay/v1/sandboxes/{sb['id']}").json()["sandbox"]["status"] == "ACTIVE",
+                 30, "the prober sandbox")
+            prober = f"{PREFIX}s-{sb['id']}"
+            # warm-up (first container start pays for image layers and containerd)
+            first_packet(nb.client, "nbnet", "10.93.0.250", prober)
+            first_packet(bl.client, "blnet", "10.94.0.250", base_ns)
+            remove_all(nb), remove_all(bl)
+
+            fp: dict[str, list[float]] = {"netbay": [], "bridge": []}
+            for i in range(args.runs):
+                fp["netbay"].append(first_packet(nb.client, "nbnet", f"10.93.0.{10 + i}", prober))
+                fp["bridge"].append(first_packet(bl.client, "blnet", f"10.94.0.{10 + i}", base_ns))
+            remove_all(nb), remove_all(bl)
+            results["first_packet_ms"] = {k: harness.summary(v) for k, v in fp.items()}
+            print("first packet", results["first_packet_ms"])
+
+            conc = {"netbay": concurrent(nb, "nbnet", "10.93.0", args.concurrent, prober)}
+            remove_all(nb)
+            conc["bridge"] = concurrent(bl, "blnet", "10.94.0", args.concurrent, base_ns)
+            remove_all(bl)
+            results["concurrent"] = {k: {"seconds": v[0], "errors": v[1]} for k, v in conc.items()}
+            print("concurrent", results["concurrent"])
+
+            stop_evt, done = threading.Event(), []
+            loader = threading.Thread(target=port_load, args=(srv, args.rate, stop_evt, done), daemon=True)
+            loader.start()
+            time.sleep(1.0)
+            lat = plugin_latency(sock, nb_net.id, f"cidr:{NETBAY_CIDR}", args.cycles)
+            stop_evt.set()
+            loader.join(timeout=60)
+            achieved = done[0] / (done[1] / 1000) if len(done) == 2 and done[1] else float("nan")
+            results["plugin_calls_ms"] = {k: harness.summary(v) for k, v in lat.items()}
+            results["background_port_creates_per_s"] = achieved
+            print("plugin calls", results["plugin_calls_ms"], f"under {achieved:.0f} port creates/s")
+            http.delete(f"/netbay/v1/sandboxes/{sb['id']}")
+            nb_net.remove()
+        finally:
+            for d in daemons:
+                dockerd.stop(d)
+            for p in reversed(procs):
+                stop(p)
+            if netns.exists(base_ns):
+                netns.delete(base_ns)
+            for name in netns.list(PREFIX):
+                netns.delete(name)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Plugins other software loads to use netbay (Docker's libnetwork remote driver)."""

@@ -1,0 +1,159 @@
+"""Where Docker's ids live in netbay: tags, looked up through the API and cached.
+
+Docker names a network by its NetworkID, an address pool by the PoolID this plugin
+returned, an endpoint by its EndpointID. netbay keeps each on its resource:
+
+- network: tag ``netbay.docker.net:<NetworkID>``;
+- pool ``subnet:<id>``: that subnet; pool ``cidr:<cidr>``: the subnet tagged
+  ``netbay.docker.pool:<cidr with _ for />`` (made or claimed by CreateNetwork; one per cidr);
+- endpoint: the port whose ``device_id`` is the EndpointID, or the one tagged
+  ``netbay.docker.ep:<EndpointID>`` (its device is the container, once Docker
+  said which, or whatever the port's owner set).
+
+The caches only save round trips: a restarted plugin finds everything again.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+
+from netbay.plugins.libnetwork.netbayapi import NetbayAPI, NotFoundError, PluginError
+
+MADE = "netbay.docker.made"          # made by this plugin: deleted with the Docker network
+PENDING = "netbay.docker.pending"    # a subnet RequestPool named; CreateNetwork claims it
+CONTAINER_OWNER = "compute:netbay"
+
+
+def net_tag(network_id: str) -> str:
+    return f"netbay.docker.net:{network_id}"
+
+
+def pool_tag(cidr: str) -> str:
+    return f"netbay.docker.pool:{_slashless(cidr)}"
+
+
+def pending_pool_tag(cidr: str) -> str:
+    """On a subnet pool RequestPool took a cidr from (CreateNetwork makes the subnet)."""
+    return f"netbay.docker.pending:{_slashless(cidr)}"
+
+
+def _slashless(cidr: str) -> str:
+    """A tag is a URL path segment in the tag API: no ``/`` in it."""
+    return cidr.replace("/", "_")
+
+
+def ep_tag(endpoint_id: str) -> str:
+    return f"netbay.docker.ep:{endpoint_id}"
+
+
+def endpoint_of(port: dict[str, Any]) -> str:
+    """The Docker endpoint a port serves ("" if none): its tag, else its device."""
+    for tag in port.get("tags") or ():
+        if tag.startswith(ep_tag("")):
+            return tag[len(ep_tag("")):]
+    return port.get("device_id") or ""
+
+
+def cidr_pool(cidr: str) -> str:
+    return f"cidr:{cidr}"
+
+
+def subnet_pool(subnet_id: str) -> str:
+    return f"subnet:{subnet_id}"
+
+
+def plen(subnet: dict[str, Any]) -> int:
+    return ipaddress.ip_network(subnet["cidr"], strict=False).prefixlen
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What Join and EndpointOperInfo answer from."""
+    endpoint_id: str
+    port_id: str
+    network_id: str
+    ifname: str
+    gateway: str | None
+    routes: tuple[tuple[str, str], ...] = ()
+    made: bool = True          # the plugin made the port (ReleaseAddress deletes it)
+
+
+def owner_tag(plugin: str, host: str) -> str:
+    """Which plugin (name and host) made a port or took a network: a plugin's sweep only
+    ever collects its own."""
+    return f"netbay.docker.by:{plugin}@{host}"
+
+
+class Directory:
+    def __init__(self, api: NetbayAPI, owner: str) -> None:
+        self.api, self.owner = api, owner
+        self.subnets: dict[str, dict[str, Any]] = {}    # PoolID -> subnet
+        self.networks: dict[str, dict[str, Any]] = {}   # Docker NetworkID -> netbay network
+        self.endpoints: dict[str, Endpoint] = {}        # EndpointID -> Endpoint
+        self.reserved: dict[tuple[str, str], dict[str, Any]] = {}  # (network, address) -> port, until bound
+
+    async def subnet_of_pool(self, pool_id: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
+        cached = self.subnets.get(pool_id)
+        if cached is not None:
+            return cached
+        kind, _, ref = pool_id.partition(":")
+        subnet = None
+        if kind == "subnet":
+            try:
+                subnet = await self.api.show("subnets", ref)
+            except NotFoundError:
+                subnet = None
+        elif kind == "cidr":
+            found = await self.api.list("subnets", tags=pool_tag(ref))
+            subnet = found[0] if len(found) == 1 else None
+            if len(found) > 1:
+                raise PluginError(f"netbay: {len(found)} subnets hold Docker pool {ref}")
+        else:
+            raise PluginError(f"netbay: unknown pool id {pool_id!r}")
+        if subnet is None:
+            if missing_ok:
+                return None
+            raise PluginError(f"netbay: no subnet for pool {pool_id} (its Docker network is not made yet)")
+        self.subnets[pool_id] = subnet
+        return subnet
+
+    async def network(self, network_id: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
+        cached = self.networks.get(network_id)
+        if cached is not None:
+            return cached
+        found = await self.api.list("networks", tags=net_tag(network_id))
+        if not found:
+            if missing_ok:
+                return None
+            raise PluginError(f"netbay: no netbay network for Docker network {network_id[:12]}")
+        self.networks[network_id] = found[0]
+        return found[0]
+
+    async def endpoint_port(self, endpoint_id: str) -> dict[str, Any] | None:
+        found = await self.api.list("ports", device_id=endpoint_id)
+        if not found:
+            found = await self.api.list("ports", tags=ep_tag(endpoint_id))
+        return found[0] if found else None
+
+    async def port_at(self, network_id: str, address: str, *, take: bool = False) -> dict[str, Any] | None:
+        """The port holding ``address`` on ``network_id`` (addresses are unique there);
+        ``take``: the one RequestAddress just made here, without asking, if it did."""
+        if take and (reserved := self.reserved.pop((network_id, address), None)) is not None:
+            return reserved
+        found = await self.api.list("ports", network_id=network_id, fixed_ips=f"ip_address={address}")
+        return found[0] if found else None
+
+    def forget_network(self, network_id: str) -> None:
+        self.networks.pop(network_id, None)
+        for eid in [e for e, ep in self.endpoints.items() if ep.network_id == network_id]:
+            self.endpoints.pop(eid, None)
+
+    def forget_pool(self, pool_id: str) -> None:
+        self.subnets.pop(pool_id, None)
+
+
+__all__ = ["CONTAINER_OWNER", "MADE", "PENDING", "Directory", "Endpoint", "cidr_pool", "endpoint_of", "ep_tag",
+           "net_tag", "owner_tag",
+           "pending_pool_tag", "plen", "pool_tag", "subnet_pool"]

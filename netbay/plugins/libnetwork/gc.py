@@ -1,0 +1,93 @@
+"""Collect what a crash left: ports, veths and tags nothing in Docker stands for.
+
+Docker resends a call that died with the plugin, and rolls back what failed, so
+almost everything heals by itself. What cannot: a RequestAddress whose answer was
+lost (Docker never learnt the address, so never releases it), a pair plugged just
+before a crash, a ``network rm`` while the plugin was down (Docker ignores the
+error). A sweep runs at start and every ``grace`` seconds; anything younger than
+``grace`` is left alone (it may be a call in flight). With ``docker_host`` the
+sweep also asks Docker which networks and endpoints exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timezone
+from typing import Any
+
+from netbay.plugins.libnetwork.directory import MADE, endpoint_of, net_tag
+from netbay.plugins.libnetwork.dockerview import DockerView
+from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
+from netbay.plugins.libnetwork.network import NetworkDriver
+from netbay.runtime.attach import delete_host_end, host_container_ends
+
+log = logging.getLogger("netbay.libnetwork.gc")
+
+def _age(obj: dict[str, Any], key: str = "updated_at") -> float:
+    stamp = obj.get(key) or obj.get("created_at")
+    if not stamp:
+        return 0.0
+    when = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return (datetime.now(timezone.utc) - when).total_seconds()
+
+
+class Collector:
+    def __init__(self, api: NetbayAPI, driver: NetworkDriver, grace: float, docker: DockerView | None = None) -> None:
+        self.api, self.driver, self.grace, self.docker = api, driver, grace, docker
+        self._suspects: set[str] = set()
+
+    async def run(self) -> None:
+        for _ in range(1 << 30):  # until cancelled
+            try:
+                gone = await self.sweep()
+                if any(gone.values()):
+                    log.info("collected %s", gone)
+            except (PluginError, OSError) as exc:
+                log.warning("sweep: %s", exc)
+            except Exception:  # noqa: BLE001 - a sweep's bug must not stop the plugin
+                log.exception("sweep failed")
+            await asyncio.sleep(self.grace)
+
+    async def sweep(self) -> dict[str, list[str]]:
+        gone: dict[str, list[str]] = {"ports": [], "networks": [], "veths": []}
+        try:
+            known = await self.docker.state() if self.docker is not None else None
+        except Exception as exc:  # noqa: BLE001 - Docker busy or gone: its part waits
+            log.info("sweep: Docker not asked (%s)", exc)
+            known = None
+        ports = await self.api.list("ports", tags=f"{MADE},{self.driver.dir.owner}")
+        bound = set()
+        for port in ports:
+            eid = endpoint_of(port)
+            orphan = not eid and _age(port, "created_at") > self.grace
+            if known is not None and eid and port.get("binding:host_id") == self.driver.host:
+                orphan = eid not in known[1] and _age(port) > self.grace
+            if orphan:
+                await self.driver.kernel(self.driver.attacher.unplug, port["id"])
+                await self.api.delete("ports", port["id"])
+                gone["ports"].append(port["id"])
+            elif eid:
+                bound.add(port["id"][:11])
+                cid = known[1].get(eid) if known is not None else None
+                if cid and port.get("device_id") == eid:  # Join's naming did not get through
+                    await self.driver.name_device(port["id"], eid, cid)
+        if known is not None:
+            for net in await self.api.list("networks", tags=self.driver.dir.owner):
+                for tag in net.get("tags") or ():
+                    nid = tag[len(net_tag("")):] if tag.startswith(net_tag("")) else None
+                    if nid and nid not in known[0] and _age(net) > self.grace:
+                        await self.driver.delete_network({"NetworkID": nid})
+                        gone["networks"].append(nid)
+        ends = set(await self.driver.kernel(host_container_ends))
+        stray = {e for e in ends if e[3:] not in bound}
+        for end in stray & self._suspects:  # seen twice: not a call in flight
+            if await self.driver.kernel(delete_host_end, end):
+                gone["veths"].append(end)
+        self._suspects = stray - self._suspects
+        return gone
+
+
+__all__ = ["Collector"]

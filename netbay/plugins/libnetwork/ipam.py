@@ -1,0 +1,181 @@
+"""IpamDriver: a Docker address pool is a netbay subnet, an address is a netbay port.
+
+RequestPool resolves (``--ipam-opt netbay.subnet=`` / ``netbay.subnetpool=``) but
+makes nothing: the subnet is made or claimed by CreateNetwork, which alone knows
+the netbay network (``-o``). An endpoint's RequestAddress makes the port itself
+(owner ``compute:netbay``, Docker's MAC, tagged as made here) so the address is
+netbay's from the start; CreateEndpoint binds and plugs it. Gateway and auxiliary
+addresses are only answered (the gateway is the subnet's).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from netbay.plugins.libnetwork.directory import (CONTAINER_OWNER, MADE, PENDING, Directory, cidr_pool,
+                                                 pending_pool_tag, plen, pool_tag, subnet_pool)
+from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
+from netbay.plugins.libnetwork.options import PoolOptions
+
+LOCAL_SPACE = "netbay"
+GLOBAL_SPACE = "netbay-global"
+GATEWAY = "com.docker.network.gateway"
+MAC_OPTION = "com.docker.network.endpoint.macaddress"
+MAX_PREFIX_SCAN = 65536
+
+
+def _network(cidr: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    try:
+        return ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        raise PluginError(f"netbay: invalid pool {cidr!r}") from None
+
+
+class Ipam:
+    def __init__(self, api: NetbayAPI, directory: Directory) -> None:
+        self.api, self.dir = api, directory
+
+    async def capabilities(self, _req: dict[str, Any]) -> dict[str, Any]:
+        # Docker makes the endpoint's MAC before RequestAddress and sends it: the port gets it.
+        return {"RequiresMACAddress": True, "RequiresRequestReplay": False}
+
+    async def default_address_spaces(self, _req: dict[str, Any]) -> dict[str, Any]:
+        return {"LocalDefaultAddressSpace": LOCAL_SPACE, "GlobalDefaultAddressSpace": GLOBAL_SPACE}
+
+    # -- pools -------------------------------------------------------------------------------
+
+    async def request_pool(self, req: dict[str, Any]) -> dict[str, Any]:
+        if req.get("V6"):
+            raise PluginError("netbay: IPv6 pools are not supported by this driver yet")
+        if req.get("SubPool"):
+            raise PluginError("netbay: --ip-range is not supported: netbay allocates from the whole subnet")
+        opts = PoolOptions.parse(req.get("Options"))
+        asked = str(_network(req["Pool"])) if req.get("Pool") else ""
+        if opts.subnet:
+            subnet = await self.api.find("subnets", opts.subnet)
+            if asked and asked != str(_network(subnet["cidr"])):
+                raise PluginError(f"netbay: subnet {subnet['id']} is {subnet['cidr']}, not {asked}")
+            await self.api.add_tag("subnets", subnet["id"], PENDING)
+            return {"PoolID": subnet_pool(subnet["id"]), "Pool": subnet["cidr"], "Data": {}}
+        if opts.subnetpool:
+            pool = await self.api.find("subnetpools", opts.subnetpool)
+            asked = asked or await self._free_prefix(pool)
+            if not any(_network(asked).subnet_of(_network(p)) for p in pool.get("prefixes") or ()
+                       if _network(p).version == _network(asked).version):
+                raise PluginError(f"netbay: {asked} is not within subnet pool {pool['id']} "
+                                  f"({', '.join(pool.get('prefixes') or ())})")
+            await self.api.add_tag("subnetpools", pool["id"], pending_pool_tag(asked))
+        if not asked:
+            raise PluginError("netbay: give --subnet <cidr>, or --ipam-opt netbay.subnet=<id> "
+                              "or netbay.subnetpool=<id>")
+        taken = await self.api.list("subnets", tags=pool_tag(asked))
+        if taken:
+            raise PluginError(f"netbay: pool {asked} overlaps the pool of another Docker network "
+                              f"(subnet {taken[0]['id']})")
+        return {"PoolID": cidr_pool(asked), "Pool": asked, "Data": {}}
+
+    async def _free_prefix(self, pool: dict[str, Any]) -> str:
+        size = int(pool.get("default_prefixlen") or 24)
+        used = [_network(s["cidr"]) for s in await self.api.list("subnets", subnetpool_id=pool["id"])]
+        scanned = 0
+        for prefix in pool.get("prefixes") or ():
+            net = _network(prefix)
+            if net.version != 4 or size < net.prefixlen:
+                continue
+            for candidate in net.subnets(new_prefix=size):
+                scanned += 1
+                if scanned > MAX_PREFIX_SCAN:
+                    break
+                if not any(candidate.overlaps(u) for u in used):
+                    return str(candidate)
+        raise PluginError(f"netbay: subnet pool {pool['id']} has no free /{size}")
+
+    async def release_pool(self, req: dict[str, Any]) -> dict[str, Any]:
+        pool_id = req.get("PoolID") or ""
+        kind, _, ref = pool_id.partition(":")
+        self.dir.forget_pool(pool_id)
+        if kind == "subnet":
+            await self._quietly_untag("subnets", ref, PENDING)
+        elif kind == "cidr":
+            for pool in await self.api.list("subnetpools", tags=pending_pool_tag(ref)):
+                await self._quietly_untag("subnetpools", pool["id"], pending_pool_tag(ref))
+        return {}
+
+    async def _quietly_untag(self, collection: str, obj_id: str, tag: str) -> None:
+        try:
+            await self.api.remove_tag(collection, obj_id, tag)
+        except PluginError:
+            pass  # gone with its network: nothing to release
+
+    # -- addresses ---------------------------------------------------------------------------
+
+    async def request_address(self, req: dict[str, Any]) -> dict[str, Any]:
+        pool_id, address = req.get("PoolID") or "", req.get("Address") or ""
+        opts = req.get("Options") or {}
+        if opts.get("RequestAddressType") == GATEWAY:
+            return {"Address": await self._gateway(pool_id, address), "Data": {}}
+        mac = opts.get(MAC_OPTION)
+        if not mac:  # an auxiliary address (--aux-address): Docker's to keep, nothing to make
+            if not address:
+                raise PluginError("netbay: an auxiliary address needs an address")
+            if pool_id.startswith("cidr:"):
+                return {"Address": f"{address}/{_network(pool_id.partition(':')[2]).prefixlen}", "Data": {}}
+            subnet = await self.dir.subnet_of_pool(pool_id)
+            assert subnet is not None
+            return {"Address": f"{address}/{plen(subnet)}", "Data": {}}
+        subnet = await self.dir.subnet_of_pool(pool_id)
+        assert subnet is not None
+        port = await self._port(subnet, address, mac)
+        ip = next(f["ip_address"] for f in port["fixed_ips"] if f["subnet_id"] == subnet["id"])
+        if len(self.dir.reserved) > 4096:  # never bound (Docker rolled back): forget the oldest
+            self.dir.reserved.pop(next(iter(self.dir.reserved)))
+        self.dir.reserved[(subnet["network_id"], ip)] = port
+        return {"Address": f"{ip}/{plen(subnet)}", "Data": {}}
+
+    async def _gateway(self, pool_id: str, address: str) -> str:
+        subnet = await self.dir.subnet_of_pool(pool_id, missing_ok=True)
+        if subnet is not None:
+            gw = subnet.get("gateway_ip")
+            if address and gw and address != gw:
+                raise PluginError(f"netbay: the gateway of subnet {subnet['id']} is {gw}, not {address}")
+            gw = gw or address
+            if not gw:
+                raise PluginError(f"netbay: subnet {subnet['id']} has no gateway")
+            return f"{gw}/{plen(subnet)}"
+        net = _network(pool_id.partition(":")[2])
+        if address and ipaddress.ip_address(address) not in net:
+            raise PluginError(f"netbay: gateway {address} is not within {net}")
+        return f"{address or next(iter(net.hosts()))}/{net.prefixlen}"
+
+    async def _port(self, subnet: dict[str, Any], address: str, mac: str) -> dict[str, Any]:
+        """The endpoint's port: an existing unbound one with that address (given by its
+        owner, e.g. the container API), else a new one."""
+        if address:
+            have = await self.dir.port_at(subnet["network_id"], address)
+            if have is not None:
+                if have.get("device_owner") not in ("", CONTAINER_OWNER) or have.get("binding:host_id"):
+                    raise PluginError(f"netbay: address {address} is in use by port {have['id']}")
+                if (have.get("mac_address") or "").lower() != mac.lower():
+                    have = await self.api.update("ports", have["id"], {"mac_address": mac})
+                return have
+        fixed: dict[str, str] = {"subnet_id": subnet["id"]}
+        if address:
+            fixed["ip_address"] = address
+        return await self.api.create("ports", {
+            "network_id": subnet["network_id"], "fixed_ips": [fixed], "mac_address": mac,
+            "device_owner": CONTAINER_OWNER, "name": "docker", "tags": [MADE, self.dir.owner]})
+
+    async def release_address(self, req: dict[str, Any]) -> dict[str, Any]:
+        pool_id, address = req.get("PoolID") or "", req.get("Address") or ""
+        subnet = await self.dir.subnet_of_pool(pool_id, missing_ok=True)
+        if subnet is None or not address or address == subnet.get("gateway_ip"):
+            return {}
+        self.dir.reserved.pop((subnet["network_id"], address.split("/")[0]), None)
+        port = await self.dir.port_at(subnet["network_id"], address.split("/")[0])
+        if port is not None and MADE in (port.get("tags") or ()):
+            await self.api.delete("ports", port["id"])
+        return {}
+
+
+__all__ = ["Ipam", "LOCAL_SPACE", "GLOBAL_SPACE"]

@@ -1,0 +1,278 @@
+"""NetworkDriver: Docker networks on netbay networks, endpoints on netbay ports.
+
+CreateNetwork finds or makes the netbay network (``-o netbay.network=``) and the
+subnet of its pool, and tags them; whatever it made is undone if a later step
+fails (Docker then releases the pool). CreateEndpoint plugs the port RequestAddress
+made (:mod:`netbay.runtime.attach`, on one worker thread: no call waits on the
+dataplane agent) and binds it; Join hands Docker the inner end. Every verb is
+idempotent: Docker retries, and a restarted plugin sees the same tags.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from netbay.dataplane.names import Names
+from netbay.plugins.libnetwork.directory import (CONTAINER_OWNER, MADE, PENDING, Directory, Endpoint, ep_tag,
+                                                 net_tag, pending_pool_tag, pool_tag)
+from netbay.plugins.libnetwork.dockerview import DockerView
+from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
+from netbay.plugins.libnetwork.options import NetworkOptions
+from netbay.runtime.attach import Attacher, Plug
+
+T = TypeVar("T")
+log = logging.getLogger("netbay.libnetwork")
+
+
+class NetworkDriver:
+    def __init__(self, api: NetbayAPI, directory: Directory, attacher: Attacher, host: str | None = None,
+                 docker: DockerView | None = None) -> None:
+        self.api, self.dir, self.attacher, self.docker = api, directory, attacher, docker
+        self.host = host or socket.gethostname()
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netbay-plug")
+        self._background: set[asyncio.Task] = set()
+
+    async def kernel(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run netlink work on the one worker thread (sockets are per thread)."""
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
+
+    async def capabilities(self, _req: dict[str, Any]) -> dict[str, Any]:
+        return {"Scope": "local", "ConnectivityScope": "local"}
+
+    async def nothing(self, _req: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    # -- networks ----------------------------------------------------------------------------
+
+    async def create_network(self, req: dict[str, Any]) -> dict[str, Any]:
+        nid = req["NetworkID"]
+        opts = NetworkOptions.parse(req.get("Options"))
+        if req.get("IPv6Data"):
+            raise PluginError("netbay: IPv6 is not supported by this driver yet")
+        v4 = req.get("IPv4Data") or []
+        if len(v4) != 1 or not v4[0].get("Pool"):
+            raise PluginError("netbay: a netbay Docker network needs exactly one IPv4 pool (--subnet)")
+        cidr = str(ipaddress.ip_network(v4[0]["Pool"], strict=False))
+        gateway = (v4[0].get("Gateway") or "").split("/")[0] or None
+        existing = await self.dir.network(nid, missing_ok=True)
+        if existing is not None:  # a retry: done, or cut short by a crash (finish it)
+            if await self.api.list("subnets", network_id=existing["id"], tags=pool_tag(cidr)):
+                return {}
+            opts = NetworkOptions(network=existing["id"])
+        undo: list[Callable[[], Any]] = []
+        try:
+            await self._create_network(nid, opts, cidr, gateway, undo)
+        except BaseException:
+            for step in reversed(undo):
+                try:
+                    await step()
+                except PluginError:
+                    pass
+            self.dir.forget_network(nid)
+            raise
+        return {}
+
+    async def _create_network(self, nid: str, opts: NetworkOptions, cidr: str, gateway: str | None,
+                              undo: list[Callable[[], Any]]) -> None:
+        api = self.api
+        pending = [s for s in await api.list("subnets", tags=PENDING) if s["cidr"] == cidr]
+        if opts.network:
+            net = await api.find("networks", opts.network)
+            elsewhere = [s for s in pending if s["network_id"] != net["id"]]
+            pending = [s for s in pending if s["network_id"] == net["id"]]
+            if elsewhere and not pending:
+                raise PluginError(f"netbay: subnet {elsewhere[0]['id']} (--ipam-opt) is not on network "
+                                  f"{net['id']} (-o)")
+        elif len(pending) > 1:
+            raise PluginError(f"netbay: {len(pending)} subnets are named for a pool {cidr}; "
+                              "say which network with -o netbay.network=<id>")
+        elif pending:
+            net = await api.show("networks", pending[0]["network_id"])
+        else:
+            net = await api.create("networks", {"name": f"docker-{nid[:12]}",
+                                                "tags": [MADE, net_tag(nid), self.dir.owner]})
+            undo.append(lambda: api.delete("networks", net["id"]))
+        if MADE not in (net.get("tags") or ()):
+            for tag in (net_tag(nid), self.dir.owner):
+                await api.add_tag("networks", net["id"], tag)
+                undo.append(lambda tag=tag: api.remove_tag("networks", net["id"], tag))
+        if pending:
+            subnet = pending[0]
+        else:
+            same = [s for s in await api.list("subnets", network_id=net["id"]) if s["cidr"] == cidr]
+            subnet = same[0] if same else await self._make_subnet(net, cidr, gateway, undo)
+        if pool_tag(cidr) not in (subnet.get("tags") or ()):
+            await api.add_tag("subnets", subnet["id"], pool_tag(cidr))
+            undo.append(lambda: api.remove_tag("subnets", subnet["id"], pool_tag(cidr)))
+        if PENDING in (subnet.get("tags") or ()):
+            await api.remove_tag("subnets", subnet["id"], PENDING)
+        self.dir.networks[nid] = net
+
+    async def _make_subnet(self, net: dict[str, Any], cidr: str, gateway: str | None,
+                           undo: list[Callable[[], Any]]) -> dict[str, Any]:
+        api = self.api
+        body: dict[str, Any] = {"network_id": net["id"], "cidr": cidr, "ip_version": 4,
+                                "name": f"docker-{cidr}", "tags": [MADE, pool_tag(cidr)]}
+        if gateway:
+            body["gateway_ip"] = gateway
+        pools = await api.list("subnetpools", tags=pending_pool_tag(cidr))
+        if pools:
+            body["subnetpool_id"] = pools[0]["id"]
+        subnet = await api.create("subnets", body)
+        undo.append(lambda: api.delete("subnets", subnet["id"]))
+        if pools:
+            await api.remove_tag("subnetpools", pools[0]["id"], pending_pool_tag(cidr))
+        return subnet
+
+    async def delete_network(self, req: dict[str, Any]) -> dict[str, Any]:
+        nid = req["NetworkID"]
+        net = await self.dir.network(nid, missing_ok=True)
+        self.dir.forget_network(nid)
+        if net is None:
+            return {}
+        api = self.api
+        for port in await api.list("ports", network_id=net["id"], tags=MADE):  # leftovers of a crash
+            await self.kernel(self.attacher.unplug, port["id"])
+            await api.delete("ports", port["id"])
+        if MADE in (net.get("tags") or ()):
+            await api.delete("networks", net["id"])
+            return {}
+        for subnet in await api.list("subnets", network_id=net["id"]):
+            tags = subnet.get("tags") or ()
+            if MADE in tags:
+                await api.delete("subnets", subnet["id"])
+                continue
+            for tag in tags:
+                if tag.startswith(pool_tag("")):
+                    await api.remove_tag("subnets", subnet["id"], tag)
+        await api.remove_tag("networks", net["id"], net_tag(nid))
+        if not [t for t in net.get("tags") or () if t.startswith(net_tag("")) and t != net_tag(nid)]:
+            await api.remove_tag("networks", net["id"], self.dir.owner)
+        return {}
+
+    # -- endpoints ---------------------------------------------------------------------------
+
+    async def create_endpoint(self, req: dict[str, Any]) -> dict[str, Any]:
+        nid, eid = req["NetworkID"], req["EndpointID"]
+        iface = req.get("Interface") or {}
+        address = (iface.get("Address") or "").split("/")[0]
+        if not address:
+            raise PluginError("netbay: an endpoint needs an IPv4 address from the netbay IPAM driver")
+        net = await self.dir.network(nid)
+        assert net is not None
+        port = await self.dir.port_at(net["id"], address, take=True)
+        if port is None:
+            raise PluginError(f"netbay: no port holds {address} on network {net['id']} "
+                              "(use --ipam-driver with this driver)")
+        mac = iface.get("MacAddress") or port["mac_address"]
+        ifname = await self.kernel(self.attacher.plug, Plug(port["id"], net["id"], mac, int(net.get("mtu") or 1500)))
+        try:
+            update: dict[str, Any] = {"device_owner": CONTAINER_OWNER, "binding:host_id": self.host}
+            if not port.get("device_id"):
+                update["device_id"] = eid
+            if (port.get("mac_address") or "").lower() != mac.lower():
+                update["mac_address"] = mac
+            port = await self.api.update("ports", port["id"], update)
+            if port.get("device_id") != eid:
+                await self.api.add_tag("ports", port["id"], ep_tag(eid))
+            self.dir.endpoints[eid] = await self._endpoint(eid, port, ifname)
+        except BaseException:
+            await self.kernel(self.attacher.unplug, port["id"])
+            raise
+        answer: dict[str, Any] = {}
+        if not iface.get("MacAddress"):
+            answer["MacAddress"] = port["mac_address"]
+        return {"Interface": answer}
+
+    async def _endpoint(self, eid: str, port: dict[str, Any], ifname: str | None = None) -> Endpoint:
+        gateway, routes = None, []
+        for fixed in port.get("fixed_ips") or ():
+            subnet = next((s for s in self.dir.subnets.values() if s["id"] == fixed["subnet_id"]), None)
+            if subnet is None:
+                subnet = await self.api.show("subnets", fixed["subnet_id"])
+            if ipaddress.ip_address(fixed["ip_address"]).version == 4:
+                gateway = gateway or subnet.get("gateway_ip")
+                routes += [(r["destination"], r["nexthop"]) for r in subnet.get("host_routes") or ()]
+        return Endpoint(eid, port["id"], port["network_id"], ifname or Names.container_end(port["id"]),
+                        gateway, tuple(routes), MADE in (port.get("tags") or ()))
+
+    async def endpoint(self, eid: str) -> Endpoint:
+        ep = self.dir.endpoints.get(eid)
+        if ep is None:
+            port = await self.dir.endpoint_port(eid)
+            if port is None:
+                raise PluginError(f"netbay: no port for endpoint {eid[:12]}")
+            ep = self.dir.endpoints[eid] = await self._endpoint(eid, port)
+        return ep
+
+    async def join(self, req: dict[str, Any]) -> dict[str, Any]:
+        ep = await self.endpoint(req["EndpointID"])
+        answer: dict[str, Any] = {"InterfaceName": {"SrcName": ep.ifname, "DstPrefix": "eth"},
+                                  "DisableGatewayService": True,
+                                  "StaticRoutes": [{"Destination": d, "RouteType": 0, "NextHop": h}
+                                                   for d, h in ep.routes]}
+        if ep.gateway:
+            answer["Gateway"] = ep.gateway
+        if self.docker is not None and req.get("SandboxKey"):  # after the answer: Docker lists it once joined
+            task = asyncio.create_task(self._name_device(req["NetworkID"], ep))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        return answer
+
+    async def _name_device(self, nid: str, ep: Endpoint) -> None:
+        """Make the container the port's device (Docker tells no plugin call which it is);
+        the endpoint stays findable by its tag."""
+        assert self.docker is not None
+        try:
+            cid = await self.docker.container_of(nid, ep.endpoint_id)
+            if cid is None:
+                log.info("port %s: Docker did not list endpoint %s (the sweep names it)", ep.port_id,
+                         ep.endpoint_id[:12])
+                return
+            port = await self.api.show("ports", ep.port_id)
+            if port.get("device_id") != ep.endpoint_id:
+                return  # its owner's device (the container API's), or gone
+            await self.name_device(ep.port_id, ep.endpoint_id, cid)
+        except PluginError as exc:
+            log.info("port %s: device not named: %s", ep.port_id, exc)
+
+    async def name_device(self, port_id: str, eid: str, container_id: str) -> None:
+        await self.api.add_tag("ports", port_id, ep_tag(eid))
+        await self.api.update("ports", port_id, {"device_id": container_id})
+
+    async def endpoint_info(self, req: dict[str, Any]) -> dict[str, Any]:
+        ep = self.dir.endpoints.get(req.get("EndpointID") or "")
+        return {"Value": {"netbay.port": ep.port_id} if ep else {}}
+
+    async def delete_endpoint(self, req: dict[str, Any]) -> dict[str, Any]:
+        eid = req["EndpointID"]
+        ep = self.dir.endpoints.pop(eid, None)
+        if ep is not None and ep.made:  # no round trip: ReleaseAddress deletes the port next
+            await self.kernel(self.attacher.unplug, ep.port_id)
+            return {}
+        port = await self.dir.endpoint_port(eid)
+        if port is None:
+            return {}
+        await self.kernel(self.attacher.unplug, port["id"])
+        if MADE in (port.get("tags") or ()):
+            return {}  # ReleaseAddress deletes it next
+        update: dict[str, Any] = {"binding:host_id": ""}
+        if port.get("device_id") == eid:
+            update.update(device_id="", device_owner="")
+        await self.api.update("ports", port["id"], update)
+        await self.api.remove_tag("ports", port["id"], ep_tag(eid))
+        return {}
+
+    def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        self._worker.shutdown(wait=False, cancel_futures=True)
+
+
+__all__ = ["NetworkDriver"]

@@ -1,0 +1,59 @@
+"""The options ``docker network create`` passes: ``-o`` (CreateNetwork) and
+``--ipam-opt`` (RequestPool), with netbay's names and kuryr-libnetwork's.
+
+An option this driver does not know is refused with a message naming the ones it
+takes (a typo must not silently make a new network).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from netbay.plugins.libnetwork.netbayapi import PluginError
+
+NETWORK_KEYS = {"netbay.network": "network", "neutron.net.uuid": "network", "neutron.net.name": "network"}
+IGNORED_NETWORK_KEYS = {"neutron.net.shared", "neutron.subnet.uuid", "neutron.subnet.name"}
+POOL_KEYS = {"netbay.subnet": "subnet", "neutron.subnet.uuid": "subnet", "neutron.subnet.name": "subnet",
+             "netbay.subnetpool": "subnetpool", "neutron.pool.uuid": "subnetpool", "neutron.pool.name": "subnetpool"}
+IGNORED_POOL_KEYS = {"neutron.net.shared"}
+
+
+def _check(given: Mapping[str, Any], known: Mapping[str, str], ignored: set[str], flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in given.items():
+        if key in known:
+            if not isinstance(value, str) or not value:
+                raise PluginError(f"netbay: option {key} needs a value")
+            out[known[key]] = value
+        elif key not in ignored and not key.startswith("com.docker."):
+            raise PluginError(f"netbay: unknown {flag} option {key!r} (this driver takes "
+                              f"{', '.join(sorted(known))})")
+    return out
+
+
+@dataclass(frozen=True)
+class NetworkOptions:
+    network: str | None = None      # an existing netbay network (id or name)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any] | None) -> NetworkOptions:
+        generic = (options or {}).get("com.docker.network.generic") or {}
+        if not isinstance(generic, Mapping):
+            raise PluginError("netbay: malformed network options")
+        return cls(**_check(generic, NETWORK_KEYS, IGNORED_NETWORK_KEYS, "-o"))
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    subnet: str | None = None       # an existing netbay subnet (id or name)
+    subnetpool: str | None = None   # a netbay subnet pool the new subnet comes from
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any] | None) -> PoolOptions:
+        found = _check(options or {}, POOL_KEYS, IGNORED_POOL_KEYS, "--ipam-opt")
+        return cls(**found)
+
+
+__all__ = ["NetworkOptions", "PoolOptions"]

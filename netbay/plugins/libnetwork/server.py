@@ -1,0 +1,152 @@
+"""The plugin's HTTP side: ``POST /<Method>`` on a Unix socket, JSON in and out.
+
+Every call is bounded (:data:`CALL_BOUND`): dockerd holds locks while it waits on a
+plugin, so a slow or dead netbay API must become an ``Err`` quickly, never a hang.
+Errors are ``{"Err": message}`` with status 500, which Docker prints as is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from netbay.dataplane.names import PRODUCT_PREFIX, Names
+from netbay.plugins.libnetwork.directory import Directory, owner_tag
+from netbay.plugins.libnetwork.dockerview import DockerView
+from netbay.plugins.libnetwork.gc import Collector
+from netbay.plugins.libnetwork.ipam import Ipam
+from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
+from netbay.plugins.libnetwork.network import NetworkDriver
+from netbay.runtime.attach import Attacher
+
+log = logging.getLogger("netbay.libnetwork")
+
+CONTENT_TYPE = "application/vnd.docker.plugins.v1.2+json"
+CALL_BOUND = 8.0
+PLUGIN_DIR = Path("/run/docker/plugins")
+
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def _reply(body: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type=CONTENT_TYPE)
+
+
+def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
+    async def activate(_req: dict[str, Any]) -> dict[str, Any]:
+        return {"Implements": ["NetworkDriver", "IpamDriver"]}
+
+    return {
+        "Plugin.Activate": activate,
+        "NetworkDriver.GetCapabilities": net.capabilities,
+        "NetworkDriver.CreateNetwork": net.create_network,
+        "NetworkDriver.DeleteNetwork": net.delete_network,
+        "NetworkDriver.AllocateNetwork": net.nothing,
+        "NetworkDriver.FreeNetwork": net.nothing,
+        "NetworkDriver.CreateEndpoint": net.create_endpoint,
+        "NetworkDriver.EndpointOperInfo": net.endpoint_info,
+        "NetworkDriver.DeleteEndpoint": net.delete_endpoint,
+        "NetworkDriver.Join": net.join,
+        "NetworkDriver.Leave": net.nothing,
+        "NetworkDriver.DiscoverNew": net.nothing,
+        "NetworkDriver.DiscoverDelete": net.nothing,
+        "NetworkDriver.ProgramExternalConnectivity": net.nothing,
+        "NetworkDriver.RevokeExternalConnectivity": net.nothing,
+        "IpamDriver.GetCapabilities": ipam.capabilities,
+        "IpamDriver.GetDefaultAddressSpaces": ipam.default_address_spaces,
+        "IpamDriver.RequestPool": ipam.request_pool,
+        "IpamDriver.ReleasePool": ipam.release_pool,
+        "IpamDriver.RequestAddress": ipam.request_address,
+        "IpamDriver.ReleaseAddress": ipam.release_address,
+    }
+
+
+def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None, *, name: str = "netbay",
+               bound: float = CALL_BOUND, grace: float = 30.0, docker_host: str | None = None,
+               on_exit: Callable[[], None] | None = None) -> Starlette:
+    host = host or socket.gethostname()
+    directory = Directory(api, owner_tag(name, host))
+    docker = DockerView(docker_host, name) if docker_host else None
+    net = NetworkDriver(api, directory, attacher, host, docker)
+    table = handlers(Ipam(api, directory), net)
+    collector = Collector(api, net, grace, docker)
+
+    async def dispatch(request: Request) -> Response:
+        method = request.path_params["method"]
+        handler = table.get(method)
+        if handler is None:
+            return _reply({"Err": f"netbay: {method} is not implemented"}, 404)
+        raw = await request.body()
+        try:
+            req = orjson.loads(raw) if raw.strip() else {}
+        except orjson.JSONDecodeError:
+            return _reply({"Err": f"netbay: {method}: the body is not JSON"}, 400)
+        try:
+            body = await asyncio.wait_for(handler(req if isinstance(req, dict) else {}), bound)
+        except PluginError as exc:
+            log.info("%s: %s", method, exc)
+            return _reply({"Err": str(exc)}, 500)
+        except TimeoutError:
+            log.warning("%s: no answer within %.0f s", method, bound)
+            return _reply({"Err": f"netbay: {method} did not finish within {bound:.0f} s "
+                                  "(is the netbay API overloaded?)"}, 500)
+        except Exception as exc:  # noqa: BLE001 - Docker must get an answer, not a dropped connection
+            log.exception("%s failed", method)
+            return _reply({"Err": f"netbay: {method} failed: {type(exc).__name__}: {exc}"}, 500)
+        return _reply(body)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        sweeping = asyncio.create_task(collector.run())
+        try:
+            yield
+        finally:
+            if on_exit is not None:
+                on_exit()
+            sweeping.cancel()
+            net.close()
+            await api.aclose()
+
+    return Starlette(routes=[Route("/{method}", dispatch, methods=["POST"])], lifespan=lifespan)
+
+
+def socket_path(name: str, plugin_dir: Path = PLUGIN_DIR) -> Path:
+    return plugin_dir / f"{name}.sock"
+
+
+def serve(api: NetbayAPI, name: str = "netbay", *, prefix: str = PRODUCT_PREFIX, host: str | None = None,
+          plugin_dir: Path = PLUGIN_DIR, grace: float = 30.0, docker_host: str | None = None) -> None:
+    """Serve until SIGTERM/SIGINT; the socket is removed on the way out."""
+    import uvicorn
+
+    path = socket_path(name, plugin_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_socket():
+        path.unlink()  # a killed predecessor's
+    def unlink() -> None:
+        if path.is_socket():
+            os.unlink(path)
+
+    # The socket goes at shutdown, inside the app: uvicorn re-raises SIGTERM once it has
+    # stopped, so nothing after uvicorn.run() would run.
+    app = create_app(api, Attacher(Names(prefix)), host, name=name, grace=grace, docker_host=docker_host,
+                     on_exit=unlink)
+    try:
+        uvicorn.run(app, uds=str(path), log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+    finally:
+        unlink()
+
+
+__all__ = ["CALL_BOUND", "create_app", "serve", "socket_path"]

@@ -1,0 +1,112 @@
+"""Plug a container's port into the fabric, for a runtime to move into its container.
+
+One netlink request makes the pair: ``tap<port>`` enslaved to the network's bridge
+in the fabric namespace, and its peer ``nbc<port>`` in the host namespace with the
+port's MAC and MTU — the only moment a netbay interface is in the host namespace:
+the runtime moves it into the container at once (Docker does so at Join and renames
+it ``eth0``). The dataplane agent then adopts the fabric end as it adopts any port
+(:mod:`netbay.dataplane.fabric`'s ``container`` consumer): security groups, status.
+
+Not thread-safe (netlink sockets are per thread): call it from one thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from dataclasses import dataclass
+
+from netbay.dataplane import bigtcp, links
+from netbay.dataplane.fabric import Fabric
+from netbay.dataplane.names import Names
+from netbay.dataplane.rtnl import rtnl
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Plug:
+    """What plugging needs to know of a port."""
+    port_id: str
+    network_id: str
+    mac: str
+    mtu: int = 1500
+
+
+class Attacher:
+    """Plugs and unplugs container ports in one host's fabric."""
+
+    def __init__(self, names: Names) -> None:
+        self.names = names
+        self.fabric = Fabric(names)
+
+    def plug(self, plug: Plug) -> str:
+        """Make the pair (again, if one is in the way); returns the inner end's name."""
+        tap, inner = Names.tap(plug.port_id), Names.container_end(plug.port_id)
+        br = self.fabric.ensure_bridge(plug.network_id, plug.mtu)
+        fabric = rtnl(self.fabric.ns)
+        for attempt in range(3):
+            gso = bigtcp.gso_max_size()
+            try:
+                fabric.add_veth(tap, inner, None, mtu=plug.mtu, peer_mac=plug.mac or None,
+                                master=br, up=True, gso_max_size=gso)
+                return inner
+            except links.LinkError as exc:
+                if bigtcp.refused(exc, gso):
+                    continue
+                if exc.errno != errno.EEXIST or attempt == 2:
+                    raise
+                # A retry, or a leftover of a crash: make it fresh (deleting the tap takes
+                # its peer along; a lone inner end in the host namespace goes too).
+                fabric.delete_link(tap)
+                _delete_host_link(inner)
+        raise links.LinkError(errno.EEXIST, f"port {plug.port_id}: cannot make {tap}/{inner}")
+
+    def unplug(self, port_id: str) -> bool:
+        """Delete the pair wherever its inner end is (host or container namespace)."""
+        self.fabric.wired.pop(port_id, None)
+        gone = self.fabric.remove_port(port_id)
+        return _delete_host_link(Names.container_end(port_id)) or gone
+
+    def plugged(self, port_id: str) -> bool:
+        from netbay.dataplane import netns
+
+        return netns.exists(self.fabric.ns) and rtnl(self.fabric.ns).link(Names.tap(port_id)) is not None
+
+
+def host_container_ends() -> list[str]:
+    """Inner ends still in the host namespace (none moved yet, or a crash's leftovers)."""
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        return sorted(name for link in ipr.get_links()
+                      if (name := link.get_attr("IFLA_IFNAME") or "").startswith("nbc"))
+
+
+def delete_host_end(ifname: str) -> bool:
+    """Delete an inner end left in the host namespace (its fabric end goes with it)."""
+    return _delete_host_link(ifname)
+
+
+def _delete_host_link(ifname: str) -> bool:
+    """Delete ``ifname`` from the host namespace if it is one of ours (``nbc…`` veth)."""
+    from pyroute2 import IPRoute
+
+    if not ifname.startswith("nbc"):
+        raise ValueError(f"{ifname!r} is not a container end")
+    with IPRoute() as ipr:
+        found = ipr.link_lookup(ifname=ifname)
+        if not found:
+            return False
+        info = ipr.get_links(found[0])[0].get_attr("IFLA_LINKINFO")
+        if info is None or info.get_attr("IFLA_INFO_KIND") != "veth":
+            return False
+        try:
+            ipr.link("del", index=found[0])
+        except Exception as exc:  # noqa: BLE001 - gone meanwhile
+            log.debug("delete %s: %s", ifname, exc)
+            return False
+    return True
+
+
+__all__ = ["Attacher", "Plug", "delete_host_end", "host_container_ends"]

@@ -1,0 +1,88 @@
+"""Containers on given netbay ports through Docker: the seam the container API builds on.
+
+The caller (the Zun-compatible API) owns the ports: it creates each one (device =
+its container, owner ``compute:netbay``) and asks here for a container on it. The
+Docker network of a netbay network is named by the network's id (as Zun names its
+Docker networks by the Neutron network) and uses the netbay driver with the network
+and subnet given (``-o netbay.network=``, ``--ipam-opt netbay.subnet=``); the plugin
+then finds the port by its address, plugs it and leaves it the caller's: stopping or
+removing the container unbinds it, never deletes it. Docker is driven through its
+Engine API (the docker SDK), never the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import docker
+from docker.errors import APIError, NotFound
+from docker.types import IPAMConfig, IPAMPool
+
+
+def _v4(port: dict[str, Any]) -> str:
+    for fixed in port.get("fixed_ips") or ():
+        if ":" not in fixed["ip_address"]:
+            return fixed["ip_address"]
+    raise ValueError(f"port {port['id']} has no IPv4 address")
+
+
+class DockerRuntime:
+    def __init__(self, client: docker.DockerClient, driver: str = "netbay") -> None:
+        self.client, self.driver = client, driver
+
+    def ensure_network(self, network: dict[str, Any], subnet: dict[str, Any]) -> str:
+        """The Docker network of ``network`` (made once; a concurrent maker is fine)."""
+        name = network["id"]
+        try:
+            self.client.networks.get(name)
+            return name
+        except NotFound:
+            pass
+        pool = IPAMPool(subnet=subnet["cidr"], gateway=subnet.get("gateway_ip") or None)
+        try:
+            self.client.networks.create(
+                name, driver=self.driver, check_duplicate=True, options={"netbay.network": network["id"]},
+                ipam=IPAMConfig(driver=self.driver, pool_configs=[pool], options={"netbay.subnet": subnet["id"]}))
+        except APIError as exc:
+            if exc.status_code != 409:  # made meanwhile by another caller
+                raise
+        return name
+
+    def remove_network(self, network_id: str) -> bool:
+        try:
+            self.client.networks.get(network_id).remove()
+        except NotFound:
+            return False
+        return True
+
+    def run(self, image: str, command: list[str] | str | None, port: dict[str, Any], *,
+            name: str | None = None, **create: Any) -> str:
+        """Create and start a container whose ``eth0`` is ``port``; returns its id."""
+        api, net = self.client.api, port["network_id"]
+        cid = api.create_container(
+            image, command, name=name, mac_address=port["mac_address"],
+            host_config=api.create_host_config(network_mode=net),
+            networking_config=api.create_networking_config({net: api.create_endpoint_config(ipv4_address=_v4(port))}),
+            **create)["Id"]
+        try:
+            api.start(cid)
+        except APIError:
+            api.remove_container(cid, force=True)
+            raise
+        return cid
+
+    def connect(self, container_id: str, port: dict[str, Any]) -> None:
+        """Attach one more port (its network's Docker network must exist)."""
+        self.client.api.connect_container_to_network(container_id, port["network_id"], ipv4_address=_v4(port))
+
+    def disconnect(self, container_id: str, network_id: str) -> None:
+        self.client.api.disconnect_container_from_network(container_id, network_id)
+
+    def remove(self, container_id: str) -> None:
+        try:
+            self.client.api.remove_container(container_id, force=True)
+        except NotFound:
+            pass
+
+
+__all__ = ["DockerRuntime"]

@@ -1,0 +1,142 @@
+"""Fixtures for Docker on netbay: the plugin as a child process and helpers to look
+at what Docker and netbay made (used by test_dp_docker.py; meant for the container
+API's tests too). dockerd itself: :mod:`netbay.runtime.dockerd`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from docker.types import IPAMConfig, IPAMPool
+
+from netbay.dataplane import netns
+
+from conftest import ADMIN_PASSWORD, Server  # tests/conftest.py
+
+from . import dockerd as dk
+from .agent_fixtures import Cloud, wait_for
+from .dp_helpers import RUN_ID
+
+PLUGIN = f"nbt{RUN_ID}dk"
+MADE = "netbay.docker.made"
+
+
+def plugin_env(server: Server) -> dict[str, str]:
+    return {**os.environ, "OS_AUTH_URL": server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
+            "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
+            "NETBAY_LOG_LEVEL": "INFO"}
+
+
+class Plugin:
+    """``netbay libnetwork`` as a child process, stopped (or killed) by PID."""
+
+    def __init__(self, name: str, url: str, prefix: str, env: dict[str, str], log: Path,
+                 extra: tuple[str, ...] = ()) -> None:
+        self.name, self.url, self.prefix, self.env, self.log = name, url, prefix, env, log
+        self.extra = extra
+        self.sock = Path(f"/run/docker/plugins/{name}.sock")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Plugin:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "netbay.cli.main", "libnetwork", "--name", self.name, "--url", self.url,
+             "--prefix", self.prefix, *self.extra], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
+        wait_for(lambda: self._listening(), 30, 0.05, f"plugin socket {self.sock}")
+        return self
+
+    def _listening(self) -> bool:
+        assert self.proc is not None and self.proc.poll() is None, self.log.read_text()[-3000:]
+        if not self.sock.is_socket():
+            return False
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.connect(str(self.sock))
+            except OSError:
+                return False
+        return True
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.sock.is_socket():
+            self.sock.unlink()
+
+
+def docker_network(d: dk.Dockerd, name: str, cidr: str | None = None, *, options: dict | None = None,
+                   ipam_options: dict | None = None) -> Any:
+    pools = [IPAMPool(subnet=cidr)] if cidr else []
+    return d.client.networks.create(name, driver=PLUGIN, options=options or {},
+                                    ipam=IPAMConfig(driver=PLUGIN, pool_configs=pools, options=ipam_options or {}))
+
+
+def netbay_network(cloud: Cloud, docker_net: Any) -> dict:
+    found = cloud.ok(cloud.http.get("/network/v2.0/networks",
+                                    params={"tags": f"netbay.docker.net:{docker_net.id}"}))["networks"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def run(d: dk.Dockerd, net: str, name: str, command: str = "sleep 600", **kw: Any) -> Any:
+    return d.client.containers.run(dk.IMAGE, ["sh", "-c", command], name=name, network=net, detach=True, **kw)
+
+
+def endpoint_port(cloud: Cloud, container: Any, net: str) -> dict:
+    container.reload()
+    eid = container.attrs["NetworkSettings"]["Networks"][net]["EndpointID"]
+    ports = (cloud.ok(cloud.http.get("/network/v2.0/ports", params={"device_id": eid}))["ports"]
+             or cloud.ok(cloud.http.get("/network/v2.0/ports", params={"tags": f"netbay.docker.ep:{eid}"}))["ports"])
+    assert len(ports) == 1, (eid, ports)
+    return ports[0]
+
+
+def sh(container: Any, command: str) -> tuple[int, str]:
+    code, out = container.exec_run(["sh", "-c", command])
+    return code, out.decode(errors="replace")
+
+
+def iface(container: Any, name: str = "eth0") -> tuple[str, list[str]]:
+    """(MAC, IPv4 addresses with prefix) of ``name`` inside the container."""
+    code, out = sh(container, f"ip -o link show {name}; ip -o -4 addr show {name}")
+    assert code == 0, out
+    mac = out.split("link/ether", 1)[1].split()[0]
+    addrs = [w[i + 1] for w in [ln.split() for ln in out.splitlines()] for i, x in enumerate(w) if x == "inet"]
+    return mac, addrs
+
+
+def made_ports(cloud: Cloud) -> list[dict]:
+    """Ports the plugin made (and must delete)."""
+    return cloud.ok(cloud.http.get("/network/v2.0/ports", params={"tags": MADE}))["ports"]
+
+
+def host_container_ends() -> list[str]:
+    with open("/proc/net/dev") as f:
+        return [ln.split(":")[0].strip() for ln in f if ln.split(":")[0].strip().startswith("nbc")]
+
+
+def tcp_read(ns: str, host: str, port: int, timeout: float = 5.0) -> bytes:
+    """Connect from inside ``ns`` and read until the peer closes (bounded)."""
+    with netns.entered(ns):
+        s = socket.create_connection((host, port), timeout=timeout)
+    with s:
+        data = b""
+        for _ in range(100):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return data

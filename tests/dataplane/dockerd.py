@@ -1,0 +1,3 @@
+"""The tests' dockerd: :mod:`netbay.runtime.dockerd` (off the host's network)."""
+
+from netbay.runtime.dockerd import IMAGE, Dockerd, available, running, shutil, start, stop  # noqa: F401
