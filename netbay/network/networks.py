@@ -13,7 +13,7 @@ from netbay.context import Context
 from netbay.errors import Conflict, Forbidden
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
-from netbay.store.models import IPAllocation, Network, Port, Subnet, Tag
+from netbay.store.models import IPAllocation, Network, Port, RbacPolicy, Subnet, Tag
 
 DEFAULT_MTU = 1500
 _SUBNET_IDS = (select(Subnet.__table__.c.network_id, Subnet.__table__.c.id)
@@ -65,7 +65,10 @@ class Networks(Resource):
     }
 
     def visible(self, ctx: Context):  # noqa: ANN201
-        return or_(Network.project_id == ctx.project_id, Network.shared, Network.external)
+        from netbay.network.rbac import shared_with
+
+        return or_(Network.project_id == ctx.project_id, Network.shared, Network.external,
+                   Network.id.in_(shared_with(ctx.project_id)))
 
     def fetch(self, session: Session, stmt: Select) -> list[Any]:
         """Plain rows with their subnets' ids: two queries per 500 networks.
@@ -154,6 +157,7 @@ class Networks(Resource):
         for subnet in list(net.subnets):
             Subnets().remove(session, subnet)
         session.execute(Tag.__table__.delete().where(Tag.resource_id == net.id))
+        session.execute(RbacPolicy.__table__.delete().where(RbacPolicy.object_id == net.id))  # Neutron's cascade
         self.record(session, net, "delete", None)
         session.delete(net)
 

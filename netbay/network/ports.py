@@ -27,6 +27,8 @@ from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, not_found
 from netbay.network import ipam
 from netbay.network.networks import Networks
+from netbay.network.rbac import SHARED_NETWORK_IDS
+from netbay.network.trunks import check_port_deletable
 from netbay.network.portrows import NewPort, PortWriter, new_port, port_row
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import MAC, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
@@ -425,13 +427,16 @@ def _target_statements() -> tuple[Select, Select]:
     """
     networks, subnets = Network.__table__, Subnet.__table__
     facts = [subnets.c[column.key].label(f"subnet_{column.key}") for column in ipam.FACT_COLUMNS]
-    admin = (select(networks.c.id, networks.c.project_id, networks.c.shared, *facts)
-             .select_from(networks.outerjoin(subnets, subnets.c.network_id == networks.c.id))
-             .where(networks.c.id == bindparam("network_id")).order_by(subnets.c.created_at))
-    # What ``Networks.visible`` lets a project see.
-    scoped = admin.where(or_(networks.c.project_id == bindparam("project_id"), networks.c.shared,
-                             networks.c.external))
-    return admin, scoped
+    def target(shared: Any) -> Select:
+        return (select(networks.c.id, networks.c.project_id, shared, *facts)
+                .select_from(networks.outerjoin(subnets, subnets.c.network_id == networks.c.id))
+                .where(networks.c.id == bindparam("network_id")).order_by(subnets.c.created_at))
+
+    # What ``Networks.visible`` lets a project see; an RBAC policy shares a network with it.
+    by_rbac = networks.c.id.in_(SHARED_NETWORK_IDS)
+    scoped = target(or_(networks.c.shared, by_rbac).label("shared")).where(
+        or_(networks.c.project_id == bindparam("project_id"), networks.c.shared, networks.c.external, by_rbac))
+    return target(networks.c.shared), scoped
 
 
 _TARGET_ADMIN, _TARGET_SCOPED = _target_statements()
@@ -625,6 +630,7 @@ class Ports(Resource):
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         port = self.get(session, ctx, obj_id, for_update=True)
+        check_port_deletable(session, port.id)
         if _owned_by_service(session, port):
             raise Conflict(f"Port {port.id} cannot be deleted directly via the port API: "
                            f"has device owner {port.device_owner}.", kind="ServicePortInUse")

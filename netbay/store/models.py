@@ -550,3 +550,49 @@ class Pod(Standard, Base):
     status: Mapped[str] = mapped_column(String(16), default="BUILD")
     status_reason: Mapped[str] = mapped_column(String(255), default="")   # why ERROR, from the agent
     __table_args__ = (UniqueConstraint("cluster_id", "address"), UniqueConstraint("cluster_id", "name"))
+
+
+# --- issue 10: quotas, RBAC policies, trunks ---------------------------------------
+
+
+class Quota(Base):
+    """A project's limit for one resource where it differs from the default (Neutron's ``quotas``)."""
+
+    __tablename__ = "quotas"
+    project_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    resource: Mapped[str] = mapped_column(String(64), primary_key=True)
+    limit: Mapped[int] = mapped_column(Integer)
+
+
+class RbacPolicy(Base):
+    """Access to one object granted to one project (or ``*``), as Neutron's ``rbac-policies``."""
+
+    __tablename__ = "rbac_policies"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(String(64), index=True)
+    object_type: Mapped[str] = mapped_column(String(32))
+    object_id: Mapped[str] = mapped_column(String(36), index=True)
+    action: Mapped[str] = mapped_column(String(32))
+    target_project: Mapped[str] = mapped_column(String(64), index=True)
+    __table_args__ = (UniqueConstraint("object_type", "object_id", "action", "target_project"),)
+
+
+class Trunk(Standard, Base):
+    """A parent port carrying subports told apart by VLAN id (Neutron's ``trunk``)."""
+
+    __tablename__ = "trunks"
+    port_id: Mapped[str] = mapped_column(ForeignKey("ports.id"), unique=True)
+    admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    status: Mapped[str] = mapped_column(String(16), default="DOWN")
+
+    sub_ports: Mapped[list[SubPort]] = relationship(
+        cascade="all, delete-orphan", lazy="selectin", order_by="SubPort.segmentation_id")
+
+
+class SubPort(Base):
+    __tablename__ = "trunk_subports"
+    port_id: Mapped[str] = mapped_column(ForeignKey("ports.id"), primary_key=True)
+    trunk_id: Mapped[str] = mapped_column(ForeignKey("trunks.id", ondelete="CASCADE"), index=True)
+    segmentation_type: Mapped[str] = mapped_column(String(32))
+    segmentation_id: Mapped[int] = mapped_column(Integer)
+    __table_args__ = (UniqueConstraint("trunk_id", "segmentation_type", "segmentation_id"),)

@@ -16,6 +16,7 @@ from netbay.api.responses import JSONResponse
 from netbay.api.auth import context
 from netbay.api.plainroutes import serve_plainly
 from netbay.api.network.bodies import parse_member, parse_members, read_json
+from netbay.api.network.quotas import enforce_create
 from netbay.errors import BadRequest, not_found
 from netbay.network.registry import RESOURCES, Resource
 from netbay.network.resource import ListQuery, to_bool
@@ -73,6 +74,10 @@ EXTENSIONS = [
     ("fields", "Fields", "Support for the fields query parameter."),
     ("project-id", "project_id field enabled", "Extension that indicates that project_id field is enabled."),
     ("provider", "Provider Network", "Expose mapping of virtual networks to physical networks"),
+    ("quotas", "Quota management support", "Expose functions for quotas management per project"),
+    ("quota_details", "Quota details management support", "Expose functions for quotas usage statistics per project"),
+    ("rbac-policies", "RBAC Policies", "Allows creation and modification of policies that control tenant access to resources."),
+    ("trunk", "Trunk Extension", "Provides support for trunk ports"),
 ]
 
 
@@ -183,6 +188,7 @@ def _mount(router: APIRouter, resource: Resource) -> None:
             bodies = parse_members(raw, resource)
 
             def create_many(s):  # noqa: ANN001, ANN202
+                enforce_create(s, ctx, member, bodies)
                 objs = [resource.create(s, ctx, b) for b in bodies]
                 return [resource.for_caller(ctx, resource.rendered(s, o)) for o in objs]
 
@@ -191,6 +197,7 @@ def _mount(router: APIRouter, resource: Resource) -> None:
         body = parse_member(raw, resource, "POST")
 
         def create_one(s):  # noqa: ANN001, ANN202
+            enforce_create(s, ctx, member, [body])
             return resource.for_caller(ctx, resource.rendered(s, resource.create(s, ctx, body)))
 
         item = await _in_thread(lambda: store(request).retrying(create_one))
@@ -235,13 +242,15 @@ async def _in_thread(fn):  # noqa: ANN001, ANN202
 
 
 def install(app: FastAPI) -> None:
-    from netbay.api.network import actions  # router interface actions
+    from netbay.api.network import actions, extactions, quotas  # member actions, quotas
 
     app.include_router(router)
     collections = APIRouter(prefix="/network", tags=["network"])
     for resource in RESOURCES:
         _mount(collections, resource)
     actions.mount(collections)
+    extactions.mount(collections)
+    quotas.mount(collections)
     app.include_router(collections)
     # The routes above document the API; these answer it (see ``plainroutes``).
     serve_plainly(app, "/network", [*router.routes, *collections.routes])
