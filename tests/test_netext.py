@@ -53,7 +53,8 @@ def third(server: Server):
 
 def test_extensions_advertised(admin_http: httpx.Client) -> None:
     aliases = {e["alias"] for e in admin_http.get("/extensions").json()["extensions"]}
-    assert {"quotas", "quota_details", "rbac-policies", "trunk", "allowed-address-pairs"} <= aliases
+    assert {"quotas", "quota_details", "rbac-policies", "trunk", "allowed-address-pairs",
+                       "stateful-security-group"} <= aliases
     assert admin_http.get("/extensions/trunk").json()["extension"]["alias"] == "trunk"
 
 

@@ -37,7 +37,10 @@ the kernel. Everything that changes is an element of a hash set or map:
   address pairs).
 
 Neutron behaviour kept: stateful (established/related accepted, invalid dropped),
-default deny both ways for a port with port security, ARP/ND/DHCP-client allowed,
+except for a port whose groups are all ``stateful: false`` (set ``stateless``): its
+rules alone decide, so replies need rules of their own, as with Neutron's NOTRACK
+(flows stay in conntrack, unconsulted, so a stateful peer still sees its replies as
+established), default deny both ways for a port with port security, ARP/ND/DHCP-client allowed,
 RA and DHCP-server replies from ports dropped, MAC/IP/ARP anti-spoofing
 (allowed_address_pairs: IP or CIDR with optional MAC, plus the EUI-64 link-local of
 each allowed MAC), ``port_security_enabled=false`` and ``network:*`` device owners
@@ -375,8 +378,10 @@ def _common_chains() -> dict[str, list[list]]:
         return [_match(_meta("l4proto"), "udp"), _match(_pl("udp", "sport"), sport),
                 _match(_pl("udp", "dport"), dport)]
 
-    est = [_match(state, ["established", "related"], "in"), {"accept": None}]
-    inv = [_match(state, "invalid", "in"), {"drop": None}]
+    # Ports whose groups are all ``stateful: false`` skip both: their rules alone decide.
+    tracked = _match({"&": [_meta("mark"), LOW]}, "@stateless", "!=")
+    est = [tracked, _match(state, ["established", "related"], "in"), {"accept": None}]
+    inv = [tracked, _match(state, "invalid", "in"), {"drop": None}]
     return {
         "egress_common": [
             [v6, _match(icmp6, 134), {"drop": None}],        # router advertisements
@@ -441,7 +446,7 @@ def _base() -> list[dict]:
             mk("bridge", "macs", ["ifname", "ether_addr"]),
             mk("bridge", "src4", ["ifname", "ether_addr", "ipv4_addr"]),
             mk("bridge", "src6", ["ifname", "ether_addr", "ipv6_addr"]),
-            mk("inet", "filtered", "mark")]
+            mk("inet", "filtered", "mark"), mk("inet", "stateless", "mark")]
     out += [mk("inet", f"slot{i}", "mark", "mark") for i in range(MAX_GROUPS)]
     out += [chain("bridge", "prerouting", "prerouting", -300),
             chain("bridge", "forward", "forward", -300),
@@ -558,6 +563,7 @@ class _Group:
     id: str
     tag: int
     known: bool = False                                  # ensured (vs only referenced)
+    stateful: bool = True                                # ``stateful: false``: no conntrack
     rules: dict[str, _Rule] = field(default_factory=dict)
     ports: set[str] = field(default_factory=set)         # filtered ports with it in a slot
     member_ports: set[str] = field(default_factory=set)
@@ -565,8 +571,9 @@ class _Group:
     remote_rules: set[str] = field(default_factory=set)  # rules (anywhere) naming it as remote
 
 
-def _port_elems(p: _Port, tag: Any) -> frozenset[Elem]:
-    """Every element a port puts in the kernel (``tag(gid)`` gives a group's tag)."""
+def _port_elems(p: _Port, tag: Any, stateless: bool = False) -> frozenset[Elem]:
+    """Every element a port puts in the kernel (``tag(gid)`` gives a group's tag;
+    ``stateless``: every group of the port is ``stateful: false``)."""
     out: set[Elem] = {("bridge", TABLE, "port_mark", p.tap, p.mark)}
     if p.zone:
         out.add(("inet", ZONE_TABLE, "zone", p.mark, p.zone))
@@ -581,6 +588,8 @@ def _port_elems(p: _Port, tag: Any) -> frozenset[Elem]:
                  (p.tap, mac, str(net.network_address)), None))
     for i, gid in enumerate(p.groups):
         out.add(("inet", TABLE, f"slot{i}", p.mark, (tag(gid) << 16) | p.mark))
+    if stateless and p.groups:
+        out.add(("inet", TABLE, "stateless", p.mark, None))
     return frozenset(out)
 
 
@@ -609,6 +618,7 @@ class SecurityGroups:
         # What we were told (the base of a rebuild): ports, and each group's rules.
         self._want_ports: dict[str, _Port] = {}
         self._want_groups: dict[str, dict[str, _Rule | None]] = {}
+        self._want_stateless: set[str] = set()      # groups with ``stateful: false``
         self._want_marks: dict[int, str] = {}
         # What the kernel holds (derived, refcounted).
         self._ports: dict[str, _Port] = {}
@@ -641,6 +651,7 @@ class SecurityGroups:
         for g in groups:  # everything is validated before anything is touched
             gs[_check_id("security group", g.get("id"))] = self._parse_rules(g)
         self._want_ports, self._want_groups = parsed, gs
+        self._want_stateless = {g["id"] for g in groups if g.get("stateful") is False}
         self._want_marks = {p.mark: p.id for p in parsed.values()}
         self._rebuild()
 
@@ -675,10 +686,15 @@ class SecurityGroups:
         gid = _check_id("security group", group.get("id"))
         rules = self._parse_rules(group)
         self._want_groups[gid] = dict(rules)
+        if group.get("stateful") is False:
+            self._want_stateless.add(gid)
+        else:
+            self._want_stateless.discard(gid)
         self._apply(lambda tx: self._group_tx(tx, gid, rules))
 
     @_locked
     def remove_group(self, group_id: str) -> None:
+        self._want_stateless.discard(group_id)
         if self._want_groups.pop(group_id, None) is None and group_id not in self._groups:
             return
         self._apply(lambda tx: self._group_tx(tx, group_id, None))
@@ -806,7 +822,7 @@ class SecurityGroups:
                 raise ValueError(f"more than {MAX_TAG} security groups")
             while self._next_tag in self._tags or not 1 <= self._next_tag <= MAX_TAG:
                 self._next_tag = self._next_tag % MAX_TAG + 1
-            g = self._groups[gid] = _Group(gid, self._next_tag)
+            g = self._groups[gid] = _Group(gid, self._next_tag, stateful=gid not in self._want_stateless)
             self._tags[g.tag] = gid
         return g
 
@@ -822,6 +838,11 @@ class SecurityGroups:
     def _group_tx(self, tx: _Tx, gid: str, rules: Mapping[str, _Rule | None] | None) -> None:
         g = self._group(gid)
         g.known = rules is not None
+        stateful = gid not in self._want_stateless
+        if g.stateful != stateful:  # its ports gain or lose their ``stateless`` element
+            g.stateful = stateful
+            for pid in sorted(g.ports):
+                self._port_tx(tx, pid, self._ports[pid])
         want = {rid: r for rid, r in (rules or {}).items() if r is not None}
         for rid in [r for r in g.rules if want.get(r) != g.rules[r]]:
             self._rule_tx(tx, gid, rid, None)
@@ -909,7 +930,8 @@ class SecurityGroups:
         for gid in p.groups if p else ():
             self._group(gid)
         o_el = self._port_elems.get(pid, frozenset())
-        n_el = _port_elems(p, lambda gid: self._groups[gid].tag) if p else frozenset()
+        n_el = _port_elems(p, lambda gid: self._groups[gid].tag,
+                           all(not self._groups[gid].stateful for gid in p.groups)) if p else frozenset()
         for e in o_el - n_el:
             tx.elem(False, e)
         for e in n_el - o_el:

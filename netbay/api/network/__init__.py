@@ -78,6 +78,7 @@ EXTENSIONS = [
     ("quota_details", "Quota details management support", "Expose functions for quotas usage statistics per project"),
     ("rbac-policies", "RBAC Policies", "Allows creation and modification of policies that control tenant access to resources."),
     ("trunk", "Trunk Extension", "Provides support for trunk ports"),
+    ("stateful-security-group", "Stateful security group", "Indicates if the security group is stateful or not"),
 ]
 
 
