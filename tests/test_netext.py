@@ -106,6 +106,7 @@ def test_quota_set_enforce_and_reset(server: Server, admin, admin_http: httpx.Cl
     r = admin_http.put(f"/quotas/{project}", json={"quota": {"network": 1, "check_limit": True}})
     neutron_error(r, 409, "InvalidQuotaValue")
     assert admin_http.put(f"/quotas/{project}", json={"quota": {"network": 1}}).json()["quota"]["network"] == 1
+    neutron_error(http.post("/networks", json={"network": {"name": "y"}}), 409, "OverQuota")  # 2 held > 1
 
     # members read their own quota only and change nothing
     neutron_error(http.put(f"/quotas/{project}", json={"quota": {"network": 50}}), 403, "HTTPForbidden")

@@ -4,8 +4,9 @@ Neutron's defaults (``neutron.conf [quotas]``) hold for every project until an
 admin sets a limit; only the limits that differ are stored. A limit below zero
 means unlimited. As in Neutron, limits are enforced on API creates only (a
 router's interface port or a project's default group is not refused), and a
-create is counted against what the project holds at that moment: one indexed
-``count`` per created resource, in the create's own transaction.
+create is counted against what the project holds at that moment, in the create's own
+transaction: a primary-key read of the limit and, unless unlimited, an indexed count
+capped at limit + 1 rows.
 """
 
 from __future__ import annotations
@@ -54,11 +55,12 @@ MODELS: dict[str, Any] = {
 _QUOTAS = Quota.__table__
 _LIMIT = select(_QUOTAS.c.limit).where(_QUOTAS.c.project_id == bindparam("project_id"),
                                         _QUOTAS.c.resource == bindparam("resource"))
-# One statement per resource: the project's limit (if set) and what it holds now.
-_CHECK = {
-    name: select(_LIMIT.scalar_subquery(),
-                 select(func.count()).select_from(model.__table__)
-                 .where(model.__table__.c.project_id == bindparam("project_id")).scalar_subquery())
+# What a project holds, counted up to ``cap`` rows: a create reads at most limit + 1
+# index entries (the default port limit: 501), however many the table has.
+_HELD = {
+    name: select(func.count()).select_from(
+        select(model.__table__.c.id).where(model.__table__.c.project_id == bindparam("project_id"))
+        .limit(bindparam("cap")).subquery())
     for name, model in MODELS.items()
 }
 
@@ -127,14 +129,22 @@ def reset(session: Session, project_id: str) -> None:
 
 
 def enforce(session: Session, resource: str, project_id: str, adding: int = 1) -> None:
-    """Refuse (Neutron's 409 ``OverQuota``) when ``adding`` more would exceed the limit."""
-    check = _CHECK.get(resource)
-    if check is None:
+    """Refuse (Neutron's 409 ``OverQuota``) when ``adding`` more would exceed the limit.
+
+    Unlimited (the limit below zero): one primary-key read. Otherwise also a count
+    capped at limit + 1 rows, so its cost is bounded by the limit, not by the table.
+    """
+    held = _HELD.get(resource)
+    if held is None:
         return
-    limit, used = session.connection().execute(check, {"project_id": project_id, "resource": resource}).one()
+    conn = session.connection()
+    limit = conn.execute(_LIMIT, {"project_id": project_id, "resource": resource}).scalar()
     if limit is None:
         limit = DEFAULTS[resource]
-    if 0 <= limit < used + adding:
+    if limit < 0:
+        return
+    used = conn.execute(held, {"project_id": project_id, "cap": limit + 1}).scalar() or 0
+    if used + adding > limit:
         raise Conflict(f"Quota exceeded for resources: ['{resource}'].", kind="OverQuota")
 
 
