@@ -118,6 +118,14 @@ def test_quota_set_enforce_and_reset(server: Server, admin, admin_http: httpx.Cl
                          ({"colours": 3}, "Unrecognized attribute(s) 'colours'")):
         neutron_error(admin_http.put(f"/quotas/{project}", json={"quota": bad}), 400, "HTTPBadRequest", message)
 
+    # a new security group's default rules count against the rule quota (Neutron)
+    held = conn.network.get_quota(project, details=True).security_group_rules["used"]
+    admin.network.update_quota(project, security_group_rules=held + 1)
+    neutron_error(http.post("/security-groups", json={"security_group": {"name": "sg"}}), 409, "OverQuota",
+                  "Quota exceeded for resources: ['security_group_rule'].")
+    admin.network.update_quota(project, security_group_rules=held + 2)
+    conn.network.create_security_group(name=unique("sg"))
+
     admin.network.delete_quota(project)
     assert admin.network.get_quota(project).networks == 100
     assert all(q["project_id"] != project for q in admin_http.get("/quotas").json()["quotas"])
@@ -161,6 +169,8 @@ def test_rbac_shares_a_network_with_one_project(server: Server, member, other, t
     assert policy.id in {p.id for p in member.network.rbac_policies(object_id=net.id)}
     # the target sees the network and can use it; a third project cannot
     assert net.id in {n.id for n in other.network.networks()}
+    assert other.network.get_network(net.id).is_shared is True      # shared with it, as Neutron shows
+    assert member.network.get_network(net.id).is_shared is False    # not shared with everyone
     port = other.network.create_port(network_id=net.id)
     assert port.project_id == target and port.fixed_ips[0]["ip_address"].startswith("10.77.0.")
     assert net.id not in {n.id for n in third.network.networks()}
@@ -286,3 +296,21 @@ def test_openstack_network_trunk_cli(server: Server, admin) -> None:
     assert [(s["Port"], s["Segmentation ID"]) for s in subports] == [(sub.id, 200)]
     r = _osc(server, "network", "trunk", "delete", name)
     assert r.returncode == 0, r.stderr
+
+
+# --- stateful-security-group ------------------------------------------------------------------
+
+
+def test_a_port_is_stateful_or_stateless_not_both(member, member_http: httpx.Client) -> None:
+    net = member.network.create_network(name=unique("sf"))
+    member.network.create_subnet(network_id=net.id, cidr="10.90.0.0/24", ip_version=4)
+    tracked = member.network.create_security_group(name=unique("sf"))
+    untracked = member.network.create_security_group(name=unique("sl"), stateful=False)
+    r = member_http.post("/ports", json={"port": {"network_id": net.id,
+                                                  "security_groups": [tracked.id, untracked.id]}})
+    neutron_error(r, 409, "SecurityGroupConflict")
+    port = member.network.create_port(network_id=net.id, security_group_ids=[untracked.id])
+    assert port.security_group_ids == [untracked.id]
+    r = member_http.put(f"/ports/{port.id}", json={"port": {"security_groups": [untracked.id, tracked.id]}})
+    neutron_error(r, 409, "SecurityGroupConflict")
+    member.network.delete_port(port)

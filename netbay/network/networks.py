@@ -70,6 +70,14 @@ class Networks(Resource):
         return or_(Network.project_id == ctx.project_id, Network.shared, Network.external,
                    Network.id.in_(shared_with(ctx.project_id)))
 
+    def for_caller(self, ctx: Context, item: dict[str, Any]) -> dict[str, Any]:
+        """A network a project sees neither as owner, nor shared, nor external is shared
+        with it by an RBAC policy: ``shared`` is true for it, as Neutron computes it."""
+        if (not ctx.is_admin and item.get("project_id") not in (None, ctx.project_id)
+                and item.get("shared") is False and not item.get("router:external")):
+            return {**item, "shared": True}
+        return item
+
     def fetch(self, session: Session, stmt: Select) -> list[Any]:
         """Plain rows with their subnets' ids: two queries per 500 networks.
 

@@ -643,13 +643,16 @@ class Ports(Resource):
         """Every group exists and belongs to the port's project (any project for admins)."""
         if not groups:
             return
-        stmt = select(SecurityGroup.id).where(SecurityGroup.id.in_(groups))
+        stmt = select(SecurityGroup.id, SecurityGroup.stateful).where(SecurityGroup.id.in_(groups))
         if not ctx.is_admin:
             stmt = stmt.where(SecurityGroup.project_id == project_id)
-        found = set(session.scalars(stmt))
+        found = {gid: stateful for gid, stateful in session.execute(stmt)}
         missing = [g for g in groups if g not in found]
         if missing:
             raise not_found("security_group", ", ".join(missing))
+        if len(set(found.values())) > 1:  # one port is tracked by conntrack or not, not both
+            raise Conflict("Error Cannot apply both stateful and stateless security groups on the same port "
+                           "at the same time while attempting the operation.", kind="SecurityGroupConflict")
 
     @staticmethod
     def _check_update_policy(session: Session, ctx: Context, port: Port, given: dict[str, Any]) -> None:

@@ -5,15 +5,15 @@ admin sets a limit; only the limits that differ are stored. A limit below zero
 means unlimited. As in Neutron, limits are enforced on API creates only (a
 router's interface port or a project's default group is not refused), and a
 create is counted against what the project holds at that moment, in the create's own
-transaction: a primary-key read of the limit and, unless unlimited, an indexed count
-capped at limit + 1 rows.
+transaction: one statement reads the limit and counts the project's rows up to
+limit + 1 (none when unlimited), so its cost is bounded by the limit, not the table.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, select
+from sqlalchemy import bindparam, case, delete, func, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
@@ -53,16 +53,25 @@ MODELS: dict[str, Any] = {
     "rbac_policy": RbacPolicy, "trunk": Trunk,
 }
 _QUOTAS = Quota.__table__
-_LIMIT = select(_QUOTAS.c.limit).where(_QUOTAS.c.project_id == bindparam("project_id"),
-                                        _QUOTAS.c.resource == bindparam("resource"))
-# What a project holds, counted up to ``cap`` rows: a create reads at most limit + 1
-# index entries (the default port limit: 501), however many the table has.
-_HELD = {
-    name: select(func.count()).select_from(
-        select(model.__table__.c.id).where(model.__table__.c.project_id == bindparam("project_id"))
-        .limit(bindparam("cap")).subquery())
-    for name, model in MODELS.items()
-}
+
+
+def _limit_of() -> Any:
+    """The project's limit for the resource: its row, else the default (bound as ``default``)."""
+    stored = select(_QUOTAS.c.limit).where(_QUOTAS.c.project_id == bindparam("project_id"),
+                                           _QUOTAS.c.resource == bindparam("resource")).scalar_subquery()
+    return func.coalesce(stored, bindparam("default"))
+
+
+def _check(model: Any) -> Any:
+    """One round trip: the limit, and what the project holds counted up to limit + 1 rows
+    (none when unlimited) — at most limit + 1 index entries, however big the table."""
+    table = model.__table__
+    cap = case((_limit_of() < 0, 0), else_=_limit_of() + 1)
+    held = select(table.c.id).where(table.c.project_id == bindparam("project_id")).limit(cap).subquery()
+    return select(_limit_of(), select(func.count()).select_from(held).scalar_subquery())
+
+
+_CHECK = {name: _check(model) for name, model in MODELS.items()}
 
 
 def limits(session: Session, project_id: str) -> dict[str, int]:
@@ -129,22 +138,13 @@ def reset(session: Session, project_id: str) -> None:
 
 
 def enforce(session: Session, resource: str, project_id: str, adding: int = 1) -> None:
-    """Refuse (Neutron's 409 ``OverQuota``) when ``adding`` more would exceed the limit.
-
-    Unlimited (the limit below zero): one primary-key read. Otherwise also a count
-    capped at limit + 1 rows, so its cost is bounded by the limit, not by the table.
-    """
-    held = _HELD.get(resource)
-    if held is None:
+    """Refuse (Neutron's 409 ``OverQuota``) when ``adding`` more would exceed the limit."""
+    check = _CHECK.get(resource)
+    if check is None:
         return
-    conn = session.connection()
-    limit = conn.execute(_LIMIT, {"project_id": project_id, "resource": resource}).scalar()
-    if limit is None:
-        limit = DEFAULTS[resource]
-    if limit < 0:
-        return
-    used = conn.execute(held, {"project_id": project_id, "cap": limit + 1}).scalar() or 0
-    if used + adding > limit:
+    limit, used = session.connection().execute(
+        check, {"project_id": project_id, "resource": resource, "default": DEFAULTS[resource]}).one()
+    if limit >= 0 and used + adding > limit:
         raise Conflict(f"Quota exceeded for resources: ['{resource}'].", kind="OverQuota")
 
 

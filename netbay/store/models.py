@@ -581,7 +581,9 @@ class Trunk(Standard, Base):
     """A parent port carrying subports told apart by VLAN id (Neutron's ``trunk``)."""
 
     __tablename__ = "trunks"
-    port_id: Mapped[str] = mapped_column(ForeignKey("ports.id"), unique=True)
+    # A port removed by netbay itself (a sandbox's, say) takes its trunk along; the API
+    # refuses to delete a parent port first (``PortInUseAsTrunkParent``).
+    port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), unique=True)
     admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
     status: Mapped[str] = mapped_column(String(16), default="DOWN")
 
@@ -591,7 +593,7 @@ class Trunk(Standard, Base):
 
 class SubPort(Base):
     __tablename__ = "trunk_subports"
-    port_id: Mapped[str] = mapped_column(ForeignKey("ports.id"), primary_key=True)
+    port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), primary_key=True)
     trunk_id: Mapped[str] = mapped_column(ForeignKey("trunks.id", ondelete="CASCADE"), index=True)
     segmentation_type: Mapped[str] = mapped_column(String(32))
     segmentation_id: Mapped[int] = mapped_column(Integer)

@@ -29,6 +29,8 @@ def enforce_create(session: Session, ctx: Context, member: str, bodies: list[Any
                      for b in bodies)
     for project_id, count in wanted.items():
         quotas.enforce(session, member, project_id, count)
+        if member == "security_group":  # each new group brings its two egress rules
+            quotas.enforce(session, "security_group_rule", project_id, 2 * count)
 
 
 def _store(request: Request):  # noqa: ANN202

@@ -47,7 +47,7 @@ def upgrade() -> None:
     sa.Column('created_at', sa.DateTime(), nullable=False),
     sa.Column('updated_at', sa.DateTime(), nullable=False),
     sa.Column('revision_number', sa.Integer(), nullable=False),
-    sa.ForeignKeyConstraint(['port_id'], ['ports.id'], ),
+    sa.ForeignKeyConstraint(['port_id'], ['ports.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('port_id')
     )
@@ -60,7 +60,7 @@ def upgrade() -> None:
     sa.Column('trunk_id', sa.String(length=36), nullable=False),
     sa.Column('segmentation_type', sa.String(length=32), nullable=False),
     sa.Column('segmentation_id', sa.Integer(), nullable=False),
-    sa.ForeignKeyConstraint(['port_id'], ['ports.id'], ),
+    sa.ForeignKeyConstraint(['port_id'], ['ports.id'], ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['trunk_id'], ['trunks.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('port_id'),
     sa.UniqueConstraint('trunk_id', 'segmentation_type', 'segmentation_id')
