@@ -70,7 +70,6 @@ from typing import Any, Union
 from netbay.dataplane import links
 from netbay.dataplane.ctkill import ConntrackWorker
 from netbay.dataplane.ctkill import Kill as _Kill
-from netbay.dataplane.ctkill import ct_delete as _ct_delete  # noqa: F401 - tests use it from here
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft, NftError
 

@@ -13,15 +13,25 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from netbay.network.trunks import realization
 
 from .agent_fixtures import Cloud, make_cloud, wait_for
-from .test_dp_secgroups import Lab, add_address, eventually, lab, rule, tcp  # noqa: F401 - lab: fixture
+from .test_dp_secgroups import Lab, add_address, eventually, rule, tcp
 
 # --- stateless groups on the realizer -------------------------------------------------------
+
+
+@pytest.fixture
+def lab(make_ns: Callable[[str], str]) -> Iterator[Lab]:
+    lab = Lab(make_ns)
+    try:
+        yield lab
+    finally:
+        lab.sg.close()
 
 
 def _stateless(lab: Lab, gid: str) -> str:

@@ -243,14 +243,14 @@ async def _in_thread(fn):  # noqa: ANN001, ANN202
 
 
 def install(app: FastAPI) -> None:
-    from netbay.api.network import actions, extactions, quotas  # member actions, quotas
+    from netbay.api.network import actions, quotas, trunk_actions  # member actions, quotas
 
     app.include_router(router)
     collections = APIRouter(prefix="/network", tags=["network"])
     for resource in RESOURCES:
         _mount(collections, resource)
     actions.mount(collections)
-    extactions.mount(collections)
+    trunk_actions.mount(collections)
     quotas.mount(collections)
     app.include_router(collections)
     # The routes above document the API; these answer it (see ``plainroutes``).
