@@ -70,7 +70,6 @@ class RbacPolicies(Resource):
         "object_id": Filter(RbacPolicy.object_id),
         "action": Filter(RbacPolicy.action),
         "target_tenant": Filter(RbacPolicy.target_project),
-        "target_project_id": Filter(RbacPolicy.target_project),
     }
 
     def visible(self, ctx: Context) -> ColumnElement[bool]:
@@ -86,7 +85,6 @@ class RbacPolicies(Resource):
             "object_id": obj.object_id,
             "action": obj.action,
             "target_tenant": obj.target_project,
-            "target_project_id": obj.target_project,
         }
 
     def create(self, session: Session, ctx: Context, body: RbacCreate) -> RbacPolicy:
