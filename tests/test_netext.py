@@ -98,6 +98,15 @@ def test_quota_set_enforce_and_reset(server: Server, admin, admin_http: httpx.Cl
     # the admin's own quota is not the project's: it creates a port there for the project
     r = admin_http.post("/ports", json={"port": {"network_id": net.id, "project_id": project}})
     neutron_error(r, 409, "OverQuota")
+    admin.network.update_quota(project, ports=3)  # 1 held: a bulk of 3 is refused whole, one of 2 passes
+    r = http.post("/ports", json={"ports": [{"network_id": net.id}] * 3})
+    neutron_error(r, 409, "OverQuota", "Quota exceeded for resources: ['port'].")
+    assert len(list(conn.network.ports(project_id=project))) == 1
+    r = http.post("/ports", json={"ports": [{"network_id": net.id}] * 2})
+    assert r.status_code == 201, r.text
+    for made in r.json()["ports"]:
+        conn.network.delete_port(made["id"])
+    admin.network.update_quota(project, ports=1)
 
     details = conn.network.get_quota(project, details=True)
     assert details.networks == {"limit": 2, "used": 2, "reserved": 0}

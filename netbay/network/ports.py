@@ -25,7 +25,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, not_found
-from netbay.network import ipam
+from netbay.network import ipam, quotas
 from netbay.network.networks import Networks
 from netbay.network.rbac import SHARED_NETWORK_IDS
 from netbay.network.trunks import check_port_deletable
@@ -427,8 +427,11 @@ def _target_statements() -> tuple[Select, Select]:
     """
     networks, subnets = Network.__table__, Subnet.__table__
     facts = [subnets.c[column.key].label(f"subnet_{column.key}") for column in ipam.FACT_COLUMNS]
+    # The port quota of the new port's project, in the same round trip (``quotas``).
+    quota = quotas.limit_and_held(Port, "quota_")
+
     def target(shared: Any) -> Select:
-        return (select(networks.c.id, networks.c.project_id, shared, *facts)
+        return (select(networks.c.id, networks.c.project_id, shared, *quota, *facts)
                 .select_from(networks.outerjoin(subnets, subnets.c.network_id == networks.c.id))
                 .where(networks.c.id == bindparam("network_id")).order_by(subnets.c.created_at))
 
@@ -442,17 +445,19 @@ def _target_statements() -> tuple[Select, Select]:
 _TARGET_ADMIN, _TARGET_SCOPED = _target_statements()
 
 
-def _target_network(session: Session, ctx: Context, network_id: str) -> tuple[PortTarget, list[ipam.SubnetFacts]]:
-    """The network (if the caller may see it) and its subnets for IPAM: one query, plain rows."""
+def _target_network(session: Session, ctx: Context, network_id: str,
+                    owner: str) -> tuple[PortTarget, list[ipam.SubnetFacts], tuple[int, int]]:
+    """The network (if the caller may see it), its subnets for IPAM and the port quota of
+    ``owner`` (limit, held): one query, plain rows."""
+    params = {"network_id": network_id, **quotas.parameters("port", owner, "quota_")}
     if ctx.is_admin:
-        rows = session.connection().execute(_TARGET_ADMIN, {"network_id": network_id}).all()
+        rows = session.connection().execute(_TARGET_ADMIN, params).all()
     else:
-        rows = session.connection().execute(_TARGET_SCOPED, {"network_id": network_id,
-                                                             "project_id": ctx.project_id}).all()
+        rows = session.connection().execute(_TARGET_SCOPED, {**params, "project_id": ctx.project_id}).all()
     if not rows:
         raise not_found("network", network_id)
     network = PortTarget(*rows[0][:3])
-    return network, [ipam.SubnetFacts(*row[3:]) for row in rows if row[3] is not None]
+    return network, [ipam.SubnetFacts(*row[5:]) for row in rows if row[5] is not None], rows[0][3:5]
 
 
 def _deny(action: str) -> Forbidden:
@@ -565,7 +570,8 @@ class Ports(Resource):
         network_id = given.pop("network_id", None)
         if network_id is None:
             raise BadRequest("Failed to parse request. Required attribute 'network_id' not specified")
-        network, subnets = _target_network(session, ctx, network_id)
+        network, subnets, (limit, held) = _target_network(session, ctx, network_id, project_id)
+        quotas.refuse_over("port", limit, held)
         if not ctx.is_admin:
             if not network.shared and network.project_id != project_id:
                 raise Forbidden(f"Tenant {project_id} not allowed to create port on this network")

@@ -55,23 +55,30 @@ MODELS: dict[str, Any] = {
 _QUOTAS = Quota.__table__
 
 
-def _limit_of() -> Any:
-    """The project's limit for the resource: its row, else the default (bound as ``default``)."""
-    stored = select(_QUOTAS.c.limit).where(_QUOTAS.c.project_id == bindparam("project_id"),
-                                           _QUOTAS.c.resource == bindparam("resource")).scalar_subquery()
-    return func.coalesce(stored, bindparam("default"))
+def _limit_of(prefix: str = "") -> Any:
+    """The project's limit for the resource: its row, else the default."""
+    stored = select(_QUOTAS.c.limit).where(_QUOTAS.c.project_id == bindparam(f"{prefix}project_id"),
+                                           _QUOTAS.c.resource == bindparam(f"{prefix}resource")).scalar_subquery()
+    return func.coalesce(stored, bindparam(f"{prefix}default"))
 
 
-def _check(model: Any) -> Any:
-    """One round trip: the limit, and what the project holds counted up to limit + 1 rows
-    (none when unlimited) — at most limit + 1 index entries, however big the table."""
+def limit_and_held(model: Any, prefix: str = "") -> tuple[Any, Any]:
+    """Two columns: the limit, and what the project holds counted up to limit + 1 rows
+    (none when unlimited) — at most limit + 1 index entries, however big the table.
+    ``prefix`` names their parameters apart when they join another statement (the
+    port create path reads them with its network, in the same round trip)."""
     table = model.__table__
-    cap = case((_limit_of() < 0, 0), else_=_limit_of() + 1)
-    held = select(table.c.id).where(table.c.project_id == bindparam("project_id")).limit(cap).subquery()
-    return select(_limit_of(), select(func.count()).select_from(held).scalar_subquery())
+    cap = case((_limit_of(prefix) < 0, 0), else_=_limit_of(prefix) + 1)
+    held = select(table.c.id).where(table.c.project_id == bindparam(f"{prefix}project_id")).limit(cap).subquery()
+    return _limit_of(prefix), select(func.count()).select_from(held).scalar_subquery()
 
 
-_CHECK = {name: _check(model) for name, model in MODELS.items()}
+def parameters(resource: str, project_id: str, prefix: str = "") -> dict[str, Any]:
+    return {f"{prefix}project_id": project_id, f"{prefix}resource": resource,
+            f"{prefix}default": DEFAULTS[resource]}
+
+
+_CHECK = {name: select(*limit_and_held(model)) for name, model in MODELS.items()}
 
 
 def limits(session: Session, project_id: str) -> dict[str, int]:
@@ -142,9 +149,12 @@ def enforce(session: Session, resource: str, project_id: str, adding: int = 1) -
     check = _CHECK.get(resource)
     if check is None:
         return
-    limit, used = session.connection().execute(
-        check, {"project_id": project_id, "resource": resource, "default": DEFAULTS[resource]}).one()
-    if limit >= 0 and used + adding > limit:
+    limit, held = session.connection().execute(check, parameters(resource, project_id)).one()
+    refuse_over(resource, limit, held, adding)
+
+
+def refuse_over(resource: str, limit: int, held: int, adding: int = 1) -> None:
+    if limit >= 0 and held + adding > limit:
         raise Conflict(f"Quota exceeded for resources: ['{resource}'].", kind="OverQuota")
 
 
