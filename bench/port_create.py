@@ -177,6 +177,7 @@ async def run_repeat(srv: harness.Server, token: str, rep: int, args: argparse.N
     """One repeat: a fresh network, then every phase; returns result rows."""
     with httpx.Client(base_url=srv.network, headers={"X-Auth-Token": token}, timeout=60) as sync:
         net, _ = harness.make_network(sync, f"bench-create-{rep}", f"10.{100 + rep}.0.0/16")
+        _set_port_quota(sync, args.port_quota)
     rows: list[dict] = []
     async with requests(args.client, srv, token, net, args.clients) as (baseline, create):
         # Warm up: open every pooled connection, touch both code paths.
@@ -209,6 +210,16 @@ async def run_repeat(srv: harness.Server, token: str, rep: int, args: argparse.N
             if result["first_error"]:
                 print(f"      first error: {result['first_error'][0]}", flush=True)
     return rows
+
+
+def _set_port_quota(client: httpx.Client, limit: int) -> None:
+    """The admin project's port limit: Neutron's default (500) would stop a run of
+    thousands of creates. A server without the quotas API (an older baseline) is left as is."""
+    mine = client.get("/quotas/tenant")
+    if mine.status_code == 404:
+        return
+    project = mine.json()["tenant"]["tenant_id"]
+    client.put(f"/quotas/{project}", json={"quota": {"port": limit}}).raise_for_status()
 
 
 def aggregate(rows: list[dict]) -> list[dict]:
@@ -270,6 +281,9 @@ def main() -> None:
     parser.add_argument("--open-seconds", type=float, default=8.0, help="duration of each (c) run")
     parser.add_argument("--pg-fsync", choices=["on", "off"], default="on")
     parser.add_argument("--json", type=Path, help="write raw and aggregated results here")
+    parser.add_argument("--port-quota", type=int, default=-1,
+                        help="the admin project's port quota during the run (-1: unlimited; a limit "
+                             "makes every create count the project's ports, capped at limit + 1)")
     args = parser.parse_args()
     args.rates = [float(r) for r in args.rates.split(",") if r]
     if args.closed > 20_000 or args.sequential > 5_000 or args.open_seconds > 60 or args.repeat > 10:

@@ -4,6 +4,7 @@ the same declarations the API refuses unrealizable modes with."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -33,3 +34,18 @@ def test_a_missing_feature_makes_its_modes_unrealizable() -> None:
     assert {m["mode"] for m in no_vxlan if not m["ok"]} == {
         "flannel_backend=vxlan", "calico_ipv4pool_vxlan=Always", "calico_ipv4pool_vxlan=CrossSubnet"}
     assert not any(m["ok"] for m in modes_report({**everything, "conntrack": False}))
+
+
+def test_doctor_lists_trunks_with_what_they_lack() -> None:
+    """Trunks are served by the API but realized only with 802.1Q VLANs (and netbay's
+    dataplane does not tag subports yet): doctor says which applies here."""
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (trunk,) = [e for e in json.loads(r.stdout)["extensions"] if e["extension"] == "trunk"]
+    assert trunk["needs"] == "vlan" and trunk["ok"] is False
+    vlan = host_features()["vlan"].available
+    assert trunk["reason"] == ("netbay's dataplane does not realize it yet" if vlan else "missing vlan")
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor"], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "COLUMNS": "250"})
+    assert "trunk" in r.stdout and ("missing vlan" in r.stdout) == (not vlan), r.stdout

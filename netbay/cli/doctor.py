@@ -31,6 +31,24 @@ MODES: tuple[tuple[str, dict[str, str]], ...] = (
 )
 
 
+# Network API extensions whose realization needs a kernel feature:
+# (alias, feature, what for, whether netbay's dataplane realizes it where the feature is).
+EXTENSIONS: tuple[tuple[str, str, str, bool], ...] = (
+    ("trunk", "vlan", "subports as 802.1Q VLAN devices on the parent port", False),
+)
+
+
+def extensions_report(available: dict[str, bool]) -> list[dict[str, object]]:
+    """Every such extension: served by the API always, realized only with its feature."""
+    rows = []
+    for alias, feature, why, implemented in EXTENSIONS:
+        missing = not available.get(feature, False)
+        reason = (f"missing {feature}" if missing else
+                  "" if implemented else "netbay's dataplane does not realize it yet")
+        rows.append({"extension": alias, "needs": feature, "for": why, "ok": not reason, "reason": reason})
+    return rows
+
+
 def modes_report(available: dict[str, bool]) -> list[dict[str, object]]:
     """Every driver mode with the features it needs and whether this host has them."""
     base = [f for f, _ in drivers.BASE_KERNEL_NEEDS]
@@ -84,6 +102,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
             "base_needs": [f for f, _ in drivers.BASE_KERNEL_NEEDS],
             "modes": modes,
             "big_tcp": {**big_tcp.as_dict(), "cache": bigtcp.cache_path()},
+            "extensions": extensions_report(available),
         }))
     else:
         helps = {s.name: s.help for s in features.FEATURES}
@@ -102,6 +121,13 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
             table.add_row(str(row["driver"]), str(row["mode"]), ", ".join(row["needs"]) or "-", verdict)
         console.print(table)
         console.print(big_tcp_table(big_tcp))
+        table = Table(title="network API extensions that need a kernel feature (the API serves them anyway)")
+        for col in ("extension", "needs", "for", "realized"):
+            table.add_column(col)
+        for row in extensions_report(available):
+            verdict = "[green]yes[/]" if row["ok"] else f"[red]no: {row['reason']} (status DEGRADED)[/]"
+            table.add_row(str(row["extension"]), str(row["needs"]), str(row["for"]), verdict)
+        console.print(table)
     base_missing = [f for f, _ in drivers.BASE_KERNEL_NEEDS if not available.get(f, False)]
     if base_missing:
         console.print(f"[red]this host cannot run the embedded dataplane: missing {', '.join(base_missing)}[/]")

@@ -37,15 +37,18 @@ the kernel. Everything that changes is an element of a hash set or map:
   address pairs).
 
 Neutron behaviour kept: stateful (established/related accepted, invalid dropped),
-default deny both ways for a port with port security, ARP/ND/DHCP-client allowed,
+except for a port whose groups are all ``stateful: false`` (set ``stateless``): its
+rules alone decide, so replies need rules of their own, as with Neutron's NOTRACK
+(flows stay in conntrack, unconsulted, so a stateful peer still sees its replies as
+established), default deny both ways for a port with port security, ARP/ND/DHCP-client allowed,
 RA and DHCP-server replies from ports dropped, MAC/IP/ARP anti-spoofing
 (allowed_address_pairs: IP or CIDR with optional MAC, plus the EUI-64 link-local of
 each allowed MAC), ``port_security_enabled=false`` and ``network:*`` device owners
 bypass everything. When permissions shrink (rule removed, a member leaves a remote
 group, a port leaves a group) the conntrack entries of the affected flows are deleted
 in their zone, so open connections are re-checked — by a worker thread right after
-the commit, as Neutron does (a ctnetlink dump walks the kernel's whole conntrack
-table: 10-20 ms here). Not supported: ``remote_address_group_id`` (such a rule allows
+the commit, as Neutron does (``ctkill``: a ctnetlink dump walks the kernel's whole
+conntrack table, 10-20 ms here). Not supported: ``remote_address_group_id`` (such a rule allows
 nothing); more than :data:`MAX_GROUPS` groups on one filtered port (refused).
 
 Use: :meth:`SecurityGroups.sync` after a start (it rebuilds atomically); then the
@@ -55,20 +58,18 @@ rebuilds from what it was told.
 
 from __future__ import annotations
 
-import errno
 import ipaddress
 import logging
-import os
 import re
-import socket
-import struct
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from netbay.dataplane import links, netns
+from netbay.dataplane import links
+from netbay.dataplane.ctkill import ConntrackWorker
+from netbay.dataplane.ctkill import Kill as _Kill
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft, NftError
 
@@ -375,8 +376,10 @@ def _common_chains() -> dict[str, list[list]]:
         return [_match(_meta("l4proto"), "udp"), _match(_pl("udp", "sport"), sport),
                 _match(_pl("udp", "dport"), dport)]
 
-    est = [_match(state, ["established", "related"], "in"), {"accept": None}]
-    inv = [_match(state, "invalid", "in"), {"drop": None}]
+    # Ports whose groups are all ``stateful: false`` skip both: their rules alone decide.
+    tracked = _match({"&": [_meta("mark"), LOW]}, "@stateless", "!=")
+    est = [tracked, _match(state, ["established", "related"], "in"), {"accept": None}]
+    inv = [tracked, _match(state, "invalid", "in"), {"drop": None}]
     return {
         "egress_common": [
             [v6, _match(icmp6, 134), {"drop": None}],        # router advertisements
@@ -441,7 +444,7 @@ def _base() -> list[dict]:
             mk("bridge", "macs", ["ifname", "ether_addr"]),
             mk("bridge", "src4", ["ifname", "ether_addr", "ipv4_addr"]),
             mk("bridge", "src6", ["ifname", "ether_addr", "ipv6_addr"]),
-            mk("inet", "filtered", "mark")]
+            mk("inet", "filtered", "mark"), mk("inet", "stateless", "mark")]
     out += [mk("inet", f"slot{i}", "mark", "mark") for i in range(MAX_GROUPS)]
     out += [chain("bridge", "prerouting", "prerouting", -300),
             chain("bridge", "forward", "forward", -300),
@@ -544,20 +547,12 @@ class _Tx:
         return out
 
 
-@dataclass(frozen=True)
-class _Kill:
-    """Conntrack entries to delete: in ``zone``, original direction from ``src`` to ``dst``
-    (None: any address)."""
-    zone: int
-    src: frozenset[IPNet] | None
-    dst: frozenset[IPNet] | None
-
-
 @dataclass
 class _Group:
     id: str
     tag: int
     known: bool = False                                  # ensured (vs only referenced)
+    stateful: bool = True                                # ``stateful: false``: no conntrack
     rules: dict[str, _Rule] = field(default_factory=dict)
     ports: set[str] = field(default_factory=set)         # filtered ports with it in a slot
     member_ports: set[str] = field(default_factory=set)
@@ -565,8 +560,9 @@ class _Group:
     remote_rules: set[str] = field(default_factory=set)  # rules (anywhere) naming it as remote
 
 
-def _port_elems(p: _Port, tag: Any) -> frozenset[Elem]:
-    """Every element a port puts in the kernel (``tag(gid)`` gives a group's tag)."""
+def _port_elems(p: _Port, tag: Any, stateless: bool = False) -> frozenset[Elem]:
+    """Every element a port puts in the kernel (``tag(gid)`` gives a group's tag;
+    ``stateless``: every group of the port is ``stateful: false``)."""
     out: set[Elem] = {("bridge", TABLE, "port_mark", p.tap, p.mark)}
     if p.zone:
         out.add(("inet", ZONE_TABLE, "zone", p.mark, p.zone))
@@ -581,6 +577,8 @@ def _port_elems(p: _Port, tag: Any) -> frozenset[Elem]:
                  (p.tap, mac, str(net.network_address)), None))
     for i, gid in enumerate(p.groups):
         out.add(("inet", TABLE, f"slot{i}", p.mark, (tag(gid) << 16) | p.mark))
+    if stateless and p.groups:
+        out.add(("inet", TABLE, "stateless", p.mark, None))
     return frozenset(out)
 
 
@@ -609,6 +607,7 @@ class SecurityGroups:
         # What we were told (the base of a rebuild): ports, and each group's rules.
         self._want_ports: dict[str, _Port] = {}
         self._want_groups: dict[str, dict[str, _Rule | None]] = {}
+        self._want_stateless: set[str] = set()      # groups with ``stateful: false``
         self._want_marks: dict[int, str] = {}
         # What the kernel holds (derived, refcounted).
         self._ports: dict[str, _Port] = {}
@@ -623,7 +622,7 @@ class SecurityGroups:
         self._next_tag = 1
         self._built = False
         self._brnf = False
-        self._ct = _ConntrackWorker(fabric_ns)
+        self._ct = ConntrackWorker(fabric_ns)
         self._lock = threading.RLock()
 
     # -- public verbs -----------------------------------------------------------------
@@ -641,6 +640,7 @@ class SecurityGroups:
         for g in groups:  # everything is validated before anything is touched
             gs[_check_id("security group", g.get("id"))] = self._parse_rules(g)
         self._want_ports, self._want_groups = parsed, gs
+        self._want_stateless = {g["id"] for g in groups if g.get("stateful") is False}
         self._want_marks = {p.mark: p.id for p in parsed.values()}
         self._rebuild()
 
@@ -675,10 +675,15 @@ class SecurityGroups:
         gid = _check_id("security group", group.get("id"))
         rules = self._parse_rules(group)
         self._want_groups[gid] = dict(rules)
+        if group.get("stateful") is False:
+            self._want_stateless.add(gid)
+        else:
+            self._want_stateless.discard(gid)
         self._apply(lambda tx: self._group_tx(tx, gid, rules))
 
     @_locked
     def remove_group(self, group_id: str) -> None:
+        self._want_stateless.discard(group_id)
         if self._want_groups.pop(group_id, None) is None and group_id not in self._groups:
             return
         self._apply(lambda tx: self._group_tx(tx, group_id, None))
@@ -806,7 +811,7 @@ class SecurityGroups:
                 raise ValueError(f"more than {MAX_TAG} security groups")
             while self._next_tag in self._tags or not 1 <= self._next_tag <= MAX_TAG:
                 self._next_tag = self._next_tag % MAX_TAG + 1
-            g = self._groups[gid] = _Group(gid, self._next_tag)
+            g = self._groups[gid] = _Group(gid, self._next_tag, stateful=gid not in self._want_stateless)
             self._tags[g.tag] = gid
         return g
 
@@ -822,6 +827,11 @@ class SecurityGroups:
     def _group_tx(self, tx: _Tx, gid: str, rules: Mapping[str, _Rule | None] | None) -> None:
         g = self._group(gid)
         g.known = rules is not None
+        stateful = gid not in self._want_stateless
+        if g.stateful != stateful:  # its ports gain or lose their ``stateless`` element
+            g.stateful = stateful
+            for pid in sorted(g.ports):
+                self._port_tx(tx, pid, self._ports[pid])
         want = {rid: r for rid, r in (rules or {}).items() if r is not None}
         for rid in [r for r in g.rules if want.get(r) != g.rules[r]]:
             self._rule_tx(tx, gid, rid, None)
@@ -909,7 +919,8 @@ class SecurityGroups:
         for gid in p.groups if p else ():
             self._group(gid)
         o_el = self._port_elems.get(pid, frozenset())
-        n_el = _port_elems(p, lambda gid: self._groups[gid].tag) if p else frozenset()
+        n_el = _port_elems(p, lambda gid: self._groups[gid].tag,
+                           all(not self._groups[gid].stateful for gid in p.groups)) if p else frozenset()
         for e in o_el - n_el:
             tx.elem(False, e)
         for e in n_el - o_el:
@@ -1020,173 +1031,3 @@ class SecurityGroups:
     def _kill(self, kills: set[_Kill]) -> None:
         if kills:
             self._ct.submit(kills)
-
-
-class _ConntrackWorker:
-    """Deletes conntrack entries in a thread: a dump walks the kernel's whole (global)
-    conntrack table, 10-15 ms here, which must not delay the nft commit that already
-    refuses new flows. Batches that queue up meanwhile are merged."""
-
-    def __init__(self, ns: str) -> None:
-        self.ns = ns
-        self._cond = threading.Condition()
-        self._pending: set[_Kill] = set()
-        self._busy = False
-        self._thread: threading.Thread | None = None
-        self._stop = False
-
-    def submit(self, kills: set[_Kill]) -> None:
-        with self._cond:
-            self._pending |= kills
-            if self._thread is None or not self._thread.is_alive():
-                self._stop = False
-                self._thread = threading.Thread(target=self._run, name=f"sg-conntrack-{self.ns}",
-                                                daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
-
-    def wait(self, timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
-
-    def stop(self, timeout: float = 5.0) -> None:
-        with self._cond:
-            self._stop = True
-            self._cond.notify_all()
-            t = self._thread
-        if t is not None:
-            t.join(timeout)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._pending or self._stop, 60.0)
-                if not self._pending:  # stopped, or idle for a minute: end (submit restarts)
-                    self._thread = None
-                    return
-                batch, self._pending, self._busy = self._pending, set(), True
-            try:
-                _ct_delete(self.ns, list(batch))
-            except Exception as exc:  # noqa: BLE001 - new flows are refused already; log, go on
-                log.warning("security groups: could not delete conntrack entries in %s: %s",
-                            self.ns, exc)
-            finally:
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
-
-
-# --- conntrack (ctnetlink, socket opened inside the namespace) -----------------------------
-
-def _ct_delete(ns: str, kills: list[_Kill]) -> int:
-    """Delete the conntrack entries ``kills`` describe; returns how many."""
-    by_zone: dict[int, list[_Kill]] = {}
-    for k in kills:
-        by_zone.setdefault(k.zone, []).append(k)
-    deleted = 0
-    with _CtNetlink(ns) as ct:
-        for zone, ks in by_zone.items():
-            doomed = []
-            for msg in ct.request(socket.AF_UNSPEC, IPCTNL_MSG_CT_GET, dump=True,
-                                  attrs=[["CTA_ZONE", zone]]):
-                if (msg.get_attr("CTA_ZONE") or 0) != zone:
-                    continue
-                orig = msg.get_attr("CTA_TUPLE_ORIG")
-                ipattr = orig.get_attr("CTA_TUPLE_IP") if orig else None
-                if ipattr is None:
-                    continue
-                src = ipattr.get_attr("CTA_IP_V4_SRC") or ipattr.get_attr("CTA_IP_V6_SRC")
-                dst = ipattr.get_attr("CTA_IP_V4_DST") or ipattr.get_attr("CTA_IP_V6_DST")
-                if src is None or dst is None:
-                    continue
-                s, d = ipaddress.ip_address(src), ipaddress.ip_address(dst)
-                if any(_hit(s, k.src) and _hit(d, k.dst) for k in ks):
-                    doomed.append((msg["nfgen_family"], orig))
-            for family, orig in doomed:
-                try:
-                    ct.request(family, IPCTNL_MSG_CT_DELETE,
-                               attrs=[["CTA_TUPLE_ORIG", {"attrs": _plain(orig["attrs"])}],
-                                      ["CTA_ZONE", zone]])
-                    deleted += 1
-                except OSError as exc:
-                    if exc.errno != errno.ENOENT:  # ENOENT: it expired meanwhile
-                        raise
-    return deleted
-
-
-def _hit(addr: ipaddress.IPv4Address | ipaddress.IPv6Address,
-         nets: frozenset[IPNet] | None) -> bool:
-    return nets is None or any(addr.version == n.version and addr in n for n in nets)
-
-
-def _plain(attrs: Any) -> list:
-    """Decoded nested attributes back into what the encoder takes."""
-    out = []
-    for a in attrs:
-        name, value = a[0], a[1]
-        if hasattr(value, "get") and "attrs" in value:
-            value = {"attrs": _plain(value["attrs"])}
-        out.append([name, value])
-    return out
-
-
-IPCTNL_MSG_CT_GET, IPCTNL_MSG_CT_DELETE = 1, 2
-NFNL_SUBSYS_CTNETLINK = 1
-NLMSG_ERROR, NLMSG_DONE = 2, 3
-
-
-class _CtNetlink:
-    """A ctnetlink socket opened inside ``ns``; one request at a time, bounded reads.
-    (pyroute2's conntrack wrapper closes a socket handed to it after one dump.)"""
-
-    def __init__(self, ns: str) -> None:
-        with netns.entered(ns):
-            if netns.in_home():
-                raise PermissionError(f"namespace {ns!r} is the host's namespace")
-            self.sk = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12)  # NETLINK_NETFILTER
-        self.sk.settimeout(2.0)
-        self.seq = 0
-
-    def __enter__(self) -> _CtNetlink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sk.close()
-
-    def request(self, family: int, msg_type: int, *, dump: bool = False,
-                attrs: list | None = None) -> list[Any]:
-        from pyroute2.netlink import NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST
-        from pyroute2.netlink.nfnetlink.nfctsocket import nfct_msg
-
-        self.seq += 1
-        msg = nfct_msg()
-        msg["nfgen_family"] = family
-        msg["attrs"] = attrs or []
-        msg["header"]["type"] = (NFNL_SUBSYS_CTNETLINK << 8) | msg_type
-        msg["header"]["flags"] = NLM_F_REQUEST | (NLM_F_DUMP if dump else NLM_F_ACK)
-        msg["header"]["sequence_number"] = self.seq
-        msg.encode()
-        self.sk.send(msg.data)
-        out: list[Any] = []
-        for _ in range(100_000):  # bounded: at most this many reads per request
-            data = self.sk.recv(1 << 20)
-            off = 0
-            while off + 16 <= len(data):
-                length, mtype, _flags, seq = struct.unpack_from("=IHHI", data, off)
-                if length < 16:
-                    return out
-                chunk = data[off:off + length]
-                off += (length + 3) & ~3
-                if seq != self.seq:
-                    continue
-                if mtype == NLMSG_DONE:
-                    return out
-                if mtype == NLMSG_ERROR:
-                    code = -struct.unpack_from("=i", chunk, 16)[0]
-                    if code:
-                        raise OSError(code, os.strerror(code))
-                    return out
-                m = nfct_msg(chunk)
-                m.decode()
-                out.append(m)
-        raise TimeoutError("ctnetlink: too many replies")

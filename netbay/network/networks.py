@@ -13,7 +13,7 @@ from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
-from netbay.store.models import IPAllocation, Network, Port, Subnet, Tag
+from netbay.store.models import IPAllocation, Network, Port, RbacPolicy, Subnet, Tag
 
 DEFAULT_MTU = 1500
 IPV4_MIN_MTU, IPV6_MIN_MTU = 68, 1280
@@ -84,7 +84,18 @@ class Networks(Resource):
     }
 
     def visible(self, ctx: Context):  # noqa: ANN201
-        return or_(Network.project_id == ctx.project_id, Network.shared, Network.external)
+        from netbay.network.rbac import shared_with
+
+        return or_(Network.project_id == ctx.project_id, Network.shared, Network.external,
+                   Network.id.in_(shared_with(ctx.project_id)))
+
+    def for_caller(self, ctx: Context, item: dict[str, Any]) -> dict[str, Any]:
+        """A network a project sees neither as owner, nor shared, nor external is shared
+        with it by an RBAC policy: ``shared`` is true for it, as Neutron computes it."""
+        if (not ctx.is_admin and item.get("project_id") not in (None, ctx.project_id)
+                and item.get("shared") is False and not item.get("router:external")):
+            return {**item, "shared": True}
+        return item
 
     def fetch(self, session: Session, stmt: Select) -> list[Any]:
         """Plain rows with their subnets' ids: two queries per 500 networks.
@@ -183,6 +194,7 @@ class Networks(Resource):
         for subnet in list(net.subnets):
             Subnets().remove(session, subnet)
         session.execute(Tag.__table__.delete().where(Tag.resource_id == net.id))
+        session.execute(RbacPolicy.__table__.delete().where(RbacPolicy.object_id == net.id))  # Neutron's cascade
         self.record(session, net, "delete", None)
         session.delete(net)
 

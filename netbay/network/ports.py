@@ -25,8 +25,10 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, not_found
-from netbay.network import ipam
+from netbay.network import ipam, quotas
 from netbay.network.networks import Networks
+from netbay.network.rbac import SHARED_NETWORK_IDS
+from netbay.network.trunks import check_port_deletable
 from netbay.network.portrows import NewPort, PortWriter, new_port, port_row
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import MAC, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
@@ -437,30 +439,38 @@ def _target_statements() -> tuple[Select, Select]:
     """
     networks, subnets = Network.__table__, Subnet.__table__
     facts = [subnets.c[column.key].label(f"subnet_{column.key}") for column in ipam.FACT_COLUMNS]
-    admin = (select(networks.c.id, networks.c.project_id, networks.c.shared, networks.c.port_security_enabled,
-                    *facts)
-             .select_from(networks.outerjoin(subnets, subnets.c.network_id == networks.c.id))
-             .where(networks.c.id == bindparam("network_id")).order_by(subnets.c.created_at))
-    # What ``Networks.visible`` lets a project see.
-    scoped = admin.where(or_(networks.c.project_id == bindparam("project_id"), networks.c.shared,
-                             networks.c.external))
-    return admin, scoped
+    # The port quota of the new port's project, in the same round trip (``quotas``).
+    quota = quotas.limit_and_held(Port, "quota_")
+
+    def target(shared: Any) -> Select:
+        return (select(networks.c.id, networks.c.project_id, shared, networks.c.port_security_enabled,
+                       *quota, *facts)
+                .select_from(networks.outerjoin(subnets, subnets.c.network_id == networks.c.id))
+                .where(networks.c.id == bindparam("network_id")).order_by(subnets.c.created_at))
+
+    # What ``Networks.visible`` lets a project see; an RBAC policy shares a network with it.
+    by_rbac = networks.c.id.in_(SHARED_NETWORK_IDS)
+    scoped = target(or_(networks.c.shared, by_rbac).label("shared")).where(
+        or_(networks.c.project_id == bindparam("project_id"), networks.c.shared, networks.c.external, by_rbac))
+    return target(networks.c.shared), scoped
 
 
 _TARGET_ADMIN, _TARGET_SCOPED = _target_statements()
 
 
-def _target_network(session: Session, ctx: Context, network_id: str) -> tuple[PortTarget, list[ipam.SubnetFacts]]:
-    """The network (if the caller may see it) and its subnets for IPAM: one query, plain rows."""
+def _target_network(session: Session, ctx: Context, network_id: str,
+                    owner: str) -> tuple[PortTarget, list[ipam.SubnetFacts], tuple[int, int]]:
+    """The network (if the caller may see it), its subnets for IPAM and the port quota of
+    ``owner`` (limit, held): one query, plain rows."""
+    params = {"network_id": network_id, **quotas.parameters("port", owner, "quota_")}
     if ctx.is_admin:
-        rows = session.connection().execute(_TARGET_ADMIN, {"network_id": network_id}).all()
+        rows = session.connection().execute(_TARGET_ADMIN, params).all()
     else:
-        rows = session.connection().execute(_TARGET_SCOPED, {"network_id": network_id,
-                                                             "project_id": ctx.project_id}).all()
+        rows = session.connection().execute(_TARGET_SCOPED, {**params, "project_id": ctx.project_id}).all()
     if not rows:
         raise not_found("network", network_id)
     network = PortTarget(*rows[0][:4])
-    return network, [ipam.SubnetFacts(*row[4:]) for row in rows if row[4] is not None]
+    return network, [ipam.SubnetFacts(*row[6:]) for row in rows if row[6] is not None], rows[0][4:6]
 
 
 def _deny(action: str) -> Forbidden:
@@ -573,7 +583,8 @@ class Ports(Resource):
         network_id = given.pop("network_id", None)
         if network_id is None:
             raise BadRequest("Failed to parse request. Required attribute 'network_id' not specified")
-        network, subnets = _target_network(session, ctx, network_id)
+        network, subnets, (limit, held) = _target_network(session, ctx, network_id, project_id)
+        quotas.refuse_over("port", limit, held)
         if not ctx.is_admin:
             if not network.shared and network.project_id != project_id:
                 raise Forbidden(f"Tenant {project_id} not allowed to create port on this network")
@@ -638,6 +649,7 @@ class Ports(Resource):
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         port = self.get(session, ctx, obj_id, for_update=True)
+        check_port_deletable(session, port.id)
         if _owned_by_service(session, port):
             raise Conflict(f"Port {port.id} cannot be deleted directly via the port API: "
                            f"has device owner {port.device_owner}.", kind="ServicePortInUse")
@@ -650,13 +662,16 @@ class Ports(Resource):
         """Every group exists and belongs to the port's project (any project for admins)."""
         if not groups:
             return
-        stmt = select(SecurityGroup.id).where(SecurityGroup.id.in_(groups))
+        stmt = select(SecurityGroup.id, SecurityGroup.stateful).where(SecurityGroup.id.in_(groups))
         if not ctx.is_admin:
             stmt = stmt.where(SecurityGroup.project_id == project_id)
-        found = set(session.scalars(stmt))
+        found = {gid: stateful for gid, stateful in session.execute(stmt)}
         missing = [g for g in groups if g not in found]
         if missing:
             raise not_found("security_group", ", ".join(missing))
+        if len(set(found.values())) > 1:  # one port is tracked by conntrack or not, not both
+            raise Conflict("Error Cannot apply both stateful and stateless security groups on the same port "
+                           "at the same time while attempting the operation.", kind="SecurityGroupConflict")
 
     @staticmethod
     def _check_update_policy(session: Session, ctx: Context, port: Port, given: dict[str, Any]) -> None:

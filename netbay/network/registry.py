@@ -5,11 +5,13 @@ from __future__ import annotations
 from netbay.network.floatingips import FloatingIPs
 from netbay.network.networks import Networks
 from netbay.network.ports import Ports
+from netbay.network.rbac import RbacPolicies
 from netbay.network.resource import Resource
 from netbay.network.routers import Routers
 from netbay.network.security_groups import SecurityGroupRules, SecurityGroups
 from netbay.network.subnetpools import SubnetPools
 from netbay.network.subnets import Subnets
+from netbay.network.trunks import Trunks
 
 NETWORKS = Networks()
 SUBNETS = Subnets()
@@ -19,9 +21,12 @@ SECURITY_GROUPS = SecurityGroups()
 SECURITY_GROUP_RULES = SecurityGroupRules()
 ROUTERS = Routers()
 FLOATINGIPS = FloatingIPs()
+RBAC_POLICIES = RbacPolicies()
+TRUNKS = Trunks()
 
 RESOURCES: list[Resource] = [
     NETWORKS, SUBNETS, SUBNETPOOLS, PORTS, SECURITY_GROUPS, SECURITY_GROUP_RULES, ROUTERS, FLOATINGIPS,
+    RBAC_POLICIES, TRUNKS,
 ]
 
 __all__ = ["RESOURCES", "Resource"]

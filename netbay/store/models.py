@@ -686,3 +686,50 @@ class ApplicationCredential(Base):
     expires_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     unrestricted: Mapped[bool] = mapped_column(Boolean, default=False)
     __table_args__ = (UniqueConstraint("user_id", "name"),)
+
+# --- issue 10: quotas, RBAC policies, trunks ---------------------------------------
+
+
+class Quota(Base):
+    """A project's limit for one resource where it differs from the default (Neutron's ``quotas``)."""
+
+    __tablename__ = "quotas"
+    project_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    resource: Mapped[str] = mapped_column(String(64), primary_key=True)
+    limit: Mapped[int] = mapped_column(Integer)
+
+
+class RbacPolicy(Base):
+    """Access to one object granted to one project (or ``*``), as Neutron's ``rbac-policies``."""
+
+    __tablename__ = "rbac_policies"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(String(64), index=True)
+    object_type: Mapped[str] = mapped_column(String(32))
+    object_id: Mapped[str] = mapped_column(String(36), index=True)
+    action: Mapped[str] = mapped_column(String(32))
+    target_project: Mapped[str] = mapped_column(String(64), index=True)
+    __table_args__ = (UniqueConstraint("object_type", "object_id", "action", "target_project"),)
+
+
+class Trunk(Standard, Base):
+    """A parent port carrying subports told apart by VLAN id (Neutron's ``trunk``)."""
+
+    __tablename__ = "trunks"
+    # A port removed by netbay itself (a sandbox's, say) takes its trunk along; the API
+    # refuses to delete a parent port first (``PortInUseAsTrunkParent``).
+    port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), unique=True)
+    admin_state_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    status: Mapped[str] = mapped_column(String(16), default="DOWN")
+
+    sub_ports: Mapped[list[SubPort]] = relationship(
+        cascade="all, delete-orphan", lazy="selectin", order_by="SubPort.segmentation_id")
+
+
+class SubPort(Base):
+    __tablename__ = "trunk_subports"
+    port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), primary_key=True)
+    trunk_id: Mapped[str] = mapped_column(ForeignKey("trunks.id", ondelete="CASCADE"), index=True)
+    segmentation_type: Mapped[str] = mapped_column(String(32))
+    segmentation_id: Mapped[int] = mapped_column(Integer)
+    __table_args__ = (UniqueConstraint("trunk_id", "segmentation_type", "segmentation_id"),)

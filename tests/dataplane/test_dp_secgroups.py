@@ -21,8 +21,9 @@ import pytest
 from netbay.dataplane import links, netns
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
-from netbay.dataplane.secgroups import (TABLE, SecurityGroups, _ct_delete, _Kill, _parse_port,
-                                        _parse_rule, _port_blocks)
+from netbay.dataplane.ctkill import Kill as _Kill
+from netbay.dataplane.ctkill import ct_delete as _ct_delete
+from netbay.dataplane.secgroups import TABLE, SecurityGroups, _parse_port, _parse_rule, _port_blocks
 
 DENY_TIMEOUT = 0.4
 

@@ -16,6 +16,7 @@ from netbay.api.responses import JSONResponse
 from netbay.api.auth import context
 from netbay.api.plainroutes import serve_plainly
 from netbay.api.network.bodies import parse_member, parse_members, read_json
+from netbay.api.network.quotas import enforce_create
 from netbay.errors import BadRequest, PreconditionFailed, not_found
 from netbay.network.registry import RESOURCES, Resource
 from netbay.network.resource import ListQuery, Page, to_bool
@@ -78,6 +79,11 @@ EXTENSIONS = [
      "Extension indicating that If-Match based on revision_number is supported."),
     ("subnet-external-network", "Subnet belongs to an external network",
      "Informs if the subnet belongs to an external network"),
+    ("quotas", "Quota management support", "Expose functions for quotas management per project"),
+    ("quota_details", "Quota details management support", "Expose functions for quotas usage statistics per project"),
+    ("rbac-policies", "RBAC Policies", "Allows creation and modification of policies that control tenant access to resources."),
+    ("trunk", "Trunk Extension", "Provides support for trunk ports"),
+    ("stateful-security-group", "Stateful security group", "Indicates if the security group is stateful or not"),
 ]
 
 
@@ -198,6 +204,7 @@ def _mount(router: APIRouter, resource: Resource) -> None:
             bodies = parse_members(raw, resource)
 
             def create_many(s):  # noqa: ANN001, ANN202
+                enforce_create(s, ctx, member, bodies)
                 objs = [resource.create(s, ctx, b) for b in bodies]
                 return [resource.for_caller(ctx, resource.rendered(s, o)) for o in objs]
 
@@ -206,6 +213,7 @@ def _mount(router: APIRouter, resource: Resource) -> None:
         body = parse_member(raw, resource, "POST")
 
         def create_one(s):  # noqa: ANN001, ANN202
+            enforce_create(s, ctx, member, [body])
             return resource.for_caller(ctx, resource.rendered(s, resource.create(s, ctx, body)))
 
         item = await _in_thread(lambda: store(request).retrying(create_one))
@@ -283,13 +291,15 @@ async def _in_thread(fn):  # noqa: ANN001, ANN202
 
 
 def install(app: FastAPI) -> None:
-    from netbay.api.network import actions  # router interface actions
+    from netbay.api.network import actions, quotas, trunk_actions  # member actions, quotas
 
     app.include_router(router)
     collections = APIRouter(prefix="/network", tags=["network"])
     for resource in RESOURCES:
         _mount(collections, resource)
     actions.mount(collections)
+    trunk_actions.mount(collections)
+    quotas.mount(collections)
     app.include_router(collections)
     # The routes above document the API; these answer it (see ``plainroutes``).
     serve_plainly(app, "/network", [*router.routes, *collections.routes])
