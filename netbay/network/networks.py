@@ -91,7 +91,9 @@ class Networks(Resource):
 
     def for_caller(self, ctx: Context, item: dict[str, Any]) -> dict[str, Any]:
         """A network a project sees neither as owner, nor shared, nor external is shared
-        with it by an RBAC policy: ``shared`` is true for it, as Neutron computes it."""
+        with it by an RBAC policy: ``shared`` is true for it, as Neutron computes it.
+        The admin-only attributes (``provider:*``) are left out first, as for any resource."""
+        item = super().for_caller(ctx, item)
         if (not ctx.is_admin and item.get("project_id") not in (None, ctx.project_id)
                 and item.get("shared") is False and not item.get("router:external")):
             return {**item, "shared": True}
