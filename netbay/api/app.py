@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from netbay.api import changes, clusternets, containerinfra, errors, identity, loadbalancer, network, pods, sandboxes, status
+from netbay.api import changes, clusternets, container, containerinfra, errors, identity, loadbalancer, network, pods, sandboxes, status
 from netbay.changes import ChangeFeed
 from netbay.identity.service import Identity
 from netbay.coe.conductor import EmbeddedConductor, NoConductor
@@ -58,6 +58,7 @@ def create_app(
     network.install(app)
     loadbalancer.install(app)
     containerinfra.install(app, conductor)
+    container.install(app)
     app.include_router(changes.router)
     app.include_router(sandboxes.router)
     app.include_router(pods.router)

@@ -24,6 +24,8 @@ SERVICES: dict[str, tuple[str, str]] = {
     "load-balancer": ("octavia", "/load-balancer"),
     # Magnum's catalog URL carries the version: clients append /clustertemplates to it.
     "container-infra": ("magnum", "/container-infra/v1"),
+    # So does Zun's (zunclient strips its /v1 prefix and discovers versions one level up).
+    "container": ("zun", "/container/v1"),
 }
 
 

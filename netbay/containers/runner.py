@@ -1,0 +1,164 @@
+"""Drives Docker for the container API, off the request path.
+
+The API writes a container ``Creating`` and hands its id here; a small thread pool
+makes the Docker container on the container's ports (:class:`netbay.runtime.docker.DockerRuntime`,
+whose netbay network plugin plugs each port), starts it if asked, and writes Zun's
+status back (``Created``/``Running``, or ``Error`` with the reason). One lock per
+container keeps its operations in order (a delete waits for the create under way).
+
+Where Docker is: ``NETBAY_DOCKER_HOST`` (e.g. ``unix:///run/docker.sock``) and the
+plugin's name ``NETBAY_DOCKER_DRIVER`` (``netbay``). Without a Docker host the API
+still keeps networks and containers, and a container goes to ``Error`` saying so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from sqlalchemy import select
+
+from netbay.containers import containers, networks
+from netbay.store.models import Container, ContainerNetwork, IPAllocation, Port
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "1.41"  # Docker 20.10
+
+
+class NoRuntime(Exception):
+    pass
+
+
+class Runner:
+    def __init__(self, store: Any, docker_host: str | None = None, driver: str | None = None,
+                 workers: int = 4) -> None:
+        self.store = store
+        self.docker_host = docker_host if docker_host is not None else os.environ.get("NETBAY_DOCKER_HOST", "")
+        self.driver = driver or os.environ.get("NETBAY_DOCKER_DRIVER", "netbay")
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="netbay-containers")
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self._runtime: Any = None
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def runtime(self) -> Any:
+        if not self.docker_host:
+            raise NoRuntime("No container runtime: netbay was started without a Docker host (NETBAY_DOCKER_HOST).")
+        with self._guard:
+            if self._runtime is None:
+                import docker
+
+                from netbay.runtime.docker import DockerRuntime
+
+                client = docker.DockerClient(base_url=self.docker_host, version=API_VERSION, timeout=60)
+                self._runtime = DockerRuntime(client, self.driver)
+            return self._runtime
+
+    def lock(self, container_id: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(container_id, threading.Lock())
+
+    def submit(self, container_id: str, job: Callable[[str], None]) -> Future:
+        def run() -> None:
+            with self.lock(container_id):
+                try:
+                    job(container_id)
+                except Exception as exc:  # noqa: BLE001 - reported as the container's status
+                    log.warning("container %s: %s", container_id, exc)
+                    self._state(container_id, status="Error", status_reason=_reason(exc), task_state=None)
+        return self._pool.submit(run)
+
+    def _state(self, container_id: str, **values: Any) -> None:
+        self.store.retrying(lambda s: containers.set_state(s, container_id, **values))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._runtime is not None:
+            self._runtime.client.close()
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def create(self, container_id: str) -> Future:
+        return self.submit(container_id, self._create)
+
+    def _create(self, container_id: str) -> None:
+        rt = self.runtime()
+        with self.store.read() as s:
+            c = s.get(Container, container_id)
+            if c is None:
+                return
+            spec = dict(image=c.image, command=c.command or None, run=c.run, name=f"zun-{c.id}",
+                        create={k: v for k, v in (("hostname", c.hostname), ("environment", c.environment),
+                                                  ("labels", c.labels), ("working_dir", c.workdir)) if v})
+            plan = [_port_plan(s, att) for att in containers.attachments(s, container_id)]
+        for network, subnet, _ in plan:
+            rt.ensure_network(network, subnet)
+        first = plan[0][2]
+        cid = rt.run(spec["image"], spec["command"], first, name=spec["name"], start=False, **spec["create"])
+        self._state(container_id, docker_id=cid)
+        try:
+            for _, _, port in plan[1:]:
+                rt.connect(cid, port)
+            if spec["run"]:
+                rt.client.api.start(cid)
+        except Exception:
+            rt.remove(cid)
+            self._state(container_id, docker_id="")
+            raise
+        self._state(container_id, status="Running" if spec["run"] else "Created", task_state=None,
+                    status_reason="")
+
+    def action(self, container_id: str, verb: str, timeout: int = 10) -> Future:
+        def job(cid: str) -> None:
+            rt = self.runtime()
+            with self.store.read() as s:
+                docker_id = s.get(Container, cid).docker_id
+            api = rt.client.api
+            if verb == "start":
+                api.start(docker_id)
+            elif verb == "stop":
+                api.stop(docker_id, timeout=timeout)
+            else:
+                api.restart(docker_id, timeout=timeout)
+            self._state(cid, status="Stopped" if verb == "stop" else "Running", task_state=None,
+                        status_reason="")
+        return self.submit(container_id, job)
+
+    def remove(self, container_id: str) -> None:
+        """Remove the Docker container (waiting for any job on it), synchronously."""
+        with self.lock(container_id):
+            with self.store.read() as s:
+                c = s.get(Container, container_id)
+                docker_id = c.docker_id if c is not None else ""
+            if docker_id:
+                self.runtime().remove(docker_id)
+        with self._guard:
+            self._locks.pop(container_id, None)
+
+    def remove_network(self, network_id: str) -> None:
+        if self.docker_host:
+            self.runtime().remove_network(network_id)
+
+
+def _port_plan(s: Any, att: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(network, subnet, port) as :class:`DockerRuntime` takes them."""
+    cnet = s.get(ContainerNetwork, att.container_network_id)
+    subnet = networks.docker_subnet(s, cnet)
+    port = s.get(Port, att.port_id)
+    ips = s.scalars(select(IPAllocation.ip_address).where(IPAllocation.port_id == att.port_id)
+                    .order_by(IPAllocation.seq)).all()
+    return ({"id": cnet.network_id},
+            {"id": subnet.id, "cidr": subnet.cidr, "gateway_ip": subnet.gateway_ip},
+            {"id": port.id, "network_id": port.network_id, "mac_address": port.mac_address,
+             "fixed_ips": [{"ip_address": ip} for ip in ips]})
+
+
+def _reason(exc: Exception) -> str:
+    explanation = getattr(exc, "explanation", None)
+    return f"Docker internal error: {explanation}." if explanation else str(exc) or type(exc).__name__
