@@ -1,0 +1,191 @@
+"""The container API (Zun-compatible) on a real dockerd, real packets.
+
+A private dockerd off the host's network (netbay.runtime.dockerd), the netbay
+libnetwork plugin named per run (``nbt<hex>zn``), and a netbay server told where
+Docker is (``NETBAY_DOCKER_HOST``, ``NETBAY_DOCKER_DRIVER``) with an in-process
+dataplane agent. Containers are made through ``/container/v1`` (raw HTTP and
+python-zunclient) and talk to netbay sandboxes on the same network.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from netbay.dataplane.names import Names
+from zunhelp import zun_error, zun_http, zunclient
+
+from . import dockerd as dk
+from .agent_fixtures import Cloud, make_cloud, wait_for
+from .docker_fixtures import Plugin, iface, plugin_env, sh
+from .dp_helpers import RUN_ID, ping
+
+pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
+
+PLUGIN = f"nbt{RUN_ID}zn"
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[dk.Dockerd]:
+    yield from dk.running()
+
+
+@pytest.fixture(scope="module")
+def cloud(daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    saved = {k: os.environ.get(k) for k in ("NETBAY_DOCKER_HOST", "NETBAY_DOCKER_DRIVER")}
+    os.environ.update(NETBAY_DOCKER_HOST=daemon.host, NETBAY_DOCKER_DRIVER=PLUGIN)
+    made = make_cloud(tmp_path_factory.mktemp("containers"), "zn")
+    try:
+        cloud = next(made)  # the server starts with the environment above
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    yield cloud
+    next(made, None)
+
+
+@pytest.fixture(scope="module")
+def plugin(cloud: Cloud, daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
+    p = Plugin(PLUGIN, cloud.server.url, cloud.names.prefix, plugin_env(cloud.server),
+               tmp_path_factory.mktemp("plugin") / "plugin.log", ("--docker-host", daemon.host))
+    p.start()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+@pytest.fixture(scope="module")
+def zun(cloud: Cloud, plugin: Plugin) -> Any:
+    return zun_http(cloud.server, cloud.server.token())
+
+
+def wait_container(zun: Any, uuid: str, status: str, timeout: float = 60) -> dict:
+    def check() -> dict | None:
+        c = zun.get(f"/containers/{uuid}").json()
+        assert c["status"] != "Error" or status == "Error", c
+        return c if c["status"] == status and c["task_state"] is None else None
+    return wait_for(check, timeout, 0.1, f"container {uuid} {status}")
+
+
+def docker_container(daemon: dk.Dockerd, c: dict) -> Any:
+    return daemon.client.containers.get(c["container_id"])
+
+
+def iface_with(dc: Any, mac: str) -> str:
+    code, out = sh(dc, "ip -o link")
+    assert code == 0, out
+    for line in out.splitlines():
+        if f"link/ether {mac}" in line:
+            return line.split(":")[1].strip().split("@")[0]
+    raise AssertionError(f"no interface with {mac}:\n{out}")
+
+
+def test_run_on_a_network_talks_to_a_sandbox_and_survives_stop_start_reboot(cloud: Cloud, daemon: dk.Dockerd,
+                                                                            zun: Any) -> None:
+    net, subnet = cloud.network("zn-a", "10.71.0.0/24")
+    sb = cloud.sandbox("zn-sb", networks=[net["id"]])
+    r = zun.post("/containers?run=true", json={
+        "name": "zn-web", "image": dk.IMAGE, "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait"],
+        "nets": [{"network": net["name"], "v4-fixed-ip": "10.71.0.20"}]})
+    assert r.status_code == 202, r.text
+    assert r.json()["status"] == "Creating"  # answered before Docker made anything
+    c = wait_container(zun, r.json()["uuid"], "Running")
+    (port_id,) = [a["port"] for a in c["addresses"][net["id"]]]
+    port = cloud.port(port_id)
+    try:
+        dc = docker_container(daemon, c)
+        assert dc.name == f"zun-{c['uuid']}"
+        assert iface(dc) == (port["mac_address"], ["10.71.0.20/24"])
+        cloud.wait_status(f"/network/v2.0/ports/{port_id}", "ACTIVE")
+        sb = cloud.wait_status(f"/netbay/v1/sandboxes/{sb['id']}", "ACTIVE")
+        sb_ip = cloud.ip_of(sb["ports"][0]["port_id"])
+        ns = cloud.sandbox_ns(sb["id"])
+        assert ping(ns, "10.71.0.20", count=3), "sandbox -> container ICMP"
+        code, out = sh(dc, f"ping -c 1 -W 2 {sb_ip}")
+        assert code == 0, out
+        # stop / start / reboot keep the port, its address and MAC.
+        assert zun.post(f"/containers/{c['uuid']}/stop?timeout=2").status_code == 202
+        wait_container(zun, c["uuid"], "Stopped")
+        zun_error(zun.post(f"/containers/{c['uuid']}/stop"), 409, f"Cannot stop container {c['uuid']} in Stopped state.")
+        assert zun.post(f"/containers/{c['uuid']}/start").status_code == 202
+        wait_container(zun, c["uuid"], "Running")
+        assert zun.post(f"/containers/{c['uuid']}/reboot?timeout=2").status_code == 202
+        wait_container(zun, c["uuid"], "Running")
+        dc = docker_container(daemon, c)
+        assert iface(dc) == (port["mac_address"], ["10.71.0.20/24"])
+        assert ping(ns, "10.71.0.20", count=3), "sandbox -> container ICMP after reboot"
+        zun_error(zun.delete(f"/containers/{c['uuid']}"), 409, f"Cannot delete container {c['uuid']} in Running state.")
+    finally:
+        r = zun.delete(f"/containers/{c['uuid']}?force=true")
+        cloud.delete_sandbox(sb["id"])
+    assert r.status_code == 204, r.text
+    assert not daemon.client.containers.list(all=True, filters={"name": f"zun-{c['uuid']}"})
+    assert cloud.http.get(f"/network/v2.0/ports/{port_id}").status_code == 404
+    wait_for(lambda: Names.tap(port_id) not in cloud.taps(), 10, 0.05, "the container's tap to go")
+    # The container network made on the fly goes, and with it the Docker network.
+    (cn,) = [n for n in zun.get("/networks").json()["networks"] if n["neutron_net_id"] == net["id"]]
+    assert zun.delete(f"/networks/{cn['uuid']}").status_code == 204
+    assert not daemon.client.networks.list(names=[net["id"]])
+    cloud.ok(cloud.http.delete(f"/network/v2.0/networks/{net['id']}"), 204)
+
+
+def test_zunclient_two_networks_a_users_port_and_network_delete(cloud: Cloud, daemon: dk.Dockerd, zun: Any) -> None:
+    a, _ = cloud.network("zn-b1", "10.72.1.0/24")
+    b, b_sub = cloud.network("zn-b2", "10.72.2.0/24")
+    cn = zun.post("/networks", json={"name": "zn-b2", "neutron_net_id": b["id"], "neutron_subnet": b_sub["id"]})
+    assert cn.status_code == 200, cn.text
+    given = cloud.ok(cloud.http.post("/network/v2.0/ports", json={"port": {
+        "network_id": b["id"], "fixed_ips": [{"subnet_id": b_sub["id"], "ip_address": "10.72.2.7"}]}}), 201)["port"]
+    zc = zunclient(cloud.server)
+    made = zc.containers.run(name="zn-two", image=dk.IMAGE, command=["sleep", "600"],
+                             nets=[{"network": a["name"]}, {"port": given["id"]}])
+    c = wait_container(zun, made.uuid, "Running")
+    try:
+        assert set(c["addresses"]) == {a["id"], b["id"]}
+        assert c["addresses"][b["id"]] == [{"addr": "10.72.2.7", "version": 4, "port": given["id"],
+                                            "subnet_id": b_sub["id"], "preserve_on_delete": True}]
+        dc = docker_container(daemon, c)
+        # Docker names the interfaces in its own order: find each port by its MAC. Docker 20.10
+        # gives a connected (second) endpoint a MAC of its own; the plugin moves the port to it.
+        given = cloud.port(given["id"])
+        assert iface(dc, iface_with(dc, given["mac_address"])) == (given["mac_address"], ["10.72.2.7/24"])
+        made_port = cloud.port(c["addresses"][a["id"]][0]["port"])
+        assert iface(dc, iface_with(dc, made_port["mac_address"]))[1] == [f"{made_port['fixed_ips'][0]['ip_address']}/24"]
+        zun_error(zun.delete(f"/networks/{cn.json()['uuid']}"), 409, contains="is in use by container")
+        shown = zc.containers.get("zn-two")
+        assert shown.status == "Running" and shown.uuid == made.uuid
+        nets = zc.containers.network_list(made.uuid)
+        assert {n.net_id for n in nets} == {a["id"], b["id"]}
+    finally:
+        zc.containers.delete(made.uuid, force=True)
+    kept = cloud.port(given["id"])
+    assert kept["device_id"] == "" and not kept["binding:host_id"]
+    assert not daemon.client.containers.list(all=True, filters={"name": f"zun-{made.uuid}"})
+    assert zun.delete(f"/networks/{cn.json()['uuid']}").status_code == 204
+    cloud.ok(cloud.http.delete(f"/network/v2.0/ports/{given['id']}"), 204)
+    for n in zun.get("/networks").json()["networks"]:
+        zun.delete(f"/networks/{n['uuid']}")
+    for n in (a, b):
+        wait_for(lambda n=n: cloud.http.delete(f"/network/v2.0/networks/{n['id']}").status_code in (204, 404),
+                 10, 0.2, "the network to go")
+
+
+def test_an_image_docker_does_not_have_is_zuns_error(cloud: Cloud, daemon: dk.Dockerd, zun: Any) -> None:
+    net, _ = cloud.network("zn-c", "10.73.0.0/24")
+    c = zun.post("/containers?run=true", json={"image": "no-such-image:1", "nets": [{"network": net["id"]}]}).json()
+    done = wait_container(zun, c["uuid"], "Error")
+    assert "Docker internal error" in done["status_reason"] and "no-such-image" in done["status_reason"]
+    assert zun.delete(f"/containers/{c['uuid']}").status_code == 204
+    assert not cloud.ok(cloud.http.get("/network/v2.0/ports", params={"network_id": net["id"],
+                                                                      "device_owner": "compute:netbay"}))["ports"]
+    for n in zun.get("/networks").json()["networks"]:
+        zun.delete(f"/networks/{n['uuid']}")
+    cloud.ok(cloud.http.delete(f"/network/v2.0/networks/{net['id']}"), 204)
