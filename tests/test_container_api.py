@@ -194,6 +194,26 @@ def test_state_rules_and_other_projects(member, other):
     assert zun.delete(f"/containers/{c['uuid']}").status_code == 204
 
 
+def test_exposed_ports_open_through_a_group_of_the_containers_own(member):
+    net, _ = network(member["neutron"], unique("cx"), "10.99.0.0/24")
+    zun, neutron = member["zun"], member["neutron"]
+    zun_error(zun.post("/containers", json={"image": "busybox", "exposed_ports": {"http": {}}}), 400,
+              contains="'http' is not a port")
+    c = zun.post("/containers", json={"image": "busybox", "nets": [{"network": net["id"]}],
+                                      "exposed_ports": {"80/tcp": {}, "53/udp": {}}}).json()
+    assert c["ports"] == [53, 80]
+    (group,) = neutron.get("/security-groups", params={"name": f"zun-{c['uuid']}"}).json()["security_groups"]
+    opened = {(r["protocol"], r["port_range_min"], r["port_range_max"]) for r in group["security_group_rules"]
+              if r["direction"] == "ingress"}
+    assert opened == {("tcp", 80, 80), ("udp", 53, 53)}
+    (port,) = _ports(neutron, c["uuid"])
+    assert group["id"] in port["security_groups"] and len(port["security_groups"]) == 2  # and the default
+    assert sorted(c["security_groups"]) == sorted(port["security_groups"])
+    _wait(zun, c["uuid"], {"Error"})
+    assert zun.delete(f"/containers/{c['uuid']}").status_code == 204
+    assert neutron.get(f"/security-groups/{group['id']}").status_code == 404
+
+
 # --- python-zunclient -----------------------------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ from netbay.containers import networks
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound
 from netbay.network.ports import create_port, delete_port
+from netbay.network.security_groups import ensure_default_group
 from netbay.store.models import (Container, ContainerNetwork, IPAllocation, Network, NetworkAttachment, Port,
                                  SecurityGroup, new_id)
 
@@ -194,10 +195,34 @@ def create(session: Session, ctx: Context, body: Any, *, run: bool, host: str) -
                   security_groups=groups or [], exposed_ports=_exposed(body.get("exposed_ports")))
     session.add(c)
     session.flush()
+    if c.exposed_ports:
+        groups = [*(groups if groups is not None else [ensure_default_group(session, c.project_id).id]),
+                  _expose_group(session, c)]
+        c.security_groups = groups
     entries = _nets(body.get("nets")) or [{}]
     for seq, entry in enumerate(entries):
         attach(session, ctx, c, entry, seq, groups)
     return c
+
+
+def _expose_group(session: Session, c: Container) -> str:
+    """Zun's ``zun-<uuid>`` group opening the exposed ports (deleted with the container)."""
+    from netbay.network.registry import SECURITY_GROUP_RULES, SECURITY_GROUPS
+    from netbay.network.security_groups import SecurityGroupCreate, SecurityGroupRuleCreate
+
+    ctx = Context(user_id=c.user_id, project_id=c.project_id, roles=("member",))
+    group = SECURITY_GROUPS.create(session, ctx, SecurityGroupCreate(
+        name=expose_group_name(c.id), description=f"Exposed ports of container {c.id}"))
+    for key in c.exposed_ports:
+        number, proto = key.split("/")
+        SECURITY_GROUP_RULES.create(session, ctx, SecurityGroupRuleCreate(
+            security_group_id=group.id, direction="ingress", protocol=proto,
+            port_range_min=int(number), port_range_max=int(number)))
+    return group.id
+
+
+def expose_group_name(container_id: str) -> str:
+    return f"zun-{container_id}"
 
 
 def attach(session: Session, ctx: Context, c: Container, entry: dict[str, Any], seq: int,
@@ -283,6 +308,13 @@ def delete(session: Session, container_id: str) -> None:
         return
     for att in attachments(session, container_id):
         release(session, att)
+    if c.exposed_ports:
+        from netbay.network.registry import SECURITY_GROUPS
+
+        group = session.scalars(select(SecurityGroup.id).where(SecurityGroup.project_id == c.project_id,
+                                                               SecurityGroup.name == expose_group_name(c.id))).first()
+        if group is not None:
+            SECURITY_GROUPS.delete(session, Context.admin(c.project_id), group)
     session.delete(c)
     session.flush()
 
