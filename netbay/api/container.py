@@ -183,6 +183,46 @@ def _mount_containers(sub: FastAPI) -> None:
                 for net_id, addrs in containers.addresses(s, c.id).items()]
         return JSONResponse({"networks": out})
 
+    async def network_attach(request: Request, ident: str) -> Response:
+        ctx = context(request)
+        params = _params(request)
+        entry = {k: v for k, v in (("network", params.get("network")), ("port", params.get("port")),
+                                   ("v4-fixed-ip", params.get("fixed_ip"))) if v}
+        if bool(entry.get("network")) == bool(entry.get("port")):
+            raise BadRequest("Either 'network' or 'port' must be given, not both.")
+
+        def attach(s: Any) -> tuple[str, str]:
+            c = containers.get(s, ctx, ident, for_update=True)
+            _check_state(c, "network_attach")
+            seq = max((a.seq for a in containers.attachments(s, c.id)), default=-1) + 1
+            entry_checked = containers.check_nets([entry])[0]
+            att = containers.attach(s, ctx, c, entry_checked, seq, c.security_groups or None)
+            c.task_state = "network_attaching"
+            return c.id, att.port_id
+
+        container_id, port_id = await _write(request, attach)
+        _runner(request).network_attach(container_id, port_id)
+        return Response(status_code=202)
+
+    async def network_detach(request: Request, ident: str) -> Response:
+        ctx = context(request)
+        params = _params(request)
+
+        def mark(s: Any) -> tuple[str, str]:
+            c = containers.get(s, ctx, ident, for_update=True)
+            _check_state(c, "network_detach")
+            att = containers.attachment_for(s, ctx, c, params.get("network"), params.get("port"))
+            c.task_state = "network_detaching"
+            return c.id, att.port_id
+
+        container_id, port_id = await _write(request, mark)
+        _runner(request).network_detach(container_id, port_id)
+        return Response(status_code=202)
+
+    sub.add_api_route(path + "/{ident}/network_attach", network_attach, methods=["POST"], status_code=202,
+                      name="container_network_attach")
+    sub.add_api_route(path + "/{ident}/network_detach", network_detach, methods=["POST"], status_code=202,
+                      name="container_network_detach")
     sub.add_api_route(path, listing, methods=["GET"], name="list_containers")
     sub.add_api_route(path, create, methods=["POST"], status_code=202, name="create_container")
     sub.add_api_route(path + "/{ident}", show, methods=["GET"], name="show_container")

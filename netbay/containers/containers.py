@@ -145,7 +145,7 @@ def _groups(session: Session, ctx: Context, names: Any) -> list[str] | None:
     return ids
 
 
-def _nets(value: Any) -> list[dict[str, Any]]:
+def check_nets(value: Any) -> list[dict[str, Any]]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(n, dict) for n in value):
@@ -199,7 +199,7 @@ def create(session: Session, ctx: Context, body: Any, *, run: bool, host: str) -
         groups = [*(groups if groups is not None else [ensure_default_group(session, c.project_id).id]),
                   _expose_group(session, c)]
         c.security_groups = groups
-    entries = _nets(body.get("nets")) or [{}]
+    entries = check_nets(body.get("nets")) or [{}]
     for seq, entry in enumerate(entries):
         attach(session, ctx, c, entry, seq, groups)
     return c
@@ -227,7 +227,8 @@ def expose_group_name(container_id: str) -> str:
 
 def attach(session: Session, ctx: Context, c: Container, entry: dict[str, Any], seq: int,
            groups: list[str] | None) -> NetworkAttachment:
-    """Give ``c`` a port on a network (made, or the user's bound) and record the attachment."""
+    """Give ``c`` a port on a network (made, or the user's bound) and record the attachment.
+    One port per network and container (Docker joins a container to a network once)."""
     if entry.get("port"):
         port = session.get(Port, entry["port"], with_for_update=True)
         if port is None or (port.project_id != ctx.project_id and not ctx.is_admin):
@@ -264,6 +265,9 @@ def attach(session: Session, ctx: Context, c: Container, entry: dict[str, Any], 
                            name=f"{c.name or c.id[:8]}-eth{seq}")
         PORTS.record(session, made, "create")
         port_id, auto_delete = made.id, True
+    if session.scalars(select(NetworkAttachment).where(NetworkAttachment.container_id == c.id,
+                                                       NetworkAttachment.network_id == cnet.network_id)).first():
+        raise Conflict(f"Container {c.id} is already connected to network {cnet.network_id}.")
     att = NetworkAttachment(container_id=c.id, port_id=port_id, container_network_id=cnet.id,
                             network_id=cnet.network_id, seq=seq, auto_delete=auto_delete)
     session.add(att)
@@ -280,6 +284,24 @@ def _container_network(session: Session, ctx: Context, ident: str | None, networ
 
 
 # --- delete / detach -------------------------------------------------------------------------
+
+
+def attachment_for(session: Session, ctx: Context, c: Container, network: str | None,
+                   port: str | None) -> NetworkAttachment:
+    """The attachment ``network_detach`` names (network or port); Zun's 400/404 else."""
+    if bool(network) == bool(port):
+        raise BadRequest("Either 'network' or 'port' must be given, not both.")
+    for att in attachments(session, c.id):
+        if port and att.port_id == port:
+            return att
+        if network:
+            net = networks.resolve(session, ctx, network)
+            if att.network_id in (network, net.network_id if net else None) or att.container_network_id == network:
+                return att
+            found = session.scalars(select(Network.id).where(Network.name == network)).all()
+            if att.network_id in found:
+                return att
+    raise BadRequest(f"Container {c.id} is not connected to {'network' if network else 'port'} {network or port}.")
 
 
 def release(session: Session, att: NetworkAttachment) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import select
 
 from netbay.containers import containers, networks
-from netbay.store.models import Container, ContainerNetwork, IPAllocation, Port
+from netbay.store.models import Container, ContainerNetwork, IPAllocation, NetworkAttachment, Port
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,46 @@ class Runner:
                 api.restart(docker_id, timeout=timeout)
             self._state(cid, status="Stopped" if verb == "stop" else "Running", task_state=None,
                         status_reason="")
+        return self.submit(container_id, job)
+
+    def network_attach(self, container_id: str, port_id: str) -> Future:
+        """Connect the new attachment's port; undo the attachment if Docker refuses."""
+        def job(cid: str) -> None:
+            with self.store.read() as s:
+                docker_id = s.get(Container, cid).docker_id
+                att = s.get(NetworkAttachment, (cid, port_id))
+                network, subnet, port = _port_plan(s, att)
+            try:
+                rt = self.runtime()
+                rt.ensure_network(network, subnet)
+                rt.connect(docker_id, port)
+            except Exception as exc:
+                def undo(s: Any) -> None:
+                    found = s.get(NetworkAttachment, (cid, port_id))
+                    if found is not None:
+                        containers.release(s, found)
+                    containers.set_state(s, cid, task_state=None, status_reason=_reason(exc))
+                self.store.retrying(undo)
+                return
+            self._state(cid, task_state=None)
+        return self.submit(container_id, job)
+
+    def network_detach(self, container_id: str, port_id: str) -> Future:
+        """Disconnect the port's network in Docker, then drop the attachment (and a made port)."""
+        def job(cid: str) -> None:
+            rt = self.runtime()
+            with self.store.read() as s:
+                docker_id = s.get(Container, cid).docker_id
+                att = s.get(NetworkAttachment, (cid, port_id))
+                network_id = att.network_id
+            rt.disconnect(docker_id, network_id)
+
+            def drop(s: Any) -> None:
+                found = s.get(NetworkAttachment, (cid, port_id))
+                if found is not None:
+                    containers.release(s, found)
+                containers.set_state(s, cid, task_state=None)
+            self.store.retrying(drop)
         return self.submit(container_id, job)
 
     def remove(self, container_id: str) -> None:

@@ -145,6 +145,7 @@ def test_zunclient_two_networks_a_users_port_and_network_delete(cloud: Cloud, da
     given = cloud.ok(cloud.http.post("/network/v2.0/ports", json={"port": {
         "network_id": b["id"], "fixed_ips": [{"subnet_id": b_sub["id"], "ip_address": "10.72.2.7"}]}}), 201)["port"]
     zc = zunclient(cloud.server)
+    third: dict = {"id": "none"}
     made = zc.containers.run(name="zn-two", image=dk.IMAGE, command=["sleep", "600"],
                              nets=[{"network": a["name"]}, {"port": given["id"]}])
     c = wait_container(zun, made.uuid, "Running")
@@ -164,6 +165,22 @@ def test_zunclient_two_networks_a_users_port_and_network_delete(cloud: Cloud, da
         assert shown.status == "Running" and shown.uuid == made.uuid
         nets = zc.containers.network_list(made.uuid)
         assert {n.net_id for n in nets} == {a["id"], b["id"]}
+        # network attach / detach on the running container.
+        third, _ = cloud.network("zn-b3", "10.72.3.0/24")
+        zc.containers.network_attach(made.uuid, network=third["name"], fixed_ip="10.72.3.30")
+        c = wait_container(zun, made.uuid, "Running")
+        (att,) = c["addresses"][third["id"]]
+        port3 = cloud.port(att["port"])
+        assert att["addr"] == "10.72.3.30"
+        assert iface(dc, iface_with(dc, port3["mac_address"]))[1] == ["10.72.3.30/24"]
+        zun_error(zun.post(f"/containers/{made.uuid}/network_attach", params={"network": third["id"]}), 409,
+                  contains="already connected")
+        zc.containers.network_detach(made.uuid, network=a["name"])
+        wait_for(lambda: a["id"] not in zun.get(f"/containers/{made.uuid}").json()["addresses"], 30, 0.1,
+                 "the detach")
+        assert cloud.http.get(f"/network/v2.0/ports/{made_port['id']}").status_code == 404
+        code, out = sh(dc, "ip -o -4 addr")
+        assert code == 0 and made_port["fixed_ips"][0]["ip_address"] not in out and "10.72.3.30" in out, out
     finally:
         zc.containers.delete(made.uuid, force=True)
     kept = cloud.port(given["id"])
@@ -173,7 +190,7 @@ def test_zunclient_two_networks_a_users_port_and_network_delete(cloud: Cloud, da
     cloud.ok(cloud.http.delete(f"/network/v2.0/ports/{given['id']}"), 204)
     for n in zun.get("/networks").json()["networks"]:
         zun.delete(f"/networks/{n['uuid']}")
-    for n in (a, b):
+    for n in (a, b, third):
         wait_for(lambda n=n: cloud.http.delete(f"/network/v2.0/networks/{n['id']}").status_code in (204, 404),
                  10, 0.2, "the network to go")
 
