@@ -8,8 +8,8 @@ container 1.x`` negotiated as Zun does (1.1 when absent, 1.1–1.40 served, 406 
 
 Routes: ``networks`` (create from a netbay network, list, show, delete — 409 while
 containers are attached) and ``containers`` (create, ``?run=true``, list, show,
-delete, ``start``/``stop``/``reboot``, ``network_list``/``network_attach``/
-``network_detach``). Creates answer 202 at once; Docker is driven by
+delete, ``start``/``stop``/``reboot``, ``execute`` (``run=true``), ``network_list``/
+``network_attach``/``network_detach``). Creates answer 202 at once; Docker is driven by
 :class:`netbay.containers.runner.Runner` and the status moves on from ``Creating``.
 """
 
@@ -219,6 +219,23 @@ def _mount_containers(sub: FastAPI) -> None:
         _runner(request).network_detach(container_id, port_id)
         return Response(status_code=202)
 
+    async def execute(request: Request, ident: str) -> Response:
+        import shlex
+
+        ctx = context(request)
+        params = _params(request)
+        command = shlex.split(params.get("command") or "")
+        if not command:
+            raise BadRequest("Invalid input for query parameter 'command': a command is required.")
+        if not _flag({"run": params.get("run", "true")}, "run"):
+            raise BadRequest("Interactive exec sessions (run=false) are not supported; use run=true.")
+        with request.app.state.store.read() as s:
+            c = containers.get(s, ctx, ident)
+            if c.status != "Running" or c.task_state is not None:
+                raise Conflict(f"Cannot execute container {c.id} in {c.task_state or c.status} state.")
+        return JSONResponse(await run_in_threadpool(_runner(request).execute, c.id, command))
+
+    sub.add_api_route(path + "/{ident}/execute", execute, methods=["POST"], name="container_execute")
     sub.add_api_route(path + "/{ident}/network_attach", network_attach, methods=["POST"], status_code=202,
                       name="container_network_attach")
     sub.add_api_route(path + "/{ident}/network_detach", network_detach, methods=["POST"], status_code=202,

@@ -170,6 +170,17 @@ class Runner:
             self.store.retrying(drop)
         return self.submit(container_id, job)
 
+    def execute(self, container_id: str, command: list[str], timeout: float = 60) -> dict[str, Any]:
+        """Run ``command`` in the running container (Zun's ``execute?run=true``); waits for it."""
+        def job() -> dict[str, Any]:
+            with self.store.read() as s:
+                docker_id = s.get(Container, container_id).docker_id
+            api = self.runtime().client.api
+            exec_id = api.exec_create(docker_id, command)["Id"]
+            output = api.exec_start(exec_id)
+            return {"output": output.decode(errors="replace"), "exit_code": api.exec_inspect(exec_id)["ExitCode"]}
+        return self._pool.submit(job).result(timeout=timeout)
+
     def remove(self, container_id: str) -> None:
         """Remove the Docker container (waiting for any job on it), synchronously."""
         with self.lock(container_id):

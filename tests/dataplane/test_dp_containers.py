@@ -206,3 +206,51 @@ def test_an_image_docker_does_not_have_is_zuns_error(cloud: Cloud, daemon: dk.Do
     for n in zun.get("/networks").json()["networks"]:
         zun.delete(f"/networks/{n['uuid']}")
     cloud.ok(cloud.http.delete(f"/network/v2.0/networks/{net['id']}"), 204)
+
+
+def test_netbay_cli_and_openstack_appcontainer(cloud: Cloud, daemon: dk.Dockerd, zun: Any) -> None:
+    """The spec's workflow with netbay's CLI (container-network, container run/exec/delete)
+    and the real ``openstack appcontainer`` (python-zunclient's OSC plugin)."""
+    import shutil
+    import subprocess
+
+    from clihelp import cli, ok
+
+    net, subnet = cloud.network("zn-cli", "10.74.0.0/24")
+    sb = cloud.sandbox("zn-cli-sb", networks=[net["id"]])
+    out = ok(cli(cloud.server, "container-network", "create", "zn-cli-cn", "--neutron-net", net["name"],
+                 "--neutron-subnet", subnet["id"]))
+    assert "zn-cli-cn" in out
+    assert "zn-cli-cn" in ok(cli(cloud.server, "container-network", "list"))
+    out = ok(cli(cloud.server, "container", "run", "--name", "zn-cli-c", "--net", "network=zn-cli-cn,v4-fixed-ip=10.74.0.44",
+                 dk.IMAGE, "--", "sleep", "600"))
+    assert "Running" in out and "10.74.0.44" in out
+    try:
+        sb = cloud.wait_status(f"/netbay/v1/sandboxes/{sb['id']}", "ACTIVE")
+        sb_ip = cloud.ip_of(sb["ports"][0]["port_id"])
+        c = zun.get("/containers/zn-cli-c").json()
+        cloud.wait_status(f"/network/v2.0/ports/{c['addresses'][net['id']][0]['port']}", "ACTIVE")
+        r = cli(cloud.server, "container", "exec", "zn-cli-c", "--", "ping", "-c", "1", "-W", "2", sb_ip)
+        assert r.returncode == 0 and "1 packets received" in r.stdout, r.stdout + r.stderr
+        r = cli(cloud.server, "container", "exec", "zn-cli-c", "--", "ping", "-c", "1", "-W", "1", "10.74.0.250")
+        assert r.returncode == 1, r.stdout  # nobody there: the command's own exit code
+        r = cli(cloud.server, "container-network", "delete", "zn-cli-cn")
+        assert r.returncode == 1 and "is in use by container" in r.stderr and "HTTP 409" in r.stderr
+        if shutil.which("openstack"):
+            env = {**os.environ, "OS_AUTH_URL": cloud.server.auth_url, "OS_USERNAME": "admin",
+                   "OS_PASSWORD": plugin_env(cloud.server)["OS_PASSWORD"], "OS_PROJECT_NAME": "admin",
+                   "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
+                   "OS_IDENTITY_API_VERSION": "3"}
+            r = subprocess.run(["openstack", "appcontainer", "list", "-f", "value", "-c", "name", "-c", "status"],
+                               env=env, capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0 and "zn-cli-c Running" in r.stdout, r.stdout + r.stderr
+            r = subprocess.run(["openstack", "appcontainer", "show", "no-such", "-f", "json"], env=env,
+                               capture_output=True, text=True, timeout=120)
+            assert r.returncode != 0 and "could not be found" in r.stderr, r.stdout + r.stderr
+    finally:
+        r = cli(cloud.server, "container", "delete", "--force", "zn-cli-c")
+        cloud.delete_sandbox(sb["id"])
+    assert r.returncode == 0, r.stderr
+    ok(cli(cloud.server, "container-network", "delete", "zn-cli-cn"))
+    assert "zn-cli-cn" not in ok(cli(cloud.server, "container-network", "list"))
+    cloud.ok(cloud.http.delete(f"/network/v2.0/networks/{net['id']}"), 204)
