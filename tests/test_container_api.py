@@ -191,6 +191,12 @@ def test_state_rules_and_other_projects(member, other):
     assert zun.get(f"/containers/{c['name']}").json()["uuid"] == c["uuid"]
     nets = zun.get(f"/containers/{c['uuid']}/network_list").json()["networks"]
     assert [n["net_id"] for n in nets] == [net["id"]]
+    zun_error(zun.post(f"/containers/{c['uuid']}/network_attach", params={"network": net["id"]}), 409,
+              f"Cannot network_attach container {c['uuid']} in Error state.")
+    zun_error(zun.post(f"/containers/{c['uuid']}/network_attach"), 400,
+              "Either 'network' or 'port' must be given, not both.")
+    zun_error(zun.post(f"/containers/{c['uuid']}/execute", params={"command": "true"}), 409,
+              f"Cannot execute container {c['uuid']} in Error state.")
     assert zun.delete(f"/containers/{c['uuid']}").status_code == 204
 
 

@@ -156,7 +156,7 @@ def delete(session: Session, ctx: Context, ident: str) -> tuple[str, bool]:
     if attached is not None:
         raise Conflict(f"Network {net.id} is in use by container {attached}: delete or detach the "
                        f"containers first.")
-    network_id = net.id and net.network_id
+    network_id = net.network_id
     session.delete(net)
     session.flush()
     last = session.scalars(select(ContainerNetwork.id).where(ContainerNetwork.network_id == network_id)).first()

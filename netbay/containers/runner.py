@@ -28,6 +28,9 @@ from netbay.store.models import Container, ContainerNetwork, IPAllocation, Netwo
 log = logging.getLogger(__name__)
 
 API_VERSION = "1.41"  # Docker 20.10
+LABEL = "netbay.container"   # on every container the API makes: its uuid
+EVENT_WINDOW = 2             # seconds per read of Docker's event stream
+EVENT_STATUS = {"die": "Stopped", "start": "Running"}
 
 
 class NoRuntime(Exception):
@@ -44,6 +47,7 @@ class Runner:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._runtime: Any = None
+        self._closed = threading.Event()
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -58,7 +62,37 @@ class Runner:
 
                 client = docker.DockerClient(base_url=self.docker_host, version=API_VERSION, timeout=60)
                 self._runtime = DockerRuntime(client, self.driver)
+                threading.Thread(target=self._follow, name="netbay-containers-events", daemon=True).start()
             return self._runtime
+
+    def _follow(self) -> None:
+        """Docker's own changes (a command that exits, a container killed) as Zun's statuses,
+        read from Docker's event stream in windows of ``EVENT_WINDOW`` seconds."""
+        import time
+
+        since = int(time.time())
+        while not self._closed.is_set():
+            until = int(time.time()) + EVENT_WINDOW
+            try:
+                events = self._runtime.client.events(since=since, until=until, decode=True,
+                                                     filters={"type": "container", "label": LABEL})
+                for event in events:
+                    status = EVENT_STATUS.get(event.get("Action") or event.get("status") or "")
+                    uuid = ((event.get("Actor") or {}).get("Attributes") or {}).get(LABEL)
+                    if status and uuid:
+                        self._state_if_idle(uuid, status)
+                since = until
+            except Exception as exc:  # noqa: BLE001 - Docker restarting: try again shortly
+                log.debug("docker events: %s", exc)
+                self._closed.wait(1.0)
+
+    def _state_if_idle(self, container_id: str, status: str) -> None:
+        """Set ``status`` unless an operation of ours is under way (it sets its own)."""
+        def update(s: Any) -> None:
+            c = s.get(Container, container_id, with_for_update=True)
+            if c is not None and c.task_state is None and c.status in ("Running", "Stopped", "Created"):
+                containers.set_state(s, container_id, status=status)
+        self.store.retrying(update)
 
     def lock(self, container_id: str) -> threading.Lock:
         with self._guard:
@@ -78,6 +112,7 @@ class Runner:
         self.store.retrying(lambda s: containers.set_state(s, container_id, **values))
 
     def close(self) -> None:
+        self._closed.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
         if self._runtime is not None:
             self._runtime.client.close()
@@ -95,7 +130,8 @@ class Runner:
                 return
             spec = dict(image=c.image, command=c.command or None, run=c.run, name=f"zun-{c.id}",
                         create={k: v for k, v in (("hostname", c.hostname), ("environment", c.environment),
-                                                  ("labels", c.labels), ("working_dir", c.workdir)) if v})
+                                                  ("labels", {**c.labels, LABEL: c.id}),
+                                                  ("working_dir", c.workdir)) if v})
             plan = [_port_plan(s, att) for att in containers.attachments(s, container_id)]
         for network, subnet, _ in plan:
             rt.ensure_network(network, subnet)

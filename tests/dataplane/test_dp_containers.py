@@ -254,3 +254,20 @@ def test_netbay_cli_and_openstack_appcontainer(cloud: Cloud, daemon: dk.Dockerd,
     ok(cli(cloud.server, "container-network", "delete", "zn-cli-cn"))
     assert "zn-cli-cn" not in ok(cli(cloud.server, "container-network", "list"))
     cloud.ok(cloud.http.delete(f"/network/v2.0/networks/{net['id']}"), 204)
+
+
+def test_a_command_that_ends_is_stopped_and_can_start_again(cloud: Cloud, daemon: dk.Dockerd, zun: Any) -> None:
+    """Docker's own changes reach Zun's status (the runner follows Docker's events)."""
+    net, _ = cloud.network("zn-d", "10.75.0.0/24")
+    c = zun.post("/containers?run=true", json={"image": dk.IMAGE, "command": ["sleep", "2"],
+                                               "nets": [{"network": net["id"]}]}).json()
+    try:
+        wait_container(zun, c["uuid"], "Stopped", timeout=60)
+        assert zun.post(f"/containers/{c['uuid']}/start").status_code == 202
+        wait_container(zun, c["uuid"], "Running")
+        wait_container(zun, c["uuid"], "Stopped", timeout=60)
+    finally:
+        assert zun.delete(f"/containers/{c['uuid']}?force=true").status_code == 204
+    for n in zun.get("/networks").json()["networks"]:
+        zun.delete(f"/networks/{n['uuid']}")
+    cloud.ok(cloud.http.delete(f"/network/v2.0/networks/{net['id']}"), 204)
