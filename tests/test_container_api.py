@@ -188,6 +188,7 @@ def test_state_rules_and_other_projects(member, other):
     zun_error(zun.post(f"/containers/{c['uuid']}/stop"), 409, f"Cannot stop container {c['uuid']} in Error state.")
     zun_error(other["zun"].get(f"/containers/{c['uuid']}"), 404, f"Container {c['uuid']} could not be found.")
     zun_error(other["zun"].delete(f"/containers/{c['uuid']}"), 404)
+    zun_error(other["zun"].get("/containers", params={"all_projects": "true"}), 403)
     assert zun.get(f"/containers/{c['name']}").json()["uuid"] == c["uuid"]
     nets = zun.get(f"/containers/{c['uuid']}/network_list").json()["networks"]
     assert [n["net_id"] for n in nets] == [net["id"]]
@@ -221,6 +222,16 @@ def test_exposed_ports_open_through_a_group_of_the_containers_own(member):
 
 
 # --- python-zunclient -----------------------------------------------------------------------------
+
+
+def test_admin_lists_all_projects_with_zunclient(server, member):
+    net, _ = network(member["neutron"], unique("za"), "10.90.0.0/24")
+    c = member["zun"].post("/containers", json={"image": "busybox", "nets": [{"network": net["id"]}]}).json()
+    zc = zunclient(server)
+    assert c["uuid"] not in [x.uuid for x in zc.containers.list()]
+    assert c["uuid"] in [x.uuid for x in zc.containers.list(all_projects=True)]
+    _wait(member["zun"], c["uuid"], {"Error"})
+    assert member["zun"].delete(f"/containers/{c['uuid']}").status_code == 204
 
 
 def test_zunclient_create_list_show_delete(server, member):

@@ -120,7 +120,9 @@ def _mount_containers(sub: FastAPI) -> None:
     def listing(request: Request) -> Response:
         ctx = context(request)
         with request.app.state.store.read() as s:
-            return JSONResponse({"containers": [shown(request, s, c) for c in containers.listing(s, ctx)]})
+            every = _flag(_params(request), "all_projects")
+            return JSONResponse({"containers": [shown(request, s, c)
+                                                for c in containers.listing(s, ctx, every)]})
 
     def show(request: Request, ident: str) -> Response:
         ctx = context(request)

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from netbay.containers import networks
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, NotFound
+from netbay.errors import BadRequest, Conflict, Forbidden, NotFound
 from netbay.network.ports import create_port, delete_port
 from netbay.network.security_groups import ensure_default_group
 from netbay.store.models import (Container, ContainerNetwork, IPAllocation, Network, NetworkAttachment, Port,
@@ -92,9 +92,14 @@ def _port_numbers(exposed: dict[str, Any]) -> list[int]:
     return sorted({int(k.split("/")[0]) for k in exposed})
 
 
-def listing(session: Session, ctx: Context) -> list[Container]:
-    return list(session.scalars(select(Container).where(Container.project_id == ctx.project_id)
-                                .order_by(Container.created_at, Container.id)))
+def listing(session: Session, ctx: Context, all_projects: bool = False) -> list[Container]:
+    """The project's containers; every project's for an admin asking ``all_projects``."""
+    if all_projects and not ctx.is_admin:
+        raise Forbidden("Policy doesn't allow container:get_all_all_projects to be performed.")
+    stmt = select(Container).order_by(Container.created_at, Container.id)
+    if not all_projects:
+        stmt = stmt.where(Container.project_id == ctx.project_id)
+    return list(session.scalars(stmt))
 
 
 # --- create ----------------------------------------------------------------------------------

@@ -163,6 +163,13 @@ def test_zunclient_two_networks_a_users_port_and_network_delete(cloud: Cloud, da
         zun_error(zun.delete(f"/networks/{cn.json()['uuid']}"), 409, contains="is in use by container")
         shown = zc.containers.get("zn-two")
         assert shown.status == "Running" and shown.uuid == made.uuid
+        zc.containers.stop(made.uuid, timeout=1)
+        wait_container(zun, made.uuid, "Stopped")
+        zc.containers.start(made.uuid)
+        wait_container(zun, made.uuid, "Running")
+        zc.containers.restart(made.uuid, timeout=1)
+        c = wait_container(zun, made.uuid, "Running")
+        dc = docker_container(daemon, c)
         nets = zc.containers.network_list(made.uuid)
         assert {n.net_id for n in nets} == {a["id"], b["id"]}
         # network attach / detach on the running container.
