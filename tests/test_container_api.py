@@ -160,6 +160,12 @@ def test_create_errors_leave_nothing(member, other):
                                              "security_groups": ["no-such-group"]}), 400,
               "Security group no-such-group could not be found.")
     zun_error(zun.post("/containers", json={"nets": [{"network": net["id"]}]}), 400, "'image' is a required property")
+    for bad in ({"nets": [{"network": 5}]}, {"nets": "x"}, {"environment": {"A": 1}}, {"command": 7},
+                {"exposed_ports": ["80"]}, {"hostname": 3}, {"security_groups": "default"}):
+        zun_error(zun.post("/containers", json={"image": "busybox", **bad}), 400)
+    for bad in ({"neutron_net_id": 5}, {"neutron_net_id": net["id"], "neutron_subnet": 5}, [1]):
+        zun_error(zun.post("/networks", json=bad), 400)
+    zun_error(zun.post("/containers", content=b"{nope"), 400)
     # Another project's network is not there for it.
     zun_error(other["zun"].post("/containers", json={"image": "busybox", "nets": [{"network": net["id"]}]}), 404)
     assert {p["id"] for p in neutron.get("/ports").json()["ports"]} == before

@@ -288,7 +288,9 @@ def install(app: FastAPI, runner: Runner | None = None) -> None:
     """Mount the API at ``/container``; ``runner`` drives Docker (from the environment if None)."""
     sub = FastAPI(title="netbay container", openapi_url="/openapi.json", docs_url=None, redoc_url=None)
     sub.state = app.state
-    app.state.container_runner = runner or Runner(app.state.store)
+    app.state.container_runner = runner = runner or Runner(app.state.store)
+    if runner.docker_host:
+        runner.runtime()  # follow Docker's events from the start (no connection is made yet)
     _install_errors(sub)
     _mount_discovery(sub)
     _mount_networks(sub)

@@ -157,6 +157,8 @@ def check_nets(value: Any) -> list[dict[str, Any]]:
         raise BadRequest("Invalid input for field 'nets': it must be a list of objects.")
     for n in value:
         unknown = sorted(set(n) - NET_KEYS)
+        if any(not isinstance(v, str) for k, v in n.items() if k != "preserve_on_delete" and v is not None):
+            raise BadRequest("Invalid input for field 'nets': values must be strings.")
         if unknown:
             raise BadRequest(f"Invalid input for field 'nets': unknown key(s) {', '.join(unknown)}.")
         if not n.get("network") and not n.get("port"):
@@ -189,8 +191,12 @@ def create(session: Session, ctx: Context, body: Any, *, run: bool, host: str) -
                                                            Container.name == name)).first():
         raise Conflict(f"A container with name {name} already exists.")
     for key in ("environment", "labels"):
-        if body.get(key) is not None and not isinstance(body[key], dict):
-            raise BadRequest(f"Invalid input for field '{key}': it must be an object.")
+        value = body.get(key)
+        if value is not None and (not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())):
+            raise BadRequest(f"Invalid input for field '{key}': it must be an object of strings.")
+    for key in ("workdir", "hostname"):
+        if body.get(key) is not None and not isinstance(body[key], str):
+            raise BadRequest(f"Invalid input for field '{key}': it must be a string.")
     groups = _groups(session, ctx, body.get("security_groups"))
     c = Container(id=new_id(), project_id=ctx.project_id, user_id=ctx.user_id, name=name, image=image,
                   command=_command(body.get("command")), environment=body.get("environment") or {},

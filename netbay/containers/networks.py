@@ -89,6 +89,9 @@ def create(session: Session, ctx: Context, body: Any) -> ContainerNetwork:
                                                       ContainerNetwork.network_id == network.id)).first():
         raise Conflict(f"A network with neutron_net_id {network.id} already exists.")
     pool, subnet_id = body.get("neutron_pool"), body.get("neutron_subnet")
+    for key, value in (("neutron_pool", pool), ("neutron_subnet", subnet_id), ("name", body.get("name"))):
+        if value is not None and not isinstance(value, str):
+            raise BadRequest(f"Invalid input for field '{key}': it must be a string.")
     subnets = session.scalars(select(Subnet).where(Subnet.network_id == network.id)).all()
     if pool and not any(s.subnetpool_id == pool for s in subnets):
         raise BadRequest(f"Subnet pool {pool} has no subnet on network {network.id}.")
