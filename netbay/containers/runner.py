@@ -108,6 +108,12 @@ class Runner:
                     self._state(container_id, status="Error", status_reason=_reason(exc), task_state=None)
         return self._pool.submit(run)
 
+    def _ensure_network(self, rt: Any, network: dict[str, Any], subnet: dict[str, Any]) -> None:
+        """One maker per Docker network: dockerd 20.10 makes duplicates (same name, several
+        ids) when creates race, check_duplicate notwithstanding."""
+        with self.lock(f"network:{network['id']}"):
+            rt.ensure_network(network, subnet)
+
     def _state(self, container_id: str, **values: Any) -> None:
         self.store.retrying(lambda s: containers.set_state(s, container_id, **values))
 
@@ -134,7 +140,7 @@ class Runner:
                                                   ("working_dir", c.workdir)) if v})
             plan = [_port_plan(s, att) for att in containers.attachments(s, container_id)]
         for network, subnet, _ in plan:
-            rt.ensure_network(network, subnet)
+            self._ensure_network(rt, network, subnet)
         first = plan[0][2]
         cid = rt.run(spec["image"], spec["command"], first, name=spec["name"], start=False, **spec["create"])
         self._state(container_id, docker_id=cid)
@@ -175,7 +181,7 @@ class Runner:
                 network, subnet, port = _port_plan(s, att)
             try:
                 rt = self.runtime()
-                rt.ensure_network(network, subnet)
+                self._ensure_network(rt, network, subnet)
                 rt.connect(docker_id, port)
             except Exception as exc:
                 def undo(s: Any) -> None:

@@ -70,7 +70,7 @@ def zun(cloud: Cloud, plugin: Plugin) -> Any:
 def wait_container(zun: Any, uuid: str, status: str, timeout: float = 60) -> dict:
     def check() -> dict | None:
         c = zun.get(f"/containers/{uuid}").json()
-        assert c["status"] != "Error" or status == "Error", c
+        assert c["status"] != "Error" or status == "Error", (c["status_reason"], c)
         return c if c["status"] == status and c["task_state"] is None else None
     return wait_for(check, timeout, 0.1, f"container {uuid} {status}")
 
@@ -275,6 +275,43 @@ def test_a_command_that_ends_is_stopped_and_can_start_again(cloud: Cloud, daemon
         wait_container(zun, c["uuid"], "Stopped", timeout=60)
     finally:
         assert zun.delete(f"/containers/{c['uuid']}?force=true").status_code == 204
+    for n in zun.get("/networks").json()["networks"]:
+        zun.delete(f"/networks/{n['uuid']}")
+    cloud.ok(cloud.http.delete(f"/network/v2.0/networks/{net['id']}"), 204)
+
+
+def test_concurrent_runs_on_a_new_network_all_get_their_port(cloud: Cloud, daemon: dk.Dockerd, zun: Any) -> None:
+    """Six runs at once on a network no container used yet: one container network, one
+    Docker network, six running containers each on its own port and reachable."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    net, _ = cloud.network("zn-e", "10.76.0.0/24")
+    token = cloud.server.token()
+
+    def run(i: int) -> dict:
+        client = zun_http(cloud.server, token)
+        r = client.post("/containers?run=true", json={"name": f"zn-e{i}", "image": dk.IMAGE,
+                                                      "command": ["sleep", "600"], "nets": [{"network": net["id"]}]})
+        assert r.status_code == 202, r.text
+        return r.json()
+
+    with ThreadPoolExecutor(6) as pool:
+        made = list(pool.map(run, range(6)))
+    try:
+        done = [wait_container(zun, c["uuid"], "Running", timeout=120) for c in made]
+        addrs = {c["addresses"][net["id"]][0]["addr"] for c in done}
+        assert len(addrs) == 6
+        assert len([n for n in zun.get("/networks").json()["networks"] if n["neutron_net_id"] == net["id"]]) == 1
+        assert len(daemon.client.networks.list(names=[net["id"]])) == 1
+        first = docker_container(daemon, done[0])
+        for c in done[1:]:
+            code, out = sh(first, f"ping -c 1 -W 2 {c['addresses'][net['id']][0]['addr']}")
+            assert code == 0, out
+    finally:
+        for c in made:
+            zun.delete(f"/containers/{c['uuid']}?force=true")
+    assert not cloud.ok(cloud.http.get("/network/v2.0/ports", params={"network_id": net["id"],
+                                                                      "device_owner": "compute:netbay"}))["ports"]
     for n in zun.get("/networks").json()["networks"]:
         zun.delete(f"/networks/{n['uuid']}")
     cloud.ok(cloud.http.delete(f"/network/v2.0/networks/{net['id']}"), 204)
