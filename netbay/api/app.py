@@ -8,7 +8,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from netbay.api import changes, clusternets, compute, containerinfra, errors, identity, loadbalancer, network, pods, sandboxes, status
+from netbay.api import (changes, clusternets, compute, container, containerinfra, errors, identity, loadbalancer,
+                        network, pods, sandboxes, status)
 from netbay.changes import ChangeFeed
 from netbay.identity.service import Identity
 from netbay.coe.conductor import EmbeddedConductor, NoConductor
@@ -59,6 +60,7 @@ def create_app(
     loadbalancer.install(app)
     containerinfra.install(app, conductor)
     compute.install(app)  # os-keypairs only
+    container.install(app)
     app.include_router(changes.router)
     app.include_router(sandboxes.router)
     app.include_router(pods.router)

@@ -106,8 +106,11 @@ def _install_errors(sub: FastAPI) -> None:
 class Guard:
     """Request ids, the version contract, and a Magnum-format 500 for anything unexpected."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, service: str = SERVICE, min_version: tuple[int, int] = MIN_VERSION,
+                 max_version: tuple[int, int] = MAX_VERSION, vendor: str = "magnum") -> None:
+        """``service`` and its range: Magnum's by default; the container API (Zun) passes its own."""
         self.app = app
+        self.service, self.min_version, self.max_version, self.vendor = service, min_version, max_version, vendor
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -119,20 +122,21 @@ class Guard:
         versioned = path == "/v1" or path.startswith("/v1/")
         extra = [(b"x-openstack-request-id", request_id.encode())]
         if versioned:
-            extra += [(b"openstack-api-minimum-version", f"{SERVICE} {_v(MIN_VERSION)}".encode()),
-                      (b"openstack-api-maximum-version", f"{SERVICE} {_v(MAX_VERSION)}".encode()),
+            service, low, high = self.service, self.min_version, self.max_version
+            extra += [(b"openstack-api-minimum-version", f"{service} {_v(low)}".encode()),
+                      (b"openstack-api-maximum-version", f"{service} {_v(high)}".encode()),
                       (b"vary", VERSION_HEADER.encode())]
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
             try:
-                version = negotiate(headers.get(VERSION_HEADER.lower()))
+                version = negotiate(headers.get(VERSION_HEADER.lower()), service, low, high)
             except NotAcceptable as exc:
-                response = error_response(request_id, 406, str(exc), code="magnum.microversion-unsupported",
-                                          max_version=_v(MAX_VERSION), min_version=_v(MIN_VERSION))
+                response = error_response(request_id, 406, str(exc), code=f"{self.vendor}.microversion-unsupported",
+                                          max_version=_v(high), min_version=_v(low))
                 response.raw_headers.extend(extra)
                 await response(scope, receive, send)
                 return
             scope["netbay.version"] = version
-            extra.append((b"openstack-api-version", f"{SERVICE} {_v(version)}".encode()))
+            extra.append((b"openstack-api-version", f"{service} {_v(version)}".encode()))
         started = False
 
         async def sending(message: Message) -> None:
@@ -156,28 +160,29 @@ class NotAcceptable(Exception):
     pass
 
 
-def negotiate(header: str | None) -> tuple[int, int]:
-    """The version a request asks for (Magnum's rules), or ``NotAcceptable``."""
+def negotiate(header: str | None, service: str = SERVICE, low: tuple[int, int] = MIN_VERSION,
+              high: tuple[int, int] = MAX_VERSION) -> tuple[int, int]:
+    """The version a request asks for (Magnum's rules, which Zun shares), or ``NotAcceptable``."""
     if header is None or not header.strip():
-        return MIN_VERSION
+        return low
     entries = [e.strip() for e in header.split(",") if e.strip()]
-    mine = [e for e in entries if e.split()[0].lower() == SERVICE] if entries else []
+    mine = [e for e in entries if e.split()[0].lower() == service] if entries else []
     entry = mine[0] if mine else (entries[0] if entries else "")
     parts = entry.split()
-    if len(parts) != 2 or parts[0].lower() != SERVICE:
+    if len(parts) != 2 or parts[0].lower() != service:
         raise NotAcceptable(f"Invalid service type for {VERSION_HEADER} header")
     if parts[1].lower() == "latest":
-        return MAX_VERSION
+        return high
     try:
         major, minor = (int(p) for p in parts[1].split("."))
     except ValueError:
         raise NotAcceptable(f"Invalid value for {VERSION_HEADER} header") from None
     requested = (major, minor)
-    supported = f"[{_v(MIN_VERSION)}, {_v(MAX_VERSION)}]"
-    if major != MIN_VERSION[0]:
+    supported = f"[{_v(low)}, {_v(high)}]"
+    if major != low[0]:
         raise NotAcceptable(f"Mutually exclusive versions requested. Version {_v(requested)} requested but "
                             f"not supported by this service. The supported version range is: {supported}.")
-    if not MIN_VERSION <= requested <= MAX_VERSION:
+    if not low <= requested <= high:
         raise NotAcceptable(f"Version {_v(requested)} was requested but the minor version is not supported "
                             f"by this service. The supported version range is: {supported}.")
     return requested

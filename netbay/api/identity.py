@@ -29,6 +29,8 @@ SERVICES: dict[str, tuple[str, str]] = {
     # Magnum's catalog URL carries the version: clients append /clustertemplates to it.
     "container-infra": ("magnum", "/container-infra/v1"),
     "compute": ("nova", "/compute/v2.1"),  # os-keypairs only (netbay/api/compute.py)
+    # So does Zun's (zunclient strips its /v1 prefix and discovers versions one level up).
+    "container": ("zun", "/container/v1"),
 }
 
 

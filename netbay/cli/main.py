@@ -14,6 +14,7 @@ from netbay.cli import admin, demo, doctor, instance
 from netbay.cli import agent as agent_cli
 from netbay.cli import cluster as cluster_cli
 from netbay.cli import clustertemplate as clustertemplate_cli
+from netbay.cli import container as container_cli
 from netbay.cli import libnetwork as libnetwork_cli
 from netbay.cli import networkdriver as networkdriver_cli
 from netbay.cli import pod as pod_cli
@@ -33,6 +34,8 @@ app.add_typer(clustertemplate_cli.app, name="cluster-template")
 app.add_typer(cluster_cli.app, name="cluster")
 app.add_typer(pod_cli.app, name="pod")
 app.add_typer(networkdriver_cli.app, name="network-driver")
+app.add_typer(container_cli.network_app, name="container-network")
+app.add_typer(container_cli.app, name="container")
 
 console = Console(stderr=True)
 

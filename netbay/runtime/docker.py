@@ -56,14 +56,16 @@ class DockerRuntime:
         return True
 
     def run(self, image: str, command: list[str] | str | None, port: dict[str, Any], *,
-            name: str | None = None, **create: Any) -> str:
-        """Create and start a container whose ``eth0`` is ``port``; returns its id."""
+            name: str | None = None, start: bool = True, **create: Any) -> str:
+        """Create (and start, unless ``start=False``) a container whose ``eth0`` is ``port``; returns its id."""
         api, net = self.client.api, port["network_id"]
         cid = api.create_container(
             image, command, name=name, mac_address=port["mac_address"],
             host_config=api.create_host_config(network_mode=net),
             networking_config=api.create_networking_config({net: api.create_endpoint_config(ipv4_address=_v4(port))}),
             **create)["Id"]
+        if not start:
+            return cid
         try:
             api.start(cid)
         except APIError:

@@ -733,3 +733,63 @@ class SubPort(Base):
     segmentation_type: Mapped[str] = mapped_column(String(32))
     segmentation_id: Mapped[int] = mapped_column(Integer)
     __table_args__ = (UniqueConstraint("trunk_id", "segmentation_type", "segmentation_id"),)
+
+# --- containers (issue 11: the Zun-compatible container API) -----------------
+
+
+class ContainerNetwork(Base):
+    """A netbay network made usable by containers (Zun's ``network``), per project;
+    optionally pinned to one subnet pool and subnet of it (the spec's --neutron-pool,
+    --neutron-subnet). Its Docker network is named by ``network_id``."""
+
+    __tablename__ = "container_networks"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(String(64), index=True)
+    user_id: Mapped[str] = mapped_column(String(64), default="")
+    name: Mapped[str] = mapped_column(String(255), default="")
+    network_id: Mapped[str] = mapped_column(ForeignKey("networks.id", ondelete="CASCADE"), index=True)
+    subnetpool_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    subnet_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    __table_args__ = (UniqueConstraint("project_id", "network_id"),)
+
+
+class Container(Base):
+    """A Zun container: what was asked for and what Docker made of it."""
+
+    __tablename__ = "containers"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(String(64), index=True)
+    user_id: Mapped[str] = mapped_column(String(64), default="")
+    name: Mapped[str] = mapped_column(String(255), default="", index=True)
+    image: Mapped[str] = mapped_column(String(255))
+    command: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    environment: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    labels: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    workdir: Mapped[str] = mapped_column(String(255), default="")
+    hostname: Mapped[str] = mapped_column(String(63), default="")
+    status: Mapped[str] = mapped_column(String(16), default="Creating")
+    status_reason: Mapped[str] = mapped_column(Text, default="")
+    task_state: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    run: Mapped[bool] = mapped_column(Boolean, default=False)        # start once created
+    host: Mapped[str] = mapped_column(String(255), default="")
+    docker_id: Mapped[str] = mapped_column(String(64), default="")
+    security_groups: Mapped[list[Any]] = mapped_column(JSON, default=list)   # ids
+    exposed_ports: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class NetworkAttachment(Base):
+    """The spec's many-to-many ``network_attachment``: a container on a container
+    network through a port. ``auto_delete``: the container made the port (deleted
+    with it); otherwise the port was the user's and is unbound, kept."""
+
+    __tablename__ = "network_attachments"
+    container_id: Mapped[str] = mapped_column(ForeignKey("containers.id", ondelete="CASCADE"), primary_key=True)
+    port_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    container_network_id: Mapped[str] = mapped_column(ForeignKey("container_networks.id"), index=True)
+    network_id: Mapped[str] = mapped_column(String(36))
+    seq: Mapped[int] = mapped_column(Integer, default=0)
+    auto_delete: Mapped[bool] = mapped_column(Boolean, default=True)

@@ -1,0 +1,257 @@
+"""Drives Docker for the container API, off the request path.
+
+The API writes a container ``Creating`` and hands its id here; a small thread pool
+makes the Docker container on the container's ports (:class:`netbay.runtime.docker.DockerRuntime`,
+whose netbay network plugin plugs each port), starts it if asked, and writes Zun's
+status back (``Created``/``Running``, or ``Error`` with the reason). One lock per
+container keeps its operations in order (a delete waits for the create under way).
+
+Where Docker is: ``NETBAY_DOCKER_HOST`` (e.g. ``unix:///run/docker.sock``) and the
+plugin's name ``NETBAY_DOCKER_DRIVER`` (``netbay``). Without a Docker host the API
+still keeps networks and containers, and a container goes to ``Error`` saying so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from sqlalchemy import select
+
+from netbay.containers import containers, networks
+from netbay.store.models import Container, ContainerNetwork, IPAllocation, NetworkAttachment, Port
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "1.41"  # Docker 20.10
+LABEL = "netbay.container"   # on every container the API makes: its uuid
+EVENT_WINDOW = 2             # seconds per read of Docker's event stream
+EVENT_STATUS = {"die": "Stopped", "start": "Running"}
+
+
+class NoRuntime(Exception):
+    pass
+
+
+class Runner:
+    def __init__(self, store: Any, docker_host: str | None = None, driver: str | None = None,
+                 workers: int = 4) -> None:
+        self.store = store
+        self.docker_host = docker_host if docker_host is not None else os.environ.get("NETBAY_DOCKER_HOST", "")
+        self.driver = driver or os.environ.get("NETBAY_DOCKER_DRIVER", "netbay")
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="netbay-containers")
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self._runtime: Any = None
+        self._closed = threading.Event()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def runtime(self) -> Any:
+        if not self.docker_host:
+            raise NoRuntime("No container runtime: netbay was started without a Docker host (NETBAY_DOCKER_HOST).")
+        with self._guard:
+            if self._runtime is None:
+                import docker
+
+                from netbay.runtime.docker import DockerRuntime
+
+                client = docker.DockerClient(base_url=self.docker_host, version=API_VERSION, timeout=60)
+                self._runtime = DockerRuntime(client, self.driver)
+                threading.Thread(target=self._follow, name="netbay-containers-events", daemon=True).start()
+            return self._runtime
+
+    def _follow(self) -> None:
+        """Docker's own changes (a command that exits, a container killed) as Zun's statuses,
+        read from Docker's event stream in windows of ``EVENT_WINDOW`` seconds."""
+        import time
+
+        since = int(time.time())
+        while not self._closed.is_set():
+            until = int(time.time()) + EVENT_WINDOW
+            try:
+                events = self._runtime.client.events(since=since, until=until, decode=True,
+                                                     filters={"type": "container", "label": LABEL})
+                for event in events:
+                    status = EVENT_STATUS.get(event.get("Action") or event.get("status") or "")
+                    uuid = ((event.get("Actor") or {}).get("Attributes") or {}).get(LABEL)
+                    if status and uuid:
+                        self._state_if_idle(uuid, status)
+                since = until
+            except Exception as exc:  # noqa: BLE001 - Docker restarting: try again shortly
+                log.debug("docker events: %s", exc)
+                self._closed.wait(1.0)
+
+    def _state_if_idle(self, container_id: str, status: str) -> None:
+        """Set ``status`` unless an operation of ours is under way (it sets its own)."""
+        def update(s: Any) -> None:
+            c = s.get(Container, container_id, with_for_update=True)
+            if c is not None and c.task_state is None and c.status in ("Running", "Stopped", "Created"):
+                containers.set_state(s, container_id, status=status)
+        self.store.retrying(update)
+
+    def lock(self, container_id: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(container_id, threading.Lock())
+
+    def submit(self, container_id: str, job: Callable[[str], None]) -> Future:
+        def run() -> None:
+            with self.lock(container_id):
+                try:
+                    job(container_id)
+                except Exception as exc:  # noqa: BLE001 - reported as the container's status
+                    log.warning("container %s: %s", container_id, exc)
+                    self._state(container_id, status="Error", status_reason=_reason(exc), task_state=None)
+        return self._pool.submit(run)
+
+    def _ensure_network(self, rt: Any, network: dict[str, Any], subnet: dict[str, Any]) -> None:
+        """One maker per Docker network: dockerd 20.10 makes duplicates (same name, several
+        ids) when creates race, check_duplicate notwithstanding."""
+        with self.lock(f"network:{network['id']}"):
+            rt.ensure_network(network, subnet)
+
+    def _state(self, container_id: str, **values: Any) -> None:
+        self.store.retrying(lambda s: containers.set_state(s, container_id, **values))
+
+    def close(self) -> None:
+        self._closed.set()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._runtime is not None:
+            self._runtime.client.close()
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def create(self, container_id: str) -> Future:
+        return self.submit(container_id, self._create)
+
+    def _create(self, container_id: str) -> None:
+        rt = self.runtime()
+        with self.store.read() as s:
+            c = s.get(Container, container_id)
+            if c is None:
+                return
+            spec = dict(image=c.image, command=c.command or None, run=c.run, name=f"zun-{c.id}",
+                        create={k: v for k, v in (("hostname", c.hostname), ("environment", c.environment),
+                                                  ("labels", {**c.labels, LABEL: c.id}),
+                                                  ("working_dir", c.workdir)) if v})
+            plan = [_port_plan(s, att) for att in containers.attachments(s, container_id)]
+        for network, subnet, _ in plan:
+            self._ensure_network(rt, network, subnet)
+        first = plan[0][2]
+        cid = rt.run(spec["image"], spec["command"], first, name=spec["name"], start=False, **spec["create"])
+        self._state(container_id, docker_id=cid)
+        try:
+            for _, _, port in plan[1:]:
+                rt.connect(cid, port)
+            if spec["run"]:
+                rt.client.api.start(cid)
+        except Exception:
+            rt.remove(cid)
+            self._state(container_id, docker_id="")
+            raise
+        self._state(container_id, status="Running" if spec["run"] else "Created", task_state=None,
+                    status_reason="")
+
+    def action(self, container_id: str, verb: str, timeout: int = 10) -> Future:
+        def job(cid: str) -> None:
+            rt = self.runtime()
+            with self.store.read() as s:
+                docker_id = s.get(Container, cid).docker_id
+            api = rt.client.api
+            if verb == "start":
+                api.start(docker_id)
+            elif verb == "stop":
+                api.stop(docker_id, timeout=timeout)
+            else:
+                api.restart(docker_id, timeout=timeout)
+            self._state(cid, status="Stopped" if verb == "stop" else "Running", task_state=None,
+                        status_reason="")
+        return self.submit(container_id, job)
+
+    def network_attach(self, container_id: str, port_id: str) -> Future:
+        """Connect the new attachment's port; undo the attachment if Docker refuses."""
+        def job(cid: str) -> None:
+            with self.store.read() as s:
+                docker_id = s.get(Container, cid).docker_id
+                att = s.get(NetworkAttachment, (cid, port_id))
+                network, subnet, port = _port_plan(s, att)
+            try:
+                rt = self.runtime()
+                self._ensure_network(rt, network, subnet)
+                rt.connect(docker_id, port)
+            except Exception as exc:
+                def undo(s: Any) -> None:
+                    found = s.get(NetworkAttachment, (cid, port_id))
+                    if found is not None:
+                        containers.release(s, found)
+                    containers.set_state(s, cid, task_state=None, status_reason=_reason(exc))
+                self.store.retrying(undo)
+                return
+            self._state(cid, task_state=None)
+        return self.submit(container_id, job)
+
+    def network_detach(self, container_id: str, port_id: str) -> Future:
+        """Disconnect the port's network in Docker, then drop the attachment (and a made port)."""
+        def job(cid: str) -> None:
+            rt = self.runtime()
+            with self.store.read() as s:
+                docker_id = s.get(Container, cid).docker_id
+                att = s.get(NetworkAttachment, (cid, port_id))
+                network_id = att.network_id
+            rt.disconnect(docker_id, network_id)
+
+            def drop(s: Any) -> None:
+                found = s.get(NetworkAttachment, (cid, port_id))
+                if found is not None:
+                    containers.release(s, found)
+                containers.set_state(s, cid, task_state=None)
+            self.store.retrying(drop)
+        return self.submit(container_id, job)
+
+    def execute(self, container_id: str, command: list[str], timeout: float = 60) -> dict[str, Any]:
+        """Run ``command`` in the running container (Zun's ``execute?run=true``); waits for it."""
+        def job() -> dict[str, Any]:
+            with self.store.read() as s:
+                docker_id = s.get(Container, container_id).docker_id
+            api = self.runtime().client.api
+            exec_id = api.exec_create(docker_id, command)["Id"]
+            output = api.exec_start(exec_id)
+            return {"output": output.decode(errors="replace"), "exit_code": api.exec_inspect(exec_id)["ExitCode"]}
+        return self._pool.submit(job).result(timeout=timeout)
+
+    def remove(self, container_id: str) -> None:
+        """Remove the Docker container (waiting for any job on it), synchronously."""
+        with self.lock(container_id):
+            with self.store.read() as s:
+                c = s.get(Container, container_id)
+                docker_id = c.docker_id if c is not None else ""
+            if docker_id:
+                self.runtime().remove(docker_id)
+        with self._guard:
+            self._locks.pop(container_id, None)
+
+    def remove_network(self, network_id: str) -> None:
+        if self.docker_host:
+            self.runtime().remove_network(network_id)
+
+
+def _port_plan(s: Any, att: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(network, subnet, port) as :class:`DockerRuntime` takes them."""
+    cnet = s.get(ContainerNetwork, att.container_network_id)
+    subnet = networks.docker_subnet(s, cnet)
+    port = s.get(Port, att.port_id)
+    ips = s.scalars(select(IPAllocation.ip_address).where(IPAllocation.port_id == att.port_id)
+                    .order_by(IPAllocation.seq)).all()
+    return ({"id": cnet.network_id},
+            {"id": subnet.id, "cidr": subnet.cidr, "gateway_ip": subnet.gateway_ip},
+            {"id": port.id, "network_id": port.network_id, "mac_address": port.mac_address,
+             "fixed_ips": [{"ip_address": ip} for ip in ips]})
+
+
+def _reason(exc: Exception) -> str:
+    explanation = getattr(exc, "explanation", None)
+    return f"Docker internal error: {explanation}." if explanation else str(exc) or type(exc).__name__
