@@ -34,6 +34,7 @@ from dataclasses import replace
 
 from netbay.context import Context
 from netbay.errors import Forbidden
+from netbay.identity.roles import effective
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -79,12 +80,7 @@ def _admin_only(path: str) -> bool:
 def implied(roles: tuple[str, ...]) -> set[str]:
     """``roles`` with those they imply (admin → member → reader), also for tokens
     issued before a role was implied."""
-    out = set(roles)
-    if "admin" in out:
-        out.add("member")
-    if "member" in out:
-        out.add("reader")
-    return out
+    return set(effective(roles))
 
 
 def _octavia(method: str, ctx: Context) -> Context:
