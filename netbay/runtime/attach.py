@@ -46,7 +46,7 @@ class Attacher:
         br = self.fabric.ensure_bridge(plug.network_id, plug.mtu)
         fabric = rtnl(self.fabric.ns)
         for attempt in range(3):
-            gso = bigtcp.gso_max_size()
+            gso = bigtcp.gso_max_size("fabric")  # a container port is a fabric port
             try:
                 fabric.add_veth(tap, inner, None, mtu=plug.mtu, peer_mac=plug.mac or None,
                                 master=br, up=True, gso_max_size=gso)
