@@ -77,5 +77,8 @@ def start_beside_up(openrc: Path, url: str, prefix: str) -> subprocess.Popen | N
     proc = subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "libnetwork", "--url", url,
                              "--prefix", prefix, "--openrc", str(openrc)])
     atexit.register(lambda: proc.poll() is None and proc.terminate())
+    # The container API (same process, created after this hook) runs containers there.
+    os.environ.setdefault("NETBAY_DOCKER_HOST", "unix:///run/docker.sock")
+    os.environ.setdefault("NETBAY_DOCKER_DRIVER", "netbay")
     console.print("[green]Docker driver[/] `netbay` started (docker network create -d netbay --ipam-driver netbay …)")
     return proc
