@@ -10,17 +10,17 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy import select
 
 from netbay.api.auth import context
-from netbay.api.keystone import _allowed, _body, _field, _listing, _url
+from netbay.api.keystone import _allowed, _body, _field, _listing, _url, no_nul_in_query
 from netbay.api.responses import JSONResponse
 from netbay.errors import BadRequest, Forbidden
 from netbay.identity import appcreds
 from netbay.store.models import ApplicationCredential, Role
 
-router = APIRouter(prefix="/v3/users/{user_id}/application_credentials")
+router = APIRouter(prefix="/v3/users/{user_id}/application_credentials", dependencies=[Depends(no_nul_in_query)])
 
 
 def _body_of(request: Request, c: ApplicationCredential, ids: dict[str, str]) -> dict[str, Any]:

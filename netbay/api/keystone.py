@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 
 from netbay.api.auth import context
 from netbay.api.responses import JSONResponse
@@ -21,7 +21,14 @@ from netbay.identity import directory
 from netbay.identity.service import check_password, hash_password
 from netbay.store.models import Project, Role, User
 
-router = APIRouter(prefix="/v3")  # included by netbay.api.identity under /identity
+def no_nul_in_query(request: Request) -> None:
+    """A NUL in a filter is bad input here, not a database error (PostgreSQL's text refuses it)."""
+    for key, value in request.query_params.multi_items():
+        if "\x00" in key or "\x00" in value:
+            raise BadRequest(f"Invalid input for field '{key}': it contains a NUL character")
+
+
+router = APIRouter(prefix="/v3", dependencies=[Depends(no_nul_in_query)])  # included by netbay.api.identity under /identity
 
 DOMAIN = {"id": "default", "name": "Default", "description": "The default domain", "enabled": True,
           "tags": [], "options": {}}
