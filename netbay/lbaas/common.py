@@ -22,6 +22,7 @@ from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, NetbayError, NotFound
 from netbay.network.resource import ListQuery, Page, Resource
 from netbay.network.types import Body
+from netbay.store.models import Tag
 
 PROVIDER = "netbay"
 PROVIDER_DESCRIPTION = "netbay: network namespaces and nftables on this machine"
@@ -202,6 +203,20 @@ class LBResource(Resource):
     title: ClassVar[str]
     readonly: ClassVar[set[str]] = {"id", "provisioning_status", "operating_status", "created_at",
                                     "updated_at"}
+
+    def created(self, session: Session, obj: Any, tags: list[str] | None) -> None:
+        """Log a new object (with its tags, which leave it at revision 0)."""
+        if tags:
+            self.set_tags(session, obj, tags)
+            obj.revision_number = 0
+        self.record(session, obj, "create")
+
+    def erase(self, session: Session, obj: Any) -> None:
+        """Delete a child object with its tags, logging it (no claim: for callers that hold one)."""
+        session.execute(Tag.__table__.delete().where(Tag.resource_id == obj.id))
+        self.record(session, obj, "delete", None)
+        session.delete(obj)
+        session.flush()
 
     def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Any:
         try:

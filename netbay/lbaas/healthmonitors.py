@@ -39,7 +39,7 @@ from netbay.lbaas.common import (
 from netbay.lbaas.pools import POOLS
 from netbay.lbaas.tree import claim
 from netbay.network.resource import Filter, to_bool, to_int
-from netbay.store.models import LBHealthMonitor, LBPool, Tag
+from netbay.store.models import LBHealthMonitor, LBPool
 
 TYPES = ("HTTP", "HTTPS", "PING", "TCP", "TLS-HELLO", "UDP-CONNECT", "SCTP")
 OFFERED = ("TCP", "HTTP", "PING")
@@ -174,10 +174,7 @@ class HealthMonitors(LBResource):
                                   **{**given, "name": given.get("name") or ""})
         session.add(monitor)
         session.flush()
-        if tags:
-            self.set_tags(session, monitor, tags)
-            monitor.revision_number = 0
-        self.record(session, monitor, "create")
+        self.created(session, monitor, tags)
         took.log(session)
         return monitor
 
@@ -216,10 +213,7 @@ class HealthMonitors(LBResource):
         took.log(session)
 
     def remove(self, session: Session, monitor: LBHealthMonitor) -> None:
-        session.execute(Tag.__table__.delete().where(Tag.resource_id == monitor.id))
-        self.record(session, monitor, "delete", None)
-        session.delete(monitor)
-        session.flush()
+        self.erase(session, monitor)
 
 
 HEALTHMONITORS = HealthMonitors()

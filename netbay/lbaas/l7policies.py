@@ -41,7 +41,7 @@ from netbay.lbaas.listeners import LISTENERS
 from netbay.lbaas.loadbalancers import LOADBALANCERS
 from netbay.lbaas.tree import claim
 from netbay.network.resource import Filter, to_bool, to_int
-from netbay.store.models import LBL7Policy, LBL7Rule, LBListener, LBPool, Tag
+from netbay.store.models import LBL7Policy, LBL7Rule, LBListener, LBPool
 
 ACTIONS = ("REJECT", "REDIRECT_TO_URL", "REDIRECT_TO_POOL", "REDIRECT_PREFIX")
 REDIRECT_CODES = (301, 302, 303, 307, 308)
@@ -159,10 +159,7 @@ class L7Policies(LBResource):
         session.add(policy)
         session.flush()
         self._renumber(session, listener.id, siblings, policy)
-        if tags:
-            self.set_tags(session, policy, tags)
-            policy.revision_number = 0
-        self.record(session, policy, "create")
+        self.created(session, policy, tags)
         took.log(session)
         return policy
 
@@ -215,10 +212,7 @@ class L7Policies(LBResource):
 
         for rule in session.scalars(select(LBL7Rule).where(LBL7Rule.l7policy_id == policy.id)).all():
             L7RULES.remove(session, rule)
-        session.execute(Tag.__table__.delete().where(Tag.resource_id == policy.id))
-        self.record(session, policy, "delete", None)
-        session.delete(policy)
-        session.flush()
+        self.erase(session, policy)
 
     # -- rules of the policy's fields --------------------------------------------------------------
 

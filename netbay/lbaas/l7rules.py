@@ -37,7 +37,7 @@ from netbay.lbaas.common import (
 from netbay.lbaas.l7policies import L7POLICIES
 from netbay.lbaas.tree import claim
 from netbay.network.resource import Filter, ListQuery, Page, to_bool
-from netbay.store.models import LBL7Policy, LBL7Rule, LBListener, Tag
+from netbay.store.models import LBL7Policy, LBL7Rule, LBListener
 
 TYPES = ("COOKIE", "FILE_TYPE", "HEADER", "HOST_NAME", "PATH", "SSL_CONN_HAS_CERT", "SSL_VERIFY_RESULT",
          "SSL_DN_FIELD")
@@ -167,10 +167,7 @@ class L7Rules(LBResource):
                         operating_status="OFFLINE", name="", **given)
         session.add(rule)
         session.flush()
-        if tags:
-            self.set_tags(session, rule, tags)
-            rule.revision_number = 0
-        self.record(session, rule, "create")
+        self.created(session, rule, tags)
         L7POLICIES.record(session, policy, "update")
         took.log(session)
         return rule
@@ -207,10 +204,7 @@ class L7Rules(LBResource):
         took.log(session)
 
     def remove(self, session: Session, rule: LBL7Rule) -> None:
-        session.execute(Tag.__table__.delete().where(Tag.resource_id == rule.id))
-        self.record(session, rule, "delete", None)
-        session.delete(rule)
-        session.flush()
+        self.erase(session, rule)
 
 
 L7RULES = L7Rules()

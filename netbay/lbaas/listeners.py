@@ -41,7 +41,7 @@ from netbay.lbaas import providers
 from netbay.lbaas.loadbalancers import LOADBALANCERS
 from netbay.lbaas.tree import claim
 from netbay.network.resource import Filter, to_bool, to_int
-from netbay.store.models import LBL7Policy, LBListener, LBPool, Tag
+from netbay.store.models import LBL7Policy, LBListener, LBPool
 
 # Octavia's listener protocols, and the ones realized here.
 PROTOCOLS = ("HTTP", "HTTPS", "TCP", "TERMINATED_HTTPS", "UDP", "SCTP", "PROMETHEUS")
@@ -223,10 +223,7 @@ class Listeners(LBResource):
         )
         session.add(listener)
         session.flush()
-        if tags:
-            self.set_tags(session, listener, tags)
-            listener.revision_number = 0
-        self.record(session, listener, "create")
+        self.created(session, listener, tags)
         took.log(session)
         return listener
 
@@ -267,10 +264,7 @@ class Listeners(LBResource):
 
         for policy in session.scalars(select(LBL7Policy).where(LBL7Policy.listener_id == listener.id)).all():
             L7POLICIES.remove(session, policy)
-        session.execute(Tag.__table__.delete().where(Tag.resource_id == listener.id))
-        self.record(session, listener, "delete", None)
-        session.delete(listener)
-        session.flush()
+        self.erase(session, listener)
 
     @staticmethod
     def _default_pool(session: Session, lb_id: str, pool_id: str, protocol: str) -> LBPool:

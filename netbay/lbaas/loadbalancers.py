@@ -187,10 +187,7 @@ class LoadBalancers(LBResource):
             lb.vip_port_owned = False
         lb.vip_port_id = port.id
         lb.vip_address = next(a.ip_address for a in port.fixed_ips if a.subnet_id == subnet.id)
-        if tags:
-            self.set_tags(session, lb, tags)
-            lb.revision_number = 0
-        self.record(session, lb, "create")
+        self.created(session, lb, tags)
         return lb
 
     def _vip(self, session: Session, ctx: Context,

@@ -44,7 +44,7 @@ from netbay.lbaas.pools import POOLS
 from netbay.lbaas.tree import claim
 from netbay.network.ports import ROUTER_GATEWAY, ROUTER_INTERFACE_OWNERS
 from netbay.network.resource import Filter, ListQuery, Page, to_bool, to_int
-from netbay.store.models import LBHealthMonitor, LBMember, LBPool, LoadBalancer, Port, Subnet, Tag
+from netbay.store.models import LBHealthMonitor, LBMember, LBPool, LoadBalancer, Port, Subnet
 
 Weight = Annotated[Int, AfterValidator(between(0, 256))]
 ROUTER_LEGS = (*ROUTER_INTERFACE_OWNERS, ROUTER_GATEWAY)
@@ -169,10 +169,7 @@ class Members(LBResource):
                           **{**given, "name": given.get("name") or ""})
         session.add(member)
         session.flush()
-        if tags:
-            self.set_tags(session, member, tags)
-            member.revision_number = 0
-        self.record(session, member, "create")
+        self.created(session, member, tags)
         took.log(session)
         return member
 
@@ -209,10 +206,7 @@ class Members(LBResource):
         took.log(session)
 
     def remove(self, session: Session, member: LBMember) -> None:
-        session.execute(Tag.__table__.delete().where(Tag.resource_id == member.id))
-        self.record(session, member, "delete", None)
-        session.delete(member)
-        session.flush()
+        self.erase(session, member)
 
     @staticmethod
     def _check_subnet(session: Session, ctx: Context, lb: LoadBalancer, subnet_id: str) -> None:

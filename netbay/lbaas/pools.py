@@ -37,7 +37,7 @@ from netbay.lbaas.listeners import LISTENERS, check_pool_protocol
 from netbay.lbaas.loadbalancers import LOADBALANCERS
 from netbay.lbaas.tree import claim
 from netbay.network.resource import Filter, to_bool
-from netbay.store.models import LBHealthMonitor, LBL7Policy, LBListener, LBMember, LBPool, Tag
+from netbay.store.models import LBHealthMonitor, LBL7Policy, LBListener, LBMember, LBPool
 
 PROTOCOLS = ("HTTP", "HTTPS", "PROXY", "PROXYV2", "TCP", "UDP", "SCTP")
 ALGORITHMS = ("ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT")
@@ -193,10 +193,7 @@ class Pools(LBResource):
         session.flush()
         if listener is not None:
             listener.default_pool_id = pool.id
-        if tags:
-            self.set_tags(session, pool, tags)
-            pool.revision_number = 0
-        self.record(session, pool, "create")
+        self.created(session, pool, tags)
         took.log(session)
         return pool
 
@@ -254,10 +251,7 @@ class Pools(LBResource):
         for policy in session.scalars(select(LBL7Policy).where(LBL7Policy.redirect_pool_id == pool.id)).all():
             L7POLICIES.remove(session, policy)
         session.flush()
-        session.execute(Tag.__table__.delete().where(Tag.resource_id == pool.id))
-        self.record(session, pool, "delete", None)
-        session.delete(pool)
-        session.flush()
+        self.erase(session, pool)
 
     @staticmethod
     def listeners_of(session: Session, pool: LBPool) -> list[LBListener]:
