@@ -48,6 +48,9 @@ def osc(server: Server, *args: str, user: tuple[str, str, str] = ("admin", ADMIN
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     env.update(OS_AUTH_URL=server.auth_url, OS_USERNAME=user[0], OS_PASSWORD=user[1], OS_PROJECT_NAME=user[2],
                OS_USER_DOMAIN_NAME="Default", OS_PROJECT_DOMAIN_NAME="Default", OS_IDENTITY_API_VERSION="3")
+    # magnumclient's ``cluster config`` reads $SHELL to pick export syntax and raises KeyError
+    # without it; a login shell always sets it, a CI runner may not.
+    env.setdefault("SHELL", "/bin/sh")
     argv = ["openstack", *args, *(["-f", "json"] if json_out else [])]
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
 
