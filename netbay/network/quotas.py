@@ -11,6 +11,7 @@ limit + 1 (none when unlimited), so its cost is bounded by the limit, not the ta
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from sqlalchemy import bindparam, case, delete, func, select
@@ -142,6 +143,18 @@ def update(session: Session, project_id: str, body: Any) -> dict[str, int]:
 
 def reset(session: Session, project_id: str) -> None:
     session.execute(delete(Quota).where(Quota.project_id == project_id))
+
+
+def enforce_create(session: Session, ctx: Context, member: str, bodies: list[Any]) -> None:
+    """Refuse a create (single or bulk) that would take a project over its limit."""
+    if member not in DEFAULTS or member == "port":  # ports: read with their network (Ports.create)
+        return
+    wanted = Counter(getattr(b, "project_id", None) or getattr(b, "tenant_id", None) or ctx.project_id
+                     for b in bodies)
+    for project_id, count in wanted.items():
+        enforce(session, member, project_id, count)
+        if member == "security_group":  # each new group brings its two egress rules
+            enforce(session, "security_group_rule", project_id, 2 * count)
 
 
 def enforce(session: Session, resource: str, project_id: str, adding: int = 1) -> None:

@@ -55,6 +55,16 @@ def to_timestamp(value: str) -> datetime:
     return parsed
 
 
+MAX_TAG = 255
+
+
+def valid_tag(tag: object) -> str:
+    """A tag as Neutron accepts it: a non-empty string of ≤ 255 characters, no comma."""
+    if not isinstance(tag, str) or not tag or len(tag) > MAX_TAG or "\x00" in tag or "," in tag:
+        raise BadRequest(f"Invalid input for tags. Reason: '{tag}' is not a valid tag.")
+    return tag
+
+
 def timestamp(value: datetime | None) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
 

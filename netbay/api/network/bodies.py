@@ -6,9 +6,10 @@ from typing import Any
 
 import orjson
 from fastapi import Request
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from netbay.errors import BadRequest
+from netbay.network.bodies import validate
 from netbay.network.resource import Resource
 
 MAX_BODY = 1 << 20
@@ -49,53 +50,4 @@ def parse_members(raw: dict[str, Any], resource: Resource) -> list[BaseModel]:
             for item in items]
 
 
-def validate(member: Any, resource: Resource, method: str) -> BaseModel:
-    model = resource.create_body if method == "POST" else resource.update_body
-    if not isinstance(member, dict):
-        raise BadRequest(f"Invalid input for {resource.member}. Reason: expected a JSON object.")
-    allowed = {f.alias or name for name, f in model.model_fields.items()}
-    unknown = sorted(k for k in member if k not in allowed)
-    if unknown:
-        known = resource.readonly | set(resource.create_body.model_fields) | {
-            f.alias for f in resource.create_body.model_fields.values() if f.alias
-        }
-        readonly = [k for k in unknown if k in known]
-        if readonly and method == "POST":
-            raise BadRequest(f"Attribute '{readonly[0]}' not allowed in POST")
-        if readonly:
-            raise BadRequest(f"Cannot update read-only attribute {readonly[0]}")
-        raise BadRequest(f"Unrecognized attribute(s) '{', '.join(unknown)}'")
-    if method == "PUT":
-        _refuse_nulls(member, resource)
-    try:
-        return model.model_validate(member)
-    except ValidationError as exc:
-        raise BadRequest(neutron_reason(exc)) from None
-
-
-# Neutron's refusal of ``null`` for a scalar attribute, by the attribute's type.
-_NULL_REASON = {str: "'None' is not a valid string", bool: "'None' cannot be converted to boolean",
-                int: "'None' is not an integer"}
-
-
-def _refuse_nulls(member: dict[str, Any], resource: Resource) -> None:
-    """PUT ``"attr": null`` where the attribute can never be null (a plain string,
-    boolean or integer when created) is a 400, as in Neutron - not "leave as is",
-    and not a NOT NULL violation in the database."""
-    scalar = {f.alias or name: f.annotation for name, f in resource.create_body.model_fields.items()}
-    for key, value in member.items():
-        if value is None and scalar.get(key) in _NULL_REASON:
-            raise BadRequest(f"Invalid input for {key}. Reason: {_NULL_REASON[scalar[key]]}.")
-
-
-def neutron_reason(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = [str(p) for p in err.get("loc", ())]
-    attr = loc[0] if loc else "body"
-    msg = str(err.get("msg", "invalid value"))
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if msg.startswith(prefix):
-            msg = msg[len(prefix):]
-    if len(loc) > 1:
-        msg = f"{msg} (at {'.'.join(loc[1:])})"
-    return f"Invalid input for {attr}. Reason: {msg}."
+__all__ = ["parse_member", "parse_members", "read_json", "validate"]

@@ -6,7 +6,6 @@ The rules (defaults, validation, enforcement) live in ``netbay.network.quotas``;
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -19,18 +18,7 @@ from netbay.api.responses import JSONResponse
 from netbay.context import Context
 from netbay.errors import Forbidden
 from netbay.network import quotas
-
-
-def enforce_create(session: Session, ctx: Context, member: str, bodies: list[Any]) -> None:
-    """Refuse a create (single or bulk) that would take a project over its limit."""
-    if member not in quotas.DEFAULTS or member == "port":  # ports: read with their network (Ports.create)
-        return
-    wanted = Counter(getattr(b, "project_id", None) or getattr(b, "tenant_id", None) or ctx.project_id
-                     for b in bodies)
-    for project_id, count in wanted.items():
-        quotas.enforce(session, member, project_id, count)
-        if member == "security_group":  # each new group brings its two egress rules
-            quotas.enforce(session, "security_group_rule", project_id, 2 * count)
+from netbay.network.quotas import enforce_create  # noqa: F401  (the create routes import it from here)
 
 
 def _store(request: Request):  # noqa: ANN202

@@ -8,15 +8,9 @@ from netbay.api.responses import JSONResponse
 from netbay.api.auth import context
 from netbay.api.network.bodies import read_json
 from netbay.errors import BadRequest, NotFound
-from netbay.network.resource import Resource
+from netbay.network.resource import Resource, valid_tag
 
-MAX_TAG = 255
-
-
-def _check(tag: object) -> str:
-    if not isinstance(tag, str) or not tag or len(tag) > MAX_TAG or "\x00" in tag or "," in tag:
-        raise BadRequest(f"Invalid input for tags. Reason: '{tag}' is not a valid tag.")
-    return tag
+_check = valid_tag  # one rule for the API and the in-process backend
 
 
 def mount_tags(router: APIRouter, resource: Resource, path: str) -> None:

@@ -1,0 +1,78 @@
+"""The network backend seam: netbay's controllers ask for networks, subnets,
+ports, routers, floating IPs and security groups through ``NetworkBackend``
+and never learn which backend answers.
+
+Two implementations (DESIGN.md, "Narrow backend seams"):
+
+- ``embedded`` — netbay's own network service, called in-process (no HTTP hop,
+  the same validation, quotas and rules as its Neutron API);
+- ``openstack`` — a real cloud's Neutron, through openstacksdk and the cloud's
+  Keystone (``clouds.yaml``, as every OpenStack tool reads it).
+
+Both speak Neutron's vocabulary: members are Neutron's (``network``,
+``subnet``, ``subnetpool``, ``port``, ``router``, ``floatingip``,
+``security_group``, ``security_group_rule``), bodies and results are the JSON
+objects Neutron's API takes and returns, and failures are ``netbay.errors``
+exceptions carrying the backend's own status, type and message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+# Neutron's member names, in an order that creates dependencies first.
+MEMBERS = ("network", "subnetpool", "subnet", "security_group", "security_group_rule", "router", "port",
+           "floatingip")
+
+
+@runtime_checkable
+class NetworkBackend(Protocol):
+    """What a controller may ask of the network, whoever serves it."""
+
+    name: str
+
+    def create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Create one ``member`` from a Neutron request body; the created object."""
+
+    def show(self, member: str, obj_id: str) -> dict[str, Any]:
+        """One object, or ``NotFound``."""
+
+    def list(self, member: str, **filters: Any) -> list[dict[str, Any]]:
+        """Objects matching Neutron's list filters (``network_id=…``, ``tags=…``)."""
+
+    def update(self, member: str, obj_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Change an object; the updated object."""
+
+    def delete(self, member: str, obj_id: str) -> None:
+        """Delete an object, or ``NotFound``."""
+
+    def add_router_interface(self, router_id: str, *, subnet_id: str | None = None,
+                             port_id: str | None = None) -> dict[str, Any]:
+        """Plug a router into a subnet (or onto a port); Neutron's interface info."""
+
+    def remove_router_interface(self, router_id: str, *, subnet_id: str | None = None,
+                                port_id: str | None = None) -> dict[str, Any]:
+        """Unplug it again."""
+
+    def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+        """Replace an object's tags (the sweep-by-tag that cleans up after a cluster)."""
+
+    def describe(self) -> dict[str, Any]:
+        """Which backend this is and what it reaches (``netbay doctor``)."""
+
+
+def open_backend(kind: str, **options: Any) -> NetworkBackend:
+    """``embedded`` (``store=``, ``context=``) or ``openstack`` (``cloud=`` or ``connection=``)."""
+    if kind == "embedded":
+        from netbay.backends.embedded import EmbeddedBackend
+
+        return EmbeddedBackend(**options)
+    if kind == "openstack":
+        from netbay.backends.openstack import OpenStackBackend
+
+        return OpenStackBackend(**options)
+    raise ValueError(f"unknown network backend {kind!r}: choose embedded or openstack")
+
+
+__all__ = ["MEMBERS", "NetworkBackend", "open_backend"]

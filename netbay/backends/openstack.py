@@ -1,0 +1,127 @@
+"""A real cloud's Neutron behind the seam, through openstacksdk.
+
+The connection comes from ``clouds.yaml`` (``cloud=NAME``, as every OpenStack
+tool reads it) or is handed in. Bodies go to openstacksdk's proxies under
+Neutron's own attribute names (the sdk maps them), and results come back under
+those names (``to_dict(original_names=True)``), so callers see exactly the JSON
+the embedded backend returns. The cloud's errors become ``netbay.errors`` with
+the cloud's status, ``NeutronError.type`` and message: a rollback upstream can
+name what the cloud refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import openstack
+from openstack import exceptions as sdk_errors
+from openstack.resource import Resource as SdkResource
+
+from netbay import errors
+
+# Neutron member -> the name openstacksdk's network proxy uses for it.
+_SDK_NAME = {
+    "network": "network", "subnet": "subnet", "subnetpool": "subnet_pool", "port": "port",
+    "router": "router", "floatingip": "ip", "security_group": "security_group",
+    "security_group_rule": "security_group_rule",
+}
+# Plural proxy methods where they are not simply name + "s".
+_SDK_LIST = {"subnet_pool": "subnet_pools", "ip": "ips"}
+_BY_STATUS: dict[int, type[errors.NetbayError]] = {
+    400: errors.BadRequest, 401: errors.Unauthorized, 403: errors.Forbidden, 404: errors.NotFound,
+    409: errors.Conflict, 412: errors.PreconditionFailed,
+}
+
+
+class OpenStackBackend:
+    """Neutron of the cloud ``cloud`` (clouds.yaml), or of an open ``connection``."""
+
+    name = "openstack"
+
+    def __init__(self, cloud: str | None = None, connection: openstack.connection.Connection | None = None,
+                 **config: Any) -> None:
+        self.conn = connection or openstack.connect(cloud=cloud, **config)
+        self.net = self.conn.network
+
+    # -- CRUD ------------------------------------------------------------------------------
+
+    def create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return _call(lambda: _plain(getattr(self.net, f"create_{_sdk(member)}")(**body)))
+
+    def show(self, member: str, obj_id: str) -> dict[str, Any]:
+        return _call(lambda: _plain(getattr(self.net, f"get_{_sdk(member)}")(obj_id)))
+
+    def list(self, member: str, **filters: Any) -> list[dict[str, Any]]:
+        name = _sdk(member)
+        method = getattr(self.net, _SDK_LIST.get(name, name + "s"))
+        return _call(lambda: [_plain(o) for o in method(**filters)])
+
+    def update(self, member: str, obj_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return _call(lambda: _plain(getattr(self.net, f"update_{_sdk(member)}")(obj_id, **body)))
+
+    def delete(self, member: str, obj_id: str) -> None:
+        _call(lambda: getattr(self.net, f"delete_{_sdk(member)}")(obj_id, ignore_missing=False))
+
+    # -- beyond CRUD -----------------------------------------------------------------------
+
+    def add_router_interface(self, router_id: str, *, subnet_id: str | None = None,
+                             port_id: str | None = None) -> dict[str, Any]:
+        return _call(lambda: self.net.add_interface_to_router(router_id, subnet=subnet_id, port=port_id))
+
+    def remove_router_interface(self, router_id: str, *, subnet_id: str | None = None,
+                                port_id: str | None = None) -> dict[str, Any]:
+        return _call(lambda: self.net.remove_interface_from_router(router_id, subnet=subnet_id,
+                                                                   port=port_id))
+
+    def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+        def run() -> list[str]:
+            obj = getattr(self.net, f"get_{_sdk(member)}")(obj_id)
+            return list(self.net.set_tags(obj, list(tags)).tags)
+
+        return _call(run)
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "auth_url": self.conn.config.get_auth_args().get("auth_url"),
+                "network": _call(lambda: self.net.get_endpoint()),
+                "project_id": _call(lambda: self.conn.current_project_id)}
+
+
+def _sdk(member: str) -> str:
+    try:
+        return _SDK_NAME[member]
+    except KeyError:
+        raise errors.BadRequest(f"unknown network resource {member!r}") from None
+
+
+def _plain(obj: SdkResource) -> dict[str, Any]:
+    """An sdk resource as Neutron's JSON object (Neutron's attribute names)."""
+    return obj.to_dict(original_names=True, computed=False, headers=False)
+
+
+def _call(fn: Callable[[], Any]) -> Any:
+    """Run an sdk call; the cloud's refusal becomes the matching ``netbay.errors``."""
+    try:
+        return fn()
+    except sdk_errors.HttpException as exc:
+        raise _translate(exc) from exc
+    except sdk_errors.ResourceNotFound as exc:  # raised without a response by some lookups
+        raise errors.NotFound(str(exc)) from exc
+
+
+def _translate(exc: sdk_errors.HttpException) -> errors.NetbayError:
+    kind, message = None, exc.details or exc.message
+    response = getattr(exc, "response", None)
+    if response is not None:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and isinstance(body.get("NeutronError"), dict):
+            kind = body["NeutronError"].get("type") or None
+            message = body["NeutronError"].get("message") or message
+    cls = _BY_STATUS.get(exc.status_code or 500, errors.NetbayError)
+    err = cls(str(message), kind=kind)
+    if cls is errors.NetbayError:
+        err.status = exc.status_code or 502
+    return err

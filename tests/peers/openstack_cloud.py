@@ -1,0 +1,251 @@
+"""A real OpenStack control plane for the ``openstack`` backend's tests:
+Keystone and Neutron's API server installed from PyPI, run on 127.0.0.1.
+
+- Installed once per machine into a virtualenv of their own
+  (``$NETBAY_PEERS_DIR``, default ``~/.cache/netbay/openstack-peers``), pinned to
+  one release so every run tests the same peers.
+- Each on SQLite, served by uWSGI, started and stopped by PID (their process group,
+  which this module created).
+- Neutron runs **API server only**: ML2 with no mechanism drivers, no agents, no
+  RPC (``transport_url = fake:/``). So the tests assert API effects — ports,
+  bindings, statuses the API sets — never packets. Neutron's migrations do not
+  run on SQLite, so its schema is made with ``create_all`` and stamped at head.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import grp
+import os
+import pwd
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+PINS = ("keystone==30.0.0", "neutron==29.0.0", "uwsgi==2.0.31")
+ADMIN_PASSWORD = "peer-admin-secret"
+SERVICE_PASSWORD = "peer-neutron-secret"
+INSTALL_TIMEOUT = 1200
+BOOT_TIMEOUT = 90
+
+
+def peers_dir() -> Path:
+    return Path(os.environ.get("NETBAY_PEERS_DIR", Path.home() / ".cache" / "netbay" / "openstack-peers"))
+
+
+def install() -> Path:
+    """The peers' virtualenv, made on first use (a file lock keeps parallel runs out of each other's way)."""
+    root = peers_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    venv, stamp = root / "venv", root / "installed"
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.exists() and stamp.read_text() == "\n".join(PINS):
+            return venv
+        base = getattr(sys, "_base_executable", sys.executable)
+        subprocess.run([base, "-m", "venv", "--clear", str(venv)], check=True, timeout=120)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *PINS],
+                       check=True, timeout=INSTALL_TIMEOUT)
+        stamp.write_text("\n".join(PINS))
+    return venv
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Cloud:
+    """Where the peers listen, and admin credentials for them."""
+
+    auth_url: str
+    network_url: str
+    admin_password: str = ADMIN_PASSWORD
+
+    def auth(self, project: str = "admin", user: str = "admin", password: str | None = None) -> dict[str, str]:
+        return {"auth_url": self.auth_url, "username": user, "password": password or self.admin_password,
+                "project_name": project, "user_domain_name": "Default", "project_domain_name": "Default"}
+
+    def connection(self, **auth: str):  # noqa: ANN201
+        import openstack
+
+        return openstack.connect(auth=self.auth(**auth), identity_api_version="3", region_name="RegionOne")
+
+
+class _Uwsgi:
+    """One uWSGI master serving one WSGI module; stopped by its process group."""
+
+    def __init__(self, venv: Path, module: str, port: int, env: dict[str, str], log: Path) -> None:
+        argv = [str(venv / "bin" / "uwsgi"), "--http", f"127.0.0.1:{port}", "--http-keepalive",
+                "--module", module, "--master", "--processes", "2", "--threads", "1", "--enable-threads",
+                "--die-on-term", "--buffer-size", "65535", "--need-app", "--lazy-apps"]
+        self.log = log
+        self.proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log.open("wb"),
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, url: str) -> None:
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{url} exited at start; see {self.log}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url, timeout=2).status_code < 500:
+                    return
+            time.sleep(0.3)
+        raise TimeoutError(f"{url} not up in {BOOT_TIMEOUT} s; see {self.log}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+
+def _run(venv: Path, tool: str, *args: str, env: dict[str, str] | None = None) -> None:
+    subprocess.run([str(venv / "bin" / tool), *args], check=True, timeout=300, capture_output=True,
+                   env={**os.environ, **(env or {})})
+
+
+def _keystone_conf(work: Path) -> Path:
+    conf = work / "keystone.conf"
+    conf.write_text(f"""[database]
+connection = sqlite:///{work}/keystone.db
+[token]
+provider = fernet
+[fernet_tokens]
+key_repository = {work}/fernet-keys
+[fernet_receipts]
+key_repository = {work}/fernet-keys
+[credential]
+key_repository = {work}/credential-keys
+""")
+    return conf
+
+
+def _neutron_conf(work: Path, venv: Path, auth_url: str) -> Path:
+    paste = next((venv / "etc" / "neutron").glob("api-paste.ini"))
+    (work / "lock").mkdir(exist_ok=True)
+    (work / "neutron.conf").write_text(f"""[DEFAULT]
+core_plugin = ml2
+service_plugins = router
+auth_strategy = keystone
+transport_url = fake:/
+api_paste_config = {paste}
+notify_nova_on_port_status_changes = false
+notify_nova_on_port_data_changes = false
+[database]
+connection = sqlite:///{work}/neutron.db
+[keystone_authtoken]
+www_authenticate_uri = {auth_url}
+auth_url = {auth_url}
+auth_type = password
+username = neutron
+password = {SERVICE_PASSWORD}
+project_name = service
+user_domain_name = Default
+project_domain_name = Default
+interface = public
+[oslo_concurrency]
+lock_path = {work}/lock
+[quotas]
+quota_port = -1
+""")
+    (work / "ml2_conf.ini").write_text("""[ml2]
+type_drivers = flat,vxlan
+tenant_network_types = vxlan
+mechanism_drivers =
+extension_drivers = port_security
+[ml2_type_vxlan]
+vni_ranges = 1:1000
+[ml2_type_flat]
+flat_networks = *
+""")
+    return work
+
+
+_NEUTRON_SCHEMA = """
+import sqlalchemy as sa
+from neutron.db.migration.models import head
+head.get_metadata().create_all(sa.create_engine({url!r}))
+"""
+
+
+@contextlib.contextmanager
+def openstack_cloud(work: Path) -> Iterator[Cloud]:
+    """Keystone + Neutron, bootstrapped, for the length of the ``with``."""
+    venv = install()
+    work.mkdir(parents=True, exist_ok=True)
+    ks_port, nt_port = _free_port(), _free_port()
+    auth_url, network_url = f"http://127.0.0.1:{ks_port}/v3", f"http://127.0.0.1:{nt_port}"
+    conf = _keystone_conf(work)
+    manage = ["--config-file", str(conf)]
+    _run(venv, "keystone-manage", *manage, "db_sync")
+    for what in ("fernet_setup", "credential_setup"):
+        _run(venv, "keystone-manage", *manage, what, "--keystone-user", pwd.getpwuid(os.getuid()).pw_name,
+             "--keystone-group", grp.getgrgid(os.getgid()).gr_name)
+    _run(venv, "keystone-manage", *manage, "bootstrap", "--bootstrap-password", ADMIN_PASSWORD,
+         "--bootstrap-public-url", auth_url, "--bootstrap-region-id", "RegionOne")
+    servers: list[_Uwsgi] = []
+    try:
+        keystone = _Uwsgi(venv, "keystone.wsgi.api:application", ks_port,
+                          {"OS_KEYSTONE_CONFIG_FILES": str(conf)}, work / "keystone.log")
+        servers.append(keystone)
+        keystone.wait_ready(auth_url)
+        cloud = Cloud(auth_url, network_url)
+        _register_neutron(cloud)
+        _neutron_conf(work, venv, auth_url)
+        subprocess.run([str(venv / "bin" / "python"), "-c", _NEUTRON_SCHEMA.format(url=f"sqlite:///{work}/neutron.db")],
+                       check=True, timeout=300, capture_output=True)
+        _run(venv, "neutron-db-manage", "--config-file", str(work / "neutron.conf"), "--config-file",
+             str(work / "ml2_conf.ini"), "stamp", "heads")
+        neutron = _Uwsgi(venv, "neutron.wsgi.api:application", nt_port,
+                         {"OS_NEUTRON_CONFIG_DIR": str(work),
+                          "OS_NEUTRON_CONFIG_FILES": "neutron.conf;ml2_conf.ini"}, work / "neutron.log")
+        servers.append(neutron)
+        neutron.wait_ready(network_url + "/")
+        _default_rule_templates(cloud)
+        yield cloud
+    finally:
+        for server in reversed(servers):
+            server.stop()
+
+
+def _register_neutron(cloud: Cloud) -> None:
+    """Neutron's service user and its catalog entry, as a deployment tool would make them."""
+    conn = cloud.connection()
+    service = conn.identity.create_project(name="service", domain_id="default")
+    user = conn.identity.create_user(name="neutron", password=SERVICE_PASSWORD, domain_id="default",
+                                     default_project_id=service.id)
+    admin = conn.identity.find_role("admin")
+    conn.identity.assign_project_role_to_user(service, user, admin)
+    network = conn.identity.create_service(name="neutron", type="network")
+    conn.identity.create_endpoint(service_id=network.id, interface="public", url=cloud.network_url,
+                                  region_id="RegionOne")
+    conn.close()
+
+
+def _default_rule_templates(cloud: Cloud) -> None:
+    """The rules every new group starts with, which Neutron's migrations insert and
+    ``create_all`` does not: egress anywhere for every group, ingress from the
+    group itself for a project's default group."""
+    conn = cloud.connection()
+    for ethertype in ("IPv4", "IPv6"):
+        conn.network.create_default_security_group_rule(
+            direction="egress", ethertype=ethertype, used_in_default_sg=True, used_in_non_default_sg=True)
+        conn.network.create_default_security_group_rule(
+            direction="ingress", ethertype=ethertype, remote_group_id="PARENT", used_in_default_sg=True,
+            used_in_non_default_sg=False)
+    conn.close()

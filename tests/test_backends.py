@@ -1,0 +1,182 @@
+"""The network backend seam: the same calls, the same results and the same
+errors from netbay's embedded service and from a real Neutron.
+
+The ``openstack`` backend runs against Keystone and Neutron's API server
+installed from PyPI (``tests/peers/openstack_cloud.py``): API only, no agents,
+so these tests assert API effects (objects, addresses, statuses and errors),
+never packets.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from netbay import errors
+from netbay.backends import NetworkBackend, open_backend
+from netbay.store import migrate
+from netbay.store.db import Store
+from tests.peers.openstack_cloud import Cloud, openstack_cloud
+
+pytestmark = pytest.mark.peers
+
+# What a test must leave as it found it, per backend.
+SWEPT = ("network", "subnet", "port", "router", "floatingip", "security_group")
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    with openstack_cloud(tmp_path_factory.mktemp("openstack")) as c:
+        yield c
+
+
+@pytest.fixture(scope="module", params=["embedded", "openstack"])
+def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetworkBackend]:
+    if request.param == "embedded":
+        url = f"sqlite:///{tmp_path_factory.mktemp('embedded') / 'netbay.db'}"
+        migrate.upgrade(url)
+        store = Store(url)
+        yield open_backend("embedded", store=store)
+        store.dispose()
+    else:
+        conn = request.getfixturevalue("cloud").connection()
+        yield open_backend("openstack", connection=conn)
+        conn.close()
+
+
+@pytest.fixture
+def clean(backend: NetworkBackend) -> Iterator[NetworkBackend]:
+    """The backend, checked afterwards to hold exactly what it held before."""
+    backend.list("security_group")  # the project's default group appears on first use in both
+    before = {m: {o["id"] for o in backend.list(m)} for m in SWEPT}
+    yield backend
+    after = {m: {o["id"] for o in backend.list(m)} for m in SWEPT}
+    assert after == before
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _status(fn) -> tuple[int, str]:  # noqa: ANN001
+    with pytest.raises(errors.NetbayError) as caught:
+        fn()
+    return caught.value.status, caught.value.kind
+
+
+def test_network_subnet_port_round_trip(clean: NetworkBackend) -> None:
+    b = clean
+    net = b.create("network", {"name": _name("net")})
+    assert net["status"] == "ACTIVE" and net["admin_state_up"] is True
+    subnet = b.create("subnet", {"network_id": net["id"], "cidr": "10.61.0.0/24", "ip_version": 4})
+    assert subnet["gateway_ip"] == "10.61.0.1"
+    port = b.create("port", {"network_id": net["id"], "name": "p1",
+                             "fixed_ips": [{"subnet_id": subnet["id"], "ip_address": "10.61.0.10"}]})
+    assert port["fixed_ips"] == [{"subnet_id": subnet["id"], "ip_address": "10.61.0.10"}]
+    assert len(port["mac_address"]) == 17 and port["device_owner"] == ""
+    assert [p["id"] for p in b.list("port", network_id=net["id"])] == [port["id"]]
+    renamed = b.update("port", port["id"], {"name": "p2", "device_owner": "compute:netbay",
+                                            "device_id": "c1"})
+    assert (renamed["name"], renamed["device_owner"], renamed["device_id"]) == ("p2", "compute:netbay", "c1")
+    assert b.show("port", port["id"])["revision_number"] > port["revision_number"]
+    b.delete("port", port["id"])
+    assert _status(lambda: b.show("port", port["id"])) == (404, "PortNotFound")
+    b.delete("subnet", subnet["id"])
+    b.delete("network", net["id"])
+
+
+def test_errors_are_the_same(clean: NetworkBackend) -> None:
+    b = clean
+    missing = str(uuid.uuid4())
+    assert _status(lambda: b.show("network", missing)) == (404, "NetworkNotFound")
+    assert _status(lambda: b.delete("subnet", missing)) == (404, "SubnetNotFound")
+    net = b.create("network", {"name": _name("net")})
+    try:
+        assert _status(lambda: b.create("subnet", {"network_id": net["id"], "cidr": "10.61.0.0/33",
+                                                   "ip_version": 4}))[0] == 400
+        subnet = b.create("subnet", {"network_id": net["id"], "cidr": "10.62.0.0/29", "ip_version": 4})
+        # An address outside the subnet, then one taken twice: Neutron's 400 and 409.
+        assert _status(lambda: b.create("port", {"network_id": net["id"], "fixed_ips": [
+            {"subnet_id": subnet["id"], "ip_address": "10.99.0.5"}]}))[0] == 400
+        port = b.create("port", {"network_id": net["id"], "fixed_ips": [{"ip_address": "10.62.0.5"}]})
+        assert _status(lambda: b.create("port", {"network_id": net["id"], "fixed_ips": [
+            {"ip_address": "10.62.0.5"}]})) == (409, "IpAddressAlreadyAllocated")
+        # A user port on the network: it cannot go.
+        assert _status(lambda: b.delete("network", net["id"])) == (409, "NetworkInUse")
+        # The /29 has 5 usable addresses besides the gateway; one is taken.
+        for _ in range(4):
+            b.create("port", {"network_id": net["id"]})
+        assert _status(lambda: b.create("port", {"network_id": net["id"]})) == (409, "IpAddressGenerationFailure")
+        for p in b.list("port", network_id=net["id"]):
+            b.delete("port", p["id"])
+        assert port["id"] not in {p["id"] for p in b.list("port")}
+    finally:
+        for p in b.list("port", network_id=net["id"]):
+            b.delete("port", p["id"])
+        b.delete("network", net["id"])
+
+
+def test_router_interface_and_floating_ip(clean: NetworkBackend) -> None:
+    b = clean
+    ext = b.create("network", {"name": _name("ext"), "router:external": True})
+    made: list[tuple[str, str]] = [("network", ext["id"])]
+    try:
+        ext_sub = b.create("subnet", {"network_id": ext["id"], "cidr": "203.0.113.0/24", "ip_version": 4,
+                                      "enable_dhcp": False})
+        made.append(("subnet", ext_sub["id"]))
+        net = b.create("network", {"name": _name("net")})
+        made.append(("network", net["id"]))
+        sub = b.create("subnet", {"network_id": net["id"], "cidr": "10.63.0.0/24", "ip_version": 4})
+        made.append(("subnet", sub["id"]))
+        router = b.create("router", {"name": _name("r"), "external_gateway_info": {"network_id": ext["id"]}})
+        made.append(("router", router["id"]))
+        assert router["external_gateway_info"]["network_id"] == ext["id"]
+        info = b.add_router_interface(router["id"], subnet_id=sub["id"])
+        assert info["subnet_id"] == sub["id"] and info["id"] == router["id"]
+        iface = b.show("port", info["port_id"])
+        assert iface["device_owner"] == "network:router_interface"
+        assert iface["fixed_ips"][0]["ip_address"] == "10.63.0.1"
+        port = b.create("port", {"network_id": net["id"]})
+        made.append(("port", port["id"]))
+        fip = b.create("floatingip", {"floating_network_id": ext["id"], "port_id": port["id"]})
+        made.append(("floatingip", fip["id"]))
+        assert fip["fixed_ip_address"] == port["fixed_ips"][0]["ip_address"]
+        assert fip["floating_ip_address"].startswith("203.0.113.") and fip["router_id"] == router["id"]
+        # The router cannot leave the subnet while a floating IP needs the path.
+        assert _status(lambda: b.remove_router_interface(router["id"], subnet_id=sub["id"]))[0] == 409
+        b.delete("floatingip", fip["id"])
+        made.remove(("floatingip", fip["id"]))
+        b.remove_router_interface(router["id"], subnet_id=sub["id"])
+        assert _status(lambda: b.show("port", info["port_id"]))[0] == 404
+    finally:
+        for member, obj_id in reversed(made):
+            b.delete(member, obj_id)
+
+
+def test_security_groups_rules_and_tags(clean: NetworkBackend) -> None:
+    b = clean
+    group = b.create("security_group", {"name": _name("sg"), "description": "web"})
+    try:
+        assert {r["direction"] for r in group["security_group_rules"]} == {"egress"}
+        rule = {"security_group_id": group["id"], "direction": "ingress", "ethertype": "IPv4",
+                "protocol": "tcp", "port_range_min": 80, "port_range_max": 80, "remote_ip_prefix": "0.0.0.0/0"}
+        made = b.create("security_group_rule", rule)
+        assert (made["protocol"], made["port_range_min"]) == ("tcp", 80)
+        assert _status(lambda: b.create("security_group_rule", rule)) == (409, "SecurityGroupRuleExists")
+        assert _status(lambda: b.create("security_group_rule", {**rule, "port_range_min": 90}))[0] == 400
+        tag = _name("cluster")
+        assert b.set_tags("security_group", group["id"], [tag, "netbay"]) == sorted([tag, "netbay"])
+        assert [g["id"] for g in b.list("security_group", tags=tag)] == [group["id"]]
+        assert b.show("security_group", group["id"])["tags"] == sorted([tag, "netbay"])
+    finally:
+        b.delete("security_group", group["id"])
+
+
+def test_describe_names_the_backend(backend: NetworkBackend) -> None:
+    info = backend.describe()
+    assert info["backend"] == backend.name
+    if backend.name == "openstack":
+        assert info["network"].startswith("http://127.0.0.1:") and info["project_id"]
