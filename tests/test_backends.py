@@ -9,6 +9,10 @@ never packets.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -180,3 +184,31 @@ def test_describe_names_the_backend(backend: NetworkBackend) -> None:
     assert info["backend"] == backend.name
     if backend.name == "openstack":
         assert info["network"].startswith("http://127.0.0.1:") and info["project_id"]
+
+
+def _doctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", *args],
+                          capture_output=True, text=True, timeout=180, env={**os.environ, **env})
+
+
+def test_doctor_says_which_backend_and_whether_it_answers(cloud: Cloud, tmp_path: Path) -> None:
+    clouds = {"clouds": {
+        "peer": {"auth": cloud.auth(), "region_name": "RegionOne", "identity_api_version": 3},
+        "wrong": {"auth": cloud.auth(password="not-the-password"), "region_name": "RegionOne",
+                  "identity_api_version": 3},
+    }}
+    (tmp_path / "clouds.yaml").write_text(json.dumps(clouds))  # YAML is a superset of JSON
+    env = {"OS_CLIENT_CONFIG_FILE": str(tmp_path / "clouds.yaml")}
+    r = _doctor(env, "--backend", "openstack", "--os-cloud", "peer")
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = json.loads(r.stdout)["network_backend"]
+    assert seen["backend"] == "openstack" and seen["reachable"] is True
+    assert seen["network"].startswith(cloud.network_url)
+    r = _doctor({**env, "NETBAY_NETWORK_BACKEND": "openstack", "OS_CLOUD": "wrong"})
+    assert r.returncode == 1
+    seen = json.loads(r.stdout)["network_backend"]
+    assert seen["reachable"] is False and ("401" in seen["detail"] or "Unauthorized" in seen["detail"])
+    r = _doctor({}, "--backend", "embedded")
+    assert json.loads(r.stdout)["network_backend"] == {
+        "backend": "embedded", "reachable": True,
+        "detail": "netbay's own network service and kernel dataplane on this machine"}

@@ -84,9 +84,21 @@ def big_tcp_table(decision: object) -> Table:
     return table
 
 
-def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """Kernel features for the embedded dataplane, and the driver modes this host can run."""
+def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+           backend: str = typer.Option(None, "--backend", help="Network backend to check: embedded or "
+                                       "openstack (default: $NETBAY_NETWORK_BACKEND, else embedded)."),
+           os_cloud: str = typer.Option(None, "--os-cloud", help="clouds.yaml entry for the openstack "
+                                        "backend (default: $OS_CLOUD).")) -> None:
+    """The network backend in use and whether it answers; kernel features for the embedded
+    dataplane, and the driver modes this host can run."""
+    from netbay.backends import report as backends
     from netbay.dataplane import bigtcp, features
+
+    try:
+        network_backend = backends.report(backend, os_cloud)
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
 
     found = features.detect(probe=os.geteuid() == 0)
     try:
@@ -103,8 +115,12 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
             "modes": modes,
             "big_tcp": {**big_tcp.as_dict(), "cache": bigtcp.cache_path()},
             "extensions": extensions_report(available),
+            "network_backend": network_backend,
         }))
     else:
+        verdict = "[green]reachable[/]" if network_backend["reachable"] else "[red]unreachable[/]"
+        console.print(f"network backend: [bold]{network_backend['backend']}[/] ({verdict}): "
+                      f"{network_backend['detail']}")
         helps = {s.name: s.help for s in features.FEATURES}
         table = Table(title="kernel features")
         for col in ("feature", "available", "for", "how", "detail"):
@@ -128,6 +144,8 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
             verdict = "[green]yes[/]" if row["ok"] else f"[red]no: {row['reason']} (status DEGRADED)[/]"
             table.add_row(str(row["extension"]), str(row["needs"]), str(row["for"]), verdict)
         console.print(table)
+    if not network_backend["reachable"]:
+        raise typer.Exit(1)
     base_missing = [f for f, _ in drivers.BASE_KERNEL_NEEDS if not available.get(f, False)]
     if base_missing:
         console.print(f"[red]this host cannot run the embedded dataplane: missing {', '.join(base_missing)}[/]")
