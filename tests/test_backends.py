@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from netbay import errors
@@ -212,3 +213,44 @@ def test_doctor_says_which_backend_and_whether_it_answers(cloud: Cloud, tmp_path
     assert json.loads(r.stdout)["network_backend"] == {
         "backend": "embedded", "reachable": True,
         "detail": "netbay's own network service and kernel dataplane on this machine"}
+
+
+def test_netbay_accepts_the_clouds_tokens_scoped_to_their_project(
+        cloud: Cloud, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``NETBAY_EXTERNAL_KEYSTONE``, netbay's own APIs take the real Keystone's tokens
+    and act for the token's project: another project's token sees 404s."""
+    from tests.conftest import start_server, stop_server
+
+    admin = cloud.connection()
+    other = admin.identity.create_project(name=_name("proj"), domain_id="default")
+    password = uuid.uuid4().hex
+    user = admin.identity.create_user(name=_name("user"), password=password, domain_id="default",
+                                      default_project_id=other.id)
+    admin.identity.assign_project_role_to_user(other, user, admin.identity.find_role("member"))
+    theirs = cloud.connection(project=other.name, user=user.name, password=password)
+    monkeypatch.setenv("NETBAY_EXTERNAL_KEYSTONE", cloud.auth_url)
+    server = start_server(f"sqlite:///{tmp_path / 'netbay.db'}", tmp_path)
+    try:
+        base = f"{server.url}/network/v2.0"
+        as_admin = {"X-Auth-Token": admin.auth_token}
+        r = httpx.post(f"{base}/networks", json={"network": {"name": "from-the-cloud"}}, headers=as_admin)
+        assert r.status_code == 201, r.text
+        net = r.json()["network"]
+        assert net["project_id"] == admin.current_project_id
+        as_member = {"X-Auth-Token": theirs.auth_token}
+        assert httpx.get(f"{base}/networks/{net['id']}", headers=as_member).status_code == 404
+        mine = httpx.post(f"{base}/networks", json={"network": {"name": "theirs"}}, headers=as_member)
+        assert mine.status_code == 201 and mine.json()["network"]["project_id"] == other.id
+        seen = httpx.get(f"{base}/networks", headers=as_member).json()["networks"]
+        assert mine.json()["network"]["id"] in {n["id"] for n in seen} and net["id"] not in {n["id"] for n in seen}
+        assert {n["project_id"] for n in seen if not (n["shared"] or n["router:external"])} == {other.id}
+        # A member of the cloud is no admin here either; a forged token is refused.
+        assert httpx.post(f"{base}/networks", json={"network": {"name": "x", "shared": True}},
+                          headers=as_member).status_code == 403
+        assert httpx.get(f"{base}/networks", headers={"X-Auth-Token": "not-a-token"}).status_code == 401
+    finally:
+        stop_server(server)
+        admin.identity.delete_user(user)
+        admin.identity.delete_project(other)
+        theirs.close()
+        admin.close()

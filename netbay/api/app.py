@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -48,7 +49,7 @@ def create_app(
     identity_service = Identity(store)
     app.state.store = store
     app.state.identity = identity_service
-    app.state.tokens = Tokens(store, identity_service.token_key(), ttl=token_ttl)
+    app.state.tokens = Tokens(store, identity_service.token_key(), ttl=token_ttl, external=_external_keystone())
     app.state.feed = feed
     app.state.noauth = noauth
     app.state.public_url = public_url.rstrip("/") if public_url else None
@@ -67,3 +68,14 @@ def create_app(
     app.include_router(clusternets.router)
     app.include_router(status.router)
     return app
+
+
+def _external_keystone():  # noqa: ANN202
+    """A real cloud's Keystone whose tokens netbay also accepts (``NETBAY_EXTERNAL_KEYSTONE``)."""
+    url = os.environ.get("NETBAY_EXTERNAL_KEYSTONE")
+    if not url:
+        return None
+    from netbay.identity.external import ExternalKeystone
+
+    log.info("accepting tokens of the Keystone at %s", url)
+    return ExternalKeystone(url)
