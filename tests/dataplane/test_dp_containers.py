@@ -36,8 +36,8 @@ def daemon() -> Iterator[dk.Dockerd]:
 
 @pytest.fixture(scope="module")
 def cloud(daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    saved = {k: os.environ.get(k) for k in ("NETBAY_DOCKER_HOST", "NETBAY_DOCKER_DRIVER")}
-    os.environ.update(NETBAY_DOCKER_HOST=daemon.host, NETBAY_DOCKER_DRIVER=PLUGIN)
+    saved = {k: os.environ.get(k) for k in ("NETBAY_DOCKER_HOST", "NETBAY_DOCKER_DRIVER", "NETBAY_SANDBOX_IMAGE")}
+    os.environ.update(NETBAY_DOCKER_HOST=daemon.host, NETBAY_DOCKER_DRIVER=PLUGIN, NETBAY_SANDBOX_IMAGE=dk.IMAGE)
     made = make_cloud(tmp_path_factory.mktemp("containers"), "zn")
     try:
         cloud = next(made)  # the server starts with the environment above
