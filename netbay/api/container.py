@@ -315,6 +315,7 @@ def install(app: FastAPI, runner: Runner | None = None) -> None:
     app.state.container_runner = runner = runner or Runner(app.state.store)
     if runner.docker_host:
         runner.runtime()  # follow Docker's events from the start (no connection is made yet)
+        runner.recover()  # statuses as Docker has them now (off the startup path)
     _install_errors(sub)
     _mount_discovery(sub)
     _mount_networks(sub)

@@ -102,6 +102,23 @@ class Runner:
                 containers.set_state(s, container_id, status=status)
         self.store.retrying(update)
 
+    def recover(self) -> Future:
+        """After a restart: each container's status as Docker has it now. Statuses Docker
+        changed while netbay was down, and operations a stopped server left half-way
+        (``Creating``, a task under way), would otherwise never move again."""
+        def job() -> None:
+            try:
+                rt = self.runtime()
+                with self.store.read() as s:
+                    found = [(c.id, c.docker_id, c.status) for c in s.scalars(select(Container))]
+                for cid, docker_id, status in found:
+                    with self.lock(cid):
+                        state = (rt.find(docker_id) if docker_id else None) or rt.find(f"zun-{cid}")
+                        self._state(cid, **_recovered(state, status))
+            except Exception as exc:  # noqa: BLE001 - Docker down: statuses stay as they were
+                log.warning("containers: recovery after restart skipped: %s", exc)
+        return self._pool.submit(job)
+
     def lock(self, container_id: str) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault(container_id, threading.Lock())
@@ -280,6 +297,21 @@ class Runner:
     def remove_network(self, network_id: str) -> None:
         if self.docker_host:
             self.runtime().remove_network(network_id)
+
+
+def _recovered(inspect: dict[str, Any] | None, status: str) -> dict[str, Any]:
+    """The container's Zun state from Docker's inspect of its app (None: Docker has none)."""
+    if inspect is None:
+        if status == "Error":
+            return {"task_state": None}
+        return {"status": "Error", "task_state": None, "docker_id": "",
+                "status_reason": "Docker has no such container any more (netbay restarted meanwhile)."}
+    state = inspect["State"]
+    if state.get("Running"):
+        now = "Running"
+    else:
+        now = "Created" if str(state.get("StartedAt", "")).startswith("0001-") else "Stopped"
+    return {"status": now, "task_state": None, "docker_id": inspect["Id"], "status_reason": ""}
 
 
 def sandbox_name(container_id: str) -> str:

@@ -200,8 +200,9 @@ def test_exposed_port_is_open_others_dropped_and_a_floating_ip_reaches_it(cloud:
     cleanup_networks(cloud, zun, net)
 
 
-def restart_server(cloud: Cloud, daemon: dk.Dockerd, plugin_name: str) -> None:
-    """Stop the server (TERM, by PID) and start it again on the same port and database."""
+def restart_server(cloud: Cloud, daemon: dk.Dockerd, plugin_name: str, while_down: Any = None) -> None:
+    """Stop the server (TERM, by PID), run ``while_down``, start it again on the same port
+    and database."""
     import os
 
     from conftest import ADMIN_PASSWORD, _wait_port  # tests/conftest.py
@@ -209,6 +210,8 @@ def restart_server(cloud: Cloud, daemon: dk.Dockerd, plugin_name: str) -> None:
     srv = cloud.server
     srv.proc.terminate()
     srv.proc.wait(timeout=30)
+    if while_down is not None:
+        while_down()
     env = {**os.environ, "NETBAY_ADMIN_PASSWORD": ADMIN_PASSWORD, "NETBAY_LOG_LEVEL": "WARNING",
            "NETBAY_DOCKER_HOST": daemon.host, "NETBAY_DOCKER_DRIVER": plugin_name, "NETBAY_SANDBOX_IMAGE": dk.IMAGE}
     srv.proc = subprocess.Popen(
@@ -235,7 +238,18 @@ def test_server_restart_and_plugin_sigkill_keep_containers_networked(cloud: Clou
         ns = cloud.sandbox_ns(sb["id"])
         wait_for(lambda: answers(ns, ip, 8080), 15, 0.1, "the container answering")
 
-        restart_server(cloud, daemon, PLUGIN)
+        def half_way() -> None:
+            """As if the server had died in the middle of an operation on the container."""
+            import sqlalchemy as sa
+
+            engine = sa.create_engine(cloud.server.database_url)
+            with engine.begin() as db:
+                db.execute(sa.text("UPDATE containers SET status = 'Creating', task_state = 'container_creating' "
+                                   "WHERE id = :id"), {"id": uuid})
+            engine.dispose()
+
+        restart_server(cloud, daemon, PLUGIN, half_way)
+        wait_container(zun, uuid, "Running", timeout=30)   # recovered from Docker's state
         listed = {c["uuid"]: c for c in zun.get("/containers").json()["containers"]}
         assert listed[uuid]["status"] == "Running" and listed[uuid]["addresses"] == before["addresses"]
         assert listed[uuid]["container_id"] == before["container_id"]
