@@ -73,7 +73,8 @@ class Runner:
 
     def _follow(self) -> None:
         """Docker's own changes (a command that exits, a container killed) as Zun's statuses,
-        read from Docker's event stream in windows of ``EVENT_WINDOW`` seconds."""
+        read from Docker's event stream in windows of ``EVENT_WINDOW`` seconds; a sandbox
+        that dies is started again (:meth:`heal`)."""
         import time
 
         since = int(time.time())
@@ -81,16 +82,39 @@ class Runner:
             until = int(time.time()) + EVENT_WINDOW
             try:
                 events = self._runtime.client.events(since=since, until=until, decode=True,
-                                                     filters={"type": "container", "label": LABEL})
+                                                     filters={"type": "container", "event": list(EVENT_STATUS)})
                 for event in events:
-                    status = EVENT_STATUS.get(event.get("Action") or event.get("status") or "")
-                    uuid = ((event.get("Actor") or {}).get("Attributes") or {}).get(LABEL)
-                    if status and uuid:
-                        self._state_if_idle(uuid, event.get("id") or "", status)
+                    action = event.get("Action") or event.get("status") or ""
+                    attributes = (event.get("Actor") or {}).get("Attributes") or {}
+                    if attributes.get(LABEL):
+                        self._state_if_idle(attributes[LABEL], event.get("id") or "", EVENT_STATUS[action])
+                    elif attributes.get(SANDBOX_LABEL) and action == "die":
+                        self.heal(attributes[SANDBOX_LABEL])
                 since = until
             except Exception as exc:  # noqa: BLE001 - Docker restarting: try again shortly
                 log.debug("docker events: %s", exc)
                 self._closed.wait(1.0)
+
+    def heal(self, container_id: str) -> Future:
+        """A sandbox died (killed, OOM): start it again — Docker plugs the same port back, the
+        endpoint keeps its address and MAC — and restart a running app into its namespace.
+        Nothing while an operation of ours is under way (a delete removes the sandbox)."""
+        def job(cid: str) -> None:
+            with self.store.read() as s:
+                c = s.get(Container, cid)
+                if c is None or c.task_state is not None or c.status not in ("Running", "Stopped", "Created"):
+                    return
+                docker_id = c.docker_id
+            rt = self.runtime()
+            sandbox = self._sandbox(rt, cid)
+            if sandbox is None:
+                return
+            rt.ensure_running(sandbox)
+            app = rt.find(docker_id) if docker_id else None
+            if app is not None and app["State"]["Running"]:
+                rt.client.api.restart(docker_id, timeout=2)
+            log.info("container %s: sandbox started again", cid)
+        return self.submit(container_id, job)
 
     def _state_if_idle(self, container_id: str, docker_id: str, status: str) -> None:
         """Set ``status`` unless an operation of ours is under way (it sets its own) or the

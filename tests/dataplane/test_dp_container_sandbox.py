@@ -131,6 +131,12 @@ def test_restart_and_rebuild_keep_address_mac_and_endpoint(cloud: Cloud, daemon:
         wait_for(lambda: answers(ns, "10.81.0.20", 8080), 15, 0.1, "the app answering after start")
         r = zun.post(f"/containers/{made.uuid}/rebuild", params={"image_driver": "glance"})
         assert r.status_code == 400 and "image_driver" in r.json()["errors"][0]["detail"], r.text
+        # The sandbox killed behind netbay's back: started again, the app restarted into it.
+        daemon.client.api.kill(sandbox)
+        wait_for(lambda: daemon.client.api.inspect_container(sandbox)["State"]["Running"]
+                 and answers(ns, "10.81.0.20", 8080), 30, 0.2, "the healed sandbox answering")
+        assert iface(docker_container(daemon, c)) == (port["mac_address"], ["10.81.0.20/24"])
+        assert wait_container(zun, made.uuid, "Running")["addresses"][net["id"]][0]["port"] == port["id"]
     finally:
         zun.delete(f"/containers/{made.uuid}?force=true")
         cloud.delete_sandbox(sb["id"])
