@@ -183,7 +183,7 @@ def _mount_containers(sub: FastAPI) -> None:
         params = _params(request)
         image = params.get("image")
         if params.get("image_driver") not in (None, "docker"):
-            raise BadRequest(f"Invalid input for query parameter 'image_driver': only 'docker' is served.")
+            raise BadRequest("Invalid input for query parameter 'image_driver': only 'docker' is served.")
 
         def mark(s: Any) -> tuple[str, bool]:
             c = containers.get(s, ctx, ident, for_update=True)

@@ -1,14 +1,15 @@
 """Drives Docker for the container API, off the request path.
 
 The API writes a container ``Creating`` and hands its id here; a small thread pool
-makes the Docker containers (:class:`netbay.runtime.docker.DockerRuntime`) and writes Zun's
-status back. As in the sandbox flow of the spec, a container is two: a sandbox
-``zun-sandbox-<uuid>`` (image ``NETBAY_SANDBOX_IMAGE``, default ``busybox``) on the
-container's ports — the netbay plugin plugs each one — holding the network namespace,
-and the app ``zun-<uuid>`` started with ``--net=container:<sandbox>``. Stopping,
-restarting or rebuilding (replacing) the app makes no plugin call: the address and MAC
-stay. The app starts if asked, and Zun's status is written back (``Created``/``Running``, or ``Error`` with the reason). One lock per
-container keeps its operations in order (a delete waits for the create under way).
+makes the Docker containers (:class:`netbay.runtime.docker.DockerRuntime`). As in the
+spec's sandbox flow, a container is two: a sandbox ``zun-sandbox-<uuid>`` (image
+``NETBAY_SANDBOX_IMAGE``, default ``busybox``) on the container's ports — the netbay
+plugin plugs each one — holding the network namespace, and the app ``zun-<uuid>``
+started with ``--net=container:<sandbox>``. Stopping, restarting or rebuilding
+(replacing) the app makes no plugin call: the address and MAC stay. Zun's status is
+written back (``Created``/``Running``, or ``Error`` with the reason); after a server
+restart it is read back from Docker. One lock per container keeps its operations in
+order (a delete waits for the create under way).
 
 Where Docker is: ``NETBAY_DOCKER_HOST`` (e.g. ``unix:///run/docker.sock``) and the
 plugin's name ``NETBAY_DOCKER_DRIVER`` (``netbay``). Without a Docker host the API
@@ -139,6 +140,9 @@ class Runner:
                     with self.lock(cid):
                         state = (rt.find(docker_id) if docker_id else None) or rt.find(f"zun-{cid}")
                         self._state(cid, **_recovered(state, status))
+                        sandbox = rt.find(sandbox_name(cid))
+                    if sandbox is not None and not sandbox["State"]["Running"]:
+                        self.heal(cid)  # died while netbay was down
             except Exception as exc:  # noqa: BLE001 - Docker down: statuses stay as they were
                 log.warning("containers: recovery after restart skipped: %s", exc)
         return self._pool.submit(job)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from typing import Any
 
 import pytest
