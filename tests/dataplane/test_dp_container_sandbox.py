@@ -159,10 +159,9 @@ def test_exposed_port_is_open_others_dropped_and_a_floating_ip_reaches_it(cloud:
     client_port = cloud.ok(http.post("/network/v2.0/ports", json={"port": {
         "network_id": net["id"], "security_groups": [client_sg["id"]]}}), 201)["port"]
     sb = cloud.sandbox("zs-client", ports=[client_port["id"]])
-    r = zun.post("/containers?run=true", json={"name": "zs-exposed", "image": dk.IMAGE, "command": WEB,
-                                               "nets": [{"network": net["id"]}], "exposed_ports": {"8080/tcp": {}}})
-    assert r.status_code == 202, r.text
-    uuid = r.json()["uuid"]
+    uuid = zunclient(cloud.server).containers.run(name="zs-exposed", image=dk.IMAGE, command=WEB,
+                                                  nets=[{"network": net["id"]}],
+                                                  exposed_ports={"8080/tcp": {}}).uuid  # zun run --expose-port 8080
     fip = None
     try:
         c = wait_container(zun, uuid, "Running")
