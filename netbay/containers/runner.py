@@ -106,15 +106,18 @@ class Runner:
                 if c is None or c.task_state is not None or c.status not in ("Running", "Stopped", "Created"):
                     return
                 docker_id = c.docker_id
-            rt = self.runtime()
-            sandbox = self._sandbox(rt, cid)
-            if sandbox is None:
-                return
-            rt.ensure_running(sandbox)
-            app = rt.find(docker_id) if docker_id else None
-            if app is not None and app["State"]["Running"]:
-                rt.client.api.restart(docker_id, timeout=2)
-            log.info("container %s: sandbox started again", cid)
+            try:
+                rt = self.runtime()
+                sandbox = self._sandbox(rt, cid)
+                if sandbox is None:
+                    return
+                rt.ensure_running(sandbox)
+                app = rt.find(docker_id) if docker_id else None
+                if app is not None and app["State"]["Running"]:
+                    rt.client.api.restart(docker_id, timeout=2)
+                log.info("container %s: sandbox started again", cid)
+            except Exception as exc:  # noqa: BLE001 - dockerd stopping: the app's own events say Stopped
+                log.warning("container %s: sandbox not started again: %s", cid, exc)
         return self.submit(container_id, job)
 
     def _state_if_idle(self, container_id: str, docker_id: str, status: str) -> None:
