@@ -3,7 +3,7 @@
 The API writes a container ``Creating`` and hands its id here; a small thread pool
 makes the Docker containers (:class:`netbay.runtime.docker.DockerRuntime`). As in the
 spec's sandbox flow, a container is two: a sandbox ``zun-sandbox-<uuid>`` (image
-``NETBAY_SANDBOX_IMAGE``, default ``busybox``) on the container's ports — the netbay
+``NETBAY_SANDBOX_IMAGE``, default ``busybox``, else the app's image) on the container's ports — the netbay
 plugin plugs each one — holding the network namespace, and the app ``zun-<uuid>``
 started with ``--net=container:<sandbox>``. Stopping, restarting or rebuilding
 (replacing) the app makes no plugin call: the address and MAC stay. Zun's status is
@@ -200,8 +200,7 @@ class Runner:
             plan = [_port_plan(s, att) for att in containers.attachments(s, container_id)]
         for network, subnet, _ in plan:
             self._ensure_network(rt, network, subnet)
-        sandbox = rt.sandbox(self.sandbox_image, plan[0][2], name=sandbox_name(container_id),
-                             labels={SANDBOX_LABEL: container_id}, hostname=hostname)
+        sandbox = self._make_sandbox(rt, container_id, spec["image"], plan[0][2], hostname)
         try:
             for _, _, port in plan[1:]:
                 rt.connect(sandbox, port)
@@ -220,6 +219,22 @@ class Runner:
             raise
         self._state(container_id, status="Running" if run else "Created", task_state=None,
                     status_reason="")
+
+    def _make_sandbox(self, rt: Any, container_id: str, app_image: str, port: dict[str, Any],
+                      hostname: str) -> str:
+        """The sandbox, in ``sandbox_image`` — or, where Docker has no such image (nothing is
+        pulled here), in the app's own image, which then needs a shell."""
+        from docker.errors import ImageNotFound
+
+        kw = dict(name=sandbox_name(container_id), labels={SANDBOX_LABEL: container_id}, hostname=hostname)
+        try:
+            return rt.sandbox(self.sandbox_image, port, **kw)
+        except ImageNotFound:
+            if app_image == self.sandbox_image:
+                raise
+            log.info("sandbox image %s missing: container %s's sandbox uses %s", self.sandbox_image,
+                     container_id, app_image)
+            return rt.sandbox(app_image, port, **kw)
 
     def rebuild(self, container_id: str, run: bool) -> Future:
         """Zun's rebuild: a new app container (the image may be new) in the same sandbox, so

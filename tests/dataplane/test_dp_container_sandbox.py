@@ -28,8 +28,14 @@ from .test_dp_containers import cloud, daemon, docker_container, plugin, wait_co
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
+SANDBOX_IMAGE = "nbsandbox:1"   # the server's NETBAY_SANDBOX_IMAGE (a tag of the busybox image)
 # Two web servers in the app: 8080 (exposed where a test says so) and 9090 (never).
 WEB = ["sh", "-c", "httpd -p 9090 -h /etc; exec httpd -f -p 8080 -h /etc"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sandbox_image(daemon: dk.Dockerd) -> None:
+    daemon.client.api.tag(dk.IMAGE, *SANDBOX_IMAGE.split(":"))
 
 
 def http_get(ns: str, host: str, port: int, timeout: float = 2.0) -> bytes:
@@ -93,6 +99,7 @@ def test_restart_and_rebuild_keep_address_mac_and_endpoint(cloud: Cloud, daemon:
         # The app shares the sandbox's namespace; the sandbox holds the port.
         assert app.attrs["HostConfig"]["NetworkMode"] == f"container:{sandbox_endpoint(daemon, made.uuid)[0]}"
         assert app.name == f"zun-{made.uuid}"
+        assert daemon.client.api.inspect_container(f"zun-sandbox-{made.uuid}")["Config"]["Image"] == SANDBOX_IMAGE
         assert iface(app) == (port["mac_address"], ["10.81.0.20/24"])
         sandbox, endpoint = sandbox_endpoint(daemon, made.uuid)
         cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
@@ -217,7 +224,7 @@ def restart_server(cloud: Cloud, daemon: dk.Dockerd, plugin_name: str, while_dow
     if while_down is not None:
         while_down()
     env = {**os.environ, "NETBAY_ADMIN_PASSWORD": ADMIN_PASSWORD, "NETBAY_LOG_LEVEL": "WARNING",
-           "NETBAY_DOCKER_HOST": daemon.host, "NETBAY_DOCKER_DRIVER": plugin_name, "NETBAY_SANDBOX_IMAGE": dk.IMAGE}
+           "NETBAY_DOCKER_HOST": daemon.host, "NETBAY_DOCKER_DRIVER": plugin_name, "NETBAY_SANDBOX_IMAGE": SANDBOX_IMAGE}
     srv.proc = subprocess.Popen(
         [sys.executable, "-m", "netbay.cli.main", "up", "--port", str(srv.port), "--data-dir", str(srv.data_dir),
          "--database-url", srv.database_url, "--no-agent"],
