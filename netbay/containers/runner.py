@@ -3,13 +3,13 @@
 The API writes a container ``Creating`` and hands its id here; a small thread pool
 makes the Docker containers (:class:`netbay.runtime.docker.DockerRuntime`). As in the
 spec's sandbox flow, a container is two: a sandbox ``zun-sandbox-<uuid>`` (image
-``NETBAY_SANDBOX_IMAGE``, default ``busybox``, else the app's image) on the container's ports — the netbay
-plugin plugs each one — holding the network namespace, and the app ``zun-<uuid>``
-started with ``--net=container:<sandbox>``. Stopping, restarting or rebuilding
-(replacing) the app makes no plugin call: the address and MAC stay. Zun's status is
-written back (``Created``/``Running``, or ``Error`` with the reason); after a server
-restart it is read back from Docker. One lock per container keeps its operations in
-order (a delete waits for the create under way).
+``NETBAY_SANDBOX_IMAGE``, default ``busybox``, else the app's image) on the
+container's ports — the netbay plugin plugs each one — holding the network namespace,
+and the app ``zun-<uuid>`` started with ``--net=container:<sandbox>``. Stopping,
+restarting or rebuilding (replacing) the app makes no plugin call: the address and
+MAC stay. Zun's status is written back (``Created``/``Running``, or ``Error`` with
+the reason); after a server restart it is read back from Docker. One lock per
+container keeps its operations in order (a delete waits for the create under way).
 
 Where Docker is: ``NETBAY_DOCKER_HOST`` (e.g. ``unix:///run/docker.sock``) and the
 plugin's name ``NETBAY_DOCKER_DRIVER`` (``netbay``). Without a Docker host the API
