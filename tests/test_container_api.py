@@ -204,7 +204,15 @@ def test_state_rules_and_other_projects(member, other):
               "Either 'network' or 'port' must be given, not both.")
     zun_error(zun.post(f"/containers/{c['uuid']}/execute", params={"command": "true"}), 409,
               f"Cannot execute container {c['uuid']} in Error state.")
+    # Zun's rebuild: allowed from Error, a new image kept; here no Docker, so Error again.
+    zun_error(zun.post(f"/containers/{c['uuid']}/rebuild", params={"image_driver": "glance"}), 400,
+              contains="image_driver")
+    zun_error(other["zun"].post(f"/containers/{c['uuid']}/rebuild"), 404)
+    assert zun.post(f"/containers/{c['uuid']}/rebuild", params={"image": "busybox:2"}).status_code == 202
+    rebuilt = _wait(zun, c["uuid"], {"Error"})
+    assert rebuilt["image"] == "busybox:2" and rebuilt["task_state"] is None
     assert zun.delete(f"/containers/{c['uuid']}").status_code == 204
+    zun_error(zun.post(f"/containers/{c['uuid']}/rebuild"), 404)
 
 
 def test_exposed_ports_open_through_a_group_of_the_containers_own(member):

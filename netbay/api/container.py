@@ -8,7 +8,7 @@ container 1.x`` negotiated as Zun does (1.1 when absent, 1.1–1.40 served, 406 
 
 Routes: ``networks`` (create from a netbay network, list, show, delete — 409 while
 containers are attached) and ``containers`` (create, ``?run=true``, list, show,
-delete, ``start``/``stop``/``reboot``, ``execute`` (``run=true``), ``network_list``/
+delete, ``start``/``stop``/``reboot``/``rebuild``, ``execute`` (``run=true``), ``network_list``/
 ``network_attach``/``network_detach``). Creates answer 202 at once; Docker is driven by
 :class:`netbay.containers.runner.Runner` and the status moves on from ``Creating``.
 """
@@ -39,6 +39,7 @@ VALID_STATES = {
     "start": ("Created", "Stopped", "Error"),
     "stop": ("Running",),
     "reboot": ("Created", "Running", "Stopped", "Error"),
+    "rebuild": ("Created", "Running", "Stopped", "Error"),
     "delete": ("Created", "Error", "Stopped"),
     "network_attach": ("Created", "Running", "Stopped"),
     "network_detach": ("Created", "Running", "Stopped"),
@@ -176,6 +177,27 @@ def _mount_containers(sub: FastAPI) -> None:
             return Response(status_code=202)
         return handler
 
+    async def rebuild(request: Request, ident: str) -> Response:
+        """Zun's rebuild (``?image=`` optional): a new app container in the same sandbox."""
+        ctx = context(request)
+        params = _params(request)
+        image = params.get("image")
+        if params.get("image_driver") not in (None, "docker"):
+            raise BadRequest("Invalid input for query parameter 'image_driver': only 'docker' is served.")
+
+        def mark(s: Any) -> tuple[str, bool]:
+            c = containers.get(s, ctx, ident, for_update=True)
+            _check_state(c, "rebuild")
+            run = c.status == "Running"
+            if image:
+                c.image = image
+            c.status, c.task_state = "Rebuilding", "container_rebuilding"
+            return c.id, run
+
+        container_id, run = await _write(request, mark)
+        _runner(request).rebuild(container_id, run)
+        return Response(status_code=202)
+
     def network_list(request: Request, ident: str) -> Response:
         ctx = context(request)
         with request.app.state.store.read() as s:
@@ -250,6 +272,8 @@ def _mount_containers(sub: FastAPI) -> None:
                        ("reboot", "container_rebooting")):
         sub.add_api_route(f"{path}/{{ident}}/{verb}", action(verb, task), methods=["POST"], status_code=202,
                           name=f"{verb}_container")
+    sub.add_api_route(path + "/{ident}/rebuild", rebuild, methods=["POST"], status_code=202,
+                      name="rebuild_container")
     sub.add_api_route(path + "/{ident}/network_list", network_list, methods=["GET"], name="container_network_list")
 
 
@@ -291,6 +315,7 @@ def install(app: FastAPI, runner: Runner | None = None) -> None:
     app.state.container_runner = runner = runner or Runner(app.state.store)
     if runner.docker_host:
         runner.runtime()  # follow Docker's events from the start (no connection is made yet)
+        runner.recover()  # statuses as Docker has them now (off the startup path)
     _install_errors(sub)
     _mount_discovery(sub)
     _mount_networks(sub)

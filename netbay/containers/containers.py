@@ -30,7 +30,8 @@ from netbay.store.models import (Container, ContainerNetwork, IPAllocation, Netw
                                  SecurityGroup, new_id)
 
 OWNER = "compute:netbay"
-STATUSES = ("Creating", "Created", "Running", "Stopped", "Restarting", "Deleting", "Error", "Unknown")
+STATUSES = ("Creating", "Created", "Running", "Stopped", "Restarting", "Rebuilding", "Deleting", "Error",
+            "Unknown")
 BODY_KEYS = {"name", "image", "hints", "command", "environment", "labels", "workdir", "hostname", "nets",
              "security_groups", "exposed_ports", "run", "interactive", "tty", "image_driver",
              "image_pull_policy", "restart_policy", "auto_remove", "cpu", "memory", "availability_zone",

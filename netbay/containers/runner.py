@@ -1,9 +1,14 @@
 """Drives Docker for the container API, off the request path.
 
 The API writes a container ``Creating`` and hands its id here; a small thread pool
-makes the Docker container on the container's ports (:class:`netbay.runtime.docker.DockerRuntime`,
-whose netbay network plugin plugs each port), starts it if asked, and writes Zun's
-status back (``Created``/``Running``, or ``Error`` with the reason). One lock per
+makes the Docker containers (:class:`netbay.runtime.docker.DockerRuntime`). As in the
+spec's sandbox flow, a container is two: a sandbox ``zun-sandbox-<uuid>`` (image
+``NETBAY_SANDBOX_IMAGE``, default ``busybox``, else the app's image) on the
+container's ports — the netbay plugin plugs each one — holding the network namespace,
+and the app ``zun-<uuid>`` started with ``--net=container:<sandbox>``. Stopping,
+restarting or rebuilding (replacing) the app makes no plugin call: the address and
+MAC stay. Zun's status is written back (``Created``/``Running``, or ``Error`` with
+the reason); after a server restart it is read back from Docker. One lock per
 container keeps its operations in order (a delete waits for the create under way).
 
 Where Docker is: ``NETBAY_DOCKER_HOST`` (e.g. ``unix:///run/docker.sock``) and the
@@ -28,7 +33,8 @@ from netbay.store.models import Container, ContainerNetwork, IPAllocation, Netwo
 log = logging.getLogger(__name__)
 
 API_VERSION = "1.41"  # Docker 20.10
-LABEL = "netbay.container"   # on every container the API makes: its uuid
+LABEL = "netbay.container"   # on every app container the API makes: its uuid
+SANDBOX_LABEL = "netbay.sandbox"  # on its sandbox (whose events are not the app's status)
 EVENT_WINDOW = 2             # seconds per read of Docker's event stream
 EVENT_STATUS = {"die": "Stopped", "start": "Running"}
 
@@ -39,10 +45,11 @@ class NoRuntime(Exception):
 
 class Runner:
     def __init__(self, store: Any, docker_host: str | None = None, driver: str | None = None,
-                 workers: int = 4) -> None:
+                 workers: int = 4, sandbox_image: str | None = None) -> None:
         self.store = store
         self.docker_host = docker_host if docker_host is not None else os.environ.get("NETBAY_DOCKER_HOST", "")
         self.driver = driver or os.environ.get("NETBAY_DOCKER_DRIVER", "netbay")
+        self.sandbox_image = sandbox_image or os.environ.get("NETBAY_SANDBOX_IMAGE", "busybox")
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="netbay-containers")
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -67,7 +74,8 @@ class Runner:
 
     def _follow(self) -> None:
         """Docker's own changes (a command that exits, a container killed) as Zun's statuses,
-        read from Docker's event stream in windows of ``EVENT_WINDOW`` seconds."""
+        read from Docker's event stream in windows of ``EVENT_WINDOW`` seconds; a sandbox
+        that dies is started again (:meth:`heal`)."""
         import time
 
         since = int(time.time())
@@ -75,24 +83,72 @@ class Runner:
             until = int(time.time()) + EVENT_WINDOW
             try:
                 events = self._runtime.client.events(since=since, until=until, decode=True,
-                                                     filters={"type": "container", "label": LABEL})
+                                                     filters={"type": "container", "event": list(EVENT_STATUS)})
                 for event in events:
-                    status = EVENT_STATUS.get(event.get("Action") or event.get("status") or "")
-                    uuid = ((event.get("Actor") or {}).get("Attributes") or {}).get(LABEL)
-                    if status and uuid:
-                        self._state_if_idle(uuid, status)
+                    action = event.get("Action") or event.get("status") or ""
+                    attributes = (event.get("Actor") or {}).get("Attributes") or {}
+                    if attributes.get(LABEL):
+                        self._state_if_idle(attributes[LABEL], event.get("id") or "", EVENT_STATUS[action])
+                    elif attributes.get(SANDBOX_LABEL) and action == "die":
+                        self.heal(attributes[SANDBOX_LABEL])
                 since = until
             except Exception as exc:  # noqa: BLE001 - Docker restarting: try again shortly
                 log.debug("docker events: %s", exc)
                 self._closed.wait(1.0)
 
-    def _state_if_idle(self, container_id: str, status: str) -> None:
-        """Set ``status`` unless an operation of ours is under way (it sets its own)."""
+    def heal(self, container_id: str) -> Future:
+        """A sandbox died (killed, OOM): start it again — Docker plugs the same port back, the
+        endpoint keeps its address and MAC — and restart a running app into its namespace.
+        Nothing while an operation of ours is under way (a delete removes the sandbox)."""
+        def job(cid: str) -> None:
+            with self.store.read() as s:
+                c = s.get(Container, cid)
+                if c is None or c.task_state is not None or c.status not in ("Running", "Stopped", "Created"):
+                    return
+                docker_id = c.docker_id
+            try:
+                rt = self.runtime()
+                sandbox = self._sandbox(rt, cid)
+                if sandbox is None:
+                    return
+                rt.ensure_running(sandbox)
+                app = rt.find(docker_id) if docker_id else None
+                if app is not None and app["State"]["Running"]:
+                    rt.client.api.restart(docker_id, timeout=2)
+                log.info("container %s: sandbox started again", cid)
+            except Exception as exc:  # noqa: BLE001 - dockerd stopping: the app's own events say Stopped
+                log.warning("container %s: sandbox not started again: %s", cid, exc)
+        return self.submit(container_id, job)
+
+    def _state_if_idle(self, container_id: str, docker_id: str, status: str) -> None:
+        """Set ``status`` unless an operation of ours is under way (it sets its own) or the
+        event is of an app container a rebuild replaced."""
         def update(s: Any) -> None:
             c = s.get(Container, container_id, with_for_update=True)
-            if c is not None and c.task_state is None and c.status in ("Running", "Stopped", "Created"):
+            if (c is not None and c.task_state is None and c.status in ("Running", "Stopped", "Created")
+                    and (not docker_id or docker_id == c.docker_id)):
                 containers.set_state(s, container_id, status=status)
         self.store.retrying(update)
+
+    def recover(self) -> Future:
+        """After a restart: each container's status as Docker has it now. Statuses Docker
+        changed while netbay was down, and operations a stopped server left half-way
+        (``Creating``, a task under way), would otherwise never move again."""
+        def job() -> None:
+            try:
+                rt = self.runtime()
+                with self.store.read() as s:
+                    found = [(c.id, c.docker_id, c.status) for c in s.scalars(select(Container))]
+                for cid, docker_id, status in found:
+                    with self.lock(cid):
+                        state = (rt.find(docker_id) if docker_id else None) or rt.find(f"zun-{cid}")
+                        self._state(cid, **_recovered(state, status))
+                        sandbox = rt.find(sandbox_name(cid))
+                    if sandbox is not None and not sandbox["State"]["Running"]:
+                        self.heal(cid)  # died while netbay was down
+            except Exception as exc:  # noqa: BLE001 - Docker down: statuses stay as they were
+                log.warning("containers: recovery after restart skipped: %s", exc)
+        return self._pool.submit(job)
 
     def lock(self, container_id: str) -> threading.Lock:
         with self._guard:
@@ -114,6 +170,11 @@ class Runner:
         with self.lock(f"network:{network['id']}"):
             rt.ensure_network(network, subnet)
 
+    def _sandbox(self, rt: Any, container_id: str) -> str | None:
+        """The Docker id of the container's sandbox (None: a container from before sandboxes)."""
+        found = rt.find(sandbox_name(container_id))
+        return found["Id"] if found is not None else None
+
     def _state(self, container_id: str, **values: Any) -> None:
         self.store.retrying(lambda s: containers.set_state(s, container_id, **values))
 
@@ -134,27 +195,65 @@ class Runner:
             c = s.get(Container, container_id)
             if c is None:
                 return
-            spec = dict(image=c.image, command=c.command or None, run=c.run, name=f"zun-{c.id}",
-                        create={k: v for k, v in (("hostname", c.hostname), ("environment", c.environment),
-                                                  ("labels", {**c.labels, LABEL: c.id}),
-                                                  ("working_dir", c.workdir)) if v})
+            spec = _app_spec(c)
+            hostname, run = c.hostname, c.run
             plan = [_port_plan(s, att) for att in containers.attachments(s, container_id)]
         for network, subnet, _ in plan:
             self._ensure_network(rt, network, subnet)
-        first = plan[0][2]
-        cid = rt.run(spec["image"], spec["command"], first, name=spec["name"], start=False, **spec["create"])
-        self._state(container_id, docker_id=cid)
+        sandbox = self._make_sandbox(rt, container_id, spec["image"], plan[0][2], hostname)
         try:
             for _, _, port in plan[1:]:
-                rt.connect(cid, port)
-            if spec["run"]:
+                rt.connect(sandbox, port)
+            cid = rt.app(sandbox, spec.pop("image"), spec.pop("command"), start=False, **spec)
+        except Exception:
+            rt.remove(sandbox)
+            raise
+        self._state(container_id, docker_id=cid)
+        try:
+            if run:
                 rt.client.api.start(cid)
         except Exception:
             rt.remove(cid)
+            rt.remove(sandbox)
             self._state(container_id, docker_id="")
             raise
-        self._state(container_id, status="Running" if spec["run"] else "Created", task_state=None,
+        self._state(container_id, status="Running" if run else "Created", task_state=None,
                     status_reason="")
+
+    def _make_sandbox(self, rt: Any, container_id: str, app_image: str, port: dict[str, Any],
+                      hostname: str) -> str:
+        """The sandbox, in ``sandbox_image`` — or, where Docker has no such image (nothing is
+        pulled here), in the app's own image, which then needs a shell."""
+        from docker.errors import ImageNotFound
+
+        kw = dict(name=sandbox_name(container_id), labels={SANDBOX_LABEL: container_id}, hostname=hostname)
+        try:
+            return rt.sandbox(self.sandbox_image, port, **kw)
+        except ImageNotFound:
+            if app_image == self.sandbox_image:
+                raise
+            log.info("sandbox image %s missing: container %s's sandbox uses %s", self.sandbox_image,
+                     container_id, app_image)
+            return rt.sandbox(app_image, port, **kw)
+
+    def rebuild(self, container_id: str, run: bool) -> Future:
+        """Zun's rebuild: a new app container (the image may be new) in the same sandbox, so
+        the address, MAC and port stay; started again if it was running."""
+        def job(cid: str) -> None:
+            rt = self.runtime()
+            with self.store.read() as s:
+                c = s.get(Container, cid)
+                spec, old = _app_spec(c), c.docker_id
+            sandbox = self._sandbox(rt, cid)
+            if sandbox is None:
+                raise NoRuntime(f"Container {cid} has no sandbox to rebuild in (made before sandboxes).")
+            rt.ensure_running(sandbox)
+            if old:
+                rt.remove(old)
+            new = rt.app(sandbox, spec.pop("image"), spec.pop("command"), start=run, **spec)
+            self._state(cid, docker_id=new, status="Running" if run else "Created", task_state=None,
+                        status_reason="")
+        return self.submit(container_id, job)
 
     def action(self, container_id: str, verb: str, timeout: int = 10) -> Future:
         def job(cid: str) -> None:
@@ -162,6 +261,9 @@ class Runner:
             with self.store.read() as s:
                 docker_id = s.get(Container, cid).docker_id
             api = rt.client.api
+            sandbox = self._sandbox(rt, cid)
+            if sandbox is not None and verb != "stop":
+                rt.ensure_running(sandbox)  # the app joins its namespace
             if verb == "start":
                 api.start(docker_id)
             elif verb == "stop":
@@ -182,7 +284,7 @@ class Runner:
             try:
                 rt = self.runtime()
                 self._ensure_network(rt, network, subnet)
-                rt.connect(docker_id, port)
+                rt.connect(self._sandbox(rt, cid) or docker_id, port)
             except Exception as exc:
                 def undo(s: Any) -> None:
                     found = s.get(NetworkAttachment, (cid, port_id))
@@ -202,7 +304,7 @@ class Runner:
                 docker_id = s.get(Container, cid).docker_id
                 att = s.get(NetworkAttachment, (cid, port_id))
                 network_id = att.network_id
-            rt.disconnect(docker_id, network_id)
+            rt.disconnect(self._sandbox(rt, cid) or docker_id, network_id)
 
             def drop(s: Any) -> None:
                 found = s.get(NetworkAttachment, (cid, port_id))
@@ -231,12 +333,42 @@ class Runner:
                 docker_id = c.docker_id if c is not None else ""
             if docker_id:
                 self.runtime().remove(docker_id)
+            if self.docker_host:
+                sandbox = self._sandbox(self.runtime(), container_id)
+                if sandbox is not None:
+                    self.runtime().remove(sandbox)
         with self._guard:
             self._locks.pop(container_id, None)
 
     def remove_network(self, network_id: str) -> None:
         if self.docker_host:
             self.runtime().remove_network(network_id)
+
+
+def _recovered(inspect: dict[str, Any] | None, status: str) -> dict[str, Any]:
+    """The container's Zun state from Docker's inspect of its app (None: Docker has none)."""
+    if inspect is None:
+        if status == "Error":
+            return {"task_state": None}
+        return {"status": "Error", "task_state": None, "docker_id": "",
+                "status_reason": "Docker has no such container any more (netbay restarted meanwhile)."}
+    state = inspect["State"]
+    if state.get("Running"):
+        now = "Running"
+    else:
+        now = "Created" if str(state.get("StartedAt", "")).startswith("0001-") else "Stopped"
+    return {"status": now, "task_state": None, "docker_id": inspect["Id"], "status_reason": ""}
+
+
+def sandbox_name(container_id: str) -> str:
+    return f"zun-sandbox-{container_id}"
+
+
+def _app_spec(c: Container) -> dict[str, Any]:
+    """What Docker's create takes for the app container (the sandbox has the hostname)."""
+    return dict(image=c.image, command=c.command or None, name=f"zun-{c.id}",
+                **{k: v for k, v in (("environment", c.environment), ("labels", {**c.labels, LABEL: c.id}),
+                                     ("working_dir", c.workdir)) if v})
 
 
 def _port_plan(s: Any, att: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

@@ -19,6 +19,10 @@ from docker.errors import APIError, NotFound
 from docker.types import IPAMConfig, IPAMPool
 
 
+# The sandbox's process: waits (as PID 1 it needs its own TERM handler to stop at once).
+SANDBOX_COMMAND = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done"]
+
+
 def _v4(port: dict[str, Any]) -> str:
     for fixed in port.get("fixed_ips") or ():
         if ":" not in fixed["ip_address"]:
@@ -72,6 +76,42 @@ class DockerRuntime:
             api.remove_container(cid, force=True)
             raise
         return cid
+
+    def sandbox(self, image: str, port: dict[str, Any], *, name: str, labels: dict[str, str],
+                hostname: str = "") -> str:
+        """Start a sandbox holding the network namespace on ``port`` (Zun's ``zun-sandbox-<uuid>``):
+        a process that only waits, so an app container joined to it can stop, restart or be
+        replaced without Docker leaving the network (no plugin call, same address and MAC)."""
+        create: dict[str, Any] = {"labels": labels}
+        if hostname:
+            create["hostname"] = hostname  # Docker refuses a hostname with --net=container:
+        return self.run(image, SANDBOX_COMMAND, port, name=name, **create)
+
+    def app(self, sandbox_id: str, image: str, command: list[str] | str | None, *, name: str,
+            start: bool = True, **create: Any) -> str:
+        """Create (and start) a container in ``sandbox_id``'s network namespace (``--net=container:``)."""
+        api = self.client.api
+        cid = api.create_container(image, command, name=name,
+                                   host_config=api.create_host_config(network_mode=f"container:{sandbox_id}"),
+                                   **create)["Id"]
+        if start:
+            try:
+                api.start(cid)
+            except APIError:
+                api.remove_container(cid, force=True)
+                raise
+        return cid
+
+    def find(self, name: str) -> dict[str, Any] | None:
+        """Docker's inspect of the container named ``name`` (None: there is none)."""
+        try:
+            return self.client.api.inspect_container(name)
+        except NotFound:
+            return None
+
+    def ensure_running(self, container_id: str) -> None:
+        if not self.client.api.inspect_container(container_id)["State"]["Running"]:
+            self.client.api.start(container_id)
 
     def connect(self, container_id: str, port: dict[str, Any]) -> None:
         """Attach one more port (its network's Docker network must exist)."""

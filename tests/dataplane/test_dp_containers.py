@@ -35,9 +35,14 @@ def daemon() -> Iterator[dk.Dockerd]:
 
 
 @pytest.fixture(scope="module")
-def cloud(daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    saved = {k: os.environ.get(k) for k in ("NETBAY_DOCKER_HOST", "NETBAY_DOCKER_DRIVER")}
+def cloud(daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Cloud]:
+    """The server; a module's ``SANDBOX_IMAGE`` is its sandbox image (none here: the default
+    ``busybox`` is missing from the private dockerd, so sandboxes use the app's image)."""
+    saved = {k: os.environ.get(k) for k in ("NETBAY_DOCKER_HOST", "NETBAY_DOCKER_DRIVER", "NETBAY_SANDBOX_IMAGE")}
     os.environ.update(NETBAY_DOCKER_HOST=daemon.host, NETBAY_DOCKER_DRIVER=PLUGIN)
+    os.environ.pop("NETBAY_SANDBOX_IMAGE", None)
+    if getattr(request.module, "SANDBOX_IMAGE", None):
+        os.environ["NETBAY_SANDBOX_IMAGE"] = request.module.SANDBOX_IMAGE
     made = make_cloud(tmp_path_factory.mktemp("containers"), "zn")
     try:
         cloud = next(made)  # the server starts with the environment above
@@ -103,6 +108,8 @@ def test_run_on_a_network_talks_to_a_sandbox_and_survives_stop_start_reboot(clou
     try:
         dc = docker_container(daemon, c)
         assert dc.name == f"zun-{c['uuid']}"
+        sandbox = daemon.client.api.inspect_container(f"zun-sandbox-{c['uuid']}")
+        assert sandbox["Config"]["Image"] == dk.IMAGE  # no "busybox" here: the app's image
         assert iface(dc) == (port["mac_address"], ["10.71.0.20/24"])
         cloud.wait_status(f"/network/v2.0/ports/{port_id}", "ACTIVE")
         sb = cloud.wait_status(f"/netbay/v1/sandboxes/{sb['id']}", "ACTIVE")
