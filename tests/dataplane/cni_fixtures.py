@@ -1,0 +1,111 @@
+"""Fixtures for the CNI plugin: ``netbay cni-daemon`` as a child process, the
+``netbay-cni`` launcher in a bin dir of this run, and a way to call any CNI plugin
+(netbay-cni or a reference plugin such as ``bridge``) the way a runtime does — env,
+config on stdin, result on stdout. Used by test_dp_cni.py and bench/cni_add.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REFERENCE_DIR = Path("/usr/lib/cni")
+
+
+def reference_available() -> str | None:
+    """Why the reference plugins cannot be compared here (None: they can)."""
+    if not (REFERENCE_DIR / "bridge").exists():
+        return "containernetworking-plugins not installed (scripts/setup.sh installs it)"
+    return None
+
+
+@dataclass
+class Call:
+    rc: int
+    out: str
+    err: str
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.out) if self.out.strip() else None
+
+    @property
+    def code(self) -> int | None:
+        body = self.json
+        return body.get("code") if isinstance(body, dict) else None
+
+
+def invoke(plugin: Path, command: str, conf: dict[str, Any] | bytes | None, *, container: str = "",
+           netns: str = "", ifname: str = "eth0", args: str = "", cni_path: str = "",
+           run_in: str | None = None, timeout: float = 60, extra_env: dict[str, str] | None = None) -> Call:
+    """Run ``plugin`` as a runtime would. ``run_in``: a netns name to run it in (the
+    reference ``bridge`` makes its bridge in the namespace it runs in: never the host's).
+    Empty values are left out of the environment (to test their absence)."""
+    env = {"CNI_COMMAND": command, "CNI_CONTAINERID": container, "CNI_NETNS": netns, "CNI_IFNAME": ifname,
+           "CNI_ARGS": args, "CNI_PATH": cni_path or f"{plugin.parent}:{REFERENCE_DIR}", **(extra_env or {})}
+    env = {k: v for k, v in env.items() if v}
+    env["PATH"] = os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+    stdin = conf if isinstance(conf, bytes) else (json.dumps(conf).encode() if conf is not None else b"")
+    cmd = [str(plugin)]
+    if run_in:
+        cmd = ["nsenter", f"--net=/run/netns/{run_in}", "--", *cmd]
+    p = subprocess.run(cmd, input=stdin, env=env, capture_output=True, timeout=timeout)
+    return Call(p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"))
+
+
+class Daemon:
+    """``netbay cni-daemon`` as a child process, stopped (or killed) by PID."""
+
+    def __init__(self, sock: Path, url: str, prefix: str, env: dict[str, str], log: Path) -> None:
+        self.sock, self.url, self.prefix, self.env, self.log = sock, url, prefix, env, log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30) -> Daemon:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "netbay.cli.main", "cni-daemon", "--socket", str(self.sock), "--url", self.url,
+             "--prefix", self.prefix], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while not self._listening():
+            assert time.monotonic() < deadline, f"cni-daemon not listening:\n{self.log.read_text()[-3000:]}"
+            time.sleep(0.05)
+        return self
+
+    def _listening(self) -> bool:
+        assert self.proc is not None and self.proc.poll() is None, self.log.read_text()[-3000:]
+        if not self.sock.is_socket():
+            return False
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.connect(str(self.sock))
+            except OSError:
+                return False
+        return True
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+def netbay_conf(name: str, network: str, sock: Path, version: str = "1.0.0", **extra: Any) -> dict[str, Any]:
+    """One plugin's configuration as a runtime hands it over (``name`` injected)."""
+    return {"cniVersion": version, "name": name, "type": "netbay-cni", "network": network, "socket": str(sock),
+            **extra}
+
+
+def bridge_conf(name: str, cidr: str, data_dir: Path, version: str = "1.0.0", bridge: str = "nbtbr0") -> dict:
+    return {"cniVersion": version, "name": name, "type": "bridge", "bridge": bridge, "isGateway": True,
+            "ipam": {"type": "host-local", "subnet": cidr, "dataDir": str(data_dir),
+                     "routes": [{"dst": "0.0.0.0/0"}]}}

@@ -1,0 +1,299 @@
+"""netbay-cni, called as a CNI runtime calls it, on a real netbay server + agent, real
+packets — and side by side with the reference ``bridge`` plugin of this machine for
+the error cases (same exit status, same code).
+
+The daemon (``netbay cni-daemon``) is a child process on a socket of this run; the
+plugin is the launcher ``netbay cni-install`` writes, in a bin dir of this run. Pod
+namespaces are made here (``nbt<hex>-cni-p…``); the reference plugin runs inside a
+namespace of its own (never the host's).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from netbay.dataplane import netns
+from netbay.dataplane.names import Names
+from netbay.dataplane.rtnl import rtnl
+from netbay.plugins.cni.launcher import install
+
+from .agent_fixtures import Cloud, make_cloud, wait_for
+from .cni_fixtures import REFERENCE_DIR, Call, Daemon, bridge_conf, invoke, netbay_conf, reference_available
+from .docker_fixtures import plugin_env
+from .dp_helpers import PREFIX, ping
+
+TAG = "cni"
+NS = f"{PREFIX}{TAG}-"
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    yield from make_cloud(tmp_path_factory.mktemp("cni"), TAG)
+
+
+@pytest.fixture(scope="module")
+def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("cnibin")
+    install(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def daemon(cloud: Cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    d = tmp_path_factory.mktemp("cnid")
+    dm = Daemon(d / "cni.sock", cloud.server.url, cloud.names.prefix, plugin_env(cloud.server), d / "daemon.log")
+    dm.start()
+    try:
+        yield dm
+    finally:
+        dm.stop()
+
+
+@pytest.fixture(scope="module")
+def network(cloud: Cloud) -> tuple[dict, dict]:
+    return cloud.network(f"{NS}net", "10.9.60.0/24")
+
+
+@pytest.fixture
+def pod_ns(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace standing in for a pod's (the runtime's), deleted afterwards."""
+    names = []
+
+    def make(suffix: str = "") -> str:
+        name = f"{NS}p{len(names)}{suffix}"
+        netns.create(name)
+        names.append(name)
+        return name
+
+    yield make  # type: ignore[misc]
+    for name in names:
+        netns.delete(name)
+
+
+def plugin(bin_dir: Path) -> Path:
+    return bin_dir / "netbay-cni"
+
+
+def ports_of(cloud: Cloud, **params: str) -> list[dict]:
+    return cloud.ok(cloud.http.get("/network/v2.0/ports", params=params))["ports"]
+
+
+def taps(cloud: Cloud) -> list[str]:
+    return cloud.taps()
+
+
+def link(ns: str, ifname: str = "eth0"):  # noqa: ANN201
+    from netbay.runtime.inside import opened
+
+    with opened(netns.path(ns)) as r:
+        lk = r.link(ifname)
+        return (lk, [a for a in r.addresses(lk.index) if ":" not in a]) if lk else (None, [])
+
+
+# --- the verbs ----------------------------------------------------------------------------
+
+
+def test_add_check_del(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tuple[dict, dict], pod_ns) -> None:
+    net, sub = network
+    ns = pod_ns()
+    conf = netbay_conf(f"{NS}conf", net["name"], daemon.sock)
+    args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-1;K8S_POD_UID=uid-web-1"
+    add = invoke(plugin(bin_dir), "ADD", conf, container="ctr1", netns=netns.path(ns), args=args)
+    assert add.rc == 0, add
+    result = add.json
+    assert result["cniVersion"] == "1.0.0"
+    (port,) = ports_of(cloud, device_id="uid-web-1")
+    ip = port["fixed_ips"][0]["ip_address"]
+    assert result["interfaces"] == [{"name": "eth0", "mac": port["mac_address"], "sandbox": netns.path(ns)}]
+    assert result["ips"] == [{"interface": 0, "address": f"{ip}/24", "gateway": sub["gateway_ip"]}]
+    assert result["routes"] == [{"dst": "0.0.0.0/0", "gw": sub["gateway_ip"]}]
+    assert port["name"] == "default/web-1" and port["device_owner"] == "compute:netbay"
+    assert port["binding:host_id"] and port["network_id"] == net["id"]
+    lk, addrs = link(ns)
+    assert lk.address == port["mac_address"] and addrs == [f"{ip}/24"] and lk.up
+    cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")  # the agent adopted it
+
+    # a netbay sandbox on the same network reaches the pod, and the pod the sandbox
+    sb = cloud.sandbox(f"{NS}sb", networks=[net["id"]])
+    sb_port = wait_for(lambda: ports_of(cloud, device_id=sb["id"]), 10, 0.05, "sandbox port")[0]
+    cloud.wait_status(f"/network/v2.0/ports/{sb_port['id']}", "ACTIVE")
+    try:
+        assert wait_for(lambda: ping(cloud.sandbox_ns(sb["id"]), ip), 10, 0.05, "sandbox -> pod")
+        assert ping(ns, sb_port["fixed_ips"][0]["ip_address"])
+
+        check = invoke(plugin(bin_dir), "CHECK", {**conf, "prevResult": result}, container="ctr1",
+                       netns=netns.path(ns), args=args)
+        assert (check.rc, check.out) == (0, ""), check
+        # CHECK finds what differs: the address taken away
+        from netbay.runtime.inside import opened
+
+        with opened(netns.path(ns)) as r:
+            r.del_address(r.link("eth0").index, f"{ip}/24")
+        bad = invoke(plugin(bin_dir), "CHECK", {**conf, "prevResult": result}, container="ctr1",
+                     netns=netns.path(ns), args=args)
+        assert bad.rc == 1 and bad.code == 999 and "lacks address" in bad.json["msg"], bad
+
+        for _ in range(2):  # DEL twice: both succeed
+            gone = invoke(plugin(bin_dir), "DEL", {**conf, "prevResult": result}, container="ctr1",
+                          netns=netns.path(ns), args=args)
+            assert (gone.rc, gone.out) == (0, ""), gone
+        assert ports_of(cloud, device_id="uid-web-1") == []
+        assert link(ns)[0] is None
+        assert Names.tap(port["id"]) not in taps(cloud)
+        assert not ping(cloud.sandbox_ns(sb["id"]), ip, timeout=0.3)
+    finally:
+        cloud.delete_sandbox(sb["id"])
+
+
+def test_result_versions(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tuple[dict, dict], pod_ns) -> None:
+    """0.4.0 results carry ips[].version; 1.1.0 interfaces carry the MTU."""
+    net, _sub = network
+    for i, version in enumerate(("0.4.0", "1.1.0")):
+        ns = pod_ns()
+        conf = netbay_conf(f"{NS}conf", net["id"], daemon.sock, version=version)
+        add = invoke(plugin(bin_dir), "ADD", conf, container=f"v{i}", netns=netns.path(ns))
+        assert add.rc == 0, add
+        body = add.json
+        assert body["cniVersion"] == version
+        if version == "0.4.0":
+            assert body["ips"][0]["version"] == "4"
+        else:
+            assert body["interfaces"][0]["mtu"] == 1500 and "version" not in body["ips"][0]
+        assert invoke(plugin(bin_dir), "DEL", conf, container=f"v{i}", netns=netns.path(ns)).rc == 0
+
+
+def test_given_port(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tuple[dict, dict], pod_ns) -> None:
+    """PORT_UUID (a controller made the port): plugged as is; DEL unbinds, keeps it."""
+    net, sub = network
+    port = cloud.ok(cloud.http.post("/network/v2.0/ports", json={"port": {
+        "network_id": net["id"], "fixed_ips": [{"ip_address": "10.9.60.77"}]}}), 201)["port"]
+    ns = pod_ns()
+    conf = netbay_conf(f"{NS}conf", net["name"], daemon.sock)
+    wrong = invoke(plugin(bin_dir), "ADD", conf, container="given", netns=netns.path(ns),
+                   args=f"PORT_UUID={port['id']};IPV4=10.9.60.78/24")
+    assert wrong.rc == 1 and wrong.code == 4, wrong
+    args = f"PORT_UUID={port['id']};IPV4=10.9.60.77/24;GW={sub['gateway_ip']}"
+    add = invoke(plugin(bin_dir), "ADD", conf, container="given", netns=netns.path(ns), args=args)
+    assert add.rc == 0, add
+    assert add.json["interfaces"][0]["mac"] == port["mac_address"]
+    assert link(ns)[1] == ["10.9.60.77/24"]
+    bound = cloud.port(port["id"])
+    assert bound["device_owner"] == "compute:netbay" and bound["binding:host_id"]
+    assert invoke(plugin(bin_dir), "DEL", conf, container="given", netns=netns.path(ns), args=args).rc == 0
+    kept = cloud.port(port["id"])
+    assert kept["binding:host_id"] == "" and kept["device_id"] == "" and kept["device_owner"] == ""
+    assert not [t for t in kept["tags"] if t.startswith("netbay.cni")]
+    assert link(ns)[0] is None
+    cloud.ok(cloud.http.delete(f"/network/v2.0/ports/{port['id']}"), 204)
+
+
+def test_gc_and_status(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tuple[dict, dict], pod_ns) -> None:
+    net, _sub = network
+    conf = netbay_conf(f"{NS}gc", net["name"], daemon.sock, version="1.1.0")
+    spaces = [pod_ns(), pod_ns()]
+    for i, ns in enumerate(spaces):
+        assert invoke(plugin(bin_dir), "ADD", conf, container=f"gc{i}", netns=netns.path(ns)).rc == 0
+    made = {p["device_id"]: p for p in ports_of(cloud, tags=f"netbay.cni.net:{NS}gc")}
+    assert set(made) == {"gc0", "gc1"}
+    gc = invoke(plugin(bin_dir), "GC", {**conf, "cni.dev/valid-attachments": [
+        {"containerID": "gc0", "ifname": "eth0"}]}, ifname="")
+    assert (gc.rc, gc.out) == (0, ""), gc
+    assert {p["device_id"] for p in ports_of(cloud, tags=f"netbay.cni.net:{NS}gc")} == {"gc0"}
+    assert Names.tap(made["gc1"]["id"]) not in taps(cloud) and link(spaces[1])[0] is None
+    assert link(spaces[0])[0] is not None
+    status = invoke(plugin(bin_dir), "STATUS", conf, ifname="")
+    assert (status.rc, status.out) == (0, ""), status
+    missing = invoke(plugin(bin_dir), "STATUS", {**conf, "network": f"{NS}no-such-net"}, ifname="")
+    assert missing.rc == 1 and missing.code == 50, missing
+    old = invoke(plugin(bin_dir), "STATUS", {**conf, "cniVersion": "1.0.0"}, ifname="")
+    assert old.rc == 1 and old.code == 1, old
+    assert invoke(plugin(bin_dir), "GC", {**conf, "cni.dev/valid-attachments": []}, ifname="").rc == 0
+    assert ports_of(cloud, tags=f"netbay.cni.net:{NS}gc") == []
+
+
+def test_daemon_down(bin_dir: Path, tmp_path: Path) -> None:
+    """No daemon: "try again later" (STATUS: "not available"); the caller's own mistakes
+    are still said as such."""
+    conf = netbay_conf(f"{NS}x", "whatever", tmp_path / "absent.sock", version="1.1.0")
+    add = invoke(plugin(bin_dir), "ADD", conf, container="c", netns="/run/netns/x")
+    assert add.rc == 1 and add.code == 11, add
+    env = {"NETBAY_CNI_SOCKET": str(tmp_path / "absent.sock")}
+    bad = invoke(plugin(bin_dir), "ADD", b"{not json", container="c", netns="/run/netns/x", extra_env=env)
+    assert bad.rc == 1 and bad.code == 6, bad
+    old = invoke(plugin(bin_dir), "ADD", {**conf, "cniVersion": "0.2.0"}, container="c", netns="/run/netns/x")
+    assert old.rc == 1 and old.code == 1, old
+    status = invoke(plugin(bin_dir), "STATUS", conf, ifname="")
+    assert status.rc == 1 and status.code == 50, status
+
+
+# --- error cases, side by side with the reference bridge plugin -------------------------------
+
+
+@pytest.mark.skipif(reference_available() is not None, reason=str(reference_available()))
+def test_errors_as_reference(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tuple[dict, dict],
+                             pod_ns, tmp_path: Path) -> None:
+    net, _sub = network
+    host = pod_ns("h")  # where bridge runs (and makes its bridge)
+    ours_ns, ref_ns = pod_ns(), pod_ns()
+    ours_conf = netbay_conf(f"{NS}err", net["name"], daemon.sock)
+    ref_conf = bridge_conf(f"{NS}err", "10.9.61.0/24", tmp_path / "ipam")
+
+    def both(command: str, conf_edit=None, *, stdin: bytes | None = None, **kw) -> tuple[Call, Call]:  # noqa: ANN001
+        calls = []
+        for p, conf, ns in ((plugin(bin_dir), ours_conf, ours_ns), (REFERENCE_DIR / "bridge", ref_conf, ref_ns)):
+            c = dict(conf)
+            if conf_edit:
+                conf_edit(c)
+            env = {"container": "errc", "netns": netns.path(ns), **kw}
+            if p.name != "bridge":  # the daemon's socket, for calls whose config cannot say it
+                env["extra_env"] = {"NETBAY_CNI_SOCKET": str(daemon.sock)}
+            calls.append(invoke(p, command, stdin if stdin is not None else c,
+                                run_in=host if p.name == "bridge" else None, **env))
+        return calls[0], calls[1]
+
+    def same(pair: tuple[Call, Call], what: str) -> Call:
+        ours, ref = pair
+        assert (ours.rc, ours.code) == (ref.rc, ref.code), f"{what}: netbay-cni {ours} vs bridge {ref}"
+        return ours
+
+    same(both("ADD", stdin=b"not json"), "bad JSON")
+    same(both("ADD", stdin=b""), "empty config")
+    same(both("ADD", lambda c: c.pop("name")), "no network name")
+    same(both("ADD", lambda c: c.update(cniVersion="9.9.9")), "unsupported version")
+    same(both("ADD", netns=""), "no CNI_NETNS")
+    same(both("ADD", container=""), "no CNI_CONTAINERID")
+    same(both("ADD", ifname=""), "no CNI_IFNAME")
+    same(both("ADD", netns="/run/netns/" + NS + "missing"), "missing netns")
+    same(both("BOGUS"), "unknown command")
+    same(both("CHECK"), "CHECK without prevResult")
+    same(both("CHECK", lambda c: c.update(prevResult={"cniVersion": "1.0.0", "ips": []}), container="unknown"),
+         "CHECK of an unknown container")
+    same(both("DEL", container="unknown"), "DEL of an unknown container")
+    first = same(both("ADD"), "ADD")
+    assert first.rc == 0
+    again = same(both("ADD"), "second ADD, same interface")
+    assert "already exists" in again.json["msg"]
+    same(both("DEL", netns="/run/netns/" + NS + "missing"), "DEL, netns gone")
+    same(both("DEL", netns=""), "DEL without CNI_NETNS")
+    same(both("DEL"), "DEL")
+    same(both("DEL"), "DEL again")
+    assert ports_of(cloud, tags=f"netbay.cni.net:{NS}err") == []
+    assert [lk for lk in rtnl(ours_ns).links() if lk.ifname == "eth0"] == []
+    rtnl_release(ours_ns)
+
+
+def rtnl_release(ns: str) -> None:
+    from netbay.dataplane import rtnl as r
+
+    r.release(ns)
+
+
+def test_version_constant() -> None:
+    from netbay.plugins.cni import client, spec
+
+    assert json.loads(client.VERSION) == spec.version_info()
+    assert client.SUPPORTED == ", ".join(spec.SUPPORTED)
