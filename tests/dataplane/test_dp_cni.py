@@ -11,6 +11,7 @@ namespace of its own (never the host's).
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +23,8 @@ from netbay.dataplane.rtnl import rtnl
 from netbay.plugins.cni.launcher import install
 
 from .agent_fixtures import Cloud, make_cloud, wait_for
-from .cni_fixtures import REFERENCE_DIR, Call, Daemon, bridge_conf, invoke, netbay_conf, reference_available
+from .cni_fixtures import (REFERENCE_DIR, Call, Daemon, Podman, bridge_conf, invoke, netbay_conf, podman_available,
+                           reference_available)
 from .docker_fixtures import plugin_env
 from .dp_helpers import PREFIX, ping
 
@@ -297,3 +299,64 @@ def test_version_constant() -> None:
 
     assert json.loads(client.VERSION) == spec.version_info()
     assert client.SUPPORTED == ", ".join(spec.SUPPORTED)
+
+
+# --- a real CNI runtime: podman on its CNI backend ----------------------------------------------
+
+
+def _host_links() -> set[str]:
+    with open("/proc/net/dev") as f:
+        return {ln.split(":")[0].strip() for ln in list(f)[2:]}
+
+
+@pytest.mark.skipif(podman_available() is not None, reason=str(podman_available()))
+def test_podman(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tuple[dict, dict],
+                tmp_path_factory: pytest.TempPathFactory) -> None:
+    net, sub = network
+    links_before = _host_links()
+    pm = Podman(Path(tempfile.mkdtemp(prefix="nbtpm-", dir="/tmp")), bin_dir)
+    name = f"{NS}podman"
+    sb = cloud.sandbox(f"{NS}psb", networks=[net["id"]])
+    try:
+        pm.import_busybox()
+        pm.network(name, [{"type": "netbay-cni", "network": net["name"], "socket": str(daemon.sock)}])
+        cid = pm.cli("run", "-d", "--name", "c1", "--network", name, Podman.IMAGE, "sleep", "600").stdout.strip()
+        (port,) = ports_of(cloud, tags=f"netbay.cni.net:{name}")
+        assert port["device_id"] == cid and port["name"] == "cni-c1"
+        ip = port["fixed_ips"][0]["ip_address"]
+        shown = pm.cli("exec", "c1", "ip", "-o", "addr", "show", "eth0").stdout + \
+            pm.cli("exec", "c1", "ip", "-o", "link", "show", "eth0").stdout
+        assert f"inet {ip}/24" in shown and port["mac_address"] in shown, shown
+        assert f"default via {sub['gateway_ip']}" in pm.cli("exec", "c1", "ip", "route").stdout
+        cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
+
+        # real packets both ways with a netbay sandbox on the same network
+        sb_port = wait_for(lambda: ports_of(cloud, device_id=sb["id"]), 10, 0.05, "sandbox port")[0]
+        cloud.wait_status(f"/network/v2.0/ports/{sb_port['id']}", "ACTIVE")
+        assert wait_for(lambda: ping(cloud.sandbox_ns(sb["id"]), ip), 10, 0.05, "sandbox -> podman container")
+        out = pm.cli("exec", "c1", "ping", "-c", "1", "-W", "3", sb_port["fixed_ips"][0]["ip_address"]).stdout
+        assert "1 packets received" in out, out
+
+        # CHECK as libcni would run it, with the result podman cached
+        sandbox_key = pm.cli("inspect", "c1", "--format", "{{.NetworkSettings.SandboxKey}}").stdout.strip()
+        conf = netbay_conf(name, net["name"], daemon.sock)
+        add_result = {"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "mac": port["mac_address"],
+                                                             "sandbox": sandbox_key}],
+                      "ips": [{"interface": 0, "address": f"{ip}/24", "gateway": sub["gateway_ip"]}]}
+        check = invoke(plugin(bin_dir), "CHECK", {**conf, "prevResult": add_result}, container=cid,
+                       netns=sandbox_key)
+        assert (check.rc, check.out) == (0, ""), check
+
+        pm.cli("rm", "--force", "--time", "0", "c1")  # podman runs DEL
+        assert ports_of(cloud, tags=f"netbay.cni.net:{name}") == []
+        assert Names.tap(port["id"]) not in taps(cloud)
+        again = invoke(plugin(bin_dir), "DEL", conf, container=cid, netns=sandbox_key)
+        assert (again.rc, again.out) == (0, ""), again
+        assert not ping(cloud.sandbox_ns(sb["id"]), ip, timeout=0.3)
+    finally:
+        pm.close()
+        cloud.delete_sandbox(sb["id"])
+    # podman made nothing in the host's namespace (no cni-podman0), nor did we (other
+    # suites' Docker ends may come and go meanwhile: only this port's name is ours)
+    new = _host_links() - links_before
+    assert not [n for n in new if n.startswith(("cni", "podman")) or n == Names.container_end(port["id"])], new
