@@ -59,13 +59,21 @@ def _misuse(env: dict[str, str], stdin: bytes) -> tuple[int, bytes] | None:
 def socket_path(env: dict[str, str], stdin: bytes) -> str:
     if env.get("NETBAY_CNI_SOCKET"):
         return env["NETBAY_CNI_SOCKET"]
-    if b'"socket"' in stdin:
-        from netbay.plugins.cni.spec import read_config
+    at = stdin.find(b'"socket"')
+    if at < 0:
+        return DEFAULT_SOCKET
+    # `"socket": "<path>"` read without json (its import costs more than the call);
+    # anything less plain (escapes, not a string) goes through json.
+    rest = stdin[at + 8:].lstrip()
+    if rest[:1] == b":":
+        value = rest[1:].lstrip()
+        end = value.find(b'"', 1)
+        if value[:1] == b'"' and end > 1 and b"\\" not in value[1:end]:
+            return value[1:end].decode()
+    from netbay.plugins.cni.spec import read_config
 
-        path = read_config(stdin).get("socket")
-        if isinstance(path, str) and path:
-            return path
-    return DEFAULT_SOCKET
+    path = read_config(stdin).get("socket")
+    return path if isinstance(path, str) and path else DEFAULT_SOCKET
 
 
 def exchange(path: str, request: bytes, timeout: float = TIMEOUT) -> bytes:

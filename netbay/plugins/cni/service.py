@@ -16,6 +16,7 @@ end (security groups, status ``ACTIVE``) as for any container port.
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import logging
 import socket
@@ -28,8 +29,8 @@ from typing import Any, TypeVar
 from netbay.dataplane.fabric import CONTAINER
 from netbay.dataplane.links import LinkError
 from netbay.plugins.cni import result as results
-from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_AVAILABLE, UNSUPPORTED_FIELD,
-                                     CniError, parse_args)
+from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_AVAILABLE, TRY_AGAIN_LATER,
+                                     UNSUPPORTED_FIELD, CniError, parse_args)
 from netbay.plugins.libnetwork.netbayapi import NetbayAPI, NotFoundError, PluginError
 from netbay.runtime import inside
 from netbay.runtime.attach import Attacher, Plug
@@ -174,23 +175,40 @@ class Cni:
     # -- ADD ----------------------------------------------------------------------------
 
     async def add(self, req: Request) -> dict[str, Any]:
+        t0 = time.perf_counter()
         net = await self.network(req.network_ref)
         try:
             if await self.kernel(inside.present, req.netns, req.ifname) is not None:
                 raise CniError(INTERNAL, f"container veth name provided ({req.ifname}) already exists")
         except inside.NamespaceGone as exc:
             raise CniError(INTERNAL, exc.strerror) from None
+        t1 = time.perf_counter()
         port, made = await self._claim(req, net)
+        t2 = time.perf_counter()
         try:
             addressing, pairs = await self.addressing(port, req.args.get("GW"))
             mtu = int(net.get("mtu") or 1500)
-            await self.kernel(self._plug, Plug(port["id"], net["id"], port["mac_address"], mtu), req, addressing)
+            plug = Plug(port["id"], net["id"], port["mac_address"], mtu)
+            for attempt in range(2):
+                try:
+                    await self.kernel(self._plug, plug, req, addressing)
+                    break
+                except LinkError as exc:
+                    # An agent resync swept the still unbound port's pair: plug again.
+                    if exc.errno != errno.ENODEV or attempt:
+                        raise
+            t3 = time.perf_counter()
             # Bound only now, once its fabric end exists: binding is what the agent
             # acts on (adopts the end, applies security groups, reports ACTIVE).
             await self.api.update("ports", port["id"], {"binding:host_id": self.host})
+            if await self.kernel(inside.present, req.netns, req.ifname) is None:
+                raise CniError(TRY_AGAIN_LATER, f"{req.ifname} was removed while ADD ran (an agent resync "
+                                                "swept it before the port was bound); try again")
         except BaseException:
             await self._release(port, made, req)
             raise
+        log.debug("ADD %s: checks %.1f ms, port %.1f ms, plug %.1f ms, bind %.1f ms", req.container_id[:12],
+                  (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (time.perf_counter() - t3) * 1e3)
         return results.render(req.version, req.ifname, port["mac_address"], mtu, req.netns, pairs,
                               list(addressing.routes))
 
