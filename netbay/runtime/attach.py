@@ -68,11 +68,12 @@ class Attacher:
                     _delete_host_link(inner)
         raise links.LinkError(errno.EEXIST, f"port {plug.port_id}: cannot make {tap}/{inner}")
 
-    def unplug(self, port_id: str) -> bool:
-        """Delete the pair wherever its inner end is (host or container namespace)."""
+    def unplug(self, port_id: str, host_end: bool = True) -> bool:
+        """Delete the pair wherever its inner end is (host or container namespace).
+        ``host_end=False``: the inner end was never in the host namespace (CNI)."""
         self.fabric.wired.pop(port_id, None)
         gone = self.fabric.remove_port(port_id)
-        return _delete_host_link(Names.container_end(port_id)) or gone
+        return (host_end and _delete_host_link(Names.container_end(port_id))) or gone
 
     def plugged(self, port_id: str) -> bool:
         from netbay.dataplane import netns

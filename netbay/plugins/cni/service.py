@@ -272,7 +272,7 @@ class Cni:
         """Undo an attachment: the pair (wherever it is), then the port or its binding."""
         if req is not None and req.netns:
             await self.kernel(inside.remove, req.netns, req.ifname)
-        await self.kernel(self.attacher.unplug, port["id"])
+        await self.kernel(self.attacher.unplug, port["id"], False)
         if made or MADE in (port.get("tags") or ()):
             await self.api.delete("ports", port["id"])
             return
