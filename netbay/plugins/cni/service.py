@@ -185,39 +185,40 @@ class Cni:
         t1 = time.perf_counter()
         port, made = await self._claim(req, net)
         t2 = time.perf_counter()
+        bind: asyncio.Task | None = None
         try:
             addressing, pairs = await self.addressing(port, req.args.get("GW"))
             mtu = int(net.get("mtu") or 1500)
-            plug = Plug(port["id"], net["id"], port["mac_address"], mtu)
-            for attempt in range(2):
-                try:
-                    await self.kernel(self._plug, plug, req, addressing)
-                    break
-                except LinkError as exc:
-                    # An agent resync swept the still unbound port's pair: plug again.
-                    if exc.errno != errno.ENODEV or attempt:
-                        raise
+            await self.kernel(self.attacher.plug, Plug(port["id"], net["id"], port["mac_address"], mtu),
+                              req.netns, req.ifname)
             t3 = time.perf_counter()
-            # Bound only now, once its fabric end exists: binding is what the agent
-            # acts on (adopts the end, applies security groups, reports ACTIVE).
-            await self.api.update("ports", port["id"], {"binding:host_id": self.host})
+            # Bound once its fabric end exists: binding is what the agent acts on (adopts
+            # the end, applies security groups, reports ACTIVE). The container end gets
+            # its addresses meanwhile.
+            bind = asyncio.create_task(self.api.update("ports", port["id"], {"binding:host_id": self.host}))
+            await self.kernel(inside.configure, req.netns, req.ifname, addressing)
+            await bind
             if await self.kernel(inside.present, req.netns, req.ifname) is None:
-                raise CniError(TRY_AGAIN_LATER, f"{req.ifname} was removed while ADD ran (an agent resync "
-                                                "swept it before the port was bound); try again")
-        except BaseException:
+                raise LinkError(errno.ENODEV, f"{req.ifname} vanished")
+        except BaseException as exc:
+            if bind is not None and not bind.done():
+                await asyncio.gather(bind, return_exceptions=True)
             await self._release(port, made, req)
+            if isinstance(exc, LinkError) and exc.errno == errno.ENODEV:
+                # An agent resync swept the pair before the port was bound (its tap was
+                # nobody's yet): all undone, the runtime calls again.
+                raise CniError(TRY_AGAIN_LATER, f"{req.ifname} was removed while ADD ran (an agent resync "
+                                                "raced it); try again") from None
             raise
-        log.debug("ADD %s: checks %.1f ms, port %.1f ms, plug %.1f ms, bind %.1f ms", req.container_id[:12],
-                  (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (time.perf_counter() - t3) * 1e3)
+        log.debug("ADD %s: checks %.1f ms, port %.1f ms, plug %.1f ms, bind+addresses %.1f ms",
+                  req.container_id[:12], (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3,
+                  (time.perf_counter() - t3) * 1e3)
         return results.render(req.version, req.ifname, port["mac_address"], mtu, req.netns, pairs,
                               list(addressing.routes))
 
-    def _plug(self, plug: Plug, req: Request, addressing: inside.Addressing) -> None:
-        self.attacher.plug(plug, into=req.netns, ifname=req.ifname)
-        inside.configure(req.netns, req.ifname, addressing)
-
     async def _claim(self, req: Request, net: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-        """The pod's port, bound to this host and container: (port, made here)."""
+        """The pod's port, claimed for this container (bound to the host once plugged):
+        (port, made here)."""
         a = req.args
         ours = [ctr_tag(req.container_id), if_tag(req.ifname), net_tag(req.config["name"])]
         binding: dict[str, Any] = {"device_owner": CONTAINER}
