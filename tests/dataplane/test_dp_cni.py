@@ -360,3 +360,39 @@ def test_podman(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tuple[dict
     # suites' Docker ends may come and go meanwhile: only this port's name is ours)
     new = _host_links() - links_before
     assert not [n for n in new if n.startswith(("cni", "podman")) or n == Names.container_end(port["id"])], new
+
+
+def test_parallel_adds_and_daemon_restart(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tuple[dict, dict],
+                                          pod_ns) -> None:
+    """Eight ADDs at once (different containers) all succeed with distinct ports; the
+    daemon SIGKILLed and restarted still finds and removes every attachment (its state
+    is the ports' tags)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    net, _sub = network
+    conf = netbay_conf(f"{NS}par", net["name"], daemon.sock)
+    spaces = [pod_ns() for _ in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        adds = list(pool.map(lambda i: invoke(plugin(bin_dir), "ADD", conf, container=f"par{i}",
+                                              netns=netns.path(spaces[i])), range(8)))
+    assert all(a.rc == 0 for a in adds), [a for a in adds if a.rc]
+    ips = {a.json["ips"][0]["address"] for a in adds}
+    assert len(ips) == 8
+    made = ports_of(cloud, tags=f"netbay.cni.net:{NS}par")
+    assert len(made) == 8
+    for p in made:
+        cloud.wait_status(f"/network/v2.0/ports/{p['id']}", "ACTIVE")
+
+    assert daemon.proc is not None
+    daemon.proc.kill()
+    daemon.proc.wait(timeout=10)
+    down = invoke(plugin(bin_dir), "DEL", conf, container="par0", netns=netns.path(spaces[0]))
+    assert down.rc == 1 and down.code == 11, down  # nobody to ask: try again later
+    daemon.start()
+    with ThreadPoolExecutor(8) as pool:
+        dels = list(pool.map(lambda i: invoke(plugin(bin_dir), "DEL", conf, container=f"par{i}",
+                                              netns=netns.path(spaces[i])), range(8)))
+    assert all((d.rc, d.out) == (0, "") for d in dels), dels
+    assert ports_of(cloud, tags=f"netbay.cni.net:{NS}par") == []
+    assert not {Names.tap(p["id"]) for p in made} & set(taps(cloud))
+    assert all(link(ns)[0] is None for ns in spaces)
