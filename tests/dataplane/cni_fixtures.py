@@ -6,6 +6,7 @@ config on stdin, result on stdout. Used by test_dp_cni.py and bench/cni_add.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -116,7 +117,10 @@ class Podman:
     storage (vfs), run root, tmp dir and containers.conf; it sees only the CNI network
     configs in ``root/net.d`` (never /etc/cni/net.d) and finds plugins in ``plugin_dir``
     then the reference dir. Containers run only on networks written here: no default
-    network is ever set up. :meth:`close` removes every container and the directory."""
+    network is ever set up. :meth:`close` removes every container and the directory.
+
+    podman runs CNI plugins in the host's namespace: give it netbay-cni networks only
+    (which make nothing there), never a reference plugin (bridge would build there)."""
 
     IMAGE = "localhost/busybox:netbay-test"
 
@@ -132,6 +136,9 @@ class Podman:
             f'[engine]\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
             f'events_logfile_path = "{root / "events.log"}"\ntmp_dir = "{root / "tmp"}"\nruntime = "runc"\n')
         self.env = {**os.environ, "CONTAINERS_CONF": str(root / "containers.conf")}
+        # libcni's result cache is not configurable in podman 4.3: /var/lib/cni (removed
+        # again by close() if this made it and it is empty)
+        self.made_cache = not os.path.exists("/var/lib/cni")
 
     def cli(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
         cmd = ["podman", "--root", str(self.root / "storage"), "--runroot", str(self.root / "run"),
@@ -164,6 +171,10 @@ class Podman:
             import shutil
 
             shutil.rmtree(self.root, ignore_errors=True)
+            if self.made_cache:
+                for d in ("/var/lib/cni/results", "/var/lib/cni"):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(d)
 
 
 def podman_available() -> str | None:

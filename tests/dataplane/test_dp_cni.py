@@ -320,6 +320,15 @@ def test_podman(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tuple[dict
     try:
         pm.import_busybox()
         pm.network(name, [{"type": "netbay-cni", "network": net["name"], "socket": str(daemon.sock)}])
+        # A bad configuration fails the container (podman then runs DEL, which succeeds):
+        # nothing is left of it. (No reference plugin here: podman runs plugins in the
+        # host's namespace — bridge would build there; they are compared in
+        # test_errors_as_reference, inside a namespace of their own.)
+        pm.network(f"{name}-bad", [{"type": "netbay-cni", "network": f"{NS}no-such-net", "socket": str(daemon.sock)}])
+        bad = pm.cli("run", "--rm", "--network", f"{name}-bad", Podman.IMAGE, "true", check=False)
+        assert bad.returncode != 0, bad
+        assert "plugin type=\"netbay-cni\" failed (add)" in bad.stderr and "no network" in bad.stderr, bad.stderr
+        assert ports_of(cloud, tags=f"netbay.cni.net:{name}-bad") == []
         cid = pm.cli("run", "-d", "--name", "c1", "--network", name, Podman.IMAGE, "sleep", "600").stdout.strip()
         (port,) = ports_of(cloud, tags=f"netbay.cni.net:{name}")
         assert port["device_id"] == cid and port["name"] == "cni-c1"
