@@ -119,8 +119,11 @@ class Cni:
             out = await verb(req)
             return {"result": out} if out is not None else {}
         except CniError as exc:
+            self._networks.clear()  # a network deleted and made again under its name: look again
+
             return {"error": exc.body(version)}
         except PluginError as exc:  # the netbay API's own message
+            self._networks.clear()
             return {"error": CniError(INTERNAL, str(exc)).body(version)}
         except LinkError as exc:
             return {"error": CniError(INTERNAL, exc.strerror or str(exc)).body(version)}
@@ -130,9 +133,9 @@ class Cni:
 
     # -- lookups ------------------------------------------------------------------------
 
-    async def network(self, ref: str) -> dict[str, Any]:
+    async def network(self, ref: str, cached: bool = True) -> dict[str, Any]:
         hit = self._networks.get(ref)
-        if hit and time.monotonic() - hit[0] < CACHE_TTL:
+        if cached and hit and time.monotonic() - hit[0] < CACHE_TTL:
             return hit[1]
         try:
             net = await self.api.find("networks", ref)
@@ -331,8 +334,10 @@ class Cni:
         if not isinstance(valid, list):
             raise CniError(UNSUPPORTED_FIELD, "cni.dev/valid-attachments is not a list")
         keep = {(str(v.get("containerID")), str(v.get("ifname"))) for v in valid if isinstance(v, dict)}
-        for port in await self.api.list("ports", tags=net_tag(req.config["name"]),
-                                        **{"binding:host_id": self.host}):
+        for port in await self.api.list("ports", tags=net_tag(req.config["name"])):
+            # this host's, and unbound ones (an ADD cut short before it bound its port)
+            if port.get("binding:host_id") not in ("", self.host):
+                continue
             if (_tag_value(port, ctr_tag), _tag_value(port, if_tag)) not in keep:
                 log.info("GC: port %s (%s/%s) is no valid attachment", port["id"], _tag_value(port, ctr_tag),
                          _tag_value(port, if_tag))
@@ -341,7 +346,7 @@ class Cni:
 
     async def status(self, req: Request) -> None:
         try:
-            await self.network(req.network_ref)
+            await self.network(req.network_ref, cached=False)  # the API answers now
         except (CniError, PluginError) as exc:
             raise CniError(NOT_AVAILABLE, f"netbay-cni cannot serve ADD: {getattr(exc, 'msg', exc)}") from None
         return None
