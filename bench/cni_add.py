@@ -17,7 +17,8 @@ does (fork + exec, config on stdin, result on stdout): ADD, CHECK (with the ADD'
 result as prevResult) and DEL, for netbay-cni and for bridge, alternating. Also
 timed: ``VERSION`` (the exec floor of each executable) and netbay-cni's ADD through
 the pip console script (``site`` and the editable install's path finder, which the
-launcher skips). An ADD is complete when it returns: netbay-cni's port is plugged,
+launcher skips), and ADD sent straight to the daemon's socket (no fork: what the
+plugin costs beyond starting its executable). An ADD is complete when it returns: netbay-cni's port is plugged,
 addressed and bound (the agent then adopts it and reports ACTIVE).
 """
 
@@ -44,6 +45,7 @@ import httpx  # noqa: E402
 
 import harness  # noqa: E402
 from netbay.dataplane import netns  # noqa: E402
+from netbay.plugins.cni.client import exchange  # noqa: E402
 from netbay.plugins.cni.launcher import install  # noqa: E402
 
 TAG = secrets.token_hex(3)
@@ -133,7 +135,25 @@ def main() -> None:
                                                    "dataDir": str(work / "ipam"), "routes": [{"dst": "0.0.0.0/0"}]}}
             samples: dict[str, list[float]] = {k: [] for k in (
                 "netbay ADD", "bridge ADD", "netbay CHECK", "bridge CHECK", "netbay DEL", "bridge DEL",
-                "netbay ADD (console script)", "netbay VERSION", "bridge VERSION")}
+                "netbay ADD (console script)", "netbay ADD (daemon only)", "netbay VERSION", "bridge VERSION")}
+
+            def daemon_only(i: int) -> None:
+                """ADD then DEL straight on the daemon's socket (no fork): the plugin's cost
+                beyond starting the executable."""
+                pod = f"{PREFIX}pd{i}"
+                netns.create(pod)
+                pods.append(pod)
+                env = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": f"cd{i}", "CNI_NETNS": netns.path(pod),
+                       "CNI_IFNAME": "eth0", "CNI_PATH": str(plugin.parent)}
+                frame = b"".join(f"{k}={v}\0".encode() for k, v in env.items()) + b"\0" + json.dumps(nb_conf).encode()
+                t0 = time.perf_counter()
+                answer = exchange(str(sock), frame)
+                samples["netbay ADD (daemon only)"].append(time.perf_counter() - t0)
+                if answer[:1] != b"0":
+                    raise SystemExit(f"daemon ADD failed: {answer!r}")
+                call(plugin, "DEL", nb_conf, f"cd{i}", pod)
+                netns.delete(pod)
+                pods.remove(pod)
 
             def cycle(i: int, which: str, timed: bool = True) -> None:
                 pod = f"{PREFIX}p{which[0]}{i}"
@@ -161,6 +181,7 @@ def main() -> None:
                 cycle(1000 + i, "netbay", False), cycle(1000 + i, "bridge", False)
             for i in range(args.runs):
                 cycle(i, "netbay"), cycle(i, "bridge")
+                daemon_only(i)
                 if i % 5 == 0:
                     cycle(i, "console")
                 for p, key in ((plugin, "netbay VERSION"), (REFERENCE / "bridge", "bridge VERSION")):
