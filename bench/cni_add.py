@@ -196,11 +196,10 @@ def main() -> None:
             results["add_ratio_without_nsenter"] = add_nb / max(add_br - floor, 1e-9)
             results["load"] = (load_before, os.getloadavg()[0])
         finally:
-            for pod in pods:
-                netns.delete(pod)
-            netns.delete(base_ns)
             for proc in reversed(procs):
                 stop(proc)
+            for name in netns.list(PREFIX):  # pods, the baseline's, and the agent's (fabric…)
+                netns.delete(name)
             if os.environ.get("NETBAY_BENCH_KEEP"):
                 print("kept", work)
             else:
