@@ -19,7 +19,6 @@ import pytest
 
 from netbay.dataplane import netns
 from netbay.dataplane.names import Names
-from netbay.dataplane.rtnl import rtnl
 from netbay.plugins.cni.launcher import install
 
 from .agent_fixtures import Cloud, make_cloud, wait_for
@@ -284,14 +283,7 @@ def test_errors_as_reference(cloud: Cloud, daemon: Daemon, bin_dir: Path, networ
     same(both("DEL"), "DEL")
     same(both("DEL"), "DEL again")
     assert ports_of(cloud, tags=f"netbay.cni.net:{NS}err") == []
-    assert [lk for lk in rtnl(ours_ns).links() if lk.ifname == "eth0"] == []
-    rtnl_release(ours_ns)
-
-
-def rtnl_release(ns: str) -> None:
-    from netbay.dataplane import rtnl as r
-
-    r.release(ns)
+    assert link(ours_ns)[0] is None
 
 
 def test_version_constant() -> None:
