@@ -13,6 +13,7 @@ from rich.console import Console
 from netbay.cli import admin, demo, doctor, instance
 from netbay.cli import agent as agent_cli
 from netbay.cli import cluster as cluster_cli
+from netbay.cli import cni as cni_cli
 from netbay.cli import clustertemplate as clustertemplate_cli
 from netbay.cli import container as container_cli
 from netbay.cli import libnetwork as libnetwork_cli
@@ -29,6 +30,8 @@ app.command("demo")(demo.demo)
 app.command("doctor")(doctor.doctor)
 app.command("agent")(agent_cli.agent)
 app.command("libnetwork")(libnetwork_cli.libnetwork)
+app.command("cni-daemon")(cni_cli.cni_daemon)
+app.command("cni-install")(cni_cli.cni_install)
 app.add_typer(sandbox_cli.app, name="sandbox")
 app.add_typer(clustertemplate_cli.app, name="cluster-template")
 app.add_typer(cluster_cli.app, name="cluster")

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 
 __all__ = [
     "NETNS_RUN_DIR", "PREFIX", "NetnsError", "create", "delete", "list", "exists",
-    "entered", "path", "on_delete", "inode", "current_inode", "home_inode", "in_home",
+    "entered", "path", "locate", "on_delete", "inode", "current_inode", "home_inode", "in_home",
 ]
 
 NETNS_RUN_DIR = "/run/netns"
@@ -88,6 +88,12 @@ def path(name: str) -> str:
     return os.path.join(NETNS_RUN_DIR, _check_name(name))
 
 
+def locate(ns: str) -> str:
+    """The file of ``ns``: a name's bind mount, or — an absolute path — a namespace a
+    container runtime made and named by its file (CNI's ``CNI_NETNS``), used as is."""
+    return ns if ns.startswith("/") else path(ns)
+
+
 def current_inode() -> int:
     """Inode of the calling thread's network namespace."""
     return os.stat("/proc/thread-self/ns/net").st_ino
@@ -133,7 +139,7 @@ def inode(name: str) -> int | None:
     """Inode of namespace ``name`` (identifies it: a re-created namespace differs),
     or None if it does not exist."""
     try:
-        st = os.stat(path(name))
+        st = os.stat(locate(name))
     except FileNotFoundError:
         return None
     return st.st_ino if st.st_dev == _NSFS_DEV else None
@@ -254,8 +260,9 @@ def entered(name: str) -> Iterator[None]:
 
     Other threads are unaffected. Sockets opened inside stay bound to ``name``.
     Nests. Raises :class:`NetnsError` (ENOENT) if the namespace does not exist.
+    ``name`` may be a runtime's namespace file (:func:`locate`).
     """
-    p = path(name)
+    p = locate(name)
     try:
         target = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:

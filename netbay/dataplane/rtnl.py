@@ -249,7 +249,7 @@ class Rtnl:
             peer_attrs += _u32(IFLA_MTU, mtu)
         if peer_mac:
             peer_attrs += _attr(IFLA_ADDRESS, _mac(peer_mac))
-        fd = os.open(netns.path(peer_ns) if peer_ns else "/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(netns.locate(peer_ns) if peer_ns else "/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         try:
             peer_attrs += _u32(IFLA_NET_NS_FD, fd)
             info = _str(IFLA_INFO_KIND, "veth") + _attr(

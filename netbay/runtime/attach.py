@@ -40,15 +40,20 @@ class Attacher:
         self.names = names
         self.fabric = Fabric(names)
 
-    def plug(self, plug: Plug) -> str:
-        """Make the pair (again, if one is in the way); returns the inner end's name."""
-        tap, inner = Names.tap(plug.port_id), Names.container_end(plug.port_id)
+    def plug(self, plug: Plug, into: str | None = None, ifname: str | None = None) -> str:
+        """Make the pair (again, if one is in the way); returns the inner end's name.
+
+        ``into``: a runtime's namespace file (CNI's ``CNI_NETNS``): the inner end is
+        made there directly, named ``ifname`` — never in the host namespace. The
+        caller checks first that ``ifname`` is free there (EEXIST is then the tap's)."""
+        tap = Names.tap(plug.port_id)
+        inner = ifname if into else Names.container_end(plug.port_id)
         br = self.fabric.ensure_bridge(plug.network_id, plug.mtu)
         fabric = rtnl(self.fabric.ns)
         for attempt in range(3):
             gso = bigtcp.gso_max_size("fabric")  # a container port is a fabric port
             try:
-                fabric.add_veth(tap, inner, None, mtu=plug.mtu, peer_mac=plug.mac or None,
+                fabric.add_veth(tap, inner, into, mtu=plug.mtu, peer_mac=plug.mac or None,
                                 master=br, up=True, gso_max_size=gso)
                 return inner
             except links.LinkError as exc:
@@ -59,14 +64,16 @@ class Attacher:
                 # A retry, or a leftover of a crash: make it fresh (deleting the tap takes
                 # its peer along; a lone inner end in the host namespace goes too).
                 fabric.delete_link(tap)
-                _delete_host_link(inner)
+                if not into:
+                    _delete_host_link(inner)
         raise links.LinkError(errno.EEXIST, f"port {plug.port_id}: cannot make {tap}/{inner}")
 
-    def unplug(self, port_id: str) -> bool:
-        """Delete the pair wherever its inner end is (host or container namespace)."""
+    def unplug(self, port_id: str, host_end: bool = True) -> bool:
+        """Delete the pair wherever its inner end is (host or container namespace).
+        ``host_end=False``: the inner end was never in the host namespace (CNI)."""
         self.fabric.wired.pop(port_id, None)
         gone = self.fabric.remove_port(port_id)
-        return _delete_host_link(Names.container_end(port_id)) or gone
+        return (host_end and _delete_host_link(Names.container_end(port_id))) or gone
 
     def plugged(self, port_id: str) -> bool:
         from netbay.dataplane import netns

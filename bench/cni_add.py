@@ -1,0 +1,217 @@
+"""CNI ADD latency: netbay-cni against the reference ``bridge`` plugin, one run.
+
+    sudo python bench/cni_add.py [--runs 50] [--json /tmp/cni_add.json]
+
+Issue 12's target: netbay-cni ADD within 2× of the reference bridge plugin
+(Debian's containernetworking-plugins) measured in the same run.
+
+Set-up (everything named ``nbb<hex>…``, removed at the end, also on error): a
+``netbay up --no-agent`` server (SQLite), ``netbay agent`` and ``netbay cni-daemon``
+as child processes, a netbay network 10.95.0.0/24, and the plugin launcher that
+``netbay cni-install`` writes. The baseline: ``bridge`` + ``host-local`` IPAM on
+10.96.0.0/24, run inside a namespace of its own (``nsenter --net``), so its bridge
+and host-side veths never touch the host's namespace.
+
+Each iteration makes a fresh pod namespace (not timed), then times, as a runtime
+does (fork + exec, config on stdin, result on stdout): ADD, CHECK (with the ADD's
+result as prevResult) and DEL, for netbay-cni and for bridge, alternating. Also
+timed: ``VERSION`` (the exec floor of each executable) and netbay-cni's ADD through
+the pip console script (``site`` and the editable install's path finder, which the
+launcher skips), and ADD sent straight to the daemon's socket (no fork: what the
+plugin costs beyond starting its executable). An ADD is complete when it returns: netbay-cni's port is plugged,
+addressed and bound (the agent then adopts it and reports ACTIVE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))
+sys.path.insert(0, HERE)
+
+import httpx  # noqa: E402
+
+import harness  # noqa: E402
+from netbay.dataplane import netns  # noqa: E402
+from netbay.plugins.cni.client import exchange  # noqa: E402
+from netbay.plugins.cni.launcher import install  # noqa: E402
+
+TAG = secrets.token_hex(3)
+PREFIX = f"nbb{TAG}-"
+REFERENCE = Path("/usr/lib/cni")
+NETBAY_CIDR, BRIDGE_CIDR = "10.95.0.0/24", "10.96.0.0/24"
+
+
+def child(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "netbay.cli.main", *args], env=env,
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def call(plugin: Path, command: str, conf: dict[str, Any], container: str, pod_ns: str,
+         run_in: str | None = None) -> tuple[float, str]:
+    """(seconds, stdout) of one call, fork to exit; fails loudly on an error result."""
+    env = {"CNI_COMMAND": command, "CNI_CONTAINERID": container, "CNI_NETNS": netns.path(pod_ns),
+           "CNI_IFNAME": "eth0", "CNI_PATH": f"{plugin.parent}:{REFERENCE}", "PATH": os.environ["PATH"]}
+    cmd = [str(plugin)] if run_in is None else ["nsenter", f"--net={netns.path(run_in)}", "--", str(plugin)]
+    data = json.dumps(conf).encode()
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, input=data, env=env, capture_output=True, timeout=60)
+    took = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"{plugin.name} {command} failed: {p.stdout.decode()} {p.stderr.decode()}")
+    return took, p.stdout.decode()
+
+
+def nsenter_floor(base_ns: str, runs: int) -> float:
+    """What ``nsenter --net`` adds to the baseline's calls (subtracted from bridge's)."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(["nsenter", f"--net={netns.path(base_ns)}", "--", "true"], check=True)
+        times.append(time.perf_counter() - t0)
+    return harness.percentile([t * 1000 for t in times], 50)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("needs root (namespaces, veths)")
+    if not (REFERENCE / "bridge").exists():
+        raise SystemExit("the reference plugins are not installed (apt-get install containernetworking-plugins)")
+    work = Path(tempfile.mkdtemp(prefix=f"nbb{TAG}-"))
+    base_ns = f"{PREFIX}bl"
+    procs: list[subprocess.Popen] = []
+    pods: list[str] = []
+    results: dict[str, Any] = {"machine": harness.machine(), "runs": args.runs}
+    load_before = os.getloadavg()[0]
+    with harness.netbay("sqlite") as srv:
+        try:
+            env = {**os.environ, "OS_AUTH_URL": f"{srv.url}/identity/v3", "OS_USERNAME": "admin",
+                   "OS_PASSWORD": harness.ADMIN_PASSWORD, "OS_PROJECT_NAME": "admin",
+                   "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
+                   "NETBAY_LOG_LEVEL": os.environ.get("NETBAY_LOG_LEVEL", "WARNING")}
+            sock = work / "cni.sock"
+            procs.append(child(["agent", "--url", srv.url, "--prefix", PREFIX, "--wait", "5"], env, work / "agent.log"))
+            procs.append(child(["cni-daemon", "--socket", str(sock), "--url", srv.url, "--prefix", PREFIX], env,
+                               work / "cni.log"))
+            http = httpx.Client(base_url=srv.network, headers={"X-Auth-Token": srv.token()}, timeout=30)
+            net, _sub = harness.make_network(http, f"{PREFIX}net", NETBAY_CIDR)
+            plugin = install(work / "bin")
+            console = Path(sys.executable).parent / "netbay-cni"
+            for _ in range(600):  # the daemon listens; the agent made the fabric (its first resync)
+                if sock.is_socket() and netns.exists(f"{PREFIX}fabric"):
+                    break
+                time.sleep(0.1)
+            netns.create(base_ns)
+            nb_conf = {"cniVersion": "1.0.0", "name": f"{PREFIX}nb", "type": "netbay-cni", "network": net,
+                       "socket": str(sock)}
+            br_conf = {"cniVersion": "1.0.0", "name": f"{PREFIX}br", "type": "bridge", "bridge": "nbbr0",
+                       "isGateway": True, "ipam": {"type": "host-local", "subnet": BRIDGE_CIDR,
+                                                   "dataDir": str(work / "ipam"), "routes": [{"dst": "0.0.0.0/0"}]}}
+            samples: dict[str, list[float]] = {k: [] for k in (
+                "netbay ADD", "bridge ADD", "netbay CHECK", "bridge CHECK", "netbay DEL", "bridge DEL",
+                "netbay ADD (console script)", "netbay ADD (daemon only)", "netbay VERSION", "bridge VERSION")}
+
+            def daemon_only(i: int) -> None:
+                """ADD then DEL straight on the daemon's socket (no fork): the plugin's cost
+                beyond starting the executable."""
+                pod = f"{PREFIX}pd{i}"
+                netns.create(pod)
+                pods.append(pod)
+                env = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": f"cd{i}", "CNI_NETNS": netns.path(pod),
+                       "CNI_IFNAME": "eth0", "CNI_PATH": str(plugin.parent)}
+                frame = b"".join(f"{k}={v}\0".encode() for k, v in env.items()) + b"\0" + json.dumps(nb_conf).encode()
+                t0 = time.perf_counter()
+                answer = exchange(str(sock), frame)
+                samples["netbay ADD (daemon only)"].append(time.perf_counter() - t0)
+                if answer[:1] != b"0":
+                    raise SystemExit(f"daemon ADD failed: {answer!r}")
+                call(plugin, "DEL", nb_conf, f"cd{i}", pod)
+                netns.delete(pod)
+                pods.remove(pod)
+
+            def cycle(i: int, which: str, timed: bool = True) -> None:
+                pod = f"{PREFIX}p{which[0]}{i}"
+                netns.create(pod)
+                pods.append(pod)
+                if which == "netbay":
+                    p, conf, run_in = plugin, nb_conf, None
+                elif which == "console":
+                    p, conf, run_in = console, nb_conf, None
+                else:
+                    p, conf, run_in = REFERENCE / "bridge", br_conf, base_ns
+                name = "netbay" if which == "console" else which
+                t_add, out = call(p, "ADD", conf, f"c{which}{i}", pod, run_in)
+                t_chk, _ = call(p, "CHECK", {**conf, "prevResult": json.loads(out)}, f"c{which}{i}", pod, run_in)
+                t_del, _ = call(p, "DEL", conf, f"c{which}{i}", pod, run_in)
+                netns.delete(pod)
+                pods.remove(pod)
+                if timed:
+                    samples["netbay ADD (console script)" if which == "console" else f"{name} ADD"].append(t_add)
+                    if which != "console":
+                        samples[f"{name} CHECK"].append(t_chk)
+                        samples[f"{name} DEL"].append(t_del)
+
+            for i in range(3):  # warm-up: caches, first bridge creation
+                cycle(1000 + i, "netbay", False), cycle(1000 + i, "bridge", False)
+            for i in range(args.runs):
+                cycle(i, "netbay"), cycle(i, "bridge")
+                daemon_only(i)
+                if i % 5 == 0:
+                    cycle(i, "console")
+                for p, key in ((plugin, "netbay VERSION"), (REFERENCE / "bridge", "bridge VERSION")):
+                    t0 = time.perf_counter()
+                    subprocess.run([str(p)], env={"CNI_COMMAND": "VERSION"}, capture_output=True, check=True)
+                    samples[key].append(time.perf_counter() - t0)
+            floor = nsenter_floor(base_ns, args.runs)
+            results["nsenter_ms"] = floor
+            results["ms"] = {k: harness.summary(v) for k, v in samples.items() if v}
+            add_nb, add_br = results["ms"]["netbay ADD"]["p50"], results["ms"]["bridge ADD"]["p50"]
+            results["add_ratio"] = add_nb / add_br
+            results["add_ratio_without_nsenter"] = add_nb / max(add_br - floor, 1e-9)
+            results["load"] = (load_before, os.getloadavg()[0])
+        finally:
+            for proc in reversed(procs):
+                stop(proc)
+            for name in netns.list(PREFIX):  # pods, the baseline's, and the agent's (fabric…)
+                netns.delete(name)
+            if os.environ.get("NETBAY_BENCH_KEEP"):
+                print("kept", work)
+            else:
+                shutil.rmtree(work, ignore_errors=True)
+    rows = [[k, str(v["n"]), harness.fmt(v["p50"]), harness.fmt(v["p99"])] for k, v in results["ms"].items()]
+    print(harness.markdown_table(["call (fork → exit)", "n", "p50 ms", "p99 ms"], rows))
+    print(f"nsenter --net (in bridge's figures): {floor:.1f} ms; ADD p50 ratio netbay/bridge "
+          f"{results['add_ratio']:.2f} (bridge without nsenter: {results['add_ratio_without_nsenter']:.2f}); "
+          f"load {results['load'][0]:.1f} → {results['load'][1]:.1f}; {results['machine']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

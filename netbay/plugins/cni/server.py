@@ -1,0 +1,104 @@
+"""The CNI daemon's socket: one call per connection (frames: :mod:`.client`).
+
+No HTTP: ``netbay-cni`` is forked per call and should not pay for an HTTP client (or
+even for ``json``): it forwards the environment and stdin, and the checks a plugin
+makes before its real work (:mod:`.spec`) happen here. Every call is bounded
+(:data:`CALL_BOUND`): a runtime that gets no answer holds its pod's sandbox lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from netbay.plugins.cni import spec
+from netbay.plugins.cni.service import Cni
+from netbay.plugins.cni.spec import TRY_AGAIN_LATER, CniError
+
+log = logging.getLogger("netbay.cni")
+
+CALL_BOUND = 50.0          # below the client's 60 s: the runtime gets our error, not a timeout
+
+
+def _frame(status: int, body: dict[str, Any] | None) -> bytes:
+    return str(status).encode() + (json.dumps(body).encode() if body is not None else b"")
+
+
+async def answer(cni: Cni, raw: bytes) -> bytes:
+    """The answer frame to one request frame (:mod:`.client`)."""
+    head, sep, stdin = raw.partition(b"\0\0")
+    if not sep:
+        head, stdin = raw.rstrip(b"\0"), b""  # no stdin at all
+    env = dict(item.decode(errors="replace").partition("=")[::2] for item in head.split(b"\0") if item)
+    version = None
+    try:
+        args = spec.read_env(env)
+        cmd = args["CNI_COMMAND"]
+        if cmd == "VERSION":
+            return _frame(0, spec.version_info())
+        conf = spec.read_config(stdin)
+        if cmd not in spec.COMMANDS:
+            raise CniError(spec.INVALID_ENV, f"unknown CNI_COMMAND: {cmd}")
+        version = spec.check_version(cmd, conf)
+        request = {"command": cmd, "containerID": args["CNI_CONTAINERID"], "netns": args["CNI_NETNS"],
+                   "ifname": args["CNI_IFNAME"], "args": args["CNI_ARGS"], "config": conf}
+        try:
+            out = await asyncio.wait_for(cni.handle(request), CALL_BOUND)
+        except TimeoutError:
+            raise CniError(TRY_AGAIN_LATER, f"netbay-cni: {cmd} did not finish within {CALL_BOUND:.0f} s") from None
+    except CniError as exc:
+        return _frame(1, exc.body(version))
+    if "error" in out:
+        return _frame(1, out["error"])
+    return _frame(0, out.get("result"))
+
+
+async def _serve_one(cni: Cni, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        raw = await asyncio.wait_for(reader.read(), 10)  # to EOF: the client half-closes
+        writer.write(await answer(cni, raw))
+        await writer.drain()
+    except (ConnectionError, TimeoutError) as exc:
+        log.info("a client went away: %s", exc)
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+async def run(cni: Cni, path: Path, stop: asyncio.Event) -> None:
+    """Serve on ``path`` until ``stop``; the socket is removed on the way out."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_socket():
+        path.unlink()  # a killed predecessor's
+    server = await asyncio.start_unix_server(lambda r, w: _serve_one(cni, r, w), path=str(path))
+    os.chmod(path, 0o600)  # root's: whoever reaches it plugs ports
+    try:
+        async with server:
+            await stop.wait()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        cni.close()
+        await cni.api.aclose()
+
+
+def serve(cni: Cni, path: Path) -> None:
+    """Run until SIGTERM/SIGINT."""
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run(cni, path, stop)
+
+    asyncio.run(main())
+
+
+__all__ = ["CALL_BOUND", "answer", "run", "serve"]

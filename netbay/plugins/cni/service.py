@@ -1,0 +1,355 @@
+"""The CNI verbs on netbay: a pod's attachment is a netbay port, plugged as every
+container port is (:mod:`netbay.runtime.attach`), its end inside the runtime's
+namespace (:mod:`netbay.runtime.inside`).
+
+Which port (ADD): ``PORT_UUID`` from ``CNI_ARGS`` (made by a controller, as the
+kuryr spec's API watcher does); else the port on the network whose ``device_id`` is
+the pod's ``K8S_POD_UID`` (pre-created the same way, kuryr's convention); else a new
+one, tagged :data:`MADE`, with ``IPV4`` as its fixed IP when given. The attachment
+is found again (DEL, CHECK, GC) by its tags — ``netbay.cni.ctr:<CNI_CONTAINERID>``,
+``netbay.cni.if:<CNI_IFNAME>`` and ``netbay.cni.net:<config name>`` — so a restarted
+daemon knows everything. DEL deletes a port it made and unbinds one it was given;
+it succeeds when nothing is left to remove. The dataplane agent adopts the fabric
+end (security groups, status ``ACTIVE``) as for any container port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import ipaddress
+import logging
+import socket
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from netbay.dataplane.fabric import CONTAINER
+from netbay.dataplane.links import LinkError
+from netbay.plugins.cni import result as results
+from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_AVAILABLE, TRY_AGAIN_LATER,
+                                     UNSUPPORTED_FIELD, CniError, parse_args)
+from netbay.plugins.libnetwork.netbayapi import NetbayAPI, NotFoundError, PluginError
+from netbay.runtime import inside
+from netbay.runtime.attach import Attacher, Plug
+
+T = TypeVar("T")
+log = logging.getLogger("netbay.cni")
+
+MADE = "netbay.cni.made"
+DEVICE_SET = "netbay.cni.device"  # on a given port: its device_id was empty, ADD set it
+CACHE_TTL = 30.0
+
+
+def ctr_tag(container_id: str) -> str:
+    return f"netbay.cni.ctr:{container_id}"
+
+
+def if_tag(ifname: str) -> str:
+    return f"netbay.cni.if:{ifname}"
+
+
+def net_tag(conf_name: str) -> str:
+    return f"netbay.cni.net:{conf_name}"
+
+
+def _tag_value(port: Mapping[str, Any], tag: Callable[[str], str]) -> str:
+    prefix = tag("")
+    return next((t[len(prefix):] for t in port.get("tags") or () if t.startswith(prefix)), "")
+
+
+@dataclass(frozen=True)
+class Request:
+    command: str
+    container_id: str
+    netns: str
+    ifname: str
+    args: dict[str, str]
+    config: dict[str, Any]
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> Request:
+        conf = raw.get("config")
+        if not isinstance(conf, dict):
+            raise CniError(INVALID_CONFIG, "no network configuration")
+        return cls(str(raw.get("command") or ""), str(raw.get("containerID") or ""), str(raw.get("netns") or ""),
+                   str(raw.get("ifname") or ""), parse_args(str(raw.get("args") or "")), conf)
+
+    @property
+    def version(self) -> str:
+        return str(self.config.get("cniVersion") or "0.1.0")
+
+    @property
+    def network_ref(self) -> str:
+        ref = self.config.get("network")
+        if not isinstance(ref, str) or not ref:
+            raise CniError(INVALID_CONFIG, 'netbay-cni needs "network": the netbay network\'s name or id')
+        return ref
+
+
+class Cni:
+    """ADD / DEL / CHECK / STATUS / GC against one netbay API and this host's fabric."""
+
+    def __init__(self, api: NetbayAPI, attacher: Attacher, host: str | None = None) -> None:
+        self.api, self.attacher = api, attacher
+        self.host = host or socket.gethostname()
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netbay-cni")
+        self._networks: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._subnets: dict[str, tuple[float, dict[str, Any]]] = {}
+
+    async def kernel(self, fn: Callable[..., T], *args: Any) -> T:
+        """Netlink work on the one worker thread (sockets are per thread)."""
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=False, cancel_futures=True)
+
+    async def handle(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """One call: ``{"result": …}`` (ADD), ``{}`` (others), or ``{"error": …}``."""
+        version = None
+        try:
+            req = Request.parse(raw)
+            version = req.version
+            verb = {"ADD": self.add, "DEL": self.delete, "CHECK": self.check, "STATUS": self.status,
+                    "GC": self.gc}.get(req.command)
+            if verb is None:
+                raise CniError(INVALID_ENV, f"unknown CNI_COMMAND: {req.command}")
+            out = await verb(req)
+            return {"result": out} if out is not None else {}
+        except CniError as exc:
+            self._networks.clear()  # a network deleted and made again under its name: look again
+
+            return {"error": exc.body(version)}
+        except PluginError as exc:  # the netbay API's own message
+            self._networks.clear()
+            return {"error": CniError(INTERNAL, str(exc)).body(version)}
+        except LinkError as exc:
+            return {"error": CniError(INTERNAL, exc.strerror or str(exc)).body(version)}
+        except Exception as exc:  # noqa: BLE001 - the runtime must get an answer
+            log.exception("%s failed", raw.get("command"))
+            return {"error": CniError(INTERNAL, f"netbay-cni: {type(exc).__name__}: {exc}").body(version)}
+
+    # -- lookups ------------------------------------------------------------------------
+
+    async def network(self, ref: str, cached: bool = True) -> dict[str, Any]:
+        hit = self._networks.get(ref)
+        if cached and hit and time.monotonic() - hit[0] < CACHE_TTL:
+            return hit[1]
+        try:
+            net = await self.api.find("networks", ref)
+        except NotFoundError as exc:
+            raise CniError(INVALID_CONFIG, str(exc)) from None
+        self._networks[ref] = (time.monotonic(), net)
+        return net
+
+    async def subnet(self, subnet_id: str) -> dict[str, Any]:
+        hit = self._subnets.get(subnet_id)
+        if hit and time.monotonic() - hit[0] < CACHE_TTL:
+            return hit[1]
+        sub = await self.api.show("subnets", subnet_id)
+        self._subnets[subnet_id] = (time.monotonic(), sub)
+        return sub
+
+    async def attached(self, req: Request) -> list[dict[str, Any]]:
+        """The ports of this attachment (one, normally; none once it is gone)."""
+        return await self.api.list("ports", tags=f"{ctr_tag(req.container_id)},{if_tag(req.ifname)},"
+                                                 f"{net_tag(req.config['name'])}")
+
+    async def addressing(self, port: Mapping[str, Any], gw: str | None = None
+                         ) -> tuple[inside.Addressing, list[tuple[str, dict[str, Any]]]]:
+        """The container end's addresses and routes, from the port's fixed IPs and subnets."""
+        cidrs, routes, pairs = [], [], []
+        default_done = False
+        for fixed in port.get("fixed_ips") or ():
+            sub = await self.subnet(fixed["subnet_id"])
+            plen = ipaddress.ip_network(sub["cidr"], strict=False).prefixlen
+            cidrs.append(f"{fixed['ip_address']}/{plen}")
+            pairs.append((f"{fixed['ip_address']}/{plen}", sub))
+            gateway = (gw if gw and ipaddress.ip_address(gw).version == sub.get("ip_version", 4) else None) \
+                or sub.get("gateway_ip")
+            if gateway and not default_done and sub.get("ip_version", 4) == 4:
+                routes.append(("0.0.0.0/0", gateway))
+                default_done = True
+            routes += [(r["destination"], r["nexthop"]) for r in sub.get("host_routes") or ()]
+        return inside.Addressing(tuple(cidrs), tuple(routes)), pairs
+
+    # -- ADD ----------------------------------------------------------------------------
+
+    async def add(self, req: Request) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        net = await self.network(req.network_ref)
+        try:
+            if await self.kernel(inside.present, req.netns, req.ifname) is not None:
+                raise CniError(INTERNAL, f"container veth name provided ({req.ifname}) already exists")
+        except inside.NamespaceGone as exc:
+            raise CniError(INTERNAL, exc.strerror) from None
+        t1 = time.perf_counter()
+        port, made = await self._claim(req, net)
+        t2 = time.perf_counter()
+        bind: asyncio.Task | None = None
+        try:
+            addressing, pairs = await self.addressing(port, req.args.get("GW"))
+            mtu = int(net.get("mtu") or 1500)
+            await self.kernel(self.attacher.plug, Plug(port["id"], net["id"], port["mac_address"], mtu),
+                              req.netns, req.ifname)
+            t3 = time.perf_counter()
+            # Bound once its fabric end exists: binding is what the agent acts on (adopts
+            # the end, applies security groups, reports ACTIVE). The container end gets
+            # its addresses meanwhile.
+            bind = asyncio.create_task(self.api.update("ports", port["id"], {"binding:host_id": self.host}))
+            await self.kernel(inside.configure, req.netns, req.ifname, addressing)
+            await bind
+            if await self.kernel(inside.present, req.netns, req.ifname) is None:
+                raise LinkError(errno.ENODEV, f"{req.ifname} vanished")
+        except BaseException as exc:
+            if bind is not None and not bind.done():
+                await asyncio.gather(bind, return_exceptions=True)
+            await self._release(port, made, req)
+            if isinstance(exc, LinkError) and exc.errno == errno.ENODEV:
+                # An agent resync swept the pair before the port was bound (its tap was
+                # nobody's yet): all undone, the runtime calls again.
+                raise CniError(TRY_AGAIN_LATER, f"{req.ifname} was removed while ADD ran (an agent resync "
+                                                "raced it); try again") from None
+            raise
+        log.debug("ADD %s: checks %.1f ms, port %.1f ms, plug %.1f ms, bind+addresses %.1f ms",
+                  req.container_id[:12], (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3,
+                  (time.perf_counter() - t3) * 1e3)
+        return results.render(req.version, req.ifname, port["mac_address"], mtu, req.netns, pairs,
+                              list(addressing.routes))
+
+    async def _claim(self, req: Request, net: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The pod's port, claimed for this container (bound to the host once plugged):
+        (port, made here)."""
+        a = req.args
+        ours = [ctr_tag(req.container_id), if_tag(req.ifname), net_tag(req.config["name"])]
+        binding: dict[str, Any] = {"device_owner": CONTAINER}
+        port = None
+        if a.get("PORT_UUID"):
+            try:
+                port = await self.api.show("ports", a["PORT_UUID"])
+            except NotFoundError:
+                raise CniError(INVALID_ENV, f"PORT_UUID {a['PORT_UUID']}: no such port") from None
+            if port["network_id"] != net["id"]:
+                raise CniError(INVALID_ENV, f"PORT_UUID {port['id']} is on network {port['network_id']}, "
+                                            f"not on {net['id']} ({req.network_ref})")
+        elif a.get("K8S_POD_UID"):
+            found = await self.api.list("ports", network_id=net["id"], device_id=a["K8S_POD_UID"])
+            port = found[0] if found else None
+        if port is not None:
+            self._same_ip(port, a.get("IPV4"))
+            if not port.get("device_id"):
+                binding["device_id"] = a.get("K8S_POD_UID") or req.container_id
+                ours.append(DEVICE_SET)
+            port = await self.api.update("ports", port["id"], binding)
+            tags = sorted(set(port.get("tags") or ()) | set(ours))
+            await self.api.call("PUT", f"/ports/{port['id']}/tags", json={"tags": tags})
+            return {**port, "tags": tags}, False
+        body: dict[str, Any] = {**binding, "network_id": net["id"], "device_id": a.get("K8S_POD_UID") or req.container_id,
+                                "name": self._port_name(req), "tags": [MADE, *ours]}
+        if net.get("project_id"):
+            body["project_id"] = net["project_id"]
+        if a.get("IPV4"):
+            try:
+                body["fixed_ips"] = [{"ip_address": str(ipaddress.ip_interface(a["IPV4"]).ip)}]
+            except ValueError:
+                raise CniError(INVALID_ENV, f"IPV4={a['IPV4']!r} is not an address") from None
+        return await self.api.create("ports", body), True
+
+    @staticmethod
+    def _same_ip(port: Mapping[str, Any], ipv4: str | None) -> None:
+        if not ipv4:
+            return
+        want = str(ipaddress.ip_interface(ipv4).ip)
+        if want not in {f["ip_address"] for f in port.get("fixed_ips") or ()}:
+            raise CniError(INVALID_ENV, f"IPV4={ipv4} is not an address of port {port['id']}")
+
+    @staticmethod
+    def _port_name(req: Request) -> str:
+        a = req.args
+        if a.get("K8S_POD_NAMESPACE") and a.get("K8S_POD_NAME"):
+            return f"{a['K8S_POD_NAMESPACE']}/{a['K8S_POD_NAME']}"
+        return f"cni-{a.get('K8S_POD_NAME') or req.container_id[:12]}"
+
+    async def _release(self, port: Mapping[str, Any], made: bool, req: Request | None) -> None:
+        """Undo an attachment: the pair (wherever it is), then the port or its binding."""
+        if req is not None and req.netns:
+            await self.kernel(inside.remove, req.netns, req.ifname)
+        await self.kernel(self.attacher.unplug, port["id"], False)
+        if made or MADE in (port.get("tags") or ()):
+            await self.api.delete("ports", port["id"])
+            return
+        update: dict[str, Any] = {"binding:host_id": ""}
+        if DEVICE_SET in (port.get("tags") or ()):
+            update.update(device_id="", device_owner="")
+        try:
+            await self.api.update("ports", port["id"], update)
+            keep = [t for t in port.get("tags") or () if not t.startswith("netbay.cni.")]
+            await self.api.call("PUT", f"/ports/{port['id']}/tags", json={"tags": keep})
+        except NotFoundError:
+            pass
+
+    # -- DEL / CHECK / GC / STATUS ------------------------------------------------------------
+
+    async def delete(self, req: Request) -> None:
+        for port in await self.attached(req):
+            await self._release(port, False, req)
+        if req.netns:  # nothing of ours known (a lost ADD, a pre-DEL crash): its link only
+            await self.kernel(inside.remove, req.netns, req.ifname)
+        return None
+
+    async def check(self, req: Request) -> None:
+        if not isinstance(req.config.get("prevResult"), dict):
+            raise CniError(INTERNAL, "Required prevResult missing")
+        ports = await self.attached(req)
+        if not ports:
+            raise CniError(INTERNAL, f"netbay-cni: no port for container {req.container_id} "
+                                     f"interface {req.ifname} on {req.config['name']}")
+        port = ports[0]
+        if port.get("binding:host_id") != self.host:
+            raise CniError(INTERNAL, f"port {port['id']} is bound to {port.get('binding:host_id')!r}, "
+                                     f"not to this host {self.host!r}")
+        addressing, _pairs = await self.addressing(port, req.args.get("GW"))
+        prev = {str(ipaddress.ip_interface(i["address"])) for i in req.config["prevResult"].get("ips") or ()
+                if isinstance(i, dict) and i.get("address")}
+        if prev != set(addressing.cidrs):
+            raise CniError(INTERNAL, f"prevResult addresses {sorted(prev)} are not the port's "
+                                     f"{sorted(addressing.cidrs)}")
+        try:
+            found = await self.kernel(inside.problems, req.netns, req.ifname, port["mac_address"], addressing)
+            plugged = await self.kernel(self.attacher.plugged, port["id"])
+        except inside.NamespaceGone as exc:
+            raise CniError(INTERNAL, exc.strerror) from None
+        if not plugged:
+            found.append(f"the port's fabric end is gone ({port['id']})")
+        if found:
+            raise CniError(INTERNAL, "; ".join(found))
+        return None
+
+    async def gc(self, req: Request) -> None:
+        valid = req.config.get("cni.dev/valid-attachments")
+        if valid is None:
+            valid = []
+        if not isinstance(valid, list):
+            raise CniError(UNSUPPORTED_FIELD, "cni.dev/valid-attachments is not a list")
+        keep = {(str(v.get("containerID")), str(v.get("ifname"))) for v in valid if isinstance(v, dict)}
+        for port in await self.api.list("ports", tags=net_tag(req.config["name"])):
+            # this host's, and unbound ones (an ADD cut short before it bound its port)
+            if port.get("binding:host_id") not in ("", self.host):
+                continue
+            if (_tag_value(port, ctr_tag), _tag_value(port, if_tag)) not in keep:
+                log.info("GC: port %s (%s/%s) is no valid attachment", port["id"], _tag_value(port, ctr_tag),
+                         _tag_value(port, if_tag))
+                await self._release(port, False, None)
+        return None
+
+    async def status(self, req: Request) -> None:
+        try:
+            await self.network(req.network_ref, cached=False)  # the API answers now
+        except (CniError, PluginError) as exc:
+            raise CniError(NOT_AVAILABLE, f"netbay-cni cannot serve ADD: {getattr(exc, 'msg', exc)}") from None
+        return None
+
+
+__all__ = ["Cni", "MADE", "Request", "ctr_tag", "if_tag", "net_tag"]

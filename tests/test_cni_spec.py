@@ -1,0 +1,107 @@
+"""netbay-cni's checks before any real work (no root, no kernel): the environment,
+the configuration and the versions as the reference plugins' skel answers them; the
+result's shape per CNI version; the thin client with no daemon; the daemon's frame
+handling of a bad call. Real calls against a server, an agent and podman:
+tests/dataplane/test_dp_cni.py."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+
+import pytest
+
+from netbay.plugins.cni import client, result, server, spec
+from netbay.plugins.cni.spec import CniError
+
+FULL = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "abc", "CNI_NETNS": "/run/netns/x", "CNI_IFNAME": "eth0",
+        "CNI_PATH": "/opt/cni/bin"}
+
+
+def code_of(fn, *args) -> tuple[int, str, str]:  # noqa: ANN001
+    with pytest.raises(CniError) as info:
+        fn(*args)
+    return info.value.code, info.value.msg, info.value.details
+
+
+def test_env_as_skel() -> None:
+    assert spec.read_env(FULL)["CNI_ARGS"] == ""
+    assert code_of(spec.read_env, {**FULL, "CNI_NETNS": "", "CNI_PATH": ""}) == (
+        4, "required env variables [CNI_NETNS,CNI_PATH] missing", "")
+    assert spec.read_env({**FULL, "CNI_COMMAND": "DEL", "CNI_NETNS": ""})["CNI_NETNS"] == ""  # optional for DEL
+    assert code_of(spec.read_env, {**FULL, "CNI_CONTAINERID": "a/b"})[:2] == (4, "invalid characters in containerID")
+    assert code_of(spec.read_env, {**FULL, "CNI_IFNAME": "x" * 16})[:2] == (4, "interface name is too long")
+    assert code_of(spec.read_env, {**FULL, "CNI_IFNAME": "a:b"})[0] == 4
+    status = spec.read_env({"CNI_COMMAND": "STATUS", "CNI_PATH": "/x"})  # no container needed
+    assert status["CNI_CONTAINERID"] == ""
+
+
+def test_config_and_versions() -> None:
+    assert code_of(spec.read_config, b"nope")[0] == 6
+    assert code_of(spec.read_config, b"[1]")[0] == 6
+    assert code_of(spec.read_config, b'{"cniVersion": "1.0.0"}')[:2] == (7, "missing network name")
+    assert code_of(spec.read_config, b'{"name": "a b"}')[:2] == (7, "invalid characters found in network name")
+    conf = spec.read_config(b'{"cniVersion": "1.0.0", "name": "n"}')
+    assert spec.check_version("ADD", conf) == "1.0.0"
+    bad = code_of(spec.check_version, "ADD", {"cniVersion": "9.9.9"})
+    assert bad[:2] == (1, "incompatible CNI versions") and '"9.9.9"' in bad[2]
+    assert code_of(spec.check_version, "ADD", {})[0] == 1  # no cniVersion: 0.1.0, unsupported
+    assert code_of(spec.check_version, "CHECK", {"cniVersion": "0.3.1"})[:2] == (
+        1, "config version does not allow CHECK")
+    assert code_of(spec.check_version, "STATUS", {"cniVersion": "1.0.0"})[0] == 1
+    assert spec.check_version("GC", {"cniVersion": "1.1.0"}) == "1.1.0"
+    assert code_of(spec.check_version, "ADD", {"cniVersion": "one"})[0] == 6
+
+
+def test_args() -> None:
+    assert spec.parse_args("IgnoreUnknown=1;K8S_POD_NAME=web;PORT_UUID=p;IPV4=10.0.0.15/16;GW=10.0.0.1") == {
+        "IgnoreUnknown": "1", "K8S_POD_NAME": "web", "PORT_UUID": "p", "IPV4": "10.0.0.15/16", "GW": "10.0.0.1"}
+    assert spec.parse_args("") == {}
+    assert code_of(spec.parse_args, "novalue")[0] == 4
+
+
+def test_result_per_version() -> None:
+    subnet = {"gateway_ip": "10.0.0.1", "dns_nameservers": ["10.0.0.53"]}
+    old = result.render("0.4.0", "eth0", "fa:16:3e:00:00:01", 1450, "/run/netns/x", [("10.0.0.5/24", subnet)],
+                        [("0.0.0.0/0", "10.0.0.1")])
+    assert old["ips"] == [{"interface": 0, "address": "10.0.0.5/24", "version": "4", "gateway": "10.0.0.1"}]
+    assert old["interfaces"] == [{"name": "eth0", "mac": "fa:16:3e:00:00:01", "sandbox": "/run/netns/x"}]
+    assert old["dns"] == {"nameservers": ["10.0.0.53"]}
+    new = result.render("1.1.0", "eth0", "fa:16:3e:00:00:01", 1450, "/run/netns/x", [("10.0.0.5/24", {})], [])
+    assert new["interfaces"][0]["mtu"] == 1450 and "gateway" not in new["ips"][0] and new["dns"] == {}
+
+
+def test_client_alone(tmp_path) -> None:  # noqa: ANN001
+    """No daemon: VERSION and the caller's own mistakes are answered; the rest is 11 (50 for STATUS)."""
+    assert client.run({}, lambda: b"")[0] == 0 and "netbay-cni" in client.run({}, lambda: b"")[2]
+    rc, out, _ = client.run({"CNI_COMMAND": "VERSION"}, lambda: b"")
+    assert rc == 0 and json.loads(out) == spec.version_info()
+    sock = str(tmp_path / "none.sock")
+    env = {**FULL, "NETBAY_CNI_SOCKET": sock}
+    conf = json.dumps({"cniVersion": "1.0.0", "name": "n", "type": "netbay-cni", "network": "x"}).encode()
+    rc, out, _ = client.run(env, lambda: conf)
+    assert rc == 1 and json.loads(out)["code"] == 11 and sock in json.loads(out)["msg"]
+    assert json.loads(client.run(env, lambda: b"{")[1])["code"] == 6
+    assert json.loads(client.run({**env, "CNI_NETNS": ""}, lambda: conf)[1])["code"] == 4
+    status = {"CNI_COMMAND": "STATUS", "CNI_PATH": "/x", "NETBAY_CNI_SOCKET": sock}
+    conf11 = conf.replace(b"1.0.0", b"1.1.0")
+    assert json.loads(client.run(status, lambda: conf11)[1])["code"] == 50
+    assert client.socket_path({}, b'{"name": "n", "socket" : "/tmp/s.sock"}') == "/tmp/s.sock"
+    assert client.socket_path({}, io.BytesIO(b'{"name": "n"}').read()) == client.DEFAULT_SOCKET
+
+
+def test_daemon_refuses_before_work() -> None:
+    """The daemon's frame handling: checks fail before the service is touched (None here)."""
+    def ask(env: dict[str, str], stdin: bytes) -> tuple[int, dict]:
+        frame = b"".join(f"{k}={v}\0".encode() for k, v in env.items()) + b"\0" + stdin
+        answer = asyncio.run(server.answer(None, frame))  # type: ignore[arg-type]
+        return int(answer[:1]), json.loads(answer[1:])
+
+    assert ask(FULL, b"nope") == (1, {"cniVersion": spec.CURRENT, "code": 6,
+                                      "msg": "error unmarshall network config: Expecting value: line 1 column 1 "
+                                             "(char 0)"})
+    assert ask({**FULL, "CNI_COMMAND": "BOGUS"}, b'{"name": "n", "cniVersion": "1.0.0"}')[1]["msg"] == \
+        "unknown CNI_COMMAND: BOGUS"
+    assert ask({**FULL, "CNI_IFNAME": ""}, b"{}")[1]["code"] == 4
+    assert ask({"CNI_COMMAND": "VERSION"}, b"") == (0, spec.version_info())
