@@ -32,6 +32,9 @@ def make_driver(net: Mapping[str, Any]) -> Any:
     if net.get("driver") == "calico":
         from netbay.drivers.calico import Calico, CalicoConfig
         return Calico(CalicoConfig(**config))
+    if net.get("driver") == "docker":
+        from netbay.drivers.docker import DockerOverlay, DockerOverlayConfig
+        return DockerOverlay(DockerOverlayConfig(**config))
     from netbay.drivers.flannel import Flannel, FlannelConfig
     return Flannel(FlannelConfig(**config))
 
