@@ -157,6 +157,8 @@ class ClusterNetRealizer:
     def _ensure_pod(self, net: Mapping[str, Any] | None, pod: Mapping[str, Any]) -> bool:
         if net is None:
             return False
+        if pod.get("runtime"):
+            return True   # a container its runtime's plugin plugged into the node (netbay.plugins)
         node = self.nodes(net).get(pod.get("node") or "")
         if node is None or not self.ready(node):
             self.waiting.add(pod["id"])   # stays BUILD; retried

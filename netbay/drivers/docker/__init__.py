@@ -147,5 +147,10 @@ class DockerOverlay:
             raise ValueError(f"container address {address} is not a host address of block {node.lease} "
                              f"(other than the gateway {node.gateway})")
 
+    def bridged(self, node: Node) -> pods.Bridged:
+        """Where containers of ``node`` are plugged (for a runtime that configures them itself)."""
+        return pods.Bridged(BRIDGE, self.prefixlen, node.gateway, self.pod_mtu(node), self.big_packets,
+                            node.underlay)
+
     def detach_pod(self, node: Node, pod_ns: str, *, ifname: str = "eth0") -> bool:
         return pods.detach(node.ns, pod_ns, ifname=ifname)

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from netbay.dataplane.names import Names
+from netbay.plugins.libnetwork.clusters import ClusterNetworks, placement
 from netbay.plugins.libnetwork.directory import (CONTAINER_OWNER, MADE, PENDING, Directory, Endpoint, ep_tag,
                                                  net_tag, pending_pool_tag, pool_tag)
 from netbay.plugins.libnetwork.dockerview import DockerView
@@ -37,6 +38,7 @@ class NetworkDriver:
         self.host = host or socket.gethostname()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netbay-plug")
         self._background: set[asyncio.Task] = set()
+        self.clusters = ClusterNetworks(api, attacher.names, self.kernel, directory.owner)
 
     async def kernel(self, fn: Callable[..., T], *args: Any) -> T:
         """Run netlink work on the one worker thread (sockets are per thread)."""
@@ -53,6 +55,9 @@ class NetworkDriver:
     async def create_network(self, req: dict[str, Any]) -> dict[str, Any]:
         nid = req["NetworkID"]
         opts = NetworkOptions.parse(req.get("Options"))
+        if opts.cluster:
+            self.dir.networks[nid] = await self.clusters.create_network(nid, opts, req.get("IPv4Data") or [])
+            return {}
         if req.get("IPv6Data"):
             raise PluginError("netbay: IPv6 is not supported by this driver yet")
         v4 = req.get("IPv4Data") or []
@@ -136,6 +141,9 @@ class NetworkDriver:
         self.dir.forget_network(nid)
         if net is None:
             return {}
+        if placement(net, nid):
+            await self.clusters.delete_network(nid, net)
+            return {}
         api = self.api
         for port in await api.list("ports", network_id=net["id"], tags=MADE):  # leftovers of a crash
             await self.kernel(self.attacher.unplug, port["id"])
@@ -161,6 +169,9 @@ class NetworkDriver:
     async def create_endpoint(self, req: dict[str, Any]) -> dict[str, Any]:
         nid, eid = req["NetworkID"], req["EndpointID"]
         iface = req.get("Interface") or {}
+        on_cluster = placement(await self.dir.network(nid) or {}, nid)
+        if on_cluster:
+            return await self.clusters.create_endpoint(nid, eid, on_cluster, iface)
         address = (iface.get("Address") or "").split("/")[0]
         if not address:
             raise PluginError("netbay: an endpoint needs an IPv4 address from the netbay IPAM driver")
@@ -212,6 +223,8 @@ class NetworkDriver:
         return ep
 
     async def join(self, req: dict[str, Any]) -> dict[str, Any]:
+        if req["EndpointID"] in self.clusters.placed or await self._on_cluster(req):
+            return await self.clusters.join(req["EndpointID"])
         ep = await self.endpoint(req["EndpointID"])
         answer: dict[str, Any] = {"InterfaceName": {"SrcName": ep.ifname, "DstPrefix": "eth"},
                                   "DisableGatewayService": True,
@@ -250,8 +263,15 @@ class NetworkDriver:
         ep = self.dir.endpoints.get(req.get("EndpointID") or "")
         return {"Value": {"netbay.port": ep.port_id} if ep else {}}
 
+    async def _on_cluster(self, req: dict[str, Any]) -> bool:
+        nid = req.get("NetworkID") or ""
+        return bool(nid) and placement(await self.dir.network(nid, missing_ok=True) or {}, nid) is not None
+
     async def delete_endpoint(self, req: dict[str, Any]) -> dict[str, Any]:
         eid = req["EndpointID"]
+        if eid in self.clusters.placed or await self._on_cluster(req):
+            await self.clusters.delete_endpoint(eid)
+            return {}
         ep = self.dir.endpoints.pop(eid, None)
         if ep is not None and ep.made:  # no round trip: ReleaseAddress deletes the port next
             await self.kernel(self.attacher.unplug, ep.port_id)
