@@ -64,7 +64,10 @@ class Attacher:
 
     def unplug(self, port_id: str) -> bool:
         """Delete the pair wherever its inner end is (host or container namespace)."""
+        from netbay.dataplane import netns
+
         self.fabric.wired.pop(port_id, None)
+        netns.delete(self.names.container(port_id))   # the container's namespace keeps living
         gone = self.fabric.remove_port(port_id)
         return _delete_host_link(Names.container_end(port_id)) or gone
 

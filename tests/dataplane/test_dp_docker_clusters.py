@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from docker.types import IPAMConfig
 
+from netbay.dataplane import netns
 from netbay.drivers import kernel
 
 from . import dockerd as dk
@@ -96,6 +97,10 @@ def test_container_on_minion_0_and_pod_on_minion_1_of_a_flannel_cluster(cloud: C
         assert tcp_read(pns(cloud, p), ip, 7000) == b"from-container\n"
         code, out = sh(c, f"nc -w 3 {p['address']} 7001 </dev/null")
         assert code == 0 and out == "from-pod", out
+        # the plugin names the container's own namespace as the pod's (probes and pod exec enter it)
+        assert wait_for(lambda: netns.exists(pns(cloud, rows[0])), 10, 0.05, "the container's namespace named")
+        assert kernel.rtnl(pns(cloud, rows[0])).link("eth0").address == mac
+        assert ping(pns(cloud, rows[0]), p["address"], count=2)
         # the container's veth is a port of minion 0's cni0, like a pod's
         node_ns = cloud.names.sandbox(m0["sandbox_id"])
         cni0 = kernel.rtnl(node_ns).link("cni0")
@@ -105,6 +110,7 @@ def test_container_on_minion_0_and_pod_on_minion_1_of_a_flannel_cluster(cloud: C
         c.remove(force=True)
         dnet.remove()
     assert wait_for(lambda: not docker_pods(cloud, cid), 10, 0.05, "the container's pod row to go")
+    assert not netns.exists(pns(cloud, rows[0]))
     node_ns = cloud.names.sandbox(m0["sandbox_id"])
     cni0 = kernel.rtnl(node_ns).link("cni0")
     assert not [ln for ln in kernel.rtnl(node_ns).links() if ln.master == cni0.index and ln.kind == "veth"]

@@ -197,7 +197,10 @@ class ClusterNetworks:
             return
         from netbay.drivers import pods
 
+        from netbay.dataplane import netns
+
         await self.kernel(pods.detach, placed.node_ns, pod_name(eid))
+        await self.kernel(netns.delete, self.names.pod(placed.pod["id"]))   # the name only (see name_netns)
         try:
             await self.api.call("DELETE", f"{self.api.url}/netbay/v1/pods/{placed.pod['id']}")
         except NotFoundError:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from netbay.dataplane import netns
 from netbay.dataplane.names import Names
 from netbay.plugins.libnetwork.clusters import ClusterNetworks, placement
 from netbay.plugins.libnetwork.directory import (CONTAINER_OWNER, MADE, PENDING, Directory, Endpoint, ep_tag,
@@ -224,7 +225,12 @@ class NetworkDriver:
 
     async def join(self, req: dict[str, Any]) -> dict[str, Any]:
         if req["EndpointID"] in self.clusters.placed or await self._on_cluster(req):
-            return await self.clusters.join(req["EndpointID"])
+            answer = await self.clusters.join(req["EndpointID"])
+            placed = self.clusters.placed[req["EndpointID"]]
+            if self.docker is not None and req.get("SandboxKey"):
+                self._later(self.name_netns(req["NetworkID"], req["EndpointID"],
+                                            self.attacher.names.pod(placed.pod["id"])))
+            return answer
         ep = await self.endpoint(req["EndpointID"])
         answer: dict[str, Any] = {"InterfaceName": {"SrcName": ep.ifname, "DstPrefix": "eth"},
                                   "DisableGatewayService": True,
@@ -233,10 +239,28 @@ class NetworkDriver:
         if ep.gateway:
             answer["Gateway"] = ep.gateway
         if self.docker is not None and req.get("SandboxKey"):  # after the answer: Docker lists it once joined
-            task = asyncio.create_task(self._name_device(req["NetworkID"], ep))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._later(self._name_device(req["NetworkID"], ep))
         return answer
+
+    def _later(self, work: Any) -> None:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def name_netns(self, nid: str, eid: str, name: str, cid: str | None = None) -> None:
+        """Give the container's own namespace a netbay name (``ip netns attach``), off the
+        call path, so that probes (``netbay cluster connectivity``) and ``pod exec`` can
+        enter it; DeleteEndpoint takes the name away again."""
+        assert self.docker is not None
+        cid = cid or await self.docker.container_of(nid, eid)
+        source = await self.docker.netns_of(cid) if cid else None
+        if source is None:
+            log.info("endpoint %s: its container's namespace not named (Docker did not list it)", eid[:12])
+            return
+        try:
+            await self.kernel(netns.attach, name, source)
+        except Exception as exc:  # noqa: BLE001 - a name for probes only; the network works without
+            log.info("endpoint %s: namespace not named %s: %s", eid[:12], name, exc)
 
     async def _name_device(self, nid: str, ep: Endpoint) -> None:
         """Make the container the port's device (Docker tells no plugin call which it is);
@@ -248,6 +272,7 @@ class NetworkDriver:
                 log.info("port %s: Docker did not list endpoint %s (the sweep names it)", ep.port_id,
                          ep.endpoint_id[:12])
                 return
+            await self.name_netns(nid, ep.endpoint_id, self.attacher.names.container(ep.port_id), cid)
             port = await self.api.show("ports", ep.port_id)
             if port.get("device_id") != ep.endpoint_id:
                 return  # its owner's device (the container API's), or gone
