@@ -23,6 +23,7 @@ import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from netbay.dataplane.names import Names
 from netbay.plugins.libnetwork.directory import net_tag
@@ -73,12 +74,20 @@ class ClusterNetworks:
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
         return await self.api.call(method, f"{self.api.url}/netbay/v1{path}", **kw)
 
-    async def clusternet(self, cluster: str) -> dict[str, Any]:
+    async def clusternet(self, cluster: str, *, by_name: bool = False) -> dict[str, Any]:
+        """The cluster's container network; ``by_name``: ``cluster`` may be its name too."""
         try:
-            return (await self._call("GET", f"/clusternets/{cluster}"))["clusternet"]
+            return (await self._call("GET", f"/clusternets/{quote(cluster, safe='')}"))["clusternet"]
         except NotFoundError:
-            raise PluginError(f"netbay: cluster {cluster} has no container network (unknown cluster, or "
-                              "not built yet)") from None
+            pass
+        if by_name:
+            try:
+                found = await self.api.call("GET", f"{self.api.url}/container-infra/v1/clusters/{quote(cluster, safe='')}")
+                return (await self._call("GET", f"/clusternets/{found['uuid']}"))["clusternet"]
+            except NotFoundError:
+                pass
+        raise PluginError(f"netbay: cluster {cluster} has no container network (unknown cluster, or "
+                          "not built yet)")
 
     @staticmethod
     def driver(cnet: dict[str, Any]) -> Any:
@@ -100,7 +109,7 @@ class ClusterNetworks:
             raise PluginError("netbay: a cluster network takes its addresses from the node's lease: "
                               "create it with --ipam-driver null")
         assert opts.cluster is not None
-        cnet = await self.clusternet(opts.cluster)
+        cnet = await self.clusternet(opts.cluster, by_name=True)
         self.driver(cnet)
         nodes = cnet.get("nodes") or []
         node = ""

@@ -46,7 +46,8 @@ class DockerView:
         client = self._client()
         try:
             for cid, c in (client.inspect_network(network_id).get("Containers") or {}).items():
-                if c.get("EndpointID") == endpoint_id:
+                # "ep-<endpoint id>": Docker's placeholder while the container is still starting
+                if c.get("EndpointID") == endpoint_id and not cid.startswith("ep-"):
                     return cid
             return None
         finally:
