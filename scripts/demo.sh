@@ -93,6 +93,8 @@ cleanup() {
       kill -9 "$pid" 2>/dev/null || true
     fi
     wait "$pid" 2>/dev/null || true
+    # Once more, the server surely gone: what its agent made in its last moments goes too.
+    netbay down --data-dir "$data_dir" >/dev/null 2>&1 || true
   fi
   if [ -n "$made_dir" ]; then rm -rf "$made_dir"; fi
   exit "$rc"
