@@ -158,3 +158,30 @@ def test_refusals_reach_docker(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin)
     assert r.returncode != 0 and "no container network" in r.stderr, r.stderr
     ci(cloud).delete(f"/clusters/{cid}")
     wait_cluster(ci(cloud), cid, ("GONE",))
+
+
+def test_the_specs_walk_through_with_the_driver_name_changed(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin) -> None:
+    """zun-kuryr-integration's steps: network, subnet pool, subnet from the pool, then its
+    own ``docker network create`` line (kuryr's option names), then a container on it."""
+    net = cloud.ok(cloud.http.post("/network/v2.0/networks", json={"network": {"name": "testnet"}}), 201)["network"]
+    pool = cloud.ok(cloud.http.post("/network/v2.0/subnetpools", json={"subnetpool": {
+        "name": "testpool", "prefixes": ["10.2.0.0/16"]}}), 201)["subnetpool"]
+    sub = cloud.ok(cloud.http.post("/network/v2.0/subnets", json={"subnet": {
+        "name": "testsubnet", "network_id": net["id"], "subnetpool_id": pool["id"], "cidr": "10.2.0.0/24",
+        "ip_version": 4}}), 201)["subnet"]
+    r = daemon.cli("network", "create", "-d", PLUGIN, f"--ipam-driver={PLUGIN}", "--subnet", "10.2.0.0/24",
+                   "--gateway", "10.2.0.1", "-o", f"neutron.net.uuid={net['id']}", "-o", f"neutron.pool.uuid={pool['id']}",
+                   "--ipam-opt", f"neutron.pool.uuid={pool['id']}", "foo")
+    assert r.returncode == 0, r.stderr
+    c = run(daemon, "foo", "spec-c")
+    try:
+        mac, addrs = iface(c)
+        assert addrs[0].startswith("10.2.0.") and addrs[0].endswith("/24")
+        subnets = cloud.ok(cloud.http.get("/network/v2.0/subnets", params={"network_id": net["id"]}))["subnets"]
+        assert [s["id"] for s in subnets] == [sub["id"]]   # the user's subnet, no second one
+    finally:
+        c.remove(force=True)
+        assert daemon.cli("network", "rm", "foo").returncode == 0
+    for path in (f"/network/v2.0/subnets/{sub['id']}", f"/network/v2.0/networks/{net['id']}",
+                 f"/network/v2.0/subnetpools/{pool['id']}"):
+        assert cloud.http.delete(path).status_code == 204, path

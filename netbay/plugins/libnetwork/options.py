@@ -15,7 +15,8 @@ from netbay.plugins.libnetwork.netbayapi import PluginError
 
 NETWORK_KEYS = {"netbay.network": "network", "neutron.net.uuid": "network", "neutron.net.name": "network",
                 "netbay.cluster": "cluster", "netbay.node": "node"}
-IGNORED_NETWORK_KEYS = {"neutron.net.shared", "neutron.subnet.uuid", "neutron.subnet.name"}
+IGNORED_NETWORK_KEYS = {"neutron.net.shared", "neutron.subnet.uuid", "neutron.subnet.name",
+                        "neutron.pool.uuid", "neutron.pool.name"}   # the pool comes as --ipam-opt
 POOL_KEYS = {"netbay.subnet": "subnet", "neutron.subnet.uuid": "subnet", "neutron.subnet.name": "subnet",
              "netbay.subnetpool": "subnetpool", "neutron.pool.uuid": "subnetpool", "neutron.pool.name": "subnetpool"}
 IGNORED_POOL_KEYS = {"neutron.net.shared"}
