@@ -5,10 +5,14 @@
 #      floating IP, printed as tables (`netbay demo`);
 #   2. create a Kubernetes cluster template (flannel, vxlan) and a 1-master/2-minion
 #      cluster, followed live until CREATE_COMPLETE; put a pod on each minion (waiting
-#      until the agent has plugged it in); print the connectivity matrix — ICMP from
+#      until the agent has plugged it in); with dockerd, run two real Docker containers
+#      beside them on a private dockerd off the host's network (one on minion 1 through
+#      `-o netbay.cluster=k8s`, one on the cluster's private network); print the
+#      connectivity matrix — ICMP from
 #      every pod and node to every pod and node address, each cell reachable — and the
 #      cluster's topology, also drawn as an SVG picture kept after the run;
-#   3. delete the pods and the cluster (waiting until it is gone), stop netbay, clean up.
+#   3. delete the containers (dockerd and the Docker driver stopped by PID), the pods and
+#      the cluster (waiting until it is gone), stop netbay, clean up.
 # Without the agent (not root) the pods are only placed (BUILD) and the matrix is
 # skipped: it is probed from the agent's namespaces.
 # Installs what it needs first (NETBAY_SKIP_SETUP=1 to skip: uses .venv as it is).
@@ -20,6 +24,7 @@
 #
 # Environment: NETBAY_DATA_DIR (default: a fresh /tmp/netbay-demo-XXXX, removed at the
 # end), NETBAY_PORT (default: a free port), NETBAY_DEMO_AGENT=0 to run without the agent,
+# NETBAY_DEMO_DOCKER=0 to skip the Docker containers,
 # NETBAY_DEMO_TIMEOUT (seconds for each wait, default 120), NETBAY_KEEP=1 to leave the
 # cluster and netbay running, NETBAY_DEMO_SVG (where to write the topology picture;
 # default a new /tmp/netbay-demo-topology-XXXX.svg, never removed by the script).
