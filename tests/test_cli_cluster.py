@@ -202,7 +202,7 @@ def test_the_main_job_builds_a_cluster_shows_its_topology_and_leaves_nothing(tmp
         env.pop(key, None)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     r = subprocess.run([str(ROOT / "scripts" / "demo.sh")], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=150)
+                       timeout=240)
     out = r.stdout
     assert r.returncode == 0, out + r.stderr
     assert "walk-through resources deleted" in out
@@ -231,8 +231,17 @@ def test_the_main_job_builds_a_cluster_shows_its_topology_and_leaves_nothing(tmp
         # The matrix: 3 nodes and 2 pods, each to each, every cell reachable.
         matrix = out.split("$ netbay cluster connectivity k8s")[1].split("$ netbay cluster topology")[0]
         assert "pod web-0 @kube_minion_0" in matrix and "minion kube_minion_1" in matrix
-        assert "all 25 cells within the cluster reachable" in matrix and "✗" not in matrix
-        assert matrix.count("✓") == 25
+        if "dockerd: pid" in out:   # two Docker containers too: 3 nodes, 2 pods, 2 containers
+            assert "container docker-" in matrix and "@kube_minion_1" in matrix
+            assert "all 43 cells within the cluster reachable (6 not routed" in matrix and "✗" not in matrix
+            assert matrix.count("✓") == 43
+            assert "dockerd and the Docker driver stopped (by PID)" in out
+            web_c1 = out.split("$ docker exec web-c1 ip -4 addr show eth0")[1].split("$ ")[0]
+            assert "inet 10.100." in web_c1   # an address of minion 1's lease
+            assert "1 packets received" in out.split("$ docker exec web-c1 ping")[1].split("$ ")[0]
+        else:
+            assert "all 25 cells within the cluster reachable" in matrix and "✗" not in matrix
+            assert matrix.count("✓") == 25
         left = {ns for ns in _namespaces() - before if ns.startswith((prefix, "nb-"))}
         assert not left, f"the demo left namespaces behind: {sorted(left)}"
     else:

@@ -127,3 +127,31 @@ def test_too_small_network(ci: httpx.Client) -> None:
     r = ci.post("/clusters", json={"name": unique("c"), "cluster_template_id": t["uuid"], "node_count": 2})
     assert r.status_code == 400, r.text
     assert "needs 3 flannel node leases" in r.text and "room for 1 node lease(s)" in r.text
+
+
+def test_runtime_docker_pods_share_the_lease_and_swarm_gets_a_network(ci: httpx.Client, nb: httpx.Client) -> None:
+    """A pod row ``runtime: docker`` (a Docker container the plugin plugs into the node)
+    takes the next address of the same lease as agent-made pods, filters by runtime; an
+    unknown runtime is a 400. A swarm cluster (docker driver) now has a container network."""
+    cid = cluster(ci, 1)
+    plain = create(nb, "p", cid, "kube_minion_0").json()["pod"]
+    r = nb.post("/pods", json={"pod": {"name": "docker-x", "cluster_id": cid, "node": "kube_minion_0",
+                                       "runtime": "docker"}})
+    assert r.status_code == 201, r.text
+    d = r.json()["pod"]
+    assert (plain["runtime"], d["runtime"]) == ("", "docker")
+    assert ipaddress.ip_address(d["address"]) == ipaddress.ip_address(plain["address"]) + 1
+    assert [p["name"] for p in nb.get("/pods", params={"cluster_id": cid, "runtime": "docker"}).json()["pods"]] == \
+        ["docker-x"]
+    r = nb.post("/pods", json={"pod": {"name": "bad", "cluster_id": cid, "runtime": "podman"}})
+    assert r.status_code == 400, r.text
+    t = make_template(ci, name=unique("sw"), coe="swarm", external_network_id="public",
+                      floating_ip_enabled=False, master_lb_enabled=False)
+    assert t["network_driver"] == "docker"
+    r = ci.post("/clusters", json={"name": unique("s"), "cluster_template_id": t["uuid"], "node_count": 1})
+    assert r.status_code == 202, r.text
+    sw = wait_status(ci, r.json()["uuid"], ("CREATE_COMPLETE", "CREATE_FAILED"))
+    assert sw["status"] == "CREATE_COMPLETE", sw["status_reason"]
+    net = clusternet(nb, sw["uuid"])
+    assert net is not None and net["driver"] == "docker" and net["config"] == {"network": "10.200.0.0/16"}
+    assert create(nb, "on-swarm", sw["uuid"]).status_code == 201   # was 409: no container network

@@ -89,12 +89,41 @@ def members(api: Api, cluster: dict[str, Any], prefix: str) -> tuple[list[Member
         space += [s.cidr for n in topo.networks for s in n.subnets]
     pods = api.service("netbay", "/pods", "pods", cluster_id=uuid) or []
     for p in sorted(pods, key=lambda p: (p["node"], p["name"])):
-        out.append(Member(p["id"], p["name"], "pod", cluster["name"], p["address"], names.pod(p["id"]), p["node"]))
+        docker = p.get("runtime") == "docker"   # a Docker container on the node, named docker-<endpoint id>
+        out.append(Member(p["id"], p["name"][:19] if docker else p["name"], "container" if docker else "pod",
+                          cluster["name"], p["address"], names.pod(p["id"]), p["node"]))
         space.append(p["address"])
+    out += containers(api, net, names, cluster["name"])
     for m in out:
         m.present = netns.exists(m.namespace)
     networks = {ipaddress.ip_interface(s).network for s in space}
     return out, sorted(networks, key=lambda n: (n.version, n))
+
+
+def containers(api: Api, net: dict[str, Any] | None, names: Any, cluster: str) -> list[Member]:
+    """Docker containers on the cluster's private network (ports ``compute:netbay``):
+    their namespaces are named by the libnetwork plugin after Join."""
+    nodes = (net or {}).get("nodes") or []
+    port = api.service("network", f"/ports/{quote(nodes[0]['port_id'], safe='')}", "port") if nodes else None
+    if not port:
+        return []
+    out = []
+    for p in api.service("network", "/ports", "ports", network_id=port["network_id"],
+                         device_owner="compute:netbay") or []:
+        v4 = [f["ip_address"] for f in p.get("fixed_ips") or () if ":" not in f["ip_address"]]
+        if v4:
+            name = p.get("name") if p.get("name") not in (None, "", "docker") else f"docker-{(p['device_id'] or p['id'])[:12]}"
+            out.append(Member(p["id"], name, "container", cluster, v4[0], names.container(p["id"])))
+    return out
+
+
+def _not_routed(src: Member, dst: Member) -> bool:
+    """A container on the private network and a pod-network address (a pod, or a
+    container on a node): no route between them — the pod network is not routed
+    beyond the cluster's nodes (no NAT either), as in flannel."""
+    def beside(m: Member) -> bool:   # on the private network, not on a node
+        return m.kind == "container" and m.node is None
+    return (beside(src) and dst.node is not None) or (beside(dst) and src.node is not None)
 
 
 def plan(rows: list[Member], spaces: dict[str, Space]) -> list[Cell]:
@@ -112,6 +141,8 @@ def plan(rows: list[Member], spaces: dict[str, Space]) -> list[Cell]:
                 cell.reachable, cell.note = None, "namespace missing"
             elif not same and inside(dst.address, src.cluster):
                 cell.reachable, cell.note = None, "overlap"
+            elif _not_routed(src, dst):
+                cell.reachable, cell.note = None, "not routed"
             elif src.id == dst.id:
                 cell.note = "self"
             cells.append(cell)
@@ -141,7 +172,8 @@ def summary(cells: list[Cell]) -> dict[str, Any]:
                     "reachable": sum(c.reachable is True for c in between)},
     }
     w = counts["within"]
-    counts["all_reachable_within"] = w["cells"] > 0 and w["reachable"] == w["cells"]
+    w["not_routed"] = sum(c.note == "not routed" for c in within)
+    counts["all_reachable_within"] = w["cells"] > 0 and w["reachable"] == w["cells"] - w["not_routed"]
     return counts
 
 
@@ -157,7 +189,7 @@ def _mark(cell: Cell) -> Text:
         return Text("✓ self" if cell.note == "self" else "✓", style="green")
     if cell.reachable is False:
         return Text("✗", style="bold red")
-    return Text("overlap" if cell.note == "overlap" else "?", style="dim")
+    return Text({"overlap": "overlap", "not routed": "–"}.get(cell.note, "?"), style="dim")
 
 
 def table(rows: list[Member], cells: list[Cell], title: str) -> Table:
@@ -168,7 +200,7 @@ def table(rows: list[Member], cells: list[Cell], title: str) -> Table:
         out.add_column(Text(f"{_label(m, qualify)}\n{m.address}"), justify="center")
     by_pair = {(c.src, c.dst): c for c in cells}
     for src in rows:
-        where = f" @{src.node}" if src.kind == "pod" else ""
+        where = f" @{src.node}" if src.node else ""
         head = Text.assemble((f"{src.kind} ", "dim"), (_label(src, qualify), "bold"), (where, "dim"))
         if not src.present:
             head.append(" (no namespace)", style="red")
@@ -222,8 +254,10 @@ def command(api: Api, clusters: list[dict[str, Any]], *, prefix: str, as_json: b
         console.print(table(rows, cells, title))
         w, b = counts["within"], counts["between"]
         if counts["all_reachable_within"]:
-            console.print(f"[green]all {w['cells']} cells within the cluster{'s' if len(clusters) > 1 else ''} "
-                          f"reachable[/]")
+            routed = (f" ({w['not_routed']} not routed: a container on the private network and the pod "
+                      "network, –)" if w["not_routed"] else "")
+            console.print(f"[green]all {w['cells'] - w['not_routed']} cells within the cluster"
+                          f"{'s' if len(clusters) > 1 else ''} reachable[/]{routed}")
         else:
             console.print(f"[red]{w['reachable']}/{w['cells']} cells within the cluster"
                           f"{'s' if len(clusters) > 1 else ''} reachable[/]")

@@ -33,13 +33,16 @@ SERVER = "OS::Nova::Server"
 
 def network_config(driver: str | None, labels: dict[str, Any] | None) -> tuple[dict[str, Any], leaselib.NetworkConfig] | None:
     """(the driver's config as plain data, its lease config) for a driver with pod
-    networks; None for one without (docker). Raises ValueError on bad labels."""
+    networks; None for one without. Raises ValueError on bad labels."""
     if driver == "flannel":
         from netbay.drivers.flannel import FlannelConfig
         cfg: Any = FlannelConfig.from_labels(labels)
     elif driver == "calico":
         from netbay.drivers.calico import CalicoConfig
         cfg = CalicoConfig.from_labels(labels)
+    elif driver == "docker":
+        from netbay.drivers.docker import DockerOverlayConfig
+        cfg = DockerOverlayConfig.from_labels(labels)
     else:
         return None
     return asdict(cfg), cfg.network_config

@@ -11,7 +11,7 @@ only when there are none) and the lowest free host of its lease after the gatewa
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -33,6 +33,9 @@ class PodCreate(Body):
     description: Text = ""
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
+    # who plugs it: "" (the agent, into a namespace of its own) or "docker" (the libnetwork
+    # plugin, into a Docker container: a container placed on a cluster node)
+    runtime: Literal["", "docker"] = ""
 
 
 def pod_not_found(pod_id: str) -> NotFound:
@@ -46,7 +49,8 @@ class Pods(Resource):
     has_tags = False
     create_body = PodCreate
     filters = {name: Filter(getattr(Pod, name)) for name in
-               ("name", "cluster_id", "node", "sandbox_id", "address", "status", "project_id", "created_at")}
+               ("name", "cluster_id", "node", "sandbox_id", "address", "status", "runtime", "project_id",
+                            "created_at")}
     filters["tenant_id"] = Filter(Pod.project_id)
 
     def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Pod:
@@ -60,7 +64,8 @@ class Pods(Resource):
         body = standard(obj, tags)
         body.pop("tags")
         return {**body, "cluster_id": obj.cluster_id, "node": obj.node, "sandbox_id": obj.sandbox_id,
-                "address": obj.address, "status": obj.status, "status_reason": obj.status_reason or None}
+                "address": obj.address, "status": obj.status, "status_reason": obj.status_reason or None,
+                "runtime": obj.runtime or ""}
 
     def create(self, session: Session, ctx: Context, body: PodCreate) -> Pod:
         given = body.given()
@@ -84,7 +89,7 @@ class Pods(Resource):
         node = self._node(session, net, given.get("node"))
         pod = Pod(id=new_id(), project_id=project_id, name=given["name"], description=given.get("description", ""),
                   cluster_id=cluster.id, node=node["name"], sandbox_id=node["sandbox_id"],
-                  address=self._address(session, net, node), status="BUILD")
+                  address=self._address(session, net, node), status="BUILD", runtime=given.get("runtime") or "")
         session.add(pod)
         session.flush()
         self.record(session, pod, "create")

@@ -32,6 +32,9 @@ def make_driver(net: Mapping[str, Any]) -> Any:
     if net.get("driver") == "calico":
         from netbay.drivers.calico import Calico, CalicoConfig
         return Calico(CalicoConfig(**config))
+    if net.get("driver") == "docker":
+        from netbay.drivers.docker import DockerOverlay, DockerOverlayConfig
+        return DockerOverlay(DockerOverlayConfig(**config))
     from netbay.drivers.flannel import Flannel, FlannelConfig
     return Flannel(FlannelConfig(**config))
 
@@ -154,6 +157,8 @@ class ClusterNetRealizer:
     def _ensure_pod(self, net: Mapping[str, Any] | None, pod: Mapping[str, Any]) -> bool:
         if net is None:
             return False
+        if pod.get("runtime"):
+            return True   # a container its runtime's plugin plugged into the node (netbay.plugins)
         node = self.nodes(net).get(pod.get("node") or "")
         if node is None or not self.ready(node):
             self.waiting.add(pod["id"])   # stays BUILD; retried

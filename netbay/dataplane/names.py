@@ -37,6 +37,11 @@ class Names:
         """A pod on a cluster node (plugged into the node's namespace, not the fabric)."""
         return f"{self.prefix}p-{pod_id}"
 
+    def container(self, port_id: str) -> str:
+        """A Docker container's own namespace, named after its port by the libnetwork
+        plugin (``ip netns attach``) so that probes can enter it; not made by netbay."""
+        return f"{self.prefix}d-{port_id}"
+
     def external(self, network_id: str) -> str:
         """The namespace that plays the outside world of an external network."""
         return f"{self.prefix}x-{network_id}"

@@ -194,6 +194,28 @@ def create(name: str) -> bool:
         return True
 
 
+def attach(name: str, source: str) -> bool:
+    """Name an existing namespace (``ip netns attach``): bind-mount ``source`` (e.g.
+    ``/proc/PID/ns/net`` of a container's process) onto ``/run/netns/NAME``, so it can
+    be entered by name. :func:`delete` unmounts the name only; the namespace lives on
+    while its process does. True if named now, False if ``name`` already was."""
+    p = path(name)
+    with _lock:
+        if exists(name):
+            return False
+        _ensure_run_dir()
+        try:
+            os.close(os.open(p, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0))
+        except FileExistsError:
+            pass
+        if _libc.mount(source.encode(), p.encode(), b"none", MS_BIND, None) != 0:
+            err = ctypes.get_errno()
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+            raise _err(f"bind mount {source}", name, err)
+        return True
+
+
 def on_delete(hook: Callable[[str], None]) -> None:
     """Register ``hook(name)``, called before a namespace is deleted.
 

@@ -31,7 +31,7 @@ from netbay.dataplane.rtnl import (
 
 __all__ = [
     "RTPROT_NETBAY", "Neigh", "Fdb", "KRoute", "VxlanInfo", "ensure_bridge", "ensure_vxlan",
-    "vxlan_info", "neighbours", "add_neighbour", "del_neighbour", "fdb", "add_fdb", "del_fdb",
+    "vxlan_info", "neighbours", "add_neighbour", "del_neighbour", "fdb", "add_fdb", "append_fdb", "del_fdb",
     "routes", "add_route", "del_route", "sync_routes", "delete_link", "link_index", "allow_big_packets",
     "ensure_ipip",
 ]
@@ -42,6 +42,7 @@ RTM_GETROUTE = 26
 NDA_DST, NDA_LLADDR = 1, 2
 NUD_PERMANENT, NUD_NOARP = 0x80, 0x40
 NTF_SELF = 0x02
+NLM_F_APPEND = 0x800
 AF_BRIDGE = 7
 RTN_UNICAST, RTN_BLACKHOLE = 1, 6
 RT_SCOPE_UNIVERSE, RT_SCOPE_LINK, RT_SCOPE_NOWHERE = 0, 253, 255
@@ -175,9 +176,9 @@ def vxlan_info(ns: str, name: str) -> VxlanInfo | None:
 
 
 def ensure_vxlan(ns: str, name: str, *, vni: int, port: int, local: str, underlay: str,
-                 mtu: int, mac: str) -> int:
+                 mtu: int, mac: str, learning: bool = False) -> int:
     """A VXLAN device ``name`` in ``ns`` (VNI ``vni``, UDP ``port``, source ``local``
-    on link ``underlay``, learning off), up, with ``mtu`` and ``mac``. A device of that
+    on link ``underlay``, learning off unless asked), up, with ``mtu`` and ``mac``. A device of that
     name with other VXLAN parameters is deleted and re-created (flannel does the same).
     Returns its ifindex."""
     uidx = link_index(ns, underlay)
@@ -185,14 +186,15 @@ def ensure_vxlan(ns: str, name: str, *, vni: int, port: int, local: str, underla
         raise LinkError(errno.ENODEV, f"underlay link {underlay!r} missing in namespace {ns!r}")
     have = vxlan_info(ns, name)
     if have is not None and (have.vni, have.local, have.port, have.link, have.learning) != (
-            vni, local, port, uidx, False):
+            vni, local, port, uidx, learning):
         _delete(ns, name)
         have = None
     if have is None:
         if _r(ns).link(name) is not None:
             raise LinkError(errno.EEXIST, f"{name!r} in namespace {ns!r} exists and is not VXLAN")
         data = (_u32(VXLAN_ID, vni) + _u32(VXLAN_LINK, uidx) + _attr(VXLAN_LOCAL, _ip(local))
-                + _attr(VXLAN_PORT, struct.pack("!H", port)) + _attr(VXLAN_LEARNING, b"\0"))
+                + _attr(VXLAN_PORT, struct.pack("!H", port))
+                + _attr(VXLAN_LEARNING, b"\1" if learning else b"\0"))
         _new_link(ns, name, "vxlan", data, mtu=mtu, mac=mac)
         have = vxlan_info(ns, name)
         assert have is not None
@@ -315,6 +317,18 @@ def add_fdb(ns: str, ifindex: int, mac: str, dst: str) -> None:
     _r(ns).request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK,
                    _neigh_body(AF_BRIDGE, ifindex, NUD_PERMANENT | NUD_NOARP, NTF_SELF, dst, mac),
                    f"replace fdb {mac} dst {dst}")
+
+
+def append_fdb(ns: str, ifindex: int, mac: str, dst: str) -> None:
+    """``bridge fdb append MAC dev VXLAN self permanent dst DST``: one more remote for
+    ``mac`` (all zeros: head-end replication of broadcast to every such remote)."""
+    try:
+        _r(ns).request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK,
+                       _neigh_body(AF_BRIDGE, ifindex, NUD_PERMANENT | NUD_NOARP, NTF_SELF, dst, mac),
+                       f"append fdb {mac} dst {dst}")
+    except LinkError as exc:
+        if exc.errno != errno.EEXIST:
+            raise
 
 
 def del_fdb(ns: str, ifindex: int, mac: str, dst: str | None = None) -> bool:

@@ -48,7 +48,7 @@ from netbay.dataplane.links import LinkError
 from netbay.dataplane.rtnl import rtnl
 from netbay.drivers import kernel
 
-__all__ = ["PodLink", "attach", "detach", "gso_path", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC"]
+__all__ = ["Bridged", "PodLink", "attach", "detach", "plug_for_runtime", "gso_path", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC"]
 
 ROUTED_GATEWAY = "169.254.1.1"
 ROUTED_MAC = "ee:ee:ee:ee:ee:ee"
@@ -209,6 +209,65 @@ def _adopt(node_ns: str, pod_ns: str, host: str, ifname: str, mtu: int, master: 
     raise LinkError(errno.EEXIST, f"cannot attach {pod_ns}:{ifname} to {node_ns}:{host}: "
                                   f"{'an' if hl else 'no'} {host} ({hl.kind if hl else '-'}) in the node, "
                                   f"{'an' if pl else 'no'} {ifname} ({pl.kind if pl else '-'}) in the pod")
+
+
+@dataclass(frozen=True)
+class Bridged:
+    """Where a bridged driver plugs a pod on one node: what :func:`attach` is given."""
+    bridge: str
+    prefixlen: int       # of the pod's address (flannel: the lease's; docker overlay: the subnet's)
+    gateway: str
+    mtu: int
+    big_packets: bool
+    underlay: str = "eth0"
+
+
+def plug_for_runtime(node_ns: str, key: str, inner: str, where: Bridged, *, mac: str | None = None) -> str:
+    """A pod's veth for a container runtime that configures the inside itself (Docker:
+    it moves ``inner`` into the container at Join and gives it the address and
+    gateway the plugin answered). The node end is made as :func:`attach` makes it —
+    ``veth<hash of key>``, a port of ``where.bridge``, the pod's MTU and BIG TCP
+    decision — so :func:`detach` (``pod_ns=key``) removes it. ``inner`` is made in
+    the host namespace, for the runtime to move at once. Returns ``inner``. A pair
+    in the way (a retry, a crash) is replaced."""
+    node = rtnl(node_ns)
+    br = node.link(where.bridge)
+    if br is None:
+        raise LinkError(errno.ENODEV, f"bridge {where.bridge!r} missing in node namespace {node_ns!r}")
+    host = host_ifname(key)
+    path = gso_path(False, where.big_packets)
+    ceiling = _underlay_gso(node, where.underlay)
+    for attempt in range(3):
+        gso = _capped(bigtcp.gso_max_size(path), ceiling)
+        try:
+            node.add_veth(host, inner, None, mtu=where.mtu, peer_mac=mac, master=br.index, up=True,
+                          gso_max_size=gso)
+            break
+        except LinkError as exc:
+            if bigtcp.refused(exc, gso):
+                continue
+            if exc.errno != errno.EEXIST or attempt == 2:
+                raise
+            node.delete_link(host)
+            _delete_host_link(inner)
+    if gso and br.gso_max_size != gso:
+        kernel.allow_big_packets(node_ns, node.link(index=br.index), path)
+    return inner
+
+
+def _delete_host_link(ifname: str) -> bool:
+    """Delete a runtime's veth end left in the host namespace (a retry, a crash)."""
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        found = ipr.link_lookup(ifname=ifname)
+        if not found:
+            return False
+        info = ipr.get_links(found[0])[0].get_attr("IFLA_LINKINFO")
+        if info is None or info.get_attr("IFLA_INFO_KIND") != "veth":
+            return False
+        ipr.link("del", index=found[0])
+    return True
 
 
 def detach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", host_if: str | None = None) -> bool:

@@ -71,7 +71,10 @@ class Attacher:
     def unplug(self, port_id: str, host_end: bool = True) -> bool:
         """Delete the pair wherever its inner end is (host or container namespace).
         ``host_end=False``: the inner end was never in the host namespace (CNI)."""
+        from netbay.dataplane import netns
+
         self.fabric.wired.pop(port_id, None)
+        netns.delete(self.names.container(port_id))   # the container's namespace keeps living
         gone = self.fabric.remove_port(port_id)
         return (host_end and _delete_host_link(Names.container_end(port_id))) or gone
 

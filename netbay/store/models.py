@@ -591,6 +591,9 @@ class Pod(Standard, Base):
     address: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16), default="BUILD")
     status_reason: Mapped[str] = mapped_column(String(255), default="")   # why ERROR, from the agent
+    # "": a netbay sandbox the agent makes and plugs; "docker": a Docker container the
+    # libnetwork plugin plugs into the node (the agent leaves it alone)
+    runtime: Mapped[str] = mapped_column(String(16), default="", server_default="")
     __table_args__ = (UniqueConstraint("cluster_id", "address"), UniqueConstraint("cluster_id", "name"))
 
 

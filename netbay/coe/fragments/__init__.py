@@ -1,20 +1,13 @@
 """Cluster fragments: the base cluster, one per COE, one per network driver.
 
 ``COES`` maps a COE to its spec (which carries its node fragment);
-``NETWORK_DRIVERS`` maps a network driver to its fragment. ``docker`` (libnetwork
-between the nodes) needs nothing from the cluster's infrastructure, so its
-fragment is empty.
+``NETWORK_DRIVERS`` maps a network driver to its fragment.
 """
 
 from __future__ import annotations
 
-from netbay.coe.fragments import calico, flannel, kubernetes, mesos, swarm
-from netbay.coe.fragments.types import CoeSpec, Context, Fragment, FragmentFn
-
-
-def docker(ctx: Context) -> Fragment:
-    return Fragment()
-
+from netbay.coe.fragments import calico, docker, flannel, kubernetes, mesos, swarm
+from netbay.coe.fragments.types import CoeSpec, FragmentFn
 
 COES: dict[str, CoeSpec] = {
     "kubernetes": kubernetes.SPEC,
@@ -25,5 +18,5 @@ COES: dict[str, CoeSpec] = {
 NETWORK_DRIVERS: dict[str, FragmentFn] = {
     "flannel": flannel.fragment,
     "calico": calico.fragment,
-    "docker": docker,
+    "docker": docker.fragment,
 }

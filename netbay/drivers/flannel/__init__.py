@@ -114,5 +114,10 @@ class Flannel:
                            gateway=node.gateway, mtu=mtu or self.pod_mtu(node), bridge=nodelib.BRIDGE,
                            big_packets=self.backend.big_packets, underlay=node.underlay)
 
+    def bridged(self, node: Node) -> pods.Bridged:
+        """Where pods of ``node`` are plugged (for a runtime that configures them itself)."""
+        return pods.Bridged(nodelib.BRIDGE, ipaddress.ip_network(node.lease).prefixlen, node.gateway,
+                            self.pod_mtu(node), self.backend.big_packets, node.underlay)
+
     def detach_pod(self, node: Node, pod_ns: str, *, ifname: str = "eth0") -> bool:
         return pods.detach(node.ns, pod_ns, ifname=ifname)

@@ -46,7 +46,8 @@ class DockerView:
         client = self._client()
         try:
             for cid, c in (client.inspect_network(network_id).get("Containers") or {}).items():
-                if c.get("EndpointID") == endpoint_id:
+                # "ep-<endpoint id>": Docker's placeholder while the container is still starting
+                if c.get("EndpointID") == endpoint_id and not cid.startswith("ep-"):
                     return cid
             return None
         finally:
@@ -63,6 +64,28 @@ class DockerView:
                 found = None
             if found:
                 return found
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        return None
+
+    def _pid_of(self, container_id: str) -> int:
+        client = self._client()
+        try:
+            return int((client.inspect_container(container_id).get("State") or {}).get("Pid") or 0)
+        finally:
+            client.close()
+
+    async def netns_of(self, container_id: str, attempts: int = 12) -> str | None:
+        """``/proc/PID/ns/net`` of the container's process, once it runs (bounded retries)."""
+        delay = 0.1
+        for _ in range(attempts):
+            try:
+                pid = await asyncio.to_thread(self._pid_of, container_id)
+            except Exception as exc:  # noqa: BLE001 - Docker busy: try again
+                log.debug("pid of %s: %s", container_id[:12], exc)
+                pid = 0
+            if pid:
+                return f"/proc/{pid}/ns/net"
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
         return None

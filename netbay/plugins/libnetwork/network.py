@@ -18,7 +18,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from netbay.dataplane import netns
 from netbay.dataplane.names import Names
+from netbay.plugins.libnetwork.clusters import ClusterNetworks, placement
 from netbay.plugins.libnetwork.directory import (CONTAINER_OWNER, MADE, PENDING, Directory, Endpoint, ep_tag,
                                                  net_tag, pending_pool_tag, pool_tag)
 from netbay.plugins.libnetwork.dockerview import DockerView
@@ -37,6 +39,7 @@ class NetworkDriver:
         self.host = host or socket.gethostname()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netbay-plug")
         self._background: set[asyncio.Task] = set()
+        self.clusters = ClusterNetworks(api, attacher.names, self.kernel, directory.owner)
 
     async def kernel(self, fn: Callable[..., T], *args: Any) -> T:
         """Run netlink work on the one worker thread (sockets are per thread)."""
@@ -53,6 +56,9 @@ class NetworkDriver:
     async def create_network(self, req: dict[str, Any]) -> dict[str, Any]:
         nid = req["NetworkID"]
         opts = NetworkOptions.parse(req.get("Options"))
+        if opts.cluster:
+            self.dir.networks[nid] = await self.clusters.create_network(nid, opts, req.get("IPv4Data") or [])
+            return {}
         if req.get("IPv6Data"):
             raise PluginError("netbay: IPv6 is not supported by this driver yet")
         v4 = req.get("IPv4Data") or []
@@ -136,6 +142,9 @@ class NetworkDriver:
         self.dir.forget_network(nid)
         if net is None:
             return {}
+        if placement(net, nid):
+            await self.clusters.delete_network(nid, net)
+            return {}
         api = self.api
         for port in await api.list("ports", network_id=net["id"], tags=MADE):  # leftovers of a crash
             await self.kernel(self.attacher.unplug, port["id"])
@@ -161,6 +170,9 @@ class NetworkDriver:
     async def create_endpoint(self, req: dict[str, Any]) -> dict[str, Any]:
         nid, eid = req["NetworkID"], req["EndpointID"]
         iface = req.get("Interface") or {}
+        on_cluster = placement(await self.dir.network(nid) or {}, nid)
+        if on_cluster:
+            return await self.clusters.create_endpoint(nid, eid, on_cluster, iface)
         address = (iface.get("Address") or "").split("/")[0]
         if not address:
             raise PluginError("netbay: an endpoint needs an IPv4 address from the netbay IPAM driver")
@@ -212,6 +224,13 @@ class NetworkDriver:
         return ep
 
     async def join(self, req: dict[str, Any]) -> dict[str, Any]:
+        if req["EndpointID"] in self.clusters.placed or await self._on_cluster(req):
+            answer = await self.clusters.join(req["EndpointID"])
+            placed = self.clusters.placed[req["EndpointID"]]
+            if self.docker is not None and req.get("SandboxKey"):
+                self._later(self.name_netns(req["NetworkID"], req["EndpointID"],
+                                            self.attacher.names.pod(placed.pod["id"])))
+            return answer
         ep = await self.endpoint(req["EndpointID"])
         answer: dict[str, Any] = {"InterfaceName": {"SrcName": ep.ifname, "DstPrefix": "eth"},
                                   "DisableGatewayService": True,
@@ -220,10 +239,28 @@ class NetworkDriver:
         if ep.gateway:
             answer["Gateway"] = ep.gateway
         if self.docker is not None and req.get("SandboxKey"):  # after the answer: Docker lists it once joined
-            task = asyncio.create_task(self._name_device(req["NetworkID"], ep))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._later(self._name_device(req["NetworkID"], ep))
         return answer
+
+    def _later(self, work: Any) -> None:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def name_netns(self, nid: str, eid: str, name: str, cid: str | None = None) -> None:
+        """Give the container's own namespace a netbay name (``ip netns attach``), off the
+        call path, so that probes (``netbay cluster connectivity``) and ``pod exec`` can
+        enter it; DeleteEndpoint takes the name away again."""
+        assert self.docker is not None
+        cid = cid or await self.docker.container_of(nid, eid)
+        source = await self.docker.netns_of(cid) if cid else None
+        if source is None:
+            log.info("endpoint %s: its container's namespace not named (Docker did not list it)", eid[:12])
+            return
+        try:
+            await self.kernel(netns.attach, name, source)
+        except Exception as exc:  # noqa: BLE001 - a name for probes only; the network works without
+            log.info("endpoint %s: namespace not named %s: %s", eid[:12], name, exc)
 
     async def _name_device(self, nid: str, ep: Endpoint) -> None:
         """Make the container the port's device (Docker tells no plugin call which it is);
@@ -235,6 +272,7 @@ class NetworkDriver:
                 log.info("port %s: Docker did not list endpoint %s (the sweep names it)", ep.port_id,
                          ep.endpoint_id[:12])
                 return
+            await self.name_netns(nid, ep.endpoint_id, self.attacher.names.container(ep.port_id), cid)
             port = await self.api.show("ports", ep.port_id)
             if port.get("device_id") != ep.endpoint_id:
                 return  # its owner's device (the container API's), or gone
@@ -250,8 +288,15 @@ class NetworkDriver:
         ep = self.dir.endpoints.get(req.get("EndpointID") or "")
         return {"Value": {"netbay.port": ep.port_id} if ep else {}}
 
+    async def _on_cluster(self, req: dict[str, Any]) -> bool:
+        nid = req.get("NetworkID") or ""
+        return bool(nid) and placement(await self.dir.network(nid, missing_ok=True) or {}, nid) is not None
+
     async def delete_endpoint(self, req: dict[str, Any]) -> dict[str, Any]:
         eid = req["EndpointID"]
+        if eid in self.clusters.placed or await self._on_cluster(req):
+            await self.clusters.delete_endpoint(eid)
+            return {}
         ep = self.dir.endpoints.pop(eid, None)
         if ep is not None and ep.made:  # no round trip: ReleaseAddress deletes the port next
             await self.kernel(self.attacher.unplug, ep.port_id)

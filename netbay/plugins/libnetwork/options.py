@@ -13,8 +13,10 @@ from typing import Any
 
 from netbay.plugins.libnetwork.netbayapi import PluginError
 
-NETWORK_KEYS = {"netbay.network": "network", "neutron.net.uuid": "network", "neutron.net.name": "network"}
-IGNORED_NETWORK_KEYS = {"neutron.net.shared", "neutron.subnet.uuid", "neutron.subnet.name"}
+NETWORK_KEYS = {"netbay.network": "network", "neutron.net.uuid": "network", "neutron.net.name": "network",
+                "netbay.cluster": "cluster", "netbay.node": "node"}
+IGNORED_NETWORK_KEYS = {"neutron.net.shared", "neutron.subnet.uuid", "neutron.subnet.name",
+                        "neutron.pool.uuid", "neutron.pool.name"}   # the pool comes as --ipam-opt
 POOL_KEYS = {"netbay.subnet": "subnet", "neutron.subnet.uuid": "subnet", "neutron.subnet.name": "subnet",
              "netbay.subnetpool": "subnetpool", "neutron.pool.uuid": "subnetpool", "neutron.pool.name": "subnetpool"}
 IGNORED_POOL_KEYS = {"neutron.net.shared"}
@@ -36,13 +38,18 @@ def _check(given: Mapping[str, Any], known: Mapping[str, str], ignored: set[str]
 @dataclass(frozen=True)
 class NetworkOptions:
     network: str | None = None      # an existing netbay network (id or name)
+    cluster: str | None = None      # a cluster whose nodes the containers are placed on
+    node: str | None = None         # one node of it (default: the least-loaded minion)
 
     @classmethod
     def parse(cls, options: Mapping[str, Any] | None) -> NetworkOptions:
         generic = (options or {}).get("com.docker.network.generic") or {}
         if not isinstance(generic, Mapping):
             raise PluginError("netbay: malformed network options")
-        return cls(**_check(generic, NETWORK_KEYS, IGNORED_NETWORK_KEYS, "-o"))
+        found = cls(**_check(generic, NETWORK_KEYS, IGNORED_NETWORK_KEYS, "-o"))
+        if found.node and not found.cluster:
+            raise PluginError("netbay: -o netbay.node needs -o netbay.cluster")
+        return found
 
 
 @dataclass(frozen=True)
