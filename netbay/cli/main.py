@@ -19,6 +19,7 @@ from netbay.cli import libnetwork as libnetwork_cli
 from netbay.cli import networkdriver as networkdriver_cli
 from netbay.cli import pod as pod_cli
 from netbay.cli import sandbox as sandbox_cli
+from netbay.cli import tap as tap_cli
 from netbay.cli.settings import Settings
 
 app = typer.Typer(help="netbay: first-class cloud networking for containers.", no_args_is_help=True)
@@ -30,6 +31,7 @@ app.command("doctor")(doctor.doctor)
 app.command("agent")(agent_cli.agent)
 app.command("libnetwork")(libnetwork_cli.libnetwork)
 app.add_typer(sandbox_cli.app, name="sandbox")
+app.add_typer(tap_cli.app, name="tap")
 app.add_typer(clustertemplate_cli.app, name="cluster-template")
 app.add_typer(cluster_cli.app, name="cluster")
 app.add_typer(pod_cli.app, name="pod")

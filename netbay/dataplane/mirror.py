@@ -79,12 +79,14 @@ def set_mirrors(ns: str, source: str, mirrors: Iterable[Mirror]) -> bool:
     return True
 
 
-def mirrors_of(ns: str, source: str) -> list[tuple[int, int]]:
-    """(hook, target ifindex) of every mirror on ``source``: what the kernel holds."""
+def mirrors_of(ns: str, source: str) -> list[int]:
+    """The target ifindex of every mirror on ``source`` (one per hook a flow uses): what
+    the kernel holds. u32 keeps one table list per qdisc, so a dump of either clsact
+    hook shows the filters of both; actions are told apart by their index."""
     src = links.get_link(ns, source)
     if src is None:
         return []
-    out = []
+    found: dict[int, int] = {}
     for hook in (INGRESS_HOOK, EGRESS_HOOK):
         try:
             filters = links.ipr(ns).get_filters(index=src.index, parent=hook)
@@ -92,20 +94,18 @@ def mirrors_of(ns: str, source: str) -> list[tuple[int, int]]:
             continue
         for f in filters:
             for act in _actions(f):
-                parms = act.get_attr("TCA_ACT_OPTIONS")
-                parms = parms.get_attr("TCA_MIRRED_PARMS") if parms is not None else None
+                options = act.get_attr("TCA_ACT_OPTIONS")
+                parms = options.get_attr("TCA_MIRRED_PARMS") if options is not None else None
                 if parms is not None:
-                    out.append((hook, parms["ifindex"]))
-    return out
+                    found[parms["index"]] = parms["ifindex"]
+    return sorted(found.values())
 
 
 def _actions(msg) -> list:  # noqa: ANN001
+    """The actions of a u32 filter message (pyroute2 nla objects)."""
     options = msg.get_attr("TCA_OPTIONS")
     acts = options.get_attr("TCA_U32_ACT") if options is not None else None
-    if acts is None:
-        return []
-    return [a for a in acts.get("attrs", []) if hasattr(a, "get_attr")] if isinstance(acts, dict) else \
-        [a[1] if isinstance(a, (list, tuple)) else a for a in acts["attrs"]]
+    return [value for _, value in acts["attrs"]] if acts is not None else []
 
 
 def _clear(ipr, index: int) -> None:  # noqa: ANN001
