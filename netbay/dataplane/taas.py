@@ -142,6 +142,8 @@ def _mirrored_taps(ns: str) -> set[str]:
     """Taps of the fabric that hold a clsact qdisc (netbay puts one only for mirrors)."""
     ipr = links.ipr(ns)
     indexes = {q["index"] for q in ipr.get_qdiscs() if q.get_attr("TCA_KIND") == "clsact"}
+    if not indexes:
+        return set()
     return {link.ifname for link in links.links(ns) if link.index in indexes and link.ifname.startswith("tap")}
 
 

@@ -221,3 +221,19 @@ def test_deleting_the_source_port_removes_its_flows(lab: Lab, cloud: Cloud) -> N
     assert cloud.http.get(f"/network/v2.0/taas/tap_flows/{flow['id']}").status_code == 404
     assert cloud.agent.agent is not None
     wait_for(lambda: flow["id"] not in cloud.agent.agent.state.table("tap_flows"), 15, what="the agent to forget")
+
+
+def test_a_restarted_agent_restates_and_sweeps_mirrors(lab: Lab, cloud: Cloud) -> None:
+    fabric, tap = cloud.names.fabric, "tap" + lab.src_port[:11]
+    with lab.holder():
+        target = links.index(fabric, "tap" + lab.service["port_id"][:11])
+        flow = lab.flow("OUT")
+        wait_for(lambda: mirrors_of(fabric, tap) == [target], 15, what="the mirror")
+        cloud.agent.stop()
+        cloud.agent.start()   # a full resync: the mirror is restated, not doubled
+        assert mirrors_of(fabric, tap) == [target]
+        cloud.agent.stop()
+        lab.delete_flow(flow)   # while no agent runs
+        assert mirrors_of(fabric, tap) == [target]
+        cloud.agent.start()
+        assert mirrors_of(fabric, tap) == []
