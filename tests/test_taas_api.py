@@ -111,3 +111,17 @@ def test_another_projects_port_is_not_found(server: Server, admin_http: httpx.Cl
     neutron_error(mine.post("/taas/tap_flows", json={"tap_flow": {
         "tap_service_id": their_id, "source_port": own_port, "direction": "IN"}}), 404, "TapServiceNotFound")
     assert all(s["id"] != their_id for s in mine.get("/taas/tap_services").json()["tap_services"])
+
+
+def test_admin_for_another_project_must_use_its_ports(server: Server, admin_http: httpx.Client, net: str) -> None:
+    mine = _port(admin_http, net)
+    other = server.connect(*server.make_user())
+    other_project = other.current_project_id
+    neutron_error(admin_http.post("/taas/tap_services", json={"tap_service": {
+        "port_id": mine, "project_id": other_project}}), 403, "PortDoesNotBelongToTenant",
+        "The specified port does not belong to the tenant")
+    ts = admin_http.post("/taas/tap_services", json={"tap_service": {"port_id": mine}}).json()["tap_service"]
+    neutron_error(admin_http.post("/taas/tap_flows", json={"tap_flow": {
+        "tap_service_id": ts["id"], "source_port": _port(admin_http, net), "direction": "IN",
+        "project_id": other_project}}), 403, "TapServiceNotBelongToTenant",
+        "Specified Tap Service does not belong to the tenant")

@@ -237,3 +237,19 @@ def test_a_restarted_agent_restates_and_sweeps_mirrors(lab: Lab, cloud: Cloud) -
         assert mirrors_of(fabric, tap) == [target]
         cloud.agent.start()
         assert mirrors_of(fabric, tap) == []
+
+
+def test_deleting_the_tap_service_port_removes_the_mirrors(lab: Lab, cloud: Cloud) -> None:
+    net_id = cloud.port(lab.src_port)["network_id"]
+    holder = cloud.sandbox("taas-holder2", networks=[net_id])   # its port goes with it
+    cloud.wait_status(f"/netbay/v1/sandboxes/{holder['id']}", "ACTIVE")
+    port = holder["ports"][0]["port_id"]
+    service = _osc(cloud, "tap", "service", "create", "--name", "taas-ts2", "--port", port)
+    flow = _osc(cloud, "tap", "flow", "create", "--port", lab.src_port, "--tap-service", service["id"],
+                "--direction", "IN")
+    fabric, tap = cloud.names.fabric, "tap" + lab.src_port[:11]
+    wait_for(lambda: mirrors_of(fabric, tap) == [links.index(fabric, "tap" + port[:11])], 15, what="the mirror")
+    cloud.delete_sandbox(holder["id"])
+    wait_for(lambda: not mirrors_of(fabric, tap), 15, what="the mirror to go")
+    for path in (f"tap_services/{service['id']}", f"tap_flows/{flow['id']}"):
+        assert cloud.http.get(f"/network/v2.0/taas/{path}").status_code == 404
