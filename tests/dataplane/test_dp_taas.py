@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import ADMIN_PASSWORD
 
-from netbay.dataplane import links, probe
+from netbay.dataplane import links, netns, probe
 from netbay.dataplane.mirror import mirrors_of
 
 from .agent_fixtures import Cloud, make_cloud, wait_for
@@ -253,3 +253,52 @@ def test_deleting_the_tap_service_port_removes_the_mirrors(lab: Lab, cloud: Clou
     wait_for(lambda: not mirrors_of(fabric, tap), 15, what="the mirror to go")
     for path in (f"tap_services/{service['id']}", f"tap_flows/{flow['id']}"):
         assert cloud.http.get(f"/network/v2.0/taas/{path}").status_code == 404
+
+
+def test_a_container_port_is_mirrored(lab: Lab, cloud: Cloud, tmp_path: Path) -> None:
+    """A container's port, plugged by the runtime's real attach step (``Attacher.plug``);
+    the container is a stand-in: a namespace the inner end is moved into at once, as
+    Docker's Join does (no dockerd needed for the fabric side this test is about)."""
+    from pyroute2 import IPRoute
+
+    from netbay.runtime.attach import Attacher, Plug
+
+    net_id = cloud.port(lab.src_port)["network_id"]
+    port = cloud.ok(cloud.http.post("/network/v2.0/ports", json={"port": {
+        "network_id": net_id, "device_owner": "compute:netbay",
+        "device_id": "c0ffee00-0000-4000-8000-0000000000aa"}}), 201)["port"]
+    ns = f"{cloud.names.prefix}ct-standin"
+    netns.create(ns)
+    try:
+        inner = Attacher(cloud.names).plug(Plug(port["id"], net_id, port["mac_address"]))
+        fd = os.open(netns.path(ns), os.O_RDONLY)
+        try:
+            with IPRoute() as ipr:   # at once out of the host namespace, as the runtime does
+                ipr.link("set", index=ipr.link_lookup(ifname=inner)[0], net_ns_fd=fd)
+        finally:
+            os.close(fd)
+        links.set_up(ns, "lo")
+        links.add_address(ns, inner, port["fixed_ips"][0]["ip_address"] + "/24")
+        links.set_up(ns, inner)
+        host = cloud.ok(cloud.http.get(f"/netbay/v1/sandboxes/{lab.src['id']}"))["sandbox"]["host"]
+        cloud.ok(cloud.http.put(f"/network/v2.0/ports/{port['id']}", json={"port": {"binding:host_id": host}}))
+        cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
+        flow = _osc(cloud, "tap", "flow", "create", "--port", port["id"], "--tap-service", "taas-ts",
+                    "--direction", "BOTH")
+        container = Lab.__new__(Lab)   # the same capture, with the container as the source
+        container.cloud, container.service = cloud, lab.service
+        container.src_ip, container.peer_ip = port["fixed_ips"][0]["ip_address"], lab.peer_ip
+
+        def traffic() -> None:
+            assert probe.ping(ns, lab.peer_ip, timeout=2.0, count=2)
+            assert tcp(ns, cloud.sandbox_ns(lab.peer["id"]), lab.peer_ip, 8081, timeout=3.0)
+
+        container.traffic = traffic   # type: ignore[method-assign]
+        try:
+            seen = _seen(container.capture(tmp_path, flow), container)
+            assert all(seen.values()), seen
+        finally:
+            lab.delete_flow(flow)
+    finally:
+        netns.delete(ns)
+        cloud.http.delete(f"/network/v2.0/ports/{port['id']}")
