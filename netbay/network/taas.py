@@ -146,10 +146,10 @@ class TapFlows(_Tap):
         if direction not in DIRECTIONS:
             raise BadRequest(f"Invalid input for direction. Reason: '{direction}' is not in {list(DIRECTIONS)}.")
         service_id = _uuid("tap_service_id", given.get("tap_service_id"))
-        source = _port(session, ctx, "source_port", given.get("source_port"))
-        service = session.get(TapService, service_id)
+        service = session.get(TapService, service_id)   # TaaS looks the tap service up first
         if service is None or (not ctx.is_admin and service.project_id != ctx.project_id):
             raise TAP_SERVICES._not_found(service_id)
+        source = _port(session, ctx, "source_port", given.get("source_port"))
         if service.project_id != project_id:
             raise Forbidden("Specified Tap Service does not belong to the tenant",
                              kind="TapServiceNotBelongToTenant")
