@@ -6,7 +6,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-apt_packages=(postgresql iproute2 nftables iperf3 haproxy docker.io busybox-static podman containernetworking-plugins)
+apt_packages=(postgresql iproute2 nftables iperf3 haproxy docker.io busybox-static podman containernetworking-plugins tcpdump)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

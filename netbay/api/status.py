@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from netbay.api.auth import admin_context
 from netbay.api.network.bodies import read_json
 from netbay.errors import BadRequest, NotFound
-from netbay.network import ports, sandboxes
+from netbay.network import ports, sandboxes, taas
 from netbay.network.resource import Resource
 from netbay.store.models import FloatingIP, Port, Router
 
@@ -69,6 +69,8 @@ register("ports", _port)
 register("routers", _plain("ROUTERS", Router, {"ACTIVE", "DOWN", "ERROR", "ALLOCATING"}))
 register("floatingips", _plain("FLOATINGIPS", FloatingIP, {"ACTIVE", "DOWN", "ERROR"}))
 register("sandboxes", sandboxes.set_status)
+register("tap_services", lambda s, i, st: taas.set_status(s, "tap_services", i, st))
+register("tap_flows", lambda s, i, st: taas.set_status(s, "tap_flows", i, st))
 
 
 def _parse(raw: Any) -> dict[str, dict[str, str]]:

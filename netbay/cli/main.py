@@ -20,6 +20,7 @@ from netbay.cli import libnetwork as libnetwork_cli
 from netbay.cli import networkdriver as networkdriver_cli
 from netbay.cli import pod as pod_cli
 from netbay.cli import sandbox as sandbox_cli
+from netbay.cli import tap as tap_cli
 from netbay.cli.settings import Settings
 
 app = typer.Typer(help="netbay: first-class cloud networking for containers.", no_args_is_help=True)
@@ -33,6 +34,7 @@ app.command("libnetwork")(libnetwork_cli.libnetwork)
 app.command("cni-daemon")(cni_cli.cni_daemon)
 app.command("cni-install")(cni_cli.cni_install)
 app.add_typer(sandbox_cli.app, name="sandbox")
+app.add_typer(tap_cli.app, name="tap")
 app.add_typer(clustertemplate_cli.app, name="cluster-template")
 app.add_typer(cluster_cli.app, name="cluster")
 app.add_typer(pod_cli.app, name="pod")

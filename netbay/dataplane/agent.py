@@ -771,7 +771,7 @@ def _ensure_namespace(ns: str) -> None:
 def default_realizers(names: Names) -> list[Realizer]:
     """The realizers whose modules are present (each is optional)."""
     out: list[Realizer] = []
-    for make in (SecurityGroupRealizer, RouterRealizer, _load_balancers, _cluster_networks):
+    for make in (SecurityGroupRealizer, RouterRealizer, _load_balancers, _cluster_networks, _taps):
         try:
             out.append(make(names))
         except ImportError as exc:  # pragma: no cover - module absent
@@ -792,6 +792,13 @@ def _cluster_networks(names: Names) -> Realizer:
     from netbay.dataplane.clusternet import ClusterNetRealizer
 
     return ClusterNetRealizer(names)
+
+
+def _taps(names: Names) -> Realizer:
+    """Tap flows as tc mirrors through :mod:`netbay.dataplane.taas` (port mirroring)."""
+    from netbay.dataplane.taas import TaasRealizer
+
+    return TaasRealizer(names)
 
 
 class RouterRealizer:

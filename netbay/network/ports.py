@@ -303,8 +303,10 @@ def delete_port(session: Session, port: Port, resource: Resource | None = None) 
     """
     from netbay.network.floatingips import disassociate_port
     from netbay.network.registry import PORTS
+    from netbay.network.taas import forget_port
 
     disassociate_port(session, port.id)  # clears fixed port/IP/router, status DOWN, logs the update
+    forget_port(session, port.id)  # its tap services and tap flows (TaaS's handle_delete_port)
     (resource or PORTS).record(session, port, "delete", None)
     session.execute(Tag.__table__.delete().where(Tag.resource_id == port.id))
     session.delete(port)

@@ -11,6 +11,7 @@ from netbay.network.routers import Routers
 from netbay.network.security_groups import SecurityGroupRules, SecurityGroups
 from netbay.network.subnetpools import SubnetPools
 from netbay.network.subnets import Subnets
+from netbay.network.taas import TAP_FLOWS, TAP_SERVICES
 from netbay.network.trunks import Trunks
 
 NETWORKS = Networks()
@@ -26,7 +27,7 @@ TRUNKS = Trunks()
 
 RESOURCES: list[Resource] = [
     NETWORKS, SUBNETS, SUBNETPOOLS, PORTS, SECURITY_GROUPS, SECURITY_GROUP_RULES, ROUTERS, FLOATINGIPS,
-    RBAC_POLICIES, TRUNKS,
+    RBAC_POLICIES, TRUNKS, TAP_SERVICES, TAP_FLOWS,
 ]
 
 __all__ = ["RESOURCES", "Resource"]

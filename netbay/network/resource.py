@@ -115,6 +115,8 @@ class Resource:
 
     member: ClassVar[str]
     collection: ClassVar[str]
+    # Where the collection hangs under /v2.0/ (``taas/`` for Tap-as-a-Service's).
+    path_prefix: ClassVar[str] = ""
     model: ClassVar[type]
     has_tags: ClassVar[bool] = True
     # Attributes only admins see (Neutron's ``get_<member>:<attr>`` admin-only policies).

@@ -796,3 +796,24 @@ class NetworkAttachment(Base):
     network_id: Mapped[str] = mapped_column(String(36))
     seq: Mapped[int] = mapped_column(Integer, default=0)
     auto_delete: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+# --- port mirroring (issue 13: Neutron's Tap-as-a-Service) -------------------
+
+
+class TapService(Standard, Base):
+    """Where mirrored traffic goes: a port (Neutron TaaS's ``tap_service``)."""
+
+    __tablename__ = "tap_services"
+    port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String(16), default="DOWN")
+
+
+class TapFlow(Standard, Base):
+    """A port whose traffic (``IN``, ``OUT`` or ``BOTH``) is copied to a tap service."""
+
+    __tablename__ = "tap_flows"
+    tap_service_id: Mapped[str] = mapped_column(ForeignKey("tap_services.id", ondelete="CASCADE"), index=True)
+    source_port: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), index=True)
+    direction: Mapped[str] = mapped_column(String(8))
+    status: Mapped[str] = mapped_column(String(16), default="DOWN")

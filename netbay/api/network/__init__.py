@@ -48,7 +48,7 @@ def resources(request: Request) -> dict[str, Any]:
     return {
         "resources": [
             {"name": r.member, "collection": r.collection,
-             "links": [{"rel": "self", "href": f"{base}/{r.collection}"}]}
+             "links": [{"rel": "self", "href": f"{base}/{r.path_prefix}{r.collection}"}]}
             for r in RESOURCES
         ]
     }
@@ -84,6 +84,7 @@ EXTENSIONS = [
     ("rbac-policies", "RBAC Policies", "Allows creation and modification of policies that control tenant access to resources."),
     ("trunk", "Trunk Extension", "Provides support for trunk ports"),
     ("stateful-security-group", "Stateful security group", "Indicates if the security group is stateful or not"),
+    ("taas", "Neutron Tap as a Service", "Neutron Tap as a Service Extension."),
 ]
 
 
@@ -167,7 +168,7 @@ def _links(request: Request, page: Page, query: ListQuery) -> list[dict[str, str
 def _mount(router: APIRouter, resource: Resource) -> None:
     coll, member = resource.collection, resource.member
     key = coll.replace("-", "_")  # the JSON key: "security_groups" for /security-groups
-    path = f"/v2.0/{coll}"
+    path = f"/v2.0/{resource.path_prefix}{coll}"
     create_schema = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
         "type": "object", "required": [member],
         "properties": {member: resource.create_body.model_json_schema(by_alias=True)}}}}}}
