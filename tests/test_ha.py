@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -74,6 +75,110 @@ def test_two_processes_serve_one_state(pg_url: str, tmp_path: Path) -> None:
     finally:
         stop_server(a)
         stop_server(b)
+
+
+def test_a_transaction_numbered_first_never_hides_behind_a_later_one(database_url: str) -> None:
+    """Two stores (two connection pools: as two processes): T1 records a change and stalls
+    before its commit; T2 records one and commits. A reader must never see a revision
+    beyond one still uncommitted: revisions are handed out in commit order."""
+    from netbay.changes import ChangeFeed
+    from netbay.store import changelog, migrate
+    from netbay.store.db import Store
+    from netbay.store.models import utcnow
+
+    migrate.upgrade(database_url)
+    first, second = Store(database_url), Store(database_url)
+    feed = ChangeFeed(Store(database_url))
+    head = feed.latest()
+    recorded, release, second_done = threading.Event(), threading.Event(), threading.Event()
+
+    def row(name: str) -> dict:
+        return {"resource": "test", "resource_id": name, "action": "create", "project_id": "",
+                "data": None, "at": utcnow()}
+
+    def slow() -> None:
+        with first.write() as s:
+            changelog.append(s, row("t1"))
+            recorded.set()
+            release.wait(timeout=5)
+
+    def quick() -> None:
+        with second.write() as s:
+            changelog.append(s, row("t2"))
+        second_done.set()
+
+    threads = [threading.Thread(target=slow), threading.Thread(target=quick)]
+    try:
+        threads[0].start()
+        assert recorded.wait(timeout=10)
+        threads[1].start()
+        assert second_done.wait(timeout=10)
+        during = feed.since(head)
+        release.set()
+        for thread in threads:
+            thread.join(timeout=40)
+        after = feed.since(head)
+    finally:
+        release.set()
+        for store in (first, second, feed.store):
+            store.dispose()
+    assert [c["revision"] for c in after] == [head + 1, head + 2]
+    assert [c["id"] for c in during] == [c["id"] for c in after][:len(during)]  # a prefix: nothing skipped
+    # T2 committed first, so it is numbered first, and is seen while T1 is still open.
+    assert [c["id"] for c in during] == ["t2"] and [c["id"] for c in after] == ["t2", "t1"]
+
+
+def test_readers_see_revisions_in_commit_order(database_url: str, tmp_path: Path) -> None:
+    """Port creates through two processes at once while a reader follows the stream: every
+    page it reads continues exactly where the last ended — revision N+1 is never visible
+    before N (on PostgreSQL a sequence number taken mid-transaction would be)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    servers = [start_server(database_url, tmp_path / "a"), start_server(database_url, tmp_path / "b")]
+    stop = threading.Event()
+    errors: list[str] = []
+    try:
+        raws = [raw_client(s) for s in servers]
+        r = raws[0].post("/network/v2.0/networks", json={"network": {"name": unique("order")}})
+        net = r.json()["network"]["id"]
+        r = raws[0].post("/network/v2.0/subnets", json={"subnet": {
+            "network_id": net, "cidr": "10.77.0.0/16", "ip_version": 4}})
+        assert r.status_code == 201, r.text
+        created = [0, 0]
+
+        def write(i: int) -> None:
+            with httpx.Client(base_url=servers[i % 2].url, timeout=30,
+                              headers={"X-Auth-Token": servers[0].token()}) as client:
+                while not stop.is_set():
+                    r = client.post("/network/v2.0/ports", json={"port": {"network_id": net}})
+                    if r.status_code != 201:
+                        errors.append(r.text)
+                        return
+                    created[i % 2] += 1
+
+        writers = [threading.Thread(target=write, args=(i,), daemon=True) for i in range(8)]
+        for w in writers:
+            w.start()
+        seen, pages, last = 0, 0, 0
+        deadline = time.monotonic() + 60  # a loaded machine is slow: enough writes, not a fixed time
+        while time.monotonic() < deadline and (min(created) < 30 or pages < 30):
+            page = raws[pages % 2].get("/netbay/v1/changes", params={"since": last}).json()
+            revisions = [c["revision"] for c in page["changes"]]
+            assert revisions == list(range(last + 1, last + 1 + len(revisions))), \
+                f"after {last}: {revisions[:20]}"
+            last = revisions[-1] if revisions else last
+            seen += len(revisions)
+            pages += 1
+        stop.set()
+        for w in writers:
+            w.join(timeout=30)
+        assert not errors, errors[:3]
+        assert min(created) >= 30, created  # both processes wrote, concurrently
+        assert pages >= 30 and seen >= 60, (pages, seen)
+    finally:
+        stop.set()
+        for s in servers:
+            stop_server(s)
 
 
 @pytest.mark.slow
