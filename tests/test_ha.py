@@ -56,11 +56,22 @@ def leases(engine) -> list[tuple[str, str]]:  # noqa: ANN001
 
 
 def test_two_processes_serve_one_state(pg_url: str, tmp_path: Path) -> None:
-    """What one process makes, the other lists, and a token of one works on the other."""
+    """Both started at once on a fresh database (one migrates and bootstraps, then the
+    other); what one process makes, the other lists; a token of one works on the other."""
+    from concurrent.futures import ThreadPoolExecutor
+
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    a = start_server(pg_url, tmp_path / "a")
-    b = start_server(pg_url, tmp_path / "b")
+    with ThreadPoolExecutor(2) as pool:
+        starting = [pool.submit(start_server, pg_url, tmp_path / x) for x in "ab"]
+        started = [f.result() if not f.exception() else f.exception() for f in starting]
+    a, b = started
+    for s in started:
+        if isinstance(s, BaseException):
+            for other in started:
+                if not isinstance(other, BaseException):
+                    stop_server(other)
+            raise s
     try:
         ra, rb = raw_client(a), raw_client(b)
         r = ra.post("/network/v2.0/networks", json={"network": {"name": unique("ha")}})
