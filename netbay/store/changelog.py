@@ -1,33 +1,36 @@
 """Appending to the change log so that readers see revisions in commit order.
 
-A revision taken from a sequence mid-transaction is visible only at commit: on
-PostgreSQL a transaction holding revision N may commit after one holding N+1 (or
-roll back), and a reader following ``revision > last`` would skip N for good.
-So a transaction's change rows are kept aside until its end (:func:`append`) and
-written just before commit (:func:`seal`) under a transaction-scoped advisory lock,
-numbered from the highest committed revision: the lock is held through the commit,
-so revision order is commit order and there are no holes (a rolled-back transaction
-numbered nothing anyone saw). The lock is taken late to be short: it serialises
-commits that change something, not the transactions' bodies.
+A revision taken from a sequence mid-transaction becomes visible only at commit: on
+PostgreSQL a transaction holding revision N may commit after one holding N+1 (or roll
+back), and a reader following ``revision > last`` would skip N for good.
 
-SQLite has one writer at a time, holding its lock through the commit: the table's
-own rowid numbering is already in commit order.
+Writers: a transaction's change rows wait until its end (:func:`append`), then
+(:func:`seal`) take their revisions in one call of ``netbay_take_revisions`` (migration
+0010): under a short numbering lock it draws each revision and takes a
+transaction-scoped advisory lock named after it, held until the transaction ends.
+Readers: ``netbay_committed_revision`` (:func:`committed`) answers the highest revision
+below which no transaction is still open — the lowest open revision lock, minus one,
+or the last drawn. Rows up to it are final; nothing higher is shown yet. Commits stay
+concurrent (PostgreSQL's group commit): only the numbering is serialised, for
+microseconds, not the commit and its fsync. A rolled-back revision leaves a gap that
+is final at once (its lock went with it): nobody waits for it.
+
+SQLite has one writer at a time, holding its lock through the commit: the rowid
+numbering is already in commit order, and every row is final.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import insert, text
 from sqlalchemy.orm import Session
 
 from netbay.store.models import Change
 
 PENDING = "changelog.pending"
-# pg_advisory_xact_lock's key: "netbay" in ASCII, then 1 for the change log.
-LOCK_KEY = 0x6E65_7462_6179_0001
-_LOCK = text(f"SELECT pg_advisory_xact_lock({LOCK_KEY})")
-_HIGHEST = select(func.coalesce(func.max(Change.revision), 0))
+_TAKE = text("SELECT netbay_take_revisions(:n)")
+_COMMITTED = text("SELECT netbay_committed_revision()")
 _INSERT = insert(Change.__table__)
 
 
@@ -44,10 +47,17 @@ def seal(session: Session) -> None:
         return
     conn = session.connection()
     if conn.dialect.name == "postgresql":
-        conn.execute(_LOCK)  # until commit or rollback; a separate statement, so the
-        base = conn.execute(_HIGHEST).scalar_one()  # max is read after the lock is ours
-        rows = [{**row, "revision": base + i} for i, row in enumerate(rows, 1)]
+        revisions = conn.execute(_TAKE, {"n": len(rows)}).scalars().all()
+        rows = [{**row, "revision": revision} for row, revision in zip(rows, revisions, strict=True)]
     conn.execute(_INSERT, rows)
 
 
-__all__ = ["append", "seal"]
+def committed(session: Session) -> int | None:
+    """The highest revision readers may see (every one below it is final); None: no
+    bound needed (SQLite)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return None
+    return session.execute(_COMMITTED).scalar_one()
+
+
+__all__ = ["append", "committed", "seal"]

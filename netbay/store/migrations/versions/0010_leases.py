@@ -1,4 +1,6 @@
-"""Cluster work leases: one process at a time builds, scales or deletes a cluster (issue 13).
+"""Several processes on one PostgreSQL (issue 13): cluster work leases (one process at a
+time builds, scales or deletes a cluster) and the change log's commit-order functions
+(netbay/store/changelog.py says why and how).
 
 Revision ID: 0010_leases
 Revises: 0009
@@ -14,7 +16,54 @@ branch_labels = None
 depends_on = None
 
 
+# Keys of pg_advisory_*: the change log's numbering lock ("netbay", 1), and the
+# (namespace, revision) pair each writer holds on its revisions until it ends.
+NUMBERING_LOCK = 0x6E65_7462_6179_0001
+REVISION_LOCKS = 0x6E62_0001
+
+TAKE_REVISIONS = f"""
+CREATE OR REPLACE FUNCTION netbay_take_revisions(n integer) RETURNS SETOF integer AS $$
+DECLARE r integer;
+BEGIN
+  PERFORM pg_advisory_lock({NUMBERING_LOCK});
+  BEGIN
+    FOR i IN 1..n LOOP
+      r := nextval('changes_revision_seq');
+      PERFORM pg_advisory_xact_lock({REVISION_LOCKS}, r);
+      RETURN NEXT r;
+    END LOOP;
+  EXCEPTION WHEN OTHERS OR query_canceled THEN
+    PERFORM pg_advisory_unlock({NUMBERING_LOCK});
+    RAISE;
+  END;
+  PERFORM pg_advisory_unlock({NUMBERING_LOCK});
+END $$ LANGUAGE plpgsql;
+"""
+
+COMMITTED_REVISION = f"""
+CREATE OR REPLACE FUNCTION netbay_committed_revision() RETURNS integer AS $$
+DECLARE taken integer; open integer;
+BEGIN
+  PERFORM pg_advisory_lock_shared({NUMBERING_LOCK});
+  BEGIN
+    SELECT CASE WHEN is_called THEN last_value ELSE 0 END INTO taken FROM changes_revision_seq;
+    SELECT min(objid::text::bigint) INTO open FROM pg_locks
+     WHERE locktype = 'advisory' AND classid = {REVISION_LOCKS} AND objsubid = 2
+       AND database = (SELECT oid FROM pg_database WHERE datname = current_database());
+  EXCEPTION WHEN OTHERS OR query_canceled THEN
+    PERFORM pg_advisory_unlock_shared({NUMBERING_LOCK});
+    RAISE;
+  END;
+  PERFORM pg_advisory_unlock_shared({NUMBERING_LOCK});
+  RETURN LEAST(taken, coalesce(open - 1, taken));
+END $$ LANGUAGE plpgsql;
+"""
+
+
 def upgrade() -> None:
+    if op.get_bind().dialect.name == 'postgresql':
+        op.execute(TAKE_REVISIONS)
+        op.execute(COMMITTED_REVISION)
     op.create_table('coe_work_leases',
     sa.Column('cluster_id', sa.String(length=36), nullable=False),
     sa.Column('owner', sa.String(length=128), nullable=False),
@@ -29,6 +78,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == 'postgresql':
+        op.execute("DROP FUNCTION IF EXISTS netbay_take_revisions(integer)")
+        op.execute("DROP FUNCTION IF EXISTS netbay_committed_revision()")
     with op.batch_alter_table('coe_work_leases', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_coe_work_leases_expires_at'))
     op.drop_table('coe_work_leases')
