@@ -115,8 +115,9 @@ def test_a_transaction_numbered_first_never_hides_behind_a_later_one(database_ur
             release.wait(timeout=5)
 
     def quick() -> None:
-        with second.write() as s:
-            changelog.append(s, row("t2"))
+        with second.write() as s:  # two rows: numbered in the order appended
+            changelog.append(s, row("t2a"))
+            changelog.append(s, row("t2b"))
         second_done.set()
 
     threads = [threading.Thread(target=slow), threading.Thread(target=quick)]
@@ -136,7 +137,8 @@ def test_a_transaction_numbered_first_never_hides_behind_a_later_one(database_ur
         for store in (first, second, feed.store):
             store.dispose()
     assert during == []  # T2's revision is committed but not shown: T1's lower one is open
-    assert [c["id"] for c in after] == ["t1", "t2"] and [c["revision"] for c in after] == [head + 1, head + 2]
+    assert [c["id"] for c in after] == ["t1", "t2a", "t2b"]
+    assert [c["revision"] for c in after] == [head + 1, head + 2, head + 3]
 
 
 def test_readers_see_revisions_in_commit_order(database_url: str, tmp_path: Path) -> None:

@@ -5,9 +5,10 @@ PostgreSQL a transaction holding revision N may commit after one holding N+1 (or
 back), and a reader following ``revision > last`` would skip N for good.
 
 Writers: a transaction's change rows wait until its end (:func:`append`), then
-(:func:`seal`) take their revisions in one call of ``netbay_take_revisions`` (migration
-0010): under a short numbering lock it draws each revision and takes a
-transaction-scoped advisory lock named after it, held until the transaction ends.
+(:func:`seal`) are inserted, each row's revision from ``netbay_take_revision()``
+(migration 0010): under a short numbering lock it draws the revision and takes a
+transaction-scoped advisory lock named after it, held until the transaction ends
+(in the INSERT itself: no extra round trip).
 Readers: ``netbay_committed_revision`` (:func:`committed`) answers the highest revision
 below which no transaction is still open — the lowest open revision lock, minus one,
 or the last drawn. Rows up to it are final; nothing higher is shown yet. Commits stay
@@ -23,15 +24,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import insert, text
+from sqlalchemy import func, insert, text
 from sqlalchemy.orm import Session
 
 from netbay.store.models import Change
 
 PENDING = "changelog.pending"
-_TAKE = text("SELECT netbay_take_revisions(:n)")
 _COMMITTED = text("SELECT netbay_committed_revision()")
 _INSERT = insert(Change.__table__)
+_INSERT_NUMBERED = insert(Change.__table__).values(revision=func.netbay_take_revision())
 
 
 def append(session: Session, row: dict[str, Any]) -> None:
@@ -46,10 +47,7 @@ def seal(session: Session) -> None:
     if not rows:
         return
     conn = session.connection()
-    if conn.dialect.name == "postgresql":
-        revisions = conn.execute(_TAKE, {"n": len(rows)}).scalars().all()
-        rows = [{**row, "revision": revision} for row, revision in zip(rows, revisions, strict=True)]
-    conn.execute(_INSERT, rows)
+    conn.execute(_INSERT_NUMBERED if conn.dialect.name == "postgresql" else _INSERT, rows)
 
 
 def committed(session: Session) -> int | None:

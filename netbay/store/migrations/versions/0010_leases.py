@@ -21,23 +21,21 @@ depends_on = None
 NUMBERING_LOCK = 0x6E65_7462_6179_0001
 REVISION_LOCKS = 0x6E62_0001
 
-TAKE_REVISIONS = f"""
-CREATE OR REPLACE FUNCTION netbay_take_revisions(n integer) RETURNS SETOF integer AS $$
+TAKE_REVISION = f"""
+CREATE OR REPLACE FUNCTION netbay_take_revision() RETURNS integer AS $$
 DECLARE r integer;
 BEGIN
   PERFORM pg_advisory_lock({NUMBERING_LOCK});
   BEGIN
-    FOR i IN 1..n LOOP
-      r := nextval('changes_revision_seq');
-      PERFORM pg_advisory_xact_lock({REVISION_LOCKS}, r);
-      RETURN NEXT r;
-    END LOOP;
+    r := nextval('changes_revision_seq');
+    PERFORM pg_advisory_xact_lock({REVISION_LOCKS}, r);
   EXCEPTION WHEN OTHERS OR query_canceled THEN
     PERFORM pg_advisory_unlock({NUMBERING_LOCK});
     RAISE;
   END;
   PERFORM pg_advisory_unlock({NUMBERING_LOCK});
-END $$ LANGUAGE plpgsql;
+  RETURN r;
+END $$ LANGUAGE plpgsql VOLATILE;
 """
 
 COMMITTED_REVISION = f"""
@@ -62,7 +60,7 @@ END $$ LANGUAGE plpgsql;
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == 'postgresql':
-        op.execute(TAKE_REVISIONS)
+        op.execute(TAKE_REVISION)
         op.execute(COMMITTED_REVISION)
     op.create_table('coe_work_leases',
     sa.Column('cluster_id', sa.String(length=36), nullable=False),
@@ -79,7 +77,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == 'postgresql':
-        op.execute("DROP FUNCTION IF EXISTS netbay_take_revisions(integer)")
+        op.execute("DROP FUNCTION IF EXISTS netbay_take_revision()")
         op.execute("DROP FUNCTION IF EXISTS netbay_committed_revision()")
     with op.batch_alter_table('coe_work_leases', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_coe_work_leases_expires_at'))
