@@ -295,3 +295,36 @@ def test_a_process_killed_while_building_is_taken_over(pg_url: str, tmp_path: Pa
         engine.dispose()
         for s in servers:
             stop_server(s)
+
+
+def test_a_delete_through_one_process_during_a_build_by_the_other(pg_url: str, tmp_path: Path) -> None:
+    """The builder holds the lease: the other process's conductor leaves the cluster to it,
+    and the builder runs the delete once its create reports — nothing left."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    servers = [start_server(pg_url, tmp_path / "a"), start_server(pg_url, tmp_path / "b")]
+    engine = create_engine(pg_url)
+    try:
+        (ci_a, ci_b), raw = [ci_client(s, s.token()) for s in servers], raw_client(servers[1])
+        before = snapshot(raw)
+        template = make_template(ci_a, name=unique("ha"), external_network_id="public",
+                                 network_driver="flannel", floating_ip_enabled=True, master_lb_enabled=False)
+        r = ci_a.post("/clusters", json={"name": unique("ha"), "cluster_template_id": template["uuid"],
+                                         "node_count": 2})
+        assert r.status_code == 202, r.text
+        cid = r.json()["uuid"]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not leases(engine):
+            time.sleep(0.01)
+        ((leased, _owner),) = leases(engine)
+        assert leased == cid
+        assert ci_b.delete(f"/clusters/{cid}").status_code == 204
+        wait_status(ci_b, cid, ("GONE",), timeout=180)
+        assert snapshot(raw) == before
+        assert leases(engine) == []
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM coe_stacks")).scalar() == 0
+    finally:
+        engine.dispose()
+        for s in servers:
+            stop_server(s)
