@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from netbay.store import changelog
 from netbay.store.db import Store
 from netbay.store.models import Change
 
@@ -54,14 +55,18 @@ class ChangeFeed:
 
     def latest(self) -> int:
         with self.store.read() as s:
-            return s.scalar(select(func.max(Change.revision))) or 0
+            bound = changelog.committed(s)
+            highest = s.scalar(select(func.max(Change.revision))) or 0
+            return highest if bound is None else min(highest, bound)
 
     def since(self, revision: int, limit: int = MAX_BATCH) -> list[dict[str, Any]]:
+        """Changes after ``revision`` in order, none past a transaction still open (see
+        netbay/store/changelog.py): a reader never sees N+1 before N."""
         with self.store.read() as s:
-            rows = s.scalars(
-                select(Change).where(Change.revision > revision).order_by(Change.revision).limit(limit)
-            )
-            return [render(c) for c in rows]
+            query = select(Change).where(Change.revision > revision)
+            if (bound := changelog.committed(s)) is not None:
+                query = query.where(Change.revision <= bound)
+            return [render(c) for c in s.scalars(query.order_by(Change.revision).limit(limit))]
 
     async def wait(self, revision: int, timeout: float, limit: int = MAX_BATCH) -> list[dict[str, Any]]:
         self._waiting += 1

@@ -15,6 +15,7 @@ from netbay.network.registry import RESOURCES
 from netbay.network.resource import ListQuery
 from netbay.coe.pods import PODS
 from netbay.network.sandboxes import SANDBOXES
+from netbay.store import changelog
 from netbay.store.models import Change
 
 router = APIRouter(prefix="/netbay/v1", tags=["netbay"])
@@ -50,10 +51,12 @@ def state(request: Request) -> dict[str, Any]:
     ctx = admin_context(request)
     store = request.app.state.store
     everything = ListQuery(filters={}, fields=[], sort=[], limit=None, marker=None)
+    with store.read() as s:  # every revision up to it is final before the snapshot is taken
+        bound = changelog.committed(s)
     with store.read() as s:
         if not store.is_sqlite:  # one snapshot for the revision and every list
             s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-        revision = s.scalar(select(func.max(Change.revision))) or 0
+        revision = bound if bound is not None else s.scalar(select(func.max(Change.revision))) or 0
         body: dict[str, Any] = {"revision": revision}
         for resource in [*RESOURCES, SANDBOXES, *LB_RESOURCES, CLUSTERNETS, PODS]:
             items = resource.list(s, ctx, everything).items

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import create_engine, select, text
+from sqlalchemy.pool import NullPool
 from sqlalchemy.orm import Session
 
 from netbay.cli.settings import Settings
@@ -19,17 +22,36 @@ PUBLIC_NETWORK = "public"
 PUBLIC_CIDR = "172.24.4.0/24"
 # device_owner of the port that plays the outside world on an external network
 EXTERNAL_OWNER = "netbay:external"
+BOOTSTRAP_LOCK_KEY = 0x6E65_7462_6179_0002  # "netbay", 2: pg_advisory_lock's key for start-up
 
 
 def prepare(settings: Settings, host: str, port: int, agent_prefix: str | None = None) -> Path:
-    migrate.upgrade(settings.database_url)
-    store = Store(settings.database_url)
-    try:
-        Identity(store).bootstrap(settings.data_dir)
-        ensure_public_network(store)
-    finally:
-        store.dispose()
+    with _one_at_a_time(settings.database_url):
+        migrate.upgrade(settings.database_url)
+        store = Store(settings.database_url)
+        try:
+            Identity(store).bootstrap(settings.data_dir)
+            ensure_public_network(store)
+        finally:
+            store.dispose()
     return write_openrc(settings.data_dir, host, port, agent_prefix)
+
+
+@contextmanager
+def _one_at_a_time(database_url: str) -> Iterator[None]:
+    """Several ``netbay up`` starting at once on one PostgreSQL: one migrates and
+    bootstraps, the next finds it done (a session advisory lock; SQLite's own write
+    lock already serialises them)."""
+    if database_url.startswith("sqlite"):
+        yield
+        return
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text(f"SELECT pg_advisory_lock({BOOTSTRAP_LOCK_KEY})"))
+            yield  # released when the connection closes, also on error
+    finally:
+        engine.dispose()
 
 
 def ensure_public_network(store: Store, cidr: str = PUBLIC_CIDR) -> None:

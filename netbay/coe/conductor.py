@@ -4,9 +4,13 @@ The API stores the wish and a ``*_IN_PROGRESS`` status, commits, then tells the
 conductor which cluster changed. The conductor composes the cluster's resource
 graph, applies it with the embedded executor (through netbay's own HTTP APIs, as
 any client would) and writes the outcome back onto the cluster: status, reason,
-``stack_id`` and the outputs Magnum reports. On start it resumes every cluster a
-previous process left ``*_IN_PROGRESS``: the executor's persisted stack state lets
-it adopt what was made and finish the rest.
+``stack_id`` and the outputs Magnum reports.
+
+Several processes may share the database: a cluster's work is claimed with a lease
+(:mod:`netbay.coe.worklease`), so exactly one of them runs it. Every process keeps
+looking for clusters ``*_IN_PROGRESS`` that no live lease covers — on start, those a
+previous process left; later, those whose owner died — and takes them over: the
+executor's persisted stack state lets it adopt what was made and finish the rest.
 
 Jobs for one cluster run one at a time, in the order asked (the latest wish wins
 for a cluster that is still queued); different clusters build in parallel.
@@ -19,8 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from sqlalchemy import select
-
+from netbay.coe import worklease
 from netbay.store.db import Store
 from netbay.store.models import Cluster, ClusterTemplate, utcnow
 
@@ -62,6 +65,7 @@ class EmbeddedConductor:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._heartbeat: Any = None
+        self.owner = worklease.owner_id()    # this process, in the leases it holds
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -84,6 +88,7 @@ class EmbeddedConductor:
                 thread = threading.Thread(target=self._work, name=f"netbay-conductor-{i}", daemon=True)
                 thread.start()
                 self._threads.append(thread)
+            self._keep_leases()
 
         starter = threading.Thread(target=begin, name="netbay-conductor-start", daemon=True)
         starter.start()
@@ -99,11 +104,28 @@ class EmbeddedConductor:
             thread.join(timeout=timeout)
 
     def resume(self) -> None:
-        """Queue every cluster left ``*_IN_PROGRESS`` (by a process that stopped)."""
-        with self.store.read() as s:
-            rows = s.execute(select(Cluster.id, Cluster.status).where(Cluster.status.like("%_IN_PROGRESS")))
-            for cluster_id, status in rows:
-                self.cluster_changed(cluster_id, status.split("_", 1)[0].lower())
+        """Queue every cluster ``*_IN_PROGRESS`` that no process holds a live lease on."""
+        for cluster_id, action in worklease.unclaimed(self.store):
+            with self._cond:
+                if cluster_id in self._running or cluster_id in self._queue:
+                    continue
+            self.cluster_changed(cluster_id, action)
+
+    def _keep_leases(self) -> None:
+        """Renew the leases of the work running here; take up work nobody holds."""
+        import time
+
+        renewed = time.monotonic()
+        while not self._stop.wait(worklease.SCAN):
+            try:
+                if time.monotonic() - renewed >= worklease.RENEW:
+                    with self._cond:
+                        running = sorted(self._running)
+                    worklease.renew(self.store, self.owner, running)
+                    renewed = time.monotonic()
+                self.resume()
+            except Exception:  # noqa: BLE001 - the database may be away for a moment
+                log.exception("conductor: keeping leases")
 
     # -- the API's calls ---------------------------------------------------------------------
 
@@ -135,17 +157,24 @@ class EmbeddedConductor:
     def _work(self) -> None:
         while (job := self._take()) is not None:
             cluster_id, action = job
+            follow_up = None
             try:
-                self.run(cluster_id, action)
+                # Another process's live lease: it runs this cluster, and it sees the new
+                # wish in the status when it reports (see ``_report``).
+                if worklease.claim(self.store, cluster_id, self.owner, action):
+                    follow_up = self.run(cluster_id, action)
             except Exception:  # noqa: BLE001 - a worker must survive any one cluster
                 log.exception("conductor: %s of cluster %s", action, cluster_id)
             finally:
                 with self._cond:
                     self._running.discard(cluster_id)
                     self._cond.notify_all()
+            if follow_up:
+                self.cluster_changed(cluster_id, follow_up)
 
-    def run(self, cluster_id: str, action: str) -> None:
-        """Converge one cluster to its stored wish and write the outcome back."""
+    def run(self, cluster_id: str, action: str) -> str | None:
+        """Converge one cluster to its stored wish and write the outcome back; returns
+        the action asked for meanwhile (a delete during a create), still to run."""
         from netbay.coe import clusternet
         from netbay.coe.compose import build
         from netbay.coe.executor import Outcome, Stack
@@ -154,7 +183,8 @@ class EmbeddedConductor:
         with self.store.read() as s:
             cluster = s.get(Cluster, cluster_id)
             if cluster is None:
-                return
+                self.store.retrying(lambda s: worklease.release(s, cluster_id, self.owner))
+                return None
             template = s.get(ClusterTemplate, cluster.cluster_template_id)
             inputs = composition_inputs(s, cluster, template)
             name, project = cluster.name, cluster.project_id
@@ -163,8 +193,7 @@ class EmbeddedConductor:
                                               cluster.master_count, cluster.node_count)
         verb = action.upper()
         if action != "delete" and no_room:
-            self._report(cluster_id, Outcome(f"{verb}_FAILED", no_room))
-            return
+            return self._report(cluster_id, action, Outcome(f"{verb}_FAILED", no_room))
         api = self._api_factory()
         stack = Stack(self.store, api, cluster_id=cluster_id, name=name, project_id=project)
         try:
@@ -182,16 +211,30 @@ class EmbeddedConductor:
             outcome = Outcome(f"{verb}_FAILED", f"{type(exc).__name__}: {exc}")
         finally:
             api.close()
-        self._report(cluster_id, outcome)
+        return self._report(cluster_id, action, outcome)
 
-    def _report(self, cluster_id: str, outcome: Any) -> None:
-        def write(s: Any) -> None:
+    def _report(self, cluster_id: str, action: str, outcome: Any) -> str | None:
+        """Write the outcome and give the lease up, in one transaction. A lease lost (this
+        process stalled past its expiry) writes nothing: the new owner reports. A wish
+        that came meanwhile keeps the lease and is returned, to run next."""
+
+        def write(s: Any) -> str | None:
+            if not worklease.holds(s, cluster_id, self.owner):
+                log.warning("conductor: lost the lease of cluster %s; its new owner reports", cluster_id)
+                return None
             cluster = s.get(Cluster, cluster_id, with_for_update=True)
             if cluster is None:
-                return
+                worklease.release(s, cluster_id, self.owner)
+                return None
             if outcome.status == "DELETE_COMPLETE":
                 s.delete(cluster)
-                return
+                worklease.release(s, cluster_id, self.owner)
+                return None
+            wish = cluster.status.split("_", 1)[0].lower() if cluster.status.endswith("_IN_PROGRESS") else None
+            if wish is not None and wish != action:
+                cluster.stack_id = outcome.stack_id or cluster.stack_id
+                return wish
+            worklease.release(s, cluster_id, self.owner)
             cluster.status = outcome.status
             cluster.status_reason = outcome.status_reason
             cluster.stack_id = outcome.stack_id or cluster.stack_id
@@ -201,8 +244,9 @@ class EmbeddedConductor:
                 cluster.master_addresses = list(outputs.get("master_addresses") or [])
                 cluster.node_addresses = list(outputs.get("node_addresses") or [])
             cluster.updated_at = utcnow()
+            return None
 
-        self.store.retrying(write)
+        return self.store.retrying(write)  # type: ignore[return-value]
 
 
 def _wait_until_answering(url: str, timeout: float, stop: threading.Event) -> bool:

@@ -229,7 +229,8 @@ def _floating_address(session: Session, network: Network, v4_subnets: list[Subne
         return request
     for subnet in v4_subnets:
         try:
-            return {"subnet_id": subnet.id, "ip_address": ipam.allocate(session, subnet)}
+            ipam.allocate(session, subnet)  # room left: the port's own insert then takes an address,
+            return {"subnet_id": subnet.id}  # skipping one another process takes meanwhile
         except Conflict as exc:
             if exc.kind != "IpAddressGenerationFailure":
                 raise

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
-from sqlalchemy import DateTime, Select, and_, bindparam, delete, false, func, insert, or_, select, true
+from sqlalchemy import DateTime, Select, and_, bindparam, delete, false, func, or_, select, true
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Forbidden, NotFound, not_found
-from netbay.store.models import Change, Tag, utcnow
+from netbay.store import changelog
+from netbay.store.models import Tag, utcnow
 
 # How a filter value in a query string becomes a column value.
 Converter = Callable[[str], Any]
@@ -102,7 +103,6 @@ class Page:
 
 MAX_PAGE = 10_000
 # Statements built once: no statement to build nor cache key to compute per call.
-_INSERT_CHANGE = insert(Change.__table__)
 _TAGS = Tag.__table__
 _TAGS_OF_ONE = select(_TAGS.c.resource_id, _TAGS.c.tag).where(_TAGS.c.resource_id == bindparam("id")) \
     .order_by(_TAGS.c.tag)
@@ -309,8 +309,8 @@ class Resource:
             data = self.render(session, obj, self.tags_of(session, [obj.id])[obj.id])
         if data is not None:  # the API answers with what the log says (see ``rendered``)
             session.info.setdefault("rendered", {})[(self.member, obj.id)] = data
-        # A Core insert: the log row needs no unit-of-work bookkeeping (nor a flush).
-        session.connection().execute(_INSERT_CHANGE, {
+        # Written at commit, numbered in commit order (netbay/store/changelog.py).
+        changelog.append(session, {
             "resource": self.member, "resource_id": obj.id, "action": action,
             "project_id": obj.project_id, "data": data, "at": utcnow(),
         })

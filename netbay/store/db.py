@@ -22,6 +22,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from netbay.store import changelog
+
 
 def default_url(data_dir: Path) -> str:
     return f"sqlite:///{data_dir / 'netbay.db'}"
@@ -113,6 +115,7 @@ class Store:
         try:
             with self._write_lock:
                 yield session
+                changelog.seal(session)
                 if self.is_sqlite:
                     session.commit()
                 else:

@@ -817,3 +817,19 @@ class TapFlow(Standard, Base):
     source_port: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), index=True)
     direction: Mapped[str] = mapped_column(String(8))
     status: Mapped[str] = mapped_column(String(16), default="DOWN")
+
+# --- cluster work leases (issue 13: several processes on one database, netbay/coe/worklease.py) ---
+
+
+class WorkLease(Base):
+    """Which process builds, scales or deletes a cluster now, until when. The owner renews
+    ``expires_at``; once it lapses (the owner died) another process takes the work over.
+    No foreign key: the lease goes in the same transaction as the deleted cluster."""
+
+    __tablename__ = "coe_work_leases"
+    cluster_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(16))
+    expires_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    taken_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow_precise)
+    takeovers: Mapped[int] = mapped_column(Integer, default=0)   # taken from an owner whose lease lapsed
