@@ -666,6 +666,13 @@ class SubnetHandler(Handler):
                 "dns_nameservers": [d for d in props.get("dns_nameservers") or [] if d]}
 
 
+class SubnetPoolHandler(Handler):
+    collection, member = "subnetpools", "subnetpool"
+
+    def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
+        return {"prefixes": list(props["prefixes"]), "default_prefixlen": int(props["default_prefixlen"])}
+
+
 class RouterHandler(Handler):
     collection, member = "routers", "router"
 
@@ -949,6 +956,7 @@ class ValueHandler(Handler):
 HANDLERS: dict[str, Handler] = {
     "OS::Neutron::Net": NetHandler(),
     "OS::Neutron::Subnet": SubnetHandler(),
+    "OS::Neutron::SubnetPool": SubnetPoolHandler(),
     "OS::Neutron::Router": RouterHandler(),
     "OS::Neutron::RouterInterface": RouterInterfaceHandler(),
     "OS::Neutron::SecurityGroup": SecurityGroupHandler(),
@@ -986,5 +994,7 @@ def sweep(st: Stack) -> None:
         st.api.gone_ok("DELETE", f"{NET}/security-groups/{sg['id']}")
     for net in st.api.call("GET", f"{NET}/networks", tags=tag)["networks"]:
         st.api.gone_ok("DELETE", f"{NET}/networks/{net['id']}")
+    for pool in st.api.call("GET", f"{NET}/subnetpools", tags=tag)["subnetpools"]:
+        st.api.gone_ok("DELETE", f"{NET}/subnetpools/{pool['id']}")
 
 

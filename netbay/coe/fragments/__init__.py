@@ -8,7 +8,7 @@ fragment is empty.
 
 from __future__ import annotations
 
-from netbay.coe.fragments import calico, flannel, kubernetes, mesos, swarm
+from netbay.coe.fragments import calico, flannel, kubernetes, kuryr, mesos, swarm
 from netbay.coe.fragments.types import CoeSpec, Context, Fragment, FragmentFn
 
 
@@ -25,5 +25,6 @@ COES: dict[str, CoeSpec] = {
 NETWORK_DRIVERS: dict[str, FragmentFn] = {
     "flannel": flannel.fragment,
     "calico": calico.fragment,
+    "kuryr": kuryr.fragment,
     "docker": docker,
 }

@@ -1,0 +1,54 @@
+"""A kuryr cluster's own resources, found by the tags its builder put on them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from netbay.coe.executor import NET, SANDBOXES, Api
+from netbay.coe.fragments.kuryr import POD_SG, POOL, ROUTER, SERVICE_SUBNET
+
+
+class NotKuryr(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class ClusterRefs:
+    cluster_id: str
+    project_id: str
+    subnet_driver: str               # "namespace" | "node"
+    pool_id: str
+    router_id: str
+    external_network_id: str
+    service_subnet: dict[str, Any]
+    pod_sg_id: str
+    nodes: tuple[str, ...]           # node (sandbox) names, minions first
+
+    @property
+    def tag(self) -> str:
+        return f"netbay-cluster={self.cluster_id}"
+
+
+def find(api: Api, cluster_id: str) -> ClusterRefs:
+    cluster = api.call("GET", f"/container-infra/v1/clusters/{cluster_id}")
+    labels = cluster.get("labels") or {}
+
+    def one(collection: str, name: str) -> dict[str, Any]:
+        key = collection.replace("-", "_")
+        found = api.call("GET", f"{NET}/{collection}", tags=f"netbay-cluster={cluster['uuid']},"
+                                                             f"netbay-resource={name}")[key]
+        if not found:
+            raise NotKuryr(f"Cluster {cluster_id} has no {name}: its network driver is "
+                           f"{cluster.get('network_driver') or 'the default'}, not kuryr.")
+        return found[0]
+    pool, router, subnet = one("subnetpools", POOL), one("routers", ROUTER), one("subnets", SERVICE_SUBNET)
+    pod_sg = one("security-groups", POD_SG)
+    prefix = f"netbay-cluster={cluster['uuid']} "
+    boxes = [b for b in api.call("GET", SANDBOXES)["sandboxes"]
+             if str(b.get("description") or "").startswith(prefix)]
+    names = sorted((b["name"] for b in boxes), key=lambda n: ("master" in n, n))
+    return ClusterRefs(cluster["uuid"], cluster.get("project_id") or "", labels.get("kuryr_subnet_driver")
+                       or "namespace", pool["id"], router["id"],
+                       (router.get("external_gateway_info") or {}).get("network_id") or "", subnet, pod_sg["id"],
+                       tuple(names))

@@ -1,0 +1,222 @@
+"""The mapping controller: converges a kuryr cluster's netbay resources to its objects.
+
+One pass (``resync``) reads the desired state (:mod:`.desired`) and what exists
+(everything it made carries ``netbay-cluster=<id>`` and ``netbay-k8s=<what>`` tags and
+a name, so a lost reply is found again), makes what is missing and deletes what
+nothing wants — namespaces first, then pods, Services, policies; deletions in the
+reverse order. Every step is idempotent, so a controller killed at any point is
+resumed by the next pass with no leak and no duplicate. A source hands objects over
+through ``apply`` / ``delete``, which write the desired state and run a pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from netbay.coe.executor import NET, Api, ApiError
+from netbay.dataplane.names import Names
+from netbay.k8s import desired, objects, services
+from netbay.k8s.cluster import ClusterRefs, find
+from netbay.k8s.objects import Desired, Key, PodWant
+from netbay.k8s.policyhook import PolicyHook
+from netbay.k8s.sandbox import PodSandboxes, pod_port
+from netbay.store.db import Store
+
+log = logging.getLogger(__name__)
+
+POD_OWNER = "compute:kuryr"
+POD_NS = uuid.UUID("6c1e3f3a-8f0e-4b52-9a55-6b7572797200")  # device ids: uuid5(cluster/ns/pod)
+
+
+@dataclass
+class Report:
+    made: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"{len(self.made)} made, {len(self.deleted)} deleted"
+
+
+class Controller:
+    def __init__(self, api: Api, store: Store, cluster_id: str, names: Names | None = None,
+                 host: str | None = None) -> None:
+        self.api, self.store = api, store
+        self.refs: ClusterRefs = find(api, cluster_id)
+        self.names = names or Names()
+        self.host = host or socket.gethostname()
+        self.sandboxes = PodSandboxes(self.names)
+        self.policy = PolicyHook(api, self.refs.cluster_id)
+        self._lock = threading.Lock()
+
+    # -- what a source calls -----------------------------------------------------------------
+
+    def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
+        desired.put(self.store, self.refs.cluster_id, bodies)
+        return self.resync()
+
+    def delete(self, keys: Iterable[Key]) -> Report:
+        desired.drop(self.store, self.refs.cluster_id, keys)
+        return self.resync()
+
+    def delete_all(self) -> Report:
+        """Forget every object of the cluster and remove what was made for them."""
+        desired.drop_cluster(self.store, self.refs.cluster_id)
+        report = self.resync()
+        self.policy.close(delete=True)
+        return report
+
+    # -- one pass ------------------------------------------------------------------------------
+
+    def resync(self) -> Report:
+        with self._lock:
+            want = objects.desired(desired.load(self.store, self.refs.cluster_id))
+            report = Report()
+            segments = self._segments(want, report)
+            ports = self._pods(want, segments, report)
+            vips = services.converge(self, want, ports, report)
+            self._policies(want, ports, vips)
+            self._sweep_segments(want, segments, report)
+            self._sweep_sandboxes(ports, report)
+            return report
+
+    # -- namespaces (or nodes) → networks ------------------------------------------------------
+
+    def _tags(self, what: str) -> list[str]:
+        return [self.refs.tag, f"netbay-k8s={what}"]
+
+    def _list(self, collection: str, what: str) -> list[dict[str, Any]]:
+        key = collection.replace("-", "_")
+        return self.api.call("GET", f"{NET}/{collection}", tags=",".join(self._tags(what)))[key]
+
+    def _owned(self, body: dict[str, Any]) -> dict[str, Any]:
+        what = body.pop("_what")
+        if self.refs.project_id:
+            body["project_id"] = self.refs.project_id
+        return {**body, "tags": self._tags(what)}
+
+    def segment_of(self, pod: PodWant) -> str:
+        """The network a pod's port is on: its namespace's, or its node's."""
+        if self.refs.subnet_driver == "node":
+            return f"node/{self.node_of(pod)}"
+        return f"ns/{pod.namespace}"
+
+    def node_of(self, pod: PodWant) -> str:
+        if pod.node:
+            return pod.node
+        nodes = self.refs.nodes or ("local",)
+        return nodes[uuid.uuid5(POD_NS, f"{pod.namespace}/{pod.name}").int % len(nodes)]
+
+    def _wanted_segments(self, want: Desired) -> set[str]:
+        if self.refs.subnet_driver == "node":
+            return {self.segment_of(p) for p in want.pods.values()}
+        return {f"ns/{n}" for n in want.namespaces}
+
+    def _segments(self, want: Desired, report: Report) -> dict[str, tuple[dict, dict]]:
+        """name → (network, subnet) for every wanted segment, made where missing."""
+        nets = {n["name"]: n for n in self._list("networks", "network")}
+        subnets = {s["network_id"]: s for s in self._list("subnets", "network")}
+        out = {}
+        for name in sorted(self._wanted_segments(want)):
+            net = nets.get(name)
+            if net is None:
+                net = self.api.call("POST", f"{NET}/networks", {"network": self._owned(
+                    {"name": name, "_what": "network"})})["network"]
+                report.made.append(f"network {name}")
+            subnet = subnets.get(net["id"])
+            if subnet is None:
+                subnet = self.api.call("POST", f"{NET}/subnets", {"subnet": self._owned(
+                    {"name": name, "network_id": net["id"], "subnetpool_id": self.refs.pool_id,
+                     "ip_version": 4, "_what": "network"})})["subnet"]
+                report.made.append(f"subnet {name} {subnet['cidr']}")
+            self._ensure_interface(subnet)
+            out[name] = (net, subnet)
+        return out
+
+    def _ensure_interface(self, subnet: dict[str, Any]) -> None:
+        try:
+            self.api.call("PUT", f"{NET}/routers/{self.refs.router_id}/add_router_interface",
+                          {"subnet_id": subnet["id"]})
+        except ApiError as exc:
+            if exc.status not in (400, 409) or "already" not in exc.message.lower() \
+                    and "overlap" not in exc.message.lower():
+                raise
+
+    def _sweep_segments(self, want: Desired, segments: Mapping[str, Any], report: Report) -> None:
+        wanted = {net["id"] for net, _ in segments.values()}
+        for net in self._list("networks", "network"):
+            if net["id"] in wanted:
+                continue
+            for subnet in self.api.call("GET", f"{NET}/subnets", network_id=net["id"])["subnets"]:
+                self.api.gone_ok("PUT", f"{NET}/routers/{self.refs.router_id}/remove_router_interface",
+                                 {"subnet_id": subnet["id"]})
+            for port in self.api.call("GET", f"{NET}/ports", network_id=net["id"],
+                                      device_owner=POD_OWNER)["ports"]:
+                self._drop_port(port)
+            self.api.gone_ok("DELETE", f"{NET}/networks/{net['id']}")
+            report.deleted.append(f"network {net['name']}")
+
+    # -- pods → ports + sandboxes --------------------------------------------------------------
+
+    def _pods(self, want: Desired, segments: Mapping[str, tuple[dict, dict]],
+              report: Report) -> dict[tuple[str, str], dict[str, Any]]:
+        """(ns, pod) → its port, plugged; ports nothing wants are deleted."""
+        have = {p["name"]: p for p in self._list("ports", "pod")}
+        out = {}
+        for (ns, name), pod in sorted(want.pods.items()):
+            net, subnet = segments[self.segment_of(pod)]
+            port = have.pop(f"{ns}/{name}", None)
+            if port is not None and port["network_id"] != net["id"]:
+                self._drop_port(port)
+                port = None
+            if port is None:
+                port = self.api.call("POST", f"{NET}/ports", {"port": self._owned({
+                    "name": f"{ns}/{name}", "network_id": net["id"], "device_owner": POD_OWNER,
+                    "binding:host_id": self.host, "security_groups": [self.refs.pod_sg_id],
+                    "description": f"node={self.node_of(pod)}", "_what": "pod"})})["port"]
+                report.made.append(f"pod {ns}/{name} {port['fixed_ips'][0]['ip_address']}")
+            if not self.sandboxes.plugged(port["id"]):
+                self.sandboxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500)))
+            if not port.get("device_id"):
+                # Bound once its sandbox is plugged: the agent adopts the fabric end now.
+                device = str(uuid.uuid5(POD_NS, f"{self.refs.cluster_id}/{ns}/{name}"))
+                port = self.api.call("PUT", f"{NET}/ports/{port['id']}", {"port": {"device_id": device}})["port"]
+            out[(ns, name)] = port
+        for port in have.values():
+            self._drop_port(port)
+            report.deleted.append(f"pod {port['name']}")
+        return out
+
+    def _drop_port(self, port: dict[str, Any]) -> None:
+        self.api.gone_ok("DELETE", f"{NET}/ports/{port['id']}")
+        self.sandboxes.unplug(port["id"])
+
+    def _sweep_sandboxes(self, ports: Mapping[Any, dict[str, Any]], report: Report) -> None:
+        """Pod namespaces whose port is gone (a crash between the two deletes)."""
+        live = {p["id"] for p in ports.values()}
+        known = {p["id"] for p in self.api.call("GET", f"{NET}/ports", device_owner=POD_OWNER)["ports"]}
+        for port_id in self.sandboxes.existing() - live - known:
+            self.sandboxes.unplug(port_id)
+            report.deleted.append(f"sandbox {port_id}")
+
+    # -- NetworkPolicy → the policy hook -------------------------------------------------------
+
+    def _policies(self, want: Desired, ports: Mapping[tuple[str, str], dict],
+                  vips: Mapping[tuple[str, str], str]) -> None:
+        if not self.policy.active:
+            return
+        pods = [{"namespace": ns, "name": name, "port_id": port["id"], "ip": port["fixed_ips"][0]["ip_address"],
+                 "labels": want.pods[(ns, name)].labels, "ports": want.pods[(ns, name)].ports}
+                for (ns, name), port in ports.items()]
+        svcs = [{"namespace": s.namespace, "name": s.name, "cluster_ip": vips[key], "selector": s.selector or {},
+                 "ports": [(p.port, p.target, p.protocol) for p in s.ports]}
+                for key, s in want.services.items() if key in vips]
+        self.policy.sync(want.namespaces, pods, want.policies, svcs, [])
+
+
+__all__ = ["Controller", "POD_OWNER", "Report"]
