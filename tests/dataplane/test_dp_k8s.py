@@ -181,7 +181,7 @@ apiVersion: v1
 kind: Endpoints
 metadata: {name: ext, namespace: data}
 subsets:
-- addresses: [{ip: IP}]
+- addresses: [{ip: ENDPOINT_ADDR}]
   ports: [{name: sql, port: 15432}]
 ---
 apiVersion: v1
@@ -195,9 +195,9 @@ spec:
 
 
 def test_selectorless_service_uses_endpoints_and_headless_has_no_lb(ctrl: Controller) -> None:
-    ctrl.apply(parse(EXTERNAL.replace("IP", "10.10.250.1")))  # the pod first, to learn its address
+    ctrl.apply(parse(EXTERNAL.replace("ENDPOINT_ADDR", "10.10.250.1")))  # the pod first, to learn its address
     ip = pod_ip(ctrl, "data", "db")
-    ctrl.apply(parse(EXTERNAL.replace("IP", ip)))
+    ctrl.apply(parse(EXTERNAL.replace("ENDPOINT_ADDR", ip)))
     assert lb(ctrl, "data/ext")["vip_address"] == "10.96.7.7"
     assert not ctrl.api.call("GET", f"{LB}/loadbalancers", name="data/headless")["loadbalancers"]
     [server] = serve(ctrl, "data", ["db"], 15432)
@@ -225,7 +225,7 @@ def manifests_30() -> str:
 def state(ctrl: Controller) -> dict:
     tag = ctrl.refs.tag
     return {
-        "ports": sorted(p["name"] for p in ctrl.api.call("GET", f"{NET}/ports", tags=tag)["ports"]),
+        "ports": sorted(p["name"] for p in ctrl.api.call("GET", f"{NET}/ports", tags=f"{tag},netbay-k8s=pod")["ports"]),
         "networks": sorted(n["name"] for n in ctrl.api.call("GET", f"{NET}/networks",
                                                              tags=f"{tag},netbay-k8s=network")["networks"]),
         "lbs": sorted(x["name"] for x in ctrl.api.call("GET", f"{LB}/loadbalancers", tags=tag)["loadbalancers"]),
