@@ -16,11 +16,13 @@ import socket
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from netbay.coe.executor import NET, Api, ApiError
 from netbay.dataplane.names import Names
+from netbay.dataplane.rtnl import release
 from netbay.k8s import desired, objects, services
 from netbay.k8s.cluster import ClusterRefs, find
 from netbay.k8s.objects import Desired, Key, PodWant
@@ -31,6 +33,8 @@ from netbay.store.db import Store
 log = logging.getLogger(__name__)
 
 POD_OWNER = "compute:kuryr"
+BULK = 100      # ports per bulk create
+WORKERS = 4     # sandboxes plugged at once (netlink work, the port's bind call)
 POD_NS = uuid.UUID("6c1e3f3a-8f0e-4b52-9a55-6b7572797200")  # device ids: uuid5(cluster/ns/pod)
 
 
@@ -52,6 +56,11 @@ class Controller:
         self.host = host or socket.gethostname()
         self.sandboxes = PodSandboxes(self.names)
         self.policy = PolicyHook(api, self.refs.cluster_id)
+        # What this process last read or wrote of each load balancer's listeners and
+        # pools (a new process reads them afresh): a pass then costs no call per Service
+        # whose members did not change.
+        self.listeners: dict[str, tuple[str, int, str]] = {}   # listener id → (protocol, port, pool id)
+        self.members: dict[str, list[tuple[str, int]]] = {}     # pool id → [(address, port)]
         self._lock = threading.Lock()
 
     # -- what a source calls -----------------------------------------------------------------
@@ -120,6 +129,9 @@ class Controller:
     def _segments(self, want: Desired, report: Report) -> dict[str, tuple[dict, dict]]:
         """name → (network, subnet) for every wanted segment, made where missing."""
         nets = {n["name"]: n for n in self._list("networks", "network")}
+        attached = {ip["subnet_id"] for p in self.api.call(
+            "GET", f"{NET}/ports", device_id=self.refs.router_id, device_owner="network:router_interface")["ports"]
+            for ip in p["fixed_ips"]}
         subnets = {s["network_id"]: s for s in self._list("subnets", "network")}
         out = {}
         for name in sorted(self._wanted_segments(want)):
@@ -134,7 +146,8 @@ class Controller:
                     {"name": name, "network_id": net["id"], "subnetpool_id": self.refs.pool_id,
                      "ip_version": 4, "_what": "network"})})["subnet"]
                 report.made.append(f"subnet {name} {subnet['cidr']}")
-            self._ensure_interface(subnet)
+            if subnet["id"] not in attached:
+                self._ensure_interface(subnet)
             out[name] = (net, subnet)
         return out
 
@@ -165,32 +178,58 @@ class Controller:
 
     def _pods(self, want: Desired, segments: Mapping[str, tuple[dict, dict]],
               report: Report) -> dict[tuple[str, str], dict[str, Any]]:
-        """(ns, pod) → its port, plugged; ports nothing wants are deleted."""
+        """(ns, pod) → its port, plugged; ports nothing wants are deleted. Missing ports
+        are made in one bulk create; sandboxes are plugged and ports bound in parallel."""
         have = {p["name"]: p for p in self._list("ports", "pod")}
-        out = {}
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        missing = []
         for (ns, name), pod in sorted(want.pods.items()):
-            net, subnet = segments[self.segment_of(pod)]
+            net, _ = segments[self.segment_of(pod)]
             port = have.pop(f"{ns}/{name}", None)
             if port is not None and port["network_id"] != net["id"]:
                 self._drop_port(port)
                 port = None
             if port is None:
-                port = self.api.call("POST", f"{NET}/ports", {"port": self._owned({
+                missing.append(((ns, name), self._owned({
                     "name": f"{ns}/{name}", "network_id": net["id"], "device_owner": POD_OWNER,
                     "binding:host_id": self.host, "security_groups": [self.refs.pod_sg_id],
-                    "description": f"node={self.node_of(pod)}", "_what": "pod"})})["port"]
-                report.made.append(f"pod {ns}/{name} {port['fixed_ips'][0]['ip_address']}")
-            if not self.sandboxes.plugged(port["id"]):
-                self.sandboxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500)))
-            if not port.get("device_id"):
-                # Bound once its sandbox is plugged: the agent adopts the fabric end now.
-                device = str(uuid.uuid5(POD_NS, f"{self.refs.cluster_id}/{ns}/{name}"))
-                port = self.api.call("PUT", f"{NET}/ports/{port['id']}", {"port": {"device_id": device}})["port"]
-            out[(ns, name)] = port
+                    "description": f"node={self.node_of(pod)}", "_what": "pod"})))
+            else:
+                out[(ns, name)] = port
+        for i in range(0, len(missing), BULK):
+            chunk = missing[i:i + BULK]
+            made = self.api.call("POST", f"{NET}/ports", {"ports": [body for _, body in chunk]})["ports"]
+            for (key, _), port in zip(chunk, made):
+                out[key] = port
+                report.made.append(f"pod {port['name']} {port['fixed_ips'][0]['ip_address']}")
+        subnets = {net["id"]: (net, subnet) for net, subnet in segments.values()}
+        todo = [(key, port) for key, port in sorted(out.items())
+                if not port.get("device_id") or not self.sandboxes.plugged(port["id"])]
+        if todo:
+            for net_id in sorted({port["network_id"] for _, port in todo}):  # before the threads race for it
+                net = subnets[net_id][0]
+                self.sandboxes.fabric.ensure_bridge(net_id, int(net.get("mtu") or 1500))
+            with ThreadPoolExecutor(max_workers=min(WORKERS, len(todo))) as pool:
+                for key, port in zip([k for k, _ in todo],
+                                     pool.map(lambda kp: self._realize(kp[0], kp[1], subnets), todo)):
+                    out[key] = port
         for port in have.values():
             self._drop_port(port)
             report.deleted.append(f"pod {port['name']}")
         return out
+
+    def _realize(self, key: tuple[str, str], port: dict[str, Any], subnets: Mapping[str, tuple[dict, dict]]) -> dict:
+        """Plug the pod's sandbox, then bind the port (the agent adopts the fabric end)."""
+        net, subnet = subnets[port["network_id"]]
+        try:
+            if not self.sandboxes.plugged(port["id"]):
+                self.sandboxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500)))
+            if port.get("device_id"):
+                return port
+            device = str(uuid.uuid5(POD_NS, f"{self.refs.cluster_id}/{key[0]}/{key[1]}"))
+            return self.api.call("PUT", f"{NET}/ports/{port['id']}", {"port": {"device_id": device}})["port"]
+        finally:
+            release(self.sandboxes.ns(port["id"]))  # a pool thread's socket of that namespace
 
     def _drop_port(self, port: dict[str, Any]) -> None:
         self.api.gone_ok("DELETE", f"{NET}/ports/{port['id']}")
@@ -198,9 +237,11 @@ class Controller:
 
     def _sweep_sandboxes(self, ports: Mapping[Any, dict[str, Any]], report: Report) -> None:
         """Pod namespaces whose port is gone (a crash between the two deletes)."""
-        live = {p["id"] for p in ports.values()}
+        stray = self.sandboxes.existing() - {p["id"] for p in ports.values()}
+        if not stray:
+            return
         known = {p["id"] for p in self.api.call("GET", f"{NET}/ports", device_owner=POD_OWNER)["ports"]}
-        for port_id in self.sandboxes.existing() - live - known:
+        for port_id in stray - known:
             self.sandboxes.unplug(port_id)
             report.deleted.append(f"sandbox {port_id}")
 

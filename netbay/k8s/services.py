@@ -120,17 +120,25 @@ def _update_members(ctrl: Any, lb: dict[str, Any], svc: ServiceWant, want: Desir
     api = ctrl.api
     by_port = {(p.protocol, p.port): p for p in svc.ports}
     for ref in lb.get("listeners") or []:
-        listener = api.call("GET", f"{LB}/listeners/{ref['id']}")["listener"]
-        sp = by_port.get((listener["protocol"], listener["protocol_port"]))
-        pool = listener.get("default_pool_id")
+        known = ctrl.listeners.get(ref["id"])
+        if known is None:
+            listener = api.call("GET", f"{LB}/listeners/{ref['id']}")["listener"]
+            known = ctrl.listeners[ref["id"]] = (listener["protocol"], listener["protocol_port"],
+                                                 listener.get("default_pool_id") or "")
+        protocol, port, pool = known
+        sp = by_port.get((protocol, port))
         if sp is None or not pool:
             continue
         wanted = members(svc, sp, want, ports)
-        current = api.call("GET", f"{LB}/pools/{pool}/members")["members"]
-        if sorted((m["address"], m["protocol_port"]) for m in current) == \
-                [(m["address"], m["protocol_port"]) for m in wanted]:
+        key = [(m["address"], m["protocol_port"]) for m in wanted]
+        if pool not in ctrl.members:
+            ctrl.members[pool] = sorted((m["address"], m["protocol_port"])
+                                        for m in api.call("GET", f"{LB}/pools/{pool}/members")["members"])
+        if ctrl.members[pool] == key:
             continue
+        ctrl.members.pop(pool, None)  # unknown until the batch succeeds
         _settled(api, lb["id"], lambda: api.call("PUT", f"{LB}/pools/{pool}/members", {"members": wanted}))
+        ctrl.members[pool] = key
 
 
 def _settled(api: Any, lb_id: str, change: Any) -> Any:
