@@ -157,10 +157,11 @@ def main() -> int:
 
             # pod create -> first packet, with POST /ports alone as the same-run baseline
             net_id = anchor["network_id"]
-            created, baseline = [], []
+            created, applied_only, baseline = [], [], []
             for i in range(args.samples):
                 t0 = time.monotonic()
                 ctrl.apply(parse(pod(f"p{i}")))
+                applied_only.append(time.monotonic() - t0)
                 p = port_of(f"p{i}")
                 first_answer(ctrl.sandboxes.ns(p["id"]), anchor_ip, timeout=10)
                 created.append(time.monotonic() - t0)
@@ -169,6 +170,7 @@ def main() -> int:
                 baseline.append(time.monotonic() - t0)
                 api.call("DELETE", f"{NET}/ports/{b['id']}")
             out["pod_create_first_packet_ms"] = ms(created)
+            out["pod_apply_pass_ms"] = ms(applied_only)
             out["baseline_port_create_ms"] = ms(baseline)
 
             # 100 pods at once

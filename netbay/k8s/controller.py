@@ -39,6 +39,17 @@ POD_NS = uuid.UUID("6c1e3f3a-8f0e-4b52-9a55-6b7572797200")  # device ids: uuid5(
 
 
 @dataclass
+class Known:
+    """What the last complete pass left (wanted and made): the next pass of this
+    process starts from it instead of listing everything again (``apply``'s fast
+    path); a full ``resync`` — every restart — lists afresh."""
+    segments: dict[str, tuple[dict, dict]]    # "ns/<name>" or "node/<name>" → (network, subnet)
+    ports: dict[str, dict[str, Any]]           # "ns/pod" → port
+    lbs: dict[str, dict[str, Any]]             # "ns/svc" → load balancer
+    fips: dict[str, dict[str, Any]]            # "ns/svc <address|pool>" → floating IP
+
+
+@dataclass
 class Report:
     made: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
@@ -59,6 +70,7 @@ class Controller:
         # What this process last read or wrote of each load balancer's listeners and
         # pools (a new process reads them afresh): a pass then costs no call per Service
         # whose members did not change.
+        self.known: Known | None = None
         self.listeners: dict[str, tuple[str, int, str]] = {}   # listener id → (protocol, port, pool id)
         self.members: dict[str, list[tuple[str, int]]] = {}     # pool id → [(address, port)]
         self._lock = threading.Lock()
@@ -67,11 +79,11 @@ class Controller:
 
     def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
         desired.put(self.store, self.refs.cluster_id, bodies)
-        return self.resync()
+        return self.resync(full=False)
 
     def delete(self, keys: Iterable[Key]) -> Report:
         desired.drop(self.store, self.refs.cluster_id, keys)
-        return self.resync()
+        return self.resync(full=False)
 
     def delete_all(self) -> Report:
         """Forget every object of the cluster and remove what was made for them."""
@@ -82,16 +94,19 @@ class Controller:
 
     # -- one pass ------------------------------------------------------------------------------
 
-    def resync(self) -> Report:
+    def resync(self, full: bool = True) -> Report:
+        """One pass; ``full`` lists what exists (else: starts from the last pass's)."""
         with self._lock:
+            known, self.known = (None if full else self.known), None  # none while a pass is under way
             want = objects.desired(desired.load(self.store, self.refs.cluster_id))
             report = Report()
-            segments = self._segments(want, report)
-            ports = self._pods(want, segments, report)
-            vips = services.converge(self, want, ports, report)
+            segments = self._segments(want, report, known)
+            ports = self._pods(want, segments, report, known)
+            vips, lbs, fips = services.converge(self, want, ports, report, known)
             self._policies(want, ports, vips)
-            self._sweep_segments(want, segments, report)
+            self._sweep_segments(segments, report, known)
             self._sweep_sandboxes(ports, report)
+            self.known = Known(dict(segments), {p["name"]: p for p in ports.values()}, lbs, fips)
             return report
 
     # -- namespaces (or nodes) → networks ------------------------------------------------------
@@ -126,13 +141,18 @@ class Controller:
             return {self.segment_of(p) for p in want.pods.values()}
         return {f"ns/{n}" for n in want.namespaces}
 
-    def _segments(self, want: Desired, report: Report) -> dict[str, tuple[dict, dict]]:
+    def _segments(self, want: Desired, report: Report, known: Known | None) -> dict[str, tuple[dict, dict]]:
         """name → (network, subnet) for every wanted segment, made where missing."""
-        nets = {n["name"]: n for n in self._list("networks", "network")}
-        attached = {ip["subnet_id"] for p in self.api.call(
-            "GET", f"{NET}/ports", device_id=self.refs.router_id, device_owner="network:router_interface")["ports"]
-            for ip in p["fixed_ips"]}
-        subnets = {s["network_id"]: s for s in self._list("subnets", "network")}
+        if known is not None:
+            nets = {name: net for name, (net, _) in known.segments.items()}
+            subnets = {net["id"]: subnet for net, subnet in known.segments.values()}
+            attached = {subnet["id"] for _, subnet in known.segments.values()}
+        else:
+            nets = {n["name"]: n for n in self._list("networks", "network")}
+            subnets = {s["network_id"]: s for s in self._list("subnets", "network")}
+            attached = {ip["subnet_id"] for p in self.api.call(
+                "GET", f"{NET}/ports", device_id=self.refs.router_id,
+                device_owner="network:router_interface")["ports"] for ip in p["fixed_ips"]}
         out = {}
         for name in sorted(self._wanted_segments(want)):
             net = nets.get(name)
@@ -160,9 +180,11 @@ class Controller:
                     and "overlap" not in exc.message.lower():
                 raise
 
-    def _sweep_segments(self, want: Desired, segments: Mapping[str, Any], report: Report) -> None:
+    def _sweep_segments(self, segments: Mapping[str, Any], report: Report, known: Known | None) -> None:
         wanted = {net["id"] for net, _ in segments.values()}
-        for net in self._list("networks", "network"):
+        nets = [net for net, _ in known.segments.values()] if known is not None \
+            else self._list("networks", "network")
+        for net in nets:
             if net["id"] in wanted:
                 continue
             for subnet in self.api.call("GET", f"{NET}/subnets", network_id=net["id"])["subnets"]:
@@ -176,11 +198,11 @@ class Controller:
 
     # -- pods → ports + sandboxes --------------------------------------------------------------
 
-    def _pods(self, want: Desired, segments: Mapping[str, tuple[dict, dict]],
-              report: Report) -> dict[tuple[str, str], dict[str, Any]]:
+    def _pods(self, want: Desired, segments: Mapping[str, tuple[dict, dict]], report: Report,
+              known: Known | None) -> dict[tuple[str, str], dict[str, Any]]:
         """(ns, pod) → its port, plugged; ports nothing wants are deleted. Missing ports
         are made in one bulk create; sandboxes are plugged and ports bound in parallel."""
-        have = {p["name"]: p for p in self._list("ports", "pod")}
+        have = dict(known.ports) if known is not None else {p["name"]: p for p in self._list("ports", "pod")}
         out: dict[tuple[str, str], dict[str, Any]] = {}
         missing = []
         for (ns, name), pod in sorted(want.pods.items()):

@@ -51,14 +51,20 @@ def members(svc: ServiceWant, sp: ServicePort, want: Desired,
     return sorted(out, key=lambda m: (m["address"], m["protocol_port"]))
 
 
-def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str, Any]],
-             report: Any) -> dict[tuple[str, str], str]:
-    """Make, update and delete load balancers and floating IPs; (ns, svc) → cluster IP."""
+def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str, Any]], report: Any,
+             known: Any = None) -> tuple[dict[tuple[str, str], str], dict[str, dict], dict[str, dict]]:
+    """Make, update and delete load balancers and floating IPs. Returns (ns, svc) →
+    cluster IP, and the load balancers and floating IPs kept, by name."""
     api = ctrl.api
-    tags = ",".join(ctrl._tags("service"))
-    have = {lb["name"]: lb for lb in api.call("GET", f"{LB}/loadbalancers", tags=tags)["loadbalancers"]}
-    fips = {f["description"]: f for f in ctrl._list("floatingips", "service")}
+    if known is not None:
+        have, fips = dict(known.lbs), dict(known.fips)
+    else:
+        tags = ",".join(ctrl._tags("service"))
+        have = {lb["name"]: lb for lb in api.call("GET", f"{LB}/loadbalancers", tags=tags)["loadbalancers"]}
+        fips = {f["description"]: f for f in ctrl._list("floatingips", "service")}
     vips: dict[tuple[str, str], str] = {}
+    kept_lbs: dict[str, dict] = {}
+    kept_fips: dict[str, dict] = {}
     for key, svc in sorted(want.services.items()):
         if svc.headless or not svc.ports:
             continue
@@ -74,6 +80,7 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
         else:
             _update_members(ctrl, lb, svc, want, ports)
         vips[key] = lb["vip_address"]
+        kept_lbs[name] = lb
         for address in _external_addresses(svc):
             label = f"{name} {address or 'pool'}"
             fip = fips.pop(label, None)
@@ -84,13 +91,14 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
                     body["floating_ip_address"] = address
                 fip = api.call("POST", f"{NET}/floatingips", {"floatingip": body})["floatingip"]
                 report.made.append(f"floating IP {fip['floating_ip_address']} -> {name}")
+            kept_fips[label] = fip
     for fip in fips.values():
         api.gone_ok("DELETE", f"{NET}/floatingips/{fip['id']}")
         report.deleted.append(f"floating IP {fip['floating_ip_address']}")
     for lb in have.values():
         _delete_lb(ctrl, lb, {})
         report.deleted.append(f"service {lb['name']}")
-    return vips
+    return vips, kept_lbs, kept_fips
 
 
 def _external_addresses(svc: ServiceWant) -> list[str | None]:
