@@ -198,6 +198,7 @@ def main() -> int:
                 svc.append(time.monotonic() - t0)
             out["service_create_answers_ms"] = ms(svc)
             ctrl.delete_all()
+            ctrl.close()
             api.close()
             store.dispose()
     finally:

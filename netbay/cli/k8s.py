@@ -58,6 +58,9 @@ def _run(verb: str, files: list[Path] | None, cluster: str, url: str | None, dat
     except (ManifestError, ApiError, LookupError, ValueError) as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
+    finally:
+        if "ctrl" in locals():
+            ctrl.close()
     for line in report.made:
         console.print(f"made {line}")
     for line in report.deleted:

@@ -71,6 +71,8 @@ class Controller:
         # pools (a new process reads them afresh): a pass then costs no call per Service
         # whose members did not change.
         self.known: Known | None = None
+        # Long-lived workers: each keeps its netlink socket of the fabric between passes.
+        self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="netbay-k8s")
         self.listeners: dict[str, tuple[str, int, str]] = {}   # listener id → (protocol, port, pool id)
         self.members: dict[str, list[tuple[str, int]]] = {}     # pool id → [(address, port)]
         self._lock = threading.Lock()
@@ -91,6 +93,9 @@ class Controller:
         report = self.resync()
         self.policy.close(delete=True)
         return report
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
     # -- one pass ------------------------------------------------------------------------------
 
@@ -231,10 +236,12 @@ class Controller:
             for net_id in sorted({port["network_id"] for _, port in todo}):  # before the threads race for it
                 net = subnets[net_id][0]
                 self.sandboxes.fabric.ensure_bridge(net_id, int(net.get("mtu") or 1500))
-            with ThreadPoolExecutor(max_workers=min(WORKERS, len(todo))) as pool:
-                for key, port in zip([k for k, _ in todo],
-                                     pool.map(lambda kp: self._realize(kp[0], kp[1], subnets), todo)):
-                    out[key] = port
+            if len(todo) == 1:   # one pod (the common apply): no thread hop
+                done = [self._realize(todo[0][0], todo[0][1], subnets)]
+            else:
+                done = list(self._pool.map(lambda kp: self._realize(kp[0], kp[1], subnets), todo))
+            for (key, _), port in zip(todo, done):
+                out[key] = port
         for port in have.values():
             self._drop_port(port)
             report.deleted.append(f"pod {port['name']}")

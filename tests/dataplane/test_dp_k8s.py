@@ -54,6 +54,7 @@ def ctrl(cloud: Cloud, cluster: str) -> Iterator[Controller]:
         yield c
     finally:
         c.delete_all()
+        c.close()
         api.close()
         store.dispose()
 
