@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from netbay.coe.executor import NET, SANDBOXES, Api
-from netbay.coe.fragments.kuryr import POD_SG, POOL, ROUTER, SERVICE_SUBNET
+from netbay.coe.fragments.kuryr import POD_SG, POOL, ROUTERS, SERVICE_SUBNET
 
 
 class NotKuryr(LookupError):
@@ -24,6 +24,7 @@ class ClusterRefs:
     service_subnet: dict[str, Any]
     pod_sg_id: str
     nodes: tuple[str, ...]           # node (sandbox) names, minions first
+    node_boxes: tuple[tuple[str, str, str], ...] = ()   # (name, sandbox id, address)
 
     @property
     def tag(self) -> str:
@@ -34,21 +35,24 @@ def find(api: Api, cluster_id: str) -> ClusterRefs:
     cluster = api.call("GET", f"/container-infra/v1/clusters/{cluster_id}")
     labels = cluster.get("labels") or {}
 
-    def one(collection: str, name: str) -> dict[str, Any]:
+    def one(collection: str, *names: str) -> dict[str, Any]:
         key = collection.replace("-", "_")
-        found = api.call("GET", f"{NET}/{collection}", tags=f"netbay-cluster={cluster['uuid']},"
-                                                             f"netbay-resource={name}")[key]
+        found = [obj for name in names for obj in api.call(
+            "GET", f"{NET}/{collection}", tags=f"netbay-cluster={cluster['uuid']},netbay-resource={name}")[key]]
         if not found:
-            raise NotKuryr(f"Cluster {cluster_id} has no {name}: its network driver is "
+            raise NotKuryr(f"Cluster {cluster_id} has no {names[0]}: its network driver is "
                            f"{cluster.get('network_driver') or 'the default'}, not kuryr.")
         return found[0]
-    pool, router, subnet = one("subnetpools", POOL), one("routers", ROUTER), one("subnets", SERVICE_SUBNET)
+    pool, router, subnet = one("subnetpools", POOL), one("routers", *ROUTERS), one("subnets", SERVICE_SUBNET)
     pod_sg = one("security-groups", POD_SG)
     prefix = f"netbay-cluster={cluster['uuid']} "
     boxes = [b for b in api.call("GET", SANDBOXES)["sandboxes"]
              if str(b.get("description") or "").startswith(prefix)]
-    names = sorted((b["name"] for b in boxes), key=lambda n: ("master" in n, n))
+    boxes.sort(key=lambda b: ("master" in b["name"], b["name"]))
+    names = [b["name"] for b in boxes]
+    addresses = {p["device_id"]: p["fixed_ips"][0]["ip_address"] for p in api.call(
+        "GET", f"{NET}/ports", device_owner="netbay:sandbox")["ports"] if p["fixed_ips"]}
     return ClusterRefs(cluster["uuid"], cluster.get("project_id") or "", labels.get("kuryr_subnet_driver")
                        or "namespace", pool["id"], router["id"],
                        (router.get("external_gateway_info") or {}).get("network_id") or "", subnet, pod_sg["id"],
-                       tuple(names))
+                       tuple(names), tuple((b["name"], b["id"], addresses.get(b["id"], "")) for b in boxes))

@@ -23,8 +23,9 @@ from typing import Any
 from netbay.coe.executor import NET, Api, ApiError
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import release
-from netbay.k8s import desired, objects, services
+from netbay.k8s import desired, nodeports, objects, services
 from netbay.k8s.cluster import ClusterRefs, find
+from netbay.k8s.nodeports import NodePorts
 from netbay.k8s.objects import Desired, Key, PodWant
 from netbay.k8s.policyhook import PolicyHook
 from netbay.k8s.sandbox import PodSandboxes, pod_port
@@ -71,6 +72,7 @@ class Controller:
         # pools (a new process reads them afresh): a pass then costs no call per Service
         # whose members did not change.
         self.known: Known | None = None
+        self.nodeports = NodePorts()
         # Long-lived workers: each keeps its netlink socket of the fabric between passes.
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="netbay-k8s")
         self.listeners: dict[str, tuple[str, int, str]] = {}   # listener id → (protocol, port, pool id)
@@ -108,6 +110,8 @@ class Controller:
             segments = self._segments(want, report, known)
             ports = self._pods(want, segments, report, known)
             vips, lbs, fips = services.converge(self, want, ports, report, known)
+            self.nodeports.converge([self.names.sandbox(box) for _, box, _ in self.refs.node_boxes],
+                                    nodeports.plan(want, vips))
             self._policies(want, ports, vips)
             self._sweep_segments(segments, report, known)
             self._sweep_sandboxes(ports, report)

@@ -209,6 +209,50 @@ def test_selectorless_service_uses_endpoints_and_headless_has_no_lb(ctrl: Contro
         server.close()
 
 
+NODEPORT = """
+apiVersion: v1
+kind: Pod
+metadata: {name: api, namespace: np, labels: {app: api}}
+spec: {containers: [{name: c, image: busybox}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: np}
+spec: {containers: [{name: c, image: busybox}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: np}
+spec:
+  type: NodePort
+  selector: {app: api}
+  ports: [{port: 80, targetPort: 9000, nodePort: 30080}, {port: 81, targetPort: 9000, name: auto}]
+"""
+
+
+def test_nodeport_answers_on_every_node(ctrl: Controller) -> None:
+    from netbay.k8s.nodeports import plan
+    from netbay.k8s.objects import desired as desired_of
+
+    ctrl.apply(parse(NODEPORT))
+    [server] = serve(ctrl, "np", ["api"], 9000)
+    try:
+        client = pod_ns(ctrl, "np", "client")
+        forwards = plan(desired_of(parse(NODEPORT)), {("np", "api"): lb(ctrl, "np/api")["vip_address"]})
+        auto = next(f[1] for f in forwards if f[3] == 81)
+        assert 30000 <= auto <= 32767 and auto != 30080
+        nodes = [address for _, _, address in ctrl.refs.node_boxes]
+        assert len(nodes) == 2 and all(nodes)
+        for address in nodes:  # the master and the minion
+            for node_port in (30080, auto):
+                assert wait_for(lambda: tcp_read(client, address, node_port), 10, 0.1) == b"api", (address, node_port)
+    finally:
+        server.close()
+    # Deleting the Service takes its node ports off every node.
+    ctrl.delete(k for k in ctrl_keys(NODEPORT) if k.kind == "Service")
+    assert tcp_read(pod_ns(ctrl, "np", "client"), nodes[0], 30080, timeout=0.5) is None
+
+
 def manifests_30() -> str:
     docs = []
     for i in range(3):

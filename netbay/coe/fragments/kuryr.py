@@ -13,7 +13,7 @@ cluster tag, so what the controller made under that tag goes with it.
 from __future__ import annotations
 
 from netbay.coe.drivers import KURYR
-from netbay.coe.fragments.types import Context, Fragment
+from netbay.coe.fragments.types import Context, Fragment, rule
 from netbay.coe.graph import Node, Param, get_param, get_resource
 
 POOL, ROUTER, SERVICE_NET, SERVICE_SUBNET = "kuryr_pod_pool", "kuryr_router", "kuryr_service_net", \
@@ -21,24 +21,34 @@ POOL, ROUTER, SERVICE_NET, SERVICE_SUBNET = "kuryr_pod_pool", "kuryr_router", "k
 # Kubernetes' default: a pod not selected by any NetworkPolicy takes every connection
 # (kuryr's pod_security_groups). Egress is open in every new group already.
 POD_SG = "kuryr_pod_default"
-RESOURCES = (POOL, ROUTER, SERVICE_NET, SERVICE_SUBNET, POD_SG)
+NODE_PORTS = (30000, 32767)
+ROUTERS = (ROUTER, "extrouter")  # the pod router: kuryr's own, or the cluster's
+RESOURCES = (POOL, SERVICE_NET, SERVICE_SUBNET, POD_SG)
 
 
 def fragment(ctx: Context) -> Fragment:
     labels = KURYR.effective(ctx.labels)
     out = Fragment()
     out.params = [(Param(s.key, "string", s.default, s.help, s.allowed), labels[s.key]) for s in KURYR.labels]
+    # With a network of its own the cluster's router (``extrouter``) is kuryr's pod
+    # router too: nodes then reach pods and cluster IPs (NodePort) through their
+    # default gateway. On a given network a router of its own joins pods and services.
+    router = "extrouter" if ctx.new_network else ROUTER
     out.nodes = [
         Node(POOL, "OS::Neutron::SubnetPool", {
             "prefixes": [get_param("kuryr_pod_subnet_pool")],
             "default_prefixlen": get_param("kuryr_pod_subnet_prefixlen")}),
-        Node(ROUTER, "OS::Neutron::Router",
-             {"external_gateway_info": {"network": get_param("external_network")}}),
         Node(SERVICE_NET, "OS::Neutron::Net", {"name": "services"}),
         Node(SERVICE_SUBNET, "OS::Neutron::Subnet", {
             "cidr": get_param("kuryr_service_cidr"), "network": get_resource(SERVICE_NET)}),
         Node(POD_SG, "OS::Neutron::SecurityGroup", {"rules": [{"direction": "ingress", "ethertype": "IPv4"}]}),
         Node("kuryr_service_inside", "OS::Neutron::RouterInterface",
-             {"router": get_resource(ROUTER), "subnet": get_resource(SERVICE_SUBNET)}),
+             {"router": get_resource(router), "subnet": get_resource(SERVICE_SUBNET)}),
     ]
+    # NodePort Services answer on every node (netbay.k8s.nodeports): open the range on
+    # the masters too (the minions' group takes all TCP and UDP already).
+    out.sg_rules[ctx.coe.master_sg] = [rule("tcp", *NODE_PORTS), rule("udp", *NODE_PORTS)]
+    if not ctx.new_network:
+        out.nodes.append(Node(ROUTER, "OS::Neutron::Router",
+                              {"external_gateway_info": {"network": get_param("external_network")}}))
     return out
