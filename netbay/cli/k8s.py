@@ -87,3 +87,21 @@ def resync(cluster: str = ClusterOpt, url: str | None = UrlOpt, data_dir: Path |
            database_url: str | None = DbOpt, prefix: str = PrefixOpt) -> None:
     """Converge the cluster's resources to its stored objects (after a crash)."""
     _run("resync", None, cluster, url, data_dir, database_url, prefix)
+
+
+@app.command()
+def sweep(url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
+    """Delete this host's pod namespaces whose port is gone (after a cluster delete)."""
+    from netbay.coe.executor import Api
+    from netbay.dataplane.agent import Credentials
+    from netbay.dataplane.names import Names
+    from netbay.k8s.sandbox import PodSandboxes, sweep_orphans
+
+    creds = Credentials.from_env()
+    api = Api((url or creds.auth_url.rstrip("/").removesuffix("/v3").removesuffix("/identity")).rstrip("/"),
+              creds.token)
+    try:
+        for port_id in sweep_orphans(api, PodSandboxes(Names(prefix))):
+            console.print(f"deleted sandbox {port_id}")
+    finally:
+        api.close()

@@ -28,7 +28,7 @@ from netbay.k8s.cluster import ClusterRefs, find
 from netbay.k8s.nodeports import NodePorts
 from netbay.k8s.objects import Desired, Key, PodWant
 from netbay.k8s.policyhook import PolicyHook
-from netbay.k8s.sandbox import PodSandboxes, pod_port
+from netbay.k8s.sandbox import PodSandboxes, pod_port, sweep_orphans
 from netbay.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -270,13 +270,8 @@ class Controller:
 
     def _sweep_sandboxes(self, ports: Mapping[Any, dict[str, Any]], report: Report) -> None:
         """Pod namespaces whose port is gone (a crash between the two deletes)."""
-        stray = self.sandboxes.existing() - {p["id"] for p in ports.values()}
-        if not stray:
-            return
-        known = {p["id"] for p in self.api.call("GET", f"{NET}/ports", device_owner=POD_OWNER)["ports"]}
-        for port_id in stray - known:
-            self.sandboxes.unplug(port_id)
-            report.deleted.append(f"sandbox {port_id}")
+        if self.sandboxes.existing() - {p["id"] for p in ports.values()}:
+            report.deleted += [f"sandbox {p}" for p in sweep_orphans(self.api, self.sandboxes)]
 
     # -- NetworkPolicy → the policy hook -------------------------------------------------------
 

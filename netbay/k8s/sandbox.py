@@ -92,3 +92,16 @@ def pod_port(port: dict, subnet: dict, mtu: int = 1500) -> PodPort:
     plen = ipaddress.ip_network(subnet["cidr"]).prefixlen
     return PodPort(port["id"], port["network_id"], port["mac_address"], f"{ip}/{plen}",
                    subnet.get("gateway_ip"), mtu)
+
+
+def sweep_orphans(api, sandboxes: PodSandboxes) -> list[str]:  # noqa: ANN001 - netbay.coe.executor.Api
+    """Delete the pod namespaces on this host whose port no longer exists (a cluster
+    deleted with its pods, whose ports the cluster's sweep took). Returns the port ids."""
+    stray = sandboxes.existing()
+    if not stray:
+        return []
+    live = {p["id"] for p in api.call("GET", "/network/v2.0/ports", device_owner="compute:kuryr")["ports"]}
+    gone = sorted(stray - live)
+    for port_id in gone:
+        sandboxes.unplug(port_id)
+    return gone

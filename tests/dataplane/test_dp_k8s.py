@@ -314,3 +314,40 @@ def test_sigkill_mid_apply_then_resync_converges_and_delete_leaves_nothing(
 def ctrl_keys(text: str) -> list:
     from netbay.k8s.objects import key_of
     return [key_of(b) for b in parse(text)]
+
+
+def test_kuryr_cluster_gets_and_loses_its_resources(cloud: Cloud) -> None:
+    """A kuryr cluster made and deleted with objects applied: its pool, service subnet,
+    default pod group and everything the controller made go with it."""
+    from netbay.k8s.sandbox import PodSandboxes, sweep_orphans
+
+    from .test_dp_pods_cluster import ci, wait_cluster
+
+    cid = make_cluster(cloud, "kuryr2", {"kuryr_pod_subnet_pool": "10.20.0.0/16", "kuryr_service_cidr": "10.97.0.0/16",
+                                         "kuryr_pod_subnet_prefixlen": "26"}, 1, driver="kuryr")
+    api = Api(cloud.server.url, cloud.server.token)
+    store = Store(cloud.server.database_url)
+    c = Controller(api, store, cid, cloud.names)
+    try:
+        pool = api.call("GET", f"{NET}/subnetpools/{c.refs.pool_id}")["subnetpool"]
+        assert pool["prefixes"] == ["10.20.0.0/16"] and int(pool["default_prefixlen"]) == 26
+        assert c.refs.service_subnet["cidr"] == "10.97.0.0/16"
+        c.apply(parse(APP))
+        subnet = api.call("GET", f"{NET}/subnets", name="ns/shop")["subnets"][0]
+        assert subnet["cidr"].endswith("/26") and subnet["cidr"].startswith("10.20.")
+        tag = f"netbay-cluster={cid}"
+        assert api.call("GET", f"{NET}/ports", tags=f"{tag},netbay-k8s=pod")["ports"]
+        r = ci(cloud).delete(f"/clusters/{cid}")
+        assert r.status_code == 204, r.text
+        wait_cluster(ci(cloud), cid, ("GONE",))
+        for collection in ("ports", "networks", "subnets", "subnetpools", "routers", "security-groups", "floatingips"):
+            key = collection.replace("-", "_")
+            assert api.call("GET", f"{NET}/{collection}", tags=tag)[key] == [], collection
+        assert api.call("GET", f"{LB}/loadbalancers", tags=tag)["loadbalancers"] == []
+        # The pods' namespaces on this host lost their ports: the host sweep takes them.
+        assert len(sweep_orphans(api, PodSandboxes(cloud.names))) == 4
+        assert not [n for n in netns.list(f"{cloud.names.prefix}k-")]
+    finally:
+        c.close()
+        api.close()
+        store.dispose()
