@@ -351,3 +351,38 @@ def test_kuryr_cluster_gets_and_loses_its_resources(cloud: Cloud) -> None:
         c.close()
         api.close()
         store.dispose()
+
+
+def test_subnet_per_node(cloud: Cloud) -> None:
+    """``kuryr_subnet_driver=node``: a network and a subnet from the pool per node, each
+    pod on its node's; pods on different nodes reach each other through the router."""
+    cid = make_cluster(cloud, "kuryr3", {"kuryr_subnet_driver": "node", "kuryr_pod_subnet_pool": "10.30.0.0/16",
+                                         "kuryr_service_cidr": "10.98.0.0/16"}, 1, driver="kuryr")
+    api = Api(cloud.server.url, cloud.server.token)
+    store = Store(cloud.server.database_url)
+    c = Controller(api, store, cid, cloud.names)
+    try:
+        nodes = c.refs.nodes
+        assert len(nodes) == 2
+        pods = "---\n".join(
+            f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: a}}\n"
+            f"spec: {{nodeName: {node}, containers: [{{name: c, image: busybox}}]}}\n" for i, node in enumerate(nodes))
+        c.apply(parse(pods))
+        nets = {n["name"]: n for n in api.call("GET", f"{NET}/networks",
+                                               tags=f"netbay-cluster={cid},netbay-k8s=network")["networks"]}
+        assert sorted(nets) == sorted(f"node/{n}" for n in nodes)
+        for i, node in enumerate(nodes):
+            port = api.call("GET", f"{NET}/ports", name=f"a/p{i}")["ports"][0]
+            assert port["network_id"] == nets[f"node/{node}"]["id"] and port["description"] == f"node={node}"
+        [server] = serve(c, "a", ["p1"], 7000)
+        try:
+            ip = api.call("GET", f"{NET}/ports", name="a/p1")["ports"][0]["fixed_ips"][0]["ip_address"]
+            assert wait_for(lambda: tcp_read(pod_ns(c, "a", "p0"), ip, 7000), 10, 0.1) == b"p1"
+        finally:
+            server.close()
+        c.delete_all()
+        assert api.call("GET", f"{NET}/networks", tags=f"netbay-cluster={cid},netbay-k8s=network")["networks"] == []
+    finally:
+        c.close()
+        api.close()
+        store.dispose()
