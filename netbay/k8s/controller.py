@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from netbay.coe.executor import NET, Api, ApiError
+from netbay.coe.executor import NET, Api
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import release
 from netbay.k8s import desired, nodeports, objects, services
@@ -181,13 +181,7 @@ class Controller:
         return out
 
     def _ensure_interface(self, subnet: dict[str, Any]) -> None:
-        try:
-            self.api.call("PUT", f"{NET}/routers/{self.refs.router_id}/add_router_interface",
-                          {"subnet_id": subnet["id"]})
-        except ApiError as exc:
-            if exc.status not in (400, 409) or "already" not in exc.message.lower() \
-                    and "overlap" not in exc.message.lower():
-                raise
+        self.api.call("PUT", f"{NET}/routers/{self.refs.router_id}/add_router_interface", {"subnet_id": subnet["id"]})
 
     def _sweep_segments(self, segments: Mapping[str, Any], report: Report, known: Known | None) -> None:
         wanted = {net["id"] for net, _ in segments.values()}
