@@ -81,8 +81,12 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
             _update_members(ctrl, lb, svc, want, ports)
         vips[key] = lb["vip_address"]
         kept_lbs[name] = lb
-        for address in _external_addresses(svc):
-            label = f"{name} {address or 'pool'}"
+        wanted_labels = [f"{name} {address or 'pool'}" for address in _external_addresses(svc)]
+        for label in [k for k in fips if k.startswith(f"{name} ") and k not in wanted_labels]:
+            stale = fips.pop(label)   # before a new one: the VIP takes one floating IP
+            api.gone_ok("DELETE", f"{NET}/floatingips/{stale['id']}")
+            report.deleted.append(f"floating IP {stale['floating_ip_address']}")
+        for address, label in zip(_external_addresses(svc), wanted_labels):
             fip = fips.pop(label, None)
             if fip is None:
                 body = ctrl._owned({"floating_network_id": ctrl.refs.external_network_id, "_what": "service",
@@ -102,12 +106,12 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
 
 
 def _external_addresses(svc: ServiceWant) -> list[str | None]:
-    """Floating IPs the Service needs: each external IP, and one (pool or
-    loadBalancerIP) for type LoadBalancer."""
-    out: list[str | None] = list(svc.external_ips)
-    if svc.type == "LoadBalancer" and svc.load_balancer_ip not in out:
-        out.append(svc.load_balancer_ip)
-    return out
+    """The floating IP the Service needs, if any: its first external IP, else for type
+    LoadBalancer its loadBalancerIP or one from the pool. One only: Neutron gives a
+    fixed IP (the VIP) at most one floating IP per external network."""
+    if svc.external_ips:
+        return [svc.external_ips[0]]
+    return [svc.load_balancer_ip] if svc.type == "LoadBalancer" else []
 
 
 def _create(ctrl: Any, svc: ServiceWant, want: Desired, ports: Mapping[tuple[str, str], dict]) -> dict[str, Any]:

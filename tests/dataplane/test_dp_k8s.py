@@ -12,6 +12,7 @@ resync to exactly the manifests' state; deleting everything leaves nothing.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import subprocess
@@ -159,6 +160,14 @@ def test_pods_services_scale_and_loadbalancer(cloud: Cloud, ctrl: Controller) ->
         assert len(fips) == 1
         outside = cloud.names.external(ctrl.refs.external_network_id)
         assert wait_for(lambda: tcp_read(outside, fips[0]["floating_ip_address"], 80), 10, 0.1) == b"web-0"
+
+        # externalIPs: a floating IP with exactly that address (back to ClusterIP: the pool one goes).
+        public = ctrl.api.call("GET", f"{NET}/subnets", network_id=ctrl.refs.external_network_id)["subnets"][0]
+        external_ip = str(ipaddress.ip_network(public["cidr"])[200])
+        ctrl.apply(parse(APP.replace("  selector: {app: web}\n", f"  externalIPs: [{external_ip}]\n  selector: {{app: web}}\n")))
+        fips = ctrl.api.call("GET", f"{NET}/floatingips", port_id=lb(ctrl, "shop/web")["vip_port_id"])["floatingips"]
+        assert [f["floating_ip_address"] for f in fips] == [external_ip]
+        assert wait_for(lambda: tcp_read(outside, external_ip, 80), 10, 0.1) == b"web-0"
     finally:
         for s in servers:
             s.close()
