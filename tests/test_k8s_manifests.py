@@ -86,3 +86,15 @@ def test_kuryr_labels_are_checked_and_the_driver_has_a_fragment() -> None:
         labels.check({"kuryr_service_cidr": "10.10.128.0/20"}, "kuryr")
     with pytest.raises(BadRequest, match="must be longer than the prefix"):
         labels.check({"kuryr_pod_subnet_pool": "10.10.0.0/24", "kuryr_pod_subnet_prefixlen": 24}, "kuryr")
+
+
+def test_cli_refuses_a_bad_manifest_before_touching_anything(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(bad), "--cluster", "x"],
+                       capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert r.returncode == 1
+    assert "kind ConfigMap is not mapped" in r.stderr.replace("\n", " ")
