@@ -76,8 +76,8 @@ def test_supported_drivers_are_accepted(ci_admin, coe, driver):
 
 
 @pytest.mark.parametrize("coe, driver, expecting", [
-    ("kubernetes", "docker", "flannel/calico/unspecified"),
-    ("kubernetes", "Flannel", "flannel/calico/unspecified"),  # case-sensitive, as in Magnum
+    ("kubernetes", "docker", "flannel/calico/kuryr/unspecified"),
+    ("kubernetes", "Flannel", "flannel/calico/kuryr/unspecified"),  # case-sensitive, as in Magnum
     ("swarm", "calico", "docker/flannel/unspecified"),
     ("swarm-mode", "weave", "docker/flannel/unspecified"),
     ("mesos", "flannel", "docker/unspecified"),
@@ -377,7 +377,7 @@ def test_patch_labels_as_the_str_of_a_dict_as_magnumclient_sends_them(ci_admin):
 def test_patch_revalidates_driver_and_labels(ci_admin):
     t = make_template(ci_admin)
     magnum_error(_patch(ci_admin, t["uuid"], {"op": "replace", "path": "/network_driver", "value": "docker"}),
-                 400, "Network driver type docker is not supported, expecting a flannel/calico/unspecified "
+                 400, "Network driver type docker is not supported, expecting a flannel/calico/kuryr/unspecified "
                       "network driver.")
     magnum_error(_patch(ci_admin, t["uuid"], {"op": "add", "path": "/labels/flannel_backend", "value": "udp"}),
                  400, contains="flannel_backend=udp")

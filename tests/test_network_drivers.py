@@ -50,8 +50,8 @@ def test_network_drivers_document_is_the_registry(ci_admin):
     assert calico["calico_ipv4pool_vxlan"]["allowed"] == ["Never", "CrossSubnet", "Always"]
     coes = {row["coe"]: row for row in doc["coes"]}
     assert coes["kubernetes"] == {"coe": "kubernetes", "default_network_driver": "flannel",
-                                  "supported_network_drivers": ["flannel", "calico"],
-                                  "allowed_network_drivers": ["flannel", "calico"]}
+                                  "supported_network_drivers": ["flannel", "calico", "kuryr"],
+                                  "allowed_network_drivers": ["flannel", "calico", "kuryr"]}
     assert coes["swarm-mode"]["supported_network_drivers"] == ["docker", "flannel"]
     assert coes["mesos"]["supported_network_drivers"] == ["docker"]
     assert [label["key"] for label in doc["common_labels"]] == ["fixed_subnet_cidr"]
@@ -102,7 +102,7 @@ def test_config_defaults_match_magnum():
     config = CoeConfig.from_env({})
     assert {coe: config.default_driver(coe) for coe in ("kubernetes", "swarm", "swarm-mode", "mesos")} == {
         "kubernetes": "flannel", "swarm": "docker", "swarm-mode": "docker", "mesos": "docker"}
-    assert config.allowed_drivers("kubernetes") == ["flannel", "calico"]
+    assert config.allowed_drivers("kubernetes") == ["flannel", "calico", "kuryr"]
 
 
 def test_config_refuses_unknown_drivers():
@@ -123,7 +123,7 @@ def test_operator_allowed_lists_and_defaults(tmp_path):
                      "Network driver type calico is not allowed, expecting a flannel/unspecified network driver.")
         # Supported is checked before allowed, with Magnum's list of supported drivers.
         magnum_error(client.post("/clustertemplates", json={"coe": "kubernetes", "network_driver": "docker"}), 400,
-                     "Network driver type docker is not supported, expecting a flannel/calico/unspecified "
+                     "Network driver type docker is not supported, expecting a flannel/calico/kuryr/unspecified "
                      "network driver.")
         for coe in ("swarm", "swarm-mode"):
             r = client.post("/clustertemplates", json={"coe": coe})

@@ -18,6 +18,7 @@ from netbay.cli import clustertemplate as clustertemplate_cli
 from netbay.cli import container as container_cli
 from netbay.cli import libnetwork as libnetwork_cli
 from netbay.cli import networkdriver as networkdriver_cli
+from netbay.cli import k8s as k8s_cli
 from netbay.cli import pod as pod_cli
 from netbay.cli import sandbox as sandbox_cli
 from netbay.cli import tap as tap_cli
@@ -38,6 +39,7 @@ app.add_typer(tap_cli.app, name="tap")
 app.add_typer(clustertemplate_cli.app, name="cluster-template")
 app.add_typer(cluster_cli.app, name="cluster")
 app.add_typer(pod_cli.app, name="pod")
+app.add_typer(k8s_cli.app, name="k8s")
 app.add_typer(networkdriver_cli.app, name="network-driver")
 app.add_typer(container_cli.network_app, name="container-network")
 app.add_typer(container_cli.app, name="container")

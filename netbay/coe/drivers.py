@@ -229,7 +229,42 @@ CALICO = NetworkDriver(
     beyond_magnum="calico_ipv4pool_vxlan is a netbay label.",
 )
 
-DRIVERS: dict[str, NetworkDriver] = {d.name: d for d in (DOCKER, FLANNEL, CALICO)}
+def _kuryr_ranges_fit(values: Mapping[str, str]) -> str | None:
+    pool = ipaddress.ip_network(values["kuryr_pod_subnet_pool"])
+    prefixlen = int(values["kuryr_pod_subnet_prefixlen"])
+    service = ipaddress.ip_network(values["kuryr_service_cidr"])
+    if prefixlen <= pool.prefixlen:
+        return (f"Label kuryr_pod_subnet_prefixlen={prefixlen} must be longer than the prefix of "
+                f"kuryr_pod_subnet_pool={pool} (/{pool.prefixlen}): each namespace (or node) gets a "
+                f"/{prefixlen} out of it.")
+    if pool.overlaps(service):
+        return (f"Labels kuryr_pod_subnet_pool={pool} and kuryr_service_cidr={service} overlap: cluster "
+                "IPs and pod addresses must come from different ranges.")
+    return None
+
+
+KURYR = NetworkDriver(
+    name="kuryr",
+    summary="kuryr: every pod a port on its namespace's network (subnets from a pool), every Service a "
+            "load balancer whose VIP is the cluster IP.",
+    coes=("kubernetes",),
+    labels=(
+        LabelSpec("kuryr_subnet_driver", "enum", "namespace",
+                  "What gets a network and a subnet from the pod pool: each Kubernetes namespace "
+                  "(kuryr's default) or each node.", allowed=("namespace", "node")),
+        LabelSpec("kuryr_pod_subnet_pool", "cidr", "10.10.0.0/16",
+                  "The subnet pool pod subnets are allocated from (the cluster subnet)."),
+        LabelSpec("kuryr_pod_subnet_prefixlen", "int", "24",
+                  "Prefix length of each namespace's (or node's) pod subnet.", minimum=8, maximum=29),
+        LabelSpec("kuryr_service_cidr", "cidr", "10.96.0.0/16",
+                  "The service range: the subnet cluster IPs (load balancer VIPs) come from."),
+    ),
+    checks=(_kuryr_ranges_fit,),
+    beyond_magnum="Magnum never shipped a kuryr driver; the labels follow kuryr-kubernetes' options "
+                  "(pod_subnet_pool, service_subnet, subnet driver namespace|node).",
+)
+
+DRIVERS: dict[str, NetworkDriver] = {d.name: d for d in (DOCKER, FLANNEL, CALICO, KURYR)}
 
 # Labels every cluster reads whatever its driver (the base cluster fragment's).
 COMMON_LABELS: tuple[LabelSpec, ...] = (

@@ -237,7 +237,12 @@ class Stack:
         self._load()
         self._set_status("DELETE", "DELETE_IN_PROGRESS", None)
         self._add_unrecorded()
-        failure = self._delete_rows(set(self.rows))
+        failure = None
+        try:
+            sweep_workloads(self)
+        except (ApiError, httpx.HTTPError) as exc:
+            failure = StepFailed("sweep", "netbay-k8s tag", "DELETE", exc)
+        failure = failure or self._delete_rows(set(self.rows))
         if failure is None:
             try:
                 self._sweep()
@@ -666,6 +671,13 @@ class SubnetHandler(Handler):
                 "dns_nameservers": [d for d in props.get("dns_nameservers") or [] if d]}
 
 
+class SubnetPoolHandler(Handler):
+    collection, member = "subnetpools", "subnetpool"
+
+    def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
+        return {"prefixes": list(props["prefixes"]), "default_prefixlen": int(props["default_prefixlen"])}
+
+
 class RouterHandler(Handler):
     collection, member = "routers", "router"
 
@@ -949,6 +961,7 @@ class ValueHandler(Handler):
 HANDLERS: dict[str, Handler] = {
     "OS::Neutron::Net": NetHandler(),
     "OS::Neutron::Subnet": SubnetHandler(),
+    "OS::Neutron::SubnetPool": SubnetPoolHandler(),
     "OS::Neutron::Router": RouterHandler(),
     "OS::Neutron::RouterInterface": RouterInterfaceHandler(),
     "OS::Neutron::SecurityGroup": SecurityGroupHandler(),
@@ -962,6 +975,26 @@ HANDLERS: dict[str, Handler] = {
     "OS::Nova::Server": ServerHandler(),
     "OS::Heat::Value": ValueHandler(),
 }
+
+
+def sweep_workloads(st: Stack) -> None:
+    """What was made on the cluster outside its graph — the Kubernetes mapping's
+    (:mod:`netbay.k8s`) floating IPs, load balancers, pod ports and namespace networks,
+    tagged ``netbay-k8s=…`` as well — before the graph's own resources: they hang on
+    its router and service subnet, which cannot go while they are there."""
+    tag = f"netbay-cluster={st.cluster_id}"
+    for fip in st.api.call("GET", f"{NET}/floatingips", tags=f"{tag},netbay-k8s=service")["floatingips"]:
+        st.api.gone_ok("DELETE", f"{NET}/floatingips/{fip['id']}")
+    for lb in st.api.call("GET", f"{LB}/loadbalancers", tags=f"{tag},netbay-k8s=service")["loadbalancers"]:
+        LoadBalancerHandler().delete(st, lb["id"], lb)
+    for port in st.api.call("GET", f"{NET}/ports", tags=f"{tag},netbay-k8s=pod")["ports"]:
+        st.api.gone_ok("DELETE", f"{NET}/ports/{port['id']}")
+    for net in st.api.call("GET", f"{NET}/networks", tags=f"{tag},netbay-k8s=network")["networks"]:
+        for port in st.api.call("GET", f"{NET}/ports", network_id=net["id"],
+                                device_owner="network:router_interface")["ports"]:
+            st.api.gone_ok("PUT", f"{NET}/routers/{port['device_id']}/remove_router_interface",
+                           {"port_id": port["id"]})
+        st.api.gone_ok("DELETE", f"{NET}/networks/{net['id']}")
 
 
 def sweep(st: Stack) -> None:
@@ -986,5 +1019,7 @@ def sweep(st: Stack) -> None:
         st.api.gone_ok("DELETE", f"{NET}/security-groups/{sg['id']}")
     for net in st.api.call("GET", f"{NET}/networks", tags=tag)["networks"]:
         st.api.gone_ok("DELETE", f"{NET}/networks/{net['id']}")
+    for pool in st.api.call("GET", f"{NET}/subnetpools", tags=tag)["subnetpools"]:
+        st.api.gone_ok("DELETE", f"{NET}/subnetpools/{pool['id']}")
 
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 RESOURCE_TYPES = frozenset({
-    "OS::Neutron::Net", "OS::Neutron::Subnet", "OS::Neutron::Router", "OS::Neutron::RouterInterface",
+    "OS::Neutron::Net", "OS::Neutron::Subnet", "OS::Neutron::SubnetPool", "OS::Neutron::Router",
+    "OS::Neutron::RouterInterface",
     "OS::Neutron::SecurityGroup", "OS::Neutron::Port", "OS::Neutron::FloatingIP",
     "OS::Octavia::LoadBalancer", "OS::Octavia::Listener", "OS::Octavia::Pool",
     "OS::Octavia::HealthMonitor", "OS::Octavia::PoolMember", "OS::Nova::Server", "OS::Heat::Value",

@@ -34,6 +34,7 @@ ROUTER_INTERFACE = "network:router_interface"
 ROUTER_GATEWAY = "network:router_gateway"
 LOADBALANCER = "Octavia"
 CONTAINER = "compute:netbay"
+KURYR_POD = "compute:kuryr"   # a Kubernetes pod's port (netbay.k8s): plugged as a container's
 
 BRIDGE_NF = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables")
 
@@ -99,7 +100,7 @@ def consumer(state: State, port: Resource, names: Names, host: str | None = None
         if net not in state.networks:
             return None
         return Consumer("external", net, names.external(net), names.external_port(pid))
-    if owner == CONTAINER and device and port.get("binding:host_id") \
+    if owner in (CONTAINER, KURYR_POD) and device and port.get("binding:host_id") \
             and (host is None or port.get("binding:host_id") == host):
         # The runtime plugs it (netbay.runtime.attach); the agent adopts the fabric end.
         return Consumer("container", device, "", Names.container_end(pid))

@@ -833,3 +833,15 @@ class WorkLease(Base):
     expires_at: Mapped[datetime] = mapped_column(DateTime, index=True)
     taken_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow_precise)
     takeovers: Mapped[int] = mapped_column(Integer, default=0)   # taken from an owner whose lease lapsed
+
+class K8sObject(Base):
+    """A Kubernetes object a source handed the mapping controller (issue 12): the
+    desired state a resync converges netbay's resources to (``netbay.k8s``)."""
+
+    __tablename__ = "k8s_objects"
+    cluster_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(64), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(253), primary_key=True)
+    name: Mapped[str] = mapped_column(String(253), primary_key=True)
+    body: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

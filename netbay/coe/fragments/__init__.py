@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from netbay.coe.fragments import calico, docker, flannel, kubernetes, mesos, swarm
+from netbay.coe.fragments import calico, docker, flannel, kubernetes, kuryr, mesos, swarm
 from netbay.coe.fragments.types import CoeSpec, FragmentFn
 
 COES: dict[str, CoeSpec] = {
@@ -19,4 +19,5 @@ NETWORK_DRIVERS: dict[str, FragmentFn] = {
     "flannel": flannel.fragment,
     "calico": calico.fragment,
     "docker": docker.fragment,
+    "kuryr": kuryr.fragment,
 }

@@ -1,0 +1,214 @@
+"""Kubernetes objects on a kuryr cluster, end to end through the mapping controller.
+
+    sudo python bench/k8s_pods.py [--samples 20] [--pods 100] [--services 10] [--json /tmp/k8s_pods.json]
+
+Issue 12's targets, measured in one run against ``netbay up --no-agent`` (SQLite) with
+the dataplane agent on a thread of this process (namespaces ``nbb<hex>-…``, swept at
+the end, also on failure) and the controller in-process (``netbay.k8s``), a kuryr
+cluster of 1 master + 1 minion made through the container-infra API:
+
+* **pod create → first packet** — ``apply`` of one Pod manifest (the controller's
+  whole pass: desired state written, network listed, port created, sandbox namespace
+  plugged into the fabric, port bound, the agent adopting the fabric end and its
+  security group), until the new pod's ICMP echo to an anchor pod of the same
+  namespace is answered. Baseline in the same run: ``POST /ports`` alone. Target p50
+  ≤ 30 ms (kuryr: 15–50 s).
+* **100 pods** — one Deployment of ``--pods`` replicas applied at once, until every
+  pod has had an ICMP answer from the anchor. Target ≤ 3 s.
+* **Service create → cluster IP answers** — ``apply`` of a ClusterIP Service selecting
+  the anchor (which serves TCP), until a TCP connection from another pod to the
+  cluster IP gets the anchor's reply. Target ≤ 100 ms (Octavia amphora: minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import socket
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import agent_thread  # noqa: E402
+import harness  # noqa: E402
+from pod_network import first_answer  # noqa: E402
+
+from netbay.coe.executor import LB, NET, Api  # noqa: E402
+from netbay.dataplane import netns  # noqa: E402
+from netbay.dataplane.names import Names  # noqa: E402
+from netbay.k8s.controller import Controller  # noqa: E402
+from netbay.k8s.objects import parse  # noqa: E402
+from netbay.store.db import Store  # noqa: E402
+
+PREFIX = f"nbb{secrets.token_hex(3)}-"
+SETTLE = 120.0
+
+
+def pod(name: str, labels: str = "{}") -> str:
+    return (f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: bench, labels: {labels}}}\n"
+            "spec: {containers: [{name: c, image: busybox}]}\n")
+
+
+def service(name: str) -> str:
+    return (f"apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: bench}}\n"
+            "spec: {selector: {role: anchor}, ports: [{port: 80, targetPort: 8080}]}\n")
+
+
+def kuryr_cluster(srv: harness.Server) -> str:
+    ci = httpx.Client(base_url=f"{srv.url}/container-infra/v1", headers={"X-Auth-Token": srv.token()}, timeout=60)
+    try:
+        t = ci.post("/clustertemplates", json={"name": "k8sbench", "coe": "kubernetes", "network_driver": "kuryr",
+                                               "external_network_id": "public", "master_lb_enabled": False,
+                                               "floating_ip_enabled": False})
+        t.raise_for_status()
+        r = ci.post("/clusters", json={"name": "k8sbench", "cluster_template_id": t.json()["uuid"], "node_count": 1})
+        r.raise_for_status()
+        cid = r.json()["uuid"]
+        deadline = time.monotonic() + SETTLE
+        while time.monotonic() < deadline:
+            body = ci.get(f"/clusters/{cid}").json()
+            if body["status"] == "CREATE_COMPLETE":
+                return cid
+            if body["status"].endswith("FAILED"):
+                raise RuntimeError(body.get("status_reason"))
+            time.sleep(0.02)
+        raise RuntimeError("cluster did not settle")
+    finally:
+        ci.close()
+
+
+def serve(ns: str, port: int, stop: threading.Event) -> threading.Thread:
+    with netns.entered(ns):
+        s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", port))
+    s.listen(64)
+    s.settimeout(0.2)
+
+    def run() -> None:
+        while not stop.is_set():
+            try:
+                c, _ = s.accept()
+            except OSError:
+                continue
+            c.sendall(b"anchor")
+            c.close()
+        s.close()
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def tcp_answers(ns: str, ip: str, port: int, timeout: float = 5.0) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        with netns.entered(ns):
+            s = socket.socket()
+        s.settimeout(0.05)
+        try:
+            s.connect((ip, port))
+            if s.recv(16) == b"anchor":
+                return time.monotonic() - t0
+        except OSError:
+            time.sleep(0.001)
+        finally:
+            s.close()
+    raise RuntimeError(f"{ip}:{port} did not answer in {timeout} s")
+
+
+def ms(values: list[float]) -> dict[str, float]:
+    v = sorted(x * 1000 for x in values)
+    return {"p50": statistics.median(v), "p90": v[int(0.9 * (len(v) - 1))], "max": v[-1], "n": len(v)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--pods", type=int, default=100)
+    ap.add_argument("--services", type=int, default=10)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    names = Names(PREFIX)
+    out: dict[str, Any] = {"machine": harness.machine()}
+    stop = threading.Event()
+    try:
+        with harness.netbay("sqlite") as srv, agent_thread.running(srv, names):
+            cid = kuryr_cluster(srv)
+            api = Api(srv.url, srv.token)
+            store = Store(f"sqlite:///{srv.data_dir / 'netbay.db'}")
+            ctrl = Controller(api, store, cid, names)
+
+            def port_of(name: str) -> dict:
+                return api.call("GET", f"{NET}/ports", name=f"bench/{name}")["ports"][0]
+
+            ctrl.apply(parse(pod("anchor", "{role: anchor}") + "---\n" + pod("client")))
+            anchor = port_of("anchor")
+            anchor_ip, anchor_ns = anchor["fixed_ips"][0]["ip_address"], ctrl.sandboxes.ns(anchor["id"])
+            client_ns = ctrl.sandboxes.ns(port_of("client")["id"])
+            first_answer(client_ns, anchor_ip, timeout=10)
+            serve(anchor_ns, 8080, stop)
+
+            # pod create -> first packet, with POST /ports alone as the same-run baseline
+            net_id = anchor["network_id"]
+            created, applied_only, baseline = [], [], []
+            for i in range(args.samples):
+                t0 = time.monotonic()
+                ctrl.apply(parse(pod(f"p{i}")))
+                applied_only.append(time.monotonic() - t0)
+                p = port_of(f"p{i}")
+                first_answer(ctrl.sandboxes.ns(p["id"]), anchor_ip, timeout=10)
+                created.append(time.monotonic() - t0)
+                t0 = time.monotonic()
+                b = api.call("POST", f"{NET}/ports", {"port": {"network_id": net_id, "name": f"baseline{i}"}})["port"]
+                baseline.append(time.monotonic() - t0)
+                api.call("DELETE", f"{NET}/ports/{b['id']}")
+            out["pod_create_first_packet_ms"] = ms(created)
+            out["pod_apply_pass_ms"] = ms(applied_only)
+            out["baseline_port_create_ms"] = ms(baseline)
+
+            # 100 pods at once
+            dep = ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: many, namespace: bench}\n"
+                   f"spec:\n  replicas: {args.pods}\n  selector: {{matchLabels: {{app: many}}}}\n"
+                   "  template:\n    metadata: {labels: {app: many}}\n"
+                   "    spec: {containers: [{name: c, image: busybox}]}\n")
+            t0 = time.monotonic()
+            ctrl.apply(parse(dep))
+            applied = time.monotonic() - t0
+            ips = [p["fixed_ips"][0]["ip_address"] for p in api.call("GET", f"{NET}/ports", device_owner="compute:kuryr")
+                   ["ports"] if p["name"].startswith("bench/many-")]
+            assert len(ips) == args.pods, len(ips)
+            for ip in ips:
+                first_answer(anchor_ns, ip, timeout=10)
+            out["pods_100_s"] = {"pods": args.pods, "apply_s": applied, "all_answer_s": time.monotonic() - t0}
+
+            # Service create -> cluster IP answers
+            svc = []
+            for i in range(args.services):
+                t0 = time.monotonic()
+                ctrl.apply(parse(service(f"s{i}")))
+                vip = api.call("GET", f"{LB}/loadbalancers", name=f"bench/s{i}")["loadbalancers"][0]["vip_address"]
+                tcp_answers(client_ns, vip, 80)
+                svc.append(time.monotonic() - t0)
+            out["service_create_answers_ms"] = ms(svc)
+            ctrl.delete_all()
+            ctrl.close()
+            api.close()
+            store.dispose()
+    finally:
+        stop.set()
+        agent_thread.sweep(PREFIX)
+    print(json.dumps(out, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""``netbay k8s apply|delete -f FILE|DIR --cluster C`` and ``netbay k8s resync``.
+
+The manifest source of the mapping controller (:mod:`netbay.k8s`): objects are
+parsed with lightkube, written to the store as the cluster's desired state, and the
+controller converges netbay's resources to them here (pod sandboxes are made on
+this host, so run it where the dataplane agent runs, as root). Credentials: the
+OS_* variables (the openrc ``netbay up`` wrote); the store: ``--data-dir`` /
+``--database-url`` as for ``netbay up``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from netbay.dataplane.names import PRODUCT_PREFIX
+
+app = typer.Typer(help="Kubernetes objects on a kuryr cluster's networks, ports and load balancers.",
+                  no_args_is_help=True)
+console = Console()
+err = Console(stderr=True)
+
+FilesOpt = typer.Option(..., "-f", "--filename", help="A manifest file or a directory of them (repeatable).")
+ClusterOpt = typer.Option(..., "--cluster", help="The kuryr cluster's uuid.")
+UrlOpt = typer.Option(None, "--url", envvar="NETBAY_URL", help="The netbay server (default: from OS_AUTH_URL).")
+DataDirOpt = typer.Option(None, "--data-dir", envvar="NETBAY_DATA_DIR", help="netbay's data directory.")
+DbOpt = typer.Option(None, "--database-url", envvar="NETBAY_DATABASE_URL", help="The database (default: SQLite in the data dir).")
+PrefixOpt = typer.Option(PRODUCT_PREFIX, "--prefix", help="Namespace prefix (the agent's).")
+
+
+def _controller(cluster: str, url: str | None, data_dir: Path | None, database_url: str | None, prefix: str):
+    from netbay.cli.settings import Settings
+    from netbay.coe.executor import Api
+    from netbay.dataplane.agent import Credentials
+    from netbay.dataplane.names import Names
+    from netbay.k8s.controller import Controller
+    from netbay.store.db import Store
+
+    creds = Credentials.from_env()
+    base = (url or creds.auth_url.rstrip("/").removesuffix("/v3").removesuffix("/identity")).rstrip("/")
+    settings = Settings.resolve(data_dir, database_url, create=False)
+    return Controller(Api(base, creds.token), Store(settings.database_url), cluster, Names(prefix))
+
+
+def _run(verb: str, files: list[Path] | None, cluster: str, url: str | None, data_dir: Path | None,
+         database_url: str | None, prefix: str) -> None:
+    from netbay.coe.executor import ApiError
+    from netbay.k8s.objects import ManifestError
+    from netbay.k8s.source import ManifestSource
+
+    try:
+        source = ManifestSource(files) if files else None
+        ctrl = _controller(cluster, url, data_dir, database_url, prefix)
+        report = source.apply(ctrl) if verb == "apply" else source.delete(ctrl) if verb == "delete" \
+            else ctrl.resync()
+    except (ManifestError, ApiError, LookupError, ValueError) as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    finally:
+        if "ctrl" in locals():
+            ctrl.close()
+    for line in report.made:
+        console.print(f"made {line}")
+    for line in report.deleted:
+        console.print(f"deleted {line}")
+    console.print(str(report))
+
+
+@app.command()
+def apply(files: list[Path] = FilesOpt, cluster: str = ClusterOpt, url: str | None = UrlOpt,
+          data_dir: Path | None = DataDirOpt, database_url: str | None = DbOpt, prefix: str = PrefixOpt) -> None:
+    """Create or update the objects in the manifests, then converge."""
+    _run("apply", files, cluster, url, data_dir, database_url, prefix)
+
+
+@app.command()
+def delete(files: list[Path] = FilesOpt, cluster: str = ClusterOpt, url: str | None = UrlOpt,
+           data_dir: Path | None = DataDirOpt, database_url: str | None = DbOpt, prefix: str = PrefixOpt) -> None:
+    """Delete the objects in the manifests, then converge."""
+    _run("delete", files, cluster, url, data_dir, database_url, prefix)
+
+
+@app.command()
+def resync(cluster: str = ClusterOpt, url: str | None = UrlOpt, data_dir: Path | None = DataDirOpt,
+           database_url: str | None = DbOpt, prefix: str = PrefixOpt) -> None:
+    """Converge the cluster's resources to its stored objects (after a crash)."""
+    _run("resync", None, cluster, url, data_dir, database_url, prefix)
+
+
+@app.command()
+def sweep(url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
+    """Delete this host's pod namespaces whose port is gone (after a cluster delete)."""
+    from netbay.coe.executor import Api
+    from netbay.dataplane.agent import Credentials
+    from netbay.dataplane.names import Names
+    from netbay.k8s.sandbox import PodSandboxes, sweep_orphans
+
+    creds = Credentials.from_env()
+    api = Api((url or creds.auth_url.rstrip("/").removesuffix("/v3").removesuffix("/identity")).rstrip("/"),
+              creds.token)
+    try:
+        for port_id in sweep_orphans(api, PodSandboxes(Names(prefix))):
+            console.print(f"deleted sandbox {port_id}")
+    finally:
+        api.close()

@@ -1,0 +1,285 @@
+"""The mapping controller: converges a kuryr cluster's netbay resources to its objects.
+
+One pass (``resync``) reads the desired state (:mod:`.desired`) and what exists
+(everything it made carries ``netbay-cluster=<id>`` and ``netbay-k8s=<what>`` tags and
+a name, so a lost reply is found again), makes what is missing and deletes what
+nothing wants — namespaces first, then pods, Services, policies; deletions in the
+reverse order. Every step is idempotent, so a controller killed at any point is
+resumed by the next pass with no leak and no duplicate. A source hands objects over
+through ``apply`` / ``delete``, which write the desired state and run a pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from netbay.coe.executor import NET, Api
+from netbay.dataplane.names import Names
+from netbay.dataplane.rtnl import release
+from netbay.k8s import desired, nodeports, objects, services
+from netbay.k8s.cluster import ClusterRefs, find
+from netbay.k8s.nodeports import NodePorts
+from netbay.k8s.objects import Desired, Key, PodWant
+from netbay.k8s.policyhook import PolicyHook
+from netbay.k8s.sandbox import PodSandboxes, pod_port, sweep_orphans
+from netbay.store.db import Store
+
+log = logging.getLogger(__name__)
+
+POD_OWNER = "compute:kuryr"
+BULK = 100      # ports per bulk create
+WORKERS = 4     # sandboxes plugged at once (netlink work, the port's bind call)
+POD_NS = uuid.UUID("6c1e3f3a-8f0e-4b52-9a55-6b7572797200")  # device ids: uuid5(cluster/ns/pod)
+
+
+@dataclass
+class Known:
+    """What the last complete pass left (wanted and made): the next pass of this
+    process starts from it instead of listing everything again (``apply``'s fast
+    path); a full ``resync`` — every restart — lists afresh."""
+    segments: dict[str, tuple[dict, dict]]    # "ns/<name>" or "node/<name>" → (network, subnet)
+    ports: dict[str, dict[str, Any]]           # "ns/pod" → port
+    lbs: dict[str, dict[str, Any]]             # "ns/svc" → load balancer
+    fips: dict[str, dict[str, Any]]            # "ns/svc <address|pool>" → floating IP
+
+
+@dataclass
+class Report:
+    made: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"{len(self.made)} made, {len(self.deleted)} deleted"
+
+
+class Controller:
+    def __init__(self, api: Api, store: Store, cluster_id: str, names: Names | None = None,
+                 host: str | None = None) -> None:
+        self.api, self.store = api, store
+        self.refs: ClusterRefs = find(api, cluster_id)
+        self.names = names or Names()
+        self.host = host or socket.gethostname()
+        self.sandboxes = PodSandboxes(self.names)
+        self.policy = PolicyHook(api, self.refs.cluster_id)
+        # What this process last read or wrote of each load balancer's listeners and
+        # pools (a new process reads them afresh): a pass then costs no call per Service
+        # whose members did not change.
+        self.known: Known | None = None
+        self.nodeports = NodePorts()
+        # Long-lived workers: each keeps its netlink socket of the fabric between passes.
+        self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="netbay-k8s")
+        self.listeners: dict[str, tuple[str, int, str]] = {}   # listener id → (protocol, port, pool id)
+        self.members: dict[str, list[tuple[str, int]]] = {}     # pool id → [(address, port)]
+        self._lock = threading.Lock()
+
+    # -- what a source calls -----------------------------------------------------------------
+
+    def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
+        desired.put(self.store, self.refs.cluster_id, bodies)
+        return self.resync(full=False)
+
+    def delete(self, keys: Iterable[Key]) -> Report:
+        desired.drop(self.store, self.refs.cluster_id, keys)
+        return self.resync(full=False)
+
+    def delete_all(self) -> Report:
+        """Forget every object of the cluster and remove what was made for them."""
+        desired.drop_cluster(self.store, self.refs.cluster_id)
+        report = self.resync()
+        self.policy.close(delete=True)
+        return report
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    # -- one pass ------------------------------------------------------------------------------
+
+    def resync(self, full: bool = True) -> Report:
+        """One pass; ``full`` lists what exists (else: starts from the last pass's)."""
+        with self._lock:
+            known, self.known = (None if full else self.known), None  # none while a pass is under way
+            want = objects.desired(desired.load(self.store, self.refs.cluster_id))
+            report = Report()
+            segments = self._segments(want, report, known)
+            ports = self._pods(want, segments, report, known)
+            vips, lbs, fips = services.converge(self, want, ports, report, known)
+            self.nodeports.converge([self.names.sandbox(box) for _, box, _ in self.refs.node_boxes],
+                                    nodeports.plan(want, vips))
+            self._policies(want, ports, vips)
+            self._sweep_segments(segments, report, known)
+            self._sweep_sandboxes(ports, report)
+            self.known = Known(dict(segments), {p["name"]: p for p in ports.values()}, lbs, fips)
+            return report
+
+    # -- namespaces (or nodes) → networks ------------------------------------------------------
+
+    def _tags(self, what: str) -> list[str]:
+        return [self.refs.tag, f"netbay-k8s={what}"]
+
+    def _list(self, collection: str, what: str) -> list[dict[str, Any]]:
+        key = collection.replace("-", "_")
+        return self.api.call("GET", f"{NET}/{collection}", tags=",".join(self._tags(what)))[key]
+
+    def _owned(self, body: dict[str, Any]) -> dict[str, Any]:
+        what = body.pop("_what")
+        if self.refs.project_id:
+            body["project_id"] = self.refs.project_id
+        return {**body, "tags": self._tags(what)}
+
+    def segment_of(self, pod: PodWant) -> str:
+        """The network a pod's port is on: its namespace's, or its node's."""
+        if self.refs.subnet_driver == "node":
+            return f"node/{self.node_of(pod)}"
+        return f"ns/{pod.namespace}"
+
+    def node_of(self, pod: PodWant) -> str:
+        if pod.node:
+            return pod.node
+        nodes = self.refs.nodes or ("local",)
+        return nodes[uuid.uuid5(POD_NS, f"{pod.namespace}/{pod.name}").int % len(nodes)]
+
+    def _wanted_segments(self, want: Desired) -> set[str]:
+        if self.refs.subnet_driver == "node":
+            return {self.segment_of(p) for p in want.pods.values()}
+        return {f"ns/{n}" for n in want.namespaces}
+
+    def _segments(self, want: Desired, report: Report, known: Known | None) -> dict[str, tuple[dict, dict]]:
+        """name → (network, subnet) for every wanted segment, made where missing."""
+        if known is not None:
+            nets = {name: net for name, (net, _) in known.segments.items()}
+            subnets = {net["id"]: subnet for net, subnet in known.segments.values()}
+            attached = {subnet["id"] for _, subnet in known.segments.values()}
+        else:
+            nets = {n["name"]: n for n in self._list("networks", "network")}
+            subnets = {s["network_id"]: s for s in self._list("subnets", "network")}
+            attached = {ip["subnet_id"] for p in self.api.call(
+                "GET", f"{NET}/ports", device_id=self.refs.router_id,
+                device_owner="network:router_interface")["ports"] for ip in p["fixed_ips"]}
+        out = {}
+        for name in sorted(self._wanted_segments(want)):
+            net = nets.get(name)
+            if net is None:
+                net = self.api.call("POST", f"{NET}/networks", {"network": self._owned(
+                    {"name": name, "_what": "network"})})["network"]
+                report.made.append(f"network {name}")
+            subnet = subnets.get(net["id"])
+            if subnet is None:
+                subnet = self.api.call("POST", f"{NET}/subnets", {"subnet": self._owned(
+                    {"name": name, "network_id": net["id"], "subnetpool_id": self.refs.pool_id,
+                     "ip_version": 4, "_what": "network"})})["subnet"]
+                report.made.append(f"subnet {name} {subnet['cidr']}")
+            if subnet["id"] not in attached:
+                self._ensure_interface(subnet)
+            out[name] = (net, subnet)
+        return out
+
+    def _ensure_interface(self, subnet: dict[str, Any]) -> None:
+        self.api.call("PUT", f"{NET}/routers/{self.refs.router_id}/add_router_interface", {"subnet_id": subnet["id"]})
+
+    def _sweep_segments(self, segments: Mapping[str, Any], report: Report, known: Known | None) -> None:
+        wanted = {net["id"] for net, _ in segments.values()}
+        nets = [net for net, _ in known.segments.values()] if known is not None \
+            else self._list("networks", "network")
+        for net in nets:
+            if net["id"] in wanted:
+                continue
+            for subnet in self.api.call("GET", f"{NET}/subnets", network_id=net["id"])["subnets"]:
+                self.api.gone_ok("PUT", f"{NET}/routers/{self.refs.router_id}/remove_router_interface",
+                                 {"subnet_id": subnet["id"]})
+            for port in self.api.call("GET", f"{NET}/ports", network_id=net["id"],
+                                      device_owner=POD_OWNER)["ports"]:
+                self._drop_port(port)
+            self.api.gone_ok("DELETE", f"{NET}/networks/{net['id']}")
+            report.deleted.append(f"network {net['name']}")
+
+    # -- pods → ports + sandboxes --------------------------------------------------------------
+
+    def _pods(self, want: Desired, segments: Mapping[str, tuple[dict, dict]], report: Report,
+              known: Known | None) -> dict[tuple[str, str], dict[str, Any]]:
+        """(ns, pod) → its port, plugged; ports nothing wants are deleted. Missing ports
+        are made in one bulk create; sandboxes are plugged and ports bound in parallel."""
+        have = dict(known.ports) if known is not None else {p["name"]: p for p in self._list("ports", "pod")}
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        missing = []
+        for (ns, name), pod in sorted(want.pods.items()):
+            net, _ = segments[self.segment_of(pod)]
+            port = have.pop(f"{ns}/{name}", None)
+            if port is not None and port["network_id"] != net["id"]:
+                self._drop_port(port)
+                port = None
+            if port is None:
+                missing.append(((ns, name), self._owned({
+                    "name": f"{ns}/{name}", "network_id": net["id"], "device_owner": POD_OWNER,
+                    "binding:host_id": self.host, "security_groups": [self.refs.pod_sg_id],
+                    "description": f"node={self.node_of(pod)}", "_what": "pod"})))
+            else:
+                out[(ns, name)] = port
+        for i in range(0, len(missing), BULK):
+            chunk = missing[i:i + BULK]
+            made = self.api.call("POST", f"{NET}/ports", {"ports": [body for _, body in chunk]})["ports"]
+            for (key, _), port in zip(chunk, made):
+                out[key] = port
+                report.made.append(f"pod {port['name']} {port['fixed_ips'][0]['ip_address']}")
+        subnets = {net["id"]: (net, subnet) for net, subnet in segments.values()}
+        todo = [(key, port) for key, port in sorted(out.items())
+                if not port.get("device_id") or not self.sandboxes.plugged(port["id"])]
+        if todo:
+            for net_id in sorted({port["network_id"] for _, port in todo}):  # before the threads race for it
+                net = subnets[net_id][0]
+                self.sandboxes.fabric.ensure_bridge(net_id, int(net.get("mtu") or 1500))
+            if len(todo) == 1:   # one pod (the common apply): no thread hop
+                done = [self._realize(todo[0][0], todo[0][1], subnets)]
+            else:
+                done = list(self._pool.map(lambda kp: self._realize(kp[0], kp[1], subnets), todo))
+            for (key, _), port in zip(todo, done):
+                out[key] = port
+        for port in have.values():
+            self._drop_port(port)
+            report.deleted.append(f"pod {port['name']}")
+        return out
+
+    def _realize(self, key: tuple[str, str], port: dict[str, Any], subnets: Mapping[str, tuple[dict, dict]]) -> dict:
+        """Plug the pod's sandbox, then bind the port (the agent adopts the fabric end)."""
+        net, subnet = subnets[port["network_id"]]
+        try:
+            if not self.sandboxes.plugged(port["id"]):
+                self.sandboxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500)))
+            if port.get("device_id"):
+                return port
+            device = str(uuid.uuid5(POD_NS, f"{self.refs.cluster_id}/{key[0]}/{key[1]}"))
+            return self.api.call("PUT", f"{NET}/ports/{port['id']}", {"port": {"device_id": device}})["port"]
+        finally:
+            release(self.sandboxes.ns(port["id"]))  # a pool thread's socket of that namespace
+
+    def _drop_port(self, port: dict[str, Any]) -> None:
+        self.api.gone_ok("DELETE", f"{NET}/ports/{port['id']}")
+        self.sandboxes.unplug(port["id"])
+
+    def _sweep_sandboxes(self, ports: Mapping[Any, dict[str, Any]], report: Report) -> None:
+        """Pod namespaces whose port is gone (a crash between the two deletes)."""
+        if self.sandboxes.existing() - {p["id"] for p in ports.values()}:
+            report.deleted += [f"sandbox {p}" for p in sweep_orphans(self.api, self.sandboxes)]
+
+    # -- NetworkPolicy → the policy hook -------------------------------------------------------
+
+    def _policies(self, want: Desired, ports: Mapping[tuple[str, str], dict],
+                  vips: Mapping[tuple[str, str], str]) -> None:
+        if not self.policy.active:
+            return
+        pods = [{"namespace": ns, "name": name, "port_id": port["id"], "ip": port["fixed_ips"][0]["ip_address"],
+                 "labels": want.pods[(ns, name)].labels, "ports": want.pods[(ns, name)].ports}
+                for (ns, name), port in ports.items()]
+        svcs = [{"namespace": s.namespace, "name": s.name, "cluster_ip": vips[key], "selector": s.selector or {},
+                 "ports": [(p.port, p.target, p.protocol) for p in s.ports]}
+                for key, s in want.services.items() if key in vips]
+        self.policy.sync(want.namespaces, pods, want.policies, svcs, [])
+
+
+__all__ = ["Controller", "POD_OWNER", "Report"]

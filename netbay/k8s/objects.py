@@ -1,0 +1,186 @@
+"""Kubernetes objects as the controller needs them, parsed with lightkube's models.
+
+Manifests are read with ``lightkube.codecs.load_all_yaml`` (real API types, so a
+misspelt field or kind is refused as the API server would), kept in the store as
+the dict the model serializes to, and turned here into the few facts the mapping
+uses: namespaces and their labels, pods (Deployments and ReplicaSets expanded into
+their replicas), Services, Endpoints and NetworkPolicies.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+KINDS = ("Namespace", "Pod", "Deployment", "ReplicaSet", "Service", "Endpoints", "NetworkPolicy")
+CLUSTER_SCOPED = {"Namespace"}
+DEFAULT_NAMESPACE = "default"
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class ManifestError(ValueError):
+    """A manifest the controller refuses; ``str()`` is the whole message."""
+
+
+@dataclass(frozen=True, order=True)
+class Key:
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}" if self.namespace else f"{self.kind}/{self.name}"
+
+
+def key_of(body: Mapping[str, Any]) -> Key:
+    kind = body.get("kind") or ""
+    meta = body.get("metadata") or {}
+    namespace = "" if kind in CLUSTER_SCOPED else (meta.get("namespace") or DEFAULT_NAMESPACE)
+    return Key(kind, namespace, meta.get("name") or "")
+
+
+def parse(text: str, origin: str = "<input>") -> list[dict[str, Any]]:
+    """The objects of one YAML (or JSON) stream as plain dicts, checked by lightkube."""
+    from lightkube import codecs
+    from lightkube.core.exceptions import LoadResourceError
+
+    try:
+        objs = codecs.load_all_yaml(text)
+    except (LoadResourceError, ValueError, TypeError, AttributeError) as exc:
+        raise ManifestError(f"{origin}: {exc}") from None
+    out = []
+    for obj in objs:
+        body = obj.to_dict()
+        key = key_of(body)
+        if key.kind not in KINDS:
+            raise ManifestError(f"{origin}: kind {key.kind} is not mapped (supported: {', '.join(KINDS)})")
+        if not key.name:
+            raise ManifestError(f"{origin}: a {key.kind} without metadata.name")
+        out.append(body)
+    return out
+
+
+def load_paths(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """Every object in the files named, a directory's manifests in name order."""
+    out: list[dict[str, Any]] = []
+    for raw in paths:
+        path = Path(raw)
+        files = sorted(p for p in path.iterdir() if p.suffix in MANIFEST_SUFFIXES) if path.is_dir() else [path]
+        for f in files:
+            try:
+                text = f.read_text()
+            except OSError as exc:
+                raise ManifestError(f"{f}: {exc.strerror}") from None
+            out += parse(text, str(f))
+    return out
+
+
+# --- the facts the mapping uses -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodWant:
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    ports: Mapping[str, int]          # named container ports
+    node: str | None = None           # spec.nodeName
+
+
+@dataclass(frozen=True)
+class ServicePort:
+    name: str
+    protocol: str
+    port: int
+    target: int | str
+    node_port: int | None = None
+
+
+@dataclass(frozen=True)
+class ServiceWant:
+    namespace: str
+    name: str
+    type: str
+    cluster_ip: str | None            # None: allocate; "None": headless
+    ports: tuple[ServicePort, ...]
+    selector: Mapping[str, str] | None
+    external_ips: tuple[str, ...] = ()
+    load_balancer_ip: str | None = None
+
+    @property
+    def headless(self) -> bool:
+        return self.cluster_ip == "None"
+
+
+@dataclass
+class Desired:
+    namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    pods: dict[tuple[str, str], PodWant] = field(default_factory=dict)
+    services: dict[tuple[str, str], ServiceWant] = field(default_factory=dict)
+    # (ns, name) -> [(ip, {port name: port})]
+    endpoints: dict[tuple[str, str], list[tuple[str, dict[str, int]]]] = field(default_factory=dict)
+    policies: list[dict[str, Any]] = field(default_factory=list)
+
+
+def desired(bodies: Iterable[Mapping[str, Any]]) -> Desired:
+    """What the objects ask for; every namespace an object lives in exists implicitly
+    (as ``kubectl apply`` of a namespaced object needs it, made here for convenience)."""
+    out = Desired()
+    for body in sorted(bodies, key=lambda b: key_of(b)):
+        key, meta, spec = key_of(body), body.get("metadata") or {}, body.get("spec") or {}
+        if key.namespace:
+            out.namespaces.setdefault(key.namespace, {})
+        if key.kind == "Namespace":
+            out.namespaces[key.name] = dict(meta.get("labels") or {})
+        elif key.kind == "Pod":
+            out.pods[(key.namespace, key.name)] = _pod(key.namespace, key.name, meta, spec)
+        elif key.kind in ("Deployment", "ReplicaSet"):
+            template = spec.get("template") or {}
+            replicas = 1 if spec.get("replicas") is None else int(spec["replicas"])
+            for i in range(replicas):
+                name = f"{key.name}-{i}"
+                out.pods[(key.namespace, name)] = _pod(key.namespace, name, template.get("metadata") or {},
+                                                       template.get("spec") or {})
+        elif key.kind == "Service":
+            out.services[(key.namespace, key.name)] = _service(key, spec)
+        elif key.kind == "Endpoints":
+            out.endpoints[(key.namespace, key.name)] = [
+                (addr["ip"], {p.get("name") or "": int(p["port"]) for p in subset.get("ports") or []})
+                for subset in body.get("subsets") or [] for addr in subset.get("addresses") or []]
+        elif key.kind == "NetworkPolicy":
+            out.policies.append(dict(body))
+    return out
+
+
+def _pod(namespace: str, name: str, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> PodWant:
+    ports = {p["name"]: int(p["containerPort"]) for c in spec.get("containers") or []
+             for p in c.get("ports") or [] if p.get("name")}
+    return PodWant(namespace, name, dict(meta.get("labels") or {}), ports, spec.get("nodeName"))
+
+
+def _service(key: Key, spec: Mapping[str, Any]) -> ServiceWant:
+    cluster_ip = spec.get("clusterIP") or None
+    if cluster_ip not in (None, "None"):
+        try:
+            ipaddress.IPv4Address(cluster_ip)
+        except ValueError:
+            raise ManifestError(f"{key}: spec.clusterIP {cluster_ip!r} is not an IPv4 address") from None
+    ports = tuple(ServicePort(p.get("name") or "", (p.get("protocol") or "TCP").upper(), int(p["port"]),
+                              p.get("targetPort") if p.get("targetPort") is not None else int(p["port"]),
+                              p.get("nodePort"))
+                  for p in spec.get("ports") or [])
+    for p in ports:
+        if p.protocol not in ("TCP", "UDP"):
+            raise ManifestError(f"{key}: protocol {p.protocol} is not supported (TCP, UDP)")
+    selector = spec.get("selector")
+    return ServiceWant(key.namespace, key.name, spec.get("type") or "ClusterIP", cluster_ip, ports,
+                       dict(selector) if selector else None, tuple(spec.get("externalIPs") or ()),
+                       spec.get("loadBalancerIP"))
+
+
+def selects(selector: Mapping[str, str] | None, labels: Mapping[str, str]) -> bool:
+    """A Service's equality selector (an empty or absent one selects nothing)."""
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())

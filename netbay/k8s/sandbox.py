@@ -1,0 +1,107 @@
+"""A pod's network namespace, wired to its port as a container's is.
+
+Like :mod:`netbay.runtime.attach`, one netlink request makes the pair: ``tap<port>``
+enslaved to the network's bridge in the fabric and its peer — created directly in
+the pod's namespace as ``eth0`` (no runtime has to move it, so it never passes
+through the host namespace) — with the port's MAC and MTU; then the port's address
+and the default route through its subnet's gateway. The dataplane agent adopts the
+fabric end as any container port's (``compute:kuryr`` is a container consumer):
+security groups and status. Not thread-safe (netlink sockets are per thread).
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+from dataclasses import dataclass
+
+from netbay.dataplane import links, netns
+from netbay.dataplane.fabric import Fabric
+from netbay.dataplane.names import Names
+from netbay.dataplane.rtnl import release, rtnl
+
+IFNAME = "eth0"
+
+
+@dataclass(frozen=True)
+class PodPort:
+    port_id: str
+    network_id: str
+    mac: str
+    cidr: str          # address/prefixlen
+    gateway: str | None
+    mtu: int = 1500
+
+
+class PodSandboxes:
+    """Makes and removes pod namespaces (``<prefix>k-<port id>``) on this host."""
+
+    def __init__(self, names: Names) -> None:
+        self.names = names
+        self.fabric = Fabric(names)
+
+    def ns(self, port_id: str) -> str:
+        return f"{self.names.prefix}k-{port_id}"
+
+    def existing(self) -> set[str]:
+        """Port ids that have a pod namespace here."""
+        head = f"{self.names.prefix}k-"
+        return {n[len(head):] for n in netns.list(head)}
+
+    def plugged(self, port_id: str) -> bool:
+        ns = self.ns(port_id)
+        return netns.exists(ns) and rtnl(ns).link(IFNAME) is not None
+
+    def plug(self, port: PodPort) -> str:
+        """The pod's namespace with ``eth0`` on the port (made fresh if half-made)."""
+        ns = self.ns(port.port_id)
+        netns.create(ns)
+        tap = Names.tap(port.port_id)
+        br = self.fabric.ensure_bridge(port.network_id, port.mtu)
+        fabric, inside = rtnl(self.fabric.ns), rtnl(ns)
+        for attempt in range(2):
+            try:
+                fabric.add_veth(tap, IFNAME, ns, mtu=port.mtu, peer_mac=port.mac, master=br, up=True)
+                break
+            except links.LinkError as exc:
+                if exc.errno != errno.EEXIST or attempt == 1:
+                    raise
+                fabric.delete_link(tap)   # a leftover of a crash: its peer goes with it
+                inside.delete_link(IFNAME)
+        lo, eth = inside.link("lo"), inside.link(IFNAME)
+        if lo is not None and not lo.up:
+            inside.set_link(lo.index, up=True)
+        inside.set_link(eth.index, up=True)
+        inside.add_address(eth.index, port.cidr)
+        if port.gateway:
+            inside.replace_route("0.0.0.0/0", gateway=port.gateway, oif=eth.index)
+        return ns
+
+    def unplug(self, port_id: str) -> None:
+        self.fabric.wired.pop(port_id, None)
+        if netns.exists(self.fabric.ns):
+            rtnl(self.fabric.ns).delete_link(Names.tap(port_id))
+        ns = self.ns(port_id)
+        release(ns)
+        netns.delete(ns)
+
+
+def pod_port(port: dict, subnet: dict, mtu: int = 1500) -> PodPort:
+    """The wiring of a Neutron port body on its (first) subnet."""
+    ip = port["fixed_ips"][0]["ip_address"]
+    plen = ipaddress.ip_network(subnet["cidr"]).prefixlen
+    return PodPort(port["id"], port["network_id"], port["mac_address"], f"{ip}/{plen}",
+                   subnet.get("gateway_ip"), mtu)
+
+
+def sweep_orphans(api, sandboxes: PodSandboxes) -> list[str]:  # noqa: ANN001 - netbay.coe.executor.Api
+    """Delete the pod namespaces on this host whose port no longer exists (a cluster
+    deleted with its pods, whose ports the cluster's sweep took). Returns the port ids."""
+    stray = sandboxes.existing()
+    if not stray:
+        return []
+    live = {p["id"] for p in api.call("GET", "/network/v2.0/ports", device_owner="compute:kuryr")["ports"]}
+    gone = sorted(stray - live)
+    for port_id in gone:
+        sandboxes.unplug(port_id)
+    return gone

@@ -1,0 +1,172 @@
+"""Services → load balancers (nftables provider): VIP = the cluster IP, one listener
+per port, members = the ready endpoints; LoadBalancer / externalIPs → floating IPs.
+
+A load balancer is made in one populated create (listeners, pools and members in one
+request, one realization: the cluster IP answers as soon as the dataplane has it);
+afterwards membership changes are one batch member update per pool (Octavia's
+``PUT /pools/{id}/members``). A change of the ports themselves replaces the load
+balancer (its description records the ports it was made for). Headless Services get
+none. Members of a Service with a selector are its ready pods (a port plugged into
+its sandbox); of one without, the addresses of its Endpoints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from netbay.coe.executor import LB, NET, ApiError
+from netbay.k8s.objects import Desired, ServicePort, ServiceWant, selects
+
+PROVIDER = "nftables"
+SETTLE = 10.0  # seconds a batch update waits for the load balancer to leave PENDING_*
+
+
+def signature(svc: ServiceWant) -> str:
+    return "ports=" + ",".join(f"{p.protocol}:{p.port}" for p in svc.ports)
+
+
+def members(svc: ServiceWant, sp: ServicePort, want: Desired,
+            ports: Mapping[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pool's members for service port ``sp``, sorted (address, port)."""
+    out = []
+    if svc.selector is None:
+        for ip, named in want.endpoints.get((svc.namespace, svc.name), []):
+            port = named.get(sp.name) if sp.name in named else (next(iter(named.values())) if len(named) == 1
+                                                                 else None)
+            if port is not None:
+                out.append({"address": ip, "protocol_port": int(port)})
+    else:
+        for (ns, name), port in ports.items():
+            pod = want.pods[(ns, name)]
+            if ns != svc.namespace or not selects(svc.selector, pod.labels):
+                continue
+            target = sp.target if isinstance(sp.target, int) or str(sp.target).isdigit() \
+                else pod.ports.get(str(sp.target))
+            if target is None:
+                continue
+            out.append({"address": port["fixed_ips"][0]["ip_address"], "protocol_port": int(target),
+                        "subnet_id": port["fixed_ips"][0]["subnet_id"]})
+    return sorted(out, key=lambda m: (m["address"], m["protocol_port"]))
+
+
+def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str, Any]], report: Any,
+             known: Any = None) -> tuple[dict[tuple[str, str], str], dict[str, dict], dict[str, dict]]:
+    """Make, update and delete load balancers and floating IPs. Returns (ns, svc) →
+    cluster IP, and the load balancers and floating IPs kept, by name."""
+    api = ctrl.api
+    if known is not None:
+        have, fips = dict(known.lbs), dict(known.fips)
+    else:
+        tags = ",".join(ctrl._tags("service"))
+        have = {lb["name"]: lb for lb in api.call("GET", f"{LB}/loadbalancers", tags=tags)["loadbalancers"]}
+        fips = {f["description"]: f for f in ctrl._list("floatingips", "service")}
+    vips: dict[tuple[str, str], str] = {}
+    kept_lbs: dict[str, dict] = {}
+    kept_fips: dict[str, dict] = {}
+    for key, svc in sorted(want.services.items()):
+        if svc.headless or not svc.ports:
+            continue
+        name = f"{svc.namespace}/{svc.name}"
+        lb = have.pop(name, None)
+        if lb is not None and (lb.get("description") != signature(svc) or
+                               (svc.cluster_ip and lb.get("vip_address") != svc.cluster_ip)):
+            _delete_lb(ctrl, lb, fips)
+            lb = None
+        if lb is None:
+            lb = _create(ctrl, svc, want, ports)
+            report.made.append(f"service {name} {lb['vip_address']}")
+        else:
+            _update_members(ctrl, lb, svc, want, ports)
+        vips[key] = lb["vip_address"]
+        kept_lbs[name] = lb
+        wanted_labels = [f"{name} {address or 'pool'}" for address in _external_addresses(svc)]
+        for label in [k for k in fips if k.startswith(f"{name} ") and k not in wanted_labels]:
+            stale = fips.pop(label)   # before a new one: the VIP takes one floating IP
+            api.gone_ok("DELETE", f"{NET}/floatingips/{stale['id']}")
+            report.deleted.append(f"floating IP {stale['floating_ip_address']}")
+        for address, label in zip(_external_addresses(svc), wanted_labels):
+            fip = fips.pop(label, None)
+            if fip is None:
+                body = ctrl._owned({"floating_network_id": ctrl.refs.external_network_id, "_what": "service",
+                                    "port_id": lb["vip_port_id"], "description": label})
+                if address:
+                    body["floating_ip_address"] = address
+                fip = api.call("POST", f"{NET}/floatingips", {"floatingip": body})["floatingip"]
+                report.made.append(f"floating IP {fip['floating_ip_address']} -> {name}")
+            kept_fips[label] = fip
+    for fip in fips.values():
+        api.gone_ok("DELETE", f"{NET}/floatingips/{fip['id']}")
+        report.deleted.append(f"floating IP {fip['floating_ip_address']}")
+    for lb in have.values():
+        _delete_lb(ctrl, lb, {})
+        report.deleted.append(f"service {lb['name']}")
+    return vips, kept_lbs, kept_fips
+
+
+def _external_addresses(svc: ServiceWant) -> list[str | None]:
+    """The floating IP the Service needs, if any: its first external IP, else for type
+    LoadBalancer its loadBalancerIP or one from the pool. One only: Neutron gives a
+    fixed IP (the VIP) at most one floating IP per external network."""
+    if svc.external_ips:
+        return [svc.external_ips[0]]
+    return [svc.load_balancer_ip] if svc.type == "LoadBalancer" else []
+
+
+def _create(ctrl: Any, svc: ServiceWant, want: Desired, ports: Mapping[tuple[str, str], dict]) -> dict[str, Any]:
+    name = f"{svc.namespace}/{svc.name}"
+    listeners = [{"name": f"{name}:{p.protocol}:{p.port}", "protocol": p.protocol, "protocol_port": p.port,
+                  "default_pool": {"name": f"{name}:{p.protocol}:{p.port}", "protocol": p.protocol,
+                                   "lb_algorithm": "ROUND_ROBIN", "members": members(svc, p, want, ports)}}
+                 for p in svc.ports]
+    body = ctrl._owned({"name": name, "description": signature(svc), "vip_subnet_id": ctrl.refs.service_subnet["id"],
+                        "provider": PROVIDER, "listeners": listeners, "_what": "service"})
+    if svc.cluster_ip:
+        body["vip_address"] = svc.cluster_ip
+    return ctrl.api.call("POST", f"{LB}/loadbalancers", {"loadbalancer": body})["loadbalancer"]
+
+
+def _update_members(ctrl: Any, lb: dict[str, Any], svc: ServiceWant, want: Desired,
+                    ports: Mapping[tuple[str, str], dict]) -> None:
+    api = ctrl.api
+    by_port = {(p.protocol, p.port): p for p in svc.ports}
+    for ref in lb.get("listeners") or []:
+        known = ctrl.listeners.get(ref["id"])
+        if known is None:
+            listener = api.call("GET", f"{LB}/listeners/{ref['id']}")["listener"]
+            known = ctrl.listeners[ref["id"]] = (listener["protocol"], listener["protocol_port"],
+                                                 listener.get("default_pool_id") or "")
+        protocol, port, pool = known
+        sp = by_port.get((protocol, port))
+        if sp is None or not pool:
+            continue
+        wanted = members(svc, sp, want, ports)
+        key = [(m["address"], m["protocol_port"]) for m in wanted]
+        if pool not in ctrl.members:
+            ctrl.members[pool] = sorted((m["address"], m["protocol_port"])
+                                        for m in api.call("GET", f"{LB}/pools/{pool}/members")["members"])
+        if ctrl.members[pool] == key:
+            continue
+        ctrl.members.pop(pool, None)  # unknown until the batch succeeds
+        _settled(api, lb["id"], lambda: api.call("PUT", f"{LB}/pools/{pool}/members", {"members": wanted}))
+        ctrl.members[pool] = key
+
+
+def _settled(api: Any, lb_id: str, change: Any) -> Any:
+    """``change`` once the load balancer accepts it (409 while PENDING_*), bounded."""
+    deadline = time.monotonic() + SETTLE
+    while True:
+        try:
+            return change()
+        except ApiError as exc:
+            if exc.status != 409 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def _delete_lb(ctrl: Any, lb: dict[str, Any], fips: dict[str, dict[str, Any]]) -> None:
+    api = ctrl.api
+    for label in [k for k in fips if k.startswith(f"{lb['name']} ")]:
+        api.gone_ok("DELETE", f"{NET}/floatingips/{fips.pop(label)['id']}")
+    _settled(api, lb["id"], lambda: api.gone_ok("DELETE", f"{LB}/loadbalancers/{lb['id']}", cascade="true"))

@@ -1,0 +1,396 @@
+"""Kubernetes manifests on a kuryr cluster, checked with real packets (issue 12).
+
+A kuryr cluster (built by the conductor: pod subnet pool, service subnet, router,
+default-allow pod group) and the mapping controller in-process on the same store;
+pods are real ports plugged into sandbox namespaces. Checked: pods of two namespaces
+reach each other through the router; a ClusterIP Service spreads connections over
+its pods and follows a Deployment's scale; a LoadBalancer Service answers on its
+floating IP from the external network's namespace; a selector-less Service uses its
+Endpoints; a controller SIGKILLed in the middle of applying 30 objects is resumed by a
+resync to exactly the manifests' state; deleting everything leaves nothing.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import ADMIN_PASSWORD  # tests/conftest.py
+from netbay.coe.executor import LB, NET, Api
+from netbay.dataplane import netns
+from netbay.k8s.controller import Controller
+from netbay.k8s.objects import parse
+from netbay.store.db import Store
+
+from .agent_fixtures import Cloud, make_cloud, wait_for
+from .cluster_net import Listener, tcp_read
+from .test_dp_pods_cluster import make_cluster
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    yield from make_cloud(tmp_path_factory.mktemp("k8s"), "k8")
+
+
+@pytest.fixture(scope="module")
+def cluster(cloud: Cloud) -> str:
+    return make_cluster(cloud, "kuryr1", {"kuryr_pod_subnet_pool": "10.10.0.0/16"}, 1, driver="kuryr")
+
+
+@pytest.fixture
+def ctrl(cloud: Cloud, cluster: str) -> Iterator[Controller]:
+    api = Api(cloud.server.url, cloud.server.token)
+    store = Store(cloud.server.database_url)
+    c = Controller(api, store, cluster, cloud.names)
+    try:
+        yield c
+    finally:
+        c.delete_all()
+        c.close()
+        api.close()
+        store.dispose()
+
+
+APP = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop, labels: {team: a}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: c, image: busybox, ports: [{name: http, containerPort: 8080}]}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: http}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: other}
+spec: {containers: [{name: c, image: busybox}]}
+"""
+
+
+def pod_ns(ctrl: Controller, ns: str, name: str) -> str:
+    ports = ctrl.api.call("GET", f"{NET}/ports", name=f"{ns}/{name}")["ports"]
+    assert len(ports) == 1, ports
+    return ctrl.sandboxes.ns(ports[0]["id"])
+
+
+def pod_ip(ctrl: Controller, ns: str, name: str) -> str:
+    return ctrl.api.call("GET", f"{NET}/ports", name=f"{ns}/{name}")["ports"][0]["fixed_ips"][0]["ip_address"]
+
+
+def lb(ctrl: Controller, name: str) -> dict:
+    found = ctrl.api.call("GET", f"{LB}/loadbalancers", name=name)["loadbalancers"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def serve(ctrl: Controller, ns: str, names: list[str], port: int) -> list[Listener]:
+    return [Listener(pod_ns(ctrl, ns, n), "0.0.0.0", port, n.encode()) for n in names]
+
+
+def answers(client: str, ip: str, port: int, n: int) -> list[bytes | None]:
+    return [tcp_read(client, ip, port, timeout=2.0) for _ in range(n)]
+
+
+def wait_answers(client: str, ip: str, port: int, expect: set[bytes], tries: int = 12) -> set:
+    """Connect until every expected reply came back (bounded); returns what was seen."""
+    seen: set = set()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not expect <= seen:
+        seen |= set(answers(client, ip, port, tries))
+    return seen
+
+
+def test_pods_services_scale_and_loadbalancer(cloud: Cloud, ctrl: Controller) -> None:
+    report = ctrl.apply(parse(APP))
+    assert any(m.startswith("service shop/web") for m in report.made), report.made
+    # Pods are ports on their namespace's network, named ns/pod, owned compute:kuryr.
+    port = ctrl.api.call("GET", f"{NET}/ports", name="shop/web-0")["ports"][0]
+    assert port["device_owner"] == "compute:kuryr" and port["device_id"]
+    net = ctrl.api.call("GET", f"{NET}/networks/{port['network_id']}")["network"]
+    assert net["name"] == "ns/shop"
+    subnet = ctrl.api.call("GET", f"{NET}/subnets", network_id=net["id"])["subnets"][0]
+    assert subnet["subnetpool_id"] == ctrl.refs.pool_id and subnet["cidr"].startswith("10.10.")
+    cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
+
+    client = pod_ns(ctrl, "other", "client")
+    servers = serve(ctrl, "shop", ["web-0", "web-1", "web-2"], 8080)
+    try:
+        # Pod to pod across namespaces, through the cluster's router.
+        assert wait_for(lambda: tcp_read(client, pod_ip(ctrl, "shop", "web-1"), 8080), 10, 0.1) == b"web-1"
+        vip = lb(ctrl, "shop/web")["vip_address"]
+        assert vip.startswith("10.96.")
+        # The cluster IP spreads connections over the three pods.
+        seen = wait_answers(client, vip, 80, {b"web-0", b"web-1", b"web-2"})
+        assert {b"web-0", b"web-1", b"web-2"} <= seen, seen
+
+        # Scale to 1: the members follow; web-1 and web-2 are gone.
+        ctrl.apply(parse(APP.replace("replicas: 3", "replicas: 1")))
+        assert not ctrl.api.call("GET", f"{NET}/ports", name="shop/web-2")["ports"]
+        replies = set(answers(client, vip, 80, 6)) - {None}
+        deadline = time.monotonic() + 10
+        while replies != {b"web-0"} and time.monotonic() < deadline:
+            time.sleep(0.1)
+            replies = set(answers(client, vip, 80, 6)) - {None}
+        assert replies == {b"web-0"}
+
+        # type LoadBalancer: a floating IP on the VIP, answering from the external namespace.
+        ctrl.apply(parse(APP.replace("  selector: {app: web}\n", "  type: LoadBalancer\n  selector: {app: web}\n")))
+        fips = ctrl.api.call("GET", f"{NET}/floatingips", port_id=lb(ctrl, "shop/web")["vip_port_id"])["floatingips"]
+        assert len(fips) == 1
+        outside = cloud.names.external(ctrl.refs.external_network_id)
+        assert wait_for(lambda: tcp_read(outside, fips[0]["floating_ip_address"], 80), 10, 0.1) == b"web-0"
+
+        # externalIPs: a floating IP with exactly that address (back to ClusterIP: the pool one goes).
+        public = ctrl.api.call("GET", f"{NET}/subnets", network_id=ctrl.refs.external_network_id)["subnets"][0]
+        external_ip = str(ipaddress.ip_network(public["cidr"])[200])
+        ctrl.apply(parse(APP.replace("  selector: {app: web}\n", f"  externalIPs: [{external_ip}]\n  selector: {{app: web}}\n")))
+        fips = ctrl.api.call("GET", f"{NET}/floatingips", port_id=lb(ctrl, "shop/web")["vip_port_id"])["floatingips"]
+        assert [f["floating_ip_address"] for f in fips] == [external_ip]
+        assert wait_for(lambda: tcp_read(outside, external_ip, 80), 10, 0.1) == b"web-0"
+    finally:
+        for s in servers:
+            s.close()
+
+
+EXTERNAL = """
+apiVersion: v1
+kind: Pod
+metadata: {name: db, namespace: data}
+spec: {containers: [{name: c, image: busybox}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: ext, namespace: data}
+spec:
+  clusterIP: 10.96.7.7
+  ports: [{name: sql, port: 5432}]
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: ext, namespace: data}
+subsets:
+- addresses: [{ip: ENDPOINT_ADDR}]
+  ports: [{name: sql, port: 15432}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: headless, namespace: data}
+spec:
+  clusterIP: None
+  selector: {app: db}
+  ports: [{port: 80}]
+"""
+
+
+def test_selectorless_service_uses_endpoints_and_headless_has_no_lb(ctrl: Controller) -> None:
+    ctrl.apply(parse(EXTERNAL.replace("ENDPOINT_ADDR", "10.10.250.1")))  # the pod first, to learn its address
+    ip = pod_ip(ctrl, "data", "db")
+    ctrl.apply(parse(EXTERNAL.replace("ENDPOINT_ADDR", ip)))
+    assert lb(ctrl, "data/ext")["vip_address"] == "10.96.7.7"
+    assert not ctrl.api.call("GET", f"{LB}/loadbalancers", name="data/headless")["loadbalancers"]
+    [server] = serve(ctrl, "data", ["db"], 15432)
+    try:
+        client = pod_ns(ctrl, "data", "db")
+        assert wait_for(lambda: tcp_read(client, "10.96.7.7", 5432), 10, 0.1) == b"db"
+    finally:
+        server.close()
+
+
+NODEPORT = """
+apiVersion: v1
+kind: Pod
+metadata: {name: api, namespace: np, labels: {app: api}}
+spec: {containers: [{name: c, image: busybox}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: np}
+spec: {containers: [{name: c, image: busybox}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: np}
+spec:
+  type: NodePort
+  selector: {app: api}
+  ports: [{port: 80, targetPort: 9000, nodePort: 30080}, {port: 81, targetPort: 9000, name: auto}]
+"""
+
+
+def test_nodeport_answers_on_every_node(ctrl: Controller) -> None:
+    from netbay.k8s.nodeports import plan
+    from netbay.k8s.objects import desired as desired_of
+
+    ctrl.apply(parse(NODEPORT))
+    [server] = serve(ctrl, "np", ["api"], 9000)
+    try:
+        client = pod_ns(ctrl, "np", "client")
+        forwards = plan(desired_of(parse(NODEPORT)), {("np", "api"): lb(ctrl, "np/api")["vip_address"]})
+        auto = next(f[1] for f in forwards if f[3] == 81)
+        assert 30000 <= auto <= 32767 and auto != 30080
+        nodes = [address for _, _, address in ctrl.refs.node_boxes]
+        assert len(nodes) == 2 and all(nodes)
+        for address in nodes:  # the master and the minion
+            for node_port in (30080, auto):
+                assert wait_for(lambda: tcp_read(client, address, node_port), 10, 0.1) == b"api", (address, node_port)
+    finally:
+        server.close()
+    # Deleting the Service takes its node ports off every node.
+    ctrl.delete(k for k in ctrl_keys(NODEPORT) if k.kind == "Service")
+    assert tcp_read(pod_ns(ctrl, "np", "client"), nodes[0], 30080, timeout=0.5) is None
+
+
+def manifests_30() -> str:
+    docs = []
+    for i in range(3):
+        docs.append(f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: n{i}}}\n")
+        for j in range(7):
+            docs.append(f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p{j}, namespace: n{i}, labels: {{app: a}}}}\n"
+                        "spec: {containers: [{name: c, image: busybox}]}\n")
+        docs.append(f"apiVersion: v1\nkind: Service\nmetadata: {{name: s, namespace: n{i}}}\n"
+                    "spec: {selector: {app: a}, ports: [{port: 80}]}\n")
+        docs.append(f"apiVersion: v1\nkind: Service\nmetadata: {{name: lb, namespace: n{i}}}\n"
+                    "spec: {type: LoadBalancer, selector: {app: a}, ports: [{port: 81}]}\n")
+    return "---\n".join(docs)
+
+
+def state(ctrl: Controller) -> dict:
+    tag = ctrl.refs.tag
+    return {
+        "ports": sorted(p["name"] for p in ctrl.api.call("GET", f"{NET}/ports", tags=f"{tag},netbay-k8s=pod")["ports"]),
+        "networks": sorted(n["name"] for n in ctrl.api.call("GET", f"{NET}/networks",
+                                                             tags=f"{tag},netbay-k8s=network")["networks"]),
+        "lbs": sorted(x["name"] for x in ctrl.api.call("GET", f"{LB}/loadbalancers", tags=tag)["loadbalancers"]),
+        "fips": len(ctrl.api.call("GET", f"{NET}/floatingips", tags=tag)["floatingips"]),
+        "sandboxes": len(ctrl.sandboxes.existing()),
+    }
+
+
+def test_sigkill_mid_apply_then_resync_converges_and_delete_leaves_nothing(
+        cloud: Cloud, cluster: str, ctrl: Controller, tmp_path: Path) -> None:
+    text = manifests_30()
+    assert len(parse(text)) == 30
+    (tmp_path / "m.yaml").write_text(text)
+    env = {**os.environ, "OS_AUTH_URL": cloud.server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
+           "OS_PROJECT_NAME": "admin", "NETBAY_DATABASE_URL": cloud.server.database_url,
+           "NETBAY_DATA_DIR": str(cloud.server.data_dir)}
+    cmd = [sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(tmp_path / "m.yaml"),
+           "--cluster", cluster, "--url", cloud.server.url, "--prefix", cloud.names.prefix]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        # Kill it once some pods exist, not all: the middle of the apply.
+        wait_for(lambda: len(ctrl.api.call("GET", f"{NET}/ports", tags=f"{ctrl.refs.tag},netbay-k8s=pod")["ports"])
+                 >= 5, 60, 0.02, "the apply to be under way")
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=10)
+    partial = state(ctrl)
+    assert len(partial["ports"]) < 21 or partial["lbs"] != sorted(f"n{i}/{s}" for i in range(3) for s in ("lb", "s"))
+    ctrl.resync()
+    end = state(ctrl)
+    assert end == {"ports": sorted(f"n{i}/p{j}" for i in range(3) for j in range(7)),
+                   "networks": ["ns/n0", "ns/n1", "ns/n2"],
+                   "lbs": sorted(f"n{i}/{s}" for i in range(3) for s in ("lb", "s")),
+                   "fips": 3, "sandboxes": 21}
+    assert ctrl.resync().made == [] and ctrl.resync().deleted == []  # converged: a pass changes nothing
+    ctrl.delete([k for k in (ctrl_keys(text))])
+    assert state(ctrl) == {"ports": [], "networks": [], "lbs": [], "fips": 0, "sandboxes": 0}
+    assert not [n for n in netns.list(cloud.names.prefix) if n.startswith(f"{cloud.names.prefix}k-")]
+
+
+def ctrl_keys(text: str) -> list:
+    from netbay.k8s.objects import key_of
+    return [key_of(b) for b in parse(text)]
+
+
+def test_kuryr_cluster_gets_and_loses_its_resources(cloud: Cloud) -> None:
+    """A kuryr cluster made and deleted with objects applied: its pool, service subnet,
+    default pod group and everything the controller made go with it."""
+    from netbay.k8s.sandbox import PodSandboxes, sweep_orphans
+
+    from .test_dp_pods_cluster import ci, wait_cluster
+
+    cid = make_cluster(cloud, "kuryr2", {"kuryr_pod_subnet_pool": "10.20.0.0/16", "kuryr_service_cidr": "10.97.0.0/16",
+                                         "kuryr_pod_subnet_prefixlen": "26"}, 1, driver="kuryr")
+    api = Api(cloud.server.url, cloud.server.token)
+    store = Store(cloud.server.database_url)
+    c = Controller(api, store, cid, cloud.names)
+    try:
+        pool = api.call("GET", f"{NET}/subnetpools/{c.refs.pool_id}")["subnetpool"]
+        assert pool["prefixes"] == ["10.20.0.0/16"] and int(pool["default_prefixlen"]) == 26
+        assert c.refs.service_subnet["cidr"] == "10.97.0.0/16"
+        c.apply(parse(APP))
+        subnet = api.call("GET", f"{NET}/subnets", name="ns/shop")["subnets"][0]
+        assert subnet["cidr"].endswith("/26") and subnet["cidr"].startswith("10.20.")
+        tag = f"netbay-cluster={cid}"
+        assert api.call("GET", f"{NET}/ports", tags=f"{tag},netbay-k8s=pod")["ports"]
+        r = ci(cloud).delete(f"/clusters/{cid}")
+        assert r.status_code == 204, r.text
+        wait_cluster(ci(cloud), cid, ("GONE",))
+        for collection in ("ports", "networks", "subnets", "subnetpools", "routers", "security-groups", "floatingips"):
+            key = collection.replace("-", "_")
+            assert api.call("GET", f"{NET}/{collection}", tags=tag)[key] == [], collection
+        assert api.call("GET", f"{LB}/loadbalancers", tags=tag)["loadbalancers"] == []
+        # The pods' namespaces on this host lost their ports: the host sweep takes them.
+        assert len(sweep_orphans(api, PodSandboxes(cloud.names))) == 4
+        assert not [n for n in netns.list(f"{cloud.names.prefix}k-")]
+    finally:
+        c.close()
+        api.close()
+        store.dispose()
+
+
+def test_subnet_per_node(cloud: Cloud) -> None:
+    """``kuryr_subnet_driver=node``: a network and a subnet from the pool per node, each
+    pod on its node's; pods on different nodes reach each other through the router."""
+    cid = make_cluster(cloud, "kuryr3", {"kuryr_subnet_driver": "node", "kuryr_pod_subnet_pool": "10.30.0.0/16",
+                                         "kuryr_service_cidr": "10.98.0.0/16"}, 1, driver="kuryr")
+    api = Api(cloud.server.url, cloud.server.token)
+    store = Store(cloud.server.database_url)
+    c = Controller(api, store, cid, cloud.names)
+    try:
+        nodes = c.refs.nodes
+        assert len(nodes) == 2
+        pods = "---\n".join(
+            f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}, namespace: a}}\n"
+            f"spec: {{nodeName: {node}, containers: [{{name: c, image: busybox}}]}}\n" for i, node in enumerate(nodes))
+        c.apply(parse(pods))
+        nets = {n["name"]: n for n in api.call("GET", f"{NET}/networks",
+                                               tags=f"netbay-cluster={cid},netbay-k8s=network")["networks"]}
+        assert sorted(nets) == sorted(f"node/{n}" for n in nodes)
+        for i, node in enumerate(nodes):
+            port = api.call("GET", f"{NET}/ports", name=f"a/p{i}")["ports"][0]
+            assert port["network_id"] == nets[f"node/{node}"]["id"] and port["description"] == f"node={node}"
+        [server] = serve(c, "a", ["p1"], 7000)
+        try:
+            ip = api.call("GET", f"{NET}/ports", name="a/p1")["ports"][0]["fixed_ips"][0]["ip_address"]
+            assert wait_for(lambda: tcp_read(pod_ns(c, "a", "p0"), ip, 7000), 10, 0.1) == b"p1"
+        finally:
+            server.close()
+        c.delete_all()
+        assert api.call("GET", f"{NET}/networks", tags=f"netbay-cluster={cid},netbay-k8s=network")["networks"] == []
+    finally:
+        c.close()
+        api.close()
+        store.dispose()
