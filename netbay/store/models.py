@@ -266,6 +266,8 @@ class Sandbox(Standard, Base):
     status: Mapped[str] = mapped_column(String(16), default="BUILD")
     # The host whose dataplane agent realizes it.
     host: Mapped[str] = mapped_column(String(255), default="")
+    # Labels (string values): a cluster node's are its cluster's (issue 13).
+    labels: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=dict, nullable=True)
 
     ports: Mapped[list[SandboxPort]] = relationship(
         cascade="all, delete-orphan", lazy="selectin", order_by="SandboxPort.seq"
@@ -591,6 +593,8 @@ class Pod(Standard, Base):
     address: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16), default="BUILD")
     status_reason: Mapped[str] = mapped_column(String(255), default="")   # why ERROR, from the agent
+    # Its cluster's labels and its own (string values), see netbay/coe/labelscope.py.
+    labels: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=dict, nullable=True)
     __table_args__ = (UniqueConstraint("cluster_id", "address"), UniqueConstraint("cluster_id", "name"))
 
 
