@@ -25,6 +25,10 @@ What calico's Felix and CNI plugin program, reduced to the kernel objects:
   (``CONFIG_NET_IPIP`` not set) the driver refuses with :class:`MissingKernelFeature`,
   naming it, and the API answers 400 before anything is made.
 
+* **natOutgoing** (on unless ``calico_ipv4pool_nat_outgoing`` is ``false``): pod
+  traffic leaving the pool is masqueraded to the node's address
+  (:mod:`netbay.drivers.masq`), so pods reach networks behind the cluster's router.
+
 A peer on another subnet without encapsulation for it is refused
 (:class:`CalicoError`): calico would need BGP peering with the router between.
 """

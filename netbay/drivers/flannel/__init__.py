@@ -3,7 +3,8 @@
 Flannel's own split: the subnet-lease manager (:mod:`netbay.drivers.leases`) knows
 nothing of the kernel; a backend (:mod:`.backend`, one module per backend) carries
 traffic between nodes; pods hang off the node's ``cni0`` bridge through
-:func:`netbay.drivers.pods.attach`.
+:func:`netbay.drivers.pods.attach`; flanneld's ``--ip-masq`` is
+:mod:`netbay.drivers.masq` (on unless ``flannel_ip_masq`` is ``false``).
 
 Integrator's sequence (everything idempotent; ``Node`` is plain data)::
 
