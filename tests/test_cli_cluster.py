@@ -232,7 +232,10 @@ def test_the_main_job_builds_a_cluster_shows_its_topology_and_leaves_nothing(tmp
         matrix = out.split("$ netbay cluster connectivity k8s")[1].split("$ netbay cluster topology")[0]
         assert "pod web-0 @kube_minion_0" in matrix and "minion kube_minion_1" in matrix
         assert "all 25 cells within the cluster reachable" in matrix and "✗" not in matrix
-        assert matrix.count("✓") == 25
+        # 25 within the cluster, and 5 to the external network's column (pods masqueraded by their node)
+        assert matrix.count("✓") == 30 and "external public" in matrix
+        assert "beyond the cluster (other networks behind the router, the external network): 5/5 cells " \
+               "reachable" in " ".join(matrix.split())
         left = {ns for ns in _namespaces() - before if ns.startswith((prefix, "nb-"))}
         assert not left, f"the demo left namespaces behind: {sorted(left)}"
     else:
