@@ -10,6 +10,7 @@ balancer (nothing would settle it).
 
 from __future__ import annotations
 
+import re
 import os
 import shutil
 import subprocess
@@ -231,17 +232,21 @@ def test_the_main_job_builds_a_cluster_shows_its_topology_and_leaves_nothing(tmp
         # The matrix: 3 nodes and 2 pods, each to each, every cell reachable.
         matrix = out.split("$ netbay cluster connectivity k8s")[1].split("$ netbay cluster topology")[0]
         assert "pod web-0 @kube_minion_0" in matrix and "minion kube_minion_1" in matrix
+        beyond = re.search(r"beyond the cluster \(other networks behind the router, the external network\): "
+                           r"(\d+)/(\d+) cells reachable", " ".join(matrix.split()))
+        assert beyond and beyond[1] == beyond[2] and int(beyond[1]) > 0, matrix   # pods masqueraded by their node
+        assert "external public" in matrix
         if "dockerd: pid" in out:   # two Docker containers too: 3 nodes, 2 pods, 2 containers
             assert "container docker-" in matrix and "@kube_minion_1" in matrix
             assert "all 43 cells within the cluster reachable (6 not routed" in matrix and "✗" not in matrix
-            assert matrix.count("✓") == 43
+            assert matrix.count("✓") == 43 + int(beyond[1])
             assert "dockerd and the Docker driver stopped (by PID)" in out
             web_c1 = out.split("$ docker exec web-c1 ip -4 addr show eth0")[1].split("$ ")[0]
             assert "inet 10.100." in web_c1   # an address of minion 1's lease
             assert "1 packets received" in out.split("$ docker exec web-c1 ping")[1].split("$ ")[0]
         else:
             assert "all 25 cells within the cluster reachable" in matrix and "✗" not in matrix
-            assert matrix.count("✓") == 25
+            assert matrix.count("✓") == 25 + int(beyond[1])
         left = {ns for ns in _namespaces() - before if ns.startswith((prefix, "nb-"))}
         assert not left, f"the demo left namespaces behind: {sorted(left)}"
     else:

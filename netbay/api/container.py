@@ -122,8 +122,9 @@ def _mount_containers(sub: FastAPI) -> None:
         ctx = context(request)
         with request.app.state.store.read() as s:
             every = _flag(_params(request), "all_projects")
+            labels = request.query_params.getlist("labels")
             return JSONResponse({"containers": [shown(request, s, c)
-                                                for c in containers.listing(s, ctx, every)]})
+                                                for c in containers.listing(s, ctx, every, labels)]})
 
     def show(request: Request, ident: str) -> Response:
         ctx = context(request)

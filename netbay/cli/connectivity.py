@@ -12,6 +12,12 @@ address lies in the row's own cluster's networks — its nodes' subnets, its pod
 leases — is not probed across: the echo would stay in the row's own cluster (where a
 load balancer's VIP or another node may well answer it) and prove nothing
 ("overlap").
+
+Two more kinds of column show whether the cluster reaches beyond itself (pods
+masqueraded by their node, then routed by the cluster's router): every sandbox on
+another network behind the cluster's router ("outside") and the external network's
+outside world (its subnet's gateway, in the namespace that plays it). Only the
+cluster's own rows probe them; they are listed apart (``outside`` in ``--json``).
 """
 
 from __future__ import annotations
@@ -45,6 +51,16 @@ class Member:
     namespace: str
     node: str | None = None   # a pod's node
     present: bool = False     # the namespace exists on this host
+
+
+@dataclass
+class Outside:
+    """A column beyond the cluster: a sandbox behind its router, or the external network."""
+    id: str
+    name: str
+    kind: str          # sandbox | external
+    cluster: str       # whose router leads there
+    address: str
 
 
 @dataclass
@@ -126,6 +142,50 @@ def _not_routed(src: Member, dst: Member) -> bool:
     return (beside(src) and dst.node is not None) or (beside(dst) and src.node is not None)
 
 
+def outside(api: Api, cluster: dict[str, Any], own: Space) -> list[Outside]:
+    """Columns beyond ``cluster``: the sandboxes on other networks behind its router
+    (addresses outside ``own``) and its external network's gateway (the outside world)."""
+    path = f"/clusters/{quote(cluster['uuid'], safe='')}/resources"
+    resources = (api.coe(path) or {}).get("resources") or []
+    routers = [r["physical_id"] for r in resources if r.get("type") == "OS::Neutron::Router" and r.get("physical_id")]
+    out: list[Outside] = []
+    for router_id in routers[:1]:
+        legs = api.service("network", "/ports", "ports", device_id=router_id) or []
+        nets = {p["network_id"] for p in legs if p.get("device_owner") == "network:router_interface"}
+        for net_id in sorted(nets):
+            for p in api.service("network", "/ports", "ports", network_id=net_id,
+                                 device_owner="netbay:sandbox") or []:
+                ips = [ip["ip_address"] for ip in p.get("fixed_ips") or [] if "." in ip["ip_address"]]
+                if ips and not any(ipaddress.ip_address(ips[0]) in n for n in own):
+                    sb = api.service("netbay", f"/sandboxes/{p['device_id']}", "sandbox") or {}
+                    out.append(Outside(p["device_id"], sb.get("name") or p["device_id"][:8], "sandbox",
+                                       cluster["name"], ips[0]))
+        router = api.service("network", f"/routers/{router_id}", "router") or {}
+        ext_id = (router.get("external_gateway_info") or {}).get("network_id")
+        ext = api.service("network", f"/networks/{ext_id}", "network") if ext_id else None
+        for sid in (ext or {}).get("subnets") or []:
+            sub = api.service("network", f"/subnets/{sid}", "subnet") or {}
+            if sub.get("ip_version") == 4 and sub.get("gateway_ip"):
+                out.append(Outside(ext["id"], ext.get("name") or ext["id"][:8], "external", cluster["name"],
+                                   sub["gateway_ip"]))
+                break
+    return out
+
+
+def plan_outside(rows: list[Member], columns: list[Outside]) -> list[Cell]:
+    """A cell from each row to each column beyond its own cluster."""
+    cells = []
+    for src in rows:
+        for dst in columns:
+            if dst.cluster != src.cluster:
+                continue
+            cell = Cell(src.id, dst.id + "@" + dst.address, dst.address, True, False)
+            if not src.present:
+                cell.reachable, cell.note = None, "namespace missing"
+            cells.append(cell)
+    return cells
+
+
 def plan(rows: list[Member], spaces: dict[str, Space]) -> list[Cell]:
     """Every (row, column) cell, with the ones not to probe marked."""
     def inside(address: str, cluster: str) -> bool:
@@ -162,15 +222,18 @@ def probe_cells(rows: list[Member], cells: list[Cell], *, timeout: float, count:
             c.note = "namespace missing"
 
 
-def summary(cells: list[Cell]) -> dict[str, Any]:
+def summary(cells: list[Cell], beyond: list[Cell] = ()) -> dict[str, Any]:
     within = [c for c in cells if c.same_cluster]
     between = [c for c in cells if not c.same_cluster]
-    counts = {
+    counts: dict[str, Any] = {
         "within": {"cells": len(within), "probed": sum(c.reachable is not None for c in within),
                    "reachable": sum(c.reachable is True for c in within)},
         "between": {"cells": len(between), "probed": sum(c.reachable is not None for c in between),
                     "reachable": sum(c.reachable is True for c in between)},
     }
+    if beyond:
+        counts["outside"] = {"cells": len(beyond), "probed": sum(c.reachable is not None for c in beyond),
+                             "reachable": sum(c.reachable is True for c in beyond)}
     w = counts["within"]
     w["not_routed"] = sum(c.note == "not routed" for c in within)
     counts["all_reachable_within"] = w["cells"] > 0 and w["reachable"] == w["cells"] - w["not_routed"]
@@ -192,24 +255,32 @@ def _mark(cell: Cell) -> Text:
     return Text({"overlap": "overlap", "not routed": "–"}.get(cell.note, "?"), style="dim")
 
 
-def table(rows: list[Member], cells: list[Cell], title: str) -> Table:
+def table(rows: list[Member], cells: list[Cell], title: str, columns: list[Outside] = (),
+          beyond: list[Cell] = ()) -> Table:
     qualify = len({m.cluster for m in rows}) > 1
     out = Table(title=title, title_justify="left")
     out.add_column("from \\ to")
     for m in rows:
         out.add_column(Text(f"{_label(m, qualify)}\n{m.address}"), justify="center")
-    by_pair = {(c.src, c.dst): c for c in cells}
+    for o in columns:
+        kind = "external" if o.kind == "external" else "outside"
+        name = f"{o.cluster}/{o.name}" if qualify else o.name
+        out.add_column(Text(f"{kind} {name}\n{o.address}", style="cyan"), justify="center")
+    by_pair = {(c.src, c.dst): c for c in [*cells, *beyond]}
     for src in rows:
         where = f" @{src.node}" if src.node else ""
         head = Text.assemble((f"{src.kind} ", "dim"), (_label(src, qualify), "bold"), (where, "dim"))
         if not src.present:
             head.append(" (no namespace)", style="red")
-        out.add_row(head, *[_mark(by_pair[(src.id, dst.id)]) for dst in rows])
+        marks = [_mark(by_pair[(src.id, dst.id)]) for dst in rows]
+        marks += [_mark(c) if (c := by_pair.get((src.id, f"{o.id}@{o.address}"))) else Text("")
+                  for o in columns]
+        out.add_row(head, *marks)
     return out
 
 
-def _failures(rows: list[Member], cells: list[Cell]) -> list[str]:
-    name = {m.id: m.name for m in rows}
+def _failures(rows: list[Member], cells: list[Cell], columns: list[Outside] = ()) -> list[str]:
+    name = {m.id: m.name for m in rows} | {f"{o.id}@{o.address}": f"{o.kind} {o.name}" for o in columns}
     return [f"{name[c.src]} → {name[c.dst]} ({c.address})" for c in cells if c.same_cluster and c.reachable is False]
 
 
@@ -217,10 +288,12 @@ def command(api: Api, clusters: list[dict[str, Any]], *, prefix: str, as_json: b
             count: int) -> None:
     """Gather the members, probe, print; exit 1 when a cell within a cluster is unreachable."""
     rows: list[Member] = []
+    columns: list[Outside] = []
     spaces: dict[str, Space] = {}
     for c in clusters:
         found, spaces[c["name"]] = members(api, c, prefix)
         rows += found
+        columns += outside(api, c, spaces[c["name"]])
     label = ", ".join(c["name"] for c in clusters)
     if not rows:
         err.print(f"[red]error:[/] cluster {escape(label)} has no nodes or pods to probe")
@@ -234,13 +307,14 @@ def command(api: Api, clusters: list[dict[str, Any]], *, prefix: str, as_json: b
         err.print("[red]error:[/] probing needs root (raw ICMP sockets inside the agent's namespaces)")
         raise typer.Exit(1)
     cells = plan(rows, spaces)
+    beyond = plan_outside(rows, columns)
     try:
-        probe_cells(rows, cells, timeout=timeout, count=count)
+        probe_cells(rows, [*cells, *beyond], timeout=timeout, count=count)
     except PermissionError as exc:
         err.print(f"[red]error:[/] cannot open an ICMP socket: {exc} (CAP_NET_RAW needed)")
         raise typer.Exit(1) from None
-    counts = summary(cells)
-    failures = _failures(rows, cells)
+    counts = summary(cells, beyond)
+    failures = _failures(rows, cells) + _failures(rows, beyond, columns)
     if as_json:
         print(json.dumps({"clusters": [{"name": c["name"], "uuid": c["uuid"],
                                         "address_space": [str(n) for n in spaces[c["name"]]]} for c in clusters],
@@ -248,10 +322,13 @@ def command(api: Api, clusters: list[dict[str, Any]], *, prefix: str, as_json: b
                           "members": [asdict(m) for m in rows],
                           "cells": [{"from": c.src, "to": c.dst, "address": c.address, "reachable": c.reachable,
                                      "same_cluster": c.same_cluster, "note": c.note} for c in cells],
+                          "outside": [asdict(o) for o in columns],
+                          "outside_cells": [{"from": c.src, "to": c.dst.split("@")[0], "address": c.address,
+                                             "reachable": c.reachable, "note": c.note} for c in beyond],
                           "summary": counts}, indent=2))
     else:
         title = f"cluster {label}: ICMP from each row to each column (at most {count} × {timeout:g} s)"
-        console.print(table(rows, cells, title))
+        console.print(table(rows, cells, title, columns, beyond))
         w, b = counts["within"], counts["between"]
         if counts["all_reachable_within"]:
             routed = (f" ({w['not_routed']} not routed: a container on the private network and the pod "
@@ -261,6 +338,10 @@ def command(api: Api, clusters: list[dict[str, Any]], *, prefix: str, as_json: b
         else:
             console.print(f"[red]{w['reachable']}/{w['cells']} cells within the cluster"
                           f"{'s' if len(clusters) > 1 else ''} reachable[/]")
+        o = counts.get("outside")
+        if o:
+            console.print(f"beyond the cluster{'s' if len(clusters) > 1 else ''} (other networks behind the "
+                          f"router, the external network): {o['reachable']}/{o['cells']} cells reachable")
         if b["cells"]:
             skipped = b["cells"] - b["probed"]
             console.print(f"between clusters: {b['reachable']}/{b['probed']} probed cells reachable"

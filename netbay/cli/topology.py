@@ -151,6 +151,8 @@ class Topology:
     networks: list[Network] = field(default_factory=list)
     security_groups: list[SecurityGroup] = field(default_factory=list)
     stray_pods: list[Pod] = field(default_factory=list)   # on a node not shown (being scaled away)
+    labels: dict[str, Any] = field(default_factory=dict)   # the cluster's (its template's merged in)
+    labels_ignored: list[str] = field(default_factory=list)   # kept, read by no part of the cluster
 
     @property
     def nodes(self) -> list[Node]:
@@ -218,6 +220,8 @@ def collect(api: Api, cluster: dict[str, Any]) -> Topology:
     template = api.coe(f"/clustertemplates/{quote(cluster['cluster_template_id'], safe='')}") or {}
     topo = Topology(cluster["name"], cluster["uuid"], cluster["status"], str(template.get("coe", "?")),
                     str(template.get("network_driver", "?")), cluster.get("api_address"))
+    topo.labels = dict(cluster.get("labels") or {})
+    topo.labels_ignored = list(cluster.get("labels_ignored") or [])
 
     groups: dict[str, str] = {}
     for r in by_type.get("OS::Neutron::SecurityGroup", []):
@@ -337,6 +341,11 @@ def tree(topo: Topology) -> Tree:
     (each with its pods) and load balancers; then the security groups."""
     root = Tree(Text.assemble((f"cluster {topo.name}", "bold"), " ", status_text(topo.status),
                               f"  {topo.coe}/{topo.driver}", f"  api {topo.api_address or '-'}"))
+    if topo.labels:
+        text = Text.assemble(("labels ", "bold"), ", ".join(f"{k}={v}" for k, v in sorted(topo.labels.items())))
+        if topo.labels_ignored:
+            text.append(f"  (ignored by the driver, kept: {', '.join(topo.labels_ignored)})", style="dim")
+        root.add(text)
     parent = root
     if topo.external is not None:
         parent = root.add(Text.assemble((f"external network {topo.external.name}", "bold cyan"),

@@ -204,10 +204,17 @@ FLANNEL = NetworkDriver(
                                   "process; flannel recommends it only for debugging and netbay does "
                                   "not realize it. Use vxlan (the default) or host-gw (fastest, "
                                   "nodes on one L2 network)."}),
+        LabelSpec("flannel_ip_masq", "enum", "true",
+                  "flanneld's --ip-masq (on in Magnum's templates): pod traffic leaving "
+                  "flannel_network_cidr is masqueraded to the node's address, so pods reach "
+                  "other networks behind the cluster's router and the external network; "
+                  "pod-to-pod traffic keeps its source (netbay label).",
+                  allowed=("true", "false")),
     ),
     checks=(_subnetlen_fits,),
     kernel=_flannel_kernel,
-    beyond_magnum="Magnum's default backend was udp until 2019; netbay defaults to vxlan and refuses udp.",
+    beyond_magnum=("Magnum's default backend was udp until 2019; netbay defaults to vxlan and refuses udp. "
+                   "flannel_ip_masq is a netbay label (Magnum always runs flanneld with --ip-masq)."),
 )
 
 CALICO = NetworkDriver(
@@ -223,10 +230,15 @@ CALICO = NetworkDriver(
         LabelSpec("calico_ipv4pool_vxlan", "enum", "Never",
                   "VXLAN encapsulation of the pool (netbay extension; Magnum has no such label).",
                   allowed=("Never", "CrossSubnet", "Always")),
+        LabelSpec("calico_ipv4pool_nat_outgoing", "enum", "true",
+                  "The pool's natOutgoing (true in Magnum's templates): pod traffic leaving the "
+                  "pool is masqueraded to the node's address; pod-to-pod traffic keeps its "
+                  "source (netbay label).",
+                  allowed=("true", "false")),
     ),
     checks=(_one_calico_encapsulation,),
     kernel=_calico_kernel,
-    beyond_magnum="calico_ipv4pool_vxlan is a netbay label.",
+    beyond_magnum="calico_ipv4pool_vxlan and calico_ipv4pool_nat_outgoing are netbay labels.",
 )
 
 def _kuryr_ranges_fit(values: Mapping[str, str]) -> str | None:

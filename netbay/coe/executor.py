@@ -930,6 +930,8 @@ class ServerHandler(Handler):
     def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         ports = [n["port"] for n in props.get("networks") or [] if n.get("port")]
         body = st.owned({"name": st.physical_name(name), "description": st.description(name), "ports": ports})
+        if (props.get("metadata") or {}).get("labels"):
+            body["labels"] = props["metadata"]["labels"]    # the cluster's, on its node
         obj = st.api.call("POST", SANDBOXES, {"sandbox": body})["sandbox"]
         return obj["id"], {**obj, "metadata": props.get("metadata") or {}}
 

@@ -21,6 +21,7 @@ from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound
 from netbay.network.resource import Filter, Resource, standard
 from netbay.network.types import Body, Name, ProjectID, Text
+from netbay.store import labels as labellib
 from netbay.store.models import ClusterNet, Pod, new_id
 
 STATUSES = {"BUILD", "ACTIVE", "ERROR"}
@@ -31,6 +32,7 @@ class PodCreate(Body):
     cluster_id: Name
     node: Name | None = None
     description: Text = ""
+    labels: dict[str, str | int | float | bool] | None = None
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     # who plugs it: "" (the agent, into a namespace of its own) or "docker" (the libnetwork
@@ -53,6 +55,9 @@ class Pods(Resource):
                             "created_at")}
     filters["tenant_id"] = Filter(Pod.project_id)
 
+    def extra_filter(self, name: str, values: list[str]) -> Any:
+        return labellib.clause(Pod.labels, values) if name == "labels" else None
+
     def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Pod:
         stmt = self.scoped(ctx).where(Pod.id == obj_id)
         obj = session.scalars(stmt.with_for_update() if for_update else stmt).one_or_none()
@@ -64,8 +69,8 @@ class Pods(Resource):
         body = standard(obj, tags)
         body.pop("tags")
         return {**body, "cluster_id": obj.cluster_id, "node": obj.node, "sandbox_id": obj.sandbox_id,
-                "address": obj.address, "status": obj.status, "status_reason": obj.status_reason or None,
-                "runtime": obj.runtime or ""}
+                "address": obj.address, "labels": dict(obj.labels or {}), "status": obj.status,
+                "status_reason": obj.status_reason or None, "runtime": obj.runtime or ""}
 
     def create(self, session: Session, ctx: Context, body: PodCreate) -> Pod:
         given = body.given()
@@ -89,7 +94,8 @@ class Pods(Resource):
         node = self._node(session, net, given.get("node"))
         pod = Pod(id=new_id(), project_id=project_id, name=given["name"], description=given.get("description", ""),
                   cluster_id=cluster.id, node=node["name"], sandbox_id=node["sandbox_id"],
-                  address=self._address(session, net, node), status="BUILD", runtime=given.get("runtime") or "")
+                  address=self._address(session, net, node), status="BUILD", runtime=given.get("runtime") or "",
+                  labels={**labellib.strings(cluster.labels), **labellib.strings(given.get("labels"))})
         session.add(pod)
         session.flush()
         self.record(session, pod, "create")

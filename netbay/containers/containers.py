@@ -93,14 +93,19 @@ def _port_numbers(exposed: dict[str, Any]) -> list[int]:
     return sorted({int(k.split("/")[0]) for k in exposed})
 
 
-def listing(session: Session, ctx: Context, all_projects: bool = False) -> list[Container]:
-    """The project's containers; every project's for an admin asking ``all_projects``."""
+def listing(session: Session, ctx: Context, all_projects: bool = False,
+            labels: list[str] | None = None) -> list[Container]:
+    """The project's containers; every project's for an admin asking ``all_projects``;
+    only those holding every ``k=v`` of ``labels``."""
+    from netbay.store import labels as labellib
+
     if all_projects and not ctx.is_admin:
         raise Forbidden("Policy doesn't allow container:get_all_all_projects to be performed.")
     stmt = select(Container).order_by(Container.created_at, Container.id)
     if not all_projects:
         stmt = stmt.where(Container.project_id == ctx.project_id)
-    return list(session.scalars(stmt))
+    found = list(session.scalars(stmt))
+    return [c for c in found if labellib.matches(c.labels, labels)] if labels else found
 
 
 # --- create ----------------------------------------------------------------------------------

@@ -584,6 +584,22 @@ def _sync_floating_addresses(ns: str, gateway: Gateway, index: int,
         links.del_address(ns, index, a)
     for a in sorted(want - have):
         links.add_address(ns, index, a)
+        _announce(ns, gateway.ifname, a.split("/")[0])
+
+
+def _announce(ns: str, ifname: str, address: str) -> None:
+    """Gratuitous ARP for a floating IP just added, as Neutron's L3 agent sends: a
+    floating IP is often reused right after its previous router let it go, and the
+    outside would keep sending replies to the old router's MAC for seconds."""
+    from netbay.dataplane.loadbalancer import announce
+    from netbay.dataplane.rtnl import rtnl
+
+    try:
+        link = rtnl(ns).link(ifname)
+        if link is not None and link.address:
+            announce(ns, ifname, link.address, address)
+    except OSError as exc:   # best effort: neighbours re-resolve in time anyway
+        log.debug("router namespace %s: gratuitous ARP for %s: %s", ns, address, exc)
 
 
 def _sync_default_routes(ns: str, gateway: Gateway | None, index: int | None) -> None:

@@ -22,6 +22,7 @@ from netbay.errors import BadRequest, Conflict, Forbidden, NotFound
 from netbay.network.ports import create_port, delete_port
 from netbay.network.resource import Filter, Resource, standard, to_int
 from netbay.network.types import Body, Name, ProjectID, Text
+from netbay.store import labels as labellib
 from netbay.store.models import Network, Port, Sandbox, SandboxPort, new_id
 
 SANDBOX_OWNER = "netbay:sandbox"
@@ -51,6 +52,7 @@ class SandboxCreate(Body):
     ports: Annotated[list[UUID], AfterValidator(_unique)] | None = None
     networks: list[UUID] | None = None
     host: Name | None = None
+    labels: dict[str, str | int | float | bool] | None = None
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
 
@@ -88,6 +90,9 @@ class Sandboxes(Resource):
         "updated_at": Filter(Sandbox.updated_at),
     }
 
+    def extra_filter(self, name: str, values: list[str]) -> Any:
+        return labellib.clause(Sandbox.labels, values) if name == "labels" else None
+
     def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Sandbox:
         stmt = self.scoped(ctx).where(Sandbox.id == obj_id)
         if for_update:
@@ -104,6 +109,7 @@ class Sandboxes(Resource):
             **body,
             "status": obj.status,
             "host": obj.host,
+            "labels": dict(obj.labels or {}),
             "ports": [{"port_id": sp.port_id, "network_id": sp.network_id,
                        "interface": interface(sp.seq), "auto_delete": sp.auto_delete}
                       for sp in obj.ports],
@@ -121,7 +127,8 @@ class Sandboxes(Resource):
             raise Forbidden("Policy doesn't allow create_sandbox:host to be performed.")
         host = host or socket.gethostname()
         sandbox = Sandbox(id=new_id(), project_id=project_id, name=given.get("name", ""),
-                          description=given.get("description", ""), host=host, status="BUILD", ports=[])
+                          description=given.get("description", ""), host=host, status="BUILD", ports=[],
+                          labels=labellib.strings(given.get("labels")))
         session.add(sandbox)
         session.flush()
         seq = 0

@@ -266,6 +266,8 @@ class Sandbox(Standard, Base):
     status: Mapped[str] = mapped_column(String(16), default="BUILD")
     # The host whose dataplane agent realizes it.
     host: Mapped[str] = mapped_column(String(255), default="")
+    # Labels (string values): a cluster node's are its cluster's (issue 13).
+    labels: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=dict, nullable=True)
 
     ports: Mapped[list[SandboxPort]] = relationship(
         cascade="all, delete-orphan", lazy="selectin", order_by="SandboxPort.seq"
@@ -594,6 +596,8 @@ class Pod(Standard, Base):
     # "": a netbay sandbox the agent makes and plugs; "docker": a Docker container the
     # libnetwork plugin plugs into the node (the agent leaves it alone)
     runtime: Mapped[str] = mapped_column(String(16), default="", server_default="")
+    # Its cluster's labels and its own (string values), see netbay/coe/labelscope.py.
+    labels: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=dict, nullable=True)
     __table_args__ = (UniqueConstraint("cluster_id", "address"), UniqueConstraint("cluster_id", "name"))
 
 

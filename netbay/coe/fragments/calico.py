@@ -25,7 +25,7 @@ def fragment(ctx: Context) -> Fragment:
         "cidr": get_param("calico_ipv4pool"),
         "ipipMode": get_param("calico_ipv4pool_ipip"),
         "vxlanMode": get_param("calico_ipv4pool_vxlan"),
-        "natOutgoing": True,
+        "natOutgoing": labels["calico_ipv4pool_nat_outgoing"] == "true",
     }})]
     out.node_metadata = {"network_config": get_attr("calico_pool_config", "value")}
     rules = [rule("tcp", BGP_PORT)]

@@ -15,6 +15,7 @@ from typing import Any
 from netbay.coe.fragments.base import ETCD_PORT, fip_name, floating_ip, node_name, port_name
 from netbay.coe.fragments.types import Context, Fragment
 from netbay.coe.graph import Node, get_attr, get_param, get_resource
+from netbay.store import labels
 
 
 def masters_and_minions(ctx: Context) -> Fragment:
@@ -46,7 +47,9 @@ def _node(ctx: Context, prefix: str, index: int, role_sg: str, role: str, *, flo
     })]
     if floating:
         nodes.append(floating_ip(ctx, fip_name(prefix, index), get_resource(port)))
-    metadata: dict[str, Any] = {"role": role, "index": index}
+    # The cluster's labels ride on every server (the spec's expand-labels-scope): the node's
+    # sandbox carries them, as Magnum's servers carry them in their Heat metadata.
+    metadata: dict[str, Any] = {"role": role, "index": index, "labels": labels.strings(ctx.labels)}
     if api_server is not None:
         metadata["api_server"] = api_server
     nodes.append(Node(node_name(prefix, index), "OS::Nova::Server", {

@@ -25,6 +25,10 @@ What calico's Felix and CNI plugin program, reduced to the kernel objects:
   (``CONFIG_NET_IPIP`` not set) the driver refuses with :class:`MissingKernelFeature`,
   naming it, and the API answers 400 before anything is made.
 
+* **natOutgoing** (on unless ``calico_ipv4pool_nat_outgoing`` is ``false``): pod
+  traffic leaving the pool is masqueraded to the node's address
+  (:mod:`netbay.drivers.masq`), so pods reach networks behind the cluster's router.
+
 A peer on another subnet without encapsulation for it is refused
 (:class:`CalicoError`): calico would need BGP peering with the router between.
 """
@@ -37,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from netbay.dataplane.links import LinkError
-from netbay.drivers import kernel, leases as leaselib, node as nodelib, peers as peerlib, pods
+from netbay.drivers import kernel, leases as leaselib, masq, node as nodelib, peers as peerlib, pods
 from netbay.drivers.node import Node
 
 __all__ = ["CalicoConfig", "Calico", "CalicoError", "MissingKernelFeature", "IPIP_MODES",
@@ -75,6 +79,9 @@ class CalicoConfig:
     block_len: int = DEFAULT_BLOCK_LEN
     ipip: str = "Off"
     vxlan: str = "Never"
+    #: the pool's ``natOutgoing`` (true in Magnum's templates): pods leaving the pool
+    #: are masqueraded to the node's address (:mod:`netbay.drivers.masq`)
+    nat_outgoing: bool = True
 
     def __post_init__(self) -> None:
         if self.ipip not in IPIP_MODES:
@@ -94,7 +101,8 @@ class CalicoConfig:
     def from_labels(cls, labels: Mapping[str, str] | None) -> CalicoConfig:
         labels = labels or {}
         return cls(labels.get("calico_ipv4pool", DEFAULT_POOL), DEFAULT_BLOCK_LEN,
-                   labels.get("calico_ipv4pool_ipip", "Off"), labels.get("calico_ipv4pool_vxlan", "Never"))
+                   labels.get("calico_ipv4pool_ipip", "Off"), labels.get("calico_ipv4pool_vxlan", "Never"),
+                   str(labels.get("calico_ipv4pool_nat_outgoing", "true")).lower() != "false")
 
     @property
     def requires(self) -> frozenset[str]:
@@ -163,8 +171,8 @@ class Calico:
         return kernel.KRoute(node.lease, blackhole=True)
 
     def setup_node(self, node: Node) -> int:
-        """Forwarding, the own-block blackhole and (VXLAN modes) ``vxlan.calico``.
-        Returns the pods' MTU."""
+        """Forwarding, the own-block blackhole, (VXLAN modes) ``vxlan.calico`` and the
+        pool's natOutgoing table. Returns the pods' MTU."""
         ul = self._underlay(node)
         nodelib.enable_forwarding(node.ns)
         if self.config.vxlan != "Never":
@@ -174,6 +182,10 @@ class Calico:
             idx = kernel.ensure_ipip(node.ns, IPIP_DEVICE, mtu=ul.mtu - IPIP_OVERHEAD)
             peerlib.hold_only(node.ns, idx, f"{self.tunnel_ip(node)}/32")
         kernel.add_route(node.ns, self._blackhole(node))
+        if self.config.nat_outgoing:
+            masq.ensure(node.ns, [self.config.pool])
+        else:
+            masq.remove(node.ns)
         return self.pod_mtu(node)
 
     def _encapsulation(self, node: Node, peer: Node) -> str | None:
@@ -217,6 +229,7 @@ class Calico:
     def teardown(self, node: Node) -> None:
         peerlib.sync(node, [], peer_ips=set())
         kernel.delete_link(node.ns, VXLAN_DEVICE)
+        masq.remove(node.ns)
         idx = kernel.link_index(node.ns, IPIP_DEVICE) if self.config.ipip_on else None
         if idx is not None:   # the fallback device stays with its namespace: only its address goes
             peerlib.hold_only(node.ns, idx, None)

@@ -3,7 +3,8 @@
 Flannel's own split: the subnet-lease manager (:mod:`netbay.drivers.leases`) knows
 nothing of the kernel; a backend (:mod:`.backend`, one module per backend) carries
 traffic between nodes; pods hang off the node's ``cni0`` bridge through
-:func:`netbay.drivers.pods.attach`.
+:func:`netbay.drivers.pods.attach`; flanneld's ``--ip-masq`` is
+:mod:`netbay.drivers.masq` (on unless ``flannel_ip_masq`` is ``false``).
 
 Integrator's sequence (everything idempotent; ``Node`` is plain data)::
 
@@ -24,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from netbay.dataplane.links import LinkError
-from netbay.drivers import kernel, leases as leaselib, node as nodelib, pods
+from netbay.drivers import kernel, leases as leaselib, masq, node as nodelib, pods
 from netbay.drivers.flannel import backend as backends
 from netbay.drivers.flannel.backend import Backend, BackendError, UnsupportedBackend
 from netbay.drivers.node import Node
@@ -42,18 +43,22 @@ class FlannelConfig:
     network: str = DEFAULT_NETWORK
     subnet_len: int = DEFAULT_SUBNET_LEN
     backend: str = DEFAULT_BACKEND
+    #: flanneld's ``--ip-masq`` (on in Magnum's templates): pods leaving the network
+    #: are masqueraded to the node's address (:mod:`netbay.drivers.masq`)
+    ip_masq: bool = True
 
     @classmethod
     def from_labels(cls, labels: Mapping[str, str] | None) -> FlannelConfig:
         """From Magnum's labels ``flannel_network_cidr``, ``flannel_network_subnetlen``,
-        ``flannel_backend`` (defaults as Magnum's)."""
+        ``flannel_backend`` (defaults as Magnum's) and netbay's ``flannel_ip_masq``."""
         labels = labels or {}
         try:
             subnet_len = int(labels.get("flannel_network_subnetlen", DEFAULT_SUBNET_LEN))
         except ValueError:
             raise leaselib.LeaseError("flannel_network_subnetlen must be an integer") from None
         return cls(labels.get("flannel_network_cidr", DEFAULT_NETWORK), subnet_len,
-                   labels.get("flannel_backend", DEFAULT_BACKEND))
+                   labels.get("flannel_backend", DEFAULT_BACKEND),
+                   str(labels.get("flannel_ip_masq", "true")).lower() != "false")
 
     @property
     def network_config(self) -> leaselib.NetworkConfig:
@@ -87,12 +92,16 @@ class Flannel:
         return self.backend.pod_mtu(self.underlay_mtu(node))
 
     def setup_node(self, node: Node) -> int:
-        """Forwarding on, the backend's devices, ``cni0`` with the lease's gateway.
-        Returns the pods' MTU."""
+        """Forwarding on, the backend's devices, ``cni0`` with the lease's gateway, the
+        ip-masq table. Returns the pods' MTU."""
         mtu = self.pod_mtu(node)
         nodelib.enable_forwarding(node.ns)
         self.backend.setup_node(node)
         nodelib.ensure_cni_bridge(node, mtu)
+        if self.config.ip_masq:
+            masq.ensure(node.ns, [self.config.network])
+        else:
+            masq.remove(node.ns)
         return mtu
 
     def sync_peers(self, node: Node, peers: list[Node]) -> object:
@@ -102,6 +111,7 @@ class Flannel:
     def teardown(self, node: Node) -> None:
         self.backend.teardown(node)
         nodelib.remove_cni_bridge(node)
+        masq.remove(node.ns)
 
     def attach_pod(self, node: Node, pod_ns: str, address: str, *, ifname: str = "eth0",
                    mtu: int | None = None) -> pods.PodLink:
