@@ -2,7 +2,7 @@
 time builds, scales or deletes a cluster) and the change log's commit-order functions
 (netbay/store/changelog.py says why and how).
 
-Revision ID: 0010_leases
+Revision ID: 0010
 Revises: 0009
 """
 
@@ -10,7 +10,7 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0010_leases'
+revision = '0010'
 down_revision = '0009'
 branch_labels = None
 depends_on = None

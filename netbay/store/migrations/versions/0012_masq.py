@@ -1,15 +1,15 @@
 """Labels through the whole system: pods and sandboxes carry labels (issue 13, item 3).
 
-Revision ID: 0010_masq
-Revises: 0009
+Revision ID: 0012
+Revises: 0011
 """
 
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0010_masq'
-down_revision = '0009'
+revision = '0012'
+down_revision = '0011'
 branch_labels = None
 depends_on = None
 

@@ -1,15 +1,15 @@
 """Kubernetes objects the mapping controller keeps as desired state (issue 12).
 
-Revision ID: 0010_k8s
-Revises: 0009
+Revision ID: 0014
+Revises: 0013
 """
 
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0010_k8s'
-down_revision = '0009'
+revision = '0014'
+down_revision = '0013'
 branch_labels = None
 depends_on = None
 

@@ -1,15 +1,15 @@
 """Pods plugged by a container runtime: ``pods.runtime`` (issue 11, containers on clusters).
 
-Revision ID: 0010_cswarm
-Revises: 0009
+Revision ID: 0013
+Revises: 0012
 """
 
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0010_cswarm'
-down_revision = '0009'
+revision = '0013'
+down_revision = '0012'
 branch_labels = None
 depends_on = None
 

@@ -1,15 +1,15 @@
 """Port mirroring: Tap-as-a-Service's tap services and tap flows (issue 13, item 1).
 
-Revision ID: 0010_taas
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 """
 
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0010_taas'
-down_revision = '0009'
+revision = '0011'
+down_revision = '0010'
 branch_labels = None
 depends_on = None
 
