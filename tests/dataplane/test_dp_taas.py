@@ -302,3 +302,41 @@ def test_a_container_port_is_mirrored(lab: Lab, cloud: Cloud, tmp_path: Path) ->
     finally:
         netns.delete(ns)
         cloud.http.delete(f"/network/v2.0/ports/{port['id']}")
+
+
+def test_a_kuryr_pod_port_is_mirrored(lab: Lab, cloud: Cloud, tmp_path: Path) -> None:
+    """A pod of a kuryr cluster is a port (``compute:kuryr``) wired by the Kubernetes
+    mapping's own step (``netbay.k8s.sandbox.PodSandboxes.plug``): mirrored like any port.
+    (A flannel or calico pod has no port of its own: its node's port is what can be mirrored.)"""
+    from netbay.k8s.sandbox import PodSandboxes, pod_port
+
+    net_id = cloud.port(lab.src_port)["network_id"]
+    port = cloud.ok(cloud.http.post("/network/v2.0/ports", json={"port": {
+        "network_id": net_id, "device_owner": "compute:kuryr", "name": "default/web-0",
+        "device_id": "c0ffee00-0000-4000-8000-0000000000bb"}}), 201)["port"]
+    subnet = cloud.ok(cloud.http.get(f"/network/v2.0/subnets/{port['fixed_ips'][0]['subnet_id']}"))["subnet"]
+    pods = PodSandboxes(cloud.names)
+    try:
+        ns = pods.plug(pod_port(port, subnet))
+        host = cloud.ok(cloud.http.get(f"/netbay/v1/sandboxes/{lab.src['id']}"))["sandbox"]["host"]
+        cloud.ok(cloud.http.put(f"/network/v2.0/ports/{port['id']}", json={"port": {"binding:host_id": host}}))
+        cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
+        flow = _osc(cloud, "tap", "flow", "create", "--port", port["id"], "--tap-service", "taas-ts",
+                    "--direction", "BOTH")
+        pod = Lab.__new__(Lab)   # the same capture, with the pod as the source
+        pod.cloud, pod.service = cloud, lab.service
+        pod.src_ip, pod.peer_ip = port["fixed_ips"][0]["ip_address"], lab.peer_ip
+
+        def traffic() -> None:
+            assert probe.ping(ns, lab.peer_ip, timeout=2.0, count=2)
+            assert tcp(ns, cloud.sandbox_ns(lab.peer["id"]), lab.peer_ip, 8082, timeout=3.0)
+
+        pod.traffic = traffic   # type: ignore[method-assign]
+        try:
+            seen = _seen(pod.capture(tmp_path, flow), pod)
+            assert all(seen.values()), seen
+        finally:
+            lab.delete_flow(flow)
+    finally:
+        pods.unplug(port["id"])
+        cloud.http.delete(f"/network/v2.0/ports/{port['id']}")
