@@ -1,0 +1,109 @@
+"""The policy engine: cluster events in, security groups and memberships out.
+
+Each handler updates the engine's copy of the cluster, translates it again (pure
+Python, no I/O: ~1 ms at 1,000 pods) and applies only the difference through the
+network service's API (:mod:`netbay.k8s.policy.neutron`). One lock serializes the
+handlers, so callers may deliver events from any thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from lightkube.models.networking_v1 import NetworkPolicy
+
+from netbay.coe.executor import Api
+from netbay.k8s.policy.model import Cluster, Namespace, Pod, Service, policy_key
+from netbay.k8s.policy.neutron import Groups
+from netbay.k8s.policy.translate import Desired, translate
+
+
+class PolicyEngine:
+    """NetworkPolicy with Kubernetes semantics on netbay security groups.
+
+    ``api`` is a :class:`netbay.coe.executor.Api` for the network service; ``tag``
+    marks this cluster's groups (one engine per cluster)."""
+
+    def __init__(self, api: Api, tag: str = "k8s-policy") -> None:
+        self.groups = Groups(api, tag)
+        self.cluster = Cluster()
+        self.desired: Desired | None = None
+        self.last: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    # -- whole state -------------------------------------------------------------------
+    def sync(self, cluster: Cluster) -> int:
+        """Adopt what a previous engine made and converge on ``cluster`` (start-up and
+        resync: reads every pod port's groups). Returns the API calls made."""
+        with self._lock:
+            self.cluster = cluster.copy()
+            desired = translate(self.cluster)
+            self.groups.adopt(desired.groups)
+            return self._apply(desired, check_ports=True)
+
+    # -- events ------------------------------------------------------------------------
+    def on_pod(self, pod: Pod) -> int:
+        return self._change(lambda c: c.pods.__setitem__(pod.key, pod))
+
+    def on_pod_deleted(self, namespace: str, name: str) -> int:
+        return self._change(lambda c: c.pods.pop(f"{namespace}/{name}", None))
+
+    def on_namespace(self, namespace: Namespace) -> int:
+        return self._change(lambda c: c.namespaces.__setitem__(namespace.name, namespace))
+
+    def on_namespace_deleted(self, name: str) -> int:
+        def drop(c: Cluster) -> None:
+            c.namespaces.pop(name, None)
+            for key in [k for k, p in c.pods.items() if p.namespace == name]:
+                del c.pods[key]
+            for key in [k for k in c.policies if k.startswith(name + "/")]:
+                del c.policies[key]
+        return self._change(drop)
+
+    def on_policy(self, policy: NetworkPolicy) -> int:
+        key = policy_key(policy)
+        return self._change(lambda c: c.policies.__setitem__(key, policy))
+
+    def on_policy_deleted(self, namespace: str, name: str) -> int:
+        return self._change(lambda c: c.policies.pop(f"{namespace}/{name}", None))
+
+    def on_service(self, service: Service) -> int:
+        return self._change(lambda c: c.services.__setitem__(service.key, service))
+
+    def on_service_deleted(self, namespace: str, name: str) -> int:
+        return self._change(lambda c: c.services.pop(f"{namespace}/{name}", None))
+
+    def on_nodes(self, addresses: Iterable[str]) -> int:
+        nodes = tuple(addresses)
+        return self._change(lambda c: setattr(c, "nodes", nodes))
+
+    def close(self, delete: bool = False) -> None:
+        """Forget everything; with ``delete``, also delete every group made (cluster
+        deletion)."""
+        with self._lock:
+            if delete:
+                self.groups.delete_all()
+            self.desired = None
+
+    # -- internals ---------------------------------------------------------------------
+    def _change(self, mutate: Any) -> int:
+        with self._lock:
+            cluster = self.cluster.copy()
+            mutate(cluster)
+            desired = translate(cluster)  # a bad policy raises here, before anything changes
+            self.cluster = cluster
+            return self._apply(desired)
+
+    def _apply(self, desired: Desired, check_ports: bool = False) -> int:
+        t0 = time.perf_counter()
+        ports = {k: p.port_id for k, p in self.cluster.pods.items()}
+        calls = self.groups.apply(desired, ports, check_ports=check_ports)
+        self.desired = desired
+        self.last = {"calls": calls, "seconds": time.perf_counter() - t0}
+        return calls
+
+
+__all__ = ["PolicyEngine"]

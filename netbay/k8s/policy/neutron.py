@@ -1,0 +1,171 @@
+"""Making the network service hold the translation's groups, by diff.
+
+The engine remembers what it made (group ids by key, rule ids by rule, each port's
+groups), so a change costs only the API calls that differ: a pod label change is one
+port update, a new policy one group, one bulk rule create and an update per port it
+selects. Groups carry a tag and are named after their key's hash, so :meth:`adopt`
+finds them again after a restart, and what nothing wants any more is deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from netbay.coe.executor import Api, ApiError
+from netbay.k8s.policy.translate import Desired, Rule
+
+NET = "/network/v2.0"
+
+
+def group_name(key: str) -> str:
+    return "k8s-np-" + hashlib.sha1(key.encode()).hexdigest()[:20]
+
+
+class Groups:
+    """The security groups and port memberships of one cluster's policies."""
+
+    def __init__(self, api: Api, tag: str) -> None:
+        self.api = api
+        self.tag = tag
+        self.ids: dict[str, str] = {}                 # key -> group id
+        self.rules: dict[str, dict[Rule, str]] = {}   # key -> rule -> rule id
+        self.ports: dict[str, tuple[str, tuple[str, ...]]] = {}  # pod key -> (port id, group ids)
+
+    # -- restart ---------------------------------------------------------------------
+    def adopt(self, keys: Iterable[str]) -> None:
+        """Take over the tagged groups a previous engine made (by name); the rest of
+        the tagged groups are left for :meth:`apply` to delete."""
+        by_name = {group_name(k): k for k in keys}
+        self.ids.clear()
+        self.rules.clear()
+        self.ports.clear()
+        found = self.api.call("GET", f"{NET}/security-groups", tags=self.tag)["security_groups"]
+        stale = []
+        for g in found:
+            key = by_name.get(g["name"])
+            if key is None or key in self.ids:
+                stale.append(g)
+                continue
+            self.ids[key] = g["id"]
+        for g in found:
+            key = by_name.get(g["name"])
+            if key is not None and self.ids.get(key) == g["id"]:
+                self.rules[key] = {self._rule(r): r["id"] for r in g.get("security_group_rules") or []}
+        self._stale = stale
+
+    def _rule(self, r: Mapping[str, Any]) -> Rule:
+        rev = {v: k for k, v in self.ids.items()}
+        remote = r.get("remote_group_id")
+        return Rule(r["direction"], r.get("ethertype") or "IPv4", r.get("protocol"), r.get("port_range_min"),
+                    r.get("port_range_max"), r.get("remote_ip_prefix"),
+                    rev.get(remote, f"?{remote}") if remote else None)
+
+    # -- apply -----------------------------------------------------------------------
+    def apply(self, desired: Desired, port_ids: Mapping[str, str], *, check_ports: bool = False) -> int:
+        """Make the service match ``desired``; returns the number of API calls made.
+        ``check_ports`` re-reads each port's groups (after a restart) instead of
+        trusting memory."""
+        calls = 0
+        for key in sorted(desired.groups):
+            if key not in self.ids:
+                g = self.api.call("POST", f"{NET}/security-groups", {"security_group": {
+                    "name": group_name(key), "description": f"k8s policy {key}"[:255], "tags": [self.tag]}})
+                g = g["security_group"]
+                self.ids[key] = g["id"]
+                self.rules[key] = {self._rule(r): r["id"] for r in g.get("security_group_rules") or []}
+                calls += 1
+        # rules: add what is missing (one bulk call), later remove what is extra
+        adds, add_keys = [], []
+        for key, wanted in desired.groups.items():
+            have = self.rules.setdefault(key, {})
+            for rule in sorted(wanted - have.keys(), key=repr):
+                adds.append(self._body(key, rule))
+                add_keys.append((key, rule))
+        if adds:
+            made = self.api.call("POST", f"{NET}/security-group-rules", {"security_group_rules": adds})
+            for (key, rule), r in zip(add_keys, made["security_group_rules"]):
+                self.rules[key][rule] = r["id"]
+            calls += 1
+        # memberships
+        current = self._current_ports(port_ids) if check_ports else {}
+        for pod, port_id in sorted(port_ids.items()):
+            want = tuple(sorted(self.ids[k] for k in desired.members.get(pod, ())))
+            have = current.get(port_id) if check_ports else self.ports.get(pod, ("", None))
+            if check_ports:
+                have = (port_id, tuple(sorted(have or ())))
+            if have != (port_id, want):
+                self.api.call("PUT", f"{NET}/ports/{port_id}", {"port": {"security_groups": list(want)}})
+                calls += 1
+            self.ports[pod] = (port_id, want)
+        for pod in list(self.ports):
+            if pod not in port_ids:
+                del self.ports[pod]
+        # extra rules, then groups nothing wants
+        for key, have in self.rules.items():
+            wanted = desired.groups.get(key)
+            if wanted is None:
+                continue
+            for rule in [r for r in have if r not in wanted]:
+                self.api.gone_ok("DELETE", f"{NET}/security-group-rules/{have.pop(rule)}")
+                calls += 1
+        for key in [k for k in self.ids if k not in desired.groups]:
+            self._delete_group(self.ids.pop(key))
+            self.rules.pop(key, None)
+            calls += 1
+        for g in getattr(self, "_stale", []):
+            self._delete_group(g["id"])
+            calls += 1
+        self._stale = []
+        return calls
+
+    def _delete_group(self, gid: str) -> None:
+        try:
+            self.api.gone_ok("DELETE", f"{NET}/security-groups/{gid}")
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            # still on a port that left the cluster's view: take it off, then retry once
+            for p in self.api.call("GET", f"{NET}/ports", security_groups=gid)["ports"]:
+                left = [g for g in p["security_groups"] if g != gid]
+                self.api.call("PUT", f"{NET}/ports/{p['id']}", {"port": {"security_groups": left}})
+            self.api.gone_ok("DELETE", f"{NET}/security-groups/{gid}")
+
+    def _current_ports(self, port_ids: Mapping[str, str]) -> dict[str, list[str]]:
+        out = {}
+        for port_id in port_ids.values():
+            try:
+                out[port_id] = self.api.call("GET", f"{NET}/ports/{port_id}")["port"]["security_groups"]
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+        return out
+
+    def _body(self, key: str, rule: Rule) -> dict[str, Any]:
+        body: dict[str, Any] = {"security_group_id": self.ids[key], "direction": rule.direction,
+                                "ethertype": rule.ethertype}
+        for field, value in (("protocol", rule.protocol), ("port_range_min", rule.port_min),
+                             ("port_range_max", rule.port_max), ("remote_ip_prefix", rule.remote_ip_prefix)):
+            if value is not None:
+                body[field] = value
+        if rule.remote is not None:
+            body["remote_group_id"] = self.ids[rule.remote]
+        return body
+
+    def delete_all(self) -> None:
+        """Every group this engine made (ports first leave them)."""
+        for pod, (port_id, _groups) in list(self.ports.items()):
+            try:
+                self.api.call("PUT", f"{NET}/ports/{port_id}", {"port": {"security_groups": []}})
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+        self.ports.clear()
+        for gid in list(self.ids.values()):
+            self._delete_group(gid)
+        self.ids.clear()
+        self.rules.clear()
+
+
+__all__ = ["Groups", "group_name"]
