@@ -316,3 +316,11 @@ spec:
     finally:
         lab.engine.on_policy_deleted("y", "deny")
         lab.engine.on_policy_deleted("y", "from-xa")
+
+
+def test_pod_label_change_leaves_a_peer(lab: Lab, np: Any) -> None:
+    np("x", "a-from-b", {"podSelector": A, "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}]}]})
+    check(lab, only_from("x/a", lambda s, *_: s == "x/b"))
+    lab.pods["x/b"] = replace(lab.pods["x/b"], labels={"pod": "none"})
+    assert lab.engine.on_pod(lab.pods["x/b"]) == 1
+    check(lab, only_from("x/a", lambda *_: False))

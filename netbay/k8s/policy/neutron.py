@@ -88,6 +88,14 @@ class Groups:
             for (key, rule), r in zip(add_keys, made["security_group_rules"]):
                 self.rules[key][rule] = r["id"]
             calls += 1
+        # extra rules (a new group's default egress ones too) before any port joins
+        for key, have in self.rules.items():
+            wanted = desired.groups.get(key)
+            if wanted is None:
+                continue
+            for rule in [r for r in have if r not in wanted]:
+                self.api.gone_ok("DELETE", f"{NET}/security-group-rules/{have.pop(rule)}")
+                calls += 1
         # memberships
         current = self._current_ports(port_ids) if check_ports else {}
         for pod, port_id in sorted(port_ids.items()):
@@ -102,14 +110,7 @@ class Groups:
         for pod in list(self.ports):
             if pod not in port_ids:
                 del self.ports[pod]
-        # extra rules, then groups nothing wants
-        for key, have in self.rules.items():
-            wanted = desired.groups.get(key)
-            if wanted is None:
-                continue
-            for rule in [r for r in have if r not in wanted]:
-                self.api.gone_ok("DELETE", f"{NET}/security-group-rules/{have.pop(rule)}")
-                calls += 1
+        # groups nothing wants any more
         for key in [k for k in self.ids if k not in desired.groups]:
             self._delete_group(self.ids.pop(key))
             self.rules.pop(key, None)
