@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from lightkube import codecs
 
-from netbay.k8s.policy import Namespace, load_policies
+from netbay.k8s.policy import Namespace, PolicyEngine, load_policies
 
 from .netpol_lab import NAMESPACES, Lab, build, check, probe
 
@@ -29,14 +29,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 def np(lab: Lab) -> Iterator[Any]:
     """``np(ns, name, spec)`` applies a policy; every policy and label goes back after."""
     made: list[tuple[str, str]] = []
-    pods, engine = dict(lab.pods), lab.engine
+    pods = dict(lab.pods)
 
     def apply(ns: str, name: str, spec: dict) -> None:
-        engine.on_policy(codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        lab.engine.on_policy(codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
                                            "metadata": {"name": name, "namespace": ns}, "spec": spec}))
         made.append((ns, name))
 
     yield apply
+    engine = lab.engine  # a test may have replaced it (a restart)
     for ns, name in made:
         engine.on_policy_deleted(ns, name)
     for key, pod in pods.items():
@@ -324,3 +325,23 @@ def test_pod_label_change_leaves_a_peer(lab: Lab, np: Any) -> None:
     lab.pods["x/b"] = replace(lab.pods["x/b"], labels={"pod": "none"})
     assert lab.engine.on_pod(lab.pods["x/b"]) == 1
     check(lab, only_from("x/a", lambda *_: False))
+
+
+def test_restart_adopts_what_exists_and_deletes_what_nothing_wants(lab: Lab, np: Any) -> None:
+    np("x", "a-from-y", {"podSelector": A, "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}]})
+    truth = only_from("x/a", lambda s, *_: ns_of(s) == "y")
+    check(lab, truth)
+    http, tag = lab.cloud.http, lab.engine.groups.tag
+    stale = lab.cloud.ok(http.post("/network/v2.0/security-groups", json={"security_group": {
+        "name": "k8s-np-left-by-a-crash", "tags": [tag]}}), 201)["security_group"]
+    before = dict(lab.engine.groups.ids)
+    cluster = lab.cluster()
+    cluster.policies = dict(lab.engine.cluster.policies)
+    fresh = PolicyEngine(lab.engine.groups.api, tag=tag)  # a new process: knows nothing
+    fresh.sync(cluster)
+    lab.engine = fresh
+    assert fresh.groups.ids == before, "the groups made before the restart are adopted, not re-made"
+    tagged = lab.cloud.ok(http.get("/network/v2.0/security-groups", params={"tags": tag}))["security_groups"]
+    assert {g["id"] for g in tagged} == set(before.values()) and stale["id"] not in {g["id"] for g in tagged}
+    assert fresh.sync(cluster) == 0, "a second resync changes nothing"
+    check(lab, truth)
