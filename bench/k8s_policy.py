@@ -113,6 +113,10 @@ class Bench:
         self.api = Api(srv.url, srv.token)
         self.engine = PolicyEngine(self.api, tag="k8s-policy:bench")
         self.nets: dict[str, str] = {}
+        projects = self.ok(http.get("/identity/v3/auth/projects"))["projects"]
+        project_id = next(p["id"] for p in projects if p["name"] == "admin")
+        self.ok(http.put(f"{NET}/quotas/{project_id}", json={"quota": {
+            "security_group": 100, "security_group_rule": 1000}}))
         router = self.ok(http.post(f"{NET}/routers", json={"router": {"name": "pods"}}), 201)["router"]
         for ns, cidr in CIDRS.items():
             net = self.ok(http.post(f"{NET}/networks", json={"network": {"name": ns}}), 201)["network"]

@@ -64,6 +64,10 @@ def build(tmp: Path) -> Iterator[Lab]:
         api = Api(cloud.server.url, cloud.server.token)
         lab = Lab(cloud, PolicyEngine(api, tag="k8s-policy:test"))
         try:
+            project = cloud.ok(cloud.http.get("/identity/v3/auth/projects"))["projects"]
+            project_id = next(p["id"] for p in project if p["name"] == "admin")
+            cloud.ok(cloud.http.put(f"/network/v2.0/quotas/{project_id}", json={"quota": {
+                "security_group": 100, "security_group_rule": 1000}}))  # a cluster's policies
             router = cloud.ok(cloud.http.post("/network/v2.0/routers", json={"router": {"name": "pods"}}),
                               201)["router"]
             subnets = {}

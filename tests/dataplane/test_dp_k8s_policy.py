@@ -342,6 +342,7 @@ def test_restart_adopts_what_exists_and_deletes_what_nothing_wants(lab: Lab, np:
     lab.engine = fresh
     assert fresh.groups.ids == before, "the groups made before the restart are adopted, not re-made"
     tagged = lab.cloud.ok(http.get("/network/v2.0/security-groups", params={"tags": tag}))["security_groups"]
-    assert {g["id"] for g in tagged} == set(before.values()) and stale["id"] not in {g["id"] for g in tagged}
+    assert {g["id"] for g in tagged} == set(before.values()) | set(fresh.groups.spares)
+    assert stale["id"] not in {g["id"] for g in tagged} and len(fresh.groups.spares) == 4
     assert fresh.sync(cluster) == 0, "a second resync changes nothing"
     check(lab, truth)

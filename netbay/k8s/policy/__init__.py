@@ -17,7 +17,10 @@ namespace is a network::
 
 Handlers return the number of API calls the change needed. ``sync`` after a restart
 adopts the tagged groups by name and deletes the rest. Every pod port passed in is
-managed: its ``security_groups`` are replaced by the engine's. :func:`load_policies`
+managed: its ``security_groups`` are replaced by the engine's. A cluster needs a group
+per policy and per distinct peer selector plus four, and a rule per (peer, port): raise
+the project's ``security_group`` / ``security_group_rule`` quotas (Neutron's defaults,
+10 and 100, fit a handful of policies; kuryr asked for ≥ 100 and 500). :func:`load_policies`
 parses manifests with lightkube's codecs.
 
 Semantics and how they map onto groups: :mod:`netbay.k8s.policy.translate`.

@@ -27,8 +27,8 @@ class PolicyEngine:
     ``api`` is a :class:`netbay.coe.executor.Api` for the network service; ``tag``
     marks this cluster's groups (one engine per cluster)."""
 
-    def __init__(self, api: Api, tag: str = "k8s-policy") -> None:
-        self.groups = Groups(api, tag)
+    def __init__(self, api: Api, tag: str = "k8s-policy", spares: int = 4) -> None:
+        self.groups = Groups(api, tag, spares)
         self.cluster = Cluster()
         self.desired: Desired | None = None
         self.last: dict[str, Any] = {}
@@ -103,6 +103,7 @@ class PolicyEngine:
         calls = self.groups.apply(desired, ports, check_ports=check_ports)
         self.desired = desired
         self.last = {"calls": calls, "seconds": time.perf_counter() - t0}
+        self.groups.refill()
         return calls
 
 

@@ -5,18 +5,27 @@ groups), so a change costs only the API calls that differ: a pod label change is
 port update, a new policy one group, one bulk rule create and an update per port it
 selects. Groups carry a tag and are named after their key's hash, so :meth:`adopt`
 finds them again after a restart, and what nothing wants any more is deleted.
+
+A new Neutron group comes with two allow-all egress rules that must go before any
+port joins it (three calls), so a few empty groups are kept ready (``SPARE``,
+refilled after each change, kuryr's port-pool idea applied to groups): taking one
+costs a rename.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from netbay.coe.executor import Api, ApiError
 from netbay.k8s.policy.translate import Desired, Rule
 
+log = logging.getLogger(__name__)
+
 NET = "/network/v2.0"
+SPARE = "k8s-np-spare"
 
 
 def group_name(key: str) -> str:
@@ -26,9 +35,11 @@ def group_name(key: str) -> str:
 class Groups:
     """The security groups and port memberships of one cluster's policies."""
 
-    def __init__(self, api: Api, tag: str) -> None:
+    def __init__(self, api: Api, tag: str, spares: int = 4) -> None:
         self.api = api
         self.tag = tag
+        self.want_spares = spares
+        self.spares: list[str] = []
         self.ids: dict[str, str] = {}                 # key -> group id
         self.rules: dict[str, dict[Rule, str]] = {}   # key -> rule -> rule id
         self.ports: dict[str, tuple[str, tuple[str, ...]]] = {}  # pod key -> (port id, group ids)
@@ -43,7 +54,10 @@ class Groups:
         self.ports.clear()
         found = self.api.call("GET", f"{NET}/security-groups", tags=self.tag)["security_groups"]
         stale = []
+        self.spares = [g["id"] for g in found if g["name"] == SPARE and not g.get("security_group_rules")]
         for g in found:
+            if g["id"] in self.spares:
+                continue
             key = by_name.get(g["name"])
             if key is None or key in self.ids:
                 stale.append(g)
@@ -70,12 +84,7 @@ class Groups:
         calls = 0
         for key in sorted(desired.groups):
             if key not in self.ids:
-                g = self.api.call("POST", f"{NET}/security-groups", {"security_group": {
-                    "name": group_name(key), "description": f"k8s policy {key}"[:255], "tags": [self.tag]}})
-                g = g["security_group"]
-                self.ids[key] = g["id"]
-                self.rules[key] = {self._rule(r): r["id"] for r in g.get("security_group_rules") or []}
-                calls += 1
+                calls += self._new_group(key)
         # rules: add what is missing (one bulk call), later remove what is extra
         adds, add_keys = [], []
         for key, wanted in desired.groups.items():
@@ -121,6 +130,40 @@ class Groups:
         self._stale = []
         return calls
 
+    def _new_group(self, key: str) -> int:
+        body = {"name": group_name(key), "description": f"k8s policy {key}"[:255]}
+        if self.spares:
+            gid = self.spares.pop()
+            try:
+                self.api.call("PUT", f"{NET}/security-groups/{gid}", {"security_group": body})
+                self.ids[key], self.rules[key] = gid, {}
+                return 1
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+        g = self.api.call("POST", f"{NET}/security-groups", {"security_group": {**body, "tags": [self.tag]}})
+        g = g["security_group"]
+        self.ids[key] = g["id"]
+        self.rules[key] = {self._rule(r): r["id"] for r in g.get("security_group_rules") or []}
+        return 1
+
+    def refill(self) -> int:
+        """Make spare groups (empty: the default egress rules removed) up to the wanted
+        number; off the path of the change that used them."""
+        calls = 0
+        for _ in range(max(0, self.want_spares - len(self.spares))):
+            try:
+                g = self.api.call("POST", f"{NET}/security-groups", {"security_group": {
+                    "name": SPARE, "tags": [self.tag]}})["security_group"]
+            except ApiError as exc:  # best effort: a full quota only means no spares
+                log.warning("k8s policy: no spare security group: %s", exc.message)
+                return calls
+            for r in g.get("security_group_rules") or []:
+                self.api.gone_ok("DELETE", f"{NET}/security-group-rules/{r['id']}")
+            self.spares.append(g["id"])
+            calls += 1 + len(g.get("security_group_rules") or [])
+        return calls
+
     def _delete_group(self, gid: str) -> None:
         try:
             self.api.gone_ok("DELETE", f"{NET}/security-groups/{gid}")
@@ -163,9 +206,10 @@ class Groups:
                 if exc.status != 404:
                     raise
         self.ports.clear()
-        for gid in list(self.ids.values()):
+        for gid in [*self.ids.values(), *self.spares]:
             self._delete_group(gid)
         self.ids.clear()
+        self.spares.clear()
         self.rules.clear()
 
 
