@@ -40,6 +40,7 @@ class Groups:
         self.tag = tag
         self.want_spares = spares
         self.spares: list[str] = []
+        self._members: dict[str, tuple[str, frozenset[str]]] = {}  # pod -> (port, group keys) applied
         self.ids: dict[str, str] = {}                 # key -> group id
         self.rules: dict[str, dict[Rule, str]] = {}   # key -> rule -> rule id
         self.ports: dict[str, tuple[str, tuple[str, ...]]] = {}  # pod key -> (port id, group ids)
@@ -52,6 +53,7 @@ class Groups:
         self.ids.clear()
         self.rules.clear()
         self.ports.clear()
+        self._members.clear()
         found = self.api.call("GET", f"{NET}/security-groups", tags=self.tag)["security_groups"]
         stale = []
         self.spares = [g["id"] for g in found if g["name"] == SPARE and not g.get("security_group_rules")]
@@ -108,7 +110,10 @@ class Groups:
         # memberships
         current = self._current_ports(port_ids) if check_ports else {}
         for pod, port_id in sorted(port_ids.items()):
-            want = tuple(sorted(self.ids[k] for k in desired.members.get(pod, ())))
+            members = desired.members.get(pod, frozenset())
+            if not check_ports and self._members.get(pod) == (port_id, members):
+                continue  # unchanged since the last apply: most pods, most of the time
+            want = tuple(sorted(self.ids[k] for k in members))
             have = current.get(port_id) if check_ports else self.ports.get(pod, ("", None))
             if check_ports:
                 have = (port_id, tuple(sorted(have or ())))
@@ -116,9 +121,11 @@ class Groups:
                 self.api.call("PUT", f"{NET}/ports/{port_id}", {"port": {"security_groups": list(want)}})
                 calls += 1
             self.ports[pod] = (port_id, want)
+            self._members[pod] = (port_id, members)
         for pod in list(self.ports):
             if pod not in port_ids:
                 del self.ports[pod]
+                self._members.pop(pod, None)
         # groups nothing wants any more
         for key in [k for k in self.ids if k not in desired.groups]:
             self._delete_group(self.ids.pop(key))
@@ -206,6 +213,7 @@ class Groups:
                 if exc.status != 404:
                     raise
         self.ports.clear()
+        self._members.clear()
         for gid in [*self.ids.values(), *self.spares]:
             self._delete_group(gid)
         self.ids.clear()

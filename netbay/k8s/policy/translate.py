@@ -71,11 +71,11 @@ class _Peer:
                            self.pods and self.pods.json(), self.named])
         return "peer:" + hashlib.sha1(body.encode()).hexdigest()[:16]
 
-    def has(self, pod: Pod, cluster: Cluster) -> bool:
+    def has(self, pod: Pod, ns_labels: dict[str, dict[str, str]]) -> bool:
         if self.namespaces is None:
             if pod.namespace != self.home:
                 return False
-        elif not self.namespaces.matches(cluster.namespace_labels(pod.namespace)):
+        elif not self.namespaces.matches(ns_labels[pod.namespace]):
             return False
         if not (self.pods or EVERYTHING).matches(pod.labels):
             return False
@@ -117,16 +117,24 @@ class _Translation:
         self.groups: dict[str, set[Rule]] = defaultdict(set)
         self.members: dict[str, set[str]] = {k: {NODES} for k in cluster.pods}
         self._peer_pods: dict[_Peer, list[Pod]] = {}
+        self.by_ns: dict[str, list[Pod]] = defaultdict(list)
+        for p in cluster.pods.values():
+            self.by_ns[p.namespace].append(p)
+        self.ns_labels = {n: cluster.namespace_labels(n) for n in {*cluster.namespaces, *self.by_ns}}
 
     # -- selection ---------------------------------------------------------------------
     def selected(self, policy: NetworkPolicy) -> list[Pod]:
         ns = policy.metadata.namespace or "default"
         sel = Selector.of(policy.spec.podSelector) or EVERYTHING
-        return [p for p in self.c.pods.values() if p.namespace == ns and sel.matches(p.labels)]
+        return [p for p in self.by_ns.get(ns, ()) if sel.matches(p.labels)]
 
     def peer_pods(self, peer: _Peer) -> list[Pod]:
         if peer not in self._peer_pods:
-            self._peer_pods[peer] = [p for p in self.c.pods.values() if peer.has(p, self.c)]
+            if peer.namespaces is None:
+                scope = self.by_ns.get(peer.home or "", [])
+            else:
+                scope = [p for n, ps in self.by_ns.items() if peer.namespaces.matches(self.ns_labels[n]) for p in ps]
+            self._peer_pods[peer] = [p for p in scope if peer.has(p, self.ns_labels)]
         return self._peer_pods[peer]
 
     def use_peer(self, peer: _Peer) -> str:
