@@ -31,6 +31,7 @@ import errno
 import json
 import secrets
 import select
+import signal
 import socket
 import statistics
 import sys
@@ -248,6 +249,7 @@ def main() -> None:
     ap.add_argument("--json")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the sweep below still runs
     names = Names(PREFIX)
     rows, out = [], {"sizes": {}, "machine": harness.machine()}
     try:

@@ -31,7 +31,8 @@ from .agent_fixtures import Cloud, make_cloud
 NAMESPACES = ("x", "y", "z")
 PODS = ("a", "b", "c")
 PROBES = (("TCP", 80), ("TCP", 81), ("UDP", 80))
-CIDRS = {"x": "10.11.0.0/24", "y": "10.12.0.0/24", "z": "10.13.0.0/24", "node": "10.19.0.0/24"}
+CIDRS = {"x": "10.11.0.0/24", "y": "10.12.0.0/24", "z": "10.13.0.0/24", "node": "10.19.0.0/24",
+         "svc": "10.96.0.0/24"}  # the service range: load balancers' VIPs
 # named ports as upstream's pods declare them
 CONTAINER_PORTS = (ContainerPort("serve-80-tcp", 80, "TCP"), ContainerPort("serve-81-tcp", 81, "TCP"),
                    ContainerPort("serve-80-udp", 80, "UDP"), ContainerPort("serve-81-udp", 81, "UDP"))
@@ -46,6 +47,7 @@ class Lab:
     node_ns: str = ""
     node_ip: str = ""
     servers: list[socket.socket] = field(default_factory=list)
+    subnets: dict[str, dict] = field(default_factory=dict)
 
     def cluster(self) -> Cluster:
         return Cluster.of([Namespace(n, {"ns": n}) for n in NAMESPACES], self.pods.values(),
@@ -74,6 +76,7 @@ def build(tmp: Path) -> Iterator[Lab]:
             for name, cidr in CIDRS.items():
                 net, sub = cloud.network(f"ns-{name}", cidr)
                 subnets[name] = (net, sub)
+                lab.subnets[name] = sub
                 cloud.ok(cloud.http.put(f"/network/v2.0/routers/{router['id']}/add_router_interface",
                                         json={"subnet_id": sub["id"]}))
             made = []

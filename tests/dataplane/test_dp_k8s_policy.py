@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from lightkube import codecs
 
-from netbay.k8s.policy import Namespace, PolicyEngine, load_policies
+from netbay.k8s.policy import Namespace, PolicyEngine, Service, ServicePort, load_policies
 
 from .netpol_lab import NAMESPACES, Lab, build, check, probe
 
@@ -337,12 +337,80 @@ def test_restart_adopts_what_exists_and_deletes_what_nothing_wants(lab: Lab, np:
     before = dict(lab.engine.groups.ids)
     cluster = lab.cluster()
     cluster.policies = dict(lab.engine.cluster.policies)
+    lab.engine.close()  # (waits for its spare-group thread)
     fresh = PolicyEngine(lab.engine.groups.api, tag=tag)  # a new process: knows nothing
     fresh.sync(cluster)
     lab.engine = fresh
     assert fresh.groups.ids == before, "the groups made before the restart are adopted, not re-made"
+    assert fresh._refiller is None, "the spares were adopted too"
     tagged = lab.cloud.ok(http.get("/network/v2.0/security-groups", params={"tags": tag}))["security_groups"]
     assert {g["id"] for g in tagged} == set(before.values()) | set(fresh.groups.spares)
     assert stale["id"] not in {g["id"] for g in tagged} and len(fresh.groups.spares) == 4
     assert fresh.sync(cluster) == 0, "a second resync changes nothing"
     check(lab, truth)
+
+
+def _connects(ns: str, ip: str, port: int, timeout: float = 0.3) -> bool:
+    import socket
+    from netbay.dataplane import netns
+    with netns.entered(ns):
+        s = socket.socket()
+    try:
+        s.settimeout(timeout)
+        s.connect((ip, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def _eventually(cond: Any, seconds: float = 10.0) -> bool:
+    import time
+    deadline = time.monotonic() + seconds
+    for _ in range(10_000):
+        if cond():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return False
+
+
+def test_egress_to_pods_reaches_their_service_cluster_ip(lab: Lab, np: Any) -> None:
+    """A ClusterIP = a netbay load balancer's VIP on the service subnet, y/b its member."""
+    from .agent_fixtures import wait_for
+    cloud, lb_api = lab.cloud, "/load-balancer/v2/lbaas"
+
+    def active(lb_id: str) -> None:
+        wait_for(lambda: cloud.ok(cloud.http.get(f"{lb_api}/loadbalancers/{lb_id}"))["loadbalancer"][
+            "provisioning_status"] == "ACTIVE", 30, 0.05, "load balancer ACTIVE")
+
+    lb = cloud.ok(cloud.http.post(f"{lb_api}/loadbalancers", json={"loadbalancer": {
+        "name": "svc-web", "vip_subnet_id": lab.subnets["svc"]["id"]}}), 201)["loadbalancer"]
+    try:
+        active(lb["id"])
+        listener = cloud.ok(cloud.http.post(f"{lb_api}/listeners", json={"listener": {
+            "loadbalancer_id": lb["id"], "protocol": "TCP", "protocol_port": 8080}}), 201)["listener"]
+        active(lb["id"])
+        pool = cloud.ok(cloud.http.post(f"{lb_api}/pools", json={"pool": {
+            "listener_id": listener["id"], "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN"}}), 201)["pool"]
+        active(lb["id"])
+        cloud.ok(cloud.http.post(f"{lb_api}/pools/{pool['id']}/members", json={"member": {
+            "address": lab.pods["y/b"].ip, "protocol_port": 80, "subnet_id": lab.subnets["y"]["id"]}}), 201)
+        active(lb["id"])
+        vip = lb["vip_address"]
+        assert _eventually(lambda: _connects(lab.ns_of["x/a"], vip, 8080)), "the VIP answers before any policy"
+        np("x", "a-to-yb", {"podSelector": A, "policyTypes": ["Egress"], "egress": [{
+            "to": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}, "podSelector": {"matchLabels": {"pod": "b"}}}],
+            "ports": [{"port": 80}]}]})
+        check(lab, lambda s, d, proto, port: s != "x/a" or (d == "y/b" and (proto, port) == ("TCP", 80)))
+        assert not _connects(lab.ns_of["x/a"], vip, 8080), "no Service known: its cluster IP is not a pod"
+        lab.engine.on_service(Service("y", "web", vip, {"pod": "b"}, (ServicePort(8080, 80),)))
+        assert _eventually(lambda: _connects(lab.ns_of["x/a"], vip, 8080)), "egress to y/b allows its Service"
+        lab.engine.on_service(Service("y", "web", vip, {"pod": "c"}, (ServicePort(8080, 80),)))
+        assert _eventually(lambda: not _connects(lab.ns_of["x/a"], vip, 8080, 0.2)), \
+            "a Service in front of pods the policy does not reach stays closed"
+    finally:
+        lab.engine.on_service_deleted("y", "web")
+        cloud.http.delete(f"{lb_api}/loadbalancers/{lb['id']}", params={"cascade": "true"})

@@ -8,6 +8,7 @@ handlers, so callers may deliver events from any thread.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable
@@ -19,6 +20,8 @@ from netbay.coe.executor import Api
 from netbay.k8s.policy.model import Cluster, Namespace, Pod, Service, policy_key
 from netbay.k8s.policy.neutron import Groups
 from netbay.k8s.policy.translate import Desired, translate
+
+log = logging.getLogger(__name__)
 
 
 class PolicyEngine:
@@ -33,6 +36,7 @@ class PolicyEngine:
         self.desired: Desired | None = None
         self.last: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._refiller: threading.Thread | None = None
 
     # -- whole state -------------------------------------------------------------------
     def sync(self, cluster: Cluster) -> int:
@@ -83,6 +87,8 @@ class PolicyEngine:
     def close(self, delete: bool = False) -> None:
         """Forget everything; with ``delete``, also delete every group made (cluster
         deletion)."""
+        if self._refiller is not None:
+            self._refiller.join(timeout=60)
         with self._lock:
             if delete:
                 self.groups.delete_all()
@@ -103,8 +109,25 @@ class PolicyEngine:
         calls = self.groups.apply(desired, ports, check_ports=check_ports)
         self.desired = desired
         self.last = {"calls": calls, "seconds": time.perf_counter() - t0}
-        self.groups.refill()
+        if len(self.groups.spares) < self.groups.want_spares:
+            self._refill()
         return calls
+
+    def _refill(self) -> None:
+        """Spare groups are made on a thread, after the change is applied, so that
+        what the change needed is not delayed by what the next one may need."""
+        if self._refiller is not None and self._refiller.is_alive():
+            return
+
+        def run() -> None:
+            with self._lock:
+                try:
+                    self.groups.refill()
+                except Exception as exc:  # noqa: BLE001 - spares are an optimization only
+                    log.warning("k8s policy: refilling spare groups: %s", exc)
+
+        self._refiller = threading.Thread(target=run, name="k8s-policy-spares", daemon=True)
+        self._refiller.start()
 
 
 __all__ = ["PolicyEngine"]
