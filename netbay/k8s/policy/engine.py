@@ -42,6 +42,7 @@ class PolicyEngine:
     def sync(self, cluster: Cluster) -> int:
         """Adopt what a previous engine made and converge on ``cluster`` (start-up and
         resync: reads every pod port's groups). Returns the API calls made."""
+        self._wait_refill()
         with self._lock:
             self.cluster = cluster.copy()
             desired = translate(self.cluster)
@@ -87,8 +88,7 @@ class PolicyEngine:
     def close(self, delete: bool = False) -> None:
         """Forget everything; with ``delete``, also delete every group made (cluster
         deletion)."""
-        if self._refiller is not None:
-            self._refiller.join(timeout=60)
+        self._wait_refill()
         with self._lock:
             if delete:
                 self.groups.delete_all()
@@ -113,18 +113,21 @@ class PolicyEngine:
             self._refill()
         return calls
 
+    def _wait_refill(self) -> None:
+        if self._refiller is not None:
+            self._refiller.join(timeout=60)
+
     def _refill(self) -> None:
         """Spare groups are made on a thread, after the change is applied, so that
         what the change needed is not delayed by what the next one may need."""
         if self._refiller is not None and self._refiller.is_alive():
             return
 
-        def run() -> None:
-            with self._lock:
-                try:
-                    self.groups.refill()
-                except Exception as exc:  # noqa: BLE001 - spares are an optimization only
-                    log.warning("k8s policy: refilling spare groups: %s", exc)
+        def run() -> None:  # without the engine's lock: changes go on meanwhile
+            try:
+                self.groups.refill()
+            except Exception as exc:  # noqa: BLE001 - spares are an optimization only
+                log.warning("k8s policy: refilling spare groups: %s", exc)
 
         self._refiller = threading.Thread(target=run, name="k8s-policy-spares", daemon=True)
         self._refiller.start()

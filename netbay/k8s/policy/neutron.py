@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -40,6 +41,7 @@ class Groups:
         self.tag = tag
         self.want_spares = spares
         self.spares: list[str] = []
+        self._spare_lock = threading.Lock()  # refill() runs beside the engine's changes
         self._members: dict[str, tuple[str, frozenset[str]]] = {}  # pod -> (port, group keys) applied
         self.ids: dict[str, str] = {}                 # key -> group id
         self.rules: dict[str, dict[Rule, str]] = {}   # key -> rule -> rule id
@@ -139,8 +141,9 @@ class Groups:
 
     def _new_group(self, key: str) -> int:
         body = {"name": group_name(key), "description": f"k8s policy {key}"[:255]}
-        if self.spares:
-            gid = self.spares.pop()
+        with self._spare_lock:
+            gid = self.spares.pop() if self.spares else None
+        if gid is not None:
             try:
                 self.api.call("PUT", f"{NET}/security-groups/{gid}", {"security_group": body})
                 self.ids[key], self.rules[key] = gid, {}
@@ -158,7 +161,9 @@ class Groups:
         """Make spare groups (empty: the default egress rules removed) up to the wanted
         number; off the path of the change that used them."""
         calls = 0
-        for _ in range(max(0, self.want_spares - len(self.spares))):
+        with self._spare_lock:
+            missing = max(0, self.want_spares - len(self.spares))
+        for _ in range(missing):
             try:
                 g = self.api.call("POST", f"{NET}/security-groups", {"security_group": {
                     "name": SPARE, "tags": [self.tag]}})["security_group"]
@@ -167,7 +172,8 @@ class Groups:
                 return calls
             for r in g.get("security_group_rules") or []:
                 self.api.gone_ok("DELETE", f"{NET}/security-group-rules/{r['id']}")
-            self.spares.append(g["id"])
+            with self._spare_lock:
+                self.spares.append(g["id"])
             calls += 1 + len(g.get("security_group_rules") or [])
         return calls
 
