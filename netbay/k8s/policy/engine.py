@@ -42,7 +42,7 @@ class PolicyEngine:
     def sync(self, cluster: Cluster) -> int:
         """Adopt what a previous engine made and converge on ``cluster`` (start-up and
         resync: reads every pod port's groups). Returns the API calls made."""
-        self._wait_refill()
+        self.wait_spares()
         with self._lock:
             self.cluster = cluster.copy()
             desired = translate(self.cluster)
@@ -88,7 +88,7 @@ class PolicyEngine:
     def close(self, delete: bool = False) -> None:
         """Forget everything; with ``delete``, also delete every group made (cluster
         deletion)."""
-        self._wait_refill()
+        self.wait_spares()
         with self._lock:
             if delete:
                 self.groups.delete_all()
@@ -113,7 +113,8 @@ class PolicyEngine:
             self._refill()
         return calls
 
-    def _wait_refill(self) -> None:
+    def wait_spares(self) -> None:
+        """Until the spare groups are made again (tests and benchmarks: a steady state)."""
         if self._refiller is not None:
             self._refiller.join(timeout=60)
 
