@@ -201,7 +201,7 @@ def table(lab: Lab, truth: Truth) -> dict[Cell, bool]:
     return {c: True if c[0] == c[1] else bool(truth(*c)) for c in all_cells()}
 
 
-def check(lab: Lab, truth: Truth, *, rounds: int = 8) -> None:
+def check(lab: Lab, truth: Truth, *, rounds: int = 20) -> None:
     """Probe the 243 cells until they match ``truth`` (bounded: the agent applies a
     change asynchronously), else fail with the mismatching cells."""
     want = table(lab, truth)

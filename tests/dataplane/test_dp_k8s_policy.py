@@ -81,6 +81,7 @@ def test_the_method_sees_a_wrong_table(lab: Lab, np: Any) -> None:
     """The probes discriminate: after deny-all ingress in x, an all-allow table is refused
     on exactly the (9 - 1) × 3 pairs into x × 3 probes."""
     np("x", "deny-ingress", DENY_INGRESS)
+    check(lab, lambda s, d, *_: ns_of(d) != "x")  # applied (the agent works asynchronously)
     with pytest.raises(AssertionError, match=r"^72 of 243 cells differ"):
         check(lab, lambda *_: True, rounds=2)
 

@@ -42,6 +42,7 @@ class Groups:
         self.want_spares = spares
         self.spares: list[str] = []
         self._spare_lock = threading.Lock()  # refill() runs beside the engine's changes
+        self._stale: list[dict[str, Any]] = []  # tagged groups adopt() found nobody wants
         self._members: dict[str, tuple[str, frozenset[str]]] = {}  # pod -> (port, group keys) applied
         self.ids: dict[str, str] = {}                 # key -> group id
         self.rules: dict[str, dict[Rule, str]] = {}   # key -> rule -> rule id
@@ -115,10 +116,14 @@ class Groups:
             members = desired.members.get(pod, frozenset())
             if not check_ports and self._members.get(pod) == (port_id, members):
                 continue  # unchanged since the last apply: most pods, most of the time
+            if check_ports and port_id not in current:
+                log.warning("k8s policy: pod %s: port %s does not exist (yet)", pod, port_id)
+                continue
             want = tuple(sorted(self.ids[k] for k in members))
-            have = current.get(port_id) if check_ports else self.ports.get(pod, ("", None))
             if check_ports:
-                have = (port_id, tuple(sorted(have or ())))
+                have = (port_id, tuple(sorted(current[port_id])))
+            else:
+                have = self.ports.get(pod, ("", ()))
             if have != (port_id, want):
                 self.api.call("PUT", f"{NET}/ports/{port_id}", {"port": {"security_groups": list(want)}})
                 calls += 1
@@ -133,7 +138,7 @@ class Groups:
             self._delete_group(self.ids.pop(key))
             self.rules.pop(key, None)
             calls += 1
-        for g in getattr(self, "_stale", []):
+        for g in self._stale:
             self._delete_group(g["id"])
             calls += 1
         self._stale = []
