@@ -165,3 +165,32 @@ spec: {podSelector: {}, policyTypes: [Ingress, Egress]}
     assert [p.metadata.name for p in got] == ["deny"]
     d = translate(cluster(*got))
     assert d.members["x/a"] == {NODES, "policy:x/deny"}
+
+
+def test_a_label_change_moves_only_that_pods_groups_as_a_whole_translation_would() -> None:
+    """relabel() (the engine's path for label changes, O(policies)) against translate()."""
+    import random
+
+    from netbay.k8s.policy.translate import relabel
+    c = cluster(
+        np("x", "deny", {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}),
+        np("x", "a-from", {"podSelector": A, "ingress": [{"from": [
+            {"namespaceSelector": {"matchLabels": {"ns": "y"}}, "podSelector": {"matchLabels": {"pod": "b"}}},
+            {"podSelector": {"matchExpressions": [{"key": "pod", "operator": "In", "values": ["c", "d"]}]}}]}]}),
+        np("y", "egress", {"podSelector": {"matchLabels": {"pod": "c"}}, "policyTypes": ["Egress"],
+                           "egress": [{"to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"pod": "a"}}}]}]}))
+    d = translate(c)
+    assert not d.pod_dependent
+    rng = random.Random(12)
+    for _ in range(60):
+        key = rng.choice(sorted(c.pods))
+        c.pods[key] = replace(c.pods[key], labels={"pod": rng.choice("abcd")})
+        fast, full = relabel(c, d, c.pods[key]), translate(c)
+        assert fast is not None
+        assert fast.members == full.members and fast.groups == full.groups
+        d = fast
+    named = cluster(np("x", "p", {"podSelector": {}, "ingress": [{"ports": [{"port": "http"}]}]}), http=80)
+    assert translate(named).pod_dependent and relabel(named, translate(named), named.pods["x/a"]) is None
+    with_svc = cluster(np("x", "p", {"podSelector": A, "egress": [{"to": [{"podSelector": {}}]}]}),
+                       services=[Service("x", "s", "10.96.0.1", {"pod": "b"}, (ServicePort(80, 80),))])
+    assert translate(with_svc).pod_dependent

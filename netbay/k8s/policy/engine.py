@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from lightkube.models.networking_v1 import NetworkPolicy
@@ -19,7 +20,7 @@ from lightkube.models.networking_v1 import NetworkPolicy
 from netbay.coe.executor import Api
 from netbay.k8s.policy.model import Cluster, Namespace, Pod, Service, policy_key
 from netbay.k8s.policy.neutron import Groups
-from netbay.k8s.policy.translate import Desired, translate
+from netbay.k8s.policy.translate import Desired, relabel, translate
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,14 @@ class PolicyEngine:
 
     # -- events ------------------------------------------------------------------------
     def on_pod(self, pod: Pod) -> int:
+        with self._lock:
+            old = self.cluster.pods.get(pod.key)
+            if self.desired is not None and old is not None and old == replace(pod, labels=old.labels):
+                self.cluster.pods[pod.key] = pod  # a label change: only this pod's groups move
+                desired = relabel(self.cluster, self.desired, pod)
+                if desired is not None:
+                    return self._apply(desired, only={pod.key})
+                self.cluster.pods[pod.key] = old
         return self._change(lambda c: c.pods.__setitem__(pod.key, pod))
 
     def on_pod_deleted(self, namespace: str, name: str) -> int:
@@ -103,10 +112,13 @@ class PolicyEngine:
             self.cluster = cluster
             return self._apply(desired)
 
-    def _apply(self, desired: Desired, check_ports: bool = False) -> int:
+    def _apply(self, desired: Desired, check_ports: bool = False, only: set[str] | None = None) -> int:
         t0 = time.perf_counter()
-        ports = {k: p.port_id for k, p in self.cluster.pods.items()}
-        calls = self.groups.apply(desired, ports, check_ports=check_ports)
+        if only is None:
+            ports = {k: p.port_id for k, p in self.cluster.pods.items()}
+        else:
+            ports = {k: self.cluster.pods[k].port_id for k in only}
+        calls = self.groups.apply(desired, ports, check_ports=check_ports, partial=only is not None)
         self.desired = desired
         self.last = {"calls": calls, "seconds": time.perf_counter() - t0}
         if len(self.groups.spares) < self.groups.want_spares:

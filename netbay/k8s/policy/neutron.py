@@ -82,10 +82,11 @@ class Groups:
                     rev.get(remote, f"?{remote}") if remote else None)
 
     # -- apply -----------------------------------------------------------------------
-    def apply(self, desired: Desired, port_ids: Mapping[str, str], *, check_ports: bool = False) -> int:
+    def apply(self, desired: Desired, port_ids: Mapping[str, str], *, check_ports: bool = False,
+              partial: bool = False) -> int:
         """Make the service match ``desired``; returns the number of API calls made.
         ``check_ports`` re-reads each port's groups (after a restart) instead of
-        trusting memory."""
+        trusting memory; ``partial``: ``port_ids`` are only the pods that changed."""
         calls = 0
         for key in sorted(desired.groups):
             if key not in self.ids:
@@ -129,7 +130,7 @@ class Groups:
                 calls += 1
             self.ports[pod] = (port_id, want)
             self._members[pod] = (port_id, members)
-        for pod in list(self.ports):
+        for pod in [] if partial else list(self.ports):
             if pod not in port_ids:
                 del self.ports[pod]
                 self._members.pop(pod, None)

@@ -26,7 +26,7 @@ import ipaddress
 import json
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from lightkube.models.networking_v1 import NetworkPolicy
@@ -53,6 +53,10 @@ class Rule(NamedTuple):
 class Desired:
     groups: dict[str, frozenset[Rule]]
     members: dict[str, frozenset[str]]  # pod key -> group keys
+    peers: dict[str, _Peer] = field(default_factory=dict)  # the peer groups, by key
+    # whether rules depend on pods (named ports, Services): then a pod change needs a
+    # whole translation; otherwise only that pod's memberships move (:func:`relabel`)
+    pod_dependent: bool = True
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,8 @@ class _Translation:
         self.groups: dict[str, set[Rule]] = defaultdict(set)
         self.members: dict[str, set[str]] = {k: {NODES} for k in cluster.pods}
         self._peer_pods: dict[_Peer, list[Pod]] = {}
+        self.peer_groups: dict[str, _Peer] = {}
+        self.pod_dependent = False
         self.by_ns: dict[str, list[Pod]] = defaultdict(list)
         for p in cluster.pods.values():
             self.by_ns[p.namespace].append(p)
@@ -139,6 +145,7 @@ class _Translation:
 
     def use_peer(self, peer: _Peer) -> str:
         key = peer.key
+        self.peer_groups[key] = peer
         self.groups.setdefault(key, set())
         for p in self.peer_pods(peer):
             self.members[p.key].add(key)
@@ -180,6 +187,7 @@ class _Translation:
             elif isinstance(number, int):
                 self.peers(direction, ns, gkey, peers, proto, number, port.endPort or number, None)
             elif direction == "ingress":  # named: resolved on each selected pod
+                self.pod_dependent = True
                 for n in sorted({q.named_port(number, proto) for q in selected} - {None}):
                     sub = f"{gkey}:{proto}:{number}={n}"
                     self.groups.setdefault(sub, set())
@@ -220,6 +228,7 @@ class _Translation:
                 self.services(out, sel, proto, lo, hi)
 
     def _named_peer(self, out: set[Rule], direction: str, sel: _Peer, proto: str, name: str) -> None:
+        self.pod_dependent = True
         numbers = {p.named_port(name, proto) for p in self.peer_pods(sel)} - {None}
         for n in sorted(numbers):
             key = self.use_peer(_Peer(sel.home, sel.namespaces, sel.pods, (name, proto, n)))
@@ -229,6 +238,7 @@ class _Translation:
     def services(self, out: set[Rule], sel: _Peer, proto: str | None, lo: int | None, hi: int | None,
                  named: str | None = None) -> None:
         """Egress to pods also reaches the cluster IPs of the Services in front of them."""
+        self.pod_dependent = self.pod_dependent or bool(self.c.services)
         reached = {p.key for p in self.peer_pods(sel)}
         for svc in self.c.services.values():
             endpoints = [p for p in self.c.pods.values()
@@ -265,7 +275,31 @@ def translate(cluster: Cluster) -> Desired:
     for key in sorted(cluster.policies):
         t.policy(cluster.policies[key])
     return Desired({k: frozenset(v) for k, v in t.groups.items()},
-                   {k: frozenset(v) for k, v in t.members.items()})
+                   {k: frozenset(v) for k, v in t.members.items()}, t.peer_groups, t.pod_dependent)
 
 
-__all__ = ["Desired", "NODES", "OPEN_EGRESS", "OPEN_INGRESS", "Rule", "ip_block", "translate"]
+def relabel(cluster: Cluster, desired: Desired, pod: Pod) -> Desired | None:
+    """``desired`` after ``pod`` (already in ``cluster``) changed its labels only: its
+    memberships are recomputed, nothing else (O(policies + peer groups), not O(pods)).
+    None when rules depend on pods and a whole translation is needed."""
+    if desired.pod_dependent:
+        return None
+    members = {NODES, OPEN_INGRESS, OPEN_EGRESS}
+    for key in sorted(cluster.policies):
+        policy = cluster.policies[key]
+        if (policy.metadata.namespace or "default") != pod.namespace:
+            continue
+        if not (Selector.of(policy.spec.podSelector) or EVERYTHING).matches(pod.labels):
+            continue
+        members.add(f"policy:{key}")
+        types = _types(policy)
+        if "Ingress" in types:
+            members.discard(OPEN_INGRESS)
+        if "Egress" in types:
+            members.discard(OPEN_EGRESS)
+    ns_labels = {pod.namespace: cluster.namespace_labels(pod.namespace)}
+    members |= {key for key, peer in desired.peers.items() if peer.has(pod, ns_labels)}
+    return Desired(desired.groups, {**desired.members, pod.key: frozenset(members)}, desired.peers, False)
+
+
+__all__ = ["Desired", "NODES", "OPEN_EGRESS", "OPEN_INGRESS", "Rule", "ip_block", "relabel", "translate"]
