@@ -1,0 +1,301 @@
+"""NetworkPolicy change → enforced, from 10 to 1,000 pods (issue 12).
+
+    sudo python bench/k8s_policy.py [--sizes 10,100,1000] [--reps 30] [--json FILE]
+
+Starts ``netbay up --no-agent`` (bench/harness.py, SQLite) and the dataplane agent on
+a thread of this process under its own prefix ``nbb<hex>-`` (swept at the end, also on
+error). Namespaces x, y, z are networks (10.232/10.233/10.234.0.0/22) joined by a router;
+every pod is a real sandbox with a port. Every namespace has a deny-all-ingress
+policy, so every pod is isolated. The pod count grows 10 → 100 → 1,000 in one run; at
+each size, per repetition:
+
+* **policy create** — ``PolicyEngine.on_policy`` of "allow x/target from pods
+  role=client in any namespace" (the client pod already has the label), timed from the
+  call until the client's TCP connection to the target is accepted; the policy is then
+  deleted and the connection checked to fail again;
+* **label change** — with that policy in place, the client's ``role`` label is set
+  (``on_pod``), timed until the connection is accepted; then unset.
+* **baseline** (same path without the engine) — ``PUT /ports/<target>`` adding a group
+  that admits the client's /32, timed until the connection is accepted; then removed.
+
+Each is measured in a steady state: the spare groups a previous change used are made
+again first (they are refilled on a thread, beside the next change otherwise).
+"call" is the handler's own time (translation + API calls); "enforced" includes the
+agent's long poll, its nft commit and the packet's round trip. Connection attempts
+are non-blocking SYNs every 0.5 ms, so a verdict is seen within ~0.5 ms of the change.
+Medians; the machine is shared. Root is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import secrets
+import select
+import signal
+import socket
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import agent_thread  # noqa: E402
+import harness  # noqa: E402
+from lightkube import codecs  # noqa: E402
+
+from netbay.coe.executor import Api  # noqa: E402
+from netbay.dataplane import netns  # noqa: E402
+from netbay.dataplane.names import Names  # noqa: E402
+from netbay.k8s.policy import Cluster, Namespace, Pod, PolicyEngine  # noqa: E402
+
+PREFIX = f"nbb{secrets.token_hex(3)}-"
+CIDRS = {"x": "10.232.0.0/22", "y": "10.233.0.0/22", "z": "10.234.0.0/22"}
+NET = "/network/v2.0"
+
+
+def policy(ns: str, name: str, spec: dict) -> object:
+    return codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                             "metadata": {"name": name, "namespace": ns}, "spec": spec})
+
+
+DENY = {"podSelector": {}, "policyTypes": ["Ingress"]}
+ALLOW = {"podSelector": {"matchLabels": {"role": "target"}},
+         "ingress": [{"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"role": "client"}}}]}]}
+
+
+def until_connect(ns: str, ip: str, port: int, t0: float, timeout: float = 3.0) -> float:
+    """Seconds from ``t0`` until a TCP connect from ``ns`` is accepted: a new
+    non-blocking SYN every 0.5 ms, all kept open (bounded in time and count)."""
+    socks: list[socket.socket] = []
+    poller = select.poll()
+    try:
+        for _ in range(int(timeout / 0.0005)):
+            with netns.entered(ns):
+                s = socket.socket()
+            s.setblocking(False)
+            if s.connect_ex((ip, port)) not in (0, errno.EINPROGRESS):
+                s.close()
+            else:
+                socks.append(s)
+                poller.register(s.fileno(), select.POLLOUT)
+            for fd, _ev in poller.poll(0.5):
+                sock = next(x for x in socks if x.fileno() == fd)
+                poller.unregister(fd)
+                if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                    return time.perf_counter() - t0
+            if time.perf_counter() - t0 > timeout:
+                break
+        raise RuntimeError(f"no connection from {ns} to {ip}:{port} within {timeout}s")
+    finally:
+        for s in socks:
+            s.close()
+
+
+def connects(ns: str, ip: str, port: int, timeout: float = 0.3) -> bool:
+    with netns.entered(ns):
+        s = socket.socket()
+    try:
+        s.settimeout(timeout)
+        s.connect((ip, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+class Bench:
+    def __init__(self, srv: harness.Server, http: httpx.Client, names: Names) -> None:
+        self.http, self.names = http, names
+        self.api = Api(srv.url, srv.token)
+        self.engine = PolicyEngine(self.api, tag="k8s-policy:bench")
+        self.nets: dict[str, str] = {}
+        projects = self.ok(http.get("/identity/v3/auth/projects"))["projects"]
+        project_id = next(p["id"] for p in projects if p["name"] == "admin")
+        self.ok(http.put(f"{NET}/quotas/{project_id}", json={"quota": {
+            "security_group": 100, "security_group_rule": 1000}}))
+        router = self.ok(http.post(f"{NET}/routers", json={"router": {"name": "pods"}}), 201)["router"]
+        for ns, cidr in CIDRS.items():
+            net = self.ok(http.post(f"{NET}/networks", json={"network": {"name": ns}}), 201)["network"]
+            sub = self.ok(http.post(f"{NET}/subnets", json={"subnet": {
+                "network_id": net["id"], "cidr": cidr, "ip_version": 4}}), 201)["subnet"]
+            self.ok(http.put(f"{NET}/routers/{router['id']}/add_router_interface", json={"subnet_id": sub["id"]}))
+            self.nets[ns] = net["id"]
+        self.pods: dict[str, Pod] = {}
+        self.sandbox_ns: dict[str, str] = {}
+        self.engine.sync(Cluster.of([Namespace(n) for n in CIDRS], policies=[policy(n, "deny", DENY) for n in CIDRS]))
+
+    @staticmethod
+    def ok(r: httpx.Response, status: int = 200) -> dict:
+        if r.status_code != status:
+            raise RuntimeError(f"{r.request.method} {r.request.url}: {r.status_code} {r.text}")
+        return r.json() if r.content else {}
+
+    def grow(self, total: int) -> None:
+        """Pods (sandboxes with ports) until there are ``total``, round-robin over x, y, z."""
+        made = []
+        for i in range(len(self.pods), total):
+            ns = "xyz"[i % 3]
+            name = {0: "target", 1: "client"}.get(i, f"p{i}")
+            sb = self.ok(self.http.post("/netbay/v1/sandboxes", json={"sandbox": {
+                "name": f"{ns}-{name}", "networks": [self.nets[ns]]}}), 201)["sandbox"]
+            port_id = sb["ports"][0]["port_id"]
+            port = self.ok(self.http.get(f"{NET}/ports/{port_id}"))["port"]
+            labels = {"role": "target"} if name == "target" else {"app": name}
+            pod = Pod(ns, name, port_id, port["fixed_ips"][0]["ip_address"], labels)
+            self.pods[pod.key] = pod
+            self.sandbox_ns[pod.key] = self.names.sandbox(sb["id"])
+            self.engine.on_pod(pod)
+            made.append(port_id)
+        for port_id in made:
+            for _ in range(3000):
+                if self.ok(self.http.get(f"{NET}/ports/{port_id}"))["port"]["status"] == "ACTIVE":
+                    break
+                time.sleep(0.01)
+            else:
+                raise RuntimeError(f"port {port_id} never ACTIVE")
+        if "x/target" in self.pods and not hasattr(self, "server"):
+            with netns.entered(self.sandbox_ns["x/target"]):
+                self.server = socket.socket()
+            self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.server.bind((self.pods["x/target"].ip, 80))
+            self.server.listen(4096)
+            self.server.setblocking(False)
+
+    def drain(self) -> None:
+        for _ in range(10_000):
+            try:
+                self.server.accept()[0].close()
+            except BlockingIOError:
+                return
+
+    def connect_target(self, t0: float) -> float:
+        return until_connect(self.sandbox_ns["y/client"], self.pods["x/target"].ip, 80, t0)
+
+    def denied(self) -> bool:
+        self.drain()
+        return not connects(self.sandbox_ns["y/client"], self.pods["x/target"].ip, 80)
+
+    def settle_denied(self, timeout: float = 10.0) -> None:
+        """Wait (bounded) until the agent has applied a removal: the client is refused."""
+        deadline = time.monotonic() + timeout
+        for _ in range(10_000):
+            if self.denied():
+                return
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        raise RuntimeError("the client still reaches the target")
+
+    # -- measured operations ----------------------------------------------------------
+    def policy_create(self) -> tuple[float, float]:
+        client = self.pods["y/client"]
+        if client.labels.get("role") != "client":
+            self.pods[client.key] = replace(client, labels={"role": "client"})
+            self.engine.on_pod(self.pods[client.key])
+        self.settle_denied()
+        self.engine.wait_spares()
+        t0 = time.perf_counter()
+        self.engine.on_policy(policy("x", "allow", ALLOW))
+        call = time.perf_counter() - t0
+        enforced = self.connect_target(t0)
+        self.engine.on_policy_deleted("x", "allow")
+        self.settle_denied()
+        return call, enforced
+
+    def label_change(self) -> tuple[float, float]:
+        self.engine.on_policy(policy("x", "allow", ALLOW))
+        client = self.pods["y/client"]
+        self.pods[client.key] = replace(client, labels={"role": "none"})
+        self.engine.on_pod(self.pods[client.key])
+        self.settle_denied()
+        self.engine.wait_spares()
+        t0 = time.perf_counter()
+        self.pods[client.key] = replace(client, labels={"role": "client"})
+        self.engine.on_pod(self.pods[client.key])
+        call = time.perf_counter() - t0
+        enforced = self.connect_target(t0)
+        self.pods[client.key] = replace(client, labels={"role": "none"})
+        self.engine.on_pod(self.pods[client.key])
+        self.engine.on_policy_deleted("x", "allow")
+        self.settle_denied()
+        return call, enforced
+
+    def baseline(self) -> tuple[float, float]:
+        if not hasattr(self, "plain"):
+            self.plain = self.ok(self.http.post(f"{NET}/security-groups", json={"security_group": {
+                "name": "bench-plain"}}), 201)["security_group"]
+            self.ok(self.http.post(f"{NET}/security-group-rules", json={"security_group_rule": {
+                "security_group_id": self.plain["id"], "direction": "ingress", "protocol": "tcp",
+                "remote_ip_prefix": self.pods["y/client"].ip + "/32"}}), 201)
+        target = self.pods["x/target"].port_id
+        self.settle_denied()
+        self.engine.wait_spares()
+        groups = self.ok(self.http.get(f"{NET}/ports/{target}"))["port"]["security_groups"]
+        t0 = time.perf_counter()
+        self.ok(self.http.put(f"{NET}/ports/{target}", json={"port": {"security_groups": [*groups, self.plain["id"]]}}))
+        call = time.perf_counter() - t0
+        enforced = self.connect_target(t0)
+        self.ok(self.http.put(f"{NET}/ports/{target}", json={"port": {"security_groups": groups}}))
+        self.settle_denied()
+        return call, enforced
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="10,100,1000")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the sweep below still runs
+    names = Names(PREFIX)
+    rows, out = [], {"sizes": {}, "machine": harness.machine()}
+    try:
+        with harness.netbay("sqlite") as srv, agent_thread.running(srv, names):
+            http = httpx.Client(base_url=srv.url, headers={"X-Auth-Token": srv.token()}, timeout=60)
+            bench = Bench(srv, http, names)
+            for size in sizes:
+                t = time.perf_counter()
+                bench.grow(size)
+                grown = time.perf_counter() - t
+                t = time.perf_counter()
+                bench.engine.sync(Cluster.of([Namespace(n) for n in CIDRS], bench.pods.values(),
+                                             [policy(n, "deny", DENY) for n in CIDRS]))
+                sync = time.perf_counter() - t
+                res: dict[str, list[tuple[float, float]]] = {"policy create": [], "label change": [], "baseline": []}
+                for _ in range(args.reps):
+                    res["policy create"].append(bench.policy_create())
+                    res["label change"].append(bench.label_change())
+                    res["baseline"].append(bench.baseline())
+                out["sizes"][size] = {"grow_s": grown, "sync_s": sync}
+                for what, xs in res.items():
+                    call = statistics.median(c for c, _ in xs) * 1e3
+                    enf = statistics.median(e for _, e in xs) * 1e3
+                    p90 = sorted(e for _, e in xs)[int(0.9 * (len(xs) - 1))] * 1e3
+                    out["sizes"][size][what] = {"call_ms": call, "enforced_ms": enf, "enforced_p90_ms": p90}
+                    rows.append([str(size), what, f"{call:.1f}", f"{enf:.1f}", f"{p90:.1f}", f"{sync * 1e3:.0f}"])
+                print(harness.markdown_table(["pods", "change", "call ms", "enforced p50 ms", "p90 ms", "sync ms"],
+                                             rows[-3:]), flush=True)
+            bench.api.close()
+            http.close()
+            if hasattr(bench, "server"):
+                bench.server.close()
+    finally:
+        left = agent_thread.sweep(PREFIX)
+        if left:
+            print(f"swept {len(left)} namespaces", file=sys.stderr)
+    print(harness.markdown_table(["pods", "change", "call ms", "enforced p50 ms", "p90 ms", "sync ms"], rows))
+    print(out["machine"])
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""The policy engine: cluster events in, security groups and memberships out.
+
+Each handler updates the engine's copy of the cluster, translates it again (pure
+Python, no I/O: ~4-6 ms at 1,000 pods) and applies only the difference through the
+network service's API (:mod:`netbay.k8s.policy.neutron`). A pod whose labels alone
+changed takes a shorter path (:func:`~netbay.k8s.policy.translate.relabel`): only its
+memberships are recomputed, so the common live update stays flat in the pod count. One lock serializes the
+handlers, so callers may deliver events from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from lightkube.models.networking_v1 import NetworkPolicy
+
+from netbay.coe.executor import Api
+from netbay.k8s.policy.model import Cluster, Namespace, Pod, Service, policy_key
+from netbay.k8s.policy.neutron import Groups
+from netbay.k8s.policy.translate import Desired, relabel, translate
+
+log = logging.getLogger(__name__)
+
+
+class PolicyEngine:
+    """NetworkPolicy with Kubernetes semantics on netbay security groups.
+
+    ``api`` is a :class:`netbay.coe.executor.Api` for the network service; ``tag``
+    marks this cluster's groups (one engine per cluster)."""
+
+    def __init__(self, api: Api, tag: str = "k8s-policy", spares: int = 4) -> None:
+        self.groups = Groups(api, tag, spares)
+        self.cluster = Cluster()
+        self.desired: Desired | None = None
+        self.last: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._refiller: threading.Thread | None = None
+
+    # -- whole state -------------------------------------------------------------------
+    def sync(self, cluster: Cluster) -> int:
+        """Adopt what a previous engine made and converge on ``cluster`` (start-up and
+        resync: reads every pod port's groups). Returns the API calls made."""
+        self.wait_spares()
+        with self._lock:
+            self.cluster = cluster.copy()
+            desired = translate(self.cluster)
+            self.groups.adopt(desired.groups)
+            return self._apply(desired, check_ports=True)
+
+    # -- events ------------------------------------------------------------------------
+    def on_pod(self, pod: Pod) -> int:
+        with self._lock:
+            old = self.cluster.pods.get(pod.key)
+            if self.desired is not None and old is not None and old == replace(pod, labels=old.labels):
+                self.cluster.pods[pod.key] = pod  # a label change: only this pod's groups move
+                desired = relabel(self.cluster, self.desired, pod)
+                if desired is not None:
+                    return self._apply(desired, only={pod.key})
+                self.cluster.pods[pod.key] = old
+        return self._change(lambda c: c.pods.__setitem__(pod.key, pod))
+
+    def on_pod_deleted(self, namespace: str, name: str) -> int:
+        return self._change(lambda c: c.pods.pop(f"{namespace}/{name}", None))
+
+    def on_namespace(self, namespace: Namespace) -> int:
+        return self._change(lambda c: c.namespaces.__setitem__(namespace.name, namespace))
+
+    def on_namespace_deleted(self, name: str) -> int:
+        def drop(c: Cluster) -> None:
+            c.namespaces.pop(name, None)
+            for key in [k for k, p in c.pods.items() if p.namespace == name]:
+                del c.pods[key]
+            for key in [k for k in c.policies if k.startswith(name + "/")]:
+                del c.policies[key]
+        return self._change(drop)
+
+    def on_policy(self, policy: NetworkPolicy) -> int:
+        key = policy_key(policy)
+        return self._change(lambda c: c.policies.__setitem__(key, policy))
+
+    def on_policy_deleted(self, namespace: str, name: str) -> int:
+        return self._change(lambda c: c.policies.pop(f"{namespace}/{name}", None))
+
+    def on_service(self, service: Service) -> int:
+        return self._change(lambda c: c.services.__setitem__(service.key, service))
+
+    def on_service_deleted(self, namespace: str, name: str) -> int:
+        return self._change(lambda c: c.services.pop(f"{namespace}/{name}", None))
+
+    def on_nodes(self, addresses: Iterable[str]) -> int:
+        nodes = tuple(addresses)
+        return self._change(lambda c: setattr(c, "nodes", nodes))
+
+    def close(self, delete: bool = False) -> None:
+        """Forget everything; with ``delete``, also delete every group made (cluster
+        deletion)."""
+        self.wait_spares()
+        with self._lock:
+            if delete:
+                self.groups.delete_all()
+            self.desired = None
+
+    # -- internals ---------------------------------------------------------------------
+    def _change(self, mutate: Any) -> int:
+        with self._lock:
+            cluster = self.cluster.copy()
+            mutate(cluster)
+            desired = translate(cluster)  # a bad policy raises here, before anything changes
+            self.cluster = cluster
+            return self._apply(desired)
+
+    def _apply(self, desired: Desired, check_ports: bool = False, only: set[str] | None = None) -> int:
+        t0 = time.perf_counter()
+        if only is None:
+            ports = {k: p.port_id for k, p in self.cluster.pods.items()}
+        else:
+            ports = {k: self.cluster.pods[k].port_id for k in only}
+        calls = self.groups.apply(desired, ports, check_ports=check_ports, partial=only is not None)
+        self.desired = desired
+        self.last = {"calls": calls, "seconds": time.perf_counter() - t0}
+        if len(self.groups.spares) < self.groups.want_spares:
+            self._refill()
+        return calls
+
+    def wait_spares(self) -> None:
+        """Until the spare groups are made again (tests and benchmarks: a steady state)."""
+        if self._refiller is not None:
+            self._refiller.join(timeout=60)
+
+    def _refill(self) -> None:
+        """Spare groups are made on a thread, after the change is applied, so that
+        what the change needed is not delayed by what the next one may need."""
+        if self._refiller is not None and self._refiller.is_alive():
+            return
+
+        def run() -> None:  # without the engine's lock: changes go on meanwhile
+            try:
+                self.groups.refill()
+            except Exception as exc:  # noqa: BLE001 - spares are an optimization only
+                log.warning("k8s policy: refilling spare groups: %s", exc)
+
+        self._refiller = threading.Thread(target=run, name="k8s-policy-spares", daemon=True)
+        self._refiller.start()
+
+
+__all__ = ["PolicyEngine"]

@@ -1,0 +1,196 @@
+"""NetworkPolicy → security groups, the pure translation (no kernel, no server).
+
+The packets are checked in tests/dataplane/test_dp_k8s_policy.py; here the shape of
+the groups: who is isolated, which group a peer becomes, what a named port, an
+``ipBlock`` with ``except`` or a Service's cluster IP turn into, and bad input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from lightkube import codecs
+
+from netbay.coe.executor import Api
+from netbay.k8s.policy import (Cluster, ContainerPort, Namespace, Pod, PolicyEngine, Service, ServicePort,
+                               load_policies, translate)
+from netbay.k8s.policy.translate import NODES, OPEN_EGRESS, OPEN_INGRESS, Rule, ip_block
+
+
+def np(ns: str, name: str, spec: dict):  # noqa: ANN201
+    return codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                             "metadata": {"name": name, "namespace": ns}, "spec": spec})
+
+
+def pods(**named: int) -> list[Pod]:
+    out = []
+    for i, n in enumerate("xyz"):
+        for j, p in enumerate("abc"):
+            ports = tuple(ContainerPort(k, v) for k, v in named.items()) if p != "c" else \
+                tuple(ContainerPort(k, v + 1000) for k, v in named.items())
+            out.append(Pod(n, p, f"port-{n}{p}", f"10.{i + 1}.0.{j + 10}", {"pod": p}, ports))
+    return out
+
+
+def cluster(*policies, services=(), **named: int) -> Cluster:
+    return Cluster.of([Namespace(n, {"ns": n}) for n in "xyz"], pods(**named), policies, services,
+                      nodes=["10.9.0.2"])
+
+
+A = {"matchLabels": {"pod": "a"}}
+
+
+def test_no_policy_leaves_every_pod_open() -> None:
+    d = translate(cluster())
+    assert all(m == {OPEN_INGRESS, OPEN_EGRESS, NODES} for m in d.members.values())
+    assert Rule("ingress", "IPv4", remote_ip_prefix="10.9.0.2/32") in d.groups[NODES]
+    assert Rule("egress", "IPv4", remote_ip_prefix="10.9.0.2/32") in d.groups[NODES]
+
+
+def test_policy_types_default_to_ingress_plus_egress_when_egress_rules_exist() -> None:
+    ingress_only = translate(cluster(np("x", "p", {"podSelector": A, "ingress": [{}]})))
+    assert OPEN_INGRESS not in ingress_only.members["x/a"] and OPEN_EGRESS in ingress_only.members["x/a"]
+    both = translate(cluster(np("x", "p", {"podSelector": A, "egress": [{}]})))
+    assert OPEN_INGRESS not in both.members["x/a"] and OPEN_EGRESS not in both.members["x/a"]
+    assert both.members["x/b"] >= {OPEN_INGRESS, OPEN_EGRESS}  # not selected: untouched
+
+
+def test_empty_ingress_list_denies_and_empty_rule_allows_all() -> None:
+    deny = translate(cluster(np("x", "p", {"podSelector": {}, "policyTypes": ["Ingress"]})))
+    assert deny.groups["policy:x/p"] == frozenset()
+    allow = translate(cluster(np("x", "p", {"podSelector": {}, "ingress": [{}]})))
+    assert allow.groups["policy:x/p"] == {Rule("ingress", "IPv4"), Rule("ingress", "IPv6")}
+
+
+def test_peer_selectors_become_remote_groups_with_the_matching_pods() -> None:
+    d = translate(cluster(np("x", "p", {"podSelector": A, "ingress": [{"from": [
+        {"namespaceSelector": {"matchExpressions": [{"key": "ns", "operator": "In", "values": ["y", "z"]}]},
+         "podSelector": {"matchLabels": {"pod": "c"}}},
+        {"podSelector": {"matchExpressions": [{"key": "pod", "operator": "NotIn", "values": ["a"]}]}}]}]})))
+    remotes = sorted(r.remote for r in d.groups["policy:x/p"])
+    members = {g: sorted(k for k, m in d.members.items() if g in m) for g in remotes}
+    assert sorted(members.values()) == [["x/b", "x/c"], ["y/c", "z/c"]]
+
+
+def test_equal_selectors_share_one_peer_group() -> None:
+    peer = {"from": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}
+    d = translate(cluster(np("x", "p1", {"podSelector": A, "ingress": [peer]}),
+                          np("z", "p2", {"podSelector": {}, "ingress": [peer]})))
+    assert len([k for k in d.groups if k.startswith("peer:")]) == 1
+
+
+def test_label_changes_move_memberships_and_leave_rules_alone() -> None:
+    c = cluster(np("x", "p", {"podSelector": A, "ingress": [{"from": [{"namespaceSelector": {
+        "matchLabels": {"ns": "y"}}}]}]}))
+    before = translate(c)
+    c.namespaces["z"] = Namespace("z", {"ns": "y"})
+    c.pods["x/b"] = replace(c.pods["x/b"], labels={"pod": "a"})
+    after = translate(c)
+    assert after.groups == before.groups
+    assert {k for k in after.members if after.members[k] != before.members[k]} == {"z/a", "z/b", "z/c", "x/b"}
+
+
+def test_exists_and_does_not_exist() -> None:
+    d = translate(cluster(np("x", "p", {"podSelector": {"matchExpressions": [
+        {"key": "pod", "operator": "Exists"}, {"key": "tier", "operator": "DoesNotExist"}]}, "ingress": []})))
+    assert all("policy:x/p" in d.members[f"x/{p}"] for p in "abc")
+
+
+def test_ip_block_except_splits_the_block() -> None:
+    assert ip_block("10.0.0.0/24", ["10.0.0.0/25", "10.0.0.128/26"]) == ["10.0.0.192/26"]
+    assert ip_block("10.0.0.0/30", ["10.0.0.1/32"]) == ["10.0.0.0/32", "10.0.0.2/31"]
+    with pytest.raises(ValueError, match="not inside"):
+        ip_block("10.0.0.0/24", ["10.1.0.0/32"])
+
+
+def test_named_ingress_port_resolves_per_selected_pod() -> None:
+    d = translate(cluster(np("x", "p", {"podSelector": {}, "ingress": [{"ports": [{"port": "http"}]}]}), http=8080))
+    sub = {k for k in d.groups if k.startswith("policy:x/p:")}
+    assert sub == {"policy:x/p:TCP:http=8080", "policy:x/p:TCP:http=9080"}
+    assert "policy:x/p:TCP:http=9080" in d.members["x/c"] and "policy:x/p:TCP:http=8080" in d.members["x/a"]
+    assert {(r.protocol, r.port_min) for r in d.groups["policy:x/p:TCP:http=9080"]} == {("tcp", 9080)}
+
+
+def test_named_egress_port_resolves_per_destination() -> None:
+    d = translate(cluster(np("x", "p", {"podSelector": A, "policyTypes": ["Egress"],
+                                        "egress": [{"ports": [{"port": "http"}]}]}), http=8080))
+    rules = d.groups["policy:x/p"]
+    assert {(r.port_min, r.remote is not None) for r in rules} == {(8080, True), (9080, True)}
+    by_port = {r.port_min: r.remote for r in rules}
+    assert {k for k, m in d.members.items() if by_port[9080] in m} == {"x/c", "y/c", "z/c"}
+
+
+def test_end_port_and_protocols() -> None:
+    d = translate(cluster(np("x", "p", {"podSelector": A, "ingress": [{"ports": [
+        {"port": 80, "endPort": 90}, {"port": 53, "protocol": "UDP"}, {"protocol": "SCTP"}]}]})))
+    got = {(r.protocol, r.port_min, r.port_max) for r in d.groups["policy:x/p"]}
+    assert got == {("tcp", 80, 90), ("udp", 53, 53), ("sctp", None, None)}
+
+
+def test_egress_to_pods_allows_their_service_cluster_ip() -> None:
+    svc = Service("y", "web", "10.96.0.10", {"pod": "b"}, (ServicePort(8000, 80), ServicePort(9000, "http")))
+    other = Service("z", "db", "10.96.0.11", {"pod": "a"}, (ServicePort(5432, 5432),))
+    d = translate(cluster(np("x", "p", {"podSelector": A, "policyTypes": ["Egress"], "egress": [{
+        "to": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}], "ports": [{"port": 80}]}]}),
+        services=[svc, other]))
+    vip = {(r.remote_ip_prefix, r.port_min) for r in d.groups["policy:x/p"] if r.remote_ip_prefix}
+    assert vip == {("10.96.0.10/32", 8000)}
+
+
+def test_bad_input_is_refused_before_anything_changes() -> None:
+    engine = PolicyEngine(Api("http://127.0.0.1:9", lambda: "no-token"))  # never called: refused first
+    with pytest.raises(ValueError, match="operator"):
+        engine.on_policy(np("x", "p", {"podSelector": {"matchExpressions": [
+            {"key": "a", "operator": "Near"}]}}))
+    with pytest.raises(ValueError, match="protocol"):
+        engine.on_policy(np("x", "p", {"podSelector": {}, "ingress": [{"ports": [{"protocol": "ICMP"}]}]}))
+    with pytest.raises(ValueError, match="not inside"):
+        engine.on_policy(np("x", "p", {"podSelector": {}, "ingress": [{"from": [{"ipBlock": {
+            "cidr": "10.0.0.0/8", "except": ["192.168.0.0/16"]}}]}]}))
+    assert engine.cluster.policies == {}
+
+
+def test_manifests_parse_through_lightkube() -> None:
+    got = load_policies("""
+apiVersion: v1
+kind: Namespace
+metadata: {name: x}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny, namespace: x}
+spec: {podSelector: {}, policyTypes: [Ingress, Egress]}
+""")
+    assert [p.metadata.name for p in got] == ["deny"]
+    d = translate(cluster(*got))
+    assert d.members["x/a"] == {NODES, "policy:x/deny"}
+
+
+def test_a_label_change_moves_only_that_pods_groups_as_a_whole_translation_would() -> None:
+    """relabel() (the engine's path for label changes, O(policies)) against translate()."""
+    import random
+
+    from netbay.k8s.policy.translate import relabel
+    c = cluster(
+        np("x", "deny", {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}),
+        np("x", "a-from", {"podSelector": A, "ingress": [{"from": [
+            {"namespaceSelector": {"matchLabels": {"ns": "y"}}, "podSelector": {"matchLabels": {"pod": "b"}}},
+            {"podSelector": {"matchExpressions": [{"key": "pod", "operator": "In", "values": ["c", "d"]}]}}]}]}),
+        np("y", "egress", {"podSelector": {"matchLabels": {"pod": "c"}}, "policyTypes": ["Egress"],
+                           "egress": [{"to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"pod": "a"}}}]}]}))
+    d = translate(c)
+    assert not d.pod_dependent
+    rng = random.Random(12)
+    for _ in range(60):
+        key = rng.choice(sorted(c.pods))
+        c.pods[key] = replace(c.pods[key], labels={"pod": rng.choice("abcd")})
+        fast, full = relabel(c, d, c.pods[key]), translate(c)
+        assert fast is not None
+        assert fast.members == full.members and fast.groups == full.groups
+        d = fast
+    named = cluster(np("x", "p", {"podSelector": {}, "ingress": [{"ports": [{"port": "http"}]}]}), http=80)
+    assert translate(named).pod_dependent and relabel(named, translate(named), named.pods["x/a"]) is None
+    with_svc = cluster(np("x", "p", {"podSelector": A, "egress": [{"to": [{"podSelector": {}}]}]}),
+                       services=[Service("x", "s", "10.96.0.1", {"pod": "b"}, (ServicePort(80, 80),))])
+    assert translate(with_svc).pod_dependent
