@@ -279,7 +279,8 @@ class Controller:
         svcs = [{"namespace": s.namespace, "name": s.name, "cluster_ip": vips[key], "selector": s.selector or {},
                  "ports": [(p.port, p.target, p.protocol) for p in s.ports]}
                 for key, s in want.services.items() if key in vips]
-        self.policy.sync(want.namespaces, pods, want.policies, svcs, [])
+        nodes = [f"{addr}/32" for _, _, addr in self.refs.node_boxes if addr]   # always reach their pods
+        self.policy.sync(want.namespaces, pods, want.policies, svcs, nodes)
 
 
 __all__ = ["Controller", "POD_OWNER", "Report"]
