@@ -201,7 +201,7 @@ def test_connectivity_all_reachable(cloud: Cloud, ca: dict, pods_a: list[dict]) 
     assert len(cells) == 25
     assert all(c["reachable"] is True and c["same_cluster"] for c in cells.values()), \
         [k for k, c in cells.items() if c["reachable"] is not True]
-    assert doc["summary"]["within"] == {"cells": 25, "probed": 25, "reachable": 25}
+    assert doc["summary"]["within"] == {"cells": 25, "probed": 25, "reachable": 25, "not_routed": 0}
     assert doc["summary"]["all_reachable_within"] is True
 
     out = ok(cloud.run("cluster", "connectivity", "ca", "--prefix", cloud.prefix))
