@@ -235,8 +235,9 @@ def test_a_process_killed_while_building_is_taken_over(pg_url: str, tmp_path: Pa
             ids.append(r.json()["uuid"])
 
         # A random point in the build: after a random delay, a random one of the processes
-        # that hold a lease at that moment.
-        time.sleep(rng.uniform(0.0, 2.0))
+        # that hold a lease at that moment. A build takes ~1.3 s on a quiet machine, so the
+        # delay stays well inside it (with up to 2 s, a quiet CI found every build done).
+        time.sleep(rng.uniform(0.0, 0.3))
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             owners = {owner for _, owner in leases(engine)}

@@ -18,6 +18,9 @@ class PolicyHook:
             return
         self.policy = policy
         self.engine = policy.PolicyEngine(api, tag=f"k8s-policy:{cluster_id}")
+        # Until a cluster has a NetworkPolicy, every pod is open (the cluster's default-allow
+        # group) and the engine makes nothing: its groups would only cost security-group quota.
+        self.engaged = False
 
     @property
     def active(self) -> bool:
@@ -26,8 +29,9 @@ class PolicyHook:
     def sync(self, namespaces: dict[str, Any], pods: list[dict[str, Any]], policies: list[dict[str, Any]],
              services: list[dict[str, Any]], nodes: list[str]) -> int:
         """The whole cluster, as the translation's model takes it; the API calls made."""
-        if self.engine is None:
+        if self.engine is None or not (policies or self.engaged):
             return 0
+        self.engaged = True
         from lightkube import codecs
 
         p = self.policy

@@ -205,6 +205,7 @@ def openstack_cloud(work: Path) -> Iterator[Cloud]:
         servers.append(keystone)
         keystone.wait_ready(auth_url)
         cloud = Cloud(auth_url, network_url)
+        _wait_for_tokens(cloud)
         _register_neutron(cloud)
         _neutron_conf(work, venv, auth_url)
         subprocess.run([str(venv / "bin" / "python"), "-c", _NEUTRON_SCHEMA.format(url=f"sqlite:///{work}/neutron.db")],
@@ -221,6 +222,25 @@ def openstack_cloud(work: Path) -> Iterator[Cloud]:
     finally:
         for server in reversed(servers):
             server.stop()
+
+
+def _wait_for_tokens(cloud: Cloud) -> None:
+    """Until Keystone issues a token: uWSGI answers ``GET /v3`` before every worker can
+    reach the database, and a first token request may still be refused or reset."""
+    user = {"name": "admin", "domain": {"id": "default"}, "password": cloud.admin_password}
+    body = {"auth": {"identity": {"methods": ["password"], "password": {"user": user}},
+                     "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}}
+    deadline, last = time.monotonic() + BOOT_TIMEOUT, ""
+    while time.monotonic() < deadline:
+        try:
+            r = httpx.post(f"{cloud.auth_url}/auth/tokens", json=body, timeout=10)
+            if r.status_code == 201:
+                return
+            last = f"{r.status_code} {r.text[:200]}"
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        time.sleep(0.5)
+    raise TimeoutError(f"Keystone at {cloud.auth_url} issued no token in {BOOT_TIMEOUT} s: {last}")
 
 
 def _register_neutron(cloud: Cloud) -> None:
