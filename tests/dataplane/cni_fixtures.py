@@ -10,13 +10,14 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .dp_helpers import serving
 
 REFERENCE_DIR = Path("/usr/lib/cni")
 
@@ -80,15 +81,8 @@ class Daemon:
         return self
 
     def _listening(self) -> bool:
-        assert self.proc is not None and self.proc.poll() is None, self.log.read_text()[-3000:]
-        if not self.sock.is_socket():
-            return False
-        with socket.socket(socket.AF_UNIX) as s:
-            try:
-                s.connect(str(self.sock))
-            except OSError:
-                return False
-        return True
+        assert self.proc is not None
+        return serving(self.sock, self.proc, self.log)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -21,7 +21,7 @@ from conftest import ADMIN_PASSWORD, Server  # tests/conftest.py
 
 from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
-from .dp_helpers import RUN_ID
+from .dp_helpers import RUN_ID, serving
 
 PLUGIN = f"nbt{RUN_ID}dk"
 MADE = "netbay.docker.made"
@@ -51,15 +51,8 @@ class Plugin:
         return self
 
     def _listening(self) -> bool:
-        assert self.proc is not None and self.proc.poll() is None, self.log.read_text()[-3000:]
-        if not self.sock.is_socket():
-            return False
-        with socket.socket(socket.AF_UNIX) as s:
-            try:
-                s.connect(str(self.sock))
-            except OSError:
-                return False
-        return True
+        assert self.proc is not None
+        return serving(self.sock, self.proc, self.log)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

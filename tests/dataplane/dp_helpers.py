@@ -10,6 +10,7 @@ import os
 import re
 import secrets
 import subprocess
+from pathlib import Path
 
 RUN_ID = os.environ.setdefault(f"NETBAY_TEST_RUN_ID_{os.getpid()}", secrets.token_hex(3))
 PREFIX = f"nbt{RUN_ID}-"
@@ -108,3 +109,19 @@ def ip_netns_exec(ns: str, *cmd: str, timeout: float = 10) -> subprocess.Complet
     """``ip netns exec NS CMD`` (tests only: proves iproute2 sees our namespaces)."""
     return subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True,
                           timeout=timeout)
+
+
+def serving(sock: Path, proc: subprocess.Popen, log: Path) -> bool:
+    """Whether the daemon ``proc`` (still alive, else its log's tail fails the test)
+    accepts connections on its Unix socket ``sock``."""
+    import socket
+
+    assert proc.poll() is None, log.read_text()[-3000:]
+    if not sock.is_socket():
+        return False
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(str(sock))
+        except OSError:
+            return False
+    return True

@@ -255,6 +255,30 @@ def test_deleting_the_tap_service_port_removes_the_mirrors(lab: Lab, cloud: Clou
         assert cloud.http.get(f"/network/v2.0/taas/{path}").status_code == 404
 
 
+def _bind_and_capture_both(lab: Lab, cloud: Cloud, tmp_path: Path, port: dict, ns: str, tcp_port: int) -> None:
+    """Bind ``port`` (wired into namespace ``ns``) to the agent's host, mirror it with a
+    ``BOTH`` flow, and check the capture sees both halves of its ICMP and TCP to ``peer``."""
+    host = cloud.ok(cloud.http.get(f"/netbay/v1/sandboxes/{lab.src['id']}"))["sandbox"]["host"]
+    cloud.ok(cloud.http.put(f"/network/v2.0/ports/{port['id']}", json={"port": {"binding:host_id": host}}))
+    cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
+    flow = _osc(cloud, "tap", "flow", "create", "--port", port["id"], "--tap-service", "taas-ts",
+                "--direction", "BOTH")
+    source = Lab.__new__(Lab)   # the same capture, with this port as the source
+    source.cloud, source.service = cloud, lab.service
+    source.src_ip, source.peer_ip = port["fixed_ips"][0]["ip_address"], lab.peer_ip
+
+    def traffic() -> None:
+        assert probe.ping(ns, lab.peer_ip, timeout=2.0, count=2)
+        assert tcp(ns, cloud.sandbox_ns(lab.peer["id"]), lab.peer_ip, tcp_port, timeout=3.0)
+
+    source.traffic = traffic   # type: ignore[method-assign]
+    try:
+        seen = _seen(source.capture(tmp_path, flow), source)
+        assert all(seen.values()), seen
+    finally:
+        lab.delete_flow(flow)
+
+
 def test_a_container_port_is_mirrored(lab: Lab, cloud: Cloud, tmp_path: Path) -> None:
     """A container's port, plugged by the runtime's real attach step (``Attacher.plug``);
     the container is a stand-in: a namespace the inner end is moved into at once, as
@@ -280,25 +304,7 @@ def test_a_container_port_is_mirrored(lab: Lab, cloud: Cloud, tmp_path: Path) ->
         links.set_up(ns, "lo")
         links.add_address(ns, inner, port["fixed_ips"][0]["ip_address"] + "/24")
         links.set_up(ns, inner)
-        host = cloud.ok(cloud.http.get(f"/netbay/v1/sandboxes/{lab.src['id']}"))["sandbox"]["host"]
-        cloud.ok(cloud.http.put(f"/network/v2.0/ports/{port['id']}", json={"port": {"binding:host_id": host}}))
-        cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
-        flow = _osc(cloud, "tap", "flow", "create", "--port", port["id"], "--tap-service", "taas-ts",
-                    "--direction", "BOTH")
-        container = Lab.__new__(Lab)   # the same capture, with the container as the source
-        container.cloud, container.service = cloud, lab.service
-        container.src_ip, container.peer_ip = port["fixed_ips"][0]["ip_address"], lab.peer_ip
-
-        def traffic() -> None:
-            assert probe.ping(ns, lab.peer_ip, timeout=2.0, count=2)
-            assert tcp(ns, cloud.sandbox_ns(lab.peer["id"]), lab.peer_ip, 8081, timeout=3.0)
-
-        container.traffic = traffic   # type: ignore[method-assign]
-        try:
-            seen = _seen(container.capture(tmp_path, flow), container)
-            assert all(seen.values()), seen
-        finally:
-            lab.delete_flow(flow)
+        _bind_and_capture_both(lab, cloud, tmp_path, port, ns, 8081)
     finally:
         netns.delete(ns)
         cloud.http.delete(f"/network/v2.0/ports/{port['id']}")
@@ -318,25 +324,7 @@ def test_a_kuryr_pod_port_is_mirrored(lab: Lab, cloud: Cloud, tmp_path: Path) ->
     pods = PodSandboxes(cloud.names)
     try:
         ns = pods.plug(pod_port(port, subnet))
-        host = cloud.ok(cloud.http.get(f"/netbay/v1/sandboxes/{lab.src['id']}"))["sandbox"]["host"]
-        cloud.ok(cloud.http.put(f"/network/v2.0/ports/{port['id']}", json={"port": {"binding:host_id": host}}))
-        cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
-        flow = _osc(cloud, "tap", "flow", "create", "--port", port["id"], "--tap-service", "taas-ts",
-                    "--direction", "BOTH")
-        pod = Lab.__new__(Lab)   # the same capture, with the pod as the source
-        pod.cloud, pod.service = cloud, lab.service
-        pod.src_ip, pod.peer_ip = port["fixed_ips"][0]["ip_address"], lab.peer_ip
-
-        def traffic() -> None:
-            assert probe.ping(ns, lab.peer_ip, timeout=2.0, count=2)
-            assert tcp(ns, cloud.sandbox_ns(lab.peer["id"]), lab.peer_ip, 8082, timeout=3.0)
-
-        pod.traffic = traffic   # type: ignore[method-assign]
-        try:
-            seen = _seen(pod.capture(tmp_path, flow), pod)
-            assert all(seen.values()), seen
-        finally:
-            lab.delete_flow(flow)
+        _bind_and_capture_both(lab, cloud, tmp_path, port, ns, 8082)
     finally:
         pods.unplug(port["id"])
         cloud.http.delete(f"/network/v2.0/ports/{port['id']}")
