@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import harness
 
 from netbay.dataplane import netns
-from netbay.dataplane.agent import Agent, Api, Credentials
+from netbay.agent import Agent, Api, Credentials
 from netbay.dataplane.names import Names
 
 

@@ -56,7 +56,7 @@ from pod_network import Iperf  # noqa: E402
 from pod_network import first_answer as _first_answer  # noqa: E402
 
 from netbay.dataplane import bigtcp, netns  # noqa: E402
-from netbay.dataplane.clusternet import make_driver  # noqa: E402
+from netbay.drivers.realizer import make_driver  # noqa: E402
 from netbay.dataplane.names import Names  # noqa: E402
 from netbay.dataplane.rtnl import rtnl  # noqa: E402
 from netbay.drivers import leases  # noqa: E402

@@ -15,7 +15,7 @@ end, also on error or Ctrl-C):
                   without netfilter); built with :mod:`netbay.dataplane.links`.
 * ``netbay``      the product: a real ``netbay up --no-agent`` server (SQLite, in a
                   temporary directory, bench/harness.py) and the real dataplane agent
-                  (:class:`netbay.dataplane.agent.Agent`, in this process, namespace
+                  (:class:`netbay.agent.Agent`, in this process, namespace
                   prefix ``nbb<hex>-``). Through the API: a network (default MTU) and
                   subnet, a group ``iperf`` with one rule (ingress TCP 5201 from
                   0.0.0.0/0), a server port in ``default`` + ``iperf``, a client port in
@@ -272,7 +272,7 @@ class Cloud:
     def __init__(self, prefix: str) -> None:
         import httpx
         import harness
-        from netbay.dataplane.agent import Agent, Api, Credentials
+        from netbay.agent import Agent, Api, Credentials
         from netbay.dataplane.names import Names
 
         self.names = Names(prefix)

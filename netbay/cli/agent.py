@@ -58,7 +58,7 @@ def read_openrc(path: Path) -> dict[str, str]:
 def credentials(data_dir: Path | None, openrc: Path | None):  # noqa: ANN201
     """Credentials from OS_* variables, else from ``openrc`` (or the data dir's)."""
     from netbay.cli.settings import default_data_dir
-    from netbay.dataplane.agent import Credentials
+    from netbay.agent import Credentials
 
     if os.environ.get("OS_AUTH_URL") and openrc is None:
         return Credentials.from_env()
@@ -94,7 +94,7 @@ def agent(
     wait: float = typer.Option(30.0, "--wait", min=0.0, max=60.0, help="Long-poll seconds."),
 ) -> None:
     """Run the dataplane agent: wire this host's kernel as the network service says."""
-    from netbay.dataplane.agent import Agent, Api
+    from netbay.agent import Agent, Api
     from netbay.dataplane.names import Names
 
     if os.geteuid() != 0:
@@ -141,7 +141,7 @@ def _check_login(creds: Any) -> None:
     """Log in once before starting, so a wrong password or a missing server is said plainly."""
     import httpx
 
-    from netbay.dataplane.agent import ApiError
+    from netbay.agent import ApiError
 
     try:
         creds.token()
@@ -169,7 +169,7 @@ def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODU
     """Run the API server and, on a background thread once it listens, the agent."""
     import uvicorn
 
-    from netbay.dataplane.agent import Agent, Api
+    from netbay.agent import Agent, Api
     from netbay.dataplane.names import Names
 
     stop = threading.Event()

@@ -33,7 +33,7 @@ PrefixOpt = typer.Option(PRODUCT_PREFIX, "--prefix", help="Namespace prefix (the
 def _controller(cluster: str, url: str | None, data_dir: Path | None, database_url: str | None, prefix: str):
     from netbay.cli.settings import Settings
     from netbay.coe.executor import Api
-    from netbay.dataplane.agent import Credentials
+    from netbay.agent import Credentials
     from netbay.dataplane.names import Names
     from netbay.k8s.controller import Controller
     from netbay.store.db import Store
@@ -93,7 +93,7 @@ def resync(cluster: str = ClusterOpt, url: str | None = UrlOpt, data_dir: Path |
 def sweep(url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
     """Delete this host's pod namespaces whose port is gone (after a cluster delete)."""
     from netbay.coe.executor import Api
-    from netbay.dataplane.agent import Credentials
+    from netbay.agent import Credentials
     from netbay.dataplane.names import Names
     from netbay.k8s.sandbox import PodSandboxes, sweep_orphans
 

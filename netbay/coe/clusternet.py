@@ -5,7 +5,7 @@ cannot get a lease per node fails before its stack changes), :func:`sync` after 
 create or update succeeded (nodes from the stack's servers; leases allocated keeping
 the ones held, released for nodes gone, pods on gone nodes deleted) and :func:`forget`
 when the cluster goes. The result is a ``clusternet`` in the change stream, all the
-dataplane agent needs to program the nodes (:mod:`netbay.dataplane.clusternet`).
+dataplane agent needs to program the nodes (:mod:`netbay.drivers.realizer`).
 Which lease manager and config a driver uses is the driver's own
 (:mod:`netbay.drivers`); this module only keeps the result.
 """

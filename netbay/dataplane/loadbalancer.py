@@ -499,7 +499,7 @@ def _status_text(provisioning: str | None, operating: str | None) -> str | None:
 
 
 class LoadBalancerRealizer:
-    """Load balancers for the agent (:class:`netbay.dataplane.agent.Realizer`).
+    """Load balancers for the agent (:class:`netbay.dataplane.realizers.Realizer`).
 
     The agent thread calls ``resync``/``apply``/``statuses``; monitor threads call
     ``health_results``. One lock serializes what they share (specs, health, the

@@ -23,7 +23,7 @@ import httpx
 
 from netbay.dataplane import netns
 from netbay.dataplane.rtnl import rtnl
-from netbay.dataplane.agent import Agent, Api, Credentials
+from netbay.agent import Agent, Api, Credentials
 from netbay.dataplane.names import Names
 from conftest import ADMIN_PASSWORD, Server, start_server, stop_server  # tests/conftest.py
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from conftest import ADMIN_PASSWORD, Server, unique
 
-from netbay.dataplane.agent import Agent, Api, Credentials
+from netbay.agent import Agent, Api, Credentials
 from netbay.dataplane.names import Names
 
 from .agent_fixtures import sweep_prefix, wait_for

@@ -91,7 +91,7 @@ class ClusterNetworks:
 
     @staticmethod
     def driver(cnet: dict[str, Any]) -> Any:
-        from netbay.dataplane.clusternet import make_driver
+        from netbay.drivers.realizer import make_driver
 
         drv = make_driver(cnet)
         if not hasattr(drv, "bridged"):

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import httpx
 
-from netbay.dataplane.agent import Credentials
+from netbay.agent import Credentials
 
 CONNECT_TIMEOUT = 1.0
 READ_TIMEOUT = 5.0

@@ -19,11 +19,10 @@ from typing import Any
 
 from netbay.dataplane import netns, rtnl
 from netbay.dataplane.names import Names
+from netbay.dataplane.realizers import Outcome, Work
 
 log = logging.getLogger(__name__)
 
-Work = dict[str, set[str]]
-Outcome = dict[str, dict[str, bool]]
 
 
 def make_driver(net: Mapping[str, Any]) -> Any:
@@ -40,7 +39,7 @@ def make_driver(net: Mapping[str, Any]) -> Any:
 
 
 class ClusterNetRealizer:
-    """Realizer of ``clusternets`` and ``pods`` (see :class:`netbay.dataplane.agent.Realizer`)."""
+    """Realizer of ``clusternets`` and ``pods`` (see :class:`netbay.dataplane.realizers.Realizer`)."""
 
     name = "clusternets"
     before_fabric = False   # node eth0s are wired by the fabric first

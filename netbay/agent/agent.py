@@ -11,9 +11,11 @@ Everything runs on one thread (netlink sockets and ``setns`` are per thread).
 It is idempotent throughout: killed at any moment and restarted, it converges
 with nothing duplicated or leaked.
 
-Other parts of the dataplane plug in as :class:`Realizer`\\ s (routers, security
-groups, load balancers): each is handed the state and the ids a batch of changes
-touched, after the fabric wired the ports.
+Other parts of the dataplane plug in as realizers
+(:class:`netbay.dataplane.realizers.Realizer`: routers, security groups, load
+balancers, tap flows, and the container network drivers' cluster networks): each
+is handed the state and the ids a batch of changes touched, after the fabric wired
+the ports. This package composes the dataplane and the drivers; neither imports it.
 """
 
 from __future__ import annotations
@@ -23,214 +25,29 @@ import os
 import socket
 import threading
 import time
-import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
+from netbay.agent.api import Api, ApiError
+from netbay.agent.expand import expand
+from netbay.agent.reporter import Reporter
 from netbay.dataplane import bigtcp, netns, rtnl
 from netbay.dataplane.fabric import Fabric, PortSpec, consumer, on_host, port_spec
 from netbay.dataplane.names import Names
+from netbay.dataplane.realizers import Outcome, Realizer, RouterRealizer, SecurityGroupRealizer, Work
 from netbay.dataplane.state import State, Touched
 
 log = logging.getLogger(__name__)
 
-# collection -> ids to reconcile
-Work = dict[str, set[str]]
 # How far before a snapshot's revision the stream is followed, and how long (s) a
 # skipped revision is waited for; see Agent._note_holes.
 REPLAY = 100
 HOLE_GRACE = 5.0
 HOLE_POLL = 0.2
 MAX_HOLES = 1000
-# collection -> id -> realized?
-Outcome = dict[str, dict[str, bool]]
-
-
-class Realizer(Protocol):
-    """A part of the dataplane the agent keeps in step with the state.
-
-    ``resync`` makes everything the realizer owns match ``state`` (adopt, build,
-    remove the rest); ``apply`` does the same for the ids of ``work`` only. ``specs``
-    are the wanted port wirings (all of them for ``resync``, those of ``work`` for
-    ``apply``). A realizer with ``before_fabric`` runs before the ports are wired
-    (security groups: a port is filtered before its first packet), the others after
-    (routers need their legs). Both return what they realized or failed to, by
-    collection and id, which becomes status (a router ``ACTIVE`` or ``ERROR``).
-    """
-
-    name: str
-    before_fabric: bool
-
-    def resync(self, state: State, fabric: Fabric, specs: Mapping[str, PortSpec]) -> Outcome: ...
-
-    def apply(self, state: State, fabric: Fabric, work: Work, specs: Mapping[str, PortSpec]) -> Outcome: ...
-
-    # Optional (looked up with getattr): ``attach(report)`` hands a realizer with work
-    # of its own (health checks) the agent's status reporter; ``stop()`` ends that work
-    # when the agent stops; ``statuses(state, work, everything, outcomes, failed)``
-    # returns the realizer's own status report (load balancer trees).
-
-
-# --- talking to the API ---------------------------------------------------------------------
-
-
-class ApiError(RuntimeError):
-    def __init__(self, status: int, text: str) -> None:
-        super().__init__(f"HTTP {status}: {text[:300]}")
-        self.status = status
-
-
-@dataclass(frozen=True)
-class Credentials:
-    """Password credentials for Keystone v3 (what an openrc holds)."""
-    auth_url: str
-    username: str
-    password: str
-    project_name: str
-    user_domain_name: str = "Default"
-    project_domain_name: str = "Default"
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Credentials:
-        env = os.environ if env is None else env
-        missing = [k for k in ("OS_AUTH_URL", "OS_USERNAME", "OS_PASSWORD", "OS_PROJECT_NAME") if not env.get(k)]
-        if missing:
-            raise ValueError(f"missing credentials: {', '.join(missing)} (source the openrc `netbay up` wrote)")
-        return cls(env["OS_AUTH_URL"], env["OS_USERNAME"], env["OS_PASSWORD"], env["OS_PROJECT_NAME"],
-                   env.get("OS_USER_DOMAIN_NAME") or "Default", env.get("OS_PROJECT_DOMAIN_NAME") or "Default")
-
-    def token(self) -> str:
-        body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
-            "name": self.username, "domain": {"name": self.user_domain_name}, "password": self.password}}},
-            "scope": {"project": {"name": self.project_name, "domain": {"name": self.project_domain_name}}}}}
-        url = self.auth_url.rstrip("/")
-        if not url.endswith("/v3"):
-            url += "/v3"
-        r = httpx.post(f"{url}/auth/tokens", json=body, timeout=10)
-        if r.status_code != 201:
-            raise ApiError(r.status_code, r.text)
-        return r.headers["X-Subject-Token"]
-
-
-class Api:
-    """The three calls the agent makes, with an admin token renewed on 401."""
-
-    def __init__(self, url: str, token: Callable[[], str]) -> None:
-        self.url = url.rstrip("/")
-        self._token_source = token
-        self._token: str | None = None
-        self.client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(10.0))
-
-    def fork(self) -> Api:
-        """Another client of the same server and credentials (one per thread)."""
-        return Api(self.url, self._token_source)
-
-    def close(self) -> None:
-        self.client.close()
-
-    def _call(self, method: str, path: str, *, timeout: float | None = None, **kw: Any) -> Any:
-        for attempt in range(2):
-            if self._token is None:
-                self._token = self._token_source()
-            r = self.client.request(method, path, headers={"X-Auth-Token": self._token},
-                                    timeout=httpx.Timeout(10.0, read=timeout) if timeout else None, **kw)
-            if r.status_code == 401 and attempt == 0:
-                self._token = None
-                continue
-            if r.status_code >= 400:
-                raise ApiError(r.status_code, r.text)
-            return r.json()
-        raise AssertionError("unreachable")
-
-    def state(self) -> dict[str, Any]:
-        return self._call("GET", "/netbay/v1/state", timeout=120)
-
-    def changes(self, since: int, wait: float) -> dict[str, Any]:
-        return self._call("GET", "/netbay/v1/changes", params={"since": since, "wait": wait},
-                          timeout=wait + 30)
-
-    def put_status(self, report: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
-        return self._call("PUT", "/netbay/v1/status", json=report, timeout=60)
-
-    def put_lbstats(self, report: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-        return self._call("PUT", "/netbay/v1/lbstats", json=report, timeout=60)
-
-
-class Reporter:
-    """Writes status in the background, so that a slow PUT never delays wiring.
-
-    Reports are merged per object (the latest wins) and sent in order by one
-    thread; a failed PUT is retried with backoff, newer reports taking precedence.
-    """
-
-    def __init__(self, api: Api) -> None:
-        self.api = api
-        self._pending: dict[str, dict[str, str]] = defaultdict(dict)
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._idle = threading.Event()
-        self._idle.set()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="netbay-agent-status", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        self.api.close()
-
-    def submit(self, report: Mapping[str, Mapping[str, str]]) -> None:
-        with self._lock:
-            for coll, items in report.items():
-                self._pending[coll].update(items)
-            self._idle.clear()
-        self._wake.set()
-
-    def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until everything submitted was written (tests, shutdown)."""
-        return self._idle.wait(timeout)
-
-    def _take(self) -> dict[str, dict[str, str]]:
-        with self._lock:
-            report = {k: v for k, v in self._pending.items() if v}
-            self._pending = defaultdict(dict)
-            if not report:
-                self._idle.set()
-            return report
-
-    def _run(self) -> None:
-        backoff = 0.2
-        while not self._stop.is_set():
-            self._wake.wait()
-            self._wake.clear()
-            report = self._take()
-            if not report:
-                continue
-            try:
-                self.api.put_status(report)
-                backoff = 0.2
-            except Exception as exc:  # noqa: BLE001 - retried; the agent must not stop
-                log.warning("netbay agent: cannot write status (%s); retrying", exc)
-                with self._lock:
-                    for coll, items in report.items():
-                        newer = self._pending[coll]
-                        self._pending[coll] = {**items, **newer}
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
-            self._wake.set()  # look again: more may have come meanwhile
-
-
-# --- the agent --------------------------------------------------------------------------------
 
 
 class Agent:
@@ -476,55 +293,11 @@ class Agent:
     # -- per change --------------------------------------------------------------------------
 
     def expand(self, touched: Iterable[Touched]) -> Work:
-        """The ids a batch of changes concerns, following dependencies (a subnet's
-        ports, a sandbox's ports, the routers a floating IP moved between…)."""
-        state = self.state
-        w: Work = defaultdict(set)
-        for t in touched:
-            w[t.collection].add(t.id)
-            if t.collection == "networks":
-                w["ports"].update(p["id"] for p in state.ports_on(t.id))
-            elif t.collection == "subnets":
-                for net in t.values("network_id"):
-                    for p in state.ports_on(net):
-                        w["ports"].add(p["id"])
-                        if str(p.get("device_owner", "")).startswith("network:router"):
-                            w["routers"].add(p["device_id"])
-                        elif str(p.get("device_id", "")).startswith("lb-"):
-                            w["loadbalancers"].add(p["device_id"][3:])  # VIP routes
-            elif t.collection == "ports":
-                for dev in t.values("device_id"):
-                    if dev in state.sandboxes or any(
-                            r is not None and r.get("device_owner") == "netbay:sandbox" for r in (t.old, t.new)):
-                        w["sandboxes"].add(dev)
-                        w["ports"].update(p["id"] for p in state.ports_of(dev))  # default route choice
-                    if dev in state.routers:
-                        w["routers"].add(dev)
-                w["floatingips"].update(f["id"] for f in state.floatingips.values() if f.get("port_id") == t.id)
-                w["loadbalancers"].update(d[3:] for d in t.values("device_id") if str(d).startswith("lb-"))
-            elif t.collection == "sandboxes":
-                w["ports"].update(p["id"] for p in state.ports_of(t.id))
-                for r in (t.old, t.new):
-                    if r is not None:
-                        w["ports"].update(p.get("port_id") for p in r.get("ports") or () if p.get("port_id"))
-            elif t.collection == "routers":
-                w["ports"].update(p["id"] for p in state.ports_of(t.id))
-                w["floatingips"].update(f["id"] for f in state.floatingips.values() if f.get("router_id") == t.id)
-            elif t.collection == "floatingips":
-                w["routers"].update(t.values("router_id"))
-            elif t.collection == "security_group_rules":
-                w["security_groups"].update(t.values("security_group_id"))
-            elif t.collection == "loadbalancers":
-                w["ports"].update(p["id"] for p in state.ports_of(f"lb-{t.id}"))
-                if t.action == "failover":
-                    self.failovers.add(t.id)
-            elif t.collection in LB_CHILDREN:
-                w["loadbalancers"].update(_lb_of(state, t))
-            for r in self.realizers:   # what a realizer's own kinds depend on (cluster nodes)
-                more = getattr(r, "expand", None)
-                if more is not None:
-                    more(state, t, w)
-        return w
+        """The ids a batch of changes concerns (:func:`netbay.agent.expand.expand`);
+        a load balancer's failover is remembered, to rebuild it from scratch."""
+        touched = list(touched)
+        self.failovers.update(t.id for t in touched if t.collection == "loadbalancers" and t.action == "failover")
+        return expand(self.state, touched, self.realizers)
 
     def reconcile(self, work: Work) -> None:
         for coll, ids in work.items():  # a fresh attempt for everything in this work
@@ -736,28 +509,6 @@ class Agent:
             self.reporter.submit(report)
 
 
-LB_CHILDREN = ("listeners", "pools", "members", "healthmonitors")
-
-
-def _lb_of(state: State, t: Touched) -> set[str]:
-    """The load balancers a change of a listener, pool, member or monitor concerns
-    (through its old and new rendering: a child never moves, but be safe)."""
-    out: set[str] = set()
-    pools = state.table("pools")
-    for r in (t.old, t.new):
-        if r is None:
-            continue
-        refs = r.get("loadbalancers")
-        pool_ids = [r.get("pool_id")] if t.collection == "members" else \
-            [p.get("id") for p in r.get("pools") or () if isinstance(p, dict)]
-        if t.collection in ("listeners", "pools"):
-            out.update(x.get("id") for x in refs or () if isinstance(x, dict) and x.get("id"))
-        for pid in pool_ids:
-            pool = pools.get(pid or "")
-            if pool is not None:
-                out.update(x.get("id") for x in pool.get("loadbalancers") or ()
-                           if isinstance(x, dict) and x.get("id"))
-    return out
 
 
 def _ensure_namespace(ns: str) -> None:
@@ -765,7 +516,7 @@ def _ensure_namespace(ns: str) -> None:
         rtnl.rtnl(ns).set_link(1, up=True)  # lo
 
 
-# --- realizers of the other dataplane parts -----------------------------------------------------
+# --- the realizers it composes -------------------------------------------------------------------
 
 
 def default_realizers(names: Names) -> list[Realizer]:
@@ -788,8 +539,8 @@ def _load_balancers(names: Names) -> Realizer:
 
 
 def _cluster_networks(names: Names) -> Realizer:
-    """Cluster networks and pods through :mod:`netbay.dataplane.clusternet` (the drivers)."""
-    from netbay.dataplane.clusternet import ClusterNetRealizer
+    """Cluster networks and pods through the container network drivers (:mod:`netbay.drivers.realizer`)."""
+    from netbay.drivers.realizer import ClusterNetRealizer
 
     return ClusterNetRealizer(names)
 
@@ -799,134 +550,3 @@ def _taps(names: Names) -> Realizer:
     from netbay.dataplane.taas import TaasRealizer
 
     return TaasRealizer(names)
-
-
-class RouterRealizer:
-    """Routers through :mod:`netbay.dataplane.router` (namespace, forwarding, NAT)."""
-
-    name = "routers"
-    before_fabric = False
-
-    def __init__(self, names: Names) -> None:
-        from netbay.dataplane import router
-
-        self.router = router
-        self.names = names
-
-    def _ensure(self, state: State, rid: str) -> bool:
-        r = self.router
-        try:
-            spec = r.from_api(state.routers[rid], list(state.ports_of(rid)), state.subnets,
-                              state.floatingips.values(), self.names)
-            r.ensure(spec)
-        except Exception as exc:  # noqa: BLE001 - reported as the router's status
-            log.warning("netbay agent: router %s: %s", rid, exc)
-            return False
-        return True
-
-    def resync(self, state: State, fabric: Fabric, specs: Mapping[str, PortSpec]) -> Outcome:
-        for rid in self.router.observed_routers(self.names) - set(state.routers):
-            self.router.remove_router(self.names.router(rid))
-        return {"routers": {rid: self._ensure(state, rid) for rid in state.routers}}
-
-    def apply(self, state: State, fabric: Fabric, work: Work, specs: Mapping[str, PortSpec]) -> Outcome:
-        done: dict[str, bool] = {}
-        for rid in work.get("routers", ()):
-            if rid in state.routers:
-                done[rid] = self._ensure(state, rid)
-            else:
-                self.router.remove_router(self.names.router(rid))
-        return {"routers": done}
-
-
-class SecurityGroupRealizer:
-    """Security groups through :mod:`netbay.dataplane.secgroups`, in the fabric.
-
-    Runs before the fabric wires a port, so the port is filtered from its first
-    packet. The agent chooses each port's mark (unique, 1..65535, reassigned at a
-    resync) and each network's conntrack zone (its segmentation id).
-    """
-
-    name = "security_groups"
-    before_fabric = True
-
-    def __init__(self, names: Names) -> None:
-        from netbay.dataplane import secgroups
-
-        self.module = secgroups
-        self.names = names
-        self.sg: Any = None
-        self.marks: dict[str, int] = {}
-        self._next = 1
-
-    def _groups(self) -> Any:
-        if self.sg is None:
-            self.sg = self.module.SecurityGroups(self.names.fabric)
-        return self.sg
-
-    def _mark(self, port_id: str) -> int:
-        mark = self.marks.get(port_id)
-        if mark is None:
-            used = set(self.marks.values())
-            for _ in range(self.module.MAX_MARK):
-                if self._next > self.module.MAX_MARK:
-                    self._next = 1
-                if self._next not in used:
-                    break
-                self._next += 1
-            else:
-                raise RuntimeError("no free port mark: more than 65535 ports in one fabric")
-            mark = self.marks[port_id] = self._next
-            self._next += 1
-        return mark
-
-    @staticmethod
-    def _zone(state: State, network_id: str) -> int:
-        seg = (state.networks.get(network_id) or {}).get("provider:segmentation_id")
-        if isinstance(seg, int) and 0 < seg <= 0xFFFF:
-            return seg
-        return (zlib.crc32(network_id.encode()) % 0xFFFF) + 1
-
-    def _entry(self, state: State, spec: PortSpec) -> tuple[Mapping[str, Any], int, int]:
-        return state.ports[spec.port_id], self._mark(spec.port_id), self._zone(state, spec.network_id)
-
-    def _reset(self) -> None:
-        if self.sg is not None:
-            self.sg.close()
-        self.sg, self.marks, self._next = None, {}, 1
-
-    def resync(self, state: State, fabric: Fabric, specs: Mapping[str, PortSpec]) -> Outcome:
-        self._reset()
-        if not netns.exists(self.names.fabric):
-            return {}
-        ports = [self._entry(state, specs[p]) for p in sorted(specs)]
-        self._groups().sync(ports, list(state.table("security_groups").values()))
-        return {}
-
-    def apply(self, state: State, fabric: Fabric, work: Work, specs: Mapping[str, PortSpec]) -> Outcome:
-        if not netns.exists(self.names.fabric):
-            self._reset()
-            return {}
-        sg = self._groups()
-        groups = state.table("security_groups")
-        for gid in sorted(work.get("security_groups", ())):
-            if gid in groups:
-                sg.ensure_group(groups[gid])
-            else:
-                sg.remove_group(gid)
-        failed: dict[str, bool] = {}
-        for pid in sorted(work.get("ports", ())):
-            try:
-                if pid in specs:
-                    sg.ensure_port(*self._entry(state, specs[pid]))
-                elif pid in self.marks:
-                    sg.remove_port(pid)
-                    del self.marks[pid]
-            except (ValueError, OSError, RuntimeError) as exc:
-                log.warning("netbay agent: security groups of port %s: %s", pid, exc)
-                failed[pid] = False
-        return {"ports": failed} if failed else {}
-
-
-__all__ = ["Agent", "Api", "ApiError", "Credentials", "Realizer", "Reporter", "RouterRealizer",
-           "SecurityGroupRealizer", "default_realizers"]
