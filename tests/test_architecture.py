@@ -1,0 +1,75 @@
+"""The package layout is the architecture: no import cycle between netbay's packages.
+
+Every ``import netbay.x…`` / ``from netbay.x… import`` in ``netbay/<pkg>/`` is an edge
+``pkg → x`` (lazy imports inside functions count too: a cycle through them is still
+a cycle). The graph must be acyclic, e.g. the drivers build on the dataplane and the
+agent composes both, never the other way round.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "netbay"
+
+
+def package_imports() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT).parts
+        if len(parts) < 2:
+            continue   # top-level modules (errors.py, context.py…) are leaves by convention
+        pkg = parts[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                bits = name.split(".")
+                if bits[0] == "netbay" and len(bits) > 1 and (ROOT / bits[1]).is_dir() and bits[1] != pkg:
+                    edges[pkg].add(bits[1])
+    return edges
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as a path (first node repeated at the end), or None."""
+    colour: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        colour[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if colour.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if colour.get(nxt) is None:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        colour[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if colour.get(start) is None:
+            found = visit(start)
+            if found:
+                return found
+    return None
+
+
+def test_finder_sees_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}}) is None
+
+
+def test_no_import_cycle_between_packages():
+    edges = package_imports()
+    assert edges["agent"] >= {"dataplane", "drivers"}   # the graph is really read
+    cycle = find_cycle(edges)
+    assert cycle is None, "import cycle between packages: " + " → ".join(cycle)
