@@ -60,25 +60,23 @@ goes ``ACTIVE`` once realized (``ERROR`` if it cannot be), which settles the tre
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import ipaddress
 import json
 import logging
-import math
 import socket
-import struct
 import threading
 import time
-import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from netbay.dataplane import lbstats, links, netns
+from netbay.dataplane.garp import announce
 from netbay.dataplane.lb import haproxy
+from netbay.dataplane.lb.health import MAX_PROBE_WORKERS, Health, PoolMonitor
 from netbay.dataplane.lb.spec import (
     HAPROXY,
     ListenerSpec,
@@ -89,7 +87,8 @@ from netbay.dataplane.lb.spec import (
     Tree,
     from_api,
 )
-from netbay.dataplane.probe import ping as icmp_echo
+from netbay.dataplane.lb.statuses import operating_statuses, status_text
+from netbay.dataplane.lb.table import FAMILY, TABLE, is_v4, slots, table_commands
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
 from netbay.dataplane.rtnl import rtnl
@@ -101,10 +100,7 @@ __all__ = [
     "MonitorSpec", "Tree", "from_api", "LoadBalancerRealizer", "observed", "slots",
 ]
 
-TABLE = "netbay-lb"
-FAMILY = "ip"
 VIP_IFNAME = "vip"
-_TAG = "netbay-lb/1"
 PENDING = ("PENDING_CREATE", "PENDING_UPDATE", "PENDING_DELETE")
 # Forward between the VIP and the members; never redirect a client to a member (the
 # forwarded packet goes back out of the interface it came in by).
@@ -113,99 +109,9 @@ SYSCTLS = {
     "net.ipv4.conf.all.send_redirects": "0",
     f"net.ipv4.conf.{VIP_IFNAME}.send_redirects": "0",
 }
-MAX_PROBE_WORKERS = 32
-MIN_DELAY = 0.1          # s: a monitor with delay 0 still sleeps between rounds
 JOIN_TIMEOUT = 5.0
 
 Report = Callable[[Mapping[str, Mapping[str, str]]], None]
-
-
-# --- the nftables table ------------------------------------------------------------------------
-
-
-def slots(members: Iterable[MemberSpec]) -> list[MemberSpec]:
-    """Map slots for ``members`` (already filtered): each repeated weight/gcd times,
-    interleaved (m1 m2 m3 m1 m3 …) so that round robin spreads evenly."""
-    ms = [m for m in members if m.weight > 0]
-    if not ms:
-        return []
-    g = 0
-    for m in ms:
-        g = math.gcd(g, m.weight)
-    counts = [m.weight // g for m in ms]
-    out = []
-    for rnd in range(max(counts)):
-        out.extend(m for m, c in zip(ms, counts) if c > rnd)
-    return out
-
-
-def _payload(proto: str, fld: str) -> dict:
-    return {"payload": {"protocol": proto, "field": fld}}
-
-
-def _match(left: dict, right: Any, op: str = "==") -> dict:
-    return {"match": {"op": op, "left": left, "right": right}}
-
-
-def _dnat_rule(spec: LoadBalancerSpec, listener: ListenerSpec, pool: PoolSpec,
-               members: list[MemberSpec]) -> dict:
-    n = len(members)
-    if pool.algorithm == "SOURCE_IP":
-        key: dict = {"jhash": {"expr": _payload("ip", "saddr"), "mod": n,
-                               "seed": zlib.crc32(pool.id.encode()) & 0xFFFFFFFF}}
-    else:
-        key = {"numgen": {"mode": "inc", "mod": n, "offset": 0}}
-    data = {"set": [[i, {"concat": [m.address, m.port]}] for i, m in enumerate(members)]}
-    expr = [_match(_payload("ip", "daddr"), spec.vip_address),
-            _match(_payload(listener.protocol, "dport"), listener.port),
-            *lbstats.dnat_prefix(listener.id),
-            {"dnat": {"family": "ip", "addr": {"map": {"key": key, "data": data}}}}]
-    return {"add": {"rule": {"family": FAMILY, "table": TABLE, "chain": "prerouting", "expr": expr,
-                             "comment": f"{_TAG} listener {listener.id}"}}}
-
-
-def table_commands(spec: LoadBalancerSpec, in_map: Callable[[PoolSpec, MemberSpec], bool],
-                   *, rebuild: bool = False) -> list[dict]:
-    """The table's whole content, as one transaction; ``in_map(pool, member)`` says
-    whether a member has slots (enabled, weight, health).
-
-    The chains are emptied and refilled: deleting the table (``rebuild``, for a table
-    found in place, whatever it holds) makes the kernel's deferred clean-up of base
-    chains cost ~30 ms to whoever closes the nft socket next, so it is kept for adopting."""
-    t = {"family": FAMILY, "table": TABLE}
-    cmds: list[dict] = [{"add": {"table": {"family": FAMILY, "name": TABLE}}}]
-    if rebuild:
-        cmds += [{"delete": {"table": {"family": FAMILY, "name": TABLE}}},
-                 {"add": {"table": {"family": FAMILY, "name": TABLE}}}]
-    cmds += [
-        {"add": {"chain": {**t, "name": "prerouting", "type": "nat", "hook": "prerouting", "prio": -100,
-                           "policy": "accept"}}},
-        {"add": {"chain": {**t, "name": "postrouting", "type": "nat", "hook": "postrouting", "prio": 100,
-                           "policy": "accept"}}},
-        {"flush": {"chain": {**t, "name": "prerouting"}}},
-        {"flush": {"chain": {**t, "name": "postrouting"}}},
-        {"add": {"rule": {**t, "chain": "postrouting", "comment": f"{_TAG} full-proxy", "expr": [
-            _match({"ct": {"key": "status"}}, "dnat", op="in"),
-            {"snat": {"family": "ip", "addr": spec.vip_address}}]}}},
-        *lbstats.counter_commands(FAMILY, TABLE, [li.id for li in spec.listeners]),
-    ]
-    if not spec.enabled:
-        return cmds
-    for listener in spec.listeners:
-        pool = spec.pool(listener.pool_id)
-        if not listener.enabled or pool is None or not pool.enabled:
-            continue
-        members = slots(m for m in pool.members if in_map(pool, m) and _v4(m.address))
-        if members:
-            cmds.append(_dnat_rule(spec, listener, pool, members))
-    return cmds
-
-
-def _v4(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).version == 4
-    except ValueError:
-        return False
 
 
 # --- links, routes, sysctls ------------------------------------------------------------------
@@ -234,29 +140,6 @@ def _sync_routes(ns: str, index: int, routes: Iterable[tuple[str, str]]) -> None
         r.replace_route(dst, gateway=gw, oif=index)
 
 
-ETH_P_ARP = 0x0806
-
-
-def announce(ns: str, ifname: str, mac: str, address: str, count: int = 2) -> None:
-    """Gratuitous ARP for ``address`` (as keepalived does for Octavia's VIPs): a VIP
-    address is often reused right after its previous port was deleted, and neighbours
-    would otherwise keep sending to the old MAC for seconds."""
-    hw = bytes.fromhex(mac.replace(":", ""))
-    ip = socket.inet_aton(address)
-    frame = (b"\xff" * 6 + hw + struct.pack("!H", ETH_P_ARP)
-             + struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + hw + ip + b"\0" * 6 + ip)
-    # Protocol 0: a send-only socket registers no receive hook, whose removal at
-    # close would wait for an RCU grace period (~20 ms here).
-    with netns.entered(ns):
-        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-    try:
-        s.bind((ifname, 0))
-        for _ in range(count):
-            s.send(frame)
-    finally:
-        s.close()
-
-
 def _announce_quietly(ns: str, mac: str, address: str) -> None:
     """:func:`announce`, off the agent's thread (closing a packet socket waits for an
     RCU grace period, ~10 ms); best effort: neighbours also re-resolve in time."""
@@ -270,229 +153,6 @@ def observed(names: Names) -> set[str]:
     """Ids of the load balancers whose namespaces exist (``<prefix>lb-<id>``)."""
     head = names.loadbalancer("")
     return {n[len(head):] for n in netns.list(head) if len(n) > len(head)}
-
-
-# --- health checks -------------------------------------------------------------------------------
-
-
-def _socket_in(ns: str, family: int, kind: int, proto: int = 0) -> socket.socket:
-    """A socket of namespace ``ns`` (bound there for its life: probes leave by the VIP)."""
-    with netns.entered(ns):
-        return socket.socket(family, kind, proto)
-
-
-def probe_tcp(ns: str, address: str, port: int, timeout: float) -> bool:
-    """A TCP connect (what Octavia's TCP monitor does)."""
-    s = _socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.settimeout(timeout)
-        s.connect((address, port))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
-def expected(codes: str, status: int) -> bool:
-    """Whether ``status`` is in ``codes`` (``200``, ``200,202``, ``200-204``)."""
-    codes = codes.replace(" ", "")
-    if "-" in codes:
-        low, high = codes.split("-", 1)
-        return int(low) <= status <= int(high)
-    return str(status) in codes.split(",")
-
-
-def probe_http(ns: str, address: str, port: int, timeout: float, method: str, path: str,
-               codes: str) -> bool:
-    """An HTTP/1.0 request; healthy if the status code is one of ``codes``."""
-    deadline = time.monotonic() + timeout
-    s = _socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.settimeout(timeout)
-        s.connect((address, port))
-        s.sendall(f"{method} {path} HTTP/1.0\r\nHost: {address}\r\nUser-Agent: netbay-health-check\r\n"
-                  "Connection: close\r\n\r\n".encode())
-        buf = b""
-        for _ in range(64):  # bounded: the status line is in the first few reads
-            left = deadline - time.monotonic()
-            if left <= 0 or b"\r\n" in buf or len(buf) > 4096:
-                break
-            s.settimeout(left)
-            chunk = s.recv(1024)
-            if not chunk:
-                break
-            buf += chunk
-        parts = buf.split(b"\r\n", 1)[0].split()
-        return len(parts) >= 2 and parts[0].startswith(b"HTTP/") and parts[1].isdigit() \
-            and expected(codes, int(parts[1]))
-    except (OSError, ValueError):
-        return False
-    finally:
-        s.close()
-
-
-def probe_ping(ns: str, address: str, timeout: float) -> bool:
-    """One ICMP echo request; healthy if its reply comes back in time."""
-    try:
-        return icmp_echo(ns, address, timeout=timeout)
-    except OSError:   # the namespace went, or no route: unhealthy
-        return False
-
-
-def probe(ns: str, monitor: MonitorSpec, member: MemberSpec) -> bool:
-    address, port = member.probe_target
-    timeout = max(monitor.timeout, 0.05)
-    if monitor.type == "PING":
-        return probe_ping(ns, address, timeout)
-    if monitor.type == "HTTP":
-        return probe_http(ns, address, port, timeout, monitor.http_method, monitor.url_path,
-                          monitor.expected_codes)
-    return probe_tcp(ns, address, port, timeout)
-
-
-@dataclass
-class Health:
-    """One member's health as the monitor sees it (``up`` None: not probed yet —
-    counted as up, as HAProxy starts its servers)."""
-    up: bool | None = None
-    ok: int = 0
-    fail: int = 0
-
-    def record(self, success: bool, rise: int, fall: int) -> bool:
-        """Count one probe; True if the member changed between up and down."""
-        if success:
-            self.fail, self.ok = 0, self.ok + 1
-            if self.up is None or (self.up is False and self.ok >= rise):
-                self.up = True
-                return True
-        else:
-            self.ok, self.fail = 0, self.fail + 1
-            if self.up is not False and self.fail >= fall:
-                self.up = False
-                return True
-        return False
-
-
-class _Monitor:
-    """The thread probing one pool's members; it reads the pool's current spec from
-    the realizer every round, so monitor and member changes need no restart."""
-
-    def __init__(self, owner: LoadBalancerRealizer, lb_id: str, pool_id: str, monitor_id: str) -> None:
-        self.owner, self.lb_id, self.pool_id, self.monitor_id = owner, lb_id, pool_id, monitor_id
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=f"netbay-lb-health-{pool_id[:8]}", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set() and not self.owner.stopping.is_set():
-            started = time.monotonic()
-            target = self.owner.monitor_target(self)
-            if target is None:
-                return
-            ns, monitor, members = target
-            try:
-                results = self._round(ns, monitor, members)
-            except Exception:  # noqa: BLE001 - a bug here must not kill the checks for good
-                log.exception("load balancer %s: health check of pool %s failed", self.lb_id, self.pool_id)
-                results = {}
-            if results and not self.stop.is_set():
-                self.owner.health_results(self.lb_id, self.pool_id, monitor, results)
-            delay = max(monitor.delay, MIN_DELAY)
-            self.stop.wait(max(0.0, delay - (time.monotonic() - started)))
-
-    def _round(self, ns: str, monitor: MonitorSpec, members: list[MemberSpec]) -> dict[str, bool]:
-        """Probe every member in parallel; a round lasts at most the monitor's timeout
-        (plus scheduling). Nothing is concluded while the namespace is missing."""
-        if not members or not netns.exists(ns):
-            return {}
-        futures = {self.owner.pool_executor().submit(probe, ns, monitor, m): m.id for m in members}
-        done, _ = wait(futures, timeout=max(monitor.timeout, 0.05) + 2.0)
-        out = {}
-        for fut in done:
-            with contextlib.suppress(Exception):
-                out[futures[fut]] = bool(fut.result())
-        return out
-
-
-# --- statuses --------------------------------------------------------------------------------------
-
-
-def operating_statuses(spec: LoadBalancerSpec, health: Mapping[str, Health]
-                       ) -> dict[str, dict[str, str | None]]:
-    """Octavia's operating statuses of the tree (None: not known yet, report nothing)."""
-    # Children first: a report is applied in this order, and a child settled with its
-    # own statuses before the load balancer is written once, not twice.
-    out: dict[str, dict[str, str | None]] = {k: {} for k in
-                                              ("members", "healthmonitors", "pools", "listeners", "loadbalancers")}
-    lb_status = "ONLINE" if spec.enabled else "OFFLINE"
-    served = {li.pool_id for li in spec.listeners if li.enabled and li.pool_id}
-    for pool in spec.pools:
-        on = spec.enabled and pool.enabled
-        down = enabled = 0
-        for m in pool.members:
-            if not (on and m.enabled):
-                out["members"][m.id] = "OFFLINE"   # HAProxy's MAINT
-                continue
-            enabled += 1
-            if not pool.monitored:
-                out["members"][m.id] = "NO_MONITOR"
-                continue
-            if pool.id not in served:
-                out["members"][m.id] = "OFFLINE"   # no frontend: Octavia's haproxy checks nothing
-                continue
-            h = health.get(m.id)
-            up = None if h is None else h.up
-            out["members"][m.id] = None if up is None else ("ONLINE" if up else "ERROR")
-            down += up is False
-        if not on or pool.id not in served or not pool.members:
-            status = "OFFLINE"   # no frontend uses it, or nothing in it: Octavia's "offline pool"
-        elif not enabled:
-            status = "ERROR"     # every member admin-down: HAProxy's backend is DOWN
-        elif down and down == enabled:
-            status = "ERROR"
-        elif down:
-            status = "DEGRADED"
-        else:
-            status = "ONLINE"
-        out["pools"][pool.id] = status
-        if pool.monitor is not None:
-            out["healthmonitors"][pool.monitor.id] = "ONLINE" if on and pool.monitor.enabled else "OFFLINE"
-        # A pool with no working member makes the load balancer ERROR, a degraded one
-        # DEGRADED (unless already ERROR), as Octavia's health manager rules.
-        if spec.enabled and status == "ERROR":
-            lb_status = "ERROR"
-        elif spec.enabled and status == "DEGRADED" and lb_status == "ONLINE":
-            lb_status = "DEGRADED"
-    for listener in spec.listeners:
-        out["listeners"][listener.id] = "ONLINE" if spec.enabled and listener.enabled else "OFFLINE"
-    out.update(l7_statuses(spec))
-    out["loadbalancers"][spec.id] = lb_status
-    return out
-
-
-def l7_statuses(spec: LoadBalancerSpec) -> dict[str, dict[str, str | None]]:
-    """L7 policies and rules: ``ONLINE`` while they and their listener are enabled."""
-    out: dict[str, dict[str, str | None]] = {"l7policies": {}, "l7rules": {}}
-    for listener in spec.listeners:
-        on = spec.enabled and listener.enabled
-        for policy in listener.l7policies:
-            out["l7policies"][policy.id] = "ONLINE" if on and policy.enabled else "OFFLINE"
-            for rule in policy.rules:
-                out["l7rules"][rule.id] = "ONLINE" if on and policy.enabled and rule.enabled else "OFFLINE"
-    return out
-
-
-def _status_text(provisioning: str | None, operating: str | None) -> str | None:
-    if provisioning and operating:
-        return f"{provisioning}/{operating}"
-    if provisioning:
-        return provisioning
-    if operating:
-        return f"/{operating}"
-    return None
 
 
 # --- the realizer ---------------------------------------------------------------------------------
@@ -520,7 +180,7 @@ class LoadBalancerRealizer:
         self.specs: dict[str, LoadBalancerSpec] = {}
         self.health: dict[str, Health] = {}                 # member id -> health
         self.applied: dict[str, tuple[int | None, str]] = {}  # lb id -> (ns inode, table JSON)
-        self.monitors: dict[str, _Monitor] = {}             # pool id -> thread
+        self.monitors: dict[str, PoolMonitor] = {}             # pool id -> thread
         self.nfts: dict[str, Nft] = {}                      # lb id -> its namespace's nft context
         self.stopping = threading.Event()
         self._lock = threading.RLock()
@@ -672,7 +332,7 @@ class LoadBalancerRealizer:
     def ensure(self, spec: LoadBalancerSpec) -> None:
         """Make the namespace forward ``spec``'s listeners; start/stop its monitors.
         Raises if the VIP leg is not wired yet (the agent retries)."""
-        if not _v4(spec.vip_address):
+        if not is_v4(spec.vip_address):
             raise ValueError(f"VIP {spec.vip_address!r} is not an IPv4 address (IPv4 only)")
         if not netns.exists(spec.ns):
             raise links.LinkError(errno.ENODEV, f"load balancer namespace {spec.ns!r} not made yet "
@@ -747,7 +407,7 @@ class LoadBalancerRealizer:
             if pool_id not in self.monitors and pool.monitor is not None:
                 for m in pool.members:
                     self.health.pop(m.id, None)
-                mon = self.monitors[pool_id] = _Monitor(self, spec.id, pool_id, pool.monitor.id)
+                mon = self.monitors[pool_id] = PoolMonitor(self, spec.id, pool_id, pool.monitor.id)
                 mon.start()
 
     def _forget(self, lb_id: str) -> None:
@@ -766,7 +426,7 @@ class LoadBalancerRealizer:
 
     # -- health --------------------------------------------------------------------------------------
 
-    def monitor_target(self, mon: _Monitor) -> tuple[str, MonitorSpec, list[MemberSpec]] | None:
+    def monitor_target(self, mon: PoolMonitor) -> tuple[str, MonitorSpec, list[MemberSpec]] | None:
         """What monitor thread ``mon`` probes now, or None: it was replaced or stopped."""
         with self._lock:
             spec = self.specs.get(mon.lb_id)
@@ -843,7 +503,7 @@ class LoadBalancerRealizer:
                         want_prov = "ACTIVE" if prov in PENDING or prov == "ERROR" else None
                         want_op = operating if operating is not None and current.get("operating_status") != operating \
                             else None
-                        text = _status_text(want_prov, want_op)
+                        text = status_text(want_prov, want_op)
                         if text is not None:
                             out[kind][obj_id] = text
         return {k: v for k, v in out.items() if v}

@@ -591,7 +591,7 @@ def _announce(ns: str, ifname: str, address: str) -> None:
     """Gratuitous ARP for a floating IP just added, as Neutron's L3 agent sends: a
     floating IP is often reused right after its previous router let it go, and the
     outside would keep sending replies to the old router's MAC for seconds."""
-    from netbay.dataplane.loadbalancer import announce
+    from netbay.dataplane.garp import announce
     from netbay.dataplane.rtnl import rtnl
 
     try:

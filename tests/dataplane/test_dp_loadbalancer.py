@@ -495,7 +495,7 @@ def test_agent_restart_adopts_load_balancers_and_sweeps_strays(env: Env) -> None
 
 
 def test_slots_follow_weights_interleaved() -> None:
-    from netbay.dataplane.loadbalancer import MemberSpec, slots
+    from netbay.dataplane.lb.table import MemberSpec, slots
 
     a, b, c = (MemberSpec(n, f"10.0.0.{i}", 80, weight=w) for i, (n, w) in enumerate((("a", 4), ("b", 2), ("c", 0))))
     assert [m.id for m in slots([a, b, c])] == ["a", "b", "a"]   # 4:2 -> 2:1, weight 0 out
@@ -503,7 +503,7 @@ def test_slots_follow_weights_interleaved() -> None:
 
 
 def test_health_rise_and_fall() -> None:
-    from netbay.dataplane.loadbalancer import Health, expected
+    from netbay.dataplane.lb.health import Health, expected
 
     h = Health()
     assert h.record(True, rise=2, fall=3) and h.up is True        # starts up at once

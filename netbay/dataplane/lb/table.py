@@ -1,0 +1,103 @@
+"""A load balancer's nftables table (the ``nftables`` provider): one DNAT rule per
+listener over an anonymous map of its pool's member slots, and the full-proxy SNAT.
+See :mod:`netbay.dataplane.loadbalancer` for the shape and why it is rebuilt whole."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import zlib
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from netbay.dataplane import lbstats
+from netbay.dataplane.lb.spec import ListenerSpec, LoadBalancerSpec, MemberSpec, PoolSpec
+
+TABLE = "netbay-lb"
+FAMILY = "ip"
+_TAG = "netbay-lb/1"
+
+
+def slots(members: Iterable[MemberSpec]) -> list[MemberSpec]:
+    """Map slots for ``members`` (already filtered): each repeated weight/gcd times,
+    interleaved (m1 m2 m3 m1 m3 …) so that round robin spreads evenly."""
+    ms = [m for m in members if m.weight > 0]
+    if not ms:
+        return []
+    g = 0
+    for m in ms:
+        g = math.gcd(g, m.weight)
+    counts = [m.weight // g for m in ms]
+    out = []
+    for rnd in range(max(counts)):
+        out.extend(m for m, c in zip(ms, counts) if c > rnd)
+    return out
+
+
+def _payload(proto: str, fld: str) -> dict:
+    return {"payload": {"protocol": proto, "field": fld}}
+
+
+def _match(left: dict, right: Any, op: str = "==") -> dict:
+    return {"match": {"op": op, "left": left, "right": right}}
+
+
+def _dnat_rule(spec: LoadBalancerSpec, listener: ListenerSpec, pool: PoolSpec,
+               members: list[MemberSpec]) -> dict:
+    n = len(members)
+    if pool.algorithm == "SOURCE_IP":
+        key: dict = {"jhash": {"expr": _payload("ip", "saddr"), "mod": n,
+                               "seed": zlib.crc32(pool.id.encode()) & 0xFFFFFFFF}}
+    else:
+        key = {"numgen": {"mode": "inc", "mod": n, "offset": 0}}
+    data = {"set": [[i, {"concat": [m.address, m.port]}] for i, m in enumerate(members)]}
+    expr = [_match(_payload("ip", "daddr"), spec.vip_address),
+            _match(_payload(listener.protocol, "dport"), listener.port),
+            *lbstats.dnat_prefix(listener.id),
+            {"dnat": {"family": "ip", "addr": {"map": {"key": key, "data": data}}}}]
+    return {"add": {"rule": {"family": FAMILY, "table": TABLE, "chain": "prerouting", "expr": expr,
+                             "comment": f"{_TAG} listener {listener.id}"}}}
+
+
+def table_commands(spec: LoadBalancerSpec, in_map: Callable[[PoolSpec, MemberSpec], bool],
+                   *, rebuild: bool = False) -> list[dict]:
+    """The table's whole content, as one transaction; ``in_map(pool, member)`` says
+    whether a member has slots (enabled, weight, health).
+
+    The chains are emptied and refilled: deleting the table (``rebuild``, for a table
+    found in place, whatever it holds) makes the kernel's deferred clean-up of base
+    chains cost ~30 ms to whoever closes the nft socket next, so it is kept for adopting."""
+    t = {"family": FAMILY, "table": TABLE}
+    cmds: list[dict] = [{"add": {"table": {"family": FAMILY, "name": TABLE}}}]
+    if rebuild:
+        cmds += [{"delete": {"table": {"family": FAMILY, "name": TABLE}}},
+                 {"add": {"table": {"family": FAMILY, "name": TABLE}}}]
+    cmds += [
+        {"add": {"chain": {**t, "name": "prerouting", "type": "nat", "hook": "prerouting", "prio": -100,
+                           "policy": "accept"}}},
+        {"add": {"chain": {**t, "name": "postrouting", "type": "nat", "hook": "postrouting", "prio": 100,
+                           "policy": "accept"}}},
+        {"flush": {"chain": {**t, "name": "prerouting"}}},
+        {"flush": {"chain": {**t, "name": "postrouting"}}},
+        {"add": {"rule": {**t, "chain": "postrouting", "comment": f"{_TAG} full-proxy", "expr": [
+            _match({"ct": {"key": "status"}}, "dnat", op="in"),
+            {"snat": {"family": "ip", "addr": spec.vip_address}}]}}},
+        *lbstats.counter_commands(FAMILY, TABLE, [li.id for li in spec.listeners]),
+    ]
+    if not spec.enabled:
+        return cmds
+    for listener in spec.listeners:
+        pool = spec.pool(listener.pool_id)
+        if not listener.enabled or pool is None or not pool.enabled:
+            continue
+        members = slots(m for m in pool.members if in_map(pool, m) and is_v4(m.address))
+        if members:
+            cmds.append(_dnat_rule(spec, listener, pool, members))
+    return cmds
+
+
+def is_v4(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).version == 4
+    except ValueError:
+        return False
