@@ -29,6 +29,7 @@ import pytest
 from netbay.dataplane import links, netns, router
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
+from netbay.dataplane.l3.conntrack import forget_flows
 from netbay.dataplane.router import FloatingIP, Gateway, Leg
 from .dp_helpers import PREFIX, ping
 
@@ -329,9 +330,9 @@ def test_forget_flows_deletes_only_the_released_addresses(make_ns, many):
 
     before = count()
     assert before >= (42 if many else 5)
-    assert router._forget_flows(ns, {"127.0.0.2"}) == (40 if many else 3)
+    assert forget_flows(ns, {"127.0.0.2"}) == (40 if many else 3)
     assert count() == before - (40 if many else 3)
-    assert router._forget_flows(ns, {"127.0.0.3", "127.0.0.9"}) == 1
+    assert forget_flows(ns, {"127.0.0.3", "127.0.0.9"}) == 1
     assert count() == before - (41 if many else 4)
 
 

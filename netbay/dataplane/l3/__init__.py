@@ -1,0 +1,1 @@
+"""A router namespace's parts; :mod:`netbay.dataplane.router` puts them together."""

@@ -1,0 +1,212 @@
+"""The router's nftables table, ``ip netbay-nat``: fixed rules, every fact a set or
+map element (see :mod:`netbay.dataplane.router`), synced by element diff."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from netbay.dataplane.l3.spec import FloatingIP, Gateway, Leg
+from netbay.dataplane.nft import Nft, NftError
+
+TABLE = "netbay-nat"
+FAMILY = "ip"
+_TAG = "netbay-router/1"  # rule comments; a table without exactly these rules is rebuilt
+
+
+_V4 = "ipv4_addr"
+# name -> (kind, key type, data type or None, flags)
+_SETS: dict[str, tuple[str, str, str | None, tuple[str, ...]]] = {
+    "gateway_ifs": ("set", "ifname", None, ()),
+    "gateway_snat": ("map", "ifname", _V4, ()),
+    "internal_subnets": ("set", _V4, None, ("interval",)),
+    "fip_dnat": ("map", _V4, _V4, ()),
+    "fip_snat": ("map", _V4, _V4, ()),
+}
+# name -> (hook, priority)
+_CHAINS = {"prerouting": ("prerouting", -100), "postrouting": ("postrouting", 100)}
+
+
+def _payload(field_: str) -> dict:
+    return {"payload": {"protocol": "ip", "field": field_}}
+
+
+def _meta(key: str) -> dict:
+    return {"meta": {"key": key}}
+
+
+def _match(left: dict, right: Any, op: str = "==") -> dict:
+    return {"match": {"op": op, "left": left, "right": right}}
+
+
+def _lookup(key: dict, name: str) -> dict:
+    return {"map": {"key": key, "data": "@" + name}}
+
+
+# chain -> [(comment, expressions)], in order
+_RULES: dict[str, list[tuple[str, list[dict]]]] = {
+    "prerouting": [
+        ("fip-dnat", [{"dnat": {"family": "ip", "addr": _lookup(_payload("daddr"), "fip_dnat")}}]),
+    ],
+    "postrouting": [
+        ("fip-snat", [_match(_meta("oifname"), "@gateway_ifs"),
+                      {"snat": {"family": "ip", "addr": _lookup(_payload("saddr"), "fip_snat")}}]),
+        ("snat", [_match(_payload("saddr"), "@internal_subnets"),
+                  {"snat": {"family": "ip", "addr": _lookup(_meta("oifname"), "gateway_snat")}}]),
+        ("hairpin", [_match({"ct": {"key": "status"}}, "dnat", op="in"),
+                     _match(_payload("saddr"), "@internal_subnets"),
+                     {"masquerade": None}]),
+    ],
+}
+
+
+def _table_commands(elements: Mapping[str, set]) -> list[dict]:
+    """(Re)create the whole table with ``elements``, as one transaction."""
+    t = {"family": FAMILY, "table": TABLE}
+    cmds: list[dict] = [
+        {"add": {"table": {"family": FAMILY, "name": TABLE}}},
+        {"delete": {"table": {"family": FAMILY, "name": TABLE}}},  # add+delete: drop if present
+        {"add": {"table": {"family": FAMILY, "name": TABLE}}},
+    ]
+    for name, (kind, key, data, flags) in _SETS.items():
+        body: dict[str, Any] = {**t, "name": name, "type": key}
+        if data:
+            body["map"] = data
+        if flags:
+            body["flags"] = list(flags)
+        cmds.append({"add": {kind: body}})
+    for name, (hook, prio) in _CHAINS.items():
+        cmds.append({"add": {"chain": {**t, "name": name, "type": "nat", "hook": hook,
+                                       "prio": prio, "policy": "accept"}}})
+    for chain, rules in _RULES.items():
+        for comment, expr in rules:
+            cmds.append({"add": {"rule": {**t, "chain": chain, "expr": expr,
+                                          "comment": f"{_TAG} {comment}"}}})
+    cmds += _element_commands("add", {n: sorted(e) for n, e in elements.items()})
+    return cmds
+
+
+def _element_commands(verb: str, elements: Mapping[str, Iterable]) -> list[dict]:
+    cmds = []
+    for name, elems in elements.items():
+        js = [_elem_json(name, e) for e in elems]
+        if js:
+            cmds.append({verb: {"element": {"family": FAMILY, "table": TABLE, "name": name,
+                                            "elem": js}}})
+    return cmds
+
+
+def _elem_json(name: str, e: Any) -> Any:
+    if name == "internal_subnets":
+        net = ipaddress.ip_network(e)
+        return {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}}
+    return list(e) if isinstance(e, tuple) else e
+
+
+def _parse_elem(name: str, raw: Any) -> Any:
+    """An element as nft prints it -> our canonical form; ValueError if unexpected."""
+    if name == "internal_subnets":
+        if isinstance(raw, str):
+            return str(ipaddress.ip_network(raw))
+        if isinstance(raw, dict) and "prefix" in raw:
+            p = raw["prefix"]
+            return str(ipaddress.ip_network(f"{p['addr']}/{p['len']}"))
+        raise ValueError(raw)
+    if _SETS[name][2] is None:
+        if isinstance(raw, str):
+            return raw
+        raise ValueError(raw)
+    if isinstance(raw, list) and len(raw) == 2 and all(isinstance(x, str) for x in raw):
+        return (raw[0], raw[1])
+    raise ValueError(raw)
+
+
+def _observed_table(nft: Nft) -> dict[str, set] | None:
+    """The table's elements if its structure is exactly ours, else None (rebuild)."""
+    try:
+        out = nft.run([{"list": {"table": {"family": FAMILY, "name": TABLE}}}])
+    except NftError as exc:
+        if "No such file" in exc.error or "does not exist" in exc.error:
+            return None
+        raise
+    objs = [o for o in (out or {}).get("nftables", []) if "metainfo" not in o]
+    sets: dict[str, set] = {}
+    chains: dict[str, tuple] = {}
+    rules: dict[str, list[str]] = {}
+    try:
+        for o in objs:
+            kind = next(iter(o))
+            body = o[kind]
+            if kind in ("set", "map"):
+                name = body["name"]
+                spec = _SETS.get(name)
+                if spec is None or (kind, body.get("type"), body.get("map"),
+                                    tuple(body.get("flags", ()))) != spec:
+                    return None
+                sets[name] = {_parse_elem(name, e) for e in body.get("elem", [])}
+            elif kind == "chain":
+                chains[body["name"]] = (body.get("type"), body.get("hook"), body.get("prio"),
+                                        body.get("policy"))
+            elif kind == "rule":
+                rules.setdefault(body["chain"], []).append(body.get("comment", ""))
+            elif kind != "table":
+                return None
+    except (ValueError, KeyError, StopIteration):
+        return None
+    if set(sets) != set(_SETS):
+        return None
+    if chains != {n: ("nat", h, p, "accept") for n, (h, p) in _CHAINS.items()}:
+        return None
+    if rules != {c: [f"{_TAG} {cm}" for cm, _ in rs] for c, rs in _RULES.items()}:
+        return None
+    return sets
+
+
+def desired_elements(gateway: Gateway | None, interfaces: Sequence[Leg],
+                      floating_ips: Sequence[FloatingIP], enable_snat: bool) -> dict[str, set]:
+    internal = [ipaddress.ip_interface(a).network for leg in interfaces for a in leg.addresses]
+    v4 = [n for n in internal if n.version == 4]
+    want: dict[str, set] = {n: set() for n in _SETS}
+    want["internal_subnets"] = {str(n) for n in ipaddress.collapse_addresses(v4)}
+    if gateway is not None:
+        want["gateway_ifs"].add(gateway.ifname)
+        gw4 = _gateway_v4(gateway)
+        if enable_snat and gw4 is not None:
+            want["gateway_snat"].add((gateway.ifname, gw4))
+    fixed_seen: set[str] = set()
+    for fip in floating_ips:
+        floating = str(ipaddress.IPv4Address(fip.floating_ip_address))
+        fixed = str(ipaddress.IPv4Address(fip.fixed_ip_address))
+        want["fip_dnat"].add((floating, fixed))
+        if fixed not in fixed_seen:  # one fixed IP leaves as one floating IP
+            fixed_seen.add(fixed)
+            want["fip_snat"].add((fixed, floating))
+    if len({f for f, _ in want["fip_dnat"]}) != len(want["fip_dnat"]):
+        raise ValueError("a floating IP address is mapped to two fixed IPs")
+    return want
+
+
+def _gateway_v4(gateway: Gateway) -> str | None:
+    for a in gateway.addresses:
+        iface = ipaddress.ip_interface(a)
+        if iface.version == 4:
+            return str(iface.ip)
+    return None
+
+
+def sync_nft(ns: str, want: dict[str, set]) -> set[str]:
+    """Make the table hold ``want``; returns the floating IPs whose mapping went away
+    (their connections are forgotten by the caller)."""
+    with Nft(ns) as nft:
+        have = _observed_table(nft)
+        if have is None:
+            nft.run(_table_commands(want))
+            return set()
+        gone = {n: have[n] - want[n] for n in _SETS}
+        new = {n: want[n] - have[n] for n in _SETS}
+        cmds = _element_commands("delete", {n: sorted(e) for n, e in gone.items()})
+        cmds += _element_commands("add", {n: sorted(e) for n, e in new.items()})
+        if cmds:
+            nft.run(cmds)  # deletes first: a re-mapped key is deleted, then added
+        return {floating for floating, _ in gone["fip_dnat"]}

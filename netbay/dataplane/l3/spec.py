@@ -1,0 +1,112 @@
+"""A router as the dataplane wants it (:class:`RouterSpec`), from Neutron's JSON."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from netbay.dataplane.names import Names
+
+ROUTER_INTERFACE = "network:router_interface"
+ROUTER_GATEWAY = "network:router_gateway"
+
+
+@dataclass(frozen=True)
+class Leg:
+    """An internal leg: ``qr-<port>`` with the port's addresses (CIDRs, ``10.0.0.1/24``)."""
+    ifname: str
+    port_id: str = ""
+    addresses: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """The external leg ``qg-<port>``; ``gateway_ip``/``gateway_ip6`` are the external
+    subnets' gateways (the default routes), None when a subnet has none."""
+    ifname: str
+    addresses: Sequence[str] = ()
+    gateway_ip: str | None = None
+    gateway_ip6: str | None = None
+    port_id: str = ""
+
+
+@dataclass(frozen=True)
+class FloatingIP:
+    floating_ip_address: str
+    fixed_ip_address: str
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class RouterSpec:
+    """Everything :func:`ensure_router` needs for one router, as plain data."""
+    router_id: str
+    ns: str
+    gateway: Gateway | None = None
+    interfaces: Sequence[Leg] = ()
+    floating_ips: Sequence[FloatingIP] = ()
+    enable_snat: bool = True
+
+
+def _cidrs(port: Mapping[str, Any], subnets: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The port's fixed IPs with their subnets' prefix lengths (unknown subnets skipped:
+    the agent ensures again when the subnet arrives)."""
+    out = []
+    for fixed in port.get("fixed_ips") or ():
+        subnet = subnets.get(fixed.get("subnet_id") or "")
+        if subnet is None or not fixed.get("ip_address"):
+            continue
+        plen = ipaddress.ip_network(subnet["cidr"], strict=False).prefixlen
+        out.append(f"{fixed['ip_address']}/{plen}")
+    return out
+
+
+def _subnet_gateways(port: Mapping[str, Any], subnets: Mapping[str, Mapping[str, Any]]
+                     ) -> dict[int, str]:
+    """{IP version: gateway_ip} of the subnets the port has addresses on (first wins)."""
+    out: dict[int, str] = {}
+    for fixed in port.get("fixed_ips") or ():
+        subnet = subnets.get(fixed.get("subnet_id") or "")
+        gw = subnet.get("gateway_ip") if subnet else None
+        if gw:
+            out.setdefault(ipaddress.ip_address(gw).version, gw)
+    return out
+
+
+def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
+             subnets: Mapping[str, Mapping[str, Any]],
+             floatingips: Iterable[Mapping[str, Any]], names: Names) -> RouterSpec:
+    """Build a router's :class:`RouterSpec` from Neutron JSON.
+
+    ``ports`` and ``floatingips`` may be all of them: the router's own are picked by
+    ``device_id``/``router_id``. Legs come from the router's ports (``device_owner``
+    ``network:router_interface`` / ``network:router_gateway``), prefix lengths and
+    gateways from ``subnets`` (by id), SNAT from ``external_gateway_info.enable_snat``
+    (Neutron's default: true), floating IPs from those with this ``router_id`` and a
+    ``port_id``.
+    """
+    rid = router["id"]
+    legs: list[Leg] = []
+    gateway: Gateway | None = None
+    for port in ports:
+        if port.get("device_id") != rid:
+            continue
+        owner = port.get("device_owner")
+        if owner == ROUTER_INTERFACE:
+            legs.append(Leg(names.router_interface(port["id"]), port["id"],
+                            tuple(_cidrs(port, subnets))))
+        elif owner == ROUTER_GATEWAY:
+            gws = _subnet_gateways(port, subnets)
+            gateway = Gateway(names.router_gateway(port["id"]), tuple(_cidrs(port, subnets)),
+                              gateway_ip=gws.get(4), gateway_ip6=gws.get(6), port_id=port["id"])
+    info = router.get("external_gateway_info") or {}
+    enable_snat = bool(info) and info.get("enable_snat") is not False
+    fips = tuple(
+        FloatingIP(f["floating_ip_address"], f["fixed_ip_address"], f.get("id", ""))
+        for f in floatingips
+        if f.get("router_id") == rid and f.get("port_id") and f.get("fixed_ip_address")
+        and f.get("floating_ip_address"))
+    return RouterSpec(router_id=rid, ns=names.router(rid), gateway=gateway,
+                      interfaces=tuple(legs), floating_ips=fips, enable_snat=enable_snat)
