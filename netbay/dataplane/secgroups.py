@@ -58,528 +58,27 @@ rebuilds from what it was told.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import re
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from netbay.dataplane import links
 from netbay.dataplane.ctkill import ConntrackWorker
 from netbay.dataplane.ctkill import Kill as _Kill
-from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft, NftError
+from netbay.dataplane.sg.nftjson import (
+    MAX_GROUPS, MAX_MARK, MAX_TAG, MAX_ZONE, TABLE, ZONE_TABLE, addr_type, nft_obj, nft_rule,
+)
+from netbay.dataplane.sg.parse import ParsedPort, ParsedRule, check_id, parse_port, parse_rule
+from netbay.dataplane.sg.ruleset import ZONE_TEXT, base_ruleset, spoof_rules, src_set
+from netbay.dataplane.sg.shapes import Atom, Shape, atoms
+from netbay.dataplane.sg.tx import Elem, Group, Tx, port_elems
 
 __all__ = ["SecurityGroups", "TABLE", "ZONE_TABLE", "MAX_MARK", "MAX_ZONE", "MAX_GROUPS"]
 
 log = logging.getLogger(__name__)
-
-TABLE = "nb_sg"              # bridge and inet families
-ZONE_TABLE = "nb_sg_zone"    # inet; its maps use ``typeof``, which nft 1.0.6 JSON cannot define
-MAX_MARK = 0xFFFF            # port marks: low half of the packet mark
-MAX_ZONE = 0xFFFF
-MAX_TAG = 0xFFFF             # group tags: high half, while a port's rules are evaluated
-MAX_GROUPS = 16              # security groups per filtered port (slot maps)
-LOW, HIGH = 0x0000FFFF, 0xFFFF0000
-
-IPNet = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
-
-_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
-_MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
-
-PROTOCOLS = {
-    "icmp": 1, "igmp": 2, "ipip": 4, "tcp": 6, "egp": 8, "udp": 17, "ipv6-encap": 41,
-    "ipv6-route": 43, "ipv6-frag": 44, "rsvp": 46, "gre": 47, "esp": 50, "ah": 51,
-    "icmpv6": 58, "ipv6-icmp": 58, "ipv6-nonxt": 59, "ipv6-opts": 60, "ospf": 89,
-    "pgm": 113, "vrrp": 112, "sctp": 132, "dccp": 33, "udplite": 136,
-}
-PORT_PROTOCOLS = {6, 17, 33, 132, 136}
-ICMP = {4: 1, 6: 58}
-
-
-# --- nftables JSON building blocks ------------------------------------------------------
-
-def _meta(key: str) -> dict:
-    return {"meta": {"key": key}}
-
-
-def _pl(proto: str, fld: str) -> dict:
-    return {"payload": {"protocol": proto, "field": fld}}
-
-
-def _match(left: Any, right: Any, op: str = "==") -> dict:
-    return {"match": {"op": op, "left": left, "right": right}}
-
-
-def _set_mark(value: Any) -> dict:
-    return {"mangle": {"key": _meta("mark"), "value": value}}
-
-
-def _concat(items: list | tuple) -> Any:
-    return items[0] if len(items) == 1 else {"concat": list(items)}
-
-
-def _obj(kind: str, family: str, table: str = TABLE, **body: Any) -> dict:
-    return {kind: {"family": family, "table": table, **body}}
-
-
-def _rule(family: str, chain: str, expr: list) -> dict:
-    return {"add": _obj("rule", family, chain=chain, expr=expr)}
-
-
-def _nfproto(fam: int) -> dict:
-    return _match(_meta("nfproto"), "ipv4" if fam == 4 else "ipv6")
-
-
-def _maxlen(fam: int) -> int:
-    return 32 if fam == 4 else 128
-
-
-def _masked(expr: dict, fam: int, plen: int) -> dict:
-    if plen == _maxlen(fam):
-        return expr
-    net = ipaddress.ip_network(f"{'0.0.0.0' if fam == 4 else '::'}/{plen}")
-    return {"&": [expr, str(net.netmask)]}
-
-
-def _addr_type(fam: int) -> str:
-    return "ipv4_addr" if fam == 4 else "ipv6_addr"
-
-
-# --- parsed inputs -----------------------------------------------------------------------
-
-def _check_id(what: str, value: Any) -> str:
-    if not isinstance(value, str) or not _ID_RE.match(value):
-        raise ValueError(f"invalid {what} id {value!r}")
-    return value
-
-
-def _mac(value: Any) -> str:
-    mac = str(value or "").lower()
-    if not _MAC_RE.match(mac):
-        raise ValueError(f"invalid MAC address {value!r}")
-    return mac
-
-
-def _link_local(mac: str) -> ipaddress.IPv6Network:
-    """The EUI-64 link-local address the kernel derives from ``mac`` (Neutron allows it)."""
-    b = bytes.fromhex(mac.replace(":", ""))
-    eui = bytes([b[0] ^ 0x02]) + b[1:3] + b"\xff\xfe" + b[3:]
-    return ipaddress.ip_network(ipaddress.IPv6Address(b"\xfe\x80" + b"\0" * 6 + eui))
-
-
-@dataclass(frozen=True)
-class _Port:
-    id: str
-    tap: str
-    mark: int
-    zone: int
-    secured: bool
-    mac: str
-    groups: tuple[str, ...]
-    fixed: tuple[IPNet, ...]                  # host networks (/32, /128)
-    pairs: tuple[tuple[str, IPNet], ...]      # (mac, network)
-    bridge: str | None
-
-    def nets(self) -> list[IPNet]:
-        return list(self.fixed) + [n for _, n in self.pairs]
-
-    def members(self) -> set[tuple[int, str, int]]:
-        """``(family, address, prefix length)`` that make it a member of its groups."""
-        return {(n.version, str(n.network_address), n.prefixlen) for n in self.nets()}
-
-
-def _parse_port(port: Mapping[str, Any], mark: int, zone: int) -> _Port:
-    pid = _check_id("port", port.get("id"))
-    if not isinstance(mark, int) or not 1 <= mark <= MAX_MARK:
-        raise ValueError(f"port {pid}: mark {mark!r} outside 1..{MAX_MARK}")
-    if not isinstance(zone, int) or not 0 <= zone <= MAX_ZONE:
-        raise ValueError(f"port {pid}: zone {zone!r} outside 0..{MAX_ZONE}")
-    mac = _mac(port.get("mac_address"))
-    secured = port.get("port_security_enabled", True) is not False
-    if str(port.get("device_owner") or "").startswith("network:"):
-        secured = False  # Neutron's trusted ports (router legs, DHCP): never filtered
-    fixed = []
-    for ip in port.get("fixed_ips") or ():
-        addr = ip.get("ip_address") if isinstance(ip, Mapping) else ip
-        if addr:
-            fixed.append(ipaddress.ip_network(addr))
-    pairs = []
-    for pair in port.get("allowed_address_pairs") or ():
-        net = ipaddress.ip_network(pair["ip_address"], strict=False)
-        pairs.append((_mac(pair.get("mac_address") or mac), net))
-    groups = tuple(dict.fromkeys(_check_id("security group", g)
-                                 for g in port.get("security_groups") or ()))
-    if secured and len(groups) > MAX_GROUPS:
-        raise ValueError(f"port {pid}: {len(groups)} security groups, at most {MAX_GROUPS}")
-    net_id = port.get("network_id")
-    return _Port(id=pid, tap=Names.tap(pid), mark=mark, zone=zone, secured=secured, mac=mac,
-                 groups=groups, fixed=tuple(fixed), pairs=tuple(pairs),
-                 bridge=Names.bridge(net_id) if isinstance(net_id, str) and net_id else None)
-
-
-@dataclass(frozen=True)
-class _Rule:
-    id: str
-    group: str
-    direction: str                               # "i" | "e"
-    family: int                                  # 4 | 6
-    prefix: IPNet | None                         # remote_ip_prefix (None: any)
-    remote_group: str | None
-    pieces: tuple[tuple[str, tuple], ...]        # (kind, protocol values): see _Shape
-
-
-def _protocol(value: Any, fam: int) -> int | None:
-    if value is None or value in ("", "any", "0", 0):
-        return None
-    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-        num = int(value)
-    else:
-        try:
-            num = PROTOCOLS[str(value).lower()]
-        except KeyError:
-            raise ValueError(f"unknown protocol {value!r}") from None
-    if not 0 <= num <= 255:
-        raise ValueError(f"protocol {value!r} out of range")
-    if num in (1, 58):
-        num = ICMP[fam]  # Neutron: "icmp" on an IPv6 rule means ICMPv6
-    return num
-
-
-def _port_blocks(lo: int, hi: int) -> list[tuple[int, int]]:
-    """[lo, hi] as aligned power-of-two blocks: [(start, k)] with block size 2**k."""
-    out = []
-    while lo <= hi:
-        k = (lo & -lo).bit_length() - 1 if lo else 16
-        while k > 0 and lo + (1 << k) - 1 > hi:
-            k -= 1
-        out.append((lo, k))
-        lo += 1 << k
-    return out
-
-
-def _parse_rule(rule: Mapping[str, Any], group: str | None = None) -> _Rule | None:
-    """A Neutron rule (None: it allows nothing here)."""
-    rid = _check_id("security group rule", rule.get("id"))
-    gid = _check_id("security group", group or rule.get("security_group_id"))
-    direction = {"ingress": "i", "egress": "e"}.get(rule.get("direction"))
-    fam = {"IPv4": 4, "IPv6": 6}.get(rule.get("ethertype") or "IPv4")
-    if direction is None or fam is None:
-        raise ValueError(f"rule {rid}: bad direction/ethertype {rule.get('direction')!r}/"
-                         f"{rule.get('ethertype')!r}")
-    proto = _protocol(rule.get("protocol"), fam)
-    remote_group = rule.get("remote_group_id") or None
-    prefix = None
-    if remote_group:
-        _check_id("remote security group", remote_group)
-    elif rule.get("remote_address_group_id"):
-        log.warning("rule %s: remote_address_group_id is not supported; it allows nothing", rid)
-        return None
-    elif rule.get("remote_ip_prefix"):
-        prefix = ipaddress.ip_network(rule["remote_ip_prefix"], strict=False)
-        if prefix.version != fam:
-            log.warning("rule %s: prefix %s is not %s; it allows nothing",
-                        rid, prefix, rule.get("ethertype"))
-            return None
-        if not prefix.prefixlen:
-            prefix = None
-    lo, hi = rule.get("port_range_min"), rule.get("port_range_max")
-    pieces: list[tuple[str, tuple]]
-    if proto is None:
-        pieces = [("a", ())]
-    elif proto == ICMP[fam] and lo is not None:
-        pieces = [("c", (int(lo),))] if hi is None else [("cc", (int(lo), int(hi)))]
-    elif proto in PORT_PROTOCOLS and lo is not None:
-        lo, hi = int(lo), int(hi if hi is not None else lo)
-        if not 0 <= lo <= hi <= 65535:
-            raise ValueError(f"rule {rid}: bad port range {lo}-{hi}")
-        if lo <= 1 and hi == 65535:
-            pieces = [("p", (proto,))]
-        else:
-            pieces = [(f"t{k}", (proto, start)) for start, k in _port_blocks(lo, hi)]
-    else:
-        pieces = [("p", (proto,))]
-    return _Rule(rid, gid, direction, fam, prefix, remote_group, tuple(pieces))
-
-
-# --- shapes ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class _Shape:
-    """One rule of the egress or ingress shape chain, and its set."""
-    direction: str    # "i" | "e"
-    family: int       # 4 | 6
-    plen: int | None  # peer prefix length; None: any peer
-    kind: str         # "a" any protocol | "p" protocol | "t<k>" port block of 2**k
-                      # | "c" icmp type | "cc" icmp type and code
-
-    @property
-    def set_name(self) -> str:
-        plen = "x" if self.plen is None else self.plen
-        return f"{self.direction}{self.family}_{plen}_{self.kind}"
-
-    def expr(self) -> tuple[list, list[str]]:
-        """(rule expressions, set key types)."""
-        fam = self.family
-        peer = _pl("ip" if fam == 4 else "ip6", "saddr" if self.direction == "i" else "daddr")
-        key: list = [{"&": [_meta("mark"), HIGH]}]
-        types = ["mark"]
-        if self.plen is not None:
-            key.append(_masked(peer, fam, self.plen))
-            types.append(_addr_type(fam))
-        k = self.kind
-        if k == "p":
-            key.append(_meta("l4proto"))
-            types.append("inet_proto")
-        elif k.startswith("t"):
-            bits = int(k[1:])
-            dport = _pl("th", "dport")
-            mask = (0xFFFF << bits) & 0xFFFF
-            key += [_meta("l4proto"), dport if bits == 0 else {"&": [dport, mask]}]
-            types += ["inet_proto", "inet_service"]
-        elif k in ("c", "cc"):
-            icmp = "icmp" if fam == 4 else "icmpv6"
-            key.append(_pl(icmp, "type"))
-            types.append(f"{icmp}_type")
-            if k == "cc":
-                key.append(_pl(icmp, "code"))
-                types.append(f"{icmp}_code")
-        return [_nfproto(fam), _match(_concat(key), "@" + self.set_name), {"accept": None}], types
-
-
-Atom = tuple[_Shape, tuple]
-
-
-def _atoms(rule: _Rule, tag: int, plen: int | None, addr: str | None) -> list[Atom]:
-    """The shape elements of ``rule`` in a group tagged ``tag``, for one peer prefix."""
-    base = (tag << 16,) + ((addr,) if plen is not None else ())
-    return [(_Shape(rule.direction, rule.family, plen, kind), base + vals)
-            for kind, vals in rule.pieces]
-
-
-# --- the static ruleset ----------------------------------------------------------------
-
-_ND_OUT = [131, 132, 133, 135, 136, 143]        # MLD report/done, RS, NS, NA, MLDv2 report
-_ND_IN = [130, 131, 132, 134, 135, 136, 143]    # + MLD query, RA
-
-
-def _common_chains() -> dict[str, list[list]]:
-    """What every filtered port starts with (Neutron's ND/DHCP/conntrack prologue)."""
-    v4, v6 = _nfproto(4), _nfproto(6)
-    icmp6 = _pl("icmpv6", "type")
-    state = {"ct": {"key": "state"}}
-
-    def udp(sport: int, dport: int) -> list:
-        return [_match(_meta("l4proto"), "udp"), _match(_pl("udp", "sport"), sport),
-                _match(_pl("udp", "dport"), dport)]
-
-    # Ports whose groups are all ``stateful: false`` skip both: their rules alone decide.
-    tracked = _match({"&": [_meta("mark"), LOW]}, "@stateless", "!=")
-    est = [tracked, _match(state, ["established", "related"], "in"), {"accept": None}]
-    inv = [tracked, _match(state, "invalid", "in"), {"drop": None}]
-    return {
-        "egress_common": [
-            [v6, _match(icmp6, 134), {"drop": None}],        # router advertisements
-            [v6, _match(icmp6, {"set": _ND_OUT}), {"accept": None}],
-            [v4, *udp(68, 67), {"accept": None}],             # DHCP client
-            [v6, *udp(546, 547), {"accept": None}],
-            [v4, *udp(67, 68), {"drop": None}],               # DHCP server replies
-            [v6, *udp(547, 546), {"drop": None}],
-            est, inv,
-        ],
-        "ingress_common": [
-            [v6, _match(icmp6, {"set": _ND_IN}), {"accept": None}],
-            [v4, *udp(67, 68), {"accept": None}],
-            [v6, *udp(547, 546), {"accept": None}],
-            est, inv,
-        ],
-    }
-
-
-def _spoof_allow(fam: int, plen: int) -> list[list]:
-    """Rules of chain ``spoof_allow`` for the ``src<fam>[_<plen>]`` set."""
-    name = "@" + _src_set(fam, plen)
-    ifn, esrc, etype = _meta("iifname"), _pl("ether", "saddr"), _pl("ether", "type")
-    if fam == 6:
-        return [[_match(etype, "ip6"),
-                 _match({"concat": [ifn, esrc, _masked(_pl("ip6", "saddr"), 6, plen)]}, name),
-                 {"accept": None}]]
-    return [[_match(etype, "ip"),
-             _match({"concat": [ifn, esrc, _masked(_pl("ip", "saddr"), 4, plen)]}, name),
-             {"accept": None}],
-            [_match(etype, "arp"),
-             _match({"concat": [ifn, esrc, _masked(_pl("arp", "saddr ip"), 4, plen)]}, name),
-             _match({"concat": [ifn, _pl("arp", "saddr ether"),
-                                _masked(_pl("arp", "saddr ip"), 4, plen)]}, name),
-             {"accept": None}]]
-
-
-def _src_set(fam: int, plen: int) -> str:
-    return f"src{fam}" if plen == _maxlen(fam) else f"src{fam}_{plen}"
-
-
-def _base() -> list[dict]:
-    """Drop and re-create both tables: hooks, sets and maps, fixed chains."""
-    out: list[dict] = []
-    for fam in ("bridge", "inet"):
-        t = {"family": fam, "name": TABLE}
-        out += [{"add": {"table": t}}, {"delete": {"table": t}}, {"add": {"table": t}}]
-
-    def chain(fam: str, name: str, hook: str | None = None, prio: int = 0) -> dict:
-        body: dict[str, Any] = {"name": name}
-        if hook:
-            body.update(type="filter", hook=hook, prio=prio, policy="accept")
-        return {"add": _obj("chain", fam, **body)}
-
-    def mk(fam: str, name: str, key: str | list, data: str | None = None) -> dict:
-        body: dict[str, Any] = {"name": name, "type": key}
-        if data:
-            body["map"] = data
-        return {"add": _obj("map" if data else "set", fam, **body)}
-
-    out += [mk("bridge", "port_mark", "ifname", "mark"), mk("bridge", "filtered", "ifname"),
-            mk("bridge", "macs", ["ifname", "ether_addr"]),
-            mk("bridge", "src4", ["ifname", "ether_addr", "ipv4_addr"]),
-            mk("bridge", "src6", ["ifname", "ether_addr", "ipv6_addr"]),
-            mk("inet", "filtered", "mark"), mk("inet", "stateless", "mark")]
-    out += [mk("inet", f"slot{i}", "mark", "mark") for i in range(MAX_GROUPS)]
-    out += [chain("bridge", "prerouting", "prerouting", -300),
-            chain("bridge", "forward", "forward", -300),
-            chain("bridge", "spoof"), chain("bridge", "spoof_allow"),
-            chain("inet", "egress_hook", "prerouting", 0),
-            chain("inet", "ingress_hook", "forward", 0),
-            chain("inet", "egress_port"), chain("inet", "ingress_port"),
-            chain("inet", "eshapes"), chain("inet", "ishapes")]
-    ifn, esrc, etype = _meta("iifname"), _pl("ether", "saddr"), _pl("ether", "type")
-    out += [
-        _rule("bridge", "prerouting", [_set_mark({"map": {"key": ifn, "data": "@port_mark"}})]),
-        _rule("bridge", "prerouting", [_match(ifn, "@filtered"), {"jump": {"target": "spoof"}}]),
-        _rule("bridge", "spoof", [_match({"concat": [ifn, esrc]}, "@macs", "!="), {"drop": None}]),
-        _rule("bridge", "spoof", [{"jump": {"target": "spoof_allow"}}]),
-        _rule("bridge", "spoof", [_match(etype, "ip"), _match(_pl("ip", "saddr"), "0.0.0.0"),
-                                  _match(_pl("ip", "protocol"), "udp"),
-                                  _match(_pl("udp", "sport"), 68), _match(_pl("udp", "dport"), 67),
-                                  {"accept": None}]),                     # DHCP discover
-        _rule("bridge", "spoof", [_match(etype, "ip6"), _match(_pl("ip6", "saddr"), "::"),
-                                  _match(_pl("ip6", "nexthdr"), "ipv6-icmp"),
-                                  _match(_pl("icmpv6", "type"), {"set": [131, 135, 143]}),
-                                  {"accept": None}]),                     # DAD, MLD from ::
-        _rule("bridge", "spoof", [_match(etype, {"set": ["ip", "ip6", "arp"]}), {"drop": None}]),
-        _rule("bridge", "forward", [_set_mark(0)]),
-        _rule("bridge", "forward", [_set_mark({"map": {"key": _meta("oifname"),
-                                                       "data": "@port_mark"}})]),
-    ]
-    out += [_rule("bridge", "spoof_allow", r)
-            for fam in (4, 6) for r in _spoof_allow(fam, _maxlen(fam))]
-    for name, rules in _common_chains().items():
-        out.append(chain("inet", name))
-        out += [_rule("inet", name, r) for r in rules]
-    low = {"&": [_meta("mark"), LOW]}
-    for d, hook in (("e", "egress"), ("i", "ingress")):
-        out.append(_rule("inet", f"{hook}_hook", [_match(low, "@filtered"),
-                                                  {"jump": {"target": f"{hook}_port"}}]))
-        out.append(_rule("inet", f"{hook}_port", [{"jump": {"target": f"{hook}_common"}}]))
-        for i in range(MAX_GROUPS):
-            out.append(_rule("inet", f"{hook}_port", [
-                _set_mark({"map": {"key": low, "data": f"@slot{i}"}}),
-                {"jump": {"target": f"{d}shapes"}}]))
-        out.append(_rule("inet", f"{hook}_port", [{"drop": None}]))
-    return out
-
-
-# The zone table: created (idempotently) in nft syntax, because its maps need ``typeof``.
-_ZONE_TEXT = f"""add table inet {ZONE_TABLE}
-add map inet {ZONE_TABLE} zone {{ typeof meta mark : ct zone; }}
-add map inet {ZONE_TABLE} bridge_zone {{ typeof meta iifname : ct zone; }}
-add chain inet {ZONE_TABLE} raw {{ type filter hook prerouting priority -300; policy accept; }}
-flush chain inet {ZONE_TABLE} raw
-add rule inet {ZONE_TABLE} raw ct zone set iifname map @bridge_zone
-add rule inet {ZONE_TABLE} raw ct zone set meta mark & 0x{LOW:08x} map @zone
-"""
-
-
-# --- transactions ------------------------------------------------------------------------
-
-Elem = tuple[str, str, str, Any, Any]   # (family, table, set or map, key, value or None)
-
-
-class _Tx:
-    """One nft transaction: objects first, then rules, then element changes. Element
-    changes are netted per element (the first operation tells whether it existed) and
-    sent as one command per set."""
-
-    def __init__(self) -> None:
-        self.create: list[dict] = []
-        self.rules: list[dict] = []
-        self.ops: dict[tuple, list[tuple[bool, Any]]] = {}
-        self.comments: dict[tuple, str] = {}
-        self.kills: set[_Kill] = set()
-
-    def elem(self, add: bool, e: Elem, comment: str | None = None) -> None:
-        fam, table, name, key, value = e
-        self.ops.setdefault((fam, table, name, key), []).append((add, value))
-        if comment is not None:
-            self.comments[(fam, table, name, key)] = comment
-
-    def commands(self) -> list[dict]:
-        dels: dict[tuple, list] = {}
-        adds: dict[tuple, list] = {}
-        for (fam, table, name, key), ops in self.ops.items():
-            existed, (last_add, value) = not ops[0][0], ops[-1]
-            k = _concat(key) if isinstance(key, tuple) else key
-            if existed and (not last_add or ops[0][1] != value):
-                dels.setdefault((fam, table, name), []).append(k)
-            elif existed:
-                continue  # deleted and re-added as it was
-            if last_add:
-                c = self.comments.get((fam, table, name, key))
-                v: Any = {"elem": {"val": k, "comment": c}} if c else k
-                if value is not None:
-                    v = [v, value]
-                adds.setdefault((fam, table, name), []).append(v)
-        out = self.create + self.rules
-        for verb, groups in (("delete", dels), ("add", adds)):
-            for (fam, table, name), elems in groups.items():
-                out.append({verb: _obj("element", fam, table, name=name, elem=elems)})
-        return out
-
-
-@dataclass
-class _Group:
-    id: str
-    tag: int
-    known: bool = False                                  # ensured (vs only referenced)
-    stateful: bool = True                                # ``stateful: false``: no conntrack
-    rules: dict[str, _Rule] = field(default_factory=dict)
-    ports: set[str] = field(default_factory=set)         # filtered ports with it in a slot
-    member_ports: set[str] = field(default_factory=set)
-    members: Counter = field(default_factory=Counter)    # (fam, addr, plen) -> ports
-    remote_rules: set[str] = field(default_factory=set)  # rules (anywhere) naming it as remote
-
-
-def _port_elems(p: _Port, tag: Any, stateless: bool = False) -> frozenset[Elem]:
-    """Every element a port puts in the kernel (``tag(gid)`` gives a group's tag;
-    ``stateless``: every group of the port is ``stateful: false``)."""
-    out: set[Elem] = {("bridge", TABLE, "port_mark", p.tap, p.mark)}
-    if p.zone:
-        out.add(("inet", ZONE_TABLE, "zone", p.mark, p.zone))
-    if not p.secured:
-        return frozenset(out)
-    out |= {("bridge", TABLE, "filtered", p.tap, None), ("inet", TABLE, "filtered", p.mark, None)}
-    macs = {p.mac} | {m for m, _ in p.pairs}
-    out |= {("bridge", TABLE, "macs", (p.tap, m), None) for m in macs}
-    srcs = [(p.mac, n) for n in p.fixed] + list(p.pairs) + [(m, _link_local(m)) for m in macs]
-    for mac, net in srcs:
-        out.add(("bridge", TABLE, _src_set(net.version, net.prefixlen),
-                 (p.tap, mac, str(net.network_address)), None))
-    for i, gid in enumerate(p.groups):
-        out.add(("inet", TABLE, f"slot{i}", p.mark, (tag(gid) << 16) | p.mark))
-    if stateless and p.groups:
-        out.add(("inet", TABLE, "stateless", p.mark, None))
-    return frozenset(out)
 
 
 # --- the realizer ------------------------------------------------------------------------
@@ -605,17 +104,17 @@ class SecurityGroups:
         self.ns = fabric_ns
         self._nft: Nft | None = None
         # What we were told (the base of a rebuild): ports, and each group's rules.
-        self._want_ports: dict[str, _Port] = {}
-        self._want_groups: dict[str, dict[str, _Rule | None]] = {}
+        self._want_ports: dict[str, ParsedPort] = {}
+        self._want_groups: dict[str, dict[str, ParsedRule | None]] = {}
         self._want_stateless: set[str] = set()      # groups with ``stateful: false``
         self._want_marks: dict[int, str] = {}
         # What the kernel holds (derived, refcounted).
-        self._ports: dict[str, _Port] = {}
+        self._ports: dict[str, ParsedPort] = {}
         self._port_elems: dict[str, frozenset[Elem]] = {}
-        self._groups: dict[str, _Group] = {}
+        self._groups: dict[str, Group] = {}
         self._rule_group: dict[str, str] = {}
         self._elems: Counter = Counter()            # (shape, key) -> uses
-        self._shapes: set[_Shape] = set()
+        self._shapes: set[Shape] = set()
         self._spoof_lens: set[tuple[int, int]] = set()
         self._bridge_zones: Counter = Counter()     # (bridge, zone) -> ports
         self._tags: dict[int, str] = {}
@@ -632,13 +131,13 @@ class SecurityGroups:
              groups: Iterable[Mapping[str, Any]]) -> None:
         """Make the kernel hold exactly ``ports`` (``(port, mark, zone)``) and ``groups``,
         rebuilt in one nft transaction: traffic sees the old or the new ruleset."""
-        parsed = {p.id: p for p in (_parse_port(p, m, z) for p, m, z in ports)}
+        parsed = {p.id: p for p in (parse_port(p, m, z) for p, m, z in ports)}
         marks = Counter(p.mark for p in parsed.values())
         if marks and marks.most_common(1)[0][1] > 1:
             raise ValueError(f"mark {marks.most_common(1)[0][0]} given to two ports")
         gs = {}
         for g in groups:  # everything is validated before anything is touched
-            gs[_check_id("security group", g.get("id"))] = self._parse_rules(g)
+            gs[check_id("security group", g.get("id"))] = self._parse_rules(g)
         self._want_ports, self._want_groups = parsed, gs
         self._want_stateless = {g["id"] for g in groups if g.get("stateful") is False}
         self._want_marks = {p.mark: p.id for p in parsed.values()}
@@ -646,7 +145,7 @@ class SecurityGroups:
 
     @_locked
     def ensure_port(self, port: Mapping[str, Any], mark: int, zone: int) -> None:
-        p = _parse_port(port, mark, zone)
+        p = parse_port(port, mark, zone)
         if self._want_ports.get(p.id) == p and self._built:
             return
         other = self._want_marks.get(mark)
@@ -672,7 +171,7 @@ class SecurityGroups:
     def ensure_group(self, group: Mapping[str, Any]) -> None:
         """Ensure a group and exactly its ``security_group_rules`` (rules are immutable in
         Neutron: compared by id and content)."""
-        gid = _check_id("security group", group.get("id"))
+        gid = check_id("security group", group.get("id"))
         rules = self._parse_rules(group)
         self._want_groups[gid] = dict(rules)
         if group.get("stateful") is False:
@@ -691,9 +190,9 @@ class SecurityGroups:
     @_locked
     def ensure_rule(self, rule: Mapping[str, Any]) -> None:
         """Add one rule (its ``security_group_id`` names the group): element adds only."""
-        r = _parse_rule(rule)
-        rid = _check_id("security group rule", rule.get("id"))
-        gid = _check_id("security group", rule.get("security_group_id"))
+        r = parse_rule(rule)
+        rid = check_id("security group rule", rule.get("id"))
+        gid = check_id("security group", rule.get("security_group_id"))
         old = self._rule_group.get(rid)
         if old is not None and old != gid:
             raise ValueError(f"rule {rid} belongs to group {old}, not {gid}")
@@ -713,7 +212,7 @@ class SecurityGroups:
     def observed(self) -> set[str]:
         """Ids of the ports in the kernel (comments of the ``port_mark`` elements)."""
         try:
-            res = self._ctx().run([{"list": _obj("map", "bridge", name="port_mark")}])
+            res = self._ctx().run([{"list": nft_obj("map", "bridge", name="port_mark")}])
         except NftError:
             return set()
         out = set()
@@ -755,11 +254,11 @@ class SecurityGroups:
         except OSError as exc:
             log.info("bridge netfilter sysctls not set yet in %s: %s", self.ns, exc)
 
-    def _parse_rules(self, group: Mapping[str, Any]) -> dict[str, _Rule | None]:
-        gid = _check_id("security group", group.get("id"))
-        out: dict[str, _Rule | None] = {}
+    def _parse_rules(self, group: Mapping[str, Any]) -> dict[str, ParsedRule | None]:
+        gid = check_id("security group", group.get("id"))
+        out: dict[str, ParsedRule | None] = {}
         for r in group.get("security_group_rules") or ():
-            out[_check_id("security group rule", r.get("id"))] = _parse_rule(r, gid)
+            out[check_id("security group rule", r.get("id"))] = parse_rule(r, gid)
         return out
 
     def _apply(self, build: Any) -> None:
@@ -769,7 +268,7 @@ class SecurityGroups:
         if not self._built:  # first use without sync(): start from clean tables
             self._rebuild()
             return
-        tx = _Tx()
+        tx = Tx()
         try:
             build(tx)
             cmds = tx.commands()
@@ -790,28 +289,28 @@ class SecurityGroups:
         self._elems, self._shapes, self._spoof_lens = Counter(), set(), set()
         self._bridge_zones, self._tags, self._next_tag = Counter(), {}, 1
         self._built = False
-        tx = _Tx()
+        tx = Tx()
         for gid, rules in self._want_groups.items():
             self._group_tx(tx, gid, rules)
         for p in self._want_ports.values():
             self._port_tx(tx, p.id, p)
         nft = self._ctx()
-        nft.run(_ZONE_TEXT)
-        flush = [{"flush": _obj("map", "inet", ZONE_TABLE, name=m)}
+        nft.run(ZONE_TEXT)
+        flush = [{"flush": nft_obj("map", "inet", ZONE_TABLE, name=m)}
                  for m in ("zone", "bridge_zone")]
-        nft.run(_base() + flush + tx.commands())
+        nft.run(base_ruleset() + flush + tx.commands())
         self._built = True
 
     # -- groups and rules ---------------------------------------------------------------
 
-    def _group(self, gid: str) -> _Group:
+    def _group(self, gid: str) -> Group:
         g = self._groups.get(gid)
         if g is None:
             if len(self._tags) >= MAX_TAG:
                 raise ValueError(f"more than {MAX_TAG} security groups")
             while self._next_tag in self._tags or not 1 <= self._next_tag <= MAX_TAG:
                 self._next_tag = self._next_tag % MAX_TAG + 1
-            g = self._groups[gid] = _Group(gid, self._next_tag, stateful=gid not in self._want_stateless)
+            g = self._groups[gid] = Group(gid, self._next_tag, stateful=gid not in self._want_stateless)
             self._tags[g.tag] = gid
         return g
 
@@ -824,7 +323,7 @@ class SecurityGroups:
         del self._groups[gid]
         self._tags.pop(g.tag, None)
 
-    def _group_tx(self, tx: _Tx, gid: str, rules: Mapping[str, _Rule | None] | None) -> None:
+    def _group_tx(self, tx: Tx, gid: str, rules: Mapping[str, ParsedRule | None] | None) -> None:
         g = self._group(gid)
         g.known = rules is not None
         stateful = gid not in self._want_stateless
@@ -840,7 +339,7 @@ class SecurityGroups:
                 self._rule_tx(tx, gid, rid, r)
         self._gc_group(gid)
 
-    def _rule_tx(self, tx: _Tx, gid: str, rid: str, rule: _Rule | None) -> None:
+    def _rule_tx(self, tx: Tx, gid: str, rid: str, rule: ParsedRule | None) -> None:
         """Add (``rule``) or remove (None) one rule of group ``gid``."""
         g = self._group(gid)
         old = g.rules.pop(rid, None)
@@ -864,36 +363,36 @@ class SecurityGroups:
                 self._inc(tx, atom)
         self._gc_group(gid)
 
-    def _rule_atoms(self, rule: _Rule, g: _Group) -> list[Atom]:
+    def _rule_atoms(self, rule: ParsedRule, g: Group) -> list[Atom]:
         if rule.remote_group is None:
             if rule.prefix is None:
-                return _atoms(rule, g.tag, None, None)
-            return _atoms(rule, g.tag, rule.prefix.prefixlen, str(rule.prefix.network_address))
+                return atoms(rule, g.tag, None, None)
+            return atoms(rule, g.tag, rule.prefix.prefixlen, str(rule.prefix.network_address))
         r = self._groups.get(rule.remote_group)
         if r is None:
             return []
         return [a for (fam, addr, plen) in r.members if fam == rule.family
-                for a in _atoms(rule, g.tag, plen, addr)]
+                for a in atoms(rule, g.tag, plen, addr)]
 
-    def _inc(self, tx: _Tx, atom: Atom) -> None:
+    def _inc(self, tx: Tx, atom: Atom) -> None:
         shape, key = atom
         if shape not in self._shapes:  # first use: the shape's set and rule
             exprs, types = shape.expr()
-            tx.create.append({"add": _obj("set", "inet", name=shape.set_name,
+            tx.create.append({"add": nft_obj("set", "inet", name=shape.set_name,
                                           type=types[0] if len(types) == 1 else types)})
-            tx.rules.append(_rule("inet", f"{shape.direction}shapes", exprs))
+            tx.rules.append(nft_rule("inet", f"{shape.direction}shapes", exprs))
             self._shapes.add(shape)
         self._elems[atom] += 1
         if self._elems[atom] == 1:
             tx.elem(True, ("inet", TABLE, shape.set_name, key, None))
 
-    def _dec(self, tx: _Tx, atom: Atom) -> None:
+    def _dec(self, tx: Tx, atom: Atom) -> None:
         self._elems[atom] -= 1
         if self._elems[atom] <= 0:
             del self._elems[atom]
             tx.elem(False, ("inet", TABLE, atom[0].set_name, atom[1], None))
 
-    def _member(self, tx: _Tx, gid: str, member: tuple[int, str, int], delta: int) -> None:
+    def _member(self, tx: Tx, gid: str, member: tuple[int, str, int], delta: int) -> None:
         """A member address of ``gid`` appears (+1) or goes (-1): the rules naming
         ``gid`` as their remote group gain or lose its elements."""
         r = self._group(gid)
@@ -908,18 +407,18 @@ class SecurityGroups:
             u = self._groups[self._rule_group[rid]]
             rule = u.rules[rid]
             if rule.family == fam:
-                for atom in _atoms(rule, u.tag, plen, addr):
+                for atom in atoms(rule, u.tag, plen, addr):
                     (self._inc if delta > 0 else self._dec)(tx, atom)
 
     # -- ports ------------------------------------------------------------------------
 
-    def _port_tx(self, tx: _Tx, pid: str, p: _Port | None) -> None:
+    def _port_tx(self, tx: Tx, pid: str, p: ParsedPort | None) -> None:
         """Move port ``pid`` from what the kernel has to ``p`` (None: remove it)."""
         old = self._ports.get(pid)
         for gid in p.groups if p else ():
             self._group(gid)
         o_el = self._port_elems.get(pid, frozenset())
-        n_el = _port_elems(p, lambda gid: self._groups[gid].tag,
+        n_el = port_elems(p, lambda gid: self._groups[gid].tag,
                            all(not self._groups[gid].stateful for gid in p.groups)) if p else frozenset()
         for e in o_el - n_el:
             tx.elem(False, e)
@@ -961,16 +460,16 @@ class SecurityGroups:
                     g.member_ports.discard(pid)
                 self._gc_group(gid)
 
-    def _spoof_len(self, tx: _Tx, fam: int, plen: int) -> None:
+    def _spoof_len(self, tx: Tx, fam: int, plen: int) -> None:
         """First CIDR address pair of a length: its set and anti-spoofing rules."""
         if (fam, plen) in self._spoof_lens:
             return
         self._spoof_lens.add((fam, plen))
-        tx.create.append({"add": _obj("set", "bridge", name=_src_set(fam, plen),
-                                      type=["ifname", "ether_addr", _addr_type(fam)])})
-        tx.rules += [_rule("bridge", "spoof_allow", r) for r in _spoof_allow(fam, plen)]
+        tx.create.append({"add": nft_obj("set", "bridge", name=src_set(fam, plen),
+                                      type=["ifname", "ether_addr", addr_type(fam)])})
+        tx.rules += [nft_rule("bridge", "spoof_allow", r) for r in spoof_rules(fam, plen)]
 
-    def _bridge_zone(self, tx: _Tx, bz: tuple[str, int] | None, delta: int) -> None:
+    def _bridge_zone(self, tx: Tx, bz: tuple[str, int] | None, delta: int) -> None:
         """Zone of packets entering a bridge from a non-port device (e.g. VXLAN)."""
         if bz is None:
             return
@@ -987,7 +486,7 @@ class SecurityGroups:
 
     # -- conntrack ----------------------------------------------------------------------
 
-    def _kill_rule(self, tx: _Tx, g: _Group, rule: _Rule) -> None:
+    def _kill_rule(self, tx: Tx, g: Group, rule: ParsedRule) -> None:
         """A removed rule: the filtered ports of its group re-check their flows in its
         direction (from or to its prefix, when it has one)."""
         peer = frozenset([rule.prefix]) if rule.prefix is not None else None
@@ -999,7 +498,7 @@ class SecurityGroups:
             tx.kills.add(_Kill(p.zone, peer, mine) if rule.direction == "i"
                          else _Kill(p.zone, mine, peer))
 
-    def _kill_port(self, tx: _Tx, old: _Port | None, new: _Port | None) -> None:
+    def _kill_port(self, tx: Tx, old: ParsedPort | None, new: ParsedPort | None) -> None:
         """Permissions of, or towards, a port that shrank: delete the affected flows."""
         if old is None:
             return

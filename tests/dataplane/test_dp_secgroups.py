@@ -23,7 +23,8 @@ from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
 from netbay.dataplane.ctkill import Kill as _Kill
 from netbay.dataplane.ctkill import ct_delete as _ct_delete
-from netbay.dataplane.secgroups import TABLE, SecurityGroups, _parse_port, _parse_rule, _port_blocks
+from netbay.dataplane.secgroups import TABLE, SecurityGroups
+from netbay.dataplane.sg.parse import parse_port, parse_rule, port_blocks
 
 DENY_TIMEOUT = 0.4
 
@@ -218,7 +219,7 @@ def lab(make_ns) -> Iterator[Lab]:
 
 def test_port_blocks_cover_range_exactly():
     for lo, hi in ((80, 80), (1, 1023), (8000, 8100), (0, 65535), (65535, 65535), (3, 17)):
-        blocks = _port_blocks(lo, hi)
+        blocks = port_blocks(lo, hi)
         covered = [p for start, k in blocks for p in range(start, start + (1 << k))]
         assert covered == list(range(lo, hi + 1))
         assert all(start % (1 << k) == 0 for start, k in blocks)
@@ -227,19 +228,19 @@ def test_port_blocks_cover_range_exactly():
 def test_parsing_follows_neutron():
     port = {"id": "p1", "mac_address": "FA:16:3E:00:00:01", "fixed_ips": [{"ip_address": "10.0.0.1"}],
             "device_owner": "network:router_interface", "security_groups": []}
-    assert not _parse_port(port, 1, 1).secured                 # trusted device owner
-    assert _parse_port(dict(port, device_owner="compute:nova"), 1, 1).secured
-    assert not _parse_port(dict(port, device_owner="", port_security_enabled=False), 1, 1).secured
+    assert not parse_port(port, 1, 1).secured                 # trusted device owner
+    assert parse_port(dict(port, device_owner="compute:nova"), 1, 1).secured
+    assert not parse_port(dict(port, device_owner="", port_security_enabled=False), 1, 1).secured
     with pytest.raises(ValueError):
-        _parse_port(port, 0x10000, 1)                          # marks are 16 bits
-    r = _parse_rule({"id": "r", "security_group_id": "g", "direction": "ingress",
+        parse_port(port, 0x10000, 1)                          # marks are 16 bits
+    r = parse_rule({"id": "r", "security_group_id": "g", "direction": "ingress",
                      "ethertype": "IPv6", "protocol": "icmp", "port_range_min": 128})
     assert r.pieces == (("c", (128,)),) and r.family == 6  # icmp on IPv6 is ICMPv6
-    r = _parse_rule({"id": "r", "security_group_id": "g", "direction": "egress",
+    r = parse_rule({"id": "r", "security_group_id": "g", "direction": "egress",
                      "ethertype": "IPv4", "protocol": "udp", "port_range_min": 1,
                      "port_range_max": 65535, "remote_ip_prefix": "0.0.0.0/0"})
     assert r.pieces == (("p", (17,)),) and r.prefix is None  # all ports, from anywhere
-    assert _parse_rule({"id": "r", "security_group_id": "g", "direction": "ingress",
+    assert parse_rule({"id": "r", "security_group_id": "g", "direction": "ingress",
                         "ethertype": "IPv4", "remote_ip_prefix": "fd00::/64"}) is None
 
 

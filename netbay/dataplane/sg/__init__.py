@@ -1,0 +1,1 @@
+"""Security groups' parts; :mod:`netbay.dataplane.secgroups` (the realizer) puts them together."""
