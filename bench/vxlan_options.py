@@ -175,7 +175,7 @@ def capture_big(node: str, pods: list[str], seconds: float = 1.0) -> dict | None
     try:
         s.bind(("eth0", 0))
         s.settimeout(0.5)
-        client = subprocess.Popen(["ip", "netns", "exec", pods[1], "iperf3", "-s", "-1", "-B", "10.244.1.2",
+        server = subprocess.Popen(["ip", "netns", "exec", pods[1], "iperf3", "-s", "-1", "-B", "10.244.1.2",
                                    "-p", str(PORT)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)
         sender = subprocess.Popen(["ip", "netns", "exec", pods[0], "iperf3", "-c", "10.244.1.2", "-p", str(PORT),
@@ -195,7 +195,7 @@ def capture_big(node: str, pods: list[str], seconds: float = 1.0) -> dict | None
                              "udp_len_field": struct.unpack_from("!H", frame, 14 + ihl + 4)[0],
                              "udp_len_true": len(frame) - 14 - ihl}
         finally:
-            for proc in (sender, client):
+            for proc in (sender, server):
                 if proc.poll() is None:
                     proc.terminate()
                 proc.wait(5)
