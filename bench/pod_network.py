@@ -27,6 +27,10 @@ repetition):
   shipped, then its pod veths (both ends) and cni0 set to the GSO limit the product
   did *not* choose: both settings of the same chain in one run;
 * ``vxlan``    — the same through ``flannel.1`` (MTU 1450).
+* with ``--bare``, ``host-gw-bare`` and ``vxlan-bare``: the same two chains as bare
+  kernel devices built by ``bench/vxlan_options.py`` (two nodes, no netbay code, no
+  masquerade rules), with the shipped paths' GSO limits: whether a gap between
+  ``vxlan`` and ``host-gw`` is netbay's wiring or the kernel's.
 
 Pod create → first packet (on the vxlan cluster, alternating with the baseline):
 namespace created, :meth:`Flannel.attach_pod` (``pods.attach``), then ICMP to a pod
@@ -66,6 +70,7 @@ from netbay.drivers.node import Node  # noqa: E402
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 PORT = 5201
 PATHS = ("underlay", "host-gw", "host-gw-alt", "vxlan")
+BARE = ("host-gw-bare", "vxlan-bare")
 
 
 # --- in-process ICMP ------------------------------------------------------------------------
@@ -264,25 +269,43 @@ def pct(values: list[float], q: float) -> float:
 # --- measurements ---------------------------------------------------------------------------
 
 
-def throughput(args, hg: Cluster, alt: Cluster, vx: Cluster, iperf: Iperf) -> dict[str, Any]:
+def bare_chains(args, hg: Cluster) -> dict[str, tuple[str, str]]:
+    """``--bare``: host-gw and vxlan as bare kernel chains (bench/vxlan_options.py) with
+    the shipped GSO limits; path -> (client pod, server pod)."""
+    import vxlan_options as vo
+    vo.PREFIX = PREFIX + "x"   # swept with everything else
+    ul = rtnl(hg.nodes[0].ns).link("eth0").gso_max_size
+    return {"host-gw-bare": tuple(vo.build("g", "hostgw", ul=ul, pod=pod_gso(hg))),
+            "vxlan-bare": tuple(vo.build("v", "vxlan", ul=ul))}
+
+
+def throughput(args, hg: Cluster, alt: Cluster, vx: Cluster, iperf: Iperf,
+               bare: dict[str, tuple[str, str]]) -> dict[str, Any]:
     iperf.serve(hg.nodes[1].ns, hg.nodes[1].ip)
     iperf.serve(hg.pods[1], hg.pod_ip(1))
     iperf.serve(alt.pods[1], alt.pod_ip(1))
     iperf.serve(vx.pods[1], vx.pod_ip(1))
     targets = {"underlay": (hg.nodes[0].ns, hg.nodes[1].ip), "host-gw": (hg.pods[0], hg.pod_ip(1)),
                "host-gw-alt": (alt.pods[0], alt.pod_ip(1)), "vxlan": (vx.pods[0], vx.pod_ip(1))}
-    samples: dict[str, list[float]] = {p: [] for p in PATHS}
+    for path, (client, server) in bare.items():
+        iperf.serve(server, "10.244.1.2")
+        targets[path] = (client, "10.244.1.2")
+    paths = PATHS + tuple(bare)
+    samples: dict[str, list[float]] = {p: [] for p in paths}
     for rep in range(args.reps):
-        order = PATHS[rep % len(PATHS):] + PATHS[:rep % len(PATHS)]
+        order = paths[rep % len(paths):] + paths[:rep % len(paths)]
         for p in order:
             ns, ip = targets[p]
             samples[p].append(iperf.run(ns, ip, args.seconds, args.omit))
-        print(f"  rep {rep + 1}: " + ", ".join(f"{p} {samples[p][-1]:.1f}" for p in PATHS), flush=True)
+        print(f"  rep {rep + 1}: " + ", ".join(f"{p} {samples[p][-1]:.1f}" for p in paths), flush=True)
     med = {p: statistics.median(v) for p, v in samples.items()}
     paired_hg = statistics.median(h / u for h, u in zip(samples["host-gw"], samples["underlay"]))
     paired_vx = statistics.median(v / h for v, h in zip(samples["vxlan"], samples["host-gw"]))
     paired_alt = statistics.median(h / a for h, a in zip(samples["host-gw"], samples["host-gw-alt"]))
+    paired_bare = statistics.median(v / h for v, h in zip(samples["vxlan-bare"], samples["host-gw-bare"])) \
+        if bare else None
     return {"samples": samples, "median_gbps": med, "hostgw_over_alt_paired": paired_alt,
+            "vxlan_bare_over_hostgw_bare_paired": paired_bare,
             "hostgw_over_underlay": med["host-gw"] / med["underlay"], "hostgw_over_underlay_paired": paired_hg,
             "vxlan_over_hostgw": med["vxlan"] / med["host-gw"], "vxlan_over_hostgw_paired": paired_vx}
 
@@ -351,6 +374,8 @@ def main() -> int:
     ap.add_argument("--underlay", choices=("fabric", "kernel"), default="fabric",
                     help="node eth0 GSO limit: the fabric's (as the product wires a node's eth0, "
                          "a fabric port) or the kernel's default (issue 15's topology)")
+    ap.add_argument("--bare", action="store_true",
+                    help="also host-gw and vxlan as bare kernel chains (bench/vxlan_options.py)")
     ap.add_argument("--json")
     args = ap.parse_args()
     if not (1 <= args.reps <= 50 and 1 <= args.seconds <= 60 and 1 <= args.samples <= 500
@@ -372,7 +397,8 @@ def main() -> int:
                              "node eth0": rtnl(hg.nodes[0].ns).link("eth0").gso_max_size}
         print(f"BIG TCP as the product chose it: {choice(chosen)}; pod eth0 GSO limits {result['pod_gso']}")
         print("throughput (iperf3 TCP, Gbit/s):", flush=True)
-        result["throughput"] = throughput(args, hg, alt, vx, iperf)
+        bare = bare_chains(args, hg) if args.bare else {}
+        result["throughput"] = throughput(args, hg, alt, vx, iperf, bare)
         iperf.close()
         result["first_packet"] = create_to_first_packet(args, vx)
         result["hundred_pods"] = hundred_pods(args, vx)
@@ -396,6 +422,12 @@ def main() -> int:
           f"{m['host-gw'] / m['host-gw-alt']:.0%} ({t['hostgw_over_alt_paired']:.0%}) |")
     print(f"| vxlan (pod → pod), GSO {g['vxlan']} | {m['vxlan']:.1f} | {t['vxlan_over_hostgw']:.0%} of host-gw "
           f"({t['vxlan_over_hostgw_paired']:.0%}) |")
+    if args.bare:
+        print(f"| host-gw-bare (bare kernel chain, GSO {g['host-gw']}) | {m['host-gw-bare']:.1f} | "
+              f"{m['host-gw-bare'] / m['host-gw']:.0%} of host-gw |")
+        print(f"| vxlan-bare (bare kernel chain, GSO {g['vxlan']}) | {m['vxlan-bare']:.1f} | "
+              f"{m['vxlan-bare'] / m['host-gw-bare']:.0%} of host-gw-bare "
+              f"({t['vxlan_bare_over_hostgw_bare_paired']:.0%}); {m['vxlan-bare'] / m['vxlan']:.0%} of vxlan |")
     print("\n| pod create → first packet | p50 ms | p90 ms | samples > 500 ms |")
     print("|---|---|---|---|")
     for k in ("attach", "baseline"):

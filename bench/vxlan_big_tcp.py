@@ -11,8 +11,11 @@ the veth and the VXLAN device. Medians over ``--reps``, with the sender's
 retransmissions. Everything is deleted at the end, also on error.
 
 If the third line collapses (this 6.18 kernel: ~0.2 Gbit/s and tens of thousands of
-retransmissions), the kernel cannot encapsulate packets above 64 KiB in UDP, and a
-VXLAN pod must stay at 64 KiB (``big_packets=False`` in :func:`netbay.drivers.pods.attach`).
+retransmissions), the kernel cannot carry packets above 64 KiB through UDP
+encapsulation, and a VXLAN pod must stay at 64 KiB (``big_packets=False`` in
+:func:`netbay.drivers.pods.attach`). Why (``bench/vxlan_options.py --capture``): the
+outer IPv4 length is 0 as BIG TCP marks it, but the 16-bit UDP length is written
+modulo 65536, and the receiving UDP layer trims the packet to that length.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ path is measured:
 * ``fabric``      — sandbox → fabric bridge → sandbox (:mod:`netbay.dataplane.fabric`);
 * ``pod-bridged`` — flannel host-gw: pod → ``cni0`` → node routing → ``eth0`` → …;
 * ``pod-routed``  — calico: pod → ``cali…`` (routed /32) → node routing → ``eth0`` → …;
-* ``pod-vxlan``   — pods behind a VXLAN device: always the kernel's default (a packet
-  above 64 KiB does not survive encapsulation: bench/vxlan_big_tcp.py), not probed.
+* ``pod-vxlan``   — pods behind a VXLAN device: always the kernel's default, not probed:
+  a packet above 64 KiB does not survive encapsulation (its 16-bit outer UDP length
+  wraps and the receiver trims the packet to it: bench/vxlan_options.py --capture).
 
 :mod:`netbay.dataplane.gsoprobe` runs each probed path with both limits (bounded
 in-process TCP streams through two copies of the same device chain in throwaway
