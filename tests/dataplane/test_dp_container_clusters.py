@@ -193,6 +193,7 @@ def test_a_placed_container_removed_while_the_plugin_is_down_leaves_nothing_afte
     finally:
         plugin.start()
     nothing_left(cloud, daemon, flannel, [row["id"]])
+    assert f"'pods': ['{row['id']}']" in plugin.log.read_text()   # the restarted plugin's sweep did it
     assert zun.delete(f"/containers/{uuid}?force=true").status_code == 204
 
 
@@ -227,6 +228,14 @@ def test_killed_amid_concurrent_runs_on_a_cluster_network_nothing_is_left(
         t.join(90)
     assert not [t for t in threads if t.is_alive()]
     seen.extend(p["id"] for p in docker_pods(cloud, flannel))
+    rows = {p["name"]: p for p in docker_pods(cloud, flannel)}
+    running = daemon.client.containers.list(filters={"network": "zcfl-net"})
+    node_ns = cloud.names.sandbox(m1["sandbox_id"])
+    for c in running:   # what Docker reports running is networked, on its own pod row's address
+        eid = c.attrs["NetworkSettings"]["Networks"]["zcfl-net"]["EndpointID"]
+        address = rows[f"docker-{eid}"]["address"]
+        assert iface(c)[1][0].split("/")[0] == address
+        assert wait_for(lambda a=address: ping(node_ns, a, 0.5), 10, 0.05, f"node -> {c.name}")
     for n in names:
         try:
             daemon.client.containers.get(n).remove(force=True)
