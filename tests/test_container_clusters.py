@@ -140,3 +140,32 @@ def test_cli_cluster_and_node(server, zun, flannel) -> None:  # noqa: ANN001
     assert r.returncode != 0 and "has no node nope" in (r.stderr + r.stdout), r.stderr
     settle(zun, c["uuid"])
     ok(cli(server, "container", "delete", name))
+
+
+def test_openstack_appcontainer_and_zun_cli_hints(server, zun, flannel) -> None:  # noqa: ANN001
+    """``openstack appcontainer create --hint`` and ``zun create --hint`` as a user types them."""
+    import json
+    import os
+    import shutil
+    import subprocess
+
+    from conftest import ADMIN_PASSWORD
+
+    if not shutil.which("openstack") or not shutil.which("zun"):
+        pytest.skip("python-openstackclient / python-zunclient's CLI not installed")
+    env = {**os.environ, "OS_AUTH_URL": server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
+           "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
+           "OS_IDENTITY_API_VERSION": "3"}
+    env.pop("OS_CLOUD", None)
+    m0, m1 = minions(server, flannel["uuid"])
+    r = subprocess.run(["openstack", "appcontainer", "create", "--name", unique("zo"), "--hint",
+                        f"cluster={flannel['name']}", "--hint", f"node={m1}", "-f", "json", "busybox"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    made = json.loads(r.stdout)
+    assert (made["cluster"], made["node"]) == (flannel["uuid"], m1), made
+    r = subprocess.run(["zun", "create", "--hint", f"cluster={flannel['uuid']},node=nope", "busybox"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "has no node nope" in r.stderr, r.stdout + r.stderr
+    settle(zun, made["uuid"])
+    assert zun.delete(f"/containers/{made['uuid']}").status_code == 204
