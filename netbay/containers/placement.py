@@ -16,6 +16,7 @@ whose driver plugs pods routed (calico: no bridge to hang a container on) 409.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from sqlalchemy import select
@@ -43,7 +44,6 @@ def hinted(value: Any) -> dict[str, str]:
 def place(session: Session, ctx: Context, hints: dict[str, str]) -> tuple[str, str]:
     """(cluster id, node name) for ``hints`` (``cluster`` given), or Zun's refusal."""
     from netbay.coe import clusters
-    from netbay.coe.pods import Pods
     from netbay.dataplane.clusternet import make_driver
 
     cluster = clusters.get(session, ctx, hints["cluster"])   # 404 in Zun's format
@@ -64,11 +64,21 @@ def place(session: Session, ctx: Context, hints: dict[str, str]) -> tuple[str, s
         if node is None:
             raise BadRequest(f"Cluster {cluster.id} has no node {wanted}.")
     else:
-        try:
-            node = Pods._node(session, net, None)
-        except Conflict as exc:
-            raise Conflict(exc.message) from None
+        node = _least_loaded(session, net)
     return cluster.id, node["name"]
+
+
+def _least_loaded(session: Session, net: ClusterNet) -> dict[str, Any]:
+    """The minion (masters only when there are none) with the fewest pods, counting the
+    containers placed there whose pod Docker has not made yet (a burst of creates spreads)."""
+    load = Counter(session.scalars(select(Pod.node).where(Pod.cluster_id == net.id)))
+    load.update(session.scalars(select(Container.node).where(Container.cluster_id == net.id,
+                                                             Container.pod_id == "", Container.status != "Error")))
+    nodes = list(net.nodes or [])
+    candidates = [n for n in nodes if n.get("role") != "master"] or nodes
+    if not candidates:
+        raise Conflict(f"Cluster {net.id} has no nodes.")
+    return min(candidates, key=lambda n: load[n["name"]])
 
 
 def docker_network(cluster_id: str, node: str) -> str:
