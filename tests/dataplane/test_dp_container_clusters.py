@@ -106,9 +106,12 @@ def bridge_ports(cloud: Cloud, node: dict) -> list[str]:
     return [ln.ifname for ln in kernel.rtnl(ns).links() if cni0 and ln.master == cni0.index and ln.kind == "veth"]
 
 
-def host_ends() -> list[str]:
+def host_ends(rows: list[dict]) -> list[str]:
+    """Those of the endpoints' host-side ends (``nbk<EndpointID[:12]>``) still in the host
+    namespace (only ours: other runs on this machine have their own)."""
+    ours = {"nbk" + r["name"][len("docker-"):][:12] for r in rows}
     with open("/proc/net/dev") as f:
-        return [ln.split(":")[0].strip() for ln in f if ln.split(":")[0].strip().startswith("nbk")]
+        return [name for ln in f if (name := ln.split(":")[0].strip()) in ours]
 
 
 def wait_container(zun: Any, uuid: str, status: str, timeout: float = 60) -> dict:
@@ -119,13 +122,13 @@ def wait_container(zun: Any, uuid: str, status: str, timeout: float = 60) -> dic
     return wait_for(check, timeout, 0.1, f"container {uuid} {status}")
 
 
-def nothing_left(cloud: Cloud, daemon: dk.Dockerd, cid: str, pod_ids: list[str]) -> None:
+def nothing_left(cloud: Cloud, daemon: dk.Dockerd, cid: str, rows: list[dict]) -> None:
     """No pod row of Docker's, no veth on a node's cni0, no host-side end, no named namespace."""
     assert wait_for(lambda: not docker_pods(cloud, cid), 20, 0.1, "the containers' pod rows to go")
     for m in minions(cloud, cid):
         assert wait_for(lambda m=m: not bridge_ports(cloud, m), 10, 0.05, f"no veth on {m['name']}'s cni0")
-    assert not host_ends()
-    assert not [i for i in pod_ids if netns.exists(cloud.names.pod(i))]
+    assert not host_ends(rows)
+    assert not [r["id"] for r in rows if netns.exists(cloud.names.pod(r["id"]))]
 
 
 def test_zun_container_on_minion_0_reaches_a_pod_and_a_container_on_minion_1(
@@ -141,13 +144,13 @@ def test_zun_container_on_minion_0_reaches_a_pod_and_a_container_on_minion_1(
     out = ok(cli(cloud.server, "container", "run", "--name", "zcfl-b", "--cluster", flannel, "--node", m1["name"],
                  dk.IMAGE, "--", "sleep", "600"))
     assert "Running" in out and m1["name"] in out, out
-    pod_ids = []
+    pod_rows: list[dict] = []
     try:
         a = wait_container(zun, made.uuid, "Running")
         b = zun.get("/containers/zcfl-b").json()
         assert (a["cluster"], a["node"], b["node"]) == (flannel, m0["name"], m1["name"])
         rows = {r["node"]: r for r in docker_pods(cloud, flannel)}
-        pod_ids = [r["id"] for r in rows.values()]
+        pod_rows = list(rows.values())
         assert set(rows) == {m0["name"], m1["name"]}
         (a_addrs,) = a["addresses"].values()
         ip_a, ip_b = a_addrs[0]["addr"], next(iter(b["addresses"].values()))[0]["addr"]
@@ -171,7 +174,7 @@ def test_zun_container_on_minion_0_reaches_a_pod_and_a_container_on_minion_1(
         r = cli(cloud.server, "container", "delete", "--force", "zcfl-b")
         cloud.ok(cloud.http.delete(f"/netbay/v1/pods/{p['id']}"), 204)
     assert r.returncode == 0, r.stderr
-    nothing_left(cloud, daemon, flannel, pod_ids)
+    nothing_left(cloud, daemon, flannel, pod_rows)
     assert not [n.name for n in daemon.client.networks.list() if n.name.startswith(f"zun-cluster-{flannel}")]
 
 
@@ -192,7 +195,7 @@ def test_a_placed_container_removed_while_the_plugin_is_down_leaves_nothing_afte
         assert [p["id"] for p in docker_pods(cloud, flannel)] == [row["id"]]   # the row outlived them
     finally:
         plugin.start()
-    nothing_left(cloud, daemon, flannel, [row["id"]])
+    nothing_left(cloud, daemon, flannel, [row])
     assert f"'pods': ['{row['id']}']" in plugin.log.read_text()   # the restarted plugin's sweep did it
     assert zun.delete(f"/containers/{uuid}?force=true").status_code == 204
 
@@ -216,18 +219,18 @@ def test_killed_amid_concurrent_runs_on_a_cluster_network_nothing_is_left(
     threads = [threading.Thread(target=start, args=(n,), daemon=True) for n in names]
     for t in threads:
         t.start()
-    seen: list[str] = []
+    seen: dict[str, dict] = {}
     try:
         # the kill lands once a row exists: between the row and Docker finishing (or just after)
-        assert wait_for(lambda: seen.extend(p["id"] for p in docker_pods(cloud, flannel)) or seen, 30, 0.005,
-                        "a first pod row")
+        assert wait_for(lambda: seen.update((p["id"], p) for p in docker_pods(cloud, flannel)) or seen, 30,
+                        0.005, "a first pod row")
         plugin.kill()
     finally:
         plugin.start()   # Docker retries its calls meanwhile (up to 30 s): they reach the new plugin
     for t in threads:
         t.join(90)
     assert not [t for t in threads if t.is_alive()]
-    seen.extend(p["id"] for p in docker_pods(cloud, flannel))
+    seen.update((p["id"], p) for p in docker_pods(cloud, flannel))
     rows = {p["name"]: p for p in docker_pods(cloud, flannel)}
     running = daemon.client.containers.list(filters={"network": "zcfl-net"})
     node_ns = cloud.names.sandbox(m1["sandbox_id"])
@@ -241,5 +244,5 @@ def test_killed_amid_concurrent_runs_on_a_cluster_network_nothing_is_left(
             daemon.client.containers.get(n).remove(force=True)
         except Exception:  # noqa: BLE001 - never made (its run failed)
             pass
-    nothing_left(cloud, daemon, flannel, sorted(set(seen)))
+    nothing_left(cloud, daemon, flannel, list(seen.values()))
     net.remove()
