@@ -23,7 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, NotFound
+from netbay.errors import BadRequest, Conflict
 from netbay.store.models import ClusterNet, Container, Pod, Port
 
 HINTS = ("cluster", "node")
