@@ -219,6 +219,9 @@ def _mount_containers(sub: FastAPI) -> None:
         def attach(s: Any) -> tuple[str, str]:
             c = containers.get(s, ctx, ident, for_update=True)
             _check_state(c, "network_attach")
+            if c.cluster_id:
+                raise Conflict(f"Container {c.id} is placed on cluster {c.cluster_id}: it is plugged as a pod "
+                               "is and takes no other network.")
             seq = max((a.seq for a in containers.attachments(s, c.id)), default=-1) + 1
             entry_checked = containers.check_nets([entry])[0]
             att = containers.attach(s, ctx, c, entry_checked, seq, c.security_groups or None)

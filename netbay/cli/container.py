@@ -115,10 +115,11 @@ def _addresses(c: dict[str, Any]) -> str:
 
 
 def containers_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table("name", "uuid", "image", "addresses", "status", title="containers", title_justify="left")
+    table = Table("name", "uuid", "image", "addresses", "node", "status", title="containers", title_justify="left")
     for c in rows:
+        where = f"{c['cluster'][:8]}/{c['node']}" if c.get("cluster") else "-"
         table.add_row(Text(c["name"] or "-"), Text(c["uuid"]), Text(c["image"]), Text(_addresses(c)),
-                      status_text(c["status"]))
+                      Text(where), status_text(c["status"]))
     return table
 
 
@@ -159,10 +160,14 @@ def run(
     net: list[str] = typer.Option(None, "--net", help="network=<name|id>[,v4-fixed-ip=..] or port=<id>; repeatable."),
     security_group: list[str] = typer.Option(None, "--security-group", help="Name or id; repeatable."),
     expose: list[str] = typer.Option(None, "--expose", help="PORT[/tcp|udp] to open; repeatable."),
+    cluster: str = typer.Option(None, "--cluster", help="Place it on a node of this cluster (name or uuid), "
+                                "plugged as a pod is (Zun's hint cluster=)."),
+    node: str = typer.Option(None, "--node", help="That node (default: the least-loaded minion; hint node=)."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Return at once (status Creating)."),
     timeout: float = typer.Option(120.0, "--timeout", min=0.1, help="Seconds to wait for Running."),
 ) -> None:
-    """Create and start a container on netbay networks (default: the project's network)."""
+    """Create and start a container on netbay networks (default: the project's network), or on a
+    cluster node (--cluster C [--node N])."""
     body: dict[str, Any] = {"image": image, "command": command or []}
     if name:
         body["name"] = name
@@ -172,6 +177,10 @@ def run(
         body["security_groups"] = security_group
     if expose:
         body["exposed_ports"] = {e: {} for e in expose}
+    if node and not cluster:
+        raise typer.BadParameter("--node needs --cluster")
+    if cluster:
+        body["hints"] = {"cluster": cluster, **({"node": node} if node else {})}
     zun = Zun()
     c = zun("POST", "/containers?run=true", json=body)
     if not no_wait:

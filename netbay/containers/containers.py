@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from netbay.containers import networks
+from netbay.containers import networks, placement
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, NotFound
 from netbay.network.ports import create_port, delete_port
@@ -79,7 +79,9 @@ def render(session: Session, c: Container) -> dict[str, Any]:
         "uuid": c.id, "name": c.name, "image": c.image, "command": c.command, "status": c.status,
         "status_reason": c.status_reason or None, "task_state": c.task_state, "cpu": None, "memory": None,
         "environment": c.environment, "workdir": c.workdir or None, "ports": _port_numbers(c.exposed_ports),
-        "hostname": c.hostname or None, "labels": c.labels, "addresses": addresses(session, c.id),
+        "hostname": c.hostname or None, "labels": c.labels,
+        "addresses": placement.addresses(session, c) if c.cluster_id else addresses(session, c.id),
+        "cluster": c.cluster_id or None, "node": c.node or None,
         "image_pull_policy": None, "host": c.host or None, "restart_policy": {}, "status_detail": None,
         "tty": False, "stdin_open": False, "security_groups": c.security_groups, "image_driver": "docker",
         "project_id": c.project_id, "user_id": c.user_id, "container_id": c.docker_id or None,
@@ -203,15 +205,23 @@ def create(session: Session, ctx: Context, body: Any, *, run: bool, host: str) -
     for key in ("workdir", "hostname"):
         if body.get(key) is not None and not isinstance(body[key], str):
             raise BadRequest(f"Invalid input for field '{key}': it must be a string.")
+    hints = placement.hinted(body.get("hints"))
+    if hints and any(body.get(k) for k in ("nets", "security_groups", "exposed_ports")):
+        raise BadRequest("A container placed on a cluster node (hints cluster=) is plugged as a pod is: "
+                         "it takes no 'nets', 'security_groups' or 'exposed_ports'.")
+    cluster_id, node = placement.place(session, ctx, hints) if hints else ("", "")
     groups = _groups(session, ctx, body.get("security_groups"))
     c = Container(id=new_id(), project_id=ctx.project_id, user_id=ctx.user_id, name=name, image=image,
                   command=_command(body.get("command")), environment=body.get("environment") or {},
                   labels=body.get("labels") or {}, workdir=body.get("workdir") or "",
                   hostname=body.get("hostname") or "", status="Creating", status_reason="",
                   task_state="container_creating", run=run, host=host, docker_id="",
-                  security_groups=groups or [], exposed_ports=_exposed(body.get("exposed_ports")))
+                  security_groups=groups or [], exposed_ports=_exposed(body.get("exposed_ports")),
+                  cluster_id=cluster_id, node=node)
     session.add(c)
     session.flush()
+    if cluster_id:
+        return c
     if c.exposed_ports:
         groups = [*(groups if groups is not None else [ensure_default_group(session, c.project_id).id]),
                   _expose_group(session, c)]

@@ -27,8 +27,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from netbay.containers import containers, networks
-from netbay.store.models import Container, ContainerNetwork, IPAllocation, NetworkAttachment, Port
+from netbay.containers import containers, networks, placement
+from netbay.store.models import Container, ContainerNetwork, IPAllocation, NetworkAttachment, Pod, Port
 
 log = logging.getLogger(__name__)
 
@@ -196,11 +196,14 @@ class Runner:
             if c is None:
                 return
             spec = _app_spec(c)
-            hostname, run = c.hostname, c.run
+            hostname, run, placed = c.hostname, c.run, (c.cluster_id, c.node)
             plan = [_port_plan(s, att) for att in containers.attachments(s, container_id)]
-        for network, subnet, _ in plan:
-            self._ensure_network(rt, network, subnet)
-        sandbox = self._make_sandbox(rt, container_id, spec["image"], plan[0][2], hostname)
+        if placed[0]:
+            sandbox = self._place_sandbox(rt, container_id, spec["image"], *placed, hostname)
+        else:
+            for network, subnet, _ in plan:
+                self._ensure_network(rt, network, subnet)
+            sandbox = self._make_sandbox(rt, container_id, spec["image"], plan[0][2], hostname)
         try:
             for _, _, port in plan[1:]:
                 rt.connect(sandbox, port)
@@ -220,7 +223,22 @@ class Runner:
         self._state(container_id, status="Running" if run else "Created", task_state=None,
                     status_reason="")
 
-    def _make_sandbox(self, rt: Any, container_id: str, app_image: str, port: dict[str, Any],
+    def _place_sandbox(self, rt: Any, container_id: str, app_image: str, cluster: str, node: str,
+                       hostname: str) -> str:
+        """The sandbox on the node's Docker network (the plugin makes its pod row and plugs it
+        as a pod); the pod's id is kept for show. The network is made and used under one lock,
+        so :meth:`remove` never takes it away between the two."""
+        name = placement.docker_network(cluster, node)
+        with self.lock(f"network:{name}"):
+            rt.ensure_cluster_network(name, cluster, node)
+            sandbox = self._make_sandbox(rt, container_id, app_image, name, hostname)
+        eid = rt.endpoint_id(sandbox, name)
+        with self.store.read() as s:
+            pod_id = s.scalar(select(Pod.id).where(Pod.cluster_id == cluster, Pod.name == f"docker-{eid}"))
+        self._state(container_id, pod_id=pod_id or "")
+        return sandbox
+
+    def _make_sandbox(self, rt: Any, container_id: str, app_image: str, port: dict[str, Any] | str,
                       hostname: str) -> str:
         """The sandbox, in ``sandbox_image`` — or, where Docker has no such image (nothing is
         pulled here), in the app's own image, which then needs a shell."""
@@ -331,14 +349,27 @@ class Runner:
             with self.store.read() as s:
                 c = s.get(Container, container_id)
                 docker_id = c.docker_id if c is not None else ""
+                placed = (c.cluster_id, c.node) if c is not None and c.cluster_id else None
             if docker_id:
                 self.runtime().remove(docker_id)
             if self.docker_host:
                 sandbox = self._sandbox(self.runtime(), container_id)
                 if sandbox is not None:
                     self.runtime().remove(sandbox)
+            if placed and self.docker_host:
+                self._drop_cluster_network(placement.docker_network(*placed))
         with self._guard:
             self._locks.pop(container_id, None)
+
+    def _drop_cluster_network(self, name: str) -> None:
+        """A node's Docker network once its last container left (Docker refuses while any is on it)."""
+        from docker.errors import APIError
+
+        with self.lock(f"network:{name}"):
+            try:
+                self.runtime().remove_network(name)
+            except APIError as exc:
+                log.debug("docker network %s kept: %s", name, exc)
 
     def remove_network(self, network_id: str) -> None:
         if self.docker_host:

@@ -52,6 +52,28 @@ class DockerRuntime:
                 raise
         return name
 
+    def ensure_cluster_network(self, name: str, cluster: str, node: str) -> str:
+        """The Docker network placing containers on ``node`` of ``cluster`` (the plugin plugs each
+        as a pod; Docker's null IPAM: the node's lease gives the addresses)."""
+        try:
+            self.client.networks.get(name)
+            return name
+        except NotFound:
+            pass
+        try:
+            self.client.networks.create(name, driver=self.driver, check_duplicate=True,
+                                        options={"netbay.cluster": cluster, "netbay.node": node},
+                                        ipam=IPAMConfig(driver="null"))
+        except APIError as exc:
+            if exc.status_code != 409:
+                raise
+        return name
+
+    def endpoint_id(self, container_id: str, network: str) -> str:
+        """Docker's EndpointID of ``container_id`` on ``network`` ("" if not joined)."""
+        nets = self.client.api.inspect_container(container_id)["NetworkSettings"]["Networks"] or {}
+        return (nets.get(network) or {}).get("EndpointID") or ""
+
     def remove_network(self, network_id: str) -> bool:
         try:
             self.client.networks.get(network_id).remove()
@@ -59,15 +81,19 @@ class DockerRuntime:
             return False
         return True
 
-    def run(self, image: str, command: list[str] | str | None, port: dict[str, Any], *,
+    def run(self, image: str, command: list[str] | str | None, port: dict[str, Any] | str, *,
             name: str | None = None, start: bool = True, **create: Any) -> str:
-        """Create (and start, unless ``start=False``) a container whose ``eth0`` is ``port``; returns its id."""
-        api, net = self.client.api, port["network_id"]
+        """Create (and start, unless ``start=False``) a container whose ``eth0`` is ``port``; returns its id.
+        ``port`` may instead name a Docker network whose driver chooses the address (a cluster node's)."""
+        api = self.client.api
+        if isinstance(port, str):
+            net, endpoint = port, api.create_endpoint_config()
+        else:
+            net, endpoint = port["network_id"], api.create_endpoint_config(ipv4_address=_v4(port))
+            create["mac_address"] = port["mac_address"]
         cid = api.create_container(
-            image, command, name=name, mac_address=port["mac_address"],
-            host_config=api.create_host_config(network_mode=net),
-            networking_config=api.create_networking_config({net: api.create_endpoint_config(ipv4_address=_v4(port))}),
-            **create)["Id"]
+            image, command, name=name, host_config=api.create_host_config(network_mode=net),
+            networking_config=api.create_networking_config({net: endpoint}), **create)["Id"]
         if not start:
             return cid
         try:

@@ -786,6 +786,11 @@ class Container(Base):
     exposed_ports: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    # Placed on a cluster node (Zun's ``hints``: cluster=, node=): no ports, a pod row
+    # (``runtime: docker``) the plugin makes, whose id is kept once Docker made it.
+    cluster_id: Mapped[str] = mapped_column(String(36), default="", server_default="")
+    node: Mapped[str] = mapped_column(String(255), default="", server_default="")
+    pod_id: Mapped[str] = mapped_column(String(36), default="", server_default="")
 
 
 class NetworkAttachment(Base):

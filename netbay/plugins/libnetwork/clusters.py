@@ -13,7 +13,8 @@ made with ``--ipam-driver null`` (Docker then asks the driver for the address).
 Where Docker's ids live (a restarted plugin finds them again): the cluster's private
 network carries ``netbay.docker.net:<NetworkID>`` and
 ``netbay.docker.place:<NetworkID>:<cluster>:<node>``; an endpoint is the pod named
-``docker-<EndpointID>``.
+``docker-<EndpointID>``, labelled ``netbay.docker.by=<plugin>@<host>`` so that this
+plugin's sweep (:mod:`netbay.plugins.libnetwork.gc`) collects its own pods only.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from netbay.plugins.libnetwork.options import NetworkOptions
 
 PLACE = "netbay.docker.place:"
 NULL_POOL = "0.0.0.0/0"   # what Docker's null IPAM driver hands a network
+OWNER_LABEL = "netbay.docker.by"   # on an endpoint's pod: which plugin made it (owner_tag's value)
 
 
 def place_tag(nid: str, cluster: str, node: str) -> str:
@@ -158,7 +160,8 @@ class ClusterNetworks:
 
     async def _pod(self, cluster: str, node: str, eid: str) -> dict[str, Any]:
         """The endpoint's pod: made (the address), or found (Docker's retry)."""
-        body = {"name": pod_name(eid), "cluster_id": cluster, "runtime": "docker", **({"node": node} if node else {})}
+        body = {"name": pod_name(eid), "cluster_id": cluster, "runtime": "docker", "labels": self.owner_label,
+                **({"node": node} if node else {})}
         try:
             return (await self._call("POST", "/pods", json={"pod": body}))["pod"]
         except PluginError as exc:
@@ -166,6 +169,17 @@ class ClusterNetworks:
             if found is None:
                 raise PluginError(f"netbay: no address on cluster {cluster}: {exc}") from None
             return found
+
+    @property
+    def owner_label(self) -> dict[str, str]:
+        return {OWNER_LABEL: self.owner.partition(":")[2]}
+
+    async def own_pods(self) -> list[dict[str, Any]]:
+        """The endpoints' pods this plugin made (on any cluster)."""
+        found = (await self._call("GET", "/pods", params={"runtime": "docker"}))["pods"]
+        mine = self.owner_label[OWNER_LABEL]
+        return [p for p in found if (p.get("labels") or {}).get(OWNER_LABEL) == mine
+                and p["name"].startswith(pod_name(""))]
 
     async def find_pod(self, eid: str, cluster: str | None = None) -> dict[str, Any] | None:
         params = {"name": pod_name(eid), **({"cluster_id": cluster} if cluster else {})}
@@ -204,14 +218,20 @@ class ClusterNetworks:
         self.placed.pop(eid, None)
         if placed is None:
             return
+        await self.release(placed.pod, placed.node_ns)
+
+    async def release(self, pod: dict[str, Any], node_ns: str | None = None) -> None:
+        """Unplug an endpoint's pod (the veth, the namespace's name) and delete its row.
+        ``node_ns`` unknown (the sweep; the node may have left): the node's namespace by its
+        sandbox, and no veth to remove where the namespace is gone."""
+        from netbay.dataplane import netns
         from netbay.drivers import pods
 
-        from netbay.dataplane import netns
-
-        await self.kernel(pods.detach, placed.node_ns, pod_name(eid))
-        await self.kernel(netns.delete, self.names.pod(placed.pod["id"]))   # the name only (see name_netns)
+        eid = pod["name"][len(pod_name("")):]
+        await self.kernel(pods.detach, node_ns or self.names.sandbox(pod["sandbox_id"]), pod_name(eid))
+        await self.kernel(netns.delete, self.names.pod(pod["id"]))   # the name only (see name_netns)
         try:
-            await self.api.call("DELETE", f"{self.api.url}/netbay/v1/pods/{placed.pod['id']}")
+            await self.api.call("DELETE", f"{self.api.url}/netbay/v1/pods/{pod['id']}")
         except NotFoundError:
             pass
 

@@ -7,6 +7,13 @@ before a crash, a ``network rm`` while the plugin was down (Docker ignores the
 error). A sweep runs at start and every ``grace`` seconds; anything younger than
 ``grace`` is left alone (it may be a call in flight). With ``docker_host`` the
 sweep also asks Docker which networks and endpoints exist.
+
+Containers on cluster nodes leave pod rows (``runtime: docker``, ``docker-<EndpointID>``)
+rather than ports: a plugin killed between making the row and Docker's Join, or a
+container Docker removed while the plugin was down (Docker forgets the endpoint
+anyway), would keep the row, its address in the node's lease and, while the
+container's namespace has its name, its veth. The sweep releases this plugin's pods
+whose endpoint Docker no longer has.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
+from netbay.plugins.libnetwork.clusters import pod_name
 from netbay.plugins.libnetwork.directory import MADE, endpoint_of, net_tag
 from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
@@ -52,7 +60,7 @@ class Collector:
             await asyncio.sleep(self.grace)
 
     async def sweep(self) -> dict[str, list[str]]:
-        gone: dict[str, list[str]] = {"ports": [], "networks": [], "veths": []}
+        gone: dict[str, list[str]] = {"ports": [], "networks": [], "veths": [], "pods": []}
         try:
             known = await self.docker.state() if self.docker is not None else None
         except Exception as exc:  # noqa: BLE001 - Docker busy or gone: its part waits
@@ -75,6 +83,7 @@ class Collector:
                 if cid and port.get("device_id") == eid:  # Join's naming did not get through
                     await self.driver.name_device(port["id"], eid, cid)
         if known is not None:
+            gone["pods"] = await self._sweep_pods(known[1])
             for net in await self.api.list("networks", tags=self.driver.dir.owner):
                 for tag in net.get("tags") or ():
                     nid = tag[len(net_tag("")):] if tag.startswith(net_tag("")) else None
@@ -87,6 +96,18 @@ class Collector:
             if await self.driver.kernel(delete_host_end, end):
                 gone["veths"].append(end)
         self._suspects = stray - self._suspects
+        return gone
+
+    async def _sweep_pods(self, endpoints: dict[str, str]) -> list[str]:
+        """Release this plugin's endpoint pods whose endpoint Docker no longer lists."""
+        gone = []
+        for pod in await self.driver.clusters.own_pods():
+            eid = pod["name"][len(pod_name("")):]
+            if eid in endpoints or _age(pod, "created_at") <= self.grace:   # young: a call in flight
+                continue
+            self.driver.clusters.placed.pop(eid, None)
+            await self.driver.clusters.release(pod)
+            gone.append(pod["id"])
         return gone
 
 
