@@ -91,17 +91,21 @@ def resync(cluster: str = ClusterOpt, url: str | None = UrlOpt, data_dir: Path |
 
 @app.command()
 def sweep(url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
-    """Delete this host's pod namespaces whose port is gone (after a cluster delete)."""
+    """Delete this host's pod namespaces and cluster resolvers whose port is gone (after a cluster delete)."""
     from netbay.coe.executor import Api
     from netbay.dataplane.agent import Credentials
     from netbay.dataplane.names import Names
+    from netbay.k8s.dns.resolver import sweep_orphans as sweep_resolvers
     from netbay.k8s.sandbox import PodSandboxes, sweep_orphans
 
     creds = Credentials.from_env()
     api = Api((url or creds.auth_url.rstrip("/").removesuffix("/v3").removesuffix("/identity")).rstrip("/"),
               creds.token)
     try:
-        for port_id in sweep_orphans(api, PodSandboxes(Names(prefix))):
+        sandboxes = PodSandboxes(Names(prefix))
+        for port_id in sweep_orphans(api, sandboxes):
             console.print(f"deleted sandbox {port_id}")
+        for port_id in sweep_resolvers(api, sandboxes):
+            console.print(f"deleted cluster resolver {port_id}")
     finally:
         api.close()
