@@ -16,6 +16,7 @@ import ipaddress
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 from dnslib import QTYPE, RCODE, DNSRecord
 
+from conftest import ADMIN_PASSWORD  # tests/conftest.py
 from netbay.coe.executor import LB, NET, Api
 from netbay.dataplane import netns
 from netbay.k8s.controller import Controller
@@ -137,6 +139,15 @@ def getent(ns: str, name: str) -> list[str]:
     return sorted({line.split()[0] for line in done.stdout.splitlines() if line.strip()})
 
 
+def netbay_exec(cloud: Cloud, ctrl: Controller, pod: str, *cmd: str) -> subprocess.CompletedProcess:
+    """``netbay k8s exec``: the pod's namespace, resolv.conf and Service variables."""
+    env = {**os.environ, "OS_AUTH_URL": cloud.server.auth_url, "OS_USERNAME": "admin",
+           "OS_PASSWORD": ADMIN_PASSWORD, "OS_PROJECT_NAME": "admin"}
+    return subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "exec", "--cluster", ctrl.refs.cluster_id,
+                           "--url", cloud.server.url, "--prefix", cloud.names.prefix, pod, "--", *cmd],
+                          env=env, capture_output=True, text=True, timeout=30, check=False)
+
+
 def query(ns: str, server: str, name: str, qtype: str) -> DNSRecord:
     """One query over UDP from inside the pod's namespace (dnslib encodes and decodes)."""
     with netns.entered(ns):
@@ -195,7 +206,7 @@ def test_names_env_and_updates(cloud: Cloud, ctrl: Controller) -> None:
         assert env["WEB_FRONT_PORT_80_TCP_ADDR"] == vip and "DB_SERVICE_HOST" not in env   # headless: none
         by_env = ("import os, socket; s = socket.create_connection((os.environ['WEB_FRONT_SERVICE_HOST'], "
                   "int(os.environ['WEB_FRONT_SERVICE_PORT'])), 3); print(s.recv(64).decode())")
-        done = in_pod(client, "sh", "-c", f"set -a; . /etc/environment; exec python3 -c \"{by_env}\"")
+        done = netbay_exec(cloud, ctrl, "shop/late", "python3", "-c", by_env)
         assert done.stdout.strip() in ("web-0", "web-1"), done.stdout + done.stderr
         early = Path(f"/etc/netns/{pod_ns(ctrl, 'shop', 'early')}/environment").read_text()
         assert "SERVICE_HOST" not in early
