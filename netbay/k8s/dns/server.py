@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import signal
+import socketserver
 import threading
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,10 @@ def serve(address: str, records: Path, pidfile: Path, port: int = 53) -> None:
     written once both sockets are bound (the starter waits for it)."""
     resolver = ClusterResolver(records)
     quiet = DNSLogger("-request,-reply,-truncated,-recv,-send,-data", prefix=False)
-    servers = [DNSServer(resolver, address=address, port=port, tcp=tcp, logger=quiet) for tcp in (False, True)]
+    # UDP on one thread (dnslib's default starts a thread per query: 8x the latency);
+    # TCP, whose clients may hold a connection, a thread per connection.
+    servers = [DNSServer(resolver, address=address, port=port, logger=quiet, server=socketserver.UDPServer),
+               DNSServer(resolver, address=address, port=port, tcp=True, logger=quiet)]
     for s in servers:
         s.start_thread()
     stop = threading.Event()
