@@ -131,3 +131,12 @@ def test_resolver_answers_and_rereads_its_file(tmp_path: Path) -> None:
     r["SRV"] = {k: v for k, v in r["SRV"].items() if "my-api" not in k}
     write_atomic(path, json.dumps(r))
     assert ask(resolver, "my-api.shop.svc.cluster.local", "A").header.rcode == RCODE.NXDOMAIN
+
+
+def test_docker_options_match_the_sandbox_files() -> None:
+    want = desired(parse(OBJS))
+    vips = {("shop", "my-api"): "10.96.0.20"}
+    opts = podfiles.docker_options("shop", "10.96.0.10", "cluster.local", want.services, vips)
+    assert opts["dns"] == ["10.96.0.10"] and opts["dns_opt"] == ["ndots:5"]
+    assert opts["dns_search"] == ["shop.svc.cluster.local", "svc.cluster.local", "cluster.local"]
+    assert opts["environment"] == podfiles.service_env("shop", want.services, vips)

@@ -72,3 +72,11 @@ def write_once(ns: str, namespace: str, nameserver: str, domain: str,
     tmp.write_text("".join(f"{k}={v}\n" for k, v in sorted(env.items())))
     tmp.replace(env_file)   # last: its presence means "done"
     return True
+
+
+def docker_options(namespace: str, nameserver: str, domain: str,
+                   services: Mapping[tuple[str, str], ServiceWant], vips: Mapping[tuple[str, str], str]) -> dict:
+    """The same for a pod run as a Docker container: docker-py's ``containers.run``
+    keyword arguments (``--dns``, ``--dns-search``, ``--dns-option``, ``--env``)."""
+    return {"dns": [nameserver], "dns_search": [f"{namespace}.svc.{domain}", f"svc.{domain}", domain],
+            "dns_opt": ["ndots:5"], "environment": service_env(namespace, services, vips)}
