@@ -262,24 +262,24 @@ def test_resolver_survives_a_controller_restart_and_goes_with_the_objects(cloud:
         assert api.call("GET", f"{NET}/ports", tags=f"{second.refs.tag},netbay-k8s=dns")["ports"] == []
         assert not [n for n in netns.list(f"{cloud.names.prefix}kd-")]
         assert not [p for p in Path("/etc/netns").glob(f"{cloud.names.prefix}k-*")]
-        assert not any(MODULE_MARK in Path(f"/proc/{p}/cmdline").read_bytes() for p in _pids())
+        assert resolver_pids(cloud.names.prefix) == []
     finally:
         api.close()
         store.dispose()
 
 
-MODULE_MARK = b"netbay.k8s.dns.server"
-
-
-def _pids() -> list[str]:
+def resolver_pids(prefix: str) -> list[int]:
+    """Processes running a resolver of this run (their command line names its state dir)."""
+    mark = str(state_root(prefix)).encode()
     out = []
     for p in os.listdir("/proc"):
         if p.isdigit():
             try:
-                if str(state_root("")).encode() in Path(f"/proc/{p}/cmdline").read_bytes():
-                    out.append(p)
+                cmdline = Path(f"/proc/{p}/cmdline").read_bytes()
             except OSError:
-                pass
+                continue
+            if b"netbay.k8s.dns.server" in cmdline and mark in cmdline:
+                out.append(int(p))
     return out
 
 
@@ -299,9 +299,10 @@ def test_cluster_delete_then_sweep_leaves_no_resolver(cloud: Cloud) -> None:
         r = ci(cloud).delete(f"/clusters/{cid}")
         assert r.status_code == 204, r.text
         wait_cluster(ci(cloud), cid, ("GONE",))
+        assert pid in resolver_pids(cloud.names.prefix)   # the cluster's delete left it running ...
         assert sweep_orphans(api, c.sandboxes) == [port_id]
-        assert not netns.exists(ns) and not Path(f"/proc/{pid}/cmdline").exists() or \
-            MODULE_MARK not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert not netns.exists(ns) and pid not in resolver_pids(cloud.names.prefix)   # ... the sweep did not
+        assert not (state_root(cloud.names.prefix) / port_id).exists()
     finally:
         from netbay.k8s.sandbox import sweep_orphans as sweep_pods
         sweep_pods(api, c.sandboxes)
