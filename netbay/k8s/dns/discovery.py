@@ -22,7 +22,7 @@ class Discovery:
         if want.namespaces:
             self.resolver.ensure(full)
         else:
-            self.resolver.remove()
+            self.resolver.remove(full)
 
     def after_services(self, want: Desired, ports: Mapping[tuple[str, str], dict[str, Any]],
                        vips: Mapping[tuple[str, str], str]) -> None:

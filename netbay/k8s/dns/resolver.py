@@ -143,6 +143,7 @@ class ClusterResolver:
         self.port: dict[str, Any] | None = None
         self.process: Process | None = None
         self._written: str | None = None
+        self._absent = False     # the last removal found nothing to remove
 
     @property
     def address(self) -> str | None:
@@ -159,6 +160,7 @@ class ClusterResolver:
 
     def ensure(self, full: bool = True) -> str:
         """The resolver answers (made, re-plugged or restarted as needed); its address."""
+        self._absent = False
         if full or self.port is None:
             self.port = self._find() or self._create()
             self._written = None
@@ -218,9 +220,13 @@ class ClusterResolver:
             write_atomic(self.process.records, text)
             self._written = text
 
-    def remove(self) -> None:
-        """Stop the server and delete its port, namespace and files (none: no-op)."""
+    def remove(self, full: bool = True) -> None:
+        """Stop the server and delete its port, namespace and files (none: no-op; a
+        fast pass trusts the last pass that found none)."""
+        if self.port is None and self._absent and not full:
+            return
         port = self.port if self.port is not None else self._find()
+        self._absent = True
         if port is None:
             return
         (self.process or Process(self.root, port["id"], self.boxes.ns(port["id"]))).remove()
