@@ -154,8 +154,10 @@ class ClusterResolver:
 
     def _find(self) -> dict[str, Any] | None:
         found = self.api.call("GET", f"{NET}/ports", tags=",".join(self._tags()))["ports"]
-        for extra in found[1:]:    # a lost reply's twin
+        for extra in found[1:]:    # two controllers' race: keep one
+            Process(self.root, extra["id"], self.boxes.ns(extra["id"])).remove()
             self.api.gone_ok("DELETE", f"{NET}/ports/{extra['id']}")
+            self.boxes.unplug(extra["id"])
         return found[0] if found else None
 
     def ensure(self, full: bool = True) -> str:
@@ -175,7 +177,8 @@ class ClusterResolver:
         try:
             if not self.boxes.plugged(port["id"]):
                 self.process.stop()   # its sockets were in the namespace that is gone
-                self.boxes.plug(pod_port(port, subnet, 1500))
+                net = self.api.call("GET", f"{NET}/networks/{port['network_id']}")["network"]
+                self.boxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500)))
                 fresh = True
         finally:
             release(ns)
