@@ -119,6 +119,8 @@ class Process:
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+        with contextlib.suppress(OSError):   # the prefix's directory, once its last resolver went
+            self.dir.parent.rmdir()
 
 
 def _alive(pid: int, child: subprocess.Popen | None) -> bool:
