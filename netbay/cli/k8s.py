@@ -91,17 +91,50 @@ def resync(cluster: str = ClusterOpt, url: str | None = UrlOpt, data_dir: Path |
 
 @app.command()
 def sweep(url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
-    """Delete this host's pod namespaces whose port is gone (after a cluster delete)."""
+    """Delete this host's pod namespaces and cluster resolvers whose port is gone (after a cluster delete)."""
     from netbay.coe.executor import Api
     from netbay.agent import Credentials
     from netbay.dataplane.names import Names
+    from netbay.k8s.dns.resolver import sweep_orphans as sweep_resolvers
     from netbay.k8s.sandbox import PodSandboxes, sweep_orphans
 
     creds = Credentials.from_env()
     api = Api((url or creds.auth_url.rstrip("/").removesuffix("/v3").removesuffix("/identity")).rstrip("/"),
               creds.token)
     try:
-        for port_id in sweep_orphans(api, PodSandboxes(Names(prefix))):
+        sandboxes = PodSandboxes(Names(prefix))
+        for port_id in sweep_orphans(api, sandboxes):
             console.print(f"deleted sandbox {port_id}")
+        for port_id in sweep_resolvers(api, sandboxes):
+            console.print(f"deleted cluster resolver {port_id}")
     finally:
         api.close()
+
+
+@app.command("exec", context_settings={"ignore_unknown_options": True})
+def exec_(pod: str = typer.Argument(..., help="The pod, as NAMESPACE/NAME."),
+          command: list[str] = typer.Argument(..., help="The command and its arguments (after --)."),
+          cluster: str = ClusterOpt, url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
+    """Run a command in a sandbox pod as its process would run: in its network
+    namespace, with its /etc/resolv.conf (the cluster resolver) and its Service
+    variables (/etc/environment) — what ``ip netns exec`` binds from /etc/netns."""
+    import os
+
+    from netbay.coe.executor import NET, Api
+    from netbay.dataplane.agent import Credentials
+    from netbay.dataplane.names import Names
+    from netbay.k8s.sandbox import PodSandboxes
+
+    creds = Credentials.from_env()
+    api = Api((url or creds.auth_url.rstrip("/").removesuffix("/v3").removesuffix("/identity")).rstrip("/"),
+              creds.token)
+    try:
+        ports = api.call("GET", f"{NET}/ports", name=pod, tags=f"netbay-cluster={cluster},netbay-k8s=pod")["ports"]
+    finally:
+        api.close()
+    if not ports:
+        err.print(f"[red]error:[/] no pod {pod} in cluster {cluster}")
+        raise typer.Exit(1)
+    ns = PodSandboxes(Names(prefix)).ns(ports[0]["id"])
+    os.execvp("ip", ["ip", "netns", "exec", ns, "sh", "-c", 'set -a; . /etc/environment; set +a; exec "$@"',
+                     "sh", *command])

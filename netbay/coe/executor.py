@@ -981,7 +981,7 @@ HANDLERS: dict[str, Handler] = {
 
 def sweep_workloads(st: Stack) -> None:
     """What was made on the cluster outside its graph — the Kubernetes mapping's
-    (:mod:`netbay.k8s`) floating IPs, load balancers, pod ports and namespace networks,
+    (:mod:`netbay.k8s`) floating IPs, load balancers, pod and resolver ports and namespace networks,
     tagged ``netbay-k8s=…`` as well — before the graph's own resources: they hang on
     its router and service subnet, which cannot go while they are there."""
     tag = f"netbay-cluster={st.cluster_id}"
@@ -989,8 +989,9 @@ def sweep_workloads(st: Stack) -> None:
         st.api.gone_ok("DELETE", f"{NET}/floatingips/{fip['id']}")
     for lb in st.api.call("GET", f"{LB}/loadbalancers", tags=f"{tag},netbay-k8s=service")["loadbalancers"]:
         LoadBalancerHandler().delete(st, lb["id"], lb)
-    for port in st.api.call("GET", f"{NET}/ports", tags=f"{tag},netbay-k8s=pod")["ports"]:
-        st.api.gone_ok("DELETE", f"{NET}/ports/{port['id']}")
+    for what in ("pod", "dns"):   # pods' ports; the cluster resolver's (on the service subnet)
+        for port in st.api.call("GET", f"{NET}/ports", tags=f"{tag},netbay-k8s={what}")["ports"]:
+            st.api.gone_ok("DELETE", f"{NET}/ports/{port['id']}")
     for net in st.api.call("GET", f"{NET}/networks", tags=f"{tag},netbay-k8s=network")["networks"]:
         for port in st.api.call("GET", f"{NET}/ports", network_id=net["id"],
                                 device_owner="network:router_interface")["ports"]:

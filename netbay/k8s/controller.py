@@ -25,6 +25,7 @@ from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import release
 from netbay.k8s import desired, nodeports, objects, services
 from netbay.k8s.cluster import ClusterRefs, find
+from netbay.k8s.dns.discovery import Discovery
 from netbay.k8s.nodeports import NodePorts
 from netbay.k8s.objects import Desired, Key, PodWant
 from netbay.k8s.policyhook import PolicyHook
@@ -73,6 +74,7 @@ class Controller:
         # whose members did not change.
         self.known: Known | None = None
         self.nodeports = NodePorts()
+        self.discovery = Discovery(self)   # cluster DNS, pods' resolv.conf and Service variables
         # Long-lived workers: each keeps its netlink socket of the fabric between passes.
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="netbay-k8s")
         self.listeners: dict[str, tuple[str, int, str]] = {}   # listener id → (protocol, port, pool id)
@@ -109,7 +111,9 @@ class Controller:
             report = Report()
             segments = self._segments(want, report, known)
             ports = self._pods(want, segments, report, known)
+            self.discovery.before_services(want, known is None)
             vips, lbs, fips = services.converge(self, want, ports, report, known)
+            self.discovery.after_services(want, ports, vips)
             self.nodeports.converge([self.names.sandbox(box) for _, box, _ in self.refs.node_boxes],
                                     nodeports.plan(want, vips))
             self._policies(want, ports, vips)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import shutil
 from dataclasses import dataclass
 
 from netbay.dataplane import links, netns
@@ -84,6 +85,7 @@ class PodSandboxes:
         ns = self.ns(port_id)
         release(ns)
         netns.delete(ns)
+        shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)   # its resolv.conf, environment (k8s.dns)
 
 
 def pod_port(port: dict, subnet: dict, mtu: int = 1500) -> PodPort:

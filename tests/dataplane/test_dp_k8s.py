@@ -327,6 +327,7 @@ def ctrl_keys(text: str) -> list:
 def test_kuryr_cluster_gets_and_loses_its_resources(cloud: Cloud) -> None:
     """A kuryr cluster made and deleted with objects applied: its pool, service subnet,
     default pod group and everything the controller made go with it."""
+    from netbay.k8s.dns.resolver import sweep_orphans as sweep_resolvers
     from netbay.k8s.sandbox import PodSandboxes, sweep_orphans
 
     from .test_dp_pods_cluster import ci, wait_cluster
@@ -354,6 +355,7 @@ def test_kuryr_cluster_gets_and_loses_its_resources(cloud: Cloud) -> None:
         assert api.call("GET", f"{LB}/loadbalancers", tags=tag)["loadbalancers"] == []
         # The pods' namespaces on this host lost their ports: the host sweep takes them.
         assert len(sweep_orphans(api, PodSandboxes(cloud.names))) == 4
+        assert len(sweep_resolvers(api, PodSandboxes(cloud.names))) == 1   # the cluster's DNS
         assert not [n for n in netns.list(f"{cloud.names.prefix}k-")]
     finally:
         c.close()

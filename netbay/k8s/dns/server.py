@@ -1,0 +1,127 @@
+"""The cluster resolver: dnslib's UDP and TCP servers answering from a records file.
+
+Run by :mod:`.resolver` as ``python -m netbay.k8s.dns.server`` inside the resolver's
+namespace. Authoritative for the cluster domain only (no forwarding: nothing leaves
+the cluster's networks): names it has → their records, names under the domain it
+has not → NXDOMAIN with the zone's SOA (negative caching), other names → REFUSED.
+The file is re-read when its inode, size or mtime changes — a stat per query, so a
+controller pass's atomic rewrite is answered from the next query on, and a restarted
+controller needs no signal or socket to reach this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socketserver
+import threading
+from pathlib import Path
+from typing import Any
+
+from dnslib import QTYPE, RCODE, RR, SOA, SRV, A, DNSLabel, DNSRecord
+from dnslib.server import BaseResolver, DNSLogger, DNSServer
+
+TTL = 5          # seconds: answers follow scaling within this (CoreDNS' kubernetes plugin: 5)
+NEGATIVE_TTL = 5
+
+
+class ClusterResolver(BaseResolver):
+    def __init__(self, records: Path) -> None:
+        self.path = records
+        self._stamp: tuple[int, int, int] | None = None
+        self._lock = threading.Lock()
+        self.domain = "cluster.local"
+        self.a: dict[str, list[str]] = {}
+        self.srv: dict[str, list[list[Any]]] = {}
+        self.names: set[str] = set()     # every name that exists (with the empty non-terminals)
+
+    def _fresh(self) -> None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if stamp == self._stamp:
+            return
+        with self._lock:
+            data = json.loads(self.path.read_text())
+            self.domain = data["domain"]
+            self.a, self.srv = data.get("A", {}), data.get("SRV", {})
+            names = {self.domain}
+            for name in [*self.a, *self.srv]:
+                labels = name.split(".")
+                names.update(".".join(labels[i:]) for i in range(len(labels)))
+            self.names = names
+            self._stamp = stamp
+
+    def resolve(self, request: DNSRecord, handler: Any) -> DNSRecord:  # noqa: ARG002 - dnslib's signature
+        self._fresh()
+        reply = request.reply()
+        q = request.q
+        name = str(q.qname).rstrip(".").lower()
+        if name != self.domain and not name.endswith("." + self.domain):
+            reply.header.rcode = RCODE.REFUSED
+            return reply
+        if q.qtype in (QTYPE.A, QTYPE.ANY):
+            for ip in self.a.get(name, []):
+                reply.add_answer(RR(q.qname, QTYPE.A, rdata=A(ip), ttl=TTL))
+        if q.qtype in (QTYPE.SRV, QTYPE.ANY):
+            for priority, weight, port, target in self.srv.get(name, []):
+                reply.add_answer(RR(q.qname, QTYPE.SRV, rdata=SRV(priority, weight, port, target), ttl=TTL))
+                for ip in self.a.get(target, []):
+                    reply.add_ar(RR(target, QTYPE.A, rdata=A(ip), ttl=TTL))
+        if q.qtype == QTYPE.SOA and name == self.domain:
+            reply.add_answer(self._soa())
+        if not reply.rr:
+            if name not in self.names:
+                reply.header.rcode = RCODE.NXDOMAIN
+            reply.add_auth(self._soa())     # NXDOMAIN or no data: negative-cacheable
+        return reply
+
+    def _soa(self) -> RR:
+        zone = DNSLabel(self.domain)
+        return RR(zone, QTYPE.SOA, ttl=NEGATIVE_TTL, rdata=SOA(
+            f"ns.dns.{self.domain}", f"hostmaster.{self.domain}",
+            (self._stamp[2] // 1_000_000_000 % 2**32 if self._stamp else 1, 7200, 1800, 86400, NEGATIVE_TTL)))
+
+
+def serve(address: str, records: Path, pidfile: Path, port: int = 53) -> None:
+    """Answer on ``address``:``port`` (UDP and TCP) until SIGTERM; the pid file is
+    written once both sockets are bound (the starter waits for it)."""
+    resolver = ClusterResolver(records)
+    quiet = DNSLogger("-request,-reply,-truncated,-recv,-send,-data", prefix=False)
+    # UDP on one thread (dnslib's default starts a thread per query: 8x the latency);
+    # TCP, whose clients may hold a connection, a thread per connection.
+    servers = [DNSServer(resolver, address=address, port=port, logger=quiet, server=socketserver.UDPServer),
+               DNSServer(resolver, address=address, port=port, tcp=True, logger=quiet)]
+    for s in servers:
+        s.start_thread()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    tmp = pidfile.with_suffix(".tmp")
+    tmp.write_text(f"{os.getpid()}\n")
+    os.replace(tmp, pidfile)
+    stop.wait()
+    for s in servers:
+        s.server.server_close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="netbay.k8s.dns.server", description=__doc__.splitlines()[0])
+    parser.add_argument("--netns", required=True, help="the namespace to answer in")
+    parser.add_argument("--address", required=True)
+    parser.add_argument("--records", required=True, type=Path)
+    parser.add_argument("--pidfile", required=True, type=Path)
+    parser.add_argument("--port", type=int, default=53)
+    args = parser.parse_args(argv)
+    from netbay.dataplane import netns
+
+    with netns.entered(args.netns):   # the sockets and the server threads live there
+        serve(args.address, args.records, args.pidfile, args.port)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Cluster DNS records, the resolver's answers over a real socket, and the pods'
+Service variables (issue 12, item 4); the packets-in-pods checks are in
+tests/dataplane/test_dp_k8s_dns.py."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+from dnslib import QTYPE, RCODE, DNSRecord
+
+from netbay.k8s.dns import podfiles, records
+from netbay.k8s.dns.resolver import write_atomic
+from netbay.k8s.dns.server import ClusterResolver
+from netbay.k8s.objects import desired, parse
+
+OBJS = """
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: shop, labels: {app: db}}
+spec: {containers: [{name: c, image: busybox}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b, namespace: shop, labels: {app: db}}
+spec: {containers: [{name: c, image: busybox}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: my-api, namespace: shop}
+spec:
+  selector: {app: api}
+  ports: [{name: http-alt, port: 8080}, {port: 53, protocol: UDP, name: dns}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db, namespace: shop}
+spec: {clusterIP: None, selector: {app: db}, ports: [{name: sql, port: 5432}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: other, namespace: elsewhere}
+spec: {selector: {app: x}, ports: [{port: 1}]}
+"""
+
+
+def port(ip: str, bound: bool = True) -> dict:
+    return {"fixed_ips": [{"ip_address": ip}], "device_id": "d" if bound else ""}
+
+
+def build() -> dict:
+    want = desired(parse(OBJS))
+    ports = {("shop", "a"): port("10.0.0.5"), ("shop", "b"): port("10.0.0.4")}
+    vips = {("shop", "my-api"): "10.96.0.20", ("elsewhere", "other"): "10.96.0.21"}
+    return records.build(want, ports, vips)
+
+
+def test_records_cluster_ip_headless_and_srv() -> None:
+    r = build()
+    assert r["A"]["my-api.shop.svc.cluster.local"] == ["10.96.0.20"]
+    assert r["A"]["db.shop.svc.cluster.local"] == ["10.0.0.4", "10.0.0.5"]
+    assert r["A"]["10-0-0-4.db.shop.svc.cluster.local"] == ["10.0.0.4"]
+    assert r["SRV"]["_http-alt._tcp.my-api.shop.svc.cluster.local"] == [[0, 100, 8080, "my-api.shop.svc.cluster.local"]]
+    assert r["SRV"]["_dns._udp.my-api.shop.svc.cluster.local"] == [[0, 100, 53, "my-api.shop.svc.cluster.local"]]
+    assert [t for *_, t in r["SRV"]["_sql._tcp.db.shop.svc.cluster.local"]] == \
+        ["10-0-0-4.db.shop.svc.cluster.local", "10-0-0-5.db.shop.svc.cluster.local"]
+    assert "_._tcp.other.elsewhere.svc.cluster.local" not in r["SRV"]   # unnamed port: no SRV
+
+
+def test_headless_lists_only_ready_pods() -> None:
+    want = desired(parse(OBJS))
+    r = records.build(want, {("shop", "a"): port("10.0.0.5"), ("shop", "b"): port("10.0.0.4", bound=False)}, {})
+    assert r["A"]["db.shop.svc.cluster.local"] == ["10.0.0.5"]
+
+
+def test_service_env_kubernetes_names() -> None:
+    want = desired(parse(OBJS))
+    env = podfiles.service_env("shop", want.services, {("shop", "my-api"): "10.96.0.20"})
+    assert env["MY_API_SERVICE_HOST"] == "10.96.0.20" and env["MY_API_SERVICE_PORT"] == "8080"
+    assert env["MY_API_SERVICE_PORT_HTTP_ALT"] == "8080" and env["MY_API_SERVICE_PORT_DNS"] == "53"
+    assert env["MY_API_PORT"] == "tcp://10.96.0.20:8080"
+    assert env["MY_API_PORT_53_UDP"] == "udp://10.96.0.20:53" and env["MY_API_PORT_53_UDP_PROTO"] == "udp"
+    assert not [k for k in env if k.startswith(("DB_", "OTHER_"))]   # headless; another namespace
+
+
+def test_write_once_keeps_a_pods_first_environment(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(podfiles, "ETC_NETNS", tmp_path)
+    want = desired(parse(OBJS))
+    assert podfiles.write_once("nb-k-1", "shop", "10.96.0.10", "cluster.local", want.services, {})
+    assert (tmp_path / "nb-k-1" / "environment").read_text() == ""
+    assert "search shop.svc.cluster.local svc.cluster.local cluster.local" in \
+        (tmp_path / "nb-k-1" / "resolv.conf").read_text()
+    # A Service made later: the pod keeps what it was made with (Kubernetes semantics).
+    assert not podfiles.write_once("nb-k-1", "shop", "10.96.0.10", "cluster.local", want.services,
+                                   {("shop", "my-api"): "10.96.0.20"})
+    assert (tmp_path / "nb-k-1" / "environment").read_text() == ""
+
+
+def ask(resolver: ClusterResolver, name: str, qtype: str) -> DNSRecord:
+    """A query through dnslib's real UDP server on 127.0.0.1 (an ephemeral port)."""
+    from dnslib.server import DNSLogger, DNSServer
+
+    server = DNSServer(resolver, address="127.0.0.1", port=0, logger=DNSLogger("-request,-reply", prefix=False))
+    t = threading.Thread(target=server.server.serve_forever, daemon=True)
+    t.start()
+    try:
+        raw = DNSRecord.question(name, qtype).send("127.0.0.1", server.server.server_address[1], timeout=2)
+        return DNSRecord.parse(raw)
+    finally:
+        server.server.shutdown()
+        server.server.server_close()
+
+
+def test_resolver_answers_and_rereads_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "records.json"
+    write_atomic(path, json.dumps(build()))
+    resolver = ClusterResolver(path)
+    a = ask(resolver, "my-api.shop.svc.cluster.local", "A")
+    assert [str(r.rdata) for r in a.rr] == ["10.96.0.20"] and a.header.aa   # authoritative
+    srv = ask(resolver, "_sql._tcp.db.shop.svc.cluster.local", "SRV")
+    assert sorted(str(r.rdata) for r in srv.ar) == ["10.0.0.4", "10.0.0.5"]
+    nx = ask(resolver, "nope.shop.svc.cluster.local", "A")
+    assert nx.header.rcode == RCODE.NXDOMAIN and nx.auth[0].rtype == QTYPE.SOA
+    empty = ask(resolver, "shop.svc.cluster.local", "A")     # an empty non-terminal: no data, not NXDOMAIN
+    assert empty.header.rcode == RCODE.NOERROR and not empty.rr
+    assert ask(resolver, "example.org", "A").header.rcode == RCODE.REFUSED
+    # The controller rewrites the file (the Service deleted): the next query sees it.
+    r = build()
+    del r["A"]["my-api.shop.svc.cluster.local"]
+    r["SRV"] = {k: v for k, v in r["SRV"].items() if "my-api" not in k}
+    write_atomic(path, json.dumps(r))
+    assert ask(resolver, "my-api.shop.svc.cluster.local", "A").header.rcode == RCODE.NXDOMAIN
+
+
+def test_docker_options_match_the_sandbox_files() -> None:
+    want = desired(parse(OBJS))
+    vips = {("shop", "my-api"): "10.96.0.20"}
+    opts = podfiles.docker_options("shop", "10.96.0.10", "cluster.local", want.services, vips)
+    assert opts["dns"] == ["10.96.0.10"] and opts["dns_opt"] == ["ndots:5"]
+    assert opts["dns_search"] == ["shop.svc.cluster.local", "svc.cluster.local", "cluster.local"]
+    assert opts["environment"] == podfiles.service_env("shop", want.services, vips)
