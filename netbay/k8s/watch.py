@@ -1,0 +1,318 @@
+"""The API-server source: list + watch through lightkube, the port written back onto the pod.
+
+Per watched kind: a list (its items applied, what the desired state holds of that
+kind and the list lacks deleted, then a full ``resync``), then a watch from the
+list's resourceVersion — ADDED/MODIFIED → ``apply``, DELETED → ``delete``, BOOKMARK
+→ only the resourceVersion remembered, so a reconnect resumes from it. ``410 Gone``
+(an HTTP 410 or an ERROR event with code 410: the history was compacted) → a
+re-list, which is how deletions missed meanwhile are found. Other errors →
+reconnect from the last resourceVersion after a bounded exponential backoff.
+
+Events are handed to the controller in batches (one pass for a burst), and only
+when what the controller uses changed: a pod's status or the annotation this
+source writes does not cause a pass, so the write-back does not loop.
+
+Deployments and ReplicaSets are not watched: on a real API server their pods are
+real Pod objects, which are watched (the manifest source expands replicas itself).
+Pods on the host network, and pods that finished (Succeeded / Failed), have no port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from lightkube import ApiError, AsyncClient
+from lightkube.resources.core_v1 import Endpoints, Namespace, Pod, Service
+from lightkube.resources.networking_v1 import NetworkPolicy
+from lightkube.types import PatchType
+
+from netbay.k8s.objects import Key, key_of
+from netbay.k8s.portinfo import ANNOTATION, vif_annotation
+from netbay.k8s.source import Sink
+
+log = logging.getLogger(__name__)
+
+WATCHED = (Namespace, Pod, Service, Endpoints, NetworkPolicy)
+ALL_NAMESPACES = "*"
+VOLATILE_META = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "uid", "selfLink")
+PortsHook = Callable[[Mapping[tuple[str, str], dict], Mapping[str, dict]], None]
+
+
+class WatchSink(Sink, Protocol):
+    """The controller as the watch source needs it: the keys it holds (a re-list
+    deletes those the API server no longer has) and a hook after each pass."""
+
+    on_ports: PortsHook | None
+
+    def keys(self) -> list[Key]: ...
+
+
+@dataclass
+class Limits:
+    """Every wait is bounded: a watch request ends after ``server_timeout`` s (and
+    is renewed from its resourceVersion); failures back off up to ``backoff_max``."""
+    server_timeout: int = 300
+    backoff_first: float = 0.2
+    backoff_max: float = 10.0
+    batch_window: float = 0.02       # gather a burst of events into one pass
+    batch_max: int = 1000
+
+
+@dataclass
+class _Kind:
+    res: type
+    version: str | None = None   # where a reconnect resumes; None: list first
+    relists: int = 0
+
+
+@dataclass
+class Stats:
+    passes: int = 0
+    relists: int = 0
+    patches: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What the controller is handed: no status, no server bookkeeping, not our annotation."""
+    out = {k: v for k, v in body.items() if k != "status"}
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k not in VOLATILE_META}
+    notes = {k: v for k, v in (meta.get("annotations") or {}).items()
+             if k not in (ANNOTATION, "kubectl.kubernetes.io/last-applied-configuration")}
+    meta.pop("annotations", None)
+    if notes:
+        meta["annotations"] = notes
+    out["metadata"] = meta
+    return out
+
+
+def has_port(body: Mapping[str, Any]) -> bool:
+    """A pod gets a port unless it is on the host's network or has finished."""
+    if body.get("kind") != "Pod":
+        return True
+    return not (body.get("spec") or {}).get("hostNetwork") and \
+        (body.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def gone(exc: BaseException) -> bool:
+    """``410 Gone``: as an ERROR event (lightkube's ApiError) or as the HTTP status."""
+    status = getattr(exc, "status", None)
+    response = getattr(exc, "response", None)
+    return getattr(status, "code", None) == 410 or getattr(response, "status_code", None) == 410
+
+
+class WatchSource:
+    """List + watch the API server behind ``client`` into ``sink`` until :meth:`stop`."""
+
+    def __init__(self, client: AsyncClient, limits: Limits | None = None, annotate: bool = True) -> None:
+        self.client, self.limits, self.annotate = client, limits or Limits(), annotate
+        self.kinds = {res.__name__: _Kind(res) for res in WATCHED}
+        self.stats = Stats()
+        self.ready = asyncio.Event()               # every kind listed and handed over once
+        self._stop = asyncio.Event()
+        self._events: asyncio.Queue = asyncio.Queue()
+        self._applied: dict[Key, str] = {}          # key → the trimmed body last handed over (JSON)
+        self._held: set[Key] = set()                # what the sink's desired state holds
+        self._notes: dict[tuple[str, str], str | None] = {}   # (ns, pod) → its annotation now
+        self._want_notes: dict[tuple[str, str], str] = {}
+        self._patch_wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def run(self, sink: WatchSink) -> Stats:
+        self._loop = asyncio.get_running_loop()
+        self._held = {k for k in await asyncio.to_thread(sink.keys) if k.kind in self.kinds}
+        if self.annotate:
+            sink.on_ports = self._ports_realized
+        tasks = [asyncio.create_task(self._follow(kind), name=f"watch-{name}") for name, kind in self.kinds.items()]
+        tasks.append(asyncio.create_task(self._hand_over(sink), name="hand-over"))
+        if self.annotate:
+            tasks.append(asyncio.create_task(self._write_back(), name="write-back"))
+        try:
+            await self._stop.wait()
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.annotate:
+                sink.on_ports = None
+        return self.stats
+
+    def stop(self) -> None:
+        """Ends :meth:`run` (from any thread)."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        else:
+            self._stop.set()
+
+    # -- one kind: list, then watch ------------------------------------------------------------
+
+    async def _follow(self, kind: _Kind) -> None:
+        delay = self.limits.backoff_first
+        while not self._stop.is_set():
+            try:
+                if kind.version is None:
+                    await self._list(kind)
+                async for type_, obj in self._watch(kind):
+                    kind.version = obj.metadata.resourceVersion or kind.version
+                    if type_ in ("ADDED", "MODIFIED", "DELETED"):
+                        await self._events.put((type_, obj.to_dict()))
+                    delay = self.limits.backoff_first
+            except Exception as exc:  # noqa: BLE001 - transport and API errors: reconnect from where we were
+                if gone(exc):
+                    log.info("%s: 410 Gone (%s); listing again", kind.res.__name__, exc)
+                    kind.version = None
+                    continue
+                self._error(f"{kind.res.__name__}: {type(exc).__name__}: {exc}")
+            await self._sleep(delay)
+            delay = min(delay * 2, self.limits.backoff_max)
+
+    async def _list(self, kind: _Kind) -> None:
+        listed = self.client.list(kind.res, **self._scope(kind))
+        bodies = [o.to_dict() for o in [o async for o in listed]]
+        for b in bodies:   # list items carry no kind (as the API server sends them)
+            b.setdefault("kind", kind.res.__name__)
+            b.setdefault("apiVersion", kind.res._api_info.resource.api_version)
+        kind.version = listed.resourceVersion
+        kind.relists += 1
+        self.stats.relists += 1
+        await self._events.put(("LIST", (kind.res.__name__, bodies)))
+
+    def _watch(self, kind: _Kind):
+        """lightkube's watch with ``allowWatchBookmarks`` (its public ``watch`` lacks the
+        parameter; the same request through the same client)."""
+        params = {"timeoutSeconds": self.limits.server_timeout, "allowWatchBookmarks": "true",
+                  "resourceVersion": kind.version}
+        br = self.client._client.prepare_request("list", res=kind.res, watch=True, params=params,
+                                                 **self._scope(kind))
+        return self.client._client.watch(br)
+
+    @staticmethod
+    def _scope(kind: _Kind) -> dict[str, str]:
+        return {"namespace": ALL_NAMESPACES} if kind.res is not Namespace else {}
+
+    # -- the controller side: batches of changes -----------------------------------------------
+
+    async def _hand_over(self, sink: WatchSink) -> None:
+        listed: set[str] = set()
+        delay = self.limits.backoff_first
+        retry = False
+        while not self._stop.is_set():
+            batch = [await self._events.get()] if not retry else []
+            deadline = asyncio.get_running_loop().time() + self.limits.batch_window
+            while len(batch) < self.limits.batch_max:
+                try:
+                    batch.append(await asyncio.wait_for(self._events.get(),
+                                                        max(0.0, deadline - asyncio.get_running_loop().time())))
+                except asyncio.TimeoutError:
+                    break
+            changes, relisted = self._changes(batch)
+            listed |= relisted
+            try:
+                bodies = [b for b in changes.values() if b is not None]
+                gone = [k for k, b in changes.items() if b is None and k in self._held]
+                if gone:
+                    await asyncio.to_thread(sink.delete, gone)
+                if bodies:
+                    await asyncio.to_thread(sink.apply, bodies)
+                if relisted or retry:
+                    await asyncio.to_thread(sink.resync)
+                self.stats.passes += bool(gone) + bool(bodies) + bool(relisted or retry)
+                for k, b in changes.items():
+                    if b is None:
+                        self._held.discard(k)
+                        self._applied.pop(k, None)
+                    else:
+                        self._held.add(k)
+                        self._applied[k] = json.dumps(b, sort_keys=True)
+                retry, delay = False, self.limits.backoff_first
+                if listed >= set(self.kinds):
+                    self.ready.set()
+            except Exception as exc:  # the desired state is written first: a later full pass catches up
+                self._error(f"controller: {type(exc).__name__}: {exc}")
+                retry = True
+                await self._sleep(delay)
+                delay = min(delay * 2, self.limits.backoff_max)
+
+    def _changes(self, batch: Iterable[tuple[str, Any]]) -> tuple[dict[Key, dict | None], set[str]]:
+        """key → trimmed body (or None: gone), only where it differs from what was handed over."""
+        out: dict[Key, dict | None] = {}
+        relisted: set[str] = set()
+        for type_, payload in batch:
+            if type_ == "LIST":
+                kind, bodies = payload
+                relisted.add(kind)
+                present = {key_of(b) for b in bodies if has_port(b)}
+                for k in [k for k in self._held | set(self._applied) if k.kind == kind and k not in present]:
+                    out[k] = None
+                for b in bodies:
+                    self._note(b)
+                    out[key_of(b)] = trimmed(b) if has_port(b) else None
+            elif type_ == "DELETED":
+                key = key_of(payload)
+                self._notes.pop((key.namespace, key.name), None) if key.kind == "Pod" else None
+                out[key] = None
+            else:
+                self._note(payload)
+                out[key_of(payload)] = trimmed(payload) if has_port(payload) else None
+        return {k: b for k, b in out.items()
+                if (b is None and (k in self._held or k in self._applied))
+                or (b is not None and self._applied.get(k) != json.dumps(b, sort_keys=True))}, relisted
+
+    # -- annotation write-back -----------------------------------------------------------------
+
+    def _note(self, body: Mapping[str, Any]) -> None:
+        if body.get("kind") == "Pod":
+            key = key_of(body)
+            self._notes[(key.namespace, key.name)] = ((body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
+
+    def _ports_realized(self, ports: Mapping[tuple[str, str], dict], subnets: Mapping[str, dict]) -> None:
+        """The controller's hook after each pass (its thread): queue the pods whose
+        annotation differs from their port."""
+        want = {key: vif_annotation(port, subnets.get(port["network_id"])) for key, port in ports.items()}
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._queue_notes, want)
+
+    def _queue_notes(self, want: dict[tuple[str, str], str]) -> None:
+        self._want_notes = {k: v for k, v in want.items() if k in self._notes and self._notes[k] != v}
+        self._patch_wake.set()
+
+    async def _write_back(self) -> None:
+        while not self._stop.is_set():
+            await self._patch_wake.wait()
+            self._patch_wake.clear()
+            todo, self._want_notes = self._want_notes, {}
+            for (ns, name), note in sorted(todo.items()):
+                if self._notes.get((ns, name)) == note:
+                    continue
+                try:
+                    await self.client.patch(Pod, name, {"metadata": {"annotations": {ANNOTATION: note}}},
+                                            namespace=ns, patch_type=PatchType.MERGE)
+                    self._notes[(ns, name)] = note
+                    self.stats.patches += 1
+                except ApiError as exc:
+                    if exc.status.code != 404:   # a pod deleted meanwhile needs no annotation
+                        self._error(f"annotate {ns}/{name}: {exc.status.code} {exc.status.message}")
+                except Exception as exc:   # the next pass queues it again
+                    self._error(f"annotate {ns}/{name}: {type(exc).__name__}: {exc}")
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _error(self, message: str) -> None:
+        log.warning("%s", message)
+        self.stats.errors = (self.stats.errors + [message])[-50:]
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+
+__all__ = ["ANNOTATION", "Limits", "WatchSink", "WatchSource", "WATCHED", "has_port", "trimmed"]
