@@ -31,6 +31,7 @@ from lightkube.resources.core_v1 import Endpoints, Namespace, Pod, Service
 from lightkube.resources.networking_v1 import NetworkPolicy
 from lightkube.types import PatchType
 
+from netbay.k8s import objects
 from netbay.k8s.objects import Key, key_of
 from netbay.k8s.portinfo import ANNOTATION, vif_annotation
 from netbay.k8s.source import Sink
@@ -61,6 +62,7 @@ class Limits:
     backoff_max: float = 10.0
     batch_window: float = 0.02       # gather a burst of events into one pass
     batch_max: int = 1000
+    queue_max: int = 10000
 
 
 @dataclass
@@ -115,7 +117,7 @@ class WatchSource:
         self.stats = Stats()
         self.ready = asyncio.Event()               # every kind listed and handed over once
         self._stop = asyncio.Event()
-        self._events: asyncio.Queue = asyncio.Queue()
+        self._events: asyncio.Queue = asyncio.Queue(maxsize=self.limits.queue_max)  # full: the watches wait
         self._applied: dict[Key, str] = {}          # key → the trimmed body last handed over (JSON)
         self._held: set[Key] = set()                # what the sink's desired state holds
         self._notes: dict[tuple[str, str], str | None] = {}   # (ns, pod) → its annotation now
@@ -200,11 +202,14 @@ class WatchSource:
     # -- the controller side: batches of changes -----------------------------------------------
 
     async def _hand_over(self, sink: WatchSink) -> None:
+        """Batches of events → at most a delete, an apply and a full pass (after a
+        list); what failed stays pending and is handed over with the next batch."""
         listed: set[str] = set()
+        pending: dict[Key, dict | None] = {}
+        resync = False
         delay = self.limits.backoff_first
-        retry = False
         while not self._stop.is_set():
-            batch = [await self._events.get()] if not retry else []
+            batch = [] if pending or resync else [await self._events.get()]
             deadline = asyncio.get_running_loop().time() + self.limits.batch_window
             while len(batch) < self.limits.batch_max:
                 try:
@@ -213,57 +218,79 @@ class WatchSource:
                 except asyncio.TimeoutError:
                     break
             changes, relisted = self._changes(batch)
+            pending.update(changes)
             listed |= relisted
+            resync = resync or bool(relisted)
+            changed = {k: b for k, b in pending.items() if self._differs(k, b)}
+            gone = [k for k, b in changed.items() if b is None]
+            bodies = [b for b in changed.values() if b is not None]
             try:
-                bodies = [b for b in changes.values() if b is not None]
-                gone = [k for k, b in changes.items() if b is None and k in self._held]
                 if gone:
                     await asyncio.to_thread(sink.delete, gone)
-                if bodies:
-                    await asyncio.to_thread(sink.apply, bodies)
-                if relisted or retry:
-                    await asyncio.to_thread(sink.resync)
-                self.stats.passes += bool(gone) + bool(bodies) + bool(relisted or retry)
-                for k, b in changes.items():
-                    if b is None:
+                    self.stats.passes += 1
+                    for k in gone:
                         self._held.discard(k)
                         self._applied.pop(k, None)
-                    else:
-                        self._held.add(k)
-                        self._applied[k] = json.dumps(b, sort_keys=True)
-                retry, delay = False, self.limits.backoff_first
+                if bodies:
+                    await asyncio.to_thread(sink.apply, bodies)
+                    self.stats.passes += 1
+                    for k, b in changed.items():
+                        if b is not None:
+                            self._held.add(k)
+                            self._applied[k] = json.dumps(b, sort_keys=True)
+                if resync:
+                    await asyncio.to_thread(sink.resync)
+                    self.stats.passes += 1
+                pending, resync, delay = {}, False, self.limits.backoff_first
                 if listed >= set(self.kinds):
                     self.ready.set()
-            except Exception as exc:  # the desired state is written first: a later full pass catches up
+            except Exception as exc:  # noqa: BLE001 - the desired state is written first: a full pass catches up
                 self._error(f"controller: {type(exc).__name__}: {exc}")
-                retry = True
+                resync = True
                 await self._sleep(delay)
                 delay = min(delay * 2, self.limits.backoff_max)
 
+    def _differs(self, key: Key, body: dict | None) -> bool:
+        if body is None:
+            return key in self._held or key in self._applied
+        return self._applied.get(key) != json.dumps(body, sort_keys=True)
+
     def _changes(self, batch: Iterable[tuple[str, Any]]) -> tuple[dict[Key, dict | None], set[str]]:
-        """key → trimmed body (or None: gone), only where it differs from what was handed over."""
+        """key → trimmed body (or None: gone) for each event, and the kinds listed."""
         out: dict[Key, dict | None] = {}
         relisted: set[str] = set()
         for type_, payload in batch:
             if type_ == "LIST":
                 kind, bodies = payload
                 relisted.add(kind)
-                present = {key_of(b) for b in bodies if has_port(b)}
+                present = {key_of(b) for b in bodies}
                 for k in [k for k in self._held | set(self._applied) if k.kind == kind and k not in present]:
                     out[k] = None
                 for b in bodies:
                     self._note(b)
-                    out[key_of(b)] = trimmed(b) if has_port(b) else None
+                    out[key_of(b)] = self._usable(b)
             elif type_ == "DELETED":
                 key = key_of(payload)
-                self._notes.pop((key.namespace, key.name), None) if key.kind == "Pod" else None
+                if key.kind == "Pod":
+                    self._notes.pop((key.namespace, key.name), None)
                 out[key] = None
             else:
                 self._note(payload)
-                out[key_of(payload)] = trimmed(payload) if has_port(payload) else None
-        return {k: b for k, b in out.items()
-                if (b is None and (k in self._held or k in self._applied))
-                or (b is not None and self._applied.get(k) != json.dumps(b, sort_keys=True))}, relisted
+                out[key_of(payload)] = self._usable(payload)
+        return out, relisted
+
+    def _usable(self, body: Mapping[str, Any]) -> dict | None:
+        """The body to hand over, or None: no port wanted, or an object the mapping
+        refuses (one such object must not stop every pass, as it would in the store)."""
+        if not has_port(body):
+            return None
+        out = trimmed(body)
+        try:
+            objects.desired([out])
+        except objects.ManifestError as exc:
+            self._error(f"{key_of(body)} ignored: {exc}")
+            return None
+        return out
 
     # -- annotation write-back -----------------------------------------------------------------
 
