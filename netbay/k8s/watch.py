@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -60,7 +61,8 @@ class Limits:
     server_timeout: int = 300
     backoff_first: float = 0.2
     backoff_max: float = 10.0
-    batch_window: float = 0.02       # gather a burst of events into one pass
+    batch_window: float = 0.0        # wait this long for more events before a pass (a burst
+                                     # queued while a pass ran is one pass anyway)
     batch_max: int = 1000
     queue_max: int = 10000
 
@@ -77,6 +79,7 @@ class Stats:
     passes: int = 0
     relists: int = 0
     patches: int = 0
+    last_pass: float = 0.0          # loop time when the last hand-over finished
     errors: list[str] = field(default_factory=list)
 
 
@@ -129,7 +132,6 @@ class WatchSource:
 
     async def run(self, sink: WatchSink) -> Stats:
         self._loop = asyncio.get_running_loop()
-        self._held = {k for k in await asyncio.to_thread(sink.keys) if k.kind in self.kinds}
         if self.annotate:
             sink.on_ports = self._ports_realized
         tasks = [asyncio.create_task(self._follow(kind), name=f"watch-{name}") for name, kind in self.kinds.items()]
@@ -210,13 +212,15 @@ class WatchSource:
         delay = self.limits.backoff_first
         while not self._stop.is_set():
             batch = [] if pending or resync else [await self._events.get()]
-            deadline = asyncio.get_running_loop().time() + self.limits.batch_window
-            while len(batch) < self.limits.batch_max:
+            if self.limits.batch_window:
+                await asyncio.sleep(self.limits.batch_window)
+            while len(batch) < self.limits.batch_max and not self._events.empty():
+                batch.append(self._events.get_nowait())   # what queued up during the last pass: one more
+            if any(type_ == "LIST" for type_, _ in batch):   # what the store holds now (any source's)
                 try:
-                    batch.append(await asyncio.wait_for(self._events.get(),
-                                                        max(0.0, deadline - asyncio.get_running_loop().time())))
-                except asyncio.TimeoutError:
-                    break
+                    self._held = {k for k in await asyncio.to_thread(sink.keys) if k.kind in self.kinds}
+                except Exception as exc:  # noqa: BLE001 - then from what this source handed over
+                    self._error(f"controller: {type(exc).__name__}: {exc}")
             changes, relisted = self._changes(batch)
             pending.update(changes)
             listed |= relisted
@@ -242,6 +246,7 @@ class WatchSource:
                     await asyncio.to_thread(sink.resync)
                     self.stats.passes += 1
                 pending, resync, delay = {}, False, self.limits.backoff_first
+                self.stats.last_pass = time.monotonic()
                 if listed >= set(self.kinds):
                     self.ready.set()
             except Exception as exc:  # noqa: BLE001 - the desired state is written first: a full pass catches up
