@@ -13,7 +13,8 @@ lightkube from a stand-in for a Kubernetes API server (``tests/k8s_standin.py``,
   answered; and **→ annotated** (the merge patch carrying its port arrived). Same-run
   baseline: ``apply`` of the same Pod manifest straight into the controller → first packet.
 * **burst** — ``--pods`` Pods created in the API server at once, until every pod has
-  answered the anchor (the source batches the events into few passes).
+  answered the anchor (the source batches the events into few passes); same-run
+  baseline: as many Pods applied straight into the controller.
 * **re-list** — while the watches are cut, one pod created and the history compacted:
   from reconnection (410 Gone) to the re-list's last pass done, every pod kept.
 """
@@ -159,6 +160,15 @@ def main() -> int:
                                 "passes": running.source.stats.passes - passes}
                 until(lambda: all(annotated(f"b{i}") for i in range(args.pods)), 30, 0.01)
                 out["burst"]["all_annotated_s"] = time.monotonic() - t0
+
+                # Same-run baseline: as many pods applied straight into the controller.
+                t0 = time.monotonic()
+                ctrl.apply([pod(f"c{i}") for i in range(args.pods)])
+                for i in range(args.pods):
+                    port = until(lambda: port_of(f"c{i}"), 30)
+                    first_answer(anchor_ns, port["fixed_ips"][0]["ip_address"], timeout=10)
+                out["baseline_apply_burst_s"] = time.monotonic() - t0
+                ctrl.delete([Key("Pod", "bench", f"c{i}") for i in range(args.pods)])
 
                 relists, passes = running.source.stats.relists, running.source.stats.passes
                 kinds = len(running.source.kinds)

@@ -71,6 +71,7 @@ class StandinApiServer:
         self.compacted = 0                       # resourceVersions below this answer 410
         self.gone_as_http = False                # 410 as an HTTP status instead of an ERROR event
         self.partitioned = False                 # every request answers 503 (the source cannot reach it)
+        self.silent = False                      # watches opened now send nothing and never end
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}   # (plural, ns, name) → object
         self.history: list[tuple[int, str, str, dict[str, Any]]] = []  # (rv, plural, type, object)
         self.watches: list[Watch] = []
@@ -223,6 +224,8 @@ class StandinApiServer:
                                      "metadata": {"resourceVersion": str(self.rv)}, "items": items})
         since = int(query.get("resourceVersion") or 0)
         timeout = min(float(query.get("timeoutSeconds") or 1800), 1800)
+        if self.silent:   # a half-dead connection: headers sent, then nothing, ever (bounded: 1 h)
+            return StreamingResponse(self._silence(), media_type="application/json")
         watch = Watch(plural, query.get("allowWatchBookmarks") == "true", asyncio.get_running_loop())
         with self._lock:
             if since and since < self.compacted:
@@ -262,6 +265,10 @@ class StandinApiServer:
             with self._lock:
                 if watch in self.watches:
                     self.watches.remove(watch)
+
+    async def _silence(self) -> Iterator[bytes]:
+        await asyncio.sleep(3600)
+        yield b""
 
     async def _pod(self, request: Request) -> Response:
         ns, name = request.path_params["ns"], request.path_params["name"]

@@ -68,3 +68,20 @@ def test_gone_is_410_as_an_event_or_as_a_status() -> None:
     assert gone(ApiError(status=Status(code=410, message="too old resource version")))
     assert not gone(ApiError(status=Status(code=500, message="boom")))
     assert not gone(OSError("connection refused"))
+
+
+def test_cli_watch_refuses_a_missing_kubeconfig(tmp_path) -> None:  # noqa: ANN001
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "watch", "--kubeconfig",
+                        str(tmp_path / "absent"), "--cluster", "c1"], capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "error:" in r.stderr and "absent" in r.stderr
+    (tmp_path / "kc").write_text("apiVersion: v1\nkind: Config\ncurrent-context: none\nclusters: []\n"
+                                 "contexts: []\nusers: []\n")
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "watch", "--kubeconfig",
+                        str(tmp_path / "kc"), "--context", "nowhere", "--cluster", "c1"],
+                       capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})
+    assert r.returncode == 1 and "error:" in r.stderr and "nowhere" in r.stderr, r.stdout + r.stderr

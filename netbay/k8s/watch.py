@@ -56,9 +56,12 @@ class WatchSink(Sink, Protocol):
 
 @dataclass
 class Limits:
-    """Every wait is bounded: a watch request ends after ``server_timeout`` s (and
-    is renewed from its resourceVersion); failures back off up to ``backoff_max``."""
+    """Every wait is bounded: a watch request ends after ``server_timeout`` s (the
+    server's doing, else ours ``grace`` s later) and is renewed from its
+    resourceVersion; failures back off up to ``backoff_max``; the event queue holds
+    ``queue_max`` (then the watches wait for the controller)."""
     server_timeout: int = 300
+    grace: float = 30.0              # a watch silent this long past server_timeout is renewed
     backoff_first: float = 0.2
     backoff_max: float = 10.0
     batch_window: float = 0.0        # wait this long for more events before a pass (a burst
@@ -72,6 +75,7 @@ class _Kind:
     res: type
     version: str | None = None   # where a reconnect resumes; None: list first
     relists: int = 0
+    renewals: int = 0            # watches ended by our own bound (the server went silent)
 
 
 @dataclass
@@ -163,11 +167,18 @@ class WatchSource:
             try:
                 if kind.version is None:
                     await self._list(kind)
-                async for type_, obj in self._watch(kind):
-                    kind.version = obj.metadata.resourceVersion or kind.version
-                    if type_ in ("ADDED", "MODIFIED", "DELETED"):
-                        await self._events.put((type_, obj.to_dict()))
-                    delay = self.limits.backoff_first
+                try:
+                    # lightkube renews a watch the server ended; this bounds a silent one
+                    # (its read timeout is off for watches): renewed from the last version.
+                    async with asyncio.timeout(self.limits.server_timeout + self.limits.grace):
+                        async for type_, obj in self._watch(kind):
+                            kind.version = obj.metadata.resourceVersion or kind.version
+                            if type_ in ("ADDED", "MODIFIED", "DELETED"):
+                                await self._events.put((type_, obj.to_dict()))
+                            delay = self.limits.backoff_first
+                except TimeoutError:
+                    kind.renewals += 1
+                    continue
             except Exception as exc:  # noqa: BLE001 - transport and API errors: reconnect from where we were
                 if gone(exc):
                     log.info("%s: 410 Gone (%s); listing again", kind.res.__name__, exc)

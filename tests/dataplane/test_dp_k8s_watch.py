@@ -79,14 +79,15 @@ def standin(tmp_path: Path) -> Iterator[StandinApiServer]:
 class Watching:
     """The watch source in a thread of its own (its event loop), stopped cleanly."""
 
-    def __init__(self, standin: StandinApiServer, sink: Controller) -> None:
+    def __init__(self, standin: StandinApiServer, sink: Controller, **limits: float) -> None:
         from lightkube import AsyncClient, KubeConfig
 
         from netbay.k8s.watch import Limits, WatchSource
 
         self.config = KubeConfig.from_file(standin.kubeconfig_path).get()
         self.sink, self.source, self.stats = sink, None, None
-        self._limits, self._make = Limits(server_timeout=60, backoff_first=0.05, backoff_max=0.5), WatchSource
+        self._limits = Limits(**{"server_timeout": 60, "backoff_first": 0.05, "backoff_max": 0.5, **limits})
+        self._make = WatchSource
         self._client_cls = AsyncClient
         self.thread = threading.Thread(target=asyncio.run, args=(self._main(),), daemon=True)
         self.thread.start()
@@ -261,6 +262,27 @@ def test_reconnect_resumes_from_the_bookmark(ctrl: Controller, standin: StandinA
         assert any("Service/bm/sctp ignored: " in e and "SCTP" in e for e in watching.source.stats.errors)
         assert not ctrl.api.call("GET", f"{LB}/loadbalancers", name="bm/sctp")["loadbalancers"]
     finally:
+        watching.stop()
+
+
+def test_a_silent_watch_is_renewed_from_where_it_was(ctrl: Controller, standin: StandinApiServer) -> None:
+    """A connection that went quiet (no events, no end) is given up after
+    ``server_timeout + grace`` and the watch renewed from its resourceVersion."""
+    add(standin, pod("quiet", "p0"))
+    watching = Watching(standin, ctrl, server_timeout=1, grace=1.0)
+    try:
+        standin.silent = True
+        standin.close_watches()   # the renewals land on the silent server
+        wait_for(lambda: watching.source.kinds["Pod"].renewals >= 1, 15, 0.05, "a silent watch to be renewed")
+        version = watching.source.kinds["Pod"].version
+        standin.silent = False
+        add(standin, pod("quiet", "p1"))
+        wait_for(lambda: "quiet/p1" in ports_of(ctrl), 20, 0.05, "p1 once the server speaks again")
+        pods_watches = standin.watch_requests("pods")
+        assert any(q.get("resourceVersion") == version for q in pods_watches[1:])
+        assert watching.source.stats.relists == len(watching.source.kinds)   # renewed, never re-listed
+    finally:
+        standin.silent = False
         watching.stop()
 
 
