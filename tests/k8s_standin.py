@@ -4,7 +4,7 @@ It serves the real API paths the watch source uses — list and watch of
 ``/api/v1/namespaces``, ``/api/v1/pods``, ``/api/v1/services``, ``/api/v1/endpoints``,
 ``/apis/networking.k8s.io/v1/networkpolicies`` and a merge-patch of a pod — over HTTP
 on 127.0.0.1, with the API server's own framing: a ``*List`` with
-``metadata.resourceVersion``; a watch answered as newline-delimited JSON events
+``metadata.resourceVersion`` (paged by ``limit`` / ``continue``); a watch answered as newline-delimited JSON events
 ``{"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...}``; one increasing
 resourceVersion over all objects; bookmarks only to watches that asked
 (``allowWatchBookmarks=true``); ``timeoutSeconds`` honoured; and a compaction that
@@ -77,6 +77,8 @@ class StandinApiServer:
         self.watches: list[Watch] = []
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.patches: list[tuple[str, str, dict[str, Any]]] = []
+        self._pages: dict[str, tuple[int, list[dict[str, Any]]]] = {}   # continue token → rest of a list
+        self.pages_served = 0
         self._lock = threading.Lock()
         routes = [Route(f"{prefix}/{plural}", self._collection, methods=["GET"])
                   for plural, (_, _, prefix, _) in RESOURCES.items()]
@@ -216,12 +218,26 @@ class StandinApiServer:
             return JSONResponse(status(503, "ServiceUnavailable", "the stand-in is partitioned"), status_code=503)
         if query.get("watch") not in ("true", "1"):
             with self._lock:
-                items = [copy.deepcopy(o) for (p, _, _), o in sorted(self.objects.items()) if p == plural]
-                for item in items:   # items of a list carry no kind/apiVersion, as the API server sends them
-                    item.pop("kind", None)
-                    item.pop("apiVersion", None)
-                return JSONResponse({"kind": f"{kind}List", "apiVersion": api_version,
-                                     "metadata": {"resourceVersion": str(self.rv)}, "items": items})
+                token = query.get("continue")
+                if token:   # the next page of the snapshot the first page was cut from
+                    if token not in self._pages:
+                        return JSONResponse(status(410, "Expired", "the continue token expired"), status_code=410)
+                    rv, items = self._pages.pop(token)
+                else:
+                    rv = self.rv
+                    items = [copy.deepcopy(o) for (p, _, _), o in sorted(self.objects.items()) if p == plural]
+                    for item in items:   # items of a list carry no kind/apiVersion, as the API server sends them
+                        item.pop("kind", None)
+                        item.pop("apiVersion", None)
+                limit = int(query.get("limit") or 0)
+                meta: dict[str, Any] = {"resourceVersion": str(rv)}
+                if limit and len(items) > limit:
+                    meta["continue"] = token = uuid.uuid4().hex
+                    self._pages[token] = (rv, items[limit:])
+                    items = items[:limit]
+                    self.pages_served += 1
+                return JSONResponse({"kind": f"{kind}List", "apiVersion": api_version, "metadata": meta,
+                                     "items": items})
         since = int(query.get("resourceVersion") or 0)
         timeout = min(float(query.get("timeoutSeconds") or 1800), 1800)
         if self.silent:   # a half-dead connection: headers sent, then nothing, ever (bounded: 1 h)

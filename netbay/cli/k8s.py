@@ -148,5 +148,8 @@ def watch(kubeconfig: Path = typer.Option(None, "--kubeconfig", envvar="KUBECONF
 
     try:
         asyncio.run(follow())
+    except Exception as exc:  # noqa: BLE001 - a fault in the source: say so, exit non-zero
+        err.print(f"[red]error:[/] the watch source stopped: {type(exc).__name__}: {exc}")
+        raise typer.Exit(1) from None
     finally:
         ctrl.close()

@@ -68,6 +68,7 @@ class Limits:
                                      # queued while a pass ran is one pass anyway)
     batch_max: int = 1000
     queue_max: int = 10000
+    list_chunk: int = 500            # a list is read in pages of this many objects
 
 
 @dataclass
@@ -142,14 +143,18 @@ class WatchSource:
         tasks.append(asyncio.create_task(self._hand_over(sink), name="hand-over"))
         if self.annotate:
             tasks.append(asyncio.create_task(self._write_back(), name="write-back"))
-        try:
-            await self._stop.wait()
+        stopping = asyncio.create_task(self._stop.wait())
+        try:   # every task loops until stopped: one that ends early is a fault, and ends the source
+            await asyncio.wait([stopping, *tasks], return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for t in tasks:
+            for t in [stopping, *tasks]:
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            results = await asyncio.gather(*tasks, return_exceptions=True)
             if self.annotate:
                 sink.on_ports = None
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
         return self.stats
 
     def stop(self) -> None:
@@ -189,7 +194,7 @@ class WatchSource:
             delay = min(delay * 2, self.limits.backoff_max)
 
     async def _list(self, kind: _Kind) -> None:
-        listed = self.client.list(kind.res, **self._scope(kind))
+        listed = self.client.list(kind.res, chunk_size=self.limits.list_chunk, **self._scope(kind))
         bodies = [o.to_dict() for o in [o async for o in listed]]
         for b in bodies:   # list items carry no kind (as the API server sends them)
             b.setdefault("kind", kind.res.__name__)

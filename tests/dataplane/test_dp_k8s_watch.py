@@ -10,7 +10,8 @@ become ports and load balancers that answer; each pod gets its port written back
 there loses its port and its sandbox; changes missed while the server was
 unreachable and its history compacted are found by the re-list after ``410 Gone``
 (as an ERROR event and as an HTTP 410); a reconnect resumes from the bookmark's
-resourceVersion; ``netbay k8s watch`` SIGKILLed mid-stream and started again
+resourceVersion; a watch gone silent is renewed from where it was, not re-listed;
+lists are read in pages; ``netbay k8s watch`` SIGKILLed mid-stream and started again
 converges with nothing leaked, and stops cleanly on SIGTERM.
 """
 
@@ -150,11 +151,11 @@ def seen_replies(client: str, ip: str, port: int, expect: set[bytes], seconds: f
 def test_pods_and_services_from_the_api_server_answer_and_pods_carry_their_port(
         ctrl: Controller, standin: StandinApiServer) -> None:
     add(standin, SHOP)
-    watching = Watching(standin, ctrl)
+    watching = Watching(standin, ctrl, list_chunk=2)   # lists read in pages (limit / continue)
     listeners: list[Listener] = []
     try:
         ports = ports_of(ctrl)
-        assert sorted(ports) == ["other/client", "shop/web-0", "shop/web-1"]
+        assert sorted(ports) == ["other/client", "shop/web-0", "shop/web-1"] and standin.pages_served >= 1
         assert lbs_of(ctrl) == ["shop/web"]
         # The write-back: each pod carries its port (id, MAC, address, network, subnet).
         for name in ports:
