@@ -129,7 +129,8 @@ class WatchSource:
         self._applied: dict[Key, str] = {}          # key → the trimmed body last handed over (JSON)
         self._held: set[Key] = set()                # what the sink's desired state holds
         self._notes: dict[tuple[str, str], str | None] = {}   # (ns, pod) → its annotation now
-        self._want_notes: dict[tuple[str, str], str] = {}
+        self._want_notes: dict[tuple[str, str], str] = {}    # to patch
+        self._last_want: dict[tuple[str, str], str] = {}     # every pod's, after the last pass
         self._patch_wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -316,9 +317,16 @@ class WatchSource:
     # -- annotation write-back -----------------------------------------------------------------
 
     def _note(self, body: Mapping[str, Any]) -> None:
-        if body.get("kind") == "Pod":
-            key = key_of(body)
-            self._notes[(key.namespace, key.name)] = ((body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
+        """Remember a pod's annotation as the API server has it; one that lost ours
+        (re-created, or overwritten) is patched again without waiting for a pass."""
+        if body.get("kind") != "Pod":
+            return
+        key = key_of(body)
+        pod = (key.namespace, key.name)
+        self._notes[pod] = ((body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
+        if pod in self._last_want and self._notes[pod] != self._last_want[pod] and has_port(body):
+            self._want_notes[pod] = self._last_want[pod]
+            self._patch_wake.set()
 
     def _ports_realized(self, ports: Mapping[tuple[str, str], dict], subnets: Mapping[str, dict]) -> None:
         """The controller's hook after each pass (its thread): queue the pods whose
@@ -328,6 +336,7 @@ class WatchSource:
             self._loop.call_soon_threadsafe(self._queue_notes, want)
 
     def _queue_notes(self, want: dict[tuple[str, str], str]) -> None:
+        self._last_want = want
         self._want_notes = {k: v for k, v in want.items() if k in self._notes and self._notes[k] != v}
         self._patch_wake.set()
 
