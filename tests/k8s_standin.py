@@ -72,6 +72,7 @@ class StandinApiServer:
         self.gone_as_http = False                # 410 as an HTTP status instead of an ERROR event
         self.partitioned = False                 # every request answers 503 (the source cannot reach it)
         self.silent = False                      # watches opened now send nothing and never end
+        self.fail_patches = 0                    # the next N patches answer 500
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}   # (plural, ns, name) → object
         self.history: list[tuple[int, str, str, dict[str, Any]]] = []  # (rv, plural, type, object)
         self.watches: list[Watch] = []
@@ -298,6 +299,9 @@ class StandinApiServer:
         if request.headers.get("content-type") != "application/merge-patch+json":
             return JSONResponse(status(415, "UnsupportedMediaType", "the watch source sends merge patches"),
                                 status_code=415)
+        if self.fail_patches > 0:
+            self.fail_patches -= 1
+            return JSONResponse(status(500, "InternalError", "etcdserver: request timed out"), status_code=500)
         patch = await request.json()
         self.patches.append((ns, name, patch))
         with self._lock:

@@ -116,6 +116,13 @@ def gone(exc: BaseException) -> bool:
     return getattr(status, "code", None) == 410 or getattr(response, "status_code", None) == 410
 
 
+def describe(exc: BaseException) -> str:
+    status = getattr(exc, "status", None)
+    if getattr(status, "code", None):
+        return f"{status.code} {status.reason or ''} {status.message or ''}".replace("  ", " ").strip()
+    return f"{type(exc).__name__}: {exc}"
+
+
 class WatchSource:
     """List + watch the API server behind ``client`` into ``sink`` until :meth:`stop`."""
 
@@ -190,7 +197,7 @@ class WatchSource:
                     log.info("%s: 410 Gone (%s); listing again", kind.res.__name__, exc)
                     kind.version = None
                     continue
-                self._error(f"{kind.res.__name__}: {type(exc).__name__}: {exc}")
+                self._error(f"{kind.res.__name__}: {describe(exc)}")
             await self._sleep(delay)
             delay = min(delay * 2, self.limits.backoff_max)
 
@@ -341,10 +348,13 @@ class WatchSource:
         self._patch_wake.set()
 
     async def _write_back(self) -> None:
+        """Merge-patch each queued pod; a failed patch is tried again after a bounded backoff."""
+        delay = self.limits.backoff_first
         while not self._stop.is_set():
             await self._patch_wake.wait()
             self._patch_wake.clear()
             todo, self._want_notes = self._want_notes, {}
+            failed = {}
             for (ns, name), note in sorted(todo.items()):
                 if self._notes.get((ns, name)) == note:
                     continue
@@ -353,11 +363,18 @@ class WatchSource:
                                             namespace=ns, patch_type=PatchType.MERGE)
                     self._notes[(ns, name)] = note
                     self.stats.patches += 1
-                except ApiError as exc:
-                    if exc.status.code != 404:   # a pod deleted meanwhile needs no annotation
-                        self._error(f"annotate {ns}/{name}: {exc.status.code} {exc.status.message}")
-                except Exception as exc:   # the next pass queues it again
-                    self._error(f"annotate {ns}/{name}: {type(exc).__name__}: {exc}")
+                except Exception as exc:  # noqa: BLE001
+                    if isinstance(exc, ApiError) and exc.status.code == 404:
+                        continue   # a pod deleted meanwhile needs no annotation
+                    self._error(f"annotate {ns}/{name}: {describe(exc)}")
+                    failed[(ns, name)] = note
+            if failed:
+                self._want_notes = {**failed, **self._want_notes}
+                self._patch_wake.set()
+                await self._sleep(delay)
+                delay = min(delay * 2, self.limits.backoff_max)
+            else:
+                delay = self.limits.backoff_first
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -166,7 +166,8 @@ def test_pods_and_services_from_the_api_server_answer_and_pods_carry_their_port(
             assert vif["network_id"] == port["network_id"]
             assert vif["ips"] == [{"ip_address": port["fixed_ips"][0]["ip_address"],
                                    "subnet_id": port["fixed_ips"][0]["subnet_id"]}]
-            assert vif["subnet"]["id"] == port["fixed_ips"][0]["subnet_id"] and vif["subnet"]["cidr"].startswith("10.44.")
+            assert vif["subnet"]["id"] == port["fixed_ips"][0]["subnet_id"]
+            assert vif["subnet"]["cidr"].startswith("10.44.")
         # ... once: the MODIFIED events the patches caused do not make passes or patches again.
         passes = watching.source.stats.passes
         time.sleep(0.5)
@@ -275,8 +276,11 @@ def test_reconnect_resumes_from_the_bookmark(ctrl: Controller, standin: StandinA
         # An object the mapping refuses (SCTP) is set aside, not a wedge for every later pass.
         add(standin, "apiVersion: v1\nkind: Service\nmetadata: {name: sctp, namespace: bm}\n"
                      "spec: {selector: {app: web}, ports: [{port: 80, protocol: SCTP}]}\n")
+        standin.fail_patches = 2   # the API server fails the write-back twice: it is tried again
         add(standin, pod("bm", "p1"))
         wait_for(lambda: "bm/p1" in ports_of(ctrl), 20, 0.05, "p1 after the reconnect")
+        assert wait_for(lambda: annotation(standin, "bm", "p1"), 10, 0.05)["id"] == ports_of(ctrl)["bm/p1"]["id"]
+        assert sum("annotate bm/p1: " in e and "500" in e for e in watching.source.stats.errors) == 2
         assert any("Service/bm/sctp ignored: " in e and "SCTP" in e for e in watching.source.stats.errors)
         assert not ctrl.api.call("GET", f"{LB}/loadbalancers", name="bm/sctp")["loadbalancers"]
     finally:
