@@ -7,7 +7,7 @@ import json
 
 from netbay.k8s import portinfo
 from netbay.k8s.objects import parse
-from netbay.k8s.watch import gone, has_port, trimmed
+from netbay.k8s.watch import gone, mapped, trimmed
 
 POD = parse("""
 apiVersion: v1
@@ -39,12 +39,15 @@ def test_status_bookkeeping_and_our_annotation_do_not_count_as_a_change() -> Non
     assert trimmed(served(relabelled, "13")) != base
 
 
-def test_host_network_and_finished_pods_have_no_port() -> None:
-    assert has_port(served(POD, "1"))
-    assert not has_port(served(POD, "1", phase="Succeeded")) and not has_port(served(POD, "1", phase="Failed"))
+def test_host_network_and_finished_pods_and_externalname_services_are_not_mapped() -> None:
+    assert mapped(served(POD, "1"))
+    assert not mapped(served(POD, "1", phase="Succeeded")) and not mapped(served(POD, "1", phase="Failed"))
     host = json.loads(json.dumps(POD))
     host["spec"]["hostNetwork"] = True
-    assert not has_port(host)
+    assert not mapped(host)
+    alias = parse("apiVersion: v1\nkind: Service\nmetadata: {name: db}\nspec: {type: ExternalName, "
+                  "externalName: db.example.com}\n")[0]
+    assert not mapped(alias) and mapped({**alias, "spec": {"type": "ClusterIP"}})
 
 
 def test_the_annotation_carries_the_port_and_is_canonical() -> None:

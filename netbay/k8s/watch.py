@@ -14,7 +14,8 @@ source writes does not cause a pass, so the write-back does not loop.
 
 Deployments and ReplicaSets are not watched: on a real API server their pods are
 real Pod objects, which are watched (the manifest source expands replicas itself).
-Pods on the host network, and pods that finished (Succeeded / Failed), have no port.
+Pods on the host network, and pods that finished (Succeeded / Failed), have no port;
+ExternalName Services no load balancer.
 """
 
 from __future__ import annotations
@@ -101,12 +102,16 @@ def trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def has_port(body: Mapping[str, Any]) -> bool:
-    """A pod gets a port unless it is on the host's network or has finished."""
-    if body.get("kind") != "Pod":
-        return True
-    return not (body.get("spec") or {}).get("hostNetwork") and \
-        (body.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+def mapped(body: Mapping[str, Any]) -> bool:
+    """Whether the mapping has anything to make for the object: not for a pod on the
+    host's network or one that finished, nor for an ExternalName Service (a DNS alias,
+    no cluster IP)."""
+    spec = body.get("spec") or {}
+    if body.get("kind") == "Pod":
+        return not spec.get("hostNetwork") and (body.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    if body.get("kind") == "Service":
+        return spec.get("type") != "ExternalName"
+    return True
 
 
 def gone(exc: BaseException) -> bool:
@@ -311,7 +316,7 @@ class WatchSource:
     def _usable(self, body: Mapping[str, Any]) -> dict | None:
         """The body to hand over, or None: no port wanted, or an object the mapping
         refuses (one such object must not stop every pass, as it would in the store)."""
-        if not has_port(body):
+        if not mapped(body):
             return None
         out = trimmed(body)
         try:
@@ -331,7 +336,7 @@ class WatchSource:
         key = key_of(body)
         pod = (key.namespace, key.name)
         self._notes[pod] = ((body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
-        if pod in self._last_want and self._notes[pod] != self._last_want[pod] and has_port(body):
+        if pod in self._last_want and self._notes[pod] != self._last_want[pod] and mapped(body):
             self._want_notes[pod] = self._last_want[pod]
             self._patch_wake.set()
 
@@ -389,4 +394,4 @@ class WatchSource:
             pass
 
 
-__all__ = ["ANNOTATION", "Limits", "WatchSink", "WatchSource", "WATCHED", "has_port", "trimmed"]
+__all__ = ["ANNOTATION", "Limits", "WatchSink", "WatchSource", "WATCHED", "mapped", "trimmed"]
