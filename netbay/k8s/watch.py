@@ -10,7 +10,7 @@ reconnect from the last resourceVersion after a bounded exponential backoff.
 
 Events are handed to the controller in batches (one pass for a burst), and only
 when what the controller uses changed: a pod's status or the annotation this
-source writes does not cause a pass, so the write-back does not loop.
+source writes (:mod:`.annotate`) does not cause a pass, so the write-back does not loop.
 
 Deployments and ReplicaSets are not watched: on a real API server their pods are
 real Pod objects, which are watched (the manifest source expands replicas itself).
@@ -28,14 +28,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from lightkube import ApiError, AsyncClient
+from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Endpoints, Namespace, Pod, Service
 from lightkube.resources.networking_v1 import NetworkPolicy
-from lightkube.types import PatchType
 
 from netbay.k8s import objects
 from netbay.k8s.objects import Key, key_of
-from netbay.k8s.portinfo import ANNOTATION, vif_annotation
+from netbay.k8s.annotate import PortAnnotator, describe
+from netbay.k8s.portinfo import ANNOTATION
 from netbay.k8s.source import Sink
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 WATCHED = (Namespace, Pod, Service, Endpoints, NetworkPolicy)
 ALL_NAMESPACES = "*"
 VOLATILE_META = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "uid", "selfLink")
-PortsHook = Callable[[Mapping[tuple[str, str], dict], Mapping[str, dict]], None]
+PortsHook = Callable[[Mapping[tuple[str, str], dict], Mapping[str, dict]], None]   # the controller's on_ports
 
 
 class WatchSink(Sink, Protocol):
@@ -121,18 +121,11 @@ def gone(exc: BaseException) -> bool:
     return getattr(status, "code", None) == 410 or getattr(response, "status_code", None) == 410
 
 
-def describe(exc: BaseException) -> str:
-    status = getattr(exc, "status", None)
-    if getattr(status, "code", None):
-        return f"{status.code} {status.reason or ''} {status.message or ''}".replace("  ", " ").strip()
-    return f"{type(exc).__name__}: {exc}"
-
-
 class WatchSource:
     """List + watch the API server behind ``client`` into ``sink`` until :meth:`stop`."""
 
     def __init__(self, client: AsyncClient, limits: Limits | None = None, annotate: bool = True) -> None:
-        self.client, self.limits, self.annotate = client, limits or Limits(), annotate
+        self.client, self.limits = client, limits or Limits()
         self.kinds = {res.__name__: _Kind(res) for res in WATCHED}
         self.stats = Stats()
         self.ready = asyncio.Event()               # every kind listed and handed over once
@@ -140,22 +133,19 @@ class WatchSource:
         self._events: asyncio.Queue = asyncio.Queue(maxsize=self.limits.queue_max)  # full: the watches wait
         self._applied: dict[Key, str] = {}          # key → the trimmed body last handed over (JSON)
         self._held: set[Key] = set()                # what the sink's desired state holds
-        self._notes: dict[tuple[str, str], str | None] = {}   # (ns, pod) → its annotation now
-        self._want_notes: dict[tuple[str, str], str] = {}    # to patch
-        self._last_want: dict[tuple[str, str], str] = {}     # every pod's, after the last pass
-        self._patch_wake = asyncio.Event()
+        self.annotator = PortAnnotator(client, self.limits, self.stats, self._stop, self._error) if annotate else None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def run(self, sink: WatchSink) -> Stats:
         self._loop = asyncio.get_running_loop()
-        if self.annotate:
-            sink.on_ports = self._ports_realized
         tasks = [asyncio.create_task(self._follow(kind), name=f"watch-{name}") for name, kind in self.kinds.items()]
         tasks.append(asyncio.create_task(self._hand_over(sink), name="hand-over"))
-        if self.annotate:
-            tasks.append(asyncio.create_task(self._write_back(), name="write-back"))
+        if self.annotator is not None:
+            self.annotator.bind(self._loop)
+            sink.on_ports = self.annotator.realized
+            tasks.append(asyncio.create_task(self.annotator.run(), name="write-back"))
         stopping = asyncio.create_task(self._stop.wait())
         try:   # every task loops until stopped: one that ends early is a fault, and ends the source
             await asyncio.wait([stopping, *tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -163,7 +153,7 @@ class WatchSource:
             for t in [stopping, *tasks]:
                 t.cancel()
             results = await asyncio.gather(*tasks, return_exceptions=True)
-            if self.annotate:
+            if self.annotator is not None:
                 sink.on_ports = None
         for result in results:
             if isinstance(result, Exception):
@@ -305,13 +295,17 @@ class WatchSource:
                     out[key_of(b)] = self._usable(b)
             elif type_ == "DELETED":
                 key = key_of(payload)
-                if key.kind == "Pod":
-                    self._notes.pop((key.namespace, key.name), None)
+                if self.annotator is not None and key.kind == "Pod":
+                    self.annotator.forget(key.namespace, key.name)
                 out[key] = None
             else:
                 self._note(payload)
                 out[key_of(payload)] = self._usable(payload)
         return out, relisted
+
+    def _note(self, body: Mapping[str, Any]) -> None:
+        if self.annotator is not None and body.get("kind") == "Pod":
+            self.annotator.seen(body, mapped(body))
 
     def _usable(self, body: Mapping[str, Any]) -> dict | None:
         """The body to hand over, or None: no port wanted, or an object the mapping
@@ -325,61 +319,6 @@ class WatchSource:
             self._error(f"{key_of(body)} ignored: {exc}")
             return None
         return out
-
-    # -- annotation write-back -----------------------------------------------------------------
-
-    def _note(self, body: Mapping[str, Any]) -> None:
-        """Remember a pod's annotation as the API server has it; one that lost ours
-        (re-created, or overwritten) is patched again without waiting for a pass."""
-        if body.get("kind") != "Pod":
-            return
-        key = key_of(body)
-        pod = (key.namespace, key.name)
-        self._notes[pod] = ((body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
-        if pod in self._last_want and self._notes[pod] != self._last_want[pod] and mapped(body):
-            self._want_notes[pod] = self._last_want[pod]
-            self._patch_wake.set()
-
-    def _ports_realized(self, ports: Mapping[tuple[str, str], dict], subnets: Mapping[str, dict]) -> None:
-        """The controller's hook after each pass (its thread): queue the pods whose
-        annotation differs from their port."""
-        want = {key: vif_annotation(port, subnets.get(port["network_id"])) for key, port in ports.items()}
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._queue_notes, want)
-
-    def _queue_notes(self, want: dict[tuple[str, str], str]) -> None:
-        self._last_want = want
-        self._want_notes = {k: v for k, v in want.items() if k in self._notes and self._notes[k] != v}
-        self._patch_wake.set()
-
-    async def _write_back(self) -> None:
-        """Merge-patch each queued pod; a failed patch is tried again after a bounded backoff."""
-        delay = self.limits.backoff_first
-        while not self._stop.is_set():
-            await self._patch_wake.wait()
-            self._patch_wake.clear()
-            todo, self._want_notes = self._want_notes, {}
-            failed = {}
-            for (ns, name), note in sorted(todo.items()):
-                if self._notes.get((ns, name)) == note:
-                    continue
-                try:
-                    await self.client.patch(Pod, name, {"metadata": {"annotations": {ANNOTATION: note}}},
-                                            namespace=ns, patch_type=PatchType.MERGE)
-                    self._notes[(ns, name)] = note
-                    self.stats.patches += 1
-                except Exception as exc:  # noqa: BLE001
-                    if isinstance(exc, ApiError) and exc.status.code == 404:
-                        continue   # a pod deleted meanwhile needs no annotation
-                    self._error(f"annotate {ns}/{name}: {describe(exc)}")
-                    failed[(ns, name)] = note
-            if failed:
-                self._want_notes = {**failed, **self._want_notes}
-                self._patch_wake.set()
-                await self._sleep(delay)
-                delay = min(delay * 2, self.limits.backoff_max)
-            else:
-                delay = self.limits.backoff_first
 
     # -- helpers -------------------------------------------------------------------------------
 
