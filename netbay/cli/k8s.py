@@ -121,7 +121,7 @@ def exec_(pod: str = typer.Argument(..., help="The pod, as NAMESPACE/NAME."),
     import os
 
     from netbay.coe.executor import NET, Api
-    from netbay.dataplane.agent import Credentials
+    from netbay.agent import Credentials
     from netbay.dataplane.names import Names
     from netbay.k8s.sandbox import PodSandboxes
 
@@ -138,3 +138,50 @@ def exec_(pod: str = typer.Argument(..., help="The pod, as NAMESPACE/NAME."),
     ns = PodSandboxes(Names(prefix)).ns(ports[0]["id"])
     os.execvp("ip", ["ip", "netns", "exec", ns, "sh", "-c", 'set -a; . /etc/environment; set +a; exec "$@"',
                      "sh", *command])
+
+@app.command()
+def watch(kubeconfig: Path = typer.Option(None, "--kubeconfig", envvar="KUBECONFIG",
+                                          help="The kubeconfig (as kubectl reads it; default ~/.kube/config)."),
+          context: str | None = typer.Option(None, "--context", help="The kubeconfig context (default: current)."),
+          cluster: str = ClusterOpt, url: str | None = UrlOpt, data_dir: Path | None = DataDirOpt,
+          database_url: str | None = DbOpt, prefix: str = PrefixOpt,
+          server_timeout: int = typer.Option(300, "--watch-timeout", min=1, max=3600,
+                                             help="Seconds before a watch request is renewed."),
+          annotate: bool = typer.Option(True, "--annotate/--no-annotate",
+                                        help="Write each pod's port back onto it (annotation netbay.io/vif).")) -> None:
+    """Follow a Kubernetes API server (list + watch) and converge the cluster to it, until SIGINT/SIGTERM."""
+    import asyncio
+    import signal
+
+    from lightkube import AsyncClient, ConfigError, KubeConfig
+
+    from netbay.coe.executor import ApiError
+    from netbay.k8s.watch import Limits, WatchSource
+
+    try:
+        config = KubeConfig.from_file(kubeconfig or Path.home() / ".kube" / "config")
+        single = config.get(context_name=context)
+        ctrl = _controller(cluster, url, data_dir, database_url, prefix)
+    except (ConfigError, ApiError, LookupError, ValueError, OSError) as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+
+    async def follow() -> None:
+        client = AsyncClient(config=single)
+        source = WatchSource(client, Limits(server_timeout=server_timeout), annotate=annotate)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, source.stop)
+        try:
+            stats = await source.run(ctrl)
+        finally:
+            await client.close()
+        console.print(f"stopped: {stats.passes} passes, {stats.relists} lists, {stats.patches} pods annotated")
+
+    try:
+        asyncio.run(follow())
+    except Exception as exc:  # noqa: BLE001 - a fault in the source: say so, exit non-zero
+        err.print(f"[red]error:[/] the watch source stopped: {type(exc).__name__}: {exc}")
+        raise typer.Exit(1) from None
+    finally:
+        ctrl.close()

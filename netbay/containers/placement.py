@@ -44,7 +44,7 @@ def hinted(value: Any) -> dict[str, str]:
 def place(session: Session, ctx: Context, hints: dict[str, str]) -> tuple[str, str]:
     """(cluster id, node name) for ``hints`` (``cluster`` given), or Zun's refusal."""
     from netbay.coe import clusters
-    from netbay.dataplane.clusternet import make_driver
+    from netbay.drivers.realizer import make_driver
 
     cluster = clusters.get(session, ctx, hints["cluster"])   # 404 in Zun's format
     if not cluster.status.endswith("_COMPLETE"):

@@ -7,9 +7,10 @@ load balancer whose VIP is the cluster IP, Endpoints → members, LoadBalancer /
 externalIPs → floating IP, NetworkPolicy → the policy hook (:mod:`.policyhook`).
 
 Objects reach the handlers through a *source* (:mod:`.source`): the manifest source
-(``netbay k8s apply -f``) here; a watch source (API server list + watch) plugs into
-the same interface. Whatever the source, the objects are first written to the store
-(``k8s_objects``, the desired state) and the controller then converges netbay's
+(``netbay k8s apply -f``) and the API-server source (:mod:`.watch`, ``netbay k8s
+watch``: list + watch, writing each pod's port back onto it) share the interface.
+Whatever the source, the objects are first written to the store (``k8s_objects``,
+the desired state) and the controller then converges netbay's
 resources to them — so a resync after any crash adopts what exists and deletes what
 nothing wants.
 """

@@ -15,7 +15,7 @@ import logging
 import socket
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +80,9 @@ class Controller:
         self.listeners: dict[str, tuple[str, int, str]] = {}   # listener id → (protocol, port, pool id)
         self.members: dict[str, list[tuple[str, int]]] = {}     # pool id → [(address, port)]
         self._lock = threading.Lock()
+        # Called after each pass with every pod's port and the subnets by network id
+        # (the watch source writes the port back onto the pod from it).
+        self.on_ports: Callable[[Mapping[tuple[str, str], dict], Mapping[str, dict]], None] | None = None
 
     # -- what a source calls -----------------------------------------------------------------
 
@@ -90,6 +93,10 @@ class Controller:
     def delete(self, keys: Iterable[Key]) -> Report:
         desired.drop(self.store, self.refs.cluster_id, keys)
         return self.resync(full=False)
+
+    def keys(self) -> list[Key]:
+        """The objects the cluster's desired state holds (a re-listing source drops the rest)."""
+        return [objects.key_of(b) for b in desired.load(self.store, self.refs.cluster_id)]
 
     def delete_all(self) -> Report:
         """Forget every object of the cluster and remove what was made for them."""
@@ -120,6 +127,8 @@ class Controller:
             self._sweep_segments(segments, report, known)
             self._sweep_sandboxes(ports, report)
             self.known = Known(dict(segments), {p["name"]: p for p in ports.values()}, lbs, fips)
+            if self.on_ports is not None:
+                self.on_ports(ports, {net["id"]: subnet for net, subnet in segments.values()})
             return report
 
     # -- namespaces (or nodes) → networks ------------------------------------------------------

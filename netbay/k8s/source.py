@@ -1,9 +1,9 @@
 """Sources of Kubernetes objects: what hands objects to the controller.
 
 A source only says what exists (``apply``) and what no longer does (``delete``);
-the controller stores it and converges. The manifest source reads files; a watch
-source (API server list + watch) would call the same two methods from its events
-and ``resync`` after a re-list (``410 Gone``).
+the controller stores it and converges. The manifest source reads files; the watch
+source (:mod:`.watch`, API server list + watch) calls the same two methods from its
+events and ``resync`` after a (re-)list.
 """
 
 from __future__ import annotations

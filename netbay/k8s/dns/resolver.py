@@ -28,7 +28,7 @@ from typing import Any
 from netbay.coe.executor import NET, ApiError
 from netbay.dataplane import netns
 from netbay.dataplane.fabric import KURYR_POD
-from netbay.dataplane.loadbalancer import announce
+from netbay.dataplane.garp import announce
 from netbay.dataplane.rtnl import release
 from netbay.k8s.sandbox import PodSandboxes, pod_port
 
