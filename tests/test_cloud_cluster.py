@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +27,12 @@ import pytest
 from coehelp import ci_client, make_template, wait_status
 from conftest import start_server, stop_server, unique
 
+from netbay.backends.openstack import OpenStackBackend
+from netbay.coe.compose import build
+from netbay.coe.executor import Interrupted, Stack
 from netbay.coe.handlers import NO_OCTAVIA
+from netbay.store import migrate
+from netbay.store.db import Store
 from tests.peers.openstack_cloud import Cloud, openstack_cloud
 
 pytestmark = pytest.mark.peers
@@ -178,3 +184,61 @@ def test_a_master_load_balancer_is_refused_by_name_before_anything_is_made(
 def _lb_template(ci: httpx.Client) -> dict:
     return make_template(ci, name=unique("cloud-lb"), external_network_id="public", network_driver="flannel",
                          floating_ip_enabled=True, master_lb_enabled=True, labels={"flannel_backend": "vxlan"})
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('stacks') / 'netbay.db'}"
+    migrate.upgrade(url)
+    s = Store(url)
+    yield s
+    s.dispose()
+
+
+def test_a_restart_adopts_by_tag_and_a_crashed_delete_is_finished(
+        store: Store, admin, env: dict[str, str]) -> None:  # noqa: ANN001
+    """The executor itself on the cloud (no netbay server): it stops dead right after the
+    cloud made a network, a security group, a port and a floating IP but before their ids
+    were written down; a new executor finds them by tag instead of making them twice. A
+    delete stopped half-way is finished by the next one, and the sweep leaves nothing."""
+    template = {"coe": "kubernetes", "network_driver": "flannel", "external_network_id": "public",
+                "master_lb_enabled": False, "floating_ip_enabled": True, "labels": {"flannel_backend": "vxlan"}}
+    c = {"name": unique("c"), "uuid": str(uuid.uuid4()), "master_count": 1, "node_count": 2}
+    graph = build(template, c)
+    lost = {next(n for n, node in sorted(graph.nodes.items()) if node.type == t)
+            for t in ("OS::Neutron::Net", "OS::Neutron::SecurityGroup", "OS::Neutron::Port", "OS::Neutron::FloatingIP")}
+    before = cli_snapshot(env)
+    cloud_net = OpenStackBackend(connection=admin)
+
+    def stack(**kw) -> Stack:  # noqa: ANN003
+        return Stack(store, None, cluster_id=c["uuid"], name=c["name"], project_id=admin.current_project_id,
+                     net=cloud_net, **kw)
+
+    def crash_after_made(name: str, action: str, status: str) -> None:
+        if status == "MADE" and name in lost:
+            raise Interrupted()
+
+    with pytest.raises(Interrupted):
+        stack(hook=crash_after_made).create(graph, {"template": template, "cluster": c})
+    outcome = stack().resume()
+    assert outcome is not None and outcome.status == "CREATE_COMPLETE", outcome
+    tag = f"netbay-cluster={c['uuid']}"
+    net = admin.network
+    counts = (len(list(net.networks(tags=tag))), len(list(net.ports(tags=tag))), len(list(net.ips(tags=tag))),
+              len(list(net.security_groups(tags=tag))))
+    groups = sum(node.type == "OS::Neutron::SecurityGroup" for node in graph.nodes.values())
+    assert counts == (1, 3, 3, groups), counts   # nothing made twice
+
+    deleted = [0]
+
+    def crash_midway(name: str, action: str, status: str) -> None:
+        if action == "DELETE" and status == "COMPLETE":
+            deleted[0] += 1
+            if deleted[0] == 6:
+                raise Interrupted()
+
+    with pytest.raises(Interrupted):
+        stack(hook=crash_midway).delete()
+    assert cli_snapshot(env) != before
+    assert stack().resume().status == "DELETE_COMPLETE"
+    assert cli_snapshot(env) == before
