@@ -242,3 +242,22 @@ def test_a_restart_adopts_by_tag_and_a_crashed_delete_is_finished(
     assert cli_snapshot(env) != before
     assert stack().resume().status == "DELETE_COMPLETE"
     assert cli_snapshot(env) == before
+
+
+def test_up_refuses_a_cloud_that_does_not_answer(cloud: Cloud, tmp_path: Path) -> None:
+    """``netbay up --backend openstack`` checks the cloud before serving: a refused login
+    (or no cloud named) stops it with the reason, before anything listens."""
+    clouds = tmp_path / "clouds.yaml"
+    clouds.write_text(json.dumps({"clouds": {"wrong": {"auth": cloud.auth(password="not-the-password"),
+                                                       "region_name": "RegionOne", "identity_api_version": 3}}}))
+    base = [sys.executable, "-m", "netbay.cli.main", "up", "--no-agent", "--port", "0", "--data-dir",
+            str(tmp_path / "nb"), "--database-url", f"sqlite:///{tmp_path / 'nb.db'}", "--backend", "openstack"]
+    env = {**os.environ, "OS_CLIENT_CONFIG_FILE": str(clouds), "NETBAY_ADMIN_PASSWORD": "x"}
+    env.pop("OS_CLOUD", None)
+    r = subprocess.run([*base, "--os-cloud", "wrong"], capture_output=True, text=True, timeout=180, env=env)
+    said = r.stdout + r.stderr
+    assert r.returncode == 2, said
+    assert "unreachable" in said and ("401" in said or "Unauthorized" in said), said
+    assert "starting" not in said and not (tmp_path / "nb").exists()   # refused before anything
+    r = subprocess.run(base, capture_output=True, text=True, timeout=180, env=env)
+    assert r.returncode == 2 and "no cloud named" in r.stdout + r.stderr, r.stdout + r.stderr

@@ -110,7 +110,7 @@ def _claim_data_dir(data_dir: Path, url: str, agent_prefix: str | None) -> None:
 
 def _run_server(settings: Settings, sock, host: str, port: int, noauth: bool,  # noqa: ANN001
                 public_url: str | None, token_ttl: int, agent: bool = False, agent_prefix: str = "nb-",
-                conductor: bool = True, backend: str | None = None, os_cloud: str | None = None) -> None:
+                conductor: bool = True, network_backend: tuple[str, str | None] = ("embedded", None)) -> None:
     import uvicorn
 
     from netbay.api.app import create_app
@@ -132,7 +132,6 @@ def _run_server(settings: Settings, sock, host: str, port: int, noauth: bool,  #
                       "For development only; never expose this server.[/]")
     connect = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
     self_url = f"http://{connect}:{port}" if conductor else None
-    network_backend = _network_backend(backend, os_cloud)
     application = create_app(store, noauth=noauth, public_url=public_url, token_ttl=token_ttl,
                              self_url=self_url, network_backend=network_backend)
     if agent:
@@ -181,11 +180,12 @@ def serve(
 ) -> None:
     """Run the API services (identity, network, load balancers, container infrastructure)."""
     _logging()
+    network_backend = _network_backend(backend, os_cloud)
     sock = _listen(host, port)
     settings = Settings.resolve(data_dir, database_url)
     _claim_data_dir(settings.data_dir, f"http://{host}:{port}", None)
-    _run_server(settings, sock, host, port, noauth, public_url, token_ttl, conductor=conductor, backend=backend,
-                os_cloud=os_cloud)
+    _run_server(settings, sock, host, port, noauth, public_url, token_ttl, conductor=conductor,
+                network_backend=network_backend)
 
 
 @app.command()
@@ -211,6 +211,7 @@ def up(
     from netbay.cli.bootstrap import prepare
 
     _logging()
+    network_backend = _network_backend(backend, os_cloud)
     sock = _listen(host, port)
     if agent and os.geteuid() != 0:
         console.print("[yellow]not root: API only, no dataplane agent[/] (run as root, or pass --no-agent)")
@@ -232,7 +233,7 @@ def up(
         connect = "127.0.0.1" if host in ("0.0.0.0", "") else host
         libnetwork_cli.start_beside_up(openrc, f"http://{connect}:{port}", agent_prefix)
     _run_server(settings, sock, host, port, False, public_url, token_ttl, agent=agent,
-                agent_prefix=agent_prefix, conductor=conductor, backend=backend, os_cloud=os_cloud)
+                agent_prefix=agent_prefix, conductor=conductor, network_backend=network_backend)
 
 
 @app.command()
