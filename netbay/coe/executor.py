@@ -36,7 +36,7 @@ from sqlalchemy import select
 
 from netbay.backends import NetworkBackend
 from netbay.backends.http import HttpBackend
-from netbay.coe import handlers
+from netbay.coe import handlers, intrinsics
 from netbay.coe.apiclient import LB, NET, SANDBOXES, Api, ApiError, error_message
 from netbay.coe.graph import Graph, Node
 from netbay.coe.sweep import sweep, sweep_workloads
@@ -456,28 +456,7 @@ class Stack:
     # -- intrinsics --------------------------------------------------------------------------------
 
     def _resolve(self, graph: Graph, value: Any) -> Any:
-        if isinstance(value, Mapping):
-            if len(value) == 1:
-                (key, arg), = value.items()
-                if key == "get_param":
-                    return graph.value(arg)
-                if key == "get_resource":
-                    return self._row(arg).physical_id
-                if key == "get_attr":
-                    out: Any = self._row(arg[0]).attributes
-                    for step in arg[1:]:
-                        step = self._resolve(graph, step)
-                        out = out[int(step)] if isinstance(out, list) else out[step]
-                    return out
-                if key == "str_replace":
-                    text = str(self._resolve(graph, arg["template"]))
-                    for k, v in self._resolve(graph, arg.get("params") or {}).items():
-                        text = text.replace(k, str(v))
-                    return text
-            return {k: self._resolve(graph, v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self._resolve(graph, v) for v in value]
-        return value
+        return intrinsics.resolve(graph, value, self._row)
 
     def _row(self, name: str) -> Row:
         row = self.rows.get(name)
@@ -486,13 +465,7 @@ class Stack:
         return row
 
     def _outputs(self, graph: Graph) -> dict[str, Any]:
-        values: dict[str, Any] = {}
-        for key, out in graph.outputs.items():
-            try:
-                values[key] = self._resolve(graph, out.value)
-            except (LookupError, KeyError, IndexError, TypeError):
-                values[key] = None
-        return values
+        return intrinsics.outputs(graph, self._row)
 
     # -- naming, lookups, load balancers ---------------------------------------------------------
 
