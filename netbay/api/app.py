@@ -22,12 +22,13 @@ log = logging.getLogger("netbay")
 
 def create_app(
     store: Store, *, noauth: bool = False, public_url: str | None = None, token_ttl: int = DEFAULT_TTL,
-    self_url: str | None = None,
+    self_url: str | None = None, network_backend: tuple[str, str | None] = ("embedded", None),
 ) -> FastAPI:
     """The application. ``self_url`` (where this server answers) enables the cluster
-    conductor, which builds clusters through the server's own APIs."""
+    conductor, which builds clusters through the server's own APIs, or makes their
+    network in a cloud's Neutron (``network_backend=("openstack", cloud)``)."""
     feed = ChangeFeed(store)
-    conductor = EmbeddedConductor(store) if self_url else NoConductor()
+    conductor = EmbeddedConductor(store, network=network_backend) if self_url else NoConductor()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):  # noqa: ANN202

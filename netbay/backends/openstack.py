@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import openstack
+from keystoneauth1 import exceptions as auth_errors
 from openstack import exceptions as sdk_errors
 from openstack.resource import Resource as SdkResource
 
@@ -43,11 +44,23 @@ class OpenStackBackend:
                  **config: Any) -> None:
         self.conn = connection or openstack.connect(cloud=cloud, **config)
         self.net = self.conn.network
+        self._untagged_posts: set[str] = set()  # members this Neutron refuses ``tags`` on POST for
 
     # -- CRUD ------------------------------------------------------------------------------
 
     def create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return _call(lambda: _plain(getattr(self.net, f"create_{_sdk(member)}")(**body)))
+        """Tags go in the body where the cloud's Neutron takes them on POST; where it refuses
+        them (``Attribute 'tags' not allowed in POST``, e.g. security groups), the object is
+        made without, and the caller sees no tags and sets them (``set_tags``)."""
+        make = getattr(self.net, f"create_{_sdk(member)}")
+        if "tags" in body and member not in self._untagged_posts:
+            try:
+                return _call(lambda: _plain(make(**body)))
+            except errors.BadRequest as exc:
+                if "'tags' not allowed" not in exc.message:
+                    raise
+                self._untagged_posts.add(member)
+        return _call(lambda: _plain(make(**{k: v for k, v in body.items() if k != "tags"})))
 
     def show(self, member: str, obj_id: str) -> dict[str, Any]:
         return _call(lambda: _plain(getattr(self.net, f"get_{_sdk(member)}")(obj_id)))
@@ -81,6 +94,9 @@ class OpenStackBackend:
 
         return _call(run)
 
+    def close(self) -> None:
+        self.conn.close()
+
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "auth_url": self.conn.config.get_auth_args().get("auth_url"),
                 "network": _call(lambda: self.net.get_endpoint()),
@@ -107,6 +123,10 @@ def _call(fn: Callable[[], Any]) -> Any:
         raise _translate(exc) from exc
     except sdk_errors.ResourceNotFound as exc:  # raised without a response by some lookups
         raise errors.NotFound(str(exc)) from exc
+    except (sdk_errors.SDKException, auth_errors.ClientException) as exc:  # no answer, or no usable one
+        err = errors.NetbayError(f"{type(exc).__name__}: {exc}", kind="CloudUnreachable")
+        err.status = 502
+        raise err from exc
 
 
 def _translate(exc: sdk_errors.HttpException) -> errors.NetbayError:

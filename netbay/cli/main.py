@@ -52,6 +52,10 @@ DbUrl = typer.Option(None, "--database-url", envvar="NETBAY_DATABASE_URL",
 Host = typer.Option("127.0.0.1", "--host", help="Address to listen on.")
 PortOpt = typer.Option(9696, "--port", help="Port to listen on.")
 TokenTTL = typer.Option(43200, "--token-ttl", min=1, help="Seconds a token stays valid.")
+BackendOpt = typer.Option(None, "--backend", envvar="NETBAY_NETWORK_BACKEND",
+                          help="Where clusters' networks are made: embedded (default) or openstack (a cloud's Neutron).")
+OsCloudOpt = typer.Option(None, "--os-cloud", envvar="OS_CLOUD",
+                          help="clouds.yaml entry of the openstack backend's cloud (its Keystone and Neutron).")
 
 
 @db_app.command("upgrade")
@@ -106,7 +110,7 @@ def _claim_data_dir(data_dir: Path, url: str, agent_prefix: str | None) -> None:
 
 def _run_server(settings: Settings, sock, host: str, port: int, noauth: bool,  # noqa: ANN001
                 public_url: str | None, token_ttl: int, agent: bool = False, agent_prefix: str = "nb-",
-                conductor: bool = True) -> None:
+                conductor: bool = True, network_backend: tuple[str, str | None] = ("embedded", None)) -> None:
     import uvicorn
 
     from netbay.api.app import create_app
@@ -129,12 +133,35 @@ def _run_server(settings: Settings, sock, host: str, port: int, noauth: bool,  #
     connect = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
     self_url = f"http://{connect}:{port}" if conductor else None
     application = create_app(store, noauth=noauth, public_url=public_url, token_ttl=token_ttl,
-                             self_url=self_url)
+                             self_url=self_url, network_backend=network_backend)
     if agent:
         agent_cli.serve_with_agent(application, host, port, agent_prefix, sock=sock)
         return
     config = uvicorn.Config(application, host=host, port=port, log_level="warning", access_log=False)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _network_backend(backend: str | None, os_cloud: str | None) -> tuple[str, str | None]:
+    """The backend chosen, checked before serving: an ``openstack`` cloud must answer. Its
+    Keystone then also vouches for netbay's callers (``NETBAY_EXTERNAL_KEYSTONE``, unless set)."""
+    from netbay.backends import report
+
+    try:
+        kind, cloud = report.chosen(backend, os_cloud)
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    if kind == "embedded":
+        return kind, None
+    seen = report.report(kind, cloud)
+    if not seen["reachable"]:
+        console.print(f"[red]error:[/] network backend openstack (cloud {cloud!r}) unreachable: {seen['detail']}")
+        raise typer.Exit(2)
+    if seen.get("auth_url"):
+        os.environ.setdefault("NETBAY_EXTERNAL_KEYSTONE", seen["auth_url"])
+    console.print(f"network backend: [bold]openstack[/] cloud {cloud!r}, Neutron at {seen['network']}; "
+                  f"identity from {os.environ.get('NETBAY_EXTERNAL_KEYSTONE')}")
+    return kind, cloud
 
 
 @app.command()
@@ -148,13 +175,17 @@ def serve(
     token_ttl: int = TokenTTL,
     conductor: bool = typer.Option(True, "--conductor/--no-conductor", envvar="NETBAY_CONDUCTOR",
                                    help="Build clusters (off: they wait in *_IN_PROGRESS)."),
+    backend: str = BackendOpt,
+    os_cloud: str = OsCloudOpt,
 ) -> None:
     """Run the API services (identity, network, load balancers, container infrastructure)."""
     _logging()
+    network_backend = _network_backend(backend, os_cloud)
     sock = _listen(host, port)
     settings = Settings.resolve(data_dir, database_url)
     _claim_data_dir(settings.data_dir, f"http://{host}:{port}", None)
-    _run_server(settings, sock, host, port, noauth, public_url, token_ttl, conductor=conductor)
+    _run_server(settings, sock, host, port, noauth, public_url, token_ttl, conductor=conductor,
+                network_backend=network_backend)
 
 
 @app.command()
@@ -172,12 +203,15 @@ def up(
                                      help="Name prefix of the agent's namespaces."),
     conductor: bool = typer.Option(True, "--conductor/--no-conductor", envvar="NETBAY_CONDUCTOR",
                                    help="Build clusters (off: they wait in *_IN_PROGRESS)."),
+    backend: str = BackendOpt,
+    os_cloud: str = OsCloudOpt,
 ) -> None:
     """Migrate, bootstrap, create the ``public`` external network, write an openrc; serve the
     API and run the dataplane agent."""
     from netbay.cli.bootstrap import prepare
 
     _logging()
+    network_backend = _network_backend(backend, os_cloud)
     sock = _listen(host, port)
     if agent and os.geteuid() != 0:
         console.print("[yellow]not root: API only, no dataplane agent[/] (run as root, or pass --no-agent)")
@@ -199,7 +233,7 @@ def up(
         connect = "127.0.0.1" if host in ("0.0.0.0", "") else host
         libnetwork_cli.start_beside_up(openrc, f"http://{connect}:{port}", agent_prefix)
     _run_server(settings, sock, host, port, False, public_url, token_ttl, agent=agent,
-                agent_prefix=agent_prefix, conductor=conductor)
+                agent_prefix=agent_prefix, conductor=conductor, network_backend=network_backend)
 
 
 @app.command()

@@ -55,9 +55,11 @@ class EmbeddedConductor:
 
     builds = True
 
-    def __init__(self, store: Store, workers: int = WORKERS) -> None:
+    def __init__(self, store: Store, workers: int = WORKERS, network: tuple[str, str | None] = ("embedded", None)
+                 ) -> None:
         self.store = store
         self.workers = workers
+        self.network = network  # (backend kind, clouds.yaml cloud): where Neutron's types are made
         self._api_factory: Callable[[], Any] | None = None
         self._queue: dict[str, str] = {}     # cluster id -> the action still to run
         self._running: set[str] = set()
@@ -195,7 +197,12 @@ class EmbeddedConductor:
         if action != "delete" and no_room:
             return self._report(cluster_id, action, Outcome(f"{verb}_FAILED", no_room))
         api = self._api_factory()
-        stack = Stack(self.store, api, cluster_id=cluster_id, name=name, project_id=project)
+        try:
+            net = self._network()
+        except Exception as exc:  # noqa: BLE001 - an unreachable cloud fails the cluster, with why
+            api.close()
+            return self._report(cluster_id, action, Outcome(f"{verb}_FAILED", f"network backend: {exc}"))
+        stack = Stack(self.store, api, cluster_id=cluster_id, name=name, project_id=project, net=net)
         try:
             if action == "delete":
                 clusternet.forget(self.store, cluster_id)
@@ -211,7 +218,19 @@ class EmbeddedConductor:
             outcome = Outcome(f"{verb}_FAILED", f"{type(exc).__name__}: {exc}")
         finally:
             api.close()
+            if net is not None and hasattr(net, "close"):
+                net.close()
         return self._report(cluster_id, action, outcome)
+
+    def _network(self) -> Any:
+        """The ``openstack`` backend's connection for one run (None: netbay's own service,
+        over the API client the stack already has)."""
+        kind, cloud = self.network
+        if kind != "openstack":
+            return None
+        from netbay.backends import open_backend
+
+        return open_backend("openstack", cloud=cloud)
 
     def _report(self, cluster_id: str, action: str, outcome: Any) -> str | None:
         """Write the outcome and give the lease up, in one transaction. A lease lost (this

@@ -85,9 +85,11 @@ class Cloud:
 class _Uwsgi:
     """One uWSGI master serving one WSGI module; stopped by its process group."""
 
-    def __init__(self, venv: Path, module: str, port: int, env: dict[str, str], log: Path) -> None:
+    def __init__(self, venv: Path, module: str, port: int, env: dict[str, str], log: Path,
+                 processes: int = 2) -> None:
         argv = [str(venv / "bin" / "uwsgi"), "--http", f"127.0.0.1:{port}", "--http-keepalive",
-                "--module", module, "--master", "--processes", "2", "--threads", "1", "--enable-threads",
+                "--module", module, "--master", "--processes", str(processes), "--threads", "1",
+                "--enable-threads",
                 "--die-on-term", "--buffer-size", "65535", "--need-app", "--lazy-apps"]
         self.log = log
         self.proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log.open("wb"),
@@ -147,7 +149,7 @@ api_paste_config = {paste}
 notify_nova_on_port_status_changes = false
 notify_nova_on_port_data_changes = false
 [database]
-connection = sqlite:///{work}/neutron.db
+connection = sqlite:///{work}/neutron.db?timeout=30
 [keystone_authtoken]
 www_authenticate_uri = {auth_url}
 auth_url = {auth_url}
@@ -214,7 +216,8 @@ def openstack_cloud(work: Path) -> Iterator[Cloud]:
              str(work / "ml2_conf.ini"), "stamp", "heads")
         neutron = _Uwsgi(venv, "neutron.wsgi.api:application", nt_port,
                          {"OS_NEUTRON_CONFIG_DIR": str(work),
-                          "OS_NEUTRON_CONFIG_FILES": "neutron.conf;ml2_conf.ini"}, work / "neutron.log")
+                          "OS_NEUTRON_CONFIG_FILES": "neutron.conf;ml2_conf.ini"}, work / "neutron.log",
+                         processes=1)  # one writer: SQLite refuses concurrent ones ("database is locked")
         servers.append(neutron)
         neutron.wait_ready(network_url + "/")
         _default_rule_templates(cloud)

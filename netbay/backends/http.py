@@ -1,0 +1,101 @@
+"""netbay's own network service behind the seam, reached over its Neutron API.
+
+This is the embedded backend as the cluster builder uses it. Why HTTP and not
+:class:`netbay.backends.embedded.EmbeddedBackend` in-process: the builder acts
+with a token, so every call passes the API's whole path — Keystone-style
+policy on the token's roles, the owner project's quotas, Neutron's request
+validation — and a refusal carries the API's own error text (and
+``NeutronError.type``) into a cluster's ``status_reason``, exactly as before
+the seam. The in-process backend skips the API's policy layer (it acts as
+whatever ``Context`` it is given), which is right for callers inside the
+server, not for a builder standing in for a user's Heat.
+
+Failures come out as ``netbay.errors`` (status, kind, message), as from the
+``openstack`` backend, so callers above the seam handle one kind of error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from netbay import errors
+from netbay.coe.apiclient import NET, Api, ApiError
+
+# Neutron member -> its collection in the URL (and, with "-" as "_", in list bodies).
+COLLECTIONS = {
+    "network": "networks", "subnet": "subnets", "subnetpool": "subnetpools", "port": "ports",
+    "router": "routers", "floatingip": "floatingips", "security_group": "security-groups",
+    "security_group_rule": "security-group-rules",
+}
+_BY_STATUS: dict[int, type[errors.NetbayError]] = {
+    400: errors.BadRequest, 401: errors.Unauthorized, 403: errors.Forbidden, 404: errors.NotFound,
+    409: errors.Conflict, 412: errors.PreconditionFailed,
+}
+
+
+class HttpBackend:
+    """netbay's Neutron API at ``api`` (an :class:`netbay.coe.apiclient.Api` with its token)."""
+
+    name = "embedded"
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+
+    def create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._call("POST", _path(member), {member: dict(body)})[member]
+
+    def show(self, member: str, obj_id: str) -> dict[str, Any]:
+        return self._call("GET", f"{_path(member)}/{obj_id}")[member]
+
+    def list(self, member: str, **filters: Any) -> list[dict[str, Any]]:
+        params = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) and k.endswith("tags") else v
+                  for k, v in filters.items()}
+        return self._call("GET", _path(member), **params)[COLLECTIONS[member].replace("-", "_")]
+
+    def update(self, member: str, obj_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._call("PUT", f"{_path(member)}/{obj_id}", {member: dict(body)})[member]
+
+    def delete(self, member: str, obj_id: str) -> None:
+        self._call("DELETE", f"{_path(member)}/{obj_id}")
+
+    def add_router_interface(self, router_id: str, *, subnet_id: str | None = None,
+                             port_id: str | None = None) -> dict[str, Any]:
+        return self._call("PUT", f"{NET}/routers/{router_id}/add_router_interface", _interface(subnet_id, port_id))
+
+    def remove_router_interface(self, router_id: str, *, subnet_id: str | None = None,
+                                port_id: str | None = None) -> dict[str, Any]:
+        return self._call("PUT", f"{NET}/routers/{router_id}/remove_router_interface",
+                          _interface(subnet_id, port_id))
+
+    def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+        return self._call("PUT", f"{_path(member)}/{obj_id}/tags", {"tags": list(tags)})["tags"]
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "network": self.api.url + NET}
+
+    def _call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        return translated(lambda: self.api.call(method, path, body, **params))
+
+
+def translated(fn: Callable[[], Any]) -> Any:
+    """Run an API call; its refusal becomes the matching ``netbay.errors`` (status, type, text)."""
+    try:
+        return fn()
+    except ApiError as exc:
+        cls = _BY_STATUS.get(exc.status, errors.NetbayError)
+        err = cls(exc.message, kind=exc.kind)
+        if cls is errors.NetbayError:
+            err.status = exc.status
+        raise err from exc
+
+
+def _path(member: str) -> str:
+    try:
+        return f"{NET}/{COLLECTIONS[member]}"
+    except KeyError:
+        raise errors.BadRequest(f"unknown network resource {member!r}") from None
+
+
+def _interface(subnet_id: str | None, port_id: str | None) -> dict[str, str]:
+    return {k: v for k, v in (("subnet_id", subnet_id), ("port_id", port_id)) if v}

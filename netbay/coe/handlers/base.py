@@ -1,0 +1,91 @@
+"""What every handler shares: the base ``Handler`` and the one rule for errors.
+
+A handler maps one Heat type onto a service. Network handlers call the
+``NetworkBackend`` (``st.net``); load balancers and sandboxes call netbay's own
+API (``st.api``). Both kinds of refusal — ``netbay.errors`` from the seam,
+``ApiError`` from the HTTP client — carry a ``status`` and a ``message``, so a
+404 means "already gone" whichever answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from netbay.coe.apiclient import ApiError
+from netbay.errors import NetbayError
+
+if TYPE_CHECKING:
+    from netbay.coe.executor import Row, Stack
+
+Refused = (ApiError, NetbayError)
+
+
+def gone_ok(call: Callable[[], Any]) -> None:
+    """A delete: 404 means already gone."""
+    try:
+        call()
+    except Refused as exc:
+        if exc.status != 404:
+            raise
+
+
+def or_none(call: Callable[[], Any]) -> Any:
+    """A read: None when the object is gone."""
+    try:
+        return call()
+    except Refused as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+class Handler:
+    """How one Heat type maps onto a service. ``create`` returns (physical id,
+    attributes for get_attr); ``finish`` completes an adopted or new resource;
+    ``exists`` re-reads attributes (None when gone); ``find`` looks up by tag."""
+
+    def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def finish(self, st: Stack, pid: str, attrs: dict[str, Any], props: dict[str, Any]) -> dict[str, Any]:
+        return attrs
+
+    def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def find(self, st: Stack, name: str) -> tuple[str, dict[str, Any]] | None:
+        return None
+
+    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class ValueHandler(Handler):
+    """``OS::Heat::Value``: nothing to make; the resolved value is its attribute."""
+
+    def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return f"value:{name}", {"value": props.get("value")}
+
+    def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
+        return row.attributes
+
+    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
+        return None
+
+
+class Unavailable(Handler):
+    """A type the backend's cloud cannot make (no such service, or not driven yet):
+    refused by name before anything is made, so the reason is the first thing said."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        raise RuntimeError(self.why)
+
+    def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
+        return None
+
+    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
+        return None

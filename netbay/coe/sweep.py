@@ -1,0 +1,61 @@
+"""Delete by tag: what a cluster made that its state table does not know of.
+
+Network objects are listed and deleted through the ``NetworkBackend`` seam (the
+cloud's Neutron on the ``openstack`` backend); load balancers and sandboxes
+through netbay's own API, where the backend has them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from netbay.coe.apiclient import LB, SANDBOXES
+from netbay.coe.handlers import gone_ok
+from netbay.coe.handlers.neutron import RouterHandler
+from netbay.coe.handlers.octavia import LoadBalancerHandler
+
+if TYPE_CHECKING:
+    from netbay.coe.executor import Stack
+
+
+def _delete_all(st: Stack, member: str, tags: str) -> None:
+    for obj in st.net.list(member, tags=tags):
+        gone_ok(lambda obj=obj: st.net.delete(member, obj["id"]))
+
+
+def sweep_workloads(st: Stack) -> None:
+    """What was made on the cluster outside its graph — the Kubernetes mapping's
+    (:mod:`netbay.k8s`) floating IPs, load balancers, pod and resolver ports and namespace networks,
+    tagged ``netbay-k8s=…`` as well — before the graph's own resources: they hang on
+    its router and service subnet, which cannot go while they are there."""
+    tag = f"netbay-cluster={st.cluster_id}"
+    _delete_all(st, "floatingip", f"{tag},netbay-k8s=service")
+    if st.has_own_services:
+        for lb in st.api.call("GET", f"{LB}/loadbalancers", tags=f"{tag},netbay-k8s=service")["loadbalancers"]:
+            LoadBalancerHandler().delete(st, lb["id"], lb)
+    for what in ("pod", "dns"):   # pods' ports; the cluster resolver's (on the service subnet)
+        _delete_all(st, "port", f"{tag},netbay-k8s={what}")
+    for net in st.net.list("network", tags=f"{tag},netbay-k8s=network"):
+        for port in st.net.list("port", network_id=net["id"], device_owner="network:router_interface"):
+            gone_ok(lambda port=port: st.net.remove_router_interface(port["device_id"], port_id=port["id"]))
+        gone_ok(lambda net=net: st.net.delete("network", net["id"]))
+
+
+def sweep(st: Stack) -> None:
+    """Delete whatever still carries this cluster's tag (or sandbox description), in an
+    order the APIs accept: consumers before what they consume."""
+    tag = f"netbay-cluster={st.cluster_id}"
+    if st.has_own_services:
+        prefix = f"netbay-cluster={st.cluster_id} "
+        for box in st.api.call("GET", SANDBOXES)["sandboxes"]:
+            if str(box.get("description") or "").startswith(prefix):
+                st.api.gone_ok("DELETE", f"{SANDBOXES}/{box['id']}")
+    _delete_all(st, "floatingip", tag)
+    if st.has_own_services:
+        for lb in st.api.call("GET", f"{LB}/loadbalancers", tags=tag)["loadbalancers"]:
+            LoadBalancerHandler().delete(st, lb["id"], lb)
+    _delete_all(st, "port", tag)
+    for router in st.net.list("router", tags=tag):
+        RouterHandler().delete(st, router["id"], router)
+    for member in ("subnet", "security_group", "network", "subnetpool"):
+        _delete_all(st, member, tag)
