@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from netbay import errors
-from netbay.coe.apiclient import NET, Api, ApiError
+from netbay.backends.apiclient import NET, Api, ApiError
 
 # Neutron member -> its collection in the URL (and, with "-" as "_", in list bodies).
 COLLECTIONS = {
@@ -35,7 +35,7 @@ _BY_STATUS: dict[int, type[errors.NetbayError]] = {
 
 
 class HttpBackend:
-    """netbay's Neutron API at ``api`` (an :class:`netbay.coe.apiclient.Api` with its token)."""
+    """netbay's Neutron API at ``api`` (an :class:`netbay.backends.apiclient.Api` with its token)."""
 
     name = "embedded"
 

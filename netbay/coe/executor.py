@@ -37,7 +37,7 @@ from sqlalchemy import select
 from netbay.backends import NetworkBackend
 from netbay.backends.http import HttpBackend
 from netbay.coe import handlers, intrinsics
-from netbay.coe.apiclient import LB, NET, SANDBOXES, Api, ApiError, error_message
+from netbay.backends.apiclient import LB, NET, SANDBOXES, Api, ApiError, error_message
 from netbay.coe.graph import Graph, Node
 from netbay.coe.sweep import sweep, sweep_workloads
 from netbay.store.db import Store

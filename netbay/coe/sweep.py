@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from netbay.coe.apiclient import LB, SANDBOXES
+from netbay.backends.apiclient import LB, SANDBOXES
 from netbay.coe.handlers import gone_ok
 from netbay.coe.handlers.neutron import RouterHandler
 from netbay.coe.handlers.octavia import LoadBalancerHandler

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from netbay.coe.apiclient import ApiError
+from netbay.backends.apiclient import ApiError
 from netbay.errors import NetbayError
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from netbay.coe.apiclient import LB, ApiError
+from netbay.backends.apiclient import LB, ApiError
 from netbay.coe.handlers.base import Handler
 
 if TYPE_CHECKING:

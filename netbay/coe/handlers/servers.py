@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from netbay.coe.apiclient import SANDBOXES
+from netbay.backends.apiclient import SANDBOXES
 from netbay.coe.handlers.base import Handler, gone_ok, or_none
 from netbay.coe.handlers.octavia import ApiHandler
 

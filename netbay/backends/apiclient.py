@@ -1,6 +1,6 @@
 """A small HTTP client of netbay's own APIs (network, load balancer, sandboxes).
 
-The cluster builder reaches netbay's network service through
+Lives with the backends (the HTTP backend wraps it), below every controller. The cluster builder reaches netbay's network service through
 :class:`netbay.backends.http.HttpBackend`, which wraps this client; its load
 balancers and sandboxes, and the Kubernetes mapping, still call it directly.
 """
