@@ -1,6 +1,6 @@
 """Containers placed on a cluster node by the container API (issue 11, Zun hints).
 
-Revision ID: 0015_zunclus
+Revision ID: 0015
 Revises: 0014
 """
 
@@ -8,7 +8,7 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0015_zunclus'
+revision = '0015'
 down_revision = '0014'
 branch_labels = None
 depends_on = None
