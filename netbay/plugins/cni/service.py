@@ -180,13 +180,20 @@ class Cni:
     async def add(self, req: Request) -> dict[str, Any]:
         t0 = time.perf_counter()
         net = await self.network(req.network_ref)
+        # The namespace is checked while the port is made (one API call, bound to this
+        # host already); a refused check undoes the port, the runtime's link untouched.
+        check = asyncio.ensure_future(self.kernel(self._free, req))
         try:
-            if await self.kernel(inside.present, req.netns, req.ifname) is not None:
-                raise CniError(INTERNAL, f"container veth name provided ({req.ifname}) already exists")
-        except inside.NamespaceGone as exc:
-            raise CniError(INTERNAL, exc.strerror) from None
+            port, made = await self._claim(req, net)
+        except BaseException:
+            await check   # its error first, as when it ran before the claim
+            raise
         t1 = time.perf_counter()
-        port, made = await self._claim(req, net)   # bound to this host already: one API call
+        try:
+            await check
+        except BaseException:
+            await self._release(port, made, None)
+            raise
         t2 = time.perf_counter()
         try:
             addressing, pairs = await self.addressing(port, req.args.get("GW"))
@@ -201,18 +208,25 @@ class Cni:
                 raise CniError(TRY_AGAIN_LATER, f"{req.ifname} was removed while ADD ran (an agent resync "
                                                 "raced it); try again") from None
             raise
-        log.debug("ADD %s: checks %.1f ms, port %.1f ms, veth+addresses %.1f ms",
+        log.debug("ADD %s: port %.1f ms, namespace check after it %.1f ms, veth+addresses %.1f ms",
                   req.container_id[:12], (t1 - t0) * 1e3, (t2 - t1) * 1e3, (time.perf_counter() - t2) * 1e3)
         return results.render(req.version, req.ifname, port["mac_address"], mtu, req.netns, pairs,
                               list(addressing.routes))
+
+    @staticmethod
+    def _free(req: Request) -> None:
+        """The runtime's namespace is there and ``ifname`` is free in it."""
+        try:
+            if inside.present(req.netns, req.ifname) is not None:
+                raise CniError(INTERNAL, f"container veth name provided ({req.ifname}) already exists")
+        except inside.NamespaceGone as exc:
+            raise CniError(INTERNAL, exc.strerror) from None
 
     def _wire(self, plug: Plug, req: Request, addressing: inside.Addressing) -> None:
         """The pair straight into the runtime's namespace, its addresses and routes: one
         hop to the netlink thread."""
         self.attacher.plug(plug, req.netns, req.ifname)
-        inside.configure(req.netns, req.ifname, addressing)
-        if inside.present(req.netns, req.ifname) is None:
-            raise LinkError(errno.ENODEV, f"{req.ifname} vanished")
+        inside.configure(req.netns, req.ifname, addressing)   # ENODEV if it vanished meanwhile
 
     async def _claim(self, req: Request, net: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """The pod's port, claimed for this container and bound to this host in the
