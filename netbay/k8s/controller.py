@@ -231,8 +231,12 @@ class Controller:
                 out[key] = port
                 report.made.append(f"pod {port['name']} {port['fixed_ips'][0]['ip_address']}")
         subnets = {net["id"]: (net, subnet) for net, subnet in segments.values()}
+        # A port the last complete pass of this process realized is taken as plugged
+        # (no namespace opened per pod and pass); a full resync looks at every one.
+        realized = known.ports if known is not None else {}
         todo = [(key, port) for key, port in sorted(out.items())
-                if not port.get("device_id") or not self.sandboxes.plugged(port["id"])]
+                if not port.get("device_id") or (port["name"] not in realized
+                                                 and not self.sandboxes.plugged(port["id"]))]
         if todo:
             for net_id in sorted({port["network_id"] for _, port in todo}):  # before the threads race for it
                 net = subnets[net_id][0]
