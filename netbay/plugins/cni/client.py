@@ -2,11 +2,12 @@
 
 Thin on purpose — it imports ``posix`` and ``_socket`` and nothing else on the
 usual path (``json``, ``re``, ``socket``, even ``os``, cost start-up that a Go plugin
-does not pay; ``sys`` and ``posix`` are built in): it answers ``VERSION`` itself and hands every other call, environment and
-stdin untouched, to the local netbay CNI daemon (``netbay cni-daemon``) over its Unix
-socket, then prints what the daemon answers and exits with its status. The daemon
-checks the call as the reference plugins' ``skel`` does (:mod:`.spec`), and owns
-the API session and the netlink sockets a fresh process would pay for each time.
+does not pay; ``sys`` and ``posix`` are built in): it answers ``VERSION`` itself and
+hands every other call, environment and stdin untouched, to the local netbay CNI
+daemon (``netbay cni-daemon``) over its Unix socket, then prints what the daemon
+answers and exits with its status. The daemon checks the call as the reference
+plugins' ``skel`` does (:mod:`.spec`), and owns the API session and the netlink
+sockets a fresh process would pay for each time.
 
 Frames (one exchange per connection, the client half-closes):
 request ``K=V\\0`` for each ``CNI_*`` variable, ``\\0``, then stdin's bytes;
