@@ -625,12 +625,14 @@ class Agent:
             self._pending_at = time.monotonic() + PENDING_FIRST
 
     def _look_again(self, work: Work) -> None:
-        """Put the awaited container ports back into ``work`` (bounded in time)."""
+        """Put the awaited container ports whose fabric end is there now back into
+        ``work`` (a link lookup each until then; bounded in time)."""
         now = time.monotonic()
+        fabric = rtnl.rtnl(self.names.fabric) if netns.exists(self.names.fabric) else None
         for pid, since in list(self._pending.items()):
-            if now - since > PENDING_FOR:
+            if now - since > PENDING_FOR or fabric is None:
                 del self._pending[pid]
-            else:
+            elif fabric.link(Names.tap(pid)) is not None:
                 work.setdefault("ports", set()).add(pid)
         self._pending_delay = min(self._pending_delay * 2, PENDING_MAX)
         self._pending_at = now + self._pending_delay
