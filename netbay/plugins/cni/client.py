@@ -137,7 +137,8 @@ def main() -> None:
         sys.stdout.flush()
     if err:
         sys.stderr.write(err)
-    raise SystemExit(code)
+        sys.stderr.flush()
+    posix._exit(code)  # all written: no interpreter teardown to wait for
 
 
 if __name__ == "__main__":
