@@ -8,11 +8,13 @@ the end, also on failure) and the controller in-process (``netbay.k8s``), a kury
 cluster of 1 master + 1 minion made through the container-infra API:
 
 * **pod create → first packet** — ``apply`` of one Pod manifest (the controller's
-  whole pass: desired state written, network listed, port created, sandbox namespace
-  plugged into the fabric, port bound, the agent adopting the fabric end and its
-  security group), until the new pod's ICMP echo to an anchor pod of the same
-  namespace is answered. Baseline in the same run: ``POST /ports`` alone. Target p50
-  ≤ 30 ms (kuryr: 15–50 s).
+  whole pass: desired state written, port created already bound — one API call —,
+  sandbox namespace plugged into the fabric, the agent applying the port's security
+  group and adopting its fabric end), until the new pod's ICMP echo to an anchor pod
+  of the same namespace is answered. Baseline in the same run: ``POST /ports`` alone.
+  The pass's parts (desired-state write, ``POST /ports``, other API calls, sandbox
+  plug, the rest) are timed by wrapping the controller's calls. Target p50 ≤ 30 ms
+  (kuryr: 15–50 s).
 * **100 pods** — one Deployment of ``--pods`` replicas applied at once, until every
   pod has had an ICMP answer from the anchor. Target ≤ 3 s.
 * **Service create → cluster IP answers** — ``apply`` of a ClusterIP Service selecting
@@ -43,6 +45,7 @@ from pod_network import first_answer  # noqa: E402
 from netbay.coe.executor import LB, NET, Api  # noqa: E402
 from netbay.dataplane import netns  # noqa: E402
 from netbay.dataplane.names import Names  # noqa: E402
+from netbay.k8s import desired  # noqa: E402
 from netbay.k8s.controller import Controller  # noqa: E402
 from netbay.k8s.objects import parse  # noqa: E402
 from netbay.store.db import Store  # noqa: E402
@@ -123,6 +126,24 @@ def tcp_answers(ns: str, ip: str, port: int, timeout: float = 5.0) -> float:
     raise RuntimeError(f"{ip}:{port} did not answer in {timeout} s")
 
 
+class Stopwatch:
+    """Time spent in named calls during one ``apply`` (the pass's breakdown)."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+
+    def wrap(self, name: str, fn: Any, only: Any = None) -> Any:  # noqa: ANN401 - any callable
+        def timed(*a: Any, **kw: Any) -> Any:  # noqa: ANN401
+            if only is not None and not only(*a):
+                return fn(*a, **kw)
+            t0 = time.monotonic()
+            try:
+                return fn(*a, **kw)
+            finally:
+                self.spent[name] = self.spent.get(name, 0.0) + time.monotonic() - t0
+        return timed
+
+
 def ms(values: list[float]) -> dict[str, float]:
     v = sorted(x * 1000 for x in values)
     return {"p50": statistics.median(v), "p90": v[int(0.9 * (len(v) - 1))], "max": v[-1], "n": len(v)}
@@ -155,13 +176,28 @@ def main() -> int:
             first_answer(client_ns, anchor_ip, timeout=10)
             serve(anchor_ns, 8080, stop)
 
-            # pod create -> first packet, with POST /ports alone as the same-run baseline
+            # pod create -> first packet, with POST /ports alone as the same-run baseline;
+            # the pass's parts timed by wrapping the controller's calls
             net_id = anchor["network_id"]
             created, applied_only, baseline = [], [], []
+            watch = Stopwatch()
+            parts: dict[str, list[float]] = {k: [] for k in ("desired state write", "POST /ports", "other API calls",
+                                                             "sandbox plug", "rest of the pass")}
+            real_put, real_call, real_plug = desired.put, api.call, ctrl.sandboxes.plug
+            desired.put = watch.wrap("desired state write", real_put)
+            api.call = watch.wrap("other API calls", watch.wrap(
+                "POST /ports", real_call, lambda method, path, *_: method == "POST" and path == f"{NET}/ports"),
+                lambda method, path, *_: not (method == "POST" and path == f"{NET}/ports"))
+            ctrl.sandboxes.plug = watch.wrap("sandbox plug", real_plug)
             for i in range(args.samples):
+                watch.spent = {}
                 t0 = time.monotonic()
                 ctrl.apply(parse(pod(f"p{i}")))
                 applied_only.append(time.monotonic() - t0)
+                for k in parts:
+                    if k != "rest of the pass":
+                        parts[k].append(watch.spent.get(k, 0.0))
+                parts["rest of the pass"].append(applied_only[-1] - sum(watch.spent.values()))
                 p = port_of(f"p{i}")
                 first_answer(ctrl.sandboxes.ns(p["id"]), anchor_ip, timeout=10)
                 created.append(time.monotonic() - t0)
@@ -169,7 +205,9 @@ def main() -> int:
                 b = api.call("POST", f"{NET}/ports", {"port": {"network_id": net_id, "name": f"baseline{i}"}})["port"]
                 baseline.append(time.monotonic() - t0)
                 api.call("DELETE", f"{NET}/ports/{b['id']}")
+            desired.put, api.call, ctrl.sandboxes.plug = real_put, real_call, real_plug
             out["pod_create_first_packet_ms"] = ms(created)
+            out["pod_apply_parts_p50_ms"] = {k: statistics.median(v) * 1000 for k, v in parts.items()}
             out["pod_apply_pass_ms"] = ms(applied_only)
             out["baseline_port_create_ms"] = ms(baseline)
 

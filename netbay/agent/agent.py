@@ -48,6 +48,10 @@ REPLAY = 100
 HOLE_GRACE = 5.0
 HOLE_POLL = 0.2
 MAX_HOLES = 1000
+# A container port bound before its runtime plugged it (a CNI ADD or a pod made in one
+# API call): its fabric end is looked for again after PENDING_FIRST s, the wait doubling
+# up to PENDING_MAX, for PENDING_FOR s (then the next resync is its next look).
+PENDING_FIRST, PENDING_MAX, PENDING_FOR = 0.005, 1.0, 60.0
 
 
 class Agent:
@@ -81,6 +85,9 @@ class Agent:
         self._resync_due: float | None = None   # a realizer failed: resync at this time
         self._resync_backoff = 1.0
         self._holes: dict[int, float] = {}      # revision -> when it was found missing
+        self._pending: dict[str, float] = {}    # container port -> since when its fabric end is awaited
+        self._pending_at = 0.0
+        self._pending_delay = PENDING_FIRST
         self.stats = {"resyncs": 0, "batches": 0, "changes": 0}
 
     # -- running ---------------------------------------------------------------------------
@@ -159,6 +166,8 @@ class Agent:
             wait = max(0.0, min(wait, self._resync_due - time.monotonic()))
         if self._holes:
             wait = min(wait, HOLE_POLL)
+        if self._pending:
+            wait = max(0.0, min(wait, self._pending_at - time.monotonic()))
         since = self.state.revision
         body = self.api.changes(since, wait)
         if stop is not None and stop.is_set():
@@ -169,6 +178,8 @@ class Agent:
             changes = self._fill_holes(changes)
         touched = self.state.apply_all(changes)
         work = self.expand(touched)
+        if self._pending and time.monotonic() >= self._pending_at:
+            self._look_again(work)
         if time.monotonic() >= self._retry_at and any(self.failed.values()):
             for coll, ids in self.failed.items():
                 work.setdefault(coll, set()).update(ids)
@@ -226,6 +237,7 @@ class Agent:
         # the snapshot already holds, in order, ends where the snapshot is.
         self.state.revision = max(0, self.state.revision - REPLAY)
         self._holes.clear()
+        self._pending.clear()
         self.fabric.reset()
         self.failed.clear()
         self.outcomes.clear()
@@ -351,7 +363,11 @@ class Agent:
         for pid in sorted(work.get("ports", ()), key=lambda p: (specs[p].ns, specs[p].ifname) if p in specs else ("", "")):
             spec = specs.get(pid)
             if spec is not None and fabric.wired.get(pid) != spec:
-                self._attempt("ports", pid, lambda: fabric.ensure_port(spec))
+                if self._attempt("ports", pid, lambda: fabric.ensure_port(spec)) \
+                        and spec.consumer.kind == "container" and pid not in fabric.wired:
+                    self._await_plug(pid)
+            if spec is None or pid in fabric.wired:
+                self._pending.pop(pid, None)
         # Namespaces and bridges nothing wants any more.
         for sid in sorted(work.get("sandboxes", ())):
             sb = state.sandboxes.get(sid)
@@ -372,6 +388,27 @@ class Agent:
                 self._attempt("networks", nid, lambda: fabric.remove_bridge(nid))
         if not state.networks and netns.exists(names.fabric):
             self._attempt("fabric", "", fabric.remove)
+
+    def _await_plug(self, pid: str) -> None:
+        """A bound container port whose runtime has not plugged it yet: look again soon
+        (the runtime binds first and plugs next, to spend one API call, not two)."""
+        if pid not in self._pending:
+            self._pending[pid] = time.monotonic()
+            self._pending_delay = PENDING_FIRST
+            self._pending_at = time.monotonic() + PENDING_FIRST
+
+    def _look_again(self, work: Work) -> None:
+        """Put the awaited container ports whose fabric end is there now back into
+        ``work`` (a link lookup each until then; bounded in time)."""
+        now = time.monotonic()
+        fabric = rtnl.rtnl(self.names.fabric) if netns.exists(self.names.fabric) else None
+        for pid, since in list(self._pending.items()):
+            if now - since > PENDING_FOR or fabric is None:
+                del self._pending[pid]
+            elif fabric.link(Names.tap(pid)) is not None:
+                work.setdefault("ports", set()).add(pid)
+        self._pending_delay = min(self._pending_delay * 2, PENDING_MAX)
+        self._pending_at = now + self._pending_delay
 
     def _failover(self, work: Work) -> None:
         """Octavia's failover here: the load balancer's namespace and VIP leg are

@@ -217,7 +217,7 @@ class Controller:
     def _pods(self, want: Desired, segments: Mapping[str, tuple[dict, dict]], report: Report,
               known: Known | None) -> dict[tuple[str, str], dict[str, Any]]:
         """(ns, pod) → its port, plugged; ports nothing wants are deleted. Missing ports
-        are made in one bulk create; sandboxes are plugged and ports bound in parallel."""
+        are made bound in one bulk create; sandboxes are plugged in parallel."""
         have = dict(known.ports) if known is not None else {p["name"]: p for p in self._list("ports", "pod")}
         out: dict[tuple[str, str], dict[str, Any]] = {}
         missing = []
@@ -228,9 +228,12 @@ class Controller:
                 self._drop_port(port)
                 port = None
             if port is None:
+                # Made bound (device id and host): the agent adopts the fabric end once
+                # the sandbox is plugged — one API call per pod.
                 missing.append(((ns, name), self._owned({
                     "name": f"{ns}/{name}", "network_id": net["id"], "device_owner": POD_OWNER,
-                    "binding:host_id": self.host, "security_groups": [self.refs.pod_sg_id],
+                    "device_id": self._device(ns, name), "binding:host_id": self.host,
+                    "security_groups": [self.refs.pod_sg_id],
                     "description": f"node={self.node_of(pod)}", "_what": "pod"})))
             else:
                 out[(ns, name)] = port
@@ -241,8 +244,12 @@ class Controller:
                 out[key] = port
                 report.made.append(f"pod {port['name']} {port['fixed_ips'][0]['ip_address']}")
         subnets = {net["id"]: (net, subnet) for net, subnet in segments.values()}
+        # A port the last complete pass of this process realized is taken as plugged
+        # (no namespace opened per pod and pass); a full resync looks at every one.
+        realized = known.ports if known is not None else {}
         todo = [(key, port) for key, port in sorted(out.items())
-                if not port.get("device_id") or not self.sandboxes.plugged(port["id"])]
+                if not port.get("device_id") or (port["name"] not in realized
+                                                 and not self.sandboxes.plugged(port["id"]))]
         if todo:
             for net_id in sorted({port["network_id"] for _, port in todo}):  # before the threads race for it
                 net = subnets[net_id][0]
@@ -259,17 +266,21 @@ class Controller:
         return out
 
     def _realize(self, key: tuple[str, str], port: dict[str, Any], subnets: Mapping[str, tuple[dict, dict]]) -> dict:
-        """Plug the pod's sandbox, then bind the port (the agent adopts the fabric end)."""
+        """Plug the pod's sandbox (the agent adopts the fabric end of the bound port); a
+        port made unbound (before ports were made bound) is bound here."""
         net, subnet = subnets[port["network_id"]]
         try:
             if not self.sandboxes.plugged(port["id"]):
                 self.sandboxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500)))
             if port.get("device_id"):
                 return port
-            device = str(uuid.uuid5(POD_NS, f"{self.refs.cluster_id}/{key[0]}/{key[1]}"))
-            return self.api.call("PUT", f"{NET}/ports/{port['id']}", {"port": {"device_id": device}})["port"]
+            return self.api.call("PUT", f"{NET}/ports/{port['id']}",
+                                 {"port": {"device_id": self._device(*key)}})["port"]
         finally:
             release(self.sandboxes.ns(port["id"]))  # a pool thread's socket of that namespace
+
+    def _device(self, ns: str, name: str) -> str:
+        return str(uuid.uuid5(POD_NS, f"{self.refs.cluster_id}/{ns}/{name}"))
 
     def _drop_port(self, port: dict[str, Any]) -> None:
         self.api.gone_ok("DELETE", f"{NET}/ports/{port['id']}")

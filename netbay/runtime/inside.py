@@ -60,26 +60,30 @@ def present(path: str, ifname: str) -> LinkInfo | None:
 
 
 def configure(path: str, ifname: str, addressing: Addressing, carrier_wait: float = 0.2) -> LinkInfo:
-    """Up, addresses, routes. Waits (bounded) for carrier first: the bridge drops what
-    is sent before it, and a lost first ARP costs the sender a second."""
+    """Up, addresses, routes, then a wait (bounded) for carrier: the bridge drops what
+    is sent before it, and a lost first ARP costs the sender a second. The kernel
+    brings carrier up meanwhile (linkwatch), so the wait overlaps the rest. ENODEV
+    if the link vanished (an agent resync raced the plug)."""
     with opened(path) as r:
         link = r.link(ifname)
         if link is None:
             raise LinkError(errno.ENODEV, f"{ifname} vanished from {path}")
         if not link.up:
             r.set_link(link.index, up=True)
-        deadline = time.monotonic() + carrier_wait
-        for _ in range(10_000):
-            link = r.link(index=link.index) or link
-            if link.operstate == "UP" or time.monotonic() > deadline:
-                break
-            time.sleep(0.0002)
         for cidr in addressing.cidrs:
             r.add_address(link.index, cidr)
         on_link = [ipaddress.ip_interface(c).network for c in addressing.cidrs]
         for dst, gateway in addressing.routes:
             reachable = any(ipaddress.ip_address(gateway) in net for net in on_link)
             r.replace_route(dst, gateway=gateway, oif=link.index, onlink=not reachable)
+        deadline = time.monotonic() + carrier_wait
+        for _ in range(10_000):
+            now = r.link(index=link.index)
+            if now is None:
+                raise LinkError(errno.ENODEV, f"{ifname} vanished from {path}")
+            if now.operstate == "UP" or time.monotonic() > deadline:
+                return now
+            time.sleep(0.0002)
         return link
 
 

@@ -189,6 +189,29 @@ def test_given_port_is_wired_then_unbound_and_kept(cloud: Cloud, net: tuple[dict
     cloud.ok(cloud.http.delete(f"/network/v2.0/ports/{port['id']}"), 204)
 
 
+def test_container_port_bound_before_its_plug_is_adopted_once_plugged(cloud: Cloud, net: tuple[dict, dict]) -> None:
+    """CNI ADD and kuryr pods make a port bound in one call, then plug it: the agent,
+    which found no fabric end at first, looks again and reports ACTIVE once it is there."""
+    from netbay.runtime.attach import Attacher, Plug
+
+    network, _ = net
+    port = cloud.ok(cloud.http.post("/network/v2.0/ports", json={"port": {
+        "network_id": network["id"], "device_owner": "compute:netbay", "binding:host_id": socket.gethostname(),
+        "device_id": "c0ffee00-0000-4000-8000-0000000000bb"}}), 201)["port"]
+    ns = f"{cloud.names.prefix}ct-late"
+    netns.create(ns)
+    attacher = Attacher(cloud.names)
+    try:
+        time.sleep(0.3)  # the agent has seen the bound port and found no fabric end
+        assert cloud.port(port["id"])["status"] == "DOWN"
+        attacher.plug(Plug(port["id"], network["id"], port["mac_address"], 1400), netns.path(ns), "eth0")
+        cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE", timeout=5)
+    finally:
+        attacher.unplug(port["id"], False)
+        netns.delete(ns)
+        cloud.http.delete(f"/network/v2.0/ports/{port['id']}")
+
+
 def test_port_updates_are_reconciled_in_place(cloud: Cloud, net: tuple[dict, dict]) -> None:
     network, subnet = net
     a = cloud.sandbox("upd-a", networks=[network["id"]])

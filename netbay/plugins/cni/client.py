@@ -1,12 +1,13 @@
 """``netbay-cni``: the executable a CNI runtime forks for every call.
 
-Thin on purpose — it imports ``os``, ``sys`` and ``_socket`` and nothing else on
-the usual path (``json``, ``re`` and ``socket`` cost more start-up than the rest of
-an ADD): it answers ``VERSION`` itself and hands every other call, environment and
-stdin untouched, to the local netbay CNI daemon (``netbay cni-daemon``) over its Unix
-socket, then prints what the daemon answers and exits with its status. The daemon
-checks the call as the reference plugins' ``skel`` does (:mod:`.spec`), and owns
-the API session and the netlink sockets a fresh process would pay for each time.
+Thin on purpose — it imports ``posix`` and ``_socket`` and nothing else on the
+usual path (``json``, ``re``, ``socket``, even ``os``, cost start-up that a Go plugin
+does not pay; ``sys`` and ``posix`` are built in): it answers ``VERSION`` itself and
+hands every other call, environment and stdin untouched, to the local netbay CNI
+daemon (``netbay cni-daemon``) over its Unix socket, then prints what the daemon
+answers and exits with its status. The daemon checks the call as the reference
+plugins' ``skel`` does (:mod:`.spec`), and owns the API session and the netlink
+sockets a fresh process would pay for each time.
 
 Frames (one exchange per connection, the client half-closes):
 request ``K=V\\0`` for each ``CNI_*`` variable, ``\\0``, then stdin's bytes;
@@ -17,12 +18,10 @@ else :data:`DEFAULT_SOCKET`. ``netbay cni-daemon --install DIR`` writes a launch
 that starts Python without ``site`` (``-I -S``), for the same reason.
 """
 
-from __future__ import annotations
-
-import os
 import sys
 
 import _socket
+import posix
 
 DEFAULT_SOCKET = "/run/netbay/cni.sock"
 TIMEOUT = 60.0  # kubelet gives a sandbox 4 minutes; an ADD that waits this long has failed
@@ -125,14 +124,21 @@ def run(env: dict[str, str], read_stdin) -> tuple[int, bytes, str]:  # noqa: ANN
     return int(answer[:1]), answer[1:], ""
 
 
+def environ() -> dict[str, str]:
+    """``os.environ`` without importing ``os``."""
+    return {k.decode(errors="surrogateescape"): v.decode(errors="surrogateescape")
+            for k, v in posix.environ.items()}
+
+
 def main() -> None:
-    code, out, err = run(dict(os.environ), sys.stdin.buffer.read)
+    code, out, err = run(environ(), sys.stdin.buffer.read)
     if out:
         sys.stdout.buffer.write(out + b"\n")
         sys.stdout.flush()
     if err:
         sys.stderr.write(err)
-    raise SystemExit(code)
+        sys.stderr.flush()
+    posix._exit(code)  # all written: no interpreter teardown to wait for
 
 
 if __name__ == "__main__":

@@ -180,51 +180,61 @@ class Cni:
     async def add(self, req: Request) -> dict[str, Any]:
         t0 = time.perf_counter()
         net = await self.network(req.network_ref)
+        # The namespace is checked while the port is made (one API call, bound to this
+        # host already); a refused check undoes the port, the runtime's link untouched.
+        check = asyncio.ensure_future(self.kernel(self._free, req))
         try:
-            if await self.kernel(inside.present, req.netns, req.ifname) is not None:
-                raise CniError(INTERNAL, f"container veth name provided ({req.ifname}) already exists")
-        except inside.NamespaceGone as exc:
-            raise CniError(INTERNAL, exc.strerror) from None
+            port, made = await self._claim(req, net)
+        except BaseException:
+            await check   # its error first, as when it ran before the claim
+            raise
         t1 = time.perf_counter()
-        port, made = await self._claim(req, net)
+        try:
+            await check
+        except BaseException:
+            await self._release(port, made, None)
+            raise
         t2 = time.perf_counter()
-        bind: asyncio.Task | None = None
         try:
             addressing, pairs = await self.addressing(port, req.args.get("GW"))
             mtu = int(net.get("mtu") or 1500)
-            await self.kernel(self.attacher.plug, Plug(port["id"], net["id"], port["mac_address"], mtu),
-                              req.netns, req.ifname)
-            t3 = time.perf_counter()
-            # Bound once its fabric end exists: binding is what the agent acts on (adopts
-            # the end, applies security groups, reports ACTIVE). The container end gets
-            # its addresses meanwhile.
-            bind = asyncio.create_task(self.api.update("ports", port["id"], {"binding:host_id": self.host}))
-            await self.kernel(inside.configure, req.netns, req.ifname, addressing)
-            await bind
-            if await self.kernel(inside.present, req.netns, req.ifname) is None:
-                raise LinkError(errno.ENODEV, f"{req.ifname} vanished")
+            # The agent adopts the fabric end once it appears (the port is bound), as
+            # it adopts every container port: security groups, status ACTIVE.
+            await self.kernel(self._wire, Plug(port["id"], net["id"], port["mac_address"], mtu), req, addressing)
         except BaseException as exc:
-            if bind is not None and not bind.done():
-                await asyncio.gather(bind, return_exceptions=True)
             await self._release(port, made, req)
             if isinstance(exc, LinkError) and exc.errno == errno.ENODEV:
-                # An agent resync swept the pair before the port was bound (its tap was
-                # nobody's yet): all undone, the runtime calls again.
+                # An agent resync swept the pair while ADD ran: all undone, the runtime calls again.
                 raise CniError(TRY_AGAIN_LATER, f"{req.ifname} was removed while ADD ran (an agent resync "
                                                 "raced it); try again") from None
             raise
-        log.debug("ADD %s: checks %.1f ms, port %.1f ms, plug %.1f ms, bind+addresses %.1f ms",
-                  req.container_id[:12], (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3,
-                  (time.perf_counter() - t3) * 1e3)
+        log.debug("ADD %s: port %.1f ms, namespace check after it %.1f ms, veth+addresses %.1f ms",
+                  req.container_id[:12], (t1 - t0) * 1e3, (t2 - t1) * 1e3, (time.perf_counter() - t2) * 1e3)
         return results.render(req.version, req.ifname, port["mac_address"], mtu, req.netns, pairs,
                               list(addressing.routes))
 
+    @staticmethod
+    def _free(req: Request) -> None:
+        """The runtime's namespace is there and ``ifname`` is free in it."""
+        try:
+            if inside.present(req.netns, req.ifname) is not None:
+                raise CniError(INTERNAL, f"container veth name provided ({req.ifname}) already exists")
+        except inside.NamespaceGone as exc:
+            raise CniError(INTERNAL, exc.strerror) from None
+
+    def _wire(self, plug: Plug, req: Request, addressing: inside.Addressing) -> None:
+        """The pair straight into the runtime's namespace, its addresses and routes: one
+        hop to the netlink thread."""
+        self.attacher.plug(plug, req.netns, req.ifname)
+        inside.configure(req.netns, req.ifname, addressing)   # ENODEV if it vanished meanwhile
+
     async def _claim(self, req: Request, net: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-        """The pod's port, claimed for this container (bound to the host once plugged):
+        """The pod's port, claimed for this container and bound to this host in the
+        same call (the agent adopts the fabric end when the plug makes it):
         (port, made here)."""
         a = req.args
         ours = [ctr_tag(req.container_id), if_tag(req.ifname), net_tag(req.config["name"])]
-        binding: dict[str, Any] = {"device_owner": CONTAINER}
+        binding: dict[str, Any] = {"device_owner": CONTAINER, "binding:host_id": self.host}
         port = None
         if a.get("PORT_UUID"):
             try:
