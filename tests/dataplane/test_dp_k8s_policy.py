@@ -282,7 +282,9 @@ def test_namespace_label_change(lab: Lab, np: Any) -> None:
     check(lab, only_from("x/a", lambda s, *_: ns_of(s) == "y"))
     rules = lab.engine.desired.groups
     calls = lab.engine.on_namespace(Namespace("z", {"ns": "y"}))
-    assert calls == 3 and lab.engine.desired.groups == rules  # z's three ports join the peer group
+    # z's three ports join the peer group, in one batch (one transaction); no rule changes
+    assert calls == 1 and lab.engine.desired.groups == rules
+    assert lab.engine.groups._batch, "the embedded network API takes batches"
     check(lab, only_from("x/a", lambda s, *_: ns_of(s) in ("y", "z")))
 
 
