@@ -26,6 +26,8 @@ from netbay.k8s.policy.translate import Desired, relabel, translate
 
 log = logging.getLogger(__name__)
 
+REFILL_DELAY = 0.05  # seconds: about a change's enforcement, so the refill does not compete with it
+
 
 class PolicyEngine:
     """NetworkPolicy with Kubernetes semantics on netbay security groups.
@@ -123,7 +125,7 @@ class PolicyEngine:
         calls = self.groups.apply(desired, ports, check_ports=check_ports, partial=only is not None)
         self.desired = desired
         self.last = {"calls": calls, "seconds": time.perf_counter() - t0}
-        if len(self.groups.spares) < self.groups.want_spares:
+        if self.groups.refill_due:
             self._refill()
         return calls
 
@@ -133,16 +135,22 @@ class PolicyEngine:
             self._refiller.join(timeout=60)
 
     def _refill(self) -> None:
-        """Spare groups are made on a thread, after the change is applied, so that
-        what the change needed is not delayed by what the next one may need."""
+        """Spare groups are named and made on a thread, a moment after the change is
+        applied (``REFILL_DELAY``), so that neither the change nor the dataplane agent
+        realizing it waits for what the next change may need."""
         if self._refiller is not None and self._refiller.is_alive():
             return
 
         def run() -> None:  # without the engine's lock: changes go on meanwhile
-            try:
-                self.groups.refill()
-            except Exception as exc:  # noqa: BLE001 - spares are an optimization only
-                log.warning("k8s policy: refilling spare groups: %s", exc)
+            time.sleep(REFILL_DELAY)
+            for _ in range(10):  # changes that took spares meanwhile: bounded
+                try:
+                    self.groups.refill()
+                except Exception as exc:  # noqa: BLE001 - the next change's refill tries again
+                    log.warning("k8s policy: naming and refilling spare groups: %s", exc)
+                    return
+                if not self.groups.refill_due:
+                    return
 
         self._refiller = threading.Thread(target=run, name="k8s-policy-spares", daemon=True)
         self._refiller.start()

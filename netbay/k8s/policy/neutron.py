@@ -11,7 +11,8 @@ transaction, so one commit and one wake-up of the dataplane agent, all or nothin
 a service without it gets the same calls one by one. A new Neutron group comes with
 two allow-all egress rules that must go before any port joins it, so a few empty
 groups are kept ready (``SPARE``, refilled after each change, kuryr's port-pool idea
-applied to groups): taking one is a rename inside the batch.
+applied to groups): taking one costs no call; it is named after its key by the
+refill that follows the change (a restart before that finds it in use and replaces it).
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ SPARE = "k8s-np-spare"
 
 def group_name(key: str) -> str:
     return "k8s-np-" + hashlib.sha1(key.encode()).hexdigest()[:20]
+
+
+def _naming(key: str) -> dict[str, str]:
+    return {"name": group_name(key), "description": f"k8s policy {key}"[:255]}
 
 
 @dataclass
@@ -72,6 +77,7 @@ class Groups:
         self.rules: dict[str, dict[Rule, str]] = {}   # key -> rule -> rule id
         self.ports: dict[str, tuple[str, tuple[str, ...]]] = {}  # pod key -> (port id, group ids)
         self._batch: bool | None = None  # whether the service takes a batch (asked once)
+        self._unnamed: dict[str, str] = {}  # spares taken, not named yet: group id -> key
 
     # -- restart ---------------------------------------------------------------------
     def adopt(self, keys: Iterable[str]) -> None:
@@ -84,7 +90,13 @@ class Groups:
         self._members.clear()
         found = self.api.call("GET", f"{NET}/security-groups", tags=self.tag)["security_groups"]
         stale = []
-        self.spares = [g["id"] for g in found if g["name"] == SPARE and not g.get("security_group_rules")]
+        empty = [g["id"] for g in found if g["name"] == SPARE and not g.get("security_group_rules")]
+        # a spare some port is in was taken by a change, and the engine stopped before naming it
+        used = {gid for p in (self.api.call("GET", f"{NET}/ports", security_groups=empty,
+                                            fields="security_groups")["ports"] if empty else ())
+                for gid in p["security_groups"]}
+        self.spares = [gid for gid in empty if gid not in used]
+        self._unnamed.clear()
         for g in found:
             if g["id"] in self.spares:
                 continue
@@ -211,40 +223,46 @@ class Groups:
         return self._batch
 
     def _new_group(self, key: str, ops: list[_Op]) -> int:
-        """A group for ``key``: a spare renamed (an operation of the batch), else one
-        made now (the rare case: its default rules go in the batch)."""
-        body = {"name": group_name(key), "description": f"k8s policy {key}"[:255]}
+        """A group for ``key``: a spare (no call: it is named after the change, by
+        :meth:`refill`), else one made now (the rare case: its default rules go in the
+        batch)."""
         with self._spare_lock:
             gid = self.spares.pop() if self.spares else None
+            if gid is not None:
+                self._unnamed[gid] = key
         if gid is not None:
             self.ids[key], self.rules[key] = gid, {}
-            ops.append(_Op("PUT", f"security-groups/{gid}", lambda: {"security_group": body},
-                           alone=lambda: self._rename_spare(key, gid, body)))
             return 0
-        self._create_group(key, body)
+        self._create_group(key, _naming(key))
         return 1
 
-    def _rename_spare(self, key: str, gid: str, body: dict[str, Any]) -> None:
-        try:
-            self.api.call("PUT", f"{NET}/security-groups/{gid}", {"security_group": body})
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-            self._create_group(key, body)  # the spare is gone: a new group, emptied at once
-            for rule, rid in list(self.rules[key].items()):
-                self.api.gone_ok("DELETE", f"{NET}/security-group-rules/{rid}")
-                del self.rules[key][rule]
-
     def _create_group(self, key: str, body: dict[str, Any]) -> None:
+        """A new group for ``key``; its default egress rules are in ``self.rules``, so
+        the next :meth:`apply` removes them before any port joins."""
         g = self.api.call("POST", f"{NET}/security-groups", {"security_group": {**body, "tags": [self.tag]}})
         g = g["security_group"]
         self.ids[key] = g["id"]
         self.rules[key] = {self._rule(r): r["id"] for r in g.get("security_group_rules") or []}
 
+    @property
+    def refill_due(self) -> bool:
+        return bool(self._unnamed) or len(self.spares) < self.want_spares
+
     def refill(self) -> int:
-        """Make spare groups (empty: the default egress rules removed) up to the wanted
-        number; off the path of the change that used them."""
-        calls = 0
+        """Name the spares the last changes took (one batch) and make spare groups
+        (empty: the default egress rules removed) up to the wanted number: after the
+        change that needed them, off its path."""
+        with self._spare_lock:
+            unnamed, self._unnamed = self._unnamed, {}
+        try:
+            calls = self._run([_Op("PUT", f"security-groups/{gid}",
+                                   lambda key=key: {"security_group": _naming(key)},
+                                   alone=lambda gid=gid, key=key: self._name(gid, key))
+                               for gid, key in unnamed.items()])
+        except Exception:
+            with self._spare_lock:
+                self._unnamed = {**unnamed, **self._unnamed}  # for the next refill
+            raise
         with self._spare_lock:
             missing = max(0, self.want_spares - len(self.spares))
         for _ in range(missing):
@@ -259,6 +277,14 @@ class Groups:
             with self._spare_lock:
                 self.spares.append(g["id"])
         return calls
+
+    def _name(self, gid: str, key: str) -> None:
+        """A taken spare named after its key (gone already: its policy went meanwhile)."""
+        try:
+            self.api.call("PUT", f"{NET}/security-groups/{gid}", {"security_group": _naming(key)})
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
 
     def _delete_group(self, gid: str) -> None:
         try:
