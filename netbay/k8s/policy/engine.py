@@ -4,7 +4,9 @@ Each handler updates the engine's copy of the cluster, translates it again (pure
 Python, no I/O: ~4-6 ms at 1,000 pods) and applies only the difference through the
 network service's API (:mod:`netbay.k8s.policy.neutron`). A pod whose labels alone
 changed takes a shorter path (:func:`~netbay.k8s.policy.translate.relabel`): only its
-memberships are recomputed, so the common live update stays flat in the pod count. One lock serializes the
+memberships are recomputed, so the common live update stays flat in the pod count; so
+does a policy change (:func:`~netbay.k8s.policy.translate.repolicy`: rules without pods,
+memberships only of the pods it concerns). One lock serializes the
 handlers, so callers may deliver events from any thread.
 """
 
@@ -22,7 +24,7 @@ from lightkube.models.networking_v1 import NetworkPolicy
 from netbay.coe.executor import Api
 from netbay.k8s.policy.model import Cluster, Namespace, Pod, Service, policy_key
 from netbay.k8s.policy.neutron import Groups
-from netbay.k8s.policy.translate import Desired, relabel, translate
+from netbay.k8s.policy.translate import Desired, relabel, repolicy, translate
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +84,10 @@ class PolicyEngine:
         return self._change(drop)
 
     def on_policy(self, policy: NetworkPolicy) -> int:
-        key = policy_key(policy)
-        return self._change(lambda c: c.policies.__setitem__(key, policy))
+        return self._policy(policy_key(policy), policy)
 
     def on_policy_deleted(self, namespace: str, name: str) -> int:
-        return self._change(lambda c: c.policies.pop(f"{namespace}/{name}", None))
+        return self._policy(f"{namespace}/{name}", None)
 
     def on_service(self, service: Service) -> int:
         return self._change(lambda c: c.services.__setitem__(service.key, service))
@@ -108,6 +109,27 @@ class PolicyEngine:
             self.desired = None
 
     # -- internals ---------------------------------------------------------------------
+    def _policy(self, key: str, policy: NetworkPolicy | None) -> int:
+        """A policy added, replaced (``policy``) or deleted (None): only the pods it
+        selects and the pods of peer groups that came or went are looked at again
+        (:func:`~netbay.k8s.policy.translate.repolicy`), when rules do not depend on pods."""
+        def mutate(c: Cluster) -> None:
+            if policy is None:
+                c.policies.pop(key, None)
+            else:
+                c.policies[key] = policy
+
+        with self._lock:
+            if self.desired is not None:
+                cluster = self.cluster.copy()
+                old = cluster.policies.get(key)
+                mutate(cluster)
+                found = repolicy(cluster, self.desired, [p for p in (old, policy) if p is not None])
+                if found is not None:  # a bad policy raised above, before anything changed
+                    self.cluster = cluster
+                    return self._apply(found[0], only=found[1])
+        return self._change(mutate)
+
     def _change(self, mutate: Any) -> int:
         with self._lock:
             cluster = self.cluster.copy()
