@@ -29,7 +29,9 @@ again first (they are refilled on a thread, beside the next change otherwise).
 "call" is the handler's own time (translation + API calls), "api" the part of it in
 the network API (one batch), "at agent" until the dataplane agent's long poll brought
 the change (committed and delivered); "enforced" adds the agent's realizing (its
-nft commit) and the packet's round trip. Connection attempts
+nft commit) and the packet's round trip. "server CPU" is the netbay server process's
+CPU time from the change until enforced (a mean: the kernel counts 10 ms ticks), a
+measure the shared machine's load does not inflate as much as wall time. Connection attempts
 are non-blocking SYNs every 0.5 ms, so a verdict is seen within ~0.5 ms of the change.
 Medians; the machine is shared. Root is needed.
 """
@@ -127,6 +129,8 @@ def connects(ns: str, ip: str, port: int, timeout: float = 0.3) -> bool:
 class Bench:
     def __init__(self, srv: harness.Server, http: httpx.Client, names: Names, agent: object) -> None:
         self.http, self.names = http, names
+        self.server_pid = srv.proc.pid
+        self.server_cpu: dict[str, float] = {}  # change kind -> server CPU seconds, summed
         self.delivered = 0.0  # when the agent's long poll first brought changes (perf_counter)
         changes = agent.api.changes
 
@@ -218,16 +222,19 @@ class Bench:
         raise RuntimeError("the client still reaches the target")
 
     # -- measured operations ----------------------------------------------------------
-    def timed(self, change: Callable[[], object], port: int = 80) -> Sample:
-        """``change()`` from a steady state, until the client's connection is accepted."""
+    def timed(self, kind: str, change: Callable[[], object], port: int = 80) -> Sample:
+        """``change()`` from a steady state, until the client's connection is accepted;
+        the netbay server's CPU time meanwhile is added up per kind of change."""
         self.engine.wait_spares()
         self.delivered = 0.0
+        cpu = harness.proc_cpu_seconds(self.server_pid)
         t0 = time.perf_counter()
         change()
         call = time.perf_counter() - t0
         api = self.engine.last.get("seconds", 0.0)  # its apply: the network API
         enforced = until_connect(self.sandbox_ns["y/client"], self.pods["x/target"].ip, port, t0)
         delivered = self.delivered - t0 if self.delivered > t0 else enforced
+        self.server_cpu[kind] = self.server_cpu.get(kind, 0.0) + harness.proc_cpu_seconds(self.server_pid) - cpu
         return call, api, delivered, enforced
 
     def client_role(self, role: str) -> None:
@@ -239,7 +246,7 @@ class Bench:
     def policy_create(self) -> Sample:
         self.client_role("client")
         self.settle_denied()
-        sample = self.timed(lambda: self.engine.on_policy(policy("x", "allow", ALLOW)))
+        sample = self.timed("policy create", lambda: self.engine.on_policy(policy("x", "allow", ALLOW)))
         self.engine.on_policy_deleted("x", "allow")
         self.settle_denied()
         return sample
@@ -248,7 +255,7 @@ class Bench:
         self.client_role("client")
         self.engine.on_policy(policy("x", "allow", ALLOW_81))
         self.settle_denied(ports=(80,))
-        sample = self.timed(lambda: self.engine.on_policy(policy("x", "allow", ALLOW_80)))
+        sample = self.timed("policy update", lambda: self.engine.on_policy(policy("x", "allow", ALLOW_80)))
         self.engine.on_policy_deleted("x", "allow")
         self.settle_denied()
         return sample
@@ -258,7 +265,7 @@ class Bench:
         self.engine.on_policy(policy("x", "allow", ALLOW))
         self.engine.on_policy(policy("y", "no-egress", NO_EGRESS))
         self.settle_denied()
-        sample = self.timed(lambda: self.engine.on_policy_deleted("y", "no-egress"))
+        sample = self.timed("policy delete", lambda: self.engine.on_policy_deleted("y", "no-egress"))
         self.engine.on_policy_deleted("x", "allow")
         self.settle_denied()
         return sample
@@ -267,7 +274,7 @@ class Bench:
         self.engine.on_policy(policy("x", "allow", ALLOW))
         self.client_role("none")
         self.settle_denied()
-        sample = self.timed(lambda: self.client_role("client"))
+        sample = self.timed("label change", lambda: self.client_role("client"))
         self.client_role("none")
         self.engine.on_policy_deleted("x", "allow")
         self.settle_denied()
@@ -284,7 +291,7 @@ class Bench:
         self.settle_denied()
         groups = self.ok(self.http.get(f"{NET}/ports/{target}"))["port"]["security_groups"]
         self.engine.last = {}
-        sample = self.timed(lambda: self.ok(self.http.put(f"{NET}/ports/{target}", json={"port": {
+        sample = self.timed("baseline", lambda: self.ok(self.http.put(f"{NET}/ports/{target}", json={"port": {
             "security_groups": [*groups, self.plain["id"]]}})))
         sample = (sample[0], sample[0], *sample[2:])  # all of the call is the API's
         self.ok(self.http.put(f"{NET}/ports/{target}", json={"port": {"security_groups": groups}}))
@@ -301,7 +308,8 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the sweep below still runs
     names = Names(PREFIX)
-    head = ["pods", "change", "call ms", "api ms", "at agent ms", "enforced p50 ms", "p90 ms", "× baseline"]
+    head = ["pods", "change", "call ms", "api ms", "at agent ms", "enforced p50 ms", "p90 ms", "× baseline",
+            "server CPU ms"]
     rows, out = [], {"sizes": {}, "machine": harness.machine(), "load": []}
     try:
         with harness.netbay("sqlite") as srv, agent_thread.running(srv, names) as agent:
@@ -320,6 +328,7 @@ def main() -> None:
                          "policy delete": bench.policy_delete, "label change": bench.label_change,
                          "baseline": bench.baseline}
                 res: dict[str, list[Sample]] = {k: [] for k in kinds}
+                bench.server_cpu.clear()
                 for _ in range(args.reps):  # interleaved: each kind sees the same load
                     for what, measure in kinds.items():
                         res[what].append(measure())
@@ -330,11 +339,12 @@ def main() -> None:
                 for what, xs in res.items():
                     call, api, done, enf = (statistics.median(x[i] for x in xs) * 1e3 for i in range(4))
                     p90 = sorted(x[3] for x in xs)[int(0.9 * (len(xs) - 1))] * 1e3
+                    cpu = bench.server_cpu.get(what, 0.0) / len(xs) * 1e3  # a mean: 10 ms ticks
                     out["sizes"][size][what] = {"call_ms": call, "api_ms": api, "at_agent_ms": done,
                                                 "enforced_ms": enf, "enforced_p90_ms": p90,
-                                                "ratio_to_baseline": enf / (base * 1e3)}
+                                                "ratio_to_baseline": enf / (base * 1e3), "server_cpu_ms": cpu}
                     rows.append([str(size), what, f"{call:.1f}", f"{api:.1f}", f"{done:.1f}", f"{enf:.1f}",
-                                 f"{p90:.1f}", f"{enf / (base * 1e3):.2f}"])
+                                 f"{p90:.1f}", f"{enf / (base * 1e3):.2f}", f"{cpu:.1f}"])
                 print(harness.markdown_table(head, rows[-len(kinds):]), flush=True)
                 print(f"sync {sync * 1e3:.0f} ms, grow {grown:.1f} s, load {load[0]:.1f} → {load[1]:.1f}", flush=True)
             bench.api.close()

@@ -2,9 +2,10 @@
 
 The engine remembers what it made (group ids by key, rule ids by rule, each port's
 groups), so a change costs only the operations that differ: a pod label change is
-one port update, a new policy one group renamed, one bulk rule create and an update
-per port it selects. Groups carry a tag and are named after their key's hash, so :meth:`adopt`
-finds them again after a restart, and what nothing wants any more is deleted.
+one port update, a new policy a spare group taken, one bulk rule create and an update
+per port it selects. Groups carry a tag and are named after their key's hash, so
+:meth:`adopt` finds them again after a restart, and what nothing wants any more is
+deleted.
 
 A change goes to netbay's network API as ONE batch (``POST /v2.0/batch``: one
 transaction, so one commit and one wake-up of the dataplane agent, all or nothing);
@@ -126,7 +127,9 @@ class Groups:
         trusting memory; ``partial``: ``port_ids`` are only the pods that changed.
 
         Everything but the rare new group without a spare goes in ONE batch (one
-        transaction, one wake-up of the agent): names, rules, memberships, deletions."""
+        transaction, one wake-up of the agent): rules, memberships, deletions. What
+        the engine remembers changes as the service answers, so a refused change is
+        tried again by the next one."""
         calls = 0
         ops: list[_Op] = []
         for key in sorted(desired.groups):
@@ -163,29 +166,33 @@ class Groups:
                 have_ports = (port_id, tuple(sorted(current[port_id])))
             else:
                 have_ports = self.ports.get(pod, ("", ()))
-            if have_ports != (port_id, want):
+            if have_ports == (port_id, want):
+                self._joined(pod, port_id, members, want)
+            else:
                 ops.append(_Op("PUT", f"ports/{port_id}",
                                lambda members=members: {"port": {"security_groups": sorted(
                                    self.ids[k] for k in members)}},
-                               lambda r, pod=pod, port_id=port_id: self.ports.__setitem__(
-                                   pod, (port_id, tuple(sorted(r["port"]["security_groups"]))))))
-            self.ports[pod] = (port_id, want)
-            self._members[pod] = (port_id, members)
+                               lambda r, pod=pod, port_id=port_id, members=members: self._joined(
+                                   pod, port_id, members, tuple(sorted(r["port"]["security_groups"])))))
         for pod in [] if partial else list(self.ports):
             if pod not in port_ids:
                 del self.ports[pod]
                 self._members.pop(pod, None)
         # groups nothing wants any more (their rules go with them)
-        for key in [k for k in self.ids if k not in desired.groups]:
-            gid = self.ids.pop(key)
-            self.rules.pop(key, None)
+        for key, gid in [(k, g) for k, g in self.ids.items() if k not in desired.groups]:
             ops.append(_Op("DELETE", f"security-groups/{gid}", missing_ok=True,
+                           done=lambda _r, key=key: (self.ids.pop(key, None), self.rules.pop(key, None)),
                            alone=lambda gid=gid: self._delete_group(gid)))
-        for g in self._stale:
+        for g in list(self._stale):
             ops.append(_Op("DELETE", f"security-groups/{g['id']}", missing_ok=True,
+                           done=lambda _r, g=g: self._stale.remove(g),
                            alone=lambda gid=g["id"]: self._delete_group(gid)))
-        self._stale = []
         return calls + self._run(ops)
+
+    def _joined(self, pod: str, port_id: str, members: frozenset[str], ids: tuple[str, ...]) -> None:
+        """What ``pod``'s port is in, once the service says so."""
+        self.ports[pod] = (port_id, ids)
+        self._members[pod] = (port_id, members)
 
     def _run(self, ops: list[_Op]) -> int:
         """``ops`` as one batch (one transaction), or one call each where the service has
