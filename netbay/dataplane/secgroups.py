@@ -52,8 +52,9 @@ conntrack table, 10-20 ms here). Not supported: ``remote_address_group_id`` (suc
 nothing); more than :data:`MAX_GROUPS` groups on one filtered port (refused).
 
 Use: :meth:`SecurityGroups.sync` after a start (it rebuilds atomically); then the
-incremental verbs, one nft transaction each. If one is refused, the realizer
-rebuilds from what it was told.
+incremental verbs, one nft transaction each — or, inside :meth:`SecurityGroups.batch`,
+one for all of them (the agent's pass). If one is refused, the realizer rebuilds from
+what it was told.
 """
 
 from __future__ import annotations
