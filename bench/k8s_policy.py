@@ -13,6 +13,12 @@ each size, per repetition:
   role=client in any namespace" (the client pod already has the label), timed from the
   call until the client's TCP connection to the target is accepted; the policy is then
   deleted and the connection checked to fail again;
+* **policy update** — "allow x/target from role=client on TCP/81" changed to TCP/80
+  (``on_policy``: one rule replaced), timed until the connection to port 80 is
+  accepted;
+* **policy delete** — with that policy in place, the client isolated in egress by a
+  second policy ("y: role=client, Egress, no rules"); ``on_policy_deleted`` of the
+  second one, timed until the connection is accepted;
 * **label change** — with that policy in place, the client's ``role`` label is set
   (``on_pod``), timed until the connection is accepted; then unset.
 * **baseline** (same path without the engine) — ``PUT /ports/<target>`` adding a group
@@ -20,8 +26,12 @@ each size, per repetition:
 
 Each is measured in a steady state: the spare groups a previous change used are made
 again first (they are refilled on a thread, beside the next change otherwise).
-"call" is the handler's own time (translation + API calls); "enforced" includes the
-agent's long poll, its nft commit and the packet's round trip. Connection attempts
+"call" is the handler's own time (translation + API calls), "api" the part of it in
+the network API (one batch), "at agent" until the dataplane agent's long poll brought
+the change (committed and delivered); "enforced" adds the agent's realizing (its
+nft commit) and the packet's round trip. "server CPU" is the netbay server process's
+CPU time from the change until enforced (a mean: the kernel counts 10 ms ticks), a
+measure the shared machine's load does not inflate as much as wall time. Connection attempts
 are non-blocking SYNs every 0.5 ms, so a verdict is seen within ~0.5 ms of the change.
 Medians; the machine is shared. Root is needed.
 """
@@ -31,6 +41,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
 import secrets
 import select
 import signal
@@ -38,6 +49,7 @@ import socket
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -55,6 +67,7 @@ from netbay.dataplane.names import Names  # noqa: E402
 from netbay.k8s.policy import Cluster, Namespace, Pod, PolicyEngine  # noqa: E402
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
+Sample = tuple[float, float, float, float]  # seconds: call, api, agent, enforced
 CIDRS = {"x": "10.232.0.0/22", "y": "10.233.0.0/22", "z": "10.234.0.0/22"}
 NET = "/network/v2.0"
 
@@ -67,6 +80,9 @@ def policy(ns: str, name: str, spec: dict) -> object:
 DENY = {"podSelector": {}, "policyTypes": ["Ingress"]}
 ALLOW = {"podSelector": {"matchLabels": {"role": "target"}},
          "ingress": [{"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"role": "client"}}}]}]}
+ALLOW_81 = {**ALLOW, "ingress": [{**ALLOW["ingress"][0], "ports": [{"protocol": "TCP", "port": 81}]}]}
+ALLOW_80 = {**ALLOW, "ingress": [{**ALLOW["ingress"][0], "ports": [{"protocol": "TCP", "port": 80}]}]}
+NO_EGRESS = {"podSelector": {"matchLabels": {"role": "client"}}, "policyTypes": ["Egress"]}
 
 
 def until_connect(ns: str, ip: str, port: int, t0: float, timeout: float = 3.0) -> float:
@@ -111,8 +127,19 @@ def connects(ns: str, ip: str, port: int, timeout: float = 0.3) -> bool:
 
 
 class Bench:
-    def __init__(self, srv: harness.Server, http: httpx.Client, names: Names) -> None:
+    def __init__(self, srv: harness.Server, http: httpx.Client, names: Names, agent: object) -> None:
         self.http, self.names = http, names
+        self.server_pid = srv.proc.pid
+        self.server_cpu: dict[str, float] = {}  # change kind -> server CPU seconds, summed
+        self.delivered = 0.0  # when the agent's long poll first brought changes (perf_counter)
+        changes = agent.api.changes
+
+        def noted(since: int, wait: float) -> dict:
+            body = changes(since, wait)
+            if body.get("changes") and not self.delivered:
+                self.delivered = time.perf_counter()
+            return body
+        agent.api.changes = noted
         self.api = Api(srv.url, srv.token)
         self.engine = PolicyEngine(self.api, tag="k8s-policy:bench")
         self.nets: dict[str, str] = {}
@@ -160,33 +187,34 @@ class Bench:
                 time.sleep(0.01)
             else:
                 raise RuntimeError(f"port {port_id} never ACTIVE")
-        if "x/target" in self.pods and not hasattr(self, "server"):
-            with netns.entered(self.sandbox_ns["x/target"]):
-                self.server = socket.socket()
-            self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self.server.bind((self.pods["x/target"].ip, 80))
-            self.server.listen(4096)
-            self.server.setblocking(False)
+        if "x/target" in self.pods and not hasattr(self, "servers"):
+            self.servers = []
+            for port in (80, 81):
+                with netns.entered(self.sandbox_ns["x/target"]):
+                    server = socket.socket()
+                server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                server.bind((self.pods["x/target"].ip, port))
+                server.listen(4096)
+                server.setblocking(False)
+                self.servers.append(server)
 
     def drain(self) -> None:
-        for _ in range(10_000):
-            try:
-                self.server.accept()[0].close()
-            except BlockingIOError:
-                return
+        for server in self.servers:
+            for _ in range(10_000):
+                try:
+                    server.accept()[0].close()
+                except BlockingIOError:
+                    break
 
-    def connect_target(self, t0: float) -> float:
-        return until_connect(self.sandbox_ns["y/client"], self.pods["x/target"].ip, 80, t0)
-
-    def denied(self) -> bool:
+    def denied(self, ports: tuple[int, ...] = (80, 81)) -> bool:
         self.drain()
-        return not connects(self.sandbox_ns["y/client"], self.pods["x/target"].ip, 80)
+        return not any(connects(self.sandbox_ns["y/client"], self.pods["x/target"].ip, p) for p in ports)
 
-    def settle_denied(self, timeout: float = 10.0) -> None:
+    def settle_denied(self, timeout: float = 10.0, ports: tuple[int, ...] = (80, 81)) -> None:
         """Wait (bounded) until the agent has applied a removal: the client is refused."""
         deadline = time.monotonic() + timeout
         for _ in range(10_000):
-            if self.denied():
+            if self.denied(ports):
                 return
             if time.monotonic() > deadline:
                 break
@@ -194,38 +222,63 @@ class Bench:
         raise RuntimeError("the client still reaches the target")
 
     # -- measured operations ----------------------------------------------------------
-    def policy_create(self) -> tuple[float, float]:
-        client = self.pods["y/client"]
-        if client.labels.get("role") != "client":
-            self.pods[client.key] = replace(client, labels={"role": "client"})
-            self.engine.on_pod(self.pods[client.key])
-        self.settle_denied()
+    def timed(self, kind: str, change: Callable[[], object], port: int = 80) -> Sample:
+        """``change()`` from a steady state, until the client's connection is accepted;
+        the netbay server's CPU time meanwhile is added up per kind of change."""
         self.engine.wait_spares()
+        self.delivered = 0.0
+        cpu = harness.proc_cpu_seconds(self.server_pid)
         t0 = time.perf_counter()
-        self.engine.on_policy(policy("x", "allow", ALLOW))
+        change()
         call = time.perf_counter() - t0
-        enforced = self.connect_target(t0)
-        self.engine.on_policy_deleted("x", "allow")
-        self.settle_denied()
-        return call, enforced
+        api = self.engine.last.get("seconds", 0.0)  # its apply: the network API
+        enforced = until_connect(self.sandbox_ns["y/client"], self.pods["x/target"].ip, port, t0)
+        delivered = self.delivered - t0 if self.delivered > t0 else enforced
+        self.server_cpu[kind] = self.server_cpu.get(kind, 0.0) + harness.proc_cpu_seconds(self.server_pid) - cpu
+        return call, api, delivered, enforced
 
-    def label_change(self) -> tuple[float, float]:
-        self.engine.on_policy(policy("x", "allow", ALLOW))
+    def client_role(self, role: str) -> None:
         client = self.pods["y/client"]
-        self.pods[client.key] = replace(client, labels={"role": "none"})
-        self.engine.on_pod(self.pods[client.key])
+        if client.labels.get("role") != role:
+            self.pods[client.key] = replace(client, labels={"role": role})
+            self.engine.on_pod(self.pods[client.key])
+
+    def policy_create(self) -> Sample:
+        self.client_role("client")
         self.settle_denied()
-        self.engine.wait_spares()
-        t0 = time.perf_counter()
-        self.pods[client.key] = replace(client, labels={"role": "client"})
-        self.engine.on_pod(self.pods[client.key])
-        call = time.perf_counter() - t0
-        enforced = self.connect_target(t0)
-        self.pods[client.key] = replace(client, labels={"role": "none"})
-        self.engine.on_pod(self.pods[client.key])
+        sample = self.timed("policy create", lambda: self.engine.on_policy(policy("x", "allow", ALLOW)))
         self.engine.on_policy_deleted("x", "allow")
         self.settle_denied()
-        return call, enforced
+        return sample
+
+    def policy_update(self) -> Sample:
+        self.client_role("client")
+        self.engine.on_policy(policy("x", "allow", ALLOW_81))
+        self.settle_denied(ports=(80,))
+        sample = self.timed("policy update", lambda: self.engine.on_policy(policy("x", "allow", ALLOW_80)))
+        self.engine.on_policy_deleted("x", "allow")
+        self.settle_denied()
+        return sample
+
+    def policy_delete(self) -> Sample:
+        self.client_role("client")
+        self.engine.on_policy(policy("x", "allow", ALLOW))
+        self.engine.on_policy(policy("y", "no-egress", NO_EGRESS))
+        self.settle_denied()
+        sample = self.timed("policy delete", lambda: self.engine.on_policy_deleted("y", "no-egress"))
+        self.engine.on_policy_deleted("x", "allow")
+        self.settle_denied()
+        return sample
+
+    def label_change(self) -> Sample:
+        self.engine.on_policy(policy("x", "allow", ALLOW))
+        self.client_role("none")
+        self.settle_denied()
+        sample = self.timed("label change", lambda: self.client_role("client"))
+        self.client_role("none")
+        self.engine.on_policy_deleted("x", "allow")
+        self.settle_denied()
+        return sample
 
     def baseline(self) -> tuple[float, float]:
         if not hasattr(self, "plain"):
@@ -236,15 +289,14 @@ class Bench:
                 "remote_ip_prefix": self.pods["y/client"].ip + "/32"}}), 201)
         target = self.pods["x/target"].port_id
         self.settle_denied()
-        self.engine.wait_spares()
         groups = self.ok(self.http.get(f"{NET}/ports/{target}"))["port"]["security_groups"]
-        t0 = time.perf_counter()
-        self.ok(self.http.put(f"{NET}/ports/{target}", json={"port": {"security_groups": [*groups, self.plain["id"]]}}))
-        call = time.perf_counter() - t0
-        enforced = self.connect_target(t0)
+        self.engine.last = {}
+        sample = self.timed("baseline", lambda: self.ok(self.http.put(f"{NET}/ports/{target}", json={"port": {
+            "security_groups": [*groups, self.plain["id"]]}})))
+        sample = (sample[0], sample[0], *sample[2:])  # all of the call is the API's
         self.ok(self.http.put(f"{NET}/ports/{target}", json={"port": {"security_groups": groups}}))
         self.settle_denied()
-        return call, enforced
+        return sample
 
 
 def main() -> None:
@@ -256,11 +308,13 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the sweep below still runs
     names = Names(PREFIX)
-    rows, out = [], {"sizes": {}, "machine": harness.machine()}
+    head = ["pods", "change", "call ms", "api ms", "at agent ms", "enforced p50 ms", "p90 ms", "× baseline",
+            "server CPU ms"]
+    rows, out = [], {"sizes": {}, "machine": harness.machine(), "load": []}
     try:
-        with harness.netbay("sqlite") as srv, agent_thread.running(srv, names):
+        with harness.netbay("sqlite") as srv, agent_thread.running(srv, names) as agent:
             http = httpx.Client(base_url=srv.url, headers={"X-Auth-Token": srv.token()}, timeout=60)
-            bench = Bench(srv, http, names)
+            bench = Bench(srv, http, names, agent)
             for size in sizes:
                 t = time.perf_counter()
                 bench.grow(size)
@@ -269,29 +323,39 @@ def main() -> None:
                 bench.engine.sync(Cluster.of([Namespace(n) for n in CIDRS], bench.pods.values(),
                                              [policy(n, "deny", DENY) for n in CIDRS]))
                 sync = time.perf_counter() - t
-                res: dict[str, list[tuple[float, float]]] = {"policy create": [], "label change": [], "baseline": []}
-                for _ in range(args.reps):
-                    res["policy create"].append(bench.policy_create())
-                    res["label change"].append(bench.label_change())
-                    res["baseline"].append(bench.baseline())
-                out["sizes"][size] = {"grow_s": grown, "sync_s": sync}
+                load = [os.getloadavg()[0]]
+                kinds = {"policy create": bench.policy_create, "policy update": bench.policy_update,
+                         "policy delete": bench.policy_delete, "label change": bench.label_change,
+                         "baseline": bench.baseline}
+                res: dict[str, list[Sample]] = {k: [] for k in kinds}
+                bench.server_cpu.clear()
+                for _ in range(args.reps):  # interleaved: each kind sees the same load
+                    for what, measure in kinds.items():
+                        res[what].append(measure())
+                load.append(os.getloadavg()[0])
+                out["load"].append(load)
+                out["sizes"][size] = {"grow_s": grown, "sync_s": sync, "load1": load}
+                base = statistics.median(x[3] for x in res["baseline"])
                 for what, xs in res.items():
-                    call = statistics.median(c for c, _ in xs) * 1e3
-                    enf = statistics.median(e for _, e in xs) * 1e3
-                    p90 = sorted(e for _, e in xs)[int(0.9 * (len(xs) - 1))] * 1e3
-                    out["sizes"][size][what] = {"call_ms": call, "enforced_ms": enf, "enforced_p90_ms": p90}
-                    rows.append([str(size), what, f"{call:.1f}", f"{enf:.1f}", f"{p90:.1f}", f"{sync * 1e3:.0f}"])
-                print(harness.markdown_table(["pods", "change", "call ms", "enforced p50 ms", "p90 ms", "sync ms"],
-                                             rows[-3:]), flush=True)
+                    call, api, done, enf = (statistics.median(x[i] for x in xs) * 1e3 for i in range(4))
+                    p90 = sorted(x[3] for x in xs)[int(0.9 * (len(xs) - 1))] * 1e3
+                    cpu = bench.server_cpu.get(what, 0.0) / len(xs) * 1e3  # a mean: 10 ms ticks
+                    out["sizes"][size][what] = {"call_ms": call, "api_ms": api, "at_agent_ms": done,
+                                                "enforced_ms": enf, "enforced_p90_ms": p90,
+                                                "ratio_to_baseline": enf / (base * 1e3), "server_cpu_ms": cpu}
+                    rows.append([str(size), what, f"{call:.1f}", f"{api:.1f}", f"{done:.1f}", f"{enf:.1f}",
+                                 f"{p90:.1f}", f"{enf / (base * 1e3):.2f}", f"{cpu:.1f}"])
+                print(harness.markdown_table(head, rows[-len(kinds):]), flush=True)
+                print(f"sync {sync * 1e3:.0f} ms, grow {grown:.1f} s, load {load[0]:.1f} → {load[1]:.1f}", flush=True)
             bench.api.close()
             http.close()
-            if hasattr(bench, "server"):
-                bench.server.close()
+            for server in getattr(bench, "servers", ()):
+                server.close()
     finally:
         left = agent_thread.sweep(PREFIX)
         if left:
             print(f"swept {len(left)} namespaces", file=sys.stderr)
-    print(harness.markdown_table(["pods", "change", "call ms", "enforced p50 ms", "p90 ms", "sync ms"], rows))
+    print(harness.markdown_table(head, rows))
     print(out["machine"])
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))

@@ -194,3 +194,42 @@ def test_a_label_change_moves_only_that_pods_groups_as_a_whole_translation_would
     with_svc = cluster(np("x", "p", {"podSelector": A, "egress": [{"to": [{"podSelector": {}}]}]}),
                        services=[Service("x", "s", "10.96.0.1", {"pod": "b"}, (ServicePort(80, 80),))])
     assert translate(with_svc).pod_dependent
+
+
+def test_a_policy_change_moves_only_the_pods_it_concerns_as_a_whole_translation_would() -> None:
+    """repolicy() (the engine's path for policy changes: rules without pods, memberships
+    of the pods concerned) against translate(), over random adds, replacements, deletes."""
+    import random
+
+    from netbay.k8s.policy.translate import repolicy
+    specs = [
+        {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+        {"podSelector": A, "ingress": [{"from": [
+            {"namespaceSelector": {"matchLabels": {"ns": "y"}}, "podSelector": {"matchLabels": {"pod": "b"}}}]}]},
+        {"podSelector": {"matchLabels": {"pod": "b"}}, "ingress": [{"from": [{"podSelector": {"matchExpressions": [
+            {"key": "pod", "operator": "In", "values": ["c", "d"]}]}}], "ports": [{"port": 80, "endPort": 90}]}]},
+        {"podSelector": {"matchLabels": {"pod": "c"}}, "policyTypes": ["Egress"],
+         "egress": [{"to": [{"namespaceSelector": {}, "podSelector": A}, {"ipBlock": {"cidr": "10.0.0.0/8"}}]}]},
+        {"podSelector": {}, "ingress": [{"from": [{"namespaceSelector": {}}]}]},
+    ]
+    c = cluster()
+    d = translate(c)
+    rng = random.Random(7)
+    for _ in range(80):
+        ns, name = rng.choice("xyz"), rng.choice(["p", "q", "r"])
+        old = c.policies.get(f"{ns}/{name}")
+        if old is not None and rng.random() < 0.3:
+            del c.policies[f"{ns}/{name}"]
+            changed = [old]
+        else:
+            new = np(ns, name, rng.choice(specs))
+            c.policies[f"{ns}/{name}"] = new
+            changed = [p for p in (old, new) if p is not None]
+        found, full = repolicy(c, d, changed), translate(c)
+        assert found is not None
+        fast, affected = found
+        assert fast.members == full.members and fast.groups == full.groups and fast.peers == full.peers
+        assert {k for k in c.pods if d.members.get(k) != full.members[k]} <= affected
+        d = fast
+    named = cluster(np("x", "p", {"podSelector": {}, "ingress": [{"ports": [{"port": "http"}]}]}), http=80)
+    assert repolicy(named, translate(cluster(http=80)), list(named.policies.values())) is None

@@ -159,21 +159,22 @@ class SecurityGroupRealizer:
             return {}
         sg = self._groups()
         groups = state.table("security_groups")
-        for gid in sorted(work.get("security_groups", ())):
-            if gid in groups:
-                sg.ensure_group(groups[gid])
-            else:
-                sg.remove_group(gid)
         failed: dict[str, bool] = {}
-        for pid in sorted(work.get("ports", ())):
-            try:
-                if pid in specs:
-                    sg.ensure_port(*self._entry(state, specs[pid]))
-                elif pid in self.marks:
-                    sg.remove_port(pid)
-                    del self.marks[pid]
-            except (ValueError, OSError, RuntimeError) as exc:
-                log.warning("netbay agent: security groups of port %s: %s", pid, exc)
-                failed[pid] = False
+        with sg.batch():  # the whole pass in one nft transaction
+            for gid in sorted(work.get("security_groups", ())):
+                if gid in groups:
+                    sg.ensure_group(groups[gid])
+                else:
+                    sg.remove_group(gid)
+            for pid in sorted(work.get("ports", ())):
+                try:
+                    if pid in specs:
+                        sg.ensure_port(*self._entry(state, specs[pid]))
+                    elif pid in self.marks:
+                        sg.remove_port(pid)
+                        del self.marks[pid]
+                except (ValueError, OSError, RuntimeError) as exc:
+                    log.warning("netbay agent: security groups of port %s: %s", pid, exc)
+                    failed[pid] = False
         return {"ports": failed} if failed else {}
 

@@ -52,8 +52,9 @@ conntrack table, 10-20 ms here). Not supported: ``remote_address_group_id`` (suc
 nothing); more than :data:`MAX_GROUPS` groups on one filtered port (refused).
 
 Use: :meth:`SecurityGroups.sync` after a start (it rebuilds atomically); then the
-incremental verbs, one nft transaction each. If one is refused, the realizer
-rebuilds from what it was told.
+incremental verbs, one nft transaction each — or, inside :meth:`SecurityGroups.batch`,
+one for all of them (the agent's pass). If one is refused, the realizer rebuilds from
+what it was told.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from netbay.dataplane import links
@@ -123,8 +125,26 @@ class SecurityGroups:
         self._brnf = False
         self._ct = ConntrackWorker(fabric_ns)
         self._lock = threading.RLock()
+        self._pending: list[Any] | None = None  # builds deferred by :meth:`batch`
 
     # -- public verbs -----------------------------------------------------------------
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """The verbs called inside reach the kernel as ONE nft transaction, at the end
+        (an agent pass: a change's groups and ports together): one commit, and one
+        fill of libnftables' cache, which costs more the larger the ruleset."""
+        with self._lock:
+            outer = self._pending is None
+            if outer:
+                self._pending = []
+            try:
+                yield
+            finally:
+                if outer:
+                    builds, self._pending = self._pending, None
+                    if builds:
+                        self._apply(lambda tx: [build(tx) for build in builds])
 
     @_locked
     def sync(self, ports: Iterable[tuple[Mapping[str, Any], int, int]],
@@ -264,6 +284,9 @@ class SecurityGroups:
     def _apply(self, build: Any) -> None:
         """Run one incremental change (the wanted state is already updated); if it
         cannot be built or is refused, rebuild everything from the wanted state."""
+        if self._pending is not None:  # inside batch(): one transaction at its end
+            self._pending.append(build)
+            return
         self._bridge_netfilter()
         if not self._built:  # first use without sync(): start from clean tables
             self._rebuild()

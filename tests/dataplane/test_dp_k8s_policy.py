@@ -17,6 +17,7 @@ import pytest
 from lightkube import codecs
 
 from netbay.k8s.policy import Namespace, PolicyEngine, Service, ServicePort, load_policies
+from netbay.k8s.policy.neutron import group_name
 
 from .netpol_lab import NAMESPACES, Lab, build, check, probe
 
@@ -282,7 +283,9 @@ def test_namespace_label_change(lab: Lab, np: Any) -> None:
     check(lab, only_from("x/a", lambda s, *_: ns_of(s) == "y"))
     rules = lab.engine.desired.groups
     calls = lab.engine.on_namespace(Namespace("z", {"ns": "y"}))
-    assert calls == 3 and lab.engine.desired.groups == rules  # z's three ports join the peer group
+    # z's three ports join the peer group, in one batch (one transaction); no rule changes
+    assert calls == 1 and lab.engine.desired.groups == rules
+    assert lab.engine.groups._batch, "the embedded network API takes batches"
     check(lab, only_from("x/a", lambda s, *_: ns_of(s) in ("y", "z")))
 
 
@@ -349,6 +352,30 @@ def test_restart_adopts_what_exists_and_deletes_what_nothing_wants(lab: Lab, np:
     assert stale["id"] not in {g["id"] for g in tagged} and len(fresh.groups.spares) == 4
     assert fresh.sync(cluster) == 0, "a second resync changes nothing"
     check(lab, truth)
+
+
+def test_restart_before_a_taken_spare_is_named(lab: Lab, np: Any) -> None:
+    """A change takes a spare group at no cost and names it just after; an engine that
+    stops in between leaves a port in a group still named like a spare (with no rules:
+    a deny policy). The next engine must not reuse it as a spare, but replace it."""
+    groups, http = lab.engine.groups, lab.cloud.http
+    groups.refill = lambda: 0  # this engine stops before naming what it takes
+    np("x", "deny-a", {"podSelector": A, "policyTypes": ["Ingress"]})
+    check(lab, only_from("x/a", lambda *_: False))
+    taken = groups.ids["policy:x/deny-a"]
+    shown = lab.cloud.ok(http.get(f"/network/v2.0/security-groups/{taken}"))["security_group"]
+    assert shown["name"] == "k8s-np-spare" and not shown["security_group_rules"]
+    cluster = lab.cluster()
+    cluster.policies = dict(lab.engine.cluster.policies)
+    fresh = PolicyEngine(groups.api, tag=groups.tag)
+    fresh.sync(cluster)
+    lab.engine = fresh
+    fresh.wait_spares()
+    assert taken not in fresh.groups.spares
+    assert http.get(f"/network/v2.0/security-groups/{taken}").status_code == 404, "replaced, then deleted"
+    named = lab.cloud.ok(http.get(f"/network/v2.0/security-groups/{fresh.groups.ids['policy:x/deny-a']}"))
+    assert named["security_group"]["name"] == group_name("policy:x/deny-a")
+    check(lab, only_from("x/a", lambda *_: False))
 
 
 def _connects(ns: str, ip: str, port: int, timeout: float = 0.3) -> bool:

@@ -85,6 +85,7 @@ EXTENSIONS = [
     ("trunk", "Trunk Extension", "Provides support for trunk ports"),
     ("stateful-security-group", "Stateful security group", "Indicates if the security group is stateful or not"),
     ("taas", "Neutron Tap as a Service", "Neutron Tap as a Service Extension."),
+    ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]
 
 
@@ -292,7 +293,7 @@ async def _in_thread(fn):  # noqa: ANN001, ANN202
 
 
 def install(app: FastAPI) -> None:
-    from netbay.api.network import actions, quotas, trunk_actions  # member actions, quotas
+    from netbay.api.network import actions, batch, quotas, trunk_actions  # member actions, quotas, batch
 
     app.include_router(router)
     collections = APIRouter(prefix="/network", tags=["network"])
@@ -301,6 +302,7 @@ def install(app: FastAPI) -> None:
     actions.mount(collections)
     trunk_actions.mount(collections)
     quotas.mount(collections)
+    batch.mount(collections)
     app.include_router(collections)
     # The routes above document the API; these answer it (see ``plainroutes``).
     serve_plainly(app, "/network", [*router.routes, *collections.routes])

@@ -4,7 +4,9 @@ Each handler updates the engine's copy of the cluster, translates it again (pure
 Python, no I/O: ~4-6 ms at 1,000 pods) and applies only the difference through the
 network service's API (:mod:`netbay.k8s.policy.neutron`). A pod whose labels alone
 changed takes a shorter path (:func:`~netbay.k8s.policy.translate.relabel`): only its
-memberships are recomputed, so the common live update stays flat in the pod count. One lock serializes the
+memberships are recomputed, so the common live update stays flat in the pod count; so
+does a policy change (:func:`~netbay.k8s.policy.translate.repolicy`: rules without pods,
+memberships only of the pods it concerns). One lock serializes the
 handlers, so callers may deliver events from any thread.
 """
 
@@ -22,9 +24,11 @@ from lightkube.models.networking_v1 import NetworkPolicy
 from netbay.coe.executor import Api
 from netbay.k8s.policy.model import Cluster, Namespace, Pod, Service, policy_key
 from netbay.k8s.policy.neutron import Groups
-from netbay.k8s.policy.translate import Desired, relabel, translate
+from netbay.k8s.policy.translate import Desired, relabel, repolicy, translate
 
 log = logging.getLogger(__name__)
+
+REFILL_DELAY = 0.05  # seconds: about a change's enforcement, so the refill does not compete with it
 
 
 class PolicyEngine:
@@ -80,11 +84,10 @@ class PolicyEngine:
         return self._change(drop)
 
     def on_policy(self, policy: NetworkPolicy) -> int:
-        key = policy_key(policy)
-        return self._change(lambda c: c.policies.__setitem__(key, policy))
+        return self._policy(policy_key(policy), policy)
 
     def on_policy_deleted(self, namespace: str, name: str) -> int:
-        return self._change(lambda c: c.policies.pop(f"{namespace}/{name}", None))
+        return self._policy(f"{namespace}/{name}", None)
 
     def on_service(self, service: Service) -> int:
         return self._change(lambda c: c.services.__setitem__(service.key, service))
@@ -106,6 +109,27 @@ class PolicyEngine:
             self.desired = None
 
     # -- internals ---------------------------------------------------------------------
+    def _policy(self, key: str, policy: NetworkPolicy | None) -> int:
+        """A policy added, replaced (``policy``) or deleted (None): only the pods it
+        selects and the pods of peer groups that came or went are looked at again
+        (:func:`~netbay.k8s.policy.translate.repolicy`), when rules do not depend on pods."""
+        def mutate(c: Cluster) -> None:
+            if policy is None:
+                c.policies.pop(key, None)
+            else:
+                c.policies[key] = policy
+
+        with self._lock:
+            if self.desired is not None:
+                cluster = self.cluster.copy()
+                old = cluster.policies.get(key)
+                mutate(cluster)
+                found = repolicy(cluster, self.desired, [p for p in (old, policy) if p is not None])
+                if found is not None:  # a bad policy raised above, before anything changed
+                    self.cluster = cluster
+                    return self._apply(found[0], only=found[1])
+        return self._change(mutate)
+
     def _change(self, mutate: Any) -> int:
         with self._lock:
             cluster = self.cluster.copy()
@@ -123,7 +147,7 @@ class PolicyEngine:
         calls = self.groups.apply(desired, ports, check_ports=check_ports, partial=only is not None)
         self.desired = desired
         self.last = {"calls": calls, "seconds": time.perf_counter() - t0}
-        if len(self.groups.spares) < self.groups.want_spares:
+        if self.groups.refill_due:
             self._refill()
         return calls
 
@@ -133,16 +157,22 @@ class PolicyEngine:
             self._refiller.join(timeout=60)
 
     def _refill(self) -> None:
-        """Spare groups are made on a thread, after the change is applied, so that
-        what the change needed is not delayed by what the next one may need."""
+        """Spare groups are named and made on a thread, a moment after the change is
+        applied (``REFILL_DELAY``), so that neither the change nor the dataplane agent
+        realizing it waits for what the next change may need."""
         if self._refiller is not None and self._refiller.is_alive():
             return
 
         def run() -> None:  # without the engine's lock: changes go on meanwhile
-            try:
-                self.groups.refill()
-            except Exception as exc:  # noqa: BLE001 - spares are an optimization only
-                log.warning("k8s policy: refilling spare groups: %s", exc)
+            time.sleep(REFILL_DELAY)
+            for _ in range(10):  # changes that took spares meanwhile: bounded
+                try:
+                    self.groups.refill()
+                except Exception as exc:  # noqa: BLE001 - the next change's refill tries again
+                    log.warning("k8s policy: naming and refilling spare groups: %s", exc)
+                    return
+                if not self.groups.refill_due:
+                    return
 
         self._refiller = threading.Thread(target=run, name="k8s-policy-spares", daemon=True)
         self._refiller.start()

@@ -1,15 +1,19 @@
 """Making the network service hold the translation's groups, by diff.
 
 The engine remembers what it made (group ids by key, rule ids by rule, each port's
-groups), so a change costs only the API calls that differ: a pod label change is one
-port update, a new policy one group, one bulk rule create and an update per port it
-selects. Groups carry a tag and are named after their key's hash, so :meth:`adopt`
-finds them again after a restart, and what nothing wants any more is deleted.
+groups), so a change costs only the operations that differ: a pod label change is
+one port update, a new policy a spare group taken, one bulk rule create and an update
+per port it selects. Groups carry a tag and are named after their key's hash, so
+:meth:`adopt` finds them again after a restart, and what nothing wants any more is
+deleted.
 
-A new Neutron group comes with two allow-all egress rules that must go before any
-port joins it (three calls), so a few empty groups are kept ready (``SPARE``,
-refilled after each change, kuryr's port-pool idea applied to groups): taking one
-costs a rename.
+A change goes to netbay's network API as ONE batch (``POST /v2.0/batch``: one
+transaction, so one commit and one wake-up of the dataplane agent, all or nothing);
+a service without it gets the same calls one by one. A new Neutron group comes with
+two allow-all egress rules that must go before any port joins it, so a few empty
+groups are kept ready (``SPARE``, refilled after each change, kuryr's port-pool idea
+applied to groups): taking one costs no call; it is named after its key by the
+refill that follows the change (a restart before that finds it in use and replaces it).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from netbay.coe.executor import Api, ApiError
@@ -31,6 +36,31 @@ SPARE = "k8s-np-spare"
 
 def group_name(key: str) -> str:
     return "k8s-np-" + hashlib.sha1(key.encode()).hexdigest()[:20]
+
+
+def _naming(key: str) -> dict[str, str]:
+    return {"name": group_name(key), "description": f"k8s policy {key}"[:255]}
+
+
+@dataclass
+class _Op:
+    """One call of the network API: alone, or an operation of a batch. ``body`` is
+    built when the call goes out (group ids may change until then); ``alone``
+    replaces the plain call when it needs its own recovery."""
+    method: str
+    path: str  # under /network/v2.0/
+    body: Callable[[], Any] | None = None
+    done: Callable[[Any], None] = lambda _result: None
+    missing_ok: bool = False
+    alone: Callable[[], Any] | None = None
+
+    def wire(self) -> dict[str, Any]:
+        op: dict[str, Any] = {"method": self.method, "path": self.path}
+        if self.body is not None:
+            op["body"] = self.body()
+        if self.missing_ok:
+            op["missing_ok"] = True
+        return op
 
 
 class Groups:
@@ -47,6 +77,8 @@ class Groups:
         self.ids: dict[str, str] = {}                 # key -> group id
         self.rules: dict[str, dict[Rule, str]] = {}   # key -> rule -> rule id
         self.ports: dict[str, tuple[str, tuple[str, ...]]] = {}  # pod key -> (port id, group ids)
+        self._batch: bool | None = None  # whether the service takes a batch (asked once)
+        self._unnamed: dict[str, str] = {}  # spares taken, not named yet: group id -> key
 
     # -- restart ---------------------------------------------------------------------
     def adopt(self, keys: Iterable[str]) -> None:
@@ -59,7 +91,13 @@ class Groups:
         self._members.clear()
         found = self.api.call("GET", f"{NET}/security-groups", tags=self.tag)["security_groups"]
         stale = []
-        self.spares = [g["id"] for g in found if g["name"] == SPARE and not g.get("security_group_rules")]
+        empty = [g["id"] for g in found if g["name"] == SPARE and not g.get("security_group_rules")]
+        # a spare some port is in was taken by a change, and the engine stopped before naming it
+        used = {gid for p in (self.api.call("GET", f"{NET}/ports", security_groups=empty,
+                                            fields="security_groups")["ports"] if empty else ())
+                for gid in p["security_groups"]}
+        self.spares = [gid for gid in empty if gid not in used]
+        self._unnamed.clear()
         for g in found:
             if g["id"] in self.spares:
                 continue
@@ -86,31 +124,34 @@ class Groups:
               partial: bool = False) -> int:
         """Make the service match ``desired``; returns the number of API calls made.
         ``check_ports`` re-reads each port's groups (after a restart) instead of
-        trusting memory; ``partial``: ``port_ids`` are only the pods that changed."""
+        trusting memory; ``partial``: ``port_ids`` are only the pods that changed.
+
+        Everything but the rare new group without a spare goes in ONE batch (one
+        transaction, one wake-up of the agent): rules, memberships, deletions. What
+        the engine remembers changes as the service answers, so a refused change is
+        tried again by the next one."""
         calls = 0
+        ops: list[_Op] = []
         for key in sorted(desired.groups):
             if key not in self.ids:
-                calls += self._new_group(key)
-        # rules: add what is missing (one bulk call), later remove what is extra
-        adds, add_keys = [], []
-        for key, wanted in desired.groups.items():
-            have = self.rules.setdefault(key, {})
-            for rule in sorted(wanted - have.keys(), key=repr):
-                adds.append(self._body(key, rule))
-                add_keys.append((key, rule))
+                calls += self._new_group(key, ops)
+        # rules: add what is missing (one bulk create), remove what is extra (a new
+        # group's default egress ones too) in the same transaction as the ports joining
+        adds = [(key, rule) for key, wanted in desired.groups.items()
+                for rule in sorted(wanted - self.rules.setdefault(key, {}).keys(), key=repr)]
         if adds:
-            made = self.api.call("POST", f"{NET}/security-group-rules", {"security_group_rules": adds})
-            for (key, rule), r in zip(add_keys, made["security_group_rules"]):
-                self.rules[key][rule] = r["id"]
-            calls += 1
-        # extra rules (a new group's default egress ones too) before any port joins
+            def added(result: Any, adds: list[tuple[str, Rule]] = adds) -> None:
+                for (key, rule), r in zip(adds, result["security_group_rules"]):
+                    self.rules[key][rule] = r["id"]
+            ops.append(_Op("POST", "security-group-rules",
+                           lambda: {"security_group_rules": [self._body(k, r) for k, r in adds]}, added))
         for key, have in self.rules.items():
             wanted = desired.groups.get(key)
             if wanted is None:
                 continue
             for rule in [r for r in have if r not in wanted]:
-                self.api.gone_ok("DELETE", f"{NET}/security-group-rules/{have.pop(rule)}")
-                calls += 1
+                ops.append(_Op("DELETE", f"security-group-rules/{have[rule]}", missing_ok=True,
+                               done=lambda _r, have=have, rule=rule: have.pop(rule, None)))
         # memberships
         current = self._current_ports(port_ids) if check_ports else {}
         for pod, port_id in sorted(port_ids.items()):
@@ -122,51 +163,113 @@ class Groups:
                 continue
             want = tuple(sorted(self.ids[k] for k in members))
             if check_ports:
-                have = (port_id, tuple(sorted(current[port_id])))
+                have_ports = (port_id, tuple(sorted(current[port_id])))
             else:
-                have = self.ports.get(pod, ("", ()))
-            if have != (port_id, want):
-                self.api.call("PUT", f"{NET}/ports/{port_id}", {"port": {"security_groups": list(want)}})
-                calls += 1
-            self.ports[pod] = (port_id, want)
-            self._members[pod] = (port_id, members)
+                have_ports = self.ports.get(pod, ("", ()))
+            if have_ports == (port_id, want):
+                self._joined(pod, port_id, members, want)
+            else:
+                ops.append(_Op("PUT", f"ports/{port_id}",
+                               lambda members=members: {"port": {"security_groups": sorted(
+                                   self.ids[k] for k in members)}},
+                               lambda r, pod=pod, port_id=port_id, members=members: self._joined(
+                                   pod, port_id, members, tuple(sorted(r["port"]["security_groups"])))))
         for pod in [] if partial else list(self.ports):
             if pod not in port_ids:
                 del self.ports[pod]
                 self._members.pop(pod, None)
-        # groups nothing wants any more
-        for key in [k for k in self.ids if k not in desired.groups]:
-            self._delete_group(self.ids.pop(key))
-            self.rules.pop(key, None)
-            calls += 1
-        for g in self._stale:
-            self._delete_group(g["id"])
-            calls += 1
-        self._stale = []
-        return calls
+        # groups nothing wants any more (their rules go with them)
+        for key, gid in [(k, g) for k, g in self.ids.items() if k not in desired.groups]:
+            ops.append(_Op("DELETE", f"security-groups/{gid}", missing_ok=True,
+                           done=lambda _r, key=key: (self.ids.pop(key, None), self.rules.pop(key, None)),
+                           alone=lambda gid=gid: self._delete_group(gid)))
+        for g in list(self._stale):
+            ops.append(_Op("DELETE", f"security-groups/{g['id']}", missing_ok=True,
+                           done=lambda _r, g=g: self._stale.remove(g),
+                           alone=lambda gid=g["id"]: self._delete_group(gid)))
+        return calls + self._run(ops)
 
-    def _new_group(self, key: str) -> int:
-        body = {"name": group_name(key), "description": f"k8s policy {key}"[:255]}
+    def _joined(self, pod: str, port_id: str, members: frozenset[str], ids: tuple[str, ...]) -> None:
+        """What ``pod``'s port is in, once the service says so."""
+        self.ports[pod] = (port_id, ids)
+        self._members[pod] = (port_id, members)
+
+    def _run(self, ops: list[_Op]) -> int:
+        """``ops`` as one batch (one transaction), or one call each where the service has
+        no batch or refused it (then each runs alone, with its own recovery: a spare
+        gone, a group still on a port the engine does not know). Returns the calls."""
+        if not ops:
+            return 0
+        if len(ops) > 1 and self._batch_ok():
+            try:
+                done = self.api.call("POST", f"{NET}/batch", {"batch": [op.wire() for op in ops]})["batch"]
+            except ApiError as exc:
+                log.info("k8s policy: batch of %d refused (%s); one call each", len(ops), exc.message)
+            else:
+                for op, result in zip(ops, done):
+                    op.done(result)
+                return 1
+        for op in ops:
+            op.done(op.alone() if op.alone is not None else self._alone(op))
+        return len(ops) + (len(ops) > 1 and bool(self._batch))
+
+    def _alone(self, op: _Op) -> Any:
+        body = op.body() if op.body is not None else None
+        if op.missing_ok:
+            return self.api.gone_ok(op.method, f"{NET}/{op.path}", body)
+        return self.api.call(op.method, f"{NET}/{op.path}", body)
+
+    def _batch_ok(self) -> bool:
+        """Whether the service takes ``POST /v2.0/batch`` (netbay's, not Neutron's)."""
+        if self._batch is None:
+            try:
+                self.api.call("GET", f"{NET}/extensions/netbay-batch")
+                self._batch = True
+            except ApiError:
+                self._batch = False
+        return self._batch
+
+    def _new_group(self, key: str, ops: list[_Op]) -> int:
+        """A group for ``key``: a spare (no call: it is named after the change, by
+        :meth:`refill`), else one made now (the rare case: its default rules go in the
+        batch)."""
         with self._spare_lock:
             gid = self.spares.pop() if self.spares else None
+            if gid is not None:
+                self._unnamed[gid] = key
         if gid is not None:
-            try:
-                self.api.call("PUT", f"{NET}/security-groups/{gid}", {"security_group": body})
-                self.ids[key], self.rules[key] = gid, {}
-                return 1
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
+            self.ids[key], self.rules[key] = gid, {}
+            return 0
+        self._create_group(key, _naming(key))
+        return 1
+
+    def _create_group(self, key: str, body: dict[str, Any]) -> None:
+        """A new group for ``key``; its default egress rules are in ``self.rules``, so
+        the next :meth:`apply` removes them before any port joins."""
         g = self.api.call("POST", f"{NET}/security-groups", {"security_group": {**body, "tags": [self.tag]}})
         g = g["security_group"]
         self.ids[key] = g["id"]
         self.rules[key] = {self._rule(r): r["id"] for r in g.get("security_group_rules") or []}
-        return 1
+
+    @property
+    def refill_due(self) -> bool:
+        return bool(self._unnamed) or len(self.spares) < self.want_spares
 
     def refill(self) -> int:
-        """Make spare groups (empty: the default egress rules removed) up to the wanted
-        number; off the path of the change that used them."""
-        calls = 0
+        """Name the spares the last changes took (one batch) and make spare groups
+        (empty: the default egress rules removed) up to the wanted number: after the
+        change that needed them, off its path."""
+        with self._spare_lock:
+            unnamed, self._unnamed = self._unnamed, {}
+        try:
+            calls = self._run([_Op("PUT", f"security-groups/{gid}",
+                                   lambda key=key: {"security_group": _naming(key)},
+                                   alone=lambda gid=gid, key=key: self._name(gid, key))
+                               for gid, key in unnamed.items()])
+        except Exception:
+            with self._spare_lock:
+                self._unnamed = {**unnamed, **self._unnamed}  # for the next refill
+            raise
         with self._spare_lock:
             missing = max(0, self.want_spares - len(self.spares))
         for _ in range(missing):
@@ -176,12 +279,19 @@ class Groups:
             except ApiError as exc:  # best effort: a full quota only means no spares
                 log.warning("k8s policy: no spare security group: %s", exc.message)
                 return calls
-            for r in g.get("security_group_rules") or []:
-                self.api.gone_ok("DELETE", f"{NET}/security-group-rules/{r['id']}")
+            calls += 1 + self._run([_Op("DELETE", f"security-group-rules/{r['id']}", missing_ok=True)
+                                    for r in g.get("security_group_rules") or []])
             with self._spare_lock:
                 self.spares.append(g["id"])
-            calls += 1 + len(g.get("security_group_rules") or [])
         return calls
+
+    def _name(self, gid: str, key: str) -> None:
+        """A taken spare named after its key (gone already: its policy went meanwhile)."""
+        try:
+            self.api.call("PUT", f"{NET}/security-groups/{gid}", {"security_group": _naming(key)})
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
 
     def _delete_group(self, gid: str) -> None:
         try:

@@ -284,6 +284,37 @@ def relabel(cluster: Cluster, desired: Desired, pod: Pod) -> Desired | None:
     None when rules depend on pods and a whole translation is needed."""
     if desired.pod_dependent:
         return None
+    ns_labels = {pod.namespace: cluster.namespace_labels(pod.namespace)}
+    members = _members_of(cluster, desired.peers, pod, ns_labels)
+    return Desired(desired.groups, {**desired.members, pod.key: members}, desired.peers, False)
+
+
+def repolicy(cluster: Cluster, desired: Desired, changed: Iterable[NetworkPolicy]) -> tuple[Desired, set[str]] | None:
+    """``desired`` after the policies ``changed`` (each old and new version) were
+    added, replaced or deleted in ``cluster``, and the pods whose groups moved. The
+    rules come from a translation without pods (O(policies)); memberships are
+    recomputed only for the pods a changed policy selects and the pods of the peer
+    groups that came or went — so a new policy costs no O(pods) translation. None
+    when rules depend on pods and a whole translation is needed."""
+    if desired.pod_dependent:
+        return None
+    rules = translate(Cluster(cluster.namespaces, {}, cluster.policies, cluster.services, cluster.nodes))
+    if rules.pod_dependent:
+        return None
+    selectors = {(p.metadata.namespace or "default", Selector.of(p.spec.podSelector) or EVERYTHING) for p in changed}
+    moved = [peer for key, peer in (*rules.peers.items(), *desired.peers.items())
+             if (key in rules.peers) != (key in desired.peers)]
+    ns_labels = {n: cluster.namespace_labels(n) for n in {*cluster.namespaces, *(p.namespace for p in cluster.pods.values())}}
+    affected = {pod.key for pod in cluster.pods.values()
+                if any(pod.namespace == ns and sel.matches(pod.labels) for ns, sel in selectors)
+                or any(peer.has(pod, ns_labels) for peer in moved)}
+    members = {key: _members_of(cluster, rules.peers, cluster.pods[key], ns_labels) for key in affected}
+    return Desired(rules.groups, {**desired.members, **members}, rules.peers, False), affected
+
+
+def _members_of(cluster: Cluster, peers: dict[str, _Peer], pod: Pod,
+                ns_labels: dict[str, dict[str, str]]) -> frozenset[str]:
+    """One pod's groups, when rules do not depend on pods (O(policies + peer groups))."""
     members = {NODES, OPEN_INGRESS, OPEN_EGRESS}
     for key in sorted(cluster.policies):
         policy = cluster.policies[key]
@@ -297,9 +328,9 @@ def relabel(cluster: Cluster, desired: Desired, pod: Pod) -> Desired | None:
             members.discard(OPEN_INGRESS)
         if "Egress" in types:
             members.discard(OPEN_EGRESS)
-    ns_labels = {pod.namespace: cluster.namespace_labels(pod.namespace)}
-    members |= {key for key, peer in desired.peers.items() if peer.has(pod, ns_labels)}
-    return Desired(desired.groups, {**desired.members, pod.key: frozenset(members)}, desired.peers, False)
+    members |= {key for key, peer in peers.items() if peer.has(pod, ns_labels)}
+    return frozenset(members)
 
 
-__all__ = ["Desired", "NODES", "OPEN_EGRESS", "OPEN_INGRESS", "Rule", "ip_block", "relabel", "translate"]
+__all__ = ["Desired", "NODES", "OPEN_EGRESS", "OPEN_INGRESS", "Rule", "ip_block", "relabel", "repolicy",
+           "translate"]
