@@ -69,7 +69,7 @@ NETBAY_CIDR, BRIDGE_CIDR, BASELINE_CIDR = "10.93.0.0/24", "10.94.0.0/24", "10.96
 def os_env(srv: harness.Server) -> dict[str, str]:
     return {**os.environ, "OS_AUTH_URL": f"{srv.url}/identity/v3", "OS_USERNAME": "admin",
             "OS_PASSWORD": harness.ADMIN_PASSWORD, "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default",
-            "OS_PROJECT_DOMAIN_NAME": "Default", "NETBAY_LOG_LEVEL": "WARNING"}
+            "OS_PROJECT_DOMAIN_NAME": "Default", "NETBAY_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING")}
 
 
 def child(args: list[str], env: dict[str, str], log: str) -> subprocess.Popen:
@@ -217,12 +217,11 @@ def port_load(srv: harness.Server, rate: float, connections: int, out: Path) -> 
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=400)
+            proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
-        client.delete(f"/networks/{net}")
-        client.close()
+        client.close()  # its ports and network go with the server
 
 
 def plugin_env(env: dict[str, str], tree: str | None) -> dict[str, str]:
@@ -236,7 +235,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--concurrent", type=int, default=50)
     ap.add_argument("--cycles", type=int, default=200)
-    ap.add_argument("--rate", type=float, default=200.0)
+    ap.add_argument("--rate", type=float, default=200.0, help="background port creates/s (0: none)")
     ap.add_argument("--load-connections", type=int, default=32, help="the load's keep-alive connections")
     ap.add_argument("--baseline-tree", help="also drive a plugin run from this source tree (e.g. the commit "
                     "before a change, unpacked), alternating cycles with this tree's plugin")
@@ -310,9 +309,12 @@ def main() -> None:
                 targets["baseline"] = (f"{PLUGIN}0", base_net.id, f"cidr:{BASELINE_CIDR}")
             load_out = srv.data_dir / "port_load.json"
             results["load_average_before"] = os.getloadavg()
-            with port_load(srv, args.rate, args.load_connections, load_out) as loader:
+            loading = port_load(srv, args.rate, args.load_connections, load_out) if args.rate > 0 \
+                else contextlib.nullcontext(None)
+            with loading as loader:
                 time.sleep(1.0)
-                who = {"server": srv.proc.pid, "agent": procs[0].pid, "load generator": loader.pid,
+                who = {"server": srv.proc.pid, "agent": procs[0].pid,
+                       **({"load generator": loader.pid} if loader else {}),
                        **{f"plugin ({label})": p.pid for label, p in zip(plugins, procs[1:])}}
                 cpu0, t0 = {k: harness.proc_cpu_seconds(pid) for k, pid in who.items()}, time.perf_counter()
                 lat = plugin_latency(targets, args.cycles)
@@ -320,7 +322,12 @@ def main() -> None:
                 results["cpu_cores_used"] = {k: round((harness.proc_cpu_seconds(pid) - cpu0[k]) / wall, 3)
                                              for k, pid in who.items()}
             results["load_average_after"] = os.getloadavg()
-            load = json.loads(load_out.read_text())
+            if os.environ.get("BENCH_KEEP_LOGS"):
+                import shutil
+                for label in plugins:
+                    shutil.copy(srv.data_dir / f"plugin-{label}.log", os.environ["BENCH_KEEP_LOGS"] + f"-{label}.log")
+            load = json.loads(load_out.read_text()) if args.rate > 0 else {
+                "achieved_per_s": 0, "offered_per_s": 0, "p50": 0, "p99": 0, "errors": 0}
             results["background_load"] = load
             results["plugin_calls_ms"] = {label: {k: harness.summary(v) for k, v in calls.items()}
                                           for label, calls in lat.items()}

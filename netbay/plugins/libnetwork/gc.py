@@ -62,7 +62,7 @@ class Collector:
             known = None
         marked = await self.finish_bindings()
         ports = await self.api.list("ports", tags=f"{MADE},{self.driver.dir.owner}")
-        bound = {port_id[:11] for port_id in marked}
+        bound = {port_id[:11] for port_id in marked | set(self.driver.prepared)}
         for port in ports:
             eid = endpoint_of(port)
             if port["id"] in marked:

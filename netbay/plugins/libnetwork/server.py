@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,7 @@ def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None, *, n
     directory = Directory(api, owner_tag(name, host))
     docker = DockerView(docker_host, name) if docker_host else None
     net = NetworkDriver(api, directory, attacher, host, docker)
-    table = handlers(Ipam(api, directory), net)
+    table = handlers(Ipam(api, directory, net.prepare, net.unprepare), net)
     collector = Collector(api, net, grace, docker)
 
     async def dispatch(request: Request) -> Response:
@@ -102,8 +103,10 @@ def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None, *, n
             return _reply({"Err": f"netbay: {method}: the body is not JSON"}, 400)
         sent = asyncio.Event()
         ANSWER_SENT.set(sent)
+        started = time.perf_counter()
         try:
             body = await asyncio.wait_for(handler(req if isinstance(req, dict) else {}), bound)
+            log.debug("%s: %.2f ms", method, 1000 * (time.perf_counter() - started))
         except PluginError as exc:
             log.info("%s: %s", method, exc)
             return _reply({"Err": str(exc)}, 500, sent)
