@@ -72,8 +72,9 @@ def os_env(srv: harness.Server) -> dict[str, str]:
             "OS_PROJECT_DOMAIN_NAME": "Default", "NETBAY_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING")}
 
 
-def child(args: list[str], env: dict[str, str], log: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "netbay.cli.main", *args], env=env,
+def child(args: list[str], env: dict[str, str], log: str, cwd: str | None = None) -> subprocess.Popen:
+    """``cwd``: a source tree to run from (``-m`` puts it first on the path)."""
+    return subprocess.Popen([sys.executable, "-m", "netbay.cli.main", *args], env=env, cwd=cwd,
                             stdout=open(log, "w"), stderr=subprocess.STDOUT)
 
 
@@ -224,12 +225,6 @@ def port_load(srv: harness.Server, rate: float, connections: int, out: Path) -> 
         client.close()  # its ports and network go with the server
 
 
-def plugin_env(env: dict[str, str], tree: str | None) -> dict[str, str]:
-    """The plugin run from another source tree (``git archive <commit> | tar -x -C DIR``): a
-    baseline in the same run."""
-    return {**env, "PYTHONPATH": os.path.abspath(tree)} if tree else env
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=15)
@@ -260,8 +255,8 @@ def main() -> None:
             for label, name in plugins.items():
                 procs.append(child(["libnetwork", "--name", name, "--url", srv.url, "--prefix", PREFIX,
                                     "--docker-host", nb.host],
-                                   plugin_env(env, args.baseline_tree if label == "baseline" else None),
-                                   str(srv.data_dir / f"plugin-{label}.log")))
+                                   env, str(srv.data_dir / f"plugin-{label}.log"),
+                                   os.path.abspath(args.baseline_tree) if label == "baseline" else None))
                 wait(lambda name=name: os.path.exists(f"/run/docker/plugins/{name}.sock"), 30, f"plugin {name}")
             netns.create(base_ns)
             links.set_up(base_ns, 1)
