@@ -79,7 +79,7 @@ class Attacher:
     def mark(self, port_id: str, note: str) -> bool:
         """Write ``note`` on the port's fabric end (its ifalias; ``""`` clears it): a
         record that lives exactly as long as the pair, for a restarted runtime to read.
-        False if the pair is gone."""
+        False if the pair is gone. Safe from any thread (netlink sockets are per thread)."""
         fabric = rtnl(self.fabric.ns)
         tap = fabric.link(Names.tap(port_id)) if netns.exists(self.fabric.ns) else None
         if tap is None:

@@ -203,8 +203,8 @@ class NetworkDriver:
         ready = self.prepared.pop(port["id"], None)
         if ready is not None and ready[0] == plug:
             ifname = ready[1]
-            if mark:
-                await self.kernel(self.attacher.mark, port["id"], mark)
+            if mark:  # one small netlink request, here: never queued behind the worker's slow unplugs
+                self.attacher.mark(port["id"], mark)
         else:
             ifname = await self.kernel(self._plug, plug, mark)
         try:
