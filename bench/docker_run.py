@@ -33,6 +33,8 @@ ReleaseAddress) on the netbay Docker network, ``--cycles`` times, while
 keep-alive connections) offers ``--rate`` port creates/s on another network; its
 achieved rate and latency are in the output. ``--baseline-tree``: a second plugin,
 run from another source tree, on a Docker network of its own, cycles alternating.
+Environment: ``BENCH_LOG_LEVEL=DEBUG`` (the plugins log each call's time inside the
+handler), ``BENCH_KEEP_LOGS=PREFIX`` (the plugins' logs are copied to ``PREFIX-<label>.log``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -318,7 +321,6 @@ def main() -> None:
                                              for k, pid in who.items()}
             results["load_average_after"] = os.getloadavg()
             if os.environ.get("BENCH_KEEP_LOGS"):
-                import shutil
                 for label in plugins:
                     shutil.copy(srv.data_dir / f"plugin-{label}.log", os.environ["BENCH_KEEP_LOGS"] + f"-{label}.log")
             load = json.loads(load_out.read_text()) if args.rate > 0 else {
