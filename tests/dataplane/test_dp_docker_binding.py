@@ -172,3 +172,48 @@ def test_a_binding_on_its_way_at_sigkill_lands_when_the_plugin_restarts(cloud: C
                                            params={"tags": f"netbay.docker.net:{nid}"}))["networks"]:
             cloud.http.delete(f"/network/v2.0/networks/{net['id']}")
 
+
+
+def test_request_address_plugs_ahead_and_release_unplugs_an_unused_pair(cloud: Cloud, tmp_path: Path) -> None:
+    """RequestAddress makes the pair (CreateEndpoint then only marks it); Docker's rollback
+    (ReleaseAddress with no endpoint) takes the pair with the port."""
+    plugin = Plugin(f"{PLUGIN}p", cloud.server.url, cloud.names.prefix, plugin_env(cloud.server),
+                    tmp_path / "plugin.log", ("--orphan-grace", "120"))
+    nid, cidr = secrets.token_hex(32), "10.73.0.0/24"
+    try:
+        plugin.start()
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(plugin.sock)), base_url="http://p",
+                          timeout=30) as c:
+            def call(method: str, body: dict[str, Any]) -> dict[str, Any]:
+                r = c.post(f"/{method}", json=body)
+                assert r.status_code == 200, (method, r.text)
+                return r.json()
+
+            pool = call("IpamDriver.RequestPool", {"AddressSpace": "netbay", "Pool": cidr, "SubPool": "",
+                                                   "Options": {}, "V6": False})
+            gw = call("IpamDriver.RequestAddress", {"PoolID": pool["PoolID"], "Address": "", "Options": {
+                "RequestAddressType": "com.docker.network.gateway"}})
+            call("NetworkDriver.CreateNetwork", {"NetworkID": nid, "Options": {}, "IPv4Data": [
+                {"AddressSpace": "netbay", "Pool": cidr, "Gateway": gw["Address"]}], "IPv6Data": []})
+            addr = call("IpamDriver.RequestAddress", {"PoolID": pool["PoolID"], "Address": "", "Options": {
+                "com.docker.network.endpoint.macaddress": MAC}})
+            port = next(p for p in made_ports(cloud)
+                        if p["fixed_ips"][0]["ip_address"] == addr["Address"].split("/")[0])
+            assert Names.tap(port["id"]) in cloud.taps()
+            assert Names.container_end(port["id"]) in host_container_ends()
+            assert _alias(cloud, port["id"]) == ""  # no endpoint yet: nothing to finish
+            call("IpamDriver.ReleaseAddress", {"PoolID": pool["PoolID"], "Address": addr["Address"]})
+            assert Names.tap(port["id"]) not in cloud.taps()
+            assert Names.container_end(port["id"]) not in host_container_ends()
+            assert not made_ports(cloud)
+            call("IpamDriver.ReleasePool", {"PoolID": pool["PoolID"]})
+            call("NetworkDriver.DeleteNetwork", {"NetworkID": nid})
+    finally:
+        plugin.stop()
+        for left in made_ports(cloud):
+            if Names.container_end(left["id"]) in host_container_ends():
+                delete_host_end(Names.container_end(left["id"]))
+            cloud.http.delete(f"/network/v2.0/ports/{left['id']}")
+        for net in cloud.ok(cloud.http.get("/network/v2.0/networks",
+                                           params={"tags": f"netbay.docker.net:{nid}"}))["networks"]:
+            cloud.http.delete(f"/network/v2.0/networks/{net['id']}")
