@@ -1,7 +1,8 @@
 """``docker run`` on a netbay network against Docker's own bridge driver, one run.
 
     sudo python bench/docker_run.py [--runs 15] [--concurrent 50] [--cycles 200] [--rate 200]
-                                    [--load-clients 4] [--skip-docker-run] [--json /tmp/docker_run.json]
+                                    [--load-connections 32] [--baseline-tree DIR] [--skip-docker-run]
+                                    [--json /tmp/docker_run.json]
 
 Issue 11's targets:
 
@@ -28,21 +29,28 @@ answered; time from the create call to the reply. Runs alternate netbay/bridge.
 Plugin call latency: the plugin socket is driven directly with the calls Docker makes
 for one endpoint (RequestAddress, CreateEndpoint, Join, Leave, DeleteEndpoint,
 ReleaseAddress) on the netbay Docker network, ``--cycles`` times, while
-``--load-clients`` other clients create (and delete) ports on another network at
-``--rate``/s in all through the API (the load's project has its port quota lifted).
+``bench/port_load.py`` (a process of its own, an open loop on ``--load-connections``
+keep-alive connections) offers ``--rate`` port creates/s on another network; its
+achieved rate and latency are in the output. ``--baseline-tree``: a second plugin,
+run from another source tree, on a Docker network of its own, cycles alternating.
+Environment: ``BENCH_LOG_LEVEL=DEBUG`` (the plugins log each call's time inside the
+handler), ``BENCH_KEEP_LOGS=PREFIX`` (the plugins' logs are copied to ``PREFIX-<label>.log``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
-import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,17 +66,18 @@ from netbay.runtime import dockerd  # noqa: E402
 TAG = secrets.token_hex(3)
 PREFIX = f"nbb{TAG}-"
 PLUGIN = f"nbb{TAG}dk"
-NETBAY_CIDR, BRIDGE_CIDR = "10.93.0.0/24", "10.94.0.0/24"
+NETBAY_CIDR, BRIDGE_CIDR, BASELINE_CIDR = "10.93.0.0/24", "10.94.0.0/24", "10.96.0.0/24"
 
 
 def os_env(srv: harness.Server) -> dict[str, str]:
     return {**os.environ, "OS_AUTH_URL": f"{srv.url}/identity/v3", "OS_USERNAME": "admin",
             "OS_PASSWORD": harness.ADMIN_PASSWORD, "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default",
-            "OS_PROJECT_DOMAIN_NAME": "Default", "NETBAY_LOG_LEVEL": "WARNING"}
+            "OS_PROJECT_DOMAIN_NAME": "Default", "NETBAY_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING")}
 
 
-def child(args: list[str], env: dict[str, str], log: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "netbay.cli.main", *args], env=env,
+def child(args: list[str], env: dict[str, str], log: str, cwd: str | None = None) -> subprocess.Popen:
+    """``cwd``: a source tree to run from (``-m`` puts it first on the path)."""
+    return subprocess.Popen([sys.executable, "-m", "netbay.cli.main", *args], env=env, cwd=cwd,
                             stdout=open(log, "w"), stderr=subprocess.STDOUT)
 
 
@@ -149,84 +158,74 @@ def remove_all(d: dockerd.Dockerd) -> None:
         c.remove(force=True)
 
 
-def plugin_latency(sock: str, network_id: str, pool_id: str, cycles: int) -> dict[str, list[float]]:
-    transport = httpx.HTTPTransport(uds=sock)
-    out: dict[str, list[float]] = {k: [] for k in ("RequestAddress", "CreateEndpoint", "Join", "DeleteEndpoint")}
-    with httpx.Client(transport=transport, base_url="http://plugin", timeout=30) as c:
-        def call(method: str, body: dict) -> dict:
-            t0 = time.perf_counter()
-            r = c.post(f"/{method}", json=body)
-            dt = time.perf_counter() - t0
-            key = method.split(".")[1]
-            if key in out:
-                out[key].append(dt)
-            if r.status_code != 200:
-                raise SystemExit(f"{method}: {r.status_code} {r.text}")
-            return r.json()
-
-        for i in range(cycles):
-            eid = secrets.token_hex(32)
-            mac = "02:42:%02x:%02x:%02x:%02x" % tuple(secrets.token_bytes(4))
-            addr = call("IpamDriver.RequestAddress", {"PoolID": pool_id, "Address": "",
-                                                      "Options": {"com.docker.network.endpoint.macaddress": mac}})
-            call("NetworkDriver.CreateEndpoint", {"NetworkID": network_id, "EndpointID": eid, "Interface": {
-                "Address": addr["Address"], "AddressIPv6": "", "MacAddress": mac}, "Options": {}})
-            call("NetworkDriver.Join", {"NetworkID": network_id, "EndpointID": eid, "SandboxKey": "", "Options": {}})
-            call("NetworkDriver.Leave", {"NetworkID": network_id, "EndpointID": eid})
-            call("NetworkDriver.DeleteEndpoint", {"NetworkID": network_id, "EndpointID": eid})
-            call("IpamDriver.ReleaseAddress", {"PoolID": pool_id, "Address": addr["Address"].split("/")[0]})
+def plugin_latency(targets: dict[str, tuple[str, str, str]], cycles: int) -> dict[str, dict[str, list[float]]]:
+    """``cycles`` of Docker's calls for one endpoint on each plugin (label -> plugin name,
+    Docker network id, pool id), alternating between the plugins cycle by cycle."""
+    out: dict[str, dict[str, list[float]]] = {
+        label: {k: [] for k in ("RequestAddress", "CreateEndpoint", "Join", "DeleteEndpoint")} for label in targets}
+    clients = {label: httpx.Client(transport=httpx.HTTPTransport(uds=f"/run/docker/plugins/{name}.sock"),
+                                   base_url="http://plugin", timeout=30) for label, (name, _, _) in targets.items()}
+    try:
+        for _ in range(cycles):
+            for label, (_, network_id, pool_id) in targets.items():
+                one_cycle(clients[label], out[label], network_id, pool_id)
+    finally:
+        for c in clients.values():
+            c.close()
     return out
 
 
-def port_load(srv: harness.Server, rate: float, clients: int, stop_evt: threading.Event,
-              done: dict[str, int]) -> None:
-    """Create ports at ``rate``/s on a network of their own from ``clients`` clients at once
-    (each paced at ``rate / clients``; a closed loop of one client cannot keep 200/s while
-    the server deletes too). The project's port quota is lifted first (-1) so the load
-    never starves the plugin's own creates (``Quota exceeded`` otherwise); every port made
-    is deleted again, as it goes and at the end."""
+def one_cycle(c: httpx.Client, out: dict[str, list[float]], network_id: str, pool_id: str) -> None:
+    def call(method: str, body: dict) -> dict:
+        t0 = time.perf_counter()
+        r = c.post(f"/{method}", json=body)
+        dt = time.perf_counter() - t0
+        key = method.split(".")[1]
+        if key in out:
+            out[key].append(dt)
+        if r.status_code != 200:
+            raise SystemExit(f"{method}: {r.status_code} {r.text}")
+        return r.json()
+
+    eid = secrets.token_hex(32)
+    mac = "02:42:%02x:%02x:%02x:%02x" % tuple(secrets.token_bytes(4))
+    addr = call("IpamDriver.RequestAddress", {"PoolID": pool_id, "Address": "",
+                                              "Options": {"com.docker.network.endpoint.macaddress": mac}})
+    call("NetworkDriver.CreateEndpoint", {"NetworkID": network_id, "EndpointID": eid, "Interface": {
+        "Address": addr["Address"], "AddressIPv6": "", "MacAddress": mac}, "Options": {}})
+    call("NetworkDriver.Join", {"NetworkID": network_id, "EndpointID": eid, "SandboxKey": "", "Options": {}})
+    call("NetworkDriver.Leave", {"NetworkID": network_id, "EndpointID": eid})
+    call("NetworkDriver.DeleteEndpoint", {"NetworkID": network_id, "EndpointID": eid})
+    call("IpamDriver.ReleaseAddress", {"PoolID": pool_id, "Address": addr["Address"].split("/")[0]})
+
+
+@contextlib.contextmanager
+def port_load(srv: harness.Server, rate: float, connections: int, out: Path) -> Iterator[subprocess.Popen]:
+    """``bench/port_load.py`` offering ``rate`` port creates/s on a network of its own, in a
+    process of its own (its client must not share this process's interpreter); the
+    project's port quota is lifted first (-1) so it never starves the plugin's creates.
+    Stopped by SIGTERM when the block ends; its figures land in ``out``."""
     client = httpx.Client(base_url=srv.network, headers={"X-Auth-Token": srv.token()}, timeout=30)
     net, _ = harness.make_network(client, "load", "10.95.0.0/16")
     project = client.get(f"/networks/{net}").json()["network"]["project_id"]
     client.put(f"/quotas/{project}", json={"quota": {"port": -1}}).raise_for_status()
-    lock = threading.Lock()
-
-    def one(k: int) -> None:
-        c = httpx.Client(base_url=srv.network, headers={"X-Auth-Token": srv.token()}, timeout=30)
-        made: list[str] = []
-        t0 = time.perf_counter()
-        n = errors = 0
-        while not stop_evt.is_set() and n < 1_000_000:
-            due = t0 + n * clients / rate + k / rate
-            now = time.perf_counter()
-            if due > now:
-                time.sleep(due - now)
-            r = c.post("/ports", json={"port": {"network_id": net}})
-            if r.status_code == 201:
-                made.append(r.json()["port"]["id"])
-            else:
-                errors += 1
-            n += 1
-            if len(made) > 100:
-                for pid in made[:50]:
-                    c.delete(f"/ports/{pid}")
-                del made[:50]
-        elapsed = time.perf_counter() - t0
-        for pid in made:
-            c.delete(f"/ports/{pid}")
-        c.close()
-        with lock:
-            done["creates"] += n
-            done["errors"] += errors
-            done["ms"] = max(done["ms"], int(elapsed * 1000))
-
-    threads = [threading.Thread(target=one, args=(k,), daemon=True) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    client.delete(f"/networks/{net}")
-    client.close()
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, "port_load.py"), "--network-url", srv.network,
+                             "--token", srv.token(), "--network", net, "--rate", str(rate),
+                             "--connections", str(connections), "--seconds", "600", "--json", str(out)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "ready":
+            raise SystemExit("the port load did not start")
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        client.close()  # its ports and network go with the server
 
 
 def main() -> None:
@@ -234,8 +233,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--concurrent", type=int, default=50)
     ap.add_argument("--cycles", type=int, default=200)
-    ap.add_argument("--rate", type=float, default=200.0)
-    ap.add_argument("--load-clients", type=int, default=4, help="clients sharing --rate")
+    ap.add_argument("--rate", type=float, default=200.0, help="background port creates/s (0: none)")
+    ap.add_argument("--load-connections", type=int, default=32, help="the load's keep-alive connections")
+    ap.add_argument("--baseline-tree", help="also drive a plugin run from this source tree (e.g. the commit "
+                    "before a change, unpacked), alternating cycles with this tree's plugin")
     ap.add_argument("--skip-docker-run", action="store_true",
                     help="only the plugin-latency phase (first packet and concurrent runs skipped)")
     ap.add_argument("--json")
@@ -253,10 +254,13 @@ def main() -> None:
                                str(srv.data_dir / "agent.log")))
             nb = dockerd.start()
             daemons.append(nb)
-            procs.append(child(["libnetwork", "--name", PLUGIN, "--url", srv.url, "--prefix", PREFIX,
-                                "--docker-host", nb.host], env, str(srv.data_dir / "plugin.log")))
-            sock = f"/run/docker/plugins/{PLUGIN}.sock"
-            wait(lambda: os.path.exists(sock), 30, "the plugin socket")
+            plugins = {"netbay": PLUGIN, **({"baseline": f"{PLUGIN}0"} if args.baseline_tree else {})}
+            for label, name in plugins.items():
+                procs.append(child(["libnetwork", "--name", name, "--url", srv.url, "--prefix", PREFIX,
+                                    "--docker-host", nb.host],
+                                   env, str(srv.data_dir / f"plugin-{label}.log"),
+                                   os.path.abspath(args.baseline_tree) if label == "baseline" else None))
+                wait(lambda name=name: os.path.exists(f"/run/docker/plugins/{name}.sock"), 30, f"plugin {name}")
             netns.create(base_ns)
             links.set_up(base_ns, 1)
             bl = dockerd.start(netns=base_ns)
@@ -296,20 +300,40 @@ def main() -> None:
                 results["concurrent"] = {k: {"seconds": v[0], "errors": v[1]} for k, v in conc.items()}
                 print("concurrent", results["concurrent"])
 
-            stop_evt, done = threading.Event(), {"creates": 0, "errors": 0, "ms": 0}
-            loader = threading.Thread(target=port_load, args=(srv, args.rate, args.load_clients, stop_evt, done),
-                                      daemon=True)
-            loader.start()
-            time.sleep(1.0)
-            lat = plugin_latency(sock, nb_net.id, f"cidr:{NETBAY_CIDR}", args.cycles)
-            stop_evt.set()
-            loader.join(timeout=180)
-            achieved = done["creates"] / (done["ms"] / 1000) if done["ms"] else float("nan")
-            results["plugin_calls_ms"] = {k: harness.summary(v) for k, v in lat.items()}
-            results["background_port_creates_per_s"] = achieved
-            results["background_port_create_errors"] = done["errors"]
-            print("plugin calls", results["plugin_calls_ms"],
-                  f"under {achieved:.0f} port creates/s ({done['errors']} refused)")
+            targets = {"netbay": (PLUGIN, nb_net.id, f"cidr:{NETBAY_CIDR}")}
+            if args.baseline_tree:
+                base_net = nb.client.networks.create("nbbase", driver=f"{PLUGIN}0", ipam=IPAMConfig(
+                    driver=f"{PLUGIN}0", pool_configs=[IPAMPool(subnet=BASELINE_CIDR)]))
+                targets["baseline"] = (f"{PLUGIN}0", base_net.id, f"cidr:{BASELINE_CIDR}")
+            load_out = srv.data_dir / "port_load.json"
+            results["load_average_before"] = os.getloadavg()
+            loading = port_load(srv, args.rate, args.load_connections, load_out) if args.rate > 0 \
+                else contextlib.nullcontext(None)
+            with loading as loader:
+                time.sleep(1.0)
+                who = {"server": srv.proc.pid, "agent": procs[0].pid,
+                       **({"load generator": loader.pid} if loader else {}),
+                       **{f"plugin ({label})": p.pid for label, p in zip(plugins, procs[1:])}}
+                cpu0, t0 = {k: harness.proc_cpu_seconds(pid) for k, pid in who.items()}, time.perf_counter()
+                lat = plugin_latency(targets, args.cycles)
+                wall = time.perf_counter() - t0
+                results["cpu_cores_used"] = {k: round((harness.proc_cpu_seconds(pid) - cpu0[k]) / wall, 3)
+                                             for k, pid in who.items()}
+            results["load_average_after"] = os.getloadavg()
+            if os.environ.get("BENCH_KEEP_LOGS"):
+                for label in plugins:
+                    shutil.copy(srv.data_dir / f"plugin-{label}.log", os.environ["BENCH_KEEP_LOGS"] + f"-{label}.log")
+            load = json.loads(load_out.read_text()) if args.rate > 0 else {
+                "achieved_per_s": 0, "offered_per_s": 0, "p50": 0, "p99": 0, "errors": 0}
+            results["background_load"] = load
+            results["plugin_calls_ms"] = {label: {k: harness.summary(v) for k, v in calls.items()}
+                                          for label, calls in lat.items()}
+            print("cores used in the window", results["cpu_cores_used"])
+            print("plugin calls", json.dumps(results["plugin_calls_ms"], indent=1),
+                  f"\nunder {load['achieved_per_s']:.0f} port creates/s offered {load['offered_per_s']:.0f}/s "
+                  f"(p50 {load['p50']:.1f} ms, p99 {load['p99']:.1f} ms, {load['errors']} errors)")
+            if args.baseline_tree:
+                base_net.remove()
             http.delete(f"/netbay/v1/sandboxes/{sb['id']}")
             nb_net.remove()
         finally:

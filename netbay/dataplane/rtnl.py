@@ -44,7 +44,7 @@ SOL_NETLINK, NETLINK_CAP_ACK, NETLINK_EXT_ACK = 270, 10, 11
 NLMSGERR_ATTR_MSG = 1
 # link attributes
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
-IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_NET_NS_FD = 16, 18, 28
+IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_IFALIAS, IFLA_NET_NS_FD = 16, 18, 20, 28
 IFLA_GSO_MAX_SIZE, IFLA_TSO_MAX_SIZE, IFLA_GSO_IPV4_MAX_SIZE = 41, 59, 63
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFF_UP = 1
@@ -110,6 +110,7 @@ class LinkInfo:
     operstate: str
     gso_max_size: int = 0   # the IPv4 GSO limit (IFLA_GSO_IPV4_MAX_SIZE, else IFLA_GSO_MAX_SIZE)
     tso_max_size: int = 0   # the most the device takes (a bridge: its ports' least; 0: not told)
+    alias: str = ""         # IFLA_IFALIAS (``ip link set … alias``)
 
 
 def _link_info(payload: bytes) -> LinkInfo:
@@ -130,7 +131,8 @@ def _link_info(payload: bytes) -> LinkInfo:
         operstate=OPERSTATES.get(a[IFLA_OPERSTATE][0], "UNKNOWN") if IFLA_OPERSTATE in a else "UNKNOWN",
         gso_max_size=next((struct.unpack("=I", a[k])[0] for k in (IFLA_GSO_IPV4_MAX_SIZE, IFLA_GSO_MAX_SIZE)
                            if k in a), 0),
-        tso_max_size=struct.unpack("=I", a[IFLA_TSO_MAX_SIZE])[0] if IFLA_TSO_MAX_SIZE in a else 0)
+        tso_max_size=struct.unpack("=I", a[IFLA_TSO_MAX_SIZE])[0] if IFLA_TSO_MAX_SIZE in a else 0,
+        alias=a.get(IFLA_IFALIAS, b"").rstrip(b"\0").decode(errors="replace"))
 
 
 def gso_attrs(size: int | None) -> bytes:
@@ -273,7 +275,9 @@ class Rtnl:
         return found.index
 
     def set_link(self, index: int, *, up: bool | None = None, mtu: int | None = None,
-                 master: int | None = None, mac: str | None = None, gso_max_size: int | None = None) -> None:
+                 master: int | None = None, mac: str | None = None, gso_max_size: int | None = None,
+                 alias: str | None = None) -> None:
+        """``alias``: the link's ifalias (``""`` removes it)."""
         flags = change = 0
         if up is not None:
             flags, change = (IFF_UP if up else 0), IFF_UP
@@ -284,6 +288,8 @@ class Rtnl:
             body += _u32(IFLA_MASTER, master)
         if mac is not None:
             body += _attr(IFLA_ADDRESS, _mac(mac))
+        if alias is not None:
+            body += _attr(IFLA_IFALIAS, alias.encode())  # no NUL: an empty payload clears it
         body += gso_attrs(gso_max_size)
         self.request(RTM_NEWLINK, NLM_F_ACK, body, f"set link {index}")
 

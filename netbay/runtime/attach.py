@@ -16,7 +16,7 @@ import errno
 import logging
 from dataclasses import dataclass
 
-from netbay.dataplane import bigtcp, links
+from netbay.dataplane import bigtcp, links, netns
 from netbay.dataplane.fabric import Fabric
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import rtnl
@@ -71,16 +71,30 @@ class Attacher:
     def unplug(self, port_id: str, host_end: bool = True) -> bool:
         """Delete the pair wherever its inner end is (host or container namespace).
         ``host_end=False``: the inner end was never in the host namespace (CNI)."""
-        from netbay.dataplane import netns
-
         self.fabric.wired.pop(port_id, None)
         netns.delete(self.names.container(port_id))   # the container's namespace keeps living
         gone = self.fabric.remove_port(port_id)
         return (host_end and _delete_host_link(Names.container_end(port_id))) or gone
 
-    def plugged(self, port_id: str) -> bool:
-        from netbay.dataplane import netns
+    def mark(self, port_id: str, note: str) -> bool:
+        """Write ``note`` on the port's fabric end (its ifalias; ``""`` clears it): a
+        record that lives exactly as long as the pair, for a restarted runtime to read.
+        False if the pair is gone. Safe from any thread (netlink sockets are per thread)."""
+        fabric = rtnl(self.fabric.ns)
+        tap = fabric.link(Names.tap(port_id)) if netns.exists(self.fabric.ns) else None
+        if tap is None:
+            return False
+        fabric.set_link(tap.index, alias=note)
+        return True
 
+    def marks(self, prefix: str) -> list[str]:
+        """The notes starting with ``prefix`` on fabric ends (see :meth:`mark`)."""
+        if not netns.exists(self.fabric.ns):
+            return []
+        return [link.alias for link in rtnl(self.fabric.ns).links()
+                if link.ifname.startswith("tap") and link.alias.startswith(prefix)]
+
+    def plugged(self, port_id: str) -> bool:
         return netns.exists(self.fabric.ns) and rtnl(self.fabric.ns).link(Names.tap(port_id)) is not None
 
 

@@ -15,6 +15,7 @@ The caches only save round trips: a restarted plugin finds everything again.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,25 @@ def _slashless(cidr: str) -> str:
 
 def ep_tag(endpoint_id: str) -> str:
     return f"netbay.docker.ep:{endpoint_id}"
+
+
+BINDING = "netbay.docker.binding:"  # on a port's fabric end: its binding is still on its way
+
+
+def binding_marks(owner: str) -> str:
+    """Where the binding marks of the plugin ``owner`` (:func:`owner_tag`) start: a sweep
+    finishes only its own plugin's bindings."""
+    return f"{BINDING}{hashlib.sha1(owner.encode()).hexdigest()[:8]}:"
+
+
+def binding_mark(owner: str, port_id: str, endpoint_id: str) -> str:
+    return f"{binding_marks(owner)}{port_id}/{endpoint_id}"
+
+
+def parse_binding_mark(note: str) -> tuple[str, str]:
+    """(port id, EndpointID) of a :func:`binding_mark`."""
+    port_id, _, endpoint_id = note[len(BINDING):].partition(":")[2].partition("/")
+    return port_id, endpoint_id
 
 
 def endpoint_of(port: dict[str, Any]) -> str:
@@ -154,6 +174,8 @@ class Directory:
         self.subnets.pop(pool_id, None)
 
 
-__all__ = ["CONTAINER_OWNER", "MADE", "PENDING", "Directory", "Endpoint", "cidr_pool", "endpoint_of", "ep_tag",
+__all__ = ["BINDING", "CONTAINER_OWNER", "MADE", "PENDING", "Directory", "Endpoint", "binding_mark", "binding_marks",
+           "cidr_pool",
+           "endpoint_of", "ep_tag", "parse_binding_mark",
            "net_tag", "owner_tag",
            "pending_pool_tag", "plen", "pool_tag", "subnet_pool"]

@@ -4,7 +4,8 @@ Docker resends a call that died with the plugin, and rolls back what failed, so
 almost everything heals by itself. What cannot: a RequestAddress whose answer was
 lost (Docker never learnt the address, so never releases it), a pair plugged just
 before a crash, a ``network rm`` while the plugin was down (Docker ignores the
-error). A sweep runs at start and every ``grace`` seconds; anything younger than
+error), a binding CreateEndpoint left on its way (its mark on the fabric end). A
+sweep runs at start and every ``grace`` seconds; anything younger than
 ``grace`` is left alone (it may be a call in flight). With ``docker_host`` the
 sweep also asks Docker which networks and endpoints exist.
 
@@ -24,9 +25,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from netbay.plugins.libnetwork.clusters import pod_name
-from netbay.plugins.libnetwork.directory import MADE, endpoint_of, net_tag
+from netbay.plugins.libnetwork.directory import (MADE, binding_marks, endpoint_of, net_tag,
+                                                 parse_binding_mark)
 from netbay.plugins.libnetwork.dockerview import DockerView
-from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
+from netbay.plugins.libnetwork.netbayapi import NetbayAPI, NotFoundError, PluginError
 from netbay.plugins.libnetwork.network import NetworkDriver
 from netbay.runtime.attach import delete_host_end, host_container_ends
 
@@ -66,10 +68,13 @@ class Collector:
         except Exception as exc:  # noqa: BLE001 - Docker busy or gone: its part waits
             log.info("sweep: Docker not asked (%s)", exc)
             known = None
+        marked = await self.finish_bindings()
         ports = await self.api.list("ports", tags=f"{MADE},{self.driver.dir.owner}")
-        bound = set()
+        bound = {port_id[:11] for port_id in marked | set(self.driver.prepared)}
         for port in ports:
             eid = endpoint_of(port)
+            if port["id"] in marked:
+                continue  # Docker was answered for it: its binding is still to land
             orphan = not eid and _age(port, "created_at") > self.grace
             if known is not None and eid and port.get("binding:host_id") == self.driver.host:
                 orphan = eid not in known[1] and _age(port) > self.grace
@@ -109,6 +114,27 @@ class Collector:
             await self.driver.clusters.release(pod)
             gone.append(pod["id"])
         return gone
+
+    async def finish_bindings(self) -> set[str]:
+        """Bind the ports CreateEndpoint answered for but whose binding never landed (the
+        plugin was killed, or the API refused it a while), from the marks on their fabric
+        ends; a mark is as old as its pair, so one whose pair is gone needs nothing.
+        Returns the ports still marked (a binding on its way, or refused again)."""
+        driver, left = self.driver, set()
+        for note in await driver.kernel(driver.attacher.marks, binding_marks(driver.dir.owner)):
+            port_id, eid = parse_binding_mark(note)
+            if port_id in driver.binding:
+                left.add(port_id)
+                continue
+            try:
+                await driver.bind(eid, port_id)
+                log.info("port %s: binding for endpoint %s finished", port_id, eid[:12])
+            except NotFoundError:
+                await driver.kernel(driver.attacher.mark, port_id, "")  # released: its pair goes with Docker's endpoint
+            except PluginError as exc:
+                log.warning("port %s: binding not finished: %s", port_id, exc)
+                left.add(port_id)
+        return left
 
 
 __all__ = ["Collector"]

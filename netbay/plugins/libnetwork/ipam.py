@@ -4,13 +4,15 @@ RequestPool resolves (``--ipam-opt netbay.subnet=`` / ``netbay.subnetpool=``) bu
 makes nothing: the subnet is made or claimed by CreateNetwork, which alone knows
 the netbay network (``-o``). An endpoint's RequestAddress makes the port itself
 (owner ``compute:netbay``, Docker's MAC, tagged as made here) so the address is
-netbay's from the start; CreateEndpoint binds and plugs it. Gateway and auxiliary
+netbay's from the start, and has its pair plugged ahead (``prepare``); CreateEndpoint
+binds it. Gateway and auxiliary
 addresses are only answered (the gateway is the subnet's).
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from netbay.plugins.libnetwork.directory import (CONTAINER_OWNER, MADE, PENDING, Directory, cidr_pool,
@@ -32,9 +34,22 @@ def _network(cidr: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
         raise PluginError(f"netbay: invalid pool {cidr!r}") from None
 
 
+Prepare = Callable[[dict[str, Any], dict[str, Any]], Awaitable[None]]
+Unprepare = Callable[[str], Awaitable[None]]
+
+
+async def _nothing(*_args: Any) -> None:
+    return None
+
+
 class Ipam:
-    def __init__(self, api: NetbayAPI, directory: Directory) -> None:
+    def __init__(self, api: NetbayAPI, directory: Directory, prepare: Prepare = _nothing,
+                 unprepare: Unprepare = _nothing) -> None:
+        """``prepare(port, subnet)``: what the network driver does ahead for an endpoint's
+        port (plugs its pair); ``unprepare(port_id)`` undoes it when Docker releases the
+        address unused."""
         self.api, self.dir = api, directory
+        self.prepare, self.unprepare = prepare, unprepare
 
     async def capabilities(self, _req: dict[str, Any]) -> dict[str, Any]:
         # Docker makes the endpoint's MAC before RequestAddress and sends it: the port gets it.
@@ -127,6 +142,12 @@ class Ipam:
         subnet = await self.dir.subnet_of_pool(pool_id)
         assert subnet is not None
         port = await self._port(subnet, address, mac)
+        try:
+            await self.prepare(port, subnet)
+        except Exception:
+            if MADE in (port.get("tags") or ()):
+                await self.api.delete("ports", port["id"])
+            raise
         ip = next(f["ip_address"] for f in port["fixed_ips"] if f["subnet_id"] == subnet["id"])
         if len(self.dir.reserved) > 4096:  # never bound (Docker rolled back): forget the oldest
             self.dir.reserved.pop(next(iter(self.dir.reserved)))
@@ -173,6 +194,8 @@ class Ipam:
             return {}
         self.dir.reserved.pop((subnet["network_id"], address.split("/")[0]), None)
         port = await self.dir.port_at(subnet["network_id"], address.split("/")[0])
+        if port is not None:
+            await self.unprepare(port["id"])
         if port is not None and MADE in (port.get("tags") or ()):
             await self.api.delete("ports", port["id"])
         return {}

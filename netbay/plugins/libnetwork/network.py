@@ -4,31 +4,42 @@ CreateNetwork finds or makes the netbay network (``-o netbay.network=``) and the
 subnet of its pool, and tags them; whatever it made is undone if a later step
 fails (Docker then releases the pool). CreateEndpoint plugs the port RequestAddress
 made (:mod:`netbay.runtime.attach`, on one worker thread: no call waits on the
-dataplane agent) and binds it; Join hands Docker the inner end. Every verb is
-idempotent: Docker retries, and a restarted plugin sees the same tags.
+dataplane agent) and binds it; Join hands Docker the inner end. The binding (a
+``PUT`` that waits its turn in a busy API) lands after CreateEndpoint's answer: a
+mark on the port's fabric end stands for it until then, which a restarted plugin
+finishes (:mod:`.gc`). Every verb is idempotent: Docker retries, and a restarted
+plugin sees the same tags.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import socket
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
+from functools import partial
 from typing import Any, TypeVar
 
 from netbay.dataplane import netns
 from netbay.dataplane.names import Names
 from netbay.plugins.libnetwork.clusters import ClusterNetworks, placement
-from netbay.plugins.libnetwork.directory import (CONTAINER_OWNER, MADE, PENDING, Directory, Endpoint, ep_tag,
-                                                 net_tag, pending_pool_tag, pool_tag)
+from netbay.plugins.libnetwork.directory import (CONTAINER_OWNER, MADE, PENDING, Directory, Endpoint, binding_mark,
+                                                 ep_tag, net_tag, pending_pool_tag, pool_tag)
 from netbay.plugins.libnetwork.dockerview import DockerView
-from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
+from netbay.plugins.libnetwork.netbayapi import NetbayAPI, NotFoundError, PluginError
 from netbay.plugins.libnetwork.options import NetworkOptions
 from netbay.runtime.attach import Attacher, Plug
 
 T = TypeVar("T")
+ANSWER_SENT: ContextVar[asyncio.Event | None] = ContextVar("netbay_libnetwork_answer_sent", default=None)
+"""Set by the server for each call once Docker has its answer: work that follows an
+answer (CreateEndpoint's binding) waits for it, so its HTTP client's CPU is not the call's."""
+ANSWER_WAIT = 1.0
+BIND_RETRY, BIND_ATTEMPTS = 0.1, 5  # a binding the API refused: again after 0.1, 0.3, 0.9, 2.7 s, then the sweep
 log = logging.getLogger("netbay.libnetwork")
 
 
@@ -39,6 +50,8 @@ class NetworkDriver:
         self.host = host or socket.gethostname()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netbay-plug")
         self._background: set[asyncio.Task] = set()
+        self.binding: dict[str, asyncio.Task] = {}  # port id -> CreateEndpoint's binding on its way
+        self.prepared: dict[str, tuple[Plug, str]] = {}  # port id -> the pair RequestAddress made
         self.clusters = ClusterNetworks(api, attacher.names, self.kernel, directory.owner)
 
     async def kernel(self, fn: Callable[..., T], *args: Any) -> T:
@@ -183,17 +196,25 @@ class NetworkDriver:
             raise PluginError(f"netbay: no port holds {address} on network {net['id']} "
                               "(use --ipam-driver with this driver)")
         mac = iface.get("MacAddress") or port["mac_address"]
-        ifname = await self.kernel(self.attacher.plug, Plug(port["id"], net["id"], mac, int(net.get("mtu") or 1500)))
+        update = self._binding(port, eid, mac)
+        early = "mac_address" not in update  # only the binding is left: nothing the API could refuse
+        plug = Plug(port["id"], net["id"], mac, int(net.get("mtu") or 1500))
+        mark = binding_mark(self.dir.owner, port["id"], eid) if early else ""
+        ready = self.prepared.pop(port["id"], None)
+        if ready is not None and ready[0] == plug:
+            ifname = ready[1]
+            if mark:  # one small netlink request, here: never queued behind the worker's slow unplugs
+                self.attacher.mark(port["id"], mark)
+        else:
+            ifname = await self.kernel(self._plug, plug, mark)
         try:
-            update: dict[str, Any] = {"device_owner": CONTAINER_OWNER, "binding:host_id": self.host}
-            if not port.get("device_id"):
-                update["device_id"] = eid
-            if (port.get("mac_address") or "").lower() != mac.lower():
-                update["mac_address"] = mac
-            port = await self.api.update("ports", port["id"], update)
-            if port.get("device_id") != eid:
-                await self.api.add_tag("ports", port["id"], ep_tag(eid))
-            self.dir.endpoints[eid] = await self._endpoint(eid, port, ifname)
+            if early:
+                self.dir.endpoints[eid] = await self._endpoint(eid, port, ifname)
+                self.binding[port["id"]] = self._later(self._bind_soon(eid, port["id"], update))
+                self.binding[port["id"]].add_done_callback(partial(self._bound, port["id"]))
+            else:
+                port = await self.bind(eid, port["id"], update)
+                self.dir.endpoints[eid] = await self._endpoint(eid, port, ifname)
         except BaseException:
             await self.kernel(self.attacher.unplug, port["id"])
             raise
@@ -201,6 +222,78 @@ class NetworkDriver:
         if not iface.get("MacAddress"):
             answer["MacAddress"] = port["mac_address"]
         return {"Interface": answer}
+
+    async def prepare(self, port: dict[str, Any], subnet: dict[str, Any]) -> None:
+        """RequestAddress's head start for CreateEndpoint: the pair is made there (RequestAddress
+        has a port create to wait for anyway; CreateEndpoint has a latency target), when this
+        plugin knows the port's network. Kept in :attr:`prepared` until CreateEndpoint."""
+        found = next(((nid, n) for nid, n in self.dir.networks.items() if n.get("id") == subnet["network_id"]), None)
+        if found is None or placement(found[1], found[0]):
+            return  # not known here yet (a restart: CreateEndpoint plugs it), or a cluster's
+        net = found[1]
+        plug = Plug(port["id"], net["id"], port["mac_address"], int(net.get("mtu") or 1500))
+        self.prepared[port["id"]] = (plug, await self.kernel(self.attacher.plug, plug))
+
+    async def unprepare(self, port_id: str) -> None:
+        """Docker released an address no endpoint took (its rollback): the pair goes."""
+        if self.prepared.pop(port_id, None) is not None:
+            await self.kernel(self.attacher.unplug, port_id)
+
+    def _plug(self, plug: Plug, mark: str) -> str:
+        ifname = self.attacher.plug(plug)
+        if mark:
+            self.attacher.mark(plug.port_id, mark)
+        return ifname
+
+    def _binding(self, port: dict[str, Any], eid: str, mac: str | None) -> dict[str, Any]:
+        """The update that binds ``port`` to this host for ``eid`` (hands it to the agent)."""
+        update: dict[str, Any] = {"device_owner": CONTAINER_OWNER, "binding:host_id": self.host}
+        if not port.get("device_id"):
+            update["device_id"] = eid
+        if mac and (port.get("mac_address") or "").lower() != mac.lower():
+            update["mac_address"] = mac
+        return update
+
+    async def bind(self, eid: str, port_id: str, update: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Bind the port (``update``, else what :meth:`_binding` says of it now), tag it
+        with its endpoint when its device is someone else's, then clear the binding mark."""
+        if update is None:
+            update = self._binding(await self.api.show("ports", port_id), eid, None)
+        port = await self.api.update("ports", port_id, update)
+        if port.get("device_id") != eid:
+            await self.api.add_tag("ports", port_id, ep_tag(eid))
+        await self.kernel(self.attacher.mark, port_id, "")
+        return port
+
+    async def _bind_soon(self, eid: str, port_id: str, update: dict[str, Any]) -> None:
+        """CreateEndpoint's binding, after Docker has its answer: the mark on the fabric end
+        stands for it until it lands, so a plugin killed meanwhile finishes it at start
+        (:meth:`netbay.plugins.libnetwork.gc.Collector.finish_bindings`)."""
+        sent = ANSWER_SENT.get()
+        if sent is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(sent.wait(), ANSWER_WAIT)
+        delay = BIND_RETRY
+        for attempt in range(BIND_ATTEMPTS):
+            try:
+                await self.bind(eid, port_id, update)
+                return
+            except NotFoundError:
+                return  # released meanwhile: nothing left to bind
+            except Exception as exc:  # noqa: BLE001 - the mark stays; retried here, then by the sweep
+                log.warning("port %s: binding (attempt %d): %s", port_id, attempt + 1, exc)
+            await asyncio.sleep(delay)
+            delay *= 3
+
+    def _bound(self, port_id: str, task: asyncio.Task) -> None:
+        if self.binding.get(port_id) is task:
+            del self.binding[port_id]
+
+    async def _bind_landed(self, port_id: str) -> None:
+        """Wait for CreateEndpoint's binding of ``port_id`` if it is still on its way."""
+        pending = self.binding.get(port_id)
+        if pending is not None:
+            await asyncio.shield(pending)
 
     async def _endpoint(self, eid: str, port: dict[str, Any], ifname: str | None = None) -> Endpoint:
         gateway, routes = None, []
@@ -242,10 +335,11 @@ class NetworkDriver:
             self._later(self._name_device(req["NetworkID"], ep))
         return answer
 
-    def _later(self, work: Any) -> None:
+    def _later(self, work: Any) -> asyncio.Task:
         task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     async def name_netns(self, nid: str, eid: str, name: str, cid: str | None = None) -> None:
         """Give the container's own namespace a netbay name (``ip netns attach``), off the
@@ -273,6 +367,7 @@ class NetworkDriver:
                          ep.endpoint_id[:12])
                 return
             await self.name_netns(nid, ep.endpoint_id, self.attacher.names.container(ep.port_id), cid)
+            await self._bind_landed(ep.port_id)
             port = await self.api.show("ports", ep.port_id)
             if port.get("device_id") != ep.endpoint_id:
                 return  # its owner's device (the container API's), or gone
@@ -301,6 +396,8 @@ class NetworkDriver:
         if ep is not None and ep.made:  # no round trip: ReleaseAddress deletes the port next
             await self.kernel(self.attacher.unplug, ep.port_id)
             return {}
+        if ep is not None:
+            await self._bind_landed(ep.port_id)  # else it could land after the unbinding below
         port = await self.dir.endpoint_port(eid)
         if port is None:
             return {}
@@ -320,4 +417,4 @@ class NetworkDriver:
         self._worker.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["NetworkDriver"]
+__all__ = ["ANSWER_SENT", "NetworkDriver"]

@@ -12,12 +12,14 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -28,7 +30,7 @@ from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.gc import Collector
 from netbay.plugins.libnetwork.ipam import Ipam
 from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
-from netbay.plugins.libnetwork.network import NetworkDriver
+from netbay.plugins.libnetwork.network import ANSWER_SENT, NetworkDriver
 from netbay.runtime.attach import Attacher
 
 log = logging.getLogger("netbay.libnetwork")
@@ -40,8 +42,14 @@ PLUGIN_DIR = Path("/run/docker/plugins")
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
-def _reply(body: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type=CONTENT_TYPE)
+def _reply(body: Any, status: int = 200, sent: asyncio.Event | None = None) -> Response:
+    """``sent``: set once the answer is written (a background step of starlette's)."""
+    return Response(orjson.dumps(body), status_code=status, media_type=CONTENT_TYPE,
+                    background=BackgroundTask(_set, sent) if sent is not None else None)
+
+
+async def _set(event: asyncio.Event) -> None:
+    event.set()
 
 
 def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
@@ -80,7 +88,7 @@ def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None, *, n
     directory = Directory(api, owner_tag(name, host))
     docker = DockerView(docker_host, name) if docker_host else None
     net = NetworkDriver(api, directory, attacher, host, docker)
-    table = handlers(Ipam(api, directory), net)
+    table = handlers(Ipam(api, directory, net.prepare, net.unprepare), net)
     collector = Collector(api, net, grace, docker)
 
     async def dispatch(request: Request) -> Response:
@@ -93,19 +101,23 @@ def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None, *, n
             req = orjson.loads(raw) if raw.strip() else {}
         except orjson.JSONDecodeError:
             return _reply({"Err": f"netbay: {method}: the body is not JSON"}, 400)
+        sent = asyncio.Event()
+        ANSWER_SENT.set(sent)
+        started = time.perf_counter()
         try:
             body = await asyncio.wait_for(handler(req if isinstance(req, dict) else {}), bound)
+            log.debug("%s: %.2f ms", method, 1000 * (time.perf_counter() - started))
         except PluginError as exc:
             log.info("%s: %s", method, exc)
-            return _reply({"Err": str(exc)}, 500)
+            return _reply({"Err": str(exc)}, 500, sent)
         except TimeoutError:
             log.warning("%s: no answer within %.0f s", method, bound)
             return _reply({"Err": f"netbay: {method} did not finish within {bound:.0f} s "
-                                  "(is the netbay API overloaded?)"}, 500)
+                                  "(is the netbay API overloaded?)"}, 500, sent)
         except Exception as exc:  # noqa: BLE001 - Docker must get an answer, not a dropped connection
             log.exception("%s failed", method)
-            return _reply({"Err": f"netbay: {method} failed: {type(exc).__name__}: {exc}"}, 500)
-        return _reply(body)
+            return _reply({"Err": f"netbay: {method} failed: {type(exc).__name__}: {exc}"}, 500, sent)
+        return _reply(body, sent=sent)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
