@@ -24,7 +24,6 @@ import json
 import secrets
 import shutil
 import socket
-import statistics
 import sys
 import threading
 import time
@@ -34,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import agent_thread  # noqa: E402
 import harness  # noqa: E402
-from k8s_pods import kuryr_cluster, pod  # noqa: E402
+from k8s_pods import kuryr_cluster, ms, pod, service  # noqa: E402
 from pod_network import first_answer  # noqa: E402
 
 from dnslib import DNSRecord  # noqa: E402
@@ -48,11 +47,6 @@ from netbay.k8s.objects import parse  # noqa: E402
 from netbay.store.db import Store  # noqa: E402
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
-
-
-def service(name: str) -> str:
-    return (f"apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: bench}}\n"
-            "spec: {selector: {role: anchor}, ports: [{name: http, port: 80, targetPort: 8080}]}\n")
 
 
 def udp_socket(ns: str) -> socket.socket:
@@ -116,12 +110,6 @@ def resolves(ns: str, server: str, name: str, want: str, timeout: float = 10.0) 
     raise RuntimeError(f"{name} did not resolve to {want} in {timeout} s")
 
 
-def ms(values: list[float], tail: float = 0.99) -> dict[str, float]:
-    v = sorted(x * 1000 for x in values)
-    return {"p50": round(statistics.median(v), 3), f"p{int(tail * 100)}": round(v[int(tail * (len(v) - 1))], 3),
-            "max": round(v[-1], 3), "n": len(v)}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--queries", type=int, default=2000)
@@ -152,9 +140,9 @@ def main() -> int:
             echo(anchor_ns, 5353, stop)
             out["resolver"] = dns
             round_trips(client_ns, (dns, 53), "web.bench.svc.cluster.local", 100)   # warm-up
-            out["query_ms"] = ms(round_trips(client_ns, (dns, 53), "web.bench.svc.cluster.local", args.queries))
+            out["query_ms"] = ms(round_trips(client_ns, (dns, 53), "web.bench.svc.cluster.local", args.queries), 0.99)
             out["baseline_udp_echo_ms"] = ms(round_trips(client_ns, (anchor_ip, 5353),
-                                                         "web.bench.svc.cluster.local", args.queries))
+                                                         "web.bench.svc.cluster.local", args.queries), 0.99)
 
             made, passes, after = [], [], []
             for i in range(args.services):

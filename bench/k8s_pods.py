@@ -60,8 +60,9 @@ def pod(name: str, labels: str = "{}") -> str:
 
 
 def service(name: str) -> str:
+    """A ClusterIP Service in front of the anchor pod (its port named, for DNS's SRV)."""
     return (f"apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: bench}}\n"
-            "spec: {selector: {role: anchor}, ports: [{port: 80, targetPort: 8080}]}\n")
+            "spec: {selector: {role: anchor}, ports: [{name: http, port: 80, targetPort: 8080}]}\n")
 
 
 def kuryr_cluster(srv: harness.Server) -> str:
@@ -144,9 +145,11 @@ class Stopwatch:
         return timed
 
 
-def ms(values: list[float]) -> dict[str, float]:
+def ms(values: list[float], tail: float = 0.9) -> dict[str, float]:
+    """Seconds → ms: p50, the ``tail`` percentile, max, n."""
     v = sorted(x * 1000 for x in values)
-    return {"p50": statistics.median(v), "p90": v[int(0.9 * (len(v) - 1))], "max": v[-1], "n": len(v)}
+    return {"p50": round(statistics.median(v), 3), f"p{int(tail * 100)}": round(v[int(tail * (len(v) - 1))], 3),
+            "max": round(v[-1], 3), "n": len(v)}
 
 
 def main() -> int:
