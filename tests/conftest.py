@@ -24,6 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.backendfix import clean_backend, cloud, cloud_env, network_backend  # noqa: F401  (shared fixtures)
+
 ADMIN_PASSWORD = "admin-secret-for-tests"
 
 

@@ -4,7 +4,8 @@ errors from netbay's embedded service and from a real Neutron.
 The ``openstack`` backend runs against Keystone and Neutron's API server
 installed from PyPI (``tests/peers/openstack_cloud.py``): API only, no agents,
 so these tests assert API effects (objects, addresses, statuses and errors),
-never packets.
+never packets. Both backends come from one parametrized fixture,
+``network_backend`` (``tests/backendfix.py``).
 """
 
 from __future__ import annotations
@@ -14,52 +15,16 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from netbay import errors
-from netbay.backends import NetworkBackend, open_backend
-from netbay.store import migrate
-from netbay.store.db import Store
-from tests.peers.openstack_cloud import Cloud, openstack_cloud
+from netbay.backends import NetworkBackend
+from tests.peers.openstack_cloud import Cloud
 
 pytestmark = pytest.mark.peers
-
-# What a test must leave as it found it, per backend.
-SWEPT = ("network", "subnet", "port", "router", "floatingip", "security_group")
-
-
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    with openstack_cloud(tmp_path_factory.mktemp("openstack")) as c:
-        yield c
-
-
-@pytest.fixture(scope="module", params=["embedded", "openstack"])
-def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetworkBackend]:
-    if request.param == "embedded":
-        url = f"sqlite:///{tmp_path_factory.mktemp('embedded') / 'netbay.db'}"
-        migrate.upgrade(url)
-        store = Store(url)
-        yield open_backend("embedded", store=store)
-        store.dispose()
-    else:
-        conn = request.getfixturevalue("cloud").connection()
-        yield open_backend("openstack", connection=conn)
-        conn.close()
-
-
-@pytest.fixture
-def clean(backend: NetworkBackend) -> Iterator[NetworkBackend]:
-    """The backend, checked afterwards to hold exactly what it held before."""
-    backend.list("security_group")  # the project's default group appears on first use in both
-    before = {m: {o["id"] for o in backend.list(m)} for m in SWEPT}
-    yield backend
-    after = {m: {o["id"] for o in backend.list(m)} for m in SWEPT}
-    assert after == before
 
 
 def _name(prefix: str) -> str:
@@ -72,8 +37,8 @@ def _status(fn) -> tuple[int, str]:  # noqa: ANN001
     return caught.value.status, caught.value.kind
 
 
-def test_network_subnet_port_round_trip(clean: NetworkBackend) -> None:
-    b = clean
+def test_network_subnet_port_round_trip(clean_backend: NetworkBackend) -> None:
+    b = clean_backend
     net = b.create("network", {"name": _name("net")})
     assert net["status"] == "ACTIVE" and net["admin_state_up"] is True
     subnet = b.create("subnet", {"network_id": net["id"], "cidr": "10.61.0.0/24", "ip_version": 4})
@@ -93,8 +58,8 @@ def test_network_subnet_port_round_trip(clean: NetworkBackend) -> None:
     b.delete("network", net["id"])
 
 
-def test_errors_are_the_same(clean: NetworkBackend) -> None:
-    b = clean
+def test_errors_are_the_same(clean_backend: NetworkBackend) -> None:
+    b = clean_backend
     missing = str(uuid.uuid4())
     assert _status(lambda: b.show("network", missing)) == (404, "NetworkNotFound")
     assert _status(lambda: b.delete("subnet", missing)) == (404, "SubnetNotFound")
@@ -124,8 +89,8 @@ def test_errors_are_the_same(clean: NetworkBackend) -> None:
         b.delete("network", net["id"])
 
 
-def test_router_interface_and_floating_ip(clean: NetworkBackend) -> None:
-    b = clean
+def test_router_interface_and_floating_ip(clean_backend: NetworkBackend) -> None:
+    b = clean_backend
     ext = b.create("network", {"name": _name("ext"), "router:external": True})
     made: list[tuple[str, str]] = [("network", ext["id"])]
     try:
@@ -161,8 +126,8 @@ def test_router_interface_and_floating_ip(clean: NetworkBackend) -> None:
             b.delete(member, obj_id)
 
 
-def test_security_groups_rules_and_tags(clean: NetworkBackend) -> None:
-    b = clean
+def test_security_groups_rules_and_tags(clean_backend: NetworkBackend) -> None:
+    b = clean_backend
     group = b.create("security_group", {"name": _name("sg"), "description": "web"})
     try:
         assert {r["direction"] for r in group["security_group_rules"]} == {"egress"}
@@ -180,10 +145,10 @@ def test_security_groups_rules_and_tags(clean: NetworkBackend) -> None:
         b.delete("security_group", group["id"])
 
 
-def test_describe_names_the_backend(backend: NetworkBackend) -> None:
-    info = backend.describe()
-    assert info["backend"] == backend.name
-    if backend.name == "openstack":
+def test_describe_names_the_backend(network_backend: NetworkBackend) -> None:
+    info = network_backend.describe()
+    assert info["backend"] == network_backend.name
+    if network_backend.name == "openstack":
         assert info["network"].startswith("http://127.0.0.1:") and info["project_id"]
 
 

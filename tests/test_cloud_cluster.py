@@ -33,7 +33,7 @@ from netbay.coe.executor import Interrupted, Stack
 from netbay.coe.handlers import NO_OCTAVIA
 from netbay.store import migrate
 from netbay.store.db import Store
-from tests.peers.openstack_cloud import Cloud, openstack_cloud
+from tests.peers.openstack_cloud import Cloud
 
 pytestmark = pytest.mark.peers
 
@@ -43,24 +43,9 @@ BUILD_TIMEOUT = 300
 
 
 @pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    with openstack_cloud(tmp_path_factory.mktemp("openstack")) as c:
-        conn = c.connection()
-        # The cloud's external network, as an operator would have made it.
-        public = conn.network.create_network(name="public", is_router_external=True)
-        conn.network.create_subnet(network_id=public.id, cidr="203.0.113.0/24", ip_version=4,
-                                   name="public-subnet", is_dhcp_enabled=False)
-        conn.close()
-        yield c
-
-
-@pytest.fixture(scope="module")
-def env(cloud: Cloud, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """``clouds.yaml`` naming the cloud ``peer``, for netbay and the ``openstack`` CLI alike."""
-    path = tmp_path_factory.mktemp("clouds") / "clouds.yaml"
-    path.write_text(json.dumps({"clouds": {"peer": {"auth": cloud.auth(), "region_name": "RegionOne",
-                                                    "identity_api_version": 3}}}))  # YAML ⊇ JSON
-    return {"OS_CLIENT_CONFIG_FILE": str(path), "OS_CLOUD": "peer"}
+def env(cloud_env: dict[str, str]) -> dict[str, str]:
+    """The cloud as ``peer`` (``tests/backendfix.py``), which has an external network ``public``."""
+    return cloud_env
 
 
 @pytest.fixture(scope="module")
