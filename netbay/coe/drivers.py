@@ -270,6 +270,10 @@ KURYR = NetworkDriver(
                   "Prefix length of each namespace's (or node's) pod subnet.", minimum=8, maximum=29),
         LabelSpec("kuryr_service_cidr", "cidr", "10.96.0.0/16",
                   "The service range: the subnet cluster IPs (load balancer VIPs) come from."),
+        LabelSpec("kuryr_pod_runtime", "enum", "sandbox",
+                  "What runs a pod on its port: a network namespace of its own (sandbox) or a Docker "
+                  "container from its first container's image (docker; the controller's NETBAY_DOCKER_HOST). "
+                  "A pod's annotation netbay.io/runtime overrides it.", allowed=("sandbox", "docker")),
     ),
     checks=(_kuryr_ranges_fit,),
     beyond_magnum="Magnum never shipped a kuryr driver; the labels follow kuryr-kubernetes' options "

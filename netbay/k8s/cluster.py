@@ -25,6 +25,7 @@ class ClusterRefs:
     pod_sg_id: str
     nodes: tuple[str, ...]           # node (sandbox) names, minions first
     node_boxes: tuple[tuple[str, str, str], ...] = ()   # (name, sandbox id, address)
+    pod_runtime: str = "sandbox"     # label kuryr_pod_runtime: "sandbox" | "docker"
 
     @property
     def tag(self) -> str:
@@ -55,4 +56,5 @@ def find(api: Api, cluster_id: str) -> ClusterRefs:
     return ClusterRefs(cluster["uuid"], cluster.get("project_id") or "", labels.get("kuryr_subnet_driver")
                        or "namespace", pool["id"], router["id"],
                        (router.get("external_gateway_info") or {}).get("network_id") or "", subnet, pod_sg["id"],
-                       tuple(names), tuple((b["name"], b["id"], addresses.get(b["id"], "")) for b in boxes))
+                       tuple(names), tuple((b["name"], b["id"], addresses.get(b["id"], "")) for b in boxes),
+                       labels.get("kuryr_pod_runtime") or "sandbox")

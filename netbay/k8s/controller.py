@@ -26,6 +26,7 @@ from netbay.dataplane.rtnl import release
 from netbay.k8s import desired, nodeports, objects, services
 from netbay.k8s.cluster import ClusterRefs, find
 from netbay.k8s.dns.discovery import Discovery
+from netbay.k8s.dockerpods import DockerPods
 from netbay.k8s.nodeports import NodePorts
 from netbay.k8s.objects import Desired, Key, PodWant
 from netbay.k8s.policyhook import PolicyHook
@@ -75,6 +76,7 @@ class Controller:
         self.known: Known | None = None
         self.nodeports = NodePorts()
         self.discovery = Discovery(self)   # cluster DNS, pods' resolv.conf and Service variables
+        self.dockerpods = DockerPods(self)  # pods whose runtime is Docker (the rest: sandboxes)
         # Long-lived workers: each keeps its netlink socket of the fabric between passes.
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="netbay-k8s")
         self.listeners: dict[str, tuple[str, int, str]] = {}   # listener id → (protocol, port, pool id)
@@ -117,10 +119,12 @@ class Controller:
             want = objects.desired(desired.load(self.store, self.refs.cluster_id))
             report = Report()
             segments = self._segments(want, report, known)
+            containers = self.dockerpods.sweep(want, known, report)
             ports = self._pods(want, segments, report, known)
             self.discovery.before_services(want, known is None)
             vips, lbs, fips = services.converge(self, want, ports, report, known)
             self.discovery.after_services(want, ports, vips)
+            self.dockerpods.realize(want, ports, segments, vips, containers, report, known is None)
             self.nodeports.converge([self.names.sandbox(box) for _, box, _ in self.refs.node_boxes],
                                     nodeports.plan(want, vips))
             self._policies(want, ports, vips)
@@ -247,9 +251,9 @@ class Controller:
         # A port the last complete pass of this process realized is taken as plugged
         # (no namespace opened per pod and pass); a full resync looks at every one.
         realized = known.ports if known is not None else {}
-        todo = [(key, port) for key, port in sorted(out.items())
-                if not port.get("device_id") or (port["name"] not in realized
-                                                 and not self.sandboxes.plugged(port["id"]))]
+        todo = [(key, port) for key, port in sorted(out.items()) if not self.dockerpods.wants(want.pods[key])
+                and (not port.get("device_id") or (port["name"] not in realized
+                                                   and not self.sandboxes.plugged(port["id"])))]
         if todo:
             for net_id in sorted({port["network_id"] for _, port in todo}):  # before the threads race for it
                 net = subnets[net_id][0]

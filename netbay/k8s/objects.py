@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+RUNTIME_ANNOTATION = "netbay.io/runtime"   # a pod's runtime, over its cluster's kuryr_pod_runtime
+RUNTIMES = ("sandbox", "docker")
 KINDS = ("Namespace", "Pod", "Deployment", "ReplicaSet", "Service", "Endpoints", "NetworkPolicy")
 CLUSTER_SCOPED = {"Namespace"}
 DEFAULT_NAMESPACE = "default"
@@ -59,6 +61,10 @@ def parse(text: str, origin: str = "<input>") -> list[dict[str, Any]]:
             raise ManifestError(f"{origin}: kind {key.kind} is not mapped (supported: {', '.join(KINDS)})")
         if not key.name:
             raise ManifestError(f"{origin}: a {key.kind} without metadata.name")
+        try:
+            desired([body])   # the mapping's own checks, before the object is stored
+        except ManifestError as exc:
+            raise ManifestError(f"{origin}: {exc}") from None
         out.append(body)
     return out
 
@@ -82,12 +88,26 @@ def load_paths(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
+class ContainerWant:
+    """The first container of a pod, as a Docker-runtime pod runs it (Kubernetes'
+    ``command`` is Docker's entrypoint, ``args`` its command; ``env`` the plain values)."""
+    image: str
+    command: tuple[str, ...] | None = None
+    args: tuple[str, ...] | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    pull: str = "IfNotPresent"        # imagePullPolicy
+    restart: str = "Always"           # the pod's restartPolicy
+
+
+@dataclass(frozen=True)
 class PodWant:
     namespace: str
     name: str
     labels: Mapping[str, str]
     ports: Mapping[str, int]          # named container ports
     node: str | None = None           # spec.nodeName
+    runtime: str | None = None        # annotation netbay.io/runtime (None: the cluster's)
+    container: ContainerWant | None = None
 
 
 @dataclass(frozen=True)
@@ -158,7 +178,22 @@ def desired(bodies: Iterable[Mapping[str, Any]]) -> Desired:
 def _pod(namespace: str, name: str, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> PodWant:
     ports = {p["name"]: int(p["containerPort"]) for c in spec.get("containers") or []
              for p in c.get("ports") or [] if p.get("name")}
-    return PodWant(namespace, name, dict(meta.get("labels") or {}), ports, spec.get("nodeName"))
+    runtime = (meta.get("annotations") or {}).get(RUNTIME_ANNOTATION)
+    if runtime is not None and runtime not in RUNTIMES:
+        raise ManifestError(f"Pod/{namespace}/{name}: annotation {RUNTIME_ANNOTATION}={runtime!r} is not one of "
+                            f"{', '.join(RUNTIMES)}")
+    first = (spec.get("containers") or [None])[0]
+    container = None
+    if first is not None and first.get("image"):
+        container = ContainerWant(
+            first["image"], _strings(first.get("command")), _strings(first.get("args")),
+            {e["name"]: str(e["value"]) for e in first.get("env") or [] if e.get("value") is not None},
+            first.get("imagePullPolicy") or "IfNotPresent", spec.get("restartPolicy") or "Always")
+    return PodWant(namespace, name, dict(meta.get("labels") or {}), ports, spec.get("nodeName"), runtime, container)
+
+
+def _strings(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else tuple(str(v) for v in value)
 
 
 def _service(key: Key, spec: Mapping[str, Any]) -> ServiceWant:

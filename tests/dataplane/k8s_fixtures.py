@@ -1,0 +1,124 @@
+"""What the Kubernetes mapping's dataplane tests share (test_dp_k8s*.py).
+
+A module defines its own module-scoped ``cloud`` (``yield from k8s_cloud(...)``) and
+``cluster`` (its kuryr labels), and imports ``ctrl``: the mapping controller
+in-process on the server's store, whose objects are all deleted after each test.
+``k8s_cloud`` also removes, after a failure, what a controller could leave behind
+it: the cluster resolvers' processes and the pods' ``/etc/netns`` files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from conftest import ADMIN_PASSWORD  # tests/conftest.py
+from netbay.coe.executor import LB, NET, Api
+from netbay.k8s.controller import Controller
+from netbay.k8s.dns.resolver import Process, state_root
+from netbay.k8s.objects import Key, key_of, parse
+from netbay.store.db import Store
+
+from .agent_fixtures import Cloud, make_cloud
+
+
+def k8s_cloud(tmp: Path, tag: str) -> Iterator[Cloud]:
+    """Server + agent (:func:`make_cloud`), and the mapping's host leftovers swept after."""
+    prefix = None
+    try:
+        for c in make_cloud(tmp, tag):
+            prefix = c.names.prefix
+            yield c
+    finally:
+        if prefix:   # also after a failure: resolver processes and the pods' /etc/netns files
+            root = state_root(prefix)
+            for d in root.iterdir() if root.is_dir() else []:
+                Process(root, d.name, f"{prefix}kd-{d.name}").remove()
+            for d in Path("/etc/netns").glob(f"{prefix}*"):
+                shutil.rmtree(d, ignore_errors=True)
+
+
+@contextmanager
+def controller(cloud: Cloud, cluster: str, *, delete: bool = True) -> Iterator[Controller]:
+    """A controller of ``cluster`` (its own API session and store); ``delete``: every
+    object of the cluster is deleted (and what was made for them removed) after."""
+    api = Api(cloud.server.url, cloud.server.token)
+    store = Store(cloud.server.database_url)
+    c = Controller(api, store, cluster, cloud.names)
+    try:
+        yield c
+    finally:
+        try:
+            if delete:
+                c.delete_all()
+        finally:
+            c.close()
+            api.close()
+            store.dispose()
+
+
+@pytest.fixture
+def ctrl(cloud: Cloud, cluster: str) -> Iterator[Controller]:
+    with controller(cloud, cluster) as c:
+        yield c
+
+
+def cli_env(cloud: Cloud) -> dict[str, str]:
+    """The environment ``netbay k8s …`` runs with against the test server."""
+    return {**os.environ, "OS_AUTH_URL": cloud.server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
+            "OS_PROJECT_NAME": "admin", "NETBAY_DATABASE_URL": cloud.server.database_url,
+            "NETBAY_DATA_DIR": str(cloud.server.data_dir)}
+
+
+def keys_of(text: str) -> list[Key]:
+    return [key_of(b) for b in parse(text)]
+
+
+def port_of(ctrl: Controller, ns: str, name: str) -> dict:
+    ports = ctrl.api.call("GET", f"{NET}/ports", name=f"{ns}/{name}")["ports"]
+    assert len(ports) == 1, ports
+    return ports[0]
+
+
+def pod_ns(ctrl: Controller, ns: str, name: str) -> str:
+    """The pod's network namespace (a sandbox's, or a Docker pod's under the same name)."""
+    return ctrl.sandboxes.ns(port_of(ctrl, ns, name)["id"])
+
+
+def pod_ip(ctrl: Controller, ns: str, name: str) -> str:
+    return port_of(ctrl, ns, name)["fixed_ips"][0]["ip_address"]
+
+
+def pod_ips(ctrl: Controller, ns: str, names: list[str]) -> list[str]:
+    return sorted(pod_ip(ctrl, ns, n) for n in names)
+
+
+def lb(ctrl: Controller, name: str) -> dict:
+    found = ctrl.api.call("GET", f"{LB}/loadbalancers", name=name)["loadbalancers"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def in_pod(ns: str, *cmd: str, timeout: float = 15) -> subprocess.CompletedProcess:
+    """A process in the pod as ``ip netns exec`` starts it (the pod's /etc files bound)."""
+    return subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+def getent(ns: str, name: str) -> list[str]:
+    done = in_pod(ns, "getent", "ahostsv4", name)
+    return sorted({line.split()[0] for line in done.stdout.splitlines() if line.strip()})
+
+
+def netbay_exec(cloud: Cloud, ctrl: Controller, pod: str, *cmd: str) -> subprocess.CompletedProcess:
+    """``netbay k8s exec``: the pod's namespace, resolv.conf and Service variables."""
+    return subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "exec", "--cluster", ctrl.refs.cluster_id,
+                           "--url", cloud.server.url, "--prefix", cloud.names.prefix, pod, "--", *cmd],
+                          env=cli_env(cloud), capture_output=True, text=True, timeout=30, check=False)

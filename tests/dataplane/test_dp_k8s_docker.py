@@ -1,0 +1,303 @@
+"""Docker-runtime pods on a kuryr cluster, with a real dockerd and real packets (issue 12).
+
+The module's cluster has ``kuryr_pod_runtime=docker``: its pods are Docker containers
+(a sandbox holding the namespace on the pod's port, the app from the pod spec joined
+to it) of the tests' own dockerd (off the host's network, busybox imported, no
+registry); a pod annotated ``netbay.io/runtime: sandbox`` is a sandbox namespace.
+Checked: a Deployment of Docker pods behind a ClusterIP Service answers a sandbox pod
+by DNS name and by its Service variables, and a Docker pod by its own (its container
+has the port's MAC and address, the resolver in its resolv.conf); scaling and
+deleting change the containers; a NetworkPolicy deny drops traffic to a Docker pod
+and allowing it restores it; ``netbay k8s apply`` SIGKILLed mid-way then a resync
+leaves exactly the manifests' containers, and deleting everything leaves nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from netbay.coe.executor import NET
+from netbay.dataplane import netns
+from netbay.k8s.controller import Controller
+from netbay.k8s.dockerpods import CLUSTER, POD, PORT, ROLE
+from netbay.k8s.objects import parse
+
+from . import dockerd as dk
+from .agent_fixtures import Cloud, wait_for
+from .k8s_fixtures import cli_env, controller, getent, in_pod, k8s_cloud, keys_of, lb, pod_ns, port_of
+from .test_dp_pods_cluster import make_cluster
+
+pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
+
+# Serves its hostname (the pod's name: the sandbox's UTS namespace) on 8080.
+WEB = '["sh", "-c", "mkdir -p /w && hostname > /w/index.html && exec httpd -f -p 8080 -h /w"]'
+# GET / of the Service by its variables, from inside a Docker pod (busybox nc; its wget crashes
+# in this image); the body is the last line.
+GET_BY_ENV = r"printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 $WEB_SERVICE_HOST $WEB_SERVICE_PORT | tail -n 1"
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[dk.Dockerd]:
+    yield from dk.running()
+
+
+@pytest.fixture(scope="module")
+def cloud(daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    yield from k8s_cloud(tmp_path_factory.mktemp("k8sdocker"), "kk")
+
+
+@pytest.fixture(scope="module")
+def cluster(cloud: Cloud) -> str:
+    projects = cloud.ok(cloud.http.get("/identity/v3/auth/projects"))["projects"]
+    admin = next(p["id"] for p in projects if p["name"] == "admin")
+    cloud.ok(cloud.http.put(f"/network/v2.0/quotas/{admin}", json={"quota": {
+        "security_group": 100, "security_group_rule": 1000}}))  # a cluster's policies
+    return make_cluster(cloud, "kdocker", {"kuryr_pod_subnet_pool": "10.50.0.0/16", "kuryr_service_cidr": "10.252.0.0/16",
+                                           "kuryr_pod_runtime": "docker"}, 1, driver="kuryr")
+
+
+@pytest.fixture
+def ctrl(cloud: Cloud, cluster: str, daemon: dk.Dockerd) -> Iterator[Controller]:
+    with controller(cloud, cluster) as c:
+        c.dockerpods.use(daemon.client)
+        yield c
+    assert containers(daemon) == {}, "containers left after delete_all"
+
+
+def containers(daemon: dk.Dockerd) -> dict[str, list[str]]:
+    """pod → the roles of its containers, of every Docker-runtime pod on the daemon."""
+    out: dict[str, list[str]] = {}
+    for c in daemon.client.api.containers(all=True, filters={"label": CLUSTER}):
+        out.setdefault(c["Labels"][POD], []).append(c["Labels"][ROLE])
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def app(daemon: dk.Dockerd, ns: str, name: str):  # noqa: ANN201 - docker.models.containers.Container
+    [found] = daemon.client.containers.list(filters={"label": [f"{POD}={ns}/{name}", f"{ROLE}=app"]})
+    return found
+
+
+def sh(container, command: str) -> tuple[int, str]:  # noqa: ANN001
+    code, out = container.exec_run(["sh", "-c", command])
+    return code, out.decode(errors="replace")
+
+
+def http_get(ns: str, host: str, port: int, timeout: float = 2.0) -> bytes | None:
+    """The body of ``GET /`` from inside ``ns`` (None: no answer)."""
+    try:
+        with netns.entered(ns):
+            s = socket.create_connection((host, port), timeout=timeout)
+        with s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            data = b""
+            for _ in range(100):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return None
+    return data.split(b"\r\n\r\n", 1)[-1].strip()
+
+
+def dropped(ns: str, host: str, port: int) -> bool:
+    """The SYN went unanswered (a drop, not a refusal)."""
+    try:
+        with netns.entered(ns):
+            socket.create_connection((host, port), timeout=1.0).close()
+    except (socket.timeout, TimeoutError):
+        return True
+    except OSError:
+        return False
+    return False
+
+
+SHOP = f"""
+apiVersion: v1
+kind: Namespace
+metadata: {{name: shop}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: shop}}
+spec:
+  selector: {{app: web}}
+  ports: [{{name: http, port: 80, targetPort: http}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: shop}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers:
+      - name: web
+        image: {dk.IMAGE}
+        command: {WEB}
+        env: [{{name: GREETING, value: hello}}]
+        ports: [{{name: http, containerPort: 8080}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: client, namespace: shop, annotations: {{netbay.io/runtime: sandbox}}}}
+spec: {{containers: [{{name: c, image: busybox}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: dclient, namespace: shop}}
+spec: {{containers: [{{name: c, image: "{dk.IMAGE}", command: [sleep], args: ["600"]}}]}}
+"""
+
+
+def test_docker_deployment_behind_a_service_answers_by_name_and_env(
+        cloud: Cloud, ctrl: Controller, daemon: dk.Dockerd) -> None:
+    report = ctrl.apply(parse(SHOP))
+    assert sum(m.startswith("container ") for m in report.made) == 3, report.made
+    assert containers(daemon) == {p: ["app", "sandbox"] for p in ("shop/dclient", "shop/web-0", "shop/web-1")}
+    # The sandbox pod is no container; the Docker pods' ports are pods' ports like any.
+    web0 = port_of(ctrl, "shop", "web-0")
+    assert web0["device_owner"] == "compute:kuryr"
+    cloud.wait_status(f"/network/v2.0/ports/{web0['id']}", "ACTIVE")
+    c = app(daemon, "shop", "web-0")
+    code, out = sh(c, "ip -o link show eth0; ip -o -4 addr show eth0; hostname; echo $GREETING")
+    assert code == 0, out
+    assert web0["mac_address"] in out and f"inet {web0['fixed_ips'][0]['ip_address']}/" in out, out
+    assert out.split()[-2:] == ["web-0", "hello"], out
+
+    client = pod_ns(ctrl, "shop", "client")
+    vip = lb(ctrl, "shop/web")["vip_address"]
+    # By DNS name (glibc in the sandbox pod, its resolv.conf), through the cluster IP, to both containers.
+    assert wait_for(lambda: getent(client, "web.shop.svc.cluster.local") == [vip], 10, 0.1)
+    get = ("import socket, os; s = socket.create_connection((os.environ.get('HOST', 'web'), "
+           "int(os.environ.get('PORT', 80))), 3); s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n'); "
+           "print(s.makefile('rb').read().split(b'\\r\\n\\r\\n', 1)[1].decode().strip())")
+    seen: set[str] = set()
+    deadline = time.monotonic() + 20
+    while seen != {"web-0", "web-1"} and time.monotonic() < deadline:
+        seen.add(in_pod(client, "python3", "-c", get).stdout.strip())
+        seen.discard("")
+    assert seen == {"web-0", "web-1"}
+    # By the Service variables the sandbox pod got.
+    by_env = in_pod(client, "sh", "-c", "set -a; . /etc/environment; HOST=$WEB_SERVICE_HOST "
+                                        f"PORT=$WEB_SERVICE_PORT python3 -c \"{get}\"")
+    assert by_env.stdout.strip() in ("web-0", "web-1"), by_env.stdout + by_env.stderr
+
+    # A Docker pod: its variables (made after the Service), its resolv.conf, and the Service by them.
+    d = app(daemon, "shop", "dclient")
+    code, out = sh(d, "echo $WEB_SERVICE_HOST:$WEB_SERVICE_PORT; cat /etc/resolv.conf")
+    assert out.splitlines()[0] == f"{vip}:80", out
+    assert f"nameserver {ctrl.discovery.resolver.address}" in out and "search shop.svc.cluster.local" in out, out
+    assert sh(d, GET_BY_ENV)[1].strip() in ("web-0", "web-1")
+    # ... and the resolver it was given answers it (busybox nslookup reads its resolv.conf).
+    code, out = sh(d, "nslookup web.shop.svc.cluster.local")
+    assert code == 0 and vip in out, out
+
+    # Scale down then up: the containers follow (and the members: only web-0 answers meanwhile).
+    ctrl.apply(parse(SHOP.replace("replicas: 2", "replicas: 1")))
+    assert containers(daemon).keys() == {"shop/dclient", "shop/web-0"}
+    assert not ctrl.api.call("GET", f"{NET}/ports", name="shop/web-1")["ports"]
+    assert wait_for(lambda: {http_get(client, vip, 80) for _ in range(6)} == {b"web-0"}, 10, 0.1)
+    ctrl.apply(parse(SHOP.replace("replicas: 2", "replicas: 3")))
+    assert containers(daemon).keys() == {"shop/dclient", "shop/web-0", "shop/web-1", "shop/web-2"}
+    assert wait_for(lambda: http_get(client, port_of(ctrl, "shop", "web-2")["fixed_ips"][0]["ip_address"], 8080),
+                    10, 0.1) == b"web-2"
+
+    # A pod deleted: its containers, port and namespace go.
+    ns = pod_ns(ctrl, "shop", "dclient")
+    ctrl.delete([k for k in keys_of(SHOP) if k.name == "dclient"])
+    assert "shop/dclient" not in containers(daemon)
+    assert not ctrl.api.call("GET", f"{NET}/ports", name="shop/dclient")["ports"] and not netns.exists(ns)
+    # A pass with nothing to do touches nothing.
+    assert ctrl.resync().made == [] and ctrl.resync().deleted == []
+
+
+POLICY = """
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: only-friends, namespace: shop}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Ingress]
+  ingress: [{from: [{podSelector: {matchLabels: {role: friend}}}]}]
+"""
+
+
+def test_network_policy_drops_and_restores_traffic_to_a_docker_pod(ctrl: Controller, daemon: dk.Dockerd) -> None:
+    text = SHOP.replace("replicas: 2", "replicas: 1")
+    ctrl.apply(parse(text))
+    client = pod_ns(ctrl, "shop", "client")
+    web = port_of(ctrl, "shop", "web-0")["fixed_ips"][0]["ip_address"]
+    assert wait_for(lambda: http_get(client, web, 8080), 10, 0.1) == b"web-0"
+    ctrl.apply(parse(text + "---" + POLICY))           # the client is no friend: dropped
+    assert wait_for(lambda: dropped(client, web, 8080), 10, 0.05)
+    # ... and from the Docker client too, through the cluster IP.
+    d = app(daemon, "shop", "dclient")
+    assert sh(d, GET_BY_ENV)[1].strip() == "nc: timed out"   # dropped: not refused
+    friendly = text.replace("metadata: {name: client, namespace: shop, annotations",
+                            "metadata: {name: client, namespace: shop, labels: {role: friend}, annotations")
+    ctrl.apply(parse(friendly + "---" + POLICY))       # a label change lets it in again
+    assert wait_for(lambda: http_get(client, web, 8080), 10, 0.05) == b"web-0"
+    ctrl.delete([k for k in keys_of(POLICY)])          # and the policy gone lets everyone in
+    assert wait_for(lambda: sh(d, GET_BY_ENV)[1].strip() == "web-0", 10, 0.1)
+
+
+def many(namespaces: int, replicas: int) -> str:
+    docs = []
+    for i in range(namespaces):
+        docs.append(f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: m{i}}}\n")
+        docs.append(f"apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d, namespace: m{i}}}\n"
+                    f"spec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: d}}}}\n"
+                    f"  template:\n    metadata: {{labels: {{app: d}}}}\n"
+                    f"    spec: {{containers: [{{name: c, image: \"{dk.IMAGE}\", command: {WEB}}}]}}\n")
+        docs.append(f"apiVersion: v1\nkind: Service\nmetadata: {{name: s, namespace: m{i}}}\n"
+                    "spec: {selector: {app: d}, ports: [{port: 80, targetPort: 8080}]}\n")
+    return "---\n".join(docs)
+
+
+def test_sigkill_mid_apply_then_resync_adopts_and_leaves_nothing_over(
+        cloud: Cloud, ctrl: Controller, daemon: dk.Dockerd, tmp_path: Path) -> None:
+    text = many(2, 4)
+    (tmp_path / "m.yaml").write_text(text)
+    cmd = [sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(tmp_path / "m.yaml"),
+           "--cluster", ctrl.refs.cluster_id, "--url", cloud.server.url, "--prefix", cloud.names.prefix]
+    proc = subprocess.Popen(cmd, env={**cli_env(cloud), "NETBAY_DOCKER_HOST": daemon.host},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:   # killed once some containers exist, not all
+        wait_for(lambda: len(containers(daemon)) >= 3, 120, 0.02, "the apply to run containers")
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=10)
+    assert len(containers(daemon)) < 8
+    # And a leftover nothing wants (a pod deleted while no controller ran): the resync removes it.
+    stray = daemon.client.containers.create(dk.IMAGE, ["sleep", "600"], labels={
+        CLUSTER: ctrl.refs.cluster_id, POD: "gone/pod", PORT: "0" * 32, ROLE: "sandbox"})
+    report = ctrl.resync()
+    assert "container gone/pod" in report.deleted, report.deleted
+    want = {f"m{i}/d-{j}" for i in range(2) for j in range(4)}
+    assert containers(daemon) == {p: ["app", "sandbox"] for p in want}
+    for c in daemon.client.api.containers(filters={"label": CLUSTER}):   # each on its pod's current port
+        ns, name = c["Labels"][POD].split("/")
+        assert c["Labels"][PORT] == port_of(ctrl, ns, name)["id"] and c["State"] == "running"
+    ports = {p["name"] for p in ctrl.api.call("GET", f"{NET}/ports", tags=f"{ctrl.refs.tag},netbay-k8s=pod")["ports"]}
+    assert ports == want and len(ctrl.sandboxes.existing()) == 8
+    vip = lb(ctrl, "m1/s")["vip_address"]
+    assert wait_for(lambda: http_get(pod_ns(ctrl, "m0", "d-0"), vip, 80), 10, 0.1) in \
+        {f"d-{j}".encode() for j in range(4)}
+    assert ctrl.resync().made == [] and ctrl.resync().deleted == []   # converged
+    with pytest.raises(Exception):
+        stray.reload()   # removed
+    ctrl.delete(keys_of(text))
+    assert containers(daemon) == {} and not ctrl.sandboxes.existing()
+    assert not ctrl.api.call("GET", f"{NET}/ports", tags=f"{ctrl.refs.tag},netbay-k8s=pod")["ports"]
