@@ -62,10 +62,36 @@ def test_scale_to_zero_and_keys() -> None:
      "is not an IPv4 address"),
     ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 1, protocol: SCTP}]}\n",
      "SCTP is not supported"),
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {netbay.io/runtime: vm}}\n"
+     "spec: {containers: [{name: c, image: busybox}]}\n", "netbay.io/runtime='vm' is not one of sandbox, docker"),
 ])
 def test_refused_manifests_say_why(text: str, message: str) -> None:
     with pytest.raises(ManifestError, match=message):
         desired(parse(text, "m.yaml"))
+
+
+def test_refused_at_parse_before_anything_is_stored() -> None:
+    """The mapping's own checks run at parse: a refused object never reaches the store
+    (where every later pass would trip on it)."""
+    with pytest.raises(ManifestError, match="m.yaml: .*is not an IPv4 address"):
+        parse("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {clusterIP: x, ports: [{port: 1}]}\n",
+              "m.yaml")
+
+
+def test_a_pods_runtime_and_first_container() -> None:
+    """What a Docker-runtime pod runs: the first container's image, command (Docker's
+    entrypoint), args, plain env values; the runtime annotation of the template."""
+    text = DEPLOY.replace("    metadata: {labels: {app: web}}\n",
+                          "    metadata: {labels: {app: web}, annotations: {netbay.io/runtime: docker}}\n").replace(
+        "image: busybox,", "image: 'busybox:1', command: [sh, -c], args: ['echo $A'], "
+        "env: [{name: A, value: '1'}, {name: B, valueFrom: {fieldRef: {fieldPath: metadata.name}}}],")
+    pod = desired(parse(text)).pods[("shop", "web-2")]
+    assert pod.runtime == "docker"
+    c = pod.container
+    assert (c.image, c.command, c.args, dict(c.env), c.pull, c.restart) == \
+        ("busybox:1", ("sh", "-c"), ("echo $A",), {"A": "1"}, "IfNotPresent", "Always")
+    plain = desired(parse(DEPLOY)).pods[("shop", "web-0")]
+    assert plain.runtime is None and plain.container.command is None and plain.container.args is None
 
 
 def test_a_directory_is_read_in_name_order(tmp_path: Path) -> None:
@@ -82,6 +108,9 @@ def test_kuryr_labels_are_checked_and_the_driver_has_a_fragment() -> None:
     labels.check({"kuryr_subnet_driver": "node", "kuryr_pod_subnet_prefixlen": 26}, "kuryr")
     with pytest.raises(BadRequest, match="expecting one of namespace|node"):
         labels.check({"kuryr_subnet_driver": "pod"}, "kuryr")
+    labels.check({"kuryr_pod_runtime": "docker"}, "kuryr")
+    with pytest.raises(BadRequest, match="expecting one of sandbox|docker"):
+        labels.check({"kuryr_pod_runtime": "vm"}, "kuryr")
     with pytest.raises(BadRequest, match="overlap"):
         labels.check({"kuryr_service_cidr": "10.10.128.0/20"}, "kuryr")
     with pytest.raises(BadRequest, match="must be longer than the prefix"):
