@@ -91,7 +91,8 @@ def resync(cluster: str = ClusterOpt, url: str | None = UrlOpt, data_dir: Path |
 
 @app.command()
 def sweep(url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
-    """Delete this host's pod namespaces and cluster resolvers whose port is gone (after a cluster delete)."""
+    """Delete this host's pod namespaces, cluster resolvers and Docker-runtime pods' containers
+    (NETBAY_DOCKER_HOST) whose port is gone (after a cluster delete)."""
     from netbay.coe.executor import Api
     from netbay.agent import Credentials
     from netbay.dataplane.names import Names
@@ -107,8 +108,28 @@ def sweep(url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
             console.print(f"deleted sandbox {port_id}")
         for port_id in sweep_resolvers(api, sandboxes):
             console.print(f"deleted cluster resolver {port_id}")
+        _sweep_containers(api)
     finally:
         api.close()
+
+
+def _sweep_containers(api) -> None:  # noqa: ANN001 - netbay.coe.executor.Api
+    """Docker-runtime pods' containers whose port is gone (with NETBAY_DOCKER_HOST)."""
+    import os
+
+    host = os.environ.get("NETBAY_DOCKER_HOST")
+    if not host:
+        return
+    import docker
+
+    from netbay.k8s.dockerpods import API_VERSION, sweep_orphans
+
+    client = docker.DockerClient(base_url=host, version=API_VERSION, timeout=60)
+    try:
+        for pod in sweep_orphans(api, client):
+            console.print(f"deleted containers of pod {pod}")
+    finally:
+        client.close()
 
 
 @app.command("exec", context_settings={"ignore_unknown_options": True})

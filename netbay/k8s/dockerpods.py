@@ -177,6 +177,8 @@ class DockerPods:
         resolver = self.ctrl.discovery.resolver.address
 
         def one(item: tuple[tuple[str, str], dict[str, Any], Found]) -> Found:
+            """One pod; a failure (an image missing, Docker refusing) is that pod's only, as a
+            kubelet's: logged, and the next pass tries again."""
             key, port, found = item
             net, subnet = subnets[port["network_id"]]
             opts = podfiles.docker_options(key[0], resolver, self.ctrl.discovery.domain, want.services, vips) \
@@ -184,12 +186,15 @@ class DockerPods:
             try:
                 return self._realize(want.pods[key], port, pod_port(port, subnet, int(net.get("mtu") or 1500)),
                                      found, opts, report)
+            except Exception as exc:  # noqa: BLE001 - reported, the other pods go on
+                log.warning("pod %s/%s not run: %s", key[0], key[1], exc)
+                return Found()   # nothing taken as made: the next pass lists and looks again
             finally:
                 release(self.ctrl.sandboxes.ns(port["id"]))
         done = [one(w) for w in work] if len(work) <= 1 else list(self.ctrl._pool.map(one, work))
         for (key, _, _), found in zip(work, done):
             have[key] = found
-        self._seen = have
+        self._seen = None if any(not f.all() for f in done) else have   # after a failure: list afresh
 
     @staticmethod
     def _complete(pod: PodWant, port: dict[str, Any], found: Found) -> bool:

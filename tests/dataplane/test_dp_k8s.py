@@ -23,40 +23,26 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ADMIN_PASSWORD  # tests/conftest.py
-from netbay.coe.executor import LB, NET, Api
+from netbay.coe.executor import LB, NET
 from netbay.dataplane import netns
 from netbay.k8s.controller import Controller
 from netbay.k8s.objects import parse
-from netbay.store.db import Store
 
-from .agent_fixtures import Cloud, make_cloud, wait_for
+from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener, tcp_read
+from .k8s_fixtures import cli_env, controller, ctrl, k8s_cloud, lb, pod_ip, pod_ns  # noqa: F401 - ctrl: a fixture
+from .k8s_fixtures import keys_of as ctrl_keys
 from .test_dp_pods_cluster import make_cluster
 
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    yield from make_cloud(tmp_path_factory.mktemp("k8s"), "k8")
+    yield from k8s_cloud(tmp_path_factory.mktemp("k8s"), "k8")
 
 
 @pytest.fixture(scope="module")
 def cluster(cloud: Cloud) -> str:
     return make_cluster(cloud, "kuryr1", {"kuryr_pod_subnet_pool": "10.10.0.0/16"}, 1, driver="kuryr")
-
-
-@pytest.fixture
-def ctrl(cloud: Cloud, cluster: str) -> Iterator[Controller]:
-    api = Api(cloud.server.url, cloud.server.token)
-    store = Store(cloud.server.database_url)
-    c = Controller(api, store, cluster, cloud.names)
-    try:
-        yield c
-    finally:
-        c.delete_all()
-        c.close()
-        api.close()
-        store.dispose()
 
 
 APP = """
@@ -86,22 +72,6 @@ kind: Pod
 metadata: {name: client, namespace: other}
 spec: {containers: [{name: c, image: busybox}]}
 """
-
-
-def pod_ns(ctrl: Controller, ns: str, name: str) -> str:
-    ports = ctrl.api.call("GET", f"{NET}/ports", name=f"{ns}/{name}")["ports"]
-    assert len(ports) == 1, ports
-    return ctrl.sandboxes.ns(ports[0]["id"])
-
-
-def pod_ip(ctrl: Controller, ns: str, name: str) -> str:
-    return ctrl.api.call("GET", f"{NET}/ports", name=f"{ns}/{name}")["ports"][0]["fixed_ips"][0]["ip_address"]
-
-
-def lb(ctrl: Controller, name: str) -> dict:
-    found = ctrl.api.call("GET", f"{LB}/loadbalancers", name=name)["loadbalancers"]
-    assert len(found) == 1, found
-    return found[0]
 
 
 def serve(ctrl: Controller, ns: str, names: list[str], port: int) -> list[Listener]:
@@ -292,9 +262,7 @@ def test_sigkill_mid_apply_then_resync_converges_and_delete_leaves_nothing(
     text = manifests_30()
     assert len(parse(text)) == 30
     (tmp_path / "m.yaml").write_text(text)
-    env = {**os.environ, "OS_AUTH_URL": cloud.server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
-           "OS_PROJECT_NAME": "admin", "NETBAY_DATABASE_URL": cloud.server.database_url,
-           "NETBAY_DATA_DIR": str(cloud.server.data_dir)}
+    env = cli_env(cloud)
     cmd = [sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(tmp_path / "m.yaml"),
            "--cluster", cluster, "--url", cloud.server.url, "--prefix", cloud.names.prefix]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -319,11 +287,6 @@ def test_sigkill_mid_apply_then_resync_converges_and_delete_leaves_nothing(
     assert not [n for n in netns.list(cloud.names.prefix) if n.startswith(f"{cloud.names.prefix}k-")]
 
 
-def ctrl_keys(text: str) -> list:
-    from netbay.k8s.objects import key_of
-    return [key_of(b) for b in parse(text)]
-
-
 def test_kuryr_cluster_gets_and_loses_its_resources(cloud: Cloud) -> None:
     """A kuryr cluster made and deleted with objects applied: its pool, service subnet,
     default pod group and everything the controller made go with it."""
@@ -334,10 +297,8 @@ def test_kuryr_cluster_gets_and_loses_its_resources(cloud: Cloud) -> None:
 
     cid = make_cluster(cloud, "kuryr2", {"kuryr_pod_subnet_pool": "10.20.0.0/16", "kuryr_service_cidr": "10.97.0.0/16",
                                          "kuryr_pod_subnet_prefixlen": "26"}, 1, driver="kuryr")
-    api = Api(cloud.server.url, cloud.server.token)
-    store = Store(cloud.server.database_url)
-    c = Controller(api, store, cid, cloud.names)
-    try:
+    with controller(cloud, cid, delete=False) as c:
+        api = c.api
         pool = api.call("GET", f"{NET}/subnetpools/{c.refs.pool_id}")["subnetpool"]
         assert pool["prefixes"] == ["10.20.0.0/16"] and int(pool["default_prefixlen"]) == 26
         assert c.refs.service_subnet["cidr"] == "10.97.0.0/16"
@@ -357,10 +318,6 @@ def test_kuryr_cluster_gets_and_loses_its_resources(cloud: Cloud) -> None:
         assert len(sweep_orphans(api, PodSandboxes(cloud.names))) == 4
         assert len(sweep_resolvers(api, PodSandboxes(cloud.names))) == 1   # the cluster's DNS
         assert not [n for n in netns.list(f"{cloud.names.prefix}k-")]
-    finally:
-        c.close()
-        api.close()
-        store.dispose()
 
 
 def test_subnet_per_node(cloud: Cloud) -> None:
@@ -368,10 +325,8 @@ def test_subnet_per_node(cloud: Cloud) -> None:
     pod on its node's; pods on different nodes reach each other through the router."""
     cid = make_cluster(cloud, "kuryr3", {"kuryr_subnet_driver": "node", "kuryr_pod_subnet_pool": "10.30.0.0/16",
                                          "kuryr_service_cidr": "10.98.0.0/16"}, 1, driver="kuryr")
-    api = Api(cloud.server.url, cloud.server.token)
-    store = Store(cloud.server.database_url)
-    c = Controller(api, store, cid, cloud.names)
-    try:
+    with controller(cloud, cid) as c:
+        api = c.api
         nodes = c.refs.nodes
         assert len(nodes) == 2
         pods = "---\n".join(
@@ -392,7 +347,3 @@ def test_subnet_per_node(cloud: Cloud) -> None:
             server.close()
         c.delete_all()
         assert api.call("GET", f"{NET}/networks", tags=f"netbay-cluster={cid},netbay-k8s=network")["networks"] == []
-    finally:
-        c.close()
-        api.close()
-        store.dispose()

@@ -14,67 +14,35 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from dnslib import QTYPE, RCODE, DNSRecord
 
-from conftest import ADMIN_PASSWORD  # tests/conftest.py
-from netbay.coe.executor import LB, NET, Api
+from netbay.coe.executor import LB, NET
 from netbay.dataplane import netns
 from netbay.k8s.controller import Controller
-from netbay.k8s.dns.resolver import Process, state_root
+from netbay.k8s.dns.resolver import state_root
 from netbay.k8s.objects import parse
-from netbay.store.db import Store
 
-from .agent_fixtures import Cloud, make_cloud, wait_for
+from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener
+from .k8s_fixtures import (controller, ctrl, getent, in_pod, k8s_cloud, netbay_exec,  # noqa: F401 - ctrl: a fixture
+                           pod_ips, pod_ns)
+from .k8s_fixtures import keys_of as ctrl_keys
 from .test_dp_pods_cluster import make_cluster
 
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    prefix = None
-    try:
-        for c in make_cloud(tmp_path_factory.mktemp("k8sdns"), "kd"):
-            prefix = c.names.prefix
-            yield c
-    finally:
-        if prefix:   # also after a failure: resolver processes and the pods' /etc/netns files
-            root = state_root(prefix)
-            for d in root.iterdir() if root.is_dir() else []:
-                Process(root, d.name, f"{prefix}kd-{d.name}").remove()
-            for d in Path("/etc/netns").glob(f"{prefix}*"):
-                shutil.rmtree(d, ignore_errors=True)
+    yield from k8s_cloud(tmp_path_factory.mktemp("k8sdns"), "kd")
 
 
 @pytest.fixture(scope="module")
 def cluster(cloud: Cloud) -> str:
     return make_cluster(cloud, "kdns", {"kuryr_pod_subnet_pool": "10.40.0.0/16",
                                         "kuryr_service_cidr": "10.254.0.0/16"}, 1, driver="kuryr")
-
-
-def controller(cloud: Cloud, cluster: str) -> tuple[Controller, Api, Store]:
-    api = Api(cloud.server.url, cloud.server.token)
-    store = Store(cloud.server.database_url)
-    return Controller(api, store, cluster, cloud.names), api, store
-
-
-@pytest.fixture
-def ctrl(cloud: Cloud, cluster: str) -> Iterator[Controller]:
-    c, api, store = controller(cloud, cluster)
-    try:
-        yield c
-    finally:
-        c.delete_all()
-        c.close()
-        api.close()
-        store.dispose()
 
 
 APP = """
@@ -116,36 +84,6 @@ spec: {containers: [{name: c, image: busybox}]}
 """
 
 LATE = EARLY.replace("early", "late")
-
-
-def pod_ns(ctrl: Controller, ns: str, name: str) -> str:
-    [port] = ctrl.api.call("GET", f"{NET}/ports", name=f"{ns}/{name}")["ports"]
-    return ctrl.sandboxes.ns(port["id"])
-
-
-def pod_ips(ctrl: Controller, ns: str, names: list[str]) -> list[str]:
-    return sorted(ctrl.api.call("GET", f"{NET}/ports", name=f"{ns}/{n}")["ports"][0]["fixed_ips"][0]["ip_address"]
-                  for n in names)
-
-
-def in_pod(ns: str, *cmd: str, timeout: float = 15) -> subprocess.CompletedProcess:
-    """A process in the pod as ``ip netns exec`` starts it (the pod's /etc files bound)."""
-    return subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True, timeout=timeout,
-                          check=False)
-
-
-def getent(ns: str, name: str) -> list[str]:
-    done = in_pod(ns, "getent", "ahostsv4", name)
-    return sorted({line.split()[0] for line in done.stdout.splitlines() if line.strip()})
-
-
-def netbay_exec(cloud: Cloud, ctrl: Controller, pod: str, *cmd: str) -> subprocess.CompletedProcess:
-    """``netbay k8s exec``: the pod's namespace, resolv.conf and Service variables."""
-    env = {**os.environ, "OS_AUTH_URL": cloud.server.auth_url, "OS_USERNAME": "admin",
-           "OS_PASSWORD": ADMIN_PASSWORD, "OS_PROJECT_NAME": "admin"}
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "exec", "--cluster", ctrl.refs.cluster_id,
-                           "--url", cloud.server.url, "--prefix", cloud.names.prefix, pod, "--", *cmd],
-                          env=env, capture_output=True, text=True, timeout=30, check=False)
 
 
 def query(ns: str, server: str, name: str, qtype: str) -> DNSRecord:
@@ -227,14 +165,8 @@ def test_names_env_and_updates(cloud: Cloud, ctrl: Controller) -> None:
     assert not Path(f"/etc/netns/{early_ns}").exists()
 
 
-def ctrl_keys(text: str) -> list:
-    from netbay.k8s.objects import key_of
-    return [key_of(b) for b in parse(text)]
-
-
 def test_resolver_survives_a_controller_restart_and_goes_with_the_objects(cloud: Cloud, cluster: str) -> None:
-    first, api, store = controller(cloud, cluster)
-    try:
+    with controller(cloud, cluster, delete=False) as first:
         first.apply(parse(APP))
         process = first.discovery.resolver.process
         pid, ns = process.pid(), process.ns
@@ -242,30 +174,26 @@ def test_resolver_survives_a_controller_restart_and_goes_with_the_objects(cloud:
         first.close()       # the controller goes; the resolver answers on
         client = pod_ns(first, "shop", "web-0")
         assert getent(client, "web-front") != []
-        second, _, _ = controller(cloud, cluster)
-        second.api, second.store = api, store
-        second.apply(parse(APP.replace("name: db", "name: db2")))   # a restart's first pass: a full one
-        second.resync()
-        assert second.discovery.resolver.process.pid() == pid        # adopted, not restarted
-        assert wait_for(lambda: getent(client, "db2.shop.svc.cluster.local") != [], 10, 0.1)
-        # A resolver killed under it is started again by the next full pass.
-        os.kill(pid, 9)
-        wait_for(lambda: not Path(f"/proc/{pid}").exists() or
-                 Path(f"/proc/{pid}/status").read_text().find("zombie") >= 0, 5, 0.05)
-        second.resync()
-        assert second.discovery.resolver.process.pid() not in (None, pid)
-        assert wait_for(lambda: getent(client, "web-front") != [], 10, 0.1)
-        port_id = second.discovery.resolver.port["id"]
-        second.delete_all()
-        second.close()
-        assert not netns.exists(ns) and not (state_root(cloud.names.prefix) / port_id).exists()
-        assert api.call("GET", f"{NET}/ports", tags=f"{second.refs.tag},netbay-k8s=dns")["ports"] == []
-        assert not [n for n in netns.list(f"{cloud.names.prefix}kd-")]
-        assert not [p for p in Path("/etc/netns").glob(f"{cloud.names.prefix}k-*")]
-        assert resolver_pids(cloud.names.prefix) == []
-    finally:
-        api.close()
-        store.dispose()
+        with controller(cloud, cluster, delete=False) as second:
+            second.apply(parse(APP.replace("name: db", "name: db2")))   # a restart's first pass: a full one
+            second.resync()
+            assert second.discovery.resolver.process.pid() == pid        # adopted, not restarted
+            assert wait_for(lambda: getent(client, "db2.shop.svc.cluster.local") != [], 10, 0.1)
+            # A resolver killed under it is started again by the next full pass.
+            os.kill(pid, 9)
+            wait_for(lambda: not Path(f"/proc/{pid}").exists() or
+                     Path(f"/proc/{pid}/status").read_text().find("zombie") >= 0, 5, 0.05)
+            second.resync()
+            assert second.discovery.resolver.process.pid() not in (None, pid)
+            assert wait_for(lambda: getent(client, "web-front") != [], 10, 0.1)
+            port_id = second.discovery.resolver.port["id"]
+            second.delete_all()
+            second.close()
+            assert not netns.exists(ns) and not (state_root(cloud.names.prefix) / port_id).exists()
+            assert second.api.call("GET", f"{NET}/ports", tags=f"{second.refs.tag},netbay-k8s=dns")["ports"] == []
+            assert not [n for n in netns.list(f"{cloud.names.prefix}kd-")]
+            assert not [p for p in Path("/etc/netns").glob(f"{cloud.names.prefix}k-*")]
+            assert resolver_pids(cloud.names.prefix) == []
 
 
 def resolver_pids(prefix: str) -> list[int]:
@@ -285,27 +213,24 @@ def resolver_pids(prefix: str) -> list[int]:
 
 def test_cluster_delete_then_sweep_leaves_no_resolver(cloud: Cloud) -> None:
     from netbay.k8s.dns.resolver import sweep_orphans
+    from netbay.k8s.sandbox import sweep_orphans as sweep_pods
 
     from .test_dp_pods_cluster import ci, wait_cluster
 
     cid = make_cluster(cloud, "kdns2", {"kuryr_pod_subnet_pool": "10.41.0.0/16",
                                         "kuryr_service_cidr": "10.99.0.0/16"}, 1, driver="kuryr")
-    c, api, store = controller(cloud, cid)
-    try:
-        c.apply(parse(EARLY))
-        port_id, ns = c.discovery.resolver.port["id"], c.discovery.resolver.process.ns
-        pid = c.discovery.resolver.process.pid()
-        assert pid is not None
-        r = ci(cloud).delete(f"/clusters/{cid}")
-        assert r.status_code == 204, r.text
-        wait_cluster(ci(cloud), cid, ("GONE",))
-        assert pid in resolver_pids(cloud.names.prefix)   # the cluster's delete left it running ...
-        assert sweep_orphans(api, c.sandboxes) == [port_id]
-        assert not netns.exists(ns) and pid not in resolver_pids(cloud.names.prefix)   # ... the sweep did not
-        assert not (state_root(cloud.names.prefix) / port_id).exists()
-    finally:
-        from netbay.k8s.sandbox import sweep_orphans as sweep_pods
-        sweep_pods(api, c.sandboxes)
-        c.close()
-        api.close()
-        store.dispose()
+    with controller(cloud, cid, delete=False) as c:
+        try:
+            c.apply(parse(EARLY))
+            port_id, ns = c.discovery.resolver.port["id"], c.discovery.resolver.process.ns
+            pid = c.discovery.resolver.process.pid()
+            assert pid is not None
+            r = ci(cloud).delete(f"/clusters/{cid}")
+            assert r.status_code == 204, r.text
+            wait_cluster(ci(cloud), cid, ("GONE",))
+            assert pid in resolver_pids(cloud.names.prefix)   # the cluster's delete left it running ...
+            assert sweep_orphans(c.api, c.sandboxes) == [port_id]
+            assert not netns.exists(ns) and pid not in resolver_pids(cloud.names.prefix)   # ... the sweep did not
+            assert not (state_root(cloud.names.prefix) / port_id).exists()
+        finally:
+            sweep_pods(c.api, c.sandboxes)

@@ -28,7 +28,7 @@ import pytest
 from netbay.coe.executor import NET
 from netbay.dataplane import netns
 from netbay.k8s.controller import Controller
-from netbay.k8s.dockerpods import CLUSTER, POD, PORT, ROLE
+from netbay.k8s.dockerpods import CLUSTER, POD, PORT, ROLE, sweep_orphans
 from netbay.k8s.objects import parse
 
 from . import dockerd as dk
@@ -298,6 +298,32 @@ def test_sigkill_mid_apply_then_resync_adopts_and_leaves_nothing_over(
     assert ctrl.resync().made == [] and ctrl.resync().deleted == []   # converged
     with pytest.raises(Exception):
         stray.reload()   # removed
+    # The host sweep (``netbay k8s sweep``): containers whose port is gone, not the others.
+    daemon.client.containers.create(dk.IMAGE, ["sleep", "600"], labels={
+        CLUSTER: "another", POD: "x/y", PORT: "1" * 32, ROLE: "sandbox"})
+    assert sweep_orphans(ctrl.api, daemon.client) == ["x/y"]
+    assert containers(daemon) == {p: ["app", "sandbox"] for p in want}
     ctrl.delete(keys_of(text))
     assert containers(daemon) == {} and not ctrl.sandboxes.existing()
     assert not ctrl.api.call("GET", f"{NET}/ports", tags=f"{ctrl.refs.tag},netbay-k8s=pod")["ports"]
+
+
+def test_a_pod_docker_cannot_run_is_that_pods_failure_only(
+        ctrl: Controller, daemon: dk.Dockerd, caplog: pytest.LogCaptureFixture) -> None:
+    text = f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: broken, namespace: b}}
+spec: {{containers: [{{name: c, image: "nbt-missing:1", imagePullPolicy: Never}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: fine, namespace: b}}
+spec: {{containers: [{{name: c, image: "{dk.IMAGE}", command: [sleep, "600"]}}]}}
+"""
+    report = ctrl.apply(parse(text))
+    assert [m.split()[1] for m in report.made if m.startswith("container ")] == ["b/fine"]
+    assert "pod b/broken not run: image nbt-missing:1 is not present and imagePullPolicy is Never" in caplog.text
+    assert containers(daemon) == {"b/fine": ["app", "sandbox"]}
+    ctrl.resync()   # tried again, no duplicate of what runs
+    assert containers(daemon) == {"b/fine": ["app", "sandbox"]}
