@@ -250,7 +250,7 @@ class Controller:
         subnets = {net["id"]: (net, subnet) for net, subnet in segments.values()}
         # A port the last complete pass of this process realized is taken as plugged
         # (no namespace opened per pod and pass); a full resync looks at every one.
-        realized = known.ports if known is not None else {}
+        realized = set(known.ports) - self.dockerpods.released if known is not None else set()
         todo = [(key, port) for key, port in sorted(out.items()) if not self.dockerpods.wants(want.pods[key])
                 and (not port.get("device_id") or (port["name"] not in realized
                                                    and not self.sandboxes.plugged(port["id"])))]

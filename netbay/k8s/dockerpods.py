@@ -76,6 +76,7 @@ class DockerPods:
         self._client: Any = None
         # What the last complete pass left, by (ns, pod); None: list afresh (every full pass).
         self._seen: dict[tuple[str, str], Found] | None = None
+        self.released: set[str] = set()   # "ns/pod": the last sweep took its containers, the pod stays
 
     # -- Docker -------------------------------------------------------------------------------
 
@@ -128,8 +129,9 @@ class DockerPods:
 
     def sweep(self, want: Desired, known: Any, report: Any) -> dict[tuple[str, str], Found]:
         """Remove the containers no Docker-runtime pod wants, and take the namespace name
-        off their port (a pod switched to the sandbox runtime is then plugged afresh by
-        this pass: it leaves ``known``'s realized ports). Returns the rest, by pod."""
+        off their port (a pod switched to the sandbox runtime is named in ``released``:
+        not realized, this pass plugs it afresh). Returns the rest, by pod."""
+        self.released = set()
         if not self.configured:
             return {}
         if known is None or self._seen is None:
@@ -147,8 +149,8 @@ class DockerPods:
             port_id = ((found.sandbox or found.app or {}).get("Labels") or {}).get(PORT)
             if port_id:
                 self.ctrl.sandboxes.unplug(port_id)
-                if known is not None and pod is not None:   # now a sandbox pod: not realized
-                    known.ports.pop(f"{key[0]}/{key[1]}", None)
+                if pod is not None:   # now a sandbox pod: this pass plugs it afresh
+                    self.released.add(f"{key[0]}/{key[1]}")
             report.deleted.append(f"container {key[0]}/{key[1]}")
         return have
 

@@ -33,6 +33,7 @@ from netbay.k8s.objects import parse
 
 from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
+from .cluster_net import Listener
 from .k8s_fixtures import cli_env, controller, getent, in_pod, k8s_cloud, keys_of, lb, pod_ns, port_of
 from .test_dp_pods_cluster import make_cluster
 
@@ -327,3 +328,36 @@ spec: {{containers: [{{name: c, image: "{dk.IMAGE}", command: [sleep, "600"]}}]}
     assert containers(daemon) == {"b/fine": ["app", "sandbox"]}
     ctrl.resync()   # tried again, no duplicate of what runs
     assert containers(daemon) == {"b/fine": ["app", "sandbox"]}
+
+
+def test_a_pods_runtime_changed_keeps_its_port(ctrl: Controller, daemon: dk.Dockerd) -> None:
+    """The annotation changed on a live pod: the same port (address, MAC) moves from a
+    sandbox namespace into Docker containers and back, answering each time."""
+    text = f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: peer, namespace: rt, annotations: {{netbay.io/runtime: sandbox}}}}
+spec: {{containers: [{{name: c, image: busybox}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: p, namespace: rt, annotations: {{netbay.io/runtime: sandbox}}}}
+spec: {{containers: [{{name: c, image: "{dk.IMAGE}", command: {WEB}}}]}}
+"""
+    ctrl.apply(parse(text))
+    before = port_of(ctrl, "rt", "p")
+    peer = pod_ns(ctrl, "rt", "peer")
+    ip = before["fixed_ips"][0]["ip_address"]
+    assert containers(daemon) == {}
+    ctrl.apply(parse(text.replace("name: p, namespace: rt, annotations: {netbay.io/runtime: sandbox}",
+                                  "name: p, namespace: rt, annotations: {netbay.io/runtime: docker}")))
+    assert containers(daemon) == {"rt/p": ["app", "sandbox"]} and port_of(ctrl, "rt", "p")["id"] == before["id"]
+    assert wait_for(lambda: http_get(peer, ip, 8080), 10, 0.1) == b"p"
+    ctrl.apply(parse(text))   # back to a sandbox: the containers go, a namespace of its own is plugged
+    assert containers(daemon) == {} and port_of(ctrl, "rt", "p")["id"] == before["id"]
+    assert ctrl.sandboxes.plugged(before["id"])
+    server = Listener(pod_ns(ctrl, "rt", "p"), "0.0.0.0", 8080, b"sandboxed")
+    try:
+        assert wait_for(lambda: http_get(peer, ip, 8080), 10, 0.1) == b"sandboxed"
+    finally:
+        server.close()
