@@ -136,7 +136,11 @@ class DockerPods:
             return {}
         if known is None or self._seen is None:
             self._seen = None
-            have = self._list()
+            try:
+                have = self._list()
+            except Exception as exc:  # noqa: BLE001 - Docker down: the sandbox pods go on
+                log.warning("Docker-runtime pods: Docker not reachable (%s): none removed or run in this pass", exc)
+                return {}
         else:
             have, self._seen = self._seen, None
         for key in sorted(have):

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker
 import pytest
 
 from netbay.coe.executor import NET
@@ -328,6 +329,28 @@ spec: {{containers: [{{name: c, image: "{dk.IMAGE}", command: [sleep, "600"]}}]}
     assert containers(daemon) == {"b/fine": ["app", "sandbox"]}
     ctrl.resync()   # tried again, no duplicate of what runs
     assert containers(daemon) == {"b/fine": ["app", "sandbox"]}
+    # Docker unreachable: the sandbox pods are still made; Docker's wait for it to come back.
+    more = text + f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: sandboxed, namespace: b, annotations: {{netbay.io/runtime: sandbox}}}}
+spec: {{containers: [{{name: c, image: busybox}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: waits, namespace: b}}
+spec: {{containers: [{{name: c, image: "{dk.IMAGE}", command: [sleep, "600"]}}]}}
+"""
+    ctrl.dockerpods.use(docker.DockerClient(base_url=f"unix://{daemon.root}/none.sock", version="1.41", timeout=5))
+    try:
+        ctrl.resync()
+        report = ctrl.apply(parse(more))
+        assert ctrl.sandboxes.plugged(port_of(ctrl, "b", "sandboxed")["id"])
+        assert not any(m.startswith("container ") for m in report.made) and "Docker not reachable" in caplog.text
+    finally:
+        ctrl.dockerpods.use(daemon.client)
+    ctrl.resync()   # Docker back: the waiting pod runs
+    assert containers(daemon) == {"b/fine": ["app", "sandbox"], "b/waits": ["app", "sandbox"]}
 
 
 def test_a_pods_runtime_changed_keeps_its_port(ctrl: Controller, daemon: dk.Dockerd) -> None:
