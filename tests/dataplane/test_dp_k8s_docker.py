@@ -63,8 +63,9 @@ def cluster(cloud: Cloud) -> str:
     admin = next(p["id"] for p in projects if p["name"] == "admin")
     cloud.ok(cloud.http.put(f"/network/v2.0/quotas/{admin}", json={"quota": {
         "security_group": 100, "security_group_rule": 1000}}))  # a cluster's policies
-    return make_cluster(cloud, "kdocker", {"kuryr_pod_subnet_pool": "10.50.0.0/16", "kuryr_service_cidr": "10.252.0.0/16",
-                                           "kuryr_pod_runtime": "docker"}, 1, driver="kuryr")
+    return make_cluster(cloud, "kdocker", {"kuryr_pod_subnet_pool": "10.50.0.0/16",
+                                           "kuryr_service_cidr": "10.252.0.0/16", "kuryr_pod_runtime": "docker"},
+                        1, driver="kuryr")
 
 
 @pytest.fixture
