@@ -233,7 +233,8 @@ class DockerPods:
             api.start(sb["Id"])
             state = api.inspect_container(sb["Id"])["State"]
         source = f"/proc/{state['Pid']}/ns/net"
-        if netns.inode(ns) != os.stat(source).st_ino:   # none yet, or the sandbox's namespace is new
+        moved = netns.inode(ns) != os.stat(source).st_ino   # none yet, or the sandbox's namespace is new
+        if moved:
             sandboxes.unplug(port["id"])
             netns.attach(ns, source)
         if not sandboxes.plugged(port["id"]):
@@ -244,6 +245,8 @@ class DockerPods:
             app = None
         if app is None:
             app = {"Id": self._app(pod, port, sb["Id"], digest, opts), "Labels": {SPEC: digest}}
+        elif moved:   # a sandbox started again (killed, dockerd restarted): the app joins its new namespace
+            api.restart(app["Id"], timeout=2)
         elif app.get("State") != "running" and pod.container.restart == "Always":
             api.start(app["Id"])
         return Found(sb, app)

@@ -385,3 +385,34 @@ spec: {{containers: [{{name: c, image: "{dk.IMAGE}", command: {WEB}}}]}}
         assert wait_for(lambda: http_get(peer, ip, 8080), 10, 0.1) == b"sandboxed"
     finally:
         server.close()
+
+
+def test_a_killed_sandbox_is_started_again_with_its_app(ctrl: Controller, daemon: dk.Dockerd) -> None:
+    """A pod's sandbox container killed (its namespace with it): a full pass starts it
+    again, plugs the port into its new namespace and restarts the app into it."""
+    text = f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: peer, namespace: k, annotations: {{netbay.io/runtime: sandbox}}}}
+spec: {{containers: [{{name: c, image: busybox}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: p, namespace: k}}
+spec: {{containers: [{{name: c, image: "{dk.IMAGE}", command: {WEB}}}]}}
+"""
+    ctrl.apply(parse(text))
+    peer, ip = pod_ns(ctrl, "k", "peer"), port_of(ctrl, "k", "p")["fixed_ips"][0]["ip_address"]
+    assert wait_for(lambda: http_get(peer, ip, 8080), 10, 0.1) == b"p"
+    [sandbox] = daemon.client.containers.list(filters={"label": [f"{POD}=k/p", f"{ROLE}=sandbox"]})
+    sandbox.kill()   # the app holds the old namespace on
+    sandbox.wait(timeout=10)
+    ctrl.resync()
+    sandbox.reload()
+    assert sandbox.status == "running" and containers(daemon) == {"k/p": ["app", "sandbox"]}
+    ns = pod_ns(ctrl, "k", "p")
+    assert netns.inode(ns) == os.stat(f"/proc/{sandbox.attrs['State']['Pid']}/ns/net").st_ino
+    app_pid = app(daemon, "k", "p").attrs["State"]["Pid"]
+    assert os.stat(f"/proc/{app_pid}/ns/net").st_ino == netns.inode(ns)   # the app joined the new one
+    assert wait_for(lambda: http_get(peer, ip, 8080), 10, 0.1) == b"p"
+    assert ctrl.resync().made == []
