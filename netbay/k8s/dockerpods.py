@@ -235,7 +235,8 @@ class DockerPods:
         source = f"/proc/{state['Pid']}/ns/net"
         moved = netns.inode(ns) != os.stat(source).st_ino   # none yet, or the sandbox's namespace is new
         if moved:
-            sandboxes.unplug(port["id"])
+            if netns.exists(ns):   # the old namespace's name, and its pair
+                sandboxes.unplug(port["id"])
             netns.attach(ns, source)
         if not sandboxes.plugged(port["id"]):
             sandboxes.plug(wiring)

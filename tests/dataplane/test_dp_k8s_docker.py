@@ -206,6 +206,8 @@ def test_docker_deployment_behind_a_service_answers_by_name_and_env(
     # ... and the resolver it was given answers it (busybox nslookup reads its resolv.conf).
     code, out = sh(d, "nslookup web.shop.svc.cluster.local")
     assert code == 0 and vip in out, out
+    # Its namespace has the sandbox pods' files too (``netbay k8s exec`` / ``ip netns exec`` see the same).
+    assert f"WEB_SERVICE_HOST={vip}" in Path(f"/etc/netns/{pod_ns(ctrl, 'shop', 'dclient')}/environment").read_text()
 
     # Scale down then up: the containers follow (and the members: only web-0 answers meanwhile).
     ctrl.apply(parse(SHOP.replace("replicas: 2", "replicas: 1")))
