@@ -109,6 +109,7 @@ class Controller:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self.dockerpods.close()
 
     # -- one pass ------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """Pods run as Docker containers: cluster label ``kuryr_pod_runtime=docker``, or a
-pod's annotation ``netbay.io/runtime: docker`` (either way round, the pod's wins).
+pod's annotation ``netbay.io/runtime: docker`` (a pod's annotation wins over its
+cluster's label, either way).
 
 As a kubelet does with its pause container: a *sandbox* container (network ``none``;
 the cluster resolver as ``--dns``/``--dns-search``/``--dns-option``) holds the pod's
@@ -74,6 +75,7 @@ class DockerPods:
         self.docker_host = docker_host if docker_host is not None else os.environ.get("NETBAY_DOCKER_HOST", "")
         self.sandbox_image = sandbox_image or os.environ.get("NETBAY_SANDBOX_IMAGE", "")
         self._client: Any = None
+        self._owned = False   # made here from NETBAY_DOCKER_HOST (closed with the controller)
         # What the last complete pass left, by (ns, pod); None: list afresh (every full pass).
         self._seen: dict[tuple[str, str], Found] | None = None
         self.released: set[str] = set()   # "ns/pod": the last sweep took its containers, the pod stays
@@ -81,8 +83,14 @@ class DockerPods:
     # -- Docker -------------------------------------------------------------------------------
 
     def use(self, client: Any) -> None:
-        """Drive this Docker client (a docker.DockerClient) instead of NETBAY_DOCKER_HOST's."""
-        self._client = client
+        """Drive this Docker client (a docker.DockerClient, the caller's to close) instead of
+        NETBAY_DOCKER_HOST's."""
+        self._client, self._owned = client, False
+
+    def close(self) -> None:
+        if self._client is not None and self._owned:
+            self._client.close()
+            self._client = None   # made again if needed
 
     @property
     def configured(self) -> bool:
@@ -97,6 +105,7 @@ class DockerPods:
             import docker
 
             self._client = docker.DockerClient(base_url=self.docker_host, version=API_VERSION, timeout=60)
+            self._owned = True
         return self._client
 
     def wants(self, pod: PodWant) -> bool:
