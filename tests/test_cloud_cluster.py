@@ -190,8 +190,12 @@ def lb_admin(octavia, cloud: Cloud):  # noqa: ANN001, ANN201
 
 
 def test_a_master_load_balancer_is_made_in_the_clouds_octavia_and_deleted_without_trace(
-        ci: httpx.Client, lb_admin, env: dict[str, str]) -> None:  # noqa: ANN001
+        octavia, ci: httpx.Client, lb_admin, env: dict[str, str]) -> None:  # noqa: ANN001
     admin = lb_admin
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", "--backend", "openstack"],
+                       capture_output=True, text=True, timeout=180, env={**os.environ, **env})
+    seen = json.loads(r.stdout)["network_backend"]
+    assert seen["load_balancer"].startswith(octavia.url) and "Octavia at" in seen["detail"], seen
     before, lbs_before = cli_snapshot(env), lb_snapshot(admin)
     cid = create(ci, _lb_template(ci), node_count=1)
     cluster = wait_status(ci, cid, ("CREATE_COMPLETE", "CREATE_FAILED"), BUILD_TIMEOUT)
