@@ -325,3 +325,49 @@ def test_up_refuses_a_cloud_that_does_not_answer(cloud: Cloud, tmp_path: Path) -
     assert "starting" not in said and not (tmp_path / "nb").exists()   # refused before anything
     r = subprocess.run(base, capture_output=True, text=True, timeout=180, env=env)
     assert r.returncode == 2 and "no cloud named" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_a_restart_adopts_load_balancers_by_tag_and_the_sweep_takes_them(
+        store: Store, lb_admin, env: dict[str, str]) -> None:  # noqa: ANN001
+    """The executor on the cloud's Neutron and Octavia: it stops dead right after Octavia
+    made a load balancer and a listener but before their ids were written down; a new
+    executor finds them by tag instead of making them twice. A delete stopped half-way
+    is finished by the next one, and nothing is left in either service."""
+    from netbay.backends.loadbalancers import open_lb_backend
+
+    admin = lb_admin
+    template = {**LB_TEMPLATE, "master_lb_enabled": True, "floating_ip_enabled": False}
+    c = {"name": unique("c"), "uuid": str(uuid.uuid4()), "master_count": 1, "node_count": 1}
+    graph = build(template, c)
+    lost = {"api_lb", "etcd_listener"}
+    before, lbs_before = cli_snapshot(env), lb_snapshot(admin)
+
+    def stack(**kw) -> Stack:  # noqa: ANN003
+        return Stack(store, None, cluster_id=c["uuid"], name=c["name"], project_id=admin.current_project_id,
+                     net=OpenStackBackend(connection=admin), lb=open_lb_backend("openstack", connection=admin),
+                     **kw)
+
+    def crash_after_made(name: str, action: str, status: str) -> None:
+        if status == "MADE" and name in lost:
+            raise Interrupted()
+
+    with pytest.raises(Interrupted):
+        stack(hook=crash_after_made).create(graph, {"template": template, "cluster": c})
+    outcome = stack().resume()
+    assert outcome is not None and outcome.status == "CREATE_COMPLETE", outcome
+    tag = f"netbay-cluster={c['uuid']}"
+    lb = admin.load_balancer
+    assert (len(list(lb.load_balancers(tags=tag))), len(list(lb.listeners(tags=tag)))) == (2, 2)  # none twice
+
+    deleted = [0]
+
+    def crash_midway(name: str, action: str, status: str) -> None:
+        if action == "DELETE" and status == "COMPLETE":
+            deleted[0] += 1
+            if deleted[0] == 3:
+                raise Interrupted()
+
+    with pytest.raises(Interrupted):
+        stack(hook=crash_midway).delete()
+    assert stack().resume().status == "DELETE_COMPLETE"
+    assert lb_snapshot(admin) == lbs_before and cli_snapshot(env) == before
