@@ -13,13 +13,21 @@ Loaded by ``tests/conftest.py`` (``pytest_plugins``); fixtures:
 - ``cloud_env`` — ``OS_CLIENT_CONFIG_FILE`` / ``OS_CLOUD`` naming it ``peer``, for
   netbay (``--backend openstack --os-cloud peer``) and the ``openstack`` CLI alike;
 - ``network_backend`` — a :class:`netbay.backends.NetworkBackend`, embedded or openstack;
-- ``clean_backend`` — the same, checked afterwards to hold exactly what it held before.
+- ``clean_backend`` — the same, checked afterwards to hold exactly what it held before;
+- ``octavia`` — Octavia's API on that cloud (noop provider driver, a stand-in reporting
+  the statuses a provider would: ``tests/peers/octavia_peer.py``), in its catalog as
+  ``load-balancer``; asked for only by tests that need it, so a run without them
+  keeps a cloud without Octavia;
+- ``lb_backend`` — a :class:`netbay.backends.loadbalancers.LoadBalancerBackend`:
+  netbay's own Octavia API (a netbay server of the module's) or the cloud's Octavia,
+  each with a network and subnet of its own for VIPs (``lb_backend.vip_subnet_id``);
+- ``clean_lb_backend`` — the same, checked afterwards to list what it listed before.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -27,6 +35,7 @@ PUBLIC = "public"
 # What a test must leave as it found it, per backend.
 SWEPT = ("network", "subnet", "port", "router", "floatingip", "security_group")
 BACKENDS = ("embedded", "openstack")
+LB_SWEPT = ("loadbalancer", "listener", "pool", "healthmonitor")
 
 
 @pytest.fixture(scope="session")
@@ -82,3 +91,96 @@ def clean_backend(network_backend) -> Iterator:  # noqa: ANN001
     before = snapshot(network_backend)
     yield network_backend
     assert snapshot(network_backend) == before
+
+
+@pytest.fixture(scope="session")
+def octavia(cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
+    from tests.peers.octavia_peer import octavia as run_octavia
+
+    with run_octavia(cloud, tmp_path_factory.mktemp("octavia")) as o:
+        yield o
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def lb_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """A load-balancer backend, with ``vip_subnet_id``: a subnet of its own network for VIPs."""
+    from netbay.backends import open_backend
+    from netbay.backends.loadbalancers import open_lb_backend
+
+    closers = []
+    if request.param == "embedded":
+        from conftest import start_server, stop_server
+
+        from netbay.backends.apiclient import Api
+        from netbay.backends.http import HttpBackend
+
+        data = tmp_path_factory.mktemp("netbay-lb")
+        server = start_server(f"sqlite:///{data / 'netbay.db'}", data)
+        closers.append(lambda: stop_server(server))
+        api = Api(server.url, server.token)
+        closers.insert(0, api.close)
+        closers.insert(0, _agent_reports(server))
+        net, lb = HttpBackend(api), open_lb_backend("embedded", api=api)
+    else:
+        request.getfixturevalue("octavia")
+        conn = request.getfixturevalue("cloud").connection()
+        closers.append(conn.close)
+        net, lb = open_backend("openstack", connection=conn), open_lb_backend("openstack", connection=conn)
+    network = net.create("network", {"name": "lb-vips"})
+    lb.vip_subnet_id = net.create("subnet", {"network_id": network["id"], "cidr": "10.70.0.0/24",
+                                             "ip_version": 4})["id"]
+    try:
+        yield lb
+    finally:
+        try:
+            net.delete("network", network["id"])
+        finally:
+            for close in closers:
+                close()
+
+
+def _agent_reports(server) -> Callable[[], None]:  # noqa: ANN001
+    """STAND-IN for netbay's dataplane agent, which API-only servers run without: it
+    reports each load balancer left ``PENDING_*`` as ``ACTIVE/ONLINE`` through the
+    agent's own ``PUT /netbay/v1/status`` (settling its tree), as the agent does once
+    its namespaces are wired — the part Octavia's noop peer has its stand-in for.
+    Returns the function that stops it."""
+    import threading
+
+    import httpx
+
+    stop = threading.Event()
+    lbs = f"{server.url}/load-balancer/v2/lbaas/loadbalancers"
+
+    def run() -> None:
+        with httpx.Client(headers={"X-Auth-Token": server.token()}, timeout=10) as http:
+            while not stop.wait(0.1):
+                try:
+                    pending = [lb["id"] for lb in http.get(lbs).json()["loadbalancers"]
+                               if lb["provisioning_status"].startswith("PENDING_")]
+                    if pending:
+                        http.put(f"{server.url}/netbay/v1/status",
+                                 json={"loadbalancers": {i: "ACTIVE/ONLINE" for i in pending}})
+                except (httpx.HTTPError, KeyError, ValueError):
+                    continue   # the server is going away; the test says what failed
+
+    thread = threading.Thread(target=run, name="lb-agent-stand-in", daemon=True)
+    thread.start()
+
+    def halt() -> None:
+        stop.set()
+        thread.join(timeout=15)
+
+    return halt
+
+
+def lb_snapshot(backend) -> dict[str, set[str]]:  # noqa: ANN001
+    return {k: {o["id"] for o in backend.list(k)} for k in LB_SWEPT}
+
+
+@pytest.fixture
+def clean_lb_backend(lb_backend) -> Iterator:  # noqa: ANN001
+    """The backend, checked afterwards to list exactly what it listed before."""
+    before = lb_snapshot(lb_backend)
+    yield lb_backend
+    assert lb_snapshot(lb_backend) == before

@@ -7,9 +7,11 @@ sweep as on the embedded backend.
 That Neutron runs API-only — ML2 without mechanism drivers, no agents — so its ports
 stay DOWN and nothing carries packets: these tests assert API effects (the objects,
 their tags, owners and addresses, quotas, error messages) as the cloud's own
-``openstack`` CLI reports them, never traffic. The cloud has no Octavia and no Nova
-here: templates have no master load balancer, and nodes are claims on their ports
-(``device_owner=compute:netbay``).
+``openstack`` CLI reports them, never traffic. The cloud has no Nova here: nodes are
+claims on their ports (``device_owner=compute:netbay``). Its Octavia
+(``tests/peers/octavia_peer.py``: the API with the noop provider driver, a stand-in
+reporting the statuses a provider would) is started for the tests that ask for it;
+a cloud without one refuses a master load balancer by name.
 """
 
 from __future__ import annotations
@@ -155,20 +157,97 @@ def test_a_port_quota_midway_rolls_back_and_names_neutrons_error(
     assert cli_snapshot(env) == before
 
 
-def test_a_master_load_balancer_is_refused_by_name_before_anything_is_made(
-        ci: httpx.Client, env: dict[str, str]) -> None:
+def test_a_master_load_balancer_is_refused_by_name_without_octavia(
+        store: Store, admin, env: dict[str, str]) -> None:  # noqa: ANN001
+    """The executor on the cloud's Neutron with no load-balancer backend beside it, as the
+    conductor builds it for a catalog without ``load-balancer`` (the session's cloud may
+    have Octavia by now, so no catalog is asked here)."""
+    c = {"name": unique("c"), "uuid": str(uuid.uuid4()), "master_count": 1, "node_count": 1}
+    template = {**LB_TEMPLATE, "master_lb_enabled": True}
     before = cli_snapshot(env)
+    stack = Stack(store, None, cluster_id=c["uuid"], name=c["name"], project_id=admin.current_project_id,
+                  net=OpenStackBackend(connection=admin))
+    outcome = stack.create(build(template, c), {"template": template, "cluster": c})
+    assert outcome.status == "CREATE_FAILED"
+    assert "(OS::Octavia::" in outcome.status_reason and NO_OCTAVIA in outcome.status_reason
+    assert cli_snapshot(env) == before
+    assert stack.delete().status == "DELETE_COMPLETE"
+
+
+def lb_snapshot(admin) -> dict[str, set[str]]:  # noqa: ANN001
+    """What the cloud's Octavia lists, by id."""
+    lb = admin.load_balancer
+    return {"loadbalancer": {o.id for o in lb.load_balancers()}, "listener": {o.id for o in lb.listeners()},
+            "pool": {o.id for o in lb.pools()}, "healthmonitor": {o.id for o in lb.health_monitors()}}
+
+
+@pytest.fixture
+def lb_admin(octavia, cloud: Cloud):  # noqa: ANN001, ANN201
+    """An admin connection made after Octavia joined the catalog (a connection reads it once)."""
+    conn = cloud.connection()
+    yield conn
+    conn.close()
+
+
+def test_a_master_load_balancer_is_made_in_the_clouds_octavia_and_deleted_without_trace(
+        octavia, ci: httpx.Client, lb_admin, env: dict[str, str]) -> None:  # noqa: ANN001
+    admin = lb_admin
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", "--backend", "openstack"],
+                       capture_output=True, text=True, timeout=180, env={**os.environ, **env})
+    seen = json.loads(r.stdout)["network_backend"]
+    assert seen["load_balancer"].startswith(octavia.url) and "Octavia at" in seen["detail"], seen
+    before, lbs_before = cli_snapshot(env), lb_snapshot(admin)
     cid = create(ci, _lb_template(ci), node_count=1)
     cluster = wait_status(ci, cid, ("CREATE_COMPLETE", "CREATE_FAILED"), BUILD_TIMEOUT)
-    assert cluster["status"] == "CREATE_FAILED"
-    assert "(OS::Octavia::" in cluster["status_reason"] and NO_OCTAVIA in cluster["status_reason"]
-    assert cli_snapshot(env) == before
+    assert cluster["status"] == "CREATE_COMPLETE", cluster["status_reason"]
+    tag = f"netbay-cluster={cid}"
+    lbs = list(admin.load_balancer.load_balancers(tags=tag))
+    assert len(lbs) >= 1 and all(lb.provisioning_status == "ACTIVE" for lb in lbs)
+    subnet = list(admin.network.subnets(tags=tag))[0]
+    assert {lb.vip_subnet_id for lb in lbs} == {subnet.id}   # VIPs on the cluster's subnet in Neutron
+    listeners = list(admin.load_balancer.listeners(tags=tag))
+    assert 6443 in {ls.protocol_port for ls in listeners}
+    pools = list(admin.load_balancer.pools(tags=tag))
+    members = [m for p in pools for m in admin.load_balancer.members(p)]
+    masters = [p for p in admin.network.ports(tags=tag) if p.device_owner == "compute:netbay"
+               and "master" in (p.name or "")]
+    assert masters and {ip["ip_address"] for p in masters for ip in p.fixed_ips} <= {m.address for m in members}
+    api = next(lb for lb in lbs if "api_lb" in lb.name)
+    assert cluster["api_address"] == f"https://{api.vip_address}:6443"
+    assert lb_snapshot(admin) != lbs_before
+    delete(ci, cid)
+    assert lb_snapshot(admin) == lbs_before and cli_snapshot(env) == before
+
+
+def test_an_octavia_quota_midway_rolls_back_and_names_octavias_error(
+        ci: httpx.Client, lb_admin, env: dict[str, str]) -> None:  # noqa: ANN001
+    """A master load balancer and an etcd one, where Octavia allows the project one."""
+    admin = lb_admin
+    project = admin.current_project_id
+    before, lbs_before = cli_snapshot(env), lb_snapshot(admin)
+    admin.load_balancer.update_quota(project, load_balancers=len(lbs_before["loadbalancer"]) + 1)
+    try:
+        cid = create(ci, _lb_template(ci), node_count=1)
+        cluster = wait_status(ci, cid, ("CREATE_COMPLETE", "CREATE_FAILED"), BUILD_TIMEOUT)
+    finally:
+        admin.load_balancer.delete_quota(project)
+    assert cluster["status"] == "CREATE_FAILED", cluster["status_reason"]
+    assert "(OS::Octavia::LoadBalancer)" in cluster["status_reason"]
+    assert "Quota has been met" in cluster["status_reason"], cluster["status_reason"]
+    assert "rollback incomplete" not in cluster["status_reason"]
+    assert lb_snapshot(admin) == lbs_before and cli_snapshot(env) == before
     delete(ci, cid)
 
 
+LB_TEMPLATE = {"coe": "kubernetes", "network_driver": "flannel", "external_network_id": "public",
+               "floating_ip_enabled": True, "labels": {"flannel_backend": "vxlan"}}
+
+
 def _lb_template(ci: httpx.Client) -> dict:
+    """No floating IPs: a floating IP on the API load balancer needs its VIP port in Neutron,
+    which a real provider makes and Octavia's noop provider does not (it invents its id)."""
     return make_template(ci, name=unique("cloud-lb"), external_network_id="public", network_driver="flannel",
-                         floating_ip_enabled=True, master_lb_enabled=True, labels={"flannel_backend": "vxlan"})
+                         floating_ip_enabled=False, master_lb_enabled=True, labels={"flannel_backend": "vxlan"})
 
 
 @pytest.fixture(scope="module")
@@ -246,3 +325,49 @@ def test_up_refuses_a_cloud_that_does_not_answer(cloud: Cloud, tmp_path: Path) -
     assert "starting" not in said and not (tmp_path / "nb").exists()   # refused before anything
     r = subprocess.run(base, capture_output=True, text=True, timeout=180, env=env)
     assert r.returncode == 2 and "no cloud named" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_a_restart_adopts_load_balancers_by_tag_and_the_sweep_takes_them(
+        store: Store, lb_admin, env: dict[str, str]) -> None:  # noqa: ANN001
+    """The executor on the cloud's Neutron and Octavia: it stops dead right after Octavia
+    made a load balancer and a listener but before their ids were written down; a new
+    executor finds them by tag instead of making them twice. A delete stopped half-way
+    is finished by the next one, and nothing is left in either service."""
+    from netbay.backends.loadbalancers import open_lb_backend
+
+    admin = lb_admin
+    template = {**LB_TEMPLATE, "master_lb_enabled": True, "floating_ip_enabled": False}
+    c = {"name": unique("c"), "uuid": str(uuid.uuid4()), "master_count": 1, "node_count": 1}
+    graph = build(template, c)
+    lost = {"api_lb", "etcd_listener"}
+    before, lbs_before = cli_snapshot(env), lb_snapshot(admin)
+
+    def stack(**kw) -> Stack:  # noqa: ANN003
+        return Stack(store, None, cluster_id=c["uuid"], name=c["name"], project_id=admin.current_project_id,
+                     net=OpenStackBackend(connection=admin), lb=open_lb_backend("openstack", connection=admin),
+                     **kw)
+
+    def crash_after_made(name: str, action: str, status: str) -> None:
+        if status == "MADE" and name in lost:
+            raise Interrupted()
+
+    with pytest.raises(Interrupted):
+        stack(hook=crash_after_made).create(graph, {"template": template, "cluster": c})
+    outcome = stack().resume()
+    assert outcome is not None and outcome.status == "CREATE_COMPLETE", outcome
+    tag = f"netbay-cluster={c['uuid']}"
+    lb = admin.load_balancer
+    assert (len(list(lb.load_balancers(tags=tag))), len(list(lb.listeners(tags=tag)))) == (2, 2)  # none twice
+
+    deleted = [0]
+
+    def crash_midway(name: str, action: str, status: str) -> None:
+        if action == "DELETE" and status == "COMPLETE":
+            deleted[0] += 1
+            if deleted[0] == 3:
+                raise Interrupted()
+
+    with pytest.raises(Interrupted):
+        stack(hook=crash_midway).delete()
+    assert stack().resume().status == "DELETE_COMPLETE"
+    assert lb_snapshot(admin) == lbs_before and cli_snapshot(env) == before

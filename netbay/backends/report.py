@@ -28,15 +28,19 @@ def report(kind: str | None = None, cloud: str | None = None) -> dict[str, Any]:
         return {"backend": "openstack", "reachable": False, "cloud": None,
                 "detail": "no cloud named: pass --os-cloud NAME or set OS_CLOUD (a clouds.yaml entry)"}
     from netbay.backends import open_backend
+    from netbay.backends.lbcloud import has_octavia
 
     try:
         backend = open_backend("openstack", cloud=cloud)
         info = backend.describe()
         networks = len(backend.list("network"))
+        octavia = backend.conn.endpoint_for("load-balancer") if has_octavia(backend.conn) else None
     except NetbayError as exc:
         return {"backend": "openstack", "cloud": cloud, "reachable": False,
                 "detail": f"{exc.status} {exc.kind}: {exc.message}"}
     except Exception as exc:  # noqa: BLE001 - config and auth errors come in many sdk/keystoneauth types
         return {"backend": "openstack", "cloud": cloud, "reachable": False,
                 "detail": f"{type(exc).__name__}: {exc}"}
-    return {**info, "cloud": cloud, "reachable": True, "detail": f"{networks} networks visible"}
+    lbs = f"Octavia at {octavia}" if octavia else "no Octavia in its catalog (master load balancers are refused)"
+    return {**info, "cloud": cloud, "reachable": True, "load_balancer": octavia,
+            "detail": f"{networks} networks visible; {lbs}"}

@@ -199,10 +199,11 @@ class EmbeddedConductor:
         api = self._api_factory()
         try:
             net = self._network()
+            lb = _cloud_load_balancers(net)
         except Exception as exc:  # noqa: BLE001 - an unreachable cloud fails the cluster, with why
             api.close()
             return self._report(cluster_id, action, Outcome(f"{verb}_FAILED", f"network backend: {exc}"))
-        stack = Stack(self.store, api, cluster_id=cluster_id, name=name, project_id=project, net=net)
+        stack = Stack(self.store, api, cluster_id=cluster_id, name=name, project_id=project, net=net, lb=lb)
         try:
             if action == "delete":
                 clusternet.forget(self.store, cluster_id)
@@ -293,3 +294,14 @@ def composition_inputs(session: Any, cluster: Cluster, template: ClusterTemplate
 
 
 __all__ = ["Conductor", "EmbeddedConductor", "NoConductor", "composition_inputs"]
+
+
+def _cloud_load_balancers(net: Any) -> Any:
+    """The cloud's Octavia on the ``openstack`` backend's connection, where its catalog
+    lists one; None otherwise (netbay's own load balancers, or none on such a cloud)."""
+    if net is None:
+        return None
+    from netbay.backends.lbcloud import has_octavia
+    from netbay.backends.loadbalancers import open_lb_backend
+
+    return open_lb_backend("openstack", connection=net.conn) if has_octavia(net.conn) else None

@@ -6,9 +6,11 @@ resources in parallel, by one handler per Heat type (:mod:`netbay.coe.handlers`)
 Neutron's types go through a ``NetworkBackend`` (:mod:`netbay.backends`), chosen
 by configuration: embedded — netbay's own network service over its API
 (:class:`netbay.backends.http.HttpBackend`, which says why HTTP) — or
-``openstack``, a real cloud's Neutron. Load balancers and sandboxes standing in
-for Nova servers are netbay's own API (``api``); on the ``openstack`` backend a
-cloud's Octavia and Nova are not driven (see :mod:`netbay.coe.handlers`).
+``openstack``, a real cloud's Neutron. Octavia's types go through the
+load-balancer seam (:mod:`netbay.backends.loadbalancers`): netbay's own API, or
+the cloud's Octavia where its catalog has one. Sandboxes standing in for Nova
+servers are netbay's own API (``api``); on the ``openstack`` backend a cloud's
+Nova is not driven (see :mod:`netbay.coe.handlers`).
 
 Crash safety: each resource's row in ``coe_stack_resources`` is written before
 its call (``CREATE_IN_PROGRESS``) and after it (physical id,
@@ -36,6 +38,7 @@ from sqlalchemy import select
 
 from netbay.backends import NetworkBackend
 from netbay.backends.http import HttpBackend
+from netbay.backends.loadbalancers import LoadBalancerBackend, open_lb_backend
 from netbay.coe import handlers, intrinsics
 from netbay.backends.apiclient import LB, NET, SANDBOXES, Api, ApiError, error_message
 from netbay.coe.graph import Graph, Node
@@ -103,16 +106,21 @@ class Stack:
 
     def __init__(self, store: Store, api: Api | None, *, cluster_id: str, name: str,
                  project_id: str | None = None, net: NetworkBackend | None = None,
+                 lb: LoadBalancerBackend | None = None,
                  on_progress: Progress | None = None, hook: Progress | None = None, workers: int = 8,
                  lb_timeout: float = 120.0) -> None:
         if net is None and api is None:
             raise ValueError("a stack needs netbay's API or a network backend")
         self.store = store
-        self.api = api    # netbay's own API: load balancers and sandboxes (embedded)
+        self.api = api    # netbay's own API: sandboxes standing in for Nova (embedded)
         self.net: NetworkBackend = net if net is not None else HttpBackend(api)  # type: ignore[arg-type]
-        self.handlers = handlers.table(self.net.name)
-        # Load balancers and sandboxes are netbay's own only beside its own network service.
+        # Sandboxes are netbay's own only beside its own network service.
         self.has_own_services = api is not None and self.net.name != "openstack"
+        # Load balancers: netbay's own beside its own network service; a cloud's Octavia if given one.
+        if lb is None and self.has_own_services:
+            lb = open_lb_backend("embedded", api=api)
+        self.lb: LoadBalancerBackend | None = lb
+        self.handlers = handlers.table(self.net.name, load_balancers=lb is not None)
         self.cluster_id = cluster_id
         self.name = name
         self.project_id = project_id
@@ -511,7 +519,7 @@ class Stack:
         deadline = time.monotonic() + self.lb_timeout
         delay = 0.01
         while True:
-            lb = self.api.call("GET", f"{LB}/loadbalancers/{lb_id}")["loadbalancer"]
+            lb = self.lb.show("loadbalancer", lb_id)
             status = lb["provisioning_status"]
             if status == "ERROR":
                 raise RuntimeError(f"load balancer {lb_id} went to ERROR")
@@ -531,7 +539,7 @@ class Stack:
                 try:
                     result = change()
                     break
-                except ApiError as exc:
+                except handlers.Refused as exc:
                     if exc.status != 409 or attempt == 4:
                         raise
             self.wait_lb(lb_id)

@@ -1,15 +1,16 @@
 """Delete by tag: what a cluster made that its state table does not know of.
 
 Network objects are listed and deleted through the ``NetworkBackend`` seam (the
-cloud's Neutron on the ``openstack`` backend); load balancers and sandboxes
-through netbay's own API, where the backend has them.
+cloud's Neutron on the ``openstack`` backend), load balancers through the
+``LoadBalancerBackend`` seam where there is one (the cloud's Octavia), and
+sandboxes through netbay's own API, where the backend has them.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from netbay.backends.apiclient import LB, SANDBOXES
+from netbay.backends.apiclient import SANDBOXES
 from netbay.coe.handlers import gone_ok
 from netbay.coe.handlers.neutron import RouterHandler
 from netbay.coe.handlers.octavia import LoadBalancerHandler
@@ -23,6 +24,14 @@ def _delete_all(st: Stack, member: str, tags: str) -> None:
         gone_ok(lambda obj=obj: st.net.delete(member, obj["id"]))
 
 
+def _delete_load_balancers(st: Stack, tags: list[str]) -> None:
+    """Each load balancer carrying all ``tags``, with its whole tree (settled first)."""
+    if st.lb is None:
+        return
+    for lb in st.lb.list("loadbalancer", tags=tags):
+        LoadBalancerHandler().delete(st, lb["id"], lb)
+
+
 def sweep_workloads(st: Stack) -> None:
     """What was made on the cluster outside its graph — the Kubernetes mapping's
     (:mod:`netbay.k8s`) floating IPs, load balancers, pod and resolver ports and namespace networks,
@@ -30,9 +39,7 @@ def sweep_workloads(st: Stack) -> None:
     its router and service subnet, which cannot go while they are there."""
     tag = f"netbay-cluster={st.cluster_id}"
     _delete_all(st, "floatingip", f"{tag},netbay-k8s=service")
-    if st.has_own_services:
-        for lb in st.api.call("GET", f"{LB}/loadbalancers", tags=f"{tag},netbay-k8s=service")["loadbalancers"]:
-            LoadBalancerHandler().delete(st, lb["id"], lb)
+    _delete_load_balancers(st, [tag, "netbay-k8s=service"])
     for what in ("pod", "dns"):   # pods' ports; the cluster resolver's (on the service subnet)
         _delete_all(st, "port", f"{tag},netbay-k8s={what}")
     for net in st.net.list("network", tags=f"{tag},netbay-k8s=network"):
@@ -51,9 +58,7 @@ def sweep(st: Stack) -> None:
             if str(box.get("description") or "").startswith(prefix):
                 st.api.gone_ok("DELETE", f"{SANDBOXES}/{box['id']}")
     _delete_all(st, "floatingip", tag)
-    if st.has_own_services:
-        for lb in st.api.call("GET", f"{LB}/loadbalancers", tags=tag)["loadbalancers"]:
-            LoadBalancerHandler().delete(st, lb["id"], lb)
+    _delete_load_balancers(st, [tag])
     _delete_all(st, "port", tag)
     for router in st.net.list("router", tags=tag):
         RouterHandler().delete(st, router["id"], router)

@@ -1,12 +1,13 @@
-"""One handler per Heat resource type, chosen for the network backend in use.
+"""One handler per Heat resource type, chosen for the backends in use.
 
-Neutron's types go through the ``NetworkBackend`` seam on every backend. On the
-embedded one, load balancers and nodes are netbay's own (its Octavia-compatible
-API, sandboxes standing in for Nova). On the ``openstack`` backend netbay drives
-the cloud's Neutron only: a cloud's Octavia is not driven yet, so a template
-with a master load balancer is refused by name there (one without builds), and
-nodes are claims on their Neutron ports (:class:`CloudNodeHandler`), as no Nova
-is driven either.
+Neutron's types go through the ``NetworkBackend`` seam and Octavia's through the
+``LoadBalancerBackend`` seam on every backend. On the embedded one, load
+balancers are netbay's own Octavia-compatible API and nodes are sandboxes
+standing in for Nova. On the ``openstack`` backend load balancers are the
+cloud's Octavia where its catalog lists one (a cloud without it refuses a
+template with a master load balancer by name; one without builds), and nodes
+are claims on their Neutron ports (:class:`CloudNodeHandler`), as no Nova is
+driven.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from netbay.coe.handlers.servers import CloudNodeHandler, ServerHandler
 
 LB_TYPES = ("OS::Octavia::LoadBalancer", "OS::Octavia::Listener", "OS::Octavia::Pool",
             "OS::Octavia::HealthMonitor", "OS::Octavia::PoolMember")
-NO_OCTAVIA = ("load balancers need the cloud's Octavia, which netbay's openstack backend does not drive "
-              "yet: use a cluster template with master_lb_enabled=false on this cloud")
+NO_OCTAVIA = ("load balancers need the cloud's Octavia, which this cloud's catalog does not list "
+              "(no load-balancer service): use a cluster template with master_lb_enabled=false on this cloud")
 
 NEUTRON: dict[str, Handler] = {
     "OS::Neutron::Net": NetHandler(),
@@ -35,26 +36,29 @@ NEUTRON: dict[str, Handler] = {
     "OS::Neutron::FloatingIP": FloatingIPHandler(),
     "OS::Heat::Value": ValueHandler(),
 }
-EMBEDDED: dict[str, Handler] = {
-    **NEUTRON,
+OCTAVIA: dict[str, Handler] = {
     "OS::Octavia::LoadBalancer": LoadBalancerHandler(),
     "OS::Octavia::Listener": ListenerHandler(),
     "OS::Octavia::Pool": PoolHandler(),
     "OS::Octavia::HealthMonitor": HealthMonitorHandler(),
     "OS::Octavia::PoolMember": MemberHandler(),
-    "OS::Nova::Server": ServerHandler(),
 }
+EMBEDDED: dict[str, Handler] = {**NEUTRON, **OCTAVIA, "OS::Nova::Server": ServerHandler()}
 CLOUD: dict[str, Handler] = {
     **NEUTRON,
     **{t: Unavailable(NO_OCTAVIA) for t in LB_TYPES},
     "OS::Nova::Server": CloudNodeHandler(),
 }
+CLOUD_WITH_OCTAVIA: dict[str, Handler] = {**CLOUD, **OCTAVIA}
 
 
-def table(backend: str) -> dict[str, Handler]:
-    """The handlers for a ``NetworkBackend`` named ``backend``."""
-    return CLOUD if backend == "openstack" else EMBEDDED
+def table(backend: str, *, load_balancers: bool = True) -> dict[str, Handler]:
+    """The handlers for a ``NetworkBackend`` named ``backend``; ``load_balancers``: whether
+    a ``LoadBalancerBackend`` stands beside it (a cloud's Octavia)."""
+    if backend != "openstack":
+        return EMBEDDED
+    return CLOUD_WITH_OCTAVIA if load_balancers else CLOUD
 
 
-__all__ = ["CLOUD", "EMBEDDED", "LB_TYPES", "NO_OCTAVIA", "Handler", "Refused", "Unavailable", "gone_ok",
+__all__ = ["CLOUD", "CLOUD_WITH_OCTAVIA", "EMBEDDED", "OCTAVIA", "LB_TYPES", "NO_OCTAVIA", "Handler", "Refused", "Unavailable", "gone_ok",
            "or_none", "table"]

@@ -1,8 +1,8 @@
 """What every handler shares: the base ``Handler`` and the one rule for errors.
 
 A handler maps one Heat type onto a service. Network handlers call the
-``NetworkBackend`` (``st.net``); load balancers and sandboxes call netbay's own
-API (``st.api``). Both kinds of refusal — ``netbay.errors`` from the seam,
+``NetworkBackend`` (``st.net``), load-balancer handlers the ``LoadBalancerBackend``
+(``st.lb``), and sandboxes netbay's own API (``st.api``). Both kinds of refusal — ``netbay.errors`` from the seam,
 ``ApiError`` from the HTTP client — carry a ``status`` and a ``message``, so a
 404 means "already gone" whichever answered.
 """

@@ -1,56 +1,49 @@
-"""Octavia's Heat types, made through netbay's own load-balancer API (``st.api``).
+"""Octavia's Heat types, made through the load-balancer seam (``st.lb``).
 
-The seam covers the network service only: on the ``openstack`` backend a cloud's
-Octavia is not driven yet, so these types are refused there by name (see
-:func:`netbay.coe.handlers.table`) and a template without a master load balancer
-builds on such a cloud.
+``st.lb`` is a :class:`netbay.backends.loadbalancers.LoadBalancerBackend`:
+netbay's own Octavia-compatible API on the embedded backend, the cloud's
+Octavia on the ``openstack`` backend when its catalog has one. Without an
+Octavia these types are refused by name (:func:`netbay.coe.handlers.table`).
+Octavia refuses changes to a tree while its load balancer is ``PENDING_*``, so
+every child is made and deleted under :meth:`Stack.lb_change`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from netbay.backends.apiclient import LB, ApiError
-from netbay.coe.handlers.base import Handler
+from netbay.coe.handlers.base import Handler, Refused, gone_ok, or_none
 
 if TYPE_CHECKING:
     from netbay.coe.executor import Row, Stack
 
 
-class ApiHandler(Handler):
-    """One collection of netbay's own API (``base``/``collection``, bodies under ``member``)."""
+class LBHandler(Handler):
+    """One kind of the load-balancer seam (``kind``), bodies in Octavia's vocabulary."""
 
-    collection = ""
-    member = ""
-    base = LB
+    kind = ""
 
     def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         body = st.owned({"name": st.physical_name(name), "tags": st.tags(name), **self.body(st, props)})
-        obj = st.api.call("POST", f"{self.base}/{self.collection}", {self.member: body})[self.member]
+        obj = st.lb.create(self.kind, body)
         return obj["id"], obj
 
     def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
         return {}
 
     def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
-        try:
-            return st.api.call("GET", f"{self.base}/{self.collection}/{row.physical_id}")[self.member]
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return or_none(lambda: st.lb.show(self.kind, row.physical_id))
 
     def find(self, st: Stack, name: str) -> tuple[str, dict[str, Any]] | None:
-        key = self.collection.replace("-", "_")
-        found = st.api.call("GET", f"{self.base}/{self.collection}", tags=",".join(st.tags(name)))[key]
+        found = st.lb.list(self.kind, tags=st.tags(name))
         return (found[0]["id"], found[0]) if found else None
 
     def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
-        st.api.gone_ok("DELETE", f"{self.base}/{self.collection}/{pid}")
+        gone_ok(lambda: st.lb.delete(self.kind, pid))
 
 
-class LoadBalancerHandler(ApiHandler):
-    collection, member = "loadbalancers", "loadbalancer"
+class LoadBalancerHandler(LBHandler):
+    kind = "loadbalancer"
 
     def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
         return {"vip_subnet_id": st.subnet_id(props["vip_subnet"])}
@@ -62,30 +55,33 @@ class LoadBalancerHandler(ApiHandler):
         with st.lb_lock(pid):
             try:
                 st.wait_lb(pid)
-            except ApiError as exc:
+            except Refused as exc:
                 if exc.status == 404:
                     return
                 raise
-            st.api.gone_ok("DELETE", f"{LB}/loadbalancers/{pid}", cascade="true")
+            gone_ok(lambda: st.lb.delete("loadbalancer", pid, cascade=True))
 
 
-class LBChildHandler(ApiHandler):
-    """Listener, pool, health monitor: made and deleted one at a time per load balancer."""
+class LBChildHandler(LBHandler):
+    """Listener, pool, health monitor, member: made and deleted one at a time per load balancer."""
 
     def lb_of(self, st: Stack, body: dict[str, Any]) -> str:
         raise NotImplementedError
 
+    def parent(self, body_or_attrs: dict[str, Any]) -> str | None:
+        """The object's parent in the seam's sense (a member's pool), else None."""
+        return None
+
     def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         body = st.owned({"name": st.physical_name(name), "tags": st.tags(name), **self.body(st, props)})
         lb_id = self.lb_of(st, body)
-        obj = st.lb_change(lb_id, lambda: st.api.call("POST", self.path(body), {self.member: body})[self.member])
+        parent = self.parent(body)
+        sent = {k: v for k, v in body.items() if parent is None or k != "pool_id"}  # a member's pool is its URL
+        obj = st.lb_change(lb_id, lambda: st.lb.create(self.kind, sent, parent=parent))
         return obj["id"], {**obj, "loadbalancer_id": lb_id}
 
-    def path(self, body: dict[str, Any]) -> str:
-        return f"{LB}/{self.collection}"
-
     def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
-        attrs = super().exists(st, row)
+        attrs = or_none(lambda: st.lb.show(self.kind, row.physical_id, parent=self.parent(row.attributes)))
         return None if attrs is None else {**attrs, "loadbalancer_id": row.attributes.get("loadbalancer_id")}
 
     def find(self, st: Stack, name: str) -> tuple[str, dict[str, Any]] | None:
@@ -100,15 +96,15 @@ class LBChildHandler(ApiHandler):
 
     def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
         lb_id = attrs.get("loadbalancer_id")
-        url = f"{LB}/{self.collection}/{pid}"
+        remove = lambda: gone_ok(lambda: st.lb.delete(self.kind, pid, parent=self.parent(attrs)))  # noqa: E731
         if lb_id is None:
-            st.api.gone_ok("DELETE", url)
+            remove()
             return
-        st.lb_change(lb_id, lambda: st.api.gone_ok("DELETE", url))
+        st.lb_change(lb_id, remove)
 
 
 class ListenerHandler(LBChildHandler):
-    collection, member = "listeners", "listener"
+    kind = "listener"
 
     def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
         return {"loadbalancer_id": props["loadbalancer"], "protocol": props["protocol"],
@@ -119,23 +115,22 @@ class ListenerHandler(LBChildHandler):
 
 
 class PoolHandler(LBChildHandler):
-    collection, member = "pools", "pool"
+    kind = "pool"
 
     def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
         return {"listener_id": props["listener"], "protocol": props["protocol"],
                 "lb_algorithm": props["lb_algorithm"]}
 
     def lb_of(self, st: Stack, body: dict[str, Any]) -> str:
-        listener = st.api.call("GET", f"{LB}/listeners/{body['listener_id']}")["listener"]
-        return listener["loadbalancers"][0]["id"]
+        return st.lb.show("listener", body["listener_id"])["loadbalancers"][0]["id"]
 
 
 def _lb_of_pool(st: Stack, pool_id: str) -> str:
-    return st.api.call("GET", f"{LB}/pools/{pool_id}")["pool"]["loadbalancers"][0]["id"]
+    return st.lb.show("pool", pool_id)["loadbalancers"][0]["id"]
 
 
 class HealthMonitorHandler(LBChildHandler):
-    collection, member = "healthmonitors", "healthmonitor"
+    kind = "healthmonitor"
 
     def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
         return {"pool_id": props["pool"], "type": props["type"], "delay": int(props["delay"]),
@@ -152,7 +147,7 @@ class HealthMonitorHandler(LBChildHandler):
 class MemberHandler(LBChildHandler):
     """Members live under their pool: the pool id is kept in the attributes."""
 
-    collection, member = "members", "member"
+    kind = "member"
 
     def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
         body = {"pool_id": props["pool"], "address": props["address"], "protocol_port": int(props["protocol_port"])}
@@ -160,33 +155,19 @@ class MemberHandler(LBChildHandler):
             body["subnet_id"] = st.subnet_id(props["subnet"])
         return body
 
+    def parent(self, body_or_attrs: dict[str, Any]) -> str | None:
+        return body_or_attrs.get("pool_id")
+
     def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         pid, attrs = super().create(st, name, props)
         return pid, {**attrs, "pool_id": props["pool"]}
-
-    def path(self, body: dict[str, Any]) -> str:
-        return f"{LB}/pools/{body.pop('pool_id')}/members"
 
     def lb_of(self, st: Stack, body: dict[str, Any]) -> str:
         return _lb_of_pool(st, body["pool_id"])
 
     def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
-        pool = row.attributes.get("pool_id")
-        try:
-            obj = st.api.call("GET", f"{LB}/pools/{pool}/members/{row.physical_id}")["member"]
-        except ApiError as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return {**obj, "pool_id": pool, "loadbalancer_id": row.attributes.get("loadbalancer_id")}
+        found = super().exists(st, row)
+        return None if found is None else {**found, "pool_id": row.attributes.get("pool_id")}
 
     def find(self, st: Stack, name: str) -> tuple[str, dict[str, Any]] | None:
         return None  # members are listed per pool; a lost member is taken by the cascade delete
-
-    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
-        url = f"{LB}/pools/{attrs.get('pool_id')}/members/{pid}"
-        lb_id = attrs.get("loadbalancer_id")
-        if lb_id is None:
-            st.api.gone_ok("DELETE", url)
-            return
-        st.lb_change(lb_id, lambda: st.api.gone_ok("DELETE", url))

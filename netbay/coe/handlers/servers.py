@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from netbay.backends.apiclient import SANDBOXES
 from netbay.coe.handlers.base import Handler, gone_ok, or_none
-from netbay.coe.handlers.octavia import ApiHandler
 
 if TYPE_CHECKING:
     from netbay.coe.executor import Row, Stack
@@ -24,11 +23,9 @@ if TYPE_CHECKING:
 CLOUD_NODE_OWNER = "compute:netbay"
 
 
-class ServerHandler(ApiHandler):
+class ServerHandler(Handler):
     """A node: a sandbox holding its ports (Nova's server without Nova). The sandbox
     has no tags, so its description carries the cluster and resource names."""
-
-    base, collection, member = "/netbay/v1", "sandboxes", "sandbox"
 
     def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         ports = [n["port"] for n in props.get("networks") or [] if n.get("port")]
@@ -39,12 +36,15 @@ class ServerHandler(ApiHandler):
         return obj["id"], {**obj, "metadata": props.get("metadata") or {}}
 
     def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
-        attrs = super().exists(st, row)
+        attrs = or_none(lambda: st.api.call("GET", f"{SANDBOXES}/{row.physical_id}")["sandbox"])
         return None if attrs is None else {**attrs, "metadata": row.attributes.get("metadata") or {}}
 
     def find(self, st: Stack, name: str) -> tuple[str, dict[str, Any]] | None:
         found = st.api.call("GET", SANDBOXES, description=st.description(name))["sandboxes"]
         return (found[0]["id"], found[0]) if found else None
+
+    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
+        st.api.gone_ok("DELETE", f"{SANDBOXES}/{pid}")
 
 
 class CloudNodeHandler(Handler):

@@ -1,0 +1,86 @@
+"""The load-balancer seam: controllers make load balancers, listeners, pools,
+members and health monitors through ``LoadBalancerBackend`` and never learn
+whose Octavia answers.
+
+Two implementations, as for the network (:mod:`netbay.backends`):
+
+- ``embedded`` — netbay's own Octavia-compatible API, over HTTP with a token
+  (:mod:`netbay.backends.lbapi`), so every call passes the API's policy, quotas
+  and validation as a user's would;
+- ``openstack`` — a real cloud's Octavia through openstacksdk's
+  ``load_balancer`` proxy (:mod:`netbay.backends.lbcloud`).
+
+Both speak Octavia's vocabulary: ``kind`` is one of :data:`LB_KINDS`, bodies and
+results are Octavia's inner JSON objects (``{"name": …, "vip_subnet_id": …}``,
+not wrapped), ``parent`` is the pool id of a ``member`` (Octavia nests members
+under pools), and failures are ``netbay.errors`` exceptions carrying the
+backend's status and message. Octavia refuses changes to a tree while its load
+balancer is ``PENDING_*`` (409): waiting and retrying is the caller's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from netbay.errors import BadRequest
+
+LB_KINDS = ("loadbalancer", "listener", "pool", "member", "healthmonitor")
+# Octavia's kind -> its collection in the URL and in list bodies.
+COLLECTIONS = {"loadbalancer": "loadbalancers", "listener": "listeners", "pool": "pools", "member": "members",
+               "healthmonitor": "healthmonitors"}
+
+
+@runtime_checkable
+class LoadBalancerBackend(Protocol):
+    """What a controller may ask of load balancing, whoever serves it."""
+
+    name: str
+
+    def create(self, kind: str, body: Mapping[str, Any], *, parent: str | None = None) -> dict[str, Any]:
+        """Create one object from Octavia's request body; the created object."""
+
+    def show(self, kind: str, obj_id: str, *, parent: str | None = None) -> dict[str, Any]:
+        """One object, or ``NotFound``."""
+
+    def list(self, kind: str, *, parent: str | None = None, **filters: Any) -> list[dict[str, Any]]:
+        """Objects matching Octavia's list filters (``name=…``, ``tags=[…]``)."""
+
+    def update(self, kind: str, obj_id: str, body: Mapping[str, Any], *,
+               parent: str | None = None) -> dict[str, Any]:
+        """Change an object; the updated object."""
+
+    def delete(self, kind: str, obj_id: str, *, parent: str | None = None, cascade: bool = False) -> None:
+        """Delete an object (``cascade``: a load balancer with its whole tree), or ``NotFound``."""
+
+    def replace_members(self, pool_id: str, members: list[Mapping[str, Any]]) -> None:
+        """Make a pool's members exactly ``members`` (Octavia's ``PUT /pools/{id}/members``)."""
+
+    def describe(self) -> dict[str, Any]:
+        """Which backend this is and where it reaches."""
+
+
+def open_lb_backend(kind: str, **options: Any) -> LoadBalancerBackend:
+    """``embedded`` (``api=`` an :class:`netbay.backends.apiclient.Api`) or ``openstack``
+    (``connection=`` an openstacksdk connection, or ``cloud=`` a clouds.yaml name)."""
+    if kind == "embedded":
+        from netbay.backends.lbapi import ApiLoadBalancers
+
+        return ApiLoadBalancers(**options)
+    if kind == "openstack":
+        from netbay.backends.lbcloud import CloudLoadBalancers
+
+        return CloudLoadBalancers(**options)
+    raise ValueError(f"unknown load-balancer backend {kind!r}: choose embedded or openstack")
+
+
+def checked(kind: str, parent: str | None) -> str:
+    """``kind``'s collection; a member needs its pool as ``parent``."""
+    if kind not in COLLECTIONS:
+        raise BadRequest(f"unknown load-balancer resource {kind!r}")
+    if kind == "member" and not parent:
+        raise BadRequest("a member lives under its pool: give the pool id as parent")
+    return COLLECTIONS[kind]
+
+
+__all__ = ["COLLECTIONS", "LB_KINDS", "LoadBalancerBackend", "checked", "open_lb_backend"]
