@@ -180,3 +180,28 @@ def test_a_network_the_cloud_lacks_is_a_config_error_and_status_says_so(
     status = invoke(plugin, "STATUS", conf, ifname="")
     assert status.rc == 1 and status.code == 50, status
     assert port_ids(cloud_env) == before
+
+
+def test_gc_removes_the_attachments_the_runtime_no_longer_knows(
+        admin, network, daemon: Daemon, plugin: Path, cloud_env: dict[str, str]) -> None:  # noqa: ANN001
+    net, _sub = network
+    before = port_ids(cloud_env)
+    conf = netbay_conf(f"{PREFIX}gc", net.name, daemon.sock, version="1.1.0")
+    spaces = [f"{PREFIX}gc{i}" for i in range(2)]
+    try:
+        for i, ns in enumerate(spaces):
+            netns.create(ns)
+            add = invoke(plugin, "ADD", conf, container=f"gc{i}", netns=netns.path(ns))
+            assert add.rc == 0, add
+        made = {p.device_id: p.id for p in admin.network.ports(tags=f"netbay.cni.net:{PREFIX}gc")}
+        assert set(made) == {"gc0", "gc1"}
+        gc = invoke(plugin, "GC", {**conf, "cni.dev/valid-attachments": [{"containerID": "gc0", "ifname": "eth0"}]},
+                    ifname="")
+        assert (gc.rc, gc.out) == (0, ""), gc
+        assert port_ids(cloud_env) == before | {made["gc0"]}
+        assert pod_link(spaces[0])[0] is not None
+        assert invoke(plugin, "GC", {**conf, "cni.dev/valid-attachments": []}, ifname="").rc == 0
+        assert port_ids(cloud_env) == before
+    finally:
+        for ns in spaces:
+            netns.delete(ns)
