@@ -1,13 +1,15 @@
 """netbay's HOT export checked by a real Heat's own template validation.
 
-Heat 27 (PyPI, a virtualenv of its own: ``tests/peers/heat.py``) validates every
-template the export makes — each COE with each network driver it supports, each
-choice label's values, with and without a master load balancer and floating IPs —
-with ``EngineService.validate_template``, the engine code behind ``openstack
-orchestration template validate``, acting with a token of the peers' real Keystone
-and asking the peers' real Neutron for its extensions. The export is what
+Heat 27 from PyPI (a virtualenv of its own: ``tests/peers/heat.py``) serves its API
+on 127.0.0.1, registered in the peers' real Keystone, with its engine beside it; the
+peers' real Neutron answers Heat's extension checks. Every template the export makes
+— each COE with each network driver it supports, each choice label's values, with and
+without a master load balancer and floating IPs — goes to Heat's
+``POST /v1/{project}/validate``, and the Kubernetes ones also through ``openstack
+orchestration template validate -t FILE -e ENV`` (python-heatclient's command) as
+``netbay cluster template-export`` writes them. The export is what
 ``GET /v1/clusters/{id}/template`` returns (``netbay.coe.stackview``): the graph
-``build`` composes, rendered by ``to_hot``, with its parameter values.
+``build`` composes, rendered by ``to_hot`` / ``to_yaml``, with its parameter values.
 
 Honest both ways: templates broken the ways an export could break (an unknown
 property, a reference to no resource, a default its constraint refuses, a resource
@@ -18,6 +20,7 @@ that accepts the export as it is.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,7 +29,7 @@ import pytest
 from netbay.coe import drivers
 from netbay.coe.compose import build
 from netbay.coe.graph import GraphError
-from netbay.coe.hot import to_hot
+from netbay.coe.hot import to_hot, to_yaml
 from netbay.coe.matrix import COES
 
 pytestmark = pytest.mark.peers
@@ -55,12 +58,11 @@ def combinations() -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 @pytest.fixture(scope="module")
-def heat(cloud) -> Iterator[tuple]:  # noqa: ANN001
+def heat(cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:  # noqa: ANN001
     from tests.peers import heat as peer
 
-    venv = peer.install()
-    with peer.catalog(cloud):
-        yield venv, peer.token(cloud), peer
+    with peer.heat_api(cloud, tmp_path_factory.mktemp("heat")) as api:
+        yield api, peer.token(cloud), peer
 
 
 def exported() -> dict[str, tuple[dict, dict]]:
@@ -75,17 +77,43 @@ def exported() -> dict[str, tuple[dict, dict]]:
 
 
 def test_every_exported_template_passes_heats_own_validation(heat) -> None:  # noqa: ANN001
-    venv, auth, peer = heat
+    api, auth, peer = heat
     templates = exported()
     coe_drivers = {tuple(name.split("/")[:2]) for name in templates}
     assert {("kubernetes", "flannel"), ("kubernetes", "calico"), ("kubernetes", "kuryr")} <= coe_drivers
-    answers = peer.validate(venv, auth, templates)
-    failed = {name: a["Error"] for name, a in answers.items() if "Error" in a}
-    assert not failed, failed
+    failed = {}
     for name, (template, values) in templates.items():
-        # Heat read back every parameter, with the export's value as its default where one is set.
-        assert set(answers[name]["Parameters"]) == set(template["parameters"]), name
-        assert answers[name]["Description"] == template["description"]
+        status, answer = peer.validate(api, auth, template, values)
+        if status != 200:
+            failed[name] = (status, answer)
+            continue
+        # Heat read back every parameter, with this cluster's value where the export gives one.
+        assert set(answer["Parameters"]) == set(template["parameters"]), name
+        params = answer["Parameters"]   # a value equal to its default is shown as the default
+        assert {k: params[k].get("Value", params[k].get("Default")) for k in values} == values, name
+        assert answer["Description"] == template["description"]
+    assert not failed, failed
+
+
+@pytest.mark.parametrize("driver", ["flannel", "calico", "kuryr"])
+def test_the_openstack_cli_validates_the_exported_files(heat, driver: str, tmp_path) -> None:  # noqa: ANN001
+    """``openstack orchestration template validate`` on the files ``template-export`` writes."""
+    api, _auth, _peer = heat
+    for lb in (True, False):
+        for fip in (True, False):
+            text, env = to_yaml(build({"coe": "kubernetes", "network_driver": driver, "external_network_id": "public",
+                                       "master_lb_enabled": lb, "floating_ip_enabled": fip, "labels": {}}, CLUSTER))
+            (tmp_path / "t.yaml").write_text(text)
+            (tmp_path / "env.yaml").write_text(env)
+            r = api.cli("orchestration", "template", "validate", "-t", str(tmp_path / "t.yaml"),
+                        "-e", str(tmp_path / "env.yaml"), "-f", "json")
+            assert r.returncode == 0, (driver, lb, fip, r.stderr[-2000:])
+            assert json.loads(r.stdout)["Description"].endswith(f"network driver {driver}")
+    text, env = to_yaml(build({"coe": "kubernetes", "network_driver": driver, "external_network_id": "public",
+                               "master_lb_enabled": True, "floating_ip_enabled": True, "labels": {}}, CLUSTER))
+    (tmp_path / "t.yaml").write_text(text.replace("OS::Neutron::Port", "OS::Neutron::NoSuchPort", 1))
+    r = api.cli("orchestration", "template", "validate", "-t", str(tmp_path / "t.yaml"), "-e", str(tmp_path / "env.yaml"))
+    assert r.returncode != 0 and "OS::Neutron::NoSuchPort" in r.stderr, r
 
 
 def _break(template: dict, how: str) -> dict:
@@ -119,13 +147,12 @@ BREAKS = ["unknown property", "reference to no resource", "unknown resource type
 
 
 def test_a_broken_template_fails_heats_validation(heat) -> None:  # noqa: ANN001
-    venv, auth, peer = heat
+    api, auth, peer = heat
     template, values = to_hot(build({"coe": "kubernetes", "network_driver": "flannel", "external_network_id": "public",
                                      "master_lb_enabled": True, "floating_ip_enabled": True, "labels": {}}, CLUSTER))
-    answers = peer.validate(venv, auth, {"as exported": (template, values),
-                                         **{how: (_break(template, how), values) for how in BREAKS}})
-    assert "Error" not in answers["as exported"], answers["as exported"]
-    passed = [how for how in BREAKS if "Error" not in answers[how]]
-    assert not passed, passed
-    assert "Invalid default udp" in answers["default its constraint refuses"]["Error"]
-    assert "no_such_network" in answers["reference to no resource"]["Error"]
+    assert peer.validate(api, auth, template, values)[0] == 200
+    answers = {how: peer.validate(api, auth, _break(template, how), values) for how in BREAKS}
+    passed = [how for how, (status, _) in answers.items() if status != 400]
+    assert not passed, {how: answers[how] for how in passed}
+    assert "Invalid default udp" in json.dumps(answers["default its constraint refuses"][1])
+    assert "no_such_network" in json.dumps(answers["reference to no resource"][1])
