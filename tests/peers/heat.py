@@ -9,7 +9,7 @@
   ``heat-wsgi-api`` reaches ``heat-engine`` over a message bus, which this machine
   does not run; so one process (:data:`_ONE_PROCESS`) serves Heat's WSGI application
   (``heat.wsgi.api``: paste pipeline, keystonemiddleware, Heat's context and policy)
-  on 127.0.0.1 and runs Heat's ``EngineService`` beside it, the two talking RPC over
+  with the standard library's WSGI server on 127.0.0.1 and runs Heat's ``EngineService`` beside it, the two talking RPC over
   oslo.messaging's in-process ``fake:/`` transport. Heat's database is SQLite
   (``heat-manage db_sync``). Started and stopped by PID (its process group).
 - Heat checks the caller's catalog for each resource type's service and asks Neutron
@@ -180,8 +180,7 @@ def _wait_ready(proc: subprocess.Popen, url: str, log: Path) -> None:
 
 
 def token(ks: peers.Cloud) -> dict[str, Any]:
-    """A project-scoped token of the cloud ``ks`` and its body (with the catalog), as
-    heat-api's auth middleware hands them to the engine."""
+    """A project-scoped token of the cloud ``ks`` (admin in ``admin``) and its body."""
     user = {"name": "admin", "domain": {"id": "default"}, "password": ks.admin_password}
     body = {"auth": {"identity": {"methods": ["password"], "password": {"user": user}},
                      "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}}
