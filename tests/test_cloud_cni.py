@@ -205,3 +205,12 @@ def test_gc_removes_the_attachments_the_runtime_no_longer_knows(
     finally:
         for ns in spaces:
             netns.delete(ns)
+
+
+def test_a_cloud_clouds_yaml_lacks_is_said_at_start(cloud_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OS_")}, **cloud_env}
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "cni-daemon", "--socket", str(tmp_path / "s.sock"),
+                        "--prefix", PREFIX, "--backend", "openstack", "--os-cloud", "no-such-cloud"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 1 and "no-such-cloud" in r.stderr, r
+    assert not (tmp_path / "s.sock").exists()
