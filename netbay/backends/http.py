@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import httpx
+
 from netbay import errors
 from netbay.backends.apiclient import NET, Api, ApiError
 
@@ -74,6 +76,9 @@ class HttpBackend:
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "network": self.api.url + NET}
 
+    def close(self) -> None:
+        self.api.close()
+
     def _call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
         return translated(lambda: self.api.call(method, path, body, **params))
 
@@ -87,6 +92,11 @@ def translated(fn: Callable[[], Any]) -> Any:
         err = cls(exc.message, kind=exc.kind)
         if cls is errors.NetbayError:
             err.status = exc.status
+        raise err from exc
+    except httpx.HTTPError as exc:  # no answer: said as the openstack backend says it
+        err = errors.NetbayError(f"netbay API unreachable ({type(exc).__name__}: {exc or 'no answer'})",
+                                 kind="Unreachable")
+        err.status = 502
         raise err from exc
 
 

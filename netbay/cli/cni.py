@@ -1,8 +1,13 @@
 """``netbay cni-daemon``: what ``netbay-cni`` hands each CNI call to, on a Unix socket.
 
-Authenticates as ``netbay agent`` does (OS_* variables or the openrc ``netbay up``
-wrote) and talks only to the netbay API. ``--prefix`` must be the dataplane
-agent's: pods' ports are plugged into that agent's fabric.
+Pods' ports are made through the network backend (:mod:`netbay.backends`):
+``embedded`` (default) is the netbay API, authenticated as ``netbay agent`` does
+(OS_* variables or the openrc ``netbay up`` wrote); ``openstack`` is a cloud's
+Neutron (``--os-cloud NAME`` in clouds.yaml), with kuryr's conventions for the
+ports (``device_owner=compute:kuryr``, bound to this host). ``--prefix`` must be
+the dataplane agent's: pods' ports are plugged into that agent's fabric (on a
+cloud, the fabric namespace only holds the host ends, for the cloud's agent to
+wire; netbay runs none of the cloud's agents).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from netbay.cli.agent import check_prefix, credentials
 from netbay.dataplane.names import PRODUCT_PREFIX
 
 console = Console(stderr=True)
+API_TIMEOUT = 5.0   # a runtime waits on every call: an answer or a clear error, never a hang
 
 
 def cni_daemon(
@@ -30,12 +36,17 @@ def cni_daemon(
     openrc: Path = typer.Option(None, "--openrc", help="Credentials file (default: OS_* variables, "
                                                        "else the data dir's openrc)."),
     data_dir: Path = typer.Option(None, "--data-dir", envvar="NETBAY_DATA_DIR"),
+    backend: str = typer.Option(None, "--backend", envvar="NETBAY_NETWORK_BACKEND",
+                                help="Where pods' ports are made: embedded (default: the netbay API at --url) "
+                                     "or openstack (a cloud's Neutron)."),
+    os_cloud: str = typer.Option(None, "--os-cloud", envvar="OS_CLOUD",
+                                 help="clouds.yaml entry of the openstack backend's cloud."),
 ) -> None:
     """Serve the netbay-cni plugin's calls (CNI 1.0/1.1 ADD, DEL, CHECK, STATUS, GC)."""
+    from netbay.backends.report import chosen
     from netbay.dataplane.names import Names
     from netbay.plugins.cni.server import serve
     from netbay.plugins.cni.service import Cni
-    from netbay.plugins.libnetwork.netbayapi import NetbayAPI
     from netbay.runtime.attach import Attacher
 
     logging.basicConfig(level=os.environ.get("NETBAY_LOG_LEVEL", "INFO"),
@@ -45,12 +56,29 @@ def cni_daemon(
         console.print("[red]error:[/] the CNI daemon needs root (it plugs veths into pods' namespaces)")
         raise typer.Exit(1)
     try:
-        creds = credentials(data_dir, openrc)
-    except ValueError as exc:
+        kind, cloud = chosen(backend, os_cloud)
+        network, owner, where = _backend(kind, cloud, url, data_dir, openrc)
+    except Exception as exc:  # noqa: BLE001 - bad settings, an unknown cloud: said, not a traceback
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
-    console.print(f"[green]netbay cni-daemon[/] {socket_path} → {url} (prefix {prefix})")
-    serve(Cni(NetbayAPI(url, creds), Attacher(Names(prefix)), host), socket_path)
+    console.print(f"[green]netbay cni-daemon[/] {socket_path} → {where} (prefix {prefix})")
+    serve(Cni(network, Attacher(Names(prefix)), host, owner=owner), socket_path)
+
+
+def _backend(kind: str, cloud: str | None, url: str, data_dir: Path | None, openrc: Path | None):  # noqa: ANN202
+    """(the backend, the pods' ports' ``device_owner``, a description)."""
+    from netbay.backends import open_backend
+    from netbay.dataplane.fabric import CONTAINER, KURYR_POD
+
+    if kind == "openstack":
+        if not cloud:
+            raise ValueError("--backend openstack needs --os-cloud NAME (or OS_CLOUD): a clouds.yaml entry")
+        return open_backend("openstack", cloud=cloud), KURYR_POD, f"cloud {cloud!r}"
+    from netbay.backends.apiclient import Api
+    from netbay.backends.http import HttpBackend
+
+    creds = credentials(data_dir, openrc)
+    return HttpBackend(Api(url, creds.token, timeout=API_TIMEOUT)), CONTAINER, url
 
 
 def cni_install(

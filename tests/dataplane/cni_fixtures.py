@@ -66,14 +66,16 @@ def invoke(plugin: Path, command: str, conf: dict[str, Any] | bytes | None, *, c
 class Daemon:
     """``netbay cni-daemon`` as a child process, stopped (or killed) by PID."""
 
-    def __init__(self, sock: Path, url: str, prefix: str, env: dict[str, str], log: Path) -> None:
+    def __init__(self, sock: Path, url: str, prefix: str, env: dict[str, str], log: Path,
+                 extra: tuple[str, ...] = ()) -> None:
         self.sock, self.url, self.prefix, self.env, self.log = sock, url, prefix, env, log
+        self.extra = extra  # e.g. ("--backend", "openstack", "--os-cloud", NAME)
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 30) -> Daemon:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "netbay.cli.main", "cni-daemon", "--socket", str(self.sock), "--url", self.url,
-             "--prefix", self.prefix], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
+             "--prefix", self.prefix, *self.extra], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while not self._listening():
             assert time.monotonic() < deadline, f"cni-daemon not listening:\n{self.log.read_text()[-3000:]}"

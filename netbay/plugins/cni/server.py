@@ -86,7 +86,6 @@ async def run(cni: Cni, path: Path, stop: asyncio.Event) -> None:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         cni.close()
-        await cni.api.aclose()
 
 
 def serve(cni: Cni, path: Path) -> None:

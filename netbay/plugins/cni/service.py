@@ -1,6 +1,9 @@
-"""The CNI verbs on netbay: a pod's attachment is a netbay port, plugged as every
-container port is (:mod:`netbay.runtime.attach`), its end inside the runtime's
-namespace (:mod:`netbay.runtime.inside`).
+"""The CNI verbs on netbay: a pod's attachment is a port of the network backend
+(:class:`netbay.backends.NetworkBackend`: netbay's own network service, or a cloud's
+Neutron), plugged as every container port is (:mod:`netbay.runtime.attach`), its end
+inside the runtime's namespace (:mod:`netbay.runtime.inside`). Nothing here knows
+which backend answers: the port's ``device_owner`` is handed in with it
+(``compute:netbay`` on netbay's own, kuryr's ``compute:kuryr`` on a cloud).
 
 Which port (ADD): ``PORT_UUID`` from ``CNI_ARGS`` (made by a controller, as the
 kuryr spec's API watcher does); else the port on the network whose ``device_id`` is
@@ -16,22 +19,26 @@ end (security groups, status ``ACTIVE``) as for any container port.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
+import functools
 import ipaddress
 import logging
 import socket
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from netbay.backends import NetworkBackend
 from netbay.dataplane.fabric import CONTAINER
 from netbay.dataplane.links import LinkError
+from netbay.errors import NetbayError, NotFound
 from netbay.plugins.cni import result as results
 from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_AVAILABLE, TRY_AGAIN_LATER,
                                      UNSUPPORTED_FIELD, CniError, parse_args)
-from netbay.plugins.libnetwork.netbayapi import NetbayAPI, NotFoundError, PluginError
 from netbay.runtime import inside
 from netbay.runtime.attach import Attacher, Plug
 
@@ -41,6 +48,7 @@ log = logging.getLogger("netbay.cni")
 MADE = "netbay.cni.made"
 DEVICE_SET = "netbay.cni.device"  # on a given port: its device_id was empty, ADD set it
 CACHE_TTL = 30.0
+API_THREADS = 16           # backend calls in flight at once (the seam is synchronous)
 
 
 def ctr_tag(container_id: str) -> str:
@@ -90,12 +98,18 @@ class Request:
 
 
 class Cni:
-    """ADD / DEL / CHECK / STATUS / GC against one netbay API and this host's fabric."""
+    """ADD / DEL / CHECK / STATUS / GC against one network backend and this host's fabric.
 
-    def __init__(self, api: NetbayAPI, attacher: Attacher, host: str | None = None) -> None:
-        self.api, self.attacher = api, attacher
+    The backend is synchronous (one seam for every controller); its calls run on a
+    pool of their own, so parallel ADDs wait on the network service together while
+    netlink keeps its one thread."""
+
+    def __init__(self, network: NetworkBackend, attacher: Attacher, host: str | None = None,
+                 owner: str = CONTAINER) -> None:
+        self.network_backend, self.attacher, self.owner = network, attacher, owner
         self.host = host or socket.gethostname()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netbay-cni")
+        self._calls = ThreadPoolExecutor(max_workers=API_THREADS, thread_name_prefix="netbay-cni-api")
         self._networks: dict[str, tuple[float, dict[str, Any]]] = {}
         self._subnets: dict[str, tuple[float, dict[str, Any]]] = {}
 
@@ -103,8 +117,17 @@ class Cni:
         """Netlink work on the one worker thread (sockets are per thread)."""
         return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
 
+    async def net(self, method: str, *args: Any, **kw: Any) -> Any:
+        """One call of the network backend, off the event loop."""
+        call = functools.partial(getattr(self.network_backend, method), *args, **kw)
+        return await asyncio.get_running_loop().run_in_executor(self._calls, call)
+
     def close(self) -> None:
         self._worker.shutdown(wait=False, cancel_futures=True)
+        self._calls.shutdown(wait=False, cancel_futures=True)
+        closing = getattr(self.network_backend, "close", None)
+        if closing is not None:
+            closing()
 
     async def handle(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """One call: ``{"result": …}`` (ADD), ``{}`` (others), or ``{"error": …}``."""
@@ -122,9 +145,9 @@ class Cni:
             self._networks.clear()  # a network deleted and made again under its name: look again
 
             return {"error": exc.body(version)}
-        except PluginError as exc:  # the netbay API's own message
+        except NetbayError as exc:  # the network service's own message
             self._networks.clear()
-            return {"error": CniError(INTERNAL, str(exc)).body(version)}
+            return {"error": CniError(INTERNAL, f"netbay: {exc.message}").body(version)}
         except LinkError as exc:
             return {"error": CniError(INTERNAL, exc.strerror or str(exc)).body(version)}
         except Exception as exc:  # noqa: BLE001 - the runtime must get an answer
@@ -137,10 +160,17 @@ class Cni:
         hit = self._networks.get(ref)
         if cached and hit and time.monotonic() - hit[0] < CACHE_TTL:
             return hit[1]
-        try:
-            net = await self.api.find("networks", ref)
-        except NotFoundError as exc:
-            raise CniError(INVALID_CONFIG, str(exc)) from None
+        net = None
+        if _uuid_like(ref):
+            with contextlib.suppress(NotFound):
+                net = await self.net("show", "network", ref)
+        if net is None:
+            found = await self.net("list", "network", name=ref)
+            if not found:
+                raise CniError(INVALID_CONFIG, f"netbay: no network with id or name {ref!r}")
+            if len(found) > 1:
+                raise CniError(INVALID_CONFIG, f"netbay: {len(found)} networks are named {ref!r}; give the id")
+            net = found[0]
         self._networks[ref] = (time.monotonic(), net)
         return net
 
@@ -148,14 +178,14 @@ class Cni:
         hit = self._subnets.get(subnet_id)
         if hit and time.monotonic() - hit[0] < CACHE_TTL:
             return hit[1]
-        sub = await self.api.show("subnets", subnet_id)
+        sub = await self.net("show", "subnet", subnet_id)
         self._subnets[subnet_id] = (time.monotonic(), sub)
         return sub
 
     async def attached(self, req: Request) -> list[dict[str, Any]]:
         """The ports of this attachment (one, normally; none once it is gone)."""
-        return await self.api.list("ports", tags=f"{ctr_tag(req.container_id)},{if_tag(req.ifname)},"
-                                                 f"{net_tag(req.config['name'])}")
+        return await self.net("list", "port", tags=f"{ctr_tag(req.container_id)},{if_tag(req.ifname)},"
+                                                  f"{net_tag(req.config['name'])}")
 
     async def addressing(self, port: Mapping[str, Any], gw: str | None = None
                          ) -> tuple[inside.Addressing, list[tuple[str, dict[str, Any]]]]:
@@ -234,27 +264,26 @@ class Cni:
         (port, made here)."""
         a = req.args
         ours = [ctr_tag(req.container_id), if_tag(req.ifname), net_tag(req.config["name"])]
-        binding: dict[str, Any] = {"device_owner": CONTAINER, "binding:host_id": self.host}
+        binding: dict[str, Any] = {"device_owner": self.owner, "binding:host_id": self.host}
         port = None
         if a.get("PORT_UUID"):
             try:
-                port = await self.api.show("ports", a["PORT_UUID"])
-            except NotFoundError:
+                port = await self.net("show", "port", a["PORT_UUID"])
+            except NotFound:
                 raise CniError(INVALID_ENV, f"PORT_UUID {a['PORT_UUID']}: no such port") from None
             if port["network_id"] != net["id"]:
                 raise CniError(INVALID_ENV, f"PORT_UUID {port['id']} is on network {port['network_id']}, "
                                             f"not on {net['id']} ({req.network_ref})")
         elif a.get("K8S_POD_UID"):
-            found = await self.api.list("ports", network_id=net["id"], device_id=a["K8S_POD_UID"])
+            found = await self.net("list", "port", network_id=net["id"], device_id=a["K8S_POD_UID"])
             port = found[0] if found else None
         if port is not None:
             self._same_ip(port, a.get("IPV4"))
             if not port.get("device_id"):
                 binding["device_id"] = a.get("K8S_POD_UID") or req.container_id
                 ours.append(DEVICE_SET)
-            port = await self.api.update("ports", port["id"], binding)
-            tags = sorted(set(port.get("tags") or ()) | set(ours))
-            await self.api.call("PUT", f"/ports/{port['id']}/tags", json={"tags": tags})
+            port = await self.net("update", "port", port["id"], binding)
+            tags = await self.net("set_tags", "port", port["id"], sorted(set(port.get("tags") or ()) | set(ours)))
             return {**port, "tags": tags}, False
         body: dict[str, Any] = {**binding, "network_id": net["id"], "device_id": a.get("K8S_POD_UID") or req.container_id,
                                 "name": self._port_name(req), "tags": [MADE, *ours]}
@@ -265,7 +294,15 @@ class Cni:
                 body["fixed_ips"] = [{"ip_address": str(ipaddress.ip_interface(a["IPV4"]).ip)}]
             except ValueError:
                 raise CniError(INVALID_ENV, f"IPV4={a['IPV4']!r} is not an address") from None
-        return await self.api.create("ports", body), True
+        port = await self.net("create", "port", body)
+        if not set(body["tags"]) <= set(port.get("tags") or ()):
+            # A Neutron that takes no tags on POST (the seam then leaves them to the caller).
+            try:
+                port = {**port, "tags": await self.net("set_tags", "port", port["id"], body["tags"])}
+            except BaseException:
+                await self.net("delete", "port", port["id"])
+                raise
+        return port, True
 
     @staticmethod
     def _same_ip(port: Mapping[str, Any], ipv4: str | None) -> None:
@@ -288,16 +325,17 @@ class Cni:
             await self.kernel(inside.remove, req.netns, req.ifname)
         await self.kernel(self.attacher.unplug, port["id"], False)
         if made or MADE in (port.get("tags") or ()):
-            await self.api.delete("ports", port["id"])
+            with contextlib.suppress(NotFound):  # a retried DEL: gone already
+                await self.net("delete", "port", port["id"])
             return
         update: dict[str, Any] = {"binding:host_id": ""}
         if DEVICE_SET in (port.get("tags") or ()):
             update.update(device_id="", device_owner="")
         try:
-            await self.api.update("ports", port["id"], update)
+            await self.net("update", "port", port["id"], update)
             keep = [t for t in port.get("tags") or () if not t.startswith("netbay.cni.")]
-            await self.api.call("PUT", f"/ports/{port['id']}/tags", json={"tags": keep})
-        except NotFoundError:
+            await self.net("set_tags", "port", port["id"], keep)
+        except NotFound:
             pass
 
     # -- DEL / CHECK / GC / STATUS ------------------------------------------------------------
@@ -344,7 +382,7 @@ class Cni:
         if not isinstance(valid, list):
             raise CniError(UNSUPPORTED_FIELD, "cni.dev/valid-attachments is not a list")
         keep = {(str(v.get("containerID")), str(v.get("ifname"))) for v in valid if isinstance(v, dict)}
-        for port in await self.api.list("ports", tags=net_tag(req.config["name"])):
+        for port in await self.net("list", "port", tags=net_tag(req.config["name"])):
             # this host's, and unbound ones (an ADD cut short before it bound its port)
             if port.get("binding:host_id") not in ("", self.host):
                 continue
@@ -357,9 +395,20 @@ class Cni:
     async def status(self, req: Request) -> None:
         try:
             await self.network(req.network_ref, cached=False)  # the API answers now
-        except (CniError, PluginError) as exc:
-            raise CniError(NOT_AVAILABLE, f"netbay-cni cannot serve ADD: {getattr(exc, 'msg', exc)}") from None
+        except (CniError, NetbayError) as exc:
+            why = exc.msg if isinstance(exc, CniError) else exc.message
+            raise CniError(NOT_AVAILABLE, f"netbay-cni cannot serve ADD: {why}") from None
         return None
+
+
+def _uuid_like(ref: str) -> bool:
+    """Worth a lookup by id (names are looked up by ``name=``; a cloud's Neutron answers a
+    non-UUID id with 404 anyway, one round trip for nothing)."""
+    try:
+        uuid.UUID(ref)
+    except ValueError:
+        return False
+    return True
 
 
 __all__ = ["Cni", "MADE", "Request", "ctr_tag", "if_tag", "net_tag"]
