@@ -18,7 +18,7 @@ is final at once (its lock went with it): nobody waits for it.
 
 SQLite has one writer at a time, holding its lock through the commit: the rowid
 numbering is already in commit order, and every row is final. There :func:`seal` also
-answers the rows with their revisions (``RETURNING``), so the process that committed
+answers the rows with their revisions (one writer: consecutive rowids), so the process that committed
 them can hand them to its change stream's waiters without reading them back.
 """
 
@@ -33,7 +33,7 @@ from netbay.store.models import Change
 
 PENDING = "changelog.pending"
 _COMMITTED = text("SELECT netbay_committed_revision()")
-_INSERT = insert(Change.__table__).returning(Change.__table__.c.revision, sort_by_parameter_order=True)
+_INSERT = insert(Change.__table__)
 _INSERT_NUMBERED = insert(Change.__table__).values(revision=func.netbay_take_revision())
 
 
@@ -54,7 +54,9 @@ def seal(session: Session) -> list[tuple[int, dict[str, Any]]] | None:
     if conn.dialect.name == "postgresql":
         conn.execute(_INSERT_NUMBERED, rows)
         return None
-    return list(zip(conn.execute(_INSERT, rows).scalars(), rows))
+    conn.execute(_INSERT, rows)  # one executemany; under the write lock the rowids run on
+    last = conn.connection.driver_connection.execute("SELECT last_insert_rowid()").fetchone()[0]
+    return list(zip(range(last - len(rows) + 1, last + 1), rows))
 
 
 def committed(session: Session) -> int | None:
