@@ -31,9 +31,18 @@ the network API (one batch), "at agent" until the dataplane agent's long poll br
 the change (committed and delivered); "enforced" adds the agent's realizing (its
 nft commit) and the packet's round trip. "server CPU" is the netbay server process's
 CPU time from the change until enforced (a mean: the kernel counts 10 ms ticks), a
-measure the shared machine's load does not inflate as much as wall time. Connection attempts
-are non-blocking SYNs every 0.5 ms, so a verdict is seen within ~0.5 ms of the change.
-Medians; the machine is shared. Root is needed.
+measure the shared machine's load does not inflate as much as wall time.
+
+Enforced is measured by ``bench/policy_probe.py`` in its own process: it starts sending
+non-blocking SYNs (one every 0.5 ms, all kept open) from the client's namespace *before*
+the change is made, and "enforced" is when the first SYN that was let through left (the
+one before it was dropped: the verdict flipped within that interval, printed as
+"resolution"). ``--probe inline`` is the older measure: SYNs from this process, once
+the engine's call has returned — it adds the call's tail when the dataplane was quicker
+than the HTTP answer, and its loop competes for the GIL with the agent thread it
+measures. ``--hops FILE`` traces each hop (``bench/hoptrace``; ``python
+bench/hoptrace/report.py FILE`` prints the medians). Medians; the machine is shared.
+Root is needed.
 """
 
 from __future__ import annotations
@@ -398,6 +407,8 @@ def main() -> None:
                          "baseline": bench.baseline}
                 res: dict[str, list[Sample]] = {k: [] for k in kinds}
                 bench.server_cpu.clear()
+                bench.resolution.clear()
+                bench.seen_lag.clear()
                 for _ in range(args.reps):  # interleaved: each kind sees the same load
                     for what, measure in kinds.items():
                         res[what].append(measure())
@@ -416,6 +427,14 @@ def main() -> None:
                                  f"{p90:.1f}", f"{enf / (base * 1e3):.2f}", f"{cpu:.1f}"])
                 print(harness.markdown_table(head, rows[-len(kinds):]), flush=True)
                 print(f"sync {sync * 1e3:.0f} ms, grow {grown:.1f} s, load {load[0]:.1f} → {load[1]:.1f}", flush=True)
+                if bench.resolution:
+                    res_ms = sorted(x * 1e3 for x in bench.resolution)
+                    lag = statistics.median(bench.seen_lag) * 1e3
+                    out["sizes"][size]["probe"] = {"resolution_p50_ms": res_ms[len(res_ms) // 2],
+                                                   "resolution_max_ms": res_ms[-1], "seen_lag_p50_ms": lag}
+                    print(f"probe resolution (last refused SYN → first let through) p50 {res_ms[len(res_ms) // 2]:.2f}"
+                          f" ms, max {res_ms[-1]:.2f} ms; that SYN's connection seen {lag:.2f} ms later (p50)",
+                          flush=True)
             bench.api.close()
             http.close()
             for server in getattr(bench, "servers", ()):

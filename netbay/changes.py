@@ -29,6 +29,7 @@ from netbay.store.models import Change
 
 POLL_SECONDS = 0.5
 MAX_BATCH = 1000
+TAIL = 256  # this process's last change rows kept for waiters (a reader further behind reads the database)
 AT = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -65,7 +66,7 @@ class ChangeFeed:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None
         self._waiting = 0  # calls to ``wait`` under way (changed on the event loop only)
-        self._tail: deque[dict[str, Any]] = deque(maxlen=MAX_BATCH)  # this process's last commits
+        self._tail: deque[dict[str, Any]] = deque(maxlen=TAIL)  # this process's last commits
         self._tail_lock = threading.Lock()
         store.on_commit(self._committed)
 

@@ -76,3 +76,14 @@ def test_a_waiter_is_woken_and_answered_from_memory(url: str) -> None:
     got = asyncio.run(main())
     assert [c["id"] for c in got] == ["w-0", "w-1"]
     assert reads == [0]  # the first look read the database (empty); the wake-up did not
+
+
+def test_a_reader_behind_the_tail_reads_the_database(url: str) -> None:
+    from netbay.changes import TAIL
+
+    store = Store(url)
+    feed = ChangeFeed(store)
+    _commit(store, TAIL + 5, "many")  # one transaction: its first rows fell off the tail
+    assert feed.recent(0) is None
+    assert [c["revision"] for c in feed.since(0)] == list(range(1, TAIL + 6))
+    assert feed.recent(10) == feed.since(10)  # still whole from there on

@@ -11,7 +11,6 @@ run in the ``netbay up`` subprocess by this directory's ``sitecustomize.py`` whe
 from __future__ import annotations
 
 import os
-import threading
 import time
 from contextlib import contextmanager
 from typing import Any
@@ -143,4 +142,3 @@ def install_local() -> None:
     _wrap(agent_mod.Agent, "reconcile", "agent.reconcile", "agent.reconcile.done")
     _wrap(agent_mod.Agent, "report", None, "agent.reported")
     _wrap(nft.Nft, "run", "nft.run", "nft.run.done", lambda self, *a, **k: self.ns)
-    _ = threading  # noqa: F841
