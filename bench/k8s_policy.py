@@ -131,6 +131,7 @@ class Prober:
     def __init__(self) -> None:
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "policy_probe.py")],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.priority = self._line()  # what scheduling it got (bench/policy_probe.py)
 
     def _line(self) -> str:
         line = self.proc.stdout.readline().strip()
@@ -392,6 +393,8 @@ def main() -> None:
         with harness.netbay("sqlite", extra_env=env) as srv, agent_thread.running(srv, names) as agent:
             http = httpx.Client(base_url=srv.url, headers={"X-Auth-Token": srv.token()}, timeout=60)
             prober = Prober() if args.probe == "process" else None
+            if prober is not None:
+                print(f"prober: its own process, {prober.priority}", flush=True)
             bench = Bench(srv, http, names, agent, prober)
             for size in sizes:
                 t = time.perf_counter()

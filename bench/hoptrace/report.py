@@ -1,7 +1,11 @@
-"""Per-hop medians from a ``--hops`` trace: ``python bench/hoptrace/report.py FILE [-v]``.
+"""Per-hop medians from ``--hops`` traces: ``python bench/hoptrace/report.py FILE… [-v]``.
 
 Each change runs from ``bench.change`` to ``bench.enforced``; within it every event is
-taken at its first occurrence (``-v`` prints each change's whole sequence)."""
+taken at its first occurrence (``-v`` prints each change's whole sequence). Then the
+path's hops, each measured per change (where its events came in order) and its median
+printed: engine → server, handler → transaction, transaction body, commit, commit →
+agent has the change (long poll), agent → nft, nft transaction, nft → first SYN through.
+"""
 
 from __future__ import annotations
 
@@ -30,11 +34,37 @@ def changes(path: str) -> list[tuple[str, list[tuple[float, str, str, str]]]]:
     return out
 
 
+HOPS = [("engine → server", "bench.change", "srv.req"),
+        ("handler → transaction", "srv.req", "srv.write.locked"),
+        ("transaction body", "srv.write.locked", "srv.write.body"),
+        ("commit", "srv.write.body", "srv.committed"),
+        ("commit → agent has it", "srv.committed", "agent.changes"),
+        ("agent → nft", "agent.changes", "nft.run"),
+        ("nft transaction", "nft.run", "nft.run.done"),
+        ("nft → first SYN through", "nft.run.done", "bench.enforced"),
+        ("change → enforced", "bench.change", "bench.enforced")]
+
+
+def hops(all_changes: list[tuple[str, list[tuple[float, str, str, str]]]]) -> dict[str, dict[str, float]]:
+    """Median of each hop per kind of change, over the changes where it is in order."""
+    got: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for kind, evs in all_changes:
+        first: dict[str, float] = {"bench.change": 0.0}
+        for ms, ev, _detail, _pid in evs:
+            first.setdefault(ev, ms)
+        for name, a, b in HOPS:
+            if a in first and b in first and first[b] >= first[a]:
+                got[kind][name].append(first[b] - first[a])
+    return {k: {n: statistics.median(v) for n, v in hs.items()} for k, hs in got.items()}
+
+
 def main() -> None:
-    path, verbose = sys.argv[1], "-v" in sys.argv
+    paths = [a for a in sys.argv[1:] if not a.startswith("-")]
+    verbose = "-v" in sys.argv
     by_kind: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     order: dict[str, list[str]] = defaultdict(list)
-    for kind, evs in changes(path):
+    every = [c for p in paths for c in changes(p)]
+    for kind, evs in every:
         seen: dict[str, float] = {}
         for ms, ev, detail, _pid in evs:
             key = ev if ev.startswith(("bench.", "agent.")) or ev in ("nft.run", "nft.run.done") else f"{ev} {detail}"
@@ -52,6 +82,11 @@ def main() -> None:
         for k in sorted(order[kind], key=lambda k: statistics.median(evs[k])):
             xs = evs[k]
             print(f"  {statistics.median(xs):7.2f} ms  ({len(xs):3d})  {k}")
+    table = hops(every)
+    kinds = list(table)
+    print("\n| hop | " + " | ".join(kinds) + " |\n|---|" + "---|" * len(kinds))
+    for name, _a, _b in HOPS:
+        print(f"| {name} | " + " | ".join(f"{table[k].get(name, float('nan')):.2f}" for k in kinds) + " |")
 
 
 if __name__ == "__main__":
