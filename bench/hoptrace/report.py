@@ -27,7 +27,10 @@ def changes(path: str) -> list[tuple[str, list[tuple[float, str, str, str]]]]:
             continue
         if cur is None:
             continue
-        cur.append(((t - t0) * 1e3, ev, detail, pid))
+        ms = (t - t0) * 1e3
+        if ev == "bench.enforced":  # written once the prober answered; it says when, from the change
+            ms = float(detail) * 1e3
+        cur.append((ms, ev, detail, pid))
         if ev == "bench.enforced":
             out.append((kind, cur))
             cur = None
@@ -49,9 +52,14 @@ def hops(all_changes: list[tuple[str, list[tuple[float, str, str, str]]]]) -> di
     """Median of each hop per kind of change, over the changes where it is in order."""
     got: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for kind, evs in all_changes:
+        # Each hop's end is its event's first occurrence after the hop's start: an agent
+        # pass or an nft run of the previous change's tail may fall in this window too.
         first: dict[str, float] = {"bench.change": 0.0}
-        for ms, ev, _detail, _pid in evs:
-            first.setdefault(ev, ms)
+        for _name, a, b in HOPS:
+            if a in first and b not in first:
+                at = next((ms for ms, ev, _d, _p in evs if ev == b and ms >= first[a]), None)
+                if at is not None:
+                    first[b] = at
         for name, a, b in HOPS:
             if a in first and b in first and first[b] >= first[a]:
                 got[kind][name].append(first[b] - first[a])

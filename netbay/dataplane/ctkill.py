@@ -10,8 +10,8 @@ Only flows that were admitted *before* that commit lose their entries (``Kill.be
 with ``net.netfilter.nf_conntrack_timestamp`` on in the namespace): a connection opened
 under the new ruleset, in the milliseconds before the worker's dump reaches it, was
 checked against the rules that now hold. Deleting its entry too would drop its SYN-ACK
-as invalid and stall it for the client's 1 s SYN retransmit — a policy change that
-admits port 80 while it removes port 81 looked enforced 6-11 ms late (bench/k8s_policy.py).
+as invalid and stall it for the client's 1 s SYN retransmit (a NetworkPolicy update that
+admits port 80 while it removes port 81 kills every flow between those addresses).
 """
 
 from __future__ import annotations
