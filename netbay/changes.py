@@ -8,7 +8,8 @@ by a short poll.
 WHY a tail in memory: on SQLite the rows a commit of this process wrote are final,
 numbered and already rendered when it ends (:func:`netbay.store.changelog.seal`), so
 a woken waiter is answered from them on the event loop — no thread hop, no read back,
-no JSON parse: the dataplane agent learns of a change ~1-2 ms sooner. Only a run of
+no JSON parse: the dataplane agent learns of a change sooner (bench/change_wake.py: a
+port update → a parked long poll, p50 11.6 → 6.4 ms on a loaded machine). Only a run of
 revisions that starts right after the waiter's and has no gap is answered from memory
 (a gap is another process's commit); anything else is read from the database.
 """
