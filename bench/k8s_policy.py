@@ -388,7 +388,6 @@ def main() -> None:
             hops.install_local()
             here = Path(__file__).resolve().parent
             env = {"NETBAY_HOPTRACE": str(Path(args.hops).resolve()),
-                   **({"NETBAY_HOPPROFILE": os.environ["NETBAY_HOPPROFILE"]} if os.environ.get("NETBAY_HOPPROFILE") else {}),
                    "PYTHONPATH": os.pathsep.join(filter(None, [str(here / "hoptrace"), os.environ.get("PYTHONPATH")]))}
         with harness.netbay("sqlite", extra_env=env) as srv, agent_thread.running(srv, names) as agent:
             http = httpx.Client(base_url=srv.url, headers={"X-Auth-Token": srv.token()}, timeout=60)

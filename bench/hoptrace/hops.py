@@ -5,7 +5,9 @@ run in the ``netbay up`` subprocess by this directory's ``sitecustomize.py`` whe
 ``NETBAY_HOPTRACE`` names a file; ``install_local()`` patches the bench's own process
 (the engine's API client, the agent thread, its nft context). Each hop appends
 ``<pid> <monotonic seconds> <event> <detail>`` to that file; CLOCK_MONOTONIC
-(``time.perf_counter`` on Linux) is one clock for both processes.
+(``time.perf_counter`` on Linux) is one clock for both processes. With
+``NETBAY_HOPPROFILE=FILE`` the server also profiles its write transactions (cProfile,
+dumped to FILE when it stops).
 """
 
 from __future__ import annotations

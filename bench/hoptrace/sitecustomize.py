@@ -6,8 +6,3 @@ if os.environ.get("NETBAY_HOPTRACE"):
 
     hops.open_trace(os.environ["NETBAY_HOPTRACE"])
     hops.install_server()
-
-if os.environ.get("NETBAY_EXP_SWITCH"):  # experiment: the GIL's switch interval
-    import sys
-
-    sys.setswitchinterval(float(os.environ["NETBAY_EXP_SWITCH"]))
