@@ -31,9 +31,18 @@ the network API (one batch), "at agent" until the dataplane agent's long poll br
 the change (committed and delivered); "enforced" adds the agent's realizing (its
 nft commit) and the packet's round trip. "server CPU" is the netbay server process's
 CPU time from the change until enforced (a mean: the kernel counts 10 ms ticks), a
-measure the shared machine's load does not inflate as much as wall time. Connection attempts
-are non-blocking SYNs every 0.5 ms, so a verdict is seen within ~0.5 ms of the change.
-Medians; the machine is shared. Root is needed.
+measure the shared machine's load does not inflate as much as wall time.
+
+Enforced is measured by ``bench/policy_probe.py`` in its own process: it starts sending
+non-blocking SYNs (one every 0.5 ms, all kept open) from the client's namespace *before*
+the change is made, and "enforced" is when the first SYN that was let through left (the
+one before it was dropped: the verdict flipped within that interval, printed as
+"resolution"). ``--probe inline`` is the older measure: SYNs from this process, once
+the engine's call has returned — it adds the call's tail when the dataplane was quicker
+than the HTTP answer, and its loop competes for the GIL with the agent thread it
+measures. ``--hops FILE`` traces each hop (``bench/hoptrace``; ``python
+bench/hoptrace/report.py FILE`` prints the medians). Medians; the machine is shared.
+Root is needed.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ import select
 import signal
 import socket
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -59,6 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import agent_thread  # noqa: E402
 import harness  # noqa: E402
+from hoptrace import hops  # noqa: E402
 from lightkube import codecs  # noqa: E402
 
 from netbay.coe.executor import Api  # noqa: E402
@@ -113,6 +124,43 @@ def until_connect(ns: str, ip: str, port: int, t0: float, timeout: float = 3.0) 
             s.close()
 
 
+class Prober:
+    """``bench/policy_probe.py`` in its own process: it probes before the change starts
+    and shares no interpreter (GIL) with the engine or the agent it measures."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "policy_probe.py")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.priority = self._line()  # what scheduling it got (bench/policy_probe.py)
+
+    def _line(self) -> str:
+        line = self.proc.stdout.readline().strip()
+        if not line:
+            raise RuntimeError(f"the prober ended ({self.proc.poll()})")
+        return line
+
+    def start(self, ns: str, ip: str, port: int, timeout: float = 3.0) -> None:
+        self.proc.stdin.write(f"probe {ns} {ip} {port} {timeout}\n")
+        if self._line() != "started":
+            raise RuntimeError("the prober did not start")
+
+    def result(self) -> tuple[float, float, float]:
+        """(perf_counter) when the first accepted SYN left, when its connection was seen
+        established, when the SYN before it left."""
+        parts = self._line().split()
+        if parts[0] != "ok":
+            raise RuntimeError("no connection from the client within the prober's timeout")
+        return float(parts[1]), float(parts[2]), float(parts[3])
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+
 def connects(ns: str, ip: str, port: int, timeout: float = 0.3) -> bool:
     with netns.entered(ns):
         s = socket.socket()
@@ -127,8 +175,11 @@ def connects(ns: str, ip: str, port: int, timeout: float = 0.3) -> bool:
 
 
 class Bench:
-    def __init__(self, srv: harness.Server, http: httpx.Client, names: Names, agent: object) -> None:
-        self.http, self.names = http, names
+    def __init__(self, srv: harness.Server, http: httpx.Client, names: Names, agent: object,
+                 prober: Prober | None) -> None:
+        self.http, self.names, self.prober = http, names, prober
+        self.resolution: list[float] = []  # s: from the last refused SYN (or the change) to the first accepted
+        self.seen_lag: list[float] = []    # s: from the first accepted SYN to its connection seen
         self.server_pid = srv.proc.pid
         self.server_cpu: dict[str, float] = {}  # change kind -> server CPU seconds, summed
         self.delivered = 0.0  # when the agent's long poll first brought changes (perf_counter)
@@ -224,15 +275,29 @@ class Bench:
     # -- measured operations ----------------------------------------------------------
     def timed(self, kind: str, change: Callable[[], object], port: int = 80) -> Sample:
         """``change()`` from a steady state, until the client's connection is accepted;
-        the netbay server's CPU time meanwhile is added up per kind of change."""
+        the netbay server's CPU time meanwhile is added up per kind of change. The prober
+        (its own process) is probing before the change starts; ``--probe inline`` probes
+        from this process once the call has returned instead (the older measure)."""
         self.engine.wait_spares()
         self.delivered = 0.0
+        client, target = self.sandbox_ns["y/client"], self.pods["x/target"].ip
+        if self.prober is not None:
+            self.prober.start(client, target, port)
         cpu = harness.proc_cpu_seconds(self.server_pid)
+        hops.mark("bench.change", kind.replace(" ", "_"))
         t0 = time.perf_counter()
         change()
         call = time.perf_counter() - t0
+        hops.mark("bench.call.done")
         api = self.engine.last.get("seconds", 0.0)  # its apply: the network API
-        enforced = until_connect(self.sandbox_ns["y/client"], self.pods["x/target"].ip, port, t0)
+        if self.prober is not None:
+            sent, seen, before = self.prober.result()
+            enforced = sent - t0  # the first SYN that passed left then (the one before it did not pass)
+            self.resolution.append(sent - max(before, t0))
+            self.seen_lag.append(seen - sent)
+        else:
+            enforced = until_connect(client, target, port, t0)
+        hops.mark("bench.enforced", f"{enforced:.6f}")
         delivered = self.delivered - t0 if self.delivered > t0 else enforced
         self.server_cpu[kind] = self.server_cpu.get(kind, 0.0) + harness.proc_cpu_seconds(self.server_pid) - cpu
         return call, api, delivered, enforced
@@ -304,6 +369,10 @@ def main() -> None:
     ap.add_argument("--sizes", default="10,100,1000")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json")
+    ap.add_argument("--probe", choices=("process", "inline"), default="process",
+                    help="probe from its own process, started before the change (default), or "
+                         "from the bench's process once the call returned (the older measure)")
+    ap.add_argument("--hops", metavar="FILE", help="trace each hop of every change into FILE (bench/hoptrace)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the sweep below still runs
@@ -312,9 +381,20 @@ def main() -> None:
             "server CPU ms"]
     rows, out = [], {"sizes": {}, "machine": harness.machine(), "load": []}
     try:
-        with harness.netbay("sqlite") as srv, agent_thread.running(srv, names) as agent:
+        env = None
+        if args.hops:
+            Path(args.hops).unlink(missing_ok=True)
+            hops.open_trace(args.hops)
+            hops.install_local()
+            here = Path(__file__).resolve().parent
+            env = {"NETBAY_HOPTRACE": str(Path(args.hops).resolve()),
+                   "PYTHONPATH": os.pathsep.join(filter(None, [str(here / "hoptrace"), os.environ.get("PYTHONPATH")]))}
+        with harness.netbay("sqlite", extra_env=env) as srv, agent_thread.running(srv, names) as agent:
             http = httpx.Client(base_url=srv.url, headers={"X-Auth-Token": srv.token()}, timeout=60)
-            bench = Bench(srv, http, names, agent)
+            prober = Prober() if args.probe == "process" else None
+            if prober is not None:
+                print(f"prober: its own process, {prober.priority}", flush=True)
+            bench = Bench(srv, http, names, agent, prober)
             for size in sizes:
                 t = time.perf_counter()
                 bench.grow(size)
@@ -329,6 +409,8 @@ def main() -> None:
                          "baseline": bench.baseline}
                 res: dict[str, list[Sample]] = {k: [] for k in kinds}
                 bench.server_cpu.clear()
+                bench.resolution.clear()
+                bench.seen_lag.clear()
                 for _ in range(args.reps):  # interleaved: each kind sees the same load
                     for what, measure in kinds.items():
                         res[what].append(measure())
@@ -347,10 +429,20 @@ def main() -> None:
                                  f"{p90:.1f}", f"{enf / (base * 1e3):.2f}", f"{cpu:.1f}"])
                 print(harness.markdown_table(head, rows[-len(kinds):]), flush=True)
                 print(f"sync {sync * 1e3:.0f} ms, grow {grown:.1f} s, load {load[0]:.1f} → {load[1]:.1f}", flush=True)
+                if bench.resolution:
+                    res_ms = sorted(x * 1e3 for x in bench.resolution)
+                    lag = statistics.median(bench.seen_lag) * 1e3
+                    out["sizes"][size]["probe"] = {"resolution_p50_ms": res_ms[len(res_ms) // 2],
+                                                   "resolution_max_ms": res_ms[-1], "seen_lag_p50_ms": lag}
+                    print(f"probe resolution (last refused SYN → first let through) p50 {res_ms[len(res_ms) // 2]:.2f}"
+                          f" ms, max {res_ms[-1]:.2f} ms; that SYN's connection seen {lag:.2f} ms later (p50)",
+                          flush=True)
             bench.api.close()
             http.close()
             for server in getattr(bench, "servers", ()):
                 server.close()
+            if prober is not None:
+                prober.close()
     finally:
         left = agent_thread.sweep(PREFIX)
         if left:

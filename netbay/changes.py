@@ -4,13 +4,24 @@
 blocks (without holding a thread) until something did. Commits in this process
 wake waiters at once; commits by other processes sharing the database are seen
 by a short poll.
+
+WHY a tail in memory: on SQLite the rows a commit of this process wrote are final,
+numbered and already rendered when it ends (:func:`netbay.store.changelog.seal`), so
+a woken waiter is answered from them on the event loop — no thread hop, no read back,
+no JSON parse: the dataplane agent learns of a change sooner (bench/change_wake.py: a
+port update → a parked long poll, p50 11.6 → 6.4 ms on a loaded machine). Only a run of
+revisions that starts right after the waiter's and has no gap is answered from memory
+(a gap is another process's commit); anything else is read from the database.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections import deque
 from typing import Any
 
+import orjson
 from sqlalchemy import func, select
 
 from netbay.store import changelog
@@ -19,6 +30,8 @@ from netbay.store.models import Change
 
 POLL_SECONDS = 0.5
 MAX_BATCH = 1000
+TAIL = 256  # this process's last change rows kept for waiters (a reader further behind reads the database)
+AT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def render(change: Change) -> dict[str, Any]:
@@ -29,7 +42,22 @@ def render(change: Change) -> dict[str, Any]:
         "action": change.action,
         "project_id": change.project_id,
         "data": change.data,
-        "at": change.at.strftime("%Y-%m-%dT%H:%M:%SZ") if change.at else None,
+        "at": change.at.strftime(AT) if change.at else None,
+    }
+
+
+def render_row(revision: int, row: dict[str, Any]) -> dict[str, Any]:
+    """A committed change row as :func:`render` answers it once read back (its data
+    through the same JSON round trip, which also copies it)."""
+    data = row.get("data")
+    return {
+        "revision": revision,
+        "resource": row["resource"],
+        "id": row["resource_id"],
+        "action": row["action"],
+        "project_id": row["project_id"],
+        "data": None if data is None else orjson.loads(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)),
+        "at": row["at"].strftime(AT) if row.get("at") else None,
     }
 
 
@@ -39,6 +67,8 @@ class ChangeFeed:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None
         self._waiting = 0  # calls to ``wait`` under way (changed on the event loop only)
+        self._tail: deque[dict[str, Any]] = deque(maxlen=TAIL)  # this process's last commits
+        self._tail_lock = threading.Lock()
         store.on_commit(self._committed)
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -46,12 +76,36 @@ class ChangeFeed:
         self._loop = loop
         self._event = asyncio.Event()
 
-    def _committed(self) -> None:
+    def _committed(self, sealed: list[tuple[int, dict[str, Any]]] | None = None) -> None:
+        if sealed:
+            rendered = [render_row(rev, row) for rev, row in sealed]
+            with self._tail_lock:
+                self._tail.extend(rendered)
         # Waking the loop costs a syscall and a loop iteration per commit: only when
         # someone waits. A waiter counts itself before its first look at the log, so a
         # commit it did not see always wakes it.
         if self._waiting and self._loop is not None and self._event is not None:
             self._loop.call_soon_threadsafe(self._event.set)
+
+    def recent(self, revision: int, limit: int = MAX_BATCH) -> list[dict[str, Any]] | None:
+        """The changes right after ``revision`` from this process's last commits: the
+        run without a gap that starts at ``revision + 1``; None when memory cannot tell
+        (nothing newer, or another process's commit comes first): read the database."""
+        with self._tail_lock:
+            if not self._tail or self._tail[-1]["revision"] <= revision:
+                return None
+            out: list[dict[str, Any]] = []
+            for c in reversed(self._tail):
+                if c["revision"] <= revision:
+                    break
+                out.append(c)
+        out.reverse()
+        if out[0]["revision"] != revision + 1:
+            return None
+        for i, c in enumerate(out):
+            if c["revision"] != revision + 1 + i:
+                return out[:min(i, limit)]
+        return out[:limit]
 
     def latest(self) -> int:
         with self.store.read() as s:
@@ -81,7 +135,9 @@ class ChangeFeed:
         while True:
             if self._event is not None:
                 self._event.clear()
-            changes = await asyncio.to_thread(self.since, revision, limit)
+            changes = self.recent(revision, limit)
+            if changes is None:
+                changes = await asyncio.to_thread(self.since, revision, limit)
             remaining = deadline - loop.time()
             if changes or remaining <= 0:
                 return changes

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 
 
 class ApiError(RuntimeError):
@@ -79,7 +80,7 @@ class Api:
                 continue
             if r.status_code >= 400:
                 raise ApiError(r.status_code, r.text)
-            return r.json()
+            return orjson.loads(r.content)  # every change's path: 3-5x the stdlib's speed
         raise AssertionError("unreachable")
 
     def state(self) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy import func, select
 
 from netbay.api.auth import admin_context
+from netbay.api.responses import JSONResponse
 from netbay.coe.clusternet import CLUSTERNETS
 from netbay.lbaas.registry import LB_RESOURCES
 from netbay.network.registry import RESOURCES
@@ -21,14 +22,15 @@ from netbay.store.models import Change
 router = APIRouter(prefix="/netbay/v1", tags=["netbay"])
 
 
-@router.get("/changes")
+@router.get("/changes", response_class=JSONResponse)
 async def changes(
     request: Request,
     since: int = Query(0, ge=0, le=2**62),
     wait: float = Query(0.0, ge=0.0, le=60.0),
     limit: int = Query(1000, ge=1, le=1000),
-) -> dict[str, Any]:
-    """Changes after revision ``since``; with ``wait`` > 0, long-polls until one arrives."""
+) -> JSONResponse:
+    """Changes after revision ``since``; with ``wait`` > 0, long-polls until one arrives.
+    Answered as rendered (orjson, no response model: it is on every change's path)."""
     admin_context(request)
     feed = request.app.state.feed
     closing: asyncio.Event | None = getattr(request.app.state, "closing", None)
@@ -42,7 +44,7 @@ async def changes(
             task.cancel()
         items = poll.result() if poll in done else []
     revision = items[-1]["revision"] if items else since
-    return {"changes": items, "revision": revision}
+    return JSONResponse({"changes": items, "revision": revision})
 
 
 @router.get("/state")

@@ -5,6 +5,13 @@ connections must be checked again: their entries are deleted in their zone, so t
 next packet is a new flow for the filter. A ctnetlink dump walks the kernel's whole
 conntrack table (10-20 ms here), so a worker thread does it right after the nft
 commit, as Neutron does; the socket is opened inside the fabric namespace.
+
+Only flows that were admitted *before* that commit lose their entries (``Kill.before``,
+with ``net.netfilter.nf_conntrack_timestamp`` on in the namespace): a connection opened
+under the new ruleset, in the milliseconds before the worker's dump reaches it, was
+checked against the rules that now hold. Deleting its entry too would drop its SYN-ACK
+as invalid and stall it for the client's 1 s SYN retransmit (a NetworkPolicy update that
+admits port 80 while it removes port 81 kills every flow between those addresses).
 """
 
 from __future__ import annotations
@@ -31,10 +38,12 @@ IPNet = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 @dataclass(frozen=True)
 class Kill:
     """Conntrack entries to delete: in ``zone``, original direction from ``src`` to ``dst``
-    (None: any address)."""
+    (None: any address); with ``before`` (CLOCK_REALTIME ns, the commit), only entries
+    that started before it (or carry no start time)."""
     zone: int
     src: frozenset[IPNet] | None
     dst: frozenset[IPNet] | None
+    before: int | None = None
 
 
 class ConntrackWorker:
@@ -113,7 +122,8 @@ def ct_delete(ns: str, kills: list[Kill]) -> int:
                 if src is None or dst is None:
                     continue
                 s, d = ipaddress.ip_address(src), ipaddress.ip_address(dst)
-                if any(_hit(s, k.src) and _hit(d, k.dst) for k in ks):
+                start = _start(msg)
+                if any(_hit(s, k.src) and _hit(d, k.dst) and not _after(start, k.before) for k in ks):
                     doomed.append((msg["nfgen_family"], orig))
             for family, orig in doomed:
                 try:
@@ -130,6 +140,17 @@ def ct_delete(ns: str, kills: list[Kill]) -> int:
 def _hit(addr: ipaddress.IPv4Address | ipaddress.IPv6Address,
          nets: frozenset[IPNet] | None) -> bool:
     return nets is None or any(addr.version == n.version and addr in n for n in nets)
+
+
+def _start(msg: Any) -> int | None:
+    """When the entry was confirmed (CLOCK_REALTIME ns; None without timestamps)."""
+    ts = msg.get_attr("CTA_TIMESTAMP")
+    return ts.get_attr("CTA_TIMESTAMP_START") if ts is not None else None
+
+
+def _after(start: int | None, before: int | None) -> bool:
+    """The flow was admitted at or after the commit: the new ruleset checked it."""
+    return start is not None and before is not None and start >= before
 
 
 def _plain(attrs: Any) -> list:

@@ -61,9 +61,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from netbay.dataplane import links
@@ -273,6 +275,12 @@ class SecurityGroups:
             self._brnf = True
         except OSError as exc:
             log.info("bridge netfilter sysctls not set yet in %s: %s", self.ns, exc)
+            return
+        try:  # start times on conntrack entries: flows admitted after a commit keep theirs
+            links.sysctl(self.ns, "net.netfilter.nf_conntrack_timestamp", 1)
+        except OSError as exc:
+            log.info("no conntrack timestamps in %s (a change also resets flows it admits): %s",
+                     self.ns, exc)
 
     def _parse_rules(self, group: Mapping[str, Any]) -> dict[str, ParsedRule | None]:
         gid = check_id("security group", group.get("id"))
@@ -551,5 +559,7 @@ class SecurityGroups:
                                  else _Kill(q.zone, theirs, lost))
 
     def _kill(self, kills: set[_Kill]) -> None:
+        """After the commit: only flows admitted before it (``Kill.before``)."""
         if kills:
-            self._ct.submit(kills)
+            committed = time.time_ns()
+            self._ct.submit({replace(k, before=committed) for k in kills})

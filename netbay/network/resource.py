@@ -306,7 +306,7 @@ class Resource:
         """Append to the change log; called for every committed change."""
         if data is None and action != "delete":
             session.flush()
-            data = self.render(session, obj, self.tags_of(session, [obj.id])[obj.id])
+            data = self.render(session, obj, self.tags_of(session, [obj.id])[obj.id] if self.has_tags else [])
         if data is not None:  # the API answers with what the log says (see ``rendered``)
             session.info.setdefault("rendered", {})[(self.member, obj.id)] = data
         # Written at commit, numbered in commit order (netbay/store/changelog.py).

@@ -186,6 +186,13 @@ class SecurityGroups(Resource):
         for rule in rules:
             _RULES.record(session, rule, "create")
 
+    def must_see(self, session: Session, ctx: Context, group_id: str) -> None:
+        """A group the caller may name (a rule's remote group), else 404: its id only,
+        not its rules (a remote group may have many)."""
+        stmt = self.scoped(ctx).with_only_columns(SecurityGroup.id).where(SecurityGroup.id == group_id)
+        if session.scalar(stmt) is None:
+            raise not_found(self.member, group_id)
+
     def update(self, session: Session, ctx: Context, obj_id: str, body: SecurityGroupUpdate) -> SecurityGroup:
         group = self.get_owned(session, ctx, obj_id)
         given = body.given()
@@ -370,7 +377,7 @@ class SecurityGroupRules(Resource):
         # Neutron then files it under that project, still in the group.
         rule_project = asked_project if asked_project and ctx.is_admin else group.project_id
         if rule["remote_group_id"]:
-            _GROUPS.get(session, ctx, rule["remote_group_id"])
+            _GROUPS.must_see(session, ctx, rule["remote_group_id"])
         key = _rule_key(rule)
         for existing in group.rules:
             if _rule_key(vars_of(existing)) == key:

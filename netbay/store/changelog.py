@@ -17,7 +17,9 @@ microseconds, not the commit and its fsync. A rolled-back revision leaves a gap 
 is final at once (its lock went with it): nobody waits for it.
 
 SQLite has one writer at a time, holding its lock through the commit: the rowid
-numbering is already in commit order, and every row is final.
+numbering is already in commit order, and every row is final. There :func:`seal` also
+answers the rows with their revisions (one writer: consecutive rowids), so the process that committed
+them can hand them to its change stream's waiters without reading them back.
 """
 
 from __future__ import annotations
@@ -41,13 +43,20 @@ def append(session: Session, row: dict[str, Any]) -> None:
     session.info.setdefault(PENDING, []).append(row)
 
 
-def seal(session: Session) -> None:
-    """Write the queued rows with their revisions; call last before the commit."""
+def seal(session: Session) -> list[tuple[int, dict[str, Any]]] | None:
+    """Write the queued rows with their revisions; call last before the commit. Returns
+    ``(revision, row)`` pairs in revision order where they are final at the commit
+    (SQLite); None where commit order may differ from it (PostgreSQL)."""
     rows = session.info.pop(PENDING, None)
     if not rows:
-        return
+        return []
     conn = session.connection()
-    conn.execute(_INSERT_NUMBERED if conn.dialect.name == "postgresql" else _INSERT, rows)
+    if conn.dialect.name == "postgresql":
+        conn.execute(_INSERT_NUMBERED, rows)
+        return None
+    conn.execute(_INSERT, rows)  # one executemany; under the write lock the rowids run on
+    last = conn.connection.driver_connection.execute("SELECT last_insert_rowid()").fetchone()[0]
+    return list(zip(range(last - len(rows) + 1, last + 1), rows))
 
 
 def committed(session: Session) -> int | None:

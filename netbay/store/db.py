@@ -90,9 +90,11 @@ class Store:
         self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False,
                                             info={"cache": self.cache})
         self._write_lock = threading.Lock()
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[list[tuple[int, dict[str, Any]]] | None], None]] = []
 
-    def on_commit(self, listener: Callable[[], None]) -> None:
+    def on_commit(self, listener: Callable[[list[tuple[int, dict[str, Any]]] | None], None]) -> None:
+        """``listener(rows)`` after each commit: the change rows it wrote as ``(revision,
+        row)`` (:func:`netbay.store.changelog.seal`; None on PostgreSQL)."""
         self._listeners.append(listener)
 
     @contextmanager
@@ -115,7 +117,7 @@ class Store:
         try:
             with self._write_lock:
                 yield session
-                changelog.seal(session)
+                sealed = changelog.seal(session)
                 if self.is_sqlite:
                     session.commit()
                 else:
@@ -128,7 +130,7 @@ class Store:
         finally:
             session.close()
         for listener in self._listeners:
-            listener()
+            listener(sealed)
 
     def retrying(self, fn: Callable[[Session], object], attempts: int = 5) -> object:
         """Run ``fn`` in a write transaction, retrying races on PostgreSQL.

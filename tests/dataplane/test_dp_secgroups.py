@@ -546,3 +546,23 @@ def test_conntrack_delete_by_zone_and_address(lab):
     assert _ct_delete(lab.fabric, [_Kill(a.zone + 100, host, None)]) == 0   # other zone
     assert _ct_delete(lab.fabric, [_Kill(a.zone, host, None)]) >= 1
     assert _ct_delete(lab.fabric, [_Kill(a.zone, host, None)]) == 0
+
+
+def test_conntrack_delete_keeps_flows_admitted_after_the_commit(lab):
+    """A kill submitted after an nft commit spares the flows that started after it: the
+    new ruleset admitted them (deleting them would drop their replies as invalid)."""
+    import ipaddress
+    net = lab.network()
+    d = lab.group(default=True)
+    a = lab.port(net, "10.0.0.1", groups=[d])
+    b = lab.port(net, "10.0.0.2", groups=[d])
+    lab.apply()
+    assert links.read_sysctl(lab.fabric, "net.netfilter.nf_conntrack_timestamp") == "1"
+    assert eventually(lambda: _udp_flow(a.ns, ("10.0.0.1", 5001), b.ns, ("10.0.0.2", 6001)))  # before
+    time.sleep(0.01)
+    commit = time.time_ns()
+    assert _udp_flow(a.ns, ("10.0.0.1", 5002), b.ns, ("10.0.0.2", 6002))                        # after
+    host = frozenset([ipaddress.ip_network("10.0.0.1/32")])
+    assert _ct_delete(lab.fabric, [_Kill(a.zone, host, None, before=commit)]) == 1  # the older flow
+    assert _ct_delete(lab.fabric, [_Kill(a.zone, host, None, before=commit)]) == 0  # the newer stays
+    assert _ct_delete(lab.fabric, [_Kill(a.zone, host, None)]) == 1                 # (it is there)

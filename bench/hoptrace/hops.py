@@ -1,0 +1,146 @@
+"""Per-hop timestamps of one change, across the server process and the bench's.
+
+Bench-only instrumentation (nothing of it is in the product): ``install_server()`` is
+run in the ``netbay up`` subprocess by this directory's ``sitecustomize.py`` when
+``NETBAY_HOPTRACE`` names a file; ``install_local()`` patches the bench's own process
+(the engine's API client, the agent thread, its nft context). Each hop appends
+``<pid> <monotonic seconds> <event> <detail>`` to that file; CLOCK_MONOTONIC
+(``time.perf_counter`` on Linux) is one clock for both processes. With
+``NETBAY_HOPPROFILE=FILE`` the server also profiles its write transactions (cProfile,
+dumped to FILE when it stops).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from typing import Any
+
+_fd: int | None = None
+
+
+def enabled() -> bool:
+    return _fd is not None
+
+
+def open_trace(path: str) -> None:
+    global _fd
+    _fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+
+def mark(event: str, detail: str = "", at: float | None = None) -> None:
+    if _fd is not None:
+        t = time.perf_counter() if at is None else at
+        os.write(_fd, f"{os.getpid()} {t:.6f} {event} {detail}\n".encode())
+
+
+def _wrap(owner: Any, name: str, before: str | None, after: str | None, detail: Any = None) -> None:
+    fn = getattr(owner, name)
+
+    def wrapped(*args: Any, **kw: Any) -> Any:
+        d = detail(*args, **kw) if detail else ""
+        if before:
+            mark(before, d)
+        try:
+            return fn(*args, **kw)
+        finally:
+            if after:
+                mark(after, d)
+    wrapped.__wrapped__ = fn  # type: ignore[attr-defined]
+    setattr(owner, name, wrapped)
+
+
+def install_server() -> None:
+    """The netbay server: request in/out, the write transaction, the commit's wake-up,
+    the long poll's answer."""
+    from netbay.api import app as app_mod
+    from netbay.api.network import batch
+    from netbay.changes import ChangeFeed
+    from netbay.store.db import Store
+
+    create = app_mod.create_app
+
+    def create_app(*a: Any, **kw: Any) -> Any:
+        inner = create(*a, **kw)
+
+        async def traced(scope: dict, receive: Any, send: Any) -> None:
+            if scope.get("type") != "http":
+                return await inner(scope, receive, send)
+            what = f"{scope['method']}:{scope['path']}"
+            mark("srv.req", what)
+
+            async def sending(msg: dict) -> None:
+                if msg.get("type") == "http.response.start":
+                    mark("srv.resp", what)
+                await send(msg)
+            await inner(scope, receive, sending)
+        traced.state = inner.state  # type: ignore[attr-defined]
+        return traced
+    app_mod.create_app = create_app
+
+    parse = batch._parse
+
+    def traced_parse(index: int, op: Any) -> Any:
+        parsed = parse(index, op)
+        what = f"{index}:{op.get('method')}:{str(op.get('path')).split('/')[0]}"
+
+        def run(s: Any, ctx: Any) -> Any:
+            mark("srv.op", what)
+            try:
+                return parsed.run(s, ctx)
+            finally:
+                mark("srv.op.done", what)
+        return batch._Op(parsed.resource, run)
+    batch._parse = traced_parse
+
+    write = Store.write
+    prof = None
+    if os.environ.get("NETBAY_HOPPROFILE"):
+        import atexit
+        import cProfile
+
+        prof = cProfile.Profile()
+        atexit.register(lambda: prof.dump_stats(os.environ["NETBAY_HOPPROFILE"]))
+
+    @contextmanager
+    def traced_write(self: Store) -> Any:
+        mark("srv.write.begin")
+        with write(self) as s:
+            mark("srv.write.locked")
+            if prof is not None:
+                prof.enable()
+            try:
+                yield s
+            finally:
+                if prof is not None:
+                    prof.disable()
+            mark("srv.write.body")
+        mark("srv.write.done")
+    Store.write = traced_write  # type: ignore[method-assign]
+    _wrap(ChangeFeed, "_committed", "srv.committed", None)
+    since = ChangeFeed.since
+
+    def traced_since(self: ChangeFeed, revision: int, limit: int = 1000) -> Any:
+        t = time.perf_counter()
+        out = since(self, revision, limit)
+        if out:
+            mark("srv.feed.since", "", t)
+            mark("srv.feed.read", str(len(out)))
+        return out
+    ChangeFeed.since = traced_since  # type: ignore[method-assign]
+
+
+def install_local() -> None:
+    """The bench's process: the engine's HTTP calls, the agent's long poll and pass,
+    the security groups' nft transaction."""
+    from netbay.agent import agent as agent_mod
+    from netbay.agent.api import Api as AgentApi
+    from netbay.backends.apiclient import Api
+    from netbay.dataplane import nft
+
+    _wrap(Api, "call", "eng.http", "eng.http.done", lambda self, m, p, *a, **k: f"{m}:{p}")
+    _wrap(AgentApi, "changes", None, "agent.changes")
+    _wrap(agent_mod.Agent, "reconcile", "agent.reconcile", "agent.reconcile.done")
+    _wrap(agent_mod.Agent, "report", None, "agent.reported")
+    _wrap(nft.Nft, "run", "nft.run", "nft.run.done", lambda self, *a, **k: self.ns)
