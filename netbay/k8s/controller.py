@@ -133,6 +133,7 @@ class Controller:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self.policy.close()   # its spare-group refill finished: nothing half-made at exit
 
     # -- one pass ------------------------------------------------------------------------------
 
@@ -163,7 +164,29 @@ class Controller:
         return [self.refs.tag, f"netbay-k8s={what}"]
 
     def _list(self, member: str, what: str) -> list[dict[str, Any]]:
-        return self.net.list(member, tags=",".join(self._tags(what)))
+        """What this controller made of ``member`` for ``what``: by its tags, plus what lost
+        them (see :meth:`_untagged`)."""
+        found = self.net.list(member, tags=",".join(self._tags(what)))
+        return found + self._untagged(member, what, {o["id"] for o in found})
+
+    def _untagged(self, member: str, what: str, seen: set[str]) -> list[dict[str, Any]]:
+        """Objects made but not yet tagged: a Neutron that refuses ``tags`` on POST takes them
+        in a second call, and a controller killed between the two leaves an object no tag
+        finds. Its own marks find it — a pod's port by its device id (derived from the
+        cluster and the port's name), a network or subnet by its description — and it is
+        tagged now, so it is adopted (or deleted) like the rest."""
+        if member == "port" and what == "pod":
+            mine = [p for p in self.net.list("port", device_owner=POD_OWNER)
+                    if p["id"] not in seen and "/" in (p.get("name") or "")
+                    and p.get("device_id") == self._device(*p["name"].split("/", 1))]
+        elif member in ("network", "subnet") and what == "network":
+            mine = [o for o in self.net.list(member, description=self._mark()) if o["id"] not in seen]
+        else:
+            return []
+        return [self._tagged(member, obj, self._tags(what)) for obj in mine]
+
+    def _mark(self) -> str:
+        return f"netbay k8s {self.refs.tag}"
 
     def _owned(self, body: dict[str, Any]) -> dict[str, Any]:
         what = body.pop("_what")
@@ -215,11 +238,11 @@ class Controller:
         for name in sorted(self._wanted_segments(want)):
             net = nets.get(name)
             if net is None:
-                net = self._make("network", {"name": name, "_what": "network"})
+                net = self._make("network", {"name": name, "description": self._mark(), "_what": "network"})
                 report.made.append(f"network {name}")
             subnet = subnets.get(net["id"])
             if subnet is None:
-                subnet = self._make("subnet", {"name": name, "network_id": net["id"],
+                subnet = self._make("subnet", {"name": name, "network_id": net["id"], "description": self._mark(),
                                                "subnetpool_id": self.refs.pool_id, "ip_version": 4,
                                                "_what": "network"})
                 report.made.append(f"subnet {name} {subnet['cidr']}")

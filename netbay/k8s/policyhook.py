@@ -17,10 +17,13 @@ class PolicyHook:
             self.policy, self.engine = None, None
             return
         self.policy = policy
-        self.engine = policy.PolicyEngine(net, tag=f"k8s-policy:{cluster_id}")
+        tag = f"k8s-policy:{cluster_id}"
+        self.engine = policy.PolicyEngine(net, tag=tag)
         # Until a cluster has a NetworkPolicy, every pod is open (the cluster's default-allow
         # group) and the engine makes nothing: its groups would only cost security-group quota.
-        self.engaged = False
+        # Groups an earlier process made (it died, or its policies went meanwhile) engage it
+        # at once: the first pass adopts them and deletes what nothing wants.
+        self.engaged = bool(net.list("security_group", tags=tag))
 
     @property
     def active(self) -> bool:
