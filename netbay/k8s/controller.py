@@ -110,9 +110,13 @@ class Controller:
 
     # -- what a source calls -----------------------------------------------------------------
 
+    def refuse(self, bodies: Iterable[Mapping[str, Any]]) -> None:
+        """Raise for objects these backends cannot map (a Service needing a load balancer,
+        without one): the manifest source asks before anything is written; the watch
+        source's objects are mapped as far as they can be (such a Service: none)."""
+        services.refuse_without_lbs(self, objects.desired(list(bodies)))
+
     def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
-        bodies = list(bodies)
-        services.refuse_without_lbs(self, objects.desired(bodies))   # before anything is written
         desired.put(self.store, self.refs.cluster_id, bodies)
         return self.resync(full=False)
 

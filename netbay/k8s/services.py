@@ -17,6 +17,7 @@ name, before anything is made (:func:`refuse_without_lbs`).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +25,8 @@ from typing import Any
 from netbay.coe.handlers.base import gone_ok
 from netbay.errors import NetbayError
 from netbay.k8s.objects import Desired, ServicePort, ServiceWant, selects
+
+log = logging.getLogger(__name__)
 
 PROVIDER = "nftables"
 SETTLE = 10.0  # seconds a batch update waits for the load balancer to leave PENDING_*
@@ -91,7 +94,10 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
     kept_lbs: dict[str, dict] = {}
     kept_fips: dict[str, dict] = {}
     for key, svc in sorted(want.services.items()):
-        if not needs_lb(svc) or ctrl.lbs is None:   # refused at apply (a source that skips it: here)
+        if not needs_lb(svc):
+            continue
+        if ctrl.lbs is None:   # the manifest source refused it; the watch source's is set aside
+            log.info("k8s: Service %s/%s %s", svc.namespace, svc.name, NO_LOAD_BALANCERS)
             continue
         name = f"{svc.namespace}/{svc.name}"
         lb = have.pop(name, None)
