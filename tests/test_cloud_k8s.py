@@ -362,3 +362,53 @@ def test_a_refused_batch_changes_nothing(clean_backend) -> None:  # noqa: ANN001
         net.delete("port", port["id"])
         net.delete("network", network["id"])
         net.delete("security_group", group["id"])
+
+
+def test_the_policy_engine_makes_and_removes_the_same_groups_on_both_backends(clean_backend) -> None:  # noqa: ANN001
+    """NetworkPolicy → groups, rules and memberships through the seam: a deny-all-but-
+    from-``b`` policy isolates ``a``'s port in a policy group, ``b`` joins the peer group
+    with the rule pointing at it; a new engine (a restart) adopts them by tag, and the
+    cluster's delete leaves the backend as it was."""
+    from lightkube import codecs
+
+    from netbay.k8s.policy import Cluster, Namespace, Pod, PolicyEngine
+
+    net = clean_backend
+    network = net.create("network", {"name": unique("np")})
+    subnet = net.create("subnet", {"network_id": network["id"], "cidr": "10.77.0.0/24", "ip_version": 4})
+    ports = {name: net.create("port", {"network_id": network["id"], "name": f"x/{name}"}) for name in ("a", "b")}
+    tag = f"k8s-policy:{unique('c')}"
+    policy = codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                               "metadata": {"name": "a-from-b", "namespace": "x"},
+                               "spec": {"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Ingress"],
+                                        "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}]}]}})
+
+    def cluster(*policies) -> Cluster:  # noqa: ANN002
+        return Cluster.of([Namespace("x", {})],
+                          [Pod("x", n, p["id"], p["fixed_ips"][0]["ip_address"], {"pod": n}, ())
+                           for n, p in ports.items()], policies, [], nodes=[])
+
+    engine = PolicyEngine(net, tag=tag, spares=1)
+    try:
+        engine.sync(cluster(policy))
+        engine.wait_spares()
+        groups = {g["id"]: g for g in net.list("security_group", tags=tag)}
+        a_groups = set(net.show("port", ports["a"]["id"])["security_groups"])
+        b_groups = set(net.show("port", ports["b"]["id"])["security_groups"])
+        assert a_groups <= set(groups) and b_groups <= set(groups)
+        peer = [r for gid in a_groups for r in groups[gid]["security_group_rules"]
+                if r["direction"] == "ingress" and r.get("remote_group_id")]
+        assert len(peer) == 1 and peer[0]["remote_group_id"] in b_groups - a_groups
+        engine.close()
+        again = PolicyEngine(net, tag=tag, spares=1)     # a new process: adopts, makes nothing twice
+        again.sync(cluster(policy))
+        again.wait_spares()
+        assert {g["id"] for g in net.list("security_group", tags=tag)} == set(groups)
+        again.sync(cluster())                                # the policy deleted: its groups go
+        again.close(delete=True)
+        assert net.list("security_group", tags=tag) == []
+    finally:
+        for p in ports.values():
+            net.delete("port", p["id"])
+        net.delete("subnet", subnet["id"])
+        net.delete("network", network["id"])
