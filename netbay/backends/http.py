@@ -61,6 +61,15 @@ class HttpBackend:
     def delete(self, member: str, obj_id: str) -> None:
         self._call("DELETE", f"{_path(member)}/{obj_id}")
 
+    def create_bulk(self, member: str, bodies: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Neutron's bulk create: one request, all or nothing (:mod:`netbay.backends.batch`)."""
+        key = COLLECTIONS[member].replace("-", "_")
+        return self._call("POST", _path(member), {key: [dict(b) for b in bodies]})[key]
+
+    def batch(self, ops: list[Mapping[str, Any]]) -> list[Any]:
+        """netbay's ``POST /v2.0/batch``: the writes in one transaction (:mod:`netbay.backends.batch`)."""
+        return self._call("POST", f"{NET}/batch", {"batch": list(ops)})["batch"]
+
     def add_router_interface(self, router_id: str, *, subnet_id: str | None = None,
                              port_id: str | None = None) -> dict[str, Any]:
         return self._call("PUT", f"{NET}/routers/{router_id}/add_router_interface", _interface(subnet_id, port_id))

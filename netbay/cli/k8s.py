@@ -6,6 +6,13 @@ controller converges netbay's resources to them here (pod sandboxes are made on
 this host, so run it where the dataplane agent runs, as root). Credentials: the
 OS_* variables (the openrc ``netbay up`` wrote); the store: ``--data-dir`` /
 ``--database-url`` as for ``netbay up``.
+
+The network backend is the one the cluster was built on, chosen as ``netbay up``
+chooses it: ``--backend openstack --os-cloud NAME`` (or ``NETBAY_NETWORK_BACKEND`` /
+``OS_CLOUD``). On a cloud the pods' ports are made in its Neutron, bound to their
+nodes, and nothing is plugged here (:mod:`netbay.k8s.portsonly`); its Octavia is not
+driven, so Services that need a load balancer are refused by name; the cloud's
+token also authenticates to netbay's API (``--url`` / ``NETBAY_URL`` names it).
 """
 
 from __future__ import annotations
@@ -28,39 +35,68 @@ UrlOpt = typer.Option(None, "--url", envvar="NETBAY_URL", help="The netbay serve
 DataDirOpt = typer.Option(None, "--data-dir", envvar="NETBAY_DATA_DIR", help="netbay's data directory.")
 DbOpt = typer.Option(None, "--database-url", envvar="NETBAY_DATABASE_URL", help="The database (default: SQLite in the data dir).")
 PrefixOpt = typer.Option(PRODUCT_PREFIX, "--prefix", help="Namespace prefix (the agent's).")
+BackendOpt = typer.Option(None, "--backend", envvar="NETBAY_NETWORK_BACKEND",
+                          help="The cluster's network backend, as for netbay up: embedded (default) or openstack.")
+OsCloudOpt = typer.Option(None, "--os-cloud", envvar="OS_CLOUD",
+                          help="clouds.yaml entry of the openstack backend's cloud.")
 
 
-def _controller(cluster: str, url: str | None, data_dir: Path | None, database_url: str | None, prefix: str):
+def _controller(cluster: str, url: str | None, data_dir: Path | None, database_url: str | None, prefix: str,
+                backend: str | None = None, os_cloud: str | None = None):
+    """The controller with the backends the configuration names (see the module's docstring)."""
+    from netbay.backends import open_backend, report
     from netbay.cli.settings import Settings
     from netbay.coe.executor import Api
-    from netbay.agent import Credentials
     from netbay.dataplane.names import Names
     from netbay.k8s.controller import Controller
+    from netbay.k8s.portsonly import BoundPorts
     from netbay.store.db import Store
 
-    creds = Credentials.from_env()
-    base = (url or creds.auth_url.rstrip("/").removesuffix("/v3").removesuffix("/identity")).rstrip("/")
+    kind, cloud = report.chosen(backend, os_cloud)
     settings = Settings.resolve(data_dir, database_url, create=False)
-    return Controller(Api(base, creds.token), Store(settings.database_url), cluster, Names(prefix))
+    if kind == "embedded":
+        from netbay.agent import Credentials
+
+        creds = Credentials.from_env()
+        base = (url or creds.auth_url.rstrip("/").removesuffix("/v3").removesuffix("/identity")).rstrip("/")
+        return Controller(Api(base, creds.token), Store(settings.database_url), cluster, Names(prefix))
+    if not cloud:
+        raise ValueError("the openstack backend needs a cloud: pass --os-cloud NAME or set OS_CLOUD")
+    if not url:
+        raise ValueError("the openstack backend needs netbay's URL: pass --url or set NETBAY_URL")
+    net = open_backend("openstack", cloud=cloud)
+    return Controller(Api(url, lambda: net.conn.auth_token), Store(settings.database_url), cluster, Names(prefix),
+                      net=net, lbs=None, pods=BoundPorts())
+
+
+def _close(ctrl) -> None:  # noqa: ANN001 - a Controller
+    ctrl.close()
+    ctrl.api.close()
+    if callable(getattr(ctrl.net, "close", None)):
+        ctrl.net.close()
 
 
 def _run(verb: str, files: list[Path] | None, cluster: str, url: str | None, data_dir: Path | None,
-         database_url: str | None, prefix: str) -> None:
+         database_url: str | None, prefix: str, backend: str | None = None, os_cloud: str | None = None) -> None:
     from netbay.coe.executor import ApiError
+    from netbay.errors import NetbayError
     from netbay.k8s.objects import ManifestError
     from netbay.k8s.source import ManifestSource
 
     try:
         source = ManifestSource(files) if files else None
-        ctrl = _controller(cluster, url, data_dir, database_url, prefix)
+        ctrl = _controller(cluster, url, data_dir, database_url, prefix, backend, os_cloud)
         report = source.apply(ctrl) if verb == "apply" else source.delete(ctrl) if verb == "delete" \
             else ctrl.resync()
+    except NetbayError as exc:
+        err.print(f"[red]error:[/] {exc.status} {exc.kind}: {exc.message}")
+        raise typer.Exit(1) from None
     except (ManifestError, ApiError, LookupError, ValueError) as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
     finally:
         if "ctrl" in locals():
-            ctrl.close()
+            _close(ctrl)
     for line in report.made:
         console.print(f"made {line}")
     for line in report.deleted:
@@ -70,23 +106,26 @@ def _run(verb: str, files: list[Path] | None, cluster: str, url: str | None, dat
 
 @app.command()
 def apply(files: list[Path] = FilesOpt, cluster: str = ClusterOpt, url: str | None = UrlOpt,
-          data_dir: Path | None = DataDirOpt, database_url: str | None = DbOpt, prefix: str = PrefixOpt) -> None:
+          data_dir: Path | None = DataDirOpt, database_url: str | None = DbOpt, prefix: str = PrefixOpt,
+          backend: str | None = BackendOpt, os_cloud: str | None = OsCloudOpt) -> None:
     """Create or update the objects in the manifests, then converge."""
-    _run("apply", files, cluster, url, data_dir, database_url, prefix)
+    _run("apply", files, cluster, url, data_dir, database_url, prefix, backend, os_cloud)
 
 
 @app.command()
 def delete(files: list[Path] = FilesOpt, cluster: str = ClusterOpt, url: str | None = UrlOpt,
-           data_dir: Path | None = DataDirOpt, database_url: str | None = DbOpt, prefix: str = PrefixOpt) -> None:
+           data_dir: Path | None = DataDirOpt, database_url: str | None = DbOpt, prefix: str = PrefixOpt,
+           backend: str | None = BackendOpt, os_cloud: str | None = OsCloudOpt) -> None:
     """Delete the objects in the manifests, then converge."""
-    _run("delete", files, cluster, url, data_dir, database_url, prefix)
+    _run("delete", files, cluster, url, data_dir, database_url, prefix, backend, os_cloud)
 
 
 @app.command()
 def resync(cluster: str = ClusterOpt, url: str | None = UrlOpt, data_dir: Path | None = DataDirOpt,
-           database_url: str | None = DbOpt, prefix: str = PrefixOpt) -> None:
+           database_url: str | None = DbOpt, prefix: str = PrefixOpt, backend: str | None = BackendOpt,
+           os_cloud: str | None = OsCloudOpt) -> None:
     """Converge the cluster's resources to its stored objects (after a crash)."""
-    _run("resync", None, cluster, url, data_dir, database_url, prefix)
+    _run("resync", None, cluster, url, data_dir, database_url, prefix, backend, os_cloud)
 
 
 @app.command()
@@ -95,6 +134,7 @@ def sweep(url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
     (NETBAY_DOCKER_HOST) whose port is gone (after a cluster delete)."""
     from netbay.coe.executor import Api
     from netbay.agent import Credentials
+    from netbay.backends.http import HttpBackend
     from netbay.dataplane.names import Names
     from netbay.k8s.dns.resolver import sweep_orphans as sweep_resolvers
     from netbay.k8s.sandbox import PodSandboxes, sweep_orphans
@@ -103,17 +143,17 @@ def sweep(url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
     api = Api((url or creds.auth_url.rstrip("/").removesuffix("/v3").removesuffix("/identity")).rstrip("/"),
               creds.token)
     try:
-        sandboxes = PodSandboxes(Names(prefix))
-        for port_id in sweep_orphans(api, sandboxes):
+        sandboxes, net = PodSandboxes(Names(prefix)), HttpBackend(api)
+        for port_id in sweep_orphans(net, sandboxes):
             console.print(f"deleted sandbox {port_id}")
-        for port_id in sweep_resolvers(api, sandboxes):
+        for port_id in sweep_resolvers(net, sandboxes):
             console.print(f"deleted cluster resolver {port_id}")
-        _sweep_containers(api)
+        _sweep_containers(net)
     finally:
         api.close()
 
 
-def _sweep_containers(api) -> None:  # noqa: ANN001 - netbay.coe.executor.Api
+def _sweep_containers(net) -> None:  # noqa: ANN001 - a NetworkBackend
     """Docker-runtime pods' containers whose port is gone (with NETBAY_DOCKER_HOST)."""
     import os
 
@@ -126,7 +166,7 @@ def _sweep_containers(api) -> None:  # noqa: ANN001 - netbay.coe.executor.Api
 
     client = docker.DockerClient(base_url=host, version=API_VERSION, timeout=60)
     try:
-        for pod in sweep_orphans(api, client):
+        for pod in sweep_orphans(net, client):
             console.print(f"deleted containers of pod {pod}")
     finally:
         client.close()
@@ -169,7 +209,8 @@ def watch(kubeconfig: Path = typer.Option(None, "--kubeconfig", envvar="KUBECONF
           server_timeout: int = typer.Option(300, "--watch-timeout", min=1, max=3600,
                                              help="Seconds before a watch request is renewed."),
           annotate: bool = typer.Option(True, "--annotate/--no-annotate",
-                                        help="Write each pod's port back onto it (annotation netbay.io/vif).")) -> None:
+                                        help="Write each pod's port back onto it (annotation netbay.io/vif)."),
+          backend: str | None = BackendOpt, os_cloud: str | None = OsCloudOpt) -> None:
     """Follow a Kubernetes API server (list + watch) and converge the cluster to it, until SIGINT/SIGTERM."""
     import asyncio
     import signal
@@ -177,13 +218,14 @@ def watch(kubeconfig: Path = typer.Option(None, "--kubeconfig", envvar="KUBECONF
     from lightkube import AsyncClient, ConfigError, KubeConfig
 
     from netbay.coe.executor import ApiError
+    from netbay.errors import NetbayError
     from netbay.k8s.watch import Limits, WatchSource
 
     try:
         config = KubeConfig.from_file(kubeconfig or Path.home() / ".kube" / "config")
         single = config.get(context_name=context)
-        ctrl = _controller(cluster, url, data_dir, database_url, prefix)
-    except (ConfigError, ApiError, LookupError, ValueError, OSError) as exc:
+        ctrl = _controller(cluster, url, data_dir, database_url, prefix, backend, os_cloud)
+    except (ConfigError, ApiError, NetbayError, LookupError, ValueError, OSError) as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
 
@@ -205,4 +247,4 @@ def watch(kubeconfig: Path = typer.Option(None, "--kubeconfig", envvar="KUBECONF
         err.print(f"[red]error:[/] the watch source stopped: {type(exc).__name__}: {exc}")
         raise typer.Exit(1) from None
     finally:
-        ctrl.close()
+        _close(ctrl)

@@ -1,11 +1,19 @@
-"""A kuryr cluster's own resources, found by the tags its builder put on them."""
+"""A kuryr cluster's own resources, found by the tags its builder put on them.
+
+The cluster itself and its nodes' sandboxes are netbay's own (its container-infra and
+sandbox APIs, ``api``); its networks, router and groups are wherever the cluster
+builder made them — the network backend (``net``), embedded or a cloud's Neutron.
+On a cloud the nodes are no sandboxes but claims on Neutron ports (the builder's
+``compute:netbay`` stand-in for Nova): then those claims name the nodes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from netbay.coe.executor import NET, SANDBOXES, Api
+from netbay.backends import NetworkBackend
+from netbay.backends.apiclient import SANDBOXES, Api
+from netbay.coe.handlers.servers import CLOUD_NODE_OWNER
 from netbay.coe.fragments.kuryr import POD_SG, POOL, ROUTERS, SERVICE_SUBNET
 
 
@@ -32,29 +40,34 @@ class ClusterRefs:
         return f"netbay-cluster={self.cluster_id}"
 
 
-def find(api: Api, cluster_id: str) -> ClusterRefs:
+def find(api: Api, net: NetworkBackend, cluster_id: str) -> ClusterRefs:
     cluster = api.call("GET", f"/container-infra/v1/clusters/{cluster_id}")
     labels = cluster.get("labels") or {}
 
-    def one(collection: str, *names: str) -> dict[str, Any]:
-        key = collection.replace("-", "_")
-        found = [obj for name in names for obj in api.call(
-            "GET", f"{NET}/{collection}", tags=f"netbay-cluster={cluster['uuid']},netbay-resource={name}")[key]]
+    def one(member: str, *names: str) -> dict[str, Any]:
+        found = [obj for name in names for obj in net.list(
+            member, tags=f"netbay-cluster={cluster['uuid']},netbay-resource={name}")]
         if not found:
             raise NotKuryr(f"Cluster {cluster_id} has no {names[0]}: its network driver is "
                            f"{cluster.get('network_driver') or 'the default'}, not kuryr.")
         return found[0]
-    pool, router, subnet = one("subnetpools", POOL), one("routers", *ROUTERS), one("subnets", SERVICE_SUBNET)
-    pod_sg = one("security-groups", POD_SG)
+    pool, router, subnet = one("subnetpool", POOL), one("router", *ROUTERS), one("subnet", SERVICE_SUBNET)
+    pod_sg = one("security_group", POD_SG)
     prefix = f"netbay-cluster={cluster['uuid']} "
     boxes = [b for b in api.call("GET", SANDBOXES)["sandboxes"]
              if str(b.get("description") or "").startswith(prefix)]
     boxes.sort(key=lambda b: ("master" in b["name"], b["name"]))
-    names = [b["name"] for b in boxes]
-    addresses = {p["device_id"]: p["fixed_ips"][0]["ip_address"] for p in api.call(
-        "GET", f"{NET}/ports", device_owner="netbay:sandbox")["ports"] if p["fixed_ips"]}
+    names = [b["name"] for b in boxes] or _cloud_nodes(net, cluster["uuid"])
+    addresses = {p["device_id"]: p["fixed_ips"][0]["ip_address"] for p in net.list(
+        "port", device_owner="netbay:sandbox") if p["fixed_ips"]} if boxes else {}
     return ClusterRefs(cluster["uuid"], cluster.get("project_id") or "", labels.get("kuryr_subnet_driver")
                        or "namespace", pool["id"], router["id"],
                        (router.get("external_gateway_info") or {}).get("network_id") or "", subnet, pod_sg["id"],
                        tuple(names), tuple((b["name"], b["id"], addresses.get(b["id"], "")) for b in boxes),
                        labels.get("kuryr_pod_runtime") or "sandbox")
+
+
+def _cloud_nodes(net: NetworkBackend, cluster_id: str) -> list[str]:
+    """The node ids of a cluster whose nodes are port claims (no sandboxes), sorted."""
+    return sorted({p["device_id"] for p in net.list("port", tags=f"netbay-cluster={cluster_id}",
+                                                    device_owner=CLOUD_NODE_OWNER) if p.get("device_id")})

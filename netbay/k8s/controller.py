@@ -7,6 +7,14 @@ nothing wants — namespaces first, then pods, Services, policies; deletions in 
 reverse order. Every step is idempotent, so a controller killed at any point is
 resumed by the next pass with no leak and no duplicate. A source hands objects over
 through ``apply`` / ``delete``, which write the desired state and run a pass.
+
+Every network call goes through the ``NetworkBackend`` seam (``net``: networks,
+subnets, ports, router interfaces, floating IPs, the policies' groups) and every
+load-balancer call through the load-balancer seam (``lbs``), so the same handlers
+run on netbay's own service or on a cloud's Neutron. Where a pod's port becomes a
+workload is the pod runtime's business (``pods``): sandboxes plugged into the local
+fabric (embedded), or nothing local at all (:class:`netbay.k8s.portsonly.BoundPorts`:
+the port, bound to its node, is the pod's whole realization on a cloud).
 """
 
 from __future__ import annotations
@@ -20,7 +28,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from netbay.coe.executor import NET, Api
+from netbay.backends import NetworkBackend
+from netbay.backends import batch as bulk
+from netbay.backends.http import HttpBackend
+from netbay.backends.loadbalancers import open_lb_backend
+from netbay.coe.executor import Api
+from netbay.coe.handlers.base import gone_ok
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import release
 from netbay.k8s import desired, nodeports, objects, services
@@ -30,6 +43,7 @@ from netbay.k8s.dockerpods import DockerPods
 from netbay.k8s.nodeports import NodePorts
 from netbay.k8s.objects import Desired, Key, PodWant
 from netbay.k8s.policyhook import PolicyHook
+from netbay.k8s.portsonly import NoDiscovery
 from netbay.k8s.sandbox import PodSandboxes, pod_port, sweep_orphans
 from netbay.store.db import Store
 
@@ -39,6 +53,7 @@ POD_OWNER = "compute:kuryr"
 BULK = 100      # ports per bulk create
 WORKERS = 4     # sandboxes plugged at once (netlink work, the port's bind call)
 POD_NS = uuid.UUID("6c1e3f3a-8f0e-4b52-9a55-6b7572797200")  # device ids: uuid5(cluster/ns/pod)
+OWN = "own"   # ``lbs=OWN``: netbay's own load balancers, over ``api``
 
 
 @dataclass
@@ -62,20 +77,29 @@ class Report:
 
 
 class Controller:
+    """``api``: netbay's own API (the cluster, its nodes); ``net``: the network backend
+    (default: netbay's own, over ``api``); ``lbs``: the load-balancer backend (default:
+    netbay's own; ``None``: none — Services that need one are refused); ``pods``: the pod
+    runtime (default: sandboxes on this host)."""
+
     def __init__(self, api: Api, store: Store, cluster_id: str, names: Names | None = None,
-                 host: str | None = None) -> None:
+                 host: str | None = None, *, net: NetworkBackend | None = None, lbs: Any = OWN,
+                 pods: Any = None) -> None:
         self.api, self.store = api, store
-        self.refs: ClusterRefs = find(api, cluster_id)
+        self.net: NetworkBackend = net if net is not None else HttpBackend(api)
+        self.lbs = open_lb_backend("embedded", api=api) if lbs == OWN else lbs
+        self.refs: ClusterRefs = find(api, self.net, cluster_id)
         self.names = names or Names()
         self.host = host or socket.gethostname()
-        self.sandboxes = PodSandboxes(self.names)
-        self.policy = PolicyHook(api, self.refs.cluster_id)
+        self.sandboxes = pods if pods is not None else PodSandboxes(self.names)
+        self.policy = PolicyHook(self.net, self.refs.cluster_id)
         # What this process last read or wrote of each load balancer's listeners and
         # pools (a new process reads them afresh): a pass then costs no call per Service
         # whose members did not change.
         self.known: Known | None = None
         self.nodeports = NodePorts()
-        self.discovery = Discovery(self)   # cluster DNS, pods' resolv.conf and Service variables
+        # cluster DNS, pods' resolv.conf and Service variables: where pods live on this host
+        self.discovery = Discovery(self) if self.sandboxes.local else NoDiscovery()
         self.dockerpods = DockerPods(self)  # pods whose runtime is Docker (the rest: sandboxes)
         # Long-lived workers: each keeps its netlink socket of the fabric between passes.
         self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="netbay-k8s")
@@ -87,6 +111,12 @@ class Controller:
         self.on_ports: Callable[[Mapping[tuple[str, str], dict], Mapping[str, dict]], None] | None = None
 
     # -- what a source calls -----------------------------------------------------------------
+
+    def refuse(self, bodies: Iterable[Mapping[str, Any]]) -> None:
+        """Raise for objects these backends cannot map (a Service needing a load balancer,
+        without one): the manifest source asks before anything is written; the watch
+        source's objects are mapped as far as they can be (such a Service: none)."""
+        services.refuse_without_lbs(self, objects.desired(list(bodies)))
 
     def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
         desired.put(self.store, self.refs.cluster_id, bodies)
@@ -110,6 +140,7 @@ class Controller:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self.dockerpods.close()
+        self.policy.close()   # its spare-group refill finished: nothing half-made at exit
 
     # -- one pass ------------------------------------------------------------------------------
 
@@ -141,15 +172,47 @@ class Controller:
     def _tags(self, what: str) -> list[str]:
         return [self.refs.tag, f"netbay-k8s={what}"]
 
-    def _list(self, collection: str, what: str) -> list[dict[str, Any]]:
-        key = collection.replace("-", "_")
-        return self.api.call("GET", f"{NET}/{collection}", tags=",".join(self._tags(what)))[key]
+    def _list(self, member: str, what: str) -> list[dict[str, Any]]:
+        """What this controller made of ``member`` for ``what``: by its tags, plus what lost
+        them (see :meth:`_untagged`)."""
+        found = self.net.list(member, tags=",".join(self._tags(what)))
+        return found + self._untagged(member, what, {o["id"] for o in found})
+
+    def _untagged(self, member: str, what: str, seen: set[str]) -> list[dict[str, Any]]:
+        """Objects made but not yet tagged: a Neutron that refuses ``tags`` on POST takes them
+        in a second call, and a controller killed between the two leaves an object no tag
+        finds. Its own marks find it — a pod's port by its device id (derived from the
+        cluster and the port's name), a network or subnet by its description — and it is
+        tagged now, so it is adopted (or deleted) like the rest."""
+        if member == "port" and what == "pod":
+            mine = [p for p in self.net.list("port", device_owner=POD_OWNER)
+                    if p["id"] not in seen and "/" in (p.get("name") or "")
+                    and p.get("device_id") == self._device(*p["name"].split("/", 1))]
+        elif member in ("network", "subnet") and what == "network":
+            mine = [o for o in self.net.list(member, description=self._mark()) if o["id"] not in seen]
+        else:
+            return []
+        return [self._tagged(member, obj, self._tags(what)) for obj in mine]
+
+    def _mark(self) -> str:
+        return f"netbay k8s {self.refs.tag}"
 
     def _owned(self, body: dict[str, Any]) -> dict[str, Any]:
         what = body.pop("_what")
         if self.refs.project_id:
             body["project_id"] = self.refs.project_id
         return {**body, "tags": self._tags(what)}
+
+    def _tagged(self, member: str, obj: dict[str, Any], tags: list[str]) -> dict[str, Any]:
+        """A backend that drops tags on create (a Neutron refusing them on POST) gets them
+        set at once: the next pass finds the object by them."""
+        if set(tags) <= set(obj.get("tags") or []):
+            return obj
+        return {**obj, "tags": self.net.set_tags(member, obj["id"], tags)}
+
+    def _make(self, member: str, body: dict[str, Any]) -> dict[str, Any]:
+        owned = self._owned(body)
+        return self._tagged(member, self.net.create(member, owned), owned["tags"])
 
     def segment_of(self, pod: PodWant) -> str:
         """The network a pod's port is on: its namespace's, or its node's."""
@@ -175,23 +238,22 @@ class Controller:
             subnets = {net["id"]: subnet for net, subnet in known.segments.values()}
             attached = {subnet["id"] for _, subnet in known.segments.values()}
         else:
-            nets = {n["name"]: n for n in self._list("networks", "network")}
-            subnets = {s["network_id"]: s for s in self._list("subnets", "network")}
-            attached = {ip["subnet_id"] for p in self.api.call(
-                "GET", f"{NET}/ports", device_id=self.refs.router_id,
-                device_owner="network:router_interface")["ports"] for ip in p["fixed_ips"]}
+            nets = {n["name"]: n for n in self._list("network", "network")}
+            subnets = {s["network_id"]: s for s in self._list("subnet", "network")}
+            attached = {ip["subnet_id"] for p in self.net.list(
+                "port", device_id=self.refs.router_id, device_owner="network:router_interface")
+                for ip in p["fixed_ips"]}
         out = {}
         for name in sorted(self._wanted_segments(want)):
             net = nets.get(name)
             if net is None:
-                net = self.api.call("POST", f"{NET}/networks", {"network": self._owned(
-                    {"name": name, "_what": "network"})})["network"]
+                net = self._make("network", {"name": name, "description": self._mark(), "_what": "network"})
                 report.made.append(f"network {name}")
             subnet = subnets.get(net["id"])
             if subnet is None:
-                subnet = self.api.call("POST", f"{NET}/subnets", {"subnet": self._owned(
-                    {"name": name, "network_id": net["id"], "subnetpool_id": self.refs.pool_id,
-                     "ip_version": 4, "_what": "network"})})["subnet"]
+                subnet = self._make("subnet", {"name": name, "network_id": net["id"], "description": self._mark(),
+                                               "subnetpool_id": self.refs.pool_id, "ip_version": 4,
+                                               "_what": "network"})
                 report.made.append(f"subnet {name} {subnet['cidr']}")
             if subnet["id"] not in attached:
                 self._ensure_interface(subnet)
@@ -199,22 +261,21 @@ class Controller:
         return out
 
     def _ensure_interface(self, subnet: dict[str, Any]) -> None:
-        self.api.call("PUT", f"{NET}/routers/{self.refs.router_id}/add_router_interface", {"subnet_id": subnet["id"]})
+        self.net.add_router_interface(self.refs.router_id, subnet_id=subnet["id"])
 
     def _sweep_segments(self, segments: Mapping[str, Any], report: Report, known: Known | None) -> None:
         wanted = {net["id"] for net, _ in segments.values()}
         nets = [net for net, _ in known.segments.values()] if known is not None \
-            else self._list("networks", "network")
+            else self._list("network", "network")
         for net in nets:
             if net["id"] in wanted:
                 continue
-            for subnet in self.api.call("GET", f"{NET}/subnets", network_id=net["id"])["subnets"]:
-                self.api.gone_ok("PUT", f"{NET}/routers/{self.refs.router_id}/remove_router_interface",
-                                 {"subnet_id": subnet["id"]})
-            for port in self.api.call("GET", f"{NET}/ports", network_id=net["id"],
-                                      device_owner=POD_OWNER)["ports"]:
+            for subnet in self.net.list("subnet", network_id=net["id"]):
+                gone_ok(lambda subnet=subnet: self.net.remove_router_interface(self.refs.router_id,
+                                                                               subnet_id=subnet["id"]))
+            for port in self.net.list("port", network_id=net["id"], device_owner=POD_OWNER):
                 self._drop_port(port)
-            self.api.gone_ok("DELETE", f"{NET}/networks/{net['id']}")
+            gone_ok(lambda net=net: self.net.delete("network", net["id"]))
             report.deleted.append(f"network {net['name']}")
 
     # -- pods → ports + sandboxes --------------------------------------------------------------
@@ -223,7 +284,7 @@ class Controller:
               known: Known | None) -> dict[tuple[str, str], dict[str, Any]]:
         """(ns, pod) → its port, plugged; ports nothing wants are deleted. Missing ports
         are made bound in one bulk create; sandboxes are plugged in parallel."""
-        have = dict(known.ports) if known is not None else {p["name"]: p for p in self._list("ports", "pod")}
+        have = dict(known.ports) if known is not None else {p["name"]: p for p in self._list("port", "pod")}
         out: dict[tuple[str, str], dict[str, Any]] = {}
         missing = []
         for (ns, name), pod in sorted(want.pods.items()):
@@ -234,19 +295,21 @@ class Controller:
                 port = None
             if port is None:
                 # Made bound (device id and host): the agent adopts the fabric end once
-                # the sandbox is plugged — one API call per pod.
+                # the sandbox is plugged — one API call per pod. Bound to this host where
+                # the pod runtime is local, else to the pod's node (kuryr's binding).
                 missing.append(((ns, name), self._owned({
                     "name": f"{ns}/{name}", "network_id": net["id"], "device_owner": POD_OWNER,
-                    "device_id": self._device(ns, name), "binding:host_id": self.host,
+                    "device_id": self._device(ns, name),
+                    "binding:host_id": self.host if self.sandboxes.local else self.node_of(pod),
                     "security_groups": [self.refs.pod_sg_id],
                     "description": f"node={self.node_of(pod)}", "_what": "pod"})))
             else:
                 out[(ns, name)] = port
         for i in range(0, len(missing), BULK):
             chunk = missing[i:i + BULK]
-            made = self.api.call("POST", f"{NET}/ports", {"ports": [body for _, body in chunk]})["ports"]
-            for (key, _), port in zip(chunk, made):
-                out[key] = port
+            made = bulk.create_many(self.net, "port", [body for _, body in chunk])
+            for (key, body), port in zip(chunk, made):
+                out[key] = port = self._tagged("port", port, body["tags"])
                 report.made.append(f"pod {port['name']} {port['fixed_ips'][0]['ip_address']}")
         subnets = {net["id"]: (net, subnet) for net, subnet in segments.values()}
         # A port the last complete pass of this process realized is taken as plugged
@@ -279,8 +342,7 @@ class Controller:
                 self.sandboxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500)))
             if port.get("device_id"):
                 return port
-            return self.api.call("PUT", f"{NET}/ports/{port['id']}",
-                                 {"port": {"device_id": self._device(*key)}})["port"]
+            return self.net.update("port", port["id"], {"device_id": self._device(*key)})
         finally:
             release(self.sandboxes.ns(port["id"]))  # a pool thread's socket of that namespace
 
@@ -288,13 +350,13 @@ class Controller:
         return str(uuid.uuid5(POD_NS, f"{self.refs.cluster_id}/{ns}/{name}"))
 
     def _drop_port(self, port: dict[str, Any]) -> None:
-        self.api.gone_ok("DELETE", f"{NET}/ports/{port['id']}")
+        gone_ok(lambda: self.net.delete("port", port["id"]))
         self.sandboxes.unplug(port["id"])
 
     def _sweep_sandboxes(self, ports: Mapping[Any, dict[str, Any]], report: Report) -> None:
         """Pod namespaces whose port is gone (a crash between the two deletes)."""
         if self.sandboxes.existing() - {p["id"] for p in ports.values()}:
-            report.deleted += [f"sandbox {p}" for p in sweep_orphans(self.api, self.sandboxes)]
+            report.deleted += [f"sandbox {p}" for p in sweep_orphans(self.net, self.sandboxes)]
 
     # -- NetworkPolicy → the policy hook -------------------------------------------------------
 

@@ -338,7 +338,7 @@ class DockerPods:
         return app_image
 
 
-def sweep_orphans(api: Any, client: Any) -> list[str]:
+def sweep_orphans(net: Any, client: Any) -> list[str]:
     """Remove the Docker-runtime pods' containers on this Docker whose port no longer
     exists (a cluster deleted with its pods). Returns the pods, as ``ns/name``."""
     from docker.errors import NotFound
@@ -346,7 +346,7 @@ def sweep_orphans(api: Any, client: Any) -> list[str]:
     found = client.api.containers(all=True, filters={"label": PORT})
     if not found:
         return []
-    live = {p["id"] for p in api.call("GET", "/network/v2.0/ports", device_owner="compute:kuryr")["ports"]}
+    live = {p["id"] for p in net.list("port", device_owner="compute:kuryr")}  # a NetworkBackend
     gone = []
     for c in found:
         labels = c.get("Labels") or {}

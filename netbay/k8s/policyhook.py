@@ -10,17 +10,20 @@ log = logging.getLogger(__name__)
 
 
 class PolicyHook:
-    def __init__(self, api: Any, cluster_id: str) -> None:
+    def __init__(self, net: Any, cluster_id: str) -> None:   # a NetworkBackend
         try:
             from netbay.k8s import policy
         except ImportError:
             self.policy, self.engine = None, None
             return
         self.policy = policy
-        self.engine = policy.PolicyEngine(api, tag=f"k8s-policy:{cluster_id}")
+        tag = f"k8s-policy:{cluster_id}"
+        self.engine = policy.PolicyEngine(net, tag=tag)
         # Until a cluster has a NetworkPolicy, every pod is open (the cluster's default-allow
         # group) and the engine makes nothing: its groups would only cost security-group quota.
-        self.engaged = False
+        # Groups an earlier process made (it died, or its policies went meanwhile) engage it
+        # at once: the first pass adopts them and deletes what nothing wants.
+        self.engaged = bool(net.list("security_group", tags=tag))
 
     @property
     def active(self) -> bool:

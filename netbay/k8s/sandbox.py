@@ -39,6 +39,8 @@ class PodPort:
 class PodSandboxes:
     """Makes and removes pod namespaces (``<prefix>k-<port id>``) on this host."""
 
+    local = True   # pods live on this host (their ports are bound to it)
+
     def __init__(self, names: Names) -> None:
         self.names = names
         self.fabric = Fabric(names)
@@ -112,13 +114,13 @@ def pod_port(port: dict, subnet: dict, mtu: int = 1500) -> PodPort:
                    subnet.get("gateway_ip"), mtu)
 
 
-def sweep_orphans(api, sandboxes: PodSandboxes) -> list[str]:  # noqa: ANN001 - netbay.coe.executor.Api
+def sweep_orphans(net, sandboxes: PodSandboxes) -> list[str]:  # noqa: ANN001 - a NetworkBackend
     """Delete the pod namespaces on this host whose port no longer exists (a cluster
     deleted with its pods, whose ports the cluster's sweep took). Returns the port ids."""
     stray = sandboxes.existing()
     if not stray:
         return []
-    live = {p["id"] for p in api.call("GET", "/network/v2.0/ports", device_owner="compute:kuryr")["ports"]}
+    live = {p["id"] for p in net.list("port", device_owner="compute:kuryr")}
     gone = sorted(stray - live)
     for port_id in gone:
         sandboxes.unplug(port_id)

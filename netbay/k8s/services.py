@@ -8,19 +8,47 @@ afterwards membership changes are one batch member update per pool (Octavia's
 balancer (its description records the ports it was made for). Headless Services get
 none. Members of a Service with a selector are its ready pods (a port plugged into
 its sandbox); of one without, the addresses of its Endpoints.
+
+Load balancers go through the load-balancer seam (``ctrl.lbs``: kinds, inner Octavia
+objects), floating IPs through the network seam (``ctrl.net``); a controller with no
+load-balancer backend (a cloud without Octavia) refuses Services that need one, by
+name, before anything is made (:func:`refuse_without_lbs`).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from netbay.coe.executor import LB, NET, ApiError
+from netbay.coe.handlers.base import gone_ok
+from netbay.errors import NetbayError
 from netbay.k8s.objects import Desired, ServicePort, ServiceWant, selects
+
+log = logging.getLogger(__name__)
 
 PROVIDER = "nftables"
 SETTLE = 10.0  # seconds a batch update waits for the load balancer to leave PENDING_*
+NO_LOAD_BALANCERS = ("needs a load balancer, and this controller has no load-balancer backend "
+                     "(the cloud's Octavia is not driven): only headless Services can be mapped here")
+
+
+class NoLoadBalancers(ValueError):
+    """Services that need a load balancer, on a controller without a load-balancer backend."""
+
+
+def needs_lb(svc: ServiceWant) -> bool:
+    return not svc.headless and bool(svc.ports)
+
+
+def refuse_without_lbs(ctrl: Any, want: Desired) -> None:
+    """Name the Services a controller without load balancers cannot map (before any change)."""
+    if ctrl.lbs is not None:
+        return
+    refused = sorted(f"{ns}/{name}" for (ns, name), svc in want.services.items() if needs_lb(svc))
+    if refused:
+        raise NoLoadBalancers(f"Service {', '.join(refused)} {NO_LOAD_BALANCERS}")
 
 
 def signature(svc: ServiceWant) -> str:
@@ -55,18 +83,21 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
              known: Any = None) -> tuple[dict[tuple[str, str], str], dict[str, dict], dict[str, dict]]:
     """Make, update and delete load balancers and floating IPs. Returns (ns, svc) →
     cluster IP, and the load balancers and floating IPs kept, by name."""
-    api = ctrl.api
+    net = ctrl.net
     if known is not None:
         have, fips = dict(known.lbs), dict(known.fips)
     else:
-        tags = ",".join(ctrl._tags("service"))
-        have = {lb["name"]: lb for lb in api.call("GET", f"{LB}/loadbalancers", tags=tags)["loadbalancers"]}
-        fips = {f["description"]: f for f in ctrl._list("floatingips", "service")}
+        have = {lb["name"]: lb for lb in ctrl.lbs.list("loadbalancer", tags=ctrl._tags("service"))} \
+            if ctrl.lbs is not None else {}
+        fips = {f["description"]: f for f in ctrl._list("floatingip", "service")}
     vips: dict[tuple[str, str], str] = {}
     kept_lbs: dict[str, dict] = {}
     kept_fips: dict[str, dict] = {}
     for key, svc in sorted(want.services.items()):
-        if svc.headless or not svc.ports:
+        if not needs_lb(svc):
+            continue
+        if ctrl.lbs is None:   # the manifest source refused it; the watch source's is set aside
+            log.info("k8s: Service %s/%s %s", svc.namespace, svc.name, NO_LOAD_BALANCERS)
             continue
         name = f"{svc.namespace}/{svc.name}"
         lb = have.pop(name, None)
@@ -84,20 +115,20 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
         wanted_labels = [f"{name} {address or 'pool'}" for address in _external_addresses(svc)]
         for label in [k for k in fips if k.startswith(f"{name} ") and k not in wanted_labels]:
             stale = fips.pop(label)   # before a new one: the VIP takes one floating IP
-            api.gone_ok("DELETE", f"{NET}/floatingips/{stale['id']}")
+            gone_ok(lambda stale=stale: net.delete("floatingip", stale["id"]))
             report.deleted.append(f"floating IP {stale['floating_ip_address']}")
         for address, label in zip(_external_addresses(svc), wanted_labels):
             fip = fips.pop(label, None)
             if fip is None:
-                body = ctrl._owned({"floating_network_id": ctrl.refs.external_network_id, "_what": "service",
-                                    "port_id": lb["vip_port_id"], "description": label})
+                body = {"floating_network_id": ctrl.refs.external_network_id, "_what": "service",
+                        "port_id": lb["vip_port_id"], "description": label}
                 if address:
                     body["floating_ip_address"] = address
-                fip = api.call("POST", f"{NET}/floatingips", {"floatingip": body})["floatingip"]
+                fip = ctrl._make("floatingip", body)
                 report.made.append(f"floating IP {fip['floating_ip_address']} -> {name}")
             kept_fips[label] = fip
     for fip in fips.values():
-        api.gone_ok("DELETE", f"{NET}/floatingips/{fip['id']}")
+        gone_ok(lambda fip=fip: net.delete("floatingip", fip["id"]))
         report.deleted.append(f"floating IP {fip['floating_ip_address']}")
     for lb in have.values():
         _delete_lb(ctrl, lb, {})
@@ -124,17 +155,17 @@ def _create(ctrl: Any, svc: ServiceWant, want: Desired, ports: Mapping[tuple[str
                         "provider": PROVIDER, "listeners": listeners, "_what": "service"})
     if svc.cluster_ip:
         body["vip_address"] = svc.cluster_ip
-    return ctrl.api.call("POST", f"{LB}/loadbalancers", {"loadbalancer": body})["loadbalancer"]
+    return ctrl.lbs.create("loadbalancer", body)
 
 
 def _update_members(ctrl: Any, lb: dict[str, Any], svc: ServiceWant, want: Desired,
                     ports: Mapping[tuple[str, str], dict]) -> None:
-    api = ctrl.api
+    lbs = ctrl.lbs
     by_port = {(p.protocol, p.port): p for p in svc.ports}
     for ref in lb.get("listeners") or []:
         known = ctrl.listeners.get(ref["id"])
         if known is None:
-            listener = api.call("GET", f"{LB}/listeners/{ref['id']}")["listener"]
+            listener = lbs.show("listener", ref["id"])
             known = ctrl.listeners[ref["id"]] = (listener["protocol"], listener["protocol_port"],
                                                  listener.get("default_pool_id") or "")
         protocol, port, pool = known
@@ -145,28 +176,28 @@ def _update_members(ctrl: Any, lb: dict[str, Any], svc: ServiceWant, want: Desir
         key = [(m["address"], m["protocol_port"]) for m in wanted]
         if pool not in ctrl.members:
             ctrl.members[pool] = sorted((m["address"], m["protocol_port"])
-                                        for m in api.call("GET", f"{LB}/pools/{pool}/members")["members"])
+                                        for m in lbs.list("member", parent=pool))
         if ctrl.members[pool] == key:
             continue
         ctrl.members.pop(pool, None)  # unknown until the batch succeeds
-        _settled(api, lb["id"], lambda: api.call("PUT", f"{LB}/pools/{pool}/members", {"members": wanted}))
+        _settled(lambda pool=pool, wanted=wanted: lbs.replace_members(pool, wanted))
         ctrl.members[pool] = key
 
 
-def _settled(api: Any, lb_id: str, change: Any) -> Any:
+def _settled(change: Any) -> Any:
     """``change`` once the load balancer accepts it (409 while PENDING_*), bounded."""
     deadline = time.monotonic() + SETTLE
     while True:
         try:
             return change()
-        except ApiError as exc:
+        except NetbayError as exc:
             if exc.status != 409 or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
 
 
 def _delete_lb(ctrl: Any, lb: dict[str, Any], fips: dict[str, dict[str, Any]]) -> None:
-    api = ctrl.api
     for label in [k for k in fips if k.startswith(f"{lb['name']} ")]:
-        api.gone_ok("DELETE", f"{NET}/floatingips/{fips.pop(label)['id']}")
-    _settled(api, lb["id"], lambda: api.gone_ok("DELETE", f"{LB}/loadbalancers/{lb['id']}", cascade="true"))
+        fip_id = fips.pop(label)["id"]
+        gone_ok(lambda fip_id=fip_id: ctrl.net.delete("floatingip", fip_id))
+    _settled(lambda: gone_ok(lambda: ctrl.lbs.delete("loadbalancer", lb["id"], cascade=True)))

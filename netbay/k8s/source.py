@@ -31,6 +31,9 @@ class ManifestSource:
         self.bodies = objects.load_paths(paths)
 
     def apply(self, sink: Sink) -> Any:
+        refuse = getattr(sink, "refuse", None)   # what the sink's backends cannot map: before any change
+        if callable(refuse):
+            refuse(self.bodies)
         return sink.apply(self.bodies)
 
     def delete(self, sink: Sink) -> Any:

@@ -108,7 +108,7 @@ def build(tmp: Path) -> Iterator[Lab]:
         finally:
             for s in lab.servers:
                 s.close()
-            lab.engine.groups.api.close()
+            lab.engine.groups.net.api.close()
 
 
 # --- probing ---------------------------------------------------------------------------

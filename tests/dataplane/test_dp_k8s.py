@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from netbay.backends.http import HttpBackend
 from netbay.coe.executor import LB, NET
 from netbay.dataplane import netns
 from netbay.k8s.controller import Controller
@@ -315,8 +316,8 @@ def test_kuryr_cluster_gets_and_loses_its_resources(cloud: Cloud) -> None:
             assert api.call("GET", f"{NET}/{collection}", tags=tag)[key] == [], collection
         assert api.call("GET", f"{LB}/loadbalancers", tags=tag)["loadbalancers"] == []
         # The pods' namespaces on this host lost their ports: the host sweep takes them.
-        assert len(sweep_orphans(api, PodSandboxes(cloud.names))) == 4
-        assert len(sweep_resolvers(api, PodSandboxes(cloud.names))) == 1   # the cluster's DNS
+        assert len(sweep_orphans(HttpBackend(api), PodSandboxes(cloud.names))) == 4
+        assert len(sweep_resolvers(HttpBackend(api), PodSandboxes(cloud.names))) == 1   # the cluster's DNS
         assert not [n for n in netns.list(f"{cloud.names.prefix}k-")]
 
 

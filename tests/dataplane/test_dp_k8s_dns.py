@@ -229,8 +229,8 @@ def test_cluster_delete_then_sweep_leaves_no_resolver(cloud: Cloud) -> None:
             assert r.status_code == 204, r.text
             wait_cluster(ci(cloud), cid, ("GONE",))
             assert pid in resolver_pids(cloud.names.prefix)   # the cluster's delete left it running ...
-            assert sweep_orphans(c.api, c.sandboxes) == [port_id]
+            assert sweep_orphans(c.net, c.sandboxes) == [port_id]
             assert not netns.exists(ns) and pid not in resolver_pids(cloud.names.prefix)   # ... the sweep did not
             assert not (state_root(cloud.names.prefix) / port_id).exists()
         finally:
-            sweep_pods(c.api, c.sandboxes)
+            sweep_pods(c.net, c.sandboxes)

@@ -311,7 +311,7 @@ def test_sigkill_mid_apply_then_resync_adopts_and_leaves_nothing_over(
     # The host sweep (``netbay k8s sweep``): containers whose port is gone, not the others.
     daemon.client.containers.create(dk.IMAGE, ["sleep", "600"], labels={
         CLUSTER: "another", POD: "x/y", PORT: "1" * 32, ROLE: "sandbox"})
-    assert sweep_orphans(ctrl.api, daemon.client) == ["x/y"]
+    assert sweep_orphans(ctrl.net, daemon.client) == ["x/y"]
     assert containers(daemon) == {p: ["app", "sandbox"] for p in want}
     ctrl.delete(keys_of(text))
     assert containers(daemon) == {} and not ctrl.sandboxes.existing()

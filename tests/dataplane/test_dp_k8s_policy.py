@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from lightkube import codecs
 
+from netbay.backends.batch import has_batch
 from netbay.k8s.policy import Namespace, PolicyEngine, Service, ServicePort, load_policies
 from netbay.k8s.policy.neutron import group_name
 
@@ -285,7 +286,7 @@ def test_namespace_label_change(lab: Lab, np: Any) -> None:
     calls = lab.engine.on_namespace(Namespace("z", {"ns": "y"}))
     # z's three ports join the peer group, in one batch (one transaction); no rule changes
     assert calls == 1 and lab.engine.desired.groups == rules
-    assert lab.engine.groups._batch, "the embedded network API takes batches"
+    assert has_batch(lab.engine.groups.net), "the embedded network API takes batches"
     check(lab, only_from("x/a", lambda s, *_: ns_of(s) in ("y", "z")))
 
 
@@ -342,7 +343,7 @@ def test_restart_adopts_what_exists_and_deletes_what_nothing_wants(lab: Lab, np:
     cluster = lab.cluster()
     cluster.policies = dict(lab.engine.cluster.policies)
     lab.engine.close()  # (waits for its spare-group thread)
-    fresh = PolicyEngine(lab.engine.groups.api, tag=tag)  # a new process: knows nothing
+    fresh = PolicyEngine(lab.engine.groups.net, tag=tag)  # a new process: knows nothing
     fresh.sync(cluster)
     lab.engine = fresh
     assert fresh.groups.ids == before, "the groups made before the restart are adopted, not re-made"
@@ -367,7 +368,7 @@ def test_restart_before_a_taken_spare_is_named(lab: Lab, np: Any) -> None:
     assert shown["name"] == "k8s-np-spare" and not shown["security_group_rules"]
     cluster = lab.cluster()
     cluster.policies = dict(lab.engine.cluster.policies)
-    fresh = PolicyEngine(groups.api, tag=groups.tag)
+    fresh = PolicyEngine(groups.net, tag=groups.tag)
     fresh.sync(cluster)
     lab.engine = fresh
     fresh.wait_spares()

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from netbay.coe.executor import NET, ApiError
+from netbay.coe.handlers.base import gone_ok
+from netbay.errors import Conflict
 from netbay.dataplane import netns
 from netbay.dataplane.fabric import KURYR_POD
 from netbay.dataplane.garp import announce
@@ -139,7 +140,7 @@ class ClusterResolver:
     """Keeps one cluster's resolver: ``ensure`` (every pass), ``publish``, ``remove``."""
 
     def __init__(self, ctrl: Any) -> None:  # netbay.k8s.controller.Controller (no import: no cycle)
-        self.api, self.refs = ctrl.api, ctrl.refs
+        self.net, self.refs = ctrl.net, ctrl.refs
         self.boxes = ResolverBoxes(ctrl.sandboxes)
         self.root = state_root(ctrl.names.prefix)
         self.port: dict[str, Any] | None = None
@@ -155,10 +156,10 @@ class ClusterResolver:
         return [self.refs.tag, "netbay-k8s=dns"]
 
     def _find(self) -> dict[str, Any] | None:
-        found = self.api.call("GET", f"{NET}/ports", tags=",".join(self._tags()))["ports"]
+        found = self.net.list("port", tags=",".join(self._tags()))
         for extra in found[1:]:    # two controllers' race: keep one
             Process(self.root, extra["id"], self.boxes.ns(extra["id"])).remove()
-            self.api.gone_ok("DELETE", f"{NET}/ports/{extra['id']}")
+            gone_ok(lambda extra=extra: self.net.delete("port", extra["id"]))
             self.boxes.unplug(extra["id"])
         return found[0] if found else None
 
@@ -179,14 +180,14 @@ class ClusterResolver:
         try:
             if not self.boxes.plugged(port["id"]):
                 self.process.stop()   # its sockets were in the namespace that is gone
-                net = self.api.call("GET", f"{NET}/networks/{port['network_id']}")["network"]
+                net = self.net.show("network", port["network_id"])
                 self.boxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500)))
                 fresh = True
         finally:
             release(ns)
         if not port.get("device_id"):
-            self.port = port = self.api.call("PUT", f"{NET}/ports/{port['id']}", {"port": {
-                "device_id": f"netbay-k8s-dns-{self.refs.cluster_id}"}})["port"]
+            self.port = port = self.net.update("port", port["id"], {
+                "device_id": f"netbay-k8s-dns-{self.refs.cluster_id}"})
         if fresh:   # the address is the same in every cluster: the router may know an old MAC
             with contextlib.suppress(OSError):
                 announce(ns, "eth0", port["mac_address"], self.address)
@@ -205,12 +206,10 @@ class ClusterResolver:
         if self.refs.project_id:
             body["project_id"] = self.refs.project_id
         try:
-            return self.api.call("POST", f"{NET}/ports", {"port": body})["port"]
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
+            return self.net.create("port", body)
+        except Conflict:
             body["fixed_ips"] = [{"subnet_id": subnet["id"]}]   # a cluster IP holds the 10th
-            return self.api.call("POST", f"{NET}/ports", {"port": body})["port"]
+            return self.net.create("port", body)
 
     def publish(self, records: dict[str, Any]) -> None:
         """Write the records the server answers from (only when they changed)."""
@@ -235,12 +234,12 @@ class ClusterResolver:
         if port is None:
             return
         (self.process or Process(self.root, port["id"], self.boxes.ns(port["id"]))).remove()
-        self.api.gone_ok("DELETE", f"{NET}/ports/{port['id']}")
+        gone_ok(lambda: self.net.delete("port", port["id"]))
         self.boxes.unplug(port["id"])
         self.port, self.process, self._written = None, None, None
 
 
-def sweep_orphans(api: Any, pods: PodSandboxes) -> list[str]:
+def sweep_orphans(net: Any, pods: PodSandboxes) -> list[str]:   # net: a NetworkBackend
     """Resolvers on this host whose port is gone (their cluster was deleted): their
     process, namespace and files. Returns the port ids."""
     boxes = ResolverBoxes(pods)
@@ -248,7 +247,7 @@ def sweep_orphans(api: Any, pods: PodSandboxes) -> list[str]:
                                 if state_root(pods.names.prefix).is_dir() else set())
     if not stray:
         return []
-    live = {p["id"] for p in api.call("GET", f"{NET}/ports", device_owner=KURYR_POD)["ports"]}
+    live = {p["id"] for p in net.list("port", device_owner=KURYR_POD)}
     gone = sorted(stray - live)
     for port_id in gone:
         Process(state_root(pods.names.prefix), port_id, boxes.ns(port_id)).remove()

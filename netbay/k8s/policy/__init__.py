@@ -5,7 +5,7 @@ namespace is a network::
 
     from netbay.k8s.policy import PolicyEngine, Cluster, Namespace, Pod, ContainerPort, Service
 
-    engine = PolicyEngine(api, tag=f"k8s-policy:{cluster_id}")   # api: netbay.coe.executor.Api
+    engine = PolicyEngine(net, tag=f"k8s-policy:{cluster_id}")   # a netbay.backends.NetworkBackend
     engine.sync(Cluster.of(namespaces, pods, policies, services, nodes=["10.0.0.5/32"]))
     engine.on_pod(Pod("x", "a", port_id, "10.1.0.5", {"pod": "a"},
                       (ContainerPort("serve-80-tcp", 80, "TCP"),)))      # add or label change

@@ -21,7 +21,9 @@ from typing import Any
 
 from lightkube.models.networking_v1 import NetworkPolicy
 
-from netbay.coe.executor import Api
+from netbay.backends import NetworkBackend
+from netbay.backends.apiclient import Api
+from netbay.backends.http import HttpBackend
 from netbay.k8s.policy.model import Cluster, Namespace, Pod, Service, policy_key
 from netbay.k8s.policy.neutron import Groups
 from netbay.k8s.policy.translate import Desired, relabel, repolicy, translate
@@ -34,11 +36,12 @@ REFILL_DELAY = 0.05  # seconds: about a change's enforcement, so the refill does
 class PolicyEngine:
     """NetworkPolicy with Kubernetes semantics on netbay security groups.
 
-    ``api`` is a :class:`netbay.coe.executor.Api` for the network service; ``tag``
+    ``net`` is the ``NetworkBackend`` the groups are made in (an ``Api`` of netbay's
+    own: its network service over HTTP); ``tag``
     marks this cluster's groups (one engine per cluster)."""
 
-    def __init__(self, api: Api, tag: str = "k8s-policy", spares: int = 4) -> None:
-        self.groups = Groups(api, tag, spares)
+    def __init__(self, net: NetworkBackend | Api, tag: str = "k8s-policy", spares: int = 4) -> None:
+        self.groups = Groups(HttpBackend(net) if isinstance(net, Api) else net, tag, spares)
         self.cluster = Cluster()
         self.desired: Desired | None = None
         self.last: dict[str, Any] = {}

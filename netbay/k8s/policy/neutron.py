@@ -7,9 +7,10 @@ per port it selects. Groups carry a tag and are named after their key's hash, so
 :meth:`adopt` finds them again after a restart, and what nothing wants any more is
 deleted.
 
-A change goes to netbay's network API as ONE batch (``POST /v2.0/batch``: one
-transaction, so one commit and one wake-up of the dataplane agent, all or nothing);
-a service without it gets the same calls one by one. A new Neutron group comes with
+A change goes to the network backend as ONE batch (:mod:`netbay.backends.batch`:
+netbay's ``POST /v2.0/batch`` — one transaction, so one commit and one wake-up of the
+dataplane agent, all or nothing — or, on a backend without one, the same calls in
+order, undone on a refusal); a refused batch is retried one call at a time. A new Neutron group comes with
 two allow-all egress rules that must go before any port joins it, so a few empty
 groups are kept ready (``SPARE``, refilled after each change, kuryr's port-pool idea
 applied to groups): taking one costs no call; it is named after its key by the
@@ -25,12 +26,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from netbay.coe.executor import Api, ApiError
+from netbay.backends import NetworkBackend
+from netbay.backends import batch as batches
+from netbay.coe.handlers.base import gone_ok
+from netbay.errors import NetbayError as ApiError
 from netbay.k8s.policy.translate import Desired, Rule
 
 log = logging.getLogger(__name__)
 
-NET = "/network/v2.0"
 SPARE = "k8s-np-spare"
 
 
@@ -66,8 +69,8 @@ class _Op:
 class Groups:
     """The security groups and port memberships of one cluster's policies."""
 
-    def __init__(self, api: Api, tag: str, spares: int = 4) -> None:
-        self.api = api
+    def __init__(self, net: NetworkBackend, tag: str, spares: int = 4) -> None:
+        self.net = net
         self.tag = tag
         self.want_spares = spares
         self.spares: list[str] = []
@@ -77,7 +80,6 @@ class Groups:
         self.ids: dict[str, str] = {}                 # key -> group id
         self.rules: dict[str, dict[Rule, str]] = {}   # key -> rule -> rule id
         self.ports: dict[str, tuple[str, tuple[str, ...]]] = {}  # pod key -> (port id, group ids)
-        self._batch: bool | None = None  # whether the service takes a batch (asked once)
         self._unnamed: dict[str, str] = {}  # spares taken, not named yet: group id -> key
 
     # -- restart ---------------------------------------------------------------------
@@ -89,12 +91,11 @@ class Groups:
         self.rules.clear()
         self.ports.clear()
         self._members.clear()
-        found = self.api.call("GET", f"{NET}/security-groups", tags=self.tag)["security_groups"]
+        found = self.net.list("security_group", tags=self.tag)
         stale = []
         empty = [g["id"] for g in found if g["name"] == SPARE and not g.get("security_group_rules")]
         # a spare some port is in was taken by a change, and the engine stopped before naming it
-        used = {gid for p in (self.api.call("GET", f"{NET}/ports", security_groups=empty,
-                                            fields="security_groups")["ports"] if empty else ())
+        used = {gid for p in (self.net.list("port", security_groups=empty) if empty else ())
                 for gid in p["security_groups"]}
         self.spares = [gid for gid in empty if gid not in used]
         self._unnamed.clear()
@@ -200,34 +201,24 @@ class Groups:
         gone, a group still on a port the engine does not know). Returns the calls."""
         if not ops:
             return 0
-        if len(ops) > 1 and self._batch_ok():
+        if len(ops) > 1:
             try:
-                done = self.api.call("POST", f"{NET}/batch", {"batch": [op.wire() for op in ops]})["batch"]
+                done = batches.run(self.net, [op.wire() for op in ops])
             except ApiError as exc:
                 log.info("k8s policy: batch of %d refused (%s); one call each", len(ops), exc.message)
             else:
                 for op, result in zip(ops, done):
                     op.done(result)
-                return 1
+                return 1 if batches.has_batch(self.net) else len(ops)
         for op in ops:
             op.done(op.alone() if op.alone is not None else self._alone(op))
-        return len(ops) + (len(ops) > 1 and bool(self._batch))
+        return len(ops) + (len(ops) > 1)
 
     def _alone(self, op: _Op) -> Any:
-        body = op.body() if op.body is not None else None
+        wire = op.wire()
         if op.missing_ok:
-            return self.api.gone_ok(op.method, f"{NET}/{op.path}", body)
-        return self.api.call(op.method, f"{NET}/{op.path}", body)
-
-    def _batch_ok(self) -> bool:
-        """Whether the service takes ``POST /v2.0/batch`` (netbay's, not Neutron's)."""
-        if self._batch is None:
-            try:
-                self.api.call("GET", f"{NET}/extensions/netbay-batch")
-                self._batch = True
-            except ApiError:
-                self._batch = False
-        return self._batch
+            return gone_ok(lambda: batches.run_one(self.net, wire))
+        return batches.run_one(self.net, wire)
 
     def _new_group(self, key: str, ops: list[_Op]) -> int:
         """A group for ``key``: a spare (no call: it is named after the change, by
@@ -246,8 +237,7 @@ class Groups:
     def _create_group(self, key: str, body: dict[str, Any]) -> None:
         """A new group for ``key``; its default egress rules are in ``self.rules``, so
         the next :meth:`apply` removes them before any port joins."""
-        g = self.api.call("POST", f"{NET}/security-groups", {"security_group": {**body, "tags": [self.tag]}})
-        g = g["security_group"]
+        g = self._tagged(self.net.create("security_group", {**body, "tags": [self.tag]}))
         self.ids[key] = g["id"]
         self.rules[key] = {self._rule(r): r["id"] for r in g.get("security_group_rules") or []}
 
@@ -274,8 +264,7 @@ class Groups:
             missing = max(0, self.want_spares - len(self.spares))
         for _ in range(missing):
             try:
-                g = self.api.call("POST", f"{NET}/security-groups", {"security_group": {
-                    "name": SPARE, "tags": [self.tag]}})["security_group"]
+                g = self._tagged(self.net.create("security_group", {"name": SPARE, "tags": [self.tag]}))
             except ApiError as exc:  # best effort: a full quota only means no spares
                 log.warning("k8s policy: no spare security group: %s", exc.message)
                 return calls
@@ -288,28 +277,35 @@ class Groups:
     def _name(self, gid: str, key: str) -> None:
         """A taken spare named after its key (gone already: its policy went meanwhile)."""
         try:
-            self.api.call("PUT", f"{NET}/security-groups/{gid}", {"security_group": _naming(key)})
+            self.net.update("security_group", gid, _naming(key))
         except ApiError as exc:
             if exc.status != 404:
                 raise
 
     def _delete_group(self, gid: str) -> None:
         try:
-            self.api.gone_ok("DELETE", f"{NET}/security-groups/{gid}")
+            gone_ok(lambda: self.net.delete("security_group", gid))
         except ApiError as exc:
             if exc.status != 409:
                 raise
             # still on a port that left the cluster's view: take it off, then retry once
-            for p in self.api.call("GET", f"{NET}/ports", security_groups=gid)["ports"]:
+            for p in self.net.list("port", security_groups=gid):
                 left = [g for g in p["security_groups"] if g != gid]
-                self.api.call("PUT", f"{NET}/ports/{p['id']}", {"port": {"security_groups": left}})
-            self.api.gone_ok("DELETE", f"{NET}/security-groups/{gid}")
+                self.net.update("port", p["id"], {"security_groups": left})
+            gone_ok(lambda: self.net.delete("security_group", gid))
+
+    def _tagged(self, g: dict[str, Any]) -> dict[str, Any]:
+        """A group whose backend dropped its tag on create (Neutron refuses ``tags`` on a
+        group's POST) gets it at once: :meth:`adopt` finds groups by it."""
+        if self.tag not in (g.get("tags") or []):
+            g = {**g, "tags": self.net.set_tags("security_group", g["id"], [self.tag])}
+        return g
 
     def _current_ports(self, port_ids: Mapping[str, str]) -> dict[str, list[str]]:
         out = {}
         for port_id in port_ids.values():
             try:
-                out[port_id] = self.api.call("GET", f"{NET}/ports/{port_id}")["port"]["security_groups"]
+                out[port_id] = self.net.show("port", port_id)["security_groups"]
             except ApiError as exc:
                 if exc.status != 404:
                     raise
@@ -330,7 +326,7 @@ class Groups:
         """Every group this engine made (ports first leave them)."""
         for pod, (port_id, _groups) in list(self.ports.items()):
             try:
-                self.api.call("PUT", f"{NET}/ports/{port_id}", {"port": {"security_groups": []}})
+                self.net.update("port", port_id, {"security_groups": []})
             except ApiError as exc:
                 if exc.status != 404:
                     raise
