@@ -46,7 +46,8 @@ def _age(obj: dict[str, Any], key: str = "updated_at") -> float:
 
 
 class Collector:
-    def __init__(self, neutron: Resources, driver: NetworkDriver, grace: float, docker: DockerView | None = None) -> None:
+    def __init__(self, neutron: Resources, driver: NetworkDriver, grace: float,
+                 docker: DockerView | None = None) -> None:
         self.neutron, self.driver, self.grace, self.docker = neutron, driver, grace, docker
         self._suspects: set[str] = set()
 

@@ -27,13 +27,13 @@ from typing import Any, TypeVar
 from netbay.backends.aio import AsyncApi
 from netbay.dataplane import netns
 from netbay.dataplane.names import Names
-from netbay.plugins.libnetwork.clusters import ClusterNetworks, placement
 from netbay.errors import NetbayError, NotFound
+from netbay.plugins.libnetwork.clusters import ClusterNetworks, placement
 from netbay.plugins.libnetwork.directory import (MADE, PENDING, Directory, Endpoint, binding_mark,
                                                  ep_tag, net_tag, pending_pool_tag, pool_tag)
 from netbay.plugins.libnetwork.dockerview import DockerView
-from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.plugins.libnetwork.options import NetworkOptions
+from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.runtime.attach import Attacher, Plug
 
 T = TypeVar("T")
@@ -119,7 +119,7 @@ class NetworkDriver:
             net = await neutron.show("network", pending[0]["network_id"])
         else:
             net = await neutron.create("network", {"name": f"docker-{nid[:12]}",
-                                                "tags": [MADE, net_tag(nid), self.dir.owner]})
+                                                   "tags": [MADE, net_tag(nid), self.dir.owner]})
             undo.append(lambda: neutron.delete("network", net["id"]))
         if MADE not in (net.get("tags") or ()):
             for tag in (net_tag(nid), self.dir.owner):
