@@ -42,6 +42,7 @@ OWNERS = {"embedded": "compute:netbay", "openstack": "kuryr:container"}
 HOST = "docker-host-1"
 MADE, BY = "netbay.docker.made", "netbay.docker.by:"
 BOUND = 30.0
+PLUGIN_DIR = Path("/run/docker/plugins")
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Driver:
     """One plugin process on one backend, and that backend seen through the seam."""
 
     kind: str
+    name: str
     sock: Path
     seam: object
     proc: subprocess.Popen
@@ -99,8 +101,9 @@ def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     work = tmp_path_factory.mktemp(f"docker-{request.param}")
     run = secrets.token_hex(3)
     prefix, name = f"nbt{run}-cd-", f"nbt{run}cd"
+    sock = PLUGIN_DIR / f"{name}.sock"   # where dockerd finds plugins
     args = [sys.executable, "-m", "netbay.cli.main", "libnetwork", "--name", name, "--prefix", prefix,
-            "--plugin-dir", str(work), "--host", HOST, "--orphan-grace", "600"]
+            "--plugin-dir", str(PLUGIN_DIR), "--host", HOST, "--orphan-grace", "600"]
     server = None
     if request.param == "embedded":
         from netbay.agent.api import Credentials
@@ -126,9 +129,9 @@ def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     log = work / "plugin.log"
     proc = subprocess.Popen(args, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     try:
-        _serving(work / f"{name}.sock", proc, log)
+        _serving(sock, proc, log)
         seam.list("security_group")  # the project's default group appears on first use
-        yield Driver(request.param, work / f"{name}.sock", seam, proc, log, cli_env)
+        yield Driver(request.param, name, sock, seam, proc, log, cli_env)
     finally:
         proc.terminate()
         try:
@@ -136,6 +139,7 @@ def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+        sock.unlink(missing_ok=True)
         netns.delete(Names(prefix).fabric)
         assert not netns.list(prefix)
         if conn is not None:
@@ -285,3 +289,49 @@ def test_the_async_face_takes_tags_one_at_a_time_and_completes_a_creates_tags(cl
         asyncio.run(run())
     finally:
         face._pool.shutdown(wait=True)   # the backend is the fixture's: not closed here
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator:
+    """A dockerd of this module's own, off the host's network (:mod:`netbay.runtime.dockerd`)."""
+    from netbay.runtime import dockerd
+
+    if (why := dockerd.available()) is not None:
+        pytest.skip(why)
+    yield from dockerd.running()
+
+
+def test_docker_run_gets_the_backends_port_and_rm_leaves_nothing(driver: Driver, daemon) -> None:  # noqa: ANN001
+    """A real dockerd: ``docker network create -d <driver> --ipam-driver <driver>``, ``docker
+    run``: the container's eth0 has the MAC and address of the port the backend holds (owner
+    and binding as the backend's convention says); ``rm`` and ``network rm`` leave the
+    backend as it was."""
+    from netbay.runtime.dockerd import IMAGE
+
+    before = driver.snapshot()
+    net = f"cd-{driver.kind}"
+    r = daemon.cli("network", "create", "-d", driver.name, "--ipam-driver", driver.name, "--subnet", "10.96.0.0/24",
+                   net)
+    assert r.returncode == 0, r.stderr
+    try:
+        r = daemon.cli("run", "-d", "--name", f"c-{driver.kind}", "--net", net, IMAGE, "sleep", "600")
+        assert r.returncode == 0, r.stderr
+        r = daemon.cli("exec", f"c-{driver.kind}", "sh", "-c", "ip -o link show eth0; ip -o -4 addr show eth0")
+        assert r.returncode == 0, r.stderr
+        mac = r.stdout.split("link/ether", 1)[1].split()[0]
+        addr = r.stdout.split(" inet ", 1)[1].split()[0]
+        ports = driver.seam.list("port", mac_address=mac)
+        assert len(ports) == 1, ports
+        port = ports[0]
+        assert [f["ip_address"] for f in port["fixed_ips"]] == [addr.split("/")[0]] and addr.endswith("/24")
+        assert port["device_owner"] == OWNERS[driver.kind]
+        wait_for(lambda: driver.seam.show("port", port["id"]).get("binding:host_id") == HOST, "the binding")
+        docker_net = json.loads(daemon.cli("network", "inspect", net).stdout)[0]["Id"]
+        assert [n["id"] for n in driver.seam.list("network", tags=f"netbay.docker.net:{docker_net}")] == \
+            [port["network_id"]]
+        assert daemon.cli("rm", "-f", f"c-{driver.kind}").returncode == 0
+        assert not driver.seam.list("port", mac_address=mac)
+    finally:
+        daemon.cli("rm", "-f", f"c-{driver.kind}")
+        daemon.cli("network", "rm", net)
+    assert driver.snapshot() == before
