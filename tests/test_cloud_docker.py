@@ -335,3 +335,48 @@ def test_docker_run_gets_the_backends_port_and_rm_leaves_nothing(driver: Driver,
         daemon.cli("rm", "-f", f"c-{driver.kind}")
         daemon.cli("network", "rm", net)
     assert driver.snapshot() == before
+
+
+def test_a_subnet_pool_gives_the_docker_network_its_subnet(driver: Driver) -> None:
+    """``--ipam-opt netbay.subnetpool=<id>`` with no ``--subnet``: the driver takes a free
+    prefix of the pool, the backend makes the subnet from that pool, an address comes from
+    it; removing the Docker network removes the subnet and leaves the pool as it was."""
+    seam = driver.seam
+    before = driver.snapshot()
+    pool = seam.create("subnetpool", {"name": f"cd-pool-{secrets.token_hex(3)}", "prefixes": ["10.97.0.0/16"],
+                                      "default_prefixlen": 24})
+    nid = secrets.token_hex(32)
+    pool_id = ""
+    try:
+        r = driver.call("IpamDriver.RequestPool", {"AddressSpace": "netbay", "Pool": "", "SubPool": "",
+                                                   "Options": {"netbay.subnetpool": pool["id"]}, "V6": False})
+        assert r.status_code == 200, r.text
+        pool_id, cidr = r.json()["PoolID"], r.json()["Pool"]
+        assert cidr.startswith("10.97.") and cidr.endswith("/24"), cidr
+        gw = driver.call("IpamDriver.RequestAddress", {"PoolID": pool_id, "Address": "", "Options": {
+            "RequestAddressType": "com.docker.network.gateway"}}).json()["Address"]
+        r = driver.call("NetworkDriver.CreateNetwork", {"NetworkID": nid, "Options": {"com.docker.network.generic": {}},
+                                                        "IPv4Data": [{"AddressSpace": "netbay", "Pool": cidr,
+                                                                      "Gateway": gw}], "IPv6Data": []})
+        assert r.status_code == 200, r.text
+        subnets = seam.list("subnet", subnetpool_id=pool["id"])
+        assert [s["cidr"] for s in subnets] == [cidr]
+        r = driver.call("IpamDriver.RequestAddress", {"PoolID": pool_id, "Address": "", "Options": {
+            "com.docker.network.endpoint.macaddress": "02:42:0a:61:00:09"}})
+        assert r.status_code == 200, r.text
+        port = seam.list("port", mac_address="02:42:0a:61:00:09")[0]
+        assert port["fixed_ips"][0]["subnet_id"] == subnets[0]["id"]
+        assert driver.call("IpamDriver.ReleaseAddress", {"PoolID": pool_id, "Address": r.json()["Address"].split(
+            "/")[0]}).status_code == 200
+        assert not seam.list("port", mac_address="02:42:0a:61:00:09")
+        assert driver.call("IpamDriver.ReleasePool", {"PoolID": pool_id}).status_code == 200
+        assert driver.call("NetworkDriver.DeleteNetwork", {"NetworkID": nid}).status_code == 200
+        assert not [t for t in seam.show("subnetpool", pool["id"])["tags"] if t.startswith("netbay.docker")]
+    finally:
+        if pool_id:
+            driver.call("IpamDriver.ReleasePool", {"PoolID": pool_id})
+        driver.call("NetworkDriver.DeleteNetwork", {"NetworkID": nid})
+        left = seam.list("subnet", subnetpool_id=pool["id"])
+        seam.delete("subnetpool", pool["id"])
+    assert not left
+    assert driver.snapshot() == before
