@@ -58,6 +58,12 @@ class NetworkBackend(Protocol):
     def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
         """Replace an object's tags (the sweep-by-tag that cleans up after a cluster)."""
 
+    def add_tag(self, member: str, obj_id: str, tag: str) -> None:
+        """Add one tag, leaving the others (another writer's tags on a shared network stay)."""
+
+    def remove_tag(self, member: str, obj_id: str, tag: str) -> None:
+        """Remove one tag; ``NotFound`` if the object does not carry it."""
+
     def describe(self) -> dict[str, Any]:
         """Which backend this is and what it reaches (``netbay doctor``)."""
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from netbay.context import Context
-from netbay.errors import BadRequest
+from netbay.errors import BadRequest, NotFound
 from netbay.network.bodies import validate
 from netbay.network.quotas import enforce_create
 from netbay.network.registry import RESOURCES, ROUTERS
@@ -96,6 +96,24 @@ class EmbeddedBackend:
             result = resource.set_tags(s, obj, checked)
             resource.record(s, obj, "update")
         return result
+
+    def add_tag(self, member: str, obj_id: str, tag: str) -> None:
+        self._change_tags(member, obj_id, lambda tags: tags + [valid_tag(tag)] if tag not in tags else tags)
+
+    def remove_tag(self, member: str, obj_id: str, tag: str) -> None:
+        def without(tags: list[str]) -> list[str]:
+            if tag not in tags:
+                raise NotFound(f"Tag {tag} could not be found.", kind="TagNotFound")
+            return [t for t in tags if t != tag]
+
+        self._change_tags(member, obj_id, without)
+
+    def _change_tags(self, member: str, obj_id: str, change: Any) -> None:
+        resource = _resource(member)
+        with self.store.write() as s:
+            obj = resource.get_owned(s, self.context, obj_id)
+            resource.set_tags(s, obj, change(resource.tags_of(s, [obj.id])[obj.id]))
+            resource.record(s, obj, "update")
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "database": self.store.engine.url.render_as_string(hide_password=True)}

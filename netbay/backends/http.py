@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -81,6 +82,12 @@ class HttpBackend:
 
     def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
         return self._call("PUT", f"{_path(member)}/{obj_id}/tags", {"tags": list(tags)})["tags"]
+
+    def add_tag(self, member: str, obj_id: str, tag: str) -> None:
+        self._call("PUT", f"{_path(member)}/{obj_id}/tags/{quote(tag, safe='')}")
+
+    def remove_tag(self, member: str, obj_id: str, tag: str) -> None:
+        self._call("DELETE", f"{_path(member)}/{obj_id}/tags/{quote(tag, safe='')}")
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "network": self.api.url + NET}

@@ -94,6 +94,12 @@ class OpenStackBackend:
 
         return _call(run)
 
+    def add_tag(self, member: str, obj_id: str, tag: str) -> None:
+        _call(lambda: _by_id(member, obj_id).add_tag(self.net, tag))
+
+    def remove_tag(self, member: str, obj_id: str, tag: str) -> None:
+        _call(lambda: _by_id(member, obj_id).remove_tag(self.net, tag))
+
     def close(self) -> None:
         self.conn.close()
 
@@ -108,6 +114,19 @@ def _sdk(member: str) -> str:
         return _SDK_NAME[member]
     except KeyError:
         raise errors.BadRequest(f"unknown network resource {member!r}") from None
+
+
+def _by_id(member: str, obj_id: str) -> Any:
+    """The sdk resource of an id, without fetching it (a tag call needs only its URL)."""
+    from openstack.network.v2 import floating_ip, network, port, router, security_group, subnet, subnet_pool
+
+    classes = {"network": network.Network, "subnet": subnet.Subnet, "subnetpool": subnet_pool.SubnetPool,
+               "port": port.Port, "router": router.Router, "floatingip": floating_ip.FloatingIP,
+               "security_group": security_group.SecurityGroup}
+    _sdk(member)
+    if member not in classes:
+        raise errors.BadRequest(f"{member} has no tags")
+    return classes[member].new(id=obj_id)
 
 
 def _plain(obj: SdkResource) -> dict[str, Any]:

@@ -1,8 +1,14 @@
 """``netbay libnetwork``: Docker's network + IPAM driver, on a socket Docker finds.
 
-Authenticates as ``netbay agent`` does (OS_* variables or the openrc ``netbay up``
-wrote) and talks only to the netbay API. ``--prefix`` must be the dataplane
-agent's: the container ports are plugged into that agent's fabric.
+Networks, subnets and ports are made through the network backend
+(:mod:`netbay.backends.aio`): ``embedded`` (default) is netbay's API at ``--url``,
+authenticated as ``netbay agent`` does (OS_* variables or the openrc ``netbay up``
+wrote); ``openstack`` is a cloud's Neutron (``--os-cloud NAME`` in clouds.yaml, as
+``netbay up --backend openstack``), with kuryr-libnetwork's conventions for the
+ports (``device_owner=kuryr:container``, bound to this host, tagged with their
+endpoint). ``--prefix`` must be the dataplane agent's: the container ports are
+plugged into that agent's fabric (on a cloud, wiring the port is the cloud's
+agent's job; the veth pair is made as on netbay's own).
 """
 
 from __future__ import annotations
@@ -41,9 +47,17 @@ def libnetwork(
                                          "if present)."),
     grace: float = typer.Option(30.0, "--orphan-grace", min=0.5,
                                 help="Seconds before a port or veth Docker does not know is collected."),
+    backend: str = typer.Option(None, "--backend", envvar="NETBAY_NETWORK_BACKEND",
+                                help="Where Docker's networks and ports are made: embedded (default: the netbay "
+                                     "API at --url) or openstack (a cloud's Neutron)."),
+    os_cloud: str = typer.Option(None, "--os-cloud", envvar="OS_CLOUD",
+                                 help="clouds.yaml entry of the openstack backend's cloud."),
+    device_owner: str = typer.Option(None, "--device-owner",
+                                     help="device_owner of the containers' ports (default: compute:netbay on "
+                                          "netbay's own backend, kuryr:container on a cloud)."),
 ) -> None:
     """Serve Docker's remote NetworkDriver and IpamDriver (libnetwork plugin API v1.2)."""
-    from netbay.plugins.libnetwork.netbayapi import NetbayAPI
+    from netbay.backends.report import chosen
     from netbay.plugins.libnetwork.server import serve, socket_path
 
     logging.basicConfig(level=os.environ.get("NETBAY_LOG_LEVEL", "INFO"),
@@ -53,15 +67,29 @@ def libnetwork(
         console.print("[red]error:[/] the Docker driver needs root (it plugs veths into the fabric)")
         raise typer.Exit(1)
     try:
-        creds = credentials(data_dir, openrc)
-    except ValueError as exc:
+        kind, cloud = chosen(backend, os_cloud)
+        network, netbay_api, where = _backend(kind, cloud, url, data_dir, openrc)
+    except Exception as exc:  # noqa: BLE001 - bad settings, an unknown cloud: said, not a traceback
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
-    console.print(f"[green]netbay libnetwork[/] {socket_path(name, plugin_dir)} → {url} (prefix {prefix})")
+    console.print(f"[green]netbay libnetwork[/] {socket_path(name, plugin_dir)} → {where} (prefix {prefix})")
     if docker_host is None and Path("/run/docker.sock").is_socket():
         docker_host = "unix:///run/docker.sock"
-    serve(NetbayAPI(url, creds), name, prefix=prefix, host=host, plugin_dir=plugin_dir, grace=grace,
-          docker_host=docker_host)
+    serve(network, name, prefix=prefix, host=host, netbay_api=netbay_api,
+          device_owner=device_owner or OWNERS[kind], plugin_dir=plugin_dir, grace=grace, docker_host=docker_host)
+
+
+OWNERS = {"embedded": "compute:netbay", "openstack": "kuryr:container"}  # whose agent wires the port
+
+
+def _backend(kind: str, cloud: str | None, url: str, data_dir: Path | None, openrc: Path | None):  # noqa: ANN202
+    """(the async network backend, netbay's own APIs or None, a description for the log)."""
+    from netbay.backends.aio import open_async_backend
+
+    if kind == "openstack":
+        return open_async_backend("openstack", cloud=cloud), None, f"cloud {cloud!r}"
+    network = open_async_backend("embedded", url=url, creds=credentials(data_dir, openrc))
+    return network, network.api, url
 
 
 def dockerd_present() -> bool:
@@ -69,13 +97,17 @@ def dockerd_present() -> bool:
     return shutil.which("dockerd") is not None and Path("/run/docker.sock").is_socket()
 
 
-def start_beside_up(openrc: Path, url: str, prefix: str) -> subprocess.Popen | None:
+def start_beside_up(openrc: Path, url: str, prefix: str,
+                    network_backend: tuple[str, str | None] = ("embedded", None)) -> subprocess.Popen | None:
     """``netbay up``'s hook: the Docker driver as a child process when this host runs
-    dockerd (stopped with ``up``: it is in ``up``'s process group, and killed at exit)."""
+    dockerd (stopped with ``up``: it is in ``up``'s process group, and killed at exit),
+    on ``up``'s network backend."""
     if not dockerd_present():
         return None
+    kind, cloud = network_backend
+    on_cloud = ["--backend", kind, "--os-cloud", cloud] if kind == "openstack" and cloud else []
     proc = subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "libnetwork", "--url", url,
-                             "--prefix", prefix, "--openrc", str(openrc)])
+                             "--prefix", prefix, "--openrc", str(openrc), *on_cloud])
     atexit.register(lambda: proc.poll() is None and proc.terminate())
     # The container API (same process, created after this hook) runs containers there.
     os.environ.setdefault("NETBAY_DOCKER_HOST", "unix:///run/docker.sock")

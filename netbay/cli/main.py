@@ -231,7 +231,7 @@ def up(
     console.print(f"credentials: [bold]source {openrc}[/]")
     if agent:  # Docker's network driver too, when this host runs dockerd
         connect = "127.0.0.1" if host in ("0.0.0.0", "") else host
-        libnetwork_cli.start_beside_up(openrc, f"http://{connect}:{port}", agent_prefix)
+        libnetwork_cli.start_beside_up(openrc, f"http://{connect}:{port}", agent_prefix, network_backend)
     _run_server(settings, sock, host, port, False, public_url, token_ttl, agent=agent,
                 agent_prefix=agent_prefix, conductor=conductor, network_backend=network_backend)
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from netbay.dataplane.names import Names
+import dockercalls  # tests/dockercalls.py
 from conftest import free_port  # tests/conftest.py
 
 from . import dockerd as dk
@@ -304,62 +305,23 @@ def test_runtime_runs_a_container_on_a_given_port(cloud: Cloud, daemon: dk.Docke
 
 # --- Docker's own call sequences, replayed -----------------------------------------------------
 
-CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "reference" / "docker-plugin-captures"
-if not CAPTURES.is_dir():  # the worktree layout differs from the main checkout's
-    CAPTURES = Path("/work/shared/reference/docker-plugin-captures")
-UNSUPPORTED = ("203.0.113.", "2001:db8", "95abbf67")  # --ip-range, IPv6: refused by this driver
-
-
-def _subst(value: Any, mapping: dict[str, str]) -> Any:
-    if isinstance(value, str):
-        return mapping.get(value, value)
-    if isinstance(value, dict):
-        return {k: _subst(v, mapping) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_subst(v, mapping) for v in value]
-    return value
-
-
 def replay(plugin: Plugin, name: str) -> list[tuple[str, dict]]:
-    """Send Docker 20.10's captured calls in order (a call Docker saw fail is skipped:
-    what follows it is Docker's rollback); pools and addresses are ours, mapped."""
-    import json
+    """Docker 20.10's captured calls on the plugin's socket (:mod:`dockercalls`); Join hands
+    Docker a veth end in the host namespace and the subnet's gateway."""
+    gateways: dict[str, str] = {}
 
-    import httpx
+    def check(path: str, req: dict, body: dict) -> None:
+        if path == "/IpamDriver.RequestAddress" and req.get("Options", {}).get("RequestAddressType"):
+            gateways[req["PoolID"]] = body["Address"].split("/")[0]
+        if path == "/NetworkDriver.Join":
+            src = body["InterfaceName"]["SrcName"]
+            assert src in host_container_ends() and body["InterfaceName"]["DstPrefix"] == "eth"
+            assert body["Gateway"] in gateways.values() and body["DisableGatewayService"] is True
 
-    mapping: dict[str, str] = {}
-    answers = []
-    with httpx.Client(transport=httpx.HTTPTransport(uds=str(plugin.sock)), base_url="http://p", timeout=30) as c:
-        refused = False  # a pool this driver refused: Docker made nothing on it, skip to the next
-        for line in (CAPTURES / name).read_text().splitlines():
-            rec = json.loads(line)
-            if any(u in line for u in UNSUPPORTED) or "Err" in (rec.get("resp") or {}):
-                continue
-            refused = refused and rec["path"] != "/IpamDriver.RequestPool"
-            if refused:
-                continue
-            r = c.post(rec["path"], json=_subst(rec["req"], mapping) if rec["req"] is not None else None)
-            body = r.json()
-            answers.append((rec["path"], body))
-            if rec["path"] == "/IpamDriver.RequestPool" and not (rec["req"] or {}).get("Pool"):
-                assert r.status_code == 500 and "--subnet" in body["Err"], body
-                refused = True  # this driver needs a subnet: Docker stops there
-                continue
-            assert r.status_code == 200, (rec["seq"], rec["path"], body)
-            resp = rec["resp"] or {}
-            if "PoolID" in resp:
-                mapping[resp["PoolID"]] = body["PoolID"]
-            if "Address" in resp:
-                mapping[resp["Address"]] = body["Address"]
-                mapping[resp["Address"].split("/")[0]] = body["Address"].split("/")[0]
-            if rec["path"] == "/NetworkDriver.Join":
-                src = body["InterfaceName"]["SrcName"]
-                assert src in host_container_ends() and body["InterfaceName"]["DstPrefix"] == "eth"
-                assert body["Gateway"] == mapping["192.0.2.1"] and body["DisableGatewayService"] is True
-    return answers
+    return dockercalls.replay(plugin.sock, name, check)
 
 
-@pytest.mark.parametrize("capture", ["network-create-run-stop-rm.jsonl", "connect-disconnect-errors.jsonl"])
+@pytest.mark.parametrize("capture", dockercalls.NAMES)
 def test_dockers_captured_sequences_and_rollbacks_leave_nothing(cloud: Cloud, plugin: Plugin, capture: str) -> None:
     answers = replay(plugin, capture)
     paths = [p for p, _ in answers]

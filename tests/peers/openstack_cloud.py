@@ -6,6 +6,8 @@ Keystone and Neutron's API server installed from PyPI, run on 127.0.0.1.
   one release so every run tests the same peers.
 - Each on SQLite, served by uWSGI, started and stopped by PID (their process group,
   which this module created).
+- Neutron's ML2 has the ``tag_ports_during_bulk_creation`` extension driver, as a
+  kuryr deployment enables it: a port's tags come with its create, in one request.
 - Neutron runs **API server only**: ML2 with no mechanism drivers, no agents, no
   RPC (``transport_url = fake:/``). So the tests assert API effects — ports,
   bindings, statuses the API sets — never packets. Neutron's migrations do not
@@ -169,7 +171,7 @@ quota_port = -1
 type_drivers = flat,vxlan
 tenant_network_types = vxlan
 mechanism_drivers =
-extension_drivers = port_security
+extension_drivers = port_security,tag_ports_during_bulk_creation
 [ml2_type_vxlan]
 vni_ranges = 1:1000
 [ml2_type_flat]

@@ -3,7 +3,8 @@
 ``netbay libnetwork`` serves ``/run/docker/plugins/<name>.sock``; the plugin name is
 the driver name (``docker network create -d netbay --ipam-driver netbay …``).
 
-- :mod:`.netbayapi` — the netbay API as this plugin uses it (a client with a token).
+- :mod:`.resources` — the network backend (:mod:`netbay.backends.aio`: netbay's own, or a
+  cloud's Neutron) as Docker's verbs use it; the plugin never learns which it has.
 - :mod:`.options` — ``-o`` / ``--ipam-opt`` names (netbay's and kuryr-libnetwork's).
 - :mod:`.ipam` — IpamDriver: pools are netbay subnets, addresses are netbay ports.
 - :mod:`.network` — NetworkDriver: networks, endpoints (ports plugged through

@@ -28,7 +28,9 @@ from urllib.parse import quote
 
 from netbay.dataplane.names import Names
 from netbay.plugins.libnetwork.directory import net_tag
-from netbay.plugins.libnetwork.netbayapi import NetbayAPI, NotFoundError, PluginError
+from netbay.backends.aio import AsyncApi
+from netbay.errors import NetbayError, NotFound
+from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.plugins.libnetwork.options import NetworkOptions
 
 PLACE = "netbay.docker.place:"
@@ -69,24 +71,34 @@ class Placed:
 
 
 class ClusterNetworks:
-    def __init__(self, api: NetbayAPI, names: Names, kernel: Callable[..., Awaitable[Any]], owner: str) -> None:
-        self.api, self.names, self.kernel, self.owner = api, names, kernel, owner
+    def __init__(self, api: AsyncApi | None, neutron: Resources, names: Names, kernel: Callable[..., Awaitable[Any]],
+                 owner: str) -> None:
+        """``api``: netbay's own APIs (pods, cluster networks); None where the network
+        backend is a cloud's Neutron: clusters are netbay's, so the option is refused."""
+        self.api, self.neutron, self.names, self.kernel, self.owner = api, neutron, names, kernel, owner
         self.placed: dict[str, Placed] = {}   # EndpointID -> where its container is
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
-        return await self.api.call(method, f"{self.api.url}/netbay/v1{path}", **kw)
+        return await self._netbay().call(method, f"/netbay/v1{path}", **kw)
+
+    def _netbay(self) -> AsyncApi:
+        if self.api is None:
+            raise PluginError(f"netbay: -o netbay.cluster places containers on a netbay cluster's nodes: it needs "
+                              f"netbay's own network backend, and this driver's is {self.neutron.name} (a cloud's "
+                              "Neutron); use -o netbay.network or a plain --subnet")
+        return self.api
 
     async def clusternet(self, cluster: str, *, by_name: bool = False) -> dict[str, Any]:
         """The cluster's container network; ``by_name``: ``cluster`` may be its name too."""
         try:
             return (await self._call("GET", f"/clusternets/{quote(cluster, safe='')}"))["clusternet"]
-        except NotFoundError:
+        except NotFound:
             pass
         if by_name:
             try:
-                found = await self.api.call("GET", f"{self.api.url}/container-infra/v1/clusters/{quote(cluster, safe='')}")
+                found = await self._netbay().call("GET", f"/container-infra/v1/clusters/{quote(cluster, safe='')}")
                 return (await self._call("GET", f"/clusternets/{found['uuid']}"))["clusternet"]
-            except NotFoundError:
+            except NotFound:
                 pass
         raise PluginError(f"netbay: cluster {cluster} has no container network (unknown cluster, or "
                           "not built yet)")
@@ -105,6 +117,7 @@ class ClusterNetworks:
 
     async def create_network(self, nid: str, opts: NetworkOptions, v4: list[dict[str, Any]]) -> dict[str, Any]:
         """Check the cluster (and node), then tag its private network with the placement."""
+        self._netbay()
         if opts.network:
             raise PluginError("netbay: -o netbay.cluster and -o netbay.network exclude each other")
         if any(d.get("Pool") not in (None, "", NULL_POOL) for d in v4):
@@ -122,18 +135,18 @@ class ClusterNetworks:
             node = found["name"]
         if not nodes:
             raise PluginError(f"netbay: cluster {opts.cluster} has no nodes yet")
-        private = (await self.api.show("ports", nodes[0]["port_id"]))["network_id"]
+        private = (await self.neutron.show("port", nodes[0]["port_id"]))["network_id"]
         for tag in (net_tag(nid), place_tag(nid, cnet["id"], node), self.owner):
-            await self.api.add_tag("networks", private, tag)
-        return await self.api.show("networks", private)
+            await self.neutron.add_tag("network", private, tag)
+        return await self.neutron.show("network", private)
 
     async def delete_network(self, nid: str, net: dict[str, Any]) -> None:
         for tag in net.get("tags") or ():
             if tag.startswith(f"{PLACE}{nid}:") or tag == net_tag(nid):
-                await self.api.remove_tag("networks", net["id"], tag)
+                await self.neutron.remove_tag("network", net["id"], tag)
         others = [t for t in net.get("tags") or () if t.startswith(net_tag("")) and t != net_tag(nid)]
         if not others:
-            await self.api.remove_tag("networks", net["id"], self.owner)
+            await self.neutron.remove_tag("network", net["id"], self.owner)
 
     # -- endpoints ---------------------------------------------------------------------------
 
@@ -153,7 +166,7 @@ class ClusterNetworks:
             await self.kernel(functools.partial(pods.plug_for_runtime, placed.node_ns, pod_name(eid),
                                                 inner_name(eid), bridged, mac=iface.get("MacAddress") or None))
         except BaseException:
-            await self.api.call("DELETE", f"{self.api.url}/netbay/v1/pods/{pod['id']}")
+            await self._call("DELETE", f"/pods/{pod['id']}")
             raise
         self.placed[eid] = placed
         return {"Interface": {"Address": f"{pod['address']}/{placed.prefixlen}"}}
@@ -164,7 +177,7 @@ class ClusterNetworks:
                 **({"node": node} if node else {})}
         try:
             return (await self._call("POST", "/pods", json={"pod": body}))["pod"]
-        except PluginError as exc:
+        except NetbayError as exc:
             found = await self.find_pod(eid, cluster)
             if found is None:
                 raise PluginError(f"netbay: no address on cluster {cluster}: {exc}") from None
@@ -176,6 +189,8 @@ class ClusterNetworks:
 
     async def own_pods(self) -> list[dict[str, Any]]:
         """The endpoints' pods this plugin made (on any cluster)."""
+        if self.api is None:
+            return []
         found = (await self._call("GET", "/pods", params={"runtime": "docker"}))["pods"]
         mine = self.owner_label[OWNER_LABEL]
         return [p for p in found if (p.get("labels") or {}).get(OWNER_LABEL) == mine
@@ -231,8 +246,8 @@ class ClusterNetworks:
         await self.kernel(pods.detach, node_ns or self.names.sandbox(pod["sandbox_id"]), pod_name(eid))
         await self.kernel(netns.delete, self.names.pod(pod["id"]))   # the name only (see name_netns)
         try:
-            await self.api.call("DELETE", f"{self.api.url}/netbay/v1/pods/{pod['id']}")
-        except NotFoundError:
+            await self._call("DELETE", f"/pods/{pod['id']}")
+        except NotFound:
             pass
 
 

@@ -20,7 +20,8 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from netbay.plugins.libnetwork.netbayapi import NetbayAPI, NotFoundError, PluginError
+from netbay.errors import NotFound
+from netbay.plugins.libnetwork.resources import PluginError, Resources
 
 MADE = "netbay.docker.made"          # made by this plugin: deleted with the Docker network
 PENDING = "netbay.docker.pending"    # a subnet RequestPool named; CreateNetwork claims it
@@ -107,8 +108,9 @@ def owner_tag(plugin: str, host: str) -> str:
 
 
 class Directory:
-    def __init__(self, api: NetbayAPI, owner: str) -> None:
-        self.api, self.owner = api, owner
+    def __init__(self, neutron: Resources, owner: str, device_owner: str = CONTAINER_OWNER) -> None:
+        self.neutron, self.owner = neutron, owner
+        self.device_owner = device_owner  # of the ports made and bound here (the backend's convention)
         self.subnets: dict[str, dict[str, Any]] = {}    # PoolID -> subnet
         self.networks: dict[str, dict[str, Any]] = {}   # Docker NetworkID -> netbay network
         self.endpoints: dict[str, Endpoint] = {}        # EndpointID -> Endpoint
@@ -122,11 +124,11 @@ class Directory:
         subnet = None
         if kind == "subnet":
             try:
-                subnet = await self.api.show("subnets", ref)
-            except NotFoundError:
+                subnet = await self.neutron.show("subnet", ref)
+            except NotFound:
                 subnet = None
         elif kind == "cidr":
-            found = await self.api.list("subnets", tags=pool_tag(ref))
+            found = await self.neutron.list("subnet", tags=pool_tag(ref))
             subnet = found[0] if len(found) == 1 else None
             if len(found) > 1:
                 raise PluginError(f"netbay: {len(found)} subnets hold Docker pool {ref}")
@@ -143,7 +145,7 @@ class Directory:
         cached = self.networks.get(network_id)
         if cached is not None:
             return cached
-        found = await self.api.list("networks", tags=net_tag(network_id))
+        found = await self.neutron.list("network", tags=net_tag(network_id))
         if not found:
             if missing_ok:
                 return None
@@ -152,9 +154,9 @@ class Directory:
         return found[0]
 
     async def endpoint_port(self, endpoint_id: str) -> dict[str, Any] | None:
-        found = await self.api.list("ports", device_id=endpoint_id)
+        found = await self.neutron.list("port", device_id=endpoint_id)
         if not found:
-            found = await self.api.list("ports", tags=ep_tag(endpoint_id))
+            found = await self.neutron.list("port", tags=ep_tag(endpoint_id))
         return found[0] if found else None
 
     async def port_at(self, network_id: str, address: str, *, take: bool = False) -> dict[str, Any] | None:
@@ -162,7 +164,7 @@ class Directory:
         ``take``: the one RequestAddress just made here, without asking, if it did."""
         if take and (reserved := self.reserved.pop((network_id, address), None)) is not None:
             return reserved
-        found = await self.api.list("ports", network_id=network_id, fixed_ips=f"ip_address={address}")
+        found = await self.neutron.list("port", network_id=network_id, fixed_ips=f"ip_address={address}")
         return found[0] if found else None
 
     def forget_network(self, network_id: str) -> None:

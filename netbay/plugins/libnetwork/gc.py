@@ -28,7 +28,8 @@ from netbay.plugins.libnetwork.clusters import pod_name
 from netbay.plugins.libnetwork.directory import (MADE, binding_marks, endpoint_of, net_tag,
                                                  parse_binding_mark)
 from netbay.plugins.libnetwork.dockerview import DockerView
-from netbay.plugins.libnetwork.netbayapi import NetbayAPI, NotFoundError, PluginError
+from netbay.errors import NetbayError, NotFound
+from netbay.plugins.libnetwork.resources import Resources
 from netbay.plugins.libnetwork.network import NetworkDriver
 from netbay.runtime.attach import delete_host_end, host_container_ends
 
@@ -45,8 +46,9 @@ def _age(obj: dict[str, Any], key: str = "updated_at") -> float:
 
 
 class Collector:
-    def __init__(self, api: NetbayAPI, driver: NetworkDriver, grace: float, docker: DockerView | None = None) -> None:
-        self.api, self.driver, self.grace, self.docker = api, driver, grace, docker
+    def __init__(self, neutron: Resources, driver: NetworkDriver, grace: float,
+                 docker: DockerView | None = None) -> None:
+        self.neutron, self.driver, self.grace, self.docker = neutron, driver, grace, docker
         self._suspects: set[str] = set()
 
     async def run(self) -> None:
@@ -55,7 +57,7 @@ class Collector:
                 gone = await self.sweep()
                 if any(gone.values()):
                     log.info("collected %s", gone)
-            except (PluginError, OSError) as exc:
+            except (NetbayError, OSError) as exc:
                 log.warning("sweep: %s", exc)
             except Exception:  # noqa: BLE001 - a sweep's bug must not stop the plugin
                 log.exception("sweep failed")
@@ -69,7 +71,7 @@ class Collector:
             log.info("sweep: Docker not asked (%s)", exc)
             known = None
         marked = await self.finish_bindings()
-        ports = await self.api.list("ports", tags=f"{MADE},{self.driver.dir.owner}")
+        ports = await self.neutron.list("port", tags=f"{MADE},{self.driver.dir.owner}")
         bound = {port_id[:11] for port_id in marked | set(self.driver.prepared)}
         for port in ports:
             eid = endpoint_of(port)
@@ -80,7 +82,7 @@ class Collector:
                 orphan = eid not in known[1] and _age(port) > self.grace
             if orphan:
                 await self.driver.kernel(self.driver.attacher.unplug, port["id"])
-                await self.api.delete("ports", port["id"])
+                await self.neutron.delete("port", port["id"])
                 gone["ports"].append(port["id"])
             elif eid:
                 bound.add(port["id"][:11])
@@ -89,7 +91,7 @@ class Collector:
                     await self.driver.name_device(port["id"], eid, cid)
         if known is not None:
             gone["pods"] = await self._sweep_pods(known[1])
-            for net in await self.api.list("networks", tags=self.driver.dir.owner):
+            for net in await self.neutron.list("network", tags=self.driver.dir.owner):
                 for tag in net.get("tags") or ():
                     nid = tag[len(net_tag("")):] if tag.startswith(net_tag("")) else None
                     if nid and nid not in known[0] and _age(net) > self.grace:
@@ -129,9 +131,9 @@ class Collector:
             try:
                 await driver.bind(eid, port_id)
                 log.info("port %s: binding for endpoint %s finished", port_id, eid[:12])
-            except NotFoundError:
+            except NotFound:
                 await driver.kernel(driver.attacher.mark, port_id, "")  # released: its pair goes with Docker's endpoint
-            except PluginError as exc:
+            except NetbayError as exc:
                 log.warning("port %s: binding not finished: %s", port_id, exc)
                 left.add(port_id)
         return left

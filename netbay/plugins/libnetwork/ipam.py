@@ -15,9 +15,10 @@ import ipaddress
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from netbay.plugins.libnetwork.directory import (CONTAINER_OWNER, MADE, PENDING, Directory, cidr_pool,
-                                                 pending_pool_tag, plen, pool_tag, subnet_pool)
-from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
+from netbay.errors import NetbayError
+from netbay.plugins.libnetwork.directory import (MADE, PENDING, Directory, cidr_pool, pending_pool_tag, plen,
+                                                 pool_tag, subnet_pool)
+from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.plugins.libnetwork.options import PoolOptions
 
 LOCAL_SPACE = "netbay"
@@ -43,12 +44,12 @@ async def _nothing(*_args: Any) -> None:
 
 
 class Ipam:
-    def __init__(self, api: NetbayAPI, directory: Directory, prepare: Prepare = _nothing,
+    def __init__(self, neutron: Resources, directory: Directory, prepare: Prepare = _nothing,
                  unprepare: Unprepare = _nothing) -> None:
         """``prepare(port, subnet)``: what the network driver does ahead for an endpoint's
         port (plugs its pair); ``unprepare(port_id)`` undoes it when Docker releases the
         address unused."""
-        self.api, self.dir = api, directory
+        self.neutron, self.dir = neutron, directory
         self.prepare, self.unprepare = prepare, unprepare
 
     async def capabilities(self, _req: dict[str, Any]) -> dict[str, Any]:
@@ -68,23 +69,23 @@ class Ipam:
         opts = PoolOptions.parse(req.get("Options"))
         asked = str(_network(req["Pool"])) if req.get("Pool") else ""
         if opts.subnet:
-            subnet = await self.api.find("subnets", opts.subnet)
+            subnet = await self.neutron.find("subnet", opts.subnet)
             if asked and asked != str(_network(subnet["cidr"])):
                 raise PluginError(f"netbay: subnet {subnet['id']} is {subnet['cidr']}, not {asked}")
-            await self.api.add_tag("subnets", subnet["id"], PENDING)
+            await self.neutron.add_tag("subnet", subnet["id"], PENDING)
             return {"PoolID": subnet_pool(subnet["id"]), "Pool": subnet["cidr"], "Data": {}}
         if opts.subnetpool:
-            pool = await self.api.find("subnetpools", opts.subnetpool)
+            pool = await self.neutron.find("subnetpool", opts.subnetpool)
             asked = asked or await self._free_prefix(pool)
             if not any(_network(asked).subnet_of(_network(p)) for p in pool.get("prefixes") or ()
                        if _network(p).version == _network(asked).version):
                 raise PluginError(f"netbay: {asked} is not within subnet pool {pool['id']} "
                                   f"({', '.join(pool.get('prefixes') or ())})")
-            await self.api.add_tag("subnetpools", pool["id"], pending_pool_tag(asked))
+            await self.neutron.add_tag("subnetpool", pool["id"], pending_pool_tag(asked))
         if not asked:
             raise PluginError("netbay: give --subnet <cidr>, or --ipam-opt netbay.subnet=<id> "
                               "or netbay.subnetpool=<id>")
-        taken = await self.api.list("subnets", tags=pool_tag(asked))
+        taken = await self.neutron.list("subnet", tags=pool_tag(asked))
         if taken:
             raise PluginError(f"netbay: pool {asked} overlaps the pool of another Docker network "
                               f"(subnet {taken[0]['id']})")
@@ -92,7 +93,7 @@ class Ipam:
 
     async def _free_prefix(self, pool: dict[str, Any]) -> str:
         size = int(pool.get("default_prefixlen") or 24)
-        used = [_network(s["cidr"]) for s in await self.api.list("subnets", subnetpool_id=pool["id"])]
+        used = [_network(s["cidr"]) for s in await self.neutron.list("subnet", subnetpool_id=pool["id"])]
         scanned = 0
         for prefix in pool.get("prefixes") or ():
             net = _network(prefix)
@@ -111,16 +112,16 @@ class Ipam:
         kind, _, ref = pool_id.partition(":")
         self.dir.forget_pool(pool_id)
         if kind == "subnet":
-            await self._quietly_untag("subnets", ref, PENDING)
+            await self._quietly_untag("subnet", ref, PENDING)
         elif kind == "cidr":
-            for pool in await self.api.list("subnetpools", tags=pending_pool_tag(ref)):
-                await self._quietly_untag("subnetpools", pool["id"], pending_pool_tag(ref))
+            for pool in await self.neutron.list("subnetpool", tags=pending_pool_tag(ref)):
+                await self._quietly_untag("subnetpool", pool["id"], pending_pool_tag(ref))
         return {}
 
     async def _quietly_untag(self, collection: str, obj_id: str, tag: str) -> None:
         try:
-            await self.api.remove_tag(collection, obj_id, tag)
-        except PluginError:
+            await self.neutron.remove_tag(collection, obj_id, tag)
+        except NetbayError:
             pass  # gone with its network: nothing to release
 
     # -- addresses ---------------------------------------------------------------------------
@@ -146,7 +147,7 @@ class Ipam:
             await self.prepare(port, subnet)
         except Exception:
             if MADE in (port.get("tags") or ()):
-                await self.api.delete("ports", port["id"])
+                await self.neutron.delete("port", port["id"])
             raise
         ip = next(f["ip_address"] for f in port["fixed_ips"] if f["subnet_id"] == subnet["id"])
         if len(self.dir.reserved) > 4096:  # never bound (Docker rolled back): forget the oldest
@@ -175,17 +176,17 @@ class Ipam:
         if address:
             have = await self.dir.port_at(subnet["network_id"], address)
             if have is not None:
-                if have.get("device_owner") not in ("", CONTAINER_OWNER) or have.get("binding:host_id"):
+                if have.get("device_owner") not in ("", self.dir.device_owner) or have.get("binding:host_id"):
                     raise PluginError(f"netbay: address {address} is in use by port {have['id']}")
                 if (have.get("mac_address") or "").lower() != mac.lower():
-                    have = await self.api.update("ports", have["id"], {"mac_address": mac})
+                    have = await self.neutron.update("port", have["id"], {"mac_address": mac})
                 return have
         fixed: dict[str, str] = {"subnet_id": subnet["id"]}
         if address:
             fixed["ip_address"] = address
-        return await self.api.create("ports", {
+        return await self.neutron.create("port", {
             "network_id": subnet["network_id"], "fixed_ips": [fixed], "mac_address": mac,
-            "device_owner": CONTAINER_OWNER, "name": "docker", "tags": [MADE, self.dir.owner]})
+            "device_owner": self.dir.device_owner, "name": "docker", "tags": [MADE, self.dir.owner]})
 
     async def release_address(self, req: dict[str, Any]) -> dict[str, Any]:
         pool_id, address = req.get("PoolID") or "", req.get("Address") or ""
@@ -197,7 +198,7 @@ class Ipam:
         if port is not None:
             await self.unprepare(port["id"])
         if port is not None and MADE in (port.get("tags") or ()):
-            await self.api.delete("ports", port["id"])
+            await self.neutron.delete("port", port["id"])
         return {}
 
 

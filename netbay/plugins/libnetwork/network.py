@@ -24,14 +24,16 @@ from contextvars import ContextVar
 from functools import partial
 from typing import Any, TypeVar
 
+from netbay.backends.aio import AsyncApi
 from netbay.dataplane import netns
 from netbay.dataplane.names import Names
+from netbay.errors import NetbayError, NotFound
 from netbay.plugins.libnetwork.clusters import ClusterNetworks, placement
-from netbay.plugins.libnetwork.directory import (CONTAINER_OWNER, MADE, PENDING, Directory, Endpoint, binding_mark,
+from netbay.plugins.libnetwork.directory import (MADE, PENDING, Directory, Endpoint, binding_mark,
                                                  ep_tag, net_tag, pending_pool_tag, pool_tag)
 from netbay.plugins.libnetwork.dockerview import DockerView
-from netbay.plugins.libnetwork.netbayapi import NetbayAPI, NotFoundError, PluginError
 from netbay.plugins.libnetwork.options import NetworkOptions
+from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.runtime.attach import Attacher, Plug
 
 T = TypeVar("T")
@@ -44,15 +46,17 @@ log = logging.getLogger("netbay.libnetwork")
 
 
 class NetworkDriver:
-    def __init__(self, api: NetbayAPI, directory: Directory, attacher: Attacher, host: str | None = None,
-                 docker: DockerView | None = None) -> None:
-        self.api, self.dir, self.attacher, self.docker = api, directory, attacher, docker
+    def __init__(self, neutron: Resources, directory: Directory, attacher: Attacher, host: str | None = None,
+                 docker: DockerView | None = None, netbay_api: AsyncApi | None = None) -> None:
+        """``netbay_api``: netbay's own APIs, for placement on a netbay cluster's nodes
+        (``-o netbay.cluster``); without them that option is refused by name."""
+        self.neutron, self.dir, self.attacher, self.docker = neutron, directory, attacher, docker
         self.host = host or socket.gethostname()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netbay-plug")
         self._background: set[asyncio.Task] = set()
         self.binding: dict[str, asyncio.Task] = {}  # port id -> CreateEndpoint's binding on its way
         self.prepared: dict[str, tuple[Plug, str]] = {}  # port id -> the pair RequestAddress made
-        self.clusters = ClusterNetworks(api, attacher.names, self.kernel, directory.owner)
+        self.clusters = ClusterNetworks(netbay_api, neutron, attacher.names, self.kernel, directory.owner)
 
     async def kernel(self, fn: Callable[..., T], *args: Any) -> T:
         """Run netlink work on the one worker thread (sockets are per thread)."""
@@ -81,7 +85,7 @@ class NetworkDriver:
         gateway = (v4[0].get("Gateway") or "").split("/")[0] or None
         existing = await self.dir.network(nid, missing_ok=True)
         if existing is not None:  # a retry: done, or cut short by a crash (finish it)
-            if await self.api.list("subnets", network_id=existing["id"], tags=pool_tag(cidr)):
+            if await self.neutron.list("subnet", network_id=existing["id"], tags=pool_tag(cidr)):
                 return {}
             opts = NetworkOptions(network=existing["id"])
         undo: list[Callable[[], Any]] = []
@@ -91,7 +95,7 @@ class NetworkDriver:
             for step in reversed(undo):
                 try:
                     await step()
-                except PluginError:
+                except NetbayError:
                     pass
             self.dir.forget_network(nid)
             raise
@@ -99,10 +103,10 @@ class NetworkDriver:
 
     async def _create_network(self, nid: str, opts: NetworkOptions, cidr: str, gateway: str | None,
                               undo: list[Callable[[], Any]]) -> None:
-        api = self.api
-        pending = [s for s in await api.list("subnets", tags=PENDING) if s["cidr"] == cidr]
+        neutron = self.neutron
+        pending = [s for s in await neutron.list("subnet", tags=PENDING) if s["cidr"] == cidr]
         if opts.network:
-            net = await api.find("networks", opts.network)
+            net = await neutron.find("network", opts.network)
             elsewhere = [s for s in pending if s["network_id"] != net["id"]]
             pending = [s for s in pending if s["network_id"] == net["id"]]
             if elsewhere and not pending:
@@ -112,41 +116,41 @@ class NetworkDriver:
             raise PluginError(f"netbay: {len(pending)} subnets are named for a pool {cidr}; "
                               "say which network with -o netbay.network=<id>")
         elif pending:
-            net = await api.show("networks", pending[0]["network_id"])
+            net = await neutron.show("network", pending[0]["network_id"])
         else:
-            net = await api.create("networks", {"name": f"docker-{nid[:12]}",
-                                                "tags": [MADE, net_tag(nid), self.dir.owner]})
-            undo.append(lambda: api.delete("networks", net["id"]))
+            net = await neutron.create("network", {"name": f"docker-{nid[:12]}",
+                                                   "tags": [MADE, net_tag(nid), self.dir.owner]})
+            undo.append(lambda: neutron.delete("network", net["id"]))
         if MADE not in (net.get("tags") or ()):
             for tag in (net_tag(nid), self.dir.owner):
-                await api.add_tag("networks", net["id"], tag)
-                undo.append(lambda tag=tag: api.remove_tag("networks", net["id"], tag))
+                await neutron.add_tag("network", net["id"], tag)
+                undo.append(lambda tag=tag: neutron.remove_tag("network", net["id"], tag))
         if pending:
             subnet = pending[0]
         else:
-            same = [s for s in await api.list("subnets", network_id=net["id"]) if s["cidr"] == cidr]
+            same = [s for s in await neutron.list("subnet", network_id=net["id"]) if s["cidr"] == cidr]
             subnet = same[0] if same else await self._make_subnet(net, cidr, gateway, undo)
         if pool_tag(cidr) not in (subnet.get("tags") or ()):
-            await api.add_tag("subnets", subnet["id"], pool_tag(cidr))
-            undo.append(lambda: api.remove_tag("subnets", subnet["id"], pool_tag(cidr)))
+            await neutron.add_tag("subnet", subnet["id"], pool_tag(cidr))
+            undo.append(lambda: neutron.remove_tag("subnet", subnet["id"], pool_tag(cidr)))
         if PENDING in (subnet.get("tags") or ()):
-            await api.remove_tag("subnets", subnet["id"], PENDING)
+            await neutron.remove_tag("subnet", subnet["id"], PENDING)
         self.dir.networks[nid] = net
 
     async def _make_subnet(self, net: dict[str, Any], cidr: str, gateway: str | None,
                            undo: list[Callable[[], Any]]) -> dict[str, Any]:
-        api = self.api
+        neutron = self.neutron
         body: dict[str, Any] = {"network_id": net["id"], "cidr": cidr, "ip_version": 4,
                                 "name": f"docker-{cidr}", "tags": [MADE, pool_tag(cidr)]}
         if gateway:
             body["gateway_ip"] = gateway
-        pools = await api.list("subnetpools", tags=pending_pool_tag(cidr))
+        pools = await neutron.list("subnetpool", tags=pending_pool_tag(cidr))
         if pools:
             body["subnetpool_id"] = pools[0]["id"]
-        subnet = await api.create("subnets", body)
-        undo.append(lambda: api.delete("subnets", subnet["id"]))
+        subnet = await neutron.create("subnet", body)
+        undo.append(lambda: neutron.delete("subnet", subnet["id"]))
         if pools:
-            await api.remove_tag("subnetpools", pools[0]["id"], pending_pool_tag(cidr))
+            await neutron.remove_tag("subnetpool", pools[0]["id"], pending_pool_tag(cidr))
         return subnet
 
     async def delete_network(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -158,24 +162,24 @@ class NetworkDriver:
         if placement(net, nid):
             await self.clusters.delete_network(nid, net)
             return {}
-        api = self.api
-        for port in await api.list("ports", network_id=net["id"], tags=MADE):  # leftovers of a crash
+        neutron = self.neutron
+        for port in await neutron.list("port", network_id=net["id"], tags=MADE):  # leftovers of a crash
             await self.kernel(self.attacher.unplug, port["id"])
-            await api.delete("ports", port["id"])
+            await neutron.delete("port", port["id"])
         if MADE in (net.get("tags") or ()):
-            await api.delete("networks", net["id"])
+            await neutron.delete("network", net["id"])
             return {}
-        for subnet in await api.list("subnets", network_id=net["id"]):
+        for subnet in await neutron.list("subnet", network_id=net["id"]):
             tags = subnet.get("tags") or ()
             if MADE in tags:
-                await api.delete("subnets", subnet["id"])
+                await neutron.delete("subnet", subnet["id"])
                 continue
             for tag in tags:
                 if tag.startswith(pool_tag("")):
-                    await api.remove_tag("subnets", subnet["id"], tag)
-        await api.remove_tag("networks", net["id"], net_tag(nid))
+                    await neutron.remove_tag("subnet", subnet["id"], tag)
+        await neutron.remove_tag("network", net["id"], net_tag(nid))
         if not [t for t in net.get("tags") or () if t.startswith(net_tag("")) and t != net_tag(nid)]:
-            await api.remove_tag("networks", net["id"], self.dir.owner)
+            await neutron.remove_tag("network", net["id"], self.dir.owner)
         return {}
 
     # -- endpoints ---------------------------------------------------------------------------
@@ -247,7 +251,7 @@ class NetworkDriver:
 
     def _binding(self, port: dict[str, Any], eid: str, mac: str | None) -> dict[str, Any]:
         """The update that binds ``port`` to this host for ``eid`` (hands it to the agent)."""
-        update: dict[str, Any] = {"device_owner": CONTAINER_OWNER, "binding:host_id": self.host}
+        update: dict[str, Any] = {"device_owner": self.dir.device_owner, "binding:host_id": self.host}
         if not port.get("device_id"):
             update["device_id"] = eid
         if mac and (port.get("mac_address") or "").lower() != mac.lower():
@@ -256,12 +260,13 @@ class NetworkDriver:
 
     async def bind(self, eid: str, port_id: str, update: dict[str, Any] | None = None) -> dict[str, Any]:
         """Bind the port (``update``, else what :meth:`_binding` says of it now), tag it
-        with its endpoint when its device is someone else's, then clear the binding mark."""
+        with its endpoint (kuryr's convention: the port names its endpoint whoever its
+        device is), then clear the binding mark."""
         if update is None:
-            update = self._binding(await self.api.show("ports", port_id), eid, None)
-        port = await self.api.update("ports", port_id, update)
-        if port.get("device_id") != eid:
-            await self.api.add_tag("ports", port_id, ep_tag(eid))
+            update = self._binding(await self.neutron.show("port", port_id), eid, None)
+        port = await self.neutron.update("port", port_id, update)
+        if ep_tag(eid) not in (port.get("tags") or ()):
+            await self.neutron.add_tag("port", port_id, ep_tag(eid))
         await self.kernel(self.attacher.mark, port_id, "")
         return port
 
@@ -278,7 +283,7 @@ class NetworkDriver:
             try:
                 await self.bind(eid, port_id, update)
                 return
-            except NotFoundError:
+            except NotFound:
                 return  # released meanwhile: nothing left to bind
             except Exception as exc:  # noqa: BLE001 - the mark stays; retried here, then by the sweep
                 log.warning("port %s: binding (attempt %d): %s", port_id, attempt + 1, exc)
@@ -300,7 +305,7 @@ class NetworkDriver:
         for fixed in port.get("fixed_ips") or ():
             subnet = next((s for s in self.dir.subnets.values() if s["id"] == fixed["subnet_id"]), None)
             if subnet is None:
-                subnet = await self.api.show("subnets", fixed["subnet_id"])
+                subnet = await self.neutron.show("subnet", fixed["subnet_id"])
             if ipaddress.ip_address(fixed["ip_address"]).version == 4:
                 gateway = gateway or subnet.get("gateway_ip")
                 routes += [(r["destination"], r["nexthop"]) for r in subnet.get("host_routes") or ()]
@@ -368,16 +373,16 @@ class NetworkDriver:
                 return
             await self.name_netns(nid, ep.endpoint_id, self.attacher.names.container(ep.port_id), cid)
             await self._bind_landed(ep.port_id)
-            port = await self.api.show("ports", ep.port_id)
+            port = await self.neutron.show("port", ep.port_id)
             if port.get("device_id") != ep.endpoint_id:
                 return  # its owner's device (the container API's), or gone
             await self.name_device(ep.port_id, ep.endpoint_id, cid)
-        except PluginError as exc:
+        except NetbayError as exc:
             log.info("port %s: device not named: %s", ep.port_id, exc)
 
     async def name_device(self, port_id: str, eid: str, container_id: str) -> None:
-        await self.api.add_tag("ports", port_id, ep_tag(eid))
-        await self.api.update("ports", port_id, {"device_id": container_id})
+        """The container as the port's device; the endpoint stays named by the tag :meth:`bind` set."""
+        await self.neutron.update("port", port_id, {"device_id": container_id})
 
     async def endpoint_info(self, req: dict[str, Any]) -> dict[str, Any]:
         ep = self.dir.endpoints.get(req.get("EndpointID") or "")
@@ -407,8 +412,8 @@ class NetworkDriver:
         update: dict[str, Any] = {"binding:host_id": ""}
         if port.get("device_id") == eid:
             update.update(device_id="", device_owner="")
-        await self.api.update("ports", port["id"], update)
-        await self.api.remove_tag("ports", port["id"], ep_tag(eid))
+        await self.neutron.update("port", port["id"], update)
+        await self.neutron.remove_tag("port", port["id"], ep_tag(eid))
         return {}
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from netbay.plugins.libnetwork.netbayapi import PluginError
+from netbay.plugins.libnetwork.resources import PluginError
 
 NETWORK_KEYS = {"netbay.network": "network", "neutron.net.uuid": "network", "neutron.net.name": "network",
                 "netbay.cluster": "cluster", "netbay.node": "node"}

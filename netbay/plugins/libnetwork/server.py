@@ -24,12 +24,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from netbay.backends.aio import AsyncApi, AsyncNetworkBackend
 from netbay.dataplane.names import PRODUCT_PREFIX, Names
-from netbay.plugins.libnetwork.directory import Directory, owner_tag
+from netbay.errors import NetbayError
+from netbay.plugins.libnetwork.directory import CONTAINER_OWNER, Directory, owner_tag
 from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.gc import Collector
 from netbay.plugins.libnetwork.ipam import Ipam
-from netbay.plugins.libnetwork.netbayapi import NetbayAPI, PluginError
+from netbay.plugins.libnetwork.resources import Resources
 from netbay.plugins.libnetwork.network import ANSWER_SENT, NetworkDriver
 from netbay.runtime.attach import Attacher
 
@@ -81,15 +83,20 @@ def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
     }
 
 
-def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None, *, name: str = "netbay",
-               bound: float = CALL_BOUND, grace: float = 30.0, docker_host: str | None = None,
+def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | None = None, *, name: str = "netbay",
+               netbay_api: AsyncApi | None = None, device_owner: str = CONTAINER_OWNER, bound: float = CALL_BOUND,
+               grace: float = 30.0, docker_host: str | None = None,
                on_exit: Callable[[], None] | None = None) -> Starlette:
+    """``backend``: where networks, subnets and ports are made (netbay's own, or a cloud's
+    Neutron); ``netbay_api``: netbay's other APIs, for ``-o netbay.cluster`` (None: refused);
+    ``device_owner``: of the ports made and bound here (the backend's convention)."""
     host = host or socket.gethostname()
-    directory = Directory(api, owner_tag(name, host))
+    neutron = Resources(backend)
+    directory = Directory(neutron, owner_tag(name, host), device_owner)
     docker = DockerView(docker_host, name) if docker_host else None
-    net = NetworkDriver(api, directory, attacher, host, docker)
-    table = handlers(Ipam(api, directory, net.prepare, net.unprepare), net)
-    collector = Collector(api, net, grace, docker)
+    net = NetworkDriver(neutron, directory, attacher, host, docker, netbay_api)
+    table = handlers(Ipam(neutron, directory, net.prepare, net.unprepare), net)
+    collector = Collector(neutron, net, grace, docker)
 
     async def dispatch(request: Request) -> Response:
         method = request.path_params["method"]
@@ -107,7 +114,7 @@ def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None, *, n
         try:
             body = await asyncio.wait_for(handler(req if isinstance(req, dict) else {}), bound)
             log.debug("%s: %.2f ms", method, 1000 * (time.perf_counter() - started))
-        except PluginError as exc:
+        except NetbayError as exc:  # the plugin's refusal, or the backend's (its own message)
             log.info("%s: %s", method, exc)
             return _reply({"Err": str(exc)}, 500, sent)
         except TimeoutError:
@@ -129,7 +136,7 @@ def create_app(api: NetbayAPI, attacher: Attacher, host: str | None = None, *, n
                 on_exit()
             sweeping.cancel()
             net.close()
-            await api.aclose()
+            await neutron.aclose()
 
     return Starlette(routes=[Route("/{method}", dispatch, methods=["POST"])], lifespan=lifespan)
 
@@ -138,8 +145,9 @@ def socket_path(name: str, plugin_dir: Path = PLUGIN_DIR) -> Path:
     return plugin_dir / f"{name}.sock"
 
 
-def serve(api: NetbayAPI, name: str = "netbay", *, prefix: str = PRODUCT_PREFIX, host: str | None = None,
-          plugin_dir: Path = PLUGIN_DIR, grace: float = 30.0, docker_host: str | None = None) -> None:
+def serve(backend: AsyncNetworkBackend, name: str = "netbay", *, prefix: str = PRODUCT_PREFIX, host: str | None = None,
+          netbay_api: AsyncApi | None = None, device_owner: str = CONTAINER_OWNER, plugin_dir: Path = PLUGIN_DIR,
+          grace: float = 30.0, docker_host: str | None = None) -> None:
     """Serve until SIGTERM/SIGINT; the socket is removed on the way out."""
     import uvicorn
 
@@ -153,8 +161,8 @@ def serve(api: NetbayAPI, name: str = "netbay", *, prefix: str = PRODUCT_PREFIX,
 
     # The socket goes at shutdown, inside the app: uvicorn re-raises SIGTERM once it has
     # stopped, so nothing after uvicorn.run() would run.
-    app = create_app(api, Attacher(Names(prefix)), host, name=name, grace=grace, docker_host=docker_host,
-                     on_exit=unlink)
+    app = create_app(backend, Attacher(Names(prefix)), host, name=name, netbay_api=netbay_api,
+                     device_owner=device_owner, grace=grace, docker_host=docker_host, on_exit=unlink)
     try:
         uvicorn.run(app, uds=str(path), log_level="warning", access_log=False, timeout_graceful_shutdown=2)
     finally:

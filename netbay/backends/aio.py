@@ -1,0 +1,272 @@
+"""The network backend seam for asyncio callers (Docker's network + IPAM driver).
+
+Why an async face: dockerd holds its locks while it waits on a plugin, and the
+plugin answers every call from one event loop; a synchronous seam call on that
+loop would stall every other call behind a slow cloud. Same members, bodies,
+results and errors as :class:`netbay.backends.NetworkBackend`, awaited:
+
+- :class:`HttpAsyncBackend` — netbay's own (embedded) network service over its
+  Neutron API, on httpx's async client: no thread, short timeouts (connect 1 s,
+  read 5 s), the token renewed on 401. Its :class:`AsyncApi` also reaches
+  netbay's other APIs, for callers that need more than the network.
+- :class:`ThreadedBackend` — any synchronous backend (the ``openstack`` one,
+  openstacksdk) on a bounded thread pool, one backend per worker thread (an sdk
+  connection is not shared between threads). Tags a backend did not take with a
+  create (a Neutron without ``tag-ports-during-bulk-creation`` ignores or refuses
+  them on POST) are set at once, and the object is deleted again if that fails:
+  a create is whole or absent.
+
+Failures are ``netbay.errors`` carrying the backend's status, ``NeutronError.type``
+and message; a backend that does not answer is a ``NetbayError`` of status 503,
+kind ``Unreachable``, at once (never a hang).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import quote
+
+import httpx
+
+from netbay import errors
+from netbay.backends import NetworkBackend
+from netbay.backends.apiclient import NET, error_kind, error_message
+from netbay.backends.http import _BY_STATUS, COLLECTIONS
+
+CONNECT_TIMEOUT = 1.0
+READ_TIMEOUT = 5.0
+WORKERS = 8
+
+
+@runtime_checkable
+class AsyncNetworkBackend(Protocol):
+    """:class:`netbay.backends.NetworkBackend`'s CRUD and tags, awaited."""
+
+    name: str
+
+    async def create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
+    async def show(self, member: str, obj_id: str) -> dict[str, Any]: ...
+    async def list(self, member: str, **filters: Any) -> list[dict[str, Any]]: ...
+    async def update(self, member: str, obj_id: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
+    async def delete(self, member: str, obj_id: str) -> None: ...
+    async def add_tag(self, member: str, obj_id: str, tag: str) -> None: ...
+    async def remove_tag(self, member: str, obj_id: str, tag: str) -> None: ...
+    async def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]: ...
+    def describe(self) -> dict[str, Any]: ...
+    async def aclose(self) -> None: ...
+
+
+def unreachable(where: str, exc: BaseException) -> errors.NetbayError:
+    err = errors.NetbayError(f"{where} is unreachable ({type(exc).__name__}: {exc or 'no answer'})",
+                             kind="Unreachable")
+    err.status = 503
+    return err
+
+
+def _refusal(status: int, message: str, kind: str | None) -> errors.NetbayError:
+    cls = _BY_STATUS.get(status, errors.NetbayError)
+    err = cls(message, kind=kind)
+    if cls is errors.NetbayError:
+        err.status = status
+    return err
+
+
+class AsyncApi:
+    """netbay's APIs with a Keystone token (password credentials, as an openrc holds
+    them: ``auth_url``, ``username``, ``password``, ``project_name`` and the domains)."""
+
+    def __init__(self, url: str, creds: Any, *, connect_timeout: float = CONNECT_TIMEOUT,
+                 read_timeout: float = READ_TIMEOUT) -> None:
+        self.url = url.rstrip("/")
+        self.creds = creds
+        self._token: str | None = None
+        self._token_lock = asyncio.Lock()
+        self.client = httpx.AsyncClient(
+            base_url=self.url, timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def _get_token(self, renew: bool) -> str:
+        async with self._token_lock:
+            if self._token is None or renew:
+                c = self.creds
+                body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+                    "name": c.username, "domain": {"name": c.user_domain_name}, "password": c.password}}},
+                    "scope": {"project": {"name": c.project_name, "domain": {"name": c.project_domain_name}}}}}
+                url = c.auth_url.rstrip("/")
+                url = url if url.endswith("/v3") else url + "/v3"
+                try:
+                    r = await self.client.post(f"{url}/auth/tokens", json=body)
+                except httpx.HTTPError as exc:
+                    raise unreachable(f"netbay API at {self.url}", exc) from None
+                if r.status_code != 201:
+                    raise errors.Unauthorized(f"netbay: authentication failed: {error_message(r)}")
+                self._token = r.headers["X-Subject-Token"]
+            return self._token
+
+    async def call(self, method: str, path: str, **kw: Any) -> Any:
+        """``path`` below the server's root (``/network/v2.0/ports``, ``/netbay/v1/pods``)."""
+        for attempt in range(2):
+            token = await self._get_token(renew=attempt > 0)
+            try:
+                r = await self.client.request(method, path, headers={"X-Auth-Token": token}, **kw)
+            except httpx.HTTPError as exc:
+                raise unreachable(f"netbay API at {self.url}", exc) from None
+            if r.status_code == 401 and attempt == 0:
+                continue
+            if r.status_code >= 400:
+                raise _refusal(r.status_code, error_message(r), error_kind(r))
+            return r.json() if r.content else None
+        raise errors.Unauthorized("netbay: token refused")
+
+
+class HttpAsyncBackend:
+    """netbay's network service at ``api`` (the embedded backend, as a client sees it)."""
+
+    name = "embedded"
+
+    def __init__(self, api: AsyncApi) -> None:
+        self.api = api
+
+    async def create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return (await self.api.call("POST", _path(member), json={member: dict(body)}))[member]
+
+    async def show(self, member: str, obj_id: str) -> dict[str, Any]:
+        return (await self.api.call("GET", f"{_path(member)}/{quote(obj_id, safe='')}"))[member]
+
+    async def list(self, member: str, **filters: Any) -> list[dict[str, Any]]:
+        params = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in filters.items()}
+        return (await self.api.call("GET", _path(member), params=params))[COLLECTIONS[member].replace("-", "_")]
+
+    async def update(self, member: str, obj_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return (await self.api.call("PUT", f"{_path(member)}/{obj_id}", json={member: dict(body)}))[member]
+
+    async def delete(self, member: str, obj_id: str) -> None:
+        await self.api.call("DELETE", f"{_path(member)}/{obj_id}")
+
+    async def add_tag(self, member: str, obj_id: str, tag: str) -> None:
+        await self.api.call("PUT", f"{_path(member)}/{obj_id}/tags/{quote(tag, safe='')}")
+
+    async def remove_tag(self, member: str, obj_id: str, tag: str) -> None:
+        await self.api.call("DELETE", f"{_path(member)}/{obj_id}/tags/{quote(tag, safe='')}")
+
+    async def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+        return (await self.api.call("PUT", f"{_path(member)}/{obj_id}/tags", json={"tags": list(tags)}))["tags"]
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "network": self.api.url + NET}
+
+    async def aclose(self) -> None:
+        await self.api.aclose()
+
+
+class ThreadedBackend:
+    """A synchronous backend made by ``make`` per worker thread, at most ``workers`` calls at once."""
+
+    def __init__(self, make: Callable[[], NetworkBackend], workers: int = WORKERS) -> None:
+        self._make = make
+        self._local = threading.local()
+        self._made: list[NetworkBackend] = []
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="netbay-backend")
+        self.first = self._backend()  # on the caller's thread: settings are checked here, not on a call
+        self.name = self.first.name
+
+    def _backend(self) -> NetworkBackend:
+        backend = getattr(self._local, "backend", None)
+        if backend is None:
+            backend = self._local.backend = self._make()
+            with self._lock:
+                self._made.append(backend)
+        return backend
+
+    async def _run(self, method: str, *args: Any, **kw: Any) -> Any:
+        def call() -> Any:
+            return getattr(self._backend(), method)(*args, **kw)
+
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+
+    async def create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, partial(self._create, member, body))
+
+    def _create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        backend = self._backend()
+        obj = backend.create(member, body)
+        have, wanted = list(obj.get("tags") or ()), list(body.get("tags") or ())
+        if wanted and not set(wanted) <= set(have):
+            try:
+                obj["tags"] = backend.set_tags(member, obj["id"], have + [t for t in wanted if t not in have])
+            except BaseException:
+                with contextlib.suppress(errors.NetbayError):
+                    backend.delete(member, obj["id"])
+                raise
+        return obj
+
+    async def show(self, member: str, obj_id: str) -> dict[str, Any]:
+        return await self._run("show", member, obj_id)
+
+    async def list(self, member: str, **filters: Any) -> list[dict[str, Any]]:
+        return await self._run("list", member, **filters)
+
+    async def update(self, member: str, obj_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return await self._run("update", member, obj_id, body)
+
+    async def delete(self, member: str, obj_id: str) -> None:
+        await self._run("delete", member, obj_id)
+
+    async def add_tag(self, member: str, obj_id: str, tag: str) -> None:
+        await self._run("add_tag", member, obj_id, tag)
+
+    async def remove_tag(self, member: str, obj_id: str, tag: str) -> None:
+        await self._run("remove_tag", member, obj_id, tag)
+
+    async def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+        return await self._run("set_tags", member, obj_id, tags)
+
+    def describe(self) -> dict[str, Any]:
+        return self.first.describe()
+
+    async def aclose(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            made, self._made = self._made, []
+        for backend in made:
+            with contextlib.suppress(Exception):
+                getattr(backend, "close", lambda: None)()
+
+
+def open_async_backend(kind: str, *, url: str | None = None, creds: Any = None, cloud: str | None = None,
+                       workers: int = WORKERS, timeout: float = READ_TIMEOUT) -> AsyncNetworkBackend:
+    """``embedded``: netbay's API at ``url`` with ``creds``; ``openstack``: the cloud
+    ``cloud`` of clouds.yaml, each call bounded by ``timeout`` seconds."""
+    if kind == "embedded":
+        if not url or creds is None:
+            raise ValueError("the embedded backend needs netbay's URL and credentials")
+        return HttpAsyncBackend(AsyncApi(url, creds, read_timeout=timeout))
+    if kind == "openstack":
+        if not cloud:
+            raise ValueError("the openstack backend needs a cloud: --os-cloud NAME (or OS_CLOUD), "
+                             "a clouds.yaml entry")
+        from netbay.backends import open_backend
+
+        return ThreadedBackend(lambda: open_backend("openstack", cloud=cloud, api_timeout=timeout), workers)
+    raise ValueError(f"unknown network backend {kind!r}: choose embedded or openstack")
+
+
+def _path(member: str) -> str:
+    try:
+        return f"{NET}/{COLLECTIONS[member]}"
+    except KeyError:
+        raise errors.BadRequest(f"unknown network resource {member!r}") from None
+
+
+__all__ = ["AsyncApi", "AsyncNetworkBackend", "HttpAsyncBackend", "ThreadedBackend", "open_async_backend",
+           "unreachable"]
