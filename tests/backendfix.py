@@ -27,7 +27,11 @@ Loaded by ``tests/conftest.py`` (``pytest_plugins``); fixtures:
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +39,9 @@ PUBLIC = "public"
 # What a test must leave as it found it, per backend.
 SWEPT = ("network", "subnet", "port", "router", "floatingip", "security_group")
 BACKENDS = ("embedded", "openstack")
+OPENSTACK = str(Path(sys.executable).parent / "openstack")
+# What the cloud's own CLI must list as before, once a test has made and deleted its things.
+CLI_LISTS = ("port", "network", "subnet", "security group", "router", "floating ip")
 LB_SWEPT = ("loadbalancer", "listener", "pool", "healthmonitor")
 
 
@@ -184,3 +191,16 @@ def clean_lb_backend(lb_backend) -> Iterator:  # noqa: ANN001
     before = lb_snapshot(lb_backend)
     yield lb_backend
     assert lb_snapshot(lb_backend) == before
+
+
+def openstack(env: dict[str, str], *args: str) -> str:
+    """The real ``openstack`` CLI against the cloud ``env`` names (``cloud_env``); its stdout."""
+    r = subprocess.run([OPENSTACK, *args], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def cli_snapshot(env: dict[str, str]) -> dict[str, set[str]]:
+    """What the cloud's own ``openstack … list`` shows, by id."""
+    return {what: {row["ID"] for row in json.loads(openstack(env, *what.split(), "list", "-f", "json", "-c", "ID"))}
+            for what in CLI_LISTS}

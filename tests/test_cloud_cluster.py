@@ -36,11 +36,10 @@ from netbay.coe.handlers import NO_OCTAVIA
 from netbay.store import migrate
 from netbay.store.db import Store
 from tests.peers.openstack_cloud import Cloud
+from tests.backendfix import cli_snapshot, openstack
 
 pytestmark = pytest.mark.peers
 
-OPENSTACK = str(Path(sys.executable).parent / "openstack")
-LISTS = ("port", "network", "security group", "router", "floating ip", "subnet")
 BUILD_TIMEOUT = 300
 
 
@@ -76,20 +75,6 @@ def admin(cloud: Cloud):  # noqa: ANN201
 def ci(server, admin) -> httpx.Client:  # noqa: ANN001
     """The Magnum API of netbay, called with a token of the cloud's Keystone."""
     return ci_client(server, admin.auth_token)
-
-
-def openstack(env: dict[str, str], *args: str) -> str:
-    r = subprocess.run([OPENSTACK, *args], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
-    assert r.returncode == 0, r.stderr
-    return r.stdout
-
-
-def cli_snapshot(env: dict[str, str]) -> dict[str, set[str]]:
-    """What the cloud's own CLI lists, by id."""
-    return {what: {row["ID"] for row in json.loads(openstack(env, *what.split(), "list", "-f", "json", "-c", "ID"))}
-            for what in LISTS}
-
-
 def template(ci: httpx.Client, **extra) -> dict:  # noqa: ANN003
     return make_template(ci, name=unique("cloud"), external_network_id="public", network_driver="flannel",
                          floating_ip_enabled=True, master_lb_enabled=False, labels={"flannel_backend": "vxlan"},

@@ -30,19 +30,13 @@ import pytest
 from netbay.dataplane import netns
 from netbay.plugins.cni.launcher import install
 from tests.dataplane.cni_fixtures import Daemon, invoke, netbay_conf
+from tests.backendfix import openstack
 
 pytestmark = [pytest.mark.peers,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (the pods' network namespaces)")]
 
-OPENSTACK = str(Path(sys.executable).parent / "openstack")
 PREFIX = f"nbt{secrets.token_hex(3)}-cc-"
 CIDR = "10.77.0.0/24"
-
-
-def openstack(env: dict[str, str], *args: str) -> str:
-    r = subprocess.run([OPENSTACK, *args], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
-    assert r.returncode == 0, r.stderr
-    return r.stdout
 
 
 def port_ids(env: dict[str, str]) -> set[str]:

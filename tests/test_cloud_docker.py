@@ -33,11 +33,10 @@ import dockercalls
 from netbay.dataplane import netns
 from netbay.dataplane.names import Names
 from tests.backendfix import BACKENDS, snapshot
+from tests.backendfix import cli_snapshot, openstack
 
 pytestmark = pytest.mark.peers
 
-OPENSTACK = str(Path(sys.executable).parent / "openstack")
-LISTS = ("port", "network", "subnet", "security group", "router", "floating ip")
 OWNERS = {"embedded": "compute:netbay", "openstack": "kuryr:container"}
 HOST = "docker-host-1"
 MADE, BY = "netbay.docker.made", "netbay.docker.by:"
@@ -66,20 +65,6 @@ class Driver:
         if self.cli_env:
             seen["cli"] = cli_snapshot(self.cli_env)
         return seen
-
-
-def openstack(env: dict[str, str], *args: str) -> str:
-    r = subprocess.run([OPENSTACK, *args], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
-    assert r.returncode == 0, r.stderr
-    return r.stdout
-
-
-def cli_snapshot(env: dict[str, str]) -> dict[str, set[str]]:
-    """What the cloud's own ``openstack … list`` shows, by id."""
-    return {what: {row["ID"] for row in json.loads(openstack(env, *what.split(), "list", "-f", "json", "-c", "ID"))}
-            for what in LISTS}
-
-
 def _serving(sock: Path, proc: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + BOUND
     while time.monotonic() < deadline:

@@ -24,7 +24,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from coehelp import ci_client, make_template, wait_status
 from conftest import start_server, stop_server, unique
@@ -40,11 +39,10 @@ from netbay.k8s.portsonly import BoundPorts
 from netbay.k8s.services import NO_LOAD_BALANCERS
 from netbay.store.db import Store
 from tests.peers.openstack_cloud import Cloud
+from tests.backendfix import cli_snapshot, openstack
 
 pytestmark = pytest.mark.peers
 
-OPENSTACK = str(Path(sys.executable).parent / "openstack")
-LISTS = ("port", "network", "subnet", "security group", "router", "floating ip")
 BUILD_TIMEOUT = 300
 
 APP = """
@@ -153,19 +151,8 @@ def cluster(server, admin, quotas) -> Iterator[str]:  # noqa: ANN001
     ci.close()
 
 
-def openstack(env: dict[str, str], *args: str) -> str:
-    r = subprocess.run([OPENSTACK, *args], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
-    assert r.returncode == 0, r.stderr
-    return r.stdout
-
-
 def listed(env: dict[str, str], what: str, *extra: str) -> list[dict]:
     return json.loads(openstack(env, *what.split(), "list", "-f", "json", *extra))
-
-
-def cli_snapshot(env: dict[str, str]) -> dict[str, set[str]]:
-    """What the cloud's own CLI lists, by id."""
-    return {what: {row["ID"] for row in listed(env, what, "-c", "ID")} for what in LISTS}
 
 
 def netbay_k8s(server, env: dict[str, str], verb: str, *args: str) -> subprocess.CompletedProcess:  # noqa: ANN001
@@ -311,6 +298,7 @@ def test_a_controller_killed_midway_is_resumed_by_tag_and_delete_leaves_nothing(
 
 
 # -- the backend capabilities the mapping uses, on both backends ------------------------------
+
 
 def test_bulk_create_is_all_or_nothing(clean_backend) -> None:  # noqa: ANN001
     net = clean_backend

@@ -24,12 +24,10 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -58,19 +56,7 @@ def heat_dir() -> Path:
 
 def install() -> Path:
     """Heat's virtualenv, made on first use."""
-    root = heat_dir()
-    root.mkdir(parents=True, exist_ok=True)
-    venv, stamp = root / "venv", root / "installed"
-    with open(root / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists() and stamp.read_text() == "\n".join(PINS):
-            return venv
-        base = getattr(sys, "_base_executable", sys.executable)
-        subprocess.run([base, "-m", "venv", "--clear", str(venv)], check=True, timeout=120)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *PINS],
-                       check=True, timeout=INSTALL_TIMEOUT)
-        stamp.write_text("\n".join(PINS))
-    return venv
+    return peers.venv_with(heat_dir(), PINS, INSTALL_TIMEOUT)
 
 
 @dataclass

@@ -20,17 +20,15 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.peers.openstack_cloud import BOOT_TIMEOUT, INSTALL_TIMEOUT, Cloud, _free_port, _Uwsgi, peers_dir
+from tests.peers.openstack_cloud import BOOT_TIMEOUT, Cloud, _free_port, _Uwsgi, peers_dir, venv_with
 
 PINS = ("octavia==19.0.0", "uwsgi==2.0.31")
 SERVICE_PASSWORD = "peer-octavia-secret"
@@ -38,20 +36,8 @@ PROVIDER = Path(__file__).with_name("octavia_provider.py")
 
 
 def install() -> Path:
-    """Octavia's virtualenv, made on first use (a file lock keeps parallel runs apart)."""
-    root = peers_dir() / "octavia"
-    root.mkdir(parents=True, exist_ok=True)
-    venv, stamp = root / "venv", root / "installed"
-    with open(root / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists() and stamp.read_text() == "\n".join(PINS):
-            return venv
-        base = getattr(sys, "_base_executable", sys.executable)
-        subprocess.run([base, "-m", "venv", "--clear", str(venv)], check=True, timeout=120)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *PINS],
-                       check=True, timeout=INSTALL_TIMEOUT)
-        stamp.write_text("\n".join(PINS))
-    return venv
+    """Octavia's virtualenv, made on first use."""
+    return venv_with(peers_dir() / "octavia", PINS)
 
 
 # Octavia's migrations also seed its lookup tables (statuses, protocols, algorithms …),

@@ -44,19 +44,24 @@ def peers_dir() -> Path:
 
 
 def install() -> Path:
-    """The peers' virtualenv, made on first use (a file lock keeps parallel runs out of each other's way)."""
-    root = peers_dir()
+    """The peers' virtualenv, made on first use."""
+    return venv_with(peers_dir(), PINS)
+
+
+def venv_with(root: Path, pins: tuple[str, ...], timeout: float = INSTALL_TIMEOUT) -> Path:
+    """A virtualenv at ``root/venv`` holding exactly ``pins``, made on first use and kept
+    (a stamp names the pins; a file lock keeps parallel runs out of each other's way)."""
     root.mkdir(parents=True, exist_ok=True)
     venv, stamp = root / "venv", root / "installed"
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists() and stamp.read_text() == "\n".join(PINS):
+        if stamp.exists() and stamp.read_text() == "\n".join(pins):
             return venv
         base = getattr(sys, "_base_executable", sys.executable)
         subprocess.run([base, "-m", "venv", "--clear", str(venv)], check=True, timeout=120)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *PINS],
-                       check=True, timeout=INSTALL_TIMEOUT)
-        stamp.write_text("\n".join(PINS))
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *pins],
+                       check=True, timeout=timeout)
+        stamp.write_text("\n".join(pins))
     return venv
 
 
