@@ -26,6 +26,7 @@ Loaded by ``tests/conftest.py`` (``pytest_plugins``); fixtures:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -204,3 +205,22 @@ def cli_snapshot(env: dict[str, str]) -> dict[str, set[str]]:
     """What the cloud's own ``openstack … list`` shows, by id."""
     return {what: {row["ID"] for row in json.loads(openstack(env, *what.split(), "list", "-f", "json", "-c", "ID"))}
             for what in CLI_LISTS}
+
+
+@contextlib.contextmanager
+def netbay_on_cloud(cloud_env: dict[str, str], data: Path) -> Iterator:
+    """``netbay up --backend openstack --os-cloud peer`` on SQLite in ``data``, stopped after."""
+    from tests.conftest import start_server, stop_server
+
+    saved = {k: os.environ.get(k) for k in cloud_env}
+    os.environ.update(cloud_env)
+    try:
+        srv = start_server(f"sqlite:///{data / 'netbay.db'}", data, extra=("--backend", "openstack",
+                                                                           "--os-cloud", "peer"))
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    try:
+        yield srv
+    finally:
+        stop_server(srv)

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 from coehelp import ci_client, make_template, wait_status
-from conftest import start_server, stop_server, unique
+from conftest import unique
 
 from netbay.backends.openstack import OpenStackBackend
 from netbay.coe.compose import build
@@ -36,7 +36,7 @@ from netbay.coe.handlers import NO_OCTAVIA
 from netbay.store import migrate
 from netbay.store.db import Store
 from tests.peers.openstack_cloud import Cloud
-from tests.backendfix import cli_snapshot, openstack
+from tests.backendfix import cli_snapshot, netbay_on_cloud, openstack
 
 pytestmark = pytest.mark.peers
 
@@ -51,17 +51,8 @@ def env(cloud_env: dict[str, str]) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def server(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    data = tmp_path_factory.mktemp("netbay")
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        srv = start_server(f"sqlite:///{data / 'netbay.db'}", data, extra=("--backend", "openstack",
-                                                                           "--os-cloud", "peer"))
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-    yield srv
-    stop_server(srv)
+    with netbay_on_cloud(env, tmp_path_factory.mktemp("netbay")) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from coehelp import ci_client, make_template, wait_status
-from conftest import start_server, stop_server, unique
+from conftest import unique
 
 from netbay import errors
 from netbay.backends import batch
@@ -39,7 +39,7 @@ from netbay.k8s.portsonly import BoundPorts
 from netbay.k8s.services import NO_LOAD_BALANCERS
 from netbay.store.db import Store
 from tests.peers.openstack_cloud import Cloud
-from tests.backendfix import cli_snapshot, openstack
+from tests.backendfix import cli_snapshot, netbay_on_cloud, openstack
 
 pytestmark = pytest.mark.peers
 
@@ -102,17 +102,8 @@ PODS = {"shop/web-0", "shop/web-1", "shop/web-2", "other/client"}
 
 @pytest.fixture(scope="module")
 def server(cloud_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    data = tmp_path_factory.mktemp("netbay")
-    saved = {k: os.environ.get(k) for k in cloud_env}
-    os.environ.update(cloud_env)
-    try:
-        srv = start_server(f"sqlite:///{data / 'netbay.db'}", data, extra=("--backend", "openstack",
-                                                                           "--os-cloud", "peer"))
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-    yield srv
-    stop_server(srv)
+    with netbay_on_cloud(cloud_env, tmp_path_factory.mktemp("netbay")) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")

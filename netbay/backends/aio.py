@@ -11,10 +11,8 @@ results and errors as :class:`netbay.backends.NetworkBackend`, awaited:
   netbay's other APIs, for callers that need more than the network.
 - :class:`ThreadedBackend` — any synchronous backend (the ``openstack`` one,
   openstacksdk) on a bounded thread pool, one backend per worker thread (an sdk
-  connection is not shared between threads). Tags a backend did not take with a
-  create (a Neutron without ``tag-ports-during-bulk-creation`` ignores or refuses
-  them on POST) are set at once, and the object is deleted again if that fails:
-  a create is whole or absent.
+  connection is not shared between threads). A create comes back tagged or not
+  at all (the ``openstack`` backend tags what its Neutron would not take on POST).
 
 Failures are ``netbay.errors`` carrying the backend's status, ``NeutronError.type``
 and message; a backend that does not answer is a ``NetbayError`` of status 503,
@@ -28,7 +26,6 @@ import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import quote
 
@@ -195,20 +192,7 @@ class ThreadedBackend:
         return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
     async def create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, partial(self._create, member, body))
-
-    def _create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        backend = self._backend()
-        obj = backend.create(member, body)
-        have, wanted = list(obj.get("tags") or ()), list(body.get("tags") or ())
-        if wanted and not set(wanted) <= set(have):
-            try:
-                obj["tags"] = backend.set_tags(member, obj["id"], have + [t for t in wanted if t not in have])
-            except BaseException:
-                with contextlib.suppress(errors.NetbayError):
-                    backend.delete(member, obj["id"])
-                raise
-        return obj
+        return await self._run("create", member, body)
 
     async def show(self, member: str, obj_id: str) -> dict[str, Any]:
         return await self._run("show", member, obj_id)

@@ -16,7 +16,7 @@ import openstack
 from openstack import exceptions as sdk_errors
 
 from netbay.backends.loadbalancers import checked
-from netbay.backends.openstack import _call, _plain
+from netbay.backends.openstack import plain, sdk_call
 
 # Octavia kind -> the name openstacksdk's load_balancer proxy uses for it.
 _SDK_NAME = {"loadbalancer": "load_balancer", "listener": "listener", "pool": "pool", "member": "member",
@@ -41,32 +41,32 @@ class CloudLoadBalancers:
 
     def create(self, kind: str, body: Mapping[str, Any], *, parent: str | None = None) -> dict[str, Any]:
         make = getattr(self.lb, f"create_{_sdk(kind, parent)}")
-        return _call(lambda: _plain(make(parent, **body) if kind == "member" else make(**body)))
+        return sdk_call(lambda: plain(make(parent, **body) if kind == "member" else make(**body)))
 
     def show(self, kind: str, obj_id: str, *, parent: str | None = None) -> dict[str, Any]:
         get = getattr(self.lb, f"get_{_sdk(kind, parent)}")
-        return _call(lambda: _plain(get(obj_id, parent) if kind == "member" else get(obj_id)))
+        return sdk_call(lambda: plain(get(obj_id, parent) if kind == "member" else get(obj_id)))
 
     def list(self, kind: str, *, parent: str | None = None, **filters: Any) -> list[dict[str, Any]]:
         method = getattr(self.lb, _sdk(kind, parent) + "s")
         query = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in filters.items()}
-        return _call(lambda: [_plain(o) for o in (method(parent, **query) if kind == "member"
+        return sdk_call(lambda: [plain(o) for o in (method(parent, **query) if kind == "member"
                                                   else method(**query))])
 
     def update(self, kind: str, obj_id: str, body: Mapping[str, Any], *,
                parent: str | None = None) -> dict[str, Any]:
         change = getattr(self.lb, f"update_{_sdk(kind, parent)}")
-        return _call(lambda: _plain(change(obj_id, parent, **body) if kind == "member"
+        return sdk_call(lambda: plain(change(obj_id, parent, **body) if kind == "member"
                                     else change(obj_id, **body)))
 
     def delete(self, kind: str, obj_id: str, *, parent: str | None = None, cascade: bool = False) -> None:
         remove = getattr(self.lb, f"delete_{_sdk(kind, parent)}")
         if kind == "member":
-            _call(lambda: remove(obj_id, parent, ignore_missing=False))
+            sdk_call(lambda: remove(obj_id, parent, ignore_missing=False))
         elif kind == "loadbalancer":
-            _call(lambda: remove(obj_id, ignore_missing=False, cascade=cascade))
+            sdk_call(lambda: remove(obj_id, ignore_missing=False, cascade=cascade))
         else:
-            _call(lambda: remove(obj_id, ignore_missing=False))
+            sdk_call(lambda: remove(obj_id, ignore_missing=False))
 
     def replace_members(self, pool_id: str, members: list[Mapping[str, Any]]) -> None:
         """Octavia's batch member update, which the sdk's proxy does not wrap: a PUT on the proxy."""
@@ -76,14 +76,14 @@ class CloudLoadBalancers:
             response = self.lb.put(f"/lbaas/pools/{pool_id}/members", json={"members": [dict(m) for m in members]})
             sdk_errors.raise_from_response(response)
 
-        _call(run)
+        sdk_call(run)
 
     def close(self) -> None:
         self.conn.close()
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "load-balancer": _call(lambda: self.lb.get_endpoint()),
-                "project_id": _call(lambda: self.conn.current_project_id)}
+        return {"backend": self.name, "load-balancer": sdk_call(lambda: self.lb.get_endpoint()),
+                "project_id": sdk_call(lambda: self.conn.current_project_id)}
 
 
 def _sdk(kind: str, parent: str | None) -> str:

@@ -11,6 +11,8 @@ name what the cloud refused.
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -49,42 +51,56 @@ class OpenStackBackend:
     # -- CRUD ------------------------------------------------------------------------------
 
     def create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """Tags go in the body where the cloud's Neutron takes them on POST; where it refuses
-        them (``Attribute 'tags' not allowed in POST``, e.g. security groups), the object is
-        made without, and the caller sees no tags and sets them (``set_tags``)."""
+        """Tags go in the body where the cloud's Neutron takes them on POST. Where it refuses
+        them (``Attribute 'tags' not allowed in POST``, e.g. security groups) or drops them
+        (ports without ML2's ``tag_ports_during_bulk_creation``), the object is made and then
+        tagged in a second call — or deleted again if that fails, so a caller always gets
+        its object tagged or nothing."""
         make = getattr(self.net, f"create_{_sdk(member)}")
-        if "tags" in body and member not in self._untagged_posts:
+        wanted = list(body.get("tags") or ())
+        obj = None
+        if wanted and member not in self._untagged_posts:
             try:
-                return _call(lambda: _plain(make(**body)))
+                obj = sdk_call(lambda: plain(make(**body)))
             except errors.BadRequest as exc:
                 if "'tags' not allowed" not in exc.message:
                     raise
                 self._untagged_posts.add(member)
-        return _call(lambda: _plain(make(**{k: v for k, v in body.items() if k != "tags"})))
+        if obj is None:
+            obj = sdk_call(lambda: plain(make(**{k: v for k, v in body.items() if k != "tags"})))
+        have = list(obj.get("tags") or ())
+        if not set(wanted) <= set(have):
+            try:
+                obj["tags"] = self.set_tags(member, obj["id"], have + [t for t in wanted if t not in have])
+            except BaseException:
+                with contextlib.suppress(errors.NetbayError):
+                    self.delete(member, obj["id"])
+                raise
+        return obj
 
     def show(self, member: str, obj_id: str) -> dict[str, Any]:
-        return _call(lambda: _plain(getattr(self.net, f"get_{_sdk(member)}")(obj_id)))
+        return sdk_call(lambda: plain(getattr(self.net, f"get_{_sdk(member)}")(obj_id)))
 
     def list(self, member: str, **filters: Any) -> list[dict[str, Any]]:
         name = _sdk(member)
         method = getattr(self.net, _SDK_LIST.get(name, name + "s"))
-        return _call(lambda: [_plain(o) for o in method(**filters)])
+        return sdk_call(lambda: [plain(o) for o in method(**filters)])
 
     def update(self, member: str, obj_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return _call(lambda: _plain(getattr(self.net, f"update_{_sdk(member)}")(obj_id, **body)))
+        return sdk_call(lambda: plain(getattr(self.net, f"update_{_sdk(member)}")(obj_id, **body)))
 
     def delete(self, member: str, obj_id: str) -> None:
-        _call(lambda: getattr(self.net, f"delete_{_sdk(member)}")(obj_id, ignore_missing=False))
+        sdk_call(lambda: getattr(self.net, f"delete_{_sdk(member)}")(obj_id, ignore_missing=False))
 
     # -- beyond CRUD -----------------------------------------------------------------------
 
     def add_router_interface(self, router_id: str, *, subnet_id: str | None = None,
                              port_id: str | None = None) -> dict[str, Any]:
-        return _call(lambda: self.net.add_interface_to_router(router_id, subnet=subnet_id, port=port_id))
+        return sdk_call(lambda: self.net.add_interface_to_router(router_id, subnet=subnet_id, port=port_id))
 
     def remove_router_interface(self, router_id: str, *, subnet_id: str | None = None,
                                 port_id: str | None = None) -> dict[str, Any]:
-        return _call(lambda: self.net.remove_interface_from_router(router_id, subnet=subnet_id,
+        return sdk_call(lambda: self.net.remove_interface_from_router(router_id, subnet=subnet_id,
                                                                    port=port_id))
 
     def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
@@ -92,21 +108,21 @@ class OpenStackBackend:
             obj = getattr(self.net, f"get_{_sdk(member)}")(obj_id)
             return list(self.net.set_tags(obj, list(tags)).tags)
 
-        return _call(run)
+        return sdk_call(run)
 
     def add_tag(self, member: str, obj_id: str, tag: str) -> None:
-        _call(lambda: _by_id(member, obj_id).add_tag(self.net, tag))
+        sdk_call(lambda: _by_id(member, obj_id).add_tag(self.net, tag))
 
     def remove_tag(self, member: str, obj_id: str, tag: str) -> None:
-        _call(lambda: _by_id(member, obj_id).remove_tag(self.net, tag))
+        sdk_call(lambda: _by_id(member, obj_id).remove_tag(self.net, tag))
 
     def close(self) -> None:
         self.conn.close()
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "auth_url": self.conn.config.get_auth_args().get("auth_url"),
-                "network": _call(lambda: self.net.get_endpoint()),
-                "project_id": _call(lambda: self.conn.current_project_id)}
+                "network": sdk_call(lambda: self.net.get_endpoint()),
+                "project_id": sdk_call(lambda: self.conn.current_project_id)}
 
 
 def _sdk(member: str) -> str:
@@ -129,12 +145,12 @@ def _by_id(member: str, obj_id: str) -> Any:
     return classes[member].new(id=obj_id)
 
 
-def _plain(obj: SdkResource) -> dict[str, Any]:
+def plain(obj: SdkResource) -> dict[str, Any]:
     """An sdk resource as Neutron's JSON object (Neutron's attribute names)."""
     return obj.to_dict(original_names=True, computed=False, headers=False)
 
 
-def _call(fn: Callable[[], Any]) -> Any:
+def sdk_call(fn: Callable[[], Any]) -> Any:
     """Run an sdk call; the cloud's refusal becomes the matching ``netbay.errors``."""
     try:
         return fn()

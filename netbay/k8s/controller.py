@@ -204,15 +204,16 @@ class Controller:
         return {**body, "tags": self._tags(what)}
 
     def _tagged(self, member: str, obj: dict[str, Any], tags: list[str]) -> dict[str, Any]:
-        """A backend that drops tags on create (a Neutron refusing them on POST) gets them
-        set at once: the next pass finds the object by them."""
+        """An object found by its mark or device id whose tags a crash kept from it (made,
+        then killed before the backend's second, tagging call) gets them now: the next
+        pass finds it by them."""
         if set(tags) <= set(obj.get("tags") or []):
             return obj
         return {**obj, "tags": self.net.set_tags(member, obj["id"], tags)}
 
     def _make(self, member: str, body: dict[str, Any]) -> dict[str, Any]:
         owned = self._owned(body)
-        return self._tagged(member, self.net.create(member, owned), owned["tags"])
+        return self.net.create(member, owned)
 
     def segment_of(self, pod: PodWant) -> str:
         """The network a pod's port is on: its namespace's, or its node's."""
@@ -308,8 +309,8 @@ class Controller:
         for i in range(0, len(missing), BULK):
             chunk = missing[i:i + BULK]
             made = bulk.create_many(self.net, "port", [body for _, body in chunk])
-            for (key, body), port in zip(chunk, made):
-                out[key] = port = self._tagged("port", port, body["tags"])
+            for (key, _), port in zip(chunk, made):
+                out[key] = port
                 report.made.append(f"pod {port['name']} {port['fixed_ips'][0]['ip_address']}")
         subnets = {net["id"]: (net, subnet) for net, subnet in segments.values()}
         # A port the last complete pass of this process realized is taken as plugged

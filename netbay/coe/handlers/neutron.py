@@ -38,13 +38,8 @@ class NeutronHandler(Handler):
 
 
 def make_tagged(st: Stack, member: str, body: dict[str, Any], name: str) -> dict[str, Any]:
-    """Create with the tags in the body; a backend that drops them on create (a Neutron
-    without tagging on POST) gets them set at once, before anything can miss them."""
-    tags = st.tags(name)
-    obj = st.net.create(member, st.owned({**body, "tags": tags}))
-    if not set(tags) <= set(obj.get("tags") or []):
-        obj = {**obj, "tags": st.net.set_tags(member, obj["id"], tags)}
-    return obj
+    """Create with the resource's tags (every backend returns it tagged, or nothing)."""
+    return st.net.create(member, st.owned({**body, "tags": st.tags(name)}))
 
 
 class NetHandler(NeutronHandler):

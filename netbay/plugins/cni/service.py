@@ -294,15 +294,7 @@ class Cni:
                 body["fixed_ips"] = [{"ip_address": str(ipaddress.ip_interface(a["IPV4"]).ip)}]
             except ValueError:
                 raise CniError(INVALID_ENV, f"IPV4={a['IPV4']!r} is not an address") from None
-        port = await self.net("create", "port", body)
-        if not set(body["tags"]) <= set(port.get("tags") or ()):
-            # A Neutron that takes no tags on POST (the seam then leaves them to the caller).
-            try:
-                port = {**port, "tags": await self.net("set_tags", "port", port["id"], body["tags"])}
-            except BaseException:
-                await self.net("delete", "port", port["id"])
-                raise
-        return port, True
+        return await self.net("create", "port", body), True
 
     @staticmethod
     def _same_ip(port: Mapping[str, Any], ipv4: str | None) -> None:
