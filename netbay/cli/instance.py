@@ -135,6 +135,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def released(path: Path, pid: int, timeout: float = 10.0) -> bool:
+    """Wait until process ``pid`` no longer holds the lock at ``path``. A process whose
+    main thread has exited (a zombie leader) can keep its files open a moment longer,
+    while its other threads finish dying; its locks go only then."""
+    deadline = time.monotonic() + timeout
+    while (info := holder(path)) is not None and info.get("pid") == pid:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def served_prefixes() -> list[str]:
     """Prefixes whose agent runs now (their lock is held)."""
     out = []

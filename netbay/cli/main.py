@@ -251,7 +251,8 @@ def down(
     running = instance.holder(directory / instance.SERVER_LOCK)
     last = running or instance.last_run(directory)
     if running:
-        if not instance.stop(int(running["pid"]), timeout):
+        if not (instance.stop(int(running["pid"]), timeout)
+                and instance.released(directory / instance.SERVER_LOCK, int(running["pid"]), timeout)):
             console.print(f"[red]error:[/] netbay PID {running['pid']} did not stop")
             raise typer.Exit(1)
         console.print(f"stopped netbay PID {running['pid']} ({running.get('url', '?')}, data dir {directory})")
@@ -260,7 +261,10 @@ def down(
     prefix = last.get("agent_prefix")
     if not prefix:
         return
-    if (other := instance.holder(instance.agent_lock_path(prefix))) is not None:
+    lock = instance.agent_lock_path(prefix)
+    if running:  # its agent's lock goes with the last of its threads
+        instance.released(lock, int(running["pid"]), timeout)
+    if (other := instance.holder(lock)) is not None:
         console.print(f"[yellow]namespaces {prefix}* kept:[/] netbay PID {other.get('pid')} serves that prefix now")
         return
     if os.geteuid() != 0:

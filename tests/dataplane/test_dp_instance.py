@@ -75,7 +75,7 @@ def test_one_agent_per_prefix_and_down_removes_exactly_its_namespaces(tmp_path: 
         assert down.returncode == 0, down.stdout + down.stderr
         assert f"stopped netbay PID {first.pid}" in " ".join((down.stdout + down.stderr).split())
         assert first.wait(timeout=5) in (0, -signal.SIGTERM)
-        assert netns.list(prefix) == []
+        assert netns.list(prefix) == [], down.stdout + down.stderr
         assert netns.exists(bystander)
         again = _netbay("down", "--data-dir", str(tmp_path / "a"), env=env)
         assert again.returncode == 0 and "no netbay is running" in " ".join((again.stdout + again.stderr).split())
