@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -149,6 +150,11 @@ def octavia(cloud: Cloud, work: Path) -> Iterator[Octavia]:
                    check=True, timeout=300, capture_output=True)
     subprocess.run([str(venv / "bin" / "octavia-db-manage"), "--config-file", str(conf), "stamp", "head"],
                    check=True, timeout=300, capture_output=True)
+    # Two writers share this file (the API and the driver agent, which writes the provider's
+    # statuses): in WAL mode a reader never waits on the other's write, one less way to meet
+    # "database is locked" on a loaded machine.
+    with contextlib.closing(sqlite3.connect(work / "octavia.db")) as db:
+        db.execute("PRAGMA journal_mode=WAL")
     _register(cloud, url)
     procs: list = []
     try:
