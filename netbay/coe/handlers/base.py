@@ -16,7 +16,8 @@ from netbay.backends.apiclient import ApiError
 from netbay.errors import NetbayError
 
 if TYPE_CHECKING:
-    from netbay.coe.executor import Row, Stack
+    from netbay.coe.handlers.context import StackContext
+    from netbay.coe.stackrecord import Row
 
 Refused = (ApiError, NetbayError)
 
@@ -45,32 +46,32 @@ class Handler:
     attributes for get_attr); ``finish`` completes an adopted or new resource;
     ``exists`` re-reads attributes (None when gone); ``find`` looks up by tag."""
 
-    def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def create(self, st: StackContext, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         raise NotImplementedError
 
-    def finish(self, st: Stack, pid: str, attrs: dict[str, Any], props: dict[str, Any]) -> dict[str, Any]:
+    def finish(self, st: StackContext, pid: str, attrs: dict[str, Any], props: dict[str, Any]) -> dict[str, Any]:
         return attrs
 
-    def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
+    def exists(self, st: StackContext, row: Row) -> dict[str, Any] | None:
         raise NotImplementedError
 
-    def find(self, st: Stack, name: str) -> tuple[str, dict[str, Any]] | None:
+    def find(self, st: StackContext, name: str) -> tuple[str, dict[str, Any]] | None:
         return None
 
-    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
+    def delete(self, st: StackContext, pid: str, attrs: dict[str, Any]) -> None:
         raise NotImplementedError
 
 
 class ValueHandler(Handler):
     """``OS::Heat::Value``: nothing to make; the resolved value is its attribute."""
 
-    def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def create(self, st: StackContext, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return f"value:{name}", {"value": props.get("value")}
 
-    def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
+    def exists(self, st: StackContext, row: Row) -> dict[str, Any] | None:
         return row.attributes
 
-    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
+    def delete(self, st: StackContext, pid: str, attrs: dict[str, Any]) -> None:
         return None
 
 
@@ -81,11 +82,11 @@ class Unavailable(Handler):
     def __init__(self, why: str) -> None:
         self.why = why
 
-    def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def create(self, st: StackContext, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         raise RuntimeError(self.why)
 
-    def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
+    def exists(self, st: StackContext, row: Row) -> dict[str, Any] | None:
         return None
 
-    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
+    def delete(self, st: StackContext, pid: str, attrs: dict[str, Any]) -> None:
         return None
