@@ -151,10 +151,7 @@ class Stack(StackContext):
             failure = StepFailed("sweep", "netbay-k8s tag", "DELETE", exc)
         failure = failure or self._delete_rows(set(self.record.rows))
         if failure is None:
-            try:
-                self._sweep()
-            except FAILURES as exc:
-                failure = StepFailed("sweep", "netbay-cluster tag", "DELETE", exc)
+            failure = self._sweep()
         if failure is not None:
             self.record.set_status("DELETE", "DELETE_FAILED", str(failure))
             return Outcome("DELETE_FAILED", str(failure), {}, self.stack_id)
@@ -206,14 +203,16 @@ class Stack(StackContext):
         """Delete what the failed step made; a text to append to the reason if it could not."""
         failure = self._delete_rows(names)
         if failure is None and sweep:
-            try:
-                self._sweep()
-            except FAILURES as exc:
-                failure = StepFailed("sweep", "netbay-cluster tag", "DELETE", exc)
+            failure = self._sweep()
         return "" if failure is None else f"; rollback incomplete: {failure}"
 
-    def _sweep(self) -> None:
-        sweep(self)
+    def _sweep(self) -> StepFailed | None:
+        """Delete by tag whatever the rows missed (:func:`netbay.coe.sweep.sweep`)."""
+        try:
+            sweep(self)
+        except FAILURES as exc:
+            return StepFailed("sweep", "netbay-cluster tag", "DELETE", exc)
+        return None
 
     def _unavailable(self, graph: Graph) -> StepFailed | None:
         """The first resource this backend cannot make, named before anything is made."""

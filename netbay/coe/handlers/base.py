@@ -4,41 +4,18 @@ A handler maps one Heat type onto a service. Network handlers call the
 ``NetworkBackend`` (``st.net``), load-balancer handlers the ``LoadBalancerBackend``
 (``st.lb``), and sandboxes netbay's own API (``st.api``). Both kinds of refusal — ``netbay.errors`` from the seam,
 ``ApiError`` from the HTTP client — carry a ``status`` and a ``message``, so a
-404 means "already gone" whichever answered.
+404 means "already gone" whichever answered (:data:`netbay.backends.apiclient.Refused`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from netbay.backends.apiclient import ApiError
-from netbay.errors import NetbayError
+from netbay.backends.apiclient import Refused, gone_ok, or_none
 
 if TYPE_CHECKING:
     from netbay.coe.handlers.context import StackContext
     from netbay.coe.stackrecord import Row
-
-Refused = (ApiError, NetbayError)
-
-
-def gone_ok(call: Callable[[], Any]) -> None:
-    """A delete: 404 means already gone."""
-    try:
-        call()
-    except Refused as exc:
-        if exc.status != 404:
-            raise
-
-
-def or_none(call: Callable[[], Any]) -> Any:
-    """A read: None when the object is gone."""
-    try:
-        return call()
-    except Refused as exc:
-        if exc.status == 404:
-            return None
-        raise
 
 
 class Handler:

@@ -14,10 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from netbay.backends import NetworkBackend
-from netbay.backends.apiclient import Api
+from netbay.backends.apiclient import Api, Refused
 from netbay.backends.http import HttpBackend
 from netbay.backends.loadbalancers import LoadBalancerBackend, open_lb_backend
-from netbay.coe.handlers.base import Refused
 
 
 def _is_uuid(value: Any) -> bool:
