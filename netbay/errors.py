@@ -62,6 +62,16 @@ def invalid_input(attribute: str, reason: str) -> BadRequest:
     return BadRequest(f"Invalid input for {attribute}. Reason: {reason}.")
 
 
+def from_status(status: int, message: str, kind: str | None = None) -> NetbayError:
+    """A peer's refusal (netbay's own API, a cloud's Neutron) as the error of its status;
+    a status without a class of its own keeps its number."""
+    cls = _BY_STATUS.get(status, NetbayError)
+    err = cls(message, kind=kind)
+    if cls is NetbayError:
+        err.status = status
+    return err
+
+
 _NOT_FOUND = {
     "network": ("NetworkNotFound", "Network {} could not be found."),
     "subnet": ("SubnetNotFound", "Subnet {} could not be found."),
@@ -71,4 +81,8 @@ _NOT_FOUND = {
     "floatingip": ("FloatingIPNotFound", "Floating IP {} could not be found"),
     "security_group": ("SecurityGroupNotFound", "Security group {} does not exist"),
     "security_group_rule": ("SecurityGroupRuleNotFound", "Security group rule {} does not exist"),
+}
+
+_BY_STATUS: dict[int, type[NetbayError]] = {
+    cls.status: cls for cls in (BadRequest, Unauthorized, Forbidden, NotFound, Conflict, PreconditionFailed)
 }

@@ -17,8 +17,9 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from netbay.backends.apiclient import Api
 from netbay.coe.compose import build
-from netbay.coe.executor import Api, Interrupted, Stack
+from netbay.coe.executor import Interrupted, Stack
 from netbay.store.db import Store
 from netbay.store.models import CoeStack, CoeStackResource
 

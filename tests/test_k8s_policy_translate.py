@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from lightkube import codecs
 
-from netbay.coe.executor import Api
+from netbay.backends.apiclient import Api
 from netbay.k8s.policy import (Cluster, ContainerPort, Namespace, Pod, PolicyEngine, Service, ServicePort,
                                load_policies, translate)
 from netbay.k8s.policy.translate import NODES, OPEN_EGRESS, OPEN_INGRESS, Rule, ip_block

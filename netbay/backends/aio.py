@@ -34,7 +34,7 @@ import httpx
 from netbay import errors
 from netbay.backends import NetworkBackend
 from netbay.backends.apiclient import NET, error_kind, error_message
-from netbay.backends.http import _BY_STATUS, COLLECTIONS
+from netbay.backends.http import COLLECTIONS, _path
 
 CONNECT_TIMEOUT = 1.0
 READ_TIMEOUT = 5.0
@@ -63,14 +63,6 @@ def unreachable(where: str, exc: BaseException) -> errors.NetbayError:
     err = errors.NetbayError(f"{where} is unreachable ({type(exc).__name__}: {exc or 'no answer'})",
                              kind="Unreachable")
     err.status = 503
-    return err
-
-
-def _refusal(status: int, message: str, kind: str | None) -> errors.NetbayError:
-    cls = _BY_STATUS.get(status, errors.NetbayError)
-    err = cls(message, kind=kind)
-    if cls is errors.NetbayError:
-        err.status = status
     return err
 
 
@@ -120,7 +112,7 @@ class AsyncApi:
             if r.status_code == 401 and attempt == 0:
                 continue
             if r.status_code >= 400:
-                raise _refusal(r.status_code, error_message(r), error_kind(r))
+                raise errors.from_status(r.status_code, error_message(r), error_kind(r))
             return r.json() if r.content else None
         raise errors.Unauthorized("netbay: token refused")
 
@@ -243,13 +235,6 @@ def open_async_backend(kind: str, *, url: str | None = None, creds: Any = None, 
 
         return ThreadedBackend(lambda: open_backend("openstack", cloud=cloud, api_timeout=timeout), workers)
     raise ValueError(f"unknown network backend {kind!r}: choose embedded or openstack")
-
-
-def _path(member: str) -> str:
-    try:
-        return f"{NET}/{COLLECTIONS[member]}"
-    except KeyError:
-        raise errors.BadRequest(f"unknown network resource {member!r}") from None
 
 
 __all__ = ["AsyncApi", "AsyncNetworkBackend", "HttpAsyncBackend", "ThreadedBackend", "open_async_backend",

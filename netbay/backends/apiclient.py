@@ -3,6 +3,8 @@
 Lives with the backends (the HTTP backend wraps it), below every controller. The cluster builder reaches netbay's network service through
 :class:`netbay.backends.http.HttpBackend`, which wraps this client; its load
 balancers and sandboxes, and the Kubernetes mapping, still call it directly.
+``gone_ok``/``or_none`` are the one rule for a 404 that every such caller (and the
+cluster executor's handlers) follows, whether this client or a backend seam refused.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+
+from netbay.errors import NetbayError
 
 NET = "/network/v2.0"
 LB = "/load-balancer/v2/lbaas"
@@ -26,6 +30,30 @@ class ApiError(RuntimeError):
         self.status = status
         self.message = message
         self.kind = kind  # Neutron's ``NeutronError.type`` when the body has one
+
+
+# Both kinds of refusal — ``netbay.errors`` from a backend seam, ``ApiError`` from this
+# client — carry a ``status`` and a ``message``, so a 404 means "gone" whichever answered.
+Refused = (ApiError, NetbayError)
+
+
+def gone_ok(call: Callable[[], Any]) -> None:
+    """A delete: 404 means already gone."""
+    try:
+        call()
+    except Refused as exc:
+        if exc.status != 404:
+            raise
+
+
+def or_none(call: Callable[[], Any]) -> Any:
+    """A read: None when the object is gone."""
+    try:
+        return call()
+    except Refused as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
 def error_message(response: httpx.Response) -> str:

@@ -31,10 +31,6 @@ COLLECTIONS = {
     "router": "routers", "floatingip": "floatingips", "security_group": "security-groups",
     "security_group_rule": "security-group-rules",
 }
-_BY_STATUS: dict[int, type[errors.NetbayError]] = {
-    400: errors.BadRequest, 401: errors.Unauthorized, 403: errors.Forbidden, 404: errors.NotFound,
-    409: errors.Conflict, 412: errors.PreconditionFailed,
-}
 
 
 class HttpBackend:
@@ -104,11 +100,7 @@ def translated(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except ApiError as exc:
-        cls = _BY_STATUS.get(exc.status, errors.NetbayError)
-        err = cls(exc.message, kind=exc.kind)
-        if cls is errors.NetbayError:
-            err.status = exc.status
-        raise err from exc
+        raise errors.from_status(exc.status, exc.message, exc.kind) from exc
     except httpx.HTTPError as exc:  # no answer: said as the openstack backend says it
         err = errors.NetbayError(f"netbay API unreachable ({type(exc).__name__}: {exc or 'no answer'})",
                                  kind="Unreachable")

@@ -31,10 +31,6 @@ _SDK_NAME = {
 }
 # Plural proxy methods where they are not simply name + "s".
 _SDK_LIST = {"subnet_pool": "subnet_pools", "ip": "ips"}
-_BY_STATUS: dict[int, type[errors.NetbayError]] = {
-    400: errors.BadRequest, 401: errors.Unauthorized, 403: errors.Forbidden, 404: errors.NotFound,
-    409: errors.Conflict, 412: errors.PreconditionFailed,
-}
 
 
 class OpenStackBackend:
@@ -175,8 +171,4 @@ def _translate(exc: sdk_errors.HttpException) -> errors.NetbayError:
         if isinstance(body, dict) and isinstance(body.get("NeutronError"), dict):
             kind = body["NeutronError"].get("type") or None
             message = body["NeutronError"].get("message") or message
-    cls = _BY_STATUS.get(exc.status_code or 500, errors.NetbayError)
-    err = cls(str(message), kind=kind)
-    if cls is errors.NetbayError:
-        err.status = exc.status_code or 502
-    return err
+    return errors.from_status(exc.status_code or 502, str(message), kind)

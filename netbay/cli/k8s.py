@@ -46,7 +46,7 @@ def _controller(cluster: str, url: str | None, data_dir: Path | None, database_u
     """The controller with the backends the configuration names (see the module's docstring)."""
     from netbay.backends import open_backend, report
     from netbay.cli.settings import Settings
-    from netbay.coe.executor import Api
+    from netbay.backends.apiclient import Api
     from netbay.dataplane.names import Names
     from netbay.k8s.controller import Controller
     from netbay.k8s.portsonly import BoundPorts
@@ -78,7 +78,7 @@ def _close(ctrl) -> None:  # noqa: ANN001 - a Controller
 
 def _run(verb: str, files: list[Path] | None, cluster: str, url: str | None, data_dir: Path | None,
          database_url: str | None, prefix: str, backend: str | None = None, os_cloud: str | None = None) -> None:
-    from netbay.coe.executor import ApiError
+    from netbay.backends.apiclient import ApiError
     from netbay.errors import NetbayError
     from netbay.k8s.objects import ManifestError
     from netbay.k8s.source import ManifestSource
@@ -132,7 +132,7 @@ def resync(cluster: str = ClusterOpt, url: str | None = UrlOpt, data_dir: Path |
 def sweep(url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
     """Delete this host's pod namespaces, cluster resolvers and Docker-runtime pods' containers
     (NETBAY_DOCKER_HOST) whose port is gone (after a cluster delete)."""
-    from netbay.coe.executor import Api
+    from netbay.backends.apiclient import Api
     from netbay.agent import Credentials
     from netbay.backends.http import HttpBackend
     from netbay.dataplane.names import Names
@@ -181,7 +181,7 @@ def exec_(pod: str = typer.Argument(..., help="The pod, as NAMESPACE/NAME."),
     variables (/etc/environment) — what ``ip netns exec`` binds from /etc/netns."""
     import os
 
-    from netbay.coe.executor import NET, Api
+    from netbay.backends.apiclient import NET, Api
     from netbay.agent import Credentials
     from netbay.dataplane.names import Names
     from netbay.k8s.sandbox import PodSandboxes
@@ -217,7 +217,7 @@ def watch(kubeconfig: Path = typer.Option(None, "--kubeconfig", envvar="KUBECONF
 
     from lightkube import AsyncClient, ConfigError, KubeConfig
 
-    from netbay.coe.executor import ApiError
+    from netbay.backends.apiclient import ApiError
     from netbay.errors import NetbayError
     from netbay.k8s.watch import Limits, WatchSource
 

@@ -16,15 +16,15 @@ from netbay.coe.handlers.neutron import RouterHandler
 from netbay.coe.handlers.octavia import LoadBalancerHandler
 
 if TYPE_CHECKING:
-    from netbay.coe.executor import Stack
+    from netbay.coe.handlers.context import StackContext
 
 
-def _delete_all(st: Stack, member: str, tags: str) -> None:
+def _delete_all(st: StackContext, member: str, tags: str) -> None:
     for obj in st.net.list(member, tags=tags):
         gone_ok(lambda obj=obj: st.net.delete(member, obj["id"]))
 
 
-def _delete_load_balancers(st: Stack, tags: list[str]) -> None:
+def _delete_load_balancers(st: StackContext, tags: list[str]) -> None:
     """Each load balancer carrying all ``tags``, with its whole tree (settled first)."""
     if st.lb is None:
         return
@@ -32,7 +32,7 @@ def _delete_load_balancers(st: Stack, tags: list[str]) -> None:
         LoadBalancerHandler().delete(st, lb["id"], lb)
 
 
-def sweep_workloads(st: Stack) -> None:
+def sweep_workloads(st: StackContext) -> None:
     """What was made on the cluster outside its graph — the Kubernetes mapping's
     (:mod:`netbay.k8s`) floating IPs, load balancers, pod and resolver ports and namespace networks,
     tagged ``netbay-k8s=…`` as well — before the graph's own resources: they hang on
@@ -48,7 +48,7 @@ def sweep_workloads(st: Stack) -> None:
         gone_ok(lambda net=net: st.net.delete("network", net["id"]))
 
 
-def sweep(st: Stack) -> None:
+def sweep(st: StackContext) -> None:
     """Delete whatever still carries this cluster's tag (or sandbox description), in an
     order the APIs accept: consumers before what they consume."""
     tag = f"netbay-cluster={st.cluster_id}"

@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from netbay.coe.handlers.base import gone_ok
+from netbay.backends.apiclient import gone_ok
 from netbay.errors import NetbayError
 from netbay.k8s.objects import Desired, ServicePort, ServiceWant, selects
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from netbay.backends.apiclient import LB, NET
 from netbay.backends.http import HttpBackend
-from netbay.coe.executor import LB, NET
 from netbay.dataplane import netns
 from netbay.k8s.controller import Controller
 from netbay.k8s.objects import parse

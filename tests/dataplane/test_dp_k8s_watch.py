@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from k8s_standin import StandinApiServer  # tests/k8s_standin.py
-from netbay.coe.executor import LB, NET
+from netbay.backends.apiclient import LB, NET
 from netbay.k8s import portinfo
 from netbay.k8s.controller import Controller
 

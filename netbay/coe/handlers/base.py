@@ -4,40 +4,18 @@ A handler maps one Heat type onto a service. Network handlers call the
 ``NetworkBackend`` (``st.net``), load-balancer handlers the ``LoadBalancerBackend``
 (``st.lb``), and sandboxes netbay's own API (``st.api``). Both kinds of refusal — ``netbay.errors`` from the seam,
 ``ApiError`` from the HTTP client — carry a ``status`` and a ``message``, so a
-404 means "already gone" whichever answered.
+404 means "already gone" whichever answered (:data:`netbay.backends.apiclient.Refused`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from netbay.backends.apiclient import ApiError
-from netbay.errors import NetbayError
+from netbay.backends.apiclient import Refused, gone_ok, or_none
 
 if TYPE_CHECKING:
-    from netbay.coe.executor import Row, Stack
-
-Refused = (ApiError, NetbayError)
-
-
-def gone_ok(call: Callable[[], Any]) -> None:
-    """A delete: 404 means already gone."""
-    try:
-        call()
-    except Refused as exc:
-        if exc.status != 404:
-            raise
-
-
-def or_none(call: Callable[[], Any]) -> Any:
-    """A read: None when the object is gone."""
-    try:
-        return call()
-    except Refused as exc:
-        if exc.status == 404:
-            return None
-        raise
+    from netbay.coe.handlers.context import StackContext
+    from netbay.coe.stackrecord import Row
 
 
 class Handler:
@@ -45,32 +23,32 @@ class Handler:
     attributes for get_attr); ``finish`` completes an adopted or new resource;
     ``exists`` re-reads attributes (None when gone); ``find`` looks up by tag."""
 
-    def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def create(self, st: StackContext, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         raise NotImplementedError
 
-    def finish(self, st: Stack, pid: str, attrs: dict[str, Any], props: dict[str, Any]) -> dict[str, Any]:
+    def finish(self, st: StackContext, pid: str, attrs: dict[str, Any], props: dict[str, Any]) -> dict[str, Any]:
         return attrs
 
-    def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
+    def exists(self, st: StackContext, row: Row) -> dict[str, Any] | None:
         raise NotImplementedError
 
-    def find(self, st: Stack, name: str) -> tuple[str, dict[str, Any]] | None:
+    def find(self, st: StackContext, name: str) -> tuple[str, dict[str, Any]] | None:
         return None
 
-    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
+    def delete(self, st: StackContext, pid: str, attrs: dict[str, Any]) -> None:
         raise NotImplementedError
 
 
 class ValueHandler(Handler):
     """``OS::Heat::Value``: nothing to make; the resolved value is its attribute."""
 
-    def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def create(self, st: StackContext, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return f"value:{name}", {"value": props.get("value")}
 
-    def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
+    def exists(self, st: StackContext, row: Row) -> dict[str, Any] | None:
         return row.attributes
 
-    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
+    def delete(self, st: StackContext, pid: str, attrs: dict[str, Any]) -> None:
         return None
 
 
@@ -81,11 +59,11 @@ class Unavailable(Handler):
     def __init__(self, why: str) -> None:
         self.why = why
 
-    def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def create(self, st: StackContext, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         raise RuntimeError(self.why)
 
-    def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
+    def exists(self, st: StackContext, row: Row) -> dict[str, Any] | None:
         return None
 
-    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
+    def delete(self, st: StackContext, pid: str, attrs: dict[str, Any]) -> None:
         return None

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from netbay.coe.handlers.base import Handler, gone_ok, or_none
 
 if TYPE_CHECKING:
-    from netbay.coe.executor import Row, Stack
+    from netbay.coe.handlers.context import StackContext
+    from netbay.coe.stackrecord import Row
 
 
 class NeutronHandler(Handler):
@@ -19,25 +20,25 @@ class NeutronHandler(Handler):
 
     member = ""
 
-    def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def create(self, st: StackContext, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         obj = make_tagged(st, self.member, {"name": st.physical_name(name), **self.body(st, props)}, name)
         return obj["id"], obj
 
-    def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
+    def body(self, st: StackContext, props: dict[str, Any]) -> dict[str, Any]:
         return {}
 
-    def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
+    def exists(self, st: StackContext, row: Row) -> dict[str, Any] | None:
         return or_none(lambda: st.net.show(self.member, str(row.physical_id)))
 
-    def find(self, st: Stack, name: str) -> tuple[str, dict[str, Any]] | None:
+    def find(self, st: StackContext, name: str) -> tuple[str, dict[str, Any]] | None:
         found = st.net.list(self.member, tags=",".join(st.tags(name)))
         return (found[0]["id"], found[0]) if found else None
 
-    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
+    def delete(self, st: StackContext, pid: str, attrs: dict[str, Any]) -> None:
         gone_ok(lambda: st.net.delete(self.member, pid))
 
 
-def make_tagged(st: Stack, member: str, body: dict[str, Any], name: str) -> dict[str, Any]:
+def make_tagged(st: StackContext, member: str, body: dict[str, Any], name: str) -> dict[str, Any]:
     """Create with the resource's tags (every backend returns it tagged, or nothing)."""
     return st.net.create(member, st.owned({**body, "tags": st.tags(name)}))
 
@@ -49,7 +50,7 @@ class NetHandler(NeutronHandler):
 class SubnetHandler(NeutronHandler):
     member = "subnet"
 
-    def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
+    def body(self, st: StackContext, props: dict[str, Any]) -> dict[str, Any]:
         return {"network_id": st.network_id(props["network"]), "cidr": props["cidr"], "ip_version": 4,
                 "dns_nameservers": [d for d in props.get("dns_nameservers") or [] if d]}
 
@@ -57,24 +58,24 @@ class SubnetHandler(NeutronHandler):
 class SubnetPoolHandler(NeutronHandler):
     member = "subnetpool"
 
-    def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
+    def body(self, st: StackContext, props: dict[str, Any]) -> dict[str, Any]:
         return {"prefixes": list(props["prefixes"]), "default_prefixlen": int(props["default_prefixlen"])}
 
 
 class RouterHandler(NeutronHandler):
     member = "router"
 
-    def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
+    def body(self, st: StackContext, props: dict[str, Any]) -> dict[str, Any]:
         gateway = props.get("external_gateway_info") or {}
         return {"external_gateway_info": {"network_id": st.network_id(gateway["network"])}} if gateway else {}
 
-    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
+    def delete(self, st: StackContext, pid: str, attrs: dict[str, Any]) -> None:
         for port in st.net.list("port", device_id=pid, device_owner="network:router_interface"):
             gone_ok(lambda port=port: st.net.remove_router_interface(pid, port_id=port["id"]))
         gone_ok(lambda: st.net.delete("router", pid))
 
 
-def router_interface(st: Stack, router: str, subnet: str) -> dict[str, Any] | None:
+def router_interface(st: StackContext, router: str, subnet: str) -> dict[str, Any] | None:
     """The router's interface on ``subnet``, if it has one."""
     for port in st.net.list("port", device_id=router, device_owner="network:router_interface"):
         if any(ip["subnet_id"] == subnet for ip in port["fixed_ips"]):
@@ -85,7 +86,7 @@ def router_interface(st: Stack, router: str, subnet: str) -> dict[str, Any] | No
 class RouterInterfaceHandler(Handler):
     """Physical id ``<router>:<subnet>``, as Heat's."""
 
-    def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def create(self, st: StackContext, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         router, subnet = props["router"], st.subnet_id(props["subnet"])
         attrs = router_interface(st, router, subnet)
         if attrs is not None:  # made by a run that stopped before writing it down
@@ -93,14 +94,14 @@ class RouterInterfaceHandler(Handler):
         out = st.net.add_router_interface(router, subnet_id=subnet)
         return f"{router}:{subnet}", {"router_id": router, "subnet_id": subnet, "port_id": out["port_id"]}
 
-    def exists(self, st: Stack, row: Row) -> dict[str, Any] | None:
+    def exists(self, st: StackContext, row: Row) -> dict[str, Any] | None:
         router, subnet = str(row.physical_id).split(":")
         return router_interface(st, router, subnet)
 
-    def find(self, st: Stack, name: str) -> tuple[str, dict[str, Any]] | None:
+    def find(self, st: StackContext, name: str) -> tuple[str, dict[str, Any]] | None:
         return None  # an interface carries no tag: ``create`` adopts one the router has
 
-    def delete(self, st: Stack, pid: str, attrs: dict[str, Any]) -> None:
+    def delete(self, st: StackContext, pid: str, attrs: dict[str, Any]) -> None:
         router, subnet = pid.split(":")
         gone_ok(lambda: st.net.remove_router_interface(router, subnet_id=subnet))
 
@@ -118,10 +119,10 @@ class SecurityGroupHandler(NeutronHandler):
 
     member = "security_group"
 
-    def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
+    def body(self, st: StackContext, props: dict[str, Any]) -> dict[str, Any]:
         return {"description": "netbay cluster security group"}
 
-    def finish(self, st: Stack, pid: str, attrs: dict[str, Any], props: dict[str, Any]) -> dict[str, Any]:
+    def finish(self, st: StackContext, pid: str, attrs: dict[str, Any], props: dict[str, Any]) -> dict[str, Any]:
         have = {_rule_key(r) for r in attrs.get("security_group_rules") or []}
         added = False
         for rule in props.get("rules") or []:
@@ -139,7 +140,7 @@ class SecurityGroupHandler(NeutronHandler):
 class PortHandler(NeutronHandler):
     member = "port"
 
-    def body(self, st: Stack, props: dict[str, Any]) -> dict[str, Any]:
+    def body(self, st: StackContext, props: dict[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {"network_id": st.network_id(props["network"])}
         if props.get("fixed_ips"):
             body["fixed_ips"] = [{**({"subnet_id": st.subnet_id(ip["subnet"])} if ip.get("subnet") else {}),
@@ -155,7 +156,7 @@ class FloatingIPHandler(NeutronHandler):
 
     member = "floatingip"
 
-    def create(self, st: Stack, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def create(self, st: StackContext, name: str, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         body = {"floating_network_id": st.network_id(props["floating_network"]),
                 "description": st.description(name)}
         if props.get("port_id"):

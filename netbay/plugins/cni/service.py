@@ -29,7 +29,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from netbay.backends import NetworkBackend
@@ -38,7 +37,7 @@ from netbay.dataplane.links import LinkError
 from netbay.errors import NetbayError, NotFound
 from netbay.plugins.cni import result as results
 from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_AVAILABLE, TRY_AGAIN_LATER,
-                                     UNSUPPORTED_FIELD, CniError, parse_args)
+                                     UNSUPPORTED_FIELD, CniError, Request)
 from netbay.runtime import inside
 from netbay.runtime.attach import Attacher, Plug
 
@@ -66,35 +65,6 @@ def net_tag(conf_name: str) -> str:
 def _tag_value(port: Mapping[str, Any], tag: Callable[[str], str]) -> str:
     prefix = tag("")
     return next((t[len(prefix):] for t in port.get("tags") or () if t.startswith(prefix)), "")
-
-
-@dataclass(frozen=True)
-class Request:
-    command: str
-    container_id: str
-    netns: str
-    ifname: str
-    args: dict[str, str]
-    config: dict[str, Any]
-
-    @classmethod
-    def parse(cls, raw: Mapping[str, Any]) -> Request:
-        conf = raw.get("config")
-        if not isinstance(conf, dict):
-            raise CniError(INVALID_CONFIG, "no network configuration")
-        return cls(str(raw.get("command") or ""), str(raw.get("containerID") or ""), str(raw.get("netns") or ""),
-                   str(raw.get("ifname") or ""), parse_args(str(raw.get("args") or "")), conf)
-
-    @property
-    def version(self) -> str:
-        return str(self.config.get("cniVersion") or "0.1.0")
-
-    @property
-    def network_ref(self) -> str:
-        ref = self.config.get("network")
-        if not isinstance(ref, str) or not ref:
-            raise CniError(INVALID_CONFIG, 'netbay-cni needs "network": the netbay network\'s name or id')
-        return ref
 
 
 class Cni:
@@ -403,4 +373,4 @@ def _uuid_like(ref: str) -> bool:
     return True
 
 
-__all__ = ["Cni", "MADE", "Request", "ctr_tag", "if_tag", "net_tag"]
+__all__ = ["Cni", "MADE", "ctr_tag", "if_tag", "net_tag"]

@@ -1,4 +1,5 @@
-"""CNI 1.0/1.1 as a plugin sees it: environment, configuration, versions, errors.
+"""CNI 1.0/1.1 as a plugin sees it: environment, configuration, versions, errors, and one
+call as the daemon gets it (:class:`Request`).
 
 Standard library only: the ``netbay-cni`` executable imports this on every call. The
 checks and their order, codes and messages are those of the reference plugins'
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 SUPPORTED = ("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
@@ -153,5 +155,37 @@ def parse_args(raw: str) -> dict[str, str]:
     return out
 
 
-__all__ = ["COMMANDS", "CURRENT", "SUPPORTED", "CniError", "check_version", "parse_args", "read_config",
+@dataclass(frozen=True)
+class Request:
+    """One call as the daemon gets it from ``netbay-cni``: the environment and the
+    network configuration, parsed."""
+
+    command: str
+    container_id: str
+    netns: str
+    ifname: str
+    args: dict[str, str]
+    config: dict[str, Any]
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> Request:
+        conf = raw.get("config")
+        if not isinstance(conf, dict):
+            raise CniError(INVALID_CONFIG, "no network configuration")
+        return cls(str(raw.get("command") or ""), str(raw.get("containerID") or ""), str(raw.get("netns") or ""),
+                   str(raw.get("ifname") or ""), parse_args(str(raw.get("args") or "")), conf)
+
+    @property
+    def version(self) -> str:
+        return str(self.config.get("cniVersion") or "0.1.0")
+
+    @property
+    def network_ref(self) -> str:
+        ref = self.config.get("network")
+        if not isinstance(ref, str) or not ref:
+            raise CniError(INVALID_CONFIG, 'netbay-cni needs "network": the netbay network\'s name or id')
+        return ref
+
+
+__all__ = ["COMMANDS", "CURRENT", "SUPPORTED", "CniError", "Request", "check_version", "parse_args", "read_config",
            "read_env", "version_info"]
