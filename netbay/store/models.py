@@ -805,6 +805,9 @@ class NetworkAttachment(Base):
     network_id: Mapped[str] = mapped_column(String(36))
     seq: Mapped[int] = mapped_column(Integer, default=0)
     auto_delete: Mapped[bool] = mapped_column(Boolean, default=True)
+    # The port's [{ip_address, subnet_id}] when the container took it: the port may be a
+    # cloud's (not in this database), and Zun shows the addresses it recorded too.
+    fixed_ips: Mapped[list[Any]] = mapped_column(JSON, default=list)
 
 
 # --- port mirroring (issue 13: Neutron's Tap-as-a-Service) -------------------
