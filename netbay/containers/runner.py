@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from netbay.containers import containers, networks, placement
+from netbay.containers import containers, networks, placement, plugs
 from netbay.containers.neutron import ZunNeutron
 from netbay.context import Context
 from netbay.store.models import Container, ContainerNetwork, NetworkAttachment, Pod
@@ -322,9 +322,9 @@ class Runner:
                 rt.connect(self._sandbox(rt, cid) or docker_id, port)
             except Exception as exc:
                 def undo(s: Any) -> None:
-                    containers.forget(s, cid, port_id)
+                    plugs.forget(s, cid, port_id)
                     containers.set_state(s, cid, task_state=None, status_reason=_reason(exc))
-                containers.release(neutron, cid, port_id, auto_delete)
+                plugs.release(neutron, cid, port_id, auto_delete)
                 self.store.retrying(undo)
                 return
             self._state(cid, task_state=None)
@@ -340,10 +340,10 @@ class Runner:
                 att = s.get(NetworkAttachment, (cid, port_id))
                 network_id, auto_delete = att.network_id, att.auto_delete
             rt.disconnect(self._sandbox(rt, cid) or docker_id, network_id)
-            containers.release(neutron, cid, port_id, auto_delete)
+            plugs.release(neutron, cid, port_id, auto_delete)
 
             def drop(s: Any) -> None:
-                containers.forget(s, cid, port_id)
+                plugs.forget(s, cid, port_id)
                 containers.set_state(s, cid, task_state=None)
             self.store.retrying(drop)
         return self.submit(container_id, job)

@@ -754,7 +754,8 @@ class ContainerNetwork(Base):
     project_id: Mapped[str] = mapped_column(String(64), index=True)
     user_id: Mapped[str] = mapped_column(String(64), default="")
     name: Mapped[str] = mapped_column(String(255), default="")
-    network_id: Mapped[str] = mapped_column(ForeignKey("networks.id", ondelete="CASCADE"), index=True)
+    # The network backend's network (no foreign key: it may be a cloud's, as in Zun).
+    network_id: Mapped[str] = mapped_column(String(36), index=True)
     subnetpool_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     subnet_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

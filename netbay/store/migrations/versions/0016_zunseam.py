@@ -1,8 +1,10 @@
-"""A container's port addresses kept on its attachment (issue 14: Zun through the seam).
+"""Zun's container tables no longer tied to the embedded network tables (issue 14).
 
-The port may be a cloud's, not in this database; so the attachment keeps the
-addresses it had when the container took it (as Zun keeps ``addresses``). Existing
-attachments are filled from the embedded service's allocations.
+A container's network and port may be a cloud's, not in this database: the
+container network's foreign key to ``networks`` goes (Zun's own ``network`` table
+has none either), and the attachment keeps the addresses the port had when the
+container took it (as Zun keeps ``addresses``). Existing attachments are filled
+from the embedded service's allocations.
 
 Revision ID: 0016_zunseam
 Revises: 0015
@@ -18,7 +20,19 @@ branch_labels = None
 depends_on = None
 
 
+# The unnamed foreign key as SQLite's batch mode reflects it; PostgreSQL named it itself.
+_CONVENTION = {"fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s"}
+
+
+def _network_fk() -> str:
+    if op.get_bind().dialect.name == 'postgresql':
+        return 'container_networks_network_id_fkey'
+    return 'fk_container_networks_network_id_networks'
+
+
 def upgrade() -> None:
+    with op.batch_alter_table('container_networks', schema=None, naming_convention=_CONVENTION) as batch_op:
+        batch_op.drop_constraint(_network_fk(), type_='foreignkey')
     with op.batch_alter_table('network_attachments', schema=None) as batch_op:
         batch_op.add_column(sa.Column('fixed_ips', sa.JSON(), nullable=True))
     bind = op.get_bind()
@@ -39,3 +53,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.batch_alter_table('network_attachments', schema=None) as batch_op:
         batch_op.drop_column('fixed_ips')
+    with op.batch_alter_table('container_networks', schema=None, naming_convention=_CONVENTION) as batch_op:
+        batch_op.create_foreign_key(_network_fk(), 'networks', ['network_id'], ['id'], ondelete='CASCADE')
