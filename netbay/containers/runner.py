@@ -197,6 +197,9 @@ class Runner:
         self._pool.shutdown(wait=True, cancel_futures=True)
         if self._runtime is not None:
             self._runtime.client.close()
+        closing = getattr(self.network, "close", None)   # a cloud's connection
+        if closing is not None:
+            closing()
 
     # -- jobs --------------------------------------------------------------------------------
 
