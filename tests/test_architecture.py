@@ -90,3 +90,32 @@ def test_clients_of_netbays_api_do_not_reach_into_the_cluster_executor():
     for path in paths:
         wrong = imported_modules(path) & {"netbay.coe.executor", "netbay.coe.handlers.base"}
         assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
+
+# Neutron's own tables: a controller above the seam reads and writes them through it.
+NEUTRON_MODELS = {"Network", "Subnet", "SubnetPool", "Port", "IPAllocation", "SecurityGroup",
+                  "SecurityGroupRule", "Router", "FloatingIP"}
+
+
+def imports_of(pkg: str) -> dict[str, set[str]]:
+    """Each module's ``netbay.…`` imports (lazy ones too): module or ``module:Name``."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for path in (ROOT / pkg).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("netbay"):
+                out[path.name].add(node.module)
+                out[path.name].update(f"{node.module}:{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                out[path.name].update(a.name for a in node.names if a.name.startswith("netbay"))
+    return out
+
+
+def test_zun_containers_reach_the_network_only_through_the_seam():
+    """Issue 14: Zun's container API makes its ports and reads networks and security
+    groups through ``NetworkBackend``, so they can be a cloud's."""
+    found = imports_of("containers")
+    assert "netbay.containers.neutron:ZunNeutron" in found["containers.py"]   # really read
+    direct = {m: sorted(i for i in names if i.startswith("netbay.network")
+                        or i.partition(":")[2] in NEUTRON_MODELS and i.startswith("netbay.store.models"))
+              for m, names in found.items()}
+    # placement.py reads a cluster node's port (the cluster's network, not the container's).
+    assert {m: v for m, v in direct.items() if v and m != "placement.py"} == {}

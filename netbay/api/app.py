@@ -62,7 +62,7 @@ def create_app(
     loadbalancer.install(app)
     containerinfra.install(app, conductor)
     compute.install(app)  # os-keypairs only
-    container.install(app)
+    container.install(app, network=network_backend)
     app.include_router(changes.router)
     app.include_router(sandboxes.router)
     app.include_router(pods.router)

@@ -24,7 +24,9 @@ from fastapi.concurrency import run_in_threadpool
 from netbay.api.auth import context
 from netbay.api.containerinfra import Guard, _base, _body, _install_errors, _params, _v, _write
 from netbay.api.responses import JSONResponse
+from netbay.backends import open_backend
 from netbay.containers import containers, networks
+from netbay.containers.neutron import ZunNeutron
 from netbay.containers.runner import Runner
 from netbay.errors import BadRequest, Conflict
 from netbay.store.models import Container
@@ -48,6 +50,11 @@ VALID_STATES = {
 
 def _runner(request: Request) -> Runner:
     return request.app.state.container_runner
+
+
+def _neutron(request: Request) -> ZunNeutron:
+    """The network backend (netbay's own or a cloud's Neutron) acting for the caller."""
+    return ZunNeutron(_runner(request).network, context(request))
 
 
 def _links(request: Request, collection: str, obj_id: str) -> list[dict[str, str]]:
@@ -89,9 +96,10 @@ def _mount_networks(sub: FastAPI) -> None:
             return JSONResponse(shown(request, networks.get(s, ctx, ident)))
 
     async def create(request: Request) -> Response:
-        ctx = context(request)
+        neutron = _neutron(request)
         body = await _body(request)
-        out = await _write(request, lambda s: shown(request, networks.create(s, ctx, body)))
+        out = await run_in_threadpool(networks.create, request.app.state.store, neutron, body)
+        out["links"] = _links(request, "networks", out["uuid"])
         return JSONResponse(out, status_code=200)
 
     async def delete(request: Request, ident: str) -> Response:
@@ -136,8 +144,10 @@ def _mount_containers(sub: FastAPI) -> None:
         run = _flag(_params(request), "run")
         body = await _body(request)
         host = socket.gethostname()
-        out = await _write(request, lambda s: shown(request, s, containers.create(s, ctx, body, run=run,
-                                                                                   host=host)))
+        store = request.app.state.store
+        uuid = await run_in_threadpool(lambda: containers.create(store, _neutron(request), body, run=run, host=host))
+        with store.read() as s:
+            out = shown(request, s, containers.get(s, ctx, uuid))
         _runner(request).create(out["uuid"])
         return JSONResponse(out, status_code=202, headers={"Location": out["links"][0]["href"]})
 
@@ -155,7 +165,7 @@ def _mount_containers(sub: FastAPI) -> None:
 
         container_id = await _write(request, check)
         await run_in_threadpool(_runner(request).remove, container_id)
-        await _write(request, lambda s: containers.delete(s, container_id))
+        await run_in_threadpool(containers.delete, request.app.state.store, _neutron(request), container_id)
         return Response(status_code=204)
 
     def action(verb: str, task: str) -> Any:
@@ -209,37 +219,32 @@ def _mount_containers(sub: FastAPI) -> None:
         return JSONResponse({"networks": out})
 
     async def network_attach(request: Request, ident: str) -> Response:
-        ctx = context(request)
         params = _params(request)
         entry = {k: v for k, v in (("network", params.get("network")), ("port", params.get("port")),
                                    ("v4-fixed-ip", params.get("fixed_ip"))) if v}
         if bool(entry.get("network")) == bool(entry.get("port")):
             raise BadRequest("Either 'network' or 'port' must be given, not both.")
 
-        def attach(s: Any) -> tuple[str, str]:
-            c = containers.get(s, ctx, ident, for_update=True)
+        def check(c: Container) -> None:
             _check_state(c, "network_attach")
             if c.cluster_id:
                 raise Conflict(f"Container {c.id} is placed on cluster {c.cluster_id}: it is plugged as a pod "
                                "is and takes no other network.")
-            seq = max((a.seq for a in containers.attachments(s, c.id)), default=-1) + 1
-            entry_checked = containers.check_nets([entry])[0]
-            att = containers.attach(s, ctx, c, entry_checked, seq, c.security_groups or None)
-            c.task_state = "network_attaching"
-            return c.id, att.port_id
 
-        container_id, port_id = await _write(request, attach)
+        container_id, port_id = await run_in_threadpool(
+            containers.attach, request.app.state.store, _neutron(request), ident, entry, check)
         _runner(request).network_attach(container_id, port_id)
         return Response(status_code=202)
 
     async def network_detach(request: Request, ident: str) -> Response:
         ctx = context(request)
+        neutron = _neutron(request)
         params = _params(request)
 
         def mark(s: Any) -> tuple[str, str]:
             c = containers.get(s, ctx, ident, for_update=True)
             _check_state(c, "network_detach")
-            att = containers.attachment_for(s, ctx, c, params.get("network"), params.get("port"))
+            att = containers.attachment_for(s, neutron, c, params.get("network"), params.get("port"))
             c.task_state = "network_detaching"
             return c.id, att.port_id
 
@@ -312,11 +317,18 @@ def _mount_discovery(sub: FastAPI) -> None:
     sub.add_api_route("/v1/", v1, methods=["GET"], include_in_schema=False)
 
 
-def install(app: FastAPI, runner: Runner | None = None) -> None:
-    """Mount the API at ``/container``; ``runner`` drives Docker (from the environment if None)."""
+def install(app: FastAPI, runner: Runner | None = None,
+            network: tuple[str, str | None] = ("embedded", None)) -> None:
+    """Mount the API at ``/container``; ``runner`` drives Docker (from the environment if None),
+    with the containers' ports in the ``network`` backend (``("openstack", cloud)``: a cloud's
+    Neutron)."""
     sub = FastAPI(title="netbay container", openapi_url="/openapi.json", docs_url=None, redoc_url=None)
     sub.state = app.state
-    app.state.container_runner = runner = runner or Runner(app.state.store)
+    if runner is None:
+        kind, cloud = network
+        options = {"cloud": cloud} if kind == "openstack" else {"store": app.state.store}
+        runner = Runner(app.state.store, network=open_backend(kind, **options))
+    app.state.container_runner = runner
     if runner.docker_host:
         runner.runtime()  # follow Docker's events from the start (no connection is made yet)
         runner.recover()  # statuses as Docker has them now (off the startup path)

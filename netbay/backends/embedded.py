@@ -35,6 +35,11 @@ class EmbeddedBackend:
         """The same backend acting for another identity (a request's caller)."""
         return EmbeddedBackend(self.store, context)
 
+    @property
+    def project_id(self) -> str:
+        """The project whose objects this backend makes (its caller's)."""
+        return self.context.project_id
+
     # -- CRUD ------------------------------------------------------------------------------
 
     def create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -44,6 +44,15 @@ class OpenStackBackend:
         self.net = self.conn.network
         self._untagged_posts: set[str] = set()  # members this Neutron refuses ``tags`` on POST for
 
+    def for_context(self, context: Any) -> OpenStackBackend:
+        """The same backend: the cloud's credentials (clouds.yaml) act for every caller."""
+        return self
+
+    @property
+    def project_id(self) -> str:
+        """The project whose objects this backend makes (the credentials' scope)."""
+        return sdk_call(lambda: self.conn.current_project_id)
+
     # -- CRUD ------------------------------------------------------------------------------
 
     def create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]:

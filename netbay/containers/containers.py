@@ -1,10 +1,13 @@
 """Containers, their ports and network attachments: the store side of ``/v1/containers``.
 
-Each call is one transaction: a container is written with its ports (made, or the
-user's bound to it) and its attachments, or not at all — an address outside the
-subnet or an unknown network refuses the whole create. Docker is not touched here
-(:mod:`netbay.containers.runner` does that off the request path), so the API answers
-at once with the container ``Creating``.
+Ports, networks and security groups are the network backend's (netbay's own service
+or a cloud's Neutron, through :mod:`netbay.containers.neutron`), which is not in
+netbay's transaction. So a create checks everything it can first, then makes the
+ports in the backend, then writes the container with its attachments in one
+transaction; if any step fails, what the backend made is undone (a made port
+deleted, a user's port unbound): a container row is only ever committed with its
+ports. Docker is not touched here (:mod:`netbay.containers.runner` does that off the
+request path), so the API answers at once with the container ``Creating``.
 
 ``nets`` entries are Zun's: ``network`` (a container network's uuid or name, or a
 netbay network's id or name), ``port`` (a port the caller owns, unbound),
@@ -18,18 +21,17 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from netbay.containers import networks, placement
+from netbay.containers.neutron import Made, ZunNeutron
+from netbay.containers.plugs import Plug, plug, record, release
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, NotFound
-from netbay.network.ports import create_port, delete_port
-from netbay.network.security_groups import ensure_default_group
-from netbay.store.models import (Container, ContainerNetwork, IPAllocation, Network, NetworkAttachment, Port,
-                                 SecurityGroup, new_id)
+from netbay.store.db import Store
+from netbay.store.models import Container, NetworkAttachment, new_id
 
-OWNER = "compute:netbay"
 STATUSES = ("Creating", "Created", "Running", "Stopped", "Restarting", "Rebuilding", "Deleting", "Error",
             "Unknown")
 BODY_KEYS = {"name", "image", "hints", "command", "environment", "labels", "workdir", "hostname", "nets",
@@ -64,13 +66,13 @@ def attachments(session: Session, container_id: str) -> list[NetworkAttachment]:
 
 
 def addresses(session: Session, container_id: str) -> dict[str, list[dict[str, Any]]]:
+    """Zun's ``addresses``, as the port had them when the container took it (Zun keeps them too)."""
     out: dict[str, list[dict[str, Any]]] = {}
     for att in attachments(session, container_id):
-        allocs = session.scalars(select(IPAllocation).where(IPAllocation.port_id == att.port_id)
-                                 .order_by(IPAllocation.seq)).all()
         out.setdefault(att.network_id, []).extend(
-            {"addr": a.ip_address, "version": ipaddress.ip_address(a.ip_address).version, "port": att.port_id,
-             "subnet_id": a.subnet_id, "preserve_on_delete": not att.auto_delete} for a in allocs)
+            {"addr": f["ip_address"], "version": ipaddress.ip_address(f["ip_address"]).version,
+             "port": att.port_id, "subnet_id": f["subnet_id"], "preserve_on_delete": not att.auto_delete}
+            for f in att.fixed_ips or ())
     return out
 
 
@@ -140,22 +142,12 @@ def _exposed(value: Any) -> dict[str, Any]:
     return out
 
 
-def _groups(session: Session, ctx: Context, names: Any) -> list[str] | None:
+def _group_names(names: Any) -> list[str] | None:
     if names is None:
         return None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise BadRequest("Invalid input for field 'security_groups': it must be a list of names or ids.")
-    ids = []
-    for name in dict.fromkeys(names):
-        found = session.scalars(select(SecurityGroup.id).where(
-            or_(SecurityGroup.id == name, SecurityGroup.name == name),
-            SecurityGroup.project_id == ctx.project_id)).all()
-        if not found:
-            raise BadRequest(f"Security group {name} could not be found.")
-        if len(found) > 1:
-            raise Conflict(f"Multiple security groups exist with name {name}. Please use the uuid instead.")
-        ids.append(found[0])
-    return ids
+    return names
 
 
 def check_nets(value: Any) -> list[dict[str, Any]]:
@@ -182,7 +174,35 @@ def check_nets(value: Any) -> list[dict[str, Any]]:
     return value
 
 
-def create(session: Session, ctx: Context, body: Any, *, run: bool, host: str) -> Container:
+def create(store: Store, neutron: ZunNeutron, body: Any, *, run: bool, host: str) -> str:
+    """Check, make the ports in the backend, then write the container with them; the
+    backend's objects are undone if any later step fails. The new container's uuid."""
+    ctx = neutron.ctx
+    with store.read() as s:
+        fields = _fields(s, ctx, body, run=run, host=host)
+    made = Made(neutron)
+    try:
+        plugs: list[Plug] = []
+        if not fields["cluster_id"]:
+            groups = _group_names(body.get("security_groups"))
+            groups = neutron.security_groups(groups) if groups is not None else None
+            if fields["exposed_ports"]:
+                default = groups if groups is not None else [neutron.default_group()]
+                exposed = neutron.expose_group(fields["id"], fields["exposed_ports"])
+                made.group(exposed)
+                groups = [*default, exposed]
+            fields["security_groups"] = groups or []
+            for seq, entry in enumerate(check_nets(body.get("nets")) or [{}]):
+                plugs.append(plug(store, neutron, made, fields, entry, seq, groups, taken=plugs))
+        store.retrying(lambda s: _insert(s, ctx, fields, plugs))
+    except BaseException:
+        made.undo()
+        raise
+    return fields["id"]
+
+
+def _fields(session: Session, ctx: Context, body: Any, *, run: bool, host: str) -> dict[str, Any]:
+    """The new container's columns from Zun's body, checked (nothing made yet)."""
     if not isinstance(body, dict):
         raise BadRequest("Invalid input: the request body must be a JSON object.")
     unknown = sorted(set(body) - BODY_KEYS)
@@ -195,9 +215,7 @@ def create(session: Session, ctx: Context, body: Any, *, run: bool, host: str) -
     name = body.get("name") or ""
     if not isinstance(name, str) or len(name) > 255:
         raise BadRequest("Invalid input for field 'name'.")
-    if name and session.scalars(select(Container.id).where(Container.project_id == ctx.project_id,
-                                                           Container.name == name)).first():
-        raise Conflict(f"A container with name {name} already exists.")
+    _unique_name(session, ctx, name)
     for key in ("environment", "labels"):
         value = body.get(key)
         if value is not None and (not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())):
@@ -209,111 +227,67 @@ def create(session: Session, ctx: Context, body: Any, *, run: bool, host: str) -
     if hints and any(body.get(k) for k in ("nets", "security_groups", "exposed_ports")):
         raise BadRequest("A container placed on a cluster node (hints cluster=) is plugged as a pod is: "
                          "it takes no 'nets', 'security_groups' or 'exposed_ports'.")
+    _group_names(body.get("security_groups"))
+    check_nets(body.get("nets"))
+    exposed = _exposed(body.get("exposed_ports"))
     cluster_id, node = placement.place(session, ctx, hints) if hints else ("", "")
-    groups = _groups(session, ctx, body.get("security_groups"))
-    c = Container(id=new_id(), project_id=ctx.project_id, user_id=ctx.user_id, name=name, image=image,
-                  command=_command(body.get("command")), environment=body.get("environment") or {},
-                  labels=body.get("labels") or {}, workdir=body.get("workdir") or "",
-                  hostname=body.get("hostname") or "", status="Creating", status_reason="",
-                  task_state="container_creating", run=run, host=host, docker_id="",
-                  security_groups=groups or [], exposed_ports=_exposed(body.get("exposed_ports")),
-                  cluster_id=cluster_id, node=node)
-    session.add(c)
+    return dict(id=new_id(), project_id=ctx.project_id, user_id=ctx.user_id, name=name, image=image,
+                command=_command(body.get("command")), environment=body.get("environment") or {},
+                labels=body.get("labels") or {}, workdir=body.get("workdir") or "",
+                hostname=body.get("hostname") or "", status="Creating", status_reason="",
+                task_state="container_creating", run=run, host=host, docker_id="", security_groups=[],
+                exposed_ports=exposed, cluster_id=cluster_id, node=node)
+
+
+def _unique_name(session: Session, ctx: Context, name: str) -> None:
+    if name and session.scalars(select(Container.id).where(Container.project_id == ctx.project_id,
+                                                           Container.name == name)).first():
+        raise Conflict(f"A container with name {name} already exists.")
+
+
+def _insert(session: Session, ctx: Context, fields: dict[str, Any], plugs: list[Plug]) -> None:
+    _unique_name(session, ctx, fields["name"])
+    session.add(Container(**fields))
     session.flush()
-    if cluster_id:
-        return c
-    if c.exposed_ports:
-        groups = [*(groups if groups is not None else [ensure_default_group(session, c.project_id).id]),
-                  _expose_group(session, c)]
-        c.security_groups = groups
-    entries = check_nets(body.get("nets")) or [{}]
-    for seq, entry in enumerate(entries):
-        attach(session, ctx, c, entry, seq, groups)
-    return c
+    for p in plugs:
+        record(session, ctx, fields["id"], p)
 
 
-def _expose_group(session: Session, c: Container) -> str:
-    """Zun's ``zun-<uuid>`` group opening the exposed ports (deleted with the container)."""
-    from netbay.network.registry import SECURITY_GROUP_RULES, SECURITY_GROUPS
-    from netbay.network.security_groups import SecurityGroupCreate, SecurityGroupRuleCreate
+def attach(store: Store, neutron: ZunNeutron, ident: str, entry: dict[str, Any],
+           check: Any) -> tuple[str, str]:
+    """Zun's ``network_attach``: the port made or bound in the backend, then the attachment
+    written with the container's ``network_attaching`` (``check(c)`` refusing a container
+    in the wrong state, before and again at the write); the port undone if that fails.
+    (container uuid, port id)."""
+    ctx = neutron.ctx
+    entry = check_nets([entry])[0]
+    with store.read() as s:
+        c = get(s, ctx, ident)
+        check(c)
+        fields = {"id": c.id, "name": c.name, "host": c.host}
+        groups = c.security_groups or None
+        seq = max((a.seq for a in attachments(s, c.id)), default=-1) + 1
+    made = Made(neutron)
+    try:
+        p = plug(store, neutron, made, fields, entry, seq, groups)
 
-    ctx = Context(user_id=c.user_id, project_id=c.project_id, roles=("member",))
-    group = SECURITY_GROUPS.create(session, ctx, SecurityGroupCreate(
-        name=expose_group_name(c.id), description=f"Exposed ports of container {c.id}"))
-    for key in c.exposed_ports:
-        number, proto = key.split("/")
-        SECURITY_GROUP_RULES.create(session, ctx, SecurityGroupRuleCreate(
-            security_group_id=group.id, direction="ingress", protocol=proto,
-            port_range_min=int(number), port_range_max=int(number)))
-    return group.id
-
-
-def expose_group_name(container_id: str) -> str:
-    return f"zun-{container_id}"
-
-
-def attach(session: Session, ctx: Context, c: Container, entry: dict[str, Any], seq: int,
-           groups: list[str] | None) -> NetworkAttachment:
-    """Give ``c`` a port on a network (made, or the user's bound) and record the attachment.
-    One port per network and container (Docker joins a container to a network once)."""
-    if entry.get("port"):
-        port = session.get(Port, entry["port"], with_for_update=True)
-        if port is None or (port.project_id != ctx.project_id and not ctx.is_admin):
-            raise NotFound(f"Neutron port {entry['port']} could not be found.")
-        if port.device_id:
-            raise BadRequest(f"Port {port.id} is still in use.")
-        network = session.get(Network, port.network_id)
-        cnet = _container_network(session, ctx, entry.get("network"), network)
-        subnet = networks.docker_subnet(session, cnet)
-        on = session.scalars(select(IPAllocation.subnet_id).where(IPAllocation.port_id == port.id)).all()
-        if subnet.id not in on:
-            raise BadRequest(f"Port {port.id} not usable for the container: it has no address on "
-                             f"subnet {subnet.id}.")
-        from netbay.network.registry import PORTS
-
-        port.device_id, port.device_owner = c.id, OWNER
-        PORTS.touch(port)
-        session.flush()
-        PORTS.record(session, port, "update")
-        port_id, auto_delete = port.id, False
-    else:
-        network = (networks.neutron_network_or_container(session, ctx, entry["network"])
-                   if entry.get("network") else networks.default_network(session, ctx))
-        cnet = _container_network(session, ctx, None, network)
-        subnet = networks.docker_subnet(session, cnet)
-        v4: dict[str, Any] = {"subnet_id": subnet.id}
-        if entry.get("v4-fixed-ip"):
-            v4["ip_address"] = entry["v4-fixed-ip"]
-        fixed = [v4] + ([{"ip_address": entry["v6-fixed-ip"]}] if entry.get("v6-fixed-ip") else [])
-        from netbay.network.registry import PORTS
-
-        made = create_port(session, project_id=c.project_id, network=network, fixed_ips=fixed,
-                           security_groups=groups, device_id=c.id, device_owner=OWNER,
-                           name=f"{c.name or c.id[:8]}-eth{seq}")
-        PORTS.record(session, made, "create")
-        port_id, auto_delete = made.id, True
-    if session.scalars(select(NetworkAttachment).where(NetworkAttachment.container_id == c.id,
-                                                       NetworkAttachment.network_id == cnet.network_id)).first():
-        raise Conflict(f"Container {c.id} is already connected to network {cnet.network_id}.")
-    att = NetworkAttachment(container_id=c.id, port_id=port_id, container_network_id=cnet.id,
-                            network_id=cnet.network_id, seq=seq, auto_delete=auto_delete)
-    session.add(att)
-    session.flush()
-    return att
-
-
-def _container_network(session: Session, ctx: Context, ident: str | None, network: Network) -> ContainerNetwork:
-    if ident:
-        named = networks.neutron_network_or_container(session, ctx, ident)
-        if named.id != network.id:
-            raise BadRequest(f"Port is not on network {ident}.")
-    return networks.ensure_for(session, ctx, network)
+        def write(s: Session) -> None:
+            found = get(s, ctx, c.id, for_update=True)
+            check(found)
+            p.seq = max((a.seq for a in attachments(s, c.id)), default=-1) + 1
+            record(s, ctx, c.id, p)
+            found.task_state = "network_attaching"
+        store.retrying(write)
+    except BaseException:
+        made.undo()
+        raise
+    return c.id, p.port["id"]
 
 
 # --- delete / detach -------------------------------------------------------------------------
 
 
-def attachment_for(session: Session, ctx: Context, c: Container, network: str | None,
+def attachment_for(session: Session, neutron: ZunNeutron, c: Container, network: str | None,
                    port: str | None) -> NetworkAttachment:
     """The attachment ``network_detach`` names (network or port); Zun's 400/404 else."""
     if bool(network) == bool(port):
@@ -322,50 +296,35 @@ def attachment_for(session: Session, ctx: Context, c: Container, network: str | 
         if port and att.port_id == port:
             return att
         if network:
-            net = networks.resolve(session, ctx, network)
+            net = networks.resolve(session, neutron.ctx, network)
             if att.network_id in (network, net.network_id if net else None) or att.container_network_id == network:
                 return att
-            found = session.scalars(select(Network.id).where(Network.name == network)).all()
+            found = {n["id"] for n in neutron.backend.list("network", name=network)}
             if att.network_id in found:
                 return att
     raise BadRequest(f"Container {c.id} is not connected to {'network' if network else 'port'} {network or port}.")
 
 
-def release(session: Session, att: NetworkAttachment) -> None:
-    """Delete the port the container made, or unbind (keep) the user's."""
-    port = session.get(Port, att.port_id, with_for_update=True)
-    session.delete(att)
-    session.flush()
-    if port is None:
-        return
-    if att.auto_delete:
-        delete_port(session, port)
-        return
-    from netbay.network.registry import PORTS
+def delete(store: Store, neutron: ZunNeutron, container_id: str) -> None:
+    """Release its ports and exposed-ports group in the backend, then drop the rows. A
+    failure midway leaves the container (``Deleting``) for a retry: what is gone stays gone."""
+    with store.read() as s:
+        c = s.get(Container, container_id)
+        if c is None:
+            return
+        held = [(a.port_id, a.auto_delete) for a in attachments(s, container_id)]
+        exposed = bool(c.exposed_ports)
+    for port_id, auto_delete in held:
+        release(neutron, container_id, port_id, auto_delete)
+    if exposed:
+        neutron.delete_expose_group(container_id)
 
-    if port.device_id == att.container_id:
-        port.device_id = port.device_owner = port.binding_host_id = ""
-        port.status = "DOWN"
-        PORTS.touch(port)
-        session.flush()
-        PORTS.record(session, port, "update")
-
-
-def delete(session: Session, container_id: str) -> None:
-    c = session.get(Container, container_id, with_for_update=True)
-    if c is None:
-        return
-    for att in attachments(session, container_id):
-        release(session, att)
-    if c.exposed_ports:
-        from netbay.network.registry import SECURITY_GROUPS
-
-        group = session.scalars(select(SecurityGroup.id).where(SecurityGroup.project_id == c.project_id,
-                                                               SecurityGroup.name == expose_group_name(c.id))).first()
-        if group is not None:
-            SECURITY_GROUPS.delete(session, Context.admin(c.project_id), group)
-    session.delete(c)
-    session.flush()
+    def drop(s: Session) -> None:
+        found = s.get(Container, container_id, with_for_update=True)
+        if found is not None:
+            s.delete(found)
+            s.flush()
+    store.retrying(drop)
 
 
 def set_state(session: Session, container_id: str, **values: Any) -> None:

@@ -1,6 +1,7 @@
 """Container networks (Zun's ``/v1/networks``): a netbay network a project's containers use.
 
-Made from an existing network (name or id), optionally pinned to one of its subnet
+Made from an existing network of the network backend (name or id: netbay's own
+service or a cloud's Neutron, :mod:`netbay.containers.neutron`), optionally pinned to one of its subnet
 pools and subnets, as the spec's ``zun network-create --neutron-net … --neutron-pool
 … --neutron-subnet … NAME``. One per (project, network); a container naming a
 network that has none gets one made on the fly (Zun makes its ``network`` rows
@@ -9,58 +10,24 @@ lazily too). Project-scoped: another project's container network is a 404.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from netbay.containers.neutron import ZunNeutron
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound
-from netbay.store.models import ContainerNetwork, Network, NetworkAttachment, Subnet, new_id
+from netbay.store.db import Store
+from netbay.store.models import ContainerNetwork, NetworkAttachment, new_id
 
 BODY_KEYS = {"name", "neutron_net_id", "neutron_pool", "neutron_subnet"}
 
 
-def neutron_network(session: Session, ctx: Context, ident: str) -> Network:
-    """A network the caller may use (own or shared), by id or unique name; Zun's 404 else."""
-    visible = or_(Network.project_id == ctx.project_id, Network.shared.is_(True)) if not ctx.is_admin else None
-    for column in (Network.id, Network.name):
-        stmt = select(Network).where(column == ident)
-        if visible is not None:
-            stmt = stmt.where(visible)
-        found = session.scalars(stmt).all()
-        if len(found) > 1:
-            raise Conflict(f"Multiple Neutron networks exist with same name. Please use the uuid instead.")
-        if found:
-            return found[0]
-    raise NotFound(f"Neutron network {ident} could not be found.")
-
-
-def default_network(session: Session, ctx: Context) -> Network:
-    """Zun's rule: the project's oldest non-shared network, else a shared one."""
-    base = select(Network).where(Network.external.is_(False)).order_by(Network.created_at, Network.id)
-    own = session.scalars(base.where(Network.project_id == ctx.project_id, Network.shared.is_(False))).first()
-    found = own or session.scalars(base.where(Network.shared.is_(True))).first()
-    if found is None:
-        raise BadRequest("Unable to find a network for the container: the project has no network and "
-                         "no network is shared.")
-    return found
-
-
-def docker_subnet(session: Session, net: ContainerNetwork) -> Subnet:
+def docker_subnet(neutron: ZunNeutron, net: ContainerNetwork) -> dict[str, Any]:
     """The IPv4 subnet the container network's Docker network (and its ports) use."""
-    if net.subnet_id:
-        subnet = session.get(Subnet, net.subnet_id)
-        if subnet is not None:
-            return subnet
-    stmt = select(Subnet).where(Subnet.network_id == net.network_id, Subnet.ip_version == 4)
-    if net.subnetpool_id:
-        stmt = stmt.where(Subnet.subnetpool_id == net.subnetpool_id)
-    subnet = session.scalars(stmt.order_by(Subnet.created_at, Subnet.id)).first()
-    if subnet is None:
-        raise BadRequest(f"Neutron network {net.network_id} has no IPv4 subnet"
-                         + (f" from subnet pool {net.subnetpool_id}." if net.subnetpool_id else "."))
-    return subnet
+    return neutron.ipv4_subnet(net.network_id, net.subnet_id, net.subnetpool_id)
 
 
 def render(net: ContainerNetwork) -> dict[str, Any]:
@@ -74,7 +41,10 @@ def _ts(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def create(session: Session, ctx: Context, body: Any) -> ContainerNetwork:
+def create(store: Store, neutron: ZunNeutron, body: Any) -> dict[str, Any]:
+    """Checked against the backend first (its reads stay out of netbay's transaction),
+    then written; the new network, rendered."""
+    ctx = neutron.ctx
     if not isinstance(body, dict):
         raise BadRequest("Invalid input: the request body must be a JSON object.")
     unknown = sorted(set(body) - BODY_KEYS)
@@ -84,43 +54,51 @@ def create(session: Session, ctx: Context, body: Any) -> ContainerNetwork:
     ident = body.get("neutron_net_id")
     if not isinstance(ident, str) or not ident:
         raise BadRequest("'neutron_net_id' is a required property")
-    network = neutron_network(session, ctx, ident)
-    if session.scalars(select(ContainerNetwork).where(ContainerNetwork.project_id == ctx.project_id,
-                                                      ContainerNetwork.network_id == network.id)).first():
-        raise Conflict(f"A network with neutron_net_id {network.id} already exists.")
     pool, subnet_id = body.get("neutron_pool"), body.get("neutron_subnet")
     for key, value in (("neutron_pool", pool), ("neutron_subnet", subnet_id), ("name", body.get("name"))):
         if value is not None and not isinstance(value, str):
             raise BadRequest(f"Invalid input for field '{key}': it must be a string.")
-    subnets = session.scalars(select(Subnet).where(Subnet.network_id == network.id)).all()
-    if pool and not any(s.subnetpool_id == pool for s in subnets):
-        raise BadRequest(f"Subnet pool {pool} has no subnet on network {network.id}.")
+    network = neutron.network(ident)
+    subnets = neutron.subnets(network["id"])
+    if pool and not any(s.get("subnetpool_id") == pool for s in subnets):
+        raise BadRequest(f"Subnet pool {pool} has no subnet on network {network['id']}.")
     if subnet_id:
-        subnet = next((s for s in subnets if s.id == subnet_id), None)
+        subnet = next((s for s in subnets if s["id"] == subnet_id), None)
         if subnet is None:
-            raise BadRequest(f"Subnet {subnet_id} is not a subnet of network {network.id}.")
-        if pool and subnet.subnetpool_id != pool:
+            raise BadRequest(f"Subnet {subnet_id} is not a subnet of network {network['id']}.")
+        if pool and subnet.get("subnetpool_id") != pool:
             raise BadRequest(f"Subnet {subnet_id} is not from subnet pool {pool}.")
-        if subnet.ip_version != 4:
+        if subnet["ip_version"] != 4:
             raise BadRequest(f"Subnet {subnet_id} is not an IPv4 subnet.")
     name = body.get("name")
     net = ContainerNetwork(id=new_id(), project_id=ctx.project_id, user_id=ctx.user_id,
-                           name=name if isinstance(name, str) and name else network.id, network_id=network.id,
-                           subnetpool_id=pool or None, subnet_id=subnet_id or None)
-    session.add(net)
-    session.flush()
-    docker_subnet(session, net)  # refuses a network containers could not use
-    return net
+                           name=name if isinstance(name, str) and name else network["id"],
+                           network_id=network["id"], subnetpool_id=pool or None, subnet_id=subnet_id or None)
+    docker_subnet(neutron, net)  # refuses a network containers could not use
+
+    def write(session: Session) -> dict[str, Any]:
+        if session.scalars(select(ContainerNetwork.id).where(ContainerNetwork.project_id == ctx.project_id,
+                                                             ContainerNetwork.network_id == net.network_id)).first():
+            raise Conflict(f"A network with neutron_net_id {net.network_id} already exists.")
+        session.add(net)
+        session.flush()
+        return render(net)
+
+    return store.retrying(write)  # type: ignore[return-value]
 
 
-def ensure_for(session: Session, ctx: Context, network: Network) -> ContainerNetwork:
-    """The project's container network on ``network``, made if there is none."""
-    found = session.scalars(select(ContainerNetwork).where(ContainerNetwork.project_id == ctx.project_id,
-                                                           ContainerNetwork.network_id == network.id)).first()
+def find_for(session: Session, ctx: Context, network_id: str) -> ContainerNetwork | None:
+    return session.scalars(select(ContainerNetwork).where(ContainerNetwork.project_id == ctx.project_id,
+                                                          ContainerNetwork.network_id == network_id)).first()
+
+
+def ensure_for(session: Session, ctx: Context, network_id: str) -> ContainerNetwork:
+    """The project's container network on ``network_id``, made if there is none."""
+    found = find_for(session, ctx, network_id)
     if found is not None:
         return found
-    net = ContainerNetwork(id=new_id(), project_id=ctx.project_id, user_id=ctx.user_id, name=network.id,
-                           network_id=network.id)
+    net = ContainerNetwork(id=new_id(), project_id=ctx.project_id, user_id=ctx.user_id, name=network_id,
+                           network_id=network_id)
     session.add(net)
     session.flush()
     return net
@@ -166,12 +144,11 @@ def delete(session: Session, ctx: Context, ident: str) -> tuple[str, bool]:
     return network_id, last is None
 
 
-def neutron_network_or_container(session: Session, ctx: Context, ident: str) -> Network:
+def neutron_network_or_container(session: Session, neutron: ZunNeutron, ident: str) -> dict[str, Any]:
     """What a ``nets`` entry's ``network=`` names: a container network of the caller's
-    (uuid or name), else a netbay network (id or name)."""
-    net = resolve(session, ctx, ident)
+    (uuid or name), else a network of the backend's (id or name)."""
+    net = resolve(session, neutron.ctx, ident)
     if net is not None:
-        found = session.get(Network, net.network_id)
-        if found is not None:
-            return found
-    return neutron_network(session, ctx, ident)
+        with contextlib.suppress(NotFound):
+            return neutron.network(net.network_id)
+    return neutron.network(ident)

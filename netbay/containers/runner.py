@@ -27,8 +27,10 @@ from typing import Any
 
 from sqlalchemy import select
 
-from netbay.containers import containers, networks, placement
-from netbay.store.models import Container, ContainerNetwork, IPAllocation, NetworkAttachment, Pod, Port
+from netbay.containers import containers, networks, placement, plugs
+from netbay.containers.neutron import ZunNeutron
+from netbay.context import Context
+from netbay.store.models import Container, ContainerNetwork, NetworkAttachment, Pod
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +46,17 @@ class NoRuntime(Exception):
 
 
 class Runner:
+    """``network`` is the network backend the containers' ports live in (netbay's own
+    service if None): ports, subnets and networks are read back from it for Docker."""
+
     def __init__(self, store: Any, docker_host: str | None = None, driver: str | None = None,
-                 workers: int = 4, sandbox_image: str | None = None) -> None:
+                 workers: int = 4, sandbox_image: str | None = None, network: Any = None) -> None:
         self.store = store
+        if network is None:
+            from netbay.backends import open_backend
+
+            network = open_backend("embedded", store=store)
+        self.network = network
         self.docker_host = docker_host if docker_host is not None else os.environ.get("NETBAY_DOCKER_HOST", "")
         self.driver = driver or os.environ.get("NETBAY_DOCKER_DRIVER", "netbay")
         self.sandbox_image = sandbox_image or os.environ.get("NETBAY_SANDBOX_IMAGE", "busybox")
@@ -175,6 +185,10 @@ class Runner:
         found = rt.find(sandbox_name(container_id))
         return found["Id"] if found is not None else None
 
+    def neutron(self, project_id: str) -> ZunNeutron:
+        """The backend acting for a container's project (jobs run with no caller)."""
+        return ZunNeutron(self.network, Context.admin(project_id))
+
     def _state(self, container_id: str, **values: Any) -> None:
         self.store.retrying(lambda s: containers.set_state(s, container_id, **values))
 
@@ -183,6 +197,9 @@ class Runner:
         self._pool.shutdown(wait=True, cancel_futures=True)
         if self._runtime is not None:
             self._runtime.client.close()
+        closing = getattr(self.network, "close", None)   # a cloud's connection
+        if closing is not None:
+            closing()
 
     # -- jobs --------------------------------------------------------------------------------
 
@@ -197,7 +214,8 @@ class Runner:
                 return
             spec = _app_spec(c)
             hostname, run, placed = c.hostname, c.run, (c.cluster_id, c.node)
-            plan = [_port_plan(s, att) for att in containers.attachments(s, container_id)]
+            neutron = self.neutron(c.project_id)
+            plan = [_port_plan(s, att, neutron) for att in containers.attachments(s, container_id)]
         if placed[0]:
             sandbox = self._place_sandbox(rt, container_id, spec["image"], *placed, hostname)
         else:
@@ -296,19 +314,20 @@ class Runner:
         """Connect the new attachment's port; undo the attachment if Docker refuses."""
         def job(cid: str) -> None:
             with self.store.read() as s:
-                docker_id = s.get(Container, cid).docker_id
+                c = s.get(Container, cid)
+                docker_id, neutron = c.docker_id, self.neutron(c.project_id)
                 att = s.get(NetworkAttachment, (cid, port_id))
-                network, subnet, port = _port_plan(s, att)
+                auto_delete = att.auto_delete
+                network, subnet, port = _port_plan(s, att, neutron)
             try:
                 rt = self.runtime()
                 self._ensure_network(rt, network, subnet)
                 rt.connect(self._sandbox(rt, cid) or docker_id, port)
             except Exception as exc:
                 def undo(s: Any) -> None:
-                    found = s.get(NetworkAttachment, (cid, port_id))
-                    if found is not None:
-                        containers.release(s, found)
+                    plugs.forget(s, cid, port_id)
                     containers.set_state(s, cid, task_state=None, status_reason=_reason(exc))
+                plugs.release(neutron, cid, port_id, auto_delete)
                 self.store.retrying(undo)
                 return
             self._state(cid, task_state=None)
@@ -319,15 +338,15 @@ class Runner:
         def job(cid: str) -> None:
             rt = self.runtime()
             with self.store.read() as s:
-                docker_id = s.get(Container, cid).docker_id
+                c = s.get(Container, cid)
+                docker_id, neutron = c.docker_id, self.neutron(c.project_id)
                 att = s.get(NetworkAttachment, (cid, port_id))
-                network_id = att.network_id
+                network_id, auto_delete = att.network_id, att.auto_delete
             rt.disconnect(self._sandbox(rt, cid) or docker_id, network_id)
+            plugs.release(neutron, cid, port_id, auto_delete)
 
             def drop(s: Any) -> None:
-                found = s.get(NetworkAttachment, (cid, port_id))
-                if found is not None:
-                    containers.release(s, found)
+                plugs.forget(s, cid, port_id)
                 containers.set_state(s, cid, task_state=None)
             self.store.retrying(drop)
         return self.submit(container_id, job)
@@ -402,17 +421,15 @@ def _app_spec(c: Container) -> dict[str, Any]:
                                      ("working_dir", c.workdir)) if v})
 
 
-def _port_plan(s: Any, att: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(network, subnet, port) as :class:`DockerRuntime` takes them."""
+def _port_plan(s: Any, att: Any, neutron: ZunNeutron) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(network, subnet, port) as :class:`DockerRuntime` takes them, read from the backend."""
     cnet = s.get(ContainerNetwork, att.container_network_id)
-    subnet = networks.docker_subnet(s, cnet)
-    port = s.get(Port, att.port_id)
-    ips = s.scalars(select(IPAllocation.ip_address).where(IPAllocation.port_id == att.port_id)
-                    .order_by(IPAllocation.seq)).all()
+    subnet = networks.docker_subnet(neutron, cnet)
+    port = neutron.port(att.port_id)
     return ({"id": cnet.network_id},
-            {"id": subnet.id, "cidr": subnet.cidr, "gateway_ip": subnet.gateway_ip},
-            {"id": port.id, "network_id": port.network_id, "mac_address": port.mac_address,
-             "fixed_ips": [{"ip_address": ip} for ip in ips]})
+            {"id": subnet["id"], "cidr": subnet["cidr"], "gateway_ip": subnet["gateway_ip"]},
+            {"id": port["id"], "network_id": port["network_id"], "mac_address": port["mac_address"],
+             "fixed_ips": [{"ip_address": f["ip_address"]} for f in port["fixed_ips"]]})
 
 
 def _reason(exc: Exception) -> str:

@@ -754,7 +754,8 @@ class ContainerNetwork(Base):
     project_id: Mapped[str] = mapped_column(String(64), index=True)
     user_id: Mapped[str] = mapped_column(String(64), default="")
     name: Mapped[str] = mapped_column(String(255), default="")
-    network_id: Mapped[str] = mapped_column(ForeignKey("networks.id", ondelete="CASCADE"), index=True)
+    # The network backend's network (no foreign key: it may be a cloud's, as in Zun).
+    network_id: Mapped[str] = mapped_column(String(36), index=True)
     subnetpool_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     subnet_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
@@ -805,6 +806,9 @@ class NetworkAttachment(Base):
     network_id: Mapped[str] = mapped_column(String(36))
     seq: Mapped[int] = mapped_column(Integer, default=0)
     auto_delete: Mapped[bool] = mapped_column(Boolean, default=True)
+    # The port's [{ip_address, subnet_id}] when the container took it: the port may be a
+    # cloud's (not in this database), and Zun shows the addresses it recorded too.
+    fixed_ips: Mapped[list[Any]] = mapped_column(JSON, default=list)
 
 
 # --- port mirroring (issue 13: Neutron's Tap-as-a-Service) -------------------
