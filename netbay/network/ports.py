@@ -25,7 +25,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, not_found
-from netbay.network import ipam, quotas
+from netbay.network import ipam, portgroups, quotas
 from netbay.network.networks import Networks
 from netbay.network.rbac import SHARED_NETWORK_IDS
 from netbay.network.trunks import check_port_deletable
@@ -614,8 +614,11 @@ class Ports(Resource):
         return port
 
     def update(self, session: Session, ctx: Context, obj_id: str, body: PortUpdate) -> Port:
-        port = self.get_owned(session, ctx, obj_id)
         given = body.given()
+        if given.keys() == {"security_groups"}:  # a policy change's write: as rows (portgroups.py)
+            return portgroups.move(self, session, ctx, obj_id, given["security_groups"] or [],
+                                   check_port_security=_check_port_security, check_groups=self._check_groups)
+        port = self.get_owned(session, ctx, obj_id)
         if not ctx.is_admin:
             self._check_update_policy(session, ctx, port, given)
         if "allowed_address_pairs" in given:
