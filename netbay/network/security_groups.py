@@ -225,8 +225,7 @@ class SecurityGroups(Resource):
         group = self.get_owned(session, ctx, obj_id)
         if _in_use(session, group.id):
             raise _in_use_error(group.id)
-        default = session.get(DefaultSecurityGroup, group.project_id)
-        is_default = default is not None and default.security_group_id == group.id
+        is_default = _is_default(session, group.id, group.project_id)
         if is_default and not ctx.is_admin:
             raise Conflict("Insufficient rights for removing default security group.",
                            kind="SecurityGroupCannotRemoveDefault")
@@ -238,7 +237,7 @@ class SecurityGroups(Resource):
             from netbay.network.ports import default_group_key
 
             session.info.get("cache", {}).pop(default_group_key(group.project_id), None)
-            session.delete(default)
+            session.delete(session.get(DefaultSecurityGroup, group.project_id))
             session.flush()
         self.record(session, group, "delete", None)
         session.delete(group)
