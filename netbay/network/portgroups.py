@@ -14,15 +14,16 @@ the CPU (bench/k8s_policy.py, BENCHMARKS.md "NetworkPolicy: the last millisecond
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Table, bindparam, delete, insert, update
+from sqlalchemy import Table, bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
 from netbay.errors import Forbidden, not_found
 from netbay.network.resource import Resource
-from netbay.store.models import Port, PortSecurityGroup, utcnow
+from netbay.store.models import IPAllocation, Port, PortSecurityGroup, utcnow
 
 PORTS: Table = Port.__table__  # type: ignore[assignment]
 BINDINGS: Table = PortSecurityGroup.__table__  # type: ignore[assignment]
@@ -30,6 +31,10 @@ BINDINGS: Table = PortSecurityGroup.__table__  # type: ignore[assignment]
 _INSERT = insert(BINDINGS)
 _DELETE = delete(BINDINGS).where(BINDINGS.c.port_id == bindparam("port"),
                                  BINDINGS.c.security_group_id.in_(bindparam("gone", expanding=True)))
+_PORT = select(*PORTS.columns).where(PORTS.c.id == bindparam("id")).with_for_update()
+_ADDRESSES = select(IPAllocation.port_id, IPAllocation.subnet_id, IPAllocation.ip_address, IPAllocation.seq) \
+    .where(IPAllocation.port_id == bindparam("id"))
+_BINDINGS = select(BINDINGS.c.port_id, BINDINGS.c.security_group_id).where(BINDINGS.c.port_id == bindparam("id"))
 _TOUCH = update(PORTS).where(PORTS.c.id == bindparam("port")).values(
     updated_at=bindparam("at"), revision_number=bindparam("rev"))
 
@@ -46,10 +51,9 @@ def move(resource: Resource, session: Session, ctx: Context, port_id: str, group
          check_groups: Callable[[Session, Context, str, list[str]], None]) -> Any:
     """``PUT /ports/<id>`` with ``{"security_groups": groups}`` alone; returns the port
     (its rows) as ``Ports.render`` takes it, recorded like any update."""
-    rows = resource.fetch(session, resource.scoped(ctx).where(Port.id == port_id).with_for_update())
-    if not rows:
+    port = _read(resource, session, ctx, port_id)
+    if port is None:
         raise not_found("port", port_id)
-    port = rows[0]
     if not ctx.is_admin and port.project_id != ctx.project_id:
         raise Forbidden("Policy doesn't allow update_port to be performed.")
     groups = list(dict.fromkeys(groups))
@@ -68,6 +72,21 @@ def move(resource: Resource, session: Session, ctx: Context, port_id: str, group
     _forget(session, port.id, gone)
     resource.record(session, port, "update", resource.render(session, port, resource.tags_of(session, [port.id])[port.id]))
     return port
+
+
+def _read(resource: Resource, session: Session, ctx: Context, port_id: str) -> Any:
+    """The port as ``Ports.fetch`` gives it (locked for the update); for an admin (the
+    policy engine, the CNI path) through statements built once, on the connection."""
+    if not ctx.is_admin:
+        rows = resource.fetch(session, resource.scoped(ctx).where(Port.id == port_id).with_for_update())
+        return rows[0] if rows else None
+    session.flush()  # an earlier operation of the batch may have pending ORM changes
+    conn = session.connection()
+    row = conn.execute(_PORT, {"id": port_id}).one_or_none()
+    if row is None:
+        return None
+    return SimpleNamespace(**row._asdict(), fixed_ips=conn.execute(_ADDRESSES, {"id": port_id}).all(),
+                           security_groups=conn.execute(_BINDINGS, {"id": port_id}).all())
 
 
 def _forget(session: Session, port_id: str, gone: list[str]) -> None:

@@ -479,6 +479,10 @@ def _deny(action: str) -> Forbidden:
     return Forbidden(f"Policy doesn't allow {action} to be performed.")
 
 
+_GROUPS_STATEFUL = select(SecurityGroup.id, SecurityGroup.stateful) \
+    .where(SecurityGroup.id.in_(bindparam("ids", expanding=True)))  # built once: every groups update
+
+
 class Ports(Resource):
     member = "port"
     collection = "ports"
@@ -667,10 +671,10 @@ class Ports(Resource):
         """Every group exists and belongs to the port's project (any project for admins)."""
         if not groups:
             return
-        stmt = select(SecurityGroup.id, SecurityGroup.stateful).where(SecurityGroup.id.in_(groups))
+        stmt = _GROUPS_STATEFUL
         if not ctx.is_admin:
             stmt = stmt.where(SecurityGroup.project_id == project_id)
-        found = {gid: stateful for gid, stateful in session.execute(stmt)}
+        found = {gid: stateful for gid, stateful in session.execute(stmt, {"ids": groups})}
         missing = [g for g in groups if g not in found]
         if missing:
             raise not_found("security_group", ", ".join(missing))
