@@ -8,7 +8,7 @@ work: about two thirds of the transaction's CPU for a DELETE, an INSERT and an
 UPDATE. Here the port is read as rows (``Ports.fetch``, the list call's loader), the
 bindings that differ are deleted and inserted, and the port rendered from the rows:
 the same checks, answer and change record as ``Ports.update``, for about a third of
-the CPU (bench/k8s_policy.py, BENCHMARKS.md "NetworkPolicy: the last milliseconds").
+the CPU (bench/policy_ops.py; BENCHMARKS.md "NetworkPolicy: the last milliseconds").
 """
 
 from __future__ import annotations
