@@ -92,3 +92,107 @@ def test_a_member_batches_only_what_it_may_change(admin_http: httpx.Client, memb
     ]})
     neutron_error(r, 404, "SecurityGroupNotFound")  # another project's group is invisible, as alone
     assert member_http.get(f"/security-groups/{mine['id']}").json()["security_group"]["name"] == mine["name"]
+
+
+def _changes_after(server, revision: int) -> list[dict]:
+    r = httpx.get(f"{server.url}/netbay/v1/changes", params={"since": revision},
+                  headers={"X-Auth-Token": server.token()}, timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()["changes"]
+
+
+def _head(server) -> int:
+    revision = 0
+    for _ in range(1000):
+        r = httpx.get(f"{server.url}/netbay/v1/changes", params={"since": revision},
+                      headers={"X-Auth-Token": server.token()}, timeout=10).json()
+        if not r["changes"]:
+            return revision
+        revision = r["revision"]
+    raise AssertionError("change stream did not end")
+
+
+def test_a_groups_only_port_update_mixes_with_full_ones(admin_http: httpx.Client) -> None:
+    """``{"port": {"security_groups": [...]}}`` alone is written as rows (portgroups.py); in
+    one batch with ORM updates of the same port, each sees the other's writes."""
+    a, b = _group(admin_http), _group(admin_http)
+    port = _port(admin_http)
+    put = lambda body: {"method": "PUT", "path": f"ports/{port['id']}", "body": {"port": body}}  # noqa: E731
+    r = admin_http.post("/batch", json={"batch": [
+        put({"name": "first"}),                               # the ORM path loads the port
+        put({"security_groups": [a["id"], b["id"]]}),           # as rows
+        put({"description": "third"}),                        # the ORM path again: sees both groups
+        put({"security_groups": [b["id"]]}),
+    ]})
+    assert r.status_code == 200, r.text
+    answers = [x["port"] for x in r.json()["batch"]]
+    assert [x["revision_number"] for x in answers] == [port["revision_number"] + i for i in (1, 2, 3, 4)]
+    assert answers[1]["security_groups"] == [a["id"], b["id"]] and answers[1]["name"] == "first"
+    assert sorted(answers[2]["security_groups"]) == sorted([a["id"], b["id"]]) and answers[2]["description"] == "third"
+    shown = admin_http.get(f"/ports/{port['id']}").json()["port"]
+    assert shown == answers[3]
+    assert shown["security_groups"] == [b["id"]] and shown["fixed_ips"] == port["fixed_ips"]
+    assert shown["name"] == "first" and shown["description"] == "third"
+    # the same refusals as the ORM path, nothing written
+    missing = "00000000-0000-0000-0000-000000000000"
+    neutron_error(admin_http.put(f"/ports/{port['id']}", json={"port": {"security_groups": [missing]}}),
+                  404, "SecurityGroupNotFound")
+    neutron_error(admin_http.put(f"/ports/{missing}", json={"port": {"security_groups": []}}), 404, "PortNotFound")
+    assert admin_http.get(f"/ports/{port['id']}").json()["port"] == shown
+
+
+def test_a_members_groups_only_update_is_checked(admin_http: httpx.Client, member_http: httpx.Client) -> None:
+    mine, theirs = _group(member_http), _group(admin_http)
+    net = member_http.post("/networks", json={"network": {"name": unique("batch")}}).json()["network"]
+    assert member_http.post("/subnets", json={"subnet": {"network_id": net["id"], "cidr": "10.78.0.0/24",
+                                                         "ip_version": 4}}).status_code == 201
+    port = member_http.post("/ports", json={"port": {"network_id": net["id"]}}).json()["port"]
+    r = member_http.put(f"/ports/{port['id']}", json={"port": {"security_groups": [theirs["id"]]}})
+    neutron_error(r, 404, "SecurityGroupNotFound")  # another project's group, as the ORM path says
+    r = member_http.put(f"/ports/{port['id']}", json={"port": {"security_groups": [mine["id"]]}})
+    assert r.status_code == 200, r.text
+    assert r.json()["port"]["security_groups"] == [mine["id"]]
+    # an admin's port on another network stays out of reach
+    other = _port(admin_http)
+    r = member_http.put(f"/ports/{other['id']}", json={"port": {"security_groups": [mine["id"]]}})
+    neutron_error(r, 404, "PortNotFound")
+
+
+def test_a_groups_rules_changed_in_one_batch_make_one_group_record(server, admin_http: httpx.Client) -> None:
+    """The group's change record (the group with ALL its rules: what the agent realizes)
+    is written once per transaction, at its end, with every rule it then has."""
+    group = _group(admin_http)
+    v4, v6 = (x["id"] for x in group["security_group_rules"])
+    head = _head(server)
+    rules = [{"security_group_id": group["id"], "direction": "ingress", "protocol": "tcp",
+              "port_range_min": p, "port_range_max": p} for p in (80, 81, 82)]
+    r = admin_http.post("/batch", json={"batch": [
+        {"method": "POST", "path": "security-group-rules", "body": {"security_group_rules": rules}},
+        {"method": "DELETE", "path": f"security-group-rules/{v4}"},
+    ]})
+    assert r.status_code == 200, r.text
+    made = {x["id"] for x in r.json()["batch"][0]["security_group_rules"]}
+    changes = _changes_after(server, head)
+    records = [c for c in changes if c["resource"] == "security_group" and c["id"] == group["id"]]
+    assert len(records) == 1 and records[0]["action"] == "update"
+    assert {x["id"] for x in records[0]["data"]["security_group_rules"]} == made | {v6}
+    assert records[0]["revision"] == max(c["revision"] for c in changes)  # written last
+    shown = admin_http.get(f"/security-groups/{group['id']}").json()["security_group"]
+    assert records[0]["data"] == shown
+    assert shown["revision_number"] == group["revision_number"] + 4  # one per rule change, as alone
+    rule_records = [c for c in changes if c["resource"] == "security_group_rule"]
+    assert {(c["id"], c["action"]) for c in rule_records} == {(i, "create") for i in made} | {(v4, "delete")}
+
+
+def test_a_group_deleted_after_its_rules_changed_has_no_late_update(server, admin_http: httpx.Client) -> None:
+    group = _group(admin_http)
+    head = _head(server)
+    r = admin_http.post("/batch", json={"batch": [
+        {"method": "POST", "path": "security-group-rules", "body": {"security_group_rule": {
+            "security_group_id": group["id"], "direction": "ingress", "protocol": "udp"}}},
+        {"method": "DELETE", "path": f"security-groups/{group['id']}"},
+    ]})
+    assert r.status_code == 200, r.text
+    records = [c for c in _changes_after(server, head) if c["resource"] == "security_group"]
+    assert [(c["id"], c["action"]) for c in records] == [(group["id"], "delete")]
+    neutron_error(admin_http.get(f"/security-groups/{group['id']}"), 404, "SecurityGroupNotFound")

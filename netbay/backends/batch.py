@@ -77,11 +77,12 @@ def run(net: NetworkBackend, ops: Sequence[Mapping[str, Any]]) -> list[Any]:
 
 
 def run_one(net: NetworkBackend, op: Mapping[str, Any]) -> Any:
-    """One operation of the wire format, alone, through the backend's calls."""
-    return _one(net, op, [])
+    """One operation of the wire format, alone, through the backend's calls (nothing
+    to undo: an update is not read first — a label change is this one PUT)."""
+    return _one(net, op, None)
 
 
-def _one(net: NetworkBackend, op: Mapping[str, Any], done: list[tuple[str, str, str, Any]]) -> Any:
+def _one(net: NetworkBackend, op: Mapping[str, Any], done: list[tuple[str, str, str, Any]] | None) -> Any:
     method, path = str(op.get("method", "")).upper(), str(op.get("path", "")).strip("/")
     collection, _, obj_id = path.partition("/")
     member = _MEMBER.get(collection)
@@ -91,10 +92,13 @@ def _one(net: NetworkBackend, op: Mapping[str, Any], done: list[tuple[str, str, 
     if method == "POST" and not obj_id:
         many = plural(member) in body
         items = create_many(net, member, body[plural(member)] if many else [body.get(member, {})])
-        done.extend(("create", member, obj["id"], None) for obj in items)
+        if done is not None:
+            done.extend(("create", member, obj["id"], None) for obj in items)
         return {plural(member): items} if many else {member: items[0]}
     if method == "PUT" and obj_id:
         change = dict(body.get(member) or {})
+        if done is None:
+            return {member: net.update(member, obj_id, change)}
         before = net.show(member, obj_id)
         obj = net.update(member, obj_id, change)
         done.append(("update", member, obj_id, {k: before.get(k) for k in change}))

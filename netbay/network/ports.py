@@ -25,7 +25,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, not_found
-from netbay.network import ipam, quotas
+from netbay.network import ipam, portgroups, quotas
 from netbay.network.networks import Networks
 from netbay.network.rbac import SHARED_NETWORK_IDS
 from netbay.network.trunks import check_port_deletable
@@ -479,6 +479,10 @@ def _deny(action: str) -> Forbidden:
     return Forbidden(f"Policy doesn't allow {action} to be performed.")
 
 
+_GROUPS_STATEFUL = select(SecurityGroup.id, SecurityGroup.stateful) \
+    .where(SecurityGroup.id.in_(bindparam("ids", expanding=True)))  # built once: every groups update
+
+
 class Ports(Resource):
     member = "port"
     collection = "ports"
@@ -614,8 +618,11 @@ class Ports(Resource):
         return port
 
     def update(self, session: Session, ctx: Context, obj_id: str, body: PortUpdate) -> Port:
-        port = self.get_owned(session, ctx, obj_id)
         given = body.given()
+        if given.keys() == {"security_groups"}:  # a policy change's write: as rows (portgroups.py)
+            return portgroups.move(self, session, ctx, obj_id, given["security_groups"] or [],
+                                   check_port_security=_check_port_security, check_groups=self._check_groups)
+        port = self.get_owned(session, ctx, obj_id)
         if not ctx.is_admin:
             self._check_update_policy(session, ctx, port, given)
         if "allowed_address_pairs" in given:
@@ -664,10 +671,10 @@ class Ports(Resource):
         """Every group exists and belongs to the port's project (any project for admins)."""
         if not groups:
             return
-        stmt = select(SecurityGroup.id, SecurityGroup.stateful).where(SecurityGroup.id.in_(groups))
+        stmt = _GROUPS_STATEFUL
         if not ctx.is_admin:
             stmt = stmt.where(SecurityGroup.project_id == project_id)
-        found = {gid: stateful for gid, stateful in session.execute(stmt)}
+        found = {gid: stateful for gid, stateful in session.execute(stmt, {"ids": groups})}
         missing = [g for g in groups if g not in found]
         if missing:
             raise not_found("security_group", ", ".join(missing))

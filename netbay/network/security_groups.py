@@ -15,7 +15,7 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import false, func, or_, select, true
+from sqlalchemy import false, func, inspect, or_, select, true
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -23,6 +23,7 @@ from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, not_found
 from netbay.network.resource import Filter, Resource, standard, timestamp, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
+from netbay.store import changelog
 from netbay.store.models import (
     DefaultSecurityGroup,
     PortSecurityGroup,
@@ -92,8 +93,20 @@ def ensure_default_group(session: Session, project_id: str) -> SecurityGroup:
 
 
 def _is_default(session: Session, group_id: str, project_id: str) -> bool:
-    known = session.get(DefaultSecurityGroup, project_id)
-    return known is not None and known.security_group_id == group_id
+    """Every rendering of a group or rule asks; the answer is the store's cache entry
+    ports use too (kept once found: a default group changes only by its deletion,
+    which drops the entry), else one primary-key read."""
+    from netbay.network.ports import default_group_key
+
+    cache = session.info.get("cache", {})
+    key = default_group_key(project_id)
+    known = cache.get(key)
+    if known is None:
+        row = session.get(DefaultSecurityGroup, project_id)
+        if row is None:
+            return False
+        known = cache[key] = row.security_group_id
+    return known == group_id
 
 
 def _in_use(session: Session, group_id: str) -> bool:
@@ -212,8 +225,7 @@ class SecurityGroups(Resource):
         group = self.get_owned(session, ctx, obj_id)
         if _in_use(session, group.id):
             raise _in_use_error(group.id)
-        default = session.get(DefaultSecurityGroup, group.project_id)
-        is_default = default is not None and default.security_group_id == group.id
+        is_default = _is_default(session, group.id, group.project_id)
         if is_default and not ctx.is_admin:
             raise Conflict("Insufficient rights for removing default security group.",
                            kind="SecurityGroupCannotRemoveDefault")
@@ -225,7 +237,7 @@ class SecurityGroups(Resource):
             from netbay.network.ports import default_group_key
 
             session.info.get("cache", {}).pop(default_group_key(group.project_id), None)
-            session.delete(default)
+            session.delete(session.get(DefaultSecurityGroup, group.project_id))
             session.flush()
         self.record(session, group, "delete", None)
         session.delete(group)
@@ -388,8 +400,7 @@ class SecurityGroupRules(Resource):
         group.rules.append(new)
         session.flush()
         self.record(session, new, "create")
-        _GROUPS.touch(group)
-        _GROUPS.record(session, group, "update")
+        _rules_changed(session, group)
         return new
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
@@ -398,8 +409,29 @@ class SecurityGroupRules(Resource):
         self.record(session, rule, "delete", None)
         group.rules.remove(rule)
         session.flush()
-        _GROUPS.touch(group)
-        _GROUPS.record(session, group, "update")
+        _rules_changed(session, group)
+
+
+_CHANGED = "security_groups.rules_changed"
+
+
+def _rules_changed(session: Session, group: SecurityGroup) -> None:
+    """A group whose rules changed is a new revision at once; its change record (the
+    group rendered with ALL its rules: what the dataplane agent realizes) is written
+    once per transaction, when it ends — not once per rule of a bulk create or of a
+    policy change's batch."""
+    _GROUPS.touch(group)
+    changed = session.info.setdefault(_CHANGED, {})
+    if not changed:
+        changelog.before_seal(session, _record_changed)
+    changed[group.id] = group
+
+
+def _record_changed(session: Session) -> None:
+    for group in session.info.pop(_CHANGED, {}).values():
+        state = inspect(group)
+        if not (state.deleted or state.detached):  # a group deleted later in the transaction has its own record
+            _GROUPS.record(session, group, "update")
 
 
 # --- rule validation ------------------------------------------------------------------------

@@ -24,6 +24,7 @@ them can hand them to its change stream's waiters without reading them back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import func, insert, text
@@ -32,6 +33,7 @@ from sqlalchemy.orm import Session
 from netbay.store.models import Change
 
 PENDING = "changelog.pending"
+BEFORE_SEAL = "changelog.before_seal"
 _COMMITTED = text("SELECT netbay_committed_revision()")
 _INSERT = insert(Change.__table__)
 _INSERT_NUMBERED = insert(Change.__table__).values(revision=func.netbay_take_revision())
@@ -43,10 +45,19 @@ def append(session: Session, row: dict[str, Any]) -> None:
     session.info.setdefault(PENDING, []).append(row)
 
 
+def before_seal(session: Session, fn: Callable[[Session], None]) -> None:
+    """Run ``fn(session)`` once when the transaction's rows are sealed, before they are
+    written: a record that many operations of one transaction would each rewrite
+    (a group's, for each of its rules changed) is appended once, at the end."""
+    session.info.setdefault(BEFORE_SEAL, []).append(fn)
+
+
 def seal(session: Session) -> list[tuple[int, dict[str, Any]]] | None:
     """Write the queued rows with their revisions; call last before the commit. Returns
     ``(revision, row)`` pairs in revision order where they are final at the commit
     (SQLite); None where commit order may differ from it (PostgreSQL)."""
+    for fn in session.info.pop(BEFORE_SEAL, ()):
+        fn(session)
     rows = session.info.pop(PENDING, None)
     if not rows:
         return []
@@ -67,4 +78,4 @@ def committed(session: Session) -> int | None:
     return session.execute(_COMMITTED).scalar_one()
 
 
-__all__ = ["append", "committed", "seal"]
+__all__ = ["append", "before_seal", "committed", "seal"]

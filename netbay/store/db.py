@@ -126,6 +126,7 @@ class Store:
                 session.commit()
         except BaseException:
             session.rollback()
+            self.cache.clear()  # facts this transaction cached (a default group it made) went with it
             raise
         finally:
             session.close()
