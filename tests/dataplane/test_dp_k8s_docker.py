@@ -423,3 +423,88 @@ spec: {{containers: [{{name: c, image: "{dk.IMAGE}", command: {WEB}}}]}}
     assert os.stat(f"/proc/{app_pid}/ns/net").st_ino == netns.inode(ns)   # the app joined the new one
     assert wait_for(lambda: http_get(peer, ip, 8080), 10, 0.1) == b"p"
     assert ctrl.resync().made == []
+
+
+# A Docker pod's environment as a kubelet makes it: the pod's own fields, a ConfigMap's and a
+# Secret's keys, envFrom, the Service variables, and $(VAR) in env values and args. Its args print
+# the expanded line (single quotes: the shell leaves the $$-escaped reference alone).
+ENV = f"""
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: cfg, namespace: env}}
+data: {{greeting: hello}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: creds, namespace: env}}
+data: {{password: aHVudGVyMg==}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: env}}
+spec: {{selector: {{app: web}}, ports: [{{port: 80, targetPort: 8080}}]}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: show, namespace: env}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: show}}}}
+  template:
+    metadata: {{labels: {{app: show}}}}
+    spec:
+      containers:
+      - name: c
+        image: {dk.IMAGE}
+        command: [sh, -c]
+        args: ["echo 'args: $(GREETING) $(POD_IP) $$(GREETING) $(NOPE)'; exec sleep 600"]
+        envFrom: [{{configMapRef: {{name: cfg}}, prefix: CFG_}}]
+        env:
+        - {{name: POD_IP, valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}}}
+        - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+        - {{name: APP, valueFrom: {{fieldRef: {{fieldPath: "metadata.labels['app']"}}}}}}
+        - {{name: GREETING, valueFrom: {{configMapKeyRef: {{name: cfg, key: greeting}}}}}}
+        - {{name: PASSWORD, valueFrom: {{secretKeyRef: {{name: creds, key: password}}}}}}
+        - {{name: URL, value: "http://$(WEB_SERVICE_HOST):$(WEB_SERVICE_PORT)/$(POD_NAME)"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: broken, namespace: env}}
+spec:
+  containers:
+  - name: c
+    image: {dk.IMAGE}
+    command: [sleep, "600"]
+    env: [{{name: LATER, valueFrom: {{configMapKeyRef: {{name: cfg, key: later}}}}}}]
+"""
+SHOW_ENV = "echo $POD_IP $POD_NAME $APP $GREETING $PASSWORD $CFG_greeting $URL"
+
+
+def test_a_docker_pods_env_from_its_fields_configmaps_secrets_and_expansion(
+        ctrl: Controller, daemon: dk.Dockerd) -> None:
+    report = ctrl.apply(parse(ENV))
+    # The pod whose ConfigMap lacks its key: reported, not started; its neighbour runs.
+    assert report.events == ["Warning pod env/broken CreateContainerConfigError: Error: couldn't find key later "
+                             "in ConfigMap env/cfg"], report.events
+    assert report.events[0] in str(report)
+    assert containers(daemon) == {"env/show-0": ["app", "sandbox"]}
+    ip, vip = port_of(ctrl, "env", "show-0")["fixed_ips"][0]["ip_address"], lb(ctrl, "env/web")["vip_address"]
+    show = app(daemon, "env", "show-0")
+    code, out = sh(show, SHOW_ENV)
+    assert code == 0 and out.split() == [ip, "show-0", "show", "hello", "hunter2", "hello",
+                                         f"http://{vip}:80/show-0"], out
+    assert wait_for(lambda: "args:" in show.logs().decode(), 10, 0.05)
+    assert show.logs().decode().splitlines()[0] == f"args: hello {ip} $(GREETING) $(NOPE)"
+    assert ctrl.resync().events == ["Warning pod env/broken CreateContainerConfigError: Error: couldn't find key "
+                                    "later in ConfigMap env/cfg"]   # tried again each pass, nothing else made
+    assert containers(daemon) == {"env/show-0": ["app", "sandbox"]}
+
+    # The key added and the greeting changed, one more replica: the waiting pod starts, the running one
+    # keeps what it started with (no restart), the new one sees the new value.
+    changed = ENV.replace("data: {greeting: hello}", "data: {greeting: hola, later: now}").replace(
+        "replicas: 1", "replicas: 2")
+    report = ctrl.apply(parse(changed))
+    assert report.events == [] and containers(daemon).keys() == {"env/broken", "env/show-0", "env/show-1"}
+    assert sh(app(daemon, "env", "broken"), "echo $LATER")[1].strip() == "now"
+    assert app(daemon, "env", "show-0").id == show.id and sh(show, "echo $GREETING")[1].strip() == "hello"
+    assert sh(app(daemon, "env", "show-1"), "echo $GREETING $CFG_greeting")[1].split() == ["hola", "hola"]
