@@ -316,3 +316,25 @@ def test_references_are_replaced_by_their_values_and_nothing_else(parts: list, v
     text = "".join(v if kind == "text" else f"$({v})" for kind, v in parts)
     want = "".join(v if kind == "text" else values.get(v, f"$({v})") for kind, v in parts)
     assert expand(text, values.get) == want
+
+
+def test_what_restarts_a_docker_pod_is_its_template_not_the_configmap_it_reads() -> None:
+    """The app container is replaced when its spec hash changes: a changed env entry does
+    it, a changed ConfigMap does not (Kubernetes restarts no pod for it); a pod with plain
+    values only hashes as before env sources existed (an upgrade restarts nothing)."""
+    import hashlib
+    import json
+
+    from netbay.k8s.dockerpods import spec_hash
+
+    def h(text: str, key: tuple[str, str] = ("e", "p")) -> str:
+        return spec_hash(desired(parse(text)).pods[key], "sandbox-id")
+
+    base = h(ENV_POD)
+    assert h(ENV_POD.replace("mode: fast", "mode: slow")) == base
+    assert h(ENV_POD.replace("{name: LATER, value: late}", "{name: LATER, value: later}")) != base
+    assert h(ENV_POD.replace("prefix: CFG_", "prefix: C_")) != base
+    plain = ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: busybox, "
+             "command: [sleep], args: ['1'], env: [{name: B, value: '2'}, {name: A, value: '1'}]}]}\n")
+    before = json.dumps(["busybox", ["sleep"], ["1"], [["A", "1"], ["B", "2"]], "Always", "sandbox-id"])
+    assert h(plain, ("default", "p")) == hashlib.sha256(before.encode()).hexdigest()[:16]

@@ -73,10 +73,16 @@ class Found:
 
 def spec_hash(pod: PodWant, sandbox_id: str) -> str:
     """What the app runs, as written: a ConfigMap changed later restarts no pod (as in
-    Kubernetes), a changed template does."""
+    Kubernetes), a changed template does. Plain values hash as before env sources were
+    read, so an upgrade restarts no running pod."""
     c = pod.container
-    facts = [c.image, c.command, c.args, [dataclasses.asdict(e) for e in c.env],
-             [dataclasses.asdict(e) for e in c.env_from], c.restart, sandbox_id] if c else [sandbox_id]
+    if c is None:
+        facts: list[Any] = [sandbox_id]
+    elif not c.env_from and all(e.field_path is None and e.ref is None for e in c.env):
+        facts = [c.image, c.command, c.args, sorted({e.name: e.value for e in c.env}.items()), c.restart, sandbox_id]
+    else:
+        facts = [c.image, c.command, c.args, [dataclasses.asdict(e) for e in c.env],
+                 [dataclasses.asdict(e) for e in c.env_from], c.restart, sandbox_id]
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
 
 
