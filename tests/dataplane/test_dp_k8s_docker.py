@@ -30,7 +30,7 @@ from netbay.coe.executor import NET
 from netbay.dataplane import netns
 from netbay.k8s.controller import Controller
 from netbay.k8s.dockerpods import CLUSTER, POD, PORT, ROLE, sweep_orphans
-from netbay.k8s.objects import parse
+from netbay.k8s.objects import desired, parse
 
 from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
@@ -466,6 +466,8 @@ spec:
         - {{name: GREETING, valueFrom: {{configMapKeyRef: {{name: cfg, key: greeting}}}}}}
         - {{name: PASSWORD, valueFrom: {{secretKeyRef: {{name: creds, key: password}}}}}}
         - {{name: URL, value: "http://$(WEB_SERVICE_HOST):$(WEB_SERVICE_PORT)/$(POD_NAME)"}}
+        - {{name: NODE, valueFrom: {{fieldRef: {{fieldPath: spec.nodeName}}}}}}
+        - {{name: HOST_IP, valueFrom: {{fieldRef: {{fieldPath: status.hostIP}}}}}}
 ---
 apiVersion: v1
 kind: Pod
@@ -477,7 +479,7 @@ spec:
     command: [sleep, "600"]
     env: [{{name: LATER, valueFrom: {{configMapKeyRef: {{name: cfg, key: later}}}}}}]
 """
-SHOW_ENV = "echo $POD_IP $POD_NAME $APP $GREETING $PASSWORD $CFG_greeting $URL"
+SHOW_ENV = "echo $POD_IP $POD_NAME $APP $GREETING $PASSWORD $CFG_greeting $URL $NODE $HOST_IP"
 
 
 def test_a_docker_pods_env_from_its_fields_configmaps_secrets_and_expansion(
@@ -489,10 +491,12 @@ def test_a_docker_pods_env_from_its_fields_configmaps_secrets_and_expansion(
     assert report.events[0] in str(report)
     assert containers(daemon) == {"env/show-0": ["app", "sandbox"]}
     ip, vip = port_of(ctrl, "env", "show-0")["fixed_ips"][0]["ip_address"], lb(ctrl, "env/web")["vip_address"]
+    node = ctrl.node_of(desired(parse(ENV)).pods[("env", "show-0")])   # the pod's node, and its sandbox's address
+    [host_ip] = [addr for name, _, addr in ctrl.refs.node_boxes if name == node]
     show = app(daemon, "env", "show-0")
     code, out = sh(show, SHOW_ENV)
     assert code == 0 and out.split() == [ip, "show-0", "show", "hello", "hunter2", "hello",
-                                         f"http://{vip}:80/show-0"], out
+                                         f"http://{vip}:80/show-0", node, host_ip], out
     assert wait_for(lambda: "args:" in show.logs().decode(), 10, 0.05)
     assert show.logs().decode().splitlines()[0] == f"args: hello {ip} $(GREETING) $(NOPE)"
     assert ctrl.resync().events == ["Warning pod env/broken CreateContainerConfigError: Error: couldn't find key "
