@@ -9,7 +9,10 @@ by DNS name and by its Service variables, and a Docker pod by its own (its conta
 has the port's MAC and address, the resolver in its resolv.conf); scaling and
 deleting change the containers; a NetworkPolicy deny drops traffic to a Docker pod
 and allowing it restores it; ``netbay k8s apply`` SIGKILLed mid-way then a resync
-leaves exactly the manifests' containers, and deleting everything leaves nothing.
+leaves exactly the manifests' containers, and deleting everything leaves nothing; a
+Docker pod's environment is a kubelet's (fieldRef, ConfigMap and Secret keys, envFrom,
+``$(VAR)`` in env and args), a missing reference keeps that pod only from starting and
+``netbay k8s apply`` says why.
 """
 
 from __future__ import annotations
@@ -512,3 +515,39 @@ def test_a_docker_pods_env_from_its_fields_configmaps_secrets_and_expansion(
     assert sh(app(daemon, "env", "broken"), "echo $LATER")[1].strip() == "now"
     assert app(daemon, "env", "show-0").id == show.id and sh(show, "echo $GREETING")[1].strip() == "hello"
     assert sh(app(daemon, "env", "show-1"), "echo $GREETING $CFG_greeting")[1].split() == ["hola", "hola"]
+
+
+def test_cli_apply_prints_the_config_error_and_optional_references_are_omitted(
+        cloud: Cloud, ctrl: Controller, daemon: dk.Dockerd, tmp_path: Path) -> None:
+    """``netbay k8s apply`` says why a pod did not start; an ``optional`` reference to what is
+    missing only leaves its variable out."""
+    text = f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: needs, namespace: opt}}
+spec: {{containers: [{{name: c, image: "{dk.IMAGE}", command: [sleep, "600"],
+        envFrom: [{{secretRef: {{name: absent}}}}]}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: copes, namespace: opt}}
+spec:
+  containers:
+  - name: c
+    image: "{dk.IMAGE}"
+    command: [sleep, "600"]
+    envFrom: [{{configMapRef: {{name: absent, optional: true}}}}]
+    env:
+    - {{name: MAYBE, valueFrom: {{secretKeyRef: {{name: absent, key: k, optional: true}}}}}}
+    - {{name: SURE, value: "x$(MAYBE)"}}
+"""
+    (tmp_path / "opt.yaml").write_text(text)
+    done = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(tmp_path / "opt.yaml"),
+                           "--cluster", ctrl.refs.cluster_id, "--url", cloud.server.url, "--prefix", cloud.names.prefix],
+                          env={**cli_env(cloud), "NETBAY_DOCKER_HOST": daemon.host}, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'Warning pod opt/needs CreateContainerConfigError: Error: secret "absent" not found' in \
+        " ".join(done.stdout.split()), done.stdout   # (rich wraps the line)
+    assert containers(daemon) == {"opt/copes": ["app", "sandbox"]}
+    assert sh(app(daemon, "opt", "copes"), 'echo "${MAYBE-unset} $SURE"')[1].strip() == "unset x$(MAYBE)"
