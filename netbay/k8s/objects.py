@@ -10,6 +10,7 @@ Secrets pods' environments read (:mod:`.podenv`).
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -172,10 +173,11 @@ def desired(bodies: Iterable[Mapping[str, Any]]) -> Desired:
         elif key.kind in ("Deployment", "ReplicaSet"):
             template = spec.get("template") or {}
             replicas = 1 if spec.get("replicas") is None else int(spec["replicas"])
+            # The template read once (its env parsed once, every pass), checked even at 0 replicas.
+            first = _pod(key.namespace, f"{key.name}-0", template.get("metadata") or {}, template.get("spec") or {})
             for i in range(replicas):
                 name = f"{key.name}-{i}"
-                out.pods[(key.namespace, name)] = _pod(key.namespace, name, template.get("metadata") or {},
-                                                       template.get("spec") or {})
+                out.pods[(key.namespace, name)] = dataclasses.replace(first, name=name)
         elif key.kind == "Service":
             out.services[(key.namespace, key.name)] = _service(key, spec)
         elif key.kind == "Endpoints":
