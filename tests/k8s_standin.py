@@ -2,8 +2,8 @@
 
 It serves the real API paths the watch source uses — list and watch of
 ``/api/v1/namespaces``, ``/api/v1/pods``, ``/api/v1/services``, ``/api/v1/endpoints``,
-``/apis/networking.k8s.io/v1/networkpolicies`` and a merge-patch of a pod — over HTTP
-on 127.0.0.1, with the API server's own framing: a ``*List`` with
+``/apis/networking.k8s.io/v1/networkpolicies``, ``/api/v1/configmaps``, ``/api/v1/secrets``
+and a merge-patch of a pod — over HTTP on 127.0.0.1, with the API server's own framing: a ``*List`` with
 ``metadata.resourceVersion`` (paged by ``limit`` / ``continue``); a watch answered as newline-delimited JSON events
 ``{"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...}``; one increasing
 resourceVersion over all objects; bookmarks only to watches that asked
@@ -43,6 +43,8 @@ RESOURCES = {
     "services": ("Service", "v1", "/api/v1", True),
     "endpoints": ("Endpoints", "v1", "/api/v1", True),
     "networkpolicies": ("NetworkPolicy", "networking.k8s.io/v1", "/apis/networking.k8s.io/v1", True),
+    "configmaps": ("ConfigMap", "v1", "/api/v1", True),
+    "secrets": ("Secret", "v1", "/api/v1", True),
 }
 PLURAL = {kind: plural for plural, (kind, *_rest) in RESOURCES.items()}
 

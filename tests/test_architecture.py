@@ -91,6 +91,7 @@ def test_clients_of_netbays_api_do_not_reach_into_the_cluster_executor():
         wrong = imported_modules(path) & {"netbay.coe.executor", "netbay.coe.handlers.base"}
         assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
 
+
 # Neutron's own tables: a controller above the seam reads and writes them through it.
 NEUTRON_MODELS = {"Network", "Subnet", "SubnetPool", "Port", "IPAllocation", "SecurityGroup",
                   "SecurityGroupRule", "Router", "FloatingIP"}

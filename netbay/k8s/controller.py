@@ -70,9 +70,10 @@ class Known:
 class Report:
     made: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)   # Kubernetes' Warning events (a pod not started, why)
 
     def __str__(self) -> str:
-        return f"{len(self.made)} made, {len(self.deleted)} deleted"
+        return "\n".join([*self.events, f"{len(self.made)} made, {len(self.deleted)} deleted"])
 
 
 class Controller:

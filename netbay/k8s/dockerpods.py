@@ -10,9 +10,14 @@ sandbox pods' own step (:meth:`PodSandboxes.plug`: ``eth0`` with the port's MAC,
 address and gateway; the agent adopts the fabric end) — so security groups, Service
 membership, NetworkPolicy and DNS are the same as a sandbox pod's. The *app* — the
 pod spec's first container: image, ``command`` (Docker's entrypoint), ``args``
-(Docker's command), ``env`` over the Service variables — joins it with
+(Docker's command), its environment as a kubelet makes it (:mod:`.podenv`: ``env``,
+``envFrom``, ``valueFrom`` and ``$(VAR)`` over the Service variables, resolved now: the
+pod's address, the ConfigMaps and Secrets of this moment) — joins it with
 ``--net=container:<sandbox>`` once the port is plugged, so it never runs without
-its network; its Docker restart policy is the pod's ``restartPolicy``.
+its network; its Docker restart policy is the pod's ``restartPolicy``. A pod whose
+environment cannot be made (a ConfigMap, Secret or key missing, not ``optional``)
+gets no container at all: a ``CreateContainerConfigError`` event in the pass's
+report, tried again each pass; the other pods go on.
 
 Restart-safe as the rest of the controller: every container carries the cluster,
 the pod, its port and a hash of what it runs as labels, so a pass adopts what exists,
@@ -23,16 +28,19 @@ wants. Docker is driven through its Engine API (the docker SDK), never the CLI;
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from netbay.dataplane import netns
 from netbay.dataplane.rtnl import release
+from netbay.k8s import podenv
 from netbay.k8s.dns import podfiles
 from netbay.k8s.objects import Desired, PodWant
 from netbay.k8s.sandbox import pod_port
@@ -64,8 +72,17 @@ class Found:
 
 
 def spec_hash(pod: PodWant, sandbox_id: str) -> str:
+    """What the app runs, as written: a ConfigMap changed later restarts no pod (as in
+    Kubernetes), a changed template does. Plain values hash as before env sources were
+    read, so an upgrade restarts no running pod."""
     c = pod.container
-    facts = [c.image, c.command, c.args, sorted(c.env.items()), c.restart, sandbox_id] if c else [sandbox_id]
+    if c is None:
+        facts: list[Any] = [sandbox_id]
+    elif not c.env_from and all(e.field_path is None and e.ref is None for e in c.env):
+        facts = [c.image, c.command, c.args, sorted({e.name: e.value for e in c.env}.items()), c.restart, sandbox_id]
+    else:
+        facts = [c.image, c.command, c.args, [dataclasses.asdict(e) for e in c.env],
+                 [dataclasses.asdict(e) for e in c.env_from], c.restart, sandbox_id]
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
 
 
@@ -198,9 +215,15 @@ class DockerPods:
             net, subnet = subnets[port["network_id"]]
             opts = podfiles.docker_options(key[0], resolver, self.ctrl.discovery.domain, want.services, vips) \
                 if resolver else {"environment": {}}
+            pod = want.pods[key]
+            launch = functools.cache(lambda: self._launch(pod, port, want, opts.get("environment", {}), report))
             try:
-                return self._realize(want.pods[key], port, pod_port(port, subnet, int(net.get("mtu") or 1500)),
-                                     found, opts, report)
+                return self._realize(pod, port, pod_port(port, subnet, int(net.get("mtu") or 1500)),
+                                     found, opts, launch, report)
+            except podenv.ConfigError as exc:   # kubelet's CreateContainerConfigError: no container
+                report.events.append(f"Warning pod {key[0]}/{key[1]} CreateContainerConfigError: Error: {exc}")
+                log.warning("pod %s/%s not run: CreateContainerConfigError: %s", key[0], key[1], exc)
+                return Found()
             except Exception as exc:  # noqa: BLE001 - reported, the other pods go on
                 log.warning("pod %s/%s not run: %s", key[0], key[1], exc)
                 return Found()   # nothing taken as made: the next pass lists and looks again
@@ -220,8 +243,22 @@ class DockerPods:
 
     # -- one pod ------------------------------------------------------------------------------
 
+    def _launch(self, pod: PodWant, port: dict[str, Any], want: Desired, service_env: Mapping[str, str],
+                report: Any) -> podenv.Launch:
+        """The app's environment, command and args, resolved now (raises podenv.ConfigError)."""
+        c = pod.container
+        assert c is not None
+        node = self.ctrl.node_of(pod)
+        facts = podenv.PodFacts(
+            pod.name, pod.namespace, pod.uid or port.get("device_id") or "", pod.labels, pod.annotations, node,
+            pod.service_account, tuple(addr for name, _, addr in self.ctrl.refs.node_boxes if name == node and addr),
+            tuple(ip["ip_address"] for ip in port["fixed_ips"]))
+        done = podenv.launch(c.env, c.env_from, c.command, c.args, facts, want.configmaps, want.secrets, service_env)
+        report.events.extend(f"Warning pod {pod.namespace}/{pod.name} {w}" for w in done.warnings)
+        return done
+
     def _realize(self, pod: PodWant, port: dict[str, Any], wiring: Any, found: Found, opts: dict,
-                 report: Any) -> Found:
+                 launch: Callable[[], podenv.Launch], report: Any) -> Found:
         api, sandboxes = self.client.api, self.ctrl.sandboxes
         name = f"{pod.namespace}/{pod.name}"
         if pod.container is None:
@@ -233,6 +270,7 @@ class DockerPods:
             sb = app = None
         ns = sandboxes.ns(port["id"])
         if sb is None:
+            launch()   # an environment that cannot be made: no sandbox either (nothing to undo)
             if netns.exists(ns):
                 sandboxes.unplug(port["id"])   # a stale name: a dead sandbox's, or the pod's as a sandbox pod
             sb = {"Id": self._sandbox(pod, port, opts), "Labels": self._labels(pod, port, "sandbox")}
@@ -254,7 +292,7 @@ class DockerPods:
             self._remove(app)
             app = None
         if app is None:
-            app = {"Id": self._app(pod, port, sb["Id"], digest, opts), "Labels": {SPEC: digest}}
+            app = {"Id": self._app(pod, port, sb["Id"], digest, launch()), "Labels": {SPEC: digest}}
         elif moved:   # a sandbox started again (killed, dockerd restarted): the app joins its new namespace
             api.restart(app["Id"], timeout=2)
         elif app.get("State") != "running" and pod.container.restart == "Always":
@@ -278,17 +316,15 @@ class DockerPods:
             image, SANDBOX_COMMAND, name=self._container_name(pod, "POD"), hostname=pod.name,
             labels=self._labels(pod, port, "sandbox"), host_config=host)
 
-    def _app(self, pod: PodWant, port: dict[str, Any], sandbox_id: str, digest: str, opts: dict) -> str:
+    def _app(self, pod: PodWant, port: dict[str, Any], sandbox_id: str, digest: str, run: podenv.Launch) -> str:
         c = pod.container
         assert c is not None
         api = self.client.api
         self._image(c.image, c.pull)
         host = api.create_host_config(network_mode=f"container:{sandbox_id}", restart_policy=RESTART.get(c.restart))
         return self._create_and_start(
-            c.image, list(c.args) if c.args is not None else None,
-            entrypoint=list(c.command) if c.command is not None else None, name=self._container_name(pod, "app"),
-            environment={**opts.get("environment", {}), **c.env},
-            labels={**self._labels(pod, port, "app"), SPEC: digest}, host_config=host)
+            c.image, run.args, entrypoint=run.command, name=self._container_name(pod, "app"),
+            environment=run.environment, labels={**self._labels(pod, port, "app"), SPEC: digest}, host_config=host)
 
     def _create_and_start(self, image: str, command: list[str] | None, *, name: str, **create: Any) -> str:
         """Create (a leftover of the same name — a crash before its labels were read — is

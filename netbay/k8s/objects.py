@@ -4,20 +4,25 @@ Manifests are read with ``lightkube.codecs.load_all_yaml`` (real API types, so a
 misspelt field or kind is refused as the API server would), kept in the store as
 the dict the model serializes to, and turned here into the few facts the mapping
 uses: namespaces and their labels, pods (Deployments and ReplicaSets expanded into
-their replicas), Services, Endpoints and NetworkPolicies.
+their replicas), Services, Endpoints and NetworkPolicies, and the ConfigMaps and
+Secrets pods' environments read (:mod:`.podenv`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from netbay.k8s.podenv import EnvError, EnvFrom, EnvVar, parse_env, secret_data
+
 RUNTIME_ANNOTATION = "netbay.io/runtime"   # a pod's runtime, over its cluster's kuryr_pod_runtime
 RUNTIMES = ("sandbox", "docker")
-KINDS = ("Namespace", "Pod", "Deployment", "ReplicaSet", "Service", "Endpoints", "NetworkPolicy")
+KINDS = ("Namespace", "Pod", "Deployment", "ReplicaSet", "Service", "Endpoints", "NetworkPolicy", "ConfigMap",
+         "Secret")
 CLUSTER_SCOPED = {"Namespace"}
 DEFAULT_NAMESPACE = "default"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -90,11 +95,13 @@ def load_paths(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
 @dataclass(frozen=True)
 class ContainerWant:
     """The first container of a pod, as a Docker-runtime pod runs it (Kubernetes'
-    ``command`` is Docker's entrypoint, ``args`` its command; ``env`` the plain values)."""
+    ``command`` is Docker's entrypoint, ``args`` its command; ``env`` and ``env_from``
+    as written: resolved when the container is made, :func:`netbay.k8s.podenv.launch`)."""
     image: str
     command: tuple[str, ...] | None = None
     args: tuple[str, ...] | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: tuple[EnvVar, ...] = ()
+    env_from: tuple[EnvFrom, ...] = ()
     pull: str = "IfNotPresent"        # imagePullPolicy
     restart: str = "Always"           # the pod's restartPolicy
 
@@ -108,6 +115,9 @@ class PodWant:
     node: str | None = None           # spec.nodeName
     runtime: str | None = None        # annotation netbay.io/runtime (None: the cluster's)
     container: ContainerWant | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    uid: str | None = None            # metadata.uid (an API server's pod; None: netbay's own)
+    service_account: str = "default"  # spec.serviceAccountName
 
 
 @dataclass(frozen=True)
@@ -143,6 +153,9 @@ class Desired:
     # (ns, name) -> [(ip, {port name: port})]
     endpoints: dict[tuple[str, str], list[tuple[str, dict[str, int]]]] = field(default_factory=dict)
     policies: list[dict[str, Any]] = field(default_factory=list)
+    # (ns, name) -> data; a Secret's decoded
+    configmaps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
 
 
 def desired(bodies: Iterable[Mapping[str, Any]]) -> Desired:
@@ -160,10 +173,11 @@ def desired(bodies: Iterable[Mapping[str, Any]]) -> Desired:
         elif key.kind in ("Deployment", "ReplicaSet"):
             template = spec.get("template") or {}
             replicas = 1 if spec.get("replicas") is None else int(spec["replicas"])
+            # The template read once (its env parsed once, every pass), checked even at 0 replicas.
+            first = _pod(key.namespace, f"{key.name}-0", template.get("metadata") or {}, template.get("spec") or {})
             for i in range(replicas):
                 name = f"{key.name}-{i}"
-                out.pods[(key.namespace, name)] = _pod(key.namespace, name, template.get("metadata") or {},
-                                                       template.get("spec") or {})
+                out.pods[(key.namespace, name)] = dataclasses.replace(first, name=name)
         elif key.kind == "Service":
             out.services[(key.namespace, key.name)] = _service(key, spec)
         elif key.kind == "Endpoints":
@@ -172,6 +186,13 @@ def desired(bodies: Iterable[Mapping[str, Any]]) -> Desired:
                 for subset in body.get("subsets") or [] for addr in subset.get("addresses") or []]
         elif key.kind == "NetworkPolicy":
             out.policies.append(dict(body))
+        elif key.kind == "ConfigMap":
+            out.configmaps[(key.namespace, key.name)] = {k: str(v) for k, v in (body.get("data") or {}).items()}
+        elif key.kind == "Secret":
+            try:
+                out.secrets[(key.namespace, key.name)] = secret_data(body)
+            except EnvError as exc:
+                raise ManifestError(f"{key}: {exc}") from None
     return out
 
 
@@ -182,14 +203,19 @@ def _pod(namespace: str, name: str, meta: Mapping[str, Any], spec: Mapping[str, 
     if runtime is not None and runtime not in RUNTIMES:
         raise ManifestError(f"Pod/{namespace}/{name}: annotation {RUNTIME_ANNOTATION}={runtime!r} is not one of "
                             f"{', '.join(RUNTIMES)}")
+    try:
+        envs = [parse_env(c, f"spec.containers[{i}]") for i, c in enumerate(spec.get("containers") or [])]
+    except EnvError as exc:
+        raise ManifestError(f"Pod/{namespace}/{name}: {exc}") from None
     first = (spec.get("containers") or [None])[0]
     container = None
     if first is not None and first.get("image"):
         container = ContainerWant(
-            first["image"], _strings(first.get("command")), _strings(first.get("args")),
-            {e["name"]: str(e["value"]) for e in first.get("env") or [] if e.get("value") is not None},
+            first["image"], _strings(first.get("command")), _strings(first.get("args")), *envs[0],
             first.get("imagePullPolicy") or "IfNotPresent", spec.get("restartPolicy") or "Always")
-    return PodWant(namespace, name, dict(meta.get("labels") or {}), ports, spec.get("nodeName"), runtime, container)
+    return PodWant(namespace, name, dict(meta.get("labels") or {}), ports, spec.get("nodeName"), runtime, container,
+                   dict(meta.get("annotations") or {}), meta.get("uid"),
+                   spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
 
 
 def _strings(value: Any) -> tuple[str, ...] | None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lightkube import AsyncClient
-from lightkube.resources.core_v1 import Endpoints, Namespace, Pod, Service
+from lightkube.resources.core_v1 import ConfigMap, Endpoints, Namespace, Pod, Secret, Service
 from lightkube.resources.networking_v1 import NetworkPolicy
 
 from netbay.k8s import objects
@@ -40,7 +40,8 @@ from netbay.k8s.source import Sink
 
 log = logging.getLogger(__name__)
 
-WATCHED = (Namespace, Pod, Service, Endpoints, NetworkPolicy)
+# ConfigMaps and Secrets: what Docker-runtime pods' env reads (netbay.k8s.podenv).
+WATCHED = (Namespace, Pod, Service, Endpoints, NetworkPolicy, ConfigMap, Secret)
 ALL_NAMESPACES = "*"
 VOLATILE_META = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "uid", "selfLink")
 PortsHook = Callable[[Mapping[tuple[str, str], dict], Mapping[str, dict]], None]   # the controller's on_ports

@@ -9,7 +9,10 @@ by DNS name and by its Service variables, and a Docker pod by its own (its conta
 has the port's MAC and address, the resolver in its resolv.conf); scaling and
 deleting change the containers; a NetworkPolicy deny drops traffic to a Docker pod
 and allowing it restores it; ``netbay k8s apply`` SIGKILLed mid-way then a resync
-leaves exactly the manifests' containers, and deleting everything leaves nothing.
+leaves exactly the manifests' containers, and deleting everything leaves nothing; a
+Docker pod's environment is a kubelet's (fieldRef, ConfigMap and Secret keys, envFrom,
+``$(VAR)`` in env and args), a missing reference keeps that pod only from starting and
+``netbay k8s apply`` says why.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from netbay.backends.apiclient import NET
 from netbay.dataplane import netns
 from netbay.k8s.controller import Controller
 from netbay.k8s.dockerpods import CLUSTER, POD, PORT, ROLE, sweep_orphans
-from netbay.k8s.objects import parse
+from netbay.k8s.objects import desired, parse
 
 from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
@@ -423,3 +426,128 @@ spec: {{containers: [{{name: c, image: "{dk.IMAGE}", command: {WEB}}}]}}
     assert os.stat(f"/proc/{app_pid}/ns/net").st_ino == netns.inode(ns)   # the app joined the new one
     assert wait_for(lambda: http_get(peer, ip, 8080), 10, 0.1) == b"p"
     assert ctrl.resync().made == []
+
+
+# A Docker pod's environment as a kubelet makes it: the pod's own fields, a ConfigMap's and a
+# Secret's keys, envFrom, the Service variables, and $(VAR) in env values and args. Its args print
+# the expanded line (single quotes: the shell leaves the $$-escaped reference alone).
+ENV = f"""
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: cfg, namespace: env}}
+data: {{greeting: hello}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: creds, namespace: env}}
+data: {{password: aHVudGVyMg==}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: env}}
+spec: {{selector: {{app: web}}, ports: [{{port: 80, targetPort: 8080}}]}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: show, namespace: env}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: show}}}}
+  template:
+    metadata: {{labels: {{app: show}}}}
+    spec:
+      containers:
+      - name: c
+        image: {dk.IMAGE}
+        command: [sh, -c]
+        args: ["echo 'args: $(GREETING) $(POD_IP) $$(GREETING) $(NOPE)'; exec sleep 600"]
+        envFrom: [{{configMapRef: {{name: cfg}}, prefix: CFG_}}]
+        env:
+        - {{name: POD_IP, valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}}}
+        - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+        - {{name: APP, valueFrom: {{fieldRef: {{fieldPath: "metadata.labels['app']"}}}}}}
+        - {{name: GREETING, valueFrom: {{configMapKeyRef: {{name: cfg, key: greeting}}}}}}
+        - {{name: PASSWORD, valueFrom: {{secretKeyRef: {{name: creds, key: password}}}}}}
+        - {{name: URL, value: "http://$(WEB_SERVICE_HOST):$(WEB_SERVICE_PORT)/$(POD_NAME)"}}
+        - {{name: NODE, valueFrom: {{fieldRef: {{fieldPath: spec.nodeName}}}}}}
+        - {{name: HOST_IP, valueFrom: {{fieldRef: {{fieldPath: status.hostIP}}}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: broken, namespace: env}}
+spec:
+  containers:
+  - name: c
+    image: {dk.IMAGE}
+    command: [sleep, "600"]
+    env: [{{name: LATER, valueFrom: {{configMapKeyRef: {{name: cfg, key: later}}}}}}]
+"""
+SHOW_ENV = "echo $POD_IP $POD_NAME $APP $GREETING $PASSWORD $CFG_greeting $URL $NODE $HOST_IP"
+
+
+def test_a_docker_pods_env_from_its_fields_configmaps_secrets_and_expansion(
+        ctrl: Controller, daemon: dk.Dockerd) -> None:
+    report = ctrl.apply(parse(ENV))
+    # The pod whose ConfigMap lacks its key: reported, not started; its neighbour runs.
+    assert report.events == ["Warning pod env/broken CreateContainerConfigError: Error: couldn't find key later "
+                             "in ConfigMap env/cfg"], report.events
+    assert report.events[0] in str(report)
+    assert containers(daemon) == {"env/show-0": ["app", "sandbox"]}
+    ip, vip = port_of(ctrl, "env", "show-0")["fixed_ips"][0]["ip_address"], lb(ctrl, "env/web")["vip_address"]
+    node = ctrl.node_of(desired(parse(ENV)).pods[("env", "show-0")])   # the pod's node, and its sandbox's address
+    [host_ip] = [addr for name, _, addr in ctrl.refs.node_boxes if name == node]
+    show = app(daemon, "env", "show-0")
+    code, out = sh(show, SHOW_ENV)
+    assert code == 0 and out.split() == [ip, "show-0", "show", "hello", "hunter2", "hello",
+                                         f"http://{vip}:80/show-0", node, host_ip], out
+    assert wait_for(lambda: "args:" in show.logs().decode(), 10, 0.05)
+    assert show.logs().decode().splitlines()[0] == f"args: hello {ip} $(GREETING) $(NOPE)"
+    assert ctrl.resync().events == ["Warning pod env/broken CreateContainerConfigError: Error: couldn't find key "
+                                    "later in ConfigMap env/cfg"]   # tried again each pass, nothing else made
+    assert containers(daemon) == {"env/show-0": ["app", "sandbox"]}
+
+    # The key added and the greeting changed, one more replica: the waiting pod starts, the running one
+    # keeps what it started with (no restart), the new one sees the new value.
+    changed = ENV.replace("data: {greeting: hello}", "data: {greeting: hola, later: now}").replace(
+        "replicas: 1", "replicas: 2")
+    report = ctrl.apply(parse(changed))
+    assert report.events == [] and containers(daemon).keys() == {"env/broken", "env/show-0", "env/show-1"}
+    assert sh(app(daemon, "env", "broken"), "echo $LATER")[1].strip() == "now"
+    assert app(daemon, "env", "show-0").id == show.id and sh(show, "echo $GREETING")[1].strip() == "hello"
+    assert sh(app(daemon, "env", "show-1"), "echo $GREETING $CFG_greeting")[1].split() == ["hola", "hola"]
+
+
+def test_cli_apply_prints_the_config_error_and_optional_references_are_omitted(
+        cloud: Cloud, ctrl: Controller, daemon: dk.Dockerd, tmp_path: Path) -> None:
+    """``netbay k8s apply`` says why a pod did not start; an ``optional`` reference to what is
+    missing only leaves its variable out."""
+    text = f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: needs, namespace: opt}}
+spec: {{containers: [{{name: c, image: "{dk.IMAGE}", command: [sleep, "600"],
+        envFrom: [{{secretRef: {{name: absent}}}}]}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: copes, namespace: opt}}
+spec:
+  containers:
+  - name: c
+    image: "{dk.IMAGE}"
+    command: [sleep, "600"]
+    envFrom: [{{configMapRef: {{name: absent, optional: true}}}}]
+    env:
+    - {{name: MAYBE, valueFrom: {{secretKeyRef: {{name: absent, key: k, optional: true}}}}}}
+    - {{name: SURE, value: "x$(MAYBE)"}}
+"""
+    (tmp_path / "opt.yaml").write_text(text)
+    done = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(tmp_path / "opt.yaml"),
+                           "--cluster", ctrl.refs.cluster_id, "--url", cloud.server.url, "--prefix", cloud.names.prefix],
+                          env={**cli_env(cloud), "NETBAY_DOCKER_HOST": daemon.host}, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'Warning pod opt/needs CreateContainerConfigError: Error: secret "absent" not found' in \
+        " ".join(done.stdout.split()), done.stdout   # (rich wraps the line)
+    assert containers(daemon) == {"opt/copes": ["app", "sandbox"]}
+    assert sh(app(daemon, "opt", "copes"), 'echo "${MAYBE-unset} $SURE"')[1].strip() == "unset x$(MAYBE)"

@@ -31,7 +31,7 @@ import pytest
 
 from k8s_standin import StandinApiServer  # tests/k8s_standin.py
 from netbay.backends.apiclient import LB, NET
-from netbay.k8s import portinfo
+from netbay.k8s import desired, objects, portinfo
 from netbay.k8s.controller import Controller
 
 from .agent_fixtures import Cloud, wait_for
@@ -166,6 +166,17 @@ def test_pods_and_services_from_the_api_server_answer_and_pods_carry_their_port(
                      for n in ("web-0", "web-1")]
         vip = ctrl.api.call("GET", f"{LB}/loadbalancers", name="shop/web")["loadbalancers"][0]["vip_address"]
         assert seen_replies(client, vip, 80, {b"web-0", b"web-1"}) == {b"web-0", b"web-1"}
+
+        # ConfigMaps and Secrets (what Docker pods' env reads) reach the desired state, and their changes.
+        add(standin, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: shop}\ndata: {k: v1}\n---\n"
+                     "apiVersion: v1\nkind: Secret\nmetadata: {name: pw, namespace: shop}\ndata: {k: aHVudGVyMg==}\n")
+        assert wait_for(lambda: objects.desired(desired.load(ctrl.store, ctrl.refs.cluster_id)).secrets.get(
+            ("shop", "pw")), 10, 0.05) == {"k": "hunter2"}
+        cfg = standin.get("ConfigMap", "shop", "cfg")
+        cfg["data"] = {"k": "v2"}
+        standin.update(cfg)
+        assert wait_for(lambda: objects.desired(desired.load(ctrl.store, ctrl.refs.cluster_id)).configmaps.get(
+            ("shop", "cfg")) == {"k": "v2"}, 10, 0.05)
 
         # A pod created in the API server: a port, a sandbox, its annotation, a member.
         add(standin, pod("shop", "web-2"))
