@@ -6,7 +6,7 @@ has none either), and the attachment keeps the addresses the port had when the
 container took it (as Zun keeps ``addresses``). Existing attachments are filled
 from the embedded service's allocations.
 
-Revision ID: 0016_zunseam
+Revision ID: 0016
 Revises: 0015
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0016_zunseam'
+revision = '0016'
 down_revision = '0015'
 branch_labels = None
 depends_on = None
