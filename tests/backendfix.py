@@ -192,6 +192,13 @@ def lb_snapshot(backend) -> dict[str, set[str]]:  # noqa: ANN001
     return {k: {o["id"] for o in backend.list(k)} for k in LB_SWEPT}
 
 
+def octavia_snapshot(conn) -> dict[str, set[str]]:  # noqa: ANN001
+    """What an Octavia lists, by id, through openstacksdk (``conn`` must have it in its catalog)."""
+    lb = conn.load_balancer
+    return {"loadbalancer": {o.id for o in lb.load_balancers()}, "listener": {o.id for o in lb.listeners()},
+            "pool": {o.id for o in lb.pools()}, "healthmonitor": {o.id for o in lb.health_monitors()}}
+
+
 @pytest.fixture
 def clean_lb_backend(lb_backend) -> Iterator:  # noqa: ANN001
     """The backend, checked afterwards to list exactly what it listed before."""

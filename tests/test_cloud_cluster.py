@@ -39,6 +39,7 @@ from netbay.store import migrate
 from netbay.store.db import Store
 from tests.peers.openstack_cloud import Cloud
 from tests.backendfix import cli_snapshot, netbay_on_cloud
+from tests.backendfix import octavia_snapshot as lb_snapshot
 
 pytestmark = pytest.mark.peers
 
@@ -99,13 +100,6 @@ def test_a_master_load_balancer_is_refused_by_name_without_octavia(
     assert stack.delete().status == "DELETE_COMPLETE"
 
 
-def lb_snapshot(admin) -> dict[str, set[str]]:  # noqa: ANN001
-    """What the cloud's Octavia lists, by id."""
-    lb = admin.load_balancer
-    return {"loadbalancer": {o.id for o in lb.load_balancers()}, "listener": {o.id for o in lb.listeners()},
-            "pool": {o.id for o in lb.pools()}, "healthmonitor": {o.id for o in lb.health_monitors()}}
-
-
 @pytest.fixture
 def lb_admin(octavia, cloud: Cloud):  # noqa: ANN001, ANN201
     """An admin connection made after Octavia joined the catalog (a connection reads it once)."""
@@ -114,34 +108,11 @@ def lb_admin(octavia, cloud: Cloud):  # noqa: ANN001, ANN201
     conn.close()
 
 
-def test_a_master_load_balancer_is_made_in_the_clouds_octavia_and_deleted_without_trace(
-        octavia, ci: httpx.Client, lb_admin, env: dict[str, str]) -> None:  # noqa: ANN001
-    admin = lb_admin
+def test_doctor_reports_the_clouds_octavia(octavia, env: dict[str, str]) -> None:  # noqa: ANN001
     r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", "--backend", "openstack"],
                        capture_output=True, text=True, timeout=180, env={**os.environ, **env})
     seen = json.loads(r.stdout)["network_backend"]
     assert seen["load_balancer"].startswith(octavia.url) and "Octavia at" in seen["detail"], seen
-    before, lbs_before = cli_snapshot(env), lb_snapshot(admin)
-    cid = create(ci, _lb_template(ci), node_count=1)
-    cluster = wait_status(ci, cid, ("CREATE_COMPLETE", "CREATE_FAILED"), BUILD_TIMEOUT)
-    assert cluster["status"] == "CREATE_COMPLETE", cluster["status_reason"]
-    tag = f"netbay-cluster={cid}"
-    lbs = list(admin.load_balancer.load_balancers(tags=tag))
-    assert len(lbs) >= 1 and all(lb.provisioning_status == "ACTIVE" for lb in lbs)
-    subnet = list(admin.network.subnets(tags=tag))[0]
-    assert {lb.vip_subnet_id for lb in lbs} == {subnet.id}   # VIPs on the cluster's subnet in Neutron
-    listeners = list(admin.load_balancer.listeners(tags=tag))
-    assert 6443 in {ls.protocol_port for ls in listeners}
-    pools = list(admin.load_balancer.pools(tags=tag))
-    members = [m for p in pools for m in admin.load_balancer.members(p)]
-    masters = [p for p in admin.network.ports(tags=tag) if p.device_owner == "compute:netbay"
-               and "master" in (p.name or "")]
-    assert masters and {ip["ip_address"] for p in masters for ip in p.fixed_ips} <= {m.address for m in members}
-    api = next(lb for lb in lbs if "api_lb" in lb.name)
-    assert cluster["api_address"] == f"https://{api.vip_address}:6443"
-    assert lb_snapshot(admin) != lbs_before
-    delete(ci, cid)
-    assert lb_snapshot(admin) == lbs_before and cli_snapshot(env) == before
 
 
 def test_an_octavia_quota_midway_rolls_back_and_names_octavias_error(

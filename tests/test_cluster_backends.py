@@ -9,9 +9,13 @@ against a netbay server on its embedded network service and against ``netbay up
 --backend openstack`` on a real cloud's Keystone and Neutron (API server only, no
 agents: its ports stay DOWN, so these tests assert API effects, never packets; that
 cloud has no Nova, so nodes are claims on their ports, ``device_owner=compute:netbay``,
-where embedded nodes are netbay's sandboxes). Load balancers, the cloud's Octavia and
-``netbay up``'s refusal of an unreachable cloud stay in ``tests/test_cloud_cluster.py``;
-the dataplane, a SIGKILLed server and subnet room in ``tests/test_clusters_build.py``.
+where embedded nodes are netbay's sandboxes). A master load balancer is made in the
+backend's Octavia: the cloud's (noop provider, a stand-in reporting the statuses a
+provider would: ``tests/peers/octavia_peer.py``) or netbay's own, settled by a
+stand-in for its dataplane agent (``tests.backendfix._agent_reports``). Octavia's
+quota and load balancers adopted after a crash, a cloud without Octavia and ``netbay
+up``'s refusal of an unreachable cloud stay in ``tests/test_cloud_cluster.py``; a
+SIGKILLed server and subnet room in ``tests/test_clusters_build.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from netbay.coe.compose import build
 from netbay.coe.executor import Interrupted, Stack
 from netbay.store import migrate
 from netbay.store.db import Store
-from tests.backendfix import ClusterApi, cli_snapshot, openstack
+from tests.backendfix import ClusterApi, _agent_reports, cli_snapshot, octavia_snapshot, openstack
 
 BUILD_TIMEOUT = 300
 TEMPLATE = {"coe": "kubernetes", "network_driver": "flannel", "external_network_id": "public",
@@ -202,6 +206,47 @@ def test_a_subnet_the_backend_refuses_fails_the_create_with_its_reason_and_leave
     assert "rollback incomplete" not in cluster["status_reason"]
     assert api.snapshot() == before
     _delete(api, cid)
+
+
+@pytest.fixture
+def octavia_conn(cluster_api: ClusterApi, request: pytest.FixtureRequest):  # noqa: ANN201
+    """An admin connection with the backend's Octavia in its catalog, whose load balancers settle."""
+    if cluster_api.kind == "openstack":
+        request.getfixturevalue("octavia")
+        conn = request.getfixturevalue("cloud").connection()   # a connection reads the catalog once
+        yield conn
+        conn.close()
+    else:
+        halt = _agent_reports(cluster_api.server)
+        try:
+            yield cluster_api.conn
+        finally:
+            halt()
+
+
+def test_a_master_load_balancer_is_made_in_the_backends_octavia_and_deleted_without_trace(
+        cluster_api: ClusterApi, octavia_conn) -> None:  # noqa: ANN001
+    """No floating IPs: one on the API load balancer needs its VIP port in Neutron, which a
+    real provider makes and the cloud's noop provider does not (it invents its id)."""
+    api, conn = cluster_api, octavia_conn
+    before, lbs_before = api.snapshot(), octavia_snapshot(conn)
+    cid = _create(api, _template(api, master_lb_enabled=True, floating_ip_enabled=False), node_count=1)
+    cluster = _settled(api, cid)
+    assert cluster["status"] == "CREATE_COMPLETE", cluster["status_reason"]
+    tag = f"netbay-cluster={cid}"
+    lbs = list(conn.load_balancer.load_balancers(tags=tag))
+    assert len(lbs) == 2 and all(lb.provisioning_status == "ACTIVE" for lb in lbs)   # the API's and etcd's
+    subnet = list(conn.network.subnets(tags=tag))[0]
+    assert {lb.vip_subnet_id for lb in lbs} == {subnet.id}   # VIPs on the cluster's subnet in that Neutron
+    assert 6443 in {ls.protocol_port for ls in conn.load_balancer.listeners(tags=tag)}
+    members = [m for p in conn.load_balancer.pools(tags=tag) for m in conn.load_balancer.members(p)]
+    masters = [p for p in conn.network.ports(tags=tag) if "master" in (p.name or "")]
+    assert masters and {ip["ip_address"] for p in masters for ip in p.fixed_ips} <= {m.address for m in members}
+    api_lb = next(lb for lb in lbs if "api_lb" in lb.name)
+    assert cluster["api_address"] == f"https://{api_lb.vip_address}:6443"
+    assert octavia_snapshot(conn) != lbs_before
+    _delete(api, cid)
+    assert octavia_snapshot(conn) == lbs_before and api.snapshot() == before
 
 
 # --- the delete-by-tag sweep ------------------------------------------------------------------------
