@@ -21,7 +21,11 @@ Loaded by ``tests/conftest.py`` (``pytest_plugins``); fixtures:
 - ``lb_backend`` — a :class:`netbay.backends.loadbalancers.LoadBalancerBackend`:
   netbay's own Octavia API (a netbay server of the module's) or the cloud's Octavia,
   each with a network and subnet of its own for VIPs (``lb_backend.vip_subnet_id``);
-- ``clean_lb_backend`` — the same, checked afterwards to list what it listed before.
+- ``clean_lb_backend`` — the same, checked afterwards to list what it listed before;
+- ``cluster_api`` — netbay's Magnum API with its conductor over one backend
+  (:class:`ClusterApi`): a netbay server of the module's, or ``netbay up --backend
+  openstack`` on the cloud (``pytest.mark.peers`` on that param only, so the embedded
+  side runs in the main job).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -186,6 +192,13 @@ def lb_snapshot(backend) -> dict[str, set[str]]:  # noqa: ANN001
     return {k: {o["id"] for o in backend.list(k)} for k in LB_SWEPT}
 
 
+def octavia_snapshot(conn) -> dict[str, set[str]]:  # noqa: ANN001
+    """What an Octavia lists, by id, through openstacksdk (``conn`` must have it in its catalog)."""
+    lb = conn.load_balancer
+    return {"loadbalancer": {o.id for o in lb.load_balancers()}, "listener": {o.id for o in lb.listeners()},
+            "pool": {o.id for o in lb.pools()}, "healthmonitor": {o.id for o in lb.health_monitors()}}
+
+
 @pytest.fixture
 def clean_lb_backend(lb_backend) -> Iterator:  # noqa: ANN001
     """The backend, checked afterwards to list exactly what it listed before."""
@@ -224,3 +237,76 @@ def netbay_on_cloud(cloud_env: dict[str, str], data: Path) -> Iterator:
         yield srv
     finally:
         stop_server(srv)
+
+
+@dataclass
+class ClusterApi:
+    """netbay's Magnum API over one network backend, and that backend seen from outside:
+    ``conn`` (openstacksdk, admin of the project the clusters are made in) and ``env``
+    (clouds.yaml for the ``openstack`` CLI: :func:`cli_snapshot`, ``quota set``) reach
+    netbay's own Neutron on ``embedded`` and the cloud's on ``openstack``; ``seam`` is the
+    :class:`netbay.backends.NetworkBackend` and ``api`` netbay's own API where the backend
+    has sandboxes (embedded), as the conductor builds a ``Stack`` from them."""
+
+    kind: str
+    server: Any          # tests.conftest.Server: the netbay serving the Magnum API
+    ci: Any              # httpx.Client on /container-infra/v1 with a token the server accepts
+    magnum: Any          # python-magnumclient's Client on the same API
+    conn: Any
+    env: dict[str, str]
+    seam: Any
+    api: Any = None
+
+    @property
+    def project_id(self) -> str:
+        return self.conn.current_project_id
+
+    def snapshot(self) -> dict[str, set[str]]:
+        """Every network object's id (through the seam), and netbay's sandboxes on embedded."""
+        seen = snapshot(self.seam)
+        if self.api is not None:
+            seen["sandbox"] = {s["id"] for s in self.api.call("GET", "/netbay/v1/sandboxes")["sandboxes"]}
+        return seen
+
+
+@pytest.fixture(scope="module", params=["embedded", pytest.param("openstack", marks=pytest.mark.peers)])
+def cluster_api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterApi]:
+    from keystoneauth1 import session as ks_session
+    from keystoneauth1.identity import v3
+    from magnumclient.client import Client
+
+    from netbay.backends.apiclient import Api
+
+    data = tmp_path_factory.mktemp(f"cluster-{request.param}")
+    with contextlib.ExitStack() as stack:
+        if request.param == "embedded":
+            from conftest import ADMIN_PASSWORD, start_server, stop_server
+
+            from netbay.backends.http import HttpBackend
+
+            server = start_server(f"sqlite:///{data / 'netbay.db'}", data)
+            stack.callback(stop_server, server)
+            auth = {"auth_url": server.auth_url, "username": "admin", "password": ADMIN_PASSWORD,
+                    "project_name": "admin", "user_domain_name": "Default", "project_domain_name": "Default"}
+            clouds = data / "clouds.yaml"
+            clouds.write_text(json.dumps({"clouds": {"netbay": {"auth": auth, "region_name": "RegionOne",
+                                                                "identity_api_version": 3}}}))
+            env = {"OS_CLIENT_CONFIG_FILE": str(clouds), "OS_CLOUD": "netbay"}
+            conn = server.connect()
+            api = Api(server.url, server.token)
+            stack.callback(api.close)
+            seam, magnum = HttpBackend(api), Client("1", session=ks_session.Session(auth=v3.Password(**auth)),
+                                                    region_name="RegionOne")
+        else:
+            from netbay.backends.openstack import OpenStackBackend
+
+            env = request.getfixturevalue("cloud_env")
+            server = stack.enter_context(netbay_on_cloud(env, data))
+            conn = request.getfixturevalue("cloud").connection()
+            stack.callback(conn.close)
+            api, seam = None, OpenStackBackend(connection=conn)
+            magnum = Client("1", session=conn.session, endpoint_override=f"{server.url}/container-infra/v1")
+        from coehelp import ci_client
+
+        seam.list("security_group")  # the project's default group appears on first use
+        yield ClusterApi(request.param, server, ci_client(server, conn.auth_token), magnum, conn, env, seam, api)

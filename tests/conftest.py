@@ -24,8 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.backendfix import (clean_backend, clean_lb_backend, cloud, cloud_env, lb_backend,  # noqa: F401
-                              network_backend, octavia)  # (shared fixtures)
+from tests.backendfix import (clean_backend, clean_lb_backend, cloud, cloud_env, cluster_api,  # noqa: F401
+                              lb_backend, network_backend, octavia)  # (shared fixtures)
 
 ADMIN_PASSWORD = "admin-secret-for-tests"
 

@@ -238,37 +238,6 @@ def test_read_only_attributes_echoed_back_are_ignored(ci_admin):
 # --- references into the network service -------------------------------------------------------------
 
 
-def test_external_network_is_checked_by_name_or_id(ci_admin, server):
-    public = httpx.get(f"{server.url}/network/v2.0/networks", params={"name": "public"},
-                       headers={"X-Auth-Token": server.token()}).json()["networks"][0]
-    assert make_template(ci_admin, external_network_id=public["id"])["external_network_id"] == public["id"]
-    magnum_error(ci_admin.post("/clustertemplates", json={"coe": "kubernetes", "external_network_id": "nowhere"}),
-                 400, "Unable to find external network nowhere.")
-
-
-def test_an_internal_network_is_not_an_external_network(ci_admin, server):
-    admin_net = httpx.Client(base_url=f"{server.url}/network/v2.0", headers={"X-Auth-Token": server.token()})
-    name = unique("inner")
-    net = admin_net.post("/networks", json={"network": {"name": name}}).json()["network"]
-    sub = admin_net.post("/subnets", json={"subnet": {"network_id": net["id"], "cidr": "10.77.0.0/24",
-                                                      "ip_version": 4, "name": name + "-sub"}}).json()["subnet"]
-    try:
-        magnum_error(ci_admin.post("/clustertemplates", json={"coe": "kubernetes", "external_network_id": name}),
-                     400, f"Unable to find external network {name}.")
-        t = make_template(ci_admin, fixed_network=name, fixed_subnet=name + "-sub")
-        assert (t["fixed_network"], t["fixed_subnet"]) == (name, name + "-sub")
-        magnum_error(ci_admin.post("/clustertemplates", json={"coe": "kubernetes", "fixed_network": "nope"}),
-                     400, "Unable to find fixed network nope.")
-        magnum_error(ci_admin.post("/clustertemplates", json={"coe": "kubernetes", "fixed_network": name,
-                                                              "fixed_subnet": "nope"}),
-                     400, "Unable to find fixed subnet nope.")
-        ci_admin.delete(f"/clustertemplates/{t['uuid']}")
-    finally:
-        admin_net.delete(f"/subnets/{sub['id']}")
-        admin_net.delete(f"/networks/{net['id']}")
-        admin_net.close()
-
-
 def test_a_member_cannot_name_another_projects_network(ci_member, server):
     admin_net = httpx.Client(base_url=f"{server.url}/network/v2.0", headers={"X-Auth-Token": server.token()})
     name = unique("private")

@@ -250,6 +250,11 @@ def _conductor(request: Request) -> Conductor:
     return request.app.state.coe_conductor
 
 
+def _names(request: Request) -> Any:
+    """Where a template's or cluster's network names are looked up (the conductor's backend)."""
+    return _conductor(request).names()
+
+
 # --- cluster templates / baymodels --------------------------------------------------------------
 
 
@@ -278,16 +283,18 @@ def _mount_templates(sub: FastAPI, collection: str, legacy: bool) -> None:
         ctx = context(request)
         body = await _body(request)
         config = _config(request)
+        net = await run_in_threadpool(_names, request)
         out = await _write(request, lambda s: shown(
-            request, templates.create(s, ctx, config, body, legacy=legacy, argument=argument)))
+            request, templates.create(s, ctx, config, body, legacy=legacy, argument=argument, net=net)))
         return JSONResponse(out, status_code=201, headers={"Location": out["links"][0]["href"]})
 
     async def update(request: Request, ident: str) -> Response:
         ctx = context(request)
         body = await _body(request)
         config = _config(request)
+        net = await run_in_threadpool(_names, request)
         out = await _write(request, lambda s: shown(
-            request, templates.update(s, ctx, config, ident, body, legacy=legacy)))
+            request, templates.update(s, ctx, config, ident, body, legacy=legacy, net=net)))
         return JSONResponse(out)
 
     async def delete(request: Request, ident: str) -> Response:
@@ -339,8 +346,9 @@ def _mount_clusters(sub: FastAPI, collection: str, legacy: bool) -> None:
         ctx = context(request)
         body = await _body(request)
         zero = _version(request) >= ZERO_NODES_VERSION
+        net = await run_in_threadpool(_names, request)
         out = await _write(request, lambda s: shown(request, s, clusters.create(s, ctx, body, legacy=legacy,
-                                                                                 zero_nodes=zero)))
+                                                                                 zero_nodes=zero, net=net)))
         _conductor(request).cluster_changed(out["uuid"], "create")
         if synchronous(request):
             return JSONResponse(out, status_code=201, headers={"Location": out["links"][0]["href"]})

@@ -140,7 +140,8 @@ def _template_for_create(session: Session, ctx: Context, ident: str) -> ClusterT
 
 
 def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False,
-           zero_nodes: bool = False) -> Cluster:
+           zero_nodes: bool = False, net: Any = None) -> Cluster:
+    """``net``: the backend the cluster's network names live in (``None``: netbay's own)."""
     argument = "bay" if legacy else "cluster"
     values = _internal(fields.parse(body, schema(legacy), argument, READONLY))
     if values["node_count"] == 0 and not zero_nodes:
@@ -167,7 +168,7 @@ def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False,
     labels.check(values["labels"], template.network_driver)
     references.check(session, ctx, {"external_network_id": template.external_network_id,
                                     "fixed_network": values["fixed_network"],
-                                    "fixed_subnet": values["fixed_subnet"]})
+                                    "fixed_subnet": values["fixed_subnet"]}, net)
     references.keypair(session, ctx, values["keypair"])
     _check_room(session, values["labels"], values["fixed_subnet"], values["master_count"],
                 values["node_count"], values["master_lb_enabled"])

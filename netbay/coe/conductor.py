@@ -39,6 +39,10 @@ class Conductor(Protocol):
     def cluster_changed(self, cluster_id: str, action: str) -> None:
         """``action`` is ``create``, ``update`` or ``delete``; called after the commit."""
 
+    def names(self) -> Any:
+        """The backend a template's or cluster's network names are looked up in (``None``:
+        netbay's own tables)."""
+
 
 class NoConductor:
     """No builder (``--no-conductor``): changes are recorded in the store and wait
@@ -47,6 +51,9 @@ class NoConductor:
     builds = False
 
     def cluster_changed(self, cluster_id: str, action: str) -> None:
+        return None
+
+    def names(self) -> Any:
         return None
 
 
@@ -68,6 +75,8 @@ class EmbeddedConductor:
         self._threads: list[threading.Thread] = []
         self._heartbeat: Any = None
         self.owner = worklease.owner_id()    # this process, in the leases it holds
+        self._names: Any = None
+        self._names_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -104,6 +113,10 @@ class EmbeddedConductor:
             self._cond.notify_all()
         for thread in self._threads:
             thread.join(timeout=timeout)
+        with self._names_lock:
+            if self._names is not None and hasattr(self._names, "close"):
+                self._names.close()
+            self._names = None
 
     def resume(self) -> None:
         """Queue every cluster ``*_IN_PROGRESS`` that no process holds a live lease on."""
@@ -222,6 +235,16 @@ class EmbeddedConductor:
             if net is not None and hasattr(net, "close"):
                 net.close()
         return self._report(cluster_id, action, outcome)
+
+    def names(self) -> Any:
+        """The cloud's Neutron (one connection, opened on first use), where a cluster's
+        networks are made and so where the names its template gives must exist."""
+        if self.network[0] != "openstack":
+            return None
+        with self._names_lock:
+            if self._names is None:
+                self._names = self._network()
+            return self._names
 
     def _network(self) -> Any:
         """The ``openstack`` backend's connection for one run (None: netbay's own service,

@@ -6,9 +6,16 @@ Magnum also checks the image (Glance) and flavors (Nova); netbay has neither, so
 those stay free-form strings that the executor ignores. The keypair is checked
 against the caller's keypairs (netbay's ``os-keypairs``, as Magnum asks Nova)
 when a template or cluster is created.
+
+On the ``openstack`` backend the names live in the cloud's Neutron (where the
+cluster's networks are made), not in netbay's own tables: :func:`check` is given
+that backend and asks it, with the same rules and the same messages.
 """
 
 from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
@@ -17,6 +24,9 @@ from netbay.context import Context
 from netbay.compute import keypairs
 from netbay.errors import BadRequest, Conflict, NotFound
 from netbay.store.models import Network, Subnet
+
+if TYPE_CHECKING:
+    from netbay.backends import NetworkBackend
 
 
 def external_network(session: Session, ident: str) -> str:
@@ -59,8 +69,12 @@ def fixed_subnet(session: Session, ctx: Context, ident: str, network_id: str | N
     return rows[0]
 
 
-def check(session: Session, ctx: Context, values: dict) -> None:
-    """Every reference ``values`` (a template's or cluster's attributes) holds."""
+def check(session: Session, ctx: Context, values: dict, net: NetworkBackend | None = None) -> None:
+    """Every reference ``values`` (a template's or cluster's attributes) holds: in
+    netbay's own tables, or in ``net`` when the cluster's networks are made there."""
+    if net is not None:
+        _check_in(net, ctx, values)
+        return
     if values.get("external_network_id"):
         external_network(session, values["external_network_id"])
     network_id = None
@@ -74,3 +88,47 @@ def keypair(session: Session, ctx: Context, name: str | None) -> None:
     """404 unless the caller has a keypair ``name`` (Magnum's ``KeyPairNotFound``)."""
     if name and not keypairs.exists(session, ctx.user_id, name):
         raise NotFound(f"Unable to find keypair {name}.")
+
+
+def _check_in(net: NetworkBackend, ctx: Context, values: dict) -> None:
+    """:func:`check` against a backend's Neutron (an admin connection: the caller's
+    project, or shared networks, is what a non-admin may name, as above)."""
+    if values.get("external_network_id"):
+        ident = values["external_network_id"]
+        _one(_named(net, "network", ident, is_router_external=True), f"Unable to find external network {ident}.",
+             f"Multiple external networks exist with same name '{ident}'. Please use the external network ID instead.")
+    network_id = None
+    if values.get("fixed_network"):
+        ident = values["fixed_network"]
+        network_id = _one([n for n in _named(net, "network", ident) if _visible(ctx, n)],
+                          f"Unable to find fixed network {ident}.",
+                          f"Multiple networks exist with same name '{ident}'. Please use the network ID instead.")
+    if values.get("fixed_subnet"):
+        ident = values["fixed_subnet"]
+        found = _named(net, "subnet", ident, **({"network_id": network_id} if network_id else {}))
+        _one([s for s in found if _visible(ctx, s) or _visible(ctx, net.show("network", s["network_id"]))],
+             f"Unable to find fixed subnet {ident}.",
+             f"Multiple subnets exist with same name '{ident}'. Please use the subnet ID instead.")
+
+
+def _named(net: NetworkBackend, member: str, ident: str, **filters: Any) -> list[dict]:
+    """Objects whose id (when ``ident`` is one) or name is ``ident``."""
+    found = {o["id"]: o for o in net.list(member, name=ident, **filters)}
+    try:
+        uuid.UUID(ident)
+    except ValueError:
+        return list(found.values())
+    found.update({o["id"]: o for o in net.list(member, id=ident, **filters)})
+    return list(found.values())
+
+
+def _visible(ctx: Context, obj: dict) -> bool:
+    return ctx.is_admin or obj.get("project_id") == ctx.project_id or bool(obj.get("shared"))
+
+
+def _one(found: list[dict], missing: str, several: str) -> str:
+    if not found:
+        raise BadRequest(missing)
+    if len(found) > 1:
+        raise Conflict(several)
+    return found[0]["id"]

@@ -116,7 +116,7 @@ def render(t: ClusterTemplate) -> dict[str, Any]:
 # --- writing -------------------------------------------------------------------------------------
 
 
-def _validate(session: Session, ctx: Context, config: CoeConfig, values: dict[str, Any]) -> None:
+def _validate(session: Session, ctx: Context, config: CoeConfig, values: dict[str, Any], net: Any = None) -> None:
     """The rules a template's whole set of values must meet (create, and after a patch)."""
     coe = values["coe"]
     config.validate_server_type(coe, values["server_type"])
@@ -132,7 +132,7 @@ def _validate(session: Session, ctx: Context, config: CoeConfig, values: dict[st
         raise BadRequest(f"docker volume size {values.get('docker_volume_size')} GB is not valid, expecting "
                          "minimum value 3GB for devicemapper storage driver.")
     labels.check(values.get("labels") or {}, values["network_driver"])
-    references.check(session, ctx, values)
+    references.check(session, ctx, values, net)
 
 
 def _publish_allowed(ctx: Context) -> None:
@@ -141,10 +141,11 @@ def _publish_allowed(ctx: Context) -> None:
 
 
 def create(session: Session, ctx: Context, config: CoeConfig, body: Any, *, legacy: bool = False,
-           argument: str = "cluster_template") -> ClusterTemplate:
+           argument: str = "cluster_template", net: Any = None) -> ClusterTemplate:
+    """``net``: the backend the template's network names live in (``None``: netbay's own)."""
     values = fields.parse(body, schema(legacy), argument, READONLY)
     values["labels"] = dict(values.get("labels") or {})
-    _validate(session, ctx, config, values)
+    _validate(session, ctx, config, values, net)
     references.keypair(session, ctx, values.get("keypair_id"))
     if values["public"] or values["hidden"]:
         _publish_allowed(ctx)
@@ -156,7 +157,7 @@ def create(session: Session, ctx: Context, config: CoeConfig, body: Any, *, lega
 
 
 def update(session: Session, ctx: Context, config: CoeConfig, ident: str, raw_patch: Any, *,
-           legacy: bool = False) -> ClusterTemplate:
+           legacy: bool = False, net: Any = None) -> ClusterTemplate:
     ops = patch.parse(raw_patch, internal=patch.INTERNAL,
                       mandatory=NON_REMOVABLE | {"/coe"})
     template = get(session, ctx, ident, for_update=True)
@@ -170,7 +171,7 @@ def update(session: Session, ctx: Context, config: CoeConfig, ident: str, raw_pa
     after["labels"] = dict(after.get("labels") or {})
     # Removed (or nulled) like any unset attribute; a template always has a name, as on create.
     after["name"] = after.get("name") or common.generate_name("template")
-    _validate(session, ctx, config, after)
+    _validate(session, ctx, config, after, net)
     changed = {name for name in attrs if after.get(name) != before.get(name)}
     if not changed:
         return template
