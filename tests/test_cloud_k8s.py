@@ -430,8 +430,9 @@ def test_services_become_load_balancers_in_the_clouds_octavia_and_follow_their_p
     """``netbay k8s apply --backend openstack`` on a cloud whose catalog lists Octavia: a
     ClusterIP Service becomes a load balancer there as kuryr-kubernetes made it — VIP on the
     cluster's service subnet at the Service's cluster IP, a listener and pool per port, the
-    pods' port addresses as members — members follow a scale and a label change, and the
-    delete leaves Octavia and Neutron as they were.
+    pods' port addresses as members — members follow a scale and a label change, a change
+    of its ports replaces it at the same cluster IP, and the delete leaves Octavia and
+    Neutron as they were.
 
     The cloud's Octavia runs its noop provider driver, which provisions nothing: no packet
     reaches a VIP here, and a stand-in reports the statuses a provider would
@@ -455,8 +456,8 @@ def check_services(server, conn, cluster: str, env: dict[str, str], tmp_path: Pa
     cluster_ip = cluster_ips(server, conn, cluster)[0]
     manifest = tmp_path / "served.yaml"
 
-    def apply(replicas: int, *extra: str) -> str:
-        manifest.write_text(SERVED.replace("REPLICAS", str(replicas)).replace("CLUSTER_IP", cluster_ip) +
+    def apply(replicas: int, *extra: str, served: str = SERVED) -> str:
+        manifest.write_text(served.replace("REPLICAS", str(replicas)).replace("CLUSTER_IP", cluster_ip) +
                             "".join(f"---{e}" for e in extra))
         r = netbay_k8s(server, env, "apply", "-f", str(manifest), "--cluster", cluster)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -490,6 +491,14 @@ def check_services(server, conn, cluster: str, env: dict[str, str], tmp_path: Pa
     quiet(conn, "store/api")
     assert octavia_view(env, lb["id"]) == {80: {(a, 8080) for a in one}, 9090: {(a, 9090) for a in one}}
     assert [row["id"] for row in lb_listed(env, "") if row["name"] == "store/api"] == [lb["id"]]  # same one
+
+    # A change of the ports themselves: the load balancer is replaced, at the same cluster IP
+    # (the old one gone first: a real provider frees the VIP only then).
+    apply(1, served=SERVED.replace(", {name: metrics, port: 9090, targetPort: 9090}", ""))
+    replaced = quiet(conn, "store/api")
+    assert replaced["id"] != lb["id"] and replaced["vip_address"] == cluster_ip
+    assert [row["id"] for row in lb_listed(env, "") if row["name"] == "store/api"] == [replaced["id"]]
+    assert octavia_view(env, replaced["id"]) == {80: {(a, 8080) for a in one}}
 
     # Delete: the load balancer goes with its tree (cascade); the pods' ports and networks too.
     r = netbay_k8s(server, env, "delete", "-f", str(manifest), "--cluster", cluster)

@@ -110,6 +110,7 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
         if lb is not None and (lb.get("description") != signature(svc) or
                                (svc.cluster_ip and lb.get("vip_address") != svc.cluster_ip)):
             _delete_lb(ctrl, lb, fips)
+            _gone(ctrl, lb["id"])   # its VIP (the cluster IP) is free once it is gone
             lb = None
         if lb is None:
             lb = _create(ctrl, svc, want, ports)
@@ -205,6 +206,22 @@ def _settled(ctrl: Any, lb_id: str, change: Any) -> Any:
                 raise
         settled(ctrl.lbs, lb_id, max(deadline - time.monotonic(), 0.0))
         time.sleep(0.02)
+
+
+def _gone(ctrl: Any, lb_id: str) -> None:
+    """Wait (bounded) until a deleted load balancer is gone: a cloud's provider releases its
+    VIP port only then (netbay's own deletes at once: one read)."""
+    deadline = time.monotonic() + SETTLE
+    while True:
+        try:
+            ctrl.lbs.show("loadbalancer", lb_id)
+        except NetbayError as exc:
+            if exc.status == 404:
+                return
+            raise
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"load balancer {lb_id} not gone after {SETTLE:.0f}s")
+        time.sleep(0.1)
 
 
 def _delete_lb(ctrl: Any, lb: dict[str, Any], fips: dict[str, dict[str, Any]]) -> None:
