@@ -494,7 +494,8 @@ def check_services(server, conn, cluster: str, env: dict[str, str], tmp_path: Pa
 
     # A change of the ports themselves: the load balancer is replaced, at the same cluster IP
     # (the old one gone first: a real provider frees the VIP only then).
-    apply(1, served=SERVED.replace(", {name: metrics, port: 9090, targetPort: 9090}", ""))
+    apply(1, EXTRA_POD.replace("LABEL", "batch"),
+          served=SERVED.replace(", {name: metrics, port: 9090, targetPort: 9090}", ""))
     replaced = quiet(conn, "store/api")
     assert replaced["id"] != lb["id"] and replaced["vip_address"] == cluster_ip
     assert [row["id"] for row in lb_listed(env, "") if row["name"] == "store/api"] == [replaced["id"]]
