@@ -7,8 +7,10 @@ cloud's ports, so pods are realized as kuryr's controller left them for the
 kubelet: ports named ``ns/pod``, ``device_owner=compute:kuryr``, bound to their
 node, with an address from their namespace's subnet (taken from the cluster's
 subnet pool). These tests assert API effects as the cloud's own ``openstack`` CLI
-reports them, never packets. The cloud has no Octavia here: a Service that needs a
-load balancer is refused by name before anything changes; a headless one needs none.
+reports them, never packets. Without Octavia in the catalog a Service that needs a
+load balancer is refused by name before anything changes (a headless one needs none);
+with it (the session's ``octavia`` peer), every such Service becomes a load balancer
+in the cloud's Octavia, as kuryr-kubernetes made them.
 
 Also here: the two backend capabilities the mapping leans on (bulk create, batch)
 behave the same — all or nothing — on both backends (``network_backend``).
@@ -21,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,12 +34,14 @@ from conftest import unique
 from netbay import errors
 from netbay.backends import batch
 from netbay.backends.apiclient import Api
+from netbay.backends.loadbalancers import open_lb_backend, settled
 from netbay.backends.openstack import OpenStackBackend
 from netbay.dataplane.names import Names
 from netbay.k8s.controller import Controller
-from netbay.k8s.objects import parse
+from netbay.k8s.objects import key_of, parse
 from netbay.k8s.portsonly import BoundPorts
-from netbay.k8s.services import NO_LOAD_BALANCERS
+from netbay.k8s.services import NO_LOAD_BALANCERS, NoLoadBalancers
+from netbay.k8s.source import ManifestSource
 from netbay.store.db import Store
 from tests.peers.openstack_cloud import Cloud
 from tests.backendfix import cli_snapshot, netbay_on_cloud, openstack
@@ -225,13 +230,19 @@ def check_manifests(server, admin, cluster: str, cloud_env: dict[str, str], tmp_
                for r in rules), rules
     assert set(client.security_group_ids) & {g["ID"] for g in policy_groups.values()}   # the peer group
 
-    # No Octavia: a ClusterIP Service is refused by name, and nothing changes.
+    # No Octavia: a ClusterIP Service is refused by name, and nothing changes. The controller
+    # as ``netbay k8s`` makes it for a catalog without ``load-balancer`` (the session's cloud
+    # may have Octavia by now, so no catalog is asked here).
     mid = cli_snapshot(cloud_env)
     svc = tmp_path / "svc.yaml"
     svc.write_text(CLUSTER_IP_SERVICE)
-    r = netbay_k8s(server, cloud_env, "apply", "-f", str(svc), "--cluster", cluster)
-    said = " ".join(r.stderr.split())
-    assert r.returncode == 1 and f"Service shop/web {NO_LOAD_BALANCERS}" in said, r.stdout + r.stderr
+    ctrl = controller(server, admin, cluster)
+    try:
+        with pytest.raises(NoLoadBalancers) as refused:
+            ManifestSource([svc]).apply(ctrl)
+    finally:
+        ctrl.close()
+    assert f"Service shop/web {NO_LOAD_BALANCERS}" in str(refused.value)
     assert cli_snapshot(cloud_env) == mid
 
     r = netbay_k8s(server, cloud_env, "delete", "-f", str(manifest), "--cluster", cluster)
@@ -285,6 +296,294 @@ def test_a_controller_killed_midway_is_resumed_by_tag_and_delete_leaves_nothing(
         second.delete_all()
     finally:
         second.close()
+    assert cli_snapshot(cloud_env) == before
+
+
+# -- Services on the cloud's Octavia -----------------------------------------------------------
+
+SERVED = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: store}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: store}
+spec:
+  replicas: REPLICAS
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec: {containers: [{name: c, image: busybox, ports: [{name: http, containerPort: 8080}]}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: store}
+spec:
+  clusterIP: CLUSTER_IP
+  selector: {app: api}
+  ports: [{name: http, port: 80, targetPort: http}, {name: metrics, port: 9090, targetPort: 9090}]
+"""
+
+EXTRA_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: extra, namespace: store, labels: {app: LABEL}}
+spec: {containers: [{name: c, image: busybox, ports: [{name: http, containerPort: 8080}]}]}
+"""
+
+SECOND_SERVICE = """
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api2, namespace: store}
+spec:
+  clusterIP: CLUSTER_IP
+  selector: {app: api}
+  ports: [{name: http, port: 8000, targetPort: http}]
+"""
+
+SETTLE_TIMEOUT = 120   # seconds for the provider stand-in to report a change done, on a busy machine
+
+
+@pytest.fixture
+def lb_admin(octavia, cloud: Cloud):  # noqa: ANN001, ANN201
+    """An admin connection made after Octavia joined the catalog (a connection reads it once)."""
+    conn = cloud.connection()
+    yield conn
+    conn.close()
+
+
+def lb_controller(server, conn, cid: str) -> Controller:  # noqa: ANN001
+    """The wiring ``netbay k8s --backend openstack`` makes on a cloud with Octavia, in-process."""
+    return Controller(Api(server.url, lambda: conn.auth_token), Store(server.database_url), cid, Names("nbt-"),
+                      net=OpenStackBackend(connection=conn), lbs=open_lb_backend("openstack", connection=conn),
+                      lb_provider=None, pods=BoundPorts())
+
+
+def cluster_ips(server, conn, cid: str) -> list[str]:  # noqa: ANN001
+    """Addresses of the cluster's service subnet, as the API server would pick cluster IPs."""
+    from netbay.k8s.cluster import find
+
+    api = Api(server.url, lambda: conn.auth_token)
+    try:
+        subnet = find(api, OpenStackBackend(connection=conn), cid).service_subnet
+    finally:
+        api.close()
+    return [str(ipaddress.ip_network(subnet["cidr"])[i]) for i in (20, 21)]
+
+
+def lb_listed(env: dict[str, str], what: str, *args: str) -> list[dict]:
+    """``openstack loadbalancer [WHAT] list …`` (the real CLI, octaviaclient's plugin)."""
+    words = ["loadbalancer", *([what] if what else []), "list", *args, "-f", "json"]
+    return json.loads(openstack(env, *words))
+
+
+def lb_cli_snapshot(env: dict[str, str]) -> dict[str, set[str]]:
+    return {what or "loadbalancer": {row["id"] for row in lb_listed(env, what)} for what in ("", "listener", "pool")}
+
+
+def quiet(conn, name: str) -> dict:  # noqa: ANN001
+    """The load balancer ``name`` once it and its members have settled (the stand-in has
+    reported the last change): bounded."""
+    lbs = open_lb_backend("openstack", connection=conn)
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while True:
+        found = lbs.list("loadbalancer", name=name)
+        assert len(found) == 1, found
+        lb = settled(lbs, found[0]["id"], SETTLE_TIMEOUT)
+        pending = [m for ls in lb["listeners"] for pool in [lbs.show("listener", ls["id"])["default_pool_id"]]
+                   for m in lbs.list("member", parent=pool) if m["provisioning_status"].startswith("PENDING_")]
+        if lb["provisioning_status"] == "ACTIVE" and not pending:
+            return lb
+        assert time.monotonic() < deadline, (lb["provisioning_status"], pending)
+        time.sleep(0.2)
+
+
+def wait_until(check, what: str) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {SETTLE_TIMEOUT} s"
+        time.sleep(0.5)
+
+
+def pod_addresses(conn, *names: str) -> set[str]:  # noqa: ANN001
+    """The pods' port addresses in Neutron."""
+    ports = {p.name: p for p in conn.network.ports(device_owner="compute:kuryr")}
+    return {ports[n].fixed_ips[0]["ip_address"] for n in names}
+
+
+def octavia_view(env: dict[str, str], lb_id: str) -> dict[int, set[tuple[str, int]]]:
+    """What the real CLI shows of one load balancer: listener port → its pool's members."""
+    pools = {p["id"] for p in lb_listed(env, "pool", "--loadbalancer", lb_id)}
+    out = {}
+    for ls in lb_listed(env, "listener", "--loadbalancer", lb_id):
+        assert ls["default_pool_id"] in pools, (ls, pools)
+        out[ls["protocol_port"]] = {(m["address"], m["protocol_port"])
+                                    for m in lb_listed(env, "member", ls["default_pool_id"])}
+    assert len(pools) == len(out)   # a pool per listener, no other
+    return out
+
+
+def test_services_become_load_balancers_in_the_clouds_octavia_and_follow_their_pods(
+        octavia, server, lb_admin, cluster: str, cloud_env: dict[str, str], tmp_path: Path) -> None:  # noqa: ANN001
+    """``netbay k8s apply --backend openstack`` on a cloud whose catalog lists Octavia: a
+    ClusterIP Service becomes a load balancer there as kuryr-kubernetes made it — VIP on the
+    cluster's service subnet at the Service's cluster IP, a listener and pool per port, the
+    pods' port addresses as members — members follow a scale and a label change, a change
+    of its ports replaces it at the same cluster IP, and the delete leaves Octavia and
+    Neutron as they were.
+
+    The cloud's Octavia runs its noop provider driver, which provisions nothing: no packet
+    reaches a VIP here, and a stand-in reports the statuses a provider would
+    (``tests/peers/octavia_peer.py``). This test asserts Octavia's API effects only, as
+    issue 14 (item 5) allows for a peer without its agents."""
+    before, lbs_before = cli_snapshot(cloud_env), lb_cli_snapshot(cloud_env)
+    try:
+        check_services(server, lb_admin, cluster, cloud_env, tmp_path, before)
+    finally:   # whatever happened: the cluster's objects and what was made for them go
+        ctrl = lb_controller(server, lb_admin, cluster)
+        try:
+            ctrl.delete_all()
+        finally:
+            ctrl.close()
+    wait_until(lambda: lb_cli_snapshot(cloud_env) == lbs_before, "Octavia back to its snapshot")
+    assert cli_snapshot(cloud_env) == before
+
+
+def check_services(server, conn, cluster: str, env: dict[str, str], tmp_path: Path,  # noqa: ANN001
+                   before: dict[str, set[str]]) -> None:
+    cluster_ip = cluster_ips(server, conn, cluster)[0]
+    manifest = tmp_path / "served.yaml"
+
+    def apply(replicas: int, *extra: str, served: str = SERVED) -> str:
+        manifest.write_text(served.replace("REPLICAS", str(replicas)).replace("CLUSTER_IP", cluster_ip) +
+                            "".join(f"---{e}" for e in extra))
+        r = netbay_k8s(server, env, "apply", "-f", str(manifest), "--cluster", cluster)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    said = apply(3)
+    assert f"made service store/api {cluster_ip}" in said, said
+    lb = quiet(conn, "store/api")
+    shown = json.loads(openstack(env, "loadbalancer", "show", lb["id"], "-f", "json"))
+    assert shown["vip_address"] == cluster_ip
+    service_subnet = [s for s in conn.network.subnets(tags=f"netbay-cluster={cluster}")
+                      if s.id == shown["vip_subnet_id"]]
+    assert service_subnet and ipaddress.ip_address(cluster_ip) in ipaddress.ip_network(service_subnet[0].cidr)
+    assert [row["id"] for row in lb_listed(env, "") if row["name"] == "store/api"] == [lb["id"]]
+    web = pod_addresses(conn, "store/api-0", "store/api-1", "store/api-2")
+    assert len(web) == 3
+    assert octavia_view(env, lb["id"]) == {80: {(a, 8080) for a in web}, 9090: {(a, 9090) for a in web}}
+
+    # Scale down: the members follow (one batch update per pool, after Octavia settled).
+    apply(1)
+    quiet(conn, "store/api")
+    one = pod_addresses(conn, "store/api-0")
+    assert octavia_view(env, lb["id"]) == {80: {(a, 8080) for a in one}, 9090: {(a, 9090) for a in one}}
+
+    # A pod the selector picks joins; relabelled, it leaves (its port stays).
+    apply(1, EXTRA_POD.replace("LABEL", "api"))
+    quiet(conn, "store/api")
+    both = one | pod_addresses(conn, "store/extra")
+    assert octavia_view(env, lb["id"]) == {80: {(a, 8080) for a in both}, 9090: {(a, 9090) for a in both}}
+    apply(1, EXTRA_POD.replace("LABEL", "batch"))
+    quiet(conn, "store/api")
+    assert octavia_view(env, lb["id"]) == {80: {(a, 8080) for a in one}, 9090: {(a, 9090) for a in one}}
+    assert [row["id"] for row in lb_listed(env, "") if row["name"] == "store/api"] == [lb["id"]]  # same one
+
+    # A change of the ports themselves: the load balancer is replaced, at the same cluster IP
+    # (the old one gone first: a real provider frees the VIP only then).
+    apply(1, EXTRA_POD.replace("LABEL", "batch"),
+          served=SERVED.replace(", {name: metrics, port: 9090, targetPort: 9090}", ""))
+    replaced = quiet(conn, "store/api")
+    assert replaced["id"] != lb["id"] and replaced["vip_address"] == cluster_ip
+    assert [row["id"] for row in lb_listed(env, "") if row["name"] == "store/api"] == [replaced["id"]]
+    assert octavia_view(env, replaced["id"]) == {80: {(a, 8080) for a in one}}
+
+    # Delete: the load balancer goes with its tree (cascade); the pods' ports and networks too.
+    r = netbay_k8s(server, env, "delete", "-f", str(manifest), "--cluster", cluster)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "deleted service store/api" in r.stdout, r.stdout
+    wait_until(lambda: not [row for row in lb_listed(env, "") if row["name"] == "store/api"],
+               "the load balancer gone from Octavia")
+    after = cli_snapshot(env)
+    assert {k: after[k] for k in ("port", "network", "subnet", "router", "floating ip")} == \
+        {k: before[k] for k in ("port", "network", "subnet", "router", "floating ip")}
+
+
+def test_a_controller_killed_midway_leaves_no_duplicate_or_orphan_load_balancer(
+        octavia, server, lb_admin, cluster: str, cloud_env: dict[str, str]) -> None:  # noqa: ANN001
+    """The controller dies right after the cloud's Octavia made the first Service's load
+    balancer (its reply lost): a new one finds it by its tags and name, adopts it and makes
+    only the second. Then one dies just before deleting the load balancer of a Service that
+    is gone: the next resync deletes the orphan, and the cluster's delete leaves Octavia
+    and Neutron as they were. Noop provider (no data plane): API effects only."""
+    before, lbs_before = cli_snapshot(cloud_env), lb_cli_snapshot(cloud_env)
+    ips = cluster_ips(server, lb_admin, cluster)
+    bodies = parse(SERVED.replace("REPLICAS", "2").replace("CLUSTER_IP", ips[0]) +
+                   SECOND_SERVICE.replace("CLUSTER_IP", ips[1]))
+    tag = f"netbay-cluster={cluster},netbay-k8s=service"
+
+    def made() -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for lb in lb_admin.load_balancer.load_balancers(tags=tag):
+            out.setdefault(lb.name, []).append(lb.id)
+        return out
+
+    first = lb_controller(server, lb_admin, cluster)
+    real_create = first.lbs.create
+
+    def create(kind: str, body, **kw):  # noqa: ANN001, ANN003, ANN202
+        obj = real_create(kind, body, **kw)
+        if kind == "loadbalancer":
+            raise Crash()
+        return obj
+
+    first.lbs.create = create  # type: ignore[method-assign]
+    try:
+        with pytest.raises(Crash):
+            first.apply(bodies)
+    finally:
+        first.close()
+    lost = made()
+    assert list(lost) == ["store/api"] and len(lost["store/api"]) == 1, lost
+    second = lb_controller(server, lb_admin, cluster)
+    try:
+        second.resync()
+        assert made() == {"store/api": lost["store/api"], "store/api2": made()["store/api2"]}
+        assert len(made()["store/api2"]) == 1
+        assert second.resync().made == []                        # converged: nothing more to make
+    finally:
+        second.close()
+    vips = {row["name"]: row["vip_address"] for row in lb_listed(cloud_env, "")}
+    assert vips["store/api"] == ips[0] and vips["store/api2"] == ips[1]
+
+    third = lb_controller(server, lb_admin, cluster)
+    real_delete = third.lbs.delete
+
+    def delete(kind: str, obj_id: str, **kw):  # noqa: ANN003, ANN202
+        if kind == "loadbalancer":
+            raise Crash()
+        return real_delete(kind, obj_id, **kw)
+
+    third.lbs.delete = delete  # type: ignore[method-assign]
+    second_service = [b for b in bodies if b["kind"] == "Service" and b["metadata"]["name"] == "api2"]
+    try:
+        with pytest.raises(Crash):
+            third.delete([key_of(b) for b in second_service])
+    finally:
+        third.close()
+    assert "store/api2" in made()                               # the orphan: its Service is gone
+    fourth = lb_controller(server, lb_admin, cluster)
+    try:
+        assert "service store/api2" in fourth.resync().deleted
+        wait_until(lambda: list(made()) == ["store/api"], "the orphan gone from Octavia")
+        assert made()["store/api"] == lost["store/api"]
+        fourth.delete_all()
+    finally:
+        fourth.close()
+    wait_until(lambda: lb_cli_snapshot(cloud_env) == lbs_before, "Octavia back to its snapshot")
     assert cli_snapshot(cloud_env) == before
 
 

@@ -20,6 +20,7 @@ balancer is ``PENDING_*`` (409): waiting and retrying is the caller's business.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -83,4 +84,31 @@ def checked(kind: str, parent: str | None) -> str:
     return COLLECTIONS[kind]
 
 
-__all__ = ["COLLECTIONS", "LB_KINDS", "LoadBalancerBackend", "checked", "open_lb_backend"]
+def settled(lbs: LoadBalancerBackend, lb_id: str, timeout: float) -> dict[str, Any]:
+    """The load balancer once it has left ``PENDING_*`` (bounded by ``timeout``), as
+    Heat's Octavia resources wait: Octavia refuses any change to its tree meanwhile
+    (409, immutable). Whatever it settled at (``ACTIVE``, ``ERROR``) is the caller's
+    to judge; ``NotFound`` when it is gone."""
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        lb = lbs.show("loadbalancer", lb_id)
+        status = lb["provisioning_status"]
+        if not status.startswith("PENDING_"):
+            return lb
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"load balancer {lb_id} still {status} after {timeout:.0f}s")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.25)
+
+
+def cloud_load_balancers(net: Any) -> LoadBalancerBackend | None:
+    """The cloud's Octavia on the ``openstack`` network backend's connection, where its
+    catalog lists one; None otherwise (no load balancers on such a cloud)."""
+    from netbay.backends.lbcloud import has_octavia
+
+    return open_lb_backend("openstack", connection=net.conn) if has_octavia(net.conn) else None
+
+
+__all__ = ["COLLECTIONS", "LB_KINDS", "LoadBalancerBackend", "checked", "cloud_load_balancers", "open_lb_backend",
+           "settled"]

@@ -41,6 +41,7 @@ def report(kind: str | None = None, cloud: str | None = None) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - config and auth errors come in many sdk/keystoneauth types
         return {"backend": "openstack", "cloud": cloud, "reachable": False,
                 "detail": f"{type(exc).__name__}: {exc}"}
-    lbs = f"Octavia at {octavia}" if octavia else "no Octavia in its catalog (master load balancers are refused)"
+    lbs = f"Octavia at {octavia}" if octavia else \
+        "no Octavia in its catalog (master load balancers and Kubernetes Services that need one are refused)"
     return {**info, "cloud": cloud, "reachable": True, "load_balancer": octavia,
             "detail": f"{networks} networks visible; {lbs}"}

@@ -10,9 +10,14 @@ OS_* variables (the openrc ``netbay up`` wrote); the store: ``--data-dir`` /
 The network backend is the one the cluster was built on, chosen as ``netbay up``
 chooses it: ``--backend openstack --os-cloud NAME`` (or ``NETBAY_NETWORK_BACKEND`` /
 ``OS_CLOUD``). On a cloud the pods' ports are made in its Neutron, bound to their
-nodes, and nothing is plugged here (:mod:`netbay.k8s.portsonly`); its Octavia is not
-driven, so Services that need a load balancer are refused by name; the cloud's
-token also authenticates to netbay's API (``--url`` / ``NETBAY_URL`` names it).
+nodes, and nothing is plugged here (:mod:`netbay.k8s.portsonly`). Where the cloud's
+catalog lists Octavia (``load-balancer``), every Service that needs a load balancer
+becomes one in it, as kuryr-kubernetes made them: VIP on the cluster's service subnet
+at the Service's cluster IP, a listener and pool per port, the pods' port addresses
+as members (followed as endpoints change), deleted with the Service (cascade), found
+again by its tags after a crash; the cloud's default provider serves it. Where it
+lists none, such Services are refused by name. The cloud's token also authenticates
+to netbay's API (``--url`` / ``NETBAY_URL`` names it).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ def _controller(cluster: str, url: str | None, data_dir: Path | None, database_u
                 backend: str | None = None, os_cloud: str | None = None):
     """The controller with the backends the configuration names (see the module's docstring)."""
     from netbay.backends import open_backend, report
+    from netbay.backends.loadbalancers import cloud_load_balancers
     from netbay.cli.settings import Settings
     from netbay.backends.apiclient import Api
     from netbay.dataplane.names import Names
@@ -66,7 +72,7 @@ def _controller(cluster: str, url: str | None, data_dir: Path | None, database_u
         raise ValueError("the openstack backend needs netbay's URL: pass --url or set NETBAY_URL")
     net = open_backend("openstack", cloud=cloud)
     return Controller(Api(url, lambda: net.conn.auth_token), Store(settings.database_url), cluster, Names(prefix),
-                      net=net, lbs=None, pods=BoundPorts())
+                      net=net, lbs=cloud_load_balancers(net), lb_provider=None, pods=BoundPorts())
 
 
 def _close(ctrl) -> None:  # noqa: ANN001 - a Controller

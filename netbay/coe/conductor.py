@@ -322,9 +322,6 @@ __all__ = ["Conductor", "EmbeddedConductor", "NoConductor", "composition_inputs"
 def _cloud_load_balancers(net: Any) -> Any:
     """The cloud's Octavia on the ``openstack`` backend's connection, where its catalog
     lists one; None otherwise (netbay's own load balancers, or none on such a cloud)."""
-    if net is None:
-        return None
-    from netbay.backends.lbcloud import has_octavia
-    from netbay.backends.loadbalancers import open_lb_backend
+    from netbay.backends.loadbalancers import cloud_load_balancers
 
-    return open_lb_backend("openstack", connection=net.conn) if has_octavia(net.conn) else None
+    return None if net is None else cloud_load_balancers(net)

@@ -79,15 +79,18 @@ class Report:
 class Controller:
     """``api``: netbay's own API (the cluster, its nodes); ``net``: the network backend
     (default: netbay's own, over ``api``); ``lbs``: the load-balancer backend (default:
-    netbay's own; ``None``: none — Services that need one are refused); ``pods``: the pod
-    runtime (default: sandboxes on this host)."""
+    netbay's own; a cloud's Octavia; ``None``: none — Services that need one are refused);
+    ``lb_provider``: the provider its load balancers ask for (None: the backend's default,
+    as kuryr leaves it to the cloud); ``pods``: the pod runtime (default: sandboxes on this
+    host)."""
 
     def __init__(self, api: Api, store: Store, cluster_id: str, names: Names | None = None,
                  host: str | None = None, *, net: NetworkBackend | None = None, lbs: Any = OWN,
-                 pods: Any = None) -> None:
+                 lb_provider: str | None = services.PROVIDER, pods: Any = None) -> None:
         self.api, self.store = api, store
         self.net: NetworkBackend = net if net is not None else HttpBackend(api)
         self.lbs = open_lb_backend("embedded", api=api) if lbs == OWN else lbs
+        self.lb_provider = lb_provider
         self.refs: ClusterRefs = find(api, self.net, cluster_id)
         self.names = names or Names()
         self.host = host or socket.gethostname()

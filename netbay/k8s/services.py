@@ -1,5 +1,6 @@
-"""Services → load balancers (nftables provider): VIP = the cluster IP, one listener
-per port, members = the ready endpoints; LoadBalancer / externalIPs → floating IPs.
+"""Services → load balancers, as kuryr-kubernetes made them: VIP on the cluster's
+service subnet at the cluster IP, one listener + pool per port, members = the ready
+endpoints; LoadBalancer / externalIPs → floating IPs.
 
 A load balancer is made in one populated create (listeners, pools and members in one
 request, one realization: the cluster IP answers as soon as the dataplane has it);
@@ -10,9 +11,13 @@ none. Members of a Service with a selector are its ready pods (a port plugged in
 its sandbox); of one without, the addresses of its Endpoints.
 
 Load balancers go through the load-balancer seam (``ctrl.lbs``: kinds, inner Octavia
-objects), floating IPs through the network seam (``ctrl.net``); a controller with no
-load-balancer backend (a cloud without Octavia) refuses Services that need one, by
-name, before anything is made (:func:`refuse_without_lbs`).
+objects) — netbay's own (provider ``nftables``) or a cloud's Octavia (its default
+provider: ``ctrl.lb_provider`` is None) — and floating IPs through the network seam
+(``ctrl.net``). Octavia refuses a change while the load balancer is ``PENDING_*``
+(409): a refused change waits for it to settle (bounded) and is made again. A
+controller with no load-balancer backend (a cloud whose catalog has no Octavia)
+refuses Services that need one, by name, before anything is made
+(:func:`refuse_without_lbs`).
 """
 
 from __future__ import annotations
@@ -23,15 +28,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from netbay.backends.apiclient import gone_ok
+from netbay.backends.loadbalancers import settled
 from netbay.errors import NetbayError
 from netbay.k8s.objects import Desired, ServicePort, ServiceWant, selects
 
 log = logging.getLogger(__name__)
 
 PROVIDER = "nftables"
-SETTLE = 10.0  # seconds a batch update waits for the load balancer to leave PENDING_*
+SETTLE = 60.0  # seconds a change waits for the load balancer to leave PENDING_* (a cloud's provider)
 NO_LOAD_BALANCERS = ("needs a load balancer, and this controller has no load-balancer backend "
-                     "(the cloud's Octavia is not driven): only headless Services can be mapped here")
+                     "(the cloud's catalog lists no Octavia): only headless Services can be mapped here")
 
 
 class NoLoadBalancers(ValueError):
@@ -104,6 +110,7 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
         if lb is not None and (lb.get("description") != signature(svc) or
                                (svc.cluster_ip and lb.get("vip_address") != svc.cluster_ip)):
             _delete_lb(ctrl, lb, fips)
+            _gone(ctrl, lb["id"])   # its VIP (the cluster IP) is free once it is gone
             lb = None
         if lb is None:
             lb = _create(ctrl, svc, want, ports)
@@ -152,7 +159,9 @@ def _create(ctrl: Any, svc: ServiceWant, want: Desired, ports: Mapping[tuple[str
                                    "lb_algorithm": "ROUND_ROBIN", "members": members(svc, p, want, ports)}}
                  for p in svc.ports]
     body = ctrl._owned({"name": name, "description": signature(svc), "vip_subnet_id": ctrl.refs.service_subnet["id"],
-                        "provider": PROVIDER, "listeners": listeners, "_what": "service"})
+                        "listeners": listeners, "_what": "service"})
+    if ctrl.lb_provider:
+        body["provider"] = ctrl.lb_provider
     if svc.cluster_ip:
         body["vip_address"] = svc.cluster_ip
     return ctrl.lbs.create("loadbalancer", body)
@@ -180,12 +189,14 @@ def _update_members(ctrl: Any, lb: dict[str, Any], svc: ServiceWant, want: Desir
         if ctrl.members[pool] == key:
             continue
         ctrl.members.pop(pool, None)  # unknown until the batch succeeds
-        _settled(lambda pool=pool, wanted=wanted: lbs.replace_members(pool, wanted))
+        _settled(ctrl, lb["id"], lambda pool=pool, wanted=wanted: lbs.replace_members(pool, wanted))
         ctrl.members[pool] = key
 
 
-def _settled(change: Any) -> Any:
-    """``change`` once the load balancer accepts it (409 while PENDING_*), bounded."""
+def _settled(ctrl: Any, lb_id: str, change: Any) -> Any:
+    """``change`` once load balancer ``lb_id`` accepts it: refused with 409 while it is
+    ``PENDING_*``, it waits for the load balancer to settle and tries again, bounded.
+    No wait before the first try: netbay's own settles in milliseconds."""
     deadline = time.monotonic() + SETTLE
     while True:
         try:
@@ -193,11 +204,28 @@ def _settled(change: Any) -> Any:
         except NetbayError as exc:
             if exc.status != 409 or time.monotonic() > deadline:
                 raise
-            time.sleep(0.02)
+        settled(ctrl.lbs, lb_id, max(deadline - time.monotonic(), 0.0))
+        time.sleep(0.02)
+
+
+def _gone(ctrl: Any, lb_id: str) -> None:
+    """Wait (bounded) until a deleted load balancer is gone: a cloud's provider releases its
+    VIP port only then (netbay's own deletes at once: one read)."""
+    deadline = time.monotonic() + SETTLE
+    while True:
+        try:
+            ctrl.lbs.show("loadbalancer", lb_id)
+        except NetbayError as exc:
+            if exc.status == 404:
+                return
+            raise
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"load balancer {lb_id} not gone after {SETTLE:.0f}s")
+        time.sleep(0.1)
 
 
 def _delete_lb(ctrl: Any, lb: dict[str, Any], fips: dict[str, dict[str, Any]]) -> None:
     for label in [k for k in fips if k.startswith(f"{lb['name']} ")]:
         fip_id = fips.pop(label)["id"]
         gone_ok(lambda fip_id=fip_id: ctrl.net.delete("floatingip", fip_id))
-    _settled(lambda: gone_ok(lambda: ctrl.lbs.delete("loadbalancer", lb["id"], cascade=True)))
+    gone_ok(lambda: _settled(ctrl, lb["id"], lambda: ctrl.lbs.delete("loadbalancer", lb["id"], cascade=True)))
