@@ -8,7 +8,6 @@ depends on no more than it uses.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from netbay.backends import NetworkBackend
 from netbay.backends.apiclient import Api, Refused
 from netbay.backends.http import HttpBackend
-from netbay.backends.loadbalancers import LoadBalancerBackend, open_lb_backend
+from netbay.backends.loadbalancers import LoadBalancerBackend, open_lb_backend, settled
 
 
 def _is_uuid(value: Any) -> bool:
@@ -94,19 +93,10 @@ class StackContext:
     def wait_lb(self, lb_id: str) -> dict[str, Any]:
         """Wait (bounded) until the load balancer leaves ``PENDING_*``, as Heat's Octavia
         resources do: Octavia refuses any change to a load balancer's tree meanwhile."""
-        deadline = time.monotonic() + self.lb_timeout
-        delay = 0.01
-        while True:
-            lb = self.lb.show("loadbalancer", lb_id)
-            status = lb["provisioning_status"]
-            if status == "ERROR":
-                raise RuntimeError(f"load balancer {lb_id} went to ERROR")
-            if not status.startswith("PENDING_"):
-                return lb
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"load balancer {lb_id} still {status} after {self.lb_timeout:.0f}s")
-            time.sleep(delay)
-            delay = min(delay * 2, 0.25)
+        lb = settled(self.lb, lb_id, self.lb_timeout)
+        if lb["provisioning_status"] == "ERROR":
+            raise RuntimeError(f"load balancer {lb_id} went to ERROR")
+        return lb
 
     def lb_change(self, lb_id: str, change: Callable[[], Any]) -> Any:
         """One change in a load balancer's tree: settled before, settled after; a 409 from a
