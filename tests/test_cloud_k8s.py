@@ -690,3 +690,58 @@ def test_the_policy_engine_makes_and_removes_the_same_groups_on_both_backends(cl
             net.delete("port", p["id"])
         net.delete("subnet", subnet["id"])
         net.delete("network", network["id"])
+
+
+def test_a_deleted_policys_groups_go_after_its_ports_left_them(clean_backend) -> None:  # noqa: ANN001
+    """A policy delete is its port moves alone: the pod is back in the open group when the
+    call returns, while its policy and peer groups (no port in them, so they allow
+    nothing) are deleted a moment later, off the change's path. A policy back before
+    that takes its old groups again; nothing is left after the cluster's delete."""
+    from lightkube import codecs
+
+    from netbay.k8s.policy import Cluster, Namespace, Pod, PolicyEngine
+    from netbay.k8s.policy.translate import OPEN_INGRESS
+
+    net = clean_backend
+    network = net.create("network", {"name": unique("np")})
+    subnet = net.create("subnet", {"network_id": network["id"], "cidr": "10.78.0.0/24", "ip_version": 4})
+    ports = {name: net.create("port", {"network_id": network["id"], "name": f"x/{name}"}) for name in ("a", "b")}
+    tag = f"k8s-policy:{unique('c')}"
+    policy = codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                               "metadata": {"name": "a-from-b", "namespace": "x"},
+                               "spec": {"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Ingress"],
+                                        "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}]}]}})
+    engine = PolicyEngine(net, tag=tag, spares=2)
+    try:
+        engine.sync(Cluster.of([Namespace("x", {})], [Pod("x", n, p["id"], p["fixed_ips"][0]["ip_address"],
+                                                          {"pod": n}) for n, p in ports.items()], [], [], nodes=[]))
+        engine.on_policy(policy)
+        engine.wait_spares()
+        made = {k: v for k, v in engine.groups.ids.items() if k.startswith(("policy:", "peer:"))}
+        assert len(made) == 2
+
+        engine.groups.refill = lambda: 0  # hold the deletion back, as if the refill had not run yet
+        engine.on_policy_deleted("x", "a-from-b")
+        open_ingress = engine.groups.ids[OPEN_INGRESS]
+        for name, port in ports.items():
+            groups = set(net.show("port", port["id"])["security_groups"])
+            assert not groups & set(made.values()), f"{name} still in a deleted policy's group"
+        assert open_ingress in net.show("port", ports["a"]["id"])["security_groups"]
+        tagged = {g["id"] for g in net.list("security_group", tags=tag)}
+        assert set(made.values()) <= tagged, "deleted in the change's own batch, not after it"
+
+        engine.on_policy(policy)  # back before the deletion ran: the same groups
+        assert {k: engine.groups.ids[k] for k in made} == made
+        engine.on_policy_deleted("x", "a-from-b")
+        del engine.groups.refill  # the class's own again
+        engine._refill()
+        engine.wait_spares()
+        tagged = {g["id"] for g in net.list("security_group", tags=tag)}
+        assert not set(made.values()) & tagged, "the retired groups were not deleted"
+        engine.close(delete=True)
+        assert net.list("security_group", tags=tag) == []
+    finally:
+        for p in ports.values():
+            net.delete("port", p["id"])
+        net.delete("subnet", subnet["id"])
+        net.delete("network", network["id"])

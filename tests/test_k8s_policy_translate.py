@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from lightkube import codecs
 
 from netbay.backends.apiclient import Api
@@ -201,6 +203,7 @@ def test_a_policy_change_moves_only_the_pods_it_concerns_as_a_whole_translation_
     of the pods concerned) against translate(), over random adds, replacements, deletes."""
     import random
 
+    from netbay.k8s.policy.index import PodIndex
     from netbay.k8s.policy.translate import repolicy
     specs = [
         {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
@@ -214,6 +217,7 @@ def test_a_policy_change_moves_only_the_pods_it_concerns_as_a_whole_translation_
     ]
     c = cluster()
     d = translate(c)
+    index = PodIndex()
     rng = random.Random(7)
     for _ in range(80):
         ns, name = rng.choice("xyz"), rng.choice(["p", "q", "r"])
@@ -225,7 +229,12 @@ def test_a_policy_change_moves_only_the_pods_it_concerns_as_a_whole_translation_
             new = np(ns, name, rng.choice(specs))
             c.policies[f"{ns}/{name}"] = new
             changed = [p for p in (old, new) if p is not None]
-        found, full = repolicy(c, d, changed), translate(c)
+        if rng.random() < 0.3:  # pods relabelled meanwhile: the engine's index must follow
+            key = rng.choice(sorted(c.pods))
+            c.pods[key] = replace(c.pods[key], labels={"pod": rng.choice("abcd")})
+            d = translate(c)
+        index.sync(c.pods)
+        found, full = repolicy(c, d, changed, index), translate(c)
         assert found is not None
         fast, affected = found
         assert fast.members == full.members and fast.groups == full.groups and fast.peers == full.peers
@@ -233,3 +242,30 @@ def test_a_policy_change_moves_only_the_pods_it_concerns_as_a_whole_translation_
         d = fast
     named = cluster(np("x", "p", {"podSelector": {}, "ingress": [{"ports": [{"port": "http"}]}]}), http=80)
     assert repolicy(named, translate(cluster(http=80)), list(named.policies.values())) is None
+
+
+_labels = st.dictionaries(st.sampled_from("abc"), st.sampled_from("uvw"), max_size=3)
+
+
+@given(pods=st.lists(st.tuples(st.sampled_from("xyz"), _labels), max_size=12),
+       match=_labels, exprs=st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from(
+           ["In", "NotIn", "Exists", "DoesNotExist"]), st.lists(st.sampled_from("uvw"), min_size=1, max_size=2)),
+           max_size=2), scope=st.sets(st.sampled_from("xyz")), dropped=st.sets(st.integers(0, 11)))
+def test_the_pod_index_never_misses_a_pod_a_selector_matches(pods, match, exprs, scope, dropped) -> None:
+    """The index only narrows: every pod in scope that the selector matches is a candidate,
+    also after pods were relabelled and deleted (sync)."""
+    from lightkube.models.meta_v1 import LabelSelector, LabelSelectorRequirement
+
+    from netbay.k8s.policy.index import PodIndex
+    from netbay.k8s.policy.selectors import Selector
+
+    made = {f"{ns}/p{i}": Pod(ns, f"p{i}", f"port{i}", f"10.0.0.{i}", labels) for i, (ns, labels) in enumerate(pods)}
+    index = PodIndex(Pod(p.namespace, p.name, p.port_id, p.ip, {"a": "u"}) for p in made.values())
+    now = {k: p for i, (k, p) in enumerate(made.items()) if i not in dropped}
+    index.sync(now)
+    sel = Selector.of(LabelSelector(matchLabels=match, matchExpressions=[
+        LabelSelectorRequirement(key=k, operator=op, values=v) for k, op, v in exprs]))
+    want = {p.key for p in now.values() if p.namespace in scope and sel.matches(p.labels)}
+    got = {p.key for p in index.candidates(scope, sel)}
+    assert want <= got
+    assert all(now[k].namespace in scope for k in got)

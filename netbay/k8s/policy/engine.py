@@ -24,6 +24,7 @@ from lightkube.models.networking_v1 import NetworkPolicy
 from netbay.backends import NetworkBackend
 from netbay.backends.apiclient import Api
 from netbay.backends.http import HttpBackend
+from netbay.k8s.policy.index import PodIndex
 from netbay.k8s.policy.model import Cluster, Namespace, Pod, Service, policy_key
 from netbay.k8s.policy.neutron import Groups
 from netbay.k8s.policy.translate import Desired, relabel, repolicy, translate
@@ -44,6 +45,7 @@ class PolicyEngine:
         self.groups = Groups(HttpBackend(net) if isinstance(net, Api) else net, tag, spares)
         self.cluster = Cluster()
         self.desired: Desired | None = None
+        self.index = PodIndex()  # the cluster's pods by label, for repolicy
         self.last: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._refiller: threading.Thread | None = None
@@ -127,7 +129,8 @@ class PolicyEngine:
                 cluster = self.cluster.copy()
                 old = cluster.policies.get(key)
                 mutate(cluster)
-                found = repolicy(cluster, self.desired, [p for p in (old, policy) if p is not None])
+                self.index.sync(cluster.pods)
+                found = repolicy(cluster, self.desired, [p for p in (old, policy) if p is not None], self.index)
                 if found is not None:  # a bad policy raised above, before anything changed
                     self.cluster = cluster
                     return self._apply(found[0], only=found[1])

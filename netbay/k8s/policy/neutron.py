@@ -81,6 +81,7 @@ class Groups:
         self.rules: dict[str, dict[Rule, str]] = {}   # key -> rule -> rule id
         self.ports: dict[str, tuple[str, tuple[str, ...]]] = {}  # pod key -> (port id, group ids)
         self._unnamed: dict[str, str] = {}  # spares taken, not named yet: group id -> key
+        self._retired: dict[str, tuple[str, dict[Rule, str]]] = {}  # key -> (group id, rules): to delete
 
     # -- restart ---------------------------------------------------------------------
     def adopt(self, keys: Iterable[str]) -> None:
@@ -99,6 +100,7 @@ class Groups:
                 for gid in p["security_groups"]}
         self.spares = [gid for gid in empty if gid not in used]
         self._unnamed.clear()
+        self._retired.clear()  # still tagged: adopted below if wanted again, else stale
         for g in found:
             if g["id"] in self.spares:
                 continue
@@ -179,11 +181,12 @@ class Groups:
             if pod not in port_ids:
                 del self.ports[pod]
                 self._members.pop(pod, None)
-        # groups nothing wants any more (their rules go with them)
-        for key, gid in [(k, g) for k, g in self.ids.items() if k not in desired.groups]:
-            ops.append(_Op("DELETE", f"security-groups/{gid}", missing_ok=True,
-                           done=lambda _r, key=key: (self.ids.pop(key, None), self.rules.pop(key, None)),
-                           alone=lambda gid=gid: self._delete_group(gid)))
+        # groups nothing wants any more: no port is in them once this batch is done, so
+        # they allow nothing; :meth:`refill` deletes them a moment later, off the path of
+        # the change (a policy delete is then its port moves alone)
+        for key in [k for k in self.ids if k not in desired.groups]:
+            with self._spare_lock:
+                self._retired[key] = (self.ids.pop(key), self.rules.pop(key, {}))
         for g in list(self._stale):
             ops.append(_Op("DELETE", f"security-groups/{g['id']}", missing_ok=True,
                            done=lambda _r, g=g: self._stale.remove(g),
@@ -225,9 +228,13 @@ class Groups:
         :meth:`refill`), else one made now (the rare case: its default rules go in the
         batch)."""
         with self._spare_lock:
-            gid = self.spares.pop() if self.spares else None
+            retired = self._retired.pop(key, None)  # wanted again before refill deleted it
+            gid = self.spares.pop() if self.spares and retired is None else None
             if gid is not None:
                 self._unnamed[gid] = key
+        if retired is not None:
+            self.ids[key], self.rules[key] = retired
+            return 0
         if gid is not None:
             self.ids[key], self.rules[key] = gid, {}
             return 0
@@ -243,22 +250,25 @@ class Groups:
 
     @property
     def refill_due(self) -> bool:
-        return bool(self._unnamed) or len(self.spares) < self.want_spares
+        return bool(self._unnamed or self._retired) or len(self.spares) < self.want_spares
 
     def refill(self) -> int:
-        """Name the spares the last changes took (one batch) and make spare groups
-        (empty: the default egress rules removed) up to the wanted number: after the
-        change that needed them, off its path."""
+        """Name the spares the last changes took and delete the groups they retired (one
+        batch), then make spare groups (empty: the default egress rules removed) up to
+        the wanted number: after the change that needed them, off its path."""
         with self._spare_lock:
             unnamed, self._unnamed = self._unnamed, {}
+            retired, self._retired = self._retired, {}
+        ops = [_Op("PUT", f"security-groups/{gid}", lambda key=key: {"security_group": _naming(key)},
+                   alone=lambda gid=gid, key=key: self._name(gid, key)) for gid, key in unnamed.items()]
+        ops += [_Op("DELETE", f"security-groups/{gid}", missing_ok=True, alone=lambda gid=gid: self._delete_group(gid))
+                for gid, _rules in retired.values()]
         try:
-            calls = self._run([_Op("PUT", f"security-groups/{gid}",
-                                   lambda key=key: {"security_group": _naming(key)},
-                                   alone=lambda gid=gid, key=key: self._name(gid, key))
-                               for gid, key in unnamed.items()])
+            calls = self._run(ops)
         except Exception:
-            with self._spare_lock:
-                self._unnamed = {**unnamed, **self._unnamed}  # for the next refill
+            with self._spare_lock:  # for the next refill
+                self._unnamed = {**unnamed, **self._unnamed}
+                self._retired = {**retired, **self._retired}
             raise
         with self._spare_lock:
             missing = max(0, self.want_spares - len(self.spares))
@@ -332,11 +342,12 @@ class Groups:
                     raise
         self.ports.clear()
         self._members.clear()
-        for gid in [*self.ids.values(), *self.spares]:
+        for gid in [*self.ids.values(), *self.spares, *(g for g, _rules in self._retired.values())]:
             self._delete_group(gid)
         self.ids.clear()
         self.spares.clear()
         self.rules.clear()
+        self._retired.clear()
 
 
 __all__ = ["Groups", "group_name"]

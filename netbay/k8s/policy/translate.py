@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 from lightkube.models.networking_v1 import NetworkPolicy
 
+from netbay.k8s.policy.index import PodIndex
 from netbay.k8s.policy.model import Cluster, Pod, policy_key
 from netbay.k8s.policy.selectors import EVERYTHING, Selector
 
@@ -289,25 +290,31 @@ def relabel(cluster: Cluster, desired: Desired, pod: Pod) -> Desired | None:
     return Desired(desired.groups, {**desired.members, pod.key: members}, desired.peers, False)
 
 
-def repolicy(cluster: Cluster, desired: Desired, changed: Iterable[NetworkPolicy]) -> tuple[Desired, set[str]] | None:
+def repolicy(cluster: Cluster, desired: Desired, changed: Iterable[NetworkPolicy],
+             index: PodIndex | None = None) -> tuple[Desired, set[str]] | None:
     """``desired`` after the policies ``changed`` (each old and new version) were
     added, replaced or deleted in ``cluster``, and the pods whose groups moved. The
     rules come from a translation without pods (O(policies)); memberships are
     recomputed only for the pods a changed policy selects and the pods of the peer
-    groups that came or went — so a new policy costs no O(pods) translation. None
-    when rules depend on pods and a whole translation is needed."""
+    groups that came or went, found through ``index`` (the cluster's pods by label,
+    kept by the caller; built here without one) — so a new policy costs no O(pods)
+    work. None when rules depend on pods and a whole translation is needed."""
     if desired.pod_dependent:
         return None
     rules = translate(Cluster(cluster.namespaces, {}, cluster.policies, cluster.services, cluster.nodes))
     if rules.pod_dependent:
         return None
+    if index is None:
+        index = PodIndex(cluster.pods.values())
     selectors = {(p.metadata.namespace or "default", Selector.of(p.spec.podSelector) or EVERYTHING) for p in changed}
     moved = [peer for key, peer in (*rules.peers.items(), *desired.peers.items())
              if (key in rules.peers) != (key in desired.peers)]
-    ns_labels = {n: cluster.namespace_labels(n) for n in {*cluster.namespaces, *(p.namespace for p in cluster.pods.values())}}
-    affected = {pod.key for pod in cluster.pods.values()
-                if any(pod.namespace == ns and sel.matches(pod.labels) for ns, sel in selectors)
-                or any(peer.has(pod, ns_labels) for peer in moved)}
+    ns_labels = {n: cluster.namespace_labels(n) for n in {*cluster.namespaces, *index.namespaces}}
+    affected = {pod.key for ns, sel in selectors for pod in index.candidates((ns,), sel) if sel.matches(pod.labels)}
+    for peer in moved:
+        scope = (peer.home or "",) if peer.namespaces is None else \
+            [n for n, labels in ns_labels.items() if peer.namespaces.matches(labels)]
+        affected.update(pod.key for pod in index.candidates(scope, peer.pods or EVERYTHING) if peer.has(pod, ns_labels))
     members = {key: _members_of(cluster, rules.peers, cluster.pods[key], ns_labels) for key in affected}
     return Desired(rules.groups, {**desired.members, **members}, rules.peers, False), affected
 
