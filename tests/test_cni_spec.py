@@ -105,3 +105,65 @@ def test_daemon_refuses_before_work() -> None:
         "unknown CNI_COMMAND: BOGUS"
     assert ask({**FULL, "CNI_IFNAME": ""}, b"{}")[1]["code"] == 4
     assert ask({"CNI_COMMAND": "VERSION"}, b"") == (0, spec.version_info())
+
+
+class PortsOnly:
+    """A network backend holding networks and ports, listed by equal fields."""
+
+    def __init__(self, networks: list[dict], ports: list[dict]) -> None:
+        self.items = {"network": networks, "port": ports}
+
+    def list(self, member: str, **where: str) -> list[dict]:
+        return [o for o in self.items[member] if all(o.get(k) == v for k, v in where.items())]
+
+    def show(self, member: str, obj_id: str) -> dict:
+        from netbay.errors import NotFound
+
+        found = self.list(member, id=obj_id)
+        if not found:
+            raise NotFound(f"{member} {obj_id} not found")
+        return found[0]
+
+
+def test_the_kuryr_controllers_port_is_found_by_pod_identity() -> None:
+    """The lookup convention (netbay.k8s.podport) as the controller makes ports and the
+    daemon finds them: by the derived device id (then kuryr-kubernetes' pod UID), on
+    the port's own network; PORT_UUID first; none yet or an older pod's: code 11."""
+    from types import SimpleNamespace
+
+    from netbay.k8s import podport
+    from netbay.k8s.controller import Controller
+    from netbay.plugins.cni.service import Cni
+
+    dev = podport.device_id("c1", "shop", "web")
+    assert Controller._device(SimpleNamespace(refs=SimpleNamespace(cluster_id="c1")), "shop", "web") == dev
+    shop, other = podport.device_id("c1", "ns", "shop"), podport.device_id("c1", "ns", "other")  # two uuids
+    nets = [{"id": shop, "name": "ns/shop"}, {"id": other, "name": "ns/other"}]
+    ours = {"id": "p1", "network_id": shop, "device_id": dev, "device_owner": podport.POD_OWNER,
+            "tags": podport.with_uid(["netbay-cluster=c1"], "u1")}
+    theirs = {"id": "p2", "network_id": other, "device_id": "u2", "device_owner": podport.POD_OWNER}
+    given = {"id": "p3", "network_id": other, "device_id": "", "device_owner": ""}
+    cni = Cni(PortsOnly(nets, [ours, theirs, given]), None, "h")  # type: ignore[arg-type]
+
+    def find(args: str, **conf: str) -> tuple:
+        req = spec.Request.parse({"command": "ADD", "args": args, "config": {"name": "k", "cluster": "c1", **conf}})
+        port, net = asyncio.run(cni._given(req))
+        return port and port["id"], net["id"]
+
+    try:
+        assert find("K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web;K8S_POD_UID=u1") == ("p1", shop)
+        assert find("K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web") == ("p1", shop)   # no UID: by name alone
+        assert find("K8S_POD_NAMESPACE=other;K8S_POD_NAME=db;K8S_POD_UID=u2") == ("p2", other)
+        assert find("K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web;PORT_UUID=p3") == ("p3", other)
+        for args in ("K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web;K8S_POD_UID=u9",   # a newer pod of that name
+                     "K8S_POD_NAMESPACE=shop;K8S_POD_NAME=nobody"):
+            with pytest.raises(CniError) as info:
+                find(args)
+            assert info.value.code == spec.TRY_AGAIN_LATER, info.value.msg
+        # Without pod identity the config's network is needed, as without "cluster".
+        assert find("", network="ns/other") == (None, other)
+        with pytest.raises(CniError) as info:
+            find("")
+        assert info.value.code == spec.INVALID_CONFIG
+    finally:
+        cni.close()

@@ -15,6 +15,7 @@ from netbay.backends import NetworkBackend
 from netbay.backends.apiclient import SANDBOXES, Api
 from netbay.coe.handlers.servers import CLOUD_NODE_OWNER
 from netbay.coe.fragments.kuryr import POD_SG, POOL, ROUTERS, SERVICE_SUBNET
+from netbay.k8s.podport import cluster_tag
 
 
 class NotKuryr(LookupError):
@@ -37,7 +38,7 @@ class ClusterRefs:
 
     @property
     def tag(self) -> str:
-        return f"netbay-cluster={self.cluster_id}"
+        return cluster_tag(self.cluster_id)
 
 
 def find(api: Api, net: NetworkBackend, cluster_id: str) -> ClusterRefs:

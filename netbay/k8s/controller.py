@@ -41,6 +41,7 @@ from netbay.k8s.dns.discovery import Discovery
 from netbay.k8s.dockerpods import DockerPods
 from netbay.k8s.nodeports import NodePorts
 from netbay.k8s.objects import Desired, Key, PodWant
+from netbay.k8s.podport import POD_NS, POD_OWNER, device_id, uid_of, with_uid
 from netbay.k8s.policyhook import PolicyHook
 from netbay.k8s.portsonly import NoDiscovery
 from netbay.k8s.sandbox import PodSandboxes, pod_port, sweep_orphans
@@ -48,10 +49,8 @@ from netbay.store.db import Store
 
 log = logging.getLogger(__name__)
 
-POD_OWNER = "compute:kuryr"
 BULK = 100      # ports per bulk create
 WORKERS = 4     # sandboxes plugged at once (netlink work, the port's bind call)
-POD_NS = uuid.UUID("6c1e3f3a-8f0e-4b52-9a55-6b7572797200")  # device ids: uuid5(cluster/ns/pod)
 OWN = "own"   # ``lbs=OWN``: netbay's own load balancers, over ``api``
 
 
@@ -300,14 +299,21 @@ class Controller:
             if port is None:
                 # Made bound (device id and host): the agent adopts the fabric end once
                 # the sandbox is plugged — one API call per pod. Bound to this host where
-                # the pod runtime is local, else to the pod's node (kuryr's binding).
-                missing.append(((ns, name), self._owned({
+                # the pod runtime is local, else to the pod's node (kuryr's binding; its
+                # CNI plugs it there).
+                body = self._owned({
                     "name": f"{ns}/{name}", "network_id": net["id"], "device_owner": POD_OWNER,
                     "device_id": self._device(ns, name),
-                    "binding:host_id": self.host if self.sandboxes.local else self.node_of(pod),
+                    "binding:host_id": self.host if self.sandboxes.local and not pod.by_cni else self.node_of(pod),
                     "security_groups": [self.refs.pod_sg_id],
-                    "description": f"node={self.node_of(pod)}", "_what": "pod"})))
+                    "description": f"node={self.node_of(pod)}", "_what": "pod"})
+                if pod.uid:   # the node's CNI tells this pod from an older one of its name
+                    body["tags"] = with_uid(body["tags"], pod.uid)
+                missing.append(((ns, name), body))
             else:
+                if pod.uid and uid_of(port) != pod.uid:   # the pod was made again under its name
+                    tags = with_uid(port.get("tags") or [], pod.uid)
+                    port = {**port, "tags": self.net.set_tags("port", port["id"], tags)}
                 out[(ns, name)] = port
         for i in range(0, len(missing), BULK):
             chunk = missing[i:i + BULK]
@@ -319,7 +325,8 @@ class Controller:
         # A port the last complete pass of this process realized is taken as plugged
         # (no namespace opened per pod and pass); a full resync looks at every one.
         realized = set(known.ports) - self.dockerpods.released if known is not None else set()
-        todo = [(key, port) for key, port in sorted(out.items()) if not self.dockerpods.wants(want.pods[key])
+        todo = [(key, port) for key, port in sorted(out.items())
+                if not self.dockerpods.wants(want.pods[key]) and not want.pods[key].by_cni
                 and (not port.get("device_id") or (port["name"] not in realized
                                                    and not self.sandboxes.plugged(port["id"])))]
         if todo:
@@ -351,7 +358,7 @@ class Controller:
             release(self.sandboxes.ns(port["id"]))  # a pool thread's socket of that namespace
 
     def _device(self, ns: str, name: str) -> str:
-        return str(uuid.uuid5(POD_NS, f"{self.refs.cluster_id}/{ns}/{name}"))
+        return device_id(self.refs.cluster_id, ns, name)
 
     def _drop_port(self, port: dict[str, Any]) -> None:
         gone_ok(lambda: self.net.delete("port", port["id"]))

@@ -20,7 +20,8 @@ from typing import Any
 from netbay.k8s.podenv import EnvError, EnvFrom, EnvVar, parse_env, secret_data
 
 RUNTIME_ANNOTATION = "netbay.io/runtime"   # a pod's runtime, over its cluster's kuryr_pod_runtime
-RUNTIMES = ("sandbox", "docker")
+CNI_RUNTIME = "cni"   # the node's CNI (netbay-cni, called by the kubelet) plugs the pod's port
+RUNTIMES = ("sandbox", "docker", CNI_RUNTIME)
 KINDS = ("Namespace", "Pod", "Deployment", "ReplicaSet", "Service", "Endpoints", "NetworkPolicy", "ConfigMap",
          "Secret")
 CLUSTER_SCOPED = {"Namespace"}
@@ -118,6 +119,11 @@ class PodWant:
     annotations: Mapping[str, str] = field(default_factory=dict)
     uid: str | None = None            # metadata.uid (an API server's pod; None: netbay's own)
     service_account: str = "default"  # spec.serviceAccountName
+
+    @property
+    def by_cni(self) -> bool:
+        """Plugged by its node's CNI (:mod:`netbay.k8s.podport`), not by the controller."""
+        return self.runtime == CNI_RUNTIME
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 # ConfigMaps and Secrets: what Docker-runtime pods' env reads (netbay.k8s.podenv).
 WATCHED = (Namespace, Pod, Service, Endpoints, NetworkPolicy, ConfigMap, Secret)
 ALL_NAMESPACES = "*"
-VOLATILE_META = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "uid", "selfLink")
+# (``uid`` is kept: a pod's port records it, netbay.k8s.podport; a pod made again is a change)
+VOLATILE_META = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "selfLink")
 PortsHook = Callable[[Mapping[tuple[str, str], dict], Mapping[str, dict]], None]   # the controller's on_ports
 
 

@@ -1,7 +1,8 @@
 """Fixtures for the CNI plugin: ``netbay cni-daemon`` as a child process, the
 ``netbay-cni`` launcher in a bin dir of this run, and a way to call any CNI plugin
 (netbay-cni or a reference plugin such as ``bridge``) the way a runtime does — env,
-config on stdin, result on stdout. Used by test_dp_cni.py and bench/cni_add.py.
+config on stdin, result on stdout. Used by test_dp_cni.py, test_dp_k8s.py (the
+fixtures ``bin_dir`` and ``daemon``, on the module's ``cloud``) and bench/cni_add.py.
 """
 
 from __future__ import annotations
@@ -13,9 +14,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from netbay.plugins.cni.launcher import install
 
 from .dp_helpers import serving
 
@@ -96,10 +102,33 @@ class Daemon:
                 self.proc.wait(timeout=10)
 
 
-def netbay_conf(name: str, network: str, sock: Path, version: str = "1.0.0", **extra: Any) -> dict[str, Any]:
-    """One plugin's configuration as a runtime hands it over (``name`` injected)."""
-    return {"cniVersion": version, "name": name, "type": "netbay-cni", "network": network, "socket": str(sock),
-            **extra}
+@pytest.fixture(scope="module")
+def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bin dir with the ``netbay-cni`` launcher ``netbay cni-install`` writes."""
+    d = tmp_path_factory.mktemp("cnibin")
+    install(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def daemon(cloud: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:  # noqa: ANN401 - a Cloud
+    """``netbay cni-daemon`` on the module's ``cloud`` (its server and prefix)."""
+    from .docker_fixtures import plugin_env
+
+    d = tmp_path_factory.mktemp("cnid")
+    dm = Daemon(d / "cni.sock", cloud.server.url, cloud.names.prefix, plugin_env(cloud.server), d / "daemon.log")
+    dm.start()
+    try:
+        yield dm
+    finally:
+        dm.stop()
+
+
+def netbay_conf(name: str, network: str | None, sock: Path, version: str = "1.0.0", **extra: Any) -> dict[str, Any]:
+    """One plugin's configuration as a runtime hands it over (``name`` injected;
+    ``network`` None: none, e.g. with ``cluster``)."""
+    return {"cniVersion": version, "name": name, "type": "netbay-cni", "socket": str(sock),
+            **({"network": network} if network is not None else {}), **extra}
 
 
 def bridge_conf(name: str, cidr: str, data_dir: Path, version: str = "1.0.0", bridge: str = "nbtbr0") -> dict:

@@ -19,12 +19,10 @@ import pytest
 
 from netbay.dataplane import netns
 from netbay.dataplane.names import Names
-from netbay.plugins.cni.launcher import install
 
 from .agent_fixtures import Cloud, make_cloud, wait_for
-from .cni_fixtures import (REFERENCE_DIR, Call, Daemon, Podman, bridge_conf, invoke, netbay_conf, podman_available,
-                           reference_available)
-from .docker_fixtures import plugin_env
+from .cni_fixtures import (REFERENCE_DIR, Call, Daemon, Podman, bin_dir, bridge_conf, daemon,  # noqa: F401 - fixtures
+                           invoke, netbay_conf, podman_available, reference_available)
 from .dp_helpers import PREFIX, ping
 
 TAG = "cni"
@@ -34,24 +32,6 @@ NS = f"{PREFIX}{TAG}-"
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
     yield from make_cloud(tmp_path_factory.mktemp("cni"), TAG)
-
-
-@pytest.fixture(scope="module")
-def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("cnibin")
-    install(d)
-    return d
-
-
-@pytest.fixture(scope="module")
-def daemon(cloud: Cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    d = tmp_path_factory.mktemp("cnid")
-    dm = Daemon(d / "cni.sock", cloud.server.url, cloud.names.prefix, plugin_env(cloud.server), d / "daemon.log")
-    dm.start()
-    try:
-        yield dm
-    finally:
-        dm.stop()
 
 
 @pytest.fixture(scope="module")

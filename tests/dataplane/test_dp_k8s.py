@@ -7,7 +7,8 @@ reach each other through the router; a ClusterIP Service spreads connections ove
 its pods and follows a Deployment's scale; a LoadBalancer Service answers on its
 floating IP from the external network's namespace; a selector-less Service uses its
 Endpoints; a controller SIGKILLed in the middle of applying 30 objects is resumed by a
-resync to exactly the manifests' state; deleting everything leaves nothing.
+resync to exactly the manifests' state; deleting everything leaves nothing; a kubelet's
+``netbay-cni`` call plugs the port the controller made for its pod (no second port).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,12 +28,15 @@ import pytest
 from netbay.backends.apiclient import LB, NET
 from netbay.backends.http import HttpBackend
 from netbay.dataplane import netns
+from netbay.k8s import podport
 from netbay.k8s.controller import Controller
 from netbay.k8s.objects import parse
 
 from .agent_fixtures import Cloud, wait_for
+from .cni_fixtures import Daemon, bin_dir, daemon, invoke, netbay_conf  # noqa: F401 - bin_dir, daemon: fixtures
 from .cluster_net import Listener, tcp_read
-from .k8s_fixtures import cli_env, controller, ctrl, k8s_cloud, lb, pod_ip, pod_ns  # noqa: F401 - ctrl: a fixture
+from .dp_helpers import ping
+from .k8s_fixtures import cli_env, controller, ctrl, k8s_cloud, lb, pod_ip, pod_ns, port_of  # noqa: F401 - ctrl: a fixture
 from .k8s_fixtures import keys_of as ctrl_keys
 from .test_dp_pods_cluster import make_cluster
 
@@ -348,3 +353,84 @@ def test_subnet_per_node(cloud: Cloud) -> None:
             server.close()
         c.delete_all()
         assert api.call("GET", f"{NET}/networks", tags=f"netbay-cluster={cid},netbay-k8s=network")["networks"] == []
+
+
+KUBELET_UID = "0c6f3e1a-2b7d-4f0e-9a51-6b7572797201"
+KUBELET = f"""
+apiVersion: v1
+kind: Namespace
+metadata: {{name: kubelet}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: web, namespace: kubelet, uid: {KUBELET_UID}, annotations: {{netbay.io/runtime: cni}}}}
+spec: {{nodeName: {socket.gethostname()}, containers: [{{name: c, image: busybox}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: peer, namespace: kubelet}}
+spec: {{containers: [{{name: c, image: busybox}}]}}
+"""
+
+
+def test_kubelet_cni_plugs_the_port_the_controller_made(
+        cloud: Cloud, cluster: str, ctrl: Controller, daemon: Daemon, bin_dir: Path, tmp_path: Path) -> None:
+    """``netbay k8s apply`` maps a pod whose runtime is the node's CNI: its port only,
+    bound to its node, its UID recorded. The kubelet's ``netbay-cni`` ADD (pod identity in
+    CNI_ARGS, no PORT_UUID; the config names the cluster, no network) plugs exactly that
+    port into the kubelet's namespace; CHECK passes; DEL (twice) unplugs it and leaves
+    the controller's port to the controller."""
+    (tmp_path / "m.yaml").write_text(KUBELET)
+    done = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(tmp_path / "m.yaml"),
+                           "--cluster", cluster, "--url", cloud.server.url, "--prefix", cloud.names.prefix],
+                          env=cli_env(cloud), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    port = port_of(ctrl, "kubelet", "web")
+    assert port["device_owner"] == "compute:kuryr" and podport.uid_of(port) == KUBELET_UID
+    assert port["device_id"] == podport.device_id(cluster, "kubelet", "web")
+    assert port["binding:host_id"] == socket.gethostname()
+    assert ctrl.sandboxes.ns(port["id"]) not in netns.list(cloud.names.prefix)   # the controller plugged nothing
+    on_net = {p["id"] for p in ctrl.api.call("GET", f"{NET}/ports", network_id=port["network_id"])["ports"]}
+    ip = port["fixed_ips"][0]["ip_address"]
+    peer_ns, peer_ip = pod_ns(ctrl, "kubelet", "peer"), pod_ip(ctrl, "kubelet", "peer")
+
+    conf = netbay_conf("k8s-pod-network", None, daemon.sock, cluster=cluster)
+    args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE=kubelet;K8S_POD_NAME=web;K8S_POD_UID={KUBELET_UID}"
+    ns = f"{cloud.names.prefix}kubelet-web"
+    netns.create(ns)
+    try:
+        def call(verb: str, *, ctr: str = "kubelet-ctr", how: str = args, **extra: object):
+            return invoke(bin_dir / "netbay-cni", verb, {**conf, **extra}, container=ctr, netns=netns.path(ns),
+                          args=how)
+
+        # A pod the controller has not mapped, or a newer pod of the same name: try again later.
+        assert call("ADD", how=args.replace("NAME=web", "NAME=nobody")).code == 11
+        assert call("ADD", how=args.replace(KUBELET_UID, "another-uid")).code == 11
+
+        add = call("ADD")
+        assert add.rc == 0, add
+        plen = ipaddress.ip_network(ctrl.api.call("GET", f"{NET}/subnets/{port['fixed_ips'][0]['subnet_id']}")
+                                    ["subnet"]["cidr"]).prefixlen
+        assert add.json["interfaces"][0]["mac"] == port["mac_address"]
+        assert [i["address"] for i in add.json["ips"]] == [f"{ip}/{plen}"]
+        after = {p["id"] for p in ctrl.api.call("GET", f"{NET}/ports", network_id=port["network_id"])["ports"]}
+        assert after == on_net   # no second port
+        cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")   # the agent adopted the fabric end
+        assert wait_for(lambda: ping(peer_ns, ip), 10, 0.05, "peer -> kubelet's pod")
+        assert ping(ns, peer_ip)
+        assert ctrl.resync().made == []   # the controller takes the plugged port as its own, makes none
+
+        check = call("CHECK", prevResult=add.json)
+        assert (check.rc, check.out) == (0, ""), check
+        for _ in range(2):   # DEL twice: both succeed
+            gone = call("DEL", prevResult=add.json)
+            assert (gone.rc, gone.out) == (0, ""), gone
+        kept = port_of(ctrl, "kubelet", "web")
+        assert kept["id"] == port["id"] and kept["device_owner"] == "compute:kuryr"
+        assert kept["device_id"] == port["device_id"] and kept["binding:host_id"] == ""
+        assert sorted(kept["tags"]) == sorted(port["tags"])   # the controller's tags, none of the CNI's
+        assert not ping(peer_ns, ip, timeout=0.3)
+        report = ctrl.resync()
+        assert (report.made, report.deleted) == ([], [])   # still the controller's: kept, not made again
+    finally:
+        netns.delete(ns)

@@ -30,6 +30,8 @@ class Discovery:
         if address is None:
             return
         self.resolver.publish(records.build(want, ports, vips, self.domain))
-        for (namespace, _), port in ports.items():
+        for (namespace, name), port in ports.items():
+            if want.pods[(namespace, name)].by_cni:   # in the kubelet's namespace: not ours to write
+                continue
             podfiles.write_once(self.sandboxes.ns(port["id"]), namespace, address, self.domain,
                                 want.services, vips)

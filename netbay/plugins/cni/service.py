@@ -6,9 +6,14 @@ which backend answers: the port's ``device_owner`` is handed in with it
 (``compute:netbay`` on netbay's own, kuryr's ``compute:kuryr`` on a cloud).
 
 Which port (ADD): ``PORT_UUID`` from ``CNI_ARGS`` (made by a controller, as the
-kuryr spec's API watcher does); else the port on the network whose ``device_id`` is
-the pod's ``K8S_POD_UID`` (pre-created the same way, kuryr's convention); else a new
-one, tagged :data:`MADE`, with ``IPV4`` as its fixed IP when given. The attachment
+kuryr spec's API watcher does); else, when the config names a kuryr ``cluster``, the
+port its mapping controller made for ``K8S_POD_NAMESPACE``/``K8S_POD_NAME``
+(:mod:`netbay.k8s.podport`; on its own network, the pod's namespace's; none yet: try
+again later, as kuryr's CNI waits for the pod's VIF); else the port on the network
+whose ``device_id`` is the pod's ``K8S_POD_UID`` (pre-created the same way, kuryr's
+convention); else a new one, tagged :data:`MADE`, with ``IPV4`` as its fixed IP when
+given. A given port keeps its owner where the agent already plugs it as a container's
+(``compute:kuryr``: the controller still owns it). The attachment
 is found again (DEL, CHECK, GC) by its tags — ``netbay.cni.ctr:<CNI_CONTAINERID>``,
 ``netbay.cni.if:<CNI_IFNAME>`` and ``netbay.cni.net:<config name>`` — so a restarted
 daemon knows everything. DEL deletes a port it made and unbinds one it was given;
@@ -32,9 +37,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from netbay.backends import NetworkBackend
-from netbay.dataplane.fabric import CONTAINER
+from netbay.dataplane.fabric import CONTAINER, KURYR_POD
 from netbay.dataplane.links import LinkError
 from netbay.errors import NetbayError, NotFound
+from netbay.k8s import podport
 from netbay.plugins.cni import result as results
 from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_AVAILABLE, TRY_AGAIN_LATER,
                                      UNSUPPORTED_FIELD, CniError, Request)
@@ -179,12 +185,13 @@ class Cni:
 
     async def add(self, req: Request) -> dict[str, Any]:
         t0 = time.perf_counter()
-        net = await self.network(req.network_ref)
+        if not req.cluster:
+            req.network_ref   # noqa: B018 - a config naming no network is refused before anything runs
         # The namespace is checked while the port is made (one API call, bound to this
         # host already); a refused check undoes the port, the runtime's link untouched.
         check = asyncio.ensure_future(self.kernel(self._free, req))
         try:
-            port, made = await self._claim(req, net)
+            port, made, net = await self._claim(req)
         except BaseException:
             await check   # its error first, as when it ran before the claim
             raise
@@ -228,34 +235,26 @@ class Cni:
         self.attacher.plug(plug, req.netns, req.ifname)
         inside.configure(req.netns, req.ifname, addressing)   # ENODEV if it vanished meanwhile
 
-    async def _claim(self, req: Request, net: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    async def _claim(self, req: Request) -> tuple[dict[str, Any], bool, dict[str, Any]]:
         """The pod's port, claimed for this container and bound to this host in the
         same call (the agent adopts the fabric end when the plug makes it):
-        (port, made here)."""
+        (port, made here, its network)."""
         a = req.args
         ours = [ctr_tag(req.container_id), if_tag(req.ifname), net_tag(req.config["name"])]
-        binding: dict[str, Any] = {"device_owner": self.owner, "binding:host_id": self.host}
-        port = None
-        if a.get("PORT_UUID"):
-            try:
-                port = await self.net("show", "port", a["PORT_UUID"])
-            except NotFound:
-                raise CniError(INVALID_ENV, f"PORT_UUID {a['PORT_UUID']}: no such port") from None
-            if port["network_id"] != net["id"]:
-                raise CniError(INVALID_ENV, f"PORT_UUID {port['id']} is on network {port['network_id']}, "
-                                            f"not on {net['id']} ({req.network_ref})")
-        elif a.get("K8S_POD_UID"):
-            found = await self.net("list", "port", network_id=net["id"], device_id=a["K8S_POD_UID"])
-            port = found[0] if found else None
+        binding: dict[str, Any] = {"binding:host_id": self.host}
+        port, net = await self._given(req)
         if port is not None:
             self._same_ip(port, a.get("IPV4"))
             if not port.get("device_id"):
                 binding["device_id"] = a.get("K8S_POD_UID") or req.container_id
                 ours.append(DEVICE_SET)
+            if not port.get("device_id") or port.get("device_owner") not in (CONTAINER, KURYR_POD):
+                binding["device_owner"] = self.owner
             port = await self.net("update", "port", port["id"], binding)
             tags = await self.net("set_tags", "port", port["id"], sorted(set(port.get("tags") or ()) | set(ours)))
-            return {**port, "tags": tags}, False
-        body: dict[str, Any] = {**binding, "network_id": net["id"], "device_id": a.get("K8S_POD_UID") or req.container_id,
+            return {**port, "tags": tags}, False, net
+        body: dict[str, Any] = {**binding, "device_owner": self.owner, "network_id": net["id"],
+                                "device_id": a.get("K8S_POD_UID") or req.container_id,
                                 "name": self._port_name(req), "tags": [MADE, *ours]}
         if net.get("project_id"):
             body["project_id"] = net["project_id"]
@@ -264,7 +263,50 @@ class Cni:
                 body["fixed_ips"] = [{"ip_address": str(ipaddress.ip_interface(a["IPV4"]).ip)}]
             except ValueError:
                 raise CniError(INVALID_ENV, f"IPV4={a['IPV4']!r} is not an address") from None
-        return await self.net("create", "port", body), True
+        return await self.net("create", "port", body), True, net
+
+    async def _given(self, req: Request) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """The port a controller made for this attachment (None: make one) and the network
+        it is plugged on: the config's, or — with ``cluster`` and no ``network`` — the
+        port's own (kuryr's subnet per namespace)."""
+        a = req.args
+        if a.get("PORT_UUID"):
+            try:
+                port = await self.net("show", "port", a["PORT_UUID"])
+            except NotFound:
+                raise CniError(INVALID_ENV, f"PORT_UUID {a['PORT_UUID']}: no such port") from None
+            if req.cluster and not req.has_network:
+                return port, await self.network(port["network_id"])
+            net = await self.network(req.network_ref)
+            if port["network_id"] != net["id"]:
+                raise CniError(INVALID_ENV, f"PORT_UUID {port['id']} is on network {port['network_id']}, "
+                                            f"not on {net['id']} ({req.network_ref})")
+            return port, net
+        if req.cluster and req.pod:
+            port = await self._pods_port(req.cluster, *req.pod, a.get("K8S_POD_UID"))
+            return port, await self.network(port["network_id"])
+        net = await self.network(req.network_ref)
+        if a.get("K8S_POD_UID"):
+            found = await self.net("list", "port", network_id=net["id"], device_id=a["K8S_POD_UID"])
+            return (found[0] if found else None), net
+        return None, net
+
+    async def _pods_port(self, cluster: str, namespace: str, name: str, uid: str | None) -> dict[str, Any]:
+        """The port the kuryr cluster's mapping controller made for the pod. Not made yet,
+        or still the older pod's of that name: code 11, the kubelet calls again."""
+        for device in podport.device_ids(cluster, namespace, name, uid):
+            found = await self.net("list", "port", device_id=device, device_owner=podport.POD_OWNER)
+            if found:
+                break
+        else:
+            raise CniError(TRY_AGAIN_LATER, f"kuryr cluster {cluster} has no port for pod {namespace}/{name} "
+                                            "yet (its mapping controller makes it); try again later")
+        port = found[0]
+        older = podport.other_pod(port, uid)
+        if older:
+            raise CniError(TRY_AGAIN_LATER, f"port {port['id']} is pod {namespace}/{name}'s of UID {older}, not "
+                                            f"{uid}: the mapping controller has not caught up; try again later")
+        return port
 
     @staticmethod
     def _same_ip(port: Mapping[str, Any], ipv4: str | None) -> None:
@@ -356,7 +398,11 @@ class Cni:
 
     async def status(self, req: Request) -> None:
         try:
-            await self.network(req.network_ref, cached=False)  # the API answers now
+            if req.cluster and not req.has_network:   # the cluster's own resources (its service subnet)
+                if not await self.net("list", "subnet", tags=podport.cluster_tag(req.cluster)):
+                    raise CniError(NOT_AVAILABLE, f"no kuryr cluster {req.cluster}")
+            else:
+                await self.network(req.network_ref, cached=False)  # the API answers now
         except (CniError, NetbayError) as exc:
             why = exc.msg if isinstance(exc, CniError) else exc.message
             raise CniError(NOT_AVAILABLE, f"netbay-cni cannot serve ADD: {why}") from None

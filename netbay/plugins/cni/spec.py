@@ -183,8 +183,29 @@ class Request:
     def network_ref(self) -> str:
         ref = self.config.get("network")
         if not isinstance(ref, str) or not ref:
-            raise CniError(INVALID_CONFIG, 'netbay-cni needs "network": the netbay network\'s name or id')
+            raise CniError(INVALID_CONFIG, 'netbay-cni needs "network": the netbay network\'s name or id'
+                                           ' (or "cluster": a kuryr cluster\'s id, for its pods\' ports)')
         return ref
+
+    @property
+    def has_network(self) -> bool:
+        return "network" in self.config
+
+    @property
+    def cluster(self) -> str | None:
+        """``"cluster"``: the kuryr cluster whose mapping controller made the pods' ports."""
+        ref = self.config.get("cluster")
+        if ref is None:
+            return None
+        if not isinstance(ref, str) or not ref:
+            raise CniError(INVALID_CONFIG, '"cluster" must be the kuryr cluster\'s id')
+        return ref
+
+    @property
+    def pod(self) -> tuple[str, str] | None:
+        """(namespace, name) from ``K8S_POD_NAMESPACE`` / ``K8S_POD_NAME``, when both are given."""
+        ns, name = self.args.get("K8S_POD_NAMESPACE"), self.args.get("K8S_POD_NAME")
+        return (ns, name) if ns and name else None
 
 
 __all__ = ["COMMANDS", "CURRENT", "SUPPORTED", "CniError", "Request", "check_version", "parse_args", "read_config",
