@@ -106,6 +106,19 @@ def lb(ctrl: Controller, name: str) -> dict:
     return found[0]
 
 
+def lb_tree(ctrl: Controller, found: dict) -> dict[str, list[tuple[str, int]]]:
+    """A load balancer as its listeners, each with its pool's members:
+    ``{"TCP:80": [(address, port)]}`` (a listener without a pool: no members)."""
+    out = {}
+    for ref in found.get("listeners") or []:
+        listener = ctrl.api.call("GET", f"{LB}/listeners/{ref['id']}")["listener"]
+        pool = listener.get("default_pool_id")
+        members = ctrl.api.call("GET", f"{LB}/pools/{pool}/members")["members"] if pool else []
+        out[f"{listener['protocol']}:{listener['protocol_port']}"] = sorted(
+            (m["address"], m["protocol_port"]) for m in members)
+    return out
+
+
 def in_pod(ns: str, *cmd: str, timeout: float = 15) -> subprocess.CompletedProcess:
     """A process in the pod as ``ip netns exec`` starts it (the pod's /etc files bound)."""
     return subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True, timeout=timeout,
