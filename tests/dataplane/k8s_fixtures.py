@@ -70,6 +70,15 @@ def ctrl(cloud: Cloud, cluster: str) -> Iterator[Controller]:
         yield c
 
 
+def policy_quota(cloud: Cloud) -> None:
+    """Room for a cluster's policies: the admin project's security-group quota (Neutron's
+    default, 10, is a few policies' groups and the engine's spares)."""
+    projects = cloud.ok(cloud.http.get("/identity/v3/auth/projects"))["projects"]
+    admin = next(p["id"] for p in projects if p["name"] == "admin")
+    cloud.ok(cloud.http.put(f"/network/v2.0/quotas/{admin}", json={"quota": {
+        "security_group": 100, "security_group_rule": 1000}}))
+
+
 def cli_env(cloud: Cloud) -> dict[str, str]:
     """The environment ``netbay k8s …`` runs with against the test server."""
     return {**os.environ, "OS_AUTH_URL": cloud.server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
