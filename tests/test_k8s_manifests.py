@@ -338,3 +338,85 @@ def test_what_restarts_a_docker_pod_is_its_template_not_the_configmap_it_reads()
              "command: [sleep], args: ['1'], env: [{name: B, value: '2'}, {name: A, value: '1'}]}]}\n")
     before = json.dumps(["busybox", ["sleep"], ["1"], [["A", "1"], ["B", "2"]], "Always", "sandbox-id"])
     assert h(plain, ("default", "p")) == hashlib.sha256(before.encode()).hexdigest()[:16]
+
+
+REPLICASET = """
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: api, namespace: shop, labels: {owner: rs}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api, tier: back}}
+    spec: {containers: [{name: c, image: busybox, ports: [{name: http, containerPort: 9090}]}]}
+"""
+
+
+def test_a_replicaset_expands_into_its_replicas_and_scales() -> None:
+    bodies = parse(REPLICASET)
+    assert key_of(bodies[0]) == Key("ReplicaSet", "shop", "api")
+    pods = desired(bodies).pods
+    assert sorted(pods) == [("shop", "api-0"), ("shop", "api-1"), ("shop", "api-2")]
+    for pod in pods.values():   # the template's labels and ports, not the ReplicaSet's own
+        assert pod.labels == {"app": "api", "tier": "back"} and pod.ports == {"http": 9090}
+    assert sorted(desired(parse(REPLICASET.replace("replicas: 3", "replicas: 5"))).pods) == \
+        [("shop", f"api-{i}") for i in range(5)]
+    assert sorted(desired(parse(REPLICASET.replace("replicas: 3", "replicas: 1"))).pods) == [("shop", "api-0")]
+    assert desired(parse(REPLICASET.replace("replicas: 3", "replicas: 0"))).pods == {}
+
+
+def _pod_text(name: str, conditions: str | None) -> str:
+    status = f"status: {{phase: Running, conditions: {conditions}}}\n" if conditions is not None else ""
+    return (f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: shop, labels: {{app: web}}}}\n"
+            f"spec: {{containers: [{{name: c, image: busybox, ports: [{{name: http, containerPort: 8080}}]}}]}}\n"
+            + status)
+
+
+def _port(ip: str) -> dict:
+    return {"fixed_ips": [{"ip_address": ip, "subnet_id": "s1"}]}
+
+
+READY_PODS = "---\n".join([
+    _pod_text("own", None),                                             # netbay runs it: ready once plugged
+    _pod_text("ready", "[{type: PodScheduled, status: 'True'}, {type: Ready, status: 'True'}]"),
+    _pod_text("notready", "[{type: PodScheduled, status: 'True'}, {type: Ready, status: 'False'}]"),
+    _pod_text("starting", "[{type: PodScheduled, status: 'True'}]"),     # reported on, not Ready yet
+])
+WEB = "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n" \
+      "spec: {selector: {app: web}, ports: [{name: http, port: 80, targetPort: http}]}\n"
+
+
+@pytest.mark.parametrize("publish, members", [
+    (False, ["10.0.0.1", "10.0.0.2"]),
+    (True, ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]),
+])
+def test_members_are_the_ready_pods(publish: bool, members: list[str]) -> None:
+    from netbay.k8s import services
+    from netbay.k8s.dns import records
+
+    svc_text = WEB.replace("spec: {", "spec: {publishNotReadyAddresses: true, ") if publish else WEB
+    want = desired(parse(READY_PODS + "---\n" + svc_text))
+    assert [want.pods[("shop", n)].ready for n in ("own", "ready", "notready", "starting")] == \
+        [True, True, False, False]
+    ports = {("shop", n): _port(f"10.0.0.{i}") for i, n in enumerate(("own", "ready", "notready", "starting"), 1)}
+    svc = want.services[("shop", "web")]
+    got = services.members(svc, svc.ports[0], want, ports)
+    assert [m["address"] for m in got] == members and {m["protocol_port"] for m in got} == {8080}
+    # A headless Service's DNS names the same endpoints.
+    headless = desired(parse(READY_PODS + "---\n" + svc_text.replace("spec: {", "spec: {clusterIP: None, ")))
+    ports = {k: {**p, "device_id": "d"} for k, p in ports.items()}
+    assert records.endpoints(headless.services[("shop", "web")], headless, ports) == members
+
+
+def test_not_ready_addresses_of_endpoints_are_no_members() -> None:
+    from netbay.k8s import services
+
+    want = desired(parse(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: ext, namespace: shop}\nspec: {ports: [{port: 80}]}\n---\n"
+        "apiVersion: v1\nkind: Endpoints\nmetadata: {name: ext, namespace: shop}\n"
+        "subsets: [{addresses: [{ip: 192.0.2.10}, {ip: 192.0.2.11}], notReadyAddresses: [{ip: 192.0.2.12}],"
+        " ports: [{port: 8080}]}, {notReadyAddresses: [{ip: 192.0.2.13}], ports: [{port: 8080}]}]\n"))
+    svc = want.services[("shop", "ext")]
+    assert services.members(svc, svc.ports[0], want, {}) == [
+        {"address": "192.0.2.10", "protocol_port": 8080}, {"address": "192.0.2.11", "protocol_port": 8080}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from netbay.k8s import portinfo
+from netbay.k8s import objects, portinfo
 from netbay.k8s.objects import parse
 from netbay.k8s.watch import gone, mapped, trimmed
 
@@ -88,3 +88,20 @@ def test_cli_watch_refuses_a_missing_kubeconfig(tmp_path) -> None:  # noqa: ANN0
                         str(tmp_path / "kc"), "--context", "nowhere", "--cluster", "c1"],
                        capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})
     assert r.returncode == 1 and "error:" in r.stderr and "nowhere" in r.stderr, r.stdout + r.stderr
+
+
+def test_a_pods_readiness_counts_as_a_change_its_condition_timestamps_do_not() -> None:
+    def with_ready(value: str, when: str) -> dict:
+        out = served(POD, "20")
+        out["status"]["conditions"] = [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": when},
+            {"type": "Ready", "status": value, "lastTransitionTime": when, "reason": "ContainersNotReady"}]
+        return out
+
+    ready = trimmed(with_ready("True", "2026-01-01T00:00:00Z"))
+    assert ready["status"] == {"conditions": [{"type": "PodScheduled", "status": "True"},
+                                              {"type": "Ready", "status": "True"}]}
+    assert trimmed(with_ready("True", "2026-01-02T00:00:00Z")) == ready
+    assert trimmed(with_ready("False", "2026-01-01T00:00:00Z")) != ready
+    assert objects.desired([ready]).pods[("shop", "a")].ready
+    assert not objects.desired([trimmed(with_ready("False", "x"))]).pods[("shop", "a")].ready

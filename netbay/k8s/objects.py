@@ -119,6 +119,7 @@ class PodWant:
     annotations: Mapping[str, str] = field(default_factory=dict)
     uid: str | None = None            # metadata.uid (an API server's pod; None: netbay's own)
     service_account: str = "default"  # spec.serviceAccountName
+    ready: bool = True                # its Ready condition (:func:`ready`)
 
     @property
     def by_cni(self) -> bool:
@@ -145,6 +146,7 @@ class ServiceWant:
     selector: Mapping[str, str] | None
     external_ips: tuple[str, ...] = ()
     load_balancer_ip: str | None = None
+    publish_not_ready: bool = False   # spec.publishNotReadyAddresses: not-ready pods are endpoints too
 
     @property
     def headless(self) -> bool:
@@ -175,7 +177,7 @@ def desired(bodies: Iterable[Mapping[str, Any]]) -> Desired:
         if key.kind == "Namespace":
             out.namespaces[key.name] = dict(meta.get("labels") or {})
         elif key.kind == "Pod":
-            out.pods[(key.namespace, key.name)] = _pod(key.namespace, key.name, meta, spec)
+            out.pods[(key.namespace, key.name)] = _pod(key.namespace, key.name, meta, spec, body.get("status"))
         elif key.kind in ("Deployment", "ReplicaSet"):
             template = spec.get("template") or {}
             replicas = 1 if spec.get("replicas") is None else int(spec["replicas"])
@@ -186,7 +188,7 @@ def desired(bodies: Iterable[Mapping[str, Any]]) -> Desired:
                 out.pods[(key.namespace, name)] = dataclasses.replace(first, name=name)
         elif key.kind == "Service":
             out.services[(key.namespace, key.name)] = _service(key, spec)
-        elif key.kind == "Endpoints":
+        elif key.kind == "Endpoints":   # only ``addresses``: ``notReadyAddresses`` are no endpoints
             out.endpoints[(key.namespace, key.name)] = [
                 (addr["ip"], {p.get("name") or "": int(p["port"]) for p in subset.get("ports") or []})
                 for subset in body.get("subsets") or [] for addr in subset.get("addresses") or []]
@@ -202,7 +204,8 @@ def desired(bodies: Iterable[Mapping[str, Any]]) -> Desired:
     return out
 
 
-def _pod(namespace: str, name: str, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> PodWant:
+def _pod(namespace: str, name: str, meta: Mapping[str, Any], spec: Mapping[str, Any],
+         status: Mapping[str, Any] | None = None) -> PodWant:
     ports = {p["name"]: int(p["containerPort"]) for c in spec.get("containers") or []
              for p in c.get("ports") or [] if p.get("name")}
     runtime = (meta.get("annotations") or {}).get(RUNTIME_ANNOTATION)
@@ -221,7 +224,19 @@ def _pod(namespace: str, name: str, meta: Mapping[str, Any], spec: Mapping[str, 
             first.get("imagePullPolicy") or "IfNotPresent", spec.get("restartPolicy") or "Always")
     return PodWant(namespace, name, dict(meta.get("labels") or {}), ports, spec.get("nodeName"), runtime, container,
                    dict(meta.get("annotations") or {}), meta.get("uid"),
-                   spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
+                   spec.get("serviceAccountName") or spec.get("serviceAccount") or "default", ready(status))
+
+
+def ready(status: Mapping[str, Any] | None) -> bool:
+    """Whether a pod is a ready endpoint. A pod whose status has conditions (a kubelet
+    reports on it: the API server's pods) is ready while its ``Ready`` condition is
+    ``True``, as Kubernetes' endpoints controller has it. One without any (netbay runs it
+    itself, from a manifest; or none reported yet) is ready: its port plugged into its
+    sandbox is all netbay knows of it, and no port, no endpoint."""
+    conditions = (status or {}).get("conditions") or []
+    if not conditions:
+        return True
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _strings(value: Any) -> tuple[str, ...] | None:
@@ -245,9 +260,16 @@ def _service(key: Key, spec: Mapping[str, Any]) -> ServiceWant:
     selector = spec.get("selector")
     return ServiceWant(key.namespace, key.name, spec.get("type") or "ClusterIP", cluster_ip, ports,
                        dict(selector) if selector else None, tuple(spec.get("externalIPs") or ()),
-                       spec.get("loadBalancerIP"))
+                       spec.get("loadBalancerIP"), bool(spec.get("publishNotReadyAddresses")))
 
 
 def selects(selector: Mapping[str, str] | None, labels: Mapping[str, str]) -> bool:
     """A Service's equality selector (an empty or absent one selects nothing)."""
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def endpoint(svc: ServiceWant, pod: PodWant) -> bool:
+    """Whether the pod is one of the Service's endpoints (given a port): selected, and
+    ready unless the Service publishes not-ready addresses."""
+    return pod.namespace == svc.namespace and selects(svc.selector, pod.labels) and \
+        (pod.ready or svc.publish_not_ready)

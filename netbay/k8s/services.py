@@ -8,7 +8,9 @@ afterwards membership changes are one batch member update per pool (Octavia's
 ``PUT /pools/{id}/members``). A change of the ports themselves replaces the load
 balancer (its description records the ports it was made for). Headless Services get
 none. Members of a Service with a selector are its ready pods (a port plugged into
-its sandbox); of one without, the addresses of its Endpoints.
+its sandbox, and Ready: :func:`netbay.k8s.objects.ready`; any selected pod with
+``publishNotReadyAddresses``); of one without, its Endpoints' ``addresses`` (never
+its ``notReadyAddresses``). A pod turning NotReady leaves the pools at the next pass.
 
 Load balancers go through the load-balancer seam (``ctrl.lbs``: kinds, inner Octavia
 objects) — netbay's own (provider ``nftables``) or a cloud's Octavia (its default
@@ -30,7 +32,7 @@ from typing import Any
 from netbay.backends.apiclient import gone_ok
 from netbay.backends.loadbalancers import settled
 from netbay.errors import NetbayError
-from netbay.k8s.objects import Desired, ServicePort, ServiceWant, selects
+from netbay.k8s.objects import Desired, ServicePort, ServiceWant, endpoint
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +76,7 @@ def members(svc: ServiceWant, sp: ServicePort, want: Desired,
     else:
         for (ns, name), port in ports.items():
             pod = want.pods[(ns, name)]
-            if ns != svc.namespace or not selects(svc.selector, pod.labels):
+            if not endpoint(svc, pod):
                 continue
             target = sp.target if isinstance(sp.target, int) or str(sp.target).isdigit() \
                 else pod.ports.get(str(sp.target))

@@ -9,8 +9,9 @@ re-list, which is how deletions missed meanwhile are found. Other errors →
 reconnect from the last resourceVersion after a bounded exponential backoff.
 
 Events are handed to the controller in batches (one pass for a burst), and only
-when what the controller uses changed: a pod's status or the annotation this
-source writes (:mod:`.annotate`) does not cause a pass, so the write-back does not loop.
+when what the controller uses changed: of a pod's status only its conditions
+(readiness: a pod turning NotReady leaves its Services' pools) cause a pass, and
+the annotation this source writes (:mod:`.annotate`) none, so the write-back does not loop.
 
 Deployments and ReplicaSets are not watched: on a real API server their pods are
 real Pod objects, which are watched (the manifest source expands replicas itself).
@@ -92,8 +93,13 @@ class Stats:
 
 
 def trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What the controller is handed: no status, no server bookkeeping, not our annotation."""
+    """What the controller is handed: no server bookkeeping, not our annotation, and of a
+    status only a pod's conditions (type and status: readiness, :func:`objects.ready`) —
+    so a pod's other status changes (IPs, timestamps, phase) cause no pass."""
     out = {k: v for k, v in body.items() if k != "status"}
+    conditions = ((body.get("status") or {}).get("conditions") or []) if body.get("kind") == "Pod" else []
+    if conditions:
+        out["status"] = {"conditions": [{"type": c.get("type"), "status": c.get("status")} for c in conditions]}
     meta = {k: v for k, v in (body.get("metadata") or {}).items() if k not in VOLATILE_META}
     notes = {k: v for k, v in (meta.get("annotations") or {}).items()
              if k not in (ANNOTATION, "kubectl.kubernetes.io/last-applied-configuration")}

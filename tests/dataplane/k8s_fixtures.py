@@ -70,6 +70,15 @@ def ctrl(cloud: Cloud, cluster: str) -> Iterator[Controller]:
         yield c
 
 
+def policy_quota(cloud: Cloud) -> None:
+    """Room for a cluster's policies: the admin project's security-group quota (Neutron's
+    default, 10, is a few policies' groups and the engine's spares)."""
+    projects = cloud.ok(cloud.http.get("/identity/v3/auth/projects"))["projects"]
+    admin = next(p["id"] for p in projects if p["name"] == "admin")
+    cloud.ok(cloud.http.put(f"/network/v2.0/quotas/{admin}", json={"quota": {
+        "security_group": 100, "security_group_rule": 1000}}))
+
+
 def cli_env(cloud: Cloud) -> dict[str, str]:
     """The environment ``netbay k8s …`` runs with against the test server."""
     return {**os.environ, "OS_AUTH_URL": cloud.server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
@@ -104,6 +113,19 @@ def lb(ctrl: Controller, name: str) -> dict:
     found = ctrl.api.call("GET", f"{LB}/loadbalancers", name=name)["loadbalancers"]
     assert len(found) == 1, found
     return found[0]
+
+
+def lb_tree(ctrl: Controller, found: dict) -> dict[str, list[tuple[str, int]]]:
+    """A load balancer as its listeners, each with its pool's members:
+    ``{"TCP:80": [(address, port)]}`` (a listener without a pool: no members)."""
+    out = {}
+    for ref in found.get("listeners") or []:
+        listener = ctrl.api.call("GET", f"{LB}/listeners/{ref['id']}")["listener"]
+        pool = listener.get("default_pool_id")
+        members = ctrl.api.call("GET", f"{LB}/pools/{pool}/members")["members"] if pool else []
+        out[f"{listener['protocol']}:{listener['protocol_port']}"] = sorted(
+            (m["address"], m["protocol_port"]) for m in members)
+    return out
 
 
 def in_pod(ns: str, *cmd: str, timeout: float = 15) -> subprocess.CompletedProcess:

@@ -6,15 +6,19 @@ pods are real ports plugged into sandbox namespaces. Checked: pods of two namesp
 reach each other through the router; a ClusterIP Service spreads connections over
 its pods and follows a Deployment's scale; a LoadBalancer Service answers on its
 floating IP from the external network's namespace; a selector-less Service uses its
-Endpoints; a controller SIGKILLed in the middle of applying 30 objects is resumed by a
-resync to exactly the manifests' state; deleting everything leaves nothing; a kubelet's
-``netbay-cni`` call plugs the port the controller made for its pod (no second port).
+Endpoints; a controller SIGKILLed in the middle of applying 33 objects (NetworkPolicies
+among them: after some ports, after the first load balancer, after the first policy
+group) is resumed by a resync to exactly the manifests' state — ports, load balancers
+with their listeners, pools and members, the policies' security groups with their rules
+and memberships; deleting everything leaves nothing; a kubelet's ``netbay-cni`` call
+plugs the port the controller made for its pod (no second port).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -36,7 +40,8 @@ from .agent_fixtures import Cloud, wait_for
 from .cni_fixtures import Daemon, bin_dir, daemon, invoke, netbay_conf  # noqa: F401 - bin_dir, daemon: fixtures
 from .cluster_net import Listener, tcp_read
 from .dp_helpers import ping
-from .k8s_fixtures import cli_env, controller, ctrl, k8s_cloud, lb, pod_ip, pod_ns, port_of  # noqa: F401 - ctrl: a fixture
+from .k8s_fixtures import (cli_env, controller, ctrl, k8s_cloud, lb, lb_tree, pod_ip, pod_ns,  # noqa: F401 - ctrl: a fixture
+                           policy_quota, port_of)
 from .k8s_fixtures import keys_of as ctrl_keys
 from .test_dp_pods_cluster import make_cluster
 
@@ -48,6 +53,7 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
 
 @pytest.fixture(scope="module")
 def cluster(cloud: Cloud) -> str:
+    policy_quota(cloud)   # the SIGKILL test's policies
     return make_cluster(cloud, "kuryr1", {"kuryr_pod_subnet_pool": "10.10.0.0/16"}, 1, driver="kuryr")
 
 
@@ -237,7 +243,9 @@ def test_nodeport_answers_on_every_node(ctrl: Controller) -> None:
     assert tcp_read(pod_ns(ctrl, "np", "client"), nodes[0], 30080, timeout=0.5) is None
 
 
-def manifests_30() -> str:
+def manifests_33() -> str:
+    """3 namespaces, each: 7 pods, a ClusterIP and a LoadBalancer Service, and a
+    NetworkPolicy (its pods take ingress on port 80 from their namespace's pods only)."""
     docs = []
     for i in range(3):
         docs.append(f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: n{i}}}\n")
@@ -248,48 +256,110 @@ def manifests_30() -> str:
                     "spec: {selector: {app: a}, ports: [{port: 80}]}\n")
         docs.append(f"apiVersion: v1\nkind: Service\nmetadata: {{name: lb, namespace: n{i}}}\n"
                     "spec: {type: LoadBalancer, selector: {app: a}, ports: [{port: 81}]}\n")
+        docs.append(f"apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: np, namespace: n{i}}}\n"
+                    "spec: {podSelector: {matchLabels: {app: a}}, policyTypes: [Ingress],"
+                    " ingress: [{from: [{podSelector: {matchLabels: {app: a}}}], ports: [{port: 80}]}]}\n")
     return "---\n".join(docs)
 
 
 def state(ctrl: Controller) -> dict:
+    """What exists for the cluster: ports, networks, load balancers (each listener with
+    its pool's members, by pod name) and the policy's security groups (by key: their
+    rules, and each pod's groups), floating IPs, sandboxes."""
+    from netbay.k8s.policy.neutron import SPARE
+
     tag = ctrl.refs.tag
+    ports = {p["name"]: p for p in ctrl.api.call("GET", f"{NET}/ports", tags=f"{tag},netbay-k8s=pod")["ports"]}
+    pod_of = {p["fixed_ips"][0]["ip_address"]: name for name, p in ports.items()}
+    lbs = {x["name"]: {**{k: [(pod_of.get(a, a), n) for a, n in v] for k, v in lb_tree(ctrl, x).items()},
+                       "pools": len(x.get("pools") or [])}
+           for x in ctrl.api.call("GET", f"{LB}/loadbalancers", tags=tag)["loadbalancers"]}
+    groups = ctrl.api.call("GET", f"{NET}/security-groups", tags=f"k8s-policy:{ctrl.refs.cluster_id}")[
+        "security_groups"]
+    # by key (the description names it); a peer group's key is a hash: "peer" (one per namespace here)
+    key = {g["id"]: re.sub(r"^peer:.*", "peer", g["description"].removeprefix("k8s policy "))
+           for g in groups if g["name"] != SPARE}
+    spares = [g for g in groups if g["name"] == SPARE]
+    in_use = {sg for p in ports.values() for sg in p["security_groups"]}
     return {
-        "ports": sorted(p["name"] for p in ctrl.api.call("GET", f"{NET}/ports", tags=f"{tag},netbay-k8s=pod")["ports"]),
+        "ports": sorted(ports),
         "networks": sorted(n["name"] for n in ctrl.api.call("GET", f"{NET}/networks",
                                                              tags=f"{tag},netbay-k8s=network")["networks"]),
-        "lbs": sorted(x["name"] for x in ctrl.api.call("GET", f"{LB}/loadbalancers", tags=tag)["loadbalancers"]),
+        "lbs": lbs,
+        "groups": sorted(key.values()),
+        "rules": {key[g["id"]]: sorted((r["direction"], r["protocol"], r["port_range_min"],
+                                        key.get(r["remote_group_id"], r["remote_group_id"]), r["remote_ip_prefix"])
+                                       for r in g["security_group_rules"])
+                  for g in groups if g["id"] in key and key[g["id"]].startswith("policy:")},
+        "pod_groups": {name: sorted(key.get(sg, sg) for sg in p["security_groups"]) for name, p in ports.items()},
+        "spares": "ok" if len(spares) <= ctrl.policy.engine.groups.want_spares and not any(
+            g["security_group_rules"] or g["id"] in in_use for g in spares) else spares,
         "fips": len(ctrl.api.call("GET", f"{NET}/floatingips", tags=tag)["floatingips"]),
         "sandboxes": len(ctrl.sandboxes.existing()),
     }
 
 
+def wanted_33() -> dict:
+    """What :func:`manifests_33` wants, written out."""
+    pods = [f"n{i}/p{j}" for i in range(3) for j in range(7)]
+    return {
+        "ports": sorted(pods),
+        "networks": ["ns/n0", "ns/n1", "ns/n2"],
+        "lbs": {**{f"n{i}/s": {"TCP:80": sorted((f"n{i}/p{j}", 80) for j in range(7)), "pools": 1} for i in range(3)},
+                **{f"n{i}/lb": {"TCP:81": sorted((f"n{i}/p{j}", 81) for j in range(7)), "pools": 1}
+                   for i in range(3)}},
+        "groups": sorted(["nodes", "open-egress", "open-ingress", *[f"policy:n{i}/np" for i in range(3)],
+                          *["peer"] * 3]),
+        # port 80 from the namespace's own pods (its peer group); the nodes' group: always
+        "rules": {f"policy:n{i}/np": [("ingress", "tcp", 80, "peer", None)] for i in range(3)},
+        "pod_groups": {p: ["nodes", "open-egress", "peer", f"policy:{p.split('/')[0]}/np"] for p in pods},
+        "spares": "ok", "fips": 3, "sandboxes": 21,
+    }
+
+
+def first_policy_group(ctrl: Controller) -> bool:
+    from netbay.k8s.policy.neutron import SPARE
+
+    groups = ctrl.api.call("GET", f"{NET}/security-groups", tags=f"k8s-policy:{ctrl.refs.cluster_id}")
+    return any(g["name"] != SPARE for g in groups["security_groups"])
+
+
+# Where the apply is killed: what the test sees made just before.
+KILL_POINTS = {
+    "after 5 ports": lambda ctrl: len(ctrl.api.call("GET", f"{NET}/ports",
+                                                    tags=f"{ctrl.refs.tag},netbay-k8s=pod")["ports"]) >= 5,
+    "after the first load balancer": lambda ctrl: bool(
+        ctrl.api.call("GET", f"{LB}/loadbalancers", tags=ctrl.refs.tag)["loadbalancers"]),
+    "after the first policy group": first_policy_group,
+}
+
+
+@pytest.mark.parametrize("point", list(KILL_POINTS))
 def test_sigkill_mid_apply_then_resync_converges_and_delete_leaves_nothing(
-        cloud: Cloud, cluster: str, ctrl: Controller, tmp_path: Path) -> None:
-    text = manifests_30()
-    assert len(parse(text)) == 30
+        cloud: Cloud, cluster: str, ctrl: Controller, tmp_path: Path, point: str) -> None:
+    text = manifests_33()
+    assert len(parse(text)) == 33
     (tmp_path / "m.yaml").write_text(text)
     env = cli_env(cloud)
     cmd = [sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(tmp_path / "m.yaml"),
            "--cluster", cluster, "--url", cloud.server.url, "--prefix", cloud.names.prefix]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        # Kill it once some pods exist, not all: the middle of the apply.
-        wait_for(lambda: len(ctrl.api.call("GET", f"{NET}/ports", tags=f"{ctrl.refs.tag},netbay-k8s=pod")["ports"])
-                 >= 5, 60, 0.02, "the apply to be under way")
+        # Killed once the kill point is seen, while the apply is still under way.
+        wait_for(lambda: KILL_POINTS[point](ctrl) or proc.poll() is not None, 60, 0.01, point)
+        assert proc.poll() is None, f"the apply finished before {point}: {proc.stdout.read().decode()}"
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=10)
-    partial = state(ctrl)
-    assert len(partial["ports"]) < 21 or partial["lbs"] != sorted(f"n{i}/{s}" for i in range(3) for s in ("lb", "s"))
-    ctrl.resync()
-    end = state(ctrl)
-    assert end == {"ports": sorted(f"n{i}/p{j}" for i in range(3) for j in range(7)),
-                   "networks": ["ns/n0", "ns/n1", "ns/n2"],
-                   "lbs": sorted(f"n{i}/{s}" for i in range(3) for s in ("lb", "s")),
-                   "fips": 3, "sandboxes": 21}
+    assert state(ctrl) != wanted_33()   # killed half-way
+    ctrl.resync()   # a new controller's first pass (the fixture's has made nothing yet)
+    ctrl.policy.engine.wait_spares()
+    assert state(ctrl) == wanted_33()   # nothing left over, nothing missing
     assert ctrl.resync().made == [] and ctrl.resync().deleted == []  # converged: a pass changes nothing
     ctrl.delete([k for k in (ctrl_keys(text))])
-    assert state(ctrl) == {"ports": [], "networks": [], "lbs": [], "fips": 0, "sandboxes": 0}
+    end = state(ctrl)
+    assert {k: end[k] for k in ("ports", "networks", "lbs", "fips", "sandboxes")} == \
+        {"ports": [], "networks": [], "lbs": {}, "fips": 0, "sandboxes": 0}
     assert not [n for n in netns.list(cloud.names.prefix) if n.startswith(f"{cloud.names.prefix}k-")]
 
 

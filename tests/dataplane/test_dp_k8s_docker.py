@@ -38,7 +38,7 @@ from netbay.k8s.objects import desired, parse
 from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener
-from .k8s_fixtures import cli_env, controller, getent, in_pod, k8s_cloud, keys_of, lb, pod_ns, port_of
+from .k8s_fixtures import cli_env, controller, getent, in_pod, k8s_cloud, keys_of, lb, pod_ns, policy_quota, port_of
 from .test_dp_pods_cluster import make_cluster
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
@@ -62,10 +62,7 @@ def cloud(daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 @pytest.fixture(scope="module")
 def cluster(cloud: Cloud) -> str:
-    projects = cloud.ok(cloud.http.get("/identity/v3/auth/projects"))["projects"]
-    admin = next(p["id"] for p in projects if p["name"] == "admin")
-    cloud.ok(cloud.http.put(f"/network/v2.0/quotas/{admin}", json={"quota": {
-        "security_group": 100, "security_group_rule": 1000}}))  # a cluster's policies
+    policy_quota(cloud)   # a cluster's policies
     return make_cluster(cloud, "kdocker", {"kuryr_pod_subnet_pool": "10.50.0.0/16",
                                            "kuryr_service_cidr": "10.252.0.0/16", "kuryr_pod_runtime": "docker"},
                         1, driver="kuryr")

@@ -11,7 +11,8 @@ there loses its port and its sandbox; changes missed while the server was
 unreachable and its history compacted are found by the re-list after ``410 Gone``
 (as an ERROR event and as an HTTP 410); a reconnect resumes from the bookmark's
 resourceVersion; a watch gone silent is renewed from where it was, not re-listed;
-lists are read in pages; ``netbay k8s watch`` SIGKILLed mid-stream and started again
+lists are read in pages; a pod whose Ready condition turns False leaves its
+Service's pool (connections reach the ready pods only) and rejoins when Ready; ``netbay k8s watch`` SIGKILLed mid-stream and started again
 converges with nothing leaked, and stops cleanly on SIGTERM.
 """
 
@@ -36,7 +37,7 @@ from netbay.k8s.controller import Controller
 
 from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener, tcp_read
-from .k8s_fixtures import cli_env, ctrl, k8s_cloud  # noqa: F401 - ctrl: a fixture
+from .k8s_fixtures import cli_env, ctrl, k8s_cloud, lb, lb_tree  # noqa: F401 - ctrl: a fixture
 from .test_dp_pods_cluster import make_cluster
 
 
@@ -210,6 +211,52 @@ def test_pods_and_services_from_the_api_server_answer_and_pods_carry_their_port(
         patches = len(standin.patches)
         time.sleep(0.5)
         assert len(standin.patches) == patches   # and then quiet
+    finally:
+        for listener in listeners:
+            listener.close()
+        watching.stop()
+    assert watching.stats.errors == []
+
+
+def ready(standin: StandinApiServer, ns: str, name: str, value: str) -> None:
+    """The kubelet's report: the pod's Ready condition set (a MODIFIED event)."""
+    body = standin.get("Pod", ns, name)
+    body["status"] = {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"},
+                                                          {"type": "Ready", "status": value}]}
+    standin.update(body)
+
+
+def members_of(ctrl: Controller, name: str) -> list[str]:
+    return sorted(address for members in lb_tree(ctrl, lb(ctrl, name)).values() for address, _ in members)
+
+
+def test_a_pod_turning_not_ready_leaves_the_pool_and_rejoins_when_ready(
+        ctrl: Controller, standin: StandinApiServer) -> None:
+    add(standin, "---\n".join([pod("rd", "web-0"), pod("rd", "web-1"), pod("rd", "client", "{app: client}"),
+                               "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: rd}\n"
+                               "spec: {selector: {app: web}, ports: [{port: 80, targetPort: http}]}\n"]))
+    for name in ("web-0", "web-1"):
+        ready(standin, "rd", name, "True")
+    watching = Watching(standin, ctrl)
+    listeners: list[Listener] = []
+    try:
+        ports = ports_of(ctrl)
+        ips = {n: ports[f"rd/{n}"]["fixed_ips"][0]["ip_address"] for n in ("web-0", "web-1")}
+        client = ctrl.sandboxes.ns(ports["rd/client"]["id"])
+        listeners = [Listener(ctrl.sandboxes.ns(ports[f"rd/{n}"]["id"]), "0.0.0.0", 8080, n.encode())
+                     for n in ("web-0", "web-1")]
+        vip = ctrl.api.call("GET", f"{LB}/loadbalancers", name="rd/web")["loadbalancers"][0]["vip_address"]
+        assert seen_replies(client, vip, 80, {b"web-0", b"web-1"}) == {b"web-0", b"web-1"}
+
+        ready(standin, "rd", "web-1", "False")   # its readiness probe fails: out of the pool
+        wait_for(lambda: members_of(ctrl, "rd/web") == [ips["web-0"]], 20, 0.05, "web-1 to leave the pool")
+        replies = [tcp_read(client, vip, 80, timeout=2.0) for _ in range(10)]
+        assert set(replies) == {b"web-0"}, replies   # every connection answered, by the ready pod only
+        assert ports_of(ctrl)["rd/web-1"]["id"] == ports["rd/web-1"]["id"]   # its port stays: only not a member
+
+        ready(standin, "rd", "web-1", "True")    # ready again: back in the pool
+        wait_for(lambda: members_of(ctrl, "rd/web") == sorted(ips.values()), 20, 0.05, "web-1 to rejoin")
+        assert seen_replies(client, vip, 80, {b"web-0", b"web-1"}) == {b"web-0", b"web-1"}
     finally:
         for listener in listeners:
             listener.close()

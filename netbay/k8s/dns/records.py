@@ -1,7 +1,7 @@
 """The cluster's DNS records, as Kubernetes' DNS specification names them.
 
 ``<svc>.<ns>.svc.<domain>``: A → the cluster IP, or for a headless Service the
-ready endpoints (its selected, plugged pods; without a selector its Endpoints'
+ready endpoints (its selected, plugged, Ready pods; without a selector its Endpoints'
 addresses), each also named ``<a-b-c-d>.<svc>.<ns>.svc.<domain>``; SRV
 ``_<port>._<proto>.<svc>.<ns>.svc.<domain>`` for every named port, pointing at the
 Service name (ClusterIP) or at each endpoint's name (headless).
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from netbay.k8s.objects import Desired, ServiceWant, selects
+from netbay.k8s.objects import Desired, ServiceWant, endpoint
 
 DOMAIN = "cluster.local"
 
@@ -26,8 +26,7 @@ def endpoints(svc: ServiceWant, want: Desired, ports: Mapping[tuple[str, str], d
     if svc.selector is None:
         return sorted({ip for ip, _ in want.endpoints.get((svc.namespace, svc.name), [])})
     return sorted(port["fixed_ips"][0]["ip_address"] for (ns, name), port in ports.items()
-                  if ns == svc.namespace and selects(svc.selector, want.pods[(ns, name)].labels)
-                  and port.get("device_id"))
+                  if endpoint(svc, want.pods[(ns, name)]) and port.get("device_id"))
 
 
 def build(want: Desired, ports: Mapping[tuple[str, str], dict[str, Any]],
