@@ -196,3 +196,35 @@ def test_a_group_deleted_after_its_rules_changed_has_no_late_update(server, admi
     records = [c for c in _changes_after(server, head) if c["resource"] == "security_group"]
     assert [(c["id"], c["action"]) for c in records] == [(group["id"], "delete")]
     neutron_error(admin_http.get(f"/security-groups/{group['id']}"), 404, "SecurityGroupNotFound")
+
+
+def test_rows_and_orm_writes_to_one_group_in_one_batch_agree(server, admin_http: httpx.Client) -> None:
+    """Rule creates and deletes are written as rows (netbay/network/sgrows.py), a group's
+    rename through the ORM: mixed in one batch on one group, each sees the others' writes —
+    a rule deleted and made again is no duplicate, the group's one record carries the
+    final rules and name, and its revision counts every change, as alone."""
+    group = _group(admin_http)
+    head = _head(server)
+    rule = {"security_group_id": group["id"], "direction": "ingress", "protocol": "tcp",
+            "port_range_min": 80, "port_range_max": 80}
+    first = admin_http.post("/batch", json={"batch": [
+        {"method": "POST", "path": "security-group-rules", "body": {"security_group_rule": rule}}]})
+    assert first.status_code == 200, first.text
+    made = first.json()["batch"][0]["security_group_rule"]["id"]
+    r = admin_http.post("/batch", json={"batch": [
+        {"method": "PUT", "path": f"security-groups/{group['id']}", "body": {"security_group": {"name": "mixed"}}},
+        {"method": "DELETE", "path": f"security-group-rules/{made}"},
+        {"method": "POST", "path": "security-group-rules", "body": {"security_group_rule": rule}},
+        {"method": "POST", "path": "security-group-rules", "body": {"security_group_rule": {**rule, "protocol": "udp"}}},
+    ]})
+    assert r.status_code == 200, r.text
+    again, udp = (x["security_group_rule"]["id"] for x in r.json()["batch"][2:])
+    dup = admin_http.post("/batch", json={"batch": [
+        {"method": "POST", "path": "security-group-rules", "body": {"security_group_rule": rule}}]})
+    neutron_error(dup, 409, "SecurityGroupRuleExists")
+    shown = admin_http.get(f"/security-groups/{group['id']}").json()["security_group"]
+    defaults = {x["id"] for x in group["security_group_rules"]}
+    assert {x["id"] for x in shown["security_group_rules"]} == defaults | {again, udp}
+    assert shown["name"] == "mixed" and shown["revision_number"] == group["revision_number"] + 5
+    records = [c for c in _changes_after(server, head) if c["resource"] == "security_group"]
+    assert records[-1]["data"] == shown

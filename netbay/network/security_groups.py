@@ -15,12 +15,13 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import false, func, inspect, or_, select, true
+from sqlalchemy import false, func, or_, select, true
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, not_found
+from netbay.network import sgrows
 from netbay.network.resource import Filter, Resource, standard, timestamp, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store import changelog
@@ -229,6 +230,7 @@ class SecurityGroups(Resource):
         if is_default and not ctx.is_admin:
             raise Conflict("Insufficient rights for removing default security group.",
                            kind="SecurityGroupCannotRemoveDefault")
+        sgrows.forget(session, group.id)
         _drop_rules_referencing(session, group)
         for rule in list(group.rules):
             _RULES.record(session, rule, "delete", None)
@@ -259,6 +261,7 @@ def _drop_rules_referencing(session: Session, group: SecurityGroup) -> None:
     session.flush()
     for owner in touched.values():
         _GROUPS.touch(owner)
+        sgrows.forget(session, owner.id)
         _GROUPS.record(session, owner, "update")
 
 
@@ -384,7 +387,10 @@ class SecurityGroupRules(Resource):
         asked_project = given.get("project_id") or given.get("tenant_id")
         self.owner_for_create(ctx, given)  # refuses a member naming another project
         rule = _checked_rule(given)
-        group = _GROUPS.get(session, ctx, given["security_group_id"], for_update=True)
+        group_id = given["security_group_id"]
+        group = sgrows.group(session, group_id, None if ctx.is_admin else _GROUPS.visible(ctx))
+        if group is None:
+            raise not_found(_GROUPS.member, group_id)
         # The rule belongs to the group's project, unless an admin names another one:
         # Neutron then files it under that project, still in the group.
         rule_project = asked_project if asked_project and ctx.is_admin else group.project_id
@@ -395,42 +401,44 @@ class SecurityGroupRules(Resource):
             if _rule_key(vars_of(existing)) == key:
                 raise Conflict(f"Security group rule already exists. Rule id is {existing.id}.",
                                kind="SecurityGroupRuleExists")
-        new = SecurityGroupRule(project_id=rule_project, security_group_id=group.id,
-                                description=given.get("description", ""), **rule)
-        group.rules.append(new)
-        session.flush()
-        self.record(session, new, "create")
+        new = sgrows.add_rule(session, group, {"project_id": rule_project,
+                                               "description": given.get("description", ""), **rule})
+        self.record(session, new, "create", render_rule(new, _is_default(session, group.id, group.project_id)))
         _rules_changed(session, group)
         return new
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
-        rule = self.get_owned(session, ctx, obj_id)
-        group = session.get(SecurityGroup, rule.security_group_id, with_for_update=True)
+        rule = sgrows.rule(session, obj_id, None if ctx.is_admin else self.visible(ctx))
+        if rule is None:  # visible: own rule or own group
+            raise not_found(self.member, obj_id)
+        group = sgrows.group(session, rule.security_group_id)
         self.record(session, rule, "delete", None)
-        group.rules.remove(rule)
-        session.flush()
+        sgrows.remove_rule(session, group, rule.id)
         _rules_changed(session, group)
 
 
 _CHANGED = "security_groups.rules_changed"
 
 
-def _rules_changed(session: Session, group: SecurityGroup) -> None:
-    """A group whose rules changed is a new revision at once; its change record (the
-    group rendered with ALL its rules: what the dataplane agent realizes) is written
-    once per transaction, when it ends — not once per rule of a bulk create or of a
-    policy change's batch."""
-    _GROUPS.touch(group)
+def _rules_changed(session: Session, group: Any) -> None:
+    """A group whose rules changed is a new revision at once (the rows path,
+    :mod:`netbay.network.sgrows`, has bumped it already); its change record (the group
+    rendered with ALL its rules: what the dataplane agent realizes) is written once per
+    transaction, when it ends — not once per rule of a bulk create or of a policy
+    change's batch."""
+    if isinstance(group, SecurityGroup):
+        _GROUPS.touch(group)
+        sgrows.forget(session, group.id)  # its rules changed through the ORM
     changed = session.info.setdefault(_CHANGED, {})
     if not changed:
         changelog.before_seal(session, _record_changed)
-    changed[group.id] = group
+    changed[group.id] = True
 
 
 def _record_changed(session: Session) -> None:
-    for group in session.info.pop(_CHANGED, {}).values():
-        state = inspect(group)
-        if not (state.deleted or state.detached):  # a group deleted later in the transaction has its own record
+    for group_id in session.info.pop(_CHANGED, {}):
+        group = sgrows.current(session, group_id)
+        if group is not None:  # a group deleted later in the transaction has its own record
             _GROUPS.record(session, group, "update")
 
 
