@@ -239,6 +239,10 @@ def test_errors_as_reference(cloud: Cloud, daemon: Daemon, bin_dir: Path, networ
     def same(pair: tuple[Call, Call], what: str) -> Call:
         ours, ref = pair
         assert (ours.rc, ours.code) == (ref.rc, ref.code), f"{what}: netbay-cni {ours} vs bridge {ref}"
+        if ref.rc != 0 and isinstance(ref.json, dict):  # the spec's error object, field for field
+            assert isinstance(ours.json, dict) and set(ref.json) - {"details"} <= set(ours.json), \
+                f"{what}: netbay-cni {ours} vs bridge {ref}"
+            assert isinstance(ours.json["msg"], str) and ours.json["msg"], f"{what}: no msg in {ours}"
         return ours
 
     same(both("ADD", stdin=b"not json"), "bad JSON")
