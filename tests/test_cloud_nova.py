@@ -6,8 +6,9 @@ No Nova can run on this machine: the compute service here is a STAND-IN for Nova
 registered in the peers' real Keystone as ``compute``. It does to the real Neutron
 what Nova does — binds each port a server boots on (``device_id`` = the server,
 ``device_owner=compute:nova``, ``binding:host_id``) and unbinds it on delete — so
-these tests read the outcome from the real Neutron and the cloud's own ``openstack``
-CLI: ports bound to the servers, and after a delete or a failed boot everything gone.
+these tests read the outcome from the real Neutron (its API, and the cloud's own
+``openstack port list``): ports bound to the servers, and after a delete or a failed
+boot everything gone.
 A cloud without compute (port claims) is ``tests/test_cluster_backends.py``'s.
 """
 
@@ -31,7 +32,7 @@ from netbay.coe.compose import build
 from netbay.coe.executor import Interrupted, Stack
 from netbay.store import migrate
 from netbay.store.db import Store
-from tests.backendfix import cli_snapshot, netbay_on_cloud
+from tests.backendfix import netbay_on_cloud, openstack, snapshot
 from tests.peers.nova_standin import FLAVORS, HOST, IMAGES, OWNER, NovaStandin
 from tests.peers.openstack_cloud import Cloud
 
@@ -59,6 +60,11 @@ def ci(nova: NovaStandin, cloud_env: dict[str, str], admin, tmp_path_factory: py
         yield ci_client(srv, admin.auth_token)
 
 
+def _cli_ports(env: dict[str, str]) -> set[str]:
+    """The cloud's own ``openstack port list`` (one CLI run: each costs seconds here)."""
+    return {row["ID"] for row in json.loads(openstack(env, "port", "list", "-f", "json", "-c", "ID"))}
+
+
 def _servers_of(nova: NovaStandin, cid: str) -> list[dict]:
     return [s for s in list(nova.servers.values()) if s["metadata"].get("netbay-cluster") == cid]
 
@@ -78,7 +84,8 @@ def _delete(ci: httpx.Client, cid: str) -> None:
 
 def test_nodes_are_servers_booted_on_their_ports_and_deleted_with_the_cluster(
         ci: httpx.Client, nova: NovaStandin, admin, cloud_env: dict[str, str]) -> None:  # noqa: ANN001
-    before = cli_snapshot(cloud_env)
+    neutron = OpenStackBackend(connection=admin)
+    before, cli_ports = snapshot(neutron), _cli_ports(cloud_env)
     cid = _create(ci, node_count=2, floating_ip_enabled=True)
     cluster = wait_status(ci, cid, ("CREATE_COMPLETE", "CREATE_FAILED"), BUILD_TIMEOUT)
     assert cluster["status"] == "CREATE_COMPLETE", cluster["status_reason"]
@@ -102,12 +109,13 @@ def test_nodes_are_servers_booted_on_their_ports_and_deleted_with_the_cluster(
 
     _delete(ci, cid)
     assert _servers_of(nova, cid) == []
-    assert cli_snapshot(cloud_env) == before
+    assert snapshot(neutron) == before and _cli_ports(cloud_env) == cli_ports
 
 
 def test_a_boot_that_goes_to_error_fails_the_create_with_novas_fault_and_rolls_back(
-        ci: httpx.Client, nova: NovaStandin, cloud_env: dict[str, str]) -> None:
-    before = cli_snapshot(cloud_env)
+        ci: httpx.Client, nova: NovaStandin, admin) -> None:  # noqa: ANN001
+    neutron = OpenStackBackend(connection=admin)
+    before = snapshot(neutron)
     nova.fail_next("No valid host was found. There are not enough hosts available.")
     cid = _create(ci, node_count=1, floating_ip_enabled=False)
     cluster = wait_status(ci, cid, ("CREATE_COMPLETE", "CREATE_FAILED"), BUILD_TIMEOUT)
@@ -116,7 +124,7 @@ def test_a_boot_that_goes_to_error_fails_the_create_with_novas_fault_and_rolls_b
     assert "(OS::Nova::Server)" in reason and "went to ERROR: No valid host was found." in reason, reason
     assert "rollback incomplete" not in reason
     assert _servers_of(nova, cid) == []        # the failed one and its sibling: deleted
-    assert cli_snapshot(cloud_env) == before   # and the ports, networks, router, groups after them
+    assert snapshot(neutron) == before   # and the ports, networks, router, groups after them
     _delete(ci, cid)
 
 
@@ -130,14 +138,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 
 def test_a_restart_adopts_a_server_by_its_metadata_and_the_sweep_deletes_it(
-        store: Store, nova: NovaStandin, admin, cloud_env: dict[str, str]) -> None:  # noqa: ANN001
+        store: Store, nova: NovaStandin, admin) -> None:  # noqa: ANN001
     """The executor stops dead right after Nova accepted a server, before its id was
     written down: the next one finds it by the marks in its metadata instead of booting
     it twice. A delete whose rows forgot the servers finds them by those marks too (in
     dependency order: each server gone before its port is deleted)."""
     template = {**TEMPLATE, "floating_ip_enabled": False}
     c = {"name": unique("c"), "uuid": str(uuid.uuid4()), "master_count": 1, "node_count": 1}
-    before = cli_snapshot(cloud_env)
+    before = snapshot(OpenStackBackend(connection=admin))
 
     def stack(**kw) -> Stack:  # noqa: ANN003
         return Stack(store, None, cluster_id=c["uuid"], name=c["name"], project_id=admin.current_project_id,
@@ -161,7 +169,7 @@ def test_a_restart_adopts_a_server_by_its_metadata_and_the_sweep_deletes_it(
     assert all(p.device_owner == OWNER for s in servers for p in admin.network.ports(device_id=s["id"]))
     assert stack().delete().status == "DELETE_COMPLETE"
     assert _servers_of(nova, c["uuid"]) == []
-    assert cli_snapshot(cloud_env) == before
+    assert snapshot(OpenStackBackend(connection=admin)) == before
 
 
 def test_doctor_says_nodes_are_servers_of_the_clouds_nova(nova: NovaStandin, cloud_env: dict[str, str]) -> None:
