@@ -18,6 +18,10 @@ Loaded by ``tests/conftest.py`` (``pytest_plugins``); fixtures:
   the statuses a provider would: ``tests/peers/octavia_peer.py``), in its catalog as
   ``load-balancer``; asked for only by tests that need it, so a run without them
   keeps a cloud without Octavia;
+- ``nova`` — a STAND-IN for Nova (``tests/peers/nova_standin.py``, named as such: no
+  Nova runs here) in that cloud's catalog as ``compute`` for the length of a module,
+  binding the ports it boots servers on in the real Neutron; taken out of the catalog
+  after, so other modules keep a cloud without compute;
 - ``lb_backend`` — a :class:`netbay.backends.loadbalancers.LoadBalancerBackend`:
   netbay's own Octavia API (a netbay server of the module's) or the cloud's Octavia,
   each with a network and subnet of its own for VIPs (``lb_backend.vip_subnet_id``);
@@ -113,6 +117,14 @@ def octavia(cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noq
 
     with run_octavia(cloud, tmp_path_factory.mktemp("octavia")) as o:
         yield o
+
+
+@pytest.fixture(scope="module")
+def nova(cloud) -> Iterator:  # noqa: ANN001
+    from tests.peers.nova_standin import NovaStandin
+
+    with NovaStandin(cloud) as n:
+        yield n
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from tests.backendfix import (clean_backend, clean_lb_backend, cloud, cloud_env, cluster_api,  # noqa: F401
-                              lb_backend, network_backend, octavia)  # (shared fixtures)
+                              lb_backend, network_backend, nova, octavia)  # (shared fixtures)
 
 ADMIN_PASSWORD = "admin-secret-for-tests"
 

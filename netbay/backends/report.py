@@ -29,12 +29,14 @@ def report(kind: str | None = None, cloud: str | None = None) -> dict[str, Any]:
                 "detail": "no cloud named: pass --os-cloud NAME or set OS_CLOUD (a clouds.yaml entry)"}
     from netbay.backends import open_backend
     from netbay.backends.lbcloud import has_octavia
+    from netbay.backends.novacloud import has_nova
 
     try:
         backend = open_backend("openstack", cloud=cloud)
         info = backend.describe()
         networks = len(backend.list("network"))
         octavia = backend.conn.endpoint_for("load-balancer") if has_octavia(backend.conn) else None
+        nova = backend.conn.endpoint_for("compute") if has_nova(backend.conn) else None
     except NetbayError as exc:
         return {"backend": "openstack", "cloud": cloud, "reachable": False,
                 "detail": f"{exc.status} {exc.kind}: {exc.message}"}
@@ -43,5 +45,7 @@ def report(kind: str | None = None, cloud: str | None = None) -> dict[str, Any]:
                 "detail": f"{type(exc).__name__}: {exc}"}
     lbs = f"Octavia at {octavia}" if octavia else \
         "no Octavia in its catalog (master load balancers and Kubernetes Services that need one are refused)"
-    return {**info, "cloud": cloud, "reachable": True, "load_balancer": octavia,
-            "detail": f"{networks} networks visible; {lbs}"}
+    nodes = f"nodes are servers of its Nova at {nova}" if nova else \
+        "no compute service in its catalog (nodes are claims on their Neutron ports)"
+    return {**info, "cloud": cloud, "reachable": True, "load_balancer": octavia, "compute": nova,
+            "detail": f"{networks} networks visible; {lbs}; {nodes}"}

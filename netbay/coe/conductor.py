@@ -212,11 +212,12 @@ class EmbeddedConductor:
         api = self._api_factory()
         try:
             net = self._network()
-            lb = _cloud_load_balancers(net)
+            lb, servers = _cloud_load_balancers(net), _cloud_servers(net)
         except Exception as exc:  # noqa: BLE001 - an unreachable cloud fails the cluster, with why
             api.close()
             return self._report(cluster_id, action, Outcome(f"{verb}_FAILED", f"network backend: {exc}"))
-        stack = Stack(self.store, api, cluster_id=cluster_id, name=name, project_id=project, net=net, lb=lb)
+        stack = Stack(self.store, api, cluster_id=cluster_id, name=name, project_id=project, net=net, lb=lb,
+                      servers=servers)
         try:
             if action == "delete":
                 clusternet.forget(self.store, cluster_id)
@@ -325,3 +326,11 @@ def _cloud_load_balancers(net: Any) -> Any:
     from netbay.backends.loadbalancers import cloud_load_balancers
 
     return None if net is None else cloud_load_balancers(net)
+
+
+def _cloud_servers(net: Any) -> Any:
+    """The cloud's Nova on the ``openstack`` backend's connection, where its catalog
+    lists a compute service; None otherwise (sandboxes, or claims on the nodes' ports)."""
+    from netbay.backends.servers import cloud_servers
+
+    return None if net is None else cloud_servers(net)

@@ -9,14 +9,16 @@ by configuration: embedded — netbay's own network service over its API
 ``openstack``, a real cloud's Neutron. Octavia's types go through the
 load-balancer seam (:mod:`netbay.backends.loadbalancers`): netbay's own API, or
 the cloud's Octavia where its catalog has one. Sandboxes standing in for Nova
-servers are netbay's own API (``api``); on the ``openstack`` backend a cloud's
-Nova is not driven (see :mod:`netbay.coe.handlers`).
+servers are netbay's own API (``api``); on the ``openstack`` backend nodes are
+servers of the cloud's Nova through the compute seam (:mod:`netbay.backends.servers`)
+where its catalog has one, else claims on their ports (see :mod:`netbay.coe.handlers`).
 
 Crash safety: each resource's row in ``coe_stack_resources`` is written before
 its call (``CREATE_IN_PROGRESS``) and after it (physical id,
 ``CREATE_COMPLETE``); every physical resource carries the tag
 ``netbay-cluster=<cluster id>`` and ``netbay-resource=<name>`` (sandboxes and
-floating IPs also a description saying the same). A new executor adopts rows it
+floating IPs also a description saying the same; Nova servers, which take no
+such tags, the same marks in their metadata). A new executor adopts rows it
 finds, looks up by tag a resource whose call went out but whose id was never
 written, and makes what is missing — so a restart converges without duplicates.
 A delete also sweeps by tag (:mod:`netbay.coe.sweep`), so nothing the state
@@ -39,6 +41,7 @@ import httpx
 from netbay.backends import NetworkBackend
 from netbay.backends.apiclient import Api
 from netbay.backends.loadbalancers import LoadBalancerBackend
+from netbay.backends.servers import ServerBackend
 from netbay.coe import handlers, intrinsics
 from netbay.coe.graph import Graph, Node
 from netbay.coe.handlers.context import StackContext
@@ -81,14 +84,15 @@ class Stack(StackContext):
 
     def __init__(self, store: Store, api: Api | None, *, cluster_id: str, name: str,
                  project_id: str | None = None, net: NetworkBackend | None = None,
-                 lb: LoadBalancerBackend | None = None,
+                 lb: LoadBalancerBackend | None = None, servers: ServerBackend | None = None,
                  on_progress: Progress | None = None, hook: Progress | None = None, workers: int = 8,
-                 lb_timeout: float = 120.0) -> None:
+                 lb_timeout: float = 120.0, server_timeout: float = 300.0) -> None:
         super().__init__(api, cluster_id=cluster_id, name=name, project_id=project_id, net=net, lb=lb,
-                         lb_timeout=lb_timeout)
+                         lb_timeout=lb_timeout, servers=servers, server_timeout=server_timeout)
         self.store = store
         self.record = StackRecord(store, cluster_id=cluster_id, name=name, project_id=project_id)
-        self.handlers = handlers.table(self.net.name, load_balancers=self.lb is not None)
+        self.handlers = handlers.table(self.net.name, load_balancers=self.lb is not None,
+                                       servers=self.servers is not None)
         self.on_progress = on_progress
         self.hook = hook
         self.workers = workers

@@ -2,8 +2,9 @@
 
 Network objects are listed and deleted through the ``NetworkBackend`` seam (the
 cloud's Neutron on the ``openstack`` backend), load balancers through the
-``LoadBalancerBackend`` seam where there is one (the cloud's Octavia), and
-sandboxes through netbay's own API, where the backend has them.
+``LoadBalancerBackend`` seam where there is one (the cloud's Octavia), servers
+through the compute seam where there is one (the cloud's Nova, by the marks in
+their metadata), and sandboxes through netbay's own API, where the backend has them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 from netbay.backends.apiclient import SANDBOXES
 from netbay.coe.handlers import gone_ok
 from netbay.coe.handlers.neutron import RouterHandler
+from netbay.coe.handlers.nova import delete_marked
 from netbay.coe.handlers.octavia import LoadBalancerHandler
 
 if TYPE_CHECKING:
@@ -57,6 +59,7 @@ def sweep(st: StackContext) -> None:
         for box in st.api.call("GET", SANDBOXES)["sandboxes"]:
             if str(box.get("description") or "").startswith(prefix):
                 st.api.gone_ok("DELETE", f"{SANDBOXES}/{box['id']}")
+    delete_marked(st)   # servers before their ports (each waited for until gone)
     _delete_all(st, "floatingip", tag)
     _delete_load_balancers(st, [tag])
     _delete_all(st, "port", tag)

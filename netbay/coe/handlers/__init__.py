@@ -6,8 +6,9 @@ balancers are netbay's own Octavia-compatible API and nodes are sandboxes
 standing in for Nova. On the ``openstack`` backend load balancers are the
 cloud's Octavia where its catalog lists one (a cloud without it refuses a
 template with a master load balancer by name; one without builds), and nodes
-are claims on their Neutron ports (:class:`CloudNodeHandler`), as no Nova is
-driven.
+are servers of the cloud's Nova where its catalog lists a compute service
+(:class:`NovaServerHandler`, through the compute seam), else claims on their
+Neutron ports (:class:`CloudNodeHandler`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from netbay.coe.handlers.base import Handler, Refused, Unavailable, ValueHandler
 from netbay.coe.handlers.neutron import (FloatingIPHandler, NetHandler, PortHandler, RouterHandler,
                                          RouterInterfaceHandler, SecurityGroupHandler, SubnetHandler,
                                          SubnetPoolHandler)
+from netbay.coe.handlers.nova import NovaServerHandler
 from netbay.coe.handlers.octavia import (HealthMonitorHandler, ListenerHandler, LoadBalancerHandler,
                                          MemberHandler, PoolHandler)
 from netbay.coe.handlers.servers import CloudNodeHandler, ServerHandler
@@ -50,15 +52,18 @@ CLOUD: dict[str, Handler] = {
     "OS::Nova::Server": CloudNodeHandler(),
 }
 CLOUD_WITH_OCTAVIA: dict[str, Handler] = {**CLOUD, **OCTAVIA}
+NOVA: dict[str, Handler] = {"OS::Nova::Server": NovaServerHandler()}
 
 
-def table(backend: str, *, load_balancers: bool = True) -> dict[str, Handler]:
+def table(backend: str, *, load_balancers: bool = True, servers: bool = False) -> dict[str, Handler]:
     """The handlers for a ``NetworkBackend`` named ``backend``; ``load_balancers``: whether
-    a ``LoadBalancerBackend`` stands beside it (a cloud's Octavia)."""
+    a ``LoadBalancerBackend`` stands beside it (a cloud's Octavia); ``servers``: whether a
+    ``ServerBackend`` does (a cloud's Nova)."""
     if backend != "openstack":
         return EMBEDDED
-    return CLOUD_WITH_OCTAVIA if load_balancers else CLOUD
+    found = CLOUD_WITH_OCTAVIA if load_balancers else CLOUD
+    return {**found, **NOVA} if servers else found
 
 
-__all__ = ["CLOUD", "CLOUD_WITH_OCTAVIA", "EMBEDDED", "OCTAVIA", "LB_TYPES", "NO_OCTAVIA", "Handler", "Refused", "Unavailable", "gone_ok",
+__all__ = ["CLOUD", "CLOUD_WITH_OCTAVIA", "EMBEDDED", "NOVA", "OCTAVIA", "LB_TYPES", "NO_OCTAVIA", "Handler", "Refused", "Unavailable", "gone_ok",
            "or_none", "table"]

@@ -16,6 +16,7 @@ from netbay.backends import NetworkBackend
 from netbay.backends.apiclient import Api, Refused
 from netbay.backends.http import HttpBackend
 from netbay.backends.loadbalancers import LoadBalancerBackend, open_lb_backend, settled
+from netbay.backends.servers import ServerBackend
 
 
 def _is_uuid(value: Any) -> bool:
@@ -30,7 +31,8 @@ class StackContext:
     """The backends of one cluster's stack and how its resources are named and found."""
 
     def __init__(self, api: Api | None, *, cluster_id: str, name: str, project_id: str | None,
-                 net: NetworkBackend | None, lb: LoadBalancerBackend | None, lb_timeout: float) -> None:
+                 net: NetworkBackend | None, lb: LoadBalancerBackend | None, lb_timeout: float,
+                 servers: ServerBackend | None = None, server_timeout: float = 300.0) -> None:
         if net is None and api is None:
             raise ValueError("a stack needs netbay's API or a network backend")
         self.api = api    # netbay's own API: sandboxes standing in for Nova (embedded)
@@ -41,6 +43,9 @@ class StackContext:
         if lb is None and self.has_own_services:
             lb = open_lb_backend("embedded", api=api)
         self.lb: LoadBalancerBackend | None = lb
+        # Servers: a cloud's Nova where its catalog lists one (None: sandboxes or port claims).
+        self.servers = servers
+        self.server_timeout = server_timeout
         self.cluster_id = cluster_id
         self.name = name
         self.project_id = project_id

@@ -2,8 +2,8 @@
 
 - embedded: a sandbox of netbay's own API holding the node's ports (the kernel
   dataplane wires them);
-- ``openstack`` backend on a cloud whose compute service netbay does not drive:
-  a stand-in that claims the node's Neutron ports as Nova would (``device_id``
+- ``openstack`` backend on a cloud whose catalog lists no compute service (with
+  one, nodes are its servers: :mod:`netbay.coe.handlers.nova`): a stand-in that claims the node's Neutron ports as Nova would (``device_id``
   = the node's id, ``device_owner`` = ``compute:netbay``). Nothing runs there —
   a Neutron without agents has no dataplane either — but the cloud's API shows
   which ports belong to which node, and deleting the node releases them.
