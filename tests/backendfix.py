@@ -26,6 +26,12 @@ Loaded by ``tests/conftest.py`` (``pytest_plugins``); fixtures:
   netbay's own Octavia API (a netbay server of the module's) or the cloud's Octavia,
   each with a network and subnet of its own for VIPs (``lb_backend.vip_subnet_id``);
 - ``clean_lb_backend`` — the same, checked afterwards to list what it listed before;
+- ``neutron_api`` — a network API (v2.0) for a module's API tests: a netbay server of the
+  module's (``tests.conftest.Server``, one per ``--db``), or the cloud's Neutron with an
+  admin and users in projects of the module's own (:class:`NeutronCloud`, the same
+  methods), swept at the module's end. A module opts in by building its ``server``
+  fixture on it; parametrized in ``tests/conftest.py`` (:func:`neutron_params`), so
+  tests marked ``embedded_only("why")`` are made against netbay's API only;
 - ``cluster_api`` — netbay's Magnum API with its conductor over one backend
   (:class:`ClusterApi`): a netbay server of the module's, or ``netbay up --backend
   openstack`` on the cloud (``pytest.mark.peers`` on that param only, so the embedded
@@ -39,6 +45,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +61,8 @@ OPENSTACK = str(Path(sys.executable).parent / "openstack")
 # What the cloud's own CLI must list as before, once a test has made and deleted its things.
 CLI_LISTS = ("port", "network", "subnet", "security group", "router", "floating ip")
 LB_SWEPT = ("loadbalancer", "listener", "pool", "healthmonitor")
+# What a module on the cloud's Neutron must leave as it found it (openstacksdk's listings).
+NEUTRON_SWEPT = ("ips", "routers", "ports", "subnets", "networks", "subnet_pools", "security_groups")
 
 
 @pytest.fixture(scope="session")
@@ -322,3 +331,126 @@ def cluster_api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 
         seam.list("security_group")  # the project's default group appears on first use
         yield ClusterApi(request.param, server, ci_client(server, conn.auth_token), magnum, conn, env, seam, api)
+
+
+def neutron_params(metafunc: pytest.Metafunc, dbs: list[str]) -> list:
+    """``neutron_api``'s params for one test: netbay on each database, and the cloud's
+    Neutron (``-m peers``) unless the test is ``embedded_only``."""
+    params = [f"embedded-{db}" for db in dbs]
+    if metafunc.definition.get_closest_marker("embedded_only") is None:
+        params.append(pytest.param("openstack", marks=pytest.mark.peers))
+    return params
+
+
+@pytest.fixture(scope="module")
+def neutron_api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    if request.param.startswith("embedded-"):
+        from conftest import module_server, new_database_url
+
+        url = new_database_url(request.param.removeprefix("embedded-"), request, tmp_path_factory)
+        with module_server(url, request, tmp_path_factory) as srv:
+            yield srv
+        return
+    cloud = NeutronCloud(request.getfixturevalue("cloud"))
+    before = cloud.snapshot()
+    try:
+        yield cloud
+    finally:
+        cloud.sweep(before)
+        after = cloud.snapshot()
+        cloud.root.close()
+    assert after == before
+
+
+class NeutronCloud:
+    """The cloud's Keystone and Neutron as one module's API tests see them: what they use
+    of ``tests.conftest.Server`` (``connect``, ``make_user``, ``token``, ``http``,
+    ``network_url``, ``cli_env``), with the module's admin (admin role) and every user in
+    projects of the module's own; :meth:`sweep` removes what the module made."""
+
+    kind = "openstack"
+
+    def __init__(self, cloud) -> None:  # noqa: ANN001
+        self.cloud = cloud
+        self.root = cloud.connection()   # the cloud's own admin: sees, and sweeps, every project
+        self.auth_url, self.network_url = cloud.auth_url, f"{cloud.network_url}/v2.0"
+        self.projects: dict[str, str] = {}   # name -> id
+        self.users: list[str] = []
+        self._clients: list = [self.root]
+        self.admin_user, self.admin_password, self.admin_project = self.make_user(role="admin")
+
+    def make_user(self, project: str | None = None, role: str = "member") -> tuple[str, str, str]:
+        """A fresh user with ``role`` on ``project`` (made, and swept, if new); (user, password, project)."""
+        ident = self.root.identity
+        project = project or "p-" + uuid.uuid4().hex[:8]
+        if project not in self.projects:
+            self.projects[project] = ident.create_project(name=project, domain_id="default").id
+        user, password = "u-" + uuid.uuid4().hex[:8], "pw-" + uuid.uuid4().hex[:8]
+        made = ident.create_user(name=user, password=password, domain_id="default",
+                                 default_project_id=self.projects[project])
+        self.users.append(made.id)
+        ident.assign_project_role_to_user(self.projects[project], made.id, ident.find_role(role).id)
+        return user, password, project
+
+    def _who(self, user: str | None, password: str | None, project: str | None) -> dict[str, str]:
+        return {"user": user or self.admin_user, "password": password or self.admin_password,
+                "project": project or self.admin_project}
+
+    def connect(self, user: str | None = None, password: str | None = None, project: str | None = None):  # noqa: ANN201
+        conn = self.cloud.connection(**self._who(user, password, project))
+        self._clients.append(conn)
+        return conn
+
+    def token(self, user: str | None = None, password: str | None = None, project: str | None = None) -> str:
+        return self.connect(user, password, project).auth_token
+
+    def http(self, token: str | None = None):  # noqa: ANN201
+        import httpx
+
+        client = httpx.Client(base_url=self.network_url, headers={"X-Auth-Token": token or self.token()},
+                              timeout=30)
+        self._clients.append(client)
+        return client
+
+    def cli_env(self) -> dict[str, str]:
+        """``OS_*`` for the ``openstack`` CLI as the module's admin."""
+        return {"OS_AUTH_URL": self.auth_url, "OS_USERNAME": self.admin_user, "OS_PASSWORD": self.admin_password,
+                "OS_PROJECT_NAME": self.admin_project, "OS_USER_DOMAIN_NAME": "Default",
+                "OS_PROJECT_DOMAIN_NAME": "Default", "OS_IDENTITY_API_VERSION": "3"}
+
+    def snapshot(self) -> dict[str, set[str]]:
+        """Every network object's id in the cloud, per kind."""
+        net = self.root.network
+        list(net.security_groups())   # the admin project's default group appears on first use
+        return {kind: {o.id for o in getattr(net, kind)()} for kind in NEUTRON_SWEPT}
+
+    def sweep(self, before: dict[str, set[str]]) -> None:
+        """Every network object that was not there ``before`` (the module's projects', and
+        those an admin made for a project Keystone never heard of), in the order Neutron
+        lets it go; then the module's users and projects; then the clients but the cloud admin's."""
+        net = self.root.network
+
+        def new(kind: str) -> list:
+            return [o for o in getattr(net, kind)() if o.id not in before[kind]]
+
+        for fip in new("ips"):
+            net.delete_ip(fip)
+        for router in new("routers"):
+            for port in net.ports(device_id=router.id):
+                if port.device_owner.startswith("network:router_interface"):
+                    net.remove_interface_from_router(router, port_id=port.id)
+            net.delete_router(router)
+        for port in new("ports"):
+            net.delete_port(port)
+        for network in new("networks"):
+            net.delete_network(network)
+        for pool in new("subnet_pools"):
+            net.delete_subnet_pool(pool)
+        for group in new("security_groups"):
+            net.delete_security_group(group)
+        for user in self.users:
+            self.root.identity.delete_user(user)
+        for project in self.projects.values():
+            self.root.identity.delete_project(project)
+        for client in self._clients[1:]:
+            client.close()

@@ -7,6 +7,7 @@ stopped by its PID), unless ``NETBAY_TEST_PG_URL`` points at one already.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -25,7 +26,8 @@ import httpx
 import pytest
 
 from tests.backendfix import (clean_backend, clean_lb_backend, cloud, cloud_env, cluster_api,  # noqa: F401
-                              lb_backend, network_backend, nova, octavia)  # (shared fixtures)
+                              lb_backend, network_backend, neutron_api, neutron_params, nova,
+                              octavia)  # (shared fixtures)
 
 ADMIN_PASSWORD = "admin-secret-for-tests"
 
@@ -35,10 +37,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="comma-separated database backends to run API tests on")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "embedded_only(reason): a test of a both-backend module "
+                            "(``neutron_api``) that runs against netbay's own API only, for that reason")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    backends = [b for b in metafunc.config.getoption("--db").split(",") if b]
     if "db_backend" in metafunc.fixturenames:
-        backends = [b for b in metafunc.config.getoption("--db").split(",") if b]
         metafunc.parametrize("db_backend", backends, scope="module")
+    if "neutron_api" in metafunc.fixturenames:
+        metafunc.parametrize("neutron_api", neutron_params(metafunc, backends), indirect=True, scope="module")
 
 
 def free_port() -> int:
@@ -150,10 +159,21 @@ class Server:
     database_url: str
     proc: subprocess.Popen
     _clients: list = field(default_factory=list)
+    kind = "embedded"   # which side of ``neutron_api`` (tests/backendfix.py) this is
 
     @property
     def auth_url(self) -> str:
         return f"{self.url}/identity/v3"
+
+    @property
+    def network_url(self) -> str:
+        return f"{self.url}/network/v2.0"
+
+    def cli_env(self) -> dict[str, str]:
+        """``OS_*`` for the ``openstack`` CLI as the bootstrap admin."""
+        return {"OS_AUTH_URL": self.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
+                "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default",
+                "OS_PROJECT_DOMAIN_NAME": "Default", "OS_IDENTITY_API_VERSION": "3"}
 
     def netbay(self, *args: str, env: dict | None = None, input: str | None = None) -> subprocess.CompletedProcess:
         """Run the netbay CLI against this server's database."""
@@ -195,7 +215,7 @@ class Server:
         return r.headers["X-Subject-Token"]
 
     def http(self, token: str | None = None) -> httpx.Client:
-        client = httpx.Client(base_url=f"{self.url}/network/v2.0",
+        client = httpx.Client(base_url=self.network_url,
                               headers={"X-Auth-Token": token or self.token()}, timeout=30)
         self._clients.append(client)
         return client
@@ -236,8 +256,9 @@ def stop_server(server: Server) -> None:
         server.proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def database_url(db_backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+def new_database_url(db_backend: str, request: pytest.FixtureRequest,
+                     tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A fresh, empty database on ``db_backend`` (``sqlite`` or ``postgresql``)."""
     if db_backend == "sqlite":
         return f"sqlite:///{tmp_path_factory.mktemp('db') / 'netbay.db'}"
     pg: Postgres = request.getfixturevalue("postgres")
@@ -245,16 +266,29 @@ def database_url(db_backend: str, request: pytest.FixtureRequest, tmp_path_facto
 
 
 @pytest.fixture(scope="module")
-def server(database_url: str, tmp_path_factory: pytest.TempPathFactory,
-           request: pytest.FixtureRequest) -> Iterator[Server]:
-    """A running ``netbay up`` (schema, admin, ``public`` network) for one test module;
-    a module's ``SERVER_ARGS`` are added to the command line."""
+def database_url(db_backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    return new_database_url(db_backend, request, tmp_path_factory)
+
+
+@contextlib.contextmanager
+def module_server(database_url: str, request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``netbay up`` on ``database_url`` with the module's ``SERVER_ARGS``, stopped after."""
     extra = tuple(getattr(request.module, "SERVER_ARGS", ()))
     srv = start_server(database_url, tmp_path_factory.mktemp("netbay"), extra=extra)
     try:
         yield srv
     finally:
         stop_server(srv)
+
+
+@pytest.fixture(scope="module")
+def server(database_url: str, tmp_path_factory: pytest.TempPathFactory,
+           request: pytest.FixtureRequest) -> Iterator[Server]:
+    """A running ``netbay up`` (schema, admin, ``public`` network) for one test module;
+    a module's ``SERVER_ARGS`` are added to the command line."""
+    with module_server(database_url, request, tmp_path_factory) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")

@@ -26,13 +26,15 @@ from netbay.store.models import Tag, utcnow
 Converter = Callable[[str], Any]
 
 
-def to_bool(value: str) -> bool:
+def to_bool(value: str, kind: str = "HTTPBadRequest") -> bool:
+    """neutron-lib's ``convert_to_boolean``; its InvalidInput comes out as ``kind``: the
+    API's HTTPBadRequest for an attribute's filter, InvalidInput where a plugin converts."""
     lowered = value.lower()
     if lowered in {"true", "1", "yes"}:
         return True
     if lowered in {"false", "0", "no"}:
         return False
-    raise BadRequest(f"'{value}' cannot be converted to boolean")
+    raise BadRequest(f"Invalid input for operation: '{value}' cannot be converted to boolean.", kind=kind)
 
 
 def to_int(value: str) -> int:
@@ -244,7 +246,7 @@ class Resource:
             return clause
         spec = self.filters.get(name) if name != "id" else Filter(self.model.id)
         if spec is None:
-            raise BadRequest(f"[{name}] is invalid attribute for filtering")
+            raise BadRequest(f"[{name!r}] is invalid attribute for filtering")  # Neutron prints the list
         convert = spec.convert
         if convert is str and isinstance(getattr(spec.column, "type", None), DateTime):
             convert = to_timestamp  # comparing a timestamp with text fails on PostgreSQL

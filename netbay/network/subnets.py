@@ -231,9 +231,10 @@ class Subnets(Resource):
     def extra_filter(self, name: str, values: list[str]):  # noqa: ANN201
         if name in ("shared", "router:external"):
             # Neither is a column of a subnet: both come from its network (Neutron's
-            # ``shared`` filter and the subnet-external-network extension).
+            # ``shared`` filter, converted by its plugin: InvalidInput; and the
+            # subnet-external-network extension's attribute).
             column = Network.shared if name == "shared" else Network.external
-            wanted = {to_bool(v) for v in values}
+            wanted = {to_bool(v, "InvalidInput" if name == "shared" else "HTTPBadRequest") for v in values}
             return Subnet.network_id.in_(select(Network.id).where(column.in_(wanted)))
         if name == "segment_id":  # netbay has no segments: every subnet has none
             return true() if all(v in {"", "None"} for v in values) else false()

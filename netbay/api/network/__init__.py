@@ -269,12 +269,13 @@ def revision_constraint(request: Request) -> int | None:
         if not tag.startswith("revision_number="):
             continue
         if wanted is not None:
-            raise BadRequest("Bad if-match request: Multiple revision_number etags are not supported.")
+            raise BadRequest("Bad if-match request: Multiple revision_number etags are not supported.",
+                             kind="BadRequest")  # neutron-lib's BadRequest, not the API's HTTPBadRequest
         try:
             wanted = int(tag.removeprefix("revision_number="))
         except ValueError:
             raise BadRequest("Bad if-match request: Revision number etag must be in the format of "
-                             "revision_number=<int>.") from None
+                             "revision_number=<int>.", kind="BadRequest") from None
     return wanted
 
 
