@@ -42,7 +42,13 @@ def _tick(sess: ks_session.Session, url: str, lib: DriverLibrary) -> None:
         r = sess.get(f"{url}/v2/lbaas/{path}", raise_exc=False)
         return r.json() if r.status_code == 200 else {}
 
-    found = {kind: get(kind).get(kind, []) for kind in KINDS}
+    # Octavia puts a load balancer in PENDING_* for every change to it or its children
+    # (its lock), so one small list says whether anything waits: the idle tick is one
+    # request, not one per kind and pool (a 40-requests/s poll kept Octavia's API busy).
+    lbs = get("loadbalancers").get("loadbalancers", [])
+    if not any(lb.get("provisioning_status", "").startswith("PENDING_") for lb in lbs):
+        return
+    found = {kind: get(kind).get(kind, []) if kind != "loadbalancers" else lbs for kind in KINDS}
     members = {pool["id"]: get(f"pools/{pool['id']}/members").get("members", []) for pool in found["pools"]}
     report: dict[str, list] = {kind: [] for kind in (*KINDS, "members")}
     gone = {lb["id"] for lb in found["loadbalancers"] if lb["provisioning_status"] == "PENDING_DELETE"}
