@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -642,33 +643,46 @@ def test_a_refused_batch_changes_nothing(clean_backend) -> None:  # noqa: ANN001
         net.delete("security_group", group["id"])
 
 
+@contextmanager
+def _two_pods(net, cidr: str) -> Iterator[tuple[dict, str, object]]:  # noqa: ANN001
+    """Ports x/a and x/b on a network of their own (gone afterwards), a policy tag, and
+    the NetworkPolicy "x/a-from-b": a isolated, reachable from b only."""
+    from lightkube import codecs
+
+    network = net.create("network", {"name": unique("np")})
+    subnet = net.create("subnet", {"network_id": network["id"], "cidr": cidr, "ip_version": 4})
+    ports = {name: net.create("port", {"network_id": network["id"], "name": f"x/{name}"}) for name in ("a", "b")}
+    policy = codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                               "metadata": {"name": "a-from-b", "namespace": "x"},
+                               "spec": {"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Ingress"],
+                                        "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}]}]}})
+    try:
+        yield ports, f"k8s-policy:{unique('c')}", policy
+    finally:
+        for p in ports.values():
+            net.delete("port", p["id"])
+        net.delete("subnet", subnet["id"])
+        net.delete("network", network["id"])
+
+
+def _cluster(ports: dict, *policies):  # noqa: ANN002, ANN202
+    from netbay.k8s.policy import Cluster, Namespace, Pod
+
+    return Cluster.of([Namespace("x", {})], [Pod("x", n, p["id"], p["fixed_ips"][0]["ip_address"], {"pod": n}, ())
+                                             for n, p in ports.items()], policies, [], nodes=[])
+
+
 def test_the_policy_engine_makes_and_removes_the_same_groups_on_both_backends(clean_backend) -> None:  # noqa: ANN001
     """NetworkPolicy → groups, rules and memberships through the seam: a deny-all-but-
     from-``b`` policy isolates ``a``'s port in a policy group, ``b`` joins the peer group
     with the rule pointing at it; a new engine (a restart) adopts them by tag, and the
     cluster's delete leaves the backend as it was."""
-    from lightkube import codecs
-
-    from netbay.k8s.policy import Cluster, Namespace, Pod, PolicyEngine
+    from netbay.k8s.policy import PolicyEngine
 
     net = clean_backend
-    network = net.create("network", {"name": unique("np")})
-    subnet = net.create("subnet", {"network_id": network["id"], "cidr": "10.77.0.0/24", "ip_version": 4})
-    ports = {name: net.create("port", {"network_id": network["id"], "name": f"x/{name}"}) for name in ("a", "b")}
-    tag = f"k8s-policy:{unique('c')}"
-    policy = codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-                               "metadata": {"name": "a-from-b", "namespace": "x"},
-                               "spec": {"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Ingress"],
-                                        "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}]}]}})
-
-    def cluster(*policies) -> Cluster:  # noqa: ANN002
-        return Cluster.of([Namespace("x", {})],
-                          [Pod("x", n, p["id"], p["fixed_ips"][0]["ip_address"], {"pod": n}, ())
-                           for n, p in ports.items()], policies, [], nodes=[])
-
-    engine = PolicyEngine(net, tag=tag, spares=1)
-    try:
-        engine.sync(cluster(policy))
+    with _two_pods(net, "10.77.0.0/24") as (ports, tag, policy):
+        engine = PolicyEngine(net, tag=tag, spares=1)
+        engine.sync(_cluster(ports, policy))
         engine.wait_spares()
         groups = {g["id"]: g for g in net.list("security_group", tags=tag)}
         a_groups = set(net.show("port", ports["a"]["id"])["security_groups"])
@@ -679,17 +693,12 @@ def test_the_policy_engine_makes_and_removes_the_same_groups_on_both_backends(cl
         assert len(peer) == 1 and peer[0]["remote_group_id"] in b_groups - a_groups
         engine.close()
         again = PolicyEngine(net, tag=tag, spares=1)     # a new process: adopts, makes nothing twice
-        again.sync(cluster(policy))
+        again.sync(_cluster(ports, policy))
         again.wait_spares()
         assert {g["id"] for g in net.list("security_group", tags=tag)} == set(groups)
-        again.sync(cluster())                                # the policy deleted: its groups go
+        again.sync(_cluster(ports))                          # the policy deleted: its groups go
         again.close(delete=True)
         assert net.list("security_group", tags=tag) == []
-    finally:
-        for p in ports.values():
-            net.delete("port", p["id"])
-        net.delete("subnet", subnet["id"])
-        net.delete("network", network["id"])
 
 
 def test_a_deleted_policys_groups_go_after_its_ports_left_them(clean_backend) -> None:  # noqa: ANN001
@@ -697,24 +706,13 @@ def test_a_deleted_policys_groups_go_after_its_ports_left_them(clean_backend) ->
     call returns, while its policy and peer groups (no port in them, so they allow
     nothing) are deleted a moment later, off the change's path. A policy back before
     that takes its old groups again; nothing is left after the cluster's delete."""
-    from lightkube import codecs
-
-    from netbay.k8s.policy import Cluster, Namespace, Pod, PolicyEngine
+    from netbay.k8s.policy import PolicyEngine
     from netbay.k8s.policy.translate import OPEN_INGRESS
 
     net = clean_backend
-    network = net.create("network", {"name": unique("np")})
-    subnet = net.create("subnet", {"network_id": network["id"], "cidr": "10.78.0.0/24", "ip_version": 4})
-    ports = {name: net.create("port", {"network_id": network["id"], "name": f"x/{name}"}) for name in ("a", "b")}
-    tag = f"k8s-policy:{unique('c')}"
-    policy = codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-                               "metadata": {"name": "a-from-b", "namespace": "x"},
-                               "spec": {"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Ingress"],
-                                        "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}]}]}})
-    engine = PolicyEngine(net, tag=tag, spares=2)
-    try:
-        engine.sync(Cluster.of([Namespace("x", {})], [Pod("x", n, p["id"], p["fixed_ips"][0]["ip_address"],
-                                                          {"pod": n}) for n, p in ports.items()], [], [], nodes=[]))
+    with _two_pods(net, "10.78.0.0/24") as (ports, tag, policy):
+        engine = PolicyEngine(net, tag=tag, spares=2)
+        engine.sync(_cluster(ports))
         engine.on_policy(policy)
         engine.wait_spares()
         made = {k: v for k, v in engine.groups.ids.items() if k.startswith(("policy:", "peer:"))}
@@ -722,11 +720,10 @@ def test_a_deleted_policys_groups_go_after_its_ports_left_them(clean_backend) ->
 
         engine.groups.refill = lambda: 0  # hold the deletion back, as if the refill had not run yet
         engine.on_policy_deleted("x", "a-from-b")
-        open_ingress = engine.groups.ids[OPEN_INGRESS]
         for name, port in ports.items():
             groups = set(net.show("port", port["id"])["security_groups"])
             assert not groups & set(made.values()), f"{name} still in a deleted policy's group"
-        assert open_ingress in net.show("port", ports["a"]["id"])["security_groups"]
+        assert engine.groups.ids[OPEN_INGRESS] in net.show("port", ports["a"]["id"])["security_groups"]
         tagged = {g["id"] for g in net.list("security_group", tags=tag)}
         assert set(made.values()) <= tagged, "deleted in the change's own batch, not after it"
 
@@ -740,8 +737,3 @@ def test_a_deleted_policys_groups_go_after_its_ports_left_them(clean_backend) ->
         assert not set(made.values()) & tagged, "the retired groups were not deleted"
         engine.close(delete=True)
         assert net.list("security_group", tags=tag) == []
-    finally:
-        for p in ports.values():
-            net.delete("port", p["id"])
-        net.delete("subnet", subnet["id"])
-        net.delete("network", network["id"])
