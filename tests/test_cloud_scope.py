@@ -8,7 +8,11 @@ admin, as a service account) acting for one of them.
   of A's objects (404, as the real Neutron answers B's token) and cannot use them.
 - A cluster asked for with A's token through netbay's Magnum API is built in A (every
   tagged object's project is A, none lands in the clouds.yaml project), B's token gets
-  404 on it, and its delete leaves nothing.
+  404 on it, and its delete leaves nothing; a template or build naming a network finds
+  the one A sees, though B has one of the same name.
+- Zun's API with each member's token puts A's container port in A and tells B that
+  A's network is not found; Octavia's side of the seam makes A's load balancer in A
+  and refuses B with Octavia's 403.
 
 Neutron runs API-only (no agents), so these assert API effects, never packets.
 """
@@ -296,3 +300,41 @@ def test_a_container_of_project_a_has_its_port_in_a_and_b_cannot_use_as_network(
         assert not list(admin.network.security_groups(name=f"zun-{made.uuid}"))
     finally:
         a_project.conn.network.delete_network(network)
+
+
+def test_the_load_balancer_seam_makes_in_its_project_and_refuses_another(
+        octavia, cloud: Cloud, seam, projects) -> None:  # noqa: ANN001
+    """Octavia's side of the seam: A's load balancer (on A's subnet) is A's; B is refused it
+    with Octavia's 403, lists none of it, and cannot put a listener under it."""
+    from netbay.backends.lbcloud import CloudLoadBalancers
+    from netbay.backends.loadbalancers import settled
+    from tests.test_lb_backends import gone
+
+    a_project, b_project = projects
+    conn = cloud.connection()   # made after Octavia joined the catalog
+    try:
+        lbs = CloudLoadBalancers(connection=conn)
+        a, b = lbs.for_project(a_project.id), lbs.for_project(b_project.id)
+        net_a = OpenStackBackend(connection=conn).for_project(a_project.id)
+        network = net_a.create("network", {"name": unique("lb-a")})
+        try:
+            subnet = net_a.create("subnet", {"network_id": network["id"], "cidr": "10.97.0.0/24", "ip_version": 4})
+            lb = a.create("loadbalancer", {"name": unique("lb"), "vip_subnet_id": subnet["id"]})
+            assert settled(a, lb["id"], 60)["project_id"] == a_project.id
+            assert conn.load_balancer.get_load_balancer(lb["id"]).project_id == a_project.id
+            assert lb["id"] in {x["id"] for x in a.list("loadbalancer")}
+            assert lb["id"] not in {x["id"] for x in b.list("loadbalancer")}
+            for call in (lambda: b.show("loadbalancer", lb["id"]),
+                         lambda: b.update("loadbalancer", lb["id"], {"description": "stolen"}),
+                         lambda: b.delete("loadbalancer", lb["id"], cascade=True),
+                         lambda: b.create("listener", {"loadbalancer_id": lb["id"], "protocol": "TCP",
+                                                       "protocol_port": 80})):
+                with pytest.raises(Forbidden):
+                    call()
+            a.delete("loadbalancer", lb["id"], cascade=True)
+            gone(a, lb["id"])
+            assert lb["id"] not in {x["id"] for x in a.list("loadbalancer")}
+        finally:
+            net_a.delete("network", network["id"])
+    finally:
+        conn.close()
