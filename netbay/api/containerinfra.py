@@ -251,8 +251,10 @@ def _conductor(request: Request) -> Conductor:
 
 
 def _names(request: Request) -> Any:
-    """Where a template's or cluster's network names are looked up (the conductor's backend)."""
-    return _conductor(request).names()
+    """Where a template's or cluster's network names are looked up: the conductor's
+    backend as the caller sees it (a member names only what its project may use)."""
+    net = _conductor(request).names()
+    return None if net is None else net.for_context(context(request))
 
 
 # --- cluster templates / baymodels --------------------------------------------------------------

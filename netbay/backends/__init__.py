@@ -7,7 +7,9 @@ Two implementations (DESIGN.md, "Narrow backend seams"):
 - ``embedded`` — netbay's own network service, called in-process (no HTTP hop,
   the same validation, quotas and rules as its Neutron API);
 - ``openstack`` — a real cloud's Neutron, through openstacksdk and the cloud's
-  Keystone (``clouds.yaml``, as every OpenStack tool reads it).
+  Keystone (``clouds.yaml``, as every OpenStack tool reads it); ``for_context`` /
+  ``for_project`` give it acting for one project (:mod:`netbay.backends.cloudscope`),
+  as the embedded backend's ``for_context`` does.
 
 Both speak Neutron's vocabulary: members are Neutron's (``network``,
 ``subnet``, ``subnetpool``, ``port``, ``router``, ``floatingip``,

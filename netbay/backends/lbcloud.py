@@ -15,6 +15,7 @@ from typing import Any
 import openstack
 from openstack import exceptions as sdk_errors
 
+from netbay.backends.lbscope import ProjectScopedLoadBalancers
 from netbay.backends.loadbalancers import checked
 from netbay.backends.openstack import plain, sdk_call
 
@@ -38,6 +39,10 @@ class CloudLoadBalancers:
                  **config: Any) -> None:
         self.conn = connection or openstack.connect(cloud=cloud, **config)
         self.lb = self.conn.load_balancer
+
+    def for_project(self, project_id: str) -> Any:
+        """This Octavia as a member of ``project_id`` sees it (:mod:`netbay.backends.lbscope`)."""
+        return ProjectScopedLoadBalancers(self, project_id)
 
     def create(self, kind: str, body: Mapping[str, Any], *, parent: str | None = None) -> dict[str, Any]:
         make = getattr(self.lb, f"create_{_sdk(kind, parent)}")

@@ -104,10 +104,18 @@ def settled(lbs: LoadBalancerBackend, lb_id: str, timeout: float) -> dict[str, A
 
 def cloud_load_balancers(net: Any) -> LoadBalancerBackend | None:
     """The cloud's Octavia on the ``openstack`` network backend's connection, where its
-    catalog lists one; None otherwise (no load balancers on such a cloud)."""
+    catalog lists one, acting for the same project as ``net`` when that acts for one
+    (:meth:`netbay.backends.openstack.OpenStackBackend.for_project`); None otherwise
+    (no load balancers on such a cloud)."""
+    from netbay.backends.cloudscope import ProjectScoped
     from netbay.backends.lbcloud import has_octavia
 
-    return open_lb_backend("openstack", connection=net.conn) if has_octavia(net.conn) else None
+    if not has_octavia(net.conn):
+        return None
+    lbs = open_lb_backend("openstack", connection=net.conn)
+    if isinstance(net, ProjectScoped) and not net.admin:
+        return lbs.for_project(net.project_id)  # type: ignore[attr-defined]
+    return lbs
 
 
 __all__ = ["COLLECTIONS", "LB_KINDS", "LoadBalancerBackend", "checked", "cloud_load_balancers", "open_lb_backend",

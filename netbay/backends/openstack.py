@@ -22,6 +22,7 @@ from openstack import exceptions as sdk_errors
 from openstack.resource import Resource as SdkResource
 
 from netbay import errors
+from netbay.backends.cloudscope import ProjectScoped
 
 # Neutron member -> the name openstacksdk's network proxy uses for it.
 _SDK_NAME = {
@@ -44,9 +45,16 @@ class OpenStackBackend:
         self.net = self.conn.network
         self._untagged_posts: set[str] = set()  # members this Neutron refuses ``tags`` on POST for
 
-    def for_context(self, context: Any) -> OpenStackBackend:
-        """The same backend: the cloud's credentials (clouds.yaml) act for every caller."""
-        return self
+    def for_context(self, context: Any) -> Any:
+        """This cloud as the caller of ``context`` sees it: its project's objects (creates
+        carry the project), or everything for a caller with the admin role, as Neutron
+        treats each (:mod:`netbay.backends.cloudscope` says why the clouds.yaml
+        credentials act, not the caller's token)."""
+        return ProjectScoped(self, context.project_id, admin=context.is_admin)
+
+    def for_project(self, project_id: str) -> Any:
+        """This cloud as a member of ``project_id`` sees it (a cluster's owner, a job's project)."""
+        return ProjectScoped(self, project_id)
 
     @property
     def project_id(self) -> str:

@@ -211,7 +211,7 @@ class EmbeddedConductor:
             return self._report(cluster_id, action, Outcome(f"{verb}_FAILED", no_room))
         api = self._api_factory()
         try:
-            net = self._network()
+            net = self._network(project)
             lb, servers = _cloud_load_balancers(net), _cloud_servers(net)
         except Exception as exc:  # noqa: BLE001 - an unreachable cloud fails the cluster, with why
             api.close()
@@ -247,15 +247,18 @@ class EmbeddedConductor:
                 self._names = self._network()
             return self._names
 
-    def _network(self) -> Any:
-        """The ``openstack`` backend's connection for one run (None: netbay's own service,
-        over the API client the stack already has)."""
+    def _network(self, project_id: str | None = None) -> Any:
+        """The ``openstack`` backend's connection for one run, acting for the cluster's
+        owner ``project_id`` (creates in it, sees what it sees: the clouds.yaml
+        credentials name the project, :mod:`netbay.backends.cloudscope`); None: netbay's
+        own service, over the API client the stack already has."""
         kind, cloud = self.network
         if kind != "openstack":
             return None
         from netbay.backends import open_backend
 
-        return open_backend("openstack", cloud=cloud)
+        backend = open_backend("openstack", cloud=cloud)
+        return backend.for_project(project_id) if project_id else backend
 
     def _report(self, cluster_id: str, action: str, outcome: Any) -> str | None:
         """Write the outcome and give the lease up, in one transaction. A lease lost (this

@@ -73,7 +73,7 @@ def check(session: Session, ctx: Context, values: dict, net: NetworkBackend | No
     """Every reference ``values`` (a template's or cluster's attributes) holds: in
     netbay's own tables, or in ``net`` when the cluster's networks are made there."""
     if net is not None:
-        _check_in(net, ctx, values)
+        _check_in(net, values)
         return
     if values.get("external_network_id"):
         external_network(session, values["external_network_id"])
@@ -90,9 +90,9 @@ def keypair(session: Session, ctx: Context, name: str | None) -> None:
         raise NotFound(f"Unable to find keypair {name}.")
 
 
-def _check_in(net: NetworkBackend, ctx: Context, values: dict) -> None:
-    """:func:`check` against a backend's Neutron (an admin connection: the caller's
-    project, or shared networks, is what a non-admin may name, as above)."""
+def _check_in(net: NetworkBackend, values: dict) -> None:
+    """:func:`check` against a backend's Neutron, ``net`` acting for the caller
+    (``for_context``: a non-admin sees its project's networks and shared ones, as above)."""
     if values.get("external_network_id"):
         ident = values["external_network_id"]
         _one(_named(net, "network", ident, is_router_external=True), f"Unable to find external network {ident}.",
@@ -100,13 +100,13 @@ def _check_in(net: NetworkBackend, ctx: Context, values: dict) -> None:
     network_id = None
     if values.get("fixed_network"):
         ident = values["fixed_network"]
-        network_id = _one([n for n in _named(net, "network", ident) if _visible(ctx, n)],
+        network_id = _one(_named(net, "network", ident),
                           f"Unable to find fixed network {ident}.",
                           f"Multiple networks exist with same name '{ident}'. Please use the network ID instead.")
     if values.get("fixed_subnet"):
         ident = values["fixed_subnet"]
         found = _named(net, "subnet", ident, **({"network_id": network_id} if network_id else {}))
-        _one([s for s in found if _visible(ctx, s) or _visible(ctx, net.show("network", s["network_id"]))],
+        _one(found,
              f"Unable to find fixed subnet {ident}.",
              f"Multiple subnets exist with same name '{ident}'. Please use the subnet ID instead.")
 
@@ -120,10 +120,6 @@ def _named(net: NetworkBackend, member: str, ident: str, **filters: Any) -> list
         return list(found.values())
     found.update({o["id"]: o for o in net.list(member, id=ident, **filters)})
     return list(found.values())
-
-
-def _visible(ctx: Context, obj: dict) -> bool:
-    return ctx.is_admin or obj.get("project_id") == ctx.project_id or bool(obj.get("shared"))
 
 
 def _one(found: list[dict], missing: str, several: str) -> str:

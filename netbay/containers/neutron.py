@@ -41,7 +41,7 @@ class ZunNeutron:
         scoped = getattr(backend, "for_context", None)
         self.backend = scoped(ctx) if scoped is not None else backend
         self.ctx = ctx
-        # Whose objects are the caller's: the caller's project here, the cloud credentials' there.
+        # Whose objects are the caller's: its project, on either backend (both act for it).
         self.project_id = getattr(self.backend, "project_id", None) or ctx.project_id
         self.owner = OWNERS.get(backend.name, ZUN_OWNER)
         self.binds_host = backend.name not in OWNERS   # Zun sets binding:host_id; netbay's agent binds its own

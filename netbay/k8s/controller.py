@@ -91,6 +91,9 @@ class Controller:
         self.lbs = open_lb_backend("embedded", api=api) if lbs == OWN else lbs
         self.lb_provider = lb_provider
         self.refs: ClusterRefs = find(api, self.net, cluster_id)
+        if self.refs.project_id:   # a cloud's services act for the cluster's project, as kuryr does
+            self.net = _for_project(self.net, self.refs.project_id)
+            self.lbs = _for_project(self.lbs, self.refs.project_id)
         self.names = names or Names()
         self.host = host or socket.gethostname()
         self.sandboxes = pods if pods is not None else PodSandboxes(self.names)
@@ -386,3 +389,10 @@ class Controller:
 
 
 __all__ = ["Controller", "POD_OWNER", "Report"]
+
+
+def _for_project(backend: Any, project_id: str) -> Any:
+    """``backend`` acting for ``project_id`` where it serves many projects (a cloud's);
+    netbay's own, reached with the cluster's token, is already scoped by it."""
+    scope = getattr(backend, "for_project", None)
+    return scope(project_id) if scope is not None else backend
