@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import httpx
+from conftest import unique
 
 
 def ci_client(server, token: str, version: str | None = None) -> httpx.Client:  # noqa: ANN001
@@ -65,6 +66,20 @@ def wait_status(ci: httpx.Client, cid: str, done: tuple[str, ...], timeout: floa
             return cluster
         time.sleep(0.1)
     raise AssertionError(f"cluster {cid} not in {done} after {timeout}s: {ci.get(f'/clusters/{cid}').text}")
+
+
+def create_cluster(ci: httpx.Client, template_id: str, node_count: int) -> str:
+    """POST a cluster of ``template_id`` (Magnum answers 202 with its uuid); its uuid."""
+    r = ci.post("/clusters", json={"name": unique("c"), "cluster_template_id": template_id,
+                                   "node_count": node_count})
+    assert r.status_code == 202, r.text
+    return r.json()["uuid"]
+
+
+def delete_cluster(ci: httpx.Client, cid: str, timeout: float) -> None:
+    """DELETE the cluster and wait, bounded, until it is gone (not DELETE_FAILED)."""
+    assert ci.delete(f"/clusters/{cid}").status_code == 204
+    assert wait_status(ci, cid, ("GONE", "DELETE_FAILED"), timeout)["status"] == "GONE"
 
 
 def make_keypair(server, token: str, name: str) -> dict:  # noqa: ANN001

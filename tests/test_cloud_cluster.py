@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from coehelp import ci_client, make_template, wait_status
+from coehelp import ci_client, create_cluster, delete_cluster, make_template, wait_status
 from conftest import unique
 
 from netbay.backends.openstack import OpenStackBackend
@@ -71,18 +71,6 @@ def ci(server, admin) -> httpx.Client:  # noqa: ANN001
     return ci_client(server, admin.auth_token)
 
 
-def create(ci: httpx.Client, tpl: dict, node_count: int) -> str:
-    r = ci.post("/clusters", json={"name": unique("c"), "cluster_template_id": tpl["uuid"],
-                                   "node_count": node_count})
-    assert r.status_code == 202, r.text
-    return r.json()["uuid"]
-
-
-def delete(ci: httpx.Client, cid: str) -> None:
-    assert ci.delete(f"/clusters/{cid}").status_code == 204
-    assert wait_status(ci, cid, ("GONE", "DELETE_FAILED"), BUILD_TIMEOUT)["status"] == "GONE"
-
-
 def test_a_master_load_balancer_is_refused_by_name_without_octavia(
         store: Store, admin, env: dict[str, str]) -> None:  # noqa: ANN001
     """The executor on the cloud's Neutron with no load-balancer backend beside it, as the
@@ -123,7 +111,7 @@ def test_an_octavia_quota_midway_rolls_back_and_names_octavias_error(
     before, lbs_before = cli_snapshot(env), lb_snapshot(admin)
     admin.load_balancer.update_quota(project, load_balancers=len(lbs_before["loadbalancer"]) + 1)
     try:
-        cid = create(ci, _lb_template(ci), node_count=1)
+        cid = create_cluster(ci, _lb_template(ci)["uuid"], node_count=1)
         cluster = wait_status(ci, cid, ("CREATE_COMPLETE", "CREATE_FAILED"), BUILD_TIMEOUT)
     finally:
         admin.load_balancer.delete_quota(project)
@@ -132,7 +120,7 @@ def test_an_octavia_quota_midway_rolls_back_and_names_octavias_error(
     assert "Quota has been met" in cluster["status_reason"], cluster["status_reason"]
     assert "rollback incomplete" not in cluster["status_reason"]
     assert lb_snapshot(admin) == lbs_before and cli_snapshot(env) == before
-    delete(ci, cid)
+    delete_cluster(ci, cid, BUILD_TIMEOUT)
 
 
 LB_TEMPLATE = {"coe": "kubernetes", "network_driver": "flannel", "external_network_id": "public",

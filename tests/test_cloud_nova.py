@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from coehelp import ci_client, make_template, wait_status
+from coehelp import ci_client, create_cluster, delete_cluster, make_template, wait_status
 from conftest import unique
 
 from netbay.backends.novacloud import CloudServers
@@ -71,15 +71,7 @@ def _servers_of(nova: NovaStandin, cid: str) -> list[dict]:
 
 def _create(ci: httpx.Client, node_count: int, **extra) -> str:  # noqa: ANN003
     tpl = make_template(ci, **{**TEMPLATE, "name": unique("nova"), **extra})
-    r = ci.post("/clusters", json={"name": unique("c"), "cluster_template_id": tpl["uuid"],
-                                   "node_count": node_count})
-    assert r.status_code == 202, r.text
-    return r.json()["uuid"]
-
-
-def _delete(ci: httpx.Client, cid: str) -> None:
-    assert ci.delete(f"/clusters/{cid}").status_code == 204
-    assert wait_status(ci, cid, ("GONE", "DELETE_FAILED"), BUILD_TIMEOUT)["status"] == "GONE"
+    return create_cluster(ci, tpl["uuid"], node_count)
 
 
 def test_nodes_are_servers_booted_on_their_ports_and_deleted_with_the_cluster(
@@ -107,7 +99,7 @@ def test_nodes_are_servers_booted_on_their_ports_and_deleted_with_the_cluster(
     listed = {s.id for s in admin.compute.servers()}
     assert {s["id"] for s in servers} <= listed
 
-    _delete(ci, cid)
+    delete_cluster(ci, cid, BUILD_TIMEOUT)
     assert _servers_of(nova, cid) == []
     assert snapshot(neutron) == before and _cli_ports(cloud_env) == cli_ports
 
@@ -125,7 +117,7 @@ def test_a_boot_that_goes_to_error_fails_the_create_with_novas_fault_and_rolls_b
     assert "rollback incomplete" not in reason
     assert _servers_of(nova, cid) == []        # the failed one and its sibling: deleted
     assert snapshot(neutron) == before   # and the ports, networks, router, groups after them
-    _delete(ci, cid)
+    delete_cluster(ci, cid, BUILD_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
