@@ -106,6 +106,20 @@ def network_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
         conn.close()
 
 
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """A cluster executor's state tables on SQLite (its own, beside any server's), for the
+    tests that drive ``Stack`` directly on a backend; a module's own ``store`` wins."""
+    from netbay.store import migrate
+    from netbay.store.db import Store
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('stacks') / 'netbay.db'}"
+    migrate.upgrade(url)
+    s = Store(url)
+    yield s
+    s.dispose()
+
+
 def snapshot(backend) -> dict[str, set[str]]:  # noqa: ANN001
     """Every object's id, per swept member."""
     return {m: {o["id"] for o in backend.list(m)} for m in SWEPT}

@@ -27,7 +27,7 @@ import pytest
 
 from tests.backendfix import (clean_backend, clean_lb_backend, cloud, cloud_env, cluster_api,  # noqa: F401
                               lb_backend, network_backend, neutron_api, neutron_params, nova,
-                              octavia)  # (shared fixtures)
+                              octavia, store)  # (shared fixtures)
 
 ADMIN_PASSWORD = "admin-secret-for-tests"
 

@@ -35,7 +35,6 @@ from netbay.backends.openstack import OpenStackBackend
 from netbay.coe.compose import build
 from netbay.coe.executor import Interrupted, Stack
 from netbay.coe.handlers import NO_OCTAVIA
-from netbay.store import migrate
 from netbay.store.db import Store
 from tests.peers.openstack_cloud import Cloud
 from tests.backendfix import cli_snapshot, netbay_on_cloud
@@ -132,15 +131,6 @@ def _lb_template(ci: httpx.Client) -> dict:
     which a real provider makes and Octavia's noop provider does not (it invents its id)."""
     return make_template(ci, name=unique("cloud-lb"), external_network_id="public", network_driver="flannel",
                          floating_ip_enabled=False, master_lb_enabled=True, labels={"flannel_backend": "vxlan"})
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    url = f"sqlite:///{tmp_path_factory.mktemp('stacks') / 'netbay.db'}"
-    migrate.upgrade(url)
-    s = Store(url)
-    yield s
-    s.dispose()
 
 
 def test_up_refuses_a_cloud_that_does_not_answer(cloud: Cloud, tmp_path: Path) -> None:

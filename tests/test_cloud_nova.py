@@ -30,7 +30,6 @@ from netbay.backends.novacloud import CloudServers
 from netbay.backends.openstack import OpenStackBackend
 from netbay.coe.compose import build
 from netbay.coe.executor import Interrupted, Stack
-from netbay.store import migrate
 from netbay.store.db import Store
 from tests.backendfix import netbay_on_cloud, openstack, snapshot
 from tests.peers.nova_standin import FLAVORS, HOST, IMAGES, OWNER, NovaStandin
@@ -118,15 +117,6 @@ def test_a_boot_that_goes_to_error_fails_the_create_with_novas_fault_and_rolls_b
     assert _servers_of(nova, cid) == []        # the failed one and its sibling: deleted
     assert snapshot(neutron) == before   # and the ports, networks, router, groups after them
     delete_cluster(ci, cid, BUILD_TIMEOUT)
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    url = f"sqlite:///{tmp_path_factory.mktemp('stacks') / 'netbay.db'}"
-    migrate.upgrade(url)
-    s = Store(url)
-    yield s
-    s.dispose()
 
 
 def test_a_restart_adopts_a_server_by_its_metadata_and_the_sweep_deletes_it(

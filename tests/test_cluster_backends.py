@@ -29,7 +29,6 @@ from conftest import unique
 
 from netbay.coe.compose import build
 from netbay.coe.executor import Interrupted, Stack
-from netbay.store import migrate
 from netbay.store.db import Store
 from tests.backendfix import ClusterApi, _agent_reports, cli_snapshot, octavia_snapshot, openstack
 
@@ -250,16 +249,6 @@ def test_a_master_load_balancer_is_made_in_the_backends_octavia_and_deleted_with
 
 
 # --- the delete-by-tag sweep ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    """The executor's state tables (its own, beside the server's)."""
-    url = f"sqlite:///{tmp_path_factory.mktemp('stacks') / 'netbay.db'}"
-    migrate.upgrade(url)
-    s = Store(url)
-    yield s
-    s.dispose()
 
 
 def test_a_restart_adopts_by_tag_and_a_crashed_delete_is_finished(store: Store, cluster_api: ClusterApi) -> None:

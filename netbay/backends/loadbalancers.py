@@ -20,10 +20,10 @@ balancer is ``PENDING_*`` (409): waiting and retrying is the caller's business.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from netbay.backends import poll
 from netbay.errors import BadRequest
 
 LB_KINDS = ("loadbalancer", "listener", "pool", "member", "healthmonitor")
@@ -89,17 +89,9 @@ def settled(lbs: LoadBalancerBackend, lb_id: str, timeout: float) -> dict[str, A
     Heat's Octavia resources wait: Octavia refuses any change to its tree meanwhile
     (409, immutable). Whatever it settled at (``ACTIVE``, ``ERROR``) is the caller's
     to judge; ``NotFound`` when it is gone."""
-    deadline = time.monotonic() + timeout
-    delay = 0.01
-    while True:
-        lb = lbs.show("loadbalancer", lb_id)
-        status = lb["provisioning_status"]
-        if not status.startswith("PENDING_"):
-            return lb
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"load balancer {lb_id} still {status} after {timeout:.0f}s")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.25)
+    return poll.until(lambda: lbs.show("loadbalancer", lb_id),
+                      lambda lb: not lb["provisioning_status"].startswith("PENDING_"), timeout, first=0.01, cap=0.25,
+                      late=lambda lb: f"load balancer {lb_id} still {lb['provisioning_status']} after {timeout:.0f}s")
 
 
 def cloud_load_balancers(net: Any) -> LoadBalancerBackend | None:

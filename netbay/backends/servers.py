@@ -16,10 +16,10 @@ asynchronously (``BUILD`` → ``ACTIVE`` or ``ERROR``) and deletes asynchronousl
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from netbay.backends import poll
 from netbay.errors import NotFound
 
 
@@ -68,16 +68,8 @@ def gone(servers: ServerBackend, server_id: str, timeout: float) -> None:
 
 
 def _until(servers: ServerBackend, server_id: str, timeout: float, done: Any, what: str) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while True:
-        server = servers.show(server_id)
-        if done(server):
-            return server
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"server {server_id} not {what} after {timeout:.0f}s (still {server.get('status')})")
-        time.sleep(delay)
-        delay = min(delay * 2, 1.0)
+    return poll.until(lambda: servers.show(server_id), done, timeout, first=0.05, cap=1.0,
+                      late=lambda s: f"server {server_id} not {what} after {timeout:.0f}s (still {s.get('status')})")
 
 
 def cloud_servers(net: Any) -> ServerBackend | None:
