@@ -1,8 +1,10 @@
 """Cluster API behaviour that must be the same on both network backends (issue 14):
 template references and errors, create → ``CREATE_COMPLETE`` with every network
 object made in THAT backend and tagged, scaling, the HOT export, a delete that leaves
-nothing, rollback of a failure midway naming the backend's own error, and the
-delete-by-tag sweep after a crash.
+nothing, every node's port let to carry the pods' network (an allowed address pair,
+as the backend's own ``openstack port show`` lists it), a cluster too big for the
+``fixed_subnet`` it names refused before anything is made, rollback of a failure
+midway naming the backend's own error, and the delete-by-tag sweep after a crash.
 
 One parametrized fixture, ``cluster_api`` (``tests/backendfix.py``), runs each test
 against a netbay server on its embedded network service and against ``netbay up
@@ -21,6 +23,7 @@ SIGKILLed server and subnet room in ``tests/test_clusters_build.py``.
 from __future__ import annotations
 
 import ipaddress
+import json
 import uuid
 
 import pytest
@@ -35,6 +38,15 @@ from tests.backendfix import ClusterApi, _agent_reports, cli_snapshot, octavia_s
 BUILD_TIMEOUT = 300
 TEMPLATE = {"coe": "kubernetes", "network_driver": "flannel", "external_network_id": "public",
             "floating_ip_enabled": True, "master_lb_enabled": False, "labels": {"flannel_backend": "vxlan"}}
+POD_NETWORK = "10.100.0.0/16"   # flannel's default flannel_network_cidr
+
+
+def _pairs(api: ClusterApi, port_id: str) -> list[str]:
+    """The port's allowed address pairs as the backend's own ``openstack port show`` lists them."""
+    shown = json.loads(openstack(api.env, "port", "show", port_id, "-f", "json"))["allowed_address_pairs"]
+    if isinstance(shown, str):   # older clients print "ip_address='…', mac_address='…'" per pair
+        return [part.split("'")[1] for part in shown.split(",") if "ip_address" in part]
+    return [pair["ip_address"] for pair in shown]
 
 
 def _template(api: ClusterApi, **extra) -> dict:  # noqa: ANN003
@@ -130,6 +142,7 @@ def test_a_cluster_is_made_in_the_backend_tagged_scaled_exported_and_deleted_wit
     node_ports = {p.id for p in net.ports(tags=tag, network_id=networks[0].id)
                   if p.device_owner not in ("network:router_interface", "network:dhcp")}
     assert {f.port_id for f in fips} <= node_ports
+    assert all(_pairs(api, p) == [POD_NETWORK] for p in node_ports)   # pods' traffic passes anti-spoofing
     assert len(cluster["master_addresses"]) == 1 and len(cluster["node_addresses"]) == 2
     assert set(cluster["master_addresses"]) | set(cluster["node_addresses"]) == {f.floating_ip_address for f in fips}
     assert cluster["api_address"] == f"https://{cluster['master_addresses'][0]}:6443"
@@ -155,6 +168,9 @@ def test_a_cluster_is_made_in_the_backend_tagged_scaled_exported_and_deleted_wit
     cluster = _settled(api, cid, "UPDATE")
     assert cluster["status"] == "UPDATE_COMPLETE", cluster["status_reason"]
     assert len(cluster["node_addresses"]) == 3 and len(list(net.ips(tags=tag))) == 4
+    grown = {p.id for p in net.ports(tags=tag, network_id=networks[0].id)
+             if p.device_owner not in ("network:router_interface", "network:dhcp")}
+    assert len(grown - node_ports) == 1 and all(_pairs(api, p) == [POD_NETWORK] for p in grown)   # once each
     api.magnum.clusters.update(cid, [{"op": "replace", "path": "/node_count", "value": 1}])
     cluster = _settled(api, cid, "UPDATE")
     assert cluster["status"] == "UPDATE_COMPLETE" and len(cluster["node_addresses"]) == 1
@@ -165,6 +181,35 @@ def test_a_cluster_is_made_in_the_backend_tagged_scaled_exported_and_deleted_wit
     api.magnum.cluster_templates.delete(ct.uuid)
     assert api.snapshot() == before
     assert cli_snapshot(api.env) == cli_before   # as the backend's own `openstack … list` shows it
+
+
+def test_a_cluster_too_big_for_its_fixed_subnet_is_400_before_anything_is_made(cluster_api: ClusterApi) -> None:
+    """The room is the subnet's allocation pools less the addresses its ports hold, as the
+    backend reports them: a port of someone else's takes one."""
+    api = cluster_api
+    name = unique("small")
+    network = api.seam.create("network", {"name": name})
+    try:
+        subnet = api.seam.create("subnet", {"network_id": network["id"], "cidr": "10.78.0.0/29", "ip_version": 4,
+                                            "name": name + "-sub"})
+        api.seam.create("port", {"network_id": network["id"], "name": name + "-other"})
+        held = sum(1 for p in api.seam.list("port", network_id=network["id"])
+                   for ip in p["fixed_ips"] if ip["subnet_id"] == subnet["id"])
+        room = 5 - held      # .2-.6 of the /29
+        assert room >= 1
+        template = _template(api)
+        before, cli_before = api.snapshot(), cli_snapshot(api.env)
+        r = api.ci.post("/clusters", json={"name": unique("c"), "cluster_template_id": template["uuid"],
+                                           "node_count": room, "fixed_network": name, "fixed_subnet": name + "-sub"})
+        magnum_error(r, 400, f"A cluster of 1 master(s) and {room} node(s) needs {room + 1} addresses on its "
+                             f"private subnet 10.78.0.0/29, which has room for {room}. Use a larger "
+                             "fixed_subnet_cidr or fewer nodes.")
+        assert api.snapshot() == before and cli_snapshot(api.env) == cli_before
+        assert api.ci.delete(f"/clustertemplates/{template['uuid']}").status_code == 204
+    finally:
+        for port in api.seam.list("port", network_id=network["id"]):
+            api.seam.delete("port", port["id"])
+        api.seam.delete("network", network["id"])
 
 
 def test_a_port_quota_midway_rolls_back_and_names_the_backends_error(cluster_api: ClusterApi) -> None:

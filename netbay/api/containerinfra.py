@@ -360,8 +360,9 @@ def _mount_clusters(sub: FastAPI, collection: str, legacy: bool) -> None:
         ctx = context(request)
         body = await _body(request)
         zero = _version(request) >= ZERO_NODES_VERSION
-        out = await _write(request, lambda s: shown(request, s, clusters.update(s, ctx, ident, body,
-                                                                                  legacy=legacy, zero_nodes=zero)))
+        net = await run_in_threadpool(_names, request)
+        out = await _write(request, lambda s: shown(request, s, clusters.update(s, ctx, ident, body, legacy=legacy,
+                                                                                  zero_nodes=zero, net=net)))
         _conductor(request).cluster_changed(out["uuid"], "update")
         if synchronous(request):
             return JSONResponse(out)

@@ -16,11 +16,16 @@ Both speak Neutron's vocabulary: members are Neutron's (``network``,
 ``security_group``, ``security_group_rule``), bodies and results are the JSON
 objects Neutron's API takes and returns, and failures are ``netbay.errors``
 exceptions carrying the backend's own status, type and message.
+
+Where callers must act differently (who binds a port, whether netbay's own load
+balancers and sandboxes stand beside the network), each backend declares it in
+``traits`` (:class:`Traits`): callers read the trait, never the backend's name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 # Neutron's member names, in an order that creates dependencies first.
@@ -28,11 +33,31 @@ MEMBERS = ("network", "subnetpool", "subnet", "security_group", "security_group_
            "floatingip")
 
 
+@dataclass(frozen=True)
+class Traits:
+    """What a backend is, as far as code above the seam must know."""
+
+    #: netbay's own network service: its sandboxes, load balancers and dataplane agent stand
+    #: beside it (a cloud's Neutron has its own Nova, Octavia and agents, or none).
+    own_services: bool
+    #: Ports are bound by whoever makes them naming ``binding:host_id`` (a cloud's ML2, as
+    #: Zun does); False: netbay's agent binds the ports it wires.
+    binds_host: bool
+    #: ``device_owner`` of a container's port: netbay's dataplane wires ``compute:netbay``;
+    #: on a cloud, Zun's kuryr driver's ``compute:kuryr``.
+    container_owner: str
+
+
+EMBEDDED = Traits(own_services=True, binds_host=False, container_owner="compute:netbay")
+CLOUD = Traits(own_services=False, binds_host=True, container_owner="compute:kuryr")
+
+
 @runtime_checkable
 class NetworkBackend(Protocol):
     """What a controller may ask of the network, whoever serves it."""
 
     name: str
+    traits: Traits
 
     def create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create one ``member`` from a Neutron request body; the created object."""
@@ -83,4 +108,4 @@ def open_backend(kind: str, **options: Any) -> NetworkBackend:
     raise ValueError(f"unknown network backend {kind!r}: choose embedded or openstack")
 
 
-__all__ = ["MEMBERS", "NetworkBackend", "open_backend"]
+__all__ = ["CLOUD", "EMBEDDED", "MEMBERS", "NetworkBackend", "Traits", "open_backend"]

@@ -32,7 +32,7 @@ from urllib.parse import quote
 import httpx
 
 from netbay import errors
-from netbay.backends import NetworkBackend
+from netbay.backends import EMBEDDED, NetworkBackend, Traits
 from netbay.backends.apiclient import NET, error_kind, error_message
 from netbay.backends.http import COLLECTIONS, _path
 
@@ -46,6 +46,7 @@ class AsyncNetworkBackend(Protocol):
     """:class:`netbay.backends.NetworkBackend`'s CRUD and tags, awaited."""
 
     name: str
+    traits: Traits
 
     async def create(self, member: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
     async def show(self, member: str, obj_id: str) -> dict[str, Any]: ...
@@ -121,6 +122,7 @@ class HttpAsyncBackend:
     """netbay's network service at ``api`` (the embedded backend, as a client sees it)."""
 
     name = "embedded"
+    traits = EMBEDDED
 
     def __init__(self, api: AsyncApi) -> None:
         self.api = api
@@ -167,7 +169,7 @@ class ThreadedBackend:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="netbay-backend")
         self.first = self._backend()  # on the caller's thread: settings are checked here, not on a call
-        self.name = self.first.name
+        self.name, self.traits = self.first.name, self.first.traits
 
     def _backend(self) -> NetworkBackend:
         backend = getattr(self._local, "backend", None)

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from netbay.backends import CLOUD
 from netbay.errors import BadRequest, Forbidden, NotFound, not_found
 
 CHUNK = 50        # ids per list query (a URL carries them as repeated parameters)
@@ -49,6 +50,7 @@ class ProjectScoped:
     ``project_id``: as a member of it, or (``admin``) as an admin scoped to it."""
 
     name = "openstack"
+    traits = CLOUD
 
     def __init__(self, backend: Any, project_id: str, *, admin: bool = False) -> None:
         if not project_id:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from netbay.backends import EMBEDDED
 from netbay.context import Context
 from netbay.errors import BadRequest, NotFound
 from netbay.network.bodies import validate
@@ -26,6 +27,7 @@ class EmbeddedBackend:
     """The embedded network service, acting for ``context`` (netbay itself by default)."""
 
     name = "embedded"
+    traits = EMBEDDED
 
     def __init__(self, store: Store, context: Context | None = None) -> None:
         self.store = store

@@ -23,6 +23,7 @@ from urllib.parse import quote
 import httpx
 
 from netbay import errors
+from netbay.backends import EMBEDDED
 from netbay.backends.apiclient import NET, Api, ApiError
 
 # Neutron member -> its collection in the URL (and, with "-" as "_", in list bodies).
@@ -37,6 +38,7 @@ class HttpBackend:
     """netbay's Neutron API at ``api`` (an :class:`netbay.backends.apiclient.Api` with its token)."""
 
     name = "embedded"
+    traits = EMBEDDED
 
     def __init__(self, api: Api) -> None:
         self.api = api

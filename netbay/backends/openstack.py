@@ -22,6 +22,7 @@ from openstack import exceptions as sdk_errors
 from openstack.resource import Resource as SdkResource
 
 from netbay import errors
+from netbay.backends import CLOUD
 from netbay.backends.cloudscope import ProjectScoped
 
 # Neutron member -> the name openstacksdk's network proxy uses for it.
@@ -38,6 +39,7 @@ class OpenStackBackend:
     """Neutron of the cloud ``cloud`` (clouds.yaml), or of an open ``connection``."""
 
     name = "openstack"
+    traits = CLOUD
 
     def __init__(self, cloud: str | None = None, connection: openstack.connection.Connection | None = None,
                  **config: Any) -> None:

@@ -3,7 +3,8 @@
 The conductor calls :func:`room_problem` before it builds or scales (a cluster that
 cannot get a lease per node fails before its stack changes), :func:`sync` after a
 create or update succeeded (nodes from the stack's servers; leases allocated keeping
-the ones held, released for nodes gone, pods on gone nodes deleted) and :func:`forget`
+the ones held, released for nodes gone, pods on gone nodes deleted; each node's port
+let to carry pod addresses, through the network backend seam) and :func:`forget`
 when the cluster goes. The result is a ``clusternet`` in the change stream, all the
 dataplane agent needs to program the nodes (:mod:`netbay.drivers.realizer`).
 Which lease manager and config a driver uses is the driver's own
@@ -19,13 +20,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from netbay.backends import NetworkBackend
 from netbay.context import Context
 from netbay.drivers import leases as leaselib
 from netbay.errors import NotFound
 from netbay.network.resource import Resource, timestamp
 from netbay.store.db import Store
 from netbay.store.models import (
-    Cluster, ClusterNet, ClusterTemplate, CoeStack, CoeStackResource, IPAllocation, Pod, Port, Sandbox, Subnet,
+    Cluster, ClusterNet, ClusterTemplate, CoeStack, CoeStackResource, IPAllocation, Pod, Sandbox, Subnet,
 )
 
 SERVER = "OS::Nova::Server"
@@ -99,18 +101,32 @@ CLUSTERNETS = ClusterNets()
 # --- the conductor's calls --------------------------------------------------------------------------
 
 
+def _server_rows(session: Session, cluster_id: str) -> list[CoeStackResource]:
+    stack = session.scalars(select(CoeStack).where(CoeStack.cluster_id == cluster_id)).first()
+    if stack is None:
+        return []
+    return list(session.scalars(select(CoeStackResource).where(
+        CoeStackResource.stack_id == stack.id, CoeStackResource.type == SERVER,
+        CoeStackResource.physical_id.is_not(None)).order_by(CoeStackResource.name)))
+
+
+def node_ports(session: Session, cluster_id: str) -> list[str]:
+    """Each node's first port (on the cluster's private network), as the stack's server
+    rows recorded it on any backend: a sandbox lists ``{"port_id": …}``, a cloud's node ids."""
+    out = []
+    for row in _server_rows(session, cluster_id):
+        ports = (row.attributes or {}).get("ports") or []
+        if ports:
+            out.append(ports[0]["port_id"] if isinstance(ports[0], dict) else str(ports[0]))
+    return out
+
+
 def stack_nodes(session: Session, cluster_id: str) -> list[dict[str, Any]]:
     """The cluster's servers as the stack made them: logical name, role, sandbox id and
     underlay address (the first fixed IPv4 of its first port, with the subnet's prefix);
     masters first, then by index."""
-    stack = session.scalars(select(CoeStack).where(CoeStack.cluster_id == cluster_id)).first()
-    if stack is None:
-        return []
     out = []
-    rows = session.scalars(select(CoeStackResource).where(
-        CoeStackResource.stack_id == stack.id, CoeStackResource.type == SERVER,
-        CoeStackResource.physical_id.is_not(None)))
-    for row in rows:
+    for row in _server_rows(session, cluster_id):
         sandbox = session.get(Sandbox, row.physical_id)
         if sandbox is None or not sandbox.ports:
             continue
@@ -131,22 +147,31 @@ def stack_nodes(session: Session, cluster_id: str) -> list[dict[str, Any]]:
     return [{k: v for k, v in n.items() if k != "index"} for n in out]
 
 
-def sync(store: Store, cluster_id: str) -> None:
+def sync(store: Store, cluster_id: str, net: NetworkBackend) -> None:
     """Make the cluster's ``clusternet`` match its stack: leases kept for the nodes that
-    hold one, new ones for new nodes, released for nodes gone (with their pods).
-    Raises :class:`netbay.drivers.leases.LeasesExhausted` and changes nothing if the
+    hold one, new ones for new nodes, released for nodes gone (with their pods). First
+    every node's port in ``net`` (the backend the stack made it in) is let to carry the
+    pods' network, so the nodes' traffic passes before the agent routes pods over them.
+    Raises :class:`netbay.drivers.leases.LeasesExhausted` and changes no lease if the
     nodes do not fit."""
     from netbay.coe.pods import PODS
+
+    with store.read() as s:
+        cluster = s.get(Cluster, cluster_id)
+        template = s.get(ClusterTemplate, cluster.cluster_template_id) if cluster is not None else None
+        driver = template.network_driver if template is not None else None
+        found = None if cluster is None else network_config(driver, cluster.labels)
+        ports = node_ports(s, cluster_id)
+    if found is None:
+        return
+    config, netcfg = found
+    for port_id in ports:
+        allow_pod_network(net, port_id, netcfg.network)
 
     def write(s: Session) -> None:
         cluster = s.get(Cluster, cluster_id)
         if cluster is None:
             return
-        template = s.get(ClusterTemplate, cluster.cluster_template_id)
-        found = network_config(template.network_driver if template else None, cluster.labels)
-        if found is None:
-            return
-        config, netcfg = found
         nodes = stack_nodes(s, cluster_id)
         row = s.get(ClusterNet, cluster_id, with_for_update=True)
         leases = leaselib.allocate(netcfg, [n["name"] for n in nodes], dict(row.leases or {}) if row else {})
@@ -154,33 +179,33 @@ def sync(store: Store, cluster_id: str) -> None:
             return
         action = "update" if row is not None else "create"
         if row is None:
-            row = ClusterNet(id=cluster_id, project_id=cluster.project_id, driver=template.network_driver)
+            row = ClusterNet(id=cluster_id, project_id=cluster.project_id, driver=driver)
             s.add(row)
         row.config, row.leases, row.nodes = config, leases, nodes
         CLUSTERNETS.touch(row)
         CLUSTERNETS.record(s, row, action)
         for pod in s.scalars(select(Pod).where(Pod.cluster_id == cluster_id, Pod.node.not_in(list(leases)))):
             PODS.remove(s, pod)
-        for n in nodes:
-            allow_pod_network(s, n["port_id"], netcfg.network)
 
     store.retrying(write)
 
 
-def allow_pod_network(session: Session, port_id: str, cidr: str) -> None:
+def allow_pod_network(net: NetworkBackend, port_id: str, cidr: str) -> None:
     """Let a node's port send and receive pod addresses (``cidr`` as an allowed address
     pair, as Magnum's templates give node ports the pods' network): unencapsulated pod
-    traffic (host-gw, calico direct routes, a pod to a node) passes anti-spoofing."""
-    from netbay.network.registry import PORTS
-
-    port = session.get(Port, port_id, with_for_update=True)
-    pairs = list(port.allowed_address_pairs or []) if port is not None else []
-    if port is None or not port.port_security_enabled or any(p["ip_address"] == cidr for p in pairs):
+    traffic (host-gw, calico direct routes, a pod to a node) passes anti-spoofing.
+    A read-modify-write of the port's pairs in ``net``: the pairs it has stay, a pair
+    already there is not added again, a port without port security (which Neutron
+    refuses pairs on) or gone is left alone."""
+    try:
+        port = net.show("port", port_id)
+    except NotFound:
         return
-    port.allowed_address_pairs = [*pairs, {"ip_address": cidr, "mac_address": port.mac_address}]
-    PORTS.touch(port)
-    session.flush()
-    PORTS.record(session, port, "update")
+    pairs = list(port.get("allowed_address_pairs") or [])
+    if port.get("port_security_enabled") is False or any(p.get("ip_address") == cidr for p in pairs):
+        return
+    net.update("port", port_id, {"allowed_address_pairs": [*pairs, {"ip_address": cidr,
+                                                                     "mac_address": port["mac_address"]}]})
 
 
 def forget(store: Store, cluster_id: str) -> None:
@@ -198,4 +223,5 @@ def forget(store: Store, cluster_id: str) -> None:
     store.retrying(write)
 
 
-__all__ = ["CLUSTERNETS", "ClusterNets", "allow_pod_network", "forget", "network_config", "room_problem", "stack_nodes", "sync"]
+__all__ = ["CLUSTERNETS", "ClusterNets", "allow_pod_network", "forget", "network_config", "node_ports", "room_problem",
+           "stack_nodes", "sync"]

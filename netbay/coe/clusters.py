@@ -171,7 +171,7 @@ def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False,
                                     "fixed_subnet": values["fixed_subnet"]}, net)
     references.keypair(session, ctx, values["keypair"])
     _check_room(session, values["labels"], values["fixed_subnet"], values["master_count"],
-                values["node_count"], values["master_lb_enabled"])
+                values["node_count"], values["master_lb_enabled"], net=net)
     no_leases = clusternet.room_problem(template.network_driver, values["labels"], values["master_count"],
                                         values["node_count"])
     if no_leases:
@@ -187,7 +187,8 @@ def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False,
 
 
 def update(session: Session, ctx: Context, ident: str, raw_patch: Any, *, legacy: bool = False,
-           zero_nodes: bool = False) -> Cluster:
+           zero_nodes: bool = False, net: Any = None) -> Cluster:
+    """``net``: as for :func:`create` (where the cluster's subnet is)."""
     mandatory = frozenset({"/" + BAY_NAMES["cluster_template_id"] if legacy else "/cluster_template_id"})
     ops = patch.parse(raw_patch, internal=INTERNAL, mandatory=mandatory)
     cluster = get(session, ctx, ident, for_update=True)
@@ -211,7 +212,7 @@ def update(session: Session, ctx: Context, ident: str, raw_patch: Any, *, legacy
         return cluster
     if after["node_count"] > cluster.node_count:
         _check_room(session, cluster.labels or {}, cluster.fixed_subnet, cluster.master_count,
-                    after["node_count"], cluster.master_lb_enabled, already=cluster.master_count
+                    after["node_count"], cluster.master_lb_enabled, net=net, already=cluster.master_count
                     + cluster.node_count + (2 if cluster.master_lb_enabled else 0))
     cluster.node_count = after["node_count"]
     cluster.status = "UPDATE_IN_PROGRESS"
@@ -223,27 +224,21 @@ def update(session: Session, ctx: Context, ident: str, raw_patch: Any, *, legacy
 
 
 def _check_room(session: Session, labels: dict[str, Any], fixed_subnet: str | None, masters: int, nodes: int,
-                master_lb: bool, *, already: int = 0) -> None:
+                master_lb: bool, *, net: Any = None, already: int = 0) -> None:
     """400 unless the private subnet has an address for every node and load balancer VIP
     (Magnum finds out in Heat, minutes later; nothing is made here before the check).
-    ``already``: addresses the cluster holds on it now (a scale needs only the rest)."""
+    A ``fixed_subnet`` is asked where it is (``net``, or netbay's own tables); the subnet
+    netbay will make is known from the labels. ``already``: addresses the cluster holds
+    on it now (a scale needs only the rest)."""
     import ipaddress
-
-    from netbay.network import ipam
-    from netbay.store.models import IPAllocation, Subnet
 
     needed = masters + nodes + (2 if master_lb else 0)
     if fixed_subnet:
-        subnet = session.scalars(select(Subnet).where(
-            (Subnet.id == fixed_subnet) | (Subnet.name == fixed_subnet))).first()
-        if subnet is None:
+        found = _subnet_room(session, fixed_subnet, net)
+        if found is None:
             return  # references.check has already said what is wrong with it
-        cidr = subnet.cidr
-        pool = sum(1 for _ in ipam.pool_addresses(subnet.allocation_pools)) if \
-            ipaddress.ip_network(cidr).num_addresses <= 65536 else 65536
-        used = session.scalar(select(func.count()).select_from(IPAllocation)
-                              .where(IPAllocation.subnet_id == subnet.id)) or 0
-        room = pool - used + already
+        cidr, free = found
+        room = free + already
     else:
         cidr = str(labels.get("fixed_subnet_cidr") or "10.0.0.0/24")
         room = max(ipaddress.ip_network(cidr, strict=False).num_addresses - 3, 0)  # network, gateway, broadcast
@@ -252,6 +247,33 @@ def _check_room(session: Session, labels: dict[str, Any], fixed_subnet: str | No
                          + (" with its two load balancers" if master_lb else "")
                          + f" needs {needed} addresses on its private subnet {cidr}, which has room for "
                          f"{room}. Use a larger fixed_subnet_cidr or fewer nodes.")
+
+
+def _subnet_room(session: Session, ident: str, net: Any) -> tuple[str, int] | None:
+    """(cidr, addresses of its allocation pools not yet allocated) of the subnet ``ident``
+    (id or name): in ``net`` — its ports' fixed IPs on it — or in netbay's own tables."""
+    from netbay.store.models import IPAllocation, Subnet
+
+    if net is not None:
+        found = references.named(net, "subnet", ident)
+        if len(found) != 1:
+            return None
+        subnet = found[0]
+        used = sum(1 for port in net.list("port", network_id=subnet["network_id"])
+                   for ip in port.get("fixed_ips") or () if ip.get("subnet_id") == subnet["id"])
+        return subnet["cidr"], _pool_size(subnet.get("allocation_pools") or []) - used
+    row = session.scalars(select(Subnet).where((Subnet.id == ident) | (Subnet.name == ident))).first()
+    if row is None:
+        return None
+    used = session.scalar(select(func.count()).select_from(IPAllocation)
+                          .where(IPAllocation.subnet_id == row.id)) or 0
+    return row.cidr, _pool_size(row.allocation_pools or []) - used
+
+
+def _pool_size(pools: list[dict[str, str]]) -> int:
+    import ipaddress
+
+    return sum(int(ipaddress.ip_address(p["end"])) - int(ipaddress.ip_address(p["start"])) + 1 for p in pools)
 
 
 def delete(session: Session, ctx: Context, ident: str, *, teardown: bool = True) -> str:

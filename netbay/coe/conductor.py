@@ -227,7 +227,7 @@ class EmbeddedConductor:
             else:
                 outcome = stack.create(build(inputs["template"], inputs["cluster"]), inputs)
             if outcome.ok and action != "delete":
-                clusternet.sync(self.store, cluster_id)   # leases follow the nodes
+                clusternet.sync(self.store, cluster_id, stack.net)   # leases follow the nodes
         except Exception as exc:  # noqa: BLE001 - reported on the cluster, not lost
             log.exception("conductor: %s of cluster %s", action, cluster_id)
             outcome = Outcome(f"{verb}_FAILED", f"{type(exc).__name__}: {exc}")
@@ -238,26 +238,25 @@ class EmbeddedConductor:
         return self._report(cluster_id, action, outcome)
 
     def names(self) -> Any:
-        """The cloud's Neutron (one connection, opened on first use), where a cluster's
-        networks are made and so where the names its template gives must exist."""
-        if self.network[0] != "openstack":
-            return None
+        """The configured backend (one connection, opened on first use), where a cluster's
+        networks are made and so where the names its template gives must exist; None:
+        netbay's own service, whose tables the API reads in its own transaction."""
         with self._names_lock:
             if self._names is None:
                 self._names = self._network()
             return self._names
 
     def _network(self, project_id: str | None = None) -> Any:
-        """The ``openstack`` backend's connection for one run, acting for the cluster's
+        """The configured backend's connection for one run, acting for the cluster's
         owner ``project_id`` (creates in it, sees what it sees: the clouds.yaml
         credentials name the project, :mod:`netbay.backends.cloudscope`); None: netbay's
-        own service, over the API client the stack already has."""
+        own service (configured as ``embedded``), over the API client the stack already has."""
         kind, cloud = self.network
-        if kind != "openstack":
+        if kind == "embedded":
             return None
         from netbay.backends import open_backend
 
-        backend = open_backend("openstack", cloud=cloud)
+        backend = open_backend(kind, cloud=cloud)
         return backend.for_project(project_id) if project_id else backend
 
     def _report(self, cluster_id: str, action: str, outcome: Any) -> str | None:

@@ -91,7 +91,7 @@ class Stack(StackContext):
                          lb_timeout=lb_timeout, servers=servers, server_timeout=server_timeout)
         self.store = store
         self.record = StackRecord(store, cluster_id=cluster_id, name=name, project_id=project_id)
-        self.handlers = handlers.table(self.net.name, load_balancers=self.lb is not None,
+        self.handlers = handlers.table(self.net.traits, load_balancers=self.lb is not None,
                                        servers=self.servers is not None)
         self.on_progress = on_progress
         self.hook = hook

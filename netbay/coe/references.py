@@ -95,23 +95,23 @@ def _check_in(net: NetworkBackend, values: dict) -> None:
     (``for_context``: a non-admin sees its project's networks and shared ones, as above)."""
     if values.get("external_network_id"):
         ident = values["external_network_id"]
-        _one(_named(net, "network", ident, is_router_external=True), f"Unable to find external network {ident}.",
+        _one(named(net, "network", ident, is_router_external=True), f"Unable to find external network {ident}.",
              f"Multiple external networks exist with same name '{ident}'. Please use the external network ID instead.")
     network_id = None
     if values.get("fixed_network"):
         ident = values["fixed_network"]
-        network_id = _one(_named(net, "network", ident),
+        network_id = _one(named(net, "network", ident),
                           f"Unable to find fixed network {ident}.",
                           f"Multiple networks exist with same name '{ident}'. Please use the network ID instead.")
     if values.get("fixed_subnet"):
         ident = values["fixed_subnet"]
-        found = _named(net, "subnet", ident, **({"network_id": network_id} if network_id else {}))
+        found = named(net, "subnet", ident, **({"network_id": network_id} if network_id else {}))
         _one(found,
              f"Unable to find fixed subnet {ident}.",
              f"Multiple subnets exist with same name '{ident}'. Please use the subnet ID instead.")
 
 
-def _named(net: NetworkBackend, member: str, ident: str, **filters: Any) -> list[dict]:
+def named(net: NetworkBackend, member: str, ident: str, **filters: Any) -> list[dict]:
     """Objects whose id (when ``ident`` is one) or name is ``ident``."""
     found = {o["id"]: o for o in net.list(member, name=ident, **filters)}
     try:

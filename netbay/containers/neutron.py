@@ -26,10 +26,6 @@ from netbay.errors import BadRequest, Conflict, NetbayError, NotFound
 
 log = logging.getLogger(__name__)
 
-OWNERS = {"embedded": "compute:netbay"}
-ZUN_OWNER = "compute:kuryr"   # zun/network/kuryr_network.py's DEVICE_OWNER
-
-
 def expose_group_name(container_id: str) -> str:
     return f"zun-{container_id}"
 
@@ -43,8 +39,10 @@ class ZunNeutron:
         self.ctx = ctx
         # Whose objects are the caller's: its project, on either backend (both act for it).
         self.project_id = getattr(self.backend, "project_id", None) or ctx.project_id
-        self.owner = OWNERS.get(backend.name, ZUN_OWNER)
-        self.binds_host = backend.name not in OWNERS   # Zun sets binding:host_id; netbay's agent binds its own
+        # The backend's convention (:class:`netbay.backends.Traits`): Zun's kuryr owner and
+        # binding:host_id on a cloud; netbay's own owner, bound by its agent, on its own service.
+        self.owner = backend.traits.container_owner
+        self.binds_host = backend.traits.binds_host
 
     # -- reads -------------------------------------------------------------------------------
 

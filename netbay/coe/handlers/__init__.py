@@ -3,7 +3,8 @@
 Neutron's types go through the ``NetworkBackend`` seam and Octavia's through the
 ``LoadBalancerBackend`` seam on every backend. On the embedded one, load
 balancers are netbay's own Octavia-compatible API and nodes are sandboxes
-standing in for Nova. On the ``openstack`` backend load balancers are the
+standing in for Nova (the backend's ``traits.own_services``). On a cloud's Neutron
+load balancers are the
 cloud's Octavia where its catalog lists one (a cloud without it refuses a
 template with a master load balancer by name; one without builds), and nodes
 are servers of the cloud's Nova where its catalog lists a compute service
@@ -13,6 +14,7 @@ Neutron ports (:class:`CloudNodeHandler`).
 
 from __future__ import annotations
 
+from netbay.backends import Traits
 from netbay.coe.handlers.base import Handler, Refused, Unavailable, ValueHandler, gone_ok, or_none
 from netbay.coe.handlers.neutron import (FloatingIPHandler, NetHandler, PortHandler, RouterHandler,
                                          RouterInterfaceHandler, SecurityGroupHandler, SubnetHandler,
@@ -55,11 +57,11 @@ CLOUD_WITH_OCTAVIA: dict[str, Handler] = {**CLOUD, **OCTAVIA}
 NOVA: dict[str, Handler] = {"OS::Nova::Server": NovaServerHandler()}
 
 
-def table(backend: str, *, load_balancers: bool = True, servers: bool = False) -> dict[str, Handler]:
-    """The handlers for a ``NetworkBackend`` named ``backend``; ``load_balancers``: whether
+def table(traits: Traits, *, load_balancers: bool = True, servers: bool = False) -> dict[str, Handler]:
+    """The handlers for a ``NetworkBackend`` with ``traits``; ``load_balancers``: whether
     a ``LoadBalancerBackend`` stands beside it (a cloud's Octavia); ``servers``: whether a
     ``ServerBackend`` does (a cloud's Nova)."""
-    if backend != "openstack":
+    if traits.own_services:
         return EMBEDDED
     found = CLOUD_WITH_OCTAVIA if load_balancers else CLOUD
     return {**found, **NOVA} if servers else found

@@ -38,7 +38,7 @@ class StackContext:
         self.api = api    # netbay's own API: sandboxes standing in for Nova (embedded)
         self.net: NetworkBackend = net if net is not None else HttpBackend(api)  # type: ignore[arg-type]
         # Sandboxes are netbay's own only beside its own network service.
-        self.has_own_services = api is not None and self.net.name != "openstack"
+        self.has_own_services = api is not None and self.net.traits.own_services
         # Load balancers: netbay's own beside its own network service; a cloud's Octavia if given one.
         if lb is None and self.has_own_services:
             lb = open_lb_backend("embedded", api=api)
