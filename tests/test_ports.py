@@ -286,12 +286,12 @@ def test_update_plain_fields(member, admin, net):
     assert admin.network.get_port(port.id).binding_host_id == "host-1"
 
 
-@pytest.mark.embedded_only("Neutron's refusals are PolicyNotAuthorized, netbay's HTTPForbidden; and the peer's ML2 binds nothing (no mechanism drivers), so no PortBound")
+@pytest.mark.embedded_only("the peer's ML2 binds nothing (no mechanism drivers), so no PortBound")
 def test_update_mac_only_while_unbound(admin, admin_http, member, member_http, net):
     network, _ = net
     port = member.network.create_port(network_id=network.id)
     r = member_http.put(f"/ports/{port.id}", json={"port": {"mac_address": "fa:16:3e:00:11:22"}})
-    _error(r, 403, "HTTPForbidden")  # Neutron: update_port:mac_address is admin only
+    _error(r, 403, "PolicyNotAuthorized")  # Neutron: update_port:mac_address is admin only
     moved = admin.network.update_port(port, mac_address="fa:16:3e:00:11:22")
     assert moved.mac_address == "fa:16:3e:00:11:22"
     taken = member.network.create_port(network_id=network.id)
@@ -301,7 +301,8 @@ def test_update_mac_only_while_unbound(admin, admin_http, member, member_http, n
     r = admin_http.put(f"/ports/{port.id}", json={"port": {"mac_address": "fa:16:3e:00:11:33"}})
     assert "bound" in _error(r, 409, "PortBound")
     r = member_http.put(f"/ports/{port.id}", json={"port": {"binding:host_id": "elsewhere"}})
-    _error(r, 403, "HTTPForbidden")
+    assert _error(r, 403, "PolicyNotAuthorized") == \
+        "(rule:update_port and rule:update_port:binding:host_id) is disallowed by policy"
 
 
 def test_update_fixed_ips_releases_the_old_address(member, member_http):
@@ -443,7 +444,6 @@ def test_other_projects_port_is_not_found(member, other, net):
     assert port.id not in [p["id"] for p in http.get("/ports").json()["ports"]]
 
 
-@pytest.mark.embedded_only("Neutron's refusal is PolicyNotAuthorized, netbay's HTTPForbidden")
 def test_network_owner_sees_ports_on_its_network(admin, member, member_http, other, net):
     network, _ = net
     conn, http, project = other
@@ -452,12 +452,11 @@ def test_network_owner_sees_ports_on_its_network(admin, member, member_http, oth
     assert theirs.id in [p.id for p in member.network.ports(network_id=network.id)]
     assert theirs.id in [p["id"] for p in http.get("/ports").json()["ports"]]
     r = member_http.put(f"/ports/{theirs.id}", json={"port": {"name": "mine now"}})
-    _error(r, 403, "HTTPForbidden")
+    assert _error(r, 403, "PolicyNotAuthorized") == "rule:update_port is disallowed by policy"
     member.network.delete_port(theirs)  # the network owner may remove it
     assert http.get(f"/ports/{theirs.id}").status_code == 404
 
 
-@pytest.mark.embedded_only("Neutron's refusals are PolicyNotAuthorized, netbay's HTTPForbidden")
 def test_shared_and_external_networks(admin, member, member_http, other):
     shared = admin.network.create_network(name=unique("shared"), shared=True)
     admin.network.create_subnet(network_id=shared.id, ip_version=4, cidr="10.29.0.0/24")
@@ -465,11 +464,12 @@ def test_shared_and_external_networks(admin, member, member_http, other):
     assert port.project_id == member.current_project_id and port.fixed_ips
     r = member_http.post("/ports", json={"port": {"network_id": shared.id,
                                                   "fixed_ips": [{"ip_address": "10.29.0.77"}]}})
-    _error(r, 403, "HTTPForbidden")  # create_port:fixed_ips:ip_address needs the network's owner
+    assert _error(r, 403, "PolicyNotAuthorized") == ("(rule:create_port and (rule:create_port:fixed_ips and "
+                                                     "(rule:create_port:fixed_ips:ip_address))) is disallowed by policy")
     external = admin.network.create_network(name=unique("ext"), is_router_external=True)
     admin.network.create_subnet(network_id=external.id, ip_version=4, cidr="10.31.0.0/24")
     r = member_http.post("/ports", json={"port": {"network_id": external.id}})
-    assert "not allowed to create port" in _error(r, 403, "HTTPForbidden")
+    assert _error(r, 403, "PolicyNotAuthorized") == "rule:create_port is disallowed by policy"
     assert admin.network.create_port(network_id=external.id).fixed_ips
     r = member_http.post("/ports", json={"port": {"network_id": shared.id, "project_id": other[2]}})
     _error(r, 400, "HTTPBadRequest")  # neutron-lib's _validate_privileges

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Forbidden, NotFound, not_found
+from netbay.errors import BadRequest, NotFound, not_found, policy_refused
 from netbay.store import changelog
 from netbay.store.models import Tag, utcnow
 
@@ -174,11 +174,12 @@ class Resource:
             raise not_found(self.member, obj_id)
         return obj
 
-    def get_owned(self, session: Session, ctx: Context, obj_id: str) -> Any:
-        """A row the caller may change: visible and owned (or admin), else 404/403."""
+    def get_owned(self, session: Session, ctx: Context, obj_id: str, action: str = "") -> Any:
+        """A row the caller may change: visible and owned (or admin), else 404/403 (``action``
+        is Neutron's policy rule, ``update_<member>`` unless given)."""
         obj = self.get(session, ctx, obj_id, for_update=True)
         if not ctx.is_admin and obj.project_id != ctx.project_id:
-            raise Forbidden(f"Policy doesn't allow update_{self.member} to be performed.")
+            raise policy_refused(action or f"update_{self.member}")
         return obj
 
     def show(self, session: Session, ctx: Context, obj_id: str, fields: list[str]) -> dict[str, Any]:
