@@ -805,9 +805,12 @@ def _fixed_ips_clause(values: list[str]) -> ColumnElement[bool]:
     wanted: dict[str, list[str]] = {}
     for value in values:
         key, sep, item = value.partition("=")
-        if not sep or key not in {"ip_address", "subnet_id", "ip_address_substr"}:
-            raise BadRequest(f"Invalid input for fixed_ips. Reason: '{value}' is not of the form "
-                             "ip_address=<ip>, subnet_id=<id> or ip_address_substr=<text>.")
+        if not sep:
+            raise BadRequest(f"Invalid input for operation: '{value}' is not of the form <key>=[value].",
+                             kind="InvalidInput")
+        if key not in {"ip_address", "subnet_id", "ip_address_substr"}:  # Neutron 29 ignores it
+            raise BadRequest(f"Invalid input for operation: '{value}' is not of the form "
+                             "ip_address=<ip>, subnet_id=<id> or ip_address_substr=<text>.", kind="InvalidInput")
         if key == "ip_address":
             try:
                 item = str(ipaddress.ip_address(item))

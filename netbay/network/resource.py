@@ -26,24 +26,23 @@ from netbay.store.models import Tag, utcnow
 Converter = Callable[[str], Any]
 
 
-def to_bool(value: str, kind: str = "HTTPBadRequest") -> bool:
-    """neutron-lib's ``convert_to_boolean``; its InvalidInput comes out as ``kind``: the
-    API's HTTPBadRequest for an attribute's filter, InvalidInput where a plugin converts."""
+def to_bool(value: str) -> bool:
+    """neutron-lib's ``convert_to_boolean``, refusing as Neutron 29 does (``InvalidInput``)."""
     lowered = value.lower()
     if lowered in {"true", "1", "yes"}:
         return True
     if lowered in {"false", "0", "no"}:
         return False
-    raise BadRequest(f"Invalid input for operation: '{value}' cannot be converted to boolean.", kind=kind)
+    raise BadRequest(f"Invalid input for operation: '{value}' cannot be converted to boolean.", kind="InvalidInput")
 
 
 def to_int(value: str) -> int:
     try:
         number = int(value)
     except ValueError:
-        raise BadRequest(f"'{value}' is not an integer") from None
+        raise BadRequest(f"Invalid input for operation: '{value}' is not an integer.", kind="InvalidInput") from None
     if not -(2**31) <= number < 2**31:
-        raise BadRequest(f"'{value}' is out of range")
+        raise BadRequest(f"Invalid input for operation: '{value}' is out of range.", kind="InvalidInput")
     return number
 
 

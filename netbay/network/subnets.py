@@ -234,7 +234,7 @@ class Subnets(Resource):
             # ``shared`` filter, converted by its plugin: InvalidInput; and the
             # subnet-external-network extension's attribute).
             column = Network.shared if name == "shared" else Network.external
-            wanted = {to_bool(v, "InvalidInput" if name == "shared" else "HTTPBadRequest") for v in values}
+            wanted = {to_bool(v) for v in values}
             return Subnet.network_id.in_(select(Network.id).where(column.in_(wanted)))
         if name == "segment_id":  # netbay has no segments: every subnet has none
             return true() if all(v in {"", "None"} for v in values) else false()
