@@ -35,6 +35,12 @@ class Forbidden(NetbayError):
     kind = "HTTPForbidden"
 
 
+class PolicyNotAuthorized(Forbidden):
+    """Neutron's name for a policy refusal (the ``type`` of its error body)."""
+
+    kind = "PolicyNotAuthorized"
+
+
 class NotFound(NetbayError):
     status = 404
     kind = "HTTPNotFound"
@@ -56,6 +62,19 @@ def not_found(resource: str, resource_id: str) -> NotFound:
         resource, (resource.title().replace("_", "") + "NotFound", resource + " {} could not be found.")
     )
     return NotFound(template.format(resource_id), kind=kind)
+
+
+def policy_refused(action: str, attribute: str = "", subs: tuple[str, ...] = ()) -> PolicyNotAuthorized:
+    """Neutron's policy refusal, worded as oslo.policy prints the rule it checked:
+    ``rule:A``; with an attribute ``(rule:A and rule:A:x)``; with the attribute's
+    given sub-attributes ``(rule:A and (rule:A:x and (rule:A:x:s and …)))``."""
+    rule = f"rule:{action}"
+    if attribute:
+        inner = f"rule:{action}:{attribute}"
+        if subs:
+            inner = f"({inner} and ({' and '.join(f'rule:{action}:{attribute}:{s}' for s in subs)}))"
+        rule = f"({rule} and {inner})"
+    return PolicyNotAuthorized(f"{rule} is disallowed by policy")
 
 
 def invalid_input(attribute: str, reason: str) -> BadRequest:

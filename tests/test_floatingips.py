@@ -139,10 +139,10 @@ def test_router_id_is_not_allowed_in_post(member, member_http):
     member.network.delete_network(net)
 
 
-@pytest.mark.embedded_only("Neutron's refusal is PolicyNotAuthorized, netbay's HTTPForbidden")
 def test_member_may_not_ask_for_an_address(member_http, public, public_net):
     body = {"floatingip": {"floating_network_id": public.id, "floating_ip_address": str(public_net[223])}}
-    neutron_error(member_http.post("/floatingips", json=body), 403, "HTTPForbidden")
+    neutron_error(member_http.post("/floatingips", json=body), 403, "PolicyNotAuthorized",
+                  "(rule:create_floatingip and rule:create_floatingip:floating_ip_address) is disallowed by policy")
 
 
 def test_requested_address(admin, admin_http, public, public_net):

@@ -118,7 +118,7 @@ def test_quota_set_enforce_and_reset(server: Server, admin, admin_http: httpx.Cl
     neutron_error(http.post("/networks", json={"network": {"name": "y"}}), 409, "OverQuota")  # 2 held > 1
 
     # members read their own quota only and change nothing
-    neutron_error(http.put(f"/quotas/{project}", json={"quota": {"network": 50}}), 403, "HTTPForbidden")
+    neutron_error(http.put(f"/quotas/{project}", json={"quota": {"network": 50}}), 403, "PolicyNotAuthorized")
     neutron_error(http.get("/quotas/admin"), 403, "HTTPForbidden")
     neutron_error(http.get("/quotas"), 403, "AdminRequired")
     for bad, message in (({"network": -2}, "Invalid input for network. Reason: '-2' is too small - must be "
@@ -192,7 +192,7 @@ def test_rbac_shares_a_network_with_one_project(server: Server, member, other, t
     body = {"object_type": "network", "object_id": net.id, "action": "access_as_shared", "target_tenant": target}
     neutron_error(member_http.post("/rbac-policies", json={"rbac_policy": body}), 409, "DuplicateRbacPolicy")
     neutron_error(member_http.post("/rbac-policies", json={"rbac_policy": {**body, "target_tenant": "*"}}),
-                  403, "HTTPForbidden")
+                  403, "PolicyNotAuthorized")
     r = member_http.post("/rbac-policies", json={"rbac_policy": {**body, "object_type": "qos_policy"}})
     neutron_error(r, 400, "HTTPBadRequest")
     r = member_http.post("/rbac-policies", json={"rbac_policy": {**body, "action": "access_as_external"}})

@@ -202,6 +202,7 @@ def test_allowed_address_pairs(member, member_http, net):
     ({"status": "ACTIVE"}, 400, "HTTPBadRequest"),
     ({"bogus": 1}, 400, "HTTPBadRequest"),
     ({"name": None}, 400, "HTTPBadRequest"),
+    ({"admin_state_up": "maybe"}, 400, "InvalidInput"),
 ])
 def test_create_errors(member_http, net, body, status, kind):
     network, _ = net
@@ -209,11 +210,10 @@ def test_create_errors(member_http, net, body, status, kind):
     _error(r, status, kind)
 
 
-@pytest.mark.embedded_only("Neutron answers these 404 SubnetNotFound, InvalidInput and InvalidInput")
+@pytest.mark.embedded_only("Neutron answers these 404 SubnetNotFound and InvalidInput")
 @pytest.mark.parametrize("body, status, kind", [
     ({"fixed_ips": [{"subnet_id": "00000000-0000-4000-8000-000000000000"}]}, 400, "InvalidInput"),
     ({"fixed_ips": [{}]}, 400, "HTTPBadRequest"),
-    ({"admin_state_up": "maybe"}, 400, "HTTPBadRequest"),
 ])
 def test_create_errors_worded_by_netbay(member_http, net, body, status, kind):
     test_create_errors(member_http, net, body, status, kind)
@@ -286,12 +286,12 @@ def test_update_plain_fields(member, admin, net):
     assert admin.network.get_port(port.id).binding_host_id == "host-1"
 
 
-@pytest.mark.embedded_only("Neutron's refusals are PolicyNotAuthorized, netbay's HTTPForbidden; and the peer's ML2 binds nothing (no mechanism drivers), so no PortBound")
+@pytest.mark.embedded_only("the peer's ML2 binds nothing (no mechanism drivers), so no PortBound")
 def test_update_mac_only_while_unbound(admin, admin_http, member, member_http, net):
     network, _ = net
     port = member.network.create_port(network_id=network.id)
     r = member_http.put(f"/ports/{port.id}", json={"port": {"mac_address": "fa:16:3e:00:11:22"}})
-    _error(r, 403, "HTTPForbidden")  # Neutron: update_port:mac_address is admin only
+    _error(r, 403, "PolicyNotAuthorized")  # Neutron: update_port:mac_address is admin only
     moved = admin.network.update_port(port, mac_address="fa:16:3e:00:11:22")
     assert moved.mac_address == "fa:16:3e:00:11:22"
     taken = member.network.create_port(network_id=network.id)
@@ -301,7 +301,8 @@ def test_update_mac_only_while_unbound(admin, admin_http, member, member_http, n
     r = admin_http.put(f"/ports/{port.id}", json={"port": {"mac_address": "fa:16:3e:00:11:33"}})
     assert "bound" in _error(r, 409, "PortBound")
     r = member_http.put(f"/ports/{port.id}", json={"port": {"binding:host_id": "elsewhere"}})
-    _error(r, 403, "HTTPForbidden")
+    assert _error(r, 403, "PolicyNotAuthorized") == \
+        "(rule:update_port and rule:update_port:binding:host_id) is disallowed by policy"
 
 
 def test_update_fixed_ips_releases_the_old_address(member, member_http):
@@ -391,15 +392,19 @@ def test_filters(member, net):
     assert ids(device_id=tag, status="ACTIVE") == []
 
 
-@pytest.mark.embedded_only('Neutron refuses a malformed fixed_ips filter as InvalidInput; netbay as HTTPBadRequest')
 def test_filter_errors(member_http):
-    for query in ({"fixed_ips": "ip_address"}, {"fixed_ips": "color=red"}, {"admin_state_up": "maybe"},
-                  {"colour": "red"}, {"sort_key": "fixed_ips"}):
+    for query, kind in (({"fixed_ips": "ip_address"}, "InvalidInput"), ({"admin_state_up": "maybe"}, "InvalidInput"),
+                        ({"colour": "red"}, "HTTPBadRequest"), ({"sort_key": "fixed_ips"}, "HTTPBadRequest"),
+                        ({"limit": "x"}, "BadRequest")):
         r = member_http.get("/ports", params=query)
-        _error(r, 400, "HTTPBadRequest")
+        _error(r, 400, kind)
 
 
-@pytest.mark.embedded_only('Neutron refuses a sort_key without a sort_dir (400); netbay sorts ascending')
+@pytest.mark.embedded_only("Neutron 29 ignores an unknown key in a fixed_ips filter (it lists every port)")
+def test_fixed_ips_filter_of_an_unknown_key(member_http):
+    assert "color=red" in _error(member_http.get("/ports", params={"fixed_ips": "color=red"}), 400, "InvalidInput")
+
+
 def test_sort_and_pagination(member, member_http):
     network, _ = _network(member, ["10.28.0.0/24"])
     names = [f"page-{i:02d}" for i in range(7)]
@@ -410,9 +415,13 @@ def test_sort_and_pagination(member, member_http):
     assert listed == names
     desc = [p.name for p in member.network.ports(network_id=network.id, sort_key="name", sort_dir="desc", limit=2)]
     assert desc == names[::-1]
-    page = member_http.get("/ports", params={"network_id": network.id, "sort_key": "name", "limit": 3}).json()
+    page = member_http.get("/ports", params={"network_id": network.id, "sort_key": "name", "sort_dir": "asc",
+                                             "limit": 3}).json()
     assert [p["name"] for p in page["ports"]] == names[:3]
     assert [link["rel"] for link in page["ports_links"]] == ["next", "previous"]
+    for alone in ({"sort_key": "name"}, {"sort_dir": "asc"}):  # no default direction, as in Neutron
+        assert _error(member_http.get("/ports", params=alone), 400, "HTTPBadRequest") == \
+            "The number of sort_keys and sort_dirs must be same"
 
 
 @pytest.mark.embedded_only('Neutron 29 returns a port made with tags at revision_number 2; netbay at 0')
@@ -443,7 +452,6 @@ def test_other_projects_port_is_not_found(member, other, net):
     assert port.id not in [p["id"] for p in http.get("/ports").json()["ports"]]
 
 
-@pytest.mark.embedded_only("Neutron's refusal is PolicyNotAuthorized, netbay's HTTPForbidden")
 def test_network_owner_sees_ports_on_its_network(admin, member, member_http, other, net):
     network, _ = net
     conn, http, project = other
@@ -452,12 +460,11 @@ def test_network_owner_sees_ports_on_its_network(admin, member, member_http, oth
     assert theirs.id in [p.id for p in member.network.ports(network_id=network.id)]
     assert theirs.id in [p["id"] for p in http.get("/ports").json()["ports"]]
     r = member_http.put(f"/ports/{theirs.id}", json={"port": {"name": "mine now"}})
-    _error(r, 403, "HTTPForbidden")
+    assert _error(r, 403, "PolicyNotAuthorized") == "rule:update_port is disallowed by policy"
     member.network.delete_port(theirs)  # the network owner may remove it
     assert http.get(f"/ports/{theirs.id}").status_code == 404
 
 
-@pytest.mark.embedded_only("Neutron's refusals are PolicyNotAuthorized, netbay's HTTPForbidden")
 def test_shared_and_external_networks(admin, member, member_http, other):
     shared = admin.network.create_network(name=unique("shared"), shared=True)
     admin.network.create_subnet(network_id=shared.id, ip_version=4, cidr="10.29.0.0/24")
@@ -465,11 +472,12 @@ def test_shared_and_external_networks(admin, member, member_http, other):
     assert port.project_id == member.current_project_id and port.fixed_ips
     r = member_http.post("/ports", json={"port": {"network_id": shared.id,
                                                   "fixed_ips": [{"ip_address": "10.29.0.77"}]}})
-    _error(r, 403, "HTTPForbidden")  # create_port:fixed_ips:ip_address needs the network's owner
+    assert _error(r, 403, "PolicyNotAuthorized") == ("(rule:create_port and (rule:create_port:fixed_ips and "
+                                                     "(rule:create_port:fixed_ips:ip_address))) is disallowed by policy")
     external = admin.network.create_network(name=unique("ext"), is_router_external=True)
     admin.network.create_subnet(network_id=external.id, ip_version=4, cidr="10.31.0.0/24")
     r = member_http.post("/ports", json={"port": {"network_id": external.id}})
-    assert "not allowed to create port" in _error(r, 403, "HTTPForbidden")
+    assert _error(r, 403, "PolicyNotAuthorized") == "rule:create_port is disallowed by policy"
     assert admin.network.create_port(network_id=external.id).fixed_ips
     r = member_http.post("/ports", json={"port": {"network_id": shared.id, "project_id": other[2]}})
     _error(r, 400, "HTTPBadRequest")  # neutron-lib's _validate_privileges

@@ -119,16 +119,17 @@ def test_gateway_must_be_an_external_network(member, member_http):
     assert [r for r in member.network.routers() if r.external_gateway_info] == []
 
 
-@pytest.mark.embedded_only("Neutron's refusals are PolicyNotAuthorized, netbay's HTTPForbidden")
 def test_snat_and_fixed_ips_are_refused_to_members(member, member_http, public, public_subnet):
     for info in ({"network_id": public.id, "enable_snat": False},
                  {"network_id": public.id, "external_fixed_ips": [{"subnet_id": public_subnet.id}]}):
+        asked = " and ".join(f"rule:create_router:external_gateway_info:{k}" for k in info)
         neutron_error(member_http.post("/routers", json={"router": {"external_gateway_info": info}}),
-                      403, "HTTPForbidden")
+                      403, "PolicyNotAuthorized", "(rule:create_router and (rule:create_router:external_gateway_info "
+                      f"and ({asked}))) is disallowed by policy")
     router = member.network.create_router(name=unique("snat"))
     r = member_http.put(f"/routers/{router.id}", json={"router": {"external_gateway_info": {
         "network_id": public.id, "enable_snat": False}}})
-    neutron_error(r, 403, "HTTPForbidden")
+    neutron_error(r, 403, "PolicyNotAuthorized")
     assert member.network.get_router(router).external_gateway_info is None
     member.network.delete_router(router)
 

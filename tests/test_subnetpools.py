@@ -82,8 +82,8 @@ POOL_ERRORS = [
     ({"prefixes": "10.0.0.0/8"}, 400, "HTTPBadRequest", None),
     ({"prefixes": ["10.0.0.0/8"], "ip_version": 4}, 400, "HTTPBadRequest",
      "Attribute 'ip_version' not allowed in POST"),
-    ({"prefixes": ["10.0.0.0/8"], "shared": True}, 403, "HTTPForbidden", None),
-    ({"prefixes": ["10.0.0.0/8"], "is_default": True}, 403, "HTTPForbidden", None),
+    ({"prefixes": ["10.0.0.0/8"], "shared": True}, 403, "PolicyNotAuthorized", None),
+    ({"prefixes": ["10.0.0.0/8"], "is_default": True}, 403, "PolicyNotAuthorized", None),
     ({"prefixes": ["10.0.0.0/8"], "address_scope_id": "f00"}, 404, "AddressScopeNotFound",
      "Address scope f00 could not be found."),
 ]
@@ -114,7 +114,7 @@ def test_update_pool(member, member_http):
                   400, "PrefixVersionMismatch")
     neutron_error(member_http.put(url, json={"subnetpool": {"default_prefixlen": 31}}), 400,
                   "IllegalSubnetPoolPrefixBounds", "Illegal prefix bounds: default_prefixlen=31, max_prefixlen=30.")
-    neutron_error(member_http.put(url, json={"subnetpool": {"is_default": True}}), 403, "HTTPForbidden")
+    neutron_error(member_http.put(url, json={"subnetpool": {"is_default": True}}), 403, "PolicyNotAuthorized")
     for attr, value in (("shared", True), ("ip_version", 6)):
         neutron_error(member_http.put(url, json={"subnetpool": {attr: value}}), 400, "HTTPBadRequest",
                       f"Cannot update read-only attribute {attr}")
@@ -265,8 +265,8 @@ def test_default_pool_and_sharing(admin, member, member_http, other):
         assert subnet.cidr == "10.124.0.0/26" and subnet.subnet_pool_id == shared.id
         assert shared.id in [p.id for p in other_conn.network.subnet_pools(is_shared=True)]
         neutron_error(other_http.put(f"/subnetpools/{shared.id}", json={"subnetpool": {"name": "x"}}), 403,
-                      "HTTPForbidden")
-        neutron_error(other_http.delete(f"/subnetpools/{shared.id}"), 403, "HTTPForbidden")
+                      "PolicyNotAuthorized")
+        neutron_error(other_http.delete(f"/subnetpools/{shared.id}"), 403, "PolicyNotAuthorized")
         # A cidr given with use_default_subnetpool still comes from the default pool.
         second = member.network.create_subnet(network_id=net.id, ip_version=4, use_default_subnet_pool=True,
                                               cidr="10.124.1.0/24")

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from netbay.context import Context
-from netbay.errors import Forbidden
+from netbay.errors import Forbidden, policy_refused
 from netbay.identity.roles import effective
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -44,12 +44,6 @@ LB_WRITERS = frozenset({"member", "load-balancer_member"})
 LB_GLOBAL_OBSERVER = "load-balancer_global_observer"
 
 OCTAVIA_DENIED = "Policy does not allow this request to be performed."
-
-
-class PolicyNotAuthorized(Forbidden):
-    """Neutron's name for a policy refusal (the ``type`` of its error body)."""
-
-    kind = "PolicyNotAuthorized"
 
 
 def enforce(method: str, path: str, ctx: Context) -> Context:
@@ -64,7 +58,7 @@ def enforce(method: str, path: str, ctx: Context) -> Context:
     if role in implied(ctx.roles) and not _admin_only(path):
         return ctx
     if path.startswith("/network/"):
-        raise PolicyNotAuthorized(f"rule:{neutron_action(method, path)} is disallowed by policy")
+        raise policy_refused(neutron_action(method, path))
     if path.startswith("/container-infra/"):
         raise Forbidden(f"Policy doesn't allow {magnum_action(method, path)} to be performed.")
     if path.startswith("/compute/"):

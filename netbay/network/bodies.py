@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from netbay.errors import BadRequest
 from netbay.network.resource import Resource
+from netbay.network.types import Unconvertible
 
 
 def validate(member: Any, resource: Resource, method: str) -> BaseModel:
@@ -36,12 +37,14 @@ def validate(member: Any, resource: Resource, method: str) -> BaseModel:
     try:
         return model.model_validate(member)
     except ValidationError as exc:
-        raise BadRequest(neutron_reason(exc)) from None
+        raise _refusal(exc) from None
 
 
 # Neutron's refusal of ``null`` for a scalar attribute, by the attribute's type.
 _NULL_REASON = {str: "'None' is not a valid string", bool: "'None' cannot be converted to boolean",
                 int: "'None' is not an integer"}
+# Those neutron-lib refuses in a converter, not a validator (see ``types.Unconvertible``).
+_NULL_UNCONVERTIBLE = {bool}
 
 
 def _refuse_nulls(member: dict[str, Any], resource: Resource) -> None:
@@ -50,8 +53,22 @@ def _refuse_nulls(member: dict[str, Any], resource: Resource) -> None:
     and not a NOT NULL violation in the database."""
     scalar = {f.alias or name: f.annotation for name, f in resource.create_body.model_fields.items()}
     for key, value in member.items():
+        if value is None and scalar.get(key) in _NULL_UNCONVERTIBLE:
+            raise unconvertible(_NULL_REASON[scalar[key]])
         if value is None and scalar.get(key) in _NULL_REASON:
             raise BadRequest(f"Invalid input for {key}. Reason: {_NULL_REASON[scalar[key]]}.")
+
+
+def unconvertible(reason: str) -> BadRequest:
+    """neutron-lib's ``InvalidInput`` from a converter, as Neutron words it."""
+    return BadRequest(f"Invalid input for operation: {reason}.", kind="InvalidInput")
+
+
+def _refusal(exc: ValidationError) -> BadRequest:
+    cause = (exc.errors()[0].get("ctx") or {}).get("error")
+    if isinstance(cause, Unconvertible):
+        return unconvertible(str(cause))
+    return BadRequest(neutron_reason(exc))
 
 
 def neutron_reason(exc: ValidationError) -> str:

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, aliased
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, Forbidden, NotFound
+from netbay.errors import BadRequest, Conflict, NotFound, policy_refused
 from netbay.network import ipam
 from netbay.network.ports import create_port, delete_port
 from netbay.network.resource import Filter, Resource, standard, to_int
@@ -102,7 +102,7 @@ class FloatingIPs(Resource):
         if body.floating_network_id is None:
             raise BadRequest("Failed to parse request. Required attribute 'floating_network_id' not specified")
         if body.floating_ip_address is not None and not ctx.is_admin:
-            raise Forbidden("Policy doesn't allow create_floatingip to be performed.")
+            raise policy_refused("create_floatingip", "floating_ip_address")
         if body.fixed_ip_address is not None and body.port_id is None:
             raise bad_fip("fixed_ip_address cannot be specified without a port_id")
         network = session.get(Network, body.floating_network_id)
@@ -149,7 +149,7 @@ class FloatingIPs(Resource):
         return fip
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
-        self.remove(session, self.get_owned(session, ctx, obj_id))
+        self.remove(session, self.get_owned(session, ctx, obj_id, "delete_floatingip"))
 
     def remove_unassociated(self, session: Session, network_id: str) -> None:
         """An external network is going: its floating IPs that no port holds go with it

@@ -10,7 +10,7 @@ from sqlalchemy import Select, bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, Forbidden
+from netbay.errors import BadRequest, Conflict, Forbidden, policy_refused
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store.models import IPAllocation, Network, Port, RbacPolicy, Subnet, Tag
@@ -178,7 +178,7 @@ class Networks(Resource):
         return net
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
-        net = self.get_owned(session, ctx, obj_id)
+        net = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
         if net.external:
             from netbay.network.registry import FLOATINGIPS
 
@@ -213,8 +213,7 @@ def check_mtu(network: Network, mtu: int, ip_versions: set[int]) -> None:
 
 def _refused(action: str, attribute: str) -> Forbidden:
     """Neutron's refusal of an admin-only attribute: the action's rule and the attribute's."""
-    return Forbidden(f"(rule:{action} and rule:{action}:{attribute}) is disallowed by policy",
-                     kind="PolicyNotAuthorized")
+    return policy_refused(action, attribute)
 
 
 def _provider_segment(session: Session, ctx: Context, given: dict[str, Any]) -> dict[str, Any]:

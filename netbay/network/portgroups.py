@@ -21,7 +21,7 @@ from sqlalchemy import Table, bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import Forbidden, not_found
+from netbay.errors import not_found, policy_refused
 from netbay.network.resource import Resource
 from netbay.store.models import IPAllocation, Port, PortSecurityGroup, utcnow
 
@@ -55,7 +55,7 @@ def move(resource: Resource, session: Session, ctx: Context, port_id: str, group
     if port is None:
         raise not_found("port", port_id)
     if not ctx.is_admin and port.project_id != ctx.project_id:
-        raise Forbidden("Policy doesn't allow update_port to be performed.")
+        raise policy_refused("update_port")
     groups = list(dict.fromkeys(groups))
     check_port_security(port, {"security_groups": groups})
     check_groups(session, ctx, port.project_id, groups)

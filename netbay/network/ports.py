@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, Forbidden, not_found
+from netbay.errors import BadRequest, Conflict, Forbidden, not_found, policy_refused
 from netbay.network import ipam, portgroups, quotas
 from netbay.network.networks import Networks
 from netbay.network.rbac import SHARED_NETWORK_IDS
@@ -475,8 +475,8 @@ def _target_network(session: Session, ctx: Context, network_id: str,
     return network, [ipam.SubnetFacts(*row[6:]) for row in rows if row[6] is not None], rows[0][4:6]
 
 
-def _deny(action: str) -> Forbidden:
-    return Forbidden(f"Policy doesn't allow {action} to be performed.")
+def _deny(action: str, attribute: str, subs: tuple[str, ...] = ()) -> Forbidden:
+    return policy_refused(action, attribute, subs)
 
 
 _GROUPS_STATEFUL = select(SecurityGroup.id, SecurityGroup.stateful) \
@@ -593,7 +593,7 @@ class Ports(Resource):
         quotas.refuse_over("port", limit, held)
         if not ctx.is_admin:
             if not network.shared and network.project_id != project_id:
-                raise Forbidden(f"Tenant {project_id} not allowed to create port on this network")
+                raise policy_refused("create_port")  # Neutron 29: the network_owner rule
             _check_create_policy(ctx, network, given)
         explicit_groups = "security_groups" in given
         groups = given.pop("security_groups", None)
@@ -686,34 +686,34 @@ class Ports(Resource):
     def _check_update_policy(session: Session, ctx: Context, port: Port, given: dict[str, Any]) -> None:
         """Neutron's attribute policies for a non-admin port owner."""
         if "binding_host_id" in given:
-            raise _deny("update_port:binding:host_id")
+            raise _deny("update_port", "binding:host_id")
         if "mac_address" in given:
-            raise _deny("update_port:mac_address")
+            raise _deny("update_port", "mac_address")
         needs_owner = [k for k in ("fixed_ips", "port_security_enabled", "allowed_address_pairs") if k in given]
         if str(given.get("device_owner") or "").startswith("network:"):
             needs_owner.append("device_owner")
         if needs_owner:
             owner = session.scalar(select(Network.project_id).where(Network.id == port.network_id))
             if owner != ctx.project_id:
-                raise _deny(f"update_port:{needs_owner[0]}")
+                raise _deny("update_port", needs_owner[0])
 
 
 def _check_create_policy(ctx: Context, network: PortTarget, given: dict[str, Any]) -> None:
     """Neutron's attribute policies on create for a non-admin caller."""
     if given.get("binding_host_id"):
-        raise _deny("create_port:binding:host_id")
+        raise _deny("create_port", "binding:host_id")
     if network.project_id == ctx.project_id:
         return
     if str(given.get("device_owner") or "").startswith("network:"):
-        raise _deny("create_port:device_owner")
+        raise _deny("create_port", "device_owner")
     if "mac_address" in given:
-        raise _deny("create_port:mac_address")
+        raise _deny("create_port", "mac_address")
     if any(ip.get("ip_address") for ip in given.get("fixed_ips") or []):
-        raise _deny("create_port:fixed_ips:ip_address")
+        raise _deny("create_port", "fixed_ips", ("ip_address",))
     if "port_security_enabled" in given:
-        raise _deny("create_port:port_security_enabled")
+        raise _deny("create_port", "port_security_enabled")
     if "allowed_address_pairs" in given:
-        raise _deny("create_port:allowed_address_pairs")
+        raise _deny("create_port", "allowed_address_pairs")
 
 
 def _check_port_security(port: Port, given: dict[str, Any]) -> None:
@@ -805,9 +805,12 @@ def _fixed_ips_clause(values: list[str]) -> ColumnElement[bool]:
     wanted: dict[str, list[str]] = {}
     for value in values:
         key, sep, item = value.partition("=")
-        if not sep or key not in {"ip_address", "subnet_id", "ip_address_substr"}:
-            raise BadRequest(f"Invalid input for fixed_ips. Reason: '{value}' is not of the form "
-                             "ip_address=<ip>, subnet_id=<id> or ip_address_substr=<text>.")
+        if not sep:
+            raise BadRequest(f"Invalid input for operation: '{value}' is not of the form <key>=[value].",
+                             kind="InvalidInput")
+        if key not in {"ip_address", "subnet_id", "ip_address_substr"}:  # Neutron 29 ignores it
+            raise BadRequest(f"Invalid input for operation: '{value}' is not of the form "
+                             "ip_address=<ip>, subnet_id=<id> or ip_address_substr=<text>.", kind="InvalidInput")
         if key == "ip_address":
             try:
                 item = str(ipaddress.ip_address(item))

@@ -18,7 +18,7 @@ from sqlalchemy import bindparam, case, delete, func, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, Forbidden
+from netbay.errors import BadRequest, Conflict, Forbidden, policy_refused
 from netbay.store.models import (
     FloatingIP,
     Network,
@@ -176,7 +176,7 @@ def check_access(ctx: Context, project_id: str, action: str) -> None:
     if ctx.is_admin:
         return
     if action != "get":
-        raise Forbidden(f"Policy doesn't allow {action}_quota to be performed.")
+        raise policy_refused(f"{action}_quota")
     if project_id != ctx.project_id:
         raise Forbidden("Only admin is authorized to access quotas for another tenant")
 

@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, Forbidden, not_found
+from netbay.errors import BadRequest, Conflict, not_found, policy_refused
 from netbay.network.resource import Filter, Resource
 from netbay.network.types import Body, ID, ProjectID
 from netbay.store.models import Network, Port, RbacPolicy
@@ -97,7 +97,7 @@ class RbacPolicies(Resource):
         project_id = self.owner_for_create(ctx, given)
         target = given["target_tenant"]
         if target == WILDCARD and not ctx.is_admin:
-            raise Forbidden("Policy doesn't allow create_rbac_policy:target_tenant to be performed.")
+            raise policy_refused("create_rbac_policy", "target_tenant")
         network = session.get(Network, given["object_id"])
         if network is None or (not ctx.is_admin and network.project_id != ctx.project_id):
             # Neutron hides the objects a project may not share as missing.
@@ -120,7 +120,7 @@ class RbacPolicies(Resource):
         if target is None or target == policy.target_project:
             return policy
         if target == WILDCARD and not ctx.is_admin:
-            raise Forbidden("Policy doesn't allow update_rbac_policy:target_tenant to be performed.")
+            raise policy_refused("update_rbac_policy", "target_tenant")
         self._check_unused(session, policy)
         if self._exists(session, policy.object_type, policy.object_id, policy.action, target):
             raise _duplicate()
@@ -129,7 +129,7 @@ class RbacPolicies(Resource):
         return policy
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
-        policy = self.get_owned(session, ctx, obj_id)
+        policy = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
         self._check_unused(session, policy)
         self.record(session, policy, "delete", None)
         session.delete(policy)

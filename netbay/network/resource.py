@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Forbidden, NotFound, not_found
+from netbay.errors import BadRequest, NotFound, not_found, policy_refused
 from netbay.store import changelog
 from netbay.store.models import Tag, utcnow
 
@@ -26,24 +26,23 @@ from netbay.store.models import Tag, utcnow
 Converter = Callable[[str], Any]
 
 
-def to_bool(value: str, kind: str = "HTTPBadRequest") -> bool:
-    """neutron-lib's ``convert_to_boolean``; its InvalidInput comes out as ``kind``: the
-    API's HTTPBadRequest for an attribute's filter, InvalidInput where a plugin converts."""
+def to_bool(value: str) -> bool:
+    """neutron-lib's ``convert_to_boolean``, refusing as Neutron 29 does (``InvalidInput``)."""
     lowered = value.lower()
     if lowered in {"true", "1", "yes"}:
         return True
     if lowered in {"false", "0", "no"}:
         return False
-    raise BadRequest(f"Invalid input for operation: '{value}' cannot be converted to boolean.", kind=kind)
+    raise BadRequest(f"Invalid input for operation: '{value}' cannot be converted to boolean.", kind="InvalidInput")
 
 
 def to_int(value: str) -> int:
     try:
         number = int(value)
     except ValueError:
-        raise BadRequest(f"'{value}' is not an integer") from None
+        raise BadRequest(f"Invalid input for operation: '{value}' is not an integer.", kind="InvalidInput") from None
     if not -(2**31) <= number < 2**31:
-        raise BadRequest(f"'{value}' is out of range")
+        raise BadRequest(f"Invalid input for operation: '{value}' is out of range.", kind="InvalidInput")
     return number
 
 
@@ -174,11 +173,12 @@ class Resource:
             raise not_found(self.member, obj_id)
         return obj
 
-    def get_owned(self, session: Session, ctx: Context, obj_id: str) -> Any:
-        """A row the caller may change: visible and owned (or admin), else 404/403."""
+    def get_owned(self, session: Session, ctx: Context, obj_id: str, action: str = "") -> Any:
+        """A row the caller may change: visible and owned (or admin), else 404/403 (``action``
+        is Neutron's policy rule, ``update_<member>`` unless given)."""
         obj = self.get(session, ctx, obj_id, for_update=True)
         if not ctx.is_admin and obj.project_id != ctx.project_id:
-            raise Forbidden(f"Policy doesn't allow update_{self.member} to be performed.")
+            raise policy_refused(action or f"update_{self.member}")
         return obj
 
     def show(self, session: Session, ctx: Context, obj_id: str, fields: list[str]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, Forbidden, NotFound, invalid_input
+from netbay.errors import BadRequest, Conflict, NotFound, invalid_input, policy_refused
 from netbay.network.ports import assign_ips, create_port, delete_port
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import CIDR, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
@@ -184,7 +184,7 @@ class Routers(Resource):
         return router
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
-        router = self.get_owned(session, ctx, obj_id)
+        router = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
         if self.interfaces(session, router.id):
             raise Conflict(f"Router {router.id} still has ports", kind="RouterInUse")
         self._clear_gateway(session, router)
@@ -200,7 +200,8 @@ class Routers(Resource):
         """Attach, move or re-address the gateway; ``enable_snat`` defaults to true as in Neutron."""
         given = info.model_fields_set
         if not ctx.is_admin and ({"enable_snat", "external_fixed_ips"} & given):
-            raise Forbidden(f"Policy doesn't allow {action}_router to be performed.")
+            asked = tuple(k for k in ("network_id", "enable_snat", "external_fixed_ips") if k in given)
+            raise policy_refused(f"{action}_router", "external_gateway_info", asked)
         from netbay.network.registry import NETWORKS, PORTS
 
         network: Network = NETWORKS.get(session, ctx, info.network_id)

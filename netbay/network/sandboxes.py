@@ -195,7 +195,7 @@ class Sandboxes(Resource):
         session.delete(sandbox)
         session.flush()
 
-    def get_owned(self, session: Session, ctx: Context, obj_id: str) -> Sandbox:
+    def get_owned(self, session: Session, ctx: Context, obj_id: str, action: str = "") -> Sandbox:
         obj = self.get(session, ctx, obj_id, for_update=True)
         if not ctx.is_admin and obj.project_id != ctx.project_id:
             raise Forbidden("Policy doesn't allow delete_sandbox to be performed.")

@@ -223,7 +223,7 @@ class SecurityGroups(Resource):
         return group
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
-        group = self.get_owned(session, ctx, obj_id)
+        group = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
         if _in_use(session, group.id):
             raise _in_use_error(group.id)
         is_default = _is_default(session, group.id, group.project_id)
@@ -357,7 +357,7 @@ class SecurityGroupRules(Resource):
         return or_(SecurityGroupRule.project_id == ctx.project_id,
                    SecurityGroupRule.security_group_id.in_(own_groups))
 
-    def get_owned(self, session: Session, ctx: Context, obj_id: str) -> Any:
+    def get_owned(self, session: Session, ctx: Context, obj_id: str, action: str = "") -> Any:
         rule = self.get(session, ctx, obj_id, for_update=True)  # visible: own rule or own group
         return rule
 

@@ -17,7 +17,7 @@ from sqlalchemy import delete, false, or_, select, true
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, Forbidden, NotFound
+from netbay.errors import BadRequest, Conflict, NotFound, policy_refused
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import CIDR, ID, Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store.models import Subnet, SubnetPool, Tag
@@ -228,7 +228,7 @@ class SubnetPools(Resource):
         if given.get("prefixes") is None:
             raise BadRequest("Failed to parse request. Required attribute 'prefixes' not specified")
         if (given.get("shared") or given.get("is_default")) and not ctx.is_admin:
-            raise Forbidden("Policy doesn't allow create_subnetpool to be performed.")
+            raise policy_refused("create_subnetpool", "shared" if given.get("shared") else "is_default")
         version = _version_of(given["prefixes"])
         prefixes = [str(p) for p in compact(given["prefixes"])]
         min_len = given.get("min_prefixlen")
@@ -259,7 +259,7 @@ class SubnetPools(Resource):
         pool = self.get_owned(session, ctx, obj_id)
         given = body.given()
         if "is_default" in given and not ctx.is_admin:
-            raise Forbidden("Policy doesn't allow update_subnetpool to be performed.")
+            raise policy_refused("update_subnetpool", "is_default")
         prefixes = list(pool.prefixes)
         if "prefixes" in given:
             new = given["prefixes"] or []
@@ -289,7 +289,7 @@ class SubnetPools(Resource):
         return pool
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
-        pool = self.get_owned(session, ctx, obj_id)
+        pool = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
         if session.scalar(select(Subnet.id).where(Subnet.subnetpool_id == pool.id).limit(1)):
             raise BadRequest("Unable to delete subnet pool: Subnet pool has existing allocations.",
                              kind="SubnetPoolDeleteError")

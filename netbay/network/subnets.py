@@ -16,7 +16,7 @@ from sqlalchemy import delete, false, or_, select, true
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, Forbidden
+from netbay.errors import BadRequest, Conflict, policy_refused
 from netbay.network import ipam
 from netbay.network.networks import check_mtu
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
@@ -234,20 +234,20 @@ class Subnets(Resource):
             # ``shared`` filter, converted by its plugin: InvalidInput; and the
             # subnet-external-network extension's attribute).
             column = Network.shared if name == "shared" else Network.external
-            wanted = {to_bool(v, "InvalidInput" if name == "shared" else "HTTPBadRequest") for v in values}
+            wanted = {to_bool(v) for v in values}
             return Subnet.network_id.in_(select(Network.id).where(column.in_(wanted)))
         if name == "segment_id":  # netbay has no segments: every subnet has none
             return true() if all(v in {"", "None"} for v in values) else false()
         return None
 
-    def get_owned(self, session: Session, ctx: Context, obj_id: str) -> Subnet:
+    def get_owned(self, session: Session, ctx: Context, obj_id: str, action: str = "") -> Subnet:
         """The subnet's owner or its network's owner may change it (Neutron's admin_or_network_owner)."""
         subnet = self.get(session, ctx, obj_id, for_update=True)
         if ctx.is_admin or subnet.project_id == ctx.project_id:
             return subnet
         owner = session.scalar(select(Network.project_id).where(Network.id == subnet.network_id))
         if owner != ctx.project_id:
-            raise Forbidden("Policy doesn't allow update_subnet to be performed.")
+            raise policy_refused(action or "update_subnet")
         return subnet
 
     def fetch(self, session: Session, stmt: Any) -> list[Any]:
@@ -293,7 +293,7 @@ class Subnets(Resource):
         version: int = given["ip_version"]
         network = NETWORKS.get(session, ctx, given["network_id"], for_update=True)
         if not ctx.is_admin and network.project_id != ctx.project_id:
-            raise Forbidden("Policy doesn't allow create_subnet to be performed.")
+            raise policy_refused("create_subnet")
         cidr, prefixlen = given.get("cidr"), given.get("prefixlen")
         if cidr is not None and prefixlen is not None:
             raise bad_request("cidr and prefixlen must not be supplied together")
@@ -362,7 +362,7 @@ class Subnets(Resource):
         return subnet
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
-        subnet = self.get_owned(session, ctx, obj_id)
+        subnet = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
         network = session.get(Network, subnet.network_id)
         self.remove(session, subnet)
         if network is not None:

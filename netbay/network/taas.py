@@ -116,7 +116,7 @@ class TapServices(_Tap):
         return tap
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
-        tap = self.get_owned(session, ctx, obj_id)
+        tap = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
         _delete_service(session, tap)
 
 
@@ -164,7 +164,7 @@ class TapFlows(_Tap):
         return flow
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
-        flow = self.get_owned(session, ctx, obj_id)
+        flow = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
         self.record(session, flow, "delete", None)
         session.delete(flow)
         session.flush()

@@ -138,7 +138,7 @@ class Trunks(Resource):
         return trunk
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
-        trunk = self.get_owned(session, ctx, obj_id)
+        trunk = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
         self.record(session, trunk, "delete", None)
         session.delete(trunk)
 

@@ -68,6 +68,12 @@ def _mac(value: str) -> str:
     return mac
 
 
+class Unconvertible(ValueError):
+    """A value neutron-lib's ``convert_to_*`` refuses: Neutron answers it as
+    ``InvalidInput`` (``Invalid input for operation: …``), not as a validator's
+    ``HTTPBadRequest`` (``Invalid input for <attr>. Reason: …``)."""
+
+
 def _strict_bool(value: Any) -> Any:
     """Neutron's convert_to_boolean: booleans, 'true'/'false' strings, 0/1."""
     if isinstance(value, str) and value.lower() in {"true", "false"}:
@@ -75,7 +81,7 @@ def _strict_bool(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
         return bool(value)
     if not isinstance(value, bool):
-        raise ValueError(f"'{value}' cannot be converted to boolean")
+        raise Unconvertible(f"'{value}' cannot be converted to boolean")
     return value
 
 

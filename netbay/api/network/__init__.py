@@ -124,25 +124,30 @@ def parse_list_query(request: Request) -> ListQuery:
             sort_keys.append(value)
         elif key == "sort_dir":
             if value not in {"asc", "desc"}:
-                raise BadRequest(f"{value} is an invalid sort direction")
+                raise BadRequest(f"['{value}'] is invalid value for sort_dirs, valid value is 'asc' and 'desc'")
             sort_dirs.append(value)
         elif key == "limit":
             try:
                 limit = int(value)
             except ValueError:
-                raise BadRequest(f"Limit must be an integer 0 or greater and not '{value}'") from None
+                raise _bad_limit(value) from None
             if limit < 0:
-                raise BadRequest(f"Limit must be an integer 0 or greater and not '{value}'")
+                raise _bad_limit(value)
         elif key == "marker":
             marker = value
         elif key == "page_reverse":
             page_reverse = to_bool(value)
         else:
             filters.setdefault(key, []).append(value)
-    if sort_dirs and len(sort_dirs) != len(sort_keys):
+    if len(sort_dirs) != len(sort_keys):  # Neutron takes no default direction
         raise BadRequest("The number of sort_keys and sort_dirs must be same")
-    sort = list(zip(sort_keys, sort_dirs or ["asc"] * len(sort_keys)))
+    sort = list(zip(sort_keys, sort_dirs))
     return ListQuery(filters, fields, sort, limit or None, marker, page_reverse)
+
+
+def _bad_limit(value: str) -> BadRequest:
+    return BadRequest(f"Bad limit request: Limit must be an integer 0 or greater and not '{value}'.",
+                      kind="BadRequest")
 
 
 def _links(request: Request, page: Page, query: ListQuery) -> list[dict[str, str]]:
