@@ -26,6 +26,12 @@ from netbay.store.models import Tag, utcnow
 Converter = Callable[[str], Any]
 
 
+def policy_refused(action: str, attribute: str) -> Forbidden:
+    """Neutron's refusal of an admin-only attribute: the action's rule and the attribute's."""
+    return Forbidden(f"(rule:{action} and rule:{action}:{attribute}) is disallowed by policy",
+                     kind="PolicyNotAuthorized")
+
+
 def to_bool(value: str, kind: str = "HTTPBadRequest") -> bool:
     """neutron-lib's ``convert_to_boolean``; its InvalidInput comes out as ``kind``: the
     API's HTTPBadRequest for an attribute's filter, InvalidInput where a plugin converts."""
