@@ -32,6 +32,9 @@ Loaded by ``tests/conftest.py`` (``pytest_plugins``); fixtures:
   methods), swept at the module's end. A module opts in by building its ``server``
   fixture on it; parametrized in ``tests/conftest.py`` (:func:`neutron_params`), so
   tests marked ``embedded_only("why")`` are made against netbay's API only;
+- ``octavia_api`` — ``neutron_api`` with a load-balancer API v2 beside it
+  (``load_balancer_url``): netbay's own, or the cloud's Octavia (``octavia``) with the
+  module's load balancers deleted (cascade) in the sweep (:class:`OctaviaCloud`);
 - ``cluster_api`` — netbay's Magnum API with its conductor over one backend
   (:class:`ClusterApi`): a netbay server of the module's, or ``netbay up --backend
   openstack`` on the cloud (``pytest.mark.peers`` on that param only, so the embedded
@@ -358,6 +361,23 @@ def neutron_params(metafunc: pytest.Metafunc, dbs: list[str]) -> list:
 
 @pytest.fixture(scope="module")
 def neutron_api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    yield from _module_api(request, tmp_path_factory, lambda: NeutronCloud(request.getfixturevalue("cloud")))
+
+
+@pytest.fixture(scope="module")
+def octavia_api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """``neutron_api`` with the load-balancer API v2 beside it (``load_balancer_url``):
+    netbay's, or the cloud's Octavia (:class:`OctaviaCloud`)."""
+    def on_cloud() -> OctaviaCloud:
+        return OctaviaCloud(request.getfixturevalue("cloud"), request.getfixturevalue("octavia"))
+
+    yield from _module_api(request, tmp_path_factory, on_cloud)
+
+
+def _module_api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                on_cloud: Callable[[], NeutronCloud]) -> Iterator:
+    """A netbay server of the module's on ``embedded-<db>``; else the cloud as ``on_cloud``
+    makes it, swept at the module's end and checked to hold what it held before."""
     if request.param.startswith("embedded-"):
         from conftest import module_server, new_database_url
 
@@ -365,7 +385,7 @@ def neutron_api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
         with module_server(url, request, tmp_path_factory) as srv:
             yield srv
         return
-    cloud = NeutronCloud(request.getfixturevalue("cloud"))
+    cloud = on_cloud()
     before = cloud.snapshot()
     try:
         yield cloud
@@ -468,3 +488,38 @@ class NeutronCloud:
             self.root.identity.delete_project(project)
         for client in self._clients[1:]:
             client.close()
+
+
+class OctaviaCloud(NeutronCloud):
+    """:class:`NeutronCloud` with the cloud's Octavia (``load_balancer_url``, as
+    ``tests.conftest.Server``'s); :meth:`sweep` deletes the module's load balancers
+    (cascade, once the provider stand-in has settled them) before the network objects."""
+
+    def __init__(self, cloud, octavia) -> None:  # noqa: ANN001
+        super().__init__(cloud)   # after ``octavia``: the admin's catalog lists it
+        self.load_balancer_url = octavia.url
+
+    def snapshot(self) -> dict[str, set[str]]:
+        return {**super().snapshot(), "loadbalancers": {lb.id for lb in self.root.load_balancer.load_balancers()}}
+
+    def sweep(self, before: dict[str, set[str]]) -> None:
+        from openstack import exceptions as os_exc
+
+        from netbay.backends import poll
+
+        lbs = self.root.load_balancer
+        made = [lb.id for lb in lbs.load_balancers() if lb.id not in before["loadbalancers"]]
+        for lb_id in made:
+            poll.until(lambda i=lb_id: lbs.get_load_balancer(i).to_dict(),
+                       lambda lb: not lb["provisioning_status"].startswith("PENDING_"), 60, first=0.05, cap=0.5,
+                       late=lambda lb: f"{lb['id']} still {lb['provisioning_status']}")
+            lbs.delete_load_balancer(lb_id, cascade=True)
+        for lb_id in made:
+            def state(i: str = lb_id) -> dict:
+                try:
+                    return lbs.get_load_balancer(i).to_dict()
+                except os_exc.NotFoundException:
+                    return {"provisioning_status": "DELETED"}
+            poll.until(state, lambda lb: lb["provisioning_status"] == "DELETED", 60, first=0.05, cap=0.5,
+                       late=lambda lb: f"{lb.get('id')} still {lb['provisioning_status']}")
+        super().sweep(before)

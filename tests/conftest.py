@@ -27,7 +27,7 @@ import pytest
 
 from tests.backendfix import (clean_backend, clean_lb_backend, cloud, cloud_env, cluster_api,  # noqa: F401
                               lb_backend, network_backend, neutron_api, neutron_params, nova,
-                              octavia, store)  # (shared fixtures)
+                              octavia, octavia_api, store)  # (shared fixtures)
 
 ADMIN_PASSWORD = "admin-secret-for-tests"
 
@@ -46,8 +46,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     backends = [b for b in metafunc.config.getoption("--db").split(",") if b]
     if "db_backend" in metafunc.fixturenames:
         metafunc.parametrize("db_backend", backends, scope="module")
-    if "neutron_api" in metafunc.fixturenames:
-        metafunc.parametrize("neutron_api", neutron_params(metafunc, backends), indirect=True, scope="module")
+    for api in ("neutron_api", "octavia_api"):
+        if api in metafunc.fixturenames:
+            metafunc.parametrize(api, neutron_params(metafunc, backends), indirect=True, scope="module")
 
 
 def free_port() -> int:
@@ -168,6 +169,10 @@ class Server:
     @property
     def network_url(self) -> str:
         return f"{self.url}/network/v2.0"
+
+    @property
+    def load_balancer_url(self) -> str:
+        return f"{self.url}/load-balancer"
 
     def cli_env(self) -> dict[str, str]:
         """``OS_*`` for the ``openstack`` CLI as the bootstrap admin."""

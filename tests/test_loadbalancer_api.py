@@ -1,7 +1,9 @@
 """The Octavia-compatible load-balancer API v2 through openstacksdk and raw HTTP.
 
-Nothing realizes load balancers here, so statuses are settled the way the
-realizer will: ``PUT /netbay/v1/status``.
+Against netbay's API and a real Octavia alike (``octavia_api``, tests/backendfix.py).
+Nothing realizes load balancers here: on netbay, statuses are settled the way the
+realizer will (``PUT /netbay/v1/status``); on Octavia, by the provider stand-in
+of its noop driver (tests/peers/octavia_provider.py).
 """
 
 from __future__ import annotations
@@ -42,9 +44,15 @@ def make_net(conn, prefix: str = "lbnet"):
 
 
 @pytest.fixture(scope="module")
+def server(octavia_api):
+    """netbay's network and load-balancer APIs, or a real Neutron's and Octavia's."""
+    return octavia_api
+
+
+@pytest.fixture(scope="module")
 def lb_admin(server):
     """Raw HTTP to /load-balancer/v2 as admin."""
-    client = httpx.Client(base_url=f"{server.url}/load-balancer/v2",
+    client = httpx.Client(base_url=f"{server.load_balancer_url}/v2",
                           headers={"X-Auth-Token": server.token()}, timeout=30)
     server._clients.append(client)
     return client
@@ -52,7 +60,7 @@ def lb_admin(server):
 
 @pytest.fixture(scope="module")
 def lb_member(server, member):
-    client = httpx.Client(base_url=f"{server.url}/load-balancer/v2",
+    client = httpx.Client(base_url=f"{server.load_balancer_url}/v2",
                           headers={"X-Auth-Token": member.auth_token}, timeout=30)
     server._clients.append(client)
     return client
@@ -78,8 +86,21 @@ def net(member):
 
 
 @pytest.fixture
-def settle(netbay_admin):
-    """Report load balancers realized (``ACTIVE``/``ONLINE``), as the realizer will."""
+def settle(server, request, lb_admin):
+    """Load balancers realized (``ACTIVE``/``ONLINE``): reported as the realizer will on
+    netbay; on Octavia, once its provider stand-in has reported them."""
+    if server.kind == "openstack":
+        from netbay.backends import poll
+
+        def settled(*lb_ids: str, value: str = "ACTIVE/ONLINE") -> None:
+            assert value == "ACTIVE/ONLINE", "the provider stand-in reports ACTIVE/ONLINE only"
+            for lb_id in lb_ids:
+                poll.until(lambda i=lb_id: lb_admin.get(f"/lbaas/loadbalancers/{i}").json()["loadbalancer"],
+                           lambda lb: not lb["provisioning_status"].startswith("PENDING_"), 60, first=0.05,
+                           cap=0.5, late=lambda lb: f"{lb['id']} still {lb['provisioning_status']}")
+
+        return settled
+    netbay_admin = request.getfixturevalue("netbay_admin")
 
     def settle(*lb_ids: str, value: str = "ACTIVE/ONLINE") -> dict:
         r = netbay_admin.put("/status", json={"loadbalancers": {i: value for i in lb_ids}})
@@ -132,6 +153,7 @@ def new_lb(conn, subnet_id: str, settle=None, **attrs):
 # --- discovery --------------------------------------------------------------------------------
 
 
+@pytest.mark.embedded_only("netbay lists Octavia's versions v2.0…v2.30 under /load-balancer and its own providers (nftables …); Octavia 19 lists its own versions and the peer's noop_driver")
 def test_version_discovery_and_catalog(server, member):
     r = httpx.get(f"{server.url}/load-balancer/", timeout=10)
     assert r.status_code == 200
@@ -153,6 +175,7 @@ def test_version_discovery_and_catalog(server, member):
 # --- load balancers and their VIP port ------------------------------------------------------------
 
 
+@pytest.mark.embedded_only("netbay's change stream (/netbay/v1/changes) and nftables provider; the peer's stand-in settles PENDING_CREATE at once")
 def test_create_load_balancer_makes_vip_port(member, net, netbay_admin):
     since = latest(netbay_admin)
     lb = member.load_balancer.create_load_balancer(vip_subnet_id=net.subnet.id, name=unique("lb"),
@@ -175,6 +198,7 @@ def test_create_load_balancer_makes_vip_port(member, net, netbay_admin):
     assert member.load_balancer.get_load_balancer(lb.id).provisioning_status == "PENDING_CREATE"
 
 
+@pytest.mark.embedded_only("Octavia's API leaves a caller's vip_port_id port unowned (device_owner ''); its provider plugs it, and the peer's noop driver does not")
 def test_vip_by_network_address_and_port(member, admin, settle):
     dual = make_net(member, "dual")
     member.network.create_subnet(network_id=dual.net.id, cidr="fd00:%x::/64" % next(_octets), ip_version=6)
@@ -203,6 +227,7 @@ def test_vip_by_network_address_and_port(member, admin, settle):
     assert lb4.vip_address == address
 
 
+@pytest.mark.embedded_only("Octavia 19 words an unknown attribute 'Unknown attribute for argument load_balancer.loadbalancer: bogus'; netbay 'argument loadbalancer'")
 def test_vip_errors(lb_member, net, member, other):
     r = lb_member.post("/lbaas/loadbalancers", json={"loadbalancer": {"name": "x"}})
     octavia_error(r, 400, "Validation failure: VIP must contain one of: vip_port_id, vip_network_id, "
@@ -249,6 +274,7 @@ def test_vip_errors(lb_member, net, member, other):
 # --- Octavia's PENDING_* life cycle -----------------------------------------------------------------
 
 
+@pytest.mark.embedded_only("PENDING_* held until netbay's status report (/netbay/v1/status); the peer's stand-in settles every object within its 0.1 s tick")
 def test_pending_load_balancer_is_immutable(member, net, lb_member, netbay_admin, server, settle):
     lb = new_lb(member, net.subnet.id)
     r = lb_member.put(f"/lbaas/loadbalancers/{lb.id}", json={"loadbalancer": {"name": "renamed"}})
@@ -278,6 +304,7 @@ def test_pending_load_balancer_is_immutable(member, net, lb_member, netbay_admin
     assert member.load_balancer.update_load_balancer(lb.id, is_admin_state_up=False).is_admin_state_up is False
 
 
+@pytest.mark.embedded_only("netbay's realizer status API (/netbay/v1/status)")
 def test_status_reports(netbay_admin, member, net, settle):
     lb = new_lb(member, net.subnet.id)
     missing = str(uuid.uuid4())
@@ -297,6 +324,7 @@ def test_status_reports(netbay_admin, member, net, settle):
 # --- the whole tree with the SDK --------------------------------------------------------------------
 
 
+@pytest.mark.embedded_only("netbay's change stream and per-member health reports (/netbay/v1); PENDING_* held until reported")
 def test_listener_pool_member_monitor_with_sdk(member, net, settle, netbay_admin, lb_member):
     lbs = member.load_balancer
     lb = new_lb(member, net.subnet.id, settle)
@@ -383,6 +411,7 @@ def test_listener_pool_member_monitor_with_sdk(member, net, settle, netbay_admin
     assert ("loadbalancer", lb.id, "delete") in changes_since(netbay_admin, since)
 
 
+@pytest.mark.embedded_only("Octavia 19 refuses a listener_id filter on GET /lbaas/pools (400); netbay takes it")
 def test_pool_on_load_balancer_and_listener_default_pool(member, net, settle, lb_member):
     lbs = member.load_balancer
     lb = new_lb(member, net.subnet.id, settle)
@@ -411,6 +440,7 @@ def test_pool_on_load_balancer_and_listener_default_pool(member, net, settle, lb
 # --- refusals -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.embedded_only("netbay's nftables provider offers HTTP, HTTPS, TCP… (and 501 for what it does not); Octavia lists every protocol it knows")
 def test_listener_and_pool_errors(member, net, settle, lb_member):
     lbs = member.load_balancer
     lb = new_lb(member, net.subnet.id, settle)
@@ -503,6 +533,7 @@ def test_listener_and_pool_errors(member, net, settle, lb_member):
     lbs.delete_load_balancer(lb.id, cascade=True)
 
 
+@pytest.mark.embedded_only("netbay refuses a member subnet its VIP cannot route to; Octavia's API leaves that to the provider (201)")
 def test_member_subnet_must_be_reachable(member, settle, lb_member):
     lbs = member.load_balancer
     front, back, island = make_net(member, "front"), make_net(member, "back"), make_net(member, "island")
@@ -546,7 +577,7 @@ def test_project_scoping(server, admin, member, other, net, lb_admin):
                                                     project_id=member.current_project_id)
     assert made.project_id == member.current_project_id
     assert made.id in [x.id for x in member.load_balancer.load_balancers()]
-    r = httpx.post(f"{server.url}/load-balancer/v2/lbaas/loadbalancers",
+    r = httpx.post(f"{server.load_balancer_url}/v2/lbaas/loadbalancers",
                    headers={"X-Auth-Token": other.auth_token},
                    json={"loadbalancer": {"vip_subnet_id": make_net(other).subnet.id,
                                           "project_id": member.current_project_id}}, timeout=10)
@@ -556,6 +587,7 @@ def test_project_scoping(server, admin, member, other, net, lb_admin):
                                                    ).json()["loadbalancers"]]
 
 
+@pytest.mark.embedded_only("Octavia 19 answers fields=id,name (one comma-joined value) with empty objects; netbay splits it")
 def test_list_filters_sort_and_pages(member, lb_member):
     nets = make_net(member, "page")
     tag = unique("page")
@@ -600,6 +632,7 @@ _FIELDS = {
 }
 
 
+@pytest.mark.embedded_only("also refuses bad netbay status reports (/netbay/v1/status)")
 def test_bad_input_is_a_client_error(admin, lb_admin, netbay_admin, settle):
     nets = make_net(admin, "fuzz")
     lb = new_lb(admin, nets.subnet.id, settle)
@@ -633,6 +666,7 @@ def test_bad_input_is_a_client_error(admin, lb_admin, netbay_admin, settle):
         assert netbay_admin.put("/status", json=report).status_code == 400, report
 
 
+@pytest.mark.embedded_only("netbay's change stream (/netbay/v1/changes) and PENDING_* held until reported")
 def test_fully_populated_create_is_one_tree_in_one_request(member, net, lb_member, settle, netbay_admin):
     """Octavia's single-call create: listeners, default pools, members and monitors with
     the load balancer; the realizer's one report settles the whole tree."""

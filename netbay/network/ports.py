@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
-import uuid
 from dataclasses import dataclass
 from types import SimpleNamespace
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from netbay.network.rbac import SHARED_NETWORK_IDS
 from netbay.network.trunks import check_port_deletable
 from netbay.network.portrows import NewPort, PortWriter, new_port, port_row
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
-from netbay.network.types import MAC, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
+from netbay.network.types import MAC, UUID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
 from netbay.store.models import (
     DefaultSecurityGroup,
     FloatingIP,
@@ -332,14 +331,6 @@ def set_status(session: Session, port_id: str, status: str) -> Port:
 # --- request bodies -----------------------------------------------------------------
 
 
-def _uuid(value: str) -> str:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        raise ValueError(f"'{value}' is not a valid UUID") from None
-    return value
-
-
 def _ip_or_cidr(value: str) -> str:
     try:
         return str(ipaddress.ip_interface(value)) if "/" in value else str(ipaddress.ip_address(value))
@@ -357,7 +348,6 @@ def _no_duplicate_ips(items: list[FixedIP]) -> list[FixedIP]:
     return items
 
 
-UUID = Annotated[str, StringConstraints(max_length=36), AfterValidator(_uuid)]
 IPOrCIDR = Annotated[str, StringConstraints(max_length=64), AfterValidator(_ip_or_cidr)]
 
 

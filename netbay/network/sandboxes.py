@@ -11,17 +11,16 @@ call runs in the caller's one transaction.
 from __future__ import annotations
 
 import socket
-import uuid
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, StringConstraints
+from pydantic import AfterValidator
 from sqlalchemy.orm import Session, lazyload
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, NotFound
 from netbay.network.ports import create_port, delete_port
 from netbay.network.resource import Filter, Resource, standard, to_int
-from netbay.network.types import Body, Name, ProjectID, Text
+from netbay.network.types import UUID, Body, Name, ProjectID, Text
 from netbay.store import labels as labellib
 from netbay.store.models import Network, Port, Sandbox, SandboxPort, new_id
 
@@ -29,15 +28,6 @@ SANDBOX_OWNER = "netbay:sandbox"
 STATUSES = {"BUILD", "ACTIVE", "DOWN", "ERROR"}
 
 
-def _uuid(value: str) -> str:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        raise ValueError(f"'{value}' is not a valid UUID") from None
-    return value
-
-
-UUID = Annotated[str, StringConstraints(max_length=36), AfterValidator(_uuid)]
 
 
 def _unique(ids: list[str]) -> list[str]:

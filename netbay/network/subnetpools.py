@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, policy_refused
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
-from netbay.network.types import CIDR, ID, Body, Bool, Name, ProjectID, Tags, Text
+from netbay.network.types import CIDR, ID, UUID, Body, Bool, NonBlankName, ProjectID, Tags, Text
 from netbay.store.models import Subnet, SubnetPool, Tag
 
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -31,16 +31,12 @@ QUOTA_UNIT = {4: 32, 6: 64}
 
 
 def _non_negative_int(value: Any) -> Any:
-    """Neutron's convert_to_int + non_negative: ``24`` and ``"24"`` both do."""
-    if isinstance(value, bool):
-        raise ValueError(f"'{value}' is not an integer")
-    if isinstance(value, str):
-        try:
-            value = int(value)
-        except ValueError:
-            raise ValueError(f"'{value}' is not an integer") from None
-    if not isinstance(value, int):
-        raise ValueError(f"'{value}' is not an integer")
+    """Neutron's convert_to_int (Python's ``int()``: ``24``, ``"24"``, ``true``) and then
+    non_negative; what ``int()`` refuses is the converter's ``InvalidInput``."""
+    try:
+        value = int(value)
+    except (ValueError, TypeError, OverflowError):
+        raise BadRequest(f"Invalid input for operation: '{value}' is not an integer.", kind="InvalidInput") from None
     if value < 0:
         raise ValueError(f"'{value}' should be non-negative")
     if value >= 2**31:
@@ -114,7 +110,7 @@ def quota_units(version: int, prefixlen: int) -> float:
 
 
 class SubnetPoolCreate(Body):
-    name: Name = ""
+    name: NonBlankName = None  # type: ignore[assignment]  # required: refused in create with Neutron's words
     description: Text = ""
     prefixes: list[CIDR] | None = None
     default_prefixlen: NonNegative | None = None
@@ -123,14 +119,14 @@ class SubnetPoolCreate(Body):
     default_quota: NonNegative | None = None
     shared: Bool = False
     is_default: Bool = False
-    address_scope_id: ID | None = None
+    address_scope_id: UUID | None = None
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
 
 
 class SubnetPoolUpdate(Body):
-    name: Name | None = None
+    name: NonBlankName | None = None
     description: Text | None = None
     prefixes: list[CIDR] | None = None
     default_prefixlen: NonNegative | None = None
@@ -138,7 +134,7 @@ class SubnetPoolUpdate(Body):
     max_prefixlen: NonNegative | None = None
     default_quota: NonNegative | None = None
     is_default: Bool | None = None
-    address_scope_id: ID | None = None
+    address_scope_id: UUID | None = None
 
 
 def _bounds_error(kind: str, value: int, base_kind: str, base: int) -> BadRequest:
@@ -225,10 +221,12 @@ class SubnetPools(Resource):
         given = body.given()
         tags = given.pop("tags", None) or []
         project_id = self.owner_for_create(ctx, given)
-        if given.get("prefixes") is None:
-            raise BadRequest("Failed to parse request. Required attribute 'prefixes' not specified")
-        if (given.get("shared") or given.get("is_default")) and not ctx.is_admin:
-            raise policy_refused("create_subnetpool", "shared" if given.get("shared") else "is_default")
+        for required in ("name", "prefixes"):   # in Neutron's attribute order
+            if given.get(required) is None:
+                raise BadRequest(f"Failed to parse request. Required attribute '{required}' not specified")
+        for attribute in ("is_default", "shared"):
+            if given.get(attribute) and not ctx.is_admin:
+                raise policy_refused("create_subnetpool", attribute)
         version = _version_of(given["prefixes"])
         prefixes = [str(p) for p in compact(given["prefixes"])]
         min_len = given.get("min_prefixlen")
@@ -242,7 +240,7 @@ class SubnetPools(Resource):
             self._check_no_default(session, version)
         _no_address_scope(given.get("address_scope_id"))
         pool = SubnetPool(
-            project_id=project_id, name=given.get("name", ""), description=given.get("description", ""),
+            project_id=project_id, name=given["name"], description=given.get("description", ""),
             ip_version=version, prefixes=prefixes, min_prefixlen=min_len, max_prefixlen=max_len,
             default_prefixlen=default_len, default_quota=given.get("default_quota"),
             shared=given.get("shared", False), is_default=given.get("is_default", False),
@@ -346,6 +344,8 @@ class SubnetPools(Resource):
             if prefix_free(pool.prefixes, allocated, cidr):
                 return str(ipaddress.ip_network(cidr))
             reason = "Cannot allocate requested subnet from the available set of prefixes"
+            # Neutron answers SubnetAllocationError with a 500 (it derives from no HTTP error);
+            # netbay answers a client's request that cannot be met with a 4xx, never a 5xx.
             error = Conflict if within(pool.prefixes, cidr) else BadRequest
             raise error(f"Failed to allocate subnet: {reason}.", kind="SubnetAllocationError")
         found = next_prefix(pool.prefixes, allocated, wanted)
@@ -370,7 +370,7 @@ class SubnetPools(Resource):
                 Subnet.subnetpool_id == pool.id, Subnet.project_id == project_id))
         )
         if used + quota_units(pool.ip_version, prefixlen) > pool.default_quota:
-            raise Conflict("Per-tenant subnet pool prefix quota exceeded.", kind="SubnetPoolQuotaExceeded")
+            raise Conflict("Per-project subnet pool prefix quota exceeded.", kind="SubnetPoolQuotaExceeded")
 
 
 __all__ = [

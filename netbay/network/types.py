@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import uuid
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, StringConstraints
@@ -74,6 +75,28 @@ class Unconvertible(ValueError):
     ``HTTPBadRequest`` (``Invalid input for <attr>. Reason: …``)."""
 
 
+def _uuid(value: str) -> str:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        raise ValueError(f"'{value}' is not a valid UUID") from None
+    return value
+
+
+def _a_string(value: Any) -> Any:
+    """neutron-lib's ``validate_string`` in its words (``null`` included)."""
+    if not isinstance(value, str):
+        raise ValueError(f"'{value}' is not a valid string")
+    return value
+
+
+def _not_blank(value: str) -> str:
+    """neutron-lib's ``not_empty_string``: a name that must say something."""
+    if not value.strip():
+        raise ValueError(f"'{value}' Blank strings are not permitted")
+    return value
+
+
 def _strict_bool(value: Any) -> Any:
     """Neutron's convert_to_boolean: booleans, 'true'/'false' strings, 0/1."""
     if isinstance(value, str) and value.lower() in {"true", "false"}:
@@ -87,7 +110,10 @@ def _strict_bool(value: Any) -> Any:
 
 Name = Annotated[str, StringConstraints(max_length=255), AfterValidator(_no_nul)]
 Text = Annotated[str, StringConstraints(max_length=255), AfterValidator(_no_nul)]
+NonBlankName = Annotated[str, BeforeValidator(_a_string), StringConstraints(max_length=255), AfterValidator(_no_nul),
+                         AfterValidator(_not_blank)]
 ID = Annotated[str, StringConstraints(max_length=36), AfterValidator(_no_nul)]
+UUID = Annotated[str, StringConstraints(max_length=36), AfterValidator(_uuid)]
 ProjectID = Annotated[str, StringConstraints(min_length=1, max_length=64), AfterValidator(_no_nul)]
 Bool = Annotated[bool, BeforeValidator(_strict_bool)]
 IPAddress = Annotated[str, StringConstraints(max_length=64), AfterValidator(_ip)]
