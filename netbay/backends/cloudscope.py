@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from netbay.backends import CLOUD
-from netbay.errors import BadRequest, Forbidden, NotFound, not_found
+from netbay.errors import BadRequest, NotFound, not_found, policy_refused
 
 CHUNK = 50        # ids per list query (a URL carries them as repeated parameters)
 # Members a project may change when it sees them, owned or not (Neutron's network-owner
@@ -178,7 +178,7 @@ class ProjectScoped:
         obj = self.show(member, obj_id)
         if self.admin or obj.get("project_id") == self.project_id or member in _OWNED_WHEN_SEEN:
             return obj
-        raise Forbidden(f"Policy doesn't allow {action}_{member} to be performed.")
+        raise policy_refused(f"{action}_{member}")  # Neutron's own refusal of another project's object
 
     def _check_references(self, member: str, body: Mapping[str, Any]) -> None:
         """What a create names must be the project's to use, as Neutron checks a member's."""
@@ -186,7 +186,7 @@ class ProjectScoped:
             if body.get(key):
                 found = self.show(ref, body[key])
                 if member == "port" and not found.get("shared") and found.get("project_id") != self.project_id:
-                    raise Forbidden(f"Tenant {self.project_id} not allowed to create port on this network")
+                    raise policy_refused("create_port")  # as Neutron refuses a member's port there
         if member == "port":
             for group in body.get("security_groups") or ():
                 self.show("security_group", group)

@@ -17,7 +17,7 @@ from pydantic import AfterValidator
 from sqlalchemy.orm import Session, lazyload
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, Forbidden, NotFound
+from netbay.errors import BadRequest, Conflict, Forbidden, NotFound, policy_refused
 from netbay.network.ports import create_port, delete_port
 from netbay.network.resource import Filter, Resource, standard, to_int
 from netbay.network.types import UUID, Body, Name, ProjectID, Text
@@ -158,7 +158,7 @@ class Sandboxes(Resource):
         if network is None:
             raise not_found("network", network_id)
         if not ctx.is_admin and not network.shared and network.project_id != project_id:
-            raise Forbidden(f"Tenant {project_id} not allowed to create port on this network")
+            raise policy_refused("create_port")  # the port's own refusal (Neutron's words)
         return network
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
