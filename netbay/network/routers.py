@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ipaddress
 import uuid
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, model_validator
+from pydantic import model_validator
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -20,22 +20,13 @@ from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, invalid_input, policy_refused
 from netbay.network.ports import assign_ips, create_port, delete_port
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
-from netbay.network.types import CIDR, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
+from netbay.network.types import CIDR, UUID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
 from netbay.store.models import FloatingIP, IPAllocation, Network, Port, Router, Subnet, Tag
 
 ROUTER_INTERFACE = "network:router_interface"
 ROUTER_GATEWAY = "network:router_gateway"
 
 
-def _uuid(value: str) -> str:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        raise ValueError(f"'{value}' is not a valid UUID") from None
-    return value
-
-
-UUID = Annotated[str, AfterValidator(_uuid)]
 
 
 def bad_router(msg: str) -> BadRequest:
