@@ -321,6 +321,7 @@ def test_provider_segmentation_id_beyond_24_bits(admin_http):
 def test_if_match_revision_number(member, member_http):
     net = member.network.create_network(name=unique("rev"))
     stale = net.revision_number
+    assert stale == 1  # a new network, as Neutron 29 returns it
     updated = member.network.update_network(net.id, name=unique("rev"), if_revision=stale)
     assert updated.revision_number > stale
     with pytest.raises(sdk_exc.PreconditionFailedException):

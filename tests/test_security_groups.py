@@ -123,10 +123,12 @@ def test_a_project_has_one_default_group_after_a_show(server):
     _error(http.get(f"/security-groups/{unique('missing')}"), 404, "SecurityGroupNotFound")
     listed = http.get("/security-groups", params={"name": "default"}).json()["security_groups"]
     assert [g["name"] for g in listed] == ["default"] and len(listed[0]["security_group_rules"]) == 4
+    assert listed[0]["revision_number"] == 1 and \
+        {r["revision_number"] for r in listed[0]["security_group_rules"]} == {0}
 
 
 def test_create_group_gets_egress_rules_only(member, group):
-    assert group.description == "web" and group.stateful is True
+    assert group.description == "web" and group.stateful is True and group.revision_number == 1
     rules = group.security_group_rules
     assert sorted((r["direction"], r["ethertype"]) for r in rules) == [("egress", "IPv4"), ("egress", "IPv6")]
     assert all(r["remote_group_id"] is None and r["remote_ip_prefix"] is None for r in rules)
@@ -151,7 +153,7 @@ def test_create_stateless(member):
 def test_create_with_tags_and_stateless(member):
     sg = member.network.create_security_group(name=unique("sg"), stateful=False, tags=["a", "b"])
     try:
-        assert sg.stateful is False and sorted(sg.tags) == ["a", "b"] and sg.revision_number == 0
+        assert sg.stateful is False and sorted(sg.tags) == ["a", "b"] and sg.revision_number == 1
         found = list(member.network.security_groups(stateful=False, name=sg.name))
         assert [g.id for g in found] == [sg.id]
         assert [g.id for g in member.network.security_groups(tags="a", name=sg.name)] == [sg.id]

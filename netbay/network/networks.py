@@ -13,7 +13,7 @@ from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, policy_refused
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
-from netbay.store.models import IPAllocation, Network, Port, RbacPolicy, Subnet, Tag
+from netbay.store.models import CREATED_REVISION, IPAllocation, Network, Port, RbacPolicy, Subnet, Tag
 
 DEFAULT_MTU = 1500
 IPV4_MIN_MTU, IPV6_MIN_MTU = 68, 1280
@@ -142,12 +142,12 @@ class Networks(Resource):
         segment = _provider_segment(session, ctx, given)
         if not given.get("mtu"):  # 0: the largest the deployment allows
             given["mtu"] = DEFAULT_MTU
-        net = Network(project_id=project_id, **segment, **given)
+        net = Network(project_id=project_id, revision_number=CREATED_REVISION, **segment, **given)
         session.add(net)
         session.flush()
         if tags:
             self.set_tags(session, net, tags)
-            net.revision_number = 0
+            net.revision_number = CREATED_REVISION
         self.record(session, net, "create")
         return net
 

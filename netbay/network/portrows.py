@@ -22,7 +22,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from netbay.network import ipam
-from netbay.store.models import IPAllocation, Port, PortSecurityGroup, utcnow
+from netbay.store.models import CREATED_REVISION, IPAllocation, Port, PortSecurityGroup, utcnow
 
 PORTS: Table = Port.__table__  # type: ignore[assignment]
 BINDINGS: Table = PortSecurityGroup.__table__  # type: ignore[assignment]
@@ -93,7 +93,7 @@ class NewPort:
 def port_row(**values: Any) -> dict[str, Any]:
     """Every column of a new ``ports`` row: ``values``, else the column's default."""
     now = utcnow()
-    row: dict[str, Any] = {"created_at": now, "updated_at": now}
+    row: dict[str, Any] = {"created_at": now, "updated_at": now, "revision_number": CREATED_REVISION}
     row.update(values)
     for column in PORTS.columns:
         if column.name not in row:

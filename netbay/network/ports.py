@@ -32,6 +32,7 @@ from netbay.network.portrows import NewPort, PortWriter, new_port, port_row
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import MAC, UUID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
 from netbay.store.models import (
+    CREATED_REVISION,
     DefaultSecurityGroup,
     FloatingIP,
     IPAllocation,
@@ -600,6 +601,8 @@ class Ports(Resource):
             port_security_enabled=given.pop("port_security_enabled", None),
             allowed_address_pairs=given.pop("allowed_address_pairs", None) or [],
             subnets=subnets,
+            # Neutron 29 tags a new port in an update of its own: one more revision.
+            revision_number=CREATED_REVISION + bool(tags),
             **given,
         )
         if tags:

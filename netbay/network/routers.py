@@ -21,7 +21,7 @@ from netbay.errors import BadRequest, Conflict, NotFound, invalid_input, policy_
 from netbay.network.ports import assign_ips, create_port, delete_port
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import CIDR, UUID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
-from netbay.store.models import FloatingIP, IPAllocation, Network, Port, Router, Subnet, Tag
+from netbay.store.models import CREATED_REVISION, FloatingIP, IPAllocation, Network, Port, Router, Subnet, Tag
 
 ROUTER_INTERFACE = "network:router_interface"
 ROUTER_GATEWAY = "network:router_gateway"
@@ -146,11 +146,13 @@ class Routers(Resource):
         router = Router(project_id=project_id, routes=[], **given)
         session.add(router)
         session.flush()
-        if body.external_gateway_info is not None and not body.external_gateway_info.clears:
+        gateway = body.external_gateway_info is not None and not body.external_gateway_info.clears
+        if gateway:
             self._set_gateway(session, ctx, router, body.external_gateway_info, "create")
         if tags:
             self.set_tags(session, router, tags)
-        router.revision_number = 0
+        # Neutron 29 sets a gateway given on create as an update of the new router: one more.
+        router.revision_number = CREATED_REVISION + gateway
         self.record(session, router, "create")
         return router
 

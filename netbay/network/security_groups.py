@@ -26,6 +26,7 @@ from netbay.network.resource import Filter, Resource, standard, timestamp, to_bo
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store import changelog
 from netbay.store.models import (
+    CREATED_REVISION,
     DefaultSecurityGroup,
     PortSecurityGroup,
     Project,
@@ -85,7 +86,8 @@ def ensure_default_group(session: Session, project_id: str) -> SecurityGroup:
     known = session.get(DefaultSecurityGroup, project_id)
     if known is not None:
         return session.get(SecurityGroup, known.security_group_id)
-    group = SecurityGroup(project_id=project_id, name=DEFAULT_NAME, description=DEFAULT_DESCRIPTION)
+    group = SecurityGroup(project_id=project_id, name=DEFAULT_NAME, description=DEFAULT_DESCRIPTION,
+                          revision_number=CREATED_REVISION)
     session.add(group)
     session.flush()
     session.add(DefaultSecurityGroup(project_id=project_id, security_group_id=group.id))
@@ -183,12 +185,12 @@ class SecurityGroups(Resource):
         _name_not_default(given.get("name"))
         project_id = self.owner_for_create(ctx, given)
         ensure_default_group(session, project_id)
-        group = SecurityGroup(project_id=project_id, **given)
+        group = SecurityGroup(project_id=project_id, revision_number=CREATED_REVISION, **given)
         session.add(group)
         session.flush()
         if tags:
             self.set_tags(session, group, tags)
-            group.revision_number = 0
+            group.revision_number = CREATED_REVISION
         self.add_rules(session, group, egress_rules(group))
         return group
 

@@ -86,6 +86,12 @@ class RoleAssignment(Base):
 # --- network model ----------------------------------------------------------------
 
 
+# A new network, port, router or security group is at revision 1 in Neutron 29 (its
+# create writes the object a second time in the same request); a subnet, rule, floating
+# IP or subnet pool is at the column's default, 0. Changes add 1 from there.
+CREATED_REVISION = 1
+
+
 class Standard:
     """Neutron's standard attributes, shared by every top-level resource."""
 
