@@ -396,6 +396,7 @@ def main() -> None:
                 print(f"prober: its own process, {prober.priority}", flush=True)
             bench = Bench(srv, http, names, agent, prober)
             for size in sizes:
+                hops.mark("bench.size", str(size))
                 t = time.perf_counter()
                 bench.grow(size)
                 grown = time.perf_counter() - t

@@ -29,6 +29,8 @@ def main() -> None:
     ap.add_argument("--tree", default=str(Path(__file__).resolve().parent.parent))
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--db", default="sqlite")
+    ap.add_argument("--fill", type=int, default=0,
+                    help="ports besides the four measured ones, members of the remote group (pods)")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(args.tree).resolve()))
     from sqlalchemy import event
@@ -60,6 +62,13 @@ def main() -> None:
     post("subnets", "subnet", {"network_id": net["id"], "cidr": "10.99.0.0/22", "ip_version": 4})
     ports = [post("ports", "port", {"network_id": net["id"]})["id"] for _ in range(4)]
     groups = [post("security-groups", "security_group", {"name": f"g{i}"})["id"] for i in range(4)]
+    if args.fill:
+        from netbay.network import quotas
+        store.retrying(lambda s: quotas.update(s, ctx.project_id, {"quota": {"port": -1}}))
+    for start in range(0, args.fill, 200):  # the cluster's other pods: in the remote group, as isolated pods are
+        run([{"method": "POST", "path": "ports", "body": {"ports": [
+            {"network_id": net["id"], "security_groups": [groups[1], groups[3]]}
+            for _ in range(start, min(args.fill, start + 200))]}}])
 
     def port_op(port: str, gids: list[str]) -> dict[str, Any]:
         return {"method": "PUT", "path": f"ports/{port}", "body": {"port": {"security_groups": gids}}}
@@ -93,7 +102,7 @@ def main() -> None:
         spare = post("security-groups", "security_group", {"name": "spare"})["id"]
         run([rule_op(spare, 80), port_op(ports[3], [spare])])
         measure("policy delete (port + group delete)", [port_op(ports[3], []), delete_op(f"security-groups/{spare}")])
-    print(f"tree {args.tree}, {args.rounds} rounds, {store.url.split(':')[0]}")
+    print(f"tree {args.tree}, {args.rounds} rounds, {args.fill} more ports, {store.url.split(':')[0]}")
     print("| batch | statements | CPU ms p50 | CPU ms p90 |")
     print("|---|---|---|---|")
     for kind, xs in results.items():

@@ -244,6 +244,80 @@ def test_a_policy_change_moves_only_the_pods_it_concerns_as_a_whole_translation_
     assert repolicy(named, translate(cluster(http=80)), list(named.policies.values())) is None
 
 
+class _AnsweringNet:
+    """A network service that accepts every call at once (the engine's own bookkeeping
+    is under test, not the service's)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def _id(self) -> str:
+        self.n += 1
+        return f"id-{self.n}"
+
+    def batch(self, ops: list) -> list:
+        out = []
+        for op in ops:
+            body = op.get("body") or {}
+            if op["method"] == "POST":
+                out.append({"security_group_rules": [{"id": self._id(), **r} for r in body["security_group_rules"]]})
+            else:
+                out.append(body if op["path"].startswith("ports/") else {})
+        return out
+
+    def create(self, member: str, body: dict) -> dict:
+        return {"id": self._id(), "security_group_rules": [], **body}
+
+    def update(self, member: str, obj_id: str, body: dict) -> dict:
+        return body
+
+    def delete(self, member: str, obj_id: str) -> None:
+        return None
+
+    def list(self, member: str, **filters: object) -> list:
+        return []
+
+    def show(self, member: str, obj_id: str) -> dict:
+        return {"id": obj_id, "security_groups": []}
+
+
+def test_the_engine_keeps_its_pod_index_in_step_with_each_event() -> None:
+    """The engine follows pod events in its index one pod at a time (not a scan of every
+    pod per policy change): after any sequence of events, and a refused one, it is the
+    index of the cluster's pods, and a policy change still moves who a translation would."""
+    import random
+
+    from netbay.k8s.policy.index import PodIndex
+
+    def shape(ix: PodIndex) -> tuple:
+        return (ix._pods, {k: v for k, v in ix._by_ns.items() if v}, {k: v for k, v in ix._by_label.items() if v})
+
+    engine = PolicyEngine(_AnsweringNet(), spares=0)
+    engine.sync(cluster())
+    rng = random.Random(3)
+    for i in range(120):
+        ns, name = rng.choice("xyz"), rng.choice("abcdef")
+        step = rng.random()
+        if step < 0.4:
+            old = engine.cluster.pods.get(f"{ns}/{name}")
+            ip = old.ip if old else f"10.{'xyz'.index(ns) + 1}.1.{i % 250}"
+            engine.on_pod(Pod(ns, name, old.port_id if old else f"port-{i}", ip, {"pod": rng.choice("abcd")}))
+        elif step < 0.55:
+            engine.on_pod_deleted(ns, name)
+        elif step < 0.6:
+            engine.on_namespace_deleted(ns)
+            engine.on_namespace(Namespace(ns, {"ns": ns}))
+        elif step < 0.9:
+            engine.on_policy(np(ns, rng.choice("pq"), {"podSelector": {"matchLabels": {"pod": rng.choice("abcd")}},
+                                                     "ingress": [{"from": [{"podSelector": A}]}]}))
+        else:
+            with pytest.raises(ValueError, match="operator"):  # refused: nothing changes
+                engine.on_policy(np(ns, "bad", {"podSelector": {"matchExpressions": [
+                    {"key": "pod", "operator": "Bogus", "values": ["a"]}]}}))
+        assert shape(engine.index) == shape(PodIndex(engine.cluster.pods.values()))
+        assert engine.desired.members == translate(engine.cluster).members
+
+
 _labels = st.dictionaries(st.sampled_from("abc"), st.sampled_from("uvw"), max_size=3)
 
 

@@ -7,12 +7,14 @@ run in the ``netbay up`` subprocess by this directory's ``sitecustomize.py`` whe
 ``<pid> <monotonic seconds> <event> <detail>`` to that file; CLOCK_MONOTONIC
 (``time.perf_counter`` on Linux) is one clock for both processes. With
 ``NETBAY_HOPPROFILE=FILE`` the server also profiles its write transactions (cProfile,
-dumped to FILE when it stops).
+dumped to FILE when it stops); with ``NETBAY_AGENTPROFILE=FILE`` the bench profiles the
+agent's passes at each pod count (``FILE.<pods>``).
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import time
 from contextlib import contextmanager
 from typing import Any
@@ -29,7 +31,27 @@ def open_trace(path: str) -> None:
     _fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
 
+_PROF: dict[str, Any] = {}
+
+
+def _profile_agent(event: str, detail: str) -> None:
+    """``NETBAY_AGENTPROFILE=FILE``: cProfile the agent's passes from the first change
+    measured at each pod count (not the growth before it), dumped to ``FILE.<pods>``."""
+    if event == "bench.size":
+        _PROF["size"] = detail
+        _PROF.pop("cur", None)
+    elif event == "bench.change" and "cur" not in _PROF and os.environ.get("NETBAY_AGENTPROFILE"):
+        import atexit
+        import cProfile
+
+        size = _PROF.get("size", "")
+        p = _PROF["cur"] = cProfile.Profile()
+        atexit.register(lambda: p.dump_stats(f"{os.environ['NETBAY_AGENTPROFILE']}.{size}"))
+
+
 def mark(event: str, detail: str = "", at: float | None = None) -> None:
+    if event.startswith("bench."):
+        _profile_agent(event, detail)
     if _fd is not None:
         t = time.perf_counter() if at is None else at
         os.write(_fd, f"{os.getpid()} {t:.6f} {event} {detail}\n".encode())
@@ -144,3 +166,28 @@ def install_local() -> None:
     _wrap(agent_mod.Agent, "reconcile", "agent.reconcile", "agent.reconcile.done")
     _wrap(agent_mod.Agent, "report", None, "agent.reported")
     _wrap(nft.Nft, "run", "nft.run", "nft.run.done", lambda self, *a, **k: self.ns)
+    _cpu(agent_mod.Agent, "step", "agent.step.cpu", profiled=True)  # the agent thread's CPU per pass
+    from netbay.dataplane import ctkill
+    _cpu(ctkill, "ct_delete", "ct.delete.cpu")  # the conntrack worker's, per batch of kills
+
+
+def _cpu(owner: Any, name: str, event: str, profiled: bool = False) -> None:
+    """Mark when ``owner.name`` returns, with the calling thread's CPU time in it (ms:
+    total, user, system):
+    a measure the machine's load does not inflate as much as wall time (``profiled``:
+    under ``NETBAY_AGENTPROFILE``'s profiler)."""
+    fn = getattr(owner, name)
+
+    def wrapped(*args: Any, **kw: Any) -> Any:
+        r = resource.getrusage(resource.RUSAGE_THREAD)
+        prof = _PROF.get("cur") if profiled else None
+        try:
+            if prof is not None:
+                return prof.runcall(fn, *args, **kw)
+            return fn(*args, **kw)
+        finally:
+            now = resource.getrusage(resource.RUSAGE_THREAD)
+            user, system = (now.ru_utime - r.ru_utime) * 1e3, (now.ru_stime - r.ru_stime) * 1e3
+            mark(event, f"{user + system:.3f} {user:.3f} {system:.3f}")
+    wrapped.__wrapped__ = fn  # type: ignore[attr-defined]
+    setattr(owner, name, wrapped)

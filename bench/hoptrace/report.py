@@ -15,15 +15,18 @@ from collections import defaultdict
 
 
 def changes(path: str) -> list[tuple[str, list[tuple[float, str, str, str]]]]:
-    out, cur, kind, t0 = [], None, "", 0.0
+    out, cur, kind, t0, size = [], None, "", 0.0, ""
     for line in open(path):
         parts = line.rstrip("\n").split(" ", 3)
         if len(parts) < 3:
             continue
         pid, t, ev = parts[0], float(parts[1]), parts[2]
         detail = parts[3] if len(parts) > 3 else ""
+        if ev == "bench.size":  # a bench's next pod count: its changes are reported apart
+            size = f"@{detail}"
+            continue
         if ev == "bench.change":
-            cur, kind, t0 = [], detail, t
+            cur, kind, t0 = [], detail + size, t
             continue
         if cur is None:
             continue

@@ -379,10 +379,13 @@ class Agent:
         for lb in sorted(work.get("loadbalancers", ())):
             if lb not in state.loadbalancers:
                 self._drop_namespace(names.loadbalancer(lb))
-        still = {s.ns for s in fabric.wired.values()}
-        for ns in gone_consumers:
-            if ns.startswith(names.external("")) and ns not in still:
-                self._drop_namespace(ns)
+        # An external network's namespace goes with its last port (looked for only then:
+        # a set of every wired port's namespace costs ~1 ms per pass at 1,000 pods).
+        gone_external = {ns for ns in gone_consumers if ns.startswith(names.external(""))}
+        if gone_external:
+            gone_external -= {s.ns for s in fabric.wired.values()}
+        for ns in sorted(gone_external):
+            self._drop_namespace(ns)
         for nid in sorted(work.get("networks", ())):
             if nid not in state.networks:
                 self._attempt("networks", nid, lambda: fabric.remove_bridge(nid))

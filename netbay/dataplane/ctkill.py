@@ -24,7 +24,7 @@ import socket
 import struct
 import threading
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Union
 
 from netbay.dataplane import netns
 
@@ -109,27 +109,15 @@ def ct_delete(ns: str, kills: list[Kill]) -> int:
     with _CtNetlink(ns) as ct:
         for zone, ks in by_zone.items():
             doomed = []
-            for msg in ct.request(socket.AF_UNSPEC, IPCTNL_MSG_CT_GET, dump=True,
-                                  attrs=[["CTA_ZONE", zone]]):
-                if (msg.get_attr("CTA_ZONE") or 0) != zone:
+            for chunk in ct.request(socket.AF_UNSPEC, IPCTNL_MSG_CT_GET, dump=True, attrs=_zone_attr(zone)):
+                e = _entry(chunk)
+                if e is None or e.zone != zone:
                     continue
-                orig = msg.get_attr("CTA_TUPLE_ORIG")
-                ipattr = orig.get_attr("CTA_TUPLE_IP") if orig else None
-                if ipattr is None:
-                    continue
-                src = ipattr.get_attr("CTA_IP_V4_SRC") or ipattr.get_attr("CTA_IP_V6_SRC")
-                dst = ipattr.get_attr("CTA_IP_V4_DST") or ipattr.get_attr("CTA_IP_V6_DST")
-                if src is None or dst is None:
-                    continue
-                s, d = ipaddress.ip_address(src), ipaddress.ip_address(dst)
-                start = _start(msg)
-                if any(_hit(s, k.src) and _hit(d, k.dst) and not _after(start, k.before) for k in ks):
-                    doomed.append((msg["nfgen_family"], orig))
-            for family, orig in doomed:
+                if any(_hit(e.src, k.src) and _hit(e.dst, k.dst) and not _after(e.start, k.before) for k in ks):
+                    doomed.append(e)
+            for e in doomed:
                 try:
-                    ct.request(family, IPCTNL_MSG_CT_DELETE,
-                               attrs=[["CTA_TUPLE_ORIG", {"attrs": _plain(orig["attrs"])}],
-                                      ["CTA_ZONE", zone]])
+                    ct.request(e.family, IPCTNL_MSG_CT_DELETE, attrs=e.orig + _zone_attr(zone))
                     deleted += 1
                 except OSError as exc:
                     if exc.errno != errno.ENOENT:  # ENOENT: it expired meanwhile
@@ -142,31 +130,81 @@ def _hit(addr: ipaddress.IPv4Address | ipaddress.IPv6Address,
     return nets is None or any(addr.version == n.version and addr in n for n in nets)
 
 
-def _start(msg: Any) -> int | None:
-    """When the entry was confirmed (CLOCK_REALTIME ns; None without timestamps)."""
-    ts = msg.get_attr("CTA_TIMESTAMP")
-    return ts.get_attr("CTA_TIMESTAMP_START") if ts is not None else None
-
-
 def _after(start: int | None, before: int | None) -> bool:
     """The flow was admitted at or after the commit: the new ruleset checked it."""
     return start is not None and before is not None and start >= before
 
 
-def _plain(attrs: Any) -> list:
-    """Decoded nested attributes back into what the encoder takes."""
-    out = []
-    for a in attrs:
-        name, value = a[0], a[1]
-        if hasattr(value, "get") and "attrs" in value:
-            value = {"attrs": _plain(value["attrs"])}
-        out.append([name, value])
+# --- ctnetlink messages, read and written as bytes -------------------------------------------
+# WHY not pyroute2's nfct_msg: decoding each dumped entry into its objects and encoding each
+# delete from them is Python under the GIL of the agent's process, beside its next pass
+# (py-spy: half of that process's GIL samples in bench/k8s_policy.py at 1,000 pods). An
+# entry needs four attributes read, and its delete names it by the CTA_TUPLE_ORIG attribute
+# the dump sent, copied as is. (The dump's own ~10 ms is the kernel's, GIL released.)
+
+CTA_TUPLE_ORIG, CTA_ZONE, CTA_TIMESTAMP = 1, 18, 20   # enum ctattr_type
+CTA_TUPLE_IP = 1                                      # enum ctattr_tuple
+CTA_IP_V4_SRC, CTA_IP_V4_DST, CTA_IP_V6_SRC, CTA_IP_V6_DST = 1, 2, 3, 4  # enum ctattr_ip
+CTA_TIMESTAMP_START = 1                               # enum ctattr_tstamp
+NLA_TYPE_MASK = 0x3FFF                                # without NLA_F_NESTED, NLA_F_NET_BYTEORDER
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """What a dumped conntrack entry is matched on, and ``orig``: its CTA_TUPLE_ORIG
+    attribute as sent (padded), which names it in a delete."""
+    family: int
+    zone: int
+    src: ipaddress.IPv4Address | ipaddress.IPv6Address
+    dst: ipaddress.IPv4Address | ipaddress.IPv6Address
+    start: int | None
+    orig: bytes
+
+
+def _attrs(data: bytes, off: int, end: int) -> dict[int, tuple[int, int]]:
+    """The netlink attributes in ``data[off:end]``: type -> (start of the attribute, end
+    of its payload)."""
+    out = {}
+    while off + 4 <= end:
+        length, kind = struct.unpack_from("=HH", data, off)
+        if length < 4 or off + length > end:
+            break
+        out[kind & NLA_TYPE_MASK] = (off, off + length)
+        off += (length + 3) & ~3
     return out
+
+
+def _entry(chunk: bytes) -> _Entry | None:
+    """One message of a conntrack dump (netlink header, nfgenmsg, attributes)."""
+    top = _attrs(chunk, 20, len(chunk))
+    orig = top.get(CTA_TUPLE_ORIG)
+    ip = _attrs(chunk, orig[0] + 4, orig[1]).get(CTA_TUPLE_IP) if orig else None
+    if orig is None or ip is None:
+        return None
+    addrs = _attrs(chunk, ip[0] + 4, ip[1])
+    src = addrs.get(CTA_IP_V4_SRC) or addrs.get(CTA_IP_V6_SRC)
+    dst = addrs.get(CTA_IP_V4_DST) or addrs.get(CTA_IP_V6_DST)
+    if src is None or dst is None:
+        return None
+    zone = struct.unpack_from(">H", chunk, top[CTA_ZONE][0] + 4)[0] if CTA_ZONE in top else 0
+    start = None
+    if CTA_TIMESTAMP in top:  # when the entry was confirmed (CLOCK_REALTIME ns)
+        ts = _attrs(chunk, top[CTA_TIMESTAMP][0] + 4, top[CTA_TIMESTAMP][1]).get(CTA_TIMESTAMP_START)
+        start = struct.unpack_from(">Q", chunk, ts[0] + 4)[0] if ts else None
+    tuple_attr = bytes(chunk[orig[0]:orig[1]])
+    return _Entry(chunk[16], zone, ipaddress.ip_address(bytes(chunk[src[0] + 4:src[1]])),
+                  ipaddress.ip_address(bytes(chunk[dst[0] + 4:dst[1]])), start,
+                  tuple_attr + b"\0" * (-len(tuple_attr) % 4))
+
+
+def _zone_attr(zone: int) -> bytes:
+    return struct.pack("=HH", 6, CTA_ZONE) + struct.pack(">H", zone) + b"\0\0"
 
 
 IPCTNL_MSG_CT_GET, IPCTNL_MSG_CT_DELETE = 1, 2
 NFNL_SUBSYS_CTNETLINK = 1
 NLMSG_ERROR, NLMSG_DONE = 2, 3
+NLM_F_REQUEST, NLM_F_ACK, NLM_F_DUMP = 0x1, 0x4, 0x300
 
 
 class _CtNetlink:
@@ -187,21 +225,15 @@ class _CtNetlink:
     def __exit__(self, *exc: object) -> None:
         self.sk.close()
 
-    def request(self, family: int, msg_type: int, *, dump: bool = False,
-                attrs: list | None = None) -> list[Any]:
-        from pyroute2.netlink import NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST
-        from pyroute2.netlink.nfnetlink.nfctsocket import nfct_msg
-
+    def request(self, family: int, msg_type: int, *, dump: bool = False, attrs: bytes = b"") -> list[bytes]:
+        """Send one request (``attrs``: its attributes, encoded); returns the messages of
+        its answer (a dump's entries), each as bytes."""
         self.seq += 1
-        msg = nfct_msg()
-        msg["nfgen_family"] = family
-        msg["attrs"] = attrs or []
-        msg["header"]["type"] = (NFNL_SUBSYS_CTNETLINK << 8) | msg_type
-        msg["header"]["flags"] = NLM_F_REQUEST | (NLM_F_DUMP if dump else NLM_F_ACK)
-        msg["header"]["sequence_number"] = self.seq
-        msg.encode()
-        self.sk.send(msg.data)
-        out: list[Any] = []
+        body = struct.pack("=BBH", family, 0, 0) + attrs   # nfgenmsg: family, NFNETLINK_V0, res_id
+        flags = NLM_F_REQUEST | (NLM_F_DUMP if dump else NLM_F_ACK)
+        self.sk.send(struct.pack("=IHHII", 16 + len(body), (NFNL_SUBSYS_CTNETLINK << 8) | msg_type,
+                                 flags, self.seq, 0) + body)
+        out: list[bytes] = []
         for _ in range(100_000):  # bounded: at most this many reads per request
             data = self.sk.recv(1 << 20)
             off = 0
@@ -220,7 +252,5 @@ class _CtNetlink:
                     if code:
                         raise OSError(code, os.strerror(code))
                     return out
-                m = nfct_msg(chunk)
-                m.decode()
-                out.append(m)
+                out.append(chunk)
         raise TimeoutError("ctnetlink: too many replies")

@@ -58,6 +58,7 @@ class PolicyEngine:
         with self._lock:
             self.cluster = cluster.copy()
             desired = translate(self.cluster)
+            self.index.sync(self.cluster.pods)
             self.groups.adopt(desired.groups)
             return self._apply(desired, check_ports=True)
 
@@ -67,17 +68,20 @@ class PolicyEngine:
             old = self.cluster.pods.get(pod.key)
             if self.desired is not None and old is not None and old == replace(pod, labels=old.labels):
                 self.cluster.pods[pod.key] = pod  # a label change: only this pod's groups move
+                self.index.put(pod)
                 desired = relabel(self.cluster, self.desired, pod)
                 if desired is not None:
                     return self._apply(desired, only={pod.key})
                 self.cluster.pods[pod.key] = old
-        return self._change(lambda c: c.pods.__setitem__(pod.key, pod))
+                self.index.put(old)
+        return self._change(lambda c: c.pods.__setitem__(pod.key, pod), pods={pod.key})
 
     def on_pod_deleted(self, namespace: str, name: str) -> int:
-        return self._change(lambda c: c.pods.pop(f"{namespace}/{name}", None))
+        key = f"{namespace}/{name}"
+        return self._change(lambda c: c.pods.pop(key, None), pods={key})
 
     def on_namespace(self, namespace: Namespace) -> int:
-        return self._change(lambda c: c.namespaces.__setitem__(namespace.name, namespace))
+        return self._change(lambda c: c.namespaces.__setitem__(namespace.name, namespace), pods=set())
 
     def on_namespace_deleted(self, name: str) -> int:
         def drop(c: Cluster) -> None:
@@ -95,14 +99,14 @@ class PolicyEngine:
         return self._policy(f"{namespace}/{name}", None)
 
     def on_service(self, service: Service) -> int:
-        return self._change(lambda c: c.services.__setitem__(service.key, service))
+        return self._change(lambda c: c.services.__setitem__(service.key, service), pods=set())
 
     def on_service_deleted(self, namespace: str, name: str) -> int:
-        return self._change(lambda c: c.services.pop(f"{namespace}/{name}", None))
+        return self._change(lambda c: c.services.pop(f"{namespace}/{name}", None), pods=set())
 
     def on_nodes(self, addresses: Iterable[str]) -> int:
         nodes = tuple(addresses)
-        return self._change(lambda c: setattr(c, "nodes", nodes))
+        return self._change(lambda c: setattr(c, "nodes", nodes), pods=set())
 
     def close(self, delete: bool = False) -> None:
         """Forget everything; with ``delete``, also delete every group made (cluster
@@ -128,20 +132,31 @@ class PolicyEngine:
             if self.desired is not None:
                 cluster = self.cluster.copy()
                 old = cluster.policies.get(key)
-                mutate(cluster)
-                self.index.sync(cluster.pods)
+                mutate(cluster)  # the pods are the same: the index is up to date
                 found = repolicy(cluster, self.desired, [p for p in (old, policy) if p is not None], self.index)
                 if found is not None:  # a bad policy raised above, before anything changed
                     self.cluster = cluster
                     return self._apply(found[0], only=found[1])
-        return self._change(mutate)
+        return self._change(mutate, pods=set())
 
-    def _change(self, mutate: Any) -> int:
+    def _change(self, mutate: Any, pods: set[str] | None = None) -> int:
+        """Apply ``mutate`` to a copy of the cluster, translated whole; ``pods``: the keys
+        of the pods it may add, replace or remove (None: any). The pod index follows
+        those alone — a scan of every pod was ~0.15 ms of each policy change at 1,000
+        pods, the engine's one O(pods) step left."""
         with self._lock:
             cluster = self.cluster.copy()
             mutate(cluster)
             desired = translate(cluster)  # a bad policy raises here, before anything changes
             self.cluster = cluster
+            if pods is None:
+                self.index.sync(cluster.pods)
+            for key in pods or ():
+                pod = cluster.pods.get(key)
+                if pod is None:
+                    self.index.drop(key)
+                else:
+                    self.index.put(pod)
             return self._apply(desired)
 
     def _apply(self, desired: Desired, check_ports: bool = False, only: set[str] | None = None) -> int:
