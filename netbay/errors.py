@@ -77,6 +77,11 @@ def policy_refused(action: str, attribute: str = "", subs: tuple[str, ...] = ())
     return PolicyNotAuthorized(f"{rule} is disallowed by policy")
 
 
+def invalid_operation(reason: str) -> BadRequest:
+    """neutron-lib's ``InvalidInput`` (a converter's or a plugin's refusal), in its words."""
+    return BadRequest(f"Invalid input for operation: {reason}.", kind="InvalidInput")
+
+
 def invalid_input(attribute: str, reason: str) -> BadRequest:
     return BadRequest(f"Invalid input for {attribute}. Reason: {reason}.")
 

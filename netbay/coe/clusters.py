@@ -252,6 +252,7 @@ def _check_room(session: Session, labels: dict[str, Any], fixed_subnet: str | No
 def _subnet_room(session: Session, ident: str, net: Any) -> tuple[str, int] | None:
     """(cidr, addresses of its allocation pools not yet allocated) of the subnet ``ident``
     (id or name): in ``net`` — its ports' fixed IPs on it — or in netbay's own tables."""
+    from netbay.network import ipam
     from netbay.store.models import IPAllocation, Subnet
 
     if net is not None:
@@ -261,19 +262,13 @@ def _subnet_room(session: Session, ident: str, net: Any) -> tuple[str, int] | No
         subnet = found[0]
         used = sum(1 for port in net.list("port", network_id=subnet["network_id"])
                    for ip in port.get("fixed_ips") or () if ip.get("subnet_id") == subnet["id"])
-        return subnet["cidr"], _pool_size(subnet.get("allocation_pools") or []) - used
+        return subnet["cidr"], ipam.pool_size(subnet.get("allocation_pools") or []) - used
     row = session.scalars(select(Subnet).where((Subnet.id == ident) | (Subnet.name == ident))).first()
     if row is None:
         return None
     used = session.scalar(select(func.count()).select_from(IPAllocation)
                           .where(IPAllocation.subnet_id == row.id)) or 0
-    return row.cidr, _pool_size(row.allocation_pools or []) - used
-
-
-def _pool_size(pools: list[dict[str, str]]) -> int:
-    import ipaddress
-
-    return sum(int(ipaddress.ip_address(p["end"])) - int(ipaddress.ip_address(p["start"])) + 1 for p in pools)
+    return row.cidr, ipam.pool_size(row.allocation_pools or []) - used
 
 
 def delete(session: Session, ctx: Context, ident: str, *, teardown: bool = True) -> str:

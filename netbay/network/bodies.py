@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from netbay.errors import BadRequest
+from netbay.errors import BadRequest, invalid_operation
 from netbay.network.resource import Resource
 from netbay.network.types import Unconvertible
 
@@ -54,20 +54,15 @@ def _refuse_nulls(member: dict[str, Any], resource: Resource) -> None:
     scalar = {f.alias or name: f.annotation for name, f in resource.create_body.model_fields.items()}
     for key, value in member.items():
         if value is None and scalar.get(key) in _NULL_UNCONVERTIBLE:
-            raise unconvertible(_NULL_REASON[scalar[key]])
+            raise invalid_operation(_NULL_REASON[scalar[key]])
         if value is None and scalar.get(key) in _NULL_REASON:
             raise BadRequest(f"Invalid input for {key}. Reason: {_NULL_REASON[scalar[key]]}.")
-
-
-def unconvertible(reason: str) -> BadRequest:
-    """neutron-lib's ``InvalidInput`` from a converter, as Neutron words it."""
-    return BadRequest(f"Invalid input for operation: {reason}.", kind="InvalidInput")
 
 
 def _refusal(exc: ValidationError) -> BadRequest:
     cause = (exc.errors()[0].get("ctx") or {}).get("error")
     if isinstance(cause, Unconvertible):
-        return unconvertible(str(cause))
+        return invalid_operation(str(cause))
     return BadRequest(neutron_reason(exc))
 
 

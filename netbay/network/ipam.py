@@ -141,6 +141,11 @@ def gateway_valid(cidr: str, gateway_ip: str) -> bool:
     return first <= int(ip) <= last
 
 
+def pool_size(pools: Iterable[dict[str, str]]) -> int:
+    """How many addresses ``pools`` hold (without walking them)."""
+    return sum(as_int(p["end"]) - as_int(p["start"]) + 1 for p in pools)
+
+
 def pool_addresses(pools: Iterable[dict[str, str]]) -> Iterator[int]:
     for pool in pools:
         yield from range(int(ipaddress.ip_address(pool["start"])), int(ipaddress.ip_address(pool["end"])) + 1)

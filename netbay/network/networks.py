@@ -10,7 +10,7 @@ from sqlalchemy import Select, bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, Forbidden, policy_refused
+from netbay.errors import BadRequest, Conflict, policy_refused
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store.models import CREATED_REVISION, IPAllocation, Network, Port, RbacPolicy, Subnet, Tag
@@ -138,7 +138,7 @@ class Networks(Resource):
         tags = given.pop("tags", None) or []
         project_id = self.owner_for_create(ctx, given)
         if (given.get("shared") or given.get("external")) and not ctx.is_admin:
-            raise _refused("create_network", "shared" if given.get("shared") else "router:external")
+            raise policy_refused("create_network", "shared" if given.get("shared") else "router:external")
         segment = _provider_segment(session, ctx, given)
         if not given.get("mtu"):  # 0: the largest the deployment allows
             given["mtu"] = DEFAULT_MTU
@@ -155,7 +155,7 @@ class Networks(Resource):
         net = self.get_owned(session, ctx, obj_id)
         given = body.given()
         if ("shared" in given or "external" in given) and not ctx.is_admin:
-            raise _refused("update_network", "shared" if "shared" in given else "router:external")
+            raise policy_refused("update_network", "shared" if "shared" in given else "router:external")
         if given.get("mtu") is not None:
             given["mtu"] = given["mtu"] or DEFAULT_MTU  # 0: the largest the deployment allows
             check_mtu(net, given["mtu"], {s.ip_version for s in net.subnets})
@@ -211,11 +211,6 @@ def check_mtu(network: Network, mtu: int, ip_versions: set[int]) -> None:
                        kind="NetworkMTUSubnetConflict")
 
 
-def _refused(action: str, attribute: str) -> Forbidden:
-    """Neutron's refusal of an admin-only attribute: the action's rule and the attribute's."""
-    return policy_refused(action, attribute)
-
-
 def _provider_segment(session: Session, ctx: Context, given: dict[str, Any]) -> dict[str, Any]:
     """The network's segment (taken out of ``given``): as an admin asks (the provider
     extension), else the next VNI.
@@ -227,7 +222,7 @@ def _provider_segment(session: Session, ctx: Context, given: dict[str, Any]) -> 
     if not asked:  # none given, or all null: as Neutron's ``is_attr_set``
         return {"segmentation_id": _next_segment(session), "network_type": "vxlan"}
     if not ctx.is_admin:
-        raise _refused("create_network", PROVIDER_ALIAS[next(iter(asked))])
+        raise policy_refused("create_network", PROVIDER_ALIAS[next(iter(asked))])
     kind = asked.get("network_type")
     if kind is None:
         raise BadRequest("Invalid input for operation: network_type required.", kind="InvalidInput")

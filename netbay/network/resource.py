@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
-from netbay.errors import BadRequest, NotFound, not_found, policy_refused
+from netbay.errors import BadRequest, NotFound, invalid_operation, not_found, policy_refused
 from netbay.store import changelog
 from netbay.store.models import Tag, utcnow
 
@@ -33,16 +33,16 @@ def to_bool(value: str) -> bool:
         return True
     if lowered in {"false", "0", "no"}:
         return False
-    raise BadRequest(f"Invalid input for operation: '{value}' cannot be converted to boolean.", kind="InvalidInput")
+    raise invalid_operation(f"'{value}' cannot be converted to boolean")
 
 
 def to_int(value: str) -> int:
     try:
         number = int(value)
     except ValueError:
-        raise BadRequest(f"Invalid input for operation: '{value}' is not an integer.", kind="InvalidInput") from None
+        raise invalid_operation(f"'{value}' is not an integer") from None
     if not -(2**31) <= number < 2**31:
-        raise BadRequest(f"Invalid input for operation: '{value}' is out of range.", kind="InvalidInput")
+        raise invalid_operation(f"'{value}' is out of range")
     return number
 
 

@@ -17,7 +17,7 @@ from sqlalchemy import delete, false, or_, select, true
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, NotFound, policy_refused
+from netbay.errors import BadRequest, Conflict, NotFound, invalid_operation, policy_refused
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import CIDR, ID, UUID, Body, Bool, NonBlankName, ProjectID, Tags, Text
 from netbay.store.models import Subnet, SubnetPool, Tag
@@ -36,7 +36,7 @@ def _non_negative_int(value: Any) -> Any:
     try:
         value = int(value)
     except (ValueError, TypeError, OverflowError):
-        raise BadRequest(f"Invalid input for operation: '{value}' is not an integer.", kind="InvalidInput") from None
+        raise invalid_operation(f"'{value}' is not an integer") from None
     if value < 0:
         raise ValueError(f"'{value}' should be non-negative")
     if value >= 2**31:

@@ -16,7 +16,7 @@ from sqlalchemy import delete, false, or_, select, true
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, policy_refused
+from netbay.errors import BadRequest, Conflict, invalid_operation, policy_refused
 from netbay.network import ipam
 from netbay.network.networks import check_mtu
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
@@ -122,10 +122,6 @@ class SubnetUpdate(Body):
 # --- errors -------------------------------------------------------------------------
 
 
-def invalid(message: str) -> BadRequest:
-    return BadRequest(f"Invalid input for operation: {message}.", kind="InvalidInput")
-
-
 def bad_request(message: str) -> BadRequest:
     return BadRequest(f"Bad subnets request: {message}.", kind="BadRequest")
 
@@ -136,7 +132,7 @@ def required(attribute: str) -> BadRequest:
 
 def _match_version(version: int, address: str, name: str) -> None:
     if ipaddress.ip_network(address, strict=False).version != version:
-        raise invalid(f"{name} '{address}' does not match the ip_version '{version}'")
+        raise invalid_operation(f"{name} '{address}' does not match the ip_version '{version}'")
 
 
 def _check_attrs(s: dict[str, Any], version: int, cidr: str, current: Subnet | None = None) -> None:
@@ -146,17 +142,17 @@ def _check_attrs(s: dict[str, Any], version: int, cidr: str, current: Subnet | N
     dhcp_was_enabled = current.enable_dhcp if current is not None else False
     if s.get("enable_dhcp") and not dhcp_was_enabled:
         if (version == 4 and net.prefixlen > 30) or (version == 6 and net.prefixlen > 126):
-            raise invalid("Subnet has a prefix length that is incompatible with DHCP service enabled")
+            raise invalid_operation("Subnet has a prefix length that is incompatible with DHCP service enabled")
         if net.is_multicast:
-            raise invalid("Multicast IP subnet is not supported if enable_dhcp is True")
+            raise invalid_operation("Multicast IP subnet is not supported if enable_dhcp is True")
         if net.is_loopback:
-            raise invalid("Loopback IP subnet is not supported if enable_dhcp is True")
+            raise invalid_operation("Loopback IP subnet is not supported if enable_dhcp is True")
         if version == 4 and int(net.network_address) == 0:
-            raise invalid("First IP '0.0.0.0' of network is not supported if enable_dhcp is True")
+            raise invalid_operation("First IP '0.0.0.0' of network is not supported if enable_dhcp is True")
     if s.get("gateway_ip") is not None:
         _match_version(version, s["gateway_ip"], "gateway_ip")
         if not ipam.gateway_valid(cidr, s["gateway_ip"]):
-            raise invalid("Gateway is not valid on subnet")
+            raise invalid_operation("Gateway is not valid on subnet")
     subnet_name = current.id if current is not None else "new subnet"
     servers = s.get("dns_nameservers") or []
     if len(servers) > MAX_DNS_NAMESERVERS:
@@ -174,21 +170,21 @@ def _check_attrs(s: dict[str, Any], version: int, cidr: str, current: Subnet | N
     ra_mode, address_mode = s.get("ipv6_ra_mode"), s.get("ipv6_address_mode")
     if version == 4:
         if ra_mode is not None:
-            raise invalid("ipv6_ra_mode is not valid when ip_version is 4")
+            raise invalid_operation("ipv6_ra_mode is not valid when ip_version is 4")
         if address_mode is not None:
-            raise invalid("ipv6_address_mode is not valid when ip_version is 4")
+            raise invalid_operation("ipv6_address_mode is not valid when ip_version is 4")
         return
     if current is not None:
         if s.get("enable_dhcp") is False and (current.ipv6_ra_mode or current.ipv6_address_mode):
-            raise invalid("Cannot disable enable_dhcp with ipv6 attributes set")
+            raise invalid_operation("Cannot disable enable_dhcp with ipv6 attributes set")
         return
     if (ra_mode or address_mode) and not s.get("enable_dhcp"):
-        raise invalid("ipv6_ra_mode or ipv6_address_mode cannot be set when enable_dhcp is set to False")
+        raise invalid_operation("ipv6_ra_mode or ipv6_address_mode cannot be set when enable_dhcp is set to False")
     if ra_mode and address_mode and ra_mode != address_mode:
-        raise invalid(f"ipv6_ra_mode set to '{ra_mode}' with ipv6_address_mode set to '{address_mode}' is not "
+        raise invalid_operation(f"ipv6_ra_mode set to '{ra_mode}' with ipv6_address_mode set to '{address_mode}' is not "
                       "valid. If both attributes are set, they must be the same value")
     if (ra_mode in AUTO_ADDRESS_MODES or address_mode in AUTO_ADDRESS_MODES) and net.prefixlen != 64:
-        raise invalid(f"Invalid CIDR {cidr} for IPv6 address mode. OpenStack uses the EUI-64 address format, "
+        raise invalid_operation(f"Invalid CIDR {cidr} for IPv6 address mode. OpenStack uses the EUI-64 address format, "
                       "which requires the prefix to be /64")
 
 
@@ -436,11 +432,11 @@ def _external(session: Session, network_id: str) -> bool:
 def _check_overlap(session: Session, network: Network, cidr: str) -> None:
     new = ipaddress.ip_network(cidr)
     if new.prefixlen == 0:
-        raise invalid("0 is not allowed as CIDR prefix length")
+        raise invalid_operation("0 is not allowed as CIDR prefix length")
     for existing in session.scalars(select(Subnet.cidr).where(Subnet.network_id == network.id)):
         old = ipaddress.ip_network(existing)
         if old.version == new.version and old.overlaps(new):  # type: ignore[arg-type]
-            raise invalid(f"Requested subnet with cidr: {cidr} for network: {network.id} overlaps with "
+            raise invalid_operation(f"Requested subnet with cidr: {cidr} for network: {network.id} overlaps with "
                           "another subnet")
 
 
