@@ -158,20 +158,22 @@ class Server:
 
 @contextmanager
 def netbay(db: str, pg_fsync: bool = True, extra_env: dict[str, str] | None = None,
-           pg_socket: str = "tcp") -> Iterator[Server]:
+           pg_socket: str = "tcp", agent_prefix: str | None = None) -> Iterator[Server]:
     """``netbay up`` on a fresh SQLite file or a fresh PostgreSQL cluster; torn down afterwards.
 
     ``pg_socket``: the server reaches PostgreSQL over TCP loopback (``tcp``) or its Unix
-    socket (``unix``)."""
+    socket (``unix``). ``agent_prefix``: ``up`` runs its dataplane agent too, as it does
+    by default, under that namespace prefix (the caller sweeps it); else none."""
     root = Path(tempfile.mkdtemp(prefix="nbbench-"))
     try:
         if db == "sqlite":
-            with _serve(f"sqlite:///{root / 'netbay.db'}", root, extra_env) as srv:
+            with _serve(f"sqlite:///{root / 'netbay.db'}", root, extra_env, agent_prefix) as srv:
                 srv.database = f"SQLite {sqlite3.sqlite_version}, WAL, synchronous=NORMAL"
                 yield srv
         elif db == "postgresql":
             unix = pg_socket == "unix"
-            with postgres(pg_fsync) as pg, _serve(pg.create_database(unix=unix), root, extra_env) as srv:
+            with postgres(pg_fsync) as pg, _serve(pg.create_database(unix=unix), root, extra_env,
+                                                  agent_prefix) as srv:
                 how = "Unix socket" if unix else "TCP loopback"
                 srv.database = f"{pg.version}; {pg.settings}; over {how}"
                 yield srv
@@ -182,15 +184,17 @@ def netbay(db: str, pg_fsync: bool = True, extra_env: dict[str, str] | None = No
 
 
 @contextmanager
-def _serve(database_url: str, data_dir: Path, extra_env: dict[str, str] | None) -> Iterator[Server]:
+def _serve(database_url: str, data_dir: Path, extra_env: dict[str, str] | None,
+           agent_prefix: str | None = None) -> Iterator[Server]:
     port = free_port()
     env = {**os.environ, "NETBAY_ADMIN_PASSWORD": ADMIN_PASSWORD, "NETBAY_LOG_LEVEL": "WARNING",
            **(extra_env or {})}
     log = open(data_dir / "server.log", "w")
+    # API benchmarks measure the service alone: no dataplane agent (it would also wire
+    # this host's kernel); dataplane ones may run it as `up` does, under their prefix.
+    agent = ["--agent", "--agent-prefix", agent_prefix] if agent_prefix else ["--no-agent"]
     proc = subprocess.Popen(
-        # API benchmarks measure the service alone: no dataplane agent (it would also
-        # wire this host's kernel under the product prefix).
-        [sys.executable, "-m", "netbay.cli.main", "up", "--no-agent", "--port", str(port),
+        [sys.executable, "-m", "netbay.cli.main", "up", *agent, "--port", str(port),
          "--data-dir", str(data_dir), "--database-url", database_url],
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )

@@ -2,9 +2,12 @@
 
     sudo python bench/k8s_policy.py [--sizes 10,100,1000] [--reps 30] [--json FILE]
 
-Starts ``netbay up --no-agent`` (bench/harness.py, SQLite) and the dataplane agent on
-a thread of this process under its own prefix ``nbb<hex>-`` (swept at the end, also on
-error). Namespaces x, y, z are networks (10.232/10.233/10.234.0.0/22) joined by a router;
+Starts ``netbay up`` (bench/harness.py, SQLite) with its dataplane agent, as ``up``
+runs by default (a thread of the server's process), under the bench's own prefix
+``nbb<hex>-`` (swept at the end, also on error); the engine runs in this process, as
+``netbay k8s`` does in its own. ``--agent thread`` is the older layout: ``up
+--no-agent`` and the agent on a thread of this process, sharing its interpreter (GIL)
+with the engine — a layout no deployment has. Namespaces x, y, z are networks (10.232/10.233/10.234.0.0/22) joined by a router;
 every pod is a real sandbox with a port. Every namespace has a deny-all-ingress
 policy, so every pod is isolated. The pod count grows 10 → 100 → 1,000 in one run; at
 each size, per repetition:
@@ -27,11 +30,13 @@ each size, per repetition:
 Each is measured in a steady state: the spare groups a previous change used are made
 again first (they are refilled on a thread, beside the next change otherwise).
 "call" is the handler's own time (translation + API calls), "api" the part of it in
-the network API (one batch), "at agent" until the dataplane agent's long poll brought
-the change (committed and delivered); "enforced" adds the agent's realizing (its
+the network API (one batch), "at agent" (``--agent thread`` only; with ``--hops`` in
+either layout) until the dataplane agent's long poll brought the change (committed and
+delivered); "enforced" adds the agent's realizing (its
 nft commit) and the packet's round trip. "server CPU" is the netbay server process's
-CPU time from the change until enforced (a mean: the kernel counts 10 ms ticks), a
-measure the shared machine's load does not inflate as much as wall time.
+CPU time from the change until enforced (a mean: the kernel counts 10 ms ticks; with
+the agent in it, by default), a measure the shared machine's load does not inflate as
+much as wall time.
 
 Enforced is measured by ``bench/policy_probe.py`` in its own process: it starts sending
 non-blocking SYNs (one every 0.5 ms, all kept open) from the client's namespace *before*
@@ -48,6 +53,7 @@ Root is needed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import os
@@ -183,14 +189,16 @@ class Bench:
         self.server_pid = srv.proc.pid
         self.server_cpu: dict[str, float] = {}  # change kind -> server CPU seconds, summed
         self.delivered = 0.0  # when the agent's long poll first brought changes (perf_counter)
-        changes = agent.api.changes
+        self.sees_agent = agent is not None  # it runs in this process: its delivery is seen
+        if agent is not None:
+            changes = agent.api.changes
 
-        def noted(since: int, wait: float) -> dict:
-            body = changes(since, wait)
-            if body.get("changes") and not self.delivered:
-                self.delivered = time.perf_counter()
-            return body
-        agent.api.changes = noted
+            def noted(since: int, wait: float) -> dict:
+                body = changes(since, wait)
+                if body.get("changes") and not self.delivered:
+                    self.delivered = time.perf_counter()
+                return body
+            agent.api.changes = noted
         self.api = Api(srv.url, srv.token)
         self.engine = PolicyEngine(self.api, tag="k8s-policy:bench")
         self.nets: dict[str, str] = {}
@@ -299,6 +307,8 @@ class Bench:
             enforced = until_connect(client, target, port, t0)
         hops.mark("bench.enforced", f"{enforced:.6f}")
         delivered = self.delivered - t0 if self.delivered > t0 else enforced
+        if not self.sees_agent:
+            delivered = float("nan")
         self.server_cpu[kind] = self.server_cpu.get(kind, 0.0) + harness.proc_cpu_seconds(self.server_pid) - cpu
         return call, api, delivered, enforced
 
@@ -373,6 +383,9 @@ def main() -> None:
                     help="probe from its own process, started before the change (default), or "
                          "from the bench's process once the call returned (the older measure)")
     ap.add_argument("--hops", metavar="FILE", help="trace each hop of every change into FILE (bench/hoptrace)")
+    ap.add_argument("--agent", choices=("server", "thread"), default="server",
+                    help="the dataplane agent in the server's process, as `netbay up` runs it (default), "
+                         "or on a thread of this one, beside the engine (the older layout)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the sweep below still runs
@@ -385,11 +398,17 @@ def main() -> None:
         if args.hops:
             Path(args.hops).unlink(missing_ok=True)
             hops.open_trace(args.hops)
-            hops.install_local()
+            hops.install_local(agent=args.agent == "thread")
             here = Path(__file__).resolve().parent
             env = {"NETBAY_HOPTRACE": str(Path(args.hops).resolve()),
                    "PYTHONPATH": os.pathsep.join(filter(None, [str(here / "hoptrace"), os.environ.get("PYTHONPATH")]))}
-        with harness.netbay("sqlite", extra_env=env) as srv, agent_thread.running(srv, names) as agent:
+            if args.agent == "server":
+                env["NETBAY_HOPTRACE_AGENT"] = "1"
+        in_server = args.agent == "server"
+        print(f"agent: {'in the server process (netbay up)' if in_server else 'a thread of this process'}",
+              flush=True)
+        with harness.netbay("sqlite", extra_env=env, agent_prefix=PREFIX if in_server else None) as srv, \
+                (contextlib.nullcontext() if in_server else agent_thread.running(srv, names)) as agent:
             http = httpx.Client(base_url=srv.url, headers={"X-Auth-Token": srv.token()}, timeout=60)
             prober = Prober() if args.probe == "process" else None
             if prober is not None:
@@ -423,10 +442,12 @@ def main() -> None:
                     call, api, done, enf = (statistics.median(x[i] for x in xs) * 1e3 for i in range(4))
                     p90 = sorted(x[3] for x in xs)[int(0.9 * (len(xs) - 1))] * 1e3
                     cpu = bench.server_cpu.get(what, 0.0) / len(xs) * 1e3  # a mean: 10 ms ticks
-                    out["sizes"][size][what] = {"call_ms": call, "api_ms": api, "at_agent_ms": done,
+                    out["sizes"][size][what] = {"call_ms": call, "api_ms": api,
+                                                "at_agent_ms": None if done != done else done,
                                                 "enforced_ms": enf, "enforced_p90_ms": p90,
                                                 "ratio_to_baseline": enf / (base * 1e3), "server_cpu_ms": cpu}
-                    rows.append([str(size), what, f"{call:.1f}", f"{api:.1f}", f"{done:.1f}", f"{enf:.1f}",
+                    rows.append([str(size), what, f"{call:.1f}", f"{api:.1f}",
+                                 "—" if done != done else f"{done:.1f}", f"{enf:.1f}",
                                  f"{p90:.1f}", f"{enf / (base * 1e3):.2f}", f"{cpu:.1f}"])
                 print(harness.markdown_table(head, rows[-len(kinds):]), flush=True)
                 print(f"sync {sync * 1e3:.0f} ms, grow {grown:.1f} s, load {load[0]:.1f} → {load[1]:.1f}", flush=True)
@@ -445,6 +466,8 @@ def main() -> None:
             if prober is not None:
                 prober.close()
     finally:
+        from netbay.cli import instance
+        instance.agent_lock_path(PREFIX).unlink(missing_ok=True)  # `up`'s agent lock, once it has ended
         left = agent_thread.sweep(PREFIX)
         if left:
             print(f"swept {len(left)} namespaces", file=sys.stderr)

@@ -12,12 +12,17 @@ no JSON parse: the dataplane agent learns of a change sooner (bench/change_wake.
 port update → a parked long poll, p50 11.6 → 6.4 ms on a loaded machine). Only a run of
 revisions that starts right after the waiter's and has no gap is answered from memory
 (a gap is another process's commit); anything else is read from the database.
+
+A reader in this process (the dataplane agent ``netbay up`` runs beside the server)
+waits with :meth:`ChangeFeed.wait_here` instead: the committing thread wakes it
+directly, with no HTTP round trip, event-loop iteration or JSON in between.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -69,6 +74,8 @@ class ChangeFeed:
         self._waiting = 0  # calls to ``wait`` under way (changed on the event loop only)
         self._tail: deque[dict[str, Any]] = deque(maxlen=TAIL)  # this process's last commits
         self._tail_lock = threading.Lock()
+        self._grew = threading.Condition(self._tail_lock)  # wait_here's wake-up
+        self._commits = 0  # commits in this process (under the lock)
         store.on_commit(self._committed)
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -77,10 +84,11 @@ class ChangeFeed:
         self._event = asyncio.Event()
 
     def _committed(self, sealed: list[tuple[int, dict[str, Any]]] | None = None) -> None:
-        if sealed:
-            rendered = [render_row(rev, row) for rev, row in sealed]
-            with self._tail_lock:
-                self._tail.extend(rendered)
+        rendered = [render_row(rev, row) for rev, row in sealed] if sealed else []
+        with self._grew:
+            self._tail.extend(rendered)
+            self._commits += 1
+            self._grew.notify_all()
         # Waking the loop costs a syscall and a loop iteration per commit: only when
         # someone waits. A waiter counts itself before its first look at the log, so a
         # commit it did not see always wakes it.
@@ -121,6 +129,26 @@ class ChangeFeed:
             if (bound := changelog.committed(s)) is not None:
                 query = query.where(Change.revision <= bound)
             return [render(c) for c in s.scalars(query.order_by(Change.revision).limit(limit))]
+
+    def wait_here(self, revision: int, timeout: float, limit: int = MAX_BATCH,
+                  stop: threading.Event | None = None) -> list[dict[str, Any]]:
+        """:meth:`wait` for a thread of this process: blocks it until a change after
+        ``revision`` is committed (by this process: woken at once; by another: seen by
+        the same short poll), ``timeout`` passes or ``stop`` is set. The changes are
+        the caller's own copies, as a reply over HTTP would be."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            with self._grew:
+                seen = self._commits
+            changes = self.recent(revision, limit)
+            if changes is not None:
+                return orjson.loads(orjson.dumps(changes, option=orjson.OPT_NON_STR_KEYS))
+            changes = self.since(revision, limit)
+            remaining = deadline - time.monotonic()
+            if changes or remaining <= 0 or (stop is not None and stop.is_set()):
+                return changes
+            with self._grew:
+                self._grew.wait_for(lambda: self._commits != seen, timeout=min(POLL_SECONDS, remaining))
 
     async def wait(self, revision: int, timeout: float, limit: int = MAX_BATCH) -> list[dict[str, Any]]:
         self._waiting += 1

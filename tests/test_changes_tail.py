@@ -87,3 +87,50 @@ def test_a_reader_behind_the_tail_reads_the_database(url: str) -> None:
     assert feed.recent(0) is None
     assert [c["revision"] for c in feed.since(0)] == list(range(1, TAIL + 6))
     assert feed.recent(10) == feed.since(10)  # still whole from there on
+
+
+def test_a_thread_of_this_process_is_woken_by_the_commit(url: str) -> None:
+    """``wait_here`` (the agent beside the server): woken by the commit, answered from
+    memory with its own copies, without reading the database again."""
+    import threading
+    import time
+
+    store = Store(url)
+    feed = ChangeFeed(store)
+    reads: list[int] = []
+    since = feed.since
+
+    def counted(revision: int, limit: int = 1000) -> list:
+        reads.append(revision)
+        return since(revision, limit)
+    feed.since = counted  # type: ignore[method-assign]
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.extend(feed.wait_here(0, 10.0)))
+    waiter.start()
+    time.sleep(0.1)  # parked: the database said nothing yet
+    t = time.perf_counter()
+    _commit(store, 2, "w")
+    waiter.join(5)
+    assert not waiter.is_alive()
+    assert time.perf_counter() - t < 0.25  # woken by the commit, not by the 0.5 s poll
+    assert [c["id"] for c in got] == ["w-0", "w-1"] and reads == [0]
+    got[0]["data"]["name"] = "changed by the reader"
+    assert feed.recent(0)[0]["data"]["name"] == "w"  # the tail is not the reader's to change
+
+
+def test_a_thread_sees_another_process_commit_and_stops_when_told(url: str) -> None:
+    import threading
+    import time
+
+    store, other = Store(url), Store(url)
+    feed = ChangeFeed(store)
+    _commit(other, 1, "theirs")  # not in this process's memory: the short poll finds it
+    assert [c["id"] for c in feed.wait_here(0, 5.0)] == ["theirs-0"]
+    t = time.monotonic()
+    assert feed.wait_here(1, 0.2) == []  # nothing new: answered empty at the timeout
+    assert 0.15 < time.monotonic() - t < 2
+    stop = threading.Event()
+    stop.set()
+    t = time.monotonic()
+    assert feed.wait_here(1, 30.0, stop=stop) == []  # a stopping agent is not held 30 s
+    assert time.monotonic() - t < 2

@@ -2,8 +2,10 @@
 
 Bench-only instrumentation (nothing of it is in the product): ``install_server()`` is
 run in the ``netbay up`` subprocess by this directory's ``sitecustomize.py`` when
-``NETBAY_HOPTRACE`` names a file; ``install_local()`` patches the bench's own process
-(the engine's API client, the agent thread, its nft context). Each hop appends
+``NETBAY_HOPTRACE`` names a file (and ``install_agent()`` there too when
+``NETBAY_HOPTRACE_AGENT`` is set: ``up`` runs the agent); ``install_local()`` patches the
+bench's own process (the engine's API client; the agent thread and its nft context when
+the agent runs there). Each hop appends
 ``<pid> <monotonic seconds> <event> <detail>`` to that file; CLOCK_MONOTONIC
 (``time.perf_counter`` on Linux) is one clock for both processes. With
 ``NETBAY_HOPPROFILE=FILE`` the server also profiles its write transactions (cProfile,
@@ -153,16 +155,26 @@ def install_server() -> None:
     ChangeFeed.since = traced_since  # type: ignore[method-assign]
 
 
-def install_local() -> None:
-    """The bench's process: the engine's HTTP calls, the agent's long poll and pass,
-    the security groups' nft transaction."""
-    from netbay.agent import agent as agent_mod
-    from netbay.agent.api import Api as AgentApi
+def install_local(agent: bool = True) -> None:
+    """The bench's process: the engine's HTTP calls and (``agent``: when it runs here)
+    the agent's hops."""
     from netbay.backends.apiclient import Api
-    from netbay.dataplane import nft
 
     _wrap(Api, "call", "eng.http", "eng.http.done", lambda self, m, p, *a, **k: f"{m}:{p}")
+    if agent:
+        install_agent()
+
+
+def install_agent() -> None:
+    """The agent's process (the bench's, or ``netbay up``'s): its long poll and pass,
+    the security groups' nft transaction, the conntrack worker."""
+    from netbay.agent import agent as agent_mod
+    from netbay.agent.api import Api as AgentApi
+    from netbay.agent.api import BesideServer
+    from netbay.dataplane import nft
+
     _wrap(AgentApi, "changes", None, "agent.changes")
+    _wrap(BesideServer, "changes", None, "agent.changes")
     _wrap(agent_mod.Agent, "reconcile", "agent.reconcile", "agent.reconcile.done")
     _wrap(agent_mod.Agent, "report", None, "agent.reported")
     _wrap(nft.Nft, "run", "nft.run", "nft.run.done", lambda self, *a, **k: self.ns)

@@ -6,3 +6,5 @@ if os.environ.get("NETBAY_HOPTRACE"):
 
     hops.open_trace(os.environ["NETBAY_HOPTRACE"])
     hops.install_server()
+    if os.environ.get("NETBAY_HOPTRACE_AGENT"):  # `up` runs the agent too
+        hops.install_agent()

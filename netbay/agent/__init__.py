@@ -6,11 +6,12 @@ pods), so it sits above both packages and neither imports it:
 
 * :mod:`.agent` — :class:`Agent`, the loop: a full resync, then the change stream;
 * :mod:`.expand` — which ids a batch of changes concerns;
-* :mod:`.api` — its client of the network service (:class:`Api`, :class:`Credentials`);
+* :mod:`.api` — its client of the network service (:class:`Api`, :class:`Credentials`;
+  :class:`BesideServer` in the server's own process);
 * :mod:`.reporter` — status written in the background.
 """
 
 from netbay.agent.agent import Agent, default_realizers
-from netbay.agent.api import Api, ApiError, Credentials
+from netbay.agent.api import Api, ApiError, BesideServer, Credentials
 
-__all__ = ["Agent", "Api", "ApiError", "Credentials", "default_realizers"]
+__all__ = ["Agent", "Api", "ApiError", "BesideServer", "Credentials", "default_realizers"]

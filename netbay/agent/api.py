@@ -2,14 +2,17 @@
 
 One ``httpx.Client`` per :class:`Api`; :meth:`Api.fork` gives another thread its own.
 The admin token is fetched from Keystone (:class:`Credentials`) and renewed on 401.
+:class:`BesideServer` is the client of an agent in the server's own process (``netbay
+up``): the same calls, but the change stream straight from the server's feed.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import orjson
@@ -95,3 +98,26 @@ class Api:
 
     def put_lbstats(self, report: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         return self._call("PUT", "/netbay/v1/lbstats", json=report, timeout=60)
+
+
+class Feed(Protocol):
+    """The server's change feed, as :class:`BesideServer` uses it (netbay.changes.ChangeFeed)."""
+
+    def wait_here(self, revision: int, timeout: float, limit: int = ...,
+                  stop: threading.Event | None = None) -> list[dict[str, Any]]: ...
+
+
+class BesideServer(Api):
+    """The client of an agent running in the server's process: its long poll is a wait
+    on the server's own change feed, woken by the commit itself — the HTTP round trip,
+    the event loop's turn and the JSON of every change are off each change's path (the
+    state, status and stats still go over HTTP, as any agent's do)."""
+
+    def __init__(self, url: str, token: Callable[[], str], feed: Feed, stop: threading.Event) -> None:
+        super().__init__(url, token)
+        self.feed = feed
+        self.stop = stop
+
+    def changes(self, since: int, wait: float) -> dict[str, Any]:
+        items = self.feed.wait_here(since, wait, stop=self.stop)
+        return {"changes": items, "revision": items[-1]["revision"] if items else since}

@@ -169,7 +169,7 @@ def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODU
     """Run the API server and, on a background thread once it listens, the agent."""
     import uvicorn
 
-    from netbay.agent import Agent, Api
+    from netbay.agent import Agent, BesideServer
     from netbay.dataplane.names import Names
 
     stop = threading.Event()
@@ -187,7 +187,7 @@ def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODU
                             timeout_graceful_shutdown=2)
     server = Server(config)
     connect = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
-    api = Api(f"http://{connect}:{port}", in_process_token(application))
+    api = BesideServer(f"http://{connect}:{port}", in_process_token(application), application.state.feed, stop)
 
     def run_agent() -> None:
         deadline = time.monotonic() + 120
