@@ -5,15 +5,24 @@ Lives with the backends (the HTTP backend wraps it), below every controller. The
 balancers and sandboxes, and the Kubernetes mapping, still call it directly.
 ``gone_ok``/``or_none`` are the one rule for a 404 that every such caller (and the
 cluster executor's handlers) follows, whether this client or a backend seam refused.
+
+WHY urllib3 and not httpx here: every NetworkPolicy change, pod and cluster step is
+one or more of these calls, and on this path httpx's request and response models cost
+a third of a millisecond or more per call before a byte leaves (to 127.0.0.1: 0.80 ms
+from the call to the server's handler, against 0.51 ms through urllib3; BENCHMARKS.md).
+A transport failure is still said as httpx's ``TransportError`` family, the one every
+caller (and the async face, :mod:`netbay.backends.aio`, which stays on httpx) catches.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
+import orjson
+import urllib3
 
 from netbay.errors import NetbayError
 
@@ -58,10 +67,15 @@ def or_none(call: Callable[[], Any]) -> Any:
 
 def error_message(response: httpx.Response) -> str:
     """The message of a Neutron, Octavia, Magnum or FastAPI error body, else the text."""
+    return error_text(response.status_code, response.content)
+
+
+def error_text(status: int, content: bytes) -> str:
+    """:func:`error_message` of a status and a body."""
     try:
-        body = response.json()
+        body = orjson.loads(content)
     except ValueError:
-        return response.text[:500] or f"HTTP {response.status_code}"
+        return content.decode(errors="replace")[:500] or f"HTTP {status}"
     if isinstance(body, dict):
         if isinstance(body.get("NeutronError"), dict):
             return str(body["NeutronError"].get("message"))
@@ -75,8 +89,13 @@ def error_message(response: httpx.Response) -> str:
 
 def error_kind(response: httpx.Response) -> str | None:
     """``NeutronError.type`` of a Neutron error body (``OverQuota`` …), else None."""
+    return error_type(response.content)
+
+
+def error_type(content: bytes) -> str | None:
+    """:func:`error_kind` of a body."""
     try:
-        body = response.json()
+        body = orjson.loads(content)
     except ValueError:
         return None
     inner = body.get("NeutronError") if isinstance(body, dict) else None
@@ -84,46 +103,41 @@ def error_kind(response: httpx.Response) -> str | None:
 
 
 class Api:
-    """A small HTTP client of netbay's APIs with a token renewed on 401; one
-    ``httpx.Client`` per thread (the executor's workers call it in parallel)."""
+    """A small HTTP client of netbay's APIs with a token renewed on 401; thread-safe
+    (the executor's workers call it in parallel: one pool of kept-alive connections)."""
 
     def __init__(self, url: str, token: Callable[[], str], *, timeout: float = 30.0) -> None:
         self.url = url.rstrip("/")
         self._token_source = token
         self._token: str | None = None
-        self._timeout = timeout
-        self._local = threading.local()
-        self._clients: list[httpx.Client] = []
-        self._lock = threading.Lock()
-
-    def _client(self) -> httpx.Client:
-        client = getattr(self._local, "client", None)
-        if client is None:
-            client = httpx.Client(base_url=self.url, timeout=self._timeout)
-            self._local.client = client
-            with self._lock:
-                self._clients.append(client)
-        return client
+        self._pool = urllib3.PoolManager(maxsize=64, block=False, retries=False,
+                                         timeout=urllib3.Timeout(connect=timeout, read=timeout))
 
     def close(self) -> None:
-        with self._lock:
-            for client in self._clients:
-                client.close()
-            self._clients.clear()
+        self._pool.clear()
 
     def call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        url = self.url + path
+        if params:
+            url += ("&" if "?" in path else "?") + _query(params)
+        content = None if body is None else orjson.dumps(body)
         for attempt in range(2):
             token = self._token
             if token is None:
                 token = self._token = self._token_source()
-            r = self._client().request(method, path, json=body, params=params or None,
-                                       headers={"X-Auth-Token": token})
-            if r.status_code == 401 and attempt == 0:
+            headers = {"X-Auth-Token": token}
+            if content is not None:
+                headers["Content-Type"] = "application/json"
+            try:
+                r = self._pool.request(method, url, body=content, headers=headers, redirect=False)
+            except urllib3.exceptions.HTTPError as exc:
+                raise _unanswered(exc, method, url) from exc
+            if r.status == 401 and attempt == 0:
                 self._token = None
                 continue
-            if r.status_code >= 400:
-                raise ApiError(r.status_code, error_message(r), error_kind(r))
-            return r.json() if r.content else None
+            if r.status >= 400:
+                raise ApiError(r.status, error_text(r.status, r.data), error_type(r.data))
+            return orjson.loads(r.data) if r.data else None
         raise AssertionError("unreachable")
 
     def gone_ok(self, method: str, path: str, body: Any = None, **params: Any) -> None:
@@ -133,3 +147,27 @@ class Api:
         except ApiError as exc:
             if exc.status != 404:
                 raise
+
+
+def _query(params: Mapping[str, Any]) -> str:
+    """Query parameters as httpx encodes them: a list repeats its key, booleans are
+    ``true``/``false``, None is empty."""
+    def text(v: Any) -> str:
+        return "true" if v is True else "false" if v is False else "" if v is None else str(v)
+    return urlencode([(k, text(item)) for k, v in params.items()
+                      for item in (v if isinstance(v, (list, tuple)) else [v])])
+
+
+def _unanswered(exc: urllib3.exceptions.HTTPError, method: str, url: str) -> httpx.TransportError:
+    """A call that got no answer, as httpx says it (what callers catch)."""
+    request = httpx.Request(method, url)
+    if isinstance(exc, urllib3.exceptions.ConnectTimeoutError):  # NewConnectionError too: refused
+        kind: type[httpx.TransportError] = (httpx.ConnectError if isinstance(exc, urllib3.exceptions.NewConnectionError)
+                                            else httpx.ConnectTimeout)
+    elif isinstance(exc, urllib3.exceptions.ReadTimeoutError):
+        kind = httpx.ReadTimeout
+    elif isinstance(exc, urllib3.exceptions.ProtocolError):
+        kind = httpx.RemoteProtocolError
+    else:
+        kind = httpx.TransportError
+    return kind(str(exc), request=request)
