@@ -228,3 +228,31 @@ def test_rows_and_orm_writes_to_one_group_in_one_batch_agree(server, admin_http:
     assert shown["name"] == "mixed" and shown["revision_number"] == group["revision_number"] + 5
     records = [c for c in _changes_after(server, head) if c["resource"] == "security_group"]
     assert records[-1]["data"] == shown
+
+
+def test_an_admins_remote_groups_are_checked_in_the_batch(admin_http: httpx.Client,
+                                                          member_http: httpx.Client) -> None:
+    """An admin's rule may name any project's group as its remote group, but not one that
+    is gone — also when an earlier operation of the batch read it (its rows are kept for
+    the transaction: netbay/network/sgrows.py) or deleted it."""
+    group, peers, theirs = _group(admin_http), _group(admin_http), _group(member_http)
+
+    def rule(remote: str, port: int) -> dict:
+        return {"method": "POST", "path": "security-group-rules", "body": {"security_group_rule": {
+            "security_group_id": group["id"], "direction": "ingress", "protocol": "tcp",
+            "port_range_min": port, "port_range_max": port, "remote_group_id": remote}}}
+
+    peers_rule = {"method": "POST", "path": "security-group-rules", "body": {"security_group_rule": {
+        "security_group_id": peers["id"], "direction": "ingress", "protocol": "udp"}}}
+    r = admin_http.post("/batch", json={"batch": [peers_rule, rule(peers["id"], 80), rule(theirs["id"], 81),
+                                                  rule(group["id"], 82)]})
+    assert r.status_code == 200, r.text
+    assert [x["security_group_rule"]["remote_group_id"] for x in r.json()["batch"][1:]] == \
+        [peers["id"], theirs["id"], group["id"]]
+    before = admin_http.get(f"/security-groups/{group['id']}").json()["security_group"]
+    spare = _group(admin_http)
+    for ops in ([{"method": "DELETE", "path": f"security-groups/{spare['id']}"}, rule(spare["id"], 83)],
+                [rule(unique("gone"), 84)]):
+        neutron_error(admin_http.post("/batch", json={"batch": ops}), 404, "SecurityGroupNotFound")
+    assert admin_http.get(f"/security-groups/{group['id']}").json()["security_group"] == before
+    assert admin_http.get(f"/security-groups/{spare['id']}").status_code == 200  # rolled back

@@ -204,7 +204,12 @@ class SecurityGroups(Resource):
 
     def must_see(self, session: Session, ctx: Context, group_id: str) -> None:
         """A group the caller may name (a rule's remote group), else 404: its id only,
-        not its rules (a remote group may have many)."""
+        not its rules (a remote group may have many). An admin's through a statement
+        built once (:func:`sgrows.exists`): a policy's rules all name one."""
+        if ctx.is_admin:
+            if not sgrows.exists(session, group_id):
+                raise not_found(self.member, group_id)
+            return
         stmt = self.scoped(ctx).with_only_columns(SecurityGroup.id).where(SecurityGroup.id == group_id)
         if session.scalar(stmt) is None:
             raise not_found(self.member, group_id)
@@ -396,7 +401,7 @@ class SecurityGroupRules(Resource):
         # The rule belongs to the group's project, unless an admin names another one:
         # Neutron then files it under that project, still in the group.
         rule_project = asked_project if asked_project and ctx.is_admin else group.project_id
-        if rule["remote_group_id"]:
+        if rule["remote_group_id"] and rule["remote_group_id"] != group_id:  # the group: seen above
             _GROUPS.must_see(session, ctx, rule["remote_group_id"])
         key = _rule_key(rule)
         for existing in group.rules:

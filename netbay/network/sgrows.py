@@ -33,6 +33,7 @@ RULES: Table = SecurityGroupRule.__table__  # type: ignore[assignment]
 _GROUP = select(*GROUPS.columns).where(GROUPS.c.id == bindparam("id")).with_for_update()
 _RULES_OF = select(*RULES.columns).where(RULES.c.security_group_id == bindparam("id")) \
     .order_by(RULES.c.created_at)
+_GROUP_ID = select(GROUPS.c.id).where(GROUPS.c.id == bindparam("id"))
 _RULE = select(*RULES.columns).where(RULES.c.id == bindparam("id")).with_for_update()
 _INSERT = insert(RULES)
 _DELETE = delete(RULES).where(RULES.c.id == bindparam("id"))
@@ -63,6 +64,17 @@ def group(session: Session, group_id: str, visible: ColumnElement[bool] | None =
                                                     for r in conn.execute(_RULES_OF, {"id": group_id})])
     session.info.setdefault(_KEY, {})[group_id] = found
     return found
+
+
+def exists(session: Session, group_id: str) -> bool:
+    """Whether the group exists (for an admin naming a rule's remote group): its id
+    only, not its rules (a remote group may have many); no read for a group this
+    transaction has read already."""
+    if group_id in session.info.get(_KEY, {}):
+        return True
+    if session.new or session.dirty or session.deleted:
+        session.flush()
+    return session.connection().execute(_GROUP_ID, {"id": group_id}).first() is not None
 
 
 def rule(session: Session, rule_id: str, visible: ColumnElement[bool] | None = None) -> Any:
@@ -120,4 +132,4 @@ def current(session: Session, group_id: str) -> Any:
     return session.info.get(_KEY, {}).get(group_id)
 
 
-__all__ = ["add_rule", "current", "forget", "group", "remove_rule", "rule"]
+__all__ = ["add_rule", "current", "exists", "forget", "group", "remove_rule", "rule"]
