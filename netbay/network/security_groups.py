@@ -21,7 +21,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, not_found
-from netbay.network import sgrows
+from netbay.network import quotas, sgrows
 from netbay.network.resource import Filter, Resource, standard, timestamp, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store import changelog
@@ -388,14 +388,18 @@ class SecurityGroupRules(Resource):
 
     def create(self, session: Session, ctx: Context, body: SecurityGroupRuleCreate) -> SecurityGroupRule:
         given = body.given()
+        # Read first: the quota (refused first, as any create's) is counted in the group's statement.
+        counted, group_id = quotas.deferred(session, body), given.get("security_group_id")
+        group = None if group_id is None else \
+            sgrows.group(session, group_id, None if ctx.is_admin else _GROUPS.visible(ctx), counted)
+        if group_id is None and counted is not None:
+            quotas.enforce(session, self.member, counted)
         for required in ("security_group_id", "direction"):
             if given.get(required) is None:
                 raise BadRequest(f"Failed to parse request. Required attribute '{required}' not specified")
         asked_project = given.get("project_id") or given.get("tenant_id")
         self.owner_for_create(ctx, given)  # refuses a member naming another project
         rule = _checked_rule(given)
-        group_id = given["security_group_id"]
-        group = sgrows.group(session, group_id, None if ctx.is_admin else _GROUPS.visible(ctx))
         if group is None:
             raise not_found(_GROUPS.member, group_id)
         # The rule belongs to the group's project, unless an admin names another one:

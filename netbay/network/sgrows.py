@@ -26,11 +26,15 @@ from sqlalchemy import Table, bindparam, delete, insert, inspect, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from netbay.network import quotas
 from netbay.store.models import SecurityGroup, SecurityGroupRule, new_id, utcnow
 
 GROUPS: Table = SecurityGroup.__table__  # type: ignore[assignment]
 RULES: Table = SecurityGroupRule.__table__  # type: ignore[assignment]
 _GROUP = select(*GROUPS.columns).where(GROUPS.c.id == bindparam("id")).with_for_update()
+# A rule create's: the group with its project's rule limit and count (quotas.limit_and_held).
+_COUNTED = [c.label(f"quota_{n}") for c, n in zip(quotas.limit_and_held(SecurityGroupRule, "q_"), ("limit", "held"))]
+_GROUP_COUNTED = select(*GROUPS.columns, *_COUNTED).where(GROUPS.c.id == bindparam("id")).with_for_update()
 _RULES_OF = select(*RULES.columns).where(RULES.c.security_group_id == bindparam("id")) \
     .order_by(RULES.c.created_at)
 _GROUP_ID = select(GROUPS.c.id).where(GROUPS.c.id == bindparam("id"))
@@ -42,28 +46,43 @@ _TOUCH = update(GROUPS).where(GROUPS.c.id == bindparam("gid")).values(
 _KEY = "sgrows.groups"  # session.info: group id -> its rows (a SimpleNamespace with ``rules``)
 
 
-def group(session: Session, group_id: str, visible: ColumnElement[bool] | None = None) -> Any:
+def group(session: Session, group_id: str, visible: ColumnElement[bool] | None = None,
+          counted: str | None = None) -> Any:
     """The group (locked for the change) with its rules, as rows; None when it does not
-    exist or ``visible`` (a non-admin's scope) does not hold for it."""
+    exist or ``visible`` (a non-admin's scope) does not hold for it. With ``counted`` (a
+    project: :func:`quotas.deferred`), refuses first (409 OverQuota) a rule more than the
+    project's limit, counted in the group's statement."""
     known = session.info.get(_KEY, {}).get(group_id)
     if known is not None and visible is None:
+        _count(session, counted)
         return known
     if session.new or session.dirty or session.deleted:
         session.flush()  # an earlier operation of the batch may have pending ORM changes
     conn = session.connection()
+    params = {"id": group_id} if counted is None else \
+        {"id": group_id, **quotas.parameters("security_group_rule", counted, "q_")}
     if visible is None:
-        row = conn.execute(_GROUP, {"id": group_id}).one_or_none()
+        row = conn.execute(_GROUP if counted is None else _GROUP_COUNTED, params).one_or_none()
     else:
-        row = conn.execute(select(*GROUPS.columns).where(GROUPS.c.id == group_id, visible)
-                           .with_for_update()).one_or_none()
+        row = conn.execute(select(*GROUPS.columns, *(_COUNTED if counted else ())).where(
+            GROUPS.c.id == bindparam("id"), visible).with_for_update(), params).one_or_none()
     if row is None:
+        _count(session, counted)
         return None
+    values = row._asdict()
+    if counted is not None:
+        quotas.refuse_over("security_group_rule", values.pop("quota_limit"), values.pop("quota_held"))
     if known is not None:
         return known
-    found = SimpleNamespace(**row._asdict(), rules=[SimpleNamespace(**r._asdict())
+    found = SimpleNamespace(**values, rules=[SimpleNamespace(**r._asdict())
                                                     for r in conn.execute(_RULES_OF, {"id": group_id})])
     session.info.setdefault(_KEY, {})[group_id] = found
     return found
+
+
+def _count(session: Session, counted: str | None) -> None:
+    if counted is not None:  # no group row to read it with
+        quotas.enforce(session, "security_group_rule", counted)
 
 
 def exists(session: Session, group_id: str) -> bool:
