@@ -388,10 +388,13 @@ class SecurityGroupRules(Resource):
 
     def create(self, session: Session, ctx: Context, body: SecurityGroupRuleCreate) -> SecurityGroupRule:
         given = body.given()
-        # Read first: the quota (refused first, as any create's) is counted in the group's statement.
+        # Read first, in one statement: the group, the quota (refused first, as any create's)
+        # and an admin's remote group (any project's: no scope to apply).
         counted, group_id = quotas.deferred(session, body), given.get("security_group_id")
-        group = None if group_id is None else \
-            sgrows.group(session, group_id, None if ctx.is_admin else _GROUPS.visible(ctx), counted)
+        remote = given.get("remote_group_id") or None
+        group, remote_seen = (None, None) if group_id is None else sgrows.for_rule(
+            session, group_id, None if ctx.is_admin else _GROUPS.visible(ctx), counted,
+            remote if ctx.is_admin and remote != group_id else None)
         if group_id is None and counted is not None:
             quotas.enforce(session, self.member, counted)
         for required in ("security_group_id", "direction"):
@@ -405,8 +408,10 @@ class SecurityGroupRules(Resource):
         # The rule belongs to the group's project, unless an admin names another one:
         # Neutron then files it under that project, still in the group.
         rule_project = asked_project if asked_project and ctx.is_admin else group.project_id
-        if rule["remote_group_id"] and rule["remote_group_id"] != group_id:  # the group: seen above
-            _GROUPS.must_see(session, ctx, rule["remote_group_id"])
+        if remote_seen is False:
+            raise not_found(_GROUPS.member, remote)
+        if remote_seen is None and remote and remote != group_id:  # the group itself: seen above
+            _GROUPS.must_see(session, ctx, remote)
         key = _rule_key(rule)
         for existing in group.rules:
             if _rule_key(vars_of(existing)) == key:
