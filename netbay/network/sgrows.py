@@ -4,8 +4,9 @@ WHY: a rule create is the largest operation of a NetworkPolicy change's batch (a
 policy is a rule and two port moves). Through the ORM it loads the group and every
 rule as instances, flushes a unit of work for the INSERT and the group's revision,
 and renders the group again from the instances when the transaction ends. Here the
-group and its rules are read once as rows (statements built once), the rule is one
-INSERT, the group's revision one UPDATE, and the group's change record (the group
+group and its rules are read once as rows, in one statement built once that also
+counts a rule create's quota and finds its remote group (:func:`for_rule`), the rule
+is one INSERT, the group's revision one UPDATE, and the group's change record (the group
 with all its rules: what the dataplane agent realizes) is rendered from those rows —
 the same checks, errors, answer and change records as before, for less CPU. A rule
 delete is the same in reverse (a policy update is a rule made and one deleted)
