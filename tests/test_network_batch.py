@@ -228,3 +228,71 @@ def test_rows_and_orm_writes_to_one_group_in_one_batch_agree(server, admin_http:
     assert shown["name"] == "mixed" and shown["revision_number"] == group["revision_number"] + 5
     records = [c for c in _changes_after(server, head) if c["resource"] == "security_group"]
     assert records[-1]["data"] == shown
+
+
+def test_an_admins_remote_groups_are_checked_in_the_batch(server, admin_http: httpx.Client,
+                                                          member_http: httpx.Client) -> None:
+    """An admin's rule may name any project's group as its remote group, but not one that
+    is gone — also when an earlier operation of the batch read it (its rows are kept for
+    the transaction: netbay/network/sgrows.py) or deleted it."""
+    project = server.connect(*server.make_user()).current_project_id  # the admin's own groups are many here
+    group, peers = (admin_http.post("/security-groups", json={"security_group": {
+        "name": unique("remote"), "project_id": project}}).json()["security_group"] for _ in range(2))
+    theirs = _group(member_http)
+
+    def rule(remote: str, port: int) -> dict:
+        return {"method": "POST", "path": "security-group-rules", "body": {"security_group_rule": {
+            "security_group_id": group["id"], "direction": "ingress", "protocol": "tcp",
+            "port_range_min": port, "port_range_max": port, "remote_group_id": remote}}}
+
+    peers_rule = {"method": "POST", "path": "security-group-rules", "body": {"security_group_rule": {
+        "security_group_id": peers["id"], "direction": "ingress", "protocol": "udp"}}}
+    r = admin_http.post("/batch", json={"batch": [peers_rule, rule(peers["id"], 80), rule(theirs["id"], 81),
+                                                  rule(group["id"], 82)]})
+    assert r.status_code == 200, r.text
+    assert [x["security_group_rule"]["remote_group_id"] for x in r.json()["batch"][1:]] == \
+        [peers["id"], theirs["id"], group["id"]]
+    before = admin_http.get(f"/security-groups/{group['id']}").json()["security_group"]
+    for ops in ([peers_rule | {"body": {"security_group_rule": {**peers_rule["body"]["security_group_rule"],
+                                                                "protocol": "tcp"}}},
+                 {"method": "DELETE", "path": f"security-groups/{peers['id']}"}, rule(peers["id"], 83)],
+                [rule(unique("gone"), 84)]):
+        neutron_error(admin_http.post("/batch", json={"batch": ops}), 404, "SecurityGroupNotFound")
+    assert admin_http.get(f"/security-groups/{group['id']}").json()["security_group"] == before  # rolled back
+    assert admin_http.delete(f"/security-groups/{theirs['id']}").status_code == 204
+
+
+def test_a_rules_quota_is_counted_with_its_group_and_refused_first(server, admin_http: httpx.Client) -> None:
+    """A single rule create counts the rule quota in the statement reading its group
+    (netbay/network/quotas.py ``DEFERRED``): still refused (409 OverQuota) before any other
+    refusal, as every create is, also when the group was read earlier in the batch, and a
+    bulk is still counted whole."""
+    user, password, project_name = server.make_user()
+    http = server.http(server.connect(user, password, project_name).auth_token)
+    group = _group(http)
+    project = group["project_id"]
+    held = len(http.get("/security-group-rules", params={"project_id": project}).json()["security_group_rules"])
+    assert admin_http.put(f"/quotas/{project}", json={"quota": {"security_group_rule": held + 2}}).status_code == 200
+    over = "Quota exceeded for resources: ['security_group_rule']."
+
+    def rule(port: int, **extra) -> dict:
+        return {"security_group_id": group["id"], "direction": "ingress", "protocol": "tcp",
+                "port_range_min": port, "port_range_max": port, **extra}
+
+    def single(body: dict) -> dict:
+        return {"method": "POST", "path": "security-group-rules", "body": {"security_group_rule": body}}
+
+    # three singles in one batch: the third (its group read already) is one too many; none is made
+    neutron_error(http.post("/batch", json={"batch": [single(rule(p)) for p in (80, 81, 82)]}), 409, "OverQuota", over)
+    neutron_error(http.post("/security-group-rules", json={"security_group_rules": [rule(p) for p in (80, 81, 82)]}),
+                  409, "OverQuota", over)
+    assert len(http.get("/security-group-rules", params={"project_id": project}).json()["security_group_rules"]) == held
+    r = http.post("/batch", json={"batch": [single(rule(p)) for p in (80, 81)]})
+    assert r.status_code == 200, r.text
+    for body in (rule(83), rule(80),  # over quota before it is found a duplicate
+                 {**rule(83), "security_group_id": unique("gone")}, {**rule(83), "direction": None},
+                 {k: v for k, v in rule(83).items() if k != "security_group_id"}, rule(83, protocol="nope")):
+        neutron_error(http.post("/security-group-rules", json={"security_group_rule": body}), 409, "OverQuota", over)
+    assert admin_http.delete(f"/quotas/{project}").status_code == 204
+    neutron_error(http.post("/security-group-rules", json={"security_group_rule": rule(80)}), 409,
+                  "SecurityGroupRuleExists")

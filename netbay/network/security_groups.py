@@ -21,7 +21,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, not_found
-from netbay.network import sgrows
+from netbay.network import quotas, sgrows
 from netbay.network.resource import Filter, Resource, standard, timestamp, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store import changelog
@@ -204,7 +204,12 @@ class SecurityGroups(Resource):
 
     def must_see(self, session: Session, ctx: Context, group_id: str) -> None:
         """A group the caller may name (a rule's remote group), else 404: its id only,
-        not its rules (a remote group may have many)."""
+        not its rules (a remote group may have many). An admin's through a statement
+        built once (:func:`sgrows.exists`): a policy's rules all name one."""
+        if ctx.is_admin:
+            if not sgrows.exists(session, group_id):
+                raise not_found(self.member, group_id)
+            return
         stmt = self.scoped(ctx).with_only_columns(SecurityGroup.id).where(SecurityGroup.id == group_id)
         if session.scalar(stmt) is None:
             raise not_found(self.member, group_id)
@@ -383,21 +388,30 @@ class SecurityGroupRules(Resource):
 
     def create(self, session: Session, ctx: Context, body: SecurityGroupRuleCreate) -> SecurityGroupRule:
         given = body.given()
+        # Read first, in one statement: the group, the quota (refused first, as any create's)
+        # and an admin's remote group (any project's: no scope to apply).
+        counted, group_id = quotas.deferred(session, body), given.get("security_group_id")
+        remote = given.get("remote_group_id") or None
+        group, remote_seen = (None, None) if group_id is None else sgrows.for_rule(
+            session, group_id, None if ctx.is_admin else _GROUPS.visible(ctx), counted,
+            remote if ctx.is_admin and remote != group_id else None)
+        if group_id is None and counted is not None:
+            quotas.enforce(session, self.member, counted)
         for required in ("security_group_id", "direction"):
             if given.get(required) is None:
                 raise BadRequest(f"Failed to parse request. Required attribute '{required}' not specified")
         asked_project = given.get("project_id") or given.get("tenant_id")
         self.owner_for_create(ctx, given)  # refuses a member naming another project
         rule = _checked_rule(given)
-        group_id = given["security_group_id"]
-        group = sgrows.group(session, group_id, None if ctx.is_admin else _GROUPS.visible(ctx))
         if group is None:
             raise not_found(_GROUPS.member, group_id)
         # The rule belongs to the group's project, unless an admin names another one:
         # Neutron then files it under that project, still in the group.
         rule_project = asked_project if asked_project and ctx.is_admin else group.project_id
-        if rule["remote_group_id"]:
-            _GROUPS.must_see(session, ctx, rule["remote_group_id"])
+        if remote_seen is False:
+            raise not_found(_GROUPS.member, remote)
+        if remote_seen is None and remote and remote != group_id:  # the group itself: seen above
+            _GROUPS.must_see(session, ctx, remote)
         key = _rule_key(rule)
         for existing in group.rules:
             if _rule_key(vars_of(existing)) == key:

@@ -4,8 +4,9 @@ WHY: a rule create is the largest operation of a NetworkPolicy change's batch (a
 policy is a rule and two port moves). Through the ORM it loads the group and every
 rule as instances, flushes a unit of work for the INSERT and the group's revision,
 and renders the group again from the instances when the transaction ends. Here the
-group and its rules are read once as rows (statements built once), the rule is one
-INSERT, the group's revision one UPDATE, and the group's change record (the group
+group and its rules are read once as rows, in one statement built once that also
+counts a rule create's quota and finds its remote group (:func:`for_rule`), the rule
+is one INSERT, the group's revision one UPDATE, and the group's change record (the group
 with all its rules: what the dataplane agent realizes) is rendered from those rows —
 the same checks, errors, answer and change records as before, for less CPU. A rule
 delete is the same in reverse (a policy update is a rule made and one deleted)
@@ -19,20 +20,27 @@ the next rows read then flushes and reads the database again.
 
 from __future__ import annotations
 
+from functools import cache
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Table, bindparam, delete, insert, inspect, select, update
+from sqlalchemy import Select, Table, bindparam, delete, insert, inspect, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from netbay.network import quotas
 from netbay.store.models import SecurityGroup, SecurityGroupRule, new_id, utcnow
 
 GROUPS: Table = SecurityGroup.__table__  # type: ignore[assignment]
 RULES: Table = SecurityGroupRule.__table__  # type: ignore[assignment]
-_GROUP = select(*GROUPS.columns).where(GROUPS.c.id == bindparam("id")).with_for_update()
-_RULES_OF = select(*RULES.columns).where(RULES.c.security_group_id == bindparam("id")) \
-    .order_by(RULES.c.created_at)
+_GROUP_NAMES = [c.name for c in GROUPS.columns]
+_RULE_NAMES = [c.name for c in RULES.columns]
+# What a rule create reads with its group, in the same statement: its project's rule
+# limit and count (quotas.limit_and_held), and whether its remote group exists.
+_COUNTED = [c.label(f"quota_{n}") for c, n in zip(quotas.limit_and_held(SecurityGroupRule, "q_"), ("limit", "held"))]
+_REMOTE = GROUPS.alias("remote")
+_REMOTE_FOUND = select(_REMOTE.c.id).where(_REMOTE.c.id == bindparam("remote")).scalar_subquery().label("remote")
+_GROUP_ID = select(GROUPS.c.id).where(GROUPS.c.id == bindparam("id"))
 _RULE = select(*RULES.columns).where(RULES.c.id == bindparam("id")).with_for_update()
 _INSERT = insert(RULES)
 _DELETE = delete(RULES).where(RULES.c.id == bindparam("id"))
@@ -41,28 +49,74 @@ _TOUCH = update(GROUPS).where(GROUPS.c.id == bindparam("gid")).values(
 _KEY = "sgrows.groups"  # session.info: group id -> its rows (a SimpleNamespace with ``rules``)
 
 
+@cache
+def _read(counted: bool, remote: bool, rules: bool) -> Select:
+    """The group's row (locked), with the columns asked for, and with its rules (one row
+    each, joined: one round trip) unless this transaction holds them already. Built once."""
+    stmt = select(*GROUPS.columns, *(_COUNTED if counted else ()), *([_REMOTE_FOUND] if remote else ()))
+    if rules:
+        stmt = stmt.add_columns(*RULES.columns).select_from(
+            GROUPS.outerjoin(RULES, RULES.c.security_group_id == GROUPS.c.id)).order_by(RULES.c.created_at)
+    return stmt.where(GROUPS.c.id == bindparam("id")).with_for_update(of=GROUPS)
+
+
 def group(session: Session, group_id: str, visible: ColumnElement[bool] | None = None) -> Any:
     """The group (locked for the change) with its rules, as rows; None when it does not
     exist or ``visible`` (a non-admin's scope) does not hold for it."""
+    return for_rule(session, group_id, visible)[0]
+
+
+def for_rule(session: Session, group_id: str, visible: ColumnElement[bool] | None = None,
+             counted: str | None = None, remote: str | None = None) -> tuple[Any, bool | None]:
+    """:func:`group` for a rule create, and whether the group ``remote`` exists (None:
+    not read, no such ask or no group row to read it with). With ``counted`` (a project:
+    :func:`quotas.deferred`), refuses first (409 OverQuota) a rule more than the
+    project's limit; both read in the group's statement."""
     known = session.info.get(_KEY, {}).get(group_id)
     if known is not None and visible is None:
-        return known
+        _count(session, counted)
+        return known, None
     if session.new or session.dirty or session.deleted:
         session.flush()  # an earlier operation of the batch may have pending ORM changes
-    conn = session.connection()
-    if visible is None:
-        row = conn.execute(_GROUP, {"id": group_id}).one_or_none()
-    else:
-        row = conn.execute(select(*GROUPS.columns).where(GROUPS.c.id == group_id, visible)
-                           .with_for_update()).one_or_none()
-    if row is None:
-        return None
+    params: dict[str, Any] = {"id": group_id}
+    if counted is not None:
+        params.update(quotas.parameters("security_group_rule", counted, "q_"))
+    if remote is not None:
+        params["remote"] = remote
+    stmt = _read(counted is not None, remote is not None, known is None)
+    rows = session.connection().execute(stmt if visible is None else stmt.where(visible), params).all()
+    if not rows:
+        _count(session, counted)
+        return None, None
+    first, at = rows[0], len(_GROUP_NAMES)
+    if counted is not None:
+        quotas.refuse_over("security_group_rule", first[at], first[at + 1])
+        at += 2
+    seen = None
+    if remote is not None:
+        seen, at = first[at] is not None, at + 1
     if known is not None:
-        return known
-    found = SimpleNamespace(**row._asdict(), rules=[SimpleNamespace(**r._asdict())
-                                                    for r in conn.execute(_RULES_OF, {"id": group_id})])
+        return known, seen
+    found = SimpleNamespace(**dict(zip(_GROUP_NAMES, first)), rules=[
+        SimpleNamespace(**dict(zip(_RULE_NAMES, r[at:]))) for r in rows if r[at] is not None])
     session.info.setdefault(_KEY, {})[group_id] = found
-    return found
+    return found, seen
+
+
+def _count(session: Session, counted: str | None) -> None:
+    if counted is not None:  # no group row to read it with
+        quotas.enforce(session, "security_group_rule", counted)
+
+
+def exists(session: Session, group_id: str) -> bool:
+    """Whether the group exists (for an admin naming a rule's remote group): its id
+    only, not its rules (a remote group may have many); no read for a group this
+    transaction has read already."""
+    if group_id in session.info.get(_KEY, {}):
+        return True
+    if session.new or session.dirty or session.deleted:
+        session.flush()
+    return session.connection().execute(_GROUP_ID, {"id": group_id}).first() is not None
 
 
 def rule(session: Session, rule_id: str, visible: ColumnElement[bool] | None = None) -> Any:
@@ -120,4 +174,4 @@ def current(session: Session, group_id: str) -> Any:
     return session.info.get(_KEY, {}).get(group_id)
 
 
-__all__ = ["add_rule", "current", "forget", "group", "remove_rule", "rule"]
+__all__ = ["add_rule", "current", "exists", "for_rule", "forget", "group", "remove_rule", "rule"]
