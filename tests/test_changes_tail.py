@@ -55,9 +55,8 @@ def test_another_process_commit_is_never_skipped(url: str) -> None:
     assert [c["revision"] for c in feed.recent(3)] == [4]
 
 
-def test_a_waiter_is_woken_and_answered_from_memory(url: str) -> None:
-    store = Store(url)
-    feed = ChangeFeed(store)
+def _counting_reads(feed: ChangeFeed) -> tuple[ChangeFeed, list[int]]:
+    """``feed``, and the revisions it reads the database after (each ``since`` call)."""
     reads: list[int] = []
     since = feed.since
 
@@ -65,6 +64,12 @@ def test_a_waiter_is_woken_and_answered_from_memory(url: str) -> None:
         reads.append(revision)
         return since(revision, limit)
     feed.since = counted  # type: ignore[method-assign]
+    return feed, reads
+
+
+def test_a_waiter_is_woken_and_answered_from_memory(url: str) -> None:
+    store = Store(url)
+    feed, reads = _counting_reads(ChangeFeed(store))
 
     async def main() -> list:
         feed.bind(asyncio.get_running_loop())
@@ -96,14 +101,7 @@ def test_a_thread_of_this_process_is_woken_by_the_commit(url: str) -> None:
     import time
 
     store = Store(url)
-    feed = ChangeFeed(store)
-    reads: list[int] = []
-    since = feed.since
-
-    def counted(revision: int, limit: int = 1000) -> list:
-        reads.append(revision)
-        return since(revision, limit)
-    feed.since = counted  # type: ignore[method-assign]
+    feed, reads = _counting_reads(ChangeFeed(store))
     got: list = []
     waiter = threading.Thread(target=lambda: got.extend(feed.wait_here(0, 10.0)))
     waiter.start()
