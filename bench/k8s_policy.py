@@ -7,9 +7,9 @@ runs by default (a thread of the server's process), under the bench's own prefix
 ``nbb<hex>-`` (swept at the end, also on error); the engine runs in this process, as
 ``netbay k8s`` does in its own. ``--agent thread`` is the older layout: ``up
 --no-agent`` and the agent on a thread of this process, sharing its interpreter (GIL)
-with the engine — a layout no deployment has. Namespaces x, y, z are networks (10.232/10.233/10.234.0.0/22) joined by a router;
-every pod is a real sandbox with a port. Every namespace has a deny-all-ingress
-policy, so every pod is isolated. The pod count grows 10 → 100 → 1,000 in one run; at
+with the engine — a layout no deployment has. Namespaces x, y, z are networks
+(10.232/10.233/10.234.0.0/22) joined by a router; every pod is a real sandbox with a
+port. Every namespace has a deny-all-ingress policy, so every pod is isolated. The pod count grows 10 → 100 → 1,000 in one run; at
 each size, per repetition:
 
 * **policy create** — ``PolicyEngine.on_policy`` of "allow x/target from pods

@@ -10,7 +10,7 @@ from sqlalchemy import Select, bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, policy_refused
+from netbay.errors import Conflict, invalid_operation, policy_refused
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store.models import CREATED_REVISION, IPAllocation, Network, Port, RbacPolicy, Subnet, Tag
@@ -225,19 +225,16 @@ def _provider_segment(session: Session, ctx: Context, given: dict[str, Any]) -> 
         raise policy_refused("create_network", PROVIDER_ALIAS[next(iter(asked))])
     kind = asked.get("network_type")
     if kind is None:
-        raise BadRequest("Invalid input for operation: network_type required.", kind="InvalidInput")
+        raise invalid_operation("network_type required")
     if kind != "vxlan":
-        raise BadRequest(f"Invalid input for operation: network_type value '{kind}' not supported.",
-                         kind="InvalidInput")
+        raise invalid_operation(f"network_type value '{kind}' not supported")
     if asked.get("physical_network"):
-        raise BadRequest("Invalid input for operation: provider:physical_network specified for vxlan "
-                         "network.", kind="InvalidInput")
+        raise invalid_operation("provider:physical_network specified for vxlan network")
     vni = asked.get("segmentation_id")
     if vni is None:
         return {"segmentation_id": _next_segment(session), "network_type": kind}
     if not 1 <= vni <= MAX_VNI:
-        raise BadRequest(f"Invalid input for operation: segmentation_id out of range (1 through {MAX_VNI}).",
-                         kind="InvalidInput")
+        raise invalid_operation(f"segmentation_id out of range (1 through {MAX_VNI})")
     if session.scalar(select(Network.id).where(Network.segmentation_id == vni)):
         raise Conflict(f"Unable to create the network. The tunnel ID {vni} is in use.", kind="TunnelIdInUse")
     return {"segmentation_id": vni, "network_type": kind}

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, Forbidden, not_found, policy_refused
+from netbay.errors import BadRequest, Conflict, Forbidden, invalid_operation, not_found, policy_refused
 from netbay.network import ipam, portgroups, quotas
 from netbay.network.networks import Networks
 from netbay.network.rbac import SHARED_NETWORK_IDS
@@ -143,10 +143,9 @@ def assign_addresses(
             if auto and is_auto_address(subnet):
                 derived = eui64(subnet.cidr, mac)
                 if requested is not None and requested != derived:
-                    raise BadRequest(
-                        f"Invalid input for operation: IPv6 address {requested} cannot be directly assigned "
-                        f"to a port on subnet {subnet.id} since the subnet is configured for automatic "
-                        "addresses.", kind="InvalidInput")
+                    raise invalid_operation(
+                        f"IPv6 address {requested} cannot be directly assigned to a port on subnet {subnet.id} "
+                        "since the subnet is configured for automatic addresses")
                 requested = derived
             # A second request on a subnet finds the first one's row: another address, or a 409.
             give(subnet, requested, allow_gateway)
@@ -172,9 +171,8 @@ def _subnet_for(network_id: str, req: dict[str, Any], by_id: dict[str, ipam.Subn
     if subnet_id:
         subnet = by_id.get(subnet_id)
         if subnet is None:
-            raise BadRequest(
-                f"Invalid input for operation: Failed to create port on network {network_id}, "
-                f"because fixed_ips included invalid subnet {subnet_id}.", kind="InvalidInput")
+            raise invalid_operation(f"Failed to create port on network {network_id}, "
+                                    f"because fixed_ips included invalid subnet {subnet_id}")
         return subnet
     if address:
         subnet = next((s for s in subnets if ipam.in_subnet(s, address)), None)
@@ -799,8 +797,7 @@ def _fixed_ips_clause(values: list[str]) -> ColumnElement[bool]:
     for value in values:
         key, sep, item = value.partition("=")
         if not sep:
-            raise BadRequest(f"Invalid input for operation: '{value}' is not of the form <key>=[value].",
-                             kind="InvalidInput")
+            raise invalid_operation(f"'{value}' is not of the form <key>=[value]")
         if key not in {"ip_address", "subnet_id", "ip_address_substr"}:  # Neutron 29 ignores it
             raise BadRequest(f"Invalid input for operation: '{value}' is not of the form "
                              "ip_address=<ip>, subnet_id=<id> or ip_address_substr=<text>.", kind="InvalidInput")

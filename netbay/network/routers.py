@@ -27,8 +27,6 @@ ROUTER_INTERFACE = "network:router_interface"
 ROUTER_GATEWAY = "network:router_gateway"
 
 
-
-
 def bad_router(msg: str) -> BadRequest:
     """Neutron's ``BadRequest(resource='router', msg=...)``."""
     return BadRequest(f"Bad router request: {msg}.", kind="BadRequest")

@@ -181,11 +181,11 @@ def _check_attrs(s: dict[str, Any], version: int, cidr: str, current: Subnet | N
     if (ra_mode or address_mode) and not s.get("enable_dhcp"):
         raise invalid_operation("ipv6_ra_mode or ipv6_address_mode cannot be set when enable_dhcp is set to False")
     if ra_mode and address_mode and ra_mode != address_mode:
-        raise invalid_operation(f"ipv6_ra_mode set to '{ra_mode}' with ipv6_address_mode set to '{address_mode}' is not "
-                      "valid. If both attributes are set, they must be the same value")
+        raise invalid_operation(f"ipv6_ra_mode set to '{ra_mode}' with ipv6_address_mode set to '{address_mode}' "
+                                "is not valid. If both attributes are set, they must be the same value")
     if (ra_mode in AUTO_ADDRESS_MODES or address_mode in AUTO_ADDRESS_MODES) and net.prefixlen != 64:
-        raise invalid_operation(f"Invalid CIDR {cidr} for IPv6 address mode. OpenStack uses the EUI-64 address format, "
-                      "which requires the prefix to be /64")
+        raise invalid_operation(f"Invalid CIDR {cidr} for IPv6 address mode. OpenStack uses the EUI-64 address "
+                                "format, which requires the prefix to be /64")
 
 
 def _routes(routes: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -436,8 +436,8 @@ def _check_overlap(session: Session, network: Network, cidr: str) -> None:
     for existing in session.scalars(select(Subnet.cidr).where(Subnet.network_id == network.id)):
         old = ipaddress.ip_network(existing)
         if old.version == new.version and old.overlaps(new):  # type: ignore[arg-type]
-            raise invalid_operation(f"Requested subnet with cidr: {cidr} for network: {network.id} overlaps with "
-                          "another subnet")
+            raise invalid_operation(f"Requested subnet with cidr: {cidr} for network: {network.id} overlaps "
+                                    "with another subnet")
 
 
 def _check_affinity(session: Session, network: Network, version: int, pool_id: str | None) -> None:

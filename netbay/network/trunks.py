@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, NotFound, not_found
+from netbay.errors import BadRequest, Conflict, NotFound, invalid_operation, not_found
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import ID, Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store.models import Port, SubPort, Trunk
@@ -224,7 +224,7 @@ def _visible_port(session: Session, ctx: Context, port_id: Any) -> Port:
 
 def _sub_ports(info: Any) -> list[Any]:
     if not isinstance(info, dict) or "sub_ports" not in info:
-        raise BadRequest("Invalid input for operation: Invalid data format for sub_ports.", kind="InvalidInput")
+        raise invalid_operation("Invalid data format for sub_ports")
     items = info["sub_ports"]
     if not isinstance(items, list):
         raise BadRequest(f"Invalid input for sub_ports. Reason: '{items}' is not a list.", kind="InvalidInput")
@@ -253,15 +253,13 @@ def _check_segmentation(item: SubPortBody) -> None:
         raise BadRequest("Invalid input for sub_ports. Reason: Validation of dictionary's keys failed. "
                          "Expected keys: {'port_id'} Provided keys: set().", kind="InvalidInput")
     if item.segmentation_type is None or item.segmentation_id is None:
-        raise BadRequest("Invalid input for operation: Invalid segmentation type or id: segmentation_type "
-                         f"{item.segmentation_type} and segmentation_id {item.segmentation_id} are both needed.",
-                         kind="InvalidInput")
+        raise invalid_operation(f"Invalid segmentation type or id: segmentation_type {item.segmentation_type} "
+                                f"and segmentation_id {item.segmentation_id} are both needed")
     if item.segmentation_type not in SEGMENTATION_TYPES:
         raise BadRequest(f"Invalid input for sub_ports. Reason: '{item.segmentation_type}' is not in "
                          f"{list(SEGMENTATION_TYPES)}.", kind="InvalidInput")
     if not VLAN_MIN <= item.segmentation_id <= VLAN_MAX:
-        raise BadRequest(f"Invalid input for operation: Segmentation ID {item.segmentation_id} is not in range "
-                         f"{VLAN_MIN} through {VLAN_MAX}.", kind="InvalidInput")
+        raise invalid_operation(f"Segmentation ID {item.segmentation_id} is not in range {VLAN_MIN} through {VLAN_MAX}")
 
 
 __all__ = ["Trunks", "check_port_deletable", "realization", "render_subport"]
