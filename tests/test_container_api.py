@@ -82,7 +82,7 @@ def test_network_create_list_show_delete_and_scoping(member, other):
     assert other["zun"].get("/networks").json()["networks"] == []
     zun_error(other["zun"].get(f"/networks/{made['uuid']}"), 404)
     zun_error(other["zun"].delete(f"/networks/{made['uuid']}"), 404)
-    zun_error(other["zun"].post("/networks", json={"name": "x", "neutron_net_id": net["id"]}), 404,
+    zun_error(other["zun"].post("/networks", json={"name": "xx", "neutron_net_id": net["id"]}), 404,
               f"Neutron network {net['id']} could not be found.")
     assert zun.delete(f"/networks/{made['uuid']}").status_code == 204
     zun_error(zun.get(f"/networks/{made['uuid']}"), 404)
@@ -91,9 +91,9 @@ def test_network_create_list_show_delete_and_scoping(member, other):
 def test_network_create_errors(member):
     net, subnet = network(member["neutron"], unique("cn"), "10.92.0.0/24")
     zun = member["zun"]
-    zun_error(zun.post("/networks", json={"name": "n", "neutron_net_id": "no-such-net"}), 404,
+    zun_error(zun.post("/networks", json={"name": "nn", "neutron_net_id": "no-such-net"}), 404,
               "Neutron network no-such-net could not be found.")
-    zun_error(zun.post("/networks", json={"name": "n"}), 400, "'neutron_net_id' is a required property")
+    zun_error(zun.post("/networks", json={"name": "nn"}), 400, "'neutron_net_id' is a required property")
     zun_error(zun.post("/networks", json={"neutron_net_id": net["id"], "colour": "red"}), 400,
               contains="'colour' was unexpected")
     zun_error(zun.post("/networks", json={"neutron_net_id": net["id"], "neutron_subnet": "nope"}), 400,

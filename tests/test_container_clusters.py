@@ -81,7 +81,7 @@ def test_refusals_in_zuns_format(server, ci, zun, flannel) -> None:  # noqa: ANN
         ({"cluster": "no-such-cluster"}, 404, "no-such-cluster"),
         ({"cluster": flannel["uuid"], "node": "no-such-node"}, 400, "has no node no-such-node"),
         ({"node": "kube_minion_0"}, 400, "'node' needs 'cluster'"),
-        ({"cluster": 7}, 400, "object of strings"),
+        ({"cluster": 7}, 400, "Invalid input for field 'hints/cluster'"),
     ]
     for hints, status, text in cases:
         zun_error(zun.post("/containers", json={"image": "busybox", "hints": hints}), status, contains=text)

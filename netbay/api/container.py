@@ -22,7 +22,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from netbay.api.auth import context
-from netbay.api.containerinfra import Guard, _base, _body, _install_errors, _params, _v, _write
+from netbay.api.containerinfra import Guard, _base, _body, _install_errors, _params, _v, _version, _write
 from netbay.api.responses import JSONResponse
 from netbay.backends import open_backend
 from netbay.containers import containers, networks
@@ -145,7 +145,9 @@ def _mount_containers(sub: FastAPI) -> None:
         body = await _body(request)
         host = socket.gethostname()
         store = request.app.state.store
-        uuid = await run_in_threadpool(lambda: containers.create(store, _neutron(request), body, run=run, host=host))
+        version = _version(request)
+        uuid = await run_in_threadpool(lambda: containers.create(store, _neutron(request), body, run=run, host=host,
+                                                                 version=version))
         with store.read() as s:
             out = shown(request, s, containers.get(s, ctx, uuid))
         _runner(request).create(out["uuid"])

@@ -24,22 +24,17 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from netbay.containers import networks, placement
+from netbay.containers import networks, placement, schema
 from netbay.containers.neutron import Made, ZunNeutron
 from netbay.containers.plugs import Plug, plug, record, release
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, NotFound
+from netbay.runtime import labels as netbay_labels
 from netbay.store.db import Store
 from netbay.store.models import Container, NetworkAttachment, new_id
 
 STATUSES = ("Creating", "Created", "Running", "Stopped", "Restarting", "Rebuilding", "Deleting", "Error",
             "Unknown")
-BODY_KEYS = {"name", "image", "hints", "command", "environment", "labels", "workdir", "hostname", "nets",
-             "security_groups", "exposed_ports", "run", "interactive", "tty", "image_driver",
-             "image_pull_policy", "restart_policy", "auto_remove", "cpu", "memory", "availability_zone",
-             "mounts", "runtime", "disk", "auto_heal", "privileged", "healthcheck", "host", "entrypoint",
-             "cpu_policy", "registry", "requested_volumes"}
-NET_KEYS = {"network", "port", "v4-fixed-ip", "v6-fixed-ip", "preserve_on_delete"}
 
 
 def not_found(ident: str) -> NotFound:
@@ -116,75 +111,45 @@ def listing(session: Session, ctx: Context, all_projects: bool = False,
 
 
 def _command(value: Any) -> list[str]:
-    if value is None:
-        return []
+    """A list (from 1.20) or, as before it, one string split as a shell would (checked by the schema)."""
     if isinstance(value, str):
         import shlex
 
         return shlex.split(value)
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return value
-    raise BadRequest("Invalid input for field 'command': it must be a string or a list of strings.")
+    return value or []
 
 
 def _exposed(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
-    if not isinstance(value, dict):
-        raise BadRequest("Invalid input for field 'exposed_ports': it must be an object.")
     out = {}
     for key in value:
         number, _, proto = str(key).partition("/")
         proto = proto or "tcp"
         if not number.isdigit() or not 1 <= int(number) <= 65535 or proto not in ("tcp", "udp"):
-            raise BadRequest(f"Invalid input for field 'exposed_ports': '{key}' is not a port[/tcp|udp].")
+            raise schema.invalid("exposed_ports", key, f"'{key}' is not a port[/tcp|udp].")
         out[f"{int(number)}/{proto}"] = {}
     return out
 
 
-def _group_names(names: Any) -> list[str] | None:
-    if names is None:
-        return None
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise BadRequest("Invalid input for field 'security_groups': it must be a list of names or ids.")
-    return names
-
-
 def check_nets(value: Any) -> list[dict[str, Any]]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(n, dict) for n in value):
-        raise BadRequest("Invalid input for field 'nets': it must be a list of objects.")
-    for n in value:
-        unknown = sorted(set(n) - NET_KEYS)
-        if any(not isinstance(v, str) for k, v in n.items() if k != "preserve_on_delete" and v is not None):
-            raise BadRequest("Invalid input for field 'nets': values must be strings.")
-        if unknown:
-            raise BadRequest(f"Invalid input for field 'nets': unknown key(s) {', '.join(unknown)}.")
-        if not n.get("network") and not n.get("port"):
-            raise BadRequest("Invalid input for field 'nets': each entry needs 'network' or 'port'.")
-        for key in ("v4-fixed-ip", "v6-fixed-ip"):
-            if n.get(key):
-                try:
-                    ip = ipaddress.ip_address(n[key])
-                except ValueError:
-                    raise BadRequest(f"Invalid input for field 'nets': '{n[key]}' is not an IP address.") from None
-                if ip.version != int(key[1]):
-                    raise BadRequest(f"Invalid input for field 'nets': '{n[key]}' is not an IPv{key[1]} address.")
-    return value
+    """Zun's ``nets`` entries (one of ``network``/``port``, fixed IPs of their version), 400 else."""
+    schema.validate({"type": "object", "properties": {"nets": schema.NETS}}, {"nets": value})
+    return value or []
 
 
-def create(store: Store, neutron: ZunNeutron, body: Any, *, run: bool, host: str) -> str:
+def create(store: Store, neutron: ZunNeutron, body: Any, *, run: bool, host: str,
+           version: tuple[int, int] = (1, 40)) -> str:
     """Check, make the ports in the backend, then write the container with them; the
     backend's objects are undone if any later step fails. The new container's uuid."""
     ctx = neutron.ctx
     with store.read() as s:
-        fields = _fields(s, ctx, body, run=run, host=host)
+        fields = _fields(s, ctx, body, run=run, host=host, version=version)
     made = Made(neutron)
     try:
         plugs: list[Plug] = []
         if not fields["cluster_id"]:
-            groups = _group_names(body.get("security_groups"))
+            groups = body.get("security_groups")   # names or ids
             groups = neutron.security_groups(groups) if groups is not None else None
             if fields["exposed_ports"]:
                 default = groups if groups is not None else [neutron.default_group()]
@@ -201,42 +166,43 @@ def create(store: Store, neutron: ZunNeutron, body: Any, *, run: bool, host: str
     return fields["id"]
 
 
-def _fields(session: Session, ctx: Context, body: Any, *, run: bool, host: str) -> dict[str, Any]:
-    """The new container's columns from Zun's body, checked (nothing made yet)."""
-    if not isinstance(body, dict):
-        raise BadRequest("Invalid input: the request body must be a JSON object.")
-    unknown = sorted(set(body) - BODY_KEYS)
-    if unknown:
-        raise BadRequest(f"Additional properties are not allowed ({', '.join(map(repr, unknown))} "
-                         f"{'was' if len(unknown) == 1 else 'were'} unexpected)")
-    image = body.get("image")
-    if not isinstance(image, str) or not image:
-        raise BadRequest("'image' is a required property")
+def _fields(session: Session, ctx: Context, body: Any, *, run: bool, host: str,
+            version: tuple[int, int]) -> dict[str, Any]:
+    """The new container's columns from Zun's body, checked (nothing made yet): its schema
+    at ``version``, then what netbay would not honour, netbay's own labels, ``host``."""
+    schema.validate(schema.container_create(version), body)
+    refused = schema.unhonoured(body)
+    if refused is not None:
+        raise refused
+    _own_labels(body.get("labels") or {})
+    if body.get("host") is not None:
+        if not ctx.is_admin:
+            raise Forbidden("Policy doesn't allow container:create:requested_destination to be performed.")
+        if body["host"] != host:
+            raise schema.invalid("host", body["host"], f"netbay runs containers on this machine only ({host}).")
     name = body.get("name") or ""
-    if not isinstance(name, str) or len(name) > 255:
-        raise BadRequest("Invalid input for field 'name'.")
     _unique_name(session, ctx, name)
-    for key in ("environment", "labels"):
-        value = body.get(key)
-        if value is not None and (not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values())):
-            raise BadRequest(f"Invalid input for field '{key}': it must be an object of strings.")
-    for key in ("workdir", "hostname"):
-        if body.get(key) is not None and not isinstance(body[key], str):
-            raise BadRequest(f"Invalid input for field '{key}': it must be a string.")
     hints = placement.hinted(body.get("hints"))
     if hints and any(body.get(k) for k in ("nets", "security_groups", "exposed_ports")):
         raise BadRequest("A container placed on a cluster node (hints cluster=) is plugged as a pod is: "
                          "it takes no 'nets', 'security_groups' or 'exposed_ports'.")
-    _group_names(body.get("security_groups"))
     check_nets(body.get("nets"))
     exposed = _exposed(body.get("exposed_ports"))
     cluster_id, node = placement.place(session, ctx, hints) if hints else ("", "")
-    return dict(id=new_id(), project_id=ctx.project_id, user_id=ctx.user_id, name=name, image=image,
+    return dict(id=new_id(), project_id=ctx.project_id, user_id=ctx.user_id, name=name, image=body["image"],
                 command=_command(body.get("command")), environment=body.get("environment") or {},
                 labels=body.get("labels") or {}, workdir=body.get("workdir") or "",
                 hostname=body.get("hostname") or "", status="Creating", status_reason="",
                 task_state="container_creating", run=run, host=host, docker_id="", security_groups=[],
                 exposed_ports=exposed, cluster_id=cluster_id, node=node)
+
+
+def _own_labels(labels: dict[str, str]) -> None:
+    """400 for a label netbay sets itself: the Kubernetes controller and the runner trust them."""
+    for key in labels:
+        if netbay_labels.reserved(key):
+            prefixes = " or ".join(map(repr, netbay_labels.RESERVED))
+            raise schema.invalid("labels", key, f"Labels starting with {prefixes} are netbay's own.")
 
 
 def _unique_name(session: Session, ctx: Context, name: str) -> None:

@@ -16,13 +16,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from netbay.containers import schema
 from netbay.containers.neutron import ZunNeutron
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound
 from netbay.store.db import Store
 from netbay.store.models import ContainerNetwork, NetworkAttachment, new_id
-
-BODY_KEYS = {"name", "neutron_net_id", "neutron_pool", "neutron_subnet"}
 
 
 def docker_subnet(neutron: ZunNeutron, net: ContainerNetwork) -> dict[str, Any]:
@@ -45,19 +44,9 @@ def create(store: Store, neutron: ZunNeutron, body: Any) -> dict[str, Any]:
     """Checked against the backend first (its reads stay out of netbay's transaction),
     then written; the new network, rendered."""
     ctx = neutron.ctx
-    if not isinstance(body, dict):
-        raise BadRequest("Invalid input: the request body must be a JSON object.")
-    unknown = sorted(set(body) - BODY_KEYS)
-    if unknown:
-        raise BadRequest(f"Additional properties are not allowed ({', '.join(map(repr, unknown))} "
-                         f"{'was' if len(unknown) == 1 else 'were'} unexpected)")
-    ident = body.get("neutron_net_id")
-    if not isinstance(ident, str) or not ident:
-        raise BadRequest("'neutron_net_id' is a required property")
+    schema.validate(schema.NETWORK_CREATE, body)
+    ident = body["neutron_net_id"]
     pool, subnet_id = body.get("neutron_pool"), body.get("neutron_subnet")
-    for key, value in (("neutron_pool", pool), ("neutron_subnet", subnet_id), ("name", body.get("name"))):
-        if value is not None and not isinstance(value, str):
-            raise BadRequest(f"Invalid input for field '{key}': it must be a string.")
     network = neutron.network(ident)
     subnets = neutron.subnets(network["id"])
     if pool and not any(s.get("subnetpool_id") == pool for s in subnets):

@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from netbay.containers import schema
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict
 from netbay.store.models import ClusterNet, Container, Pod, Port
@@ -33,11 +34,9 @@ def hinted(value: Any) -> dict[str, str]:
     """The placement ``hints`` ask for ({} for none); 400 for a malformed one."""
     if value is None:
         return {}
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise BadRequest("Invalid input for field 'hints': it must be an object of strings.")
-    wanted = {k: value[k] for k in HINTS if value.get(k)}
+    wanted = {k: value[k] for k in HINTS if value.get(k)}   # an object of strings (the schema's check)
     if "node" in wanted and "cluster" not in wanted:
-        raise BadRequest("Invalid input for field 'hints': 'node' needs 'cluster'.")
+        raise schema.invalid("hints", wanted["node"], "'node' needs 'cluster'.")
     return wanted
 
 

@@ -68,7 +68,9 @@ def plug(store: Store, neutron: ZunNeutron, made: Made, c: dict[str, Any], entry
     if entry.get("v4-fixed-ip"):
         v4["ip_address"] = entry["v4-fixed-ip"]
     fixed = [v4] + ([{"ip_address": entry["v6-fixed-ip"]}] if entry.get("v6-fixed-ip") else [])
-    port = neutron.make_port(c["id"], c["host"], network_id, fixed, groups, f"{c['name'] or c['id'][:8]}-eth{seq}")
+    suffix = f"-eth{seq}"   # a port's name has 255 characters at most, as a container's
+    port = neutron.make_port(c["id"], c["host"], network_id, fixed, groups,
+                             (c["name"] or c["id"][:8])[:255 - len(suffix)] + suffix)
     made.port(port["id"])
     return _unique(Plug(network_id, port, True, seq), c, taken)
 

@@ -30,13 +30,13 @@ from sqlalchemy import select
 from netbay.containers import containers, networks, placement, plugs
 from netbay.containers.neutron import ZunNeutron
 from netbay.context import Context
+from netbay.runtime.labels import CONTAINER as LABEL
+from netbay.runtime.labels import SANDBOX as SANDBOX_LABEL
 from netbay.store.models import Container, ContainerNetwork, NetworkAttachment, Pod
 
 log = logging.getLogger(__name__)
 
 API_VERSION = "1.41"  # Docker 20.10
-LABEL = "netbay.container"   # on every app container the API makes: its uuid
-SANDBOX_LABEL = "netbay.sandbox"  # on its sandbox (whose events are not the app's status)
 EVENT_WINDOW = 2             # seconds per read of Docker's event stream
 EVENT_STATUS = {"die": "Stopped", "start": "Running"}
 

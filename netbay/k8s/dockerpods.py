@@ -45,15 +45,16 @@ from netbay.k8s.dns import podfiles
 from netbay.k8s.objects import Desired, PodWant
 from netbay.k8s.sandbox import pod_port
 from netbay.runtime.docker import SANDBOX_COMMAND
+# netbay's own labels (cluster, "<namespace>/<name>", port id, "sandbox"|"app", spec hash): no user may set them
+from netbay.runtime.labels import K8S_CLUSTER as CLUSTER
+from netbay.runtime.labels import K8S_POD as POD
+from netbay.runtime.labels import K8S_PORT as PORT
+from netbay.runtime.labels import K8S_ROLE as ROLE
+from netbay.runtime.labels import K8S_SPEC as SPEC
 
 log = logging.getLogger(__name__)
 
 API_VERSION = "1.41"   # Docker 20.10 and later
-CLUSTER = "netbay.k8s.cluster"
-POD = "netbay.k8s.pod"       # "<namespace>/<name>"
-PORT = "netbay.k8s.port"     # the pod's port id
-ROLE = "netbay.k8s.role"     # "sandbox" | "app"
-SPEC = "netbay.k8s.spec"     # the app: a hash of what it runs; the sandbox it joined
 RESTART = {"Always": {"Name": "always"}, "OnFailure": {"Name": "on-failure"}, "Never": None}
 
 
