@@ -349,3 +349,15 @@ def test_a_padded_value_by_patch_is_stored_normalized_and_case_stays_significant
     r = ci.patch(f"/clustertemplates/{template['uuid']}",
                  json=[{"op": "replace", "path": "/labels/flannel_backend", "value": "VXLAN"}])
     magnum_error(r, 400, "Invalid value 'VXLAN' for label flannel_backend: expecting one of vxlan|host-gw.")
+
+
+def test_pod_and_sandbox_labels_are_held_to_the_same_limits(raw):  # noqa: ANN001
+    for path, member, body in (("/netbay/v1/sandboxes", "sandbox", {"name": "lim"}),
+                               ("/netbay/v1/pods", "pod", {"name": "lim", "cluster_id": "none"})):
+        for labels, reason in ((MANY, "10000 labels are more than the 256 allowed"),
+                               ({"big": BIG}, "Label big has a value of 900000 characters, more than the 4096 "
+                                              "allowed")):
+            r = raw.post(path, json={member: {**body, "labels": labels}})
+            assert r.status_code == 400, r.text
+            assert r.json()["NeutronError"]["message"] == f"Invalid input for labels. Reason: {reason}.", r.text
+            assert len(r.content) < 2000

@@ -11,7 +11,7 @@ from __future__ import annotations
 from netbay.coe import matrix
 from netbay.coe.coes import CoeConfig
 from netbay.coe.drivers import COMMON_LABELS, DRIVERS, LabelSpec
-from netbay.coe.labels import MAX_KEY, MAX_LABELS, MAX_TOTAL, MAX_VALUE
+from netbay.store.labels import MAX_KEY, MAX_LABELS, MAX_TOTAL, MAX_VALUE
 
 
 def _allowed(spec: LabelSpec) -> str:
@@ -52,9 +52,10 @@ def render() -> str:
         "canonical form (`\" vxlan\"` is stored as `vxlan`); enum values stay case-sensitive, as",
         "Heat's `allowed_values` are.",
         "",
-        "Limits on every `labels` (templates, clusters, create and PATCH; 400 beyond them): at most",
-        f"{MAX_LABELS} labels, keys of at most {MAX_KEY} characters, values of at most {MAX_VALUE} characters,",
-        f"{MAX_TOTAL} bytes as JSON (Magnum keeps labels as JSON in a TEXT column, which holds 64 KiB).",
+        "Limits on every `labels` (templates and clusters, create and PATCH; pods and sandboxes),",
+        f"400 beyond them: at most {MAX_LABELS} labels, keys of at most {MAX_KEY} characters, values of",
+        f"at most {MAX_VALUE} characters, {MAX_TOTAL} bytes as JSON (Magnum keeps labels as JSON in a",
+        "TEXT column, which holds 64 KiB).",
         "",
         "Address ranges (every `cidr` label): refused when they reach into loopback `127.0.0.0/8`,",
         "link-local `169.254.0.0/16`, multicast `224.0.0.0/4`, reserved `240.0.0.0/4`, `0.0.0.0/8`,",

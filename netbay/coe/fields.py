@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from netbay.coe.labels import MAX_KEY, limit_problem
 from netbay.errors import BadRequest
+from netbay.store.labels import MAX_KEY, limit_problem
 
 _TRUE = {"1", "t", "true", "on", "y", "yes"}
 _FALSE = {"0", "f", "false", "off", "n", "no"}

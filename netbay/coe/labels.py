@@ -14,44 +14,19 @@ string is stored as the check reads it (surrounding whitespace dropped, a CIDR
 in its canonical form), so the agent, the HOT export and a later cluster
 create all read the value the API accepted — never ``" vxlan"``.
 
-Limits (Magnum's JSON-in-a-TEXT column holds 64 KiB; netbay says so up front):
-at most :data:`MAX_LABELS` labels, keys of at most :data:`MAX_KEY` characters,
-values of at most :data:`MAX_VALUE` characters, :data:`MAX_TOTAL` bytes of JSON.
+Their count and size limits are every row's labels' (:mod:`netbay.store.labels`).
 """
 
 from __future__ import annotations
 
 import ast
 import ipaddress
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from netbay.coe import drivers
 from netbay.errors import BadRequest
-
-
-MAX_LABELS = 256
-MAX_KEY = 255
-MAX_VALUE = 4096
-MAX_TOTAL = 65535
-
-
-def limit_problem(labels: Mapping[str, Any]) -> str | None:
-    """Why ``labels`` are too many or too large to keep, or None."""
-    if len(labels) > MAX_LABELS:
-        return f"{len(labels)} labels are more than the {MAX_LABELS} allowed"
-    for key, value in labels.items():
-        if len(str(key)) > MAX_KEY:
-            return f"Label key {str(key)[:40]}… has {len(str(key))} characters, more than the {MAX_KEY} allowed"
-        if len(str(value)) > MAX_VALUE:
-            return (f"Label {key} has a value of {len(str(value))} characters, more than the "
-                    f"{MAX_VALUE} allowed")
-    size = len(json.dumps(dict(labels), default=str).encode())
-    if size > MAX_TOTAL:
-        return f"Labels take {size} bytes as JSON, more than the {MAX_TOTAL} allowed"
-    return None
 
 
 class LabelSyntaxError(ValueError):
