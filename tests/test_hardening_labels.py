@@ -250,6 +250,11 @@ def test_one_label_added_by_patch_is_held_to_the_limit_too(ci):  # noqa: ANN001
     r = ci.patch(f"/clustertemplates/{template['uuid']}", json=[{"op": "add", "path": "/labels/big", "value": BIG}])
     _short_refusal(r, "Label big has a value of 900000 characters")
     assert ci.get(f"/clustertemplates/{template['uuid']}").json()["labels"] == {"a": "b"}
+    for value in (BIG, "{'a': " + "1+" * 400_000 + "1}"):   # not a dict, nor literals: not echoed whole
+        r = ci.patch(f"/clustertemplates/{template['uuid']}",
+                     json=[{"op": "replace", "path": "/labels", "value": value}])
+        magnum_error(r, 400, contains="Couldn't apply patch")
+        assert len(r.content) < 4000, r.content[:300]
 
 
 def test_labels_at_the_limits_are_accepted(ci):  # noqa: ANN001

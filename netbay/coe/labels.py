@@ -60,20 +60,29 @@ def from_patch_value(value: Any) -> Any:
     names the part of the value that is not a literal instead."""
     if isinstance(value, dict):
         return value
+    shown = _shown(value)
     if isinstance(value, str):
         try:
             parsed = ast.literal_eval(value)
         except SyntaxError as exc:
-            raise ValueError(f"labels {value!r} are not a dictionary: invalid syntax at "
+            raise ValueError(f"labels {shown} are not a dictionary: invalid syntax at "
                              f"character {exc.offset or 0}") from None
         except ValueError:
-            raise ValueError(f"labels {value!r} are not a dictionary of literals: "
+            raise ValueError(f"labels {shown} are not a dictionary of literals: "
                              f"{_not_literal(value)}") from None
-        except (MemoryError, RecursionError, TypeError):
-            raise ValueError(f"labels {value!r} are not a dictionary: too deeply nested") from None
+        except TypeError as exc:   # e.g. a dict inside a set
+            raise ValueError(f"labels {shown} are not a dictionary of literals: {exc}") from None
+        except (MemoryError, RecursionError):
+            raise ValueError(f"labels {shown} are not a dictionary: too deeply nested") from None
         if isinstance(parsed, dict):
             return parsed
-    raise ValueError(f"labels {value!r} are not a dictionary")
+    raise ValueError(f"labels {shown} are not a dictionary")
+
+
+def _shown(value: Any, limit: int = 200) -> str:
+    """``repr(value)``, cut short: a refused value is not echoed back whole."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 _LITERALS = (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set, ast.Expression)
@@ -92,6 +101,7 @@ def _not_literal(text: str) -> str:
         if isinstance(node, (ast.USub, ast.UAdd, ast.Load)):
             continue
         segment = ast.get_source_segment(text.strip(), node) or type(node).__name__
+        segment = segment if len(segment) <= 200 else f"{segment[:200]}…"
         kind = "a name" if isinstance(node, ast.Name) else f"an expression ({type(node).__name__})"
         return f"{segment} is {kind}, not a quoted string, number or boolean"
     return "it holds something other than strings, numbers and booleans"
