@@ -20,8 +20,6 @@ from netbay.store.labels import MAX_KEY, limit_problem
 _TRUE = {"1", "t", "true", "on", "y", "yes"}
 _FALSE = {"0", "f", "false", "off", "n", "no"}
 INT_MAX = 2**31 - 1
-
-
 SHOWN = 200  # characters of a refused value echoed back (a 900 kB label is not)
 
 

@@ -153,8 +153,9 @@ def ignored(labels: Mapping[str, Any], driver_name: str | None) -> list[str]:
 
 def routing_problem(labels: Mapping[str, Any], driver_name: str | None, fixed_cidr: str | None,
                     external: Iterable[str]) -> str | None:
-    """(``labels`` as :func:`check` returned them.) Why the driver's pod and service ranges cannot be routed next to the cluster's
-    private subnet ``fixed_cidr`` and the external network's subnets, or None.
+    """Why the driver's pod and service ranges in ``labels`` (as :func:`check` returned
+    them) cannot be routed next to the cluster's private subnet ``fixed_cidr`` and the
+    external network's subnets ``external``, or None.
 
     The external network: no overlap at all (nodes route and masquerade the whole
     range, so addresses toward the outside inside it would stay in the pod network).

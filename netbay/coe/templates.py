@@ -3,8 +3,11 @@
 - ``coe`` is mandatory; an omitted ``network_driver`` becomes the COE's default and
   is stored; the driver must be supported for the COE, then allowed by the
   operator (``netbay.coe.coes``), both worded as Magnum words them.
-- Labels the driver reads are checked against the registry (beyond Magnum);
-  others are kept and reported as ``labels_ignored``.
+- Labels the driver reads are checked against the registry (beyond Magnum) and
+  stored as read (``" vxlan"`` → ``vxlan``); others are kept and reported as
+  ``labels_ignored``. The driver's pod and service ranges must be routable beside
+  the external network and the private subnet (:func:`check_routes`), checked
+  again at cluster create with the cluster's own labels and subnet.
 - ``public``/``hidden`` need admin; a member sees its project's templates and the
   public ones (public hidden ones only by uuid or name, as in Magnum).
 - A template that clusters use changes only ``name``, ``public`` and ``hidden``
