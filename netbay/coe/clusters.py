@@ -165,10 +165,13 @@ def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False,
             values[attr] = getattr(template, attr)
     if values["master_count"] > 1 and not values["master_lb_enabled"]:
         raise BadRequest("master_count must be 1 when master_lb_enabled is False")
-    labels.check(values["labels"], template.network_driver)
+    values["labels"] = labels.check(values["labels"], template.network_driver).labels
     references.check(session, ctx, {"external_network_id": template.external_network_id,
                                     "fixed_network": values["fixed_network"],
                                     "fixed_subnet": values["fixed_subnet"]}, net)
+    templates.check_routes(session, template.network_driver, values["labels"],
+                           external=template.external_network_id, fixed_network=values["fixed_network"],
+                           fixed_subnet=values["fixed_subnet"], net=net)
     references.keypair(session, ctx, values["keypair"])
     _check_room(session, values["labels"], values["fixed_subnet"], values["master_count"],
                 values["node_count"], values["master_lb_enabled"], net=net)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from netbay.coe import matrix
 from netbay.coe.coes import CoeConfig
 from netbay.coe.drivers import COMMON_LABELS, DRIVERS, LabelSpec
+from netbay.store.labels import MAX_KEY, MAX_LABELS, MAX_TOTAL, MAX_VALUE
 
 
 def _allowed(spec: LabelSpec) -> str:
@@ -46,7 +47,24 @@ def render() -> str:
         "A cluster template names a COE, optionally a `network_driver` (omitted: the COE's default,",
         "which is then stored) and `labels` that tune the driver. Labels a driver reads are checked",
         "when the template or cluster is created or updated (a bad value is a 400 naming the label",
-        "and what it accepts); any other label is kept and reported in `labels_ignored`.",
+        "and what it accepts); any other label is kept and reported in `labels_ignored`. A label a",
+        "driver reads is stored as it is read: surrounding whitespace dropped and a CIDR in its",
+        "canonical form (`\" vxlan\"` is stored as `vxlan`); enum values stay case-sensitive, as",
+        "Heat's `allowed_values` are.",
+        "",
+        "Limits on every `labels` (templates and clusters, create and PATCH; pods and sandboxes),",
+        f"400 beyond them: at most {MAX_LABELS} labels, keys of at most {MAX_KEY} characters, values of",
+        f"at most {MAX_VALUE} characters, {MAX_TOTAL} bytes as JSON (Magnum keeps labels as JSON in a",
+        "TEXT column, which holds 64 KiB).",
+        "",
+        "Address ranges (every `cidr` label): refused when they reach into loopback `127.0.0.0/8`,",
+        "link-local `169.254.0.0/16`, multicast `224.0.0.0/4`, reserved `240.0.0.0/4`, `0.0.0.0/8`,",
+        "or are the default route `0.0.0.0/0`. A driver's pod and service ranges must not overlap",
+        "the external network's subnets, and the node subnets the driver hands out must not overlap",
+        "the cluster's private subnet (`fixed_subnet`, else `fixed_subnet_cidr`): checked when the template is",
+        "created or patched and again when a cluster is created, before anything is made. Flannel",
+        "keeps its first node subnet free, so `flannel_network_cidr=10.0.0.0/8` beside the default",
+        "`10.0.0.0/24` works.",
         "",
         "The same tables, with the server's configuration applied, come from",
         "`GET /container-infra/v1/network-drivers` and `netbay network-driver list|show`.",

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from netbay.coe.cidrs import unusable
+
 LabelType = Literal["cidr", "int", "enum", "string"]
 
 
@@ -75,6 +77,9 @@ class LabelSpec:
             raise LabelError(self._bad(value, f"expecting {self.expectation()}")) from None
         if net.version != 4 or "/" not in text:
             raise LabelError(self._bad(value, f"expecting {self.expectation()}"))
+        problem = unusable(net)
+        if problem:
+            raise LabelError(self._bad(value, problem))
         return str(net)
 
     def _int(self, value: Any, text: str) -> str:

@@ -15,14 +15,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from netbay.errors import BadRequest
+from netbay.store.labels import MAX_KEY, limit_problem
 
 _TRUE = {"1", "t", "true", "on", "y", "yes"}
 _FALSE = {"0", "f", "false", "off", "n", "no"}
 INT_MAX = 2**31 - 1
+SHOWN = 200  # characters of a refused value echoed back (a 900 kB label is not)
 
 
 def invalid(attr: str, value: Any, reason: str) -> BadRequest:
-    shown = "Unset" if value is _MISSING else value
+    shown = "Unset" if value is _MISSING else str(value)
+    if len(shown) > SHOWN:
+        shown = f"{shown[:SHOWN]}… ({len(shown)} characters)"
     return BadRequest(f"Invalid input for field/attribute {attr}. Value: '{shown}'. {reason}")
 
 
@@ -104,11 +108,14 @@ class Attr:
             raise invalid(name, value, f"Wrong type. Expected '{dict}', got '{type(value)}'")
         allowed = (str, int, float, bool) if self.scalar_labels else (str,)
         for key, item in value.items():
-            if not isinstance(key, str) or not key or len(key) > 255 or "\x00" in key:
-                raise invalid(name, value, "Label keys should be non-empty strings of at most 255 characters")
+            if not isinstance(key, str) or not key or len(key) > MAX_KEY or "\x00" in key:
+                raise invalid(name, value, f"Label keys should be non-empty strings of at most {MAX_KEY} characters")
             if not isinstance(item, allowed) or (isinstance(item, str) and "\x00" in item):
                 kinds = "string, integer, boolean or float" if self.scalar_labels else "string"
                 raise invalid(name, value, f"Label {key} should have a {kinds} value")
+        too_big = limit_problem(value)
+        if too_big:
+            raise invalid(name, value, too_big + ".")
         return dict(value)
 
     def _dns_list(self, name: str, value: Any) -> str:

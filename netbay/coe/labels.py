@@ -9,12 +9,18 @@ values stay strings.
 API (beyond Magnum, which only fails later in Heat): a label the template's
 driver (or every cluster) reads is checked against its schema, a bad value is
 a 400 naming the label and what it accepts; any other label is kept as given
-and reported back as ignored (``labels_ignored``).
+and reported back as ignored (``labels_ignored``). A read label given as a
+string is stored as the check reads it (surrounding whitespace dropped, a CIDR
+in its canonical form), so the agent, the HOT export and a later cluster
+create all read the value the API accepted — never ``" vxlan"``.
+
+Their count and size limits are every row's labels' (:mod:`netbay.store.labels`).
 """
 
 from __future__ import annotations
 
 import ast
+import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,22 +53,64 @@ def format_labels(values: Iterable[str] | None, parse_comma: bool = True) -> dic
 
 
 def from_patch_value(value: Any) -> Any:
-    """A ``/labels`` patch value: a dict, or its Python ``str()`` (what magnumclient sends)."""
+    """A ``/labels`` patch value: a dict, or its Python ``str()`` (what magnumclient sends).
+
+    Magnum ``ast.literal_eval``s the string and reports the exception as is
+    (``malformed node or string: <ast.BinOp object at 0x…>``); the reason here
+    names the part of the value that is not a literal instead."""
     if isinstance(value, dict):
         return value
+    shown = _shown(value)
     if isinstance(value, str):
         try:
             parsed = ast.literal_eval(value)
-        except (SyntaxError, ValueError, MemoryError, RecursionError, TypeError) as exc:
-            raise ValueError(f"labels {value!r} are not a dictionary: {exc}") from None
+        except SyntaxError as exc:
+            raise ValueError(f"labels {shown} are not a dictionary: invalid syntax at "
+                             f"character {exc.offset or 0}") from None
+        except ValueError:
+            raise ValueError(f"labels {shown} are not a dictionary of literals: "
+                             f"{_not_literal(value)}") from None
+        except TypeError as exc:   # e.g. a dict inside a set
+            raise ValueError(f"labels {shown} are not a dictionary of literals: {exc}") from None
+        except (MemoryError, RecursionError):
+            raise ValueError(f"labels {shown} are not a dictionary: too deeply nested") from None
         if isinstance(parsed, dict):
             return parsed
-    raise ValueError(f"labels {value!r} are not a dictionary")
+    raise ValueError(f"labels {shown} are not a dictionary")
+
+
+def _shown(value: Any, limit: int = 200) -> str:
+    """``repr(value)``, cut short: a refused value is not echoed back whole."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+_LITERALS = (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set, ast.Expression)
+
+
+def _not_literal(text: str) -> str:
+    """What in ``text`` ``literal_eval`` refused: ``1+2 is an expression (BinOp), not a
+    string, number or boolean``."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return "it cannot be parsed"
+    for node in ast.walk(tree):
+        if isinstance(node, _LITERALS) or (isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant)):
+            continue
+        if isinstance(node, (ast.USub, ast.UAdd, ast.Load)):
+            continue
+        segment = ast.get_source_segment(text.strip(), node) or type(node).__name__
+        segment = segment if len(segment) <= 200 else f"{segment[:200]}…"
+        kind = "a name" if isinstance(node, ast.Name) else f"an expression ({type(node).__name__})"
+        return f"{segment} is {kind}, not a quoted string, number or boolean"
+    return "it holds something other than strings, numbers and booleans"
 
 
 @dataclass(frozen=True)
 class Checked:
-    """Labels after the check: every one kept as given; which the driver will ignore."""
+    """Labels after the check: the read ones as the driver reads them (a string given is
+    stored normalized), the others as given; which the driver will ignore."""
 
     labels: dict[str, Any]
     ignored: list[str]
@@ -92,10 +140,62 @@ def check(labels: Mapping[str, Any], driver_name: str | None) -> Checked:
         problem = refusal(driver, effective)
         if problem:
             raise BadRequest(problem)
-    return Checked(dict(labels), ignored(labels, driver_name))
+    kept = {key: normalized[key] if key in normalized and isinstance(value, str) else value
+            for key, value in labels.items()}
+    return Checked(kept, ignored(labels, driver_name))
 
 
 def ignored(labels: Mapping[str, Any], driver_name: str | None) -> list[str]:
     """The keys no part of a cluster with ``driver_name`` reads, sorted."""
     specs = drivers.known_labels(drivers.DRIVERS.get(driver_name or ""))
     return sorted(k for k in labels if k not in specs)
+
+
+def routing_problem(labels: Mapping[str, Any], driver_name: str | None, fixed_cidr: str | None,
+                    external: Iterable[str]) -> str | None:
+    """Why the driver's pod and service ranges in ``labels`` (as :func:`check` returned
+    them) cannot be routed next to the cluster's private subnet ``fixed_cidr`` and the
+    external network's subnets ``external``, or None.
+
+    The external network: no overlap at all (nodes route and masquerade the whole
+    range, so addresses toward the outside inside it would stay in the pod network).
+    The private subnet: no overlap with the subnets the driver hands nodes (a lease
+    or block on node addresses). Flannel keeps its first subnet free, which is why
+    the spec's ``flannel_network_cidr=10.0.0.0/8`` beside ``10.0.0.0/24`` works."""
+    from netbay.coe.clusternet import network_config
+
+    driver = drivers.DRIVERS.get(driver_name or "")
+    if driver is None:
+        return None
+    effective = driver.effective({k: str(v) for k, v in labels.items()})
+    try:
+        found = network_config(driver_name, effective)
+    except ValueError:
+        found = None
+    fixed = ipaddress.ip_network(fixed_cidr, strict=False) if fixed_cidr else None
+    outside = [ipaddress.ip_network(c, strict=False) for c in external]
+    for spec in driver.labels:
+        if spec.type != "cidr":
+            continue
+        net = ipaddress.ip_network(str(effective[spec.key]))
+        for sub in outside:
+            if sub.version == 4 and net.overlaps(sub):
+                return (f"Label {spec.key}={net} overlaps the external network's subnet {sub}: traffic from "
+                        f"pods toward {sub} would stay in the pod network. Choose a range that does not "
+                        f"overlap {sub}.")
+        if fixed is None or fixed.version != 4 or not net.overlaps(fixed):
+            continue
+        low, high = int(net.network_address), int(net.broadcast_address)
+        if found is not None and found[1].network == str(net):
+            cfg = found[1]
+            low = int(ipaddress.ip_network(cfg.first).network_address)
+            high = int(ipaddress.ip_network(cfg.last).broadcast_address)
+        if low <= int(fixed.broadcast_address) and int(fixed.network_address) <= high:
+            hint = ""
+            if found is not None and found[1].network == str(net) and found[1].subnet_min is None:
+                hint = (f", or one whose first /{found[1].subnet_len} (kept free, never a node's) holds "
+                        f"{fixed}")
+            return (f"Label {spec.key}={net} overlaps the cluster's private subnet {fixed}: the "
+                    f"{driver.name} driver would give pods addresses the nodes use. Choose a range "
+                    f"outside {fixed}{hint}.")
+    return None

@@ -20,6 +20,7 @@ from netbay.coe.labels import from_patch_value
 from netbay.errors import BadRequest
 
 OPS = ("add", "replace", "remove")
+SHOWN = 1000  # characters of a refused patch echoed back
 _PATH = re.compile(r"^(/[\w-]+)+$")
 # Magnum's JsonPatchType.internal_attrs: never patchable.
 INTERNAL = frozenset({"/created_at", "/id", "/links", "/updated_at", "/uuid", "/project_id", "/user_id"})
@@ -31,6 +32,8 @@ def _invalid(attr: str, value: Any, reason: str) -> BadRequest:
 
 def _patch_error(patch: Any, reason: str) -> BadRequest:
     text = json.dumps(patch, default=str)
+    if len(text) > SHOWN:  # a refused value is not echoed back whole
+        text = f"{text[:SHOWN]}… ({len(text)} characters)"
     return BadRequest(f"Couldn't apply patch '{text}'. Reason: {reason}")
 
 

@@ -20,7 +20,7 @@ from netbay.coe import clusters
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound
 from netbay.network.resource import Filter, Resource, standard
-from netbay.network.types import Body, Name, ProjectID, Text
+from netbay.network.types import Body, Labels, Name, ProjectID, Text
 from netbay.store import labels as labellib
 from netbay.store.models import ClusterNet, Pod, new_id
 
@@ -32,7 +32,7 @@ class PodCreate(Body):
     cluster_id: Name
     node: Name | None = None
     description: Text = ""
-    labels: dict[str, str | int | float | bool] | None = None
+    labels: Labels | None = None
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     # who plugs it: "" (the agent, into a namespace of its own) or "docker" (the libnetwork

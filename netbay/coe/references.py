@@ -128,3 +128,31 @@ def _one(found: list[dict], missing: str, several: str) -> str:
     if len(found) > 1:
         raise Conflict(several)
     return found[0]["id"]
+
+
+def external_cidrs(session: Session, ident: str | None, net: NetworkBackend | None = None) -> list[str]:
+    """The CIDRs of the subnets of the external network ``ident`` (none if it is not found:
+    :func:`check` says so)."""
+    if not ident:
+        return []
+    if net is not None:
+        found = named(net, "network", ident, is_router_external=True)
+        if len(found) != 1:
+            return []
+        return [s["cidr"] for s in net.list("subnet", network_id=found[0]["id"])]
+    ids = list(session.scalars(select(Network.id).where(
+        Network.external.is_(True), or_(Network.id == ident, Network.name == ident)).limit(2)))
+    if len(ids) != 1:
+        return []
+    return list(session.scalars(select(Subnet.cidr).where(Subnet.network_id == ids[0])))
+
+
+def subnet_cidr(session: Session, ident: str | None, net: NetworkBackend | None = None) -> str | None:
+    """The CIDR of the subnet ``ident`` (id or name), None if there is not exactly one."""
+    if not ident:
+        return None
+    if net is not None:
+        found = named(net, "subnet", ident)
+        return found[0]["cidr"] if len(found) == 1 else None
+    rows = list(session.scalars(select(Subnet.cidr).where(or_(Subnet.id == ident, Subnet.name == ident)).limit(2)))
+    return rows[0] if len(rows) == 1 else None

@@ -3,8 +3,11 @@
 - ``coe`` is mandatory; an omitted ``network_driver`` becomes the COE's default and
   is stored; the driver must be supported for the COE, then allowed by the
   operator (``netbay.coe.coes``), both worded as Magnum words them.
-- Labels the driver reads are checked against the registry (beyond Magnum);
-  others are kept and reported as ``labels_ignored``.
+- Labels the driver reads are checked against the registry (beyond Magnum) and
+  stored as read (``" vxlan"`` → ``vxlan``); others are kept and reported as
+  ``labels_ignored``. The driver's pod and service ranges must be routable beside
+  the external network and the private subnet (:func:`check_routes`), checked
+  again at cluster create with the cluster's own labels and subnet.
 - ``public``/``hidden`` need admin; a member sees its project's templates and the
   public ones (public hidden ones only by uuid or name, as in Magnum).
 - A template that clusters use changes only ``name``, ``public`` and ``hidden``
@@ -21,7 +24,7 @@ from typing import Any
 from sqlalchemy import exists, or_, select
 from sqlalchemy.orm import Session
 
-from netbay.coe import common, fields, labels, patch, references
+from netbay.coe import common, drivers, fields, labels, patch, references
 from netbay.coe.coes import COE_ENUM, CoeConfig
 from netbay.coe.fields import Attr
 from netbay.context import Context
@@ -131,8 +134,27 @@ def _validate(session: Session, ctx: Context, config: CoeConfig, values: dict[st
     if values.get("docker_storage_driver") == "devicemapper" and (values.get("docker_volume_size") or 0) < 3:
         raise BadRequest(f"docker volume size {values.get('docker_volume_size')} GB is not valid, expecting "
                          "minimum value 3GB for devicemapper storage driver.")
-    labels.check(values.get("labels") or {}, values["network_driver"])
+    values["labels"] = labels.check(values.get("labels") or {}, values["network_driver"]).labels
     references.check(session, ctx, values, net)
+    check_routes(session, values["network_driver"], values["labels"], external=values.get("external_network_id"),
+                 fixed_network=values.get("fixed_network"), fixed_subnet=values.get("fixed_subnet"), net=net)
+
+
+def check_routes(session: Session, driver: str | None, checked: dict[str, Any], *, external: str | None,
+                 fixed_network: str | None, fixed_subnet: str | None, net: Any = None) -> None:
+    """400 if the driver's pod/service ranges in ``checked`` labels overlap the external
+    network or the private subnet in a way it cannot route (see ``labels.routing_problem``);
+    the private subnet is the named ``fixed_subnet``, else the one netbay makes from
+    ``fixed_subnet_cidr`` (unknown when only a ``fixed_network`` is named)."""
+    if fixed_subnet:
+        fixed_cidr = references.subnet_cidr(session, fixed_subnet, net)
+    elif fixed_network:
+        fixed_cidr = None
+    else:
+        fixed_cidr = str(checked.get("fixed_subnet_cidr") or drivers.known_labels(None)["fixed_subnet_cidr"].default)
+    problem = labels.routing_problem(checked, driver, fixed_cidr, references.external_cidrs(session, external, net))
+    if problem:
+        raise BadRequest(problem)
 
 
 def _publish_allowed(ctx: Context) -> None:

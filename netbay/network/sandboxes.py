@@ -20,7 +20,7 @@ from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, NotFound, policy_refused
 from netbay.network.ports import create_port, delete_port
 from netbay.network.resource import Filter, Resource, standard, to_int
-from netbay.network.types import UUID, Body, Name, ProjectID, Text
+from netbay.network.types import UUID, Body, Labels, Name, ProjectID, Text
 from netbay.store import labels as labellib
 from netbay.store.models import Network, Port, Sandbox, SandboxPort, new_id
 
@@ -42,7 +42,7 @@ class SandboxCreate(Body):
     ports: Annotated[list[UUID], AfterValidator(_unique)] | None = None
     networks: list[UUID] | None = None
     host: Name | None = None
-    labels: dict[str, str | int | float | bool] | None = None
+    labels: Labels | None = None
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
 

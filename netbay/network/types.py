@@ -55,6 +55,16 @@ def _cidr_strict(value: str) -> str:
     return normal
 
 
+def _label_limits(value: dict[str, Any]) -> dict[str, Any]:
+    """Labels (pods', sandboxes'): as many and as large as a cluster's may be."""
+    from netbay.store.labels import limit_problem
+
+    problem = limit_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 _MAC = re.compile(r"^([0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}$")
 
 
@@ -123,6 +133,7 @@ IPAddress = Annotated[str, StringConstraints(max_length=64), AfterValidator(_ip)
 CIDR = Annotated[str, StringConstraints(max_length=64), AfterValidator(_cidr)]
 StrictCIDR = Annotated[str, StringConstraints(max_length=64), AfterValidator(_cidr_strict)]
 MAC = Annotated[str, StringConstraints(max_length=32), AfterValidator(_mac)]
+Labels = Annotated[dict[str, str | int | float | bool], AfterValidator(_label_limits)]
 Port = Annotated[int, Field(ge=0, le=65535)]
 PrefixLen = Annotated[int, Field(ge=0, le=128)]
 Tags = list[Annotated[str, StringConstraints(min_length=1, max_length=255), AfterValidator(_no_nul)]]

@@ -5,10 +5,16 @@ sandboxes, its pods and Docker containers; every list of them answers
 ``?labels=k=v`` (repeated, or ``k=v,k2=v2``: all must hold). Values are kept as
 strings wherever labels are copied, as Docker keeps them, so one comparison works
 on SQLite's and PostgreSQL's JSON alike.
+
+Limits wherever labels enter (templates, clusters, pods, sandboxes): Magnum keeps
+labels as JSON in a TEXT column (64 KiB); netbay says so up front with at most
+:data:`MAX_LABELS` labels, keys of at most :data:`MAX_KEY` characters, values of
+at most :data:`MAX_VALUE` characters and :data:`MAX_TOTAL` bytes of JSON.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,7 +23,29 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.errors import BadRequest
 
-__all__ = ["strings", "pairs", "clause", "matches"]
+__all__ = ["strings", "pairs", "clause", "matches", "limit_problem", "MAX_LABELS", "MAX_KEY", "MAX_VALUE",
+           "MAX_TOTAL"]
+
+MAX_LABELS = 256
+MAX_KEY = 255
+MAX_VALUE = 4096
+MAX_TOTAL = 65535
+
+
+def limit_problem(labels: Mapping[str, Any]) -> str | None:
+    """Why ``labels`` are too many or too large to keep, or None."""
+    if len(labels) > MAX_LABELS:
+        return f"{len(labels)} labels are more than the {MAX_LABELS} allowed"
+    for key, value in labels.items():
+        if len(str(key)) > MAX_KEY:
+            return f"Label key {str(key)[:40]}… has {len(str(key))} characters, more than the {MAX_KEY} allowed"
+        if len(str(value)) > MAX_VALUE:
+            return (f"Label {key} has a value of {len(str(value))} characters, more than the "
+                    f"{MAX_VALUE} allowed")
+    size = len(json.dumps(dict(labels), default=str).encode())
+    if size > MAX_TOTAL:
+        return f"Labels take {size} bytes as JSON, more than the {MAX_TOTAL} allowed"
+    return None
 
 
 def strings(labels: Mapping[str, Any] | None) -> dict[str, str]:
