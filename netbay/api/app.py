@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from netbay.api import (changes, clusternets, compute, container, containerinfra, errors, identity, loadbalancer,
                         network, pods, sandboxes, status)
+from netbay.bodylimit import BodyLimit
 from netbay.changes import ChangeFeed
 from netbay.identity.service import Identity
 from netbay.coe.conductor import EmbeddedConductor, NoConductor
@@ -57,6 +58,7 @@ def create_app(
     if noauth:
         log.warning("NOAUTH MODE: every request acts as admin. Never expose this server.")
     errors.install(app)
+    app.add_middleware(BodyLimit, refuse=errors.refuse_body)  # every route, before auth and parsing
     app.include_router(identity.router)
     network.install(app)
     loadbalancer.install(app)

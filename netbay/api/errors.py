@@ -4,19 +4,24 @@ Neutron: ``{"NeutronError": {"type", "message", "detail"}}``; Keystone:
 ``{"error": {"code", "title", "message"}}``; Octavia (``/load-balancer``):
 ``{"faultcode", "faultstring", "debuginfo"}``; Nova (``/compute``):
 ``{"itemNotFound": {"code", "message"}}``. Nothing escapes as a bare 500
-without a body in the family's format.
+without a body in the family's format. Magnum's and Zun's mounted sub-apps render
+their own (:mod:`netbay.api.containerinfra`); :func:`refuse_body` answers for them
+too, since it answers before routing.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from netbay.api.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Scope
 
+from netbay.api import container, containerinfra
 from netbay.errors import BadRequest, NetbayError
 
 log = logging.getLogger("netbay.api")
@@ -46,6 +51,17 @@ def render(request: Request, status: int, kind: str, message: str, detail: str =
     else:
         body = {"NeutronError": {"type": kind, "message": message, "detail": detail}}
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+def refuse_body(scope: Scope, message: str) -> JSONResponse:
+    """The 413 of :class:`netbay.bodylimit.BodyLimit` for a declared length over the
+    limit, sent before routing: in the format of the API the path belongs to."""
+    request = Request(scope)
+    path = request.url.path
+    if any(path == p or path.startswith(p + "/") for p in (containerinfra.PREFIX, container.PREFIX)):
+        request_id = f"req-{uuid.uuid4()}"
+        return containerinfra.error_response(request_id, 413, message, {"x-openstack-request-id": request_id})
+    return render(request, 413, _HTTP_KINDS[413], message)
 
 
 def install(app: FastAPI) -> None:

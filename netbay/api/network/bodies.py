@@ -12,13 +12,9 @@ from netbay.errors import BadRequest
 from netbay.network.bodies import validate
 from netbay.network.resource import Resource
 
-MAX_BODY = 1 << 20
-
-
 async def read_json(request: Request) -> Any:
+    """The body as JSON; its size is capped while it is read (:mod:`netbay.bodylimit`)."""
     raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise BadRequest("Request body is too large")
     if not raw:
         raise BadRequest("Resource body required")
     try:

@@ -4,6 +4,8 @@ No HTTP: ``netbay-cni`` is forked per call and should not pay for an HTTP client
 even for ``json``): it forwards the environment and stdin, and the checks a plugin
 makes before its real work (:mod:`.spec`) happen here. Every call is bounded
 (:data:`CALL_BOUND`): a runtime that gets no answer holds its pod's sandbox lock.
+A request frame is capped while it is read (:data:`MAX_FRAME`): a larger one is
+answered with a CNI error, the rest of it read on and dropped, never buffered.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from netbay.bodylimit import MAX_BODY
 from netbay.plugins.cni import spec
 from netbay.plugins.cni.service import Cni
-from netbay.plugins.cni.spec import TRY_AGAIN_LATER, CniError
+from netbay.plugins.cni.spec import DECODING_FAILURE, TRY_AGAIN_LATER, CniError
 
 log = logging.getLogger("netbay.cni")
 
 CALL_BOUND = 50.0          # below the client's 60 s: the runtime gets our error, not a timeout
+READ_BOUND = 10.0          # to read a request frame (the client sends it at once)
+MAX_FRAME = MAX_BODY       # a frame is the CNI_* variables and a network configuration: a few kB
 
 
 def _frame(status: int, body: dict[str, Any] | None) -> bytes:
@@ -59,10 +64,29 @@ async def answer(cni: Cni, raw: bytes) -> bytes:
     return _frame(0, out.get("result"))
 
 
+async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME) -> bytes | None:
+    """The request frame, read to EOF (the client half-closes); None when it passes
+    ``limit`` bytes — then read on to EOF and dropped, so that the client, which sends
+    the whole frame before it reads, gets the answer."""
+    chunks, size = [], 0
+    while chunk := await reader.read(1 << 16):
+        size += len(chunk)
+        if size > limit:
+            while await reader.read(1 << 16):
+                pass
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def too_large(limit: int = MAX_FRAME) -> bytes:
+    return _frame(1, CniError(DECODING_FAILURE, f"netbay-cni: the request is larger than {limit} bytes").body())
+
+
 async def _serve_one(cni: Cni, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
-        raw = await asyncio.wait_for(reader.read(), 10)  # to EOF: the client half-closes
-        writer.write(await answer(cni, raw))
+        raw = await asyncio.wait_for(read_frame(reader), READ_BOUND)
+        writer.write(too_large() if raw is None else await answer(cni, raw))
         await writer.drain()
     except (ConnectionError, TimeoutError) as exc:
         log.info("a client went away: %s", exc)
@@ -100,4 +124,4 @@ def serve(cni: Cni, path: Path) -> None:
     asyncio.run(main())
 
 
-__all__ = ["CALL_BOUND", "answer", "run", "serve"]
+__all__ = ["CALL_BOUND", "MAX_FRAME", "answer", "read_frame", "run", "serve"]

@@ -2,7 +2,8 @@
 
 Every call is bounded (:data:`CALL_BOUND`): dockerd holds locks while it waits on a
 plugin, so a slow or dead netbay API must become an ``Err`` quickly, never a hang.
-Errors are ``{"Err": message}`` with status 500, which Docker prints as is.
+Errors are ``{"Err": message}`` with status 500, which Docker prints as is. Bodies
+are capped while they are read (:mod:`netbay.bodylimit`): 413, ``{"Err": …}`` too.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ from typing import Any
 import orjson
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from netbay.backends.aio import AsyncApi, AsyncNetworkBackend
+from netbay.bodylimit import BodyLimit
 from netbay.dataplane.names import PRODUCT_PREFIX, Names
 from netbay.errors import NetbayError
 from netbay.plugins.libnetwork.directory import CONTAINER_OWNER, Directory, owner_tag
@@ -52,6 +56,15 @@ def _reply(body: Any, status: int = 200, sent: asyncio.Event | None = None) -> R
 
 async def _set(event: asyncio.Event) -> None:
     event.set()
+
+
+def _refuse(_scope: Any, message: str) -> Response:
+    return _reply({"Err": f"netbay: {message}"}, 413)
+
+
+async def _http_error(_request: Request, exc: HTTPException) -> Response:
+    """Starlette's own refusals (a body over the limit, an unknown path) in Docker's format."""
+    return _reply({"Err": f"netbay: {exc.detail}"}, exc.status_code)
 
 
 def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
@@ -138,7 +151,9 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
             net.close()
             await neutron.aclose()
 
-    return Starlette(routes=[Route("/{method}", dispatch, methods=["POST"])], lifespan=lifespan)
+    return Starlette(routes=[Route("/{method}", dispatch, methods=["POST"])], lifespan=lifespan,
+                     middleware=[Middleware(BodyLimit, refuse=_refuse)],
+                     exception_handlers={HTTPException: _http_error})
 
 
 def socket_path(name: str, plugin_dir: Path = PLUGIN_DIR) -> Path:
