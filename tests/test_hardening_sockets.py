@@ -144,7 +144,7 @@ def daemons() -> Iterator[list[Daemon]]:
 
 
 def _daemon(kind: str, where: Path, name: str, log: Path, *extra: str) -> Daemon:
-    """(the daemon's command on a socket in ``where``, its socket)."""
+    """The ``kind`` daemon (not started) on ``where/name.sock``."""
     if kind == "driver":
         return Daemon(kind, _driver_cmd(name, where, *extra), where / f"{name}.sock", log)
     return Daemon(kind, _cni_cmd(where / f"{name}.sock", *extra), where / f"{name}.sock", log)
