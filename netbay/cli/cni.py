@@ -41,8 +41,12 @@ def cni_daemon(
                                      "or openstack (a cloud's Neutron)."),
     os_cloud: str = typer.Option(None, "--os-cloud", envvar="OS_CLOUD",
                                  help="clouds.yaml entry of the openstack backend's cloud."),
+    socket_group: str = typer.Option(None, "--socket-group",
+                                     help="Make the socket 0660 to this group (default: 0600, root's only): "
+                                          "whoever reaches it plugs pods' ports."),
 ) -> None:
     """Serve the netbay-cni plugin's calls (CNI 1.0/1.1 ADD, DEL, CHECK, STATUS, GC)."""
+    from netbay import locks, unixsock
     from netbay.backends.report import chosen
     from netbay.dataplane.names import Names
     from netbay.plugins.cni.server import serve
@@ -56,13 +60,18 @@ def cni_daemon(
         console.print("[red]error:[/] the CNI daemon needs root (it plugs veths into pods' namespaces)")
         raise typer.Exit(1)
     try:
+        unixsock.group_id(socket_group)
         kind, cloud = chosen(backend, os_cloud)
         network, owner, where = _backend(kind, cloud, url, data_dir, openrc)
     except Exception as exc:  # noqa: BLE001 - bad settings, an unknown cloud: said, not a traceback
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
     console.print(f"[green]netbay cni-daemon[/] {socket_path} → {where} (prefix {prefix})")
-    serve(Cni(network, Attacher(Names(prefix)), host, owner=owner), socket_path)
+    try:
+        serve(Cni(network, Attacher(Names(prefix)), host, owner=owner), socket_path, socket_group)
+    except locks.Held as exc:
+        console.print(f"[red]error:[/] {exc}; stop it first or pick another --socket")
+        raise typer.Exit(1) from None
 
 
 def _backend(kind: str, cloud: str | None, url: str, data_dir: Path | None, openrc: Path | None):  # noqa: ANN202

@@ -1,36 +1,27 @@
 """One netbay per data dir, one agent per namespace prefix per host; ``netbay down``.
 
-A running server holds an ``flock`` on ``DATA_DIR/server.lock`` and, with its
-agent, on ``/run/netbay/agent-<prefix>.lock``; each file names the holder (PID,
-URL, prefix). A second ``netbay up`` on either refuses and names the holder
-instead of rewriting the first one's openrc or sweeping its namespaces. The
-kernel drops a lock when its process dies, so a crash leaves nothing stale.
+A running server holds an ``flock`` (:mod:`netbay.locks`) on ``DATA_DIR/server.lock``
+and, with its agent, on ``/run/netbay/agent-<prefix>.lock``; each file names the
+holder (PID, URL, prefix). A second ``netbay up`` on either refuses and names the
+holder instead of rewriting the first one's openrc or sweeping its namespaces. The
+kernel drops a lock when its process dies, so a crash leaves nothing stale; a clean
+exit removes the agent's lock file (the data dir's stays: the last run's record).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
 import socket
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-SERVER_LOCK = "server.lock"
-_held: list[TextIO] = []  # open lock files: the locks live as long as the process
+from netbay.locks import Held, hold, holder
 
-
-class Held(Exception):
-    """The lock is held by another process (its description in ``info``)."""
-
-    def __init__(self, what: str, info: dict[str, Any]) -> None:
-        pid = info.get("pid", "?")
-        super().__init__(f"{what} is held by netbay PID {pid}"
-                         + (f" ({info['url']})" if info.get("url") else ""))
-        self.info = info
+SERVER_LOCK = "server.lock"   # kept when released: ``netbay down`` reads the last server's prefix
 
 
 def run_dir() -> Path:
@@ -39,46 +30,6 @@ def run_dir() -> Path:
 
 def agent_lock_path(prefix: str) -> Path:
     return run_dir() / f"agent-{prefix}.lock"
-
-
-def _read(f: TextIO) -> dict[str, Any]:
-    f.seek(0)
-    try:
-        return json.loads(f.read() or "{}")
-    except ValueError:
-        return {}
-
-
-def hold(path: Path, what: str, info: dict[str, Any]) -> None:
-    """Take the lock at ``path`` for this process and write ``info`` (plus our PID), or raise ``Held``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(path, "a+")  # noqa: SIM115 - kept open: closing would drop the lock
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _read(f)
-        f.close()
-        raise Held(what, holder) from None
-    f.seek(0)
-    f.truncate()
-    f.write(json.dumps({"pid": os.getpid(), **info}))
-    f.flush()
-    _held.append(f)
-
-
-def holder(path: Path) -> dict[str, Any] | None:
-    """Who holds the lock at ``path`` (None: nobody, or no such file)."""
-    try:
-        f = open(path)  # noqa: SIM115
-    except FileNotFoundError:
-        return None
-    with f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read(f)
-        fcntl.flock(f, fcntl.LOCK_UN)
-        return None
 
 
 def last_run(data_dir: Path) -> dict[str, Any]:
@@ -167,3 +118,7 @@ def remove_namespaces(prefix: str) -> list[str]:
         if not any(name.startswith(p) for p in others) and netns.delete(name):
             removed.append(name)
     return removed
+
+
+__all__ = ["SERVER_LOCK", "Held", "agent_lock_path", "hold", "holder", "last_run", "listen", "released",
+           "remove_namespaces", "run_dir", "served_prefixes", "stop"]

@@ -55,8 +55,12 @@ def libnetwork(
     device_owner: str = typer.Option(None, "--device-owner",
                                      help="device_owner of the containers' ports (default: compute:netbay on "
                                           "netbay's own backend, kuryr:container on a cloud)."),
+    socket_group: str = typer.Option(None, "--socket-group",
+                                     help="Make the socket 0660 to this group (default: 0600, root's only): "
+                                          "whoever reaches it makes networks with the driver's credentials."),
 ) -> None:
     """Serve Docker's remote NetworkDriver and IpamDriver (libnetwork plugin API v1.2)."""
+    from netbay import locks, unixsock
     from netbay.backends.report import chosen
     from netbay.plugins.libnetwork.server import serve, socket_path
 
@@ -67,6 +71,7 @@ def libnetwork(
         console.print("[red]error:[/] the Docker driver needs root (it plugs veths into the fabric)")
         raise typer.Exit(1)
     try:
+        unixsock.group_id(socket_group)
         kind, cloud = chosen(backend, os_cloud)
         network, netbay_api, where = _backend(kind, cloud, url, data_dir, openrc)
     except Exception as exc:  # noqa: BLE001 - bad settings, an unknown cloud: said, not a traceback
@@ -75,8 +80,12 @@ def libnetwork(
     console.print(f"[green]netbay libnetwork[/] {socket_path(name, plugin_dir)} → {where} (prefix {prefix})")
     if docker_host is None and Path("/run/docker.sock").is_socket():
         docker_host = "unix:///run/docker.sock"
-    serve(network, name, prefix=prefix, host=host, netbay_api=netbay_api,
-          device_owner=device_owner or OWNERS[kind], plugin_dir=plugin_dir, grace=grace, docker_host=docker_host)
+    try:
+        serve(network, name, prefix=prefix, host=host, netbay_api=netbay_api, device_owner=device_owner or OWNERS[kind],
+              plugin_dir=plugin_dir, grace=grace, docker_host=docker_host, socket_group=socket_group)
+    except locks.Held as exc:
+        console.print(f"[red]error:[/] {exc}; stop it first or pick another --name")
+        raise typer.Exit(1) from None
 
 
 OWNERS = {"embedded": "compute:netbay", "openstack": "kuryr:container"}  # whose agent wires the port

@@ -93,11 +93,11 @@ def _listen(host: str, port: int):  # noqa: ANN202
         raise typer.Exit(1) from None
 
 
-def _claim(what: str, path: Path, info: dict) -> None:
+def _claim(what: str, path: Path, info: dict, keep: bool = False) -> None:
     """Hold ``path`` for this process (one agent per prefix on this host, one server per
-    data dir), or name the holder and exit."""
+    data dir), or name the holder and exit. ``keep``: the file outlives the process."""
     try:
-        instance.hold(path, what, info)
+        instance.hold(path, what, info, keep=keep)
     except instance.Held as exc:
         console.print(f"[red]error:[/] {exc}; stop it first (netbay down --data-dir …) or pick another")
         raise typer.Exit(1) from None
@@ -105,7 +105,7 @@ def _claim(what: str, path: Path, info: dict) -> None:
 
 def _claim_data_dir(data_dir: Path, url: str, agent_prefix: str | None) -> None:
     _claim(f"data dir {data_dir}", data_dir / instance.SERVER_LOCK,
-           {"url": url, "agent_prefix": agent_prefix, "data_dir": str(data_dir)})
+           {"url": url, "agent_prefix": agent_prefix, "data_dir": str(data_dir)}, keep=True)
 
 
 def _run_server(settings: Settings, sock, host: str, port: int, noauth: bool,  # noqa: ANN001

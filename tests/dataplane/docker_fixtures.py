@@ -15,6 +15,7 @@ from typing import Any
 
 from docker.types import IPAMConfig, IPAMPool
 
+from netbay import unixsock
 from netbay.dataplane import netns
 
 from conftest import ADMIN_PASSWORD, Server  # tests/conftest.py
@@ -68,6 +69,7 @@ class Plugin:
                 self.kill()
         if self.sock.is_socket():
             self.sock.unlink()
+        unixsock.lock_path(self.sock).unlink(missing_ok=True)   # a killed plugin's (its lock is free)
 
 
 def docker_network(d: dk.Dockerd, name: str, cidr: str | None = None, *, options: dict | None = None,

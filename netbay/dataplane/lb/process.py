@@ -67,7 +67,7 @@ class Haproxy:
         """Run haproxy with ``text`` in ``ns``: start it, or reload it if its config
         changed, or restart it if its namespace is not ``ns`` any more (re-made)."""
         d = self.dir(lb_id)
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)   # its master socket: root's alone
         cfg = self.config(lb_id)
         pid = self.master(lb_id)
         if pid is not None and _net_inode(pid) != netns.inode(ns):

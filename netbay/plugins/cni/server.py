@@ -14,11 +14,11 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 from pathlib import Path
 from typing import Any
 
+from netbay import unixsock
 from netbay.bodylimit import MAX_BODY
 from netbay.plugins.cni import spec
 from netbay.plugins.cni.service import Cni
@@ -96,32 +96,34 @@ async def _serve_one(cni: Cni, reader: asyncio.StreamReader, writer: asyncio.Str
             await writer.wait_closed()
 
 
-async def run(cni: Cni, path: Path, stop: asyncio.Event) -> None:
-    """Serve on ``path`` until ``stop``; the socket is removed on the way out."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_socket():
-        path.unlink()  # a killed predecessor's
-    server = await asyncio.start_unix_server(lambda r, w: _serve_one(cni, r, w), path=str(path))
-    os.chmod(path, 0o600)  # root's: whoever reaches it plugs ports
+async def run(cni: Cni, listener: unixsock.Listener, stop: asyncio.Event) -> None:
+    """Serve on ``listener`` (:func:`netbay.unixsock.bind`) until ``stop``; the socket
+    and its lock are removed on the way out."""
     try:
+        server = await asyncio.start_unix_server(lambda r, w: _serve_one(cni, r, w), sock=listener.sock)
         async with server:
             await stop.wait()
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        listener.close()
         cni.close()
 
 
-def serve(cni: Cni, path: Path) -> None:
-    """Run until SIGTERM/SIGINT."""
+def serve(cni: Cni, path: Path, socket_group: str | None = None) -> None:
+    """Run until SIGTERM/SIGINT, on ``path``: root's (0600), or 0660 to ``socket_group``
+    (whoever reaches it plugs ports). :class:`netbay.locks.Held`: another daemon serves it."""
+    listener = unixsock.bind(path, f"CNI daemon socket {path}", socket_group)
+
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await run(cni, path, stop)
+        await run(cni, listener, stop)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        listener.close()
 
 
 __all__ = ["CALL_BOUND", "MAX_FRAME", "answer", "read_frame", "run", "serve"]

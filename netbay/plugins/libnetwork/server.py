@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from netbay import unixsock
 from netbay.backends.aio import AsyncApi, AsyncNetworkBackend
 from netbay.bodylimit import BodyLimit
 from netbay.dataplane.names import PRODUCT_PREFIX, Names
@@ -162,26 +162,22 @@ def socket_path(name: str, plugin_dir: Path = PLUGIN_DIR) -> Path:
 
 def serve(backend: AsyncNetworkBackend, name: str = "netbay", *, prefix: str = PRODUCT_PREFIX, host: str | None = None,
           netbay_api: AsyncApi | None = None, device_owner: str = CONTAINER_OWNER, plugin_dir: Path = PLUGIN_DIR,
-          grace: float = 30.0, docker_host: str | None = None) -> None:
-    """Serve until SIGTERM/SIGINT; the socket is removed on the way out."""
+          grace: float = 30.0, docker_host: str | None = None, socket_group: str | None = None) -> None:
+    """Serve until SIGTERM/SIGINT; the socket (0600, or 0660 to ``socket_group``) and its
+    lock are removed on the way out. :class:`netbay.locks.Held`: another driver serves it."""
     import uvicorn
 
     path = socket_path(name, plugin_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_socket():
-        path.unlink()  # a killed predecessor's
-    def unlink() -> None:
-        if path.is_socket():
-            os.unlink(path)
-
+    listener = unixsock.bind(path, f"Docker plugin socket {path}", socket_group)
     # The socket goes at shutdown, inside the app: uvicorn re-raises SIGTERM once it has
-    # stopped, so nothing after uvicorn.run() would run.
-    app = create_app(backend, Attacher(Names(prefix)), host, name=name, netbay_api=netbay_api,
-                     device_owner=device_owner, grace=grace, docker_host=docker_host, on_exit=unlink)
+    # stopped, so nothing after Server.run() would run.
     try:
-        uvicorn.run(app, uds=str(path), log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+        app = create_app(backend, Attacher(Names(prefix)), host, name=name, netbay_api=netbay_api,
+                         device_owner=device_owner, grace=grace, docker_host=docker_host, on_exit=listener.close)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+        uvicorn.Server(config).run(sockets=[listener.sock])
     finally:
-        unlink()
+        listener.close()
 
 
 __all__ = ["CALL_BOUND", "create_app", "serve", "socket_path"]
