@@ -58,6 +58,8 @@ def _fields(where: str, obj: dict[str, Any], shape: Shape) -> None:
 
 def _json_kind(value: Any) -> str:
     """The JSON word for what was sent (not Python's)."""
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "true or false"
     if isinstance(value, (int, float)):

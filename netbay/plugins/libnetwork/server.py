@@ -99,9 +99,9 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
                netbay_api: AsyncApi | None = None, device_owner: str = CONTAINER_OWNER, bound: float = CALL_BOUND,
                grace: float = 30.0, docker_host: str | None = None,
                on_exit: Callable[[], None] | None = None, journal_dir: Path | None = None) -> Starlette:
-    """``journal_dir``: where calls in flight are kept for Docker's resends after a crash
-    (:mod:`.journal`; None: not kept). ``backend``: where networks, subnets and ports are made (netbay's own, or a cloud's
-    Neutron); ``netbay_api``: netbay's other APIs, for ``-o netbay.cluster`` (None: refused);
+    """``backend``: where networks, subnets and ports are made (netbay's own, or a cloud's
+    Neutron); ``journal_dir``: where calls in flight are kept for Docker's resends after a
+    crash (:mod:`.journal`; None: not kept); ``netbay_api``: netbay's other APIs, for ``-o netbay.cluster`` (None: refused);
     ``device_owner``: of the ports made and bound here (the backend's convention)."""
     host = host or socket.gethostname()
     neutron = Resources(backend)
@@ -132,6 +132,7 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
                 entry = journal.begin(method, raw) if isinstance(req, dict) and method in SHAPES else None
             elif (req := journal.take(method) if method in SHAPES else None) is not None:
                 REPLAYING.set(True)  # Docker's resend after a restart: the body it lost, from the journal
+                entry = journal.begin(method, orjson.dumps(req))  # for a resend after yet another crash
                 log.info("%s: answering Docker's resend of a call cut short by the last stop", method)
             else:
                 req = {}
