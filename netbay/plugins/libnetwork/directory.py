@@ -89,6 +89,27 @@ def plen(subnet: dict[str, Any]) -> int:
     return ipaddress.ip_network(subnet["cidr"], strict=False).prefixlen
 
 
+def is_pool(subnet: dict[str, Any]) -> bool:
+    """Does ``subnet`` hold a Docker network's pool (made or claimed by CreateNetwork)?"""
+    return any(t.startswith(pool_tag("")) for t in subnet.get("tags") or ())
+
+
+def overlapping(subnets: list[dict[str, Any]], cidr: str, but: str | None = None) -> list[dict[str, Any]]:
+    """The Docker pools among ``subnets`` (other than subnet ``but``) that share an address with ``cidr``."""
+    mine = ipaddress.ip_network(cidr, strict=False)
+    return [s for s in subnets if s["id"] != but and is_pool(s)
+            and (other := ipaddress.ip_network(s["cidr"], strict=False)).version == mine.version
+            and other.overlaps(mine)]
+
+
+def overlap_refusal(cidr: str, other: dict[str, Any]) -> PluginError:
+    """The one refusal of a pool another Docker network's overlaps (equal, wider or narrower)."""
+    same = "is the pool" if str(ipaddress.ip_network(other["cidr"], strict=False)) == cidr else \
+        f"overlaps the pool {other['cidr']}"
+    return PluginError(f"netbay: pool {cidr} {same} of another Docker network (subnet {other['id']}); "
+                       "Docker networks of this driver may not share addresses")
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """What Join and EndpointOperInfo answer from."""
@@ -115,6 +136,7 @@ class Directory:
         self.networks: dict[str, dict[str, Any]] = {}   # Docker NetworkID -> netbay network
         self.endpoints: dict[str, Endpoint] = {}        # EndpointID -> Endpoint
         self.reserved: dict[tuple[str, str], dict[str, Any]] = {}  # (network, address) -> port, until bound
+        self.spared: dict[str, float] = {}  # port id -> until when (monotonic) the sweep leaves it alone
 
     async def subnet_of_pool(self, pool_id: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
         cached = self.subnets.get(pool_id)
@@ -140,6 +162,11 @@ class Directory:
             raise PluginError(f"netbay: no subnet for pool {pool_id} (its Docker network is not made yet)")
         self.subnets[pool_id] = subnet
         return subnet
+
+    async def pools_over(self, cidr: str, but: str | None = None) -> list[dict[str, Any]]:
+        """The Docker pools (subnets, any plugin's) other than subnet ``but`` overlapping ``cidr``.
+        Listed whole: the tag API matches a tag exactly, and an overlap is no single tag."""
+        return overlapping(await self.neutron.list("subnet"), cidr, but)
 
     async def network(self, network_id: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
         cached = self.networks.get(network_id)
@@ -178,6 +205,6 @@ class Directory:
 
 __all__ = ["BINDING", "CONTAINER_OWNER", "MADE", "PENDING", "Directory", "Endpoint", "binding_mark", "binding_marks",
            "cidr_pool",
-           "endpoint_of", "ep_tag", "parse_binding_mark",
+           "endpoint_of", "ep_tag", "is_pool", "overlap_refusal", "overlapping", "parse_binding_mark",
            "net_tag", "owner_tag",
            "pending_pool_tag", "plen", "pool_tag", "subnet_pool"]

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -47,8 +49,11 @@ def _age(obj: dict[str, Any], key: str = "updated_at") -> float:
 
 class Collector:
     def __init__(self, neutron: Resources, driver: NetworkDriver, grace: float,
-                 docker: DockerView | None = None) -> None:
+                 docker: DockerView | None = None, awaited: Callable[[], set[str]] = set) -> None:
+        """``awaited()``: MACs of RequestAddress calls a crash cut short that Docker may still
+        resend (:mod:`.journal`): their ports are that resend's to finish, not orphans."""
         self.neutron, self.driver, self.grace, self.docker = neutron, driver, grace, docker
+        self.awaited = awaited
         self._suspects: set[str] = set()
 
     async def run(self) -> None:
@@ -73,10 +78,16 @@ class Collector:
         marked = await self.finish_bindings()
         ports = await self.neutron.list("port", tags=f"{MADE},{self.driver.dir.owner}")
         bound = {port_id[:11] for port_id in marked | set(self.driver.prepared)}
+        awaited, now = self.awaited(), time.monotonic()
+        spared = self.driver.dir.spared
+        for port_id in [p for p, until in spared.items() if until <= now]:
+            del spared[port_id]
         for port in ports:
             eid = endpoint_of(port)
             if port["id"] in marked:
                 continue  # Docker was answered for it: its binding is still to land
+            if (port.get("mac_address") or "").lower() in awaited or port["id"] in spared:
+                continue  # a resend's: Docker is still to ask for it, or to take it (CreateEndpoint)
             orphan = not eid and _age(port, "created_at") > self.grace
             if known is not None and eid and port.get("binding:host_id") == self.driver.host:
                 orphan = eid not in known[1] and _age(port) > self.grace

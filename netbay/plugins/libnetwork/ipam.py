@@ -12,12 +12,15 @@ addresses are only answered (the gateway is the subnet's).
 from __future__ import annotations
 
 import ipaddress
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from netbay.errors import NetbayError
-from netbay.plugins.libnetwork.directory import (MADE, PENDING, Directory, cidr_pool, pending_pool_tag, plen,
-                                                 pool_tag, subnet_pool)
+from netbay.plugins.libnetwork.calls import address as valid_address
+from netbay.plugins.libnetwork.directory import (MADE, PENDING, Directory, cidr_pool, endpoint_of, overlap_refusal,
+                                                 pending_pool_tag, plen, subnet_pool)
+from netbay.plugins.libnetwork.journal import REPLAYING
 from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.plugins.libnetwork.options import PoolOptions
 
@@ -26,6 +29,7 @@ GLOBAL_SPACE = "netbay-global"
 GATEWAY = "com.docker.network.gateway"
 MAC_OPTION = "com.docker.network.endpoint.macaddress"
 MAX_PREFIX_SCAN = 65536
+ADOPTED_GRACE = 60.0  # a half-made port a resend adopted: CreateEndpoint takes it well within this
 
 
 def _network(cidr: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
@@ -63,15 +67,20 @@ class Ipam:
 
     async def request_pool(self, req: dict[str, Any]) -> dict[str, Any]:
         if req.get("V6"):
-            raise PluginError("netbay: IPv6 pools are not supported by this driver yet")
+            raise PluginError("netbay: IPv6 pools are not supported by this driver yet (IPv4 only)")
         if req.get("SubPool"):
             raise PluginError("netbay: --ip-range is not supported: netbay allocates from the whole subnet")
         opts = PoolOptions.parse(req.get("Options"))
         asked = str(_network(req["Pool"])) if req.get("Pool") else ""
+        if asked and _network(asked).version != 4:
+            raise PluginError(f"netbay: {asked} is an IPv6 pool: IPv6 pools are not supported by this driver yet")
         if opts.subnet:
             subnet = await self.neutron.find("subnet", opts.subnet)
             if asked and asked != str(_network(subnet["cidr"])):
                 raise PluginError(f"netbay: subnet {subnet['id']} is {subnet['cidr']}, not {asked}")
+            if _network(subnet["cidr"]).version != 4:
+                raise PluginError(f"netbay: subnet {subnet['id']} is IPv6 ({subnet['cidr']}): IPv6 pools are "
+                                  "not supported by this driver yet")
             await self.neutron.add_tag("subnet", subnet["id"], PENDING)
             return {"PoolID": subnet_pool(subnet["id"]), "Pool": subnet["cidr"], "Data": {}}
         if opts.subnetpool:
@@ -83,12 +92,12 @@ class Ipam:
                                   f"({', '.join(pool.get('prefixes') or ())})")
             await self.neutron.add_tag("subnetpool", pool["id"], pending_pool_tag(asked))
         if not asked:
-            raise PluginError("netbay: give --subnet <cidr>, or --ipam-opt netbay.subnet=<id> "
-                              "or netbay.subnetpool=<id>")
-        taken = await self.neutron.list("subnet", tags=pool_tag(asked))
-        if taken:
-            raise PluginError(f"netbay: pool {asked} overlaps the pool of another Docker network "
-                              f"(subnet {taken[0]['id']})")
+            # Docker asks for an IPv4 pool even for ``--ipv6 --subnet <v6>`` alone: say both.
+            raise PluginError("netbay: this driver needs an IPv4 --subnet <cidr> (or --ipam-opt netbay.subnet=<id> "
+                              "or netbay.subnetpool=<id>); IPv6 pools are not supported by it yet")
+        taken = await self.dir.pools_over(asked)
+        if taken:  # a first answer; CreateNetwork decides for good (two may be asked at once)
+            raise overlap_refusal(asked, taken[0])
         return {"PoolID": cidr_pool(asked), "Pool": asked, "Data": {}}
 
     async def _free_prefix(self, pool: dict[str, Any]) -> str:
@@ -127,14 +136,19 @@ class Ipam:
     # -- addresses ---------------------------------------------------------------------------
 
     async def request_address(self, req: dict[str, Any]) -> dict[str, Any]:
-        pool_id, address = req.get("PoolID") or "", req.get("Address") or ""
+        pool_id, address = req["PoolID"], req.get("Address") or ""
+        if address:
+            valid_address("RequestAddress: Address", address)
         opts = req.get("Options") or {}
         if opts.get("RequestAddressType") == GATEWAY:
             return {"Address": await self._gateway(pool_id, address), "Data": {}}
         mac = opts.get(MAC_OPTION)
+        if mac is not None and not isinstance(mac, str):
+            raise PluginError(f"netbay: RequestAddress: option {MAC_OPTION} must be a MAC address string")
         if not mac:  # an auxiliary address (--aux-address): Docker's to keep, nothing to make
             if not address:
-                raise PluginError("netbay: an auxiliary address needs an address")
+                raise PluginError("netbay: RequestAddress: neither an endpoint's MAC nor an address was given "
+                                  "(an auxiliary address needs its address)")
             if pool_id.startswith("cidr:"):
                 return {"Address": f"{address}/{_network(pool_id.partition(':')[2]).prefixlen}", "Data": {}}
             subnet = await self.dir.subnet_of_pool(pool_id)
@@ -181,12 +195,25 @@ class Ipam:
                 if (have.get("mac_address") or "").lower() != mac.lower():
                     have = await self.neutron.update("port", have["id"], {"mac_address": mac})
                 return have
+        elif REPLAYING.get() and (half := await self._half_made(subnet, mac)) is not None:
+            self.dir.spared[half["id"]] = time.monotonic() + ADOPTED_GRACE  # old, and no endpoint's yet
+            return half
         fixed: dict[str, str] = {"subnet_id": subnet["id"]}
         if address:
             fixed["ip_address"] = address
         return await self.neutron.create("port", {
             "network_id": subnet["network_id"], "fixed_ips": [fixed], "mac_address": mac,
             "device_owner": self.dir.device_owner, "name": "docker", "tags": [MADE, self.dir.owner]})
+
+    async def _half_made(self, subnet: dict[str, Any], mac: str) -> dict[str, Any] | None:
+        """The port a RequestAddress cut short by a crash made for ``mac`` (made here, bound to
+        nothing): Docker's resend finishes that call with it rather than make a second one."""
+        for port in await self.neutron.list("port", network_id=subnet["network_id"], mac_address=mac,
+                                            tags=f"{MADE},{self.dir.owner}"):
+            if not port.get("binding:host_id") and not endpoint_of(port) and \
+                    any(f["subnet_id"] == subnet["id"] for f in port.get("fixed_ips") or ()):
+                return port
+        return None
 
     async def release_address(self, req: dict[str, Any]) -> dict[str, Any]:
         pool_id, address = req.get("PoolID") or "", req.get("Address") or ""

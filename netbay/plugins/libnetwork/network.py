@@ -30,7 +30,7 @@ from netbay.dataplane.names import Names
 from netbay.errors import NetbayError, NotFound
 from netbay.plugins.libnetwork.clusters import ClusterNetworks, placement
 from netbay.plugins.libnetwork.directory import (MADE, PENDING, Directory, Endpoint, binding_mark,
-                                                 ep_tag, net_tag, pending_pool_tag, pool_tag)
+                                                 ep_tag, net_tag, overlap_refusal, pending_pool_tag, pool_tag)
 from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.options import NetworkOptions
 from netbay.plugins.libnetwork.resources import PluginError, Resources
@@ -56,6 +56,7 @@ class NetworkDriver:
         self._background: set[asyncio.Task] = set()
         self.binding: dict[str, asyncio.Task] = {}  # port id -> CreateEndpoint's binding on its way
         self.prepared: dict[str, tuple[Plug, str]] = {}  # port id -> the pair RequestAddress made
+        self._creating = asyncio.Lock()  # see create_network
         self.clusters = ClusterNetworks(netbay_api, neutron, attacher.names, self.kernel, directory.owner)
 
     async def kernel(self, fn: Callable[..., T], *args: Any) -> T:
@@ -71,34 +72,49 @@ class NetworkDriver:
     # -- networks ----------------------------------------------------------------------------
 
     async def create_network(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Where a pool's uniqueness is decided: RequestPool only answers first (Docker asks
+        for several networks' pools before any CreateNetwork, so its check cannot decide);
+        here the pool's subnet is made or claimed and tagged, and here it is checked against
+        every Docker pool in the network service (any host's, any plugin's), equal or
+        overlapping alike. One lock per plugin makes this process's check-and-make atomic:
+        of six ``docker network create --subnet S`` at once exactly one wins, the others get
+        the refusal a later one gets. Plugins are one process per name, but several names or
+        hosts share one service, which no lock here covers: after tagging, the check runs
+        again, and a pool that finds another loses (undone, refused). Two processes racing
+        may then both lose (Docker's user runs the command again), never both win: two
+        subnets holding one pool would break every ``docker run`` on either."""
         nid = req["NetworkID"]
         opts = NetworkOptions.parse(req.get("Options"))
         if opts.cluster:
             self.dir.networks[nid] = await self.clusters.create_network(nid, opts, req.get("IPv4Data") or [])
             return {}
         if req.get("IPv6Data"):
-            raise PluginError("netbay: IPv6 is not supported by this driver yet")
+            raise PluginError("netbay: IPv6 pools are not supported by this driver yet (IPv4 only)")
         v4 = req.get("IPv4Data") or []
-        if len(v4) != 1 or not v4[0].get("Pool"):
+        if len(v4) != 1:
             raise PluginError("netbay: a netbay Docker network needs exactly one IPv4 pool (--subnet)")
-        cidr = str(ipaddress.ip_network(v4[0]["Pool"], strict=False))
-        gateway = (v4[0].get("Gateway") or "").split("/")[0] or None
-        existing = await self.dir.network(nid, missing_ok=True)
-        if existing is not None:  # a retry: done, or cut short by a crash (finish it)
-            if await self.neutron.list("subnet", network_id=existing["id"], tags=pool_tag(cidr)):
-                return {}
-            opts = NetworkOptions(network=existing["id"])
-        undo: list[Callable[[], Any]] = []
         try:
-            await self._create_network(nid, opts, cidr, gateway, undo)
-        except BaseException:
-            for step in reversed(undo):
-                try:
-                    await step()
-                except NetbayError:
-                    pass
-            self.dir.forget_network(nid)
-            raise
+            cidr = str(ipaddress.ip_network(v4[0]["Pool"], strict=False))
+        except ValueError:
+            raise PluginError(f"netbay: CreateNetwork: IPv4Data[0]: Pool {v4[0]['Pool']!r} is not a CIDR") from None
+        gateway = (v4[0].get("Gateway") or "").split("/")[0] or None
+        async with self._creating:
+            existing = await self.dir.network(nid, missing_ok=True)
+            if existing is not None:  # a retry: done, or cut short by a crash (finish it)
+                if await self.neutron.list("subnet", network_id=existing["id"], tags=pool_tag(cidr)):
+                    return {}
+                opts = NetworkOptions(network=existing["id"])
+            undo: list[Callable[[], Any]] = []
+            try:
+                await self._create_network(nid, opts, cidr, gateway, undo)
+            except BaseException:
+                for step in reversed(undo):
+                    try:
+                        await step()
+                    except NetbayError:
+                        pass
+                self.dir.forget_network(nid)
+                raise
         return {}
 
     async def _create_network(self, nid: str, opts: NetworkOptions, cidr: str, gateway: str | None,
@@ -129,10 +145,16 @@ class NetworkDriver:
             subnet = pending[0]
         else:
             same = [s for s in await neutron.list("subnet", network_id=net["id"]) if s["cidr"] == cidr]
-            subnet = same[0] if same else await self._make_subnet(net, cidr, gateway, undo)
+            subnet = same[0] if same else None
+        if taken := await self.dir.pools_over(cidr, but=subnet["id"] if subnet else None):
+            raise overlap_refusal(cidr, taken[0])
+        if subnet is None:
+            subnet = await self._make_subnet(net, cidr, gateway, undo)
         if pool_tag(cidr) not in (subnet.get("tags") or ()):
             await neutron.add_tag("subnet", subnet["id"], pool_tag(cidr))
             undo.append(lambda: neutron.remove_tag("subnet", subnet["id"], pool_tag(cidr)))
+        if taken := await self.dir.pools_over(cidr, but=subnet["id"]):
+            raise overlap_refusal(cidr, taken[0])  # another plugin process decided at the same moment
         if PENDING in (subnet.get("tags") or ()):
             await neutron.remove_tag("subnet", subnet["id"], PENDING)
         self.dir.networks[nid] = net

@@ -45,7 +45,7 @@ class NetworkOptions:
     def parse(cls, options: Mapping[str, Any] | None) -> NetworkOptions:
         generic = (options or {}).get("com.docker.network.generic") or {}
         if not isinstance(generic, Mapping):
-            raise PluginError("netbay: malformed network options")
+            raise PluginError("netbay: CreateNetwork: the -o options (com.docker.network.generic) must be an object")
         found = cls(**_check(generic, NETWORK_KEYS, IGNORED_NETWORK_KEYS, "-o"))
         if found.node and not found.cluster:
             raise PluginError("netbay: -o netbay.node needs -o netbay.cluster")

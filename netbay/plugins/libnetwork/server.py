@@ -2,8 +2,11 @@
 
 Every call is bounded (:data:`CALL_BOUND`): dockerd holds locks while it waits on a
 plugin, so a slow or dead netbay API must become an ``Err`` quickly, never a hang.
-Errors are ``{"Err": message}`` with status 500, which Docker prints as is. Bodies
-are capped while they are read (:mod:`netbay.bodylimit`): 413, ``{"Err": …}`` too.
+Errors are ``{"Err": message}`` with status 500, which Docker prints as is: worded for
+a Docker user, a body of the wrong shape refused by call and field (:mod:`.calls`),
+never a Python exception's name. Bodies are capped while they are read
+(:mod:`netbay.bodylimit`): 413, ``{"Err": …}`` too. Docker's resend of a call cut short
+by a crash comes without its body; it is answered from :mod:`.journal`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -31,10 +35,12 @@ from netbay.backends.aio import AsyncApi, AsyncNetworkBackend
 from netbay.bodylimit import BodyLimit
 from netbay.dataplane.names import PRODUCT_PREFIX, Names
 from netbay.errors import NetbayError
+from netbay.plugins.libnetwork.calls import SHAPES, check, verb
 from netbay.plugins.libnetwork.directory import CONTAINER_OWNER, Directory, owner_tag
 from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.gc import Collector
 from netbay.plugins.libnetwork.ipam import Ipam
+from netbay.plugins.libnetwork.journal import REPLAYING, Journal
 from netbay.plugins.libnetwork.resources import Resources
 from netbay.plugins.libnetwork.network import ANSWER_SENT, NetworkDriver
 from netbay.runtime.attach import Attacher
@@ -45,16 +51,23 @@ CONTENT_TYPE = "application/vnd.docker.plugins.v1.2+json"
 CALL_BOUND = 8.0
 PLUGIN_DIR = Path("/run/docker/plugins")
 
+
+def journal_dir(name: str) -> Path:
+    """Where the plugin ``name`` keeps its calls in flight (tmpfs: gone with a reboot, as Docker's state)."""
+    return Path(os.environ.get("NETBAY_STATE_DIR", "/run/netbay")) / "libnetwork" / f"{name}.calls"
+
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
-def _reply(body: Any, status: int = 200, sent: asyncio.Event | None = None) -> Response:
-    """``sent``: set once the answer is written (a background step of starlette's)."""
+def _reply(body: Any, status: int = 200, sent: asyncio.Event | None = None, entry: Path | None = None) -> Response:
+    """``sent``: set once the answer is written (a background step of starlette's); then
+    the call's journal ``entry`` goes (a crash before that leaves it for Docker's resend)."""
     return Response(orjson.dumps(body), status_code=status, media_type=CONTENT_TYPE,
-                    background=BackgroundTask(_set, sent) if sent is not None else None)
+                    background=BackgroundTask(_answered, sent, entry) if sent is not None else None)
 
 
-async def _set(event: asyncio.Event) -> None:
+async def _answered(event: asyncio.Event, entry: Path | None) -> None:
+    Journal.end(entry)
     event.set()
 
 
@@ -99,9 +112,10 @@ def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
 def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | None = None, *, name: str = "netbay",
                netbay_api: AsyncApi | None = None, device_owner: str = CONTAINER_OWNER, bound: float = CALL_BOUND,
                grace: float = 30.0, docker_host: str | None = None,
-               on_exit: Callable[[], None] | None = None) -> Starlette:
+               on_exit: Callable[[], None] | None = None, journal_dir: Path | None = None) -> Starlette:
     """``backend``: where networks, subnets and ports are made (netbay's own, or a cloud's
-    Neutron); ``netbay_api``: netbay's other APIs, for ``-o netbay.cluster`` (None: refused);
+    Neutron); ``journal_dir``: where calls in flight are kept for Docker's resends after a
+    crash (:mod:`.journal`; None: not kept); ``netbay_api``: netbay's other APIs, for ``-o netbay.cluster`` (None: refused);
     ``device_owner``: of the ports made and bound here (the backend's convention)."""
     host = host or socket.gethostname()
     neutron = Resources(backend)
@@ -109,7 +123,9 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
     docker = DockerView(docker_host, name) if docker_host else None
     net = NetworkDriver(neutron, directory, attacher, host, docker, netbay_api)
     table = handlers(Ipam(neutron, directory, net.prepare, net.unprepare), net)
-    collector = Collector(neutron, net, grace, docker)
+    journal = Journal(journal_dir)
+    journal.adopt()
+    collector = Collector(neutron, net, grace, docker, journal.macs)
 
     async def dispatch(request: Request) -> Response:
         method = request.path_params["method"]
@@ -117,27 +133,37 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
         if handler is None:
             return _reply({"Err": f"netbay: {method} is not implemented"}, 404)
         raw = await request.body()
-        try:
-            req = orjson.loads(raw) if raw.strip() else {}
-        except orjson.JSONDecodeError:
-            return _reply({"Err": f"netbay: {method}: the body is not JSON"}, 400)
         sent = asyncio.Event()
         ANSWER_SENT.set(sent)
         started = time.perf_counter()
+        entry = None
         try:
-            body = await asyncio.wait_for(handler(req if isinstance(req, dict) else {}), bound)
+            if raw.strip():
+                try:
+                    req = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    return _reply({"Err": f"netbay: {verb(method)}: the body is not JSON"}, 400)
+                entry = journal.begin(method, raw) if isinstance(req, dict) and method in SHAPES else None
+            elif (req := journal.take(method) if method in SHAPES else None) is not None:
+                REPLAYING.set(True)  # Docker's resend after a restart: the body it lost, from the journal
+                entry = journal.begin(method, orjson.dumps(req))  # for a resend after yet another crash
+                log.info("%s: answering Docker's resend of a call cut short by the last stop", method)
+            else:
+                req = {}
+            body = await asyncio.wait_for(handler(check(method, req)), bound)
             log.debug("%s: %.2f ms", method, 1000 * (time.perf_counter() - started))
         except NetbayError as exc:  # the plugin's refusal, or the backend's (its own message)
             log.info("%s: %s", method, exc)
-            return _reply({"Err": str(exc)}, 500, sent)
+            return _reply({"Err": str(exc)}, 500, sent, entry)
         except TimeoutError:
             log.warning("%s: no answer within %.0f s", method, bound)
             return _reply({"Err": f"netbay: {method} did not finish within {bound:.0f} s "
-                                  "(is the netbay API overloaded?)"}, 500, sent)
-        except Exception as exc:  # noqa: BLE001 - Docker must get an answer, not a dropped connection
+                                  "(is the netbay API overloaded?)"}, 500, sent, entry)
+        except Exception:  # noqa: BLE001 - Docker must get an answer, not a dropped connection
             log.exception("%s failed", method)
-            return _reply({"Err": f"netbay: {method} failed: {type(exc).__name__}: {exc}"}, 500, sent)
-        return _reply(body, sent=sent)
+            return _reply({"Err": f"netbay: {verb(method)} failed inside the plugin (its log says why)"},
+                          500, sent, entry)
+        return _reply(body, sent=sent, entry=entry)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -148,6 +174,7 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
             if on_exit is not None:
                 on_exit()
             sweeping.cancel()
+            journal.close()
             net.close()
             await neutron.aclose()
 
@@ -173,11 +200,12 @@ def serve(backend: AsyncNetworkBackend, name: str = "netbay", *, prefix: str = P
     # stopped, so nothing after Server.run() would run.
     try:
         app = create_app(backend, Attacher(Names(prefix)), host, name=name, netbay_api=netbay_api,
-                         device_owner=device_owner, grace=grace, docker_host=docker_host, on_exit=listener.close)
+                         device_owner=device_owner, grace=grace, docker_host=docker_host, on_exit=listener.close,
+                         journal_dir=journal_dir(name))
         config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
         uvicorn.Server(config).run(sockets=[listener.sock])
     finally:
         listener.close()
 
 
-__all__ = ["CALL_BOUND", "create_app", "serve", "socket_path"]
+__all__ = ["CALL_BOUND", "create_app", "journal_dir", "serve", "socket_path"]
