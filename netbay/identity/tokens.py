@@ -60,9 +60,13 @@ class Tokens:
         self.ttl = ttl
         self._serializer = URLSafeSerializer(key, salt="netbay-token")
         self._verified: dict[str, Token] = {}
-        # PostgreSQL reads in autocommit (as ``Store.read``): no BEGIN/ROLLBACK round trips.
-        engine = store.engine
-        self._reader = engine if store.is_sqlite else engine.execution_options(isolation_level="AUTOCOMMIT")
+        # Straight to the driver, in autocommit (no BEGIN/ROLLBACK round trips on
+        # PostgreSQL): ~25 µs on SQLite, one round trip on PostgreSQL, instead of 3-6
+        # times that through SQLAlchemy's connection, on every request.
+        compiled = _STANDING.compile(dialect=store.engine.dialect)
+        self._sql = str(compiled)
+        self._positions = tuple(compiled.positiontup or ())  # SQLite's ``?``; psycopg takes names
+        self._toggle_autocommit = not store.is_sqlite  # SQLite's connections already are (netbay.store.db)
 
     def issue(self, user_id: str, project_id: str, roles: tuple[str, ...], epoch: int,
               credential: Any = None) -> Token:
@@ -113,9 +117,20 @@ class Tokens:
     def _standing(self, token: Token) -> bool:
         """The token's user still has its epoch and is enabled, the token is not revoked
         and its application credential (if any) still exists."""
-        with self._reader.connect() as conn:
-            row = conn.execute(_STANDING, {"user": token.context.user_id, "audit": token.audit_id,
-                                           "cred": token.credential_id or ""}).first()
+        params = {"user": token.context.user_id, "audit": token.audit_id, "cred": token.credential_id or ""}
+        args: Any = tuple(params[p] for p in self._positions) if self._positions else params
+        raw = self.store.engine.raw_connection()
+        try:
+            driver = raw.driver_connection
+            if self._toggle_autocommit:
+                driver.autocommit = True
+            try:
+                row = driver.execute(self._sql, args).fetchone()
+            finally:
+                if self._toggle_autocommit:
+                    driver.autocommit = False
+        finally:
+            raw.close()
         if row is None or not row[1] or row[0] != token.epoch or row[2]:
             return False
         return token.credential_id is None or bool(row[3])
