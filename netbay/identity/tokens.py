@@ -67,6 +67,7 @@ class Tokens:
         self._sql = str(compiled)
         self._positions = tuple(compiled.positiontup or ())  # SQLite's ``?``; psycopg takes names
         self._toggle_autocommit = not store.is_sqlite  # SQLite's connections already are (netbay.store.db)
+        self._dropped = store.engine.dialect.loaded_dbapi.OperationalError
 
     def issue(self, user_id: str, project_id: str, roles: tuple[str, ...], epoch: int,
               credential: Any = None) -> Token:
@@ -119,21 +120,29 @@ class Tokens:
         and its application credential (if any) still exists."""
         params = {"user": token.context.user_id, "audit": token.audit_id, "cred": token.credential_id or ""}
         args: Any = tuple(params[p] for p in self._positions) if self._positions else params
-        raw = self.store.engine.raw_connection()
-        try:
-            driver = raw.driver_connection
-            if self._toggle_autocommit:
-                driver.autocommit = True
+        for attempt in range(2):
+            raw = self.store.engine.raw_connection()
             try:
-                row = driver.execute(self._sql, args).fetchone()
+                row = self._read(raw.driver_connection, args)
+                break
+            except self._dropped:
+                raw.invalidate()  # a connection the server dropped (a restart): once more, fresh
+                if attempt:
+                    raise
             finally:
-                if self._toggle_autocommit:
-                    driver.autocommit = False
-        finally:
-            raw.close()
+                raw.close()
         if row is None or not row[1] or row[0] != token.epoch or row[2]:
             return False
         return token.credential_id is None or bool(row[3])
+
+    def _read(self, driver: Any, args: Any) -> Any:
+        if not self._toggle_autocommit:
+            return driver.execute(self._sql, args).fetchone()
+        driver.autocommit = True
+        try:
+            return driver.execute(self._sql, args).fetchone()
+        finally:
+            driver.autocommit = False
 
     def _external(self, value: str) -> Token:
         ctx = self.external.verify(value)
