@@ -2,7 +2,10 @@
 
 A user makes them for themselves, bound to the project and roles of the token that
 asks (``openstack application credential create``); the owner or an admin lists,
-shows and deletes them. Logging in with one is in ``netbay.api.identity``.
+shows and deletes them. As in Keystone, a token that a *restricted* application
+credential made (``unrestricted`` false, the default) may list and show but not
+create or delete credentials: a credential cannot mint a successor that outlives it
+or remove its user's others. Logging in with one is in ``netbay.api.identity``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy import select
 
-from netbay.api.auth import context
+from netbay.api.auth import context, token
 from netbay.api.keystone import _allowed, _body, _field, _listing, _url, no_nul_in_query
 from netbay.api.responses import JSONResponse
 from netbay.errors import BadRequest, Forbidden
@@ -30,6 +33,15 @@ def _body_of(request: Request, c: ApplicationCredential, ids: dict[str, str]) ->
             "expires_at": c.expires_at.strftime("%Y-%m-%dT%H:%M:%S.000000") if c.expires_at else None,
             "unrestricted": c.unrestricted, "access_rules": [],
             "links": {"self": _url(request, f"users/{c.user_id}/application_credentials/{c.id}")}}
+
+
+def _unrestricted_only(request: Request) -> None:
+    """Keystone's ``_check_unrestricted_application_credential``."""
+    held = token(request)
+    if held is not None and held.credential_id is not None and not held.unrestricted:
+        raise Forbidden("You are not authorized to perform the requested action: Using method "
+                        "'application_credential' is not allowed for managing additional "
+                        "application credentials.")
 
 
 def _role_ids(s: Any) -> dict[str, str]:
@@ -54,6 +66,7 @@ async def create(request: Request, user_id: str) -> Response:
     if ctx.user_id != user_id:
         raise Forbidden("You are not authorized to perform the requested action: "
                         "identity:create_application_credential.")
+    _unrestricted_only(request)
     obj = _body(await request.body(), "application_credential")
     roles = _field(obj, "roles", (list, type(None)))
     if roles and not all(isinstance(r, dict) for r in roles):
@@ -88,6 +101,7 @@ def show(request: Request, user_id: str, cred_id: str) -> dict[str, Any]:
 @router.delete("/{cred_id}", status_code=204)
 def delete(request: Request, user_id: str, cred_id: str) -> Response:
     _allowed(request, "delete_application_credential", own=context(request).user_id == user_id)
+    _unrestricted_only(request)
     with request.app.state.store.write() as s:
         s.delete(appcreds.one(s, user_id, cred_id))
     return Response(status_code=204)

@@ -7,6 +7,7 @@ from fastapi import Request
 from netbay.api import policy
 from netbay.context import Context
 from netbay.errors import Unauthorized
+from netbay.identity.tokens import Token
 
 
 def context(request: Request) -> Context:
@@ -22,9 +23,17 @@ def context(request: Request) -> Context:
     value = request.headers.get("X-Auth-Token")
     if not value:
         raise Unauthorized("The request you have made requires authentication.")
-    ctx = policy.enforce(request.method, request.url.path, state.tokens.verify(value).context)
+    token = state.tokens.verify(value)
+    ctx = policy.enforce(request.method, request.url.path, token.context)
+    request.scope["netbay.token"] = token
     request.scope["netbay.context"] = ctx
     return ctx
+
+
+def token(request: Request) -> Token | None:
+    """The caller's verified token (None under ``--noauth``), after :func:`context`."""
+    context(request)
+    return request.scope.get("netbay.token")
 
 
 def admin_context(request: Request) -> Context:

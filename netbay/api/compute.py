@@ -78,13 +78,15 @@ def _answer(body: Any, version: tuple[int, int], status: int = 200) -> Response:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _user(request: Request, ctx: Context, version: tuple[int, int], given: Any = None) -> str:
-    """Whose keypairs: the caller's, or (2.10+, admin) the ``user_id`` asked for."""
+def _user(request: Request, ctx: Context, version: tuple[int, int], given: Any = None,
+          action: str = "index") -> str:
+    """Whose keypairs: the caller's, or (2.10+, admin) the ``user_id`` asked for; a refusal
+    names Nova's rule of the action (``os_compute_api:os-keypairs:create``…)."""
     wanted = given or request.query_params.get("user_id")
     if not wanted or version < (2, 10) or wanted == ctx.user_id:
         return ctx.user_id
     if not ctx.is_admin:
-        raise Forbidden("Policy doesn't allow os_compute_api:os-keypairs:index to be performed.")
+        raise Forbidden(f"Policy doesn't allow os_compute_api:os-keypairs:{action} to be performed.")
     return str(wanted)
 
 
@@ -113,7 +115,7 @@ def list_keypairs(request: Request) -> Response:
 @router.get("/v2.1/os-keypairs/{name}")
 def show_keypair(request: Request, name: str) -> Response:
     ctx, version = context(request), version_of(request)
-    user = _user(request, ctx, version)
+    user = _user(request, ctx, version, action="show")
     with request.app.state.store.read() as s:
         row = keypairs.get(s, user, name)
         return _answer({"keypair": keypairs.render(row, detail=True, typed=version >= (2, 2))}, version)
@@ -132,7 +134,7 @@ async def create_keypair(request: Request) -> Response:
     if extra:
         raise BadRequest(f"Invalid input for field/attribute keypair. Additional properties are not allowed "
                          f"({', '.join(repr(k) for k in extra)} was unexpected)")
-    user = _user(request, ctx, version, body.get("user_id"))
+    user = _user(request, ctx, version, body.get("user_id"), action="create")
 
     def work(s: Any) -> dict[str, Any]:
         row, private = keypairs.create(s, user, body.get("name"), body.get("public_key"),
@@ -151,7 +153,7 @@ async def create_keypair(request: Request) -> Response:
 @router.delete("/v2.1/os-keypairs/{name}")
 async def delete_keypair(request: Request, name: str) -> Response:
     ctx, version = context(request), version_of(request)
-    user = _user(request, ctx, version)
+    user = _user(request, ctx, version, action="delete")
     store = request.app.state.store
     await run_in_threadpool(lambda: store.retrying(lambda s: keypairs.delete(s, user, name)))
     return _answer(None, version, 204 if version >= (2, 2) else 202)

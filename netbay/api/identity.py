@@ -12,10 +12,10 @@ from netbay.api.responses import JSONResponse
 from sqlalchemy import select
 
 from netbay.api import appcreds, keystone
-from netbay.errors import BadRequest, Unauthorized
+from netbay.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from netbay.identity import appcreds as appcreds_auth
 from netbay.identity.tokens import Token
-from netbay.store.models import Project, Role, User
+from netbay.store.models import ApplicationCredential, Project, Role, User
 
 router = APIRouter(prefix="/identity", tags=["identity"])
 router.include_router(keystone.router)  # the admin API: projects, users, roles, assignments
@@ -166,7 +166,8 @@ async def issue_token(request: Request) -> Response:
         def login() -> tuple[Token, Any, dict[str, str]]:
             with state.store.read() as s:
                 who = appcreds_auth.authenticate(s, **cred_fields)
-                token = state.tokens.issue(who.user.id, who.project.id, who.roles, who.user.password_epoch)
+                token = state.tokens.issue(who.user.id, who.project.id, who.roles, who.user.password_epoch,
+                                           who.credential)
                 return token, who, role_ids(s, who.roles)
 
         token, who, ids = await run_in_threadpool(login)
@@ -185,22 +186,56 @@ async def issue_token(request: Request) -> Response:
                           headers={"X-Subject-Token": token.value})
 
 
-@router.get("/v3/auth/tokens")
-def validate_token(request: Request) -> Response:
+# Keystone's default token policy: who may act on the token named by X-Subject-Token.
+# ``service`` may validate (keystonemiddleware in other services) but not check or revoke.
+_TOKEN_RULES = {"GET": ("identity:validate_token", {"admin", "service"}),
+                "HEAD": ("identity:check_token", {"admin"}),
+                "DELETE": ("identity:revoke_token", {"admin"})}
+
+
+def _subject(request: Request) -> Token:
+    """The token named by X-Subject-Token, once the caller may act on it (Keystone's
+    order: the caller's token 401, the subject 404, then the policy 403)."""
     state = request.app.state
     caller = request.headers.get("X-Auth-Token")
-    subject = request.headers.get("X-Subject-Token")
-    if not caller or not subject:
+    if not caller:
         raise Unauthorized("The request you have made requires authentication.")
-    state.tokens.verify(caller)
-    token = state.tokens.verify(subject)
-    with state.store.read() as s:
+    who = state.tokens.verify(caller).context
+    subject = request.headers.get("X-Subject-Token")
+    if not subject:
+        raise NotFound("No token in the request")
+    try:
+        token = state.tokens.verify(subject)
+    except Unauthorized:
+        raise NotFound("Failed to validate token") from None
+    action, roles = _TOKEN_RULES[request.method]
+    if who.user_id != token.context.user_id and not roles & set(who.roles):
+        raise Forbidden(f"You are not authorized to perform the requested action: {action}.")
+    return token
+
+
+@router.api_route("/v3/auth/tokens", methods=["GET", "HEAD"])
+def validate_token(request: Request) -> Response:
+    """``GET`` answers the token's body, ``HEAD`` only whether it is valid (200, else 404)."""
+    token = _subject(request)
+    headers = {"X-Subject-Token": token.value}
+    if request.method == "HEAD":
+        return Response(status_code=200, headers=headers)
+    with request.app.state.store.read() as s:
         user = s.get(User, token.context.user_id)
         project = s.get(Project, token.context.project_id)
         ids = role_ids(s, token.context.roles)
+        credential = s.get(ApplicationCredential, token.credential_id) if token.credential_id else None
     if user is None or project is None:
-        raise Unauthorized("The request you have made requires authentication.")
-    return JSONResponse(token_body(request, token, user, project, ids), headers={"X-Subject-Token": subject})
+        raise NotFound("Failed to validate token")
+    return JSONResponse(token_body(request, token, user, project, ids, credential), headers=headers)
+
+
+@router.delete("/v3/auth/tokens", status_code=204)
+def revoke_token(request: Request) -> Response:
+    """``openstack token revoke``: the token is refused from now on, by every process."""
+    request.app.state.tokens.revoke(_subject(request))
+    return Response(status_code=204)
 
 
 @router.get("/v3/auth/catalog")

@@ -164,7 +164,6 @@ async def update_project(request: Request, project_id: str) -> dict[str, Any]:
     with request.app.state.store.write() as s:
         p = directory.update_project(s, project_id, changes)
         body = {"project": project_body(request, p)}
-    request.app.state.tokens.forget_all()
     return body
 
 
@@ -173,7 +172,6 @@ def delete_project(request: Request, project_id: str) -> Response:
     _allowed(request, "delete_project")
     with request.app.state.store.write() as s:
         directory.delete_project(s, project_id)
-    request.app.state.tokens.forget_all()
     return Response(status_code=204)
 
 
@@ -224,7 +222,6 @@ async def update_user(request: Request, user_id: str) -> dict[str, Any]:
     with request.app.state.store.write() as s:
         u = directory.update_user(s, user_id, changes)
         body = {"user": user_body(request, u)}
-    request.app.state.tokens.forget_user(user_id)
     return body
 
 
@@ -240,7 +237,6 @@ async def change_password(request: Request, user_id: str) -> Response:
         if not check_password(original, u.password_hash):
             raise Unauthorized("The request you have made requires authentication.")
         directory.update_user(s, user_id, {"password_hash": hash_password(new)})
-    request.app.state.tokens.forget_user(user_id)
     return Response(status_code=204)
 
 
@@ -249,7 +245,6 @@ def delete_user(request: Request, user_id: str) -> Response:
     _allowed(request, "delete_user")
     with request.app.state.store.write() as s:
         directory.delete_user(s, user_id)
-    request.app.state.tokens.forget_user(user_id)
     return Response(status_code=204)
 
 
@@ -295,7 +290,6 @@ def delete_role(request: Request, role_id: str) -> Response:
     _allowed(request, "delete_role")
     with request.app.state.store.write() as s:
         directory.delete_role(s, role_id)
-    request.app.state.tokens.forget_all()
     return Response(status_code=204)
 
 
@@ -335,7 +329,6 @@ def revoke(request: Request, project_id: str, user_id: str, role_id: str) -> Res
     _allowed(request, "revoke_grant")
     with request.app.state.store.write() as s:
         directory.revoke(s, project_id, user_id, role_id)
-    request.app.state.tokens.forget_user(user_id)
     return Response(status_code=204)
 
 

@@ -103,6 +103,8 @@ def neutron_action(method: str, path: str) -> str:
     """Neutron's policy name for a request: ``create_network``, ``add_router_interface``,
     ``update_networks_tags``…"""
     parts = _segments(path, 2)  # network, v2.0
+    if parts[:1] == ["taas"]:  # Tap-as-a-Service's collections hang under taas/: create_tap_service
+        parts = parts[1:]
     collection = parts[0] if parts else ""
     member = collection.replace("-", "_").removesuffix("s")
     if len(parts) >= 3 and parts[2] == "tags":

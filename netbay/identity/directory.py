@@ -2,7 +2,8 @@
 
 Each takes an open session (the caller's transaction) so the API and ``netbay
 admin`` share one set of rules. Removing access bumps the users' epoch, which
-revokes their older tokens the way a password change does (no revocation list).
+revokes their older tokens the way a password change does (one row per user;
+single tokens are revoked by audit id, ``netbay.identity.tokens``).
 """
 
 from __future__ import annotations

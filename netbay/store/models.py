@@ -700,6 +700,16 @@ class ApplicationCredential(Base):
     unrestricted: Mapped[bool] = mapped_column(Boolean, default=False)
     __table_args__ = (UniqueConstraint("user_id", "name"),)
 
+
+class RevokedToken(Base):
+    """A token revoked before its expiry (``DELETE /v3/auth/tokens``), by its audit id as
+    Keystone's revocation events name it; every process sharing the database refuses it.
+    The row is only needed until the token would have expired anyway."""
+
+    __tablename__ = "revoked_tokens"
+    audit_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+
 # --- issue 10: quotas, RBAC policies, trunks ---------------------------------------
 
 
