@@ -108,7 +108,9 @@ class Daemon:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Daemon:
-        self.proc = subprocess.Popen(self.cmd, env={**os.environ, **NO_API}, stdout=open(self.log, "w"),  # noqa: SIM115
+        # Its state (the Docker driver's journal) in the test's directory: a killed one's stays there.
+        env = {**os.environ, **NO_API, "NETBAY_STATE_DIR": str(self.log.parent / "state")}
+        self.proc = subprocess.Popen(self.cmd, env=env, stdout=open(self.log, "w"),  # noqa: SIM115
                                      stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while not self.answers():
@@ -140,7 +142,7 @@ def daemons() -> Iterator[list[Daemon]]:
     started: list[Daemon] = []
     yield started
     for d in started:
-        d.stop(signal.SIGKILL)
+        d.stop()
 
 
 def _daemon(kind: str, where: Path, name: str, log: Path, *extra: str) -> Daemon:
