@@ -40,8 +40,8 @@ from netbay.plugins.libnetwork.directory import CONTAINER_OWNER, Directory, owne
 from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.gc import Collector
 from netbay.plugins.libnetwork.ipam import Ipam
-from netbay.plugins.libnetwork.journal import REPLAYING, Journal
-from netbay.plugins.libnetwork.resources import Resources
+from netbay.plugins.libnetwork.journal import REPLAYED, REPLAYING, Journal
+from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.plugins.libnetwork.network import ANSWER_SENT, NetworkDriver
 from netbay.runtime.attach import Attacher
 
@@ -143,11 +143,14 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
                     req = orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     return _reply({"Err": f"netbay: {verb(method)}: the body is not JSON"}, 400)
-                entry = journal.begin(method, raw) if isinstance(req, dict) and method in SHAPES else None
-            elif (req := journal.take(method) if method in SHAPES else None) is not None:
+                entry = journal.begin(method, raw) if isinstance(req, dict) and method in REPLAYED else None
+            elif (req := journal.take(method) if method in REPLAYED else None) is not None:
                 REPLAYING.set(True)  # Docker's resend after a restart: the body it lost, from the journal
                 entry = journal.begin(method, orjson.dumps(req))  # for a resend after yet another crash
                 log.info("%s: answering Docker's resend of a call cut short by the last stop", method)
+            elif method in SHAPES:
+                raise PluginError(f"netbay: {verb(method)} came without its body (Docker resends a call that "
+                                  "a plugin restart cut short that way); run the Docker command again")
             else:
                 req = {}
             body = await asyncio.wait_for(handler(check(method, req)), bound)
