@@ -297,6 +297,22 @@ def server(database_url: str, tmp_path_factory: pytest.TempPathFactory,
 
 
 @pytest.fixture(scope="module")
+def ci(server: Server) -> httpx.Client:
+    """Magnum's API on the module's server, as admin (python-magnumclient's headers)."""
+    from coehelp import ci_client  # (coehelp imports this module)
+
+    return ci_client(server, server.token())
+
+
+@pytest.fixture(scope="module")
+def raw(server: Server) -> httpx.Client:
+    """Any of the server's APIs, as admin; closed with the server."""
+    client = httpx.Client(base_url=server.url, headers={"X-Auth-Token": server.token()}, timeout=60)
+    server._clients.append(client)
+    return client
+
+
+@pytest.fixture(scope="module")
 def admin(server: Server):  # noqa: ANN201
     """An openstacksdk connection as the bootstrap admin."""
     return server.connect()

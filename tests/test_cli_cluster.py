@@ -21,15 +21,9 @@ import httpx
 import pytest
 import yaml
 from clihelp import check_svg_readable, cli, ok
-from coehelp import ci_client
 from conftest import start_server, stop_server, unique
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def ci(server) -> httpx.Client:  # noqa: ANN001
-    return ci_client(server, server.token())
 
 
 @pytest.fixture(scope="module")

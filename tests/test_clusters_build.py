@@ -29,18 +29,6 @@ COLLECTIONS = {
 
 
 @pytest.fixture(scope="module")
-def ci(server) -> httpx.Client:  # noqa: ANN001
-    return ci_client(server, server.token())
-
-
-@pytest.fixture(scope="module")
-def raw(server) -> httpx.Client:  # noqa: ANN001
-    client = httpx.Client(base_url=server.url, headers={"X-Auth-Token": server.token()}, timeout=30)
-    server._clients.append(client)
-    return client
-
-
-@pytest.fixture(scope="module")
 def template(ci: httpx.Client) -> dict:
     return make_template(ci, name=unique("k8s"), external_network_id="public", network_driver="flannel",
                          floating_ip_enabled=True, master_lb_enabled=False,

@@ -38,13 +38,6 @@ EXPECTED = {"networks": 1, "subnets": 1, "routers": 1, "security_groups": 3, "fl
 
 
 @pytest.fixture(scope="module")
-def raw(server) -> httpx.Client:  # noqa: ANN001
-    client = httpx.Client(base_url=server.url, headers={"X-Auth-Token": server.token()}, timeout=30)
-    server._clients.append(client)
-    return client
-
-
-@pytest.fixture(scope="module")
 def lb_settler(server, raw: httpx.Client) -> Iterator[None]:  # noqa: ANN001
     """A stand-in for the dataplane's load-balancer realizer: settles PENDING_* to ACTIVE."""
     stop = threading.Event()

@@ -8,14 +8,9 @@ import time
 
 import httpx
 import pytest
-from coehelp import ci_client, make_template, wait_status
+from coehelp import make_template, wait_status
 from conftest import unique
 from zunhelp import zun_error, zun_http, zunclient
-
-
-@pytest.fixture(scope="module")
-def ci(server) -> httpx.Client:  # noqa: ANN001
-    return ci_client(server, server.token())
 
 
 @pytest.fixture(scope="module")

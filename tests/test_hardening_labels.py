@@ -27,7 +27,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from coehelp import ci_client, magnum_error, make_template
+from coehelp import magnum_error, make_template
 from conftest import ADMIN_PASSWORD, unique
 
 from netbay.coe import clusternet
@@ -38,18 +38,6 @@ PUBLIC_SUBNET = "172.24.4.0/24"  # netbay's bootstrap external network ``public`
 LISTS = {"/container-infra/v1/clusters": "clusters", "/network/v2.0/networks": "networks",
          "/network/v2.0/subnets": "subnets", "/network/v2.0/ports": "ports",
          "/network/v2.0/routers": "routers", "/netbay/v1/sandboxes": "sandboxes"}
-
-
-@pytest.fixture(scope="module")
-def ci(server) -> httpx.Client:  # noqa: ANN001
-    return ci_client(server, server.token())
-
-
-@pytest.fixture(scope="module")
-def raw(server) -> httpx.Client:  # noqa: ANN001
-    client = httpx.Client(base_url=server.url, headers={"X-Auth-Token": server.token()}, timeout=60)
-    server._clients.append(client)
-    return client
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,8 @@ import ipaddress
 
 import httpx
 import pytest
-from coehelp import ci_client, make_template, wait_status
+from coehelp import make_template, wait_status
 from conftest import neutron_error, unique
-
-
-@pytest.fixture(scope="module")
-def ci(server) -> httpx.Client:  # noqa: ANN001
-    return ci_client(server, server.token())
 
 
 @pytest.fixture(scope="module")
