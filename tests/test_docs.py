@@ -31,3 +31,14 @@ def test_every_docs_page_is_in_the_site_nav() -> None:
     pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
     orphans = [p for p in pages if f": {p}" not in nav]
     assert not orphans, f"pages missing from mkdocs.yml's nav: {orphans}"
+
+
+def test_benchmarks_table_is_what_the_results_say() -> None:
+    """BENCHMARKS.md's headline table is regenerated from bench/results/ (bench/report.py):
+    a hand edit, or a result committed without regenerating, fails here."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "report.py"), "--check"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
