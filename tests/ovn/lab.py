@@ -51,6 +51,27 @@ def _ip(*args: str) -> str:
     return p.stdout
 
 
+def checksum_in_software(ns: str, ifname: str) -> None:
+    """``ethtool -K IFNAME tx off`` inside ``ns`` (pyroute2's ioctl; ethtool is not
+    installed): the userspace datapath reads the veth with AF_PACKET and forwards a
+    checksum-offloaded (CHECKSUM_PARTIAL) TCP/UDP packet into the tunnel as is, so the
+    receiver drops it for its bad checksum — ICMP works, TCP does not. The sender's
+    kernel must finish the checksum itself."""
+    from pyroute2.ethtool import Ethtool
+
+    with netns.entered(ns):
+        tool = Ethtool()
+    try:
+        with netns.entered(ns):
+            found = tool.get_features(ifname)
+            for name in ("tx-checksum-ip-generic", "tx-checksum-ipv4", "tx-checksum-ipv6"):
+                if name in found.features:
+                    found.features[name].enable = False
+            tool.set_features(ifname, found)
+    finally:
+        tool.close()
+
+
 @dataclass
 class Hypervisor:
     index: int
@@ -211,6 +232,7 @@ class OvnLab:
         _ip("-n", ns, "link", "set", "ceth0", "address", mac, "mtu", str(mtu), "up")
         _ip("-n", ns, "addr", "add", ip_cidr, "dev", "ceth0")
         _ip("-n", hv.ns, "link", "set", host_end, "up")
+        checksum_in_software(ns, "ceth0")
         hv.vsctl("add-port", "br-int", host_end, "--", "set", "Interface", host_end,
                  f"external_ids:iface-id={port}", f"external_ids:attached-mac={mac}",
                  "external_ids:iface-status=active")
