@@ -85,6 +85,11 @@ class Hypervisor:
         return self.ns  # system-id: the namespace name, so it carries the run id
 
     @property
+    def ovsdb(self) -> str:
+        """Its Open vSwitch database, as an OVSDB remote (for ovs-vsctl, ovsdbapp, os-vif)."""
+        return f"unix:{self.dir / 'db.sock'}"
+
+    @property
     def uplink(self) -> str:
         return f"u{self.index}{RUN_ID}"
 
@@ -94,7 +99,7 @@ class Hypervisor:
         return link["stats64"]["tx"]["packets"]
 
     def vsctl(self, *args: str, **kw) -> str:
-        return ctl(self.ns, self.dir, "ovs-vsctl", f"--db=unix:{self.dir / 'db.sock'}",
+        return ctl(self.ns, self.dir, "ovs-vsctl", f"--db={self.ovsdb}",
                    "--timeout=20", *args, **kw)
 
     def appctl(self, daemon: str, *args: str) -> str:
