@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from throughput import Iperf, bare_veth, cleanup  # noqa: E402
 
 from tests.dataplane.dp_helpers import PREFIX, ping  # noqa: E402
-from tests.ovn.lab import OvnLab  # noqa: E402
+from tests.ovn.lab import OvnLab, plug_pair  # noqa: E402
 
 
 def rtt_ms(ns: str, dst: str, count: int) -> dict[str, float]:
@@ -64,8 +64,6 @@ def main() -> None:
         t0 = time.monotonic()
         lab.start()
         out["lab_start_s"] = time.monotonic() - t0
-        from tests.ovn.conftest import plug_pair
-
         t0 = time.monotonic()
         pair = plug_pair(lab)
         while not ping(pair.a.ns, pair.b.ip, timeout=0.2):

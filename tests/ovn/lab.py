@@ -271,3 +271,25 @@ class OvnLab:
         if not problems:
             shutil.rmtree(self.dir, ignore_errors=True)
         return problems
+
+
+@dataclass
+class Pair:
+    """Two containers on one logical switch, each on its own chassis."""
+    switch: str
+    a: Container
+    b: Container
+
+
+def plug_pair(lab: OvnLab, switch: str = "ls0") -> Pair:
+    """Logical switch ``switch`` with one port on each of the first two chassis, each
+    plugged into a container (10.9.1.1 and .2), and the chassis synced."""
+    lab.nbctl("ls-add", switch)
+    boxes = []
+    for i, hv in enumerate(lab.hvs[:2], start=1):
+        port, mac, ip = f"{switch}-p{i}", f"02:00:0a:09:01:{i:02x}", f"10.9.1.{i}"
+        lab.nbctl("lsp-add", switch, port)
+        lab.nbctl("lsp-set-addresses", port, f"{mac} {ip}")
+        boxes.append(lab.add_container(hv, port, mac, f"{ip}/24"))
+    lab.sync()
+    return Pair(switch, *boxes)

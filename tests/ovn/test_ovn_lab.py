@@ -14,9 +14,9 @@ import pytest
 from netbay.dataplane import netns
 from tests.dataplane.dp_helpers import ping, root_snapshot
 
-from .conftest import Pair, check_root_unchanged, plug_pair, stop_lab
 from .daemons import processes_under
-from .lab import OvnLab
+from .guards import check_root_unchanged, stop_lab
+from .lab import OvnLab, Pair, plug_pair
 
 pytestmark = pytest.mark.ovn
 
