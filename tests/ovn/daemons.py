@@ -88,9 +88,9 @@ def ctl(ns: str, rundir: Path, *cmd: str, timeout: float = 30, check: bool = Tru
     return p.stdout.strip()
 
 
-def create_db(path: Path, schema: Path) -> None:
-    subprocess.run(["ovsdb-tool", "create", str(path), str(schema)], check=True,
-                   capture_output=True, timeout=30)
+def create_db(ns: str, path: Path, schema: Path) -> None:
+    """A fresh database file (ovsdb-tool too runs in the lab's namespace, like all of OVS)."""
+    ctl(ns, path.parent, "ovsdb-tool", "create", str(path), str(schema))
 
 
 def wait_for(what: str, predicate, timeout: float, daemons: list[Daemon] = (),

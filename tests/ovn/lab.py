@@ -183,7 +183,7 @@ class OvnLab:
         ns, run = self._netns(self.central_ns), self.dir / "central"
         run.mkdir(parents=True)
         for name, schema, sock in (("nb", NB_SCHEMA, self.nb_sock), ("sb", SB_SCHEMA, self.sb_sock)):
-            create_db(run / f"{name}.db", schema)
+            create_db(ns, run / f"{name}.db", schema)
             self.central.append(spawn(f"ovsdb-server-{name}", ns, run, [
                 "ovsdb-server", f"--remote=punix:{sock}", str(run / f"{name}.db")]))
         wait_for("NB and SB sockets", lambda: self.nb_sock.is_socket() and self.sb_sock.is_socket(),
@@ -194,7 +194,7 @@ class OvnLab:
     def _start_hypervisor(self, hv: Hypervisor) -> None:
         ns, run = self._netns(hv.ns), hv.dir
         run.mkdir(parents=True)
-        create_db(run / "conf.db", OVS_SCHEMA)
+        create_db(ns, run / "conf.db", OVS_SCHEMA)
         sock = run / "db.sock"
         hv.daemons.append(spawn("ovsdb-server", ns, run, [
             "ovsdb-server", f"--remote=punix:{sock}", "--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
