@@ -141,12 +141,21 @@ class OvnLab:
     def sb_sock(self) -> Path:
         return self.dir / "central" / "sb.sock"
 
+    @property
+    def nb_remote(self) -> str:
+        """The NB database as an OVSDB remote (for ovn-nbctl, ovsdbapp, Neutron's ML2/OVN)."""
+        return f"unix:{self.nb_sock}"
+
+    @property
+    def sb_remote(self) -> str:
+        return f"unix:{self.sb_sock}"
+
     def nbctl(self, *args: str, **kw) -> str:
-        return ctl(self.central_ns, self.dir / "central", "ovn-nbctl", f"--db=unix:{self.nb_sock}",
+        return ctl(self.central_ns, self.dir / "central", "ovn-nbctl", f"--db={self.nb_remote}",
                    "--timeout=30", *args, **kw)
 
     def sbctl(self, *args: str, **kw) -> str:
-        return ctl(self.central_ns, self.dir / "central", "ovn-sbctl", f"--db=unix:{self.sb_sock}",
+        return ctl(self.central_ns, self.dir / "central", "ovn-sbctl", f"--db={self.sb_remote}",
                    "--timeout=30", *args, **kw)
 
     def sync(self) -> None:
@@ -216,7 +225,7 @@ class OvnLab:
         hv.vsctl("set", "Open_vSwitch", ".",
                  f"external_ids:system-id={hv.chassis}",
                  f"external_ids:hostname={hv.chassis}",
-                 f"external_ids:ovn-remote=unix:{self.sb_sock}",
+                 f"external_ids:ovn-remote={self.sb_remote}",
                  f"external_ids:ovn-encap-type={ENCAP_TYPE}",
                  f"external_ids:ovn-encap-ip={hv.encap_ip}",
                  "external_ids:ovn-bridge-datapath-type=netdev")
