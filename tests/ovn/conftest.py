@@ -1,0 +1,69 @@
+"""Fixtures for the OVN lab tests: a real OVN (NB/SB, northd) and two hypervisors
+(ovsdb-server, ovs-vswitchd on the userspace datapath, ovn-controller), all in this
+run's namespaces; see lab.py. Skipped unless root with the Debian packages installed
+(openvswitch-switch, ovn-central, ovn-host).
+
+A guard snapshots the root namespace before the first test here and fails if it
+differs after the last one (nothing of OVS — no ``ovs-system``, no ``br-int`` — may
+ever appear there).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.dataplane.dp_helpers import root_snapshot
+
+from .guards import check_root_unchanged, stop_lab
+from .lab import OvnLab, Pair, missing_binaries, plug_pair
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "OVN lab tests need root (network namespaces, OVS daemons)"
+    missing = missing_binaries()
+    if missing:
+        return ("OVN lab tests need the Debian packages openvswitch-switch, ovn-central and "
+                f"ovn-host (scripts/setup.sh installs them); missing: {', '.join(missing)}")
+    if not os.path.exists("/dev/net/tun"):
+        return "OVN lab tests need /dev/net/tun (the userspace datapath's internal ports)"
+    return None
+
+
+SKIP = _skip_reason()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = os.path.dirname(__file__)
+    if SKIP is None:
+        return
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.skip(reason=SKIP))
+
+
+@pytest.fixture(scope="package", autouse=True)
+def root_untouched() -> Iterator[dict[str, set[str]]]:
+    if SKIP is not None:
+        yield {}
+        return
+    before = root_snapshot()
+    yield before
+    check_root_unchanged(before)
+
+
+@pytest.fixture(scope="module")
+def ovn_lab() -> Iterator[OvnLab]:
+    lab = OvnLab(hypervisors=2)
+    try:
+        yield lab.start()
+    finally:
+        stop_lab(lab)
+
+
+@pytest.fixture(scope="module")
+def ovn_pair(ovn_lab: OvnLab) -> Pair:
+    return plug_pair(ovn_lab)
