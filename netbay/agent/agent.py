@@ -119,26 +119,24 @@ class Agent:
 
     def stop_realizers(self) -> None:
         """End the realizers' own threads (health checks), bounded."""
-        for r in self.realizers:
-            stop_fn = getattr(r, "stop", None)
-            if stop_fn is not None:
-                try:
-                    stop_fn()
-                except Exception:  # noqa: BLE001 - stopping must go on
-                    log.exception("netbay agent: stopping realizer %s", r.name)
+        self._each("stop", "stopping")
 
     def release(self) -> None:
         """Stop the processes the realizers run (haproxy, cluster resolvers) and remove
         their files: the commands running the agent call it when told to stop (SIGTERM,
         SIGINT, ``netbay down``), after :meth:`run` returned. A killed agent leaves them
         to the next one, whose first resync adopts those still wanted and reaps the rest."""
+        self._each("release", "releasing")
+
+    def _each(self, verb: str, doing: str) -> None:
+        """Call the optional ``verb`` of every realizer that has it; one's failure stops no other."""
         for r in self.realizers:
-            release = getattr(r, "release", None)
-            if release is not None:
+            fn = getattr(r, verb, None)
+            if fn is not None:
                 try:
-                    release()
+                    fn()
                 except Exception:  # noqa: BLE001 - the others still go
-                    log.exception("netbay agent: releasing realizer %s", r.name)
+                    log.exception("netbay agent: %s realizer %s", doing, r.name)
 
     def _loop(self, stop: threading.Event) -> None:
         backoff = 0.5
@@ -244,10 +242,7 @@ class Agent:
 
     def resync(self) -> None:
         """Read everything; adopt, build and remove until the kernel matches."""
-        for r in self.realizers:   # what is on this host before the snapshot is asked for
-            look = getattr(r, "before_snapshot", None)
-            if look is not None:
-                look()
+        self._each("before_snapshot", "looking before the snapshot with")   # what the host holds before it
         self.state = State.from_snapshot(self.api.state())
         # Follow from a little before the snapshot: a transaction that took a revision
         # below it but committed after it is in neither (PostgreSQL). Replaying changes
