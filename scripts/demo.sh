@@ -100,6 +100,8 @@ cleanup() {
     wait "$pid" 2>/dev/null || true
     # Once more, the server surely gone: what its agent made in its last moments goes too.
     netbay down --data-dir "$data_dir" >/dev/null 2>&1 || true
+    left="$(ls /run/netns 2>/dev/null | grep "^${prefix}" || true)"
+    if [ -n "$left" ]; then echo "warning: namespaces left behind: $left" >&2; fi
   fi
   if [ -n "$made_dir" ]; then rm -rf "$made_dir"; fi
   exit "$rc"
@@ -107,8 +109,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# Killed without its cleanup (SIGKILL), the demo takes netbay with it (SIGTERM: it stops
+# its processes), rather than leave it running with its agent (NETBAY_KEEP: it stays).
+with_us=()
+if [ -z "${NETBAY_KEEP:-}" ] && command -v setpriv >/dev/null; then with_us=(setpriv --pdeathsig TERM); fi
 NETBAY_LOG_LEVEL="${NETBAY_LOG_LEVEL:-WARNING}" \
-  netbay up "${agent_args[@]}" --port "$port" --data-dir "$data_dir" >"$log" 2>&1 &
+  "${with_us[@]}" netbay up "${agent_args[@]}" --port "$port" --data-dir "$data_dir" >"$log" 2>&1 &
 pid=$!
 
 up=""

@@ -119,13 +119,24 @@ class Agent:
 
     def stop_realizers(self) -> None:
         """End the realizers' own threads (health checks), bounded."""
+        self._each("stop", "stopping")
+
+    def release(self) -> None:
+        """Stop the processes the realizers run (haproxy, cluster resolvers) and remove
+        their files: the commands running the agent call it when told to stop (SIGTERM,
+        SIGINT, ``netbay down``), after :meth:`run` returned. A killed agent leaves them
+        to the next one, whose first resync adopts those still wanted and reaps the rest."""
+        self._each("release", "releasing")
+
+    def _each(self, verb: str, doing: str) -> None:
+        """Call the optional ``verb`` of every realizer that has it; one's failure stops no other."""
         for r in self.realizers:
-            stop_fn = getattr(r, "stop", None)
-            if stop_fn is not None:
+            fn = getattr(r, verb, None)
+            if fn is not None:
                 try:
-                    stop_fn()
-                except Exception:  # noqa: BLE001 - stopping must go on
-                    log.exception("netbay agent: stopping realizer %s", r.name)
+                    fn()
+                except Exception:  # noqa: BLE001 - the others still go
+                    log.exception("netbay agent: %s realizer %s", doing, r.name)
 
     def _loop(self, stop: threading.Event) -> None:
         backoff = 0.5
@@ -231,6 +242,7 @@ class Agent:
 
     def resync(self) -> None:
         """Read everything; adopt, build and remove until the kernel matches."""
+        self._each("before_snapshot", "looking before the snapshot with")   # what the host holds before it
         self.state = State.from_snapshot(self.api.state())
         # Follow from a little before the snapshot: a transaction that took a revision
         # below it but committed after it is in neither (PostgreSQL). Replaying changes
@@ -562,7 +574,7 @@ def _ensure_namespace(ns: str) -> None:
 def default_realizers(names: Names) -> list[Realizer]:
     """The realizers whose modules are present (each is optional)."""
     out: list[Realizer] = []
-    for make in (SecurityGroupRealizer, RouterRealizer, _load_balancers, _cluster_networks, _taps):
+    for make in (SecurityGroupRealizer, RouterRealizer, _load_balancers, _cluster_networks, _taps, _resolvers):
         try:
             out.append(make(names))
         except ImportError as exc:  # pragma: no cover - module absent
@@ -583,6 +595,14 @@ def _cluster_networks(names: Names) -> Realizer:
     from netbay.drivers.realizer import ClusterNetRealizer
 
     return ClusterNetRealizer(names)
+
+
+def _resolvers(names: Names) -> Realizer:
+    """Kuryr clusters' resolvers a controller left on this host, reaped with their port
+    (:mod:`netbay.k8s.dns.reaper`)."""
+    from netbay.k8s.dns.reaper import ResolverReaper
+
+    return ResolverReaper(names)
 
 
 def _taps(names: Names) -> Realizer:

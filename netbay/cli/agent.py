@@ -134,6 +134,7 @@ def agent(
         pass
     stop.set()
     thread.join(timeout=5)  # a long poll in flight is abandoned with the process
+    the_agent.release()     # told to stop: its haproxy and resolver processes stop too
     api.close()
 
 
@@ -176,12 +177,27 @@ def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODU
     closing = asyncio.Event()
     application.state.closing = closing  # ends the agent's long poll at once on shutdown
 
+    agents: list[Any] = []   # the agent, once the server started
+
+    def finish_agent() -> None:
+        """The agent's thread ends (bounded), then the processes it ran stop."""
+        stop.set()
+        thread.join(timeout=10)
+        while agents:
+            agents.pop().release()
+
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             stop.set()
             with contextlib.suppress(RuntimeError):  # no loop running (yet)
                 asyncio.get_running_loop().call_soon_threadsafe(closing.set)
             super().handle_exit(sig, frame)
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            # Before uvicorn re-raises the SIGTERM it caught (the process then dies at
+            # once, netbay.locks): while the API still answers the agent's last calls.
+            await asyncio.to_thread(finish_agent)
+            await super().shutdown(sockets)
 
     config = uvicorn.Config(application, host=host, port=port, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=2)
@@ -197,15 +213,15 @@ def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODU
                 return
             stop.wait(0.05)
         if not stop.is_set():
-            Agent(api, Names(prefix)).run(stop)
+            agents.append(Agent(api, Names(prefix)))
+            agents[0].run(stop)
 
     thread = threading.Thread(target=run_agent, name="netbay-agent", daemon=True)
     thread.start()
     try:
         server.run(sockets=[sock] if sock is not None else None)
     finally:
-        stop.set()
-        thread.join(timeout=5)
+        finish_agent()
         api.close()
 
 

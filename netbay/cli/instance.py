@@ -6,6 +6,7 @@ holder (PID, URL, prefix). A second ``netbay up`` on either refuses and names th
 holder instead of rewriting the first one's openrc or sweeping its namespaces. The
 kernel drops a lock when its process dies, so a crash leaves nothing stale; a clean
 exit removes the agent's lock file (the data dir's stays: the last run's record).
+``netbay down`` also stops what a killed agent left running (:func:`stop_processes`).
 """
 
 from __future__ import annotations
@@ -120,5 +121,17 @@ def remove_namespaces(prefix: str) -> list[str]:
     return removed
 
 
+def stop_processes(prefix: str) -> list[str]:
+    """The processes an agent of ``prefix`` ran and, killed, left behind (haproxy, cluster
+    resolvers; each proven by its pid file and /proc), stopped, their files removed."""
+    from netbay.dataplane.lb.process import Haproxy, state_dir
+    from netbay.k8s.dns.process import stop_all
+
+    haproxy = Haproxy(state_dir(prefix))
+    lbs = sorted(haproxy.known())
+    haproxy.stop_all()
+    return [f"haproxy {lb}" for lb in lbs] + [f"cluster resolver {port}" for port in stop_all(prefix)]
+
+
 __all__ = ["SERVER_LOCK", "Held", "agent_lock_path", "hold", "holder", "last_run", "listen", "released",
-           "remove_namespaces", "run_dir", "served_prefixes", "stop"]
+           "remove_namespaces", "run_dir", "served_prefixes", "stop", "stop_processes"]

@@ -60,6 +60,7 @@ def libnetwork(
                                           "whoever reaches it makes networks with the driver's credentials."),
 ) -> None:
     """Serve Docker's remote NetworkDriver and IpamDriver (libnetwork plugin API v1.2)."""
+    _stop_with_parent()
     from netbay import locks, unixsock
     from netbay.backends.report import chosen
     from netbay.plugins.libnetwork.server import serve, socket_path
@@ -89,6 +90,22 @@ def libnetwork(
 
 
 OWNERS = {"embedded": "compute:netbay", "openstack": "kuryr:container"}  # whose agent wires the port
+STOP_WITH = "NETBAY_STOP_WITH"   # set by ``netbay up`` for its driver: the pid it must not outlive
+PR_SET_PDEATHSIG = 1
+
+
+def _stop_with_parent() -> None:
+    """Started by ``netbay up``: SIGTERM when ``up`` ends, however it ends (a signal ends
+    ``up`` without its ``atexit``; ``netbay down`` signals ``up`` alone)."""
+    parent = os.environ.pop(STOP_WITH, None)
+    if not parent or not parent.isdigit():
+        return
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(parent):   # it ended before the kernel was asked
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _backend(kind: str, cloud: str | None, url: str, data_dir: Path | None, openrc: Path | None):  # noqa: ANN202
@@ -109,14 +126,15 @@ def dockerd_present() -> bool:
 def start_beside_up(openrc: Path, url: str, prefix: str,
                     network_backend: tuple[str, str | None] = ("embedded", None)) -> subprocess.Popen | None:
     """``netbay up``'s hook: the Docker driver as a child process when this host runs
-    dockerd (stopped with ``up``: it is in ``up``'s process group, and killed at exit),
-    on ``up``'s network backend."""
+    dockerd (stopped with ``up``: terminated at exit, and SIGTERM from the kernel when
+    ``up`` ends otherwise — see :func:`_stop_with_parent`), on ``up``'s network backend."""
     if not dockerd_present():
         return None
     kind, cloud = network_backend
     on_cloud = ["--backend", kind, "--os-cloud", cloud] if kind == "openstack" and cloud else []
     proc = subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "libnetwork", "--url", url,
-                             "--prefix", prefix, "--openrc", str(openrc), *on_cloud])
+                             "--prefix", prefix, "--openrc", str(openrc), *on_cloud],
+                            env={**os.environ, STOP_WITH: str(os.getpid())})
     atexit.register(lambda: proc.poll() is None and proc.terminate())
     # The container API (same process, created after this hook) runs containers there.
     os.environ.setdefault("NETBAY_DOCKER_HOST", "unix:///run/docker.sock")

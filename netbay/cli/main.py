@@ -270,8 +270,10 @@ def down(
     if os.geteuid() != 0:
         console.print(f"[red]error:[/] removing the namespaces {prefix}* needs root")
         raise typer.Exit(1)
+    stopped = instance.stop_processes(prefix)   # none after a clean stop: its agent's own
     removed = instance.remove_namespaces(prefix)
-    console.print(f"removed {len(removed)} namespaces {prefix}*")
+    console.print(f"removed {len(removed)} namespaces {prefix}*"
+                  + (f", stopped {len(stopped)} processes it left" if stopped else ""))
 
 
 def _logging() -> None:

@@ -260,6 +260,14 @@ class LoadBalancerRealizer:
             self._executor = None
         self.stopping.clear()
 
+    def release(self) -> None:
+        """The agent is told to stop: its haproxy processes stop, their files go (the
+        namespaces stay for ``netbay down``; the next agent starts them again)."""
+        with self._lock:
+            for lb_id in list(self.specs):
+                self._forget(lb_id)
+            self.haproxy.stop_all()
+
     def pool_executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._executor is None:

@@ -47,8 +47,11 @@ class Realizer(Protocol):
 
     # Optional (looked up with getattr): ``attach(report)`` hands a realizer with work
     # of its own (health checks) the agent's status reporter; ``stop()`` ends that work
-    # when the agent stops; ``statuses(state, work, everything, outcomes, failed)``
-    # returns the realizer's own status report (load balancer trees).
+    # when the agent stops; ``release()`` stops the processes it runs (haproxy,
+    # resolvers) when the agent is told to stop (a killed one leaves them to be adopted);
+    # ``before_snapshot()`` looks at the host just before a resync's snapshot is asked
+    # for; ``statuses(state, work, everything, outcomes, failed)`` returns the
+    # realizer's own status report (load balancer trees).
 
 
 class RouterRealizer:

@@ -146,7 +146,8 @@ class Cloud:
 
 
 def make_cloud(tmp: Path, tag: str) -> Iterator[Cloud]:
-    """Start server + agent; yield; stop both and sweep the prefix (also on failure)."""
+    """Start server + agent; yield; stop both (the agent's processes too, as a stopped
+    ``netbay agent`` does) and sweep the prefix (also on failure)."""
     prefix = f"{PREFIX}{tag}-"
     names = Names(prefix)
     server = start_server(f"sqlite:///{tmp / 'netbay.db'}", tmp)
@@ -159,6 +160,8 @@ def make_cloud(tmp: Path, tag: str) -> Iterator[Cloud]:
     finally:
         try:
             runner.stop()
+            if runner.agent is not None:   # its haproxy and resolver processes, their files in /run/netbay
+                runner.agent.release()
         finally:
             stop_server(server)
             sweep_prefix(prefix)

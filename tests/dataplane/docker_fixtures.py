@@ -5,7 +5,9 @@ API's tests too). dockerd itself: :mod:`netbay.runtime.dockerd`.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +19,7 @@ from docker.types import IPAMConfig, IPAMPool
 
 from netbay import unixsock
 from netbay.dataplane import netns
+from netbay.plugins.libnetwork.server import journal_dir
 
 from conftest import ADMIN_PASSWORD, Server  # tests/conftest.py
 
@@ -70,6 +73,10 @@ class Plugin:
         if self.sock.is_socket():
             self.sock.unlink()
         unixsock.lock_path(self.sock).unlink(missing_ok=True)   # a killed plugin's (its lock is free)
+        calls = journal_dir(self.name)   # a killed plugin's journal (a clean stop removes its own)
+        shutil.rmtree(calls, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            calls.parent.rmdir()         # only if no other plugin's is left there
 
 
 def docker_network(d: dk.Dockerd, name: str, cidr: str | None = None, *, options: dict | None = None,

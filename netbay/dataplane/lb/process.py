@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from netbay.dataplane import netns
+from netbay.dataplane import netns, pidfile
 
 BINARY = "haproxy"
 START_TIMEOUT = 10.0
@@ -49,12 +49,9 @@ class Haproxy:
         return self.dir(lb_id) / "haproxy.pid"
 
     def master(self, lb_id: str) -> int | None:
-        """The master's pid if it runs (checked in /proc: haproxy, this config)."""
-        try:
-            pid = int(self._pidfile(lb_id).read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-        return pid if _is_ours(pid, self.config(lb_id)) else None
+        """The master's pid if it runs (checked in /proc: haproxy, this config, started
+        before its pid file was written)."""
+        return pidfile.owner(self._pidfile(lb_id), [str(self.config(lb_id)).encode()], b"haproxy")
 
     def known(self) -> set[str]:
         """Ids of the load balancers that have a directory here (running or not)."""
@@ -154,14 +151,7 @@ class Haproxy:
         """Stop the master (its workers go with it) and remove its files."""
         pid = self.master(lb_id)
         if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + STOP_TIMEOUT
-            while _is_ours(pid, self.config(lb_id)) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            if _is_ours(pid, self.config(lb_id)):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+            pidfile.terminate(pid, lambda: _is_ours(pid, self.config(lb_id)), STOP_TIMEOUT)
         if not keep_dir:
             shutil.rmtree(self.dir(lb_id), ignore_errors=True)
 
@@ -190,6 +180,7 @@ class Haproxy:
         return out
 
     def stop_all(self) -> None:
+        """Every haproxy of this agent, and its files (the agent stops; ``netbay down``)."""
         for lb_id in self.known():
             self.stop(lb_id)
         with contextlib.suppress(OSError):
@@ -205,15 +196,7 @@ def _binary() -> str:
 
 def _is_ours(pid: int, cfg: Path) -> bool:
     """``pid`` is a live haproxy started with ``cfg`` (never signal anything else)."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
-        return False
-    args = raw.split(b"\0")
-    return bool(args) and os.path.basename(args[0]) == b"haproxy" and str(cfg).encode() in args
+    return pidfile.matches(pid, [str(cfg).encode()], b"haproxy")
 
 
 def _net_inode(pid: int) -> int | None:

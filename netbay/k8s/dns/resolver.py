@@ -5,10 +5,12 @@ the 10th address of the service range, as Kubernetes' ``kube-dns`` Service does
 (``10.254.0.10`` for ``10.254.0.0/16``; any free one if a cluster IP holds it), so
 every pod reaches it through the router as it reaches cluster IPs. It is plugged
 like a pod into ``<prefix>kd-<port id>`` (not ``k-``: the pods' sweep leaves it);
-the process (:mod:`.server`) runs detached in that namespace, so a controller that
-dies leaves it answering, and the next pass adopts it by its pid file in
-``<state dir>/<prefix>k8s-dns/<port id>/`` (checked in ``/proc``: that command, that
-namespace). The cluster's delete takes the port; :func:`sweep_orphans` the rest.
+the process (:mod:`.server`, kept by :mod:`.process`) runs detached in that
+namespace, so a controller that exits leaves it answering, and the next pass adopts
+it by its pid file in ``<state dir>/<prefix>k8s-dns/<port id>/`` (checked in
+``/proc``: that command, started before its pid file, that namespace). The cluster's
+delete takes the port; the agent of the prefix (:mod:`.reaper`) then the process,
+namespace and files; :func:`sweep_orphans` does the same on demand.
 """
 
 from __future__ import annotations
@@ -16,31 +18,17 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
 from netbay.backends.apiclient import gone_ok
 from netbay.errors import Conflict
-from netbay.dataplane import netns
 from netbay.dataplane.fabric import KURYR_POD
 from netbay.dataplane.garp import announce
 from netbay.dataplane.rtnl import release
+from netbay.k8s.dns.process import Process, namespace, port_ids, state_root, write_atomic
 from netbay.k8s.sandbox import PodSandboxes, pod_port
 
 ADDRESS_INDEX = 10
-START_TIMEOUT = 10.0
-STOP_TIMEOUT = 5.0
-MODULE = "netbay.k8s.dns.server"
-
-
-def state_root(prefix: str) -> Path:
-    return Path(os.environ.get("NETBAY_STATE_DIR", "/run/netbay")) / f"{prefix}k8s-dns"
 
 
 class ResolverBoxes(PodSandboxes):
@@ -50,90 +38,7 @@ class ResolverBoxes(PodSandboxes):
         self.names, self.fabric = pods.names, pods.fabric
 
     def ns(self, port_id: str) -> str:
-        return f"{self.names.prefix}kd-{port_id}"
-
-    def existing(self) -> set[str]:
-        head = f"{self.names.prefix}kd-"
-        return {n[len(head):] for n in netns.list(head)}
-
-
-class Process:
-    """The server process of one resolver port (files in its state directory)."""
-
-    def __init__(self, root: Path, port_id: str, ns: str) -> None:
-        self.dir, self.ns = root / port_id, ns
-        self.records, self.pidfile = self.dir / "records.json", self.dir / "resolver.pid"
-        self._child: subprocess.Popen | None = None
-
-    def pid(self) -> int | None:
-        """The running server's pid (its /proc entry shows this command line)."""
-        try:
-            pid = int(self.pidfile.read_text().split()[0])
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError, IndexError):
-            return None
-        return pid if MODULE.encode() in cmdline and str(self.records).encode() in cmdline else None
-
-    def serving(self) -> int | None:
-        """The pid if it runs in the namespace as it is now (a re-made one has a new inode)."""
-        pid = self.pid()
-        try:
-            return pid if pid and os.stat(f"/proc/{pid}/ns/net").st_ino == netns.inode(self.ns) else None
-        except OSError:
-            return None
-
-    def start(self, address: str) -> int:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.pidfile.unlink(missing_ok=True)
-        if not self.records.exists():
-            write_atomic(self.records, json.dumps({"domain": "cluster.local", "A": {}, "SRV": {}}))
-        with open(self.dir / "resolver.log", "ab") as log:
-            self._child = subprocess.Popen(
-                [sys.executable, "-m", MODULE, "--netns", self.ns, "--address", address,
-                 "--records", str(self.records), "--pidfile", str(self.pidfile)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + START_TIMEOUT
-        while (pid := self.serving()) is None:
-            if self._child.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                tail = (self.dir / "resolver.log").read_text(errors="replace")[-500:]
-                raise RuntimeError(f"the cluster resolver did not start in {self.ns}: {tail.strip()}")
-            time.sleep(0.01)
-        return pid
-
-    def stop(self) -> None:
-        pid = self.pid() or (self._child.pid if self._child and self._child.poll() is None else None)
-        if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + STOP_TIMEOUT
-            while _alive(pid, self._child) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            if _alive(pid, self._child):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-        if self._child is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._child.wait(timeout=STOP_TIMEOUT)
-            self._child = None
-
-    def remove(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        with contextlib.suppress(OSError):   # the prefix's directory, once its last resolver went
-            self.dir.parent.rmdir()
-
-
-def _alive(pid: int, child: subprocess.Popen | None) -> bool:
-    if child is not None and child.pid == pid:
-        return child.poll() is None
-    return Path(f"/proc/{pid}").exists()
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+        return namespace(self.names.prefix, port_id)
 
 
 class ClusterResolver:
@@ -194,6 +99,7 @@ class ClusterResolver:
         if self.process.serving() is None:
             self.process.stop()      # one left in a namespace that is gone
             self.process.start(self.address)
+            self._written = None     # a new process may have found no records: write them again
         return self.address
 
     def _create(self) -> dict[str, Any]:
@@ -243,8 +149,7 @@ def sweep_orphans(net: Any, pods: PodSandboxes) -> list[str]:   # net: a Network
     """Resolvers on this host whose port is gone (their cluster was deleted): their
     process, namespace and files. Returns the port ids."""
     boxes = ResolverBoxes(pods)
-    stray = boxes.existing() | ({p.name for p in state_root(pods.names.prefix).iterdir()}
-                                if state_root(pods.names.prefix).is_dir() else set())
+    stray = port_ids(pods.names.prefix)
     if not stray:
         return []
     live = {p["id"] for p in net.list("port", device_owner=KURYR_POD)}
