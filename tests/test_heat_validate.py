@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from netbay.coe import drivers
+from netbay.drivers import registry as drivers
 from netbay.coe.compose import build
 from netbay.coe.graph import GraphError
 from netbay.coe.hot import to_hot, to_yaml

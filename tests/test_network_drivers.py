@@ -13,7 +13,7 @@ import pytest
 from coehelp import ci_client, magnum_error
 from conftest import ADMIN_PASSWORD, start_server, stop_server
 
-from netbay.coe import drivers
+from netbay.drivers import registry as drivers
 from netbay.coe.coes import CoeConfig
 from netbay.coe.docs import render
 

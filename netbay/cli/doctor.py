@@ -2,7 +2,7 @@
 
 Reads the kernel's build configuration and, as root, probes each feature in a
 throwaway namespace (``netbay.dataplane.features``); then checks every network
-driver mode against the features it declares (``netbay.coe.drivers``), the same
+driver mode against the features it declares (``netbay.drivers.registry``), the same
 declaration the API refuses unrealizable modes with.
 """
 
@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from netbay.coe import drivers
+from netbay.drivers import registry as drivers
 
 console = Console()
 

@@ -9,7 +9,8 @@ it comes from the environment of the server, read once at start:
     NETBAY_KUBERNETES_DEFAULT_NETWORK_DRIVER=flannel
     NETBAY_SWARM_… / NETBAY_MESOS_…                             (likewise)
 
-``all`` allows every driver the registry supports for the COE.
+``all`` allows every driver the registry supports for the COE; the default default is
+the driver that declares itself the COE's (:func:`netbay.drivers.registry.default_driver`).
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from netbay.coe import drivers
+from netbay.drivers import registry as drivers
 from netbay.errors import BadRequest
 
 # Magnum's ClusterType enum: what the ``coe`` field accepts at all.
 COE_ENUM = ("kubernetes", "swarm", "mesos", "dcos", "swarm-mode")
 # COE -> the family whose validator (and configuration) it uses, as in Magnum.
 FAMILY = {"kubernetes": "kubernetes", "swarm": "swarm", "swarm-mode": "swarm", "mesos": "mesos"}
-DEFAULTS = {"kubernetes": "flannel", "swarm": "docker", "mesos": "docker"}
 SERVER_TYPES = ("vm", "bm")
 
 
@@ -41,7 +41,8 @@ class CoeConfig:
         env = os.environ if env is None else env
         allowed: dict[str, tuple[str, ...]] = {}
         default: dict[str, str] = {}
-        for family, fallback in DEFAULTS.items():
+        for family in dict.fromkeys(FAMILY.values()):
+            fallback = drivers.default_driver(family) or ""
             prefix = f"NETBAY_{family.upper()}_"
             raw = env.get(prefix + "ALLOWED_NETWORK_DRIVERS", "all")
             allowed[family] = tuple(d.strip() for d in raw.split(",") if d.strip()) or ("all",)

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from netbay.coe import drivers
+from netbay.drivers import registry as drivers
 from netbay.errors import BadRequest
 
 

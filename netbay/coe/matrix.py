@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from netbay.coe import drivers
+from netbay.drivers import registry as drivers
 from netbay.coe.coes import FAMILY, CoeConfig
 
 COES = tuple(FAMILY)  # the COEs netbay can build (Magnum's enum also has dcos: refused)
@@ -24,7 +24,7 @@ def label(spec: drivers.LabelSpec) -> dict[str, Any]:
     return out
 
 
-def driver(d: drivers.NetworkDriver, config: CoeConfig) -> dict[str, Any]:
+def driver(d: drivers.DriverSpec, config: CoeConfig) -> dict[str, Any]:
     return {
         "name": d.name,
         "summary": d.summary,

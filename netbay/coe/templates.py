@@ -24,7 +24,8 @@ from typing import Any
 from sqlalchemy import exists, or_, select
 from sqlalchemy.orm import Session
 
-from netbay.coe import common, drivers, fields, labels, patch, references
+from netbay.coe import common, fields, labels, patch, references
+from netbay.drivers import registry as drivers
 from netbay.coe.coes import COE_ENUM, CoeConfig
 from netbay.coe.fields import Attr
 from netbay.context import Context
