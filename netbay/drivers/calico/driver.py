@@ -35,11 +35,9 @@ A peer on another subnet without encapsulation for it is refused
 
 from __future__ import annotations
 
-import errno
 import ipaddress
 from collections.abc import Iterable, Mapping
 
-from netbay.dataplane.links import LinkError
 from netbay.drivers import kernel, leases as leaselib, masq, node as nodelib, peers as peerlib, pods
 from netbay.drivers.calico import CalicoConfig, CalicoError, MissingKernelFeature
 from netbay.drivers.node import Node
@@ -87,14 +85,8 @@ class Calico:
         return leaselib.allocate(self.network_config, nodes, current)
 
     # -- per node --
-    def _underlay(self, node: Node):
-        link = kernel.rtnl(node.ns).link(node.underlay)
-        if link is None:
-            raise LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")
-        return link
-
     def pod_mtu(self, node: Node) -> int:
-        mtu = self._underlay(node).mtu
+        mtu = nodelib.underlay_mtu(node)
         if self.config.vxlan != "Never":
             return mtu - VXLAN_OVERHEAD
         return mtu - IPIP_OVERHEAD if self.config.ipip_on else mtu
@@ -110,13 +102,13 @@ class Calico:
     def setup_node(self, node: Node) -> int:
         """Forwarding, the own-block blackhole, (VXLAN modes) ``vxlan.calico`` and the
         pool's natOutgoing table. Returns the pods' MTU."""
-        ul = self._underlay(node)
+        underlay_mtu = nodelib.underlay_mtu(node)
         nodelib.enable_forwarding(node.ns)
         if self.config.vxlan != "Never":
             peerlib.ensure_vtep(node, VXLAN_DEVICE, vni=VXLAN_VNI, port=VXLAN_PORT,
-                                mtu=ul.mtu - VXLAN_OVERHEAD, address=f"{self.tunnel_ip(node)}/32")
+                                mtu=underlay_mtu - VXLAN_OVERHEAD, address=f"{self.tunnel_ip(node)}/32")
         if self.config.ipip_on:
-            idx = kernel.ensure_ipip(node.ns, IPIP_DEVICE, mtu=ul.mtu - IPIP_OVERHEAD)
+            idx = kernel.ensure_ipip(node.ns, IPIP_DEVICE, mtu=underlay_mtu - IPIP_OVERHEAD)
             peerlib.hold_only(node.ns, idx, f"{self.tunnel_ip(node)}/32")
         kernel.add_route(node.ns, self._blackhole(node))
         if self.config.nat_outgoing:

@@ -31,11 +31,9 @@ drives all three drivers alike.
 
 from __future__ import annotations
 
-import errno
 import ipaddress
 from collections.abc import Iterable, Mapping
 
-from netbay.dataplane.links import LinkError
 from netbay.drivers import kernel, leases as leaselib, node as nodelib, pods
 from netbay.drivers.docker import DockerOverlayConfig
 from netbay.drivers.node import Node
@@ -65,10 +63,7 @@ class DockerOverlay:
         return leaselib.allocate(self.network_config, nodes, current)
 
     def pod_mtu(self, node: Node) -> int:
-        link = kernel.rtnl(node.ns).link(node.underlay)
-        if link is None:
-            raise LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")
-        return link.mtu - OVERHEAD
+        return nodelib.underlay_mtu(node) - OVERHEAD
 
     def setup_node(self, node: Node) -> int:
         """The bridge with the node's gateway on the whole subnet, the VXLAN device in

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from netbay.drivers import leases
+import netbay.drivers.leases as leases
 from netbay.drivers.labelspec import LabelSpec
 from netbay.drivers.registry import DriverSpec
 

@@ -7,10 +7,8 @@ one route via the peer's underlay address, kept exact by :func:`netbay.drivers.p
 
 from __future__ import annotations
 
-import errno
 from collections.abc import Iterable, Mapping
 
-from netbay.dataplane.links import LinkError
 from netbay.drivers import kernel, leases, node as nodelib, peers as peerlib, pods
 from netbay.drivers.example import ExampleConfig
 from netbay.drivers.node import Node
@@ -26,10 +24,7 @@ class Example:
         return leases.allocate(self.config.network_config, nodes, current)
 
     def pod_mtu(self, node: Node) -> int:
-        link = kernel.rtnl(node.ns).link(node.underlay)
-        if link is None:
-            raise LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")
-        return link.mtu
+        return nodelib.underlay_mtu(node)
 
     def setup_node(self, node: Node) -> int:
         nodelib.enable_forwarding(node.ns)

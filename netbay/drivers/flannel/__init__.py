@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from netbay.drivers import leases as leaselib
+import netbay.drivers.leases as leaselib
 from netbay.drivers.labelspec import LabelSpec
 from netbay.drivers.registry import DriverSpec
 

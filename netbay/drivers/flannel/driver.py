@@ -19,11 +19,9 @@ Integrator's sequence (everything idempotent; ``Node`` is plain data)::
 
 from __future__ import annotations
 
-import errno
 import ipaddress
 from collections.abc import Iterable, Mapping
 
-from netbay.dataplane.links import LinkError
 from netbay.drivers import kernel, leases as leaselib, masq, node as nodelib, pods
 from netbay.drivers.flannel import FlannelConfig
 from netbay.drivers.flannel import backend as backends
@@ -50,14 +48,8 @@ class Flannel:
         return leaselib.allocate(self.network_config, nodes, current)
 
     # -- kernel --
-    def underlay_mtu(self, node: Node) -> int:
-        link = kernel.rtnl(node.ns).link(node.underlay)
-        if link is None:
-            raise LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")
-        return link.mtu
-
     def pod_mtu(self, node: Node) -> int:
-        return self.backend.pod_mtu(self.underlay_mtu(node))
+        return self.backend.pod_mtu(nodelib.underlay_mtu(node))
 
     def setup_node(self, node: Node) -> int:
         """Forwarding on, the backend's devices, ``cni0`` with the lease's gateway, the
