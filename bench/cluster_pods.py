@@ -56,7 +56,7 @@ from pod_network import Iperf  # noqa: E402
 from pod_network import first_answer as _first_answer  # noqa: E402
 
 from netbay.dataplane import bigtcp, netns  # noqa: E402
-from netbay.drivers.realizer import make_driver  # noqa: E402
+from netbay.drivers import registry  # noqa: E402
 from netbay.dataplane.names import Names  # noqa: E402
 from netbay.dataplane.rtnl import rtnl  # noqa: E402
 from netbay.drivers import leases  # noqa: E402
@@ -212,7 +212,7 @@ def throughput(p: Product, args: argparse.Namespace, tag: str) -> dict[str, Any]
 def driver_nodes(p: Product, cid: str) -> tuple[Any, list[Node]]:
     """The cluster's driver and its minions as the driver sees them (for the baselines)."""
     net = p.clusternet(cid)
-    driver = make_driver(net)
+    driver = registry.make(net["driver"], net.get("config") or {})
     return driver, [Node(p.names.sandbox(n["sandbox_id"]), n["address"], n["lease"])
                     for n in net["nodes"] if n["role"] == "minion"]
 

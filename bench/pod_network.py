@@ -64,7 +64,8 @@ sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))
 from netbay.dataplane import bigtcp, links, netns, probe  # noqa: E402
 from netbay.dataplane.rtnl import rtnl  # noqa: E402
 from netbay.drivers import leases  # noqa: E402
-from netbay.drivers.flannel import Flannel, FlannelConfig  # noqa: E402
+from netbay.drivers.flannel import FlannelConfig  # noqa: E402
+from netbay.drivers.flannel.driver import Flannel  # noqa: E402
 from netbay.drivers.node import Node  # noqa: E402
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"

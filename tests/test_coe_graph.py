@@ -290,5 +290,26 @@ def test_hot_constraints_and_bad_values() -> None:
     assert hot["parameters"]["flannel_backend"]["constraints"] == [{"allowed_values": ["vxlan", "host-gw"]}]
     assert hot["resources"]["api_lb_floating"]["depends_on"] == ["extrouter_inside"]
     assert values["flannel_backend"] == "vxlan" and values["number_of_minions"] == 2
-    with pytest.raises(GraphError, match="flannel_backend='udp'"):
+    # refused by the API's own label check, with its message (issue 24: one check everywhere)
+    with pytest.raises(GraphError, match="Label flannel_backend=udp is not supported"):
         build({**K8S, "labels": {"flannel_backend": "udp"}}, CLUSTER)
+
+
+def test_the_export_reads_labels_as_the_api_checked_them() -> None:
+    """A padded backend still opens UDP 8472; a number given as 24.0 is the /24 it means."""
+    padded = build({**K8S, "labels": {"flannel_backend": " vxlan", "flannel_network_subnetlen": 24.0}}, CLUSTER)
+    hot, values = to_hot(padded)
+    assert values["flannel_backend"] == "vxlan" and values["flannel_network_subnetlen"] == 24
+    rules = hot["resources"]["secgroup_kube_master"]["properties"]["rules"]
+    assert {"protocol": "udp", "port_range_min": 8472, "port_range_max": 8472} in [
+        {k: r.get(k) for k in ("protocol", "port_range_min", "port_range_max")} for r in rules]
+
+
+def test_a_registered_driver_without_a_fragment_builds_with_its_labels_as_parameters(monkeypatch) -> None:  # noqa: ANN001
+    from netbay.drivers import example, registry
+
+    monkeypatch.setitem(registry.DRIVERS, "example", example.SPEC)
+    hot, values = to_hot(build({**K8S, "network_driver": "example", "labels": {"example_pod_cidr": " 10.7.0.0/16"}},
+                               CLUSTER))
+    assert values["example_pod_cidr"] == "10.7.0.0/16"
+    assert "flannel_backend" not in hot["parameters"]

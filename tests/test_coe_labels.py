@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from netbay.coe import cidrs, drivers, labels, patch
+from netbay.coe import labels, patch
+from netbay.drivers import cidrs, registry
 from netbay.errors import BadRequest
 
 # --- CLI parsing ---------------------------------------------------------------------------------------
@@ -84,27 +85,27 @@ def test_check_only_ever_refuses_with_a_400_and_keeps_every_label(given_labels, 
         assert "label" in exc.message.lower() or "Label" in exc.message
         return
     assert checked.labels == given_labels
-    known = drivers.known_labels(drivers.DRIVERS.get(driver or ""))
+    known = registry.known_labels(registry.DRIVERS.get(driver or ""))
     assert checked.ignored == sorted(k for k in given_labels if k not in known)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.ip_addresses(v=4), st.integers(min_value=0, max_value=32))
 def test_cidr_labels_accept_exactly_ipv4_networks(address, prefix):
-    spec = drivers.FLANNEL.label("flannel_network_cidr")
+    spec = registry.get("flannel").label("flannel_network_cidr")
     text = f"{address}/{prefix}"
     network = ipaddress.ip_network(text, strict=False)
     if network.network_address == address and cidrs.unusable(network) is None:
         assert spec.check(text) == str(network)
     else:
-        with pytest.raises(drivers.LabelError, match="flannel_network_cidr"):
+        with pytest.raises(registry.LabelError, match="flannel_network_cidr"):
             spec.check(text)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(min_value=-5, max_value=40))
 def test_subnetlen_range_and_fit(n):
-    spec = drivers.FLANNEL.label("flannel_network_subnetlen")
+    spec = registry.get("flannel").label("flannel_network_subnetlen")
     if 8 <= n <= 30:
         assert spec.check(str(n)) == str(n)
         if n > 16:  # longer than the default /16 network
@@ -113,7 +114,7 @@ def test_subnetlen_range_and_fit(n):
             with pytest.raises(BadRequest, match="flannel_network_subnetlen"):
                 labels.check({"flannel_network_subnetlen": n}, "flannel")
     else:
-        with pytest.raises(drivers.LabelError):
+        with pytest.raises(registry.LabelError):
             spec.check(n)
 
 
@@ -126,10 +127,10 @@ def test_subnetlen_not_longer_than_network_is_refused():
 
 
 def test_enum_labels_are_case_sensitive_and_numbers_are_not_strings_of_choices():
-    spec = drivers.CALICO.label("calico_ipv4pool_ipip")
+    spec = registry.get("calico").label("calico_ipv4pool_ipip")
     assert spec.check("CrossSubnet") == "CrossSubnet"
     for bad in ("crosssubnet", "ALWAYS", 1, True, None, [], {}):
-        with pytest.raises(drivers.LabelError):
+        with pytest.raises(registry.LabelError):
             spec.check(bad)
 
 

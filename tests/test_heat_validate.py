@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from netbay.coe import drivers
+from netbay.drivers import registry
 from netbay.coe.compose import build
 from netbay.coe.graph import GraphError
 from netbay.coe.hot import to_hot, to_yaml
@@ -43,8 +43,8 @@ def combinations() -> Iterator[tuple[str, dict[str, Any]]]:
     master LB x floating IPs; the registry says which exist, so a new driver or label
     value is checked without editing this test."""
     for coe in COES:
-        for driver in drivers.supported(coe):
-            spec = drivers.DRIVERS[driver]
+        for driver in registry.supported(coe):
+            spec = registry.DRIVERS[driver]
             variants: list[dict[str, str]] = [{}]
             for label in spec.labels:
                 variants += [{label.key: v} for v in label.allowed if v != label.default]

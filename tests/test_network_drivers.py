@@ -13,7 +13,7 @@ import pytest
 from coehelp import ci_client, magnum_error
 from conftest import ADMIN_PASSWORD, start_server, stop_server
 
-from netbay.coe import drivers
+from netbay.drivers import registry
 from netbay.coe.coes import CoeConfig
 from netbay.coe.docs import render
 
@@ -32,7 +32,7 @@ def test_network_drivers_document_is_the_registry(ci_admin):
     r = ci_admin.get("/network-drivers")
     assert r.status_code == 200
     doc = r.json()
-    assert [d["name"] for d in doc["network_drivers"]] == list(drivers.DRIVERS)
+    assert [d["name"] for d in doc["network_drivers"]] == list(registry.DRIVERS)
     by_name = {d["name"]: d for d in doc["network_drivers"]}
     assert by_name["flannel"]["coes"] == ["kubernetes", "swarm", "swarm-mode"]
     assert by_name["flannel"]["default_for"] == ["kubernetes"]
@@ -86,12 +86,12 @@ def test_doc_module_and_cli_print_the_same():
 
 
 def test_every_declared_label_default_passes_its_own_check():
-    for driver in drivers.DRIVERS.values():
+    for driver in registry.DRIVERS.values():
         for spec in driver.labels:
             assert spec.check(spec.default) == spec.default
         for rule in driver.checks:
             assert rule(driver.effective({})) is None
-    for spec in drivers.COMMON_LABELS:
+    for spec in registry.COMMON_LABELS:
         assert spec.check(spec.default) == spec.default
 
 

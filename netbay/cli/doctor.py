@@ -2,7 +2,7 @@
 
 Reads the kernel's build configuration and, as root, probes each feature in a
 throwaway namespace (``netbay.dataplane.features``); then checks every network
-driver mode against the features it declares (``netbay.coe.drivers``), the same
+driver mode against the features it declares (``netbay.drivers.registry``), the same
 declaration the API refuses unrealizable modes with.
 """
 
@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from netbay.coe import drivers
+from netbay.drivers import registry
 
 console = Console()
 
@@ -51,10 +51,10 @@ def extensions_report(available: dict[str, bool]) -> list[dict[str, object]]:
 
 def modes_report(available: dict[str, bool]) -> list[dict[str, object]]:
     """Every driver mode with the features it needs and whether this host has them."""
-    base = [f for f, _ in drivers.BASE_KERNEL_NEEDS]
+    base = [f for f, _ in registry.BASE_KERNEL_NEEDS]
     rows = []
     for name, labels in MODES:
-        driver = drivers.DRIVERS[name]
+        driver = registry.DRIVERS[name]
         needs = [f for f, _ in driver.kernel(driver.effective(labels))] if driver.kernel else []
         wanted = base + needs
         missing = [f for f in wanted if not available.get(f, False)]
@@ -111,7 +111,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
     if as_json:
         console.print_json(json.dumps({
             "features": {n: {"available": f.available, "how": f.how, "detail": f.detail} for n, f in found.items()},
-            "base_needs": [f for f, _ in drivers.BASE_KERNEL_NEEDS],
+            "base_needs": [f for f, _ in registry.BASE_KERNEL_NEEDS],
             "modes": modes,
             "big_tcp": {**big_tcp.as_dict(), "cache": bigtcp.cache_path()},
             "extensions": extensions_report(available),
@@ -129,7 +129,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
             table.add_row(name, "[green]yes[/]" if f.available else "[red]no[/]", helps.get(name, ""), f.how, f.detail)
         console.print(table)
         table = Table(title="network driver modes on this host (every cluster also needs: "
-                            + ", ".join(f for f, _ in drivers.BASE_KERNEL_NEEDS) + ")")
+                            + ", ".join(f for f, _ in registry.BASE_KERNEL_NEEDS) + ")")
         for col in ("driver", "mode", "needs", "realizable"):
             table.add_column(col)
         for row in modes:
@@ -146,7 +146,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
         console.print(table)
     if not network_backend["reachable"]:
         raise typer.Exit(1)
-    base_missing = [f for f, _ in drivers.BASE_KERNEL_NEEDS if not available.get(f, False)]
+    base_missing = [f for f, _ in registry.BASE_KERNEL_NEEDS if not available.get(f, False)]
     if base_missing:
         console.print(f"[red]this host cannot run the embedded dataplane: missing {', '.join(base_missing)}[/]")
         raise typer.Exit(1)

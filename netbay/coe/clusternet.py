@@ -14,7 +14,7 @@ Which lease manager and config a driver uses is the driver's own
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import asdict
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import select
@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from netbay.backends import NetworkBackend
 from netbay.context import Context
-from netbay.drivers import leases as leaselib
+from netbay.drivers import leases as leaselib, registry
 from netbay.errors import NotFound
 from netbay.network.resource import Resource, timestamp
 from netbay.store.db import Store
@@ -33,21 +33,14 @@ from netbay.store.models import (
 SERVER = "OS::Nova::Server"
 
 
-def network_config(driver: str | None, labels: dict[str, Any] | None) -> tuple[dict[str, Any], leaselib.NetworkConfig] | None:
-    """(the driver's config as plain data, its lease config) for a driver with pod
-    networks; None for one without. Raises ValueError on bad labels."""
-    if driver == "flannel":
-        from netbay.drivers.flannel import FlannelConfig
-        cfg: Any = FlannelConfig.from_labels(labels)
-    elif driver == "calico":
-        from netbay.drivers.calico import CalicoConfig
-        cfg = CalicoConfig.from_labels(labels)
-    elif driver == "docker":
-        from netbay.drivers.docker import DockerOverlayConfig
-        cfg = DockerOverlayConfig.from_labels(labels)
-    else:
+def network_config(driver: str | None, labels: Mapping[str, Any] | None) -> tuple[dict[str, Any], leaselib.NetworkConfig] | None:
+    """(the driver's typed config as the agent gets it, its lease config) for a driver
+    with pod networks; None for one without. Raises ValueError (``LabelError``) on bad
+    labels: the check is the API's own (:meth:`netbay.drivers.registry.DriverSpec.parse`)."""
+    cfg = registry.config(driver, labels)
+    if cfg is None:
         return None
-    return asdict(cfg), cfg.network_config
+    return registry.stored(cfg), cfg.network_config
 
 
 def room_problem(driver: str | None, labels: dict[str, Any] | None, masters: int, nodes: int) -> str | None:

@@ -9,7 +9,8 @@ it comes from the environment of the server, read once at start:
     NETBAY_KUBERNETES_DEFAULT_NETWORK_DRIVER=flannel
     NETBAY_SWARM_… / NETBAY_MESOS_…                             (likewise)
 
-``all`` allows every driver the registry supports for the COE.
+``all`` allows every driver the registry supports for the COE; the default default is
+the driver that declares itself the COE's (:func:`netbay.drivers.registry.default_driver`).
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from netbay.coe import drivers
+from netbay.drivers import registry
 from netbay.errors import BadRequest
 
 # Magnum's ClusterType enum: what the ``coe`` field accepts at all.
 COE_ENUM = ("kubernetes", "swarm", "mesos", "dcos", "swarm-mode")
 # COE -> the family whose validator (and configuration) it uses, as in Magnum.
 FAMILY = {"kubernetes": "kubernetes", "swarm": "swarm", "swarm-mode": "swarm", "mesos": "mesos"}
-DEFAULTS = {"kubernetes": "flannel", "swarm": "docker", "mesos": "docker"}
 SERVER_TYPES = ("vm", "bm")
 
 
@@ -41,15 +41,16 @@ class CoeConfig:
         env = os.environ if env is None else env
         allowed: dict[str, tuple[str, ...]] = {}
         default: dict[str, str] = {}
-        for family, fallback in DEFAULTS.items():
+        for family in dict.fromkeys(FAMILY.values()):
+            fallback = registry.default_driver(family) or ""
             prefix = f"NETBAY_{family.upper()}_"
             raw = env.get(prefix + "ALLOWED_NETWORK_DRIVERS", "all")
             allowed[family] = tuple(d.strip() for d in raw.split(",") if d.strip()) or ("all",)
             default[family] = env.get(prefix + "DEFAULT_NETWORK_DRIVER", "").strip() or fallback
-            unknown = [d for d in (*allowed[family], default[family]) if d != "all" and d not in drivers.DRIVERS]
+            unknown = [d for d in (*allowed[family], default[family]) if d != "all" and d not in registry.DRIVERS]
             if unknown:
                 raise ValueError(f"{prefix}*: unknown network driver(s) {', '.join(unknown)}; "
-                                 f"known: {', '.join(drivers.DRIVERS)}")
+                                 f"known: {', '.join(registry.DRIVERS)}")
         return cls(allowed, default)
 
     def family(self, coe: str) -> str:
@@ -63,7 +64,7 @@ class CoeConfig:
     def allowed_drivers(self, coe: str) -> list[str]:
         """The drivers a template of ``coe`` may name, after the operator's list."""
         family = self.family(coe)
-        names = drivers.supported(coe)
+        names = registry.supported(coe)
         if "all" in self.allowed[family]:
             return names
         return [n for n in names if n in self.allowed[family]]
@@ -71,7 +72,7 @@ class CoeConfig:
     def validate_network_driver(self, coe: str, driver: str) -> None:
         """Magnum's two checks, with its wording: supported for the COE, then allowed."""
         family = self.family(coe)
-        names = drivers.supported(coe)
+        names = registry.supported(coe)
         if driver not in names:
             raise BadRequest(f"Network driver type {driver} is not supported, expecting a "
                              f"{'/'.join(names + ['unspecified'])} network driver.")

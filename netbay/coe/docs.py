@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from netbay.coe import matrix
 from netbay.coe.coes import CoeConfig
-from netbay.coe.drivers import COMMON_LABELS, DRIVERS, LabelSpec
+from netbay.drivers.registry import COMMON_LABELS, DRIVERS, LabelSpec
 from netbay.store.labels import MAX_KEY, MAX_LABELS, MAX_TOTAL, MAX_VALUE
 
 
@@ -42,7 +42,7 @@ def render() -> str:
     lines = [
         "# Network drivers",
         "",
-        "<!-- Generated from netbay/coe/drivers.py by `python -m netbay.coe.docs`; do not edit. -->",
+        "<!-- Generated from the driver registry (netbay/drivers/) by `python -m netbay.coe.docs`; do not edit. -->",
         "",
         "A cluster template names a COE, optionally a `network_driver` (omitted: the COE's default,",
         "which is then stored) and `labels` that tune the driver. Labels a driver reads are checked",

@@ -1,5 +1,5 @@
 """Can this host realize a driver mode? The kernel features the drivers declare
-(:mod:`netbay.coe.drivers`), checked against what :mod:`netbay.dataplane.features`
+(:mod:`netbay.drivers.registry`), checked against what :mod:`netbay.dataplane.features`
 detects — once per process: the kernel does not change under a running server.
 The API refuses a mode the host cannot realize, naming the missing feature."""
 
@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Mapping
 
-from netbay.coe.drivers import NetworkDriver
+from netbay.drivers.registry import DriverSpec
 
 _lock = threading.Lock()
 _detected: dict[str, object] | None = None
@@ -26,7 +26,7 @@ def host_features() -> dict[str, object]:
         return _detected
 
 
-def refusal(driver: NetworkDriver, effective: Mapping[str, str]) -> str | None:
+def refusal(driver: DriverSpec, effective: Mapping[str, str]) -> str | None:
     """Why this host cannot realize ``driver`` with these labels, or None."""
     if driver.kernel is None:
         return None

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from netbay.coe import drivers
+from netbay.drivers import registry
 from netbay.errors import BadRequest
 
 
@@ -118,23 +118,18 @@ class Checked:
 
 def check(labels: Mapping[str, Any], driver_name: str | None) -> Checked:
     """Validate the labels ``driver_name``'s clusters read; 400 on the first bad one."""
-    driver = drivers.DRIVERS.get(driver_name or "")
-    specs = drivers.known_labels(driver)
+    driver = registry.get(driver_name)
+    specs = registry.known_labels(driver)
     normalized: dict[str, str] = {}
-    for key, value in labels.items():
-        spec = specs.get(key)
-        if spec is None:
-            continue
-        try:
-            normalized[key] = spec.check(value)
-        except drivers.LabelError as exc:
-            raise BadRequest(str(exc)) from None
+    try:
+        for key, value in labels.items():   # in the order given: the first bad one is named
+            spec = specs.get(key)
+            if spec is not None:
+                normalized[key] = spec.check(value)
+        effective = driver.checked(normalized) if driver is not None else {}
+    except registry.LabelError as exc:
+        raise BadRequest(str(exc)) from None
     if driver is not None:
-        effective = driver.effective(normalized)
-        for rule in driver.checks:
-            problem = rule(effective)
-            if problem:
-                raise BadRequest(problem)
         from netbay.coe.hostcheck import refusal
 
         problem = refusal(driver, effective)
@@ -147,7 +142,7 @@ def check(labels: Mapping[str, Any], driver_name: str | None) -> Checked:
 
 def ignored(labels: Mapping[str, Any], driver_name: str | None) -> list[str]:
     """The keys no part of a cluster with ``driver_name`` reads, sorted."""
-    specs = drivers.known_labels(drivers.DRIVERS.get(driver_name or ""))
+    specs = registry.known_labels(registry.get(driver_name))
     return sorted(k for k in labels if k not in specs)
 
 
@@ -164,7 +159,7 @@ def routing_problem(labels: Mapping[str, Any], driver_name: str | None, fixed_ci
     the spec's ``flannel_network_cidr=10.0.0.0/8`` beside ``10.0.0.0/24`` works."""
     from netbay.coe.clusternet import network_config
 
-    driver = drivers.DRIVERS.get(driver_name or "")
+    driver = registry.get(driver_name)
     if driver is None:
         return None
     effective = driver.effective({k: str(v) for k, v in labels.items()})

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from netbay.coe import drivers
+from netbay.drivers import registry
 from netbay.coe.coes import FAMILY, CoeConfig
 
 COES = tuple(FAMILY)  # the COEs netbay can build (Magnum's enum also has dcos: refused)
 
 
-def label(spec: drivers.LabelSpec) -> dict[str, Any]:
+def label(spec: registry.LabelSpec) -> dict[str, Any]:
     out: dict[str, Any] = {"key": spec.key, "type": spec.type, "default": spec.default,
                            "allowed": list(spec.allowed), "help": spec.help}
     if spec.refused:
@@ -24,7 +24,7 @@ def label(spec: drivers.LabelSpec) -> dict[str, Any]:
     return out
 
 
-def driver(d: drivers.NetworkDriver, config: CoeConfig) -> dict[str, Any]:
+def driver(d: registry.DriverSpec, config: CoeConfig) -> dict[str, Any]:
     return {
         "name": d.name,
         "summary": d.summary,
@@ -38,14 +38,14 @@ def driver(d: drivers.NetworkDriver, config: CoeConfig) -> dict[str, Any]:
 
 def coe_row(coe: str, config: CoeConfig) -> dict[str, Any]:
     return {"coe": coe, "default_network_driver": config.default_driver(coe),
-            "supported_network_drivers": drivers.supported(coe),
+            "supported_network_drivers": registry.supported(coe),
             "allowed_network_drivers": config.allowed_drivers(coe)}
 
 
 def document(config: CoeConfig) -> dict[str, Any]:
     """Everything: drivers (each with its labels), the per-COE matrix, the common labels."""
     return {
-        "network_drivers": [driver(d, config) for d in drivers.DRIVERS.values()],
+        "network_drivers": [driver(d, config) for d in registry.DRIVERS.values()],
         "coes": [coe_row(coe, config) for coe in COES],
-        "common_labels": [label(s) for s in drivers.COMMON_LABELS],
+        "common_labels": [label(s) for s in registry.COMMON_LABELS],
     }

@@ -24,7 +24,8 @@ from typing import Any
 from sqlalchemy import exists, or_, select
 from sqlalchemy.orm import Session
 
-from netbay.coe import common, drivers, fields, labels, patch, references
+from netbay.coe import common, fields, labels, patch, references
+from netbay.drivers import registry
 from netbay.coe.coes import COE_ENUM, CoeConfig
 from netbay.coe.fields import Attr
 from netbay.context import Context
@@ -151,7 +152,7 @@ def check_routes(session: Session, driver: str | None, checked: dict[str, Any], 
     elif fixed_network:
         fixed_cidr = None
     else:
-        fixed_cidr = str(checked.get("fixed_subnet_cidr") or drivers.known_labels(None)["fixed_subnet_cidr"].default)
+        fixed_cidr = str(checked.get("fixed_subnet_cidr") or registry.known_labels(None)["fixed_subnet_cidr"].default)
     problem = labels.routing_problem(checked, driver, fixed_cidr, references.external_cidrs(session, external, net))
     if problem:
         raise BadRequest(problem)

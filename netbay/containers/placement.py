@@ -43,7 +43,7 @@ def hinted(value: Any) -> dict[str, str]:
 def place(session: Session, ctx: Context, hints: dict[str, str]) -> tuple[str, str]:
     """(cluster id, node name) for ``hints`` (``cluster`` given), or Zun's refusal."""
     from netbay.coe import clusters
-    from netbay.drivers.realizer import make_driver
+    from netbay.drivers import registry
 
     cluster = clusters.get(session, ctx, hints["cluster"])   # 404 in Zun's format
     if not cluster.status.endswith("_COMPLETE"):
@@ -53,7 +53,7 @@ def place(session: Session, ctx: Context, hints: dict[str, str]) -> tuple[str, s
     if net is None:
         raise Conflict(f"Cluster {cluster.id} has no container network: its network driver places no "
                        "containers.")
-    if not hasattr(make_driver({"driver": net.driver, "config": net.config}), "bridged"):
+    if not registry.takes_containers(net.driver):
         raise Conflict(f"Containers cannot be placed on cluster {cluster.id}: its network driver "
                        f"{net.driver} plugs pods routed, with no node bridge for a container (use a flannel "
                        "or docker-driver cluster).")

@@ -8,6 +8,7 @@ Nothing here reads the database.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import ipaddress
 from dataclasses import dataclass
@@ -63,6 +64,15 @@ class Node:
 
     def mac(self, device: str) -> str:
         return derived_mac(self.ns, device)
+
+
+def underlay_mtu(node: Node) -> int:
+    """The MTU of the node's underlay link (what a driver's pod MTU is derived from);
+    ``LinkError`` (ENODEV) when the link is not there (yet)."""
+    link = kernel.rtnl(node.ns).link(node.underlay)
+    if link is None:
+        raise links.LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")
+    return link.mtu
 
 
 def enable_forwarding(ns: str) -> None:

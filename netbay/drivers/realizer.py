@@ -20,22 +20,9 @@ from typing import Any
 from netbay.dataplane import netns, rtnl
 from netbay.dataplane.names import Names
 from netbay.dataplane.realizers import Outcome, Work
+from netbay.drivers import registry
 
 log = logging.getLogger(__name__)
-
-
-
-def make_driver(net: Mapping[str, Any]) -> Any:
-    """The cluster's driver object from its ``clusternet`` rendering."""
-    config = net.get("config") or {}
-    if net.get("driver") == "calico":
-        from netbay.drivers.calico import Calico, CalicoConfig
-        return Calico(CalicoConfig(**config))
-    if net.get("driver") == "docker":
-        from netbay.drivers.docker import DockerOverlay, DockerOverlayConfig
-        return DockerOverlay(DockerOverlayConfig(**config))
-    from netbay.drivers.flannel import Flannel, FlannelConfig
-    return Flannel(FlannelConfig(**config))
 
 
 class ClusterNetRealizer:
@@ -46,7 +33,7 @@ class ClusterNetRealizer:
 
     def __init__(self, names: Names) -> None:
         self.names = names
-        self.drivers: dict[str, tuple[Any, Any]] = {}   # cluster id -> (config, driver)
+        self.drivers: dict[str, tuple[Any, registry.Driver]] = {}   # cluster id -> (config, driver)
         self.placed: dict[str, str] = {}                 # pod id -> node namespace
         self.waiting: set[str] = set()                   # pods whose node is not ready yet
         self.errors: dict[str, str] = {}                 # pod id -> why its last attach failed
@@ -55,11 +42,12 @@ class ClusterNetRealizer:
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def driver(self, net: Mapping[str, Any]) -> Any:
+    def driver(self, net: Mapping[str, Any]) -> registry.Driver:
+        """The cluster's driver object, built from its stored typed config (kept while it holds)."""
         key = (net.get("driver"), tuple(sorted((net.get("config") or {}).items())))
         cached = self.drivers.get(net["id"])
         if cached is None or cached[0] != key:
-            cached = self.drivers[net["id"]] = (key, make_driver(net))
+            cached = self.drivers[net["id"]] = (key, registry.make(net.get("driver"), net.get("config") or {}))
         return cached[1]
 
     def nodes(self, net: Mapping[str, Any]) -> dict[str, Any]:
@@ -198,4 +186,4 @@ class ClusterNetRealizer:
             return []
 
 
-__all__ = ["ClusterNetRealizer", "make_driver"]
+__all__ = ["ClusterNetRealizer"]

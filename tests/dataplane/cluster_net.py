@@ -13,8 +13,10 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from netbay.dataplane import links, netns
+from netbay.drivers import leases
 from netbay.drivers.node import Node
 
 from .dp_helpers import ifname
@@ -130,3 +132,43 @@ def tcp_read(client_ns: str, ip: str, port: int, timeout: float = 2.0) -> bytes 
         return None
     finally:
         s.close()
+
+
+class Lab:
+    """Nodes on one underlay running one driver (any :class:`netbay.drivers.registry.Driver`),
+    one pod ``<tag>p<i>`` per node at its lease's second host address. ``scale`` does what
+    the agent does after a cluster's node list changed: tear down the nodes gone, set up
+    the new ones, give every node the complete peer list, attach the new nodes' pods."""
+
+    def __init__(self, make_ns: Callable[[str], str], tag: str, driver: Any, subnet: str = "10.9.0") -> None:
+        self.make_ns = make_ns
+        self.tag = tag
+        self.u = Underlay(make_ns, tag, subnet)
+        self.driver = driver
+        self.leases: dict[str, str] = {}
+        self.nodes: dict[int, Node] = {}
+        self.pods: dict[int, str] = {}
+
+    def scale(self, ids: list[int]) -> None:
+        for i in [i for i in self.nodes if i not in ids]:
+            self.driver.teardown(self.nodes.pop(i))
+            self.u.remove_node(i)
+            self.pods.pop(i, None)
+        for i in ids:
+            if i not in self.u.nodes:
+                self.u.add_node(i)
+        self.leases = self.driver.allocate([f"n{i}" for i in ids], self.leases)
+        for i in ids:
+            if i not in self.nodes:
+                self.nodes[i] = node(self.u, i, self.leases[f"n{i}"])
+                self.driver.setup_node(self.nodes[i])
+        peers = list(self.nodes.values())
+        for n in peers:
+            self.driver.sync_peers(n, peers)
+        for i in ids:
+            if i not in self.pods:
+                self.pods[i] = self.make_ns(f"{self.tag}p{i}")
+                self.driver.attach_pod(self.nodes[i], self.pods[i], self.pod_ip(i))
+
+    def pod_ip(self, i: int) -> str:
+        return leases.host(self.nodes[i].lease, 2)

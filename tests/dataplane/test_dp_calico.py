@@ -12,12 +12,11 @@ import pytest
 from netbay.dataplane import features
 from netbay.dataplane.rtnl import rtnl
 from netbay.drivers import kernel, leases
-from netbay.drivers.calico import (
-    VXLAN_DEVICE, Calico, CalicoConfig, CalicoError, MissingKernelFeature,
-)
+from netbay.drivers.calico import CalicoConfig, CalicoError, MissingKernelFeature
+from netbay.drivers.calico.driver import VXLAN_DEVICE, Calico
 from netbay.drivers.node import Node
 
-from .cluster_net import Underlay, node, tcp_exchange
+from .cluster_net import Lab, node, tcp_exchange
 from .dp_helpers import ping
 
 
@@ -26,41 +25,9 @@ def detected() -> dict[str, features.Feature]:
     return features.detect(only=["veth", "vxlan", "ipip"])
 
 
-class Cluster:
-    def __init__(self, make_ns, tag: str, config: CalicoConfig, detected, subnet: str = "10.9.0") -> None:
-        self.make_ns = make_ns
-        self.tag = tag
-        self.u = Underlay(make_ns, tag, subnet)
-        self.ca = Calico(config, features=detected)
-        self.blocks: dict[str, str] = {}
-        self.nodes: dict[int, Node] = {}
-        self.pods: dict[int, str] = {}
-        self.extra: dict[int, tuple[str, str]] = {}   # node -> (underlay cidr override, route)
-
-    def scale(self, ids: list[int]) -> None:
-        for i in [i for i in self.nodes if i not in ids]:
-            self.ca.teardown(self.nodes[i])
-            self.u.remove_node(i)
-            del self.nodes[i]
-            self.pods.pop(i, None)
-        for i in ids:
-            if i not in self.u.nodes:
-                self.u.add_node(i)
-        self.blocks = self.ca.allocate([f"n{i}" for i in ids], self.blocks)
-        for i in ids:
-            if i not in self.nodes:
-                self.nodes[i] = node(self.u, i, self.blocks[f"n{i}"])
-                self.ca.setup_node(self.nodes[i])
-        peers = list(self.nodes.values())
-        for n in peers:
-            self.ca.sync_peers(n, peers)
-        for i in ids:
-            if i not in self.pods:
-                self.pods[i] = self.make_ns(f"{self.tag}p{i}")
-                self.ca.attach_pod(self.nodes[i], self.pods[i], self.pod_ip(i))
-
-    def pod_ip(self, i: int) -> str:
-        return leases.host(self.nodes[i].lease, 2)
+def Cluster(make_ns, tag: str, config: CalicoConfig, detected, subnet: str = "10.9.0") -> Lab:  # noqa: N802
+    """Nodes on one underlay running one calico driver; pods ``p<node>``."""
+    return Lab(make_ns, tag, Calico(config, features=detected), subnet)
 
 
 MODES = {"direct": CalicoConfig(), "vxlan": CalicoConfig(vxlan="Always")}
@@ -140,16 +107,16 @@ def test_cross_subnet_uses_vxlan_only_across(make_ns, detected):
     for i in (0, 1):
         rtnl(c.u.nodes[i]).replace_route("10.9.6.0/24", oif=kernel.link_index(c.u.nodes[i], "eth0"))
     rtnl(n2).replace_route("10.9.5.0/24", oif=idx)
-    c.blocks = c.ca.allocate(["n0", "n1", "n2"], {})
-    c.nodes = {0: node(c.u, 0, c.blocks["n0"]), 1: node(c.u, 1, c.blocks["n1"]),
-               2: Node(n2, "10.9.6.12/24", c.blocks["n2"])}
+    c.leases = c.driver.allocate(["n0", "n1", "n2"], {})
+    c.nodes = {0: node(c.u, 0, c.leases["n0"]), 1: node(c.u, 1, c.leases["n1"]),
+               2: Node(n2, "10.9.6.12/24", c.leases["n2"])}
     for n in c.nodes.values():
-        c.ca.setup_node(n)
+        c.driver.setup_node(n)
     for n in c.nodes.values():
-        c.ca.sync_peers(n, list(c.nodes.values()))
+        c.driver.sync_peers(n, list(c.nodes.values()))
     for i in (0, 1, 2):
         c.pods[i] = make_ns(f"xp{i}")
-        c.ca.attach_pod(c.nodes[i], c.pods[i], c.pod_ip(i))
+        c.driver.attach_pod(c.nodes[i], c.pods[i], c.pod_ip(i))
     rts = {r.dst: r for r in kernel.routes(c.nodes[0].ns)}
     assert rts[c.nodes[1].lease].gateway == c.nodes[1].ip               # same subnet: direct
     assert rts[c.nodes[2].lease].gateway == c.nodes[2].lease_network_ip  # across: vxlan
@@ -163,7 +130,7 @@ def test_no_encapsulation_across_subnets_is_refused(make_ns, detected):
     c.u.add_node(0)
     far = Node(c.u.nodes[0], "10.9.7.10/24", "192.168.0.64/26")
     with pytest.raises(CalicoError, match="calico_ipv4pool_vxlan"):
-        c.ca.sync_peers(far, [far, Node("nbt-elsewhere", "10.9.99.10/24", "192.168.0.128/26")])
+        c.driver.sync_peers(far, [far, Node("nbt-elsewhere", "10.9.99.10/24", "192.168.0.128/26")])
 
 
 @pytest.mark.parametrize("ipip", ["Always", "CrossSubnet"])
@@ -182,7 +149,7 @@ def test_ipip_pods_exchange_traffic(make_ns, detected):
     the outer header; a node that goes leaves nothing."""
     if not detected["ipip"].available:
         pytest.skip(f"kernel feature 'ipip' (IP-in-IP, CONFIG_NET_IPIP) missing: {detected['ipip'].detail}")
-    from netbay.drivers.calico import IPIP_DEVICE
+    from netbay.drivers.calico.driver import IPIP_DEVICE
 
     c = Cluster(make_ns, "i", CalicoConfig(ipip="Always"), detected)
     c.scale([0, 1, 2])

@@ -18,47 +18,18 @@ import ipaddress
 import pytest
 
 from netbay.drivers import kernel, leases
-from netbay.drivers.docker import BRIDGE, DEVICE, DockerOverlay, DockerOverlayConfig, block_len
+from netbay.drivers.docker import DockerOverlayConfig, block_len
+from netbay.drivers.docker.driver import BRIDGE, DEVICE, DockerOverlay
 from netbay.drivers.leases import LeaseError
 from netbay.drivers.node import Node
 
-from .cluster_net import Underlay, node, tcp_exchange
+from .cluster_net import Lab, tcp_exchange
 from .dp_helpers import ping
 
 
-class Swarm:
-    """Nodes on one underlay running the overlay driver; a container ``c<node>`` each."""
-
-    def __init__(self, make_ns, tag: str) -> None:
-        self.make_ns, self.tag = make_ns, tag
-        self.u = Underlay(make_ns, tag)
-        self.ov = DockerOverlay(DockerOverlayConfig())
-        self.leases: dict[str, str] = {}
-        self.nodes: dict[int, Node] = {}
-        self.ctrs: dict[int, str] = {}
-
-    def scale(self, ids: list[int]) -> None:
-        for i in [i for i in self.nodes if i not in ids]:
-            self.ov.teardown(self.nodes.pop(i))
-            self.u.remove_node(i)
-            self.ctrs.pop(i, None)
-        for i in ids:
-            if i not in self.u.nodes:
-                self.u.add_node(i)
-        self.leases = self.ov.allocate([f"n{i}" for i in ids], self.leases)
-        for i in ids:
-            if i not in self.nodes:
-                self.nodes[i] = node(self.u, i, self.leases[f"n{i}"])
-                self.ov.setup_node(self.nodes[i])
-        for n in self.nodes.values():
-            self.ov.sync_peers(n, list(self.nodes.values()))
-        for i in ids:
-            if i not in self.ctrs:
-                self.ctrs[i] = self.make_ns(f"{self.tag}c{i}")
-                self.ov.attach_pod(self.nodes[i], self.ctrs[i], self.ip(i))
-
-    def ip(self, i: int) -> str:
-        return leases.host(self.nodes[i].lease, 2)
+def Swarm(make_ns, tag: str) -> Lab:  # noqa: N802
+    """Nodes on one underlay running the overlay driver; a container ``p<node>`` each."""
+    return Lab(make_ns, tag, DockerOverlay(DockerOverlayConfig()))
 
 
 def _flood(n: Node) -> list[str]:
@@ -69,17 +40,17 @@ def _flood(n: Node) -> list[str]:
 def test_containers_on_two_nodes_share_one_subnet_over_vxlan(make_ns):
     s = Swarm(make_ns, "o")
     s.scale([0, 1])
-    a, b = s.ctrs[0], s.ctrs[1]
+    a, b = s.pods[0], s.pods[1]
     # one subnet: the containers' prefix is the overlay's, not the node block's
-    assert kernel.rtnl(a).addresses(kernel.link_index(a, "eth0"))[0] == f"{s.ip(0)}/16"
-    assert ping(a, s.ip(1), count=5)
-    assert ping(b, s.ip(0), count=5)
-    peer, reply = tcp_exchange(a, b, s.ip(1))
-    assert (peer, reply) == (s.ip(0), b"pong")   # no NAT
+    assert kernel.rtnl(a).addresses(kernel.link_index(a, "eth0"))[0] == f"{s.pod_ip(0)}/16"
+    assert ping(a, s.pod_ip(1), count=5)
+    assert ping(b, s.pod_ip(0), count=5)
+    peer, reply = tcp_exchange(a, b, s.pod_ip(1))
+    assert (peer, reply) == (s.pod_ip(0), b"pong")   # no NAT
     # on-link: a's neighbour entry for b is b's own MAC (L2 across nodes, no router hop)
     b_mac = kernel.rtnl(b).link("eth0").address
     a_eth0 = kernel.link_index(a, "eth0")
-    assert b_mac in {x.mac for x in kernel.neighbours(a, a_eth0) if x.ip == s.ip(1)}
+    assert b_mac in {x.mac for x in kernel.neighbours(a, a_eth0) if x.ip == s.pod_ip(1)}
     # carried by VXLAN: the device learned b's MAC behind node 1's underlay address
     learned = {e.mac: e.dst for e in kernel.fdb(s.nodes[0].ns, kernel.link_index(s.nodes[0].ns, DEVICE))}
     assert learned.get(b_mac) == s.nodes[1].ip
@@ -89,23 +60,23 @@ def test_containers_on_two_nodes_share_one_subnet_over_vxlan(make_ns):
     # the node reaches containers on every node through its bridge (its gateway on the /16)
     br = kernel.rtnl(s.nodes[0].ns).link(BRIDGE)
     assert kernel.rtnl(s.nodes[0].ns).addresses(br.index)[0] == f"{s.nodes[0].gateway}/16"
-    assert ping(s.nodes[0].ns, s.ip(1), count=3)
+    assert ping(s.nodes[0].ns, s.pod_ip(1), count=3)
 
 
 def test_scale_down_removes_the_flood_entry_and_sync_is_idempotent(make_ns):
     s = Swarm(make_ns, "q")
     s.scale([0, 1, 2])
     assert _flood(s.nodes[0]) == sorted([s.nodes[1].ip, s.nodes[2].ip])
-    assert ping(s.ctrs[2], s.ip(0), count=3)
+    assert ping(s.pods[2], s.pod_ip(0), count=3)
     gone = s.nodes[2].ip
     s.scale([0, 1])
     for n in s.nodes.values():
         assert gone not in _flood(n)
     assert _flood(s.nodes[1]) == [s.nodes[0].ip]
-    s.ov.setup_node(s.nodes[0])
-    assert s.ov.sync_peers(s.nodes[0], list(s.nodes.values())) == [s.nodes[1].ip]
+    s.driver.setup_node(s.nodes[0])
+    assert s.driver.sync_peers(s.nodes[0], list(s.nodes.values())) == [s.nodes[1].ip]
     assert _flood(s.nodes[0]) == [s.nodes[1].ip]
-    assert ping(s.ctrs[0], s.ip(1), count=3)
+    assert ping(s.pods[0], s.pod_ip(1), count=3)
 
 
 def test_blocks_and_refusals():

@@ -18,52 +18,21 @@ import ipaddress
 import pytest
 
 from netbay.drivers import kernel, leases
-from netbay.drivers.flannel import Flannel, FlannelConfig, UnsupportedBackend
+from netbay.drivers.flannel import FlannelConfig
+from netbay.drivers.flannel.backend import UnsupportedBackend
 from netbay.drivers.flannel.backend import vxlan as vxlan_backend
+from netbay.drivers.flannel.driver import Flannel
 from netbay.drivers.node import Node
 
-from .cluster_net import Listener, Underlay, node, tcp_exchange, tcp_read
+from .cluster_net import Lab, Listener, tcp_exchange, tcp_read
 from .dp_helpers import ping
 
 BACKENDS = ["vxlan", "host-gw"]
 
 
-class Cluster:
+def Cluster(make_ns, tag: str, backend: str, subnet: str = "10.9.0") -> Lab:  # noqa: N802 - reads as the class it was
     """Nodes on one underlay running one flannel driver; pods ``p<node>``."""
-
-    def __init__(self, make_ns, tag: str, backend: str, subnet: str = "10.9.0") -> None:
-        self.make_ns = make_ns
-        self.tag = tag
-        self.u = Underlay(make_ns, tag, subnet)
-        self.fl = Flannel(FlannelConfig(backend=backend))
-        self.leases: dict[str, str] = {}
-        self.nodes: dict[int, Node] = {}
-        self.pods: dict[int, str] = {}
-
-    def scale(self, ids: list[int]) -> None:
-        for i in [i for i in self.nodes if i not in ids]:
-            self.fl.teardown(self.nodes[i])
-            self.u.remove_node(i)
-            del self.nodes[i]
-            self.pods.pop(i, None)
-        for i in ids:
-            if i not in self.u.nodes:
-                self.u.add_node(i)
-        self.leases = self.fl.allocate([f"n{i}" for i in ids], self.leases)
-        for i in ids:
-            if i not in self.nodes:
-                self.nodes[i] = node(self.u, i, self.leases[f"n{i}"])
-                self.fl.setup_node(self.nodes[i])
-        peers = list(self.nodes.values())
-        for n in peers:
-            self.fl.sync_peers(n, peers)
-        for i in ids:
-            if i not in self.pods:
-                self.pods[i] = self.make_ns(f"{self.tag}p{i}")
-                self.fl.attach_pod(self.nodes[i], self.pods[i], self.pod_ip(i))
-
-    def pod_ip(self, i: int) -> str:
-        return leases.host(self.nodes[i].lease, 2)
+    return Lab(make_ns, tag, Flannel(FlannelConfig(backend=backend)), subnet)
 
 
 def _v4(cidrs: list[str]) -> list[str]:
@@ -110,8 +79,8 @@ def test_vxlan_device_as_flannel_makes_it(make_ns):
     cni0 = kernel.rtnl(n0.ns).link("cni0")
     assert _v4(kernel.rtnl(n0.ns).addresses(cni0.index)) == [f"{n0.gateway}/24"]
     # idempotent: again changes nothing and still works
-    c.fl.setup_node(n0)
-    res = c.fl.sync_peers(n0, list(c.nodes.values()))
+    c.driver.setup_node(n0)
+    res = c.driver.sync_peers(n0, list(c.nodes.values()))
     assert (res.routes_added, res.routes_deleted, res.fdb_deleted) == (0, 0, [])
     assert ping(c.pods[0], c.pod_ip(1), count=3)
 
@@ -171,7 +140,7 @@ def test_grow_to_four_then_shrink_leaves_nothing(make_ns, backend):
             assert _leftovers(n, g) == [], (n.ns, g.ns)
     assert ping(c.pods[0], c.pod_ip(1), count=3)
     # the released leases are handed out again
-    assert c.fl.allocate(["n0", "n1", "n9"], c.leases)["n9"] == gone[0].lease
+    assert c.driver.allocate(["n0", "n1", "n9"], c.leases)["n9"] == gone[0].lease
 
 
 def test_two_clusters_same_network_stay_isolated(make_ns):

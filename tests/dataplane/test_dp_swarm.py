@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from netbay.drivers import kernel
-from netbay.drivers.docker import DEVICE
+from netbay.drivers.docker.driver import DEVICE
 
 from .agent_fixtures import Cloud, make_cloud
 from .test_dp_pods_cluster import ci, clusternet, pod, pns, reaches, wait_cluster

@@ -8,7 +8,7 @@ IP protocol 4, which neither group lets in: both gain a rule for it.
 
 from __future__ import annotations
 
-from netbay.coe.drivers import CALICO
+from netbay.drivers.calico import SPEC as CALICO
 from netbay.coe.fragments.types import Context, Fragment, rule
 from netbay.coe.graph import Node, Param, get_attr, get_param
 
@@ -18,7 +18,7 @@ ENCAPSULATING = {"Always", "CrossSubnet"}
 
 
 def fragment(ctx: Context) -> Fragment:
-    labels = CALICO.effective(ctx.labels)
+    labels = ctx.driver_labels(CALICO)
     out = Fragment()
     out.params = [(Param(s.key, "string", s.default, s.help, s.allowed), labels[s.key]) for s in CALICO.labels]
     out.nodes = [Node("calico_pool_config", "OS::Heat::Value", {"type": "json", "value": {

@@ -7,7 +7,7 @@ masters' group gains the rule, as flannel's fragment does for its port.
 
 from __future__ import annotations
 
-from netbay.coe.drivers import DOCKER
+from netbay.drivers.docker import SPEC as DOCKER
 from netbay.coe.fragments.types import Context, Fragment, rule
 from netbay.coe.graph import Param
 
@@ -15,7 +15,7 @@ VXLAN_PORT = 4789
 
 
 def fragment(ctx: Context) -> Fragment:
-    labels = DOCKER.effective(ctx.labels)
+    labels = ctx.driver_labels(DOCKER)
     spec = DOCKER.label("docker_overlay_cidr")
     assert spec is not None
     out = Fragment()

@@ -9,7 +9,7 @@ UDP already), as Magnum's Train templates do.
 
 from __future__ import annotations
 
-from netbay.coe.drivers import FLANNEL
+from netbay.drivers.flannel import SPEC as FLANNEL
 from netbay.coe.fragments.types import Context, Fragment, rule
 from netbay.coe.graph import Node, Param, get_attr, get_param
 
@@ -17,7 +17,7 @@ VXLAN_PORT = 8472
 
 
 def fragment(ctx: Context) -> Fragment:
-    labels = FLANNEL.effective(ctx.labels)
+    labels = ctx.driver_labels(FLANNEL)
     spec = {s.key: s for s in FLANNEL.labels}
     out = Fragment()
     out.params = [

@@ -12,7 +12,7 @@ cluster tag, so what the controller made under that tag goes with it.
 
 from __future__ import annotations
 
-from netbay.coe.drivers import KURYR
+from netbay.drivers.kuryr import SPEC as KURYR
 from netbay.coe.fragments.types import Context, Fragment, rule
 from netbay.coe.graph import Node, Param, get_param, get_resource
 
@@ -27,7 +27,7 @@ RESOURCES = (POOL, SERVICE_NET, SERVICE_SUBNET, POD_SG)
 
 
 def fragment(ctx: Context) -> Fragment:
-    labels = KURYR.effective(ctx.labels)
+    labels = ctx.driver_labels(KURYR)
     out = Fragment()
     out.params = [(Param(s.key, "string", s.default, s.help, s.allowed), labels[s.key]) for s in KURYR.labels]
     # With a network of its own the cluster's router (``extrouter``) is kuryr's pod

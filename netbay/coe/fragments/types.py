@@ -15,7 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from netbay.coe.graph import Node, Output, Param
+from netbay.coe.graph import GraphError, Node, Output, Param
+from netbay.drivers.labelspec import LabelError
+from netbay.drivers.registry import DriverSpec
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,16 @@ class Context:
     cluster: Mapping[str, Any]
     labels: Mapping[str, str]
     coe: CoeSpec
+    #: the merged labels as given (numbers stay numbers): what a driver's check reads
+    given: Mapping[str, Any] = field(default_factory=dict)
+
+    def driver_labels(self, spec: DriverSpec) -> dict[str, str]:
+        """Every label ``spec``'s driver reads, checked and normalized as the API checks
+        them (:meth:`DriverSpec.checked`): the export reads what the agent is given."""
+        try:
+            return spec.checked(self.given)
+        except LabelError as exc:
+            raise GraphError(str(exc)) from None
 
     def get(self, key: str, default: Any = None) -> Any:
         """A cluster field, else the template's (Magnum: unset cluster values inherit)."""

@@ -1,41 +1,49 @@
-"""The flannel container-network driver: leases, a ``cni0`` bridge per node, a backend.
+"""The flannel network driver, declared: its labels (once), their checks, its typed config.
 
-Flannel's own split: the subnet-lease manager (:mod:`netbay.drivers.leases`) knows
-nothing of the kernel; a backend (:mod:`.backend`, one module per backend) carries
-traffic between nodes; pods hang off the node's ``cni0`` bridge through
-:func:`netbay.drivers.pods.attach`; flanneld's ``--ip-masq`` is
-:mod:`netbay.drivers.masq` (on unless ``flannel_ip_masq`` is ``false``).
-
-Integrator's sequence (everything idempotent; ``Node`` is plain data)::
-
-    fl = Flannel(FlannelConfig.from_labels(template_labels))      # UnsupportedBackend → 400
-    leases = fl.allocate(node_ids, stored_leases)                  # LeasesExhausted → 400 / UPDATE_FAILED
-    nodes = [Node(ns, "10.0.0.5/24", leases[id]) for …]
-    for n in nodes: fl.setup_node(n)
-    for n in nodes: fl.sync_peers(n, nodes)                        # after every scale up/down
-    link = fl.attach_pod(node, pod_ns, leases.host(node.lease, 2))
-    fl.detach_pod(node, pod_ns); fl.teardown(node)
+The kernel part — leases, a ``cni0`` bridge per node, a backend — is
+:class:`netbay.drivers.flannel.driver.Flannel`, built by the registry
+(:func:`netbay.drivers.registry.make`) from a :class:`FlannelConfig`.
 """
 
 from __future__ import annotations
 
-import errno
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from netbay.dataplane.links import LinkError
-from netbay.drivers import kernel, leases as leaselib, masq, node as nodelib, pods
-from netbay.drivers.flannel import backend as backends
-from netbay.drivers.flannel.backend import Backend, BackendError, UnsupportedBackend
-from netbay.drivers.node import Node
+import netbay.drivers.leases as leaselib
+from netbay.drivers.labelspec import LabelSpec
+from netbay.drivers.registry import DriverSpec
 
-__all__ = ["FlannelConfig", "Flannel", "Backend", "BackendError", "UnsupportedBackend",
-           "DEFAULT_NETWORK", "DEFAULT_SUBNET_LEN", "DEFAULT_BACKEND"]
+__all__ = ["SPEC", "FlannelConfig", "DEFAULT_NETWORK", "DEFAULT_SUBNET_LEN", "DEFAULT_BACKEND"]
 
-DEFAULT_NETWORK = "10.100.0.0/16"
-DEFAULT_SUBNET_LEN = 24
-DEFAULT_BACKEND = "vxlan"
+LABELS = (
+    LabelSpec("flannel_network_cidr", "cidr", "10.100.0.0/16",
+              "The network flannel hands out node subnets from (flannel's Network)."),
+    LabelSpec("flannel_network_subnetlen", "int", "24",
+              "Prefix length of each node's subnet (flannel's SubnetLen); longer than the "
+              "network's prefix.", minimum=8, maximum=30),
+    LabelSpec("flannel_backend", "enum", "vxlan",
+              "How node subnets reach each other: vxlan encapsulates (works across L3); "
+              "host-gw routes directly (all nodes on one L2 segment, as a cluster's private "
+              "network is; no encapsulation overhead).",
+              allowed=("vxlan", "host-gw"),
+              refused={"udp": "flannel's udp backend forwards every packet through a userspace "
+                              "process; flannel recommends it only for debugging and netbay does "
+                              "not realize it. Use vxlan (the default) or host-gw (fastest, "
+                              "nodes on one L2 network)."}),
+    LabelSpec("flannel_ip_masq", "enum", "true",
+              "flanneld's --ip-masq (on in Magnum's templates): pod traffic leaving "
+              "flannel_network_cidr is masqueraded to the node's address, so pods reach "
+              "other networks behind the cluster's router and the external network; "
+              "pod-to-pod traffic keeps its source (netbay label).",
+              allowed=("true", "false")),
+)
+_DEFAULT = {spec.key: spec.default for spec in LABELS}
+DEFAULT_NETWORK = _DEFAULT["flannel_network_cidr"]
+DEFAULT_SUBNET_LEN = int(_DEFAULT["flannel_network_subnetlen"])
+DEFAULT_BACKEND = _DEFAULT["flannel_backend"]
 
 
 @dataclass(frozen=True)
@@ -45,89 +53,49 @@ class FlannelConfig:
     backend: str = DEFAULT_BACKEND
     #: flanneld's ``--ip-masq`` (on in Magnum's templates): pods leaving the network
     #: are masqueraded to the node's address (:mod:`netbay.drivers.masq`)
-    ip_masq: bool = True
+    ip_masq: bool = _DEFAULT["flannel_ip_masq"] == "true"
 
     @classmethod
-    def from_labels(cls, labels: Mapping[str, str] | None) -> FlannelConfig:
-        """From Magnum's labels ``flannel_network_cidr``, ``flannel_network_subnetlen``,
-        ``flannel_backend`` (defaults as Magnum's) and netbay's ``flannel_ip_masq``."""
-        labels = labels or {}
-        try:
-            subnet_len = int(labels.get("flannel_network_subnetlen", DEFAULT_SUBNET_LEN))
-        except ValueError:
-            raise leaselib.LeaseError("flannel_network_subnetlen must be an integer") from None
-        return cls(labels.get("flannel_network_cidr", DEFAULT_NETWORK), subnet_len,
-                   labels.get("flannel_backend", DEFAULT_BACKEND),
-                   str(labels.get("flannel_ip_masq", "true")).lower() != "false")
+    def from_values(cls, values: Mapping[str, str]) -> FlannelConfig:
+        return cls(values["flannel_network_cidr"], int(values["flannel_network_subnetlen"]),
+                   values["flannel_backend"], values["flannel_ip_masq"] == "true")
+
+    @classmethod
+    def from_labels(cls, labels: Mapping[str, Any] | None) -> FlannelConfig:
+        """From Magnum's labels, checked as the API checks them (``LabelError``)."""
+        return SPEC.parse(labels)
 
     @property
     def network_config(self) -> leaselib.NetworkConfig:
         return leaselib.NetworkConfig(self.network, self.subnet_len)
 
 
-class Flannel:
-    """The driver for one cluster (its config); holds no kernel state of its own."""
+def _subnetlen_fits(values: Mapping[str, str]) -> str | None:
+    network = ipaddress.ip_network(values["flannel_network_cidr"])
+    subnetlen = int(values["flannel_network_subnetlen"])
+    if subnetlen <= network.prefixlen:
+        return (f"Label flannel_network_subnetlen={subnetlen} must be longer than the prefix of "
+                f"flannel_network_cidr={network} (/{network.prefixlen}): each node gets a "
+                f"/{subnetlen} out of it.")
+    return None
 
-    def __init__(self, config: FlannelConfig = FlannelConfig()) -> None:
-        self.config = config
-        self.network_config = config.network_config      # validates (LeaseError)
-        self.backend: Backend = backends.get(config.backend)   # UnsupportedBackend
 
-    @property
-    def requires(self) -> frozenset[str]:
-        return self.backend.requires
+def _kernel(values: Mapping[str, str]) -> list[tuple[str, str]]:
+    backend = values["flannel_backend"]
+    return [("vxlan", f"flannel_backend={backend}")] if backend == "vxlan" else []
 
-    # -- leases (pure) --
-    def allocate(self, nodes: Iterable[str], current: Mapping[str, str]) -> dict[str, str]:
-        return leaselib.allocate(self.network_config, nodes, current)
 
-    # -- kernel --
-    def underlay_mtu(self, node: Node) -> int:
-        link = kernel.rtnl(node.ns).link(node.underlay)
-        if link is None:
-            raise LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")
-        return link.mtu
-
-    def pod_mtu(self, node: Node) -> int:
-        return self.backend.pod_mtu(self.underlay_mtu(node))
-
-    def setup_node(self, node: Node) -> int:
-        """Forwarding on, the backend's devices, ``cni0`` with the lease's gateway, the
-        ip-masq table. Returns the pods' MTU."""
-        mtu = self.pod_mtu(node)
-        nodelib.enable_forwarding(node.ns)
-        self.backend.setup_node(node)
-        nodelib.ensure_cni_bridge(node, mtu)
-        if self.config.ip_masq:
-            masq.ensure(node.ns, [self.config.network])
-        else:
-            masq.remove(node.ns)
-        return mtu
-
-    def sync_peers(self, node: Node, peers: list[Node]) -> object:
-        """Program the complete peer list (``node`` itself may be in it)."""
-        return self.backend.sync_peers(node, peers)
-
-    def teardown(self, node: Node) -> None:
-        self.backend.teardown(node)
-        nodelib.remove_cni_bridge(node)
-        masq.remove(node.ns)
-
-    def attach_pod(self, node: Node, pod_ns: str, address: str, *, ifname: str = "eth0",
-                   mtu: int | None = None) -> pods.PodLink:
-        """Attach ``pod_ns`` to the node's cni0 with ``address`` (in the lease, no prefix)."""
-        net = ipaddress.ip_network(node.lease)
-        if ipaddress.ip_address(address) not in net or address in (node.gateway, node.lease_network_ip):
-            raise ValueError(f"pod address {address} is not a host address of lease {node.lease} "
-                             f"(other than the gateway {node.gateway})")
-        return pods.attach(node.ns, pod_ns, ifname=ifname, address=f"{address}/{net.prefixlen}",
-                           gateway=node.gateway, mtu=mtu or self.pod_mtu(node), bridge=nodelib.BRIDGE,
-                           big_packets=self.backend.big_packets, underlay=node.underlay)
-
-    def bridged(self, node: Node) -> pods.Bridged:
-        """Where pods of ``node`` are plugged (for a runtime that configures them itself)."""
-        return pods.Bridged(nodelib.BRIDGE, ipaddress.ip_network(node.lease).prefixlen, node.gateway,
-                            self.pod_mtu(node), self.backend.big_packets, node.underlay)
-
-    def detach_pod(self, node: Node, pod_ns: str, *, ifname: str = "eth0") -> bool:
-        return pods.detach(node.ns, pod_ns, ifname=ifname)
+SPEC = DriverSpec(
+    name="flannel",
+    summary="flannel: one subnet per node out of a cluster-wide network, joined by VXLAN or host routes.",
+    coes=("kubernetes", "swarm", "swarm-mode"),
+    labels=LABELS,
+    checks=(_subnetlen_fits,),
+    kernel=_kernel,
+    beyond_magnum=("Magnum's default backend was udp until 2019; netbay defaults to vxlan and refuses udp. "
+                   "flannel_ip_masq is a netbay label (Magnum always runs flanneld with --ip-masq)."),
+    default_for=("kubernetes",),
+    takes_containers=True,
+    config=FlannelConfig,
+    factory="netbay.drivers.flannel.driver:Flannel",
+)

@@ -105,13 +105,12 @@ class ClusterNetworks:
 
     @staticmethod
     def driver(cnet: dict[str, Any]) -> Any:
-        from netbay.drivers.realizer import make_driver
+        from netbay.drivers import registry
 
-        drv = make_driver(cnet)
-        if not hasattr(drv, "bridged"):
+        if not registry.takes_containers(cnet["driver"]):
             raise PluginError(f"netbay: containers on {cnet['driver']} clusters are not supported yet "
                               "(routed pods); use a flannel or docker-driver cluster")
-        return drv
+        return registry.make(cnet["driver"], cnet.get("config") or {})
 
     # -- networks ----------------------------------------------------------------------------
 
