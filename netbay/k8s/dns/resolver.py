@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from netbay.backends.apiclient import gone_ok
+from netbay.client import gone_ok
 from netbay.errors import Conflict
 from netbay.dataplane import netns
 from netbay.dataplane.fabric import KURYR_POD
