@@ -48,6 +48,57 @@ def plain(command: Any) -> None:
         plain(sub)
 
 
+def plain_strings() -> None:
+    """typer coerces every parameter's value (a default shown by ``--help`` too) through a
+    pydantic ``TypeAdapter``, and importing pydantic for that costs a command ~100 ms, more
+    than the rest of ``netbay pod exec``. A plain ``str``, ``list[str]`` or ``bool`` parameter
+    — most of netbay's — needs no schema: it is coerced here; every other kind as typer does.
+    Should typer's internals move, nothing is patched (only the start is slower again; the
+    import-list test says so)."""
+    try:
+        from typer import _coercion
+        from typer import core as typer_core
+
+        original = typer_core.build_runtime_param
+        base = _coercion.RuntimeParam
+    except (ImportError, AttributeError):
+        return
+    if getattr(original, "netbay_plain", False):
+        return
+
+    class PlainText(base):  # type: ignore[misc, valid-type]
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            if self.annotation is bool:
+                return _flag(value, param, ctx)
+            if isinstance(value, (list, tuple)):
+                return [str(v) for v in value]
+            return str(value)
+
+    def build(descriptor: Any) -> Any:
+        info = descriptor.parameter_info
+        if (descriptor.annotation in (str, list[str], bool) and descriptor.file_annotation is None
+                and getattr(info, "parser", None) is None and getattr(info, "click_type", None) is None):
+            return PlainText(parameter_info=info, annotation=descriptor.annotation)
+        return original(descriptor)
+
+    build.netbay_plain = True  # type: ignore[attr-defined]
+    typer_core.build_runtime_param = build
+
+
+def _flag(value: Any, param: Any, ctx: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "t", "yes", "y", "on"):
+        return True
+    if text in ("0", "false", "f", "no", "n", "off"):
+        return False
+    raise typer.BadParameter(f"{value!r} is not a valid boolean.", ctx=ctx, param=param)
+
+
+plain_strings()
+
+
 class LazyGroup(TyperGroup):
     """A typer group whose ``LAZY`` sub-commands are imported on first use."""
 

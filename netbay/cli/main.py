@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from pathlib import Path
@@ -10,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from netbay.cli import instance
 from netbay.cli.errors import OneLineErrors
 from netbay.cli.lazy import Lazy, LazyGroup
 from netbay.cli.out import LazyConsole
@@ -106,6 +104,8 @@ def db_current(data_dir: Path = DataDir, database_url: str = DbUrl) -> None:
 
 def _listen(host: str, port: int):  # noqa: ANN202
     """Bind first: a port in use is said before anything is written or claimed."""
+    from netbay.cli import instance
+
     try:
         return instance.listen(host, port)
     except OSError as exc:
@@ -116,6 +116,8 @@ def _listen(host: str, port: int):  # noqa: ANN202
 def _claim(what: str, path: Path, info: dict, keep: bool = False) -> None:
     """Hold ``path`` for this process (one agent per prefix on this host, one server per
     data dir), or name the holder and exit. ``keep``: the file outlives the process."""
+    from netbay.cli import instance
+
     try:
         instance.hold(path, what, info, keep=keep)
     except instance.Held as exc:
@@ -124,6 +126,8 @@ def _claim(what: str, path: Path, info: dict, keep: bool = False) -> None:
 
 
 def _claim_data_dir(data_dir: Path, url: str, agent_prefix: str | None) -> None:
+    from netbay.cli import instance
+
     _claim(f"data dir {data_dir}", data_dir / instance.SERVER_LOCK,
            {"url": url, "agent_prefix": agent_prefix, "data_dir": str(data_dir)}, keep=True)
 
@@ -232,6 +236,7 @@ def up(
     """Migrate, bootstrap, create the ``public`` external network, write an openrc; serve the
     API and run the dataplane agent."""
     from netbay.cli import agent as agent_cli
+    from netbay.cli import instance
     from netbay.cli import libnetwork as libnetwork_cli
     from netbay.cli.bootstrap import prepare
     from netbay.cli.settings import Settings
@@ -268,6 +273,7 @@ def down(
     timeout: float = typer.Option(20.0, "--timeout", min=0.0, help="Seconds to wait before SIGKILL."),
 ) -> None:
     """Stop the netbay serving DATA_DIR and delete exactly its agent's namespaces."""
+    from netbay.cli import instance
     from netbay.cli.settings import default_data_dir
 
     directory = Path(data_dir or default_data_dir()).expanduser().resolve()
@@ -307,6 +313,8 @@ def _check_prefix(value: str) -> str:
 
 
 def _logging() -> None:
+    import logging
+
     logging.basicConfig(level=os.environ.get("NETBAY_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("alembic").setLevel(logging.WARNING)
