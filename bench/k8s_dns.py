@@ -38,7 +38,7 @@ from pod_network import first_answer  # noqa: E402
 
 from dnslib import DNSRecord  # noqa: E402
 
-from netbay.backends.apiclient import LB, NET, Api  # noqa: E402
+from netbay.client import LB, NET, Api  # noqa: E402
 from netbay.dataplane import netns  # noqa: E402
 from netbay.dataplane.names import Names  # noqa: E402
 from netbay.k8s.controller import Controller  # noqa: E402

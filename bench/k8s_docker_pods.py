@@ -35,7 +35,7 @@ import harness  # noqa: E402
 from k8s_pods import kuryr_cluster, ms  # noqa: E402
 from pod_network import first_answer  # noqa: E402
 
-from netbay.backends.apiclient import NET, Api  # noqa: E402
+from netbay.client import NET, Api  # noqa: E402
 from netbay.dataplane.names import Names  # noqa: E402
 from netbay.k8s.controller import Controller  # noqa: E402
 from netbay.k8s.objects import parse  # noqa: E402

@@ -42,7 +42,7 @@ import agent_thread  # noqa: E402
 import harness  # noqa: E402
 from pod_network import first_answer  # noqa: E402
 
-from netbay.backends.apiclient import LB, NET, Api  # noqa: E402
+from netbay.client import LB, NET, Api  # noqa: E402
 from netbay.dataplane import netns  # noqa: E402
 from netbay.dataplane.names import Names  # noqa: E402
 from netbay.k8s import desired  # noqa: E402

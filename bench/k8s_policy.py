@@ -78,7 +78,7 @@ import harness  # noqa: E402
 from hoptrace import hops  # noqa: E402
 from lightkube import codecs  # noqa: E402
 
-from netbay.backends.apiclient import Api  # noqa: E402
+from netbay.client import Api  # noqa: E402
 from netbay.dataplane import netns  # noqa: E402
 from netbay.dataplane.names import Names  # noqa: E402
 from netbay.k8s.policy import Cluster, Namespace, Pod, PolicyEngine  # noqa: E402

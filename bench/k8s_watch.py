@@ -40,7 +40,7 @@ from k8s_pods import kuryr_cluster, ms  # noqa: E402
 from k8s_standin import StandinApiServer  # noqa: E402  (tests/: the stand-in for an API server)
 from pod_network import first_answer  # noqa: E402
 
-from netbay.backends.apiclient import NET, Api  # noqa: E402
+from netbay.client import NET, Api  # noqa: E402
 from netbay.dataplane.names import Names  # noqa: E402
 from netbay.k8s import portinfo  # noqa: E402
 from netbay.k8s.controller import Controller  # noqa: E402

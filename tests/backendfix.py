@@ -163,7 +163,7 @@ def lb_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     if request.param == "embedded":
         from conftest import start_server, stop_server
 
-        from netbay.backends.apiclient import Api
+        from netbay.client import Api
         from netbay.backends.http import HttpBackend
 
         data = tmp_path_factory.mktemp("netbay-lb")
@@ -313,7 +313,7 @@ def cluster_api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     from keystoneauth1.identity import v3
     from magnumclient.client import Client
 
-    from netbay.backends.apiclient import Api
+    from netbay.client import Api
 
     data = tmp_path_factory.mktemp(f"cluster-{request.param}")
     with contextlib.ExitStack() as stack:

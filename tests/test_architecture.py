@@ -83,7 +83,7 @@ def test_no_import_cycle_between_packages():
 
 def test_clients_of_netbays_api_do_not_reach_into_the_cluster_executor():
     """``Api``/``ApiError``/``NET``/``LB``/``gone_ok`` are a client of netbay's own API
-    (:mod:`netbay.backends.apiclient`); the Kubernetes mapping, the plugins, the
+    (:mod:`netbay.client`); the Kubernetes mapping, the plugins, the
     containers and the CLI take them from there, not from the Heat stand-in's insides."""
     paths = [path for where in ("k8s", "plugins", "containers", "cli") for path in (ROOT / where).rglob("*.py")]
     assert len(paths) > 20   # the packages are really read

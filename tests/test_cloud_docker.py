@@ -92,7 +92,7 @@ def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     server = None
     if request.param == "embedded":
         from netbay.agent.api import Credentials
-        from netbay.backends.apiclient import Api
+        from netbay.client import Api
         from netbay.backends.http import HttpBackend
 
         server = start_server(f"sqlite:///{work / 'netbay.db'}", work)

@@ -34,7 +34,7 @@ from conftest import unique
 
 from netbay import errors
 from netbay.backends import batch
-from netbay.backends.apiclient import Api
+from netbay.client import Api
 from netbay.backends.loadbalancers import open_lb_backend, settled
 from netbay.backends.openstack import OpenStackBackend
 from netbay.dataplane.names import Names

@@ -57,7 +57,7 @@ def _zunclient(server, auth: dict[str, str]):  # noqa: ANN001, ANN202
 def side(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Side]:
     data = tmp_path_factory.mktemp(f"zun-{request.param}")
     if request.param == "embedded":
-        from netbay.backends.apiclient import Api
+        from netbay.client import Api
         from netbay.backends.http import HttpBackend
 
         server = start_server(f"sqlite:///{data / 'netbay.db'}", data)

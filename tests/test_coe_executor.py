@@ -17,7 +17,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from netbay.backends.apiclient import Api
+from netbay.client import Api
 from netbay.coe.compose import build
 from netbay.coe.executor import Interrupted, Stack
 from netbay.store.db import Store

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lightkube import codecs
 
-from netbay.backends.apiclient import Api
+from netbay.client import Api
 from netbay.k8s.policy import (Cluster, ContainerPort, Namespace, Pod, PolicyEngine, Service, ServicePort,
                                load_policies, translate)
 from netbay.k8s.policy.translate import NODES, OPEN_EGRESS, OPEN_INGRESS, Rule, ip_block

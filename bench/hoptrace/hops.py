@@ -158,7 +158,7 @@ def install_server() -> None:
 def install_local(agent: bool = True) -> None:
     """The bench's process: the engine's HTTP calls and (``agent``: when it runs here)
     the agent's hops."""
-    from netbay.backends.apiclient import Api
+    from netbay.client import Api
 
     _wrap(Api, "call", "eng.http", "eng.http.done", lambda self, m, p, *a, **k: f"{m}:{p}")
     if agent:

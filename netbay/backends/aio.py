@@ -6,9 +6,8 @@ loop would stall every other call behind a slow cloud. Same members, bodies,
 results and errors as :class:`netbay.backends.NetworkBackend`, awaited:
 
 - :class:`HttpAsyncBackend` — netbay's own (embedded) network service over its
-  Neutron API, on httpx's async client: no thread, short timeouts (connect 1 s,
-  read 5 s), the token renewed on 401. Its :class:`AsyncApi` also reaches
-  netbay's other APIs, for callers that need more than the network.
+  Neutron API, on :class:`netbay.client.aio.AsyncApi` (httpx's async client): no
+  thread, short timeouts (connect 1 s, read 5 s), the token renewed on 401.
 - :class:`ThreadedBackend` — any synchronous backend (the ``openstack`` one,
   openstacksdk) on a bounded thread pool, one backend per worker thread (an sdk
   connection is not shared between threads). A create comes back tagged or not
@@ -31,13 +30,11 @@ from urllib.parse import quote
 
 import httpx
 
-from netbay import errors
 from netbay.backends import EMBEDDED, NetworkBackend, Traits
-from netbay.backends.apiclient import NET, error_kind, error_message
 from netbay.backends.http import COLLECTIONS, _path
+from netbay.client import NET, unreachable
+from netbay.client.aio import CONNECT_TIMEOUT, READ_TIMEOUT, AsyncApi
 
-CONNECT_TIMEOUT = 1.0
-READ_TIMEOUT = 5.0
 WORKERS = 8
 
 
@@ -58,64 +55,6 @@ class AsyncNetworkBackend(Protocol):
     async def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]: ...
     def describe(self) -> dict[str, Any]: ...
     async def aclose(self) -> None: ...
-
-
-def unreachable(where: str, exc: BaseException) -> errors.NetbayError:
-    err = errors.NetbayError(f"{where} is unreachable ({type(exc).__name__}: {exc or 'no answer'})",
-                             kind="Unreachable")
-    err.status = 503
-    return err
-
-
-class AsyncApi:
-    """netbay's APIs with a Keystone token (password credentials, as an openrc holds
-    them: ``auth_url``, ``username``, ``password``, ``project_name`` and the domains)."""
-
-    def __init__(self, url: str, creds: Any, *, connect_timeout: float = CONNECT_TIMEOUT,
-                 read_timeout: float = READ_TIMEOUT) -> None:
-        self.url = url.rstrip("/")
-        self.creds = creds
-        self._token: str | None = None
-        self._token_lock = asyncio.Lock()
-        self.client = httpx.AsyncClient(
-            base_url=self.url, timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
-
-    async def _get_token(self, renew: bool) -> str:
-        async with self._token_lock:
-            if self._token is None or renew:
-                c = self.creds
-                body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
-                    "name": c.username, "domain": {"name": c.user_domain_name}, "password": c.password}}},
-                    "scope": {"project": {"name": c.project_name, "domain": {"name": c.project_domain_name}}}}}
-                url = c.auth_url.rstrip("/")
-                url = url if url.endswith("/v3") else url + "/v3"
-                try:
-                    r = await self.client.post(f"{url}/auth/tokens", json=body)
-                except httpx.HTTPError as exc:
-                    raise unreachable(f"netbay API at {self.url}", exc) from None
-                if r.status_code != 201:
-                    raise errors.Unauthorized(f"netbay: authentication failed: {error_message(r)}")
-                self._token = r.headers["X-Subject-Token"]
-            return self._token
-
-    async def call(self, method: str, path: str, **kw: Any) -> Any:
-        """``path`` below the server's root (``/network/v2.0/ports``, ``/netbay/v1/pods``)."""
-        for attempt in range(2):
-            token = await self._get_token(renew=attempt > 0)
-            try:
-                r = await self.client.request(method, path, headers={"X-Auth-Token": token}, **kw)
-            except httpx.HTTPError as exc:
-                raise unreachable(f"netbay API at {self.url}", exc) from None
-            if r.status_code == 401 and attempt == 0:
-                continue
-            if r.status_code >= 400:
-                raise errors.from_status(r.status_code, error_message(r), error_kind(r))
-            return r.json() if r.content else None
-        raise errors.Unauthorized("netbay: token refused")
 
 
 class HttpAsyncBackend:
@@ -239,5 +178,5 @@ def open_async_backend(kind: str, *, url: str | None = None, creds: Any = None, 
     raise ValueError(f"unknown network backend {kind!r}: choose embedded or openstack")
 
 
-__all__ = ["AsyncApi", "AsyncNetworkBackend", "HttpAsyncBackend", "ThreadedBackend", "open_async_backend",
+__all__ = ["AsyncNetworkBackend", "HttpAsyncBackend", "ThreadedBackend", "open_async_backend",
            "unreachable"]

@@ -24,7 +24,7 @@ import httpx
 
 from netbay import errors
 from netbay.backends import EMBEDDED
-from netbay.backends.apiclient import NET, Api, ApiError
+from netbay.client import NET, Api, ApiError
 
 # Neutron member -> its collection in the URL (and, with "-" as "_", in list bodies).
 COLLECTIONS = {
@@ -35,7 +35,7 @@ COLLECTIONS = {
 
 
 class HttpBackend:
-    """netbay's Neutron API at ``api`` (an :class:`netbay.backends.apiclient.Api` with its token)."""
+    """netbay's Neutron API at ``api`` (an :class:`netbay.client.Api` with its token)."""
 
     name = "embedded"
     traits = EMBEDDED

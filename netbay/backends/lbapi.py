@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from netbay.backends.apiclient import LB, Api
+from netbay.client import LB, Api
 from netbay.backends.http import translated
 from netbay.backends.loadbalancers import checked
 
 
 class ApiLoadBalancers:
-    """netbay's load-balancer API at ``api`` (an :class:`netbay.backends.apiclient.Api` with its token)."""
+    """netbay's load-balancer API at ``api`` (an :class:`netbay.client.Api` with its token)."""
 
     name = "embedded"
 

@@ -62,7 +62,7 @@ class LoadBalancerBackend(Protocol):
 
 
 def open_lb_backend(kind: str, **options: Any) -> LoadBalancerBackend:
-    """``embedded`` (``api=`` an :class:`netbay.backends.apiclient.Api`) or ``openstack``
+    """``embedded`` (``api=`` an :class:`netbay.client.Api`) or ``openstack``
     (``connection=`` an openstacksdk connection, or ``cloud=`` a clouds.yaml name)."""
     if kind == "embedded":
         from netbay.backends.lbapi import ApiLoadBalancers

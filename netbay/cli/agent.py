@@ -58,7 +58,7 @@ def read_openrc(path: Path) -> dict[str, str]:
 def credentials(data_dir: Path | None, openrc: Path | None):  # noqa: ANN201
     """Credentials from OS_* variables, else from ``openrc`` (or the data dir's)."""
     from netbay.cli.settings import default_data_dir
-    from netbay.agent import Credentials
+    from netbay.client.auth import Credentials
 
     if os.environ.get("OS_AUTH_URL") and openrc is None:
         return Credentials.from_env()

@@ -83,7 +83,7 @@ def _backend(kind: str, cloud: str | None, url: str, data_dir: Path | None, open
         if not cloud:
             raise ValueError("--backend openstack needs --os-cloud NAME (or OS_CLOUD): a clouds.yaml entry")
         return open_backend("openstack", cloud=cloud), KURYR_POD, f"cloud {cloud!r}"
-    from netbay.backends.apiclient import Api
+    from netbay.client import Api
     from netbay.backends.http import HttpBackend
 
     creds = credentials(data_dir, openrc)

@@ -1,45 +1,76 @@
-"""Talking to the APIs for the CLI: the endpoints from the catalog, the token from the
-OS_* / clouds.yaml credentials, Magnum's and Neutron's errors shown plainly."""
+"""Talking to the APIs for the CLI, on :mod:`netbay.client`: one login per command (the
+OS_* / clouds.yaml credentials give the token and the catalog), the token renewed on a
+401, every API's error decoded by the one decoder.
+
+A failure is an exception (:class:`netbay.client.ApiError`, httpx's transport errors,
+:class:`netbay.client.auth.CredentialsMissing`) that the ``netbay`` group turns into one
+line (:mod:`netbay.cli.errors`). Nothing here imports the client until a command runs,
+nor rich until a table is drawn: a command's ``--help`` needs neither.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from netbay.cli.out import LazyConsole
 
-err = Console(stderr=True)
+if TYPE_CHECKING:   # imported when a command runs: ``--help`` needs no HTTP client
+    from netbay.client import Api as _Api
+    from netbay.client.auth import Login
+
+err = LazyConsole(stderr=True)
 VERSION = "container-infra latest"
+VERSIONS = {"network": "/v2.0", "load-balancer": "/v2"}
+
+
+class Session:
+    """A login (token and catalog) and clients of the services in its catalog; the
+    token is renewed by logging in again when a service answers 401."""
+
+    def __init__(self) -> None:
+        from netbay.client.auth import Credentials
+
+        self.creds = Credentials.from_env()
+        self.login: Login = self.creds.login()
+        self._fresh: str | None = self.login.token
+
+    @property
+    def server_url(self) -> str:
+        """netbay's root (where ``/netbay/v1`` is)."""
+        return self.creds.server_url
+
+    def token(self) -> str:
+        if self._fresh is not None:
+            token, self._fresh = self._fresh, None
+            return token
+        self.login = self.creds.login()
+        return self.login.token
+
+    def endpoint(self, service_type: str) -> str:
+        from netbay.client import ApiError
+
+        url = self.login.endpoint(service_type)
+        if not url:
+            raise ApiError(404, f"no {service_type} endpoint in the catalog of {self.creds.auth_url}")
+        return url
+
+    def api(self, base: str, version: str | None = None, timeout: float = 60.0) -> _Api:
+        from netbay.client import Api as _Api
+
+        headers = {"OpenStack-API-Version": version} if version else None
+        return _Api(base, self.token, timeout=timeout, headers=headers)
 
 
 class CoeClient:
     """Authenticated JSON requests to ``…/container-infra/v1``."""
 
     def __init__(self) -> None:
-        from netbay.cli.demo import connect
+        self.session = Session()
+        self.base = self.session.endpoint("container-infra")
+        self.http = self.session.api(self.base, VERSION)
 
-        self.conn = connect()
-        try:
-            endpoint = self.conn.session.get_endpoint(service_type="container-infra", interface="public")
-        except Exception as exc:  # keystoneauth raises several kinds for a missing service
-            err.print(f"[red]error:[/] no container-infra endpoint in the catalog: {exc}")
-            raise typer.Exit(1) from None
-        if not endpoint:
-            err.print("[red]error:[/] no container-infra endpoint in the catalog")
-            raise typer.Exit(1)
-        self.base = endpoint.rstrip("/")
-
-    def request(self, method: str, path: str, **kw: Any) -> Any:
-        import httpx
-
-        headers = {"X-Auth-Token": self.conn.auth_token, "OpenStack-API-Version": VERSION}
-        r = httpx.request(method, f"{self.base}{path}", headers=headers, timeout=60, **kw)
-        if r.status_code >= 400:
-            err.print(f"[red]error:[/] {escape(message_of(r))} (HTTP {r.status_code})")
-            raise typer.Exit(1)
-        return r.json() if r.content else None
+    def request(self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None) -> Any:
+        return self.http.call(method, path, json, **(params or {}))
 
 
 class Api(CoeClient):
@@ -50,20 +81,16 @@ class Api(CoeClient):
         super().__init__()
         self._endpoints: dict[str, str] = {}
 
-    def headers(self) -> dict[str, str]:
-        return {"X-Auth-Token": self.conn.auth_token, "OpenStack-API-Version": VERSION}
+    def get(self, url: str, params: dict[str, Any] | None = None) -> Any:
+        """GET a full URL: the JSON body, or None for a 404."""
+        from netbay.client import ApiError
 
-    def get(self, url: str, **kw: Any) -> Any:
-        """GET a full URL: the JSON body, or None for a 404; other errors end the command."""
-        import httpx
-
-        r = httpx.get(url, headers=self.headers(), timeout=60, **kw)
-        if r.status_code == 404:
-            return None
-        if r.status_code >= 400:
-            err.print(f"[red]error:[/] {escape(message_of(r))} (HTTP {r.status_code}, GET {url})")
-            raise typer.Exit(1)
-        return r.json() if r.content else None
+        try:
+            return self.http.call("GET", url, **(params or {}))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def coe(self, path: str) -> Any:
         return self.get(f"{self.base}{path}")
@@ -71,14 +98,11 @@ class Api(CoeClient):
     def endpoint(self, service: str) -> str:
         if service not in self._endpoints:
             if service == "netbay":
-                from netbay.cli.sandbox import _base_from_auth
-
-                url = _base_from_auth(self.conn) + "/netbay/v1"
+                url = self.session.server_url + "/netbay/v1"
             else:
-                url = (self.conn.session.get_endpoint(service_type=service, interface="public") or "").rstrip("/")
-                version = {"network": "/v2.0", "load-balancer": "/v2"}[service]
+                url = self.session.endpoint(service)
                 if not url.endswith(("/v2.0", "/v2")):
-                    url += version
+                    url += VERSIONS[service]
             self._endpoints[service] = url
         return self._endpoints[service]
 
@@ -89,30 +113,23 @@ class Api(CoeClient):
             return body
         return body.get(key)
 
-    def netbay(self, method: str, path: str, **kw: Any) -> Any:
-        """A request to netbay's own ``/netbay/v1`` (pods, sandboxes, cluster networks);
-        an error ends the command with its message and HTTP status."""
-        import httpx
-
-        r = httpx.request(method, f"{self.endpoint('netbay')}{path}", headers=self.headers(), timeout=60, **kw)
-        if r.status_code >= 400:
-            err.print(f"[red]error:[/] {escape(message_of(r))} (HTTP {r.status_code})")
-            raise typer.Exit(1)
-        return r.json() if r.content else None
+    def netbay(self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None) -> Any:
+        """A request to netbay's own ``/netbay/v1`` (pods, sandboxes, cluster networks)."""
+        return self.http.call(method, f"{self.endpoint('netbay')}{path}", json, **(params or {}))
 
 
-def message_of(r: Any) -> str:
-    """The error's text from Magnum's ``{"errors": [...]}`` or a ``NeutronError`` body."""
-    try:
-        body = r.json()
-    except Exception:
-        return r.text
-    try:
-        if isinstance(body, dict) and "NeutronError" in body:
-            return str(body["NeutronError"]["message"])
-        return str(body["errors"][0]["detail"])
-    except Exception:
-        return r.text
+def find(http: _Api, member: str, ident: str, collection: str | None = None) -> dict[str, Any]:
+    """A Neutron object (``port``, ``network``, ``tap_service`` …) by name or id, as
+    openstack's ``find`` does: one named so, else the id; two of that name is an error."""
+    from netbay.client import NET, ApiError
+
+    collection = collection or member + "s"
+    found = http.call("GET", f"{NET}/{collection}", name=ident)[collection.rsplit("/", 1)[-1]]
+    if len(found) > 1:
+        raise ApiError(409, f"{len(found)} {member.replace('_', ' ')}s are named {ident!r}; use the id")
+    if found:
+        return found[0]
+    return http.call("GET", f"{NET}/{collection}/{ident}")[member]
 
 
 def cell(value: Any) -> str:
@@ -123,7 +140,9 @@ def cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def fields_table(title: str, item: dict[str, Any], skip: tuple[str, ...] = ("links",)) -> Table:
+def fields_table(title: str, item: dict[str, Any], skip: tuple[str, ...] = ("links",)) -> Any:
+    from rich.table import Table
+
     table = Table("Field", "Value", title=title, title_justify="left")
     for key in sorted(item):
         if key not in skip:
@@ -131,7 +150,9 @@ def fields_table(title: str, item: dict[str, Any], skip: tuple[str, ...] = ("lin
     return table
 
 
-def rows_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> Table:
+def rows_table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> Any:
+    from rich.table import Table
+
     table = Table(*columns, title=title, title_justify="left")
     for row in rows:
         table.add_row(*[cell(row.get(c)) for c in columns])

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from netbay.cli.coeclient import err, fields_table, message_of
+from netbay.cli.coeclient import Session, err, fields_table
 from netbay.cli.topology import status_text
 
 app = typer.Typer(help="Containers on netbay networks (Zun-compatible API), run by Docker.", no_args_is_help=True)
@@ -35,25 +35,12 @@ class Zun:
     """Authenticated JSON requests to ``…/container/v1`` from the catalog."""
 
     def __init__(self) -> None:
-        from netbay.cli.demo import connect
+        session = Session()
+        self.base = session.endpoint("container")
+        self.http = session.api(self.base, VERSION, timeout=120)
 
-        self.conn = connect()
-        try:
-            endpoint = self.conn.session.get_endpoint(service_type="container", interface="public")
-        except Exception as exc:  # keystoneauth raises several kinds for a missing service
-            err.print(f"[red]error:[/] no container endpoint in the catalog: {exc}")
-            raise typer.Exit(1) from None
-        self.base = (endpoint or "").rstrip("/")
-
-    def __call__(self, method: str, path: str, **kw: Any) -> Any:
-        import httpx
-
-        headers = {"X-Auth-Token": self.conn.auth_token, "OpenStack-API-Version": VERSION}
-        r = httpx.request(method, f"{self.base}{path}", headers=headers, timeout=120, **kw)
-        if r.status_code >= 400:
-            err.print(f"[red]error:[/] {escape(message_of(r))} (HTTP {r.status_code})")
-            raise typer.Exit(1)
-        return r.json() if r.content else None
+    def __call__(self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None) -> Any:
+        return self.http.call(method, path, json, **(params or {}))
 
 
 def _q(ident: str) -> str:

@@ -23,8 +23,8 @@ def connect():  # noqa: ANN201
     try:
         conn = openstack.connect()
     except Exception as exc:  # the SDK raises several kinds for missing config
-        console.print(f"[red]cannot connect:[/] {exc}\nSource the openrc that `netbay up` wrote, "
-                      "or set OS_CLOUD with a clouds.yaml.")
+        console.print(f"[red]error:[/] cannot connect: {exc}; source the openrc that `netbay up` wrote, "
+                      "or set OS_CLOUD with a clouds.yaml")
         raise typer.Exit(1) from None
     url = conn.config.get_auth_args().get("auth_url", "?")
     try:

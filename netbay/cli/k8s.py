@@ -25,14 +25,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
+
+from netbay.cli.out import LazyConsole
 
 from netbay.dataplane.names import PRODUCT_PREFIX
 
 app = typer.Typer(help="Kubernetes objects on a kuryr cluster's networks, ports and load balancers.",
                   no_args_is_help=True)
-console = Console()
-err = Console(stderr=True)
+console = LazyConsole()
+err = LazyConsole(stderr=True)
 
 FilesOpt = typer.Option(..., "-f", "--filename", help="A manifest file or a directory of them (repeatable).")
 ClusterOpt = typer.Option(..., "--cluster", help="The kuryr cluster's uuid.")
@@ -52,7 +53,7 @@ def _controller(cluster: str, url: str | None, data_dir: Path | None, database_u
     from netbay.backends import open_backend, report
     from netbay.backends.loadbalancers import cloud_load_balancers
     from netbay.cli.settings import Settings
-    from netbay.backends.apiclient import Api
+    from netbay.client import Api
     from netbay.dataplane.names import Names
     from netbay.k8s.controller import Controller
     from netbay.k8s.portsonly import BoundPorts
@@ -61,11 +62,10 @@ def _controller(cluster: str, url: str | None, data_dir: Path | None, database_u
     kind, cloud = report.chosen(backend, os_cloud)
     settings = Settings.resolve(data_dir, database_url, create=False)
     if kind == "embedded":
-        from netbay.agent import Credentials
+        from netbay.client.auth import Credentials
 
         creds = Credentials.from_env()
-        base = (url or creds.auth_url.rstrip("/").removesuffix("/v3").removesuffix("/identity")).rstrip("/")
-        return Controller(Api(base, creds.token), Store(settings.database_url), cluster, Names(prefix))
+        return Controller(Api(url or creds.server_url, creds.token), Store(settings.database_url), cluster, Names(prefix))
     if not cloud:
         raise ValueError("the openstack backend needs a cloud: pass --os-cloud NAME or set OS_CLOUD")
     if not url:
@@ -84,7 +84,7 @@ def _close(ctrl) -> None:  # noqa: ANN001 - a Controller
 
 def _run(verb: str, files: list[Path] | None, cluster: str, url: str | None, data_dir: Path | None,
          database_url: str | None, prefix: str, backend: str | None = None, os_cloud: str | None = None) -> None:
-    from netbay.backends.apiclient import ApiError
+    from netbay.client import ApiError
     from netbay.errors import NetbayError
     from netbay.k8s.objects import ManifestError
     from netbay.k8s.source import ManifestSource
@@ -138,16 +138,15 @@ def resync(cluster: str = ClusterOpt, url: str | None = UrlOpt, data_dir: Path |
 def sweep(url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
     """Delete this host's pod namespaces, cluster resolvers and Docker-runtime pods' containers
     (NETBAY_DOCKER_HOST) whose port is gone (after a cluster delete)."""
-    from netbay.backends.apiclient import Api
-    from netbay.agent import Credentials
+    from netbay.client import Api
+    from netbay.client.auth import Credentials
     from netbay.backends.http import HttpBackend
     from netbay.dataplane.names import Names
     from netbay.k8s.dns.resolver import sweep_orphans as sweep_resolvers
     from netbay.k8s.sandbox import PodSandboxes, sweep_orphans
 
     creds = Credentials.from_env()
-    api = Api((url or creds.auth_url.rstrip("/").removesuffix("/v3").removesuffix("/identity")).rstrip("/"),
-              creds.token)
+    api = Api(url or creds.server_url, creds.token)
     try:
         sandboxes, net = PodSandboxes(Names(prefix)), HttpBackend(api)
         for port_id in sweep_orphans(net, sandboxes):
@@ -187,14 +186,12 @@ def exec_(pod: str = typer.Argument(..., help="The pod, as NAMESPACE/NAME."),
     variables (/etc/environment) — what ``ip netns exec`` binds from /etc/netns."""
     import os
 
-    from netbay.backends.apiclient import NET, Api
-    from netbay.agent import Credentials
+    from netbay.client import NET, Api
+    from netbay.client.auth import Credentials
     from netbay.dataplane.names import Names
-    from netbay.k8s.sandbox import PodSandboxes
 
     creds = Credentials.from_env()
-    api = Api((url or creds.auth_url.rstrip("/").removesuffix("/v3").removesuffix("/identity")).rstrip("/"),
-              creds.token)
+    api = Api(url or creds.server_url, creds.token)
     try:
         ports = api.call("GET", f"{NET}/ports", name=pod, tags=f"netbay-cluster={cluster},netbay-k8s=pod")["ports"]
     finally:
@@ -202,7 +199,7 @@ def exec_(pod: str = typer.Argument(..., help="The pod, as NAMESPACE/NAME."),
     if not ports:
         err.print(f"[red]error:[/] no pod {pod} in cluster {cluster}")
         raise typer.Exit(1)
-    ns = PodSandboxes(Names(prefix)).ns(ports[0]["id"])
+    ns = Names(prefix).k8s_pod(ports[0]["id"])
     os.execvp("ip", ["ip", "netns", "exec", ns, "sh", "-c", 'set -a; . /etc/environment; set +a; exec "$@"',
                      "sh", *command])
 
@@ -223,7 +220,7 @@ def watch(kubeconfig: Path = typer.Option(None, "--kubeconfig", envvar="KUBECONF
 
     from lightkube import AsyncClient, ConfigError, KubeConfig
 
-    from netbay.backends.apiclient import ApiError
+    from netbay.client import ApiError
     from netbay.errors import NetbayError
     from netbay.k8s.watch import Limits, WatchSource
 

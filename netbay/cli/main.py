@@ -2,49 +2,65 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
-from netbay.cli import admin, demo, doctor, instance
-from netbay.cli import agent as agent_cli
-from netbay.cli import cluster as cluster_cli
-from netbay.cli import cni as cni_cli
-from netbay.cli import clustertemplate as clustertemplate_cli
-from netbay.cli import container as container_cli
-from netbay.cli import libnetwork as libnetwork_cli
-from netbay.cli import networkdriver as networkdriver_cli
-from netbay.cli import k8s as k8s_cli
-from netbay.cli import pod as pod_cli
-from netbay.cli import sandbox as sandbox_cli
-from netbay.cli import tap as tap_cli
-from netbay.cli.settings import Settings
+from netbay.cli.errors import OneLineErrors
+from netbay.cli.lazy import Lazy, LazyGroup
+from netbay.cli.out import LazyConsole
 
-app = typer.Typer(help="netbay: first-class cloud networking for containers.", no_args_is_help=True)
-db_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from netbay.cli.settings import Settings
+
+
+class Netbay(OneLineErrors, LazyGroup):
+    """The sub-commands below, each imported when it runs; a client failure is one line."""
+
+    lazy = {
+        "demo": Lazy("netbay.cli.demo", "demo",
+                     "Create a network, subnet, router with gateway, ports and a floating IP; print them."),
+        "doctor": Lazy("netbay.cli.doctor", "doctor",
+                       "The network backend in use and whether it answers; kernel features for the embedded "
+                       "dataplane, and the driver modes this host can run."),
+        "agent": Lazy("netbay.cli.agent", "agent",
+                      "Run the dataplane agent: wire this host's kernel as the network service says."),
+        "libnetwork": Lazy("netbay.cli.libnetwork", "libnetwork",
+                           "Serve Docker's remote NetworkDriver and IpamDriver (libnetwork plugin API v1.2)."),
+        "cni-daemon": Lazy("netbay.cli.cni", "cni_daemon",
+                           "Serve the netbay-cni plugin's calls (CNI 1.0/1.1 ADD, DEL, CHECK, STATUS, GC)."),
+        "cni-install": Lazy("netbay.cli.cni", "cni_install",
+                            "Install the netbay-cni plugin executable (a fast launcher of this netbay)."),
+        "admin": Lazy("netbay.cli.admin", "app", "Manage projects, users and roles."),
+        "sandbox": Lazy("netbay.cli.sandbox", "app", "Sandboxes: network namespaces that ports plug into."),
+        "tap": Lazy("netbay.cli.tap", "app",
+                    "Port mirroring (Tap-as-a-Service): capture what a tap service receives."),
+        "cluster-template": Lazy("netbay.cli.clustertemplate", "app",
+                                 "Cluster templates (Magnum): COE, network driver and labels."),
+        "cluster": Lazy("netbay.cli.cluster", "app", "Clusters (Magnum): built from a cluster template, followed live."),
+        "pod": Lazy("netbay.cli.pod", "app",
+                    "Pods on cluster nodes: a namespace per pod, addressed from its node's lease."),
+        "k8s": Lazy("netbay.cli.k8s", "app",
+                    "Kubernetes objects on a kuryr cluster's networks, ports and load balancers."),
+        "network-driver": Lazy("netbay.cli.networkdriver", "app",
+                               "Container network drivers: which COE uses which, and their labels."),
+        "container-network": Lazy("netbay.cli.container", "network_app",
+                                  "Container networks: netbay networks containers use."),
+        "container": Lazy("netbay.cli.container", "app",
+                          "Containers on netbay networks (Zun-compatible API), run by Docker."),
+    }
+
+
+app = typer.Typer(cls=Netbay, help="netbay: first-class cloud networking for containers.", no_args_is_help=True,
+                  rich_markup_mode=None)
+db_app = typer.Typer(help="Database schema migrations.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(db_app, name="db")
-app.add_typer(admin.app, name="admin")
-app.command("demo")(demo.demo)
-app.command("doctor")(doctor.doctor)
-app.command("agent")(agent_cli.agent)
-app.command("libnetwork")(libnetwork_cli.libnetwork)
-app.command("cni-daemon")(cni_cli.cni_daemon)
-app.command("cni-install")(cni_cli.cni_install)
-app.add_typer(sandbox_cli.app, name="sandbox")
-app.add_typer(tap_cli.app, name="tap")
-app.add_typer(clustertemplate_cli.app, name="cluster-template")
-app.add_typer(cluster_cli.app, name="cluster")
-app.add_typer(pod_cli.app, name="pod")
-app.add_typer(k8s_cli.app, name="k8s")
-app.add_typer(networkdriver_cli.app, name="network-driver")
-app.add_typer(container_cli.network_app, name="container-network")
-app.add_typer(container_cli.app, name="container")
 
-console = Console(stderr=True)
+
+console = LazyConsole(stderr=True)
 
 DataDir = typer.Option(None, "--data-dir", envvar="NETBAY_DATA_DIR", help="Where netbay keeps its state.")
 DbUrl = typer.Option(None, "--database-url", envvar="NETBAY_DATABASE_URL",
@@ -61,6 +77,7 @@ OsCloudOpt = typer.Option(None, "--os-cloud", envvar="OS_CLOUD",
 @db_app.command("upgrade")
 def db_upgrade(data_dir: Path = DataDir, database_url: str = DbUrl) -> None:
     """Apply every pending migration."""
+    from netbay.cli.settings import Settings
     from netbay.store import migrate
 
     settings = Settings.resolve(data_dir, database_url)
@@ -71,6 +88,7 @@ def db_upgrade(data_dir: Path = DataDir, database_url: str = DbUrl) -> None:
 @db_app.command("current")
 def db_current(data_dir: Path = DataDir, database_url: str = DbUrl) -> None:
     """Show the schema revision of the database and the one this netbay needs."""
+    from netbay.cli.settings import Settings
     from netbay.store import migrate
     from netbay.store.db import make_engine
 
@@ -86,6 +104,8 @@ def db_current(data_dir: Path = DataDir, database_url: str = DbUrl) -> None:
 
 def _listen(host: str, port: int):  # noqa: ANN202
     """Bind first: a port in use is said before anything is written or claimed."""
+    from netbay.cli import instance
+
     try:
         return instance.listen(host, port)
     except OSError as exc:
@@ -96,6 +116,8 @@ def _listen(host: str, port: int):  # noqa: ANN202
 def _claim(what: str, path: Path, info: dict, keep: bool = False) -> None:
     """Hold ``path`` for this process (one agent per prefix on this host, one server per
     data dir), or name the holder and exit. ``keep``: the file outlives the process."""
+    from netbay.cli import instance
+
     try:
         instance.hold(path, what, info, keep=keep)
     except instance.Held as exc:
@@ -104,6 +126,8 @@ def _claim(what: str, path: Path, info: dict, keep: bool = False) -> None:
 
 
 def _claim_data_dir(data_dir: Path, url: str, agent_prefix: str | None) -> None:
+    from netbay.cli import instance
+
     _claim(f"data dir {data_dir}", data_dir / instance.SERVER_LOCK,
            {"url": url, "agent_prefix": agent_prefix, "data_dir": str(data_dir)}, keep=True)
 
@@ -113,6 +137,7 @@ def _run_server(settings: Settings, sock, host: str, port: int, noauth: bool,  #
                 conductor: bool = True, network_backend: tuple[str, str | None] = ("embedded", None)) -> None:
     import uvicorn
 
+    from netbay.cli import agent as agent_cli
     from netbay.api.app import create_app
     from netbay.identity.service import Identity
     from netbay.store import migrate
@@ -179,6 +204,8 @@ def serve(
     os_cloud: str = OsCloudOpt,
 ) -> None:
     """Run the API services (identity, network, load balancers, container infrastructure)."""
+    from netbay.cli.settings import Settings
+
     _logging()
     network_backend = _network_backend(backend, os_cloud)
     sock = _listen(host, port)
@@ -199,7 +226,7 @@ def up(
     agent: bool = typer.Option(True, "--agent/--no-agent", envvar="NETBAY_AGENT",
                                help="Also run the dataplane agent (needs root), wiring this host's kernel."),
     agent_prefix: str = typer.Option("nb-", "--agent-prefix", envvar="NETBAY_AGENT_PREFIX",
-                                     callback=agent_cli.check_prefix,
+                                     callback=lambda value: _check_prefix(value),
                                      help="Name prefix of the agent's namespaces."),
     conductor: bool = typer.Option(True, "--conductor/--no-conductor", envvar="NETBAY_CONDUCTOR",
                                    help="Build clusters (off: they wait in *_IN_PROGRESS)."),
@@ -208,7 +235,11 @@ def up(
 ) -> None:
     """Migrate, bootstrap, create the ``public`` external network, write an openrc; serve the
     API and run the dataplane agent."""
+    from netbay.cli import agent as agent_cli
+    from netbay.cli import instance
+    from netbay.cli import libnetwork as libnetwork_cli
     from netbay.cli.bootstrap import prepare
+    from netbay.cli.settings import Settings
 
     _logging()
     network_backend = _network_backend(backend, os_cloud)
@@ -242,6 +273,7 @@ def down(
     timeout: float = typer.Option(20.0, "--timeout", min=0.0, help="Seconds to wait before SIGKILL."),
 ) -> None:
     """Stop the netbay serving DATA_DIR and delete exactly its agent's namespaces."""
+    from netbay.cli import instance
     from netbay.cli.settings import default_data_dir
 
     directory = Path(data_dir or default_data_dir()).expanduser().resolve()
@@ -276,7 +308,15 @@ def down(
                   + (f", stopped {len(stopped)} processes it left" if stopped else ""))
 
 
+def _check_prefix(value: str) -> str:
+    from netbay.cli.agent import check_prefix
+
+    return check_prefix(value)
+
+
 def _logging() -> None:
+    import logging
+
     logging.basicConfig(level=os.environ.get("NETBAY_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("alembic").setLevel(logging.WARNING)

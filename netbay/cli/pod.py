@@ -17,18 +17,14 @@ from typing import Any
 from urllib.parse import quote
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from netbay.cli.coeclient import Api, err, fields_table
-from netbay.cli.topology import status_text
+from netbay.cli.out import LazyConsole
 from netbay.dataplane.names import PRODUCT_PREFIX
 
 app = typer.Typer(help="Pods on cluster nodes: a namespace per pod, addressed from its node's lease.",
                   no_args_is_help=True)
-console = Console()
+console = LazyConsole()
 
 POLL = 0.2  # seconds between status polls
 ClusterOpt = typer.Option(None, "--cluster", help="Cluster name or uuid (to tell apart pods of the same name).")
@@ -41,6 +37,8 @@ def cluster_of(api: Api, ident: str) -> dict[str, Any]:
 
 def find(api: Api, ident: str, cluster: str | None = None) -> dict[str, Any]:
     """A pod by name (within ``cluster`` if given) or id."""
+    from rich.markup import escape
+
     params = {"name": ident}
     if cluster:
         params["cluster_id"] = cluster_of(api, cluster)["uuid"]
@@ -61,7 +59,12 @@ def _cluster_names(api: Api) -> dict[str, str]:
     return {c["uuid"]: c["name"] for c in api.request("GET", "/clusters")["clusters"]}
 
 
-def pods_table(rows: list[dict[str, Any]], clusters: dict[str, str], title: str = "pods") -> Table:
+def pods_table(rows: list[dict[str, Any]], clusters: dict[str, str], title: str = "pods") -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    from netbay.cli.topology import status_text
+
     table = Table("name", "id", "cluster", "node", "address", "status", title=title, title_justify="left")
     for p in rows:
         cells = (p["name"], p["id"], clusters.get(p["cluster_id"], p["cluster_id"]), p["node"], p["address"])
@@ -71,6 +74,11 @@ def pods_table(rows: list[dict[str, Any]], clusters: dict[str, str], title: str 
 
 def wait_active(api: Api, pod: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Poll the pod until ``ACTIVE``; exit 1 on ``ERROR``, 2 when ``timeout`` passes."""
+    from rich.markup import escape
+    from rich.text import Text
+
+    from netbay.cli.topology import status_text
+
     start = time.monotonic()
     deadline = start + timeout
     for _ in range(int(timeout / POLL) + 2):   # bounded by count and by time

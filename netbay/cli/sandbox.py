@@ -1,77 +1,58 @@
 """``netbay sandbox``: create, list, delete sandboxes and run commands inside them.
 
-Talks to a running netbay with the OS_* credentials (as ``netbay demo`` does);
-names of ports and networks are resolved with openstacksdk. ``exec`` runs a
+Talks to a running netbay with the OS_* credentials (or OS_CLOUD's clouds.yaml entry);
+names of ports and networks are resolved through its network API. ``exec`` runs a
 command locally in the sandbox's network namespace (the dataplane agent of this
 host made it).
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from netbay.cli.coeclient import Session, find
+from netbay.cli.out import LazyConsole
 from netbay.dataplane.names import PRODUCT_PREFIX
 
 app = typer.Typer(help="Sandboxes: network namespaces that ports plug into.", no_args_is_help=True)
-console = Console()
-err = Console(stderr=True)
+console = LazyConsole()
 
 UrlOpt = typer.Option(None, "--url", envvar="NETBAY_URL",
                       help="The netbay server (default: from OS_AUTH_URL).")
 
 
 class _Client:
-    """openstacksdk for names, raw HTTP for ``/netbay/v1`` with the SDK's token."""
+    """Requests to ``/netbay/v1`` and names of ports and networks, one login."""
 
     def __init__(self, url: str | None) -> None:
-        from netbay.cli.demo import connect
+        self.session = Session()
+        self.base = (url or self.session.server_url).rstrip("/")
+        self.http = self.session.api(self.base)
 
-        self.conn = connect()
-        self.base = (url or _base_from_auth(self.conn)).rstrip("/")
+    def request(self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None) -> Any:
+        return self.http.call(method, f"/netbay/v1{path}", json, **(params or {}))
 
-    def request(self, method: str, path: str, **kw: Any) -> Any:
-        import httpx
-
-        r = httpx.request(method, f"{self.base}/netbay/v1{path}",
-                          headers={"X-Auth-Token": self.conn.auth_token}, timeout=60, **kw)
-        if r.status_code >= 400:
-            try:
-                message = r.json()["NeutronError"]["message"]
-            except Exception:
-                message = r.text
-            err.print(f"[red]error:[/] {message} (HTTP {r.status_code})")
-            raise typer.Exit(1)
-        return r.json() if r.content else None
+    def find(self, member: str, ident: str, collection: str | None = None) -> dict[str, Any]:
+        """A Neutron object by name or id."""
+        return find(self.http, member, ident, collection)
 
     def sandbox(self, name_or_id: str) -> dict[str, Any]:
         found = self.request("GET", "/sandboxes", params={"name": name_or_id})["sandboxes"]
         if len(found) > 1:
-            err.print(f"[red]error:[/] {len(found)} sandboxes are named {name_or_id!r}; use the id")
-            raise typer.Exit(1)
+            from netbay.client import ApiError
+
+            raise ApiError(409, f"{len(found)} sandboxes are named {name_or_id!r}; use the id")
         if found:
             return found[0]
         return self.request("GET", f"/sandboxes/{name_or_id}")["sandbox"]
 
 
-def _base_from_auth(conn: Any) -> str:
-    auth_url = str(conn.config.get_auth_args().get("auth_url") or os.environ.get("OS_AUTH_URL") or "")
-    base = auth_url.rstrip("/")
-    for tail in ("/v3", "/identity"):
-        if base.endswith(tail):
-            base = base[: -len(tail)]
-    if not base:
-        err.print("[red]error:[/] no server URL: set OS_AUTH_URL or pass --url")
-        raise typer.Exit(1)
-    return base
+def _table(rows: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
 
-
-def _table(rows: list[dict[str, Any]]) -> Table:
     table = Table("name", "id", "status", "host", "interfaces", title="sandboxes", title_justify="left")
     for sb in rows:
         ifs = "\n".join(f"{p['interface']} {p['port_id']} ({p.get('network_id') or '-'})" for p in sb["ports"])
@@ -89,13 +70,8 @@ def create(
 ) -> None:
     """Create a sandbox with existing ports or new ports on networks."""
     client = _Client(url)
-    net = client.conn.network
-    try:
-        ports = [net.find_port(p, ignore_missing=False).id for p in port or []]
-        networks = [net.find_network(n, ignore_missing=False).id for n in network or []]
-    except Exception as exc:  # the SDK's ResourceNotFound / DuplicateResource
-        err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from None
+    ports = [client.find("port", p)["id"] for p in port or []]
+    networks = [client.find("network", n)["id"] for n in network or []]
     body: dict[str, Any] = {"name": name}
     if ports:
         body["ports"] = ports

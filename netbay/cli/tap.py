@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 
+from netbay.cli.out import LazyConsole
 from netbay.cli.sandbox import UrlOpt, _Client
 from netbay.dataplane.names import PRODUCT_PREFIX, Names
 
 app = typer.Typer(help="Port mirroring (Tap-as-a-Service): capture what a tap service receives.",
                   no_args_is_help=True)
-err = Console(stderr=True)
+err = LazyConsole(stderr=True)
 
 SANDBOX_OWNER = "netbay:sandbox"
 READY_TIMEOUT = 30.0
@@ -51,21 +51,23 @@ def capture(
         raise typer.Exit(1)
     client = _Client(url)
     service = _tap_service(client, tap_service)
-    port = client.conn.network.get_port(service.port_id)
+    from netbay.client import NET
+
+    port = client.http.call("GET", f"{NET}/ports/{service['port_id']}")["port"]
     own = None
-    if port.device_owner == SANDBOX_OWNER and port.device_id:
-        sandbox_id = port.device_id
-    elif not port.device_owner and not port.device_id:
+    if port["device_owner"] == SANDBOX_OWNER and port["device_id"]:
+        sandbox_id = port["device_id"]
+    elif not port["device_owner"] and not port["device_id"]:
         own = client.request("POST", "/sandboxes", json={"sandbox": {
-            "name": f"tap-{service.id[:8]}", "ports": [port.id]}})["sandbox"]
+            "name": f"tap-{service['id'][:8]}", "ports": [port["id"]]}})["sandbox"]
         sandbox_id = own["id"]
     else:
-        err.print(f"[red]error:[/] the tap service's port {port.id} is in use by {port.device_owner} "
-                  f"{port.device_id}; give the tap service a port of its own")
+        err.print(f"[red]error:[/] the tap service's port {port['id']} is in use by {port['device_owner']} "
+                  f"{port['device_id']}; give the tap service a port of its own")
         raise typer.Exit(1)
     try:
         sandbox = _ready(client, sandbox_id)
-        ifname = next(p["interface"] for p in sandbox["ports"] if p["port_id"] == port.id)
+        ifname = next(p["interface"] for p in sandbox["ports"] if p["port_id"] == port["id"])
         code = _tcpdump(tcpdump, Names(prefix).sandbox(sandbox_id), ifname, write, count, seconds)
     finally:
         if own is not None:
@@ -73,12 +75,8 @@ def capture(
     raise typer.Exit(code)
 
 
-def _tap_service(client: _Client, name_or_id: str) -> Any:
-    try:
-        return client.conn.network.find_tap_service(name_or_id, ignore_missing=False)
-    except Exception as exc:  # the SDK's ResourceNotFound / DuplicateResource
-        err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from None
+def _tap_service(client: _Client, name_or_id: str) -> dict[str, Any]:
+    return client.find("tap_service", name_or_id, "taas/tap_services")
 
 
 def _ready(client: _Client, sandbox_id: str) -> dict[str, Any]:

@@ -83,7 +83,7 @@ class EmbeddedConductor:
     def start(self, url: str, token: Callable[[], str], ready_timeout: float = 120.0) -> None:
         """Resume unfinished clusters and start the workers, once the API answers at
         ``url`` (the server may still be binding its socket when this is called)."""
-        from netbay.backends.apiclient import Api
+        from netbay.client import Api
         from netbay.coe.mservices import Heartbeat
 
         self._api_factory = lambda: Api(url, token)

@@ -39,7 +39,7 @@ from typing import Any
 import httpx
 
 from netbay.backends import NetworkBackend
-from netbay.backends.apiclient import Api
+from netbay.client import Api
 from netbay.backends.loadbalancers import LoadBalancerBackend
 from netbay.backends.servers import ServerBackend
 from netbay.coe import handlers, intrinsics

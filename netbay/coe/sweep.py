@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from netbay.backends.apiclient import SANDBOXES
+from netbay.client import SANDBOXES
 from netbay.coe.handlers import gone_ok
 from netbay.coe.handlers.neutron import RouterHandler
 from netbay.coe.handlers.nova import delete_marked

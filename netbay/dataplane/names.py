@@ -37,6 +37,10 @@ class Names:
         """A pod on a cluster node (plugged into the node's namespace, not the fabric)."""
         return f"{self.prefix}p-{pod_id}"
 
+    def k8s_pod(self, port_id: str) -> str:
+        """A Kubernetes pod's sandbox namespace, named after its port (:mod:`netbay.k8s.sandbox`)."""
+        return f"{self.prefix}k-{port_id}"
+
     def container(self, port_id: str) -> str:
         """A Docker container's own namespace, named after its port by the libnetwork
         plugin (``ip netns attach``) so that probes can enter it; not made by netbay."""

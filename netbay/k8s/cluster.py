@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from netbay.backends import NetworkBackend
-from netbay.backends.apiclient import SANDBOXES, Api
+from netbay.client import SANDBOXES, Api
 from netbay.coe.handlers.servers import CLOUD_NODE_OWNER
 from netbay.coe.fragments.kuryr import POD_SG, POOL, ROUTERS, SERVICE_SUBNET
 from netbay.k8s.podport import cluster_tag

@@ -32,7 +32,7 @@ from netbay.backends import NetworkBackend
 from netbay.backends import batch as bulk
 from netbay.backends.http import HttpBackend
 from netbay.backends.loadbalancers import open_lb_backend
-from netbay.backends.apiclient import Api, gone_ok
+from netbay.client import Api, gone_ok
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import release
 from netbay.k8s import desired, nodeports, objects, services

@@ -46,7 +46,7 @@ class PodSandboxes:
         self.fabric = Fabric(names)
 
     def ns(self, port_id: str) -> str:
-        return f"{self.names.prefix}k-{port_id}"
+        return self.names.k8s_pod(port_id)
 
     def existing(self) -> set[str]:
         """Port ids that have a pod namespace here."""

@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from netbay.backends.apiclient import gone_ok
+from netbay.client import gone_ok
 from netbay.backends.loadbalancers import settled
 from netbay.errors import NetbayError
 from netbay.k8s.objects import Desired, ServicePort, ServiceWant, endpoint

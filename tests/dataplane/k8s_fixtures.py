@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ADMIN_PASSWORD  # tests/conftest.py
-from netbay.backends.apiclient import LB, NET, Api
+from netbay.client import LB, NET, Api
 from netbay.k8s.controller import Controller
 from netbay.k8s.dns.resolver import Process, state_root
 from netbay.k8s.objects import Key, key_of, parse

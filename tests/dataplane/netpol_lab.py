@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netbay.backends.apiclient import Api
+from netbay.client import Api
 from netbay.dataplane import netns
 from netbay.k8s.policy import Cluster, ContainerPort, Namespace, Pod, PolicyEngine
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from netbay.backends.apiclient import LB, NET
+from netbay.client import LB, NET
 from netbay.backends.http import HttpBackend
 from netbay.dataplane import netns
 from netbay.k8s import podport

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from dnslib import QTYPE, RCODE, DNSRecord
 
-from netbay.backends.apiclient import LB, NET
+from netbay.client import LB, NET
 from netbay.dataplane import netns
 from netbay.k8s.controller import Controller
 from netbay.k8s.dns.resolver import state_root

@@ -29,7 +29,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from netbay.backends.apiclient import NET
+from netbay.client import NET
 from netbay.dataplane import netns
 from netbay.k8s.controller import Controller
 from netbay.k8s.dockerpods import CLUSTER, POD, PORT, ROLE, sweep_orphans

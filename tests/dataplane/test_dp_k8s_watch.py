@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from k8s_standin import StandinApiServer  # tests/k8s_standin.py
-from netbay.backends.apiclient import LB, NET
+from netbay.client import LB, NET
 from netbay.k8s import desired, objects, portinfo
 from netbay.k8s.controller import Controller
 

@@ -4,14 +4,14 @@ A handler maps one Heat type onto a service. Network handlers call the
 ``NetworkBackend`` (``st.net``), load-balancer handlers the ``LoadBalancerBackend``
 (``st.lb``), and sandboxes netbay's own API (``st.api``). Both kinds of refusal — ``netbay.errors`` from the seam,
 ``ApiError`` from the HTTP client — carry a ``status`` and a ``message``, so a
-404 means "already gone" whichever answered (:data:`netbay.backends.apiclient.Refused`).
+404 means "already gone" whichever answered (:data:`netbay.client.Refused`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from netbay.backends.apiclient import Refused, gone_ok, or_none
+from netbay.client import Refused, gone_ok, or_none
 
 if TYPE_CHECKING:
     from netbay.coe.handlers.context import StackContext

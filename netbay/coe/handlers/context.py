@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from netbay.backends import NetworkBackend
-from netbay.backends.apiclient import Api, Refused
+from netbay.client import Api, Refused
 from netbay.backends.http import HttpBackend
 from netbay.backends.loadbalancers import LoadBalancerBackend, open_lb_backend, settled
 from netbay.backends.servers import ServerBackend

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from netbay.backends.apiclient import SANDBOXES
+from netbay.client import SANDBOXES
 from netbay.coe.handlers.base import Handler, gone_ok, or_none
 
 if TYPE_CHECKING:

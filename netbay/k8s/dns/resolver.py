@@ -20,7 +20,7 @@ import ipaddress
 import json
 from typing import Any
 
-from netbay.backends.apiclient import gone_ok
+from netbay.client import gone_ok
 from netbay.errors import Conflict
 from netbay.dataplane.fabric import KURYR_POD
 from netbay.dataplane.garp import announce

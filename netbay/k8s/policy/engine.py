@@ -22,7 +22,7 @@ from typing import Any
 from lightkube.models.networking_v1 import NetworkPolicy
 
 from netbay.backends import NetworkBackend
-from netbay.backends.apiclient import Api
+from netbay.client import Api
 from netbay.backends.http import HttpBackend
 from netbay.k8s.policy.index import PodIndex
 from netbay.k8s.policy.model import Cluster, Namespace, Pod, Service, policy_key

@@ -28,7 +28,7 @@ from typing import Any
 
 from netbay.backends import NetworkBackend
 from netbay.backends import batch as batches
-from netbay.backends.apiclient import gone_ok
+from netbay.client import gone_ok
 from netbay.errors import NetbayError as ApiError
 from netbay.k8s.policy.translate import Desired, Rule
 

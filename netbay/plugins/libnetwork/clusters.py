@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 from netbay.dataplane.names import Names
 from netbay.plugins.libnetwork.directory import net_tag
-from netbay.backends.aio import AsyncApi
+from netbay.client.aio import AsyncApi
 from netbay.errors import NetbayError, NotFound
 from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.plugins.libnetwork.options import NetworkOptions

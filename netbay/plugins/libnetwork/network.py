@@ -24,7 +24,7 @@ from contextvars import ContextVar
 from functools import partial
 from typing import Any, TypeVar
 
-from netbay.backends.aio import AsyncApi
+from netbay.client.aio import AsyncApi
 from netbay.dataplane import netns
 from netbay.dataplane.names import Names
 from netbay.errors import NetbayError, NotFound

@@ -31,7 +31,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from netbay import unixsock
-from netbay.backends.aio import AsyncApi, AsyncNetworkBackend
+from netbay.backends.aio import AsyncNetworkBackend
+from netbay.client.aio import AsyncApi
 from netbay.bodylimit import BodyLimit
 from netbay.dataplane.names import PRODUCT_PREFIX, Names
 from netbay.errors import NetbayError

@@ -1,0 +1,92 @@
+"""netbay.client: one decoder reads every API's error format; the sync face renews its
+token on a 401 and says a server that does not answer as httpx does."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+
+import httpx
+import orjson
+import pytest
+from conftest import free_port
+
+from netbay.client import Api, ApiError, decode
+from netbay.client.auth import Credentials, CredentialsMissing
+
+
+@pytest.mark.parametrize("body,message,kind", [
+    ({"NeutronError": {"type": "NetworkNotFound", "message": "Network x could not be found.", "detail": ""}},
+     "Network x could not be found.", "NetworkNotFound"),
+    ({"error": {"code": 401, "title": "Unauthorized", "message": "The request you have made requires "
+                "authentication."}}, "The request you have made requires authentication.", None),
+    ({"faultcode": "Client", "faultstring": "Load Balancer x not found.", "debuginfo": None},
+     "Load Balancer x not found.", None),
+    ({"errors": [{"status": 404, "code": "client", "title": "Not Found", "detail": "Cluster x could not be found."}]},
+     "Cluster x could not be found.", None),
+    ({"itemNotFound": {"code": 404, "message": "Instance x could not be found."}},
+     "Instance x could not be found.", "itemNotFound"),
+    ({"badRequest": {"code": 400, "message": "Invalid input."}}, "Invalid input.", "badRequest"),
+    ({"detail": "Not Found"}, "Not Found", None),
+    ({"detail": [{"loc": ["body", "x"], "msg": "field required"}]}, "field required", None),
+])
+def test_one_decoder_reads_every_apis_error_body(body, message, kind):
+    assert decode(400, orjson.dumps(body)) == (message, kind)
+
+
+def test_a_body_that_is_not_json_is_its_text_and_an_empty_one_its_status():
+    assert decode(502, b"<html>bad gateway</html>") == ("<html>bad gateway</html>", None)
+    assert decode(503, b"") == ("HTTP 503", None)
+
+
+def test_credentials_come_from_a_clouds_yaml_when_os_cloud_names_one(tmp_path):
+    (tmp_path / "clouds.yaml").write_text(json.dumps({"clouds": {"nb": {"auth": {
+        "auth_url": "http://127.0.0.1:9696/identity/v3", "username": "u", "password": "p", "project_name": "pr"}}}}))
+    creds = Credentials.from_env({"OS_CLOUD": "nb", "OS_CLIENT_CONFIG_FILE": str(tmp_path / "clouds.yaml")})
+    assert (creds.username, creds.project_name, creds.server_url) == ("u", "pr", "http://127.0.0.1:9696")
+    with pytest.raises(CredentialsMissing, match="OS_AUTH_URL"):
+        Credentials.from_env({})
+
+
+class _Server(http.server.BaseHTTPRequestHandler):
+    tokens: list[str] = []
+
+    def do_GET(self):  # noqa: N802
+        self.tokens.append(self.headers["X-Auth-Token"])
+        ok = self.headers["X-Auth-Token"] == "fresh"
+        body = b'{"pods": []}' if ok else b'{"error": {"code": 401, "message": "expired"}}'
+        self.send_response(200 if ok else 401)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):  # noqa: ANN002
+        pass
+
+
+def test_the_sync_face_logs_in_again_on_a_401_once():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Server)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    issued = iter(["stale", "fresh", "stale"])
+    api = Api(f"http://127.0.0.1:{server.server_address[1]}", lambda: next(issued))
+    try:
+        assert api.call("GET", "/netbay/v1/pods") == {"pods": []}
+        assert _Server.tokens == ["stale", "fresh"]
+        api._token = "stale"   # a token that expires again, and again: refused after one renewal
+        issued = iter(["stale"])
+        api._token_source = lambda: next(issued)
+        with pytest.raises(ApiError) as refused:
+            api.call("GET", "/netbay/v1/pods")
+        assert (refused.value.status, refused.value.message) == (401, "expired")
+    finally:
+        api.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_server_that_does_not_answer_is_httpx_s_connect_error():
+    api = Api(f"http://127.0.0.1:{free_port()}", lambda: "t", timeout=2)
+    with pytest.raises(httpx.ConnectError):
+        api.call("GET", "/netbay/v1/pods")
