@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from netbay.backends import NetworkBackend
 from netbay.dataplane.fabric import CONTAINER, KURYR_POD
@@ -46,8 +46,8 @@ from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_
                                      UNSUPPORTED_FIELD, CniError, Request)
 from netbay.runtime import inside
 from netbay.runtime.attach import Attacher, Plug
+from netbay.runtime.kernel import KernelThread
 
-T = TypeVar("T")
 log = logging.getLogger("netbay.cni")
 
 MADE = "netbay.cni.made"
@@ -84,14 +84,10 @@ class Cni:
                  owner: str = CONTAINER) -> None:
         self.network_backend, self.attacher, self.owner = network, attacher, owner
         self.host = host or socket.gethostname()
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netbay-cni")
+        self.kernel = KernelThread("netbay-cni")  # netlink work (sockets are per thread)
         self._calls = ThreadPoolExecutor(max_workers=API_THREADS, thread_name_prefix="netbay-cni-api")
         self._networks: dict[str, tuple[float, dict[str, Any]]] = {}
         self._subnets: dict[str, tuple[float, dict[str, Any]]] = {}
-
-    async def kernel(self, fn: Callable[..., T], *args: Any) -> T:
-        """Netlink work on the one worker thread (sockets are per thread)."""
-        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
 
     async def net(self, method: str, *args: Any, **kw: Any) -> Any:
         """One call of the network backend, off the event loop."""
@@ -99,7 +95,7 @@ class Cni:
         return await asyncio.get_running_loop().run_in_executor(self._calls, call)
 
     def close(self) -> None:
-        self._worker.shutdown(wait=False, cancel_futures=True)
+        self.kernel.close()
         self._calls.shutdown(wait=False, cancel_futures=True)
         closing = getattr(self.network_backend, "close", None)
         if closing is not None:

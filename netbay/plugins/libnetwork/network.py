@@ -19,10 +19,9 @@ import ipaddress
 import logging
 import socket
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from netbay.backends.aio import AsyncApi
 from netbay.dataplane import netns
@@ -35,8 +34,8 @@ from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.options import NetworkOptions
 from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.runtime.attach import Attacher, Plug
+from netbay.runtime.kernel import KernelThread
 
-T = TypeVar("T")
 ANSWER_SENT: ContextVar[asyncio.Event | None] = ContextVar("netbay_libnetwork_answer_sent", default=None)
 """Set by the server for each call once Docker has its answer: work that follows an
 answer (CreateEndpoint's binding) waits for it, so its HTTP client's CPU is not the call's."""
@@ -52,16 +51,12 @@ class NetworkDriver:
         (``-o netbay.cluster``); without them that option is refused by name."""
         self.neutron, self.dir, self.attacher, self.docker = neutron, directory, attacher, docker
         self.host = host or socket.gethostname()
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netbay-plug")
+        self.kernel = KernelThread("netbay-plug")  # netlink work, in order, on one thread
         self._background: set[asyncio.Task] = set()
         self.binding: dict[str, asyncio.Task] = {}  # port id -> CreateEndpoint's binding on its way
         self.prepared: dict[str, tuple[Plug, str]] = {}  # port id -> the pair RequestAddress made
         self._creating = asyncio.Lock()  # see create_network
         self.clusters = ClusterNetworks(netbay_api, neutron, attacher.names, self.kernel, directory.owner)
-
-    async def kernel(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run netlink work on the one worker thread (sockets are per thread)."""
-        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
 
     async def capabilities(self, _req: dict[str, Any]) -> dict[str, Any]:
         return {"Scope": "local", "ConnectivityScope": "local"}
@@ -441,7 +436,7 @@ class NetworkDriver:
     def close(self) -> None:
         for task in list(self._background):
             task.cancel()
-        self._worker.shutdown(wait=False, cancel_futures=True)
+        self.kernel.close()
 
 
 __all__ = ["ANSWER_SENT", "NetworkDriver"]
