@@ -26,17 +26,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import functools
 import ipaddress
 import logging
 import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from netbay.backends import NetworkBackend
+from netbay.backends.aio import ThreadedBackend
 from netbay.dataplane.fabric import CONTAINER, KURYR_POD
 from netbay.dataplane.links import LinkError
 from netbay.errors import NetbayError, NotFound
@@ -77,29 +76,21 @@ class Cni:
     """ADD / DEL / CHECK / STATUS / GC against one network backend and this host's fabric.
 
     The backend is synchronous (one seam for every controller); its calls run on a
-    pool of their own, so parallel ADDs wait on the network service together while
-    netlink keeps its one thread."""
+    pool of their own (:class:`netbay.backends.aio.ThreadedBackend`), so parallel ADDs
+    wait on the network service together while netlink keeps its one thread."""
 
     def __init__(self, network: NetworkBackend, attacher: Attacher, host: str | None = None,
                  owner: str = CONTAINER) -> None:
-        self.network_backend, self.attacher, self.owner = network, attacher, owner
+        self.attacher, self.owner = attacher, owner
+        self.backend = ThreadedBackend(lambda: network, API_THREADS)  # one backend, shared by the threads
         self.host = host or socket.gethostname()
         self.kernel = KernelThread("netbay-cni")  # netlink work (sockets are per thread)
-        self._calls = ThreadPoolExecutor(max_workers=API_THREADS, thread_name_prefix="netbay-cni-api")
         self._networks: dict[str, tuple[float, dict[str, Any]]] = {}
         self._subnets: dict[str, tuple[float, dict[str, Any]]] = {}
 
-    async def net(self, method: str, *args: Any, **kw: Any) -> Any:
-        """One call of the network backend, off the event loop."""
-        call = functools.partial(getattr(self.network_backend, method), *args, **kw)
-        return await asyncio.get_running_loop().run_in_executor(self._calls, call)
-
-    def close(self) -> None:
+    async def aclose(self) -> None:
         self.kernel.close()
-        self._calls.shutdown(wait=False, cancel_futures=True)
-        closing = getattr(self.network_backend, "close", None)
-        if closing is not None:
-            closing()
+        await self.backend.aclose()   # closes the network backend too
 
     async def handle(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """One call: ``{"result": …}`` (ADD), ``{}`` (others), or ``{"error": …}``."""
@@ -135,9 +126,9 @@ class Cni:
         net = None
         if _uuid_like(ref):
             with contextlib.suppress(NotFound):
-                net = await self.net("show", "network", ref)
+                net = await self.backend.show("network", ref)
         if net is None:
-            found = await self.net("list", "network", name=ref)
+            found = await self.backend.list("network", name=ref)
             if not found:
                 raise CniError(INVALID_CONFIG, f"netbay: no network with id or name {ref!r}")
             if len(found) > 1:
@@ -150,13 +141,13 @@ class Cni:
         hit = self._subnets.get(subnet_id)
         if hit and time.monotonic() - hit[0] < CACHE_TTL:
             return hit[1]
-        sub = await self.net("show", "subnet", subnet_id)
+        sub = await self.backend.show("subnet", subnet_id)
         self._subnets[subnet_id] = (time.monotonic(), sub)
         return sub
 
     async def attached(self, req: Request) -> list[dict[str, Any]]:
         """The ports of this attachment (one, normally; none once it is gone)."""
-        return await self.net("list", "port", tags=f"{ctr_tag(req.container_id)},{if_tag(req.ifname)},"
+        return await self.backend.list("port", tags=f"{ctr_tag(req.container_id)},{if_tag(req.ifname)},"
                                                   f"{net_tag(req.config['name'])}")
 
     async def addressing(self, port: Mapping[str, Any], gw: str | None = None
@@ -246,8 +237,8 @@ class Cni:
                 ours.append(DEVICE_SET)
             if not port.get("device_id") or port.get("device_owner") not in (CONTAINER, KURYR_POD):
                 binding["device_owner"] = self.owner
-            port = await self.net("update", "port", port["id"], binding)
-            tags = await self.net("set_tags", "port", port["id"], sorted(set(port.get("tags") or ()) | set(ours)))
+            port = await self.backend.update("port", port["id"], binding)
+            tags = await self.backend.set_tags("port", port["id"], sorted(set(port.get("tags") or ()) | set(ours)))
             return {**port, "tags": tags}, False, net
         body: dict[str, Any] = {**binding, "device_owner": self.owner, "network_id": net["id"],
                                 "device_id": a.get("K8S_POD_UID") or req.container_id,
@@ -259,7 +250,7 @@ class Cni:
                 body["fixed_ips"] = [{"ip_address": str(ipaddress.ip_interface(a["IPV4"]).ip)}]
             except ValueError:
                 raise CniError(INVALID_ENV, f"IPV4={a['IPV4']!r} is not an address") from None
-        return await self.net("create", "port", body), True, net
+        return await self.backend.create("port", body), True, net
 
     async def _given(self, req: Request) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         """The port a controller made for this attachment (None: make one) and the network
@@ -268,7 +259,7 @@ class Cni:
         a = req.args
         if a.get("PORT_UUID"):
             try:
-                port = await self.net("show", "port", a["PORT_UUID"])
+                port = await self.backend.show("port", a["PORT_UUID"])
             except NotFound:
                 raise CniError(INVALID_ENV, f"PORT_UUID {a['PORT_UUID']}: no such port") from None
             if req.cluster and not req.has_network:
@@ -283,7 +274,7 @@ class Cni:
             return port, await self.network(port["network_id"])
         net = await self.network(req.network_ref)
         if a.get("K8S_POD_UID"):
-            found = await self.net("list", "port", network_id=net["id"], device_id=a["K8S_POD_UID"])
+            found = await self.backend.list("port", network_id=net["id"], device_id=a["K8S_POD_UID"])
             return (found[0] if found else None), net
         return None, net
 
@@ -291,7 +282,7 @@ class Cni:
         """The port the kuryr cluster's mapping controller made for the pod. Not made yet,
         or still the older pod's of that name: code 11, the kubelet calls again."""
         for device in podport.device_ids(cluster, namespace, name, uid):
-            found = await self.net("list", "port", device_id=device, device_owner=podport.POD_OWNER)
+            found = await self.backend.list("port", device_id=device, device_owner=podport.POD_OWNER)
             if found:
                 break
         else:
@@ -326,15 +317,15 @@ class Cni:
         await self.kernel(self.attacher.unplug, port["id"], False)
         if made or MADE in (port.get("tags") or ()):
             with contextlib.suppress(NotFound):  # a retried DEL: gone already
-                await self.net("delete", "port", port["id"])
+                await self.backend.delete("port", port["id"])
             return
         update: dict[str, Any] = {"binding:host_id": ""}
         if DEVICE_SET in (port.get("tags") or ()):
             update.update(device_id="", device_owner="")
         try:
-            await self.net("update", "port", port["id"], update)
+            await self.backend.update("port", port["id"], update)
             keep = [t for t in port.get("tags") or () if not t.startswith("netbay.cni.")]
-            await self.net("set_tags", "port", port["id"], keep)
+            await self.backend.set_tags("port", port["id"], keep)
         except NotFound:
             pass
 
@@ -382,7 +373,7 @@ class Cni:
         if not isinstance(valid, list):
             raise CniError(UNSUPPORTED_FIELD, "cni.dev/valid-attachments is not a list")
         keep = {(str(v.get("containerID")), str(v.get("ifname"))) for v in valid if isinstance(v, dict)}
-        for port in await self.net("list", "port", tags=net_tag(req.config["name"])):
+        for port in await self.backend.list("port", tags=net_tag(req.config["name"])):
             # this host's, and unbound ones (an ADD cut short before it bound its port)
             if port.get("binding:host_id") not in ("", self.host):
                 continue
@@ -395,7 +386,7 @@ class Cni:
     async def status(self, req: Request) -> None:
         try:
             if req.cluster and not req.has_network:   # the cluster's own resources (its service subnet)
-                if not await self.net("list", "subnet", tags=podport.cluster_tag(req.cluster)):
+                if not await self.backend.list("subnet", tags=podport.cluster_tag(req.cluster)):
                     raise CniError(NOT_AVAILABLE, f"no kuryr cluster {req.cluster}")
             else:
                 await self.network(req.network_ref, cached=False)  # the API answers now
