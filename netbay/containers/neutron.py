@@ -23,6 +23,7 @@ from typing import Any
 from netbay.backends import NetworkBackend
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NetbayError, NotFound
+from netbay.runtime import resolve
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +49,13 @@ class ZunNeutron:
 
     def network(self, ident: str) -> dict[str, Any]:
         """A network the caller may use (own or shared), by id or unique name; Zun's 404 else."""
-        with contextlib.suppress(NotFound):
-            return self.backend.show("network", ident)
-        found = self.backend.list("network", name=ident)
-        if len(found) > 1:
-            raise Conflict("Multiple Neutron networks exist with same name. Please use the uuid instead.")
-        if not found:
-            raise NotFound(f"Neutron network {ident} could not be found.")
-        return found[0]
+        try:
+            return resolve.find(self.backend, "network", ident)
+        except resolve.Unresolved as exc:
+            if exc.count:
+                raise Conflict("Multiple Neutron networks exist with same name. Please use the uuid instead.") \
+                    from None
+            raise NotFound(f"Neutron network {ident} could not be found.") from None
 
     def default_network(self) -> dict[str, Any]:
         """Zun's rule: the project's oldest non-shared network, else a shared one."""

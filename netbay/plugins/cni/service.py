@@ -30,7 +30,6 @@ import ipaddress
 import logging
 import socket
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -43,7 +42,7 @@ from netbay.k8s import podport
 from netbay.plugins.cni import result as results
 from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_AVAILABLE, TRY_AGAIN_LATER,
                                      UNSUPPORTED_FIELD, CniError, Request)
-from netbay.runtime import inside
+from netbay.runtime import inside, resolve
 from netbay.runtime.attach import Attacher, Plug
 from netbay.runtime.kernel import KernelThread
 
@@ -123,17 +122,12 @@ class Cni:
         hit = self._networks.get(ref)
         if cached and hit and time.monotonic() - hit[0] < CACHE_TTL:
             return hit[1]
-        net = None
-        if _uuid_like(ref):
-            with contextlib.suppress(NotFound):
-                net = await self.backend.show("network", ref)
-        if net is None:
-            found = await self.backend.list("network", name=ref)
-            if not found:
-                raise CniError(INVALID_CONFIG, f"netbay: no network with id or name {ref!r}")
-            if len(found) > 1:
-                raise CniError(INVALID_CONFIG, f"netbay: {len(found)} networks are named {ref!r}; give the id")
-            net = found[0]
+        try:
+            net = await resolve.find_async(self.backend, "network", ref)
+        except resolve.Unresolved as exc:
+            if not exc.count:
+                raise CniError(INVALID_CONFIG, f"netbay: no network with id or name {ref!r}") from None
+            raise CniError(INVALID_CONFIG, f"netbay: {exc.count} networks are named {ref!r}; give the id") from None
         self._networks[ref] = (time.monotonic(), net)
         return net
 
@@ -394,16 +388,6 @@ class Cni:
             why = exc.msg if isinstance(exc, CniError) else exc.message
             raise CniError(NOT_AVAILABLE, f"netbay-cni cannot serve ADD: {why}") from None
         return None
-
-
-def _uuid_like(ref: str) -> bool:
-    """Worth a lookup by id (names are looked up by ``name=``; a cloud's Neutron answers a
-    non-UUID id with 404 anyway, one round trip for nothing)."""
-    try:
-        uuid.UUID(ref)
-    except ValueError:
-        return False
-    return True
 
 
 __all__ = ["Cni", "MADE", "ctr_tag", "if_tag", "net_tag"]
