@@ -86,3 +86,33 @@ def test_kernel_work_runs_in_order_on_one_thread_off_the_loop() -> None:
         kernel.close()
     assert [i for i, _ in seen] == list(range(20))                 # in the order asked
     assert len({t for _, t in seen}) == 1 != threading.get_ident()  # one thread, not the caller's
+
+
+def test_ownership_tags_are_made_read_back_and_stripped() -> None:
+    from netbay.runtime import tags
+
+    own = tags.Owner("netbay.t")
+    pool = own.family("pool", lambda cidr: cidr.replace("/", "_"))
+    ctr = own.family("ctr")
+    port = {"tags": [own.made, ctr("c1"), pool("10.0.0.0/24"), "user-tag", "netbay.other:x"]}
+    assert (own.made, ctr("c1"), pool("10.0.0.0/24")) == ("netbay.t.made", "netbay.t.ctr:c1", "netbay.t.pool:10.0.0.0_24")
+    assert ctr.value(port) == "c1" and pool.values(port) == ["10.0.0.0_24"] and own.made_it(port)
+    assert ctr.value({"tags": None}) == "" and not pool.on({}) and not own.made_it({"tags": ["user-tag"]})
+    assert own.without_ours(port["tags"]) == ["user-tag", "netbay.other:x"]
+    assert [tags.on_host_or_unbound({"binding:host_id": h}, "h1") for h in ("h1", "", "h2")] == [True, True, False]
+
+
+def test_cni_and_docker_tags_keep_their_spelling() -> None:
+    """Tags are what a restarted daemon finds its ports by: an upgrade must read the old ones."""
+    from netbay.plugins.cni import service as cni
+    from netbay.plugins.libnetwork import directory as docker
+
+    assert (cni.MADE, cni.DEVICE_SET, cni.ctr_tag("c"), cni.if_tag("eth0"), cni.net_tag("k")) == (
+        "netbay.cni.made", "netbay.cni.device", "netbay.cni.ctr:c", "netbay.cni.if:eth0", "netbay.cni.net:k")
+    assert (docker.MADE, docker.PENDING, docker.net_tag("n"), docker.pool_tag("10.1.0.0/16"),
+            docker.pending_pool_tag("10.1.0.0/16"), docker.ep_tag("e"), docker.owner_tag("netbay", "h")) == (
+        "netbay.docker.made", "netbay.docker.pending", "netbay.docker.net:n", "netbay.docker.pool:10.1.0.0_16",
+        "netbay.docker.pending:10.1.0.0_16", "netbay.docker.ep:e", "netbay.docker.by:netbay@h")
+    assert docker.endpoint_of({"tags": [docker.ep_tag("e1")], "device_id": "d"}) == "e1"
+    assert docker.endpoint_of({"device_id": "d"}) == "d"
+    assert docker.is_pool({"tags": [docker.pool_tag("10.1.0.0/16")]}) and not docker.is_pool({"tags": []})

@@ -30,7 +30,7 @@ import ipaddress
 import logging
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from netbay.backends import NetworkBackend
@@ -42,33 +42,22 @@ from netbay.k8s import podport
 from netbay.plugins.cni import result as results
 from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_AVAILABLE, TRY_AGAIN_LATER,
                                      UNSUPPORTED_FIELD, CniError, Request)
-from netbay.runtime import inside, resolve
+from netbay.runtime import inside, resolve, tags
 from netbay.runtime.attach import Attacher, Plug
 from netbay.runtime.kernel import KernelThread
 
 log = logging.getLogger("netbay.cni")
 
-MADE = "netbay.cni.made"
-DEVICE_SET = "netbay.cni.device"  # on a given port: its device_id was empty, ADD set it
+OWN = tags.Owner("netbay.cni")
+MADE = OWN.made
+DEVICE_SET = OWN.flag("device")  # on a given port: its device_id was empty, ADD set it
 CACHE_TTL = 30.0
 API_THREADS = 16           # backend calls in flight at once (the seam is synchronous)
 
 
-def ctr_tag(container_id: str) -> str:
-    return f"netbay.cni.ctr:{container_id}"
-
-
-def if_tag(ifname: str) -> str:
-    return f"netbay.cni.if:{ifname}"
-
-
-def net_tag(conf_name: str) -> str:
-    return f"netbay.cni.net:{conf_name}"
-
-
-def _tag_value(port: Mapping[str, Any], tag: Callable[[str], str]) -> str:
-    prefix = tag("")
-    return next((t[len(prefix):] for t in port.get("tags") or () if t.startswith(prefix)), "")
+ctr_tag = OWN.family("ctr")   # the container (CNI_CONTAINERID) a port serves
+if_tag = OWN.family("if")     # its interface in the container (CNI_IFNAME)
+net_tag = OWN.family("net")   # the network configuration's name
 
 
 class Cni:
@@ -232,8 +221,8 @@ class Cni:
             if not port.get("device_id") or port.get("device_owner") not in (CONTAINER, KURYR_POD):
                 binding["device_owner"] = self.owner
             port = await self.backend.update("port", port["id"], binding)
-            tags = await self.backend.set_tags("port", port["id"], sorted(set(port.get("tags") or ()) | set(ours)))
-            return {**port, "tags": tags}, False, net
+            claimed = await self.backend.set_tags("port", port["id"], sorted(set(tags.tags_of(port)) | set(ours)))
+            return {**port, "tags": claimed}, False, net
         body: dict[str, Any] = {**binding, "device_owner": self.owner, "network_id": net["id"],
                                 "device_id": a.get("K8S_POD_UID") or req.container_id,
                                 "name": self._port_name(req), "tags": [MADE, *ours]}
@@ -309,17 +298,16 @@ class Cni:
         if req is not None and req.netns:
             await self.kernel(inside.remove, req.netns, req.ifname)
         await self.kernel(self.attacher.unplug, port["id"], False)
-        if made or MADE in (port.get("tags") or ()):
+        if made or OWN.made_it(port):
             with contextlib.suppress(NotFound):  # a retried DEL: gone already
                 await self.backend.delete("port", port["id"])
             return
         update: dict[str, Any] = {"binding:host_id": ""}
-        if DEVICE_SET in (port.get("tags") or ()):
+        if DEVICE_SET in tags.tags_of(port):
             update.update(device_id="", device_owner="")
         try:
             await self.backend.update("port", port["id"], update)
-            keep = [t for t in port.get("tags") or () if not t.startswith("netbay.cni.")]
-            await self.backend.set_tags("port", port["id"], keep)
+            await self.backend.set_tags("port", port["id"], OWN.without_ours(tags.tags_of(port)))
         except NotFound:
             pass
 
@@ -369,11 +357,11 @@ class Cni:
         keep = {(str(v.get("containerID")), str(v.get("ifname"))) for v in valid if isinstance(v, dict)}
         for port in await self.backend.list("port", tags=net_tag(req.config["name"])):
             # this host's, and unbound ones (an ADD cut short before it bound its port)
-            if port.get("binding:host_id") not in ("", self.host):
+            if not tags.on_host_or_unbound(port, self.host):
                 continue
-            if (_tag_value(port, ctr_tag), _tag_value(port, if_tag)) not in keep:
-                log.info("GC: port %s (%s/%s) is no valid attachment", port["id"], _tag_value(port, ctr_tag),
-                         _tag_value(port, if_tag))
+            if (ctr_tag.value(port), if_tag.value(port)) not in keep:
+                log.info("GC: port %s (%s/%s) is no valid attachment", port["id"], ctr_tag.value(port),
+                         if_tag.value(port))
                 await self._release(port, False, None)
         return None
 

@@ -28,7 +28,7 @@ from netbay.dataplane import netns
 from netbay.dataplane.names import Names
 from netbay.errors import NetbayError, NotFound
 from netbay.plugins.libnetwork.clusters import ClusterNetworks, placement
-from netbay.plugins.libnetwork.directory import (MADE, PENDING, Directory, Endpoint, binding_mark,
+from netbay.plugins.libnetwork.directory import (MADE, OWN, PENDING, Directory, Endpoint, binding_mark,
                                                  ep_tag, net_tag, overlap_refusal, pending_pool_tag, pool_tag)
 from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.options import NetworkOptions
@@ -132,7 +132,7 @@ class NetworkDriver:
             net = await neutron.create("network", {"name": f"docker-{nid[:12]}",
                                                    "tags": [MADE, net_tag(nid), self.dir.owner]})
             undo.append(lambda: neutron.delete("network", net["id"]))
-        if MADE not in (net.get("tags") or ()):
+        if not OWN.made_it(net):
             for tag in (net_tag(nid), self.dir.owner):
                 await neutron.add_tag("network", net["id"], tag)
                 undo.append(lambda tag=tag: neutron.remove_tag("network", net["id"], tag))
@@ -183,19 +183,17 @@ class NetworkDriver:
         for port in await neutron.list("port", network_id=net["id"], tags=MADE):  # leftovers of a crash
             await self.kernel(self.attacher.unplug, port["id"])
             await neutron.delete("port", port["id"])
-        if MADE in (net.get("tags") or ()):
+        if OWN.made_it(net):
             await neutron.delete("network", net["id"])
             return {}
         for subnet in await neutron.list("subnet", network_id=net["id"]):
-            tags = subnet.get("tags") or ()
-            if MADE in tags:
+            if OWN.made_it(subnet):
                 await neutron.delete("subnet", subnet["id"])
                 continue
-            for tag in tags:
-                if tag.startswith(pool_tag("")):
-                    await neutron.remove_tag("subnet", subnet["id"], tag)
+            for pool in pool_tag.values(subnet):
+                await neutron.remove_tag("subnet", subnet["id"], pool_tag.prefix + pool)
         await neutron.remove_tag("network", net["id"], net_tag(nid))
-        if not [t for t in net.get("tags") or () if t.startswith(net_tag("")) and t != net_tag(nid)]:
+        if not [other for other in net_tag.values(net) if other != nid]:
             await neutron.remove_tag("network", net["id"], self.dir.owner)
         return {}
 
@@ -327,7 +325,7 @@ class NetworkDriver:
                 gateway = gateway or subnet.get("gateway_ip")
                 routes += [(r["destination"], r["nexthop"]) for r in subnet.get("host_routes") or ()]
         return Endpoint(eid, port["id"], port["network_id"], ifname or Names.container_end(port["id"]),
-                        gateway, tuple(routes), MADE in (port.get("tags") or ()))
+                        gateway, tuple(routes), OWN.made_it(port))
 
     async def endpoint(self, eid: str) -> Endpoint:
         ep = self.dir.endpoints.get(eid)
@@ -424,7 +422,7 @@ class NetworkDriver:
         if port is None:
             return {}
         await self.kernel(self.attacher.unplug, port["id"])
-        if MADE in (port.get("tags") or ()):
+        if OWN.made_it(port):
             return {}  # ReleaseAddress deletes it next
         update: dict[str, Any] = {"binding:host_id": ""}
         if port.get("device_id") == eid:
