@@ -116,3 +116,17 @@ def test_cni_and_docker_tags_keep_their_spelling() -> None:
     assert docker.endpoint_of({"tags": [docker.ep_tag("e1")], "device_id": "d"}) == "e1"
     assert docker.endpoint_of({"device_id": "d"}) == "d"
     assert docker.is_pool({"tags": [docker.pool_tag("10.1.0.0/16")]}) and not docker.is_pool({"tags": []})
+
+
+def test_a_port_is_bound_keeping_a_named_device_and_given_back_clearing_only_ours() -> None:
+    from netbay.runtime import binding
+
+    assert binding.bind({}, "c1", "compute:netbay", "h1") == {
+        "device_id": "c1", "device_owner": "compute:netbay", "binding:host_id": "h1"}
+    # a controller named the device already: it stays; no owner given: the port's stays
+    assert binding.bind({"device_id": "pod-uid"}, "c1", host="h1") == {"binding:host_id": "h1"}
+    assert binding.bind({"device_id": ""}, "c1", "kuryr:container") == {"device_id": "c1",
+                                                                        "device_owner": "kuryr:container"}
+    assert binding.unbind(False) == {"binding:host_id": ""}
+    assert binding.unbind(True) == {"binding:host_id": "", "device_id": "", "device_owner": ""}
+    assert binding.unbind(True, host=False) == {"device_id": "", "device_owner": ""}

@@ -42,7 +42,7 @@ from netbay.k8s import podport
 from netbay.plugins.cni import result as results
 from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_AVAILABLE, TRY_AGAIN_LATER,
                                      UNSUPPORTED_FIELD, CniError, Request)
-from netbay.runtime import inside, resolve, tags
+from netbay.runtime import binding, inside, resolve, tags
 from netbay.runtime.attach import Attacher, Plug
 from netbay.runtime.kernel import KernelThread
 
@@ -211,21 +211,20 @@ class Cni:
         (port, made here, its network)."""
         a = req.args
         ours = [ctr_tag(req.container_id), if_tag(req.ifname), net_tag(req.config["name"])]
-        binding: dict[str, Any] = {"binding:host_id": self.host}
+        device = a.get("K8S_POD_UID") or req.container_id
         port, net = await self._given(req)
         if port is not None:
             self._same_ip(port, a.get("IPV4"))
             if not port.get("device_id"):
-                binding["device_id"] = a.get("K8S_POD_UID") or req.container_id
                 ours.append(DEVICE_SET)
-            if not port.get("device_id") or port.get("device_owner") not in (CONTAINER, KURYR_POD):
-                binding["device_owner"] = self.owner
-            port = await self.backend.update("port", port["id"], binding)
+            # a port the agent already plugs as a container's keeps its owner (its controller's)
+            keep_owner = port.get("device_id") and port.get("device_owner") in (CONTAINER, KURYR_POD)
+            port = await self.backend.update("port", port["id"], binding.bind(
+                port, device, owner=None if keep_owner else self.owner, host=self.host))
             claimed = await self.backend.set_tags("port", port["id"], sorted(set(tags.tags_of(port)) | set(ours)))
             return {**port, "tags": claimed}, False, net
-        body: dict[str, Any] = {**binding, "device_owner": self.owner, "network_id": net["id"],
-                                "device_id": a.get("K8S_POD_UID") or req.container_id,
-                                "name": self._port_name(req), "tags": [MADE, *ours]}
+        body: dict[str, Any] = {**binding.bind({}, device, owner=self.owner, host=self.host),
+                                "network_id": net["id"], "name": self._port_name(req), "tags": [MADE, *ours]}
         if net.get("project_id"):
             body["project_id"] = net["project_id"]
         if a.get("IPV4"):
@@ -302,11 +301,8 @@ class Cni:
             with contextlib.suppress(NotFound):  # a retried DEL: gone already
                 await self.backend.delete("port", port["id"])
             return
-        update: dict[str, Any] = {"binding:host_id": ""}
-        if DEVICE_SET in tags.tags_of(port):
-            update.update(device_id="", device_owner="")
         try:
-            await self.backend.update("port", port["id"], update)
+            await self.backend.update("port", port["id"], binding.unbind(DEVICE_SET in tags.tags_of(port)))
             await self.backend.set_tags("port", port["id"], OWN.without_ours(tags.tags_of(port)))
         except NotFound:
             pass

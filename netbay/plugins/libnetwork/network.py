@@ -33,6 +33,7 @@ from netbay.plugins.libnetwork.directory import (MADE, OWN, PENDING, Directory, 
 from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.options import NetworkOptions
 from netbay.plugins.libnetwork.resources import PluginError, Resources
+from netbay.runtime import binding
 from netbay.runtime.attach import Attacher, Plug
 from netbay.runtime.kernel import KernelThread
 
@@ -266,9 +267,7 @@ class NetworkDriver:
 
     def _binding(self, port: dict[str, Any], eid: str, mac: str | None) -> dict[str, Any]:
         """The update that binds ``port`` to this host for ``eid`` (hands it to the agent)."""
-        update: dict[str, Any] = {"device_owner": self.dir.device_owner, "binding:host_id": self.host}
-        if not port.get("device_id"):
-            update["device_id"] = eid
+        update = binding.bind(port, eid, owner=self.dir.device_owner, host=self.host)
         if mac and (port.get("mac_address") or "").lower() != mac.lower():
             update["mac_address"] = mac
         return update
@@ -424,10 +423,7 @@ class NetworkDriver:
         await self.kernel(self.attacher.unplug, port["id"])
         if OWN.made_it(port):
             return {}  # ReleaseAddress deletes it next
-        update: dict[str, Any] = {"binding:host_id": ""}
-        if port.get("device_id") == eid:
-            update.update(device_id="", device_owner="")
-        await self.neutron.update("port", port["id"], update)
+        await self.neutron.update("port", port["id"], binding.unbind(port.get("device_id") == eid))
         await self.neutron.remove_tag("port", port["id"], ep_tag(eid))
         return {}
 
