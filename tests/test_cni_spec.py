@@ -110,6 +110,8 @@ def test_daemon_refuses_before_work() -> None:
 class PortsOnly:
     """A network backend holding networks and ports, listed by equal fields."""
 
+    name, traits = "ports-only", None
+
     def __init__(self, networks: list[dict], ports: list[dict]) -> None:
         self.items = {"network": networks, "port": ports}
 
@@ -166,4 +168,4 @@ def test_the_kuryr_controllers_port_is_found_by_pod_identity() -> None:
             find("")
         assert info.value.code == spec.INVALID_CONFIG
     finally:
-        cni.close()
+        asyncio.run(cni.aclose())

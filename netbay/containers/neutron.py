@@ -23,6 +23,7 @@ from typing import Any
 from netbay.backends import NetworkBackend
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NetbayError, NotFound
+from netbay.runtime import binding, resolve
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +49,13 @@ class ZunNeutron:
 
     def network(self, ident: str) -> dict[str, Any]:
         """A network the caller may use (own or shared), by id or unique name; Zun's 404 else."""
-        with contextlib.suppress(NotFound):
-            return self.backend.show("network", ident)
-        found = self.backend.list("network", name=ident)
-        if len(found) > 1:
-            raise Conflict("Multiple Neutron networks exist with same name. Please use the uuid instead.")
-        if not found:
-            raise NotFound(f"Neutron network {ident} could not be found.")
-        return found[0]
+        try:
+            return resolve.find(self.backend, "network", ident)
+        except resolve.Unresolved as exc:
+            if exc.count:
+                raise Conflict("Multiple Neutron networks exist with same name. Please use the uuid instead.") \
+                    from None
+            raise NotFound(f"Neutron network {ident} could not be found.") from None
 
     def default_network(self) -> dict[str, Any]:
         """Zun's rule: the project's oldest non-shared network, else a shared one."""
@@ -109,28 +109,25 @@ class ZunNeutron:
 
     def make_port(self, container_id: str, host: str, network_id: str, fixed_ips: list[dict[str, Any]],
                   groups: list[str] | None, name: str) -> dict[str, Any]:
-        body: dict[str, Any] = {"network_id": network_id, "fixed_ips": fixed_ips, "device_id": container_id,
-                                "device_owner": self.owner, "name": name}
+        body: dict[str, Any] = {"network_id": network_id, "fixed_ips": fixed_ips, "name": name,
+                                **binding.bind({}, container_id, self.owner, self._host(host))}
         if groups is not None:
             body["security_groups"] = groups
-        if self.binds_host:
-            body["binding:host_id"] = host
         return self.backend.create("port", body)
 
-    def bind_port(self, port_id: str, container_id: str, host: str) -> dict[str, Any]:
-        body = {"device_id": container_id, "device_owner": self.owner}
-        if self.binds_host:
-            body["binding:host_id"] = host
-        return self.backend.update("port", port_id, body)
+    def bind_port(self, port: dict[str, Any], container_id: str, host: str) -> dict[str, Any]:
+        """Bind the user's free port (its ``device_id`` empty: checked by the caller)."""
+        return self.backend.update("port", port["id"], binding.bind(port, container_id, self.owner, self._host(host)))
+
+    def _host(self, host: str) -> str | None:
+        """``binding:host_id`` as this backend wants it (None: its own agent binds)."""
+        return host if self.binds_host else None
 
     def unbind_port(self, port_id: str, container_id: str) -> None:
         """Give the user's port back (Zun's ``_unbind_port``), unless another device took it."""
         with contextlib.suppress(NotFound):
             if self.backend.show("port", port_id).get("device_id") == container_id:
-                body: dict[str, Any] = {"device_id": "", "device_owner": ""}
-                if self.binds_host:
-                    body["binding:host_id"] = ""
-                self.backend.update("port", port_id, body)
+                self.backend.update("port", port_id, binding.unbind(True, host=self.binds_host))
 
     def delete_port(self, port_id: str) -> None:
         with contextlib.suppress(NotFound):

@@ -63,7 +63,7 @@ def plug(store: Store, neutron: ZunNeutron, made: Made, c: dict[str, Any], entry
             raise BadRequest(f"Port {port['id']} not usable for the container: it has no address on "
                              f"subnet {subnet['id']}.")
         made.binding(port["id"], c["id"])
-        return _unique(Plug(network_id, neutron.bind_port(port["id"], c["id"], c["host"]), False, seq), c, taken)
+        return _unique(Plug(network_id, neutron.bind_port(port, c["id"], c["host"]), False, seq), c, taken)
     v4: dict[str, Any] = {"subnet_id": subnet["id"]}
     if entry.get("v4-fixed-ip"):
         v4["ip_address"] = entry["v4-fixed-ip"]

@@ -1,6 +1,14 @@
 """Container runtimes on netbay ports.
 
 :mod:`netbay.runtime.attach` is the seam every runtime uses (Docker's libnetwork
-plugin in :mod:`netbay.plugins.libnetwork`, the container API): it plugs a port
-into the fabric and hands back the interface the runtime moves into its container.
+plugin in :mod:`netbay.plugins.libnetwork`, the CNI daemon in
+:mod:`netbay.plugins.cni`, the container API): it plugs a port into the fabric and
+hands back the interface the runtime moves into its container.
+
+The container-port lifecycle those three share lives here once: :mod:`.resolve`
+(a network named by id or name), :mod:`.binding` (bind a port to a container on a
+host, give it back), :mod:`.tags` (the ownership tags a restarted service and its
+collector find their ports by) and :mod:`.kernel` (the one thread netlink work runs
+on). Their async callers reach a synchronous network backend through
+:class:`netbay.backends.aio.ThreadedBackend`.
 """

@@ -105,7 +105,7 @@ async def run(cni: Cni, listener: unixsock.Listener, stop: asyncio.Event) -> Non
             await stop.wait()
     finally:
         listener.close()
-        cni.close()
+        await cni.aclose()
 
 
 def serve(cni: Cni, path: Path, socket_group: str | None = None) -> None:

@@ -26,17 +26,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import functools
 import ipaddress
 import logging
 import socket
 import time
-import uuid
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from netbay.backends import NetworkBackend
+from netbay.backends.aio import ThreadedBackend
 from netbay.dataplane.fabric import CONTAINER, KURYR_POD
 from netbay.dataplane.links import LinkError
 from netbay.errors import NetbayError, NotFound
@@ -44,66 +42,43 @@ from netbay.k8s import podport
 from netbay.plugins.cni import result as results
 from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_AVAILABLE, TRY_AGAIN_LATER,
                                      UNSUPPORTED_FIELD, CniError, Request)
-from netbay.runtime import inside
+from netbay.runtime import binding, inside, resolve, tags
 from netbay.runtime.attach import Attacher, Plug
+from netbay.runtime.kernel import KernelThread
 
-T = TypeVar("T")
 log = logging.getLogger("netbay.cni")
 
-MADE = "netbay.cni.made"
-DEVICE_SET = "netbay.cni.device"  # on a given port: its device_id was empty, ADD set it
+OWN = tags.Owner("netbay.cni")
+MADE = OWN.made
+DEVICE_SET = OWN.flag("device")  # on a given port: its device_id was empty, ADD set it
 CACHE_TTL = 30.0
 API_THREADS = 16           # backend calls in flight at once (the seam is synchronous)
 
 
-def ctr_tag(container_id: str) -> str:
-    return f"netbay.cni.ctr:{container_id}"
-
-
-def if_tag(ifname: str) -> str:
-    return f"netbay.cni.if:{ifname}"
-
-
-def net_tag(conf_name: str) -> str:
-    return f"netbay.cni.net:{conf_name}"
-
-
-def _tag_value(port: Mapping[str, Any], tag: Callable[[str], str]) -> str:
-    prefix = tag("")
-    return next((t[len(prefix):] for t in port.get("tags") or () if t.startswith(prefix)), "")
+ctr_tag = OWN.family("ctr")   # the container (CNI_CONTAINERID) a port serves
+if_tag = OWN.family("if")     # its interface in the container (CNI_IFNAME)
+net_tag = OWN.family("net")   # the network configuration's name
 
 
 class Cni:
     """ADD / DEL / CHECK / STATUS / GC against one network backend and this host's fabric.
 
     The backend is synchronous (one seam for every controller); its calls run on a
-    pool of their own, so parallel ADDs wait on the network service together while
-    netlink keeps its one thread."""
+    pool of their own (:class:`netbay.backends.aio.ThreadedBackend`), so parallel ADDs
+    wait on the network service together while netlink keeps its one thread."""
 
     def __init__(self, network: NetworkBackend, attacher: Attacher, host: str | None = None,
                  owner: str = CONTAINER) -> None:
-        self.network_backend, self.attacher, self.owner = network, attacher, owner
+        self.attacher, self.owner = attacher, owner
+        self.backend = ThreadedBackend(lambda: network, API_THREADS)  # one backend, shared by the threads
         self.host = host or socket.gethostname()
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netbay-cni")
-        self._calls = ThreadPoolExecutor(max_workers=API_THREADS, thread_name_prefix="netbay-cni-api")
+        self.kernel = KernelThread("netbay-cni")  # netlink work (sockets are per thread)
         self._networks: dict[str, tuple[float, dict[str, Any]]] = {}
         self._subnets: dict[str, tuple[float, dict[str, Any]]] = {}
 
-    async def kernel(self, fn: Callable[..., T], *args: Any) -> T:
-        """Netlink work on the one worker thread (sockets are per thread)."""
-        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
-
-    async def net(self, method: str, *args: Any, **kw: Any) -> Any:
-        """One call of the network backend, off the event loop."""
-        call = functools.partial(getattr(self.network_backend, method), *args, **kw)
-        return await asyncio.get_running_loop().run_in_executor(self._calls, call)
-
-    def close(self) -> None:
-        self._worker.shutdown(wait=False, cancel_futures=True)
-        self._calls.shutdown(wait=False, cancel_futures=True)
-        closing = getattr(self.network_backend, "close", None)
-        if closing is not None:
-            closing()
+    async def aclose(self) -> None:
+        self.kernel.close()
+        await self.backend.aclose()   # closes the network backend too
 
     async def handle(self, raw: Mapping[str, Any]) -> dict[str, Any]:
         """One call: ``{"result": …}`` (ADD), ``{}`` (others), or ``{"error": …}``."""
@@ -136,17 +111,12 @@ class Cni:
         hit = self._networks.get(ref)
         if cached and hit and time.monotonic() - hit[0] < CACHE_TTL:
             return hit[1]
-        net = None
-        if _uuid_like(ref):
-            with contextlib.suppress(NotFound):
-                net = await self.net("show", "network", ref)
-        if net is None:
-            found = await self.net("list", "network", name=ref)
-            if not found:
-                raise CniError(INVALID_CONFIG, f"netbay: no network with id or name {ref!r}")
-            if len(found) > 1:
-                raise CniError(INVALID_CONFIG, f"netbay: {len(found)} networks are named {ref!r}; give the id")
-            net = found[0]
+        try:
+            net = await resolve.find_async(self.backend, "network", ref)
+        except resolve.Unresolved as exc:
+            if not exc.count:
+                raise CniError(INVALID_CONFIG, f"netbay: no network with id or name {ref!r}") from None
+            raise CniError(INVALID_CONFIG, f"netbay: {exc.count} networks are named {ref!r}; give the id") from None
         self._networks[ref] = (time.monotonic(), net)
         return net
 
@@ -154,13 +124,13 @@ class Cni:
         hit = self._subnets.get(subnet_id)
         if hit and time.monotonic() - hit[0] < CACHE_TTL:
             return hit[1]
-        sub = await self.net("show", "subnet", subnet_id)
+        sub = await self.backend.show("subnet", subnet_id)
         self._subnets[subnet_id] = (time.monotonic(), sub)
         return sub
 
     async def attached(self, req: Request) -> list[dict[str, Any]]:
         """The ports of this attachment (one, normally; none once it is gone)."""
-        return await self.net("list", "port", tags=f"{ctr_tag(req.container_id)},{if_tag(req.ifname)},"
+        return await self.backend.list("port", tags=f"{ctr_tag(req.container_id)},{if_tag(req.ifname)},"
                                                   f"{net_tag(req.config['name'])}")
 
     async def addressing(self, port: Mapping[str, Any], gw: str | None = None
@@ -241,21 +211,20 @@ class Cni:
         (port, made here, its network)."""
         a = req.args
         ours = [ctr_tag(req.container_id), if_tag(req.ifname), net_tag(req.config["name"])]
-        binding: dict[str, Any] = {"binding:host_id": self.host}
+        device = a.get("K8S_POD_UID") or req.container_id
         port, net = await self._given(req)
         if port is not None:
             self._same_ip(port, a.get("IPV4"))
             if not port.get("device_id"):
-                binding["device_id"] = a.get("K8S_POD_UID") or req.container_id
                 ours.append(DEVICE_SET)
-            if not port.get("device_id") or port.get("device_owner") not in (CONTAINER, KURYR_POD):
-                binding["device_owner"] = self.owner
-            port = await self.net("update", "port", port["id"], binding)
-            tags = await self.net("set_tags", "port", port["id"], sorted(set(port.get("tags") or ()) | set(ours)))
-            return {**port, "tags": tags}, False, net
-        body: dict[str, Any] = {**binding, "device_owner": self.owner, "network_id": net["id"],
-                                "device_id": a.get("K8S_POD_UID") or req.container_id,
-                                "name": self._port_name(req), "tags": [MADE, *ours]}
+            # a port the agent already plugs as a container's keeps its owner (its controller's)
+            keep_owner = port.get("device_id") and port.get("device_owner") in (CONTAINER, KURYR_POD)
+            port = await self.backend.update("port", port["id"], binding.bind(
+                port, device, owner=None if keep_owner else self.owner, host=self.host))
+            claimed = await self.backend.set_tags("port", port["id"], sorted(set(tags.tags_of(port)) | set(ours)))
+            return {**port, "tags": claimed}, False, net
+        body: dict[str, Any] = {**binding.bind({}, device, owner=self.owner, host=self.host),
+                                "network_id": net["id"], "name": self._port_name(req), "tags": [MADE, *ours]}
         if net.get("project_id"):
             body["project_id"] = net["project_id"]
         if a.get("IPV4"):
@@ -263,7 +232,7 @@ class Cni:
                 body["fixed_ips"] = [{"ip_address": str(ipaddress.ip_interface(a["IPV4"]).ip)}]
             except ValueError:
                 raise CniError(INVALID_ENV, f"IPV4={a['IPV4']!r} is not an address") from None
-        return await self.net("create", "port", body), True, net
+        return await self.backend.create("port", body), True, net
 
     async def _given(self, req: Request) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         """The port a controller made for this attachment (None: make one) and the network
@@ -272,7 +241,7 @@ class Cni:
         a = req.args
         if a.get("PORT_UUID"):
             try:
-                port = await self.net("show", "port", a["PORT_UUID"])
+                port = await self.backend.show("port", a["PORT_UUID"])
             except NotFound:
                 raise CniError(INVALID_ENV, f"PORT_UUID {a['PORT_UUID']}: no such port") from None
             if req.cluster and not req.has_network:
@@ -287,7 +256,7 @@ class Cni:
             return port, await self.network(port["network_id"])
         net = await self.network(req.network_ref)
         if a.get("K8S_POD_UID"):
-            found = await self.net("list", "port", network_id=net["id"], device_id=a["K8S_POD_UID"])
+            found = await self.backend.list("port", network_id=net["id"], device_id=a["K8S_POD_UID"])
             return (found[0] if found else None), net
         return None, net
 
@@ -295,7 +264,7 @@ class Cni:
         """The port the kuryr cluster's mapping controller made for the pod. Not made yet,
         or still the older pod's of that name: code 11, the kubelet calls again."""
         for device in podport.device_ids(cluster, namespace, name, uid):
-            found = await self.net("list", "port", device_id=device, device_owner=podport.POD_OWNER)
+            found = await self.backend.list("port", device_id=device, device_owner=podport.POD_OWNER)
             if found:
                 break
         else:
@@ -328,17 +297,13 @@ class Cni:
         if req is not None and req.netns:
             await self.kernel(inside.remove, req.netns, req.ifname)
         await self.kernel(self.attacher.unplug, port["id"], False)
-        if made or MADE in (port.get("tags") or ()):
+        if made or OWN.made_it(port):
             with contextlib.suppress(NotFound):  # a retried DEL: gone already
-                await self.net("delete", "port", port["id"])
+                await self.backend.delete("port", port["id"])
             return
-        update: dict[str, Any] = {"binding:host_id": ""}
-        if DEVICE_SET in (port.get("tags") or ()):
-            update.update(device_id="", device_owner="")
         try:
-            await self.net("update", "port", port["id"], update)
-            keep = [t for t in port.get("tags") or () if not t.startswith("netbay.cni.")]
-            await self.net("set_tags", "port", port["id"], keep)
+            await self.backend.update("port", port["id"], binding.unbind(DEVICE_SET in tags.tags_of(port)))
+            await self.backend.set_tags("port", port["id"], OWN.without_ours(tags.tags_of(port)))
         except NotFound:
             pass
 
@@ -386,20 +351,20 @@ class Cni:
         if not isinstance(valid, list):
             raise CniError(UNSUPPORTED_FIELD, "cni.dev/valid-attachments is not a list")
         keep = {(str(v.get("containerID")), str(v.get("ifname"))) for v in valid if isinstance(v, dict)}
-        for port in await self.net("list", "port", tags=net_tag(req.config["name"])):
+        for port in await self.backend.list("port", tags=net_tag(req.config["name"])):
             # this host's, and unbound ones (an ADD cut short before it bound its port)
-            if port.get("binding:host_id") not in ("", self.host):
+            if not tags.on_host_or_unbound(port, self.host):
                 continue
-            if (_tag_value(port, ctr_tag), _tag_value(port, if_tag)) not in keep:
-                log.info("GC: port %s (%s/%s) is no valid attachment", port["id"], _tag_value(port, ctr_tag),
-                         _tag_value(port, if_tag))
+            if (ctr_tag.value(port), if_tag.value(port)) not in keep:
+                log.info("GC: port %s (%s/%s) is no valid attachment", port["id"], ctr_tag.value(port),
+                         if_tag.value(port))
                 await self._release(port, False, None)
         return None
 
     async def status(self, req: Request) -> None:
         try:
             if req.cluster and not req.has_network:   # the cluster's own resources (its service subnet)
-                if not await self.net("list", "subnet", tags=podport.cluster_tag(req.cluster)):
+                if not await self.backend.list("subnet", tags=podport.cluster_tag(req.cluster)):
                     raise CniError(NOT_AVAILABLE, f"no kuryr cluster {req.cluster}")
             else:
                 await self.network(req.network_ref, cached=False)  # the API answers now
@@ -407,16 +372,6 @@ class Cni:
             why = exc.msg if isinstance(exc, CniError) else exc.message
             raise CniError(NOT_AVAILABLE, f"netbay-cni cannot serve ADD: {why}") from None
         return None
-
-
-def _uuid_like(ref: str) -> bool:
-    """Worth a lookup by id (names are looked up by ``name=``; a cloud's Neutron answers a
-    non-UUID id with 404 anyway, one round trip for nothing)."""
-    try:
-        uuid.UUID(ref)
-    except ValueError:
-        return False
-    return True
 
 
 __all__ = ["Cni", "MADE", "ctr_tag", "if_tag", "net_tag"]

@@ -143,7 +143,7 @@ class ClusterNetworks:
         for tag in net.get("tags") or ():
             if tag.startswith(f"{PLACE}{nid}:") or tag == net_tag(nid):
                 await self.neutron.remove_tag("network", net["id"], tag)
-        others = [t for t in net.get("tags") or () if t.startswith(net_tag("")) and t != net_tag(nid)]
+        others = [other for other in net_tag.values(net) if other != nid]
         if not others:
             await self.neutron.remove_tag("network", net["id"], self.owner)
 

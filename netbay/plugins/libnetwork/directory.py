@@ -22,23 +22,12 @@ from typing import Any
 
 from netbay.errors import NotFound
 from netbay.plugins.libnetwork.resources import PluginError, Resources
+from netbay.runtime import tags
 
-MADE = "netbay.docker.made"          # made by this plugin: deleted with the Docker network
-PENDING = "netbay.docker.pending"    # a subnet RequestPool named; CreateNetwork claims it
+OWN = tags.Owner("netbay.docker")
+MADE = OWN.made                      # made by this plugin: deleted with the Docker network
+PENDING = OWN.flag("pending")        # a subnet RequestPool named; CreateNetwork claims it
 CONTAINER_OWNER = "compute:netbay"
-
-
-def net_tag(network_id: str) -> str:
-    return f"netbay.docker.net:{network_id}"
-
-
-def pool_tag(cidr: str) -> str:
-    return f"netbay.docker.pool:{_slashless(cidr)}"
-
-
-def pending_pool_tag(cidr: str) -> str:
-    """On a subnet pool RequestPool took a cidr from (CreateNetwork makes the subnet)."""
-    return f"netbay.docker.pending:{_slashless(cidr)}"
 
 
 def _slashless(cidr: str) -> str:
@@ -46,8 +35,11 @@ def _slashless(cidr: str) -> str:
     return cidr.replace("/", "_")
 
 
-def ep_tag(endpoint_id: str) -> str:
-    return f"netbay.docker.ep:{endpoint_id}"
+net_tag = OWN.family("net")                        # on a network: the Docker NetworkID it serves
+pool_tag = OWN.family("pool", _slashless)          # on a subnet: the Docker pool (cidr) it holds
+pending_pool_tag = OWN.family("pending", _slashless)
+"""On a subnet pool RequestPool took a cidr from (CreateNetwork makes the subnet)."""
+ep_tag = OWN.family("ep")                          # on a port: the Docker EndpointID it serves
 
 
 BINDING = "netbay.docker.binding:"  # on a port's fabric end: its binding is still on its way
@@ -71,10 +63,7 @@ def parse_binding_mark(note: str) -> tuple[str, str]:
 
 def endpoint_of(port: dict[str, Any]) -> str:
     """The Docker endpoint a port serves ("" if none): its tag, else its device."""
-    for tag in port.get("tags") or ():
-        if tag.startswith(ep_tag("")):
-            return tag[len(ep_tag("")):]
-    return port.get("device_id") or ""
+    return ep_tag.value(port) or port.get("device_id") or ""
 
 
 def cidr_pool(cidr: str) -> str:
@@ -91,7 +80,7 @@ def plen(subnet: dict[str, Any]) -> int:
 
 def is_pool(subnet: dict[str, Any]) -> bool:
     """Does ``subnet`` hold a Docker network's pool (made or claimed by CreateNetwork)?"""
-    return any(t.startswith(pool_tag("")) for t in subnet.get("tags") or ())
+    return pool_tag.on(subnet)
 
 
 def overlapping(subnets: list[dict[str, Any]], cidr: str, but: str | None = None) -> list[dict[str, Any]]:
@@ -125,7 +114,7 @@ class Endpoint:
 def owner_tag(plugin: str, host: str) -> str:
     """Which plugin (name and host) made a port or took a network: a plugin's sweep only
     ever collects its own."""
-    return f"netbay.docker.by:{plugin}@{host}"
+    return OWN.family("by")(f"{plugin}@{host}")
 
 
 class Directory:

@@ -23,8 +23,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
-from typing import Any
 
 from netbay.plugins.libnetwork.clusters import pod_name
 from netbay.plugins.libnetwork.directory import (MADE, binding_marks, endpoint_of, net_tag,
@@ -34,18 +32,9 @@ from netbay.errors import NetbayError, NotFound
 from netbay.plugins.libnetwork.resources import Resources
 from netbay.plugins.libnetwork.network import NetworkDriver
 from netbay.runtime.attach import delete_host_end, host_container_ends
+from netbay.runtime.tags import age
 
 log = logging.getLogger("netbay.libnetwork.gc")
-
-def _age(obj: dict[str, Any], key: str = "updated_at") -> float:
-    stamp = obj.get(key) or obj.get("created_at")
-    if not stamp:
-        return 0.0
-    when = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return (datetime.now(timezone.utc) - when).total_seconds()
-
 
 class Collector:
     def __init__(self, neutron: Resources, driver: NetworkDriver, grace: float,
@@ -88,9 +77,9 @@ class Collector:
                 continue  # Docker was answered for it: its binding is still to land
             if (port.get("mac_address") or "").lower() in awaited or port["id"] in spared:
                 continue  # a resend's: Docker is still to ask for it, or to take it (CreateEndpoint)
-            orphan = not eid and _age(port, "created_at") > self.grace
+            orphan = not eid and age(port, "created_at") > self.grace
             if known is not None and eid and port.get("binding:host_id") == self.driver.host:
-                orphan = eid not in known[1] and _age(port) > self.grace
+                orphan = eid not in known[1] and age(port) > self.grace
             if orphan:
                 await self.driver.kernel(self.driver.attacher.unplug, port["id"])
                 await self.neutron.delete("port", port["id"])
@@ -103,9 +92,8 @@ class Collector:
         if known is not None:
             gone["pods"] = await self._sweep_pods(known[1])
             for net in await self.neutron.list("network", tags=self.driver.dir.owner):
-                for tag in net.get("tags") or ():
-                    nid = tag[len(net_tag("")):] if tag.startswith(net_tag("")) else None
-                    if nid and nid not in known[0] and _age(net) > self.grace:
+                for nid in net_tag.values(net):
+                    if nid and nid not in known[0] and age(net) > self.grace:
                         await self.driver.delete_network({"NetworkID": nid})
                         gone["networks"].append(nid)
         ends = set(await self.driver.kernel(host_container_ends))
@@ -121,7 +109,7 @@ class Collector:
         gone = []
         for pod in await self.driver.clusters.own_pods():
             eid = pod["name"][len(pod_name("")):]
-            if eid in endpoints or _age(pod, "created_at") <= self.grace:   # young: a call in flight
+            if eid in endpoints or age(pod, "created_at") <= self.grace:   # young: a call in flight
                 continue
             self.driver.clusters.placed.pop(eid, None)
             await self.driver.clusters.release(pod)

@@ -19,24 +19,24 @@ import ipaddress
 import logging
 import socket
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from netbay.client.aio import AsyncApi
 from netbay.dataplane import netns
 from netbay.dataplane.names import Names
 from netbay.errors import NetbayError, NotFound
 from netbay.plugins.libnetwork.clusters import ClusterNetworks, placement
-from netbay.plugins.libnetwork.directory import (MADE, PENDING, Directory, Endpoint, binding_mark,
+from netbay.plugins.libnetwork.directory import (MADE, OWN, PENDING, Directory, Endpoint, binding_mark,
                                                  ep_tag, net_tag, overlap_refusal, pending_pool_tag, pool_tag)
 from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.options import NetworkOptions
 from netbay.plugins.libnetwork.resources import PluginError, Resources
+from netbay.runtime import binding
 from netbay.runtime.attach import Attacher, Plug
+from netbay.runtime.kernel import KernelThread
 
-T = TypeVar("T")
 ANSWER_SENT: ContextVar[asyncio.Event | None] = ContextVar("netbay_libnetwork_answer_sent", default=None)
 """Set by the server for each call once Docker has its answer: work that follows an
 answer (CreateEndpoint's binding) waits for it, so its HTTP client's CPU is not the call's."""
@@ -52,16 +52,12 @@ class NetworkDriver:
         (``-o netbay.cluster``); without them that option is refused by name."""
         self.neutron, self.dir, self.attacher, self.docker = neutron, directory, attacher, docker
         self.host = host or socket.gethostname()
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netbay-plug")
+        self.kernel = KernelThread("netbay-plug")  # netlink work, in order, on one thread
         self._background: set[asyncio.Task] = set()
         self.binding: dict[str, asyncio.Task] = {}  # port id -> CreateEndpoint's binding on its way
         self.prepared: dict[str, tuple[Plug, str]] = {}  # port id -> the pair RequestAddress made
         self._creating = asyncio.Lock()  # see create_network
         self.clusters = ClusterNetworks(netbay_api, neutron, attacher.names, self.kernel, directory.owner)
-
-    async def kernel(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run netlink work on the one worker thread (sockets are per thread)."""
-        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
 
     async def capabilities(self, _req: dict[str, Any]) -> dict[str, Any]:
         return {"Scope": "local", "ConnectivityScope": "local"}
@@ -137,7 +133,7 @@ class NetworkDriver:
             net = await neutron.create("network", {"name": f"docker-{nid[:12]}",
                                                    "tags": [MADE, net_tag(nid), self.dir.owner]})
             undo.append(lambda: neutron.delete("network", net["id"]))
-        if MADE not in (net.get("tags") or ()):
+        if not OWN.made_it(net):
             for tag in (net_tag(nid), self.dir.owner):
                 await neutron.add_tag("network", net["id"], tag)
                 undo.append(lambda tag=tag: neutron.remove_tag("network", net["id"], tag))
@@ -188,19 +184,17 @@ class NetworkDriver:
         for port in await neutron.list("port", network_id=net["id"], tags=MADE):  # leftovers of a crash
             await self.kernel(self.attacher.unplug, port["id"])
             await neutron.delete("port", port["id"])
-        if MADE in (net.get("tags") or ()):
+        if OWN.made_it(net):
             await neutron.delete("network", net["id"])
             return {}
         for subnet in await neutron.list("subnet", network_id=net["id"]):
-            tags = subnet.get("tags") or ()
-            if MADE in tags:
+            if OWN.made_it(subnet):
                 await neutron.delete("subnet", subnet["id"])
                 continue
-            for tag in tags:
-                if tag.startswith(pool_tag("")):
-                    await neutron.remove_tag("subnet", subnet["id"], tag)
+            for pool in pool_tag.values(subnet):
+                await neutron.remove_tag("subnet", subnet["id"], pool_tag.prefix + pool)
         await neutron.remove_tag("network", net["id"], net_tag(nid))
-        if not [t for t in net.get("tags") or () if t.startswith(net_tag("")) and t != net_tag(nid)]:
+        if not [other for other in net_tag.values(net) if other != nid]:
             await neutron.remove_tag("network", net["id"], self.dir.owner)
         return {}
 
@@ -273,9 +267,7 @@ class NetworkDriver:
 
     def _binding(self, port: dict[str, Any], eid: str, mac: str | None) -> dict[str, Any]:
         """The update that binds ``port`` to this host for ``eid`` (hands it to the agent)."""
-        update: dict[str, Any] = {"device_owner": self.dir.device_owner, "binding:host_id": self.host}
-        if not port.get("device_id"):
-            update["device_id"] = eid
+        update = binding.bind(port, eid, owner=self.dir.device_owner, host=self.host)
         if mac and (port.get("mac_address") or "").lower() != mac.lower():
             update["mac_address"] = mac
         return update
@@ -332,7 +324,7 @@ class NetworkDriver:
                 gateway = gateway or subnet.get("gateway_ip")
                 routes += [(r["destination"], r["nexthop"]) for r in subnet.get("host_routes") or ()]
         return Endpoint(eid, port["id"], port["network_id"], ifname or Names.container_end(port["id"]),
-                        gateway, tuple(routes), MADE in (port.get("tags") or ()))
+                        gateway, tuple(routes), OWN.made_it(port))
 
     async def endpoint(self, eid: str) -> Endpoint:
         ep = self.dir.endpoints.get(eid)
@@ -429,19 +421,16 @@ class NetworkDriver:
         if port is None:
             return {}
         await self.kernel(self.attacher.unplug, port["id"])
-        if MADE in (port.get("tags") or ()):
+        if OWN.made_it(port):
             return {}  # ReleaseAddress deletes it next
-        update: dict[str, Any] = {"binding:host_id": ""}
-        if port.get("device_id") == eid:
-            update.update(device_id="", device_owner="")
-        await self.neutron.update("port", port["id"], update)
+        await self.neutron.update("port", port["id"], binding.unbind(port.get("device_id") == eid))
         await self.neutron.remove_tag("port", port["id"], ep_tag(eid))
         return {}
 
     def close(self) -> None:
         for task in list(self._background):
             task.cancel()
-        self._worker.shutdown(wait=False, cancel_futures=True)
+        self.kernel.close()
 
 
 __all__ = ["ANSWER_SENT", "NetworkDriver"]

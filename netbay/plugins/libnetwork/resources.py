@@ -18,6 +18,7 @@ from typing import Any
 
 from netbay.backends.aio import AsyncNetworkBackend
 from netbay.errors import NetbayError, NotFound
+from netbay.runtime import resolve
 
 
 class PluginError(NetbayError):
@@ -62,18 +63,14 @@ class Resources:
         return await self.backend.set_tags(member, obj_id, tags)
 
     async def find(self, member: str, ref: str) -> dict[str, Any]:
-        """By id, else by unique name."""
+        """By id, else by unique name (:mod:`netbay.runtime.resolve`)."""
         try:
-            return await self.show(member, ref)
-        except NotFound:
-            pass
-        found = await self.list(member, name=ref)
-        if len(found) == 1:
-            return found[0]
-        what = member.replace("subnetpool", "subnet pool")
-        if not found:
-            raise PluginError(f"netbay: no {what} with id or name {ref!r}", kind="NotFound")
-        raise PluginError(f"netbay: {len(found)} {what}s are named {ref!r}; give the id")
+            return await resolve.find_async(self.backend, member, ref)
+        except resolve.Unresolved as exc:
+            what = member.replace("subnetpool", "subnet pool")
+            if not exc.count:
+                raise PluginError(f"netbay: no {what} with id or name {ref!r}", kind="NotFound") from None
+            raise PluginError(f"netbay: {exc.count} {what}s are named {ref!r}; give the id") from None
 
     async def aclose(self) -> None:
         await self.backend.aclose()
