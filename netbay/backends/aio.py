@@ -32,7 +32,7 @@ from urllib.parse import quote
 import httpx
 
 from netbay import errors
-from netbay.backends import EMBEDDED, NetworkBackend, Traits
+from netbay.backends.seam import EMBEDDED, NetworkBackend, Traits
 from netbay.backends.apiclient import NET, error_kind, error_message
 from netbay.backends.http import COLLECTIONS, _path
 
