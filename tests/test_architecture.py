@@ -176,3 +176,15 @@ def test_zun_containers_reach_the_network_only_through_the_seam():
               for m, names in found.items()}
     # placement.py reads a cluster node's port (the cluster's network, not the container's).
     assert {m: v for m, v in direct.items() if v and m != "placement.py"} == {}
+
+
+def test_drivers_use_the_dataplanes_public_netlink_surface():
+    """One netlink codec (:mod:`netbay.dataplane.rtnl`): the drivers import no private
+    name of the dataplane, and no netlink library of their own."""
+    found = imports_of("drivers")
+    assert "netbay.dataplane:rtnl" in found["pods.py"]   # really read
+    private = {m: sorted(i for i in names if i.startswith("netbay.dataplane") and i.partition(":")[2].startswith("_"))
+               for m, names in found.items()}
+    assert {m: v for m, v in private.items() if v} == {}
+    for path in (ROOT / "drivers").rglob("*.py"):
+        assert not {n for n in imported_modules(path) if n.split(".")[0] == "pyroute2"}, path

@@ -43,9 +43,9 @@ import ipaddress
 from dataclasses import dataclass
 
 from netbay.dataplane import bigtcp, netns, veth
+from netbay.dataplane import rtnl as kernel
 from netbay.dataplane.links import LinkError
 from netbay.dataplane.rtnl import rtnl
-from netbay.drivers import kernel
 
 __all__ = ["Bridged", "PodLink", "attach", "detach", "plug_for_runtime", "gso_path", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC"]
 

@@ -17,7 +17,8 @@ import ipaddress
 
 import pytest
 
-from netbay.drivers import kernel, leases
+from netbay.dataplane import rtnl as kernel
+from netbay.drivers import leases
 from netbay.drivers.docker import BRIDGE, DEVICE, DockerOverlay, DockerOverlayConfig, block_len
 from netbay.drivers.leases import LeaseError
 from netbay.drivers.node import Node

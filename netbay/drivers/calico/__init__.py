@@ -40,8 +40,9 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from netbay.dataplane import rtnl as kernel
 from netbay.dataplane.links import LinkError
-from netbay.drivers import kernel, leases as leaselib, masq, node as nodelib, peers as peerlib, pods
+from netbay.drivers import leases as leaselib, masq, node as nodelib, peers as peerlib, pods
 from netbay.drivers.node import Node
 
 __all__ = ["CalicoConfig", "Calico", "CalicoError", "MissingKernelFeature", "IPIP_MODES",

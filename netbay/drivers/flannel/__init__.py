@@ -24,8 +24,9 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from netbay.dataplane import rtnl as kernel
 from netbay.dataplane.links import LinkError
-from netbay.drivers import kernel, leases as leaselib, masq, node as nodelib, pods
+from netbay.drivers import leases as leaselib, masq, node as nodelib, pods
 from netbay.drivers.flannel import backend as backends
 from netbay.drivers.flannel.backend import Backend, BackendError, UnsupportedBackend
 from netbay.drivers.node import Node
