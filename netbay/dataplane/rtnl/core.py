@@ -235,6 +235,12 @@ class Rtnl:
 
     def link(self, ifname: str | None = None, index: int = 0) -> LinkInfo | None:
         """The link named ``ifname`` (or with ``index``), or None."""
+        payload = self.link_message(ifname, index)
+        return link_info(payload) if payload is not None else None
+
+    def link_message(self, ifname: str | None = None, index: int = 0) -> bytes | None:
+        """The kernel's ``ifinfomsg`` of the link named ``ifname`` (or with ``index``), or
+        None: for readers of attributes :class:`LinkInfo` leaves out (VXLAN's)."""
         body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, index, 0, 0) + (str_attr(IFLA_IFNAME, ifname) if ifname else b"")
         try:
             msgs = self.request(RTM_GETLINK, 0, body, f"get link {ifname or index}")
@@ -242,7 +248,7 @@ class Rtnl:
             if exc.errno in (errno.ENODEV, errno.ENOENT):
                 return None
             raise
-        return link_info(msgs[0][1]) if msgs else None
+        return msgs[0][1] if msgs else None
 
     def links(self) -> list[LinkInfo]:
         msgs = self.request(RTM_GETLINK, NLM_F_DUMP, IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0), "dump links")

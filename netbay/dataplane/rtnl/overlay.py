@@ -24,7 +24,7 @@ from netbay.dataplane.links import LinkError
 from netbay.dataplane.rtnl.core import (
     IFF_UP, IFINFOMSG, IFLA_ADDRESS, IFLA_IFNAME, IFLA_INFO_DATA, IFLA_INFO_KIND, IFLA_LINKINFO, IFLA_MTU,
     NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, RT_SCOPE_NOWHERE, RT_SCOPE_UNIVERSE,
-    RT_TABLE_MAIN, RTA_DST, RTA_GATEWAY, RTA_OIF, RTA_TABLE, RTM_DELLINK, RTM_DELROUTE, RTM_GETLINK,
+    RT_TABLE_MAIN, RTA_DST, RTA_GATEWAY, RTA_OIF, RTA_TABLE, RTM_DELLINK, RTM_DELROUTE,
     RTM_GETROUTE, RTM_NEWLINK, RTM_NEWROUTE, RTMSG, RTN_UNICAST, RTNH_F_ONLINK, LinkInfo, Rtnl, attr,
     link_info, mac_attr, parse_attrs, rtnl, str_attr, u32_attr,
 )
@@ -143,17 +143,9 @@ class VxlanInfo:
 
 def vxlan_info(ns: str, name: str) -> VxlanInfo | None:
     """The VXLAN link ``name`` as the kernel has it (None if absent or not VXLAN)."""
-    r = _r(ns)
-    body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + str_attr(IFLA_IFNAME, name)
-    try:
-        msgs = r.request(RTM_GETLINK, 0, body, f"get link {name}")
-    except LinkError as exc:
-        if exc.errno in (errno.ENODEV, errno.ENOENT):
-            return None
-        raise
-    if not msgs:
+    payload = _r(ns).link_message(name)
+    if payload is None:
         return None
-    payload = msgs[0][1]
     _f, _t, index, flags, _c = IFINFOMSG.unpack_from(payload)
     a = parse_attrs(payload, IFINFOMSG.size)
     info = parse_attrs(a.get(IFLA_LINKINFO, b""))
