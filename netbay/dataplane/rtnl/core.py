@@ -413,17 +413,26 @@ class Rtnl:
             raise
         return True
 
-    def routes(self, family: int = socket.AF_INET) -> list[tuple[str, str | None, int | None, int | None]]:
-        """(dst CIDR, gateway, oif, metric) of the main table's unicast routes."""
+    def main_routes(self, family: int = socket.AF_INET) -> list[tuple[tuple[int, ...], dict[int, bytes]]]:
+        """The main table's routes, each as its ``rtmsg`` fields (family, dst_len, src_len,
+        tos, table, protocol, scope, type, flags) and its attributes."""
         out = []
         msgs = self.request(RTM_GETROUTE, NLM_F_DUMP, RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0), "dump routes")
         for t, p in msgs:
             if t != RTM_NEWROUTE:
                 continue
-            fam, dst_len, _s, _tos, table, _proto, _scope, rtype, _flags = RTMSG.unpack_from(p)
+            head = RTMSG.unpack_from(p)
             a = parse_attrs(p, RTMSG.size)
-            table = struct.unpack("=I", a[RTA_TABLE])[0] if RTA_TABLE in a else table
-            if table != RT_TABLE_MAIN or rtype != RTN_UNICAST:
+            table = struct.unpack("=I", a[RTA_TABLE])[0] if RTA_TABLE in a else head[4]
+            if table == RT_TABLE_MAIN:
+                out.append((head, a))
+        return out
+
+    def routes(self, family: int = socket.AF_INET) -> list[tuple[str, str | None, int | None, int | None]]:
+        """(dst CIDR, gateway, oif, metric) of the main table's unicast routes."""
+        out = []
+        for (fam, dst_len, _s, _tos, _table, _proto, _scope, rtype, _flags), a in self.main_routes(family):
+            if rtype != RTN_UNICAST:
                 continue
             zero = "0.0.0.0" if fam == socket.AF_INET else "::"
             dst = str(ipaddress.ip_address(a[RTA_DST])) if RTA_DST in a else zero

@@ -24,8 +24,8 @@ from netbay.dataplane.links import LinkError
 from netbay.dataplane.rtnl.core import (
     IFF_UP, IFINFOMSG, IFLA_ADDRESS, IFLA_IFNAME, IFLA_INFO_DATA, IFLA_INFO_KIND, IFLA_LINKINFO, IFLA_MTU,
     NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, RT_SCOPE_NOWHERE, RT_SCOPE_UNIVERSE,
-    RT_TABLE_MAIN, RTA_DST, RTA_GATEWAY, RTA_OIF, RTA_TABLE, RTM_DELLINK, RTM_DELROUTE,
-    RTM_GETROUTE, RTM_NEWLINK, RTM_NEWROUTE, RTMSG, RTN_UNICAST, RTNH_F_ONLINK, LinkInfo, Rtnl, attr,
+    RT_TABLE_MAIN, RTA_DST, RTA_GATEWAY, RTA_OIF, RTM_DELLINK, RTM_DELROUTE,
+    RTM_NEWLINK, RTM_NEWROUTE, RTMSG, RTN_UNICAST, RTNH_F_ONLINK, LinkInfo, Rtnl, attr,
     link_info, mac_attr, parse_attrs, rtnl, str_attr, u32_attr,
 )
 
@@ -372,16 +372,9 @@ def _route_body(rt: KRoute, *, delete: bool = False) -> bytes:
 
 def routes(ns: str, proto: int | None = RTPROT_NETBAY) -> list[KRoute]:
     """Main-table IPv4 unicast and blackhole routes (with protocol ``proto``, or all)."""
-    msgs = _r(ns).request(RTM_GETROUTE, NLM_F_DUMP, RTMSG.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0, 0, 0),
-                          "dump routes")
     out = []
-    for t, p in msgs:
-        if t != RTM_NEWROUTE:
-            continue
-        _fam, dst_len, _s, _tos, table, rproto, _scope, rtype, flags = RTMSG.unpack_from(p)
-        a = parse_attrs(p, RTMSG.size)
-        table = struct.unpack("=I", a[RTA_TABLE])[0] if RTA_TABLE in a else table
-        if table != RT_TABLE_MAIN or rtype not in (RTN_UNICAST, RTN_BLACKHOLE):
+    for (_fam, dst_len, _s, _tos, _table, rproto, _scope, rtype, flags), a in _r(ns).main_routes():
+        if rtype not in (RTN_UNICAST, RTN_BLACKHOLE):
             continue
         if proto is not None and rproto != proto:
             continue
