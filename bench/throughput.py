@@ -218,9 +218,9 @@ def product_choice() -> str:
 def link_gso(ns: str, ifname: str) -> dict[str, int]:
     """gso_max_size and gso_ipv4_max_size of a link, read with rtnetlink."""
     r = rtnl.rtnl(ns)
-    body = rtnl._IFI.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + rtnl._str(rtnl.IFLA_IFNAME, ifname)
+    body = rtnl.IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + rtnl.str_attr(rtnl.IFLA_IFNAME, ifname)
     msgs = r.request(rtnl.RTM_GETLINK, 0, body, f"get link {ifname}")
-    a = rtnl._attrs(msgs[0][1], rtnl._IFI.size)
+    a = rtnl.parse_attrs(msgs[0][1], rtnl.IFINFOMSG.size)
     return {k: struct.unpack("=I", a[n])[0] for k, n in (("gso_max_size", rtnl.IFLA_GSO_MAX_SIZE),
                                                           ("gso_ipv4_max_size", rtnl.IFLA_GSO_IPV4_MAX_SIZE))
             if n in a}

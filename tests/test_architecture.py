@@ -81,6 +81,62 @@ def test_no_import_cycle_between_packages():
     assert cycle is None, "import cycle between packages: " + " → ".join(cycle)
 
 
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """``netbay/a/b.py`` → ``netbay.a.b``; a package's ``__init__.py`` is the package."""
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module → the modules of the same tree it imports, lazily or not, relative or absolute.
+
+    ``from a import b`` is an edge to ``a.b`` when that is a module, else to ``a``
+    (the package's ``__init__``): what the import really needs run first.
+    """
+    paths = {module_name(path, root): path for path in root.rglob("*.py")}
+    edges: dict[str, set[str]] = defaultdict(set)
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                for alias in node.names:
+                    target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else base
+                    if target in paths and target != name:
+                        edges[name].add(target)
+            elif isinstance(node, ast.Import):
+                edges[name].update(a.name for a in node.names if a.name in paths and a.name != name)
+    return edges
+
+
+def test_module_reader_sees_lazy_and_relative_imports(tmp_path):
+    """A cycle closed by an import inside a function, through a relative import, is found."""
+    pkg = tmp_path / "netbay" / "pkg"
+    pkg.mkdir(parents=True)
+    (tmp_path / "netbay" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from netbay.pkg.b import thing\n")
+    (pkg / "b.py").write_text("def thing():\n    from .c import other\n    return other\n")
+    (pkg / "c.py").write_text("def other():\n    from netbay.pkg import a\n    return a\n")
+    edges = module_imports(tmp_path / "netbay")
+    assert edges["netbay.pkg.b"] == {"netbay.pkg.c"} and edges["netbay.pkg.c"] == {"netbay.pkg.a"}
+    assert find_cycle(edges) == ["netbay.pkg.a", "netbay.pkg.b", "netbay.pkg.c", "netbay.pkg.a"]
+    (pkg / "c.py").write_text("def other():\n    return 1\n")
+    assert find_cycle(module_imports(tmp_path / "netbay")) is None
+
+
+def test_no_import_cycle_between_modules():
+    """Within a package too (function-level imports included): a module that needs one
+    above it takes the dependency passed in, or the shared part moves down."""
+    edges = module_imports()
+    assert "netbay.network.ports" in edges["netbay.network.registry"]   # the graph is really read
+    cycle = find_cycle(edges)
+    assert cycle is None, "import cycle between modules: " + " → ".join(cycle)
+
+
 def test_clients_of_netbays_api_do_not_reach_into_the_cluster_executor():
     """``Api``/``ApiError``/``NET``/``LB``/``gone_ok`` are a client of netbay's own API
     (:mod:`netbay.client`); the Kubernetes mapping, the plugins, the
@@ -120,3 +176,15 @@ def test_zun_containers_reach_the_network_only_through_the_seam():
               for m, names in found.items()}
     # placement.py reads a cluster node's port (the cluster's network, not the container's).
     assert {m: v for m, v in direct.items() if v and m != "placement.py"} == {}
+
+
+def test_drivers_use_the_dataplanes_public_netlink_surface():
+    """One netlink codec (:mod:`netbay.dataplane.rtnl`): the drivers import no private
+    name of the dataplane, and no netlink library of their own."""
+    found = imports_of("drivers")
+    assert "netbay.dataplane:rtnl" in found["pods.py"]   # really read
+    private = {m: sorted(i for i in names if i.startswith("netbay.dataplane") and i.partition(":")[2].startswith("_"))
+               for m, names in found.items()}
+    assert {m: v for m, v in private.items() if v} == {}
+    for path in (ROOT / "drivers").rglob("*.py"):
+        assert not {n for n in imported_modules(path) if n.split(".")[0] == "pyroute2"}, path

@@ -27,7 +27,6 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
-import orjson
 from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
@@ -35,7 +34,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import get_route_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from netbay.api import clusterops
 from netbay.api.auth import context
+from netbay.api.magnumhttp import PREFIX, base as _base, body as _body, links as _links, write as _write
 from netbay.api.responses import JSONResponse
 from netbay.coe import clusters, common, matrix, stackview, templates
 from netbay.coe.coes import CoeConfig
@@ -44,7 +45,6 @@ from netbay.errors import BadRequest, NetbayError, NotFound
 
 log = logging.getLogger("netbay.api.containerinfra")
 
-PREFIX = "/container-infra"
 SERVICE = "container-infra"
 MIN_VERSION = (1, 1)
 MAX_VERSION = (1, 9)
@@ -190,29 +190,8 @@ def negotiate(header: str | None, service: str = SERVICE, low: tuple[int, int] =
 # --- helpers -----------------------------------------------------------------------------------
 
 
-def _base(request: Request) -> str:
-    return request.app.state.public_url or str(request.base_url).rstrip("/")
-
-
 def _version(request: Request) -> tuple[int, int]:
     return request.scope.get("netbay.version", MIN_VERSION)
-
-
-def _links(request: Request, collection: str, obj_id: str) -> list[dict[str, str]]:
-    base = _base(request) + PREFIX
-    return [{"href": f"{base}/v1/{collection}/{obj_id}", "rel": "self"},
-            {"href": f"{base}/{collection}/{obj_id}", "rel": "bookmark"}]
-
-
-async def _body(request: Request) -> Any:
-    """The body as JSON; its size is capped while it is read (:mod:`netbay.bodylimit`)."""
-    raw = await request.body()
-    if not raw.strip():
-        raise BadRequest("Request body is empty: a JSON document is required.")
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"Invalid JSON in request body: {exc}.") from None
 
 
 def _params(request: Request) -> dict[str, str]:
@@ -222,11 +201,6 @@ def _params(request: Request) -> dict[str, str]:
             raise BadRequest("Query parameters must not contain NUL characters.")
         out[key] = value
     return out
-
-
-async def _write(request: Request, work: Callable[[Any], Any]) -> Any:
-    store = request.app.state.store
-    return await run_in_threadpool(lambda: store.retrying(work))
 
 
 def _listing(request: Request, collection: str, items: list[dict[str, Any]], next_marker: str | None,
@@ -455,9 +429,7 @@ def create_subapp(parent: FastAPI, config: CoeConfig | None = None, conductor: C
     _mount_templates(sub, "baymodels", legacy=True)
     _mount_clusters(sub, "clusters", legacy=False)
     _mount_clusters(sub, "bays", legacy=True)
-    from netbay.api import clusterops  # mservices and certificates
-
-    clusterops.mount(sub)
+    clusterops.mount(sub)   # mservices and certificates
     sub.add_middleware(Guard)
     return sub
 

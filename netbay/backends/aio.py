@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 import httpx
 
-from netbay.backends import EMBEDDED, NetworkBackend, Traits
+from netbay.backends.seam import EMBEDDED, NetworkBackend, Traits
 from netbay.backends.http import COLLECTIONS, _path
 from netbay.client import NET, unreachable
 from netbay.client.aio import CONNECT_TIMEOUT, READ_TIMEOUT, AsyncApi

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from netbay import errors
-from netbay.backends import NetworkBackend
+from netbay.backends.seam import NetworkBackend
 from netbay.backends.http import COLLECTIONS
 
 log = logging.getLogger(__name__)

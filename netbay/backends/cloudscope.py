@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from netbay.backends import CLOUD
+from netbay.backends.seam import CLOUD
 from netbay.errors import BadRequest, NotFound, not_found, policy_refused
 
 CHUNK = 50        # ids per list query (a URL carries them as repeated parameters)

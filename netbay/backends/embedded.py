@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from netbay.backends import EMBEDDED
+from netbay.backends.seam import EMBEDDED
 from netbay.context import Context
 from netbay.errors import BadRequest, NotFound
 from netbay.network.bodies import validate

@@ -23,7 +23,7 @@ from urllib.parse import quote
 import httpx
 
 from netbay import errors
-from netbay.backends import EMBEDDED
+from netbay.backends.seam import EMBEDDED
 from netbay.client import NET, Api, ApiError
 
 # Neutron member -> its collection in the URL (and, with "-" as "_", in list bodies).

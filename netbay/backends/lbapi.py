@@ -13,7 +13,7 @@ from typing import Any
 
 from netbay.client import LB, Api
 from netbay.backends.http import translated
-from netbay.backends.loadbalancers import checked
+from netbay.backends.lbkinds import checked
 
 
 class ApiLoadBalancers:

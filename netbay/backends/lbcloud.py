@@ -16,7 +16,7 @@ import openstack
 from openstack import exceptions as sdk_errors
 
 from netbay.backends.lbscope import ProjectScopedLoadBalancers
-from netbay.backends.loadbalancers import checked
+from netbay.backends.lbkinds import checked
 from netbay.backends.openstack import plain, sdk_call
 
 # Octavia kind -> the name openstacksdk's load_balancer proxy uses for it.

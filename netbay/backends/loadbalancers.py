@@ -24,12 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from netbay.backends import poll
-from netbay.errors import BadRequest
-
-LB_KINDS = ("loadbalancer", "listener", "pool", "member", "healthmonitor")
-# Octavia's kind -> its collection in the URL and in list bodies.
-COLLECTIONS = {"loadbalancer": "loadbalancers", "listener": "listeners", "pool": "pools", "member": "members",
-               "healthmonitor": "healthmonitors"}
+from netbay.backends.lbkinds import COLLECTIONS, LB_KINDS, checked
 
 
 @runtime_checkable
@@ -73,15 +68,6 @@ def open_lb_backend(kind: str, **options: Any) -> LoadBalancerBackend:
 
         return CloudLoadBalancers(**options)
     raise ValueError(f"unknown load-balancer backend {kind!r}: choose embedded or openstack")
-
-
-def checked(kind: str, parent: str | None) -> str:
-    """``kind``'s collection; a member needs its pool as ``parent``."""
-    if kind not in COLLECTIONS:
-        raise BadRequest(f"unknown load-balancer resource {kind!r}")
-    if kind == "member" and not parent:
-        raise BadRequest("a member lives under its pool: give the pool id as parent")
-    return COLLECTIONS[kind]
 
 
 def settled(lbs: LoadBalancerBackend, lb_id: str, timeout: float) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from openstack import exceptions as sdk_errors
 from openstack.resource import Resource as SdkResource
 
 from netbay import errors
-from netbay.backends import CLOUD
+from netbay.backends.seam import CLOUD
 from netbay.backends.cloudscope import ProjectScoped
 
 # Neutron member -> the name openstacksdk's network proxy uses for it.

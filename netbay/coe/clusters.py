@@ -25,7 +25,7 @@ from netbay.context import Context
 from netbay.errors import BadRequest, NotFound
 from netbay.store.models import Cluster, ClusterTemplate, utcnow
 
-KIND = common.Kind("Cluster", "clusters", "cluster")
+KIND = common.CLUSTER
 NAME = Attr("str", min=1, max=242, pattern=r"^[a-zA-Z][a-zA-Z0-9_.-]*$")
 _S = Attr("str", min=1, max=255)
 
@@ -94,8 +94,7 @@ def _internal(values: dict[str, Any]) -> dict[str, Any]:
 # --- reading -------------------------------------------------------------------------------------
 
 
-def get(session: Session, ctx: Context, ident: str, *, for_update: bool = False) -> Cluster:
-    return common.find(session, Cluster, common.scoped(Cluster, ctx), ident, KIND, for_update=for_update)
+get = common.get_cluster
 
 
 def list_page(session: Session, ctx: Context, p: common.Paging, *, detail: bool,

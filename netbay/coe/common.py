@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, NotFound
+from netbay.store.models import Cluster
 
 MAX_LIMIT = 1000
 _GREEK = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
@@ -129,3 +130,13 @@ def page(session: Session, model: type, stmt: Select, p: Paging, kind: Kind,
 def scoped(model: type, ctx: Context) -> Select:
     stmt = select(model)
     return stmt if ctx.is_admin else stmt.where(model.project_id == ctx.project_id)
+
+
+CLUSTER = Kind("Cluster", "clusters", "cluster")
+
+
+def get_cluster(session: Session, ctx: Context, ident: str, *, for_update: bool = False) -> Cluster:
+    """The cluster ``ident`` (uuid, else name) that ``ctx`` may see; 404 / 409 as Magnum.
+    Here, below the cluster service, so that what lives on a cluster (its pods) can
+    find it without importing the service that also tears it down."""
+    return find(session, Cluster, scoped(Cluster, ctx), ident, CLUSTER, for_update=for_update)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from netbay.coe import clusters
+from netbay.coe import common
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound
 from netbay.network.resource import Filter, Resource, standard
@@ -78,7 +78,7 @@ class Pods(Resource):
         if not given["name"]:
             raise BadRequest("Invalid input for name. Reason: a pod needs a name.")
         try:
-            cluster = clusters.get(session, ctx, given["cluster_id"])
+            cluster = common.get_cluster(session, ctx, given["cluster_id"])
         except NotFound as exc:
             raise NotFound(exc.message, kind="ClusterNotFound") from None
         if not cluster.status.endswith("_COMPLETE"):

@@ -17,11 +17,10 @@ import errno
 import ipaddress
 import logging
 import socket
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from netbay.dataplane import bigtcp, links, netns
+from netbay.dataplane import bigtcp, links, netns, veth
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import LinkInfo, Rtnl, rtnl
 from netbay.dataplane.state import Resource, State
@@ -306,7 +305,7 @@ class Fabric:
             # The kernel enables the bridge port and the veth's queue asynchronously
             # (linkwatch) after carrier-on; what is sent before is dropped, and a lost
             # first ARP costs its sender a second. So: no address until then.
-            self._await_carrier(inside, fabric, inner.index, tap)
+            veth.await_carrier(inside, inner.index, fabric, tap)
         self._addresses(inside, spec, inner.index, fresh=not kept)
         if spec.consumer.kind == "sandbox":
             self._routes(inside, spec, inner.index, fresh=not kept)
@@ -329,18 +328,6 @@ class Fabric:
                             up=spec.up if outer.up != spec.up else None)
         self.wired[spec.port_id] = spec
 
-    def _await_carrier(self, inside: Rtnl, fabric: Rtnl, idx: int, tap: str, limit: float = 0.2) -> None:
-        """Wait (bounded) until both ends are operationally up."""
-        deadline = time.monotonic() + limit
-        for _ in range(10_000):
-            a, b = inside.link(index=idx), fabric.link(tap)
-            if a is not None and b is not None and a.operstate == "UP" and b.operstate == "UP":
-                return
-            if time.monotonic() > deadline:
-                log.debug("%s: carrier not up after %.0f ms", tap, limit * 1000)
-                return
-            time.sleep(0.0002)
-
     def _adopt_pair(self, spec: PortSpec, tap: str) -> bool:
         """True if ``tap`` exists and its peer is ``spec.ifname`` in ``spec.ns`` (keep it);
         whatever is in the way otherwise is deleted."""
@@ -357,20 +344,13 @@ class Fabric:
 
     def _make_pair(self, spec: PortSpec, tap: str, br: int) -> None:
         fabric = rtnl(self.ns)
-        for attempt in range(3):
-            gso = bigtcp.gso_max_size("fabric")
-            try:
-                fabric.add_veth(tap, spec.ifname, spec.ns, mtu=spec.mtu, peer_mac=spec.mac or None,
-                                master=br, up=spec.up, gso_max_size=gso)
-                return
-            except links.LinkError as exc:
-                if bigtcp.refused(exc, gso):
-                    continue
-                if exc.errno != errno.EEXIST or attempt == 2:
-                    raise
-                # Something else holds one of the names: clear both, then make the pair.
-                fabric.delete_link(tap)
-                rtnl(spec.ns).delete_link(spec.ifname)
+
+        def clear() -> None:   # something else holds one of the names: clear both
+            fabric.delete_link(tap)
+            rtnl(spec.ns).delete_link(spec.ifname)
+
+        veth.make_pair(fabric, tap, spec.ifname, spec.ns, mtu=spec.mtu, peer_mac=spec.mac or None,
+                       master=br, up=spec.up, gso_path="fabric", clear=clear)
 
     def _fix_pair(self, spec: PortSpec, tap: str, br: int, inner: LinkInfo) -> None:
         fabric = rtnl(self.ns)

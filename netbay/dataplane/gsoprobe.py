@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from netbay.dataplane import links, netns
-from netbay.dataplane.rtnl import rtnl
+from netbay.dataplane.rtnl.core import rtnl
 
 __all__ = ["Figures", "measure", "stream"]
 

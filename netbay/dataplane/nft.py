@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import ipaddress
 import json
 import threading
 import weakref
@@ -23,7 +24,7 @@ from typing import Any
 
 from netbay.dataplane import netns
 
-__all__ = ["Nft", "NftError", "NftUnavailable", "LIBNFTABLES"]
+__all__ = ["Nft", "NftError", "NftUnavailable", "LIBNFTABLES", "parse_prefix", "prefix"]
 
 LIBNFTABLES = "libnftables.so.1"
 
@@ -238,6 +239,24 @@ class Nft:
         if not isinstance(result, dict):
             return []
         return [o for o in result.get("nftables", []) if "metainfo" not in o]
+
+
+
+def prefix(cidr: str) -> dict:
+    """A network as an element or operand in nftables JSON (``{"prefix": …}``)."""
+    net = ipaddress.ip_network(cidr)
+    return {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}}
+
+
+def parse_prefix(raw: Any) -> str:
+    """A network element as nft lists it (``"10.0.0.0/8"`` or ``{"prefix": …}``, a host
+    as a bare address) in canonical form; ValueError if it is something else."""
+    if isinstance(raw, str):
+        return str(ipaddress.ip_network(raw))
+    if isinstance(raw, dict) and "prefix" in raw:
+        p = raw["prefix"]
+        return str(ipaddress.ip_network(f"{p['addr']}/{p['len']}"))
+    raise ValueError(raw)
 
 
 netns.on_delete(Nft._close_ns)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 
-from netbay.dataplane.nft import Nft, NftError
+from netbay.dataplane.nft import Nft, NftError, parse_prefix, prefix
 
 __all__ = ["TABLE", "ensure", "remove", "networks"]
 
@@ -27,11 +27,6 @@ FAMILY = "ip"
 TABLE = "nb-masq"
 SET = "pod_nets"
 MULTICAST = "224.0.0.0/4"
-
-
-def _prefix(cidr: str) -> dict:
-    net = ipaddress.ip_network(cidr)
-    return {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}}
 
 
 def _saddr_daddr(field: str) -> dict:
@@ -44,7 +39,7 @@ def _commands(nets: list[str]) -> list[dict]:
     rule = [
         {"match": {"op": "==", "left": _saddr_daddr("saddr"), "right": f"@{SET}"}},
         {"match": {"op": "!=", "left": _saddr_daddr("daddr"), "right": f"@{SET}"}},
-        {"match": {"op": "!=", "left": _saddr_daddr("daddr"), "right": _prefix(MULTICAST)}},
+        {"match": {"op": "!=", "left": _saddr_daddr("daddr"), "right": prefix(MULTICAST)}},
         {"counter": None},
         {"masquerade": {"flags": ["fully-random"]}},
     ]
@@ -59,17 +54,8 @@ def _commands(nets: list[str]) -> list[dict]:
                           "comment": "pods leaving the pod network: masquerade"}}},
     ]
     if nets:
-        cmds.append({"add": {"element": {**t, "name": SET, "elem": [_prefix(n) for n in nets]}}})
+        cmds.append({"add": {"element": {**t, "name": SET, "elem": [prefix(n) for n in nets]}}})
     return cmds
-
-
-def _parse(raw: object) -> str:
-    if isinstance(raw, str):
-        return str(ipaddress.ip_network(raw))
-    if isinstance(raw, dict) and "prefix" in raw:
-        p = raw["prefix"]
-        return str(ipaddress.ip_network(f"{p['addr']}/{p['len']}"))
-    raise ValueError(raw)
 
 
 def networks(ns: str) -> set[str] | None:
@@ -78,7 +64,7 @@ def networks(ns: str) -> set[str] | None:
         if (FAMILY, TABLE) not in nft.tables():
             return None
         try:
-            return {_parse(e) for e in nft.list_set(FAMILY, TABLE, SET)}
+            return {parse_prefix(e) for e in nft.list_set(FAMILY, TABLE, SET)}
         except (NftError, ValueError):
             return set()   # a table not in our shape: ensure() rebuilds it
 

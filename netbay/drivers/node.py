@@ -14,7 +14,8 @@ import ipaddress
 from dataclasses import dataclass
 
 from netbay.dataplane import links
-from netbay.drivers import kernel, leases
+from netbay.dataplane import rtnl as kernel
+from netbay.drivers import leases
 
 __all__ = ["Node", "derived_mac", "enable_forwarding", "ensure_cni_bridge", "BRIDGE"]
 

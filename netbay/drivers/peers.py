@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from netbay.drivers import kernel
+from netbay.dataplane import rtnl as kernel
 from netbay.drivers.node import Node
 
 __all__ = ["VtepPeer", "SyncResult", "sync", "ensure_vtep", "hold_only"]

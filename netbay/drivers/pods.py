@@ -40,13 +40,12 @@ from __future__ import annotations
 import errno
 import hashlib
 import ipaddress
-import time
 from dataclasses import dataclass
 
-from netbay.dataplane import bigtcp, netns
+from netbay.dataplane import bigtcp, netns, veth
+from netbay.dataplane import rtnl as kernel
 from netbay.dataplane.links import LinkError
 from netbay.dataplane.rtnl import rtnl
-from netbay.drivers import kernel
 
 __all__ = ["Bridged", "PodLink", "attach", "detach", "plug_for_runtime", "gso_path", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC"]
 
@@ -141,7 +140,7 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
         # The kernel enables the bridge port (and the veth's queue) asynchronously, by
         # linkwatch, after carrier-on; a first ARP sent before is lost and costs its
         # sender a second. So, as the fabric does: no address until both ends are up.
-        _await_carrier(node, pod, host, idx)
+        veth.await_carrier(pod, idx, node, host)
     want = str(iface)
     if not created:
         for cidr in pod.addresses(idx):
@@ -159,18 +158,6 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
         pod.replace_route("0.0.0.0/0", gateway=gateway, oif=idx, onlink=onlink)
     return PodLink(node_ns=node_ns, pod_ns=pod_ns, ifname=ifname, host_ifname=host, index=idx,
                    address=want, gateway=gateway, mtu=mtu, bridge=bridge)
-
-
-def _await_carrier(node, pod, host: str, idx: int, limit: float = 0.2) -> None:
-    """Wait (bounded by ``limit`` s) until both ends of the pair are operationally up."""
-    deadline = time.monotonic() + limit
-    for _ in range(10_000):
-        a, b = pod.link(index=idx), node.link(host)
-        if a is not None and b is not None and a.operstate == "UP" and b.operstate == "UP":
-            return
-        if time.monotonic() > deadline:
-            return
-        time.sleep(0.0002)
 
 
 def _underlay_gso(node, underlay: str | None) -> int | None:
@@ -237,37 +224,16 @@ def plug_for_runtime(node_ns: str, key: str, inner: str, where: Bridged, *, mac:
     host = host_ifname(key)
     path = gso_path(False, where.big_packets)
     ceiling = _underlay_gso(node, where.underlay)
-    for attempt in range(3):
-        gso = _capped(bigtcp.gso_max_size(path), ceiling)
-        try:
-            node.add_veth(host, inner, None, mtu=where.mtu, peer_mac=mac, master=br.index, up=True,
-                          gso_max_size=gso)
-            break
-        except LinkError as exc:
-            if bigtcp.refused(exc, gso):
-                continue
-            if exc.errno != errno.EEXIST or attempt == 2:
-                raise
-            node.delete_link(host)
-            _delete_host_link(inner)
+
+    def clear() -> None:
+        node.delete_link(host)
+        veth.delete_host_end(inner)
+
+    gso = veth.make_pair(node, host, inner, None, mtu=where.mtu, peer_mac=mac, master=br.index, up=True,
+                         gso_path=path, gso_ceiling=lambda gso: _capped(gso, ceiling), clear=clear)
     if gso and br.gso_max_size != gso:
         kernel.allow_big_packets(node_ns, node.link(index=br.index), path)
     return inner
-
-
-def _delete_host_link(ifname: str) -> bool:
-    """Delete a runtime's veth end left in the host namespace (a retry, a crash)."""
-    from pyroute2 import IPRoute
-
-    with IPRoute() as ipr:
-        found = ipr.link_lookup(ifname=ifname)
-        if not found:
-            return False
-        info = ipr.get_links(found[0])[0].get_attr("IFLA_LINKINFO")
-        if info is None or info.get_attr("IFLA_INFO_KIND") != "veth":
-            return False
-        ipr.link("del", index=found[0])
-    return True
 
 
 def detach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", host_if: str | None = None) -> bool:

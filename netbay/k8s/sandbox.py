@@ -14,10 +14,9 @@ from __future__ import annotations
 import errno
 import ipaddress
 import shutil
-import time
 from dataclasses import dataclass
 
-from netbay.dataplane import links, netns
+from netbay.dataplane import links, netns, veth
 from netbay.dataplane.fabric import Fabric
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import release, rtnl
@@ -80,7 +79,8 @@ class PodSandboxes:
         inside.add_address(eth.index, port.cidr)
         if port.gateway:
             inside.replace_route("0.0.0.0/0", gateway=port.gateway, oif=eth.index)
-        _await_carrier(inside, eth.index, fabric, tap)
+        # Last in ``plug``, so the wait overlaps the rest.
+        veth.await_carrier(inside, eth.index, fabric, tap, CARRIER_WAIT)
         return ns
 
     def unplug(self, port_id: str) -> None:
@@ -91,19 +91,6 @@ class PodSandboxes:
         release(ns)
         netns.delete(ns)
         shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)   # its resolv.conf, environment (k8s.dns)
-
-
-def _await_carrier(inside, idx: int, fabric, tap: str, limit: float = CARRIER_WAIT) -> None:  # noqa: ANN001 - Rtnl
-    """Until both ends are operationally up (bounded): the kernel enables them
-    asynchronously (linkwatch), the bridge drops what comes before, and a pod's lost
-    first ARP costs it a second. Last in ``plug``, so the wait overlaps the rest."""
-    deadline = time.monotonic() + limit
-    for _ in range(10_000):
-        a, b = inside.link(index=idx), fabric.link(tap)
-        if (a is not None and b is not None and a.operstate == "UP" and b.operstate == "UP") \
-                or time.monotonic() > deadline:
-            return
-        time.sleep(0.0002)
 
 
 def pod_port(port: dict, subnet: dict, mtu: int = 1500) -> PodPort:

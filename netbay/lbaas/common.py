@@ -196,8 +196,31 @@ class LBBody(Body):
     not_offered: ClassVar[dict[str, tuple[Any, ...]]] = {}
 
 
+# Each Octavia collection's handle, by its model (see ``LBResource``).
+HANDLES: dict[type, LBResource] = {}
+
+
+def handle(model: type) -> LBResource:
+    """The collection of ``model``'s rows; its module is loaded with the service
+    (:mod:`netbay.lbaas.registry`), never silently skipped."""
+    try:
+        return HANDLES[model]
+    except KeyError:
+        raise RuntimeError(f"no load-balancer collection of {model.__name__} loaded "
+                           "(import netbay.lbaas.registry)") from None
+
+
 class LBResource(Resource):
-    """An Octavia collection: the generic resource with Octavia's words."""
+    """An Octavia collection: the generic resource with Octavia's words.
+
+    Each handle joins :data:`HANDLES` as it is made: a load balancer's tree is built
+    upward (a listener's module imports the load balancers', a member's the pools'),
+    so a parent that removes its children, or a claim that logs them, finds their
+    collection there (:func:`handle`) instead of importing the modules above it.
+    """
+
+    def __init__(self) -> None:
+        HANDLES[self.model] = self
 
     # Octavia's name of the object in messages ("Load Balancer", "Health Monitor").
     title: ClassVar[str]
@@ -264,9 +287,9 @@ class LBResource(Resource):
 
 
 __all__ = [
-    "ACTIVE", "Bool", "ERROR", "IP", "Int", "LBBody", "LBResource", "OFFLINE", "PENDING",
+    "ACTIVE", "Bool", "ERROR", "HANDLES", "IP", "Int", "LBBody", "LBResource", "OFFLINE", "PENDING",
     "ProviderUnsupportedOption", "forbidden",
     "PENDING_CREATE", "PENDING_DELETE", "PENDING_UPDATE", "PROVIDER", "PortNumber", "Str255",
-    "Tags", "UUID", "between", "immutable", "invalid_input", "not_found", "not_offered", "one_of",
+    "Tags", "UUID", "between", "handle", "immutable", "invalid_input", "not_found", "not_offered", "one_of",
     "pending_state", "standard", "validation",
 ]

@@ -31,6 +31,7 @@ from netbay.lbaas.common import (
     Str255,
     Tags,
     between,
+    handle,
     invalid_input,
     not_found,
     one_of,
@@ -208,10 +209,8 @@ class L7Policies(LBResource):
 
     def remove(self, session: Session, policy: LBL7Policy) -> None:
         """Delete a policy with its rules, logging each (no claim)."""
-        from netbay.lbaas.l7rules import L7RULES
-
         for rule in session.scalars(select(LBL7Rule).where(LBL7Rule.l7policy_id == policy.id)).all():
-            L7RULES.remove(session, rule)
+            handle(LBL7Rule).remove(session, rule)
         self.erase(session, policy)
 
     # -- rules of the policy's fields --------------------------------------------------------------

@@ -31,6 +31,7 @@ from netbay.lbaas.common import (
     Str255,
     Tags,
     between,
+    handle,
     invalid_input,
     not_found,
     one_of,
@@ -260,10 +261,8 @@ class Listeners(LBResource):
 
     def remove(self, session: Session, listener: LBListener) -> None:
         """Delete a listener (and its L7 policies) and log it (no claim: for callers that hold one)."""
-        from netbay.lbaas.l7policies import L7POLICIES
-
         for policy in session.scalars(select(LBL7Policy).where(LBL7Policy.listener_id == listener.id)).all():
-            L7POLICIES.remove(session, policy)
+            handle(LBL7Policy).remove(session, policy)
         self.erase(session, listener)
 
     @staticmethod

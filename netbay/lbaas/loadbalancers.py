@@ -41,6 +41,7 @@ from netbay.lbaas.common import (
     LBResource,
     Str255,
     Tags,
+    handle,
     immutable,
     invalid_subresource,
     pending_state,
@@ -49,6 +50,7 @@ from netbay.lbaas.common import (
 )
 from netbay.lbaas import providers
 from netbay.network.ports import create_port, delete_port
+from netbay.network.registry import NETWORKS, PORTS, SUBNETS
 from netbay.network.resource import Filter, to_bool
 from netbay.store.models import (
     LBListener,
@@ -169,8 +171,6 @@ class LoadBalancers(LBResource):
         )
         session.add(lb)
         session.flush()
-        from netbay.network.registry import PORTS
-
         if port is None:
             fixed = {"subnet_id": subnet.id, **({"ip_address": address} if address else {})}
             port = create_port(
@@ -193,8 +193,6 @@ class LoadBalancers(LBResource):
     def _vip(self, session: Session, ctx: Context,
              given: dict[str, Any]) -> tuple[Network, Subnet, Port | None, str | None]:
         """Octavia's VIP rules: a port, or a network (and maybe subnet), or a subnet."""
-        from netbay.network.registry import NETWORKS, PORTS, SUBNETS
-
         port_id, network_id = given.get("vip_port_id"), given.get("vip_network_id")
         subnet_id, address = given.get("vip_subnet_id"), given.get("vip_address")
         if not (port_id or network_id or subnet_id):
@@ -272,13 +270,10 @@ class LoadBalancers(LBResource):
         pools = list(session.scalars(select(LBPool).where(LBPool.loadbalancer_id == lb.id)))
         if (listeners or pools) and not cascade:
             raise validation(f"Cannot delete Load Balancer {lb.id} - it has children")
-        from netbay.lbaas.listeners import LISTENERS
-        from netbay.lbaas.pools import POOLS
-
         for listener in listeners:
-            LISTENERS.remove(session, listener)
+            handle(LBListener).remove(session, listener)
         for pool in pools:
-            POOLS.remove(session, pool)
+            handle(LBPool).remove(session, pool)
         self._release_vip(session, lb)
         session.execute(Tag.__table__.delete().where(Tag.resource_id == lb.id))
         self.record(session, lb, "delete", None)
@@ -287,8 +282,6 @@ class LoadBalancers(LBResource):
     @staticmethod
     def _release_vip(session: Session, lb: LoadBalancer) -> None:
         """Delete the VIP port netbay made; hand back one the caller brought."""
-        from netbay.network.registry import PORTS
-
         port = session.get(Port, lb.vip_port_id, with_for_update=True) if lb.vip_port_id else None
         if port is None or port.device_id != f"lb-{lb.id}":
             return  # deleted or taken over through the network API meanwhile

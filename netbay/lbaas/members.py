@@ -43,6 +43,7 @@ from netbay.lbaas.common import (
 from netbay.lbaas.pools import POOLS
 from netbay.lbaas.tree import claim
 from netbay.network.ports import ROUTER_GATEWAY, ROUTER_INTERFACE_OWNERS
+from netbay.network.registry import SUBNETS
 from netbay.network.resource import Filter, ListQuery, Page, to_bool, to_int
 from netbay.store.models import LBHealthMonitor, LBMember, LBPool, LoadBalancer, Port, Subnet
 
@@ -210,8 +211,6 @@ class Members(LBResource):
 
     @staticmethod
     def _check_subnet(session: Session, ctx: Context, lb: LoadBalancer, subnet_id: str) -> None:
-        from netbay.network.registry import SUBNETS
-
         try:
             subnet: Subnet = SUBNETS.get(session, ctx, subnet_id)
         except NotFound:

@@ -27,6 +27,7 @@ from netbay.lbaas.common import (
     LBResource,
     Str255,
     Tags,
+    handle,
     invalid_input,
     one_of,
     standard,
@@ -235,21 +236,16 @@ class Pools(LBResource):
 
     def remove(self, session: Session, pool: LBPool) -> None:
         """Delete a pool with its members and monitor, logging each (no claim)."""
-        from netbay.lbaas.healthmonitors import HEALTHMONITORS
-        from netbay.lbaas.members import MEMBERS
-
         monitor = session.scalars(select(LBHealthMonitor).where(LBHealthMonitor.pool_id == pool.id)).first()
         if monitor is not None:
-            HEALTHMONITORS.remove(session, monitor)
+            handle(LBHealthMonitor).remove(session, monitor)
         for member in session.scalars(select(LBMember).where(LBMember.pool_id == pool.id)).all():
-            MEMBERS.remove(session, member)
+            handle(LBMember).remove(session, member)
         for listener in session.scalars(select(LBListener).where(LBListener.default_pool_id == pool.id)):
             listener.default_pool_id = None
-        from netbay.lbaas.l7policies import L7POLICIES
-
         # A cascade removes the listeners (and their policies) first; anything left goes too.
         for policy in session.scalars(select(LBL7Policy).where(LBL7Policy.redirect_pool_id == pool.id)).all():
-            L7POLICIES.remove(session, policy)
+            handle(LBL7Policy).remove(session, policy)
         session.flush()
         self.erase(session, pool)
 

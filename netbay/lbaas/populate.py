@@ -17,27 +17,20 @@ from sqlalchemy.orm import Session
 
 from netbay.context import Context
 from netbay.lbaas.common import LBBody, LBResource, invalid_input
+from netbay.lbaas.healthmonitors import HEALTHMONITORS
+from netbay.lbaas.listeners import LISTENERS
+from netbay.lbaas.loadbalancers import LOADBALANCERS
+from netbay.lbaas.members import MEMBERS
+from netbay.lbaas.pools import POOLS
+from netbay.lbaas.tree import POPULATING
 from netbay.store.models import LoadBalancer
 
-# session.info key: the load balancer being populated (its children skip the claim).
-POPULATING = "netbay.lbaas.populating"
-
 Parse = Callable[[Any, LBResource, str], LBBody]
-
-
-def populating(session: Session, lb_id: str) -> bool:
-    return session.info.get(POPULATING) == lb_id
 
 
 def populate(session: Session, ctx: Context, lb: LoadBalancer, listeners: Any, parse: Parse) -> None:
     """Create ``listeners`` (Octavia's graph: each with an optional ``default_pool``
     holding ``members`` and a ``healthmonitor``) under the new ``lb``."""
-    from netbay.lbaas.healthmonitors import HEALTHMONITORS
-    from netbay.lbaas.listeners import LISTENERS
-    from netbay.lbaas.loadbalancers import LOADBALANCERS
-    from netbay.lbaas.members import MEMBERS
-    from netbay.lbaas.pools import POOLS
-
     if not isinstance(listeners, list) or not all(isinstance(item, dict) for item in listeners):
         raise invalid_input("listeners", listeners, "Value should be a list of objects")
     session.info[POPULATING] = lb.id

@@ -14,9 +14,18 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
-from netbay.lbaas.common import ACTIVE, PENDING_UPDATE, immutable
+from netbay.lbaas.common import ACTIVE, PENDING_UPDATE, handle, immutable
 from netbay.lbaas.loadbalancers import LOADBALANCERS
 from netbay.store.models import LBListener, LBPool, LoadBalancer
+
+# session.info key: the load balancer being populated (its children skip the claim).
+POPULATING = "netbay.lbaas.populating"
+
+
+def populating(session: Session, lb_id: str) -> bool:
+    """Inside :func:`netbay.lbaas.populate.populate` of ``lb_id``: the whole tree is new."""
+    return session.info.get(POPULATING) == lb_id
+
 
 
 @dataclass
@@ -29,13 +38,10 @@ class Claim:
     def log(self, session: Session) -> None:
         if not self.logged:
             return
-        from netbay.lbaas.listeners import LISTENERS
-        from netbay.lbaas.pools import POOLS
-
         for listener in self.listeners:
-            LISTENERS.record(session, listener, "update")
+            handle(LBListener).record(session, listener, "update")
         if self.pool is not None:
-            POOLS.record(session, self.pool, "update")
+            handle(LBPool).record(session, self.pool, "update")
         LOADBALANCERS.record(session, self.lb, "update")
 
 
@@ -45,8 +51,6 @@ def claim(session: Session, lb_id: str, *, listeners: Iterable[LBListener] = (),
     is settled; then mark what the change reaches ``PENDING_UPDATE``. Pass only
     objects that survive the change (not the one being deleted). Inside a fully
     populated create the whole tree is new and ``PENDING_CREATE``: nothing to claim."""
-    from netbay.lbaas.populate import populating
-
     if populating(session, lb_id):
         return Claim(session.get(LoadBalancer, lb_id), [], None, logged=False)
     if pool is not None and pool_must_be_active and pool.provisioning_status != ACTIVE:

@@ -17,7 +17,9 @@ from sqlalchemy.orm import Session, aliased
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, policy_refused
 from netbay.network import ipam
-from netbay.network.ports import create_port, delete_port
+from netbay.network import ports
+from netbay.network.networks import NETWORKS
+from netbay.network.ports import PORTS, create_port, delete_port
 from netbay.network.resource import Filter, Resource, standard, to_int
 from netbay.network.routers import ROUTER_GATEWAY, ROUTER_INTERFACE, UUID
 from netbay.network.types import Body, IPAddress, ProjectID, Tags, Text
@@ -125,8 +127,6 @@ class FloatingIPs(Resource):
         if tags:
             self.set_tags(session, fip, tags)
             fip.revision_number = 0
-        from netbay.network.registry import PORTS
-
         PORTS.record(session, port, "create")
         self.record(session, fip, "create")
         return fip
@@ -172,8 +172,6 @@ class FloatingIPs(Resource):
     def _associate(self, session: Session, ctx: Context, fip: FloatingIP, port_id: str,
                    fixed_ip_address: str | None) -> None:
         """Point ``fip`` at a fixed IP of ``port_id`` through a router that reaches it."""
-        from netbay.network.registry import PORTS
-
         # Locked: two floating IPs racing for one fixed IP are serialized here.
         port: Port = PORTS.get(session, ctx, port_id, for_update=True)
         if port.project_id != fip.project_id and not ctx.is_admin:
@@ -199,8 +197,6 @@ class FloatingIPs(Resource):
 
 def disassociate_port(session: Session, port_id: str) -> None:
     """A fixed port is going away: its floating IPs stay, unassociated (as in Neutron)."""
-    from netbay.network.registry import FLOATINGIPS
-
     for fip in session.scalars(select(FloatingIP).where(FloatingIP.fixed_port_id == port_id)):
         _disassociate(fip)
         FLOATINGIPS.touch(fip)
@@ -297,4 +293,16 @@ def _port_details(session: Session, port_id: str | None) -> dict[str, Any] | Non
     }
 
 
-__all__ = ["FLOATINGIP_OWNER", "FloatingIPCreate", "FloatingIPUpdate", "FloatingIPs", "disassociate_port"]
+FLOATINGIPS = FloatingIPs()
+
+
+def _remove_spare(session: Session, network: Network) -> None:
+    if network.external:
+        FLOATINGIPS.remove_unassociated(session, network.id)
+
+
+# A port or an external network going away reaches its floating IPs (first, as Neutron does).
+ports.on_delete.insert(0, disassociate_port)
+NETWORKS.before_delete.append(_remove_spare)
+
+__all__ = ["FLOATINGIPS", "FLOATINGIP_OWNER", "FloatingIPCreate", "FloatingIPUpdate", "FloatingIPs", "disassociate_port"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Annotated, Any
+from typing import Annotated, Any, Callable
 
 from pydantic import Field, StringConstraints
 from sqlalchemy import Select, bindparam, func, or_, select
@@ -58,6 +58,14 @@ class NetworkUpdate(Body):
 
 
 class Networks(Resource):
+    """Networks. What hangs off a network is built on this module, so it cannot be
+    imported here: it subscribes its part of a network's deletion instead —
+    ``before_delete`` runs before the ports-in-use check, ``on_delete`` after it."""
+
+    def __init__(self) -> None:
+        self.before_delete: list[Callable[[Session, Network], None]] = []
+        self.on_delete: list[Callable[[Session, Network], None]] = []
+
     member = "network"
     collection = "networks"
     model = Network
@@ -179,10 +187,8 @@ class Networks(Resource):
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         net = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
-        if net.external:
-            from netbay.network.registry import FLOATINGIPS
-
-            FLOATINGIPS.remove_unassociated(session, net.id)
+        for release in self.before_delete:   # e.g. an external network's spare floating IPs
+            release(session, net)
         in_use = session.scalar(select(func.count()).select_from(Port).where(Port.network_id == net.id))
         if in_use:
             raise Conflict(
@@ -190,10 +196,8 @@ class Networks(Resource):
                 "There are one or more ports still in use on the network.",
                 kind="NetworkInUse",
             )
-        from netbay.network.subnets import Subnets  # the subnets go with their network
-
-        for subnet in list(net.subnets):
-            Subnets().remove(session, subnet)
+        for cascade in self.on_delete:   # the subnets go with their network
+            cascade(session, net)
         session.execute(Tag.__table__.delete().where(Tag.resource_id == net.id))
         session.execute(RbacPolicy.__table__.delete().where(RbacPolicy.object_id == net.id))  # Neutron's cascade
         self.record(session, net, "delete", None)
@@ -246,4 +250,6 @@ def _next_segment(session: Session) -> int:
     return max(highest or 99, 99) + 1
 
 
-__all__ = ["Networks", "NetworkCreate", "NetworkUpdate", "IPAllocation", "Subnet"]
+NETWORKS = Networks()
+
+__all__ = ["NETWORKS", "Networks", "NetworkCreate", "NetworkUpdate", "IPAllocation", "Subnet"]

@@ -25,11 +25,12 @@ from sqlalchemy.sql.elements import ColumnElement
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, invalid_operation, not_found, policy_refused
 from netbay.network import ipam, portgroups, quotas
-from netbay.network.networks import Networks
 from netbay.network.rbac import SHARED_NETWORK_IDS
 from netbay.network.trunks import check_port_deletable
 from netbay.network.portrows import NewPort, PortWriter, new_port, port_row
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
+from netbay.network.security_groups import default_group_key, ensure_default_group
+from netbay.network.taas import forget_port
 from netbay.network.types import MAC, UUID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
 from netbay.store.models import (
     CREATED_REVISION,
@@ -275,10 +276,6 @@ def create_port(
     return new_port(row, addresses, groups)
 
 
-def default_group_key(project_id: str) -> tuple[str, str]:
-    return ("default-security-group", project_id)
-
-
 def _default_group_id(session: Session, project_id: str) -> str:
     """The project's default group id: from the store's cache once it exists."""
     cache = session.info.get("cache", {})
@@ -289,22 +286,23 @@ def _default_group_id(session: Session, project_id: str) -> str:
     if known is not None:
         cache[key] = known
         return known
-    from netbay.network.security_groups import ensure_default_group
-
     return ensure_default_group(session, project_id).id
+
+
+# What refers to a port by id and must let go before it is deleted: modules built on
+# this one subscribe (floating IPs disassociate, as Neutron does), so it need not
+# import them; TaaS, below it, is subscribed here (its ``handle_delete_port``).
+on_delete: list[Callable[[Session, str], None]] = [forget_port]
 
 
 def delete_port(session: Session, port: Port, resource: Resource | None = None) -> None:
     """Remove a port, its addresses and tags, and log the change.
 
-    Floating IPs associated with the port are disassociated first, as Neutron does.
+    What refers to the port lets go first (``on_delete``): its floating IPs are
+    disassociated, as Neutron does, and its tap services and flows go.
     """
-    from netbay.network.floatingips import disassociate_port
-    from netbay.network.registry import PORTS
-    from netbay.network.taas import forget_port
-
-    disassociate_port(session, port.id)  # clears fixed port/IP/router, status DOWN, logs the update
-    forget_port(session, port.id)  # its tap services and tap flows (TaaS's handle_delete_port)
+    for release in on_delete:
+        release(session, port.id)
     (resource or PORTS).record(session, port, "delete", None)
     session.execute(Tag.__table__.delete().where(Tag.resource_id == port.id))
     session.delete(port)
@@ -313,8 +311,6 @@ def delete_port(session: Session, port: Port, resource: Resource | None = None) 
 
 def set_status(session: Session, port_id: str, status: str) -> Port:
     """Set a port's status (ACTIVE/DOWN/...): the dataplane's report, not a user's request."""
-    from netbay.network.registry import PORTS
-
     if status not in STATUSES:
         raise BadRequest(f"Invalid input for status. Reason: '{status}' is not in {sorted(STATUSES)}.")
     port = session.get(Port, port_id, with_for_update=True)
@@ -411,7 +407,6 @@ class PortUpdate(Body):
 
 # --- the Port API -------------------------------------------------------------------
 
-_NETWORKS = Networks()
 @dataclass(frozen=True)
 class PortTarget:
     """The network a new port goes on, as far as creating the port reads it."""
@@ -817,3 +812,6 @@ def _fixed_ips_clause(values: list[str]) -> ColumnElement[bool]:
             cond = or_(*[IPAllocation.ip_address.contains(i, autoescape=True) for i in items])
         clauses.append(Port.id.in_(select(IPAllocation.port_id).where(cond)))
     return and_(true(), *clauses)
+
+
+PORTS = Ports()

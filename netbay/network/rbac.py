@@ -174,4 +174,6 @@ def _duplicate() -> Conflict:
     return Conflict("An RBAC policy already exists with those values.", kind="DuplicateRbacPolicy")
 
 
-__all__ = ["RbacPolicies", "SHARED_NETWORK_IDS", "shared_with"]
+RBAC_POLICIES = RbacPolicies()
+
+__all__ = ["RBAC_POLICIES", "RbacPolicies", "SHARED_NETWORK_IDS", "shared_with"]

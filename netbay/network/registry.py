@@ -1,33 +1,29 @@
-"""Every resource of the network API, in the order the API lists them."""
+"""Every resource of the network API, in the order the API lists them.
+
+Each resource's handle lives in its own module, so the modules import each other
+downward only and this one imports them all; what a module must learn from one it
+cannot import (a network's deletion reaching its subnets) it subscribes itself to
+(see ``Networks.on_delete`` and ``ports.on_delete``).
+"""
 
 from __future__ import annotations
 
-from netbay.network.floatingips import FloatingIPs
-from netbay.network.networks import Networks
-from netbay.network.ports import Ports
-from netbay.network.rbac import RbacPolicies
+from netbay.network.floatingips import FLOATINGIPS
+from netbay.network.networks import NETWORKS
+from netbay.network.ports import PORTS
+from netbay.network.rbac import RBAC_POLICIES
 from netbay.network.resource import Resource
-from netbay.network.routers import Routers
-from netbay.network.security_groups import SecurityGroupRules, SecurityGroups
-from netbay.network.subnetpools import SubnetPools
-from netbay.network.subnets import Subnets
+from netbay.network.routers import ROUTERS
+from netbay.network.security_groups import SECURITY_GROUP_RULES, SECURITY_GROUPS
+from netbay.network.subnetpools import SUBNETPOOLS
+from netbay.network.subnets import SUBNETS
 from netbay.network.taas import TAP_FLOWS, TAP_SERVICES
-from netbay.network.trunks import Trunks
-
-NETWORKS = Networks()
-SUBNETS = Subnets()
-SUBNETPOOLS = SubnetPools()
-PORTS = Ports()
-SECURITY_GROUPS = SecurityGroups()
-SECURITY_GROUP_RULES = SecurityGroupRules()
-ROUTERS = Routers()
-FLOATINGIPS = FloatingIPs()
-RBAC_POLICIES = RbacPolicies()
-TRUNKS = Trunks()
+from netbay.network.trunks import TRUNKS
 
 RESOURCES: list[Resource] = [
     NETWORKS, SUBNETS, SUBNETPOOLS, PORTS, SECURITY_GROUPS, SECURITY_GROUP_RULES, ROUTERS, FLOATINGIPS,
     RBAC_POLICIES, TRUNKS, TAP_SERVICES, TAP_FLOWS,
 ]
 
-__all__ = ["RESOURCES", "Resource"]
+__all__ = ["FLOATINGIPS", "NETWORKS", "PORTS", "RBAC_POLICIES", "RESOURCES", "ROUTERS", "Resource",
+           "SECURITY_GROUPS", "SECURITY_GROUP_RULES", "SUBNETPOOLS", "SUBNETS", "TRUNKS"]

@@ -18,8 +18,10 @@ from sqlalchemy.orm import Session
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, invalid_input, policy_refused
-from netbay.network.ports import assign_ips, create_port, delete_port
+from netbay.network.networks import NETWORKS
+from netbay.network.ports import PORTS, assign_ips, create_port, delete_port
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
+from netbay.network.subnets import SUBNETS
 from netbay.network.types import CIDR, UUID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
 from netbay.store.models import CREATED_REVISION, FloatingIP, IPAllocation, Network, Port, Router, Subnet, Tag
 
@@ -193,8 +195,6 @@ class Routers(Resource):
         if not ctx.is_admin and ({"enable_snat", "external_fixed_ips"} & given):
             asked = tuple(k for k in ("network_id", "enable_snat", "external_fixed_ips") if k in given)
             raise policy_refused(f"{action}_router", "external_gateway_info", asked)
-        from netbay.network.registry import NETWORKS, PORTS
-
         network: Network = NETWORKS.get(session, ctx, info.network_id)
         if not network.external:
             raise bad_router(f"Network {network.id} is not an external network")
@@ -305,8 +305,6 @@ class Routers(Resource):
     def add_interface(self, session: Session, ctx: Context, router_id: str, info: Any) -> dict[str, Any]:
         """``PUT /routers/{id}/add_router_interface`` with ``subnet_id`` or ``port_id``."""
         port_id, subnet_id = _interface_ids(info, for_removal=False)
-        from netbay.network.registry import PORTS, SUBNETS
-
         router = self.get_owned(session, ctx, router_id)
         if port_id:
             port = PORTS.get(session, ctx, port_id, for_update=True)
@@ -343,8 +341,6 @@ class Routers(Resource):
     def remove_interface(self, session: Session, ctx: Context, router_id: str, info: Any) -> dict[str, Any]:
         """``PUT /routers/{id}/remove_router_interface``: deletes the interface port."""
         port_id, subnet_id = _interface_ids(info, for_removal=True)
-        from netbay.network.registry import SUBNETS
-
         router = self.get_owned(session, ctx, router_id)
         if port_id:
             port = session.scalars(select(Port).where(
@@ -431,4 +427,6 @@ def _addresses_differ(port: Port, ext_ips: list[dict[str, Any]]) -> bool:
     return bool(wanted) and wanted != addresses
 
 
-__all__ = ["ROUTER_GATEWAY", "ROUTER_INTERFACE", "RouterCreate", "RouterUpdate", "Routers", "bad_router"]
+ROUTERS = Routers()
+
+__all__ = ["ROUTERS", "ROUTER_GATEWAY", "ROUTER_INTERFACE", "RouterCreate", "RouterUpdate", "Routers", "bad_router"]

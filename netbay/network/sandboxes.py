@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session, lazyload
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, NotFound, policy_refused
-from netbay.network.ports import create_port, delete_port
+from netbay.network.networks import NETWORKS
+from netbay.network.ports import PORTS, create_port, delete_port
 from netbay.network.resource import Filter, Resource, standard, to_int
 from netbay.network.types import UUID, Body, Labels, Name, ProjectID, Text
 from netbay.store import labels as labellib
@@ -108,8 +109,6 @@ class Sandboxes(Resource):
     # -- writing ---------------------------------------------------------------------
 
     def create(self, session: Session, ctx: Context, body: SandboxCreate) -> Sandbox:
-        from netbay.network.registry import PORTS
-
         given = body.given()
         project_id = self.owner_for_create(ctx, given)
         host = given.get("host")
@@ -151,8 +150,6 @@ class Sandboxes(Resource):
     @staticmethod
     def _network(session: Session, ctx: Context, project_id: str, network_id: str) -> Network:
         from netbay.errors import not_found
-        from netbay.network.registry import NETWORKS
-
         network = session.scalars(NETWORKS.scoped(ctx).where(Network.id == network_id)
                                   .options(lazyload(Network.subnets))).one_or_none()
         if network is None:
@@ -163,8 +160,6 @@ class Sandboxes(Resource):
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         """Delete the ports the sandbox made, unbind the ones it was given."""
-        from netbay.network.registry import PORTS
-
         sandbox = self.get_owned(session, ctx, obj_id)
         plugged = [(sp.port_id, sp.auto_delete) for sp in sandbox.ports]
         sandbox.ports.clear()  # before the ports: their rows would cascade under the ORM's feet

@@ -81,6 +81,11 @@ def egress_rules(group: SecurityGroup) -> list[SecurityGroupRule]:
     return [_rule(group, "egress", ethertype) for ethertype in ETHERTYPES]
 
 
+def default_group_key(project_id: str) -> tuple[str, str]:
+    """Where the store's session cache keeps a project's default group id."""
+    return ("default-security-group", project_id)
+
+
 def ensure_default_group(session: Session, project_id: str) -> SecurityGroup:
     """The project's ``default`` group, made (with its rules) on first use."""
     known = session.get(DefaultSecurityGroup, project_id)
@@ -91,7 +96,7 @@ def ensure_default_group(session: Session, project_id: str) -> SecurityGroup:
     session.add(group)
     session.flush()
     session.add(DefaultSecurityGroup(project_id=project_id, security_group_id=group.id))
-    _GROUPS.add_rules(session, group, default_rules(group))
+    SECURITY_GROUPS.add_rules(session, group, default_rules(group))
     return group
 
 
@@ -99,8 +104,6 @@ def _is_default(session: Session, group_id: str, project_id: str) -> bool:
     """Every rendering of a group or rule asks; the answer is the store's cache entry
     ports use too (kept once found: a default group changes only by its deletion,
     which drops the entry), else one primary-key read."""
-    from netbay.network.ports import default_group_key
-
     cache = session.info.get("cache", {})
     key = default_group_key(project_id)
     known = cache.get(key)
@@ -200,7 +203,7 @@ class SecurityGroups(Resource):
         session.flush()
         self.record(session, group, "create")
         for rule in rules:
-            _RULES.record(session, rule, "create")
+            SECURITY_GROUP_RULES.record(session, rule, "create")
 
     def must_see(self, session: Session, ctx: Context, group_id: str) -> None:
         """A group the caller may name (a rule's remote group), else 404: its id only,
@@ -240,11 +243,9 @@ class SecurityGroups(Resource):
         sgrows.forget(session, group.id)
         _drop_rules_referencing(session, group)
         for rule in list(group.rules):
-            _RULES.record(session, rule, "delete", None)
+            SECURITY_GROUP_RULES.record(session, rule, "delete", None)
         session.execute(Tag.__table__.delete().where(Tag.resource_id == group.id))
         if is_default:
-            from netbay.network.ports import default_group_key
-
             session.info.get("cache", {}).pop(default_group_key(group.project_id), None)
             session.delete(session.get(DefaultSecurityGroup, group.project_id))
             session.flush()
@@ -263,13 +264,13 @@ def _drop_rules_referencing(session: Session, group: SecurityGroup) -> None:
     for rule in rules:
         owner = touched.get(rule.security_group_id) or session.get(SecurityGroup, rule.security_group_id)
         touched[owner.id] = owner
-        _RULES.record(session, rule, "delete", None)
+        SECURITY_GROUP_RULES.record(session, rule, "delete", None)
         owner.rules.remove(rule)
     session.flush()
     for owner in touched.values():
-        _GROUPS.touch(owner)
+        SECURITY_GROUPS.touch(owner)
         sgrows.forget(session, owner.id)
-        _GROUPS.record(session, owner, "update")
+        SECURITY_GROUPS.record(session, owner, "update")
 
 
 def ensure_default_for_reader(store: Store, ctx: Context, filters: dict[str, list[str]]) -> None:
@@ -393,7 +394,7 @@ class SecurityGroupRules(Resource):
         counted, group_id = quotas.deferred(session, body), given.get("security_group_id")
         remote = given.get("remote_group_id") or None
         group, remote_seen = (None, None) if group_id is None else sgrows.for_rule(
-            session, group_id, None if ctx.is_admin else _GROUPS.visible(ctx), counted,
+            session, group_id, None if ctx.is_admin else SECURITY_GROUPS.visible(ctx), counted,
             remote if ctx.is_admin and remote != group_id else None)
         if group_id is None and counted is not None:
             quotas.enforce(session, self.member, counted)
@@ -404,14 +405,14 @@ class SecurityGroupRules(Resource):
         self.owner_for_create(ctx, given)  # refuses a member naming another project
         rule = _checked_rule(given)
         if group is None:
-            raise not_found(_GROUPS.member, group_id)
+            raise not_found(SECURITY_GROUPS.member, group_id)
         # The rule belongs to the group's project, unless an admin names another one:
         # Neutron then files it under that project, still in the group.
         rule_project = asked_project if asked_project and ctx.is_admin else group.project_id
         if remote_seen is False:
-            raise not_found(_GROUPS.member, remote)
+            raise not_found(SECURITY_GROUPS.member, remote)
         if remote_seen is None and remote and remote != group_id:  # the group itself: seen above
-            _GROUPS.must_see(session, ctx, remote)
+            SECURITY_GROUPS.must_see(session, ctx, remote)
         key = _rule_key(rule)
         for existing in group.rules:
             if _rule_key(vars_of(existing)) == key:
@@ -443,7 +444,7 @@ def _rules_changed(session: Session, group: Any) -> None:
     transaction, when it ends — not once per rule of a bulk create or of a policy
     change's batch."""
     if isinstance(group, SecurityGroup):
-        _GROUPS.touch(group)
+        SECURITY_GROUPS.touch(group)
         sgrows.forget(session, group.id)  # its rules changed through the ORM
     changed = session.info.setdefault(_CHANGED, {})
     if not changed:
@@ -455,7 +456,7 @@ def _record_changed(session: Session) -> None:
     for group_id in session.info.pop(_CHANGED, {}):
         group = sgrows.current(session, group_id)
         if group is not None:  # a group deleted later in the transaction has its own record
-            _GROUPS.record(session, group, "update")
+            SECURITY_GROUPS.record(session, group, "update")
 
 
 # --- rule validation ------------------------------------------------------------------------
@@ -597,6 +598,5 @@ def _rule_key(rule: dict[str, Any]) -> tuple[Any, ...]:
             rule["port_range_min"], rule["port_range_max"], rule["remote_group_id"], prefix)
 
 
-# This module's own handles on the two resources (stateless, like the registry's).
-_GROUPS = SecurityGroups()
-_RULES = SecurityGroupRules()
+SECURITY_GROUPS = SecurityGroups()
+SECURITY_GROUP_RULES = SecurityGroupRules()

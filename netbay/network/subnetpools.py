@@ -373,7 +373,10 @@ class SubnetPools(Resource):
             raise Conflict("Per-project subnet pool prefix quota exceeded.", kind="SubnetPoolQuotaExceeded")
 
 
+SUBNETPOOLS = SubnetPools()
+
 __all__ = [
+    "SUBNETPOOLS",
     "SubnetPoolCreate",
     "SubnetPoolUpdate",
     "SubnetPools",

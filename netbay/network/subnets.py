@@ -18,9 +18,10 @@ from sqlalchemy.orm import Session
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, invalid_operation, policy_refused
 from netbay.network import ipam
-from netbay.network.networks import check_mtu
+from netbay.network.networks import NETWORKS, check_mtu
+from netbay.network.ports import PORTS
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
-from netbay.network.subnetpools import NonNegative
+from netbay.network.subnetpools import SUBNETPOOLS, NonNegative
 from netbay.network.types import CIDR, ID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
 from netbay.store.models import IPAllocation, Network, Port, Subnet, SubnetPool, Tag
 
@@ -278,8 +279,6 @@ class Subnets(Resource):
     # -- writing -----------------------------------------------------------------------
 
     def create(self, session: Session, ctx: Context, body: SubnetCreate) -> Subnet:
-        from netbay.network.registry import NETWORKS, SUBNETPOOLS
-
         given = body.given()
         tags = given.pop("tags", None) or []
         project_id = self.owner_for_create(ctx, given)
@@ -391,8 +390,6 @@ class Subnets(Resource):
 
     def _pool_for(self, session: Session, ctx: Context, given: dict[str, Any]) -> SubnetPool | None:
         """The pool a request names, or the default one it asks for (Neutron's _get_subnetpool_id)."""
-        from netbay.network.registry import SUBNETPOOLS
-
         pool_id, use_default = given.get("subnetpool_id"), given.get("use_default_subnetpool")
         if pool_id and use_default:
             raise bad_request("subnetpool_id and use_default_subnetpool cannot both be specified")
@@ -410,8 +407,6 @@ class Subnets(Resource):
 
 def _release_addresses(session: Session, subnet: Subnet) -> None:
     """The ports' automatic addresses on a subnet being deleted: gone, each port updated."""
-    from netbay.network.registry import PORTS
-
     held = select(IPAllocation.port_id).where(IPAllocation.subnet_id == subnet.id)
     for port in list(session.scalars(select(Port).where(Port.id.in_(held)).with_for_update())):
         for alloc in [a for a in port.fixed_ips if a.subnet_id == subnet.id]:
@@ -462,12 +457,20 @@ def _check_gateway_free(session: Session, subnet: Subnet) -> None:
 
 def _network_changed(session: Session, network: Network) -> None:
     """The network body lists its subnets, so a subnet coming or going is a network update."""
-    from netbay.network.registry import NETWORKS
-
     session.flush()
     session.expire(network, ["subnets"])
     NETWORKS.touch(network)
     NETWORKS.record(session, network, "update")
 
 
-__all__ = ["SubnetCreate", "SubnetUpdate", "Subnets"]
+SUBNETS = Subnets()
+
+
+def _remove_all(session: Session, network: Network) -> None:
+    for subnet in list(network.subnets):
+        SUBNETS.remove(session, subnet)
+
+
+NETWORKS.on_delete.append(_remove_all)   # the subnets go with their network
+
+__all__ = ["SUBNETS", "SubnetCreate", "SubnetUpdate", "Subnets"]

@@ -262,4 +262,6 @@ def _check_segmentation(item: SubPortBody) -> None:
         raise invalid_operation(f"Segmentation ID {item.segmentation_id} is not in range {VLAN_MIN} through {VLAN_MAX}")
 
 
-__all__ = ["Trunks", "check_port_deletable", "realization", "render_subport"]
+TRUNKS = Trunks()
+
+__all__ = ["TRUNKS", "Trunks", "check_port_deletable", "realization", "render_subport"]

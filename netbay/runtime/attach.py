@@ -12,16 +12,13 @@ Not thread-safe (netlink sockets are per thread): call it from one thread.
 
 from __future__ import annotations
 
-import errno
-import logging
 from dataclasses import dataclass
 
-from netbay.dataplane import bigtcp, links, netns
+from netbay.dataplane import netns, veth
 from netbay.dataplane.fabric import Fabric
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import rtnl
 
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -50,23 +47,17 @@ class Attacher:
         inner = ifname if into else Names.container_end(plug.port_id)
         br = self.fabric.ensure_bridge(plug.network_id, plug.mtu)
         fabric = rtnl(self.fabric.ns)
-        for attempt in range(3):
-            gso = bigtcp.gso_max_size("fabric")  # a container port is a fabric port
-            try:
-                fabric.add_veth(tap, inner, into, mtu=plug.mtu, peer_mac=plug.mac or None,
-                                master=br, up=True, gso_max_size=gso)
-                return inner
-            except links.LinkError as exc:
-                if bigtcp.refused(exc, gso):
-                    continue
-                if exc.errno != errno.EEXIST or attempt == 2:
-                    raise
-                # A retry, or a leftover of a crash: make it fresh (deleting the tap takes
-                # its peer along; a lone inner end in the host namespace goes too).
-                fabric.delete_link(tap)
-                if not into:
-                    _delete_host_link(inner)
-        raise links.LinkError(errno.EEXIST, f"port {plug.port_id}: cannot make {tap}/{inner}")
+
+        def clear() -> None:
+            # A retry, or a leftover of a crash: make it fresh (deleting the tap takes
+            # its peer along; a lone inner end in the host namespace goes too).
+            fabric.delete_link(tap)
+            if not into:
+                _delete_host_link(inner)
+
+        veth.make_pair(fabric, tap, inner, into, mtu=plug.mtu, peer_mac=plug.mac or None, master=br,
+                       up=True, gso_path="fabric", clear=clear)   # a container port is a fabric port
+        return inner
 
     def unplug(self, port_id: str, host_end: bool = True) -> bool:
         """Delete the pair wherever its inner end is (host or container namespace).
@@ -100,11 +91,7 @@ class Attacher:
 
 def host_container_ends() -> list[str]:
     """Inner ends still in the host namespace (none moved yet, or a crash's leftovers)."""
-    from pyroute2 import IPRoute
-
-    with IPRoute() as ipr:
-        return sorted(name for link in ipr.get_links()
-                      if (name := link.get_attr("IFLA_IFNAME") or "").startswith("nbc"))
+    return veth.host_ends("nbc")
 
 
 def delete_host_end(ifname: str) -> bool:
@@ -114,23 +101,9 @@ def delete_host_end(ifname: str) -> bool:
 
 def _delete_host_link(ifname: str) -> bool:
     """Delete ``ifname`` from the host namespace if it is one of ours (``nbc…`` veth)."""
-    from pyroute2 import IPRoute
-
     if not ifname.startswith("nbc"):
         raise ValueError(f"{ifname!r} is not a container end")
-    with IPRoute() as ipr:
-        found = ipr.link_lookup(ifname=ifname)
-        if not found:
-            return False
-        info = ipr.get_links(found[0])[0].get_attr("IFLA_LINKINFO")
-        if info is None or info.get_attr("IFLA_INFO_KIND") != "veth":
-            return False
-        try:
-            ipr.link("del", index=found[0])
-        except Exception as exc:  # noqa: BLE001 - gone meanwhile
-            log.debug("delete %s: %s", ifname, exc)
-            return False
-    return True
+    return veth.delete_host_end(ifname)
 
 
 __all__ = ["Attacher", "Plug", "delete_host_end", "host_container_ends"]

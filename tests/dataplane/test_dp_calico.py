@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 
 from netbay.dataplane import features
+from netbay.dataplane import rtnl as kernel
 from netbay.dataplane.rtnl import rtnl
-from netbay.drivers import kernel, leases
+from netbay.drivers import leases
 from netbay.drivers.calico import CalicoConfig, CalicoError, MissingKernelFeature
 from netbay.drivers.calico.driver import VXLAN_DEVICE, Calico
 from netbay.drivers.node import Node

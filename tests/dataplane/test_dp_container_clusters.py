@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from netbay.dataplane import netns
-from netbay.drivers import kernel
+from netbay.dataplane import rtnl as kernel
 from zunhelp import zun_http, zunclient
 
 from . import dockerd as dk

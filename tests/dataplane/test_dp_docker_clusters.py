@@ -22,7 +22,7 @@ import pytest
 from docker.types import IPAMConfig
 
 from netbay.dataplane import netns
-from netbay.drivers import kernel
+from netbay.dataplane import rtnl as kernel
 
 from . import dockerd as dk
 from .agent_fixtures import Cloud, make_cloud, wait_for

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from netbay.dataplane import rtnl as kernel
 from netbay.dataplane.links import LinkError
 from netbay.dataplane.rtnl import rtnl
-from netbay.drivers import kernel, node as nodelib, pods
+from netbay.drivers import node as nodelib, pods
 from netbay.drivers.node import Node
 
 from .cluster_net import tcp_exchange

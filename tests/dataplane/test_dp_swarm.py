@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from netbay.drivers import kernel
+from netbay.dataplane import rtnl as kernel
 from netbay.drivers.docker.driver import DEVICE
 
 from .agent_fixtures import Cloud, make_cloud

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from netbay.dataplane.l3.spec import FloatingIP, Gateway, Leg
-from netbay.dataplane.nft import Nft, NftError
+from netbay.dataplane.nft import Nft, NftError, parse_prefix, prefix
 
 TABLE = "netbay-nat"
 FAMILY = "ip"
@@ -99,20 +99,14 @@ def _element_commands(verb: str, elements: Mapping[str, Iterable]) -> list[dict]
 
 def _elem_json(name: str, e: Any) -> Any:
     if name == "internal_subnets":
-        net = ipaddress.ip_network(e)
-        return {"prefix": {"addr": str(net.network_address), "len": net.prefixlen}}
+        return prefix(e)
     return list(e) if isinstance(e, tuple) else e
 
 
 def _parse_elem(name: str, raw: Any) -> Any:
     """An element as nft prints it -> our canonical form; ValueError if unexpected."""
     if name == "internal_subnets":
-        if isinstance(raw, str):
-            return str(ipaddress.ip_network(raw))
-        if isinstance(raw, dict) and "prefix" in raw:
-            p = raw["prefix"]
-            return str(ipaddress.ip_network(f"{p['addr']}/{p['len']}"))
-        raise ValueError(raw)
+        return parse_prefix(raw)
     if _SETS[name][2] is None:
         if isinstance(raw, str):
             return raw

@@ -38,7 +38,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Mapping
 
-from netbay.drivers import kernel, leases as leaselib, masq, node as nodelib, peers as peerlib, pods
+from netbay.dataplane import rtnl as kernel
+from netbay.drivers import leases as leaselib, masq, node as nodelib, peers as peerlib, pods
 from netbay.drivers.calico import CalicoConfig, CalicoError, MissingKernelFeature
 from netbay.drivers.node import Node
 

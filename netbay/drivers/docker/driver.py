@@ -24,7 +24,7 @@ objects, in the node's own namespace:
   :func:`netbay.drivers.pods.attach` (bridged, MTU underlay − 50, no BIG TCP
   through the VXLAN device).
 
-The peer programming reuses flannel's primitives (:mod:`netbay.drivers.kernel`,
+The peer programming reuses flannel's primitives (:mod:`netbay.dataplane.rtnl`,
 :mod:`netbay.drivers.peers`); the interface is the flannel driver's, so the agent
 drives all three drivers alike.
 """
@@ -34,7 +34,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Mapping
 
-from netbay.drivers import kernel, leases as leaselib, node as nodelib, pods
+from netbay.dataplane import rtnl as kernel
+from netbay.drivers import leases as leaselib, node as nodelib, pods
 from netbay.drivers.docker import DockerOverlayConfig
 from netbay.drivers.node import Node
 

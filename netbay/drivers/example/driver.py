@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from netbay.drivers import kernel, leases, node as nodelib, peers as peerlib, pods
+from netbay.dataplane import rtnl as kernel
+from netbay.drivers import leases, node as nodelib, peers as peerlib, pods
 from netbay.drivers.example import ExampleConfig
 from netbay.drivers.node import Node
 

@@ -12,7 +12,8 @@ import errno
 import ipaddress
 from dataclasses import dataclass
 
-from netbay.drivers import kernel, peers as peerlib
+from netbay.dataplane import rtnl as kernel
+from netbay.drivers import peers as peerlib
 from netbay.drivers.flannel.backend import BackendError
 from netbay.drivers.node import Node
 

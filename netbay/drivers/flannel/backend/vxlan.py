@@ -15,7 +15,8 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass
 
-from netbay.drivers import kernel, peers as peerlib
+from netbay.dataplane import rtnl as kernel
+from netbay.drivers import peers as peerlib
 from netbay.drivers.node import Node
 
 DEVICE = "flannel.1"

@@ -1,6 +1,6 @@
-"""The rtnetlink messages the container-network drivers need beyond :mod:`netbay.dataplane.rtnl`.
+"""The rtnetlink messages the container-network drivers send, beside the fabric's.
 
-Built on :class:`netbay.dataplane.rtnl.Rtnl` (its socket per namespace and thread,
+Built on :mod:`netbay.dataplane.rtnl.core` (its socket per namespace and thread,
 its request/ack loop and attribute packers), in-process, no ``ip``/``bridge``
 forks: bridge and VXLAN links with a fixed MAC, neighbour entries (``ip neigh``),
 VXLAN forwarding-database entries (``bridge fdb … self dst``: ``RTM_NEWNEIGH`` on
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 from netbay.dataplane import bigtcp
 from netbay.dataplane.links import LinkError
-from netbay.dataplane.rtnl import (
-    _IFI, _RTM, IFF_UP, IFLA_ADDRESS, IFLA_IFNAME, IFLA_INFO_DATA, IFLA_INFO_KIND,
-    IFLA_LINKINFO, IFLA_MTU, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE,
-    RTA_DST, RTA_GATEWAY, RTA_OIF, RTA_TABLE, RTM_DELLINK, RTM_DELROUTE, RTM_GETLINK,
-    RTM_NEWLINK, RTM_NEWROUTE, RT_TABLE_MAIN, LinkInfo, Rtnl, _attr, _attrs, _link_info, _mac, _str, _u32,
-    rtnl,
+from netbay.dataplane.rtnl.core import (
+    IFF_UP, IFINFOMSG, IFLA_ADDRESS, IFLA_IFNAME, IFLA_INFO_DATA, IFLA_INFO_KIND, IFLA_LINKINFO, IFLA_MTU,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, RT_SCOPE_NOWHERE, RT_SCOPE_UNIVERSE,
+    RT_TABLE_MAIN, RTA_DST, RTA_GATEWAY, RTA_OIF, RTM_DELLINK, RTM_DELROUTE,
+    RTM_NEWLINK, RTM_NEWROUTE, RTMSG, RTN_UNICAST, RTNH_F_ONLINK, LinkInfo, Rtnl, attr,
+    link_info, mac_attr, parse_attrs, rtnl, str_attr, u32_attr,
 )
 
 __all__ = [
@@ -38,15 +38,13 @@ __all__ = [
 
 RTPROT_NETBAY = 78          # rtm_protocol of the routes the drivers program (ours to remove)
 RTM_NEWNEIGH, RTM_DELNEIGH, RTM_GETNEIGH = 28, 29, 30
-RTM_GETROUTE = 26
 NDA_DST, NDA_LLADDR = 1, 2
 NUD_PERMANENT, NUD_NOARP = 0x80, 0x40
 NTF_SELF = 0x02
 NLM_F_APPEND = 0x800
 AF_BRIDGE = 7
-RTN_UNICAST, RTN_BLACKHOLE = 1, 6
-RT_SCOPE_UNIVERSE, RT_SCOPE_LINK, RT_SCOPE_NOWHERE = 0, 253, 255
-RTNH_F_ONLINK = 4
+RTN_BLACKHOLE = 6
+RT_SCOPE_LINK = 253
 # IFLA_VXLAN_*
 VXLAN_ID, VXLAN_LINK, VXLAN_LOCAL, VXLAN_LEARNING, VXLAN_PORT = 1, 3, 4, 7, 15
 
@@ -75,18 +73,18 @@ def _fmt_mac(raw: bytes) -> str:
 
 def _new_link(ns: str, name: str, kind: str, data: bytes, *, mtu: int | None, mac: str | None,
               extra: bytes = b"") -> None:
-    info = _str(IFLA_INFO_KIND, kind) + (_attr(IFLA_INFO_DATA, data) if data else b"")
-    body = _IFI.pack(socket.AF_UNSPEC, 0, 0, IFF_UP, IFF_UP) + _str(IFLA_IFNAME, name)
-    body += _attr(IFLA_LINKINFO, info) + extra
+    info = str_attr(IFLA_INFO_KIND, kind) + (attr(IFLA_INFO_DATA, data) if data else b"")
+    body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, IFF_UP, IFF_UP) + str_attr(IFLA_IFNAME, name)
+    body += attr(IFLA_LINKINFO, info) + extra
     if mtu:
-        body += _u32(IFLA_MTU, mtu)
+        body += u32_attr(IFLA_MTU, mtu)
     if mac:
-        body += _attr(IFLA_ADDRESS, _mac(mac))
+        body += attr(IFLA_ADDRESS, mac_attr(mac))
     _r(ns).request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK, body, f"add {kind} {name}")
 
 
 def _delete(ns: str, name: str) -> None:
-    body = _IFI.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + _str(IFLA_IFNAME, name)
+    body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + str_attr(IFLA_IFNAME, name)
     try:
         _r(ns).request(RTM_DELLINK, NLM_F_ACK, body, f"delete link {name}")
     except LinkError as exc:
@@ -145,23 +143,15 @@ class VxlanInfo:
 
 def vxlan_info(ns: str, name: str) -> VxlanInfo | None:
     """The VXLAN link ``name`` as the kernel has it (None if absent or not VXLAN)."""
-    r = _r(ns)
-    body = _IFI.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + _str(IFLA_IFNAME, name)
-    try:
-        msgs = r.request(RTM_GETLINK, 0, body, f"get link {name}")
-    except LinkError as exc:
-        if exc.errno in (errno.ENODEV, errno.ENOENT):
-            return None
-        raise
-    if not msgs:
+    payload = _r(ns).link_message(name)
+    if payload is None:
         return None
-    payload = msgs[0][1]
-    _f, _t, index, flags, _c = _IFI.unpack_from(payload)
-    a = _attrs(payload, _IFI.size)
-    info = _attrs(a.get(IFLA_LINKINFO, b""))
+    _f, _t, index, flags, _c = IFINFOMSG.unpack_from(payload)
+    a = parse_attrs(payload, IFINFOMSG.size)
+    info = parse_attrs(a.get(IFLA_LINKINFO, b""))
     if info.get(IFLA_INFO_KIND, b"").rstrip(b"\0") != b"vxlan":
         return None
-    d = _attrs(info.get(IFLA_INFO_DATA, b""))
+    d = parse_attrs(info.get(IFLA_INFO_DATA, b""))
     return VxlanInfo(
         index=index,
         vni=struct.unpack("=I", d[VXLAN_ID])[0] if VXLAN_ID in d else None,
@@ -171,8 +161,8 @@ def vxlan_info(ns: str, name: str) -> VxlanInfo | None:
         learning=bool(d[VXLAN_LEARNING][0]) if VXLAN_LEARNING in d else None,
         mtu=struct.unpack("=I", a[IFLA_MTU])[0] if IFLA_MTU in a else 0,
         address=_fmt_mac(a[IFLA_ADDRESS]) if IFLA_ADDRESS in a else None,
-        up=bool(flags & IFF_UP), gso_max_size=_link_info(payload).gso_max_size,
-        tso_max_size=_link_info(payload).tso_max_size)
+        up=bool(flags & IFF_UP), gso_max_size=link_info(payload).gso_max_size,
+        tso_max_size=link_info(payload).tso_max_size)
 
 
 def ensure_vxlan(ns: str, name: str, *, vni: int, port: int, local: str, underlay: str,
@@ -192,9 +182,9 @@ def ensure_vxlan(ns: str, name: str, *, vni: int, port: int, local: str, underla
     if have is None:
         if _r(ns).link(name) is not None:
             raise LinkError(errno.EEXIST, f"{name!r} in namespace {ns!r} exists and is not VXLAN")
-        data = (_u32(VXLAN_ID, vni) + _u32(VXLAN_LINK, uidx) + _attr(VXLAN_LOCAL, _ip(local))
-                + _attr(VXLAN_PORT, struct.pack("!H", port))
-                + _attr(VXLAN_LEARNING, b"\1" if learning else b"\0"))
+        data = (u32_attr(VXLAN_ID, vni) + u32_attr(VXLAN_LINK, uidx) + attr(VXLAN_LOCAL, _ip(local))
+                + attr(VXLAN_PORT, struct.pack("!H", port))
+                + attr(VXLAN_LEARNING, b"\1" if learning else b"\0"))
         _new_link(ns, name, "vxlan", data, mtu=mtu, mac=mac)
         have = vxlan_info(ns, name)
         assert have is not None
@@ -256,9 +246,9 @@ class Fdb:
 def _neigh_body(family: int, ifindex: int, state: int, flags: int, ip: str | None, mac: str | None) -> bytes:
     body = _NDM.pack(family, ifindex, state, flags, 0)
     if mac is not None:
-        body += _attr(NDA_LLADDR, _mac(mac))
+        body += attr(NDA_LLADDR, mac_attr(mac))
     if ip is not None:
-        body += _attr(NDA_DST, _ip(ip))
+        body += attr(NDA_DST, _ip(ip))
     return body
 
 
@@ -270,7 +260,7 @@ def _dump_neigh(ns: str, family: int) -> list[tuple[int, int, int, dict[int, byt
             continue
         fam, idx, state, flags, _type = _NDM.unpack_from(p)
         if fam == family:
-            out.append((idx, state, flags, _attrs(p, _NDM.size)))
+            out.append((idx, state, flags, parse_attrs(p, _NDM.size)))
     return out
 
 
@@ -368,30 +358,23 @@ def _route_body(rt: KRoute, *, delete: bool = False) -> bytes:
         scope = RT_SCOPE_LINK
     else:
         scope = RT_SCOPE_UNIVERSE
-    body = _RTM.pack(socket.AF_INET, net.prefixlen, 0, 0, RT_TABLE_MAIN, rt.proto, scope,
+    body = RTMSG.pack(socket.AF_INET, net.prefixlen, 0, 0, RT_TABLE_MAIN, rt.proto, scope,
                      RTN_BLACKHOLE if rt.blackhole else RTN_UNICAST,
                      RTNH_F_ONLINK if rt.onlink else 0)
     if net.prefixlen:
-        body += _attr(RTA_DST, net.network_address.packed)
+        body += attr(RTA_DST, net.network_address.packed)
     if rt.gateway is not None:
-        body += _attr(RTA_GATEWAY, _ip(rt.gateway))
+        body += attr(RTA_GATEWAY, _ip(rt.gateway))
     if rt.oif is not None:
-        body += _u32(RTA_OIF, rt.oif)
+        body += u32_attr(RTA_OIF, rt.oif)
     return body
 
 
 def routes(ns: str, proto: int | None = RTPROT_NETBAY) -> list[KRoute]:
     """Main-table IPv4 unicast and blackhole routes (with protocol ``proto``, or all)."""
-    msgs = _r(ns).request(RTM_GETROUTE, NLM_F_DUMP, _RTM.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0, 0, 0),
-                          "dump routes")
     out = []
-    for t, p in msgs:
-        if t != RTM_NEWROUTE:
-            continue
-        _fam, dst_len, _s, _tos, table, rproto, _scope, rtype, flags = _RTM.unpack_from(p)
-        a = _attrs(p, _RTM.size)
-        table = struct.unpack("=I", a[RTA_TABLE])[0] if RTA_TABLE in a else table
-        if table != RT_TABLE_MAIN or rtype not in (RTN_UNICAST, RTN_BLACKHOLE):
+    for (_fam, dst_len, _s, _tos, _table, rproto, _scope, rtype, flags), a in _r(ns).main_routes():
+        if rtype not in (RTN_UNICAST, RTN_BLACKHOLE):
             continue
         if proto is not None and rproto != proto:
             continue

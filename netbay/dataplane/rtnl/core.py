@@ -27,7 +27,22 @@ from dataclasses import dataclass
 from netbay.dataplane import netns
 from netbay.dataplane.links import LinkError
 
-__all__ = ["Rtnl", "LinkInfo", "rtnl", "release", "close"]
+# The codec (message layouts, attribute packers) is public: drivers' messages
+# (netbay.dataplane.rtnl.overlay) are built with it.
+__all__ = [
+    "align", "attr", "close", "gso_attrs", "link_info", "LinkInfo", "mac_attr", "parse_attrs", "release",
+    "Rtnl", "rtnl", "str_attr", "u32_attr", "IFADDRMSG", "IFA_ADDRESS", "IFA_BROADCAST", "IFA_FLAGS",
+    "IFA_F_NODAD", "IFA_LOCAL", "IFF_UP", "IFINFOMSG", "IFLA_ADDRESS", "IFLA_GSO_IPV4_MAX_SIZE",
+    "IFLA_GSO_MAX_SIZE", "IFLA_IFALIAS", "IFLA_IFNAME", "IFLA_INFO_DATA", "IFLA_INFO_KIND", "IFLA_LINK",
+    "IFLA_LINKINFO", "IFLA_MASTER", "IFLA_MTU", "IFLA_NET_NS_FD", "IFLA_OPERSTATE", "IFLA_TSO_MAX_SIZE",
+    "NETLINK_CAP_ACK", "NETLINK_EXT_ACK", "NLATTR", "NLMSGERR_ATTR_MSG", "NLMSGHDR", "NLMSG_DONE",
+    "NLMSG_ERROR", "NLM_F_ACK", "NLM_F_ACK_TLVS", "NLM_F_CREATE", "NLM_F_DUMP", "NLM_F_ECHO", "NLM_F_EXCL",
+    "NLM_F_MULTI", "NLM_F_REPLACE", "NLM_F_REQUEST", "OPERSTATES", "RTA_DST", "RTA_GATEWAY", "RTA_OIF",
+    "RTA_PRIORITY", "RTA_TABLE", "RTMSG", "RTM_DELADDR", "RTM_DELLINK", "RTM_DELROUTE", "RTM_GETADDR",
+    "RTM_GETLINK", "RTM_GETROUTE", "RTM_NEWADDR", "RTM_NEWLINK", "RTM_NEWROUTE", "RTNH_F_ONLINK",
+    "RTN_UNICAST", "RTPROT_BOOT", "RT_SCOPE_NOWHERE", "RT_SCOPE_UNIVERSE", "RT_TABLE_MAIN", "SOL_NETLINK",
+    "VETH_INFO_PEER",
+]
 
 # message types
 RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK = 16, 17, 18
@@ -58,42 +73,42 @@ RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_TABLE = 1, 4, 5, 6, 15
 RT_TABLE_MAIN, RTPROT_BOOT, RTN_UNICAST, RTNH_F_ONLINK = 254, 3, 1, 4
 RT_SCOPE_UNIVERSE, RT_SCOPE_NOWHERE = 0, 255
 
-_HDR = struct.Struct("=IHHII")        # nlmsghdr
-_IFI = struct.Struct("=BxHiII")       # ifinfomsg
-_IFA = struct.Struct("=BBBBI")        # ifaddrmsg
-_RTM = struct.Struct("=BBBBBBBBI")    # rtmsg
-_NLA = struct.Struct("=HH")
+NLMSGHDR = struct.Struct("=IHHII")        # nlmsghdr
+IFINFOMSG = struct.Struct("=BxHiII")       # ifinfomsg
+IFADDRMSG = struct.Struct("=BBBBI")        # ifaddrmsg
+RTMSG = struct.Struct("=BBBBBBBBI")    # rtmsg
+NLATTR = struct.Struct("=HH")
 
 
-def _align(n: int) -> int:
+def align(n: int) -> int:
     return (n + 3) & ~3
 
 
-def _attr(kind: int, payload: bytes) -> bytes:
-    raw = _NLA.pack(_NLA.size + len(payload), kind) + payload
-    return raw + b"\0" * (_align(len(raw)) - len(raw))
+def attr(kind: int, payload: bytes) -> bytes:
+    raw = NLATTR.pack(NLATTR.size + len(payload), kind) + payload
+    return raw + b"\0" * (align(len(raw)) - len(raw))
 
 
-def _u32(kind: int, value: int) -> bytes:
-    return _attr(kind, struct.pack("=I", value))
+def u32_attr(kind: int, value: int) -> bytes:
+    return attr(kind, struct.pack("=I", value))
 
 
-def _str(kind: int, value: str) -> bytes:
-    return _attr(kind, value.encode() + b"\0")
+def str_attr(kind: int, value: str) -> bytes:
+    return attr(kind, value.encode() + b"\0")
 
 
-def _mac(value: str) -> bytes:
+def mac_attr(value: str) -> bytes:
     return bytes.fromhex(value.replace(":", ""))
 
 
-def _attrs(data: bytes, offset: int = 0) -> dict[int, bytes]:
+def parse_attrs(data: bytes, offset: int = 0) -> dict[int, bytes]:
     out: dict[int, bytes] = {}
-    while offset + _NLA.size <= len(data):
-        length, kind = _NLA.unpack_from(data, offset)
-        if length < _NLA.size:
+    while offset + NLATTR.size <= len(data):
+        length, kind = NLATTR.unpack_from(data, offset)
+        if length < NLATTR.size:
             break
-        out[kind & 0x3FFF] = data[offset + _NLA.size: offset + length]
-        offset += _align(length)
+        out[kind & 0x3FFF] = data[offset + NLATTR.size: offset + length]
+        offset += align(length)
     return out
 
 
@@ -113,12 +128,12 @@ class LinkInfo:
     alias: str = ""         # IFLA_IFALIAS (``ip link set … alias``)
 
 
-def _link_info(payload: bytes) -> LinkInfo:
-    _family, _type, index, flags, _change = _IFI.unpack_from(payload)
-    a = _attrs(payload, _IFI.size)
+def link_info(payload: bytes) -> LinkInfo:
+    _family, _type, index, flags, _change = IFINFOMSG.unpack_from(payload)
+    a = parse_attrs(payload, IFINFOMSG.size)
     kind = None
     if IFLA_LINKINFO in a:
-        info = _attrs(a[IFLA_LINKINFO])
+        info = parse_attrs(a[IFLA_LINKINFO])
         if IFLA_INFO_KIND in info:
             kind = info[IFLA_INFO_KIND].rstrip(b"\0").decode()
     addr = a.get(IFLA_ADDRESS)
@@ -140,7 +155,7 @@ def gso_attrs(size: int | None) -> bytes:
     kernel 5.19+ for IPv6, 6.3+ for IPv4); nothing for None."""
     if not size:
         return b""
-    return _u32(IFLA_GSO_MAX_SIZE, size) + _u32(IFLA_GSO_IPV4_MAX_SIZE, size)
+    return u32_attr(IFLA_GSO_MAX_SIZE, size) + u32_attr(IFLA_GSO_IPV4_MAX_SIZE, size)
 
 
 class Rtnl:
@@ -181,17 +196,17 @@ class Rtnl:
         messages received before it (dumps, echoes)."""
         self._seq = (self._seq + 1) & 0xFFFFFFFF
         seq = self._seq
-        self.sock.send(_HDR.pack(_HDR.size + len(body), kind, flags | NLM_F_REQUEST, seq, 0) + body)
+        self.sock.send(NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, flags | NLM_F_REQUEST, seq, 0) + body)
         out: list[tuple[int, bytes]] = []
         for _ in range(1_000_000):  # bounded: a dump of a million messages would be absurd
             data = self.sock.recv(1 << 20)
             offset = 0
-            while offset + _HDR.size <= len(data):
-                length, mtype, mflags, mseq, _pid = _HDR.unpack_from(data, offset)
-                if length < _HDR.size:
+            while offset + NLMSGHDR.size <= len(data):
+                length, mtype, mflags, mseq, _pid = NLMSGHDR.unpack_from(data, offset)
+                if length < NLMSGHDR.size:
                     raise LinkError(errno.EIO, f"{what} in namespace {self.ns!r}: malformed netlink reply")
-                payload = data[offset + _HDR.size: offset + length]
-                offset += _align(length)
+                payload = data[offset + NLMSGHDR.size: offset + length]
+                offset += align(length)
                 if mseq != seq:
                     continue  # a late answer to an earlier, abandoned request
                 if mtype == NLMSG_ERROR:
@@ -209,9 +224,9 @@ class Rtnl:
 
     @staticmethod
     def _ext_ack(payload: bytes, flags: int) -> str:
-        if not flags & NLM_F_ACK_TLVS or len(payload) < 4 + _HDR.size:
+        if not flags & NLM_F_ACK_TLVS or len(payload) < 4 + NLMSGHDR.size:
             return ""
-        msg = _attrs(payload, 4 + _HDR.size).get(NLMSGERR_ATTR_MSG)
+        msg = parse_attrs(payload, 4 + NLMSGHDR.size).get(NLMSGERR_ATTR_MSG)
         if not msg:
             return ""
         return " (" + msg.rstrip(b"\0").decode(errors="replace") + ")"
@@ -220,18 +235,24 @@ class Rtnl:
 
     def link(self, ifname: str | None = None, index: int = 0) -> LinkInfo | None:
         """The link named ``ifname`` (or with ``index``), or None."""
-        body = _IFI.pack(socket.AF_UNSPEC, 0, index, 0, 0) + (_str(IFLA_IFNAME, ifname) if ifname else b"")
+        payload = self.link_message(ifname, index)
+        return link_info(payload) if payload is not None else None
+
+    def link_message(self, ifname: str | None = None, index: int = 0) -> bytes | None:
+        """The kernel's ``ifinfomsg`` of the link named ``ifname`` (or with ``index``), or
+        None: for readers of attributes :class:`LinkInfo` leaves out (VXLAN's)."""
+        body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, index, 0, 0) + (str_attr(IFLA_IFNAME, ifname) if ifname else b"")
         try:
             msgs = self.request(RTM_GETLINK, 0, body, f"get link {ifname or index}")
         except LinkError as exc:
             if exc.errno in (errno.ENODEV, errno.ENOENT):
                 return None
             raise
-        return _link_info(msgs[0][1]) if msgs else None
+        return msgs[0][1] if msgs else None
 
     def links(self) -> list[LinkInfo]:
-        msgs = self.request(RTM_GETLINK, NLM_F_DUMP, _IFI.pack(socket.AF_UNSPEC, 0, 0, 0, 0), "dump links")
-        return [_link_info(p) for t, p in msgs if t == RTM_NEWLINK]
+        msgs = self.request(RTM_GETLINK, NLM_F_DUMP, IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0), "dump links")
+        return [link_info(p) for t, p in msgs if t == RTM_NEWLINK]
 
     def add_veth(self, name: str, peer: str, peer_ns: str | None, *, mtu: int | None = None,
                  peer_mac: str | None = None, master: int | None = None, up: bool = False,
@@ -246,29 +267,29 @@ class Rtnl:
         ``peer_ns`` None: the peer goes to the process's own (host) namespace — only for
         a container runtime to move it at once (Docker's Join)."""
         gso = gso_attrs(gso_max_size)
-        peer_attrs = _str(IFLA_IFNAME, peer) + gso
+        peer_attrs = str_attr(IFLA_IFNAME, peer) + gso
         if mtu:
-            peer_attrs += _u32(IFLA_MTU, mtu)
+            peer_attrs += u32_attr(IFLA_MTU, mtu)
         if peer_mac:
-            peer_attrs += _attr(IFLA_ADDRESS, _mac(peer_mac))
+            peer_attrs += attr(IFLA_ADDRESS, mac_attr(peer_mac))
         fd = os.open(netns.locate(peer_ns) if peer_ns else "/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         try:
-            peer_attrs += _u32(IFLA_NET_NS_FD, fd)
-            info = _str(IFLA_INFO_KIND, "veth") + _attr(
-                IFLA_INFO_DATA, _attr(VETH_INFO_PEER, _IFI.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + peer_attrs))
-            body = _IFI.pack(socket.AF_UNSPEC, 0, 0, IFF_UP if up else 0, IFF_UP if up else 0)
-            body += _str(IFLA_IFNAME, name) + _attr(IFLA_LINKINFO, info) + gso
+            peer_attrs += u32_attr(IFLA_NET_NS_FD, fd)
+            info = str_attr(IFLA_INFO_KIND, "veth") + attr(
+                IFLA_INFO_DATA, attr(VETH_INFO_PEER, IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + peer_attrs))
+            body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, IFF_UP if up else 0, IFF_UP if up else 0)
+            body += str_attr(IFLA_IFNAME, name) + attr(IFLA_LINKINFO, info) + gso
             if mtu:
-                body += _u32(IFLA_MTU, mtu)
+                body += u32_attr(IFLA_MTU, mtu)
             if master:
-                body += _u32(IFLA_MASTER, master)
+                body += u32_attr(IFLA_MASTER, master)
             msgs = self.request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK | NLM_F_ECHO, body,
                                 f"add veth {name}/{peer_ns}:{peer}")
         finally:
             os.close(fd)
         for t, p in msgs:
             if t == RTM_NEWLINK:
-                return _link_info(p).index
+                return link_info(p).index
         found = self.link(name)
         if found is None:
             raise LinkError(errno.ENODEV, f"veth {name!r} vanished in namespace {self.ns!r}")
@@ -281,20 +302,20 @@ class Rtnl:
         flags = change = 0
         if up is not None:
             flags, change = (IFF_UP if up else 0), IFF_UP
-        body = _IFI.pack(socket.AF_UNSPEC, 0, index, flags, change)
+        body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, index, flags, change)
         if mtu is not None:
-            body += _u32(IFLA_MTU, mtu)
+            body += u32_attr(IFLA_MTU, mtu)
         if master is not None:
-            body += _u32(IFLA_MASTER, master)
+            body += u32_attr(IFLA_MASTER, master)
         if mac is not None:
-            body += _attr(IFLA_ADDRESS, _mac(mac))
+            body += attr(IFLA_ADDRESS, mac_attr(mac))
         if alias is not None:
-            body += _attr(IFLA_IFALIAS, alias.encode())  # no NUL: an empty payload clears it
+            body += attr(IFLA_IFALIAS, alias.encode())  # no NUL: an empty payload clears it
         body += gso_attrs(gso_max_size)
         self.request(RTM_NEWLINK, NLM_F_ACK, body, f"set link {index}")
 
     def delete_link(self, ifname: str) -> bool:
-        body = _IFI.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + _str(IFLA_IFNAME, ifname)
+        body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + str_attr(IFLA_IFNAME, ifname)
         try:
             self.request(RTM_DELLINK, NLM_F_ACK, body, f"delete link {ifname}")
         except LinkError as exc:
@@ -311,12 +332,12 @@ class Rtnl:
         family = socket.AF_INET6 if v6 else socket.AF_INET
         flags = IFA_F_NODAD if v6 else 0
         raw = iface.ip.packed
-        body = _IFA.pack(family, iface.network.prefixlen, flags, 0, index)
-        body += _attr(IFA_LOCAL, raw) + _attr(IFA_ADDRESS, raw)
+        body = IFADDRMSG.pack(family, iface.network.prefixlen, flags, 0, index)
+        body += attr(IFA_LOCAL, raw) + attr(IFA_ADDRESS, raw)
         if v6:
-            body += _u32(IFA_FLAGS, flags)
+            body += u32_attr(IFA_FLAGS, flags)
         elif iface.network.prefixlen < 31:
-            body += _attr(IFA_BROADCAST, iface.network.broadcast_address.packed)
+            body += attr(IFA_BROADCAST, iface.network.broadcast_address.packed)
         return body
 
     def add_address(self, index: int, cidr: str) -> bool:
@@ -343,14 +364,14 @@ class Rtnl:
     def addresses(self, index: int) -> list[str]:
         """CIDRs on link ``index`` (both families)."""
         out = []
-        msgs = self.request(RTM_GETADDR, NLM_F_DUMP, _IFA.pack(socket.AF_UNSPEC, 0, 0, 0, 0), "dump addresses")
+        msgs = self.request(RTM_GETADDR, NLM_F_DUMP, IFADDRMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0), "dump addresses")
         for t, p in msgs:
             if t != RTM_NEWADDR:
                 continue
-            family, plen, _flags, _scope, idx = _IFA.unpack_from(p)
+            family, plen, _flags, _scope, idx = IFADDRMSG.unpack_from(p)
             if idx != index:
                 continue
-            a = _attrs(p, _IFA.size)
+            a = parse_attrs(p, IFADDRMSG.size)
             raw = a.get(IFA_LOCAL) or a.get(IFA_ADDRESS)
             if raw:
                 out.append(f"{ipaddress.ip_address(raw)}/{plen}")
@@ -362,16 +383,16 @@ class Rtnl:
                     scope: int, metric: int | None = None) -> bytes:
         net = ipaddress.ip_network(dst)
         family = socket.AF_INET6 if net.version == 6 else socket.AF_INET
-        body = _RTM.pack(family, net.prefixlen, 0, 0, RT_TABLE_MAIN, RTPROT_BOOT, scope, RTN_UNICAST,
+        body = RTMSG.pack(family, net.prefixlen, 0, 0, RT_TABLE_MAIN, RTPROT_BOOT, scope, RTN_UNICAST,
                          RTNH_F_ONLINK if onlink else 0)
         if net.prefixlen:
-            body += _attr(RTA_DST, net.network_address.packed)
+            body += attr(RTA_DST, net.network_address.packed)
         if gateway is not None:
-            body += _attr(RTA_GATEWAY, ipaddress.ip_address(gateway).packed)
+            body += attr(RTA_GATEWAY, ipaddress.ip_address(gateway).packed)
         if oif is not None:
-            body += _u32(RTA_OIF, oif)
+            body += u32_attr(RTA_OIF, oif)
         if metric is not None:
-            body += _u32(RTA_PRIORITY, metric)
+            body += u32_attr(RTA_PRIORITY, metric)
         return body
 
     def replace_route(self, dst: str, *, gateway: str | None = None, oif: int | None = None,
@@ -392,17 +413,26 @@ class Rtnl:
             raise
         return True
 
-    def routes(self, family: int = socket.AF_INET) -> list[tuple[str, str | None, int | None, int | None]]:
-        """(dst CIDR, gateway, oif, metric) of the main table's unicast routes."""
+    def main_routes(self, family: int = socket.AF_INET) -> list[tuple[tuple[int, ...], dict[int, bytes]]]:
+        """The main table's routes, each as its ``rtmsg`` fields (family, dst_len, src_len,
+        tos, table, protocol, scope, type, flags) and its attributes."""
         out = []
-        msgs = self.request(RTM_GETROUTE, NLM_F_DUMP, _RTM.pack(family, 0, 0, 0, 0, 0, 0, 0, 0), "dump routes")
+        msgs = self.request(RTM_GETROUTE, NLM_F_DUMP, RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0), "dump routes")
         for t, p in msgs:
             if t != RTM_NEWROUTE:
                 continue
-            fam, dst_len, _s, _tos, table, _proto, _scope, rtype, _flags = _RTM.unpack_from(p)
-            a = _attrs(p, _RTM.size)
-            table = struct.unpack("=I", a[RTA_TABLE])[0] if RTA_TABLE in a else table
-            if table != RT_TABLE_MAIN or rtype != RTN_UNICAST:
+            head = RTMSG.unpack_from(p)
+            a = parse_attrs(p, RTMSG.size)
+            table = struct.unpack("=I", a[RTA_TABLE])[0] if RTA_TABLE in a else head[4]
+            if table == RT_TABLE_MAIN:
+                out.append((head, a))
+        return out
+
+    def routes(self, family: int = socket.AF_INET) -> list[tuple[str, str | None, int | None, int | None]]:
+        """(dst CIDR, gateway, oif, metric) of the main table's unicast routes."""
+        out = []
+        for (fam, dst_len, _s, _tos, _table, _proto, _scope, rtype, _flags), a in self.main_routes(family):
+            if rtype != RTN_UNICAST:
                 continue
             zero = "0.0.0.0" if fam == socket.AF_INET else "::"
             dst = str(ipaddress.ip_address(a[RTA_DST])) if RTA_DST in a else zero
