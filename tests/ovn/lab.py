@@ -237,10 +237,11 @@ class OvnLab:
     # --- containers --------------------------------------------------------------------
 
     def add_container(self, hv: Hypervisor, port: str, mac: str, ip_cidr: str,
-                      mtu: int = 1400, vm_uuid: str | None = None) -> Container:
+                      mtu: int = 1400, vm_uuid: str | None = None, plug: bool = True) -> Container:
         """A namespace with ``ceth0`` (``mac``, ``ip_cidr``) whose veth peer is a port of
         ``hv``'s br-int bound to logical port ``port`` the way os-vif plugs it (with
-        ``vm_uuid``, the ``vm-uuid`` os-vif sets from the instance)."""
+        ``vm_uuid``, the ``vm-uuid`` os-vif sets from the instance). Without ``plug``
+        the veth's host end is left out of br-int, for os-vif itself to plug."""
         n = next(self._container_numbers)  # never reused: containers may be removed
         ns = self._netns(f"{self.prefix}c{n}")
         host_end = f"c{n}{RUN_ID}"
@@ -250,10 +251,11 @@ class OvnLab:
         _ip("-n", ns, "addr", "add", ip_cidr, "dev", "ceth0")
         _ip("-n", hv.ns, "link", "set", host_end, "up")
         checksum_in_software(ns, "ceth0")
-        hv.vsctl("add-port", "br-int", host_end, "--", "set", "Interface", host_end,
-                 f"external_ids:iface-id={port}", f"external_ids:attached-mac={mac}",
-                 "external_ids:iface-status=active",
-                 *([f"external_ids:vm-uuid={vm_uuid}"] if vm_uuid else []))
+        if plug:
+            hv.vsctl("add-port", "br-int", host_end, "--", "set", "Interface", host_end,
+                     f"external_ids:iface-id={port}", f"external_ids:attached-mac={mac}",
+                     "external_ids:iface-status=active",
+                     *([f"external_ids:vm-uuid={vm_uuid}"] if vm_uuid else []))
         box = Container(ns, hv, port, mac, ip_cidr.split("/")[0], host_end)
         self.containers.append(box)
         return box

@@ -6,6 +6,7 @@ a security group without an ICMP rule drops (OVN ACLs) until the rule is added."
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -51,17 +52,18 @@ class Plugs:
         self.lab, self.conn, self.net = lab, conn, net
         self.made: list[tuple[object, Container]] = []
 
-    def port(self, hv: Hypervisor, name: str, **attrs) -> tuple[object, Container]:
+    def port(self, hv: Hypervisor, name: str, plug: bool = True, **attrs) -> tuple[object, Container]:
         """A port bound to ``hv``'s chassis (``binding:host_id`` = its hostname), plugged
         into its br-int as os-vif plugs an OVS port: iface-id, attached-mac,
-        iface-status, vm-uuid (the port's device_id)."""
-        device = f"vm-{name}"
+        iface-status, vm-uuid (the port's device_id). Without ``plug``, only the veth
+        is made (for os-vif to plug)."""
+        device = str(uuid.uuid4())  # the "instance" (os-vif wants a UUID)
         port = self.conn.network.create_port(network_id=self.net.network.id, name=name,
                                              binding_host_id=hv.chassis, device_id=device,
                                              device_owner="compute:ovn-lab", **attrs)
         ip = port.fixed_ips[0]["ip_address"]
         box = self.lab.add_container(hv, port.id, port.mac_address, f"{ip}/{CIDR.split('/')[1]}",
-                                     mtu=self.net.network.mtu, vm_uuid=device)
+                                     mtu=self.net.network.mtu, vm_uuid=device, plug=plug)
         self.made.append((port, box))
         return port, box
 
@@ -86,14 +88,19 @@ def plugs(ovn_lab: OvnLab, conn, net: Net) -> Iterator[Plugs]:  # noqa: ANN001
     assert not [b.ns for _, b in made.made if netns.exists(b.ns)]
 
 
-def wait_active(conn, port_id: str) -> str:  # noqa: ANN001
-    """The port's status once ACTIVE, or its last status after ACTIVE_TIMEOUT seconds."""
+def wait_status(conn, port_id: str, want: str) -> str:  # noqa: ANN001
+    """The port's status once ``want``, or its last one after ACTIVE_TIMEOUT seconds."""
     deadline = time.monotonic() + ACTIVE_TIMEOUT
     while True:
         status = conn.network.get_port(port_id).status
-        if status == "ACTIVE" or time.monotonic() > deadline:
+        if status == want or time.monotonic() > deadline:
             return status
         time.sleep(0.5)
+
+
+def wait_active(conn, port_id: str) -> str:  # noqa: ANN001
+    """The port's status once ACTIVE, or its last status after ACTIVE_TIMEOUT seconds."""
+    return wait_status(conn, port_id, "ACTIVE")
 
 
 def test_ports_bound_and_active(ovn_lab: OvnLab, conn, plugs: Plugs) -> None:  # noqa: ANN001
@@ -106,6 +113,34 @@ def test_ports_bound_and_active(ovn_lab: OvnLab, conn, plugs: Plugs) -> None:  #
         assert port.binding_vif_details["datapath_type"] == "netdev"  # the lab's userspace br-int
         assert wait_active(conn, port.id) == "ACTIVE"
         assert ovn_lab.bound_chassis(port.id) == hv.chassis  # OVN's claim, in the SB
+
+
+def test_os_vif_plugs_by_the_binding(ovn_lab: OvnLab, conn, net: Net, plugs: Plugs) -> None:  # noqa: ANN001
+    """os-vif's own ``ovs`` plugin (native OVSDB on the chassis's socket) plugs each port
+    as its ``binding:vif_details`` say; OVN claims it, Neutron turns it ACTIVE, ICMP
+    crosses; os-vif's unplug takes it out and Neutron reports it DOWN."""
+    pytest.importorskip("os_vif", reason="os-vif is netbay's optional `cloud` extra")
+    from .osvif_plug import OsVifPlugger
+
+    made = []
+    for hv, name in ((ovn_lab.hvs[0], "va"), (ovn_lab.hvs[1], "vb")):
+        port, box = plugs.port(hv, name, plug=False)
+        assert port.binding_vif_type == "ovs"
+        plugger = OsVifPlugger(hv)
+        plugger.plug(port, box, net.network.mtu)
+        ids = hv.vsctl("--bare", "--columns=external_ids", "list", "Interface", box.host_end)
+        for key in (f"iface-id={port.id}", f"attached-mac={port.mac_address}", "iface-status=active",
+                    f"vm-uuid={port.device_id}"):
+            assert key in ids.replace('"', ""), f"{key} not in {ids}"
+        made.append((plugger, port, box))
+    for _, port, _ in made:
+        assert wait_status(conn, port.id, "ACTIVE") == "ACTIVE"
+    ovn_lab.sync()
+    (_, _, box_a), (plugger_b, port_b, box_b) = made
+    assert reaches(box_a, box_b) and reaches(box_b, box_a)
+    plugger_b.unplug(port_b, box_b, net.network.mtu)
+    assert box_b.host_end not in ovn_lab.hvs[1].vsctl("list-ports", "br-int").split()
+    assert wait_status(conn, port_b.id, "DOWN") == "DOWN"
 
 
 def test_ping_across_chassis(ovn_lab: OvnLab, conn, plugs: Plugs) -> None:  # noqa: ANN001
