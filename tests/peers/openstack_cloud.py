@@ -12,6 +12,8 @@ Keystone and Neutron's API server installed from PyPI, run on 127.0.0.1.
   RPC (``transport_url = fake:/``). So the tests assert API effects — ports,
   bindings, statuses the API sets — never packets. Neutron's migrations do not
   run on SQLite, so its schema is made with ``create_all`` and stamped at head.
+- tests/ovn starts the same two with ML2/OVN on its OVN lab and Neutron on
+  PostgreSQL instead (``openstack_cloud``'s arguments; docs/ovn-lab.md).
 """
 
 from __future__ import annotations
