@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from tests.dataplane.dp_helpers import root_snapshot
 
 from .guards import check_root_unchanged, stop_lab
 from .lab import OvnLab, Pair, missing_binaries, plug_pair
+from .neutron_ovn import ovn_neutron
 
 
 def _skip_reason() -> str | None:
@@ -67,3 +69,13 @@ def ovn_lab() -> Iterator[OvnLab]:
 @pytest.fixture(scope="module")
 def ovn_pair(ovn_lab: OvnLab) -> Pair:
     return plug_pair(ovn_lab)
+
+
+@pytest.fixture(scope="module")
+def ovn_cloud(ovn_lab: OvnLab, postgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
+    """Keystone and a Neutron API server with ML2/OVN on ``ovn_lab`` (a PostgreSQL
+    database of its own in the run's throwaway cluster), for the module; see
+    neutron_ovn.py."""
+    work: Path = tmp_path_factory.mktemp("ovn-neutron")
+    with ovn_neutron(ovn_lab, work, postgres.url(postgres.create_database())) as cloud:
+        yield cloud

@@ -114,6 +114,7 @@ class Container:
     port: str  # the logical switch port (iface-id)
     mac: str
     ip: str
+    host_end: str = ""  # the veth end in br-int
 
 
 class OvnLab:
@@ -129,6 +130,7 @@ class OvnLab:
         self.hvs = [Hypervisor(i, f"{self.prefix}hv{i}", self.dir / f"hv{i}", UNDERLAY.format(i))
                     for i in range(1, hypervisors + 1)]
         self.containers: list[Container] = []
+        self._container_numbers = itertools.count(1)
         self.namespaces: list[str] = []
 
     # --- clients -----------------------------------------------------------------------
@@ -235,10 +237,12 @@ class OvnLab:
     # --- containers --------------------------------------------------------------------
 
     def add_container(self, hv: Hypervisor, port: str, mac: str, ip_cidr: str,
-                      mtu: int = 1400) -> Container:
+                      mtu: int = 1400, vm_uuid: str | None = None, plug: bool = True) -> Container:
         """A namespace with ``ceth0`` (``mac``, ``ip_cidr``) whose veth peer is a port of
-        ``hv``'s br-int bound to logical port ``port`` the way os-vif plugs it."""
-        n = len(self.containers) + 1
+        ``hv``'s br-int bound to logical port ``port`` the way os-vif plugs it (with
+        ``vm_uuid``, the ``vm-uuid`` os-vif sets from the instance). Without ``plug``
+        the veth's host end is left out of br-int, for os-vif itself to plug."""
+        n = next(self._container_numbers)  # never reused: containers may be removed
         ns = self._netns(f"{self.prefix}c{n}")
         host_end = f"c{n}{RUN_ID}"
         _ip("-n", hv.ns, "link", "add", host_end, "mtu", str(mtu), "type", "veth", "peer", "name",
@@ -247,12 +251,21 @@ class OvnLab:
         _ip("-n", ns, "addr", "add", ip_cidr, "dev", "ceth0")
         _ip("-n", hv.ns, "link", "set", host_end, "up")
         checksum_in_software(ns, "ceth0")
-        hv.vsctl("add-port", "br-int", host_end, "--", "set", "Interface", host_end,
-                 f"external_ids:iface-id={port}", f"external_ids:attached-mac={mac}",
-                 "external_ids:iface-status=active")
-        box = Container(ns, hv, port, mac, ip_cidr.split("/")[0])
+        if plug:
+            hv.vsctl("add-port", "br-int", host_end, "--", "set", "Interface", host_end,
+                     f"external_ids:iface-id={port}", f"external_ids:attached-mac={mac}",
+                     "external_ids:iface-status=active",
+                     *([f"external_ids:vm-uuid={vm_uuid}"] if vm_uuid else []))
+        box = Container(ns, hv, port, mac, ip_cidr.split("/")[0], host_end)
         self.containers.append(box)
         return box
+
+    def remove_container(self, box: Container) -> None:
+        """Unplug ``box`` from its br-int and delete its namespace (the veth goes with it)."""
+        box.hv.vsctl("--if-exists", "del-port", "br-int", box.host_end)
+        netns.delete(box.ns)
+        self.namespaces.remove(box.ns)
+        self.containers.remove(box)
 
     def bound_chassis(self, port: str) -> str | None:
         """The name of the chassis the SB's Port_Binding of ``port`` names, or None."""

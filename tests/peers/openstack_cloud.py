@@ -12,6 +12,8 @@ Keystone and Neutron's API server installed from PyPI, run on 127.0.0.1.
   RPC (``transport_url = fake:/``). So the tests assert API effects — ports,
   bindings, statuses the API sets — never packets. Neutron's migrations do not
   run on SQLite, so its schema is made with ``create_all`` and stamped at head.
+- tests/ovn starts the same two with ML2/OVN on its OVN lab and Neutron on
+  PostgreSQL instead (``openstack_cloud``'s arguments; docs/ovn-lab.md).
 """
 
 from __future__ import annotations
@@ -144,19 +146,32 @@ key_repository = {work}/credential-keys
     return conf
 
 
-def _neutron_conf(work: Path, venv: Path, auth_url: str) -> Path:
+# API only: ML2 with no mechanism driver (no agents, no dataplane).
+ML2_API_ONLY = """[ml2]
+type_drivers = flat,vxlan
+tenant_network_types = vxlan
+mechanism_drivers =
+extension_drivers = port_security,tag_ports_during_bulk_creation
+[ml2_type_vxlan]
+vni_ranges = 1:1000
+[ml2_type_flat]
+flat_networks = *
+"""
+
+
+def _neutron_conf(work: Path, venv: Path, auth_url: str, ml2: str, service_plugins: str, db_url: str) -> Path:
     paste = next((venv / "etc" / "neutron").glob("api-paste.ini"))
     (work / "lock").mkdir(exist_ok=True)
     (work / "neutron.conf").write_text(f"""[DEFAULT]
 core_plugin = ml2
-service_plugins = router
+service_plugins = {service_plugins}
 auth_strategy = keystone
 transport_url = fake:/
 api_paste_config = {paste}
 notify_nova_on_port_status_changes = false
 notify_nova_on_port_data_changes = false
 [database]
-connection = sqlite:///{work}/neutron.db?timeout=30
+connection = {db_url}
 [keystone_authtoken]
 www_authenticate_uri = {auth_url}
 auth_url = {auth_url}
@@ -172,16 +187,7 @@ lock_path = {work}/lock
 [quotas]
 quota_port = -1
 """)
-    (work / "ml2_conf.ini").write_text("""[ml2]
-type_drivers = flat,vxlan
-tenant_network_types = vxlan
-mechanism_drivers =
-extension_drivers = port_security,tag_ports_during_bulk_creation
-[ml2_type_vxlan]
-vni_ranges = 1:1000
-[ml2_type_flat]
-flat_networks = *
-""")
+    (work / "ml2_conf.ini").write_text(ml2)
     return work
 
 
@@ -193,8 +199,12 @@ head.get_metadata().create_all(sa.create_engine({url!r}))
 
 
 @contextlib.contextmanager
-def openstack_cloud(work: Path) -> Iterator[Cloud]:
-    """Keystone + Neutron, bootstrapped, for the length of the ``with``."""
+def openstack_cloud(work: Path, ml2: str = ML2_API_ONLY, service_plugins: str = "router",
+                    neutron_db: str | None = None, neutron_env: dict[str, str] | None = None) -> Iterator[Cloud]:
+    """Keystone + Neutron, bootstrapped, for the length of the ``with``. Unless told
+    otherwise (tests/ovn: ML2/OVN on PostgreSQL), Neutron is API only (``ml2``) on
+    SQLite (``neutron_db``, an SQLAlchemy URL); ``neutron_env`` is added to the
+    environment of Neutron and its schema tools (e.g. a PYTHONPATH with a DB driver)."""
     venv = install()
     work.mkdir(parents=True, exist_ok=True)
     ks_port, nt_port = _free_port(), _free_port()
@@ -216,14 +226,16 @@ def openstack_cloud(work: Path) -> Iterator[Cloud]:
         cloud = Cloud(auth_url, network_url)
         _wait_for_tokens(cloud)
         _register_neutron(cloud)
-        _neutron_conf(work, venv, auth_url)
-        subprocess.run([str(venv / "bin" / "python"), "-c", _NEUTRON_SCHEMA.format(url=f"sqlite:///{work}/neutron.db")],
-                       check=True, timeout=300, capture_output=True)
+        db_url = neutron_db or f"sqlite:///{work}/neutron.db?timeout=30"
+        extra_env = neutron_env or {}
+        _neutron_conf(work, venv, auth_url, ml2, service_plugins, db_url)
+        subprocess.run([str(venv / "bin" / "python"), "-c", _NEUTRON_SCHEMA.format(url=db_url)],
+                       check=True, timeout=300, capture_output=True, env={**os.environ, **extra_env})
         _run(venv, "neutron-db-manage", "--config-file", str(work / "neutron.conf"), "--config-file",
-             str(work / "ml2_conf.ini"), "stamp", "heads")
+             str(work / "ml2_conf.ini"), "stamp", "heads", env=extra_env)
         neutron = _Uwsgi(venv, "neutron.wsgi.api:application", nt_port,
                          {"OS_NEUTRON_CONFIG_DIR": str(work),
-                          "OS_NEUTRON_CONFIG_FILES": "neutron.conf;ml2_conf.ini"}, work / "neutron.log",
+                          "OS_NEUTRON_CONFIG_FILES": "neutron.conf;ml2_conf.ini", **extra_env}, work / "neutron.log",
                          processes=1)  # one writer: SQLite refuses concurrent ones ("database is locked")
         servers.append(neutron)
         neutron.wait_ready(network_url + "/")
