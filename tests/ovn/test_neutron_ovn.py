@@ -18,7 +18,9 @@ from tests.dataplane.dp_helpers import ping
 from .lab import Container, Hypervisor, OvnLab
 from .test_ovn_lab import reaches
 
-pytestmark = pytest.mark.ovn
+# Also `peers`: the real Keystone and Neutron come from the peers' virtualenv, which the
+# peers' pytest process installs (scripts/test.sh runs `-m peers` as its own process).
+pytestmark = [pytest.mark.ovn, pytest.mark.peers]
 
 CIDR = "10.20.0.0/24"
 ACTIVE_TIMEOUT = 60
