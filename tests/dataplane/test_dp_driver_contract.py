@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from netbay.drivers import example, kernel, masq, registry
+from netbay.dataplane import rtnl as kernel
+from netbay.drivers import example, masq, registry
 from netbay.drivers.node import Node
 
 from .cluster_net import Lab, tcp_exchange
