@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # The whole test suite, on SQLite and on PostgreSQL; installs what it needs first.
-# Extra arguments go to pytest (e.g. `scripts/test.sh tests/test_ports.py --db=sqlite`).
+# Extra arguments go to pytest (e.g. `scripts/test.sh tests/test_ports.py --db=sqlite`,
+# `scripts/test.sh -m quick -n 4`).
 #
 # With no arguments the suite runs as two pytest processes side by side: the tests
 # against the real OpenStack peers (`-m peers`: Keystone, Neutron, Octavia, Heat from
-# PyPI — mostly waiting on those servers) and everything else. They share nothing
-# (each peer and each netbay server binds its own free port on 127.0.0.1; the
-# dataplane tests' namespaces carry a per-run prefix). The peers' output is printed
-# after the rest; the exit code is the first failure's.
+# PyPI; one process, so the cloud starts once) and everything else on
+# NETBAY_TEST_WORKERS pytest-xdist workers (default 3: on two cores most tests wait on
+# servers and subprocesses, not the CPU). `--dist loadfile` keeps a module on one
+# worker, so its module-scoped servers start once. Nothing is shared: each netbay
+# server and peer binds its own free port on 127.0.0.1, each worker has its own temp
+# dir, PostgreSQL cluster and dataplane namespace prefix. Each process lists its 20
+# slowest tests; the peers' output is printed after the rest; the exit code is the
+# first failure's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -15,11 +20,12 @@ if [ "$#" -gt 0 ]; then
   exec python -m pytest -q "$@"
 fi
 log=$(mktemp -t netbay-peers.XXXXXX.log)
-python -m pytest -q -m peers -p no:cacheprovider >"$log" 2>&1 &
+python -m pytest -q -p no:cacheprovider -m peers --durations=20 >"$log" 2>&1 &
 peers=$!
 trap 'kill "$peers" 2>/dev/null || true' INT TERM
 rest=0
-NETBAY_TEST_ALONGSIDE=peers python -m pytest -q -m "not peers" || rest=$?
+NETBAY_TEST_ALONGSIDE=peers python -m pytest -q -p no:cacheprovider -m "not peers" \
+  -n "${NETBAY_TEST_WORKERS:-3}" --dist loadfile --durations=20 || rest=$?
 others=0
 wait "$peers" || others=$?
 echo "---- tests against the OpenStack peers (pytest -m peers) ----"

@@ -42,6 +42,36 @@ def pytest_configure(config: pytest.Config) -> None:
                             "(``neutron_api``) that runs against netbay's own API only, for that reason")
 
 
+DATAPLANE_DIR = Path(__file__).parent / "dataplane"
+OVN_DIR = Path(__file__).parent / "ovn"
+
+
+def _needs_host(item: pytest.Item) -> bool:
+    """Whether ``item`` needs root, the OpenStack peers or the dataplane: it lives in
+    ``tests/dataplane`` or ``tests/ovn``, is marked ``peers`` or ``ovn``, is skipped unless
+    root, or asks for a fixture defined under ``tests/dataplane`` (namespaces, agents, dockerd)."""
+    path = Path(str(item.fspath))
+    if item.get_closest_marker("peers") or item.get_closest_marker("ovn") or \
+            path.is_relative_to(DATAPLANE_DIR) or path.is_relative_to(OVN_DIR):
+        return True
+    if any("root" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif")):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        for fixturedef in defs:
+            source = getattr(fixturedef.func, "__code__", None)
+            if source and Path(source.co_filename).is_relative_to(DATAPLANE_DIR):
+                return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the ``quick`` tier (``pytest -m quick``): what needs no root, peers or dataplane."""
+    for item in items:
+        if not _needs_host(item):
+            item.add_marker(pytest.mark.quick)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     backends = [b for b in metafunc.config.getoption("--db").split(",") if b]
     if "db_backend" in metafunc.fixturenames:

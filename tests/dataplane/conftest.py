@@ -99,3 +99,22 @@ def make_ns() -> Iterator[Callable[[str], str]]:
     yield make
     for name in reversed(made):
         netns.delete(name)
+
+
+# --- the module's cloud ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cloud(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """``netbay up`` and an in-process agent for one module, on namespace prefix
+    ``<PREFIX><CLOUD_TAG>-`` (the module's ``CLOUD_TAG``). A module with
+    ``CLOUD_K8S = True`` gets :func:`k8s_fixtures.k8s_cloud` (also sweeps what the
+    Kubernetes mapping leaves on the host). Modules that need more (a dockerd first,
+    environment variables) define their own ``cloud``."""
+    tag = getattr(request.module, "CLOUD_TAG", None)
+    assert tag, f"{request.module.__name__} uses the shared `cloud` fixture: set CLOUD_TAG"
+    if getattr(request.module, "CLOUD_K8S", False):
+        from .k8s_fixtures import k8s_cloud as start
+    else:
+        from .agent_fixtures import make_cloud as start
+    yield from start(tmp_path_factory.mktemp(f"cloud-{tag}"), tag)

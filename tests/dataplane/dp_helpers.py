@@ -65,10 +65,13 @@ def _ours(line: str) -> bool:
 
 
 def _alongside(line: str) -> bool:
-    """A container end (``nbc…``) waiting for Docker to move it, while ``scripts/test.sh``
-    runs the peers' tests beside this run (``NETBAY_TEST_ALONGSIDE``): theirs or ours
-    cannot be told by name, so it is reported, not failed (run alone, it fails)."""
-    return bool(os.environ.get("NETBAY_TEST_ALONGSIDE")) and re.search(r"\bnbc[0-9a-f]{11}\b", line) is not None
+    """A container end (``nbc…``) waiting for Docker to move it, while other tests run
+    beside this process (pytest-xdist's other workers, or ``NETBAY_TEST_ALONGSIDE``):
+    theirs or ours cannot be told by name, so it is reported, not failed (run alone,
+    it fails)."""
+    beside = (int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1
+              or bool(os.environ.get("NETBAY_TEST_ALONGSIDE")))
+    return beside and re.search(r"\bnbc[0-9a-f]{11}\b", line) is not None
 
 
 def diff_snapshots(before: dict[str, set[str]], after: dict[str, set[str]]

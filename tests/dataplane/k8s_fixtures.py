@@ -1,7 +1,8 @@
 """What the Kubernetes mapping's dataplane tests share (test_dp_k8s*.py).
 
-A module defines its own module-scoped ``cloud`` (``yield from k8s_cloud(...)``) and
-``cluster`` (its kuryr labels), and imports ``ctrl``: the mapping controller
+A module sets ``CLOUD_TAG`` and ``CLOUD_K8S = True`` (the shared module-scoped ``cloud``
+of conftest.py, started by :func:`k8s_cloud`), defines its ``cluster`` (its kuryr
+labels), and imports ``ctrl``: the mapping controller
 in-process on the server's store, whose objects are all deleted after each test.
 ``k8s_cloud`` also removes, after a failure, what a controller could leave behind
 it: the cluster resolvers' processes and the pods' ``/etc/netns`` files.

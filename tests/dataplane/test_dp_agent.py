@@ -20,15 +20,13 @@ from netbay.dataplane import links, netns
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
 
-from .agent_fixtures import Cloud, agent_subprocess, make_cloud, wait_for
+from .agent_fixtures import Cloud, agent_subprocess, wait_for
 from .dp_helpers import ping
 
 SANDBOX_OWNER = "netbay:sandbox"
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    yield from make_cloud(tmp_path_factory.mktemp("agent"), "ag")
+CLOUD_TAG = "ag"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from netbay.dataplane import netns
 
-from .agent_fixtures import Cloud, make_cloud, wait_for
+from .agent_fixtures import Cloud, wait_for
 
 
 class Listener:
@@ -74,9 +73,7 @@ def answer(ns: str, ip: str, port: int, timeout: float = 1.0) -> bytes | None:
         s.close()
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    yield from make_cloud(tmp_path_factory.mktemp("cluster"), "cl")
+CLOUD_TAG = "cl"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import pytest
 from netbay.dataplane import netns
 from netbay.dataplane.names import Names
 
-from .agent_fixtures import Cloud, make_cloud, wait_for
+from .agent_fixtures import Cloud, wait_for
 from .cni_fixtures import (REFERENCE_DIR, Call, Daemon, Podman, bin_dir, bridge_conf, daemon,  # noqa: F401 - fixtures
                            invoke, netbay_conf, podman_available, reference_available)
 from .dp_helpers import PREFIX, ping
@@ -29,9 +29,7 @@ TAG = "cni"
 NS = f"{PREFIX}{TAG}-"
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    yield from make_cloud(tmp_path_factory.mktemp("cni"), TAG)
+CLOUD_TAG = TAG   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
 
 @pytest.fixture(scope="module")

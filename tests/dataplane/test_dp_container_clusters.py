@@ -34,7 +34,7 @@ from .agent_fixtures import Cloud, make_cloud, wait_for
 from .cluster_net import Listener, tcp_read
 from .docker_fixtures import Plugin, iface, plugin_env, sh
 from .dp_helpers import RUN_ID, ping
-from .test_dp_pods_cluster import ci, clusternet, make_cluster, pns, pod, wait_cluster
+from .cluster_pods import ci, clusternet, make_cluster, pns, pod, wait_cluster
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 

@@ -22,7 +22,7 @@ import dockercalls  # tests/dockercalls.py
 from conftest import free_port  # tests/conftest.py
 
 from . import dockerd as dk
-from .agent_fixtures import Cloud, make_cloud, wait_for
+from .agent_fixtures import Cloud, wait_for
 from .docker_fixtures import (PLUGIN, Plugin, docker_network, endpoint_port, host_container_ends, iface,
                               made_ports, netbay_network, plugin_env, run, sh, tcp_read)
 from .dp_helpers import PREFIX, ping
@@ -32,9 +32,7 @@ pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.availa
 GRACE = 3.0
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    yield from make_cloud(tmp_path_factory.mktemp("docker"), "dk")
+CLOUD_TAG = "dk"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from netbay.dataplane.rtnl import rtnl
 from netbay.plugins.libnetwork.directory import binding_mark, owner_tag
 from netbay.runtime.attach import delete_host_end, host_container_ends
 
-from .agent_fixtures import Cloud, make_cloud, wait_for
+from .agent_fixtures import Cloud, wait_for
 from .docker_fixtures import PLUGIN, Plugin, made_ports, plugin_env
 
 MAC = "02:42:0a:48:00:09"
@@ -83,9 +82,7 @@ class FreezableProxy:
             t.join(timeout=2)
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    yield from make_cloud(tmp_path_factory.mktemp("docker-binding"), "db")
+CLOUD_TAG = "db"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
 
 def _alias(cloud: Cloud, port_id: str) -> str | None:

@@ -25,19 +25,17 @@ from netbay.dataplane import netns
 from netbay.dataplane import rtnl as kernel
 
 from . import dockerd as dk
-from .agent_fixtures import Cloud, make_cloud, wait_for
+from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener, tcp_read
 from .docker_fixtures import PLUGIN, Plugin, iface, plugin_env, run, sh
 from .dp_helpers import ping
-from .test_dp_pods_cluster import ci, clusternet, make_cluster, pns, pod, wait_cluster
+from .cluster_pods import ci, clusternet, make_cluster, pns, pod, wait_cluster
 from .test_dp_swarm import make_swarm
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    yield from make_cloud(tmp_path_factory.mktemp("dkcl"), "dc")
+CLOUD_TAG = "dc"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
 
 @pytest.fixture(scope="module")

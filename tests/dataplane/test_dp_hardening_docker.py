@@ -25,7 +25,9 @@ from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
 from .docker_fixtures import PLUGIN, Plugin, endpoint_port, iface, made_ports, netbay_network, run
 from .dp_helpers import ping
-from .test_dp_docker import cloud, daemon, plugin  # noqa: F401 - the module fixtures, shared
+from .test_dp_docker import daemon, plugin  # noqa: F401 - the module fixtures, shared
+
+CLOUD_TAG = "dk"   # the shared `cloud` fixture (conftest.py), on test_dp_docker's prefix
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 

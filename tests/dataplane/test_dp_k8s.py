@@ -24,7 +24,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,19 +35,19 @@ from netbay.k8s import podport
 from netbay.k8s.controller import Controller
 from netbay.k8s.objects import parse
 
+from . import k8s_docs
 from .agent_fixtures import Cloud, wait_for
 from .cni_fixtures import Daemon, bin_dir, daemon, invoke, netbay_conf  # noqa: F401 - bin_dir, daemon: fixtures
 from .cluster_net import Listener, tcp_read
+from .cluster_pods import make_cluster
 from .dp_helpers import ping
-from .k8s_fixtures import (cli_env, controller, ctrl, k8s_cloud, lb, lb_tree, pod_ip, pod_ns,  # noqa: F401 - ctrl: a fixture
+from .k8s_fixtures import (cli_env, controller, ctrl, lb, lb_tree, pod_ip, pod_ns,  # noqa: F401 - ctrl: a fixture
                            policy_quota, port_of)
 from .k8s_fixtures import keys_of as ctrl_keys
-from .test_dp_pods_cluster import make_cluster
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    yield from k8s_cloud(tmp_path_factory.mktemp("k8s"), "k8")
+CLOUD_TAG = "k8"   # the shared `cloud` fixture (conftest.py): its namespace prefix
+CLOUD_K8S = True   # ... with the Kubernetes mapping's host leftovers swept
 
 
 @pytest.fixture(scope="module")
@@ -246,20 +245,10 @@ def test_nodeport_answers_on_every_node(ctrl: Controller) -> None:
 def manifests_33() -> str:
     """3 namespaces, each: 7 pods, a ClusterIP and a LoadBalancer Service, and a
     NetworkPolicy (its pods take ingress on port 80 from their namespace's pods only)."""
-    docs = []
-    for i in range(3):
-        docs.append(f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: n{i}}}\n")
-        for j in range(7):
-            docs.append(f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p{j}, namespace: n{i}, labels: {{app: a}}}}\n"
-                        "spec: {containers: [{name: c, image: busybox}]}\n")
-        docs.append(f"apiVersion: v1\nkind: Service\nmetadata: {{name: s, namespace: n{i}}}\n"
-                    "spec: {selector: {app: a}, ports: [{port: 80}]}\n")
-        docs.append(f"apiVersion: v1\nkind: Service\nmetadata: {{name: lb, namespace: n{i}}}\n"
-                    "spec: {type: LoadBalancer, selector: {app: a}, ports: [{port: 81}]}\n")
-        docs.append(f"apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: np, namespace: n{i}}}\n"
-                    "spec: {podSelector: {matchLabels: {app: a}}, policyTypes: [Ingress],"
-                    " ingress: [{from: [{podSelector: {matchLabels: {app: a}}}], ports: [{port: 80}]}]}\n")
-    return "---\n".join(docs)
+    return k8s_docs.many([f"n{i}" for i in range(3)], lambda ns: [
+        *(k8s_docs.pod(ns, f"p{j}", "{app: a}", port=None) for j in range(7)),
+        k8s_docs.service(ns, "s", "a", 80), k8s_docs.service(ns, "lb", "a", 81, type_="LoadBalancer"),
+        k8s_docs.own_namespace_only(ns, "a", 80)])
 
 
 def state(ctrl: Controller) -> dict:
@@ -369,7 +358,7 @@ def test_kuryr_cluster_gets_and_loses_its_resources(cloud: Cloud) -> None:
     from netbay.k8s.dns.resolver import sweep_orphans as sweep_resolvers
     from netbay.k8s.sandbox import PodSandboxes, sweep_orphans
 
-    from .test_dp_pods_cluster import ci, wait_cluster
+    from .cluster_pods import ci, wait_cluster
 
     cid = make_cluster(cloud, "kuryr2", {"kuryr_pod_subnet_pool": "10.20.0.0/16", "kuryr_service_cidr": "10.97.0.0/16",
                                          "kuryr_pod_subnet_prefixlen": "26"}, 1, driver="kuryr")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,15 +28,14 @@ from netbay.k8s.objects import parse
 
 from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener
-from .k8s_fixtures import (controller, ctrl, getent, in_pod, k8s_cloud, netbay_exec,  # noqa: F401 - ctrl: a fixture
+from .k8s_fixtures import (controller, ctrl, getent, in_pod, netbay_exec,  # noqa: F401 - ctrl: a fixture
                            pod_ips, pod_ns)
 from .k8s_fixtures import keys_of as ctrl_keys
-from .test_dp_pods_cluster import make_cluster
+from .cluster_pods import make_cluster
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    yield from k8s_cloud(tmp_path_factory.mktemp("k8sdns"), "kd")
+CLOUD_TAG = "kd"   # the shared `cloud` fixture (conftest.py): its namespace prefix
+CLOUD_K8S = True   # ... with the Kubernetes mapping's host leftovers swept
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +214,7 @@ def test_cluster_delete_stops_its_resolver_without_a_sweep(cloud: Cloud) -> None
     from netbay.k8s.dns.resolver import sweep_orphans
     from netbay.k8s.sandbox import sweep_orphans as sweep_pods
 
-    from .test_dp_pods_cluster import ci, wait_cluster
+    from .cluster_pods import ci, wait_cluster
 
     cid = make_cluster(cloud, "kdns2", {"kuryr_pod_subnet_pool": "10.41.0.0/16",
                                         "kuryr_service_cidr": "10.99.0.0/16"}, 1, driver="kuryr")

@@ -36,10 +36,11 @@ from netbay.k8s.dockerpods import CLUSTER, POD, PORT, ROLE, sweep_orphans
 from netbay.k8s.objects import desired, parse
 
 from . import dockerd as dk
+from . import k8s_docs
 from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener
+from .cluster_pods import make_cluster
 from .k8s_fixtures import cli_env, controller, getent, in_pod, k8s_cloud, keys_of, lb, pod_ns, policy_quota, port_of
-from .test_dp_pods_cluster import make_cluster
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
@@ -259,16 +260,8 @@ def test_network_policy_drops_and_restores_traffic_to_a_docker_pod(ctrl: Control
 
 
 def many(namespaces: int, replicas: int) -> str:
-    docs = []
-    for i in range(namespaces):
-        docs.append(f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: m{i}}}\n")
-        docs.append(f"apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d, namespace: m{i}}}\n"
-                    f"spec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: d}}}}\n"
-                    f"  template:\n    metadata: {{labels: {{app: d}}}}\n"
-                    f"    spec: {{containers: [{{name: c, image: \"{dk.IMAGE}\", command: {WEB}}}]}}\n")
-        docs.append(f"apiVersion: v1\nkind: Service\nmetadata: {{name: s, namespace: m{i}}}\n"
-                    "spec: {selector: {app: d}, ports: [{port: 80, targetPort: 8080}]}\n")
-    return "---\n".join(docs)
+    return k8s_docs.many([f"m{i}" for i in range(namespaces)], lambda ns: [
+        k8s_docs.deployment(ns, "d", "d", replicas, dk.IMAGE, WEB), k8s_docs.service(ns, "s", "d", 80, 8080)])
 
 
 def test_sigkill_mid_apply_then_resync_adopts_and_leaves_nothing_over(

@@ -35,15 +35,16 @@ from netbay.client import LB, NET
 from netbay.k8s import desired, objects, portinfo
 from netbay.k8s.controller import Controller
 
+from . import k8s_docs
 from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener, tcp_read
-from .k8s_fixtures import cli_env, ctrl, k8s_cloud, lb, lb_tree  # noqa: F401 - ctrl: a fixture
-from .test_dp_pods_cluster import make_cluster
+from .cluster_pods import make_cluster
+from .k8s_fixtures import cli_env, ctrl, lb, lb_tree  # noqa: F401 - ctrl: a fixture
+from .k8s_docs import pod
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    yield from k8s_cloud(tmp_path_factory.mktemp("k8swatch"), "kw")
+CLOUD_TAG = "kw"   # the shared `cloud` fixture (conftest.py): its namespace prefix
+CLOUD_K8S = True   # ... with the Kubernetes mapping's host leftovers swept
 
 
 @pytest.fixture(scope="module")
@@ -100,11 +101,6 @@ def add(standin: StandinApiServer, text: str) -> None:
 
     for obj in codecs.load_all_yaml(text):
         standin.create(obj.to_dict())
-
-
-def pod(ns: str, name: str, labels: str = "{app: web}", port: int = 8080) -> str:
-    return (f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {ns}, labels: {labels}}}\n"
-            f"spec: {{containers: [{{name: c, image: busybox, ports: [{{name: http, containerPort: {port}}}]}}]}}\n")
 
 
 SHOP = "---\n".join([
@@ -357,13 +353,8 @@ def test_a_silent_watch_is_renewed_from_where_it_was(ctrl: Controller, standin: 
 
 
 def manifests(namespaces: int, pods: int) -> str:
-    docs = []
-    for i in range(namespaces):
-        docs.append(f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: w{i}}}\n")
-        docs += [pod(f"w{i}", f"p{j}") for j in range(pods)]
-        docs.append(f"apiVersion: v1\nkind: Service\nmetadata: {{name: s, namespace: w{i}}}\n"
-                    "spec: {selector: {app: web}, ports: [{port: 80}]}\n")
-    return "---\n".join(docs)
+    return k8s_docs.many([f"w{i}" for i in range(namespaces)], lambda ns: [
+        *(pod(ns, f"p{j}") for j in range(pods)), k8s_docs.service(ns, "s", "web", 80)])
 
 
 def test_cli_sigkill_then_restart_converges_and_sigterm_stops(

@@ -19,7 +19,9 @@ from netbay.dataplane.loadbalancer import TABLE
 from netbay.dataplane.nft import Nft
 
 from .agent_fixtures import wait_for
-from .test_dp_loadbalancer import LB, Env, cloud, env, make_lb, try_fetch, wait_lb  # noqa: F401 (fixtures)
+from .test_dp_loadbalancer import LB, Env, env, make_lb, try_fetch, wait_lb  # noqa: F401 (fixtures)
+
+CLOUD_TAG = "lb"   # the shared `cloud` fixture (conftest.py), on test_dp_loadbalancer's prefix
 
 PAYLOAD = 40_000   # what the member's server drains (16 reads of 4 KiB) with room to spare
 

@@ -21,7 +21,7 @@ from netbay.dataplane import netns
 from netbay.dataplane.loadbalancer import TABLE
 from netbay.dataplane.nft import Nft
 
-from .agent_fixtures import Cloud, make_cloud, wait_for
+from .agent_fixtures import Cloud, wait_for
 
 LB = "/load-balancer/v2/lbaas"
 HTTP_PORT = 8080
@@ -151,9 +151,7 @@ class Env:
         return next(m for m in self.members if m[0] == name)
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    yield from make_cloud(tmp_path_factory.mktemp("lb"), "lb")
+CLOUD_TAG = "lb"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import pytest
 
 from netbay.network.trunks import realization
 
-from .agent_fixtures import Cloud, make_cloud, wait_for
+from .agent_fixtures import Cloud, wait_for
 from .test_dp_secgroups import Lab, add_address, eventually, rule, tcp
 
 # --- stateless groups on the realizer -------------------------------------------------------
@@ -106,9 +106,7 @@ def test_group_first_referenced_then_ensured_stateless(lab: Lab) -> None:
 # --- end to end: the API and the agent --------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    yield from make_cloud(tmp_path_factory.mktemp("netext"), "nx")
+CLOUD_TAG = "nx"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
 
 def _sandbox_on(cloud: Cloud, name: str, port_id: str) -> str:

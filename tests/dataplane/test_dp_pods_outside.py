@@ -20,22 +20,19 @@ network behind the cluster's router, and the external network's namespace:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from clihelp import cli, ok
 
 from netbay.drivers import masq
 
-from .agent_fixtures import Cloud, make_cloud, wait_for
+from .agent_fixtures import Cloud, wait_for
 from .cluster_net import tcp_exchange
 from .dp_helpers import ping
-from .test_dp_pods_cluster import ci, clusternet, ip_of, pns, pod, reaches, wait_cluster
+from .cluster_pods import ci, clusternet, ip_of, pns, pod, reaches, wait_cluster
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    yield from make_cloud(tmp_path_factory.mktemp("outside"), "po")
+CLOUD_TAG = "po"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
 
 def build(cloud: Cloud, name: str, driver: str, labels: dict) -> str:

@@ -10,20 +10,17 @@ UDP 4789.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
 
 import pytest
 
 from netbay.dataplane import rtnl as kernel
 from netbay.drivers.docker.driver import DEVICE
 
-from .agent_fixtures import Cloud, make_cloud
-from .test_dp_pods_cluster import ci, clusternet, pod, pns, reaches, wait_cluster
+from .agent_fixtures import Cloud
+from .cluster_pods import ci, clusternet, pod, pns, reaches, wait_cluster
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    yield from make_cloud(tmp_path_factory.mktemp("swarm"), "sw")
+CLOUD_TAG = "sw"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
 
 def make_swarm(cloud: Cloud, name: str, coe: str = "swarm", labels: dict | None = None, nodes: int = 2) -> str:

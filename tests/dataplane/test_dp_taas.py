@@ -27,7 +27,7 @@ from conftest import ADMIN_PASSWORD
 from netbay.dataplane import links, netns, probe
 from netbay.dataplane.mirror import mirrors_of
 
-from .agent_fixtures import Cloud, make_cloud, wait_for
+from .agent_fixtures import Cloud, wait_for
 from .test_dp_secgroups import tcp
 
 ICMP, TCP = 1, 6
@@ -35,9 +35,7 @@ ECHO_REQUEST, ECHO_REPLY = 8, 0
 SYN, ACK = 0x02, 0x10
 
 
-@pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    yield from make_cloud(tmp_path_factory.mktemp("taas"), "tp")
+CLOUD_TAG = "tp"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
 
 def _env(cloud: Cloud) -> dict[str, str]:
