@@ -73,14 +73,14 @@ def server(separate_agent: bool) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "NETBAY_ADMIN_PASSWORD": ADMIN_PASSWORD, "NETBAY_LOG_LEVEL": "WARNING"}
     agent_args = ["--no-agent"] if separate_agent else ["--agent", "--agent-prefix", PREFIX]
-    log = open(root / "server.log", "w")
+    log = open(root / "server.log", "w")  # noqa: SIM115
     procs = [subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "up", *agent_args, "--port", str(port),
                                "--data-dir", str(root), "--database-url", f"sqlite:///{root / 'netbay.db'}"],
                               env=env, stdout=log, stderr=subprocess.STDOUT)]
     try:
         try:
             wait_port(port, 90, procs[0])
-        except Exception:
+        except Exception:  # noqa: BLE001
             raise SystemExit("netbay did not start:\n" + (root / "server.log").read_text()) from None
         if separate_agent:
             agent_env = {**env, "OS_AUTH_URL": f"{url}/identity/v3", "OS_USERNAME": "admin",

@@ -48,7 +48,7 @@ def cpu_seconds(match) -> float:  # noqa: ANN001
     total = 0
     for d in glob.glob("/proc/[0-9]*"):
         try:
-            stat = open(d + "/stat").read()
+            stat = open(d + "/stat").read()  # noqa: SIM115
         except OSError:
             continue
         if match(d, stat):

@@ -17,7 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 from clihelp import check_svg_readable, cli, ok

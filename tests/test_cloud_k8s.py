@@ -193,7 +193,7 @@ def check_manifests(server, admin, cluster: str, cloud_env: dict[str, str], tmp_
 
     # Pods: ports named ns/pod, kuryr's owner, bound to a node of the cluster, an address of their subnet.
     ports = {p["Name"]: p for p in listed(cloud_env, "port", "--long")}
-    assert PODS <= set(ports), sorted(ports)
+    assert set(ports) >= PODS, sorted(ports)
     networks = {n["Name"]: n for n in listed(cloud_env, "network")}
     assert {"ns/shop", "ns/other"} <= set(networks)
     subnets = {s["Network"]: s for s in listed(cloud_env, "subnet")}

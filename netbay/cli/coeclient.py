@@ -23,7 +23,7 @@ class CoeClient:
         self.conn = connect()
         try:
             endpoint = self.conn.session.get_endpoint(service_type="container-infra", interface="public")
-        except Exception as exc:  # keystoneauth raises several kinds for a missing service
+        except Exception as exc:  # noqa: BLE001 - keystoneauth raises several kinds for a missing service
             err.print(f"[red]error:[/] no container-infra endpoint in the catalog: {exc}")
             raise typer.Exit(1) from None
         if not endpoint:
@@ -105,13 +105,13 @@ def message_of(r: Any) -> str:
     """The error's text from Magnum's ``{"errors": [...]}`` or a ``NeutronError`` body."""
     try:
         body = r.json()
-    except Exception:
+    except Exception:  # noqa: BLE001 - any body not in the expected error format
         return r.text
     try:
         if isinstance(body, dict) and "NeutronError" in body:
             return str(body["NeutronError"]["message"])
         return str(body["errors"][0]["detail"])
-    except Exception:
+    except Exception:  # noqa: BLE001 - any body not in the expected error format
         return r.text
 
 

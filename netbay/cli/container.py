@@ -40,7 +40,7 @@ class Zun:
         self.conn = connect()
         try:
             endpoint = self.conn.session.get_endpoint(service_type="container", interface="public")
-        except Exception as exc:  # keystoneauth raises several kinds for a missing service
+        except Exception as exc:  # noqa: BLE001 - keystoneauth raises several kinds for a missing service
             err.print(f"[red]error:[/] no container endpoint in the catalog: {exc}")
             raise typer.Exit(1) from None
         self.base = (endpoint or "").rstrip("/")

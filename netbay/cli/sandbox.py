@@ -43,7 +43,7 @@ class _Client:
         if r.status_code >= 400:
             try:
                 message = r.json()["NeutronError"]["message"]
-            except Exception:
+            except Exception:  # noqa: BLE001 - any body not in Neutron's error format
                 message = r.text
             err.print(f"[red]error:[/] {message} (HTTP {r.status_code})")
             raise typer.Exit(1)
@@ -93,7 +93,7 @@ def create(
     try:
         ports = [net.find_port(p, ignore_missing=False).id for p in port or []]
         networks = [net.find_network(n, ignore_missing=False).id for n in network or []]
-    except Exception as exc:  # the SDK's ResourceNotFound / DuplicateResource
+    except Exception as exc:  # noqa: BLE001 - the SDK's ResourceNotFound / DuplicateResource
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
     body: dict[str, Any] = {"name": name}

@@ -76,7 +76,7 @@ def capture(
 def _tap_service(client: _Client, name_or_id: str) -> Any:
     try:
         return client.conn.network.find_tap_service(name_or_id, ignore_missing=False)
-    except Exception as exc:  # the SDK's ResourceNotFound / DuplicateResource
+    except Exception as exc:  # noqa: BLE001 - the SDK's ResourceNotFound / DuplicateResource
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
 

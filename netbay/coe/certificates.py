@@ -38,7 +38,7 @@ def new_ca(common_name: str) -> tuple[str, str]:
     """A fresh self-signed CA: (certificate PEM, private key PEM)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64] or "netbay-cluster-ca")])
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=CA_DAYS))
@@ -68,7 +68,7 @@ def sign(ca_pem: str, ca_key_pem: str, csr_pem: str) -> str:
         raise BadRequest("Invalid CSR: its signature does not match its key.")
     ca = x509.load_pem_x509_certificate(ca_pem.encode())
     key = serialization.load_pem_private_key(ca_key_pem.encode(), password=None)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder().subject_name(csr.subject).issuer_name(ca.subject)
             .public_key(csr.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=CERT_DAYS))

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from netbay.dataplane import bigtcp, netns
 from netbay.dataplane.links import LinkError
-from netbay.dataplane.rtnl import rtnl
+from netbay.dataplane.rtnl import Rtnl, rtnl
 from netbay.drivers import kernel
 
 __all__ = ["Bridged", "PodLink", "attach", "detach", "plug_for_runtime", "gso_path", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC"]
@@ -161,7 +161,7 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
                    address=want, gateway=gateway, mtu=mtu, bridge=bridge)
 
 
-def _await_carrier(node, pod, host: str, idx: int, limit: float = 0.2) -> None:
+def _await_carrier(node: Rtnl, pod: Rtnl, host: str, idx: int, limit: float = 0.2) -> None:
     """Wait (bounded by ``limit`` s) until both ends of the pair are operationally up."""
     deadline = time.monotonic() + limit
     for _ in range(10_000):
@@ -173,7 +173,7 @@ def _await_carrier(node, pod, host: str, idx: int, limit: float = 0.2) -> None:
         time.sleep(0.0002)
 
 
-def _underlay_gso(node, underlay: str | None) -> int | None:
+def _underlay_gso(node: Rtnl, underlay: str | None) -> int | None:
     link = node.link(underlay) if underlay else None
     return link.gso_max_size if link is not None and link.gso_max_size else None
 

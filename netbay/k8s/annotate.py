@@ -89,7 +89,7 @@ class PortAnnotator:
                 self._wake.set()
                 try:
                     await asyncio.wait_for(self._stop.wait(), delay)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 delay = min(delay * 2, self.limits.backoff_max)
             else:

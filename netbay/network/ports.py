@@ -712,7 +712,7 @@ def _check_port_security(port: Port, given: dict[str, Any]) -> None:
     enabled = given.get("port_security_enabled", port.port_security_enabled)
     if enabled:
         return
-    pairs = given["allowed_address_pairs"] if "allowed_address_pairs" in given else port.allowed_address_pairs
+    pairs = given.get("allowed_address_pairs", port.allowed_address_pairs)
     if pairs:
         raise Conflict("Port Security must be enabled in order to have allowed address pairs on a port.",
                        kind="AddressPairAndPortSecurityRequired")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any, ClassVar
 
 from sqlalchemy import DateTime, Select, and_, bindparam, delete, false, func, or_, select, true
@@ -53,7 +53,7 @@ def to_timestamp(value: str) -> datetime:
     except ValueError:
         raise BadRequest(f"'{value}' is not a valid timestamp") from None
     if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
     return parsed
 
 

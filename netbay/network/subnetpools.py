@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, invalid_operation, policy_refused
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
-from netbay.network.types import CIDR, ID, UUID, Body, Bool, NonBlankName, ProjectID, Tags, Text
+from netbay.network.types import CIDR, UUID, Body, Bool, NonBlankName, ProjectID, Tags, Text
 from netbay.store.models import Subnet, SubnetPool, Tag
 
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network

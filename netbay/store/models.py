@@ -9,7 +9,7 @@ impossible whatever the callers do.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 from sqlalchemy import (
@@ -33,7 +33,7 @@ def new_id() -> str:
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(microsecond=0, tzinfo=None)
+    return datetime.now(UTC).replace(microsecond=0, tzinfo=None)
 
 
 class Base(DeclarativeBase):
@@ -415,7 +415,7 @@ class LBL7Rule(Standard, Base):
 
 def utcnow_precise() -> datetime:
     """Creation times to the microsecond: Magnum lists in creation order by default."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class ClusterTemplate(Base):

@@ -422,7 +422,7 @@ def test_sigkill_in_the_middle_of_building_then_restart_converges(
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout=15)
-            except Exception:
+            except Exception:  # noqa: BLE001
                 proc.kill()
                 proc.wait(timeout=10)
         cloud.agent.start()

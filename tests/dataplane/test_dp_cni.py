@@ -274,7 +274,7 @@ def test_version_constant() -> None:
     from netbay.plugins.cni import client, spec
 
     assert json.loads(client.VERSION) == spec.version_info()
-    assert client.SUPPORTED == ", ".join(spec.SUPPORTED)
+    assert ", ".join(spec.SUPPORTED) == client.SUPPORTED
 
 
 # --- a real CNI runtime: podman on its CNI backend ----------------------------------------------

@@ -454,7 +454,7 @@ def test_agent_restart_adopts_the_running_haproxy(env: Env) -> None:
         cloud.agent.stop()
         delete(env, made["lb"])
         cloud.agent.start()
-        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"  # noqa: SIM115
     finally:
         if get_or_none(cloud, lb_id) is not None:
             delete(env, made["lb"])

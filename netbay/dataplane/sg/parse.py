@@ -7,14 +7,14 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from netbay.dataplane.names import Names
 from netbay.dataplane.sg.nftjson import MAX_GROUPS, MAX_MARK, MAX_ZONE
 
 log = logging.getLogger(__name__)
 
-IPNet = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")

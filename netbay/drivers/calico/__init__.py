@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from netbay.dataplane.links import LinkError
+from netbay.dataplane.rtnl import LinkInfo
 from netbay.drivers import kernel, leases as leaselib, masq, node as nodelib, peers as peerlib, pods
 from netbay.drivers.node import Node
 
@@ -150,7 +151,7 @@ class Calico:
         return leaselib.allocate(self.network_config, nodes, current)
 
     # -- per node --
-    def _underlay(self, node: Node):
+    def _underlay(self, node: Node) -> LinkInfo:
         link = kernel.rtnl(node.ns).link(node.underlay)
         if link is None:
             raise LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 from netbay.plugins.libnetwork.clusters import pod_name
@@ -43,8 +43,8 @@ def _age(obj: dict[str, Any], key: str = "updated_at") -> float:
         return 0.0
     when = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return (datetime.now(timezone.utc) - when).total_seconds()
+        when = when.replace(tzinfo=UTC)
+    return (datetime.now(UTC) - when).total_seconds()
 
 
 class Collector:
