@@ -52,8 +52,8 @@ import httpx
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 sys.path.insert(0, os.path.abspath(os.path.dirname(__file__)))
 
-from harness import ADMIN_PASSWORD, free_port, machine, wait_port  # noqa: E402
-from netbay.dataplane import netns  # noqa: E402
+from harness import ADMIN_PASSWORD, free_port, machine, wait_port
+from netbay.dataplane import netns
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 LB = "/load-balancer/v2/lbaas"

@@ -200,7 +200,7 @@ class Server:
         assert r.returncode == 0, r.stdout + r.stderr
         return user, password, project
 
-    def connect(self, user: str = "admin", password: str = ADMIN_PASSWORD, project: str = "admin"):  # noqa: ANN201
+    def connect(self, user: str = "admin", password: str = ADMIN_PASSWORD, project: str = "admin"):
         import openstack
 
         conn = openstack.connect(
@@ -313,20 +313,20 @@ def raw(server: Server) -> httpx.Client:
 
 
 @pytest.fixture(scope="module")
-def admin(server: Server):  # noqa: ANN201
+def admin(server: Server):
     """An openstacksdk connection as the bootstrap admin."""
     return server.connect()
 
 
 @pytest.fixture(scope="module")
-def member(server: Server):  # noqa: ANN201
+def member(server: Server):
     """An openstacksdk connection as a member of a fresh project."""
     user, password, project = server.make_user()
     return server.connect(user, password, project)
 
 
 @pytest.fixture(scope="module")
-def member_http(server: Server, member) -> httpx.Client:  # noqa: ANN001
+def member_http(server: Server, member) -> httpx.Client:
     """Raw HTTP to the network API as the ``member`` connection's user."""
     return server.http(member.auth_token)
 

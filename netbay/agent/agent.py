@@ -124,7 +124,7 @@ class Agent:
             if stop_fn is not None:
                 try:
                     stop_fn()
-                except Exception:  # noqa: BLE001 - stopping must go on
+                except Exception:  # stopping must go on
                     log.exception("netbay agent: stopping realizer %s", r.name)
 
     def _loop(self, stop: threading.Event) -> None:

@@ -305,7 +305,7 @@ class SecurityGroups:
             cmds = tx.commands()
             if cmds:
                 self._ctx().run(cmds)
-        except Exception as exc:  # noqa: BLE001 - refused, or a bug: the rebuild repairs
+        except Exception as exc:  # refused, or a bug: the rebuild repairs
             log.error("security groups: incremental update failed, rebuilding: %s", exc,
                       exc_info=not isinstance(exc, NftError))
             self._rebuild()

@@ -111,7 +111,7 @@ def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def daemon(cloud: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:  # noqa: ANN401 - a Cloud
+def daemon(cloud: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:  # a Cloud
     """``netbay cni-daemon`` on the module's ``cloud`` (its server and prefix)."""
     from .docker_fixtures import plugin_env
 

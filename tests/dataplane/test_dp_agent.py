@@ -27,7 +27,7 @@ SANDBOX_OWNER = "netbay:sandbox"
 
 
 @pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def cloud(tmp_path_factory: pytest.TempPathFactory):
     yield from make_cloud(tmp_path_factory.mktemp("agent"), "ag")
 
 
@@ -310,7 +310,7 @@ def test_security_groups_filter_between_sandboxes(cloud: Cloud, net: tuple[dict,
     cloud.ok(cloud.http.delete(f"/network/v2.0/security-groups/{closed['id']}"), 204)
 
 
-def test_netbay_up_runs_the_agent_and_stops_cleanly(tmp_path) -> None:  # noqa: ANN001
+def test_netbay_up_runs_the_agent_and_stops_cleanly(tmp_path) -> None:
     from conftest import start_server
 
     from .agent_fixtures import sweep_prefix
@@ -383,7 +383,7 @@ def _expected_namespaces(cloud: Cloud) -> set[str]:
 
 
 def test_sigkill_in_the_middle_of_building_then_restart_converges(
-        cloud: Cloud, net: tuple[dict, dict], tmp_path) -> None:  # noqa: ANN001
+        cloud: Cloud, net: tuple[dict, dict], tmp_path) -> None:
     network, _ = net
     count = 50
     cloud.agent.stop()

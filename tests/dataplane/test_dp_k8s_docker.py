@@ -84,12 +84,12 @@ def containers(daemon: dk.Dockerd) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def app(daemon: dk.Dockerd, ns: str, name: str):  # noqa: ANN201 - docker.models.containers.Container
+def app(daemon: dk.Dockerd, ns: str, name: str):  # docker.models.containers.Container
     [found] = daemon.client.containers.list(filters={"label": [f"{POD}={ns}/{name}", f"{ROLE}=app"]})
     return found
 
 
-def sh(container, command: str) -> tuple[int, str]:  # noqa: ANN001
+def sh(container, command: str) -> tuple[int, str]:
     code, out = container.exec_run(["sh", "-c", command])
     return code, out.decode(errors="replace")
 

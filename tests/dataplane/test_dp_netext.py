@@ -107,7 +107,7 @@ def test_group_first_referenced_then_ensured_stateless(lab: Lab) -> None:
 
 
 @pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def cloud(tmp_path_factory: pytest.TempPathFactory):
     yield from make_cloud(tmp_path_factory.mktemp("netext"), "nx")
 
 

@@ -36,7 +36,7 @@ SYN, ACK = 0x02, 0x10
 
 
 @pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def cloud(tmp_path_factory: pytest.TempPathFactory):
     yield from make_cloud(tmp_path_factory.mktemp("taas"), "tp")
 
 
