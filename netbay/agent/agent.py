@@ -332,8 +332,8 @@ class Agent:
         def realizers(before: bool) -> None:
             for r in self.realizers:
                 if r.before_fabric is before:
-                    self._merge(r.name, (lambda r=r: r.resync(state, fabric, specs)) if full
-                                else (lambda r=r: r.apply(state, fabric, work, specs)))
+                    self._merge(r.name, (lambda: r.resync(state, fabric, specs)) if full
+                                else (lambda: r.apply(state, fabric, work, specs)))
 
         if state.networks:
             self._attempt("fabric", "", fabric.ensure)
@@ -440,7 +440,7 @@ class Agent:
     def _drop_namespace(self, ns: str) -> None:
         for pid, spec in list(self.fabric.wired.items()):
             if spec.ns == ns:
-                self._attempt("ports", pid, lambda pid=pid: self.fabric.remove_port(pid))
+                self._attempt("ports", pid, lambda: self.fabric.remove_port(pid))
         netns.delete(ns)
 
     def _attempt(self, collection: str, obj_id: str, fn: Callable[[], object]) -> bool:

@@ -24,6 +24,7 @@ balancers and sandboxes stand beside the network), each backend declares it in
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -82,7 +83,7 @@ class NetworkBackend(Protocol):
                                 port_id: str | None = None) -> dict[str, Any]:
         """Unplug it again."""
 
-    def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+    def set_tags(self, member: str, obj_id: str, tags: builtins.list[str]) -> builtins.list[str]:
         """Replace an object's tags (the sweep-by-tag that cleans up after a cluster)."""
 
     def add_tag(self, member: str, obj_id: str, tag: str) -> None:

@@ -62,7 +62,7 @@ def tree(session: Session, lb: LoadBalancer) -> dict[str, Any]:
     for listener in listeners:
         pools = []
         if listener.default_pool_id:
-            pool = session.get(LBPool, listener.default_pool_id)
+            pool = session.get_one(LBPool, listener.default_pool_id)
             entry = _named(pool)
             monitor = session.scalars(select(LBHealthMonitor).where(LBHealthMonitor.pool_id == pool.id)).first()
             if monitor is not None:

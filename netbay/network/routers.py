@@ -366,7 +366,7 @@ class Routers(Resource):
                                kind="RouterInterfaceNotFoundForSubnet")
             subnet_ids = [ip.subnet_id for ip in port.fixed_ips]
         for sid in subnet_ids:
-            self._confirm_not_in_use(session, router, session.get(Subnet, sid))
+            self._confirm_not_in_use(session, router, session.get_one(Subnet, sid))
         result = _interface_info(router, port, subnet_ids)
         delete_port(session, port)
         self.touch(router)

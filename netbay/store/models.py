@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, UTC
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -21,6 +21,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -38,6 +39,8 @@ def utcnow() -> datetime:
 
 class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+    if TYPE_CHECKING:  # every model here is a plain table (SQLAlchemy types it as any FromClause)
+        __table__: ClassVar[Table]
 
 
 # --- identity -----------------------------------------------------------------

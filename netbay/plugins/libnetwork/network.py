@@ -140,7 +140,7 @@ class NetworkDriver:
         if MADE not in (net.get("tags") or ()):
             for tag in (net_tag(nid), self.dir.owner):
                 await neutron.add_tag("network", net["id"], tag)
-                undo.append(lambda tag=tag: neutron.remove_tag("network", net["id"], tag))
+                undo.append(partial(neutron.remove_tag, "network", net["id"], tag))
         if pending:
             subnet = pending[0]
         else:
