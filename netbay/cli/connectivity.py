@@ -26,6 +26,7 @@ import ipaddress
 import json
 import os
 from dataclasses import asdict, dataclass
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -222,7 +223,7 @@ def probe_cells(rows: list[Member], cells: list[Cell], *, timeout: float, count:
             c.note = "namespace missing"
 
 
-def summary(cells: list[Cell], beyond: list[Cell] = ()) -> dict[str, Any]:
+def summary(cells: list[Cell], beyond: Sequence[Cell] = ()) -> dict[str, Any]:
     within = [c for c in cells if c.same_cluster]
     between = [c for c in cells if not c.same_cluster]
     counts: dict[str, Any] = {
@@ -255,8 +256,8 @@ def _mark(cell: Cell) -> Text:
     return Text({"overlap": "overlap", "not routed": "–"}.get(cell.note, "?"), style="dim")
 
 
-def table(rows: list[Member], cells: list[Cell], title: str, columns: list[Outside] = (),
-          beyond: list[Cell] = ()) -> Table:
+def table(rows: list[Member], cells: list[Cell], title: str, columns: Sequence[Outside] = (),
+          beyond: Sequence[Cell] = ()) -> Table:
     qualify = len({m.cluster for m in rows}) > 1
     out = Table(title=title, title_justify="left")
     out.add_column("from \\ to")
@@ -279,7 +280,7 @@ def table(rows: list[Member], cells: list[Cell], title: str, columns: list[Outsi
     return out
 
 
-def _failures(rows: list[Member], cells: list[Cell], columns: list[Outside] = ()) -> list[str]:
+def _failures(rows: list[Member], cells: list[Cell], columns: Sequence[Outside] = ()) -> list[str]:
     name = {m.id: m.name for m in rows} | {f"{o.id}@{o.address}": f"{o.kind} {o.name}" for o in columns}
     return [f"{name[c.src]} → {name[c.dst]} ({c.address})" for c in cells if c.same_cluster and c.reachable is False]
 

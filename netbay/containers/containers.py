@@ -122,7 +122,7 @@ def _command(value: Any) -> list[str]:
 def _exposed(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
-    out = {}
+    out: dict[str, Any] = {}
     for key in value:
         number, _, proto = str(key).partition("/")
         proto = proto or "tcp"

@@ -99,7 +99,7 @@ def ip_block(cidr: str, excepts: Iterable[str] | None) -> list[str]:
         cut = ipaddress.ip_network(ex, strict=False)
         if cut.version != nets[0].version or not cut.subnet_of(ipaddress.ip_network(cidr, strict=False)):
             raise ValueError(f"ipBlock except {ex} is not inside {cidr}")
-        out = []
+        out: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
         for n in nets:
             if cut.subnet_of(n):
                 out.extend(n.address_exclude(cut))
