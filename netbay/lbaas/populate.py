@@ -16,13 +16,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.lbaas.common import LBBody, LBResource, invalid_input
+from netbay.lbaas.common import LBResource, invalid_input
 from netbay.store.models import LoadBalancer
 
 # session.info key: the load balancer being populated (its children skip the claim).
 POPULATING = "netbay.lbaas.populating"
 
-Parse = Callable[[Any, LBResource, str], LBBody]
+Parse = Callable[[Any, LBResource, str], Any]  # the resource's own LBBody class
 
 
 def populating(session: Session, lb_id: str) -> bool:
