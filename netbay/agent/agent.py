@@ -522,16 +522,16 @@ class Agent:
             if router is None:
                 continue
             ok = self.outcomes.get("routers", {}).get(rid, not has_routers)
-            want = "ACTIVE" if ok else ("ERROR" if rid in failed.get("routers", ()) else router.get("status"))
+            want: str | None = "ACTIVE" if ok else ("ERROR" if rid in failed.get("routers", ()) else router.get("status"))
             if want and router.get("status") != want:
                 out["routers"][rid] = want
         for fid in fip_ids:
             fip = state.floatingips.get(fid)
             if fip is None:
                 continue
-            rid = fip.get("router_id")
-            realized = bool(fip.get("port_id") and rid and has_routers
-                            and self.outcomes.get("routers", {}).get(rid)
+            fip_router: str | None = fip.get("router_id")
+            realized = bool(fip.get("port_id") and fip_router and has_routers
+                            and self.outcomes.get("routers", {}).get(fip_router)
                             and self.outcomes.get("floatingips", {}).get(fid, True))
             want = "ACTIVE" if realized else "DOWN"
             if fip.get("status") != want:

@@ -165,6 +165,7 @@ def outside(api: Api, cluster: dict[str, Any], own: Space) -> list[Outside]:
         ext_id = (router.get("external_gateway_info") or {}).get("network_id")
         ext = api.service("network", f"/networks/{ext_id}", "network") if ext_id else None
         for sid in (ext or {}).get("subnets") or []:
+            assert ext is not None  # the loop runs only over ext's subnets
             sub = api.service("network", f"/subnets/{sid}", "subnet") or {}
             if sub.get("ip_version") == 4 and sub.get("gateway_ip"):
                 out.append(Outside(ext["id"], ext.get("name") or ext["id"][:8], "external", cluster["name"],

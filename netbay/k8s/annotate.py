@@ -98,7 +98,7 @@ class PortAnnotator:
 
 def describe(exc: BaseException) -> str:
     """An API error as ``code reason message``; anything else by its type."""
-    status = getattr(exc, "status", None)
+    status: Any = getattr(exc, "status", None)
     if getattr(status, "code", None):
         return f"{status.code} {status.reason or ''} {status.message or ''}".replace("  ", " ").strip()
     return f"{type(exc).__name__}: {exc}"

@@ -120,6 +120,7 @@ class DockerOverlay:
         if idx is None:
             self.setup_node(node)
             idx = kernel.link_index(node.ns, DEVICE)
+            assert idx is not None, f"setup_node made {DEVICE}"
         want = {p.ip for p in peers if p.ns != node.ns}
         have = {e.dst for e in kernel.fdb(node.ns, idx) if e.mac == FLOOD}
         for dst in have - want:
