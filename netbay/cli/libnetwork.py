@@ -117,7 +117,7 @@ def start_beside_up(openrc: Path, url: str, prefix: str,
     on_cloud = ["--backend", kind, "--os-cloud", cloud] if kind == "openstack" and cloud else []
     proc = subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "libnetwork", "--url", url,
                              "--prefix", prefix, "--openrc", str(openrc), *on_cloud])
-    atexit.register(lambda: proc.poll() is None and proc.terminate())
+    atexit.register(lambda: proc.terminate() if proc.poll() is None else None)
     # The container API (same process, created after this hook) runs containers there.
     os.environ.setdefault("NETBAY_DOCKER_HOST", "unix:///run/docker.sock")
     os.environ.setdefault("NETBAY_DOCKER_DRIVER", "netbay")

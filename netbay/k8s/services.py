@@ -74,7 +74,7 @@ def members(svc: ServiceWant, sp: ServicePort, want: Desired,
             if port is not None:
                 out.append({"address": ip, "protocol_port": int(port)})
     else:
-        for (ns, name), port in ports.items():
+        for (ns, name), pod_port in ports.items():
             pod = want.pods[(ns, name)]
             if not endpoint(svc, pod):
                 continue
@@ -82,8 +82,8 @@ def members(svc: ServiceWant, sp: ServicePort, want: Desired,
                 else pod.ports.get(str(sp.target))
             if target is None:
                 continue
-            out.append({"address": port["fixed_ips"][0]["ip_address"], "protocol_port": int(target),
-                        "subnet_id": port["fixed_ips"][0]["subnet_id"]})
+            out.append({"address": pod_port["fixed_ips"][0]["ip_address"], "protocol_port": int(target),
+                        "subnet_id": pod_port["fixed_ips"][0]["subnet_id"]})
     return sorted(out, key=lambda m: (m["address"], m["protocol_port"]))
 
 
