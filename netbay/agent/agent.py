@@ -495,6 +495,7 @@ class Agent:
                 continue
             if consumer(state, port, self.names, self.host) is None and pid not in self._unwired:
                 continue  # not a port this agent wires: someone else reports on it
+            want: str | None
             if pid in failed.get("ports", ()):
                 want = "ERROR"
             elif pid in fabric.wired and port.get("admin_state_up", True):
@@ -522,7 +523,7 @@ class Agent:
             if router is None:
                 continue
             ok = self.outcomes.get("routers", {}).get(rid, not has_routers)
-            want: str | None = "ACTIVE" if ok else ("ERROR" if rid in failed.get("routers", ()) else router.get("status"))
+            want = "ACTIVE" if ok else ("ERROR" if rid in failed.get("routers", ()) else router.get("status"))
             if want and router.get("status") != want:
                 out["routers"][rid] = want
         for fid in fip_ids:
