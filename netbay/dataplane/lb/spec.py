@@ -161,9 +161,9 @@ class Tree:
             if member.get("pool_id"):
                 tree.members[member["pool_id"]].append(member)
         for monitor in (tables.get("healthmonitors") or {}).values():
-            pool = _first_id(monitor.get("pools"))
-            if pool:
-                tree.monitors[pool] = monitor
+            pool_id = _first_id(monitor.get("pools"))
+            if pool_id:
+                tree.monitors[pool_id] = monitor
         for policy in (tables.get("l7policies") or {}).values():
             if policy.get("listener_id"):
                 tree.l7policies[policy["listener_id"]].append(policy)
