@@ -152,7 +152,7 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
         kernel.add_route(pod_ns, kernel.KRoute(f"{gateway}/32", oif=idx, proto=RTPROT_BOOT))
         kernel.add_neighbour(pod_ns, idx, gateway, ROUTED_MAC)
         pod.replace_route("0.0.0.0/0", gateway=gateway, oif=idx, onlink=True)
-        hidx = node.link(host).index  # type: ignore[union-attr]
+        hidx = node.link(host).index
         kernel.add_route(node_ns, kernel.KRoute(f"{iface.ip}/32", oif=hidx, proto=RTPROT_BOOT))
     else:
         onlink = ipaddress.ip_address(gateway) not in iface.network

@@ -75,7 +75,7 @@ def available(prefixes: Iterable[str | Net], allocated: Iterable[str | Net]) -> 
             if block.version != taken.version or not block.overlaps(taken):
                 remaining.append(block)
             elif block.prefixlen < taken.prefixlen:  # the block holds the allocation: cut it out
-                remaining.extend(block.address_exclude(taken))  # type: ignore[arg-type]
+                remaining.extend(block.address_exclude(taken))
             # else the allocation covers the whole block: drop it
         blocks = remaining
     return compact(blocks)
@@ -92,13 +92,13 @@ def next_prefix(prefixes: Iterable[str | Net], allocated: Iterable[str | Net], p
 def prefix_free(prefixes: Iterable[str | Net], allocated: Iterable[str | Net], cidr: str | Net) -> bool:
     """Whether ``cidr`` lies wholly in free space of the pool."""
     wanted = _net(cidr)
-    return any(b.version == wanted.version and b.supernet_of(wanted)  # type: ignore[arg-type]
+    return any(b.version == wanted.version and b.supernet_of(wanted)
                for b in available(prefixes, allocated))
 
 
 def within(prefixes: Iterable[str | Net], cidr: str | Net) -> bool:
     wanted = _net(cidr)
-    return any(p.version == wanted.version and p.supernet_of(wanted)  # type: ignore[arg-type]
+    return any(p.version == wanted.version and p.supernet_of(wanted)
                for p in compact(prefixes))
 
 

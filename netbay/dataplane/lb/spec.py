@@ -247,7 +247,7 @@ def from_api(lb: dict, tree: Tree, ports: Mapping[str, dict], subnets: Mapping[s
                                           else -1),
                      timeouts=tuple(int(li.get(k) or d) for k, d in (
                          ("timeout_client_data", 50000), ("timeout_member_connect", 5000),
-                         ("timeout_member_data", 50000), ("timeout_tcp_inspect", 0))),  # type: ignore[arg-type]
+                         ("timeout_member_data", 50000), ("timeout_tcp_inspect", 0))),
                      allowed_cidrs=tuple(li.get("allowed_cidrs") or ()),
                      insert_headers=tuple(sorted((li.get("insert_headers") or {}).items())),
                      l7policies=tree.policies(li["id"]))
