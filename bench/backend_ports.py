@@ -65,7 +65,7 @@ class Plugin:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "netbay.cli.main", "libnetwork", "--name", self.name, "--prefix", self.prefix,
              "--plugin-dir", str(work), "--host", "bench", "--orphan-grace", "3600", *extra],
-            env=env, stdout=open(work / f"{self.name}.log", "w"), stderr=subprocess.STDOUT)
+            env=env, stdout=open(work / f"{self.name}.log", "w"), stderr=subprocess.STDOUT)  # noqa: SIM115 - the child process writes it while it runs
         self.http = httpx.Client(transport=httpx.HTTPTransport(uds=str(self.sock)), base_url="http://p", timeout=30)
         deadline = time.monotonic() + 60
         while not self.sock.is_socket():

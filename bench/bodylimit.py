@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
+import harness
 
 UPLOAD_BOUND = 30.0   # seconds, per upload
 MIB = 1 << 20

@@ -33,10 +33,10 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import agent_thread  # noqa: E402
-import harness  # noqa: E402
+import agent_thread
+import harness
 
-from netbay.dataplane.names import Names  # noqa: E402
+from netbay.dataplane.names import Names
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 TEMPLATE = {"coe": "kubernetes", "network_driver": "flannel", "external_network_id": "public",
@@ -56,7 +56,7 @@ def settle(ci: httpx.Client, cid: str, done: tuple[str, ...], timeout: float = 3
     raise RuntimeError(f"cluster {cid} not in {done} after {timeout}s")
 
 
-def timed(ci: httpx.Client, method: str, path: str, done: tuple[str, ...], **kw) -> tuple[float, dict]:  # noqa: ANN003
+def timed(ci: httpx.Client, method: str, path: str, done: tuple[str, ...], **kw) -> tuple[float, dict]:
     t0 = time.monotonic()
     r = ci.request(method, path, **kw)
     if r.status_code not in (202, 204):

@@ -30,14 +30,14 @@ from sqlalchemy import create_engine, text
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 sys.path.insert(0, os.path.abspath(os.path.dirname(__file__)))
 
-from harness import _serve, machine, postgres  # noqa: E402
-from netbay.coe import worklease  # noqa: E402
+from harness import _serve, machine, postgres
+from netbay.coe import worklease
 
 CI = "/container-infra/v1"
 STEP_TIMEOUT = 240.0
 
 
-def client(srv) -> httpx.Client:  # noqa: ANN001
+def client(srv) -> httpx.Client:
     return httpx.Client(base_url=srv.url, headers={"X-Auth-Token": srv.token()}, timeout=60)
 
 
@@ -60,7 +60,7 @@ def create(api: httpx.Client, template: str, name: str, nodes: int) -> str:
     return r.json()["uuid"]
 
 
-def until(check, what: str) -> float:  # noqa: ANN001
+def until(check, what: str) -> float:
     """Poll ``check`` (every 10 ms) until true; the monotonic time it became so."""
     deadline = time.monotonic() + STEP_TIMEOUT
     while time.monotonic() < deadline:
@@ -74,7 +74,7 @@ def status(api: httpx.Client, cid: str) -> str:
     return api.get(f"{CI}/clusters/{cid}").json()["status"]
 
 
-def lease_owner(engine, cid: str) -> str | None:  # noqa: ANN001
+def lease_owner(engine, cid: str) -> str | None:
     with engine.connect() as conn:
         return conn.execute(text("SELECT owner FROM coe_work_leases WHERE cluster_id = :c"), {"c": cid}).scalar()
 
@@ -84,7 +84,7 @@ def made(api: httpx.Client, cid: str) -> int:
     return len([r for r in rows if r.get("physical_id")])
 
 
-def one_run(pg, args: argparse.Namespace, i: int) -> dict:  # noqa: ANN001
+def one_run(pg, args: argparse.Namespace, i: int) -> dict:
     url = pg.create_database()
     engine = create_engine(url)
     roots = [Path(tempfile.mkdtemp(prefix=f"nbbench-fo{i}{x}-")) for x in "ab"]

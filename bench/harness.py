@@ -90,7 +90,7 @@ def postgres(fsync: bool) -> Iterator[Postgres]:
     proc = subprocess.Popen(
         [*as_pg, str(bindir / "postgres"), "-D", str(root / "data"), "-p", str(port), "-k", str(root),
          "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300", *durability],
-        stdout=subprocess.DEVNULL, stderr=open(root / "log", "w"),
+        stdout=subprocess.DEVNULL, stderr=open(root / "log", "w"),  # noqa: SIM115 - the child process writes it while it runs
     )
     try:
         wait_port(port, 30, proc)
@@ -189,7 +189,7 @@ def _serve(database_url: str, data_dir: Path, extra_env: dict[str, str] | None,
     port = free_port()
     env = {**os.environ, "NETBAY_ADMIN_PASSWORD": ADMIN_PASSWORD, "NETBAY_LOG_LEVEL": "WARNING",
            **(extra_env or {})}
-    log = open(data_dir / "server.log", "w")
+    log = open(data_dir / "server.log", "w")  # noqa: SIM115
     # API benchmarks measure the service alone: no dataplane agent (it would also wire
     # this host's kernel); dataplane ones may run it as `up` does, under their prefix.
     agent = ["--agent", "--agent-prefix", agent_prefix] if agent_prefix else ["--no-agent"]
@@ -201,7 +201,7 @@ def _serve(database_url: str, data_dir: Path, extra_env: dict[str, str] | None,
     try:
         try:
             wait_port(port, 90, proc)
-        except Exception:
+        except Exception:  # noqa: BLE001
             raise SystemExit("netbay did not start:\n" + (data_dir / "server.log").read_text()) from None
         yield Server(f"http://127.0.0.1:{port}", proc, data_dir, "")
     finally:

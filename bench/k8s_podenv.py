@@ -48,7 +48,7 @@ def deployment(replicas: int, env: bool) -> str:
             f"        image: busybox\n{extra}") + SOURCES
 
 
-def best_ms(fn, rounds: int) -> float:  # noqa: ANN001
+def best_ms(fn, rounds: int) -> float:
     times = []
     for _ in range(rounds):
         t0 = time.perf_counter()

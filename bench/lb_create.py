@@ -52,8 +52,8 @@ import httpx
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 sys.path.insert(0, os.path.abspath(os.path.dirname(__file__)))
 
-from harness import ADMIN_PASSWORD, free_port, machine, wait_port  # noqa: E402
-from netbay.dataplane import netns  # noqa: E402
+from harness import ADMIN_PASSWORD, free_port, machine, wait_port
+from netbay.dataplane import netns
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 LB = "/load-balancer/v2/lbaas"
@@ -73,14 +73,14 @@ def server(separate_agent: bool) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "NETBAY_ADMIN_PASSWORD": ADMIN_PASSWORD, "NETBAY_LOG_LEVEL": "WARNING"}
     agent_args = ["--no-agent"] if separate_agent else ["--agent", "--agent-prefix", PREFIX]
-    log = open(root / "server.log", "w")
+    log = open(root / "server.log", "w")  # noqa: SIM115
     procs = [subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "up", *agent_args, "--port", str(port),
                                "--data-dir", str(root), "--database-url", f"sqlite:///{root / 'netbay.db'}"],
                               env=env, stdout=log, stderr=subprocess.STDOUT)]
     try:
         try:
             wait_port(port, 90, procs[0])
-        except Exception:
+        except Exception:  # noqa: BLE001
             raise SystemExit("netbay did not start:\n" + (root / "server.log").read_text()) from None
         if separate_agent:
             agent_env = {**env, "OS_AUTH_URL": f"{url}/identity/v3", "OS_USERNAME": "admin",

@@ -27,12 +27,12 @@ from pathlib import Path
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 sys.path.insert(0, os.path.abspath(os.path.dirname(__file__)))
 
-import lb_create  # noqa: E402
-from harness import machine  # noqa: E402
-from lb_create import LB, MEMBER_PORT, PREFIX, VIP_PORT, Backend, Client, pct, server, setup, sweep  # noqa: E402
-from netbay.dataplane import lbstats, netns  # noqa: E402
-from netbay.dataplane.loadbalancer import FAMILY, TABLE  # noqa: E402
-from netbay.dataplane.nft import Nft  # noqa: E402
+import lb_create
+from harness import machine
+from lb_create import LB, MEMBER_PORT, PREFIX, VIP_PORT, Backend, Client, pct, server, setup, sweep
+from netbay.dataplane import lbstats, netns
+from netbay.dataplane.loadbalancer import FAMILY, TABLE
+from netbay.dataplane.nft import Nft
 
 
 def failover_once(api: Client, lb: dict, ns: str, client_ns: str) -> tuple[float, float]:

@@ -44,13 +44,13 @@ from typing import Any
 
 sys.path.insert(0, os.path.abspath(os.path.dirname(__file__)))
 
-import lb_create  # noqa: E402
-from harness import machine  # noqa: E402
-from lb_create import LB, PREFIX, Client, pct, server, sweep  # noqa: E402
+import lb_create
+from harness import machine
+from lb_create import LB, PREFIX, Client, pct, server, sweep
 
-from netbay.dataplane import netns  # noqa: E402
-from netbay.dataplane.lb.haproxy import Haproxy as ProductHaproxy  # noqa: E402
-from netbay.dataplane.lb.haproxy import state_dir  # noqa: E402
+from netbay.dataplane import netns
+from netbay.dataplane.lb.haproxy import Haproxy as ProductHaproxy
+from netbay.dataplane.lb.haproxy import state_dir
 
 MEMBER_PORT = 8080
 HAND_PORT = 8088

@@ -26,10 +26,10 @@ import time
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-from netbay.dataplane import links, netns  # noqa: E402
-from netbay.dataplane.loadbalancer import (  # noqa: E402
+from netbay.dataplane import links, netns
+from netbay.dataplane.loadbalancer import (
     ListenerSpec, LoadBalancerSpec, MemberSpec, PoolSpec, table_commands)
-from netbay.dataplane.nft import Nft  # noqa: E402
+from netbay.dataplane.nft import Nft
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 CLIENT, LBNS, MEMBER = (f"{PREFIX}{n}" for n in ("client", "lb", "member"))

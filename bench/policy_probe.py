@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from netbay.dataplane import netns  # noqa: E402
+from netbay.dataplane import netns
 
 INTERVAL = 0.0005
 

@@ -38,8 +38,8 @@ from urllib.parse import urlsplit
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
-import rawhttp  # noqa: E402
+import harness
+import rawhttp
 
 # One request of a phase: sends it and returns the answer (status, body).
 Request = Callable[[], Awaitable[rawhttp.Answer]]

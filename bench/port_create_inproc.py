@@ -39,7 +39,7 @@ def main() -> None:
             {"network_id": net, "ip_version": 4, "cidr": "10.0.0.0/16"})))
         body = PORTS.create_body.model_validate({"network_id": net})
 
-        def create(s):  # noqa: ANN001, ANN202
+        def create(s):
             return PORTS.rendered(s, PORTS.create(s, ctx, body))
 
         for _ in range(200):  # warm-up: caches, the default security group

@@ -30,7 +30,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
+import harness
 
 LUA = """wrk.method = "{method}"
 wrk.body = '{body}'
@@ -44,11 +44,11 @@ end
 """
 
 
-def cpu_seconds(match) -> float:  # noqa: ANN001
+def cpu_seconds(match) -> float:
     total = 0
     for d in glob.glob("/proc/[0-9]*"):
         try:
-            stat = open(d + "/stat").read()
+            stat = open(d + "/stat").read()  # noqa: SIM115
         except OSError:
             continue
         if match(d, stat):

@@ -25,8 +25,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
-import rawhttp  # noqa: E402
+import harness
+import rawhttp
 
 MAX_SECONDS = 600
 

@@ -30,8 +30,8 @@ import httpx
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
-import rawhttp  # noqa: E402
+import harness
+import rawhttp
 
 
 async def load(srv: harness.Server, token: str, op: str, seconds: float, clients: int, rate: float) -> int:

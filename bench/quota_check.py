@@ -25,11 +25,11 @@ from pathlib import Path
 from sqlalchemy import insert, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
+import harness
 
-from netbay.network import quotas  # noqa: E402
-from netbay.store.db import Store  # noqa: E402
-from netbay.store.models import Base, Network, Port, Quota, new_id, utcnow  # noqa: E402
+from netbay.network import quotas
+from netbay.store.db import Store
+from netbay.store.models import Base, Network, Port, Quota, new_id, utcnow
 
 
 def _fill(store: Store, project: str, ports: int) -> None:
@@ -50,7 +50,7 @@ def _fill(store: Store, project: str, ports: int) -> None:
             s.execute(insert(Port.__table__), rows)
 
 
-def _time(store: Store, fn, n: int) -> float:  # noqa: ANN001
+def _time(store: Store, fn, n: int) -> float:
     """Median µs of ``fn(session)`` over ``n`` calls, each in its own write transaction
     (where a create runs it)."""
     samples = []
@@ -73,8 +73,8 @@ def run(url: str, n: int) -> list[tuple[str, float]]:
         s.add_all([Quota(project_id="unlimited", resource="port", limit=-1),
                    Quota(project_id="big", resource="port", limit=100_000)])
 
-    def refused(project: str):  # noqa: ANN202
-        def check(s):  # noqa: ANN001, ANN202
+    def refused(project: str):
+        def check(s):
             try:
                 quotas.enforce(s, "port", project)
             except Exception:  # noqa: BLE001 - 500 of 500 held: refused, as it should be

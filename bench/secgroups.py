@@ -37,10 +37,10 @@ import uuid
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-from netbay.dataplane import links, netns  # noqa: E402
-from netbay.dataplane.names import Names  # noqa: E402
-from netbay.dataplane.nft import Nft  # noqa: E402
-from netbay.dataplane.secgroups import SecurityGroups  # noqa: E402
+from netbay.dataplane import links, netns
+from netbay.dataplane.names import Names
+from netbay.dataplane.nft import Nft
+from netbay.dataplane.secgroups import SecurityGroups
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 

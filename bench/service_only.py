@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
+import harness
 
 
 def main() -> None:
@@ -63,7 +63,7 @@ def run(url: str, data_dir: Path, count: int, label: str) -> None:
             {"network_id": net.id, "cidr": "10.9.0.0/16", "ip_version": 4}))
     body = PORTS.create_body.model_validate({"network_id": net.id, "device_id": "dev"})
 
-    def create_one(s):  # noqa: ANN001, ANN202
+    def create_one(s):
         port = PORTS.create(s, ctx, body)
         s.flush()
         return PORTS.render(s, port, [])

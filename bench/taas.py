@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-from netbay.dataplane import links, mirror, netns  # noqa: E402
+from netbay.dataplane import links, mirror, netns
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 FABRIC, SRC, PEER, TAP = (f"{PREFIX}{n}" for n in ("fabric", "src", "peer", "tap"))

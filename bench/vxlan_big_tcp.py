@@ -31,11 +31,11 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))
 
-from netbay.dataplane import netns
-from netbay.dataplane.rtnl import rtnl
+from netbay.dataplane import netns  # noqa: E402
+from netbay.dataplane.rtnl import rtnl  # noqa: E402
 
 sys.path.insert(0, HERE)
-from pod_network import Iperf
+from pod_network import Iperf  # noqa: E402
 
 PREFIX = f"nbv{secrets.token_hex(3)}-"
 CASES = (("64 KiB everywhere", 65536, 65536), ("BIG TCP on the veth", 196608, 65536),

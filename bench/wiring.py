@@ -38,12 +38,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "dataplane"))
-import agent_thread  # noqa: E402
-import harness  # noqa: E402
-from dp_helpers import ping  # noqa: E402  (in-process ICMP from inside a namespace)
+import agent_thread
+import harness
+from dp_helpers import ping  # in-process ICMP from inside a namespace
 
-from netbay.dataplane import links, netns  # noqa: E402
-from netbay.dataplane.names import Names  # noqa: E402
+from netbay.dataplane import links, netns
+from netbay.dataplane.names import Names
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 SANDBOX_OWNER = "netbay:sandbox"

@@ -56,7 +56,7 @@ class PreconditionFailed(NetbayError):
     kind = "HTTPPreconditionFailed"
 
 
-def not_found(resource: str, resource_id: str) -> NotFound:
+def not_found(resource: str, resource_id: str | None) -> NotFound:
     """``NetworkNotFound: Network X could not be found.`` as Neutron words it."""
     kind, template = _NOT_FOUND.get(
         resource, (resource.title().replace("_", "") + "NotFound", resource + " {} could not be found.")

@@ -82,7 +82,7 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
 
 
 @pytest.fixture(scope="session")
-def cloud_env(cloud, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:  # noqa: ANN001
+def cloud_env(cloud, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """``clouds.yaml`` naming the cloud ``peer``."""
     path = tmp_path_factory.mktemp("clouds") / "clouds.yaml"
     path.write_text(json.dumps({"clouds": {"peer": {"auth": cloud.auth(), "region_name": "RegionOne",
@@ -123,13 +123,13 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     s.dispose()
 
 
-def snapshot(backend) -> dict[str, set[str]]:  # noqa: ANN001
+def snapshot(backend) -> dict[str, set[str]]:
     """Every object's id, per swept member."""
     return {m: {o["id"] for o in backend.list(m)} for m in SWEPT}
 
 
 @pytest.fixture
-def clean_backend(network_backend) -> Iterator:  # noqa: ANN001
+def clean_backend(network_backend) -> Iterator:
     """The backend, checked afterwards to hold exactly what it held before."""
     network_backend.list("security_group")  # the project's default group appears on first use in both
     before = snapshot(network_backend)
@@ -138,7 +138,7 @@ def clean_backend(network_backend) -> Iterator:  # noqa: ANN001
 
 
 @pytest.fixture(scope="session")
-def octavia(cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
+def octavia(cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     from tests.peers.octavia_peer import octavia as run_octavia
 
     with run_octavia(cloud, tmp_path_factory.mktemp("octavia")) as o:
@@ -146,7 +146,7 @@ def octavia(cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noq
 
 
 @pytest.fixture(scope="module")
-def nova(cloud) -> Iterator:  # noqa: ANN001
+def nova(cloud) -> Iterator:
     from tests.peers.nova_standin import NovaStandin
 
     with NovaStandin(cloud) as n:
@@ -191,7 +191,7 @@ def lb_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
                 close()
 
 
-def _agent_reports(server) -> Callable[[], None]:  # noqa: ANN001
+def _agent_reports(server) -> Callable[[], None]:
     """STAND-IN for netbay's dataplane agent, which API-only servers run without: it
     reports each load balancer left ``PENDING_*`` as ``ACTIVE/ONLINE`` through the
     agent's own ``PUT /netbay/v1/status`` (settling its tree), as the agent does once
@@ -226,11 +226,11 @@ def _agent_reports(server) -> Callable[[], None]:  # noqa: ANN001
     return halt
 
 
-def lb_snapshot(backend) -> dict[str, set[str]]:  # noqa: ANN001
+def lb_snapshot(backend) -> dict[str, set[str]]:
     return {k: {o["id"] for o in backend.list(k)} for k in LB_SWEPT}
 
 
-def octavia_snapshot(conn) -> dict[str, set[str]]:  # noqa: ANN001
+def octavia_snapshot(conn) -> dict[str, set[str]]:
     """What an Octavia lists, by id, through openstacksdk (``conn`` must have it in its catalog)."""
     lb = conn.load_balancer
     return {"loadbalancer": {o.id for o in lb.load_balancers()}, "listener": {o.id for o in lb.listeners()},
@@ -238,7 +238,7 @@ def octavia_snapshot(conn) -> dict[str, set[str]]:  # noqa: ANN001
 
 
 @pytest.fixture
-def clean_lb_backend(lb_backend) -> Iterator:  # noqa: ANN001
+def clean_lb_backend(lb_backend) -> Iterator:
     """The backend, checked afterwards to list exactly what it listed before."""
     before = lb_snapshot(lb_backend)
     yield lb_backend
@@ -404,7 +404,7 @@ class NeutronCloud:
 
     kind = "openstack"
 
-    def __init__(self, cloud) -> None:  # noqa: ANN001
+    def __init__(self, cloud) -> None:
         self.cloud = cloud
         self.root = cloud.connection()   # the cloud's own admin: sees, and sweeps, every project
         self.auth_url, self.network_url = cloud.auth_url, f"{cloud.network_url}/v2.0"
@@ -430,7 +430,7 @@ class NeutronCloud:
         return {"user": user or self.admin_user, "password": password or self.admin_password,
                 "project": project or self.admin_project}
 
-    def connect(self, user: str | None = None, password: str | None = None, project: str | None = None):  # noqa: ANN201
+    def connect(self, user: str | None = None, password: str | None = None, project: str | None = None):
         conn = self.cloud.connection(**self._who(user, password, project))
         self._clients.append(conn)
         return conn
@@ -438,7 +438,7 @@ class NeutronCloud:
     def token(self, user: str | None = None, password: str | None = None, project: str | None = None) -> str:
         return self.connect(user, password, project).auth_token
 
-    def http(self, token: str | None = None):  # noqa: ANN201
+    def http(self, token: str | None = None):
         import httpx
 
         client = httpx.Client(base_url=self.network_url, headers={"X-Auth-Token": token or self.token()},
@@ -495,7 +495,7 @@ class OctaviaCloud(NeutronCloud):
     ``tests.conftest.Server``'s); :meth:`sweep` deletes the module's load balancers
     (cascade, once the provider stand-in has settled them) before the network objects."""
 
-    def __init__(self, cloud, octavia) -> None:  # noqa: ANN001
+    def __init__(self, cloud, octavia) -> None:
         super().__init__(cloud)   # after ``octavia``: the admin's catalog lists it
         self.load_balancer_url = octavia.url
 

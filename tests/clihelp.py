@@ -14,7 +14,7 @@ from conftest import ADMIN_PASSWORD
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def cli(server, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:  # noqa: ANN001
+def cli(server, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     env = {**os.environ, "OS_AUTH_URL": server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
            "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
            "OS_IDENTITY_API_VERSION": "3", "COLUMNS": "200"}

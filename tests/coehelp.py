@@ -8,7 +8,7 @@ import httpx
 from conftest import unique
 
 
-def ci_client(server, token: str, version: str | None = None) -> httpx.Client:  # noqa: ANN001
+def ci_client(server, token: str, version: str | None = None) -> httpx.Client:
     headers = {"X-Auth-Token": token}
     if version:
         headers["OpenStack-API-Version"] = f"container-infra {version}"
@@ -17,7 +17,7 @@ def ci_client(server, token: str, version: str | None = None) -> httpx.Client:  
     return client
 
 
-def new_member(server) -> httpx.Client:  # noqa: ANN001
+def new_member(server) -> httpx.Client:
     """A client for a member of a fresh project."""
     user, password, project = server.make_user()
     return ci_client(server, server.token(user, password, project))
@@ -41,14 +41,14 @@ def magnum_error(r: httpx.Response, status: int, detail: str | None = None, *, c
     return err["detail"]
 
 
-def make_template(client: httpx.Client, **body) -> dict:  # noqa: ANN003
+def make_template(client: httpx.Client, **body) -> dict:
     body.setdefault("coe", "kubernetes")
     r = client.post("/clustertemplates", json=body)
     assert r.status_code == 201, r.text
     return r.json()
 
 
-def report_status(server, cluster_id: str, status: str) -> None:  # noqa: ANN001
+def report_status(server, cluster_id: str, status: str) -> None:
     """Play the conductor's part: settle a cluster's status (admin-only status API)."""
     r = httpx.put(f"{server.url}/netbay/v1/status", json={"clusters": {cluster_id: status}},
                   headers={"X-Auth-Token": server.token()}, timeout=30)
@@ -82,7 +82,7 @@ def delete_cluster(ci: httpx.Client, cid: str, timeout: float) -> None:
     assert wait_status(ci, cid, ("GONE", "DELETE_FAILED"), timeout)["status"] == "GONE"
 
 
-def make_keypair(server, token: str, name: str) -> dict:  # noqa: ANN001
+def make_keypair(server, token: str, name: str) -> dict:
     """A keypair (netbay makes the key) for the token's user, for templates to name."""
     r = httpx.post(f"{server.url}/compute/v2.1/os-keypairs", json={"keypair": {"name": name}},
                    headers={"X-Auth-Token": token, "OpenStack-API-Version": "compute 2.2"}, timeout=30)

@@ -136,7 +136,7 @@ def postgres() -> Iterator[Postgres]:
         [*as_pg, str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(root),
          "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
          "-c", "full_page_writes=off", "-c", "max_connections=300"],
-        stdout=subprocess.DEVNULL, stderr=open(root / "log", "w"),
+        stdout=subprocess.DEVNULL, stderr=open(root / "log", "w"),  # noqa: SIM115 - the child process writes it while it runs
     )
     try:
         _wait_port(port, 30, proc)
@@ -210,7 +210,7 @@ class Server:
                 "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default",
                 "OS_PROJECT_DOMAIN_NAME": "Default", "OS_IDENTITY_API_VERSION": "3"}
 
-    def netbay(self, *args: str, env: dict | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+    def netbay(self, *args: str, env: dict | None = None, input: str | None = None) -> subprocess.CompletedProcess:  # noqa: A002 - as subprocess.run
         """Run the netbay CLI against this server's database."""
         full_env = {**os.environ, "NETBAY_DATA_DIR": str(self.data_dir),
                     "NETBAY_DATABASE_URL": self.database_url, **(env or {})}
@@ -230,7 +230,7 @@ class Server:
         assert r.returncode == 0, r.stdout + r.stderr
         return user, password, project
 
-    def connect(self, user: str = "admin", password: str = ADMIN_PASSWORD, project: str = "admin"):  # noqa: ANN201
+    def connect(self, user: str = "admin", password: str = ADMIN_PASSWORD, project: str = "admin"):
         import openstack
 
         conn = openstack.connect(
@@ -263,7 +263,7 @@ def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: t
     # API tests never touch the kernel: `up` runs no dataplane agent here (tests that
     # want one start it themselves, with their own namespace prefix).
     no_agent = ("--no-agent",) if up else ()
-    log = open(data_dir / "server.log", "w")
+    log = open(data_dir / "server.log", "w")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "netbay.cli.main", command, "--port", str(port), "--data-dir", str(data_dir),
          "--database-url", database_url, *no_agent, *extra],
@@ -271,9 +271,9 @@ def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: t
     )
     try:
         _wait_port(port, 60, proc)
-    except Exception:
+    except Exception as exc:
         proc.kill()
-        raise RuntimeError((data_dir / "server.log").read_text())
+        raise RuntimeError((data_dir / "server.log").read_text()) from exc
     return Server(f"http://127.0.0.1:{port}", port, data_dir, database_url, proc)
 
 
@@ -281,7 +281,7 @@ def stop_server(server: Server) -> None:
     for client in server._clients:
         try:
             client.close()
-        except Exception:
+        except Exception:  # noqa: BLE001
             pass
     server.proc.terminate()
     try:
@@ -343,20 +343,20 @@ def raw(server: Server) -> httpx.Client:
 
 
 @pytest.fixture(scope="module")
-def admin(server: Server):  # noqa: ANN201
+def admin(server: Server):
     """An openstacksdk connection as the bootstrap admin."""
     return server.connect()
 
 
 @pytest.fixture(scope="module")
-def member(server: Server):  # noqa: ANN201
+def member(server: Server):
     """An openstacksdk connection as a member of a fresh project."""
     user, password, project = server.make_user()
     return server.connect(user, password, project)
 
 
 @pytest.fixture(scope="module")
-def member_http(server: Server, member) -> httpx.Client:  # noqa: ANN001
+def member_http(server: Server, member) -> httpx.Client:
     """Raw HTTP to the network API as the ``member`` connection's user."""
     return server.http(member.auth_token)
 

@@ -275,7 +275,7 @@ class StandinApiServer:
                     break
                 try:
                     item = await asyncio.wait_for(watch.queue.get(), left)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break
                 if item is None:
                     break

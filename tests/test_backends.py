@@ -31,7 +31,7 @@ def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def _status(fn) -> tuple[int, str]:  # noqa: ANN001
+def _status(fn) -> tuple[int, str]:
     with pytest.raises(errors.NetbayError) as caught:
         fn()
     return caught.value.status, caught.value.kind

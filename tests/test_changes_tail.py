@@ -26,7 +26,7 @@ def _commit(store: Store, n: int, tag: str) -> None:
     with store.write() as s:
         for i in range(n):
             changelog.append(s, {"resource": "port", "resource_id": f"{tag}-{i}", "action": "update",
-                                 "project_id": "p", "at": datetime.datetime.now(datetime.timezone.utc),
+                                 "project_id": "p", "at": datetime.datetime.now(datetime.UTC),
                                  "data": {"name": tag, "fixed_ips": [{"ip_address": "10.0.0.5"}],
                                           "pair": ("a", 1), "n": i}})
 

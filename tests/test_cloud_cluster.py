@@ -58,20 +58,20 @@ def server(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 @pytest.fixture(scope="module")
-def admin(cloud: Cloud):  # noqa: ANN201
+def admin(cloud: Cloud):
     conn = cloud.connection()
     yield conn
     conn.close()
 
 
 @pytest.fixture(scope="module")
-def ci(server, admin) -> httpx.Client:  # noqa: ANN001
+def ci(server, admin) -> httpx.Client:
     """The Magnum API of netbay, called with a token of the cloud's Keystone."""
     return ci_client(server, admin.auth_token)
 
 
 def test_a_master_load_balancer_is_refused_by_name_without_octavia(
-        store: Store, admin, env: dict[str, str]) -> None:  # noqa: ANN001
+        store: Store, admin, env: dict[str, str]) -> None:
     """The executor on the cloud's Neutron with no load-balancer backend beside it, as the
     conductor builds it for a catalog without ``load-balancer`` (the session's cloud may
     have Octavia by now, so no catalog is asked here)."""
@@ -88,14 +88,14 @@ def test_a_master_load_balancer_is_refused_by_name_without_octavia(
 
 
 @pytest.fixture
-def lb_admin(octavia, cloud: Cloud):  # noqa: ANN001, ANN201
+def lb_admin(octavia, cloud: Cloud):
     """An admin connection made after Octavia joined the catalog (a connection reads it once)."""
     conn = cloud.connection()
     yield conn
     conn.close()
 
 
-def test_doctor_reports_the_clouds_octavia(octavia, env: dict[str, str]) -> None:  # noqa: ANN001
+def test_doctor_reports_the_clouds_octavia(octavia, env: dict[str, str]) -> None:
     r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", "--backend", "openstack"],
                        capture_output=True, text=True, timeout=180, env={**os.environ, **env})
     seen = json.loads(r.stdout)["network_backend"]
@@ -103,7 +103,7 @@ def test_doctor_reports_the_clouds_octavia(octavia, env: dict[str, str]) -> None
 
 
 def test_an_octavia_quota_midway_rolls_back_and_names_octavias_error(
-        ci: httpx.Client, lb_admin, env: dict[str, str]) -> None:  # noqa: ANN001
+        ci: httpx.Client, lb_admin, env: dict[str, str]) -> None:
     """A master load balancer and an etcd one, where Octavia allows the project one."""
     admin = lb_admin
     project = admin.current_project_id
@@ -153,7 +153,7 @@ def test_up_refuses_a_cloud_that_does_not_answer(cloud: Cloud, tmp_path: Path) -
 
 
 def test_a_restart_adopts_load_balancers_by_tag_and_the_sweep_takes_them(
-        store: Store, lb_admin, env: dict[str, str]) -> None:  # noqa: ANN001
+        store: Store, lb_admin, env: dict[str, str]) -> None:
     """The executor on the cloud's Neutron and Octavia: it stops dead right after Octavia
     made a load balancer and a listener but before their ids were written down; a new
     executor finds them by tag instead of making them twice. A delete stopped half-way
@@ -167,7 +167,7 @@ def test_a_restart_adopts_load_balancers_by_tag_and_the_sweep_takes_them(
     lost = {"api_lb", "etcd_listener"}
     before, lbs_before = cli_snapshot(env), lb_snapshot(admin)
 
-    def stack(**kw) -> Stack:  # noqa: ANN003
+    def stack(**kw) -> Stack:
         return Stack(store, None, cluster_id=c["uuid"], name=c["name"], project_id=admin.current_project_id,
                      net=OpenStackBackend(connection=admin), lb=open_lb_backend("openstack", connection=admin),
                      **kw)

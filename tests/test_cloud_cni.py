@@ -45,14 +45,14 @@ def port_ids(env: dict[str, str]) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def admin(cloud):  # noqa: ANN001, ANN201
+def admin(cloud):
     conn = cloud.connection()
     yield conn
     conn.close()
 
 
 @pytest.fixture(scope="module")
-def network(admin) -> Iterator[tuple]:  # noqa: ANN001
+def network(admin) -> Iterator[tuple]:
     """A pod network in the cloud, as an operator (or kuryr's controller) made it."""
     net = admin.network.create_network(name=f"{PREFIX}pods")
     sub = admin.network.create_subnet(network_id=net.id, cidr=CIDR, ip_version=4, is_dhcp_enabled=False,
@@ -91,7 +91,7 @@ def pod_ns() -> Iterator[str]:
     netns.delete(name)
 
 
-def pod_link(ns: str, ifname: str = "eth0"):  # noqa: ANN201
+def pod_link(ns: str, ifname: str = "eth0"):
     from netbay.runtime.inside import opened
 
     with opened(netns.path(ns)) as r:
@@ -100,7 +100,7 @@ def pod_link(ns: str, ifname: str = "eth0"):  # noqa: ANN201
 
 
 def test_add_makes_the_pods_port_in_the_cloud_check_passes_del_twice_leaves_nothing(
-        admin, network, daemon: Daemon, plugin: Path, pod_ns: str, cloud_env: dict[str, str]) -> None:  # noqa: ANN001
+        admin, network, daemon: Daemon, plugin: Path, pod_ns: str, cloud_env: dict[str, str]) -> None:
     net, sub = network
     before = port_ids(cloud_env)
     uid = str(uuid.uuid4())
@@ -138,7 +138,7 @@ def test_add_makes_the_pods_port_in_the_cloud_check_passes_del_twice_leaves_noth
 
 
 def test_a_port_the_controller_made_is_adopted_and_kept(
-        admin, network, daemon: Daemon, plugin: Path, pod_ns: str, cloud_env: dict[str, str]) -> None:  # noqa: ANN001
+        admin, network, daemon: Daemon, plugin: Path, pod_ns: str, cloud_env: dict[str, str]) -> None:
     """kuryr's controller makes the pod's port first (``device_id`` = the pod's UID):
     ADD plugs that port, bound to this host; DEL unbinds it and leaves it to its maker."""
     net, _sub = network
@@ -177,7 +177,7 @@ def test_a_network_the_cloud_lacks_is_a_config_error_and_status_says_so(
 
 
 def test_gc_removes_the_attachments_the_runtime_no_longer_knows(
-        admin, network, daemon: Daemon, plugin: Path, cloud_env: dict[str, str]) -> None:  # noqa: ANN001
+        admin, network, daemon: Daemon, plugin: Path, cloud_env: dict[str, str]) -> None:
     net, _sub = network
     before = port_ids(cloud_env)
     conf = netbay_conf(f"{PREFIX}gc", net.name, daemon.sock, version="1.1.0")

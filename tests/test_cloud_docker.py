@@ -133,7 +133,7 @@ def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             stop_server(server)
 
 
-def wait_for(check, what: str):  # noqa: ANN001, ANN201
+def wait_for(check, what: str):
     deadline = time.monotonic() + BOUND
     while time.monotonic() < deadline:
         found = check()
@@ -245,7 +245,7 @@ def test_containers_on_a_cluster_are_netbays_own_and_refused_by_name_on_a_cloud(
     assert driver.snapshot() == before
 
 
-def test_the_async_face_takes_tags_one_at_a_time_and_completes_a_creates_tags(clean_backend) -> None:  # noqa: ANN001
+def test_the_async_face_takes_tags_one_at_a_time_and_completes_a_creates_tags(clean_backend) -> None:
     """:class:`netbay.backends.aio.ThreadedBackend` over either backend: a create's tags are
     there even where the backend would not take them on POST (a cloud's networks), and one
     tag comes and goes without touching the others (another plugin's, on a shared network)."""
@@ -286,7 +286,7 @@ def daemon() -> Iterator:
     yield from dockerd.running()
 
 
-def test_docker_run_gets_the_backends_port_and_rm_leaves_nothing(driver: Driver, daemon) -> None:  # noqa: ANN001
+def test_docker_run_gets_the_backends_port_and_rm_leaves_nothing(driver: Driver, daemon) -> None:
     """A real dockerd: ``docker network create -d <driver> --ipam-driver <driver>``, ``docker
     run``: the container's eth0 has the MAC and address of the port the backend holds (owner
     and binding as the backend's convention says); ``rm`` and ``network rm`` leave the

@@ -113,14 +113,14 @@ def server(cloud_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="module")
-def admin(cloud: Cloud):  # noqa: ANN201
+def admin(cloud: Cloud):
     conn = cloud.connection()
     yield conn
     conn.close()
 
 
 @pytest.fixture(scope="module")
-def quotas(admin, cloud_env: dict[str, str]) -> Iterator[None]:  # noqa: ANN001
+def quotas(admin, cloud_env: dict[str, str]) -> Iterator[None]:
     """Room for the policies' groups, as kuryr asked of a project (Neutron's default is 10 groups)."""
     project = admin.current_project_id
     was = admin.network.get_quota(project)
@@ -131,7 +131,7 @@ def quotas(admin, cloud_env: dict[str, str]) -> Iterator[None]:  # noqa: ANN001
 
 
 @pytest.fixture(scope="module")
-def cluster(server, admin, quotas) -> Iterator[str]:  # noqa: ANN001
+def cluster(server, admin, quotas) -> Iterator[str]:
     """A kuryr cluster built in the cloud's Neutron (1 master, 1 minion; no load balancer)."""
     ci = ci_client(server, admin.auth_token)
     tpl = make_template(ci, name=unique("kuryr"), external_network_id="public", network_driver="kuryr",
@@ -152,7 +152,7 @@ def listed(env: dict[str, str], what: str, *extra: str) -> list[dict]:
     return json.loads(openstack(env, *what.split(), "list", "-f", "json", *extra))
 
 
-def netbay_k8s(server, env: dict[str, str], verb: str, *args: str) -> subprocess.CompletedProcess:  # noqa: ANN001
+def netbay_k8s(server, env: dict[str, str], verb: str, *args: str) -> subprocess.CompletedProcess:
     """``netbay k8s VERB`` as a user runs it against that cloud (its clouds.yaml, its token)."""
     run_env = {**os.environ, **env, "NETBAY_URL": server.url}
     return subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", verb, "--backend", "openstack",
@@ -160,14 +160,14 @@ def netbay_k8s(server, env: dict[str, str], verb: str, *args: str) -> subprocess
                           capture_output=True, text=True, timeout=300, env=run_env)
 
 
-def controller(server, admin, cid: str) -> Controller:  # noqa: ANN001
+def controller(server, admin, cid: str) -> Controller:
     """The same wiring ``netbay k8s --backend openstack`` makes, in-process."""
     return Controller(Api(server.url, lambda: admin.auth_token), Store(server.database_url), cid, Names("nbt-"),
                       net=OpenStackBackend(connection=admin), lbs=None, pods=BoundPorts())
 
 
 def test_manifests_become_the_clouds_ports_and_groups_and_leave_nothing(
-        server, admin, cluster: str, cloud_env: dict[str, str], tmp_path: Path) -> None:  # noqa: ANN001
+        server, admin, cluster: str, cloud_env: dict[str, str], tmp_path: Path) -> None:
     before = cli_snapshot(cloud_env)
     try:
         check_manifests(server, admin, cluster, cloud_env, tmp_path, before)
@@ -183,7 +183,7 @@ def test_manifests_become_the_clouds_ports_and_groups_and_leave_nothing(
     assert after == before, left
 
 
-def check_manifests(server, admin, cluster: str, cloud_env: dict[str, str], tmp_path: Path,  # noqa: ANN001
+def check_manifests(server, admin, cluster: str, cloud_env: dict[str, str], tmp_path: Path,
                     before: dict[str, set[str]]) -> None:
     manifest = tmp_path / "app.yaml"
     manifest.write_text(APP)
@@ -193,7 +193,7 @@ def check_manifests(server, admin, cluster: str, cloud_env: dict[str, str], tmp_
 
     # Pods: ports named ns/pod, kuryr's owner, bound to a node of the cluster, an address of their subnet.
     ports = {p["Name"]: p for p in listed(cloud_env, "port", "--long")}
-    assert PODS <= set(ports), sorted(ports)
+    assert set(ports) >= PODS, sorted(ports)
     networks = {n["Name"]: n for n in listed(cloud_env, "network")}
     assert {"ns/shop", "ns/other"} <= set(networks)
     subnets = {s["Network"]: s for s in listed(cloud_env, "subnet")}
@@ -260,7 +260,7 @@ class Crash(BaseException):
 
 
 def test_a_controller_killed_midway_is_resumed_by_tag_and_delete_leaves_nothing(
-        server, admin, cluster: str, cloud_env: dict[str, str]) -> None:  # noqa: ANN001
+        server, admin, cluster: str, cloud_env: dict[str, str]) -> None:
     """The controller dies right after the cloud made the second pod's port (its reply
     lost): a new one (nothing in memory) adopts the ports, networks and subnets by
     their tags and names, makes only what is missing, and its delete leaves the cloud
@@ -271,7 +271,7 @@ def test_a_controller_killed_midway_is_resumed_by_tag_and_delete_leaves_nothing(
     made = {"port": 0}
     real = first.net.create
 
-    def create(member: str, body):  # noqa: ANN001, ANN202
+    def create(member: str, body):
         obj = real(member, body)
         if member == "port":
             made["port"] += 1
@@ -348,21 +348,21 @@ SETTLE_TIMEOUT = 120   # seconds for the provider stand-in to report a change do
 
 
 @pytest.fixture
-def lb_admin(octavia, cloud: Cloud):  # noqa: ANN001, ANN201
+def lb_admin(octavia, cloud: Cloud):
     """An admin connection made after Octavia joined the catalog (a connection reads it once)."""
     conn = cloud.connection()
     yield conn
     conn.close()
 
 
-def lb_controller(server, conn, cid: str) -> Controller:  # noqa: ANN001
+def lb_controller(server, conn, cid: str) -> Controller:
     """The wiring ``netbay k8s --backend openstack`` makes on a cloud with Octavia, in-process."""
     return Controller(Api(server.url, lambda: conn.auth_token), Store(server.database_url), cid, Names("nbt-"),
                       net=OpenStackBackend(connection=conn), lbs=open_lb_backend("openstack", connection=conn),
                       lb_provider=None, pods=BoundPorts())
 
 
-def cluster_ips(server, conn, cid: str) -> list[str]:  # noqa: ANN001
+def cluster_ips(server, conn, cid: str) -> list[str]:
     """Addresses of the cluster's service subnet, as the API server would pick cluster IPs."""
     from netbay.k8s.cluster import find
 
@@ -384,7 +384,7 @@ def lb_cli_snapshot(env: dict[str, str]) -> dict[str, set[str]]:
     return {what or "loadbalancer": {row["id"] for row in lb_listed(env, what)} for what in ("", "listener", "pool")}
 
 
-def quiet(conn, name: str) -> dict:  # noqa: ANN001
+def quiet(conn, name: str) -> dict:
     """The load balancer ``name`` once it and its members have settled (the stand-in has
     reported the last change): bounded."""
     lbs = open_lb_backend("openstack", connection=conn)
@@ -401,14 +401,14 @@ def quiet(conn, name: str) -> dict:  # noqa: ANN001
         time.sleep(0.2)
 
 
-def wait_until(check, what: str) -> None:  # noqa: ANN001
+def wait_until(check, what: str) -> None:
     deadline = time.monotonic() + SETTLE_TIMEOUT
     while not check():
         assert time.monotonic() < deadline, f"{what}: not within {SETTLE_TIMEOUT} s"
         time.sleep(0.5)
 
 
-def pod_addresses(conn, *names: str) -> set[str]:  # noqa: ANN001
+def pod_addresses(conn, *names: str) -> set[str]:
     """The pods' port addresses in Neutron."""
     ports = {p.name: p for p in conn.network.ports(device_owner="compute:kuryr")}
     return {ports[n].fixed_ips[0]["ip_address"] for n in names}
@@ -427,7 +427,7 @@ def octavia_view(env: dict[str, str], lb_id: str) -> dict[int, set[tuple[str, in
 
 
 def test_services_become_load_balancers_in_the_clouds_octavia_and_follow_their_pods(
-        octavia, server, lb_admin, cluster: str, cloud_env: dict[str, str], tmp_path: Path) -> None:  # noqa: ANN001
+        octavia, server, lb_admin, cluster: str, cloud_env: dict[str, str], tmp_path: Path) -> None:
     """``netbay k8s apply --backend openstack`` on a cloud whose catalog lists Octavia: a
     ClusterIP Service becomes a load balancer there as kuryr-kubernetes made it — VIP on the
     cluster's service subnet at the Service's cluster IP, a listener and pool per port, the
@@ -452,7 +452,7 @@ def test_services_become_load_balancers_in_the_clouds_octavia_and_follow_their_p
     assert cli_snapshot(cloud_env) == before
 
 
-def check_services(server, conn, cluster: str, env: dict[str, str], tmp_path: Path,  # noqa: ANN001
+def check_services(server, conn, cluster: str, env: dict[str, str], tmp_path: Path,
                    before: dict[str, set[str]]) -> None:
     cluster_ip = cluster_ips(server, conn, cluster)[0]
     manifest = tmp_path / "served.yaml"
@@ -514,7 +514,7 @@ def check_services(server, conn, cluster: str, env: dict[str, str], tmp_path: Pa
 
 
 def test_a_controller_killed_midway_leaves_no_duplicate_or_orphan_load_balancer(
-        octavia, server, lb_admin, cluster: str, cloud_env: dict[str, str]) -> None:  # noqa: ANN001
+        octavia, server, lb_admin, cluster: str, cloud_env: dict[str, str]) -> None:
     """The controller dies right after the cloud's Octavia made the first Service's load
     balancer (its reply lost): a new one finds it by its tags and name, adopts it and makes
     only the second. Then one dies just before deleting the load balancer of a Service that
@@ -535,7 +535,7 @@ def test_a_controller_killed_midway_leaves_no_duplicate_or_orphan_load_balancer(
     first = lb_controller(server, lb_admin, cluster)
     real_create = first.lbs.create
 
-    def create(kind: str, body, **kw):  # noqa: ANN001, ANN003, ANN202
+    def create(kind: str, body, **kw):
         obj = real_create(kind, body, **kw)
         if kind == "loadbalancer":
             raise Crash()
@@ -563,7 +563,7 @@ def test_a_controller_killed_midway_leaves_no_duplicate_or_orphan_load_balancer(
     third = lb_controller(server, lb_admin, cluster)
     real_delete = third.lbs.delete
 
-    def delete(kind: str, obj_id: str, **kw):  # noqa: ANN003, ANN202
+    def delete(kind: str, obj_id: str, **kw):
         if kind == "loadbalancer":
             raise Crash()
         return real_delete(kind, obj_id, **kw)
@@ -591,7 +591,7 @@ def test_a_controller_killed_midway_leaves_no_duplicate_or_orphan_load_balancer(
 # -- the backend capabilities the mapping uses, on both backends ------------------------------
 
 
-def test_bulk_create_is_all_or_nothing(clean_backend) -> None:  # noqa: ANN001
+def test_bulk_create_is_all_or_nothing(clean_backend) -> None:
     net = clean_backend
     network = net.create("network", {"name": unique("bulk")})
     try:
@@ -610,7 +610,7 @@ def test_bulk_create_is_all_or_nothing(clean_backend) -> None:  # noqa: ANN001
         net.delete("network", network["id"])
 
 
-def test_a_refused_batch_changes_nothing(clean_backend) -> None:  # noqa: ANN001
+def test_a_refused_batch_changes_nothing(clean_backend) -> None:
     """The policy engine's batch on a backend without one: in order, undone on a refusal."""
     net = clean_backend
     group = net.create("security_group", {"name": unique("np")})
@@ -644,7 +644,7 @@ def test_a_refused_batch_changes_nothing(clean_backend) -> None:  # noqa: ANN001
 
 
 @contextmanager
-def _two_pods(net, cidr: str) -> Iterator[tuple[dict, str, object]]:  # noqa: ANN001
+def _two_pods(net, cidr: str) -> Iterator[tuple[dict, str, object]]:
     """Ports x/a and x/b on a network of their own (gone afterwards), a policy tag, and
     the NetworkPolicy "x/a-from-b": a isolated, reachable from b only."""
     from lightkube import codecs
@@ -665,14 +665,14 @@ def _two_pods(net, cidr: str) -> Iterator[tuple[dict, str, object]]:  # noqa: AN
         net.delete("network", network["id"])
 
 
-def _cluster(ports: dict, *policies):  # noqa: ANN002, ANN202
+def _cluster(ports: dict, *policies):
     from netbay.k8s.policy import Cluster, Namespace, Pod
 
     return Cluster.of([Namespace("x", {})], [Pod("x", n, p["id"], p["fixed_ips"][0]["ip_address"], {"pod": n}, ())
                                              for n, p in ports.items()], policies, [], nodes=[])
 
 
-def test_the_policy_engine_makes_and_removes_the_same_groups_on_both_backends(clean_backend) -> None:  # noqa: ANN001
+def test_the_policy_engine_makes_and_removes_the_same_groups_on_both_backends(clean_backend) -> None:
     """NetworkPolicy → groups, rules and memberships through the seam: a deny-all-but-
     from-``b`` policy isolates ``a``'s port in a policy group, ``b`` joins the peer group
     with the rule pointing at it; a new engine (a restart) adopts them by tag, and the
@@ -701,7 +701,7 @@ def test_the_policy_engine_makes_and_removes_the_same_groups_on_both_backends(cl
         assert net.list("security_group", tags=tag) == []
 
 
-def test_a_deleted_policys_groups_go_after_its_ports_left_them(clean_backend) -> None:  # noqa: ANN001
+def test_a_deleted_policys_groups_go_after_its_ports_left_them(clean_backend) -> None:
     """A policy delete is its port moves alone: the pod is back in the open group when the
     call returns, while its policy and peer groups (no port in them, so they allow
     nothing) are deleted a moment later, off the change's path. A policy back before

@@ -44,7 +44,7 @@ TEMPLATE = {"coe": "kubernetes", "network_driver": "flannel", "external_network_
 
 
 @pytest.fixture(scope="module")
-def admin(nova: NovaStandin, cloud: Cloud):  # noqa: ANN201
+def admin(nova: NovaStandin, cloud: Cloud):
     """An admin connection made after the stand-in joined the catalog (a connection reads it once)."""
     conn = cloud.connection()
     yield conn
@@ -53,7 +53,7 @@ def admin(nova: NovaStandin, cloud: Cloud):  # noqa: ANN201
 
 @pytest.fixture(scope="module")
 def ci(nova: NovaStandin, cloud_env: dict[str, str], admin, tmp_path_factory: pytest.TempPathFactory
-       ) -> Iterator[httpx.Client]:  # noqa: ANN001
+       ) -> Iterator[httpx.Client]:
     """netbay's Magnum API (``netbay up --backend openstack``), with a token of the cloud's Keystone."""
     with netbay_on_cloud(cloud_env, tmp_path_factory.mktemp("netbay")) as srv:
         yield ci_client(srv, admin.auth_token)
@@ -68,13 +68,13 @@ def _servers_of(nova: NovaStandin, cid: str) -> list[dict]:
     return [s for s in list(nova.servers.values()) if s["metadata"].get("netbay-cluster") == cid]
 
 
-def _create(ci: httpx.Client, node_count: int, **extra) -> str:  # noqa: ANN003
+def _create(ci: httpx.Client, node_count: int, **extra) -> str:
     tpl = make_template(ci, **{**TEMPLATE, "name": unique("nova"), **extra})
     return create_cluster(ci, tpl["uuid"], node_count)
 
 
 def test_nodes_are_servers_booted_on_their_ports_and_deleted_with_the_cluster(
-        ci: httpx.Client, nova: NovaStandin, admin, cloud_env: dict[str, str]) -> None:  # noqa: ANN001
+        ci: httpx.Client, nova: NovaStandin, admin, cloud_env: dict[str, str]) -> None:
     neutron = OpenStackBackend(connection=admin)
     before, cli_ports = snapshot(neutron), _cli_ports(cloud_env)
     cid = _create(ci, node_count=2, floating_ip_enabled=True)
@@ -104,7 +104,7 @@ def test_nodes_are_servers_booted_on_their_ports_and_deleted_with_the_cluster(
 
 
 def test_a_boot_that_goes_to_error_fails_the_create_with_novas_fault_and_rolls_back(
-        ci: httpx.Client, nova: NovaStandin, admin) -> None:  # noqa: ANN001
+        ci: httpx.Client, nova: NovaStandin, admin) -> None:
     neutron = OpenStackBackend(connection=admin)
     before = snapshot(neutron)
     nova.fail_next("No valid host was found. There are not enough hosts available.")
@@ -120,7 +120,7 @@ def test_a_boot_that_goes_to_error_fails_the_create_with_novas_fault_and_rolls_b
 
 
 def test_a_restart_adopts_a_server_by_its_metadata_and_the_sweep_deletes_it(
-        store: Store, nova: NovaStandin, admin) -> None:  # noqa: ANN001
+        store: Store, nova: NovaStandin, admin) -> None:
     """The executor stops dead right after Nova accepted a server, before its id was
     written down: the next one finds it by the marks in its metadata instead of booting
     it twice. A delete whose rows forgot the servers finds them by those marks too (in
@@ -129,7 +129,7 @@ def test_a_restart_adopts_a_server_by_its_metadata_and_the_sweep_deletes_it(
     c = {"name": unique("c"), "uuid": str(uuid.uuid4()), "master_count": 1, "node_count": 1}
     before = snapshot(OpenStackBackend(connection=admin))
 
-    def stack(**kw) -> Stack:  # noqa: ANN003
+    def stack(**kw) -> Stack:
         return Stack(store, None, cluster_id=c["uuid"], name=c["name"], project_id=admin.current_project_id,
                      net=OpenStackBackend(connection=admin), servers=CloudServers(connection=admin), **kw)
 

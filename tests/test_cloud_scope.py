@@ -61,7 +61,7 @@ def admin(cloud: Cloud) -> Iterator:
 
 
 @pytest.fixture(scope="module")
-def projects(cloud: Cloud, admin) -> Iterator[tuple[Project, Project]]:  # noqa: ANN001
+def projects(cloud: Cloud, admin) -> Iterator[tuple[Project, Project]]:
     """Two fresh projects in the cloud's Keystone, each with a user holding ``member`` on it."""
     ident = admin.identity
     member = ident.find_role("member")
@@ -87,7 +87,7 @@ def projects(cloud: Cloud, admin) -> Iterator[tuple[Project, Project]]:  # noqa:
 
 
 @pytest.fixture(scope="module")
-def seam(admin):  # noqa: ANN001, ANN201
+def seam(admin):
     """The ``openstack`` backend on the clouds.yaml credentials (the cloud's admin)."""
     return OpenStackBackend(connection=admin)
 
@@ -105,7 +105,7 @@ def real_ids(project: Project, member: str) -> set[str]:
 
 
 def test_the_seam_makes_in_its_project_lists_as_its_member_and_hides_it_from_another(
-        seam, projects, admin, cloud_env: dict[str, str]) -> None:  # noqa: ANN001
+        seam, projects, admin, cloud_env: dict[str, str]) -> None:
     a_project, b_project = projects
     a, b = seam.for_project(a_project.id), seam.for_project(b_project.id)
     public = admin.network.find_network(PUBLIC).id
@@ -170,7 +170,7 @@ def test_the_seam_makes_in_its_project_lists_as_its_member_and_hides_it_from_ano
         {g["id"] for g in a.list("security_group")}
 
 
-def _undo(a, made: dict[str, dict]) -> None:  # noqa: ANN001
+def _undo(a, made: dict[str, dict]) -> None:
     for member in ("floatingip", "router", "port", "security_group", "network"):
         if member not in made:
             continue
@@ -191,7 +191,7 @@ def server(cloud_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) 
         yield srv
 
 
-def _build(ci, template: dict) -> str:  # noqa: ANN001
+def _build(ci, template: dict) -> str:
     r = ci.post("/clusters", json={"name": unique("c"), "cluster_template_id": template["uuid"], "node_count": 1})
     assert r.status_code == 202, r.text
     cluster = wait_status(ci, r.json()["uuid"], ("CREATE_COMPLETE", "CREATE_FAILED"), BUILD_TIMEOUT)
@@ -199,14 +199,14 @@ def _build(ci, template: dict) -> str:  # noqa: ANN001
     return cluster["uuid"]
 
 
-def _delete(ci, cid: str, template: dict) -> None:  # noqa: ANN001
+def _delete(ci, cid: str, template: dict) -> None:
     assert ci.delete(f"/clusters/{cid}").status_code == 204
     assert wait_status(ci, cid, ("GONE", "DELETE_FAILED"), BUILD_TIMEOUT)["status"] == "GONE"
     assert ci.delete(f"/clustertemplates/{template['uuid']}").status_code == 204
 
 
 def test_a_cluster_asked_for_by_project_a_is_built_in_project_a(
-        server, projects, admin, cloud_env: dict[str, str]) -> None:  # noqa: ANN001
+        server, projects, admin, cloud_env: dict[str, str]) -> None:
     a_project, b_project = projects
     net = admin.network
     before_a = {m: cli_ids(cloud_env, m, a_project.id) for m in CLI}
@@ -243,7 +243,7 @@ def test_a_cluster_asked_for_by_project_a_is_built_in_project_a(
 
 
 def test_the_conductor_looks_names_up_as_the_clusters_project_sees_them(
-        server, projects, admin) -> None:  # noqa: ANN001
+        server, projects, admin) -> None:
     """Network names collide across projects: A's template names its own network and subnet
     ``N``, B has a network and subnet ``N`` too (and one only B has). A's template cannot
     name B's; A's cluster is built on A's ``N`` — looked up as A sees the cloud, where the
@@ -273,7 +273,7 @@ def test_the_conductor_looks_names_up_as_the_clusters_project_sees_them(
 
 
 def test_a_container_of_project_a_has_its_port_in_a_and_b_cannot_use_as_network(
-        server, projects, admin, cloud: Cloud) -> None:  # noqa: ANN001
+        server, projects, admin, cloud: Cloud) -> None:
     """Zun's API with each member's own token: A's container port and ``zun-<uuid>`` group
     are made in A; B naming A's network is told it is not found, as Zun says it."""
     from zunclient import exceptions as zun_errors
@@ -303,7 +303,7 @@ def test_a_container_of_project_a_has_its_port_in_a_and_b_cannot_use_as_network(
 
 
 def test_the_load_balancer_seam_makes_in_its_project_and_refuses_another(
-        octavia, cloud: Cloud, seam, projects) -> None:  # noqa: ANN001
+        octavia, cloud: Cloud, seam, projects) -> None:
     """Octavia's side of the seam: A's load balancer (on A's subnet) is A's; B is refused it
     with Octavia's 403, lists none of it, and cannot put a listener under it."""
     from netbay.backends.lbcloud import CloudLoadBalancers

@@ -44,7 +44,7 @@ class Side:
         return json.loads(openstack(self.env, "token", "issue", "-f", "json"))["project_id"]
 
 
-def _zunclient(server, auth: dict[str, str]):  # noqa: ANN001, ANN202
+def _zunclient(server, auth: dict[str, str]):
     from keystoneauth1 import session
     from keystoneauth1.identity import v3
     from zunclient import client
@@ -96,7 +96,7 @@ def net(side: Side) -> Iterator[tuple[dict, dict]]:
     side.seam.delete("network", network["id"])
 
 
-def _settled(zc, uuid: str) -> dict:  # noqa: ANN001
+def _settled(zc, uuid: str) -> dict:
     """The container once it left ``Creating`` (no Docker here: ``Error``, its ports kept)."""
     deadline = time.monotonic() + SETTLE
     while time.monotonic() < deadline:
@@ -107,7 +107,7 @@ def _settled(zc, uuid: str) -> dict:  # noqa: ANN001
     raise TimeoutError(f"container {uuid} still Creating")
 
 
-def test_a_containers_port_is_zuns_in_the_backend_and_goes_with_it(side: Side, net) -> None:  # noqa: ANN001
+def test_a_containers_port_is_zuns_in_the_backend_and_goes_with_it(side: Side, net) -> None:
     network, subnet = net
     before = cli_snapshot(side.env)
     made = side.zun.containers.create(name=unique("zc"), image="busybox", nets=[{"network": network["id"]}],
@@ -131,7 +131,7 @@ def test_a_containers_port_is_zuns_in_the_backend_and_goes_with_it(side: Side, n
     assert cli_snapshot(side.env) == before
 
 
-def test_a_users_port_is_bound_then_given_back(side: Side, net) -> None:  # noqa: ANN001
+def test_a_users_port_is_bound_then_given_back(side: Side, net) -> None:
     network, subnet = net
     own = side.seam.create("port", {"network_id": network["id"], "name": unique("own")})
     try:
@@ -148,7 +148,7 @@ def test_a_users_port_is_bound_then_given_back(side: Side, net) -> None:  # noqa
         side.seam.delete("port", own["id"])
 
 
-def test_a_port_quota_refusal_names_the_backends_error_and_leaves_nothing(side: Side, net) -> None:  # noqa: ANN001
+def test_a_port_quota_refusal_names_the_backends_error_and_leaves_nothing(side: Side, net) -> None:
     """Two networks need two ports; the quota leaves room for one: the first port made is
     deleted again and no container is left."""
     from zunclient.common.apiclient.exceptions import HttpError

@@ -49,11 +49,11 @@ def _pairs(api: ClusterApi, port_id: str) -> list[str]:
     return [pair["ip_address"] for pair in shown]
 
 
-def _template(api: ClusterApi, **extra) -> dict:  # noqa: ANN003
+def _template(api: ClusterApi, **extra) -> dict:
     return make_template(api.ci, **{**TEMPLATE, "name": unique("k8s"), **extra})
 
 
-def _create(api: ClusterApi, template: dict, node_count: int, **extra) -> str:  # noqa: ANN003
+def _create(api: ClusterApi, template: dict, node_count: int, **extra) -> str:
     r = api.ci.post("/clusters", json={"name": unique("c"), "cluster_template_id": template["uuid"],
                                        "node_count": node_count, **extra})
     assert r.status_code == 202, r.text
@@ -253,7 +253,7 @@ def test_a_subnet_the_backend_refuses_fails_the_create_with_its_reason_and_leave
 
 
 @pytest.fixture
-def octavia_conn(cluster_api: ClusterApi, request: pytest.FixtureRequest):  # noqa: ANN201
+def octavia_conn(cluster_api: ClusterApi, request: pytest.FixtureRequest):
     """An admin connection with the backend's Octavia in its catalog, whose load balancers settle."""
     if cluster_api.kind == "openstack":
         request.getfixturevalue("octavia")
@@ -269,7 +269,7 @@ def octavia_conn(cluster_api: ClusterApi, request: pytest.FixtureRequest):  # no
 
 
 def test_a_master_load_balancer_is_made_in_the_backends_octavia_and_deleted_without_trace(
-        cluster_api: ClusterApi, octavia_conn) -> None:  # noqa: ANN001
+        cluster_api: ClusterApi, octavia_conn) -> None:
     """No floating IPs: one on the API load balancer needs its VIP port in Neutron, which a
     real provider makes and the cloud's noop provider does not (it invents its id)."""
     api, conn = cluster_api, octavia_conn
@@ -309,7 +309,7 @@ def test_a_restart_adopts_by_tag_and_a_crashed_delete_is_finished(store: Store, 
                       "OS::Neutron::FloatingIP")}
     before = api.snapshot()
 
-    def stack(**kw) -> Stack:  # noqa: ANN003
+    def stack(**kw) -> Stack:
         return Stack(store, api.api, cluster_id=c["uuid"], name=c["name"], project_id=api.project_id,
                      net=api.seam, **kw)
 

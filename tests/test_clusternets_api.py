@@ -25,7 +25,7 @@ def _cluster(ci: httpx.Client) -> dict:
     raise AssertionError("cluster not built")
 
 
-def test_show_and_scope(server) -> None:  # noqa: ANN001
+def test_show_and_scope(server) -> None:
     admin = ci_client(server, server.token())
     cluster = _cluster(admin)
     nb = httpx.Client(base_url=f"{server.url}/netbay/v1", headers={"X-Auth-Token": server.token()}, timeout=30)

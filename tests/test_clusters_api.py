@@ -39,7 +39,7 @@ def template(ci_admin) -> dict:
                          labels={"flannel_backend": "host-gw", "kube_tag": "v1"})
 
 
-def _create(client: httpx.Client, **body) -> str:  # noqa: ANN003
+def _create(client: httpx.Client, **body) -> str:
     r = client.post("/clusters", json=body)
     assert r.status_code == 202, r.text
     assert set(r.json()) == {"uuid"}

@@ -46,14 +46,14 @@ def snapshot(raw: httpx.Client) -> dict[str, set[str]]:
 
 
 
-def create(ci: httpx.Client, template: dict, **body) -> str:  # noqa: ANN003
+def create(ci: httpx.Client, template: dict, **body) -> str:
     body = {"name": unique("c"), "cluster_template_id": template["uuid"], "node_count": 2, **body}
     r = ci.post("/clusters", json=body)
     assert r.status_code == 202, r.text
     return r.json()["uuid"]
 
 
-def test_a_restart_in_the_middle_of_a_create_resumes(tmp_path: Path, database_url: str, server) -> None:  # noqa: ANN001
+def test_a_restart_in_the_middle_of_a_create_resumes(tmp_path: Path, database_url: str, server) -> None:
     """SIGKILL the server while it builds; a new server finishes the cluster, no duplicates."""
     if not database_url.startswith("sqlite"):
         pytest.skip("one restart scenario is enough; the store's semantics are covered on both")

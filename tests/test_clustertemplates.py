@@ -300,7 +300,7 @@ def test_lookup_by_name_and_ambiguous_names(ci_admin):
 # --- JSON patch ------------------------------------------------------------------------------------------
 
 
-def _patch(client, ident, *ops):  # noqa: ANN001, ANN202
+def _patch(client, ident, *ops):
     return client.patch(f"/clustertemplates/{ident}", json=list(ops))
 
 
@@ -540,7 +540,7 @@ def test_auth_and_routing_errors_are_in_magnums_format(server, ci_admin):
 # --- CLI -------------------------------------------------------------------------------------------------------
 
 
-def _cli(server, *args: str) -> subprocess.CompletedProcess:  # noqa: ANN001
+def _cli(server, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OS_AUTH_URL": server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
            "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
            "OS_IDENTITY_API_VERSION": "3", "COLUMNS": "200"}

@@ -19,7 +19,7 @@ FULL = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "abc", "CNI_NETNS": "/run/netns
         "CNI_PATH": "/opt/cni/bin"}
 
 
-def code_of(fn, *args) -> tuple[int, str, str]:  # noqa: ANN001
+def code_of(fn, *args) -> tuple[int, str, str]:
     with pytest.raises(CniError) as info:
         fn(*args)
     return info.value.code, info.value.msg, info.value.details
@@ -72,7 +72,7 @@ def test_result_per_version() -> None:
     assert new["interfaces"][0]["mtu"] == 1450 and "gateway" not in new["ips"][0] and new["dns"] == {}
 
 
-def test_client_alone(tmp_path) -> None:  # noqa: ANN001
+def test_client_alone(tmp_path) -> None:
     """No daemon: VERSION and the caller's own mistakes are answered; the rest is 11 (50 for STATUS)."""
     assert client.run({}, lambda: b"")[0] == 0 and "netbay-cni" in client.run({}, lambda: b"")[2]
     rc, out, _ = client.run({"CNI_COMMAND": "VERSION"}, lambda: b"")

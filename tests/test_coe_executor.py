@@ -38,7 +38,7 @@ EXPECTED = {"networks": 1, "subnets": 1, "routers": 1, "security_groups": 3, "fl
 
 
 @pytest.fixture(scope="module")
-def lb_settler(server, raw: httpx.Client) -> Iterator[None]:  # noqa: ANN001
+def lb_settler(server, raw: httpx.Client) -> Iterator[None]:
     """A stand-in for the dataplane's load-balancer realizer: settles PENDING_* to ACTIVE."""
     stop = threading.Event()
 
@@ -61,14 +61,14 @@ def lb_settler(server, raw: httpx.Client) -> Iterator[None]:  # noqa: ANN001
 
 
 @pytest.fixture(scope="module")
-def store(server) -> Iterator[Store]:  # noqa: ANN001
+def store(server) -> Iterator[Store]:
     s = Store(server.database_url)
     yield s
     s.dispose()
 
 
 @pytest.fixture(scope="module")
-def api(server) -> Iterator[Api]:  # noqa: ANN001
+def api(server) -> Iterator[Api]:
     a = Api(server.url, server.token)
     yield a
     a.close()
@@ -96,16 +96,16 @@ def tagged(raw: httpx.Client, cluster_id: str) -> dict[str, list[dict]]:
     return out
 
 
-def new_stack(store: Store, api: Api, cluster: dict, **kw) -> Stack:  # noqa: ANN003
+def new_stack(store: Store, api: Api, cluster: dict, **kw) -> Stack:
     return Stack(store, api, cluster_id=cluster["uuid"], name=cluster["name"], lb_timeout=30, **kw)
 
 
-def cluster(node_count: int = 2, **kw) -> dict:  # noqa: ANN003
+def cluster(node_count: int = 2, **kw) -> dict:
     return {"name": "c" + uuid.uuid4().hex[:6], "uuid": str(uuid.uuid4()), "master_count": 1,
             "node_count": node_count, **kw}
 
 
-def create(store: Store, api: Api, template: dict, c: dict, **kw):  # noqa: ANN003, ANN201
+def create(store: Store, api: Api, template: dict, c: dict, **kw):
     return new_stack(store, api, c, **kw).create(build(template, c), {"template": template, "cluster": c})
 
 
@@ -129,7 +129,7 @@ def delete_and_check(store: Store, api: Api, raw: httpx.Client, c: dict, before:
 # --- create and delete ------------------------------------------------------------------------------
 
 
-def test_create_whole_cluster_then_delete(store, api, raw, lb_settler) -> None:  # noqa: ANN001
+def test_create_whole_cluster_then_delete(store, api, raw, lb_settler) -> None:
     before = snapshot(raw)
     c = cluster(2)
     seen: list[tuple[str, str, str]] = []
@@ -227,7 +227,7 @@ def test_create_whole_cluster_then_delete(store, api, raw, lb_settler) -> None: 
 # --- failures roll back ---------------------------------------------------------------------------------
 
 
-def test_api_failure_rolls_back_with_the_apis_message(store, api, raw, lb_settler) -> None:  # noqa: ANN001
+def test_api_failure_rolls_back_with_the_apis_message(store, api, raw, lb_settler) -> None:
     before = snapshot(raw)
     c = cluster(1)
     outcome = create(store, api, {**TEMPLATE, "dns_nameserver": "not-an-address"}, c)
@@ -241,7 +241,7 @@ def test_api_failure_rolls_back_with_the_apis_message(store, api, raw, lb_settle
         assert stack.status == "CREATE_FAILED" and stack.status_reason == outcome.status_reason
 
 
-def test_missing_external_network_fails_cleanly(store, api, raw, lb_settler) -> None:  # noqa: ANN001
+def test_missing_external_network_fails_cleanly(store, api, raw, lb_settler) -> None:
     before = snapshot(raw)
     c = cluster(1)
     outcome = create(store, api, {**TEMPLATE, "external_network_id": "no-such-net"}, c)
@@ -251,7 +251,7 @@ def test_missing_external_network_fails_cleanly(store, api, raw, lb_settler) -> 
     assert snapshot(raw) == before
 
 
-def test_failure_midway_rolls_back_everything_the_create_made(store, api, raw, lb_settler) -> None:  # noqa: ANN001
+def test_failure_midway_rolls_back_everything_the_create_made(store, api, raw, lb_settler) -> None:
     before = snapshot(raw)
     c = cluster(2)
 
@@ -267,7 +267,7 @@ def test_failure_midway_rolls_back_everything_the_create_made(store, api, raw, l
     assert stack_rows(store, c["uuid"]) == []
 
 
-def test_failed_scale_up_rolls_back_only_what_it_added(store, api, raw, lb_settler) -> None:  # noqa: ANN001
+def test_failed_scale_up_rolls_back_only_what_it_added(store, api, raw, lb_settler) -> None:
     before = snapshot(raw)
     c = cluster(1)
     assert create(store, api, TEMPLATE, c).status == "CREATE_COMPLETE"
@@ -287,7 +287,7 @@ def test_failed_scale_up_rolls_back_only_what_it_added(store, api, raw, lb_settl
 
 
 @pytest.mark.parametrize("crash_at", ["after-10", "between-create-and-persist", "between-finish-and-persist"])
-def test_resume_after_crash_makes_no_duplicates(store, api, raw, lb_settler, crash_at) -> None:  # noqa: ANN001
+def test_resume_after_crash_makes_no_duplicates(store, api, raw, lb_settler, crash_at) -> None:
     before = snapshot(raw)
     c = cluster(2)
     completed: list[str] = []
@@ -343,7 +343,7 @@ def test_resume_after_crash_makes_no_duplicates(store, api, raw, lb_settler, cra
 # --- scale ---------------------------------------------------------------------------------------------------
 
 
-def test_scale_2_4_1(store, api, raw, lb_settler) -> None:  # noqa: ANN001
+def test_scale_2_4_1(store, api, raw, lb_settler) -> None:
     before = snapshot(raw)
     c = cluster(2)
     assert create(store, api, TEMPLATE, c).status == "CREATE_COMPLETE"
@@ -372,7 +372,7 @@ def test_scale_2_4_1(store, api, raw, lb_settler) -> None:  # noqa: ANN001
 # --- delete leaves nothing ---------------------------------------------------------------------------------------
 
 
-def test_delete_sweeps_what_the_state_table_missed(store, api, raw, lb_settler) -> None:  # noqa: ANN001
+def test_delete_sweeps_what_the_state_table_missed(store, api, raw, lb_settler) -> None:
     before = snapshot(raw)
     c = cluster(2)
     assert create(store, api, TEMPLATE, c).status == "CREATE_COMPLETE"
@@ -385,7 +385,7 @@ def test_delete_sweeps_what_the_state_table_missed(store, api, raw, lb_settler) 
     delete_and_check(store, api, raw, c, before)
 
 
-def test_delete_is_idempotent_and_resumes(store, api, raw, lb_settler) -> None:  # noqa: ANN001
+def test_delete_is_idempotent_and_resumes(store, api, raw, lb_settler) -> None:
     before = snapshot(raw)
     c = cluster(1)
     assert create(store, api, TEMPLATE, c).status == "CREATE_COMPLETE"

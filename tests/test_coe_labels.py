@@ -137,7 +137,7 @@ def test_enum_labels_are_case_sensitive_and_numbers_are_not_strings_of_choices()
 # --- JSON patch ------------------------------------------------------------------------------------------
 
 
-def _ops(*ops):  # noqa: ANN002, ANN202
+def _ops(*ops):
     return patch.parse(list(ops), internal=patch.INTERNAL, mandatory=frozenset({"/coe"}))
 
 

@@ -14,7 +14,7 @@ from zunhelp import zun_error, zun_http, zunclient
 
 
 @pytest.fixture(scope="module")
-def zun(server) -> httpx.Client:  # noqa: ANN001
+def zun(server) -> httpx.Client:
     return zun_http(server, server.token())
 
 
@@ -33,7 +33,7 @@ def flannel(ci: httpx.Client) -> dict:
     return cluster(ci, 2)
 
 
-def minions(server, cid: str) -> list[str]:  # noqa: ANN001
+def minions(server, cid: str) -> list[str]:
     state = server.http(server.token()).get(f"{server.url}/netbay/v1/state").json()
     net = next(n for n in state["clusternets"] if n["id"] == cid)
     return [n["name"] for n in net["nodes"] if n["role"] == "minion"]
@@ -51,7 +51,7 @@ def settle(zun: httpx.Client, uuid: str, timeout: float = 30) -> dict:
     return c
 
 
-def test_hints_place_a_container_on_a_node(server, zun, flannel) -> None:  # noqa: ANN001
+def test_hints_place_a_container_on_a_node(server, zun, flannel) -> None:
     m0, m1 = minions(server, flannel["uuid"])
     by_name = zun.post("/containers", json={"image": "busybox", "name": unique("zp"),
                                             "hints": {"cluster": flannel["name"], "node": m1}})
@@ -70,7 +70,7 @@ def test_hints_place_a_container_on_a_node(server, zun, flannel) -> None:  # noq
         zun_error(zun.get(f"/containers/{made['uuid']}"), 404)
 
 
-def test_refusals_in_zuns_format(server, ci, zun, flannel) -> None:  # noqa: ANN001
+def test_refusals_in_zuns_format(server, ci, zun, flannel) -> None:
     before = {x["uuid"] for x in zun.get("/containers").json()["containers"]}
     cases = [
         ({"cluster": "no-such-cluster"}, 404, "no-such-cluster"),
@@ -89,7 +89,7 @@ def test_refusals_in_zuns_format(server, ci, zun, flannel) -> None:  # noqa: ANN
     assert ci.delete(f"/clusters/{calico['uuid']}").status_code == 204
 
 
-def test_network_attach_is_refused_on_a_placed_container(zun, flannel) -> None:  # noqa: ANN001
+def test_network_attach_is_refused_on_a_placed_container(zun, flannel) -> None:
     c = zun.post("/containers", json={"image": "busybox", "hints": {"cluster": flannel["uuid"]}}).json()
     settle(zun, c["uuid"])
     r = zun.post(f"/containers/{c['uuid']}/network_attach", params={"network": "anything"})
@@ -98,7 +98,7 @@ def test_network_attach_is_refused_on_a_placed_container(zun, flannel) -> None: 
     assert zun.delete(f"/containers/{c['uuid']}").status_code == 204
 
 
-def test_zunclient_hints(server, flannel) -> None:  # noqa: ANN001
+def test_zunclient_hints(server, flannel) -> None:
     """The real python-zunclient sends ``hints`` as ``zun run --hint`` builds them."""
     from zunclient import exceptions
     from zunclient.common import utils as zun_utils
@@ -117,7 +117,7 @@ def test_zunclient_hints(server, flannel) -> None:  # noqa: ANN001
     zc.containers.delete(made.uuid)
 
 
-def test_cli_cluster_and_node(server, zun, flannel) -> None:  # noqa: ANN001
+def test_cli_cluster_and_node(server, zun, flannel) -> None:
     from clihelp import cli, ok
 
     _, m1 = minions(server, flannel["uuid"])
@@ -137,7 +137,7 @@ def test_cli_cluster_and_node(server, zun, flannel) -> None:  # noqa: ANN001
     ok(cli(server, "container", "delete", name))
 
 
-def test_openstack_appcontainer_and_zun_cli_hints(server, zun, flannel) -> None:  # noqa: ANN001
+def test_openstack_appcontainer_and_zun_cli_hints(server, zun, flannel) -> None:
     """``openstack appcontainer create --hint`` and ``zun create --hint`` as a user types them."""
     import json
     import os

@@ -113,7 +113,6 @@ def test_floating_network_must_be_external(member, member_http):
     net = member.network.create_network(name=unique("notext"))
     neutron_error(member_http.post("/floatingips", json={"floatingip": {"floating_network_id": net.id}}),
                   400, "BadRequest", f"Bad floatingip request: Network {net.id} is not a valid external network.")
-    missing = str(uuid.uuid4())
     neutron_error(member_http.post("/floatingips", json={"floatingip": {}}), 400, "HTTPBadRequest",
                   "Failed to parse request. Required attribute 'floating_network_id' not specified")
     neutron_error(member_http.post("/floatingips", json={"floatingip": {"floating_network_id": "x"}}),

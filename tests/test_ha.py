@@ -37,20 +37,20 @@ def snapshot(raw: httpx.Client) -> dict[str, list[str]]:
     return out
 
 
-def raw_client(server) -> httpx.Client:  # noqa: ANN001
+def raw_client(server) -> httpx.Client:
     client = httpx.Client(base_url=server.url, headers={"X-Auth-Token": server.token()}, timeout=30)
     server._clients.append(client)
     return client
 
 
 @pytest.fixture
-def pg_url(database_url: str, postgres) -> str:  # noqa: ANN001
+def pg_url(database_url: str, postgres) -> str:
     if database_url.startswith("sqlite"):
         pytest.skip("several processes on one database is PostgreSQL's job")
     return postgres.url(postgres.create_database())
 
 
-def leases(engine) -> list[tuple[str, str]]:  # noqa: ANN001
+def leases(engine) -> list[tuple[str, str]]:
     with engine.connect() as conn:
         return [tuple(r) for r in conn.execute(text("SELECT cluster_id, owner FROM coe_work_leases"))]
 

@@ -48,7 +48,7 @@ def lazy(total: int, chunk: int = 1 << 20) -> Iterator[bytes]:
         yield block[:min(chunk, total - start)]
 
 
-def oversized(client: httpx.Client, url: str, *, declared: bool, **kw) -> httpx.Response:  # noqa: ANN003
+def oversized(client: httpx.Client, url: str, *, declared: bool, **kw) -> httpx.Response:
     """POST ``BIG`` bytes: chunked, or with their ``Content-Length``; timed."""
     headers = {"Content-Type": "application/json", **kw.pop("headers", {})}
     if declared:

@@ -41,7 +41,7 @@ LISTS = {"/container-infra/v1/clusters": "clusters", "/network/v2.0/networks": "
 
 
 @pytest.fixture(scope="module")
-def magnum(server):  # noqa: ANN001, ANN201
+def magnum(server):
     from keystoneauth1 import session as ks_session
     from keystoneauth1.identity import v3
     from magnumclient.client import Client
@@ -51,7 +51,7 @@ def magnum(server):  # noqa: ANN001, ANN201
     return Client("1", session=ks_session.Session(auth=auth), region_name="RegionOne")
 
 
-def osc(server, *args: str) -> subprocess.CompletedProcess:  # noqa: ANN001
+def osc(server, *args: str) -> subprocess.CompletedProcess:
     """``openstack`` as a user types it (python-magnumclient's OSC plugin)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     env.update(OS_AUTH_URL=server.auth_url, OS_USERNAME="admin", OS_PASSWORD=ADMIN_PASSWORD,
@@ -60,7 +60,7 @@ def osc(server, *args: str) -> subprocess.CompletedProcess:  # noqa: ANN001
     return subprocess.run([OPENSTACK, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
-def refused_by_magnumclient(call, *args, **kwargs) -> str:  # noqa: ANN001, ANN002, ANN003
+def refused_by_magnumclient(call, *args, **kwargs) -> str:
     """The call raises magnumclient's BadRequest (a 400); the error's detail (magnumclient
     prints the title, Magnum's message up to its first full stop, and keeps the detail)."""
     from magnumclient import exceptions as mexc
@@ -102,7 +102,7 @@ UNUSABLE = [
 
 @pytest.mark.parametrize("coe, driver, label, cidr, problem", UNUSABLE)
 def test_unusable_ranges_are_refused_at_the_template_naming_label_and_problem(
-        ci, magnum, coe, driver, label, cidr, problem):  # noqa: ANN001
+        ci, magnum, coe, driver, label, cidr, problem):
     body = {"name": unique("bad"), "coe": coe, "network_driver": driver, "external_network_id": "public",
             "labels": {label: cidr}}
     detail = magnum_error(ci.post("/clustertemplates", json=body), 400)
@@ -116,7 +116,7 @@ def test_unusable_ranges_are_refused_at_the_template_naming_label_and_problem(
     assert problem in magnum_error(r, 400)
 
 
-def test_the_specs_10_0_0_0_8_example_is_accepted_through_openstack_coe(server, ci, magnum):  # noqa: ANN001
+def test_the_specs_10_0_0_0_8_example_is_accepted_through_openstack_coe(server, ci, magnum):
     name = unique("spec")
     r = osc(server, "coe", "cluster", "template", "create", name, "--coe", "kubernetes", "--image", "fedora-coreos", "--network-driver",
             "flannel", "--external-network", "public", "--labels",
@@ -151,7 +151,7 @@ def test_the_specs_10_0_0_0_8_example_is_accepted_through_openstack_coe(server, 
     ("calico", {"calico_ipv4pool": "172.24.4.128/25"},
      f"Label calico_ipv4pool=172.24.4.128/25 overlaps the external network's subnet {PUBLIC_SUBNET}"),
 ])
-def test_ranges_the_driver_cannot_route_are_refused_at_the_template(ci, magnum, driver, labels, contains):  # noqa: ANN001
+def test_ranges_the_driver_cannot_route_are_refused_at_the_template(ci, magnum, driver, labels, contains):
     body = {"name": unique("ovl"), "coe": "kubernetes", "network_driver": driver, "external_network_id": "public",
             "labels": labels}
     assert contains in magnum_error(ci.post("/clustertemplates", json=body), 400)
@@ -163,7 +163,7 @@ def test_ranges_the_driver_cannot_route_are_refused_at_the_template(ci, magnum, 
 
 
 def test_overlap_with_the_external_network_is_refused_at_cluster_create_with_nothing_made(
-        ci, raw, magnum):  # noqa: ANN001
+        ci, raw, magnum):
     template = make_template(ci, name=unique("ext"), network_driver="flannel", external_network_id="public",
                              labels={"flannel_backend": "vxlan"})
     before = snapshot(raw)
@@ -178,7 +178,7 @@ def test_overlap_with_the_external_network_is_refused_at_cluster_create_with_not
     assert snapshot(raw) == before
 
 
-def test_a_named_fixed_subnet_is_checked_at_cluster_create(ci, raw):  # noqa: ANN001
+def test_a_named_fixed_subnet_is_checked_at_cluster_create(ci, raw):
     net = raw.post("/network/v2.0/networks", json={"network": {"name": unique("fixed")}}).json()["network"]
     try:
         subnet = raw.post("/network/v2.0/subnets", json={"subnet": {
@@ -217,7 +217,7 @@ def _short_refusal(r: httpx.Response, contains: str) -> None:
     (MANY, "10000 labels are more than the 256 allowed."),
     ({f"k{i}": "v" * 4000 for i in range(20)}, "more than the 65535 allowed."),
 ])
-def test_label_limits_on_templates_and_clusters_create_and_patch(ci, magnum, labels, contains):  # noqa: ANN001
+def test_label_limits_on_templates_and_clusters_create_and_patch(ci, magnum, labels, contains):
     _short_refusal(ci.post("/clustertemplates", json={"coe": "kubernetes", "labels": labels}), contains)
     template = make_template(ci, name=unique("lim"))
     r = ci.patch(f"/clustertemplates/{template['uuid']}",
@@ -233,7 +233,7 @@ def test_label_limits_on_templates_and_clusters_create_and_patch(ci, magnum, lab
                                                coe="kubernetes", labels=labels)
 
 
-def test_one_label_added_by_patch_is_held_to_the_limit_too(ci):  # noqa: ANN001
+def test_one_label_added_by_patch_is_held_to_the_limit_too(ci):
     template = make_template(ci, name=unique("lim"), labels={"a": "b"})
     r = ci.patch(f"/clustertemplates/{template['uuid']}", json=[{"op": "add", "path": "/labels/big", "value": BIG}])
     _short_refusal(r, "Label big has a value of 900000 characters")
@@ -245,7 +245,7 @@ def test_one_label_added_by_patch_is_held_to_the_limit_too(ci):  # noqa: ANN001
         assert len(r.content) < 4000, r.content[:300]
 
 
-def test_labels_at_the_limits_are_accepted(ci):  # noqa: ANN001
+def test_labels_at_the_limits_are_accepted(ci):
     labels = {f"k{i}": "v" for i in range(255)} | {"k" * 255: "v" * 4096}
     template = make_template(ci, name=unique("lim"), labels=labels)
     assert template["labels"] == labels
@@ -261,7 +261,7 @@ def test_labels_at_the_limits_are_accepted(ci):  # noqa: ANN001
     ("{'flannel_backend': vxlan}", "vxlan is a name, not a quoted string, number or boolean"),
     ("{'a': open('x')}", "open('x') is an expression (Call)"),
 ])
-def test_a_labels_patch_that_is_no_dict_of_literals_says_what_is_wrong(ci, magnum, value, says):  # noqa: ANN001
+def test_a_labels_patch_that_is_no_dict_of_literals_says_what_is_wrong(ci, magnum, value, says):
     template = make_template(ci, name=unique("pw"))
     op = [{"op": "replace", "path": "/labels", "value": value}]
     detail = magnum_error(ci.patch(f"/clustertemplates/{template['uuid']}", json=op), 400)
@@ -284,7 +284,7 @@ def _master_udp_ports(ci: httpx.Client, cluster_id: str) -> set[int]:
     return ports
 
 
-def test_a_padded_flannel_backend_is_stored_as_vxlan_and_the_hot_export_opens_udp_8472(server, ci, magnum):  # noqa: ANN001
+def test_a_padded_flannel_backend_is_stored_as_vxlan_and_the_hot_export_opens_udp_8472(server, ci, magnum):
     name = unique("ws")
     r = osc(server, "coe", "cluster", "template", "create", name, "--coe", "kubernetes", "--image", "fedora-coreos", "--network-driver",
             "flannel", "--external-network", "public", "--labels", "flannel_backend= vxlan", "-f", "json")
@@ -302,7 +302,7 @@ def test_a_padded_flannel_backend_is_stored_as_vxlan_and_the_hot_export_opens_ud
     assert 8472 in _master_udp_ports(ci, r.json()["uuid"])
 
 
-def test_a_padded_flannel_ip_masq_false_turns_masquerading_off(ci, magnum):  # noqa: ANN001
+def test_a_padded_flannel_ip_masq_false_turns_masquerading_off(ci, magnum):
     ct = magnum.cluster_templates.create(name=unique("ws"), coe="kubernetes", network_driver="flannel",
                                          external_network_id="public", labels={"flannel_ip_masq": " false"})
     assert ct.labels == {"flannel_ip_masq": "false"}
@@ -322,7 +322,7 @@ def _ipip_available() -> bool:
 @pytest.mark.parametrize("mode", ["Never", "Off",
                                   pytest.param("Always", marks=pytest.mark.skipif(
                                       not _ipip_available(), reason="this host's kernel has no ipip"))])
-def test_a_padded_calico_ipip_mode_is_stored_normalized_and_the_cluster_is_created(ci, magnum, mode):  # noqa: ANN001
+def test_a_padded_calico_ipip_mode_is_stored_normalized_and_the_cluster_is_created(ci, magnum, mode):
     ct = magnum.cluster_templates.create(name=unique("ws"), coe="kubernetes", network_driver="calico",
                                          external_network_id="public", labels={"calico_ipv4pool_ipip": f" {mode}"})
     assert ct.labels == {"calico_ipv4pool_ipip": mode}
@@ -330,7 +330,7 @@ def test_a_padded_calico_ipip_mode_is_stored_normalized_and_the_cluster_is_creat
     assert magnum.clusters.get(cluster.uuid).labels == {"calico_ipv4pool_ipip": mode}
 
 
-def test_a_padded_value_by_patch_is_stored_normalized_and_case_stays_significant(ci):  # noqa: ANN001
+def test_a_padded_value_by_patch_is_stored_normalized_and_case_stays_significant(ci):
     template = make_template(ci, name=unique("ws"), network_driver="flannel")
     r = ci.patch(f"/clustertemplates/{template['uuid']}",
                  json=[{"op": "add", "path": "/labels/flannel_backend", "value": " host-gw "},
@@ -344,7 +344,7 @@ def test_a_padded_value_by_patch_is_stored_normalized_and_case_stays_significant
     magnum_error(r, 400, "Invalid value 'VXLAN' for label flannel_backend: expecting one of vxlan|host-gw.")
 
 
-def test_pod_and_sandbox_labels_are_held_to_the_same_limits(raw):  # noqa: ANN001
+def test_pod_and_sandbox_labels_are_held_to_the_same_limits(raw):
     for path, member, body in (("/netbay/v1/sandboxes", "sandbox", {"name": "lim"}),
                                ("/netbay/v1/pods", "pod", {"name": "lim", "cluster_id": "none"})):
         for labels, reason in ((MANY, "10000 labels are more than the 256 allowed"),

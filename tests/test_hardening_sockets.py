@@ -310,7 +310,7 @@ def test_an_acquirer_that_locked_an_unlinked_file_takes_the_linked_one(tmp_path:
     opened: list = []
     real_open = locks._open
 
-    def racing_open(p: Path):  # noqa: ANN202
+    def racing_open(p: Path):
         f = stale if not opened else real_open(p)
         opened.append(f)
         return f

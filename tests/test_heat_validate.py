@@ -58,7 +58,7 @@ def combinations() -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 @pytest.fixture(scope="module")
-def heat(cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:  # noqa: ANN001
+def heat(cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
     from tests.peers import heat as peer
 
     with peer.heat_api(cloud, tmp_path_factory.mktemp("heat")) as api:
@@ -76,7 +76,7 @@ def exported() -> dict[str, tuple[dict, dict]]:
     return out
 
 
-def test_every_exported_template_passes_heats_own_validation(heat) -> None:  # noqa: ANN001
+def test_every_exported_template_passes_heats_own_validation(heat) -> None:
     api, auth, peer = heat
     templates = exported()
     coe_drivers = {tuple(name.split("/")[:2]) for name in templates}
@@ -96,7 +96,7 @@ def test_every_exported_template_passes_heats_own_validation(heat) -> None:  # n
 
 
 @pytest.mark.parametrize("driver", ["flannel", "calico", "kuryr"])
-def test_the_openstack_cli_validates_the_exported_files(heat, driver: str, tmp_path) -> None:  # noqa: ANN001
+def test_the_openstack_cli_validates_the_exported_files(heat, driver: str, tmp_path) -> None:
     """``openstack orchestration template validate`` on the files ``template-export`` writes."""
     api, _auth, _peer = heat
     for lb in (True, False):
@@ -146,7 +146,7 @@ BREAKS = ["unknown property", "reference to no resource", "unknown resource type
           "unknown template version"]
 
 
-def test_a_broken_template_fails_heats_validation(heat) -> None:  # noqa: ANN001
+def test_a_broken_template_fails_heats_validation(heat) -> None:
     api, auth, peer = heat
     template, values = to_hot(build({"coe": "kubernetes", "network_driver": "flannel", "external_network_id": "public",
                                      "master_lb_enabled": True, "floating_ip_enabled": True, "labels": {}}, CLUSTER))

@@ -84,7 +84,7 @@ def test_service_env_kubernetes_names() -> None:
     assert not [k for k in env if k.startswith(("DB_", "OTHER_"))]   # headless; another namespace
 
 
-def test_write_once_keeps_a_pods_first_environment(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_write_once_keeps_a_pods_first_environment(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(podfiles, "ETC_NETNS", tmp_path)
     want = desired(parse(OBJS))
     assert podfiles.write_once("nb-k-1", "shop", "10.96.0.10", "cluster.local", want.services, {})

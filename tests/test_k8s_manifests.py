@@ -185,7 +185,7 @@ spec:
 FACTS = dict(node="node-0", host_ips=("10.0.0.5",), pod_ips=("10.50.0.7",))
 
 
-def env_launch(want, pod_key=("e", "p"), service_env=None):  # noqa: ANN001, ANN201
+def env_launch(want, pod_key=("e", "p"), service_env=None):
     pod = want.pods[pod_key]
     facts = PodFacts(pod.name, pod.namespace, pod.uid or "", pod.labels, pod.annotations,
                      service_account=pod.service_account, **FACTS)

@@ -20,7 +20,7 @@ from netbay.k8s.policy import (Cluster, ContainerPort, Namespace, Pod, PolicyEng
 from netbay.k8s.policy.translate import NODES, OPEN_EGRESS, OPEN_INGRESS, Rule, ip_block
 
 
-def np(ns: str, name: str, spec: dict):  # noqa: ANN201
+def np(ns: str, name: str, spec: dict):
     return codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
                              "metadata": {"name": name, "namespace": ns}, "spec": spec})
 

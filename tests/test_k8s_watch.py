@@ -73,7 +73,7 @@ def test_gone_is_410_as_an_event_or_as_a_status() -> None:
     assert not gone(OSError("connection refused"))
 
 
-def test_cli_watch_refuses_a_missing_kubeconfig(tmp_path) -> None:  # noqa: ANN001
+def test_cli_watch_refuses_a_missing_kubeconfig(tmp_path) -> None:
     import subprocess
     import sys
 

@@ -24,7 +24,7 @@ MERGED = {"flannel_backend": "vxlan", "team": "blue", "tier": "db", "owner": "op
 
 
 @pytest.fixture(scope="module")
-def nb(server) -> httpx.Client:  # noqa: ANN001
+def nb(server) -> httpx.Client:
     client = httpx.Client(base_url=f"{server.url}/netbay/v1", headers={"X-Auth-Token": server.token()},
                           timeout=30)
     server._clients.append(client)
@@ -32,7 +32,7 @@ def nb(server) -> httpx.Client:  # noqa: ANN001
 
 
 @pytest.fixture(scope="module")
-def cluster(server) -> dict:  # noqa: ANN001
+def cluster(server) -> dict:
     ci = ci_client(server, server.token())
     t = make_template(ci, name=unique("lbl"), external_network_id="public", network_driver="flannel",
                       floating_ip_enabled=False, master_lb_enabled=False, labels=TEMPLATE_LABELS)
@@ -49,7 +49,7 @@ def test_cluster_labels_merged_and_unknown_ones_kept(cluster: dict) -> None:
     assert cluster["labels_ignored"] == ["owner", "team", "tier"]
 
 
-def test_nodes_carry_the_labels(server, cluster: dict, nb: httpx.Client) -> None:  # noqa: ANN001
+def test_nodes_carry_the_labels(server, cluster: dict, nb: httpx.Client) -> None:
     ci = ci_client(server, server.token())
     hot = ci.get(f"/clusters/{cluster['uuid']}/template").json()["template"]
     servers = {n: r for n, r in hot["resources"].items() if r["type"] == "OS::Nova::Server"}
@@ -101,7 +101,7 @@ def test_pods_carry_the_labels(cluster: dict, nb: httpx.Client) -> None:
     assert nb.get("/pods?labels=app").status_code == 400
 
 
-def test_container_labels_filter(server) -> None:  # noqa: ANN001
+def test_container_labels_filter(server) -> None:
     zun = zun_http(server, server.token())
     made = []
     for labels in ({"tier": "db", "team": "blue"}, {"tier": "web"}):
@@ -120,7 +120,7 @@ def test_container_labels_filter(server) -> None:  # noqa: ANN001
     assert uuids("") == set(made)
 
 
-def test_cli_shows_the_labels(server, cluster: dict) -> None:  # noqa: ANN001
+def test_cli_shows_the_labels(server, cluster: dict) -> None:
     shown = ok(cli(server, "cluster", "show", cluster["name"]))
     assert "labels_ignored" in shown and "owner" in shown and "tier" in shown
     topo = " ".join(ok(cli(server, "cluster", "topology", cluster["name"])).split())

@@ -66,12 +66,12 @@ def owner(server: Server) -> tuple[str, str, str]:
 
 
 @pytest.fixture(scope="module")
-def ci(server: Server, owner) -> httpx.Client:  # noqa: ANN001
+def ci(server: Server, owner) -> httpx.Client:
     return ci_client(server, server.token(*owner))
 
 
 @pytest.fixture(scope="module")
-def cluster(server: Server, owner, ci: httpx.Client) -> dict:  # noqa: ANN001
+def cluster(server: Server, owner, ci: httpx.Client) -> dict:
     make_keypair(server, server.token(*owner), "owner-key")
     template = make_template(ci, name=unique("k8s"), external_network_id="public", network_driver="flannel",
                              floating_ip_enabled=True, master_lb_enabled=False, keypair_id="owner-key")
@@ -114,7 +114,7 @@ def test_a_silent_conductor_is_down() -> None:
     assert mservices.render(row, now, 180)["state"] == "down"
 
 
-def test_only_the_admin_lists_conductors(server: Server, owner) -> None:  # noqa: ANN001
+def test_only_the_admin_lists_conductors(server: Server, owner) -> None:
     r = osc(server, "coe", "service", "list", user=owner)
     assert r.returncode != 0 and "magnum-service:get_all" in r.stderr, r.stderr
 
@@ -131,7 +131,7 @@ def _verifies(cert: x509.Certificate, ca: x509.Certificate) -> bool:
 
 
 def test_cluster_config_writes_a_kubeconfig_that_verifies(server: Server, owner, cluster: dict,
-                                                          tmp_path: Path) -> None:  # noqa: ANN001
+                                                          tmp_path: Path) -> None:
     r = osc(server, "coe", "cluster", "config", cluster["name"], "--dir", str(tmp_path), user=owner,
             json_out=False)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -156,7 +156,7 @@ def test_cluster_config_writes_a_kubeconfig_that_verifies(server: Server, owner,
 
 
 def test_ca_rotation_replaces_the_ca(server: Server, owner, ci: httpx.Client, cluster: dict,
-                                     tmp_path: Path) -> None:  # noqa: ANN001
+                                     tmp_path: Path) -> None:
     old = x509.load_pem_x509_certificate(ci.get(f"/certificates/{cluster['uuid']}").json()["pem"].encode())
     ok(osc(server, "coe", "ca", "rotate", cluster["uuid"], user=owner, json_out=False))
     body = ci.get(f"/certificates/{cluster['name']}").json()
@@ -189,7 +189,7 @@ def test_certificate_errors(ci: httpx.Client, cluster: dict, server: Server) -> 
 # --- keypairs: Nova's os-keypairs, which templates and clusters are checked against --------------------
 
 
-def test_openstack_keypair_commands(server: Server, owner, tmp_path: Path) -> None:  # noqa: ANN001
+def test_openstack_keypair_commands(server: Server, owner, tmp_path: Path) -> None:
     name = unique("kp")
     made = ok(osc(server, "keypair", "create", "--private-key", str(tmp_path / "id"), name, user=owner))
     assert made["name"] == name and made["fingerprint"].count(":") == 15
@@ -214,7 +214,7 @@ def test_openstack_keypair_commands(server: Server, owner, tmp_path: Path) -> No
     assert r.returncode != 0 and f"No Keypair found for {name}" in r.stderr, r.stderr
 
 
-def test_nova_error_bodies(server: Server, owner) -> None:  # noqa: ANN001
+def test_nova_error_bodies(server: Server, owner) -> None:
     token = server.token(*owner)
     api = httpx.Client(base_url=f"{server.url}/compute/v2.1", headers={"X-Auth-Token": token}, timeout=30)
     server._clients.append(api)
@@ -240,7 +240,7 @@ def _user_id(server: Server, token: str) -> str:
 
 
 def test_templates_and_clusters_name_only_known_keypairs(server: Server, owner, cluster: dict,
-                                                         ci: httpx.Client) -> None:  # noqa: ANN001
+                                                         ci: httpx.Client) -> None:
     assert cluster["keypair"] == "owner-key"  # from the template
     magnum_error(ci.post("/clustertemplates", json={"coe": "kubernetes", "keypair_id": "never-seen"}), 404,
                  "Unable to find keypair never-seen.")

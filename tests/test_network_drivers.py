@@ -137,7 +137,7 @@ def test_operator_allowed_lists_and_defaults(tmp_path):
 # --- CLI ---------------------------------------------------------------------------------------------------
 
 
-def _cli(server, *args: str) -> subprocess.CompletedProcess:  # noqa: ANN001
+def _cli(server, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OS_AUTH_URL": server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
            "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
            "OS_IDENTITY_API_VERSION": "3", "COLUMNS": "250"}

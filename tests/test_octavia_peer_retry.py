@@ -9,13 +9,13 @@ import time
 from tests.peers.octavia_peer import _API_ON_SQLITE
 
 
-def _wrapper(answers: list[tuple[str, bytes]]):  # noqa: ANN202
+def _wrapper(answers: list[tuple[str, bytes]]):
     scope: dict = {}
-    exec(compile(_API_ON_SQLITE, "netbay_peer_octavia_api", "exec"), scope)  # noqa: S102 - the peer's module
+    exec(compile(_API_ON_SQLITE, "netbay_peer_octavia_api", "exec"), scope)  # the peer's module
     scope["time"] = type("NoWait", (), {"sleep": staticmethod(lambda seconds: None)})  # not the real module's
     bodies: list[bytes] = []
 
-    def app(environ, start_response):  # noqa: ANN001, ANN202
+    def app(environ, start_response):
         bodies.append(environ["wsgi.input"].read())
         status, out = answers.pop(0)
         start_response(status, [("Content-Type", "application/json")])
@@ -25,7 +25,7 @@ def _wrapper(answers: list[tuple[str, bytes]]):  # noqa: ANN202
     return scope["application"], bodies
 
 
-def _call(application) -> tuple[str, bytes]:  # noqa: ANN001
+def _call(application) -> tuple[str, bytes]:
     seen = {}
     out = b"".join(application({"wsgi.input": io.BytesIO(b'{"member": {}}')},
                                lambda status, headers, exc_info=None: seen.update(status=status)))

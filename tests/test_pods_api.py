@@ -16,7 +16,7 @@ from conftest import neutron_error, unique
 
 
 @pytest.fixture(scope="module")
-def nb(server) -> httpx.Client:  # noqa: ANN001
+def nb(server) -> httpx.Client:
     client = httpx.Client(base_url=f"{server.url}/netbay/v1", headers={"X-Auth-Token": server.token()},
                           timeout=30)
     server._clients.append(client)

@@ -20,7 +20,7 @@ ADMIN = Context.admin()
 
 
 @pytest.fixture(scope="module")
-def store(database_url: str):  # noqa: ANN201
+def store(database_url: str):
     migrate.upgrade(database_url)
     s = Store(database_url)
     yield s
@@ -41,7 +41,7 @@ def _create(store: Store, network_id: str, **extra: object) -> dict:
     return store.retrying(lambda s: PORTS.rendered(s, PORTS.create(s, ADMIN, body)))
 
 
-def test_a_generated_mac_that_is_taken_is_drawn_again(store: Store, network: str, monkeypatch) -> None:  # noqa: ANN001
+def test_a_generated_mac_that_is_taken_is_drawn_again(store: Store, network: str, monkeypatch) -> None:
     first = _create(store, network)
     draws = iter([first["mac_address"], "fa:16:3e:00:00:01"])
     monkeypatch.setattr(ports, "generate_mac", lambda: next(draws))

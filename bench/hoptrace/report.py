@@ -16,7 +16,7 @@ from collections import defaultdict
 
 def changes(path: str) -> list[tuple[str, list[tuple[float, str, str, str]]]]:
     out, cur, kind, t0, size = [], None, "", 0.0, ""
-    for line in open(path):
+    for line in open(path):  # noqa: SIM115
         parts = line.rstrip("\n").split(" ", 3)
         if len(parts) < 3:
             continue

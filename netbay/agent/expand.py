@@ -28,11 +28,11 @@ def _lb_of(state: State, t: Touched) -> set[str]:
         pool_ids = [r.get("pool_id")] if t.collection == "members" else \
             [p.get("id") for p in r.get("pools") or () if isinstance(p, dict)]
         if t.collection in ("listeners", "pools"):
-            out.update(x.get("id") for x in refs or () if isinstance(x, dict) and x.get("id"))
+            out.update(x["id"] for x in refs or () if isinstance(x, dict) and x.get("id"))
         for pid in pool_ids:
             pool = pools.get(pid or "")
             if pool is not None:
-                out.update(x.get("id") for x in pool.get("loadbalancers") or ()
+                out.update(x["id"] for x in pool.get("loadbalancers") or ()
                            if isinstance(x, dict) and x.get("id"))
     return out
 

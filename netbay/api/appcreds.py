@@ -10,7 +10,7 @@ or remove its user's others. Logging in with one is in ``netbay.api.identity``.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -56,7 +56,7 @@ def _expiry(value: Any) -> datetime | None:
     except ValueError:
         raise BadRequest(f"Invalid input for field 'expires_at': {value!r} is not a 'date-time'") from None
     if parsed.tzinfo is not None:  # stored naive, in UTC
-        parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
     return parsed
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import uuid
 from http import HTTPStatus
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -39,6 +40,7 @@ _NOVA_KINDS = {400: "badRequest", 401: "unauthorized", 403: "forbidden", 404: "i
 def render(request: Request, status: int, kind: str, message: str, detail: str = "") -> JSONResponse:
     path = request.url.path
     headers = {}
+    body: dict[str, Any]
     if status == 401:
         headers["WWW-Authenticate"] = f'Keystone uri="{str(request.base_url).rstrip("/")}/identity/v3"'
     if path.startswith("/identity"):

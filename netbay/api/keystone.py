@@ -63,7 +63,7 @@ def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...], *, req
             raise BadRequest(f"Invalid input for field '{name}': '{name}' is a required property")
         return None
     value = obj[name]
-    if not isinstance(value, kind) or (kind is str and required and not value.strip()):
+    if not isinstance(value, kind) or (kind is str and isinstance(value, str) and required and not value.strip()):
         shown = orjson.dumps(value).decode()
         raise BadRequest(f"Invalid input for field '{name}': {shown} is not a valid value")
     return value

@@ -77,9 +77,11 @@ def version(request: Request) -> dict[str, Any]:
 # --- requests ------------------------------------------------------------------------------
 
 
-def parse_body(raw: Any, resource: LBResource, method: str) -> LBBody:
-    """``{"listener": {...}}`` → the resource's create or update body, or a WSME-worded 400."""
-    model: type[LBBody] = resource.create_body if method == "POST" else resource.update_body
+def parse_body(raw: Any, resource: LBResource, method: str) -> Any:
+    """``{"listener": {...}}`` → the resource's create or update body (an ``LBBody`` of the
+    resource's own class, hence ``Any`` to its callers), or a WSME-worded 400."""
+    model = resource.create_body if method == "POST" else resource.update_body
+    assert model is not None and issubclass(model, LBBody), "no PUT route without an update_body"
     key = resource.member
     if not isinstance(raw, dict) or key not in raw:
         raise BadRequest(f'Missing argument: "{key}"')
@@ -296,7 +298,7 @@ def _mount_members(api: APIRouter) -> None:
                       status_code=204)
 
 
-def _rule_body(raw: Any, method: str) -> LBBody:
+def _rule_body(raw: Any, method: str) -> Any:
     """``{"rule": {...}}`` (the API's key; the change log calls the object ``l7rule``)."""
     if not isinstance(raw, dict) or "rule" not in raw:
         raise BadRequest('Missing argument: "rule"')

@@ -33,9 +33,9 @@ def serve_plainly(app: FastAPI, prefix: str, routes: Sequence[BaseRoute]) -> Non
 
 
 def _plain(route: APIRoute, prefix: str) -> Route:
-    plain = Route(route.path[len(prefix):], _endpoint(route.endpoint), methods=list(route.methods),
+    plain = Route(route.path[len(prefix):], _endpoint(route.endpoint), methods=list(route.methods or ()),
                   name=route.name)
-    if plain.methods is not None and "HEAD" not in route.methods:
+    if plain.methods is not None and "HEAD" not in (route.methods or ()):
         plain.methods.discard("HEAD")  # Starlette adds HEAD to GET routes; FastAPI does not
     return plain
 

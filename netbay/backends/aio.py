@@ -20,6 +20,7 @@ kind ``Unreachable``, at once (never a hang).
 
 from __future__ import annotations
 
+import builtins
 import asyncio
 import contextlib
 import threading
@@ -52,7 +53,7 @@ class AsyncNetworkBackend(Protocol):
     async def delete(self, member: str, obj_id: str) -> None: ...
     async def add_tag(self, member: str, obj_id: str, tag: str) -> None: ...
     async def remove_tag(self, member: str, obj_id: str, tag: str) -> None: ...
-    async def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]: ...
+    async def set_tags(self, member: str, obj_id: str, tags: builtins.list[str]) -> builtins.list[str]: ...
     def describe(self) -> dict[str, Any]: ...
     async def aclose(self) -> None: ...
 
@@ -88,7 +89,7 @@ class HttpAsyncBackend:
     async def remove_tag(self, member: str, obj_id: str, tag: str) -> None:
         await self.api.call("DELETE", f"{_path(member)}/{obj_id}/tags/{quote(tag, safe='')}")
 
-    async def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+    async def set_tags(self, member: str, obj_id: str, tags: builtins.list[str]) -> builtins.list[str]:
         return (await self.api.call("PUT", f"{_path(member)}/{obj_id}/tags", json={"tags": list(tags)}))["tags"]
 
     def describe(self) -> dict[str, Any]:
@@ -145,7 +146,7 @@ class ThreadedBackend:
     async def remove_tag(self, member: str, obj_id: str, tag: str) -> None:
         await self._run("remove_tag", member, obj_id, tag)
 
-    async def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+    async def set_tags(self, member: str, obj_id: str, tags: builtins.list[str]) -> builtins.list[str]:
         return await self._run("set_tags", member, obj_id, tags)
 
     def describe(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ filtered, as Neutron filters no admin; its creates default to its project.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from typing import Any
 
@@ -120,7 +121,7 @@ class ProjectScoped:
         self._owned("router", router_id, "remove_router_interface")
         return self.inner.remove_router_interface(router_id, subnet_id=subnet_id, port_id=port_id)
 
-    def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+    def set_tags(self, member: str, obj_id: str, tags: builtins.list[str]) -> builtins.list[str]:
         self._owned(member, obj_id, "update")
         return self.inner.set_tags(member, obj_id, tags)
 
@@ -158,7 +159,7 @@ class ProjectScoped:
             return False
         return owner.get("project_id") == self.project_id or (member == "subnet" and self._sees("network", owner))
 
-    def _views(self, member: str) -> list[dict[str, Any]]:
+    def _views(self, member: str) -> builtins.list[dict[str, Any]]:
         """Server-side filters whose union is what the project sees of ``member``."""
         own = {"project_id": self.project_id}
         if member == "network":

@@ -8,6 +8,7 @@ hop or a token check (the caller's identity is the ``Context`` given here).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from typing import Any
 
@@ -95,7 +96,7 @@ class EmbeddedBackend:
         return self.store.retrying(  # type: ignore[return-value]
             lambda s: ROUTERS.remove_interface(s, self.context, router_id, info))
 
-    def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+    def set_tags(self, member: str, obj_id: str, tags: builtins.list[str]) -> builtins.list[str]:
         resource = _resource(member)
         checked = [valid_tag(t) for t in tags]
         with self.store.write() as s:

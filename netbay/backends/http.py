@@ -16,6 +16,7 @@ Failures come out as ``netbay.errors`` (status, kind, message), as from the
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -60,12 +61,12 @@ class HttpBackend:
     def delete(self, member: str, obj_id: str) -> None:
         self._call("DELETE", f"{_path(member)}/{obj_id}")
 
-    def create_bulk(self, member: str, bodies: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def create_bulk(self, member: str, bodies: builtins.list[Mapping[str, Any]]) -> builtins.list[dict[str, Any]]:
         """Neutron's bulk create: one request, all or nothing (:mod:`netbay.backends.batch`)."""
         key = COLLECTIONS[member].replace("-", "_")
         return self._call("POST", _path(member), {key: [dict(b) for b in bodies]})[key]
 
-    def batch(self, ops: list[Mapping[str, Any]]) -> list[Any]:
+    def batch(self, ops: builtins.list[Mapping[str, Any]]) -> builtins.list[Any]:
         """netbay's ``POST /v2.0/batch``: the writes in one transaction (:mod:`netbay.backends.batch`)."""
         return self._call("POST", f"{NET}/batch", {"batch": list(ops)})["batch"]
 
@@ -78,7 +79,7 @@ class HttpBackend:
         return self._call("PUT", f"{NET}/routers/{router_id}/remove_router_interface",
                           _interface(subnet_id, port_id))
 
-    def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+    def set_tags(self, member: str, obj_id: str, tags: builtins.list[str]) -> builtins.list[str]:
         return self._call("PUT", f"{_path(member)}/{obj_id}/tags", {"tags": list(tags)})["tags"]
 
     def add_tag(self, member: str, obj_id: str, tag: str) -> None:

@@ -8,6 +8,7 @@ text. Refusals come out as ``netbay.errors``, as from the ``openstack`` backend.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,7 +43,7 @@ class ApiLoadBalancers:
         params = {"cascade": "true"} if cascade and kind == "loadbalancer" else {}
         self._call("DELETE", f"{_path(kind, parent)}/{obj_id}", **params)
 
-    def replace_members(self, pool_id: str, members: list[Mapping[str, Any]]) -> None:
+    def replace_members(self, pool_id: str, members: builtins.list[Mapping[str, Any]]) -> None:
         self._call("PUT", _path("member", pool_id), {"members": [dict(m) for m in members]})
 
     def describe(self) -> dict[str, Any]:

@@ -9,6 +9,7 @@ callers see the JSON netbay's own API returns. The cloud's refusals become
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from typing import Any
 
@@ -73,7 +74,7 @@ class CloudLoadBalancers:
         else:
             sdk_call(lambda: remove(obj_id, ignore_missing=False))
 
-    def replace_members(self, pool_id: str, members: list[Mapping[str, Any]]) -> None:
+    def replace_members(self, pool_id: str, members: builtins.list[Mapping[str, Any]]) -> None:
         """Octavia's batch member update, which the sdk's proxy does not wrap: a PUT on the proxy."""
         checked("member", pool_id)
 

@@ -11,6 +11,7 @@ balancer or pool — is refused as Octavia refuses it, 403 with its policy text
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from typing import Any
 
@@ -71,7 +72,7 @@ class ProjectScopedLoadBalancers:
         self.show(kind, obj_id, parent=parent)
         self.inner.delete(kind, obj_id, parent=parent, cascade=cascade)
 
-    def replace_members(self, pool_id: str, members: list[Mapping[str, Any]]) -> None:
+    def replace_members(self, pool_id: str, members: builtins.list[Mapping[str, Any]]) -> None:
         self.show("pool", pool_id)
         self.inner.replace_members(pool_id, members)
 

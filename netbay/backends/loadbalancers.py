@@ -20,6 +20,7 @@ balancer is ``PENDING_*`` (409): waiting and retrying is the caller's business.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -49,7 +50,7 @@ class LoadBalancerBackend(Protocol):
     def delete(self, kind: str, obj_id: str, *, parent: str | None = None, cascade: bool = False) -> None:
         """Delete an object (``cascade``: a load balancer with its whole tree), or ``NotFound``."""
 
-    def replace_members(self, pool_id: str, members: list[Mapping[str, Any]]) -> None:
+    def replace_members(self, pool_id: str, members: builtins.list[Mapping[str, Any]]) -> None:
         """Make a pool's members exactly ``members`` (Octavia's ``PUT /pools/{id}/members``)."""
 
     def describe(self) -> dict[str, Any]:

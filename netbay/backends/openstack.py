@@ -11,6 +11,7 @@ name what the cloud refused.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 
 from collections.abc import Callable, Mapping
@@ -118,7 +119,7 @@ class OpenStackBackend:
         return sdk_call(lambda: self.net.remove_interface_from_router(router_id, subnet=subnet_id,
                                                                    port=port_id))
 
-    def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+    def set_tags(self, member: str, obj_id: str, tags: builtins.list[str]) -> builtins.list[str]:
         def run() -> list[str]:
             obj = getattr(self.net, f"get_{_sdk(member)}")(obj_id)
             return list(self.net.set_tags(obj, list(tags)).tags)

@@ -123,7 +123,7 @@ def agent(
     stop = threading.Event()
     thread = threading.Thread(target=the_agent.run, args=(stop,), name="netbay-agent", daemon=True)
 
-    def _stop(signum: int, frame: Any) -> None:  # noqa: ARG001
+    def _stop(signum: int, frame: Any) -> None:
         stop.set()
 
     signal.signal(signal.SIGTERM, _stop)

@@ -26,6 +26,7 @@ import ipaddress
 import json
 import os
 from dataclasses import asdict, dataclass
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -164,6 +165,7 @@ def outside(api: Api, cluster: dict[str, Any], own: Space) -> list[Outside]:
         ext_id = (router.get("external_gateway_info") or {}).get("network_id")
         ext = api.service("network", f"/networks/{ext_id}", "network") if ext_id else None
         for sid in (ext or {}).get("subnets") or []:
+            assert ext is not None  # the loop runs only over ext's subnets
             sub = api.service("network", f"/subnets/{sid}", "subnet") or {}
             if sub.get("ip_version") == 4 and sub.get("gateway_ip"):
                 out.append(Outside(ext["id"], ext.get("name") or ext["id"][:8], "external", cluster["name"],
@@ -222,7 +224,7 @@ def probe_cells(rows: list[Member], cells: list[Cell], *, timeout: float, count:
             c.note = "namespace missing"
 
 
-def summary(cells: list[Cell], beyond: list[Cell] = ()) -> dict[str, Any]:
+def summary(cells: list[Cell], beyond: Sequence[Cell] = ()) -> dict[str, Any]:
     within = [c for c in cells if c.same_cluster]
     between = [c for c in cells if not c.same_cluster]
     counts: dict[str, Any] = {
@@ -255,8 +257,8 @@ def _mark(cell: Cell) -> Text:
     return Text({"overlap": "overlap", "not routed": "–"}.get(cell.note, "?"), style="dim")
 
 
-def table(rows: list[Member], cells: list[Cell], title: str, columns: list[Outside] = (),
-          beyond: list[Cell] = ()) -> Table:
+def table(rows: list[Member], cells: list[Cell], title: str, columns: Sequence[Outside] = (),
+          beyond: Sequence[Cell] = ()) -> Table:
     qualify = len({m.cluster for m in rows}) > 1
     out = Table(title=title, title_justify="left")
     out.add_column("from \\ to")
@@ -279,7 +281,7 @@ def table(rows: list[Member], cells: list[Cell], title: str, columns: list[Outsi
     return out
 
 
-def _failures(rows: list[Member], cells: list[Cell], columns: list[Outside] = ()) -> list[str]:
+def _failures(rows: list[Member], cells: list[Cell], columns: Sequence[Outside] = ()) -> list[str]:
     name = {m.id: m.name for m in rows} | {f"{o.id}@{o.address}": f"{o.kind} {o.name}" for o in columns}
     return [f"{name[c.src]} → {name[c.dst]} ({c.address})" for c in cells if c.same_cluster and c.reachable is False]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -49,7 +50,7 @@ def extensions_report(available: dict[str, bool]) -> list[dict[str, object]]:
     return rows
 
 
-def modes_report(available: dict[str, bool]) -> list[dict[str, object]]:
+def modes_report(available: dict[str, bool]) -> list[dict[str, Any]]:
     """Every driver mode with the features it needs and whether this host has them."""
     base = [f for f, _ in registry.BASE_KERNEL_NEEDS]
     rows = []

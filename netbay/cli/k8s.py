@@ -23,12 +23,16 @@ to netbay's API (``--url`` / ``NETBAY_URL`` names it).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from netbay.cli.out import LazyConsole
 
 from netbay.dataplane.names import PRODUCT_PREFIX
+
+if TYPE_CHECKING:  # imported where used: the CLI starts without the controller's modules
+    from netbay.k8s.controller import Controller
 
 app = typer.Typer(help="Kubernetes objects on a kuryr cluster's networks, ports and load balancers.",
                   no_args_is_help=True)
@@ -48,7 +52,7 @@ OsCloudOpt = typer.Option(None, "--os-cloud", envvar="OS_CLOUD",
 
 
 def _controller(cluster: str, url: str | None, data_dir: Path | None, database_url: str | None, prefix: str,
-                backend: str | None = None, os_cloud: str | None = None):
+                backend: str | None = None, os_cloud: str | None = None) -> Controller:
     """The controller with the backends the configuration names (see the module's docstring)."""
     from netbay.backends import open_backend, report
     from netbay.backends.loadbalancers import cloud_load_balancers

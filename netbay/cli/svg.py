@@ -168,7 +168,7 @@ def render(topo: Topology) -> str:
 
     title = fit(f"cluster {topo.name}  {topo.status}  {topo.coe}/{topo.driver}  api {topo.api_address or '-'}",
                 FOOTER_CHARS)
-    y = MARGIN + 36
+    y: float = MARGIN + 36
     for b in top:
         b.y = y
         y = b.bottom + VGAP

@@ -378,6 +378,6 @@ def tree(topo: Topology) -> Tree:
         for pod in topo.stray_pods:
             group.add(Text.assemble(_pod_label(pod), f"  node {pod.node}"))
     sg = root.add(Text(f"security groups ({len(topo.security_groups)})", style="bold"))
-    for group in topo.security_groups:
-        sg.add(Text(f"{group.name}: {group.rules}"))
+    for secgroup in topo.security_groups:
+        sg.add(Text(f"{secgroup.name}: {secgroup.rules}"))
     return root

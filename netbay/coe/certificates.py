@@ -13,7 +13,7 @@ store, next to the token signing key.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, cast
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -38,7 +38,7 @@ def new_ca(common_name: str) -> tuple[str, str]:
     """A fresh self-signed CA: (certificate PEM, private key PEM)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64] or "netbay-cluster-ca")])
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=CA_DAYS))
@@ -67,8 +67,9 @@ def sign(ca_pem: str, ca_key_pem: str, csr_pem: str) -> str:
     if not valid:
         raise BadRequest("Invalid CSR: its signature does not match its key.")
     ca = x509.load_pem_x509_certificate(ca_pem.encode())
-    key = serialization.load_pem_private_key(ca_key_pem.encode(), password=None)
-    now = dt.datetime.now(dt.timezone.utc)
+    # netbay made the CA and its key itself: EC (``new_ca``), a key type that can sign.
+    key = cast(ec.EllipticCurvePrivateKey, serialization.load_pem_private_key(ca_key_pem.encode(), password=None))
+    now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder().subject_name(csr.subject).issuer_name(ca.subject)
             .public_key(csr.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=CERT_DAYS))
@@ -78,7 +79,7 @@ def sign(ca_pem: str, ca_key_pem: str, csr_pem: str) -> str:
                                          crl_sign=False, encipher_only=False, decipher_only=False),
                            critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.public_key()), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(cast(ec.EllipticCurvePublicKey, ca.public_key())), critical=False)
             .sign(key, hashes.SHA256()))
     return _pem(cert)
 

@@ -59,7 +59,7 @@ class Kind:
                         f"{self.singular} uuid instead.")
 
 
-def find(session: Session, model: type, stmt: Select, ident: str, kind: Kind, *, for_update: bool = False) -> Any:
+def find(session: Session, model: type[Any], stmt: Select, ident: str, kind: Kind, *, for_update: bool = False) -> Any:
     """The one row ``ident`` (uuid, else name) names in ``stmt``; 404 / 409 as Magnum."""
     if "\x00" in ident:
         raise kind.not_found(ident.replace("\x00", "\\x00"))
@@ -102,7 +102,7 @@ def paging(params: dict[str, str]) -> Paging:
     return Paging(limit, params.get("marker") or None, params.get("sort_key", "id"), sort_dir)
 
 
-def page(session: Session, model: type, stmt: Select, p: Paging, kind: Kind,
+def page(session: Session, model: type[Any], stmt: Select, p: Paging, kind: Kind,
          render: Callable[[Any], dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
     """One page of ``stmt`` in Magnum's order and the marker of the next page (or None).
 
@@ -127,7 +127,7 @@ def page(session: Session, model: type, stmt: Select, p: Paging, kind: Kind,
     return [render(r) for r in chosen], next_marker
 
 
-def scoped(model: type, ctx: Context) -> Select:
+def scoped(model: type[Any], ctx: Context) -> Select:
     stmt = select(model)
     return stmt if ctx.is_admin else stmt.where(model.project_id == ctx.project_id)
 

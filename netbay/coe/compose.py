@@ -46,10 +46,10 @@ def compose(template: Mapping[str, Any], cluster: Mapping[str, Any],
         graph.outputs.update(part.outputs)
     for part in parts:
         for sg, rules in part.sg_rules.items():
-            node = graph.nodes.get(sg)
-            if node is None or node.type != "OS::Neutron::SecurityGroup":
+            target = graph.nodes.get(sg)
+            if target is None or target.type != "OS::Neutron::SecurityGroup":
                 raise GraphError(f"a fragment adds rules to {sg}, which is no security group of this cluster")
-            node.properties["rules"] = [*node.properties.get("rules", []), *rules]
+            target.properties["rules"] = [*target.properties.get("rules", []), *rules]
         for node in graph.nodes.values():
             if node.type == "OS::Nova::Server" and part.node_metadata:
                 node.properties["metadata"] = {**node.properties.get("metadata", {}), **part.node_metadata}

@@ -139,7 +139,7 @@ class EmbeddedConductor:
                     worklease.renew(self.store, self.owner, running)
                     renewed = time.monotonic()
                 self.resume()
-            except Exception:  # noqa: BLE001 - the database may be away for a moment
+            except Exception:  # the database may be away for a moment
                 log.exception("conductor: keeping leases")
 
     # -- the API's calls ---------------------------------------------------------------------
@@ -178,7 +178,7 @@ class EmbeddedConductor:
                 # wish in the status when it reports (see ``_report``).
                 if worklease.claim(self.store, cluster_id, self.owner, action):
                     follow_up = self.run(cluster_id, action)
-            except Exception:  # noqa: BLE001 - a worker must survive any one cluster
+            except Exception:  # a worker must survive any one cluster
                 log.exception("conductor: %s of cluster %s", action, cluster_id)
             finally:
                 with self._cond:
@@ -228,7 +228,7 @@ class EmbeddedConductor:
                 outcome = stack.create(build(inputs["template"], inputs["cluster"]), inputs)
             if outcome.ok and action != "delete":
                 clusternet.sync(self.store, cluster_id, stack.net)   # leases follow the nodes
-        except Exception as exc:  # noqa: BLE001 - reported on the cluster, not lost
+        except Exception as exc:  # reported on the cluster, not lost
             log.exception("conductor: %s of cluster %s", action, cluster_id)
             outcome = Outcome(f"{verb}_FAILED", f"{type(exc).__name__}: {exc}")
         finally:

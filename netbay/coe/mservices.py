@@ -76,7 +76,7 @@ class Heartbeat:
         while not self._stop.is_set():
             try:
                 beat(self.store, self.host)
-            except Exception:  # noqa: BLE001 - a missed beat shows as "down", not as a dead thread
+            except Exception:  # a missed beat shows as "down", not as a dead thread
                 log.exception("conductor heartbeat failed")
             self._stop.wait(self.interval)
 

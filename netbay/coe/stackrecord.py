@@ -112,7 +112,7 @@ class StackRecord:
     def finish(self, status: str, reason: str, outputs: dict[str, Any]) -> None:
         """The operation's end: its status and outputs; the update's bookmark goes."""
         with self.store.write() as s:
-            stack = s.get(CoeStack, self.stack_id)
+            stack = s.get_one(CoeStack, self.stack_id)
             stack.status, stack.status_reason, stack.outputs = status, reason, outputs
             stack.inputs = {k: v for k, v in (stack.inputs or {}).items() if k != "before_update"}
             stack.updated_at = utcnow_precise()
@@ -120,7 +120,7 @@ class StackRecord:
     def remove(self) -> None:
         """The stack row itself: the last step of a delete."""
         with self.store.write() as s:
-            stack = s.get(CoeStack, self.stack_id)
+            stack = s.get_one(CoeStack, self.stack_id)
             if stack is not None:
                 s.delete(stack)
 
@@ -136,7 +136,7 @@ class StackRecord:
         if node_count is not None:
             cluster["node_count"] = node_count
         with self.store.write() as s:
-            stack = s.get(CoeStack, self.stack_id)
+            stack = s.get_one(CoeStack, self.stack_id)
             stack.inputs = {**stack.inputs, "compose": {"template": inputs["template"], "cluster": cluster}}
         return build(inputs["template"], cluster)
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def _delete_all(st: StackContext, member: str, tags: str) -> None:
     for obj in st.net.list(member, tags=tags):
-        gone_ok(lambda obj=obj: st.net.delete(member, obj["id"]))
+        gone_ok(lambda: st.net.delete(member, obj["id"]))
 
 
 def _delete_load_balancers(st: StackContext, tags: list[str]) -> None:
@@ -46,8 +46,8 @@ def sweep_workloads(st: StackContext) -> None:
         _delete_all(st, "port", f"{tag},netbay-k8s={what}")
     for net in st.net.list("network", tags=f"{tag},netbay-k8s=network"):
         for port in st.net.list("port", network_id=net["id"], device_owner="network:router_interface"):
-            gone_ok(lambda port=port: st.net.remove_router_interface(port["device_id"], port_id=port["id"]))
-        gone_ok(lambda net=net: st.net.delete("network", net["id"]))
+            gone_ok(lambda: st.net.remove_router_interface(port["device_id"], port_id=port["id"]))
+        gone_ok(lambda: st.net.delete("network", net["id"]))
 
 
 def sweep(st: StackContext) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import exists, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.coe import common, fields, labels, patch, references
 from netbay.drivers import registry
@@ -90,7 +91,7 @@ def _visible(ctx: Context, *, listing: bool) -> Any:
     stmt = select(ClusterTemplate)
     if ctx.is_admin:
         return stmt
-    public = ClusterTemplate.public.is_(True)
+    public: ColumnElement[bool] = ClusterTemplate.public.is_(True)
     if listing:
         public = public & ClusterTemplate.hidden.is_(False)
     return stmt.where(or_(ClusterTemplate.project_id == ctx.project_id, public))

@@ -49,7 +49,7 @@ def get(session: Session, ctx: Context, ident: str, *, for_update: bool = False)
             stmt = stmt.with_for_update()
         found = session.scalars(stmt).all()
         if len(found) > 1:
-            raise Conflict(f"Multiple containers exist with same name. Please use the container uuid instead.")
+            raise Conflict("Multiple containers exist with same name. Please use the container uuid instead.")
         if found:
             return found[0]
     raise not_found(ident)
@@ -122,7 +122,7 @@ def _command(value: Any) -> list[str]:
 def _exposed(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
-    out = {}
+    out: dict[str, Any] = {}
     for key in value:
         number, _, proto = str(key).partition("/")
         proto = proto or "tcp"

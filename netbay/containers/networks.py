@@ -99,7 +99,7 @@ def resolve(session: Session, ctx: Context, ident: str) -> ContainerNetwork | No
     for column in (ContainerNetwork.id, ContainerNetwork.network_id, ContainerNetwork.name):
         found = session.scalars(stmt.where(column == ident)).all()
         if len(found) > 1:
-            raise Conflict(f"Multiple networks exist with same name. Please use the uuid instead.")
+            raise Conflict("Multiple networks exist with same name. Please use the uuid instead.")
         if found:
             return found[0]
     return None

@@ -323,10 +323,12 @@ class Runner:
                 rt = self.runtime()
                 self._ensure_network(rt, network, subnet)
                 rt.connect(self._sandbox(rt, cid) or docker_id, port)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure is undone and reported on the container
+                reason = _reason(exc)  # `exc` is unbound once the except block ends
+
                 def undo(s: Any) -> None:
                     plugs.forget(s, cid, port_id)
-                    containers.set_state(s, cid, task_state=None, status_reason=_reason(exc))
+                    containers.set_state(s, cid, task_state=None, status_reason=reason)
                 plugs.release(neutron, cid, port_id, auto_delete)
                 self.store.retrying(undo)
                 return

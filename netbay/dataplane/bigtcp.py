@@ -166,15 +166,15 @@ def decide(*, probe: bool = True) -> Decision:
         for p in stale:
             del cached[p]
         _resolve(result, ["pod-bridged", "pod-routed"], setting, cached, measured, probe, underlay)
-        for p, why in NOT_PROBED.items():
-            result.paths[p] = PathDecision(False, "fixed", note=why)
+        for path, why in NOT_PROBED.items():
+            result.paths[path] = PathDecision(False, "fixed", note=why)
         if measured:
             result.probe_ms = round((time.monotonic() - t0) * 1e3, 1)
             if all(d.source == "probe" for d in measured.values()):
                 _save_cache(key, {**cached, **measured}, result.probe_ms)
         _state["decision"] = result
-        for p, d in result.paths.items():
-            log.info("BIG TCP on %s: %s (%s%s)", p, "on" if d.big else "off", d.source,
+        for path, d in result.paths.items():
+            log.info("BIG TCP on %s: %s (%s%s)", path, "on" if d.big else "off", d.source,
                      f", {d.default_gbps} vs {d.big_gbps} Gbit/s" if d.big_gbps is not None else "")
         return result
 
@@ -188,8 +188,8 @@ def _resolve(result: Decision, paths: list[str], setting: dict[str, str], cached
     for p in paths:
         known = cached.get(p)
         if setting[p] in ("on", "off"):   # the figures stay visible beside the override
-            result.paths[p] = PathDecision(setting[p] == "on", "setting", known and known.default_gbps,
-                                           known and known.big_gbps, f"{ENV}={setting[p]}")
+            result.paths[p] = PathDecision(setting[p] == "on", "setting", known.default_gbps if known else None,
+                                           known.big_gbps if known else None, f"{ENV}={setting[p]}")
         else:
             result.paths[p] = measured.get(p) or known or PathDecision(
                 False, "error", note="not probed (no root?); kernel default")

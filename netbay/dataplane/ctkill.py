@@ -24,7 +24,6 @@ import socket
 import struct
 import threading
 from dataclasses import dataclass
-from typing import Union
 
 from netbay.dataplane import netns
 
@@ -32,7 +31,7 @@ __all__ = ["ConntrackWorker", "Kill", "ct_delete"]
 
 log = logging.getLogger("netbay.dataplane.secgroups")  # its messages are the security groups'
 
-IPNet = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 @dataclass(frozen=True)

@@ -267,8 +267,11 @@ def measure(paths: list[str], big: int, seconds: float = SECONDS, rounds: int = 
             before = {k: _rx(c.ends[1]) for k, c in chains.items()}
             for _ in range(rounds):
                 got: dict[str, float] = {}
-                runs = [threading.Thread(target=lambda k=k, c=c: got.__setitem__(k, stream(*c.ends, seconds=seconds)),
-                                         name="nb-gso-stream", daemon=True) for k, c in chains.items()]
+
+                def measure(k: str, c: _Chain) -> None:
+                    got[k] = stream(*c.ends, seconds=seconds)
+                runs = [threading.Thread(target=measure, args=(k, c), name="nb-gso-stream", daemon=True)
+                        for k, c in chains.items()]
                 for t in runs:
                     t.start()
                 for t in runs:

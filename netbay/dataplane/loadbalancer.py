@@ -439,7 +439,7 @@ class LoadBalancerRealizer:
         with self._lock:
             spec = self.specs.get(mon.lb_id)
             pool = spec.pool(mon.pool_id) if spec is not None else None
-            if pool is None or pool.monitor is None or self.monitors.get(mon.pool_id) is not mon:
+            if spec is None or pool is None or pool.monitor is None or self.monitors.get(mon.pool_id) is not mon:
                 return None
             return spec.ns, pool.monitor, [m for m in pool.members if m.enabled]
 

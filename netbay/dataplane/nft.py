@@ -151,7 +151,7 @@ class Nft:
             if self._ctx is not None:
                 self._lib.nft_ctx_free(self._ctx)
                 self._ctx = None
-        except Exception:
+        except Exception:  # noqa: BLE001 - a finalizer must not raise
             pass
 
     @classmethod

@@ -305,7 +305,7 @@ class SecurityGroups:
             cmds = tx.commands()
             if cmds:
                 self._ctx().run(cmds)
-        except Exception as exc:  # noqa: BLE001 - refused, or a bug: the rebuild repairs
+        except Exception as exc:  # refused, or a bug: the rebuild repairs
             log.error("security groups: incremental update failed, rebuilding: %s", exc,
                       exc_info=not isinstance(exc, NftError))
             self._rebuild()
@@ -458,12 +458,12 @@ class SecurityGroups:
             if name.startswith("src") and "_" in name:  # a CIDR pair: its length's set
                 self._spoof_len(tx, int(name[3]), int(name.split("_")[1]))
             tx.elem(True, e, comment=pid if name == "port_mark" else None)
-        o_mem = {(g, *m) for g in old.groups for m in old.members()} if old else set()
-        n_mem = {(g, *m) for g in p.groups for m in p.members()} if p else set()
-        for gid, *m in o_mem - n_mem:
-            self._member(tx, gid, tuple(m), -1)
-        for gid, *m in n_mem - o_mem:
-            self._member(tx, gid, tuple(m), +1)
+        o_mem = {(g, m) for g in old.groups for m in old.members()} if old else set()
+        n_mem = {(g, m) for g in p.groups for m in p.members()} if p else set()
+        for gid, m in o_mem - n_mem:
+            self._member(tx, gid, m, -1)
+        for gid, m in n_mem - o_mem:
+            self._member(tx, gid, m, +1)
         o_bz = (old.bridge, old.zone) if old and old.bridge and old.zone else None
         n_bz = (p.bridge, p.zone) if p and p.bridge and p.zone else None
         if o_bz != n_bz:

@@ -11,6 +11,7 @@ entry of a peer that is gone (it would otherwise linger until the kernel's GC).
 
 from __future__ import annotations
 
+from collections.abc import Sequence, Set as AbstractSet
 from dataclasses import dataclass, field
 
 from netbay.dataplane import rtnl as kernel
@@ -54,7 +55,7 @@ def hold_only(ns: str, index: int, address: str | None) -> None:
 
 
 def sync(node: Node, routes: list[kernel.KRoute], *, vtep_index: int | None = None,
-         vtep_peers: list[VtepPeer] = (), peer_ips: set[str] = frozenset()) -> SyncResult:
+         vtep_peers: Sequence[VtepPeer] = (), peer_ips: AbstractSet[str] = frozenset()) -> SyncResult:
     """Make ``node``'s peer state exactly this (see the module docstring).
 
     ``peer_ips``: the underlay addresses of the current peers (their ARP entries stay).

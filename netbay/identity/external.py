@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 import httpx
 
@@ -59,7 +59,7 @@ class ExternalKeystone:
         ctx = Context(user_id=token["user"]["id"], project_id=project["id"],
                       roles=effective(role["name"] for role in token.get("roles", [])))
         expires = datetime.fromisoformat(token["expires_at"].replace("Z", "+00:00"))
-        keep = min(CACHE_SECONDS, (expires - datetime.now(timezone.utc)).total_seconds())
+        keep = min(CACHE_SECONDS, (expires - datetime.now(UTC)).total_seconds())
         with self._lock:
             if len(self._cache) >= MAX_CACHED:
                 self._cache.clear()

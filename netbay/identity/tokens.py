@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 from itsdangerous import BadSignature, URLSafeSerializer
 from sqlalchemy import and_, bindparam, delete, exists, select
@@ -93,7 +93,7 @@ class Tokens:
             if len(self._verified) > 10_000:
                 self._verified.clear()
             self._verified[value] = token
-        if token.expires_at <= datetime.now(timezone.utc):
+        if token.expires_at <= datetime.now(UTC):
             raise Unauthorized(_DENIED)
         if not self._standing(token):
             raise Unauthorized(_DENIED)
@@ -104,7 +104,7 @@ class Tokens:
         tokens that have expired anyway go at the same time."""
         if not token.audit_id:
             return  # another Keystone's token: not ours to revoke
-        now = datetime.now(timezone.utc).replace(tzinfo=None)
+        now = datetime.now(UTC).replace(tzinfo=None)
 
         def work(s: Any) -> None:
             s.execute(delete(RevokedToken).where(RevokedToken.expires_at < now))
@@ -146,7 +146,7 @@ class Tokens:
 
     def _external(self, value: str) -> Token:
         ctx = self.external.verify(value)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         return Token(value=value, context=ctx, issued_at=now, expires_at=now, audit_id="", epoch=0)
 
     @staticmethod
@@ -155,8 +155,8 @@ class Tokens:
         return Token(
             value=value,
             context=ctx,
-            issued_at=datetime.fromtimestamp(payload["i"], timezone.utc),
-            expires_at=datetime.fromtimestamp(payload["x"], timezone.utc),
+            issued_at=datetime.fromtimestamp(payload["i"], UTC),
+            expires_at=datetime.fromtimestamp(payload["x"], UTC),
             audit_id=payload["a"],
             epoch=payload["e"],
             credential_id=payload.get("c"),

@@ -89,7 +89,7 @@ class PortAnnotator:
                 self._wake.set()
                 try:
                     await asyncio.wait_for(self._stop.wait(), delay)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 delay = min(delay * 2, self.limits.backoff_max)
             else:
@@ -98,7 +98,7 @@ class PortAnnotator:
 
 def describe(exc: BaseException) -> str:
     """An API error as ``code reason message``; anything else by its type."""
-    status = getattr(exc, "status", None)
+    status: Any = getattr(exc, "status", None)
     if getattr(status, "code", None):
         return f"{status.code} {status.reason or ''} {status.message or ''}".replace("  ", " ").strip()
     return f"{type(exc).__name__}: {exc}"

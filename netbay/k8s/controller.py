@@ -277,11 +277,11 @@ class Controller:
             if net["id"] in wanted:
                 continue
             for subnet in self.net.list("subnet", network_id=net["id"]):
-                gone_ok(lambda subnet=subnet: self.net.remove_router_interface(self.refs.router_id,
+                gone_ok(lambda: self.net.remove_router_interface(self.refs.router_id,
                                                                                subnet_id=subnet["id"]))
             for port in self.net.list("port", network_id=net["id"], device_owner=POD_OWNER):
                 self._drop_port(port)
-            gone_ok(lambda net=net: self.net.delete("network", net["id"]))
+            gone_ok(lambda: self.net.delete("network", net["id"]))
             report.deleted.append(f"network {net['name']}")
 
     # -- pods → ports + sandboxes --------------------------------------------------------------

@@ -265,7 +265,7 @@ def _service(key: Key, spec: Mapping[str, Any]) -> ServiceWant:
 
 def selects(selector: Mapping[str, str] | None, labels: Mapping[str, str]) -> bool:
     """A Service's equality selector (an empty or absent one selects nothing)."""
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+    return bool(selector) and all(labels.get(k) == v for k, v in (selector or {}).items())
 
 
 def endpoint(svc: ServiceWant, pod: PodWant) -> bool:

@@ -38,6 +38,7 @@ class PolicyHook:
         from lightkube import codecs
 
         p = self.policy
+        assert p is not None, "set together with the engine"
         cluster = p.Cluster.of(
             [p.Namespace(n, dict(labels)) for n, labels in namespaces.items()],
             [p.Pod(x["namespace"], x["name"], x["port_id"], x["ip"], dict(x["labels"]),

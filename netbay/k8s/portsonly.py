@@ -30,7 +30,7 @@ class BoundPorts:
     def plugged(self, port_id: str) -> bool:
         return True   # a bound port is a realized pod here
 
-    def plug(self, port: Any) -> str:   # noqa: ANN401
+    def plug(self, port: Any) -> str:
         return ""
 
     def unplug(self, port_id: str) -> None:
@@ -40,10 +40,10 @@ class BoundPorts:
 class NoDiscovery:
     """Cluster DNS and Service variables need pods on this host: none here."""
 
-    def before_services(self, want: Any, full: bool) -> None:  # noqa: ANN401
+    def before_services(self, want: Any, full: bool) -> None:
         return None
 
-    def after_services(self, want: Any, ports: Any, vips: Any) -> None:  # noqa: ANN401
+    def after_services(self, want: Any, ports: Any, vips: Any) -> None:
         return None
 
 

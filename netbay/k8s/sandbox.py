@@ -73,6 +73,7 @@ class PodSandboxes:
                 fabric.delete_link(tap)   # a leftover of a crash: its peer goes with it
                 inside.delete_link(IFNAME)
         lo, eth = inside.link("lo"), inside.link(IFNAME)
+        assert eth is not None, f"{IFNAME} was just made"
         if lo is not None and not lo.up:
             inside.set_link(lo.index, up=True)
         inside.set_link(eth.index, up=True)

@@ -74,7 +74,7 @@ def members(svc: ServiceWant, sp: ServicePort, want: Desired,
             if port is not None:
                 out.append({"address": ip, "protocol_port": int(port)})
     else:
-        for (ns, name), port in ports.items():
+        for (ns, name), pod_port in ports.items():
             pod = want.pods[(ns, name)]
             if not endpoint(svc, pod):
                 continue
@@ -82,8 +82,8 @@ def members(svc: ServiceWant, sp: ServicePort, want: Desired,
                 else pod.ports.get(str(sp.target))
             if target is None:
                 continue
-            out.append({"address": port["fixed_ips"][0]["ip_address"], "protocol_port": int(target),
-                        "subnet_id": port["fixed_ips"][0]["subnet_id"]})
+            out.append({"address": pod_port["fixed_ips"][0]["ip_address"], "protocol_port": int(target),
+                        "subnet_id": pod_port["fixed_ips"][0]["subnet_id"]})
     return sorted(out, key=lambda m: (m["address"], m["protocol_port"]))
 
 
@@ -124,7 +124,7 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
         wanted_labels = [f"{name} {address or 'pool'}" for address in _external_addresses(svc)]
         for label in [k for k in fips if k.startswith(f"{name} ") and k not in wanted_labels]:
             stale = fips.pop(label)   # before a new one: the VIP takes one floating IP
-            gone_ok(lambda stale=stale: net.delete("floatingip", stale["id"]))
+            gone_ok(lambda: net.delete("floatingip", stale["id"]))
             report.deleted.append(f"floating IP {stale['floating_ip_address']}")
         for address, label in zip(_external_addresses(svc), wanted_labels):
             fip = fips.pop(label, None)
@@ -137,7 +137,7 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
                 report.made.append(f"floating IP {fip['floating_ip_address']} -> {name}")
             kept_fips[label] = fip
     for fip in fips.values():
-        gone_ok(lambda fip=fip: net.delete("floatingip", fip["id"]))
+        gone_ok(lambda: net.delete("floatingip", fip["id"]))
         report.deleted.append(f"floating IP {fip['floating_ip_address']}")
     for lb in have.values():
         _delete_lb(ctrl, lb, {})
@@ -229,5 +229,5 @@ def _gone(ctrl: Any, lb_id: str) -> None:
 def _delete_lb(ctrl: Any, lb: dict[str, Any], fips: dict[str, dict[str, Any]]) -> None:
     for label in [k for k in fips if k.startswith(f"{lb['name']} ")]:
         fip_id = fips.pop(label)["id"]
-        gone_ok(lambda fip_id=fip_id: ctrl.net.delete("floatingip", fip_id))
+        gone_ok(lambda: ctrl.net.delete("floatingip", fip_id))
     gone_ok(lambda: _settled(ctrl, lb["id"], lambda: ctrl.lbs.delete("loadbalancer", lb["id"], cascade=True)))

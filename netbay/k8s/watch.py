@@ -25,7 +25,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -215,7 +215,7 @@ class WatchSource:
         self.stats.relists += 1
         await self._events.put(("LIST", (kind.res.__name__, bodies)))
 
-    def _watch(self, kind: _Kind):
+    def _watch(self, kind: _Kind) -> AsyncIterator[tuple[str, Any]]:
         """lightkube's watch with ``allowWatchBookmarks`` (its public ``watch`` lacks the
         parameter; the same request through the same client)."""
         params = {"timeoutSeconds": self.limits.server_timeout, "allowWatchBookmarks": "true",
@@ -337,7 +337,7 @@ class WatchSource:
     async def _sleep(self, seconds: float) -> None:
         try:
             await asyncio.wait_for(self._stop.wait(), seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
 

@@ -32,7 +32,7 @@ def batch_update(session: Session, ctx: Context, pool_id: str, members: list[Mem
                  *, additive_only: bool = False) -> dict[str, int]:
     """Apply the batch; returns how many members were created, updated and deleted."""
     pool = POOLS.get(session, ctx, pool_id, for_update=True)
-    lb = session.get(LoadBalancer, pool.loadbalancer_id)
+    lb = session.get_one(LoadBalancer, pool.loadbalancer_id)
     wanted: dict[tuple[str, int], MemberCreate] = {}
     for body in members:
         key = (body.address, body.protocol_port)

@@ -180,7 +180,7 @@ class HealthMonitors(LBResource):
 
     def update(self, session: Session, ctx: Context, obj_id: str, body: HealthMonitorUpdate) -> LBHealthMonitor:
         monitor = self.get(session, ctx, obj_id, for_update=True)
-        pool = session.get(LBPool, monitor.pool_id)
+        pool = session.get_one(LBPool, monitor.pool_id)
         given = body.given()
         tags = given.pop("tags", None)
         _check_http_fields(monitor.type, given)
@@ -206,7 +206,7 @@ class HealthMonitors(LBResource):
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         monitor = self.get(session, ctx, obj_id, for_update=True)
-        pool = session.get(LBPool, monitor.pool_id)
+        pool = session.get_one(LBPool, monitor.pool_id)
         took = claim(session, pool.loadbalancer_id, listeners=POOLS.listeners_of(session, pool), pool=pool,
                      pool_must_be_active=True)
         self.remove(session, monitor)

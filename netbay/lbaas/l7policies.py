@@ -166,7 +166,7 @@ class L7Policies(LBResource):
 
     def update(self, session: Session, ctx: Context, obj_id: str, body: L7PolicyUpdate) -> LBL7Policy:
         policy = self.get(session, ctx, obj_id, for_update=True)
-        listener = session.get(LBListener, policy.listener_id)
+        listener = session.get_one(LBListener, policy.listener_id)
         given = body.given()
         tags = given.pop("tags", None)
         current = {k: getattr(policy, k) for k in ("action", "redirect_pool_id", "redirect_url",
@@ -196,7 +196,7 @@ class L7Policies(LBResource):
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         policy = self.get(session, ctx, obj_id, for_update=True)
-        listener = session.get(LBListener, policy.listener_id)
+        listener = session.get_one(LBListener, policy.listener_id)
         took = claim(session, listener.loadbalancer_id, listeners=[listener])
         self.remove(session, policy)
         siblings = self._siblings(session, listener.id)

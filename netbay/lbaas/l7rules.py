@@ -149,7 +149,7 @@ class L7Rules(LBResource):
         return self.show(session, ctx, obj_id, fields)
 
     def _claim(self, session: Session, policy: LBL7Policy) -> Any:
-        listener = session.get(LBListener, policy.listener_id)
+        listener = session.get_one(LBListener, policy.listener_id)
         took = claim(session, listener.loadbalancer_id, listeners=[listener])
         policy.provisioning_status = PENDING_UPDATE
         self.touch(policy)
@@ -175,7 +175,7 @@ class L7Rules(LBResource):
     def update_in(self, session: Session, ctx: Context, policy_id: str, obj_id: str,
                   body: L7RuleUpdate) -> LBL7Rule:
         rule = self.get_in(session, ctx, policy_id, obj_id, for_update=True)
-        policy = session.get(LBL7Policy, rule.l7policy_id)
+        policy = session.get_one(LBL7Policy, rule.l7policy_id)
         given = body.given()
         tags = given.pop("tags", None)
         for key, value in given.items():
@@ -197,7 +197,7 @@ class L7Rules(LBResource):
 
     def delete_in(self, session: Session, ctx: Context, policy_id: str, obj_id: str) -> None:
         rule = self.get_in(session, ctx, policy_id, obj_id, for_update=True)
-        policy = session.get(LBL7Policy, rule.l7policy_id)
+        policy = session.get_one(LBL7Policy, rule.l7policy_id)
         took = self._claim(session, policy)
         self.remove(session, rule)
         L7POLICIES.record(session, policy, "update")

@@ -153,7 +153,7 @@ class Members(LBResource):
     def create_in(self, session: Session, ctx: Context, pool_id: str, body: MemberCreate) -> LBMember:
         given, tags = self.child_body(body)
         pool = POOLS.get(session, ctx, pool_id, for_update=True)
-        lb = session.get(LoadBalancer, pool.loadbalancer_id)
+        lb = session.get_one(LoadBalancer, pool.loadbalancer_id)
         if given.get("subnet_id"):
             self._check_subnet(session, ctx, lb, given["subnet_id"])
         took = claim(session, lb.id, listeners=POOLS.listeners_of(session, pool), pool=pool,
@@ -177,7 +177,7 @@ class Members(LBResource):
     def update_in(self, session: Session, ctx: Context, pool_id: str, obj_id: str,
                   body: MemberUpdate) -> LBMember:
         member = self.get_in(session, ctx, pool_id, obj_id, for_update=True)
-        pool = session.get(LBPool, member.pool_id)
+        pool = session.get_one(LBPool, member.pool_id)
         given = body.given()
         tags = given.pop("tags", None)
         took = claim(session, pool.loadbalancer_id, listeners=POOLS.listeners_of(session, pool), pool=pool,
@@ -200,7 +200,7 @@ class Members(LBResource):
 
     def delete_in(self, session: Session, ctx: Context, pool_id: str, obj_id: str) -> None:
         member = self.get_in(session, ctx, pool_id, obj_id, for_update=True)
-        pool = session.get(LBPool, member.pool_id)
+        pool = session.get_one(LBPool, member.pool_id)
         took = claim(session, pool.loadbalancer_id, listeners=POOLS.listeners_of(session, pool), pool=pool,
                      pool_must_be_active=True)
         self.remove(session, member)

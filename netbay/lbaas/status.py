@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from netbay.errors import BadRequest
@@ -62,7 +62,7 @@ def tree(session: Session, lb: LoadBalancer) -> dict[str, Any]:
     for listener in listeners:
         pools = []
         if listener.default_pool_id:
-            pool = session.get(LBPool, listener.default_pool_id)
+            pool = session.get_one(LBPool, listener.default_pool_id)
             entry = _named(pool)
             monitor = session.scalars(select(LBHealthMonitor).where(LBHealthMonitor.pool_id == pool.id)).first()
             if monitor is not None:
@@ -124,7 +124,7 @@ def report(session: Session, kind: str, reports: Any) -> list[str]:
 def _settle_children(session: Session, lb_id: str, provisioning: str) -> None:
     pools = select(LBPool.id).where(LBPool.loadbalancer_id == lb_id)
     listeners = select(LBListener.id).where(LBListener.loadbalancer_id == lb_id)
-    children = [
+    children: list[tuple[LBResource, Select[Any]]] = [
         (LISTENERS, select(LBListener).where(LBListener.loadbalancer_id == lb_id)),
         (POOLS, select(LBPool).where(LBPool.loadbalancer_id == lb_id)),
         (MEMBERS, select(LBMember).where(LBMember.pool_id.in_(pools))),

@@ -52,7 +52,7 @@ def claim(session: Session, lb_id: str, *, listeners: Iterable[LBListener] = (),
     objects that survive the change (not the one being deleted). Inside a fully
     populated create the whole tree is new and ``PENDING_CREATE``: nothing to claim."""
     if populating(session, lb_id):
-        return Claim(session.get(LoadBalancer, lb_id), [], None, logged=False)
+        return Claim(session.get_one(LoadBalancer, lb_id), [], None, logged=False)
     if pool is not None and pool_must_be_active and pool.provisioning_status != ACTIVE:
         raise immutable("Pool", pool.id)
     lb = LOADBALANCERS.claim(session, lb_id)

@@ -18,6 +18,7 @@ from netbay.network.types import Unconvertible
 
 def validate(member: Any, resource: Resource, method: str) -> BaseModel:
     model = resource.create_body if method == "POST" else resource.update_body
+    assert model is not None, "no PUT route without an update_body"
     if not isinstance(member, dict):
         raise BadRequest(f"Invalid input for {resource.member}. Reason: expected a JSON object.")
     allowed = {f.alias or name for name, f in model.model_fields.items()}
@@ -51,7 +52,7 @@ def _refuse_nulls(member: dict[str, Any], resource: Resource) -> None:
     """PUT ``"attr": null`` where the attribute can never be null (a plain string,
     boolean or integer when created) is a 400, as in Neutron - not "leave as is",
     and not a NOT NULL violation in the database."""
-    scalar = {f.alias or name: f.annotation for name, f in resource.create_body.model_fields.items()}
+    scalar: dict[str, Any] = {f.alias or name: f.annotation for name, f in resource.create_body.model_fields.items()}
     for key, value in member.items():
         if value is None and scalar.get(key) in _NULL_UNCONVERTIBLE:
             raise invalid_operation(_NULL_REASON[scalar[key]])

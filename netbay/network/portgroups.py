@@ -25,8 +25,8 @@ from netbay.errors import not_found, policy_refused
 from netbay.network.resource import Resource
 from netbay.store.models import IPAllocation, Port, PortSecurityGroup, utcnow
 
-PORTS: Table = Port.__table__  # type: ignore[assignment]
-BINDINGS: Table = PortSecurityGroup.__table__  # type: ignore[assignment]
+PORTS: Table = Port.__table__
+BINDINGS: Table = PortSecurityGroup.__table__
 # Built once: executing a statement object again skips building it and its cache key.
 _INSERT = insert(BINDINGS)
 _DELETE = delete(BINDINGS).where(BINDINGS.c.port_id == bindparam("port"),

@@ -24,8 +24,8 @@ from sqlalchemy.orm import Session
 from netbay.network import ipam
 from netbay.store.models import CREATED_REVISION, IPAllocation, Port, PortSecurityGroup, utcnow
 
-PORTS: Table = Port.__table__  # type: ignore[assignment]
-BINDINGS: Table = PortSecurityGroup.__table__  # type: ignore[assignment]
+PORTS: Table = Port.__table__
+BINDINGS: Table = PortSecurityGroup.__table__
 # Built once: a statement object keeps its cache key, so executing it again is cheaper.
 _INSERT_PORT = insert(PORTS)
 _INSERT_BINDINGS = insert(BINDINGS)

@@ -14,7 +14,7 @@ import ipaddress
 import secrets
 from dataclasses import dataclass
 from types import SimpleNamespace
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, StringConstraints
@@ -27,7 +27,7 @@ from netbay.errors import BadRequest, Conflict, Forbidden, invalid_operation, no
 from netbay.network import ipam, portgroups, quotas
 from netbay.network.rbac import SHARED_NETWORK_IDS
 from netbay.network.trunks import check_port_deletable
-from netbay.network.portrows import NewPort, PortWriter, new_port, port_row
+from netbay.network.portrows import Allocation, NewPort, PortWriter, new_port, port_row
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.security_groups import default_group_key, ensure_default_group
 from netbay.network.taas import forget_port
@@ -97,7 +97,7 @@ def assign_addresses(
     requests: list[dict[str, Any]] | None,
     *,
     allow_gateway: bool = False,
-    subnets: list[ipam.SubnetLike] | None = None,
+    subnets: Sequence[ipam.SubnetLike] | None = None,
     start_seq: int = 0,
     writer: PortWriter | None = None,
 ) -> list[tuple[str, str]]:
@@ -167,7 +167,7 @@ def eui64(cidr: str, mac: str) -> str:
 
 
 def _subnet_for(network_id: str, req: dict[str, Any], by_id: dict[str, ipam.SubnetLike],
-                subnets: list[ipam.SubnetLike]) -> ipam.SubnetLike:
+                subnets: Sequence[ipam.SubnetLike]) -> ipam.SubnetLike:
     subnet_id, address = req.get("subnet_id"), req.get("ip_address")
     if subnet_id:
         subnet = by_id.get(subnet_id)
@@ -185,7 +185,7 @@ def _subnet_for(network_id: str, req: dict[str, Any], by_id: dict[str, ipam.Subn
     raise BadRequest("Invalid input for fixed_ips. Reason: each entry needs subnet_id or ip_address.")
 
 
-def _from_any(subnets: list[ipam.SubnetLike], give: Callable[[ipam.SubnetLike], None]) -> None:
+def _from_any(subnets: Sequence[ipam.SubnetLike], give: Callable[[ipam.SubnetLike], None]) -> None:
     """An address from the first subnet of one IP version that has room."""
     for subnet in subnets[:-1]:
         try:
@@ -233,7 +233,7 @@ def create_port(
     security_groups: list[str] | None = None,
     port_security_enabled: bool | None = None,
     allow_gateway: bool = False,
-    subnets: list[ipam.SubnetLike] | None = None,
+    subnets: Sequence[ipam.SubnetLike] | None = None,
     **attrs: Any,
 ) -> NewPort:
     """Make a port with addresses and security groups, inside the caller's transaction.
@@ -538,7 +538,7 @@ class Ports(Resource):
         return [SimpleNamespace(**row._asdict(), fixed_ips=addresses.get(row.id, []),
                                 security_groups=groups.get(row.id, [])) for row in rows]
 
-    def render(self, session: Session, obj: Port, tags: list[str]) -> dict[str, Any]:
+    def render(self, session: Session, obj: Port | NewPort, tags: list[str]) -> dict[str, Any]:
         host = obj.binding_host_id
         return {
             **standard(obj, tags),
@@ -566,7 +566,7 @@ class Ports(Resource):
 
     # -- writing ---------------------------------------------------------------------------
 
-    def create(self, session: Session, ctx: Context, body: PortCreate) -> Port:
+    def create(self, session: Session, ctx: Context, body: PortCreate) -> NewPort:
         given = body.given()
         tags = sorted(set(given.pop("tags", None) or []))
         project_id = self.owner_for_create(ctx, given)
@@ -675,7 +675,8 @@ class Ports(Resource):
             raise _deny("update_port", "binding:host_id")
         if "mac_address" in given:
             raise _deny("update_port", "mac_address")
-        needs_owner = [k for k in ("fixed_ips", "port_security_enabled", "allowed_address_pairs") if k in given]
+        needs_owner: list[str] = [k for k in ("fixed_ips", "port_security_enabled", "allowed_address_pairs")
+                                  if k in given]
         if str(given.get("device_owner") or "").startswith("network:"):
             needs_owner.append("device_owner")
         if needs_owner:
@@ -707,7 +708,7 @@ def _check_port_security(port: Port, given: dict[str, Any]) -> None:
     enabled = given.get("port_security_enabled", port.port_security_enabled)
     if enabled:
         return
-    pairs = given["allowed_address_pairs"] if "allowed_address_pairs" in given else port.allowed_address_pairs
+    pairs = given.get("allowed_address_pairs", port.allowed_address_pairs)
     if pairs:
         raise Conflict("Port Security must be enabled in order to have allowed address pairs on a port.",
                        kind="AddressPairAndPortSecurityRequired")
@@ -771,7 +772,7 @@ def _rederive_auto_addresses(session: Session, port: Port) -> None:
     session.expire(port, ["fixed_ips"])
 
 
-def _by_seq(alloc: IPAllocation) -> int:
+def _by_seq(alloc: IPAllocation | Allocation) -> int:
     return alloc.seq
 
 
@@ -804,6 +805,7 @@ def _fixed_ips_clause(values: list[str]) -> ColumnElement[bool]:
         wanted.setdefault(key, []).append(item)
     clauses = []
     for key, items in wanted.items():
+        cond: ColumnElement[bool]
         if key == "ip_address":
             cond = IPAllocation.ip_address.in_(items)
         elif key == "subnet_id":

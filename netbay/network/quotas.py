@@ -98,7 +98,7 @@ def limits(session: Session, project_id: str) -> dict[str, int]:
 
 
 def usage(session: Session, project_id: str) -> dict[str, int]:
-    return {name: session.scalar(select(func.count()).select_from(model).where(model.project_id == project_id))
+    return {name: session.scalar(select(func.count()).select_from(model).where(model.project_id == project_id)) or 0
             for name, model in MODELS.items()}
 
 

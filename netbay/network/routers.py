@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from pydantic import model_validator
 from sqlalchemy import func, select
@@ -146,9 +146,10 @@ class Routers(Resource):
         router = Router(project_id=project_id, routes=[], **given)
         session.add(router)
         session.flush()
-        gateway = body.external_gateway_info is not None and not body.external_gateway_info.clears
-        if gateway:
-            self._set_gateway(session, ctx, router, body.external_gateway_info, "create")
+        info = body.external_gateway_info
+        gateway = info is not None and not info.clears
+        if info is not None and gateway:
+            self._set_gateway(session, ctx, router, info, "create")
         if tags:
             self.set_tags(session, router, tags)
         # Neutron 29 sets a gateway given on create as an update of the new router: one more.
@@ -327,7 +328,7 @@ class Routers(Resource):
             if not subnet.gateway_ip:
                 raise bad_router("Subnet for router interface must have a gateway IP")
             self._check_new_subnets(session, router, [subnet])
-            network = session.get(Network, subnet.network_id)
+            network = session.get_one(Network, subnet.network_id)
             port = create_port(session, project_id=router.project_id, network=network,
                                fixed_ips=[{"subnet_id": subnet.id, "ip_address": subnet.gateway_ip}],
                                device_id=router.id, device_owner=ROUTER_INTERFACE, name="",
@@ -362,7 +363,7 @@ class Routers(Resource):
                                kind="RouterInterfaceNotFoundForSubnet")
             subnet_ids = [ip.subnet_id for ip in port.fixed_ips]
         for sid in subnet_ids:
-            self._confirm_not_in_use(session, router, session.get(Subnet, sid))
+            self._confirm_not_in_use(session, router, session.get_one(Subnet, sid))
         result = _interface_info(router, port, subnet_ids)
         delete_port(session, port)
         self.touch(router)
@@ -374,7 +375,7 @@ class Routers(Resource):
         cidr = ipaddress.ip_network(subnet.cidr)
         for address in session.scalars(select(FloatingIP.fixed_ip_address).where(
                 FloatingIP.router_id == router.id, FloatingIP.fixed_ip_address.is_not(None))):
-            ip = ipaddress.ip_address(address)
+            ip = ipaddress.ip_address(cast(str, address))  # not null: filtered above
             if ip.version == cidr.version and ip in cidr:
                 raise Conflict(f"Router interface for subnet {subnet.id} on router {router.id} cannot be "
                                "deleted, as it is required by one or more floating IPs.",

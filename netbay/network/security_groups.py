@@ -90,7 +90,7 @@ def ensure_default_group(session: Session, project_id: str) -> SecurityGroup:
     """The project's ``default`` group, made (with its rules) on first use."""
     known = session.get(DefaultSecurityGroup, project_id)
     if known is not None:
-        return session.get(SecurityGroup, known.security_group_id)
+        return session.get_one(SecurityGroup, known.security_group_id)
     group = SecurityGroup(project_id=project_id, name=DEFAULT_NAME, description=DEFAULT_DESCRIPTION,
                           revision_number=CREATED_REVISION)
     session.add(group)
@@ -262,7 +262,7 @@ def _drop_rules_referencing(session: Session, group: SecurityGroup) -> None:
     )).all()
     touched: dict[str, SecurityGroup] = {}
     for rule in rules:
-        owner = touched.get(rule.security_group_id) or session.get(SecurityGroup, rule.security_group_id)
+        owner = touched.get(rule.security_group_id) or session.get_one(SecurityGroup, rule.security_group_id)
         touched[owner.id] = owner
         SECURITY_GROUP_RULES.record(session, rule, "delete", None)
         owner.rules.remove(rule)
@@ -287,7 +287,7 @@ def ensure_default_for_reader(store: Store, ctx: Context, filters: dict[str, lis
         missing = [p for p in sorted(projects) if session.get(DefaultSecurityGroup, p) is None]
         missing = [p for p in missing if p == ctx.project_id or session.get(Project, p) is not None]
     for project_id in missing:
-        store.retrying(lambda s, p=project_id: ensure_default_group(s, p))
+        store.retrying(lambda s: ensure_default_group(s, project_id))
 
 
 # --- security group rules ---------------------------------------------------------------

@@ -31,8 +31,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from netbay.network import quotas
 from netbay.store.models import SecurityGroup, SecurityGroupRule, new_id, utcnow
 
-GROUPS: Table = SecurityGroup.__table__  # type: ignore[assignment]
-RULES: Table = SecurityGroupRule.__table__  # type: ignore[assignment]
+GROUPS: Table = SecurityGroup.__table__
+RULES: Table = SecurityGroupRule.__table__
 _GROUP_NAMES = [c.name for c in GROUPS.columns]
 _RULE_NAMES = [c.name for c in RULES.columns]
 # What a rule create reads with its group, in the same statement: its project's rule

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, invalid_operation, policy_refused
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
-from netbay.network.types import CIDR, ID, UUID, Body, Bool, NonBlankName, ProjectID, Tags, Text
+from netbay.network.types import CIDR, UUID, Body, Bool, NonBlankName, ProjectID, Tags, Text
 from netbay.store.models import Subnet, SubnetPool, Tag
 
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -62,7 +62,7 @@ def compact(prefixes: Iterable[str | Net]) -> list[Net]:
     result: list[Net] = []
     for version in (4, 6):
         same = [n for n in nets if n.version == version]
-        result.extend(ipaddress.collapse_addresses(same))  # type: ignore[arg-type]
+        result.extend(ipaddress.collapse_addresses(same))  # type: ignore[type-var]  # one version per call
     return result
 
 
@@ -75,7 +75,7 @@ def available(prefixes: Iterable[str | Net], allocated: Iterable[str | Net]) -> 
             if block.version != taken.version or not block.overlaps(taken):
                 remaining.append(block)
             elif block.prefixlen < taken.prefixlen:  # the block holds the allocation: cut it out
-                remaining.extend(block.address_exclude(taken))  # type: ignore[arg-type]
+                remaining.extend(block.address_exclude(taken))
             # else the allocation covers the whole block: drop it
         blocks = remaining
     return compact(blocks)
@@ -92,13 +92,13 @@ def next_prefix(prefixes: Iterable[str | Net], allocated: Iterable[str | Net], p
 def prefix_free(prefixes: Iterable[str | Net], allocated: Iterable[str | Net], cidr: str | Net) -> bool:
     """Whether ``cidr`` lies wholly in free space of the pool."""
     wanted = _net(cidr)
-    return any(b.version == wanted.version and b.supernet_of(wanted)  # type: ignore[arg-type]
+    return any(b.version == wanted.version and b.supernet_of(wanted)
                for b in available(prefixes, allocated))
 
 
 def within(prefixes: Iterable[str | Net], cidr: str | Net) -> bool:
     wanted = _net(cidr)
-    return any(p.version == wanted.version and p.supernet_of(wanted)  # type: ignore[arg-type]
+    return any(p.version == wanted.version and p.supernet_of(wanted)
                for p in compact(prefixes))
 
 

@@ -430,7 +430,7 @@ def _check_overlap(session: Session, network: Network, cidr: str) -> None:
         raise invalid_operation("0 is not allowed as CIDR prefix length")
     for existing in session.scalars(select(Subnet.cidr).where(Subnet.network_id == network.id)):
         old = ipaddress.ip_network(existing)
-        if old.version == new.version and old.overlaps(new):  # type: ignore[arg-type]
+        if old.version == new.version and old.overlaps(new):
             raise invalid_operation(f"Requested subnet with cidr: {cidr} for network: {network.id} overlaps "
                                     "with another subnet")
 

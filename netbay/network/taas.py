@@ -189,7 +189,7 @@ def set_status(session: Session, kind: str, obj_id: str, status: str) -> bool:
     resource = TAP_SERVICES if kind == "tap_services" else TAP_FLOWS
     if status not in STATUSES:
         raise BadRequest(f"Invalid input for status. Reason: '{status}' is not in {sorted(STATUSES)}.")
-    obj = session.get(resource.model, obj_id, with_for_update=True)
+    obj: Any = session.get(resource.model, obj_id, with_for_update=True)
     if obj is None or obj.status == status:
         return False
     obj.status = status

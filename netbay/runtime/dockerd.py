@@ -87,9 +87,9 @@ def start(timeout: float = 60.0, *, netns: str | None = None) -> Dockerd:
     inside = ["nsenter", f"--net=/run/netns/{netns}", "--"] if netns else []
     cmd = [*inside, "dockerd", f"--config-file={root / 'daemon.json'}", *FLAGS, f"--data-root={root / 'data'}",
            f"--exec-root={root / 'exec'}", f"--pidfile={root / 'docker.pid'}", f"-H=unix://{root / 'docker.sock'}"]
-    proc = subprocess.Popen(cmd, stdout=open(root / "dockerd.log", "w"), stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, stdout=open(root / "dockerd.log", "w"), stderr=subprocess.STDOUT,  # noqa: SIM115 - the child process writes it while it runs
                             start_new_session=True)
-    d = Dockerd(root, proc, None)  # type: ignore[arg-type]  # the client comes next, inside the try
+    d = Dockerd(root, proc, None)  # the client comes next, inside the try
     deadline = time.monotonic() + timeout
     try:
         # A fixed API version: the SDK would otherwise ask the (not yet listening) daemon.

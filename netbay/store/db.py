@@ -41,7 +41,7 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
         )
 
         @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_conn, _record):  # noqa: ANN001
+        def _pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
@@ -54,7 +54,7 @@ def make_engine(url: str, *, writer: bool = False) -> Engine:
         begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
 
         @event.listens_for(engine, "begin")
-        def _begin(conn):  # noqa: ANN001
+        def _begin(conn) -> None:  # noqa: ANN001
             # Straight to the driver: nothing to log, compile or read back.
             conn.connection.driver_connection.execute(begin)
 

@@ -9,8 +9,8 @@ impossible whatever the callers do.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
-from typing import Any
+from datetime import datetime, UTC
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -21,6 +21,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -33,11 +34,13 @@ def new_id() -> str:
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(microsecond=0, tzinfo=None)
+    return datetime.now(UTC).replace(microsecond=0, tzinfo=None)
 
 
 class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+    if TYPE_CHECKING:  # every model here is a plain table (SQLAlchemy types it as any FromClause)
+        __table__: ClassVar[Table]
 
 
 # --- identity -----------------------------------------------------------------
@@ -415,7 +418,7 @@ class LBL7Rule(Standard, Base):
 
 def utcnow_precise() -> datetime:
     """Creation times to the microsecond: Magnum lists in creation order by default."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class ClusterTemplate(Base):

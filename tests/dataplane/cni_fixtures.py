@@ -81,7 +81,7 @@ class Daemon:
     def start(self, timeout: float = 30) -> Daemon:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "netbay.cli.main", "cni-daemon", "--socket", str(self.sock), "--url", self.url,
-             "--prefix", self.prefix, *self.extra], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
+             "--prefix", self.prefix, *self.extra], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)  # noqa: SIM115 - the child process writes it while it runs
         deadline = time.monotonic() + timeout
         while not self._listening():
             assert time.monotonic() < deadline, f"cni-daemon not listening:\n{self.log.read_text()[-3000:]}"
@@ -111,7 +111,7 @@ def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def daemon(cloud: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:  # noqa: ANN401 - a Cloud
+def daemon(cloud: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:  # a Cloud
     """``netbay cni-daemon`` on the module's ``cloud`` (its server and prefix)."""
     from .docker_fixtures import plugin_env
 

@@ -50,7 +50,7 @@ class Plugin:
     def start(self) -> Plugin:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "netbay.cli.main", "libnetwork", "--name", self.name, "--url", self.url,
-             "--prefix", self.prefix, *self.extra], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
+             "--prefix", self.prefix, *self.extra], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)  # noqa: SIM115 - the child process writes it while it runs
         wait_for(lambda: self._listening(), 30, 0.05, f"plugin socket {self.sock}")
         return self
 

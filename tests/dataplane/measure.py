@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
-from netbay.dataplane import links, netns  # noqa: E402
-from netbay.dataplane.nft import Nft  # noqa: E402
+from netbay.dataplane import links, netns
+from netbay.dataplane.nft import Nft
 
 PREFIX = f"nbm{secrets.token_hex(3)}-"
 rows: list[tuple[str, float, str, float | None]] = []

@@ -152,7 +152,7 @@ def probe(lab: Lab, cells: list[Cell], timeout: float = 0.3, sources: dict[str, 
             left = deadline - time.monotonic()
             if pending == 0 or left <= 0:
                 break
-            for fd, ev in poller.poll(left * 1000):
+            for fd, _ev in poller.poll(left * 1000):
                 if fd in servers:
                     _serve(servers[fd])
                     continue

@@ -65,7 +65,7 @@ def taps(cloud: Cloud) -> list[str]:
     return cloud.taps()
 
 
-def link(ns: str, ifname: str = "eth0"):  # noqa: ANN201
+def link(ns: str, ifname: str = "eth0"):
     from netbay.runtime.inside import opened
 
     with opened(netns.path(ns)) as r:
@@ -221,7 +221,7 @@ def test_errors_as_reference(cloud: Cloud, daemon: Daemon, bin_dir: Path, networ
     ours_conf = netbay_conf(f"{NS}err", net["name"], daemon.sock)
     ref_conf = bridge_conf(f"{NS}err", "10.9.61.0/24", tmp_path / "ipam")
 
-    def both(command: str, conf_edit=None, *, stdin: bytes | None = None, **kw) -> tuple[Call, Call]:  # noqa: ANN001
+    def both(command: str, conf_edit=None, *, stdin: bytes | None = None, **kw) -> tuple[Call, Call]:
         calls = []
         for p, conf, ns in ((plugin(bin_dir), ours_conf, ours_ns), (REFERENCE_DIR / "bridge", ref_conf, ref_ns)):
             c = dict(conf)
@@ -272,7 +272,7 @@ def test_version_constant() -> None:
     from netbay.plugins.cni import client, spec
 
     assert json.loads(client.VERSION) == spec.version_info()
-    assert client.SUPPORTED == ", ".join(spec.SUPPORTED)
+    assert ", ".join(spec.SUPPORTED) == client.SUPPORTED
 
 
 # --- a real CNI runtime: podman on its CNI backend ----------------------------------------------

@@ -64,7 +64,7 @@ def dropped(ns: str, host: str, port: int, timeout: float = 1.5) -> bool:
     """True when the SYN goes unanswered (a drop), not refused (a RST came back)."""
     try:
         http_get(ns, host, port, timeout)
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         return True
     except OSError:
         return False
@@ -228,7 +228,7 @@ def restart_server(cloud: Cloud, daemon: dk.Dockerd, plugin_name: str, while_dow
     srv.proc = subprocess.Popen(
         [sys.executable, "-m", "netbay.cli.main", "up", "--port", str(srv.port), "--data-dir", str(srv.data_dir),
          "--database-url", srv.database_url, "--no-agent"],
-        env=env, stdout=open(srv.data_dir / "server.log", "a"), stderr=subprocess.STDOUT)
+        env=env, stdout=open(srv.data_dir / "server.log", "a"), stderr=subprocess.STDOUT)  # noqa: SIM115 - the child process writes it while it runs
     _wait_port(srv.port, 60, srv.proc)
 
 

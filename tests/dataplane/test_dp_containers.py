@@ -10,7 +10,6 @@ python-zunclient) and talk to netbay sandboxes on the same network.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 

@@ -112,7 +112,7 @@ def test_container_on_minion_0_and_pod_on_minion_1_of_a_flannel_cluster(cloud: C
     node_ns = cloud.names.sandbox(m0["sandbox_id"])
     cni0 = kernel.rtnl(node_ns).link("cni0")
     assert not [ln for ln in kernel.rtnl(node_ns).links() if ln.master == cni0.index and ln.kind == "veth"]
-    assert not [ln for ln in open("/proc/net/dev").read().split() if ln.startswith("nbk")]
+    assert not [ln for ln in open("/proc/net/dev").read().split() if ln.startswith("nbk")]  # noqa: SIM115
     ci(cloud).delete(f"/clusters/{cid}")
     wait_cluster(ci(cloud), cid, ("GONE",))
 

@@ -40,7 +40,7 @@ def create(d: dk.Dockerd, name: str, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def networks(daemon: dk.Dockerd) -> Iterator[list[str]]:  # noqa: F811
+def networks(daemon: dk.Dockerd) -> Iterator[list[str]]:
     """Names of Docker networks a test may have made: removed (with their containers) whatever happens."""
     names: list[str] = []
     yield names
@@ -50,14 +50,14 @@ def networks(daemon: dk.Dockerd) -> Iterator[list[str]]:  # noqa: F811
         daemon.cli("network", "rm", name)
 
 
-def pool_subnets(cloud: Cloud, cidr: str) -> list[dict]:  # noqa: F811
+def pool_subnets(cloud: Cloud, cidr: str) -> list[dict]:
     return [s for s in cloud.ok(cloud.http.get("/network/v2.0/subnets"))["subnets"]
             if s["cidr"] == cidr and any(t.startswith("netbay.docker.pool:") for t in s["tags"])]
 
 
 # --- defect 4: racing creates of one subnet -----------------------------------------------------
 
-def test_six_creates_of_one_subnet_at_once_one_wins(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin,  # noqa: F811
+def test_six_creates_of_one_subnet_at_once_one_wins(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin,
                                                    networks: list[str]) -> None:
     cidr = "10.81.0.0/24"
     names = [f"race{i}" for i in range(6)]
@@ -101,7 +101,7 @@ def test_six_creates_of_one_subnet_at_once_one_wins(cloud: Cloud, daemon: dk.Doc
 # --- defect 9: overlapping pools, IPv6, malformed calls ------------------------------------------
 
 @pytest.mark.parametrize(("first", "second"), [("10.82.5.0/24", "10.82.0.0/16"), ("10.83.0.0/16", "10.83.7.0/24")])
-def test_an_overlapping_subnet_is_refused_either_way(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin,  # noqa: F811
+def test_an_overlapping_subnet_is_refused_either_way(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin,
                                                      networks: list[str], first: str, second: str) -> None:
     networks.extend(["ov-first", "ov-second"])
     r = create(daemon, "ov-first", "--subnet", first)
@@ -112,7 +112,7 @@ def test_an_overlapping_subnet_is_refused_either_way(cloud: Cloud, daemon: dk.Do
     assert not pool_subnets(cloud, second)
 
 
-def test_an_ipv6_only_network_is_refused_naming_ipv6(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin,  # noqa: F811
+def test_an_ipv6_only_network_is_refused_naming_ipv6(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin,
                                                      networks: list[str]) -> None:
     networks.append("v6only")
     r = create(daemon, "v6only", "--ipv6", "--subnet", "2001:db8:81::/64")
@@ -155,7 +155,7 @@ MALFORMED = [
 ]
 
 
-def test_malformed_calls_get_errors_worded_for_docker(plugin: Plugin) -> None:  # noqa: F811
+def test_malformed_calls_get_errors_worded_for_docker(plugin: Plugin) -> None:
     with httpx.Client(transport=httpx.HTTPTransport(uds=str(plugin.sock)), base_url="http://p", timeout=30) as c:
         for method, body, wanted in MALFORMED:
             r = c.post(f"/{method}", json=body)
@@ -186,7 +186,7 @@ def asked_api(pid: int, api_port: int) -> bool:
     return any(port(r[1]) == api_port and port(r[2]) in mine and int(r[4].split(":")[1], 16) > 0 for r in rows)
 
 
-def test_killed_mid_request_address_docker_resend_succeeds(cloud: Cloud, daemon: dk.Dockerd,  # noqa: F811
+def test_killed_mid_request_address_docker_resend_succeeds(cloud: Cloud, daemon: dk.Dockerd,
                                                            plugin: Plugin, networks: list[str]) -> None:
     """The netbay API is paused (SIGSTOP) while the plugin handles ``docker run``'s
     RequestAddress (seen in its journal), the plugin is SIGKILLed with the port create

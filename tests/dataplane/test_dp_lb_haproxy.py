@@ -38,7 +38,7 @@ PROXY_PORT = 8082
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:  # http.server's name
         body = json.dumps({"member": self.server.member_name, "path": self.path,  # type: ignore[attr-defined]
                            "headers": {k.lower(): v for k, v in self.headers.items()}}).encode()
         self.send_response(200)
@@ -54,7 +54,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Quiet(ThreadingHTTPServer):
     daemon_threads = True
 
-    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
+    def handle_error(self, request, client_address) -> None:
         pass   # haproxy closes idle kept-alive connections at will (a reset here is no failure)
 
 
@@ -89,7 +89,7 @@ class Member:
             t.start()
         return self
 
-    def _accept(self, sock: socket.socket, serve) -> None:  # noqa: ANN001
+    def _accept(self, sock: socket.socket, serve) -> None:
         while not self.stop_event.is_set():
             try:
                 conn, _ = sock.accept()
@@ -278,7 +278,7 @@ def master_pid(env: Env, lb_id: str) -> int | None:
     return env.cloud.agent.agent and _realizer(env).haproxy.master(lb_id)
 
 
-def _realizer(env: Env):  # noqa: ANN202
+def _realizer(env: Env):
     return next(r for r in env.cloud.agent.agent.realizers if r.name == "loadbalancers")
 
 
@@ -454,7 +454,7 @@ def test_agent_restart_adopts_the_running_haproxy(env: Env) -> None:
         cloud.agent.stop()
         delete(env, made["lb"])
         cloud.agent.start()
-        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"  # noqa: SIM115
     finally:
         if get_or_none(cloud, lb_id) is not None:
             delete(env, made["lb"])

@@ -34,7 +34,7 @@ def sdk(env: Env) -> Iterator:
     yield conn
 
 
-def lb_realizer(env: Env):  # noqa: ANN201
+def lb_realizer(env: Env):
     return next(r for r in env.cloud.agent.agent.realizers if r.name == "loadbalancers")
 
 

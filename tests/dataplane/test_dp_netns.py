@@ -107,16 +107,14 @@ def test_entered_moves_only_the_calling_thread(make_ns):
 
 def test_entered_restores_on_exception(make_ns):
     a = make_ns("exc")
-    with pytest.raises(RuntimeError):
-        with netns.entered(a):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), netns.entered(a):
+        raise RuntimeError("boom")
     assert netns.in_home()
 
 
 def test_entered_missing_namespace_raises():
-    with pytest.raises(netns.NetnsError) as ei:
-        with netns.entered(PREFIX + "absent"):
-            pass  # pragma: no cover
+    with pytest.raises(netns.NetnsError) as ei, netns.entered(PREFIX + "absent"):
+        pass  # pragma: no cover
     assert ei.value.errno == 2
     assert netns.in_home()
 

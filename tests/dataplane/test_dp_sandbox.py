@@ -214,7 +214,7 @@ def test_status_write_back(api: httpx.Client, member_api: httpx.Client) -> None:
 
 
 @pytest.fixture
-def agent(server: Server):  # noqa: ANN201
+def agent(server: Server):
     prefix = f"{PREFIX}cli-"
     the_agent = Agent(Api(server.url, Credentials(server.auth_url, "admin", ADMIN_PASSWORD, "admin").token),
                       Names(prefix), wait=2.0)

@@ -32,7 +32,7 @@ import socket
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 import httpx
@@ -53,7 +53,7 @@ IMAGES = {"netbay-sandbox": "5b2a1b8e-0a55-4d6c-9e41-7c1c7e0d1a01", "cirros": "8
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _fault(status: int, message: str) -> JSONResponse:

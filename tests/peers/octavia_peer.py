@@ -221,7 +221,7 @@ def octavia(cloud: Cloud, work: Path) -> Iterator[Octavia]:
             proc.stop()
 
 
-def _wait_for(ready, what: str, proc: _Process) -> None:  # noqa: ANN001
+def _wait_for(ready, what: str, proc: _Process) -> None:
     deadline = time.monotonic() + BOOT_TIMEOUT
     while time.monotonic() < deadline:
         if proc.proc.poll() is not None:

@@ -85,7 +85,7 @@ class Cloud:
         return {"auth_url": self.auth_url, "username": user, "password": password or self.admin_password,
                 "project_name": project, "user_domain_name": "Default", "project_domain_name": "Default"}
 
-    def connection(self, **auth: str):  # noqa: ANN201
+    def connection(self, **auth: str):
         import openstack
 
         return openstack.connect(auth=self.auth(**auth), identity_api_version="3", region_name="RegionOne")

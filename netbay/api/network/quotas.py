@@ -6,16 +6,13 @@ The rules (defaults, validation, enforcement) live in ``netbay.network.quotas``;
 
 from __future__ import annotations
 
-from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from sqlalchemy.orm import Session
 
 from netbay.api.auth import context
 from netbay.api.network.bodies import read_json
 from netbay.api.responses import JSONResponse
-from netbay.context import Context
 from netbay.errors import Forbidden
 from netbay.network import quotas
 from netbay.network.quotas import enforce_create  # noqa: F401  (the create routes import it from here)

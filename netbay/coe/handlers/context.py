@@ -36,7 +36,7 @@ class StackContext:
         if net is None and api is None:
             raise ValueError("a stack needs netbay's API or a network backend")
         self.api = api    # netbay's own API: sandboxes standing in for Nova (embedded)
-        self.net: NetworkBackend = net if net is not None else HttpBackend(api)  # type: ignore[arg-type]
+        self.net: NetworkBackend = net if net is not None else HttpBackend(api)
         # Sandboxes are netbay's own only beside its own network service.
         self.has_own_services = api is not None and self.net.traits.own_services
         # Load balancers: netbay's own beside its own network service; a cloud's Octavia if given one.

@@ -71,7 +71,7 @@ class RouterHandler(NeutronHandler):
 
     def delete(self, st: StackContext, pid: str, attrs: dict[str, Any]) -> None:
         for port in st.net.list("port", device_id=pid, device_owner="network:router_interface"):
-            gone_ok(lambda port=port: st.net.remove_router_interface(pid, port_id=port["id"]))
+            gone_ok(lambda: st.net.remove_router_interface(pid, port_id=port["id"]))
         gone_ok(lambda: st.net.delete("router", pid))
 
 

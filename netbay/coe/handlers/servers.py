@@ -62,10 +62,10 @@ class CloudNodeHandler(Handler):
 
     def exists(self, st: StackContext, row: Row) -> dict[str, Any] | None:
         ports = list(row.attributes.get("ports") or [])
-        held = [p for p in ports if (or_none(lambda p=p: st.net.show("port", p)) or {}).get("device_id")
+        held = [p for p in ports if (or_none(lambda: st.net.show("port", p)) or {}).get("device_id")
                 == row.physical_id]
         return row.attributes if ports and held == ports else None
 
     def delete(self, st: StackContext, pid: str, attrs: dict[str, Any]) -> None:
         for port in attrs.get("ports") or []:
-            gone_ok(lambda port=port: st.net.update("port", port, {"device_id": "", "device_owner": ""}))
+            gone_ok(lambda: st.net.update("port", port, {"device_id": "", "device_owner": ""}))

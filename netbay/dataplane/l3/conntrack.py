@@ -47,10 +47,10 @@ def forget_flows(ns: str, addresses: set[str]) -> int:
                         try:
                             ct.delete(entry)
                             n += 1
-                        except Exception:  # gone meanwhile
+                        except Exception:  # noqa: BLE001 - gone meanwhile
                             pass
             finally:
                 ct.close()
-    except Exception as exc:  # pragma: no cover - conntrack netlink unavailable
+    except Exception as exc:  # noqa: BLE001  # pragma: no cover - conntrack netlink unavailable
         log.warning("router %s: cannot flush conntrack for %s: %s", ns, sorted(addresses), exc)
     return n

@@ -66,7 +66,7 @@ def _dump_once(ns: str, msg_type: int, body: bytes, timeout: float
         sk.bind((0, 0))
         sk.send(_NLMSG.pack(_NLMSG.size + len(body), msg_type, NLM_F_REQUEST | NLM_F_DUMP,
                             1, 0) + body)
-        out = []
+        out: list[tuple[bytes, int, int]] = []
         interrupted = False
         deadline = time.monotonic() + timeout
         for _ in range(100_000):  # bounded: a dump ends with NLMSG_DONE

@@ -143,7 +143,7 @@ class PoolMonitor:
             ns, monitor, members = target
             try:
                 results = self._round(ns, monitor, members)
-            except Exception:  # noqa: BLE001 - a bug here must not kill the checks for good
+            except Exception:  # a bug here must not kill the checks for good
                 log.exception("load balancer %s: health check of pool %s failed", self.lb_id, self.pool_id)
                 results = {}
             if results and not self.stop.is_set():

@@ -161,9 +161,9 @@ class Tree:
             if member.get("pool_id"):
                 tree.members[member["pool_id"]].append(member)
         for monitor in (tables.get("healthmonitors") or {}).values():
-            pool = _first_id(monitor.get("pools"))
-            if pool:
-                tree.monitors[pool] = monitor
+            pool_id = _first_id(monitor.get("pools"))
+            if pool_id:
+                tree.monitors[pool_id] = monitor
         for policy in (tables.get("l7policies") or {}).values():
             if policy.get("listener_id"):
                 tree.l7policies[policy["listener_id"]].append(policy)
@@ -247,7 +247,7 @@ def from_api(lb: dict, tree: Tree, ports: Mapping[str, dict], subnets: Mapping[s
                                           else -1),
                      timeouts=tuple(int(li.get(k) or d) for k, d in (
                          ("timeout_client_data", 50000), ("timeout_member_connect", 5000),
-                         ("timeout_member_data", 50000), ("timeout_tcp_inspect", 0))),  # type: ignore[arg-type]
+                         ("timeout_member_data", 50000), ("timeout_tcp_inspect", 0))),
                      allowed_cidrs=tuple(li.get("allowed_cidrs") or ()),
                      insert_headers=tuple(sorted((li.get("insert_headers") or {}).items())),
                      l7policies=tree.policies(li["id"]))

@@ -28,7 +28,7 @@ def slots(members: Iterable[MemberSpec]) -> list[MemberSpec]:
     for m in ms:
         g = math.gcd(g, m.weight)
     counts = [m.weight // g for m in ms]
-    out = []
+    out: list[MemberSpec] = []
     for rnd in range(max(counts)):
         out.extend(m for m, c in zip(ms, counts) if c > rnd)
     return out

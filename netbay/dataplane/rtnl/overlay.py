@@ -18,6 +18,7 @@ import ipaddress
 import socket
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from netbay.dataplane import bigtcp
 from netbay.dataplane.links import LinkError
@@ -94,8 +95,8 @@ def _delete(ns: str, name: str) -> None:
 
 def _converge(ns: str, link: LinkInfo | VxlanInfo, mtu: int | None, mac: str | None) -> None:
     """Up, ``mtu`` and ``mac`` on an existing link: only what differs."""
-    change = dict(up=None if link.up else True, mtu=mtu if mtu and mtu != link.mtu else None,
-                  mac=mac if mac and (link.address or "").lower() != mac.lower() else None)
+    change: dict[str, Any] = dict(up=None if link.up else True, mtu=mtu if mtu and mtu != link.mtu else None,
+                                  mac=mac if mac and (link.address or "").lower() != mac.lower() else None)
     if any(v is not None for v in change.values()):
         _r(ns).set_link(link.index, **change)
 

@@ -7,14 +7,14 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from netbay.dataplane.names import Names
 from netbay.dataplane.sg.nftjson import MAX_GROUPS, MAX_MARK, MAX_ZONE
 
 log = logging.getLogger(__name__)
 
-IPNet = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
@@ -46,7 +46,7 @@ def link_local(mac: str) -> ipaddress.IPv6Network:
     """The EUI-64 link-local address the kernel derives from ``mac`` (Neutron allows it)."""
     b = bytes.fromhex(mac.replace(":", ""))
     eui = bytes([b[0] ^ 0x02]) + b[1:3] + b"\xff\xfe" + b[3:]
-    return ipaddress.ip_network(ipaddress.IPv6Address(b"\xfe\x80" + b"\0" * 6 + eui))
+    return ipaddress.IPv6Network(ipaddress.IPv6Address(b"\xfe\x80" + b"\0" * 6 + eui))
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def parse_rule(rule: Mapping[str, Any], group: str | None = None) -> ParsedRule 
     """A Neutron rule (None: it allows nothing here)."""
     rid = check_id("security group rule", rule.get("id"))
     gid = check_id("security group", group or rule.get("security_group_id"))
-    direction = {"ingress": "i", "egress": "e"}.get(rule.get("direction"))
+    direction = {"ingress": "i", "egress": "e"}.get(rule.get("direction") or "")
     fam = {"IPv4": 4, "IPv6": 6}.get(rule.get("ethertype") or "IPv4")
     if direction is None or fam is None:
         raise ValueError(f"rule {rid}: bad direction/ethertype {rule.get('direction')!r}/"

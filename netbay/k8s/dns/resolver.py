@@ -64,7 +64,7 @@ class ClusterResolver:
         found = self.net.list("port", tags=",".join(self._tags()))
         for extra in found[1:]:    # two controllers' race: keep one
             Process(self.root, extra["id"], self.boxes.ns(extra["id"])).remove()
-            gone_ok(lambda extra=extra: self.net.delete("port", extra["id"]))
+            gone_ok(lambda: self.net.delete("port", extra["id"]))
             self.boxes.unplug(extra["id"])
         return found[0] if found else None
 

@@ -56,7 +56,7 @@ class ClusterResolver(BaseResolver):
             self.names = names
             self._stamp = stamp
 
-    def resolve(self, request: DNSRecord, handler: Any) -> DNSRecord:  # noqa: ARG002 - dnslib's signature
+    def resolve(self, request: DNSRecord, handler: Any) -> DNSRecord:  # dnslib's signature
         self._fresh()
         reply = request.reply()
         q = request.q

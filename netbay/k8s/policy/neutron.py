@@ -334,7 +334,7 @@ class Groups:
 
     def delete_all(self) -> None:
         """Every group this engine made (ports first leave them)."""
-        for pod, (port_id, _groups) in list(self.ports.items()):
+        for _pod, (port_id, _groups) in list(self.ports.items()):
             try:
                 self.net.update("port", port_id, {"security_groups": []})
             except ApiError as exc:

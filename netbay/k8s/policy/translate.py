@@ -94,16 +94,17 @@ def _ethertype(cidr: str) -> str:
 def ip_block(cidr: str, excepts: Iterable[str] | None) -> list[str]:
     """``cidr`` minus the ``except`` prefixes, as a list of prefixes (refuses an except
     outside the block, as the API server does)."""
-    nets = [ipaddress.ip_network(cidr, strict=False)]
+    block = ipaddress.ip_network(cidr, strict=False)
+    nets = [block]
     for ex in excepts or ():
         cut = ipaddress.ip_network(ex, strict=False)
-        if cut.version != nets[0].version or not cut.subnet_of(ipaddress.ip_network(cidr, strict=False)):
+        if cut.version != nets[0].version or not cut.subnet_of(block):  # type: ignore[arg-type]  # same version
             raise ValueError(f"ipBlock except {ex} is not inside {cidr}")
-        out = []
+        out: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
         for n in nets:
-            if cut.subnet_of(n):
-                out.extend(n.address_exclude(cut))
-            elif not n.subnet_of(cut):
+            if cut.subnet_of(n):  # type: ignore[arg-type]  # one version throughout (checked above)
+                out.extend(n.address_exclude(cut))  # type: ignore[arg-type]
+            elif not n.subnet_of(cut):  # type: ignore[arg-type]
                 out.append(n)
         nets = out
     return sorted(str(n) for n in nets)
@@ -189,7 +190,7 @@ class _Translation:
                 self.peers(direction, ns, gkey, peers, proto, number, port.endPort or number, None)
             elif direction == "ingress":  # named: resolved on each selected pod
                 self.pod_dependent = True
-                for n in sorted({q.named_port(number, proto) for q in selected} - {None}):
+                for n in sorted({m for q in selected if (m := q.named_port(number, proto)) is not None}):
                     sub = f"{gkey}:{proto}:{number}={n}"
                     self.groups.setdefault(sub, set())
                     for q in selected:
@@ -228,9 +229,10 @@ class _Translation:
             if direction == "egress":
                 self.services(out, sel, proto, lo, hi)
 
-    def _named_peer(self, out: set[Rule], direction: str, sel: _Peer, proto: str, name: str) -> None:
+    def _named_peer(self, out: set[Rule], direction: str, sel: _Peer, proto: str | None, name: str) -> None:
+        assert proto is not None, "a named port comes with its protocol"
         self.pod_dependent = True
-        numbers = {p.named_port(name, proto) for p in self.peer_pods(sel)} - {None}
+        numbers = {m for p in self.peer_pods(sel) if (m := p.named_port(name, proto)) is not None}
         for n in sorted(numbers):
             key = self.use_peer(_Peer(sel.home, sel.namespaces, sel.pods, (name, proto, n)))
             out.add(Rule(direction, "IPv4", proto.lower(), n, n, None, key))
@@ -251,11 +253,11 @@ class _Translation:
                 if proto is not None and sp.protocol != proto:
                     continue
                 targets = {sp.target_port} if isinstance(sp.target_port, int) else \
-                    {p.named_port(sp.target_port, sp.protocol) for p in endpoints} - {None}
+                    {m for p in endpoints if (m := p.named_port(sp.target_port, sp.protocol)) is not None}
                 if named is not None:
                     ok = sp.target_port == named
                 else:
-                    ok = lo is None or any(lo <= t <= hi for t in targets)
+                    ok = lo is None or hi is None or any(lo <= t <= hi for t in targets)  # both or neither
                 if ok:
                     out.add(Rule("egress", "IPv4", sp.protocol.lower(), sp.port, sp.port,
                                  f"{svc.cluster_ip}/32"))

@@ -101,7 +101,7 @@ class Cni:
             return {"error": CniError(INTERNAL, f"netbay: {exc.message}").body(version)}
         except LinkError as exc:
             return {"error": CniError(INTERNAL, exc.strerror or str(exc)).body(version)}
-        except Exception as exc:  # noqa: BLE001 - the runtime must get an answer
+        except Exception as exc:  # the runtime must get an answer
             log.exception("%s failed", raw.get("command"))
             return {"error": CniError(INTERNAL, f"netbay-cni: {type(exc).__name__}: {exc}").body(version)}
 

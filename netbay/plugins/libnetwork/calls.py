@@ -64,7 +64,8 @@ def _json_kind(value: Any) -> str:
         return "true or false"
     if isinstance(value, (int, float)):
         return "a number"
-    return {str: "a string", dict: "an object", list: "a list"}.get(type(value), "something else")
+    words: dict[type, str] = {str: "a string", dict: "an object", list: "a list"}
+    return words.get(type(value), "something else")
 
 
 def check(method: str, req: Any) -> dict[str, Any]:

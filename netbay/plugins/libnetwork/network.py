@@ -136,7 +136,8 @@ class NetworkDriver:
         if not OWN.made_it(net):
             for tag in (net_tag(nid), self.dir.owner):
                 await neutron.add_tag("network", net["id"], tag)
-                undo.append(lambda tag=tag: neutron.remove_tag("network", net["id"], tag))
+                undo.append(partial(neutron.remove_tag, "network", net["id"], tag))
+        subnet: dict[str, Any] | None
         if pending:
             subnet = pending[0]
         else:
@@ -337,12 +338,12 @@ class NetworkDriver:
 
     async def join(self, req: dict[str, Any]) -> dict[str, Any]:
         if req["EndpointID"] in self.clusters.placed or await self._on_cluster(req):
-            answer = await self.clusters.join(req["EndpointID"])
+            joined = await self.clusters.join(req["EndpointID"])
             placed = self.clusters.placed[req["EndpointID"]]
             if self.docker is not None and req.get("SandboxKey"):
                 self._later(self.name_netns(req["NetworkID"], req["EndpointID"],
                                             self.attacher.names.pod(placed.pod["id"])))
-            return answer
+            return joined
         ep = await self.endpoint(req["EndpointID"])
         answer: dict[str, Any] = {"InterfaceName": {"SrcName": ep.ifname, "DstPrefix": "eth"},
                                   "DisableGatewayService": True,

@@ -13,6 +13,7 @@ Docker prints as is (Neutron's own text); the plugin's own refusals are
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,7 +60,7 @@ class Resources:
         except NotFound:
             pass  # not there (a resent call), or gone with its object
 
-    async def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+    async def set_tags(self, member: str, obj_id: str, tags: builtins.list[str]) -> builtins.list[str]:
         return await self.backend.set_tags(member, obj_id, tags)
 
     async def find(self, member: str, ref: str) -> dict[str, Any]:

@@ -163,7 +163,7 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
             log.warning("%s: no answer within %.0f s", method, bound)
             return _reply({"Err": f"netbay: {method} did not finish within {bound:.0f} s "
                                   "(is the netbay API overloaded?)"}, 500, sent, entry)
-        except Exception:  # noqa: BLE001 - Docker must get an answer, not a dropped connection
+        except Exception:  # Docker must get an answer, not a dropped connection
             log.exception("%s failed", method)
             return _reply({"Err": f"netbay: {verb(method)} failed inside the plugin (its log says why)"},
                           500, sent, entry)

@@ -8,6 +8,8 @@ slow path nobody should run — the API answers 400 with the same reason.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from netbay.drivers.flannel.backend import UnsupportedBackend
 
 REASON = ("flannel backend 'udp' is not offered: it relays every packet through a "
@@ -15,5 +17,5 @@ REASON = ("flannel backend 'udp' is not offered: it relays every packet through 
           "(encapsulation in the kernel) or 'host-gw' (plain routes, nodes on one L2 network)")
 
 
-def backend():
+def backend() -> NoReturn:
     raise UnsupportedBackend(REASON)
