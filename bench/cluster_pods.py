@@ -50,17 +50,17 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import agent_thread  # noqa: E402
-import harness  # noqa: E402
-from pod_network import Iperf  # noqa: E402
-from pod_network import first_answer as _first_answer  # noqa: E402
+import agent_thread
+import harness
+from pod_network import Iperf
+from pod_network import first_answer as _first_answer
 
-from netbay.dataplane import bigtcp, netns  # noqa: E402
-from netbay.drivers import registry  # noqa: E402
-from netbay.dataplane.names import Names  # noqa: E402
-from netbay.dataplane.rtnl import rtnl  # noqa: E402
-from netbay.drivers import leases  # noqa: E402
-from netbay.drivers.node import Node  # noqa: E402
+from netbay.dataplane import bigtcp, netns
+from netbay.drivers import registry
+from netbay.dataplane.names import Names
+from netbay.dataplane.rtnl import rtnl
+from netbay.drivers import leases
+from netbay.drivers.node import Node
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 PATHS = ("underlay", "host-gw", "vxlan")

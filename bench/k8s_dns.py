@@ -31,20 +31,20 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import agent_thread  # noqa: E402
-import harness  # noqa: E402
-from k8s_pods import kuryr_cluster, ms, pod, service  # noqa: E402
-from pod_network import first_answer  # noqa: E402
+import agent_thread
+import harness
+from k8s_pods import kuryr_cluster, ms, pod, service
+from pod_network import first_answer
 
-from dnslib import DNSRecord  # noqa: E402
+from dnslib import DNSRecord
 
-from netbay.client import LB, NET, Api  # noqa: E402
-from netbay.dataplane import netns  # noqa: E402
-from netbay.dataplane.names import Names  # noqa: E402
-from netbay.k8s.controller import Controller  # noqa: E402
-from netbay.k8s.dns.resolver import Process, state_root  # noqa: E402
-from netbay.k8s.objects import parse  # noqa: E402
-from netbay.store.db import Store  # noqa: E402
+from netbay.client import LB, NET, Api
+from netbay.dataplane import netns
+from netbay.dataplane.names import Names
+from netbay.k8s.controller import Controller
+from netbay.k8s.dns.resolver import Process, state_root
+from netbay.k8s.objects import parse
+from netbay.store.db import Store
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 

@@ -30,18 +30,18 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import agent_thread  # noqa: E402
-import harness  # noqa: E402
-from k8s_pods import kuryr_cluster, ms  # noqa: E402
-from pod_network import first_answer  # noqa: E402
+import agent_thread
+import harness
+from k8s_pods import kuryr_cluster, ms
+from pod_network import first_answer
 
-from netbay.client import NET, Api  # noqa: E402
-from netbay.dataplane.names import Names  # noqa: E402
-from netbay.k8s.controller import Controller  # noqa: E402
-from netbay.k8s.objects import parse  # noqa: E402
-from netbay.runtime import dockerd  # noqa: E402
-from netbay.runtime.docker import SANDBOX_COMMAND  # noqa: E402
-from netbay.store.db import Store  # noqa: E402
+from netbay.client import NET, Api
+from netbay.dataplane.names import Names
+from netbay.k8s.controller import Controller
+from netbay.k8s.objects import parse
+from netbay.runtime import dockerd
+from netbay.runtime.docker import SANDBOX_COMMAND
+from netbay.store.db import Store
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 

@@ -38,17 +38,17 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import agent_thread  # noqa: E402
-import harness  # noqa: E402
-from pod_network import first_answer  # noqa: E402
+import agent_thread
+import harness
+from pod_network import first_answer
 
-from netbay.client import LB, NET, Api  # noqa: E402
-from netbay.dataplane import netns  # noqa: E402
-from netbay.dataplane.names import Names  # noqa: E402
-from netbay.k8s import desired  # noqa: E402
-from netbay.k8s.controller import Controller  # noqa: E402
-from netbay.k8s.objects import parse  # noqa: E402
-from netbay.store.db import Store  # noqa: E402
+from netbay.client import LB, NET, Api
+from netbay.dataplane import netns
+from netbay.dataplane.names import Names
+from netbay.k8s import desired
+from netbay.k8s.controller import Controller
+from netbay.k8s.objects import parse
+from netbay.store.db import Store
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 SETTLE = 120.0
@@ -133,8 +133,8 @@ class Stopwatch:
     def __init__(self) -> None:
         self.spent: dict[str, float] = {}
 
-    def wrap(self, name: str, fn: Any, only: Any = None) -> Any:  # noqa: ANN401 - any callable
-        def timed(*a: Any, **kw: Any) -> Any:  # noqa: ANN401
+    def wrap(self, name: str, fn: Any, only: Any = None) -> Any:  # any callable
+        def timed(*a: Any, **kw: Any) -> Any:
             if only is not None and not only(*a):
                 return fn(*a, **kw)
             t0 = time.monotonic()

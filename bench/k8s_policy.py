@@ -73,15 +73,15 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import agent_thread  # noqa: E402
-import harness  # noqa: E402
-from hoptrace import hops  # noqa: E402
-from lightkube import codecs  # noqa: E402
+import agent_thread
+import harness
+from hoptrace import hops
+from lightkube import codecs
 
-from netbay.client import Api  # noqa: E402
-from netbay.dataplane import netns  # noqa: E402
-from netbay.dataplane.names import Names  # noqa: E402
-from netbay.k8s.policy import Cluster, Namespace, Pod, PolicyEngine  # noqa: E402
+from netbay.client import Api
+from netbay.dataplane import netns
+from netbay.dataplane.names import Names
+from netbay.k8s.policy import Cluster, Namespace, Pod, PolicyEngine
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
 Sample = tuple[float, float, float, float]  # seconds: call, api, agent, enforced

@@ -26,10 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from throughput import Iperf, bare_veth, cleanup  # noqa: E402
+from throughput import Iperf, bare_veth, cleanup
 
-from tests.dataplane.dp_helpers import PREFIX, ping  # noqa: E402
-from tests.ovn.lab import OvnLab, plug_pair  # noqa: E402
+from tests.dataplane.dp_helpers import PREFIX, ping
+from tests.ovn.lab import OvnLab, plug_pair
 
 
 def rtt_ms(ns: str, dst: str, count: int) -> dict[str, float]:

@@ -18,7 +18,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 from clihelp import check_svg_readable, cli, ok
@@ -28,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def template(server) -> str:  # noqa: ANN001
+def template(server) -> str:
     name = unique("k8s")
     ok(cli(server, "cluster-template", "create", name, "--coe", "kubernetes", "--network-driver", "flannel",
            "--labels", "flannel_backend=vxlan,flannel_network_subnetlen=24", "--external-network", "public",
@@ -36,7 +35,7 @@ def template(server) -> str:  # noqa: ANN001
     return name
 
 
-def test_cluster_lifecycle_through_the_cli(server, ci, template, tmp_path) -> None:  # noqa: ANN001
+def test_cluster_lifecycle_through_the_cli(server, ci, template, tmp_path) -> None:
     name = unique("c")
     out = ok(cli(server, "cluster", "create", name, "--cluster-template", template, "--node-count", "2",
                  "--timeout", "120"))
@@ -109,7 +108,7 @@ def test_cluster_lifecycle_through_the_cli(server, ci, template, tmp_path) -> No
     assert r.returncode == 1 and "could not be found" in r.stderr
 
 
-def test_a_failing_create_exits_non_zero_with_the_reason(server, ci, template) -> None:  # noqa: ANN001
+def test_a_failing_create_exits_non_zero_with_the_reason(server, ci, template) -> None:
     name = unique("bad")
     # The private subnet overlaps the external network's: the router interface is refused.
     r = cli(server, "cluster", "create", name, "--cluster-template", template, "--node-count", "1",
@@ -123,7 +122,7 @@ def test_a_failing_create_exits_non_zero_with_the_reason(server, ci, template) -
     assert ci.get(f"/clusters/{name}").status_code == 404
 
 
-def test_no_wait_returns_at_once_and_bad_input_is_refused(server, ci, template) -> None:  # noqa: ANN001
+def test_no_wait_returns_at_once_and_bad_input_is_refused(server, ci, template) -> None:
     name = unique("nw")
     out = ok(cli(server, "cluster", "create", name, "--cluster-template", template, "--no-wait"))
     assert "accepted" in out and "CREATE_COMPLETE in" not in out
@@ -141,7 +140,7 @@ def test_no_wait_returns_at_once_and_bad_input_is_refused(server, ci, template) 
     assert r.returncode == 1 and "could not be found" in r.stderr
 
 
-def test_pods_without_the_agent(server, ci, template, tmp_path) -> None:  # noqa: ANN001
+def test_pods_without_the_agent(server, ci, template, tmp_path) -> None:
     """No agent: a pod is placed (BUILD) but never plugged in; ``pod create`` waits only
     ``--timeout`` (exit 2); the connectivity matrix refuses, naming what it needs."""
     name = unique("pc")
@@ -165,7 +164,7 @@ def test_pods_without_the_agent(server, ci, template, tmp_path) -> None:  # noqa
     ok(cli(server, "cluster", "delete", name, "--timeout", "120"))
 
 
-def test_the_wait_is_bounded_by_timeout(tmp_path) -> None:  # noqa: ANN001
+def test_the_wait_is_bounded_by_timeout(tmp_path) -> None:
     """Without a conductor nothing settles the cluster: --timeout ends the wait, exit 2."""
     srv = start_server(f"sqlite:///{tmp_path / 'nb.db'}", tmp_path, extra=("--no-conductor",))
     try:
@@ -207,7 +206,7 @@ def _run_demo(env: dict, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def test_the_main_job_builds_a_cluster_shows_its_topology_and_leaves_nothing(tmp_path) -> None:  # noqa: ANN001
+def test_the_main_job_builds_a_cluster_shows_its_topology_and_leaves_nothing(tmp_path) -> None:
     """``scripts/demo.sh``: as root with its own agent prefix (else API only): a cluster,
     a pod per minion, the connectivity matrix all reachable, the topology as a picture."""
     before = _namespaces()

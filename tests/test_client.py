@@ -52,7 +52,7 @@ def test_credentials_come_from_a_clouds_yaml_when_os_cloud_names_one(tmp_path):
 class _Server(http.server.BaseHTTPRequestHandler):
     tokens: list[str] = []
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         self.tokens.append(self.headers["X-Auth-Token"])
         ok = self.headers["X-Auth-Token"] == "fresh"
         body = b'{"pods": []}' if ok else b'{"error": {"code": 401, "message": "expired"}}'
@@ -61,7 +61,7 @@ class _Server(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, *args):  # noqa: ANN002
+    def log_message(self, *args):
         pass
 
 

@@ -305,7 +305,7 @@ def test_the_export_reads_labels_as_the_api_checked_them() -> None:
         {k: r.get(k) for k in ("protocol", "port_range_min", "port_range_max")} for r in rules]
 
 
-def test_a_registered_driver_without_a_fragment_builds_with_its_labels_as_parameters(monkeypatch) -> None:  # noqa: ANN001
+def test_a_registered_driver_without_a_fragment_builds_with_its_labels_as_parameters(monkeypatch) -> None:
     from netbay.drivers import example, registry
 
     monkeypatch.setitem(registry.DRIVERS, "example", example.SPEC)

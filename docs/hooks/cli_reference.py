@@ -59,7 +59,7 @@ def reference() -> str:
     return "\n".join(out)
 
 
-def on_page_markdown(markdown: str, page, **_kwargs) -> str:  # noqa: ANN001
+def on_page_markdown(markdown: str, page, **_kwargs: object) -> str:  # noqa: ANN001
     if MARKER not in markdown:
         return markdown
     return markdown.replace(MARKER, reference())

@@ -135,7 +135,7 @@ class Agent:
             if fn is not None:
                 try:
                     fn()
-                except Exception:  # noqa: BLE001 - the others still go
+                except Exception:  # the others still go
                     log.exception("netbay agent: %s realizer %s", doing, r.name)
 
     def _loop(self, stop: threading.Event) -> None:

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from netbay.client import Api as _Client
-from netbay.client import ApiError
-from netbay.client.auth import Credentials
+from netbay.client import ApiError  # noqa: F401 - re-exported: the agent's callers catch it from here
+from netbay.client.auth import Credentials  # noqa: F401 - re-exported (netbay.agent)
 
 
 class Api(_Client):

@@ -29,12 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import quote
 
-import httpx
 
 from netbay.backends.seam import EMBEDDED, NetworkBackend, Traits
 from netbay.backends.http import COLLECTIONS, _path
 from netbay.client import NET, unreachable
-from netbay.client.aio import CONNECT_TIMEOUT, READ_TIMEOUT, AsyncApi
+from netbay.client.aio import READ_TIMEOUT, AsyncApi
 
 WORKERS = 8
 

@@ -22,7 +22,7 @@ def connect():  # noqa: ANN201
     logging.getLogger("keystoneauth").setLevel(logging.ERROR)  # its discovery warnings repeat ours
     try:
         conn = openstack.connect()
-    except Exception as exc:  # the SDK raises several kinds for missing config
+    except Exception as exc:  # noqa: BLE001 - the SDK raises several kinds for missing config
         console.print(f"[red]error:[/] cannot connect: {exc}; source the openrc that `netbay up` wrote, "
                       "or set OS_CLOUD with a clouds.yaml")
         raise typer.Exit(1) from None
@@ -68,15 +68,18 @@ def demo(prefix: str = typer.Option("demo", help="Name prefix for what the walk-
         raise typer.Exit(1)
     made: list = []
     try:
-        network = net.create_network(name=f"{prefix}-net"); made.append(network)
+        network = net.create_network(name=f"{prefix}-net")
+        made.append(network)
         subnet = net.create_subnet(name=f"{prefix}-subnet", network_id=network.id, ip_version=4,
                                    cidr="10.0.0.0/24")
         router = net.create_router(name=f"{prefix}-router",
-                                   external_gateway_info={"network_id": public.id}); made.append(router)
+                                   external_gateway_info={"network_id": public.id})
+        made.append(router)
         net.add_interface_to_router(router, subnet_id=subnet.id)
         ports = [net.create_port(name=f"{prefix}-port-{i}", network_id=network.id) for i in (1, 2)]
         made.extend(ports)
-        fip = net.create_ip(floating_network_id=public.id, port_id=ports[0].id); made.append(fip)
+        fip = net.create_ip(floating_network_id=public.id, port_id=ports[0].id)
+        made.append(fip)
 
         console.print(_table("networks", [n.to_dict() for n in net.networks()],
                              ["name", "id", "is_router_external", "mtu", "status"]))

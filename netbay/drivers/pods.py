@@ -41,11 +41,15 @@ import errno
 import hashlib
 import ipaddress
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from netbay.dataplane import bigtcp, netns, veth
 from netbay.dataplane import rtnl as kernel
 from netbay.dataplane.links import LinkError
 from netbay.dataplane.rtnl import rtnl
+
+if TYPE_CHECKING:
+    from netbay.drivers.node import Node
 
 __all__ = ["Bridged", "PodLink", "attach", "detach", "plug_for_runtime", "gso_path", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC"]
 
@@ -160,7 +164,7 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
                    address=want, gateway=gateway, mtu=mtu, bridge=bridge)
 
 
-def _underlay_gso(node, underlay: str | None) -> int | None:
+def _underlay_gso(node: Node, underlay: str | None) -> int | None:
     link = node.link(underlay) if underlay else None
     return link.gso_max_size if link is not None and link.gso_max_size else None
 

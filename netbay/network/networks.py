@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any
+from collections.abc import Callable
 
 from pydantic import Field, StringConstraints
 from sqlalchemy import Select, bindparam, func, or_, select

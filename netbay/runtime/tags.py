@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 
@@ -82,8 +82,8 @@ def age(obj: Mapping[str, Any], key: str = "updated_at") -> float:
         return 0.0
     when = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return (datetime.now(timezone.utc) - when).total_seconds()
+        when = when.replace(tzinfo=UTC)
+    return (datetime.now(UTC) - when).total_seconds()
 
 
 __all__ = ["Family", "Owner", "age", "on_host_or_unbound", "tags_of"]

@@ -11,6 +11,7 @@ import errno
 import ipaddress
 import signal
 import socket
+import subprocess
 import time
 
 import httpx
@@ -308,7 +309,7 @@ def test_security_groups_filter_between_sandboxes(cloud: Cloud, net: tuple[dict,
     cloud.ok(cloud.http.delete(f"/network/v2.0/security-groups/{closed['id']}"), 204)
 
 
-def test_netbay_up_runs_the_agent_and_stops_cleanly(tmp_path) -> None:  # noqa: ANN001
+def test_netbay_up_runs_the_agent_and_stops_cleanly(tmp_path) -> None:
     from conftest import start_server
 
     from .agent_fixtures import sweep_prefix
@@ -381,7 +382,7 @@ def _expected_namespaces(cloud: Cloud) -> set[str]:
 
 
 def test_sigkill_in_the_middle_of_building_then_restart_converges(
-        cloud: Cloud, net: tuple[dict, dict], tmp_path) -> None:  # noqa: ANN001
+        cloud: Cloud, net: tuple[dict, dict], tmp_path) -> None:
     network, _ = net
     count = 50
     cloud.agent.stop()
@@ -420,7 +421,7 @@ def test_sigkill_in_the_middle_of_building_then_restart_converges(
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout=15)
-            except Exception:
+            except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
         cloud.agent.start()

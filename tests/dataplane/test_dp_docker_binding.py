@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import rtnl

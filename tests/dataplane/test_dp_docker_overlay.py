@@ -18,7 +18,6 @@ import ipaddress
 import pytest
 
 from netbay.dataplane import rtnl as kernel
-from netbay.drivers import leases
 from netbay.drivers.docker import DockerOverlayConfig, block_len
 from netbay.drivers.docker.driver import BRIDGE, DEVICE, DockerOverlay
 from netbay.drivers.leases import LeaseError

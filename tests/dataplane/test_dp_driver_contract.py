@@ -37,13 +37,13 @@ def example_registered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(params=CASES, ids=lambda case: "-".join([case[0], *case[1].values()]))
-def lab(request: pytest.FixtureRequest, make_ns, example_registered) -> Lab:  # noqa: ANN001
+def lab(request: pytest.FixtureRequest, make_ns, example_registered) -> Lab:
     name, labels = request.param
     stored = registry.stored(registry.config(name, labels))          # what the cluster network keeps
     return Lab(make_ns, "k", registry.make(name, stored))            # what the agent builds
 
 
-def test_every_registered_driver_with_a_node_part_is_in_the_contract(example_registered) -> None:  # noqa: ANN001
+def test_every_registered_driver_with_a_node_part_is_in_the_contract(example_registered) -> None:
     with_nodes = {name for name, spec in registry.DRIVERS.items() if spec.config is not None}
     assert with_nodes == {name for name, _ in CASES}
     for name in with_nodes:

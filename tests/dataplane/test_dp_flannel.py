@@ -18,7 +18,6 @@ import ipaddress
 import pytest
 
 from netbay.dataplane import rtnl as kernel
-from netbay.drivers import leases
 from netbay.drivers.flannel import FlannelConfig
 from netbay.drivers.flannel.backend import UnsupportedBackend
 from netbay.drivers.flannel.backend import vxlan as vxlan_backend

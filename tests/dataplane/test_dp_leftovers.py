@@ -175,7 +175,8 @@ def test_netbay_up_stops_its_processes_at_sigterm_and_down_stops_what_a_killed_o
         port = free_port()
         proc = subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "up", "--port", str(port),
                                  "--data-dir", str(tmp_path / "data"), "--agent", "--agent-prefix", prefix],
-                                env=env, stdout=open(tmp_path / "up.log", "a"), stderr=subprocess.STDOUT)
+                                env=env, stdout=open(tmp_path / "up.log", "a"),  # noqa: SIM115 - the child keeps it
+                                stderr=subprocess.STDOUT)
         _wait_port(port, 60, proc)
         wait_for(lambda: netns.exists(f"{prefix}fabric"), 30, what="the agent's first resync")
         return proc

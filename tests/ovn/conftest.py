@@ -72,7 +72,7 @@ def ovn_pair(ovn_lab: OvnLab) -> Pair:
 
 
 @pytest.fixture(scope="module")
-def ovn_cloud(ovn_lab: OvnLab, postgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # noqa: ANN001
+def ovn_cloud(ovn_lab: OvnLab, postgres, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """Keystone and a Neutron API server with ML2/OVN on ``ovn_lab`` (a PostgreSQL
     database of its own in the run's throwaway cluster), for the module; see
     neutron_ovn.py."""

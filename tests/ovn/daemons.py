@@ -83,7 +83,7 @@ def spawn(name: str, ns: str, rundir: Path, argv: list[str], unixctl: bool = Tru
         proc = subprocess.Popen(
             ["ip", "netns", "exec", ns, *argv, f"--log-file={log}", *ctl_opt, "-vconsole:off"],
             env=env_for(rundir), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_die_with_parent)
+            start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509 - prctl only, before exec
     ctl = rundir / (f"{name}.ctl" if unixctl else f"{os.path.basename(argv[0])}.{proc.pid}.ctl")
     return Daemon(name, proc, log, ctl)
 

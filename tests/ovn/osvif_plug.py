@@ -31,7 +31,7 @@ from netbay.dataplane import netns
 from .lab import Container, Hypervisor
 
 
-def _vif(port, box: Container, bridge: str, datapath_type: str, mtu: int):  # noqa: ANN001, ANN202
+def _vif(port, box: Container, bridge: str, datapath_type: str, mtu: int):
     from os_vif import objects
 
     network = objects.network.Network(id=port.network_id, bridge=bridge, mtu=mtu)
@@ -42,7 +42,7 @@ def _vif(port, box: Container, bridge: str, datapath_type: str, mtu: int):  # no
                                       plugin="ovs", has_traffic_filtering=True, preserve_on_delete=False)
 
 
-def _own_connection(base, name: str):  # noqa: ANN001, ANN202
+def _own_connection(base, name: str):
     """os-vif's native OVSDB API for ``base`` (its ``BaseOVS``), on a connection of its
     own (see the module's docstring)."""
     from ovsdbapp.backend.ovs_idl import connection
@@ -71,13 +71,13 @@ class OsVifPlugger:
         self.plugin = ovs.OvsPlugin(conf.os_vif_ovs)
         self.plugin.ovsdb._ovsdb = _own_connection(self.plugin.ovsdb, hv.ns)
 
-    def _instance(self, port):  # noqa: ANN001, ANN202
+    def _instance(self, port):
         from os_vif import objects
 
         device = port.device_id or str(uuid.uuid4())
         return objects.instance_info.InstanceInfo(uuid=device, name=device, project_id=port.project_id)
 
-    def plug(self, port, box: Container, mtu: int) -> None:  # noqa: ANN001
+    def plug(self, port, box: Container, mtu: int) -> None:
         """Plug ``box``'s host end as ``port``'s ``binding:vif_details`` say (bridge,
         datapath type)."""
         details = port.binding_vif_details
@@ -85,7 +85,7 @@ class OsVifPlugger:
         with netns.entered(self.hv.ns):
             self.plugin.plug(vif, self._instance(port))
 
-    def unplug(self, port, box: Container, mtu: int) -> None:  # noqa: ANN001
+    def unplug(self, port, box: Container, mtu: int) -> None:
         details = port.binding_vif_details
         vif = _vif(port, box, details["bridge_name"], details.get("datapath_type", "system"), mtu)
         with netns.entered(self.hv.ns):

@@ -33,14 +33,14 @@ class Net:
 
 
 @pytest.fixture(scope="module")
-def conn(ovn_cloud) -> Iterator:  # noqa: ANN001
+def conn(ovn_cloud) -> Iterator:
     c = ovn_cloud.connection()
     yield c
     c.close()
 
 
 @pytest.fixture(scope="module")
-def net(conn) -> Iterator[Net]:  # noqa: ANN001
+def net(conn) -> Iterator[Net]:
     network = conn.network.create_network(name="ovn-net")
     subnet = conn.network.create_subnet(network_id=network.id, cidr=CIDR, ip_version=4, name="ovn-subnet")
     yield Net(network, subnet)
@@ -50,7 +50,7 @@ def net(conn) -> Iterator[Net]:  # noqa: ANN001
 class Plugs:
     """Ports made in Neutron and plugged into the lab by one test; all undone after it."""
 
-    def __init__(self, lab: OvnLab, conn, net: Net) -> None:  # noqa: ANN001
+    def __init__(self, lab: OvnLab, conn, net: Net) -> None:
         self.lab, self.conn, self.net = lab, conn, net
         self.made: list[tuple[object, Container]] = []
 
@@ -76,7 +76,7 @@ class Plugs:
 
 
 @pytest.fixture
-def plugs(ovn_lab: OvnLab, conn, net: Net) -> Iterator[Plugs]:  # noqa: ANN001
+def plugs(ovn_lab: OvnLab, conn, net: Net) -> Iterator[Plugs]:
     """Neutron's port list and the lab's namespaces as they were, after each test."""
     ports_before = {p.id for p in conn.network.ports()}
     namespaces_before = list(ovn_lab.namespaces)
@@ -90,7 +90,7 @@ def plugs(ovn_lab: OvnLab, conn, net: Net) -> Iterator[Plugs]:  # noqa: ANN001
     assert not [b.ns for _, b in made.made if netns.exists(b.ns)]
 
 
-def wait_status(conn, port_id: str, want: str) -> str:  # noqa: ANN001
+def wait_status(conn, port_id: str, want: str) -> str:
     """The port's status once ``want``, or its last one after ACTIVE_TIMEOUT seconds."""
     deadline = time.monotonic() + ACTIVE_TIMEOUT
     while True:
@@ -100,12 +100,12 @@ def wait_status(conn, port_id: str, want: str) -> str:  # noqa: ANN001
         time.sleep(0.5)
 
 
-def wait_active(conn, port_id: str) -> str:  # noqa: ANN001
+def wait_active(conn, port_id: str) -> str:
     """The port's status once ACTIVE, or its last status after ACTIVE_TIMEOUT seconds."""
     return wait_status(conn, port_id, "ACTIVE")
 
 
-def test_ports_bound_and_active(ovn_lab: OvnLab, conn, plugs: Plugs) -> None:  # noqa: ANN001
+def test_ports_bound_and_active(ovn_lab: OvnLab, conn, plugs: Plugs) -> None:
     a, box_a = plugs.port(ovn_lab.hvs[0], "a")
     b, box_b = plugs.port(ovn_lab.hvs[1], "b")
     for port, hv in ((a, ovn_lab.hvs[0]), (b, ovn_lab.hvs[1])):
@@ -117,7 +117,7 @@ def test_ports_bound_and_active(ovn_lab: OvnLab, conn, plugs: Plugs) -> None:  #
         assert ovn_lab.bound_chassis(port.id) == hv.chassis  # OVN's claim, in the SB
 
 
-def test_os_vif_plugs_by_the_binding(ovn_lab: OvnLab, conn, net: Net, plugs: Plugs) -> None:  # noqa: ANN001
+def test_os_vif_plugs_by_the_binding(ovn_lab: OvnLab, conn, net: Net, plugs: Plugs) -> None:
     """os-vif's own ``ovs`` plugin (native OVSDB on the chassis's socket) plugs each port
     as its ``binding:vif_details`` say; OVN claims it, Neutron turns it ACTIVE, ICMP
     crosses; os-vif's unplug takes it out and Neutron reports it DOWN."""
@@ -145,7 +145,7 @@ def test_os_vif_plugs_by_the_binding(ovn_lab: OvnLab, conn, net: Net, plugs: Plu
     assert wait_status(conn, port_b.id, "DOWN") == "DOWN"
 
 
-def test_ping_across_chassis(ovn_lab: OvnLab, conn, plugs: Plugs) -> None:  # noqa: ANN001
+def test_ping_across_chassis(ovn_lab: OvnLab, conn, plugs: Plugs) -> None:
     a, box_a = plugs.port(ovn_lab.hvs[0], "a")
     b, box_b = plugs.port(ovn_lab.hvs[1], "b")
     assert wait_active(conn, a.id) == wait_active(conn, b.id) == "ACTIVE"
@@ -157,7 +157,7 @@ def test_ping_across_chassis(ovn_lab: OvnLab, conn, plugs: Plugs) -> None:  # no
     assert ovn_lab.hvs[0].uplink_tx_packets() - before >= 3
 
 
-def test_security_group_drops_then_allows(ovn_lab: OvnLab, conn, plugs: Plugs) -> None:  # noqa: ANN001
+def test_security_group_drops_then_allows(ovn_lab: OvnLab, conn, plugs: Plugs) -> None:
     group = conn.network.create_security_group(name="no-icmp")  # egress only, as made
     try:
         a, box_a = plugs.port(ovn_lab.hvs[0], "a", security_group_ids=[group.id])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from netbay.client import Refused, gone_ok, or_none
+from netbay.client import Refused, gone_ok, or_none  # noqa: F401 - re-exported for the handlers
 
 if TYPE_CHECKING:
     from netbay.coe.handlers.context import StackContext

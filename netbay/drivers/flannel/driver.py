@@ -22,7 +22,6 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Mapping
 
-from netbay.dataplane import rtnl as kernel
 from netbay.drivers import leases as leaselib, masq, node as nodelib, pods
 from netbay.drivers.flannel import FlannelConfig
 from netbay.drivers.flannel import backend as backends

@@ -53,7 +53,7 @@ class Collector:
                     log.info("collected %s", gone)
             except (NetbayError, OSError) as exc:
                 log.warning("sweep: %s", exc)
-            except Exception:  # noqa: BLE001 - a sweep's bug must not stop the plugin
+            except Exception:  # a sweep's bug must not stop the plugin
                 log.exception("sweep failed")
             await asyncio.sleep(self.grace)
 
