@@ -344,8 +344,8 @@ class Agent:
         def realizers(before: bool) -> None:
             for r in self.realizers:
                 if r.before_fabric is before:
-                    self._merge(r.name, (lambda r=r: r.resync(state, fabric, specs)) if full
-                                else (lambda r=r: r.apply(state, fabric, work, specs)))
+                    self._merge(r.name, (lambda: r.resync(state, fabric, specs)) if full
+                                else (lambda: r.apply(state, fabric, work, specs)))
 
         if state.networks:
             self._attempt("fabric", "", fabric.ensure)
@@ -452,7 +452,7 @@ class Agent:
     def _drop_namespace(self, ns: str) -> None:
         for pid, spec in list(self.fabric.wired.items()):
             if spec.ns == ns:
-                self._attempt("ports", pid, lambda pid=pid: self.fabric.remove_port(pid))
+                self._attempt("ports", pid, lambda: self.fabric.remove_port(pid))
         netns.delete(ns)
 
     def _attempt(self, collection: str, obj_id: str, fn: Callable[[], object]) -> bool:
@@ -507,6 +507,7 @@ class Agent:
                 continue
             if consumer(state, port, self.names, self.host) is None and pid not in self._unwired:
                 continue  # not a port this agent wires: someone else reports on it
+            want: str | None
             if pid in failed.get("ports", ()):
                 want = "ERROR"
             elif pid in fabric.wired and port.get("admin_state_up", True):
@@ -541,9 +542,9 @@ class Agent:
             fip = state.floatingips.get(fid)
             if fip is None:
                 continue
-            rid = fip.get("router_id")
-            realized = bool(fip.get("port_id") and rid and has_routers
-                            and self.outcomes.get("routers", {}).get(rid)
+            fip_router: str | None = fip.get("router_id")
+            realized = bool(fip.get("port_id") and fip_router and has_routers
+                            and self.outcomes.get("routers", {}).get(fip_router)
                             and self.outcomes.get("floatingips", {}).get(fid, True))
             want = "ACTIVE" if realized else "DOWN"
             if fip.get("status") != want:

@@ -7,6 +7,7 @@ which also opens a backend by name (see the package's docstring).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -48,7 +49,7 @@ class NetworkBackend(Protocol):
     def show(self, member: str, obj_id: str) -> dict[str, Any]:
         """One object, or ``NotFound``."""
 
-    def list(self, member: str, **filters: Any) -> list[dict[str, Any]]:
+    def list(self, member: str, **filters: Any) -> builtins.list[dict[str, Any]]:
         """Objects matching Neutron's list filters (``network_id=…``, ``tags=…``)."""
 
     def update(self, member: str, obj_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -65,7 +66,7 @@ class NetworkBackend(Protocol):
                                 port_id: str | None = None) -> dict[str, Any]:
         """Unplug it again."""
 
-    def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+    def set_tags(self, member: str, obj_id: str, tags: builtins.list[str]) -> builtins.list[str]:
         """Replace an object's tags (the sweep-by-tag that cleans up after a cluster)."""
 
     def add_tag(self, member: str, obj_id: str, tag: str) -> None:

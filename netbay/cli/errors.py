@@ -50,7 +50,7 @@ def one_line(exc: BaseException) -> str | None:
 class OneLineErrors:
     """Mixin of a typer group: its commands' known failures end in one ``error: …`` line, exit 1."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)  # type: ignore[misc]
         except Exception as exc:

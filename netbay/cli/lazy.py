@@ -28,6 +28,7 @@ class Lazy:
 
     def load(self, name: str) -> Any:
         obj = getattr(importlib.import_module(self.module), self.attribute)
+        command: Any
         if isinstance(obj, typer.Typer):
             command = typer.main.get_group(obj)   # a group even with one command (``tap capture``)
         else:
@@ -43,7 +44,7 @@ def plain(command: Any) -> None:
     """Help as click writes it, without rich: rich's import alone costs what a whole
     ``docker --help`` does, and the help texts use no markup."""
     if hasattr(command, "rich_markup_mode"):
-        command.rich_markup_mode = None  # type: ignore[attr-defined]
+        command.rich_markup_mode = None
     for sub in getattr(command, "commands", {}).values():
         plain(sub)
 
@@ -108,10 +109,10 @@ class LazyGroup(TyperGroup):
         super().__init__(*args, **kw)
         self._listing = False
 
-    def list_commands(self, ctx: typer.Context) -> list[str]:
+    def list_commands(self, ctx: Any) -> list[str]:
         return list(super().list_commands(ctx)) + [n for n in self.lazy if n not in self.commands]
 
-    def get_command(self, ctx: typer.Context, cmd_name: str) -> Any | None:
+    def get_command(self, ctx: Any, cmd_name: str) -> Any | None:
         entry = self.lazy.get(cmd_name)
         if entry is not None and cmd_name not in self.commands:
             if self._listing:   # a line of the help: no import
@@ -119,14 +120,14 @@ class LazyGroup(TyperGroup):
             self.commands[cmd_name] = entry.load(cmd_name)
         return super().get_command(ctx, cmd_name)
 
-    def format_commands(self, ctx: typer.Context, formatter: Any) -> None:
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
         self._listing = True
         try:
             super().format_commands(ctx, formatter)
         finally:
             self._listing = False
 
-    def loaded(self, ctx: typer.Context, name: str) -> Any:
+    def loaded(self, ctx: Any, name: str) -> Any:
         """The real command ``name`` (imported): for tests and docs that walk every command."""
         command = self.get_command(ctx, name)
         assert command is not None, name

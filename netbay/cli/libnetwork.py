@@ -135,7 +135,7 @@ def start_beside_up(openrc: Path, url: str, prefix: str,
     proc = subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "libnetwork", "--url", url,
                              "--prefix", prefix, "--openrc", str(openrc), *on_cloud],
                             env={**os.environ, STOP_WITH: str(os.getpid())})
-    atexit.register(lambda: proc.poll() is None and proc.terminate())
+    atexit.register(lambda: proc.terminate() if proc.poll() is None else None)
     # The container API (same process, created after this hook) runs containers there.
     os.environ.setdefault("NETBAY_DOCKER_HOST", "unix:///run/docker.sock")
     os.environ.setdefault("NETBAY_DOCKER_DRIVER", "netbay")

@@ -49,7 +49,7 @@ from netbay.dataplane.links import LinkError
 from netbay.dataplane.rtnl import rtnl
 
 if TYPE_CHECKING:
-    from netbay.drivers.node import Node
+    from netbay.dataplane.rtnl import Rtnl
 
 __all__ = ["Bridged", "PodLink", "attach", "detach", "plug_for_runtime", "gso_path", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC"]
 
@@ -155,7 +155,7 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
         kernel.add_route(pod_ns, kernel.KRoute(f"{gateway}/32", oif=idx, proto=RTPROT_BOOT))
         kernel.add_neighbour(pod_ns, idx, gateway, ROUTED_MAC)
         pod.replace_route("0.0.0.0/0", gateway=gateway, oif=idx, onlink=True)
-        hidx = node.link(host).index  # type: ignore[union-attr]
+        hidx = node.link(host).index
         kernel.add_route(node_ns, kernel.KRoute(f"{iface.ip}/32", oif=hidx, proto=RTPROT_BOOT))
     else:
         onlink = ipaddress.ip_address(gateway) not in iface.network
@@ -164,7 +164,7 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
                    address=want, gateway=gateway, mtu=mtu, bridge=bridge)
 
 
-def _underlay_gso(node: Node, underlay: str | None) -> int | None:
+def _underlay_gso(node: Rtnl, underlay: str | None) -> int | None:
     link = node.link(underlay) if underlay else None
     return link.gso_max_size if link is not None and link.gso_max_size else None
 

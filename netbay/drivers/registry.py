@@ -101,7 +101,7 @@ class DriverSpec:
     #: (the driver object then has ``bridged(node)``, see :class:`BridgedDriver`)
     takes_containers: bool = False
     #: the typed config (:class:`DriverConfig`); None: no pod network on the nodes
-    config: type | None = None
+    config: type[Any] | None = None
     #: ``"module:Class"`` of the driver, built from a config (imported on first use:
     #: the kernel code stays out of the API server's and the CLI's imports)
     factory: str = ""

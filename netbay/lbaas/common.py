@@ -12,7 +12,7 @@ import ipaddress
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BeforeValidator
 from sqlalchemy import select
@@ -226,6 +226,9 @@ class LBResource(Resource):
     title: ClassVar[str]
     readonly: ClassVar[set[str]] = {"id", "provisioning_status", "operating_status", "created_at",
                                     "updated_at"}
+
+    if TYPE_CHECKING:  # each collection removes its own rows (and its children) its own way
+        def remove(self, session: Session, obj: Any) -> None: ...
 
     def created(self, session: Session, obj: Any, tags: list[str] | None) -> None:
         """Log a new object (with its tags, which leave it at revision 0)."""

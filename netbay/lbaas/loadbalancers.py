@@ -49,6 +49,7 @@ from netbay.lbaas.common import (
     validation,
 )
 from netbay.lbaas import providers
+from netbay.network.portrows import NewPort
 from netbay.network.ports import create_port, delete_port
 from netbay.network.registry import NETWORKS, PORTS, SUBNETS
 from netbay.network.resource import Filter, to_bool
@@ -171,22 +172,24 @@ class LoadBalancers(LBResource):
         )
         session.add(lb)
         session.flush()
+        vip: Port | NewPort
         if port is None:
             fixed = {"subnet_id": subnet.id, **({"ip_address": address} if address else {})}
-            port = create_port(
+            vip = create_port(
                 session, project_id=project_id, network=network, fixed_ips=[fixed],
                 security_groups=[], port_security_enabled=False, admin_state_up=True,
                 name=f"octavia-lb-{lb.id}", device_owner=VIP_OWNER, device_id=f"lb-{lb.id}",
             )
-            PORTS.record(session, port, "create")
+            PORTS.record(session, vip, "create")
             lb.vip_port_owned = True
         else:
+            vip = port
             port.device_owner, port.device_id = VIP_OWNER, f"lb-{lb.id}"
             PORTS.touch(port)
             PORTS.record(session, port, "update")
             lb.vip_port_owned = False
-        lb.vip_port_id = port.id
-        lb.vip_address = next(a.ip_address for a in port.fixed_ips if a.subnet_id == subnet.id)
+        lb.vip_port_id = vip.id
+        lb.vip_address = next(a.ip_address for a in vip.fixed_ips if a.subnet_id == subnet.id)
         self.created(session, lb, tags)
         return lb
 
@@ -203,16 +206,16 @@ class LoadBalancers(LBResource):
             port = _visible(PORTS, session, ctx, port_id, "Port", for_update=True)
             if port.device_id or port.device_owner:
                 raise validation(f"Port {port.id} already in use by device {port.device_id or port.device_owner}.")
-            network = session.get(Network, port.network_id)
+            network = session.get_one(Network, port.network_id)
             if subnet_id:
                 subnet = _visible(SUBNETS, session, ctx, subnet_id, "Subnet")
             elif address:
                 match = next((a for a in port.fixed_ips if a.ip_address == address), None)
                 if match is None:
                     raise validation("Specified VIP address not found on the specified VIP port.")
-                subnet = session.get(Subnet, match.subnet_id)
+                subnet = session.get_one(Subnet, match.subnet_id)
             elif len(port.fixed_ips) == 1:
-                subnet = session.get(Subnet, port.fixed_ips[0].subnet_id)
+                subnet = session.get_one(Subnet, port.fixed_ips[0].subnet_id)
             else:
                 raise validation("VIP port's subnet could not be determined. Please specify either a "
                                  "VIP subnet or address.")
@@ -237,7 +240,7 @@ class LoadBalancers(LBResource):
                     raise validation("Supplied network does not contain a subnet.")
         else:
             subnet = _visible(SUBNETS, session, ctx, subnet_id, "Subnet")
-            network = session.get(Network, subnet.network_id)
+            network = session.get_one(Network, subnet.network_id)
         return network, subnet, port, address
 
     # -- update / delete ----------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.lbaas.common import LBBody, LBResource, invalid_input
+from netbay.lbaas.common import LBResource, invalid_input
 from netbay.lbaas.healthmonitors import HEALTHMONITORS
 from netbay.lbaas.listeners import LISTENERS
 from netbay.lbaas.loadbalancers import LOADBALANCERS
@@ -25,7 +25,7 @@ from netbay.lbaas.pools import POOLS
 from netbay.lbaas.tree import POPULATING
 from netbay.store.models import LoadBalancer
 
-Parse = Callable[[Any, LBResource, str], LBBody]
+Parse = Callable[[Any, LBResource, str], Any]  # the resource's own LBBody subclass
 
 
 def populate(session: Session, ctx: Context, lb: LoadBalancer, listeners: Any, parse: Parse) -> None:

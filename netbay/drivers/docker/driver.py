@@ -31,10 +31,12 @@ drives all three drivers alike.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 from collections.abc import Iterable, Mapping
 
 from netbay.dataplane import rtnl as kernel
+from netbay.dataplane.links import LinkError
 from netbay.drivers import leases as leaselib, node as nodelib, pods
 from netbay.drivers.docker import DockerOverlayConfig
 from netbay.drivers.node import Node
@@ -91,6 +93,8 @@ class DockerOverlay:
         if idx is None:
             self.setup_node(node)
             idx = kernel.link_index(node.ns, DEVICE)
+            if idx is None:
+                raise LinkError(errno.ENODEV, f"{DEVICE} missing in {node.ns!r} after its set-up")
         want = {p.ip for p in peers if p.ns != node.ns}
         have = {e.dst for e in kernel.fdb(node.ns, idx) if e.mac == FLOOD}
         for dst in have - want:

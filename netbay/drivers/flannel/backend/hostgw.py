@@ -13,6 +13,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from netbay.dataplane import rtnl as kernel
+from netbay.dataplane.links import LinkError
 from netbay.drivers import peers as peerlib
 from netbay.drivers.flannel.backend import BackendError
 from netbay.drivers.node import Node
@@ -29,7 +30,7 @@ class HostGwBackend:
 
     def setup_node(self, node: Node) -> None:
         if kernel.link_index(node.ns, node.underlay) is None:
-            raise kernel.LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")
+            raise LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")
 
     def sync_peers(self, node: Node, peers: list[Node]) -> peerlib.SyncResult:
         others = [p for p in peers if p.ns != node.ns]

@@ -16,6 +16,7 @@ import errno
 from dataclasses import dataclass
 
 from netbay.dataplane import rtnl as kernel
+from netbay.dataplane.links import LinkError
 from netbay.drivers import peers as peerlib
 from netbay.drivers.node import Node
 
@@ -40,7 +41,7 @@ class VxlanBackend:
     def setup_node(self, node: Node) -> None:
         ul = kernel.rtnl(node.ns).link(node.underlay)
         if ul is None:
-            raise kernel.LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")
+            raise LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")
         peerlib.ensure_vtep(node, self.device, vni=self.vni, port=self.port,
                             mtu=self.pod_mtu(ul.mtu), address=f"{node.lease_network_ip}/32")
 
