@@ -11,8 +11,9 @@ Layout (see docs/drivers.md):
   checks, defaults, typed config); its ``driver`` module is the kernel part.
 * shared kernel pieces — :mod:`.leases` (pure subnet-lease allocation),
   :mod:`.pods` (one pod's veth: :func:`~.pods.attach` / :func:`~.pods.detach`),
-  :mod:`.node` (:class:`~.node.Node`, cni0, forwarding), :mod:`.kernel`,
-  :mod:`.peers` (netlink: VXLAN, FDB, neighbours, marked routes), :mod:`.masq`.
+  :mod:`.node` (:class:`~.node.Node`, cni0, forwarding), :mod:`.peers` (VXLAN, FDB,
+  neighbours, marked routes), :mod:`.masq`; their netlink is the dataplane's one codec
+  (:mod:`netbay.dataplane.rtnl`).
 
 Registering a driver is one line below; the order is Magnum's (its error messages
 list a COE's drivers in it). Everything happens inside the namespaces handed in;
