@@ -216,8 +216,8 @@ def test_client_errors_say_what_is_wrong(tmp_path):
 
 def test_the_readme_names_what_a_user_needs_and_it_is_in_the_repository():
     """`pip install netbay[client]` brings the `openstack` command the README uses, the
-    design document it points to is in the repository, and "Using netbay" ends with
-    `netbay down`."""
+    design document it points to is in the repository, and the quickstart's server is
+    stopped with `netbay down`."""
     import re
     import tomllib
     from pathlib import Path
@@ -231,5 +231,6 @@ def test_the_readme_names_what_a_user_needs_and_it_is_in_the_repository():
     for target in re.findall(r"\]\((docs/[^)]+)\)", readme):
         assert (root / target).is_file(), target
     assert "(docs/design.md)" in readme and "shared/DESIGN" not in readme
-    using = readme.split("## Using netbay", 1)[1].split("\n## ", 1)[0]
-    assert "`netbay down`" in using.rstrip().split("\n\n")[-1]
+    quickstart = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    first_block = quickstart.split("```bash", 1)[1].split("```", 1)[0]
+    assert "netbay up" in first_block and "netbay down" in first_block

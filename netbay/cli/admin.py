@@ -34,7 +34,7 @@ def _identity(data_dir: Path | None, database_url: str | None):  # noqa: ANN202
     try:
         migrate.ensure_current(store.engine, settings.database_url, settings.upgrade_hint)
     except migrate.SchemaOutOfDate as exc:
-        console.print(f"[red]error:[/] {exc}")
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     return Identity(store)
 
@@ -43,7 +43,7 @@ def _guard(fn):  # noqa: ANN001, ANN202
     try:
         return fn()
     except NetbayError as exc:
-        console.print(f"[red]error:[/] {exc.message}")
+        typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from None
 
 

@@ -22,7 +22,7 @@ from rich.console import Console
 from netbay.cli.agent import check_prefix, credentials
 from netbay.dataplane.names import PRODUCT_PREFIX
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # one line per message
 API_TIMEOUT = 5.0   # a runtime waits on every call: an answer or a clear error, never a hang
 
 

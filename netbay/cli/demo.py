@@ -23,21 +23,21 @@ def connect():  # noqa: ANN201
     try:
         conn = openstack.connect()
     except Exception as exc:  # noqa: BLE001 - the SDK raises several kinds for missing config
-        console.print(f"[red]error:[/] cannot connect: {exc}; source the openrc that `netbay up` wrote, "
-                      "or set OS_CLOUD with a clouds.yaml")
+        typer.echo(f"error: cannot connect: {exc}; source the openrc that `netbay up` wrote, "
+                   "or set OS_CLOUD with a clouds.yaml", err=True)
         raise typer.Exit(1) from None
     url = conn.config.get_auth_args().get("auth_url", "?")
     try:
         conn.session.get_token()
     except (ksa.Unauthorized, ksa.NotFound) as exc:
         if isinstance(exc, ksa.NotFound):
-            console.print(f"[red]error:[/] no netbay at {url} (it answers, but has no identity API there)")
+            typer.echo(f"error: no netbay at {url} (it answers, but has no identity API there)", err=True)
         else:
-            console.print(f"[red]error:[/] authentication failed at {url}: check OS_USERNAME, OS_PASSWORD "
-                          "and OS_PROJECT_NAME (or source the openrc `netbay up` wrote)")
+            typer.echo(f"error: authentication failed at {url}: check OS_USERNAME, OS_PASSWORD "
+                       "and OS_PROJECT_NAME (or source the openrc `netbay up` wrote)", err=True)
         raise typer.Exit(1) from None
     except (ksa.ConnectFailure, ksa.ConnectTimeout, ksa.DiscoveryFailure, ksa.UnknownConnectionError):
-        console.print(f"[red]error:[/] no netbay at {url}: nothing answers there (is `netbay up` running?)")
+        typer.echo(f"error: no netbay at {url}: nothing answers there (is `netbay up` running?)", err=True)
         raise typer.Exit(1) from None
     return conn
 

@@ -27,7 +27,7 @@ from rich.console import Console
 from netbay.cli.agent import check_prefix, credentials
 from netbay.dataplane.names import PRODUCT_PREFIX
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # one line per message
 
 
 def libnetwork(

@@ -19,5 +19,7 @@ class LazyConsole:
         if self._real is None:
             from rich.console import Console
 
-            self._real = Console(stderr=self._stderr)
+            # Messages on stderr are one line each, however narrow the terminal (or the
+            # 80 columns rich assumes without one): a hard wrap would split a path.
+            self._real = Console(stderr=self._stderr, soft_wrap=self._stderr)
         return getattr(self._real, name)
