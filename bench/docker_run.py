@@ -244,6 +244,10 @@ def main() -> None:
     if os.geteuid() != 0:
         raise SystemExit("needs root (namespaces, veths, dockerd)")
     results: dict[str, Any] = {"machine": harness.machine()}
+    if args.baseline_tree:   # which code the baseline plugin ran (bench/report.py names it)
+        rev = subprocess.run(["git", "-C", args.baseline_tree, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, check=False).stdout.strip()
+        results["baseline_tree"] = rev or os.path.abspath(args.baseline_tree)
     base_ns = f"{PREFIX}bl"
     procs: list[subprocess.Popen] = []
     daemons: list[dockerd.Dockerd] = []

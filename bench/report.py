@@ -86,7 +86,7 @@ def docker_run(data: dict) -> Iterator[Row]:
     if "netbay" in calls and "baseline" in calls:
         nb, base = calls["netbay"]["CreateEndpoint"], calls["baseline"]["CreateEndpoint"]
         yield Row("Docker plugin CreateEndpoint, p99 under port-create load", _ms(nb["p99"]),
-                  f"the same call from the baseline tree: {_ms(base['p99'])}", _ratio(nb["p99"], base["p99"]))
+                  f"the same call from tree {data.get('baseline_tree', '(not recorded)')}: {_ms(base['p99'])}", _ratio(nb["p99"], base["p99"]))
 
 
 def cni_add(data: dict) -> Iterator[Row]:
@@ -140,18 +140,20 @@ class Headline:
 
 
 HEADLINES = (
-    Headline("port_create.json", "python bench/port_create.py --repeat 1 --json bench/results/port_create.json",
+    Headline("port_create.json", "python bench/port_create.py --db sqlite --repeat 1 --sequential 400 --closed 400 --clients 10 "
+             "--rates '' --json bench/results/port_create.json",
              port_create, ()),
-    Headline("cni_add.json", "sudo python bench/cni_add.py --json bench/results/cni_add.json", cni_add, ("load",)),
-    Headline("docker_run.json", "sudo python bench/docker_run.py --json bench/results/docker_run.json", docker_run,
+    Headline("cni_add.json", "sudo python bench/cni_add.py --runs 20 --json bench/results/cni_add.json", cni_add, ("load",)),
+    Headline("docker_run.json", "sudo python bench/docker_run.py --skip-docker-run --baseline-tree <an earlier checkout> "
+             "--json bench/results/docker_run.json", docker_run,
              ("load_average_before",)),
-    Headline("k8s_pods.json", "sudo python bench/k8s_pods.py --json bench/results/k8s_pods.json", k8s_pods,
+    Headline("k8s_pods.json", "sudo python bench/k8s_pods.py --samples 20 --pods 20 --services 2 --json bench/results/k8s_pods.json", k8s_pods,
              ("load",)),
     Headline("lb_create.json", "sudo python bench/lb_create.py --runs 20 --json bench/results/lb_create.json",
              lb_create, ("load_before",)),
     Headline("cluster.json", "sudo python bench/cluster.py --runs 3 --json bench/results/cluster.json", cluster,
              ("load_before_after",)),
-    Headline("cli_start.json", "python bench/cli_start.py --json bench/results/cli_start.json", cli_start,
+    Headline("cli_start.json", "python bench/cli_start.py --runs 15 --json bench/results/cli_start.json", cli_start,
              ("load",)),
 )
 
