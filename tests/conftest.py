@@ -66,9 +66,11 @@ def _needs_host(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the ``quick`` tier (``pytest -m quick``): what needs no root, peers or dataplane."""
+    """Mark the ``quick`` tier (``pytest -m quick``): what needs no root, peers or dataplane,
+    and is not marked ``slow`` (fuzzing, the scenarios that run the ``openstack`` CLI
+    command by command: a process start each)."""
     for item in items:
-        if not _needs_host(item):
+        if not _needs_host(item) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.quick)
 
 
@@ -224,7 +226,7 @@ class Server:
         password = "pw-" + uuid.uuid4().hex[:8]
         if project != "admin":
             r = self.netbay("admin", "project", "create", project)
-            assert r.returncode == 0 or "Duplicate entry" in r.stdout, r.stdout + r.stderr
+            assert r.returncode == 0 or "Duplicate entry" in r.stderr, r.stdout + r.stderr
         r = self.netbay("admin", "user", "create", user, "--project", project, "--role", role,
                         env={"NETBAY_NEW_USER_PASSWORD": password})
         assert r.returncode == 0, r.stdout + r.stderr

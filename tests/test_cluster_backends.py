@@ -121,6 +121,7 @@ def test_bad_templates_are_refused_in_magnums_words(cluster_api: ClusterApi, bod
 # --- a cluster's life ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_cluster_is_made_in_the_backend_tagged_scaled_exported_and_deleted_without_trace(
         cluster_api: ClusterApi) -> None:
     api, net = cluster_api, cluster_api.conn.network
@@ -183,6 +184,7 @@ def test_a_cluster_is_made_in_the_backend_tagged_scaled_exported_and_deleted_wit
     assert cli_snapshot(api.env) == cli_before   # as the backend's own `openstack … list` shows it
 
 
+@pytest.mark.slow
 def test_a_cluster_too_big_for_its_fixed_subnet_is_400_before_anything_is_made(cluster_api: ClusterApi) -> None:
     """The room is the subnet's allocation pools less the addresses its ports hold, as the
     backend reports them: a port of someone else's takes one."""

@@ -91,6 +91,7 @@ def _server_tracebacks(server: Server, limit: int = 8000) -> str:
     return log[start:][-limit:] if start >= 0 else "(no traceback in server.log)"
 
 
+@pytest.mark.slow
 def test_openapi_operations_never_answer_5xx(server: Server, token: str, seeds: dict[str, list[str]]) -> None:
     schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json", timeout=30)
     operations = [result.ok() for result in schema.get_all_operations()]

@@ -71,6 +71,7 @@ def _whoami(server: Server, token: str) -> str:
 # --- defect 3: application credentials --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_restricted_application_credential_cannot_manage_credentials(server: Server) -> None:
     user, password, project = server.make_user()
     as_user = _as_user(server, user, password, project)

@@ -125,4 +125,4 @@ def test_admin_cli_lists_projects_and_users(server):
     r = server.netbay("admin", "project", "list")
     assert r.returncode == 0 and project in r.stdout
     r = server.netbay("admin", "role", "add", "superuser", "--user", user, "--project", project)
-    assert r.returncode == 1 and "Could not find role" in r.stdout
+    assert r.returncode == 1 and "Could not find role" in r.stderr

@@ -8,6 +8,7 @@ import os
 import subprocess
 
 import httpx
+import pytest
 from conftest import ADMIN_PASSWORD, Server, unique
 
 
@@ -25,6 +26,7 @@ def osc(server: Server, *args: str, env: dict | None = None, ok: bool = True) ->
     return r
 
 
+@pytest.mark.slow
 def test_openstack_cli_provisions_a_project_and_user_who_then_works_alone(server):
     project, user, password = unique("proj"), unique("user"), unique("pw")
     created = json.loads(osc(server, "project", "create", project, "--description", "throw-away",

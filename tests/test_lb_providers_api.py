@@ -252,6 +252,7 @@ def test_l7_policies_and_rules_crud(member, net, settle, lb_http, status_http):
     assert lb_http.get(f"/lbaas/l7policies/{p2.id}").status_code == 404
 
 
+@pytest.mark.slow
 def test_octaviaclient_l7_commands(server, admin, net, status_http):
     """``openstack loadbalancer …`` (python-octaviaclient) for providers, policies and rules."""
     providers = osc(server, "loadbalancer", "provider", "list")

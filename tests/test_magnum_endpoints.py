@@ -189,6 +189,7 @@ def test_certificate_errors(ci: httpx.Client, cluster: dict, server: Server) -> 
 # --- keypairs: Nova's os-keypairs, which templates and clusters are checked against --------------------
 
 
+@pytest.mark.slow
 def test_openstack_keypair_commands(server: Server, owner, tmp_path: Path) -> None:
     name = unique("kp")
     made = ok(osc(server, "keypair", "create", "--private-key", str(tmp_path / "id"), name, user=owner))

@@ -75,6 +75,7 @@ def users(server: Server) -> tuple[tuple[str, str, str], tuple[str, str, str]]:
     return server.make_user(), server.make_user()
 
 
+@pytest.mark.slow
 def test_member_builds_a_cluster_only_its_project_sees(server: Server, users) -> None:
     owner, stranger = users
     admin = client(server, ("admin", ADMIN_PASSWORD, "admin"))

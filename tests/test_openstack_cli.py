@@ -14,6 +14,7 @@ import os
 import subprocess
 from typing import Any
 
+import pytest
 from conftest import ADMIN_PASSWORD, Server, unique
 
 
@@ -48,6 +49,7 @@ def _in(cidr: str, address: str) -> bool:
     return ipaddress.ip_address(address) in ipaddress.ip_network(cidr)
 
 
+@pytest.mark.slow
 def test_openstack_cli_scenario(server: Server) -> None:
     net_name, subnet_name, router_name = unique("cli-net"), unique("cli-subnet"), unique("cli-router")
 

@@ -122,6 +122,7 @@ def _objects(t: dict) -> list[tuple[list[str], list[str], list[str], str]]:
     ]
 
 
+@pytest.mark.slow
 def test_reader_reads_every_lb_object_and_writes_none(people, tree) -> None:
     reader = people["reader"]
     for show, listing, change, path in _objects(tree):

@@ -35,6 +35,7 @@ def test_extension_and_resources_advertised(admin_http: httpx.Client) -> None:
     assert hrefs["tap_flows"].endswith("/v2.0/taas/tap_flows")
 
 
+@pytest.mark.slow
 def test_openstack_cli_lifecycle(server: Server, admin_http: httpx.Client, net: str) -> None:
     dst, src = _port(admin_http, net), _port(admin_http, net)
     name = unique("ts")
