@@ -17,6 +17,7 @@ import pytest
 from netbay.dataplane import netns
 
 from .agent_fixtures import Cloud, wait_for
+from .cluster_pods import ci as cluster_ci, wait_cluster
 
 
 class Listener:
@@ -78,20 +79,7 @@ CLOUD_TAG = "cl"   # the shared `cloud` fixture (conftest.py): its namespace pre
 
 @pytest.fixture(scope="module")
 def ci(cloud: Cloud) -> httpx.Client:
-    client = httpx.Client(base_url=f"{cloud.server.url}/container-infra/v1",
-                          headers=dict(cloud.http.headers), timeout=30)
-    cloud.server._clients.append(client)
-    return client
-
-
-def wait_cluster(ci: httpx.Client, cid: str, done: tuple[str, ...], timeout: float = 60) -> dict:
-    def check() -> dict | None:
-        r = ci.get(f"/clusters/{cid}")
-        if r.status_code == 404:
-            return {"status": "GONE"} if "GONE" in done else None
-        body = r.json()
-        return body if body["status"] in done else None
-    return wait_for(check, timeout, 0.05, f"cluster {cid} to reach {done}")
+    return cluster_ci(cloud)
 
 
 def nodes(ci: httpx.Client, cid: str) -> dict[str, str]:

@@ -24,10 +24,9 @@ from .dp_helpers import PREFIX
 
 
 @pytest.fixture(scope="module")
-def api(server: Server) -> httpx.Client:
-    client = httpx.Client(base_url=server.url, headers={"X-Auth-Token": server.token()}, timeout=30)
-    server._clients.append(client)
-    return client
+def api(raw: httpx.Client) -> httpx.Client:
+    """Any of the server's APIs as admin: conftest's ``raw``."""
+    return raw
 
 
 @pytest.fixture(scope="module")
