@@ -68,7 +68,7 @@ def daemon(cloud_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) 
     d = tmp_path_factory.mktemp("cloudcni")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     dm = Daemon(d / "cni.sock", "http://127.0.0.1:9", PREFIX, {**env, **cloud_env, "NETBAY_LOG_LEVEL": "INFO"},
-                d / "daemon.log", extra=("--backend", "openstack", "--os-cloud", "peer"))
+                d / "daemon.log", extra=("--backend", "openstack", "--os-cloud", "peer", "--plug", "fabric"))
     dm.start(timeout=60)
     try:
         yield dm

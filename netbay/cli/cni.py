@@ -5,9 +5,14 @@ Pods' ports are made through the network backend (:mod:`netbay.backends`):
 (OS_* variables or the openrc ``netbay up`` wrote); ``openstack`` is a cloud's
 Neutron (``--os-cloud NAME`` in clouds.yaml), with kuryr's conventions for the
 ports (``device_owner=compute:kuryr``, bound to this host). ``--prefix`` must be
-the dataplane agent's: pods' ports are plugged into that agent's fabric (on a
-cloud, the fabric namespace only holds the host ends, for the cloud's agent to
-wire; netbay runs none of the cloud's agents).
+the dataplane agent's: pods' ports are plugged into that agent's fabric.
+
+On a cloud, ``--plug os-vif`` (its default there) binds each port as kuryr does: bound
+to this host's chassis name (``--host``, default the hostname ovn-controller registered),
+plugged with os-vif into the cloud's Open vSwitch (``--ovsdb``) as Neutron's
+``binding:vif_type`` says (:mod:`netbay.runtime.vif`); on start, half-done plugs are
+finished. ``--plug fabric`` keeps the host ends in netbay's fabric namespace (a cloud
+without a dataplane on this host: nothing wires them).
 """
 
 from __future__ import annotations
@@ -41,6 +46,14 @@ def cni_daemon(
                                      "or openstack (a cloud's Neutron)."),
     os_cloud: str = typer.Option(None, "--os-cloud", envvar="OS_CLOUD",
                                  help="clouds.yaml entry of the openstack backend's cloud."),
+    plug: str = typer.Option(None, "--plug", envvar="NETBAY_PLUG",
+                             help="Where host ends go: os-vif (the cloud's Open vSwitch; the openstack backend's "
+                                  "default) or fabric (netbay's fabric namespace; the embedded backend's only)."),
+    ovsdb: str = typer.Option("unix:/run/openvswitch/db.sock", "--ovsdb", envvar="NETBAY_OVSDB",
+                              help="This host's Open vSwitch database (--plug os-vif)."),
+    ovs_netns: str = typer.Option(None, "--ovs-netns", envvar="NETBAY_OVS_NETNS",
+                                  help="The network namespace this host's OVS datapath lives in, where host ends "
+                                       "go (default: this process's)."),
     socket_group: str = typer.Option(None, "--socket-group",
                                      help="Make the socket 0660 to this group (default: 0600, root's only): "
                                           "whoever reaches it plugs pods' ports."),
@@ -63,12 +76,14 @@ def cni_daemon(
         unixsock.group_id(socket_group)
         kind, cloud = chosen(backend, os_cloud)
         network, owner, where = _backend(kind, cloud, url, data_dir, openrc)
+        vifs, host = _vifs(kind, plug, ovsdb, ovs_netns, host)
     except Exception as exc:  # noqa: BLE001 - bad settings, an unknown cloud: said, not a traceback
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
-    console.print(f"[green]netbay cni-daemon[/] {socket_path} → {where} (prefix {prefix})")
+    how = f"os-vif on {ovsdb}, host {host}" if vifs else f"prefix {prefix}"
+    console.print(f"[green]netbay cni-daemon[/] {socket_path} → {where} ({how})")
     try:
-        serve(Cni(network, Attacher(Names(prefix)), host, owner=owner), socket_path, socket_group)
+        serve(Cni(network, Attacher(Names(prefix)), host, owner=owner, vifs=vifs), socket_path, socket_group)
     except locks.Held as exc:
         console.print(f"[red]error:[/] {exc}; stop it first or pick another --socket")
         raise typer.Exit(1) from None
@@ -88,6 +103,31 @@ def _backend(kind: str, cloud: str | None, url: str, data_dir: Path | None, open
 
     creds = credentials(data_dir, openrc)
     return HttpBackend(Api(url, creds.token, timeout=API_TIMEOUT)), CONTAINER, url
+
+
+def _vifs(kind: str, plug: str | None, ovsdb: str, ovs_netns: str | None, host: str | None):  # noqa: ANN202
+    """(os-vif's plugger or None, the host ports are bound to); half-done plugs finished."""
+    plug = plug or ("os-vif" if kind == "openstack" else "fabric")
+    if plug not in ("os-vif", "fabric"):
+        raise ValueError(f"--plug {plug!r}: os-vif or fabric")
+    if plug == "fabric":
+        return None, host
+    if kind != "openstack":
+        raise ValueError("--plug os-vif binds a cloud's ports: it needs --backend openstack")
+    try:
+        from netbay.runtime.vif import OvsVifs
+
+        vifs = OvsVifs(ovsdb, ovs_netns)
+    except ImportError as exc:
+        raise ValueError(f"--plug os-vif needs os-vif (pip install 'netbay[cloud]'), or --plug fabric: {exc}") from None
+    try:
+        chassis = vifs.chassis_host()
+    except Exception as exc:  # noqa: BLE001 - the database's own words
+        raise ValueError(f"--plug os-vif: the Open vSwitch database {ovsdb} does not answer: {exc}") from None
+    if chassis is None and host is None:
+        raise ValueError(f"--plug os-vif: no chassis at {ovsdb} (no ovn-controller system-id); give --host")
+    vifs.recover()
+    return vifs, host or chassis
 
 
 def cni_install(

@@ -3,7 +3,10 @@
 Reads the kernel's build configuration and, as root, probes each feature in a
 throwaway namespace (``netbay.dataplane.features``); then checks every network
 driver mode against the features it declares (``netbay.drivers.registry``), the same
-declaration the API refuses unrealizable modes with.
+declaration the API refuses unrealizable modes with. On ``--backend openstack``, also
+whether this host can bind the cloud's ports (:func:`netbay.runtime.vif.host_report`):
+its Open vSwitch database reachable, a chassis, the integration bridge, the vif_types
+netbay plugs; informative (a host may run ``--plug fabric``), not a failure.
 """
 
 from __future__ import annotations
@@ -89,7 +92,10 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
            backend: str = typer.Option(None, "--backend", help="Network backend to check: embedded or "
                                        "openstack (default: $NETBAY_NETWORK_BACKEND, else embedded)."),
            os_cloud: str = typer.Option(None, "--os-cloud", help="clouds.yaml entry for the openstack "
-                                        "backend (default: $OS_CLOUD).")) -> None:
+                                        "backend (default: $OS_CLOUD)."),
+           ovsdb: str = typer.Option("unix:/run/openvswitch/db.sock", "--ovsdb", envvar="NETBAY_OVSDB",
+                                     help="This host's Open vSwitch database (the openstack backend's binding).")
+           ) -> None:
     """The network backend in use and whether it answers; kernel features for the embedded
     dataplane, and the driver modes this host can run."""
     from netbay.backends import report as backends
@@ -101,6 +107,11 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
 
+    binding = None
+    if network_backend["backend"] == "openstack":
+        from netbay.runtime.vif import host_report
+
+        binding = host_report(ovsdb)
     found = features.detect(probe=os.geteuid() == 0)
     try:
         big_tcp = bigtcp.decide(probe=os.geteuid() == 0)
@@ -117,11 +128,17 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
             "big_tcp": {**big_tcp.as_dict(), "cache": bigtcp.cache_path()},
             "extensions": extensions_report(available),
             "network_backend": network_backend,
+            **({"binding": binding} if binding is not None else {}),
         }))
     else:
         verdict = "[green]reachable[/]" if network_backend["reachable"] else "[red]unreachable[/]"
         console.print(f"network backend: [bold]{network_backend['backend']}[/] ({verdict}): "
                       f"{network_backend['detail']}")
+        if binding is not None:
+            can = "[green]can bind[/]" if binding["ok"] else "[red]cannot bind[/]"
+            console.print(f"this host {can} the cloud's ports (OVS database {binding['ovsdb']}: "
+                          f"{'reachable' if binding['reachable'] else 'unreachable'}; "
+                          f"vif_types {', '.join(binding['vif_types']) or 'none'}): {binding['detail']}")
         helps = {s.name: s.help for s in features.FEATURES}
         table = Table(title="kernel features")
         for col in ("feature", "available", "for", "how", "detail"):

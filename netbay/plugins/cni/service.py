@@ -16,7 +16,11 @@ given. A given port keeps its owner where the agent already plugs it as a contai
 (``compute:kuryr``: the controller still owns it). The attachment
 is found again (DEL, CHECK, GC) by its tags — ``netbay.cni.ctr:<CNI_CONTAINERID>``,
 ``netbay.cni.if:<CNI_IFNAME>`` and ``netbay.cni.net:<config name>`` — so a restarted
-daemon knows everything. DEL deletes a port it made and unbinds one it was given;
+daemon knows everything. With ``vifs`` (a cloud's ports bound on this host,
+:mod:`netbay.runtime.vif`), the pair's host end is plugged with os-vif into the
+cloud's Open vSwitch as the port's ``binding:vif_type``/``binding:vif_details`` say,
+instead of into netbay's fabric; a type netbay cannot plug is refused by name before
+the pair is made, the port released. DEL deletes a port it made and unbinds one it was given;
 it succeeds when nothing is left to remove. The dataplane agent adopts the fabric
 end (security groups, status ``ACTIVE``) as for any container port.
 """
@@ -45,6 +49,7 @@ from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_
 from netbay.runtime import binding, inside, resolve, tags
 from netbay.runtime.attach import Attacher, Plug
 from netbay.runtime.kernel import KernelThread
+from netbay.runtime.vif import OvsVifs, Unpluggable, Vif
 
 log = logging.getLogger("netbay.cni")
 
@@ -68,8 +73,8 @@ class Cni:
     wait on the network service together while netlink keeps its one thread."""
 
     def __init__(self, network: NetworkBackend, attacher: Attacher, host: str | None = None,
-                 owner: str = CONTAINER) -> None:
-        self.attacher, self.owner = attacher, owner
+                 owner: str = CONTAINER, vifs: OvsVifs | None = None) -> None:
+        self.attacher, self.owner, self.vifs = attacher, owner, vifs
         self.backend = ThreadedBackend(lambda: network, API_THREADS)  # one backend, shared by the threads
         self.host = host or socket.gethostname()
         self.kernel = KernelThread("netbay-cni")  # netlink work (sockets are per thread)
@@ -166,18 +171,21 @@ class Cni:
             await check   # its error first, as when it ran before the claim
             raise
         t1 = time.perf_counter()
+        mtu = int(net.get("mtu") or 1500)
         try:
             await check
+            vif = self._vif(port, mtu)
         except BaseException:
             await self._release(port, made, None)
             raise
         t2 = time.perf_counter()
         try:
             addressing, pairs = await self.addressing(port, req.args.get("GW"))
-            mtu = int(net.get("mtu") or 1500)
             # The agent adopts the fabric end once it appears (the port is bound), as
-            # it adopts every container port: security groups, status ACTIVE.
-            await self.kernel(self._wire, Plug(port["id"], net["id"], port["mac_address"], mtu), req, addressing)
+            # it adopts every container port: security groups, status ACTIVE. On a
+            # cloud, os-vif plugs the host end into its Open vSwitch instead.
+            await self.kernel(self._wire, vif or Plug(port["id"], net["id"], port["mac_address"], mtu), req,
+                              addressing)
         except BaseException as exc:
             await self._release(port, made, req)
             if isinstance(exc, LinkError) and exc.errno == errno.ENODEV:
@@ -199,10 +207,24 @@ class Cni:
         except inside.NamespaceGone as exc:
             raise CniError(INTERNAL, exc.strerror) from None
 
-    def _wire(self, plug: Plug, req: Request, addressing: inside.Addressing) -> None:
+    def _vif(self, port: Mapping[str, Any], mtu: int) -> Vif | None:
+        """How to plug ``port`` on the cloud (None: into the fabric); a ``vif_type``
+        netbay cannot plug is refused by name."""
+        if self.vifs is None:
+            return None
+        try:
+            return Vif.of(port, mtu)
+        except Unpluggable as exc:
+            raise CniError(INTERNAL, f"netbay-cni: {exc}") from None
+
+    def _wire(self, plug: Plug | Vif, req: Request, addressing: inside.Addressing) -> None:
         """The pair straight into the runtime's namespace, its addresses and routes: one
         hop to the netlink thread."""
-        self.attacher.plug(plug, req.netns, req.ifname)
+        if isinstance(plug, Vif):
+            assert self.vifs is not None
+            self.vifs.plug(plug, req.netns, req.ifname)
+        else:
+            self.attacher.plug(plug, req.netns, req.ifname)
         inside.configure(req.netns, req.ifname, addressing)   # ENODEV if it vanished meanwhile
 
     async def _claim(self, req: Request) -> tuple[dict[str, Any], bool, dict[str, Any]]:
@@ -296,7 +318,7 @@ class Cni:
         """Undo an attachment: the pair (wherever it is), then the port or its binding."""
         if req is not None and req.netns:
             await self.kernel(inside.remove, req.netns, req.ifname)
-        await self.kernel(self.attacher.unplug, port["id"], False)
+        await self._unplug(port["id"])
         if made or OWN.made_it(port):
             with contextlib.suppress(NotFound):  # a retried DEL: gone already
                 await self.backend.delete("port", port["id"])
@@ -306,6 +328,12 @@ class Cni:
             await self.backend.set_tags("port", port["id"], OWN.without_ours(tags.tags_of(port)))
         except NotFound:
             pass
+
+    async def _unplug(self, port_id: str) -> None:
+        if self.vifs is not None:
+            await self.kernel(self.vifs.unplug, port_id)
+        else:
+            await self.kernel(self.attacher.unplug, port_id, False)
 
     # -- DEL / CHECK / GC / STATUS ------------------------------------------------------------
 
@@ -335,11 +363,12 @@ class Cni:
                                      f"{sorted(addressing.cidrs)}")
         try:
             found = await self.kernel(inside.problems, req.netns, req.ifname, port["mac_address"], addressing)
-            plugged = await self.kernel(self.attacher.plugged, port["id"])
+            plugged = await self.kernel(self.vifs.plugged if self.vifs else self.attacher.plugged, port["id"])
         except inside.NamespaceGone as exc:
             raise CniError(INTERNAL, exc.strerror) from None
         if not plugged:
-            found.append(f"the port's fabric end is gone ({port['id']})")
+            found.append(f"the port's {'host end is in no bridge' if self.vifs else 'fabric end is gone'} "
+                         f"({port['id']})")
         if found:
             raise CniError(INTERNAL, "; ".join(found))
         return None

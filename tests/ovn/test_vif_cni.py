@@ -1,0 +1,239 @@
+"""netbay's own binding on a real cloud dataplane: ``netbay cni-daemon --backend openstack``
+on each of two lab chassis (one daemon per chassis, as one per host), against the real
+Neutron ML2/OVN of neutron_ovn.py. The CNI calls are real (the ``netbay-cni`` launcher,
+forked with a runtime's environment and stdin).
+
+Each daemon binds the pod's port to its chassis (``binding:host_id``: the hostname
+ovn-controller registered, read from its Open vSwitch), reads Neutron's
+``binding:vif_type``/``binding:vif_details`` and plugs the host end into that chassis's
+``br-int`` with os-vif (:mod:`netbay.runtime.vif`): the ports turn ACTIVE because OVN
+saw them claimed, and the two pods ping each other through OVN's Geneve tunnel. DEL
+unplugs (no OVS port left) and Neutron's port list is as it was; a port Neutron binds
+with a ``vif_type`` netbay cannot plug is refused by name, nothing made. A restarted
+daemon finishes a half-done plug and removes OVS ports whose device is gone. ``netbay
+doctor --backend openstack`` says whether a chassis can bind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from netbay.dataplane import netns
+from netbay.plugins.cni.launcher import install
+from netbay.runtime.vif import host_end
+from tests.dataplane.cni_fixtures import Daemon, invoke, netbay_conf
+from tests.dataplane.dp_helpers import ping
+
+from .lab import Hypervisor, OvnLab
+from .test_neutron_ovn import wait_status
+
+pytestmark = [pytest.mark.ovn, pytest.mark.peers]
+
+CIDR = "10.21.0.0/24"
+
+
+@pytest.fixture(scope="module")
+def conn(ovn_cloud) -> Iterator:
+    c = ovn_cloud.connection()
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def env(ovn_cloud, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A clouds.yaml naming the lab's cloud ``ovn``, for the daemons and doctor."""
+    pytest.importorskip("os_vif", reason="os-vif is netbay's optional `cloud` extra")
+    path = tmp_path_factory.mktemp("ovn-clouds") / "clouds.yaml"
+    path.write_text(json.dumps({"clouds": {"ovn": {"auth": ovn_cloud.auth(), "region_name": "RegionOne",
+                                                   "identity_api_version": 3}}}))
+    base = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    return {**base, "OS_CLIENT_CONFIG_FILE": str(path), "OS_CLOUD": "ovn", "NETBAY_LOG_LEVEL": "INFO"}
+
+
+@pytest.fixture(scope="module")
+def net(conn) -> Iterator:
+    network = conn.network.create_network(name="vif-net")
+    conn.network.create_subnet(network_id=network.id, cidr=CIDR, ip_version=4, name="vif-subnet",
+                               is_dhcp_enabled=False)
+    yield network
+    conn.network.delete_network(network)
+
+
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return install(tmp_path_factory.mktemp("vif-cnibin"))
+
+
+def start_daemon(ovn_lab: OvnLab, hv: Hypervisor, env: dict[str, str], where: Path, *extra: str) -> Daemon:
+    """``netbay cni-daemon`` for chassis ``hv``: its OVS database, host ends in its namespace."""
+    where.mkdir(exist_ok=True)
+    return Daemon(where / "cni.sock", "http://127.0.0.1:9", f"{ovn_lab.prefix}f{hv.index}-", env,
+                  where / "daemon.log", extra=("--backend", "openstack", "--os-cloud", "ovn", "--ovsdb", hv.ovsdb,
+                                               "--ovs-netns", hv.ns, *extra)).start(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def daemons(ovn_lab: OvnLab, env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Daemon]]:
+    root = tmp_path_factory.mktemp("vif-daemons")
+    made: list[Daemon] = []
+    try:
+        for hv in ovn_lab.hvs[:2]:
+            made.append(start_daemon(ovn_lab, hv, env, root / hv.ns))
+        yield made
+    finally:
+        for d in made:
+            d.stop()
+
+
+class Pods:
+    """Pod namespaces of one test, deleted after it."""
+
+    def __init__(self, lab: OvnLab) -> None:
+        self.lab, self.made = lab, []
+
+    def __call__(self) -> str:
+        name = f"{self.lab.prefix}pod{len(self.made)}"
+        netns.create(name)
+        self.made.append(name)
+        return name
+
+
+@pytest.fixture
+def pods(ovn_lab: OvnLab, conn) -> Iterator[Pods]:
+    ports_before = {p.id for p in conn.network.ports()}
+    made = Pods(ovn_lab)
+    try:
+        yield made
+    finally:
+        for name in made.made:
+            netns.delete(name)
+    assert {p.id for p in conn.network.ports()} == ports_before
+
+
+def add(plugin: Path, daemon: Daemon, net, pod: str, container: str) -> dict:
+    r = invoke(plugin, "ADD", netbay_conf("vifnet", net.id, daemon.sock), container=container,
+               netns=netns.path(pod), args=f"K8S_POD_NAMESPACE=default;K8S_POD_NAME={container}")
+    assert r.rc == 0, (r, daemon.log.read_text()[-3000:])
+    return r.json
+
+
+def delete(plugin: Path, daemon: Daemon, net, pod: str, container: str) -> None:
+    r = invoke(plugin, "DEL", netbay_conf("vifnet", net.id, daemon.sock), container=container,
+               netns=netns.path(pod), args=f"K8S_POD_NAMESPACE=default;K8S_POD_NAME={container}")
+    assert (r.rc, r.out) == (0, ""), (r, daemon.log.read_text()[-3000:])
+
+
+def iface_ids(hv: Hypervisor, name: str) -> str:
+    return hv.vsctl("--bare", "--columns=external_ids", "list", "Interface", name).replace('"', "")
+
+
+def test_cni_add_binds_on_each_chassis_pods_ping_del_unplugs(
+        ovn_lab: OvnLab, conn, net, daemons: list[Daemon], plugin: Path, pods: Pods) -> None:
+    boxes = []
+    for hv, daemon, name in zip(ovn_lab.hvs, daemons, ("va", "vb"), strict=False):
+        pod = pods()
+        result = add(plugin, daemon, net, pod, name)
+        (port,) = conn.network.ports(network_id=net.id, name=f"default/{name}")
+        assert port.binding_host_id == hv.chassis and port.binding_vif_type == "ovs"
+        assert port.device_owner == "compute:kuryr"
+        end = host_end(port.id)
+        assert end in hv.vsctl("list-ports", "br-int").split()
+        ids = iface_ids(hv, end)
+        for key in (f"iface-id={port.id}", f"attached-mac={port.mac_address}", "iface-status=active",
+                    f"vm-uuid={port.device_id}"):
+            assert key in ids, f"{key} not in {ids}"
+        assert result["interfaces"][0]["mac"] == port.mac_address
+        boxes.append((hv, daemon, pod, name, port))
+    for hv, _, _, _, port in boxes:
+        assert wait_status(conn, port.id, "ACTIVE") == "ACTIVE"
+        assert ovn_lab.bound_chassis(port.id) == hv.chassis  # OVN's claim, in the SB
+    ovn_lab.sync()
+    (_, _, pod_a, _, port_a), (_, _, pod_b, _, port_b) = boxes
+    ip_a, ip_b = port_a.fixed_ips[0]["ip_address"], port_b.fixed_ips[0]["ip_address"]
+    assert any(ping(pod_a, ip_b, timeout=1.0) for _ in range(10)), "no ICMP across the chassis"
+    assert any(ping(pod_b, ip_a, timeout=1.0) for _ in range(5))
+    before = ovn_lab.hvs[0].uplink_tx_packets()  # it crossed the underlay (Geneve)
+    assert sum(ping(pod_a, ip_b, timeout=1.0) for _ in range(3)) == 3
+    assert ovn_lab.hvs[0].uplink_tx_packets() - before >= 3
+
+    for hv, daemon, pod, name, port in boxes:
+        delete(plugin, daemon, net, pod, name)
+        assert host_end(port.id) not in hv.vsctl("list-ports", "br-int").split()
+        assert hv.vsctl("--bare", "--columns=name", "find", "Interface", f"external_ids:iface-id={port.id}") == ""
+    assert not list(conn.network.ports(network_id=net.id, device_owner="compute:kuryr"))
+
+
+def test_a_vif_type_netbay_cannot_plug_is_refused_by_name(
+        ovn_lab: OvnLab, conn, net, env: dict[str, str], plugin: Path, pods: Pods,
+        tmp_path: Path) -> None:
+    """Bound to a host that is no chassis, ML2/OVN answers ``binding_failed``: refused by
+    that name before the pair is made; the port made for it is deleted again."""
+    hv = ovn_lab.hvs[0]
+    ports_in_bridge = hv.vsctl("list-ports", "br-int")
+    daemon = start_daemon(ovn_lab, hv, env, tmp_path / "nochassis", "--host", "no-such-chassis")
+    try:
+        pod = pods()
+        r = invoke(plugin, "ADD", netbay_conf("vifnet", net.id, daemon.sock), container="refused",
+                   netns=netns.path(pod))
+        assert r.rc == 1 and "binding:vif_type 'binding_failed'" in r.json["msg"], r
+        assert "cannot plug" in r.json["msg"]
+        from netbay.runtime.inside import present
+
+        assert present(netns.path(pod), "eth0") is None
+        assert hv.vsctl("list-ports", "br-int") == ports_in_bridge
+    finally:
+        daemon.stop()
+
+
+def test_restart_finishes_a_half_done_plug_and_drops_a_stale_one(
+        ovn_lab: OvnLab, conn, net, env: dict[str, str], daemons: list[Daemon], plugin: Path,
+        pods: Pods, tmp_path: Path) -> None:
+    """A crash between the veth and os-vif's OVS port (here: the port taken out of
+    br-int behind the daemon's back) is finished on restart from the host end's note;
+    an OVS port of netbay's whose device is gone is removed."""
+    hv, daemon = ovn_lab.hvs[0], daemons[0]
+    pod = pods()
+    add(plugin, daemon, net, pod, "half")
+    (port,) = conn.network.ports(network_id=net.id, name="default/half")
+    end = host_end(port.id)
+    daemon.stop()
+    stale = f"nbv{uuid.uuid4().hex[:11]}"
+    try:
+        hv.vsctl("del-port", "br-int", end)
+        hv.vsctl("add-port", "br-int", stale)   # no such device
+        assert end not in hv.vsctl("list-ports", "br-int").split()
+        daemon.start(timeout=60)
+        listed = hv.vsctl("list-ports", "br-int").split()
+        assert end in listed and stale not in listed, listed
+        assert f"iface-id={port.id}" in iface_ids(hv, end)
+        assert wait_status(conn, port.id, "ACTIVE") == "ACTIVE"
+    finally:
+        hv.vsctl("--if-exists", "del-port", "br-int", stale)
+        if daemon.proc is None or daemon.proc.poll() is not None:
+            daemon.start(timeout=60)
+        delete(plugin, daemon, net, pod, "half")
+    assert end not in hv.vsctl("list-ports", "br-int").split()
+
+
+def test_doctor_says_whether_this_host_can_bind(ovn_lab: OvnLab, env: dict[str, str], tmp_path: Path) -> None:
+    def doctor(ovsdb: str) -> dict:
+        r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", "--backend", "openstack",
+                            "--ovsdb", ovsdb], capture_output=True, text=True, timeout=120, env=env)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["binding"]
+
+    hv = ovn_lab.hvs[1]
+    found = doctor(hv.ovsdb)
+    assert found["ok"] and found["reachable"], found
+    assert found["system_id"] == hv.chassis and found["hostname"] == hv.chassis
+    assert found["bridge"] == "br-int" and found["bridge_present"] and found["vif_types"] == ["ovs"]
+    missing = doctor(f"unix:{tmp_path / 'no.sock'}")
+    assert not missing["ok"] and not missing["reachable"] and missing["vif_types"] == [], missing
