@@ -102,14 +102,15 @@ class Vif:
             return None
 
 
-def _os_vif_objects(vif: Vif) -> tuple[Any, Any]:
-    """(os-vif's VIFOpenVSwitch, its InstanceInfo) for ``vif``."""
+def os_vif_objects(vif: Vif, vif_name: str | None = None) -> tuple[Any, Any]:
+    """(os-vif's VIFOpenVSwitch, its InstanceInfo) for ``vif``; its device is
+    ``vif_name`` (default: netbay's host end of the port)."""
     from os_vif import objects
 
     network = objects.network.Network(id=vif.network_id, bridge=vif.bridge, mtu=vif.mtu)
     profile = objects.vif.VIFPortProfileOpenVSwitch(interface_id=vif.port_id, datapath_type=vif.datapath_type,
                                                     create_port=True)
-    osvif = objects.vif.VIFOpenVSwitch(id=vif.port_id, address=vif.mac, vif_name=vif.host_end,
+    osvif = objects.vif.VIFOpenVSwitch(id=vif.port_id, address=vif.mac, vif_name=vif_name or vif.host_end,
                                        bridge_name=vif.bridge, network=network, port_profile=profile,
                                        plugin="ovs", has_traffic_filtering=True, preserve_on_delete=False)
     instance = objects.instance_info.InstanceInfo(uuid=vif.device_id, name=vif.device_id)
@@ -131,6 +132,30 @@ def ovs_plugin(ovsdb: str) -> Any:
     conf.set_override("ovsdb_connection", ovsdb, group="os_vif_ovs")
     conf.set_override("ovs_vsctl_timeout", OVSDB_TIMEOUT, group="os_vif_ovs")
     return ovs.OvsPlugin(conf.os_vif_ovs)
+
+
+def checksum_in_software(ns: str, ifname: str) -> None:
+    """``ethtool -K IFNAME tx off`` inside ``ns`` (a name or a runtime's namespace file;
+    pyroute2's ioctl, no ethtool needed), for a container end on a chassis whose bridge
+    is on the userspace (``netdev``) datapath: that datapath reads the veth with
+    AF_PACKET and forwards a checksum-offloaded (CHECKSUM_PARTIAL) TCP/UDP packet into the tunnel as is, so the
+    receiver drops it for its bad checksum — ICMP works, TCP does not. The sender's
+    kernel must finish the checksum itself."""
+    from pyroute2.ethtool import Ethtool
+
+    from netbay.dataplane import netns
+
+    with netns.entered(ns):
+        tool = Ethtool()
+    try:
+        with netns.entered(ns):
+            found = tool.get_features(ifname)
+            for name in ("tx-checksum-ip-generic", "tx-checksum-ipv4", "tx-checksum-ipv6"):
+                if name in found.features:
+                    found.features[name].enable = False
+            tool.set_features(ifname, found)
+    finally:
+        tool.close()
 
 
 class OvsVifs:
@@ -164,12 +189,14 @@ class OvsVifs:
         with inside.opened(into) as r:
             index = r.add_veth(ifname, vif.host_end, self.netns, mtu=vif.mtu)
             r.set_link(index, mac=vif.mac)
+        if vif.datapath_type == "netdev":
+            checksum_in_software(into, ifname)
         with self._there() as ipr:
             ipr.link("set", index=ipr.link_lookup(ifname=vif.host_end)[0], ifalias=vif.note())
         self._plug(vif)
 
     def _plug(self, vif: Vif) -> None:
-        osvif, instance = _os_vif_objects(vif)
+        osvif, instance = os_vif_objects(vif)
         with self._there() as ipr:
             self.plugin.plug(osvif, instance)
             ipr.link("set", index=ipr.link_lookup(ifname=vif.host_end)[0], state="up")
@@ -202,7 +229,7 @@ class OvsVifs:
             vif = Vif.from_note(note)
             if bridge is not None:
                 vif = vif or Vif(port_id, "00:00:00:00:00:00", bridge, "system", port_id, port_id)
-                osvif, instance = _os_vif_objects(Vif(vif.port_id, vif.mac, bridge, vif.datapath_type,
+                osvif, instance = os_vif_objects(Vif(vif.port_id, vif.mac, bridge, vif.datapath_type,
                                                       vif.device_id, vif.network_id, vif.mtu))
                 self.plugin.unplug(osvif, instance)  # deletes the device too
             elif found:
@@ -278,4 +305,5 @@ def host_report(ovsdb: str, netns: str | None = None) -> dict[str, Any]:
     return out
 
 
-__all__ = ["DEFAULT_OVSDB", "PLUGGABLE", "OvsVifs", "Unpluggable", "Vif", "host_end", "host_report", "ovs_plugin"]
+__all__ = ["DEFAULT_OVSDB", "PLUGGABLE", "OvsVifs", "checksum_in_software", "Unpluggable", "Vif", "host_end", "host_report",
+           "os_vif_objects", "ovs_plugin"]

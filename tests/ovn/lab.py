@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netbay.dataplane import netns
+from netbay.runtime.vif import checksum_in_software
 from tests.dataplane.dp_helpers import PREFIX, RUN_ID
 
 from .daemons import (BINARIES, NB_SCHEMA, OVS_SCHEMA, SB_SCHEMA, Daemon, create_db, ctl,
@@ -49,27 +50,6 @@ def _ip(*args: str) -> str:
     if p.returncode != 0:
         raise RuntimeError(f"ip {' '.join(args)} -> rc {p.returncode}: {p.stderr.strip()}")
     return p.stdout
-
-
-def checksum_in_software(ns: str, ifname: str) -> None:
-    """``ethtool -K IFNAME tx off`` inside ``ns`` (pyroute2's ioctl; ethtool is not
-    installed): the userspace datapath reads the veth with AF_PACKET and forwards a
-    checksum-offloaded (CHECKSUM_PARTIAL) TCP/UDP packet into the tunnel as is, so the
-    receiver drops it for its bad checksum — ICMP works, TCP does not. The sender's
-    kernel must finish the checksum itself."""
-    from pyroute2.ethtool import Ethtool
-
-    with netns.entered(ns):
-        tool = Ethtool()
-    try:
-        with netns.entered(ns):
-            found = tool.get_features(ifname)
-            for name in ("tx-checksum-ip-generic", "tx-checksum-ipv4", "tx-checksum-ipv6"):
-                if name in found.features:
-                    found.features[name].enable = False
-            tool.set_features(ifname, found)
-    finally:
-        tool.close()
 
 
 @dataclass

@@ -34,6 +34,7 @@ from tests.dataplane.dp_helpers import ping
 
 from .lab import Hypervisor, OvnLab
 from .test_neutron_ovn import wait_status
+from .test_ovn_lab import tcp_arrives
 
 pytestmark = [pytest.mark.ovn, pytest.mark.peers]
 
@@ -163,6 +164,8 @@ def test_cni_add_binds_on_each_chassis_pods_ping_del_unplugs(
     before = ovn_lab.hvs[0].uplink_tx_packets()  # it crossed the underlay (Geneve)
     assert sum(ping(pod_a, ip_b, timeout=1.0) for _ in range(3)) == 3
     assert ovn_lab.hvs[0].uplink_tx_packets() - before >= 3
+    # TCP too: the binding turned the pods' TX checksum offload off (a netdev br-int)
+    assert tcp_arrives(netns.path(pod_a), netns.path(pod_b), ip_b)
 
     for hv, daemon, pod, name, port in boxes:
         delete(plugin, daemon, net, pod, name)
