@@ -9,6 +9,7 @@ The container-port lifecycle those three share lives here once: :mod:`.resolve`
 (a network named by id or name), :mod:`.binding` (bind a port to a container on a
 host, give it back), :mod:`.tags` (the ownership tags a restarted service and its
 collector find their ports by) and :mod:`.kernel` (the one thread netlink work runs
-on). Their async callers reach a synchronous network backend through
+on). On a cloud, :mod:`.vif` plugs a bound port into the cloud's Open vSwitch with
+os-vif, as kuryr does, instead of into the fabric. Their async callers reach a synchronous network backend through
 :class:`netbay.backends.aio.ThreadedBackend`.
 """

@@ -29,6 +29,7 @@ in the calling thread; the caller is root, so os-vif's privsep calls run in-proc
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import Iterator, Mapping
@@ -226,12 +227,9 @@ class OvsVifs:
         with self._there() as ipr:
             found = ipr.link_lookup(ifname=name)
             note = (ipr.get_links(found[0])[0].get_attr("IFLA_IFALIAS") or "") if found else ""
-            vif = Vif.from_note(note)
-            if bridge is not None:
-                vif = vif or Vif(port_id, "00:00:00:00:00:00", bridge, "system", port_id, port_id)
-                osvif, instance = os_vif_objects(Vif(vif.port_id, vif.mac, bridge, vif.datapath_type,
-                                                      vif.device_id, vif.network_id, vif.mtu))
-                self.plugin.unplug(osvif, instance)  # deletes the device too
+            if bridge is not None:  # os-vif needs the bridge and the device; the note has the rest
+                vif = Vif.from_note(note) or Vif(port_id, "00:00:00:00:00:00", bridge, "system", port_id, port_id)
+                self.plugin.unplug(*os_vif_objects(dataclasses.replace(vif, bridge=bridge)))  # the device too
             elif found:
                 ipr.link("del", index=found[0])
         return bool(found) or bridge is not None

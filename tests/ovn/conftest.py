@@ -79,3 +79,11 @@ def ovn_cloud(ovn_lab: OvnLab, postgres, tmp_path_factory: pytest.TempPathFactor
     work: Path = tmp_path_factory.mktemp("ovn-neutron")
     with ovn_neutron(ovn_lab, work, postgres.url(postgres.create_database())) as cloud:
         yield cloud
+
+
+@pytest.fixture(scope="module")
+def conn(ovn_cloud) -> Iterator:
+    """An openstacksdk connection (admin) to ``ovn_cloud``, for the module."""
+    c = ovn_cloud.connection()
+    yield c
+    c.close()

@@ -33,13 +33,6 @@ class Net:
 
 
 @pytest.fixture(scope="module")
-def conn(ovn_cloud) -> Iterator:
-    c = ovn_cloud.connection()
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
 def net(conn) -> Iterator[Net]:
     network = conn.network.create_network(name="ovn-net")
     subnet = conn.network.create_subnet(network_id=network.id, cidr=CIDR, ip_version=4, name="ovn-subnet")

@@ -42,13 +42,6 @@ CIDR = "10.21.0.0/24"
 
 
 @pytest.fixture(scope="module")
-def conn(ovn_cloud) -> Iterator:
-    c = ovn_cloud.connection()
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
 def env(ovn_cloud, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """A clouds.yaml naming the lab's cloud ``ovn``, for the daemons and doctor."""
     pytest.importorskip("os_vif", reason="os-vif is netbay's optional `cloud` extra")
