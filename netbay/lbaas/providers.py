@@ -5,7 +5,8 @@ refuses, per option, what that provider lacks (``ProviderUnsupportedOptionError`
 netbay has two, on this machine:
 
 - ``nftables`` (the default): kernel DNAT in the load balancer's namespace, L4
-  only (TCP, UDP; ``ROUND_ROBIN``, ``SOURCE_IP``), realized in milliseconds.
+  only (TCP, UDP; ``ROUND_ROBIN``, ``SOURCE_IP``, ``SOURCE_IP_PORT``), realized
+  in milliseconds.
   Octavia's L4 provider is OVN, so ``ovn`` names it too; ``netbay`` is its
   earlier name.
 - ``haproxy``: Debian's haproxy in the same namespace, which is what Octavia's
@@ -31,6 +32,9 @@ HAPROXY = "haproxy"
 DEFAULT = NFTABLES
 
 L4_ALGORITHMS = ("ROUND_ROBIN", "SOURCE_IP")
+# SOURCE_IP_PORT is OVN's (its only one) and so the nftables provider's; Octavia's
+# amphora refuses it, and so does the haproxy provider (UDP pools included).
+NFT_ALGORITHMS = (*L4_ALGORITHMS, "SOURCE_IP_PORT")
 NO_KEY_MANAGER = ("TERMINATED_HTTPS needs its certificates from a key manager (Barbican), which netbay "
                   "does not have; use HTTPS (passthrough, terminated by the members) instead")
 
@@ -53,7 +57,7 @@ _NFT = Provider(
     description="L4 load balancing by nftables in the load balancer's namespace (the fast default)",
     listener_protocols=("TCP", "UDP", "HTTP"),
     pool_protocols=("TCP", "UDP", "HTTP"),
-    algorithms=L4_ALGORITHMS,
+    algorithms=NFT_ALGORITHMS,
 )
 _HAPROXY = Provider(
     driver=HAPROXY,
@@ -132,7 +136,7 @@ def check_pool(provider: str, protocol: str, algorithm: str | None, persistence:
         raise unsupported(provider, f"protocol {protocol} is not offered by provider {provider}; use "
                                     f"{', '.join(p.pool_protocols)}" + ("" if p.l7 else " (or provider haproxy)"))
     kernel = p.driver == NFTABLES or protocol == "UDP"
-    algorithms = L4_ALGORITHMS if kernel else p.algorithms
+    algorithms = p.algorithms if p.driver == NFTABLES else L4_ALGORITHMS if kernel else p.algorithms
     hint = " (or provider haproxy)" if p.driver == NFTABLES else (" for UDP pools" if kernel else "")
     if algorithm is not None and algorithm not in algorithms:
         raise unsupported(provider, f"lb_algorithm {algorithm} is not offered by provider {provider}; use "

@@ -142,7 +142,8 @@ def _backend(li: ListenerSpec, pool: PoolSpec, servers: Iterable[MemberSpec]) ->
     for m in servers:
         if pool.persistence == "HTTP_COOKIE" and http:
             cookie = f" cookie {m.id}"
-        out.append(f"    server {m.id} {m.address}:{m.port} weight {min(m.weight, 256)}{cookie}{proxy}")
+        backup = " backup" if m.backup else ""
+        out.append(f"    server {m.id} {m.address}:{m.port} weight {min(m.weight, 256)}{cookie}{proxy}{backup}")
     return out
 
 
