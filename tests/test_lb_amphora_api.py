@@ -248,3 +248,22 @@ def test_source_ip_port_on_ovn_only(admin, admin_lb, amp_tree, settle):
         r = admin_lb.post("/lbaas/pools", json={"pool": {"loadbalancer_id": amp.id, "protocol": protocol,
                                                          "lb_algorithm": "SOURCE_IP_PORT"}})
         assert "SOURCE_IP_PORT is not offered by provider amphora" in octavia_error(r, UNSUPPORTED)
+
+
+def test_prometheus_listeners_take_no_children(admin, admin_lb, amp_tree, settle):
+    lbs = admin.load_balancer
+    amp, ovn = amp_tree["lb"], amp_tree["ovn"]
+    listener = lbs.create_listener(loadbalancer_id=amp.id, protocol="PROMETHEUS", protocol_port=9100)
+    assert listener.protocol == "PROMETHEUS"
+    settle(amp.id)
+    no_children = "Protocol PROMETHEUS listeners cannot have child objects."
+    r = admin_lb.post("/lbaas/pools", json={"pool": {"listener_id": listener.id, "protocol": "HTTP",
+                                                     "lb_algorithm": "ROUND_ROBIN"}})
+    octavia_error(r, 400, no_children)
+    r = admin_lb.post("/lbaas/l7policies", json={"l7policy": {"listener_id": listener.id, "action": "REJECT"}})
+    octavia_error(r, 400, no_children)
+    r = admin_lb.post("/lbaas/listeners", json={"listener": {"loadbalancer_id": ovn.id, "protocol": "PROMETHEUS",
+                                                             "protocol_port": 9100}})
+    assert "protocol PROMETHEUS is not offered by provider ovn" in octavia_error(r, UNSUPPORTED)
+    lbs.delete_listener(listener.id)
+    settle(amp.id)

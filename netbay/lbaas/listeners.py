@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import Conflict
+from netbay.errors import BadRequest, Conflict
 from netbay.lbaas.common import (
     PENDING_CREATE,
     PENDING_UPDATE,
@@ -163,7 +163,15 @@ def check_options(lb: Any, protocol: str, given: dict[str, Any]) -> None:
             raise validation(f"CIDR {cidr} IP version incompatible with VIP {lb.vip_address} IP version.")
 
 
+def no_children(listener_protocol: str) -> None:
+    """Octavia's ``ListenerNoChildren``: a PROMETHEUS listener serves haproxy's metrics
+    itself, so it takes no pool and no L7 policy (400)."""
+    if listener_protocol == "PROMETHEUS":
+        raise BadRequest("Protocol PROMETHEUS listeners cannot have child objects.")
+
+
 def check_pool_protocol(listener_protocol: str, pool_protocol: str) -> None:
+    no_children(listener_protocol)
     if pool_protocol not in POOL_PROTOCOLS_FOR.get(listener_protocol, ()):
         raise validation(f"The pool protocol '{pool_protocol}' is invalid while the listener protocol "
                          f"is '{listener_protocol}'.")
@@ -307,4 +315,4 @@ class Listeners(LBResource):
 
 LISTENERS = Listeners()
 
-__all__ = ["LISTENERS", "Listeners", "check_options", "check_pool_protocol", "transport"]
+__all__ = ["LISTENERS", "Listeners", "check_options", "check_pool_protocol", "no_children", "transport"]

@@ -12,7 +12,8 @@ netbay has two, on this machine:
 - ``haproxy``: Debian's haproxy in the same namespace, which is what Octavia's
   amphora runs, so ``amphora`` and ``octavia`` name it. HTTP, HTTPS passthrough,
   TCP and PROXY/PROXYV2 pools, least connections, session persistence, L7
-  policies, ``allowed_cidrs``, ``X-Forwarded-*`` headers; UDP listeners are
+  policies, ``allowed_cidrs``, ``X-Forwarded-*`` headers, PROMETHEUS listeners
+  (haproxy's own exporter, as the amphora serves them); UDP listeners are
   forwarded by nftables beside it (as the amphora uses LVS for UDP).
 
 A load balancer keeps the provider name it was created with (as Octavia
@@ -62,7 +63,7 @@ _NFT = Provider(
 _HAPROXY = Provider(
     driver=HAPROXY,
     description="L4 and L7 load balancing by haproxy in the load balancer's namespace",
-    listener_protocols=("TCP", "HTTP", "HTTPS", "UDP"),
+    listener_protocols=("TCP", "HTTP", "HTTPS", "UDP", "PROMETHEUS"),
     pool_protocols=("TCP", "HTTP", "HTTPS", "PROXY", "PROXYV2", "UDP"),
     algorithms=("ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP"),
     persistence=("SOURCE_IP", "HTTP_COOKIE", "APP_COOKIE"),

@@ -233,3 +233,36 @@ def test_served_empty_pool_is_online_and_amphora_failover_rebuilds(env: Env) -> 
     assert new["id"] != amp["id"] and new["ha_ip"] == vip
     assert try_fetch(env.clients[0], vip, 93, timeout=3) == "m1"
     drop(env, made)
+
+
+def test_prometheus_listener_serves_haproxys_metrics(env: Env) -> None:
+    cloud = env.cloud
+    lb = cloud.ok(cloud.http.post(f"{LB}/loadbalancers", json={"loadbalancer": {
+        "name": "prom", "vip_subnet_id": env.subnet["id"], "provider": "amphora"}}), 201)["loadbalancer"]
+    wait_lb(cloud, lb["id"])
+    post(cloud, "listeners", "listener", {"loadbalancer_id": lb["id"], "protocol": "PROMETHEUS",
+                                          "protocol_port": 9100}, lb["id"])
+
+    def scrape(path: str) -> bytes:
+        with netns.entered(env.clients[0]):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.settimeout(3)
+            s.connect((lb["vip_address"], 9100))
+            s.sendall(f"GET {path} HTTP/1.0\r\nHost: lb\r\n\r\n".encode())
+            data = b""
+            for _ in range(4096):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            return data
+        except ConnectionResetError:
+            return b""
+        finally:
+            s.close()
+
+    metrics = scrape("/metrics")
+    assert metrics.startswith(b"HTTP/1.1 200") and b"haproxy_process_" in metrics, metrics[:300]
+    assert not scrape("/other").startswith(b"HTTP/1.1 200")   # only /metrics is served
+    env.cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb['id']}", params={"cascade": "true"}), 204)
