@@ -3,7 +3,9 @@
 What a listener may ask for depends on its load balancer's provider
 (``netbay.lbaas.providers``): the nftables provider realizes TCP and UDP and
 forwards HTTP as TCP; the haproxy provider parses HTTP (``insert_headers``, L7
-policies), passes HTTPS through and filters clients by ``allowed_cidrs``. Two
+policies), passes HTTPS through, filters clients by ``allowed_cidrs`` and serves
+its own metrics on PROMETHEUS listeners (which take no pool or policy). HSTS
+(API 2.27) is shown off and refused, as Octavia refuses it off TERMINATED_HTTPS. Two
 listeners of a load balancer may share a port number only across transports
 (a TCP and a UDP listener on 53; not TCP and HTTP on 80).
 """
