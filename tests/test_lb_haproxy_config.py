@@ -31,6 +31,7 @@ pytestmark = pytest.mark.skipif(shutil.which("haproxy") is None and not Path("/u
 M1 = MemberSpec(id="m1", address="10.0.0.11", port=8080, weight=3)
 M2 = MemberSpec(id="m2", address="10.0.0.12", port=8080)
 DOWN = MemberSpec(id="m3", address="10.0.0.13", port=8080, enabled=False)
+SPARE = MemberSpec(id="m4", address="10.0.0.14", port=8080, backup=True)
 RULES = tuple(
     L7RuleSpec(id=f"r{i}", type=t, compare_type=c, value=v, key=k, invert=inv)
     for i, (t, c, v, k, inv) in enumerate([
@@ -52,7 +53,7 @@ def spec() -> LoadBalancerSpec:
         PoolSpec(id="api", algorithm="SOURCE_IP", members=(M1,), protocol="PROXY", persistence="APP_COOKIE",
                  cookie_name="JSESSIONID"),
         PoolSpec(id="tls", algorithm="ROUND_ROBIN", members=(M2,), protocol="HTTPS", persistence="SOURCE_IP"),
-        PoolSpec(id="v2", members=(M2,), protocol="PROXYV2"),
+        PoolSpec(id="v2", members=(M2, SPARE), protocol="PROXYV2"),
     )
     policies = (
         L7PolicySpec(id="p1", action="REJECT", position=1, rules=RULES[3:4]),
@@ -71,6 +72,7 @@ def spec() -> LoadBalancerSpec:
         ListenerSpec(id="https", protocol="tcp", port=443, pool_id="tls", kind="HTTPS"),
         ListenerSpec(id="tcp", protocol="tcp", port=81, pool_id="v2", kind="TCP", timeouts=(50000, 5000, 50000, 500)),
         ListenerSpec(id="dns", protocol="udp", port=53, pool_id=None, kind="UDP"),
+        ListenerSpec(id="prom", protocol="tcp", port=9100, kind="PROMETHEUS"),
         ListenerSpec(id="off", protocol="tcp", port=82, pool_id="web", kind="HTTP", enabled=False),
     )
     return LoadBalancerSpec(id="lb", ns="nb-lb-x", vip_address="10.0.0.5", listeners=listeners, pools=pools,
@@ -86,7 +88,8 @@ def test_rendered_configuration_is_valid_haproxy(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr + "\n" + text
     lines = [ln.strip() for ln in text.splitlines()]
     # Frontends: one per enabled TCP-family listener; UDP and the disabled one are not haproxy's.
-    assert [ln for ln in lines if ln.startswith("frontend ")] == ["frontend http", "frontend https", "frontend tcp"]
+    assert [ln for ln in lines if ln.startswith("frontend ")] == ["frontend http", "frontend https", "frontend tcp",
+                                                                   "frontend prom"]
     assert "bind 10.0.0.5:80" in lines and "maxconn 100" in lines and "timeout client 1000" in lines
     assert "tcp-request connection reject unless { src 10.0.0.0/8 192.168.1.7/32 }" in lines
     assert "option forwardfor" in lines and "http-request set-header X-Forwarded-Port 80" in lines
@@ -108,7 +111,12 @@ def test_rendered_configuration_is_valid_haproxy(tmp_path: Path) -> None:
     assert "server m1 10.0.0.11:8080 weight 3 send-proxy" in api
     tls = lines[lines.index("backend https:tls"):]
     assert tls[1] == "mode tcp" and "stick on src" in tls
-    assert "server m2 10.0.0.12:8080 weight 1 send-proxy-v2" in lines[lines.index("backend tcp:v2"):]
+    v2 = lines[lines.index("backend tcp:v2"):]
+    assert "server m2 10.0.0.12:8080 weight 1 send-proxy-v2" in v2
+    assert "server m4 10.0.0.14:8080 weight 1 send-proxy-v2 backup" in v2   # only while m2 cannot serve
+    # A PROMETHEUS listener: haproxy's exporter on /metrics, nothing else, no backend.
+    prom = lines[lines.index("frontend prom"):]
+    assert prom[2] == "mode http" and "http-request use-service prometheus-exporter if { path /metrics }" in prom
 
 
 def test_a_disabled_load_balancer_serves_nothing(tmp_path: Path) -> None:

@@ -301,7 +301,7 @@ def test_member_batch_update_in_one_transaction(http, agent_http, owner_sdk, set
     octavia_error(batch([14, 14]), 400, "Validation failure: Member must be updated only once in the same request.")
     r = http.put(path, json={"members": [{"address": "nope", "protocol_port": 80}]})
     octavia_error(r, 400)
-    r = http.put(path, json={"members": [{"address": str(base + 16), "protocol_port": 80, "backup": True}]})
+    r = http.put(path, json={"members": [{"address": str(base + 16), "protocol_port": 80, "vnic_type": "direct"}]})
     octavia_error(r, 501)
     assert {m.address for m in lbs.members(pool.id)} == {str(base + 14), str(base + 15)}
     # additive_only keeps the members not named.

@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from netbay.api import (changes, clusternets, compute, container, containerinfra, errors, identity, loadbalancer,
-                        network, pods, sandboxes, status)
+from netbay.api import (amphorae, changes, clusternets, compute, container, containerinfra, errors, identity,
+                        loadbalancer, network, pods, sandboxes, status)
 from netbay.bodylimit import BodyLimit
 from netbay.changes import ChangeFeed
 from netbay.identity.service import Identity
@@ -62,6 +62,7 @@ def create_app(
     app.include_router(identity.router)
     network.install(app)
     loadbalancer.install(app)
+    amphorae.install(app)  # Octavia's amphora admin API over the haproxy namespaces
     containerinfra.install(app, conductor)
     compute.install(app)  # os-keypairs only
     container.install(app, network=network_backend)

@@ -1,11 +1,16 @@
 """Health monitors: one per pool; the realizer probes members and reports
 their ``operating_status`` (``ONLINE``/``ERROR``), taking dead ones out.
 
-``TCP`` (connect), ``HTTP`` (a request, expecting ``expected_codes``) and
-``PING`` are realized; ``HTTPS``, ``TLS-HELLO``, ``UDP-CONNECT`` and ``SCTP``
-are refused as not offered. ``http_method``, ``url_path`` and
-``expected_codes`` belong to HTTP monitors (defaults ``GET``, ``/``, ``200``)
-and are refused on the others.
+``TCP`` (connect), ``HTTP`` and ``HTTPS`` (a request, expecting
+``expected_codes``; HTTPS does not verify the member's certificate, as the
+amphora's ``check-ssl verify none``), ``TLS-HELLO`` (a TLS handshake), ``PING``
+and ``UDP-CONNECT`` (a datagram, down on ICMP port unreachable) are realized;
+``SCTP`` is refused as not offered. ``http_method``, ``url_path`` and
+``expected_codes`` belong to HTTP(S) monitors (defaults ``GET``, ``/``, ``200``)
+and are refused on the others. Octavia's pool rules: UDP pools take
+UDP-CONNECT, SCTP, TCP and HTTP monitors, UDP-CONNECT no faster than every
+3 seconds (its ``udp_connect_min_interval_health_monitor``); UDP-CONNECT and
+SCTP monitor only UDP/SCTP pools.
 """
 
 from __future__ import annotations
@@ -42,14 +47,17 @@ from netbay.network.resource import Filter, to_bool, to_int
 from netbay.store.models import LBHealthMonitor, LBPool
 
 TYPES = ("HTTP", "HTTPS", "PING", "TCP", "TLS-HELLO", "UDP-CONNECT", "SCTP")
-OFFERED = ("TCP", "HTTP", "PING")
+OFFERED = ("TCP", "HTTP", "HTTPS", "PING", "TLS-HELLO", "UDP-CONNECT")
+HTTP_TYPES = ("HTTP", "HTTPS")
 HTTP_METHODS = ("CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE")
 HTTP_DEFAULTS = {"http_method": "GET", "url_path": "/", "expected_codes": "200"}
 HTTP_FIELDS = tuple(HTTP_DEFAULTS)
 # Octavia's pattern: "200", "200,202", "200-204".
 EXPECTED_CODES = re.compile(r"^(\d{3}(\s*,\s*\d{3})*)$|^(\d{3}-\d{3})$")
-# Monitors a UDP pool can use (they probe a TCP or HTTP port of the member).
-UDP_POOL_TYPES = ("UDP-CONNECT", "HTTP", "TCP", "SCTP")
+# Monitors a UDP pool can use (Octavia's order, as its message lists them).
+UDP_POOL_TYPES = ("UDP-CONNECT", "SCTP", "TCP", "HTTP")
+L4_ONLY_TYPES = ("UDP-CONNECT", "SCTP")
+UDP_CONNECT_MIN_DELAY = 3
 
 
 def _expected_codes(value: str) -> str:
@@ -105,10 +113,23 @@ class HealthMonitorUpdate(LBBody):
 
 
 def _check_http_fields(kind: str, given: dict[str, Any]) -> None:
-    if kind != "HTTP":
+    if kind not in HTTP_TYPES:
         sent = [f for f in HTTP_FIELDS if given.get(f) is not None]
         if sent:
             raise validation(f"{', '.join(sent)} can only be set on HTTP health monitors, not {kind}.")
+
+
+def _check_pool_type(pool_protocol: str, kind: str, delay: int | None) -> None:
+    """Octavia's rules between a pool's protocol and its monitor's type (400s)."""
+    if pool_protocol in ("UDP", "SCTP"):
+        if kind not in UDP_POOL_TYPES:
+            raise validation(f"The associated pool protocol is {pool_protocol}, so only a "
+                             f"{'/'.join(UDP_POOL_TYPES)} health monitor is supported.")
+        if kind == "UDP-CONNECT" and delay is not None and delay < UDP_CONNECT_MIN_DELAY:
+            raise validation(f"The request delay value {delay} should be larger than {UDP_CONNECT_MIN_DELAY} "
+                             "for UDP-CONNECT health monitor type.")
+    elif kind in L4_ONLY_TYPES:
+        raise validation(f"The {kind} type is only supported for pools of type UDP/SCTP.")
 
 
 class HealthMonitors(LBResource):
@@ -157,13 +178,11 @@ class HealthMonitors(LBResource):
         given, tags = self.child_body(body)
         pool = POOLS.get(session, ctx, given.pop("pool_id"), for_update=True)
         kind = given["type"]
+        _check_pool_type(pool.protocol, kind, given.get("delay"))
         if kind not in OFFERED:
-            raise not_offered(f"health monitor type {kind} is not offered yet; use TCP, HTTP or PING")
-        if pool.protocol == "UDP" and kind not in UDP_POOL_TYPES:
-            raise validation(f"The associated pool protocol is UDP, so only a {', '.join(UDP_POOL_TYPES)} "
-                             "type health monitor is supported.")
+            raise not_offered(f"health monitor type {kind} is not offered yet; use {', '.join(OFFERED)}")
         _check_http_fields(kind, given)
-        if kind == "HTTP":
+        if kind in HTTP_TYPES:
             given = {**HTTP_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}
         if session.scalar(select(LBHealthMonitor.id).where(LBHealthMonitor.pool_id == pool.id)):
             raise Conflict("This pool already has a health monitor")
@@ -184,13 +203,15 @@ class HealthMonitors(LBResource):
         given = body.given()
         tags = given.pop("tags", None)
         _check_http_fields(monitor.type, given)
+        if given.get("delay") is not None:
+            _check_pool_type(pool.protocol, monitor.type, given["delay"])
         took = claim(session, pool.loadbalancer_id, listeners=POOLS.listeners_of(session, pool), pool=pool,
                      pool_must_be_active=True)
         for key, value in given.items():
             if value is None and key == "name":
                 value = ""
             elif value is None and key in HTTP_DEFAULTS:
-                value = HTTP_DEFAULTS[key] if monitor.type == "HTTP" else None
+                value = HTTP_DEFAULTS[key] if monitor.type in HTTP_TYPES else None
             elif value is None and key == "max_retries_down":
                 value = 3
             elif value is None:

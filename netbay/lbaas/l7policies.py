@@ -38,7 +38,7 @@ from netbay.lbaas.common import (
     standard,
     validation,
 )
-from netbay.lbaas.listeners import LISTENERS
+from netbay.lbaas.listeners import LISTENERS, no_children
 from netbay.lbaas.loadbalancers import LOADBALANCERS
 from netbay.lbaas.tree import claim
 from netbay.network.resource import Filter, to_bool, to_int
@@ -147,6 +147,7 @@ class L7Policies(LBResource):
         listener = LISTENERS.get(session, ctx, given.pop("listener_id"), for_update=True)
         lb = LOADBALANCERS.get(session, ctx, listener.loadbalancer_id)
         providers.check_l7(lb.provider)
+        no_children(listener.protocol)
         if listener.protocol not in L7_LISTENERS:
             raise validation(f"L7 policies are not supported on {listener.protocol} listeners.")
         target = self._action(session, lb.id, given, {})

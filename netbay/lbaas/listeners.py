@@ -3,7 +3,9 @@
 What a listener may ask for depends on its load balancer's provider
 (``netbay.lbaas.providers``): the nftables provider realizes TCP and UDP and
 forwards HTTP as TCP; the haproxy provider parses HTTP (``insert_headers``, L7
-policies), passes HTTPS through and filters clients by ``allowed_cidrs``. Two
+policies), passes HTTPS through, filters clients by ``allowed_cidrs`` and serves
+its own metrics on PROMETHEUS listeners (which take no pool or policy). HSTS
+(API 2.27) is shown off and refused, as Octavia refuses it off TERMINATED_HTTPS. Two
 listeners of a load balancer may share a port number only across transports
 (a TCP and a UDP listener on 53; not TCP and HTTP on 80).
 """
@@ -18,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import Conflict
+from netbay.errors import BadRequest, Conflict
 from netbay.lbaas.common import (
     PENDING_CREATE,
     PENDING_UPDATE,
@@ -58,6 +60,7 @@ DEFAULTS = {"connection_limit": -1, "timeout_client_data": 50000, "timeout_membe
             "timeout_member_data": 50000, "timeout_tcp_inspect": 0}
 
 Protocol = Annotated[str, AfterValidator(one_of(*PROTOCOLS))]
+HstsMaxAge = Annotated[Int, AfterValidator(between(0, None))]
 ConnectionLimit = Annotated[Int, AfterValidator(between(-1, None))]
 Timeout = Annotated[Int, AfterValidator(between(0, TIMEOUT_MAX))]
 # Octavia's insert_headers for an HTTP listener (values "true"/"false" or, for the
@@ -84,10 +87,8 @@ _TLS_AND_L7 = {
     "tls_ciphers": (None, ""),
     "tls_versions": (None, []),
     "alpn_protocols": (None, []),
-    "hsts_max_age": (None,),
-    "hsts_include_subdomains": (None, False),
-    "hsts_preload": (None, False),
 }
+HSTS = ("hsts_max_age", "hsts_include_subdomains", "hsts_preload")
 
 
 class ListenerCreate(LBBody):
@@ -106,6 +107,9 @@ class ListenerCreate(LBBody):
     timeout_tcp_inspect: Timeout = DEFAULTS["timeout_tcp_inspect"]
     allowed_cidrs: list[Cidr] | None = None
     insert_headers: dict[str, str] | None = None
+    hsts_max_age: HstsMaxAge | None = None
+    hsts_include_subdomains: Bool | None = None
+    hsts_preload: Bool | None = None
     project_id: Str255 | None = None
     tenant_id: Str255 | None = None
     tags: Tags | None = None
@@ -124,7 +128,22 @@ class ListenerUpdate(LBBody):
     timeout_tcp_inspect: Timeout | None = None
     allowed_cidrs: list[Cidr] | None = None
     insert_headers: dict[str, str] | None = None
+    hsts_max_age: HstsMaxAge | None = None
+    hsts_include_subdomains: Bool | None = None
+    hsts_preload: Bool | None = None
     tags: Tags | None = None
+
+
+def check_hsts(protocol: str, given: dict[str, Any]) -> None:
+    """Octavia's HSTS rules (API 2.27): the flags need ``hsts_max_age``, and HSTS needs a
+    TERMINATED_HTTPS listener, which netbay does not realize (no key manager), so no
+    listener here ever has HSTS on; the fields are taken out of ``given``."""
+    hsts = {k: given.pop(k) for k in HSTS if k in given}
+    if (hsts.get("hsts_include_subdomains") or hsts.get("hsts_preload")) and hsts.get("hsts_max_age") is None:
+        raise validation("HSTS configuration options hsts_include_subdomains and hsts_preload only make "
+                         "sense if hsts_max_age is set as well.")
+    if hsts.get("hsts_max_age") is not None and protocol != "TERMINATED_HTTPS":
+        raise validation("The HSTS feature can only be used for listeners using the TERMINATED_HTTPS protocol.")
 
 
 def transport(protocol: str) -> str:
@@ -146,7 +165,15 @@ def check_options(lb: Any, protocol: str, given: dict[str, Any]) -> None:
             raise validation(f"CIDR {cidr} IP version incompatible with VIP {lb.vip_address} IP version.")
 
 
+def no_children(listener_protocol: str) -> None:
+    """Octavia's ``ListenerNoChildren``: a PROMETHEUS listener serves haproxy's metrics
+    itself, so it takes no pool and no L7 policy (400)."""
+    if listener_protocol == "PROMETHEUS":
+        raise BadRequest("Protocol PROMETHEUS listeners cannot have child objects.")
+
+
 def check_pool_protocol(listener_protocol: str, pool_protocol: str) -> None:
+    no_children(listener_protocol)
     if pool_protocol not in POOL_PROTOCOLS_FOR.get(listener_protocol, ()):
         raise validation(f"The pool protocol '{pool_protocol}' is invalid while the listener protocol "
                          f"is '{listener_protocol}'.")
@@ -206,12 +233,16 @@ class Listeners(LBResource):
             "tls_ciphers": None,
             "tls_versions": None,
             "alpn_protocols": None,
+            "hsts_max_age": None,
+            "hsts_include_subdomains": False,
+            "hsts_preload": False,
         }
 
     def create(self, session: Session, ctx: Context, body: ListenerCreate) -> LBListener:
         given, tags = self.child_body(body)
         lb = LOADBALANCERS.get(session, ctx, given.pop("loadbalancer_id"), for_update=True)
         protocol = given["protocol"]
+        check_hsts(protocol, given)
         check_options(lb, protocol, given)
         if given.get("default_pool_id"):
             self._default_pool(session, lb.id, given["default_pool_id"], protocol)
@@ -232,6 +263,7 @@ class Listeners(LBResource):
         listener = self.get(session, ctx, obj_id, for_update=True)
         given = body.given()
         tags = given.pop("tags", None)
+        check_hsts(listener.protocol, given)
         if given.get("allowed_cidrs") or given.get("insert_headers"):
             check_options(LOADBALANCERS.get(session, ctx, listener.loadbalancer_id), listener.protocol, given)
         if given.get("default_pool_id"):
@@ -285,4 +317,4 @@ class Listeners(LBResource):
 
 LISTENERS = Listeners()
 
-__all__ = ["LISTENERS", "Listeners", "check_options", "check_pool_protocol", "transport"]
+__all__ = ["LISTENERS", "Listeners", "check_options", "check_pool_protocol", "no_children", "transport"]

@@ -138,6 +138,8 @@ class LoadBalancers(LBResource):
             "vip_subnet_id": obj.vip_subnet_id,
             "vip_network_id": obj.vip_network_id,
             "vip_qos_policy_id": None,
+            "vip_sg_ids": [],
+            "vip_vnic_type": "normal",
             "additional_vips": [],
             "listeners": [{"id": i} for i in listeners],
             "pools": [{"id": i} for i in pools],

@@ -52,12 +52,13 @@ ROUTER_LEGS = (*ROUTER_INTERFACE_OWNERS, ROUTER_GATEWAY)
 
 
 class MemberCreate(LBBody):
-    not_offered = {"backup": (None, False), "vnic_type": (None, "normal"), "request_sriov": (None, False)}
+    not_offered = {"vnic_type": (None, "normal"), "request_sriov": (None, False)}
     name: Str255 | None = None
     admin_state_up: Bool = True
     address: IP
     protocol_port: PortNumber
     weight: Weight = 1
+    backup: Bool = False
     subnet_id: UUID | None = None
     monitor_address: IP | None = None
     monitor_port: PortNumber | None = None
@@ -67,10 +68,10 @@ class MemberCreate(LBBody):
 
 
 class MemberUpdate(LBBody):
-    not_offered = {"backup": (None, False)}
     name: Str255 | None = None
     admin_state_up: Bool | None = None
     weight: Weight | None = None
+    backup: Bool | None = None
     monitor_address: IP | None = None
     monitor_port: PortNumber | None = None
     tags: Tags | None = None

@@ -1,10 +1,11 @@
 """Pools: the members a listener forwards to, and how it picks one.
 
 The load balancer's provider says what is realized (``netbay.lbaas.providers``):
-nftables does ``ROUND_ROBIN`` and ``SOURCE_IP`` (a source-address hash) for
-TCP, UDP and HTTP pools; haproxy adds ``LEAST_CONNECTIONS``, HTTPS
-(passthrough), PROXY/PROXYV2 pools and session persistence. ``SOURCE_IP_PORT``
-(OVN's only algorithm) is offered by neither.
+nftables does ``ROUND_ROBIN``, ``SOURCE_IP`` (a source-address hash) and
+``SOURCE_IP_PORT`` (OVN's only algorithm: a hash of address and port) for TCP,
+UDP and HTTP pools; haproxy adds ``LEAST_CONNECTIONS``, HTTPS (passthrough),
+PROXY/PROXYV2 pools and session persistence, and refuses ``SOURCE_IP_PORT`` as
+Octavia's amphora does.
 """
 
 from __future__ import annotations

@@ -5,13 +5,15 @@ refuses, per option, what that provider lacks (``ProviderUnsupportedOptionError`
 netbay has two, on this machine:
 
 - ``nftables`` (the default): kernel DNAT in the load balancer's namespace, L4
-  only (TCP, UDP; ``ROUND_ROBIN``, ``SOURCE_IP``), realized in milliseconds.
+  only (TCP, UDP; ``ROUND_ROBIN``, ``SOURCE_IP``, ``SOURCE_IP_PORT``), realized
+  in milliseconds.
   Octavia's L4 provider is OVN, so ``ovn`` names it too; ``netbay`` is its
   earlier name.
 - ``haproxy``: Debian's haproxy in the same namespace, which is what Octavia's
   amphora runs, so ``amphora`` and ``octavia`` name it. HTTP, HTTPS passthrough,
   TCP and PROXY/PROXYV2 pools, least connections, session persistence, L7
-  policies, ``allowed_cidrs``, ``X-Forwarded-*`` headers; UDP listeners are
+  policies, ``allowed_cidrs``, ``X-Forwarded-*`` headers, PROMETHEUS listeners
+  (haproxy's own exporter, as the amphora serves them); UDP listeners are
   forwarded by nftables beside it (as the amphora uses LVS for UDP).
 
 A load balancer keeps the provider name it was created with (as Octavia
@@ -31,6 +33,9 @@ HAPROXY = "haproxy"
 DEFAULT = NFTABLES
 
 L4_ALGORITHMS = ("ROUND_ROBIN", "SOURCE_IP")
+# SOURCE_IP_PORT is OVN's (its only one) and so the nftables provider's; Octavia's
+# amphora refuses it, and so does the haproxy provider (UDP pools included).
+NFT_ALGORITHMS = (*L4_ALGORITHMS, "SOURCE_IP_PORT")
 NO_KEY_MANAGER = ("TERMINATED_HTTPS needs its certificates from a key manager (Barbican), which netbay "
                   "does not have; use HTTPS (passthrough, terminated by the members) instead")
 
@@ -53,12 +58,12 @@ _NFT = Provider(
     description="L4 load balancing by nftables in the load balancer's namespace (the fast default)",
     listener_protocols=("TCP", "UDP", "HTTP"),
     pool_protocols=("TCP", "UDP", "HTTP"),
-    algorithms=L4_ALGORITHMS,
+    algorithms=NFT_ALGORITHMS,
 )
 _HAPROXY = Provider(
     driver=HAPROXY,
     description="L4 and L7 load balancing by haproxy in the load balancer's namespace",
-    listener_protocols=("TCP", "HTTP", "HTTPS", "UDP"),
+    listener_protocols=("TCP", "HTTP", "HTTPS", "UDP", "PROMETHEUS"),
     pool_protocols=("TCP", "HTTP", "HTTPS", "PROXY", "PROXYV2", "UDP"),
     algorithms=("ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP"),
     persistence=("SOURCE_IP", "HTTP_COOKIE", "APP_COOKIE"),
@@ -132,7 +137,7 @@ def check_pool(provider: str, protocol: str, algorithm: str | None, persistence:
         raise unsupported(provider, f"protocol {protocol} is not offered by provider {provider}; use "
                                     f"{', '.join(p.pool_protocols)}" + ("" if p.l7 else " (or provider haproxy)"))
     kernel = p.driver == NFTABLES or protocol == "UDP"
-    algorithms = L4_ALGORITHMS if kernel else p.algorithms
+    algorithms = p.algorithms if p.driver == NFTABLES else L4_ALGORITHMS if kernel else p.algorithms
     hint = " (or provider haproxy)" if p.driver == NFTABLES else (" for UDP pools" if kernel else "")
     if algorithm is not None and algorithm not in algorithms:
         raise unsupported(provider, f"lb_algorithm {algorithm} is not offered by provider {provider}; use "

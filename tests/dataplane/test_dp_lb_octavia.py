@@ -208,7 +208,8 @@ def test_operating_statuses_follow_octavias_rules() -> None:
     up, down = Health(up=True), Health(up=False)
     out = operating_statuses(spec, {"a": up, "b": up})
     assert out["members"] == {"a": "ONLINE", "b": "ONLINE", "c": "OFFLINE", "d": "NO_MONITOR", "e": "NO_MONITOR"}
-    assert out["pools"] == {"p1": "ONLINE", "p2": "ONLINE", "p3": "OFFLINE", "p4": "OFFLINE"}
+    # A served pool is ONLINE with no members too (the amphora's backend with no servers is UP).
+    assert out["pools"] == {"p1": "ONLINE", "p2": "ONLINE", "p3": "OFFLINE", "p4": "ONLINE"}
     assert out["listeners"] == {"l1": "ONLINE", "l2": "ONLINE", "l3": "ONLINE", "l4": "OFFLINE"}
     assert out["loadbalancers"] == {"lb": "ONLINE"} and out["healthmonitors"] == {"hm": "ONLINE"}
     out = operating_statuses(spec, {"a": up, "b": down})

@@ -3,7 +3,8 @@
 The configuration is rendered from the :class:`LoadBalancerSpec` alone (as
 Octavia's amphora renders its template from the tree): a frontend per enabled
 listener bound to the VIP (``mode http`` for HTTP, ``mode tcp`` for TCP and
-HTTPS passthrough), a backend per (listener, pool) it can reach (its default
+HTTPS passthrough; PROMETHEUS listeners serve haproxy's exporter on ``/metrics``),
+a backend per (listener, pool) it can reach (its default
 pool and its L7 policies' pools, in the frontend's mode), a server per member
 that takes traffic (enabled, weight > 0, not found down by the health monitor:
 netbay's monitors decide, as for nftables, so statuses come from one place).
@@ -80,9 +81,14 @@ def _frontend(spec: LoadBalancerSpec, li: ListenerSpec) -> tuple[list[str], list
     client, _, _, inspect = li.timeouts
     out = [f"frontend {li.id}",
            f"    bind {spec.vip_address}:{li.port}",
-           f"    mode {'http' if http else 'tcp'}",
+           f"    mode {'http' if http or li.kind == 'PROMETHEUS' else 'tcp'}",
            f"    maxconn {min(li.connection_limit, MAXCONN) if li.connection_limit > 0 else MAXCONN}",
            f"    timeout client {client}"]
+    if li.kind == "PROMETHEUS":   # haproxy's exporter on /metrics, as the amphora serves it
+        if li.allowed_cidrs:
+            out.append(f"    tcp-request connection reject unless {{ src {' '.join(li.allowed_cidrs)} }}")
+        return out + ["    http-request use-service prometheus-exporter if { path /metrics }",
+                      "    http-request reject"], []
     if li.allowed_cidrs:
         out.append(f"    tcp-request connection reject unless {{ src {' '.join(li.allowed_cidrs)} }}")
     if inspect > 0 and not http:
@@ -142,7 +148,8 @@ def _backend(li: ListenerSpec, pool: PoolSpec, servers: Iterable[MemberSpec]) ->
     for m in servers:
         if pool.persistence == "HTTP_COOKIE" and http:
             cookie = f" cookie {m.id}"
-        out.append(f"    server {m.id} {m.address}:{m.port} weight {min(m.weight, 256)}{cookie}{proxy}")
+        backup = " backup" if m.backup else ""
+        out.append(f"    server {m.id} {m.address}:{m.port} weight {min(m.weight, 256)}{cookie}{proxy}{backup}")
     return out
 
 

@@ -1,12 +1,14 @@
-"""Health monitors as Octavia's amphorae run them: TCP connect, HTTP request with
-``expected_codes``, ICMP echo, from inside the load balancer's namespace (the probes
-leave through the VIP port); rise and fall counted per member as HAProxy does."""
+"""Health monitors as Octavia's amphorae run them: TCP connect, HTTP(S) request with
+``expected_codes``, TLS handshake (TLS-HELLO), ICMP echo, UDP datagram (UDP-CONNECT),
+from inside the load balancer's namespace (the probes leave through the VIP port);
+rise and fall counted per member as HAProxy does."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import socket
+import ssl
 import threading
 import time
 from concurrent.futures import wait
@@ -42,6 +44,50 @@ def probe_tcp(ns: str, address: str, port: int, timeout: float) -> bool:
         s.close()
 
 
+def _no_verify() -> ssl.SSLContext:
+    """The amphora's ``check-ssl verify none``: any certificate, any name."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def probe_tls_hello(ns: str, address: str, port: int, timeout: float) -> bool:
+    """A TLS handshake (HAProxy's ``ssl-hello-chk``: the member must answer a hello)."""
+    s = _socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect((address, port))
+        with _no_verify().wrap_socket(s) as tls:
+            tls.settimeout(timeout)
+            return tls.version() is not None
+    except (OSError, ValueError):
+        return False
+    finally:
+        s.close()
+
+
+def probe_udp(ns: str, address: str, port: int, timeout: float) -> bool:
+    """UDP-CONNECT as the amphora checks it: a datagram is sent, and the member is down
+    only if the kernel answers port unreachable (ICMP); silence or a reply is up."""
+    s = _socket_in(ns, socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.settimeout(timeout)
+        s.connect((address, port))
+        s.send(b"\n")
+        try:
+            s.recv(512)
+        except TimeoutError:
+            pass
+        return True
+    except ConnectionRefusedError:
+        return False
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def expected(codes: str, status: int) -> bool:
     """Whether ``status`` is in ``codes`` (``200``, ``200,202``, ``200-204``)."""
     codes = codes.replace(" ", "")
@@ -52,13 +98,17 @@ def expected(codes: str, status: int) -> bool:
 
 
 def probe_http(ns: str, address: str, port: int, timeout: float, method: str, path: str,
-               codes: str) -> bool:
-    """An HTTP/1.0 request; healthy if the status code is one of ``codes``."""
+               codes: str, *, tls: bool = False) -> bool:
+    """An HTTP/1.0 request (over TLS, unverified, for ``tls``); healthy if the status
+    code is one of ``codes``."""
     deadline = time.monotonic() + timeout
     s = _socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
         s.connect((address, port))
+        if tls:
+            s = _no_verify().wrap_socket(s)
+            s.settimeout(max(deadline - time.monotonic(), 0.01))
         s.sendall(f"{method} {path} HTTP/1.0\r\nHost: {address}\r\nUser-Agent: netbay-health-check\r\n"
                   "Connection: close\r\n\r\n".encode())
         buf = b""
@@ -93,9 +143,13 @@ def probe(ns: str, monitor: MonitorSpec, member: MemberSpec) -> bool:
     timeout = max(monitor.timeout, 0.05)
     if monitor.type == "PING":
         return probe_ping(ns, address, timeout)
-    if monitor.type == "HTTP":
+    if monitor.type in ("HTTP", "HTTPS"):
         return probe_http(ns, address, port, timeout, monitor.http_method, monitor.url_path,
-                          monitor.expected_codes)
+                          monitor.expected_codes, tls=monitor.type == "HTTPS")
+    if monitor.type == "TLS-HELLO":
+        return probe_tls_hello(ns, address, port, timeout)
+    if monitor.type == "UDP-CONNECT":
+        return probe_udp(ns, address, port, timeout)
     return probe_tcp(ns, address, port, timeout)
 
 

@@ -30,7 +30,7 @@ HAPROXY_PROVIDERS = frozenset({"haproxy", "amphora", "octavia"})
 @dataclass(frozen=True)
 class MonitorSpec:
     id: str
-    type: str                      # TCP | HTTP | PING
+    type: str                      # TCP | HTTP | HTTPS | TLS-HELLO | PING | UDP-CONNECT
     delay: float
     timeout: float
     max_retries: int               # rise: successes to come back
@@ -50,6 +50,7 @@ class MemberSpec:
     enabled: bool = True
     monitor_address: str | None = None
     monitor_port: int | None = None
+    backup: bool = False           # takes traffic only while no other member can (HAProxy's ``backup``)
 
     @property
     def probe_target(self) -> tuple[str, int]:
@@ -231,7 +232,8 @@ def from_api(lb: dict, tree: Tree, ports: Mapping[str, dict], subnets: Mapping[s
                        weight=int(m.get("weight", 1) if m.get("weight") is not None else 1),
                        enabled=bool(m.get("admin_state_up", True)),
                        monitor_address=m.get("monitor_address") or None,
-                       monitor_port=m.get("monitor_port") or None)
+                       monitor_port=m.get("monitor_port") or None,
+                       backup=bool(m.get("backup", False)))
             for m in _order(tree.members.get(pool["id"], ())))
         sp = pool.get("session_persistence") or {}
         pools.append(PoolSpec(id=pool["id"], algorithm=str(pool.get("lb_algorithm") or "ROUND_ROBIN"),

@@ -36,8 +36,10 @@ def operating_statuses(spec: LoadBalancerSpec, health: Mapping[str, Health]
             up = None if h is None else h.up
             out["members"][m.id] = None if up is None else ("ONLINE" if up else "ERROR")
             down += up is False
-        if not on or pool.id not in served or not pool.members:
-            status = "OFFLINE"   # no frontend uses it, or nothing in it: Octavia's "offline pool"
+        if not on or pool.id not in served:
+            status = "OFFLINE"   # no frontend uses it: absent from the amphora's report, Octavia's "offline pool"
+        elif not pool.members:
+            status = "ONLINE"    # HAProxy's backend with no servers is UP, which Octavia reports ONLINE
         elif not enabled:
             status = "ERROR"     # every member admin-down: HAProxy's backend is DOWN
         elif down and down == enabled:

@@ -34,6 +34,13 @@ def slots(members: Iterable[MemberSpec]) -> list[MemberSpec]:
     return out
 
 
+def serving(members: Iterable[MemberSpec]) -> list[MemberSpec]:
+    """The slots of the members that take traffic: the primaries, or, when none of them
+    can, the backup members (as HAProxy and the amphora's LVS use ``backup`` servers)."""
+    ms = list(members)
+    return slots(m for m in ms if not m.backup) or slots(m for m in ms if m.backup)
+
+
 def _payload(proto: str, fld: str) -> dict:
     return {"payload": {"protocol": proto, "field": fld}}
 
@@ -45,9 +52,12 @@ def _match(left: dict, right: Any, op: str = "==") -> dict:
 def _dnat_rule(spec: LoadBalancerSpec, listener: ListenerSpec, pool: PoolSpec,
                members: list[MemberSpec]) -> dict:
     n = len(members)
+    seed = zlib.crc32(pool.id.encode()) & 0xFFFFFFFF
     if pool.algorithm == "SOURCE_IP":
-        key: dict = {"jhash": {"expr": _payload("ip", "saddr"), "mod": n,
-                               "seed": zlib.crc32(pool.id.encode()) & 0xFFFFFFFF}}
+        key: dict = {"jhash": {"expr": _payload("ip", "saddr"), "mod": n, "seed": seed}}
+    elif pool.algorithm == "SOURCE_IP_PORT":   # OVN's one algorithm: a flow sticks to one member
+        key = {"jhash": {"expr": {"concat": [_payload("ip", "saddr"), _payload(listener.protocol, "sport")]},
+                         "mod": n, "seed": seed}}
     else:
         key = {"numgen": {"mode": "inc", "mod": n, "offset": 0}}
     data = {"set": [[i, {"concat": [m.address, m.port]}] for i, m in enumerate(members)]}
@@ -90,7 +100,7 @@ def table_commands(spec: LoadBalancerSpec, in_map: Callable[[PoolSpec, MemberSpe
         pool = spec.pool(listener.pool_id)
         if not listener.enabled or pool is None or not pool.enabled:
             continue
-        members = slots(m for m in pool.members if in_map(pool, m) and is_v4(m.address))
+        members = serving(m for m in pool.members if in_map(pool, m) and is_v4(m.address))
         if members:
             cmds.append(_dnat_rule(spec, listener, pool, members))
     return cmds
