@@ -61,6 +61,28 @@ def test_args() -> None:
     assert code_of(spec.parse_args, "novalue")[0] == 4
 
 
+def test_args_as_the_kuryr_document_writes_them() -> None:
+    """Comma-joined, and with the pair its line break glued onto the container id."""
+    doc = ("K8S_POD_NAMESPACE=default;K8S_POD_NAME=nginx-app-722l8;K8S_POD_INFRA_CONTAINER_ID=8ceb0092c250"
+           "PORT_UUID=a28c7404-7495-4557-b7fc-3e293508dbc6,IPV4=10.0.0.15/16,GW=10.0.0.1,PORT_TYPE=midonet")
+    assert spec.parse_args(doc) == {
+        "K8S_POD_NAMESPACE": "default", "K8S_POD_NAME": "nginx-app-722l8", "K8S_POD_INFRA_CONTAINER_ID": "8ceb0092c250",
+        "PORT_UUID": "a28c7404-7495-4557-b7fc-3e293508dbc6", "IPV4": "10.0.0.15/16", "GW": "10.0.0.1",
+        "PORT_TYPE": "midonet"}
+    # a comma inside a value (host-local's IP=a,b) stays in it
+    assert spec.parse_args("IP=10.0.0.1/24,10.0.0.2/24;K8S_POD_NAME=web") == {
+        "IP": "10.0.0.1/24,10.0.0.2/24", "K8S_POD_NAME": "web"}
+
+
+def test_port_type_honoured_or_refused_by_name() -> None:
+    def req(args: str) -> spec.Request:
+        return spec.Request.parse({"command": "ADD", "args": args, "config": {"name": "n", "network": "x"}})
+    assert req("").port_type is None and req("PORT_TYPE=veth").port_type == "veth"
+    assert req("PORT_TYPE=bridge").port_type == "bridge"
+    code, msg, _ = code_of(lambda: req("PORT_UUID=p,PORT_TYPE=midonet").port_type)
+    assert code == 4 and "PORT_TYPE=midonet" in msg and "veth" in msg
+
+
 def test_result_per_version() -> None:
     subnet = {"gateway_ip": "10.0.0.1", "dns_nameservers": ["10.0.0.53"]}
     old = result.render("0.4.0", "eth0", "fa:16:3e:00:00:01", 1450, "/run/netns/x", [("10.0.0.5/24", subnet)],

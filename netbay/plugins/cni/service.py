@@ -12,7 +12,8 @@ port its mapping controller made for ``K8S_POD_NAMESPACE``/``K8S_POD_NAME``
 again later, as kuryr's CNI waits for the pod's VIF); else the port on the network
 whose ``device_id`` is the pod's ``K8S_POD_UID`` (pre-created the same way, kuryr's
 convention); else a new one, tagged :data:`MADE`, with ``IPV4`` as its fixed IP when
-given. A given port keeps its owner where the agent already plugs it as a container's
+given. ``PORT_TYPE`` (kuryr's VIF type) is honoured when it names what is plugged here
+(``veth``/``bridge``) and refused by name otherwise. A given port keeps its owner where the agent already plugs it as a container's
 (``compute:kuryr``: the controller still owns it). The attachment
 is found again (DEL, CHECK, GC) by its tags — ``netbay.cni.ctr:<CNI_CONTAINERID>``,
 ``netbay.cni.if:<CNI_IFNAME>`` and ``netbay.cni.net:<config name>`` — so a restarted
@@ -157,6 +158,7 @@ class Cni:
         t0 = time.perf_counter()
         if not req.cluster:
             req.network_ref   # noqa: B018 - a config naming no network is refused before anything runs
+        req.port_type         # noqa: B018 - a PORT_TYPE netbay-cni cannot plug, likewise
         # The namespace is checked while the port is made (one API call, bound to this
         # host already); a refused check undoes the port, the runtime's link untouched.
         check = asyncio.ensure_future(self.kernel(self._free, req))
