@@ -33,7 +33,8 @@ FORWARD_TIMEOUT = 2.0   # seconds per upstream (CoreDNS' forward: 2 s dial timeo
 
 def qname(data: bytes) -> str | None:
     """The first question's name of a raw query, lower-cased (None: not a plain one)."""
-    labels, i = [], 12
+    labels: list[str] = []
+    i = 12
     while i < len(data):
         n = data[i]
         if n == 0:

@@ -138,6 +138,7 @@ class Cni:
         if not req.cluster:
             return None
         hit = self._resolvers.get(req.cluster)
+        address: str | None
         if hit and time.monotonic() - hit[0] < CACHE_TTL:
             address = hit[1]
         else:
