@@ -137,3 +137,16 @@ def test_a_command_without_its_data_dir_says_what_to_do(runner, tmp_path, path, 
         assert "Traceback" not in result.output
         return
     _one_line(result, args)
+
+
+def test_k8s_apply_in_a_data_dir_without_a_database_says_so_and_makes_none(runner, tmp_path):
+    """An existing directory with no database: one line, and no empty SQLite file left in it
+    (opening one would make it, then fail on its first table)."""
+    manifest = tmp_path / "ns.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n")
+    empty = tmp_path / "data"
+    empty.mkdir()
+    args = ["k8s", "apply", "-f", str(manifest), "--cluster", "c1", "--data-dir", str(empty)]
+    line = _one_line(runner.invoke(app, args, env=_env("unreachable")), args)
+    assert "no netbay database at" in line and "--data-dir" in line, line
+    assert list(empty.iterdir()) == []

@@ -61,6 +61,28 @@ def test_args() -> None:
     assert code_of(spec.parse_args, "novalue")[0] == 4
 
 
+def test_args_as_the_kuryr_document_writes_them() -> None:
+    """Comma-joined, and with the pair its line break glued onto the container id."""
+    doc = ("K8S_POD_NAMESPACE=default;K8S_POD_NAME=nginx-app-722l8;K8S_POD_INFRA_CONTAINER_ID=8ceb0092c250"
+           "PORT_UUID=a28c7404-7495-4557-b7fc-3e293508dbc6,IPV4=10.0.0.15/16,GW=10.0.0.1,PORT_TYPE=midonet")
+    assert spec.parse_args(doc) == {
+        "K8S_POD_NAMESPACE": "default", "K8S_POD_NAME": "nginx-app-722l8", "K8S_POD_INFRA_CONTAINER_ID": "8ceb0092c250",
+        "PORT_UUID": "a28c7404-7495-4557-b7fc-3e293508dbc6", "IPV4": "10.0.0.15/16", "GW": "10.0.0.1",
+        "PORT_TYPE": "midonet"}
+    # a comma inside a value (host-local's IP=a,b) stays in it
+    assert spec.parse_args("IP=10.0.0.1/24,10.0.0.2/24;K8S_POD_NAME=web") == {
+        "IP": "10.0.0.1/24,10.0.0.2/24", "K8S_POD_NAME": "web"}
+
+
+def test_port_type_honoured_or_refused_by_name() -> None:
+    def req(args: str) -> spec.Request:
+        return spec.Request.parse({"command": "ADD", "args": args, "config": {"name": "n", "network": "x"}})
+    assert req("").port_type is None and req("PORT_TYPE=veth").port_type == "veth"
+    assert req("PORT_TYPE=bridge").port_type == "bridge"
+    code, msg, _ = code_of(lambda: req("PORT_UUID=p,PORT_TYPE=midonet").port_type)
+    assert code == 4 and "PORT_TYPE=midonet" in msg and "veth" in msg
+
+
 def test_result_per_version() -> None:
     subnet = {"gateway_ip": "10.0.0.1", "dns_nameservers": ["10.0.0.53"]}
     old = result.render("0.4.0", "eth0", "fa:16:3e:00:00:01", 1450, "/run/netns/x", [("10.0.0.5/24", subnet)],
@@ -116,7 +138,9 @@ class PortsOnly:
         self.items = {"network": networks, "port": ports}
 
     def list(self, member: str, **where: str) -> list[dict]:
-        return [o for o in self.items[member] if all(o.get(k) == v for k, v in where.items())]
+        tags = set(where.pop("tags").split(",")) if "tags" in where else set()
+        return [o for o in self.items[member] if all(o.get(k) == v for k, v in where.items())
+                and tags <= set(o.get("tags") or ())]
 
     def show(self, member: str, obj_id: str) -> dict:
         from netbay.errors import NotFound
@@ -169,3 +193,27 @@ def test_the_kuryr_controllers_port_is_found_by_pod_identity() -> None:
         assert info.value.code == spec.INVALID_CONFIG
     finally:
         asyncio.run(cni.aclose())
+
+
+def test_a_kuryr_pods_result_carries_the_cluster_dns() -> None:
+    """The cluster's resolver (its port's tag), the pod's namespace's search list first;
+    no cluster or no resolver yet: None (the subnets' nameservers, as before)."""
+    from netbay.plugins.cni.service import Cni
+
+    resolver = {"id": "r", "fixed_ips": [{"ip_address": "10.254.0.10"}], "tags": ["netbay-cluster=c1", "netbay-k8s=dns"]}
+    cni = Cni(PortsOnly([], [resolver]), None, "h")  # type: ignore[arg-type]
+
+    def dns(args: str, **conf: str) -> dict | None:
+        return asyncio.run(cni.cluster_dns(spec.Request.parse({"command": "ADD", "args": args,
+                                                               "config": {"name": "k", **conf}})))
+    try:
+        assert dns("K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web", cluster="c1") == {
+            "nameservers": ["10.254.0.10"], "domain": "cluster.local", "options": ["ndots:5"],
+            "search": ["shop.svc.cluster.local", "svc.cluster.local", "cluster.local"]}
+        assert dns("", cluster="c1")["search"] == ["svc.cluster.local", "cluster.local"]
+        assert dns("", cluster="c2") is None and dns("", network="n") is None
+    finally:
+        asyncio.run(cni.aclose())
+    out = result.render("1.0.0", "eth0", "m", 1500, "/x", [("10.0.0.5/24", {"dns_nameservers": ["1.1.1.1"]})], [],
+                        {"nameservers": ["10.254.0.10"]})
+    assert out["dns"] == {"nameservers": ["10.254.0.10"]}

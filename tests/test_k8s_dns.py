@@ -5,14 +5,20 @@ tests/dataplane/test_dp_k8s_dns.py."""
 from __future__ import annotations
 
 import json
+import socket
+import socketserver
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from dnslib import QTYPE, RCODE, DNSRecord
+from dnslib import QTYPE, RCODE, RR, A, DNSRecord
+from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 from netbay.k8s.dns import podfiles, records
 from netbay.k8s.dns.resolver import write_atomic
-from netbay.k8s.dns.server import ClusterResolver
+from netbay.k8s.dns.server import ClusterResolver, UdpServer
 from netbay.k8s.objects import desired, parse
 
 OBJS = """
@@ -97,19 +103,26 @@ def test_write_once_keeps_a_pods_first_environment(tmp_path: Path, monkeypatch) 
     assert (tmp_path / "nb-k-1" / "environment").read_text() == ""
 
 
-def ask(resolver: ClusterResolver, name: str, qtype: str) -> DNSRecord:
-    """A query through dnslib's real UDP server on 127.0.0.1 (an ephemeral port)."""
-    from dnslib.server import DNSLogger, DNSServer
-
-    server = DNSServer(resolver, address="127.0.0.1", port=0, logger=DNSLogger("-request,-reply", prefix=False))
+@contextmanager
+def serving(resolver: BaseResolver, server_class: type = UdpServer) -> Iterator[int]:
+    """``resolver`` behind the cluster resolver's real UDP server on 127.0.0.1 (an ephemeral port)."""
+    server = DNSServer(resolver, address="127.0.0.1", port=0, logger=DNSLogger("-request,-reply", prefix=False),
+                       server=server_class)
     t = threading.Thread(target=server.server.serve_forever, daemon=True)
     t.start()
     try:
-        raw = DNSRecord.question(name, qtype).send("127.0.0.1", server.server.server_address[1], timeout=2)
-        return DNSRecord.parse(raw)
+        yield server.server.server_address[1]
     finally:
         server.server.shutdown()
         server.server.server_close()
+
+
+def ask(resolver: ClusterResolver, name: str, qtype: str, port: int | None = None) -> DNSRecord:
+    """A query through the resolver's real UDP server (``port``: one already serving)."""
+    if port is not None:
+        return DNSRecord.parse(DNSRecord.question(name, qtype).send("127.0.0.1", port, timeout=5))
+    with serving(resolver) as port:
+        return ask(resolver, name, qtype, port)
 
 
 def test_resolver_answers_and_rereads_its_file(tmp_path: Path) -> None:
@@ -131,6 +144,47 @@ def test_resolver_answers_and_rereads_its_file(tmp_path: Path) -> None:
     r["SRV"] = {k: v for k, v in r["SRV"].items() if "my-api" not in k}
     write_atomic(path, json.dumps(r))
     assert ask(resolver, "my-api.shop.svc.cluster.local", "A").header.rcode == RCODE.NXDOMAIN
+
+
+class Upstream(BaseResolver):
+    """The test's own upstream: one name, NXDOMAIN for the rest."""
+
+    def resolve(self, request: DNSRecord, handler) -> DNSRecord:
+        reply = request.reply()
+        if str(request.q.qname).rstrip(".") == "www.example.test":
+            reply.add_answer(RR(request.q.qname, QTYPE.A, rdata=A("192.0.2.7"), ttl=60))
+        else:
+            reply.header.rcode = RCODE.NXDOMAIN
+        return reply
+
+
+def test_names_outside_the_domain_go_upstream(tmp_path: Path) -> None:
+    path = tmp_path / "records.json"
+    write_atomic(path, json.dumps(records.build(desired(parse(OBJS)), {}, {("shop", "my-api"): "10.96.0.20"},
+                                                upstream=["127.0.0.1"])))
+    resolver = ClusterResolver(path)
+    with serving(Upstream(), socketserver.ThreadingUDPServer) as upstream_port, serving(resolver) as port:
+        resolver.upstream_port = upstream_port
+        got = ask(resolver, "www.example.test", "A", port)
+        assert got.header.rcode == RCODE.NOERROR and [str(r.rdata) for r in got.rr] == ["192.0.2.7"]
+        assert ask(resolver, "nowhere.example.test", "A", port).header.rcode == RCODE.NXDOMAIN   # as upstream says
+        assert [str(r.rdata) for r in ask(resolver, "my-api.shop.svc.cluster.local", "A", port).rr] == ["10.96.0.20"]
+        assert ask(resolver, "nope.svc.cluster.local", "A", port).header.rcode == RCODE.NXDOMAIN   # never forwarded
+
+        # An upstream that never answers: SERVFAIL after its timeout, and meanwhile the
+        # cluster's names are answered at once (forwarding runs off the server's thread).
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
+            silent.bind(("127.0.0.1", 0))
+            resolver.upstream_port = silent.getsockname()[1]
+            slow: list[DNSRecord] = []
+            t = threading.Thread(target=lambda: slow.append(ask(resolver, "www.example.test", "A", port)))
+            t.start()
+            time.sleep(0.2)
+            t0 = time.monotonic()
+            assert ask(resolver, "my-api.shop.svc.cluster.local", "A", port).rr
+            assert time.monotonic() - t0 < 1.0
+            t.join(10)
+            assert slow and slow[0].header.rcode == RCODE.SERVFAIL
 
 
 def test_docker_options_match_the_sandbox_files() -> None:

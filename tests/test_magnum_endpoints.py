@@ -132,14 +132,20 @@ def _verifies(cert: x509.Certificate, ca: x509.Certificate) -> bool:
 
 def test_cluster_config_writes_a_kubeconfig_that_verifies(server: Server, owner, cluster: dict,
                                                           tmp_path: Path) -> None:
-    r = osc(server, "coe", "cluster", "config", cluster["name"], "--dir", str(tmp_path), user=owner,
-            json_out=False)
+    r = osc(server, "coe", "cluster", "config", cluster["name"], "--dir", str(tmp_path), "--output-certs",
+            user=owner, json_out=False)
     assert r.returncode == 0, r.stdout + r.stderr
+    # What it writes says plainly that the API server is a stand-in (text PEM readers skip).
+    said = (tmp_path / "ca.pem").read_text().split("-----BEGIN")[0]
+    assert f"the API server behind {cluster['api_address']} is a stand-in" in said, said
+    assert "no kube-apiserver" in said and f"netbay k8s apply --cluster {cluster['name']}" in said
     config = yaml.safe_load((tmp_path / "config").read_text())
     [entry] = config["clusters"]
     assert entry["cluster"]["server"] == cluster["api_address"]
     assert entry["cluster"]["server"].startswith("https://")
-    ca = x509.load_pem_x509_certificate(base64.b64decode(entry["cluster"]["certificate-authority-data"]))
+    ca_data = base64.b64decode(entry["cluster"]["certificate-authority-data"])
+    assert b"is a stand-in" in ca_data
+    ca = x509.load_pem_x509_certificate(ca_data)
     [user] = config["users"]
     cert = x509.load_pem_x509_certificate(base64.b64decode(user["user"]["client-certificate-data"]))
     key = serialization.load_pem_private_key(base64.b64decode(user["user"]["client-key-data"]), None)

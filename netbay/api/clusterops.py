@@ -34,7 +34,9 @@ def mount(sub: FastAPI) -> None:
 
         def work(s: Any) -> dict[str, Any]:
             cluster = clusters.get(s, ctx, ident)
-            return certificates.shown(cluster, certificates.ca_of(s, cluster).cert_pem)
+            template = s.get(ClusterTemplate, cluster.cluster_template_id)
+            return certificates.shown(cluster, certificates.explained(
+                cluster, template.coe if template is not None else None, certificates.ca_of(s, cluster).cert_pem))
 
         return JSONResponse(_linked(request, _write_now(request, work)))
 

@@ -40,11 +40,12 @@ console = LazyConsole()
 err = LazyConsole(stderr=True)
 
 FilesOpt = typer.Option(..., "-f", "--filename", help="A manifest file or a directory of them (repeatable).")
-ClusterOpt = typer.Option(..., "--cluster", help="The kuryr cluster's uuid.")
+ClusterOpt = typer.Option(..., "--cluster", help="The kuryr cluster's name or uuid.")
 UrlOpt = typer.Option(None, "--url", envvar="NETBAY_URL", help="The netbay server (default: from OS_AUTH_URL).")
 DataDirOpt = typer.Option(None, "--data-dir", envvar="NETBAY_DATA_DIR", help="netbay's data directory.")
 DbOpt = typer.Option(None, "--database-url", envvar="NETBAY_DATABASE_URL", help="The database (default: SQLite in the data dir).")
-PrefixOpt = typer.Option(PRODUCT_PREFIX, "--prefix", help="Namespace prefix (the agent's).")
+PrefixOpt = typer.Option(PRODUCT_PREFIX, "--prefix", envvar="NETBAY_AGENT_PREFIX",
+                         help="Namespace prefix (the agent's; the openrc sets NETBAY_AGENT_PREFIX).")
 BackendOpt = typer.Option(None, "--backend", envvar="NETBAY_NETWORK_BACKEND",
                           help="The cluster's network backend, as for netbay up: embedded (default) or openstack.")
 OsCloudOpt = typer.Option(None, "--os-cloud", envvar="OS_CLOUD",
@@ -65,6 +66,10 @@ def _controller(cluster: str, url: str | None, data_dir: Path | None, database_u
 
     kind, cloud = report.chosen(backend, os_cloud)
     settings = Settings.resolve(data_dir, database_url, create=False)
+    if settings.missing_sqlite_file:   # opening it would make an empty file, then fail on its first table
+        from netbay.cli.errors import DATA_DIR_HINT
+
+        raise ValueError(f"no netbay database at {settings.missing_sqlite_file}: {DATA_DIR_HINT}")
     if kind == "embedded":
         from netbay.client.auth import Credentials
 
@@ -197,6 +202,7 @@ def exec_(pod: str = typer.Argument(..., help="The pod, as NAMESPACE/NAME."),
     creds = Credentials.from_env()
     api = Api(url or creds.server_url, creds.token)
     try:
+        cluster = api.call("GET", f"/container-infra/v1/clusters/{cluster}")["uuid"]   # a name or a uuid
         ports = api.call("GET", f"{NET}/ports", name=pod, tags=f"netbay-cluster={cluster},netbay-k8s=pod")["ports"]
     finally:
         api.close()

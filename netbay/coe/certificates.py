@@ -7,7 +7,9 @@ into a client certificate (what ``openstack coe cluster config`` asks for: CN
 ``admin``, O ``system:masters``), ``PATCH`` replaces the CA, after which
 certificates it signed before no longer verify. Magnum keeps the CA's key in
 its certificate manager (Barbican, or its own table); netbay keeps it in the
-store, next to the token signing key.
+store, next to the token signing key. The CA served (and so ``cluster config``'s
+``ca.pem`` and kubeconfig) opens with a few lines of RFC 7468 explanatory text, which
+PEM readers skip: the API server behind the cluster's address is netbay's stand-in.
 """
 
 from __future__ import annotations
@@ -109,6 +111,21 @@ def check_type(ca_cert_type: str | None) -> None:
     if ca_cert_type not in CA_CERT_TYPES:
         raise BadRequest(f"ca_cert_type {ca_cert_type} is not offered: netbay's clusters have one CA, "
                          "'kubernetes'.")
+
+
+def explained(cluster: Cluster, coe: str | None, pem: str) -> str:
+    """``pem`` after a plain statement that the COE's API server is a stand-in (RFC 7468
+    explanatory text: OpenSSL, Go's ``encoding/pem`` and ``cryptography`` skip it)."""
+    from netbay.coe.fragments import standins
+
+    api = next(iter(standins(coe).values()))
+    where = cluster.api_address or "the cluster's API address"
+    lines = [f"netbay cluster {cluster.name}: the API server behind {where} is a stand-in.",
+             f"netbay runs no {api} here: its masters answer the health checks and load balancers",
+             "on the COE's ports with HTTP 200 and nothing more."]
+    if (coe or "kubernetes") == "kubernetes":
+        lines.append(f"Kubernetes objects go through `netbay k8s apply --cluster {cluster.name}`.")
+    return "".join(f"{line}\n" for line in lines) + pem
 
 
 def shown(cluster: Cluster, pem: str, csr: str | None = None) -> dict[str, Any]:

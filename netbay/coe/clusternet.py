@@ -76,6 +76,7 @@ class ClusterNets(Resource):
             "id": obj.id, "cluster_id": obj.id, "project_id": obj.project_id, "driver": obj.driver,
             "config": dict(obj.config or {}), "leases": leases,
             "nodes": [{**n, "lease": leases.get(n["name"])} for n in obj.nodes or []],
+            "standins": sorted(_standins(session, obj.id).items()),
             "created_at": timestamp(obj.created_at), "updated_at": timestamp(obj.updated_at),
             "revision_number": obj.revision_number,
         }
@@ -89,6 +90,15 @@ class ClusterNets(Resource):
 
 
 CLUSTERNETS = ClusterNets()
+
+
+def _standins(session: Session, cluster_id: str) -> dict[int, str]:
+    """What the agent's stand-ins on the masters answer for (the COE's and the template's ports)."""
+    from netbay.coe.fragments import standins
+
+    cluster = session.get(Cluster, cluster_id)
+    template = session.get(ClusterTemplate, cluster.cluster_template_id) if cluster is not None else None
+    return standins(template.coe if template else None, template.apiserver_port if template else None)
 
 
 # --- the conductor's calls --------------------------------------------------------------------------

@@ -135,7 +135,7 @@ class ClusterNetRealizer:
                 driver.setup_node(node)
                 driver.sync_peers(node, nodes)
                 if node.ns in masters:
-                    self.standins.ensure(node.ns)
+                    self.standins.ensure(node.ns, {int(p): what for p, what in net.get("standins") or ()} or None)
             except Exception as exc:  # noqa: BLE001 - reported, retried; other nodes go on
                 log.warning("netbay agent: cluster %s node %s: %s", net.get("id"), node.ns, exc)
                 ok = False

@@ -35,6 +35,7 @@ class ClusterRefs:
     nodes: tuple[str, ...]           # node (sandbox) names, minions first
     node_boxes: tuple[tuple[str, str, str], ...] = ()   # (name, sandbox id, address)
     pod_runtime: str = "sandbox"     # label kuryr_pod_runtime: "sandbox" | "docker"
+    dns_upstream: tuple[str, ...] = ()   # where the cluster resolver forwards names outside its domain
 
     @property
     def tag(self) -> str:
@@ -65,7 +66,19 @@ def find(api: Api, net: NetworkBackend, cluster_id: str) -> ClusterRefs:
                        or "namespace", pool["id"], router["id"],
                        (router.get("external_gateway_info") or {}).get("network_id") or "", subnet, pod_sg["id"],
                        tuple(names), tuple((b["name"], b["id"], addresses.get(b["id"], "")) for b in boxes),
-                       labels.get("kuryr_pod_runtime") or "sandbox")
+                       labels.get("kuryr_pod_runtime") or "sandbox", dns_upstream(api, net, cluster))
+
+
+def dns_upstream(api: Api, net: NetworkBackend, cluster: dict[str, Any]) -> tuple[str, ...]:
+    """The cluster template's ``dns_nameserver`` (Magnum's field, a comma list), else the
+    nameservers of the cluster's private subnet — what its nodes' resolv.conf would hold,
+    which CoreDNS forwards to (``forward . /etc/resolv.conf``)."""
+    template = api.call("GET", f"/container-infra/v1/clustertemplates/{cluster['cluster_template_id']}")
+    given = [s.strip() for s in str(template.get("dns_nameserver") or "").split(",") if s.strip()]
+    if given:
+        return tuple(given)
+    subnets = net.list("subnet", tags=f"netbay-cluster={cluster['uuid']},netbay-resource=fixed_subnet")
+    return tuple(ns for sub in subnets[:1] for ns in sub.get("dns_nameservers") or ())
 
 
 def _cloud_nodes(net: NetworkBackend, cluster_id: str) -> list[str]:

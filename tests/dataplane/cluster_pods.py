@@ -33,11 +33,13 @@ def wait_cluster(c: httpx.Client, cid: str, done: tuple[str, ...], timeout: floa
     return wait_for(check, timeout, 0.05, f"cluster {cid} to reach {done}")
 
 
-def make_cluster(cloud: Cloud, name: str, labels: dict, nodes: int, driver: str = "flannel") -> str:
+def make_cluster(cloud: Cloud, name: str, labels: dict, nodes: int, driver: str = "flannel",
+                 **template: object) -> str:
+    """A cluster of a template of its own (``template``: more of the template's fields)."""
     c = ci(cloud)
     r = c.post("/clustertemplates", json={
         "name": name, "coe": "kubernetes", "network_driver": driver, "external_network_id": "public",
-        "master_lb_enabled": False, "floating_ip_enabled": False, "labels": labels})
+        "master_lb_enabled": False, "floating_ip_enabled": False, "labels": labels, **template})
     assert r.status_code == 201, r.text
     r = c.post("/clusters", json={"name": name, "cluster_template_id": r.json()["uuid"], "node_count": nodes})
     assert r.status_code == 202, r.text

@@ -140,8 +140,11 @@ def getent(ns: str, name: str) -> list[str]:
     return sorted({line.split()[0] for line in done.stdout.splitlines() if line.strip()})
 
 
-def netbay_exec(cloud: Cloud, ctrl: Controller, pod: str, *cmd: str) -> subprocess.CompletedProcess:
-    """``netbay k8s exec``: the pod's namespace, resolv.conf and Service variables."""
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "exec", "--cluster", ctrl.refs.cluster_id,
-                           "--url", cloud.server.url, "--prefix", cloud.names.prefix, pod, "--", *cmd],
-                          env=cli_env(cloud), capture_output=True, text=True, timeout=30, check=False)
+def netbay_exec(cloud: Cloud, ctrl: Controller, pod: str, *cmd: str, cluster: str | None = None
+                ) -> subprocess.CompletedProcess:
+    """``netbay k8s exec``: the pod's namespace, resolv.conf and Service variables
+    (``cluster``: its name or uuid; default the uuid; the prefix from NETBAY_AGENT_PREFIX)."""
+    return subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "exec", "--cluster",
+                           cluster or ctrl.refs.cluster_id, "--url", cloud.server.url, pod, "--", *cmd],
+                          env={**cli_env(cloud), "NETBAY_AGENT_PREFIX": cloud.names.prefix}, capture_output=True,
+                          text=True, timeout=30, check=False)

@@ -145,3 +145,41 @@ def test_cluster_with_api_load_balancer_and_floating_ips(cloud: Cloud, ci: httpx
         left = [x for x in cloud.ok(cloud.http.get(path))[key] if x.get("name") != "public"]
         assert left == [], (key, left)
     wait_for(lambda: set(cloud.namespaces()) <= before_ns, 20, 0.1, "the cluster's namespaces to go")
+
+
+def test_swarm_masters_answer_their_load_balancers_on_the_coes_ports(cloud: Cloud, ci: httpx.Client) -> None:
+    """A swarm cluster whose template moves the API to 2400: its API load balancer's
+    floating IP answers there from the outside world (the master's group opens it), and
+    every member of the API and etcd load balancers turns ONLINE — the agent's stand-ins
+    answer on swarm's ports and the template's, not on Kubernetes' 6443."""
+    public = cloud.ok(cloud.http.get("/network/v2.0/networks", params={"name": "public"}))["networks"][0]
+    outside = cloud.names.external(public["id"])
+    wait_for(lambda: netns.exists(outside), 10, what="the external namespace")
+    r = ci.post("/clustertemplates", json={
+        "name": "swarm-lb", "coe": "swarm", "network_driver": "docker", "external_network_id": "public",
+        "master_lb_enabled": True, "floating_ip_enabled": True, "apiserver_port": 2400})
+    assert r.status_code == 201, r.text
+    r = ci.post("/clusters", json={"name": "s1", "cluster_template_id": r.json()["uuid"], "node_count": 1,
+                                   "master_count": 1})
+    assert r.status_code == 202, r.text
+    cid = r.json()["uuid"]
+    try:
+        cluster = wait_cluster(ci, cid, ("CREATE_COMPLETE", "CREATE_FAILED"))
+        assert cluster["status"] == "CREATE_COMPLETE", cluster["status_reason"]
+        api_ip, port = cluster["api_address"].removeprefix("tcp://").rsplit(":", 1)
+        assert port == "2400"
+        got = wait_for(lambda: answer(outside, api_ip, 2400), 20, 0.1, "the API LB's floating IP to answer")
+        assert got.startswith(b"HTTP/1.1 200 OK"), got
+        master = next(sid for name, sid in nodes(ci, cid).items() if "master" in name)
+        assert answer(cloud.sandbox_ns(master), "127.0.0.1", 6443, timeout=0.5) is None   # not Kubernetes'
+
+        def members() -> list[dict]:
+            pools = cloud.ok(cloud.http.get("/load-balancer/v2/lbaas/pools"))["pools"]
+            return [m for p in pools for m in cloud.ok(cloud.http.get(
+                f"/load-balancer/v2/lbaas/pools/{p['id']}/members"))["members"]]
+        wait_for(lambda: {m["protocol_port"] for m in members()} == {2400, 2379}
+                 and all(m["operating_status"] == "ONLINE" for m in members()), 40, 0.5,
+                 "every API and etcd member ONLINE")
+    finally:
+        assert ci.delete(f"/clusters/{cid}").status_code == 204
+        wait_cluster(ci, cid, ("GONE",))

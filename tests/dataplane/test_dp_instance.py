@@ -11,8 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ADMIN_PASSWORD, _wait_port, free_port
 
+from netbay.coe.fragments import standins as standin_ports
 from netbay.dataplane import links, netns
 from netbay.dataplane.names import Names
 from netbay.dataplane.standin import PORTS, MasterStandIns
@@ -98,7 +100,20 @@ def test_master_standins_answer_on_the_api_and_etcd_ports(tmp_path: Path) -> Non
         with netns.entered(ns):
             for port in PORTS:
                 with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-                    assert s.recv(100).startswith(b"HTTP/1.1 200 OK")
+                    got = s.recv(300)
+                    assert got.startswith(b"HTTP/1.1 200 OK") and b"stand-in for " + PORTS[port].encode() in got
+        # A swarm cluster's master with a custom apiserver_port: those ports and no other.
+        swarm = standin_ports("swarm", 2400)
+        assert swarm == {2376: "swarm manager Docker API", 2379: "etcd", 2400: "swarm manager Docker API"}
+        assert standin_ports("mesos") == {5050: "mesos-master", 8080: "Marathon"}
+        standins.ensure(ns, swarm)
+        assert standins.ports(ns) == {2376, 2379, 2400}
+        with netns.entered(ns):
+            for port in swarm:
+                with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+                    assert s.recv(300).startswith(b"HTTP/1.1 200 OK")
+            with pytest.raises(OSError):
+                socket.create_connection(("127.0.0.1", 6443), timeout=2).close()   # closed: not swarm's
         # Nothing in the root namespace listens for them.
         assert ns in standins.listening()
         netns.delete(ns)  # the delete hook closes the sockets (they would pin the namespace)

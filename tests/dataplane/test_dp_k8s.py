@@ -474,6 +474,11 @@ def test_kubelet_cni_plugs_the_port_the_controller_made(
                                     ["subnet"]["cidr"]).prefixlen
         assert add.json["interfaces"][0]["mac"] == port["mac_address"]
         assert [i["address"] for i in add.json["ips"]] == [f"{ip}/{plen}"]
+        # The cluster's DNS, as kubelet's ClusterFirst gives it: the resolver, the namespace's search list.
+        [resolver] = ctrl.api.call("GET", f"{NET}/ports", tags=f"netbay-cluster={cluster},netbay-k8s=dns")["ports"]
+        assert add.json["dns"] == {"nameservers": [resolver["fixed_ips"][0]["ip_address"]], "domain": "cluster.local",
+                                   "search": ["kubelet.svc.cluster.local", "svc.cluster.local", "cluster.local"],
+                                   "options": ["ndots:5"]}
         after = {p["id"] for p in ctrl.api.call("GET", f"{NET}/ports", network_id=port["network_id"])["ports"]}
         assert after == on_net   # no second port
         cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")   # the agent adopted the fabric end

@@ -5,7 +5,10 @@ address; pods reach it through the router. Clients are real: glibc's resolver
 (``getent``, ``socket.create_connection`` by short name through resolv.conf's search
 list, in a process ``ip netns exec`` started in the pod, which sees the pod's
 ``/etc/netns`` files), busybox ``nslookup``, and dnslib queries sent from inside the
-pod's namespace for SRV and NXDOMAIN. Checked too: Service variables for pods made
+pod's namespace for SRV and NXDOMAIN. Names outside the cluster go to the template's
+``dns_nameserver``: the test's own dnslib server in the external network's namespace
+(the outside world; never the host's resolver), reached through the cluster's router.
+Checked too: Service variables for pods made
 after a Service (not before), answers following scale and delete, a controller
 restart (the process lives on and is adopted), and that nothing is left — after a
 cluster's delete too, without a sweep (the agent reaps the resolver of a deleted port).
@@ -15,10 +18,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socketserver
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dnslib import QTYPE, RCODE, DNSRecord
+from dnslib import QTYPE, RCODE, RR, A, DNSRecord
+from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 from netbay.client import LB, NET
 from netbay.dataplane import netns
@@ -38,10 +44,51 @@ CLOUD_TAG = "kd"   # the shared `cloud` fixture (conftest.py): its namespace pre
 CLOUD_K8S = True   # ... with the Kubernetes mapping's host leftovers swept
 
 
+UPSTREAM_NAME, UPSTREAM_ADDRESS = "www.example.test", "192.0.2.7"
+
+
+class Upstream(BaseResolver):
+    """The test's upstream DNS server: one name; NXDOMAIN for every other."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def resolve(self, request: DNSRecord, handler: object) -> DNSRecord:
+        name = str(request.q.qname).rstrip(".")
+        self.asked.append(name)
+        reply = request.reply()
+        if name == UPSTREAM_NAME and request.q.qtype in (QTYPE.A, QTYPE.ANY):
+            reply.add_answer(RR(request.q.qname, QTYPE.A, rdata=A(UPSTREAM_ADDRESS), ttl=60))
+        elif name != UPSTREAM_NAME:
+            reply.header.rcode = RCODE.NXDOMAIN
+        return reply
+
+
 @pytest.fixture(scope="module")
-def cluster(cloud: Cloud) -> str:
+def upstream(cloud: Cloud) -> Iterator[tuple[str, Upstream]]:
+    """(its address, the server): dnslib on port 53 in the external network's namespace."""
+    public = cloud.ok(cloud.http.get("/network/v2.0/networks", params={"name": "public"}))["networks"][0]
+    outside = cloud.names.external(public["id"])
+    wait_for(lambda: netns.exists(outside), 10, what="the external namespace")
+    port = cloud.ok(cloud.http.get("/network/v2.0/ports", params={"network_id": public["id"],
+                                                                  "device_owner": "netbay:external"}))["ports"][0]
+    address, resolver = port["fixed_ips"][0]["ip_address"], Upstream()
+    with netns.entered(outside):   # the socket lives there; its thread may run anywhere
+        server = DNSServer(resolver, address=address, port=53, logger=DNSLogger("-request,-reply", prefix=False),
+                           server=socketserver.ThreadingUDPServer)
+    server.start_thread()
+    try:
+        yield address, resolver
+    finally:
+        server.stop()
+        server.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def cluster(cloud: Cloud, upstream: tuple[str, Upstream]) -> str:
     return make_cluster(cloud, "kdns", {"kuryr_pod_subnet_pool": "10.40.0.0/16",
-                                        "kuryr_service_cidr": "10.254.0.0/16"}, 1, driver="kuryr")
+                                        "kuryr_service_cidr": "10.254.0.0/16"}, 1, driver="kuryr",
+                        dns_nameserver=upstream[0])
 
 
 APP = """
@@ -92,7 +139,7 @@ def query(ns: str, server: str, name: str, qtype: str) -> DNSRecord:
     return DNSRecord.parse(raw)
 
 
-def test_names_env_and_updates(cloud: Cloud, ctrl: Controller) -> None:
+def test_names_env_and_updates(cloud: Cloud, ctrl: Controller, upstream: tuple[str, Upstream]) -> None:
     ctrl.apply(parse(EARLY))                     # a pod made before any Service
     ctrl.apply(parse(APP + "---" + EARLY))
     ctrl.apply(parse(APP + "---" + EARLY + "---" + LATE))   # ... and one made after them
@@ -125,7 +172,14 @@ def test_names_env_and_updates(cloud: Cloud, ctrl: Controller) -> None:
     nx = query(client, dns, "nope.shop.svc.cluster.local", "A")
     assert nx.header.rcode == RCODE.NXDOMAIN and nx.auth and nx.auth[0].rtype == QTYPE.SOA
     assert in_pod(client, "getent", "hosts", "nope.shop.svc.cluster.local").returncode == 2
-    assert query(client, dns, "example.com", "A").header.rcode == RCODE.REFUSED
+    # Outside the cluster domain: the template's dns_nameserver answers, through the resolver.
+    assert getent(client, UPSTREAM_NAME) == [UPSTREAM_ADDRESS]
+    forwarded = query(client, dns, UPSTREAM_NAME, "A")
+    assert [str(r.rdata) for r in forwarded.rr] == [UPSTREAM_ADDRESS] and UPSTREAM_NAME in upstream[1].asked
+    nowhere = query(client, dns, "nowhere.example.test", "A")
+    assert nowhere.header.rcode == RCODE.NXDOMAIN   # as the upstream says, not REFUSED
+    assert in_pod(client, "getent", "hosts", "nowhere.example.test").returncode == 2
+    assert not [n for n in upstream[1].asked if n.endswith("cluster.local")]   # the cluster's names stay inside
     aaaa = query(client, dns, "web-front.shop.svc.cluster.local", "AAAA")
     assert aaaa.header.rcode == RCODE.NOERROR and not aaaa.rr   # the name exists: no data, not NXDOMAIN
 
@@ -143,7 +197,7 @@ def test_names_env_and_updates(cloud: Cloud, ctrl: Controller) -> None:
         assert env["WEB_FRONT_PORT_80_TCP_ADDR"] == vip and "DB_SERVICE_HOST" not in env   # headless: none
         by_env = ("import os, socket; s = socket.create_connection((os.environ['WEB_FRONT_SERVICE_HOST'], "
                   "int(os.environ['WEB_FRONT_SERVICE_PORT'])), 3); print(s.recv(64).decode())")
-        done = netbay_exec(cloud, ctrl, "shop/late", "python3", "-c", by_env)
+        done = netbay_exec(cloud, ctrl, "shop/late", "python3", "-c", by_env, cluster="kdns")   # by name
         assert done.stdout.strip() in ("web-0", "web-1"), done.stdout + done.stderr
         early = Path(f"/etc/netns/{pod_ns(ctrl, 'shop', 'early')}/environment").read_text()
         assert "SERVICE_HOST" not in early

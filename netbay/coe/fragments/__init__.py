@@ -21,3 +21,14 @@ NETWORK_DRIVERS: dict[str, FragmentFn] = {
     "docker": docker.fragment,
     "kuryr": kuryr.fragment,
 }
+
+
+def standins(coe: str | None, apiserver_port: int | None = None) -> dict[int, str]:
+    """Port -> the service a stand-in on the cluster's masters answers for: the COE's own
+    health-checked ports and the template's ``apiserver_port`` (the API load balancer's
+    port when set), so every monitor and listener Magnum's templates point there finds one."""
+    spec = COES.get(coe or "kubernetes") or COES["kubernetes"]
+    out = dict(spec.standins)
+    if apiserver_port:
+        out.setdefault(int(apiserver_port), spec.standins[0][1])
+    return out

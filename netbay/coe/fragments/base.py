@@ -53,7 +53,7 @@ def fragment(ctx: Context) -> Fragment:
     coe = ctx.coe
     out.nodes += [
         Node("secgroup_base", "OS::Neutron::SecurityGroup", {"rules": [dict(r) for r in BASE_RULES]}),
-        Node(coe.master_sg, "OS::Neutron::SecurityGroup", {"rules": [dict(r) for r in coe.master_rules]}),
+        Node(coe.master_sg, "OS::Neutron::SecurityGroup", {"rules": _master_rules(ctx)}),
         Node(coe.minion_sg, "OS::Neutron::SecurityGroup", {"rules": [dict(r) for r in coe.minion_rules]}),
     ]
     if ctx.master_lb:
@@ -101,6 +101,18 @@ def _params(ctx: Context) -> list[tuple[Param, Any]]:
              ctx.get("fixed_subnet")),
         ]
     return params
+
+
+def _master_rules(ctx: Context) -> list[dict[str, Any]]:
+    """The COE's master rules, and the template's ``apiserver_port`` where they do not open
+    it (Magnum's templates open the API port from its parameter): the API load balancer's
+    health monitor must reach the masters on it."""
+    rules = [dict(r) for r in ctx.coe.master_rules]
+    port = ctx.get("apiserver_port")
+    if port and not any(r["protocol"] == "tcp" and r.get("port_range_min", 1) <= int(port) <= r.get("port_range_max", 65535)
+                        for r in rules):
+        rules.append(rule("tcp", int(port)))
+    return rules
 
 
 def _first_dns(value: Any) -> Any:

@@ -20,4 +20,5 @@ SPEC = CoeSpec(
     api_scheme="https",
     etcd_lb=True,
     nodes=masters_and_minions,
+    standins=((6443, "kube-apiserver"), (2379, "etcd")),
 )

@@ -21,4 +21,5 @@ SPEC = CoeSpec(
     api_scheme="http",
     etcd_lb=False,
     nodes=masters_and_minions,
+    standins=((8080, "Marathon"), (5050, "mesos-master")),
 )

@@ -21,4 +21,5 @@ SPEC = CoeSpec(
     api_scheme="tcp",
     etcd_lb=True,
     nodes=masters_and_minions,
+    standins=((2376, "swarm manager Docker API"), (2379, "etcd")),
 )

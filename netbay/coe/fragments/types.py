@@ -36,6 +36,9 @@ class CoeSpec:
     api_scheme: str
     etcd_lb: bool
     nodes: Callable[[Context], Fragment]
+    #: (port, the service) a master answers on that health checks and load balancers use,
+    #: the API first: what netbay's stand-ins answer for (:mod:`netbay.dataplane.standin`)
+    standins: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)

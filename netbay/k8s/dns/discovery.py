@@ -14,6 +14,7 @@ from netbay.k8s.objects import Desired
 class Discovery:
     def __init__(self, ctrl: Any) -> None:   # netbay.k8s.controller.Controller
         self.resolver = ClusterResolver(ctrl)
+        self.upstream = ctrl.refs.dns_upstream
         self.sandboxes = ctrl.sandboxes
         self.domain = records.DOMAIN
 
@@ -29,7 +30,7 @@ class Discovery:
         address = self.resolver.address
         if address is None:
             return
-        self.resolver.publish(records.build(want, ports, vips, self.domain))
+        self.resolver.publish(records.build(want, ports, vips, self.domain, self.upstream))
         for (namespace, name), port in ports.items():
             if want.pods[(namespace, name)].by_cni:   # in the kubelet's namespace: not ours to write
                 continue

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from netbay.k8s.dns.names import OPTIONS, search
 from netbay.k8s.objects import ServiceWant
 
 ETC_NETNS = Path("/etc/netns")
@@ -28,8 +29,8 @@ def etc_dir(ns: str) -> Path:
 def resolv_conf(namespace: str, nameserver: str, domain: str) -> str:
     """Kubernetes' ClusterFirst resolv.conf (ndots:5: short names try the search list)."""
     return (f"nameserver {nameserver}\n"
-            f"search {namespace}.svc.{domain} svc.{domain} {domain}\n"
-            "options ndots:5\n")
+            f"search {' '.join(search(namespace, domain))}\n"
+            f"options {' '.join(OPTIONS)}\n")
 
 
 def _env_name(name: str) -> str:
@@ -78,5 +79,5 @@ def docker_options(namespace: str, nameserver: str, domain: str,
                    services: Mapping[tuple[str, str], ServiceWant], vips: Mapping[tuple[str, str], str]) -> dict:
     """The same for a pod run as a Docker container: docker-py's ``containers.run``
     keyword arguments (``--dns``, ``--dns-search``, ``--dns-option``, ``--env``)."""
-    return {"dns": [nameserver], "dns_search": [f"{namespace}.svc.{domain}", f"svc.{domain}", domain],
-            "dns_opt": ["ndots:5"], "environment": service_env(namespace, services, vips)}
+    return {"dns": [nameserver], "dns_search": search(namespace, domain),
+            "dns_opt": list(OPTIONS), "environment": service_env(namespace, services, vips)}

@@ -4,17 +4,17 @@
 ready endpoints (its selected, plugged, Ready pods; without a selector its Endpoints'
 addresses), each also named ``<a-b-c-d>.<svc>.<ns>.svc.<domain>``; SRV
 ``_<port>._<proto>.<svc>.<ns>.svc.<domain>`` for every named port, pointing at the
-Service name (ClusterIP) or at each endpoint's name (headless).
+Service name (ClusterIP) or at each endpoint's name (headless). Names outside the
+domain go to the upstream servers the file names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from netbay.k8s.dns.names import DOMAIN
 from netbay.k8s.objects import Desired, ServiceWant, endpoint
-
-DOMAIN = "cluster.local"
 
 
 def service_name(svc: ServiceWant, domain: str = DOMAIN) -> str:
@@ -30,8 +30,10 @@ def endpoints(svc: ServiceWant, want: Desired, ports: Mapping[tuple[str, str], d
 
 
 def build(want: Desired, ports: Mapping[tuple[str, str], dict[str, Any]],
-          vips: Mapping[tuple[str, str], str], domain: str = DOMAIN) -> dict[str, Any]:
-    """``{"domain", "A": {name: [ip]}, "SRV": {name: [[priority, weight, port, target]]}}``."""
+          vips: Mapping[tuple[str, str], str], domain: str = DOMAIN,
+          upstream: Sequence[str] = ()) -> dict[str, Any]:
+    """``{"domain", "A": {name: [ip]}, "SRV": {name: [[priority, weight, port, target]]}, "upstream": [ip]}``
+    (``upstream``: where the server forwards names outside ``domain``)."""
     a: dict[str, list[str]] = {}
     srv: dict[str, list[list[Any]]] = {}
     for key, svc in sorted(want.services.items()):
@@ -49,4 +51,4 @@ def build(want: Desired, ports: Mapping[tuple[str, str], dict[str, Any]],
         for p in svc.ports:
             if p.name:
                 srv[f"_{p.name}._{p.protocol.lower()}.{name}"] = [[0, 100, p.port, t] for t in targets]
-    return {"domain": domain, "A": a, "SRV": srv}
+    return {"domain": domain, "A": a, "SRV": srv, "upstream": list(upstream)}

@@ -25,6 +25,7 @@ from netbay.errors import Conflict
 from netbay.dataplane.fabric import KURYR_POD
 from netbay.dataplane.garp import announce
 from netbay.dataplane.rtnl import release
+from netbay.k8s.dns.names import RESOLVER_TAG
 from netbay.k8s.dns.process import Process, namespace, port_ids, state_root, write_atomic
 from netbay.k8s.sandbox import PodSandboxes, pod_port
 
@@ -58,7 +59,7 @@ class ClusterResolver:
         return self.port["fixed_ips"][0]["ip_address"] if self.port else None
 
     def _tags(self) -> list[str]:
-        return [self.refs.tag, "netbay-k8s=dns"]
+        return [self.refs.tag, RESOLVER_TAG]
 
     def _find(self) -> dict[str, Any] | None:
         found = self.net.list("port", tags=",".join(self._tags()))

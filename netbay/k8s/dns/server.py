@@ -1,10 +1,13 @@
 """The cluster resolver: dnslib's UDP and TCP servers answering from a records file.
 
 Run by :mod:`.resolver` as ``python -m netbay.k8s.dns.server`` inside the resolver's
-namespace. Authoritative for the cluster domain only (no forwarding: nothing leaves
-the cluster's networks): names it has → their records, names under the domain it
-has not → NXDOMAIN with the zone's SOA (negative caching), other names → REFUSED.
-The file is re-read when its inode, size or mtime changes — a stat per query, so a
+namespace. Authoritative for the cluster domain: names it has → their records, names
+under the domain it has not → NXDOMAIN with the zone's SOA (negative caching). Other
+names are forwarded to the file's ``upstream`` servers in turn (the cluster template's
+``dns_nameserver``, else its nodes' subnet's nameservers: CoreDNS' ``forward . /etc/resolv.conf``)
+and their answer relayed as it is — NXDOMAIN included; none answering → SERVFAIL; no
+upstream at all → REFUSED. Cluster names are answered on the UDP server's one thread,
+forwarded ones on a thread each, so a slow upstream holds up no cluster answer. The file is re-read when its inode, size or mtime changes — a stat per query, so a
 controller pass's atomic rewrite is answered from the next query on, and a restarted
 controller needs no signal or socket to reach this process.
 """
@@ -20,11 +23,27 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from dnslib import QTYPE, RCODE, RR, SOA, SRV, A, DNSLabel, DNSRecord
+from dnslib import QTYPE, RCODE, RR, SOA, SRV, A, DNSError, DNSLabel, DNSRecord
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 TTL = 5          # seconds: answers follow scaling within this (CoreDNS' kubernetes plugin: 5)
 NEGATIVE_TTL = 5
+FORWARD_TIMEOUT = 2.0   # seconds per upstream (CoreDNS' forward: 2 s dial timeout)
+
+
+def qname(data: bytes) -> str | None:
+    """The first question's name of a raw query, lower-cased (None: not a plain one)."""
+    labels: list[str] = []
+    i = 12
+    while i < len(data):
+        n = data[i]
+        if n == 0:
+            return ".".join(labels).lower()
+        if n & 0xC0:
+            return None
+        labels.append(data[i + 1:i + 1 + n].decode("ascii", "replace"))
+        i += 1 + n
+    return None
 
 
 class ClusterResolver(BaseResolver):
@@ -36,6 +55,8 @@ class ClusterResolver(BaseResolver):
         self.a: dict[str, list[str]] = {}
         self.srv: dict[str, list[list[Any]]] = {}
         self.names: set[str] = set()     # every name that exists (with the empty non-terminals)
+        self.upstream: list[str] = []    # where names outside the domain are forwarded
+        self.upstream_port = 53
 
     def _fresh(self) -> None:
         try:
@@ -49,6 +70,7 @@ class ClusterResolver(BaseResolver):
             data = json.loads(self.path.read_text())
             self.domain = data["domain"]
             self.a, self.srv = data.get("A", {}), data.get("SRV", {})
+            self.upstream = list(data.get("upstream") or ())
             names = {self.domain}
             for name in [*self.a, *self.srv]:
                 labels = name.split(".")
@@ -61,7 +83,9 @@ class ClusterResolver(BaseResolver):
         reply = request.reply()
         q = request.q
         name = str(q.qname).rstrip(".").lower()
-        if name != self.domain and not name.endswith("." + self.domain):
+        if not self.local(name):
+            if self.upstream:
+                return self.forward(request)
             reply.header.rcode = RCODE.REFUSED
             return reply
         if q.qtype in (QTYPE.A, QTYPE.ANY):
@@ -80,6 +104,30 @@ class ClusterResolver(BaseResolver):
             reply.add_auth(self._soa())     # NXDOMAIN or no data: negative-cacheable
         return reply
 
+    def local(self, name: str) -> bool:
+        return name == self.domain or name.endswith("." + self.domain)
+
+    def forwards(self, data: bytes) -> bool:
+        """Whether this raw query goes upstream (the UDP server's choice of thread)."""
+        self._fresh()
+        name = qname(data)
+        return bool(self.upstream) and name is not None and not self.local(name)
+
+    def forward(self, request: DNSRecord) -> DNSRecord:
+        """The first upstream's answer (over TCP when it was truncated); SERVFAIL if none answers."""
+        for server in self.upstream:
+            try:
+                answer = DNSRecord.parse(request.send(server, self.upstream_port, timeout=FORWARD_TIMEOUT))
+                if answer.header.tc:
+                    answer = DNSRecord.parse(request.send(server, self.upstream_port, tcp=True,
+                                                            timeout=FORWARD_TIMEOUT))
+                return answer
+            except (OSError, DNSError, ValueError):
+                continue
+        reply = request.reply()
+        reply.header.rcode = RCODE.SERVFAIL
+        return reply
+
     def _soa(self) -> RR:
         zone = DNSLabel(self.domain)
         return RR(zone, QTYPE.SOA, ttl=NEGATIVE_TTL, rdata=SOA(
@@ -87,14 +135,28 @@ class ClusterResolver(BaseResolver):
             (self._stamp[2] // 1_000_000_000 % 2**32 if self._stamp else 1, 7200, 1800, 86400, NEGATIVE_TTL)))
 
 
+class UdpServer(socketserver.ThreadingMixIn, socketserver.UDPServer):
+    """Cluster names on the server's one thread (dnslib's thread per query: 8x the
+    latency); forwarded names on a thread each (:meth:`ClusterResolver.forwards`)."""
+
+    daemon_threads = True
+    resolver: ClusterResolver   # set by dnslib's DNSServer
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if self.resolver.forwards(request[0]):
+            super().process_request(request, client_address)
+            return
+        self.finish_request(request, client_address)
+        self.shutdown_request(request)
+
+
 def serve(address: str, records: Path, pidfile: Path, port: int = 53) -> None:
     """Answer on ``address``:``port`` (UDP and TCP) until SIGTERM; the pid file is
     written once both sockets are bound (the starter waits for it)."""
     resolver = ClusterResolver(records)
     quiet = DNSLogger("-request,-reply,-truncated,-recv,-send,-data", prefix=False)
-    # UDP on one thread (dnslib's default starts a thread per query: 8x the latency);
-    # TCP, whose clients may hold a connection, a thread per connection.
-    servers = [DNSServer(resolver, address=address, port=port, logger=quiet, server=socketserver.UDPServer),
+    # UDP: see UdpServer; TCP, whose clients may hold a connection, a thread per connection.
+    servers = [DNSServer(resolver, address=address, port=port, logger=quiet, server=UdpServer),
                DNSServer(resolver, address=address, port=port, tcp=True, logger=quiet)]
     for s in servers:
         s.start_thread()

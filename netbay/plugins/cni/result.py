@@ -10,8 +10,10 @@ from typing import Any
 
 
 def render(version: str, ifname: str, mac: str, mtu: int, netns: str,
-           addresses: Sequence[tuple[str, Mapping[str, Any]]], routes: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    """``addresses``: (address/prefix, its subnet); ``routes``: (destination, next hop)."""
+           addresses: Sequence[tuple[str, Mapping[str, Any]]], routes: Sequence[tuple[str, str]],
+           dns: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``addresses``: (address/prefix, its subnet); ``routes``: (destination, next hop);
+    ``dns``: the result's ``dns`` (a kuryr cluster's resolver), else the subnets' nameservers."""
     legacy = version.startswith("0.")
     iface: dict[str, Any] = {"name": ifname, "mac": mac, "sandbox": netns}
     if version == "1.1.0":
@@ -26,6 +28,9 @@ def render(version: str, ifname: str, mac: str, mtu: int, netns: str,
         ips.append(ip)
     out: dict[str, Any] = {"cniVersion": version, "interfaces": [iface], "ips": ips,
                            "routes": [{"dst": dst, "gw": gw} for dst, gw in routes]}
+    if dns is not None:
+        out["dns"] = dict(dns)
+        return out
     nameservers = sorted({ns for _c, s in addresses for ns in s.get("dns_nameservers") or ()})
     out["dns"] = {"nameservers": nameservers} if nameservers else {}
     return out

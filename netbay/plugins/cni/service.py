@@ -12,8 +12,10 @@ port its mapping controller made for ``K8S_POD_NAMESPACE``/``K8S_POD_NAME``
 again later, as kuryr's CNI waits for the pod's VIF); else the port on the network
 whose ``device_id`` is the pod's ``K8S_POD_UID`` (pre-created the same way, kuryr's
 convention); else a new one, tagged :data:`MADE`, with ``IPV4`` as its fixed IP when
-given. A given port keeps its owner where the agent already plugs it as a container's
-(``compute:kuryr``: the controller still owns it). The attachment
+given. ``PORT_TYPE`` (kuryr's VIF type) is honoured when it names what is plugged here
+(``veth``/``bridge``) and refused by name otherwise. A given port keeps its owner where the agent already plugs it as a container's
+(``compute:kuryr``: the controller still owns it). A kuryr cluster's pod's result
+carries the cluster's DNS (its resolver, the namespace's search list). The attachment
 is found again (DEL, CHECK, GC) by its tags — ``netbay.cni.ctr:<CNI_CONTAINERID>``,
 ``netbay.cni.if:<CNI_IFNAME>`` and ``netbay.cni.net:<config name>`` — so a restarted
 daemon knows everything. With ``vifs`` (a cloud's ports bound on this host,
@@ -43,6 +45,7 @@ from netbay.dataplane.fabric import CONTAINER, KURYR_POD
 from netbay.dataplane.links import LinkError
 from netbay.errors import NetbayError, NotFound
 from netbay.k8s import podport
+from netbay.k8s.dns import names as dnsnames
 from netbay.plugins.cni import result as results
 from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_AVAILABLE, TRY_AGAIN_LATER,
                                      UNSUPPORTED_FIELD, CniError, Request)
@@ -80,6 +83,7 @@ class Cni:
         self.kernel = KernelThread("netbay-cni")  # netlink work (sockets are per thread)
         self._networks: dict[str, tuple[float, dict[str, Any]]] = {}
         self._subnets: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._resolvers: dict[str, tuple[float, str]] = {}   # cluster -> its resolver's address
 
     async def aclose(self) -> None:
         self.kernel.close()
@@ -133,6 +137,23 @@ class Cni:
         self._subnets[subnet_id] = (time.monotonic(), sub)
         return sub
 
+    async def cluster_dns(self, req: Request) -> dict[str, Any] | None:
+        """A kuryr cluster's pod is told its cluster resolver (kubelet's ClusterFirst), its
+        namespace's search list first; None: no cluster, or no resolver yet."""
+        if not req.cluster:
+            return None
+        hit = self._resolvers.get(req.cluster)
+        address: str | None
+        if hit and time.monotonic() - hit[0] < CACHE_TTL:
+            address = hit[1]
+        else:
+            found = await self.backend.list("port", tags=f"{podport.cluster_tag(req.cluster)},{dnsnames.RESOLVER_TAG}")
+            address = next((f["ip_address"] for p in found for f in p.get("fixed_ips") or ()), None)
+            if address is None:
+                return None
+            self._resolvers[req.cluster] = (time.monotonic(), address)
+        return dnsnames.cni_dns(address, req.args.get("K8S_POD_NAMESPACE"))
+
     async def attached(self, req: Request) -> list[dict[str, Any]]:
         """The ports of this attachment (one, normally; none once it is gone)."""
         return await self.backend.list("port", tags=f"{ctr_tag(req.container_id)},{if_tag(req.ifname)},"
@@ -162,6 +183,7 @@ class Cni:
         t0 = time.perf_counter()
         if not req.cluster:
             req.network_ref   # noqa: B018 - a config naming no network is refused before anything runs
+        req.port_type         # noqa: B018 - a PORT_TYPE netbay-cni cannot plug, likewise
         # The namespace is checked while the port is made (one API call, bound to this
         # host already); a refused check undoes the port, the runtime's link untouched.
         check = asyncio.ensure_future(self.kernel(self._free, req))
@@ -196,7 +218,7 @@ class Cni:
         log.debug("ADD %s: port %.1f ms, namespace check after it %.1f ms, veth+addresses %.1f ms",
                   req.container_id[:12], (t1 - t0) * 1e3, (t2 - t1) * 1e3, (time.perf_counter() - t2) * 1e3)
         return results.render(req.version, req.ifname, port["mac_address"], mtu, req.netns, pairs,
-                              list(addressing.routes))
+                              list(addressing.routes), await self.cluster_dns(req))
 
     @staticmethod
     def _free(req: Request) -> None:

@@ -142,14 +142,33 @@ def check_version(cmd: str, conf: Mapping[str, Any]) -> str:
     return version
 
 
+# The keys the kuryr document names in CNI_ARGS (besides the CNI spec's own).
+KURYR_ARGS = ("K8S_POD_NAMESPACE", "K8S_POD_NAME", "K8S_POD_INFRA_CONTAINER_ID", "K8S_POD_UID", "PORT_UUID",
+              "IPV4", "GW", "PORT_TYPE")
+# Pairs end at ``;`` (the CNI spec) or at a ``,`` that starts a new ``KEY=`` (the kuryr
+# document's ``PORT_UUID=…,IPV4=…,GW=…``); a comma inside a value (``IP=a,b``) stays.
+_PAIR_END = re.compile(r";|,(?=[A-Za-z_][A-Za-z0-9_]*=)")
+# The document's example also glues a pair onto the value before it (its line break
+# lost the separator): ``K8S_POD_INFRA_CONTAINER_ID=8ceb…c250PORT_UUID=…``.
+_GLUED = re.compile("(?=(?:%s)=)" % "|".join(sorted(KURYR_ARGS, key=len, reverse=True)))
+# What PORT_TYPE may name: what netbay-cni plugs (a veth pair on a Linux bridge of its fabric).
+PORT_TYPES = ("veth", "bridge")
+
+
 def parse_args(raw: str) -> dict[str, str]:
-    """``CNI_ARGS``: ``K=V;K=V`` (the kuryr spec's ``K8S_POD_*``, ``PORT_UUID``, ``IPV4``, ``GW``)."""
+    """``CNI_ARGS``: ``K=V;K=V`` as the CNI spec writes it, or comma-joined as the kuryr
+    document writes it (``K8S_POD_*``, ``PORT_UUID``, ``IPV4``, ``GW``, ``PORT_TYPE``)."""
     out: dict[str, str] = {}
-    for item in (raw or "").split(";"):
+    for item in _PAIR_END.split(raw or ""):
         key, eq, value = item.strip().partition("=")
         if not eq or not key:
             if item.strip():
                 raise CniError(INVALID_ENV, f"ARGS: invalid pair {item.strip()!r}")
+            continue
+        glued = [m.start() for m in _GLUED.finditer(value) if m.start() > 0]
+        if glued:
+            out[key] = value[:glued[0]]
+            out.update(parse_args(value[glued[0]:]))
             continue
         out[key] = value
     return out
@@ -202,11 +221,20 @@ class Request:
         return ref
 
     @property
+    def port_type(self) -> str | None:
+        """``PORT_TYPE`` (kuryr's VIF type), if given and one netbay-cni plugs; else code 4."""
+        kind = self.args.get("PORT_TYPE")
+        if kind is None or kind.lower() in PORT_TYPES:
+            return kind
+        raise CniError(INVALID_ENV, f"PORT_TYPE={kind}: netbay-cni plugs a veth pair on its fabric's Linux "
+                                    f"bridge (PORT_TYPE {' or '.join(PORT_TYPES)}); it cannot plug a {kind} port")
+
+    @property
     def pod(self) -> tuple[str, str] | None:
         """(namespace, name) from ``K8S_POD_NAMESPACE`` / ``K8S_POD_NAME``, when both are given."""
         ns, name = self.args.get("K8S_POD_NAMESPACE"), self.args.get("K8S_POD_NAME")
         return (ns, name) if ns and name else None
 
 
-__all__ = ["COMMANDS", "CURRENT", "SUPPORTED", "CniError", "Request", "check_version", "parse_args", "read_config",
+__all__ = ["COMMANDS", "CURRENT", "KURYR_ARGS", "PORT_TYPES", "SUPPORTED", "CniError", "Request", "check_version", "parse_args", "read_config",
            "read_env", "version_info"]
