@@ -36,7 +36,7 @@ from typing import Any
 from netbay.backends import NetworkBackend
 from netbay.backends.aio import ThreadedBackend
 from netbay.dataplane.fabric import CONTAINER, KURYR_POD
-from netbay.dataplane.links import LinkError
+from netbay.dataplane.rtnl import LinkError
 from netbay.errors import NetbayError, NotFound
 from netbay.k8s import podport
 from netbay.plugins.cni import result as results
