@@ -36,8 +36,8 @@ __all__ = [
     "IFLA_GSO_MAX_SIZE", "IFLA_IFALIAS", "IFLA_IFNAME", "IFLA_INFO_DATA", "IFLA_INFO_KIND", "IFLA_LINK",
     "IFLA_LINKINFO", "IFLA_MASTER", "IFLA_MTU", "IFLA_NET_NS_FD", "IFLA_OPERSTATE", "IFLA_TSO_MAX_SIZE",
     "NETLINK_CAP_ACK", "NLATTR", "NLMSGERR_ATTR_MSG", "NLMSGHDR", "NLMSG_DONE",
-    "NLMSG_ERROR", "NLM_F_ACK", "NLM_F_ACK_TLVS", "NLM_F_CREATE", "NLM_F_DUMP", "NLM_F_ECHO", "NLM_F_EXCL",
-    "NLM_F_MULTI", "NLM_F_REPLACE", "NLM_F_REQUEST", "OPERSTATES", "RTA_DST", "RTA_GATEWAY", "RTA_OIF",
+    "NLMSG_ERROR", "NLM_F_ACK", "NLM_F_ACK_TLVS", "NLM_F_CREATE", "NLM_F_DUMP", "NLM_F_DUMP_INTR", "NLM_F_ECHO",
+    "NLM_F_EXCL", "NLM_F_MULTI", "NLM_F_REPLACE", "NLM_F_REQUEST", "OPERSTATES", "RTA_DST", "RTA_GATEWAY", "RTA_OIF",
     "RTA_PRIORITY", "RTA_TABLE", "RTMSG", "RTM_DELADDR", "RTM_DELLINK", "RTM_DELROUTE", "RTM_GETADDR",
     "RTM_GETLINK", "RTM_GETROUTE", "RTM_NEWADDR", "RTM_NEWLINK", "RTM_NEWROUTE", "RTNH_F_ONLINK",
     "RTN_UNICAST", "RTPROT_BOOT", "RT_SCOPE_NOWHERE", "RT_SCOPE_UNIVERSE", "RT_TABLE_MAIN",
@@ -52,6 +52,8 @@ NLMSG_ERROR, NLMSG_DONE = 2, 3
 # flags
 NLM_F_REQUEST, NLM_F_MULTI, NLM_F_ACK, NLM_F_ECHO = 1, 2, 4, 8
 NLM_F_DUMP = 0x300
+NLM_F_DUMP_INTR = 0x10     # on a dump's messages: a change raced it, ask again
+DUMP_TRIES = 3
 NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE = 0x100, 0x200, 0x400
 NLM_F_ACK_TLVS = 0x200
 # socket options
@@ -183,11 +185,20 @@ class Rtnl:
 
     def request(self, kind: int, flags: int, body: bytes, what: str) -> list[tuple[int, bytes]]:
         """Send one request and read to its end (ACK, error or DONE); returns the
-        messages received before it (dumps, echoes)."""
+        messages received before it (dumps, echoes). A dump the kernel marks as raced
+        by a change (``NLM_F_DUMP_INTR``) is asked again, up to :data:`DUMP_TRIES` times."""
+        for _attempt in range(DUMP_TRIES):
+            out, interrupted = self._exchange(kind, flags, body, what)
+            if not interrupted or flags & NLM_F_DUMP != NLM_F_DUMP:
+                break
+        return out
+
+    def _exchange(self, kind: int, flags: int, body: bytes, what: str) -> tuple[list[tuple[int, bytes]], bool]:
         self._seq = (self._seq + 1) & 0xFFFFFFFF
         seq = self._seq
         self.sock.send(NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, flags | NLM_F_REQUEST, seq, 0) + body)
         out: list[tuple[int, bytes]] = []
+        interrupted = False
         for _ in range(1_000_000):  # bounded: a dump of a million messages would be absurd
             data = self.sock.recv(1 << 20)
             offset = 0
@@ -199,17 +210,18 @@ class Rtnl:
                 offset += align(length)
                 if mseq != seq:
                     continue  # a late answer to an earlier, abandoned request
+                interrupted |= bool(mflags & NLM_F_DUMP_INTR)
                 if mtype == NLMSG_ERROR:
                     code = -struct.unpack_from("=i", payload)[0]
                     if code == 0:
-                        return out
+                        return out, interrupted
                     raise LinkError(code, f"{what} in namespace {self.ns!r}: {os.strerror(code)}"
                                     + self._ext_ack(payload, mflags))
                 if mtype == NLMSG_DONE:
-                    return out
+                    return out, interrupted
                 out.append((mtype, payload))
                 if not mflags & NLM_F_MULTI and not flags & NLM_F_ACK:
-                    return out
+                    return out, interrupted
         raise LinkError(errno.EIO, f"{what} in namespace {self.ns!r}: no end of reply")
 
     @staticmethod
