@@ -113,6 +113,11 @@ def test_cni_and_docker_tags_keep_their_spelling() -> None:
             docker.pending_pool_tag("10.1.0.0/16"), docker.ep_tag("e"), docker.owner_tag("netbay", "h")) == (
         "netbay.docker.made", "netbay.docker.pending", "netbay.docker.net:n", "netbay.docker.pool:10.1.0.0_16",
         "netbay.docker.pending:10.1.0.0_16", "netbay.docker.ep:e", "netbay.docker.by:netbay@h")
+    from netbay.runtime.claim import Claims
+
+    # the flag a claim puts on a given port whose device it set (cleared when given back)
+    assert [Claims(None, own, "", "").device_set for own in (cni.OWN, docker.OWN)] == [  # type: ignore[arg-type]
+        cni.DEVICE_SET, "netbay.docker.device"] == ["netbay.cni.device", "netbay.docker.device"]
     assert docker.endpoint_of({"tags": [docker.ep_tag("e1")], "device_id": "d"}) == "e1"
     assert docker.endpoint_of({"device_id": "d"}) == "d"
     assert docker.is_pool({"tags": [docker.pool_tag("10.1.0.0/16")]}) and not docker.is_pool({"tags": []})

@@ -169,9 +169,9 @@ def exec_(
 ) -> None:
     """Run COMMAND inside the pod's network namespace on this host (replaces this process)."""
     from netbay.cli.nsexec import exec_in
-    from netbay.runtime.resolve import id_shaped
     from netbay.dataplane import netns
     from netbay.dataplane.names import Names
+    from netbay.runtime.resolve import id_shaped
 
     names = Names(prefix)
     pod_id = pod if id_shaped(pod) and not cluster and netns.exists(names.pod(pod)) else find(Api(), pod, cluster)["id"]

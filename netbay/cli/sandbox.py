@@ -115,7 +115,6 @@ def exec_(
     from netbay.cli.nsexec import exec_in
     from netbay.dataplane import netns
     from netbay.dataplane.names import Names
-
     from netbay.runtime.resolve import id_shaped
 
     sandbox_id = name if id_shaped(name) and netns.exists(Names(prefix).sandbox(name)) else \
