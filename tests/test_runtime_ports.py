@@ -113,6 +113,11 @@ def test_cni_and_docker_tags_keep_their_spelling() -> None:
             docker.pending_pool_tag("10.1.0.0/16"), docker.ep_tag("e"), docker.owner_tag("netbay", "h")) == (
         "netbay.docker.made", "netbay.docker.pending", "netbay.docker.net:n", "netbay.docker.pool:10.1.0.0_16",
         "netbay.docker.pending:10.1.0.0_16", "netbay.docker.ep:e", "netbay.docker.by:netbay@h")
+    from netbay.runtime.claim import Claims
+
+    # the flag a claim puts on a given port whose device it set (cleared when given back)
+    assert [Claims(None, own, "", "").device_set for own in (cni.OWN, docker.OWN)] == [  # type: ignore[arg-type]
+        cni.DEVICE_SET, "netbay.docker.device"] == ["netbay.cni.device", "netbay.docker.device"]
     assert docker.endpoint_of({"tags": [docker.ep_tag("e1")], "device_id": "d"}) == "e1"
     assert docker.endpoint_of({"device_id": "d"}) == "d"
     assert docker.is_pool({"tags": [docker.pool_tag("10.1.0.0/16")]}) and not docker.is_pool({"tags": []})
@@ -130,3 +135,111 @@ def test_a_port_is_bound_keeping_a_named_device_and_given_back_clearing_only_our
     assert binding.unbind(False) == {"binding:host_id": ""}
     assert binding.unbind(True) == {"binding:host_id": "", "device_id": "", "device_owner": ""}
     assert binding.unbind(True, host=False) == {"device_id": "", "device_owner": ""}
+
+
+class AsyncPorts:
+    """An async backend of ports: made, updated, tagged, deleted; counts its calls."""
+
+    def __init__(self, *ports: dict) -> None:
+        self.ports = {p["id"]: {"tags": [], **p} for p in ports}
+        self.calls: list[str] = []
+
+    def _get(self, obj_id: str) -> dict:
+        if obj_id not in self.ports:
+            raise NotFound(f"port {obj_id} not found")
+        return self.ports[obj_id]
+
+    async def create(self, member: str, body: dict) -> dict:
+        self.calls.append("create")
+        port = self.ports[f"p{len(self.ports) + 1}"] = {"id": f"p{len(self.ports) + 1}", "device_id": "",
+                                                        "binding:host_id": "", **body}
+        return dict(port)
+
+    async def update(self, member: str, obj_id: str, body: dict) -> dict:
+        self.calls.append("update")
+        self._get(obj_id).update(body)
+        return dict(self.ports[obj_id])
+
+    async def add_tag(self, member: str, obj_id: str, tag: str) -> None:
+        self.calls.append("add_tag")
+        self._get(obj_id)["tags"].append(tag)
+
+    async def set_tags(self, member: str, obj_id: str, tags: list[str]) -> list[str]:
+        self.calls.append("set_tags")
+        self._get(obj_id)["tags"] = list(tags)
+        return list(tags)
+
+    async def delete(self, member: str, obj_id: str) -> None:
+        self.calls.append("delete")
+        self._get(obj_id)
+        del self.ports[obj_id]
+
+
+def test_a_claim_binds_and_tags_and_giving_back_undoes_only_what_it_did() -> None:
+    """One claim for the Docker driver and the CNI daemon: a port made here is deleted
+    when given back; a given one is unbound, its device cleared only if the claim set it,
+    and only the claimer's tags stripped; each in as few calls as the case needs."""
+    from netbay.runtime import tags
+    from netbay.runtime.claim import Claims
+
+    own = tags.Owner("netbay.t")
+    ctr = own.family("ctr")
+    backend = AsyncPorts({"id": "given", "device_id": "", "device_owner": "", "tags": ["user"]},
+                         {"id": "named", "device_id": "pod-uid", "device_owner": "compute:kuryr", "tags": []})
+    claims = Claims(backend, own, "compute:netbay", "h1")  # type: ignore[arg-type]
+
+    async def main() -> None:
+        made = await claims.make({"network_id": "n", "name": "x"}, [ctr("c0")], device="c0")
+        assert (made["device_id"], made["device_owner"], made["binding:host_id"]) == ("c0", "compute:netbay", "h1")
+        assert made["tags"] == [own.made, ctr("c0")]
+        unbound = await claims.make({"network_id": "n"})
+        assert (unbound["device_owner"], unbound["device_id"], unbound["binding:host_id"]) == ("compute:netbay", "", "")
+
+        backend.calls.clear()
+        given = await claims.claim(backend.ports["given"], "c1", [ctr("c1")])
+        assert (given["device_id"], given["binding:host_id"]) == ("c1", "h1")
+        assert sorted(given["tags"]) == sorted(["user", ctr("c1"), claims.device_set])
+        assert backend.calls == ["update", "set_tags"]                # two tags missing: one call
+        backend.calls.clear()
+        again = await claims.claim(backend.ports["given"], "c1", [ctr("c1")])
+        assert backend.calls == ["update"] and again["tags"] == given["tags"]  # all there: no tag call
+        backend.calls.clear()
+        named = await claims.claim(backend.ports["named"], "c2", [ctr("c2")], keep_owner=True)
+        assert (named["device_id"], named["device_owner"], named["tags"]) == ("pod-uid", "compute:kuryr", [ctr("c2")])
+        assert backend.calls == ["update", "add_tag"]                 # one tag missing: one call
+        unbound = await claims.claim(unbound, "e1", also={"mac_address": "fa:16:3e:00:00:01"})
+        assert unbound["tags"] == [own.made] and unbound["mac_address"] == "fa:16:3e:00:00:01"  # made: no flag
+
+        await claims.give_back(backend.ports["given"])
+        assert backend.ports["given"] == {"id": "given", "device_id": "", "device_owner": "", "binding:host_id": "",
+                                          "tags": ["user"]}
+        await claims.give_back(backend.ports["named"])                 # the controller's device stays
+        assert (backend.ports["named"]["device_id"], backend.ports["named"]["binding:host_id"]) == ("pod-uid", "")
+        backend.ports["named"]["device_id"] = "e9"                     # a claim from before the flag
+        await claims.give_back(backend.ports["named"], device="e9")
+        assert backend.ports["named"]["device_id"] == "" and backend.ports["named"]["tags"] == []
+        await claims.give_back(made)
+        await claims.give_back(made)                                   # a retried call: gone already
+        assert made["id"] not in backend.ports
+
+    asyncio.run(main())
+
+
+def test_the_collector_gives_back_orphans_bound_here_or_nowhere() -> None:
+    from netbay.runtime import tags
+    from netbay.runtime.claim import Claims
+
+    own = tags.Owner("netbay.t")
+    ports = [{"id": "here", "binding:host_id": "h1", "tags": []}, {"id": "nowhere", "binding:host_id": "", "tags": []},
+             {"id": "there", "binding:host_id": "h2", "tags": []}, {"id": "kept", "binding:host_id": "h1", "tags": []}]
+    backend = AsyncPorts(*ports)
+    released: list[str] = []
+
+    async def release(port: dict) -> None:
+        released.append(port["id"])
+
+    claims = Claims(backend, own, "compute:netbay", "h1")  # type: ignore[arg-type]
+    assert asyncio.run(claims.collect(ports, lambda p: p["id"] != "kept", release)) == ["here", "nowhere"]
+    assert released == ["here", "nowhere"]
+    assert asyncio.run(claims.collect(ports, lambda p: p["id"] == "nowhere")) == ["nowhere"]
+    assert "nowhere" in backend.ports and backend.ports["nowhere"]["binding:host_id"] == ""   # given back: unbound

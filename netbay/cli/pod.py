@@ -169,10 +169,10 @@ def exec_(
 ) -> None:
     """Run COMMAND inside the pod's network namespace on this host (replaces this process)."""
     from netbay.cli.nsexec import exec_in
-    from netbay.cli.sandbox import is_uuid
     from netbay.dataplane import netns
     from netbay.dataplane.names import Names
+    from netbay.runtime.resolve import id_shaped
 
     names = Names(prefix)
-    pod_id = pod if is_uuid(pod) and not cluster and netns.exists(names.pod(pod)) else find(Api(), pod, cluster)["id"]
+    pod_id = pod if id_shaped(pod) and not cluster and netns.exists(names.pod(pod)) else find(Api(), pod, cluster)["id"]
     exec_in(names.pod(pod_id), command)

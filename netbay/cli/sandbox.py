@@ -8,7 +8,6 @@ host made it).
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import typer
@@ -116,15 +115,9 @@ def exec_(
     from netbay.cli.nsexec import exec_in
     from netbay.dataplane import netns
     from netbay.dataplane.names import Names
+    from netbay.runtime.resolve import id_shaped
 
-    sandbox_id = name if is_uuid(name) and netns.exists(Names(prefix).sandbox(name)) else \
+    sandbox_id = name if id_shaped(name) and netns.exists(Names(prefix).sandbox(name)) else \
         _Client(url).sandbox(name)["id"]
     exec_in(Names(prefix).sandbox(sandbox_id), command)
 
-
-def is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True

@@ -1,12 +1,13 @@
 """Links, addresses, routes and sysctls inside netbay's network namespaces.
 
 A small typed layer over :class:`pyroute2.IPRoute`. Every function takes the name
-of a namespace made by :mod:`netbay.dataplane.netns`; the netlink socket used for it
-is opened while the calling thread is inside that namespace, so it stays bound
-there, and it is cached (one per namespace and thread — pyroute2 keeps per-thread
-state; handed a socket of ours it refuses use from another thread, where it would
-otherwise silently open a new socket in whatever namespace that thread is in). Deleting a namespace through :func:`netns.delete` closes its
-sockets. Nothing forks ``ip``.
+of a namespace made by :mod:`netbay.dataplane.netns`; its socket is opened inside
+that namespace and cached as every netlink socket of netbay's is
+(:mod:`netbay.dataplane.rtnl.sockets`: one per namespace and thread — pyroute2 keeps
+per-thread state; handed a socket of ours it refuses use from another thread, where
+it would otherwise silently open a new socket in whatever namespace that thread is
+in — closed with the namespace). Nothing forks ``ip``. Its errors are
+:class:`~netbay.dataplane.rtnl.sockets.LinkError`.
 
 Functions that create things are idempotent where a reconciler needs it
 ("ensure" semantics): creating what exists with the same kind succeeds, and a
@@ -21,20 +22,19 @@ import ipaddress
 import os
 import re
 import socket
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyroute2 import IPRoute
-from pyroute2.netlink import NETLINK_ROUTE
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP
 from pyroute2.netlink.rtnl.rtmsg import RTNH_F_ONLINK
 
 from netbay.dataplane import netns
+from netbay.dataplane.rtnl.sockets import LinkError, Sockets, open_in
 
 __all__ = [
-    "LinkError", "Link", "Route", "Port", "ipr", "close", "bridge", "veth_pair",
+    "LinkError", "Link", "Route", "Port", "SOCKETS", "ipr", "close", "bridge", "veth_pair",
     "set_master", "set_up", "set_mac", "set_mtu", "add_address", "del_address",
     "addresses", "replace_route", "del_route", "routes", "delete_link", "links",
     "get_link", "index", "sysctl", "read_sysctl", "wire_port", "unwire_port",
@@ -44,12 +44,6 @@ IFNAMSIZ = 15  # usable characters in an interface name
 _IFNAME_RE = re.compile(r"^[A-Za-z0-9_.@:+-]{1,15}$")
 _MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 RT_TABLE_MAIN = 254
-SOL_NETLINK = 270
-NETLINK_EXT_ACK = 11
-
-
-class LinkError(OSError):
-    """A netlink operation failed. ``errno`` is the kernel's error code."""
 
 
 def _fail(exc: NetlinkError, what: str, ns: str) -> LinkError:
@@ -64,6 +58,8 @@ def _fail(exc: NetlinkError, what: str, ns: str) -> LinkError:
 
 @dataclass(eq=False)
 class _Handle:
+    """pyroute2 over a socket of :func:`rtnl.open_in`, as :data:`SOCKETS` caches it."""
+
     ipr: IPRoute
     sock: socket.socket
     ns_inode: int
@@ -79,78 +75,34 @@ class _Handle:
             self.sock.close()
 
 
-_registry: dict[str, list[_Handle]] = {}
-_registry_lock = threading.Lock()
-_local = threading.local()
+def _open(ns: str) -> _Handle:
+    sock, inode = open_in(ns)
+    try:
+        # nlm_echo: the kernel answers RTM_NEWLINK with the new link (its ifindex),
+        # saving a lookup round trip.
+        return _Handle(IPRoute(use_socket=sock, ext_ack=True, nlm_echo=True), sock, inode)
+    except BaseException:
+        sock.close()
+        raise
 
 
-def _netlink_socket() -> socket.socket:
-    sk = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE)
-    sk.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
-    sk.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-    sk.setsockopt(SOL_NETLINK, NETLINK_EXT_ACK, 1)
-    return sk
+SOCKETS: Sockets[_Handle] = Sockets(_open)
 
 
 def ipr(ns: str) -> IPRoute:
     """The calling thread's IPRoute bound to namespace ``ns`` (cached per thread).
 
-    The netlink socket is opened here, while the thread is inside ``ns``, and handed
-    to pyroute2 with ``use_socket``: pyroute2 then refuses (RuntimeError) to be used
-    from another thread, instead of silently opening a new socket in whatever
-    namespace that thread is in. Don't pass it between threads; call ``ipr`` there.
+    Its socket is opened inside ``ns`` and handed to pyroute2 with ``use_socket``:
+    pyroute2 then refuses (RuntimeError) to be used from another thread, instead of
+    silently opening a new socket in whatever namespace that thread is in. Don't pass
+    it between threads; call ``ipr`` there.
     """
-    cache: dict[str, _Handle] | None = getattr(_local, "by_ns", None)
-    if cache is None:
-        cache = _local.by_ns = {}
-    h = cache.get(ns)
-    if h is not None and not h.closed:
-        # A namespace deleted (or re-created) behind our back: the cached socket would
-        # keep configuring the old, invisible one.
-        if netns.inode(ns) == h.ns_inode:
-            return h.ipr
-        _drop(ns, h)
-    with netns.entered(ns):
-        if netns.in_home():  # /run/netns/NAME pointing at the host's namespace
-            raise LinkError(errno.EPERM, f"namespace {ns!r} is the host's namespace; "
-                                         "netbay does not configure it")
-        ino = netns.current_inode()
-        sk = _netlink_socket()
-    try:
-        # nlm_echo: the kernel answers RTM_NEWLINK with the new link (its ifindex),
-        # saving a lookup round trip.
-        sock = IPRoute(use_socket=sk, ext_ack=True, nlm_echo=True)
-    except BaseException:
-        sk.close()
-        raise
-    h = cache[ns] = _Handle(sock, sk, ino)
-    with _registry_lock:
-        _registry.setdefault(ns, []).append(h)
-    return sock
-
-
-def _drop(ns: str, h: _Handle) -> None:
-    with _registry_lock:
-        hs = _registry.get(ns)
-        if hs is not None and h in hs:
-            hs.remove(h)
-            if not hs:
-                del _registry[ns]
-    h.close()
+    return SOCKETS.get(ns).ipr
 
 
 def close(ns: str) -> None:
     """Close every cached socket of namespace ``ns`` (all threads)."""
-    with _registry_lock:
-        handles = _registry.pop(ns, [])
-    for h in handles:
-        h.close()
-    cache = getattr(_local, "by_ns", None)
-    if cache is not None:
-        cache.pop(ns, None)
-
-
-netns.on_delete(close)
+    SOCKETS.close(ns)
 
 
 # --- records ---------------------------------------------------------------------

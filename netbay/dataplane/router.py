@@ -27,9 +27,10 @@ conntrack entries, so established flows do not keep the old translation.
 
 An ensure lists the table once, diffs its elements against the desired ones and
 applies the difference in one transaction; a table that is missing or not exactly
-ours is rebuilt atomically. Reads of links, addresses and routes use a small
-rtnetlink dump reader (:mod:`netbay.dataplane.l3.rtdump`); writes go through :mod:`links`. The parts
-live in :mod:`netbay.dataplane.l3`: the spec, the NAT table, conntrack, the dump reader.
+ours is rebuilt atomically. Reads of links, addresses and routes go through the one
+netlink codec (:mod:`netbay.dataplane.l3.rtdump` over :mod:`netbay.dataplane.rtnl`); writes
+go through :mod:`links`. The parts live in :mod:`netbay.dataplane.l3`: the spec, the NAT
+table, conntrack, the reads.
 
 Verbs, all idempotent: :func:`ensure_router`, :func:`remove_router`,
 :func:`observed_routers`; :func:`from_api` turns Neutron JSON into a :class:`RouterSpec`.

@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable
 
 from netbay.dataplane import bigtcp
-from netbay.dataplane.links import LinkError
-from netbay.dataplane.rtnl import Rtnl
+from netbay.dataplane.rtnl import LinkError, Rtnl
 
 log = logging.getLogger(__name__)
 

@@ -72,7 +72,7 @@ def underlay_mtu(node: Node) -> int:
     ``LinkError`` (ENODEV) when the link is not there (yet)."""
     link = kernel.rtnl(node.ns).link(node.underlay)
     if link is None:
-        raise links.LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")
+        raise kernel.LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")
     return link.mtu
 
 

@@ -45,8 +45,7 @@ from typing import TYPE_CHECKING
 
 from netbay.dataplane import bigtcp, netns, veth
 from netbay.dataplane import rtnl as kernel
-from netbay.dataplane.links import LinkError
-from netbay.dataplane.rtnl import rtnl
+from netbay.dataplane.rtnl import LinkError, rtnl
 
 if TYPE_CHECKING:
     from netbay.dataplane.rtnl import Rtnl

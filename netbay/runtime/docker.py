@@ -94,13 +94,8 @@ class DockerRuntime:
         cid = api.create_container(
             image, command, name=name, host_config=api.create_host_config(network_mode=net),
             networking_config=api.create_networking_config({net: endpoint}), **create)["Id"]
-        if not start:
-            return cid
-        try:
-            api.start(cid)
-        except APIError:
-            api.remove_container(cid, force=True)
-            raise
+        if start:
+            self._start(cid)
         return cid
 
     def sandbox(self, image: str, port: dict[str, Any], *, name: str, labels: dict[str, str],
@@ -121,12 +116,16 @@ class DockerRuntime:
                                    host_config=api.create_host_config(network_mode=f"container:{sandbox_id}"),
                                    **create)["Id"]
         if start:
-            try:
-                api.start(cid)
-            except APIError:
-                api.remove_container(cid, force=True)
-                raise
+            self._start(cid)
         return cid
+
+    def _start(self, cid: str) -> None:
+        """Start a container just made; one Docker refuses to start goes again."""
+        try:
+            self.client.api.start(cid)
+        except APIError:
+            self.client.api.remove_container(cid, force=True)
+            raise
 
     def find(self, name: str) -> dict[str, Any] | None:
         """Docker's inspect of the container named ``name`` (None: there is none)."""

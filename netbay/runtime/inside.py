@@ -19,9 +19,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from netbay.dataplane.links import LinkError
 from netbay.dataplane.netns import NetnsError
-from netbay.dataplane.rtnl import LinkInfo, Rtnl
+from netbay.dataplane.rtnl import LinkError, LinkInfo, Rtnl
 
 
 class NamespaceGone(LinkError):

@@ -176,9 +176,32 @@ def test_sockets_are_per_thread_and_closed_on_delete(make_ns):
     assert other[1] == {"lo", "br0"}  # a socket made for another thread is also in `a`
     assert isinstance(other[2], RuntimeError)
     netns.delete(a)
-    assert a not in links._registry
+    assert links.SOCKETS.held(a) == []
     with pytest.raises(OSError):
         s1.link("dump")
+
+
+def test_both_netlink_layers_share_one_socket_cache(make_ns):
+    """pyroute2's sockets and the codec's are kept the same way (rtnl.sockets): per
+    namespace and thread, opened again for a namespace made again, all closed with it."""
+    import threading
+
+    from netbay.dataplane import rtnl
+
+    a = make_ns("shared")
+    fast, slow = rtnl.rtnl(a), links.ipr(a)
+    assert rtnl.rtnl(a) is fast and links.ipr(a) is slow
+    assert {x.ifname for x in fast.links()} == {x.ifname for x in links.links(a)} == {"lo"}
+    other: list[rtnl.Rtnl] = []
+    t = threading.Thread(target=lambda: other.append(rtnl.rtnl(a)))
+    t.start()
+    t.join(10)
+    assert other[0] is not fast and set(rtnl.SOCKETS.held(a)) == {fast, other[0]}
+    rtnl.release(a)                             # this thread's only
+    assert fast.closed and rtnl.SOCKETS.held(a) == [other[0]] and rtnl.rtnl(a) is not fast
+    netns.delete(a)
+    assert rtnl.SOCKETS.held(a) == [] == links.SOCKETS.held(a)
+    assert other[0].closed and other[0].sock.fileno() == -1
 
 
 def test_wire_port(make_ns):
@@ -237,7 +260,7 @@ def test_sockets_of_dead_threads_are_closed_on_delete(make_ns):
     t = threading.Thread(target=lambda: got.append(links.ipr(a)))
     t.start()
     t.join(10)
-    handle = next(h for h in links._registry[a] if h.ipr is got[0])
+    handle = next(h for h in links.SOCKETS.held(a) if h.ipr is got[0])
     assert handle.sock.fileno() >= 0
     netns.delete(a)
     assert handle.sock.fileno() == -1

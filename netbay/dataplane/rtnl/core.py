@@ -8,39 +8,39 @@ messages the fabric sends with :mod:`struct` onto a plain netlink socket — abo
 0.05 ms per request — and nothing more: links (veth pairs, up/down, MTU, MAC,
 master), addresses and unicast routes. Everything else stays in ``links``.
 
-A socket is opened while the calling thread is inside the namespace, so it stays
-bound there; :func:`rtnl` caches one per namespace and thread (closed by
-:func:`netbay.dataplane.netns.delete`, or :func:`close`). Errors are
-:class:`netbay.dataplane.links.LinkError` with the kernel's errno and message.
+Its sockets are opened and cached as every netlink socket of netbay's is
+(:mod:`netbay.dataplane.rtnl.sockets`): one per namespace and thread, :func:`rtnl`,
+closed by :func:`netbay.dataplane.netns.delete` or :func:`close`. Errors are
+:class:`~netbay.dataplane.rtnl.sockets.LinkError` with the kernel's errno and message.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import os
 import socket
 import struct
-import threading
 from dataclasses import dataclass
 
 from netbay.dataplane import netns
-from netbay.dataplane.links import LinkError
+from netbay.dataplane.rtnl.sockets import SOL_NETLINK, LinkError, Sockets, open_in
 
 # The codec (message layouts, attribute packers) is public: drivers' messages
 # (netbay.dataplane.rtnl.overlay) are built with it.
 __all__ = [
     "align", "attr", "close", "gso_attrs", "link_info", "LinkInfo", "mac_attr", "parse_attrs", "release",
-    "Rtnl", "rtnl", "str_attr", "u32_attr", "IFADDRMSG", "IFA_ADDRESS", "IFA_BROADCAST", "IFA_FLAGS",
+    "Rtnl", "rtnl", "SOCKETS", "str_attr", "u32_attr", "IFADDRMSG", "IFA_ADDRESS", "IFA_BROADCAST", "IFA_FLAGS",
     "IFA_F_NODAD", "IFA_LOCAL", "IFF_UP", "IFINFOMSG", "IFLA_ADDRESS", "IFLA_GSO_IPV4_MAX_SIZE",
     "IFLA_GSO_MAX_SIZE", "IFLA_IFALIAS", "IFLA_IFNAME", "IFLA_INFO_DATA", "IFLA_INFO_KIND", "IFLA_LINK",
     "IFLA_LINKINFO", "IFLA_MASTER", "IFLA_MTU", "IFLA_NET_NS_FD", "IFLA_OPERSTATE", "IFLA_TSO_MAX_SIZE",
-    "NETLINK_CAP_ACK", "NETLINK_EXT_ACK", "NLATTR", "NLMSGERR_ATTR_MSG", "NLMSGHDR", "NLMSG_DONE",
-    "NLMSG_ERROR", "NLM_F_ACK", "NLM_F_ACK_TLVS", "NLM_F_CREATE", "NLM_F_DUMP", "NLM_F_ECHO", "NLM_F_EXCL",
-    "NLM_F_MULTI", "NLM_F_REPLACE", "NLM_F_REQUEST", "OPERSTATES", "RTA_DST", "RTA_GATEWAY", "RTA_OIF",
+    "NETLINK_CAP_ACK", "NLATTR", "NLMSGERR_ATTR_MSG", "NLMSGHDR", "NLMSG_DONE",
+    "NLMSG_ERROR", "NLM_F_ACK", "NLM_F_ACK_TLVS", "NLM_F_CREATE", "NLM_F_DUMP", "NLM_F_DUMP_INTR", "NLM_F_ECHO",
+    "NLM_F_EXCL", "NLM_F_MULTI", "NLM_F_REPLACE", "NLM_F_REQUEST", "OPERSTATES", "RTA_DST", "RTA_GATEWAY", "RTA_OIF",
     "RTA_PRIORITY", "RTA_TABLE", "RTMSG", "RTM_DELADDR", "RTM_DELLINK", "RTM_DELROUTE", "RTM_GETADDR",
     "RTM_GETLINK", "RTM_GETROUTE", "RTM_NEWADDR", "RTM_NEWLINK", "RTM_NEWROUTE", "RTNH_F_ONLINK",
-    "RTN_UNICAST", "RTPROT_BOOT", "RT_SCOPE_NOWHERE", "RT_SCOPE_UNIVERSE", "RT_TABLE_MAIN", "SOL_NETLINK",
+    "RTN_UNICAST", "RTPROT_BOOT", "RT_SCOPE_NOWHERE", "RT_SCOPE_UNIVERSE", "RT_TABLE_MAIN",
     "VETH_INFO_PEER",
 ]
 
@@ -52,10 +52,12 @@ NLMSG_ERROR, NLMSG_DONE = 2, 3
 # flags
 NLM_F_REQUEST, NLM_F_MULTI, NLM_F_ACK, NLM_F_ECHO = 1, 2, 4, 8
 NLM_F_DUMP = 0x300
+NLM_F_DUMP_INTR = 0x10     # on a dump's messages: a change raced it, ask again
+DUMP_TRIES = 3
 NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE = 0x100, 0x200, 0x400
 NLM_F_ACK_TLVS = 0x200
 # socket options
-SOL_NETLINK, NETLINK_CAP_ACK, NETLINK_EXT_ACK = 270, 10, 11
+NETLINK_CAP_ACK = 10   # SOL_NETLINK, NETLINK_EXT_ACK: .sockets
 NLMSGERR_ATTR_MSG = 1
 # link attributes
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
@@ -163,20 +165,10 @@ class Rtnl:
 
     def __init__(self, ns: str) -> None:
         self.ns = ns
-        with netns.entered(ns):
-            if netns.in_home():
-                raise LinkError(errno.EPERM, f"namespace {ns!r} is the host's namespace; "
-                                             "netbay does not configure it")
-            self.ns_inode = netns.current_inode()
-            sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC,
-                                 socket.NETLINK_ROUTE)
+        sock, self.ns_inode = open_in(ns)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-            for opt in (NETLINK_CAP_ACK, NETLINK_EXT_ACK):
-                try:
-                    sock.setsockopt(SOL_NETLINK, opt, 1)
-                except OSError:
-                    pass
+            with contextlib.suppress(OSError):   # acks without the request echoed back
+                sock.setsockopt(SOL_NETLINK, NETLINK_CAP_ACK, 1)
             sock.bind((0, 0))
         except BaseException:
             sock.close()
@@ -193,11 +185,20 @@ class Rtnl:
 
     def request(self, kind: int, flags: int, body: bytes, what: str) -> list[tuple[int, bytes]]:
         """Send one request and read to its end (ACK, error or DONE); returns the
-        messages received before it (dumps, echoes)."""
+        messages received before it (dumps, echoes). A dump the kernel marks as raced
+        by a change (``NLM_F_DUMP_INTR``) is asked again, up to :data:`DUMP_TRIES` times."""
+        for _attempt in range(DUMP_TRIES):
+            out, interrupted = self._exchange(kind, flags, body, what)
+            if not interrupted or flags & NLM_F_DUMP != NLM_F_DUMP:
+                break
+        return out
+
+    def _exchange(self, kind: int, flags: int, body: bytes, what: str) -> tuple[list[tuple[int, bytes]], bool]:
         self._seq = (self._seq + 1) & 0xFFFFFFFF
         seq = self._seq
         self.sock.send(NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, flags | NLM_F_REQUEST, seq, 0) + body)
         out: list[tuple[int, bytes]] = []
+        interrupted = False
         for _ in range(1_000_000):  # bounded: a dump of a million messages would be absurd
             data = self.sock.recv(1 << 20)
             offset = 0
@@ -209,17 +210,18 @@ class Rtnl:
                 offset += align(length)
                 if mseq != seq:
                     continue  # a late answer to an earlier, abandoned request
+                interrupted |= bool(mflags & NLM_F_DUMP_INTR)
                 if mtype == NLMSG_ERROR:
                     code = -struct.unpack_from("=i", payload)[0]
                     if code == 0:
-                        return out
+                        return out, interrupted
                     raise LinkError(code, f"{what} in namespace {self.ns!r}: {os.strerror(code)}"
                                     + self._ext_ack(payload, mflags))
                 if mtype == NLMSG_DONE:
-                    return out
+                    return out, interrupted
                 out.append((mtype, payload))
                 if not mflags & NLM_F_MULTI and not flags & NLM_F_ACK:
-                    return out
+                    return out, interrupted
         raise LinkError(errno.EIO, f"{what} in namespace {self.ns!r}: no end of reply")
 
     @staticmethod
@@ -445,51 +447,19 @@ class Rtnl:
 
 # --- one socket per namespace and thread ------------------------------------------------------
 
-_local = threading.local()
-_all: dict[str, list[Rtnl]] = {}
-_all_lock = threading.Lock()
+SOCKETS: Sockets[Rtnl] = Sockets(Rtnl)
 
 
 def rtnl(ns: str) -> Rtnl:
     """The calling thread's :class:`Rtnl` for ``ns`` (re-opened if ``ns`` was re-created)."""
-    cache: dict[str, Rtnl] | None = getattr(_local, "by_ns", None)
-    if cache is None:
-        cache = _local.by_ns = {}
-    r = cache.get(ns)
-    if r is not None and not r.closed and netns.inode(ns) == r.ns_inode:
-        return r
-    if r is not None:
-        _forget(ns, r)
-    r = cache[ns] = Rtnl(ns)
-    with _all_lock:
-        _all.setdefault(ns, []).append(r)
-    return r
-
-
-def _forget(ns: str, r: Rtnl) -> None:
-    with _all_lock:
-        rs = _all.get(ns)
-        if rs is not None and r in rs:
-            rs.remove(r)
-            if not rs:
-                del _all[ns]
-    r.close()
+    return SOCKETS.get(ns)
 
 
 def release(ns: str) -> None:
     """Close the calling thread's socket of ``ns`` (others' stay: they may be in use)."""
-    cache: dict[str, Rtnl] | None = getattr(_local, "by_ns", None)
-    r = cache.pop(ns, None) if cache is not None else None
-    if r is not None:
-        _forget(ns, r)
+    SOCKETS.release(ns)
 
 
 def close(ns: str) -> None:
     """Close every cached socket of ``ns`` (all threads)."""
-    with _all_lock:
-        rs = _all.pop(ns, [])
-    for r in rs:
-        r.close()
-
-
-netns.on_delete(close)
+    SOCKETS.close(ns)

@@ -8,7 +8,7 @@ VXLAN forwarding-database entries (``bridge fdb … self dst``: ``RTM_NEWNEIGH``
 so that a driver can find — and remove — exactly the routes it made.
 
 Every "add" is create-or-replace; every "delete" answers False when there was
-nothing to delete. Errors are :class:`netbay.dataplane.links.LinkError`.
+nothing to delete. Errors are :class:`netbay.dataplane.rtnl.sockets.LinkError`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from netbay.dataplane import bigtcp
-from netbay.dataplane.links import LinkError
+from netbay.dataplane.rtnl.sockets import LinkError
 from netbay.dataplane.rtnl.core import (
     IFF_UP, IFINFOMSG, IFLA_ADDRESS, IFLA_IFNAME, IFLA_INFO_DATA, IFLA_INFO_KIND, IFLA_LINKINFO, IFLA_MTU,
     NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, RT_SCOPE_NOWHERE, RT_SCOPE_UNIVERSE,

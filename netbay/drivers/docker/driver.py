@@ -36,7 +36,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 
 from netbay.dataplane import rtnl as kernel
-from netbay.dataplane.links import LinkError
+from netbay.dataplane.rtnl import LinkError
 from netbay.drivers import leases as leaselib, node as nodelib, pods
 from netbay.drivers.docker import DockerOverlayConfig
 from netbay.drivers.node import Node

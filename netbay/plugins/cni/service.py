@@ -30,7 +30,6 @@ end (security groups, status ``ACTIVE``) as for any container port.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import ipaddress
 import logging
@@ -42,15 +41,16 @@ from typing import Any
 from netbay.backends import NetworkBackend
 from netbay.backends.aio import ThreadedBackend
 from netbay.dataplane.fabric import CONTAINER, KURYR_POD
-from netbay.dataplane.links import LinkError
+from netbay.dataplane.rtnl import LinkError
 from netbay.errors import NetbayError, NotFound
 from netbay.k8s import podport
 from netbay.k8s.dns import names as dnsnames
 from netbay.plugins.cni import result as results
 from netbay.plugins.cni.spec import (INTERNAL, INVALID_CONFIG, INVALID_ENV, NOT_AVAILABLE, TRY_AGAIN_LATER,
                                      UNSUPPORTED_FIELD, CniError, Request)
-from netbay.runtime import binding, inside, resolve, tags
+from netbay.runtime import inside, resolve, tags
 from netbay.runtime.attach import Attacher, Plug
+from netbay.runtime.claim import Claims
 from netbay.runtime.kernel import KernelThread
 from netbay.runtime.vif import OvsVifs, Unpluggable, Vif
 
@@ -58,7 +58,7 @@ log = logging.getLogger("netbay.cni")
 
 OWN = tags.Owner("netbay.cni")
 MADE = OWN.made
-DEVICE_SET = OWN.flag("device")  # on a given port: its device_id was empty, ADD set it
+DEVICE_SET = OWN.flag("device")  # on a given port: its device_id was empty, ADD set it (Claims.device_set)
 CACHE_TTL = 30.0
 API_THREADS = 16           # backend calls in flight at once (the seam is synchronous)
 
@@ -80,6 +80,7 @@ class Cni:
         self.attacher, self.owner, self.vifs = attacher, owner, vifs
         self.backend = ThreadedBackend(lambda: network, API_THREADS)  # one backend, shared by the threads
         self.host = host or socket.gethostname()
+        self.claims = Claims(self.backend, OWN, owner, self.host)
         self.kernel = KernelThread("netbay-cni")  # netlink work (sockets are per thread)
         self._networks: dict[str, tuple[float, dict[str, Any]]] = {}
         self._subnets: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -259,16 +260,10 @@ class Cni:
         port, net = await self._given(req)
         if port is not None:
             self._same_ip(port, a.get("IPV4"))
-            if not port.get("device_id"):
-                ours.append(DEVICE_SET)
             # a port the agent already plugs as a container's keeps its owner (its controller's)
-            keep_owner = port.get("device_id") and port.get("device_owner") in (CONTAINER, KURYR_POD)
-            port = await self.backend.update("port", port["id"], binding.bind(
-                port, device, owner=None if keep_owner else self.owner, host=self.host))
-            claimed = await self.backend.set_tags("port", port["id"], sorted(set(tags.tags_of(port)) | set(ours)))
-            return {**port, "tags": claimed}, False, net
-        body: dict[str, Any] = {**binding.bind({}, device, owner=self.owner, host=self.host),
-                                "network_id": net["id"], "name": self._port_name(req), "tags": [MADE, *ours]}
+            keep_owner = bool(port.get("device_id")) and port.get("device_owner") in (CONTAINER, KURYR_POD)
+            return await self.claims.claim(port, device, ours, keep_owner=keep_owner), False, net
+        body: dict[str, Any] = {"network_id": net["id"], "name": self._port_name(req)}
         if net.get("project_id"):
             body["project_id"] = net["project_id"]
         if a.get("IPV4"):
@@ -276,7 +271,7 @@ class Cni:
                 body["fixed_ips"] = [{"ip_address": str(ipaddress.ip_interface(a["IPV4"]).ip)}]
             except ValueError:
                 raise CniError(INVALID_ENV, f"IPV4={a['IPV4']!r} is not an address") from None
-        return await self.backend.create("port", body), True, net
+        return await self.claims.make(body, ours, device), True, net
 
     async def _given(self, req: Request) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         """The port a controller made for this attachment (None: make one) and the network
@@ -341,15 +336,7 @@ class Cni:
         if req is not None and req.netns:
             await self.kernel(inside.remove, req.netns, req.ifname)
         await self._unplug(port["id"])
-        if made or OWN.made_it(port):
-            with contextlib.suppress(NotFound):  # a retried DEL: gone already
-                await self.backend.delete("port", port["id"])
-            return
-        try:
-            await self.backend.update("port", port["id"], binding.unbind(DEVICE_SET in tags.tags_of(port)))
-            await self.backend.set_tags("port", port["id"], OWN.without_ours(tags.tags_of(port)))
-        except NotFound:
-            pass
+        await self.claims.give_back(port, made=made)
 
     async def _unplug(self, port_id: str) -> None:
         if self.vifs is not None:
@@ -402,14 +389,9 @@ class Cni:
         if not isinstance(valid, list):
             raise CniError(UNSUPPORTED_FIELD, "cni.dev/valid-attachments is not a list")
         keep = {(str(v.get("containerID")), str(v.get("ifname"))) for v in valid if isinstance(v, dict)}
-        for port in await self.backend.list("port", tags=net_tag(req.config["name"])):
-            # this host's, and unbound ones (an ADD cut short before it bound its port)
-            if not tags.on_host_or_unbound(port, self.host):
-                continue
-            if (ctr_tag.value(port), if_tag.value(port)) not in keep:
-                log.info("GC: port %s (%s/%s) is no valid attachment", port["id"], ctr_tag.value(port),
-                         if_tag.value(port))
-                await self._release(port, False, None)
+        await self.claims.collect(await self.backend.list("port", tags=net_tag(req.config["name"])),
+                                  lambda port: (ctr_tag.value(port), if_tag.value(port)) not in keep,
+                                  lambda port: self._release(port, False, None))
         return None
 
     async def status(self, req: Request) -> None:

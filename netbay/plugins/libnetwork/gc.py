@@ -23,6 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from netbay.plugins.libnetwork.clusters import pod_name
 from netbay.plugins.libnetwork.directory import (MADE, binding_marks, endpoint_of, net_tag,
@@ -71,24 +72,29 @@ class Collector:
         spared = self.driver.dir.spared
         for port_id in [p for p, until in spared.items() if until <= now]:
             del spared[port_id]
+
+        def waited_for(port: dict[str, Any]) -> bool:
+            """Docker was answered for it (its binding is still to land), or a resend's
+            (Docker is still to ask for it, or to take it: CreateEndpoint)."""
+            return port["id"] in marked or (port.get("mac_address") or "").lower() in awaited or port["id"] in spared
+
+        def orphan(port: dict[str, Any]) -> bool:
+            if waited_for(port):
+                return False
+            eid = endpoint_of(port)
+            if known is not None and eid and port.get("binding:host_id") == self.driver.host:
+                return eid not in known[1] and age(port) > self.grace
+            return not eid and age(port, "created_at") > self.grace
+
+        gone["ports"] = await self.driver.claims.collect(ports, orphan, self.driver.drop)
         for port in ports:
             eid = endpoint_of(port)
-            if port["id"] in marked:
-                continue  # Docker was answered for it: its binding is still to land
-            if (port.get("mac_address") or "").lower() in awaited or port["id"] in spared:
-                continue  # a resend's: Docker is still to ask for it, or to take it (CreateEndpoint)
-            orphan = not eid and age(port, "created_at") > self.grace
-            if known is not None and eid and port.get("binding:host_id") == self.driver.host:
-                orphan = eid not in known[1] and age(port) > self.grace
-            if orphan:
-                await self.driver.kernel(self.driver.attacher.unplug, port["id"])
-                await self.neutron.delete("port", port["id"])
-                gone["ports"].append(port["id"])
-            elif eid:
-                bound.add(port["id"][:11])
-                cid = known[1].get(eid) if known is not None else None
-                if cid and port.get("device_id") == eid:  # Join's naming did not get through
-                    await self.driver.name_device(port["id"], eid, cid)
+            if not eid or port["id"] in gone["ports"] or waited_for(port):
+                continue
+            bound.add(port["id"][:11])
+            cid = known[1].get(eid) if known is not None else None
+            if cid and port.get("device_id") == eid:  # Join's naming did not get through
+                await self.driver.name_device(port["id"], eid, cid)
         if known is not None:
             gone["pods"] = await self._sweep_pods(known[1])
             for net in await self.neutron.list("network", tags=self.driver.dir.owner):

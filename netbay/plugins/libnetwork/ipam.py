@@ -18,11 +18,12 @@ from typing import Any
 
 from netbay.errors import NetbayError
 from netbay.plugins.libnetwork.calls import address as valid_address
-from netbay.plugins.libnetwork.directory import (MADE, PENDING, Directory, cidr_pool, endpoint_of, overlap_refusal,
+from netbay.plugins.libnetwork.directory import (MADE, OWN, PENDING, Directory, cidr_pool, endpoint_of, overlap_refusal,
                                                  pending_pool_tag, plen, subnet_pool)
 from netbay.plugins.libnetwork.journal import REPLAYING
 from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.plugins.libnetwork.options import PoolOptions
+from netbay.runtime.claim import Claims
 
 LOCAL_SPACE = "netbay"
 GLOBAL_SPACE = "netbay-global"
@@ -48,12 +49,13 @@ async def _nothing(*_args: Any) -> None:
 
 
 class Ipam:
-    def __init__(self, neutron: Resources, directory: Directory, prepare: Prepare = _nothing,
+    def __init__(self, neutron: Resources, directory: Directory, claims: Claims, prepare: Prepare = _nothing,
                  unprepare: Unprepare = _nothing) -> None:
-        """``prepare(port, subnet)``: what the network driver does ahead for an endpoint's
-        port (plugs its pair); ``unprepare(port_id)`` undoes it when Docker releases the
-        address unused."""
-        self.neutron, self.dir = neutron, directory
+        """``claims``: the network driver's (ports are made with them, and CreateEndpoint
+        claims them); ``prepare(port, subnet)``: what the network driver does ahead for an
+        endpoint's port (plugs its pair); ``unprepare(port_id)`` undoes it when Docker
+        releases the address unused."""
+        self.neutron, self.dir, self.claims = neutron, directory, claims
         self.prepare, self.unprepare = prepare, unprepare
 
     async def capabilities(self, _req: dict[str, Any]) -> dict[str, Any]:
@@ -160,8 +162,8 @@ class Ipam:
         try:
             await self.prepare(port, subnet)
         except Exception:
-            if MADE in (port.get("tags") or ()):
-                await self.neutron.delete("port", port["id"])
+            if OWN.made_it(port):
+                await self.claims.give_back(port)
             raise
         ip = next(f["ip_address"] for f in port["fixed_ips"] if f["subnet_id"] == subnet["id"])
         if len(self.dir.reserved) > 4096:  # never bound (Docker rolled back): forget the oldest
@@ -201,9 +203,8 @@ class Ipam:
         fixed: dict[str, str] = {"subnet_id": subnet["id"]}
         if address:
             fixed["ip_address"] = address
-        return await self.neutron.create("port", {
-            "network_id": subnet["network_id"], "fixed_ips": [fixed], "mac_address": mac,
-            "device_owner": self.dir.device_owner, "name": "docker", "tags": [MADE, self.dir.owner]})
+        return await self.claims.make({"network_id": subnet["network_id"], "fixed_ips": [fixed], "mac_address": mac,
+                                       "name": "docker"}, [self.dir.owner])
 
     async def _half_made(self, subnet: dict[str, Any], mac: str) -> dict[str, Any] | None:
         """The port a RequestAddress cut short by a crash made for ``mac`` (made here, bound to
@@ -224,8 +225,8 @@ class Ipam:
         port = await self.dir.port_at(subnet["network_id"], address.split("/")[0])
         if port is not None:
             await self.unprepare(port["id"])
-        if port is not None and MADE in (port.get("tags") or ()):
-            await self.neutron.delete("port", port["id"])
+        if port is not None and OWN.made_it(port):
+            await self.claims.give_back(port)
         return {}
 
 

@@ -33,8 +33,8 @@ from netbay.plugins.libnetwork.directory import (MADE, OWN, PENDING, Directory, 
 from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.options import NetworkOptions
 from netbay.plugins.libnetwork.resources import PluginError, Resources
-from netbay.runtime import binding
 from netbay.runtime.attach import Attacher, Plug
+from netbay.runtime.claim import Claims
 from netbay.runtime.kernel import KernelThread
 
 ANSWER_SENT: ContextVar[asyncio.Event | None] = ContextVar("netbay_libnetwork_answer_sent", default=None)
@@ -53,6 +53,7 @@ class NetworkDriver:
         self.neutron, self.dir, self.attacher, self.docker = neutron, directory, attacher, docker
         self.host = host or socket.gethostname()
         self.kernel = KernelThread("netbay-plug")  # netlink work, in order, on one thread
+        self.claims = Claims(neutron.backend, OWN, directory.device_owner, self.host)
         self._background: set[asyncio.Task] = set()
         self.binding: dict[str, asyncio.Task] = {}  # port id -> CreateEndpoint's binding on its way
         self.prepared: dict[str, tuple[Plug, str]] = {}  # port id -> the pair RequestAddress made
@@ -183,8 +184,7 @@ class NetworkDriver:
             return {}
         neutron = self.neutron
         for port in await neutron.list("port", network_id=net["id"], tags=MADE):  # leftovers of a crash
-            await self.kernel(self.attacher.unplug, port["id"])
-            await neutron.delete("port", port["id"])
+            await self.drop(port)
         if OWN.made_it(net):
             await neutron.delete("network", net["id"])
             return {}
@@ -217,8 +217,8 @@ class NetworkDriver:
             raise PluginError(f"netbay: no port holds {address} on network {net['id']} "
                               "(use --ipam-driver with this driver)")
         mac = iface.get("MacAddress") or port["mac_address"]
-        update = self._binding(port, eid, mac)
-        early = "mac_address" not in update  # only the binding is left: nothing the API could refuse
+        also = {"mac_address": mac} if (port.get("mac_address") or "").lower() != mac.lower() else {}
+        early = not also  # only the binding is left: nothing the API could refuse
         plug = Plug(port["id"], net["id"], mac, int(net.get("mtu") or 1500))
         mark = binding_mark(self.dir.owner, port["id"], eid) if early else ""
         ready = self.prepared.pop(port["id"], None)
@@ -231,10 +231,10 @@ class NetworkDriver:
         try:
             if early:
                 self.dir.endpoints[eid] = await self._endpoint(eid, port, ifname)
-                self.binding[port["id"]] = self._later(self._bind_soon(eid, port["id"], update))
+                self.binding[port["id"]] = self._later(self._bind_soon(eid, port))
                 self.binding[port["id"]].add_done_callback(partial(self._bound, port["id"]))
             else:
-                port = await self.bind(eid, port["id"], update)
+                port = await self.bind(eid, port, also)
                 self.dir.endpoints[eid] = await self._endpoint(eid, port, ifname)
         except BaseException:
             await self.kernel(self.attacher.unplug, port["id"])
@@ -266,26 +266,23 @@ class NetworkDriver:
             self.attacher.mark(plug.port_id, mark)
         return ifname
 
-    def _binding(self, port: dict[str, Any], eid: str, mac: str | None) -> dict[str, Any]:
-        """The update that binds ``port`` to this host for ``eid`` (hands it to the agent)."""
-        update = binding.bind(port, eid, owner=self.dir.device_owner, host=self.host)
-        if mac and (port.get("mac_address") or "").lower() != mac.lower():
-            update["mac_address"] = mac
-        return update
-
-    async def bind(self, eid: str, port_id: str, update: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Bind the port (``update``, else what :meth:`_binding` says of it now), tag it
-        with its endpoint (kuryr's convention: the port names its endpoint whoever its
+    async def bind(self, eid: str, port: dict[str, Any] | str, also: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Claim the port (a port id: as it is now) for endpoint ``eid`` on this host
+        (:class:`netbay.runtime.claim.Claims`: bound, ``also`` in the same update, tagged
+        with its endpoint — kuryr's convention: the port names its endpoint whoever its
         device is), then clear the binding mark."""
-        if update is None:
-            update = self._binding(await self.neutron.show("port", port_id), eid, None)
-        port = await self.neutron.update("port", port_id, update)
-        if ep_tag(eid) not in (port.get("tags") or ()):
-            await self.neutron.add_tag("port", port_id, ep_tag(eid))
-        await self.kernel(self.attacher.mark, port_id, "")
-        return port
+        if isinstance(port, str):
+            port = await self.neutron.show("port", port)
+        claimed = await self.claims.claim(port, eid, [ep_tag(eid)], also=also)
+        await self.kernel(self.attacher.mark, claimed["id"], "")
+        return claimed
 
-    async def _bind_soon(self, eid: str, port_id: str, update: dict[str, Any]) -> None:
+    async def drop(self, port: dict[str, Any]) -> None:
+        """Unplug a port made here and delete it (a crash's leftover, an orphan)."""
+        await self.kernel(self.attacher.unplug, port["id"])
+        await self.claims.give_back(port, made=True)
+
+    async def _bind_soon(self, eid: str, port: dict[str, Any]) -> None:
         """CreateEndpoint's binding, after Docker has its answer: the mark on the fabric end
         stands for it until it lands, so a plugin killed meanwhile finishes it at start
         (:meth:`netbay.plugins.libnetwork.gc.Collector.finish_bindings`)."""
@@ -296,12 +293,12 @@ class NetworkDriver:
         delay = BIND_RETRY
         for attempt in range(BIND_ATTEMPTS):
             try:
-                await self.bind(eid, port_id, update)
+                await self.bind(eid, port)
                 return
             except NotFound:
                 return  # released meanwhile: nothing left to bind
             except Exception as exc:  # noqa: BLE001 - the mark stays; retried here, then by the sweep
-                log.warning("port %s: binding (attempt %d): %s", port_id, attempt + 1, exc)
+                log.warning("port %s: binding (attempt %d): %s", port["id"], attempt + 1, exc)
             await asyncio.sleep(delay)
             delay *= 3
 
@@ -422,10 +419,8 @@ class NetworkDriver:
         if port is None:
             return {}
         await self.kernel(self.attacher.unplug, port["id"])
-        if OWN.made_it(port):
-            return {}  # ReleaseAddress deletes it next
-        await self.neutron.update("port", port["id"], binding.unbind(port.get("device_id") == eid))
-        await self.neutron.remove_tag("port", port["id"], ep_tag(eid))
+        if not OWN.made_it(port):  # a made one: ReleaseAddress deletes it next
+            await self.claims.give_back(port, device=eid)
         return {}
 
     def close(self) -> None:

@@ -123,7 +123,7 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
     directory = Directory(neutron, owner_tag(name, host), device_owner)
     docker = DockerView(docker_host, name) if docker_host else None
     net = NetworkDriver(neutron, directory, attacher, host, docker, netbay_api)
-    table = handlers(Ipam(neutron, directory, net.prepare, net.unprepare), net)
+    table = handlers(Ipam(neutron, directory, net.claims, net.prepare, net.unprepare), net)
     journal = Journal(journal_dir)
     journal.adopt()
     collector = Collector(neutron, net, grace, docker, journal.macs)

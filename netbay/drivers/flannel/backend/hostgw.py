@@ -13,7 +13,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from netbay.dataplane import rtnl as kernel
-from netbay.dataplane.links import LinkError
+from netbay.dataplane.rtnl import LinkError
 from netbay.drivers import peers as peerlib
 from netbay.drivers.flannel.backend import BackendError
 from netbay.drivers.node import Node

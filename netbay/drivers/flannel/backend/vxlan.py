@@ -16,7 +16,7 @@ import errno
 from dataclasses import dataclass
 
 from netbay.dataplane import rtnl as kernel
-from netbay.dataplane.links import LinkError
+from netbay.dataplane.rtnl import LinkError
 from netbay.drivers import peers as peerlib
 from netbay.drivers.node import Node
 
