@@ -159,7 +159,7 @@ def sync(store: Store, cluster_id: str, net: NetworkBackend) -> None:
         ports = node_ports(s, cluster_id)
     if netcfg is None:
         return
-    config = registry.stored(cfg)
+    config = registry.stored(cfg) or {}   # a config is there: netcfg came from it
     for port_id in ports:
         allow_pod_network(net, port_id, netcfg.network)
 
