@@ -1,4 +1,5 @@
-"""The network driver registry: one :class:`DriverSpec` per driver, one :class:`Driver` protocol.
+"""The network driver registry: one :class:`DriverSpec` per driver (:mod:`netbay.drivers.spec`),
+one :class:`Driver` protocol.
 
 A driver package (``netbay/drivers/<name>/``) declares in its ``SPEC`` everything
 the rest of netbay asks about it — the COEs it serves and the ones it is the
