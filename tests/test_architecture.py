@@ -109,7 +109,53 @@ def module_imports(root: Path = ROOT) -> dict[str, set[str]]:
                         edges[name].add(target)
             elif isinstance(node, ast.Import):
                 edges[name].update(a.name for a in node.names if a.name in paths and a.name != name)
+    loader = f"{root.name}.drivers.registry"
+    if loader in paths:
+        edges[loader].update(m for m in factory_modules(root) if m in paths and m != loader)
     return edges
+
+
+def factory_modules(root: Path = ROOT) -> set[str]:
+    """The modules of every ``factory="module:Class"`` a driver declares: the registry's
+    :func:`~netbay.drivers.registry.make` imports them by name (``importlib``), an import
+    no ``import`` statement shows, so :func:`module_imports` adds it as the edge
+    registry → module."""
+    found = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.keyword) and node.arg == "factory" and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str) and ":" in node.value.value):
+                found.add(node.value.value.partition(":")[0])
+    return found
+
+
+def test_registered_factories_are_edges_of_the_module_graph():
+    """Every driver the registry holds has its factory seen by the reader (none hides)."""
+    import netbay.drivers  # noqa: F401  (registers the drivers)
+    from netbay.drivers import registry
+
+    registered = {spec.factory.partition(":")[0] for spec in registry.DRIVERS.values() if spec.factory}
+    assert "netbay.drivers.flannel.driver" in registered   # really read
+    assert registered <= factory_modules()
+    assert registered <= module_imports()["netbay.drivers.registry"]
+
+
+def test_a_cycle_through_a_factory_string_is_found(tmp_path):
+    """A driver module that imports its package, which imports the registry: the
+    registry → driver edge only a factory string makes closes the loop."""
+    drivers = tmp_path / "netbay" / "drivers"
+    (drivers / "toy").mkdir(parents=True)
+    for init in (tmp_path / "netbay", drivers):
+        (init / "__init__.py").write_text("")
+    (drivers / "registry.py").write_text("import importlib\n\nclass DriverSpec:\n    pass\n")
+    (drivers / "toy" / "__init__.py").write_text(
+        "from netbay.drivers.registry import DriverSpec\n"
+        "SPEC = DriverSpec(name='toy', factory='netbay.drivers.toy.driver:Toy')\n")
+    (drivers / "toy" / "driver.py").write_text("from netbay.drivers.toy import SPEC\n\nclass Toy:\n    pass\n")
+    cycle = find_cycle(module_imports(tmp_path / "netbay"))
+    assert cycle is not None and "netbay.drivers.registry" in cycle and "netbay.drivers.toy.driver" in cycle, cycle
+    (drivers / "toy" / "driver.py").write_text("class Toy:\n    pass\n")
+    assert find_cycle(module_imports(tmp_path / "netbay")) is None
 
 
 def test_module_reader_sees_lazy_and_relative_imports(tmp_path):

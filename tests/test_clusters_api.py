@@ -105,10 +105,19 @@ def test_unknown_template_is_400(ci_admin, ident):
 def test_another_projects_private_template_is_unknown_but_a_public_one_is_usable(ci_admin, ci_member, template):
     magnum_error(ci_member.post("/clusters", json={"cluster_template_id": template["uuid"]}), 400,
                  f"ClusterTemplate {template['uuid']} could not be found.")
-    public = make_template(ci_admin, public=True, hidden=True)
+    public = make_template(ci_admin, public=True)
     cid = _create(ci_member, cluster_template_id=public["uuid"])
     assert ci_member.get(f"/clusters/{cid}").json()["project_id"] != "admin"
     magnum_error(ci_admin.delete(f"/clustertemplates/{public['uuid']}"), 400, contains="is referenced")
+
+
+def test_a_hidden_template_makes_clusters_for_admins_only(ci_admin, ci_member):
+    """Magnum's cluster create: ``if cluster_template.hidden and not context.is_admin:
+    raise NotAuthorized()`` — a public hidden template is shown by its uuid, not used."""
+    hidden = make_template(ci_admin, public=True, hidden=True)
+    assert ci_member.get(f"/clustertemplates/{hidden['uuid']}").status_code == 200
+    magnum_error(ci_member.post("/clusters", json={"cluster_template_id": hidden["uuid"]}), 403, "Not authorized.")
+    _create(ci_admin, cluster_template_id=hidden["uuid"])
 
 
 @pytest.mark.parametrize("body, contains", [

@@ -30,7 +30,7 @@ import pytest
 from coehelp import magnum_error, make_template
 from conftest import ADMIN_PASSWORD, unique
 
-from netbay.coe import clusternet
+from netbay.drivers import registry
 
 SERVER_ARGS = ("--no-conductor",)
 OPENSTACK = str(Path(sys.executable).parent / "openstack")
@@ -302,15 +302,31 @@ def test_a_padded_flannel_backend_is_stored_as_vxlan_and_the_hot_export_opens_ud
     assert 8472 in _master_udp_ports(ci, r.json()["uuid"])
 
 
-def test_a_padded_flannel_ip_masq_false_turns_masquerading_off(ci, magnum):
+def test_a_padded_flannel_ip_masq_false_turns_masquerading_off(ci, magnum, database_url):
     ct = magnum.cluster_templates.create(name=unique("ws"), coe="kubernetes", network_driver="flannel",
                                          external_network_id="public", labels={"flannel_ip_masq": " false"})
     assert ct.labels == {"flannel_ip_masq": "false"}
     cluster = magnum.clusters.create(name=unique("ws"), cluster_template_id=ct.uuid, node_count=1)
-    stored = magnum.clusters.get(cluster.uuid).labels
-    assert stored == {"flannel_ip_masq": "false"}
-    config, _ = clusternet.network_config("flannel", stored)   # what the agent is given
-    assert config["ip_masq"] is False
+    assert magnum.clusters.get(cluster.uuid).labels == {"flannel_ip_masq": "false"}
+    # The typed config parsed at create is stored with the cluster: what the cluster network
+    # copies and the agent is given (no label read again).
+    config = _stored_driver_config(database_url, cluster.uuid)
+    assert config == {"network": "10.100.0.0/16", "subnet_len": 24, "backend": "vxlan", "ip_masq": False}
+    assert registry.make("flannel", config).config.ip_masq is False
+
+
+def _stored_driver_config(database_url: str, cluster_id: str) -> dict:
+    from sqlalchemy import select
+
+    from netbay.store.db import Store
+    from netbay.store.models import Cluster
+
+    store = Store(database_url)
+    try:
+        with store.read() as s:
+            return s.scalars(select(Cluster.driver_config).where(Cluster.id == cluster_id)).one()
+    finally:
+        store.dispose()
 
 
 def _ipip_available() -> bool:

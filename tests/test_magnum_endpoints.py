@@ -192,7 +192,7 @@ def test_certificate_errors(ci: httpx.Client, cluster: dict, server: Server) -> 
     magnum_error(other.patch(f"/certificates/{cluster['uuid']}"), 404)
 
 
-# --- keypairs: Nova's os-keypairs, which templates and clusters are checked against --------------------
+# --- keypairs: Nova's os-keypairs, which clusters are checked against --------------------
 
 
 @pytest.mark.slow
@@ -246,17 +246,35 @@ def _user_id(server: Server, token: str) -> str:
     return r.json()["token"]["user"]["id"]
 
 
-def test_templates_and_clusters_name_only_known_keypairs(server: Server, owner, cluster: dict,
-                                                         ci: httpx.Client) -> None:
+def test_keypairs_are_checked_where_magnum_checks_them(server: Server, owner, cluster: dict,
+                                                       ci: httpx.Client) -> None:
+    """Magnum's ``validate_os_resources``: a template's ``keypair_id`` is not checked (a
+    template naming a keypair Nova does not know is made, shown, patched); a cluster's
+    keypair — its own, else its template's — is, at cluster create (404)."""
     assert cluster["keypair"] == "owner-key"  # from the template
-    magnum_error(ci.post("/clustertemplates", json={"coe": "kubernetes", "keypair_id": "never-seen"}), 404,
-                 "Unable to find keypair never-seen.")
+    name = unique("kp")
+    ok(osc(server, "coe", "cluster", "template", "create", name, "--coe", "kubernetes", "--image",
+           "fedora-coreos", "--external-network", "public", "--keypair", "never-seen", user=owner, json_out=False))
+    assert ci.get(f"/clustertemplates/{name}").json()["keypair_id"] == "never-seen"
+    ok(osc(server, "coe", "cluster", "template", "update", name, "--keypair", "still-unknown",
+           user=owner, json_out=False))
+    assert ci.get(f"/clustertemplates/{name}").json()["keypair_id"] == "still-unknown"
+    r = osc(server, "coe", "cluster", "create", "--cluster-template", name, unique("c"), user=owner,
+            json_out=False)
+    assert r.returncode != 0 and "Unable to find keypair still-unknown (HTTP 404)" in r.stderr, r.stderr
+    r = osc(server, "coe", "cluster", "create", "--cluster-template", name, "--keypair", "owner-key",
+            "--node-count", "1", unique("c"), user=owner, json_out=False)
+    assert r.returncode == 0, r.stderr   # the cluster's own keypair replaces the template's
     template = make_template(ci, name=unique("kp"), keypair_id="owner-key")
     magnum_error(ci.post("/clusters", json={"cluster_template_id": template["uuid"], "keypair": "never-seen"}),
                  404, "Unable to find keypair never-seen.")
-    # Keypairs are the user's: another user names a keypair it does not have.
+    # Keypairs are the user's: another user's template names one it does not have — made;
+    # its cluster from that template is refused.
     other = ci_client(server, server.token(*server.make_user()))
-    magnum_error(other.post("/clustertemplates", json={"coe": "kubernetes", "keypair_id": "owner-key"}), 404,
+    theirs = other.post("/clustertemplates", json={"coe": "kubernetes", "keypair_id": "owner-key",
+                                                   "image_id": "fedora-coreos"})
+    assert theirs.status_code == 201, theirs.text
+    magnum_error(other.post("/clusters", json={"cluster_template_id": theirs.json()["uuid"]}), 404,
                  "Unable to find keypair owner-key.")
 
 

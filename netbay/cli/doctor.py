@@ -2,11 +2,12 @@
 
 Reads the kernel's build configuration and, as root, probes each feature in a
 throwaway namespace (``netbay.dataplane.features``); then checks every network
-driver mode against the features it declares (``netbay.drivers.registry``), the same
-declaration the API refuses unrealizable modes with. On ``--backend openstack``, also
-whether this host can bind the cloud's ports (:func:`netbay.runtime.vif.host_report`):
-its Open vSwitch database reachable, a chassis, the integration bridge, the vif_types
-netbay plugs; informative (a host may run ``--plug fabric``), not a failure.
+driver mode the registry declares (``DriverSpec.modes``) against the features it needs
+(``DriverSpec.kernel_needs``), the same declaration the API refuses unrealizable modes
+with: no label is read here. On ``--backend openstack``, also whether this host can bind
+the cloud's ports (:func:`netbay.runtime.vif.host_report`): its Open vSwitch database
+reachable, a chassis, the integration bridge, the vif_types netbay plugs; informative (a
+host may run ``--plug fabric``), not a failure.
 """
 
 from __future__ import annotations
@@ -22,18 +23,6 @@ from rich.table import Table
 from netbay.drivers import registry
 
 console = Console()
-
-# Each mode: (driver, a label setting that selects it); labels not given take defaults.
-MODES: tuple[tuple[str, dict[str, str]], ...] = (
-    ("flannel", {"flannel_backend": "vxlan"}),
-    ("flannel", {"flannel_backend": "host-gw"}),
-    ("calico", {}),
-    ("calico", {"calico_ipv4pool_vxlan": "Always"}),
-    ("calico", {"calico_ipv4pool_vxlan": "CrossSubnet"}),
-    ("calico", {"calico_ipv4pool_ipip": "Always"}),
-    ("calico", {"calico_ipv4pool_ipip": "CrossSubnet"}),
-)
-
 
 # Network API extensions whose realization needs a kernel feature:
 # (alias, feature, what for, whether netbay's dataplane realizes it where the feature is).
@@ -57,13 +46,12 @@ def modes_report(available: dict[str, bool]) -> list[dict[str, Any]]:
     """Every driver mode with the features it needs and whether this host has them."""
     base = [f for f, _ in registry.BASE_KERNEL_NEEDS]
     rows = []
-    for name, labels in MODES:
-        driver = registry.DRIVERS[name]
-        needs = [f for f, _ in driver.kernel(driver.effective(labels))] if driver.kernel else []
-        wanted = base + needs
-        missing = [f for f in wanted if not available.get(f, False)]
-        mode = ", ".join(f"{k}={v}" for k, v in labels.items()) or "direct routes (no encapsulation)"
-        rows.append({"driver": name, "mode": mode, "needs": needs, "missing": missing, "ok": not missing})
+    for driver in registry.DRIVERS.values():
+        for labels in driver.modes:   # each mode as the driver declares it
+            needs = [f for f, _ in driver.kernel_needs(labels)]
+            missing = [f for f in base + needs if not available.get(f, False)]
+            mode = ", ".join(f"{k}={v}" for k, v in labels.items()) or "direct routes (no encapsulation)"
+            rows.append({"driver": driver.name, "mode": mode, "needs": needs, "missing": missing, "ok": not missing})
     return rows
 
 

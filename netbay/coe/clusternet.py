@@ -14,7 +14,6 @@ Which lease manager and config a driver uses is the driver's own
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import select
@@ -33,29 +32,31 @@ from netbay.store.models import (
 SERVER = "OS::Nova::Server"
 
 
-def network_config(driver: str | None, labels: Mapping[str, Any] | None) -> tuple[dict[str, Any], leaselib.NetworkConfig] | None:
-    """(the driver's typed config as the agent gets it, its lease config) for a driver
-    with pod networks; None for one without. Raises ValueError (``LabelError``) on bad
-    labels: the check is the API's own (:meth:`netbay.drivers.registry.DriverSpec.parse`)."""
-    cfg = registry.config(driver, labels)
-    if cfg is None:
-        return None
-    return registry.stored(cfg), cfg.network_config
+def lease_config(driver: str | None, cfg: Any) -> leaselib.NetworkConfig | None:
+    """What each node of a cluster with driver ``driver`` and typed config ``cfg`` gets
+    a lease of; None for a driver that programs no node (or has no config)."""
+    return cfg.network_config if cfg is not None and registry.on_nodes(driver) else None
 
 
-def room_problem(driver: str | None, labels: dict[str, Any] | None, masters: int, nodes: int) -> str | None:
-    """Why ``masters`` + ``nodes`` cannot each get a lease, or None if they can."""
-    try:
-        found = network_config(driver, labels)
-    except ValueError as exc:
-        return str(exc)
-    if found is None:
+def stored_config(driver: str | None, cluster: Cluster) -> Any:
+    """The typed config the cluster stored at create (no label read again). A row from
+    before it was stored whose labels the driver refuses has none: then this raises
+    that refusal (``LabelError``, a ValueError), as the build always did."""
+    if cluster.driver_config is not None:
+        return registry.loaded(driver, cluster.driver_config)
+    return registry.config(driver, cluster.labels)   # raises for such a row; None for a driver without config
+
+
+def room_problem(driver: str | None, cfg: Any, masters: int, nodes: int) -> str | None:
+    """Why ``masters`` + ``nodes`` cannot each get a lease of ``cfg``'s network, or None."""
+    leases = lease_config(driver, cfg)
+    if leases is None:
         return None
-    capacity = leaselib.capacity(found[1])
+    capacity = leaselib.capacity(leases)
     needed = masters + nodes
     if needed <= capacity:
         return None
-    exhausted = leaselib.LeasesExhausted(found[1], capacity, needed)
+    exhausted = leaselib.LeasesExhausted(leases, capacity, needed)
     return f"A cluster of {masters} master(s) and {nodes} node(s) needs {needed} {driver} node leases: {exhausted}"
 
 
@@ -163,11 +164,12 @@ def sync(store: Store, cluster_id: str, net: NetworkBackend) -> None:
         cluster = s.get(Cluster, cluster_id)
         template = s.get(ClusterTemplate, cluster.cluster_template_id) if cluster is not None else None
         driver = template.network_driver if template is not None else None
-        found = None if cluster is None else network_config(driver, cluster.labels)
+        cfg = None if cluster is None else stored_config(driver, cluster)
+        netcfg = lease_config(driver, cfg)
         ports = node_ports(s, cluster_id)
-    if found is None:
+    if netcfg is None:
         return
-    config, netcfg = found
+    config = registry.stored(cfg) or {}   # a config is there: netcfg came from it
     for port_id in ports:
         allow_pod_network(net, port_id, netcfg.network)
 
@@ -226,5 +228,5 @@ def forget(store: Store, cluster_id: str) -> None:
     store.retrying(write)
 
 
-__all__ = ["CLUSTERNETS", "ClusterNets", "allow_pod_network", "forget", "network_config", "node_ports", "room_problem",
-           "stack_nodes", "sync"]
+__all__ = ["CLUSTERNETS", "ClusterNets", "allow_pod_network", "forget", "lease_config", "node_ports", "room_problem",
+           "stack_nodes", "stored_config", "sync"]

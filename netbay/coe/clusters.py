@@ -21,8 +21,9 @@ from sqlalchemy.orm import Session
 
 from netbay.coe import certificates, clusternet, common, fields, labels, patch, references, templates
 from netbay.coe.fields import Attr
+from netbay.drivers import registry
 from netbay.context import Context
-from netbay.errors import BadRequest, NotFound
+from netbay.errors import BadRequest, Forbidden, NotFound
 from netbay.store.models import Cluster, ClusterTemplate, utcnow
 
 KIND = common.CLUSTER
@@ -146,11 +147,13 @@ def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False,
     if values["node_count"] == 0 and not zero_nodes:
         raise BadRequest(ZERO_NODES)
     template = _template_for_create(session, ctx, values["cluster_template_id"])
+    if template.hidden and not ctx.is_admin:   # Magnum: a hidden template makes clusters for admins only
+        raise Forbidden("Not authorized.")
     # Lock the template against a concurrent delete (PostgreSQL: FOR SHARE).
     session.execute(select(ClusterTemplate.id).where(ClusterTemplate.id == template.id)
                     .with_for_update(read=True))
     merge = bool(values.pop("merge_labels", False))
-    if values.get("labels") is None:
+    if not values.get("labels"):   # Magnum: absent or empty labels are the template's
         values["labels"] = dict(template.labels or {})
     elif merge:
         values["labels"] = {**(template.labels or {}), **values["labels"]}
@@ -162,19 +165,22 @@ def create(session: Session, ctx: Context, body: Any, *, legacy: bool = False,
     for attr in ("docker_volume_size", "master_flavor_id", "flavor_id", "fixed_network", "fixed_subnet"):
         if not values.get(attr):
             values[attr] = getattr(template, attr)
-    if values["master_count"] > 1 and not values["master_lb_enabled"]:
-        raise BadRequest("master_count must be 1 when master_lb_enabled is False")
-    values["labels"] = labels.check(values["labels"], template.network_driver).labels
+    # Magnum's checks in Magnum's order (attr_validator.validate_os_resources: the network
+    # names, then the keypair; validate_master_count), then netbay's own (docs/magnum.md).
     references.check(session, ctx, {"external_network_id": template.external_network_id,
                                     "fixed_network": values["fixed_network"],
                                     "fixed_subnet": values["fixed_subnet"]}, net)
+    references.keypair(session, ctx, values["keypair"])
+    if values["master_count"] > 1 and not values["master_lb_enabled"]:
+        raise BadRequest("master_count must be 1 when master_lb_enabled is False")
+    checked = labels.check(values["labels"], template.network_driver)   # the one parse of the labels
+    values["labels"], values["driver_config"] = checked.labels, registry.stored(checked.config)
     templates.check_routes(session, template.network_driver, values["labels"],
                            external=template.external_network_id, fixed_network=values["fixed_network"],
                            fixed_subnet=values["fixed_subnet"], net=net)
-    references.keypair(session, ctx, values["keypair"])
     _check_room(session, values["labels"], values["fixed_subnet"], values["master_count"],
                 values["node_count"], values["master_lb_enabled"], net=net)
-    no_leases = clusternet.room_problem(template.network_driver, values["labels"], values["master_count"],
+    no_leases = clusternet.room_problem(template.network_driver, checked.config, values["master_count"],
                                         values["node_count"])
     if no_leases:
         raise BadRequest(no_leases)

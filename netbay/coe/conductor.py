@@ -204,8 +204,12 @@ class EmbeddedConductor:
             inputs = composition_inputs(s, cluster, template)
             name, project = cluster.name, cluster.project_id
             # Every node needs a lease of the container network: checked before the stack changes.
-            no_room = clusternet.room_problem(template.network_driver if template else None, cluster.labels,
-                                              cluster.master_count, cluster.node_count)
+            driver = template.network_driver if template else None
+            try:
+                no_room = clusternet.room_problem(driver, clusternet.stored_config(driver, cluster),
+                                                  cluster.master_count, cluster.node_count)
+            except ValueError as exc:   # labels refused, kept from before the API checked them
+                no_room = str(exc)
         verb = action.upper()
         if action != "delete" and no_room:
             return self._report(cluster_id, action, Outcome(f"{verb}_FAILED", no_room))

@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Mapping
 
-from netbay.drivers.registry import DriverSpec
+from netbay.drivers.spec import DriverSpec
 
 _lock = threading.Lock()
 _detected: dict[str, object] | None = None

@@ -126,10 +126,13 @@ def _not_literal(text: str) -> str:
 @dataclass(frozen=True)
 class Checked:
     """Labels after the check: the read ones as the driver reads them (a string given is
-    stored normalized), the others as given; which the driver will ignore."""
+    stored normalized), the others as given; which the driver will ignore; and the
+    driver's typed config made from them (None: the driver has none) — the one parse,
+    which a cluster stores (``driver_config``)."""
 
     labels: dict[str, Any]
     ignored: list[str]
+    config: Any = None
 
 
 def check(labels: Mapping[str, Any], driver_name: str | None) -> Checked:
@@ -153,7 +156,8 @@ def check(labels: Mapping[str, Any], driver_name: str | None) -> Checked:
             raise BadRequest(problem)
     kept = {key: normalized[key] if key in normalized and isinstance(value, str) else value
             for key, value in labels.items()}
-    return Checked(kept, ignored(labels, driver_name))
+    config = driver.config.from_values(effective) if driver is not None and driver.config is not None else None
+    return Checked(kept, ignored(labels, driver_name), config)
 
 
 def ignored(labels: Mapping[str, Any], driver_name: str | None) -> list[str]:
@@ -173,16 +177,16 @@ def routing_problem(labels: Mapping[str, Any], driver_name: str | None, fixed_ci
     The private subnet: no overlap with the subnets the driver hands nodes (a lease
     or block on node addresses). Flannel keeps its first subnet free, which is why
     the spec's ``flannel_network_cidr=10.0.0.0/8`` beside ``10.0.0.0/24`` works."""
-    from netbay.coe.clusternet import network_config
+    from netbay.coe.clusternet import lease_config
 
     driver = registry.get(driver_name)
     if driver is None:
         return None
     effective = driver.effective({k: str(v) for k, v in labels.items()})
     try:
-        found = network_config(driver_name, effective)
+        leases = lease_config(driver_name, registry.config(driver_name, effective))
     except ValueError:
-        found = None
+        leases = None
     fixed = ipaddress.ip_network(fixed_cidr, strict=False) if fixed_cidr else None
     outside = [ipaddress.ip_network(c, strict=False) for c in external]
     for spec in driver.labels:
@@ -197,14 +201,14 @@ def routing_problem(labels: Mapping[str, Any], driver_name: str | None, fixed_ci
         if fixed is None or fixed.version != 4 or not net.overlaps(fixed):
             continue
         low, high = int(net.network_address), int(net.broadcast_address)
-        if found is not None and found[1].network == str(net):
-            cfg = found[1]
+        if leases is not None and leases.network == str(net):
+            cfg = leases
             low = int(ipaddress.ip_network(cfg.first).network_address)
             high = int(ipaddress.ip_network(cfg.last).broadcast_address)
         if low <= int(fixed.broadcast_address) and int(fixed.network_address) <= high:
             hint = ""
-            if found is not None and found[1].network == str(net) and found[1].subnet_min is None:
-                hint = (f", or one whose first /{found[1].subnet_len} (kept free, never a node's) holds "
+            if leases is not None and leases.network == str(net) and leases.subnet_min is None:
+                hint = (f", or one whose first /{leases.subnet_len} (kept free, never a node's) holds "
                         f"{fixed}")
             return (f"Label {spec.key}={net} overlaps the cluster's private subnet {fixed}: the "
                     f"{driver.name} driver would give pods addresses the nodes use. Choose a range "

@@ -5,7 +5,9 @@ name, ``router:external``), the fixed network and subnet the caller can see.
 Magnum also checks the image (Glance) and flavors (Nova); netbay has neither, so
 those stay free-form strings that the executor ignores. The keypair is checked
 against the caller's keypairs (netbay's ``os-keypairs``, as Magnum asks Nova)
-when a template or cluster is created.
+when a cluster is created — the cluster's own, else its template's — and never at
+template create or update (Magnum's ``validate_os_resources`` checks it only with a
+cluster). docs/magnum.md says which field is checked where.
 
 On the ``openstack`` backend the names live in the cloud's Neutron (where the
 cluster's networks are made), not in netbay's own tables: :func:`check` is given

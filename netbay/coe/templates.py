@@ -136,8 +136,8 @@ def _validate(session: Session, ctx: Context, config: CoeConfig, values: dict[st
     if values.get("docker_storage_driver") == "devicemapper" and (values.get("docker_volume_size") or 0) < 3:
         raise BadRequest(f"docker volume size {values.get('docker_volume_size')} GB is not valid, expecting "
                          "minimum value 3GB for devicemapper storage driver.")
+    references.check(session, ctx, values, net)   # Magnum's validate_os_resources, then netbay's label checks
     values["labels"] = labels.check(values.get("labels") or {}, values["network_driver"]).labels
-    references.check(session, ctx, values, net)
     check_routes(session, values["network_driver"], values["labels"], external=values.get("external_network_id"),
                  fixed_network=values.get("fixed_network"), fixed_subnet=values.get("fixed_subnet"), net=net)
 
@@ -169,8 +169,7 @@ def create(session: Session, ctx: Context, config: CoeConfig, body: Any, *, lega
     """``net``: the backend the template's network names live in (``None``: netbay's own)."""
     values = fields.parse(body, schema(legacy), argument, READONLY)
     values["labels"] = dict(values.get("labels") or {})
-    _validate(session, ctx, config, values, net)
-    references.keypair(session, ctx, values.get("keypair_id"))
+    _validate(session, ctx, config, values, net)   # the keypair is not checked here: a cluster's is
     if values["public"] or values["hidden"]:
         _publish_allowed(ctx)
     values["name"] = values.get("name") or common.generate_name("template")

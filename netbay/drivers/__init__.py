@@ -2,8 +2,8 @@
 
 Layout (see docs/drivers.md):
 
-* :mod:`.registry` — :class:`~.registry.DriverSpec` (what a driver declares),
-  the :class:`~.registry.Driver` protocol, and the lookups everything else uses.
+* :mod:`.spec` — :class:`~.spec.DriverSpec` (what a driver declares); :mod:`.registry`
+  — the :class:`~.registry.Driver` protocol, and the lookups everything else uses.
 * one package per driver — :mod:`.flannel` (``backend/vxlan``, ``backend/hostgw``;
   ``udp`` refused), :mod:`.calico` (direct routes, VXLAN; IP-in-IP needs a kernel
   feature), :mod:`.docker` (Docker's overlay), :mod:`.kuryr` (labels only: its pods

@@ -1,4 +1,5 @@
-"""The network driver registry: one :class:`DriverSpec` per driver, one :class:`Driver` protocol.
+"""The network driver registry: one :class:`DriverSpec` per driver (:mod:`netbay.drivers.spec`),
+one :class:`Driver` protocol.
 
 A driver package (``netbay/drivers/<name>/``) declares in its ``SPEC`` everything
 the rest of netbay asks about it — the COEs it serves and the ones it is the
@@ -9,8 +10,10 @@ nodes, its typed config and where its kernel code lives — and
 a driver's name (flannel's ``pkg/backend`` pattern, one level up):
 
 * the API checks labels with :meth:`DriverSpec.parse` (:mod:`netbay.coe.labels`);
-* :func:`config` turns a name and labels into the typed config, parsed once, that
-  the cluster network stores and the agent is given;
+* :func:`config` turns a name and labels into the typed config, parsed once at
+  cluster create: :func:`stored` is what the cluster keeps (``driver_config``), the
+  cluster network copies and the agent is given; :func:`loaded` turns it back
+  without reading a label;
 * :func:`make` builds the driver object the agent, the Docker plugin and the
   container API drive; :func:`default_driver` and :func:`takes_containers` answer
   the COE and placement questions.
@@ -24,10 +27,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from netbay.drivers.labelspec import CrossCheck, KernelNeeds, LabelError, LabelSpec
+from netbay.drivers.labelspec import LabelError, LabelSpec
+from netbay.drivers.spec import DriverSpec
 
 if TYPE_CHECKING:
     from netbay.drivers.leases import NetworkConfig
@@ -35,12 +39,13 @@ if TYPE_CHECKING:
     from netbay.drivers.pods import Bridged, PodLink
 
 __all__ = ["BASE_KERNEL_NEEDS", "COMMON_LABELS", "DRIVERS", "Driver", "DriverConfig", "DriverSpec",
-           "LabelError", "LabelSpec", "config", "default_driver", "get", "known_labels", "make",
-           "register", "stored", "supported", "takes_containers"]
+           "LabelError", "LabelSpec", "config", "default_driver", "get", "known_labels", "loaded", "make",
+           "on_nodes", "register", "stored", "supported", "takes_containers"]
 
 
 class DriverConfig(Protocol):
-    """A driver's typed config: built from the effective labels, stored as plain data."""
+    """A driver's typed config: built from the effective labels, stored as plain data
+    (a dataclass). ``network_config`` is asked only of a driver on the nodes."""
 
     @classmethod
     def from_values(cls, values: Mapping[str, str]) -> DriverConfig:
@@ -84,52 +89,6 @@ class BridgedDriver(Driver, Protocol):
     def bridged(self, node: Node) -> Bridged: ...
 
 
-@dataclass(frozen=True)
-class DriverSpec:
-    """A network driver as data: what it serves, what it reads, where its code is."""
-
-    name: str
-    summary: str
-    coes: tuple[str, ...]
-    labels: tuple[LabelSpec, ...] = ()
-    checks: tuple[CrossCheck, ...] = ()
-    beyond_magnum: str = ""
-    kernel: KernelNeeds | None = None
-    #: the COEs whose clusters get this driver when the template names none
-    default_for: tuple[str, ...] = ()
-    #: pods hang off a node bridge, so a container runtime can be plugged there too
-    #: (the driver object then has ``bridged(node)``, see :class:`BridgedDriver`)
-    takes_containers: bool = False
-    #: the typed config (:class:`DriverConfig`); None: no pod network on the nodes
-    config: type[Any] | None = None
-    #: ``"module:Class"`` of the driver, built from a config (imported on first use:
-    #: the kernel code stays out of the API server's and the CLI's imports)
-    factory: str = ""
-
-    def label(self, key: str) -> LabelSpec | None:
-        return next((spec for spec in self.labels if spec.key == key), None)
-
-    def effective(self, labels: Mapping[str, str]) -> dict[str, str]:
-        """Every label this driver reads: the given (checked) values, else defaults."""
-        return {spec.key: labels.get(spec.key, spec.default) for spec in self.labels}
-
-    def checked(self, labels: Mapping[str, Any]) -> dict[str, str]:
-        """Every label this driver reads, each given one checked and normalized
-        (:class:`LabelError` on the first bad one), then the rules across them."""
-        given = {spec.key: spec.check(labels[spec.key]) for spec in self.labels if spec.key in labels}
-        values = self.effective(given)
-        for rule in self.checks:
-            problem = rule(values)
-            if problem:
-                raise LabelError(problem)
-        return values
-
-    def parse(self, labels: Mapping[str, Any] | None) -> Any:
-        """Labels → the typed config, once; None for a driver without one."""
-        values = self.checked(labels or {})
-        return None if self.config is None else self.config.from_values(values)
-
-
 DRIVERS: dict[str, DriverSpec] = {}
 
 # Labels every cluster reads whatever its driver (the base cluster fragment's).
@@ -154,8 +113,8 @@ def register(spec: DriverSpec) -> DriverSpec:
     taken = [coe for coe in spec.default_for if default_driver(coe) is not None]
     if taken:
         raise ValueError(f"network driver {spec.name!r}: {', '.join(taken)} already has a default driver")
-    if (spec.config is None) != (not spec.factory):
-        raise ValueError(f"network driver {spec.name!r}: a config and a factory go together")
+    if spec.factory and spec.config is None:
+        raise ValueError(f"network driver {spec.name!r}: a factory is built from a config; it has none")
     DRIVERS[spec.name] = spec
     return spec
 
@@ -189,22 +148,37 @@ def known_labels(spec: DriverSpec | None) -> dict[str, LabelSpec]:
 
 def config(name: str | None, labels: Mapping[str, Any] | None) -> Any:
     """The typed config of driver ``name`` for ``labels`` (:class:`LabelError`, a
-    ValueError, on a bad one); None for a driver without a pod network (or none)."""
+    ValueError, on a bad one); None for a driver without one (or none)."""
     spec = get(name)
     return None if spec is None else spec.parse(labels)
 
 
-def stored(cfg: Any) -> dict[str, Any]:
-    """A typed config as the cluster network stores it (and the agent receives it)."""
-    return asdict(cfg)
+def stored(cfg: Any) -> dict[str, Any] | None:
+    """A typed config as a cluster stores it (and the agent receives it); None stays None."""
+    return None if cfg is None else asdict(cfg)
+
+
+def loaded(name: str | None, data: Mapping[str, Any] | None) -> Any:
+    """The typed config of driver ``name`` from what :func:`stored` made: no label is
+    read again. None for a driver without a config, or nothing stored."""
+    spec = get(name)
+    if spec is None or spec.config is None or data is None:
+        return None
+    return spec.config(**data)
+
+
+def on_nodes(name: str | None) -> bool:
+    """Whether driver ``name`` programs the cluster's nodes (leases, the agent)."""
+    spec = get(name)
+    return spec is not None and spec.on_nodes
 
 
 def make(name: str | None, cfg: Any) -> Driver:
     """Driver ``name``'s object for ``cfg``: its typed config or the stored plain data."""
     spec = get(name)
-    if spec is None or spec.config is None:
+    if spec is None or not spec.on_nodes:
         raise ValueError(f"network driver {name!r} has no driver for cluster nodes")
     if isinstance(cfg, Mapping):
-        cfg = spec.config(**cfg)
+        cfg = loaded(name, cfg)
     module, _, cls = spec.factory.partition(":")
     return getattr(importlib.import_module(module), cls)(cfg)

@@ -15,6 +15,8 @@ from netbay.backends import NetworkBackend
 from netbay.client import SANDBOXES, Api
 from netbay.coe.handlers.servers import CLOUD_NODE_OWNER
 from netbay.coe.fragments.kuryr import POD_SG, POOL, ROUTERS, SERVICE_SUBNET
+from netbay.drivers.kuryr import SPEC as KURYR, KuryrConfig
+from netbay.drivers.labelspec import LabelError
 from netbay.k8s.podport import cluster_tag
 
 
@@ -44,7 +46,10 @@ class ClusterRefs:
 
 def find(api: Api, net: NetworkBackend, cluster_id: str) -> ClusterRefs:
     cluster = api.call("GET", f"/container-infra/v1/clusters/{cluster_id}")
-    labels = cluster.get("labels") or {}
+    try:   # the labels as the API checked them, typed by the driver's declaration (defaults too)
+        config: KuryrConfig = KURYR.parse(cluster.get("labels"))
+    except LabelError as exc:
+        raise NotKuryr(f"Cluster {cluster_id}: {exc}") from None
 
     def one(member: str, *names: str) -> dict[str, Any]:
         found = [obj for name in names for obj in net.list(
@@ -62,11 +67,10 @@ def find(api: Api, net: NetworkBackend, cluster_id: str) -> ClusterRefs:
     names = [b["name"] for b in boxes] or _cloud_nodes(net, cluster["uuid"])
     addresses = {p["device_id"]: p["fixed_ips"][0]["ip_address"] for p in net.list(
         "port", device_owner="netbay:sandbox") if p["fixed_ips"]} if boxes else {}
-    return ClusterRefs(cluster["uuid"], cluster.get("project_id") or "", labels.get("kuryr_subnet_driver")
-                       or "namespace", pool["id"], router["id"],
+    return ClusterRefs(cluster["uuid"], cluster.get("project_id") or "", config.subnet_driver, pool["id"], router["id"],
                        (router.get("external_gateway_info") or {}).get("network_id") or "", subnet, pod_sg["id"],
                        tuple(names), tuple((b["name"], b["id"], addresses.get(b["id"], "")) for b in boxes),
-                       labels.get("kuryr_pod_runtime") or "sandbox", dns_upstream(api, net, cluster))
+                       config.pod_runtime, dns_upstream(api, net, cluster))
 
 
 def dns_upstream(api: Api, net: NetworkBackend, cluster: dict[str, Any]) -> tuple[str, ...]:

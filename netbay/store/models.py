@@ -491,6 +491,10 @@ class Cluster(Base):
     fixed_subnet: Mapped[str | None] = mapped_column(String(255), nullable=True)
     discovery_url: Mapped[str | None] = mapped_column(String(255), nullable=True)
     labels: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # The template's network driver's typed config, parsed from ``labels`` once at create
+    # (``netbay.drivers.registry.stored``): what the build, the cluster network and the
+    # agent read. ``labels`` stays as given, for Magnum's API. None: the driver has none.
+    driver_config: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     floating_ip_enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     master_lb_enabled: Mapped[bool] = mapped_column(Boolean, default=False)
     status: Mapped[str] = mapped_column(String(32), default="CREATE_IN_PROGRESS", index=True)

@@ -44,7 +44,7 @@ def lab(request: pytest.FixtureRequest, make_ns, example_registered) -> Lab:
 
 
 def test_every_registered_driver_with_a_node_part_is_in_the_contract(example_registered) -> None:
-    with_nodes = {name for name, spec in registry.DRIVERS.items() if spec.config is not None}
+    with_nodes = {name for name, spec in registry.DRIVERS.items() if spec.on_nodes}
     assert with_nodes == {name for name, _ in CASES}
     for name in with_nodes:
         assert isinstance(registry.make(name, registry.config(name, {})), registry.Driver)

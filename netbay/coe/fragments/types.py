@@ -17,7 +17,7 @@ from typing import Any
 
 from netbay.coe.graph import GraphError, Node, Output, Param
 from netbay.drivers.labelspec import LabelError
-from netbay.drivers.registry import DriverSpec
+from netbay.drivers.spec import DriverSpec
 
 
 @dataclass(frozen=True)

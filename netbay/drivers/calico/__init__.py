@@ -13,7 +13,7 @@ from typing import Any
 
 import netbay.drivers.leases as leaselib
 from netbay.drivers.labelspec import LabelSpec
-from netbay.drivers.registry import DriverSpec
+from netbay.drivers.spec import DriverSpec
 
 __all__ = ["SPEC", "CalicoConfig", "CalicoError", "MissingKernelFeature", "IPIP_MODES", "VXLAN_MODES",
            "DEFAULT_POOL", "DEFAULT_BLOCK_LEN"]
@@ -134,6 +134,8 @@ SPEC = DriverSpec(
     labels=LABELS,
     checks=(_one_encapsulation,),
     kernel=_kernel,
+    modes=({}, {"calico_ipv4pool_vxlan": "Always"}, {"calico_ipv4pool_vxlan": "CrossSubnet"},
+           {"calico_ipv4pool_ipip": "Always"}, {"calico_ipv4pool_ipip": "CrossSubnet"}),
     beyond_magnum="calico_ipv4pool_vxlan and calico_ipv4pool_nat_outgoing are netbay labels.",
     takes_containers=False,   # routed pods: no node bridge a container runtime could plug into
     config=CalicoConfig,

@@ -15,7 +15,7 @@ from typing import Any
 
 import netbay.drivers.leases as leaselib
 from netbay.drivers.labelspec import LabelSpec
-from netbay.drivers.registry import DriverSpec
+from netbay.drivers.spec import DriverSpec
 
 __all__ = ["SPEC", "DockerOverlayConfig", "DEFAULT_CIDR", "block_len"]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import netbay.drivers.leases as leases
 from netbay.drivers.labelspec import LabelSpec
-from netbay.drivers.registry import DriverSpec
+from netbay.drivers.spec import DriverSpec
 
 LABELS = (LabelSpec("example_pod_cidr", "cidr", "10.150.0.0/16", "Pod addresses; each node routes a /24 of it."),)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import netbay.drivers.leases as leaselib
 from netbay.drivers.labelspec import LabelSpec
-from netbay.drivers.registry import DriverSpec
+from netbay.drivers.spec import DriverSpec
 
 __all__ = ["SPEC", "FlannelConfig", "DEFAULT_NETWORK", "DEFAULT_SUBNET_LEN", "DEFAULT_BACKEND"]
 
@@ -92,6 +92,7 @@ SPEC = DriverSpec(
     labels=LABELS,
     checks=(_subnetlen_fits,),
     kernel=_kernel,
+    modes=({"flannel_backend": "vxlan"}, {"flannel_backend": "host-gw"}),
     beyond_magnum=("Magnum's default backend was udp until 2019; netbay defaults to vxlan and refuses udp. "
                    "flannel_ip_masq is a netbay label (Magnum always runs flanneld with --ip-masq)."),
     default_for=("kubernetes",),
