@@ -18,7 +18,9 @@ class FakeApi:
     def call(self, method: str, path: str, **_: Any) -> dict[str, Any]:
         if path.endswith("/sandboxes"):
             return {"sandboxes": []}
-        return {"uuid": "c1", "project_id": "p", "labels": self.labels}
+        if "/clustertemplates/" in path:
+            return {"uuid": "t1", "dns_nameserver": "192.0.2.53, 198.51.100.53"}
+        return {"uuid": "c1", "project_id": "p", "labels": self.labels, "cluster_template_id": "t1"}
 
 
 class FakeNet:
@@ -36,6 +38,7 @@ def test_the_mapping_reads_kuryrs_typed_config(labels, subnet_driver, runtime) -
     refs = find(FakeApi(labels), FakeNet(), "c1")  # type: ignore[arg-type]
     assert (refs.subnet_driver, refs.pod_runtime) == (subnet_driver, runtime)
     assert refs.pool_id == "subnetpool-id" and refs.nodes == ("node-1",)
+    assert refs.dns_upstream == ("192.0.2.53", "198.51.100.53")  # the template's comma list, in order
 
 
 def test_a_label_kuryr_refuses_is_named() -> None:
