@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from netbay.context import Context
 from netbay.errors import NotFound
 from netbay.store.db import Store
-from netbay.store.models import ContainerAction, utcnow
+from netbay.store.models import ContainerAction, utcnow_precise as utcnow
 
 
 def start(session: Session, ctx: Context, container_id: str, action: str, request_id: str) -> str:
