@@ -60,27 +60,34 @@ def follow(store: Store, record_id: str, job: Future) -> None:
     job.add_done_callback(done)
 
 
-def listing(session: Session, container_id: str) -> list[dict[str, Any]]:
+FINISH_TIME_SINCE = (1, 33)   # Zun shows an action's finish_time from this version on
+
+
+def listing(session: Session, container_id: str, version: tuple[int, int]) -> list[dict[str, Any]]:
     found = session.scalars(select(ContainerAction).where(ContainerAction.container_id == container_id)
                             .order_by(ContainerAction.start_time.desc(), ContainerAction.id))
-    return [render(a) for a in found]
+    return [render(a, version) for a in found]
 
 
-def get(session: Session, container_id: str, request_id: str, *, tracebacks: bool) -> dict[str, Any]:
+def get(session: Session, container_id: str, request_id: str, version: tuple[int, int], *,
+        tracebacks: bool) -> dict[str, Any]:
     """One record by its request's id, with its events; Zun's 404 else."""
     record = session.scalars(select(ContainerAction).where(ContainerAction.container_id == container_id,
                                                            ContainerAction.request_id == request_id)).first()
     if record is None:
         raise NotFound(f"Action {request_id} could not be found.")
-    out = render(record)
+    out = render(record, version)
     out["events"] = [dict(e, traceback=e.get("traceback") if tracebacks else None) for e in record.events or ()]
     return out
 
 
-def render(a: ContainerAction) -> dict[str, Any]:
-    return {"action": a.action, "container_uuid": a.container_id, "message": a.message,
-            "project_id": a.project_id, "request_id": a.request_id, "start_time": strtime(a.start_time),
-            "finish_time": strtime(a.finish_time), "user_id": a.user_id}
+def render(a: ContainerAction, version: tuple[int, int]) -> dict[str, Any]:
+    out = {"action": a.action, "container_uuid": a.container_id, "message": a.message,
+           "project_id": a.project_id, "request_id": a.request_id, "start_time": strtime(a.start_time),
+           "user_id": a.user_id}
+    if version >= FINISH_TIME_SINCE:
+        out["finish_time"] = strtime(a.finish_time)
+    return out
 
 
 def strtime(value: datetime | None) -> str | None:

@@ -27,12 +27,12 @@ from typing import Any
 
 from sqlalchemy import select
 
-from netbay.containers import containers, dockerops, networks, placement, plugs, resources
+from netbay.containers import containers, dockerops, placement, plugs, resources, specs
 from netbay.containers.neutron import ZunNeutron
 from netbay.context import Context
 from netbay.runtime.labels import CONTAINER as LABEL
 from netbay.runtime.labels import SANDBOX as SANDBOX_LABEL
-from netbay.store.models import Container, ContainerNetwork, NetworkAttachment, Pod
+from netbay.store.models import Container, NetworkAttachment, Pod
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +154,8 @@ class Runner:
                 for cid, docker_id, status in found:
                     with self.lock(cid):
                         state = (rt.find(docker_id) if docker_id else None) or rt.find(f"zun-{cid}")
-                        self._state(cid, **_recovered(state, status))
-                        sandbox = rt.find(sandbox_name(cid))
+                        self._state(cid, **specs.recovered(state, status))
+                        sandbox = rt.find(specs.sandbox_name(cid))
                     if sandbox is not None and not sandbox["State"]["Running"]:
                         self.heal(cid)  # died while netbay was down
             except Exception as exc:  # noqa: BLE001 - Docker down: statuses stay as they were
@@ -175,8 +175,8 @@ class Runner:
                     job(container_id)
                 except Exception as exc:  # noqa: BLE001 - reported as the container's status
                     log.warning("container %s: %s", container_id, exc)
-                    self._state(container_id, status="Error", status_reason=_reason(exc), task_state=None)
-                    return _reason(exc)
+                    self._state(container_id, status="Error", status_reason=specs.reason(exc), task_state=None)
+                    return specs.reason(exc)
                 return None
         return self._pool.submit(run)
 
@@ -188,7 +188,7 @@ class Runner:
 
     def _sandbox(self, rt: Any, container_id: str) -> str | None:
         """The Docker id of the container's sandbox (None: a container from before sandboxes)."""
-        found = rt.find(sandbox_name(container_id))
+        found = rt.find(specs.sandbox_name(container_id))
         return found["Id"] if found is not None else None
 
     def neutron(self, project_id: str) -> ZunNeutron:
@@ -218,10 +218,10 @@ class Runner:
             c = s.get(Container, container_id)
             if c is None:
                 return
-            spec = _app_spec(c)
+            spec = specs.app_spec(c)
             hostname, run, placed = c.hostname, c.run, (c.cluster_id, c.node)
             neutron = self.neutron(c.project_id)
-            plan = [_port_plan(s, att, neutron) for att in containers.attachments(s, container_id)]
+            plan = [specs.port_plan(s, att, neutron) for att in containers.attachments(s, container_id)]
         if placed[0]:
             sandbox = self._place_sandbox(rt, container_id, spec["image"], *placed, hostname)
         else:
@@ -269,7 +269,7 @@ class Runner:
         pulled here), in the app's own image, which then needs a shell."""
         from docker.errors import ImageNotFound
 
-        kw = dict(name=sandbox_name(container_id), labels={SANDBOX_LABEL: container_id}, hostname=hostname)
+        kw = dict(name=specs.sandbox_name(container_id), labels={SANDBOX_LABEL: container_id}, hostname=hostname)
         try:
             return rt.sandbox(self.sandbox_image, port, **kw)
         except ImageNotFound:
@@ -293,7 +293,7 @@ class Runner:
             rt = self.runtime()
             with self.store.read() as s:
                 c = s.get(Container, cid)
-                spec, old = _app_spec(c), c.docker_id
+                spec, old = specs.app_spec(c), c.docker_id
             sandbox = self._sandbox(rt, cid)
             if sandbox is None:
                 raise NoRuntime(f"Container {cid} has no sandbox to rebuild in (made before sandboxes).")
@@ -350,13 +350,13 @@ class Runner:
                 docker_id, neutron = c.docker_id, self.neutron(c.project_id)
                 att = s.get(NetworkAttachment, (cid, port_id))
                 auto_delete = att.auto_delete
-                network, subnet, port = _port_plan(s, att, neutron)
+                network, subnet, port = specs.port_plan(s, att, neutron)
             try:
                 rt = self.runtime()
                 self._ensure_network(rt, network, subnet)
                 rt.connect(self._sandbox(rt, cid) or docker_id, port)
             except Exception as exc:  # noqa: BLE001 - any failure is undone and reported on the container
-                reason = _reason(exc)  # `exc` is unbound once the except block ends
+                reason = specs.reason(exc)  # `exc` is unbound once the except block ends
 
                 def undo(s: Any) -> None:
                     plugs.forget(s, cid, port_id)
@@ -431,48 +431,3 @@ class Runner:
     def remove_network(self, network_id: str) -> None:
         if self.docker_host:
             self.runtime().remove_network(network_id)
-
-
-def _recovered(inspect: dict[str, Any] | None, status: str) -> dict[str, Any]:
-    """The container's Zun state from Docker's inspect of its app (None: Docker has none)."""
-    if inspect is None:
-        if status == "Error":
-            return {"task_state": None}
-        return {"status": "Error", "task_state": None, "docker_id": "",
-                "status_reason": "Docker has no such container any more (netbay restarted meanwhile)."}
-    state = inspect["State"]
-    if state.get("Paused"):
-        now = "Paused"
-    elif state.get("Running"):
-        now = "Running"
-    else:
-        now = "Created" if str(state.get("StartedAt", "")).startswith("0001-") else "Stopped"
-    return {"status": now, "task_state": None, "docker_id": inspect["Id"], "status_reason": ""}
-
-
-def sandbox_name(container_id: str) -> str:
-    return f"zun-sandbox-{container_id}"
-
-
-def _app_spec(c: Container) -> dict[str, Any]:
-    """What Docker's create takes for the app container (the sandbox has the hostname)."""
-    host = dockerops.host_config(c.cpu, c.memory, c.restart_policy, resources.binds(c.mounts))
-    return dict(image=c.image, command=c.command or None, name=f"zun-{c.id}",
-                **{k: v for k, v in (("environment", c.environment), ("labels", {**c.labels, LABEL: c.id}),
-                                     ("working_dir", c.workdir), ("host", host)) if v})
-
-
-def _port_plan(s: Any, att: Any, neutron: ZunNeutron) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(network, subnet, port) as :class:`DockerRuntime` takes them, read from the backend."""
-    cnet = s.get(ContainerNetwork, att.container_network_id)
-    subnet = networks.docker_subnet(neutron, cnet)
-    port = neutron.port(att.port_id)
-    return ({"id": cnet.network_id},
-            {"id": subnet["id"], "cidr": subnet["cidr"], "gateway_ip": subnet["gateway_ip"]},
-            {"id": port["id"], "network_id": port["network_id"], "mac_address": port["mac_address"],
-             "fixed_ips": [{"ip_address": f["ip_address"]} for f in port["fixed_ips"]]})
-
-
-def _reason(exc: Exception) -> str:
-    explanation = getattr(exc, "explanation", None)
-    return f"Docker internal error: {explanation}." if explanation else str(exc) or type(exc).__name__

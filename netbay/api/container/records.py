@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from netbay.api.auth import context
 from netbay.api.container.common import PREFIX, get, policy, runner
-from netbay.api.containerinfra import _base
+from netbay.api.containerinfra import _base, _version
 from netbay.api.responses import JSONResponse
 from netbay.containers import actions
 from netbay.errors import NotFound
@@ -82,13 +82,13 @@ def mount(sub: FastAPI) -> None:
     def action_list(request: Request, ident: str) -> Response:
         with request.app.state.store.read() as s:
             c = get(s, request, ident)
-            return JSONResponse({"containerActions": actions.listing(s, c.id)})
+            return JSONResponse({"containerActions": actions.listing(s, c.id, _version(request))})
 
     def action_show(request: Request, ident: str, request_id: str) -> Response:
         tracebacks = context(request).is_admin   # Zun's container:action:events
         with request.app.state.store.read() as s:
             c = get(s, request, ident)
-            return JSONResponse(actions.get(s, c.id, request_id, tracebacks=tracebacks))
+            return JSONResponse(actions.get(s, c.id, request_id, _version(request), tracebacks=tracebacks))
 
     async def hosts(request: Request) -> Response:
         policy(request, "host:get_all")
