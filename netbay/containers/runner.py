@@ -166,18 +166,18 @@ class Runner:
         with self._guard:
             return self._locks.setdefault(container_id, threading.Lock())
 
-    def submit(self, container_id: str, job: Callable[[str], None]) -> Future:
+    def submit(self, container_id: str, job: Callable[[str], str | None]) -> Future:
         """Run ``job`` under the container's lock; the future's result is None, or why it failed
-        (the container then in ``Error`` saying so) for the action record."""
+        (the container then in ``Error`` saying so, or the job's own account of a failure it
+        undid) for the action record."""
         def run() -> str | None:
             with self.lock(container_id):
                 try:
-                    job(container_id)
+                    return job(container_id)
                 except Exception as exc:  # noqa: BLE001 - reported as the container's status
                     log.warning("container %s: %s", container_id, exc)
                     self._state(container_id, status="Error", status_reason=specs.reason(exc), task_state=None)
                     return specs.reason(exc)
-                return None
         return self._pool.submit(run)
 
     def _ensure_network(self, rt: Any, network: dict[str, Any], subnet: dict[str, Any]) -> None:
@@ -344,7 +344,7 @@ class Runner:
 
     def network_attach(self, container_id: str, port_id: str) -> Future:
         """Connect the new attachment's port; undo the attachment if Docker refuses."""
-        def job(cid: str) -> None:
+        def job(cid: str) -> str | None:
             with self.store.read() as s:
                 c = s.get(Container, cid)
                 docker_id, neutron = c.docker_id, self.neutron(c.project_id)
@@ -363,8 +363,9 @@ class Runner:
                     containers.set_state(s, cid, task_state=None, status_reason=reason)
                 plugs.release(neutron, cid, port_id, auto_delete)
                 self.store.retrying(undo)
-                return
+                return reason
             self._state(cid, task_state=None)
+            return None
         return self.submit(container_id, job)
 
     def network_detach(self, container_id: str, port_id: str) -> Future:
