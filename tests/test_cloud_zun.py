@@ -122,9 +122,9 @@ def test_a_containers_port_is_zuns_in_the_backend_and_goes_with_it(side: Side, n
     assert c["addresses"] == {network["id"]: [
         {"addr": f["ip_address"], "version": 4, "port": port["id"], "subnet_id": subnet["id"],
          "preserve_on_delete": False} for f in port["fixed_ips"]]}
-    # exposed ports: the project's default group and Zun's own zun-<uuid>, made in the backend
+    # exposed ports: only Zun's own zun-<uuid> (not also the default, as Zun), made in the backend
     groups = {g["id"]: g["name"] for g in side.seam.list("security_group") if g["id"] in port["security_groups"]}
-    assert sorted(groups.values()) == ["default", f"zun-{made.uuid}"]
+    assert sorted(groups.values()) == [f"zun-{made.uuid}"]
     assert cli_snapshot(side.env) != before
     side.zun.containers.delete(made.uuid)
     assert side.seam.list("port", device_id=made.uuid) == []

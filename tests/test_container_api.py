@@ -228,8 +228,17 @@ def test_exposed_ports_open_through_a_group_of_the_containers_own(member):
               if r["direction"] == "ingress"}
     assert opened == {("tcp", 80, 80), ("udp", 53, 53)}
     (port,) = _ports(neutron, c["uuid"])
-    assert group["id"] in port["security_groups"] and len(port["security_groups"]) == 2  # and the default
-    assert sorted(c["security_groups"]) == sorted(port["security_groups"])
+    assert port["security_groups"] == [group["id"]]  # Zun's: only its own group, not also the default
+    assert c["security_groups"] == [group["id"]]
+    # Groups asked for stay beside it.
+    mine = neutron.post("/security-groups", json={"security_group": {"name": unique("sg")}}).json()["security_group"]
+    d = zun.post("/containers", json={"image": "busybox", "nets": [{"network": net["id"]}],
+                                      "security_groups": [mine["name"]], "exposed_ports": {"22": {}}}).json()
+    (dport,) = _ports(neutron, d["uuid"])
+    (dgroup,) = neutron.get("/security-groups", params={"name": f"zun-{d['uuid']}"}).json()["security_groups"]
+    assert sorted(dport["security_groups"]) == sorted([mine["id"], dgroup["id"]])
+    _wait(zun, d["uuid"], {"Error"})
+    assert zun.delete(f"/containers/{d['uuid']}").status_code == 204
     _wait(zun, c["uuid"], {"Error"})
     assert zun.delete(f"/containers/{c['uuid']}").status_code == 204
     assert neutron.get(f"/security-groups/{group['id']}").status_code == 404
@@ -246,6 +255,72 @@ def test_admin_lists_all_projects_with_zunclient(server, member):
     assert c["uuid"] in [x.uuid for x in zc.containers.list(all_projects=True)]
     _wait(member["zun"], c["uuid"], {"Error"})
     assert member["zun"].delete(f"/containers/{c['uuid']}").status_code == 204
+
+
+def test_admin_reaches_other_projects_containers_as_zuns_policy_has_it(server, member, other):
+    """Zun's ``get_resource``: an admin finds any project's container (by uuid or name, with or
+    without ``all_projects``); ``all_projects`` on show or delete is an admin's rule (403)."""
+    net, _ = network(member["neutron"], unique("zx"), "10.88.0.0/24")
+    zun = member["zun"]
+    c = zun.post("/containers", json={"image": "busybox", "name": unique("x"), "nets": [{"network": net["id"]}]}).json()
+    _wait(zun, c["uuid"], {"Error"})
+    admin = zun_http(server, server.token())
+    for params in ({"all_projects": "True"}, {}):
+        shown = admin.get(f"/containers/{c['uuid']}", params=params)
+        assert shown.status_code == 200 and shown.json()["project_id"] == c["project_id"], shown.text
+    assert admin.get(f"/containers/{c['name']}", params={"all_projects": "True"}).json()["uuid"] == c["uuid"]
+    zun_error(zun.get(f"/containers/{c['uuid']}", params={"all_projects": "True"}), 403,
+              "Policy doesn't allow container:get_one_all_projects to be performed.")
+    zun_error(zun.delete(f"/containers/{c['uuid']}", params={"all_projects": "True"}), 403,
+              "Policy doesn't allow container:delete_all_projects to be performed.")
+    zun_error(zun.delete(f"/containers/{c['uuid']}", params={"force": "True"}), 403,
+              "Policy doesn't allow container:delete_force to be performed.")
+    zun_error(other["zun"].get(f"/containers/{c['uuid']}"), 404)
+    # An action on another project's container (Error: no Docker here): its own 409, not 404.
+    zun_error(admin.post(f"/containers/{c['uuid']}/stop", params={"all_projects": "True"}), 409,
+              f"Cannot stop container {c['uuid']} in Error state.")
+    (made,) = [a for a in zun.get(f"/containers/{c['uuid']}/container_actions").json()["containerActions"]]
+    assert made["action"] == "create" and made["project_id"] == c["project_id"]
+    assert admin.delete(f"/containers/{c['uuid']}", params={"all_projects": "True"}).status_code == 204
+    zun_error(zun.get(f"/containers/{c['uuid']}"), 404)
+    assert _ports(member["neutron"], c["uuid"]) == []
+
+
+def test_hosts_and_services_are_this_deployments_for_admins(server, member):
+    admin = zun_http(server, server.token())
+    (host,) = admin.get("/hosts").json()["hosts"]
+    assert {"uuid", "hostname", "cpus", "mem_total", "total_containers", "os_type", "architecture",
+            "kernel_version", "links"} <= set(host)
+    assert admin.get(f"/hosts/{host['uuid']}").json()["hostname"] == host["hostname"]
+    zun_error(admin.get("/hosts/no-such-host"), 404)
+    (service,) = admin.get("/services").json()["services"]
+    assert service["binary"] == "zun-compute" and service["host"] == host["hostname"]
+    assert service["state"] == "down"   # no Docker here
+    for path, rule in (("/hosts", "host:get_all"), ("/services", "zun-service:get_all")):
+        zun_error(member["zun"].get(path), 403, f"Policy doesn't allow {rule} to be performed.")
+    zc = zunclient(server)
+    assert [h.hostname for h in zc.hosts.list()] == [host["hostname"]]
+    assert [s.binary for s in zc.services.list()] == ["zun-compute"]
+
+
+def test_resources_and_mounts_are_kept_and_cinder_refused(member):
+    net, _ = network(member["neutron"], unique("zr"), "10.87.0.0/24")
+    zun = member["zun"]
+    c = zun.post("/containers", json={"image": "busybox", "nets": [{"network": net["id"]}], "cpu": 0.5,
+                                      "memory": "64", "restart_policy": {"Name": "on-failure",
+                                                                         "MaximumRetryCount": 3},
+                                      "mounts": [{"type": "volume", "size": 1, "destination": "/data"},
+                                                 {"type": "bind", "source": "aGk=", "destination": "/etc/x"}]})
+    assert c.status_code == 202, c.text
+    shown = c.json()
+    assert (shown["cpu"], shown["memory"]) == (0.5, "64")
+    assert shown["restart_policy"] == {"Name": "on-failure", "MaximumRetryCount": "3"}
+    zun_error(zun.post("/containers", json={"image": "busybox", "restart_policy": {
+        "Name": "always", "MaximumRetryCount": 2}}), 400, "maximum retry count not valid with restart policy of always")
+    zun_error(zun.post("/containers", json={"image": "busybox", "mounts": [
+        {"type": "volume", "source": "vol-1", "destination": "/data"}]}), 400, contains="Volume vol-1 could not be found")
+    _wait(zun, shown["uuid"], {"Error"})
+    assert zun.delete(f"/containers/{shown['uuid']}").status_code == 204
 
 
 def test_zunclient_create_list_show_delete(server, member):

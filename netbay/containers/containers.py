@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from netbay.containers import networks, placement, schema
+from netbay.containers import networks, placement, resources, schema
 from netbay.containers.neutron import Made, ZunNeutron
 from netbay.containers.plugs import Plug, plug, record, release
 from netbay.context import Context
@@ -33,8 +33,8 @@ from netbay.runtime import labels as netbay_labels
 from netbay.store.db import Store
 from netbay.store.models import Container, NetworkAttachment, new_id
 
-STATUSES = ("Creating", "Created", "Running", "Stopped", "Restarting", "Rebuilding", "Deleting", "Error",
-            "Unknown")
+STATUSES = ("Creating", "Created", "Running", "Paused", "Stopped", "Restarting", "Rebuilding", "Deleting",
+            "Error", "Unknown")
 
 
 def not_found(ident: str) -> NotFound:
@@ -42,9 +42,12 @@ def not_found(ident: str) -> NotFound:
 
 
 def get(session: Session, ctx: Context, ident: str, *, for_update: bool = False) -> Container:
-    """By uuid or unique name, in the caller's project (another project's: 404)."""
+    """By uuid or unique name, in the caller's project (another project's: 404); an admin's
+    in every project, as Zun's ``get_resource`` looks them up for an admin."""
     for column in (Container.id, Container.name):
-        stmt = select(Container).where(column == ident, Container.project_id == ctx.project_id)
+        stmt = select(Container).where(column == ident)
+        if not ctx.is_admin:
+            stmt = stmt.where(Container.project_id == ctx.project_id)
         if for_update:
             stmt = stmt.with_for_update()
         found = session.scalars(stmt).all()
@@ -74,12 +77,13 @@ def addresses(session: Session, container_id: str) -> dict[str, list[dict[str, A
 def render(session: Session, c: Container) -> dict[str, Any]:
     return {
         "uuid": c.id, "name": c.name, "image": c.image, "command": c.command, "status": c.status,
-        "status_reason": c.status_reason or None, "task_state": c.task_state, "cpu": None, "memory": None,
+        "status_reason": c.status_reason or None, "task_state": c.task_state, "cpu": c.cpu, "memory": c.memory,
         "environment": c.environment, "workdir": c.workdir or None, "ports": _port_numbers(c.exposed_ports),
         "hostname": c.hostname or None, "labels": c.labels,
         "addresses": placement.addresses(session, c) if c.cluster_id else addresses(session, c.id),
         "cluster": c.cluster_id or None, "node": c.node or None,
-        "image_pull_policy": None, "host": c.host or None, "restart_policy": {}, "status_detail": None,
+        "image_pull_policy": None, "host": c.host or None, "restart_policy": c.restart_policy,
+        "status_detail": None,
         "tty": False, "stdin_open": False, "security_groups": c.security_groups, "image_driver": "docker",
         "project_id": c.project_id, "user_id": c.user_id, "container_id": c.docker_id or None,
         "auto_remove": False, "interactive": False, "auto_heal": False, "privileged": False,
@@ -152,10 +156,11 @@ def create(store: Store, neutron: ZunNeutron, body: Any, *, run: bool, host: str
             groups = body.get("security_groups")   # names or ids
             groups = neutron.security_groups(groups) if groups is not None else None
             if fields["exposed_ports"]:
-                default = groups if groups is not None else [neutron.default_group()]
+                # Zun's: the groups asked for and the one made for the ports; none asked
+                # for, only that one (not also the project's default).
                 exposed = neutron.expose_group(fields["id"], fields["exposed_ports"])
                 made.group(exposed)
-                groups = [*default, exposed]
+                groups = [*(groups or []), exposed]
             fields["security_groups"] = groups or []
             for seq, entry in enumerate(check_nets(body.get("nets")) or [{}]):
                 plugs.append(plug(store, neutron, made, fields, entry, seq, groups, taken=plugs))
@@ -181,7 +186,7 @@ def _fields(session: Session, ctx: Context, body: Any, *, run: bool, host: str,
         if body["host"] != host:
             raise schema.invalid("host", body["host"], f"netbay runs containers on this machine only ({host}).")
     name = body.get("name") or ""
-    _unique_name(session, ctx, name)
+    unique_name(session, ctx, name)
     hints = placement.hinted(body.get("hints"))
     if hints and any(body.get(k) for k in ("nets", "security_groups", "exposed_ports")):
         raise BadRequest("A container placed on a cluster node (hints cluster=) is plugged as a pod is: "
@@ -189,7 +194,8 @@ def _fields(session: Session, ctx: Context, body: Any, *, run: bool, host: str,
     check_nets(body.get("nets"))
     exposed = _exposed(body.get("exposed_ports"))
     cluster_id, node = placement.place(session, ctx, hints) if hints else ("", "")
-    return dict(id=new_id(), project_id=ctx.project_id, user_id=ctx.user_id, name=name, image=body["image"],
+    container_id = new_id()
+    return dict(id=container_id, **resources.from_body(body, container_id), project_id=ctx.project_id, user_id=ctx.user_id, name=name, image=body["image"],
                 command=_command(body.get("command")), environment=body.get("environment") or {},
                 labels=body.get("labels") or {}, workdir=body.get("workdir") or "",
                 hostname=body.get("hostname") or "", status="Creating", status_reason="",
@@ -205,14 +211,15 @@ def _own_labels(labels: dict[str, str]) -> None:
             raise schema.invalid("labels", key, f"Labels starting with {prefixes} are netbay's own.")
 
 
-def _unique_name(session: Session, ctx: Context, name: str) -> None:
-    if name and session.scalars(select(Container.id).where(Container.project_id == ctx.project_id,
+def unique_name(session: Session, ctx: Context, name: str, project_id: str | None = None) -> None:
+    """409 if ``name`` is taken in the project (the caller's unless another is given)."""
+    if name and session.scalars(select(Container.id).where(Container.project_id == (project_id or ctx.project_id),
                                                            Container.name == name)).first():
         raise Conflict(f"A container with name {name} already exists.")
 
 
 def _insert(session: Session, ctx: Context, fields: dict[str, Any], plugs: list[Plug]) -> None:
-    _unique_name(session, ctx, fields["name"])
+    unique_name(session, ctx, fields["name"])
     session.add(Container(**fields))
     session.flush()
     for p in plugs:

@@ -133,13 +133,6 @@ class ZunNeutron:
         with contextlib.suppress(NotFound):
             self.backend.delete("port", port_id)
 
-    def default_group(self) -> str:
-        found = [g["id"] for g in self.backend.list("security_group", name="default")
-                 if g.get("project_id") == self.project_id]
-        if not found:
-            raise BadRequest("The project has no default security group.")
-        return found[0]
-
     def expose_group(self, container_id: str, exposed: Iterable[str]) -> str:
         """Zun's ``zun-<uuid>`` group opening the exposed ports (deleted with the container)."""
         group = self.backend.create("security_group", {"name": expose_group_name(container_id),

@@ -27,18 +27,20 @@ from typing import Any
 
 from sqlalchemy import select
 
-from netbay.containers import containers, networks, placement, plugs
+from netbay.containers import containers, dockerops, placement, plugs, resources, specs
 from netbay.containers.neutron import ZunNeutron
 from netbay.context import Context
 from netbay.runtime.labels import CONTAINER as LABEL
 from netbay.runtime.labels import SANDBOX as SANDBOX_LABEL
-from netbay.store.models import Container, ContainerNetwork, NetworkAttachment, Pod
+from netbay.store.models import Container, NetworkAttachment, Pod
 
 log = logging.getLogger(__name__)
 
 API_VERSION = "1.41"  # Docker 20.10
 EVENT_WINDOW = 2             # seconds per read of Docker's event stream
 EVENT_STATUS = {"die": "Stopped", "start": "Running"}
+AFTER = {"start": "Running", "stop": "Stopped", "reboot": "Running", "pause": "Paused", "unpause": "Running",
+         "kill": "Stopped"}   # Zun's status once the action is done (kill: Stopped, as Zun's driver sets it)
 
 
 class NoRuntime(Exception):
@@ -152,8 +154,8 @@ class Runner:
                 for cid, docker_id, status in found:
                     with self.lock(cid):
                         state = (rt.find(docker_id) if docker_id else None) or rt.find(f"zun-{cid}")
-                        self._state(cid, **_recovered(state, status))
-                        sandbox = rt.find(sandbox_name(cid))
+                        self._state(cid, **specs.recovered(state, status))
+                        sandbox = rt.find(specs.sandbox_name(cid))
                     if sandbox is not None and not sandbox["State"]["Running"]:
                         self.heal(cid)  # died while netbay was down
             except Exception as exc:  # noqa: BLE001 - Docker down: statuses stay as they were
@@ -164,14 +166,18 @@ class Runner:
         with self._guard:
             return self._locks.setdefault(container_id, threading.Lock())
 
-    def submit(self, container_id: str, job: Callable[[str], None]) -> Future:
-        def run() -> None:
+    def submit(self, container_id: str, job: Callable[[str], str | None]) -> Future:
+        """Run ``job`` under the container's lock; the future's result is None, or why it failed
+        (the container then in ``Error`` saying so, or the job's own account of a failure it
+        undid) for the action record."""
+        def run() -> str | None:
             with self.lock(container_id):
                 try:
-                    job(container_id)
+                    return job(container_id)
                 except Exception as exc:  # noqa: BLE001 - reported as the container's status
                     log.warning("container %s: %s", container_id, exc)
-                    self._state(container_id, status="Error", status_reason=_reason(exc), task_state=None)
+                    self._state(container_id, status="Error", status_reason=specs.reason(exc), task_state=None)
+                    return specs.reason(exc)
         return self._pool.submit(run)
 
     def _ensure_network(self, rt: Any, network: dict[str, Any], subnet: dict[str, Any]) -> None:
@@ -182,7 +188,7 @@ class Runner:
 
     def _sandbox(self, rt: Any, container_id: str) -> str | None:
         """The Docker id of the container's sandbox (None: a container from before sandboxes)."""
-        found = rt.find(sandbox_name(container_id))
+        found = rt.find(specs.sandbox_name(container_id))
         return found["Id"] if found is not None else None
 
     def neutron(self, project_id: str) -> ZunNeutron:
@@ -212,10 +218,10 @@ class Runner:
             c = s.get(Container, container_id)
             if c is None:
                 return
-            spec = _app_spec(c)
+            spec = specs.app_spec(c)
             hostname, run, placed = c.hostname, c.run, (c.cluster_id, c.node)
             neutron = self.neutron(c.project_id)
-            plan = [_port_plan(s, att, neutron) for att in containers.attachments(s, container_id)]
+            plan = [specs.port_plan(s, att, neutron) for att in containers.attachments(s, container_id)]
         if placed[0]:
             sandbox = self._place_sandbox(rt, container_id, spec["image"], *placed, hostname)
         else:
@@ -226,6 +232,7 @@ class Runner:
             for _, _, port in plan[1:]:
                 rt.connect(sandbox, port)
             cid = rt.app(sandbox, spec.pop("image"), spec.pop("command"), start=False, **spec)
+            self._files(rt, cid, container_id)
         except Exception:
             rt.remove(sandbox)
             raise
@@ -262,7 +269,7 @@ class Runner:
         pulled here), in the app's own image, which then needs a shell."""
         from docker.errors import ImageNotFound
 
-        kw = dict(name=sandbox_name(container_id), labels={SANDBOX_LABEL: container_id}, hostname=hostname)
+        kw = dict(name=specs.sandbox_name(container_id), labels={SANDBOX_LABEL: container_id}, hostname=hostname)
         try:
             return rt.sandbox(self.sandbox_image, port, **kw)
         except ImageNotFound:
@@ -272,6 +279,13 @@ class Runner:
                      container_id, app_image)
             return rt.sandbox(app_image, port, **kw)
 
+    def _files(self, rt: Any, docker_id: str, container_id: str) -> None:
+        """Zun's ``bind`` mounts: each file written into the app before it first starts."""
+        with self.store.read() as s:
+            mounts = s.get(Container, container_id).mounts
+        for path, contents in resources.files(mounts):
+            rt.client.api.put_archive(docker_id, "/", resources.tar_of(path, contents))
+
     def rebuild(self, container_id: str, run: bool) -> Future:
         """Zun's rebuild: a new app container (the image may be new) in the same sandbox, so
         the address, MAC and port stay; started again if it was running."""
@@ -279,60 +293,79 @@ class Runner:
             rt = self.runtime()
             with self.store.read() as s:
                 c = s.get(Container, cid)
-                spec, old = _app_spec(c), c.docker_id
+                spec, old = specs.app_spec(c), c.docker_id
             sandbox = self._sandbox(rt, cid)
             if sandbox is None:
                 raise NoRuntime(f"Container {cid} has no sandbox to rebuild in (made before sandboxes).")
             rt.ensure_running(sandbox)
             if old:
                 rt.remove(old)
-            new = rt.app(sandbox, spec.pop("image"), spec.pop("command"), start=run, **spec)
+            new = rt.app(sandbox, spec.pop("image"), spec.pop("command"), start=False, **spec)
+            self._files(rt, new, cid)
+            if run:
+                rt.client.api.start(new)
             self._state(cid, docker_id=new, status="Running" if run else "Created", task_state=None,
                         status_reason="")
         return self.submit(container_id, job)
 
-    def action(self, container_id: str, verb: str, timeout: int = 10) -> Future:
+    def action(self, container_id: str, verb: str, timeout: int = 10, signal: str | None = None) -> Future:
+        """start, stop, reboot, pause, unpause or kill (with ``signal``) the app; Zun's status after."""
         def job(cid: str) -> None:
             rt = self.runtime()
             with self.store.read() as s:
                 docker_id = s.get(Container, cid).docker_id
             api = rt.client.api
             sandbox = self._sandbox(rt, cid)
-            if sandbox is not None and verb != "stop":
+            if sandbox is not None and verb in ("start", "reboot"):
                 rt.ensure_running(sandbox)  # the app joins its namespace
             if verb == "start":
                 api.start(docker_id)
             elif verb == "stop":
                 api.stop(docker_id, timeout=timeout)
-            else:
+            elif verb == "reboot":
                 api.restart(docker_id, timeout=timeout)
-            self._state(cid, status="Stopped" if verb == "stop" else "Running", task_state=None,
-                        status_reason="")
+            elif verb == "pause":
+                api.pause(docker_id)
+            elif verb == "unpause":
+                api.unpause(docker_id)
+            else:
+                dockerops.kill(api, docker_id, signal)
+            self._state(cid, status=AFTER[verb], task_state=None, status_reason="")
         return self.submit(container_id, job)
+
+    def call(self, container_id: str, work: Callable[[Any, str], Any], timeout: float = 60) -> Any:
+        """``work(docker api, the app's Docker id)`` on the pool, waited for (Zun's synchronous
+        actions: execute, logs, top, stats, archives, update)."""
+        def job() -> Any:
+            with self.store.read() as s:
+                docker_id = s.get(Container, container_id).docker_id
+            return work(self.runtime().client.api, docker_id)
+        return self._pool.submit(job).result(timeout=timeout)
 
     def network_attach(self, container_id: str, port_id: str) -> Future:
         """Connect the new attachment's port; undo the attachment if Docker refuses."""
-        def job(cid: str) -> None:
+        def job(cid: str) -> str | None:
             with self.store.read() as s:
                 c = s.get(Container, cid)
                 docker_id, neutron = c.docker_id, self.neutron(c.project_id)
                 att = s.get(NetworkAttachment, (cid, port_id))
                 auto_delete = att.auto_delete
-                network, subnet, port = _port_plan(s, att, neutron)
+                network, subnet, port = specs.port_plan(s, att, neutron)
             try:
                 rt = self.runtime()
                 self._ensure_network(rt, network, subnet)
                 rt.connect(self._sandbox(rt, cid) or docker_id, port)
             except Exception as exc:  # noqa: BLE001 - any failure is undone and reported on the container
-                reason = _reason(exc)  # `exc` is unbound once the except block ends
+                reason = specs.reason(exc)  # `exc` is unbound once the except block ends
 
                 def undo(s: Any) -> None:
                     plugs.forget(s, cid, port_id)
                     containers.set_state(s, cid, task_state=None, status_reason=reason)
                 plugs.release(neutron, cid, port_id, auto_delete)
                 self.store.retrying(undo)
-                return
+                return reason
             self._state(cid, task_state=None)
+            return None
         return self.submit(container_id, job)
 
     def network_detach(self, container_id: str, port_id: str) -> Future:
@@ -355,14 +388,7 @@ class Runner:
 
     def execute(self, container_id: str, command: list[str], timeout: float = 60) -> dict[str, Any]:
         """Run ``command`` in the running container (Zun's ``execute?run=true``); waits for it."""
-        def job() -> dict[str, Any]:
-            with self.store.read() as s:
-                docker_id = s.get(Container, container_id).docker_id
-            api = self.runtime().client.api
-            exec_id = api.exec_create(docker_id, command)["Id"]
-            output = api.exec_start(exec_id)
-            return {"output": output.decode(errors="replace"), "exit_code": api.exec_inspect(exec_id)["ExitCode"]}
-        return self._pool.submit(job).result(timeout=timeout)
+        return self.call(container_id, lambda api, docker_id: dockerops.execute(api, docker_id, command), timeout)
 
     def remove(self, container_id: str) -> None:
         """Remove the Docker container (waiting for any job on it), synchronously."""
@@ -371,8 +397,11 @@ class Runner:
                 c = s.get(Container, container_id)
                 docker_id = c.docker_id if c is not None else ""
                 placed = (c.cluster_id, c.node) if c is not None and c.cluster_id else None
+                volumes = resources.volumes(c.mounts) if c is not None else []
             if docker_id:
                 self.runtime().remove(docker_id)
+            for volume in volumes if self.docker_host else ():
+                self._drop_volume(volume)
             if self.docker_host:
                 sandbox = self._sandbox(self.runtime(), container_id)
                 if sandbox is not None:
@@ -381,6 +410,14 @@ class Runner:
                 self._drop_cluster_network(placement.docker_network(*placed))
         with self._guard:
             self._locks.pop(container_id, None)
+
+    def _drop_volume(self, name: str) -> None:
+        from docker.errors import NotFound
+
+        try:
+            self.runtime().client.api.remove_volume(name, force=True)
+        except NotFound:
+            pass
 
     def _drop_cluster_network(self, name: str) -> None:
         """A node's Docker network once its last container left (Docker refuses while any is on it)."""
@@ -395,45 +432,3 @@ class Runner:
     def remove_network(self, network_id: str) -> None:
         if self.docker_host:
             self.runtime().remove_network(network_id)
-
-
-def _recovered(inspect: dict[str, Any] | None, status: str) -> dict[str, Any]:
-    """The container's Zun state from Docker's inspect of its app (None: Docker has none)."""
-    if inspect is None:
-        if status == "Error":
-            return {"task_state": None}
-        return {"status": "Error", "task_state": None, "docker_id": "",
-                "status_reason": "Docker has no such container any more (netbay restarted meanwhile)."}
-    state = inspect["State"]
-    if state.get("Running"):
-        now = "Running"
-    else:
-        now = "Created" if str(state.get("StartedAt", "")).startswith("0001-") else "Stopped"
-    return {"status": now, "task_state": None, "docker_id": inspect["Id"], "status_reason": ""}
-
-
-def sandbox_name(container_id: str) -> str:
-    return f"zun-sandbox-{container_id}"
-
-
-def _app_spec(c: Container) -> dict[str, Any]:
-    """What Docker's create takes for the app container (the sandbox has the hostname)."""
-    return dict(image=c.image, command=c.command or None, name=f"zun-{c.id}",
-                **{k: v for k, v in (("environment", c.environment), ("labels", {**c.labels, LABEL: c.id}),
-                                     ("working_dir", c.workdir)) if v})
-
-
-def _port_plan(s: Any, att: Any, neutron: ZunNeutron) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(network, subnet, port) as :class:`DockerRuntime` takes them, read from the backend."""
-    cnet = s.get(ContainerNetwork, att.container_network_id)
-    subnet = networks.docker_subnet(neutron, cnet)
-    port = neutron.port(att.port_id)
-    return ({"id": cnet.network_id},
-            {"id": subnet["id"], "cidr": subnet["cidr"], "gateway_ip": subnet["gateway_ip"]},
-            {"id": port["id"], "network_id": port["network_id"], "mac_address": port["mac_address"],
-             "fixed_ips": [{"ip_address": f["ip_address"]} for f in port["fixed_ips"]]})
-
-
-def _reason(exc: Exception) -> str:
-    explanation = getattr(exc, "explanation", None)
-    return f"Docker internal error: {explanation}." if explanation else str(exc) or type(exc).__name__

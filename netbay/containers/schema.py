@@ -10,8 +10,9 @@ A refusal is a 400 worded as Zun's: ``Invalid input for field 'name'. Value: 'a/
 <jsonschema's message>``.
 
 A body that passes may still ask for what netbay does not do (a privileged
-container, mounts, resource limits, a restart policy…): :func:`unhonoured` names
-the first such field, so it is refused rather than silently dropped.
+container, a disk limit, a health check…): :func:`unhonoured` names the first such
+field, so it is refused rather than silently dropped. ``cpu``, ``memory``,
+``restart_policy`` and ``mounts`` are honoured (:mod:`netbay.containers.resources`).
 """
 
 from __future__ import annotations
@@ -105,6 +106,11 @@ _CONTAINER = {
     "exposed_ports": {"type": ["object", "null"]},
     "registry": {"type": "string", "minLength": 2, "maxLength": 255, "pattern": "^[a-zA-Z0-9][a-zA-Z0-9_.-]+$"},
 }
+CONTAINER_UPDATE = {
+    "type": "object",
+    "properties": {"cpu": CPU, "memory": MEMORY, "name": CONTAINER_NAME, "auto_heal": BOOLEAN},
+    "additionalProperties": False,
+}
 _GATED = {"host": ((1, 39), HOST), "entrypoint": ((1, 40), {"type": ["array", "null"], "items": {"type": "string"}})}
 
 NETWORK_CREATE = {
@@ -180,14 +186,12 @@ def _asked(field: str, value: Any) -> str | None:
         return None
     if field in ("privileged", "auto_remove", "interactive", "tty", "auto_heal"):
         return f"netbay does not run containers with '{field}'." if value in TRUE else None
-    if field in ("cpu", "memory", "disk"):
-        return f"netbay does not apply '{field}' limits to containers yet."
-    if field in ("mounts", "entrypoint", "healthcheck"):
+    if field == "disk":
+        return "netbay does not apply 'disk' limits to containers yet."
+    if field in ("entrypoint", "healthcheck"):
         return f"netbay does not support '{field}' on containers yet." if value else None
     if field == "cpu_policy":
         return "netbay runs containers with the 'shared' CPU policy only." if value != "shared" else None
-    if field == "restart_policy":
-        return "netbay does not restart containers by a restart policy." if value.get("Name") != "no" else None
     if field == "image_pull_policy":
         return "netbay does not pull images: only 'never' is honoured." if value.lower() != "never" else None
     if field == "image_driver":

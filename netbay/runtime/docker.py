@@ -109,12 +109,12 @@ class DockerRuntime:
         return self.run(image, SANDBOX_COMMAND, port, name=name, **create)
 
     def app(self, sandbox_id: str, image: str, command: list[str] | str | None, *, name: str,
-            start: bool = True, **create: Any) -> str:
-        """Create (and start) a container in ``sandbox_id``'s network namespace (``--net=container:``)."""
+            start: bool = True, host: dict[str, Any] | None = None, **create: Any) -> str:
+        """Create (and start) a container in ``sandbox_id``'s network namespace (``--net=container:``);
+        ``host``: more of Docker's host config (limits, restart policy, binds)."""
         api = self.client.api
-        cid = api.create_container(image, command, name=name,
-                                   host_config=api.create_host_config(network_mode=f"container:{sandbox_id}"),
-                                   **create)["Id"]
+        config = api.create_host_config(network_mode=f"container:{sandbox_id}", **(host or {}))
+        cid = api.create_container(image, command, name=name, host_config=config, **create)["Id"]
         if start:
             self._start(cid)
         return cid

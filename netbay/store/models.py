@@ -17,6 +17,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -815,6 +816,29 @@ class Container(Base):
     cluster_id: Mapped[str] = mapped_column(String(36), default="", server_default="")
     node: Mapped[str] = mapped_column(String(255), default="", server_default="")
     pod_id: Mapped[str] = mapped_column(String(36), default="", server_default="")
+    # What Docker is given (Zun's: CPU shares 1024 × cpu, memory MiB, a restart policy,
+    # ``mounts`` as checked: local files and volumes, never Cinder's).
+    cpu: Mapped[float | None] = mapped_column(Float, nullable=True)
+    memory: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    restart_policy: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    mounts: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class ContainerAction(Base):
+    """Zun's ``container_actions``: one record per request that acted on a container, with
+    its events (``[{event, start_time, finish_time, result, traceback}]``)."""
+
+    __tablename__ = "container_actions"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    container_id: Mapped[str] = mapped_column(ForeignKey("containers.id", ondelete="CASCADE"), index=True)
+    request_id: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(32))
+    project_id: Mapped[str] = mapped_column(String(64), default="")
+    user_id: Mapped[str] = mapped_column(String(64), default="")
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    start_time: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    finish_time: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    events: Mapped[list[Any]] = mapped_column(JSON, default=list)
 
 
 class NetworkAttachment(Base):

@@ -260,6 +260,13 @@ def test_netbay_cli_and_openstack_appcontainer(cloud: Cloud, daemon: dk.Dockerd,
             r = subprocess.run(["openstack", "appcontainer", "show", "no-such", "-f", "json"], env=env,
                                capture_output=True, text=True, timeout=120)
             assert r.returncode != 0 and "could not be found" in r.stderr, r.stdout + r.stderr
+            # Zun's action records and this deployment's host, as the OSC plugin reads them.
+            r = subprocess.run(["openstack", "appcontainer", "action", "list", "zn-cli-c", "-f", "value",
+                                "-c", "Action"], env=env, capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0 and r.stdout.split() == ["create"], r.stdout + r.stderr
+            r = subprocess.run(["openstack", "appcontainer", "host", "list", "-f", "value", "-c", "hostname"],
+                               env=env, capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0 and r.stdout.strip() == c["host"], r.stdout + r.stderr
     finally:
         r = cli(cloud.server, "container", "delete", "--force", "zn-cli-c")
         cloud.delete_sandbox(sb["id"])

@@ -179,7 +179,10 @@ class Ipam:
                 raise PluginError(f"netbay: the gateway of subnet {subnet['id']} is {gw}, not {address}")
             gw = gw or address
             if not gw:
-                raise PluginError(f"netbay: subnet {subnet['id']} has no gateway")
+                # Docker asks every pool for a gateway; a subnet without one (Neutron allows it,
+                # Zun runs containers on it) answers its network address, which no port holds:
+                # Join gives no route to it, so the container has no default route.
+                gw = str(_network(subnet["cidr"]).network_address)
             return f"{gw}/{plen(subnet)}"
         net = _network(pool_id.partition(":")[2])
         if address and ipaddress.ip_address(address) not in net:
