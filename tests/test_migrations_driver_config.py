@@ -1,4 +1,4 @@
-"""Migration 0018_coe: clusters made before a cluster stored its driver config get it
+"""Migration 0018: clusters made before a cluster stored its driver config get it
 from their labels, parsed by the registry as the API parses them (issue 24 item 2)."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_existing_clusters_get_their_driver_config(database_url: str) -> None:
                                  "pod_subnet_prefixlen": 24, "service_cidr": "10.96.0.0/16", "pod_runtime": "sandbox"}
     assert stored["c-bad"] is None     # refused labels: nothing stored (the build says why)
     assert stored["c-none"] is None    # no driver, no config
-    migrate.upgrade(database_url, "0018_coe")   # already there: a no-op
+    migrate.upgrade(database_url, "0018")   # already there: a no-op
     _downgrade_drops_the_column(database_url)
 
 

@@ -6,7 +6,7 @@ typed config for the cluster's labels (``netbay.drivers.registry``, the one pars
 Labels the driver refuses (kept from before the API checked them) leave it NULL: such a
 cluster builds no container network, as its build failed before.
 
-Revision ID: 0018_coe
+Revision ID: 0018
 Revises: 0017
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0018_coe'
+revision = '0018'
 down_revision = '0017'
 branch_labels = None
 depends_on = None

@@ -2,16 +2,16 @@
 ``restart_policy`` and ``mounts`` kept as Docker is given them, and
 ``container_actions`` with their events.
 
-Revision ID: 0018_zun
-Revises: 0017
+Revision ID: 0019
+Revises: 0018
 """
 
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0018_zun'
-down_revision = '0017'
+revision = '0019'
+down_revision = '0018'
 branch_labels = None
 depends_on = None
 
