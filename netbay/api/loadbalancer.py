@@ -1,8 +1,10 @@
 """The Octavia-compatible load-balancer API v2 under ``/load-balancer``.
 
-Routes, Octavia's list parameters (``limit``/``marker``/``page_reverse``,
-``sort=key:dir,…`` or ``sort_key``/``sort_dir``, ``fields``, filters) and
-request bodies refused in WSME's words; the rules live in ``netbay.lbaas``.
+Octavia's list parameters (``limit``/``marker``/``page_reverse``, ``sort=key:dir,…``
+or ``sort_key``/``sort_dir``, ``fields``, filters) and request bodies refused in
+WSME's words; the collections (members and L7 rules as children of pools and L7
+policies) are mounted by :mod:`netbay.api.collections`; the rules live in
+``netbay.lbaas``.
 Errors are rendered as Octavia's ``{"faultcode", "faultstring", "debuginfo"}``
 by ``netbay.api.errors`` (chosen by path).
 """
@@ -175,16 +177,17 @@ def _rendered(resource: LBResource, session: Any, obj: Any) -> dict[str, Any]:
 # --- collections --------------------------------------------------------------------------------
 
 
-def collection(resource: LBResource, **extra: Any) -> Collection:
-    """The Octavia collection of a top-level ``resource`` under ``/lbaas``."""
-    return Collection(
+def collection(resource: LBResource, **changes: Any) -> Collection:
+    """The Octavia collection of a top-level ``resource`` under ``/lbaas`` (``changes``:
+    fields that differ from the plain one, as the load balancer's create)."""
+    return replace(Collection(
         segment=resource.collection, member=resource.member, key=resource.collection, prefix="/lbaas",
         query=lambda request: parse_list_query(request, resource), listing=octavia_listing,
         parse=lambda raw, method: parse_body(raw, resource, method),
         list=resource.list, show=resource.show,
         create=lambda s, ctx, body: _rendered(resource, s, resource.create(s, ctx, body)),
         update=lambda s, ctx, item_id, body: _rendered(resource, s, resource.update(s, ctx, item_id, body)),
-        delete=resource.delete, **extra)
+        delete=resource.delete), **changes)
 
 
 def _pop_tree(raw: Any) -> Any:
@@ -218,10 +221,10 @@ def _cascade(request: Request) -> dict[str, Any]:
     return {"cascade": to_bool(request.query_params.get("cascade", "false"))}
 
 
-def child(resource: LBResource, parent: Collection, parent_param: str, segment: str,
-          key: str, member: str, **extra: Any) -> Collection:
+def child(resource: LBResource, parent: Collection, parent_param: str, segment: str, member: str,
+          verbs: tuple[Verb, ...] = ()) -> Collection:
     """The Octavia collection of ``resource`` under an item of ``parent`` (the ``*_in``
-    methods take the parent's id first), with its own JSON keys."""
+    methods take the parent's id first); its JSON keys are ``segment`` and ``member``."""
     wrapped = member != resource.member
 
     def parse(raw: Any, method: str) -> Any:
@@ -233,13 +236,13 @@ def child(resource: LBResource, parent: Collection, parent_param: str, segment: 
 
     in_parent: Any = resource  # MEMBERS or L7RULES: the resources with ``*_in`` methods
     return Collection(
-        segment=segment, member=member, key=key, parent=parent, parent_param=parent_param,
+        segment=segment, member=member, key=segment, parent=parent, parent_param=parent_param,
         item_param=f"{member}_id", names=(resource.collection, resource.member),
         query=lambda request: parse_list_query(request, resource), listing=octavia_listing, parse=parse,
         list=in_parent.list_in, show=in_parent.show_in,
         create=lambda s, ctx, pid, body: _rendered(resource, s, in_parent.create_in(s, ctx, pid, body)),
         update=lambda s, ctx, pid, cid, body: _rendered(resource, s, in_parent.update_in(s, ctx, pid, cid, body)),
-        delete=in_parent.delete_in, **extra)
+        delete=in_parent.delete_in, verbs=verbs)
 
 
 # --- verbs beyond the five ----------------------------------------------------------------------
@@ -283,19 +286,18 @@ async def lb_failover(request: Request, item_id: str) -> Response:
 
 
 def _collections() -> list[Collection]:
-    loadbalancers = replace(
-        collection(LOADBALANCERS, verbs=(
-            Verb("GET", "/{item_id}/status", statuses, name="show_loadbalancer_status"),
-            Verb("GET", "/{item_id}/statuses", statuses, include_in_schema=False),
-            Verb("GET", "/{item_id}/stats", lb_stats, name="show_loadbalancer_stats"),
-            Verb("PUT", "/{item_id}/failover", lb_failover, name="failover_loadbalancer", status_code=202))),
-        parse=_parse_tree, create=_create_tree, update=_update_lb, delete_options=_cascade)
+    loadbalancers = collection(
+        LOADBALANCERS, parse=_parse_tree, create=_create_tree, update=_update_lb, delete_options=_cascade,
+        verbs=(Verb("GET", "/{item_id}/status", statuses, name="show_loadbalancer_status"),
+               Verb("GET", "/{item_id}/statuses", statuses, include_in_schema=False),
+               Verb("GET", "/{item_id}/stats", lb_stats, name="show_loadbalancer_stats"),
+               Verb("PUT", "/{item_id}/failover", lb_failover, name="failover_loadbalancer", status_code=202)))
     listeners = collection(LISTENERS, verbs=(
         Verb("GET", "/{item_id}/stats", listener_stats, name="show_listener_stats"),))
     pools, l7policies = collection(POOLS), collection(L7POLICIES)
-    members = child(MEMBERS, pools, "pool_id", "members", "members", "member", verbs=(
+    members = child(MEMBERS, pools, "pool_id", "members", "member", verbs=(
         Verb("PUT", "", batch_members, name="batch_update_members", status_code=202),))
-    rules = child(L7RULES, l7policies, "policy_id", "rules", "rules", "rule")
+    rules = child(L7RULES, l7policies, "policy_id", "rules", "rule")
     return [loadbalancers, listeners, pools, collection(HEALTHMONITORS), l7policies, members, rules]
 
 

@@ -1,8 +1,9 @@
 """The Neutron-compatible network API v2.0, built from the resource registry.
 
-Each ``Resource`` gets list / show / create (single and bulk) / update / delete
-and the ``/tags`` sub-resource. Bodies are parsed here so that every refusal is
-worded as Neutron words it; the business rules live in ``netbay.network``.
+Each ``Resource`` becomes a ``Collection`` (list / show / create, single and bulk /
+update / delete, mounted by :mod:`netbay.api.collections`) with the ``/tags``
+sub-resource. Queries and bodies are parsed here so that every refusal is worded
+as Neutron words it; the business rules live in ``netbay.network``.
 """
 
 from __future__ import annotations
