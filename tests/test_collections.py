@@ -3,6 +3,7 @@ verbs, answered the same by FastAPI and by the plain Starlette routes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,7 +24,7 @@ class _Store:
         self.writes = 0
 
     @contextmanager
-    def read(self):  # noqa: ANN202
+    def read(self) -> Iterator[dict[str, dict[str, dict[str, Any]]]]:
         yield self.books
 
     def retrying(self, fn: Any) -> Any:
@@ -32,7 +33,7 @@ class _Store:
 
 
 def _query(request: Request) -> ListQuery:
-    return ListQuery({}, [f for f in request.query_params.getlist("fields")], [], None, None)
+    return ListQuery({}, request.query_params.getlist("fields"), [], None, None)
 
 
 def _listing(request: Request, key: str, page: Page, query: ListQuery) -> dict[str, Any]:
