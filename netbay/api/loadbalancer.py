@@ -1,25 +1,25 @@
 """The Octavia-compatible load-balancer API v2 under ``/load-balancer``.
 
-Routes, Octavia's list parameters (``limit``/``marker``/``page_reverse``,
-``sort=key:dir,…`` or ``sort_key``/``sort_dir``, ``fields``, filters) and
-request bodies refused in WSME's words; the rules live in ``netbay.lbaas``.
+Octavia's list parameters (``limit``/``marker``/``page_reverse``, ``sort=key:dir,…``
+or ``sort_key``/``sort_dir``, ``fields``, filters) and request bodies refused in
+WSME's words; the collections (members and L7 rules as children of pools and L7
+policies) are mounted by :mod:`netbay.api.collections`; the rules live in
+``netbay.lbaas``.
 Errors are rendered as Octavia's ``{"faultcode", "faultstring", "debuginfo"}``
 by ``netbay.api.errors`` (chosen by path).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, FastAPI, Request, Response
-from fastapi.concurrency import run_in_threadpool
-from netbay.api.responses import JSONResponse
 from pydantic import ValidationError
 
 from netbay.api.auth import context
-from netbay.api.network.bodies import read_json
+from netbay.api.collections import Collection, Verb, mount, read_json, write
 from netbay.errors import BadRequest
 from netbay.lbaas import stats, status
 from netbay.lbaas.batch import batch_update
@@ -164,13 +164,9 @@ def _links(request: Request, page: Page) -> list[dict[str, str]]:
     return links
 
 
-def _listing(request: Request, key: str, page: Page) -> JSONResponse:
-    return JSONResponse({key: page.items, f"{key}_links": _links(request, page)})
-
-
-async def _write(request: Request, work: Callable[[Any], Any]) -> Any:
-    store = request.app.state.store
-    return await run_in_threadpool(lambda: store.retrying(work))
+def octavia_listing(request: Request, key: str, page: Page, query: ListQuery) -> dict[str, Any]:
+    """An Octavia list body: the items and ``<key>_links`` (empty without a page)."""
+    return {key: page.items, f"{key}_links": _links(request, page)}
 
 
 def _rendered(resource: LBResource, session: Any, obj: Any) -> dict[str, Any]:
@@ -178,7 +174,20 @@ def _rendered(resource: LBResource, session: Any, obj: Any) -> dict[str, Any]:
     return resource.render(session, obj, resource.tags_of(session, [obj.id])[obj.id])
 
 
-# --- top-level collections ---------------------------------------------------------------------
+# --- collections --------------------------------------------------------------------------------
+
+
+def collection(resource: LBResource, **changes: Any) -> Collection:
+    """The Octavia collection of a top-level ``resource`` under ``/lbaas`` (``changes``:
+    fields that differ from the plain one, as the load balancer's create)."""
+    return replace(Collection(
+        segment=resource.collection, member=resource.member, key=resource.collection, prefix="/lbaas",
+        query=lambda request: parse_list_query(request, resource), listing=octavia_listing,
+        parse=lambda raw, method: parse_body(raw, resource, method),
+        list=resource.list, show=resource.show,
+        create=lambda s, ctx, body: _rendered(resource, s, resource.create(s, ctx, body)),
+        update=lambda s, ctx, item_id, body: _rendered(resource, s, resource.update(s, ctx, item_id, body)),
+        delete=resource.delete), **changes)
 
 
 def _pop_tree(raw: Any) -> Any:
@@ -190,183 +199,112 @@ def _pop_tree(raw: Any) -> Any:
     return None
 
 
-def _mount(api: APIRouter, resource: LBResource) -> None:
-    coll, key = resource.collection, resource.member
-    path = f"/lbaas/{coll}"
-
-    def list_items(request: Request) -> Response:
-        ctx = context(request)
-        query = parse_list_query(request, resource)
-        with request.app.state.store.read() as s:
-            return _listing(request, coll, resource.list(s, ctx, query))
-
-    def show_item(request: Request, item_id: str) -> Response:
-        ctx = context(request)
-        fields = parse_list_query(request, resource).fields
-        with request.app.state.store.read() as s:
-            return JSONResponse({key: resource.show(s, ctx, item_id, fields)})
-
-    async def create_item(request: Request) -> Response:
-        ctx = context(request)
-        raw = await read_json(request)
-        tree = _pop_tree(raw) if resource is LOADBALANCERS else None
-        body = parse_body(raw, resource, "POST")
-
-        def create(s):  # noqa: ANN001, ANN202
-            obj = resource.create(s, ctx, body)
-            if tree:
-                populate(s, ctx, obj, tree, parse_body)
-            return _rendered(resource, s, obj)
-
-        item = await _write(request, create)
-        return JSONResponse({key: item}, status_code=201)
-
-    async def update_item(request: Request, item_id: str) -> Response:
-        ctx = context(request)
-        body = parse_body(await read_json(request), resource, "PUT")
-        item = await _write(request, lambda s: _rendered(resource, s, resource.update(s, ctx, item_id, body)))
-        return JSONResponse({key: item})
-
-    async def delete_item(request: Request, item_id: str) -> Response:
-        ctx = context(request)
-        if resource is LOADBALANCERS:
-            cascade = to_bool(request.query_params.get("cascade", "false"))
-            await _write(request, lambda s: resource.delete(s, ctx, item_id, cascade=cascade))
-        else:
-            await _write(request, lambda s: resource.delete(s, ctx, item_id))
-        return Response(status_code=204)
-
-    api.add_api_route(path, list_items, methods=["GET"], name=f"list_{coll}")
-    api.add_api_route(path, create_item, methods=["POST"], name=f"create_{key}", status_code=201)
-    api.add_api_route(path + "/{item_id}", show_item, methods=["GET"], name=f"show_{key}")
-    api.add_api_route(path + "/{item_id}", update_item, methods=["PUT"], name=f"update_{key}")
-    api.add_api_route(path + "/{item_id}", delete_item, methods=["DELETE"], name=f"delete_{key}",
-                      status_code=204)
+def _parse_tree(raw: Any, method: str) -> tuple[Any, Any]:
+    """A load balancer's body and, on create, the tree of children to populate it with."""
+    tree = _pop_tree(raw) if method == "POST" else None
+    return parse_body(raw, LOADBALANCERS, method), tree
 
 
-def _mount_members(api: APIRouter) -> None:
-    path = "/lbaas/pools/{pool_id}/members"
-
-    def list_members(request: Request, pool_id: str) -> Response:
-        ctx = context(request)
-        query = parse_list_query(request, MEMBERS)
-        with request.app.state.store.read() as s:
-            return _listing(request, "members", MEMBERS.list_in(s, ctx, pool_id, query))
-
-    def show_member(request: Request, pool_id: str, member_id: str) -> Response:
-        ctx = context(request)
-        fields = parse_list_query(request, MEMBERS).fields
-        with request.app.state.store.read() as s:
-            return JSONResponse({"member": MEMBERS.show_in(s, ctx, pool_id, member_id, fields)})
-
-    async def create_member(request: Request, pool_id: str) -> Response:
-        ctx = context(request)
-        body = parse_body(await read_json(request), MEMBERS, "POST")
-        item = await _write(request, lambda s: _rendered(MEMBERS, s, MEMBERS.create_in(s, ctx, pool_id, body)))
-        return JSONResponse({"member": item}, status_code=201)
-
-    async def update_member(request: Request, pool_id: str, member_id: str) -> Response:
-        ctx = context(request)
-        body = parse_body(await read_json(request), MEMBERS, "PUT")
-        item = await _write(
-            request, lambda s: _rendered(MEMBERS, s, MEMBERS.update_in(s, ctx, pool_id, member_id, body)))
-        return JSONResponse({"member": item})
-
-    async def delete_member(request: Request, pool_id: str, member_id: str) -> Response:
-        ctx = context(request)
-        await _write(request, lambda s: MEMBERS.delete_in(s, ctx, pool_id, member_id))
-        return Response(status_code=204)
-
-    async def batch_members(request: Request, pool_id: str) -> Response:
-        ctx = context(request)
-        raw = await read_json(request)
-        if not isinstance(raw, dict) or "members" not in raw:
-            raise BadRequest('Missing argument: "members"')
-        if not isinstance(raw["members"], list):
-            raise invalid_input("members", raw["members"], "Value should be a list")
-        bodies = [parse_body({"member": m}, MEMBERS, "POST") for m in raw["members"]]
-        additive = to_bool(request.query_params.get("additive_only", "false"))
-        await _write(request, lambda s: batch_update(s, ctx, pool_id, bodies, additive_only=additive))
-        return Response(status_code=202)
-
-    api.add_api_route(path, list_members, methods=["GET"], name="list_members")
-    api.add_api_route(path, create_member, methods=["POST"], name="create_member", status_code=201)
-    api.add_api_route(path, batch_members, methods=["PUT"], name="batch_update_members", status_code=202)
-    api.add_api_route(path + "/{member_id}", show_member, methods=["GET"], name="show_member")
-    api.add_api_route(path + "/{member_id}", update_member, methods=["PUT"], name="update_member")
-    api.add_api_route(path + "/{member_id}", delete_member, methods=["DELETE"], name="delete_member",
-                      status_code=204)
+def _create_tree(s: Any, ctx: Any, parsed: tuple[Any, Any]) -> dict[str, Any]:
+    body, tree = parsed
+    obj = LOADBALANCERS.create(s, ctx, body)
+    if tree:
+        populate(s, ctx, obj, tree, parse_body)
+    return _rendered(LOADBALANCERS, s, obj)
 
 
-def _rule_body(raw: Any, method: str) -> Any:
-    """``{"rule": {...}}`` (the API's key; the change log calls the object ``l7rule``)."""
-    if not isinstance(raw, dict) or "rule" not in raw:
-        raise BadRequest('Missing argument: "rule"')
-    return parse_body({L7RULES.member: raw["rule"]}, L7RULES, method)
+def _update_lb(s: Any, ctx: Any, item_id: str, parsed: tuple[Any, Any]) -> dict[str, Any]:
+    return _rendered(LOADBALANCERS, s, LOADBALANCERS.update(s, ctx, item_id, parsed[0]))
 
 
-def _mount_rules(api: APIRouter) -> None:
-    path = "/lbaas/l7policies/{policy_id}/rules"
-
-    def list_rules(request: Request, policy_id: str) -> Response:
-        ctx = context(request)
-        query = parse_list_query(request, L7RULES)
-        with request.app.state.store.read() as s:
-            return _listing(request, "rules", L7RULES.list_in(s, ctx, policy_id, query))
-
-    def show_rule(request: Request, policy_id: str, rule_id: str) -> Response:
-        ctx = context(request)
-        fields = parse_list_query(request, L7RULES).fields
-        with request.app.state.store.read() as s:
-            return JSONResponse({"rule": L7RULES.show_in(s, ctx, policy_id, rule_id, fields)})
-
-    async def create_rule(request: Request, policy_id: str) -> Response:
-        ctx = context(request)
-        body = _rule_body(await read_json(request), "POST")
-        item = await _write(request, lambda s: _rendered(L7RULES, s, L7RULES.create_in(s, ctx, policy_id, body)))
-        return JSONResponse({"rule": item}, status_code=201)
-
-    async def update_rule(request: Request, policy_id: str, rule_id: str) -> Response:
-        ctx = context(request)
-        body = _rule_body(await read_json(request), "PUT")
-        item = await _write(
-            request, lambda s: _rendered(L7RULES, s, L7RULES.update_in(s, ctx, policy_id, rule_id, body)))
-        return JSONResponse({"rule": item})
-
-    async def delete_rule(request: Request, policy_id: str, rule_id: str) -> Response:
-        ctx = context(request)
-        await _write(request, lambda s: L7RULES.delete_in(s, ctx, policy_id, rule_id))
-        return Response(status_code=204)
-
-    api.add_api_route(path, list_rules, methods=["GET"], name="list_l7rules")
-    api.add_api_route(path, create_rule, methods=["POST"], name="create_l7rule", status_code=201)
-    api.add_api_route(path + "/{rule_id}", show_rule, methods=["GET"], name="show_l7rule")
-    api.add_api_route(path + "/{rule_id}", update_rule, methods=["PUT"], name="update_l7rule")
-    api.add_api_route(path + "/{rule_id}", delete_rule, methods=["DELETE"], name="delete_l7rule",
-                      status_code=204)
+def _cascade(request: Request) -> dict[str, Any]:
+    return {"cascade": to_bool(request.query_params.get("cascade", "false"))}
 
 
-def _mount_extras(api: APIRouter) -> None:
-    def statuses(request: Request, item_id: str) -> dict[str, Any]:
-        ctx = context(request)
-        with request.app.state.store.read() as s:
-            return status.tree(s, LOADBALANCERS.get(s, ctx, item_id))
+def child(resource: LBResource, parent: Collection, parent_param: str, segment: str, member: str,
+          verbs: tuple[Verb, ...] = ()) -> Collection:
+    """The Octavia collection of ``resource`` under an item of ``parent`` (the ``*_in``
+    methods take the parent's id first); its JSON keys are ``segment`` and ``member``."""
+    wrapped = member != resource.member
 
-    def lb_stats(request: Request, item_id: str) -> dict[str, Any]:
-        ctx = context(request)
-        with request.app.state.store.read() as s:
-            return {"stats": stats.loadbalancer_stats(s, LOADBALANCERS.get(s, ctx, item_id).id)}
+    def parse(raw: Any, method: str) -> Any:
+        if wrapped:  # the API's key is not the resource's: "rule" for an l7rule
+            if not isinstance(raw, dict) or member not in raw:
+                raise BadRequest(f'Missing argument: "{member}"')
+            raw = {resource.member: raw[member]}
+        return parse_body(raw, resource, method)
 
-    def listener_stats(request: Request, item_id: str) -> dict[str, Any]:
-        ctx = context(request)
-        with request.app.state.store.read() as s:
-            return {"stats": stats.listener_stats(s, LISTENERS.get(s, ctx, item_id).id)}
+    in_parent: Any = resource  # MEMBERS or L7RULES: the resources with ``*_in`` methods
+    return Collection(
+        segment=segment, member=member, key=segment, parent=parent, parent_param=parent_param,
+        item_param=f"{member}_id", names=(resource.collection, resource.member),
+        query=lambda request: parse_list_query(request, resource), listing=octavia_listing, parse=parse,
+        list=in_parent.list_in, show=in_parent.show_in,
+        create=lambda s, ctx, pid, body: _rendered(resource, s, in_parent.create_in(s, ctx, pid, body)),
+        update=lambda s, ctx, pid, cid, body: _rendered(resource, s, in_parent.update_in(s, ctx, pid, cid, body)),
+        delete=in_parent.delete_in, verbs=verbs)
 
-    async def lb_failover(request: Request, item_id: str) -> Response:
-        ctx = context(request)
-        await _write(request, lambda s: failover(s, ctx, item_id))
-        return Response(status_code=202)
 
+# --- verbs beyond the five ----------------------------------------------------------------------
+
+
+async def batch_members(request: Request, pool_id: str) -> Response:
+    ctx = context(request)
+    raw = await read_json(request)
+    if not isinstance(raw, dict) or "members" not in raw:
+        raise BadRequest('Missing argument: "members"')
+    if not isinstance(raw["members"], list):
+        raise invalid_input("members", raw["members"], "Value should be a list")
+    bodies = [parse_body({"member": m}, MEMBERS, "POST") for m in raw["members"]]
+    additive = to_bool(request.query_params.get("additive_only", "false"))
+    await write(request, lambda s: batch_update(s, ctx, pool_id, bodies, additive_only=additive))
+    return Response(status_code=202)
+
+
+def statuses(request: Request, item_id: str) -> dict[str, Any]:
+    ctx = context(request)
+    with request.app.state.store.read() as s:
+        return status.tree(s, LOADBALANCERS.get(s, ctx, item_id))
+
+
+def lb_stats(request: Request, item_id: str) -> dict[str, Any]:
+    ctx = context(request)
+    with request.app.state.store.read() as s:
+        return {"stats": stats.loadbalancer_stats(s, LOADBALANCERS.get(s, ctx, item_id).id)}
+
+
+def listener_stats(request: Request, item_id: str) -> dict[str, Any]:
+    ctx = context(request)
+    with request.app.state.store.read() as s:
+        return {"stats": stats.listener_stats(s, LISTENERS.get(s, ctx, item_id).id)}
+
+
+async def lb_failover(request: Request, item_id: str) -> Response:
+    ctx = context(request)
+    await write(request, lambda s: failover(s, ctx, item_id))
+    return Response(status_code=202)
+
+
+def _collections() -> list[Collection]:
+    loadbalancers = collection(
+        LOADBALANCERS, parse=_parse_tree, create=_create_tree, update=_update_lb, delete_options=_cascade,
+        verbs=(Verb("GET", "/{item_id}/status", statuses, name="show_loadbalancer_status"),
+               Verb("GET", "/{item_id}/statuses", statuses, include_in_schema=False),
+               Verb("GET", "/{item_id}/stats", lb_stats, name="show_loadbalancer_stats"),
+               Verb("PUT", "/{item_id}/failover", lb_failover, name="failover_loadbalancer", status_code=202)))
+    listeners = collection(LISTENERS, verbs=(
+        Verb("GET", "/{item_id}/stats", listener_stats, name="show_listener_stats"),))
+    pools, l7policies = collection(POOLS), collection(L7POLICIES)
+    members = child(MEMBERS, pools, "pool_id", "members", "member", verbs=(
+        Verb("PUT", "", batch_members, name="batch_update_members", status_code=202),))
+    rules = child(L7RULES, l7policies, "policy_id", "rules", "rule")
+    return [loadbalancers, listeners, pools, collection(HEALTHMONITORS), l7policies, members, rules]
+
+
+# --- provider catalogue ---------------------------------------------------------------------------
+
+
+def _mount_catalogue(api: APIRouter) -> None:
     def providers(request: Request) -> dict[str, Any]:
         context(request)
         return {"providers": lb_providers.listing()}
@@ -387,16 +325,6 @@ def _mount_extras(api: APIRouter) -> None:
         context(request)
         return {"availability_zones": [], "availability_zones_links": []}
 
-    api.add_api_route("/lbaas/loadbalancers/{item_id}/status", statuses, methods=["GET"],
-                      name="show_loadbalancer_status")
-    api.add_api_route("/lbaas/loadbalancers/{item_id}/statuses", statuses, methods=["GET"],
-                      include_in_schema=False)
-    api.add_api_route("/lbaas/loadbalancers/{item_id}/stats", lb_stats, methods=["GET"],
-                      name="show_loadbalancer_stats")
-    api.add_api_route("/lbaas/listeners/{item_id}/stats", listener_stats, methods=["GET"],
-                      name="show_listener_stats")
-    api.add_api_route("/lbaas/loadbalancers/{item_id}/failover", lb_failover, methods=["PUT"],
-                      name="failover_loadbalancer", status_code=202)
     api.add_api_route("/lbaas/providers", providers, methods=["GET"], name="list_providers")
     api.add_api_route("/lbaas/providers/{provider}/flavor_capabilities", flavor_capabilities, methods=["GET"],
                       name="list_flavor_capabilities")
@@ -413,11 +341,9 @@ def install(app: FastAPI) -> None:
     app.include_router(router)
     app.include_router(lbstats.router)  # PUT /netbay/v1/lbstats: the dataplane's counters
     api = APIRouter(tags=["load-balancer"])
-    _mount_extras(api)  # before the collections: ``…/{id}/status`` is not an id
-    for resource in (LOADBALANCERS, LISTENERS, POOLS, HEALTHMONITORS, L7POLICIES):
-        _mount(api, resource)
-    _mount_members(api)
-    _mount_rules(api)
+    _mount_catalogue(api)
+    for coll in _collections():
+        mount(api, coll)
     app.include_router(api, prefix="/load-balancer/v2")
     # Octavia answers under /v2.0 too (neutron-lbaas compatibility).
     app.include_router(api, prefix="/load-balancer/v2.0", include_in_schema=False)

@@ -7,14 +7,14 @@ Neutron conventions as for sandboxes (``{"pod": {...}}`` bodies, filters such as
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
-from fastapi.concurrency import run_in_threadpool
+from typing import Any
+
+from fastapi import APIRouter
 
 from netbay.api import status
-from netbay.api.auth import context
+from netbay.api.collections import Collection, mount
 from netbay.api.network import parse_list_query
-from netbay.api.network.bodies import parse_member, read_json
-from netbay.api.responses import JSONResponse
+from netbay.api.network.bodies import parse_member
 from netbay.coe import pods
 from netbay.coe.pods import PODS
 
@@ -22,37 +22,11 @@ router = APIRouter(prefix="/netbay/v1", tags=["netbay"])
 status.register("pods", pods.set_status)
 
 
-@router.get("/pods")
-def list_pods(request: Request) -> Response:
-    ctx = context(request)
-    query = parse_list_query(request)
-    with request.app.state.store.read() as s:
-        return JSONResponse({"pods": PODS.list(s, ctx, query).items})
+def _create(s: Any, ctx: Any, body: Any) -> dict[str, Any]:
+    return PODS.rendered(s, PODS.create(s, ctx, body))
 
 
-@router.get("/pods/{pod_id}")
-def show_pod(request: Request, pod_id: str) -> Response:
-    ctx = context(request)
-    fields = parse_list_query(request).fields
-    with request.app.state.store.read() as s:
-        return JSONResponse({"pod": PODS.show(s, ctx, pod_id, fields)})
-
-
-@router.post("/pods", status_code=201)
-async def create_pod(request: Request) -> Response:
-    ctx = context(request)
-    body = parse_member(await read_json(request), PODS, "POST")
-
-    def create(s):  # noqa: ANN001, ANN202
-        return PODS.rendered(s, PODS.create(s, ctx, body))
-
-    item = await run_in_threadpool(lambda: request.app.state.store.retrying(create))
-    return JSONResponse({"pod": item}, status_code=201)
-
-
-@router.delete("/pods/{pod_id}", status_code=204)
-def delete_pod(request: Request, pod_id: str) -> Response:
-    ctx = context(request)
-    with request.app.state.store.write() as s:
-        PODS.delete(s, ctx, pod_id)
-    return Response(status_code=204)
+mount(router, Collection(
+    segment="pods", member="pod", key="pods", item_param="pod_id", query=parse_list_query,
+    parse=lambda raw, method: parse_member(raw, PODS, method),
+    list=PODS.list, show=PODS.show, create=_create, delete=PODS.delete))

@@ -9,53 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
-from fastapi.concurrency import run_in_threadpool
-from netbay.api.responses import JSONResponse
+from fastapi import APIRouter
 
-from netbay.api.auth import context
+from netbay.api.collections import Collection, mount
 from netbay.api.network import parse_list_query
-from netbay.api.network.bodies import parse_member, read_json
+from netbay.api.network.bodies import parse_member
 from netbay.network.sandboxes import SANDBOXES
 
 router = APIRouter(prefix="/netbay/v1", tags=["netbay"])
 
 
-@router.get("/sandboxes")
-def list_sandboxes(request: Request) -> Response:
-    ctx = context(request)
-    query = parse_list_query(request)
-    with request.app.state.store.read() as s:
-        page = SANDBOXES.list(s, ctx, query)
-    body: dict[str, Any] = {"sandboxes": page.items}
-    return JSONResponse(body)
+def _create(s: Any, ctx: Any, body: Any) -> dict[str, Any]:
+    obj = SANDBOXES.create(s, ctx, body)
+    s.flush()
+    return SANDBOXES.render(s, obj, [])
 
 
-@router.get("/sandboxes/{sandbox_id}")
-def show_sandbox(request: Request, sandbox_id: str) -> Response:
-    ctx = context(request)
-    fields = parse_list_query(request).fields
-    with request.app.state.store.read() as s:
-        return JSONResponse({"sandbox": SANDBOXES.show(s, ctx, sandbox_id, fields)})
-
-
-@router.post("/sandboxes", status_code=201)
-async def create_sandbox(request: Request) -> Response:
-    ctx = context(request)
-    body = parse_member(await read_json(request), SANDBOXES, "POST")
-
-    def create(s):  # noqa: ANN001, ANN202
-        obj = SANDBOXES.create(s, ctx, body)
-        s.flush()
-        return SANDBOXES.render(s, obj, [])
-
-    item = await run_in_threadpool(lambda: request.app.state.store.retrying(create))
-    return JSONResponse({"sandbox": item}, status_code=201)
-
-
-@router.delete("/sandboxes/{sandbox_id}", status_code=204)
-def delete_sandbox(request: Request, sandbox_id: str) -> Response:
-    ctx = context(request)
-    with request.app.state.store.write() as s:
-        SANDBOXES.delete(s, ctx, sandbox_id)
-    return Response(status_code=204)
+mount(router, Collection(
+    segment="sandboxes", member="sandbox", key="sandboxes", item_param="sandbox_id", query=parse_list_query,
+    parse=lambda raw, method: parse_member(raw, SANDBOXES, method),
+    list=SANDBOXES.list, show=SANDBOXES.show, create=_create, delete=SANDBOXES.delete))

@@ -1,8 +1,9 @@
 """The Neutron-compatible network API v2.0, built from the resource registry.
 
-Each ``Resource`` gets list / show / create (single and bulk) / update / delete
-and the ``/tags`` sub-resource. Bodies are parsed here so that every refusal is
-worded as Neutron words it; the business rules live in ``netbay.network``.
+Each ``Resource`` becomes a ``Collection`` (list / show / create, single and bulk /
+update / delete, mounted by :mod:`netbay.api.collections`) with the ``/tags``
+sub-resource. Queries and bodies are parsed here so that every refusal is worded
+as Neutron words it; the business rules live in ``netbay.network``.
 """
 
 from __future__ import annotations
@@ -10,12 +11,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, FastAPI, Request, Response
-from netbay.api.responses import JSONResponse
+from fastapi import APIRouter, FastAPI, Request
 
-from netbay.api.auth import context
+from netbay.api.collections import Bulk, Collection, mount
 from netbay.api.plainroutes import serve_plainly
-from netbay.api.network.bodies import parse_member, parse_members, read_json
+from netbay.api.network.bodies import parse_member, parse_members
 from netbay.api.network.quotas import enforce_create
 from netbay.errors import BadRequest, PreconditionFailed, not_found
 from netbay.network.registry import RESOURCES, Resource
@@ -150,6 +150,15 @@ def _bad_limit(value: str) -> BadRequest:
                       kind="BadRequest")
 
 
+def neutron_listing(request: Request, key: str, page: Page, query: ListQuery) -> dict[str, Any]:
+    """A Neutron list body: the items, and ``<key>_links`` when the page has any."""
+    body: dict[str, Any] = {key: page.items}
+    links = _links(request, page, query)
+    if links:
+        body[f"{key}_links"] = links
+    return body
+
+
 def _links(request: Request, page: Page, query: ListQuery) -> list[dict[str, str]]:
     """Neutron's pagination links (``api_common.get_pagination_links``): ``next`` unless a
     forward page holds fewer than ``limit`` items, ``previous`` unless a reverse one does;
@@ -171,97 +180,51 @@ def _links(request: Request, page: Page, query: ListQuery) -> list[dict[str, str
     return links
 
 
-def _mount(router: APIRouter, resource: Resource) -> None:
-    coll, member = resource.collection, resource.member
-    key = coll.replace("-", "_")  # the JSON key: "security_groups" for /security-groups
-    path = f"/v2.0/{resource.path_prefix}{coll}"
-    create_schema = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+def _body_schema(member: str, model: Any) -> dict[str, Any]:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": {
         "type": "object", "required": [member],
-        "properties": {member: resource.create_body.model_json_schema(by_alias=True)}}}}}}
-    update_schema = resource.update_body and {"requestBody": {"required": True, "content": {
-        "application/json": {"schema": {"type": "object", "required": [member], "properties": {
-            member: resource.update_body.model_json_schema(by_alias=True)}}}}}}
+        "properties": {member: model.model_json_schema(by_alias=True)}}}}}}
 
-    def store(request: Request):  # noqa: ANN202
-        return request.app.state.store
 
-    def list_items(request: Request) -> Response:
-        ctx = context(request)
-        query = parse_list_query(request)
-        resource.before_read(store(request), ctx, query.filters)
-        with store(request).read() as s:
-            page = resource.list(s, ctx, query)
-        body: dict[str, Any] = {key: page.items}
-        links = _links(request, page, query)
-        if links:
-            body[f"{key}_links"] = links
-        return JSONResponse(body)
+def _if_match(request: Request) -> dict[str, Any]:
+    return {"expected": revision_constraint(request)}
 
-    def show_item(request: Request, item_id: str) -> Response:
-        ctx = context(request)
-        fields = parse_list_query(request).fields
-        resource.before_read(store(request), ctx, {})
-        with store(request).read() as s:
-            return JSONResponse({member: resource.show(s, ctx, item_id, fields)})
 
-    async def create_item(request: Request) -> Response:
-        ctx = context(request)
-        raw = await read_json(request)
-        if isinstance(raw, dict) and key in raw:  # the plural key wins, as in Neutron
-            bodies = parse_members(raw, resource)
+def collection(resource: Resource) -> Collection:
+    """The Neutron collection of ``resource``: Neutron's list query and links, bulk
+    create, quotas, ``If-Match`` on update and delete, admin-only attributes hidden."""
+    member = resource.member
 
-            def create_many(s):  # noqa: ANN001, ANN202
-                enforce_create(s, ctx, member, bodies)
-                objs = [resource.create(s, ctx, b) for b in bodies]
-                return [resource.for_caller(ctx, resource.rendered(s, o)) for o in objs]
+    def create_many(s: Any, ctx: Any, bodies: list[Any]) -> list[dict[str, Any]]:
+        enforce_create(s, ctx, member, bodies)
+        objs = [resource.create(s, ctx, b) for b in bodies]
+        return [resource.for_caller(ctx, resource.rendered(s, o)) for o in objs]
 
-            items = await _in_thread(lambda: store(request).retrying(create_many))
-            return JSONResponse({key: items}, status_code=201)
-        body = parse_member(raw, resource, "POST")
+    def update(s: Any, ctx: Any, item_id: str, body: Any, *, expected: int | None) -> dict[str, Any]:
+        if expected is not None:
+            check_revision(resource, s, ctx, item_id, expected)
+        return resource.for_caller(ctx, resource.rendered(s, resource.update(s, ctx, item_id, body)))
 
-        def create_one(s):  # noqa: ANN001, ANN202
-            enforce_create(s, ctx, member, [body])
-            return resource.for_caller(ctx, resource.rendered(s, resource.create(s, ctx, body)))
+    def delete(s: Any, ctx: Any, item_id: str, *, expected: int | None) -> None:
+        if expected is not None:
+            check_revision(resource, s, ctx, item_id, expected)
+        resource.delete(s, ctx, item_id)
 
-        item = await _in_thread(lambda: store(request).retrying(create_one))
-        return JSONResponse({member: item}, status_code=201)
-
-    async def update_item(request: Request, item_id: str) -> Response:
-        ctx = context(request)
-        body = parse_member(await read_json(request), resource, "PUT")
-        expected = revision_constraint(request)
-
-        def update(s):  # noqa: ANN001, ANN202
-            if expected is not None:
-                check_revision(resource, s, ctx, item_id, expected)
-            return resource.for_caller(ctx, resource.rendered(s, resource.update(s, ctx, item_id, body)))
-
-        item = await _in_thread(lambda: store(request).retrying(update))
-        return JSONResponse({member: item})
-
-    def delete_item(request: Request, item_id: str) -> Response:
-        ctx = context(request)
-        expected = revision_constraint(request)
-        with store(request).write() as s:
-            if expected is not None:
-                check_revision(resource, s, ctx, item_id, expected)
-            resource.delete(s, ctx, item_id)
-        return Response(status_code=204)
-
-    op = member
-    router.add_api_route(path, list_items, methods=["GET"], name=f"list_{coll}")
-    router.add_api_route(path, create_item, methods=["POST"], name=f"create_{op}", status_code=201,
-                         openapi_extra=create_schema)
-    router.add_api_route(path + "/{item_id}", show_item, methods=["GET"], name=f"show_{op}")
-    if resource.update_body is not None:
-        router.add_api_route(path + "/{item_id}", update_item, methods=["PUT"], name=f"update_{op}",
-                             openapi_extra=update_schema)
-    router.add_api_route(path + "/{item_id}", delete_item, methods=["DELETE"], name=f"delete_{op}",
-                         status_code=204)
-    if resource.has_tags:
-        from netbay.api.network.tags import mount_tags
-
-        mount_tags(router, resource, path)
+    updatable = resource.update_body is not None
+    return Collection(
+        segment=resource.collection, member=member, key=resource.collection.replace("-", "_"),
+        prefix="/v2.0/" + resource.path_prefix.rstrip("/") if resource.path_prefix else "/v2.0",
+        query=parse_list_query, listing=neutron_listing,
+        parse=lambda raw, method: parse_member(raw, resource, method),
+        list=resource.list, show=resource.show,
+        create=lambda s, ctx, body: create_many(s, ctx, [body])[0],
+        update=update if updatable else None, delete=delete,
+        before_read=resource.before_read,
+        bulk=Bulk(parse=lambda raw: parse_members(raw, resource), create=create_many),
+        update_options=_if_match, delete_options=_if_match,
+        create_schema=_body_schema(member, resource.create_body),
+        update_schema=_body_schema(member, resource.update_body) if updatable else None,
+    )
 
 
 def revision_constraint(request: Request) -> int | None:
@@ -292,19 +255,17 @@ def check_revision(resource: Resource, session: Any, ctx: Any, item_id: str, exp
                                  kind="RevisionNumberConstraintFailed")
 
 
-async def _in_thread(fn):  # noqa: ANN001, ANN202
-    from fastapi.concurrency import run_in_threadpool
-
-    return await run_in_threadpool(fn)
-
-
 def install(app: FastAPI) -> None:
     from netbay.api.network import actions, batch, quotas, trunk_actions  # member actions, quotas, batch
+    from netbay.api.network.tags import mount_tags
 
     app.include_router(router)
     collections = APIRouter(prefix="/network", tags=["network"])
     for resource in RESOURCES:
-        _mount(collections, resource)
+        coll = collection(resource)
+        mount(collections, coll)
+        if resource.has_tags:
+            mount_tags(collections, resource, coll.path)
     actions.mount(collections)
     trunk_actions.mount(collections)
     quotas.mount(collections)

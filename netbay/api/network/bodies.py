@@ -4,23 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-from fastapi import Request
 from pydantic import BaseModel
 
+from netbay.api.collections import read_json  # one reader of JSON bodies for every API
 from netbay.errors import BadRequest
 from netbay.network.bodies import validate
 from netbay.network.resource import Resource
-
-async def read_json(request: Request) -> Any:
-    """The body as JSON; its size is capped while it is read (:mod:`netbay.bodylimit`)."""
-    raw = await request.body()
-    if not raw:
-        raise BadRequest("Resource body required")
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise BadRequest("Malformed request body") from None
 
 
 def parse_member(raw: Any, resource: Resource, method: str) -> BaseModel:
