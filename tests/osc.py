@@ -8,8 +8,8 @@ test process and every call builds a fresh :class:`openstackclient.shell.OpenSta
 (fresh options, session, token and client manager, as a new process has), with the
 call's environment as ``os.environ``, and stdout/stderr captured. What a command leaves
 behind in the process is put back: the root logger's handlers and levels the shell
-configures, the loggers' levels it sets, the warning filters it adds, the environment
-and ``sys.argv``.
+configures, the loggers' levels it sets, the warning filters it adds, the environment,
+``sys.argv``, and the clients osc-lib caches on its ``ClientManager`` class.
 """
 
 from __future__ import annotations
@@ -68,6 +68,20 @@ def _logging_kept() -> Iterator[None]:
                 logger.setLevel(levels.get(name, logging.NOTSET))
 
 
+def _forget_clients() -> None:
+    """Drop the clients osc-lib keeps on its ``ClientManager`` class (``ClientCache``
+    descriptors hold the first handle made, for the process's life): a new process starts
+    without them, so each call starts without them too (else it would reuse the first
+    call's session, user and endpoints)."""
+    from osc_lib.clientmanager import ClientCache
+    from openstackclient.common.clientmanager import ClientManager
+
+    for klass in ClientManager.__mro__:
+        for attr in vars(klass).values():
+            if isinstance(attr, ClientCache):
+                attr._handle = None
+
+
 def openstack(*args: str, env: Mapping[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
     """``openstack ARGS`` with environment ``env`` (the whole environment, as ``subprocess.run``
     takes it); its exit status, stdout and stderr as a :class:`subprocess.CompletedProcess`.
@@ -80,6 +94,7 @@ def openstack(*args: str, env: Mapping[str, str], timeout: float = 120) -> subpr
 
     def run() -> None:
         try:
+            _forget_clients()
             shell = OpenStackShell()
             shell.NAME = "openstack"   # cliff's class attribute, from sys.argv[0] at its import
             result["rc"] = shell.run(list(args))
@@ -93,6 +108,7 @@ def openstack(*args: str, env: Mapping[str, str], timeout: float = 120) -> subpr
         worker.join(timeout)
         if worker.is_alive():
             raise subprocess.TimeoutExpired(argv, timeout, out.getvalue(), err.getvalue())
+    _forget_clients()
     if "rc" not in result:
         raise RuntimeError(f"openstack {' '.join(args)} ended without a status:\n{err.getvalue()}")
     return subprocess.CompletedProcess(argv, result["rc"], out.getvalue(), err.getvalue())
