@@ -46,8 +46,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -60,8 +58,7 @@ PUBLIC = "public"
 # What a test must leave as it found it, per backend.
 SWEPT = ("network", "subnet", "port", "router", "floatingip", "security_group")
 BACKENDS = ("embedded", "openstack")
-OPENSTACK = str(Path(sys.executable).parent / "openstack")
-# What the cloud's own CLI must list as before, once a test has made and deleted its things.
+# What the cloud must list as before (its CLI's listings), once a test has made and deleted its things.
 CLI_LISTS = ("port", "network", "subnet", "security group", "router", "floating ip")
 LB_SWEPT = ("loadbalancer", "listener", "pool", "healthmonitor")
 # What a module on the cloud's Neutron must leave as it found it (openstacksdk's listings).
@@ -246,16 +243,32 @@ def clean_lb_backend(lb_backend) -> Iterator:
 
 
 def openstack(env: dict[str, str], *args: str) -> str:
-    """The real ``openstack`` CLI against the cloud ``env`` names (``cloud_env``); its stdout."""
-    r = subprocess.run([OPENSTACK, *args], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    """The real ``openstack`` CLI against the cloud ``env`` names (``cloud_env``); its stdout.
+    Run in this process (``tests/osc.py``), a fresh shell each call."""
+    from tests.osc import openstack as run_openstack
+
+    r = run_openstack(*args, env={**os.environ, **env})
     assert r.returncode == 0, r.stderr
     return r.stdout
 
 
-def cli_snapshot(env: dict[str, str]) -> dict[str, set[str]]:
-    """What the cloud's own ``openstack … list`` shows, by id."""
-    return {what: {row["ID"] for row in json.loads(openstack(env, *what.split(), "list", "-f", "json", "-c", "ID"))}
-            for what in CLI_LISTS}
+def cloud_snapshot(env: dict[str, str]) -> dict[str, set[str]]:
+    """What the cloud ``env`` names (``cloud_env``'s clouds.yaml) lists, by id, per kind of
+    ``CLI_LISTS``: the listings ``openstack … list`` makes (all projects' objects, as the
+    admin sees them), through openstacksdk in this process — six CLI processes per
+    snapshot cost 6-12 s of CPU, and a sweep check is not a test of the CLI."""
+    from openstack.config import OpenStackConfig
+    from openstack.connection import Connection
+
+    config = OpenStackConfig(config_files=[env["OS_CLIENT_CONFIG_FILE"]]).get_one(cloud=env["OS_CLOUD"])
+    conn = Connection(config=config)
+    try:
+        listings = {"port": conn.network.ports, "network": conn.network.networks, "subnet": conn.network.subnets,
+                    "security group": conn.network.security_groups, "router": conn.network.routers,
+                    "floating ip": conn.network.ips}
+        return {what: {o.id for o in listings[what]()} for what in CLI_LISTS}
+    finally:
+        conn.close()
 
 
 @contextlib.contextmanager
@@ -281,7 +294,7 @@ def netbay_on_cloud(cloud_env: dict[str, str], data: Path) -> Iterator:
 class ClusterApi:
     """netbay's Magnum API over one network backend, and that backend seen from outside:
     ``conn`` (openstacksdk, admin of the project the clusters are made in) and ``env``
-    (clouds.yaml for the ``openstack`` CLI: :func:`cli_snapshot`, ``quota set``) reach
+    (clouds.yaml for the ``openstack`` CLI, ``quota set``, and :func:`cloud_snapshot`) reach
     netbay's own Neutron on ``embedded`` and the cloud's on ``openstack``; ``seam`` is the
     :class:`netbay.backends.NetworkBackend` and ``api`` netbay's own API where the backend
     has sandboxes (embedded), as the conductor builds a ``Stack`` from them."""

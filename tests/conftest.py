@@ -220,16 +220,23 @@ class Server:
                               capture_output=True, text=True, timeout=120, input=input)
 
     def make_user(self, project: str | None = None, role: str = "member") -> tuple[str, str, str]:
-        """A fresh project and user with ``role`` on it; returns (user, password, project)."""
+        """A fresh project (or the one named, made if missing) and user with ``role`` on it,
+        as ``netbay admin user create --project --role`` makes them; returns (user,
+        password, project). Made through the server's Keystone API as the bootstrap admin:
+        a ``netbay admin`` process per call cost a second or two each (that command has
+        tests of its own)."""
         project = project or "p-" + uuid.uuid4().hex[:8]
         user = "u-" + uuid.uuid4().hex[:8]
         password = "pw-" + uuid.uuid4().hex[:8]
-        if project != "admin":
-            r = self.netbay("admin", "project", "create", project)
-            assert r.returncode == 0 or "Duplicate entry" in r.stderr, r.stdout + r.stderr
-        r = self.netbay("admin", "user", "create", user, "--project", project, "--role", role,
-                        env={"NETBAY_NEW_USER_PASSWORD": password})
-        assert r.returncode == 0, r.stdout + r.stderr
+        with httpx.Client(base_url=self.auth_url, headers={"X-Auth-Token": self.token()}, timeout=30) as ks:
+            project_id = _project_id(ks, project)
+            r = ks.post("/users", json={"user": {"name": user, "password": password, "domain_id": "default",
+                                                 "default_project_id": project_id}})
+            assert r.status_code == 201, r.text
+            roles = ks.get("/roles", params={"name": role}).json()["roles"]
+            assert len(roles) == 1, (role, roles)
+            r = ks.put(f"/projects/{project_id}/users/{r.json()['user']['id']}/roles/{roles[0]['id']}")
+            assert r.status_code == 204, r.text
         return user, password, project
 
     def connect(self, user: str = "admin", password: str = ADMIN_PASSWORD, project: str = "admin"):
@@ -256,6 +263,19 @@ class Server:
                               headers={"X-Auth-Token": token or self.token()}, timeout=30)
         self._clients.append(client)
         return client
+
+
+def _project_id(keystone: httpx.Client, name: str) -> str:
+    """The id of project ``name``, made if missing (a 409 when another test made it first)."""
+    for _ in range(2):
+        found = keystone.get("/projects", params={"name": name}).json()["projects"]
+        if found:
+            return found[0]["id"]
+        r = keystone.post("/projects", json={"project": {"name": name, "domain_id": "default"}})
+        if r.status_code == 201:
+            return r.json()["project"]["id"]
+        assert r.status_code == 409, r.text
+    raise AssertionError(f"project {name} neither made nor found")
 
 
 def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: tuple[str, ...] = ()) -> Server:

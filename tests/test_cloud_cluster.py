@@ -9,7 +9,7 @@ tagged, rollback, the delete-by-tag sweep — is in ``tests/test_cluster_backend
 That Neutron runs API-only — ML2 without mechanism drivers, no agents — so its ports
 stay DOWN and nothing carries packets: these tests assert API effects (the objects,
 their tags, owners and addresses, quotas, error messages) as the cloud's own
-``openstack`` CLI reports them, never traffic. The cloud has no Nova here: nodes are
+API lists them (:func:`tests.backendfix.cloud_snapshot`), never traffic. The cloud has no Nova here: nodes are
 claims on their ports (``device_owner=compute:netbay``). Its Octavia
 (``tests/peers/octavia_peer.py``: the API with the noop provider driver, a stand-in
 reporting the statuses a provider would) is started for the tests that ask for it;
@@ -37,7 +37,7 @@ from netbay.coe.executor import Interrupted, Stack
 from netbay.coe.handlers import NO_OCTAVIA
 from netbay.store.db import Store
 from tests.peers.openstack_cloud import Cloud
-from tests.backendfix import cli_snapshot, netbay_on_cloud
+from tests.backendfix import cloud_snapshot, netbay_on_cloud
 from tests.backendfix import octavia_snapshot as lb_snapshot
 
 pytestmark = pytest.mark.peers
@@ -77,13 +77,13 @@ def test_a_master_load_balancer_is_refused_by_name_without_octavia(
     have Octavia by now, so no catalog is asked here)."""
     c = {"name": unique("c"), "uuid": str(uuid.uuid4()), "master_count": 1, "node_count": 1}
     template = {**LB_TEMPLATE, "master_lb_enabled": True}
-    before = cli_snapshot(env)
+    before = cloud_snapshot(env)
     stack = Stack(store, None, cluster_id=c["uuid"], name=c["name"], project_id=admin.current_project_id,
                   net=OpenStackBackend(connection=admin))
     outcome = stack.create(build(template, c), {"template": template, "cluster": c})
     assert outcome.status == "CREATE_FAILED"
     assert "(OS::Octavia::" in outcome.status_reason and NO_OCTAVIA in outcome.status_reason
-    assert cli_snapshot(env) == before
+    assert cloud_snapshot(env) == before
     assert stack.delete().status == "DELETE_COMPLETE"
 
 
@@ -107,7 +107,7 @@ def test_an_octavia_quota_midway_rolls_back_and_names_octavias_error(
     """A master load balancer and an etcd one, where Octavia allows the project one."""
     admin = lb_admin
     project = admin.current_project_id
-    before, lbs_before = cli_snapshot(env), lb_snapshot(admin)
+    before, lbs_before = cloud_snapshot(env), lb_snapshot(admin)
     admin.load_balancer.update_quota(project, load_balancers=len(lbs_before["loadbalancer"]) + 1)
     try:
         cid = create_cluster(ci, _lb_template(ci)["uuid"], node_count=1)
@@ -118,7 +118,7 @@ def test_an_octavia_quota_midway_rolls_back_and_names_octavias_error(
     assert "(OS::Octavia::LoadBalancer)" in cluster["status_reason"]
     assert "Quota has been met" in cluster["status_reason"], cluster["status_reason"]
     assert "rollback incomplete" not in cluster["status_reason"]
-    assert lb_snapshot(admin) == lbs_before and cli_snapshot(env) == before
+    assert lb_snapshot(admin) == lbs_before and cloud_snapshot(env) == before
     delete_cluster(ci, cid, BUILD_TIMEOUT)
 
 
@@ -165,7 +165,7 @@ def test_a_restart_adopts_load_balancers_by_tag_and_the_sweep_takes_them(
     c = {"name": unique("c"), "uuid": str(uuid.uuid4()), "master_count": 1, "node_count": 1}
     graph = build(template, c)
     lost = {"api_lb", "etcd_listener"}
-    before, lbs_before = cli_snapshot(env), lb_snapshot(admin)
+    before, lbs_before = cloud_snapshot(env), lb_snapshot(admin)
 
     def stack(**kw) -> Stack:
         return Stack(store, None, cluster_id=c["uuid"], name=c["name"], project_id=admin.current_project_id,
@@ -195,4 +195,4 @@ def test_a_restart_adopts_load_balancers_by_tag_and_the_sweep_takes_them(
     with pytest.raises(Interrupted):
         stack(hook=crash_midway).delete()
     assert stack().resume().status == "DELETE_COMPLETE"
-    assert lb_snapshot(admin) == lbs_before and cli_snapshot(env) == before
+    assert lb_snapshot(admin) == lbs_before and cloud_snapshot(env) == before

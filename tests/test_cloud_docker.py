@@ -6,8 +6,8 @@ and on a real cloud's Neutron (Keystone and Neutron's API server from PyPI,
 Each backend runs the plugin as ``netbay libnetwork`` does in production (a process of
 its own): ``embedded`` against a netbay server, ``openstack`` with ``--backend openstack
 --os-cloud peer``. The checks are the same for both (one parametrized fixture), read
-back through :class:`netbay.backends.NetworkBackend`; on the cloud also with its own
-``openstack`` CLI. That Neutron runs without agents (ML2, no mechanism drivers): a bound
+back through :class:`netbay.backends.NetworkBackend`; on the cloud also through a
+client of its own clouds.yaml (:func:`tests.backendfix.cloud_snapshot`). That Neutron runs without agents (ML2, no mechanism drivers): a bound
 port stays ``DOWN`` with ``binding:vif_type=binding_failed``, since wiring it is the
 cloud's agent's job. So these tests assert API effects, never packets (the packets of
 the embedded backend are tests/dataplane/test_dp_docker.py's).
@@ -33,7 +33,7 @@ import dockercalls
 from netbay.dataplane import netns
 from netbay.dataplane.names import Names
 from tests.backendfix import BACKENDS, snapshot
-from tests.backendfix import cli_snapshot, openstack
+from tests.backendfix import cloud_snapshot, openstack
 
 pytestmark = pytest.mark.peers
 
@@ -54,7 +54,7 @@ class Driver:
     seam: object
     proc: subprocess.Popen
     log: Path
-    cli_env: dict[str, str] = field(default_factory=dict)   # the cloud's own CLI (openstack only)
+    cli_env: dict[str, str] = field(default_factory=dict)   # the cloud's clouds.yaml (openstack only)
 
     def call(self, method: str, body: dict) -> httpx.Response:
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(self.sock)), base_url="http://p", timeout=30) as c:
@@ -63,7 +63,7 @@ class Driver:
     def snapshot(self) -> dict:
         seen = snapshot(self.seam)
         if self.cli_env:
-            seen["cli"] = cli_snapshot(self.cli_env)
+            seen["cli"] = cloud_snapshot(self.cli_env)
         return seen
 def _serving(sock: Path, proc: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + BOUND
@@ -152,7 +152,7 @@ def test_dockers_calls_make_the_port_and_leave_the_backend_as_it_was(driver: Dri
     rollbacks): mid-way the endpoint's port is on the backend with the address and MAC
     Docker was told, the backend's owner convention, bound to this host and tagged with
     its endpoint; its network carries the Docker network's id. Afterwards the backend
-    (and the cloud's own CLI) lists exactly what it listed before."""
+    (and a client of the cloud's clouds.yaml) lists exactly what it listed before."""
     before = driver.snapshot()
     seen: dict[str, dict] = {}
     joined: list[str] = []

@@ -45,7 +45,7 @@ from netbay.k8s.services import NO_LOAD_BALANCERS, NoLoadBalancers
 from netbay.k8s.source import ManifestSource
 from netbay.store.db import Store
 from tests.peers.openstack_cloud import Cloud
-from tests.backendfix import cli_snapshot, netbay_on_cloud, openstack
+from tests.backendfix import cloud_snapshot, netbay_on_cloud, octavia_snapshot, openstack
 
 pytestmark = pytest.mark.peers
 
@@ -168,7 +168,7 @@ def controller(server, admin, cid: str) -> Controller:
 
 def test_manifests_become_the_clouds_ports_and_groups_and_leave_nothing(
         server, admin, cluster: str, cloud_env: dict[str, str], tmp_path: Path) -> None:
-    before = cli_snapshot(cloud_env)
+    before = cloud_snapshot(cloud_env)
     try:
         check_manifests(server, admin, cluster, cloud_env, tmp_path, before)
     finally:   # whatever happened: the cluster's objects and what was made for them go
@@ -177,7 +177,7 @@ def test_manifests_become_the_clouds_ports_and_groups_and_leave_nothing(
             ctrl.delete_all()
         finally:
             ctrl.close()
-    after = cli_snapshot(cloud_env)
+    after = cloud_snapshot(cloud_env)
     left = [(g.name, g.tags) for g in admin.network.security_groups() if g.id in after["security group"] -
             before["security group"]]
     assert after == before, left
@@ -234,7 +234,7 @@ def check_manifests(server, admin, cluster: str, cloud_env: dict[str, str], tmp_
     # No Octavia: a ClusterIP Service is refused by name, and nothing changes. The controller
     # as ``netbay k8s`` makes it for a catalog without ``load-balancer`` (the session's cloud
     # may have Octavia by now, so no catalog is asked here).
-    mid = cli_snapshot(cloud_env)
+    mid = cloud_snapshot(cloud_env)
     svc = tmp_path / "svc.yaml"
     svc.write_text(CLUSTER_IP_SERVICE)
     ctrl = controller(server, admin, cluster)
@@ -244,11 +244,11 @@ def check_manifests(server, admin, cluster: str, cloud_env: dict[str, str], tmp_
     finally:
         ctrl.close()
     assert f"Service shop/web {NO_LOAD_BALANCERS}" in str(refused.value)
-    assert cli_snapshot(cloud_env) == mid
+    assert cloud_snapshot(cloud_env) == mid
 
     r = netbay_k8s(server, cloud_env, "delete", "-f", str(manifest), "--cluster", cluster)
     assert r.returncode == 0, r.stdout + r.stderr
-    after = cli_snapshot(cloud_env)
+    after = cloud_snapshot(cloud_env)
     # Pods, networks, subnets and interfaces are gone; the policy engine keeps its spare
     # groups ready until the cluster's objects are all gone (the caller's delete_all).
     assert {k: after[k] for k in ("port", "network", "subnet", "router", "floating ip")} == \
@@ -265,7 +265,7 @@ def test_a_controller_killed_midway_is_resumed_by_tag_and_delete_leaves_nothing(
     lost): a new one (nothing in memory) adopts the ports, networks and subnets by
     their tags and names, makes only what is missing, and its delete leaves the cloud
     as it was."""
-    before = cli_snapshot(cloud_env)
+    before = cloud_snapshot(cloud_env)
     objects = parse(APP)
     first = controller(server, admin, cluster)
     made = {"port": 0}
@@ -297,7 +297,7 @@ def test_a_controller_killed_midway_is_resumed_by_tag_and_delete_leaves_nothing(
         second.delete_all()
     finally:
         second.close()
-    assert cli_snapshot(cloud_env) == before
+    assert cloud_snapshot(cloud_env) == before
 
 
 # -- Services on the cloud's Octavia -----------------------------------------------------------
@@ -380,10 +380,6 @@ def lb_listed(env: dict[str, str], what: str, *args: str) -> list[dict]:
     return json.loads(openstack(env, *words))
 
 
-def lb_cli_snapshot(env: dict[str, str]) -> dict[str, set[str]]:
-    return {what or "loadbalancer": {row["id"] for row in lb_listed(env, what)} for what in ("", "listener", "pool")}
-
-
 def quiet(conn, name: str) -> dict:
     """The load balancer ``name`` once it and its members have settled (the stand-in has
     reported the last change): bounded."""
@@ -439,7 +435,7 @@ def test_services_become_load_balancers_in_the_clouds_octavia_and_follow_their_p
     reaches a VIP here, and a stand-in reports the statuses a provider would
     (``tests/peers/octavia_peer.py``). This test asserts Octavia's API effects only, as
     issue 14 (item 5) allows for a peer without its agents."""
-    before, lbs_before = cli_snapshot(cloud_env), lb_cli_snapshot(cloud_env)
+    before, lbs_before = cloud_snapshot(cloud_env), octavia_snapshot(lb_admin)
     try:
         check_services(server, lb_admin, cluster, cloud_env, tmp_path, before)
     finally:   # whatever happened: the cluster's objects and what was made for them go
@@ -448,8 +444,8 @@ def test_services_become_load_balancers_in_the_clouds_octavia_and_follow_their_p
             ctrl.delete_all()
         finally:
             ctrl.close()
-    wait_until(lambda: lb_cli_snapshot(cloud_env) == lbs_before, "Octavia back to its snapshot")
-    assert cli_snapshot(cloud_env) == before
+    wait_until(lambda: octavia_snapshot(lb_admin) == lbs_before, "Octavia back to its snapshot")
+    assert cloud_snapshot(cloud_env) == before
 
 
 def check_services(server, conn, cluster: str, env: dict[str, str], tmp_path: Path,
@@ -508,7 +504,7 @@ def check_services(server, conn, cluster: str, env: dict[str, str], tmp_path: Pa
     assert "deleted service store/api" in r.stdout, r.stdout
     wait_until(lambda: not [row for row in lb_listed(env, "") if row["name"] == "store/api"],
                "the load balancer gone from Octavia")
-    after = cli_snapshot(env)
+    after = cloud_snapshot(env)
     assert {k: after[k] for k in ("port", "network", "subnet", "router", "floating ip")} == \
         {k: before[k] for k in ("port", "network", "subnet", "router", "floating ip")}
 
@@ -520,7 +516,7 @@ def test_a_controller_killed_midway_leaves_no_duplicate_or_orphan_load_balancer(
     only the second. Then one dies just before deleting the load balancer of a Service that
     is gone: the next resync deletes the orphan, and the cluster's delete leaves Octavia
     and Neutron as they were. Noop provider (no data plane): API effects only."""
-    before, lbs_before = cli_snapshot(cloud_env), lb_cli_snapshot(cloud_env)
+    before, lbs_before = cloud_snapshot(cloud_env), octavia_snapshot(lb_admin)
     ips = cluster_ips(server, lb_admin, cluster)
     bodies = parse(SERVED.replace("REPLICAS", "2").replace("CLUSTER_IP", ips[0]) +
                    SECOND_SERVICE.replace("CLUSTER_IP", ips[1]))
@@ -584,8 +580,8 @@ def test_a_controller_killed_midway_leaves_no_duplicate_or_orphan_load_balancer(
         fourth.delete_all()
     finally:
         fourth.close()
-    wait_until(lambda: lb_cli_snapshot(cloud_env) == lbs_before, "Octavia back to its snapshot")
-    assert cli_snapshot(cloud_env) == before
+    wait_until(lambda: octavia_snapshot(lb_admin) == lbs_before, "Octavia back to its snapshot")
+    assert cloud_snapshot(cloud_env) == before
 
 
 # -- the backend capabilities the mapping uses, on both backends ------------------------------

@@ -4,7 +4,7 @@ network service and on a real cloud's Neutron (``netbay up --backend openstack
 
 Driven by the real python-zunclient (``endpoint_override`` at netbay's ``/container``,
 authenticated by whichever Keystone the server trusts) and checked with the backend's
-own ``openstack`` CLI. No Docker host is given, so a container goes to ``Error`` once
+own ``openstack`` CLI and listings (:func:`tests.backendfix.cloud_snapshot`). No Docker host is given, so a container goes to ``Error`` once
 its ports are made; that cloud's Neutron has no agents either. These tests assert API
 effects — ports, owners, bindings, addresses, errors, what is left — never packets
 (the embedded backend's packets are tests/dataplane/test_dp_containers.py's).
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import ADMIN_PASSWORD, start_server, stop_server, unique
 
-from tests.backendfix import BACKENDS, cli_snapshot, netbay_on_cloud, openstack
+from tests.backendfix import BACKENDS, cloud_snapshot, netbay_on_cloud, openstack
 
 pytestmark = pytest.mark.peers
 
@@ -109,7 +109,7 @@ def _settled(zc, uuid: str) -> dict:
 
 def test_a_containers_port_is_zuns_in_the_backend_and_goes_with_it(side: Side, net) -> None:
     network, subnet = net
-    before = cli_snapshot(side.env)
+    before = cloud_snapshot(side.env)
     made = side.zun.containers.create(name=unique("zc"), image="busybox", nets=[{"network": network["id"]}],
                                       exposed_ports={"8080/tcp": {}})
     c = _settled(side.zun, made.uuid)
@@ -125,10 +125,10 @@ def test_a_containers_port_is_zuns_in_the_backend_and_goes_with_it(side: Side, n
     # exposed ports: only Zun's own zun-<uuid> (not also the default, as Zun), made in the backend
     groups = {g["id"]: g["name"] for g in side.seam.list("security_group") if g["id"] in port["security_groups"]}
     assert sorted(groups.values()) == [f"zun-{made.uuid}"]
-    assert cli_snapshot(side.env) != before
+    assert cloud_snapshot(side.env) != before
     side.zun.containers.delete(made.uuid)
     assert side.seam.list("port", device_id=made.uuid) == []
-    assert cli_snapshot(side.env) == before
+    assert cloud_snapshot(side.env) == before
 
 
 def test_a_users_port_is_bound_then_given_back(side: Side, net) -> None:
@@ -159,7 +159,7 @@ def test_a_port_quota_refusal_names_the_backends_error_and_leaves_nothing(side: 
         side.seam.create("subnet", {"network_id": second["id"], "cidr": "10.97.0.0/24", "ip_version": 4})
         project = side.project_id()
         used = len(side.seam.list("port", project_id=project))
-        before = cli_snapshot(side.env)
+        before = cloud_snapshot(side.env)
         containers = {c.uuid for c in side.zun.containers.list()}
         openstack(side.env, "quota", "set", "--ports", str(used + 1), project)
         try:
@@ -170,7 +170,7 @@ def test_a_port_quota_refusal_names_the_backends_error_and_leaves_nothing(side: 
             openstack(side.env, "quota", "set", "--ports", "-1", project)
         assert refused.value.http_status == 409
         assert "Quota exceeded for resources: ['port']" in str(refused.value), str(refused.value)
-        assert cli_snapshot(side.env) == before
+        assert cloud_snapshot(side.env) == before
         assert {c.uuid for c in side.zun.containers.list()} == containers
     finally:
         side.seam.delete("network", second["id"])

@@ -33,7 +33,7 @@ from conftest import unique
 from netbay.coe.compose import build
 from netbay.coe.executor import Interrupted, Stack
 from netbay.store.db import Store
-from tests.backendfix import ClusterApi, _agent_reports, cli_snapshot, octavia_snapshot, openstack
+from tests.backendfix import ClusterApi, _agent_reports, cloud_snapshot, octavia_snapshot, openstack
 
 BUILD_TIMEOUT = 300
 TEMPLATE = {"coe": "kubernetes", "network_driver": "flannel", "external_network_id": "public",
@@ -125,7 +125,7 @@ def test_bad_templates_are_refused_in_magnums_words(cluster_api: ClusterApi, bod
 def test_a_cluster_is_made_in_the_backend_tagged_scaled_exported_and_deleted_without_trace(
         cluster_api: ClusterApi) -> None:
     api, net = cluster_api, cluster_api.conn.network
-    before, cli_before = api.snapshot(), cli_snapshot(api.env)
+    before, cli_before = api.snapshot(), cloud_snapshot(api.env)
     ct = api.magnum.cluster_templates.create(**{**TEMPLATE, "name": unique("mc")})
     cid = api.magnum.clusters.create(name=unique("mcc"), cluster_template_id=ct.uuid, node_count=2).uuid
     cluster = _settled(api, cid)
@@ -181,7 +181,7 @@ def test_a_cluster_is_made_in_the_backend_tagged_scaled_exported_and_deleted_wit
     assert wait_status(api.ci, cid, ("GONE", "DELETE_FAILED"), BUILD_TIMEOUT)["status"] == "GONE"
     api.magnum.cluster_templates.delete(ct.uuid)
     assert api.snapshot() == before
-    assert cli_snapshot(api.env) == cli_before   # as the backend's own `openstack … list` shows it
+    assert cloud_snapshot(api.env) == cli_before   # as the backend lists it to a client of its clouds.yaml
 
 
 @pytest.mark.slow
@@ -200,13 +200,13 @@ def test_a_cluster_too_big_for_its_fixed_subnet_is_400_before_anything_is_made(c
         room = 5 - held      # .2-.6 of the /29
         assert room >= 1
         template = _template(api)
-        before, cli_before = api.snapshot(), cli_snapshot(api.env)
+        before, cli_before = api.snapshot(), cloud_snapshot(api.env)
         r = api.ci.post("/clusters", json={"name": unique("c"), "cluster_template_id": template["uuid"],
                                            "node_count": room, "fixed_network": name, "fixed_subnet": name + "-sub"})
         magnum_error(r, 400, f"A cluster of 1 master(s) and {room} node(s) needs {room + 1} addresses on its "
                              f"private subnet 10.78.0.0/29, which has room for {room}. Use a larger "
                              "fixed_subnet_cidr or fewer nodes.")
-        assert api.snapshot() == before and cli_snapshot(api.env) == cli_before
+        assert api.snapshot() == before and cloud_snapshot(api.env) == cli_before
         assert api.ci.delete(f"/clustertemplates/{template['uuid']}").status_code == 204
     finally:
         for port in api.seam.list("port", network_id=network["id"]):

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from conftest import Server, start_server, stop_server, unique
+from tests.osc import openstack as run_openstack
 
 RESTRICTED = ("You are not authorized to perform the requested action: Using method 'application_credential' "
               "is not allowed for managing additional application credentials.")
@@ -37,7 +38,7 @@ def _as_cred(server: Server, cred: dict) -> dict[str, str]:
 
 
 def osc(env: dict[str, str], *args: str, ok: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run(["openstack", *args], env=env, capture_output=True, text=True, timeout=120)
+    r = run_openstack(*args, env=env)
     if ok:
         assert r.returncode == 0, f"openstack {' '.join(args)}:\n{r.stdout}\n{r.stderr}"
     return r

@@ -22,8 +22,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
@@ -31,9 +29,9 @@ from coehelp import magnum_error, make_template
 from conftest import ADMIN_PASSWORD, unique
 
 from netbay.drivers import registry
+from tests.osc import openstack as run_openstack
 
 SERVER_ARGS = ("--no-conductor",)
-OPENSTACK = str(Path(sys.executable).parent / "openstack")
 PUBLIC_SUBNET = "172.24.4.0/24"  # netbay's bootstrap external network ``public``
 LISTS = {"/container-infra/v1/clusters": "clusters", "/network/v2.0/networks": "networks",
          "/network/v2.0/subnets": "subnets", "/network/v2.0/ports": "ports",
@@ -57,7 +55,7 @@ def osc(server, *args: str) -> subprocess.CompletedProcess:
     env.update(OS_AUTH_URL=server.auth_url, OS_USERNAME="admin", OS_PASSWORD=ADMIN_PASSWORD,
                OS_PROJECT_NAME="admin", OS_USER_DOMAIN_NAME="Default", OS_PROJECT_DOMAIN_NAME="Default",
                OS_IDENTITY_API_VERSION="3")
-    return subprocess.run([OPENSTACK, *args], env=env, capture_output=True, text=True, timeout=120)
+    return run_openstack(*args, env=env)
 
 
 def refused_by_magnumclient(call, *args, **kwargs) -> str:

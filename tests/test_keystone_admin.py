@@ -10,6 +10,7 @@ import subprocess
 import httpx
 import pytest
 from conftest import ADMIN_PASSWORD, Server, unique
+from tests.osc import openstack as run_openstack
 
 
 def _env(server: Server, user: str = "admin", password: str = ADMIN_PASSWORD, project: str = "admin") -> dict:
@@ -20,7 +21,7 @@ def _env(server: Server, user: str = "admin", password: str = ADMIN_PASSWORD, pr
 
 
 def osc(server: Server, *args: str, env: dict | None = None, ok: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run(["openstack", *args], env=env or _env(server), capture_output=True, text=True, timeout=120)
+    r = run_openstack(*args, env=env or _env(server))
     if ok:
         assert r.returncode == 0, f"openstack {' '.join(args)}:\n{r.stdout}\n{r.stderr}"
     return r

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 from typing import Any
 
@@ -24,10 +22,9 @@ import pytest
 from conftest import ADMIN_PASSWORD, unique
 
 from test_loadbalancer_api import make_net, octavia_error
+from tests.osc import openstack as run_openstack
 
 FORBIDDEN = "Policy does not allow this request to be performed."
-# The venv's client (python-openstackclient + python-octaviaclient), on PATH or beside python.
-OPENSTACK = shutil.which("openstack") or os.path.join(os.path.dirname(sys.executable), "openstack")
 
 
 # --- the real client ------------------------------------------------------------------------------
@@ -39,7 +36,7 @@ def osc(server, user: tuple[str, str, str] | None, *args: str) -> subprocess.Com
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     env.update(OS_AUTH_URL=server.auth_url, OS_USERNAME=name, OS_PASSWORD=password, OS_PROJECT_NAME=project,
                OS_USER_DOMAIN_NAME="Default", OS_PROJECT_DOMAIN_NAME="Default", OS_IDENTITY_API_VERSION="3")
-    return subprocess.run([OPENSTACK, *args], env=env, capture_output=True, text=True, timeout=120)
+    return run_openstack(*args, env=env)
 
 
 def osc_json(server, user, *args: str) -> Any:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import httpx
 import pytest
@@ -19,6 +17,7 @@ from conftest import ADMIN_PASSWORD, unique
 from test_loadbalancer_api import make_net, octavia_error
 
 from netbay.lbaas.common import not_offered
+from tests.osc import openstack as run_openstack
 
 # Octavia's ProviderUnsupportedOptionError: whatever status netbay.lbaas.common answers it with.
 UNSUPPORTED = not_offered("x").status
@@ -60,8 +59,7 @@ def osc(server, *args: str, output: bool = True) -> object:
                OS_PROJECT_NAME="admin", OS_USER_DOMAIN_NAME="Default", OS_PROJECT_DOMAIN_NAME="Default",
                OS_IDENTITY_API_VERSION="3")
     argv = [*args, "-f", "json"] if output else list(args)
-    binary = os.path.join(os.path.dirname(sys.executable), "openstack")
-    r = subprocess.run([binary, *argv], env=env, capture_output=True, text=True, timeout=120)
+    r = run_openstack(*argv, env=env)
     assert r.returncode == 0, f"openstack {' '.join(args)}:\n{r.stdout}\n{r.stderr}"
     return json.loads(r.stdout) if r.stdout.strip() else None
 

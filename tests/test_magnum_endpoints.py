@@ -28,6 +28,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from netbay.coe import mservices
 from netbay.store.models import MService
+from tests.osc import openstack as run_openstack
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +52,7 @@ def osc(server: Server, *args: str, user: tuple[str, str, str] = ("admin", ADMIN
     # magnumclient's ``cluster config`` reads $SHELL to pick export syntax and raises KeyError
     # without it; a login shell always sets it, a CI runner may not.
     env.setdefault("SHELL", "/bin/sh")
-    argv = ["openstack", *args, *(["-f", "json"] if json_out else [])]
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    return run_openstack(*args, *(["-f", "json"] if json_out else []), env=env)
 
 
 def ok(r: subprocess.CompletedProcess) -> object:

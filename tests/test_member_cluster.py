@@ -20,6 +20,7 @@ import time
 import httpx
 import pytest
 from conftest import ADMIN_PASSWORD, Server, unique
+from tests.osc import openstack as run_openstack
 
 COLLECTIONS = {
     "/network/v2.0/networks": "networks", "/network/v2.0/subnets": "subnets",
@@ -41,7 +42,7 @@ def osc(server: Server, user: tuple[str, str, str], *args: str) -> subprocess.Co
     env.update(OS_AUTH_URL=server.auth_url, OS_USERNAME=user[0], OS_PASSWORD=user[1], OS_PROJECT_NAME=user[2],
                OS_USER_DOMAIN_NAME="Default", OS_PROJECT_DOMAIN_NAME="Default", OS_IDENTITY_API_VERSION="3")
     env.setdefault("SHELL", "/bin/sh")
-    return subprocess.run(["openstack", *args], env=env, capture_output=True, text=True, timeout=120)
+    return run_openstack(*args, env=env)
 
 
 def ok(r: subprocess.CompletedProcess) -> object:

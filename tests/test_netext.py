@@ -13,6 +13,7 @@ import pytest
 from conftest import ADMIN_PASSWORD, Server, neutron_error, unique
 
 from netbay.network.quotas import DEFAULTS
+from tests.osc import openstack as run_openstack
 
 NEUTRON_DEFAULTS = {"network": 100, "subnet": 100, "port": 500, "router": 10, "floatingip": 50,
                     "security_group": 10, "security_group_rule": 100, "rbac_policy": 10}
@@ -23,7 +24,7 @@ def _osc(server: Server, *args: str, user: str = "admin", password: str = ADMIN_
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     env.update(OS_AUTH_URL=server.auth_url, OS_USERNAME=user, OS_PASSWORD=password, OS_PROJECT_NAME=project,
                OS_USER_DOMAIN_NAME="Default", OS_PROJECT_DOMAIN_NAME="Default", OS_IDENTITY_API_VERSION="3")
-    return subprocess.run(["openstack", *args], env=env, capture_output=True, text=True, timeout=120)
+    return run_openstack(*args, env=env)
 
 
 def osc_json(server: Server, *args: str, **who: str) -> object:

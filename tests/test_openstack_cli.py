@@ -1,7 +1,8 @@
 """python-openstackclient, typed as a user types it, against a real netbay.
 
-Every ``openstack`` call is a fresh process (~1-2 s of start-up), so this is
-one scenario of about twenty calls: network, subnet, ports, router with a
+Every ``openstack`` call is a fresh shell of the client, run in this process
+(``tests/osc.py``: the process start cost 1-2 s of CPU a call); this is one
+scenario of about twenty calls: network, subnet, ports, router with a
 gateway and an interface, a floating IP associated and disassociated, lists,
 and deleting all of it again.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import ADMIN_PASSWORD, Server, unique
+from tests.osc import openstack as run_openstack
 
 
 def _env(server: Server) -> dict[str, str]:
@@ -27,7 +29,7 @@ def _env(server: Server) -> dict[str, str]:
 
 
 def _run(server: Server, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["openstack", *args], env=_env(server), capture_output=True, text=True, timeout=120)
+    return run_openstack(*args, env=_env(server))
 
 
 def osc(server: Server, *args: str) -> Any:

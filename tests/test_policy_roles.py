@@ -15,6 +15,7 @@ import subprocess
 import httpx
 import pytest
 from conftest import ADMIN_PASSWORD, Server, unique
+from tests.osc import openstack as run_openstack
 
 DENIED = "Policy does not allow this request to be performed."
 
@@ -31,7 +32,7 @@ class User:
         env.update(OS_AUTH_URL=self.server.auth_url, OS_USERNAME=self.name, OS_PASSWORD=self.password,
                    OS_PROJECT_NAME=self.project, OS_USER_DOMAIN_NAME="Default",
                    OS_PROJECT_DOMAIN_NAME="Default", OS_IDENTITY_API_VERSION="3")
-        return subprocess.run(["openstack", *args], env=env, capture_output=True, text=True, timeout=120)
+        return run_openstack(*args, env=env)
 
     def ok(self, *args: str) -> object:
         r = self.osc(*args, "-f", "json")

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.children import die_with_parent
+
 OVS_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 NB_SCHEMA = Path("/usr/share/ovn/ovn-nb.ovsschema")
 SB_SCHEMA = Path("/usr/share/ovn/ovn-sb.ovsschema")
@@ -64,15 +66,6 @@ class Daemon:
             self.proc.wait(5)
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the process that started it dies, so that
-    a killed test run (SIGKILL, no teardown) leaves no daemon behind. Survives the exec
-    of ``ip netns exec`` and of the daemon (neither is set-uid)."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def spawn(name: str, ns: str, rundir: Path, argv: list[str], unixctl: bool = True) -> Daemon:
     """Start ``argv`` (a daemon, foreground) in namespace ``ns``; log and control socket
     are ``rundir/name.log`` and ``rundir/name.ctl`` (without ``unixctl``, for daemons
@@ -83,7 +76,7 @@ def spawn(name: str, ns: str, rundir: Path, argv: list[str], unixctl: bool = Tru
         proc = subprocess.Popen(
             ["ip", "netns", "exec", ns, *argv, f"--log-file={log}", *ctl_opt, "-vconsole:off"],
             env=env_for(rundir), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509 - prctl only, before exec
+            start_new_session=True, preexec_fn=die_with_parent)  # noqa: PLW1509 - prctl only, before exec
     ctl = rundir / (f"{name}.ctl" if unixctl else f"{os.path.basename(argv[0])}.{proc.pid}.ctl")
     return Daemon(name, proc, log, ctl)
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import httpx
 
+from tests.children import die_with_parent
 from tests.peers import openstack_cloud as peers
 
 PINS = ("openstack-heat==27.0.1",)
@@ -107,7 +108,8 @@ def heat_api(cloud: peers.Cloud, work: Path) -> Iterator[Heat]:
         (work / "heat_one.py").write_text(_ONE_PROCESS)
         log = work / "heat.log"
         proc = subprocess.Popen([str(venv / "bin" / "python"), str(work / "heat_one.py"), str(port), str(conf)],
-                                stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+                                stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=die_with_parent)  # noqa: PLW1509 - prctl only, before exec
         _wait_ready(proc, url, log)
         clouds = work / "clouds.yaml"
         clouds.write_text(json.dumps({"clouds": {"peer": {"auth": cloud.auth(), "region_name": REGION,

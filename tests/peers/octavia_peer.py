@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.children import die_with_parent
 from tests.peers.openstack_cloud import BOOT_TIMEOUT, Cloud, _free_port, _Uwsgi, peers_dir, venv_with
 
 PINS = ("octavia==19.0.0", "uwsgi==2.0.31")
@@ -173,12 +174,14 @@ def _register(cloud: Cloud, url: str) -> None:
 
 
 class _Process:
-    """A plain child process in its own session, stopped by its process group."""
+    """A plain child process in its own session, stopped by its process group (or by the
+    kernel's SIGTERM when the test run dies: :func:`tests.children.die_with_parent`)."""
 
     def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
         self.log = log
         self.proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log.open("wb"),
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=die_with_parent)  # noqa: PLW1509 - prctl only, before exec
 
     stop = _Uwsgi.stop
 

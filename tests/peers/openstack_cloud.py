@@ -34,6 +34,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.children import die_with_parent
+
 PINS = ("keystone==30.0.0", "neutron==29.0.0", "uwsgi==2.0.31")
 ADMIN_PASSWORD = "peer-admin-secret"
 SERVICE_PASSWORD = "peer-neutron-secret"
@@ -92,7 +94,9 @@ class Cloud:
 
 
 class _Uwsgi:
-    """One uWSGI master serving one WSGI module; stopped by its process group."""
+    """One uWSGI master serving one WSGI module; stopped by its process group, or sent
+    SIGTERM by the kernel when the test run dies without its teardown (``--die-on-term``:
+    the master then stops its workers and HTTP router, so a killed run leaves none)."""
 
     def __init__(self, venv: Path, module: str, port: int, env: dict[str, str], log: Path,
                  processes: int = 2) -> None:
@@ -102,7 +106,8 @@ class _Uwsgi:
                 "--die-on-term", "--buffer-size", "65535", "--need-app", "--lazy-apps"]
         self.log = log
         self.proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log.open("wb"),
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=die_with_parent)  # noqa: PLW1509 - prctl only, before exec
 
     def wait_ready(self, url: str) -> None:
         deadline = time.monotonic() + BOOT_TIMEOUT
