@@ -365,6 +365,25 @@ def raw(server: Server) -> httpx.Client:
 
 
 @pytest.fixture(scope="module")
+def agent_http(server: Server) -> httpx.Client:
+    """What the dataplane agent calls (admin): ``/netbay/v1``; closed with the server."""
+    client = httpx.Client(base_url=f"{server.url}/netbay/v1", headers={"X-Auth-Token": server.token()},
+                          timeout=30)
+    server._clients.append(client)
+    return client
+
+
+@pytest.fixture(scope="module")
+def settle(agent_http: httpx.Client):
+    """Settle a load balancer's statuses as the realizer would report them (API tests, where
+    nothing realizes load balancers); modules with their own ``settle`` override it."""
+    def settle(lb_id: str, value: str = "ACTIVE/ONLINE") -> None:
+        r = agent_http.put("/status", json={"loadbalancers": {lb_id: value}})
+        assert r.status_code == 200, r.text
+    return settle
+
+
+@pytest.fixture(scope="module")
 def admin(server: Server):
     """An openstacksdk connection as the bootstrap admin."""
     return server.connect()

@@ -26,22 +26,6 @@ def net(admin):
 
 
 @pytest.fixture(scope="module")
-def status_http(server):
-    client = httpx.Client(base_url=f"{server.url}/netbay/v1", headers={"X-Auth-Token": server.token()},
-                          timeout=30)
-    server._clients.append(client)
-    return client
-
-
-@pytest.fixture(scope="module")
-def settle(status_http):
-    def settle(lb_id: str) -> None:
-        r = status_http.put("/status", json={"loadbalancers": {lb_id: "ACTIVE/ONLINE"}})
-        assert r.status_code == 200, r.text
-    return settle
-
-
-@pytest.fixture(scope="module")
 def admin_lb(server):
     client = httpx.Client(base_url=f"{server.url}/load-balancer/v2", headers={"X-Auth-Token": server.token()},
                           timeout=30)

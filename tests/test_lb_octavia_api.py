@@ -83,23 +83,6 @@ def http(server, owner_sdk):
 
 
 @pytest.fixture(scope="module")
-def agent_http(server):
-    """What the dataplane agent calls (admin): ``/netbay/v1``."""
-    client = httpx.Client(base_url=f"{server.url}/netbay/v1", headers={"X-Auth-Token": server.token()},
-                          timeout=30)
-    server._clients.append(client)
-    return client
-
-
-@pytest.fixture(scope="module")
-def settle(agent_http):
-    def settle(lb_id: str, value: str = "ACTIVE/ONLINE") -> None:
-        r = agent_http.put("/status", json={"loadbalancers": {lb_id: value}})
-        assert r.status_code == 200, r.text
-    return settle
-
-
-@pytest.fixture(scope="module")
 def tree(owner_sdk, settle):
     """A load balancer with a listener, its pool, a member and a monitor, all settled."""
     lbs = owner_sdk.load_balancer

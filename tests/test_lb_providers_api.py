@@ -32,24 +32,8 @@ def lb_http(server, member):
 
 
 @pytest.fixture(scope="module")
-def status_http(server):
-    client = httpx.Client(base_url=f"{server.url}/netbay/v1", headers={"X-Auth-Token": server.token()},
-                          timeout=30)
-    server._clients.append(client)
-    return client
-
-
-@pytest.fixture(scope="module")
 def net(member):
     return make_net(member, "l7net")
-
-
-@pytest.fixture
-def settle(status_http):
-    def settle(lb_id: str) -> None:
-        r = status_http.put("/status", json={"loadbalancers": {lb_id: "ACTIVE/ONLINE"}})
-        assert r.status_code == 200, r.text
-    return settle
 
 
 def osc(server, *args: str, output: bool = True) -> object:
@@ -169,7 +153,7 @@ def test_provider_is_kept_and_options_refused_per_provider(member, net, settle, 
 # --- L7 policies and rules -----------------------------------------------------------------------------
 
 
-def test_l7_policies_and_rules_crud(member, net, settle, lb_http, status_http):
+def test_l7_policies_and_rules_crud(member, net, settle, lb_http, agent_http):
     lbs = member.load_balancer
     lb = lbs.create_load_balancer(vip_subnet_id=net.subnet.id, name=unique("l7"), provider="haproxy")
     settle(lb.id)
@@ -251,7 +235,7 @@ def test_l7_policies_and_rules_crud(member, net, settle, lb_http, status_http):
 
 
 @pytest.mark.slow
-def test_octaviaclient_l7_commands(server, admin, net, status_http):
+def test_octaviaclient_l7_commands(server, admin, net, agent_http):
     """``openstack loadbalancer …`` (python-octaviaclient) for providers, policies and rules."""
     providers = osc(server, "loadbalancer", "provider", "list")
     assert {"nftables", "haproxy"} <= {p["name"] for p in providers}
@@ -259,7 +243,7 @@ def test_octaviaclient_l7_commands(server, admin, net, status_http):
     assert "loadbalancer_topology" in {c["name"] for c in caps}
 
     def settle(lb_id: str) -> None:
-        assert status_http.put("/status", json={"loadbalancers": {lb_id: "ACTIVE/ONLINE"}}).status_code == 200
+        assert agent_http.put("/status", json={"loadbalancers": {lb_id: "ACTIVE/ONLINE"}}).status_code == 200
 
     subnet = admin.network.create_subnet(network_id=admin.network.create_network(name=unique("osc")).id,
                                          cidr="10.77.0.0/24", ip_version=4)

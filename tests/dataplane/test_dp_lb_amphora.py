@@ -23,30 +23,15 @@ from netbay.dataplane import netns
 from netbay.dataplane.loadbalancer import TABLE
 
 from .test_dp_loadbalancer import (  # noqa: F401 (fixtures)
-    HTTP_PORT, LB, UDP_PORT, Env, ask_udp, env, get, post, spread, try_fetch, wait_lb, wait_op)
+    HTTP_PORT, LB, UDP_PORT, Env, ask_udp, env, get, make_lb, post, spread, try_fetch, wait_lb, wait_op)
 
 CLOUD_TAG = "lb"   # the shared `cloud` fixture (conftest.py), on test_dp_loadbalancer's prefix
 
 
-def make(env: Env, name: str, provider: str, *, protocol: str = "TCP", port: int = 80,
-         algorithm: str = "ROUND_ROBIN", members: dict[str, dict] | None = None,
-         member_port: int = HTTP_PORT) -> dict:
+def make(env: Env, name: str, provider: str, *, members: dict[str, dict] | None = None, **lb: object) -> dict:
     """A load balancer of ``provider`` with one listener, its pool and ``members``
-    (name -> extra member attributes), all ACTIVE."""
-    cloud = env.cloud
-    lb = cloud.ok(cloud.http.post(f"{LB}/loadbalancers", json={"loadbalancer": {
-        "name": name, "vip_subnet_id": env.subnet["id"], "provider": provider}}), 201)["loadbalancer"]
-    wait_lb(cloud, lb["id"])
-    listener = post(cloud, "listeners", "listener", {"loadbalancer_id": lb["id"], "protocol": protocol,
-                                                      "protocol_port": port}, lb["id"])
-    pool = post(cloud, "pools", "pool", {"listener_id": listener["id"], "protocol": protocol,
-                                         "lb_algorithm": algorithm}, lb["id"])
-    made = {}
-    for m, extra in (members or {}).items():
-        _, address, _ = env.member(m)
-        made[m] = post(cloud, f"pools/{pool['id']}/members", "member", {
-            "address": address, "protocol_port": member_port, "subnet_id": env.subnet["id"], **extra}, lb["id"])
-    return {"lb": get(cloud, f"loadbalancers/{lb['id']}"), "listener": listener, "pool": pool, "members": made}
+    (name -> extra member attributes, none by default), all ACTIVE."""
+    return make_lb(env, name, provider=provider, members=members or {}, **lb)
 
 
 def monitor(env: Env, made: dict, kind: str, delay: int = 1) -> dict:

@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pytest
@@ -229,22 +229,25 @@ def put(cloud: Cloud, path: str, key: str, body: dict, lb_id: str) -> dict:
     return obj
 
 
-def make_lb(env: Env, name: str, *, protocol: str = "TCP", port: int = 80, algorithm: str = "ROUND_ROBIN",
-            members: tuple[str, ...] = ("m1", "m2", "m3"), member_port: int = HTTP_PORT) -> dict:
-    """A load balancer with one listener, its pool and ``members``; all ACTIVE."""
+def make_lb(env: Env, name: str, *, provider: str | None = None, protocol: str = "TCP", port: int = 80,
+            algorithm: str = "ROUND_ROBIN", members: Iterable[str] | Mapping[str, dict] = ("m1", "m2", "m3"),
+            member_port: int = HTTP_PORT) -> dict:
+    """A load balancer (of ``provider``, else the default) with one listener, its pool and
+    ``members`` (names, or name -> extra member attributes); all ACTIVE."""
     cloud = env.cloud
-    lb = cloud.ok(cloud.http.post(f"{LB}/loadbalancers", json={"loadbalancer": {
-        "name": name, "vip_subnet_id": env.subnet["id"]}}), 201)["loadbalancer"]
+    body = {"name": name, "vip_subnet_id": env.subnet["id"], **({"provider": provider} if provider else {})}
+    lb = cloud.ok(cloud.http.post(f"{LB}/loadbalancers", json={"loadbalancer": body}), 201)["loadbalancer"]
     wait_lb(cloud, lb["id"])
     listener = post(cloud, "listeners", "listener", {"loadbalancer_id": lb["id"], "protocol": protocol,
                                                       "protocol_port": port}, lb["id"])
     pool = post(cloud, "pools", "pool", {"listener_id": listener["id"], "protocol": protocol,
                                          "lb_algorithm": algorithm}, lb["id"])
     made = {}
-    for m in members:
+    extras = members if isinstance(members, Mapping) else dict.fromkeys(members, {})
+    for m, extra in extras.items():
         _, address, _ = env.member(m)
         made[m] = post(cloud, f"pools/{pool['id']}/members", "member", {
-            "address": address, "protocol_port": member_port, "subnet_id": env.subnet["id"]}, lb["id"])
+            "address": address, "protocol_port": member_port, "subnet_id": env.subnet["id"], **extra}, lb["id"])
     return {"lb": get(cloud, f"loadbalancers/{lb['id']}"), "listener": listener, "pool": pool, "members": made}
 
 
