@@ -187,6 +187,35 @@ def test_names_outside_the_domain_go_upstream(tmp_path: Path) -> None:
             assert slow and slow[0].header.rcode == RCODE.SERVFAIL
 
 
+def test_forwards_in_flight_are_capped_and_the_rest_refused_at_once(tmp_path: Path, monkeypatch) -> None:
+    """A flood toward a silent upstream holds at most ``max_forwards`` threads; a query past
+    that is REFUSED at once (CoreDNS' max_concurrent), and a slot freed is used again."""
+    monkeypatch.setattr(UdpServer, "max_forwards", 2)
+    path = tmp_path / "records.json"
+    write_atomic(path, json.dumps(records.build(desired(parse(OBJS)), {}, {("shop", "my-api"): "10.96.0.20"},
+                                                upstream=["127.0.0.1"])))
+    resolver = ClusterResolver(path)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent, serving(resolver) as port:
+        silent.bind(("127.0.0.1", 0))
+        resolver.upstream_port = silent.getsockname()[1]
+        slow: list[DNSRecord] = []
+        held = [threading.Thread(target=lambda n=n: slow.append(ask(resolver, f"w{n}.example.test", "A", port)))
+                for n in range(2)]
+        for t in held:
+            t.start()
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        assert ask(resolver, "www.example.test", "A", port).header.rcode == RCODE.REFUSED
+        assert time.monotonic() - t0 < 1.0
+        assert ask(resolver, "my-api.shop.svc.cluster.local", "A", port).rr   # cluster names still answered
+        for t in held:
+            t.join(10)
+        assert [r.header.rcode for r in slow] == [RCODE.SERVFAIL] * 2
+        t0 = time.monotonic()
+        assert ask(resolver, "www.example.test", "A", port).header.rcode == RCODE.SERVFAIL   # a slot again
+        assert time.monotonic() - t0 >= 1.5
+
+
 def test_docker_options_match_the_sandbox_files() -> None:
     want = desired(parse(OBJS))
     vips = {("shop", "my-api"): "10.96.0.20"}

@@ -7,7 +7,10 @@ names are forwarded to the file's ``upstream`` servers in turn (the cluster temp
 ``dns_nameserver``, else its nodes' subnet's nameservers: CoreDNS' ``forward . /etc/resolv.conf``)
 and their answer relayed as it is — NXDOMAIN included; none answering → SERVFAIL; no
 upstream at all → REFUSED. Cluster names are answered on the UDP server's one thread,
-forwarded ones on a thread each, so a slow upstream holds up no cluster answer. The file is re-read when its inode, size or mtime changes — a stat per query, so a
+forwarded ones on a thread each, so a slow upstream holds up no cluster answer — at most
+:data:`MAX_FORWARDS` at once; a query beyond that is answered REFUSED at once (CoreDNS'
+``forward`` with ``max_concurrent``), so a flood toward a silent upstream cannot pile up
+threads. The file is re-read when its inode, size or mtime changes — a stat per query, so a
 controller pass's atomic rewrite is answered from the next query on, and a restarted
 controller needs no signal or socket to reach this process.
 """
@@ -29,6 +32,7 @@ from dnslib.server import BaseResolver, DNSLogger, DNSServer
 TTL = 5          # seconds: answers follow scaling within this (CoreDNS' kubernetes plugin: 5)
 NEGATIVE_TTL = 5
 FORWARD_TIMEOUT = 2.0   # seconds per upstream (CoreDNS' forward: 2 s dial timeout)
+MAX_FORWARDS = 150      # forwarded queries in flight (dnsmasq's dns-forward-max default)
 
 
 def qname(data: bytes) -> str | None:
@@ -137,17 +141,43 @@ class ClusterResolver(BaseResolver):
 
 class UdpServer(socketserver.ThreadingMixIn, socketserver.UDPServer):
     """Cluster names on the server's one thread (dnslib's thread per query: 8x the
-    latency); forwarded names on a thread each (:meth:`ClusterResolver.forwards`)."""
+    latency); forwarded names on a thread each (:meth:`ClusterResolver.forwards`), at
+    most ``max_forwards`` of them; past that, REFUSED on the server's thread."""
 
     daemon_threads = True
     resolver: ClusterResolver   # set by dnslib's DNSServer
+    max_forwards = MAX_FORWARDS
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self._slots = threading.BoundedSemaphore(self.max_forwards)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if self.resolver.forwards(request[0]):
-            super().process_request(request, client_address)
+            if self._slots.acquire(blocking=False):
+                super().process_request(request, client_address)
+                return
+            refuse(request, client_address)
             return
         self.finish_request(request, client_address)
         self.shutdown_request(request)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def refuse(request: Any, client_address: Any) -> None:
+    """Answer a raw UDP query REFUSED (unparseable: no answer, as a resolver drops it)."""
+    data, sock = request
+    try:
+        reply = DNSRecord.parse(data).reply()
+    except (DNSError, ValueError):
+        return
+    reply.header.rcode = RCODE.REFUSED
+    sock.sendto(reply.pack(), client_address)
 
 
 def serve(address: str, records: Path, pidfile: Path, port: int = 53) -> None:
