@@ -187,9 +187,7 @@ def test_ipv6_cluster_ip_spreads_over_pods_on_two_nodes(cloud: Cloud, app: Contr
     v6 = lb(ctrl, "shop/web@IPv6")
     status = wait_for(lambda: (s := ctrl.api.call("GET", f"{LB}/loadbalancers/{v6['id']}")["loadbalancer"]
                                ["provisioning_status"]) in ("ACTIVE", "ERROR") and s, 20, 0.2)
-    if status == "ERROR":
-        pytest.skip("this tree's load-balancer dataplane (nftables provider) has no IPv6 VIPs yet "
-                    "(issue 28 item 6)")
+    assert status == "ACTIVE"   # the nftables provider's ``ip6 netbay-lb`` table
     nodes = {port_of(ctrl, "shop", n)["description"] for n in ("web-0", "web-1")}
     assert len(nodes) == 2, nodes   # one pod on each node
     client = pod_ns(ctrl, "other", "client")
