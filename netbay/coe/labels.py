@@ -194,11 +194,11 @@ def routing_problem(labels: Mapping[str, Any], driver_name: str | None, fixed_ci
             continue
         net = ipaddress.ip_network(str(effective[spec.key]))
         for sub in outside:
-            if sub.version == net.version and net.overlaps(sub):  # type: ignore[arg-type]
+            if sub.version == net.version and net.overlaps(sub):
                 return (f"Label {spec.key}={net} overlaps the external network's subnet {sub}: traffic from "
                         f"pods toward {sub} would stay in the pod network. Choose a range that does not "
                         f"overlap {sub}.")
-        if fixed is None or fixed.version != 4 or net.version != 4 or not net.overlaps(fixed):  # type: ignore[arg-type]
+        if fixed is None or fixed.version != 4 or net.version != 4 or not net.overlaps(fixed):
             continue
         low, high = int(net.network_address), int(net.broadcast_address)
         if leases is not None and leases.network == str(net):

@@ -36,7 +36,7 @@ def unusable(net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str | None:
         return (f"{net} is the default route (every address): pod routes would take the place of "
                 "the way out of the cluster")
     for block, name, why in UNUSABLE:
-        if block.version == net.version and net.overlaps(block):  # type: ignore[arg-type]
+        if block.version == net.version and net.overlaps(block):
             inside = "is" if net.subnet_of(block) else "overlaps"  # type: ignore[arg-type]
             return f"{net} {inside} the {name} range {block}: {why}"
     return None

@@ -285,6 +285,10 @@ class Controller:
             out[name] = (net, subnet)
         return out
 
+    def more_subnets(self, net_id: str) -> tuple[dict[str, Any], ...]:
+        """A segment's subnets beside its IPv4 one (a dual-stack cluster's IPv6 subnet)."""
+        return (self.subnets6[net_id],) if net_id in self.subnets6 else ()
+
     def _make_subnet6(self, name: str, net: dict[str, Any], report: Report) -> dict[str, Any]:
         """A dual-stack segment's IPv6 subnet, from the cluster's IPv6 pool (after the IPv4
         one: ports list their IPv4 address first)."""
@@ -381,8 +385,7 @@ class Controller:
         net, subnet = subnets[port["network_id"]]
         try:
             if not self.sandboxes.plugged(port["id"]):
-                more = (self.subnets6[net["id"]],) if net["id"] in self.subnets6 else ()
-                self.sandboxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500), more))
+                self.sandboxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500), self.more_subnets(net["id"])))
             if port.get("device_id"):
                 return port
             return self.net.update("port", port["id"], {"device_id": self._device(*key)})
