@@ -88,6 +88,10 @@ def test_service_env_kubernetes_names() -> None:
     assert env["MY_API_PORT"] == "tcp://10.96.0.20:8080"
     assert env["MY_API_PORT_53_UDP"] == "udp://10.96.0.20:53" and env["MY_API_PORT_53_UDP_PROTO"] == "udp"
     assert not [k for k in env if k.startswith(("DB_", "OTHER_"))]   # headless; another namespace
+    # An IPv6 (primary) cluster IP: bracketed in the URL forms, as kubelet's net.JoinHostPort does.
+    env6 = podfiles.service_env("shop", want.services, {("shop", "my-api"): "fd00:96::20"})
+    assert env6["MY_API_SERVICE_HOST"] == "fd00:96::20" and env6["MY_API_PORT"] == "tcp://[fd00:96::20]:8080"
+    assert env6["MY_API_PORT_53_UDP"] == "udp://[fd00:96::20]:53" and env6["MY_API_PORT_53_UDP_ADDR"] == "fd00:96::20"
 
 
 def test_write_once_keeps_a_pods_first_environment(tmp_path: Path, monkeypatch) -> None:
