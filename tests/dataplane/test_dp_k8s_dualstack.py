@@ -7,7 +7,9 @@ port has an address of each and its ``eth0`` both, with a default route per fami
 pods of two namespaces reach each other over IPv6 through the router; a Service with
 ``ipFamilyPolicy: RequireDualStack`` gets a cluster IP of each family (one load
 balancer each, members of that family) and its name answers A and AAAA at the
-cluster resolver; an IPv6 cluster IP spreads connections over pods on two nodes.
+cluster resolver; an IPv6 cluster IP spreads connections over pods on two nodes; a
+NetworkPolicy's pod selector admits its pods over both families and an IPv6 ``ipBlock``
+that block, the rest dropped over IPv6 as over IPv4.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from netbay.k8s.objects import parse
 
 from .agent_fixtures import Cloud, wait_for
 from .cluster_pods import make_cluster
-from .k8s_fixtures import ctrl, lb, lb_tree, pod_ns, port_of  # noqa: F401 - ctrl: a fixture
+from .k8s_fixtures import ctrl, lb, lb_tree, pod_ns, policy_quota, port_of  # noqa: F401 - ctrl: a fixture
 
 CLOUD_TAG = "k6"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 CLOUD_K8S = True   # ... with the Kubernetes mapping's host leftovers swept
@@ -38,6 +40,7 @@ POOL6, SERVICES6 = "fd00:10::/56", "fd00:96::/112"
 
 @pytest.fixture(scope="module")
 def cluster(cloud: Cloud) -> str:
+    policy_quota(cloud)
     return make_cluster(cloud, "dual1", {"kuryr_pod_subnet_pool": "10.10.0.0/16",
                                          "kuryr_pod_subnet_pool_ipv6": POOL6,
                                          "kuryr_service_cidr_ipv6": SERVICES6}, 1, driver="kuryr")
@@ -118,12 +121,16 @@ def addresses(port: dict) -> dict[int, str]:
     return {ipaddress.ip_address(f["ip_address"]).version: f["ip_address"] for f in port["fixed_ips"]}
 
 
+def APP_NODES(ctrl: Controller) -> str:  # noqa: N802 - a manifest, named like APP
+    """APP with one web pod on each node (the master and the minion)."""
+    nodes = ctrl.refs.nodes
+    assert len(nodes) == 2, nodes
+    return "".join(WEB.replace("web-N", f"web-{i}").replace("NODE", node) for i, node in enumerate(nodes)) + APP
+
+
 @pytest.fixture
 def app(ctrl: Controller) -> Iterator[Controller]:
-    nodes = ctrl.refs.nodes
-    assert len(nodes) == 2, nodes   # the master and the minion: one web pod on each
-    ctrl.apply(parse("".join(WEB.replace("web-N", f"web-{i}").replace("NODE", node)
-                             for i, node in enumerate(nodes)) + APP))
+    ctrl.apply(parse(APP_NODES(ctrl)))
     servers = [Listener(pod_ns(ctrl, "shop", n), n.encode()) for n in ("web-0", "web-1")]
     try:
         yield ctrl
@@ -196,3 +203,39 @@ def test_ipv6_cluster_ip_spreads_over_pods_on_two_nodes(cloud: Cloud, app: Contr
     while time.monotonic() < deadline and not {b"web-0", b"web-1"} <= seen:
         seen.add(tcp_read(client, v6["vip_address"], 80))
     assert {b"web-0", b"web-1"} <= seen, seen
+
+
+POLICY = """
+apiVersion: v1
+kind: Pod
+metadata: {name: friend, namespace: other, labels: {role: friend}}
+spec: {containers: [{name: c, image: busybox}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: friends-only, namespace: shop}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  ingress:
+  - from: [{namespaceSelector: {}, podSelector: {matchLabels: {role: friend}}}]
+  - from: [{ipBlock: {cidr: 'IPV6_BLOCK'}}]
+    ports: [{port: 8080}]
+"""
+
+
+def test_network_policy_isolates_over_ipv6_too(app: Controller) -> None:
+    """A pod selector allows its pods over both families; an IPv6 ipBlock allows that
+    block; everything else is dropped over IPv6 as over IPv4."""
+    ctrl = app
+    web = addresses(port_of(ctrl, "shop", "web-0"))
+    ctrl.apply(parse(APP_NODES(ctrl) + "---" + POLICY.replace("IPV6_BLOCK", "fd00:ffff::/64")))
+    friend, client = pod_ns(ctrl, "other", "friend"), pod_ns(ctrl, "other", "client")
+    assert wait_for(lambda: tcp_read(friend, web[6], 8080), 15, 0.2) == b"web-0"
+    assert tcp_read(friend, web[4], 8080) == b"web-0"
+    assert wait_for(lambda: tcp_read(client, web[6], 8080, timeout=0.5) is None, 15, 0.2)
+    assert tcp_read(client, web[4], 8080, timeout=0.5) is None
+    # The client's own IPv6 address as the ipBlock: it gets in over IPv6 only.
+    mine = addresses(port_of(ctrl, "other", "client"))
+    ctrl.apply(parse(APP_NODES(ctrl) + "---" + POLICY.replace("IPV6_BLOCK", f"{mine[6]}/128")))
+    assert wait_for(lambda: tcp_read(client, web[6], 8080), 15, 0.2) == b"web-0"
+    assert tcp_read(client, web[4], 8080, timeout=0.5) is None
