@@ -64,3 +64,19 @@ def test_address_of_picks_the_family() -> None:
     assert address_of(port, "IPv4") == ("10.10.0.5", "a")
     assert address_of(port, "IPv6") == ("fd00:10::5", "b")
     assert address_of({"fixed_ips": port["fixed_ips"][:1]}, "IPv6") is None
+
+
+def test_the_manifest_source_refuses_before_anything_is_written() -> None:
+    """``Controller.refuse`` (what ``netbay k8s apply`` asks first) names the Service and
+    Kubernetes' field error; a dual-stack cluster takes the same manifest."""
+    from types import SimpleNamespace
+
+    from netbay.k8s.services import refuse_without_lbs
+
+    text = ("apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n"
+            "spec: {ipFamilyPolicy: RequireDualStack, selector: {app: web}, ports: [{port: 80}]}\n")
+    want = desired(parse(text))
+    single = SimpleNamespace(lbs=object(), refs=SimpleNamespace(families=V4))
+    with pytest.raises(FamilyError, match=r'^Service shop/web: spec.ipFamilyPolicy: Invalid value: "RequireDualStack"'):
+        refuse_without_lbs(single, want)
+    refuse_without_lbs(SimpleNamespace(lbs=object(), refs=SimpleNamespace(families=DUAL)), want)
