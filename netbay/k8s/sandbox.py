@@ -102,12 +102,14 @@ class PodSandboxes:
 def pod_port(port: dict, subnet: dict, mtu: int = 1500, more: tuple[dict, ...] = ()) -> PodPort:
     """The wiring of a Neutron port body on its (first) subnet; ``more``: the network's
     other subnets (a dual-stack namespace's IPv6 one), whose addresses the port also has."""
-    ip = port["fixed_ips"][0]["ip_address"]
+    fixed_ips = port["fixed_ips"]
+    first = next((f for f in fixed_ips if f.get("subnet_id") == subnet.get("id")), fixed_ips[0])
+    ip = first["ip_address"]
     plen = ipaddress.ip_network(subnet["cidr"]).prefixlen
     others = {s["id"]: s for s in more}
     extra = tuple((f"{fixed['ip_address']}/{ipaddress.ip_network(others[fixed['subnet_id']]['cidr']).prefixlen}",
                    others[fixed["subnet_id"]].get("gateway_ip"))
-                  for fixed in port["fixed_ips"][1:] if fixed["subnet_id"] in others)
+                  for fixed in fixed_ips if fixed is not first and fixed.get("subnet_id") in others)
     return PodPort(port["id"], port["network_id"], port["mac_address"], f"{ip}/{plen}",
                    subnet.get("gateway_ip"), mtu, extra)
 
