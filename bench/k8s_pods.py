@@ -1,6 +1,7 @@
 """Kubernetes objects on a kuryr cluster, end to end through the mapping controller.
 
-    sudo python bench/k8s_pods.py [--samples 20] [--pods 100] [--services 10] [--json /tmp/k8s_pods.json]
+    sudo python bench/k8s_pods.py [--samples 20] [--pods 100] [--services 10] [--family ipv4|dual]
+                                  [--json /tmp/k8s_pods.json]
 
 Issue 12's targets, measured in one run against ``netbay up --no-agent`` (SQLite) with
 the dataplane agent on a thread of this process (namespaces ``nbb<hex>-…``, swept at
@@ -20,6 +21,12 @@ cluster of 1 master + 1 minion made through the container-infra API:
 * **Service create → cluster IP answers** — ``apply`` of a ClusterIP Service selecting
   the anchor (which serves TCP), until a TCP connection from another pod to the
   cluster IP gets the anchor's reply. Target ≤ 100 ms (Octavia amphora: minutes).
+
+``--family dual`` (issue 28): the cluster is dual-stack (labels
+``kuryr_pod_subnet_pool_ipv6`` / ``kuryr_service_cidr_ipv6``) and each pod create is
+also timed to the first TCP answer of the anchor over each family, the families
+alternating from sample to sample (``pod_create_first_tcp_ms``: IPv6 against IPv4 in
+the same run; the issue's target is within 1.1×).
 """
 
 from __future__ import annotations
@@ -65,12 +72,15 @@ def service(name: str) -> str:
             "spec: {selector: {role: anchor}, ports: [{name: http, port: 80, targetPort: 8080}]}\n")
 
 
-def kuryr_cluster(srv: harness.Server) -> str:
+DUAL_STACK = {"kuryr_pod_subnet_pool_ipv6": "fd00:10::/56", "kuryr_service_cidr_ipv6": "fd00:96::/112"}
+
+
+def kuryr_cluster(srv: harness.Server, labels: dict[str, str] | None = None) -> str:
     ci = httpx.Client(base_url=f"{srv.url}/container-infra/v1", headers={"X-Auth-Token": srv.token()}, timeout=60)
     try:
         t = ci.post("/clustertemplates", json={"name": "k8sbench", "coe": "kubernetes", "network_driver": "kuryr",
                                                "external_network_id": "public", "master_lb_enabled": False,
-                                               "floating_ip_enabled": False})
+                                               "floating_ip_enabled": False, "labels": labels or {}})
         t.raise_for_status()
         r = ci.post("/clusters", json={"name": "k8sbench", "cluster_template_id": t.json()["uuid"], "node_count": 1})
         r.raise_for_status()
@@ -89,10 +99,12 @@ def kuryr_cluster(srv: harness.Server) -> str:
 
 
 def serve(ns: str, port: int, stop: threading.Event) -> threading.Thread:
+    """The anchor's TCP server, on both families."""
     with netns.entered(ns):
-        s = socket.socket()
+        s = socket.socket(socket.AF_INET6)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", port))
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    s.bind(("::", port))
     s.listen(64)
     s.settimeout(0.2)
 
@@ -112,9 +124,10 @@ def serve(ns: str, port: int, stop: threading.Event) -> threading.Thread:
 
 def tcp_answers(ns: str, ip: str, port: int, timeout: float = 5.0) -> float:
     t0 = time.monotonic()
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
     while time.monotonic() - t0 < timeout:
         with netns.entered(ns):
-            s = socket.socket()
+            s = socket.socket(family)
         s.settimeout(0.05)
         try:
             s.connect((ip, port))
@@ -157,6 +170,8 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--pods", type=int, default=100)
     ap.add_argument("--services", type=int, default=10)
+    ap.add_argument("--family", choices=("ipv4", "dual"), default="ipv4",
+                    help="dual: a dual-stack cluster, first TCP answers timed over each family")
     ap.add_argument("--json")
     args = ap.parse_args()
     names = Names(PREFIX)
@@ -164,7 +179,8 @@ def main() -> int:
     stop = threading.Event()
     try:
         with harness.netbay("sqlite") as srv, agent_thread.running(srv, names):
-            cid = kuryr_cluster(srv)
+            dual = args.family == "dual"
+            cid = kuryr_cluster(srv, DUAL_STACK if dual else None)
             api = Api(srv.url, srv.token)
             store = Store(f"sqlite:///{srv.data_dir / 'netbay.db'}")
             ctrl = Controller(api, store, cid, names)
@@ -175,6 +191,8 @@ def main() -> int:
             ctrl.apply(parse(pod("anchor", "{role: anchor}") + "---\n" + pod("client")))
             anchor = port_of("anchor")
             anchor_ip, anchor_ns = anchor["fixed_ips"][0]["ip_address"], ctrl.sandboxes.ns(anchor["id"])
+            anchor_ips = {("IPv6" if ":" in f["ip_address"] else "IPv4"): f["ip_address"] for f in anchor["fixed_ips"]}
+            first_tcp: dict[str, list[float]] = {family: [] for family in anchor_ips}
             client_ns = ctrl.sandboxes.ns(port_of("client")["id"])
             first_answer(client_ns, anchor_ip, timeout=10)
             serve(anchor_ns, 8080, stop)
@@ -202,6 +220,10 @@ def main() -> int:
                         parts[k].append(watch.spent.get(k, 0.0))
                 parts["rest of the pass"].append(applied_only[-1] - sum(watch.spent.values()))
                 p = port_of(f"p{i}")
+                if dual:   # the families alternate: each sample's first packet is of one
+                    family = ("IPv4", "IPv6")[i % 2]
+                    tcp_answers(ctrl.sandboxes.ns(p["id"]), anchor_ips[family], 8080, timeout=10)
+                    first_tcp[family].append(time.monotonic() - t0)
                 first_answer(ctrl.sandboxes.ns(p["id"]), anchor_ip, timeout=10)
                 created.append(time.monotonic() - t0)
                 t0 = time.monotonic()
@@ -210,6 +232,8 @@ def main() -> int:
                 api.call("DELETE", f"{NET}/ports/{b['id']}")
             desired.put, api.call, ctrl.sandboxes.plug = real_put, real_call, real_plug
             out["pod_create_first_packet_ms"] = ms(created)
+            if dual:
+                out["pod_create_first_tcp_ms"] = {family: ms(v) for family, v in first_tcp.items() if v}
             out["pod_apply_parts_p50_ms"] = {k: statistics.median(v) * 1000 for k, v in parts.items()}
             out["pod_apply_pass_ms"] = ms(applied_only)
             out["baseline_port_create_ms"] = ms(baseline)

@@ -95,6 +95,9 @@ UNUSABLE = [
     ("kubernetes", "kuryr", "kuryr_pod_subnet_pool", "169.254.0.0/16", "link-local range"),
     ("kubernetes", "kuryr", "kuryr_service_cidr", "127.0.0.0/16", "loopback range"),
     ("kubernetes", "flannel", "fixed_subnet_cidr", "127.0.0.0/24", "loopback range"),
+    ("kubernetes", "kuryr", "kuryr_pod_subnet_pool_ipv6", "fe80::/64", "IPv6 link-local range fe80::/10"),
+    ("kubernetes", "kuryr", "kuryr_service_cidr_ipv6", "ff05::/112", "IPv6 multicast range ff00::/8"),
+    ("kubernetes", "kuryr", "kuryr_service_cidr_ipv6", "::/0", "is the default route"),
 ]
 
 
@@ -148,6 +151,20 @@ def test_the_specs_10_0_0_0_8_example_is_accepted_through_openstack_coe(server, 
      f"Label flannel_network_cidr=172.24.0.0/16 overlaps the external network's subnet {PUBLIC_SUBNET}"),
     ("calico", {"calico_ipv4pool": "172.24.4.128/25"},
      f"Label calico_ipv4pool=172.24.4.128/25 overlaps the external network's subnet {PUBLIC_SUBNET}"),
+    # IPv6 (issue 28): a driver that cannot do it says so by name; kuryr's dual-stack ranges are checked.
+    ("calico", {"calico_ipv6pool": "fd00:1::/48"},
+     "Label calico_ipv6pool=fd00:1::/48 is not supported: netbay's calico driver realizes IPv4 pools only"),
+    ("flannel", {"flannel_ipv6_network_cidr": "fd00:1::/48"},
+     "Label flannel_ipv6_network_cidr=fd00:1::/48 is not supported: netbay's flannel driver realizes IPv4 only"),
+    ("kuryr", {"kuryr_pod_subnet_pool_ipv6": "fd00:10::/56"},
+     "Label kuryr_pod_subnet_pool_ipv6=fd00:10::/56 asks for a dual-stack cluster, which needs IPv6 pod "
+     "subnets and IPv6 cluster IPs: set kuryr_service_cidr_ipv6 too"),
+    ("kuryr", {"kuryr_pod_subnet_pool_ipv6": "fd00:10::/56", "kuryr_service_cidr_ipv6": "fd00:96::/64"},
+     "Label kuryr_service_cidr_ipv6=fd00:96::/64 is too large: an IPv6 service range is /108 or longer"),
+    ("kuryr", {"kuryr_pod_subnet_pool_ipv6": "fd00::/48", "kuryr_service_cidr_ipv6": "fd00::/112"},
+     "Labels kuryr_pod_subnet_pool_ipv6=fd00::/48 and kuryr_service_cidr_ipv6=fd00::/112 overlap"),
+    ("kuryr", {"kuryr_service_cidr_ipv6": "10.96.0.0/16"},
+     "Invalid value '10.96.0.0/16' for label kuryr_service_cidr_ipv6: expecting an IPv6 network"),
 ])
 def test_ranges_the_driver_cannot_route_are_refused_at_the_template(ci, magnum, driver, labels, contains):
     body = {"name": unique("ovl"), "coe": "kubernetes", "network_driver": driver, "external_network_id": "public",

@@ -34,6 +34,11 @@ from netbay.coe.matrix import COES
 
 pytestmark = pytest.mark.peers
 
+# Variants no enum lists: a dual-stack kuryr cluster's IPv6 ranges (issue 28), which add nodes.
+EXTRA_VARIANTS: dict[str, list[dict[str, str]]] = {
+    "kuryr": [{"kuryr_pod_subnet_pool_ipv6": "fd00:10::/56", "kuryr_service_cidr_ipv6": "fd00:96::/112"}],
+}
+
 CLUSTER = {"name": "heat-check", "uuid": "3c1b1a38-0000-4000-8000-0000000000aa", "master_count": 1,
            "node_count": 2}
 
@@ -48,6 +53,7 @@ def combinations() -> Iterator[tuple[str, dict[str, Any]]]:
             variants: list[dict[str, str]] = [{}]
             for label in spec.labels:
                 variants += [{label.key: v} for v in label.allowed if v != label.default]
+            variants += EXTRA_VARIANTS.get(driver, [])
             for labels in variants:
                 for lb in (True, False):
                     for fip in (True, False):

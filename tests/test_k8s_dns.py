@@ -88,6 +88,10 @@ def test_service_env_kubernetes_names() -> None:
     assert env["MY_API_PORT"] == "tcp://10.96.0.20:8080"
     assert env["MY_API_PORT_53_UDP"] == "udp://10.96.0.20:53" and env["MY_API_PORT_53_UDP_PROTO"] == "udp"
     assert not [k for k in env if k.startswith(("DB_", "OTHER_"))]   # headless; another namespace
+    # An IPv6 (primary) cluster IP: bracketed in the URL forms, as kubelet's net.JoinHostPort does.
+    env6 = podfiles.service_env("shop", want.services, {("shop", "my-api"): "fd00:96::20"})
+    assert env6["MY_API_SERVICE_HOST"] == "fd00:96::20" and env6["MY_API_PORT"] == "tcp://[fd00:96::20]:8080"
+    assert env6["MY_API_PORT_53_UDP"] == "udp://[fd00:96::20]:53" and env6["MY_API_PORT_53_UDP_ADDR"] == "fd00:96::20"
 
 
 def test_write_once_keeps_a_pods_first_environment(tmp_path: Path, monkeypatch) -> None:
@@ -223,3 +227,26 @@ def test_docker_options_match_the_sandbox_files() -> None:
     assert opts["dns"] == ["10.96.0.10"] and opts["dns_opt"] == ["ndots:5"]
     assert opts["dns_search"] == ["shop.svc.cluster.local", "svc.cluster.local", "cluster.local"]
     assert opts["environment"] == podfiles.service_env("shop", want.services, vips)
+
+
+def test_dual_stack_services_get_aaaa_and_ipv4_clusters_no_aaaa_key(tmp_path: Path) -> None:
+    """A Service with an IPv6 cluster IP (a dual-stack cluster) is answered AAAA; a headless
+    one with its endpoints' IPv6 addresses; an IPv4-only cluster's records stay as they were."""
+    assert "AAAA" not in build()
+    want = desired(parse(OBJS))
+    dual = {("fixed_ips"): [{"ip_address": "10.0.0.5"}, {"ip_address": "fd00:10::5"}], "device_id": "d"}
+    ports = {("shop", "a"): dual, ("shop", "b"): port("10.0.0.4")}
+    vips = {("shop", "my-api"): "10.96.0.20"}
+    r = records.build(want, ports, vips, cluster_ips={("shop", "my-api"): ("10.96.0.20", "fd00:96::20")})
+    assert r["A"]["my-api.shop.svc.cluster.local"] == ["10.96.0.20"]
+    assert r["AAAA"]["my-api.shop.svc.cluster.local"] == ["fd00:96::20"]
+    assert r["AAAA"]["db.shop.svc.cluster.local"] == ["fd00:10::5"]
+    assert r["A"]["db.shop.svc.cluster.local"] == ["10.0.0.4", "10.0.0.5"]
+    path = tmp_path / "records.json"
+    write_atomic(path, json.dumps(r))
+    resolver = ClusterResolver(path)
+    with serving(resolver) as udp:
+        aaaa = ask(resolver, "my-api.shop.svc.cluster.local", "AAAA", udp)
+        assert [(r.rtype, str(r.rdata)) for r in aaaa.rr] == [(QTYPE.AAAA, "fd00:96::20")]
+        a = ask(resolver, "my-api.shop.svc.cluster.local", "A", udp)
+        assert [str(r.rdata) for r in a.rr] == ["10.96.0.20"]

@@ -60,7 +60,7 @@ def test_scale_to_zero_and_keys() -> None:
     ("apiVersion: v1\nkind: Pod\nmetadata: {namespace: a}\n", "without metadata.name"),
     ("apiVersion: v1\nkind: Nonsense\nmetadata: {name: c}\n", "Nonsense"),
     ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {clusterIP: 10.0.0, ports: [{port: 1}]}\n",
-     "is not an IPv4 address"),
+     "is not an IPv4 or IPv6 address"),
     ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 1, protocol: SCTP}]}\n",
      "SCTP is not supported"),
     ("apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {netbay.io/runtime: vm}}\n"
@@ -74,7 +74,7 @@ def test_refused_manifests_say_why(text: str, message: str) -> None:
 def test_refused_at_parse_before_anything_is_stored() -> None:
     """The mapping's own checks run at parse: a refused object never reaches the store
     (where every later pass would trip on it)."""
-    with pytest.raises(ManifestError, match="m.yaml: .*is not an IPv4 address"):
+    with pytest.raises(ManifestError, match="m.yaml: .*is not an IPv4 or IPv6 address"):
         parse("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {clusterIP: x, ports: [{port: 1}]}\n",
               "m.yaml")
 

@@ -343,3 +343,24 @@ def test_the_pod_index_never_misses_a_pod_a_selector_matches(pods, match, exprs,
     got = {p.key for p in index.candidates(scope, sel)}
     assert want <= got
     assert all(now[k].namespace in scope for k in got)
+
+
+def test_dual_stack_rules_naming_pods_cover_both_families_and_ipv6_blocks_stay_ipv6() -> None:
+    """On a dual-stack cluster (issue 28) a peer selector allows both families, an IPv6
+    ipBlock becomes IPv6 prefixes, and egress to pods allows every cluster IP of their Service."""
+    svc = Service("y", "web", "10.96.0.10", {"pod": "b"}, (ServicePort(8000, 80),), ("fd00:96::10",))
+    policy = np("x", "p", {"podSelector": A, "policyTypes": ["Ingress", "Egress"],
+                           "ingress": [{"from": [{"podSelector": {}},
+                                                 {"ipBlock": {"cidr": "fd00:1::/64", "except": ["fd00:1::/65"]}}]}],
+                           "egress": [{"to": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}],
+                                       "ports": [{"port": 80}]}]})
+    base = cluster(policy, services=[svc])
+    single = translate(base)
+    dual = translate(replace(base, families=("IPv4", "IPv6")))
+    ingress = {(r.ethertype, r.remote_ip_prefix, r.remote is not None) for r in dual.groups["policy:x/p"]
+               if r.direction == "ingress"}
+    assert ingress == {("IPv4", None, True), ("IPv6", None, True), ("IPv6", "fd00:1:0:0:8000::/65", False)}
+    assert {r.ethertype for r in single.groups["policy:x/p"] if r.remote is not None} == {"IPv4"}
+    vips = {(r.ethertype, r.remote_ip_prefix) for r in dual.groups["policy:x/p"] if r.direction == "egress"
+            and r.remote_ip_prefix}
+    assert vips == {("IPv4", "10.96.0.10/32"), ("IPv6", "fd00:96::10/128")}

@@ -22,6 +22,8 @@ def _allowed(spec: LabelSpec) -> str:
         return f"{spec.minimum}–{spec.maximum}"
     if spec.type == "cidr":
         return "IPv4 CIDR"
+    if spec.type == "cidr6":
+        return "IPv6 CIDR, or empty (IPv4 only)"
     return "any string"
 
 

@@ -190,15 +190,15 @@ def routing_problem(labels: Mapping[str, Any], driver_name: str | None, fixed_ci
     fixed = ipaddress.ip_network(fixed_cidr, strict=False) if fixed_cidr else None
     outside = [ipaddress.ip_network(c, strict=False) for c in external]
     for spec in driver.labels:
-        if spec.type != "cidr":
+        if spec.type not in ("cidr", "cidr6") or not effective[spec.key]:
             continue
         net = ipaddress.ip_network(str(effective[spec.key]))
         for sub in outside:
-            if sub.version == 4 and net.overlaps(sub):
+            if sub.version == net.version and net.overlaps(sub):
                 return (f"Label {spec.key}={net} overlaps the external network's subnet {sub}: traffic from "
                         f"pods toward {sub} would stay in the pod network. Choose a range that does not "
                         f"overlap {sub}.")
-        if fixed is None or fixed.version != 4 or not net.overlaps(fixed):
+        if fixed is None or fixed.version != 4 or net.version != 4 or not net.overlaps(fixed):
             continue
         low, high = int(net.network_address), int(net.broadcast_address)
         if leases is not None and leases.network == str(net):

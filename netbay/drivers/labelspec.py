@@ -15,7 +15,9 @@ from typing import Any, Literal
 
 from netbay.drivers.cidrs import unusable
 
-LabelType = Literal["cidr", "int", "enum", "string"]
+# "cidr": an IPv4 network; "cidr6": an IPv6 network or "" (the empty default: no IPv6,
+# the cluster stays single-stack IPv4).
+LabelType = Literal["cidr", "cidr6", "int", "enum", "string"]
 
 
 class LabelError(ValueError):
@@ -41,7 +43,9 @@ class LabelSpec:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise LabelError(self._bad(value, f"expecting {self.expectation()}"))
         text = str(value).strip() if isinstance(value, str) else str(value)
-        if self.type == "cidr":
+        if self.type == "cidr6" and text == "":
+            return ""
+        if self.type in ("cidr", "cidr6"):
             return self._cidr(value, text)
         if self.type == "int":
             return self._int(value, text)
@@ -55,6 +59,8 @@ class LabelSpec:
     def expectation(self) -> str:
         if self.type == "cidr":
             return "an IPv4 network in CIDR notation, e.g. " + self.default
+        if self.type == "cidr6":
+            return "an IPv6 network in CIDR notation, e.g. fd00:10::/56, or empty (no IPv6)"
         if self.type == "int":
             low = "" if self.minimum is None else f" >= {self.minimum}"
             high = "" if self.maximum is None else f" <= {self.maximum}"
@@ -71,7 +77,7 @@ class LabelSpec:
             net = ipaddress.ip_network(text, strict=True)
         except ValueError:
             raise LabelError(self._bad(value, f"expecting {self.expectation()}")) from None
-        if net.version != 4 or "/" not in text:
+        if net.version != (6 if self.type == "cidr6" else 4) or "/" not in text:
             raise LabelError(self._bad(value, f"expecting {self.expectation()}"))
         problem = unusable(net)
         if problem:

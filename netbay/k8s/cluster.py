@@ -14,7 +14,7 @@ from typing import Any
 from netbay.backends import NetworkBackend
 from netbay.client import SANDBOXES, Api
 from netbay.coe.handlers.servers import CLOUD_NODE_OWNER
-from netbay.coe.fragments.kuryr import POD_SG, POOL, ROUTERS, SERVICE_SUBNET
+from netbay.coe.fragments.kuryr import POD_SG, POOL, POOL6, ROUTERS, SERVICE_SUBNET, SERVICE_SUBNET6
 from netbay.drivers.kuryr import SPEC as KURYR, KuryrConfig
 from netbay.drivers.labelspec import LabelError
 from netbay.k8s.podport import cluster_tag
@@ -38,6 +38,21 @@ class ClusterRefs:
     node_boxes: tuple[tuple[str, str, str], ...] = ()   # (name, sandbox id, address)
     pod_runtime: str = "sandbox"     # label kuryr_pod_runtime: "sandbox" | "docker"
     dns_upstream: tuple[str, ...] = ()   # where the cluster resolver forwards names outside its domain
+    # dual-stack (labels kuryr_*_ipv6): the IPv6 pod pool and service subnet; None: IPv4 only
+    pool6_id: str | None = None
+    service_subnet6: dict[str, Any] | None = None
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The cluster's IP families, as Kubernetes names them (IPv4 first)."""
+        return ("IPv4", "IPv6") if self.service_subnet6 else ("IPv4",)
+
+    def service_subnet_of(self, family: str) -> dict[str, Any]:
+        """The service subnet cluster IPs of ``family`` ("IPv4" | "IPv6") come from."""
+        subnet = self.service_subnet6 if family == "IPv6" else self.service_subnet
+        if subnet is None:
+            raise ValueError(f"cluster {self.cluster_id} has no {family} service range")
+        return subnet
 
     @property
     def tag(self) -> str:
@@ -59,6 +74,9 @@ def find(api: Api, net: NetworkBackend, cluster_id: str) -> ClusterRefs:
                            f"{cluster.get('network_driver') or 'the default'}, not kuryr.")
         return found[0]
     pool, router, subnet = one("subnetpool", POOL), one("router", *ROUTERS), one("subnet", SERVICE_SUBNET)
+    pool6 = subnet6 = None
+    if config.service_cidr_ipv6:   # dual-stack: its builder made the IPv6 pool and service subnet
+        pool6, subnet6 = one("subnetpool", POOL6), one("subnet", SERVICE_SUBNET6)
     pod_sg = one("security_group", POD_SG)
     prefix = f"netbay-cluster={cluster['uuid']} "
     boxes = [b for b in api.call("GET", SANDBOXES)["sandboxes"]
@@ -70,7 +88,8 @@ def find(api: Api, net: NetworkBackend, cluster_id: str) -> ClusterRefs:
     return ClusterRefs(cluster["uuid"], cluster.get("project_id") or "", config.subnet_driver, pool["id"], router["id"],
                        (router.get("external_gateway_info") or {}).get("network_id") or "", subnet, pod_sg["id"],
                        tuple(names), tuple((b["name"], b["id"], addresses.get(b["id"], "")) for b in boxes),
-                       config.pod_runtime, dns_upstream(api, net, cluster))
+                       config.pod_runtime, dns_upstream(api, net, cluster), pool6["id"] if pool6 else None,
+                       subnet6)
 
 
 def dns_upstream(api: Api, net: NetworkBackend, cluster: dict[str, Any]) -> tuple[str, ...]:

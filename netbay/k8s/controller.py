@@ -63,6 +63,7 @@ class Known:
     ports: dict[str, dict[str, Any]]           # "ns/pod" → port
     lbs: dict[str, dict[str, Any]]             # "ns/svc" → load balancer
     fips: dict[str, dict[str, Any]]            # "ns/svc <address|pool>" → floating IP
+    subnets6: dict[str, dict[str, Any]] = field(default_factory=dict)   # network id → its IPv6 subnet
 
 
 @dataclass
@@ -114,6 +115,11 @@ class Controller:
         # Called after each pass with every pod's port and the subnets by network id
         # (the watch source writes the port back onto the pod from it).
         self.on_ports: Callable[[Mapping[tuple[str, str], dict], Mapping[str, dict]], None] | None = None
+        # A dual-stack cluster's segments' IPv6 subnets (network id → subnet), beside the
+        # IPv4 one each segment's (network, subnet) names: the last pass's.
+        self.subnets6: dict[str, dict[str, Any]] = {}
+        # (ns, svc) → every cluster IP of the Service, primary first (:func:`services.converge`)
+        self.cluster_ips: dict[tuple[str, str], tuple[str, ...]] = {}
 
     # -- what a source calls -----------------------------------------------------------------
 
@@ -167,7 +173,8 @@ class Controller:
             self._policies(want, ports, vips)
             self._sweep_segments(segments, report, known)
             self._sweep_sandboxes(ports, report)
-            self.known = Known(dict(segments), {p["name"]: p for p in ports.values()}, lbs, fips)
+            self.known = Known(dict(segments), {p["name"]: p for p in ports.values()}, lbs, fips,
+                               dict(self.subnets6))
             if self.on_ports is not None:
                 self.on_ports(ports, {net["id"]: subnet for net, subnet in segments.values()})
             return report
@@ -238,17 +245,24 @@ class Controller:
         return {f"ns/{n}" for n in want.namespaces}
 
     def _segments(self, want: Desired, report: Report, known: Known | None) -> dict[str, tuple[dict, dict]]:
-        """name → (network, subnet) for every wanted segment, made where missing."""
+        """name → (network, its IPv4 subnet) for every wanted segment, made where missing;
+        on a dual-stack cluster each also has an IPv6 subnet from the IPv6 pool
+        (``self.subnets6``)."""
         if known is not None:
             nets = {name: net for name, (net, _) in known.segments.items()}
             subnets = {net["id"]: subnet for net, subnet in known.segments.values()}
-            attached = {subnet["id"] for _, subnet in known.segments.values()}
+            subnets6 = dict(known.subnets6)
+            attached = {subnet["id"] for _, subnet in known.segments.values()} | \
+                {subnet["id"] for subnet in subnets6.values()}
         else:
             nets = {n["name"]: n for n in self._list("network", "network")}
-            subnets = {s["network_id"]: s for s in self._list("subnet", "network")}
+            mine = self._list("subnet", "network")
+            subnets = {s["network_id"]: s for s in mine if s.get("ip_version", 4) == 4}
+            subnets6 = {s["network_id"]: s for s in mine if s.get("ip_version") == 6}
             attached = {ip["subnet_id"] for p in self.net.list(
                 "port", device_id=self.refs.router_id, device_owner="network:router_interface")
                 for ip in p["fixed_ips"]}
+        self.subnets6 = {}
         out = {}
         for name in sorted(self._wanted_segments(want)):
             net = nets.get(name)
@@ -263,8 +277,26 @@ class Controller:
                 report.made.append(f"subnet {name} {subnet['cidr']}")
             if subnet["id"] not in attached:
                 self._ensure_interface(subnet)
+            if self.refs.pool6_id:
+                subnet6 = subnets6.get(net["id"]) or self._make_subnet6(name, net, report)
+                if subnet6["id"] not in attached:
+                    self._ensure_interface(subnet6)
+                self.subnets6[net["id"]] = subnet6
             out[name] = (net, subnet)
         return out
+
+    def more_subnets(self, net_id: str) -> tuple[dict[str, Any], ...]:
+        """A segment's subnets beside its IPv4 one (a dual-stack cluster's IPv6 subnet)."""
+        return (self.subnets6[net_id],) if net_id in self.subnets6 else ()
+
+    def _make_subnet6(self, name: str, net: dict[str, Any], report: Report) -> dict[str, Any]:
+        """A dual-stack segment's IPv6 subnet, from the cluster's IPv6 pool (after the IPv4
+        one: ports list their IPv4 address first)."""
+        subnet = self._make("subnet", {"name": name, "network_id": net["id"], "description": self._mark(),
+                                       "subnetpool_id": self.refs.pool6_id, "ip_version": 6,
+                                       "_what": "network"})
+        report.made.append(f"subnet {name} {subnet['cidr']}")
+        return subnet
 
     def _ensure_interface(self, subnet: dict[str, Any]) -> None:
         self.net.add_router_interface(self.refs.router_id, subnet_id=subnet["id"])
@@ -353,7 +385,7 @@ class Controller:
         net, subnet = subnets[port["network_id"]]
         try:
             if not self.sandboxes.plugged(port["id"]):
-                self.sandboxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500)))
+                self.sandboxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500), self.more_subnets(net["id"])))
             if port.get("device_id"):
                 return port
             return self.net.update("port", port["id"], {"device_id": self._device(*key)})
@@ -382,10 +414,11 @@ class Controller:
                  "labels": want.pods[(ns, name)].labels, "ports": want.pods[(ns, name)].ports}
                 for (ns, name), port in ports.items()]
         svcs = [{"namespace": s.namespace, "name": s.name, "cluster_ip": vips[key], "selector": s.selector or {},
-                 "ports": [(p.port, p.target, p.protocol) for p in s.ports]}
+                 "ports": [(p.port, p.target, p.protocol) for p in s.ports],
+                 "more_ips": self.cluster_ips.get(key, ())[1:]}
                 for key, s in want.services.items() if key in vips]
         nodes = [f"{addr}/32" for _, _, addr in self.refs.node_boxes if addr]   # always reach their pods
-        self.policy.sync(want.namespaces, pods, want.policies, svcs, nodes)
+        self.policy.sync(want.namespaces, pods, want.policies, svcs, nodes, self.refs.families)
 
 
 __all__ = ["Controller", "POD_OWNER", "Report"]

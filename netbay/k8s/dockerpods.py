@@ -219,8 +219,8 @@ class DockerPods:
             pod = want.pods[key]
             launch = functools.cache(lambda: self._launch(pod, port, want, opts.get("environment", {}), report))
             try:
-                return self._realize(pod, port, pod_port(port, subnet, int(net.get("mtu") or 1500)),
-                                     found, opts, launch, report)
+                wiring = pod_port(port, subnet, int(net.get("mtu") or 1500), self.ctrl.more_subnets(net["id"]))
+                return self._realize(pod, port, wiring, found, opts, launch, report)
             except podenv.ConfigError as exc:   # kubelet's CreateContainerConfigError: no container
                 report.events.append(f"Warning pod {key[0]}/{key[1]} CreateContainerConfigError: Error: {exc}")
                 log.warning("pod %s/%s not run: CreateContainerConfigError: %s", key[0], key[1], exc)

@@ -147,6 +147,10 @@ class ServiceWant:
     external_ips: tuple[str, ...] = ()
     load_balancer_ip: str | None = None
     publish_not_ready: bool = False   # spec.publishNotReadyAddresses: not-ready pods are endpoints too
+    # Dual-stack (resolved against the cluster's families by netbay.k8s.families):
+    ip_families: tuple[str, ...] = ()     # spec.ipFamilies as written
+    ip_family_policy: str | None = None   # spec.ipFamilyPolicy as written
+    cluster_ips: tuple[str, ...] = ()     # spec.clusterIPs (clusterIP first)
 
     @property
     def headless(self) -> bool:
@@ -244,12 +248,16 @@ def _strings(value: Any) -> tuple[str, ...] | None:
 
 
 def _service(key: Key, spec: Mapping[str, Any]) -> ServiceWant:
-    cluster_ip = spec.get("clusterIP") or None
-    if cluster_ip not in (None, "None"):
-        try:
-            ipaddress.IPv4Address(cluster_ip)
-        except ValueError:
-            raise ManifestError(f"{key}: spec.clusterIP {cluster_ip!r} is not an IPv4 address") from None
+    cluster_ips = tuple(str(ip) for ip in spec.get("clusterIPs") or ())
+    cluster_ip = spec.get("clusterIP") or (cluster_ips[0] if cluster_ips else None)
+    if cluster_ips and cluster_ips[0] != cluster_ip:
+        raise ManifestError(f"{key}: spec.clusterIPs[0] {cluster_ips[0]!r} must be spec.clusterIP {cluster_ip!r}")
+    for ip in cluster_ips or ((cluster_ip,) if cluster_ip else ()):
+        if ip != "None":
+            try:
+                ipaddress.ip_address(ip)
+            except ValueError:
+                raise ManifestError(f"{key}: spec.clusterIP {ip!r} is not an IPv4 or IPv6 address") from None
     ports = tuple(ServicePort(p.get("name") or "", (p.get("protocol") or "TCP").upper(), int(p["port"]),
                               p.get("targetPort") if p.get("targetPort") is not None else int(p["port"]),
                               p.get("nodePort"))
@@ -260,7 +268,9 @@ def _service(key: Key, spec: Mapping[str, Any]) -> ServiceWant:
     selector = spec.get("selector")
     return ServiceWant(key.namespace, key.name, spec.get("type") or "ClusterIP", cluster_ip, ports,
                        dict(selector) if selector else None, tuple(spec.get("externalIPs") or ()),
-                       spec.get("loadBalancerIP"), bool(spec.get("publishNotReadyAddresses")))
+                       spec.get("loadBalancerIP"), bool(spec.get("publishNotReadyAddresses")),
+                       tuple(str(f) for f in spec.get("ipFamilies") or ()), spec.get("ipFamilyPolicy"),
+                       cluster_ips or ((cluster_ip,) if cluster_ip else ()))
 
 
 def selects(selector: Mapping[str, str] | None, labels: Mapping[str, str]) -> bool:

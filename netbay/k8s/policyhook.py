@@ -30,7 +30,7 @@ class PolicyHook:
         return self.engine is not None
 
     def sync(self, namespaces: dict[str, Any], pods: list[dict[str, Any]], policies: list[dict[str, Any]],
-             services: list[dict[str, Any]], nodes: list[str]) -> int:
+             services: list[dict[str, Any]], nodes: list[str], families: tuple[str, ...] = ("IPv4",)) -> int:
         """The whole cluster, as the translation's model takes it; the API calls made."""
         if self.engine is None or not (policies or self.engaged):
             return 0
@@ -45,9 +45,10 @@ class PolicyHook:
                    tuple(p.ContainerPort(k, v) for k, v in x["ports"].items())) for x in pods],
             [codecs.from_dict(b) for b in policies],
             [p.Service(s["namespace"], s["name"], s["cluster_ip"], dict(s["selector"]),
-                       tuple(p.ServicePort(port, target, proto) for port, target, proto in s["ports"]))
+                       tuple(p.ServicePort(port, target, proto) for port, target, proto in s["ports"]),
+                       tuple(s.get("more_ips") or ()))
              for s in services],
-            nodes=nodes)
+            nodes=nodes, families=families)
         return self.engine.sync(cluster)
 
     def close(self, delete: bool = False) -> None:

@@ -3,8 +3,9 @@
 Like :mod:`netbay.runtime.attach`, one netlink request makes the pair: ``tap<port>``
 enslaved to the network's bridge in the fabric and its peer — created directly in
 the pod's namespace as ``eth0`` (no runtime has to move it, so it never passes
-through the host namespace) — with the port's MAC and MTU; then the port's address
-and the default route through its subnet's gateway. The dataplane agent adopts the
+through the host namespace) — with the port's MAC and MTU; then the port's addresses
+and a default route per family through its subnets' gateways (a dual-stack pod's
+IPv6 address goes in without duplicate address detection: IPAM made it unique). The dataplane agent adopts the
 fabric end as any container port's (``compute:kuryr`` is a container consumer):
 security groups and status. Not thread-safe (netlink sockets are per thread).
 """
@@ -33,6 +34,8 @@ class PodPort:
     cidr: str          # address/prefixlen
     gateway: str | None
     mtu: int = 1500
+    #: the port's further addresses (address/prefixlen, gateway): a dual-stack pod's IPv6 one
+    more: tuple[tuple[str, str | None], ...] = ()
 
 
 class PodSandboxes:
@@ -77,9 +80,11 @@ class PodSandboxes:
         if lo is not None and not lo.up:
             inside.set_link(lo.index, up=True)
         inside.set_link(eth.index, up=True)
-        inside.add_address(eth.index, port.cidr)
-        if port.gateway:
-            inside.replace_route("0.0.0.0/0", gateway=port.gateway, oif=eth.index)
+        for cidr, gateway in ((port.cidr, port.gateway), *port.more):
+            inside.add_address(eth.index, cidr)
+            if gateway:
+                default = "::/0" if ipaddress.ip_address(gateway).version == 6 else "0.0.0.0/0"
+                inside.replace_route(default, gateway=gateway, oif=eth.index)
         # Last in ``plug``, so the wait overlaps the rest.
         veth.await_carrier(inside, eth.index, fabric, tap, CARRIER_WAIT)
         return ns
@@ -94,12 +99,19 @@ class PodSandboxes:
         shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)   # its resolv.conf, environment (k8s.dns)
 
 
-def pod_port(port: dict, subnet: dict, mtu: int = 1500) -> PodPort:
-    """The wiring of a Neutron port body on its (first) subnet."""
-    ip = port["fixed_ips"][0]["ip_address"]
+def pod_port(port: dict, subnet: dict, mtu: int = 1500, more: tuple[dict, ...] = ()) -> PodPort:
+    """The wiring of a Neutron port body on its (first) subnet; ``more``: the network's
+    other subnets (a dual-stack namespace's IPv6 one), whose addresses the port also has."""
+    fixed_ips = port["fixed_ips"]
+    first = next((f for f in fixed_ips if f.get("subnet_id") == subnet.get("id")), fixed_ips[0])
+    ip = first["ip_address"]
     plen = ipaddress.ip_network(subnet["cidr"]).prefixlen
+    others = {s["id"]: s for s in more}
+    extra = tuple((f"{fixed['ip_address']}/{ipaddress.ip_network(others[fixed['subnet_id']]['cidr']).prefixlen}",
+                   others[fixed["subnet_id"]].get("gateway_ip"))
+                  for fixed in fixed_ips if fixed is not first and fixed.get("subnet_id") in others)
     return PodPort(port["id"], port["network_id"], port["mac_address"], f"{ip}/{plen}",
-                   subnet.get("gateway_ip"), mtu)
+                   subnet.get("gateway_ip"), mtu, extra)
 
 
 def sweep_orphans(net, sandboxes: PodSandboxes) -> list[str]:  # noqa: ANN001 - a NetworkBackend

@@ -20,6 +20,13 @@ provider: ``ctrl.lb_provider`` is None) — and floating IPs through the network
 controller with no load-balancer backend (a cloud whose catalog has no Octavia)
 refuses Services that need one, by name, before anything is made
 (:func:`refuse_without_lbs`).
+
+Dual-stack (:mod:`netbay.k8s.families`): a Service gets one load balancer per IP
+family it has, each with its VIP on that family's service subnet and that family's
+pod addresses as members — ``<ns>/<name>`` for IPv4, ``<ns>/<name>@IPv6`` for IPv6
+(an Octavia VIP is of one family). Floating IPs are IPv4 (no NAT66, as Neutron):
+only the IPv4 load balancer takes one. A Service asking for families the cluster has
+not is refused (the manifest source, before anything is written) or left unmapped.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import Any
 from netbay.client import gone_ok
 from netbay.backends.loadbalancers import settled
 from netbay.errors import NetbayError
+from netbay.k8s.families import FamilyError, address_of, family_of, resolve
 from netbay.k8s.objects import Desired, ServicePort, ServiceWant, endpoint
 
 log = logging.getLogger(__name__)
@@ -51,7 +59,10 @@ def needs_lb(svc: ServiceWant) -> bool:
 
 
 def refuse_without_lbs(ctrl: Any, want: Desired) -> None:
-    """Name the Services a controller without load balancers cannot map (before any change)."""
+    """Name the Services a controller without load balancers cannot map, or whose IP
+    families the cluster cannot give (before any change)."""
+    for svc in want.services.values():
+        resolve(svc, ctrl.refs.families)   # FamilyError: Kubernetes' refusal
     if ctrl.lbs is not None:
         return
     refused = sorted(f"{ns}/{name}" for (ns, name), svc in want.services.items() if needs_lb(svc))
@@ -63,12 +74,20 @@ def signature(svc: ServiceWant) -> str:
     return "ports=" + ",".join(f"{p.protocol}:{p.port}" for p in svc.ports)
 
 
+def lb_name(svc: ServiceWant, family: str) -> str:
+    """The load balancer of ``svc``'s cluster IP of ``family``."""
+    name = f"{svc.namespace}/{svc.name}"
+    return name if family == "IPv4" else f"{name}@{family}"
+
+
 def members(svc: ServiceWant, sp: ServicePort, want: Desired,
-            ports: Mapping[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
-    """The pool's members for service port ``sp``, sorted (address, port)."""
+            ports: Mapping[tuple[str, str], dict[str, Any]], family: str = "IPv4") -> list[dict[str, Any]]:
+    """The pool's members for service port ``sp`` (addresses of ``family``), sorted (address, port)."""
     out = []
     if svc.selector is None:
         for ip, named in want.endpoints.get((svc.namespace, svc.name), []):
+            if family_of(ip) != family:
+                continue
             port = named.get(sp.name) if sp.name in named else (next(iter(named.values())) if len(named) == 1
                                                                  else None)
             if port is not None:
@@ -80,10 +99,10 @@ def members(svc: ServiceWant, sp: ServicePort, want: Desired,
                 continue
             target = sp.target if isinstance(sp.target, int) or str(sp.target).isdigit() \
                 else pod.ports.get(str(sp.target))
-            if target is None:
+            address = address_of(pod_port, family)
+            if target is None or address is None:
                 continue
-            out.append({"address": pod_port["fixed_ips"][0]["ip_address"], "protocol_port": int(target),
-                        "subnet_id": pod_port["fixed_ips"][0]["subnet_id"]})
+            out.append({"address": address[0], "protocol_port": int(target), "subnet_id": address[1]})
     return sorted(out, key=lambda m: (m["address"], m["protocol_port"]))
 
 
@@ -99,6 +118,7 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
             if ctrl.lbs is not None else {}
         fips = {f["description"]: f for f in ctrl._list("floatingip", "service")}
     vips: dict[tuple[str, str], str] = {}
+    ctrl.cluster_ips = {}   # (ns, svc) → every cluster IP, primary first (dual-stack: both families)
     kept_lbs: dict[str, dict] = {}
     kept_fips: dict[str, dict] = {}
     for key, svc in sorted(want.services.items()):
@@ -107,35 +127,24 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
         if ctrl.lbs is None:   # the manifest source refused it; the watch source's is set aside
             log.info("k8s: Service %s/%s %s", svc.namespace, svc.name, NO_LOAD_BALANCERS)
             continue
+        try:
+            families = resolve(svc, ctrl.refs.families)
+        except FamilyError as exc:   # the manifest source refused it; the watch source's is left unmapped
+            log.warning("k8s: %s", exc)
+            continue
         name = f"{svc.namespace}/{svc.name}"
-        lb = have.pop(name, None)
-        if lb is not None and (lb.get("description") != signature(svc) or
-                               (svc.cluster_ip and lb.get("vip_address") != svc.cluster_ip)):
-            _delete_lb(ctrl, lb, fips)
-            _gone(ctrl, lb["id"])   # its VIP (the cluster IP) is free once it is gone
-            lb = None
-        if lb is None:
-            lb = _create(ctrl, svc, want, ports)
-            report.made.append(f"service {name} {lb['vip_address']}")
-        else:
-            _update_members(ctrl, lb, svc, want, ports)
-        vips[key] = lb["vip_address"]
-        kept_lbs[name] = lb
-        wanted_labels = [f"{name} {address or 'pool'}" for address in _external_addresses(svc)]
-        for label in [k for k in fips if k.startswith(f"{name} ") and k not in wanted_labels]:
-            stale = fips.pop(label)   # before a new one: the VIP takes one floating IP
-            gone_ok(lambda: net.delete("floatingip", stale["id"]))
-            report.deleted.append(f"floating IP {stale['floating_ip_address']}")
-        for address, label in zip(_external_addresses(svc), wanted_labels):
-            fip = fips.pop(label, None)
-            if fip is None:
-                body = {"floating_network_id": ctrl.refs.external_network_id, "_what": "service",
-                        "port_id": lb["vip_port_id"], "description": label}
-                if address:
-                    body["floating_ip_address"] = address
-                fip = ctrl._make("floatingip", body)
-                report.made.append(f"floating IP {fip['floating_ip_address']} -> {name}")
-            kept_fips[label] = fip
+        ips = []
+        for family in families:
+            lb = _converge_lb(ctrl, svc, family, have.pop(lb_name(svc, family), None), want, ports, fips, report)
+            ips.append(lb["vip_address"])
+            kept_lbs[lb_name(svc, family)] = lb
+            if family == "IPv4":
+                kept_fips.update(_converge_fips(ctrl, svc, lb, fips, report))
+        vips[key] = ips[0]
+        ctrl.cluster_ips[key] = tuple(ips)
+        if "IPv4" not in families and _external_addresses(svc):
+            log.warning("k8s: Service %s has no IPv4 cluster IP: a floating IP (IPv4; no NAT66) cannot "
+                        "reach it", name)
     for fip in fips.values():
         gone_ok(lambda: net.delete("floatingip", fip["id"]))
         report.deleted.append(f"floating IP {fip['floating_ip_address']}")
@@ -143,6 +152,45 @@ def converge(ctrl: Any, want: Desired, ports: Mapping[tuple[str, str], dict[str,
         _delete_lb(ctrl, lb, {})
         report.deleted.append(f"service {lb['name']}")
     return vips, kept_lbs, kept_fips
+
+
+def _converge_lb(ctrl: Any, svc: ServiceWant, family: str, lb: dict[str, Any] | None, want: Desired,
+                 ports: Mapping[tuple[str, str], dict], fips: dict[str, dict], report: Any) -> dict[str, Any]:
+    """The Service's load balancer of ``family``: kept (members updated), or made anew."""
+    wanted_ip = next((ip for ip in svc.cluster_ips if ip != "None" and family_of(ip) == family), None)
+    if lb is not None and (lb.get("description") != signature(svc) or
+                           (wanted_ip and lb.get("vip_address") != wanted_ip)):
+        _delete_lb(ctrl, lb, fips)
+        _gone(ctrl, lb["id"])   # its VIP (the cluster IP) is free once it is gone
+        lb = None
+    if lb is None:
+        lb = _create(ctrl, svc, want, ports, family, wanted_ip)
+        report.made.append(f"service {lb_name(svc, family)} {lb['vip_address']}")
+    else:
+        _update_members(ctrl, lb, svc, want, ports, family)
+    return lb
+
+
+def _converge_fips(ctrl: Any, svc: ServiceWant, lb: dict[str, Any], fips: dict[str, dict],
+                   report: Any) -> dict[str, dict]:
+    """The floating IPs of the Service's (IPv4) load balancer; the ones no longer wanted go."""
+    name, net, kept = f"{svc.namespace}/{svc.name}", ctrl.net, {}
+    wanted_labels = [f"{name} {address or 'pool'}" for address in _external_addresses(svc)]
+    for label in [k for k in fips if k.startswith(f"{name} ") and k not in wanted_labels]:
+        stale = fips.pop(label)   # before a new one: the VIP takes one floating IP
+        gone_ok(lambda: net.delete("floatingip", stale["id"]))
+        report.deleted.append(f"floating IP {stale['floating_ip_address']}")
+    for address, label in zip(_external_addresses(svc), wanted_labels):
+        fip = fips.pop(label, None)
+        if fip is None:
+            body = {"floating_network_id": ctrl.refs.external_network_id, "_what": "service",
+                    "port_id": lb["vip_port_id"], "description": label}
+            if address:
+                body["floating_ip_address"] = address
+            fip = ctrl._make("floatingip", body)
+            report.made.append(f"floating IP {fip['floating_ip_address']} -> {name}")
+        kept[label] = fip
+    return kept
 
 
 def _external_addresses(svc: ServiceWant) -> list[str | None]:
@@ -154,23 +202,25 @@ def _external_addresses(svc: ServiceWant) -> list[str | None]:
     return [svc.load_balancer_ip] if svc.type == "LoadBalancer" else []
 
 
-def _create(ctrl: Any, svc: ServiceWant, want: Desired, ports: Mapping[tuple[str, str], dict]) -> dict[str, Any]:
-    name = f"{svc.namespace}/{svc.name}"
+def _create(ctrl: Any, svc: ServiceWant, want: Desired, ports: Mapping[tuple[str, str], dict],
+            family: str = "IPv4", cluster_ip: str | None = None) -> dict[str, Any]:
+    name = lb_name(svc, family)
     listeners = [{"name": f"{name}:{p.protocol}:{p.port}", "protocol": p.protocol, "protocol_port": p.port,
                   "default_pool": {"name": f"{name}:{p.protocol}:{p.port}", "protocol": p.protocol,
-                                   "lb_algorithm": "ROUND_ROBIN", "members": members(svc, p, want, ports)}}
+                                   "lb_algorithm": "ROUND_ROBIN", "members": members(svc, p, want, ports, family)}}
                  for p in svc.ports]
-    body = ctrl._owned({"name": name, "description": signature(svc), "vip_subnet_id": ctrl.refs.service_subnet["id"],
+    body = ctrl._owned({"name": name, "description": signature(svc),
+                        "vip_subnet_id": ctrl.refs.service_subnet_of(family)["id"],
                         "listeners": listeners, "_what": "service"})
     if ctrl.lb_provider:
         body["provider"] = ctrl.lb_provider
-    if svc.cluster_ip:
-        body["vip_address"] = svc.cluster_ip
+    if cluster_ip:
+        body["vip_address"] = cluster_ip
     return ctrl.lbs.create("loadbalancer", body)
 
 
 def _update_members(ctrl: Any, lb: dict[str, Any], svc: ServiceWant, want: Desired,
-                    ports: Mapping[tuple[str, str], dict]) -> None:
+                    ports: Mapping[tuple[str, str], dict], family: str = "IPv4") -> None:
     lbs = ctrl.lbs
     by_port = {(p.protocol, p.port): p for p in svc.ports}
     for ref in lb.get("listeners") or []:
@@ -183,7 +233,7 @@ def _update_members(ctrl: Any, lb: dict[str, Any], svc: ServiceWant, want: Desir
         sp = by_port.get((protocol, port))
         if sp is None or not pool:
             continue
-        wanted = members(svc, sp, want, ports)
+        wanted = members(svc, sp, want, ports, family)
         key = [(m["address"], m["protocol_port"]) for m in wanted]
         if pool not in ctrl.members:
             ctrl.members[pool] = sorted((m["address"], m["protocol_port"])

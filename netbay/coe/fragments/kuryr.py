@@ -21,9 +21,12 @@ POOL, ROUTER, SERVICE_NET, SERVICE_SUBNET = "kuryr_pod_pool", "kuryr_router", "k
 # Kubernetes' default: a pod not selected by any NetworkPolicy takes every connection
 # (kuryr's pod_security_groups). Egress is open in every new group already.
 POD_SG = "kuryr_pod_default"
+# Dual-stack (labels kuryr_pod_subnet_pool_ipv6 / kuryr_service_cidr_ipv6): the IPv6 pod
+# pool and service subnet, beside the IPv4 ones, on the same service network and router.
+POOL6, SERVICE_SUBNET6 = "kuryr_pod_pool_ipv6", "kuryr_service_subnet_ipv6"
 NODE_PORTS = (30000, 32767)
 ROUTERS = (ROUTER, "extrouter")  # the pod router: kuryr's own, or the cluster's
-RESOURCES = (POOL, SERVICE_NET, SERVICE_SUBNET, POD_SG)
+RESOURCES = (POOL, SERVICE_NET, SERVICE_SUBNET, POD_SG)   # the IPv6 ones only on a dual-stack cluster
 
 
 def fragment(ctx: Context) -> Fragment:
@@ -34,6 +37,8 @@ def fragment(ctx: Context) -> Fragment:
     # router too: nodes then reach pods and cluster IPs (NodePort) through their
     # default gateway. On a given network a router of its own joins pods and services.
     router = "extrouter" if ctx.new_network else ROUTER
+    dual_stack = bool(labels["kuryr_service_cidr_ipv6"])
+    families = ("IPv4", "IPv6") if dual_stack else ("IPv4",)
     out.nodes = [
         Node(POOL, "OS::Neutron::SubnetPool", {
             "prefixes": [get_param("kuryr_pod_subnet_pool")],
@@ -41,13 +46,25 @@ def fragment(ctx: Context) -> Fragment:
         Node(SERVICE_NET, "OS::Neutron::Net", {"name": "services"}),
         Node(SERVICE_SUBNET, "OS::Neutron::Subnet", {
             "cidr": get_param("kuryr_service_cidr"), "network": get_resource(SERVICE_NET)}),
-        Node(POD_SG, "OS::Neutron::SecurityGroup", {"rules": [{"direction": "ingress", "ethertype": "IPv4"}]}),
+        Node(POD_SG, "OS::Neutron::SecurityGroup", {"rules": [{"direction": "ingress", "ethertype": family}
+                                                               for family in families]}),
         Node("kuryr_service_inside", "OS::Neutron::RouterInterface",
              {"router": get_resource(router), "subnet": get_resource(SERVICE_SUBNET)}),
     ]
     # NodePort Services answer on every node (netbay.k8s.nodeports): open the range on
     # the masters too (the minions' group takes all TCP and UDP already).
     out.sg_rules[ctx.coe.master_sg] = [rule("tcp", *NODE_PORTS), rule("udp", *NODE_PORTS)]
+    if dual_stack:
+        out.nodes += [
+            Node(POOL6, "OS::Neutron::SubnetPool", {
+                "prefixes": [get_param("kuryr_pod_subnet_pool_ipv6")],
+                "default_prefixlen": get_param("kuryr_pod_subnet_prefixlen_ipv6")}),
+            Node(SERVICE_SUBNET6, "OS::Neutron::Subnet", {
+                "cidr": get_param("kuryr_service_cidr_ipv6"), "ip_version": 6,
+                "network": get_resource(SERVICE_NET)}),
+            Node("kuryr_service_inside_ipv6", "OS::Neutron::RouterInterface",
+                 {"router": get_resource(router), "subnet": get_resource(SERVICE_SUBNET6)}),
+        ]
     if not ctx.new_network:
         out.nodes.append(Node(ROUTER, "OS::Neutron::Router",
                               {"external_gateway_info": {"network": get_param("external_network")}}))

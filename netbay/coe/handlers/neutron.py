@@ -51,7 +51,8 @@ class SubnetHandler(NeutronHandler):
     member = "subnet"
 
     def body(self, st: StackContext, props: dict[str, Any]) -> dict[str, Any]:
-        return {"network_id": st.network_id(props["network"]), "cidr": props["cidr"], "ip_version": 4,
+        return {"network_id": st.network_id(props["network"]), "cidr": props["cidr"],
+                "ip_version": int(props.get("ip_version") or 4),
                 "dns_nameservers": [d for d in props.get("dns_nameservers") or [] if d]}
 
 

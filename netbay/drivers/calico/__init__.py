@@ -37,6 +37,9 @@ LABELS = (
               "pool is masqueraded to the node's address; pod-to-pod traffic keeps its "
               "source (netbay label).",
               allowed=("true", "false")),
+    LabelSpec("calico_ipv6pool", "cidr6", "",
+              "An IPv6 pool (calico's CALICO_IPV6POOL_CIDR): refused, netbay's calico driver routes IPv4 "
+              "only; use the kuryr driver for dual-stack pods (netbay label)."),
 )
 _DEFAULT = {spec.key: spec.default for spec in LABELS}
 DEFAULT_POOL = _DEFAULT["calico_ipv4pool"]
@@ -118,6 +121,15 @@ def _kernel(values: Mapping[str, str]) -> list[tuple[str, str]]:
     return out
 
 
+def _no_ipv6(values: Mapping[str, str]) -> str | None:
+    pool6 = values["calico_ipv6pool"]
+    if pool6:
+        return (f"Label calico_ipv6pool={pool6} is not supported: netbay's calico driver realizes IPv4 pools "
+                "only (its routed pods, blocks, VXLAN and IP-in-IP carry IPv4); IPv6 pod networks: the kuryr "
+                "driver's kuryr_pod_subnet_pool_ipv6.")
+    return None
+
+
 def _one_encapsulation(values: Mapping[str, str]) -> str | None:
     ipip, vxlan = values["calico_ipv4pool_ipip"], values["calico_ipv4pool_vxlan"]
     if _both_encapsulate(ipip, vxlan):
@@ -132,11 +144,12 @@ SPEC = DriverSpec(
     summary="Calico: routed pod networks from an IP pool, optionally encapsulated (IP-in-IP or VXLAN).",
     coes=("kubernetes",),
     labels=LABELS,
-    checks=(_one_encapsulation,),
+    checks=(_one_encapsulation, _no_ipv6),
     kernel=_kernel,
     modes=({}, {"calico_ipv4pool_vxlan": "Always"}, {"calico_ipv4pool_vxlan": "CrossSubnet"},
            {"calico_ipv4pool_ipip": "Always"}, {"calico_ipv4pool_ipip": "CrossSubnet"}),
-    beyond_magnum="calico_ipv4pool_vxlan and calico_ipv4pool_nat_outgoing are netbay labels.",
+    beyond_magnum=("calico_ipv4pool_vxlan and calico_ipv4pool_nat_outgoing are netbay labels; calico_ipv6pool "
+                   "is a netbay label that is refused (no IPv6 pools here)."),
     takes_containers=False,   # routed pods: no node bridge a container runtime could plug into
     config=CalicoConfig,
     factory="netbay.drivers.calico.driver:Calico",

@@ -39,6 +39,9 @@ LABELS = (
               "other networks behind the cluster's router and the external network; "
               "pod-to-pod traffic keeps its source (netbay label).",
               allowed=("true", "false")),
+    LabelSpec("flannel_ipv6_network_cidr", "cidr6", "",
+              "flannel's IPv6Network (with EnableIPv6): refused, netbay's flannel driver leases, bridges and "
+              "routes IPv4 only; use the kuryr driver for dual-stack pods (netbay label)."),
 )
 _DEFAULT = {spec.key: spec.default for spec in LABELS}
 DEFAULT_NETWORK = _DEFAULT["flannel_network_cidr"]
@@ -80,6 +83,15 @@ def _subnetlen_fits(values: Mapping[str, str]) -> str | None:
     return None
 
 
+def _no_ipv6(values: Mapping[str, str]) -> str | None:
+    network6 = values["flannel_ipv6_network_cidr"]
+    if network6:
+        return (f"Label flannel_ipv6_network_cidr={network6} is not supported: netbay's flannel driver "
+                "realizes IPv4 only (its leases, cni0 bridge and vxlan/host-gw backends carry IPv4; flannel's "
+                "EnableIPv6 is not realized); IPv6 pod networks: the kuryr driver's kuryr_pod_subnet_pool_ipv6.")
+    return None
+
+
 def _kernel(values: Mapping[str, str]) -> list[tuple[str, str]]:
     backend = values["flannel_backend"]
     return [("vxlan", f"flannel_backend={backend}")] if backend == "vxlan" else []
@@ -90,11 +102,12 @@ SPEC = DriverSpec(
     summary="flannel: one subnet per node out of a cluster-wide network, joined by VXLAN or host routes.",
     coes=("kubernetes", "swarm", "swarm-mode"),
     labels=LABELS,
-    checks=(_subnetlen_fits,),
+    checks=(_subnetlen_fits, _no_ipv6),
     kernel=_kernel,
     modes=({"flannel_backend": "vxlan"}, {"flannel_backend": "host-gw"}),
     beyond_magnum=("Magnum's default backend was udp until 2019; netbay defaults to vxlan and refuses udp. "
-                   "flannel_ip_masq is a netbay label (Magnum always runs flanneld with --ip-masq)."),
+                   "flannel_ip_masq is a netbay label (Magnum always runs flanneld with --ip-masq); "
+                   "flannel_ipv6_network_cidr is a netbay label that is refused (no IPv6 here yet)."),
     default_for=("kubernetes",),
     takes_containers=True,
     config=FlannelConfig,

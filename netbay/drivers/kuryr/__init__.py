@@ -28,6 +28,17 @@ LABELS = (
               "Prefix length of each namespace's (or node's) pod subnet.", minimum=8, maximum=29),
     LabelSpec("kuryr_service_cidr", "cidr", "10.96.0.0/16",
               "The service range: the subnet cluster IPs (load balancer VIPs) come from."),
+    LabelSpec("kuryr_pod_subnet_pool_ipv6", "cidr6", "",
+              "Dual-stack: the IPv6 subnet pool each namespace's (or node's) second, IPv6 pod subnet comes "
+              "from, so pods get an address of each family (kuryr-kubernetes' IPv6 pod subnet pool; "
+              "Kubernetes' second --cluster-cidr). Empty: IPv4 only. Set together with "
+              "kuryr_service_cidr_ipv6 (netbay label)."),
+    LabelSpec("kuryr_pod_subnet_prefixlen_ipv6", "int", "64",
+              "Prefix length of each IPv6 pod subnet (netbay label).", minimum=16, maximum=120),
+    LabelSpec("kuryr_service_cidr_ipv6", "cidr6", "",
+              "Dual-stack: the IPv6 service range, IPv6 cluster IPs (load balancer VIPs) come from "
+              "(Kubernetes' second --service-cluster-ip-range: /108 or longer). Empty: IPv4 only "
+              "(netbay label)."),
     LabelSpec("kuryr_pod_runtime", "enum", "sandbox",
               "What runs a pod on its port: a network namespace of its own (sandbox) or a Docker "
               "container from its first container's image (docker; the controller's NETBAY_DOCKER_HOST). "
@@ -45,12 +56,27 @@ class KuryrConfig:
     pod_subnet_prefixlen: int = int(_DEFAULT["kuryr_pod_subnet_prefixlen"])
     service_cidr: str = _DEFAULT["kuryr_service_cidr"]
     pod_runtime: str = _DEFAULT["kuryr_pod_runtime"]           # "sandbox" | "docker"
+    #: dual-stack (both set, or neither): the IPv6 pod pool, its subnets' length, the IPv6 service range
+    pod_subnet_pool_ipv6: str = ""
+    pod_subnet_prefixlen_ipv6: int = int(_DEFAULT["kuryr_pod_subnet_prefixlen_ipv6"])
+    service_cidr_ipv6: str = ""
 
     @classmethod
     def from_values(cls, values: Mapping[str, str]) -> KuryrConfig:
         return cls(values["kuryr_subnet_driver"], values["kuryr_pod_subnet_pool"],
                    int(values["kuryr_pod_subnet_prefixlen"]), values["kuryr_service_cidr"],
-                   values["kuryr_pod_runtime"])
+                   values["kuryr_pod_runtime"], values["kuryr_pod_subnet_pool_ipv6"],
+                   int(values["kuryr_pod_subnet_prefixlen_ipv6"]), values["kuryr_service_cidr_ipv6"])
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The cluster's IP families, as Kubernetes names them (IPv4 first: netbay's
+        dual-stack clusters are IPv4-primary, as kubeadm's are by default)."""
+        return ("IPv4", "IPv6") if self.service_cidr_ipv6 else ("IPv4",)
+
+
+# Kubernetes refuses a larger IPv6 service range (its allocator's bitmap: 2^20 addresses at most).
+MAX_SERVICE_BITS_IPV6 = 20
 
 
 def _ranges_fit(values: Mapping[str, str]) -> str | None:
@@ -64,6 +90,32 @@ def _ranges_fit(values: Mapping[str, str]) -> str | None:
     if pool.overlaps(service):
         return (f"Labels kuryr_pod_subnet_pool={pool} and kuryr_service_cidr={service} overlap: cluster "
                 "IPs and pod addresses must come from different ranges.")
+    return _ipv6_ranges_fit(values)
+
+
+def _ipv6_ranges_fit(values: Mapping[str, str]) -> str | None:
+    """Dual-stack's ranges: both or neither, the subnets inside the pool, apart from the services."""
+    pool6, service6 = values["kuryr_pod_subnet_pool_ipv6"], values["kuryr_service_cidr_ipv6"]
+    if not pool6 and not service6:
+        return None
+    if not pool6 or not service6:
+        given, missing = (("kuryr_pod_subnet_pool_ipv6", "kuryr_service_cidr_ipv6") if pool6
+                          else ("kuryr_service_cidr_ipv6", "kuryr_pod_subnet_pool_ipv6"))
+        return (f"Label {given}={pool6 or service6} asks for a dual-stack cluster, which needs IPv6 pod "
+                f"subnets and IPv6 cluster IPs: set {missing} too (an IPv6 network), or neither.")
+    pool, service = ipaddress.ip_network(pool6), ipaddress.ip_network(service6)
+    prefixlen = int(values["kuryr_pod_subnet_prefixlen_ipv6"])
+    if prefixlen <= pool.prefixlen:
+        return (f"Label kuryr_pod_subnet_prefixlen_ipv6={prefixlen} must be longer than the prefix of "
+                f"kuryr_pod_subnet_pool_ipv6={pool} (/{pool.prefixlen}): each namespace (or node) gets a "
+                f"/{prefixlen} out of it.")
+    if service.max_prefixlen - service.prefixlen > MAX_SERVICE_BITS_IPV6:
+        return (f"Label kuryr_service_cidr_ipv6={service} is too large: an IPv6 service range is "
+                f"/{service.max_prefixlen - MAX_SERVICE_BITS_IPV6} or longer, as Kubernetes' "
+                "--service-cluster-ip-range requires.")
+    if pool.overlaps(service):
+        return (f"Labels kuryr_pod_subnet_pool_ipv6={pool} and kuryr_service_cidr_ipv6={service} overlap: "
+                "cluster IPs and pod addresses must come from different ranges.")
     return None
 
 
@@ -75,6 +127,7 @@ SPEC = DriverSpec(
     labels=LABELS,
     checks=(_ranges_fit,),
     beyond_magnum="Magnum never shipped a kuryr driver; the labels follow kuryr-kubernetes' options "
-                  "(pod_subnet_pool, service_subnet, subnet driver namespace|node).",
+                  "(pod_subnet_pool, service_subnet, subnet driver namespace|node). The _ipv6 labels make a "
+                  "dual-stack cluster (Kubernetes' two --cluster-cidr and --service-cluster-ip-range ranges).",
     config=KuryrConfig,
 )

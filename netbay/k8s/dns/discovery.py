@@ -13,6 +13,7 @@ from netbay.k8s.objects import Desired
 
 class Discovery:
     def __init__(self, ctrl: Any) -> None:   # netbay.k8s.controller.Controller
+        self.ctrl = ctrl
         self.resolver = ClusterResolver(ctrl)
         self.upstream = ctrl.refs.dns_upstream
         self.sandboxes = ctrl.sandboxes
@@ -30,7 +31,8 @@ class Discovery:
         address = self.resolver.address
         if address is None:
             return
-        self.resolver.publish(records.build(want, ports, vips, self.domain, self.upstream))
+        self.resolver.publish(records.build(want, ports, vips, self.domain, self.upstream,
+                                            getattr(self.ctrl, "cluster_ips", None)))
         for (namespace, name), port in ports.items():
             if want.pods[(namespace, name)].by_cni:   # in the kubelet's namespace: not ours to write
                 continue

@@ -47,14 +47,15 @@ def service_env(namespace: str, services: Mapping[tuple[str, str], ServiceWant],
         if svc.namespace != namespace or key not in vips or not svc.ports:
             continue
         ip, svc_var, first = vips[key], _env_name(svc.name), svc.ports[0]
+        host = f"[{ip}]" if ":" in ip else ip   # kubelet's net.JoinHostPort: an IPv6 cluster IP bracketed
         env[f"{svc_var}_SERVICE_HOST"] = ip
         env[f"{svc_var}_SERVICE_PORT"] = str(first.port)
-        env[f"{svc_var}_PORT"] = f"{first.protocol.lower()}://{ip}:{first.port}"
+        env[f"{svc_var}_PORT"] = f"{first.protocol.lower()}://{host}:{first.port}"
         for p in svc.ports:
             if p.name:
                 env[f"{svc_var}_SERVICE_PORT_{_env_name(p.name)}"] = str(p.port)
             head, proto = f"{svc_var}_PORT_{p.port}_{p.protocol}", p.protocol.lower()
-            env[head] = f"{proto}://{ip}:{p.port}"
+            env[head] = f"{proto}://{host}:{p.port}"
             env[f"{head}_PROTO"], env[f"{head}_PORT"], env[f"{head}_ADDR"] = proto, str(p.port), ip
     return env
 

@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from dnslib import QTYPE, RCODE, RR, SOA, SRV, A, DNSError, DNSLabel, DNSRecord
+from dnslib import AAAA, QTYPE, RCODE, RR, SOA, SRV, A, DNSError, DNSLabel, DNSRecord
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 TTL = 5          # seconds: answers follow scaling within this (CoreDNS' kubernetes plugin: 5)
@@ -57,6 +57,7 @@ class ClusterResolver(BaseResolver):
         self._lock = threading.Lock()
         self.domain = "cluster.local"
         self.a: dict[str, list[str]] = {}
+        self.aaaa: dict[str, list[str]] = {}   # a dual-stack cluster's IPv6 cluster IPs and endpoints
         self.srv: dict[str, list[list[Any]]] = {}
         self.names: set[str] = set()     # every name that exists (with the empty non-terminals)
         self.upstream: list[str] = []    # where names outside the domain are forwarded
@@ -73,10 +74,10 @@ class ClusterResolver(BaseResolver):
         with self._lock:
             data = json.loads(self.path.read_text())
             self.domain = data["domain"]
-            self.a, self.srv = data.get("A", {}), data.get("SRV", {})
+            self.a, self.aaaa, self.srv = data.get("A", {}), data.get("AAAA", {}), data.get("SRV", {})
             self.upstream = list(data.get("upstream") or ())
             names = {self.domain}
-            for name in [*self.a, *self.srv]:
+            for name in [*self.a, *self.aaaa, *self.srv]:
                 labels = name.split(".")
                 names.update(".".join(labels[i:]) for i in range(len(labels)))
             self.names = names
@@ -95,11 +96,16 @@ class ClusterResolver(BaseResolver):
         if q.qtype in (QTYPE.A, QTYPE.ANY):
             for ip in self.a.get(name, []):
                 reply.add_answer(RR(q.qname, QTYPE.A, rdata=A(ip), ttl=TTL))
+        if q.qtype in (QTYPE.AAAA, QTYPE.ANY):
+            for ip in self.aaaa.get(name, []):
+                reply.add_answer(RR(q.qname, QTYPE.AAAA, rdata=AAAA(ip), ttl=TTL))
         if q.qtype in (QTYPE.SRV, QTYPE.ANY):
             for priority, weight, port, target in self.srv.get(name, []):
                 reply.add_answer(RR(q.qname, QTYPE.SRV, rdata=SRV(priority, weight, port, target), ttl=TTL))
                 for ip in self.a.get(target, []):
                     reply.add_ar(RR(target, QTYPE.A, rdata=A(ip), ttl=TTL))
+                for ip in self.aaaa.get(target, []):
+                    reply.add_ar(RR(target, QTYPE.AAAA, rdata=AAAA(ip), ttl=TTL))
         if q.qtype == QTYPE.SOA and name == self.domain:
             reply.add_answer(self._soa())
         if not reply.rr:

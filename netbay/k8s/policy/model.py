@@ -69,6 +69,7 @@ class Service:
     cluster_ip: str
     selector: Mapping[str, str]
     ports: tuple[ServicePort, ...] = ()
+    more_ips: tuple[str, ...] = ()   # a dual-stack Service's cluster IP of its other family
 
     @property
     def key(self) -> str:
@@ -84,17 +85,21 @@ class Cluster:
     policies: dict[str, NetworkPolicy] = field(default_factory=dict)
     services: dict[str, Service] = field(default_factory=dict)
     nodes: tuple[str, ...] = ()
+    #: the families pods have addresses of (a dual-stack cluster: both), so a rule naming
+    #: pods (a remote group) is made for each
+    families: tuple[str, ...] = ("IPv4",)
 
     @classmethod
     def of(cls, namespaces: Iterable[Namespace] = (), pods: Iterable[Pod] = (),
            policies: Iterable[NetworkPolicy] = (), services: Iterable[Service] = (),
-           nodes: Iterable[str] = ()) -> Cluster:
+           nodes: Iterable[str] = (), families: Iterable[str] = ("IPv4",)) -> Cluster:
         return cls({n.name: n for n in namespaces}, {p.key: p for p in pods},
-                   {policy_key(p): p for p in policies}, {s.key: s for s in services}, tuple(nodes))
+                   {policy_key(p): p for p in policies}, {s.key: s for s in services}, tuple(nodes),
+                   tuple(families))
 
     def copy(self) -> Cluster:
         return Cluster(dict(self.namespaces), dict(self.pods), dict(self.policies),
-                       dict(self.services), self.nodes)
+                       dict(self.services), self.nodes, self.families)
 
     def namespace_labels(self, name: str) -> dict[str, str]:
         ns = self.namespaces.get(name)

@@ -225,7 +225,9 @@ class _Translation:
             if named:
                 self._named_peer(out, direction, sel, proto, named)
                 continue
-            out.add(Rule(direction, "IPv4", lproto, lo, hi, None, self.use_peer(sel)))
+            peer_key = self.use_peer(sel)
+            for family in self.c.families:
+                out.add(Rule(direction, family, lproto, lo, hi, None, peer_key))
             if direction == "egress":
                 self.services(out, sel, proto, lo, hi)
 
@@ -235,7 +237,8 @@ class _Translation:
         numbers = {m for p in self.peer_pods(sel) if (m := p.named_port(name, proto)) is not None}
         for n in sorted(numbers):
             key = self.use_peer(_Peer(sel.home, sel.namespaces, sel.pods, (name, proto, n)))
-            out.add(Rule(direction, "IPv4", proto.lower(), n, n, None, key))
+            for family in self.c.families:
+                out.add(Rule(direction, family, proto.lower(), n, n, None, key))
         self.services(out, sel, proto, None, None, name)
 
     def services(self, out: set[Rule], sel: _Peer, proto: str | None, lo: int | None, hi: int | None,
@@ -258,9 +261,9 @@ class _Translation:
                     ok = sp.target_port == named
                 else:
                     ok = lo is None or hi is None or any(lo <= t <= hi for t in targets)  # both or neither
-                if ok:
-                    out.add(Rule("egress", "IPv4", sp.protocol.lower(), sp.port, sp.port,
-                                 f"{svc.cluster_ip}/32"))
+                for ip in (svc.cluster_ip, *svc.more_ips) if ok else ():
+                    host = ipaddress.ip_network(ip)   # /32 or /128
+                    out.add(Rule("egress", _ethertype(ip), sp.protocol.lower(), sp.port, sp.port, str(host)))
 
 
 def translate(cluster: Cluster) -> Desired:
@@ -303,7 +306,8 @@ def repolicy(cluster: Cluster, desired: Desired, changed: Iterable[NetworkPolicy
     work. None when rules depend on pods and a whole translation is needed."""
     if desired.pod_dependent:
         return None
-    rules = translate(Cluster(cluster.namespaces, {}, cluster.policies, cluster.services, cluster.nodes))
+    rules = translate(Cluster(cluster.namespaces, {}, cluster.policies, cluster.services, cluster.nodes,
+                                 cluster.families))
     if rules.pod_dependent:
         return None
     if index is None:
