@@ -121,7 +121,12 @@ class Controller:
         """Raise for objects these backends cannot map (a Service needing a load balancer,
         without one): the manifest source asks before anything is written; the watch
         source's objects are mapped as far as they can be (such a Service: none)."""
-        services.refuse_without_lbs(self, objects.desired(list(bodies)))
+        want = objects.desired(list(bodies), self.refs.nodes)
+        services.refuse_without_lbs(self, want)
+        for pod in want.pods.values():   # a Docker pod runs as written or not at all
+            if pod.refused and self.dockerpods.wants(pod):
+                raise objects.ManifestError(f"Pod/{pod.namespace}/{pod.name}: the docker runtime cannot run it: "
+                                            + "; ".join(pod.refused))
 
     def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
         desired.put(self.store, self.refs.cluster_id, bodies)
@@ -153,7 +158,7 @@ class Controller:
         """One pass; ``full`` lists what exists (else: starts from the last pass's)."""
         with self._lock:
             known, self.known = (None if full else self.known), None  # none while a pass is under way
-            want = objects.desired(desired.load(self.store, self.refs.cluster_id))
+            want = objects.desired(desired.load(self.store, self.refs.cluster_id), self.refs.nodes)
             report = Report()
             segments = self._segments(want, report, known)
             containers = self.dockerpods.sweep(want, known, report)
