@@ -8,22 +8,23 @@ network namespace; the controller names that namespace as a sandbox pod's
 (``<prefix>k-<port>``, ``ip netns attach``) and plugs the pod's port into it with the
 sandbox pods' own step (:meth:`PodSandboxes.plug`: ``eth0`` with the port's MAC,
 address and gateway; the agent adopts the fabric end) — so security groups, Service
-membership, NetworkPolicy and DNS are the same as a sandbox pod's. The *app* — the
-pod spec's first container: image, ``command`` (Docker's entrypoint), ``args``
-(Docker's command), its environment as a kubelet makes it (:mod:`.podenv`: ``env``,
-``envFrom``, ``valueFrom`` and ``$(VAR)`` over the Service variables, resolved now: the
-pod's address, the ConfigMaps and Secrets of this moment) — joins it with
-``--net=container:<sandbox>`` once the port is plugged, so it never runs without
-its network; its Docker restart policy is the pod's ``restartPolicy``. A pod whose
+membership, NetworkPolicy and DNS are the same as a sandbox pod's. Then, once the
+port is plugged (so none runs without its network), the pod's init containers in
+order and every container joined to the sandbox with ``--net=container:<sandbox>``
+(:mod:`.podrun`), each with its environment as a kubelet makes it (:mod:`.podenv`:
+``env``, ``envFrom``, ``valueFrom`` and ``$(VAR)`` over the Service variables, resolved
+now: the pod's address, the ConfigMaps and Secrets of this moment). A StatefulSet's pod
+is made once its predecessor runs. A pod whose
 environment cannot be made (a ConfigMap, Secret or key missing, not ``optional``)
 gets no container at all: a ``CreateContainerConfigError`` event in the pass's
 report, tried again each pass; the other pods go on.
 
 Restart-safe as the rest of the controller: every container carries the cluster,
-the pod, its port and a hash of what it runs as labels, so a pass adopts what exists,
+the pod, its port, its role and name and a hash of what it runs as labels, so a pass adopts what exists,
 replaces what differs (a re-made port, a changed template) and removes what no pod
 wants. Docker is driven through its Engine API (the docker SDK), never the CLI;
-``NETBAY_DOCKER_HOST`` says where it is (as for the container API).
+``NETBAY_DOCKER_HOST`` says where it is (as for the container API). A pod's status
+is read from its containers (:meth:`DockerPods.statuses`, :mod:`.podstatus`).
 """
 
 from __future__ import annotations
@@ -182,7 +183,8 @@ class DockerPods:
             log.warning("%d Docker-runtime pods not run: no Docker host (NETBAY_DOCKER_HOST)", len(todo))
             return
         subnets = {net["id"]: (net, subnet) for net, subnet in segments.values()}
-        work, ordered = [], []
+        work: list[tuple[tuple[str, str], dict[str, Any], Found]] = []
+        ordered: list[tuple[tuple[str, str], dict[str, Any], Found]] = []
         for key, port in sorted(todo.items(), key=lambda kp: (kp[0][0], _ordinal(kp[0][1]))):
             pod, found = want.pods[key], have.get(key) or Found()
             if pod.refused:   # what the runtime cannot run as written: said, never trimmed
@@ -275,8 +277,8 @@ class DockerPods:
             found, sb = Found(), None
         ns = sandboxes.ns(port["id"])
         if sb is None:
-            for c in (*pod.init, *pod.containers):
-                launch(c)   # an environment that cannot be made: no sandbox either (nothing to undo)
+            for spec in (*pod.init, *pod.containers):
+                launch(spec)   # an environment that cannot be made: no sandbox either (nothing to undo)
             if netns.exists(ns):
                 sandboxes.unplug(port["id"])   # a stale name: a dead sandbox's, or the pod's as a sandbox pod
             sb = {"Id": run.sandbox(pod, port["id"], opts), "Labels": run.labels(pod, port["id"], "sandbox")}

@@ -199,7 +199,7 @@ class PodRun:
              digest: str, attempt: int, launch: Callable[[ContainerWant], podenv.Launch]) -> dict[str, Any]:
         self.image(c.image, c.pull)
         run = launch(c)
-        restart = None
+        restart: dict[str, Any] | None = None
         if role == "app" and pod.restart == "Always":
             restart = {"Name": "always"}
         elif role == "app" and pod.restart == "OnFailure":

@@ -132,7 +132,7 @@ spec:
 
 
 def test_a_pod_runs_its_init_container_then_both_containers_in_one_namespace(
-        ctrl: Controller, daemon: dk.Dockerd) -> None:
+        cloud: Cloud, ctrl: Controller, daemon: dk.Dockerd) -> None:
     report = ctrl.apply(parse(WEB))
     assert containers(daemon) == {"web/site": ["app:client", "app:server", "init:fill", "sandbox"]}, report
     fill, server, client = (ctr(daemon, "web/site", n) for n in ("fill", "server", "client"))
@@ -156,6 +156,15 @@ def test_a_pod_runs_its_init_container_then_both_containers_in_one_namespace(
     assert status["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
     assert [s["ready"] for s in status["containerStatuses"]] == [True, True]
     assert statuses(ctrl)[("web", "peer")]["reason"] == "NetworkOnly"   # the sandbox runtime says so
+    # ``netbay k8s pods``: kubectl's columns.
+    done = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "pods", "--cluster", ctrl.refs.cluster_id,
+                           "--url", cloud.server.url, "--prefix", cloud.names.prefix],
+                          env={**cli_env(cloud), "NETBAY_DOCKER_HOST": daemon.host}, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [line.split() for line in done.stdout.splitlines()] == [
+        ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS"], ["web", "peer", "0/0", "Running", "0"],
+        ["web", "site", "2/2", "Running", "0"]], done.stdout
     assert ctrl.resync().made == []   # adopted as it is: the init container is not run again
     assert ctr(daemon, "web/site", "fill").id == fill.id
     # A pod the runtime cannot run as written is refused by name at apply, never trimmed.

@@ -29,8 +29,9 @@ LABELS = (
     LabelSpec("kuryr_service_cidr", "cidr", "10.96.0.0/16",
               "The service range: the subnet cluster IPs (load balancer VIPs) come from."),
     LabelSpec("kuryr_pod_runtime", "enum", "sandbox",
-              "What runs a pod on its port: a network namespace of its own (sandbox) or a Docker "
-              "container from its first container's image (docker; the controller's NETBAY_DOCKER_HOST). "
+              "What runs a pod on its port: a network namespace of its own (sandbox) or Docker "
+              "containers as a kubelet runs them: its init containers, then every container, in one "
+              "sandbox (docker; the controller's NETBAY_DOCKER_HOST). "
               "A pod's annotation netbay.io/runtime overrides it.", allowed=("sandbox", "docker")),
 )
 _DEFAULT = {spec.key: spec.default for spec in LABELS}
