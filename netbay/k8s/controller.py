@@ -123,10 +123,7 @@ class Controller:
         source's objects are mapped as far as they can be (such a Service: none)."""
         want = objects.desired(list(bodies), self.refs.nodes)
         services.refuse_without_lbs(self, want)
-        for pod in want.pods.values():   # a Docker pod runs as written or not at all
-            if pod.refused and self.dockerpods.wants(pod):
-                raise objects.ManifestError(f"Pod/{pod.namespace}/{pod.name}: the docker runtime cannot run it: "
-                                            + "; ".join(pod.refused))
+        self.dockerpods.refuse(want)
 
     def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
         desired.put(self.store, self.refs.cluster_id, bodies)

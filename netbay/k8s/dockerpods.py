@@ -39,7 +39,7 @@ from netbay.dataplane import netns
 from netbay.dataplane.rtnl import release
 from netbay.k8s import podenv, podstatus
 from netbay.k8s.dns import podfiles
-from netbay.k8s.objects import Desired, PodWant
+from netbay.k8s.objects import Desired, ManifestError, PodWant
 from netbay.k8s.podrun import Found, NoDocker, PodRun, container_name, running, spec_hash
 from netbay.k8s.podspec import ContainerWant
 from netbay.k8s.sandbox import pod_port
@@ -98,6 +98,14 @@ class DockerPods:
     def wants(self, pod: PodWant) -> bool:
         """Whether ``pod`` runs as Docker containers (else: a sandbox namespace)."""
         return (pod.runtime or self.ctrl.refs.pod_runtime) == "docker"
+
+    def refuse(self, want: Desired) -> None:
+        """Raise for a Docker-runtime pod the runtime cannot run as written (run as written
+        or not at all: never trimmed)."""
+        for pod in want.pods.values():
+            if pod.refused and self.wants(pod):
+                raise ManifestError(f"Pod/{pod.namespace}/{pod.name}: the docker runtime cannot run it: "
+                                    + "; ".join(pod.refused))
 
     @property
     def run(self) -> PodRun:
@@ -304,6 +312,7 @@ class DockerPods:
                 run.remove(c)
             out.apps, out.inits = {}, {}
         names = {container_name(c, i) for i, c in enumerate(pod.containers)}
+        _unnamed_is_first(pod, out)
         for stale in set(out.apps) - names:   # a container the template no longer has
             run.remove(out.apps.pop(stale))
         if set(out.apps) != names:
@@ -326,9 +335,19 @@ class DockerPods:
             if not self.wants(pod):
                 continue
             found = have.get(key) or Found()
+            _unnamed_is_first(pod, found)
             inspect = {c["Id"]: api.inspect_container(c["Id"]) for c in found.all()}
             out[key] = podstatus.docker_pod(pod, found, inspect)
         return out
+
+
+def _unnamed_is_first(pod: PodWant, found: Found) -> None:
+    """An app container made before containers had names is taken as the first container
+    (its spec hash then says whether it still is what the pod runs: an upgrade restarts
+    no pod)."""
+    first = container_name(pod.containers[0], 0) if pod.containers else ""
+    if "" in found.apps and first not in found.apps:
+        found.apps[first] = found.apps.pop("")
 
 
 def _ordinal(name: str) -> tuple[str, int]:
