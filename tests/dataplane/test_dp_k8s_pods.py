@@ -6,7 +6,8 @@ second container fetches it over localhost (one network namespace: the sandbox's
 peer pod over the pod's port; a Job runs to completion (Succeeded, the Job Complete) and
 a failing one stops at its backoffLimit; a container exiting 1 under ``restartPolicy:
 Never`` fails its pod with reason Error, a failing init container with Init:Error and no
-app; a StatefulSet's pods come up in ordinal order under stable names, a pod waits for
+app (under ``OnFailure``: run again, bounded, then Init:CrashLoopBackOff), a Job's
+``OnFailure`` pod restarted by Docker up to its backoffLimit; a StatefulSet's pods come up in ordinal order under stable names, a pod waits for
 its predecessor; a DaemonSet runs one pod per node; ``netbay k8s apply`` SIGKILLed then a
 resync adopts what exists and deletes what nothing wants (containers and volumes), and
 scaling down converges.
@@ -188,6 +189,24 @@ spec:
   initContainers: [{{name: setup, image: {dk.IMAGE}, command: [sh, -c, "exit 3"]}}]
   containers: [{{name: c, image: {dk.IMAGE}, command: [sleep, "600"]}}]
 ---
+apiVersion: v1
+kind: Pod
+metadata: {{name: retries, namespace: f}}
+spec:
+  restartPolicy: OnFailure
+  initContainers: [{{name: setup, image: {dk.IMAGE}, command: [sh, -c, "exit 4"]}}]
+  containers: [{{name: c, image: {dk.IMAGE}, command: [sleep, "600"]}}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: restarts, namespace: f}}
+spec:
+  backoffLimit: 2
+  template:
+    spec:
+      restartPolicy: OnFailure
+      containers: [{{name: c, image: {dk.IMAGE}, command: [sh, -c, "exit 5"]}}]
+---
 apiVersion: batch/v1
 kind: Job
 metadata: {{name: once, namespace: f}}
@@ -220,6 +239,15 @@ def test_jobs_complete_and_failures_are_reported_with_their_reason(ctrl: Control
     assert (bad["phase"], podstatus.display(bad)) == ("Failed", "Init:Error")
     assert bad["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
     assert "f/badinit" in containers(daemon) and "app:c" not in containers(daemon)["f/badinit"]
+    # Under OnFailure a failing init container is run again, a bounded number of times, then given up.
+    retries = statuses(ctrl)[("f", "retries")]
+    assert (retries["phase"], podstatus.display(retries)) == ("Pending", "Init:CrashLoopBackOff")
+    assert retries["initContainerStatuses"][0]["restartCount"] == 3
+    assert sorted(containers(daemon)["f/retries"]) == ["init:setup", "sandbox"]
+    # A Job's OnFailure pod: Docker restarts it up to backoffLimit, then it and the Job have failed.
+    assert wait_for(lambda: phase(ctrl, "f", "restarts-0") == "Failed", 30, 0.2)
+    assert statuses(ctrl)[("f", "restarts-0")]["containerStatuses"][0]["restartCount"] == 2
+    assert podstatus.job(desired(parse(FAILS)), "Job/restarts", statuses(ctrl))["conditions"][0]["type"] == "Failed"
     # A Job whose pods exit 0: Succeeded, the Job Complete.
     assert wait_for(lambda: {phase(ctrl, "f", f"once-{i}") for i in range(2)} == {"Succeeded"}, 20, 0.2)
     want = desired(parse(FAILS))
