@@ -16,9 +16,7 @@ scaling down converges.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,8 +30,8 @@ from netbay.k8s.objects import desired, parse
 from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
 from .cluster_pods import make_cluster
-from .k8s_fixtures import cli_env, controller, k8s_cloud, keys_of, pod_ns, port_of
-from .test_dp_k8s_docker import http_get
+from .k8s_fixtures import cli_env, controller, k8s_cli, k8s_cloud, keys_of, killed_apply, pod_ns, port_of
+from .test_dp_k8s_docker import http_get, sh
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
@@ -80,11 +78,6 @@ def volumes(daemon: dk.Dockerd) -> list[str]:
 def ctr(daemon: dk.Dockerd, pod: str, name: str):  # docker.models.containers.Container
     [found] = daemon.client.containers.list(all=True, filters={"label": [f"{POD}={pod}", f"{CONTAINER}={name}"]})
     return found
-
-
-def sh(container, command: str) -> tuple[int, str]:
-    code, out = container.exec_run(["sh", "-c", command])
-    return code, out.decode(errors="replace")
 
 
 def ts(stamp: str) -> str:
@@ -158,10 +151,8 @@ def test_a_pod_runs_its_init_container_then_both_containers_in_one_namespace(
     assert [s["ready"] for s in status["containerStatuses"]] == [True, True]
     assert statuses(ctrl)[("web", "peer")]["reason"] == "NetworkOnly"   # the sandbox runtime says so
     # ``netbay k8s pods``: kubectl's columns.
-    done = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "pods", "--cluster", ctrl.refs.cluster_id,
-                           "--url", cloud.server.url, "--prefix", cloud.names.prefix],
-                          env={**cli_env(cloud), "NETBAY_DOCKER_HOST": daemon.host}, capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(k8s_cli(cloud, ctrl.refs.cluster_id, "pods"), capture_output=True, text=True,
+                          env={**cli_env(cloud), "NETBAY_DOCKER_HOST": daemon.host}, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert [line.split() for line in done.stdout.splitlines()] == [
         ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS"], ["web", "peer", "0/0", "Running", "0"],
@@ -339,16 +330,8 @@ def test_sigkill_mid_apply_then_resync_adopts_and_deletes_what_nothing_wants(
         cloud: Cloud, ctrl: Controller, daemon: dk.Dockerd, tmp_path: Path) -> None:
     text = statefulset(4) + "---" + WEB
     (tmp_path / "m.yaml").write_text(text)
-    cmd = [sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(tmp_path / "m.yaml"),
-           "--cluster", ctrl.refs.cluster_id, "--url", cloud.server.url, "--prefix", cloud.names.prefix]
-    proc = subprocess.Popen(cmd, env={**cli_env(cloud), "NETBAY_DOCKER_HOST": daemon.host},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:   # killed once some containers exist, not all
-        wait_for(lambda: sum("app:c" in v for v in containers(daemon).values()) >= 2, 120, 0.02,
-                 "the apply to run pods")
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=10)
+    killed_apply(cloud, ctrl.refs.cluster_id, tmp_path / "m.yaml",   # once some containers exist, not all
+                 lambda: sum("app:c" in v for v in containers(daemon).values()) >= 2, {"NETBAY_DOCKER_HOST": daemon.host})
     made = {c["Id"] for c in daemon.client.api.containers(all=True, filters={"label": [CLUSTER, f"{ROLE}=app"]})}
     # Leftovers nothing wants (a pod deleted while no controller ran): a container and a volume.
     stray = daemon.client.containers.create(dk.IMAGE, ["sleep", "600"], labels={
