@@ -10,7 +10,7 @@ app (under ``OnFailure``: run again, bounded, then Init:CrashLoopBackOff), a Job
 ``OnFailure`` pod restarted by Docker up to its backoffLimit; a StatefulSet's pods come up in ordinal order under stable names, a pod waits for
 its predecessor; a DaemonSet runs one pod per node; ``netbay k8s apply`` SIGKILLed then a
 resync adopts what exists and deletes what nothing wants (containers and volumes), and
-scaling down converges.
+scaling down converges; an app container labelled before containers had names is adopted.
 """
 
 from __future__ import annotations
@@ -354,3 +354,21 @@ def test_sigkill_mid_apply_then_resync_adopts_and_deletes_what_nothing_wants(
     assert containers(daemon).keys() == {"s/db-0", "s/db-1", "web/site"}
     ctrl.delete(keys_of(text))
     assert containers(daemon) == {} and not volumes(daemon)
+
+
+def test_an_app_container_from_before_container_names_is_adopted(ctrl: Controller, daemon: dk.Dockerd) -> None:
+    """An upgrade restarts no pod: an app container labelled as before containers had names
+    (no ``netbay.k8s.container``) is the pod's first container while its spec hash matches."""
+    text = statefulset(1)
+    ctrl.apply(parse(text))
+    new = ctr(daemon, "s/db-0", "c")
+    old_labels = {k: v for k, v in new.labels.items() if k not in (CONTAINER, "netbay.k8s.attempt")}
+    [sandbox] = daemon.client.containers.list(filters={"label": [f"{POD}=s/db-0", f"{ROLE}=sandbox"]})
+    new.remove(force=True)
+    old = daemon.client.containers.run(dk.IMAGE, ["sleep", "600"], detach=True, labels=old_labels,
+                                       network_mode=f"container:{sandbox.id}")
+    assert ctrl.resync().made == []
+    assert containers(daemon) == {"s/db-0": ["app", "sandbox"]}   # kept as it was: not made again
+    old.reload()
+    assert old.status == "running"
+    assert statuses(ctrl)[("s", "db-0")]["containerStatuses"][0]["state"].keys() == {"running"}
