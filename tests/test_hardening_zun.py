@@ -154,6 +154,7 @@ def test_the_labels_netbay_trusts_are_the_reserved_ones():
     from netbay.runtime import labels
 
     for name in (dockerpods.CLUSTER, dockerpods.POD, dockerpods.PORT, dockerpods.ROLE, dockerpods.SPEC,
+                 dockerpods.CONTAINER, labels.K8S_ATTEMPT,
                  runner.LABEL, runner.SANDBOX_LABEL):
         assert labels.reserved(name), name
     assert not labels.reserved("app") and not labels.reserved("io.netbay.x")

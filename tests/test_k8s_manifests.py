@@ -328,7 +328,7 @@ def test_what_restarts_a_docker_pod_is_its_template_not_the_configmap_it_reads()
     from netbay.k8s.dockerpods import spec_hash
 
     def h(text: str, key: tuple[str, str] = ("e", "p")) -> str:
-        return spec_hash(desired(parse(text)).pods[key], "sandbox-id")
+        return spec_hash(desired(parse(text)).pods[key].container, "sandbox-id")
 
     base = h(ENV_POD)
     assert h(ENV_POD.replace("mode: fast", "mode: slow")) == base

@@ -1,4 +1,4 @@
-"""``netbay k8s apply|delete -f FILE|DIR --cluster C`` and ``netbay k8s resync``.
+"""``netbay k8s apply|delete -f FILE|DIR --cluster C``, ``netbay k8s resync`` and ``netbay k8s pods``.
 
 The manifest source of the mapping controller (:mod:`netbay.k8s`): objects are
 parsed with lightkube, written to the store as the cluster's desired state, and the
@@ -141,6 +141,40 @@ def resync(cluster: str = ClusterOpt, url: str | None = UrlOpt, data_dir: Path |
            os_cloud: str | None = OsCloudOpt) -> None:
     """Converge the cluster's resources to its stored objects (after a crash)."""
     _run("resync", None, cluster, url, data_dir, database_url, prefix, backend, os_cloud)
+
+
+@app.command()
+def pods(cluster: str = ClusterOpt, url: str | None = UrlOpt, data_dir: Path | None = DataDirOpt,
+         database_url: str | None = DbOpt, prefix: str = PrefixOpt, backend: str | None = BackendOpt,
+         os_cloud: str | None = OsCloudOpt,
+         as_json: bool = typer.Option(False, "--json", help="Each pod's whole status, as Kubernetes writes it.")) -> None:
+    """The cluster's pods and their status, as ``kubectl get pods`` shows them (Docker-runtime
+    pods from their containers, NETBAY_DOCKER_HOST; sandbox pods say they run no process)."""
+    import json
+
+    from netbay.client import ApiError
+    from netbay.k8s import podstatus
+
+    try:
+        ctrl = _controller(cluster, url, data_dir, database_url, prefix, backend, os_cloud)
+        try:
+            found = podstatus.of_cluster(ctrl)
+        finally:
+            _close(ctrl)
+    except (ApiError, LookupError, ValueError) as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps({f"{ns}/{name}": s for (ns, name), s in sorted(found.items())}, indent=2))
+        return
+    rows = [("NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS")]
+    for (ns, name), s in sorted(found.items()):
+        apps = s.get("containerStatuses") or []
+        rows.append((ns, name, f"{sum(c['ready'] for c in apps)}/{len(apps)}", podstatus.display(s),
+                     str(sum(c["restartCount"] for c in apps))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
 
 
 @app.command()

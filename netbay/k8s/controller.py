@@ -127,7 +127,9 @@ class Controller:
         """Raise for objects these backends cannot map (a Service needing a load balancer,
         without one): the manifest source asks before anything is written; the watch
         source's objects are mapped as far as they can be (such a Service: none)."""
-        services.refuse_without_lbs(self, objects.desired(list(bodies)))
+        want = objects.desired(list(bodies), self.refs.nodes)
+        services.refuse_without_lbs(self, want)
+        self.dockerpods.refuse(want)
 
     def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
         desired.put(self.store, self.refs.cluster_id, bodies)
@@ -159,7 +161,7 @@ class Controller:
         """One pass; ``full`` lists what exists (else: starts from the last pass's)."""
         with self._lock:
             known, self.known = (None if full else self.known), None  # none while a pass is under way
-            want = objects.desired(desired.load(self.store, self.refs.cluster_id))
+            want = objects.desired(desired.load(self.store, self.refs.cluster_id), self.refs.nodes)
             report = Report()
             segments = self._segments(want, report, known)
             containers = self.dockerpods.sweep(want, known, report)

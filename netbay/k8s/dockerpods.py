@@ -8,45 +8,44 @@ network namespace; the controller names that namespace as a sandbox pod's
 (``<prefix>k-<port>``, ``ip netns attach``) and plugs the pod's port into it with the
 sandbox pods' own step (:meth:`PodSandboxes.plug`: ``eth0`` with the port's MAC,
 address and gateway; the agent adopts the fabric end) — so security groups, Service
-membership, NetworkPolicy and DNS are the same as a sandbox pod's. The *app* — the
-pod spec's first container: image, ``command`` (Docker's entrypoint), ``args``
-(Docker's command), its environment as a kubelet makes it (:mod:`.podenv`: ``env``,
-``envFrom``, ``valueFrom`` and ``$(VAR)`` over the Service variables, resolved now: the
-pod's address, the ConfigMaps and Secrets of this moment) — joins it with
-``--net=container:<sandbox>`` once the port is plugged, so it never runs without
-its network; its Docker restart policy is the pod's ``restartPolicy``. A pod whose
+membership, NetworkPolicy and DNS are the same as a sandbox pod's. Then, once the
+port is plugged (so none runs without its network), the pod's init containers in
+order and every container joined to the sandbox with ``--net=container:<sandbox>``
+(:mod:`.podrun`), each with its environment as a kubelet makes it (:mod:`.podenv`:
+``env``, ``envFrom``, ``valueFrom`` and ``$(VAR)`` over the Service variables, resolved
+now: the pod's address, the ConfigMaps and Secrets of this moment). A StatefulSet's pod
+is made once its predecessor runs. A pod whose
 environment cannot be made (a ConfigMap, Secret or key missing, not ``optional``)
 gets no container at all: a ``CreateContainerConfigError`` event in the pass's
 report, tried again each pass; the other pods go on.
 
 Restart-safe as the rest of the controller: every container carries the cluster,
-the pod, its port and a hash of what it runs as labels, so a pass adopts what exists,
+the pod, its port, its role and name and a hash of what it runs as labels, so a pass adopts what exists,
 replaces what differs (a re-made port, a changed template) and removes what no pod
 wants. Docker is driven through its Engine API (the docker SDK), never the CLI;
-``NETBAY_DOCKER_HOST`` says where it is (as for the container API).
+``NETBAY_DOCKER_HOST`` says where it is (as for the container API). A pod's status
+is read from its containers (:meth:`DockerPods.statuses`, :mod:`.podstatus`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import hashlib
-import json
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from netbay.dataplane import netns
 from netbay.dataplane.rtnl import release
-from netbay.k8s import podenv
+from netbay.k8s import podenv, podstatus
 from netbay.k8s.dns import podfiles
-from netbay.k8s.objects import Desired, PodWant
+from netbay.k8s.objects import Desired, ManifestError, PodWant
+from netbay.k8s.podrun import Found, NoDocker, PodRun, container_name, running, spec_hash
+from netbay.k8s.podspec import ContainerWant
 from netbay.k8s.sandbox import pod_port
-from netbay.runtime.docker import SANDBOX_COMMAND
-# netbay's own labels (cluster, "<namespace>/<name>", port id, "sandbox"|"app", spec hash): no user may set them
+# netbay's own labels (cluster, "<namespace>/<name>", port id, role, container, spec hash): no user may set them
 from netbay.runtime.labels import K8S_CLUSTER as CLUSTER
+from netbay.runtime.labels import K8S_CONTAINER as CONTAINER
 from netbay.runtime.labels import K8S_POD as POD
 from netbay.runtime.labels import K8S_PORT as PORT
 from netbay.runtime.labels import K8S_ROLE as ROLE
@@ -55,36 +54,6 @@ from netbay.runtime.labels import K8S_SPEC as SPEC
 log = logging.getLogger(__name__)
 
 API_VERSION = "1.41"   # Docker 20.10 and later
-RESTART = {"Always": {"Name": "always"}, "OnFailure": {"Name": "on-failure"}, "Never": None}
-
-
-class NoDocker(RuntimeError):
-    pass
-
-
-@dataclass
-class Found:
-    """A pod's containers as Docker listed them (its summaries)."""
-    sandbox: dict[str, Any] | None = None
-    app: dict[str, Any] | None = None
-
-    def all(self) -> list[dict[str, Any]]:
-        return [c for c in (self.app, self.sandbox) if c is not None]
-
-
-def spec_hash(pod: PodWant, sandbox_id: str) -> str:
-    """What the app runs, as written: a ConfigMap changed later restarts no pod (as in
-    Kubernetes), a changed template does. Plain values hash as before env sources were
-    read, so an upgrade restarts no running pod."""
-    c = pod.container
-    if c is None:
-        facts: list[Any] = [sandbox_id]
-    elif not c.env_from and all(e.field_path is None and e.ref is None for e in c.env):
-        facts = [c.image, c.command, c.args, sorted({e.name: e.value for e in c.env}.items()), c.restart, sandbox_id]
-    else:
-        facts = [c.image, c.command, c.args, [dataclasses.asdict(e) for e in c.env],
-                 [dataclasses.asdict(e) for e in c.env_from], c.restart, sandbox_id]
-    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
 
 
 class DockerPods:
@@ -130,27 +99,49 @@ class DockerPods:
         """Whether ``pod`` runs as Docker containers (else: a sandbox namespace)."""
         return (pod.runtime or self.ctrl.refs.pod_runtime) == "docker"
 
+    def refuse(self, want: Desired) -> None:
+        """Raise for a Docker-runtime pod the runtime cannot run as written (run as written
+        or not at all: never trimmed)."""
+        for pod in want.pods.values():
+            if pod.refused and self.wants(pod):
+                raise ManifestError(f"Pod/{pod.namespace}/{pod.name}: the docker runtime cannot run it: "
+                                    + "; ".join(pod.refused))
+
+    @property
+    def run(self) -> PodRun:
+        return PodRun(self.client.api, self.ctrl.refs.cluster_id, self.sandbox_image)
+
     def _list(self) -> dict[tuple[str, str], Found]:
         out: dict[tuple[str, str], Found] = {}
         for c in self.client.api.containers(all=True, filters={"label": f"{CLUSTER}={self.ctrl.refs.cluster_id}"}):
             labels = c.get("Labels") or {}
             ns, _, name = (labels.get(POD) or "/").partition("/")
             found = out.setdefault((ns, name), Found())
-            if labels.get(ROLE) == "sandbox" and found.sandbox is None:
+            role, cname = labels.get(ROLE), labels.get(CONTAINER) or ""
+            if role == "sandbox" and found.sandbox is None:
                 found.sandbox = c
-            elif labels.get(ROLE) == "app" and found.app is None:
-                found.app = c
+            elif role == "app" and cname not in found.apps:
+                found.apps[cname] = c
+            elif role == "init" and cname not in found.inits:
+                found.inits[cname] = c
             else:   # a duplicate (a crash between two creates): not adopted
                 self._remove(c)
         return out
 
     def _remove(self, c: dict[str, Any]) -> None:
-        from docker.errors import NotFound
+        self.run.remove(c)
 
-        try:
-            self.client.api.remove_container(c["Id"], force=True)
-        except NotFound:
-            pass
+    def _remove_volumes(self, pod: str) -> None:
+        """The emptyDir volumes of pod ``ns/name`` (its containers gone)."""
+        from docker.errors import APIError
+
+        api = self.client.api
+        for v in (api.volumes(filters={"label": [f"{CLUSTER}={self.ctrl.refs.cluster_id}", f"{POD}={pod}"]})
+                  or {}).get("Volumes") or []:
+            try:
+                api.remove_volume(v["Name"], force=True)
+            except APIError as exc:
+                log.warning("volume %s of pod %s not removed: %s", v["Name"], pod, exc)
 
     # -- one pass: removal first (before the ports go), then the pods (after the Services) --
 
@@ -177,7 +168,8 @@ class DockerPods:
             found = have.pop(key)
             for c in found.all():
                 self._remove(c)
-            port_id = ((found.sandbox or found.app or {}).get("Labels") or {}).get(PORT)
+            self._remove_volumes(f"{key[0]}/{key[1]}")
+            port_id = ((found.all() or [{}])[-1].get("Labels") or {}).get(PORT)
             if port_id:
                 self.ctrl.sandboxes.unplug(port_id)
                 if pod is not None:   # now a sandbox pod: this pass plugs it afresh
@@ -188,8 +180,9 @@ class DockerPods:
     def realize(self, want: Desired, ports: Mapping[tuple[str, str], dict[str, Any]],
                 segments: Mapping[str, tuple[dict, dict]], vips: Mapping[tuple[str, str], str],
                 have: dict[tuple[str, str], Found], report: Any, full: bool) -> None:
-        """Every Docker-runtime pod's sandbox (its namespace plugged to its port) and app;
-        ``have``: what :meth:`sweep` left."""
+        """Every Docker-runtime pod's sandbox (its namespace plugged to its port), init
+        containers and containers; ``have``: what :meth:`sweep` left. A StatefulSet's pod
+        waits (this pass) until its predecessor runs; the others are made in parallel."""
         todo = {key: port for key, port in ports.items() if self.wants(want.pods[key])}
         if not todo:
             self._seen = have
@@ -198,13 +191,17 @@ class DockerPods:
             log.warning("%d Docker-runtime pods not run: no Docker host (NETBAY_DOCKER_HOST)", len(todo))
             return
         subnets = {net["id"]: (net, subnet) for net, subnet in segments.values()}
-        work = []
-        for key, port in sorted(todo.items()):
-            found = have.get(key) or Found()
-            if not full and self._complete(want.pods[key], port, found):
+        work: list[tuple[tuple[str, str], dict[str, Any], Found]] = []
+        ordered: list[tuple[tuple[str, str], dict[str, Any], Found]] = []
+        for key, port in sorted(todo.items(), key=lambda kp: (kp[0][0], _ordinal(kp[0][1]))):
+            pod, found = want.pods[key], have.get(key) or Found()
+            if pod.refused:   # what the runtime cannot run as written: said, never trimmed
+                report.events.append(f"Warning pod {key[0]}/{key[1]} Unsupported: " + "; ".join(pod.refused))
                 continue
-            work.append((key, port, found))
-        for net_id in sorted({port["network_id"] for _, port, _ in work}):   # before the threads race for it
+            if not full and self._complete(pod, port, found):
+                continue
+            (ordered if pod.after else work).append((key, port, found))
+        for net_id in sorted({port["network_id"] for _, port, _ in work + ordered}):   # before the threads race
             net = subnets[net_id][0]
             self.ctrl.sandboxes.fabric.ensure_bridge(net_id, int(net.get("mtu") or 1500))
         resolver = self.ctrl.discovery.resolver.address
@@ -217,7 +214,8 @@ class DockerPods:
             opts = podfiles.docker_options(key[0], resolver, self.ctrl.discovery.domain, want.services, vips) \
                 if resolver else {"environment": {}}
             pod = want.pods[key]
-            launch = functools.cache(lambda: self._launch(pod, port, want, opts.get("environment", {}), report))
+            env = opts.get("environment", {})
+            launch = functools.cache(lambda c: self._launch(pod, c, port, want, env, report))
             try:
                 wiring = pod_port(port, subnet, int(net.get("mtu") or 1500), self.ctrl.more_subnets(net["id"]))
                 return self._realize(pod, port, wiring, found, opts, launch, report)
@@ -233,22 +231,38 @@ class DockerPods:
         done = [one(w) for w in work] if len(work) <= 1 else list(self.ctrl._pool.map(one, work))
         for (key, _, _), found in zip(work, done):
             have[key] = found
-        self._seen = None if any(not f.all() for f in done) else have   # after a failure: list afresh
+        for key, port, found in ordered:   # in ordinal order: each once the one before it runs
+            before = have.get((key[0], want.pods[key].after or ""))
+            if before is None or not self._running(before):
+                report.events.append(f"Normal pod {key[0]}/{key[1]} Waiting: {want.pods[key].after} is not Running")
+                have.pop(key, None)
+                done.append(Found())   # not taken as complete: the next pass looks again
+                continue
+            have[key] = one((key, port, found))
+            done.append(have[key])
+        self._seen = None if any(not f.apps for f in done) else have   # after a failure or a wait: list afresh
+
+    def _running(self, found: Found) -> bool:
+        """Every container of the pod runs (asked of Docker: it may have exited since)."""
+        if not found.apps:
+            return False
+        api = self.client.api
+        return all(api.inspect_container(c["Id"])["State"]["Running"] for c in found.apps.values())
 
     @staticmethod
     def _complete(pod: PodWant, port: dict[str, Any], found: Found) -> bool:
         """What the last pass of this process made, taken as still there (no Docker call)."""
-        sb, app = found.sandbox, found.app
-        return (sb is not None and app is not None and (sb.get("Labels") or {}).get(PORT) == port["id"]
-                and (app.get("Labels") or {}).get(SPEC) == spec_hash(pod, sb["Id"]))
+        sb = found.sandbox
+        if sb is None or (sb.get("Labels") or {}).get(PORT) != port["id"]:
+            return False
+        return all((found.apps.get(container_name(c, i)) or {}).get("Labels", {}).get(SPEC) == spec_hash(c, sb["Id"])
+                   for i, c in enumerate(pod.containers))
 
     # -- one pod ------------------------------------------------------------------------------
 
-    def _launch(self, pod: PodWant, port: dict[str, Any], want: Desired, service_env: Mapping[str, str],
-                report: Any) -> podenv.Launch:
-        """The app's environment, command and args, resolved now (raises podenv.ConfigError)."""
-        c = pod.container
-        assert c is not None
+    def _launch(self, pod: PodWant, c: ContainerWant, port: dict[str, Any], want: Desired,
+                service_env: Mapping[str, str], report: Any) -> podenv.Launch:
+        """A container's environment, command and args, resolved now (raises podenv.ConfigError)."""
         node = self.ctrl.node_of(pod)
         facts = podenv.PodFacts(
             pod.name, pod.namespace, pod.uid or port.get("device_id") or "", pod.labels, pod.annotations, node,
@@ -259,23 +273,27 @@ class DockerPods:
         return done
 
     def _realize(self, pod: PodWant, port: dict[str, Any], wiring: Any, found: Found, opts: dict,
-                 launch: Callable[[], podenv.Launch], report: Any) -> Found:
-        api, sandboxes = self.client.api, self.ctrl.sandboxes
+                 launch: Callable[[ContainerWant], podenv.Launch], report: Any) -> Found:
+        api, sandboxes, run = self.client.api, self.ctrl.sandboxes, self.run
         name = f"{pod.namespace}/{pod.name}"
         if pod.container is None:
             raise NoDocker(f"pod {name}: no container with an image to run")
-        sb, app = found.sandbox, found.app
+        sb = found.sandbox
         if sb is not None and (sb.get("Labels") or {}).get(PORT) != port["id"]:   # its port was re-made
             for c in found.all():
-                self._remove(c)
-            sb = app = None
+                run.remove(c)
+            found, sb = Found(), None
         ns = sandboxes.ns(port["id"])
         if sb is None:
-            launch()   # an environment that cannot be made: no sandbox either (nothing to undo)
+            for spec in (*pod.init, *pod.containers):
+                launch(spec)   # an environment that cannot be made: no sandbox either (nothing to undo)
             if netns.exists(ns):
                 sandboxes.unplug(port["id"])   # a stale name: a dead sandbox's, or the pod's as a sandbox pod
-            sb = {"Id": self._sandbox(pod, port, opts), "Labels": self._labels(pod, port, "sandbox")}
+            sb = {"Id": run.sandbox(pod, port["id"], opts), "Labels": run.labels(pod, port["id"], "sandbox")}
             report.made.append(f"container {name} {port['fixed_ips'][0]['ip_address']}")
+            if pod.ignored:
+                report.events.append(f"Warning pod {name} Ignored: not run by the docker runtime: "
+                                     + ", ".join(pod.ignored))
         state = api.inspect_container(sb["Id"])["State"]
         if not state["Running"]:
             api.start(sb["Id"])
@@ -288,91 +306,54 @@ class DockerPods:
             netns.attach(ns, source)
         if not sandboxes.plugged(port["id"]):
             sandboxes.plug(wiring)
-        digest = spec_hash(pod, sb["Id"])
-        if app is not None and (app.get("Labels") or {}).get(SPEC) != digest:   # a new template, or sandbox
-            self._remove(app)
-            app = None
-        if app is None:
-            app = {"Id": self._app(pod, port, sb["Id"], digest, launch()), "Labels": {SPEC: digest}}
-        elif moved:   # a sandbox started again (killed, dockerd restarted): the app joins its new namespace
-            api.restart(app["Id"], timeout=2)
-        elif app.get("State") != "running" and pod.container.restart == "Always":
-            api.start(app["Id"])
-        return Found(sb, app)
+        out = Found(sb, dict(found.apps), dict(found.inits))
+        if moved and pod.init and found.inits:   # a new sandbox: the init containers run again first
+            for c in [*out.apps.values(), *out.inits.values()]:
+                run.remove(c)
+            out.apps, out.inits = {}, {}
+        names = {container_name(c, i) for i, c in enumerate(pod.containers)}
+        _unnamed_is_first(pod, out)
+        for stale in set(out.apps) - names:   # a container the template no longer has
+            run.remove(out.apps.pop(stale))
+        if set(out.apps) != names:
+            if not run.inits(pod, port["id"], sb["Id"], out, launch):
+                return out   # Pending (an init container runs) or Init:Error / Init:CrashLoopBackOff
+        run.apps(pod, port["id"], sb["Id"], out, moved and not pod.init, launch)
+        return out
 
-    def _labels(self, pod: PodWant, port: dict[str, Any], role: str) -> dict[str, str]:
-        return {CLUSTER: self.ctrl.refs.cluster_id, POD: f"{pod.namespace}/{pod.name}", PORT: port["id"],
-                ROLE: role}
+    # -- status -------------------------------------------------------------------------------
 
-    def _container_name(self, pod: PodWant, role: str) -> str:
-        return f"k8s_{role}_{pod.name}_{pod.namespace}_{self.ctrl.refs.cluster_id[:8]}"
-
-    def _sandbox(self, pod: PodWant, port: dict[str, Any], opts: dict) -> str:
-        assert pod.container is not None
+    def statuses(self, want: Desired) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every Docker-runtime pod's status as Kubernetes writes it (:mod:`.podstatus`),
+        from its containers as Docker has them now."""
+        if not self.configured:
+            return {}
         api = self.client.api
-        image = self._sandbox_image(pod.container.image, pod.container.pull)
-        host = api.create_host_config(network_mode="none", dns=opts.get("dns"), dns_search=opts.get("dns_search"),
-                                      dns_opt=opts.get("dns_opt"))
-        return self._create_and_start(
-            image, SANDBOX_COMMAND, name=self._container_name(pod, "POD"), hostname=pod.name,
-            labels=self._labels(pod, port, "sandbox"), host_config=host)
+        have = self._list()
+        out = {}
+        for key, pod in sorted(want.pods.items()):
+            if not self.wants(pod):
+                continue
+            found = have.get(key) or Found()
+            _unnamed_is_first(pod, found)
+            inspect = {c["Id"]: api.inspect_container(c["Id"]) for c in found.all()}
+            out[key] = podstatus.docker_pod(pod, found, inspect)
+        return out
 
-    def _app(self, pod: PodWant, port: dict[str, Any], sandbox_id: str, digest: str, run: podenv.Launch) -> str:
-        c = pod.container
-        assert c is not None
-        api = self.client.api
-        self._image(c.image, c.pull)
-        host = api.create_host_config(network_mode=f"container:{sandbox_id}", restart_policy=RESTART.get(c.restart))
-        return self._create_and_start(
-            c.image, run.args, entrypoint=run.command, name=self._container_name(pod, "app"),
-            environment=run.environment, labels={**self._labels(pod, port, "app"), SPEC: digest}, host_config=host)
 
-    def _create_and_start(self, image: str, command: list[str] | None, *, name: str, **create: Any) -> str:
-        """Create (a leftover of the same name — a crash before its labels were read — is
-        replaced) and start; a container that does not start is removed."""
-        from docker.errors import APIError
+def _unnamed_is_first(pod: PodWant, found: Found) -> None:
+    """An app container made before containers had names is taken as the first container
+    (its spec hash then says whether it still is what the pod runs: an upgrade restarts
+    no pod)."""
+    first = container_name(pod.containers[0], 0) if pod.containers else ""
+    if "" in found.apps and first not in found.apps:
+        found.apps[first] = found.apps.pop("")
 
-        api = self.client.api
-        for attempt in range(2):
-            try:
-                cid = api.create_container(image, command, name=name, **create)["Id"]
-                break
-            except APIError as exc:
-                if exc.status_code != 409 or attempt:
-                    raise
-                self._remove({"Id": name})
-        try:
-            api.start(cid)
-        except APIError:
-            self._remove({"Id": cid})
-            raise
-        return cid
 
-    def _image(self, image: str, pull: str) -> None:
-        """Present, or pulled as the pod's imagePullPolicy allows (``Never``: an error)."""
-        from docker.errors import ImageNotFound
-
-        try:
-            self.client.api.inspect_image(image)
-        except ImageNotFound:
-            if pull == "Never":
-                raise NoDocker(f"image {image} is not present and imagePullPolicy is Never") from None
-            repository, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")
-            self.client.api.pull(repository, tag=tag)
-
-    def _sandbox_image(self, app_image: str, pull: str) -> str:
-        """``NETBAY_SANDBOX_IMAGE`` when present (the container API's sandbox image), else the
-        app's own (its ``sh`` waits)."""
-        from docker.errors import ImageNotFound
-
-        if self.sandbox_image:
-            try:
-                self.client.api.inspect_image(self.sandbox_image)
-                return self.sandbox_image
-            except ImageNotFound:
-                pass
-        self._image(app_image, pull)
-        return app_image
+def _ordinal(name: str) -> tuple[str, int]:
+    """``web-10`` after ``web-9`` (a StatefulSet's ordinals in order)."""
+    head, _, tail = name.rpartition("-")
+    return (head, int(tail)) if tail.isdigit() else (name, -1)
 
 
 def sweep_orphans(net: Any, client: Any) -> list[str]:
@@ -397,4 +378,4 @@ def sweep_orphans(net: Any, client: Any) -> list[str]:
     return sorted(gone)
 
 
-__all__ = ["DockerPods", "NoDocker", "sweep_orphans"]
+__all__ = ["DockerPods", "Found", "NoDocker", "running", "sweep_orphans"]

@@ -3,27 +3,28 @@
 Manifests are read with ``lightkube.codecs.load_all_yaml`` (real API types, so a
 misspelt field or kind is refused as the API server would), kept in the store as
 the dict the model serializes to, and turned here into the few facts the mapping
-uses: namespaces and their labels, pods (Deployments and ReplicaSets expanded into
-their replicas), Services, Endpoints and NetworkPolicies, and the ConfigMaps and
+uses: namespaces and their labels, pods (every workload kind expanded into its
+pods, :mod:`.workloads`; a pod's containers read by :mod:`.podspec`), Services, Endpoints and NetworkPolicies, and the ConfigMaps and
 Secrets pods' environments read (:mod:`.podenv`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from netbay.k8s.podenv import EnvError, EnvFrom, EnvVar, parse_env, secret_data
+from netbay.k8s import workloads
+from netbay.k8s.podenv import EnvError, secret_data
+from netbay.k8s.podspec import ContainerWant, SpecError
+from netbay.k8s.podspec import parse as parse_spec
 
 RUNTIME_ANNOTATION = "netbay.io/runtime"   # a pod's runtime, over its cluster's kuryr_pod_runtime
 CNI_RUNTIME = "cni"   # the node's CNI (netbay-cni, called by the kubelet) plugs the pod's port
 RUNTIMES = ("sandbox", "docker", CNI_RUNTIME)
-KINDS = ("Namespace", "Pod", "Deployment", "ReplicaSet", "Service", "Endpoints", "NetworkPolicy", "ConfigMap",
-         "Secret")
+KINDS = ("Namespace", "Pod", *workloads.KINDS, "Service", "Endpoints", "NetworkPolicy", "ConfigMap", "Secret")
 CLUSTER_SCOPED = {"Namespace"}
 DEFAULT_NAMESPACE = "default"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -94,20 +95,6 @@ def load_paths(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
-class ContainerWant:
-    """The first container of a pod, as a Docker-runtime pod runs it (Kubernetes'
-    ``command`` is Docker's entrypoint, ``args`` its command; ``env`` and ``env_from``
-    as written: resolved when the container is made, :func:`netbay.k8s.podenv.launch`)."""
-    image: str
-    command: tuple[str, ...] | None = None
-    args: tuple[str, ...] | None = None
-    env: tuple[EnvVar, ...] = ()
-    env_from: tuple[EnvFrom, ...] = ()
-    pull: str = "IfNotPresent"        # imagePullPolicy
-    restart: str = "Always"           # the pod's restartPolicy
-
-
-@dataclass(frozen=True)
 class PodWant:
     namespace: str
     name: str
@@ -115,11 +102,24 @@ class PodWant:
     ports: Mapping[str, int]          # named container ports
     node: str | None = None           # spec.nodeName
     runtime: str | None = None        # annotation netbay.io/runtime (None: the cluster's)
-    container: ContainerWant | None = None
+    containers: tuple[ContainerWant, ...] = ()
     annotations: Mapping[str, str] = field(default_factory=dict)
     uid: str | None = None            # metadata.uid (an API server's pod; None: netbay's own)
     service_account: str = "default"  # spec.serviceAccountName
     ready: bool = True                # its Ready condition (:func:`ready`)
+    init: tuple[ContainerWant, ...] = ()   # spec.initContainers, run in order to completion first
+    restart: str = "Always"           # spec.restartPolicy
+    volumes: tuple[str, ...] = ()     # its emptyDir volumes
+    refused: tuple[str, ...] = ()     # why a runtime cannot run it as written (:mod:`.podspec`)
+    ignored: tuple[str, ...] = ()     # fields it runs without (a warning when it is made)
+    owner: str | None = None          # "StatefulSet/web": the workload it is a pod of (:mod:`.workloads`)
+    after: str | None = None          # a StatefulSet's previous pod: started once that one runs
+    backoff_limit: int | None = None  # a Job's pod: failed runs before it is Failed
+
+    @property
+    def container(self) -> ContainerWant | None:
+        """The first container, when it names an image (what the pod's sandbox image falls back to)."""
+        return self.containers[0] if self.containers and self.containers[0].image else None
 
     @property
     def by_cni(self) -> bool:
@@ -170,9 +170,10 @@ class Desired:
     secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
 
 
-def desired(bodies: Iterable[Mapping[str, Any]]) -> Desired:
+def desired(bodies: Iterable[Mapping[str, Any]], nodes: tuple[str, ...] = ()) -> Desired:
     """What the objects ask for; every namespace an object lives in exists implicitly
-    (as ``kubectl apply`` of a namespaced object needs it, made here for convenience)."""
+    (as ``kubectl apply`` of a namespaced object needs it, made here for convenience).
+    ``nodes``: the cluster's (a DaemonSet's pods, one per node)."""
     out = Desired()
     for body in sorted(bodies, key=lambda b: key_of(b)):
         key, meta, spec = key_of(body), body.get("metadata") or {}, body.get("spec") or {}
@@ -182,14 +183,13 @@ def desired(bodies: Iterable[Mapping[str, Any]]) -> Desired:
             out.namespaces[key.name] = dict(meta.get("labels") or {})
         elif key.kind == "Pod":
             out.pods[(key.namespace, key.name)] = _pod(key.namespace, key.name, meta, spec, body.get("status"))
-        elif key.kind in ("Deployment", "ReplicaSet"):
-            template = spec.get("template") or {}
-            replicas = 1 if spec.get("replicas") is None else int(spec["replicas"])
-            # The template read once (its env parsed once, every pass), checked even at 0 replicas.
-            first = _pod(key.namespace, f"{key.name}-0", template.get("metadata") or {}, template.get("spec") or {})
-            for i in range(replicas):
-                name = f"{key.name}-{i}"
-                out.pods[(key.namespace, name)] = dataclasses.replace(first, name=name)
+        elif key.kind in workloads.KINDS:
+            try:
+                pods = workloads.expand(key.kind, key.namespace, key.name, spec, nodes, _pod)
+            except workloads.WorkloadError as exc:
+                raise ManifestError(f"{key}: {exc}") from None
+            for pod in pods:
+                out.pods[(key.namespace, pod.name)] = pod
         elif key.kind == "Service":
             out.services[(key.namespace, key.name)] = _service(key, spec)
         elif key.kind == "Endpoints":   # only ``addresses``: ``notReadyAddresses`` are no endpoints
@@ -217,18 +217,13 @@ def _pod(namespace: str, name: str, meta: Mapping[str, Any], spec: Mapping[str, 
         raise ManifestError(f"Pod/{namespace}/{name}: annotation {RUNTIME_ANNOTATION}={runtime!r} is not one of "
                             f"{', '.join(RUNTIMES)}")
     try:
-        envs = [parse_env(c, f"spec.containers[{i}]") for i, c in enumerate(spec.get("containers") or [])]
-    except EnvError as exc:
+        pod = parse_spec(spec)
+    except (EnvError, SpecError, KeyError) as exc:
         raise ManifestError(f"Pod/{namespace}/{name}: {exc}") from None
-    first = (spec.get("containers") or [None])[0]
-    container = None
-    if first is not None and first.get("image"):
-        container = ContainerWant(
-            first["image"], _strings(first.get("command")), _strings(first.get("args")), *envs[0],
-            first.get("imagePullPolicy") or "IfNotPresent", spec.get("restartPolicy") or "Always")
-    return PodWant(namespace, name, dict(meta.get("labels") or {}), ports, spec.get("nodeName"), runtime, container,
-                   dict(meta.get("annotations") or {}), meta.get("uid"),
-                   spec.get("serviceAccountName") or spec.get("serviceAccount") or "default", ready(status))
+    return PodWant(namespace, name, dict(meta.get("labels") or {}), ports, spec.get("nodeName"), runtime,
+                   pod.containers, dict(meta.get("annotations") or {}), meta.get("uid"),
+                   spec.get("serviceAccountName") or spec.get("serviceAccount") or "default", ready(status),
+                   pod.init, pod.restart, pod.volumes, pod.refused, pod.ignored)
 
 
 def ready(status: Mapping[str, Any] | None) -> bool:
@@ -241,10 +236,6 @@ def ready(status: Mapping[str, Any] | None) -> bool:
     if not conditions:
         return True
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def _strings(value: Any) -> tuple[str, ...] | None:
-    return None if value is None else tuple(str(v) for v in value)
 
 
 def _service(key: Key, spec: Mapping[str, Any]) -> ServiceWant:

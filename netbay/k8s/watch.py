@@ -13,8 +13,9 @@ when what the controller uses changed: of a pod's status only its conditions
 (readiness: a pod turning NotReady leaves its Services' pools) cause a pass, and
 the annotation this source writes (:mod:`.annotate`) none, so the write-back does not loop.
 
-Deployments and ReplicaSets are not watched: on a real API server their pods are
-real Pod objects, which are watched (the manifest source expands replicas itself).
+Workloads (Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs…) are not watched:
+on a real API server their pods are real Pod objects, which are watched (the manifest
+source expands them itself, :mod:`.workloads`).
 Pods on the host network, and pods that finished (Succeeded / Failed), have no port;
 ExternalName Services no load balancer.
 """

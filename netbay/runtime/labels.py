@@ -17,8 +17,10 @@ K8S = "netbay.k8s."
 K8S_CLUSTER = K8S + "cluster"
 K8S_POD = K8S + "pod"            # "<namespace>/<name>"
 K8S_PORT = K8S + "port"          # the pod's port id
-K8S_ROLE = K8S + "role"          # "sandbox" | "app"
-K8S_SPEC = K8S + "spec"          # the app: a hash of what it runs; the sandbox it joined
+K8S_ROLE = K8S + "role"          # "sandbox" | "init" | "app"
+K8S_SPEC = K8S + "spec"          # an init or app container: a hash of what it runs; the sandbox it joined
+K8S_CONTAINER = K8S + "container"   # an init or app container: its name in the pod spec
+K8S_ATTEMPT = K8S + "attempt"    # an init container's or a Job pod's run: 0, 1, ... (bounded retries)
 
 CONTAINER = "netbay.container"   # on every app container the Zun API makes: its uuid
 SANDBOX = "netbay.sandbox"       # on its sandbox (whose events are not the app's status)

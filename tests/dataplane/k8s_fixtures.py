@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +29,7 @@ from netbay.k8s.dns.resolver import Process, state_root
 from netbay.k8s.objects import Key, key_of, parse
 from netbay.store.db import Store
 
-from .agent_fixtures import Cloud, make_cloud
+from .agent_fixtures import Cloud, make_cloud, wait_for
 
 
 def k8s_cloud(tmp: Path, tag: str) -> Iterator[Cloud]:
@@ -148,3 +150,22 @@ def netbay_exec(cloud: Cloud, ctrl: Controller, pod: str, *cmd: str, cluster: st
                            cluster or ctrl.refs.cluster_id, "--url", cloud.server.url, pod, "--", *cmd],
                           env={**cli_env(cloud), "NETBAY_AGENT_PREFIX": cloud.names.prefix}, capture_output=True,
                           text=True, timeout=30, check=False)
+
+
+def k8s_cli(cloud: Cloud, cluster: str, *args: str) -> list[str]:
+    """``netbay k8s ARGS…`` against the test server, for ``cluster`` (run with :func:`cli_env`)."""
+    return [sys.executable, "-m", "netbay.cli.main", "k8s", *args, "--cluster", cluster, "--url", cloud.server.url,
+            "--prefix", cloud.names.prefix]
+
+
+def killed_apply(cloud: Cloud, cluster: str, manifest: Path, until: Callable[[], Any],
+                 env: dict[str, str] | None = None) -> None:
+    """``netbay k8s apply -f manifest`` SIGKILLed once ``until()`` holds: a controller
+    crashed mid-way (``env``: more of its environment)."""
+    proc = subprocess.Popen(k8s_cli(cloud, cluster, "apply", "-f", str(manifest)), env={**cli_env(cloud), **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_for(until, 120, 0.02, "the apply to get going")
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=10)

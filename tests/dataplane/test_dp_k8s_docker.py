@@ -18,7 +18,6 @@ Docker pod's environment is a kubelet's (fieldRef, ConfigMap and Secret keys, en
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -40,7 +39,8 @@ from . import k8s_docs
 from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener
 from .cluster_pods import make_cluster
-from .k8s_fixtures import cli_env, controller, getent, in_pod, k8s_cloud, keys_of, lb, pod_ns, policy_quota, port_of
+from .k8s_fixtures import (cli_env, controller, getent, in_pod, k8s_cloud, keys_of, killed_apply, lb, pod_ns,
+                           policy_quota, port_of)
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
@@ -268,16 +268,8 @@ def test_sigkill_mid_apply_then_resync_adopts_and_leaves_nothing_over(
         cloud: Cloud, ctrl: Controller, daemon: dk.Dockerd, tmp_path: Path) -> None:
     text = many(2, 4)
     (tmp_path / "m.yaml").write_text(text)
-    cmd = [sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(tmp_path / "m.yaml"),
-           "--cluster", ctrl.refs.cluster_id, "--url", cloud.server.url, "--prefix", cloud.names.prefix]
-    proc = subprocess.Popen(cmd, env={**cli_env(cloud), "NETBAY_DOCKER_HOST": daemon.host},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:   # killed once some containers exist, not all
-        wait_for(lambda: sum(v == ["app", "sandbox"] for v in containers(daemon).values()) >= 2, 120, 0.02,
-                 "the apply to run pods")
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=10)
+    killed_apply(cloud, ctrl.refs.cluster_id, tmp_path / "m.yaml",   # once some containers exist, not all
+                 lambda: sum(v == ["app", "sandbox"] for v in containers(daemon).values()) >= 2, {"NETBAY_DOCKER_HOST": daemon.host})
     # What the killed apply made whole is adopted, not made again.
     whole = {c["Id"] for c in daemon.client.api.containers(all=True, filters={"label": [CLUSTER, f"{ROLE}=app"]})}
     assert 2 <= len(whole) < 8

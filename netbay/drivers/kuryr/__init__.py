@@ -40,8 +40,9 @@ LABELS = (
               "(Kubernetes' second --service-cluster-ip-range: /108 or longer). Empty: IPv4 only "
               "(netbay label)."),
     LabelSpec("kuryr_pod_runtime", "enum", "sandbox",
-              "What runs a pod on its port: a network namespace of its own (sandbox) or a Docker "
-              "container from its first container's image (docker; the controller's NETBAY_DOCKER_HOST). "
+              "What runs a pod on its port: a network namespace of its own (sandbox) or Docker "
+              "containers as a kubelet runs them: its init containers, then every container, in one "
+              "sandbox (docker; the controller's NETBAY_DOCKER_HOST). "
               "A pod's annotation netbay.io/runtime overrides it.", allowed=("sandbox", "docker")),
 )
 _DEFAULT = {spec.key: spec.default for spec in LABELS}
