@@ -77,4 +77,6 @@ SPEC = DriverSpec(
     beyond_magnum="Magnum never shipped a kuryr driver; the labels follow kuryr-kubernetes' options "
                   "(pod_subnet_pool, service_subnet, subnet driver namespace|node).",
     config=KuryrConfig,
+    services="load-balancers",
+    policy="security-groups",
 )
