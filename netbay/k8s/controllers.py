@@ -14,6 +14,8 @@ from typing import Any
 from netbay.client import Api
 from netbay.dataplane.names import Names
 from netbay.drivers import registry
+from netbay.k8s.controller import Controller
+from netbay.k8s.nodecluster import NodeController, network_driver
 from netbay.store.db import Store
 
 
@@ -22,20 +24,8 @@ def open_controller(api: Api, store: Store, cluster_id: str, names: Names | None
     cluster = api.call("GET", f"/container-infra/v1/clusters/{cluster_id}")
     spec = registry.get(network_driver(api, cluster))
     if spec is not None and spec.services == "nodes":
-        from netbay.k8s.nodecluster import NodeController
-
         return NodeController(api, store, cluster["uuid"], names)
-    from netbay.k8s.controller import Controller
-
     return Controller(api, store, cluster_id, names, **kw)
 
 
-def network_driver(api: Api, cluster: dict[str, Any]) -> str | None:
-    """The cluster's network driver: its own field, else its template's (Magnum's order)."""
-    if cluster.get("network_driver"):
-        return str(cluster["network_driver"])
-    template = api.call("GET", f"/container-infra/v1/clustertemplates/{cluster['cluster_template_id']}")
-    return template.get("network_driver") or None
-
-
-__all__ = ["network_driver", "open_controller"]
+__all__ = ["open_controller"]

@@ -78,11 +78,17 @@ class NodeClusterRefs:
         return self.spec.name
 
 
+def network_driver(api: Api, cluster: dict[str, Any]) -> str | None:
+    """The cluster's network driver: its own field, else its template's (Magnum's order)."""
+    if cluster.get("network_driver"):
+        return str(cluster["network_driver"])
+    template = api.call("GET", f"/container-infra/v1/clustertemplates/{cluster['cluster_template_id']}")
+    return template.get("network_driver") or None
+
+
 def find(api: Api, cluster_id: str) -> NodeClusterRefs:
     """The cluster, its driver's declaration and its nodes; LookupError for a cluster whose
     driver takes no Kubernetes objects on its nodes."""
-    from netbay.k8s.controllers import network_driver
-
     cluster = api.call("GET", f"/container-infra/v1/clusters/{cluster_id}")
     driver = network_driver(api, cluster)
     spec = registry.get(driver)
@@ -303,5 +309,5 @@ class NodeController:
         return sorted(set(out))
 
 
-__all__ = ["NodeClusterRefs", "NodeController", "SERVICE_RANGE", "cluster_ips", "find", "not_enforced",
+__all__ = ["NodeClusterRefs", "NodeController", "network_driver", "SERVICE_RANGE", "cluster_ips", "find", "not_enforced",
            "policy_status", "proxy_rules"]
