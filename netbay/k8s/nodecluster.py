@@ -30,7 +30,7 @@ import uuid
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from netbay.client import Api, gone_ok
 from netbay.dataplane.names import Names
@@ -158,6 +158,7 @@ class NodeController:
         self._lock = threading.Lock()
         self.vips: dict[tuple[str, str], str] = {}
         self._reported: set[str] = set()   # the Services' lines the last pass reported made
+        self.on_ports: Any = None   # the watch source's hook: these pods have no ports to write back
 
     # -- what a source calls ----------------------------------------------------------------
     def refuse(self, bodies: Iterable[Mapping[str, Any]]) -> None:
@@ -230,8 +231,9 @@ class NodeController:
         fresh = []
         for key, pod in sorted(want.pods.items()):
             made = have.pop(key, None)
-            if made is not None and pod.node and made["node"] != pod.node:
-                gone_ok(lambda: self.api.call("DELETE", f"{PODS}/{made['id']}"))
+            if made is not None and pod.node and made["node"] != pod.node:   # moved to another node
+                stale = made["id"]
+                gone_ok(lambda: self.api.call("DELETE", f"{PODS}/{stale}"))
                 made = None
             if made is None:
                 body: dict[str, Any] = {"name": f"{key[0]}.{key[1]}", "cluster_id": self.refs.cluster_id,
@@ -283,6 +285,7 @@ class NodeController:
                                      f"{not_enforced(self.refs.driver)}")
             return
         from lightkube import codecs
+        from lightkube.models.networking_v1 import NetworkPolicy
 
         from netbay.k8s.policy import Cluster, ContainerPort, Namespace, Pod, Service, ServicePort
 
@@ -291,7 +294,7 @@ class NodeController:
             [Pod(ns, name, p["id"], p["address"], dict(want.pods[(ns, name)].labels),
                  tuple(ContainerPort(k, v) for k, v in want.pods[(ns, name)].ports.items()))
              for (ns, name), p in pods.items()],
-            [codecs.from_dict(b) for b in want.policies],
+            [cast(NetworkPolicy, codecs.from_dict(b)) for b in want.policies],
             [Service(s.namespace, s.name, self.vips[key], dict(s.selector or {}),
                      tuple(ServicePort(p.port, p.target, p.protocol) for p in s.ports))
              for key, s in want.services.items() if key in self.vips],
