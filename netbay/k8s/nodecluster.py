@@ -22,6 +22,7 @@ controller starts.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 import threading
@@ -72,6 +73,7 @@ class NodeClusterRefs:
     cluster_id: str
     spec: DriverSpec
     nodes: tuple[dict[str, Any], ...]     # the cluster network's nodes (name, role, sandbox_id, address)
+    leases: Mapping[str, str]             # node name → its lease (flannel subnet, calico block)
 
     @property
     def driver(self) -> str:
@@ -95,8 +97,14 @@ def find(api: Api, cluster_id: str) -> NodeClusterRefs:
     if spec is None or spec.services != "nodes":
         raise LookupError(f"Cluster {cluster_id}: its network driver {driver or '(none)'} "
                           "answers no Kubernetes Services on its nodes")
-    net = api.call("GET", f"/netbay/v1/clusternets/{cluster['uuid']}")["clusternet"]
-    return NodeClusterRefs(cluster["uuid"], spec, tuple(net.get("nodes") or ()))
+    return _with_nodes(api, NodeClusterRefs(cluster["uuid"], spec, (), {}))
+
+
+def _with_nodes(api: Api, refs: NodeClusterRefs) -> NodeClusterRefs:
+    """``refs`` with the cluster network's nodes and leases as they are now (a scale
+    changes them between passes)."""
+    net = api.call("GET", f"/netbay/v1/clusternets/{refs.cluster_id}")["clusternet"]
+    return dataclasses.replace(refs, nodes=tuple(net.get("nodes") or ()), leases=dict(net.get("leases") or {}))
 
 
 def cluster_ips(want: Desired, service_range: str = SERVICE_RANGE) -> dict[tuple[str, str], str]:
@@ -151,7 +159,7 @@ class NodeController:
         self.names = names or Names()
         self.wait = wait
         self.proxy = KubeProxy()
-        self._node_ns = {n["name"]: self.names.sandbox(n["sandbox_id"]) for n in self.refs.nodes}
+        self._node_ns: dict[str, str] = {}   # node name → its namespace
         self._pod_node: dict[str, str] = {}   # netbay pod id → node namespace
         self.policy = NodePolicy(lambda p: self._pod_node.get(p.port_id)) if self.refs.spec.enforces_policy \
             else None
@@ -194,6 +202,8 @@ class NodeController:
     def resync(self, full: bool = True) -> Report:
         with self._lock:
             want = objects.desired(desired.load(self.store, self.refs.cluster_id))
+            self.refs = _with_nodes(self.api, self.refs)
+            self._node_ns = {n["name"]: self.names.sandbox(n["sandbox_id"]) for n in self.refs.nodes}
             report = Report()
             pods = self._pods(want, report)
             addresses = {key: p["address"] for key, p in pods.items() if p["status"] == "ACTIVE"}
@@ -303,13 +313,13 @@ class NodeController:
 
     def node_addresses(self) -> list[str]:
         """Where a node's own traffic to pods comes from: its underlay address, its lease's
-        gateway and first address (bridge, tunnel) — always let through, as for kuryr."""
-        net = self.api.call("GET", f"/netbay/v1/clusternets/{self.refs.cluster_id}")["clusternet"]
-        out = [f"{str(n['address']).split('/')[0]}/32" for n in net.get("nodes") or [] if n.get("address")]
-        for lease in (net.get("leases") or {}).values():
+        first address (calico's tunnel) and gateway (flannel's bridge) — always let
+        through, as kuryr's node addresses are."""
+        out = {f"{str(n['address']).split('/')[0]}/32" for n in self.refs.nodes if n.get("address")}
+        for lease in self.refs.leases.values():
             block = ipaddress.ip_network(lease)
-            out += [f"{block.network_address}/32", f"{block.network_address + 1}/32"]
-        return sorted(set(out))
+            out |= {f"{block.network_address}/32", f"{block.network_address + 1}/32"}
+        return sorted(out)
 
 
 __all__ = ["NodeClusterRefs", "NodeController", "network_driver", "SERVICE_RANGE", "cluster_ips", "find", "not_enforced",

@@ -6,15 +6,19 @@ node-driver one) applies a Deployment of two replicas (one per minion, addresses
 their node's lease), a ClusterIP Service and a NodePort Service in front of them. Both
 replicas answer through the cluster IP from a client pod, and through the node port of
 one minion from another node. A deny-all NetworkPolicy is enforced on calico (the
-cluster IP stops answering) and on flannel accepted, reported *not enforced by flannel*,
-with traffic still flowing.
+cluster IP stops answering) and on flannel accepted, reported *not enforced by flannel*
+(the controller's events, the policy's status, ``netbay k8s apply``'s output), with
+traffic still flowing.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +32,7 @@ from netbay.store.db import Store
 from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener
 from .cluster_pods import clusternet, ip_of, make_cluster
+from .k8s_fixtures import cli_env
 
 CLOUD_TAG = "kd"
 
@@ -118,7 +123,8 @@ def k8s(request: pytest.FixtureRequest, cloud: Cloud) -> Iterator[tuple[str, Nod
             cloud.http.delete(f"/container-infra/v1/clusters/{cid}")
 
 
-def test_services_and_policy_on_node_drivers(cloud: Cloud, k8s: tuple[str, NodeController, dict]) -> None:
+def test_services_and_policy_on_node_drivers(cloud: Cloud, k8s: tuple[str, NodeController, dict],
+                                             tmp_path: Path) -> None:
     mode, ctrl, net = k8s
     report = ctrl.apply(parse(APP))
     assert not report.events, report.events
@@ -153,6 +159,15 @@ def test_services_and_policy_on_node_drivers(cloud: Cloud, k8s: tuple[str, NodeC
             assert [e for e in report.events if "shop/deny-all" in e and "not enforced by flannel" in e], report.events
             assert status["status"] == "False" and "not enforced by flannel" in status["message"]
             assert answers(client, vip, 80, names) == names, "flannel leaves traffic flowing"
+            # the CLI says so too, on every apply
+            manifest = tmp_path / "deny.yaml"
+            manifest.write_text(DENY_ALL)
+            done = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(manifest),
+                                   "--cluster", ctrl.refs.cluster_id, "--url", cloud.server.url],
+                                  env={**cli_env(cloud), "NETBAY_AGENT_PREFIX": cloud.names.prefix},
+                                  capture_output=True, text=True, timeout=120, check=False)
+            assert done.returncode == 0, done.stderr
+            assert "NetworkPolicy shop/deny-all: not enforced by flannel" in " ".join(done.stdout.split()), done.stdout
     finally:
         for s in servers:
             s.close()
