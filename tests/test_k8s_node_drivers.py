@@ -75,13 +75,16 @@ def test_a_change_sends_only_what_changed() -> None:
     assert whole[:3] == ["add table ip netbay-k8s-proxy", "delete table ip netbay-k8s-proxy",
                          "add table ip netbay-k8s-proxy"]
     added = commands({a.key: a}, {a.key: a, b.key: b})
-    assert all(b.chain in c for c in added) and len(added) == 4   # chain, rule, cluster IP, node port
+    assert all(b.chain in c for c in added[:4]) and len(added) == 5   # chain, rule, cluster IP, node port
+    assert added[4] == "add element ip netbay-k8s-proxy hairpin { 10.1.0.3 . 10.1.0.3 }"
     moved = ServicePortRule(b.key, b.cluster_ip, "TCP", 80, (("10.1.0.3", 80), ("10.1.0.4", 80)), 30001)
     assert commands({a.key: a, b.key: b}, {a.key: a, b.key: moved}) == [
         f"flush chain ip netbay-k8s-proxy {b.chain}",
         f"add rule ip netbay-k8s-proxy {b.chain} meta l4proto tcp dnat ip to numgen random mod 2 "
-        "map { 0 : 10.1.0.3 . 80, 1 : 10.1.0.4 . 80 }"]
+        "map { 0 : 10.1.0.3 . 80, 1 : 10.1.0.4 . 80 }",
+        "add element ip netbay-k8s-proxy hairpin { 10.1.0.4 . 10.1.0.4 }"]
     gone = commands({a.key: a, b.key: b}, {a.key: a})
+    assert gone[0] == "delete element ip netbay-k8s-proxy hairpin { 10.1.0.3 . 10.1.0.3 }"
     assert gone[-1] == f"delete chain ip netbay-k8s-proxy {b.chain}" and all(a.chain not in c for c in gone)
     assert commands({a.key: a}, {a.key: a}) == []
 

@@ -11,8 +11,10 @@ What kube-proxy's nftables mode programs, in each node's namespace (one table,
 * the hooks: ``prerouting`` (pods' traffic, and node ports on the node's own
   addresses) and ``output`` (the node's own) look up the maps; ``postrouting``
   masquerades what came in through a node port (the reply must come back through the
-  node that translated it) and what a bridged pod sent to a Service whose backend
-  is on its own bridge (else the reply would be bridged past the translation).
+  node that translated it), what a bridged pod sent to a Service whose backend
+  is on its own bridge (else the reply would be bridged past the translation), and a
+  pod reaching itself through its Service (``hairpin``: each backend's ``addr . addr``;
+  a packet from a pod's own address would be a martian to it).
 
 A change costs one transaction per node and only the elements and chains of the
 Service ports that changed (:meth:`KubeProxy.converge` diffs against what it applied),
@@ -79,6 +81,7 @@ def _skeleton() -> list[str]:
         f"add table {t}", f"delete table {t}", f"add table {t}",
         f"add map {t} service-ips {{ type ipv4_addr . inet_proto . inet_service : verdict ; }}",
         f"add map {t} node-ports {{ type inet_proto . inet_service : verdict ; }}",
+        f"add set {t} hairpin {{ type ipv4_addr . ipv4_addr ; }}",
         f"add chain {t} node-ports-in",
         f"add rule {t} node-ports-in meta mark set mark or {NODEPORT_MARK:#x}",
         f"add rule {t} node-ports-in meta l4proto . th dport vmap @node-ports",
@@ -91,7 +94,17 @@ def _skeleton() -> list[str]:
         f"add chain {t} postrouting {{ type nat hook postrouting priority 100 ; policy accept ; }}",
         f"add rule {t} postrouting meta mark and {NODEPORT_MARK:#x} == {NODEPORT_MARK:#x} masquerade",
         f'add rule {t} postrouting ct status dnat iifname "{BRIDGE}" oifname "{BRIDGE}" masquerade',
+        f"add rule {t} postrouting ct status dnat ip saddr . ip daddr @hairpin masquerade",
     ]
+
+
+def _backend_ips(rules: Iterable[ServicePortRule]) -> set[str]:
+    return {ip for r in rules for ip, _ in r.backends}
+
+
+def _hairpin(verb: str, ips: Iterable[str]) -> list[str]:
+    ips = sorted(ips)
+    return [f"{verb} element ip {TABLE} hairpin {{ {', '.join(f'{ip} . {ip}' for ip in ips)} }}"] if ips else []
 
 
 def _add(rule: ServicePortRule) -> list[str]:
@@ -108,9 +121,11 @@ def _remove(rule: ServicePortRule) -> list[str]:
 def commands(before: Mapping[str, ServicePortRule] | None, after: Mapping[str, ServicePortRule]) -> list[str]:
     """The nft commands taking a node from ``before`` (None: unknown, rebuild) to ``after``."""
     if before is None:
-        return _skeleton() + [c for key in sorted(after) for c in _add(after[key])]
+        return _skeleton() + [c for key in sorted(after) for c in _add(after[key])] + \
+            _hairpin("add", _backend_ips(after.values()))
     t = f"ip {TABLE}"
-    out: list[str] = []
+    had, has = _backend_ips(before.values()), _backend_ips(after.values())
+    out: list[str] = _hairpin("delete", had - has)
     for key in sorted(before.keys() - after.keys()):
         out += _remove(before[key])
     for key in sorted(after):
@@ -123,7 +138,7 @@ def commands(before: Mapping[str, ServicePortRule] | None, after: Mapping[str, S
                 out += [f"add element {t} {m} {{ {e} }}" for m, e in _elements(new)]
             if old.backends != new.backends:
                 out += [f"flush chain {t} {new.chain}", f"add rule {t} {new.chain} {_chain_body(new)}"]
-    return out
+    return out + _hairpin("add", has - had)
 
 
 class KubeProxy:

@@ -142,6 +142,8 @@ def test_services_and_policy_on_node_drivers(cloud: Cloud, k8s: tuple[str, NodeC
         vip = ctrl.vips[("shop", "web")]
         assert ipaddress.ip_address(vip) in ipaddress.ip_network("10.254.0.0/16")
         assert answers(client, vip, 80, names) == names, "both replicas through the cluster IP"
+        own = cloud.names.pod(web[0]["id"])   # a replica through its own Service: itself (hairpin) and the other
+        assert answers(own, vip, 80, names) == names
         # the node port of one minion, from the master (another node): both replicas answer,
         # the one on the other minion too (masqueraded through the node that translated)
         master = next(n for n in net["nodes"] if n["role"] == "master")
