@@ -281,7 +281,7 @@ class NodeController:
                     todo.remove(key)
             if not todo or time.monotonic() > deadline:
                 break
-            time.sleep(0.05)
+            time.sleep(0.01)
         for key in todo + [k for k in keys if pods[k]["status"] == "ERROR"]:
             reason = pods[key].get("status_reason") or pods[key]["status"]
             report.events.append(f"Warning FailedCreatePodSandBox pod/{key[0]}/{key[1]}: {reason}")
