@@ -87,6 +87,12 @@ def test_a_change_sends_only_what_changed() -> None:
     assert gone[0] == "delete element ip netbay-k8s-proxy hairpin { 10.1.0.3 . 10.1.0.3 }"
     assert gone[-1] == f"delete chain ip netbay-k8s-proxy {b.chain}" and all(a.chain not in c for c in gone)
     assert commands({a.key: a}, {a.key: a}) == []
+    # a cluster IP given up and taken in one change: deleted before it is added again
+    a2 = ServicePortRule(a.key, "10.254.0.99", "TCP", 80, a.backends)
+    c = ServicePortRule("s/c/TCP/80", a.cluster_ip, "TCP", 80, (("10.1.0.5", 80),))
+    swap = commands({a.key: a}, {a.key: a2, c.key: c})
+    freed = swap.index("delete element ip netbay-k8s-proxy service-ips { 10.254.0.20 . tcp . 80 }")
+    assert freed < swap.index(f"add element ip netbay-k8s-proxy service-ips {{ 10.254.0.20 . tcp . 80 : goto {c.chain} }}")
 
 
 def test_calico_policy_table_holds_only_the_nodes_isolated_pods() -> None:

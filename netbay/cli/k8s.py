@@ -214,13 +214,16 @@ def exec_(pod: str = typer.Argument(..., help="The pod, as NAMESPACE/NAME."),
     try:
         cluster = api.call("GET", f"/container-infra/v1/clusters/{cluster}")["uuid"]   # a name or a uuid
         ports = api.call("GET", f"{NET}/ports", name=pod, tags=f"netbay-cluster={cluster},netbay-k8s=pod")["ports"]
+        # a flannel or calico cluster's pod: a netbay pod on its node (netbay.k8s.nodecluster)
+        on_nodes = [] if ports else [p for p in api.call("GET", "/netbay/v1/pods", cluster_id=cluster)["pods"]
+                                     if (p.get("labels") or {}).get("netbay-k8s") == pod]
     finally:
         api.close()
-    if not ports:
+    if not ports and not on_nodes:
         err.print(f"[red]error:[/] no pod {pod} in cluster {cluster}")
         raise typer.Exit(1)
-    ns = Names(prefix).k8s_pod(ports[0]["id"])
-    os.execvp("ip", ["ip", "netns", "exec", ns, "sh", "-c", 'set -a; . /etc/environment; set +a; exec "$@"',
+    ns = Names(prefix).k8s_pod(ports[0]["id"]) if ports else Names(prefix).pod(on_nodes[0]["id"])
+    os.execvp("ip", ["ip", "netns", "exec", ns, "sh", "-c", 'set -a; [ ! -r /etc/environment ] || . /etc/environment; set +a; exec "$@"',
                      "sh", *command])
 
 @app.command()

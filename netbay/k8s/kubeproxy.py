@@ -125,20 +125,23 @@ def commands(before: Mapping[str, ServicePortRule] | None, after: Mapping[str, S
             _hairpin("add", _backend_ips(after.values()))
     t = f"ip {TABLE}"
     had, has = _backend_ips(before.values()), _backend_ips(after.values())
+    # every deletion before any addition: a cluster IP or node port one Service port
+    # gives up may be another's in the same transaction
     out: list[str] = _hairpin("delete", had - has)
+    adds: list[str] = []
     for key in sorted(before.keys() - after.keys()):
         out += _remove(before[key])
     for key in sorted(after):
         new, old = after[key], before.get(key)
         if old is None:
-            out += _add(new)
+            adds += _add(new)
         elif old != new:
-            if _keys(old) != _keys(new) or _elements(old) != _elements(new):
+            if _elements(old) != _elements(new):
                 out += [f"delete element {t} {m} {{ {k} }}" for m, k in _keys(old)]
-                out += [f"add element {t} {m} {{ {e} }}" for m, e in _elements(new)]
+                adds += [f"add element {t} {m} {{ {e} }}" for m, e in _elements(new)]
             if old.backends != new.backends:
                 out += [f"flush chain {t} {new.chain}", f"add rule {t} {new.chain} {_chain_body(new)}"]
-    return out + _hairpin("add", has - had)
+    return out + adds + _hairpin("add", has - had)
 
 
 class KubeProxy:

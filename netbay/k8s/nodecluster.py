@@ -8,7 +8,8 @@ As those clusters do it in real life, with each job where its driver declares it
   under the cluster network's lock, plugged by the agent through the driver), named
   ``<namespace>.<pod>`` and labelled with the pod's namespace and name;
 * **Services** get a cluster IP from the service range (``spec.clusterIP`` when
-  given) answered on every node — kube-proxy's job, :mod:`netbay.k8s.kubeproxy` —
+  given; else allocated once and written into the stored Service, as the API server
+  does) answered on every node — kube-proxy's job, :mod:`netbay.k8s.kubeproxy` —
   node ports included (numbered by :func:`netbay.k8s.nodeports.plan`, as on kuryr);
 * **NetworkPolicy** is enforced in the nodes where the driver does it (calico:
   :mod:`netbay.k8s.nodepolicy`, the kuryr path's translation); where it does not
@@ -201,17 +202,31 @@ class NodeController:
     # -- one pass ---------------------------------------------------------------------------
     def resync(self, full: bool = True) -> Report:
         with self._lock:
-            want = objects.desired(desired.load(self.store, self.refs.cluster_id))
+            bodies = desired.load(self.store, self.refs.cluster_id)
+            want = objects.desired(bodies)
             self.refs = _with_nodes(self.api, self.refs)
             self._node_ns = {n["name"]: self.names.sandbox(n["sandbox_id"]) for n in self.refs.nodes}
             report = Report()
             pods = self._pods(want, report)
             addresses = {key: p["address"] for key, p in pods.items() if p["status"] == "ACTIVE"}
             self.vips = cluster_ips(want)
+            self._pin(bodies)
             self._report_services(want, report)
             self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses))
             self._policies(want, pods, report)
             return report
+
+    def _pin(self, bodies: list[dict[str, Any]]) -> None:
+        """Write each allocated cluster IP into its Service's stored ``spec.clusterIP``, as
+        the API server allocates it once: Services made later never move it."""
+        pinned = []
+        for body in bodies:
+            key = objects.key_of(body)
+            spec = body.get("spec") or {}
+            if key.kind == "Service" and not spec.get("clusterIP") and (key.namespace, key.name) in self.vips:
+                pinned.append({**body, "spec": {**spec, "clusterIP": self.vips[(key.namespace, key.name)]}})
+        if pinned:
+            desired.put(self.store, self.refs.cluster_id, pinned)
 
     def _report_services(self, want: Desired, report: Report) -> None:
         known = self._reported

@@ -32,7 +32,7 @@ from netbay.store.db import Store
 from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener
 from .cluster_pods import clusternet, ip_of, make_cluster
-from .k8s_fixtures import cli_env
+from .k8s_fixtures import cli_env, netbay_exec
 
 CLOUD_TAG = "kd"
 
@@ -142,6 +142,8 @@ def test_services_and_policy_on_node_drivers(cloud: Cloud, k8s: tuple[str, NodeC
         vip = ctrl.vips[("shop", "web")]
         assert ipaddress.ip_address(vip) in ipaddress.ip_network("10.254.0.0/16")
         assert answers(client, vip, 80, names) == names, "both replicas through the cluster IP"
+        shown = netbay_exec(cloud, ctrl, "shop/client", "ip", "-4", "-o", "addr", "show", "dev", "eth0")
+        assert pods["shop/client"]["address"] in shown.stdout, (shown.stdout, shown.stderr)
         own = cloud.names.pod(web[0]["id"])   # a replica through its own Service: itself (hairpin) and the other
         assert answers(own, vip, 80, names) == names
         # the node port of one minion, from the master (another node): both replicas answer,
