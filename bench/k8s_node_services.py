@@ -15,7 +15,8 @@ controllers in-process (issue 27's Speed):
 * **Service create → answers on every node** — with ``n`` Services already applied (each
   in front of the anchor), ``apply`` of one more, until a TCP connection to its cluster
   IP gets the anchor's reply from a client pod on each minion and from the master's own
-  namespace (the ``output`` hook). p50 per ``n`` (the curve). Target ≤ 100 ms, flat.
+  namespace (the ``output`` hook). p50 per ``n`` (the curve), with the controller's pass
+  and, within it, the nodes' nftables updates (``nodes_nft_ms``). Target ≤ 100 ms, flat.
 """
 
 from __future__ import annotations
@@ -125,15 +126,27 @@ def main() -> int:
             serve(names.pod(anchor["id"]), 8080, stop)
             clients = [names.pod(pods[f"bench/client{j}"]["id"]) for j in range(len(minions))]
             clients.append(names.sandbox(master["sandbox_id"]))   # the master itself (output hook)
-            calico_ms = []
+            calico_ms, calico_pass, plugged = [], [], []
+            real_await = ctrl._await
+
+            def awaited(*a: Any, **kw: Any) -> None:
+                t = time.monotonic()
+                try:
+                    real_await(*a, **kw)
+                finally:
+                    plugged.append(time.monotonic() - t)
+            ctrl._await = awaited  # type: ignore[method-assign]
             for i in range(args.samples):
                 t0 = time.monotonic()
                 ctrl.apply(parse(node_pod(f"c{i}", minions[i % len(minions)]["name"])))
+                calico_pass.append(time.monotonic() - t0)
                 made = next(p for p in api.call("GET", "/netbay/v1/pods", cluster_id=ctrl.refs.cluster_id)["pods"]
                             if p["labels"].get("netbay-k8s") == f"bench/c{i}")
                 first_answer(names.pod(made["id"]), anchor["address"], timeout=10)
                 calico_ms.append(time.monotonic() - t0)
+            ctrl._await = real_await  # type: ignore[method-assign]
             out["pod_create_first_packet_ms"] = {"calico": ms(calico_ms), "kuryr": ms(kuryr_ms)}
+            out["calico_pod_apply_ms"] = {"pass": ms(calico_pass), "waiting for the agent's plug": ms(plugged)}
 
             # Service create -> cluster IP answers on every node, as Services grow
             curve: dict[str, Any] = {}
@@ -144,7 +157,16 @@ def main() -> int:
                     ctrl.apply(parse(services(have, size - have)))
                     curve.setdefault("bulk_apply_s", {})[str(size)] = round(time.monotonic() - t0, 3)
                     have = size
-                took, passes = [], []
+                took, passes, nft = [], [], []
+                real = ctrl.proxy.converge
+
+                def timed(*a: Any, **kw: Any) -> int:
+                    t = time.monotonic()
+                    try:
+                        return real(*a, **kw)
+                    finally:
+                        nft.append(time.monotonic() - t)
+                ctrl.proxy.converge = timed  # type: ignore[method-assign]
                 for i in range(args.samples):
                     name = f"new{size}-{i}"
                     t0 = time.monotonic()
@@ -154,7 +176,9 @@ def main() -> int:
                     for ns in clients:
                         tcp_answers(ns, vip, 80)
                     took.append(time.monotonic() - t0)
-                curve[str(size)] = {"answers_every_node_ms": ms(took), "apply_pass_ms": ms(passes)}
+                ctrl.proxy.converge = real  # type: ignore[method-assign]
+                curve[str(size)] = {"answers_every_node_ms": ms(took), "apply_pass_ms": ms(passes),
+                                    "nodes_nft_ms": ms(nft)}
                 have += args.samples
             out["service_create_answers_every_node"] = curve
             out["load_after"] = list(os.getloadavg())

@@ -8,7 +8,7 @@ from __future__ import annotations
 from lightkube import codecs
 
 from netbay.drivers import registry
-from netbay.k8s.kubeproxy import ServicePortRule, commands
+from netbay.k8s.kubeproxy import SLOTS, ServicePortRule, commands, elements
 from netbay.k8s.nodecluster import cluster_ips, policy_status, proxy_rules
 from netbay.k8s.nodepolicy import ruleset
 from netbay.k8s.objects import desired, parse
@@ -69,30 +69,36 @@ def test_cluster_ips_and_service_ports() -> None:
 
 
 def test_a_change_sends_only_what_changed() -> None:
+    t = "element ip netbay-k8s-proxy"
     a = ServicePortRule("s/a/TCP/80", "10.254.0.20", "TCP", 80, (("10.1.0.2", 80),))
     b = ServicePortRule("s/b/TCP/80", "10.254.0.21", "TCP", 80, (("10.1.0.3", 80),), 30001)
     whole = commands(None, {a.key: a})
     assert whole[:3] == ["add table ip netbay-k8s-proxy", "delete table ip netbay-k8s-proxy",
                          "add table ip netbay-k8s-proxy"]
+    assert len(elements(b)) == 2 * SLOTS   # every slot, on the cluster IP and on the node port
     added = commands({a.key: a}, {a.key: a, b.key: b})
-    assert all(b.chain in c for c in added[:4]) and len(added) == 5   # chain, rule, cluster IP, node port
-    assert added[4] == "add element ip netbay-k8s-proxy hairpin { 10.1.0.3 . 10.1.0.3 }"
+    assert [c.split(" {")[0] for c in added] == [f"add {t} hairpin", f"add {t} nodeport-backends",
+                                                 f"add {t} service-backends"]
+    assert "10.254.0.21 . tcp . 80 . 63 : 10.1.0.3 . 80" in added[2] and "10.254.0.20" not in added[2]
+    # a second backend: only the slots it takes change (delete, then add with the new value)
     moved = ServicePortRule(b.key, b.cluster_ip, "TCP", 80, (("10.1.0.3", 80), ("10.1.0.4", 80)), 30001)
-    assert commands({a.key: a, b.key: b}, {a.key: a, b.key: moved}) == [
-        f"flush chain ip netbay-k8s-proxy {b.chain}",
-        f"add rule ip netbay-k8s-proxy {b.chain} meta l4proto tcp dnat ip to numgen random mod 2 "
-        "map { 0 : 10.1.0.3 . 80, 1 : 10.1.0.4 . 80 }",
-        "add element ip netbay-k8s-proxy hairpin { 10.1.0.4 . 10.1.0.4 }"]
+    change = commands({a.key: a, b.key: b}, {a.key: a, b.key: moved})
+    assert [c.split(" {")[0] for c in change] == [f"delete {t} nodeport-backends", f"delete {t} service-backends",
+                                                  f"add {t} hairpin", f"add {t} nodeport-backends",
+                                                  f"add {t} service-backends"]
+    assert "10.254.0.21 . tcp . 80 . 1 : 10.1.0.4 . 80" in change[4] and ". 0 :" not in change[4]
     gone = commands({a.key: a, b.key: b}, {a.key: a})
-    assert gone[0] == "delete element ip netbay-k8s-proxy hairpin { 10.1.0.3 . 10.1.0.3 }"
-    assert gone[-1] == f"delete chain ip netbay-k8s-proxy {b.chain}" and all(a.chain not in c for c in gone)
+    assert all(c.startswith("delete") and "10.254.0.20" not in c for c in gone)
     assert commands({a.key: a}, {a.key: a}) == []
     # a cluster IP given up and taken in one change: deleted before it is added again
     a2 = ServicePortRule(a.key, "10.254.0.99", "TCP", 80, a.backends)
     c = ServicePortRule("s/c/TCP/80", a.cluster_ip, "TCP", 80, (("10.1.0.5", 80),))
     swap = commands({a.key: a}, {a.key: a2, c.key: c})
-    freed = swap.index("delete element ip netbay-k8s-proxy service-ips { 10.254.0.20 . tcp . 80 }")
-    assert freed < swap.index(f"add element ip netbay-k8s-proxy service-ips {{ 10.254.0.20 . tcp . 80 : goto {c.chain} }}")
+    assert swap[0].startswith(f"delete {t} service-backends") and "10.254.0.20 . tcp . 80 . 0" in swap[0]
+    assert all(x.startswith("add") for x in swap[1:])
+    # no ready backend: the cluster IP drops what it gets
+    empty = ServicePortRule("s/d/UDP/53", "10.254.0.30", "UDP", 53, ())
+    assert elements(empty) == {("no-endpoints", "10.254.0.30 . udp . 53"): None}
 
 
 def test_calico_policy_table_holds_only_the_nodes_isolated_pods() -> None:

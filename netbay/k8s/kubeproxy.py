@@ -1,30 +1,32 @@
 """Services on every node of a flannel or calico cluster: kube-proxy's job, in nftables.
 
-What kube-proxy's nftables mode programs, in each node's namespace (one table,
-``ip netbay-k8s-proxy``), through libnftables in-process (no ``nft`` fork):
+What kube-proxy does, in each node's namespace (one table, ``ip netbay-k8s-proxy``),
+through libnftables in-process (no ``nft`` fork), with one map per job and no chain
+per Service — so adding the 1,000th Service costs what adding the 10th does:
 
-* ``service-ips`` — one verdict map of ``cluster IP . protocol . port`` → the
-  Service port's chain; ``node-ports`` — ``protocol . nodePort`` → the same chain
-  (node ports numbered by :func:`netbay.k8s.nodeports.plan`, as on a kuryr cluster);
-* a chain per Service port: ``dnat to numgen random mod N map { i : backend . port }``
-  (no backend: ``drop``, nothing answers);
-* the hooks: ``prerouting`` (pods' traffic, and node ports on the node's own
-  addresses) and ``output`` (the node's own) look up the maps; ``postrouting``
-  masquerades what came in through a node port (the reply must come back through the
-  node that translated it), what a bridged pod sent to a Service whose backend
-  is on its own bridge (else the reply would be bridged past the translation), and a
-  pod reaching itself through its Service (``hairpin``: each backend's ``addr . addr``;
-  a packet from a pod's own address would be a martian to it).
+* ``service-backends`` — ``cluster IP . protocol . port . slot`` → ``backend . port``:
+  each Service port fills :data:`SLOTS` slots round-robin over its ready backends, and
+  a connection's first packet draws its slot (``numgen random mod SLOTS``, kept in the
+  packet mark) before one ``dnat`` looks the whole key up;
+* ``nodeport-backends`` — ``protocol . nodePort . slot`` → the same backends (node
+  ports numbered by :func:`netbay.k8s.nodeports.plan`, as on a kuryr cluster), for
+  packets to one of the node's own addresses; their slots carry :data:`NODEPORT_MARK`;
+* ``no-endpoints`` — a Service port without a ready backend: dropped, nothing answers;
+* ``postrouting`` masquerades what came in through a node port (the reply must come
+  back through the node that translated it), what a bridged pod sent to a backend on
+  its own bridge, and a pod reaching itself through its Service (``hairpin``: each
+  backend's ``addr . addr``).
 
-A change costs one transaction per node and only the elements and chains of the
-Service ports that changed (:meth:`KubeProxy.converge` diffs against what it applied),
-so a Service's cluster IP answers in the same time with 10 Services or 1,000; a node
-seen for the first time (a new node, a restarted controller) gets its table whole.
+Maps are declared with their size (a growing hash table is resized in the kernel on
+the way, costing more the larger it is). A change sends only the elements that
+changed (:func:`commands`), every deletion before any addition, as one transaction per
+node over a libnftables context kept open per node; a node seen first (a new node, a
+restarted controller) gets its table whole. Up to :data:`SLOTS` backends of a Service
+port take connections.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -36,112 +38,104 @@ from netbay.drivers.node import BRIDGE
 log = logging.getLogger(__name__)
 
 TABLE = "netbay-k8s-proxy"
+SLOTS = 64
 NODEPORT_MARK = 0x4000
+SIZE = 1 << 18          # service-backends: 4,096 Service ports × SLOTS
+SMALL = 1 << 16
 
 
 @dataclass(frozen=True)
 class ServicePortRule:
     """One Service port as the nodes answer it."""
-    key: str                                  # "ns/name/PROTO/port": names its chain
+    key: str                                  # "ns/name/PROTO/port"
     cluster_ip: str
     protocol: str                             # "TCP" | "UDP"
     port: int
     backends: tuple[tuple[str, int], ...]     # (pod address, target port), sorted
     node_port: int | None = None
 
-    @property
-    def chain(self) -> str:
-        return "s-" + hashlib.sha1(self.key.encode()).hexdigest()[:16]
+
+Element = tuple[str, str]   # (map or set, key)
 
 
-def _chain_body(rule: ServicePortRule) -> str:
+def elements(rule: ServicePortRule) -> dict[Element, str | None]:
+    """The rule's elements: (map or set, key) → value (None in a set)."""
     proto = rule.protocol.lower()
     if not rule.backends:
-        return "drop"
-    targets = ", ".join(f"{i} : {ip} . {port}" for i, (ip, port) in enumerate(rule.backends))
-    return f"meta l4proto {proto} dnat ip to numgen random mod {len(rule.backends)} map {{ {targets} }}"
-
-
-def _elements(rule: ServicePortRule) -> list[tuple[str, str]]:
-    """(map, element) pairs pointing at the rule's chain."""
-    proto = rule.protocol.lower()
-    out = [("service-ips", f"{rule.cluster_ip} . {proto} . {rule.port} : goto {rule.chain}")]
-    if rule.node_port:
-        out.append(("node-ports", f"{proto} . {rule.node_port} : goto {rule.chain}"))
+        return {("no-endpoints", f"{rule.cluster_ip} . {proto} . {rule.port}"): None}
+    out: dict[Element, str | None] = {}
+    for slot in range(SLOTS):
+        ip, port = rule.backends[slot % len(rule.backends)]
+        out[("service-backends", f"{rule.cluster_ip} . {proto} . {rule.port} . {slot}")] = f"{ip} . {port}"
+        if rule.node_port:
+            out[("nodeport-backends", f"{proto} . {rule.node_port} . {NODEPORT_MARK + slot:#x}")] = f"{ip} . {port}"
     return out
-
-
-def _keys(rule: ServicePortRule) -> list[tuple[str, str]]:
-    return [(m, e.split(" : ")[0]) for m, e in _elements(rule)]
 
 
 def _skeleton() -> list[str]:
     t = f"ip {TABLE}"
+    mark = f"{NODEPORT_MARK:#x}"
     return [
         f"add table {t}", f"delete table {t}", f"add table {t}",
-        f"add map {t} service-ips {{ type ipv4_addr . inet_proto . inet_service : verdict ; }}",
-        f"add map {t} node-ports {{ type inet_proto . inet_service : verdict ; }}",
-        f"add set {t} hairpin {{ type ipv4_addr . ipv4_addr ; }}",
-        f"add chain {t} node-ports-in",
-        f"add rule {t} node-ports-in meta mark set mark or {NODEPORT_MARK:#x}",
-        f"add rule {t} node-ports-in meta l4proto . th dport vmap @node-ports",
-        f"add rule {t} node-ports-in meta mark set mark and {~NODEPORT_MARK & 0xffffffff:#x}",
+        f"add map {t} service-backends {{ type ipv4_addr . inet_proto . inet_service . mark : "
+        f"ipv4_addr . inet_service ; size {SIZE} ; }}",
+        f"add map {t} nodeport-backends {{ type inet_proto . inet_service . mark : ipv4_addr . inet_service ; "
+        f"size {SIZE} ; }}",
+        f"add set {t} no-endpoints {{ type ipv4_addr . inet_proto . inet_service ; size {SMALL} ; }}",
+        f"add set {t} hairpin {{ type ipv4_addr . ipv4_addr ; size {SMALL} ; }}",
+        f"add chain {t} services",
+        f"add rule {t} services ip daddr . meta l4proto . th dport @no-endpoints drop",
+        f"add rule {t} services meta mark set numgen random mod {SLOTS}",
+        f"add rule {t} services dnat ip to ip daddr . meta l4proto . th dport . meta mark map @service-backends",
+        f"add rule {t} services meta mark set 0",
         f"add chain {t} prerouting {{ type nat hook prerouting priority -100 ; policy accept ; }}",
-        f"add rule {t} prerouting ip daddr . meta l4proto . th dport vmap @service-ips",
-        f"add rule {t} prerouting fib daddr type local jump node-ports-in",
+        f"add rule {t} prerouting jump services",
+        f"add rule {t} prerouting fib daddr type local meta mark set numgen random mod {SLOTS} offset {mark}",
+        f"add rule {t} prerouting fib daddr type local dnat ip to meta l4proto . th dport . meta mark "
+        "map @nodeport-backends",
+        f"add rule {t} prerouting meta mark set 0",
         f"add chain {t} output {{ type nat hook output priority -100 ; policy accept ; }}",
-        f"add rule {t} output ip daddr . meta l4proto . th dport vmap @service-ips",
+        f"add rule {t} output jump services",
         f"add chain {t} postrouting {{ type nat hook postrouting priority 100 ; policy accept ; }}",
-        f"add rule {t} postrouting meta mark and {NODEPORT_MARK:#x} == {NODEPORT_MARK:#x} masquerade",
+        f"add rule {t} postrouting meta mark and {mark} == {mark} masquerade",
         f'add rule {t} postrouting ct status dnat iifname "{BRIDGE}" oifname "{BRIDGE}" masquerade',
         f"add rule {t} postrouting ct status dnat ip saddr . ip daddr @hairpin masquerade",
     ]
 
 
-def _backend_ips(rules: Iterable[ServicePortRule]) -> set[str]:
-    return {ip for r in rules for ip, _ in r.backends}
+def _hairpin(rules: Iterable[ServicePortRule]) -> dict[Element, str | None]:
+    return {("hairpin", f"{ip} . {ip}"): None for r in rules for ip, _ in r.backends}
 
 
-def _hairpin(verb: str, ips: Iterable[str]) -> list[str]:
-    ips = sorted(ips)
-    return [f"{verb} element ip {TABLE} hairpin {{ {', '.join(f'{ip} . {ip}' for ip in ips)} }}"] if ips else []
-
-
-def _add(rule: ServicePortRule) -> list[str]:
-    t = f"ip {TABLE}"
-    return [f"add chain {t} {rule.chain}", f"add rule {t} {rule.chain} {_chain_body(rule)}",
-            *(f"add element {t} {m} {{ {e} }}" for m, e in _elements(rule))]
-
-
-def _remove(rule: ServicePortRule) -> list[str]:
-    t = f"ip {TABLE}"
-    return [*(f"delete element {t} {m} {{ {k} }}" for m, k in _keys(rule)), f"delete chain {t} {rule.chain}"]
+def _grouped(verb: str, items: dict[Element, str | None]) -> list[str]:
+    """One command per map or set: ``verb element ip T name { k : v, … }``."""
+    by: dict[str, list[str]] = {}
+    for (name, key), value in sorted(items.items()):
+        by.setdefault(name, []).append(key if value is None or verb == "delete" else f"{key} : {value}")
+    return [f"{verb} element ip {TABLE} {name} {{ {', '.join(keys)} }}" for name, keys in by.items()]
 
 
 def commands(before: Mapping[str, ServicePortRule] | None, after: Mapping[str, ServicePortRule]) -> list[str]:
-    """The nft commands taking a node from ``before`` (None: unknown, rebuild) to ``after``."""
+    """The nft commands taking a node from ``before`` (None: unknown, rebuild) to ``after``:
+    the elements that changed, every deletion first (a key one Service port gives up may
+    be another's in the same transaction)."""
     if before is None:
-        return _skeleton() + [c for key in sorted(after) for c in _add(after[key])] + \
-            _hairpin("add", _backend_ips(after.values()))
-    t = f"ip {TABLE}"
-    had, has = _backend_ips(before.values()), _backend_ips(after.values())
-    # every deletion before any addition: a cluster IP or node port one Service port
-    # gives up may be another's in the same transaction
-    out: list[str] = _hairpin("delete", had - has)
-    adds: list[str] = []
-    for key in sorted(before.keys() - after.keys()):
-        out += _remove(before[key])
-    for key in sorted(after):
-        new, old = after[key], before.get(key)
-        if old is None:
-            adds += _add(new)
-        elif old != new:
-            if _elements(old) != _elements(new):
-                out += [f"delete element {t} {m} {{ {k} }}" for m, k in _keys(old)]
-                adds += [f"add element {t} {m} {{ {e} }}" for m, e in _elements(new)]
-            if old.backends != new.backends:
-                out += [f"flush chain {t} {new.chain}", f"add rule {t} {new.chain} {_chain_body(new)}"]
-    return out + adds + _hairpin("add", has - had)
+        whole = {e: v for r in after.values() for e, v in elements(r).items()}
+        return _skeleton() + _grouped("add", {**whole, **_hairpin(after.values())})
+    gone: dict[Element, str | None] = {}
+    new: dict[Element, str | None] = {}
+    for key in before.keys() | after.keys():
+        old_rule, new_rule = before.get(key), after.get(key)
+        if old_rule == new_rule:
+            continue
+        old = elements(old_rule) if old_rule else {}
+        now = elements(new_rule) if new_rule else {}
+        gone.update({e: v for e, v in old.items() if e not in now or now[e] != v})
+        new.update({e: v for e, v in now.items() if e not in old or old[e] != v})
+    had, has = _hairpin(before.values()), _hairpin(after.values())
+    gone.update({e: v for e, v in had.items() if e not in has})
+    new.update({e: v for e, v in has.items() if e not in had})
+    return _grouped("delete", gone) + _grouped("add", new)
 
 
 class KubeProxy:
@@ -149,6 +143,13 @@ class KubeProxy:
 
     def __init__(self) -> None:
         self.applied: dict[str, dict[str, ServicePortRule]] = {}
+        self._nft: dict[str, Nft] = {}   # a libnftables context per node, kept between passes
+
+    def _context(self, ns: str) -> Nft:
+        nft = self._nft.get(ns)
+        if nft is None:
+            nft = self._nft[ns] = Nft(ns)
+        return nft
 
     def converge(self, node_namespaces: Iterable[str], rules: Iterable[ServicePortRule]) -> int:
         """Program each node; returns how many nodes changed."""
@@ -162,21 +163,28 @@ class KubeProxy:
             if todo:
                 if before is None:
                     links.sysctl(ns, "net.ipv4.ip_forward", 1)   # the translated packet is forwarded
-                with Nft(ns) as nft:
-                    nft.run("\n".join(todo) + "\n")
+                self._context(ns).run("\n".join(todo) + "\n")
                 changed += 1
             self.applied[ns] = dict(want)
         return changed
 
     def remove(self, node_namespaces: Iterable[str]) -> None:
-        """Drop the table from the nodes (the cluster's last Service went, or the cluster)."""
+        """Drop the table from the nodes (the cluster's objects are gone)."""
         for ns in node_namespaces:
             self.applied.pop(ns, None)
+            nft = self._nft.pop(ns, None)
+            if nft is not None:
+                nft.close()
             if not netns.exists(ns):
                 continue
-            with Nft(ns) as nft:
-                if ("ip", TABLE) in nft.tables():
-                    nft.run(f"delete table ip {TABLE}")
+            with Nft(ns) as fresh:
+                if ("ip", TABLE) in fresh.tables():
+                    fresh.run(f"delete table ip {TABLE}")
+
+    def close(self) -> None:
+        for nft in self._nft.values():
+            nft.close()
+        self._nft.clear()
 
 
-__all__ = ["KubeProxy", "NODEPORT_MARK", "ServicePortRule", "TABLE", "commands"]
+__all__ = ["KubeProxy", "NODEPORT_MARK", "SLOTS", "ServicePortRule", "TABLE", "commands", "elements"]

@@ -139,11 +139,18 @@ def proxy_rules(want: Desired, vips: Mapping[tuple[str, str], str],
     ports = {key: {"fixed_ips": [{"ip_address": ip, "subnet_id": ""}]} for key, ip in addresses.items()}
     node_ports = {(ip, port, proto): node_port for proto, node_port, ip, port in nodeports.plan(want, vips)}
     out = []
+    seen: dict[tuple, tuple[tuple[str, int], ...]] = {}   # Services selecting alike share their backends
     for key, svc in sorted(want.services.items()):
         if key not in vips:
             continue
         for sp in svc.ports:
-            backends = tuple((m["address"], m["protocol_port"]) for m in services.members(svc, sp, want, ports))
+            alike = (svc.namespace, tuple(sorted((svc.selector or {}).items())), svc.publish_not_ready,
+                     sp.name, sp.target) if svc.selector else None
+            backends = seen.get(alike) if alike else None
+            if backends is None:
+                backends = tuple((m["address"], m["protocol_port"]) for m in services.members(svc, sp, want, ports))
+                if alike:
+                    seen[alike] = backends
             out.append(ServicePortRule(f"{key[0]}/{key[1]}/{sp.protocol}/{sp.port}", vips[key], sp.protocol,
                                        sp.port, backends, node_ports.get((vips[key], sp.port, sp.protocol))))
     return out
@@ -193,7 +200,8 @@ class NodeController:
         return report
 
     def close(self) -> None:
-        """Nothing held between passes but what the kernel keeps."""
+        """The nodes' libnftables contexts go; their tables stay (the kernel keeps them)."""
+        self.proxy.close()
 
     @property
     def node_namespaces(self) -> list[str]:
