@@ -8,7 +8,7 @@ from __future__ import annotations
 from lightkube import codecs
 
 from netbay.drivers import registry
-from netbay.k8s.kubeproxy import SLOTS, ServicePortRule, commands, elements
+from netbay.k8s.kubeproxy import SLOTS, ServicePortRule, commands, elements, whole
 from netbay.k8s.nodecluster import cluster_ips, policy_status, proxy_rules
 from netbay.k8s.nodepolicy import ruleset
 from netbay.k8s.objects import desired, parse
@@ -72,8 +72,8 @@ def test_a_change_sends_only_what_changed() -> None:
     t = "element ip netbay-k8s-proxy"
     a = ServicePortRule("s/a/TCP/80", "10.254.0.20", "TCP", 80, (("10.1.0.2", 80),))
     b = ServicePortRule("s/b/TCP/80", "10.254.0.21", "TCP", 80, (("10.1.0.3", 80),), 30001)
-    whole = commands(None, {a.key: a})
-    assert whole[:3] == ["add table ip netbay-k8s-proxy", "delete table ip netbay-k8s-proxy",
+    made = whole({a.key: a})
+    assert made[:3] == ["add table ip netbay-k8s-proxy", "delete table ip netbay-k8s-proxy",
                          "add table ip netbay-k8s-proxy"]
     assert len(elements(b)) == 2 * SLOTS   # every slot, on the cluster IP and on the node port
     added = commands({a.key: a}, {a.key: a, b.key: b})
@@ -90,6 +90,11 @@ def test_a_change_sends_only_what_changed() -> None:
     gone = commands({a.key: a, b.key: b}, {a.key: a})
     assert all(c.startswith("delete") and "10.254.0.20" not in c for c in gone)
     assert commands({a.key: a}, {a.key: a}) == []
+    # a backend two Service ports share stays in the hairpin set until the last one goes
+    twin = ServicePortRule("s/twin/TCP/81", "10.254.0.22", "TCP", 81, a.backends)
+    assert not any("hairpin" in x for x in commands({a.key: a}, {a.key: a, twin.key: twin}))
+    assert not any("hairpin" in x for x in commands({a.key: a, twin.key: twin}, {twin.key: twin}))
+    assert f"delete {t} hairpin {{ 10.1.0.2 . 10.1.0.2 }}" in commands({twin.key: twin}, {})
     # a cluster IP given up and taken in one change: deleted before it is added again
     a2 = ServicePortRule(a.key, "10.254.0.99", "TCP", 80, a.backends)
     c = ServicePortRule("s/c/TCP/80", a.cluster_ip, "TCP", 80, (("10.1.0.5", 80),))

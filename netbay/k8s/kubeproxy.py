@@ -28,6 +28,7 @@ port take connections.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -103,8 +104,8 @@ def _skeleton() -> list[str]:
     ]
 
 
-def _hairpin(rules: Iterable[ServicePortRule]) -> dict[Element, str | None]:
-    return {("hairpin", f"{ip} . {ip}"): None for r in rules for ip, _ in r.backends}
+def _hairpin(ips: Iterable[str]) -> dict[Element, str | None]:
+    return {("hairpin", f"{ip} . {ip}"): None for ip in ips}
 
 
 def _grouped(verb: str, items: dict[Element, str | None]) -> list[str]:
@@ -115,15 +116,25 @@ def _grouped(verb: str, items: dict[Element, str | None]) -> list[str]:
     return [f"{verb} element ip {TABLE} {name} {{ {', '.join(keys)} }}" for name, keys in by.items()]
 
 
-def commands(before: Mapping[str, ServicePortRule] | None, after: Mapping[str, ServicePortRule]) -> list[str]:
-    """The nft commands taking a node from ``before`` (None: unknown, rebuild) to ``after``:
-    the elements that changed, every deletion first (a key one Service port gives up may
-    be another's in the same transaction)."""
-    if before is None:
-        whole = {e: v for r in after.values() for e, v in elements(r).items()}
-        return _skeleton() + _grouped("add", {**whole, **_hairpin(after.values())})
+def whole(rules: Mapping[str, ServicePortRule]) -> list[str]:
+    """The table holding ``rules``, made afresh (a node seen for the first time)."""
+    items = {e: v for r in rules.values() for e, v in elements(r).items()}
+    return _skeleton() + _grouped("add", {**items, **_hairpin(ip for r in rules.values() for ip, _ in r.backends)})
+
+
+def commands(before: Mapping[str, ServicePortRule], after: Mapping[str, ServicePortRule],
+             backends: Counter[str] | None = None) -> list[str]:
+    """The nft commands taking a node from ``before`` to ``after``: the elements that
+    changed, every deletion first (a key one Service port gives up may be another's in
+    the same transaction). ``backends``: how many Service ports use each backend address
+    in ``before`` (counted here when not given), updated to ``after``'s — so a change
+    costs the changed Service ports, not all of them."""
+    if backends is None:
+        backends = Counter(ip for r in before.values() for ip, _ in r.backends)
     gone: dict[Element, str | None] = {}
     new: dict[Element, str | None] = {}
+    left: set[str] = set()
+    came: set[str] = set()
     for key in before.keys() | after.keys():
         old_rule, new_rule = before.get(key), after.get(key)
         if old_rule == new_rule:
@@ -132,17 +143,28 @@ def commands(before: Mapping[str, ServicePortRule] | None, after: Mapping[str, S
         now = elements(new_rule) if new_rule else {}
         gone.update({e: v for e, v in old.items() if e not in now or now[e] != v})
         new.update({e: v for e, v in now.items() if e not in old or old[e] != v})
-    had, has = _hairpin(before.values()), _hairpin(after.values())
-    gone.update({e: v for e, v in had.items() if e not in has})
-    new.update({e: v for e, v in has.items() if e not in had})
+        for ip, _ in old_rule.backends if old_rule else ():
+            backends[ip] -= 1
+            if backends[ip] == 0:
+                left.add(ip)
+        for ip, _ in new_rule.backends if new_rule else ():
+            if backends[ip] == 0:
+                came.add(ip)
+            backends[ip] += 1
+    gone.update(_hairpin(ip for ip in left - came if backends[ip] == 0))
+    new.update(_hairpin(ip for ip in came - left if backends[ip] > 0))
     return _grouped("delete", gone) + _grouped("add", new)
 
 
 class KubeProxy:
-    """Keeps every node's table equal to the Service ports (only the difference is sent)."""
+    """Keeps every node's table equal to the Service ports: the difference is worked out
+    once per change and sent to every node that held the previous state; a node seen
+    first gets its table whole."""
 
     def __init__(self) -> None:
-        self.applied: dict[str, dict[str, ServicePortRule]] = {}
+        self.rules: dict[str, ServicePortRule] = {}      # what every node in ``synced`` holds
+        self.backends: Counter[str] = Counter()          # backend address → Service ports using it
+        self.synced: set[str] = set()
         self._nft: dict[str, Nft] = {}   # a libnftables context per node, kept between passes
 
     def _context(self, ns: str) -> Nft:
@@ -154,24 +176,34 @@ class KubeProxy:
     def converge(self, node_namespaces: Iterable[str], rules: Iterable[ServicePortRule]) -> int:
         """Program each node; returns how many nodes changed."""
         want = {r.key: r for r in rules}
+        counts = Counter(self.backends)
+        delta = commands(self.rules, want, counts) if want != self.rules else []
+        fresh: list[str] | None = None
         changed = 0
         for ns in node_namespaces:
-            before = self.applied.get(ns)
-            if before == want or not netns.exists(ns):
+            if not netns.exists(ns):
+                self.synced.discard(ns)
                 continue
-            todo = commands(before, want)
+            if ns in self.synced:
+                todo = delta
+            else:
+                todo = fresh = fresh if fresh is not None else whole(want)
+                links.sysctl(ns, "net.ipv4.ip_forward", 1)   # the translated packet is forwarded
             if todo:
-                if before is None:
-                    links.sysctl(ns, "net.ipv4.ip_forward", 1)   # the translated packet is forwarded
-                self._context(ns).run("\n".join(todo) + "\n")
+                try:
+                    self._context(ns).run("\n".join(todo) + "\n")
+                except Exception:
+                    self.synced.clear()   # the nodes disagree now: each is rebuilt whole at the next pass
+                    raise
                 changed += 1
-            self.applied[ns] = dict(want)
+            self.synced.add(ns)
+        self.rules, self.backends = want, counts
         return changed
 
     def remove(self, node_namespaces: Iterable[str]) -> None:
         """Drop the table from the nodes (the cluster's objects are gone)."""
         for ns in node_namespaces:
-            self.applied.pop(ns, None)
+            self.synced.discard(ns)
             nft = self._nft.pop(ns, None)
             if nft is not None:
                 nft.close()
@@ -187,4 +219,4 @@ class KubeProxy:
         self._nft.clear()
 
 
-__all__ = ["KubeProxy", "NODEPORT_MARK", "SLOTS", "ServicePortRule", "TABLE", "commands", "elements"]
+__all__ = ["KubeProxy", "NODEPORT_MARK", "SLOTS", "ServicePortRule", "TABLE", "commands", "elements", "whole"]

@@ -174,6 +174,7 @@ class NodeController:
         self._lock = threading.Lock()
         self.vips: dict[tuple[str, str], str] = {}
         self._reported: set[str] = set()   # the Services' lines the last pass reported made
+        self._bodies: dict[Key, dict[str, Any]] | None = None   # the desired state as last read or written
         self.on_ports: Any = None   # the watch source's hook: these pods have no ports to write back
 
     # -- what a source calls ----------------------------------------------------------------
@@ -181,12 +182,19 @@ class NodeController:
         """Nothing is refused: every Service is answered by the nodes."""
 
     def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
-        desired.put(self.store, self.refs.cluster_id, bodies)
-        return self.resync()
+        given = [dict(b) for b in bodies]
+        desired.put(self.store, self.refs.cluster_id, given)
+        if self._bodies is not None:
+            self._bodies.update({objects.key_of(b): b for b in given})
+        return self.resync(full=False)
 
     def delete(self, keys: Iterable[Key]) -> Report:
+        keys = list(keys)
         desired.drop(self.store, self.refs.cluster_id, keys)
-        return self.resync()
+        if self._bodies is not None:
+            for key in keys:
+                self._bodies.pop(key, None)
+        return self.resync(full=False)
 
     def keys(self) -> list[Key]:
         return [objects.key_of(b) for b in desired.load(self.store, self.refs.cluster_id)]
@@ -209,8 +217,12 @@ class NodeController:
 
     # -- one pass ---------------------------------------------------------------------------
     def resync(self, full: bool = True) -> Report:
+        """One pass; ``full`` reads the desired state afresh (else: this process's copy,
+        kept in step by ``apply`` and ``delete`` after their writes)."""
         with self._lock:
-            bodies = desired.load(self.store, self.refs.cluster_id)
+            if full or self._bodies is None:
+                self._bodies = {objects.key_of(b): b for b in desired.load(self.store, self.refs.cluster_id)}
+            bodies = list(self._bodies.values())
             want = objects.desired(bodies)
             self.refs = _with_nodes(self.api, self.refs)
             self._node_ns = {n["name"]: self.names.sandbox(n["sandbox_id"]) for n in self.refs.nodes}
@@ -235,6 +247,8 @@ class NodeController:
                 pinned.append({**body, "spec": {**spec, "clusterIP": self.vips[(key.namespace, key.name)]}})
         if pinned:
             desired.put(self.store, self.refs.cluster_id, pinned)
+            if self._bodies is not None:
+                self._bodies.update({objects.key_of(b): b for b in pinned})
 
     def _report_services(self, want: Desired, report: Report) -> None:
         known = self._reported
