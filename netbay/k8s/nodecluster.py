@@ -14,7 +14,8 @@ As those clusters do it in real life, with each job where its driver declares it
 * **NetworkPolicy** is enforced in the nodes where the driver does it (calico:
   :mod:`netbay.k8s.nodepolicy`, the kuryr path's translation); where it does not
   (flannel), every policy is accepted and reported *not enforced by <driver>* — a
-  Warning event on each pass and the policy's status condition (:func:`policy_status`).
+  Warning event on each pass and the stored policy's status condition
+  (:func:`policy_status`: ``Enforced`` ``False``, reason ``NotEnforced``).
 
 The desired state is the store's (``k8s_objects``), as for kuryr, and every pass
 converges to it: pods nothing wants are deleted, the nodes' tables rebuilt when a
@@ -231,6 +232,7 @@ class NodeController:
             addresses = {key: p["address"] for key, p in pods.items() if p["status"] == "ACTIVE"}
             self.vips = cluster_ips(want)
             self._pin(bodies)
+            self._policy_status(bodies)
             self._report_services(want, report)
             self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses))
             self._policies(want, pods, report)
@@ -249,6 +251,17 @@ class NodeController:
             desired.put(self.store, self.refs.cluster_id, pinned)
             if self._bodies is not None:
                 self._bodies.update({objects.key_of(b): b for b in pinned})
+
+    def _policy_status(self, bodies: list[dict[str, Any]]) -> None:
+        """Each NetworkPolicy's stored ``status`` says whether this cluster's driver
+        enforces it (:func:`policy_status`): flannel's say *not enforced by flannel*."""
+        status = policy_status(self.refs.spec)
+        marked = [{**b, "status": status} for b in bodies
+                  if objects.key_of(b).kind == "NetworkPolicy" and b.get("status") != status]
+        if marked:
+            desired.put(self.store, self.refs.cluster_id, marked)
+            if self._bodies is not None:
+                self._bodies.update({objects.key_of(b): b for b in marked})
 
     def _report_services(self, want: Desired, report: Report) -> None:
         known = self._reported

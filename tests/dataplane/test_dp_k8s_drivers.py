@@ -24,6 +24,7 @@ import pytest
 
 from netbay.client import Api
 from netbay.dataplane import netns
+from netbay.k8s import desired
 from netbay.k8s.controllers import open_controller
 from netbay.k8s.nodecluster import NodeController, policy_status
 from netbay.k8s.objects import key_of, parse
@@ -154,6 +155,8 @@ def test_services_and_policy_on_node_drivers(cloud: Cloud, k8s: tuple[str, NodeC
         # NetworkPolicy: calico enforces it, flannel reports it not enforced
         report = ctrl.apply(parse(DENY_ALL))
         status = policy_status(ctrl.refs.spec)["conditions"][0]
+        stored = next(b for b in desired.load(ctrl.store, ctrl.refs.cluster_id) if b["kind"] == "NetworkPolicy")
+        assert stored["status"]["conditions"] == [status], "the stored policy's status condition says it"
         if ctrl.refs.spec.enforces_policy:
             assert not report.events and status["status"] == "True"
             assert wait_for(lambda: ask(client, vip, 80, 0.3) is None, 10, 0.05, "deny-all enforced")
