@@ -10,7 +10,8 @@ per Service — so adding the 1,000th Service costs what adding the 10th does:
   packet mark) before one ``dnat`` looks the whole key up;
 * ``nodeport-backends`` — ``protocol . nodePort . slot`` → the same backends (node
   ports numbered by :func:`netbay.k8s.nodeports.plan`, as on a kuryr cluster), for
-  packets to one of the node's own addresses; their slots carry :data:`NODEPORT_MARK`;
+  packets to one of the node's own addresses, from elsewhere or from the node itself;
+  their slots carry :data:`NODEPORT_MARK`;
 * ``no-endpoints`` — a Service port without a ready backend: dropped, nothing answers;
 * ``postrouting`` masquerades what came in through a node port (the reply must come
   back through the node that translated it), what a bridged pod sent to a backend on
@@ -89,14 +90,16 @@ def _skeleton() -> list[str]:
         f"add rule {t} services meta mark set numgen random mod {SLOTS}",
         f"add rule {t} services dnat ip to ip daddr . meta l4proto . th dport . meta mark map @service-backends",
         f"add rule {t} services meta mark set 0",
+        f"add chain {t} node-ports",
+        f"add rule {t} node-ports meta mark set numgen random mod {SLOTS} offset {mark}",
+        f"add rule {t} node-ports dnat ip to meta l4proto . th dport . meta mark map @nodeport-backends",
+        f"add rule {t} node-ports meta mark set 0",
         f"add chain {t} prerouting {{ type nat hook prerouting priority -100 ; policy accept ; }}",
         f"add rule {t} prerouting jump services",
-        f"add rule {t} prerouting fib daddr type local meta mark set numgen random mod {SLOTS} offset {mark}",
-        f"add rule {t} prerouting fib daddr type local dnat ip to meta l4proto . th dport . meta mark "
-        "map @nodeport-backends",
-        f"add rule {t} prerouting meta mark set 0",
+        f"add rule {t} prerouting fib daddr type local jump node-ports",
         f"add chain {t} output {{ type nat hook output priority -100 ; policy accept ; }}",
         f"add rule {t} output jump services",
+        f"add rule {t} output fib daddr type local jump node-ports",
         f"add chain {t} postrouting {{ type nat hook postrouting priority 100 ; policy accept ; }}",
         f"add rule {t} postrouting meta mark and {mark} == {mark} masquerade",
         f'add rule {t} postrouting ct status dnat iifname "{BRIDGE}" oifname "{BRIDGE}" masquerade',

@@ -32,7 +32,7 @@ from netbay.store.db import Store
 
 from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener
-from .cluster_pods import clusternet, ip_of, make_cluster
+from .cluster_pods import clusternet, ip_of, make_cluster, scale
 from .k8s_fixtures import cli_env, netbay_exec
 
 CLOUD_TAG = "kd"
@@ -178,3 +178,35 @@ def test_services_and_policy_on_node_drivers(cloud: Cloud, k8s: tuple[str, NodeC
     finally:
         for s in servers:
             s.close()
+
+
+def test_a_node_added_later_answers_the_services(cloud: Cloud) -> None:
+    """Scale 2 → 3 minions: the next pass gives the new node the whole table, and the
+    Services answer there too (its own traffic to the cluster IP and to a node port)."""
+    cid = make_cluster(cloud, "k8s-scale", {}, 2, "calico")
+    api, store = Api(cloud.server.url, cloud.server.token), Store(cloud.server.database_url)
+    ctrl = open_controller(api, store, cid, cloud.names)
+    servers = []
+    try:
+        ctrl.apply(parse(APP))
+        web = [p for p in ctrl.api.call("GET", "/netbay/v1/pods", cluster_id=cid)["pods"]
+               if p["labels"]["netbay-k8s"].startswith("shop/web-")]
+        servers = [Listener(cloud.names.pod(p["id"]), p["address"], 8080, p["name"].encode()) for p in web]
+        names = {p["name"].encode() for p in web}
+        before = {n["name"] for n in clusternet(cloud, cid)["nodes"]}
+        scale(cloud, cid, 3)
+        ctrl.resync()
+        new = next(n for n in clusternet(cloud, cid)["nodes"] if n["name"] not in before)
+        ns = cloud.names.sandbox(new["sandbox_id"])
+        assert answers(ns, ctrl.vips[("shop", "web")], 80, names) == names
+        assert answers(ns, ip_of(new), 30081, names) == names
+    finally:
+        for s in servers:
+            s.close()
+        try:
+            ctrl.delete_all()
+        finally:
+            ctrl.close()
+            api.close()
+            store.dispose()
+            cloud.http.delete(f"/container-infra/v1/clusters/{cid}")
