@@ -31,12 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import agent_thread
 import harness
-from k8s_pods import kuryr_cluster, ms, pod, serve, tcp_answers
+from k8s_pods import coe_cluster, kuryr_cluster, ms, pod, serve, tcp_answers
 from pod_network import first_answer
 
 from netbay.client import NET, Api
@@ -47,31 +45,6 @@ from netbay.k8s.objects import parse
 from netbay.store.db import Store
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
-SETTLE = 180.0
-
-
-def calico_cluster(srv: harness.Server) -> str:
-    ci = httpx.Client(base_url=f"{srv.url}/container-infra/v1", headers={"X-Auth-Token": srv.token()}, timeout=60)
-    try:
-        t = ci.post("/clustertemplates", json={"name": "calicobench", "coe": "kubernetes", "network_driver": "calico",
-                                               "external_network_id": "public", "master_lb_enabled": False,
-                                               "floating_ip_enabled": False})
-        t.raise_for_status()
-        r = ci.post("/clusters", json={"name": "calicobench", "cluster_template_id": t.json()["uuid"],
-                                       "node_count": 2})
-        r.raise_for_status()
-        cid = r.json()["uuid"]
-        deadline = time.monotonic() + SETTLE
-        while time.monotonic() < deadline:
-            body = ci.get(f"/clusters/{cid}").json()
-            if body["status"] == "CREATE_COMPLETE":
-                return cid
-            if body["status"].endswith("FAILED"):
-                raise RuntimeError(body.get("status_reason"))
-            time.sleep(0.05)
-        raise RuntimeError("cluster did not settle")
-    finally:
-        ci.close()
 
 
 def node_pod(name: str, node: str, labels: str = "{}") -> str:
@@ -115,7 +88,7 @@ def main() -> int:
             kctrl.close()
 
             # calico: the same, through the node controller
-            ctrl = NodeController(api, store, calico_cluster(srv), names)
+            ctrl = NodeController(api, store, coe_cluster(srv, "calicobench", "calico", 2), names)
             minions = [n for n in ctrl.refs.nodes if n["role"] == "minion"]
             master = next(n for n in ctrl.refs.nodes if n["role"] == "master")
             ctrl.apply(parse("---\n".join([node_pod("anchor", minions[0]["name"], "{role: anchor}"),

@@ -66,13 +66,18 @@ def service(name: str) -> str:
 
 
 def kuryr_cluster(srv: harness.Server) -> str:
+    return coe_cluster(srv, "k8sbench", "kuryr", 1)
+
+
+def coe_cluster(srv: harness.Server, name: str, driver: str, nodes: int) -> str:
+    """A kubernetes cluster of ``driver`` with ``nodes`` minions (its own template), settled."""
     ci = httpx.Client(base_url=f"{srv.url}/container-infra/v1", headers={"X-Auth-Token": srv.token()}, timeout=60)
     try:
-        t = ci.post("/clustertemplates", json={"name": "k8sbench", "coe": "kubernetes", "network_driver": "kuryr",
+        t = ci.post("/clustertemplates", json={"name": name, "coe": "kubernetes", "network_driver": driver,
                                                "external_network_id": "public", "master_lb_enabled": False,
                                                "floating_ip_enabled": False})
         t.raise_for_status()
-        r = ci.post("/clusters", json={"name": "k8sbench", "cluster_template_id": t.json()["uuid"], "node_count": 1})
+        r = ci.post("/clusters", json={"name": name, "cluster_template_id": t.json()["uuid"], "node_count": nodes})
         r.raise_for_status()
         cid = r.json()["uuid"]
         deadline = time.monotonic() + SETTLE

@@ -14,7 +14,6 @@ traffic still flowing.
 from __future__ import annotations
 
 import ipaddress
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from netbay.client import Api
-from netbay.dataplane import netns
 from netbay.k8s import desired
 from netbay.k8s.controllers import open_controller
 from netbay.k8s.nodecluster import NodeController, policy_status
@@ -31,7 +29,7 @@ from netbay.k8s.objects import key_of, parse
 from netbay.store.db import Store
 
 from .agent_fixtures import Cloud, wait_for
-from .cluster_net import Listener
+from .cluster_net import Listener, tcp_read
 from .cluster_pods import clusternet, ip_of, make_cluster, scale
 from .k8s_fixtures import cli_env, netbay_exec
 
@@ -78,26 +76,12 @@ spec: {podSelector: {matchLabels: {app: web}}, policyTypes: [Ingress]}
 """
 
 
-def ask(ns: str, ip: str, port: int, timeout: float = 0.5) -> bytes | None:
-    """One TCP exchange from namespace ``ns``: the answer, or None."""
-    with netns.entered(ns):
-        s = socket.socket()
-    try:
-        s.settimeout(timeout)
-        s.connect((ip, port))
-        return s.recv(64)
-    except OSError:
-        return None
-    finally:
-        s.close()
-
-
 def answers(ns: str, ip: str, port: int, want: set[bytes], timeout: float = 15) -> set[bytes]:
     """Ask until every answer in ``want`` was seen (bounded); the answers seen."""
     seen: set[bytes] = set()
 
     def done() -> bool:
-        got = ask(ns, ip, port)
+        got = tcp_read(ns, ip, port, 0.5)
         if got:
             seen.add(got)
         return want <= seen
@@ -159,7 +143,7 @@ def test_services_and_policy_on_node_drivers(cloud: Cloud, k8s: tuple[str, NodeC
         assert stored["status"]["conditions"] == [status], "the stored policy's status condition says it"
         if ctrl.refs.spec.enforces_policy:
             assert not report.events and status["status"] == "True"
-            assert wait_for(lambda: ask(client, vip, 80, 0.3) is None, 10, 0.05, "deny-all enforced")
+            assert wait_for(lambda: tcp_read(client, vip, 80, 0.3) is None, 10, 0.05, "deny-all enforced")
             ctrl.delete([key_of(parse(DENY_ALL)[0])])
             assert answers(client, vip, 80, names) == names, "open again once the policy is gone"
         else:
