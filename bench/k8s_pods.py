@@ -76,13 +76,18 @@ DUAL_STACK = {"kuryr_pod_subnet_pool_ipv6": "fd00:10::/56", "kuryr_service_cidr_
 
 
 def kuryr_cluster(srv: harness.Server, labels: dict[str, str] | None = None) -> str:
+    return coe_cluster(srv, "k8sbench", "kuryr", 1, labels)
+
+
+def coe_cluster(srv: harness.Server, name: str, driver: str, nodes: int, labels: dict[str, str] | None = None) -> str:
+    """A kubernetes cluster of ``driver`` with ``nodes`` minions (its own template), settled."""
     ci = httpx.Client(base_url=f"{srv.url}/container-infra/v1", headers={"X-Auth-Token": srv.token()}, timeout=60)
     try:
-        t = ci.post("/clustertemplates", json={"name": "k8sbench", "coe": "kubernetes", "network_driver": "kuryr",
+        t = ci.post("/clustertemplates", json={"name": name, "coe": "kubernetes", "network_driver": driver,
                                                "external_network_id": "public", "master_lb_enabled": False,
                                                "floating_ip_enabled": False, "labels": labels or {}})
         t.raise_for_status()
-        r = ci.post("/clusters", json={"name": "k8sbench", "cluster_template_id": t.json()["uuid"], "node_count": 1})
+        r = ci.post("/clusters", json={"name": name, "cluster_template_id": t.json()["uuid"], "node_count": nodes})
         r.raise_for_status()
         cid = r.json()["uuid"]
         deadline = time.monotonic() + SETTLE

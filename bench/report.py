@@ -108,6 +108,20 @@ def k8s_pods(data: dict) -> Iterator[Row]:
                   f"one port create: {_ms(base)}", _ratio(svc, base))
 
 
+def k8s_node_services(data: dict) -> Iterator[Row]:
+    pods = data["pod_create_first_packet_ms"]
+    yield Row("Kubernetes pod apply → first packet on a calico cluster, p50", _ms(pods["calico"]["p50"]),
+              f"the same on a kuryr cluster: {_ms(pods['kuryr']['p50'])}",
+              _ratio(pods["calico"]["p50"], pods["kuryr"]["p50"]))
+    curve = {int(k): v for k, v in data["service_create_answers_every_node"].items() if k.isdigit()}
+    if len(curve) > 1:
+        low, high = min(curve), max(curve)
+        yield Row(f"Kubernetes Service apply → cluster IP answers on every node (calico), p50 with {high:,} Services",
+                  _ms(curve[high]["answers_every_node_ms"]["p50"]),
+                  f"the same with {low:,} Services: {_ms(curve[low]['answers_every_node_ms']['p50'])}",
+                  _ratio(curve[high]["answers_every_node_ms"]["p50"], curve[low]["answers_every_node_ms"]["p50"]))
+
+
 def lb_create(data: dict) -> Iterator[Row]:
     lb = data["lb_create_to_answer_ms"]["p50"]
     base = data["baseline_port_create_to_answer_ms"]["p50"]
@@ -149,6 +163,8 @@ HEADLINES = (
              ("load_average_before",)),
     Headline("k8s_pods.json", "sudo python bench/k8s_pods.py --samples 20 --pods 20 --services 2 --json bench/results/k8s_pods.json", k8s_pods,
              ("load",)),
+    Headline("k8s_node_services.json", "sudo python bench/k8s_node_services.py --samples 10 --sizes 10,100,1000 "
+             "--json bench/results/k8s_node_services.json", k8s_node_services, ("load", "load_after")),
     Headline("lb_create.json", "sudo python bench/lb_create.py --runs 20 --json bench/results/lb_create.json",
              lb_create, ("load_before",)),
     Headline("cluster.json", "sudo python bench/cluster.py --runs 3 --json bench/results/cluster.json", cluster,

@@ -18,6 +18,11 @@ as members (followed as endpoints change), deleted with the Service (cascade), f
 again by its tags after a crash; the cloud's default provider serves it. Where it
 lists none, such Services are refused by name. The cloud's token also authenticates
 to netbay's API (``--url`` / ``NETBAY_URL`` names it).
+
+On a flannel or calico cluster (:mod:`netbay.k8s.nodecluster`) pods take addresses
+from their node's lease, Services are answered by every node (kube-proxy's nftables
+maps, node ports included), NetworkPolicy is enforced by the nodes on calico and, on
+flannel, accepted and reported ``not enforced by flannel`` on every apply.
 """
 
 from __future__ import annotations
@@ -33,14 +38,16 @@ from netbay.dataplane.names import PRODUCT_PREFIX
 
 if TYPE_CHECKING:  # imported where used: the CLI starts without the controller's modules
     from netbay.k8s.controller import Controller
+    from netbay.k8s.nodecluster import NodeController
 
-app = typer.Typer(help="Kubernetes objects on a kuryr cluster's networks, ports and load balancers.",
+app = typer.Typer(help="Kubernetes objects on a cluster: kuryr's networks, ports and load balancers, or "
+                       "flannel's and calico's node leases and node-answered Services.",
                   no_args_is_help=True)
 console = LazyConsole()
 err = LazyConsole(stderr=True)
 
 FilesOpt = typer.Option(..., "-f", "--filename", help="A manifest file or a directory of them (repeatable).")
-ClusterOpt = typer.Option(..., "--cluster", help="The kuryr cluster's name or uuid.")
+ClusterOpt = typer.Option(..., "--cluster", help="The cluster's name or uuid (kuryr, flannel or calico).")
 UrlOpt = typer.Option(None, "--url", envvar="NETBAY_URL", help="The netbay server (default: from OS_AUTH_URL).")
 DataDirOpt = typer.Option(None, "--data-dir", envvar="NETBAY_DATA_DIR", help="netbay's data directory.")
 DbOpt = typer.Option(None, "--database-url", envvar="NETBAY_DATABASE_URL", help="The database (default: SQLite in the data dir).")
@@ -53,7 +60,7 @@ OsCloudOpt = typer.Option(None, "--os-cloud", envvar="OS_CLOUD",
 
 
 def _controller(cluster: str, url: str | None, data_dir: Path | None, database_url: str | None, prefix: str,
-                backend: str | None = None, os_cloud: str | None = None) -> Controller:
+                backend: str | None = None, os_cloud: str | None = None) -> Controller | NodeController:
     """The controller with the backends the configuration names (see the module's docstring)."""
     from netbay.backends import open_backend, report
     from netbay.backends.loadbalancers import cloud_load_balancers
@@ -61,6 +68,7 @@ def _controller(cluster: str, url: str | None, data_dir: Path | None, database_u
     from netbay.client import Api
     from netbay.dataplane.names import Names
     from netbay.k8s.controller import Controller
+    from netbay.k8s.controllers import open_controller
     from netbay.k8s.portsonly import BoundPorts
     from netbay.store.db import Store
 
@@ -74,7 +82,8 @@ def _controller(cluster: str, url: str | None, data_dir: Path | None, database_u
         from netbay.client.auth import Credentials
 
         creds = Credentials.from_env()
-        return Controller(Api(url or creds.server_url, creds.token), Store(settings.database_url), cluster, Names(prefix))
+        return open_controller(Api(url or creds.server_url, creds.token), Store(settings.database_url), cluster,
+                               Names(prefix))
     if not cloud:
         raise ValueError("the openstack backend needs a cloud: pass --os-cloud NAME or set OS_CLOUD")
     if not url:
@@ -87,8 +96,9 @@ def _controller(cluster: str, url: str | None, data_dir: Path | None, database_u
 def _close(ctrl) -> None:  # noqa: ANN001 - a Controller
     ctrl.close()
     ctrl.api.close()
-    if callable(getattr(ctrl.net, "close", None)):
-        ctrl.net.close()
+    net = getattr(ctrl, "net", None)   # a NodeController has no network backend of its own
+    if callable(getattr(net, "close", None)):
+        net.close()
 
 
 def _run(verb: str, files: list[Path] | None, cluster: str, url: str | None, data_dir: Path | None,
@@ -238,13 +248,16 @@ def exec_(pod: str = typer.Argument(..., help="The pod, as NAMESPACE/NAME."),
     try:
         cluster = api.call("GET", f"/container-infra/v1/clusters/{cluster}")["uuid"]   # a name or a uuid
         ports = api.call("GET", f"{NET}/ports", name=pod, tags=f"netbay-cluster={cluster},netbay-k8s=pod")["ports"]
+        # a flannel or calico cluster's pod: a netbay pod on its node (netbay.k8s.nodecluster)
+        on_nodes = [] if ports else [p for p in api.call("GET", "/netbay/v1/pods", cluster_id=cluster)["pods"]
+                                     if (p.get("labels") or {}).get("netbay-k8s") == pod]
     finally:
         api.close()
-    if not ports:
+    if not ports and not on_nodes:
         err.print(f"[red]error:[/] no pod {pod} in cluster {cluster}")
         raise typer.Exit(1)
-    ns = Names(prefix).k8s_pod(ports[0]["id"])
-    os.execvp("ip", ["ip", "netns", "exec", ns, "sh", "-c", 'set -a; . /etc/environment; set +a; exec "$@"',
+    ns = Names(prefix).k8s_pod(ports[0]["id"]) if ports else Names(prefix).pod(on_nodes[0]["id"])
+    os.execvp("ip", ["ip", "netns", "exec", ns, "sh", "-c", 'set -a; [ ! -r /etc/environment ] || . /etc/environment; set +a; exec "$@"',
                      "sh", *command])
 
 @app.command()

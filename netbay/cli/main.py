@@ -44,7 +44,8 @@ class Netbay(OneLineErrors, LazyGroup):
         "pod": Lazy("netbay.cli.pod", "app",
                     "Pods on cluster nodes: a namespace per pod, addressed from its node's lease."),
         "k8s": Lazy("netbay.cli.k8s", "app",
-                    "Kubernetes objects on a kuryr cluster's networks, ports and load balancers."),
+                    "Kubernetes objects on a cluster: kuryr's networks, ports and load balancers, or "
+                    "flannel's and calico's node leases and node-answered Services."),
         "network-driver": Lazy("netbay.cli.networkdriver", "app",
                                "Container network drivers: which COE uses which, and their labels."),
         "container-network": Lazy("netbay.cli.container", "network_app",

@@ -38,6 +38,12 @@ def _label_rows(specs: tuple[LabelSpec, ...]) -> list[str]:
     return rows
 
 
+_K8S_SERVICES = {"load-balancers": "a load balancer per Service (VIP = cluster IP)",
+                 "nodes": "every node (kube-proxy's nftables maps, node ports too)"}
+_K8S_POLICY = {"security-groups": "security groups on the pods' ports", "nodes": "the nodes' nftables (Felix's job)",
+               "": "nobody: accepted, reported *not enforced*"}
+
+
 def render() -> str:
     config = CoeConfig.from_env({})
     coes = matrix.COES
@@ -94,6 +100,16 @@ def render() -> str:
         "server, e.g. `NETBAY_KUBERNETES_ALLOWED_NETWORK_DRIVERS=flannel` (default `all`), and",
         "change a default with `NETBAY_KUBERNETES_DEFAULT_NETWORK_DRIVER`; the families are",
         "`KUBERNETES`, `SWARM` (also `swarm-mode`) and `MESOS`.",
+        "",
+        "## Kubernetes objects per driver",
+        "",
+        "What `netbay k8s apply` does with a cluster's Services and NetworkPolicies, as each driver",
+        "declares it (`DriverSpec.services`, `DriverSpec.policy`; see docs/kubernetes.md):",
+        "",
+        "| driver | Services answered by | NetworkPolicy enforced by |",
+        "|---|---|---|",
+        *(f"| {d.name} | {_K8S_SERVICES.get(d.services, '✘ (no Kubernetes objects)')} | "
+          f"{_K8S_POLICY.get(d.policy, '')} |" for d in DRIVERS.values() if d.takes_k8s),
         "",
         "## Label Matrix",
         "",

@@ -44,6 +44,25 @@ class DriverSpec:
     #: (imported on first use: the kernel code stays out of the API server's and the
     #: CLI's imports); empty: nothing runs on the nodes (kuryr's pods are ports)
     factory: str = ""
+    #: who answers a Kubernetes Service's cluster IP on this driver's clusters:
+    #: ``"load-balancers"`` (kuryr: a load balancer per Service, its VIP the cluster IP),
+    #: ``"nodes"`` (kube-proxy's job: every node's nftables maps, :mod:`netbay.k8s.kubeproxy`);
+    #: empty: the driver's clusters take no Kubernetes objects
+    services: str = ""
+    #: who enforces a NetworkPolicy: ``"security-groups"`` (kuryr: pods are ports),
+    #: ``"nodes"`` (calico's Felix: each node's nftables, :mod:`netbay.k8s.nodepolicy`);
+    #: empty: nobody — a policy is accepted and reported *not enforced by <driver>*, as
+    #: on a real cluster of that driver (flannel implements no NetworkPolicy)
+    policy: str = ""
+
+    @property
+    def takes_k8s(self) -> bool:
+        """Whether the driver's clusters take Kubernetes objects (``netbay k8s``)."""
+        return bool(self.services)
+
+    @property
+    def enforces_policy(self) -> bool:
+        return bool(self.policy)
 
     @property
     def on_nodes(self) -> bool:

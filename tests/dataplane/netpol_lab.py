@@ -1,5 +1,11 @@
 """The upstream NetworkPolicy e2e set-up on netbay: namespaces x, y, z with pods a, b, c.
 
+Two kinds of lab run the same cases: ``kuryr`` (below: ports and security groups) and
+``calico`` (:func:`build_calico`: a calico cluster of a master and two minions, the
+pods of x and z on one minion, of y on the other (y's ``ipBlock`` is its node's
+block), the master the lab's node; :class:`netbay.k8s.nodepolicy.NodePolicy` enforces the
+same translation in the nodes).
+
 Each namespace is a netbay network (10.11/12/13.0.0/24) joined by one router; each pod
 is a port plugged into a sandbox, serving TCP/80, TCP/81 and UDP/80 (sockets opened
 inside its namespace, served by the prober's own poll loop); a ``node`` sandbox sits on
@@ -14,6 +20,7 @@ dropped; a UDP datagram is echoed back when allowed.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import itertools
 import select
 import socket
@@ -21,12 +28,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from netbay.client import Api
 from netbay.dataplane import netns
+from netbay.k8s.nodepolicy import NodePolicy
 from netbay.k8s.policy import Cluster, ContainerPort, Namespace, Pod, PolicyEngine
 
 from .agent_fixtures import Cloud, make_cloud
+from .cluster_pods import ip_of, make_cluster
 
 NAMESPACES = ("x", "y", "z")
 PODS = ("a", "b", "c")
@@ -41,17 +51,20 @@ CONTAINER_PORTS = (ContainerPort("serve-80-tcp", 80, "TCP"), ContainerPort("serv
 @dataclass
 class Lab:
     cloud: Cloud
-    engine: PolicyEngine
+    engine: Any               # PolicyEngine (kuryr) or NodePolicy (calico): the same handlers
     pods: dict[str, Pod] = field(default_factory=dict)     # "x/a" -> Pod
     ns_of: dict[str, str] = field(default_factory=dict)    # "x/a" -> network namespace
     node_ns: str = ""
     node_ip: str = ""
     servers: list[socket.socket] = field(default_factory=list)
     subnets: dict[str, dict] = field(default_factory=dict)
+    kind: str = "kuryr"
+    cidrs: dict[str, str] = field(default_factory=lambda: dict(CIDRS))   # each namespace's pods' prefix
+    nodes: list[str] = field(default_factory=list)   # node addresses (default: the node's)
 
     def cluster(self) -> Cluster:
         return Cluster.of([Namespace(n, {"ns": n}) for n in NAMESPACES], self.pods.values(),
-                          nodes=[f"{self.node_ip}/32"])
+                          nodes=self.nodes or [f"{self.node_ip}/32"])
 
 
 def _sock(ns: str, kind: int) -> socket.socket:
@@ -95,20 +108,59 @@ def build(tmp: Path) -> Iterator[Lab]:
             lab.node_ip = cloud.ip_of(node_port)
             for pid in [*made, node_port]:
                 cloud.wait_status(f"/network/v2.0/ports/{pid}", "ACTIVE", timeout=30)
-            for key, pod in lab.pods.items():
-                for kind, port in ((socket.SOCK_STREAM, 80), (socket.SOCK_STREAM, 81), (socket.SOCK_DGRAM, 80)):
-                    s = _sock(lab.ns_of[key], kind)
-                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                    s.bind((pod.ip, port))
-                    if kind == socket.SOCK_STREAM:
-                        s.listen(64)
-                    lab.servers.append(s)
+            _serve_pods(lab)
             lab.engine.sync(lab.cluster())
             yield lab
         finally:
             for s in lab.servers:
                 s.close()
             lab.engine.groups.net.api.close()
+
+
+def _serve_pods(lab: Lab) -> None:
+    """Every pod serves TCP/80, TCP/81 and UDP/80 on its address (the prober answers)."""
+    for key, pod in lab.pods.items():
+        for kind, port in ((socket.SOCK_STREAM, 80), (socket.SOCK_STREAM, 81), (socket.SOCK_DGRAM, 80)):
+            s = _sock(lab.ns_of[key], kind)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((pod.ip, port))
+            if kind == socket.SOCK_STREAM:
+                s.listen(64)
+            lab.servers.append(s)
+
+
+def build_calico(tmp: Path) -> Iterator[Lab]:
+    """The same namespaces and pods on a calico cluster: x's and z's pods on one minion,
+    y's on the other (no pod on the master: its security group, as Magnum's, takes no
+    connection from the minions); the master's namespace is the lab's node."""
+    for cloud in make_cloud(tmp, "npc"):
+        cid = make_cluster(cloud, "netpol", {}, 2, "calico")
+        net = cloud.ok(cloud.http.get(f"/netbay/v1/clusternets/{cid}"))["clusternet"]
+        nodes = sorted(net["nodes"], key=lambda n: (n["role"] != "minion", n["name"]))
+        home = {"x": nodes[0], "y": nodes[1], "z": nodes[0]}
+        where: dict[str, str] = {}
+        lab = Lab(cloud, NodePolicy(lambda p: where.get(p.port_id)), kind="calico")
+        try:
+            for n, p in itertools.product(NAMESPACES, PODS):
+                made = cloud.ok(cloud.http.post("/netbay/v1/pods", json={"pod": {
+                    "name": f"{n}-{p}", "cluster_id": cid, "node": home[n]["name"]}}), 201)["pod"]
+                made = cloud.wait_status(f"/netbay/v1/pods/{made['id']}", "ACTIVE", 30)
+                key = f"{n}/{p}"
+                where[made["id"]] = cloud.names.sandbox(home[n]["sandbox_id"])
+                lab.pods[key] = Pod(n, p, made["id"], made["address"], {"pod": p}, CONTAINER_PORTS)
+                lab.ns_of[key] = cloud.names.pod(made["id"])
+            lab.cidrs = {n: net["leases"][home[n]["name"]] for n in NAMESPACES}
+            lab.node_ns = cloud.names.sandbox(nodes[2]["sandbox_id"])
+            lab.node_ip = ip_of(nodes[2])
+            lab.nodes = sorted({f"{ip_of(n)}/32" for n in nodes}
+                               | {f"{ipaddress.ip_network(b).network_address}/32" for b in net["leases"].values()})
+            _serve_pods(lab)
+            lab.engine.sync(lab.cluster())
+            yield lab
+        finally:
+            for s in lab.servers:
+                s.close()
+            lab.engine.close(delete=True)
 
 
 # --- probing ---------------------------------------------------------------------------

@@ -45,7 +45,8 @@ __all__ = [
 ]
 
 # message types
-RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK = 16, 17, 18
+RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK, RTM_SETLINK = 16, 17, 18, 19
+IFLA_PROTINFO, IFLA_BRPORT_MODE, NLA_F_NESTED = 12, 4, 1 << 15
 RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR = 20, 21, 22
 RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
 NLMSG_ERROR, NLMSG_DONE = 2, 3
@@ -315,6 +316,13 @@ class Rtnl:
             body += attr(IFLA_IFALIAS, alias.encode())  # no NUL: an empty payload clears it
         body += gso_attrs(gso_max_size)
         self.request(RTM_NEWLINK, NLM_F_ACK, body, f"set link {index}")
+
+    def set_hairpin(self, index: int, on: bool = True) -> None:
+        """Bridge port ``index``'s hairpin mode (``IFLA_BRPORT_MODE``): a frame may leave by
+        the port it came in — a pod reaching itself through its Service's translation."""
+        body = IFINFOMSG.pack(socket.AF_BRIDGE, 0, index, 0, 0)
+        body += attr(IFLA_PROTINFO | NLA_F_NESTED, attr(IFLA_BRPORT_MODE, struct.pack("=B", int(on))))
+        self.request(RTM_SETLINK, NLM_F_ACK, body, f"set hairpin on link {index}")
 
     def delete_link(self, ifname: str) -> bool:
         body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + str_attr(IFLA_IFNAME, ifname)

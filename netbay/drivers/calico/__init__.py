@@ -153,4 +153,6 @@ SPEC = DriverSpec(
     takes_containers=False,   # routed pods: no node bridge a container runtime could plug into
     config=CalicoConfig,
     factory="netbay.drivers.calico.driver:Calico",
+    services="nodes",
+    policy="nodes",
 )

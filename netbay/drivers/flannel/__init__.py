@@ -112,4 +112,6 @@ SPEC = DriverSpec(
     takes_containers=True,
     config=FlannelConfig,
     factory="netbay.drivers.flannel.driver:Flannel",
+    services="nodes",
+    policy="",   # flannel implements no NetworkPolicy: accepted, reported not enforced
 )

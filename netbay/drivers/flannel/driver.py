@@ -3,7 +3,8 @@
 Flannel's own split: the subnet-lease manager (:mod:`netbay.drivers.leases`) knows
 nothing of the kernel; a backend (:mod:`.backend`, one module per backend) carries
 traffic between nodes; pods hang off the node's ``cni0`` bridge through
-:func:`netbay.drivers.pods.attach`; flanneld's ``--ip-masq`` is
+:func:`netbay.drivers.pods.attach`, their ports in hairpin mode (flannel's CNI config's
+``hairpinMode: true``: a pod reaches itself through its Service's translation); flanneld's ``--ip-masq`` is
 :mod:`netbay.drivers.masq` (on unless ``flannel_ip_masq`` is ``false``).
 
 Integrator's sequence (everything idempotent; ``Node`` is plain data)::
@@ -22,6 +23,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Mapping
 
+from netbay.dataplane import rtnl as kernel
 from netbay.drivers import leases as leaselib, masq, node as nodelib, pods
 from netbay.drivers.flannel import FlannelConfig
 from netbay.drivers.flannel import backend as backends
@@ -80,9 +82,13 @@ class Flannel:
         if ipaddress.ip_address(address) not in net or address in (node.gateway, node.lease_network_ip):
             raise ValueError(f"pod address {address} is not a host address of lease {node.lease} "
                              f"(other than the gateway {node.gateway})")
-        return pods.attach(node.ns, pod_ns, ifname=ifname, address=f"{address}/{net.prefixlen}",
+        link = pods.attach(node.ns, pod_ns, ifname=ifname, address=f"{address}/{net.prefixlen}",
                            gateway=node.gateway, mtu=mtu or self.pod_mtu(node), bridge=nodelib.BRIDGE,
                            big_packets=self.backend.big_packets, underlay=node.underlay)
+        port = kernel.rtnl(node.ns).link(link.host_ifname)
+        if port is not None:   # flannel's CNI config sets hairpinMode: a pod reaches itself through a Service
+            kernel.rtnl(node.ns).set_hairpin(port.index)
+        return link
 
     def bridged(self, node: Node) -> pods.Bridged:
         """Where pods of ``node`` are plugged (for a runtime that configures them itself)."""

@@ -131,4 +131,6 @@ SPEC = DriverSpec(
                   "(pod_subnet_pool, service_subnet, subnet driver namespace|node). The _ipv6 labels make a "
                   "dual-stack cluster (Kubernetes' two --cluster-cidr and --service-cluster-ip-range ranges).",
     config=KuryrConfig,
+    services="load-balancers",
+    policy="security-groups",
 )

@@ -1,0 +1,376 @@
+"""Kubernetes objects on a cluster whose network driver programs the nodes (flannel, calico).
+
+As those clusters do it in real life, with each job where its driver declares it
+(:attr:`netbay.drivers.spec.DriverSpec.services` / ``policy``):
+
+* **pods** take addresses from their node's lease (flannel's subnet, calico's block:
+  the driver's IPAM): each is a netbay pod (``/netbay/v1/pods``, placed and addressed
+  under the cluster network's lock, plugged by the agent through the driver), named
+  ``<namespace>.<pod>`` and labelled with the pod's namespace and name;
+* **Services** get a cluster IP from the service range (``spec.clusterIP`` when
+  given; else allocated once and written into the stored Service, as the API server
+  does) answered on every node — kube-proxy's job, :mod:`netbay.k8s.kubeproxy` —
+  node ports included (numbered by :func:`netbay.k8s.nodeports.plan`, as on kuryr);
+* **NetworkPolicy** is enforced in the nodes where the driver does it (calico:
+  :mod:`netbay.k8s.nodepolicy`, the kuryr path's translation); where it does not
+  (flannel), every policy is accepted and reported *not enforced by <driver>* — a
+  Warning event on each pass and the stored policy's status condition
+  (:func:`policy_status`: ``Enforced`` ``False``, reason ``NotEnforced``).
+
+The desired state is the store's (``k8s_objects``), as for kuryr, and every pass
+converges to it: pods nothing wants are deleted, the nodes' tables rebuilt when a
+controller starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import logging
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from netbay.client import Api, gone_ok
+from netbay.dataplane.names import Names
+from netbay.drivers import registry
+from netbay.drivers.spec import DriverSpec
+from netbay.k8s import desired, nodeports, objects, services
+from netbay.k8s.controller import Report
+from netbay.k8s.kubeproxy import KubeProxy, ServicePortRule
+from netbay.k8s.nodepolicy import NodePolicy
+from netbay.k8s.objects import Desired, Key
+from netbay.k8s.podport import POD_NS
+from netbay.store.db import Store
+
+log = logging.getLogger(__name__)
+
+PODS = "/netbay/v1/pods"
+SERVICE_RANGE = "10.254.0.0/16"   # Magnum's default service_cluster_ip_range for kubernetes
+ACTIVE_WAIT = 60.0                # seconds a pass waits for new pods to be plugged
+K8S_LABEL = "netbay-k8s"          # a pod made for a Kubernetes pod: its "<namespace>/<name>"
+NOT_ENFORCED = "NotEnforced"
+
+
+def not_enforced(driver: str) -> str:
+    return (f"not enforced by {driver}: a {driver} cluster implements no NetworkPolicy (the policy is "
+            "accepted and stored; traffic is not filtered)")
+
+
+def policy_status(spec: DriverSpec) -> dict[str, Any]:
+    """The status a NetworkPolicy gets on a cluster of ``spec``'s driver."""
+    if spec.enforces_policy:
+        return {"conditions": [{"type": "Enforced", "status": "True", "reason": "EnforcedByDriver",
+                                "message": f"enforced by {spec.name}"}]}
+    return {"conditions": [{"type": "Enforced", "status": "False", "reason": NOT_ENFORCED,
+                            "message": not_enforced(spec.name)}]}
+
+
+@dataclass(frozen=True)
+class NodeClusterRefs:
+    cluster_id: str
+    spec: DriverSpec
+    nodes: tuple[dict[str, Any], ...]     # the cluster network's nodes (name, role, sandbox_id, address)
+    leases: Mapping[str, str]             # node name → its lease (flannel subnet, calico block)
+
+    @property
+    def driver(self) -> str:
+        return self.spec.name
+
+
+def network_driver(api: Api, cluster: dict[str, Any]) -> str | None:
+    """The cluster's network driver: its own field, else its template's (Magnum's order)."""
+    if cluster.get("network_driver"):
+        return str(cluster["network_driver"])
+    template = api.call("GET", f"/container-infra/v1/clustertemplates/{cluster['cluster_template_id']}")
+    return template.get("network_driver") or None
+
+
+def find(api: Api, cluster_id: str) -> NodeClusterRefs:
+    """The cluster, its driver's declaration and its nodes; LookupError for a cluster whose
+    driver takes no Kubernetes objects on its nodes."""
+    cluster = api.call("GET", f"/container-infra/v1/clusters/{cluster_id}")
+    driver = network_driver(api, cluster)
+    spec = registry.get(driver)
+    if spec is None or spec.services != "nodes":
+        raise LookupError(f"Cluster {cluster_id}: its network driver {driver or '(none)'} "
+                          "answers no Kubernetes Services on its nodes")
+    return _with_nodes(api, NodeClusterRefs(cluster["uuid"], spec, (), {}))
+
+
+def _with_nodes(api: Api, refs: NodeClusterRefs) -> NodeClusterRefs:
+    """``refs`` with the cluster network's nodes and leases as they are now (a scale
+    changes them between passes)."""
+    net = api.call("GET", f"/netbay/v1/clusternets/{refs.cluster_id}")["clusternet"]
+    return dataclasses.replace(refs, nodes=tuple(net.get("nodes") or ()), leases=dict(net.get("leases") or {}))
+
+
+def cluster_ips(want: Desired, service_range: str = SERVICE_RANGE) -> dict[tuple[str, str], str]:
+    """Each non-headless Service's cluster IP: its ``spec.clusterIP``, else one from the
+    range by a hash of its name probed to the first free address (stable while the
+    Services around it change; the range's first ten addresses stay free, as for DNS)."""
+    net = ipaddress.ip_network(service_range)
+    taken = {svc.cluster_ip for svc in want.services.values() if svc.cluster_ip and not svc.headless}
+    out: dict[tuple[str, str], str] = {}
+    span = net.num_addresses - 12
+    for key, svc in sorted(want.services.items()):
+        if svc.headless or not svc.ports:
+            continue
+        if svc.cluster_ip:
+            out[key] = svc.cluster_ip
+            continue
+        start = zlib.crc32(f"{key[0]}/{key[1]}".encode()) % span
+        for i in range(span):
+            ip = str(net.network_address + 11 + (start + i) % span)
+            if ip not in taken:
+                taken.add(ip)
+                out[key] = ip
+                break
+    return out
+
+
+def proxy_rules(want: Desired, vips: Mapping[tuple[str, str], str],
+                addresses: Mapping[tuple[str, str], str]) -> list[ServicePortRule]:
+    """Every Service port as the nodes answer it: backends are the ready pods (the
+    kuryr path's :func:`netbay.k8s.services.members`), node ports as kuryr numbers them."""
+    ports = {key: {"fixed_ips": [{"ip_address": ip, "subnet_id": ""}]} for key, ip in addresses.items()}
+    node_ports = {(ip, port, proto): node_port for proto, node_port, ip, port in nodeports.plan(want, vips)}
+    out = []
+    seen: dict[tuple, tuple[tuple[str, int], ...]] = {}   # Services selecting alike share their backends
+    for key, svc in sorted(want.services.items()):
+        if key not in vips:
+            continue
+        for sp in svc.ports:
+            alike = (svc.namespace, tuple(sorted((svc.selector or {}).items())), svc.publish_not_ready,
+                     sp.name, sp.target) if svc.selector else None
+            backends = seen.get(alike) if alike else None
+            if backends is None:
+                backends = tuple((m["address"], m["protocol_port"]) for m in services.members(svc, sp, want, ports))
+                if alike:
+                    seen[alike] = backends
+            out.append(ServicePortRule(f"{key[0]}/{key[1]}/{sp.protocol}/{sp.port}", vips[key], sp.protocol,
+                                       sp.port, backends, node_ports.get((vips[key], sp.port, sp.protocol))))
+    return out
+
+
+class NodeController:
+    """The mapping controller of a flannel or calico cluster (same interface as
+    :class:`netbay.k8s.controller.Controller` towards sources and the CLI)."""
+
+    def __init__(self, api: Api, store: Store, cluster_id: str, names: Names | None = None, *,
+                 wait: float = ACTIVE_WAIT) -> None:
+        self.api, self.store = api, store
+        self.refs = find(api, cluster_id)
+        self.names = names or Names()
+        self.wait = wait
+        self.proxy = KubeProxy()
+        self._node_ns: dict[str, str] = {}   # node name → its namespace
+        self._pod_node: dict[str, str] = {}   # netbay pod id → node namespace
+        self.policy = NodePolicy(lambda p: self._pod_node.get(p.port_id)) if self.refs.spec.enforces_policy \
+            else None
+        self._lock = threading.Lock()
+        self.vips: dict[tuple[str, str], str] = {}
+        self._reported: set[str] = set()   # the Services' lines the last pass reported made
+        self._bodies: dict[Key, dict[str, Any]] | None = None   # the desired state as last read or written
+        self.on_ports: Any = None   # the watch source's hook: these pods have no ports to write back
+
+    # -- what a source calls ----------------------------------------------------------------
+    def refuse(self, bodies: Iterable[Mapping[str, Any]]) -> None:
+        """Nothing is refused: every Service is answered by the nodes."""
+
+    def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
+        given = [dict(b) for b in bodies]
+        desired.put(self.store, self.refs.cluster_id, given)
+        if self._bodies is not None:
+            self._bodies.update({objects.key_of(b): b for b in given})
+        return self.resync(full=False)
+
+    def delete(self, keys: Iterable[Key]) -> Report:
+        keys = list(keys)
+        desired.drop(self.store, self.refs.cluster_id, keys)
+        if self._bodies is not None:
+            for key in keys:
+                self._bodies.pop(key, None)
+        return self.resync(full=False)
+
+    def keys(self) -> list[Key]:
+        return [objects.key_of(b) for b in desired.load(self.store, self.refs.cluster_id)]
+
+    def delete_all(self) -> Report:
+        desired.drop_cluster(self.store, self.refs.cluster_id)
+        report = self.resync()
+        self.proxy.remove(self.node_namespaces)
+        if self.policy is not None:
+            self.policy.close(delete=True)
+        return report
+
+    def close(self) -> None:
+        """The nodes' libnftables contexts go; their tables stay (the kernel keeps them)."""
+        self.proxy.close()
+
+    @property
+    def node_namespaces(self) -> list[str]:
+        return sorted(self._node_ns.values())
+
+    # -- one pass ---------------------------------------------------------------------------
+    def resync(self, full: bool = True) -> Report:
+        """One pass; ``full`` reads the desired state afresh (else: this process's copy,
+        kept in step by ``apply`` and ``delete`` after their writes)."""
+        with self._lock:
+            if full or self._bodies is None:
+                self._bodies = {objects.key_of(b): b for b in desired.load(self.store, self.refs.cluster_id)}
+            bodies = list(self._bodies.values())
+            want = objects.desired(bodies)
+            self.refs = _with_nodes(self.api, self.refs)
+            self._node_ns = {n["name"]: self.names.sandbox(n["sandbox_id"]) for n in self.refs.nodes}
+            report = Report()
+            pods = self._pods(want, report)
+            addresses = {key: p["address"] for key, p in pods.items() if p["status"] == "ACTIVE"}
+            self.vips = cluster_ips(want)
+            self._pin(bodies)
+            self._policy_status(bodies)
+            self._report_services(want, report)
+            self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses))
+            self._policies(want, pods, report)
+            return report
+
+    def _pin(self, bodies: list[dict[str, Any]]) -> None:
+        """Write each allocated cluster IP into its Service's stored ``spec.clusterIP``, as
+        the API server allocates it once: Services made later never move it."""
+        pinned = []
+        for body in bodies:
+            key = objects.key_of(body)
+            spec = body.get("spec") or {}
+            if key.kind == "Service" and not spec.get("clusterIP") and (key.namespace, key.name) in self.vips:
+                pinned.append({**body, "spec": {**spec, "clusterIP": self.vips[(key.namespace, key.name)]}})
+        if pinned:
+            desired.put(self.store, self.refs.cluster_id, pinned)
+            if self._bodies is not None:
+                self._bodies.update({objects.key_of(b): b for b in pinned})
+
+    def _policy_status(self, bodies: list[dict[str, Any]]) -> None:
+        """Each NetworkPolicy's stored ``status`` says whether this cluster's driver
+        enforces it (:func:`policy_status`): flannel's say *not enforced by flannel*."""
+        status = policy_status(self.refs.spec)
+        marked = [{**b, "status": status} for b in bodies
+                  if objects.key_of(b).kind == "NetworkPolicy" and b.get("status") != status]
+        if marked:
+            desired.put(self.store, self.refs.cluster_id, marked)
+            if self._bodies is not None:
+                self._bodies.update({objects.key_of(b): b for b in marked})
+
+    def _report_services(self, want: Desired, report: Report) -> None:
+        known = self._reported
+        now = {f"service {k[0]}/{k[1]} {ip}" for k, ip in self.vips.items()}
+        report.made += sorted(now - known)
+        report.deleted += sorted(" ".join(x.split()[:2]) for x in known - now)
+        self._reported = now
+
+    # -- pods → netbay pods on the nodes ----------------------------------------------------
+    def _list(self) -> dict[tuple[str, str], dict[str, Any]]:
+        found = self.api.call("GET", PODS, cluster_id=self.refs.cluster_id)["pods"]
+        out = {}
+        for p in found:
+            owner = (p.get("labels") or {}).get(K8S_LABEL)
+            if owner and "/" in owner:
+                ns, name = owner.split("/", 1)
+                out[(ns, name)] = p
+        return out
+
+    def _node_for(self, pod: objects.PodWant) -> str | None:
+        """``spec.nodeName``, else None: the API places it on the least-loaded minion."""
+        return pod.node or None
+
+    def _pods(self, want: Desired, report: Report) -> dict[tuple[str, str], dict[str, Any]]:
+        have = self._list()
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        fresh = []
+        for key, pod in sorted(want.pods.items()):
+            made = have.pop(key, None)
+            if made is not None and pod.node and made["node"] != pod.node:   # moved to another node
+                stale = made["id"]
+                gone_ok(lambda: self.api.call("DELETE", f"{PODS}/{stale}"))
+                made = None
+            if made is None:
+                body: dict[str, Any] = {"name": f"{key[0]}.{key[1]}", "cluster_id": self.refs.cluster_id,
+                                        "labels": {K8S_LABEL: f"{key[0]}/{key[1]}",
+                                                   "netbay-k8s-uid": str(uuid.uuid5(POD_NS, f"{key[0]}/{key[1]}"))}}
+                node = self._node_for(pod)
+                if node:
+                    body["node"] = node
+                made = self.api.call("POST", PODS, {"pod": body})["pod"]
+                fresh.append(key)
+                report.made.append(f"pod {key[0]}/{key[1]} {made['address']} on {made['node']}")
+            out[key] = made
+        for key, p in have.items():
+            gone_ok(lambda: self.api.call("DELETE", f"{PODS}/{p['id']}"))
+            report.deleted.append(f"pod {key[0]}/{key[1]}")
+        self._await(out, [k for k, p in out.items() if p["status"] != "ACTIVE"], report)
+        self._pod_node = {p["id"]: self._node_ns.get(p["node"], "") for p in out.values()}
+        return out
+
+    def _await(self, pods: dict[tuple[str, str], dict[str, Any]], keys: list[tuple[str, str]],
+               report: Report) -> None:
+        """Until the agent has plugged the new pods (bounded); a pod still not ACTIVE is
+        reported (an Event) and left out of the Services' backends."""
+        deadline = time.monotonic() + self.wait
+        todo = list(keys)
+        for _ in range(100_000):
+            if not todo:
+                return
+            now = {p["id"]: p for p in self.api.call("GET", PODS, cluster_id=self.refs.cluster_id)["pods"]}
+            for key in list(todo):
+                current = now.get(pods[key]["id"])
+                if current is not None:
+                    pods[key] = current
+                if current is None or current["status"] in ("ACTIVE", "ERROR"):
+                    todo.remove(key)
+            if not todo or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        for key in todo + [k for k in keys if pods[k]["status"] == "ERROR"]:
+            reason = pods[key].get("status_reason") or pods[key]["status"]
+            report.events.append(f"Warning FailedCreatePodSandBox pod/{key[0]}/{key[1]}: {reason}")
+
+    # -- NetworkPolicy ----------------------------------------------------------------------
+    def _policies(self, want: Desired, pods: Mapping[tuple[str, str], dict[str, Any]], report: Report) -> None:
+        if self.policy is None:
+            for body in want.policies:
+                meta = body.get("metadata") or {}
+                report.events.append(f"Warning NetworkPolicy {meta.get('namespace') or 'default'}/{meta.get('name')}: "
+                                     f"{not_enforced(self.refs.driver)}")
+            return
+        from lightkube import codecs
+        from lightkube.models.networking_v1 import NetworkPolicy
+
+        from netbay.k8s.policy import Cluster, ContainerPort, Namespace, Pod, Service, ServicePort
+
+        cluster = Cluster.of(
+            [Namespace(n, dict(labels)) for n, labels in want.namespaces.items()],
+            [Pod(ns, name, p["id"], p["address"], dict(want.pods[(ns, name)].labels),
+                 tuple(ContainerPort(k, v) for k, v in want.pods[(ns, name)].ports.items()))
+             for (ns, name), p in pods.items()],
+            [cast(NetworkPolicy, codecs.from_dict(b)) for b in want.policies],
+            [Service(s.namespace, s.name, self.vips[key], dict(s.selector or {}),
+                     tuple(ServicePort(p.port, p.target, p.protocol) for p in s.ports))
+             for key, s in want.services.items() if key in self.vips],
+            nodes=self.node_addresses())
+        self.policy.sync(cluster)
+
+    def node_addresses(self) -> list[str]:
+        """Where a node's own traffic to pods comes from: its underlay address, its lease's
+        first address (calico's tunnel) and gateway (flannel's bridge) — always let
+        through, as kuryr's node addresses are."""
+        out = {f"{str(n['address']).split('/')[0]}/32" for n in self.refs.nodes if n.get("address")}
+        for lease in self.refs.leases.values():
+            block = ipaddress.ip_network(lease)
+            out |= {f"{block.network_address}/32", f"{block.network_address + 1}/32"}
+        return sorted(out)
+
+
+__all__ = ["NodeClusterRefs", "NodeController", "network_driver", "SERVICE_RANGE", "cluster_ips", "find", "not_enforced",
+           "policy_status", "proxy_rules"]

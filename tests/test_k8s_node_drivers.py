@@ -1,0 +1,125 @@
+"""Kubernetes on flannel and calico clusters, without packets: what the drivers declare,
+the cluster IPs and Service ports the nodes answer, kube-proxy's nftables diff, and the
+calico policy tables (the packet tests: tests/dataplane/test_dp_k8s_drivers.py and the
+calico lab of test_dp_k8s_policy.py)."""
+
+from __future__ import annotations
+
+from lightkube import codecs
+
+from netbay.drivers import registry
+from netbay.k8s.kubeproxy import SLOTS, ServicePortRule, commands, elements, whole
+from netbay.k8s.nodecluster import cluster_ips, policy_status, proxy_rules
+from netbay.k8s.nodepolicy import ruleset
+from netbay.k8s.objects import desired, parse
+from netbay.k8s.policy import Cluster, Namespace, Pod
+from netbay.k8s.policy.translate import translate
+
+APP = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: busybox, ports: [{name: http, containerPort: 8080}]}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec: {type: NodePort, selector: {app: web}, ports: [{port: 80, targetPort: http, nodePort: 30080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: fixed, namespace: shop}
+spec: {clusterIP: 10.254.0.77, selector: {app: none}, ports: [{port: 53, protocol: UDP}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: headless, namespace: shop}
+spec: {clusterIP: None, selector: {app: web}, ports: [{port: 80}]}
+"""
+
+
+def test_drivers_declare_who_answers_services_and_enforces_policy() -> None:
+    kuryr, flannel, calico, docker = (registry.get(n) for n in ("kuryr", "flannel", "calico", "docker"))
+    assert kuryr and flannel and calico and docker
+    assert (kuryr.services, kuryr.policy) == ("load-balancers", "security-groups")
+    assert (calico.services, calico.policy) == ("nodes", "nodes") and calico.enforces_policy
+    assert (flannel.services, flannel.policy) == ("nodes", "") and not flannel.enforces_policy
+    assert not docker.takes_k8s
+    status = policy_status(flannel)["conditions"][0]
+    assert (status["status"], status["reason"]) == ("False", "NotEnforced")
+    assert "not enforced by flannel" in status["message"]
+    assert policy_status(calico)["conditions"][0]["status"] == "True"
+
+
+def test_cluster_ips_and_service_ports() -> None:
+    want = desired(parse(APP))
+    vips = cluster_ips(want)
+    assert vips[("shop", "fixed")] == "10.254.0.77" and ("shop", "headless") not in vips
+    assert vips[("shop", "web")].startswith("10.254.") and vips == cluster_ips(want), "stable"
+    rules = {r.key: r for r in proxy_rules(want, vips, {("shop", "web-0"): "10.100.1.2",
+                                                         ("shop", "web-1"): "10.100.2.2"})}
+    web = rules["shop/web/TCP/80"]
+    assert web.backends == (("10.100.1.2", 8080), ("10.100.2.2", 8080)) and web.node_port == 30080
+    assert rules["shop/fixed/UDP/53"].backends == ()
+
+
+def test_a_change_sends_only_what_changed() -> None:
+    t = "element ip netbay-k8s-proxy"
+    a = ServicePortRule("s/a/TCP/80", "10.254.0.20", "TCP", 80, (("10.1.0.2", 80),))
+    b = ServicePortRule("s/b/TCP/80", "10.254.0.21", "TCP", 80, (("10.1.0.3", 80),), 30001)
+    made = whole({a.key: a})
+    assert made[:3] == ["add table ip netbay-k8s-proxy", "delete table ip netbay-k8s-proxy",
+                         "add table ip netbay-k8s-proxy"]
+    assert len(elements(b)) == 2 * SLOTS   # every slot, on the cluster IP and on the node port
+    added = commands({a.key: a}, {a.key: a, b.key: b})
+    assert [c.split(" {")[0] for c in added] == [f"add {t} hairpin", f"add {t} nodeport-backends",
+                                                 f"add {t} service-backends"]
+    assert "10.254.0.21 . tcp . 80 . 63 : 10.1.0.3 . 80" in added[2] and "10.254.0.20" not in added[2]
+    # a second backend: only the slots it takes change (delete, then add with the new value)
+    moved = ServicePortRule(b.key, b.cluster_ip, "TCP", 80, (("10.1.0.3", 80), ("10.1.0.4", 80)), 30001)
+    change = commands({a.key: a, b.key: b}, {a.key: a, b.key: moved})
+    assert [c.split(" {")[0] for c in change] == [f"delete {t} nodeport-backends", f"delete {t} service-backends",
+                                                  f"add {t} hairpin", f"add {t} nodeport-backends",
+                                                  f"add {t} service-backends"]
+    assert "10.254.0.21 . tcp . 80 . 1 : 10.1.0.4 . 80" in change[4] and ". 0 :" not in change[4]
+    gone = commands({a.key: a, b.key: b}, {a.key: a})
+    assert all(c.startswith("delete") and "10.254.0.20" not in c for c in gone)
+    assert commands({a.key: a}, {a.key: a}) == []
+    # a backend two Service ports share stays in the hairpin set until the last one goes
+    twin = ServicePortRule("s/twin/TCP/81", "10.254.0.22", "TCP", 81, a.backends)
+    assert not any("hairpin" in x for x in commands({a.key: a}, {a.key: a, twin.key: twin}))
+    assert not any("hairpin" in x for x in commands({a.key: a, twin.key: twin}, {twin.key: twin}))
+    assert f"delete {t} hairpin {{ 10.1.0.2 . 10.1.0.2 }}" in commands({twin.key: twin}, {})
+    # a cluster IP given up and taken in one change: deleted before it is added again
+    a2 = ServicePortRule(a.key, "10.254.0.99", "TCP", 80, a.backends)
+    c = ServicePortRule("s/c/TCP/80", a.cluster_ip, "TCP", 80, (("10.1.0.5", 80),))
+    swap = commands({a.key: a}, {a.key: a2, c.key: c})
+    assert swap[0].startswith(f"delete {t} service-backends") and "10.254.0.20 . tcp . 80 . 0" in swap[0]
+    assert all(x.startswith("add") for x in swap[1:])
+    # no ready backend: the cluster IP drops what it gets
+    empty = ServicePortRule("s/d/UDP/53", "10.254.0.30", "UDP", 53, ())
+    assert elements(empty) == {("no-endpoints", "10.254.0.30 . udp . 53"): None}
+
+
+def test_calico_policy_table_holds_only_the_nodes_isolated_pods() -> None:
+    pods = [Pod("x", "a", "p1", "192.168.0.66", {"pod": "a"}), Pod("x", "b", "p2", "192.168.0.67", {"pod": "b"}),
+            Pod("y", "a", "p3", "192.168.0.130", {"pod": "a"})]
+    policy = codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                               "metadata": {"name": "a-from-b", "namespace": "x"},
+                               "spec": {"podSelector": {"matchLabels": {"pod": "a"}},
+                                        "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}],
+                                                     "ports": [{"port": 80}]}]}})
+    cluster = Cluster.of([Namespace("x"), Namespace("y")], pods, [policy], nodes=["10.0.0.2/32"])
+    text = ruleset(translate(cluster), cluster, ["x/a", "x/b"])
+    assert "ip daddr vmap { 192.168.0.66 : goto" in text, "x/a isolated for ingress on its node"
+    assert "192.168.0.67 : goto" not in text, "x/b is open: no entry"
+    assert "ip saddr vmap" not in text, "nobody isolated for egress"
+    assert "tcp dport 80 accept" in text and "{ 192.168.0.67 }" in text   # the peer set: x/b
+    assert "ip saddr 10.0.0.2/32 accept" in text                           # the node always reaches its pods
+    other = ruleset(translate(cluster), cluster, ["y/a"])
+    assert "vmap" not in other, "a node without isolated pods filters nothing"
