@@ -224,8 +224,8 @@ class NodeController:
             if full or self._bodies is None:
                 self._bodies = {objects.key_of(b): b for b in desired.load(self.store, self.refs.cluster_id)}
             bodies = list(self._bodies.values())
-            want = objects.desired(bodies)
             self.refs = _with_nodes(self.api, self.refs)
+            want = objects.desired(bodies, self._daemon_nodes())
             self._node_ns = {n["name"]: self.names.sandbox(n["sandbox_id"]) for n in self.refs.nodes}
             report = Report()
             pods = self._pods(want, report)
@@ -280,6 +280,11 @@ class NodeController:
                 ns, name = owner.split("/", 1)
                 out[(ns, name)] = p
         return out
+
+    def _daemon_nodes(self) -> tuple[str, ...]:
+        """Where a DaemonSet puts a pod each: the minions (the masters if there are none)."""
+        minions = tuple(str(n["name"]) for n in self.refs.nodes if n.get("role") == "minion")
+        return minions or tuple(str(n["name"]) for n in self.refs.nodes)
 
     def _node_for(self, pod: objects.PodWant) -> str | None:
         """``spec.nodeName``, else None: the API places it on the least-loaded minion."""

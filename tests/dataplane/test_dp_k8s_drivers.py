@@ -164,15 +164,34 @@ def test_services_and_policy_on_node_drivers(cloud: Cloud, k8s: tuple[str, NodeC
             s.close()
 
 
+DAEMONSET = """
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: shop}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {containers: [{name: a, image: busybox}]}
+"""
+
+
 def test_a_node_added_later_answers_the_services(cloud: Cloud) -> None:
     """Scale 2 → 3 minions: the next pass gives the new node the whole table, and the
-    Services answer there too (its own traffic to the cluster IP and to a node port)."""
+    Services answer there too (its own traffic to the cluster IP and to a node port);
+    a DaemonSet has a pod on each minion, the new one included."""
     cid = make_cluster(cloud, "k8s-scale", {}, 2, "calico")
     api, store = Api(cloud.server.url, cloud.server.token), Store(cloud.server.database_url)
     ctrl = open_controller(api, store, cid, cloud.names)
     servers = []
     try:
-        ctrl.apply(parse(APP))
+        ctrl.apply(parse(APP + "---" + DAEMONSET))
+
+        def daemons() -> dict[str, str]:
+            return {p["node"]: p["status"] for p in ctrl.api.call("GET", "/netbay/v1/pods", cluster_id=cid)["pods"]
+                    if p["labels"]["netbay-k8s"].startswith("shop/agent-")}
+        minions = {n["name"] for n in clusternet(cloud, cid)["nodes"] if n["role"] == "minion"}
+        assert set(daemons()) == minions and len(minions) == 2
         web = [p for p in ctrl.api.call("GET", "/netbay/v1/pods", cluster_id=cid)["pods"]
                if p["labels"]["netbay-k8s"].startswith("shop/web-")]
         servers = [Listener(cloud.names.pod(p["id"]), p["address"], 8080, p["name"].encode()) for p in web]
@@ -184,6 +203,7 @@ def test_a_node_added_later_answers_the_services(cloud: Cloud) -> None:
         ns = cloud.names.sandbox(new["sandbox_id"])
         assert answers(ns, ctrl.vips[("shop", "web")], 80, names) == names
         assert answers(ns, ip_of(new), 30081, names) == names
+        assert set(daemons()) == minions | {new["name"]}, "the DaemonSet follows the scale"
     finally:
         for s in servers:
             s.close()
