@@ -18,7 +18,11 @@ NETWORK_KEYS = {"netbay.network": "network", "neutron.net.uuid": "network", "neu
 IGNORED_NETWORK_KEYS = {"neutron.net.shared", "neutron.subnet.uuid", "neutron.subnet.name",
                         "neutron.pool.uuid", "neutron.pool.name"}   # the pool comes as --ipam-opt
 POOL_KEYS = {"netbay.subnet": "subnet", "neutron.subnet.uuid": "subnet", "neutron.subnet.name": "subnet",
-             "netbay.subnetpool": "subnetpool", "neutron.pool.uuid": "subnetpool", "neutron.pool.name": "subnetpool"}
+             "netbay.subnetpool": "subnetpool", "neutron.pool.uuid": "subnetpool", "neutron.pool.name": "subnetpool",
+             # kuryr-libnetwork's IPv6 keys (a dual-stack network names one of each family)
+             "netbay.subnet.v6": "subnet_v6", "neutron.subnet.v6.uuid": "subnet_v6",
+             "neutron.subnet.v6.name": "subnet_v6", "netbay.subnetpool.v6": "subnetpool_v6",
+             "neutron.pool.v6.uuid": "subnetpool_v6", "neutron.pool.v6.name": "subnetpool_v6"}
 IGNORED_POOL_KEYS = {"neutron.net.shared"}
 
 
@@ -54,8 +58,13 @@ class NetworkOptions:
 
 @dataclass(frozen=True)
 class PoolOptions:
+    """``subnet``/``subnetpool`` serve the pool of their own family (Docker hands every
+    ``--ipam-opt`` to both families' RequestPool); the ``_v6`` ones, kuryr's
+    ``neutron.*.v6.*``, the IPv6 pool only."""
     subnet: str | None = None       # an existing netbay subnet (id or name)
     subnetpool: str | None = None   # a netbay subnet pool the new subnet comes from
+    subnet_v6: str | None = None
+    subnetpool_v6: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, Any] | None) -> PoolOptions:
