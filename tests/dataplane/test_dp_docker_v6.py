@@ -137,9 +137,9 @@ def test_refusals_name_the_family(cloud: Cloud, daemon: dk.Dockerd, plugin: Plug
     """No default pool: an IPv6 --subnet alone is refused naming IPv4 and the ways out;
     --ipv6 without an IPv6 pool names IPv6."""
     networks.extend(["v6-nov4", "v6-nov6"])
-    r = create(daemon, "v6-nov4", "--ipv4=false", "--ipv6", "--subnet", "fd00:69::/64")
+    r = create(daemon, "v6-nov4", "--ipv4=false", "--ipv6", "--subnet", "fd00:74::/64")
     assert r.returncode != 0 and "needs an IPv4 pool" in r.stderr and "netbay.docker.default" in r.stderr, r.stderr
-    r = create(daemon, "v6-nov6", "--ipv6", "--subnet", "10.69.0.0/24")
+    r = create(daemon, "v6-nov6", "--ipv6", "--subnet", "10.74.0.0/24")
     assert r.returncode != 0 and "--ipv6 needs an IPv6 pool" in r.stderr, r.stderr
     assert not [s for s in cloud.ok(cloud.http.get("/network/v2.0/subnets"))["subnets"]
-                if s["cidr"] in ("fd00:69::/64", "10.69.0.0/24")]
+                if s["cidr"] in ("fd00:74::/64", "10.74.0.0/24")]

@@ -263,6 +263,8 @@ class NetworkDriver:
             return  # not known here yet (a restart: CreateEndpoint plugs it), or a cluster's
         net = found[1]
         plug = Plug(port["id"], net["id"], port["mac_address"], int(net.get("mtu") or 1500))
+        if (ready := self.prepared.get(port["id"])) is not None and ready[0] == plug:
+            return   # the endpoint's other family's address: the pair is made already
         self.prepared[port["id"]] = (plug, await self.kernel(self.attacher.plug, plug))
 
     async def unprepare(self, port_id: str) -> None:
