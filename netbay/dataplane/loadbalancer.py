@@ -341,7 +341,8 @@ class LoadBalancerRealizer:
         """Make the namespace forward ``spec``'s listeners; start/stop its monitors.
         Raises if the VIP leg is not wired yet (the agent retries)."""
         if not is_v4(spec.vip_address):
-            raise ValueError(f"VIP {spec.vip_address!r} is not an IPv4 address (IPv4 only)")
+            raise ValueError(f"VIP {spec.vip_address} is IPv6: the embedded load balancer's nftables DNAT "
+                             "(an ip-family table) serves IPv4 VIPs only")
         if not netns.exists(spec.ns):
             raise links.LinkError(errno.ENODEV, f"load balancer namespace {spec.ns!r} not made yet "
                                                 f"(VIP port not wired)")
