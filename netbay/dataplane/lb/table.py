@@ -14,7 +14,7 @@ from netbay.dataplane import lbstats
 from netbay.dataplane.lb.spec import ListenerSpec, LoadBalancerSpec, MemberSpec, PoolSpec
 
 TABLE = "netbay-lb"
-FAMILY = "ip"
+FAMILY = "ip"     # an IPv4 VIP's table; an IPv6 VIP's is ``ip6`` (:func:`table_family`)
 _TAG = "netbay-lb/1"
 
 
@@ -49,23 +49,30 @@ def _match(left: dict, right: Any, op: str = "==") -> dict:
     return {"match": {"op": op, "left": left, "right": right}}
 
 
+def table_family(spec: LoadBalancerSpec) -> str:
+    """The nftables family of ``spec``'s table: ``ip`` for an IPv4 VIP, ``ip6`` for an
+    IPv6 one (Octavia's VIP and members are of one family; members of the other are left out)."""
+    return "ip6" if version(spec.vip_address) == 6 else FAMILY
+
+
 def _dnat_rule(spec: LoadBalancerSpec, listener: ListenerSpec, pool: PoolSpec,
                members: list[MemberSpec]) -> dict:
     n = len(members)
+    fam = table_family(spec)
     seed = zlib.crc32(pool.id.encode()) & 0xFFFFFFFF
     if pool.algorithm == "SOURCE_IP":
-        key: dict = {"jhash": {"expr": _payload("ip", "saddr"), "mod": n, "seed": seed}}
+        key: dict = {"jhash": {"expr": _payload(fam, "saddr"), "mod": n, "seed": seed}}
     elif pool.algorithm == "SOURCE_IP_PORT":   # OVN's one algorithm: a flow sticks to one member
-        key = {"jhash": {"expr": {"concat": [_payload("ip", "saddr"), _payload(listener.protocol, "sport")]},
+        key = {"jhash": {"expr": {"concat": [_payload(fam, "saddr"), _payload(listener.protocol, "sport")]},
                          "mod": n, "seed": seed}}
     else:
         key = {"numgen": {"mode": "inc", "mod": n, "offset": 0}}
     data = {"set": [[i, {"concat": [m.address, m.port]}] for i, m in enumerate(members)]}
-    expr = [_match(_payload("ip", "daddr"), spec.vip_address),
+    expr = [_match(_payload(fam, "daddr"), spec.vip_address),
             _match(_payload(listener.protocol, "dport"), listener.port),
             *lbstats.dnat_prefix(listener.id),
-            {"dnat": {"family": "ip", "addr": {"map": {"key": key, "data": data}}}}]
-    return {"add": {"rule": {"family": FAMILY, "table": TABLE, "chain": "prerouting", "expr": expr,
+            {"dnat": {"family": fam, "addr": {"map": {"key": key, "data": data}}}}]
+    return {"add": {"rule": {"family": fam, "table": TABLE, "chain": "prerouting", "expr": expr,
                              "comment": f"{_TAG} listener {listener.id}"}}}
 
 
@@ -77,11 +84,12 @@ def table_commands(spec: LoadBalancerSpec, in_map: Callable[[PoolSpec, MemberSpe
     The chains are emptied and refilled: deleting the table (``rebuild``, for a table
     found in place, whatever it holds) makes the kernel's deferred clean-up of base
     chains cost ~30 ms to whoever closes the nft socket next, so it is kept for adopting."""
-    t = {"family": FAMILY, "table": TABLE}
-    cmds: list[dict] = [{"add": {"table": {"family": FAMILY, "name": TABLE}}}]
+    fam = table_family(spec)
+    t = {"family": fam, "table": TABLE}
+    cmds: list[dict] = [{"add": {"table": {"family": fam, "name": TABLE}}}]
     if rebuild:
-        cmds += [{"delete": {"table": {"family": FAMILY, "name": TABLE}}},
-                 {"add": {"table": {"family": FAMILY, "name": TABLE}}}]
+        cmds += [{"delete": {"table": {"family": fam, "name": TABLE}}},
+                 {"add": {"table": {"family": fam, "name": TABLE}}}]
     cmds += [
         {"add": {"chain": {**t, "name": "prerouting", "type": "nat", "hook": "prerouting", "prio": -100,
                            "policy": "accept"}}},
@@ -91,8 +99,8 @@ def table_commands(spec: LoadBalancerSpec, in_map: Callable[[PoolSpec, MemberSpe
         {"flush": {"chain": {**t, "name": "postrouting"}}},
         {"add": {"rule": {**t, "chain": "postrouting", "comment": f"{_TAG} full-proxy", "expr": [
             _match({"ct": {"key": "status"}}, "dnat", op="in"),
-            {"snat": {"family": "ip", "addr": spec.vip_address}}]}}},
-        *lbstats.counter_commands(FAMILY, TABLE, [li.id for li in spec.listeners]),
+            {"snat": {"family": fam, "addr": spec.vip_address}}]}}},
+        *lbstats.counter_commands(fam, TABLE, [li.id for li in spec.listeners]),
     ]
     if not spec.enabled:
         return cmds
@@ -100,14 +108,19 @@ def table_commands(spec: LoadBalancerSpec, in_map: Callable[[PoolSpec, MemberSpe
         pool = spec.pool(listener.pool_id)
         if not listener.enabled or pool is None or not pool.enabled:
             continue
-        members = serving(m for m in pool.members if in_map(pool, m) and is_v4(m.address))
+        members = serving(m for m in pool.members if in_map(pool, m) and version(m.address) == version(spec.vip_address))
         if members:
             cmds.append(_dnat_rule(spec, listener, pool, members))
     return cmds
 
 
-def is_v4(address: str) -> bool:
+def version(address: str) -> int | None:
+    """4 or 6 (None: not an address)."""
     try:
-        return ipaddress.ip_address(address).version == 4
+        return ipaddress.ip_address(address).version
     except ValueError:
-        return False
+        return None
+
+
+def is_v4(address: str) -> bool:
+    return version(address) == 4
