@@ -126,7 +126,7 @@ def test_ipv6_vip_spreads_over_ipv6_members(cloud: Cloud, lab: dict) -> None:
                                                       "protocol_port": 80}, lb["id"])
     pool = post(cloud, "pools", "pool", {"listener_id": listener["id"], "protocol": "TCP",
                                          "lb_algorithm": "ROUND_ROBIN"}, lb["id"])
-    for name, (_m, sb) in lab["members"].items():
+    for _m, sb in lab["members"].values():
         post(cloud, f"pools/{pool['id']}/members", "member", {
             "address": fixed_ip(cloud.port(sb["ports"][0]["port_id"]), 6), "protocol_port": PORT,
             "subnet_id": sub["id"]}, lb["id"])
