@@ -31,7 +31,7 @@ from netbay.plugins.libnetwork.clusters import ClusterNetworks, placement
 from netbay.plugins.libnetwork.directory import (MADE, OWN, PENDING, Directory, Endpoint, binding_mark,
                                                  ep_tag, net_tag, overlap_refusal, pending_pool_tag, pool_tag)
 from netbay.plugins.libnetwork.dockerview import DockerView
-from netbay.plugins.libnetwork.options import NetworkOptions
+from netbay.plugins.libnetwork.options import NetworkOptions, network_pools
 from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.runtime.attach import Attacher, Plug
 from netbay.runtime.claim import Claims
@@ -88,7 +88,7 @@ class NetworkDriver:
                                   "places containers on the cluster's IPv4 pod network)")
             self.dir.networks[nid] = await self.clusters.create_network(nid, opts, req.get("IPv4Data") or [])
             return {}
-        pools = _pools(req)
+        pools = network_pools(req)
         async with self._creating:
             existing = await self.dir.network(nid, missing_ok=True)
             if existing is not None:  # a retry: done, or cut short by a crash (finish it)
@@ -442,24 +442,6 @@ class NetworkDriver:
         for task in list(self._background):
             task.cancel()
         self.kernel.close()
-
-
-def _pools(req: dict[str, Any]) -> list[tuple[str, str | None]]:
-    """(CIDR, gateway) of CreateNetwork's pools: at most one per family, at least one."""
-    pools = []
-    for key in ("IPv4Data", "IPv6Data"):
-        data = req.get(key) or []
-        if len(data) > 1:
-            raise PluginError(f"netbay: a netbay Docker network takes one {key[:4]} pool, not {len(data)}")
-        for i, pool in enumerate(data):
-            try:
-                cidr = str(ipaddress.ip_network(pool["Pool"], strict=False))
-            except ValueError:
-                raise PluginError(f"netbay: CreateNetwork: {key}[{i}]: Pool {pool['Pool']!r} is not a CIDR") from None
-            pools.append((cidr, (pool.get("Gateway") or "").split("/")[0] or None))
-    if not pools:
-        raise PluginError("netbay: a netbay Docker network needs a pool (--subnet)")
-    return pools
 
 
 __all__ = ["ANSWER_SENT", "NetworkDriver"]

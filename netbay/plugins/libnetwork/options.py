@@ -1,5 +1,6 @@
 """The options ``docker network create`` passes: ``-o`` (CreateNetwork) and
-``--ipam-opt`` (RequestPool), with netbay's names and kuryr-libnetwork's.
+``--ipam-opt`` (RequestPool), with netbay's names and kuryr-libnetwork's; and
+CreateNetwork's pools (``--subnet``, one per family).
 
 An option this driver does not know is refused with a message naming the ones it
 takes (a typo must not silently make a new network).
@@ -7,6 +8,7 @@ takes (a typo must not silently make a new network).
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -72,4 +74,22 @@ class PoolOptions:
         return cls(**found)
 
 
-__all__ = ["NetworkOptions", "PoolOptions"]
+def network_pools(req: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+    """(CIDR, gateway) of CreateNetwork's pools: at most one per family, at least one."""
+    pools = []
+    for key in ("IPv4Data", "IPv6Data"):
+        data = req.get(key) or []
+        if len(data) > 1:
+            raise PluginError(f"netbay: a netbay Docker network takes one {key[:4]} pool, not {len(data)}")
+        for i, pool in enumerate(data):
+            try:
+                cidr = str(ipaddress.ip_network(pool["Pool"], strict=False))
+            except ValueError:
+                raise PluginError(f"netbay: CreateNetwork: {key}[{i}]: Pool {pool['Pool']!r} is not a CIDR") from None
+            pools.append((cidr, (pool.get("Gateway") or "").split("/")[0] or None))
+    if not pools:
+        raise PluginError("netbay: a netbay Docker network needs a pool (--subnet)")
+    return pools
+
+
+__all__ = ["NetworkOptions", "PoolOptions", "network_pools"]
