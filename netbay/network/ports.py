@@ -25,7 +25,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, invalid_operation, not_found, policy_refused
 from netbay.network import ipam, portgroups, quotas
-from netbay.network.rbac import SHARED_NETWORK_IDS
+from netbay.network.rbac import EXTERNAL_NETWORK_IDS, SHARED_NETWORK_IDS
 from netbay.network.trunks import check_port_deletable
 from netbay.network.portrows import Allocation, NewPort, PortWriter, new_port, port_row
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
@@ -437,7 +437,8 @@ def _target_statements() -> tuple[Select, Select]:
     # What ``Networks.visible`` lets a project see; an RBAC policy shares a network with it.
     by_rbac = networks.c.id.in_(SHARED_NETWORK_IDS)
     scoped = target(or_(networks.c.shared, by_rbac).label("shared")).where(
-        or_(networks.c.project_id == bindparam("project_id"), networks.c.shared, networks.c.external, by_rbac))
+        or_(networks.c.project_id == bindparam("project_id"), networks.c.shared, by_rbac,
+            networks.c.id.in_(EXTERNAL_NETWORK_IDS)))
     return target(networks.c.shared), scoped
 
 

@@ -20,6 +20,7 @@ from netbay.errors import BadRequest, Conflict, invalid_operation, policy_refuse
 from netbay.network import ipam
 from netbay.network.networks import NETWORKS, check_mtu
 from netbay.network.ports import PORTS
+from netbay.network.rbac import network_visible
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.subnetpools import SUBNETPOOLS, NonNegative
 from netbay.network.types import CIDR, ID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
@@ -220,9 +221,9 @@ class Subnets(Resource):
     }
 
     def visible(self, ctx: Context):  # noqa: ANN201
-        """Own subnets, and those on networks the caller owns or that are shared or external."""
-        networks = select(Network.id).where(
-            or_(Network.project_id == ctx.project_id, Network.shared, Network.external))
+        """Own subnets, and those on networks the caller sees (owns, shared with it or made
+        external for it, by a policy or for everyone)."""
+        networks = select(Network.id).where(network_visible(ctx.project_id))
         return or_(Subnet.project_id == ctx.project_id, Subnet.network_id.in_(networks))
 
     def extra_filter(self, name: str, values: list[str]):  # noqa: ANN201

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy import false as sa_false
 from sqlalchemy import true as sa_true
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -128,6 +129,8 @@ class Network(Standard, Base):
     network_type: Mapped[str] = mapped_column(String(32), default="vxlan", server_default="vxlan")
     physical_network: Mapped[str | None] = mapped_column(String(64), nullable=True)
     port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
+    # Issue 29: the default external network (``default-external-network``; one per cloud).
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
 
     subnets: Mapped[list[Subnet]] = relationship(
         back_populates="network", order_by="Subnet.created_at", lazy="selectin"
