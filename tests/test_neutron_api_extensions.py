@@ -8,8 +8,14 @@ import openstack.exceptions
 import pytest
 from conftest import neutron_error, unique
 
+@pytest.fixture(scope="module")
+def other_member(server):
+    user, password, project = server.make_user()
+    return server.connect(user, password, project)
+
+
 ADDED = {"ip-substring-filtering", "tag-ports-during-bulk-creation", "default-subnetpools",
-         "subnetpool-prefix-ops", "network-ip-availability", "quota-check-limit-default"}
+         "subnetpool-prefix-ops", "network-ip-availability", "quota-check-limit-default", "address-scope"}
 
 
 def test_listed(admin_http: httpx.Client) -> None:
@@ -90,3 +96,47 @@ def test_network_ip_availability(admin, member, admin_http: httpx.Client, member
     neutron_error(member_http.get("/network-ip-availabilities"), 403, "PolicyNotAuthorized")
     with pytest.raises(openstack.exceptions.ForbiddenException):
         member.network.get_network_ip_availability(net.id)
+
+
+def test_address_scopes(admin, member, other_member, member_http: httpx.Client) -> None:
+    scope = member.network.create_address_scope(name=unique("scope"), ip_version=4)
+    assert (scope.ip_version, scope.is_shared, scope.project_id) == (4, False, member.current_project_id)
+    raw = member_http.get(f"/address-scopes/{scope.id}").json()["address_scope"]
+    assert set(raw) == {"id", "name", "project_id", "tenant_id", "shared", "ip_version"}
+    assert scope.id not in {s.id for s in other_member.network.address_scopes()}
+    neutron_error(member_http.post("/address-scopes", json={"address_scope": {"name": "x", "ip_version": 5}}),
+                  400, "HTTPBadRequest", "Invalid input for ip_version. Reason: 5 is not in [4, 6].")
+    neutron_error(member_http.post("/address-scopes", json={"address_scope": {"ip_version": 4, "shared": True}}),
+                  403, "PolicyNotAuthorized")
+    member.network.update_address_scope(scope, name="renamed")
+    assert member.network.get_address_scope(scope.id).name == "renamed"
+
+    pool = member.network.create_subnet_pool(name=unique("p"), prefixes=["10.210.0.0/16"],
+                                              address_scope_id=scope.id, default_prefixlen=24)
+    assert pool.address_scope_id == scope.id
+    assert [p.id for p in member.network.subnet_pools(address_scope_id=scope.id)] == [pool.id]
+    r = member_http.post("/subnetpools", json={"subnetpool": {"name": "clash", "prefixes": ["10.210.8.0/24"],
+                                                              "address_scope_id": scope.id}})
+    neutron_error(r, 409, "AddressScopePrefixConflict")
+    r = member_http.post("/subnetpools", json={"subnetpool": {"name": "v6", "prefixes": ["2001:db8:5::/48"],
+                                                              "address_scope_id": scope.id}})
+    neutron_error(r, 400, "IllegalSubnetPoolIpVersionAssociationToAddressScope")
+    free = member.network.create_subnet_pool(name=unique("p"), prefixes=["10.211.0.0/16"])
+    member.network.update_subnet_pool(free, address_scope_id=scope.id)
+    assert member.network.get_subnet_pool(free.id).address_scope_id == scope.id
+    # a network shows the scope of its subnets' pool
+    net = member.network.create_network(name=unique("scoped"))
+    member.network.create_subnet(network_id=net.id, subnetpool_id=pool.id, ip_version=4)
+    assert member.network.get_network(net.id).ipv4_address_scope_id == scope.id
+    listed = member_http.get("/networks", params={"id": net.id}).json()["networks"][0]
+    assert (listed["ipv4_address_scope"], listed["ipv6_address_scope"]) == (scope.id, None)
+
+    neutron_error(member_http.delete(f"/address-scopes/{scope.id}"), 409, "AddressScopeInUse")
+    member.network.update_subnet_pool(free, address_scope_id=None)
+    shared = admin.network.create_address_scope(name=unique("shared"), ip_version=6, shared=True)
+    assert shared.id in {s.id for s in other_member.network.address_scopes()}
+    r = admin.network.put(f"/address-scopes/{shared.id}", json={"address_scope": {"shared": False}})
+    neutron_error(r, 400, "AddressScopeUpdateError")
+    admin.network.delete_address_scope(shared)
+    with pytest.raises(openstack.exceptions.NotFoundException):
+        admin.network.get_address_scope(shared.id)

@@ -15,7 +15,7 @@ from netbay.errors import Conflict, invalid_operation, policy_refused
 from netbay.network import rbac
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
-from netbay.store.models import CREATED_REVISION, IPAllocation, Network, Port, RbacPolicy, Subnet, Tag
+from netbay.store.models import CREATED_REVISION, IPAllocation, Network, Port, RbacPolicy, Subnet, SubnetPool, Tag
 
 DEFAULT_MTU = 1500
 IPV4_MIN_MTU, IPV6_MIN_MTU = 68, 1280
@@ -27,6 +27,11 @@ PROVIDER = frozenset(PROVIDER_ALIAS.values())
 _SUBNET_IDS = (select(Subnet.__table__.c.network_id, Subnet.__table__.c.id)
                .where(Subnet.__table__.c.network_id.in_(bindparam("ids", expanding=True)))
                .order_by(Subnet.__table__.c.created_at))
+_POOLS = SubnetPool.__table__
+_SCOPES = (select(Subnet.__table__.c.network_id, _POOLS.c.ip_version, _POOLS.c.address_scope_id)
+           .join(_POOLS, _POOLS.c.id == Subnet.__table__.c.subnetpool_id)
+           .where(Subnet.__table__.c.network_id.in_(bindparam("ids", expanding=True)),
+                  _POOLS.c.address_scope_id.is_not(None)))
 
 
 class NetworkCreate(Body):
@@ -116,13 +121,30 @@ class Networks(Resource):
         """
         rows = session.execute(stmt.with_only_columns(*Network.__table__.columns)).all()
         subnets: dict[str, list[Any]] = {}
+        scopes: dict[str, dict[int, str]] = {}
         ids = [row.id for row in rows]
         for start in range(0, len(ids), 500):
-            for subnet in session.execute(_SUBNET_IDS, {"ids": ids[start:start + 500]}):
+            chunk = {"ids": ids[start:start + 500]}
+            for subnet in session.execute(_SUBNET_IDS, chunk):
                 subnets.setdefault(subnet.network_id, []).append(subnet)
-        return [SimpleNamespace(**row._asdict(), subnets=subnets.get(row.id, [])) for row in rows]
+            for network_id, version, scope in session.execute(_SCOPES, chunk):
+                scopes.setdefault(network_id, {})[version] = scope
+        return [SimpleNamespace(**row._asdict(), subnets=subnets.get(row.id, []), address_scopes=scopes.get(row.id, {}))
+                for row in rows]
+
+    @staticmethod
+    def _address_scopes(session: Session, obj: Any) -> dict[int, str]:
+        """{IP version: scope} of the pools the network's subnets came from (Neutron's
+        ``_extend_network_dict_address_scope``); a listed network brings its own."""
+        known = getattr(obj, "address_scopes", None)
+        if known is not None:
+            return known
+        if not any(getattr(s, "subnetpool_id", None) for s in obj.subnets):
+            return {}
+        return {version: scope for _, version, scope in session.execute(_SCOPES, {"ids": [obj.id]})}
 
     def render(self, session: Session, obj: Network, tags: list[str]) -> dict[str, Any]:
+        scopes = self._address_scopes(session, obj)
         return {
             **standard(obj, tags),
             "admin_state_up": obj.admin_state_up,
@@ -137,8 +159,8 @@ class Networks(Resource):
             "port_security_enabled": obj.port_security_enabled,
             "availability_zone_hints": [],
             "availability_zones": ["nova"],
-            "ipv4_address_scope": None,
-            "ipv6_address_scope": None,
+            "ipv4_address_scope": scopes.get(4),
+            "ipv6_address_scope": scopes.get(6),
             "is_default": bool(obj.is_default),
             "l2_adjacency": True,
         }

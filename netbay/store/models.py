@@ -147,6 +147,21 @@ class SubnetPool(Standard, Base):
     shared: Mapped[bool] = mapped_column(Boolean, default=False)
     is_default: Mapped[bool] = mapped_column(Boolean, default=False)
     default_quota: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Issue 29: the address scope the pool's prefixes belong to (``address-scope``).
+    address_scope_id: Mapped[str | None] = mapped_column(ForeignKey("address_scopes.id"), nullable=True,
+                                                         index=True)
+
+
+class AddressScope(Base):
+    """A set of subnet pools whose prefixes are unique together (Neutron's ``address-scope``;
+    like Neutron's, it has no standard attributes: no description, tags, revisions)."""
+
+    __tablename__ = "address_scopes"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(255), default="")
+    shared: Mapped[bool] = mapped_column(Boolean, default=False)
+    ip_version: Mapped[int] = mapped_column(Integer)
 
 
 class Subnet(Standard, Base):

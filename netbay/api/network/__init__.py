@@ -97,6 +97,7 @@ EXTENSIONS = [
      "Provides IP availability data for each network and subnet."),
     ("quota-check-limit-default", "Quota engine limit check by default",
      "By default, the Neutron quota engine checks the resource usage before applying a new quota limit"),
+    ("address-scope", "Address scope", "Address scopes extension."),
     # -- end of neutron1's block --
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]

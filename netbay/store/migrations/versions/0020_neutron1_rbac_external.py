@@ -1,7 +1,8 @@
-"""Neutron's external-network RBAC and default external network (issue 29, item 4):
-``networks.is_default``, and the ``*`` ``access_as_external`` policy every external
-network carries in Neutron, made for the external networks there are (netbay now
-decides who sees an external network by its policies).
+"""Neutron's external-network RBAC, default external network and address scopes
+(issue 29, item 4): ``networks.is_default``; the ``*`` ``access_as_external`` policy
+every external network carries in Neutron, made for the external networks there are
+(netbay now decides who sees an external network by its policies); ``address_scopes``
+and ``subnetpools.address_scope_id``.
 
 Revision ID: 0020_neutron1
 Revises: 0019
@@ -34,9 +35,28 @@ def upgrade() -> None:
              "action": "access_as_external", "target_project": "*"} for net, project in external]
     if rows:
         bind.execute(policies.insert(), rows)
+    op.create_table('address_scopes',
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('shared', sa.Boolean(), nullable=False),
+    sa.Column('ip_version', sa.Integer(), nullable=False),
+    sa.PrimaryKeyConstraint('id'))
+    op.create_index(op.f('ix_address_scopes_project_id'), 'address_scopes', ['project_id'], unique=False)
+    with op.batch_alter_table('subnetpools', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('address_scope_id', sa.String(length=36), nullable=True))
+        batch_op.create_index(batch_op.f('ix_subnetpools_address_scope_id'), ['address_scope_id'], unique=False)
+        batch_op.create_foreign_key('fk_subnetpools_address_scope_id', 'address_scopes',
+                                    ['address_scope_id'], ['id'])
 
 
 def downgrade() -> None:
+    with op.batch_alter_table('subnetpools', schema=None) as batch_op:
+        batch_op.drop_constraint('fk_subnetpools_address_scope_id', type_='foreignkey')
+        batch_op.drop_index(batch_op.f('ix_subnetpools_address_scope_id'))
+        batch_op.drop_column('address_scope_id')
+    op.drop_index(op.f('ix_address_scopes_project_id'), table_name='address_scopes')
+    op.drop_table('address_scopes')
     op.execute("DELETE FROM rbac_policies WHERE action = 'access_as_external'")
     with op.batch_alter_table('networks', schema=None) as batch_op:
         batch_op.drop_column('is_default')
