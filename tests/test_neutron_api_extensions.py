@@ -15,7 +15,8 @@ def other_member(server):
 
 
 ADDED = {"ip-substring-filtering", "tag-ports-during-bulk-creation", "default-subnetpools",
-         "subnetpool-prefix-ops", "network-ip-availability", "quota-check-limit-default", "address-scope"}
+         "subnetpool-prefix-ops", "network-ip-availability", "quota-check-limit-default", "address-scope",
+         "subnet-service-types"}
 
 
 def test_listed(admin_http: httpx.Client) -> None:
@@ -140,3 +141,26 @@ def test_address_scopes(admin, member, other_member, member_http: httpx.Client) 
     admin.network.delete_address_scope(shared)
     with pytest.raises(openstack.exceptions.NotFoundException):
         admin.network.get_address_scope(shared.id)
+
+
+def test_subnet_service_types(member, member_http: httpx.Client) -> None:
+    net = member.network.create_network(name=unique("svc"))
+    typed = member.network.create_subnet(network_id=net.id, cidr="10.68.0.0/24", ip_version=4,
+                                         service_types=["compute:nova"])
+    assert typed.service_types == ["compute:nova"]
+    vm = member.network.create_port(network_id=net.id, device_owner="compute:nova")
+    assert vm.fixed_ips[0]["subnet_id"] == typed.id
+    r = member_http.post("/ports", json={"port": {"network_id": net.id, "device_owner": "network:dhcp"}})
+    neutron_error(r, 400, "IpAddressGenerationFailureNoMatchingSubnet",
+                  f"No valid service subnet for the given device owner, network {net.id}, service type network:dhcp.")
+    plain = member.network.create_subnet(network_id=net.id, cidr="10.69.0.0/24", ip_version=4)
+    assert plain.service_types == []
+    port = member.network.create_port(network_id=net.id)
+    assert [ip["subnet_id"] for ip in port.fixed_ips] == [plain.id]
+    assert [s.id for s in member.network.subnets(network_id=net.id) if s.service_types] == [typed.id]
+    updated = member.network.update_subnet(plain, service_types=["network:floatingip"])
+    assert updated.service_types == ["network:floatingip"]
+    r = member_http.post("/subnets", json={"subnet": {"network_id": net.id, "cidr": "10.70.0.0/24",
+                                                      "ip_version": 4, "service_types": ["nova"]}})
+    neutron_error(r, 400, "InvalidInput", "Invalid input for operation: Subnet service type nova does not "
+                                          "correspond to a valid device owner.")

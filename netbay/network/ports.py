@@ -126,6 +126,12 @@ def assign_addresses(
     with session.no_autoflush:
         if subnets is None:
             subnets = _subnets_of(session, network_id)
+        if requests is None and any(s.service_types for s in subnets):
+            serving = [s for s in subnets if ipam.serves(s, owner)]
+            if not serving:
+                raise BadRequest(f"No valid service subnet for the given device owner, network {network_id}, "
+                                 f"service type {owner}.", kind="IpAddressGenerationFailureNoMatchingSubnet")
+            subnets = serving
         if requests is None:
             for candidates in (
                 [s for s in subnets if s.ip_version == 4],

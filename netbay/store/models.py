@@ -179,6 +179,8 @@ class Subnet(Standard, Base):
     enable_dhcp: Mapped[bool] = mapped_column(Boolean, default=True)
     ipv6_ra_mode: Mapped[str | None] = mapped_column(String(32), nullable=True)
     ipv6_address_mode: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # Issue 29: the device owners the subnet serves (``subnet-service-types``; empty: any).
+    service_types: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
 
     network: Mapped[Network] = relationship(back_populates="subnets", lazy="raise")
 

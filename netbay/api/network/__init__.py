@@ -98,6 +98,7 @@ EXTENSIONS = [
     ("quota-check-limit-default", "Quota engine limit check by default",
      "By default, the Neutron quota engine checks the resource usage before applying a new quota limit"),
     ("address-scope", "Address scope", "Address scopes extension."),
+    ("subnet-service-types", "Subnet service types", "Provides ability to set the subnet service_types field"),
     # -- end of neutron1's block --
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]

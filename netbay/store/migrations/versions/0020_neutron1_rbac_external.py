@@ -2,7 +2,7 @@
 (issue 29, item 4): ``networks.is_default``; the ``*`` ``access_as_external`` policy
 every external network carries in Neutron, made for the external networks there are
 (netbay now decides who sees an external network by its policies); ``address_scopes``
-and ``subnetpools.address_scope_id``.
+and ``subnetpools.address_scope_id``; ``subnets.service_types``.
 
 Revision ID: 0020_neutron1
 Revises: 0019
@@ -35,6 +35,8 @@ def upgrade() -> None:
              "action": "access_as_external", "target_project": "*"} for net, project in external]
     if rows:
         bind.execute(policies.insert(), rows)
+    with op.batch_alter_table('subnets', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('service_types', sa.JSON(), nullable=True))
     op.create_table('address_scopes',
     sa.Column('id', sa.String(length=36), nullable=False),
     sa.Column('project_id', sa.String(length=64), nullable=False),
@@ -57,6 +59,8 @@ def downgrade() -> None:
         batch_op.drop_column('address_scope_id')
     op.drop_index(op.f('ix_address_scopes_project_id'), table_name='address_scopes')
     op.drop_table('address_scopes')
+    with op.batch_alter_table('subnets', schema=None) as batch_op:
+        batch_op.drop_column('service_types')
     op.execute("DELETE FROM rbac_policies WHERE action = 'access_as_external'")
     with op.batch_alter_table('networks', schema=None) as batch_op:
         batch_op.drop_column('is_default')
