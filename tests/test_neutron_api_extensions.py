@@ -16,7 +16,7 @@ def other_member(server):
 
 ADDED = {"ip-substring-filtering", "tag-ports-during-bulk-creation", "default-subnetpools",
          "subnetpool-prefix-ops", "network-ip-availability", "quota-check-limit-default", "address-scope",
-         "subnet-service-types"}
+         "subnet-service-types", "extra_dhcp_opt"}
 
 
 def test_listed(admin_http: httpx.Client) -> None:
@@ -164,3 +164,27 @@ def test_subnet_service_types(member, member_http: httpx.Client) -> None:
                                                       "ip_version": 4, "service_types": ["nova"]}})
     neutron_error(r, 400, "InvalidInput", "Invalid input for operation: Subnet service type nova does not "
                                           "correspond to a valid device owner.")
+
+
+def test_extra_dhcp_opts(member, member_http: httpx.Client) -> None:
+    net = member.network.create_network(name=unique("dhcpopt"))
+    opts = [{"opt_name": "bootfile-name", "opt_value": "pxelinux.0"},
+            {"opt_name": "tftp-server", "opt_value": "192.0.2.10", "ip_version": 4},
+            {"opt_name": "dns-server", "opt_value": None}]
+    r = member_http.post("/ports", json={"port": {"network_id": net.id, "extra_dhcp_opts": opts}})
+    assert r.status_code == 201, r.text
+    port = r.json()["port"]
+    assert port["extra_dhcp_opts"] == [{"opt_name": "bootfile-name", "opt_value": "pxelinux.0", "ip_version": 4},
+                                       {"opt_name": "tftp-server", "opt_value": "192.0.2.10", "ip_version": 4}]
+    r = member_http.put(f"/ports/{port['id']}", json={"port": {"extra_dhcp_opts": [
+        {"opt_name": "bootfile-name", "opt_value": "ipxe.efi"}, {"opt_name": "tftp-server", "opt_value": None},
+        {"opt_name": "domain-search", "opt_value": "example.org", "ip_version": 6}]}})
+    assert r.status_code == 200, r.text
+    shown = member.network.get_port(port["id"]).extra_dhcp_opts
+    assert shown == [{"opt_name": "bootfile-name", "opt_value": "ipxe.efi", "ip_version": 4},
+                     {"opt_name": "domain-search", "opt_value": "example.org", "ip_version": 6}]
+    r = member_http.post("/ports", json={"port": {"network_id": net.id, "extra_dhcp_opts": [
+        {"opt_name": "x", "opt_value": "y", "ip_version": 5}]}})
+    neutron_error(r, 400, "HTTPBadRequest", "Invalid input for extra_dhcp_opts. Reason: 5 is not in [4, 6].")
+    plain = member.network.create_port(network_id=net.id)
+    assert plain.extra_dhcp_opts == []

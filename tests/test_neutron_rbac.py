@@ -183,3 +183,55 @@ def test_one_default_external_network(admin, admin_http: httpx.Client, member_ht
     admin.network.update_network(net, is_default=False)
     admin.network.update_network(second, is_default=True)
     admin.network.update_network(second, is_default=False)
+
+
+def test_security_group_shared_with_one_project(admin, member, other, member_http: httpx.Client,
+                                                other_http: httpx.Client) -> None:
+    group = admin.network.create_security_group(name=unique("sg"))
+    with pytest.raises(openstack.exceptions.NotFoundException):
+        member.network.get_security_group(group.id)
+    policy = admin.network.create_rbac_policy(object_type="security_group", object_id=group.id, action=SHARED,
+                                              target_project_id=member.current_project_id)
+    assert member.network.get_security_group(group.id).id == group.id
+    assert policy.id not in {p.id for p in other.network.rbac_policies()}
+    with pytest.raises(openstack.exceptions.NotFoundException):
+        other.network.get_security_group(group.id)
+    # the target uses it on its port, which keeps the policy from going
+    net = member.network.create_network(name=unique("sgnet"))
+    member.network.create_subnet(network_id=net.id, cidr="10.71.0.0/24", ip_version=4)
+    port = member.network.create_port(network_id=net.id, security_group_ids=[group.id])
+    assert port.security_group_ids == [group.id]
+    with pytest.raises(openstack.exceptions.ConflictException):
+        admin.network.delete_rbac_policy(policy)
+    # the target may not share it on (400), nor grant an action groups lack
+    r = member_http.post("/rbac-policies", json={"rbac_policy": {
+        "object_type": "security_group", "object_id": group.id, "action": SHARED,
+        "target_tenant": other.current_project_id}})
+    neutron_error(r, 400, "InvalidInput")
+    mine = other.network.create_security_group(name=unique("sg"))
+    r = other_http.post("/rbac-policies", json={"rbac_policy": {
+        "object_type": "security_group", "object_id": mine.id, "action": EXTERNAL,
+        "target_tenant": member.current_project_id}})
+    neutron_error(r, 400, "InvalidActionForType")
+    member.network.delete_port(port)
+    admin.network.delete_rbac_policy(policy)
+    with pytest.raises(openstack.exceptions.NotFoundException):
+        member.network.get_security_group(group.id)
+
+
+def test_subnetpool_shared_with_one_project(admin, member, other) -> None:
+    pool = admin.network.create_subnet_pool(name=unique("pool"), prefixes=["10.220.0.0/16"], default_prefixlen=24)
+    assert pool.id not in {p.id for p in member.network.subnet_pools()}
+    policy = admin.network.create_rbac_policy(object_type="subnetpool", object_id=pool.id, action=SHARED,
+                                              target_project_id=member.current_project_id)
+    assert pool.id in {p.id for p in member.network.subnet_pools()}
+    assert pool.id not in {p.id for p in other.network.subnet_pools()}
+    net = member.network.create_network(name=unique("poolnet"))
+    subnet = member.network.create_subnet(network_id=net.id, subnetpool_id=pool.id, ip_version=4)
+    assert subnet.cidr.startswith("10.220.")
+    with pytest.raises(openstack.exceptions.ConflictException):
+        admin.network.delete_rbac_policy(policy)
+    member.network.delete_subnet(subnet)
+    admin.network.delete_rbac_policy(policy)
+    with pytest.raises(openstack.exceptions.NotFoundException):
+        member.network.get_subnet_pool(pool.id)

@@ -24,8 +24,9 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, invalid_operation, not_found, policy_refused
-from netbay.network import ipam, portgroups, quotas
-from netbay.network.rbac import EXTERNAL_NETWORK_IDS, SHARED_NETWORK_IDS
+from netbay.network import dhcp_opts, ipam, portgroups, quotas
+from netbay.network.dhcp_opts import ExtraDhcpOpts
+from netbay.network.rbac import EXTERNAL_NETWORK_IDS, SHARED_NETWORK_IDS, visible_to
 from netbay.network.trunks import check_port_deletable
 from netbay.network.portrows import Allocation, NewPort, PortWriter, new_port, port_row
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
@@ -392,6 +393,7 @@ class PortCreate(Body):
     security_groups: SecurityGroupIds | None = None
     allowed_address_pairs: list[AddressPair] | None = None
     port_security_enabled: Bool = None  # type: ignore[assignment]
+    extra_dhcp_opts: ExtraDhcpOpts | None = None
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
@@ -409,6 +411,7 @@ class PortUpdate(Body):
     security_groups: SecurityGroupIds | None = None
     allowed_address_pairs: list[AddressPair] | None = None
     port_security_enabled: Bool = None  # type: ignore[assignment]
+    extra_dhcp_opts: ExtraDhcpOpts | None = None
 
 
 # --- the Port API -------------------------------------------------------------------
@@ -568,7 +571,7 @@ class Ports(Resource):
             "binding:vif_details": {},
             "binding:vnic_type": "normal",
             "binding:profile": {},
-            "extra_dhcp_opts": [],
+            "extra_dhcp_opts": dhcp_opts.rendered(obj.extra_dhcp_opts),
         }
 
     # -- writing ---------------------------------------------------------------------------
@@ -600,6 +603,7 @@ class Ports(Resource):
             security_groups=groups,
             port_security_enabled=given.pop("port_security_enabled", None),
             allowed_address_pairs=given.pop("allowed_address_pairs", None) or [],
+            extra_dhcp_opts=dhcp_opts.for_create(given.pop("extra_dhcp_opts", None)),
             subnets=subnets,
             # Neutron 29 tags a new port in an update of its own: one more revision.
             revision_number=CREATED_REVISION + bool(tags),
@@ -642,6 +646,8 @@ class Ports(Resource):
             _rederive_auto_addresses(session, port)
         if "allowed_address_pairs" in given:
             port.allowed_address_pairs = address_pairs(given.pop("allowed_address_pairs"), port.mac_address)
+        if "extra_dhcp_opts" in given:
+            port.extra_dhcp_opts = dhcp_opts.merged(port.extra_dhcp_opts, given.pop("extra_dhcp_opts"))
         for key, value in given.items():
             setattr(port, key, value)
         self.touch(port)
@@ -665,8 +671,8 @@ class Ports(Resource):
         if not groups:
             return
         stmt = _GROUPS_STATEFUL
-        if not ctx.is_admin:
-            stmt = stmt.where(SecurityGroup.project_id == project_id)
+        if not ctx.is_admin:  # the port's project's own groups, and those shared with it
+            stmt = stmt.where(visible_to("security_group", project_id))
         found = {gid: stateful for gid, stateful in session.execute(stmt, {"ids": groups})}
         missing = [g for g in groups if g not in found]
         if missing:

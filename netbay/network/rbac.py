@@ -1,4 +1,5 @@
-"""RBAC policies: share one network with one project (Neutron's ``rbac-policies``).
+"""RBAC policies: share a network, a security group or a subnet pool with one project
+(Neutron's ``rbac-policies``, ``rbac-security-groups``, ``rbac-subnetpool``).
 
 ``access_as_shared`` on a network lets the target project (or ``*``, every
 project, admins only) see the network and create ports on it, as if it were
@@ -10,7 +11,9 @@ and an external network made through the network API carries a ``*`` policy of i
 owner. The ``*`` sharing policy is what ``shared`` means. Removing or retargeting
 a policy that a port (a router gateway, for ``access_as_external``) of the target
 project still depends on is refused with Neutron's 409 ``RbacPolicyInUse``. A
-policy on a network is a change of that network: its revision goes up.
+policy on a network is a change of that network: its revision goes up. A security
+group or subnet pool shared with a project is seen by it and usable by its ports
+(subnets); its ports (subnets) keep the policy from going.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic import Field
-from sqlalchemy import ColumnElement, bindparam, func, or_, select
+from sqlalchemy import ColumnElement, Select, bindparam, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -27,13 +30,17 @@ from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, invalid_operation, not_found, policy_refused
 from netbay.network.resource import Filter, Resource
 from netbay.network.types import Body, ID, ProjectID
-from netbay.store.models import Network, Port, RbacPolicy, Router
+from netbay.store.models import Network, Port, PortSecurityGroup, RbacPolicy, Router, SecurityGroup, Subnet, SubnetPool
 
 SHARED = "access_as_shared"
 EXTERNAL = "access_as_external"
 WILDCARD = "*"
-OBJECT_TYPES = ("network",)
+# What each object type may be granted (Neutron's rbac-policies, rbac-security-groups,
+# rbac-subnetpool).
+MODELS: dict[str, Any] = {"network": Network, "security_group": SecurityGroup, "subnetpool": SubnetPool}
+OBJECT_TYPES = tuple(MODELS)
 ACTIONS = (SHARED, EXTERNAL)
+VALID_ACTIONS = {"network": (SHARED, EXTERNAL), "security_group": (SHARED,), "subnetpool": (SHARED,)}
 # Told of every policy change on a network (``Networks`` bumps and records it); the
 # network module builds on this one, so it subscribes instead of being imported.
 network_changed: list[Callable[[Session, Network], None]] = []
@@ -50,11 +57,20 @@ EXTERNAL_NETWORK_IDS = select(_RBAC.c.object_id).where(
     _RBAC.c.target_project.in_([bindparam("project_id"), WILDCARD]))
 
 
-def shared_with(project_id: str, action: str = SHARED) -> Any:
-    """The ids of networks an RBAC policy of ``action`` grants ``project_id`` (a subquery)."""
+def shared_with(project_id: str, action: str = SHARED, object_type: str = "network") -> Any:
+    """The ids of the objects an RBAC policy of ``action`` grants ``project_id`` (a subquery)."""
     return select(RbacPolicy.object_id).where(
-        RbacPolicy.object_type == "network", RbacPolicy.action == action,
+        RbacPolicy.object_type == object_type, RbacPolicy.action == action,
         RbacPolicy.target_project.in_([project_id, WILDCARD]))
+
+
+def visible_to(object_type: str, project_id: str) -> ColumnElement[bool]:
+    """The objects of ``object_type`` ``project_id`` sees: its own, and those shared with it."""
+    if object_type == "network":
+        return network_visible(project_id)
+    model = MODELS[object_type]
+    clause = or_(model.project_id == project_id, model.id.in_(shared_with(project_id, SHARED, object_type)))
+    return or_(clause, SubnetPool.shared) if model is SubnetPool else clause
 
 
 def network_visible(project_id: str) -> ColumnElement[bool]:
@@ -133,19 +149,23 @@ class RbacPolicies(Resource):
         for required in ("object_type", "object_id", "action", "target_tenant"):
             if given.get(required) is None:
                 raise BadRequest(f"Failed to parse request. Required attribute '{required}' not specified")
-        _check_choice("object_type", given["object_type"], OBJECT_TYPES)
+        object_type = given["object_type"]
+        _check_choice("object_type", object_type, OBJECT_TYPES)
         _check_choice("action", given["action"], ACTIONS)
+        if given["action"] not in VALID_ACTIONS[object_type]:
+            raise BadRequest(f"Invalid action '{given['action']}' for object type '{object_type}'. Valid actions: "
+                             f"{list(VALID_ACTIONS[object_type])}", kind="InvalidActionForType")
         project_id = self.owner_for_create(ctx, given)
         target = given["target_tenant"]
         if target == WILDCARD and not ctx.is_admin:
             raise policy_refused("create_rbac_policy", "target_tenant")
-        network = session.scalars(select(Network).where(Network.id == given["object_id"]).with_for_update()
-                                  ).one_or_none()
-        if network is None or (not ctx.is_admin and not session.scalar(
-                select(Network.id).where(Network.id == network.id, network_visible(ctx.project_id)))):
+        model = MODELS[object_type]
+        obj = session.scalars(select(model).where(model.id == given["object_id"]).with_for_update()).one_or_none()
+        if obj is None or (not ctx.is_admin and not session.scalar(
+                select(model.id).where(model.id == obj.id, visible_to(object_type, ctx.project_id)))):
             # Neutron hides the objects a project may not see as missing.
-            raise not_found("network", given["object_id"])
-        _check_owner(ctx, network)
+            raise not_found(object_type, given["object_id"])
+        _check_owner(ctx, obj)
         if _exists(session, given["object_type"], given["object_id"], given["action"], target):
             raise _duplicate()
         policy = RbacPolicy(project_id=project_id, object_type=given["object_type"],
@@ -156,11 +176,12 @@ class RbacPolicies(Resource):
         except IntegrityError:
             raise _duplicate() from None
         if policy.action == EXTERNAL:
-            network.external = True
-        elif target == WILDCARD:
-            network.shared = True
+            obj.external = True
+        elif target == WILDCARD and hasattr(obj, "shared"):
+            obj.shared = True
         self.record(session, policy, "create")
-        _changed(session, network)
+        if isinstance(obj, Network):
+            _changed(session, obj)
         return policy
 
     def update(self, session: Session, ctx: Context, obj_id: str, body: RbacUpdate) -> RbacPolicy:
@@ -170,48 +191,50 @@ class RbacPolicies(Resource):
             return policy
         if target == WILDCARD and not ctx.is_admin:
             raise policy_refused("update_rbac_policy", "target_tenant")
-        network = session.get(Network, policy.object_id)
-        if network is not None:
-            _check_owner(ctx, network)
+        obj = session.get(MODELS[policy.object_type], policy.object_id)
+        if obj is not None:
+            _check_owner(ctx, obj)
         if target != WILDCARD:  # what the old target loses (Neutron checks no more)
             self._check_unused(session, policy, keeping=target)
         if _exists(session, policy.object_type, policy.object_id, policy.action, target):
             raise _duplicate()
         was_wildcard = policy.target_project == WILDCARD
         policy.target_project = target
-        if network is not None and policy.action == SHARED and (was_wildcard or target == WILDCARD):
-            network.shared = target == WILDCARD
+        if obj is not None and hasattr(obj, "shared") and policy.action == SHARED and (was_wildcard or target == WILDCARD):
+            obj.shared = target == WILDCARD
         self.record(session, policy, "update")
-        if network is not None:
-            _changed(session, network)
+        if isinstance(obj, Network):
+            _changed(session, obj)
         return policy
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         policy = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
         self._check_unused(session, policy)
-        network = session.get(Network, policy.object_id)
-        if (network is not None and policy.action == EXTERNAL and policy.target_project == WILDCARD
-                and network.is_default):
+        obj = session.get(MODELS[policy.object_type], policy.object_id)
+        if (isinstance(obj, Network) and policy.action == EXTERNAL and policy.target_project == WILDCARD
+                and obj.is_default):
             raise Conflict(f"RBAC policy on object {policy.object_id} cannot be removed because other objects "
                            "depend on it.\nDetails: Default external networks must be shared to everyone.",
                            kind="RbacPolicyInUse")
         self.record(session, policy, "delete", None)
         session.delete(policy)
         session.flush()
-        if network is not None:
-            if policy.action == EXTERNAL and not _exists(session, "network", network.id, EXTERNAL):
-                network.external = False
-            elif policy.action == SHARED and policy.target_project == WILDCARD:
-                network.shared = False
-            _changed(session, network)
+        if obj is None:
+            return
+        if policy.action == EXTERNAL and not _exists(session, "network", obj.id, EXTERNAL):
+            obj.external = False
+        elif policy.action == SHARED and policy.target_project == WILDCARD and hasattr(obj, "shared"):
+            obj.shared = False
+        if isinstance(obj, Network):
+            _changed(session, obj)
 
     @staticmethod
     def _check_unused(session: Session, policy: RbacPolicy, keeping: str | None = None) -> None:
-        """Ports of projects that reach the network only through this policy block its
-        removal (router gateways, for an external network); ``keeping``: the project
-        the policy is retargeted to keeps its access."""
-        network = session.get(Network, policy.object_id)
-        if network is None or (network.shared and policy.action == SHARED):
+        """Projects that reach the object only through this policy and use it (ports on a
+        network or in a group, router gateways on an external network, subnets from a
+        pool) block its removal; ``keeping``: the project it is retargeted to keeps access."""
+        obj = session.get(MODELS[policy.object_type], policy.object_id)
+        if obj is None or (policy.action == SHARED and getattr(obj, "shared", False)):
             return
         others = select(RbacPolicy.target_project).where(
             RbacPolicy.object_type == policy.object_type, RbacPolicy.object_id == policy.object_id,
@@ -219,22 +242,34 @@ class RbacPolicies(Resource):
         remaining = set(session.scalars(others)) | ({keeping} if keeping else set())
         if WILDCARD in remaining:
             return
-        # the projects using the network: ports' owners, or for an external network the
-        # owners of the routers with their gateway on it (a gateway port has no project)
-        user = Router.project_id if policy.action == EXTERNAL else Port.project_id
-        stmt = select(func.count()).select_from(Port).where(
-            Port.network_id == network.id, user != network.project_id,
-            user.not_in(remaining) if remaining else user.is_not(None))
-        if policy.action == EXTERNAL:
-            stmt = stmt.join(Router, Router.gw_port_id == Port.id)
+        users = _users(policy.object_type, policy.action, obj.id).subquery()
+        stmt = select(func.count()).select_from(users).where(users.c.project_id != obj.project_id)
+        if remaining:
+            stmt = stmt.where(users.c.project_id.not_in(remaining))
         if policy.target_project != WILDCARD:
-            stmt = stmt.where(user == policy.target_project)
-        if session.scalar(stmt):
-            raise Conflict(f"RBAC policy on object {policy.object_id} cannot be removed because other "
-                           "objects depend on it.\nDetails: Callback neutron.plugins.ml2.plugin.Ml2Plugin."
-                           "validate_network_rbac_policy_change failed with \"Unable to reconfigure sharing "
-                           f"settings for network {policy.object_id}. Multiple tenants are using it.\"",
-                           kind="RbacPolicyInUse")
+            stmt = stmt.where(users.c.project_id == policy.target_project)
+        if not session.scalar(stmt):
+            return
+        if policy.object_type == "network":
+            detail = ("Callback neutron.plugins.ml2.plugin.Ml2Plugin.validate_network_rbac_policy_change failed "
+                      f"with \"Unable to reconfigure sharing settings for network {obj.id}. Multiple tenants are "
+                      "using it.\"")
+        else:
+            detail = f"{policy.object_type} {obj.id} is in use by the projects it is shared with"
+        raise Conflict(f"RBAC policy on object {policy.object_id} cannot be removed because other objects depend "
+                       f"on it.\nDetails: {detail}", kind="RbacPolicyInUse")
+
+
+def _users(object_type: str, action: str, object_id: str) -> Select:
+    """The projects using an object, one ``project_id`` row per use."""
+    if object_type == "network" and action == EXTERNAL:   # a gateway port has no project: its router's
+        return select(Router.project_id).join(Port, Router.gw_port_id == Port.id).where(Port.network_id == object_id)
+    if object_type == "network":
+        return select(Port.project_id).where(Port.network_id == object_id)
+    if object_type == "security_group":
+        return select(Port.project_id).join(PortSecurityGroup, PortSecurityGroup.port_id == Port.id).where(
+            PortSecurityGroup.security_group_id == object_id)
+    return select(Subnet.project_id).where(Subnet.subnetpool_id == object_id)
 
 
 def _exists(session: Session, object_type: str, object_id: str, action: str, target: str | None = None) -> bool:
@@ -245,10 +280,10 @@ def _exists(session: Session, object_type: str, object_id: str, action: str, tar
     return session.scalar(stmt.limit(1)) is not None
 
 
-def _check_owner(ctx: Context, network: Network) -> None:
-    """Only the owner (or an admin) writes policies on a network it may see (Neutron's
+def _check_owner(ctx: Context, obj: Any) -> None:
+    """Only the owner (or an admin) writes policies on an object it may see (Neutron's
     ``validate_rbac_policy_change``: a 400)."""
-    if not ctx.is_admin and network.project_id != ctx.project_id:
+    if not ctx.is_admin and obj.project_id != ctx.project_id:
         raise invalid_operation("Only admins can manipulate policies on objects they do not own")
 
 
@@ -269,4 +304,4 @@ def _duplicate() -> Conflict:
 RBAC_POLICIES = RbacPolicies()
 
 __all__ = ["EXTERNAL_NETWORK_IDS", "RBAC_POLICIES", "RbacPolicies", "SHARED_NETWORK_IDS", "add_external",
-           "network_visible", "remove_external", "shared_with"]
+           "network_visible", "remove_external", "shared_with", "visible_to"]

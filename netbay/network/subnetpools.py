@@ -13,11 +13,12 @@ from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator
-from sqlalchemy import delete, or_, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, invalid_operation, policy_refused
+from netbay.network import rbac
 from netbay.network.address_scopes import check_association
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import CIDR, UUID, Body, Bool, NonBlankName, ProjectID, Tags, Text
@@ -190,7 +191,8 @@ class SubnetPools(Resource):
     }
 
     def visible(self, ctx: Context):  # noqa: ANN201
-        return or_(SubnetPool.project_id == ctx.project_id, SubnetPool.shared)
+        """Own pools, shared ones, and those an RBAC policy shares with the project (rbac-subnetpool)."""
+        return rbac.visible_to("subnetpool", ctx.project_id)
 
     def render(self, session: Session, obj: SubnetPool, tags: list[str]) -> dict[str, Any]:
         return {

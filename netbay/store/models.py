@@ -196,6 +196,8 @@ class Port(Standard, Base):
     binding_host_id: Mapped[str] = mapped_column(String(255), default="")
     port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     allowed_address_pairs: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    # Issue 29: ``extra_dhcp_opt``, stored and shown (netbay serves no DHCP).
+    extra_dhcp_opts: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True, default=list)
 
     fixed_ips: Mapped[list[IPAllocation]] = relationship(
         back_populates="port", cascade="all, delete-orphan", lazy="selectin",

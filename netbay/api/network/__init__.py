@@ -99,6 +99,12 @@ EXTENSIONS = [
      "By default, the Neutron quota engine checks the resource usage before applying a new quota limit"),
     ("address-scope", "Address scope", "Address scopes extension."),
     ("subnet-service-types", "Subnet service types", "Provides ability to set the subnet service_types field"),
+    ("rbac-security-groups", "Add security_group type to network RBAC",
+     "Add security_group type to network RBAC"),
+    ("rbac-subnetpool", "Add subnetpool type to network RBAC", "Add subnetpool type to network RBAC"),
+    ("extra_dhcp_opt", "Neutron Extra DHCP options",
+     "Extra options configuration for DHCP. For example PXE boot options to DHCP clients can be specified "
+     "(e.g. tftp-server, server-ip-address, bootfile-name)"),
     # -- end of neutron1's block --
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]

@@ -2,7 +2,7 @@
 (issue 29, item 4): ``networks.is_default``; the ``*`` ``access_as_external`` policy
 every external network carries in Neutron, made for the external networks there are
 (netbay now decides who sees an external network by its policies); ``address_scopes``
-and ``subnetpools.address_scope_id``; ``subnets.service_types``.
+and ``subnetpools.address_scope_id``; ``subnets.service_types``; ``ports.extra_dhcp_opts``.
 
 Revision ID: 0020_neutron1
 Revises: 0019
@@ -37,6 +37,8 @@ def upgrade() -> None:
         bind.execute(policies.insert(), rows)
     with op.batch_alter_table('subnets', schema=None) as batch_op:
         batch_op.add_column(sa.Column('service_types', sa.JSON(), nullable=True))
+    with op.batch_alter_table('ports', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('extra_dhcp_opts', sa.JSON(), nullable=True))
     op.create_table('address_scopes',
     sa.Column('id', sa.String(length=36), nullable=False),
     sa.Column('project_id', sa.String(length=64), nullable=False),
@@ -59,6 +61,8 @@ def downgrade() -> None:
         batch_op.drop_column('address_scope_id')
     op.drop_index(op.f('ix_address_scopes_project_id'), table_name='address_scopes')
     op.drop_table('address_scopes')
+    with op.batch_alter_table('ports', schema=None) as batch_op:
+        batch_op.drop_column('extra_dhcp_opts')
     with op.batch_alter_table('subnets', schema=None) as batch_op:
         batch_op.drop_column('service_types')
     op.execute("DELETE FROM rbac_policies WHERE action = 'access_as_external'")
