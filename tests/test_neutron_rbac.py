@@ -14,6 +14,12 @@ EXTERNAL = "access_as_external"
 SHARED = "access_as_shared"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def admin_policies_unlimited(admin) -> None:
+    """The admin writes more policies here than Neutron's default quota of 10 allows."""
+    admin.network.update_quota(admin.current_project_id, rbac_policies=-1)
+
+
 @pytest.fixture(scope="module")
 def other(server: Server):
     """A member of a second fresh project."""
