@@ -112,10 +112,14 @@ def test_quota_set_enforce_and_reset(server: Server, admin, admin_http: httpx.Cl
     details = conn.network.get_quota(project, details=True)
     assert details.networks == {"limit": 2, "used": 2, "reserved": 0}
     assert details.ports["used"] == 1 and details.ports["limit"] == 1
-    # check_limit: below usage is refused; without it Neutron accepts it
-    r = admin_http.put(f"/quotas/{project}", json={"quota": {"network": 1, "check_limit": True}})
-    neutron_error(r, 409, "InvalidQuotaValue")
-    assert admin_http.put(f"/quotas/{project}", json={"quota": {"network": 1}}).json()["quota"]["network"] == 1
+    # below usage: refused unless forced (Neutron 2025.1's quota-check-limit-default; check_limit
+    # is no longer needed), and a forced limit refuses the next create
+    for flags in ({"check_limit": True}, {}, {"force": False}):
+        r = admin_http.put(f"/quotas/{project}", json={"quota": {"network": 1, **flags}})
+        neutron_error(r, 400, "HTTPBadRequest",
+                      "Quota limit 1 for network must be greater than or equal to already used 2")
+    forced = admin_http.put(f"/quotas/{project}", json={"quota": {"network": 1, "force": True}})
+    assert forced.json()["quota"]["network"] == 1
     neutron_error(http.post("/networks", json={"network": {"name": "y"}}), 409, "OverQuota")  # 2 held > 1
 
     # members read their own quota only and change nothing
@@ -196,7 +200,7 @@ def test_rbac_shares_a_network_with_one_project(server: Server, member, other, t
                   403, "PolicyNotAuthorized")
     r = member_http.post("/rbac-policies", json={"rbac_policy": {**body, "object_type": "qos_policy"}})
     neutron_error(r, 400, "HTTPBadRequest")
-    r = member_http.post("/rbac-policies", json={"rbac_policy": {**body, "action": "access_as_external"}})
+    r = member_http.post("/rbac-policies", json={"rbac_policy": {**body, "action": "access_as_owner"}})
     neutron_error(r, 400, "HTTPBadRequest")
     # sharing someone else's network: it is not found
     foreign = third.network.create_network(name=unique("foreign"))
@@ -289,6 +293,9 @@ def test_trunk_with_subports(member, other, member_http: httpx.Client) -> None:
     trunk = member.network.update_trunk(trunk, name="renamed", admin_state_up=False)
     assert trunk.name == "renamed" and trunk.is_admin_state_up is False
     neutron_error(add(sub3.id, 107), 409, "TrunkDisabled")
+    neutron_error(member_http.delete(f"/trunks/{trunk.id}"), 409, "TrunkDisabled",
+                  f"Trunk {trunk.id} is currently disabled.")   # Neutron's trunk_can_be_managed
+    member.network.update_trunk(trunk, admin_state_up=True)
     member.network.delete_trunk(trunk)
     member.network.delete_port(parent)
     member.network.delete_port(sub1)

@@ -273,8 +273,6 @@ NETBAY_CREATE_ERRORS = [
     ({"cidr": "not-a-cidr", "ip_version": 4}, 400, "HTTPBadRequest", None),
     ({"cidr": "10.9.0.0/24", "ip_version": 4, "subnetpool_id": "x", "use_default_subnetpool": True},
      400, "BadRequest", "Bad subnets request: subnetpool_id and use_default_subnetpool cannot both be specified."),
-    ({"cidr": "10.9.0.0/24", "ip_version": 4, "service_types": []}, 400, "HTTPBadRequest",
-     "Attribute 'service_types' not allowed in POST"),
 ]
 
 
@@ -295,7 +293,7 @@ def test_create_errors(member, member_http, error_net, attrs, status, kind, mess
     "Neutron takes a gateway outside the subnet (201); words a reversed pool as \"The allocation pool "
     "{'start': '10.9.0.9', 'end': '10.9.0.5'} is not valid.\" and ip_version 5 as \"not in valid_values\"; "
     "refuses not-a-cidr as InvalidInput; and checks subnetpool_id 'x' is a UUID "
-    "(HTTPBadRequest) before the subnetpool_id/use_default_subnetpool conflict; takes service_types [] in POST (201)")
+    "(HTTPBadRequest) before the subnetpool_id/use_default_subnetpool conflict")
 @pytest.mark.parametrize(("attrs", "status", "kind", "message"), NETBAY_CREATE_ERRORS,
                          ids=[f"{i}-{e[2]}" for i, e in enumerate(NETBAY_CREATE_ERRORS)])
 def test_create_errors_worded_by_netbay(member, member_http, error_net, attrs, status, kind, message):

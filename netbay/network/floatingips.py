@@ -110,6 +110,8 @@ class FloatingIPs(Resource):
         network = session.get(Network, body.floating_network_id)
         if network is None or not network.external:
             raise bad_fip(f"Network {body.floating_network_id} is not a valid external network")
+        if not ctx.is_admin:  # external, but maybe not for this project (an RBAC policy's target)
+            NETWORKS.get(session, ctx, network.id)
         v4_subnets = [s for s in network.subnets if s.ip_version == 4]
         if not v4_subnets:
             raise bad_fip(f"Network {network.id} does not contain any IPv4 subnet")

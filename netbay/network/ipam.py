@@ -46,11 +46,18 @@ class SubnetFacts:
     allocation_pools: list[dict[str, str]]
     ipv6_address_mode: str | None
     ipv6_ra_mode: str | None
+    service_types: list[str] | None
 
 
 FACT_COLUMNS = tuple(getattr(Subnet, name) for name in SubnetFacts.__dataclass_fields__)
 # What IPAM reads a subnet from: the ORM row or its facts (the same attributes).
 SubnetLike = Subnet | SubnetFacts
+
+
+def serves(subnet: SubnetLike, owner: str) -> bool:
+    """Whether a port of ``owner`` may take an address on ``subnet`` automatically
+    (Neutron's subnet service types: a typed subnet serves its device owners only)."""
+    return not subnet.service_types or owner in subnet.service_types
 
 
 def usable_range(net: Net) -> tuple[int, int]:

@@ -7,14 +7,15 @@ from typing import Annotated, Any
 from collections.abc import Callable
 
 from pydantic import Field, StringConstraints
-from sqlalchemy import Select, bindparam, func, or_, select
+from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
 from netbay.errors import Conflict, invalid_operation, policy_refused
+from netbay.network import rbac
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
-from netbay.store.models import CREATED_REVISION, IPAllocation, Network, Port, RbacPolicy, Subnet, Tag
+from netbay.store.models import CREATED_REVISION, IPAllocation, Network, Port, RbacPolicy, Subnet, SubnetPool, Tag
 
 DEFAULT_MTU = 1500
 IPV4_MIN_MTU, IPV6_MIN_MTU = 68, 1280
@@ -26,6 +27,11 @@ PROVIDER = frozenset(PROVIDER_ALIAS.values())
 _SUBNET_IDS = (select(Subnet.__table__.c.network_id, Subnet.__table__.c.id)
                .where(Subnet.__table__.c.network_id.in_(bindparam("ids", expanding=True)))
                .order_by(Subnet.__table__.c.created_at))
+_POOLS = SubnetPool.__table__
+_SCOPES = (select(Subnet.__table__.c.network_id, _POOLS.c.ip_version, _POOLS.c.address_scope_id)
+           .join(_POOLS, _POOLS.c.id == Subnet.__table__.c.subnetpool_id)
+           .where(Subnet.__table__.c.network_id.in_(bindparam("ids", expanding=True)),
+                  _POOLS.c.address_scope_id.is_not(None)))
 
 
 class NetworkCreate(Body):
@@ -38,6 +44,7 @@ class NetworkCreate(Body):
     # subnet needs is checked when there is one (``check_mtu``).
     mtu: int = Field(DEFAULT_MTU, ge=0, le=9000)
     port_security_enabled: Bool = True
+    is_default: Bool | None = None
     network_type: Annotated[str, StringConstraints(max_length=32)] | None = Field(
         None, alias="provider:network_type")
     physical_network: Annotated[str, StringConstraints(max_length=64)] | None = Field(
@@ -56,6 +63,7 @@ class NetworkUpdate(Body):
     external: Bool | None = Field(None, alias="router:external")
     mtu: int | None = Field(None, ge=0, le=9000)
     port_security_enabled: Bool | None = None
+    is_default: Bool | None = None
 
 
 class Networks(Resource):
@@ -80,6 +88,7 @@ class Networks(Resource):
         "tenant_id": Filter(Network.project_id),
         "shared": Filter(Network.shared, to_bool),
         "router:external": Filter(Network.external, to_bool),
+        "is_default": Filter(Network.is_default, to_bool),
         "mtu": Filter(Network.mtu, to_int),
         "admin_state_up": Filter(Network.admin_state_up, to_bool),
         "status": Filter(Network.status),
@@ -92,10 +101,7 @@ class Networks(Resource):
     }
 
     def visible(self, ctx: Context):  # noqa: ANN201
-        from netbay.network.rbac import shared_with
-
-        return or_(Network.project_id == ctx.project_id, Network.shared, Network.external,
-                   Network.id.in_(shared_with(ctx.project_id)))
+        return rbac.network_visible(ctx.project_id)
 
     def for_caller(self, ctx: Context, item: dict[str, Any]) -> dict[str, Any]:
         """A network a project sees neither as owner, nor shared, nor external is shared
@@ -115,13 +121,30 @@ class Networks(Resource):
         """
         rows = session.execute(stmt.with_only_columns(*Network.__table__.columns)).all()
         subnets: dict[str, list[Any]] = {}
+        scopes: dict[str, dict[int, str]] = {}
         ids = [row.id for row in rows]
         for start in range(0, len(ids), 500):
-            for subnet in session.execute(_SUBNET_IDS, {"ids": ids[start:start + 500]}):
+            chunk = {"ids": ids[start:start + 500]}
+            for subnet in session.execute(_SUBNET_IDS, chunk):
                 subnets.setdefault(subnet.network_id, []).append(subnet)
-        return [SimpleNamespace(**row._asdict(), subnets=subnets.get(row.id, [])) for row in rows]
+            for network_id, version, scope in session.execute(_SCOPES, chunk):
+                scopes.setdefault(network_id, {})[version] = scope
+        return [SimpleNamespace(**row._asdict(), subnets=subnets.get(row.id, []), address_scopes=scopes.get(row.id, {}))
+                for row in rows]
+
+    @staticmethod
+    def _address_scopes(session: Session, obj: Any) -> dict[int, str]:
+        """{IP version: scope} of the pools the network's subnets came from (Neutron's
+        ``_extend_network_dict_address_scope``); a listed network brings its own."""
+        known = getattr(obj, "address_scopes", None)
+        if known is not None:
+            return known
+        if not any(getattr(s, "subnetpool_id", None) for s in obj.subnets):
+            return {}
+        return {version: scope for _, version, scope in session.execute(_SCOPES, {"ids": [obj.id]})}
 
     def render(self, session: Session, obj: Network, tags: list[str]) -> dict[str, Any]:
+        scopes = self._address_scopes(session, obj)
         return {
             **standard(obj, tags),
             "admin_state_up": obj.admin_state_up,
@@ -136,9 +159,9 @@ class Networks(Resource):
             "port_security_enabled": obj.port_security_enabled,
             "availability_zone_hints": [],
             "availability_zones": ["nova"],
-            "ipv4_address_scope": None,
-            "ipv6_address_scope": None,
-            "is_default": False,
+            "ipv4_address_scope": scopes.get(4),
+            "ipv6_address_scope": scopes.get(6),
+            "is_default": bool(obj.is_default),
             "l2_adjacency": True,
         }
 
@@ -148,12 +171,18 @@ class Networks(Resource):
         project_id = self.owner_for_create(ctx, given)
         if (given.get("shared") or given.get("external")) and not ctx.is_admin:
             raise policy_refused("create_network", "shared" if given.get("shared") else "router:external")
+        if "is_default" in given and not ctx.is_admin:
+            raise policy_refused("create_network", "is_default")
+        is_default = given.pop("is_default", None)
         segment = _provider_segment(session, ctx, given)
         if not given.get("mtu"):  # 0: the largest the deployment allows
             given["mtu"] = DEFAULT_MTU
         net = Network(project_id=project_id, revision_number=CREATED_REVISION, **segment, **given)
         session.add(net)
         session.flush()
+        _set_default(session, net, is_default)
+        if net.external:
+            rbac.add_external(session, net)
         if tags:
             self.set_tags(session, net, tags)
             net.revision_number = CREATED_REVISION
@@ -165,6 +194,8 @@ class Networks(Resource):
         given = body.given()
         if ("shared" in given or "external" in given) and not ctx.is_admin:
             raise policy_refused("update_network", "shared" if "shared" in given else "router:external")
+        if "is_default" in given and not ctx.is_admin:
+            raise policy_refused("update_network", "is_default")
         if given.get("mtu") is not None:
             given["mtu"] = given["mtu"] or DEFAULT_MTU  # 0: the largest the deployment allows
             check_mtu(net, given["mtu"], {s.ip_version for s in net.subnets})
@@ -180,11 +211,23 @@ class Networks(Resource):
                     "Multiple tenants are using it.",
                     kind="InvalidSharedSetting",
                 )
+        is_default = given.pop("is_default", None)
+        if given.get("external") is False and net.external:
+            rbac.remove_external(session, net)
+            net.is_default = False
+        elif given.get("external") and not net.external:
+            rbac.add_external(session, net)
         for key, value in given.items():
             setattr(net, key, value)
+        _set_default(session, net, is_default)
         self.touch(net)
         self.record(session, net, "update")
         return net
+
+    def policy_changed(self, session: Session, net: Network) -> None:
+        """An RBAC policy on ``net`` came, went or moved: a change of the network."""
+        self.touch(net)
+        self.record(session, net, "update")
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         net = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
@@ -203,6 +246,19 @@ class Networks(Resource):
         session.execute(RbacPolicy.__table__.delete().where(RbacPolicy.object_id == net.id))  # Neutron's cascade
         self.record(session, net, "delete", None)
         session.delete(net)
+
+
+def _set_default(session: Session, net: Network, is_default: bool | None) -> None:
+    """``is_default`` as Neutron's auto-allocation keeps it: only on an external network
+    (ignored on others), and one default per cloud (409 ``DefaultExternalNetworkExists``)."""
+    if is_default is None or not net.external:
+        return
+    if is_default:
+        other = session.scalar(select(Network.id).where(Network.is_default.is_(True), Network.id != net.id))
+        if other is not None:
+            raise Conflict(f"A default external network already exists: {other}.",
+                           kind="DefaultExternalNetworkExists")
+    net.is_default = is_default
 
 
 def check_mtu(network: Network, mtu: int, ip_versions: set[int]) -> None:
@@ -252,5 +308,6 @@ def _next_segment(session: Session) -> int:
 
 
 NETWORKS = Networks()
+rbac.network_changed.append(NETWORKS.policy_changed)
 
 __all__ = ["NETWORKS", "Networks", "NetworkCreate", "NetworkUpdate", "IPAllocation", "Subnet"]

@@ -83,6 +83,7 @@ class NewPort:
     binding_host_id: str
     port_security_enabled: bool
     allowed_address_pairs: list[Any]
+    extra_dhcp_opts: list[Any] | None
     created_at: datetime
     updated_at: datetime
     revision_number: int

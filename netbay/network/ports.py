@@ -24,8 +24,9 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, Forbidden, invalid_operation, not_found, policy_refused
-from netbay.network import ipam, portgroups, quotas
-from netbay.network.rbac import SHARED_NETWORK_IDS
+from netbay.network import dhcp_opts, ipam, portgroups, quotas
+from netbay.network.dhcp_opts import ExtraDhcpOpts
+from netbay.network.rbac import EXTERNAL_NETWORK_IDS, SHARED_NETWORK_IDS, visible_to
 from netbay.network.trunks import check_port_deletable
 from netbay.network.portrows import Allocation, NewPort, PortWriter, new_port, port_row
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
@@ -126,6 +127,12 @@ def assign_addresses(
     with session.no_autoflush:
         if subnets is None:
             subnets = _subnets_of(session, network_id)
+        if requests is None and any(s.service_types for s in subnets):
+            serving = [s for s in subnets if ipam.serves(s, owner)]
+            if not serving:
+                raise BadRequest(f"No valid service subnet for the given device owner, network {network_id}, "
+                                 f"service type {owner}.", kind="IpAddressGenerationFailureNoMatchingSubnet")
+            subnets = serving
         if requests is None:
             for candidates in (
                 [s for s in subnets if s.ip_version == 4],
@@ -386,6 +393,7 @@ class PortCreate(Body):
     security_groups: SecurityGroupIds | None = None
     allowed_address_pairs: list[AddressPair] | None = None
     port_security_enabled: Bool = None  # type: ignore[assignment]
+    extra_dhcp_opts: ExtraDhcpOpts | None = None
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
@@ -403,6 +411,7 @@ class PortUpdate(Body):
     security_groups: SecurityGroupIds | None = None
     allowed_address_pairs: list[AddressPair] | None = None
     port_security_enabled: Bool = None  # type: ignore[assignment]
+    extra_dhcp_opts: ExtraDhcpOpts | None = None
 
 
 # --- the Port API -------------------------------------------------------------------
@@ -437,7 +446,8 @@ def _target_statements() -> tuple[Select, Select]:
     # What ``Networks.visible`` lets a project see; an RBAC policy shares a network with it.
     by_rbac = networks.c.id.in_(SHARED_NETWORK_IDS)
     scoped = target(or_(networks.c.shared, by_rbac).label("shared")).where(
-        or_(networks.c.project_id == bindparam("project_id"), networks.c.shared, networks.c.external, by_rbac))
+        or_(networks.c.project_id == bindparam("project_id"), networks.c.shared, by_rbac,
+            networks.c.id.in_(EXTERNAL_NETWORK_IDS)))
     return target(networks.c.shared), scoped
 
 
@@ -561,7 +571,7 @@ class Ports(Resource):
             "binding:vif_details": {},
             "binding:vnic_type": "normal",
             "binding:profile": {},
-            "extra_dhcp_opts": [],
+            "extra_dhcp_opts": dhcp_opts.rendered(obj.extra_dhcp_opts),
         }
 
     # -- writing ---------------------------------------------------------------------------
@@ -593,6 +603,7 @@ class Ports(Resource):
             security_groups=groups,
             port_security_enabled=given.pop("port_security_enabled", None),
             allowed_address_pairs=given.pop("allowed_address_pairs", None) or [],
+            extra_dhcp_opts=dhcp_opts.for_create(given.pop("extra_dhcp_opts", None)),
             subnets=subnets,
             # Neutron 29 tags a new port in an update of its own: one more revision.
             revision_number=CREATED_REVISION + bool(tags),
@@ -635,6 +646,8 @@ class Ports(Resource):
             _rederive_auto_addresses(session, port)
         if "allowed_address_pairs" in given:
             port.allowed_address_pairs = address_pairs(given.pop("allowed_address_pairs"), port.mac_address)
+        if "extra_dhcp_opts" in given:
+            port.extra_dhcp_opts = dhcp_opts.merged(port.extra_dhcp_opts, given.pop("extra_dhcp_opts"))
         for key, value in given.items():
             setattr(port, key, value)
         self.touch(port)
@@ -658,8 +671,8 @@ class Ports(Resource):
         if not groups:
             return
         stmt = _GROUPS_STATEFUL
-        if not ctx.is_admin:
-            stmt = stmt.where(SecurityGroup.project_id == project_id)
+        if not ctx.is_admin:  # the port's project's own groups, and those shared with it
+            stmt = stmt.where(visible_to("security_group", project_id))
         found = {gid: stateful for gid, stateful in session.execute(stmt, {"ids": groups})}
         missing = [g for g in groups if g not in found]
         if missing:

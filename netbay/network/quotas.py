@@ -118,24 +118,25 @@ def projects(session: Session) -> list[dict[str, Any]]:
 def update(session: Session, project_id: str, body: Any) -> dict[str, int]:
     """Set limits from ``{"quota": {resource: limit, "check_limit": bool, "force": bool}}``.
 
-    With ``check_limit`` (what ``openstack quota set`` sends), a limit below what
-    the project already holds is refused, as Neutron does.
+    As Neutron since 2025.1 (``quota-check-limit-default``): a limit below what the
+    project already holds is refused (400) unless ``force`` is true; ``check_limit``
+    is accepted and no longer needed. A forced limit below usage refuses new creates.
     """
     if not isinstance(body, dict) or not isinstance(body.get("quota"), dict):
         raise BadRequest("Failed to parse request. Required attribute 'quota' not specified", kind="HTTPBadRequest")
     wanted = dict(body["quota"])
-    check = _flag(wanted.pop("check_limit", False), "check_limit")
-    _flag(wanted.pop("force", False), "force")
+    _flag(wanted.pop("check_limit", False), "check_limit")
+    force = _flag(wanted.pop("force", False), "force")
     unknown = sorted(k for k in wanted if k not in DEFAULTS)
     if unknown:
         raise BadRequest(f"Unrecognized attribute(s) '{', '.join(unknown)}'")
     parsed = {name: _limit(name, value) for name, value in wanted.items()}
-    if check:
+    if not force:
         used = usage(session, project_id)
-        unders = [f"{name}" for name, limit in parsed.items() if 0 <= limit < used[name]]
-        if unders:
-            raise Conflict("Change would make usage less than 0 for the following resources: "
-                           + ", ".join(unders) + ".", kind="InvalidQuotaValue")
+        for name, limit in parsed.items():
+            if limit != UNLIMITED and used[name] > limit:
+                raise BadRequest(f"Quota limit {limit} for {name} must be greater than or equal to already "
+                                 f"used {used[name]}", kind="HTTPBadRequest")
     for name, limit in parsed.items():
         row = session.get(Quota, (project_id, name))
         if row is None:

@@ -8,6 +8,7 @@ cannot import (a network's deletion reaching its subnets) it subscribes itself t
 
 from __future__ import annotations
 
+from netbay.network.address_scopes import ADDRESS_SCOPES
 from netbay.network.floatingips import FLOATINGIPS
 from netbay.network.networks import NETWORKS
 from netbay.network.ports import PORTS
@@ -22,8 +23,8 @@ from netbay.network.trunks import TRUNKS
 
 RESOURCES: list[Resource] = [
     NETWORKS, SUBNETS, SUBNETPOOLS, PORTS, SECURITY_GROUPS, SECURITY_GROUP_RULES, ROUTERS, FLOATINGIPS,
-    RBAC_POLICIES, TRUNKS, TAP_SERVICES, TAP_FLOWS,
+    RBAC_POLICIES, TRUNKS, TAP_SERVICES, TAP_FLOWS, ADDRESS_SCOPES,
 ]
 
-__all__ = ["FLOATINGIPS", "NETWORKS", "PORTS", "RBAC_POLICIES", "RESOURCES", "ROUTERS", "Resource",
+__all__ = ["ADDRESS_SCOPES", "FLOATINGIPS", "NETWORKS", "PORTS", "RBAC_POLICIES", "RESOURCES", "ROUTERS", "Resource",
            "SECURITY_GROUPS", "SECURITY_GROUP_RULES", "SUBNETPOOLS", "SUBNETS", "TRUNKS"]

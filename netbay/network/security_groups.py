@@ -21,7 +21,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, not_found
-from netbay.network import quotas, sgrows
+from netbay.network import quotas, rbac, sgrows
 from netbay.network.resource import Filter, Resource, standard, timestamp, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store import changelog
@@ -164,6 +164,10 @@ class SecurityGroups(Resource):
         "created_at": Filter(SecurityGroup.created_at),
         "updated_at": Filter(SecurityGroup.updated_at),
     }
+
+    def visible(self, ctx: Context) -> ColumnElement[bool]:
+        """Own groups and those an RBAC policy shares with the project (rbac-security-groups)."""
+        return rbac.visible_to("security_group", ctx.project_id)
 
     def extra_filter(self, name: str, values: list[str]) -> ColumnElement[bool] | None:
         if name == "shared":  # no RBAC sharing: no group is shared

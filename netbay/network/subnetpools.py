@@ -13,11 +13,13 @@ from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator
-from sqlalchemy import delete, false, or_, select, true
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, NotFound, invalid_operation, policy_refused
+from netbay.errors import BadRequest, Conflict, invalid_operation, policy_refused
+from netbay.network import rbac
+from netbay.network.address_scopes import check_association
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.types import CIDR, UUID, Body, Bool, NonBlankName, ProjectID, Tags, Text
 from netbay.store.models import Subnet, SubnetPool, Tag
@@ -163,11 +165,6 @@ def _version_of(prefixes: list[str]) -> int:
     return versions.pop()
 
 
-def _no_address_scope(scope_id: str | None) -> None:
-    if scope_id is not None:
-        raise NotFound(f"Address scope {scope_id} could not be found.", kind="AddressScopeNotFound")
-
-
 class SubnetPools(Resource):
     member = "subnetpool"
     collection = "subnetpools"
@@ -187,18 +184,15 @@ class SubnetPools(Resource):
         "default_quota": Filter(SubnetPool.default_quota, to_int),
         "shared": Filter(SubnetPool.shared, to_bool),
         "is_default": Filter(SubnetPool.is_default, to_bool),
+        "address_scope_id": Filter(SubnetPool.address_scope_id),
         "revision_number": Filter(SubnetPool.revision_number, to_int),
         "created_at": Filter(SubnetPool.created_at),
         "updated_at": Filter(SubnetPool.updated_at),
     }
 
     def visible(self, ctx: Context):  # noqa: ANN201
-        return or_(SubnetPool.project_id == ctx.project_id, SubnetPool.shared)
-
-    def extra_filter(self, name: str, values: list[str]):  # noqa: ANN201
-        if name == "address_scope_id":  # netbay has no address scopes: every pool has none
-            return true() if all(v in {"", "None"} for v in values) else false()
-        return None
+        """Own pools, shared ones, and those an RBAC policy shares with the project (rbac-subnetpool)."""
+        return rbac.visible_to("subnetpool", ctx.project_id)
 
     def render(self, session: Session, obj: SubnetPool, tags: list[str]) -> dict[str, Any]:
         return {
@@ -212,7 +206,7 @@ class SubnetPools(Resource):
             "default_quota": obj.default_quota,
             "shared": obj.shared,
             "is_default": obj.is_default,
-            "address_scope_id": None,
+            "address_scope_id": obj.address_scope_id,
         }
 
     # -- writing -----------------------------------------------------------------------
@@ -238,12 +232,13 @@ class SubnetPools(Resource):
         check_bounds(version, min_len, max_len, default_len)
         if given.get("is_default"):
             self._check_no_default(session, version)
-        _no_address_scope(given.get("address_scope_id"))
+        check_association(session, ctx, given.get("address_scope_id"), None, version, prefixes)
         pool = SubnetPool(
             project_id=project_id, name=given["name"], description=given.get("description", ""),
             ip_version=version, prefixes=prefixes, min_prefixlen=min_len, max_prefixlen=max_len,
             default_prefixlen=default_len, default_quota=given.get("default_quota"),
             shared=given.get("shared", False), is_default=given.get("is_default", False),
+            address_scope_id=given.get("address_scope_id"),
         )
         session.add(pool)
         session.flush()
@@ -273,7 +268,9 @@ class SubnetPools(Resource):
                      bounds["default_prefixlen"])
         if given.get("is_default") and not pool.is_default:
             self._check_no_default(session, pool.ip_version)
-        _no_address_scope(given.get("address_scope_id"))
+        scope_id = given.get("address_scope_id", pool.address_scope_id)
+        check_association(session, ctx, scope_id, pool.id, pool.ip_version, prefixes)
+        pool.address_scope_id = scope_id
         for key in ("name", "description", "is_default"):
             if given.get(key) is not None:
                 setattr(pool, key, given[key])

@@ -16,10 +16,11 @@ from sqlalchemy import delete, false, or_, select, true
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, invalid_operation, policy_refused
+from netbay.errors import BadRequest, Conflict, invalid_input, invalid_operation, policy_refused
 from netbay.network import ipam
 from netbay.network.networks import NETWORKS, check_mtu
 from netbay.network.ports import PORTS
+from netbay.network.rbac import network_visible
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.subnetpools import SUBNETPOOLS, NonNegative
 from netbay.network.types import CIDR, ID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
@@ -89,6 +90,24 @@ Nameservers = Annotated[list[IPAddress], BeforeValidator(_none_to_empty), AfterV
 HostRoutes = Annotated[list[HostRoute], BeforeValidator(_none_to_empty), AfterValidator(_unique_routes)]
 
 
+def _service_types(value: Any) -> Any:
+    """neutron-lib's ``validate_subnet_service_types``: each a device owner (``network:``,
+    ``neutron:`` or ``compute:`` something), as an ``InvalidInput`` in its words."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise invalid_input("service_types", f"'{value}' is not a list")
+    for item in value:
+        if not isinstance(item, str):
+            raise invalid_operation(f"Subnet service type {item} is not a string")
+        if not item.startswith(("network:", "neutron:", "compute:")):
+            raise invalid_operation(f"Subnet service type {item} does not correspond to a valid device owner")
+    return list(dict.fromkeys(value))
+
+
+ServiceTypes = Annotated[list[str], BeforeValidator(_service_types)]
+
+
 class SubnetCreate(Body):
     name: Name = ""
     description: Text = ""
@@ -105,6 +124,7 @@ class SubnetCreate(Body):
     enable_dhcp: Bool = True
     ipv6_ra_mode: IPv6Mode | None = None
     ipv6_address_mode: IPv6Mode | None = None
+    service_types: ServiceTypes = []
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
@@ -118,6 +138,7 @@ class SubnetUpdate(Body):
     dns_nameservers: Nameservers | None = None
     host_routes: HostRoutes | None = None
     enable_dhcp: Bool | None = None
+    service_types: ServiceTypes | None = None
 
 
 # --- errors -------------------------------------------------------------------------
@@ -199,8 +220,8 @@ class Subnets(Resource):
     model = Subnet
     create_body = SubnetCreate
     update_body = SubnetUpdate
-    # Rendered, but netbay has no segments and no service-type subnets.
-    readonly = Resource.readonly | {"service_types", "segment_id", "router:external"}
+    # Rendered, but netbay has no segments.
+    readonly = Resource.readonly | {"segment_id", "router:external"}
     filters = {
         "name": Filter(Subnet.name),
         "description": Filter(Subnet.description),
@@ -220,9 +241,9 @@ class Subnets(Resource):
     }
 
     def visible(self, ctx: Context):  # noqa: ANN201
-        """Own subnets, and those on networks the caller owns or that are shared or external."""
-        networks = select(Network.id).where(
-            or_(Network.project_id == ctx.project_id, Network.shared, Network.external))
+        """Own subnets, and those on networks the caller sees (owns, shared with it or made
+        external for it, by a policy or for everyone)."""
+        networks = select(Network.id).where(network_visible(ctx.project_id))
         return or_(Subnet.project_id == ctx.project_id, Subnet.network_id.in_(networks))
 
     def extra_filter(self, name: str, values: list[str]):  # noqa: ANN201
@@ -271,7 +292,7 @@ class Subnets(Resource):
             "enable_dhcp": obj.enable_dhcp,
             "ipv6_ra_mode": obj.ipv6_ra_mode,
             "ipv6_address_mode": obj.ipv6_address_mode,
-            "service_types": [],
+            "service_types": list(obj.service_types or []),
             "segment_id": None,
             "router:external": _external(session, obj.network_id),
         }
@@ -321,7 +342,7 @@ class Subnets(Resource):
             cidr=cidr, gateway_ip=gateway_ip, allocation_pools=pools,
             dns_nameservers=given.get("dns_nameservers", []), host_routes=_routes(given.get("host_routes", [])),
             enable_dhcp=enable_dhcp, ipv6_ra_mode=given.get("ipv6_ra_mode"),
-            ipv6_address_mode=given.get("ipv6_address_mode"),
+            ipv6_address_mode=given.get("ipv6_address_mode"), service_types=given.get("service_types") or None,
         )
         session.add(subnet)
         session.flush()
@@ -350,6 +371,8 @@ class Subnets(Resource):
         for key in ("name", "description", "enable_dhcp", "dns_nameservers"):
             if key in given:
                 setattr(subnet, key, given[key])
+        if "service_types" in given:
+            subnet.service_types = given["service_types"] or None
         if "host_routes" in given:
             subnet.host_routes = _routes(given["host_routes"])
         self.touch(subnet)

@@ -50,9 +50,11 @@ def realization() -> tuple[str, str]:
 
 
 class SubPortBody(Body):
-    port_id: ID = None  # type: ignore[assignment]
-    segmentation_type: str = None  # type: ignore[assignment]
-    segmentation_id: int = None  # type: ignore[assignment]
+    """A subport as asked for: any part may be missing (``validate_subports`` says which)."""
+
+    port_id: ID | None = None
+    segmentation_type: str | None = None
+    segmentation_id: int | None = None
 
 
 class TrunkCreate(Body):
@@ -110,6 +112,7 @@ class Trunks(Resource):
         port_id = given.get("port_id")
         if port_id is None:
             raise BadRequest("Failed to parse request. Required attribute 'port_id' not specified")
+        validate_subports(body.sub_ports if "sub_ports" in given else [])
         parent = _visible_port(session, ctx, port_id)
         if session.scalar(select(Trunk.id).where(Trunk.port_id == parent.id)) is not None:
             raise Conflict(f"Port {parent.id} is in use by another trunk.", kind="TrunkPortInUse")
@@ -139,6 +142,7 @@ class Trunks(Resource):
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         trunk = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
+        _refuse_disabled(trunk)  # Neutron's ``trunk_can_be_managed``
         self.record(session, trunk, "delete", None)
         session.delete(trunk)
 
@@ -146,7 +150,9 @@ class Trunks(Resource):
 
     def add_subports(self, session: Session, ctx: Context, trunk_id: str, info: Any) -> dict[str, Any]:
         trunk = self._for_change(session, ctx, trunk_id)
-        self._add(session, ctx, trunk, [_subport_body(item) for item in _sub_ports(info)])
+        items = [_subport_body(item) for item in _sub_ports(info)]
+        validate_subports(items)
+        self._add(session, ctx, trunk, items)
         return self._changed(session, trunk)
 
     def remove_subports(self, session: Session, ctx: Context, trunk_id: str, info: Any) -> dict[str, Any]:
@@ -165,8 +171,7 @@ class Trunks(Resource):
 
     def _for_change(self, session: Session, ctx: Context, trunk_id: str) -> Trunk:
         trunk = self.get_owned(session, ctx, trunk_id)
-        if not trunk.admin_state_up:
-            raise Conflict(f"Trunk {trunk.id} is currently disabled.", kind="TrunkDisabled")
+        _refuse_disabled(trunk)
         return trunk
 
     def _changed(self, session: Session, trunk: Trunk) -> dict[str, Any]:
@@ -197,6 +202,44 @@ class Trunks(Resource):
             taken.add(key)
             trunk.sub_ports.append(SubPort(port_id=port.id, trunk_id=trunk.id,
                                            segmentation_type=key[0], segmentation_id=key[1]))
+
+
+def _refuse_disabled(trunk: Trunk) -> None:
+    if not trunk.admin_state_up:
+        raise Conflict(f"Trunk {trunk.id} is currently disabled.", kind="TrunkDisabled")
+
+
+def validate_subports(items: list[SubPortBody]) -> None:
+    """The request's own subports, checked before any is looked up (neutron-lib's
+    ``validate_subports``): each names a port once, gives both segmentation details
+    (or ``inherit``), and no two share a segmentation — all 400s."""
+    port_ids: set[str] = set()
+    taken: set[tuple[str, int]] = set()
+    for item in items:
+        if item.port_id is None:
+            raise _invalid_subports("A valid port UUID must be specified")
+        if item.port_id in port_ids:
+            raise _invalid_subports(f"Non unique UUID for subport: '{item.port_id}'")
+        port_ids.add(item.port_id)
+        if item.segmentation_type == "inherit":
+            continue
+        given = {k for k in ("segmentation_type", "segmentation_id") if getattr(item, k) is not None}
+        if len(given) == 1:
+            raise _invalid_subports(f"Invalid subport details '{_subport_dict(item)}': missing segmentation "
+                                    "information. Must specify both segmentation_id and segmentation_type")
+        key = (item.segmentation_type, item.segmentation_id)
+        if key in taken:
+            raise _invalid_subports(f"Segmentation ID '{item.segmentation_id}' for '{item.port_id}' is not unique")
+        if item.segmentation_id:
+            taken.add(key)
+
+
+def _subport_dict(item: SubPortBody) -> dict[str, Any]:
+    return {k: v for k, v in item.model_dump().items() if v is not None}
+
+
+def _invalid_subports(reason: str) -> BadRequest:
+    return BadRequest(f"Invalid input for sub_ports. Reason: {reason}.", kind="InvalidInput")
 
 
 def render_subport(sub: SubPort) -> dict[str, Any]:

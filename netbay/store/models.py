@@ -26,6 +26,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy import false as sa_false
 from sqlalchemy import true as sa_true
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -128,6 +129,8 @@ class Network(Standard, Base):
     network_type: Mapped[str] = mapped_column(String(32), default="vxlan", server_default="vxlan")
     physical_network: Mapped[str | None] = mapped_column(String(64), nullable=True)
     port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
+    # Issue 29: the default external network (``default-external-network``; one per cloud).
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
 
     subnets: Mapped[list[Subnet]] = relationship(
         back_populates="network", order_by="Subnet.created_at", lazy="selectin"
@@ -144,6 +147,21 @@ class SubnetPool(Standard, Base):
     shared: Mapped[bool] = mapped_column(Boolean, default=False)
     is_default: Mapped[bool] = mapped_column(Boolean, default=False)
     default_quota: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Issue 29: the address scope the pool's prefixes belong to (``address-scope``).
+    address_scope_id: Mapped[str | None] = mapped_column(ForeignKey("address_scopes.id"), nullable=True,
+                                                         index=True)
+
+
+class AddressScope(Base):
+    """A set of subnet pools whose prefixes are unique together (Neutron's ``address-scope``;
+    like Neutron's, it has no standard attributes: no description, tags, revisions)."""
+
+    __tablename__ = "address_scopes"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(255), default="")
+    shared: Mapped[bool] = mapped_column(Boolean, default=False)
+    ip_version: Mapped[int] = mapped_column(Integer)
 
 
 class Subnet(Standard, Base):
@@ -161,6 +179,8 @@ class Subnet(Standard, Base):
     enable_dhcp: Mapped[bool] = mapped_column(Boolean, default=True)
     ipv6_ra_mode: Mapped[str | None] = mapped_column(String(32), nullable=True)
     ipv6_address_mode: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # Issue 29: the device owners the subnet serves (``subnet-service-types``; empty: any).
+    service_types: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
 
     network: Mapped[Network] = relationship(back_populates="subnets", lazy="raise")
 
@@ -176,6 +196,8 @@ class Port(Standard, Base):
     binding_host_id: Mapped[str] = mapped_column(String(255), default="")
     port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     allowed_address_pairs: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    # Issue 29: ``extra_dhcp_opt``, stored and shown (netbay serves no DHCP).
+    extra_dhcp_opts: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True, default=list)
 
     fixed_ips: Mapped[list[IPAllocation]] = relationship(
         back_populates="port", cascade="all, delete-orphan", lazy="selectin",

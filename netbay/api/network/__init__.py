@@ -85,6 +85,27 @@ EXTENSIONS = [
     ("trunk", "Trunk Extension", "Provides support for trunk ports"),
     ("stateful-security-group", "Stateful security group", "Indicates if the security group is stateful or not"),
     ("taas", "Neutron Tap as a Service", "Neutron Tap as a Service Extension."),
+    # -- issue 29, neutron1: API-only extensions (one block; the dataplane ones are another's) --
+    ("ip-substring-filtering", "IP address substring filtering",
+     "Provides IP address substring filtering when listing ports"),
+    ("tag-ports-during-bulk-creation", "Tag Ports During Bulk Creation",
+     "Allow to tag ports during bulk creation"),
+    ("default-subnetpools", "Default Subnetpools", "Provides ability to mark and use a subnetpool as the default."),
+    ("subnetpool-prefix-ops", "Subnet Pool Prefix Operations",
+     "Provides support for adjusting the prefix list of subnet pools"),
+    ("network-ip-availability", "Network IP Availability",
+     "Provides IP availability data for each network and subnet."),
+    ("quota-check-limit-default", "Quota engine limit check by default",
+     "By default, the Neutron quota engine checks the resource usage before applying a new quota limit"),
+    ("address-scope", "Address scope", "Address scopes extension."),
+    ("subnet-service-types", "Subnet service types", "Provides ability to set the subnet service_types field"),
+    ("rbac-security-groups", "Add security_group type to network RBAC",
+     "Add security_group type to network RBAC"),
+    ("rbac-subnetpool", "Add subnetpool type to network RBAC", "Add subnetpool type to network RBAC"),
+    ("extra_dhcp_opt", "Neutron Extra DHCP options",
+     "Extra options configuration for DHCP. For example PXE boot options to DHCP clients can be specified "
+     "(e.g. tftp-server, server-ip-address, bootfile-name)"),
+    # -- end of neutron1's block --
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]
 
@@ -256,7 +277,7 @@ def check_revision(resource: Resource, session: Any, ctx: Any, item_id: str, exp
 
 
 def install(app: FastAPI) -> None:
-    from netbay.api.network import actions, batch, quotas, trunk_actions  # member actions, quotas, batch
+    from netbay.api.network import actions, batch, ip_availability, quotas, trunk_actions  # beyond CRUD
     from netbay.api.network.tags import mount_tags
 
     app.include_router(router)
@@ -268,6 +289,7 @@ def install(app: FastAPI) -> None:
             mount_tags(collections, resource, coll.path)
     actions.mount(collections)
     trunk_actions.mount(collections)
+    ip_availability.mount(collections)
     quotas.mount(collections)
     batch.mount(collections)
     app.include_router(collections)

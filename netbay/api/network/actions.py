@@ -1,4 +1,5 @@
-"""Member actions beyond CRUD: a router's add/remove_router_interface.
+"""Member actions beyond CRUD: a router's add/remove_router_interface, a subnet
+pool's add/remove_prefixes.
 
 The body is Neutron's bare ``{"subnet_id": ...}`` or ``{"port_id": ...}``
 (no ``router`` wrapper); the rules live in ``netbay.network.routers``.
@@ -18,6 +19,7 @@ from netbay.api.auth import context
 from netbay.api.network.bodies import read_json
 from netbay.context import Context
 from netbay.network.registry import ROUTERS
+from netbay.network.subnetpool_prefixes import add_prefixes, remove_prefixes
 
 _UUID = {"type": "string", "format": "uuid"}
 _INTERFACE_SCHEMA = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
@@ -29,13 +31,28 @@ _INTERFACE_SCHEMA = {"requestBody": {"required": True, "content": {"application/
 Action = Callable[[Session, Context, str, Any], dict[str, Any]]
 
 
+_PREFIXES_SCHEMA = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "properties": {"prefixes": {"type": "array", "items": {"type": "string"}}},
+}}}}}
+
+
+async def _run(request: Request, run: Action, item_id: str) -> Response:
+    ctx = context(request)
+    info = await read_json(request)
+    store = request.app.state.store
+    return JSONResponse(await run_in_threadpool(lambda: store.retrying(lambda s: run(s, ctx, item_id, info))))
+
+
 def _action(run: Action) -> Callable[[Request, str], Any]:
     async def handler(request: Request, router_id: str) -> Response:
-        ctx = context(request)
-        info = await read_json(request)
-        store = request.app.state.store
-        result = await run_in_threadpool(lambda: store.retrying(lambda s: run(s, ctx, router_id, info)))
-        return JSONResponse(result)
+        return await _run(request, run, router_id)
+
+    return handler
+
+
+def _pool_action(run: Action) -> Callable[[Request, str], Any]:
+    async def handler(request: Request, subnetpool_id: str) -> Response:
+        return await _run(request, run, subnetpool_id)
 
     return handler
 
@@ -46,3 +63,8 @@ def mount(router: APIRouter) -> None:
                          name="add_router_interface", openapi_extra=_INTERFACE_SCHEMA)
     router.add_api_route(f"{path}/remove_router_interface", _action(ROUTERS.remove_interface),
                          methods=["PUT"], name="remove_router_interface", openapi_extra=_INTERFACE_SCHEMA)
+    pools = "/v2.0/subnetpools/{subnetpool_id}"
+    router.add_api_route(f"{pools}/add_prefixes", _pool_action(add_prefixes), methods=["PUT"],
+                         name="add_prefixes", openapi_extra=_PREFIXES_SCHEMA)
+    router.add_api_route(f"{pools}/remove_prefixes", _pool_action(remove_prefixes), methods=["PUT"],
+                         name="remove_prefixes", openapi_extra=_PREFIXES_SCHEMA)
