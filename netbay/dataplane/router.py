@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from netbay.dataplane import links, netns
 from netbay.dataplane.names import Names
 from netbay.dataplane.l3.conntrack import forget_flows
+from netbay.dataplane.l3.extraroutes import sync_extra_routes
 from netbay.dataplane.l3.nat import TABLE, desired_elements, sync_nft
 from netbay.dataplane.l3.rtdump import default_routes, link_table, v4_addresses
 from netbay.dataplane.l3.spec import FloatingIP, Gateway, Leg, RouterSpec, from_api
@@ -145,13 +146,14 @@ def _syncdefault_routes(ns: str, gateway: Gateway | None, index: int | None) -> 
 
 
 def ensure_router(ns: str, *, gateway: Gateway | None, interfaces: Sequence[Leg],
-                  floating_ips: Sequence[FloatingIP], enable_snat: bool) -> None:
+                  floating_ips: Sequence[FloatingIP], enable_snat: bool,
+                  routes: Sequence[tuple[str, str]] = ()) -> None:
     """Make router namespace ``ns`` forward between its legs and NAT to the outside.
 
     Creates ``ns`` if the fabric has not yet; sets forwarding; syncs the nft table's
     elements (rebuilding the table only if it is missing or not ours); puts the
-    floating IPs on the gateway leg and routes by default via the external gateway.
-    Idempotent. Legs the fabric has not wired yet are reported at the end with
+    floating IPs on the gateway leg, routes by default via the external gateway and
+    adds the extra ``routes`` (destination, nexthop). Idempotent. Legs the fabric has not wired yet are reported at the end with
     :class:`links.LinkError` (ENODEV) after everything else was done.
     """
     want = desired_elements(gateway, interfaces, floating_ips, enable_snat)
@@ -172,7 +174,11 @@ def ensure_router(ns: str, *, gateway: Gateway | None, interfaces: Sequence[Leg]
             gw_index = present[gateway.ifname][0]
             _sync_floating_addresses(ns, gateway, gw_index, floating_ips)
     _syncdefault_routes(ns, gateway, gw_index)
+    unreachable = sync_extra_routes(ns, routes)
     forget_flows(ns, released)
+    if unreachable and not missing:
+        raise links.LinkError(errno.ENETUNREACH, f"router namespace {ns!r}: no leg reaches the nexthop "
+                                                 f"of the routes to {', '.join(unreachable)}")
     if missing:
         raise links.LinkError(errno.ENODEV, f"router namespace {ns!r}: legs not wired yet: "
                                             f"{', '.join(missing)}")
@@ -181,7 +187,7 @@ def ensure_router(ns: str, *, gateway: Gateway | None, interfaces: Sequence[Leg]
 def ensure(spec: RouterSpec) -> None:
     """:func:`ensure_router` for a :class:`RouterSpec`."""
     ensure_router(spec.ns, gateway=spec.gateway, interfaces=spec.interfaces,
-                  floating_ips=spec.floating_ips, enable_snat=spec.enable_snat)
+                  floating_ips=spec.floating_ips, enable_snat=spec.enable_snat, routes=spec.routes)
 
 
 def remove_router(ns: str) -> bool:

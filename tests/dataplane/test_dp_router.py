@@ -52,9 +52,10 @@ class Topo:
     gateway: Gateway
     legs: list[Leg] = field(default_factory=list)
 
-    def ensure(self, fips: Sequence[FloatingIP] = (), enable_snat: bool = True) -> None:
+    def ensure(self, fips: Sequence[FloatingIP] = (), enable_snat: bool = True,
+               routes: Sequence[tuple[str, str]] = ()) -> None:
         router.ensure_router(self.ns, gateway=self.gateway, interfaces=self.legs,
-                             floating_ips=list(fips), enable_snat=enable_snat)
+                             floating_ips=list(fips), enable_snat=enable_snat, routes=routes)
 
 
 @pytest.fixture
@@ -279,6 +280,28 @@ def test_hairpin_to_a_floating_ip_on_the_same_network(topo):
     assert tcp_peer(topo.b, topo.a2, FIP_B) == "10.0.1.1"
 
 
+def test_extra_routes_lead_through_their_nexthop(topo):
+    """Neutron's extra routes: 192.168.77.0/24 lives behind sandbox b (10.0.1.5); without
+    the route the router sends it to the outside (its default), with it the ping goes
+    through b; a changed nexthop replaces the route, an empty list removes it."""
+    links.set_up(topo.b, "lo")
+    links.add_address(topo.b, "lo", "192.168.77.1/32")
+    topo.ensure()
+    assert not ping(topo.a, "192.168.77.1", timeout=0.5)
+    topo.ensure(routes=[("192.168.77.0/24", "10.0.1.5")])
+    assert ping(topo.a, "192.168.77.1", count=3)
+    gateways = {r.dst: r.gateway for r in links.routes(topo.ns) if r.dst != "0.0.0.0/0"}
+    assert gateways["192.168.77.0/24"] == "10.0.1.5"
+    topo.ensure(routes=[("192.168.77.0/24", "10.0.1.5")])  # idempotent
+    topo.ensure(routes=[("192.168.77.0/24", "10.0.1.6")])
+    assert {r.dst: r.gateway for r in links.routes(topo.ns)}["192.168.77.0/24"] == "10.0.1.6"
+    assert not ping(topo.a, "192.168.77.1", timeout=0.5)
+    topo.ensure(routes=[])
+    assert "192.168.77.0/24" not in {r.dst for r in links.routes(topo.ns)}
+    with pytest.raises(links.LinkError, match="192.168.78.0/24"):
+        topo.ensure(routes=[("192.168.78.0/24", "10.9.9.9")])   # no leg reaches it
+
+
 def test_idempotent_repair_and_remove(topo):
     fips = [FloatingIP(FIP_A, "10.0.0.5")]
     topo.ensure(fips)
@@ -412,7 +435,10 @@ def test_from_api_builds_the_spec_from_neutron_json():
     ]
     names = Names("nb-")
     spec = router.from_api(router_json, ports, subnets, fips, names)
-    assert spec.ns == "nb-r-r1" and spec.router_id == rid
+    assert spec.ns == "nb-r-r1" and spec.router_id == rid and spec.routes == ()
+    routed = router.from_api({**router_json, "routes": [{"destination": "10.5.0.0/16", "nexthop": "10.0.0.7"}]},
+                             ports, subnets, fips, names)
+    assert routed.routes == (("10.5.0.0/16", "10.0.0.7"),)
     assert spec.enable_snat is False
     assert spec.interfaces == (Leg("qr-pa-12345678", "pa-1234567890", ("10.0.0.1/24",)),)
     assert spec.gateway == Gateway("qg-pg-12345678", ("172.24.4.10/24", "2001:db8::a/64"),

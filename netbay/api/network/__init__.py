@@ -85,6 +85,11 @@ EXTENSIONS = [
     ("trunk", "Trunk Extension", "Provides support for trunk ports"),
     ("stateful-security-group", "Stateful security group", "Indicates if the security group is stateful or not"),
     ("taas", "Neutron Tap as a Service", "Neutron Tap as a Service Extension."),
+    # -- neutron2: extensions with a dataplane meaning -----------------------------------------
+    ("extraroute", "Neutron Extra Route", "Extra routes configuration for L3 router"),
+    ("extraroute-atomic", "Atomically add/remove extra routes",
+     "Edit extra routes of a router on server side by atomically adding/removing extra routes"),
+    # -- end neutron2 --------------------------------------------------------------------------
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]
 

@@ -1,7 +1,9 @@
-"""Member actions beyond CRUD: a router's add/remove_router_interface.
+"""Member actions beyond CRUD: a router's add/remove_router_interface and
+add/remove_extraroutes.
 
-The body is Neutron's bare ``{"subnet_id": ...}`` or ``{"port_id": ...}``
-(no ``router`` wrapper); the rules live in ``netbay.network.routers``.
+The interface body is Neutron's bare ``{"subnet_id": ...}`` or ``{"port_id": ...}``
+(no ``router`` wrapper), the extra routes' ``{"router": {"routes": [...]}}``; the
+rules live in ``netbay.network.routers`` and ``netbay.network.extraroutes``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from sqlalchemy.orm import Session
 from netbay.api.auth import context
 from netbay.api.network.bodies import read_json
 from netbay.context import Context
+from netbay.network.extraroutes import add_extraroutes, remove_extraroutes
 from netbay.network.registry import ROUTERS
 
 _UUID = {"type": "string", "format": "uuid"}
@@ -24,6 +27,11 @@ _INTERFACE_SCHEMA = {"requestBody": {"required": True, "content": {"application/
     "type": "object",
     "description": "Exactly one of subnet_id or port_id (both allowed on removal).",
     "properties": {"subnet_id": _UUID, "port_id": _UUID},
+}}}}}
+_ROUTES_SCHEMA = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["router"],
+    "properties": {"router": {"type": "object", "properties": {"routes": {"type": "array", "items": {
+        "type": "object", "properties": {"destination": {"type": "string"}, "nexthop": {"type": "string"}}}}}}},
 }}}}}
 
 Action = Callable[[Session, Context, str, Any], dict[str, Any]]
@@ -46,3 +54,7 @@ def mount(router: APIRouter) -> None:
                          name="add_router_interface", openapi_extra=_INTERFACE_SCHEMA)
     router.add_api_route(f"{path}/remove_router_interface", _action(ROUTERS.remove_interface),
                          methods=["PUT"], name="remove_router_interface", openapi_extra=_INTERFACE_SCHEMA)
+    router.add_api_route(f"{path}/add_extraroutes", _action(add_extraroutes), methods=["PUT"],
+                         name="add_extraroutes", openapi_extra=_ROUTES_SCHEMA)
+    router.add_api_route(f"{path}/remove_extraroutes", _action(remove_extraroutes), methods=["PUT"],
+                         name="remove_extraroutes", openapi_extra=_ROUTES_SCHEMA)

@@ -48,6 +48,8 @@ class RouterSpec:
     interfaces: Sequence[Leg] = ()
     floating_ips: Sequence[FloatingIP] = ()
     enable_snat: bool = True
+    # Neutron's extra routes: (destination CIDR, nexthop on one of the legs' subnets)
+    routes: Sequence[tuple[str, str]] = ()
 
 
 def _cidrs(port: Mapping[str, Any], subnets: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -85,7 +87,7 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
     ``network:router_interface`` / ``network:router_gateway``), prefix lengths and
     gateways from ``subnets`` (by id), SNAT from ``external_gateway_info.enable_snat``
     (Neutron's default: true), floating IPs from those with this ``router_id`` and a
-    ``port_id``.
+    ``port_id``, extra routes from ``routes``.
     """
     rid = router["id"]
     legs: list[Leg] = []
@@ -109,4 +111,5 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
         if f.get("router_id") == rid and f.get("port_id") and f.get("fixed_ip_address")
         and f.get("floating_ip_address"))
     return RouterSpec(router_id=rid, ns=names.router(rid), gateway=gateway,
-                      interfaces=tuple(legs), floating_ips=fips, enable_snat=enable_snat)
+                      interfaces=tuple(legs), floating_ips=fips, enable_snat=enable_snat,
+                      routes=tuple((r["destination"], r["nexthop"]) for r in router.get("routes") or ()))
