@@ -543,7 +543,7 @@ class Agent:
             if fip is None:
                 continue
             fip_router: str | None = fip.get("router_id")
-            realized = bool(fip.get("port_id") and fip_router and has_routers
+            realized = bool((fip.get("port_id") or fip.get("port_forwardings")) and fip_router and has_routers
                             and self.outcomes.get("routers", {}).get(fip_router)
                             and self.outcomes.get("floatingips", {}).get(fid, True))
             want = "ACTIVE" if realized else "DOWN"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from netbay.network.floatingips import FLOATINGIPS
 from netbay.network.networks import NETWORKS
+from netbay.network.portforwardings import PORT_FORWARDINGS  # noqa: F401  (its port cascade)
 from netbay.network.ports import PORTS
 from netbay.network.rbac import RBAC_POLICIES
 from netbay.network.resource import Resource

@@ -765,6 +765,29 @@ class SubPort(Base):
     segmentation_id: Mapped[int] = mapped_column(Integer)
     __table_args__ = (UniqueConstraint("trunk_id", "segmentation_type", "segmentation_id"),)
 
+# --- neutron2: floating IP port forwardings (issue 29) -------------------------
+
+
+class PortForwarding(Base):
+    """A floating IP's protocol and port DNATed to a port's fixed IP and port
+    (Neutron's ``floating-ip-port-forwarding``). The keys unique here are Neutron's."""
+
+    __tablename__ = "port_forwardings"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(String(64), index=True)
+    floatingip_id: Mapped[str] = mapped_column(ForeignKey("floatingips.id", ondelete="CASCADE"), index=True)
+    protocol: Mapped[str] = mapped_column(String(16))
+    external_port: Mapped[int] = mapped_column(Integer)
+    internal_port: Mapped[int] = mapped_column(Integer)
+    internal_ip_address: Mapped[str] = mapped_column(String(64))
+    internal_port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), index=True)
+    description: Mapped[str] = mapped_column(String(255), default="")
+    __table_args__ = (
+        UniqueConstraint("floatingip_id", "external_port", "protocol", name="uniq_pf_external"),
+        UniqueConstraint("internal_port_id", "internal_ip_address", "internal_port", "protocol",
+                         name="uniq_pf_internal"),
+    )
+
 # --- containers (issue 11: the Zun-compatible container API) -----------------
 
 

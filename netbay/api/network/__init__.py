@@ -89,6 +89,10 @@ EXTENSIONS = [
     ("extraroute", "Neutron Extra Route", "Extra routes configuration for L3 router"),
     ("extraroute-atomic", "Atomically add/remove extra routes",
      "Edit extra routes of a router on server side by atomically adding/removing extra routes"),
+    ("floating-ip-port-forwarding", "Floating IP Port Forwarding",
+     "Allow port forwarding from floating IP port to an internal port"),
+    ("expose-port-forwarding-in-fip", "Expose port forwardings in floating IP",
+     "Expose on floating IP GET requests the port forwardings the floating IP has"),
     # -- end neutron2 --------------------------------------------------------------------------
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]
@@ -261,7 +265,7 @@ def check_revision(resource: Resource, session: Any, ctx: Any, item_id: str, exp
 
 
 def install(app: FastAPI) -> None:
-    from netbay.api.network import actions, batch, quotas, trunk_actions  # member actions, quotas, batch
+    from netbay.api.network import actions, batch, portforwardings, quotas, trunk_actions  # sub-resources
     from netbay.api.network.tags import mount_tags
 
     app.include_router(router)
@@ -273,6 +277,7 @@ def install(app: FastAPI) -> None:
             mount_tags(collections, resource, coll.path)
     actions.mount(collections)
     trunk_actions.mount(collections)
+    portforwardings.mount(collections, parse_list_query, neutron_listing)
     quotas.mount(collections)
     batch.mount(collections)
     app.include_router(collections)
