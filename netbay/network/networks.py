@@ -12,8 +12,9 @@ from sqlalchemy.orm import Session
 
 from netbay.context import Context
 from netbay.errors import Conflict, invalid_operation, policy_refused
+from netbay.network.qos import check_policy
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
-from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
+from netbay.network.types import UUID, Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store.models import CREATED_REVISION, IPAllocation, Network, Port, RbacPolicy, Subnet, Tag
 
 DEFAULT_MTU = 1500
@@ -43,6 +44,7 @@ class NetworkCreate(Body):
     physical_network: Annotated[str, StringConstraints(max_length=64)] | None = Field(
         None, alias="provider:physical_network")
     segmentation_id: int | None = Field(None, alias="provider:segmentation_id")
+    qos_policy_id: UUID | None = None
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
@@ -56,6 +58,7 @@ class NetworkUpdate(Body):
     external: Bool | None = Field(None, alias="router:external")
     mtu: int | None = Field(None, ge=0, le=9000)
     port_security_enabled: Bool | None = None
+    qos_policy_id: UUID | None = None
 
 
 class Networks(Resource):
@@ -134,6 +137,7 @@ class Networks(Resource):
             "provider:physical_network": obj.physical_network,
             "provider:segmentation_id": obj.segmentation_id,
             "port_security_enabled": obj.port_security_enabled,
+            "qos_policy_id": obj.qos_policy_id,
             "availability_zone_hints": [],
             "availability_zones": ["nova"],
             "ipv4_address_scope": None,
@@ -149,6 +153,7 @@ class Networks(Resource):
         if (given.get("shared") or given.get("external")) and not ctx.is_admin:
             raise policy_refused("create_network", "shared" if given.get("shared") else "router:external")
         segment = _provider_segment(session, ctx, given)
+        check_policy(session, ctx, given.get("qos_policy_id"))
         if not given.get("mtu"):  # 0: the largest the deployment allows
             given["mtu"] = DEFAULT_MTU
         net = Network(project_id=project_id, revision_number=CREATED_REVISION, **segment, **given)
@@ -168,6 +173,7 @@ class Networks(Resource):
         if given.get("mtu") is not None:
             given["mtu"] = given["mtu"] or DEFAULT_MTU  # 0: the largest the deployment allows
             check_mtu(net, given["mtu"], {s.ip_version for s in net.subnets})
+        check_policy(session, ctx, given.get("qos_policy_id"))
         if given.get("shared") is False and net.shared:
             others = session.scalar(
                 select(func.count()).select_from(Port).where(

@@ -28,6 +28,7 @@ from netbay.network import ipam, portgroups, quotas
 from netbay.network.rbac import SHARED_NETWORK_IDS
 from netbay.network.trunks import check_port_deletable
 from netbay.network.portrows import Allocation, NewPort, PortWriter, new_port, port_row
+from netbay.network.qos import check_policy
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.security_groups import default_group_key, ensure_default_group
 from netbay.network.taas import forget_port
@@ -386,6 +387,7 @@ class PortCreate(Body):
     security_groups: SecurityGroupIds | None = None
     allowed_address_pairs: list[AddressPair] | None = None
     port_security_enabled: Bool = None  # type: ignore[assignment]
+    qos_policy_id: UUID | None = None
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
@@ -403,6 +405,7 @@ class PortUpdate(Body):
     security_groups: SecurityGroupIds | None = None
     allowed_address_pairs: list[AddressPair] | None = None
     port_security_enabled: Bool = None  # type: ignore[assignment]
+    qos_policy_id: UUID | None = None
 
 
 # --- the Port API -------------------------------------------------------------------
@@ -562,6 +565,7 @@ class Ports(Resource):
             "binding:vnic_type": "normal",
             "binding:profile": {},
             "extra_dhcp_opts": [],
+            "qos_policy_id": obj.qos_policy_id,
         }
 
     # -- writing ---------------------------------------------------------------------------
@@ -579,6 +583,7 @@ class Ports(Resource):
             if not network.shared and network.project_id != project_id:
                 raise policy_refused("create_port")  # Neutron 29: the network_owner rule
             _check_create_policy(ctx, network, given)
+        check_policy(session, ctx, given.get("qos_policy_id"))
         explicit_groups = "security_groups" in given
         groups = given.pop("security_groups", None)
         if explicit_groups:
@@ -616,6 +621,7 @@ class Ports(Resource):
         if "security_groups" in given:
             given["security_groups"] = list(dict.fromkeys(given["security_groups"] or []))
         _check_port_security(port, given)
+        check_policy(session, ctx, given.get("qos_policy_id"))
         mac = given.pop("mac_address", None)
         mac_changed = mac is not None and mac != port.mac_address
         if mac_changed:

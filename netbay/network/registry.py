@@ -13,6 +13,7 @@ from netbay.network.networks import NETWORKS
 from netbay.network.portforwardings import PORT_FORWARDINGS  # noqa: F401  (its port cascade)
 from netbay.network.ports import PORTS
 from netbay.network.rbac import RBAC_POLICIES
+from netbay.network.qos import QOS_POLICIES
 from netbay.network.resource import Resource
 from netbay.network.routers import ROUTERS
 from netbay.network.security_groups import SECURITY_GROUP_RULES, SECURITY_GROUPS
@@ -23,8 +24,8 @@ from netbay.network.trunks import TRUNKS
 
 RESOURCES: list[Resource] = [
     NETWORKS, SUBNETS, SUBNETPOOLS, PORTS, SECURITY_GROUPS, SECURITY_GROUP_RULES, ROUTERS, FLOATINGIPS,
-    RBAC_POLICIES, TRUNKS, TAP_SERVICES, TAP_FLOWS,
+    RBAC_POLICIES, TRUNKS, TAP_SERVICES, TAP_FLOWS, QOS_POLICIES,
 ]
 
-__all__ = ["FLOATINGIPS", "NETWORKS", "PORTS", "RBAC_POLICIES", "RESOURCES", "ROUTERS", "Resource",
+__all__ = ["FLOATINGIPS", "NETWORKS", "PORTS", "QOS_POLICIES", "RBAC_POLICIES", "RESOURCES", "ROUTERS", "Resource",
            "SECURITY_GROUPS", "SECURITY_GROUP_RULES", "SUBNETPOOLS", "SUBNETS", "TRUNKS"]

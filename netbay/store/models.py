@@ -128,6 +128,8 @@ class Network(Standard, Base):
     network_type: Mapped[str] = mapped_column(String(32), default="vxlan", server_default="vxlan")
     physical_network: Mapped[str | None] = mapped_column(String(64), nullable=True)
     port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
+    # Issue 29 (neutron2): the QoS policy of the network's ports that have none of their own.
+    qos_policy_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
 
     subnets: Mapped[list[Subnet]] = relationship(
         back_populates="network", order_by="Subnet.created_at", lazy="selectin"
@@ -176,6 +178,8 @@ class Port(Standard, Base):
     binding_host_id: Mapped[str] = mapped_column(String(255), default="")
     port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     allowed_address_pairs: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    # Issue 29 (neutron2): the port's own QoS policy.
+    qos_policy_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
 
     fixed_ips: Mapped[list[IPAllocation]] = relationship(
         back_populates="port", cascade="all, delete-orphan", lazy="selectin",
@@ -787,6 +791,35 @@ class PortForwarding(Base):
         UniqueConstraint("internal_port_id", "internal_ip_address", "internal_port", "protocol",
                          name="uniq_pf_internal"),
     )
+
+class QosPolicy(Standard, Base):
+    """A QoS policy (Neutron's ``qos``): rules a port or network it is given obeys."""
+
+    __tablename__ = "qos_policies"
+    shared: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    rules: Mapped[list[QosRule]] = relationship(
+        cascade="all, delete-orphan", lazy="selectin", order_by="QosRule.created_at")
+
+
+class QosRule(Base):
+    """One rule of a policy; ``type`` says which of the value columns it uses
+    (bandwidth_limit: max_kbps, max_burst_kbps, direction; dscp_marking: dscp_mark;
+    minimum_bandwidth: min_kbps, direction)."""
+
+    __tablename__ = "qos_rules"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    policy_id: Mapped[str] = mapped_column(ForeignKey("qos_policies.id", ondelete="CASCADE"), index=True)
+    type: Mapped[str] = mapped_column(String(32))
+    direction: Mapped[str] = mapped_column(String(8), default="egress")
+    max_kbps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_burst_kbps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    dscp_mark: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    min_kbps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    __table_args__ = (UniqueConstraint("policy_id", "type", "direction", name="uniq_qos_rule_kind"),)
+
 
 # --- containers (issue 11: the Zun-compatible container API) -----------------
 

@@ -93,6 +93,14 @@ EXTENSIONS = [
      "Allow port forwarding from floating IP port to an internal port"),
     ("expose-port-forwarding-in-fip", "Expose port forwardings in floating IP",
      "Expose on floating IP GET requests the port forwardings the floating IP has"),
+    ("qos", "Quality of Service", "The Quality of Service extension."),
+    ("qos-rule-type-details", "QoS rule type details", "Expose details about QoS rule types supported by "
+     "loaded backend drivers"),
+    ("qos-default", "QoS default policy", "Expose the QoS default policy per project"),
+    ("qos-bw-limit-direction", "Direction for QoS bandwidth limit rule",
+     "Allow to configure QoS bandwidth limit rule with specific direction: ingress or egress"),
+    ("qos-bw-minimum-ingress", "Ingress direction for QoS minimum bandwidth rule",
+     "Allows to configure QoS minimum bandwidth rule with ingress direction."),
     # -- end neutron2 --------------------------------------------------------------------------
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]
@@ -265,7 +273,7 @@ def check_revision(resource: Resource, session: Any, ctx: Any, item_id: str, exp
 
 
 def install(app: FastAPI) -> None:
-    from netbay.api.network import actions, batch, portforwardings, quotas, trunk_actions  # sub-resources
+    from netbay.api.network import actions, batch, portforwardings, qos, quotas, trunk_actions  # sub-resources
     from netbay.api.network.tags import mount_tags
 
     app.include_router(router)
@@ -278,6 +286,7 @@ def install(app: FastAPI) -> None:
     actions.mount(collections)
     trunk_actions.mount(collections)
     portforwardings.mount(collections, parse_list_query, neutron_listing)
+    qos.mount(collections)
     quotas.mount(collections)
     batch.mount(collections)
     app.include_router(collections)

@@ -1,5 +1,5 @@
 """Neutron extensions with a dataplane meaning (issue 29, neutron2): floating IP port
-forwardings.
+forwardings; QoS policies and their rules, and the ``qos_policy_id`` of ports and networks.
 
 Revision ID: 0020_neutron2
 Revises: 0019
@@ -39,6 +39,48 @@ def upgrade() -> None:
                               unique=False)
         batch_op.create_index(batch_op.f('ix_port_forwardings_project_id'), ['project_id'], unique=False)
 
+    op.create_table('qos_policies',
+    sa.Column('shared', sa.Boolean(), nullable=False),
+    sa.Column('is_default', sa.Boolean(), nullable=False),
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('description', sa.String(length=255), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=False),
+    sa.Column('revision_number', sa.Integer(), nullable=False),
+    sa.PrimaryKeyConstraint('id'),
+    )
+    with op.batch_alter_table('qos_policies', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_qos_policies_name'), ['name'], unique=False)
+        batch_op.create_index(batch_op.f('ix_qos_policies_project_id'), ['project_id'], unique=False)
+    op.create_table('qos_rules',
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('policy_id', sa.String(length=36), nullable=False),
+    sa.Column('type', sa.String(length=32), nullable=False),
+    sa.Column('direction', sa.String(length=8), nullable=False),
+    sa.Column('max_kbps', sa.Integer(), nullable=True),
+    sa.Column('max_burst_kbps', sa.Integer(), nullable=True),
+    sa.Column('dscp_mark', sa.Integer(), nullable=True),
+    sa.Column('min_kbps', sa.Integer(), nullable=True),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.ForeignKeyConstraint(['policy_id'], ['qos_policies.id'], ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id'),
+    sa.UniqueConstraint('policy_id', 'type', 'direction', name='uniq_qos_rule_kind'),
+    )
+    with op.batch_alter_table('qos_rules', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_qos_rules_policy_id'), ['policy_id'], unique=False)
+    for table in ('ports', 'networks'):
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            batch_op.add_column(sa.Column('qos_policy_id', sa.String(length=36), nullable=True))
+            batch_op.create_index(batch_op.f(f'ix_{table}_qos_policy_id'), ['qos_policy_id'], unique=False)
+
 
 def downgrade() -> None:
+    for table in ('ports', 'networks'):
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            batch_op.drop_index(batch_op.f(f'ix_{table}_qos_policy_id'))
+            batch_op.drop_column('qos_policy_id')
+    op.drop_table('qos_rules')
+    op.drop_table('qos_policies')
     op.drop_table('port_forwardings')
