@@ -8,6 +8,7 @@ cannot import (a network's deletion reaching its subnets) it subscribes itself t
 
 from __future__ import annotations
 
+from netbay.network.address_groups import ADDRESS_GROUPS
 from netbay.network.floatingips import FLOATINGIPS
 from netbay.network.networks import NETWORKS
 from netbay.network.portforwardings import PORT_FORWARDINGS  # noqa: F401  (its port cascade)
@@ -24,7 +25,7 @@ from netbay.network.trunks import TRUNKS
 
 RESOURCES: list[Resource] = [
     NETWORKS, SUBNETS, SUBNETPOOLS, PORTS, SECURITY_GROUPS, SECURITY_GROUP_RULES, ROUTERS, FLOATINGIPS,
-    RBAC_POLICIES, TRUNKS, TAP_SERVICES, TAP_FLOWS, QOS_POLICIES,
+    RBAC_POLICIES, TRUNKS, TAP_SERVICES, TAP_FLOWS, QOS_POLICIES, ADDRESS_GROUPS,
 ]
 
 __all__ = ["FLOATINGIPS", "NETWORKS", "PORTS", "QOS_POLICIES", "RBAC_POLICIES", "RESOURCES", "ROUTERS", "Resource",

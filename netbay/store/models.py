@@ -229,6 +229,8 @@ class SecurityGroupRule(Base):
     remote_group_id: Mapped[str | None] = mapped_column(
         ForeignKey("securitygroups.id", ondelete="CASCADE"), nullable=True, index=True
     )
+    # Issue 29 (neutron2): an address group's CIDRs as the rule's remote end.
+    remote_address_group_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
     description: Mapped[str] = mapped_column(String(255), default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
@@ -791,6 +793,14 @@ class PortForwarding(Base):
         UniqueConstraint("internal_port_id", "internal_ip_address", "internal_port", "protocol",
                          name="uniq_pf_internal"),
     )
+
+class AddressGroup(Standard, Base):
+    """A named list of CIDRs a security group rule may name as its remote end
+    (Neutron's ``address-group``)."""
+
+    __tablename__ = "address_groups"
+    addresses: Mapped[list[str]] = mapped_column(JSON, default=list)
+
 
 class QosPolicy(Standard, Base):
     """A QoS policy (Neutron's ``qos``): rules a port or network it is given obeys."""

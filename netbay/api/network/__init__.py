@@ -101,6 +101,7 @@ EXTENSIONS = [
      "Allow to configure QoS bandwidth limit rule with specific direction: ingress or egress"),
     ("qos-bw-minimum-ingress", "Ingress direction for QoS minimum bandwidth rule",
      "Allows to configure QoS minimum bandwidth rule with ingress direction."),
+    ("address-group", "Address group", "Support address group"),
     # -- end neutron2 --------------------------------------------------------------------------
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]

@@ -1,5 +1,5 @@
 """Member actions beyond CRUD: a router's add/remove_router_interface and
-add/remove_extraroutes.
+add/remove_extraroutes, an address group's add/remove_addresses.
 
 The interface body is Neutron's bare ``{"subnet_id": ...}`` or ``{"port_id": ...}``
 (no ``router`` wrapper), the extra routes' ``{"router": {"routes": [...]}}``; the
@@ -20,7 +20,7 @@ from netbay.api.auth import context
 from netbay.api.network.bodies import read_json
 from netbay.context import Context
 from netbay.network.extraroutes import add_extraroutes, remove_extraroutes
-from netbay.network.registry import ROUTERS
+from netbay.network.registry import ADDRESS_GROUPS, ROUTERS
 
 _UUID = {"type": "string", "format": "uuid"}
 _INTERFACE_SCHEMA = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
@@ -58,3 +58,10 @@ def mount(router: APIRouter) -> None:
                          name="add_extraroutes", openapi_extra=_ROUTES_SCHEMA)
     router.add_api_route(f"{path}/remove_extraroutes", _action(remove_extraroutes), methods=["PUT"],
                          name="remove_extraroutes", openapi_extra=_ROUTES_SCHEMA)
+    groups = "/v2.0/address-groups/{router_id}"   # the handler's path parameter is shared
+    router.add_api_route(f"{groups}/add_addresses", _action(
+        lambda s, ctx, gid, info: ADDRESS_GROUPS.change_addresses(s, ctx, gid, info, add=True)),
+        methods=["PUT"], name="add_addresses")
+    router.add_api_route(f"{groups}/remove_addresses", _action(
+        lambda s, ctx, gid, info: ADDRESS_GROUPS.change_addresses(s, ctx, gid, info, add=False)),
+        methods=["PUT"], name="remove_addresses")

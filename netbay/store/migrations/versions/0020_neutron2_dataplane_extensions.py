@@ -1,5 +1,6 @@
 """Neutron extensions with a dataplane meaning (issue 29, neutron2): floating IP port
-forwardings; QoS policies and their rules, and the ``qos_policy_id`` of ports and networks.
+forwardings; QoS policies and their rules, and the ``qos_policy_id`` of ports and networks;
+address groups and the ``remote_address_group_id`` of security group rules.
 
 Revision ID: 0020_neutron2
 Revises: 0019
@@ -75,8 +76,31 @@ def upgrade() -> None:
             batch_op.add_column(sa.Column('qos_policy_id', sa.String(length=36), nullable=True))
             batch_op.create_index(batch_op.f(f'ix_{table}_qos_policy_id'), ['qos_policy_id'], unique=False)
 
+    op.create_table('address_groups',
+    sa.Column('addresses', sa.JSON(), nullable=False),
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('description', sa.String(length=255), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=False),
+    sa.Column('revision_number', sa.Integer(), nullable=False),
+    sa.PrimaryKeyConstraint('id'),
+    )
+    with op.batch_alter_table('address_groups', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_address_groups_name'), ['name'], unique=False)
+        batch_op.create_index(batch_op.f('ix_address_groups_project_id'), ['project_id'], unique=False)
+    with op.batch_alter_table('securitygrouprules', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('remote_address_group_id', sa.String(length=36), nullable=True))
+        batch_op.create_index(batch_op.f('ix_securitygrouprules_remote_address_group_id'),
+                              ['remote_address_group_id'], unique=False)
+
 
 def downgrade() -> None:
+    with op.batch_alter_table('securitygrouprules', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_securitygrouprules_remote_address_group_id'))
+        batch_op.drop_column('remote_address_group_id')
+    op.drop_table('address_groups')
     for table in ('ports', 'networks'):
         with op.batch_alter_table(table, schema=None) as batch_op:
             batch_op.drop_index(batch_op.f(f'ix_{table}_qos_policy_id'))
