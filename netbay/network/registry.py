@@ -18,6 +18,7 @@ from netbay.network.qos import QOS_POLICIES
 from netbay.network.resource import Resource
 from netbay.network.routers import ROUTERS
 from netbay.network.security_groups import SECURITY_GROUP_RULES, SECURITY_GROUPS
+from netbay.network.sg_templates import SECURITY_GROUP_RULE_TEMPLATES
 from netbay.network.subnetpools import SUBNETPOOLS
 from netbay.network.subnets import SUBNETS
 from netbay.network.taas import TAP_FLOWS, TAP_SERVICES
@@ -26,6 +27,7 @@ from netbay.network.trunks import TRUNKS
 RESOURCES: list[Resource] = [
     NETWORKS, SUBNETS, SUBNETPOOLS, PORTS, SECURITY_GROUPS, SECURITY_GROUP_RULES, ROUTERS, FLOATINGIPS,
     RBAC_POLICIES, TRUNKS, TAP_SERVICES, TAP_FLOWS, QOS_POLICIES, ADDRESS_GROUPS,
+    SECURITY_GROUP_RULE_TEMPLATES,
 ]
 
 __all__ = ["FLOATINGIPS", "NETWORKS", "PORTS", "QOS_POLICIES", "RBAC_POLICIES", "RESOURCES", "ROUTERS", "Resource",

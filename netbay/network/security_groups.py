@@ -33,6 +33,7 @@ from netbay.store.models import (
     Project,
     SecurityGroup,
     SecurityGroupRule,
+    SecurityGroupRuleTemplate,
     Tag,
 )
 
@@ -68,18 +69,22 @@ def _rule(group: SecurityGroup, direction: str, ethertype: str, **attrs: Any) ->
                              direction=direction, ethertype=ethertype, **attrs)
 
 
-def default_rules(group: SecurityGroup) -> list[SecurityGroupRule]:
-    """Neutron's defaults: all egress, and ingress from members of the same group."""
-    rules = []
-    for ethertype in ETHERTYPES:
-        rules.append(_rule(group, "egress", ethertype))
-        rules.append(_rule(group, "ingress", ethertype, remote_group_id=group.id))
-    return rules
+PARENT = "PARENT"   # a template's remote_group_id: the new group itself
 
 
-def egress_rules(group: SecurityGroup) -> list[SecurityGroupRule]:
-    """What any new (non-default) group starts with: all egress, no ingress."""
-    return [_rule(group, "egress", ethertype) for ethertype in ETHERTYPES]
+def rules_from_templates(session: Session, group: SecurityGroup, *, default: bool) -> list[SecurityGroupRule]:
+    """What a new group starts with: the rule templates (``/default-security-group-rules``)
+    for the default group or for the others; Neutron's own are all egress for every
+    group and ingress from the group's members for the default one."""
+    used = SecurityGroupRuleTemplate.used_in_default_sg if default else \
+        SecurityGroupRuleTemplate.used_in_non_default_sg
+    templates = session.scalars(select(SecurityGroupRuleTemplate).where(used.is_(True))
+                                .order_by(SecurityGroupRuleTemplate.created_at, SecurityGroupRuleTemplate.id))
+    return [_rule(group, t.direction, t.ethertype, protocol=t.protocol, port_range_min=t.port_range_min,
+                  port_range_max=t.port_range_max, remote_ip_prefix=t.remote_ip_prefix,
+                  remote_group_id=group.id if t.remote_group_id == PARENT else t.remote_group_id,
+                  remote_address_group_id=t.remote_address_group_id, description=t.description)
+            for t in templates]
 
 
 def default_group_key(project_id: str) -> tuple[str, str]:
@@ -97,7 +102,7 @@ def ensure_default_group(session: Session, project_id: str) -> SecurityGroup:
     session.add(group)
     session.flush()
     session.add(DefaultSecurityGroup(project_id=project_id, security_group_id=group.id))
-    SECURITY_GROUPS.add_rules(session, group, default_rules(group))
+    SECURITY_GROUPS.add_rules(session, group, rules_from_templates(session, group, default=True))
     return group
 
 
@@ -195,7 +200,7 @@ class SecurityGroups(Resource):
         if tags:
             self.set_tags(session, group, tags)
             group.revision_number = CREATED_REVISION
-        self.add_rules(session, group, egress_rules(group))
+        self.add_rules(session, group, rules_from_templates(session, group, default=False))
         return group
 
     def add_rules(self, session: Session, group: SecurityGroup, rules: list[SecurityGroupRule]) -> None:

@@ -794,6 +794,28 @@ class PortForwarding(Base):
                          name="uniq_pf_internal"),
     )
 
+class SecurityGroupRuleTemplate(Base):
+    """A rule every new security group starts with (Neutron's
+    ``security-groups-default-rules``): the default groups those ``used_in_default_sg``,
+    the others those ``used_in_non_default_sg``; ``remote_group_id`` ``PARENT`` is the
+    new group itself. Seeded by migration 0020_neutron2 with Neutron's four defaults."""
+
+    __tablename__ = "default_security_group_rules"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    direction: Mapped[str] = mapped_column(String(8))
+    ethertype: Mapped[str] = mapped_column(String(8))
+    protocol: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    port_range_min: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    port_range_max: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    remote_ip_prefix: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    remote_group_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    remote_address_group_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    description: Mapped[str] = mapped_column(String(255), default="")
+    used_in_default_sg: Mapped[bool] = mapped_column(Boolean, default=True)
+    used_in_non_default_sg: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
 class AddressGroup(Standard, Base):
     """A named list of CIDRs a security group rule may name as its remote end
     (Neutron's ``address-group``)."""

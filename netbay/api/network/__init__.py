@@ -102,6 +102,8 @@ EXTENSIONS = [
     ("qos-bw-minimum-ingress", "Ingress direction for QoS minimum bandwidth rule",
      "Allows to configure QoS minimum bandwidth rule with ingress direction."),
     ("address-group", "Address group", "Support address group"),
+    ("security-groups-default-rules", "Default rules for security groups",
+     "Configure set of security group rules used as default security group rules"),
     # -- end neutron2 --------------------------------------------------------------------------
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]

@@ -1,10 +1,14 @@
 """Neutron extensions with a dataplane meaning (issue 29, neutron2): floating IP port
 forwardings; QoS policies and their rules, and the ``qos_policy_id`` of ports and networks;
-address groups and the ``remote_address_group_id`` of security group rules.
+address groups and the ``remote_address_group_id`` of security group rules; the default
+security group rule templates, seeded with Neutron's four.
 
 Revision ID: 0020_neutron2
 Revises: 0019
 """
+
+import uuid
+from datetime import datetime, UTC
 
 from alembic import op
 import sqlalchemy as sa
@@ -96,7 +100,36 @@ def upgrade() -> None:
                               ['remote_address_group_id'], unique=False)
 
 
+    templates = op.create_table('default_security_group_rules',
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('direction', sa.String(length=8), nullable=False),
+    sa.Column('ethertype', sa.String(length=8), nullable=False),
+    sa.Column('protocol', sa.String(length=40), nullable=True),
+    sa.Column('port_range_min', sa.Integer(), nullable=True),
+    sa.Column('port_range_max', sa.Integer(), nullable=True),
+    sa.Column('remote_ip_prefix', sa.String(length=64), nullable=True),
+    sa.Column('remote_group_id', sa.String(length=36), nullable=True),
+    sa.Column('remote_address_group_id', sa.String(length=36), nullable=True),
+    sa.Column('description', sa.String(length=255), nullable=False),
+    sa.Column('used_in_default_sg', sa.Boolean(), nullable=False),
+    sa.Column('used_in_non_default_sg', sa.Boolean(), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.PrimaryKeyConstraint('id'),
+    )
+    now = datetime.now(UTC).replace(tzinfo=None)
+    # Neutron's defaults: egress anywhere for every group; ingress from the group itself
+    # for the default group only.
+    op.bulk_insert(templates, [
+        {"id": str(uuid.uuid4()), "direction": direction, "ethertype": ethertype, "protocol": None,
+         "port_range_min": None, "port_range_max": None, "remote_ip_prefix": None,
+         "remote_group_id": "PARENT" if direction == "ingress" else None, "remote_address_group_id": None,
+         "description": "", "used_in_default_sg": True, "used_in_non_default_sg": direction == "egress",
+         "created_at": now}
+        for direction in ("egress", "ingress") for ethertype in ("IPv4", "IPv6")])
+
+
 def downgrade() -> None:
+    op.drop_table('default_security_group_rules')
     with op.batch_alter_table('securitygrouprules', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_securitygrouprules_remote_address_group_id'))
         batch_op.drop_column('remote_address_group_id')
