@@ -22,7 +22,7 @@ from netbay.network.networks import NETWORKS
 from netbay.network.ports import PORTS, create_port, delete_port
 from netbay.network.resource import Filter, Resource, standard, to_int
 from netbay.network.routers import ROUTER_GATEWAY, ROUTER_INTERFACE, UUID
-from netbay.network.types import Body, IPAddress, ProjectID, Tags, Text
+from netbay.network.types import Body, DNSName, IPAddress, ProjectID, Tags, Text
 from netbay.store.models import FloatingIP, IPAllocation, Network, Port, PortForwarding, Router, Subnet, Tag, new_id
 
 FLOATINGIP_OWNER = "network:floatingip"
@@ -40,6 +40,8 @@ class FloatingIPCreate(Body):
     port_id: UUID | None = None
     fixed_ip_address: IPAddress | None = None
     description: Text = ""
+    dns_name: DNSName = ""
+    dns_domain: DNSName = ""
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
@@ -58,7 +60,7 @@ class FloatingIPs(Resource):
     create_body = FloatingIPCreate
     update_body = FloatingIPUpdate
     readonly = Resource.readonly | {
-        "router_id", "port_details", "dns_name", "dns_domain", "qos_policy_id",
+        "router_id", "port_details", "qos_policy_id",
         "qos_network_policy_id", "port_forwardings",
     }
     filters = {
@@ -88,8 +90,8 @@ class FloatingIPs(Resource):
             "fixed_ip_address": obj.fixed_ip_address,
             "status": obj.status,
             "port_details": _port_details(session, obj.fixed_port_id),
-            "dns_domain": "",
-            "dns_name": "",
+            "dns_domain": obj.dns_domain,
+            "dns_name": obj.dns_name,
             "qos_policy_id": None,
             "qos_network_policy_id": None,
             "port_forwardings": forwardings_of(session, obj.id),
@@ -114,7 +116,8 @@ class FloatingIPs(Resource):
         if not v4_subnets:
             raise bad_fip(f"Network {network.id} does not contain any IPv4 subnet")
         fip = FloatingIP(id=new_id(), project_id=project_id, floating_network_id=network.id,
-                         description=body.description, status="DOWN")
+                         description=body.description, status="DOWN", dns_name=body.dns_name,
+                         dns_domain=body.dns_domain)
         port = create_port(session, project_id="", network=network,
                            fixed_ips=[_floating_address(session, network, v4_subnets, body)],
                            device_id=fip.id, device_owner=FLOATINGIP_OWNER, name="")

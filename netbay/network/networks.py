@@ -14,7 +14,7 @@ from netbay.context import Context
 from netbay.errors import Conflict, invalid_operation, policy_refused
 from netbay.network.qos import check_policy
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
-from netbay.network.types import UUID, Body, Bool, Name, ProjectID, Tags, Text
+from netbay.network.types import UUID, Body, Bool, DNSName, Name, ProjectID, Tags, Text
 from netbay.store.models import CREATED_REVISION, IPAllocation, Network, Port, RbacPolicy, Subnet, Tag
 
 DEFAULT_MTU = 1500
@@ -45,6 +45,7 @@ class NetworkCreate(Body):
         None, alias="provider:physical_network")
     segmentation_id: int | None = Field(None, alias="provider:segmentation_id")
     qos_policy_id: UUID | None = None
+    dns_domain: DNSName = ""
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
@@ -59,6 +60,7 @@ class NetworkUpdate(Body):
     mtu: int | None = Field(None, ge=0, le=9000)
     port_security_enabled: Bool | None = None
     qos_policy_id: UUID | None = None
+    dns_domain: DNSName | None = None
 
 
 class Networks(Resource):
@@ -138,6 +140,7 @@ class Networks(Resource):
             "provider:segmentation_id": obj.segmentation_id,
             "port_security_enabled": obj.port_security_enabled,
             "qos_policy_id": obj.qos_policy_id,
+            "dns_domain": obj.dns_domain,
             "availability_zone_hints": [],
             "availability_zones": ["nova"],
             "ipv4_address_scope": None,

@@ -89,6 +89,7 @@ class NewPort:
     fixed_ips: tuple[Allocation, ...] = ()
     security_groups: tuple[Binding, ...] = ()
     qos_policy_id: str | None = None
+    dns_name: str = ""
 
 
 def port_row(**values: Any) -> dict[str, Any]:

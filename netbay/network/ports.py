@@ -32,7 +32,7 @@ from netbay.network.qos import check_policy
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.security_groups import default_group_key, ensure_default_group
 from netbay.network.taas import forget_port
-from netbay.network.types import MAC, UUID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
+from netbay.network.types import MAC, UUID, Body, Bool, DNSName, IPAddress, Name, ProjectID, Tags, Text
 from netbay.store.models import (
     CREATED_REVISION,
     DefaultSecurityGroup,
@@ -388,6 +388,7 @@ class PortCreate(Body):
     allowed_address_pairs: list[AddressPair] | None = None
     port_security_enabled: Bool = None  # type: ignore[assignment]
     qos_policy_id: UUID | None = None
+    dns_name: DNSName = ""
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
@@ -406,6 +407,22 @@ class PortUpdate(Body):
     allowed_address_pairs: list[AddressPair] | None = None
     port_security_enabled: Bool = None  # type: ignore[assignment]
     qos_policy_id: UUID | None = None
+    dns_name: DNSName = None  # type: ignore[assignment]
+
+
+# dns-integration's domain of names without one of their network's (Neutron's default ``dns_domain``).
+DNS_DOMAIN = "openstacklocal."
+
+
+def dns_assignment(dns_name: str, addresses: list[str]) -> list[dict[str, str]]:
+    """Neutron's ``dns_assignment``: each fixed IP's hostname (the port's ``dns_name``,
+    else one made of the address) and FQDN in the deployment's domain."""
+    out = []
+    for ip in addresses:
+        hostname = dns_name.removesuffix(".").split(".")[0] if dns_name else \
+            "host-" + ip.replace(".", "-").replace(":", "-")
+        out.append({"hostname": hostname, "ip_address": ip, "fqdn": f"{hostname}.{DNS_DOMAIN}"})
+    return out
 
 
 # --- the Port API -------------------------------------------------------------------
@@ -566,6 +583,8 @@ class Ports(Resource):
             "binding:profile": {},
             "extra_dhcp_opts": [],
             "qos_policy_id": obj.qos_policy_id,
+            "dns_name": obj.dns_name,
+            "dns_assignment": dns_assignment(obj.dns_name, [a.ip_address for a in obj.fixed_ips]),
         }
 
     # -- writing ---------------------------------------------------------------------------

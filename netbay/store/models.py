@@ -130,6 +130,8 @@ class Network(Standard, Base):
     port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
     # Issue 29 (neutron2): the QoS policy of the network's ports that have none of their own.
     qos_policy_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    # Issue 29 (neutron2): dns-integration's domain of the network's ports' names.
+    dns_domain: Mapped[str] = mapped_column(String(255), default="", server_default="")
 
     subnets: Mapped[list[Subnet]] = relationship(
         back_populates="network", order_by="Subnet.created_at", lazy="selectin"
@@ -178,8 +180,9 @@ class Port(Standard, Base):
     binding_host_id: Mapped[str] = mapped_column(String(255), default="")
     port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     allowed_address_pairs: Mapped[list[Any]] = mapped_column(JSON, default=list)
-    # Issue 29 (neutron2): the port's own QoS policy.
+    # Issue 29 (neutron2): the port's own QoS policy, and dns-integration's name.
     qos_policy_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    dns_name: Mapped[str] = mapped_column(String(255), default="", server_default="")
 
     fixed_ips: Mapped[list[IPAllocation]] = relationship(
         back_populates="port", cascade="all, delete-orphan", lazy="selectin",
@@ -273,6 +276,9 @@ class FloatingIP(Standard, Base):
     fixed_ip_address: Mapped[str | None] = mapped_column(String(64), nullable=True)
     router_id: Mapped[str | None] = mapped_column(ForeignKey("routers.id"), nullable=True)
     status: Mapped[str] = mapped_column(String(16), default="DOWN")
+    # Issue 29 (neutron2): dns-integration's name and domain, given at create.
+    dns_name: Mapped[str] = mapped_column(String(255), default="", server_default="")
+    dns_domain: Mapped[str] = mapped_column(String(255), default="", server_default="")
 
 
 class Sandbox(Standard, Base):

@@ -104,6 +104,7 @@ EXTENSIONS = [
     ("address-group", "Address group", "Support address group"),
     ("security-groups-default-rules", "Default rules for security groups",
      "Configure set of security group rules used as default security group rules"),
+    ("dns-integration", "DNS Integration", "Provides integration with DNS."),
     # -- end neutron2 --------------------------------------------------------------------------
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]

@@ -1,7 +1,8 @@
 """Neutron extensions with a dataplane meaning (issue 29, neutron2): floating IP port
 forwardings; QoS policies and their rules, and the ``qos_policy_id`` of ports and networks;
 address groups and the ``remote_address_group_id`` of security group rules; the default
-security group rule templates, seeded with Neutron's four.
+security group rule templates, seeded with Neutron's four; dns-integration's ``dns_name``
+of ports and floating IPs and ``dns_domain`` of networks and floating IPs.
 
 Revision ID: 0020_neutron2
 Revises: 0019
@@ -116,6 +117,11 @@ def upgrade() -> None:
     sa.Column('created_at', sa.DateTime(), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     )
+    for table, columns in (('ports', ('dns_name',)), ('networks', ('dns_domain',)),
+                           ('floatingips', ('dns_name', 'dns_domain'))):
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            for column in columns:
+                batch_op.add_column(sa.Column(column, sa.String(length=255), nullable=False, server_default=''))
     now = datetime.now(UTC).replace(tzinfo=None)
     # Neutron's defaults: egress anywhere for every group; ingress from the group itself
     # for the default group only.
@@ -129,6 +135,11 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    for table, columns in (('ports', ('dns_name',)), ('networks', ('dns_domain',)),
+                           ('floatingips', ('dns_name', 'dns_domain'))):
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            for column in columns:
+                batch_op.drop_column(column)
     op.drop_table('default_security_group_rules')
     with op.batch_alter_table('securitygrouprules', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_securitygrouprules_remote_address_group_id'))
