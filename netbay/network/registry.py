@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from netbay.network.address_groups import ADDRESS_GROUPS
 from netbay.network.floatingips import FLOATINGIPS
+from netbay.network.metering import METERING_LABEL_RULES, METERING_LABELS
 from netbay.network.networks import NETWORKS
 from netbay.network.portforwardings import PORT_FORWARDINGS  # noqa: F401  (its port cascade)
 from netbay.network.ports import PORTS
@@ -27,7 +28,7 @@ from netbay.network.trunks import TRUNKS
 RESOURCES: list[Resource] = [
     NETWORKS, SUBNETS, SUBNETPOOLS, PORTS, SECURITY_GROUPS, SECURITY_GROUP_RULES, ROUTERS, FLOATINGIPS,
     RBAC_POLICIES, TRUNKS, TAP_SERVICES, TAP_FLOWS, QOS_POLICIES, ADDRESS_GROUPS,
-    SECURITY_GROUP_RULE_TEMPLATES,
+    SECURITY_GROUP_RULE_TEMPLATES, METERING_LABELS, METERING_LABEL_RULES,
 ]
 
 __all__ = ["FLOATINGIPS", "NETWORKS", "PORTS", "QOS_POLICIES", "RBAC_POLICIES", "RESOURCES", "ROUTERS", "Resource",

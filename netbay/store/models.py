@@ -822,6 +822,26 @@ class SecurityGroupRuleTemplate(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
+class MeteringLabel(Standard, Base):
+    """A metering label (Neutron's ``metering``): traffic of the project's routers to count."""
+
+    __tablename__ = "metering_labels"
+    shared: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class MeteringLabelRule(Base):
+    __tablename__ = "metering_label_rules"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(String(64), index=True)
+    metering_label_id: Mapped[str] = mapped_column(ForeignKey("metering_labels.id", ondelete="CASCADE"), index=True)
+    direction: Mapped[str] = mapped_column(String(8))
+    excluded: Mapped[bool] = mapped_column(Boolean, default=False)
+    remote_ip_prefix: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    source_ip_prefix: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    destination_ip_prefix: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
 class AddressGroup(Standard, Base):
     """A named list of CIDRs a security group rule may name as its remote end
     (Neutron's ``address-group``)."""

@@ -105,6 +105,9 @@ EXTENSIONS = [
     ("security-groups-default-rules", "Default rules for security groups",
      "Configure set of security group rules used as default security group rules"),
     ("dns-integration", "DNS Integration", "Provides integration with DNS."),
+    ("metering", "Neutron Metering", "Neutron Metering extension (API only: no traffic is counted)."),
+    ("metering_source_and_destination_fields", "Neutron Metering with source and destination filtering",
+     "Neutron Metering extension that enables the use of source and destination IP prefixes."),
     # -- end neutron2 --------------------------------------------------------------------------
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]

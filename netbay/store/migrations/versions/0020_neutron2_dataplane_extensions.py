@@ -2,7 +2,8 @@
 forwardings; QoS policies and their rules, and the ``qos_policy_id`` of ports and networks;
 address groups and the ``remote_address_group_id`` of security group rules; the default
 security group rule templates, seeded with Neutron's four; dns-integration's ``dns_name``
-of ports and floating IPs and ``dns_domain`` of networks and floating IPs.
+of ports and floating IPs and ``dns_domain`` of networks and floating IPs; metering labels
+and their rules.
 
 Revision ID: 0020_neutron2
 Revises: 0019
@@ -117,6 +118,37 @@ def upgrade() -> None:
     sa.Column('created_at', sa.DateTime(), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     )
+    op.create_table('metering_labels',
+    sa.Column('shared', sa.Boolean(), nullable=False),
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('description', sa.String(length=255), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=False),
+    sa.Column('revision_number', sa.Integer(), nullable=False),
+    sa.PrimaryKeyConstraint('id'),
+    )
+    with op.batch_alter_table('metering_labels', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_metering_labels_name'), ['name'], unique=False)
+        batch_op.create_index(batch_op.f('ix_metering_labels_project_id'), ['project_id'], unique=False)
+    op.create_table('metering_label_rules',
+    sa.Column('id', sa.String(length=36), nullable=False),
+    sa.Column('project_id', sa.String(length=64), nullable=False),
+    sa.Column('metering_label_id', sa.String(length=36), nullable=False),
+    sa.Column('direction', sa.String(length=8), nullable=False),
+    sa.Column('excluded', sa.Boolean(), nullable=False),
+    sa.Column('remote_ip_prefix', sa.String(length=64), nullable=True),
+    sa.Column('source_ip_prefix', sa.String(length=64), nullable=True),
+    sa.Column('destination_ip_prefix', sa.String(length=64), nullable=True),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.ForeignKeyConstraint(['metering_label_id'], ['metering_labels.id'], ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('id'),
+    )
+    with op.batch_alter_table('metering_label_rules', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_metering_label_rules_metering_label_id'), ['metering_label_id'],
+                              unique=False)
+        batch_op.create_index(batch_op.f('ix_metering_label_rules_project_id'), ['project_id'], unique=False)
     for table, columns in (('ports', ('dns_name',)), ('networks', ('dns_domain',)),
                            ('floatingips', ('dns_name', 'dns_domain'))):
         with op.batch_alter_table(table, schema=None) as batch_op:
@@ -141,6 +173,8 @@ def downgrade() -> None:
             for column in columns:
                 batch_op.drop_column(column)
     op.drop_table('default_security_group_rules')
+    op.drop_table('metering_label_rules')
+    op.drop_table('metering_labels')
     with op.batch_alter_table('securitygrouprules', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_securitygrouprules_remote_address_group_id'))
         batch_op.drop_column('remote_address_group_id')
