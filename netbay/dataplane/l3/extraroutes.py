@@ -26,9 +26,13 @@ def wanted(routes: Iterable[tuple[str, str]]) -> dict[str, str]:
     for destination, nexthop in routes:
         dst = str(ipaddress.ip_network(destination, strict=False))
         hop = ipaddress.ip_address(nexthop)
-        if dst not in out or hop < ipaddress.ip_address(out[dst]):
+        if dst not in out or _order(hop) < _order(ipaddress.ip_address(out[dst])):
             out[dst] = str(hop)
     return out
+
+
+def _order(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> tuple[int, int]:
+    return address.version, int(address)
 
 
 def present(ns: str) -> dict[str, str]:
