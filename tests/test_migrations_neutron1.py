@@ -1,4 +1,4 @@
-"""Migration 0020_neutron1 (issue 29): the external networks there are get the ``*``
+"""Migration 0020 (issue 29): the external networks there are get the ``*``
 ``access_as_external`` policy of their owner, by which netbay now decides who sees an
 external network; the downgrade takes the new columns, table and policies away."""
 
@@ -28,7 +28,7 @@ def test_external_networks_get_their_wildcard_policy(database_url: str) -> None:
         with engine.begin() as conn:
             _network(conn, "public", True, 100)
             _network(conn, "private", False, 101)
-        migrate.upgrade(database_url, "0020_neutron1")
+        migrate.upgrade(database_url, "0020")
         with engine.connect() as conn:
             rows = conn.execute(sa.text("SELECT project_id, object_type, object_id, action, target_project"
                                         " FROM rbac_policies")).all()

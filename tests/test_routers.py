@@ -341,6 +341,35 @@ def test_routes_need_a_connected_nexthop(member, member_http):
     member.network.delete_router(router)
 
 
+def test_extraroutes_added_and_removed_atomically(member, member_http):
+    """``extraroute-atomic``: the SDK's add/remove_extra_routes; adding what is there and
+    removing what is not change nothing; the result is validated as a PUT would be."""
+    _, subnet = make_subnet(member, "10.211.0.0/24")
+    router = member.network.create_router(name=unique("atomic"))
+    member.network.add_interface_to_router(router, subnet=subnet.id)
+    one = {"destination": "192.168.60.0/24", "nexthop": "10.211.0.20"}
+    two = {"destination": "192.168.61.0/24", "nexthop": "10.211.0.21"}
+    got = member.network.add_extra_routes_to_router(router, {"router": {"routes": [one, two, one]}})
+    assert sorted(got.routes, key=str) == [one, two]
+    got = member.network.add_extra_routes_to_router(router, {"router": {"routes": [one]}})
+    assert sorted(got.routes, key=str) == [one, two]
+    got = member.network.remove_extra_routes_from_router(
+        router, {"router": {"routes": [two, {"destination": "10.9.9.0/24", "nexthop": "10.211.0.9"}]}})
+    assert got.routes == [one]
+
+    url = f"/routers/{router.id}/add_extraroutes"
+    r = member_http.put(url, json={"router": {"routes": [{"destination": "192.168.62.0/24",
+                                                          "nexthop": "10.99.0.1"}]}})
+    assert neutron_error(r, 400, "InvalidRoutes").endswith("the nexthop is not connected with router")
+    r = member_http.put(url, json={"router": {"routes": [{"destination": "x", "nexthop": "10.211.0.20"}]}})
+    assert r.status_code == 400
+    body = member_http.put(f"/routers/{router.id}/remove_extraroutes", json={"router": {"routes": [one]}}).json()
+    assert body["router"]["id"] == router.id and body["router"]["routes"] == []
+    assert member.network.get_router(router).routes == []
+    member.network.remove_interface_from_router(router, subnet=subnet.id)
+    member.network.delete_router(router)
+
+
 # --- visibility and change log -----------------------------------------------------------------
 
 

@@ -543,7 +543,7 @@ class Agent:
             if fip is None:
                 continue
             fip_router: str | None = fip.get("router_id")
-            realized = bool(fip.get("port_id") and fip_router and has_routers
+            realized = bool((fip.get("port_id") or fip.get("port_forwardings")) and fip_router and has_routers
                             and self.outcomes.get("routers", {}).get(fip_router)
                             and self.outcomes.get("floatingips", {}).get(fid, True))
             want = "ACTIVE" if realized else "DOWN"
@@ -575,7 +575,8 @@ def _ensure_namespace(ns: str) -> None:
 def default_realizers(names: Names) -> list[Realizer]:
     """The realizers whose modules are present (each is optional)."""
     out: list[Realizer] = []
-    for make in (SecurityGroupRealizer, RouterRealizer, _load_balancers, _cluster_networks, _taps, _resolvers):
+    for make in (SecurityGroupRealizer, RouterRealizer, _load_balancers, _cluster_networks, _taps, _qos,
+                 _resolvers):
         try:
             out.append(make(names))
         except ImportError as exc:  # pragma: no cover - module absent
@@ -604,6 +605,13 @@ def _resolvers(names: Names) -> Realizer:
     from netbay.k8s.dns.reaper import ResolverReaper
 
     return ResolverReaper(names)
+
+
+def _qos(names: Names) -> Realizer:
+    """QoS policies on ports' host ends through :mod:`netbay.dataplane.qos`."""
+    from netbay.dataplane.qosrealizer import QosRealizer
+
+    return QosRealizer(names)
 
 
 def _taps(names: Names) -> Realizer:

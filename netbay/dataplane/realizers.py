@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from netbay.dataplane import netns
 from netbay.dataplane.fabric import Fabric, PortSpec
 from netbay.dataplane.names import Names
+from netbay.dataplane.sg.addressgroups import groups_naming, with_address_groups
 from netbay.dataplane.state import State
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,16 @@ class SecurityGroupRealizer:
             return seg
         return (zlib.crc32(network_id.encode()) % 0xFFFF) + 1
 
+    def expand(self, state: State, t: Any, w: Work) -> None:
+        """An address group's change concerns the groups whose rules name it."""
+        if t.collection == "address_groups":
+            w.setdefault("security_groups", set()).update(
+                groups_naming(state.table("security_groups"), t.id))
+
+    @staticmethod
+    def _group(state: State, group: Mapping[str, Any]) -> Mapping[str, Any]:
+        return with_address_groups(group, state.table("address_groups"))
+
     def _entry(self, state: State, spec: PortSpec) -> tuple[Mapping[str, Any], int, int]:
         return state.ports[spec.port_id], self._mark(spec.port_id), self._zone(state, spec.network_id)
 
@@ -153,7 +164,7 @@ class SecurityGroupRealizer:
         if not netns.exists(self.names.fabric):
             return {}
         ports = [self._entry(state, specs[p]) for p in sorted(specs)]
-        self._groups().sync(ports, list(state.table("security_groups").values()))
+        self._groups().sync(ports, [self._group(state, g) for g in state.table("security_groups").values()])
         return {}
 
     def apply(self, state: State, fabric: Fabric, work: Work, specs: Mapping[str, PortSpec]) -> Outcome:
@@ -166,7 +177,7 @@ class SecurityGroupRealizer:
         with sg.batch():  # the whole pass in one nft transaction
             for gid in sorted(work.get("security_groups", ())):
                 if gid in groups:
-                    sg.ensure_group(groups[gid])
+                    sg.ensure_group(self._group(state, groups[gid]))
                 else:
                     sg.remove_group(gid)
             for pid in sorted(work.get("ports", ())):

@@ -9,9 +9,10 @@ route via the external subnet's gateway, the floating IPs as /32s on the ``qg-``
 The table's rules never change. Every fact — which device is the gateway and its
 SNAT address, the internal subnets, the floating IPs — is a set or map element, so
 associating or releasing a floating IP adds or deletes elements (one small nft
-transaction), never rewrites a rule::
+transaction), never rewrites a rule (and so do port forwardings and extra routes)::
 
     chain prerouting   (nat, dstnat)
+        dnat to daddr . l4proto . dport map @pf_addr : ... map @pf_port   # port forwardings
         dnat to ip daddr map @fip_dnat                            # floating -> fixed
     chain postrouting  (nat, srcnat)
         oifname @gateway_ifs snat to ip saddr map @fip_snat       # fixed -> floating
@@ -47,12 +48,13 @@ from collections.abc import Sequence
 from netbay.dataplane import links, netns
 from netbay.dataplane.names import Names
 from netbay.dataplane.l3.conntrack import forget_flows
+from netbay.dataplane.l3.extraroutes import sync_extra_routes
 from netbay.dataplane.l3.nat import TABLE, desired_elements, sync_nft
 from netbay.dataplane.l3.rtdump import default_routes, link_table, v4_addresses
-from netbay.dataplane.l3.spec import FloatingIP, Gateway, Leg, RouterSpec, from_api
+from netbay.dataplane.l3.spec import FloatingIP, Gateway, Leg, PortForward, RouterSpec, from_api
 
 __all__ = [
-    "Leg", "Gateway", "FloatingIP", "RouterSpec", "TABLE", "ensure_router", "ensure",
+    "Leg", "Gateway", "FloatingIP", "PortForward", "RouterSpec", "TABLE", "ensure_router", "ensure",
     "remove_router", "observed_routers", "from_api",
 ]
 
@@ -82,10 +84,10 @@ def _sysctls(ns: str) -> None:
 
 
 def _sync_floating_addresses(ns: str, gateway: Gateway, index: int,
-                             floating_ips: Sequence[FloatingIP]) -> None:
+                             floating: Sequence[str]) -> None:
     """The floating IPs as /32s on the gateway leg; other /32s we put there go."""
     own = {str(ipaddress.ip_interface(a)) for a in gateway.addresses}
-    want = {f"{ipaddress.IPv4Address(f.floating_ip_address)}/32" for f in floating_ips} - own
+    want = {f"{ipaddress.IPv4Address(f)}/32" for f in floating} - own
     have = {a for a in v4_addresses(ns, index) if a.endswith("/32")} - own
     for a in sorted(have - want):
         links.del_address(ns, index, a)
@@ -145,16 +147,20 @@ def _syncdefault_routes(ns: str, gateway: Gateway | None, index: int | None) -> 
 
 
 def ensure_router(ns: str, *, gateway: Gateway | None, interfaces: Sequence[Leg],
-                  floating_ips: Sequence[FloatingIP], enable_snat: bool) -> None:
+                  floating_ips: Sequence[FloatingIP], enable_snat: bool,
+                  routes: Sequence[tuple[str, str]] = (),
+                  port_forwards: Sequence[PortForward] = ()) -> None:
     """Make router namespace ``ns`` forward between its legs and NAT to the outside.
 
     Creates ``ns`` if the fabric has not yet; sets forwarding; syncs the nft table's
     elements (rebuilding the table only if it is missing or not ours); puts the
-    floating IPs on the gateway leg and routes by default via the external gateway.
-    Idempotent. Legs the fabric has not wired yet are reported at the end with
-    :class:`links.LinkError` (ENODEV) after everything else was done.
+    floating IPs on the gateway leg, routes by default via the external gateway and
+    adds the extra ``routes`` (destination, nexthop); ``port_forwards`` are DNAT map
+    elements, their floating IPs on the gateway leg too. Idempotent. Legs the fabric
+    has not wired yet are reported at the end with :class:`links.LinkError` (ENODEV)
+    after everything else was done; so are routes whose nexthop no leg reaches.
     """
-    want = desired_elements(gateway, interfaces, floating_ips, enable_snat)
+    want = desired_elements(gateway, interfaces, floating_ips, enable_snat, port_forwards)
     netns.create(ns)
     _sysctls(ns)
     released = sync_nft(ns, want)
@@ -170,9 +176,15 @@ def ensure_router(ns: str, *, gateway: Gateway | None, interfaces: Sequence[Leg]
             missing.append(gateway.ifname)
         else:
             gw_index = present[gateway.ifname][0]
-            _sync_floating_addresses(ns, gateway, gw_index, floating_ips)
+            floating = [f.floating_ip_address for f in floating_ips]
+            floating += [pf.floating_ip_address for pf in port_forwards]
+            _sync_floating_addresses(ns, gateway, gw_index, floating)
     _syncdefault_routes(ns, gateway, gw_index)
+    unreachable = sync_extra_routes(ns, routes)
     forget_flows(ns, released)
+    if unreachable and not missing:
+        raise links.LinkError(errno.ENETUNREACH, f"router namespace {ns!r}: no leg reaches the nexthop "
+                                                 f"of the routes to {', '.join(unreachable)}")
     if missing:
         raise links.LinkError(errno.ENODEV, f"router namespace {ns!r}: legs not wired yet: "
                                             f"{', '.join(missing)}")
@@ -181,7 +193,8 @@ def ensure_router(ns: str, *, gateway: Gateway | None, interfaces: Sequence[Leg]
 def ensure(spec: RouterSpec) -> None:
     """:func:`ensure_router` for a :class:`RouterSpec`."""
     ensure_router(spec.ns, gateway=spec.gateway, interfaces=spec.interfaces,
-                  floating_ips=spec.floating_ips, enable_snat=spec.enable_snat)
+                  floating_ips=spec.floating_ips, enable_snat=spec.enable_snat, routes=spec.routes,
+                  port_forwards=spec.port_forwards)
 
 
 def remove_router(ns: str) -> bool:

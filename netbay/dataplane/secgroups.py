@@ -48,8 +48,10 @@ bypass everything. When permissions shrink (rule removed, a member leaves a remo
 group, a port leaves a group) the conntrack entries of the affected flows are deleted
 in their zone, so open connections are re-checked — by a worker thread right after
 the commit, as Neutron does (``ctkill``: a ctnetlink dump walks the kernel's whole
-conntrack table, 10-20 ms here). Not supported: ``remote_address_group_id`` (such a rule allows
-nothing); more than :data:`MAX_GROUPS` groups on one filtered port (refused).
+conntrack table, 10-20 ms here). A rule naming an address group arrives expanded over the
+group's CIDRs (:mod:`netbay.dataplane.sg.addressgroups`): an address added or removed is
+elements added or removed. Not supported: more than :data:`MAX_GROUPS` groups on one
+filtered port (refused).
 
 Use: :meth:`SecurityGroups.sync` after a start (it rebuilds atomically); then the
 incremental verbs, one nft transaction each — or, inside :meth:`SecurityGroups.batch`,

@@ -22,8 +22,8 @@ from netbay.network.networks import NETWORKS
 from netbay.network.ports import PORTS, create_port, delete_port
 from netbay.network.resource import Filter, Resource, standard, to_int
 from netbay.network.routers import ROUTER_GATEWAY, ROUTER_INTERFACE, UUID
-from netbay.network.types import Body, IPAddress, ProjectID, Tags, Text
-from netbay.store.models import FloatingIP, IPAllocation, Network, Port, Router, Subnet, Tag, new_id
+from netbay.network.types import Body, DNSName, IPAddress, ProjectID, Tags, Text
+from netbay.store.models import FloatingIP, IPAllocation, Network, Port, PortForwarding, Router, Subnet, Tag, new_id
 
 FLOATINGIP_OWNER = "network:floatingip"
 
@@ -40,6 +40,8 @@ class FloatingIPCreate(Body):
     port_id: UUID | None = None
     fixed_ip_address: IPAddress | None = None
     description: Text = ""
+    dns_name: DNSName = ""
+    dns_domain: DNSName = ""
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
@@ -58,7 +60,7 @@ class FloatingIPs(Resource):
     create_body = FloatingIPCreate
     update_body = FloatingIPUpdate
     readonly = Resource.readonly | {
-        "router_id", "port_details", "dns_name", "dns_domain", "qos_policy_id",
+        "router_id", "port_details", "qos_policy_id",
         "qos_network_policy_id", "port_forwardings",
     }
     filters = {
@@ -88,11 +90,11 @@ class FloatingIPs(Resource):
             "fixed_ip_address": obj.fixed_ip_address,
             "status": obj.status,
             "port_details": _port_details(session, obj.fixed_port_id),
-            "dns_domain": "",
-            "dns_name": "",
+            "dns_domain": obj.dns_domain,
+            "dns_name": obj.dns_name,
             "qos_policy_id": None,
             "qos_network_policy_id": None,
-            "port_forwardings": [],
+            "port_forwardings": forwardings_of(session, obj.id),
         }
 
     # -- create / update / delete ----------------------------------------------------
@@ -116,7 +118,8 @@ class FloatingIPs(Resource):
         if not v4_subnets:
             raise bad_fip(f"Network {network.id} does not contain any IPv4 subnet")
         fip = FloatingIP(id=new_id(), project_id=project_id, floating_network_id=network.id,
-                         description=body.description, status="DOWN")
+                         description=body.description, status="DOWN", dns_name=body.dns_name,
+                         dns_domain=body.dns_domain)
         port = create_port(session, project_id="", network=network,
                            fixed_ips=[_floating_address(session, network, v4_subnets, body)],
                            device_id=fip.id, device_owner=FLOATINGIP_OWNER, name="")
@@ -141,6 +144,7 @@ class FloatingIPs(Resource):
         # Neutron's ``_check_and_get_fip_assoc``: ``port_id`` null, or an empty body,
         # disassociates; a body of other attributes only (a description) keeps the association.
         if body.port_id is not None:
+            _refuse_if_forwarding(session, fip)
             self._associate(session, ctx, fip, body.port_id, body.fixed_ip_address)
         elif "port_id" in given or not given:
             _disassociate(fip)
@@ -151,7 +155,9 @@ class FloatingIPs(Resource):
         return fip
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
-        self.remove(session, self.get_owned(session, ctx, obj_id, "delete_floatingip"))
+        fip = self.get_owned(session, ctx, obj_id, "delete_floatingip")
+        _refuse_if_forwarding(session, fip)
+        self.remove(session, fip)
 
     def remove_unassociated(self, session: Session, network_id: str) -> None:
         """An external network is going: its floating IPs that no port holds go with it
@@ -204,6 +210,23 @@ def disassociate_port(session: Session, port_id: str) -> None:
         FLOATINGIPS.touch(fip)
         FLOATINGIPS.record(session, fip, "update")
     session.flush()
+
+
+def forwardings_of(session: Session, fip_id: str) -> list[dict[str, Any]]:
+    """A floating IP's port forwardings as Neutron shows them on the floating IP (no
+    description); the forwardings themselves are :mod:`netbay.network.portforwardings`."""
+    rows = session.scalars(select(PortForwarding).where(PortForwarding.floatingip_id == fip_id)
+                           .order_by(PortForwarding.protocol, PortForwarding.external_port, PortForwarding.id))
+    return [{"id": pf.id, "internal_ip_address": pf.internal_ip_address, "protocol": pf.protocol,
+             "internal_port": pf.internal_port, "external_port": pf.external_port,
+             "internal_port_id": pf.internal_port_id} for pf in rows]
+
+
+def _refuse_if_forwarding(session: Session, fip: FloatingIP) -> None:
+    """A floating IP forwarding ports is neither associated with a port nor deleted."""
+    if session.scalars(select(PortForwarding.id).where(PortForwarding.floatingip_id == fip.id)).first():
+        raise Conflict(f"Floating IP {fip.id} in use by Port Forwarding resources.",
+                       kind="FipInUseByPortForwarding")
 
 
 def _disassociate(fip: FloatingIP) -> None:
@@ -307,4 +330,5 @@ def _remove_spare(session: Session, network: Network) -> None:
 ports.on_delete.insert(0, disassociate_port)
 NETWORKS.before_delete.append(_remove_spare)
 
-__all__ = ["FLOATINGIPS", "FLOATINGIP_OWNER", "FloatingIPCreate", "FloatingIPUpdate", "FloatingIPs", "disassociate_port"]
+__all__ = ["FLOATINGIPS", "FLOATINGIP_OWNER", "FloatingIPCreate", "FloatingIPUpdate", "FloatingIPs", "disassociate_port",
+           "forwardings_of"]

@@ -13,8 +13,9 @@ from sqlalchemy.orm import Session
 from netbay.context import Context
 from netbay.errors import Conflict, invalid_operation, policy_refused
 from netbay.network import rbac
+from netbay.network.qos import check_policy
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
-from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
+from netbay.network.types import UUID, Body, Bool, DNSName, Name, ProjectID, Tags, Text
 from netbay.store.models import CREATED_REVISION, IPAllocation, Network, Port, RbacPolicy, Subnet, SubnetPool, Tag
 
 DEFAULT_MTU = 1500
@@ -50,6 +51,8 @@ class NetworkCreate(Body):
     physical_network: Annotated[str, StringConstraints(max_length=64)] | None = Field(
         None, alias="provider:physical_network")
     segmentation_id: int | None = Field(None, alias="provider:segmentation_id")
+    qos_policy_id: UUID | None = None
+    dns_domain: DNSName = ""
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
@@ -64,6 +67,8 @@ class NetworkUpdate(Body):
     mtu: int | None = Field(None, ge=0, le=9000)
     port_security_enabled: Bool | None = None
     is_default: Bool | None = None
+    qos_policy_id: UUID | None = None
+    dns_domain: DNSName | None = None
 
 
 class Networks(Resource):
@@ -157,6 +162,8 @@ class Networks(Resource):
             "provider:physical_network": obj.physical_network,
             "provider:segmentation_id": obj.segmentation_id,
             "port_security_enabled": obj.port_security_enabled,
+            "qos_policy_id": obj.qos_policy_id,
+            "dns_domain": obj.dns_domain,
             "availability_zone_hints": [],
             "availability_zones": ["nova"],
             "ipv4_address_scope": scopes.get(4),
@@ -175,6 +182,7 @@ class Networks(Resource):
             raise policy_refused("create_network", "is_default")
         is_default = given.pop("is_default", None)
         segment = _provider_segment(session, ctx, given)
+        check_policy(session, ctx, given.get("qos_policy_id"))
         if not given.get("mtu"):  # 0: the largest the deployment allows
             given["mtu"] = DEFAULT_MTU
         net = Network(project_id=project_id, revision_number=CREATED_REVISION, **segment, **given)
@@ -199,6 +207,7 @@ class Networks(Resource):
         if given.get("mtu") is not None:
             given["mtu"] = given["mtu"] or DEFAULT_MTU  # 0: the largest the deployment allows
             check_mtu(net, given["mtu"], {s.ip_version for s in net.subnets})
+        check_policy(session, ctx, given.get("qos_policy_id"))
         if given.get("shared") is False and net.shared:
             others = session.scalar(
                 select(func.count()).select_from(Port).where(

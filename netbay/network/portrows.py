@@ -89,6 +89,8 @@ class NewPort:
     revision_number: int
     fixed_ips: tuple[Allocation, ...] = ()
     security_groups: tuple[Binding, ...] = ()
+    qos_policy_id: str | None = None
+    dns_name: str = ""
 
 
 def port_row(**values: Any) -> dict[str, Any]:
@@ -99,6 +101,9 @@ def port_row(**values: Any) -> dict[str, Any]:
     for column in PORTS.columns:
         if column.name not in row:
             default = column.default
+            if default is None and column.nullable:
+                row[column.name] = None
+                continue
             if default is None:
                 raise TypeError(f"a new port needs {column.name}")
             row[column.name] = default.arg(None) if default.is_callable else default.arg  # type: ignore[attr-defined]

@@ -29,10 +29,11 @@ from netbay.network.dhcp_opts import ExtraDhcpOpts
 from netbay.network.rbac import EXTERNAL_NETWORK_IDS, SHARED_NETWORK_IDS, visible_to
 from netbay.network.trunks import check_port_deletable
 from netbay.network.portrows import Allocation, NewPort, PortWriter, new_port, port_row
+from netbay.network.qos import check_policy
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.security_groups import default_group_key, ensure_default_group
 from netbay.network.taas import forget_port
-from netbay.network.types import MAC, UUID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
+from netbay.network.types import MAC, UUID, Body, Bool, DNSName, IPAddress, Name, ProjectID, Tags, Text
 from netbay.store.models import (
     CREATED_REVISION,
     DefaultSecurityGroup,
@@ -394,6 +395,8 @@ class PortCreate(Body):
     allowed_address_pairs: list[AddressPair] | None = None
     port_security_enabled: Bool = None  # type: ignore[assignment]
     extra_dhcp_opts: ExtraDhcpOpts | None = None
+    qos_policy_id: UUID | None = None
+    dns_name: DNSName = ""
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
@@ -412,6 +415,23 @@ class PortUpdate(Body):
     allowed_address_pairs: list[AddressPair] | None = None
     port_security_enabled: Bool = None  # type: ignore[assignment]
     extra_dhcp_opts: ExtraDhcpOpts | None = None
+    qos_policy_id: UUID | None = None
+    dns_name: DNSName = None  # type: ignore[assignment]
+
+
+# dns-integration's domain of names without one of their network's (Neutron's default ``dns_domain``).
+DNS_DOMAIN = "openstacklocal."
+
+
+def dns_assignment(dns_name: str, addresses: list[str]) -> list[dict[str, str]]:
+    """Neutron's ``dns_assignment``: each fixed IP's hostname (the port's ``dns_name``,
+    else one made of the address) and FQDN in the deployment's domain."""
+    out = []
+    for ip in addresses:
+        hostname = dns_name.removesuffix(".").split(".")[0] if dns_name else \
+            "host-" + ip.replace(".", "-").replace(":", "-")
+        out.append({"hostname": hostname, "ip_address": ip, "fqdn": f"{hostname}.{DNS_DOMAIN}"})
+    return out
 
 
 # --- the Port API -------------------------------------------------------------------
@@ -572,6 +592,9 @@ class Ports(Resource):
             "binding:vnic_type": "normal",
             "binding:profile": {},
             "extra_dhcp_opts": dhcp_opts.rendered(obj.extra_dhcp_opts),
+            "qos_policy_id": obj.qos_policy_id,
+            "dns_name": obj.dns_name,
+            "dns_assignment": dns_assignment(obj.dns_name, [a.ip_address for a in obj.fixed_ips]),
         }
 
     # -- writing ---------------------------------------------------------------------------
@@ -589,6 +612,7 @@ class Ports(Resource):
             if not network.shared and network.project_id != project_id:
                 raise policy_refused("create_port")  # Neutron 29: the network_owner rule
             _check_create_policy(ctx, network, given)
+        check_policy(session, ctx, given.get("qos_policy_id"))
         explicit_groups = "security_groups" in given
         groups = given.pop("security_groups", None)
         if explicit_groups:
@@ -627,6 +651,7 @@ class Ports(Resource):
         if "security_groups" in given:
             given["security_groups"] = list(dict.fromkeys(given["security_groups"] or []))
         _check_port_security(port, given)
+        check_policy(session, ctx, given.get("qos_policy_id"))
         mac = given.pop("mac_address", None)
         mac_changed = mac is not None and mac != port.mac_address
         if mac_changed:

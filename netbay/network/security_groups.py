@@ -22,6 +22,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, not_found
 from netbay.network import quotas, rbac, sgrows
+from netbay.network.address_groups import ADDRESS_GROUPS
 from netbay.network.resource import Filter, Resource, standard, timestamp, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store import changelog
@@ -32,6 +33,7 @@ from netbay.store.models import (
     Project,
     SecurityGroup,
     SecurityGroupRule,
+    SecurityGroupRuleTemplate,
     Tag,
 )
 
@@ -67,18 +69,22 @@ def _rule(group: SecurityGroup, direction: str, ethertype: str, **attrs: Any) ->
                              direction=direction, ethertype=ethertype, **attrs)
 
 
-def default_rules(group: SecurityGroup) -> list[SecurityGroupRule]:
-    """Neutron's defaults: all egress, and ingress from members of the same group."""
-    rules = []
-    for ethertype in ETHERTYPES:
-        rules.append(_rule(group, "egress", ethertype))
-        rules.append(_rule(group, "ingress", ethertype, remote_group_id=group.id))
-    return rules
+PARENT = "PARENT"   # a template's remote_group_id: the new group itself
 
 
-def egress_rules(group: SecurityGroup) -> list[SecurityGroupRule]:
-    """What any new (non-default) group starts with: all egress, no ingress."""
-    return [_rule(group, "egress", ethertype) for ethertype in ETHERTYPES]
+def rules_from_templates(session: Session, group: SecurityGroup, *, default: bool) -> list[SecurityGroupRule]:
+    """What a new group starts with: the rule templates (``/default-security-group-rules``)
+    for the default group or for the others; Neutron's own are all egress for every
+    group and ingress from the group's members for the default one."""
+    used = SecurityGroupRuleTemplate.used_in_default_sg if default else \
+        SecurityGroupRuleTemplate.used_in_non_default_sg
+    templates = session.scalars(select(SecurityGroupRuleTemplate).where(used.is_(True))
+                                .order_by(SecurityGroupRuleTemplate.created_at, SecurityGroupRuleTemplate.id))
+    return [_rule(group, t.direction, t.ethertype, protocol=t.protocol, port_range_min=t.port_range_min,
+                  port_range_max=t.port_range_max, remote_ip_prefix=t.remote_ip_prefix,
+                  remote_group_id=group.id if t.remote_group_id == PARENT else t.remote_group_id,
+                  remote_address_group_id=t.remote_address_group_id, description=t.description)
+            for t in templates]
 
 
 def default_group_key(project_id: str) -> tuple[str, str]:
@@ -96,7 +102,7 @@ def ensure_default_group(session: Session, project_id: str) -> SecurityGroup:
     session.add(group)
     session.flush()
     session.add(DefaultSecurityGroup(project_id=project_id, security_group_id=group.id))
-    SECURITY_GROUPS.add_rules(session, group, default_rules(group))
+    SECURITY_GROUPS.add_rules(session, group, rules_from_templates(session, group, default=True))
     return group
 
 
@@ -198,7 +204,7 @@ class SecurityGroups(Resource):
         if tags:
             self.set_tags(session, group, tags)
             group.revision_number = CREATED_REVISION
-        self.add_rules(session, group, egress_rules(group))
+        self.add_rules(session, group, rules_from_templates(session, group, default=False))
         return group
 
     def add_rules(self, session: Session, group: SecurityGroup, rules: list[SecurityGroupRule]) -> None:
@@ -328,7 +334,7 @@ def render_rule(rule: SecurityGroupRule, belongs_to_default: bool) -> dict[str, 
         "remote_ip_prefix": rule.remote_ip_prefix,
         "normalized_cidr": rule.remote_ip_prefix,
         "remote_group_id": rule.remote_group_id,
-        "remote_address_group_id": None,
+        "remote_address_group_id": rule.remote_address_group_id,
         "description": rule.description,
         "created_at": timestamp(rule.created_at),
         "updated_at": timestamp(rule.updated_at),
@@ -374,8 +380,12 @@ class SecurityGroupRules(Resource):
         return rule
 
     def extra_filter(self, name: str, values: list[str]) -> ColumnElement[bool] | None:
-        if name == "remote_address_group_id":  # always null here
-            return true() if all(v == "" for v in values) else false()
+        if name == "remote_address_group_id":
+            named = [v for v in values if v]
+            clauses = [SecurityGroupRule.remote_address_group_id.in_(named)] if named else []
+            if len(named) < len(values):
+                clauses.append(SecurityGroupRule.remote_address_group_id.is_(None))
+            return or_(*clauses)
         if name == "belongs_to_default_sg":
             defaults = select(DefaultSecurityGroup.security_group_id)
             member = SecurityGroupRule.security_group_id.in_(defaults)
@@ -410,6 +420,8 @@ class SecurityGroupRules(Resource):
         rule = _checked_rule(given)
         if group is None:
             raise not_found(SECURITY_GROUPS.member, group_id)
+        if rule["remote_address_group_id"]:
+            ADDRESS_GROUPS.get(session, ctx, rule["remote_address_group_id"])
         # The rule belongs to the group's project, unless an admin names another one:
         # Neutron then files it under that project, still in the group.
         rule_project = asked_project if asked_project and ctx.is_admin else group.project_id
@@ -468,7 +480,8 @@ def _record_changed(session: Session) -> None:
 
 def vars_of(rule: SecurityGroupRule) -> dict[str, Any]:
     return {k: getattr(rule, k) for k in ("direction", "ethertype", "protocol", "port_range_min",
-                                          "port_range_max", "remote_ip_prefix", "remote_group_id")}
+                                          "port_range_max", "remote_ip_prefix", "remote_group_id",
+                                          "remote_address_group_id")}
 
 
 def _checked_rule(given: dict[str, Any]) -> dict[str, Any]:
@@ -489,15 +502,16 @@ def _checked_rule(given: dict[str, Any]) -> dict[str, Any]:
         raise BadRequest(f"Invalid ethertype {ethertype} for protocol {protocol}.",
                          kind="SecurityGroupEthertypeConflictWithProtocol")
     remote_group = given.get("remote_group_id")
+    address_group = given.get("remote_address_group_id")
+    if address_group and (prefix is not None or remote_group):
+        raise BadRequest("Invalid input for operation: Only one of remote_ip_prefix or remote_group_id or "
+                         "remote_address_group_id may be provided.", kind="SecurityGroupMultipleRemoteEntites")
     if prefix is not None and remote_group:
         raise BadRequest("Only remote_ip_prefix or remote_group_id may be provided.",
                          kind="SecurityGroupRemoteGroupAndRemoteIpPrefix")
-    address_group = given.get("remote_address_group_id")
-    if address_group:
-        raise NotFound(f"Address group {address_group} could not be found.", kind="AddressGroupNotFound")
     return {"direction": direction, "ethertype": ethertype, "protocol": protocol,
             "port_range_min": low, "port_range_max": high, "remote_ip_prefix": prefix,
-            "remote_group_id": remote_group or None}
+            "remote_group_id": remote_group or None, "remote_address_group_id": address_group or None}
 
 
 def _ethertype(value: Any) -> str:
@@ -599,7 +613,8 @@ def _rule_key(rule: dict[str, Any]) -> tuple[Any, ...]:
     if prefix in {"0.0.0.0/0", "::/0"}:
         prefix = None
     return (rule["direction"], rule["ethertype"], _protocol_number(rule["protocol"]),
-            rule["port_range_min"], rule["port_range_max"], rule["remote_group_id"], prefix)
+            rule["port_range_min"], rule["port_range_max"], rule["remote_group_id"], prefix,
+            rule.get("remote_address_group_id"))
 
 
 SECURITY_GROUPS = SecurityGroups()

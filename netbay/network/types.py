@@ -141,3 +141,20 @@ Tags = list[Annotated[str, StringConstraints(min_length=1, max_length=255), Afte
 
 def network_of(cidr: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     return ipaddress.ip_network(cidr, strict=False)
+
+
+_DNS_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$", re.IGNORECASE)
+
+
+def _dns_name(value: str) -> str:
+    """neutron-lib's ``validate_dns_name`` in short: labels of letters, digits and inner
+    hyphens, 63 characters each, 255 in all; a trailing dot makes it an FQDN."""
+    if not value:
+        return value
+    labels = value.removesuffix(".").split(".")
+    if len(value) > 255 or not all(_DNS_LABEL.match(label) for label in labels) or labels[-1].isdigit():
+        raise ValueError(f"'{value}' not a valid PQDN or FQDN")
+    return value
+
+
+DNSName = Annotated[str, StringConstraints(max_length=255), AfterValidator(_dns_name)]

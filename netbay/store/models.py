@@ -131,6 +131,10 @@ class Network(Standard, Base):
     port_security_enabled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
     # Issue 29: the default external network (``default-external-network``; one per cloud).
     is_default: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
+    # Issue 29 (neutron2): the QoS policy of the network's ports that have none of their own.
+    qos_policy_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    # Issue 29 (neutron2): dns-integration's domain of the network's ports' names.
+    dns_domain: Mapped[str] = mapped_column(String(255), default="", server_default="")
 
     subnets: Mapped[list[Subnet]] = relationship(
         back_populates="network", order_by="Subnet.created_at", lazy="selectin"
@@ -198,6 +202,9 @@ class Port(Standard, Base):
     allowed_address_pairs: Mapped[list[Any]] = mapped_column(JSON, default=list)
     # Issue 29: ``extra_dhcp_opt``, stored and shown (netbay serves no DHCP).
     extra_dhcp_opts: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True, default=list)
+    # Issue 29 (neutron2): the port's own QoS policy, and dns-integration's name.
+    qos_policy_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
+    dns_name: Mapped[str] = mapped_column(String(255), default="", server_default="")
 
     fixed_ips: Mapped[list[IPAllocation]] = relationship(
         back_populates="port", cascade="all, delete-orphan", lazy="selectin",
@@ -247,6 +254,8 @@ class SecurityGroupRule(Base):
     remote_group_id: Mapped[str | None] = mapped_column(
         ForeignKey("securitygroups.id", ondelete="CASCADE"), nullable=True, index=True
     )
+    # Issue 29 (neutron2): an address group's CIDRs as the rule's remote end.
+    remote_address_group_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
     description: Mapped[str] = mapped_column(String(255), default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
@@ -289,6 +298,9 @@ class FloatingIP(Standard, Base):
     fixed_ip_address: Mapped[str | None] = mapped_column(String(64), nullable=True)
     router_id: Mapped[str | None] = mapped_column(ForeignKey("routers.id"), nullable=True)
     status: Mapped[str] = mapped_column(String(16), default="DOWN")
+    # Issue 29 (neutron2): dns-integration's name and domain, given at create.
+    dns_name: Mapped[str] = mapped_column(String(255), default="", server_default="")
+    dns_domain: Mapped[str] = mapped_column(String(255), default="", server_default="")
 
 
 class Sandbox(Standard, Base):
@@ -786,6 +798,108 @@ class SubPort(Base):
     segmentation_type: Mapped[str] = mapped_column(String(32))
     segmentation_id: Mapped[int] = mapped_column(Integer)
     __table_args__ = (UniqueConstraint("trunk_id", "segmentation_type", "segmentation_id"),)
+
+# --- neutron2: floating IP port forwardings (issue 29) -------------------------
+
+
+class PortForwarding(Base):
+    """A floating IP's protocol and port DNATed to a port's fixed IP and port
+    (Neutron's ``floating-ip-port-forwarding``). The keys unique here are Neutron's."""
+
+    __tablename__ = "port_forwardings"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(String(64), index=True)
+    floatingip_id: Mapped[str] = mapped_column(ForeignKey("floatingips.id", ondelete="CASCADE"), index=True)
+    protocol: Mapped[str] = mapped_column(String(16))
+    external_port: Mapped[int] = mapped_column(Integer)
+    internal_port: Mapped[int] = mapped_column(Integer)
+    internal_ip_address: Mapped[str] = mapped_column(String(64))
+    internal_port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), index=True)
+    description: Mapped[str] = mapped_column(String(255), default="")
+    __table_args__ = (
+        UniqueConstraint("floatingip_id", "external_port", "protocol", name="uniq_pf_external"),
+        UniqueConstraint("internal_port_id", "internal_ip_address", "internal_port", "protocol",
+                         name="uniq_pf_internal"),
+    )
+
+class SecurityGroupRuleTemplate(Base):
+    """A rule every new security group starts with (Neutron's
+    ``security-groups-default-rules``): the default groups those ``used_in_default_sg``,
+    the others those ``used_in_non_default_sg``; ``remote_group_id`` ``PARENT`` is the
+    new group itself. Seeded by migration 0021 with Neutron's four defaults."""
+
+    __tablename__ = "default_security_group_rules"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    direction: Mapped[str] = mapped_column(String(8))
+    ethertype: Mapped[str] = mapped_column(String(8))
+    protocol: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    port_range_min: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    port_range_max: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    remote_ip_prefix: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    remote_group_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    remote_address_group_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    description: Mapped[str] = mapped_column(String(255), default="")
+    used_in_default_sg: Mapped[bool] = mapped_column(Boolean, default=True)
+    used_in_non_default_sg: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class MeteringLabel(Standard, Base):
+    """A metering label (Neutron's ``metering``): traffic of the project's routers to count."""
+
+    __tablename__ = "metering_labels"
+    shared: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class MeteringLabelRule(Base):
+    __tablename__ = "metering_label_rules"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    project_id: Mapped[str] = mapped_column(String(64), index=True)
+    metering_label_id: Mapped[str] = mapped_column(ForeignKey("metering_labels.id", ondelete="CASCADE"), index=True)
+    direction: Mapped[str] = mapped_column(String(8))
+    excluded: Mapped[bool] = mapped_column(Boolean, default=False)
+    remote_ip_prefix: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    source_ip_prefix: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    destination_ip_prefix: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class AddressGroup(Standard, Base):
+    """A named list of CIDRs a security group rule may name as its remote end
+    (Neutron's ``address-group``)."""
+
+    __tablename__ = "address_groups"
+    addresses: Mapped[list[str]] = mapped_column(JSON, default=list)
+
+
+class QosPolicy(Standard, Base):
+    """A QoS policy (Neutron's ``qos``): rules a port or network it is given obeys."""
+
+    __tablename__ = "qos_policies"
+    shared: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    rules: Mapped[list[QosRule]] = relationship(
+        cascade="all, delete-orphan", lazy="selectin", order_by="QosRule.created_at")
+
+
+class QosRule(Base):
+    """One rule of a policy; ``type`` says which of the value columns it uses
+    (bandwidth_limit: max_kbps, max_burst_kbps, direction; dscp_marking: dscp_mark;
+    minimum_bandwidth: min_kbps, direction)."""
+
+    __tablename__ = "qos_rules"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    policy_id: Mapped[str] = mapped_column(ForeignKey("qos_policies.id", ondelete="CASCADE"), index=True)
+    type: Mapped[str] = mapped_column(String(32))
+    direction: Mapped[str] = mapped_column(String(8), default="egress")
+    max_kbps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_burst_kbps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    dscp_mark: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    min_kbps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    __table_args__ = (UniqueConstraint("policy_id", "type", "direction", name="uniq_qos_rule_kind"),)
+
 
 # --- containers (issue 11: the Zun-compatible container API) -----------------
 

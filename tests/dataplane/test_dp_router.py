@@ -30,7 +30,7 @@ from netbay.dataplane import links, netns, router
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
 from netbay.dataplane.l3.conntrack import forget_flows
-from netbay.dataplane.router import FloatingIP, Gateway, Leg
+from netbay.dataplane.router import FloatingIP, Gateway, Leg, PortForward
 from .dp_helpers import PREFIX, ping
 
 NAMES = Names(PREFIX)
@@ -52,9 +52,11 @@ class Topo:
     gateway: Gateway
     legs: list[Leg] = field(default_factory=list)
 
-    def ensure(self, fips: Sequence[FloatingIP] = (), enable_snat: bool = True) -> None:
+    def ensure(self, fips: Sequence[FloatingIP] = (), enable_snat: bool = True,
+               routes: Sequence[tuple[str, str]] = (), forwards: Sequence[PortForward] = ()) -> None:
         router.ensure_router(self.ns, gateway=self.gateway, interfaces=self.legs,
-                             floating_ips=list(fips), enable_snat=enable_snat)
+                             floating_ips=list(fips), enable_snat=enable_snat, routes=routes,
+                             port_forwards=forwards)
 
 
 @pytest.fixture
@@ -279,6 +281,70 @@ def test_hairpin_to_a_floating_ip_on_the_same_network(topo):
     assert tcp_peer(topo.b, topo.a2, FIP_B) == "10.0.1.1"
 
 
+def test_extra_routes_lead_through_their_nexthop(topo):
+    """Neutron's extra routes: 192.168.77.0/24 lives behind sandbox b (10.0.1.5); without
+    the route the router sends it to the outside (its default), with it the ping goes
+    through b; a changed nexthop replaces the route, an empty list removes it."""
+    links.set_up(topo.b, "lo")
+    links.add_address(topo.b, "lo", "192.168.77.1/32")
+    topo.ensure()
+    assert not ping(topo.a, "192.168.77.1", timeout=0.5)
+    topo.ensure(routes=[("192.168.77.0/24", "10.0.1.5")])
+    assert ping(topo.a, "192.168.77.1", count=3)
+    gateways = {r.dst: r.gateway for r in links.routes(topo.ns) if r.dst != "0.0.0.0/0"}
+    assert gateways["192.168.77.0/24"] == "10.0.1.5"
+    topo.ensure(routes=[("192.168.77.0/24", "10.0.1.5")])  # idempotent
+    topo.ensure(routes=[("192.168.77.0/24", "10.0.1.6")])
+    assert {r.dst: r.gateway for r in links.routes(topo.ns)}["192.168.77.0/24"] == "10.0.1.6"
+    assert not ping(topo.a, "192.168.77.1", timeout=0.5)
+    topo.ensure(routes=[])
+    assert "192.168.77.0/24" not in {r.dst for r in links.routes(topo.ns)}
+    with pytest.raises(links.LinkError, match="192.168.78.0/24"):
+        topo.ensure(routes=[("192.168.78.0/24", "10.9.9.9")])   # no leg reaches it
+
+
+def listening(ns: str, port: int) -> socket.socket:
+    with netns.entered(ns):
+        srv = socket.socket()
+    srv.bind(("0.0.0.0", port))
+    srv.listen(4)
+    srv.settimeout(2)
+    return srv
+
+
+def test_port_forwarding_reaches_the_internal_port_from_outside(topo):
+    """A floating IP's TCP 2222 forwarded to sandbox a's port 22 and 2223 to a2's 22:
+    the outside reaches each through the floating address, the server sees the outside's
+    own address; a port not forwarded goes nowhere; removing one leaves the other."""
+    pf_a = PortForward(FIP_B, "tcp", 2222, "10.0.0.5", 22)
+    pf_a2 = PortForward(FIP_B, "tcp", 2223, "10.0.0.6", 22)
+    topo.ensure(forwards=[pf_a, pf_a2])
+    assert ((FIP_B, "tcp", 2222), "10.0.0.5") in [(tuple(k["concat"]), v) for k, v in map_elems(topo.ns, "pf_addr")]
+    for sandbox, port in ((topo.a, 2222), (topo.a2, 2223)):
+        srv = listening(sandbox, 22)
+        try:
+            assert tcp_peer_to(topo.outside, FIP_B, port, timeout=3)
+            _conn, peer = srv.accept()
+            _conn.close()
+            assert peer[0] == OUTSIDE
+        finally:
+            srv.close()
+    srv = listening(topo.a, 2224)
+    try:
+        assert not tcp_peer_to(topo.outside, FIP_B, 2224, timeout=0.7)
+    finally:
+        srv.close()
+    topo.ensure(forwards=[pf_a2])
+    assert len(map_elems(topo.ns, "pf_port")) == 1
+    srv = listening(topo.a, 22)
+    try:
+        assert not tcp_peer_to(topo.outside, FIP_B, 2222, timeout=0.7)
+    finally:
+        srv.close()
+    topo.ensure()
+    assert f"{FIP_B}/32" not in links.addresses(topo.ns, topo.gateway.ifname)
+
+
 def test_idempotent_repair_and_remove(topo):
     fips = [FloatingIP(FIP_A, "10.0.0.5")]
     topo.ensure(fips)
@@ -412,7 +478,17 @@ def test_from_api_builds_the_spec_from_neutron_json():
     ]
     names = Names("nb-")
     spec = router.from_api(router_json, ports, subnets, fips, names)
-    assert spec.ns == "nb-r-r1" and spec.router_id == rid
+    assert spec.ns == "nb-r-r1" and spec.router_id == rid and spec.routes == ()
+    routed = router.from_api({**router_json, "routes": [{"destination": "10.5.0.0/16", "nexthop": "10.0.0.7"}]},
+                             ports, subnets, fips, names)
+    assert routed.routes == (("10.5.0.0/16", "10.0.0.7"),)
+    forwarding = {"id": "f4", "router_id": rid, "port_id": None, "floating_ip_address": "172.24.4.23",
+                  "fixed_ip_address": None, "port_forwardings": [
+                      {"protocol": "tcp", "external_port": 2222, "internal_ip_address": "10.0.0.5",
+                       "internal_port": 22}]}
+    spec_pf = router.from_api(router_json, ports, subnets, [*fips, forwarding], names)
+    assert spec_pf.port_forwards == (PortForward("172.24.4.23", "tcp", 2222, "10.0.0.5", 22),)
+    assert [f.id for f in spec_pf.floating_ips] == ["f1"]
     assert spec.enable_snat is False
     assert spec.interfaces == (Leg("qr-pa-12345678", "pa-1234567890", ("10.0.0.1/24",)),)
     assert spec.gateway == Gateway("qg-pg-12345678", ("172.24.4.10/24", "2001:db8::a/64"),

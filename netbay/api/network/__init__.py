@@ -106,6 +106,30 @@ EXTENSIONS = [
      "Extra options configuration for DHCP. For example PXE boot options to DHCP clients can be specified "
      "(e.g. tftp-server, server-ip-address, bootfile-name)"),
     # -- end of neutron1's block --
+    # -- neutron2: extensions with a dataplane meaning -----------------------------------------
+    ("extraroute", "Neutron Extra Route", "Extra routes configuration for L3 router"),
+    ("extraroute-atomic", "Atomically add/remove extra routes",
+     "Edit extra routes of a router on server side by atomically adding/removing extra routes"),
+    ("floating-ip-port-forwarding", "Floating IP Port Forwarding",
+     "Allow port forwarding from floating IP port to an internal port"),
+    ("expose-port-forwarding-in-fip", "Expose port forwardings in floating IP",
+     "Expose on floating IP GET requests the port forwardings the floating IP has"),
+    ("qos", "Quality of Service", "The Quality of Service extension."),
+    ("qos-rule-type-details", "QoS rule type details", "Expose details about QoS rule types supported by "
+     "loaded backend drivers"),
+    ("qos-default", "QoS default policy", "Expose the QoS default policy per project"),
+    ("qos-bw-limit-direction", "Direction for QoS bandwidth limit rule",
+     "Allow to configure QoS bandwidth limit rule with specific direction: ingress or egress"),
+    ("qos-bw-minimum-ingress", "Ingress direction for QoS minimum bandwidth rule",
+     "Allows to configure QoS minimum bandwidth rule with ingress direction."),
+    ("address-group", "Address group", "Support address group"),
+    ("security-groups-default-rules", "Default rules for security groups",
+     "Configure set of security group rules used as default security group rules"),
+    ("dns-integration", "DNS Integration", "Provides integration with DNS."),
+    ("metering", "Neutron Metering", "Neutron Metering extension (API only: no traffic is counted)."),
+    ("metering_source_and_destination_fields", "Neutron Metering with source and destination filtering",
+     "Neutron Metering extension that enables the use of source and destination IP prefixes."),
+    # -- end neutron2 --------------------------------------------------------------------------
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]
 
@@ -277,7 +301,7 @@ def check_revision(resource: Resource, session: Any, ctx: Any, item_id: str, exp
 
 
 def install(app: FastAPI) -> None:
-    from netbay.api.network import actions, batch, ip_availability, quotas, trunk_actions  # beyond CRUD
+    from netbay.api.network import actions, batch, ip_availability, portforwardings, qos, quotas, trunk_actions
     from netbay.api.network.tags import mount_tags
 
     app.include_router(router)
@@ -290,6 +314,8 @@ def install(app: FastAPI) -> None:
     actions.mount(collections)
     trunk_actions.mount(collections)
     ip_availability.mount(collections)
+    portforwardings.mount(collections, parse_list_query, neutron_listing)
+    qos.mount(collections)
     quotas.mount(collections)
     batch.mount(collections)
     app.include_router(collections)

@@ -1,8 +1,10 @@
-"""Member actions beyond CRUD: a router's add/remove_router_interface, a subnet
-pool's add/remove_prefixes.
+"""Member actions beyond CRUD: a router's add/remove_router_interface and
+add/remove_extraroutes, a subnet pool's add/remove_prefixes, an address group's
+add/remove_addresses.
 
-The body is Neutron's bare ``{"subnet_id": ...}`` or ``{"port_id": ...}``
-(no ``router`` wrapper); the rules live in ``netbay.network.routers``.
+The interface body is Neutron's bare ``{"subnet_id": ...}`` or ``{"port_id": ...}``
+(no ``router`` wrapper), the extra routes' ``{"router": {"routes": [...]}}``; the
+rules live in ``netbay.network.routers`` and ``netbay.network.extraroutes``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from sqlalchemy.orm import Session
 from netbay.api.auth import context
 from netbay.api.network.bodies import read_json
 from netbay.context import Context
-from netbay.network.registry import ROUTERS
+from netbay.network.extraroutes import add_extraroutes, remove_extraroutes
+from netbay.network.registry import ADDRESS_GROUPS, ROUTERS
 from netbay.network.subnetpool_prefixes import add_prefixes, remove_prefixes
 
 _UUID = {"type": "string", "format": "uuid"}
@@ -26,6 +29,11 @@ _INTERFACE_SCHEMA = {"requestBody": {"required": True, "content": {"application/
     "type": "object",
     "description": "Exactly one of subnet_id or port_id (both allowed on removal).",
     "properties": {"subnet_id": _UUID, "port_id": _UUID},
+}}}}}
+_ROUTES_SCHEMA = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["router"],
+    "properties": {"router": {"type": "object", "properties": {"routes": {"type": "array", "items": {
+        "type": "object", "properties": {"destination": {"type": "string"}, "nexthop": {"type": "string"}}}}}}},
 }}}}}
 
 Action = Callable[[Session, Context, str, Any], dict[str, Any]]
@@ -68,3 +76,14 @@ def mount(router: APIRouter) -> None:
                          name="add_prefixes", openapi_extra=_PREFIXES_SCHEMA)
     router.add_api_route(f"{pools}/remove_prefixes", _pool_action(remove_prefixes), methods=["PUT"],
                          name="remove_prefixes", openapi_extra=_PREFIXES_SCHEMA)
+    router.add_api_route(f"{path}/add_extraroutes", _action(add_extraroutes), methods=["PUT"],
+                         name="add_extraroutes", openapi_extra=_ROUTES_SCHEMA)
+    router.add_api_route(f"{path}/remove_extraroutes", _action(remove_extraroutes), methods=["PUT"],
+                         name="remove_extraroutes", openapi_extra=_ROUTES_SCHEMA)
+    groups = "/v2.0/address-groups/{router_id}"   # the handler's path parameter is shared
+    router.add_api_route(f"{groups}/add_addresses", _action(
+        lambda s, ctx, gid, info: ADDRESS_GROUPS.change_addresses(s, ctx, gid, info, add=True)),
+        methods=["PUT"], name="add_addresses")
+    router.add_api_route(f"{groups}/remove_addresses", _action(
+        lambda s, ctx, gid, info: ADDRESS_GROUPS.change_addresses(s, ctx, gid, info, add=False)),
+        methods=["PUT"], name="remove_addresses")

@@ -7,7 +7,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from netbay.dataplane.l3.spec import FloatingIP, Gateway, Leg
+from netbay.dataplane.l3.spec import FloatingIP, Gateway, Leg, PortForward
 from netbay.dataplane.nft import Nft, NftError, parse_prefix, prefix
 
 TABLE = "netbay-nat"
@@ -16,13 +16,19 @@ _TAG = "netbay-router/1"  # rule comments; a table without exactly these rules i
 
 
 _V4 = "ipv4_addr"
+# A port forwarding's key: floating address . protocol . external port.
+_PF_KEY = (_V4, "inet_proto", "inet_service")
 # name -> (kind, key type, data type or None, flags)
-_SETS: dict[str, tuple[str, str, str | None, tuple[str, ...]]] = {
+_SETS: dict[str, tuple[str, str | tuple[str, ...], str | None, tuple[str, ...]]] = {
     "gateway_ifs": ("set", "ifname", None, ()),
     "gateway_snat": ("map", "ifname", _V4, ()),
     "internal_subnets": ("set", _V4, None, ("interval",)),
     "fip_dnat": ("map", _V4, _V4, ()),
     "fip_snat": ("map", _V4, _V4, ()),
+    # Port forwardings: two maps of one key, the address and the port (libnftables 1.0.6
+    # cannot make a map of concatenated data from JSON).
+    "pf_addr": ("map", _PF_KEY, _V4, ()),
+    "pf_port": ("map", _PF_KEY, "inet_service", ()),
 }
 # name -> (hook, priority)
 _CHAINS = {"prerouting": ("prerouting", -100), "postrouting": ("postrouting", 100)}
@@ -44,9 +50,13 @@ def _lookup(key: dict, name: str) -> dict:
     return {"map": {"key": key, "data": "@" + name}}
 
 
+_PF_LOOKUP = {"concat": [_payload("daddr"), _meta("l4proto"), {"payload": {"protocol": "th", "field": "dport"}}]}
+
 # chain -> [(comment, expressions)], in order
 _RULES: dict[str, list[tuple[str, list[dict]]]] = {
     "prerouting": [
+        ("pf-dnat", [{"dnat": {"family": "ip", "addr": _lookup(_PF_LOOKUP, "pf_addr"),
+                               "port": _lookup(_PF_LOOKUP, "pf_port")}}]),
         ("fip-dnat", [{"dnat": {"family": "ip", "addr": _lookup(_payload("daddr"), "fip_dnat")}}]),
     ],
     "postrouting": [
@@ -70,7 +80,7 @@ def _table_commands(elements: Mapping[str, set]) -> list[dict]:
         {"add": {"table": {"family": FAMILY, "name": TABLE}}},
     ]
     for name, (kind, key, data, flags) in _SETS.items():
-        body: dict[str, Any] = {**t, "name": name, "type": key}
+        body: dict[str, Any] = {**t, "name": name, "type": list(key) if isinstance(key, tuple) else key}
         if data:
             body["map"] = data
         if flags:
@@ -100,6 +110,8 @@ def _element_commands(verb: str, elements: Mapping[str, Iterable]) -> list[dict]
 def _elem_json(name: str, e: Any) -> Any:
     if name == "internal_subnets":
         return prefix(e)
+    if name in ("pf_addr", "pf_port"):
+        return [{"concat": list(e[0])}, e[1]]
     return list(e) if isinstance(e, tuple) else e
 
 
@@ -107,6 +119,10 @@ def _parse_elem(name: str, raw: Any) -> Any:
     """An element as nft prints it -> our canonical form; ValueError if unexpected."""
     if name == "internal_subnets":
         return parse_prefix(raw)
+    if name in ("pf_addr", "pf_port"):
+        key, data = raw
+        address, proto, port = key["concat"]
+        return ((address, proto, int(port)), data if name == "pf_addr" else int(data))
     if _SETS[name][2] is None:
         if isinstance(raw, str):
             return raw
@@ -135,7 +151,8 @@ def _observed_table(nft: Nft) -> dict[str, set] | None:
             if kind in ("set", "map"):
                 name = body["name"]
                 spec = _SETS.get(name)
-                if spec is None or (kind, body.get("type"), body.get("map"),
+                key = body.get("type")
+                if spec is None or (kind, tuple(key) if isinstance(key, list) else key, body.get("map"),
                                     tuple(body.get("flags", ()))) != spec:
                     return None
                 sets[name] = {_parse_elem(name, e) for e in body.get("elem", [])}
@@ -146,7 +163,7 @@ def _observed_table(nft: Nft) -> dict[str, set] | None:
                 rules.setdefault(body["chain"], []).append(body.get("comment", ""))
             elif kind != "table":
                 return None
-    except (ValueError, KeyError, StopIteration):
+    except (ValueError, KeyError, TypeError, StopIteration):
         return None
     if set(sets) != set(_SETS):
         return None
@@ -158,7 +175,8 @@ def _observed_table(nft: Nft) -> dict[str, set] | None:
 
 
 def desired_elements(gateway: Gateway | None, interfaces: Sequence[Leg],
-                      floating_ips: Sequence[FloatingIP], enable_snat: bool) -> dict[str, set]:
+                     floating_ips: Sequence[FloatingIP], enable_snat: bool,
+                     port_forwards: Sequence[PortForward] = ()) -> dict[str, set]:
     internal = [ipaddress.ip_interface(a).network for leg in interfaces for a in leg.addresses]
     v4 = [n for n in internal if n.version == 4]
     want: dict[str, set] = {n: set() for n in _SETS}
@@ -178,6 +196,10 @@ def desired_elements(gateway: Gateway | None, interfaces: Sequence[Leg],
             want["fip_snat"].add((fixed, floating))
     if len({f for f, _ in want["fip_dnat"]}) != len(want["fip_dnat"]):
         raise ValueError("a floating IP address is mapped to two fixed IPs")
+    for pf in port_forwards:
+        key = (str(ipaddress.IPv4Address(pf.floating_ip_address)), pf.protocol, int(pf.external_port))
+        want["pf_addr"].add((key, str(ipaddress.IPv4Address(pf.internal_ip))))
+        want["pf_port"].add((key, int(pf.internal_port)))
     return want
 
 
@@ -191,7 +213,8 @@ def _gateway_v4(gateway: Gateway) -> str | None:
 
 def sync_nft(ns: str, want: dict[str, set]) -> set[str]:
     """Make the table hold ``want``; returns the floating IPs whose mapping went away
-    (their connections are forgotten by the caller)."""
+    (their connections are forgotten by the caller) — a floating IP's, or the last of
+    its port forwardings."""
     with Nft(ns) as nft:
         have = _observed_table(nft)
         if have is None:
@@ -203,4 +226,6 @@ def sync_nft(ns: str, want: dict[str, set]) -> set[str]:
         cmds += _element_commands("add", {n: sorted(e) for n, e in new.items()})
         if cmds:
             nft.run(cmds)  # deletes first: a re-mapped key is deleted, then added
-        return {floating for floating, _ in gone["fip_dnat"]}
+        forwarding = {key[0] for key, _ in want["pf_addr"]}
+        return {floating for floating, _ in gone["fip_dnat"]} | \
+            {key[0] for key, _ in gone["pf_addr"] if key[0] not in forwarding}

@@ -40,6 +40,16 @@ class FloatingIP:
 
 
 @dataclass(frozen=True)
+class PortForward:
+    """A floating IP's ``protocol``/``external_port`` DNATed to ``internal_ip:internal_port``."""
+    floating_ip_address: str
+    protocol: str
+    external_port: int
+    internal_ip: str
+    internal_port: int
+
+
+@dataclass(frozen=True)
 class RouterSpec:
     """Everything :func:`ensure_router` needs for one router, as plain data."""
     router_id: str
@@ -48,6 +58,9 @@ class RouterSpec:
     interfaces: Sequence[Leg] = ()
     floating_ips: Sequence[FloatingIP] = ()
     enable_snat: bool = True
+    # Neutron's extra routes: (destination CIDR, nexthop on one of the legs' subnets)
+    routes: Sequence[tuple[str, str]] = ()
+    port_forwards: Sequence[PortForward] = ()
 
 
 def _cidrs(port: Mapping[str, Any], subnets: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -85,9 +98,11 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
     ``network:router_interface`` / ``network:router_gateway``), prefix lengths and
     gateways from ``subnets`` (by id), SNAT from ``external_gateway_info.enable_snat``
     (Neutron's default: true), floating IPs from those with this ``router_id`` and a
-    ``port_id``.
+    ``port_id``, port forwardings from those with this ``router_id`` and
+    ``port_forwardings``, extra routes from ``routes``.
     """
     rid = router["id"]
+    floatingips = list(floatingips)
     legs: list[Leg] = []
     gateway: Gateway | None = None
     for port in ports:
@@ -108,5 +123,12 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
         for f in floatingips
         if f.get("router_id") == rid and f.get("port_id") and f.get("fixed_ip_address")
         and f.get("floating_ip_address"))
+    forwards = tuple(
+        PortForward(f["floating_ip_address"], pf["protocol"], int(pf["external_port"]),
+                    pf["internal_ip_address"], int(pf["internal_port"]))
+        for f in floatingips if f.get("router_id") == rid and f.get("floating_ip_address")
+        for pf in f.get("port_forwardings") or ())
     return RouterSpec(router_id=rid, ns=names.router(rid), gateway=gateway,
-                      interfaces=tuple(legs), floating_ips=fips, enable_snat=enable_snat)
+                      interfaces=tuple(legs), floating_ips=fips, enable_snat=enable_snat,
+                      routes=tuple((r["destination"], r["nexthop"]) for r in router.get("routes") or ()),
+                      port_forwards=forwards)

@@ -153,8 +153,8 @@ def parse_rule(rule: Mapping[str, Any], group: str | None = None) -> ParsedRule 
     prefix = None
     if remote_group:
         check_id("remote security group", remote_group)
-    elif rule.get("remote_address_group_id"):
-        log.warning("rule %s: remote_address_group_id is not supported; it allows nothing", rid)
+    elif rule.get("remote_address_group_id"):   # expanded before (sg/addressgroups.py)
+        log.warning("rule %s: remote_address_group_id not expanded; it allows nothing", rid)
         return None
     elif rule.get("remote_ip_prefix"):
         prefix = ipaddress.ip_network(rule["remote_ip_prefix"], strict=False)

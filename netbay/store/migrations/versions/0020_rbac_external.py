@@ -4,7 +4,7 @@ every external network carries in Neutron, made for the external networks there 
 (netbay now decides who sees an external network by its policies); ``address_scopes``
 and ``subnetpools.address_scope_id``; ``subnets.service_types``; ``ports.extra_dhcp_opts``.
 
-Revision ID: 0020_neutron1
+Revision ID: 0020
 Revises: 0019
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0020_neutron1'
+revision = '0020'
 down_revision = '0019'
 branch_labels = None
 depends_on = None

@@ -1,0 +1,248 @@
+"""Floating IP port forwardings (Neutron's ``floating-ip-port-forwarding``): a protocol
+and port of a floating IP DNATed to a fixed IP and port of an internal port.
+
+A sub-resource of ``/floatingips/{id}``. A floating IP forwards ports or is associated
+with one port, never both; its first forwarding picks the router (as an association
+does) and its last one lets it go. Each change re-records the floating IP, whose
+``port_forwardings`` carry them to the dataplane (DNAT maps in the router's table).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from netbay.context import Context
+from netbay.errors import BadRequest, Conflict, NotFound
+from netbay.network import ports
+from netbay.network.floatingips import FLOATINGIPS, _router_for
+from netbay.network.ports import PORTS
+from netbay.network.resource import Filter, Resource, select_fields, to_int
+from netbay.network.types import UUID, Body, IPAddress, Text
+from netbay.store.models import FloatingIP, PortForwarding
+
+# The protocols a forwarding makes sense for (a transport header with ports).
+PROTOCOLS = ("tcp", "udp", "sctp", "dccp")
+
+
+def _protocol(value: Any) -> Any:
+    if isinstance(value, str) and value.lower() in PROTOCOLS:
+        return value.lower()
+    raise ValueError(f"{value!r} is not in {list(PROTOCOLS)}")
+
+
+def _port_number(value: Any) -> Any:
+    """neutron-lib's ``convert_to_int`` then ``validate_range`` (1, 65535)."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"'{value}' is not an integer") from None
+    if not 1 <= number <= 65535:
+        raise ValueError(f"'{number}' is not in range 1 through 65535")
+    return number
+
+
+PortNumber = Annotated[int, BeforeValidator(_port_number)]
+Protocol = Annotated[str, BeforeValidator(_protocol)]
+
+
+class PortForwardingCreate(Body):
+    external_port: PortNumber | None = None
+    internal_port: PortNumber | None = None
+    internal_ip_address: IPAddress | None = None
+    protocol: Protocol | None = None
+    internal_port_id: UUID | None = None
+    description: Text = ""
+    project_id: Text | None = Field(default=None)
+
+
+class PortForwardingUpdate(Body):
+    external_port: PortNumber | None = None
+    internal_port: PortNumber | None = None
+    internal_ip_address: IPAddress | None = None
+    protocol: Protocol | None = None
+    internal_port_id: UUID | None = None
+    description: Text | None = None
+
+
+def bad_pf(msg: str) -> BadRequest:
+    """Neutron's ``BadRequest(resource='port_forwarding', msg=...)``."""
+    return BadRequest(f"Bad port_forwarding request: {msg}.", kind="BadRequest")
+
+
+class PortForwardings(Resource):
+    member = "port_forwarding"
+    collection = "port_forwardings"
+    model = PortForwarding
+    has_tags = False
+    create_body = PortForwardingCreate
+    update_body = PortForwardingUpdate
+    readonly = {"id"}
+    filters = {
+        "floatingip_id": Filter(PortForwarding.floatingip_id),
+        "external_port": Filter(PortForwarding.external_port, to_int),
+        "protocol": Filter(PortForwarding.protocol),
+        "internal_port_id": Filter(PortForwarding.internal_port_id),
+    }
+
+    def render(self, session: Session, obj: PortForwarding, tags: list[str]) -> dict[str, Any]:
+        return {
+            "id": obj.id,
+            "external_port": obj.external_port,
+            "internal_port": obj.internal_port,
+            "internal_ip_address": obj.internal_ip_address,
+            "protocol": obj.protocol,
+            "internal_port_id": obj.internal_port_id,
+            "description": obj.description,
+        }
+
+    # -- reading ----------------------------------------------------------------------
+
+    def floatingip(self, session: Session, ctx: Context, fip_id: str, *, for_update: bool = False) -> FloatingIP:
+        return FLOATINGIPS.get(session, ctx, fip_id, for_update=for_update)
+
+    def of(self, session: Session, ctx: Context, fip_id: str, pf_id: str, *, for_update: bool = False
+           ) -> PortForwarding:
+        self.floatingip(session, ctx, fip_id)
+        stmt = select(PortForwarding).where(PortForwarding.id == pf_id, PortForwarding.floatingip_id == fip_id)
+        pf = session.scalars(stmt.with_for_update() if for_update else stmt).one_or_none()
+        if pf is None:
+            raise NotFound(f"Port Forwarding {pf_id} could not be found.", kind="PortForwardingNotFound")
+        return pf
+
+    def show_one(self, session: Session, ctx: Context, fip_id: str, pf_id: str, fields: list[str]
+                 ) -> dict[str, Any]:
+        return select_fields(self.render(session, self.of(session, ctx, fip_id, pf_id), []), fields)
+
+    # -- writing ----------------------------------------------------------------------
+
+    def create_one(self, session: Session, ctx: Context, fip_id: str, body: PortForwardingCreate
+                   ) -> dict[str, Any]:
+        given = body.given()
+        for required in ("external_port", "internal_port", "internal_ip_address", "protocol",
+                         "internal_port_id"):
+            if given.get(required) is None:
+                raise BadRequest(f"Failed to parse request. Required attribute '{required}' not specified")
+        fip = FLOATINGIPS.get_owned(session, ctx, fip_id)
+        pf = PortForwarding(project_id=fip.project_id, floatingip_id=fip.id,
+                            description=body.description or "",
+                            **{k: given[k] for k in ("external_port", "internal_port", "internal_ip_address",
+                                                     "protocol", "internal_port_id")})
+        self._check_collisions(session, pf)
+        self._check_no_binding_fip(session, pf)
+        if fip.fixed_port_id:
+            raise Conflict(
+                f"Cannot associate floating IP {fip.floating_ip_address} ({fip.id}) with port "
+                f"{pf.internal_port_id} using fixed IP {pf.internal_ip_address}, as that fixed IP already "
+                f"has a floating IP on external network {fip.floating_network_id}.",
+                kind="FloatingIPPortAlreadyAssociated")
+        self._place(session, ctx, fip, pf)
+        session.add(pf)
+        self._changed(session, fip)
+        return self.render(session, pf, [])
+
+    def update_one(self, session: Session, ctx: Context, fip_id: str, pf_id: str, body: PortForwardingUpdate
+                   ) -> dict[str, Any]:
+        given = {k: v for k, v in body.given().items() if v is not None or k == "description"}
+        fip = FLOATINGIPS.get_owned(session, ctx, fip_id)
+        pf = self.of(session, ctx, fip_id, pf_id, for_update=True)
+        for key, value in given.items():
+            setattr(pf, key, value if key != "description" else (value or ""))
+        if "internal_port_id" in given or "internal_ip_address" in given:
+            self._check_no_binding_fip(session, pf)
+            self._place(session, ctx, fip, pf)
+        self._check_collisions(session, pf)
+        self._changed(session, fip)
+        return self.render(session, pf, [])
+
+    def delete_one(self, session: Session, ctx: Context, fip_id: str, pf_id: str) -> None:
+        fip = FLOATINGIPS.get_owned(session, ctx, fip_id)
+        pf = self.of(session, ctx, fip_id, pf_id, for_update=True)
+        session.delete(pf)
+        session.flush()
+        if not session.scalars(select(PortForwarding.id).where(PortForwarding.floatingip_id == fip.id)).first():
+            fip.router_id = None
+        self._changed(session, fip)
+
+    # -- rules --------------------------------------------------------------------------
+
+    def _place(self, session: Session, ctx: Context, fip: FloatingIP, pf: PortForwarding) -> None:
+        """The internal address must be an IPv4 fixed IP of the port, behind the router
+        the floating IP already uses (or the one that joins it to the outside)."""
+        port = PORTS.get(session, ctx, pf.internal_port_id, for_update=True)
+        v4 = [ip for ip in port.fixed_ips if ipaddress.ip_address(ip.ip_address).version == 4]
+        if not v4:
+            raise bad_pf(f"Requested internal port {port.id} must allocate an IPv4 address at least")
+        match = next((ip for ip in v4 if ip.ip_address == pf.internal_ip_address), None)
+        if match is None:
+            fixed = [{"subnet_id": ip.subnet_id, "ip_address": ip.ip_address} for ip in v4]
+            raise bad_pf(f"Requested internal IP address {pf.internal_ip_address} is not suitable for internal "
+                         f"neutron port {port.id}, as its fixed_ips are {fixed}")
+        try:
+            router_id = _router_for(session, port, match.subnet_id, fip.floating_network_id)
+        except NotFound:
+            raise bad_pf(f"External network {fip.floating_network_id} is not reachable from subnet "
+                         f"{match.subnet_id}. Cannot set Port forwarding for port {port.id} with Floating IP "
+                         f"{fip.id}") from None
+        if fip.router_id and fip.router_id != router_id:
+            raise bad_pf(f"The Floating IP {fip.id} had been set on router {fip.router_id}, the internal "
+                         f"Neutron port {port.id} can not reach it")
+        fip.router_id = router_id
+
+    @staticmethod
+    def _check_collisions(session: Session, pf: PortForwarding) -> None:
+        """Neutron's ``_check_port_collisions``: one forwarding per floating IP, protocol and
+        external port; one per internal address, protocol and internal port."""
+        others = select(PortForwarding).where(PortForwarding.protocol == pf.protocol)
+        if pf.id:
+            others = others.where(PortForwarding.id != pf.id)
+        outside = session.scalars(others.where(PortForwarding.floatingip_id == pf.floatingip_id,
+                                               PortForwarding.external_port == pf.external_port)).first()
+        if outside is not None:
+            raise bad_pf("There is a port collision with the external_port_range. The following ranges "
+                         f"collide: {outside.external_port}:{outside.external_port} and "
+                         f"{pf.external_port}:{pf.external_port}")
+        inside = session.scalars(others.where(PortForwarding.internal_port_id == pf.internal_port_id,
+                                              PortForwarding.internal_ip_address == pf.internal_ip_address,
+                                              PortForwarding.internal_port == pf.internal_port)).first()
+        if inside is not None:
+            raise bad_pf("There is a port collision with the internal_port_range. The following ranges "
+                         f"collide: {inside.internal_port}:{inside.internal_port} and "
+                         f"{pf.internal_port}:{pf.internal_port}")
+
+    @staticmethod
+    def _check_no_binding_fip(session: Session, pf: PortForwarding) -> None:
+        bound = session.scalars(select(FloatingIP).where(FloatingIP.fixed_port_id == pf.internal_port_id)).first()
+        if bound is not None:
+            raise Conflict(f"Cannot create port forwarding to floating IP {bound.floating_ip_address} ({bound.id}) "
+                           f"with port {pf.internal_port_id} using fixed IP {pf.internal_ip_address}, as that port "
+                           "already has a binding floating IP.", kind="PortHasBindingFloatingIP")
+
+    @staticmethod
+    def _changed(session: Session, fip: FloatingIP) -> None:
+        """The floating IP re-recorded: its ``port_forwardings`` reach the agent."""
+        session.flush()
+        FLOATINGIPS.record(session, fip, "update")
+
+
+PORT_FORWARDINGS = PortForwardings()
+
+
+def _forget_port(session: Session, port_id: str) -> None:
+    """An internal port going away takes its forwardings along (as Neutron does)."""
+    for pf in list(session.scalars(select(PortForwarding).where(PortForwarding.internal_port_id == port_id))):
+        fip = session.get_one(FloatingIP, pf.floatingip_id)
+        session.delete(pf)
+        session.flush()
+        if not session.scalars(select(PortForwarding.id).where(PortForwarding.floatingip_id == fip.id)).first():
+            fip.router_id = None
+        FLOATINGIPS.record(session, fip, "update")
+
+
+ports.on_delete.insert(0, _forget_port)
+
+__all__ = ["PORT_FORWARDINGS", "PortForwardings"]

@@ -1,0 +1,72 @@
+"""A router's extra routes and a floating IP's port forwardings through the API and the
+agent, with real packets (issue 29): the outside world reaches a sandbox's port 22
+through the floating IP's port 2222; a sandbox reaches a network that lives behind
+another sandbox through the router's extra route."""
+
+from __future__ import annotations
+
+import socket
+
+from netbay.dataplane import links, netns
+
+from .agent_fixtures import Cloud, wait_for
+from .dp_helpers import ping
+
+CLOUD_TAG = "rx"   # the shared `cloud` fixture (conftest.py): its namespace prefix
+
+
+def _reaches(client_ns: str, server_ns: str, dst: str, port: int, listen: int) -> bool:
+    with netns.entered(server_ns):
+        srv = socket.socket()
+    with netns.entered(client_ns):
+        cli = socket.socket()
+    try:
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("0.0.0.0", listen))
+        srv.listen(1)
+        cli.settimeout(0.5)
+        try:
+            cli.connect((dst, port))
+        except OSError:
+            return False
+        return True
+    finally:
+        cli.close()
+        srv.close()
+
+
+def test_port_forwarding_and_extra_route(cloud: Cloud) -> None:
+    conn = cloud.server.connect()
+    public = conn.network.find_network("public")
+    net = conn.network.create_network(name="rx")
+    subnet = conn.network.create_subnet(network_id=net.id, cidr="10.65.0.0/24", ip_version=4)
+    router = conn.network.create_router(name="rx", external_gateway_info={"network_id": public.id})
+    conn.network.add_interface_to_router(router, subnet_id=subnet.id)
+    sg = conn.network.create_security_group(name="ssh")
+    conn.network.create_security_group_rule(security_group_id=sg.id, direction="ingress", ethertype="IPv4",
+                                            protocol="tcp", port_range_min=22, port_range_max=22)
+    b = conn.network.create_port(network_id=net.id, allowed_address_pairs=[{"ip_address": "192.168.77.0/24"}])
+    a = conn.network.create_port(network_id=net.id, security_group_ids=[sg.id, *b.security_group_ids])
+    ns_a, ns_b = (cloud.sandbox_ns(cloud.sandbox(n, ports=[p.id])["id"]) for n, p in (("rx-a", a), ("rx-b", b)))
+    for p in (a, b):
+        cloud.wait_status(f"/network/v2.0/ports/{p.id}", "ACTIVE")
+    ip_a, ip_b = a.fixed_ips[0]["ip_address"], b.fixed_ips[0]["ip_address"]
+
+    fip = conn.network.create_ip(floating_network_id=public.id)
+    conn.network.create_floating_ip_port_forwarding(fip, internal_port_id=a.id, internal_ip_address=ip_a,
+                                                    internal_port=22, external_port=2222, protocol="tcp")
+    cloud.wait_status(f"/network/v2.0/floatingips/{fip.id}", "ACTIVE")
+    outside = cloud.names.external(public.id)
+    wait_for(lambda: _reaches(outside, ns_a, fip.floating_ip_address, 2222, 22), 15, 0.1,
+             "the outside reaching port 22 through the floating IP's 2222")
+    assert not _reaches(outside, ns_a, fip.floating_ip_address, 2223, 22)
+
+    links.set_up(ns_b, "lo")
+    links.add_address(ns_b, "lo", "192.168.77.1/32")
+    assert not ping(ns_a, "192.168.77.1", timeout=0.5)
+    conn.network.add_extra_routes_to_router(router, {"router": {"routes": [
+        {"destination": "192.168.77.0/24", "nexthop": ip_b}]}})
+    wait_for(lambda: ping(ns_a, "192.168.77.1", timeout=0.3), 15, 0.1, "the extra route used")
+    conn.network.remove_extra_routes_from_router(router, {"router": {"routes": [
+        {"destination": "192.168.77.0/24", "nexthop": ip_b}]}})
+    wait_for(lambda: not ping(ns_a, "192.168.77.1", timeout=0.3), 15, 0.1, "the route gone")

@@ -1,0 +1,91 @@
+"""Neutron's ``qos`` through openstacksdk, the ``openstack`` CLI and raw HTTP (issue 29):
+policies with their rules, the three rule types' bodies and Neutron's refusals,
+``qos_policy_id`` on ports and networks. Packets: tests/dataplane/test_dp_qos.py."""
+
+from __future__ import annotations
+
+from conftest import neutron_error, unique
+from test_netext import osc_json
+
+BAD_ID = "0b5e7f6e-7a5c-4d8e-9d4f-3c2b1a000000"
+
+
+def test_extensions_and_rule_types(member_http):
+    aliases = {e["alias"] for e in member_http.get("/extensions").json()["extensions"]}
+    assert {"qos", "qos-bw-limit-direction", "qos-default", "qos-rule-type-details"} <= aliases
+    types = {t["type"] for t in member_http.get("/qos/rule-types").json()["rule_types"]}
+    assert types == {"bandwidth_limit", "dscp_marking", "minimum_bandwidth"}
+
+
+def test_policy_and_rules_through_the_sdk(member, member_http):
+    policy = member.network.create_qos_policy(name=unique("qos"), description="gold")
+    assert policy.rules == [] and policy.is_shared is False and policy.is_default is False
+    bw = member.network.create_qos_bandwidth_limit_rule(policy, max_kbps=8000, max_burst_kbps=800)
+    assert (bw.max_kbps, bw.max_burst_kbps, bw.direction) == (8000, 800, "egress")
+    bw_in = member.network.create_qos_bandwidth_limit_rule(policy, max_kbps=4000, direction="ingress")
+    assert bw_in.max_burst_kbps == 0
+    dscp = member.network.create_qos_dscp_marking_rule(policy, dscp_mark=26)
+    minimum = member.network.create_qos_minimum_bandwidth_rule(policy, min_kbps=1000)
+    body = member_http.get(f"/qos/policies/{policy.id}").json()["policy"]
+    assert {(r["type"], r["id"]) for r in body["rules"]} == {
+        ("bandwidth_limit", bw.id), ("bandwidth_limit", bw_in.id), ("dscp_marking", dscp.id),
+        ("minimum_bandwidth", minimum.id)}
+    assert all(r["qos_policy_id"] == policy.id for r in body["rules"])
+    assert body["revision_number"] > policy.revision_number       # each rule bumps the policy
+    got = member_http.get(f"/qos/policies/{policy.id}/dscp_marking_rules/{dscp.id}").json()
+    assert got == {"dscp_marking_rule": {"id": dscp.id, "dscp_mark": 26}}
+    assert [r.id for r in member.network.qos_bandwidth_limit_rules(policy)] in ([bw.id, bw_in.id], [bw_in.id, bw.id])
+    bw = member.network.update_qos_bandwidth_limit_rule(bw, policy, max_kbps=9000)
+    assert bw.max_kbps == 9000
+
+    url = f"/qos/policies/{policy.id}"
+    r = member_http.post(f"{url}/bandwidth_limit_rules", json={"bandwidth_limit_rule": {"max_kbps": 1}})
+    neutron_error(r, 409, "QoSRulesConflict")
+    r = member_http.post(f"{url}/dscp_marking_rules", json={"dscp_marking_rule": {"dscp_mark": 27}})
+    assert r.status_code == 400 and "is not in" in r.json()["NeutronError"]["message"]
+    r = member_http.post(f"{url}/minimum_bandwidth_rules", json={"minimum_bandwidth_rule": {}})
+    neutron_error(r, 400, "HTTPBadRequest", "Failed to parse request. Required attribute 'min_kbps' not specified")
+    r = member_http.post(f"{url}/bandwidth_limit_rules",
+                         json={"bandwidth_limit_rule": {"max_kbps": 5, "direction": "sideways"}})
+    assert r.status_code == 400
+    neutron_error(member_http.get(f"{url}/dscp_marking_rules/{BAD_ID}"), 404, "QosRuleNotFound")
+    neutron_error(member_http.get(f"/qos/policies/{BAD_ID}"), 404, "QosPolicyNotFound")
+
+    member.network.delete_qos_dscp_marking_rule(dscp, policy)
+    assert [r["type"] for r in member_http.get(url).json()["policy"]["rules"]].count("dscp_marking") == 0
+    member.network.delete_qos_policy(policy)
+    neutron_error(member_http.get(url), 404, "QosPolicyNotFound")
+
+
+def test_ports_and_networks_carry_a_policy(member, member_http):
+    policy = member.network.create_qos_policy(name=unique("qos"))
+    net = member.network.create_network(name=unique("qnet"), qos_policy_id=policy.id)
+    assert net.qos_policy_id == policy.id
+    member.network.create_subnet(network_id=net.id, cidr="10.231.0.0/24", ip_version=4)
+    port = member.network.create_port(network_id=net.id, qos_policy_id=policy.id)
+    assert port.qos_policy_id == policy.id
+    neutron_error(member_http.delete(f"/qos/policies/{policy.id}"), 409, "QosPolicyInUse",
+                  f"QoS Policy {policy.id} is used by port {port.id}.")
+    r = member_http.put(f"/ports/{port.id}", json={"port": {"qos_policy_id": None}})
+    assert r.status_code == 200 and r.json()["port"]["qos_policy_id"] is None
+    r = member_http.put(f"/ports/{port.id}", json={"port": {"qos_policy_id": BAD_ID}})
+    neutron_error(r, 404, "QosPolicyNotFound")
+    neutron_error(member_http.post("/networks", json={"network": {"qos_policy_id": BAD_ID}}), 404,
+                  "QosPolicyNotFound")
+    neutron_error(member_http.delete(f"/qos/policies/{policy.id}"), 409, "QosPolicyInUse")
+    member.network.update_network(net, qos_policy_id=None)
+    member.network.delete_port(port)
+    member.network.delete_network(net)
+    member.network.delete_qos_policy(policy)
+
+
+def test_openstack_cli(server):
+    name = unique("qcli")
+    policy = osc_json(server, "network", "qos", "policy", "create", name)
+    rule = osc_json(server, "network", "qos", "rule", "create", "--type", "bandwidth-limit", "--max-kbps", "2000",
+                    "--egress", name)
+    assert rule["max_kbps"] == 2000
+    shown = osc_json(server, "network", "qos", "policy", "show", name)
+    assert shown["id"] == policy["id"] and len(shown["rules"]) == 1
+    listed = osc_json(server, "network", "qos", "rule", "list", name)
+    assert [r["ID"] for r in listed] == [rule["id"]]
