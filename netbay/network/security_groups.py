@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, NotFound, not_found
+from netbay.errors import BadRequest, Conflict, not_found
 from netbay.network import quotas, rbac, sgrows
 from netbay.network.address_groups import ADDRESS_GROUPS
 from netbay.network.resource import Filter, Resource, standard, timestamp, to_bool, to_int
