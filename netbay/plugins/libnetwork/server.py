@@ -45,6 +45,7 @@ from netbay.plugins.libnetwork.journal import REPLAYED, REPLAYING, Journal
 from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.plugins.libnetwork.network import ANSWER_SENT, NetworkDriver
 from netbay.runtime.attach import Attacher
+from netbay.runtime.vif import OvsVifs
 
 log = logging.getLogger("netbay.libnetwork")
 
@@ -113,16 +114,18 @@ def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
 def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | None = None, *, name: str = "netbay",
                netbay_api: AsyncApi | None = None, device_owner: str = CONTAINER_OWNER, bound: float = CALL_BOUND,
                grace: float = 30.0, docker_host: str | None = None,
-               on_exit: Callable[[], None] | None = None, journal_dir: Path | None = None) -> Starlette:
+               on_exit: Callable[[], None] | None = None, journal_dir: Path | None = None,
+               vifs: OvsVifs | None = None) -> Starlette:
     """``backend``: where networks, subnets and ports are made (netbay's own, or a cloud's
     Neutron); ``journal_dir``: where calls in flight are kept for Docker's resends after a
     crash (:mod:`.journal`; None: not kept); ``netbay_api``: netbay's other APIs, for ``-o netbay.cluster`` (None: refused);
-    ``device_owner``: of the ports made and bound here (the backend's convention)."""
+    ``device_owner``: of the ports made and bound here (the backend's convention); ``vifs``: a
+    cloud's ports plugged with os-vif into its Open vSwitch (None: into the fabric)."""
     host = host or socket.gethostname()
     neutron = Resources(backend)
     directory = Directory(neutron, owner_tag(name, host), device_owner)
     docker = DockerView(docker_host, name) if docker_host else None
-    net = NetworkDriver(neutron, directory, attacher, host, docker, netbay_api)
+    net = NetworkDriver(neutron, directory, attacher, host, docker, netbay_api, vifs)
     table = handlers(Ipam(neutron, directory, net.claims, net.prepare, net.unprepare), net)
     journal = Journal(journal_dir)
     journal.adopt()
@@ -193,7 +196,8 @@ def socket_path(name: str, plugin_dir: Path = PLUGIN_DIR) -> Path:
 
 def serve(backend: AsyncNetworkBackend, name: str = "netbay", *, prefix: str = PRODUCT_PREFIX, host: str | None = None,
           netbay_api: AsyncApi | None = None, device_owner: str = CONTAINER_OWNER, plugin_dir: Path = PLUGIN_DIR,
-          grace: float = 30.0, docker_host: str | None = None, socket_group: str | None = None) -> None:
+          grace: float = 30.0, docker_host: str | None = None, socket_group: str | None = None,
+          vifs: OvsVifs | None = None) -> None:
     """Serve until SIGTERM/SIGINT; the socket (0600, or 0660 to ``socket_group``) and its
     lock are removed on the way out. :class:`netbay.locks.Held`: another driver serves it."""
     import uvicorn
@@ -205,7 +209,7 @@ def serve(backend: AsyncNetworkBackend, name: str = "netbay", *, prefix: str = P
     try:
         app = create_app(backend, Attacher(Names(prefix)), host, name=name, netbay_api=netbay_api,
                          device_owner=device_owner, grace=grace, docker_host=docker_host, on_exit=listener.close,
-                         journal_dir=journal_dir(name))
+                         journal_dir=journal_dir(name), vifs=vifs)
         config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
         uvicorn.Server(config).run(sockets=[listener.sock])
     finally:
