@@ -287,6 +287,7 @@ class NetworkDriver:
     def unplug(self, port_id: str) -> bool:
         """The port's pair gone, out of the cloud's bridge or the fabric (the netlink thread)."""
         if self.vifs is not None:
+            netns.delete(self.attacher.names.container(port_id))   # the name Join gave its namespace
             return self.vifs.unplug(port_id)
         return self.attacher.unplug(port_id)
 
