@@ -242,7 +242,7 @@ class OvsVifs:
         from ovsdbapp.backend.ovs_idl.idlutils import RowNotFound
 
         try:
-            return self.api.iface_to_br(name).execute(check_error=True) or None
+            return self.api.iface_to_br(name).execute(check_error=True, log_errors=False) or None
         except RowNotFound:
             return None
 

@@ -51,6 +51,7 @@ log = logging.getLogger("netbay.libnetwork")
 
 CONTENT_TYPE = "application/vnd.docker.plugins.v1.2+json"
 CALL_BOUND = 8.0
+WARM_BOUND, WARM_THREADS = 30.0, 3   # a cloud's first answers at start (see _warm)
 PLUGIN_DIR = Path("/run/docker/plugins")
 
 
@@ -174,6 +175,8 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        if getattr(backend, "name", None) == "openstack":
+            await _warm(neutron)
         sweeping = asyncio.create_task(collector.run())
         try:
             yield
@@ -188,6 +191,19 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
     return Starlette(routes=[Route("/{method}", dispatch, methods=["POST"])], lifespan=lifespan,
                      middleware=[Middleware(BodyLimit, refuse=_refuse)],
                      exception_handlers={HTTPException: _http_error})
+
+
+async def _warm(neutron: Resources) -> None:
+    """Calls to a cloud before the first of Docker's: the backend's connections (one per
+    worker thread) are opened and authenticated here — seconds on a loaded host, against
+    Keystone — not inside a call's :data:`CALL_BOUND`; a restarted plugin's first
+    DeleteEndpoint, beside the first sweep, would otherwise fail on it. :data:`WARM_THREADS`
+    at once, so as many threads are warm. Docker's calls wait meanwhile (the socket listens)."""
+    try:
+        await asyncio.wait_for(asyncio.gather(*(neutron.list("network", name="netbay-warm-up")
+                                                for _ in range(WARM_THREADS))), WARM_BOUND)
+    except Exception as exc:  # noqa: BLE001 - the calls will say what is wrong; serve anyway
+        log.warning("the cloud did not answer at start (%s); serving anyway", exc)
 
 
 def socket_path(name: str, plugin_dir: Path = PLUGIN_DIR) -> Path:
