@@ -135,3 +135,46 @@ def test_a_vif_type_netbay_cannot_plug_is_refused_before_the_pod_is_made(
         boxes.plug(pod_port(port, {"cidr": CIDR, "gateway_ip": net.subnet.gateway_ip}, net.network.mtu))
     assert not netns.exists(boxes.ns(port["id"]))
     assert hv.vsctl("list-ports", "br-int") == in_bridge
+
+
+def test_a_floating_ip_makes_a_pod_reachable_from_outside(
+        ovn_lab: OvnLab, conn, net: Net, pluggers: dict, ports_kept: list[str]) -> None:
+    """A router with its gateway on the external (provider) network — bridged on chassis 2
+    to a namespace standing for the outside — and a floating IP on the pod's port (the
+    pod on chassis 1): the outside reaches the pod at the floating IP, through OVN's
+    gateway router (NAT) and the Geneve tunnel."""
+    from netbay.k8s.sandbox import pod_port
+
+    from .lab import OUTSIDE, PHYSNET
+
+    outside = ovn_lab.add_outside(ovn_lab.hvs[1])
+    outside_ip = OUTSIDE.split("/")[0]
+    ext = conn.network.create_network(name="public", is_router_external=True, provider_network_type="flat",
+                                      provider_physical_network=PHYSNET)
+    router = fip = None
+    hv = ovn_lab.hvs[0]
+    boxes, port = sandboxes(ovn_lab, hv, pluggers), None
+    try:
+        conn.network.create_subnet(network_id=ext.id, cidr="172.24.4.0/24", ip_version=4, gateway_ip=outside_ip,
+                                   is_dhcp_enabled=False, name="public-subnet")
+        router = conn.network.create_router(name="r1", external_gateway_info={"network_id": ext.id})
+        conn.network.add_interface_to_router(router, subnet_id=net.subnet.id)
+        port = pod_port_of(conn, net, hv.chassis, "pf")
+        ports_kept.insert(0, port["id"])
+        ns = boxes.plug(pod_port(port, {"cidr": CIDR, "gateway_ip": net.subnet.gateway_ip}, net.network.mtu))
+        release(ns)
+        fip = conn.network.create_ip(floating_network_id=ext.id, port_id=port["id"])
+        assert wait_status(conn, port["id"], "ACTIVE") == "ACTIVE"
+        ovn_lab.sync()
+        address = fip.floating_ip_address
+        assert any(ping(outside, address, timeout=1.0) for _ in range(15)), \
+            f"the outside does not reach floating IP {address}"
+    finally:
+        if fip is not None:
+            conn.network.delete_ip(fip)
+        if port is not None:
+            boxes.unplug(port["id"])
+        if router is not None:
+            conn.network.remove_interface_from_router(router, subnet_id=net.subnet.id)
+            conn.network.delete_router(router)
+        conn.network.delete_network(ext)
