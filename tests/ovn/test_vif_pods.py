@@ -13,6 +13,7 @@ refused by name before the pod's namespace is made. Unplugging leaves nothing in
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Iterator
 
@@ -64,13 +65,24 @@ def sandboxes(lab: OvnLab, hv: Hypervisor, pluggers: dict):
     return PodSandboxes(Names(f"{lab.prefix}k{hv.index}-"), OvsVifs(hv.ovsdb, hv.ns, plugin=pluggers[hv.index].plugin))
 
 
-def pod_port_of(conn, net: Net, host: str, name: str) -> dict:
+def pod_port_of(conn, net: Net, host: str, name: str, **attrs) -> dict:
     """A pod's port as the mapping controller makes it (bound at once), as the API answers it."""
     port = conn.network.create_port(network_id=net.network.id, name=f"default/{name}", device_owner="compute:kuryr",
-                                    device_id=str(uuid.uuid4()), binding_host_id=host)
+                                    device_id=str(uuid.uuid4()), binding_host_id=host, **attrs)
     return {"id": port.id, "network_id": port.network_id, "mac_address": port.mac_address,
             "fixed_ips": port.fixed_ips, "device_id": port.device_id, "binding:vif_type": port.binding_vif_type,
             "binding:vif_details": port.binding_vif_details}
+
+
+def nat_view(lab: OvnLab) -> str:
+    """What OVN made of the router, its gateway and NAT (for a failure's message)."""
+    return "\n".join([lab.nbctl("show"), lab.nbctl("--bare", "--columns=name,gateway_chassis,options", "list",
+                                                    "Logical_Router_Port"),
+                      lab.nbctl("--bare", "--columns=type,external_ip,logical_ip,logical_port", "list", "NAT"),
+                      lab.sbctl("--bare", "--columns=_uuid,name", "list", "Chassis"),
+                      lab.sbctl("--bare", "--columns=logical_port,chassis", "find", "Port_Binding",
+                                "type=chassisredirect"),
+                      lab.hvs[1].appctl("ovs-vswitchd", "dpctl/dump-flows")[-4000:]])
 
 
 @pytest.fixture
@@ -152,6 +164,9 @@ def test_a_floating_ip_makes_a_pod_reachable_from_outside(
     ext = conn.network.create_network(name="public", is_router_external=True, provider_network_type="flat",
                                       provider_physical_network=PHYSNET)
     router = fip = None
+    group = conn.network.create_security_group(name="pings-from-anywhere")   # the default group admits its own only
+    conn.network.create_security_group_rule(security_group_id=group.id, direction="ingress", ethertype="IPv4",
+                                            protocol="icmp")
     hv = ovn_lab.hvs[0]
     boxes, port = sandboxes(ovn_lab, hv, pluggers), None
     try:
@@ -159,7 +174,7 @@ def test_a_floating_ip_makes_a_pod_reachable_from_outside(
                                    is_dhcp_enabled=False, name="public-subnet")
         router = conn.network.create_router(name="r1", external_gateway_info={"network_id": ext.id})
         conn.network.add_interface_to_router(router, subnet_id=net.subnet.id)
-        port = pod_port_of(conn, net, hv.chassis, "pf")
+        port = pod_port_of(conn, net, hv.chassis, "pf", security_group_ids=[group.id])
         ports_kept.insert(0, port["id"])
         ns = boxes.plug(pod_port(port, {"cidr": CIDR, "gateway_ip": net.subnet.gateway_ip}, net.network.mtu))
         release(ns)
@@ -167,8 +182,11 @@ def test_a_floating_ip_makes_a_pod_reachable_from_outside(
         assert wait_status(conn, port["id"], "ACTIVE") == "ACTIVE"
         ovn_lab.sync()
         address = fip.floating_ip_address
-        assert any(ping(outside, address, timeout=1.0) for _ in range(15)), \
-            f"the outside does not reach floating IP {address}"
+        reached = any(ping(outside, address, timeout=1.0) for _ in range(15))
+        assert reached, (f"the outside does not reach floating IP {address}:\n{nat_view(ovn_lab)}\n"
+                         + subprocess.run(["ip", "-n", outside, "neigh"], capture_output=True, text=True).stdout
+                         + subprocess.run(["ip", "-n", outside, "-s", "link", "show", "oeth0"], capture_output=True,
+                                          text=True).stdout)
     finally:
         if fip is not None:
             conn.network.delete_ip(fip)
@@ -178,3 +196,7 @@ def test_a_floating_ip_makes_a_pod_reachable_from_outside(
             conn.network.remove_interface_from_router(router, subnet_id=net.subnet.id)
             conn.network.delete_router(router)
         conn.network.delete_network(ext)
+        if port is not None:
+            conn.network.delete_port(port["id"])
+            ports_kept.remove(port["id"])
+        conn.network.delete_security_group(group)
