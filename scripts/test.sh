@@ -3,16 +3,18 @@
 # Extra arguments go to pytest (e.g. `scripts/test.sh tests/test_ports.py --db=sqlite`,
 # `scripts/test.sh -m quick -n 4`).
 #
-# With no arguments the suite runs as two pytest processes side by side: the tests
-# against the real OpenStack peers (`-m peers`: Keystone, Neutron, Octavia, Heat from
-# PyPI; one process, so the cloud starts once) and everything else on
-# NETBAY_TEST_WORKERS pytest-xdist workers (default 3: on two cores most tests wait on
-# servers and subprocesses, not the CPU). `--dist loadfile` keeps a module on one
-# worker, so its module-scoped servers start once. Nothing is shared: each netbay
-# server and peer binds its own free port on 127.0.0.1, each worker has its own temp
-# dir, PostgreSQL cluster and dataplane namespace prefix. Each process lists its 20
-# slowest tests; the peers' output is printed after the rest; the exit code is the
-# first failure's.
+# With no arguments the suite runs as two pytest runs side by side: the tests against
+# the real OpenStack peers (`-m peers`: Keystone, Neutron, Octavia, Heat from PyPI) on
+# NETBAY_TEST_PEER_WORKERS pytest-xdist workers (default 2; each worker starts its own
+# cloud once, a session fixture, so no worker sees another's objects in the cloud-wide
+# "left as it was" snapshots; the peers' virtualenvs are built once per machine, under
+# a file lock) and everything else on NETBAY_TEST_WORKERS workers (default 3: on two
+# cores most tests wait on servers and subprocesses, not the CPU). `--dist loadfile`
+# keeps a module on one worker, so its module-scoped servers start once. Nothing is
+# shared: each netbay server and peer binds its own free port on 127.0.0.1, each
+# worker has its own temp dir, PostgreSQL cluster and dataplane namespace prefix.
+# Each run lists its 20 slowest tests; the peers' output is printed after the rest;
+# the exit code is the first failure's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -20,7 +22,8 @@ if [ "$#" -gt 0 ]; then
   exec python -m pytest -q "$@"
 fi
 log=$(mktemp -t netbay-peers.XXXXXX.log)
-python -m pytest -q -p no:cacheprovider -m peers --durations=20 >"$log" 2>&1 &
+python -m pytest -q -p no:cacheprovider -m peers \
+  -n "${NETBAY_TEST_PEER_WORKERS:-2}" --dist loadfile --durations=20 >"$log" 2>&1 &
 peers=$!
 trap 'kill "$peers" 2>/dev/null || true' INT TERM
 rest=0

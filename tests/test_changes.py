@@ -84,3 +84,12 @@ def test_state_lists_everything_at_a_revision(server, admin):
     # Nothing newer than the snapshot's revision is missing from it.
     later = _changes(server, token, body["revision"])["changes"]
     assert net.id not in {c["id"] for c in later}
+
+
+def test_a_revision_beyond_the_columns_range_is_refused_not_a_500(server):
+    """Revisions are an INTEGER column (32 bits on PostgreSQL): a larger ``since`` is the
+    caller's error, said as one, where PostgreSQL used to fail the query (the fuzzer's find)."""
+    headers = {"X-Auth-Token": server.token()}
+    assert _changes(server, headers["X-Auth-Token"], 2**31 - 1)["changes"] == []
+    r = httpx.get(f"{server.url}/netbay/v1/changes", params={"since": 2**31}, headers=headers, timeout=10)
+    assert 400 <= r.status_code < 500, r.text

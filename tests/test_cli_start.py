@@ -18,7 +18,8 @@ import pytest
 from conftest import free_port
 
 SERVER_SIDE = ("sqlalchemy", "fastapi", "uvicorn", "alembic", "netbay.store", "netbay.api", "netbay.network",
-               "netbay.agent", "openstack", "pyroute2", "nftables")
+               "netbay.agent", "openstack", "pyroute2", "nftables",
+               "netbay.cli.server")   # serve/up/down/db: their options cost every command that built them
 # A network driver's package declares its labels, checks and defaults (pure data: the CLI
 # parses labels with them); its kernel code is ``<pkg>.driver``, loaded only to build one.
 DRIVER_KERNEL_CODE = ".driver"

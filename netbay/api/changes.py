@@ -25,7 +25,7 @@ router = APIRouter(prefix="/netbay/v1", tags=["netbay"])
 @router.get("/changes", response_class=JSONResponse)
 async def changes(
     request: Request,
-    since: int = Query(0, ge=0, le=2**62),
+    since: int = Query(0, ge=0, le=2**31 - 1),   # a revision: an INTEGER column (PostgreSQL: 32 bits)
     wait: float = Query(0.0, ge=0.0, le=60.0),
     limit: int = Query(1000, ge=1, le=1000),
 ) -> JSONResponse:

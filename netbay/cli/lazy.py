@@ -32,7 +32,7 @@ class Lazy:
         if isinstance(obj, typer.Typer):
             command = typer.main.get_group(obj)   # a group even with one command (``tap capture``)
         else:
-            one = typer.Typer(rich_markup_mode=None)
+            one = typer.Typer(rich_markup_mode=None, add_completion=False)   # completion is the group's
             one.command(name)(obj)
             command = typer.main.get_command(one)
         command.name = name
