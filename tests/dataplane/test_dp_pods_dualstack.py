@@ -4,7 +4,7 @@ The template's ``flannel_ipv6_network_cidr`` is accepted and stored in the clust
 typed config; the agent's realizer drives the flannel driver, which gives every node
 its IPv6 lease (paired with its IPv4 one) and every pod its IPv6 address beside the
 IPv4 one: pods on two minions talk over both families, each seeing the other's own
-address (no NAT between pods).
+address (no NAT between pods); the pods API shows each pod's ``address6``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def test_pods_of_a_dual_stack_flannel_cluster_talk_over_both_families(cloud: Clo
 
     a6, b6 = address6(a, minion), address6(b, other)
     assert a6.startswith("fd00:10:") and b6.startswith("fd00:10:") and a6 != b6
+    assert (a["address6"], b["address6"]) == (a6, b6)     # the pods API shows them
     pod_a = kernel.rtnl(pns(cloud, a))
     assert f"{a6}/64" in pod_a.addresses(pod_a.link("eth0").index)
     assert tcp_exchange(pns(cloud, a), pns(cloud, b), b6) == (a6, b"pong")

@@ -84,6 +84,20 @@ class FlannelConfig:
         """The IPv6 leases' config (each node's paired with its IPv4 lease), None if IPv4 only."""
         return leaselib.NetworkConfig(self.network6, self.subnet_len6) if self.network6 else None
 
+    def lease6(self, lease: str) -> str | None:
+        """The IPv6 lease paired with IPv4 ``lease`` (:func:`leases.paired`); None if IPv4 only."""
+        config6 = self.network_config6
+        return None if config6 is None else leaselib.paired(config6, self.network_config, lease)
+
+    def pod_address6(self, lease: str, address: str) -> str | None:
+        """The IPv6 address of the pod holding IPv4 ``address`` of ``lease``: the same host
+        number in the paired IPv6 lease (``10.100.3.5`` → ``fd00:10:0:3::5``); None if IPv4 only."""
+        lease6 = self.lease6(lease)
+        if lease6 is None:
+            return None
+        number = int(ipaddress.ip_address(address)) - int(ipaddress.ip_network(lease).network_address)
+        return leaselib.host(lease6, number)
+
     @property
     def pod_networks(self) -> list[str]:
         """What flanneld's ip-masq keeps pod traffic inside of: each family's network."""

@@ -45,7 +45,6 @@ class Flannel:
     def __init__(self, config: FlannelConfig = FlannelConfig()) -> None:
         self.config = config
         self.network_config = config.network_config      # validates (LeaseError)
-        self.network_config6 = config.network_config6
         self.backend: Backend = backends.get(config.backend)   # UnsupportedBackend
 
     @property
@@ -58,10 +57,8 @@ class Flannel:
 
     def dual(self, node: Node) -> Node:
         """``node`` with its IPv6 lease on a dual-stack network (as handed in otherwise)."""
-        if self.network_config6 is None or node.lease6:
-            return node
-        return dataclasses.replace(node, lease6=leaselib.paired(self.network_config6, self.network_config,
-                                                                node.lease))
+        lease6 = None if node.lease6 else self.config.lease6(node.lease)
+        return node if lease6 is None else dataclasses.replace(node, lease6=lease6)
 
     # -- kernel --
     def pod_mtu(self, node: Node) -> int:
@@ -112,11 +109,7 @@ class Flannel:
         """The IPv6 address of the pod holding IPv4 ``address`` on ``node``: the same host
         number in the node's IPv6 lease (``10.100.3.5`` → ``fd00:10:0:3::5``); None on an
         IPv4-only network."""
-        node = self.dual(node)
-        if not node.lease6:
-            return None
-        number = int(ipaddress.ip_address(address)) - int(ipaddress.ip_network(node.lease).network_address)
-        return leaselib.host(node.lease6, number)
+        return self.config.pod_address6(node.lease, address)
 
     def bridged(self, node: Node) -> pods.Bridged:
         """Where pods of ``node`` are plugged (for a runtime that configures them itself)."""
