@@ -86,9 +86,11 @@ def _traces(n: Node, gone: Node, gone_v6: tuple[str, ...] = ()) -> list[str]:
 
 def _state(ns: str) -> tuple[set[str], set[str], object]:
     """A node namespace as the contract compares it: link names, route destinations (both
-    families), masquerade."""
+    families; not the kernel's ``fe80::/64``, which comes with a link's IPv6 link-local
+    address whenever the kernel gets to it), masquerade."""
     return ({link.ifname for link in kernel.rtnl(ns).links()},
-            {r.dst for family in FAMILIES for r in kernel.routes(ns, proto=None, family=family)},
+            {r.dst for family in FAMILIES for r in kernel.routes(ns, proto=None, family=family)
+             if not r.dst.startswith("fe80:")},
             masq.networks(ns) or None)
 
 
