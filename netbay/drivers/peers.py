@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from netbay.dataplane import rtnl as kernel
 from netbay.drivers.node import Node
 
-__all__ = ["VtepPeer", "SyncResult", "sync", "ensure_vtep", "hold_only"]
+__all__ = ["VtepPeer", "SyncResult", "sync", "ensure_vtep", "hold_only", "link_local", "NoLinkLocal"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,23 @@ class SyncResult:
 
 
 FAMILIES = (socket.AF_INET, socket.AF_INET6)
+
+
+class NoLinkLocal(RuntimeError):
+    """A peer without an IPv6 link-local address on its underlay (yet): retried."""
+
+
+def link_local(node: Node) -> str:
+    """The IPv6 link-local address of ``node``'s underlay: the next hop of a route to its
+    IPv6 lease over an IPv4 underlay (an IPv6 route cannot have an IPv4 next hop). Nodes
+    are namespaces of this host, so it is read from the node's namespace."""
+    r = kernel.rtnl(node.ns)
+    link = r.link(node.underlay)
+    found = [] if link is None else [a.split("/")[0] for a in r.addresses(link.index) if a.startswith("fe80:")]
+    if not found:
+        raise NoLinkLocal(f"node {node.ns} has no IPv6 link-local address on {node.underlay} (IPv6 off "
+                          f"there?): its IPv6 lease {node.lease6} cannot be routed")
+    return found[0]
 
 
 def ensure_vtep(node: Node, name: str, *, vni: int, port: int, mtu: int, address: str,

@@ -48,22 +48,15 @@ class HostGwBackend:
         uidx = kernel.link_index(node.ns, node.underlay)
         routes = [kernel.KRoute(p.lease, gateway=p.ip, oif=uidx) for p in others]
         if node.lease6:
-            routes += [kernel.KRoute(p.lease6, gateway=link_local(p), oif=uidx) for p in others if p.lease6]
+            try:
+                routes += [kernel.KRoute(p.lease6, gateway=peerlib.link_local(p), oif=uidx)
+                           for p in others if p.lease6]
+            except peerlib.NoLinkLocal as exc:
+                raise BackendError(f"host-gw IPv6: {exc}") from None
         return peerlib.sync(node, routes, peer_ips={p.ip for p in others})
 
     def teardown(self, node: Node) -> None:
         peerlib.sync(node, [], peer_ips=set())
-
-
-def link_local(node: Node) -> str:
-    """The usable IPv6 link-local address of ``node``'s underlay (an IPv6 next hop)."""
-    r = kernel.rtnl(node.ns)
-    link = r.link(node.underlay)
-    found = [] if link is None else [a.split("/")[0] for a in r.addresses(link.index) if a.startswith("fe80:")]
-    if not found:
-        raise BackendError(f"host-gw IPv6: node {node.ns} has no IPv6 link-local address on "
-                           f"{node.underlay} (IPv6 off there?); its IPv6 lease {node.lease6} cannot be routed")
-    return found[0]
 
 
 def backend() -> HostGwBackend:
