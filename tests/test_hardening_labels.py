@@ -152,8 +152,11 @@ def test_the_specs_10_0_0_0_8_example_is_accepted_through_openstack_coe(server, 
     ("calico", {"calico_ipv4pool": "172.24.4.128/25"},
      f"Label calico_ipv4pool=172.24.4.128/25 overlaps the external network's subnet {PUBLIC_SUBNET}"),
     # IPv6 (issue 28): a driver that cannot do it says so by name; kuryr's dual-stack ranges are checked.
-    ("calico", {"calico_ipv6pool": "fd00:1::/48"},
-     "Label calico_ipv6pool=fd00:1::/48 is not supported: netbay's calico driver realizes IPv4 pools only"),
+    ("calico", {"calico_ipv6pool": "fd00:1::/116"},
+     "Label calico_ipv6pool=fd00:1::/116 has room for 64 /122 blocks, fewer than calico_ipv4pool=192.168.0.0/16's "
+     "1024 /26 blocks (each node holds one of each): use /112 or shorter."),
+    ("calico", {"calico_ipv6pool": "fd00:1::/48", "calico_ipv4pool_ipip": "Always"},
+     "Label calico_ipv6pool=fd00:1::/48 cannot be used with calico_ipv4pool_ipip=Always: IP-in-IP carries IPv4 only"),
     ("flannel", {"flannel_ipv6_network_cidr": "fd00:1::/64"},
      "Label flannel_ipv6_network_cidr=fd00:1::/64 must be shorter than /64: each node gets a /64 out of it"),
     ("flannel", {"flannel_ipv6_network_cidr": "fd00:1::/60"},
@@ -188,6 +191,18 @@ def test_a_dual_stack_flannel_template_is_accepted(ci) -> None:
     assert template["labels"]["flannel_ipv6_network_cidr"] == "fd00:10::/56"
     cfg = registry.config("flannel", labels)
     assert (cfg.network6, cfg.subnet_len6, cfg.pod_networks) == ("fd00:10::/56", 64, ["10.100.0.0/16", "fd00:10::/56"])
+
+
+def test_a_dual_stack_calico_template_is_accepted(ci) -> None:
+    """calico's IPv6 pool (issue 28.5): no longer refused (but with IP-in-IP, which is IPv4 only)."""
+    labels = {"calico_ipv6pool": "fd00:20::/64", "calico_ipv4pool_vxlan": "Always"}
+    template = make_template(ci, name=unique("v6"), network_driver="calico", external_network_id="public",
+                             labels=labels)
+    assert template["labels"]["calico_ipv6pool"] == "fd00:20::/64"
+    cfg = registry.config("calico", labels)
+    assert (cfg.pool6, cfg.block_len6, cfg.pools) == ("fd00:20::/64", 122, ["192.168.0.0/16", "fd00:20::/64"])
+    assert cfg.lease6("192.168.0.64/26") == "fd00:20::40/122"
+    assert cfg.pod_address6("192.168.0.64/26", "192.168.0.66") == "fd00:20::42"
 
 
 def test_overlap_with_the_external_network_is_refused_at_cluster_create_with_nothing_made(

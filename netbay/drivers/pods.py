@@ -52,10 +52,11 @@ from netbay.dataplane.rtnl import LinkError, rtnl
 if TYPE_CHECKING:
     from netbay.dataplane.rtnl import Rtnl
 
-__all__ = ["Bridged", "PodLink", "attach", "detach", "plug_for_runtime", "gso_path", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC"]
+__all__ = ["Bridged", "PodLink", "attach", "detach", "plug_for_runtime", "gso_path", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC", "ROUTED_GATEWAY6"]
 
 ROUTED_GATEWAY = "169.254.1.1"
 ROUTED_MAC = "ee:ee:ee:ee:ee:ee"
+ROUTED_GATEWAY6 = "fe80::ecee:eeff:feee:eeee"   # calico's IPv6 next hop: the link-local of ROUTED_MAC
 RTPROT_BOOT = 3
 
 
@@ -92,8 +93,8 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
     cut up in software where it leaves the node. ``address6``/``gateway6``: the pod's
     IPv6 CIDR and gateway on a dual-stack bridged node. Returns the :class:`PodLink`.
     Idempotent."""
-    if address6 is not None and (bridge is None or gateway6 is None):
-        raise ValueError("an IPv6 pod address needs a bridged node with an IPv6 gateway")
+    if address6 is not None and gateway6 is None:
+        raise ValueError("an IPv6 pod address needs an IPv6 gateway")
     iface = ipaddress.ip_interface(address)
     routed = bridge is None
     if routed:
@@ -153,6 +154,8 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
         veth.await_carrier(pod, idx, node, host)
     want = str(iface)
     want6 = str(ipaddress.IPv6Interface(address6)) if address6 else None
+    if want6 and routed:
+        want6 = f"{ipaddress.IPv6Interface(want6).ip}/128"
     if not created:
         for cidr in pod.addresses(idx):
             old = ipaddress.ip_interface(cidr)
@@ -168,6 +171,15 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
         pod.replace_route("0.0.0.0/0", gateway=gateway, oif=idx, onlink=True)
         hidx = node.link(host).index
         kernel.add_route(node_ns, kernel.KRoute(f"{iface.ip}/32", oif=hidx, proto=RTPROT_BOOT))
+        if want6 and gateway6:
+            # As for IPv4: permanent neighbours both ways, so neither side waits for its
+            # link-local address's duplicate address detection to resolve the other.
+            kernel.add_neighbour(pod_ns, idx, gateway6, ROUTED_MAC)
+            pod.replace_route("::/0", gateway=gateway6, oif=idx)
+            ip6 = want6.split("/")[0]
+            kernel.add_route(node_ns, kernel.KRoute(f"{ip6}/128", oif=hidx, proto=RTPROT_BOOT))
+            if link.address:
+                kernel.add_neighbour(node_ns, hidx, ip6, link.address)
     else:
         onlink = ipaddress.ip_address(gateway) not in iface.network
         pod.replace_route("0.0.0.0/0", gateway=gateway, oif=idx, onlink=onlink)

@@ -35,6 +35,8 @@ CASES = [
     ("flannel", {"flannel_backend": "host-gw", "flannel_ipv6_network_cidr": DUAL}),
     ("calico", {}),
     ("calico", {"calico_ipv4pool_vxlan": "Always"}),
+    ("calico", {"calico_ipv6pool": DUAL}),
+    ("calico", {"calico_ipv4pool_vxlan": "Always", "calico_ipv6pool": DUAL}),
     ("example", {}),
 ]
 
@@ -95,11 +97,12 @@ def _state(ns: str) -> tuple[set[str], set[str], object]:
 
 
 def _v6(lab: Lab, i: int) -> tuple[str, ...]:
-    """Pod ``i``'s IPv6 lease and that lease's network address (the VTEP's), if dual-stack."""
+    """Node ``i``'s IPv6 lease and that lease's network address (the VTEP's), if dual-stack
+    (a dual-stack driver's ``dual(node)`` fills the lease in)."""
     if lab.pod_ip6(i) is None:
         return ()
-    net6 = ipaddress.ip_interface(lab.links[i].address6).network
-    return (str(net6), str(net6.network_address))
+    lease6 = lab.driver.dual(lab.nodes[i]).lease6
+    return (lease6, str(ipaddress.ip_network(lease6).network_address))
 
 
 def test_pods_on_two_nodes_talk(lab: Lab) -> None:
@@ -114,8 +117,10 @@ def test_pods_on_two_nodes_talk(lab: Lab) -> None:
 
 
 def test_dual_stack_cases_give_pods_both_families() -> None:
-    duals = [case for case in CASES if case[1].get("flannel_ipv6_network_cidr")]
-    assert {case[1].get("flannel_backend", "vxlan") for case in duals} == {"vxlan", "host-gw"}
+    default = {"flannel": "vxlan", "calico": "direct"}
+    duals = {(name, labels.get("flannel_backend", labels.get("calico_ipv4pool_vxlan", default[name])))
+             for name, labels in CASES if DUAL in labels.values()}
+    assert duals == {("flannel", "vxlan"), ("flannel", "host-gw"), ("calico", "direct"), ("calico", "Always")}
 
 
 def test_grow_and_shrink_leave_no_trace_of_a_node_gone(lab: Lab) -> None:
