@@ -200,7 +200,7 @@ def test_a_dual_stack_calico_template_is_accepted(ci) -> None:
                              labels=labels)
     assert template["labels"]["calico_ipv6pool"] == "fd00:20::/64"
     cfg = registry.config("calico", labels)
-    assert (cfg.pool6, cfg.block_len6, cfg.pools) == ("fd00:20::/64", 122, ["192.168.0.0/16", "fd00:20::/64"])
+    assert (cfg.pool6, cfg.block_len6, cfg.pod_networks) == ("fd00:20::/64", 122, ["192.168.0.0/16", "fd00:20::/64"])
     assert cfg.lease6("192.168.0.64/26") == "fd00:20::40/122"
     assert cfg.pod_address6("192.168.0.64/26", "192.168.0.66") == "fd00:20::42"
 

@@ -135,7 +135,7 @@ class CalicoConfig:
         return leaselib.host(lease6, number)
 
     @property
-    def pools(self) -> list[str]:
+    def pod_networks(self) -> list[str]:
         """The pools natOutgoing keeps pod traffic inside of: each family's."""
         return [self.pool, *([self.pool6] if self.pool6 else [])]
 

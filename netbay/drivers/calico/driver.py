@@ -133,7 +133,7 @@ class Calico:
         for route in self._blackholes(node):
             kernel.add_route(node.ns, route)
         if self.config.nat_outgoing:
-            masq.ensure(node.ns, self.config.pools)
+            masq.ensure(node.ns, self.config.pod_networks)
         else:
             masq.remove(node.ns)
         return self.pod_mtu(node)
