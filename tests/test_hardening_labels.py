@@ -152,10 +152,16 @@ def test_the_specs_10_0_0_0_8_example_is_accepted_through_openstack_coe(server, 
     ("calico", {"calico_ipv4pool": "172.24.4.128/25"},
      f"Label calico_ipv4pool=172.24.4.128/25 overlaps the external network's subnet {PUBLIC_SUBNET}"),
     # IPv6 (issue 28): a driver that cannot do it says so by name; kuryr's dual-stack ranges are checked.
-    ("calico", {"calico_ipv6pool": "fd00:1::/48"},
-     "Label calico_ipv6pool=fd00:1::/48 is not supported: netbay's calico driver realizes IPv4 pools only"),
-    ("flannel", {"flannel_ipv6_network_cidr": "fd00:1::/48"},
-     "Label flannel_ipv6_network_cidr=fd00:1::/48 is not supported: netbay's flannel driver realizes IPv4 only"),
+    ("calico", {"calico_ipv6pool": "fd00:1::/116"},
+     "Label calico_ipv6pool=fd00:1::/116 has room for 64 /122 blocks, fewer than calico_ipv4pool=192.168.0.0/16's "
+     "1024 /26 blocks (each node holds one of each): use /112 or shorter."),
+    ("calico", {"calico_ipv6pool": "fd00:1::/48", "calico_ipv4pool_ipip": "Always"},
+     "Label calico_ipv6pool=fd00:1::/48 cannot be used with calico_ipv4pool_ipip=Always: IP-in-IP carries IPv4 only"),
+    ("flannel", {"flannel_ipv6_network_cidr": "fd00:1::/64"},
+     "Label flannel_ipv6_network_cidr=fd00:1::/64 must be shorter than /64: each node gets a /64 out of it"),
+    ("flannel", {"flannel_ipv6_network_cidr": "fd00:1::/60"},
+     "Label flannel_ipv6_network_cidr=fd00:1::/60 has room for 16 node /64s, fewer than "
+     "flannel_network_cidr=10.100.0.0/16's 256 /24s (each node holds one of each): use /56 or shorter."),
     ("kuryr", {"kuryr_pod_subnet_pool_ipv6": "fd00:10::/56"},
      "Label kuryr_pod_subnet_pool_ipv6=fd00:10::/56 asks for a dual-stack cluster, which needs IPv6 pod "
      "subnets and IPv6 cluster IPs: set kuryr_service_cidr_ipv6 too"),
@@ -175,6 +181,28 @@ def test_ranges_the_driver_cannot_route_are_refused_at_the_template(ci, magnum, 
     r = ci.patch(f"/clustertemplates/{ok['uuid']}", json=[{"op": "replace", "path": "/labels", "value": labels}])
     assert contains in magnum_error(r, 400)
     assert ci.get(f"/clustertemplates/{ok['uuid']}").json()["labels"] == {}
+
+
+def test_a_dual_stack_flannel_template_is_accepted(ci) -> None:
+    """flannel's IPv6Network (issue 28.5): no longer refused; the typed config carries it."""
+    labels = {"flannel_ipv6_network_cidr": "fd00:10::/56", "flannel_backend": "host-gw"}
+    template = make_template(ci, name=unique("v6"), network_driver="flannel", external_network_id="public",
+                             labels=labels)
+    assert template["labels"]["flannel_ipv6_network_cidr"] == "fd00:10::/56"
+    cfg = registry.config("flannel", labels)
+    assert (cfg.network6, cfg.subnet_len6, cfg.pod_networks) == ("fd00:10::/56", 64, ["10.100.0.0/16", "fd00:10::/56"])
+
+
+def test_a_dual_stack_calico_template_is_accepted(ci) -> None:
+    """calico's IPv6 pool (issue 28.5): no longer refused (but with IP-in-IP, which is IPv4 only)."""
+    labels = {"calico_ipv6pool": "fd00:20::/64", "calico_ipv4pool_vxlan": "Always"}
+    template = make_template(ci, name=unique("v6"), network_driver="calico", external_network_id="public",
+                             labels=labels)
+    assert template["labels"]["calico_ipv6pool"] == "fd00:20::/64"
+    cfg = registry.config("calico", labels)
+    assert (cfg.pool6, cfg.block_len6, cfg.pod_networks) == ("fd00:20::/64", 122, ["192.168.0.0/16", "fd00:20::/64"])
+    assert cfg.lease6("192.168.0.64/26") == "fd00:20::40/122"
+    assert cfg.pod_address6("192.168.0.64/26", "192.168.0.66") == "fd00:20::42"
 
 
 def test_overlap_with_the_external_network_is_refused_at_cluster_create_with_nothing_made(
@@ -326,7 +354,8 @@ def test_a_padded_flannel_ip_masq_false_turns_masquerading_off(ci, magnum, datab
     # The typed config parsed at create is stored with the cluster: what the cluster network
     # copies and the agent is given (no label read again).
     config = _stored_driver_config(database_url, cluster.uuid)
-    assert config == {"network": "10.100.0.0/16", "subnet_len": 24, "backend": "vxlan", "ip_masq": False}
+    assert config == {"network": "10.100.0.0/16", "subnet_len": 24, "backend": "vxlan", "ip_masq": False,
+                      "network6": "", "subnet_len6": 64}
     assert registry.make("flannel", config).config.ip_masq is False
 
 

@@ -48,13 +48,11 @@ def test_existing_clusters_get_their_driver_config(database_url: str) -> None:
     finally:
         engine.dispose()
     stored = {k: v if v is None or isinstance(v, dict) else json.loads(v) for k, v in rows.items()}
-    # the driver's config as today's code parses the labels (fields added since, e.g. the
-    # IPv6 ones, come with their defaults)
-    assert {"network": "10.100.0.0/16", "subnet_len": 24, "backend": "host-gw",
-            "ip_masq": False}.items() <= stored["c-padded"].items()
-    assert {"subnet_driver": "node", "pod_subnet_pool": "10.10.0.0/16", "pod_subnet_prefixlen": 24,
-            "service_cidr": "10.96.0.0/16", "pod_runtime": "sandbox"}.items() <= stored["c-kuryr"].items()
-    assert stored["c-kuryr"].get("pod_subnet_pool_ipv6", "") == ""   # single-stack: no IPv6 pool
+    assert stored["c-padded"] == {"network": "10.100.0.0/16", "subnet_len": 24, "backend": "host-gw",
+                                  "ip_masq": False, "network6": "", "subnet_len6": 64}
+    assert stored["c-kuryr"] == {"subnet_driver": "node", "pod_subnet_pool": "10.10.0.0/16",
+                                 "pod_subnet_prefixlen": 24, "service_cidr": "10.96.0.0/16", "pod_runtime": "sandbox",
+                                 "pod_subnet_pool_ipv6": "", "pod_subnet_prefixlen_ipv6": 64, "service_cidr_ipv6": ""}
     assert stored["c-bad"] is None     # refused labels: nothing stored (the build says why)
     assert stored["c-none"] is None    # no driver, no config
     migrate.upgrade(database_url, "0018")   # already there: a no-op

@@ -170,8 +170,10 @@ def sync(store: Store, cluster_id: str, net: NetworkBackend) -> None:
     if netcfg is None:
         return
     config = registry.stored(cfg) or {}   # a config is there: netcfg came from it
-    for port_id in ports:
-        allow_pod_network(net, port_id, netcfg.network)
+    # a dual-stack driver's config lists each family's pod network (its IPv6 one too)
+    for cidr in getattr(cfg, "pod_networks", None) or [netcfg.network]:
+        for port_id in ports:
+            allow_pod_network(net, port_id, cidr)
 
     def write(s: Session) -> None:
         cluster = s.get(Cluster, cluster_id)

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from netbay.coe import common
 from netbay.context import Context
+from netbay.drivers import registry
 from netbay.errors import BadRequest, Conflict, NotFound
 from netbay.network.resource import Filter, Resource, standard
 from netbay.network.types import Body, Labels, Name, ProjectID, Text
@@ -69,8 +70,21 @@ class Pods(Resource):
         body = standard(obj, tags)
         body.pop("tags")
         return {**body, "cluster_id": obj.cluster_id, "node": obj.node, "sandbox_id": obj.sandbox_id,
-                "address": obj.address, "labels": dict(obj.labels or {}), "status": obj.status,
+                "address": obj.address, "address6": self._address6(session, obj),
+                "labels": dict(obj.labels or {}), "status": obj.status,
                 "status_reason": obj.status_reason or None, "runtime": obj.runtime or ""}
+
+    @staticmethod
+    def _address6(session: Session, pod: Pod) -> str | None:
+        """The pod's IPv6 address on a dual-stack cluster network: its driver's config derives
+        it from the node's lease and the IPv4 address (flannel's IPv6 lease is paired with the
+        IPv4 one, so nothing more is stored); None for an IPv4-only one."""
+        net = session.get(ClusterNet, pod.cluster_id)
+        lease = (net.leases or {}).get(pod.node) if net is not None else None
+        if net is None or not lease:
+            return None
+        derive = getattr(registry.loaded(net.driver, net.config), "pod_address6", None)
+        return derive(lease, pod.address) if derive is not None else None
 
     def create(self, session: Session, ctx: Context, body: PodCreate) -> Pod:
         given = body.given()

@@ -17,6 +17,11 @@ first, ``10.100.0.0/24`` for the default config, is kept free) and ``SubnetMax``
 to the last one. Calico blocks use every block of the pool: pass
 ``subnet_min=`` the pool's first block (see :func:`block_config`).
 
+A network may be IPv6 (flannel's ``IPv6Network`` / ``IPv6SubnetLen``, 64 by
+default): a dual-stack node holds one lease of each family, and :func:`paired`
+gives the IPv6 one as the subnet of the same number as its IPv4 lease, so the pair
+is as stable as the IPv4 lease and nothing more is stored.
+
     >>> cfg = NetworkConfig("10.100.0.0/16", 24)
     >>> allocate(cfg, ["m0", "n0"], {})
     {'m0': '10.100.1.0/24', 'n0': '10.100.2.0/24'}
@@ -32,7 +37,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "NetworkConfig", "LeaseError", "LeasesExhausted", "allocate", "acquire", "release",
-    "capacity", "gateway", "host", "block_config",
+    "capacity", "gateway", "host", "block_config", "paired",
 ]
 
 Leases = dict[str, str]
@@ -69,11 +74,10 @@ class NetworkConfig:
             net = ipaddress.ip_network(self.network, strict=True)
         except ValueError as exc:
             raise LeaseError(f"invalid network {self.network!r}: {exc}") from None
-        if net.version != 4:
-            raise LeaseError(f"network {self.network}: only IPv4 container networks are supported")
-        if not isinstance(self.subnet_len, int) or not net.prefixlen < self.subnet_len <= 30:
+        longest = net.max_prefixlen - 2
+        if not isinstance(self.subnet_len, int) or not net.prefixlen < self.subnet_len <= longest:
             raise LeaseError(f"subnet length /{self.subnet_len} must be longer than the network's "
-                             f"/{net.prefixlen} and at most /30 (a gateway and a pod)")
+                             f"/{net.prefixlen} and at most /{longest} (a gateway and a pod)")
         for which in ("subnet_min", "subnet_max"):
             value = getattr(self, which)
             if value is None:
@@ -86,12 +90,12 @@ class NetworkConfig:
                 raise LeaseError(f"{which} {value} is not a /{self.subnet_len} of {self.network}")
 
     @property
-    def net(self) -> ipaddress.IPv4Network:
+    def net(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
         return ipaddress.ip_network(self.network)
 
     @property
     def _size(self) -> int:
-        return 1 << (32 - self.subnet_len)
+        return 1 << (self.net.max_prefixlen - self.subnet_len)
 
     @property
     def _count(self) -> int:
@@ -127,7 +131,8 @@ class NetworkConfig:
             sub = ipaddress.ip_network(subnet, strict=True)
         except ValueError:
             return False
-        if sub.version != 4 or sub.prefixlen != self.subnet_len or not sub.subnet_of(self.net):
+        net = self.net
+        if sub.version != net.version or sub.prefixlen != self.subnet_len or not sub.subnet_of(net):
             return False
         return self.first_index <= self._index(subnet) <= self.last_index
 
@@ -136,6 +141,18 @@ def block_config(pool: str, block_len: int = 26) -> NetworkConfig:
     """Calico's IPAM blocks: every ``/block_len`` of ``pool``, the first one included."""
     net = ipaddress.ip_network(pool, strict=True)
     return NetworkConfig(pool, block_len, subnet_min=f"{net.network_address}/{block_len}")
+
+
+def paired(config6: NetworkConfig, config4: NetworkConfig, lease4: str) -> str:
+    """The IPv6 lease of the node holding IPv4 ``lease4``: ``config6``'s subnet of the
+    same number (:class:`LeaseError` when ``config6`` has no such subnet)."""
+    if not config4.valid(lease4):
+        raise LeaseError(f"{lease4} is not a lease of {config4.network}/{config4.subnet_len}")
+    index = config4._index(lease4)
+    if not config6.first_index <= index <= config6.last_index:
+        raise LeaseError(f"IPv6 network {config6.network} with /{config6.subnet_len} subnets has no "
+                         f"subnet number {index} to pair with {lease4}: use a shorter IPv6 network prefix")
+    return config6.subnet(index)
 
 
 def capacity(config: NetworkConfig) -> int:
@@ -149,7 +166,8 @@ def gateway(subnet: str) -> str:
 
 
 def host(subnet: str, n: int) -> str:
-    """The ``n``-th address of ``subnet`` as ``addr/prefix`` (``n`` ≥ 1, not broadcast)."""
+    """The ``n``-th address of ``subnet`` (``n`` ≥ 1, not broadcast; for IPv6 the last
+    address is excluded alike)."""
     net = ipaddress.ip_network(subnet)
     if not 1 <= n < net.num_addresses - 1:
         raise LeaseError(f"{subnet} has no host number {n} (1..{net.num_addresses - 2})")

@@ -8,8 +8,9 @@ network, as for any node). Pod-to-pod traffic, across nodes too, keeps its
 source: flannel's ``-s Network -d Network -j RETURN``, calico's ``ip daddr !=
 @all-ipam-pools``. Multicast is left alone, as flannel does.
 
-One table per node namespace (``ip nb-masq``): a set with the pod network(s) and
-one rule, so the rule never grows with the pools. Everything goes through
+One table per node namespace and family (``ip nb-masq``, and ``ip6 nb-masq`` for
+a dual-stack pod network, as flannel's ip-masq masquerades its IPv6Network too): a
+set with the pod network(s) and one rule, so the rule never grows with the pools. Everything goes through
 libnftables in-process (:class:`netbay.dataplane.nft.Nft`), which refuses the
 host's own namespace.
 """
@@ -27,27 +28,30 @@ FAMILY = "ip"
 TABLE = "nb-masq"
 SET = "pod_nets"
 MULTICAST = "224.0.0.0/4"
+# nft family -> (IP version, header protocol, set type, multicast block)
+FAMILIES = {"ip": (4, "ip", "ipv4_addr", MULTICAST), "ip6": (6, "ip6", "ipv6_addr", "ff00::/8")}
 
 
-def _saddr_daddr(field: str) -> dict:
-    return {"payload": {"protocol": "ip", "field": field}}
+def _saddr_daddr(field: str, protocol: str = "ip") -> dict:
+    return {"payload": {"protocol": protocol, "field": field}}
 
 
-def _commands(nets: list[str]) -> list[dict]:
-    """(Re)create the table holding ``nets``, as one transaction."""
-    t = {"family": FAMILY, "table": TABLE}
+def _commands(nets: list[str], family: str = FAMILY) -> list[dict]:
+    """(Re)create ``family``'s table holding ``nets``, as one transaction."""
+    _version, proto, set_type, multicast = FAMILIES[family]
+    t = {"family": family, "table": TABLE}
     rule = [
-        {"match": {"op": "==", "left": _saddr_daddr("saddr"), "right": f"@{SET}"}},
-        {"match": {"op": "!=", "left": _saddr_daddr("daddr"), "right": f"@{SET}"}},
-        {"match": {"op": "!=", "left": _saddr_daddr("daddr"), "right": prefix(MULTICAST)}},
+        {"match": {"op": "==", "left": _saddr_daddr("saddr", proto), "right": f"@{SET}"}},
+        {"match": {"op": "!=", "left": _saddr_daddr("daddr", proto), "right": f"@{SET}"}},
+        {"match": {"op": "!=", "left": _saddr_daddr("daddr", proto), "right": prefix(multicast)}},
         {"counter": None},
         {"masquerade": {"flags": ["fully-random"]}},
     ]
     cmds: list[dict] = [
-        {"add": {"table": {"family": FAMILY, "name": TABLE}}},
-        {"delete": {"table": {"family": FAMILY, "name": TABLE}}},   # add+delete: drop if present
-        {"add": {"table": {"family": FAMILY, "name": TABLE}}},
-        {"add": {"set": {**t, "name": SET, "type": "ipv4_addr", "flags": ["interval"]}}},
+        {"add": {"table": {"family": family, "name": TABLE}}},
+        {"delete": {"table": {"family": family, "name": TABLE}}},   # add+delete: drop if present
+        {"add": {"table": {"family": family, "name": TABLE}}},
+        {"add": {"set": {**t, "name": SET, "type": set_type, "flags": ["interval"]}}},
         {"add": {"chain": {**t, "name": "postrouting", "type": "nat", "hook": "postrouting",
                            "prio": 100, "policy": "accept"}}},
         {"add": {"rule": {**t, "chain": "postrouting", "expr": rule,
@@ -58,32 +62,47 @@ def _commands(nets: list[str]) -> list[dict]:
     return cmds
 
 
+def _networks(nft: Nft, family: str) -> set[str] | None:
+    if (family, TABLE) not in nft.tables():
+        return None
+    try:
+        return {parse_prefix(e) for e in nft.list_set(family, TABLE, SET)}
+    except (NftError, ValueError):
+        return set()   # a table not in our shape: ensure() rebuilds it
+
+
 def networks(ns: str) -> set[str] | None:
-    """The pod networks masqueraded in ``ns``; None when the table is not there."""
+    """The pod networks masqueraded in ``ns`` (both families); None when no table is there."""
     with Nft(ns) as nft:
-        if (FAMILY, TABLE) not in nft.tables():
-            return None
-        try:
-            return {parse_prefix(e) for e in nft.list_set(FAMILY, TABLE, SET)}
-        except (NftError, ValueError):
-            return set()   # a table not in our shape: ensure() rebuilds it
+        found = [nets for family in FAMILIES if (nets := _networks(nft, family)) is not None]
+    return set().union(*found) if found else None
 
 
 def ensure(ns: str, pod_networks: Iterable[str]) -> bool:
-    """Masquerade what leaves ``pod_networks`` in node ``ns``. Idempotent: True when
-    the table changed."""
-    want = sorted({str(ipaddress.ip_network(n)) for n in pod_networks})
-    if networks(ns) == set(want):
-        return False
+    """Masquerade what leaves ``pod_networks`` (either family) in node ``ns``; a family
+    without a network has no table. Idempotent: True when a table changed."""
+    nets = {ipaddress.ip_network(n) for n in pod_networks}
+    changed = False
     with Nft(ns) as nft:
-        nft.run(_commands(want))
-    return True
+        for family, (version, *_rest) in FAMILIES.items():
+            want = sorted(str(n) for n in nets if n.version == version)
+            have = _networks(nft, family)
+            if not want:
+                if have is not None:
+                    nft.run([{"delete": {"table": {"family": family, "name": TABLE}}}])
+                    changed = True
+            elif have != set(want):
+                nft.run(_commands(want, family))
+                changed = True
+    return changed
 
 
 def remove(ns: str) -> bool:
-    """Drop the table (ip-masq / natOutgoing off, or the driver leaves the node)."""
+    """Drop the tables (ip-masq / natOutgoing off, or the driver leaves the node)."""
+    removed = False
     with Nft(ns) as nft:
-        if (FAMILY, TABLE) not in nft.tables():
-            return False
-        nft.run([{"delete": {"table": {"family": FAMILY, "name": TABLE}}}])
-    return True
+        for family in FAMILIES:
+            if (family, TABLE) in nft.tables():
+                nft.run([{"delete": {"table": {"family": family, "name": TABLE}}}])
+                removed = True
+    return removed

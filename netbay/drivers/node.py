@@ -33,16 +33,21 @@ def derived_mac(*parts: str) -> str:
 class Node:
     """``ns``: the node's namespace; ``address``: its underlay interface address with
     prefix (``10.0.0.5/24``); ``lease``: its share of the container network
-    (``10.100.3.0/24``); ``underlay``: the underlay link's name inside ``ns``."""
+    (``10.100.3.0/24``); ``underlay``: the underlay link's name inside ``ns``;
+    ``lease6``: a dual-stack driver's IPv6 lease (``fd00:10:0:3::/64``), filled in by
+    the driver from its config (:func:`netbay.drivers.leases.paired`), else empty."""
 
     ns: str
     address: str
     lease: str
     underlay: str = "eth0"
+    lease6: str = ""
 
     def __post_init__(self) -> None:
         ipaddress.ip_interface(self.address)
         ipaddress.ip_network(self.lease, strict=True)
+        if self.lease6:
+            ipaddress.IPv6Network(self.lease6, strict=True)
 
     @property
     def ip(self) -> str:
@@ -63,6 +68,16 @@ class Node:
         """The lease's network address (flannel puts it on ``flannel.1`` as a /32)."""
         return str(ipaddress.ip_network(self.lease).network_address)
 
+    @property
+    def gateway6(self) -> str:
+        """First address of the IPv6 lease (``…::1``): cni0's, the pods' IPv6 gateway."""
+        return leases.gateway(self.lease6)
+
+    @property
+    def lease6_network_ip(self) -> str:
+        """The IPv6 lease's network address (the VTEP's /128, the peers' next hop)."""
+        return str(ipaddress.ip_network(self.lease6).network_address)
+
     def mac(self, device: str) -> str:
         return derived_mac(self.ns, device)
 
@@ -76,23 +91,28 @@ def underlay_mtu(node: Node) -> int:
     return link.mtu
 
 
-def enable_forwarding(ns: str) -> None:
-    """IPv4 forwarding inside the node (pods ↔ underlay ↔ overlay)."""
+def enable_forwarding(ns: str, ipv6: bool = False) -> None:
+    """IPv4 (and with ``ipv6`` IPv6) forwarding inside the node (pods ↔ underlay ↔ overlay)."""
     if links.read_sysctl(ns, "net.ipv4.ip_forward") != "1":
         links.sysctl(ns, "net.ipv4.ip_forward", 1)
+    if ipv6 and links.read_sysctl(ns, "net.ipv6.conf.all.forwarding") != "1":
+        links.sysctl(ns, "net.ipv6.conf.all.forwarding", 1)
 
 
 def ensure_cni_bridge(node: Node, mtu: int, name: str = BRIDGE) -> int:
     """The node's pod bridge: ``cni0`` up with the lease's gateway (``10.100.3.1/24``),
-    a fixed MAC and the pods' MTU. Returns its ifindex. Idempotent."""
+    and the IPv6 lease's (``fd00:10:0:3::1/64``) on a dual-stack node, a fixed MAC and
+    the pods' MTU. Returns its ifindex. Idempotent."""
     idx = kernel.ensure_bridge(node.ns, name, mtu=mtu, mac=node.mac(name))
-    prefix = ipaddress.ip_network(node.lease).prefixlen
-    want = f"{node.gateway}/{prefix}"
+    want = {f"{node.gateway}/{ipaddress.ip_network(node.lease).prefixlen}"}
+    if node.lease6:
+        want.add(f"{node.gateway6}/{ipaddress.ip_network(node.lease6).prefixlen}")
     r = kernel.rtnl(node.ns)
     for cidr in r.addresses(idx):
-        if cidr != want and ipaddress.ip_interface(cidr).version == 4:
+        if cidr not in want and not ipaddress.ip_interface(cidr).is_link_local:
             r.del_address(idx, cidr)  # a previous lease's gateway
-    r.add_address(idx, want)
+    for cidr in sorted(want):
+        r.add_address(idx, cidr)
     return idx
 
 

@@ -7,7 +7,9 @@ The flannel and calico drivers, the Docker driver and the CNI plugin all call
 * **bridged** (``bridge="cni0"``, flannel): a veth whose host end ``veth<hash>`` is
   a port of the node's bridge and whose other end is ``ifname`` in the pod, with
   ``address`` (the lease's prefix), MTU, and a default route via ``gateway`` (the
-  lease's first address, on the bridge).
+  lease's first address, on the bridge); on a dual-stack node also ``address6``
+  (the IPv6 lease's prefix, no duplicate address detection: the lease made it
+  unique) and a default IPv6 route via ``gateway6``.
 * **routed** (``bridge=None``, calico): no bridge; the host end ``cali<hash>`` has
   the fixed MAC ``ee:ee:ee:ee:ee:ee`` as in calico; the pod has ``address`` as a
   /32, a link route to ``gateway`` (``169.254.1.1``, calico's dummy next hop), a
@@ -50,10 +52,11 @@ from netbay.dataplane.rtnl import LinkError, rtnl
 if TYPE_CHECKING:
     from netbay.dataplane.rtnl import Rtnl
 
-__all__ = ["Bridged", "PodLink", "attach", "detach", "plug_for_runtime", "gso_path", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC"]
+__all__ = ["Bridged", "PodLink", "attach", "detach", "plug_for_runtime", "gso_path", "host_ifname", "ROUTED_GATEWAY", "ROUTED_MAC", "ROUTED_GATEWAY6"]
 
 ROUTED_GATEWAY = "169.254.1.1"
 ROUTED_MAC = "ee:ee:ee:ee:ee:ee"
+ROUTED_GATEWAY6 = "fe80::ecee:eeff:feee:eeee"   # calico's IPv6 next hop: the link-local of ROUTED_MAC
 RTPROT_BOOT = 3
 
 
@@ -74,19 +77,24 @@ class PodLink:
     gateway: str
     mtu: int
     bridge: str | None
+    address6: str | None = None   # the pod's IPv6 CIDR on a dual-stack node
 
 
 def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gateway: str,
            mtu: int, bridge: str | None = "cni0", host_if: str | None = None,
-           big_packets: bool = True, underlay: str | None = None) -> PodLink:
+           big_packets: bool = True, underlay: str | None = None,
+           address6: str | None = None, gateway6: str | None = None) -> PodLink:
     """Connect ``pod_ns`` to ``node_ns``: see the module docstring. ``address`` is a
     CIDR (``10.100.3.5/24``; routed mode uses the address as a /32 whatever the
     prefix). ``big_packets``: False where the pod's traffic leaves through a tunnel
     that cannot carry BIG TCP; otherwise the pair (and the bridge) follow this host's
     decision for the pod's path (:func:`gso_path`), but never above the GSO limit of
     the node's ``underlay`` link (its ``eth0``) when given: a larger packet would be
-    cut up in software where it leaves the node. Returns the :class:`PodLink`.
+    cut up in software where it leaves the node. ``address6``/``gateway6``: the pod's
+    IPv6 CIDR and gateway on a dual-stack bridged node. Returns the :class:`PodLink`.
     Idempotent."""
+    if address6 is not None and gateway6 is None:
+        raise ValueError("an IPv6 pod address needs an IPv6 gateway")
     iface = ipaddress.ip_interface(address)
     routed = bridge is None
     if routed:
@@ -145,22 +153,40 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
         # sender a second. So, as the fabric does: no address until both ends are up.
         veth.await_carrier(pod, idx, node, host)
     want = str(iface)
+    want6 = str(ipaddress.IPv6Interface(address6)) if address6 else None
+    if want6 and routed:
+        want6 = f"{ipaddress.IPv6Interface(want6).ip}/128"
     if not created:
         for cidr in pod.addresses(idx):
-            if cidr != want and ipaddress.ip_interface(cidr).version == 4:
+            old = ipaddress.ip_interface(cidr)
+            # IPv6 ones only when this attach manages the pod's IPv6 (others may add theirs)
+            if cidr not in (want, want6) and (old.version == 4 or (want6 and not old.is_link_local)):
                 pod.del_address(idx, cidr)
     pod.add_address(idx, want)
+    if want6:
+        pod.add_address(idx, want6)
     if routed:
         kernel.add_route(pod_ns, kernel.KRoute(f"{gateway}/32", oif=idx, proto=RTPROT_BOOT))
         kernel.add_neighbour(pod_ns, idx, gateway, ROUTED_MAC)
         pod.replace_route("0.0.0.0/0", gateway=gateway, oif=idx, onlink=True)
         hidx = node.link(host).index
         kernel.add_route(node_ns, kernel.KRoute(f"{iface.ip}/32", oif=hidx, proto=RTPROT_BOOT))
+        if want6 and gateway6:
+            # As for IPv4: permanent neighbours both ways, so neither side waits for its
+            # link-local address's duplicate address detection to resolve the other.
+            kernel.add_neighbour(pod_ns, idx, gateway6, ROUTED_MAC)
+            pod.replace_route("::/0", gateway=gateway6, oif=idx)
+            ip6 = want6.split("/")[0]
+            kernel.add_route(node_ns, kernel.KRoute(f"{ip6}/128", oif=hidx, proto=RTPROT_BOOT))
+            if link.address:
+                kernel.add_neighbour(node_ns, hidx, ip6, link.address)
     else:
         onlink = ipaddress.ip_address(gateway) not in iface.network
         pod.replace_route("0.0.0.0/0", gateway=gateway, oif=idx, onlink=onlink)
+        if want6 and gateway6:
+            pod.replace_route("::/0", gateway=gateway6, oif=idx)
     return PodLink(node_ns=node_ns, pod_ns=pod_ns, ifname=ifname, host_ifname=host, index=idx,
-                   address=want, gateway=gateway, mtu=mtu, bridge=bridge)
+                   address=want, gateway=gateway, mtu=mtu, bridge=bridge, address6=want6)
 
 
 def _underlay_gso(node: Rtnl, underlay: str | None) -> int | None:

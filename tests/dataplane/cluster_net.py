@@ -58,11 +58,13 @@ def node(u: Underlay, i: int, lease: str) -> Node:
 def tcp_exchange(client_ns: str, server_ns: str, server_ip: str, reply: bytes = b"pong",
                  timeout: float = 5.0) -> tuple[str, bytes]:
     """Connect from ``client_ns`` to a listener in ``server_ns`` on ``server_ip``; the
-    server answers ``reply``. Returns (client address seen by the server, reply)."""
+    server answers ``reply``. Returns (client address seen by the server, reply).
+    IPv6 when ``server_ip`` is."""
+    family = socket.AF_INET6 if ":" in server_ip else socket.AF_INET
     with netns.entered(server_ns):
-        srv = socket.socket()
+        srv = socket.socket(family)
     with netns.entered(client_ns):
-        cli = socket.socket()
+        cli = socket.socket(family)
     try:
         srv.bind((server_ip, 0))
         srv.listen(1)
@@ -148,12 +150,14 @@ class Lab:
         self.leases: dict[str, str] = {}
         self.nodes: dict[int, Node] = {}
         self.pods: dict[int, str] = {}
+        self.links: dict[int, Any] = {}     # pod -> what attach_pod answered (its PodLink)
 
     def scale(self, ids: list[int]) -> None:
         for i in [i for i in self.nodes if i not in ids]:
             self.driver.teardown(self.nodes.pop(i))
             self.u.remove_node(i)
             self.pods.pop(i, None)
+            self.links.pop(i, None)
         for i in ids:
             if i not in self.u.nodes:
                 self.u.add_node(i)
@@ -168,7 +172,12 @@ class Lab:
         for i in ids:
             if i not in self.pods:
                 self.pods[i] = self.make_ns(f"{self.tag}p{i}")
-                self.driver.attach_pod(self.nodes[i], self.pods[i], self.pod_ip(i))
+                self.links[i] = self.driver.attach_pod(self.nodes[i], self.pods[i], self.pod_ip(i))
 
     def pod_ip(self, i: int) -> str:
         return leases.host(self.nodes[i].lease, 2)
+
+    def pod_ip6(self, i: int) -> str | None:
+        """The pod's IPv6 address on a dual-stack network (its link's ``address6``), else None."""
+        address6 = getattr(self.links.get(i), "address6", None)
+        return address6.split("/")[0] if address6 else None

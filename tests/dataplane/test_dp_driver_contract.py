@@ -5,11 +5,15 @@ Each driver (and each of its encapsulations) is built the way the agent builds i
 from the stored config — and must: let pods on two nodes talk (ICMP, and TCP that
 keeps its source address), grow to three nodes and shrink back with no trace of the
 node gone on any other, and after its pods are detached and its nodes torn down leave
-each node as a bare one is (links, routes, the masquerade table). The example driver
+each node as a bare one is (links, routes, the masquerade table). A dual-stack case
+(its pods' links carry an ``address6``) does all of it over IPv6 too. The example driver
 of ``docs/drivers.md`` (:mod:`netbay.drivers.example`) is registered for the suite.
 """
 
 from __future__ import annotations
+
+import ipaddress
+import socket
 
 import pytest
 
@@ -20,13 +24,19 @@ from netbay.drivers.node import Node
 from .cluster_net import Lab, tcp_exchange
 from .dp_helpers import ping
 
-# (driver, labels): every registered driver with a node part, each encapsulation once.
+DUAL = "fd00:10::/56"
+# (driver, labels): every registered driver with a node part, each encapsulation once
+# (and each dual-stack one).
 CASES = [
     ("docker", {}),
     ("flannel", {}),
     ("flannel", {"flannel_backend": "host-gw"}),
+    ("flannel", {"flannel_ipv6_network_cidr": DUAL}),
+    ("flannel", {"flannel_backend": "host-gw", "flannel_ipv6_network_cidr": DUAL}),
     ("calico", {}),
     ("calico", {"calico_ipv4pool_vxlan": "Always"}),
+    ("calico", {"calico_ipv6pool": DUAL}),
+    ("calico", {"calico_ipv4pool_vxlan": "Always", "calico_ipv6pool": DUAL}),
     ("example", {}),
 ]
 
@@ -36,7 +46,11 @@ def example_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry.DRIVERS, "example", example.SPEC)
 
 
-@pytest.fixture(params=CASES, ids=lambda case: "-".join([case[0], *case[1].values()]))
+def _case_id(case: tuple[str, dict[str, str]]) -> str:
+    return "-".join([case[0], *("dual" if v == DUAL else v for v in case[1].values())])
+
+
+@pytest.fixture(params=CASES, ids=_case_id)
 def lab(request: pytest.FixtureRequest, make_ns, example_registered) -> Lab:
     name, labels = request.param
     stored = registry.stored(registry.config(name, labels))          # what the cluster network keeps
@@ -53,23 +67,42 @@ def test_every_registered_driver_with_a_node_part_is_in_the_contract(example_reg
 NUD_PERMANENT = 0x80
 
 
-def _traces(n: Node, gone: Node) -> list[str]:
+FAMILIES = (socket.AF_INET, socket.AF_INET6)
+
+
+def _traces(n: Node, gone: Node, gone_v6: tuple[str, ...] = ()) -> list[str]:
     """What of ``gone`` is still programmed in ``n``: routes, permanent FDB and neighbour
     entries (what the kernel learned by itself, e.g. the docker overlay's unicast FDB
-    entries and ARP, ages out on its own)."""
-    refs = {gone.ip, gone.lease_network_ip}
-    bad = [f"route {r}" for r in kernel.routes(n.ns, proto=None) if r.dst == gone.lease or r.gateway in refs]
+    entries and ARP, ages out on its own). ``gone_v6``: its IPv6 lease and VTEP address."""
+    refs = {gone.ip, gone.lease_network_ip, *gone_v6}
+    leases = {gone.lease, *gone_v6}
+    bad = [f"route {r}" for family in FAMILIES for r in kernel.routes(n.ns, proto=None, family=family)
+           if r.dst in leases or r.gateway in refs]
     for link in kernel.rtnl(n.ns).links():
         bad += [f"fdb {e}" for e in kernel.fdb(n.ns, link.index)
                 if e.dst in refs and e.state & NUD_PERMANENT]
-    bad += [f"neighbour {x}" for x in kernel.neighbours(n.ns) if x.ip in refs and x.permanent]
+    bad += [f"neighbour {x}" for family in FAMILIES for x in kernel.neighbours(n.ns, family=family)
+            if x.ip in refs and x.permanent]
     return bad
 
 
 def _state(ns: str) -> tuple[set[str], set[str], object]:
-    """A node namespace as the contract compares it: link names, route destinations, masquerade."""
+    """A node namespace as the contract compares it: link names, route destinations (both
+    families; not the kernel's ``fe80::/64``, which comes with a link's IPv6 link-local
+    address whenever the kernel gets to it), masquerade."""
     return ({link.ifname for link in kernel.rtnl(ns).links()},
-            {r.dst for r in kernel.routes(ns, proto=None)}, masq.networks(ns) or None)
+            {r.dst for family in FAMILIES for r in kernel.routes(ns, proto=None, family=family)
+             if not r.dst.startswith("fe80:")},
+            masq.networks(ns) or None)
+
+
+def _v6(lab: Lab, i: int) -> tuple[str, ...]:
+    """Node ``i``'s IPv6 lease and that lease's network address (the VTEP's), if dual-stack
+    (a dual-stack driver's ``dual(node)`` fills the lease in)."""
+    if lab.pod_ip6(i) is None:
+        return ()
+    lease6 = lab.driver.dual(lab.nodes[i]).lease6
+    return (lease6, str(ipaddress.ip_network(lease6).network_address))
 
 
 def test_pods_on_two_nodes_talk(lab: Lab) -> None:
@@ -78,18 +111,33 @@ def test_pods_on_two_nodes_talk(lab: Lab) -> None:
     assert ping(a, lab.pod_ip(1), count=3)
     assert ping(b, lab.pod_ip(0), count=3)
     assert tcp_exchange(a, b, lab.pod_ip(1)) == (lab.pod_ip(0), b"pong")   # no NAT between pods
+    if lab.pod_ip6(0) is not None:
+        assert tcp_exchange(a, b, lab.pod_ip6(1)) == (lab.pod_ip6(0), b"pong")
+        assert tcp_exchange(b, a, lab.pod_ip6(0)) == (lab.pod_ip6(1), b"pong")
+
+
+def test_dual_stack_cases_give_pods_both_families() -> None:
+    default = {"flannel": "vxlan", "calico": "direct"}
+    duals = {(name, labels.get("flannel_backend", labels.get("calico_ipv4pool_vxlan", default[name])))
+             for name, labels in CASES if DUAL in labels.values()}
+    assert duals == {("flannel", "vxlan"), ("flannel", "host-gw"), ("calico", "direct"), ("calico", "Always")}
 
 
 def test_grow_and_shrink_leave_no_trace_of_a_node_gone(lab: Lab) -> None:
     lab.scale([0, 1])
     lab.scale([0, 1, 2])
     assert ping(lab.pods[2], lab.pod_ip(0), count=3) and ping(lab.pods[1], lab.pod_ip(2), count=3)
-    gone = lab.nodes[1]
-    assert _traces(lab.nodes[0], gone)      # the check sees them while the node exists
+    gone, gone_v6 = lab.nodes[1], _v6(lab, 1)
+    if gone_v6:
+        assert tcp_exchange(lab.pods[2], lab.pods[1], lab.pod_ip6(1))[0] == lab.pod_ip6(2)
+        assert any(gone_v6[0] in t for t in _traces(lab.nodes[0], gone, gone_v6))   # its IPv6 route too
+    assert _traces(lab.nodes[0], gone, gone_v6)      # the check sees them while the node exists
     lab.scale([0, 2])
     for n in lab.nodes.values():
-        assert _traces(n, gone) == [], n.ns
+        assert _traces(n, gone, gone_v6) == [], n.ns
     assert tcp_exchange(lab.pods[0], lab.pods[2], lab.pod_ip(2))[0] == lab.pod_ip(0)
+    if gone_v6:
+        assert tcp_exchange(lab.pods[0], lab.pods[2], lab.pod_ip6(2))[0] == lab.pod_ip6(0)
 
 
 def test_teardown_leaves_nothing(lab: Lab) -> None:

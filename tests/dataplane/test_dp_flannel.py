@@ -178,3 +178,25 @@ def test_vxlan_udp_stays_in_the_underlay(make_ns):
         info = kernel.vxlan_info(n.ns, vxlan_backend.DEVICE)
         assert info.link == kernel.link_index(n.ns, "eth0")
         assert ipaddress.ip_address(info.local) in ipaddress.ip_network("10.9.0.0/24")
+
+
+def test_dual_stack_pods_leaving_the_ipv6_network_are_masqueraded(make_ns):
+    """flanneld's ip-masq for IPv6 (issue 28.5): a dual-stack pod reaching a host outside the
+    IPv6 pod network is seen with its node's address; pod to pod keeps its source (the contract
+    suite)."""
+    from netbay.dataplane import links
+    from netbay.drivers import masq
+
+    from .dp_helpers import ifname
+
+    c = Lab(make_ns, "f6", Flannel(FlannelConfig(network6="fd00:10::/56")))
+    c.scale([0, 1])
+    assert masq.networks(c.nodes[0].ns) == {"10.100.0.0/16", "fd00:10::/56"}
+    ext = make_ns("f6x")   # IPv6 only, on the nodes' segment; node n0 gets an IPv6 address there
+    links.wire_port(c.u.fabric, "ul0", ext, host_ifname=ifname("f6x"))
+    for ns, cidr in ((ext, "fd99::100/64"), (c.nodes[0].ns, "fd99::10/64")):
+        r = kernel.rtnl(ns)
+        r.add_address(r.link("eth0").index, cidr)   # no duplicate address detection
+    assert c.pod_ip6(0) == "fd00:10:0:1::2"
+    assert tcp_exchange(c.pods[0], ext, "fd99::100") == ("fd99::10", b"pong")
+    assert tcp_exchange(c.pods[1], c.pods[0], c.pod_ip6(0))[0] == c.pod_ip6(1)

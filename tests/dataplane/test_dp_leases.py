@@ -109,7 +109,20 @@ def test_calico_blocks_use_the_whole_pool():
 
 
 @pytest.mark.parametrize("network,sub", [("10.0.0.0/24", 24), ("10.0.0.0/24", 31),
-                                         ("10.0.0.1/24", 26), ("fd00::/64", 80), ("nonsense", 24)])
+                                         ("10.0.0.1/24", 26), ("fd00::/64", 64), ("fd00::/64", 127),
+                                         ("nonsense", 24)])
 def test_bad_configs(network, sub):
     with pytest.raises(LeaseError):
         NetworkConfig(network, sub)
+
+
+def test_ipv6_leases_pair_with_the_ipv4_ones():
+    """flannel's IPv6Network: a /64 per node, the one of the same number as its IPv4 lease."""
+    v4, v6 = NetworkConfig("10.100.0.0/16", 24), NetworkConfig("fd00:10::/56", 64)
+    assert leases.allocate(v6, ["m0", "n0"], {}) == {"m0": "fd00:10:0:1::/64", "n0": "fd00:10:0:2::/64"}
+    assert leases.capacity(v6) == 255
+    assert leases.paired(v6, v4, "10.100.7.0/24") == "fd00:10:0:7::/64"
+    assert leases.host("fd00:10:0:7::/64", 5) == "fd00:10:0:7::5"
+    assert not v6.valid("10.100.7.0/24") and not v4.valid("fd00:10:0:7::/64")
+    with pytest.raises(LeaseError, match="no subnet number 255"):
+        leases.paired(NetworkConfig("fd00:10::/60", 64), v4, "10.100.255.0/24")

@@ -65,6 +65,11 @@ def _ip(value: str) -> bytes:
     return ipaddress.ip_address(value).packed
 
 
+def _family(ip: str) -> int:
+    """``AF_INET`` or ``AF_INET6`` for an address or a CIDR."""
+    return socket.AF_INET6 if ":" in ip else socket.AF_INET
+
+
 def _fmt_mac(raw: bytes) -> str:
     return ":".join(f"{b:02x}" for b in raw)
 
@@ -278,13 +283,13 @@ def neighbours(ns: str, ifindex: int | None = None, family: int = socket.AF_INET
 def add_neighbour(ns: str, ifindex: int, ip: str, mac: str) -> None:
     """A permanent neighbour entry ``ip`` → ``mac`` on ``ifindex`` (``ip neigh replace``)."""
     _r(ns).request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK,
-                   _neigh_body(socket.AF_INET, ifindex, NUD_PERMANENT, 0, ip, mac),
+                   _neigh_body(_family(ip), ifindex, NUD_PERMANENT, 0, ip, mac),
                    f"replace neighbour {ip}")
 
 
 def del_neighbour(ns: str, ifindex: int, ip: str) -> bool:
     try:
-        _r(ns).request(RTM_DELNEIGH, NLM_F_ACK, _neigh_body(socket.AF_INET, ifindex, 0, 0, ip, None),
+        _r(ns).request(RTM_DELNEIGH, NLM_F_ACK, _neigh_body(_family(ip), ifindex, 0, 0, ip, None),
                        f"delete neighbour {ip}")
     except LinkError as exc:
         if exc.errno in (errno.ENOENT, errno.ESRCH, errno.ENODEV):
@@ -338,7 +343,7 @@ def del_fdb(ns: str, ifindex: int, mac: str, dst: str | None = None) -> bool:
 
 @dataclass(frozen=True)
 class KRoute:
-    """An IPv4 main-table route: ``dst`` via ``gateway`` out of ``oif``."""
+    """A main-table route (the family is ``dst``'s): ``dst`` via ``gateway`` out of ``oif``."""
     dst: str
     gateway: str | None = None
     oif: int | None = None
@@ -359,7 +364,7 @@ def _route_body(rt: KRoute, *, delete: bool = False) -> bytes:
         scope = RT_SCOPE_LINK
     else:
         scope = RT_SCOPE_UNIVERSE
-    body = RTMSG.pack(socket.AF_INET, net.prefixlen, 0, 0, RT_TABLE_MAIN, rt.proto, scope,
+    body = RTMSG.pack(_family(rt.dst), net.prefixlen, 0, 0, RT_TABLE_MAIN, rt.proto, scope,
                      RTN_BLACKHOLE if rt.blackhole else RTN_UNICAST,
                      RTNH_F_ONLINK if rt.onlink else 0)
     if net.prefixlen:
@@ -371,15 +376,17 @@ def _route_body(rt: KRoute, *, delete: bool = False) -> bytes:
     return body
 
 
-def routes(ns: str, proto: int | None = RTPROT_NETBAY) -> list[KRoute]:
-    """Main-table IPv4 unicast and blackhole routes (with protocol ``proto``, or all)."""
+def routes(ns: str, proto: int | None = RTPROT_NETBAY, family: int = socket.AF_INET) -> list[KRoute]:
+    """Main-table unicast and blackhole routes of ``family`` (IPv4 unless told; with
+    protocol ``proto``, or all)."""
     out = []
-    for (_fam, dst_len, _s, _tos, _table, rproto, _scope, rtype, flags), a in _r(ns).main_routes():
+    for (_fam, dst_len, _s, _tos, _table, rproto, _scope, rtype, flags), a in _r(ns).main_routes(family):
         if rtype not in (RTN_UNICAST, RTN_BLACKHOLE):
             continue
         if proto is not None and rproto != proto:
             continue
-        dst = str(ipaddress.ip_address(a[RTA_DST])) if RTA_DST in a else "0.0.0.0"
+        dst = str(ipaddress.ip_address(a[RTA_DST])) if RTA_DST in a else ("::" if family == socket.AF_INET6
+                                                                          else "0.0.0.0")
         out.append(KRoute(
             dst=f"{dst}/{dst_len}",
             gateway=str(ipaddress.ip_address(a[RTA_GATEWAY])) if RTA_GATEWAY in a else None,
@@ -404,11 +411,12 @@ def del_route(ns: str, rt: KRoute) -> bool:
     return True
 
 
-def sync_routes(ns: str, desired: list[KRoute]) -> tuple[int, int]:
-    """Make the routes with protocol :data:`RTPROT_NETBAY` in ``ns`` exactly ``desired``:
-    add the missing, replace the changed, delete the rest. Returns (added, deleted)."""
-    have = {rt.dst: rt for rt in routes(ns)}
-    want = {rt.dst: rt for rt in desired}
+def sync_routes(ns: str, desired: list[KRoute], family: int = socket.AF_INET) -> tuple[int, int]:
+    """Make the routes of ``family`` with protocol :data:`RTPROT_NETBAY` in ``ns`` exactly
+    ``desired`` (those of ``desired`` in that family): add the missing, replace the changed,
+    delete the rest. Returns (added, deleted)."""
+    have = {rt.dst: rt for rt in routes(ns, family=family)}
+    want = {rt.dst: rt for rt in desired if _family(rt.dst) == family}
     added = deleted = 0
     for dst, rt in have.items():
         if dst not in want:

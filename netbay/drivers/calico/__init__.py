@@ -7,6 +7,7 @@ is :class:`netbay.drivers.calico.driver.Calico`, built by the registry
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ IPIP_MODES = ("Off", "Never", "CrossSubnet", "Always")
 VXLAN_MODES = ("Never", "CrossSubnet", "Always")
 ENCAPSULATING = ("CrossSubnet", "Always")
 DEFAULT_BLOCK_LEN = 26   # calico's blockSize; no label sets it
+DEFAULT_BLOCK_LEN6 = 122   # calico's IPv6 blockSize default; no label sets it
 
 LABELS = (
     LabelSpec("calico_ipv4pool", "cidr", "192.168.0.0/16",
@@ -38,8 +40,10 @@ LABELS = (
               "source (netbay label).",
               allowed=("true", "false")),
     LabelSpec("calico_ipv6pool", "cidr6", "",
-              "An IPv6 pool (calico's CALICO_IPV6POOL_CIDR): refused, netbay's calico driver routes IPv4 "
-              "only; use the kuryr driver for dual-stack pods (netbay label)."),
+              "An IPv6 pool (calico's CALICO_IPV6POOL_CIDR): dual-stack pods. Each node also owns a /122 "
+              "block of it, pods get an IPv6 /128 routed like the IPv4 /32 (gateway fe80::ecee:eeff:feee:eeee), "
+              "direct routes go via the peers' link-local addresses, VXLAN carries IPv6 in vxlan.calico over "
+              "the IPv4 underlay; not with IP-in-IP (IPv4 only). Empty: IPv4 only (netbay label)."),
 )
 _DEFAULT = {spec.key: spec.default for spec in LABELS}
 DEFAULT_POOL = _DEFAULT["calico_ipv4pool"]
@@ -72,6 +76,9 @@ class CalicoConfig:
     #: the pool's ``natOutgoing`` (true in Magnum's templates): pods leaving the pool
     #: are masqueraded to the node's address (:mod:`netbay.drivers.masq`)
     nat_outgoing: bool = _DEFAULT["calico_ipv4pool_nat_outgoing"] == "true"
+    #: an IPv6 pool (``CALICO_IPV6POOL_CIDR``): empty for IPv4 only
+    pool6: str = ""
+    block_len6: int = DEFAULT_BLOCK_LEN6
 
     def __post_init__(self) -> None:
         """A config built from stored data (not through the labels' checks) is held to them too."""
@@ -91,7 +98,8 @@ class CalicoConfig:
     @classmethod
     def from_values(cls, values: Mapping[str, str]) -> CalicoConfig:
         return cls(values["calico_ipv4pool"], DEFAULT_BLOCK_LEN, values["calico_ipv4pool_ipip"],
-                   values["calico_ipv4pool_vxlan"], values["calico_ipv4pool_nat_outgoing"] == "true")
+                   values["calico_ipv4pool_vxlan"], values["calico_ipv4pool_nat_outgoing"] == "true",
+                   values["calico_ipv6pool"])
 
     @classmethod
     def from_labels(cls, labels: Mapping[str, Any] | None) -> CalicoConfig:
@@ -111,6 +119,26 @@ class CalicoConfig:
     def network_config(self) -> leaselib.NetworkConfig:
         return leaselib.block_config(self.pool, self.block_len)
 
+    def lease6(self, lease: str) -> str | None:
+        """The IPv6 block paired with IPv4 block ``lease`` (the same number); None if IPv4 only."""
+        if not self.pool6:
+            return None
+        return leaselib.paired(leaselib.block_config(self.pool6, self.block_len6), self.network_config, lease)
+
+    def pod_address6(self, lease: str, address: str) -> str | None:
+        """The IPv6 address of the pod holding IPv4 ``address`` of block ``lease``: the same
+        host number in the paired IPv6 block; None if IPv4 only."""
+        lease6 = self.lease6(lease)
+        if lease6 is None:
+            return None
+        number = int(ipaddress.ip_address(address)) - int(ipaddress.ip_network(lease).network_address)
+        return leaselib.host(lease6, number)
+
+    @property
+    def pod_networks(self) -> list[str]:
+        """The pools natOutgoing keeps pod traffic inside of: each family's."""
+        return [self.pool, *([self.pool6] if self.pool6 else [])]
+
 
 def _kernel(values: Mapping[str, str]) -> list[tuple[str, str]]:
     out = []
@@ -121,12 +149,21 @@ def _kernel(values: Mapping[str, str]) -> list[tuple[str, str]]:
     return out
 
 
-def _no_ipv6(values: Mapping[str, str]) -> str | None:
+def _ipv6_fits(values: Mapping[str, str]) -> str | None:
+    """An IPv6 pool holds a /122 block for every IPv4 block, and no IP-in-IP beside it."""
     pool6 = values["calico_ipv6pool"]
-    if pool6:
-        return (f"Label calico_ipv6pool={pool6} is not supported: netbay's calico driver realizes IPv4 pools "
-                "only (its routed pods, blocks, VXLAN and IP-in-IP carry IPv4); IPv6 pod networks: the kuryr "
-                "driver's kuryr_pod_subnet_pool_ipv6.")
+    if not pool6:
+        return None
+    ipip = values["calico_ipv4pool_ipip"]
+    if ipip in ENCAPSULATING:
+        return (f"Label calico_ipv6pool={pool6} cannot be used with calico_ipv4pool_ipip={ipip}: IP-in-IP "
+                "carries IPv4 only; dual-stack pools use VXLAN (calico_ipv4pool_vxlan) or direct routes.")
+    net6, net4 = ipaddress.ip_network(pool6), ipaddress.ip_network(values["calico_ipv4pool"])
+    need = DEFAULT_BLOCK_LEN - net4.prefixlen
+    if DEFAULT_BLOCK_LEN6 - net6.prefixlen < need:
+        return (f"Label calico_ipv6pool={pool6} has room for {2 ** max(0, DEFAULT_BLOCK_LEN6 - net6.prefixlen)} "
+                f"/{DEFAULT_BLOCK_LEN6} blocks, fewer than calico_ipv4pool={net4}'s {2 ** need} "
+                f"/{DEFAULT_BLOCK_LEN} blocks (each node holds one of each): use /{DEFAULT_BLOCK_LEN6 - need} or shorter.")
     return None
 
 
@@ -144,12 +181,12 @@ SPEC = DriverSpec(
     summary="Calico: routed pod networks from an IP pool, optionally encapsulated (IP-in-IP or VXLAN).",
     coes=("kubernetes",),
     labels=LABELS,
-    checks=(_one_encapsulation, _no_ipv6),
+    checks=(_one_encapsulation, _ipv6_fits),
     kernel=_kernel,
     modes=({}, {"calico_ipv4pool_vxlan": "Always"}, {"calico_ipv4pool_vxlan": "CrossSubnet"},
            {"calico_ipv4pool_ipip": "Always"}, {"calico_ipv4pool_ipip": "CrossSubnet"}),
-    beyond_magnum=("calico_ipv4pool_vxlan and calico_ipv4pool_nat_outgoing are netbay labels; calico_ipv6pool "
-                   "is a netbay label that is refused (no IPv6 pools here)."),
+    beyond_magnum=("calico_ipv4pool_vxlan, calico_ipv4pool_nat_outgoing and calico_ipv6pool are netbay labels "
+                   "(calico_ipv6pool: calico's CALICO_IPV6POOL_CIDR with /122 blocks; not with IP-in-IP)."),
     takes_containers=False,   # routed pods: no node bridge a container runtime could plug into
     config=CalicoConfig,
     factory="netbay.drivers.calico.driver:Calico",

@@ -31,10 +31,22 @@ What calico's Felix and CNI plugin program, reduced to the kernel objects:
 
 A peer on another subnet without encapsulation for it is refused
 (:class:`CalicoError`): calico would need BGP peering with the router between.
+
+**Dual-stack** (``calico_ipv6pool``): each node's IPv6 block is the /122 of the same
+number as its IPv4 block (:func:`netbay.drivers.leases.paired`: nothing more is
+stored), filled into the :class:`Node` as ``lease6``, with its own blackhole route.
+A pod also gets the same host number in it as a /128, routed like the IPv4 /32
+(default route via ``fe80::ecee:eeff:feee:eeee``, calico's IPv6 next hop, a
+permanent neighbour entry each way). Direct routes go via the peer's IPv6 link-local
+address on the underlay (:func:`netbay.drivers.peers.link_local`); VXLAN carries IPv6
+in ``vxlan.calico`` over the IPv4 underlay (the IPv6 block's first address as the
+tunnel's /128); natOutgoing masquerades both pools. IP-in-IP carries IPv4 only: the
+labels refuse it with an IPv6 pool.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections.abc import Iterable, Mapping
 
@@ -97,23 +109,31 @@ class Calico:
         """The node's tunnel address (VXLAN or IP-in-IP): its block's first address."""
         return node.lease_network_ip
 
-    def _blackhole(self, node: Node) -> kernel.KRoute:
-        return kernel.KRoute(node.lease, blackhole=True)
+    def dual(self, node: Node) -> Node:
+        """``node`` with its IPv6 block on a dual-stack pool (as handed in otherwise)."""
+        lease6 = None if node.lease6 else self.config.lease6(node.lease)
+        return node if lease6 is None else dataclasses.replace(node, lease6=lease6)
+
+    def _blackholes(self, node: Node) -> list[kernel.KRoute]:
+        return [kernel.KRoute(lease, blackhole=True) for lease in (node.lease, node.lease6) if lease]
 
     def setup_node(self, node: Node) -> int:
-        """Forwarding, the own-block blackhole, (VXLAN modes) ``vxlan.calico`` and the
-        pool's natOutgoing table. Returns the pods' MTU."""
+        """Forwarding, the own-block blackhole(s), (VXLAN modes) ``vxlan.calico`` and the
+        pools' natOutgoing tables. Returns the pods' MTU."""
+        node = self.dual(node)
         underlay_mtu = nodelib.underlay_mtu(node)
-        nodelib.enable_forwarding(node.ns)
+        nodelib.enable_forwarding(node.ns, ipv6=bool(node.lease6))
         if self.config.vxlan != "Never":
             peerlib.ensure_vtep(node, VXLAN_DEVICE, vni=VXLAN_VNI, port=VXLAN_PORT,
-                                mtu=underlay_mtu - VXLAN_OVERHEAD, address=f"{self.tunnel_ip(node)}/32")
+                                mtu=underlay_mtu - VXLAN_OVERHEAD, address=f"{self.tunnel_ip(node)}/32",
+                                address6=f"{node.lease6_network_ip}/128" if node.lease6 else None)
         if self.config.ipip_on:
             idx = kernel.ensure_ipip(node.ns, IPIP_DEVICE, mtu=underlay_mtu - IPIP_OVERHEAD)
             peerlib.hold_only(node.ns, idx, f"{self.tunnel_ip(node)}/32")
-        kernel.add_route(node.ns, self._blackhole(node))
+        for route in self._blackholes(node):
+            kernel.add_route(node.ns, route)
         if self.config.nat_outgoing:
-            masq.ensure(node.ns, [self.config.pool])
+            masq.ensure(node.ns, self.config.pod_networks)
         else:
             masq.remove(node.ns)
         return self.pod_mtu(node)
@@ -128,7 +148,8 @@ class Calico:
 
     def sync_peers(self, node: Node, peers: list[Node]) -> peerlib.SyncResult:
         """Program exactly ``peers`` (``node`` may be among them)."""
-        others = [p for p in peers if p.ns != node.ns]
+        node = self.dual(node)
+        others = [self.dual(p) for p in peers if p.ns != node.ns]
         far = [p.ip for p in others if not self._encapsulation(node, p)
                and ipaddress.ip_address(p.ip) not in node.underlay_net]
         if far:
@@ -141,17 +162,27 @@ class Calico:
         if None in index.values():
             self.setup_node(node)
             index = {kind: kernel.link_index(node.ns, dev) for kind, dev in devices.items() if dev}
-        routes = [self._blackhole(node)]
+        routes = self._blackholes(node)
         vteps = []
         for p in others:
             kind = self._encapsulation(node, p)
+            v6 = bool(node.lease6 and p.lease6)
             if kind == "vxlan":
                 routes.append(kernel.KRoute(p.lease, gateway=self.tunnel_ip(p), oif=index["vxlan"], onlink=True))
                 vteps.append(peerlib.VtepPeer(p.mac(VXLAN_DEVICE), p.ip, self.tunnel_ip(p)))
+                if v6:
+                    routes.append(kernel.KRoute(p.lease6, gateway=p.lease6_network_ip, oif=index["vxlan"],
+                                                onlink=True))
+                    vteps.append(peerlib.VtepPeer(p.mac(VXLAN_DEVICE), p.ip, p.lease6_network_ip))
             elif kind == "ipip":
                 routes.append(kernel.KRoute(p.lease, gateway=p.ip, oif=index["ipip"], onlink=True))
             else:
                 routes.append(kernel.KRoute(p.lease, gateway=p.ip, oif=uidx))
+                if v6:
+                    try:
+                        routes.append(kernel.KRoute(p.lease6, gateway=peerlib.link_local(p), oif=uidx))
+                    except peerlib.NoLinkLocal as exc:
+                        raise CalicoError(f"calico IPv6 direct route: {exc}") from None
         vidx = index.get("vxlan")
         return peerlib.sync(node, routes, vtep_index=vidx, vtep_peers=vteps,
                             peer_ips={p.ip for p in others})
@@ -167,15 +198,19 @@ class Calico:
     # -- pods --
     def attach_pod(self, node: Node, pod_ns: str, address: str, *, ifname: str = "eth0",
                    mtu: int | None = None) -> pods.PodLink:
-        """Attach ``pod_ns`` routed with ``address`` (in the node's block, not its tunnel address)."""
+        """Attach ``pod_ns`` routed with ``address`` (in the node's block, not its tunnel address);
+        on a dual-stack pool also with the same host number of the node's IPv6 block."""
+        node = self.dual(node)
         if ipaddress.ip_address(address) not in ipaddress.ip_network(node.lease):
             raise ValueError(f"pod address {address} is not in block {node.lease}")
         if (self.config.vxlan != "Never" or self.config.ipip_on) and address == self.tunnel_ip(node):
             raise ValueError(f"{address} is the node's tunnel address")
+        address6 = self.config.pod_address6(node.lease, address)
         return pods.attach(node.ns, pod_ns, ifname=ifname, address=f"{address}/32",
                            gateway=pods.ROUTED_GATEWAY, mtu=mtu or self.pod_mtu(node), bridge=None,
                            big_packets=self.config.vxlan == "Never" and not self.config.ipip_on,
-                           underlay=node.underlay)
+                           underlay=node.underlay, address6=f"{address6}/128" if address6 else None,
+                           gateway6=pods.ROUTED_GATEWAY6 if address6 else None)
 
     def detach_pod(self, node: Node, pod_ns: str, *, ifname: str = "eth0") -> bool:
         return pods.detach(node.ns, pod_ns, ifname=ifname)

@@ -16,7 +16,7 @@ import netbay.drivers.leases as leaselib
 from netbay.drivers.labelspec import LabelSpec
 from netbay.drivers.spec import DriverSpec
 
-__all__ = ["SPEC", "FlannelConfig", "DEFAULT_NETWORK", "DEFAULT_SUBNET_LEN", "DEFAULT_BACKEND"]
+__all__ = ["SPEC", "FlannelConfig", "DEFAULT_NETWORK", "DEFAULT_SUBNET_LEN", "DEFAULT_SUBNET_LEN6", "DEFAULT_BACKEND"]
 
 LABELS = (
     LabelSpec("flannel_network_cidr", "cidr", "10.100.0.0/16",
@@ -40,9 +40,12 @@ LABELS = (
               "pod-to-pod traffic keeps its source (netbay label).",
               allowed=("true", "false")),
     LabelSpec("flannel_ipv6_network_cidr", "cidr6", "",
-              "flannel's IPv6Network (with EnableIPv6): refused, netbay's flannel driver leases, bridges and "
-              "routes IPv4 only; use the kuryr driver for dual-stack pods (netbay label)."),
+              "flannel's IPv6Network (with EnableIPv6): a dual-stack pod network. Each node also leases a "
+              "/64 of it (flannel's IPv6SubnetLen), pods get an address of both families, vxlan carries "
+              "IPv6 over the IPv4 underlay, host-gw routes it via the peers' link-local addresses, and "
+              "flannel_ip_masq masquerades IPv6 leaving it too. Empty: IPv4 only (netbay label)."),
 )
+DEFAULT_SUBNET_LEN6 = 64   # flannel's IPv6SubnetLen default; no label sets it
 _DEFAULT = {spec.key: spec.default for spec in LABELS}
 DEFAULT_NETWORK = _DEFAULT["flannel_network_cidr"]
 DEFAULT_SUBNET_LEN = int(_DEFAULT["flannel_network_subnetlen"])
@@ -57,11 +60,15 @@ class FlannelConfig:
     #: flanneld's ``--ip-masq`` (on in Magnum's templates): pods leaving the network
     #: are masqueraded to the node's address (:mod:`netbay.drivers.masq`)
     ip_masq: bool = _DEFAULT["flannel_ip_masq"] == "true"
+    #: flannel's ``IPv6Network`` (``EnableIPv6`` when set): empty for IPv4 only
+    network6: str = ""
+    subnet_len6: int = DEFAULT_SUBNET_LEN6
 
     @classmethod
     def from_values(cls, values: Mapping[str, str]) -> FlannelConfig:
         return cls(values["flannel_network_cidr"], int(values["flannel_network_subnetlen"]),
-                   values["flannel_backend"], values["flannel_ip_masq"] == "true")
+                   values["flannel_backend"], values["flannel_ip_masq"] == "true",
+                   values["flannel_ipv6_network_cidr"])
 
     @classmethod
     def from_labels(cls, labels: Mapping[str, Any] | None) -> FlannelConfig:
@@ -71,6 +78,30 @@ class FlannelConfig:
     @property
     def network_config(self) -> leaselib.NetworkConfig:
         return leaselib.NetworkConfig(self.network, self.subnet_len)
+
+    @property
+    def network_config6(self) -> leaselib.NetworkConfig | None:
+        """The IPv6 leases' config (each node's paired with its IPv4 lease), None if IPv4 only."""
+        return leaselib.NetworkConfig(self.network6, self.subnet_len6) if self.network6 else None
+
+    def lease6(self, lease: str) -> str | None:
+        """The IPv6 lease paired with IPv4 ``lease`` (:func:`leases.paired`); None if IPv4 only."""
+        config6 = self.network_config6
+        return None if config6 is None else leaselib.paired(config6, self.network_config, lease)
+
+    def pod_address6(self, lease: str, address: str) -> str | None:
+        """The IPv6 address of the pod holding IPv4 ``address`` of ``lease``: the same host
+        number in the paired IPv6 lease (``10.100.3.5`` → ``fd00:10:0:3::5``); None if IPv4 only."""
+        lease6 = self.lease6(lease)
+        if lease6 is None:
+            return None
+        number = int(ipaddress.ip_address(address)) - int(ipaddress.ip_network(lease).network_address)
+        return leaselib.host(lease6, number)
+
+    @property
+    def pod_networks(self) -> list[str]:
+        """What flanneld's ip-masq keeps pod traffic inside of: each family's network."""
+        return [self.network, *([self.network6] if self.network6 else [])]
 
 
 def _subnetlen_fits(values: Mapping[str, str]) -> str | None:
@@ -83,12 +114,21 @@ def _subnetlen_fits(values: Mapping[str, str]) -> str | None:
     return None
 
 
-def _no_ipv6(values: Mapping[str, str]) -> str | None:
+def _ipv6_fits(values: Mapping[str, str]) -> str | None:
+    """The IPv6 network holds a /64 for every IPv4 lease (each node's pair has the same number)."""
     network6 = values["flannel_ipv6_network_cidr"]
-    if network6:
-        return (f"Label flannel_ipv6_network_cidr={network6} is not supported: netbay's flannel driver "
-                "realizes IPv4 only (its leases, cni0 bridge and vxlan/host-gw backends carry IPv4; flannel's "
-                "EnableIPv6 is not realized); IPv6 pod networks: the kuryr driver's kuryr_pod_subnet_pool_ipv6.")
+    if not network6:
+        return None
+    net6, net4 = ipaddress.ip_network(network6), ipaddress.ip_network(values["flannel_network_cidr"])
+    subnetlen = int(values["flannel_network_subnetlen"])
+    if net6.prefixlen >= DEFAULT_SUBNET_LEN6:
+        return (f"Label flannel_ipv6_network_cidr={network6} must be shorter than /{DEFAULT_SUBNET_LEN6}: "
+                f"each node gets a /{DEFAULT_SUBNET_LEN6} out of it (flannel's IPv6SubnetLen).")
+    if DEFAULT_SUBNET_LEN6 - net6.prefixlen < subnetlen - net4.prefixlen:
+        return (f"Label flannel_ipv6_network_cidr={network6} has room for {2 ** (DEFAULT_SUBNET_LEN6 - net6.prefixlen)} "
+                f"node /{DEFAULT_SUBNET_LEN6}s, fewer than flannel_network_cidr={net4}'s "
+                f"{2 ** (subnetlen - net4.prefixlen)} /{subnetlen}s (each node holds one of each): use "
+                f"/{DEFAULT_SUBNET_LEN6 - (subnetlen - net4.prefixlen)} or shorter.")
     return None
 
 
@@ -102,12 +142,14 @@ SPEC = DriverSpec(
     summary="flannel: one subnet per node out of a cluster-wide network, joined by VXLAN or host routes.",
     coes=("kubernetes", "swarm", "swarm-mode"),
     labels=LABELS,
-    checks=(_subnetlen_fits, _no_ipv6),
+    checks=(_subnetlen_fits, _ipv6_fits),
     kernel=_kernel,
     modes=({"flannel_backend": "vxlan"}, {"flannel_backend": "host-gw"}),
     beyond_magnum=("Magnum's default backend was udp until 2019; netbay defaults to vxlan and refuses udp. "
                    "flannel_ip_masq is a netbay label (Magnum always runs flanneld with --ip-masq); "
-                   "flannel_ipv6_network_cidr is a netbay label that is refused (no IPv6 here yet)."),
+                   "flannel_ipv6_network_cidr is a netbay label (Magnum has no IPv6 flannel label): flannel's "
+                   "IPv6Network with /64 node subnets; vxlan carries IPv6 in flannel.1 over the IPv4 underlay "
+                   "(flannel's own flannel-v6.1 needs an IPv6 underlay, which cluster networks do not give nodes)."),
     default_for=("kubernetes",),
     takes_containers=True,
     config=FlannelConfig,

@@ -4,6 +4,13 @@ For every peer, one route in the node: ``<peer lease> via <peer underlay IP> dev
 eth0``. The nodes must share one L2 network (the peer's address is a next hop on
 the node's own subnet); a peer elsewhere is refused before anything changes.
 Pods keep the underlay's MTU.
+
+A dual-stack node routes each peer's IPv6 lease the same way, via the peer's
+IPv6 link-local address on the underlay (the nodes' underlay is IPv4; every
+Linux interface has a link-local address, and an IPv6 route cannot have an IPv4
+next hop). Nodes are namespaces of this host, so the peer's address is read from
+its namespace; a peer without one yet (IPv6 off, or still in duplicate address
+detection) is a :class:`BackendError`, retried.
 """
 
 from __future__ import annotations
@@ -40,6 +47,12 @@ class HostGwBackend:
                                f"not on {node.underlay_net} (use the vxlan backend)")
         uidx = kernel.link_index(node.ns, node.underlay)
         routes = [kernel.KRoute(p.lease, gateway=p.ip, oif=uidx) for p in others]
+        if node.lease6:
+            try:
+                routes += [kernel.KRoute(p.lease6, gateway=peerlib.link_local(p), oif=uidx)
+                           for p in others if p.lease6]
+            except peerlib.NoLinkLocal as exc:
+                raise BackendError(f"host-gw IPv6: {exc}") from None
         return peerlib.sync(node, routes, peer_ips={p.ip for p in others})
 
     def teardown(self, node: Node) -> None:

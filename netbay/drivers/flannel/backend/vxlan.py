@@ -8,6 +8,14 @@ flannel's daemon writes when it sees the peer's lease:
 * FDB ``<peer VTEP MAC> dev flannel.1 dst <peer underlay IP> self permanent``
 * neighbour ``<peer lease network address> lladdr <peer VTEP MAC> dev flannel.1 permanent``
 * route ``<peer lease> via <peer lease network address> dev flannel.1 onlink``
+
+A dual-stack node (its ``lease6``) gets the same for IPv6 on the same device: the
+IPv6 lease's network address as a /128, and per peer a neighbour and route of its
+IPv6 lease. flannel makes a second device ``flannel-v6.1`` for IPv6, whose source
+is the node's IPv6 underlay address; a cluster's nodes have an IPv4 underlay only,
+and the kernel refuses a second IPv4 VXLAN device with the same VNI and port, so
+netbay carries IPv6 in ``flannel.1`` (VXLAN is Ethernet: the inner family does not
+matter; the overhead over the IPv4 underlay stays 50).
 """
 
 from __future__ import annotations
@@ -43,7 +51,8 @@ class VxlanBackend:
         if ul is None:
             raise LinkError(errno.ENODEV, f"underlay {node.underlay!r} missing in {node.ns!r}")
         peerlib.ensure_vtep(node, self.device, vni=self.vni, port=self.port,
-                            mtu=self.pod_mtu(ul.mtu), address=f"{node.lease_network_ip}/32")
+                            mtu=self.pod_mtu(ul.mtu), address=f"{node.lease_network_ip}/32",
+                            address6=f"{node.lease6_network_ip}/128" if node.lease6 else None)
 
     def sync_peers(self, node: Node, peers: list[Node]) -> peerlib.SyncResult:
         idx = kernel.link_index(node.ns, self.device)
@@ -53,6 +62,10 @@ class VxlanBackend:
         others = [p for p in peers if p.ns != node.ns]
         routes = [kernel.KRoute(p.lease, gateway=p.lease_network_ip, oif=idx, onlink=True) for p in others]
         vteps = [peerlib.VtepPeer(p.mac(self.device), p.ip, p.lease_network_ip) for p in others]
+        if node.lease6:
+            dual = [p for p in others if p.lease6]
+            routes += [kernel.KRoute(p.lease6, gateway=p.lease6_network_ip, oif=idx, onlink=True) for p in dual]
+            vteps += [peerlib.VtepPeer(p.mac(self.device), p.ip, p.lease6_network_ip) for p in dual]
         return peerlib.sync(node, routes, vtep_index=idx, vtep_peers=vteps,
                             peer_ips={p.ip for p in others})
 
