@@ -97,11 +97,19 @@ def run(d: dk.Dockerd, net: str, name: str, command: str = "sleep 600", **kw: An
     return d.client.containers.run(dk.IMAGE, ["sh", "-c", command], name=name, network=net, detach=True, **kw)
 
 
-def endpoint_port(cloud: Cloud, container: Any, net: str) -> dict:
+def endpoint_port(cloud: Cloud, container: Any, net: str, timeout: float = 30.0) -> dict:
+    """The port of ``container``'s endpoint on ``net``. CreateEndpoint answers Docker before
+    the port's binding (device and endpoint tag) lands, so it is waited for (bounded)."""
     container.reload()
     eid = container.attrs["NetworkSettings"]["Networks"][net]["EndpointID"]
-    ports = (cloud.ok(cloud.http.get("/network/v2.0/ports", params={"device_id": eid}))["ports"]
-             or cloud.ok(cloud.http.get("/network/v2.0/ports", params={"tags": f"netbay.docker.ep:{eid}"}))["ports"])
+
+    def found() -> list[dict]:
+        return (cloud.ok(cloud.http.get("/network/v2.0/ports", params={"device_id": eid}))["ports"]
+                or cloud.ok(cloud.http.get("/network/v2.0/ports", params={"tags": f"netbay.docker.ep:{eid}"}))["ports"])
+    try:
+        ports = wait_for(found, timeout, 0.05, f"the port of endpoint {eid[:12]}")
+    except AssertionError:
+        ports = found()
     assert len(ports) == 1, (eid, ports)
     return ports[0]
 
