@@ -270,10 +270,10 @@ def _dump_neigh(ns: str, family: int) -> list[tuple[int, int, int, dict[int, byt
     return out
 
 
-def neighbours(ns: str, ifindex: int | None = None) -> list[Neigh]:
-    """IPv4 neighbour entries (of link ``ifindex``, or all)."""
+def neighbours(ns: str, ifindex: int | None = None, family: int = socket.AF_INET) -> list[Neigh]:
+    """Neighbour entries of ``family`` (IPv4's ARP, IPv6's ND; of link ``ifindex``, or all)."""
     out = []
-    for idx, state, _flags, a in _dump_neigh(ns, socket.AF_INET):
+    for idx, state, _flags, a in _dump_neigh(ns, family):
         if (ifindex is None or idx == ifindex) and NDA_DST in a:
             out.append(Neigh(idx, str(ipaddress.ip_address(a[NDA_DST])),
                              _fmt_mac(a[NDA_LLADDR]) if NDA_LLADDR in a else None, state))
