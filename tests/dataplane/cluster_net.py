@@ -9,6 +9,7 @@ test, and by the package sweep).
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 from collections.abc import Callable
@@ -88,14 +89,20 @@ def tcp_exchange(client_ns: str, server_ns: str, server_ip: str, reply: bytes = 
         srv.close()
 
 
+def _family(ip: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ipaddress.ip_address(ip).version == 6 else socket.AF_INET
+
+
 class Listener:
     """A TCP listener in ``ns`` on ``ip:port`` answering ``reply`` to every connection
-    (a thread; :meth:`close` stops it, bounded)."""
+    (a thread; :meth:`close` stops it, bounded). ``ip`` ``::``: both families."""
 
     def __init__(self, ns: str, ip: str, port: int, reply: bytes) -> None:
         with netns.entered(ns):
-            self.sock = socket.socket()
+            self.sock = socket.socket(_family(ip))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if ip == "::":
+            self.sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         self.sock.bind((ip, port))
         self.sock.listen(8)
         self.sock.settimeout(0.2)
@@ -125,7 +132,7 @@ class Listener:
 def tcp_read(client_ns: str, ip: str, port: int, timeout: float = 2.0) -> bytes | None:
     """Connect from ``client_ns`` and read what the listener says (None on failure)."""
     with netns.entered(client_ns):
-        s = socket.socket()
+        s = socket.socket(_family(ip))
     try:
         s.settimeout(timeout)
         s.connect((ip, port))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -24,6 +25,7 @@ import pytest
 
 from conftest import ADMIN_PASSWORD  # tests/conftest.py
 from netbay.client import LB, NET, Api
+from netbay.dataplane import netns
 from netbay.k8s.controller import Controller
 from netbay.k8s.dns.resolver import Process, state_root
 from netbay.k8s.objects import Key, key_of, parse
@@ -169,3 +171,21 @@ def killed_apply(cloud: Cloud, cluster: str, manifest: Path, until: Callable[[],
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=10)
+
+
+def http_get(ns: str, host: str, port: int, timeout: float = 2.0) -> bytes | None:
+    """The body of ``GET /`` from inside ``ns`` (None: no answer)."""
+    try:
+        with netns.entered(ns):
+            s = socket.create_connection((host, port), timeout=timeout)
+        with s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            data = b""
+            for _ in range(100):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return None
+    return data.split(b"\r\n\r\n", 1)[-1].strip()

@@ -38,8 +38,9 @@ from . import dockerd as dk
 from . import k8s_docs
 from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener
+from .docker_fixtures import sh
 from .cluster_pods import make_cluster
-from .k8s_fixtures import (cli_env, controller, getent, in_pod, k8s_cloud, keys_of, killed_apply, lb, pod_ns,
+from .k8s_fixtures import (cli_env, http_get, controller, getent, in_pod, k8s_cloud, keys_of, killed_apply, lb, pod_ns,
                            policy_quota, port_of)
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
@@ -88,29 +89,6 @@ def containers(daemon: dk.Dockerd) -> dict[str, list[str]]:
 def app(daemon: dk.Dockerd, ns: str, name: str):  # docker.models.containers.Container
     [found] = daemon.client.containers.list(filters={"label": [f"{POD}={ns}/{name}", f"{ROLE}=app"]})
     return found
-
-
-def sh(container, command: str) -> tuple[int, str]:
-    code, out = container.exec_run(["sh", "-c", command])
-    return code, out.decode(errors="replace")
-
-
-def http_get(ns: str, host: str, port: int, timeout: float = 2.0) -> bytes | None:
-    """The body of ``GET /`` from inside ``ns`` (None: no answer)."""
-    try:
-        with netns.entered(ns):
-            s = socket.create_connection((host, port), timeout=timeout)
-        with s:
-            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
-            data = b""
-            for _ in range(100):
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-    except OSError:
-        return None
-    return data.split(b"\r\n\r\n", 1)[-1].strip()
 
 
 def dropped(ns: str, host: str, port: int) -> bool:

@@ -15,7 +15,6 @@ that block, the rest dropped over IPv6 as over IPv4.
 from __future__ import annotations
 
 import ipaddress
-import socket
 import time
 from collections.abc import Iterator
 
@@ -29,6 +28,7 @@ from netbay.k8s.controller import Controller
 from netbay.k8s.objects import parse
 
 from .agent_fixtures import Cloud, wait_for
+from .cluster_net import Listener, tcp_read
 from .cluster_pods import make_cluster
 from .k8s_fixtures import ctrl, lb, lb_tree, pod_ns, policy_quota, port_of  # noqa: F401 - ctrl: a fixture
 
@@ -68,54 +68,6 @@ spec: {containers: [{name: c, image: busybox}]}
 """
 
 
-class Listener:
-    """A TCP listener of either family in ``ns`` answering ``reply`` (a thread)."""
-
-    def __init__(self, ns: str, reply: bytes, port: int = 8080) -> None:
-        import threading
-        with netns.entered(ns):
-            self.sock = socket.socket(socket.AF_INET6)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)   # both families
-        self.sock.bind(("::", port))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.reply, self.stop = reply, threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            with conn:
-                try:
-                    conn.sendall(self.reply)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(2)
-        self.sock.close()
-
-
-def tcp_read(ns: str, ip: str, port: int, timeout: float = 2.0) -> bytes | None:
-    family = socket.AF_INET6 if ipaddress.ip_address(ip).version == 6 else socket.AF_INET
-    with netns.entered(ns):
-        s = socket.socket(family)
-    try:
-        s.settimeout(timeout)
-        s.connect((ip, port))
-        return s.recv(64)
-    except OSError:
-        return None
-    finally:
-        s.close()
-
-
 def addresses(port: dict) -> dict[int, str]:
     """{4: the IPv4 address, 6: the IPv6 one} of a port."""
     return {ipaddress.ip_address(f["ip_address"]).version: f["ip_address"] for f in port["fixed_ips"]}
@@ -131,7 +83,7 @@ def APP_NODES(ctrl: Controller) -> str:  # noqa: N802 - a manifest, named like A
 @pytest.fixture
 def app(ctrl: Controller) -> Iterator[Controller]:
     ctrl.apply(parse(APP_NODES(ctrl)))
-    servers = [Listener(pod_ns(ctrl, "shop", n), n.encode()) for n in ("web-0", "web-1")]
+    servers = [Listener(pod_ns(ctrl, "shop", n), "::", 8080, n.encode()) for n in ("web-0", "web-1")]
     try:
         yield ctrl
     finally:

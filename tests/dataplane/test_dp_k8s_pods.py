@@ -30,8 +30,9 @@ from netbay.k8s.objects import desired, parse
 from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
 from .cluster_pods import make_cluster
-from .k8s_fixtures import cli_env, controller, k8s_cli, k8s_cloud, keys_of, killed_apply, pod_ns, port_of
-from .test_dp_k8s_docker import http_get, sh
+from .docker_fixtures import sh
+from .k8s_fixtures import (cli_env, controller, http_get, k8s_cli, k8s_cloud, keys_of, killed_apply, pod_ns,
+                           port_of)
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
