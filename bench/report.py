@@ -122,6 +122,14 @@ def k8s_node_services(data: dict) -> Iterator[Row]:
                   _ratio(curve[high]["answers_every_node_ms"]["p50"], curve[low]["answers_every_node_ms"]["p50"]))
 
 
+def flannel_dual(data: dict) -> Iterator[Row]:
+    p50, p90 = data["p50_ms"], data["p90_ms"]
+    backend = data["args"]["backend"]
+    yield Row(f"IPv6 pod create → first TCP answer on a dual-stack flannel cluster ({backend}), p50 "
+              f"(p90: {_ms(p90['IPv6'])} against {_ms(p90['IPv4'])})", _ms(p50["IPv6"]),
+              f"IPv4 on the same cluster: {_ms(p50['IPv4'])}", _ratio(p50["IPv6"], p50["IPv4"]))
+
+
 def lb_create(data: dict) -> Iterator[Row]:
     lb = data["lb_create_to_answer_ms"]["p50"]
     base = data["baseline_port_create_to_answer_ms"]["p50"]
@@ -165,6 +173,8 @@ HEADLINES = (
              ("load",)),
     Headline("k8s_node_services.json", "sudo python bench/k8s_node_services.py --samples 10 --sizes 10,100,1000 "
              "--json bench/results/k8s_node_services.json", k8s_node_services, ("load", "load_after")),
+    Headline("flannel_dual.json", "sudo python bench/flannel_dual.py --samples 30 --backend vxlan "
+             "--json bench/results/flannel_dual.json", flannel_dual, ("load",)),
     Headline("lb_create.json", "sudo python bench/lb_create.py --runs 20 --json bench/results/lb_create.json",
              lb_create, ("load_before",)),
     Headline("cluster.json", "sudo python bench/cluster.py --runs 3 --json bench/results/cluster.json", cluster,
