@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 
-from netbay.api import magnumhttp
+from netbay.api import magnumhttp, versioned
 from netbay.api.auth import context
 from netbay.api.responses import JSONResponse
 from netbay.coe import certificates, clusters, mservices
@@ -42,7 +42,7 @@ def mount(sub: FastAPI) -> None:
 
     async def sign_certificate(request: Request) -> Response:
         ctx = context(request)
-        values = parse(await magnumhttp.body(request), _CERT_SCHEMA, "certificate", _CERT_READONLY)
+        values = parse(await versioned.body(request), _CERT_SCHEMA, "certificate", _CERT_READONLY)
         ident = values.get("cluster_uuid") or values.get("bay_uuid")
         if not ident:
             raise BadRequest("Invalid input for field/attribute cluster_uuid. Mandatory field missing.")
@@ -59,7 +59,7 @@ def mount(sub: FastAPI) -> None:
             return certificates.shown(cluster, certificates.sign(ca.cert_pem, ca.key_pem, values["csr"]),
                                       csr=values["csr"])
 
-        out = _linked(request, await magnumhttp.write(request, work))
+        out = _linked(request, await versioned.write(request, work))
         return JSONResponse(out, status_code=201, headers={"Location": out["links"][0]["href"]})
 
     async def rotate_ca(request: Request, ident: str) -> Response:
@@ -73,7 +73,7 @@ def mount(sub: FastAPI) -> None:
             certificates.issue_ca(s, cluster)
             return cluster.id
 
-        return JSONResponse({"uuid": await magnumhttp.write(request, work)}, status_code=202)
+        return JSONResponse({"uuid": await versioned.write(request, work)}, status_code=202)
 
     sub.add_api_route("/v1/mservices", list_mservices, methods=["GET"], name="list_mservices")
     sub.add_api_route("/v1/certificates/{ident}", show_certificate, methods=["GET"], name="show_certificate")

@@ -21,6 +21,7 @@ from netbay.api.responses import JSONResponse
 from netbay.compute import keypairs
 from netbay.context import Context
 from netbay.errors import BadRequest, Forbidden, NetbayError
+from netbay.api.urls import public_root
 
 MIN_VERSION = (2, 1)
 MAX_VERSION = (2, 10)
@@ -37,14 +38,10 @@ def _v(version: tuple[int, int]) -> str:
     return f"{version[0]}.{version[1]}"
 
 
-def _base(request: Request) -> str:
-    return request.app.state.public_url or str(request.base_url).rstrip("/")
-
-
 def _version_doc(request: Request) -> dict[str, Any]:
     return {"id": "v2.1", "status": "CURRENT", "version": _v(MAX_VERSION), "min_version": _v(MIN_VERSION),
             "updated": "2013-07-23T11:33:21Z",
-            "links": [{"rel": "self", "href": f"{_base(request)}/compute/v2.1/"}],
+            "links": [{"rel": "self", "href": f"{public_root(request)}/compute/v2.1/"}],
             "media-types": [{"base": "application/json",
                              "type": "application/vnd.openstack.compute+json;version=2.1"}]}
 

@@ -22,185 +22,29 @@ rules live in ``netbay.coe``.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exceptions import RequestValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import get_route_path
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from netbay.api import clusterops
 from netbay.api.auth import context
-from netbay.api.magnumhttp import PREFIX, base as _base, body as _body, links as _links, write as _write
+from netbay.api.magnumhttp import PREFIX, links as _links
+from netbay.api.versioned import (MAX_VERSION, MIN_VERSION, Guard, mount_discovery, body as _body, install_errors,
+                                  params as _params, version as _version,
+                                  write as _write)
+from netbay.api.urls import public_root
 from netbay.api.responses import JSONResponse
 from netbay.coe import clusters, common, matrix, stackview, templates
 from netbay.coe.coes import CoeConfig
 from netbay.coe.conductor import Conductor, NoConductor
-from netbay.errors import BadRequest, NetbayError, NotFound
+from netbay.errors import NotFound
 
 log = logging.getLogger("netbay.api.containerinfra")
 
-SERVICE = "container-infra"
-MIN_VERSION = (1, 1)
-MAX_VERSION = (1, 9)
-VERSION_HEADER = "OpenStack-API-Version"
 ZERO_NODES_VERSION = (1, 10)  # Magnum's: node_count 0 from here on (not served yet)
-
-
-def _v(version: tuple[int, int]) -> str:
-    return f"{version[0]}.{version[1]}"
-
-
-# --- errors ------------------------------------------------------------------------------------
-
-
-def error_body(status: int, message: str, *, code: str | None = None, request_id: str = "",
-               **extra: Any) -> dict[str, Any]:
-    title = message.split(". ", 1)[0].rstrip(".")
-    item = {"request_id": request_id, "code": code or ("server" if status >= 500 else "client"),
-            "status": status, "title": title, "detail": message, "links": []}
-    item.update(extra)
-    return {"errors": [item]}
-
-
-def error_response(request_id: str, status: int, message: str, headers: dict[str, str] | None = None,
-                   **extra: Any) -> JSONResponse:
-    return JSONResponse(error_body(status, message, request_id=request_id, **extra), status_code=status,
-                        headers=headers)
-
-
-def _request_id(request: Request) -> str:
-    return request.scope.get("netbay.request_id", "")
-
-
-def _install_errors(sub: FastAPI) -> None:
-    @sub.exception_handler(NetbayError)
-    async def _netbay(request: Request, exc: NetbayError) -> JSONResponse:
-        headers = {}
-        if exc.status == 401:
-            base = str(request.base_url).rstrip("/")
-            headers["WWW-Authenticate"] = f'Keystone uri="{base}/identity/v3"'
-        return error_response(_request_id(request), exc.status, exc.message, headers)
-
-    @sub.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 404:
-            message = "The resource could not be found."
-        elif exc.status_code == 405:
-            message = f"The method {request.method} is not allowed for this resource."
-        else:
-            message = exc.detail if isinstance(exc.detail, str) else "Request failed."
-        return error_response(_request_id(request), exc.status_code, message, dict(exc.headers or {}))
-
-    @sub.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(_request_id(request), 400, "Invalid request.")
-
-
-class Guard:
-    """Request ids, the version contract, and a Magnum-format 500 for anything unexpected."""
-
-    def __init__(self, app: ASGIApp, *, service: str = SERVICE, min_version: tuple[int, int] = MIN_VERSION,
-                 max_version: tuple[int, int] = MAX_VERSION, vendor: str = "magnum") -> None:
-        """``service`` and its range: Magnum's by default; the container API (Zun) passes its own."""
-        self.app = app
-        self.service, self.min_version, self.max_version, self.vendor = service, min_version, max_version, vendor
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id = f"req-{uuid.uuid4()}"
-        scope["netbay.request_id"] = request_id
-        path = get_route_path(scope)
-        versioned = path == "/v1" or path.startswith("/v1/")
-        extra = [(b"x-openstack-request-id", request_id.encode())]
-        if versioned:
-            service, low, high = self.service, self.min_version, self.max_version
-            extra += [(b"openstack-api-minimum-version", f"{service} {_v(low)}".encode()),
-                      (b"openstack-api-maximum-version", f"{service} {_v(high)}".encode()),
-                      (b"vary", VERSION_HEADER.encode())]
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-            try:
-                version = negotiate(headers.get(VERSION_HEADER.lower()), service, low, high)
-            except NotAcceptable as exc:
-                response = error_response(request_id, 406, str(exc), code=f"{self.vendor}.microversion-unsupported",
-                                          max_version=_v(high), min_version=_v(low))
-                response.raw_headers.extend(extra)
-                await response(scope, receive, send)
-                return
-            scope["netbay.version"] = version
-            extra.append((b"openstack-api-version", f"{service} {_v(version)}".encode()))
-        started = False
-
-        async def sending(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
-            await send(message)
-
-        try:
-            await self.app(scope, receive, sending)
-        except Exception:
-            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
-            if not started:
-                response = error_response(request_id, 500,
-                                          "Request Failed: internal server error while processing your request.")
-                await response(scope, receive, sending)
-
-
-class NotAcceptable(Exception):
-    pass
-
-
-def negotiate(header: str | None, service: str = SERVICE, low: tuple[int, int] = MIN_VERSION,
-              high: tuple[int, int] = MAX_VERSION) -> tuple[int, int]:
-    """The version a request asks for (Magnum's rules, which Zun shares), or ``NotAcceptable``."""
-    if header is None or not header.strip():
-        return low
-    entries = [e.strip() for e in header.split(",") if e.strip()]
-    mine = [e for e in entries if e.split()[0].lower() == service] if entries else []
-    entry = mine[0] if mine else (entries[0] if entries else "")
-    parts = entry.split()
-    if len(parts) != 2 or parts[0].lower() != service:
-        raise NotAcceptable(f"Invalid service type for {VERSION_HEADER} header")
-    if parts[1].lower() == "latest":
-        return high
-    try:
-        major, minor = (int(p) for p in parts[1].split("."))
-    except ValueError:
-        raise NotAcceptable(f"Invalid value for {VERSION_HEADER} header") from None
-    requested = (major, minor)
-    supported = f"[{_v(low)}, {_v(high)}]"
-    if major != low[0]:
-        raise NotAcceptable(f"Mutually exclusive versions requested. Version {_v(requested)} requested but "
-                            f"not supported by this service. The supported version range is: {supported}.")
-    if not low <= requested <= high:
-        raise NotAcceptable(f"Version {_v(requested)} was requested but the minor version is not supported "
-                            f"by this service. The supported version range is: {supported}.")
-    return requested
-
-
-# --- helpers -----------------------------------------------------------------------------------
-
-
-def _version(request: Request) -> tuple[int, int]:
-    return request.scope.get("netbay.version", MIN_VERSION)
-
-
-def _params(request: Request) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, value in request.query_params.multi_items():
-        if "\x00" in key or "\x00" in value:
-            raise BadRequest("Query parameters must not contain NUL characters.")
-        out[key] = value
-    return out
 
 
 def _listing(request: Request, collection: str, items: list[dict[str, Any]], next_marker: str | None,
@@ -210,7 +54,7 @@ def _listing(request: Request, collection: str, items: list[dict[str, Any]], nex
     body: dict[str, Any] = {collection: items}
     if next_marker:
         query = {"limit": p.limit, "sort_key": p.sort_key, "sort_dir": p.sort_dir, "marker": next_marker}
-        body["next"] = f"{_base(request)}{request.url.path}?{urlencode(query)}"
+        body["next"] = f"{public_root(request)}{request.url.path}?{urlencode(query)}"
     return JSONResponse(body)
 
 
@@ -373,31 +217,14 @@ def _mount_clusters(sub: FastAPI, collection: str, legacy: bool) -> None:
 # --- discovery and the driver matrices ------------------------------------------------------------
 
 
-def _version_entry(request: Request) -> dict[str, Any]:
-    return {"id": "v1", "status": "CURRENT", "min_version": _v(MIN_VERSION), "max_version": _v(MAX_VERSION),
-            "links": [{"href": f"{_base(request)}{PREFIX}/v1/", "rel": "self"}]}
-
-
 def _mount_discovery(sub: FastAPI) -> None:
-    def root(request: Request) -> dict[str, Any]:
-        entry = _version_entry(request)
-        return {"name": "OpenStack Magnum API (netbay)",
-                "description": "Magnum-compatible container infrastructure: cluster templates and clusters "
-                               "whose networking netbay builds on this machine.",
-                "versions": [entry], "default_version": entry}
-
-    def v1(request: Request) -> dict[str, Any]:
-        base = f"{_base(request)}{PREFIX}"
-        out: dict[str, Any] = {
-            "id": "v1",
-            "media_types": [{"base": "application/json", "type": "application/vnd.openstack.magnum.v1+json"}],
-            "links": [{"href": f"{base}/v1/", "rel": "self"}],
-        }
-        for name in ("clustertemplates", "clusters", "baymodels", "bays", "certificates", "mservices",
-                     "network-drivers"):
-            out[name.replace("-", "_")] = [{"href": f"{base}/v1/{name}/", "rel": "self"},
-                                           {"href": f"{base}/{name}/", "rel": "bookmark"}]
-        return out
+    mount_discovery(sub, prefix=PREFIX, name="OpenStack Magnum API (netbay)",
+                    description="Magnum-compatible container infrastructure: cluster templates and clusters "
+                                "whose networking netbay builds on this machine.",
+                    media_type="application/vnd.openstack.magnum.v1+json",
+                    collections=("clustertemplates", "clusters", "baymodels", "bays", "certificates", "mservices",
+                                 "network-drivers"),
+                    low=MIN_VERSION, high=MAX_VERSION, route_name="container_infra")
 
     def drivers_all(request: Request) -> dict[str, Any]:
         context(request)
@@ -411,9 +238,6 @@ def _mount_discovery(sub: FastAPI) -> None:
                 return {"network_driver": d}
         raise NotFound(f"Network driver {name} could not be found.")
 
-    sub.add_api_route("/", root, methods=["GET"], name="container_infra_versions")
-    sub.add_api_route("/v1", v1, methods=["GET"], name="container_infra_v1")
-    sub.add_api_route("/v1/", v1, methods=["GET"], include_in_schema=False)
     sub.add_api_route("/v1/network-drivers", drivers_all, methods=["GET"], name="list_network_drivers")
     sub.add_api_route("/v1/network-drivers/{name}", driver_one, methods=["GET"], name="show_network_driver")
 
@@ -423,7 +247,7 @@ def create_subapp(parent: FastAPI, config: CoeConfig | None = None, conductor: C
     sub.state = parent.state
     parent.state.coe_config = config or CoeConfig.from_env()
     parent.state.coe_conductor = conductor or NoConductor()
-    _install_errors(sub)
+    install_errors(sub)
     _mount_discovery(sub)
     _mount_templates(sub, "clustertemplates", legacy=False)
     _mount_templates(sub, "baymodels", legacy=True)
@@ -442,7 +266,7 @@ def install(app: FastAPI, conductor: Conductor | None = None) -> None:
     sub = create_subapp(app, conductor=conductor)
 
     def bare(request: Request) -> Response:
-        return Response(status_code=307, headers={"Location": f"{_base(request)}{PREFIX}/"})
+        return Response(status_code=307, headers={"Location": f"{public_root(request)}{PREFIX}/"})
 
     app.add_api_route(PREFIX, bare, methods=["GET"], include_in_schema=False)
     app.mount(PREFIX, sub)

@@ -5,7 +5,7 @@ Neutron: ``{"NeutronError": {"type", "message", "detail"}}``; Keystone:
 ``{"faultcode", "faultstring", "debuginfo"}``; Nova (``/compute``):
 ``{"itemNotFound": {"code", "message"}}``. Nothing escapes as a bare 500
 without a body in the family's format. Magnum's and Zun's mounted sub-apps render
-their own (:mod:`netbay.api.containerinfra`); :func:`refuse_body` answers for them
+their own (:mod:`netbay.api.versioned`); :func:`refuse_body` answers for them
 too, since it answers before routing.
 """
 
@@ -22,7 +22,7 @@ from netbay.api.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
-from netbay.api import container, containerinfra
+from netbay.api import container, magnumhttp, versioned
 from netbay.errors import BadRequest, NetbayError
 
 log = logging.getLogger("netbay.api")
@@ -60,9 +60,9 @@ def refuse_body(scope: Scope, message: str) -> JSONResponse:
     limit, sent before routing: in the format of the API the path belongs to."""
     request = Request(scope)
     path = request.url.path
-    if any(path == p or path.startswith(p + "/") for p in (containerinfra.PREFIX, container.PREFIX)):
+    if any(path == p or path.startswith(p + "/") for p in (magnumhttp.PREFIX, container.PREFIX)):
         request_id = f"req-{uuid.uuid4()}"
-        return containerinfra.error_response(request_id, 413, message, {"x-openstack-request-id": request_id})
+        return versioned.error_response(request_id, 413, message, {"x-openstack-request-id": request_id})
     return render(request, 413, _HTTP_KINDS[413], message)
 
 

@@ -16,6 +16,7 @@ from netbay.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from netbay.identity import appcreds as appcreds_auth
 from netbay.identity.tokens import Token
 from netbay.store.models import ApplicationCredential, Project, Role, User
+from netbay.api.urls import public_root
 
 router = APIRouter(prefix="/identity", tags=["identity"])
 router.include_router(keystone.router)  # the admin API: projects, users, roles, assignments
@@ -34,16 +35,12 @@ SERVICES: dict[str, tuple[str, str]] = {
 }
 
 
-def _base(request: Request) -> str:
-    return request.app.state.public_url or str(request.base_url).rstrip("/")
-
-
 def _version(request: Request) -> dict[str, Any]:
     return {
         "id": "v3.14",
         "status": "stable",
         "updated": "2020-04-07T00:00:00Z",
-        "links": [{"rel": "self", "href": f"{_base(request)}/identity/v3/"}],
+        "links": [{"rel": "self", "href": f"{public_root(request)}/identity/v3/"}],
         "media-types": [{"base": "application/json", "type": "application/vnd.openstack.identity-v3+json"}],
     }
 
@@ -65,7 +62,7 @@ def _ts(value: datetime) -> str:
 
 
 def catalog(request: Request) -> list[dict[str, Any]]:
-    base = _base(request)
+    base = public_root(request)
     out = []
     for service_type, (name, path) in SERVICES.items():
         url = base + path + ("/v3" if service_type == "identity" else "")

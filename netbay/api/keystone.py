@@ -20,6 +20,7 @@ from netbay.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from netbay.identity import directory
 from netbay.identity.service import check_password, hash_password
 from netbay.store.models import Project, Role, User
+from netbay.api.urls import public_root
 
 def no_nul_in_query(request: Request) -> None:
     """A NUL in a filter is bad input here, not a database error (PostgreSQL's text refuses it)."""
@@ -35,8 +36,7 @@ DOMAIN = {"id": "default", "name": "Default", "description": "The default domain
 
 
 def _url(request: Request, path: str) -> str:
-    base = request.app.state.public_url or str(request.base_url).rstrip("/")
-    return f"{base}/identity/v3/{path}"
+    return f"{public_root(request)}/identity/v3/{path}"
 
 
 def _allowed(request: Request, action: str, *, own: bool = False) -> Context:

@@ -29,6 +29,7 @@ from netbay.lbaas import providers as lb_providers
 from netbay.lbaas.common import LBBody, LBResource, invalid_input, not_offered
 from netbay.lbaas.registry import HEALTHMONITORS, L7POLICIES, L7RULES, LISTENERS, LOADBALANCERS, MEMBERS, POOLS
 from netbay.network.resource import ListQuery, Page, to_bool
+from netbay.api.urls import public_root
 
 MAX_LIMIT = 1000
 # Octavia's version document (its root controller): every v2.x it lists, with the
@@ -51,12 +52,8 @@ VERSIONS = (
 router = APIRouter(prefix="/load-balancer", tags=["load-balancer"])
 
 
-def _base(request: Request) -> str:
-    return request.app.state.public_url or str(request.base_url).rstrip("/")
-
-
 def _versions(request: Request) -> list[dict[str, Any]]:
-    href = f"{_base(request)}/load-balancer/v2"
+    href = f"{public_root(request)}/load-balancer/v2"
     last = VERSIONS[-1][0]
     return [{"id": v, "status": "CURRENT" if v == last else "SUPPORTED", "updated": updated,
              "links": [{"rel": "self", "href": href}]} for v, updated in VERSIONS]
@@ -153,7 +150,7 @@ def parse_list_query(request: Request, resource: LBResource) -> ListQuery:
 
 
 def _links(request: Request, page: Page) -> list[dict[str, str]]:
-    url = f"{_base(request)}{request.url.path}"
+    url = f"{public_root(request)}{request.url.path}"
     keep = [(k, v) for k, v in request.query_params.multi_items() if k not in {"marker", "page_reverse"}]
     links = []
     if page.previous_marker:

@@ -17,13 +17,12 @@ answer 202 at once; Docker is driven by :class:`netbay.containers.runner.Runner`
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import FastAPI, Request, Response
 
 from netbay.api.container import attachments, lifecycle, networks, operations, records
 from netbay.api.container.common import MAX_VERSION, MIN_VERSION, PREFIX, SERVICE
-from netbay.api.containerinfra import Guard, _base, _install_errors, _v
+from netbay.api import versioned
+from netbay.api.urls import public_root
 from netbay.backends import open_backend
 from netbay.containers.runner import Runner
 
@@ -31,32 +30,12 @@ from netbay.containers.runner import Runner
 # --- discovery -----------------------------------------------------------------------------------
 
 
-def _version_entry(request: Request) -> dict[str, Any]:
-    return {"id": "v1", "status": "CURRENT", "min_version": _v(MIN_VERSION), "max_version": _v(MAX_VERSION),
-            "links": [{"href": f"{_base(request)}{PREFIX}/v1/", "rel": "self"}]}
-
-
 def _mount_discovery(sub: FastAPI) -> None:
-    def root(request: Request) -> dict[str, Any]:
-        entry = _version_entry(request)
-        return {"name": "OpenStack Zun API (netbay)",
-                "description": "Zun-compatible containers on netbay networks, run by Docker on this machine.",
-                "versions": [entry], "default_version": entry}
-
-    def v1(request: Request) -> dict[str, Any]:
-        base = f"{_base(request)}{PREFIX}"
-        out: dict[str, Any] = {
-            "id": "v1",
-            "media_types": [{"base": "application/json", "type": "application/vnd.openstack.zun.v1+json"}],
-            "links": [{"href": f"{base}/v1/", "rel": "self"}],
-        }
-        for name in ("containers", "networks", "hosts", "services"):
-            out[name] = [{"href": f"{base}/v1/{name}/", "rel": "self"}, {"href": f"{base}/{name}/", "rel": "bookmark"}]
-        return out
-
-    sub.add_api_route("/", root, methods=["GET"], name="container_versions")
-    sub.add_api_route("/v1", v1, methods=["GET"], name="container_v1")
-    sub.add_api_route("/v1/", v1, methods=["GET"], include_in_schema=False)
+    versioned.mount_discovery(
+        sub, prefix=PREFIX, name="OpenStack Zun API (netbay)",
+        description="Zun-compatible containers on netbay networks, run by Docker on this machine.",
+        media_type="application/vnd.openstack.zun.v1+json", collections=("containers", "networks", "hosts", "services"),
+        low=MIN_VERSION, high=MAX_VERSION, route_name="container")
 
 
 def install(app: FastAPI, runner: Runner | None = None,
@@ -74,14 +53,14 @@ def install(app: FastAPI, runner: Runner | None = None,
     if runner.docker_host:
         runner.runtime()  # follow Docker's events from the start (no connection is made yet)
         runner.recover()  # statuses as Docker has them now (off the startup path)
-    _install_errors(sub)
+    versioned.install_errors(sub)
     _mount_discovery(sub)
     for routes in (networks, lifecycle, attachments, operations, records):
         routes.mount(sub)
-    sub.add_middleware(Guard, service=SERVICE, min_version=MIN_VERSION, max_version=MAX_VERSION, vendor="zun")
+    sub.add_middleware(versioned.Guard, service=SERVICE, min_version=MIN_VERSION, max_version=MAX_VERSION, vendor="zun")
 
     def bare(request: Request) -> Response:
-        return Response(status_code=307, headers={"Location": f"{_base(request)}{PREFIX}/"})
+        return Response(status_code=307, headers={"Location": f"{public_root(request)}{PREFIX}/"})
 
     app.add_api_route(PREFIX, bare, methods=["GET"], include_in_schema=False)
     app.mount(PREFIX, sub)

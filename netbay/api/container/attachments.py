@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from netbay.api.container.common import check_state, follow, get, neutron, record, runner
-from netbay.api.containerinfra import _params, _write
+from netbay.api import versioned
 from netbay.api.responses import JSONResponse
 from netbay.containers import containers
 from netbay.errors import BadRequest, Conflict
@@ -29,7 +29,7 @@ def mount(sub: FastAPI) -> None:
         return JSONResponse({"networks": out})
 
     async def network_attach(request: Request, ident: str) -> Response:
-        params = _params(request)
+        params = versioned.params(request)
         entry = {k: v for k, v in (("network", params.get("network")), ("port", params.get("port")),
                                    ("v4-fixed-ip", params.get("fixed_ip"))) if v}
         if bool(entry.get("network")) == bool(entry.get("port")):
@@ -43,14 +43,14 @@ def mount(sub: FastAPI) -> None:
 
         container_id, port_id = await run_in_threadpool(
             containers.attach, request.app.state.store, neutron(request), ident, entry, check)
-        record_id = await _write(request, lambda s: record(request, s, s.get(Container, container_id),
+        record_id = await versioned.write(request, lambda s: record(request, s, s.get(Container, container_id),
                                                            "network_attach"))
         follow(request, record_id, runner(request).network_attach(container_id, port_id))
         return Response(status_code=202)
 
     async def network_detach(request: Request, ident: str) -> Response:
         backend = neutron(request)
-        params = _params(request)
+        params = versioned.params(request)
 
         def mark(s: Any) -> tuple[str, str, str]:
             c = get(s, request, ident, for_update=True)
@@ -59,7 +59,7 @@ def mount(sub: FastAPI) -> None:
             c.task_state = "network_detaching"
             return c.id, att.port_id, record(request, s, c, "network_detach")
 
-        container_id, port_id, record_id = await _write(request, mark)
+        container_id, port_id, record_id = await versioned.write(request, mark)
         follow(request, record_id, runner(request).network_detach(container_id, port_id))
         return Response(status_code=202)
 

@@ -10,7 +10,8 @@ from typing import Any
 from fastapi import Request
 
 from netbay.api.auth import context
-from netbay.api.containerinfra import _base, _request_id
+from netbay.api import versioned
+from netbay.api.urls import public_root
 from netbay.containers import actions, containers
 from netbay.containers.neutron import ZunNeutron
 from netbay.containers.runner import Runner
@@ -62,7 +63,7 @@ def owners_neutron(request: Request, c: Container) -> ZunNeutron:
 
 
 def links(request: Request, collection: str, obj_id: str) -> list[dict[str, str]]:
-    base = _base(request) + PREFIX
+    base = public_root(request) + PREFIX
     return [{"href": f"{base}/v1/{collection}/{obj_id}", "rel": "self"},
             {"href": f"{base}/{collection}/{obj_id}", "rel": "bookmark"}]
 
@@ -96,7 +97,7 @@ def scoped(request: Request, params: dict[str, str], rule: str) -> None:
 
 def record(request: Request, session: Any, c: Container, action: str) -> str:
     """Zun's action record of this request on ``c`` (finished by :func:`follow`)."""
-    return actions.start(session, context(request), c.id, action, _request_id(request))
+    return actions.start(session, context(request), c.id, action, versioned.request_id(request))
 
 
 def follow(request: Request, record_id: str, job: Future) -> None:

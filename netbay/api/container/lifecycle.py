@@ -17,7 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from netbay.api.auth import context
 from netbay.api.container.common import (check_state, flag, follow, get, links, neutron, owners_neutron,
                                          policy, record, runner, scoped)
-from netbay.api.containerinfra import _body, _params, _version, _write
+from netbay.api import versioned
 from netbay.api.responses import JSONResponse
 from netbay.containers import containers, dockerops, schema
 from netbay.errors import BadRequest, Conflict
@@ -49,33 +49,33 @@ def mount(sub: FastAPI) -> None:
     def listing(request: Request) -> Response:
         ctx = context(request)
         with request.app.state.store.read() as s:
-            every = flag(_params(request), "all_projects")
+            every = flag(versioned.params(request), "all_projects")
             labels = request.query_params.getlist("labels")
             return JSONResponse({"containers": [shown(request, s, c)
                                                 for c in containers.listing(s, ctx, every, labels)]})
 
     def show(request: Request, ident: str) -> Response:
-        scoped(request, _params(request), "container:get_one_all_projects")
+        scoped(request, versioned.params(request), "container:get_one_all_projects")
         with request.app.state.store.read() as s:
             return JSONResponse(shown(request, s, get(s, request, ident)))
 
     async def create(request: Request) -> Response:
         ctx = context(request)
-        run = flag(_params(request), "run")
-        body = await _body(request)
+        run = flag(versioned.params(request), "run")
+        body = await versioned.body(request)
         host = socket.gethostname()
         store = request.app.state.store
-        version = _version(request)
+        version = versioned.version(request)
         uuid = await run_in_threadpool(lambda: containers.create(store, neutron(request), body, run=run, host=host,
                                                                  version=version))
-        record_id = await _write(request, lambda s: record(request, s, s.get(Container, uuid), "create"))
+        record_id = await versioned.write(request, lambda s: record(request, s, s.get(Container, uuid), "create"))
         with store.read() as s:
             out = shown(request, s, containers.get(s, ctx, uuid))
         follow(request, record_id, runner(request).create(out["uuid"]))
         return JSONResponse(out, status_code=202, headers={"Location": out["links"][0]["href"]})
 
     async def delete(request: Request, ident: str) -> Response:
-        params = _params(request)
+        params = versioned.params(request)
         scoped(request, params, "container:delete_all_projects")
         force, stop = flag(params, "force"), flag(params, "stop")
         if force and not stop:
@@ -88,14 +88,14 @@ def mount(sub: FastAPI) -> None:
             c.status, c.task_state = "Deleting", "container_deleting"
             return c
 
-        c = await _write(request, check)
+        c = await versioned.write(request, check)
         await run_in_threadpool(runner(request).remove, c.id)
         await run_in_threadpool(containers.delete, request.app.state.store, owners_neutron(request, c), c.id)
         return Response(status_code=204)
 
     def action(verb: str) -> Any:
         async def handler(request: Request, ident: str) -> Response:
-            params = _params(request)
+            params = versioned.params(request)
             timeout = _timeout(params)
             sig = await _signal(request, params) if verb == "kill" else None
 
@@ -105,14 +105,14 @@ def mount(sub: FastAPI) -> None:
                 c.task_state = TASKS[verb]
                 return c.id, record(request, s, c, verb)
 
-            container_id, record_id = await _write(request, mark)
+            container_id, record_id = await versioned.write(request, mark)
             follow(request, record_id, runner(request).action(container_id, verb, timeout, sig))
             return Response(status_code=202)
         return handler
 
     async def rebuild(request: Request, ident: str) -> Response:
         """Zun's rebuild (``?image=`` optional): a new app container in the same sandbox."""
-        params = _params(request)
+        params = versioned.params(request)
         image = params.get("image")
         if params.get("image_driver") not in (None, "docker"):
             raise BadRequest("Invalid input for query parameter 'image_driver': only 'docker' is served.")
@@ -126,13 +126,13 @@ def mount(sub: FastAPI) -> None:
             c.status, c.task_state = "Rebuilding", "container_rebuilding"
             return c.id, run, record(request, s, c, "rebuild")
 
-        container_id, run, record_id = await _write(request, mark)
+        container_id, run, record_id = await versioned.write(request, mark)
         follow(request, record_id, runner(request).rebuild(container_id, run))
         return Response(status_code=202)
 
     async def update(request: Request, ident: str) -> Response:
         """Zun's PATCH: ``name``, and ``cpu``/``memory`` given to Docker at once; 200 with the container."""
-        patch = await _body(request)
+        patch = await versioned.body(request)
         schema.validate(schema.CONTAINER_UPDATE, patch)
         if patch.get("auto_heal") in schema.TRUE:
             raise schema.invalid("auto_heal", patch["auto_heal"], "netbay does not run containers with 'auto_heal'.")
@@ -140,9 +140,9 @@ def mount(sub: FastAPI) -> None:
 
     async def rename(request: Request, ident: str) -> Response:
         """Zun's ``rename?name=`` (1.1–1.13; later versions rename by ``PATCH``)."""
-        if _version(request) > (1, 13):
+        if versioned.version(request) > (1, 13):
             raise BadRequest("Renaming by 'rename' is served up to 1.13: use PATCH with 'name'.")
-        name = _params(request).get("name") or ""
+        name = versioned.params(request).get("name") or ""
         schema.validate({"type": "object", "properties": {"name": schema.CONTAINER_NAME}}, {"name": name})
         with request.app.state.store.read() as s:
             if get(s, request, ident).name == name:
@@ -166,7 +166,7 @@ async def _signal(request: Request, params: dict[str, str]) -> str | None:
     """``signal`` from the query (python-zunclient) or the JSON body; Zun's list of names."""
     value = params.get("signal")
     if value is None and (await request.body()).strip():
-        body = await _body(request)
+        body = await versioned.body(request)
         value = body.get("signal") if isinstance(body, dict) else None
     if value is not None and value not in SIGNALS:
         raise schema.invalid("signal", value, f"'{value}' is not one of the signals.")

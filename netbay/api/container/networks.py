@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from netbay.api.auth import context
 from netbay.api.container.common import links, neutron, runner
-from netbay.api.containerinfra import _body, _write
+from netbay.api import versioned
 from netbay.api.responses import JSONResponse
 from netbay.containers import networks
 
@@ -33,14 +33,14 @@ def mount(sub: FastAPI) -> None:
 
     async def create(request: Request) -> Response:
         backend = neutron(request)
-        body = await _body(request)
+        body = await versioned.body(request)
         out = await run_in_threadpool(networks.create, request.app.state.store, backend, body)
         out["links"] = links(request, "networks", out["uuid"])
         return JSONResponse(out, status_code=200)
 
     async def delete(request: Request, ident: str) -> Response:
         ctx = context(request)
-        network_id, last = await _write(request, lambda s: networks.delete(s, ctx, ident))
+        network_id, last = await versioned.write(request, lambda s: networks.delete(s, ctx, ident))
         if last:
             await run_in_threadpool(runner(request).remove_network, network_id)
         return Response(status_code=204)

@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from netbay.api.container.common import check_state, flag, get, runner
-from netbay.api.containerinfra import _body, _params, _version
+from netbay.api import versioned
 from netbay.api.responses import JSONResponse
 from netbay.containers import dockerops, schema
 from netbay.errors import BadRequest
@@ -26,9 +26,9 @@ SINCE = {"type": ["string", "integer", "null"],
 
 async def _arguments(request: Request) -> dict[str, Any]:
     """The query's parameters, and a JSON body's beside them (Zun's API reads both)."""
-    params: dict[str, Any] = dict(_params(request))
+    params: dict[str, Any] = dict(versioned.params(request))
     if (await request.body()).strip():
-        body = await _body(request)
+        body = await versioned.body(request)
         if not isinstance(body, dict):
             raise BadRequest("The request body must be a JSON object.")
         params.update({k: v for k, v in body.items() if k not in params})
@@ -70,7 +70,7 @@ def mount(sub: FastAPI) -> None:
         return JSONResponse(out)
 
     async def top(request: Request, ident: str) -> Response:
-        ps_args = _params(request).get("ps_args")
+        ps_args = versioned.params(request).get("ps_args")
         if ps_args is not None:
             schema.validate({"type": "object", "properties": {"ps_args": PS_ARGS}}, {"ps_args": ps_args})
         container_id = _checked(request, ident, "top")
@@ -86,9 +86,9 @@ def mount(sub: FastAPI) -> None:
                                                     lambda api, did: dockerops.stats(api, did, name)))
 
     async def get_archive(request: Request, ident: str) -> Response:
-        path = _path(_params(request))
+        path = _path(versioned.params(request))
         container_id = _checked(request, ident, "get_archive")
-        encode = _version(request) >= ENCODED_SINCE
+        encode = versioned.version(request) >= ENCODED_SINCE
         return JSONResponse(await run_in_threadpool(runner(request).call, container_id,
                                                     lambda api, did: dockerops.get_archive(api, did, path, encode)))
 
@@ -99,7 +99,7 @@ def mount(sub: FastAPI) -> None:
         if not isinstance(data, str):
             raise BadRequest("Invalid input for field 'data': the archive is required, as a string.")
         container_id = _checked(request, ident, "put_archive")
-        decode = _version(request) >= ENCODED_SINCE
+        decode = versioned.version(request) >= ENCODED_SINCE
         await run_in_threadpool(runner(request).call, container_id,
                                 lambda api, did: dockerops.put_archive(api, did, path, data, decode))
         return JSONResponse(None)

@@ -18,7 +18,8 @@ from sqlalchemy import func, select
 
 from netbay.api.auth import context
 from netbay.api.container.common import PREFIX, get, policy, runner
-from netbay.api.containerinfra import _base, _version
+from netbay.api import versioned
+from netbay.api.urls import public_root
 from netbay.api.responses import JSONResponse
 from netbay.containers import actions
 from netbay.errors import NotFound
@@ -58,7 +59,7 @@ def _host(request: Request, info: dict[str, Any] | None) -> dict[str, Any]:
         memories = s.scalars(select(Container.memory).where(Container.host == hostname)).all()
     uname = platform.uname()
     host_id = _host_uuid(hostname)
-    base = f"{_base(request)}{PREFIX}"
+    base = f"{public_root(request)}{PREFIX}"
     disk = os.statvfs("/")
     return {
         "uuid": host_id, "hostname": hostname,
@@ -82,13 +83,13 @@ def mount(sub: FastAPI) -> None:
     def action_list(request: Request, ident: str) -> Response:
         with request.app.state.store.read() as s:
             c = get(s, request, ident)
-            return JSONResponse({"containerActions": actions.listing(s, c.id, _version(request))})
+            return JSONResponse({"containerActions": actions.listing(s, c.id, versioned.version(request))})
 
     def action_show(request: Request, ident: str, request_id: str) -> Response:
         tracebacks = context(request).is_admin   # Zun's container:action:events
         with request.app.state.store.read() as s:
             c = get(s, request, ident)
-            return JSONResponse(actions.get(s, c.id, request_id, _version(request), tracebacks=tracebacks))
+            return JSONResponse(actions.get(s, c.id, request_id, versioned.version(request), tracebacks=tracebacks))
 
     async def hosts(request: Request) -> Response:
         policy(request, "host:get_all")

@@ -20,14 +20,12 @@ from netbay.api.network.quotas import enforce_create
 from netbay.errors import BadRequest, PreconditionFailed, not_found
 from netbay.network.registry import RESOURCES, Resource
 from netbay.network.resource import ListQuery, Page, to_bool
+from netbay.api.urls import public_root
 
 router = APIRouter(prefix="/network", tags=["network"])
 
 _LIST_PARAMS = {"fields", "sort_key", "sort_dir", "limit", "marker", "page_reverse"}
 
-
-def _base(request: Request) -> str:
-    return request.app.state.public_url or str(request.base_url).rstrip("/")
 
 
 @router.get("", include_in_schema=False)
@@ -36,7 +34,7 @@ def versions(request: Request) -> dict[str, Any]:
     return {
         "versions": [
             {"id": "v2.0", "status": "CURRENT",
-             "links": [{"rel": "self", "href": f"{_base(request)}/network/v2.0/"}]}
+             "links": [{"rel": "self", "href": f"{public_root(request)}/network/v2.0/"}]}
         ]
     }
 
@@ -44,7 +42,7 @@ def versions(request: Request) -> dict[str, Any]:
 @router.get("/v2.0")
 @router.get("/v2.0/", include_in_schema=False)
 def resources(request: Request) -> dict[str, Any]:
-    base = f"{_base(request)}/network/v2.0"
+    base = f"{public_root(request)}/network/v2.0"
     return {
         "resources": [
             {"name": r.member, "collection": r.collection,
@@ -210,7 +208,7 @@ def _links(request: Request, page: Page, query: ListQuery) -> list[dict[str, str
     each keeps the other query parameters in order and adds its marker last."""
     if not page.limit:
         return []
-    url = f"{_base(request)}{request.url.path}"
+    url = f"{public_root(request)}{request.url.path}"
     params = [(k, v) for k, v in request.query_params.multi_items() if k != "marker"]
     short = len(page.items) < page.limit
     links = []
