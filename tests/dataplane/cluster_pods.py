@@ -33,12 +33,15 @@ def wait_cluster(c: httpx.Client, cid: str, done: tuple[str, ...], timeout: floa
     return wait_for(check, timeout, 0.05, f"cluster {cid} to reach {done}")
 
 
-def make_cluster(cloud: Cloud, name: str, labels: dict, nodes: int, driver: str = "flannel",
-                 **template: object) -> str:
-    """A cluster of a template of its own (``template``: more of the template's fields)."""
+def make_cluster(cloud: Cloud, name: str, labels: dict, nodes: int, driver: str | None = "flannel",
+                 coe: str = "kubernetes", **template: object) -> str:
+    """A cluster of a template of its own (``template``: more of the template's fields;
+    ``driver`` None: the COE's default network driver)."""
     c = ci(cloud)
+    if driver is not None:
+        template["network_driver"] = driver
     r = c.post("/clustertemplates", json={
-        "name": name, "coe": "kubernetes", "network_driver": driver, "external_network_id": "public",
+        "name": name, "coe": coe, "external_network_id": "public",
         "master_lb_enabled": False, "floating_ip_enabled": False, "labels": labels, **template})
     assert r.status_code == 201, r.text
     r = c.post("/clusters", json={"name": name, "cluster_template_id": r.json()["uuid"], "node_count": nodes})

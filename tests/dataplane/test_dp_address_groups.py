@@ -5,7 +5,7 @@ an address added or removed reaches the fabric in place."""
 from __future__ import annotations
 
 from .agent_fixtures import Cloud, wait_for
-from .test_dp_secgroups import tcp
+from .sg_lab import tcp
 
 CLOUD_TAG = "ag"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 

@@ -30,7 +30,6 @@ from .cluster_net import Listener, tcp_read
 from .docker_fixtures import PLUGIN, Plugin, iface, plugin_env, run, sh
 from .dp_helpers import ping
 from .cluster_pods import ci, clusternet, make_cluster, pns, pod, wait_cluster
-from .test_dp_swarm import make_swarm
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
@@ -118,7 +117,7 @@ def test_container_on_minion_0_and_pod_on_minion_1_of_a_flannel_cluster(cloud: C
 
 
 def test_containers_on_two_swarm_nodes_reach_each_other(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin) -> None:
-    cid = make_swarm(cloud, "dksw")
+    cid = make_cluster(cloud, "dksw", {}, 2, driver=None, coe="swarm")
     m0, m1 = minions(cloud, cid)
     nets = [on_node(daemon, f"dksw-{i}", cid, m["name"]) for i, m in enumerate((m0, m1))]
     a = run(daemon, "dksw-0", "dksw-a", "sleep 600")
@@ -144,7 +143,7 @@ def test_containers_on_two_swarm_nodes_reach_each_other(cloud: Cloud, daemon: dk
 
 
 def test_refusals_reach_docker(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin) -> None:
-    cid = make_swarm(cloud, "dkbad", nodes=1)
+    cid = make_cluster(cloud, "dkbad", {}, 1, driver=None, coe="swarm")
     r = daemon.cli("network", "create", "-d", PLUGIN, "--ipam-driver", PLUGIN, "--subnet", "10.77.0.0/24",
                    "-o", f"netbay.cluster={cid}", "dkbad-pool")
     assert r.returncode != 0 and "--ipam-driver null" in r.stderr, r.stderr

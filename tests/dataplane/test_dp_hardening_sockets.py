@@ -11,8 +11,7 @@ from pathlib import Path
 from conftest import ADMIN_PASSWORD, _wait_port, free_port
 
 from .agent_fixtures import sweep_prefix, wait_for
-from .dp_helpers import PREFIX
-from .test_dp_instance import _up
+from .dp_helpers import PREFIX, netbay_up
 
 
 def test_a_stopped_netbay_up_leaves_no_agent_lock(tmp_path: Path) -> None:
@@ -20,7 +19,7 @@ def test_a_stopped_netbay_up_leaves_no_agent_lock(tmp_path: Path) -> None:
     env = {**os.environ, "NETBAY_ADMIN_PASSWORD": ADMIN_PASSWORD, "NETBAY_RUN_DIR": str(run)}
     env.pop("NETBAY_AGENT_PREFIX", None)
     port = free_port()
-    proc = _up(tmp_path / "data", port, prefix, env, tmp_path / "up.log")
+    proc = netbay_up(tmp_path / "data", port, prefix, env, tmp_path / "up.log")
     try:
         _wait_port(port, 60, proc)
         lock = run / f"agent-{prefix}.lock"

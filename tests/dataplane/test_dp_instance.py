@@ -20,13 +20,7 @@ from netbay.dataplane.names import Names
 from netbay.dataplane.standin import PORTS, MasterStandIns
 
 from .agent_fixtures import sweep_prefix, wait_for
-from .dp_helpers import PREFIX
-
-
-def _up(data_dir: Path, port: int, prefix: str, env: dict, log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "netbay.cli.main", "up", "--port", str(port), "--data-dir", str(data_dir),
-         "--agent", "--agent-prefix", prefix], env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+from .dp_helpers import PREFIX, netbay_up
 
 
 def _netbay(*args: str, env: dict) -> subprocess.CompletedProcess:
@@ -40,7 +34,7 @@ def test_one_agent_per_prefix_and_down_removes_exactly_its_namespaces(tmp_path: 
            "NETBAY_RUN_DIR": str(tmp_path / "run")}
     env.pop("NETBAY_AGENT_PREFIX", None)
     port = free_port()
-    first = _up(tmp_path / "a", port, prefix, env, tmp_path / "a.log")
+    first = netbay_up(tmp_path / "a", port, prefix, env, tmp_path / "a.log")
     bystander = other + "keep"
     second = None
     try:

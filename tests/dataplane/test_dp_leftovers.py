@@ -28,7 +28,7 @@ from netbay.dataplane.lb.process import Haproxy, state_dir
 from netbay.k8s.dns.process import Process, namespace, state_root
 
 from .agent_fixtures import Cloud, agent_subprocess, make_cloud, sweep_prefix, wait_for
-from .dp_helpers import PREFIX
+from .dp_helpers import PREFIX, netbay_up
 
 LB = "/load-balancer/v2/lbaas"
 RUN = Path(os.environ.get("NETBAY_STATE_DIR", "/run/netbay"))
@@ -173,10 +173,7 @@ def test_netbay_up_stops_its_processes_at_sigterm_and_down_stops_what_a_killed_o
 
     def up() -> subprocess.Popen:
         port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "up", "--port", str(port),
-                                 "--data-dir", str(tmp_path / "data"), "--agent", "--agent-prefix", prefix],
-                                env=env, stdout=open(tmp_path / "up.log", "a"),  # noqa: SIM115 - the child keeps it
-                                stderr=subprocess.STDOUT)
+        proc = netbay_up(tmp_path / "data", port, prefix, env, tmp_path / "up.log")
         _wait_port(port, 60, proc)
         wait_for(lambda: netns.exists(f"{prefix}fabric"), 30, what="the agent's first resync")
         return proc

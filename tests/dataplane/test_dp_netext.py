@@ -20,7 +20,7 @@ import pytest
 from netbay.network.trunks import realization
 
 from .agent_fixtures import Cloud, wait_for
-from .test_dp_secgroups import Lab, add_address, eventually, rule, tcp
+from .sg_lab import Lab, add_address, eventually, rule, tcp
 
 # --- stateless groups on the realizer -------------------------------------------------------
 

@@ -17,29 +17,15 @@ from netbay.dataplane import rtnl as kernel
 from netbay.drivers.docker.driver import DEVICE
 
 from .agent_fixtures import Cloud
-from .cluster_pods import ci, clusternet, pod, pns, reaches, wait_cluster
+from .cluster_pods import ci, clusternet, make_cluster, pod, pns, reaches, wait_cluster
 
 
 CLOUD_TAG = "sw"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
 
-def make_swarm(cloud: Cloud, name: str, coe: str = "swarm", labels: dict | None = None, nodes: int = 2) -> str:
-    c = ci(cloud)
-    r = c.post("/clustertemplates", json={
-        "name": name, "coe": coe, "external_network_id": "public", "master_lb_enabled": False,
-        "floating_ip_enabled": False, "labels": labels or {}})
-    assert r.status_code == 201, r.text
-    assert r.json()["network_driver"] == "docker"   # the COE's default
-    r = c.post("/clusters", json={"name": name, "cluster_template_id": r.json()["uuid"], "node_count": nodes})
-    assert r.status_code == 202, r.text
-    cluster = wait_cluster(c, r.json()["uuid"], ("CREATE_COMPLETE", "CREATE_FAILED"))
-    assert cluster["status"] == "CREATE_COMPLETE", cluster["status_reason"]
-    return cluster["uuid"]
-
-
 @pytest.mark.parametrize("coe", ["swarm", "swarm-mode"])
 def test_pods_on_two_swarm_nodes_share_the_overlay(cloud: Cloud, coe: str) -> None:
-    cid = make_swarm(cloud, f"sw-{coe}", coe, {"docker_overlay_cidr": "10.210.0.0/16"})
+    cid = make_cluster(cloud, f"sw-{coe}", {"docker_overlay_cidr": "10.210.0.0/16"}, 2, driver=None, coe=coe)
     net = clusternet(cloud, cid)
     assert net["driver"] == "docker" and net["config"] == {"network": "10.210.0.0/16"}
     minions = [n for n in net["nodes"] if n["role"] == "minion"]

@@ -28,7 +28,7 @@ from netbay.dataplane import links, netns, probe
 from netbay.dataplane.mirror import mirrors_of
 
 from .agent_fixtures import Cloud, wait_for
-from .test_dp_secgroups import tcp
+from .sg_lab import tcp
 
 ICMP, TCP = 1, 6
 ECHO_REQUEST, ECHO_REPLY = 8, 0
