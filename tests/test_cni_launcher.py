@@ -10,6 +10,7 @@ import json
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,3 +138,11 @@ def test_an_unusual_socket_path_is_read_by_python(launchers: dict[str, Path], st
 
 def test_c_string_escapes_what_c_would_misread() -> None:
     assert c_string('a"b\\c??/é') == '"a\\042b\\134c\\077\\077/\\303\\251"'
+
+
+def test_without_a_compiler_the_python_launcher_is_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    plugin = install(tmp_path / "bin")
+    assert not is_compiled(plugin) and plugin.read_text().startswith(f"#!{sys.executable} -IS\n")
+    rc, out, _ = call(plugin, {"CNI_COMMAND": "VERSION"})
+    assert rc == 0 and json.loads(out) == spec.version_info()

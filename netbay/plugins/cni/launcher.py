@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -58,7 +59,7 @@ def c_source(python: str | None = None) -> str:
 
 def compile_launcher(target: Path, python: str | None = None) -> bool:
     """Build the compiled launcher at ``target``; False (and why, logged) when it cannot be."""
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    cc = shlex.split(os.environ.get("CC", "")) or [c for c in (shutil.which("cc") or shutil.which("gcc"),) if c]
     if not cc:
         log.info("no C compiler: netbay-cni is the Python launcher")
         return False
@@ -67,12 +68,17 @@ def compile_launcher(target: Path, python: str | None = None) -> bool:
         src.write_text(c_source(python))
         err = ""
         for static in (["-static"], []):  # static: no dynamic loader at each start
-            p = subprocess.run([cc, "-O2", "-s", *static, "-o", str(target), str(src)],
-                               capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
+            try:
+                p = subprocess.run([*cc, "-O2", "-s", *static, "-o", str(target), str(src)],
+                                   capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
+            except (OSError, subprocess.SubprocessError) as exc:
+                err = str(exc)
+                break
             if p.returncode == 0:
                 return True
             err = p.stderr.strip()
-    log.warning("netbay-cni: %s could not build the launcher (%s); the Python launcher is used", cc, err[-500:])
+    log.warning("netbay-cni: %s could not build the launcher (%s); the Python launcher is used",
+                " ".join(cc), err[-500:])
     return False
 
 
