@@ -44,7 +44,8 @@ class StandIn:
     """A daemon that records each request frame and answers ``reply``."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.frames, self.reply = path, [], b""
+        self.path, self.reply = path, b""
+        self.frames: list[bytes] = []
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(str(path))
         self.sock.listen(8)
