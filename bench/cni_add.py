@@ -2,22 +2,23 @@
 
     sudo python bench/cni_add.py [--runs 50] [--json /tmp/cni_add.json]
 
-Issue 12's target: netbay-cni ADD within 2× of the reference bridge plugin
-(Debian's containernetworking-plugins) measured in the same run.
+Issue 27's targets: netbay-cni ADD ≤ 1.0× the reference bridge plugin (Debian's
+containernetworking-plugins) measured in the same run; CHECK and DEL ≤ 1.5×.
 
 Set-up (everything named ``nbb<hex>…``, removed at the end, also on error): a
 ``netbay up --no-agent`` server (SQLite), ``netbay agent`` and ``netbay cni-daemon``
 as child processes, a netbay network 10.95.0.0/24, and the plugin launcher that
-``netbay cni-install`` writes. The baseline: ``bridge`` + ``host-local`` IPAM on
+``netbay cni-install`` writes (the compiled one when this host has a C compiler). The baseline: ``bridge`` + ``host-local`` IPAM on
 10.96.0.0/24, run inside a namespace of its own (``nsenter --net``), so its bridge
 and host-side veths never touch the host's namespace.
 
 Each iteration makes a fresh pod namespace (not timed), then times, as a runtime
 does (fork + exec, config on stdin, result on stdout): ADD, CHECK (with the ADD's
 result as prevResult) and DEL, for netbay-cni and for bridge, alternating. Also
-timed: ``VERSION`` (the exec floor of each executable) and netbay-cni's ADD through
-the pip console script (``site`` and the editable install's path finder, which the
-launcher skips), and ADD sent straight to the daemon's socket (no fork: what the
+timed: ``VERSION`` (the exec floor of each executable), netbay-cni's ADD through
+the Python launcher (``python -I -S``: what a host without a C compiler gets) and
+through the pip console script (``site`` and the editable install's path finder,
+which the launchers skip), and ADD sent straight to the daemon's socket (no fork: what the
 plugin costs beyond starting its executable). An ADD is complete when it returns: netbay-cni's port is plugged,
 addressed and bound (the agent then adopts it and reports ACTIVE).
 """
@@ -46,7 +47,7 @@ import httpx  # noqa: E402
 import harness  # noqa: E402
 from netbay.dataplane import netns  # noqa: E402
 from netbay.plugins.cni.client import exchange  # noqa: E402
-from netbay.plugins.cni.launcher import install  # noqa: E402
+from netbay.plugins.cni.launcher import install, is_compiled  # noqa: E402
 
 TAG = secrets.token_hex(3)
 PREFIX = f"nbb{TAG}-"
@@ -122,6 +123,8 @@ def main() -> None:
             http = httpx.Client(base_url=srv.network, headers={"X-Auth-Token": srv.token()}, timeout=30)
             net, _sub = harness.make_network(http, f"{PREFIX}net", NETBAY_CIDR)
             plugin = install(work / "bin")
+            python_launcher = install(work / "pybin", compiled=False)
+            results["launcher"] = "compiled" if is_compiled(plugin) else "python"
             console = Path(sys.executable).parent / "netbay-cni"
             for _ in range(600):  # the daemon listens; the agent made the fabric (its first resync)
                 if sock.is_socket() and netns.exists(f"{PREFIX}fabric"):
@@ -135,7 +138,7 @@ def main() -> None:
                                                    "dataDir": str(work / "ipam"), "routes": [{"dst": "0.0.0.0/0"}]}}
             samples: dict[str, list[float]] = {k: [] for k in (
                 "netbay ADD", "bridge ADD", "netbay CHECK", "bridge CHECK", "netbay DEL", "bridge DEL",
-                "netbay ADD (console script)", "netbay ADD (daemon only)", "netbay VERSION", "bridge VERSION")}
+                "netbay ADD (Python launcher)", "netbay ADD (console script)", "netbay ADD (daemon only)", "netbay VERSION", "bridge VERSION")}
 
             def daemon_only(i: int) -> None:
                 """ADD then DEL straight on the daemon's socket (no fork): the plugin's cost
@@ -163,17 +166,20 @@ def main() -> None:
                     p, conf, run_in = plugin, nb_conf, None
                 elif which == "console":
                     p, conf, run_in = console, nb_conf, None
+                elif which == "python":
+                    p, conf, run_in = python_launcher, nb_conf, None
                 else:
                     p, conf, run_in = REFERENCE / "bridge", br_conf, base_ns
-                name = "netbay" if which == "console" else which
+                name = "netbay" if which in ("console", "python") else which
                 t_add, out = call(p, "ADD", conf, f"c{which}{i}", pod, run_in)
                 t_chk, _ = call(p, "CHECK", {**conf, "prevResult": json.loads(out)}, f"c{which}{i}", pod, run_in)
                 t_del, _ = call(p, "DEL", conf, f"c{which}{i}", pod, run_in)
                 netns.delete(pod)
                 pods.remove(pod)
                 if timed:
-                    samples["netbay ADD (console script)" if which == "console" else f"{name} ADD"].append(t_add)
-                    if which != "console":
+                    samples[{"console": "netbay ADD (console script)", "python": "netbay ADD (Python launcher)"}
+                            .get(which, f"{name} ADD")].append(t_add)
+                    if which not in ("console", "python"):
                         samples[f"{name} CHECK"].append(t_chk)
                         samples[f"{name} DEL"].append(t_del)
 
@@ -184,6 +190,7 @@ def main() -> None:
                 daemon_only(i)
                 if i % 5 == 0:
                     cycle(i, "console")
+                    cycle(i, "python")
                 for p, key in ((plugin, "netbay VERSION"), (REFERENCE / "bridge", "bridge VERSION")):
                     t0 = time.perf_counter()
                     subprocess.run([str(p)], env={"CNI_COMMAND": "VERSION"}, capture_output=True, check=True)
@@ -193,6 +200,8 @@ def main() -> None:
             results["ms"] = {k: harness.summary(v) for k, v in samples.items() if v}
             add_nb, add_br = results["ms"]["netbay ADD"]["p50"], results["ms"]["bridge ADD"]["p50"]
             results["add_ratio"] = add_nb / add_br
+            results["check_ratio"] = results["ms"]["netbay CHECK"]["p50"] / results["ms"]["bridge CHECK"]["p50"]
+            results["del_ratio"] = results["ms"]["netbay DEL"]["p50"] / results["ms"]["bridge DEL"]["p50"]
             results["add_ratio_without_nsenter"] = add_nb / max(add_br - floor, 1e-9)
             results["load"] = (load_before, os.getloadavg()[0])
         finally:
@@ -207,7 +216,8 @@ def main() -> None:
     rows = [[k, str(v["n"]), harness.fmt(v["p50"]), harness.fmt(v["p99"])] for k, v in results["ms"].items()]
     print(harness.markdown_table(["call (fork → exit)", "n", "p50 ms", "p99 ms"], rows))
     print(f"nsenter --net (in bridge's figures): {floor:.1f} ms; ADD p50 ratio netbay/bridge "
-          f"{results['add_ratio']:.2f} (bridge without nsenter: {results['add_ratio_without_nsenter']:.2f}); "
+          f"{results['add_ratio']:.2f} (bridge without nsenter: {results['add_ratio_without_nsenter']:.2f}), CHECK "
+          f"{results['check_ratio']:.2f}, DEL {results['del_ratio']:.2f}; {results['launcher']} launcher; "
           f"load {results['load'][0]:.1f} → {results['load'][1]:.1f}; {results['machine']}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

@@ -94,6 +94,11 @@ def cni_add(data: dict) -> Iterator[Row]:
     yield Row("CNI ADD (fork + exec, as a runtime calls it), p50", _ms(ms["netbay ADD"]["p50"]),
               f"reference `bridge` plugin: {_ms(ms['bridge ADD']['p50'])}",
               _ratio(ms["netbay ADD"]["p50"], ms["bridge ADD"]["p50"]))
+    for verb in ("CHECK", "DEL"):
+        if f"netbay {verb}" in ms:
+            yield Row(f"CNI {verb} (fork + exec), p50", _ms(ms[f"netbay {verb}"]["p50"]),
+                      f"reference `bridge` plugin: {_ms(ms[f'bridge {verb}']['p50'])}",
+                      _ratio(ms[f"netbay {verb}"]["p50"], ms[f"bridge {verb}"]["p50"]))
 
 
 def k8s_pods(data: dict) -> Iterator[Row]:

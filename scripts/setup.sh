@@ -7,7 +7,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 apt_packages=(postgresql iproute2 nftables iperf3 haproxy docker.io busybox-static podman containernetworking-plugins tcpdump
-              openvswitch-switch ovn-central ovn-host)
+              openvswitch-switch ovn-central ovn-host
+              gcc libc6-dev)  # gcc, libc6-dev: `netbay cni-install` compiles the netbay-cni launcher
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -132,8 +132,13 @@ def _vifs(kind: str, plug: str | None, ovsdb: str, ovs_netns: str | None, host: 
 
 def cni_install(
     bin_dir: Path = typer.Option(Path("/opt/cni/bin"), "--bin-dir", help="A directory of the runtime's CNI_PATH."),
+    python_launcher: bool = typer.Option(False, "--python-launcher",
+                                         help="Install the Python launcher even when a C compiler can build "
+                                              "the compiled one."),
 ) -> None:
     """Install the netbay-cni plugin executable (a fast launcher of this netbay)."""
-    from netbay.plugins.cni.launcher import install
+    from netbay.plugins.cni.launcher import install, is_compiled
 
-    console.print(f"[green]installed[/] {install(bin_dir)}")
+    path = install(bin_dir, compiled=not python_launcher)
+    how = "compiled launcher" if is_compiled(path) else "Python launcher: python -I -S, ~10 ms more per call"
+    console.print(f"[green]installed[/] {path} ({how})")

@@ -14,8 +14,10 @@ request ``K=V\\0`` for each ``CNI_*`` variable, ``\\0``, then stdin's bytes;
 answer: the exit status as one ASCII digit, then stdout's bytes.
 
 The socket: ``$NETBAY_CNI_SOCKET``, else ``"socket"`` in the plugin's configuration,
-else :data:`DEFAULT_SOCKET`. ``netbay cni-daemon --install DIR`` writes a launcher
-that starts Python without ``site`` (``-I -S``), for the same reason.
+else :data:`DEFAULT_SOCKET`. ``netbay cni-install`` puts in front of this a compiled
+launcher (``launcher.c``: the same exchange without an interpreter's start) that execs
+this module only off the usual path; without a C compiler, a script that starts Python
+without ``site`` (``-I -S``), for the same reason (:mod:`.launcher`).
 """
 
 import sys

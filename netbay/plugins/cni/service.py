@@ -35,7 +35,7 @@ import ipaddress
 import logging
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from netbay.backends import NetworkBackend
@@ -333,24 +333,34 @@ class Cni:
 
     async def _release(self, port: Mapping[str, Any], made: bool, req: Request | None) -> None:
         """Undo an attachment: the pair (wherever it is), then the port or its binding."""
-        if req is not None and req.netns:
-            await self.kernel(inside.remove, req.netns, req.ifname)
-        await self._unplug(port["id"])
+        await self.kernel(self._unwire, port["id"], req)
         await self.claims.give_back(port, made=made)
 
-    async def _unplug(self, port_id: str) -> None:
+    def _unwire(self, port_id: str, req: Request | None) -> None:
+        """The pair's container end (if ``req`` names it), then its host end: one hop to
+        the netlink thread."""
+        if req is not None and req.netns:
+            inside.remove(req.netns, req.ifname)
         if self.vifs is not None:
-            await self.kernel(self.vifs.unplug, port_id)
+            self.vifs.unplug(port_id)
         else:
-            await self.kernel(self.attacher.unplug, port_id, False)
+            self.attacher.unplug(port_id, False)
 
     # -- DEL / CHECK / GC / STATUS ------------------------------------------------------------
 
     async def delete(self, req: Request) -> None:
-        for port in await self.attached(req):
-            await self._release(port, False, req)
-        if req.netns:  # nothing of ours known (a lost ADD, a pre-DEL crash): its link only
-            await self.kernel(inside.remove, req.netns, req.ifname)
+        """The container's link is removed (it needs no port: found or not, a lost ADD or a
+        pre-DEL crash included) while the API is asked for the attachment's ports; each
+        port's host end is unplugged while the port is given back. A veth's deletion
+        waits on the kernel (tens of ms under load), so overlapping it with the API's
+        round trips is most of what DEL can save. Both halves finish before DEL answers."""
+        unlink = asyncio.ensure_future(self.kernel(inside.remove, req.netns, req.ifname)) if req.netns else None
+        try:
+            for port in await self.attached(req):
+                await _both(self.kernel(self._unwire, port["id"], None), self.claims.give_back(port, made=False))
+        finally:
+            if unlink is not None:
+                await unlink
         return None
 
     async def check(self, req: Request) -> None:
@@ -371,8 +381,7 @@ class Cni:
             raise CniError(INTERNAL, f"prevResult addresses {sorted(prev)} are not the port's "
                                      f"{sorted(addressing.cidrs)}")
         try:
-            found = await self.kernel(inside.problems, req.netns, req.ifname, port["mac_address"], addressing)
-            plugged = await self.kernel(self.vifs.plugged if self.vifs else self.attacher.plugged, port["id"])
+            found, plugged = await self.kernel(self._inspect, req, port, addressing)
         except inside.NamespaceGone as exc:
             raise CniError(INTERNAL, exc.strerror) from None
         if not plugged:
@@ -381,6 +390,13 @@ class Cni:
         if found:
             raise CniError(INTERNAL, "; ".join(found))
         return None
+
+    def _inspect(self, req: Request, port: Mapping[str, Any], addressing: inside.Addressing
+                 ) -> tuple[list[str], bool]:
+        """CHECK's kernel half, one hop: what differs inside the namespace, and whether
+        the host end is still plugged."""
+        found = inside.problems(req.netns, req.ifname, port["mac_address"], addressing)
+        return found, (self.vifs.plugged if self.vifs else self.attacher.plugged)(port["id"])
 
     async def gc(self, req: Request) -> None:
         valid = req.config.get("cni.dev/valid-attachments")
@@ -405,6 +421,14 @@ class Cni:
             why = exc.msg if isinstance(exc, CniError) else exc.message
             raise CniError(NOT_AVAILABLE, f"netbay-cni cannot serve ADD: {why}") from None
         return None
+
+
+async def _both(first: Awaitable[Any], second: Awaitable[Any]) -> None:
+    """Run both to their end; then the first one's error, if any."""
+    results = await asyncio.gather(first, second, return_exceptions=True)
+    for outcome in results:
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 __all__ = ["Cni", "MADE", "ctr_tag", "if_tag", "net_tag"]
