@@ -128,6 +128,20 @@ def test_a_daemon_that_answers_nothing_is_999(launchers: dict[str, Path], stand_
         assert rc == 1 and json.loads(out)["code"] == 999 and str(stand_in.path) in json.loads(out)["msg"]
 
 
+def test_a_configuration_over_the_bound_is_refused_unsent(launchers: dict[str, Path], stand_in: StandIn) -> None:
+    """Stdin is read up to the daemon's frame cap and no further: past it, a decoding
+    failure from the launcher itself, nothing sent to the daemon."""
+    from netbay.plugins.cni.server import MAX_FRAME
+    assert client.MAX_STDIN == MAX_FRAME   # the launchers refuse what the daemon would
+    conf = json.dumps({**CONF, "socket": str(stand_in.path), "pad": "x" * client.MAX_STDIN}).encode()
+    answers = {name: call(p, ENV, conf) for name, p in launchers.items()}
+    assert answers["compiled"] == answers["python"]
+    rc, out, _ = answers["compiled"]
+    assert rc == 1 and json.loads(out)["code"] == spec.DECODING_FAILURE
+    assert str(client.MAX_STDIN) in json.loads(out)["msg"]
+    assert stand_in.frames == []
+
+
 def test_an_unusual_socket_path_is_read_by_python(launchers: dict[str, Path], stand_in: StandIn) -> None:
     """A path written with a JSON escape is left to client.py's json (stdin replayed)."""
     escaped = json.dumps(str(stand_in.path)).replace("/", "\\/")

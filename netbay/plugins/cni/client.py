@@ -27,6 +27,7 @@ import posix
 
 DEFAULT_SOCKET = "/run/netbay/cni.sock"
 TIMEOUT = 60.0  # kubelet gives a sandbox 4 minutes; an ADD that waits this long has failed
+MAX_STDIN = 1 << 20  # bytes of network configuration: the daemon's frame cap (netbay.bodylimit.MAX_BODY)
 ABOUT = "netbay-cni: pods on netbay ports (hands each call to `netbay cni-daemon`)"
 # spec.version_info(), spelled out (a test keeps them equal): VERSION is called twice
 # per container by podman and must cost no import.
@@ -106,6 +107,8 @@ def run(env: dict[str, str], read_stdin) -> tuple[int, bytes, str]:  # noqa: ANN
         stdin = read_stdin()
     except OSError as exc:
         return (*_error(5, f"error reading from stdin: {exc}"), "")
+    if len(stdin) > MAX_STDIN:
+        return (*_error(6, f"netbay-cni: the network configuration is larger than {MAX_STDIN} bytes"), "")
     try:
         path = socket_path(env, stdin)
     except Exception as exc:  # noqa: BLE001 - a CniError (bad configuration), said as the daemon would
@@ -133,7 +136,7 @@ def environ() -> dict[str, str]:
 
 
 def main() -> None:
-    code, out, err = run(environ(), sys.stdin.buffer.read)
+    code, out, err = run(environ(), lambda: sys.stdin.buffer.read(MAX_STDIN + 1))
     if out:
         sys.stdout.buffer.write(out + b"\n")
         sys.stdout.flush()

@@ -10,7 +10,11 @@
    is sent it is never retried: the daemon's failures are said here, as client.py says them.
 
    launcher.py compiles this with, before it, the definitions of NB_PYTHON, NB_ROOT,
-   NB_VERSION, NB_DEFAULT_SOCKET and NB_TIMEOUT (C string literals and seconds). */
+   NB_VERSION, NB_DEFAULT_SOCKET, NB_TIMEOUT and NB_MAX_STDIN (C string literals, seconds and
+   bytes).  Nothing is buffered without a bound: stdin up to NB_MAX_STDIN, the answer up to
+   NB_MAX_ANSWER. */
+
+#define NB_MAX_ANSWER (64 * (NB_MAX_STDIN))
 
 #define _GNU_SOURCE
 #include <errno.h>
@@ -134,6 +138,11 @@ int main(void) {
         }
         if (n == 0) break;
         put(&in, chunk, (size_t)n);
+        if (in.len > (size_t)(NB_MAX_STDIN)) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "netbay-cni: the network configuration is larger than %d bytes", NB_MAX_STDIN);
+            fail(6, msg);
+        }
     }
     int plain;
     const char *path = socket_path(&in, &plain);
@@ -171,6 +180,11 @@ int main(void) {
         if (n < 0) os_error(path, errno);
         if (n == 0) break;
         put(&ans, chunk, (size_t)n);
+        if (ans.len > (size_t)(NB_MAX_ANSWER)) {
+            char msg[4200];
+            snprintf(msg, sizeof msg, "netbay CNI daemon at %s answered more than %d bytes", path, NB_MAX_ANSWER);
+            fail(5, msg);
+        }
     }
     if (!ans.len || (ans.data[0] != '0' && ans.data[0] != '1')) {
         char msg[4200];

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from netbay.plugins.cni.client import DEFAULT_SOCKET, TIMEOUT, VERSION
+from netbay.plugins.cni.client import DEFAULT_SOCKET, MAX_STDIN, TIMEOUT, VERSION
 
 NAME = "netbay-cni"
 SOURCE = Path(__file__).with_name("launcher.c")
@@ -53,7 +53,7 @@ def c_source(python: str | None = None) -> str:
     """``launcher.c`` with this installation's settings defined before it."""
     settings = {"NB_PYTHON": c_string(python or sys.executable), "NB_ROOT": c_string(repr(_root())),
                 "NB_VERSION": c_string(VERSION), "NB_DEFAULT_SOCKET": c_string(DEFAULT_SOCKET),
-                "NB_TIMEOUT": str(int(TIMEOUT))}
+                "NB_TIMEOUT": str(int(TIMEOUT)), "NB_MAX_STDIN": str(MAX_STDIN)}
     return "".join(f"#define {k} {v}\n" for k, v in settings.items()) + SOURCE.read_text()
 
 
