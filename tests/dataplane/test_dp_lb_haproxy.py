@@ -524,3 +524,27 @@ def test_ipv6_vip_and_members_over_http_and_tcp(env6: Env) -> None:
             assert s.recv(16).decode() in {"m61", "m62"}
     finally:
         delete(env6, tcp["lb"])
+
+
+def test_ipv6_members_are_health_checked_over_ipv6(env6: Env) -> None:
+    """An HTTP monitor probes IPv6 members from sockets of their family: both stay ONLINE
+    and keep taking traffic (probed over IPv4, each failed and was taken out)."""
+    cloud = env6.cloud
+    made = make_lb(env6, "v6hm", port=83)
+    lb_id = made["lb"]["id"]
+    try:
+        post(cloud, "healthmonitors", "healthmonitor", {
+            "pool_id": made["pool_id"], "type": "HTTP", "delay": 1, "timeout": 1, "max_retries": 1,
+            "max_retries_down": 1}, lb_id)
+        members = cloud.ok(cloud.http.get(f"{LB}/pools/{made['pool_id']}/members"))["members"]
+
+        def all_online() -> bool:
+            got = [get(cloud, f"pools/{made['pool_id']}/members/{m['id']}")["operating_status"] for m in members]
+            assert "ERROR" not in got, got
+            return set(got) == {"ONLINE"}
+        wait_for(all_online, 10, 0.1, "IPv6 members ONLINE")
+        time.sleep(2.5)          # two more rounds of probes
+        assert all_online()
+        assert {who(env6.client, made["vip"], 83)["member"] for _ in range(4)} == {"m61", "m62"}
+    finally:
+        delete(env6, made["lb"])
