@@ -206,6 +206,22 @@ def test_calico_fragment() -> None:
     assert rules(g3, "secgroup_kube_minion")[-1] == {"protocol": "ipip"}
 
 
+GUIDE_MINION6 = [{"protocol": "ipv6-icmp", "ethertype": "IPv6"}, {"protocol": "tcp", "ethertype": "IPv6"},
+                 {"protocol": "udp", "ethertype": "IPv6"}]
+
+
+@pytest.mark.parametrize("driver,labels", [("flannel", {"flannel_ipv6_network_cidr": "fd00:10::/56"}),
+                                           ("calico", {"calico_ipv6pool": "fd00:20::/64"})])
+def test_a_dual_stack_driver_gives_the_minions_group_ipv6_twins(driver: str, labels: dict) -> None:
+    """Heat's rules default to IPv4: without the twins a minion's port drops unencapsulated
+    IPv6 pod traffic (flannel host-gw, calico direct) at ingress."""
+    g = build({**K8S, "network_driver": driver, "labels": labels}, CLUSTER)
+    assert rules(g, "secgroup_kube_minion") == GUIDE_MINION + GUIDE_MINION6
+    assert not any(r.get("ethertype") for r in rules(g, "secgroup_kube_master"))
+    ipv4_only = build({**K8S, "network_driver": driver}, CLUSTER)
+    assert rules(ipv4_only, "secgroup_kube_minion") == GUIDE_MINION
+
+
 def test_driver_specifics_only_in_the_driver_fragment() -> None:
     bare = compose(K8S, CLUSTER, NETWORK_DRIVERS["docker"])
     flannel = compose(K8S, CLUSTER, NETWORK_DRIVERS["flannel"])

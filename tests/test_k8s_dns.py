@@ -108,9 +108,9 @@ def test_write_once_keeps_a_pods_first_environment(tmp_path: Path, monkeypatch) 
 
 
 @contextmanager
-def serving(resolver: BaseResolver, server_class: type = UdpServer) -> Iterator[int]:
-    """``resolver`` behind the cluster resolver's real UDP server on 127.0.0.1 (an ephemeral port)."""
-    server = DNSServer(resolver, address="127.0.0.1", port=0, logger=DNSLogger("-request,-reply", prefix=False),
+def serving(resolver: BaseResolver, server_class: type = UdpServer, address: str = "127.0.0.1") -> Iterator[int]:
+    """``resolver`` behind the cluster resolver's real UDP server on ``address`` (an ephemeral port)."""
+    server = DNSServer(resolver, address=address, port=0, logger=DNSLogger("-request,-reply", prefix=False),
                        server=server_class)
     t = threading.Thread(target=server.server.serve_forever, daemon=True)
     t.start()
@@ -250,3 +250,12 @@ def test_dual_stack_services_get_aaaa_and_ipv4_clusters_no_aaaa_key(tmp_path: Pa
         assert [(r.rtype, str(r.rdata)) for r in aaaa.rr] == [(QTYPE.AAAA, "fd00:96::20")]
         a = ask(resolver, "my-api.shop.svc.cluster.local", "A", udp)
         assert [str(r.rdata) for r in a.rr] == ["10.96.0.20"]
+
+
+def test_the_udp_server_answers_over_ipv6(tmp_path: Path) -> None:
+    """A dual-stack cluster's resolver also listens on its IPv6 address: AAAA over IPv6."""
+    path = tmp_path / "records.json"
+    write_atomic(path, json.dumps({**build(), "AAAA": {"my-api.shop.svc.cluster.local": ["fd00:96::20"]}}))
+    with serving(ClusterResolver(path), address="::1") as port:
+        raw = DNSRecord.question("my-api.shop.svc.cluster.local", "AAAA").send("::1", port, timeout=5, ipv6=True)
+    assert [(r.rtype, str(r.rdata)) for r in DNSRecord.parse(raw).rr] == [(QTYPE.AAAA, "fd00:96::20")]

@@ -124,3 +124,24 @@ def test_a_disabled_load_balancer_serves_nothing(tmp_path: Path) -> None:
 
     text = render(replace(spec(), enabled=False), tmp_path, lambda pool, m: True)
     assert "frontend" not in text
+
+
+def test_an_ipv6_vip_binds_bracketed_and_keeps_its_family_members(tmp_path: Path) -> None:
+    """IPv6 (issue 28): the VIP bound and the members reached as ``[addr]:port``; members of
+    the other family left out (the namespace has only the VIP's family); SOURCE_IP persistence
+    keys an ``ipv6`` stick table. haproxy accepts it."""
+    from dataclasses import replace
+
+    m6 = MemberSpec(id="m6", address="fd00:6::11", port=8080)
+    pools = (PoolSpec(id="tls", members=(M1, m6), protocol="HTTPS", persistence="SOURCE_IP"),)
+    listeners = (ListenerSpec(id="https", protocol="tcp", port=443, pool_id="tls", kind="HTTPS"),)
+    text = render(replace(spec(), vip_address="fd00:6::5", listeners=listeners, pools=pools), tmp_path,
+                  lambda pool, m: True)
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(text)
+    binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    done = subprocess.run([binary, "-c", "-f", str(cfg)], capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr + "\n" + text
+    lines = [ln.strip() for ln in text.splitlines()]
+    assert "bind [fd00:6::5]:443" in lines and "stick-table type ipv6 size 10k" in lines
+    assert "server m6 [fd00:6::11]:8080 weight 1" in lines and not any("m1" in ln for ln in lines)

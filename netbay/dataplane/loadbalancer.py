@@ -345,9 +345,6 @@ class LoadBalancerRealizer:
     def ensure(self, spec: LoadBalancerSpec) -> None:
         """Make the namespace forward ``spec``'s listeners; start/stop its monitors.
         Raises if the VIP leg is not wired yet (the agent retries)."""
-        if spec.driver == HAPROXY and not is_v4(spec.vip_address):
-            raise ValueError(f"VIP {spec.vip_address!r}: the haproxy provider serves IPv4 VIPs only "
-                             "(IPv6 VIPs: the nftables provider)")
         if not netns.exists(spec.ns):
             raise links.LinkError(errno.ENODEV, f"load balancer namespace {spec.ns!r} not made yet "
                                                 f"(VIP port not wired)")

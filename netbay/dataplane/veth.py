@@ -65,6 +65,20 @@ def await_carrier(inside: Rtnl, index: int, outside: Rtnl, name: str, limit: flo
     return False
 
 
+def await_delivery(inside: Rtnl, address: str, limit: float = 1.0) -> bool:
+    """Wait (bounded by ``limit`` s: a lost neighbour answer costs a second) until the
+    kernel delivers ``address`` in ``inside`` (:meth:`Rtnl.delivers`); False if not by then."""
+    deadline = time.monotonic() + limit
+    for _ in range(100_000):
+        if inside.delivers(address):
+            return True
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.0002)
+    log.debug("%s: not delivered locally after %.0f ms", address, limit * 1000)
+    return False
+
+
 def host_ends(prefix: str) -> list[str]:
     """The names starting with ``prefix`` in the host namespace (a runtime's inner ends
     not moved yet, or a crash's leftovers)."""

@@ -106,6 +106,11 @@ def ensure_cni_bridge(node: Node, mtu: int, name: str = BRIDGE) -> int:
     idx = kernel.ensure_bridge(node.ns, name, mtu=mtu, mac=node.mac(name))
     want = {f"{node.gateway}/{ipaddress.ip_network(node.lease).prefixlen}"}
     if node.lease6:
+        # No DAD on the bridge's link-local address (its MAC is the node's own, derived):
+        # while it is tentative — the first second after the first pod joins — the node
+        # cannot solicit a pod's address, so IPv6 to pods waited a second for the retry.
+        if links.read_sysctl(node.ns, f"net.ipv6.conf.{name}.accept_dad") != "0":
+            links.sysctl(node.ns, f"net.ipv6.conf.{name}.accept_dad", 0)
         want.add(f"{node.gateway6}/{ipaddress.ip_network(node.lease6).prefixlen}")
     r = kernel.rtnl(node.ns)
     for cidr in r.addresses(idx):

@@ -165,6 +165,9 @@ def attach(node_ns: str, pod_ns: str, *, ifname: str = "eth0", address: str, gat
     pod.add_address(idx, want)
     if want6:
         pod.add_address(idx, want6)
+        # Until the kernel routes it locally, what answers the pod's first packets is dropped
+        # (a third of first IPv6 connects waited a second for their neighbour before this).
+        veth.await_delivery(pod, want6.split("/")[0])
     if routed:
         kernel.add_route(pod_ns, kernel.KRoute(f"{gateway}/32", oif=idx, proto=RTPROT_BOOT))
         kernel.add_neighbour(pod_ns, idx, gateway, ROUTED_MAC)

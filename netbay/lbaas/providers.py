@@ -16,6 +16,8 @@ netbay has two, on this machine:
   (haproxy's own exporter, as the amphora serves them); UDP listeners are
   forwarded by nftables beside it (as the amphora uses LVS for UDP).
 
+Both take IPv4 and IPv6 VIPs, each with the members of its VIP's family.
+
 A load balancer keeps the provider name it was created with (as Octavia
 does); ``driver_of`` maps any accepted name to what realizes it.
 """

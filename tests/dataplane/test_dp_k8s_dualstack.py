@@ -117,9 +117,9 @@ def test_namespaces_get_a_subnet_of_each_family_and_pods_both_addresses(cloud: C
     assert tcp_read(client, addresses(port_of(ctrl, "shop", "web-1"))[4], 8080) == b"web-1"
 
 
-def query(ns: str, server: str, name: str, qtype: str) -> DNSRecord:
+def query(ns: str, server: str, name: str, qtype: str, tcp: bool = False) -> DNSRecord:
     with netns.entered(ns):
-        raw = DNSRecord.question(name, qtype).send(server, 53, timeout=2)
+        raw = DNSRecord.question(name, qtype).send(server, 53, tcp=tcp, timeout=2, ipv6=":" in server)
     return DNSRecord.parse(raw)
 
 
@@ -139,6 +139,12 @@ def test_require_dual_stack_service_gets_both_cluster_ips_and_aaaa(app: Controll
     assert a == [v4["vip_address"]]
     aaaa = query(client, dns, name, "AAAA")
     assert [(r.rtype, str(r.rdata)) for r in aaaa.rr] == [(QTYPE.AAAA, v6["vip_address"])]
+    # ... on its IPv6 address too (the 10th of the IPv6 service range), UDP and TCP.
+    dns6 = ctrl.discovery.resolver.address6
+    assert dns6 == str(ipaddress.ip_network(SERVICES6)[10])
+    for tcp in (False, True):
+        aaaa6 = query(client, dns6, name, "AAAA", tcp)
+        assert [(r.rtype, str(r.rdata)) for r in aaaa6.rr] == [(QTYPE.AAAA, v6["vip_address"])]
 
 
 def test_ipv6_cluster_ip_spreads_over_pods_on_two_nodes(cloud: Cloud, app: Controller) -> None:

@@ -58,27 +58,33 @@ class _Quiet(ThreadingHTTPServer):
         pass   # haproxy closes idle kept-alive connections at will (a reset here is no failure)
 
 
+class _Quiet6(_Quiet):
+    address_family = socket.AF_INET6
+
+
 @dataclass
 class Member:
     """A member's servers: HTTP on 8080, hold-open TCP on 8081, PROXY-parsing TCP on 8082."""
     ns: str
     name: str
     address: str = ""
+    family: int = socket.AF_INET
     http: ThreadingHTTPServer | None = None
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     socks: list[socket.socket] = field(default_factory=list)
 
     def start(self) -> Member:
+        any_ = "::" if self.family == socket.AF_INET6 else "0.0.0.0"
         with netns.entered(self.ns):
-            self.http = _Quiet(("0.0.0.0", HTTP_PORT), _Handler)
-            hold = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            proxy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.http = (_Quiet6 if self.family == socket.AF_INET6 else _Quiet)((any_, HTTP_PORT), _Handler)
+            hold = socket.socket(self.family, socket.SOCK_STREAM)
+            proxy = socket.socket(self.family, socket.SOCK_STREAM)
         self.http.member_name = self.name  # type: ignore[attr-defined]
         self.http.daemon_threads = True
         for s, port in ((hold, HOLD_PORT), (proxy, PROXY_PORT)):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("0.0.0.0", port))
+            s.bind((any_, port))
             s.listen(128)
             s.settimeout(0.1)
         self.socks = [hold, proxy]
@@ -143,7 +149,7 @@ class Member:
 
 def connect(ns: str, ip: str, port: int, timeout: float = 3.0) -> socket.socket:
     with netns.entered(ns):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s = socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM)
     s.settimeout(timeout)
     s.connect((ip, port))
     return s
@@ -463,3 +469,82 @@ def test_agent_restart_adopts_the_running_haproxy(env: Env) -> None:
 def get_or_none(cloud: Cloud, lb_id: str) -> dict | None:
     r = cloud.http.get(f"{LB}/loadbalancers/{lb_id}")
     return r.json()["loadbalancer"] if r.status_code == 200 else None
+
+
+# --- IPv6 (issue 28: IPv6 VIPs and members, as Octavia's amphora) ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def env6(cloud: Cloud) -> Iterator[Env]:
+    """An IPv6-only network: two members and a client, TCP open to the members over IPv6."""
+    http = cloud.http
+    network, subnet = cloud.network("lbh6-net", "fd00:6::/64", ip_version=6)
+    web = cloud.ok(http.post("/network/v2.0/security-groups", json={"security_group": {
+        "name": "lbh6-web"}}), 201)["security_group"]
+    cloud.ok(http.post("/network/v2.0/security-group-rules", json={"security_group_rule": {
+        "security_group_id": web["id"], "direction": "ingress", "ethertype": "IPv6", "protocol": "tcp"}}), 201)
+    members: dict[str, Member] = {}
+    try:
+        for name in ("m61", "m62"):
+            port = cloud.ok(http.post("/network/v2.0/ports", json={"port": {
+                "network_id": network["id"], "name": name}}), 201)["port"]
+            cloud.ok(http.put(f"/network/v2.0/ports/{port['id']}", json={"port": {
+                "security_groups": [*port["security_groups"], web["id"]]}}))
+            sb = cloud.sandbox(name, ports=[port["id"]])
+            cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE")
+            m = Member(cloud.sandbox_ns(sb["id"]), name, port["fixed_ips"][0]["ip_address"], socket.AF_INET6)
+            members[name] = m.start()
+        sb = cloud.sandbox("c6", networks=[network["id"]])
+        cloud.wait_status(f"/network/v2.0/ports/{sb['ports'][0]['port_id']}", "ACTIVE")
+        yield Env(cloud, subnet, members, cloud.sandbox_ns(sb["id"]))
+    finally:
+        for m in members.values():
+            m.stop()
+
+
+def test_ipv6_vip_and_members_over_http_and_tcp(env6: Env) -> None:
+    """haproxy binds an IPv6 VIP and reaches IPv6 members: HTTP round robin with the
+    client's IPv6 address in X-Forwarded-For, and a TCP listener."""
+    made = make_lb(env6, "v6", listener={"insert_headers": {"X-Forwarded-For": "true"}})
+    try:
+        assert ":" in made["vip"]
+        seen = [who(env6.client, made["vip"], 80) for _ in range(4)]
+        assert Counter(s["member"] for s in seen) == Counter({"m61": 2, "m62": 2})
+        client6 = env6.cloud.ok(env6.cloud.http.get("/network/v2.0/ports", params={
+            "network_id": env6.subnet["network_id"]}))["ports"]
+        assert seen[0]["headers"]["x-forwarded-for"] in {f["ip_address"] for p in client6 for f in p["fixed_ips"]}
+    finally:
+        delete(env6, made["lb"])
+    # The VIP address is reused at once: the client still holds the old MAC for it, so the
+    # new load balancer's unsolicited neighbour advertisement must move it (garp.announce).
+    tcp = make_lb(env6, "v6tcp", protocol="TCP", port=81, member_port=HOLD_PORT)
+    try:
+        assert tcp["vip"] == made["vip"]
+        with connect(env6.client, tcp["vip"], 81) as s:
+            assert s.recv(16).decode() in {"m61", "m62"}
+    finally:
+        delete(env6, tcp["lb"])
+
+
+def test_ipv6_members_are_health_checked_over_ipv6(env6: Env) -> None:
+    """An HTTP monitor probes IPv6 members from sockets of their family: both stay ONLINE
+    and keep taking traffic (probed over IPv4, each failed and was taken out)."""
+    cloud = env6.cloud
+    made = make_lb(env6, "v6hm", port=83)
+    lb_id = made["lb"]["id"]
+    try:
+        post(cloud, "healthmonitors", "healthmonitor", {
+            "pool_id": made["pool_id"], "type": "HTTP", "delay": 1, "timeout": 1, "max_retries": 1,
+            "max_retries_down": 1}, lb_id)
+        members = cloud.ok(cloud.http.get(f"{LB}/pools/{made['pool_id']}/members"))["members"]
+
+        def all_online() -> bool:
+            got = [get(cloud, f"pools/{made['pool_id']}/members/{m['id']}")["operating_status"] for m in members]
+            assert "ERROR" not in got, got
+            return set(got) == {"ONLINE"}
+        wait_for(all_online, 10, 0.1, "IPv6 members ONLINE")
+        time.sleep(2.5)          # two more rounds of probes
+        assert all_online()
+        assert {who(env6.client, made["vip"], 83)["member"] for _ in range(4)} == {"m61", "m62"}
+    finally:
+        delete(env6, made["lb"])

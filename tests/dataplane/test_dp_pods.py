@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from netbay.dataplane import links
 from netbay.dataplane import rtnl as kernel
 from netbay.dataplane.links import LinkError
 from netbay.dataplane.rtnl import rtnl
@@ -112,3 +115,34 @@ def test_big_packets(make_ns, bridged, request):
     assert rtnl(small).link("eth0").gso_max_size == 65536
     assert rtnl(bridged.ns).link(ls.host_ifname).gso_max_size == 65536
     assert tcp_exchange(small, big, "10.100.1.2")[0] == "10.100.1.3"
+
+
+def test_a_dual_stack_pod_answers_over_ipv6_at_once(make_ns):
+    """No first IPv6 exchange waits a second for a neighbour (issue 28's IPv6 p90 tail):
+    the pod's address is delivered before attach returns (its local route comes from
+    addrconf's worker, even without DAD: a neighbour advertisement to it was dropped), and
+    the node's bridge does no DAD on its link-local address (while tentative, the node
+    cannot solicit a pod for traffic it forwards) — here the very first pod of a fresh
+    bridge, reached from outside the node, then more pods reaching out."""
+    n, out = make_ns("p6n"), make_ns("p6o")
+    node = Node(n, "10.9.0.10/24", "10.100.1.0/24", lease6="fd00:10:0:1::/64")
+    nodelib.enable_forwarding(n, ipv6=True)
+    links.sysctl(out, "net.ipv6.conf.default.accept_dad", 0)     # the test's own link: no DAD
+    idx = rtnl(n).add_veth("p6up", "eth0", out)
+    links.sysctl(n, "net.ipv6.conf.p6up.accept_dad", 0)
+    rtnl(n).set_link(idx, up=True)
+    rtnl(out).set_link(rtnl(out).link("eth0").index, up=True)
+    rtnl(n).add_address(idx, "fd00:99::1/64")
+    rtnl(out).add_address(rtnl(out).link("eth0").index, "fd00:99::2/64")
+    rtnl(out).replace_route("fd00:10::/48", gateway="fd00:99::1")
+    nodelib.ensure_cni_bridge(node, 1450)
+    assert links.read_sysctl(n, "net.ipv6.conf.cni0.accept_dad") == "0"
+    for i in range(2, 6):
+        p = make_ns(f"p6p{i}")
+        link = pods.attach(n, p, address=f"10.100.1.{i}/24", gateway=node.gateway, mtu=1450,
+                           address6=f"fd00:10:0:1::{i}/64", gateway6=node.gateway6)
+        assert rtnl(p).delivers(f"fd00:10:0:1::{i}") and link.address6 == f"fd00:10:0:1::{i}/64"
+        client, server, ip = (out, p, f"fd00:10:0:1::{i}") if i == 2 else (p, out, "fd00:99::2")
+        t0 = time.monotonic()
+        assert tcp_exchange(client, server, ip)[1] == b"pong"
+        assert time.monotonic() - t0 < 0.5, f"pod {i}: a first exchange waited for a neighbour"

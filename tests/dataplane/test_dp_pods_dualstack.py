@@ -18,22 +18,25 @@ from netbay.drivers import registry
 from .agent_fixtures import Cloud
 from .cluster_net import tcp_exchange
 from .cluster_pods import clusternet, make_cluster, pns, pod, reaches
+from .k8s_fixtures import policy_quota
 
 CLOUD_TAG = "p6"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
-# Encapsulated over the nodes' IPv4 network: unencapsulated IPv6 between node ports (flannel
-# host-gw, calico direct) needs the fabric to pass the nodes' IPv6 neighbour discovery
-# (their ports' link-local addresses), which it does not yet (issue 28.6); the driver
-# contract suite covers those modes on a plain underlay.
+# Encapsulated over the nodes' IPv4 network (flannel vxlan, calico VXLAN) and unencapsulated
+# (flannel host-gw, calico direct: routed via the peers' link-local addresses, so the node
+# ports' neighbour discovery and the minions' group's IPv6 rules carry them).
 CASES = {"flannel": {"flannel_ipv6_network_cidr": "fd00:10::/56"},
-         "calico": {"calico_ipv6pool": "fd00:20::/64", "calico_ipv4pool_vxlan": "Always"}}
+         "calico": {"calico_ipv6pool": "fd00:20::/64", "calico_ipv4pool_vxlan": "Always"},
+         "flannel-host-gw": {"flannel_ipv6_network_cidr": "fd00:11::/56", "flannel_backend": "host-gw"},
+         "calico-direct": {"calico_ipv6pool": "fd00:21::/64"}}
 
 
 @pytest.mark.parametrize("driver", list(CASES))
 def test_pods_of_a_dual_stack_cluster_talk_over_both_families(cloud: Cloud, driver: str) -> None:
-    cid = make_cluster(cloud, f"dual-{driver}", CASES[driver], 2, driver=driver)
+    policy_quota(cloud)      # four clusters' groups in one project: past Neutron's default 10
+    cid = make_cluster(cloud, f"dual-{driver}", CASES[driver], 2, driver=driver.split("-")[0])
     net = clusternet(cloud, cid)
-    config = registry.loaded(driver, net["config"])
+    config = registry.loaded(driver.split("-")[0], net["config"])
     minion, other = (n for n in net["nodes"] if n["role"] == "minion")
     a = pod(cloud, f"dual-{driver}-a", cid, node=minion["name"])
     b = pod(cloud, f"dual-{driver}-b", cid, node=other["name"])

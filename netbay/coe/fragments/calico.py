@@ -3,13 +3,14 @@
 Calico's nodes peer over BGP (TCP 179) and, with VXLAN encapsulation, tunnel over
 UDP 4789; minions take all TCP and UDP already, so only the masters' group
 gains those rules (Magnum's later templates add TCP 179 the same way). IP-in-IP is
-IP protocol 4, which neither group lets in: both gain a rule for it.
+IP protocol 4, which neither group lets in: both gain a rule for it. An IPv6 pool
+(``calico_ipv6pool``) gives the minions' group the IPv6 twins of its rules.
 """
 
 from __future__ import annotations
 
 from netbay.drivers.calico import SPEC as CALICO
-from netbay.coe.fragments.types import Context, Fragment, rule
+from netbay.coe.fragments.types import Context, Fragment, ipv6_rules, rule
 from netbay.coe.graph import Node, Param, get_attr, get_param
 
 BGP_PORT = 179
@@ -34,5 +35,7 @@ def fragment(ctx: Context) -> Fragment:
     if labels["calico_ipv4pool_ipip"] in ENCAPSULATING:
         rules.append(rule("ipip"))
         out.sg_rules[ctx.coe.minion_sg] = [rule("ipip")]
+    if labels["calico_ipv6pool"]:      # refused with IP-in-IP (IPv4 only): never both
+        out.sg_rules[ctx.coe.minion_sg] = ipv6_rules(ctx.coe.minion_rules)
     out.sg_rules[ctx.coe.master_sg] = rules
     return out

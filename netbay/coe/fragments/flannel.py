@@ -4,13 +4,14 @@ The config is flannel's ``{"Network", "Subnetlen", "Backend": {"Type"}}`` — wh
 Magnum's ``write-network-config`` fragment writes and ``flannel-config`` PUTs
 into etcd — as an ``OS::Heat::Value`` every node carries in its metadata.
 With the vxlan backend the masters' group also opens UDP 8472 (minions take all
-UDP already), as Magnum's Train templates do.
+UDP already), as Magnum's Train templates do. A dual-stack network
+(``flannel_ipv6_network_cidr``) gives the minions' group the IPv6 twins of its rules.
 """
 
 from __future__ import annotations
 
 from netbay.drivers.flannel import SPEC as FLANNEL
-from netbay.coe.fragments.types import Context, Fragment, rule
+from netbay.coe.fragments.types import Context, Fragment, ipv6_rules, rule
 from netbay.coe.graph import Node, Param, get_attr, get_param
 
 VXLAN_PORT = 8472
@@ -36,4 +37,6 @@ def fragment(ctx: Context) -> Fragment:
     out.node_metadata = {"network_config": get_attr("flannel_network_config", "value")}
     if labels["flannel_backend"] == "vxlan":
         out.sg_rules[ctx.coe.master_sg] = [rule("udp", VXLAN_PORT)]
+    if labels["flannel_ipv6_network_cidr"]:
+        out.sg_rules[ctx.coe.minion_sg] = ipv6_rules(ctx.coe.minion_rules)
     return out

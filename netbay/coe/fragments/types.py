@@ -110,6 +110,14 @@ class Fragment:
 FragmentFn = Callable[[Context], Fragment]
 
 
+def ipv6_rules(rules: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    """The IPv6 twins of IPv4 rules, for a dual-stack driver's nodes: Magnum's groups
+    are IPv4 only (Heat's default ethertype), so without these the node ports drop
+    unencapsulated IPv6 pod traffic (flannel host-gw, calico direct) at ingress."""
+    return [{**r, "ethertype": "IPv6", **({"protocol": "ipv6-icmp"} if r.get("protocol") == "icmp" else {})}
+            for r in rules]
+
+
 def rule(protocol: str, low: int | None = None, high: int | None = None) -> dict[str, Any]:
     """An ingress rule as Heat's OS::Neutron::SecurityGroup takes it inline."""
     out: dict[str, Any] = {"protocol": protocol}

@@ -12,6 +12,11 @@ netbay's monitors decide, as for nftables, so statuses come from one place).
 UDP listeners are not haproxy's: the realizer hands them to the nftables
 table beside it, as the amphora hands UDP to LVS.
 
+An IPv6 VIP is bound as ``[addr]:port`` and its members reached as ``[addr]:port``;
+as for nftables, a backend holds the members of the VIP's family only (the namespace
+has an address of that family alone), and SOURCE_IP persistence keys an ``ipv6``
+stick table.
+
 The processes that run it are ``netbay.dataplane.lb.process.Haproxy``
 (re-exported here with ``state_dir``).
 """
@@ -71,6 +76,11 @@ def _acl(rule_id: str, rule_type: str, compare: str, key: str | None, value: str
     return f"    acl r_{rule_id} {fetch} {value}"
 
 
+def _hostport(address: str, port: int) -> str:
+    """haproxy's ``addr:port``, an IPv6 address bracketed."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
 def _backend_name(listener: ListenerSpec, pool_id: str) -> str:
     return f"{listener.id}:{pool_id}"
 
@@ -80,7 +90,7 @@ def _frontend(spec: LoadBalancerSpec, li: ListenerSpec) -> tuple[list[str], list
     http = li.kind == "HTTP"
     client, _, _, inspect = li.timeouts
     out = [f"frontend {li.id}",
-           f"    bind {spec.vip_address}:{li.port}",
+           f"    bind {_hostport(spec.vip_address, li.port)}",
            f"    mode {'http' if http or li.kind == 'PROMETHEUS' else 'tcp'}",
            f"    maxconn {min(li.connection_limit, MAXCONN) if li.connection_limit > 0 else MAXCONN}",
            f"    timeout client {client}"]
@@ -127,7 +137,7 @@ def _frontend(spec: LoadBalancerSpec, li: ListenerSpec) -> tuple[list[str], list
     return out, list(dict.fromkeys(pools))
 
 
-def _backend(li: ListenerSpec, pool: PoolSpec, servers: Iterable[MemberSpec]) -> list[str]:
+def _backend(li: ListenerSpec, pool: PoolSpec, servers: Iterable[MemberSpec], v6: bool = False) -> list[str]:
     http = li.kind == "HTTP"
     _, connect, member, _ = li.timeouts
     out = [f"backend {_backend_name(li, pool.id)}",
@@ -137,7 +147,7 @@ def _backend(li: ListenerSpec, pool: PoolSpec, servers: Iterable[MemberSpec]) ->
            f"    timeout server {member}"]
     cookie = ""
     if pool.persistence == "SOURCE_IP":
-        out += ["    stick-table type ip size 10k", "    stick on src"]
+        out += [f"    stick-table type {'ipv6' if v6 else 'ip'} size 10k", "    stick on src"]
     elif pool.persistence == "HTTP_COOKIE" and http:
         out.append("    cookie SRV insert indirect nocache")
     elif pool.persistence == "APP_COOKIE" and http and pool.cookie_name:
@@ -149,7 +159,8 @@ def _backend(li: ListenerSpec, pool: PoolSpec, servers: Iterable[MemberSpec]) ->
         if pool.persistence == "HTTP_COOKIE" and http:
             cookie = f" cookie {m.id}"
         backup = " backup" if m.backup else ""
-        out.append(f"    server {m.id} {m.address}:{m.port} weight {min(m.weight, 256)}{cookie}{proxy}{backup}")
+        out.append(f"    server {m.id} {_hostport(m.address, m.port)} weight {min(m.weight, 256)}"
+                   f"{cookie}{proxy}{backup}")
     return out
 
 
@@ -167,6 +178,7 @@ def render(spec: LoadBalancerSpec, run_dir: Path, in_map: Callable[[PoolSpec, Me
              "    timeout queue 5s",
              "    timeout http-request 10s",
              ""]
+    v6 = ":" in spec.vip_address
     for li in haproxy_listeners(spec):
         front, pool_ids = _frontend(spec, li)
         lines += front + [""]
@@ -174,8 +186,8 @@ def render(spec: LoadBalancerSpec, run_dir: Path, in_map: Callable[[PoolSpec, Me
             pool = spec.pool(pool_id)
             if pool is None:
                 continue
-            servers = [m for m in pool.members if pool.enabled and in_map(pool, m)]
-            lines += _backend(li, pool, servers) + [""]
+            servers = [m for m in pool.members if pool.enabled and in_map(pool, m) and (":" in m.address) == v6]
+            lines += _backend(li, pool, servers, v6) + [""]
     return "\n".join(lines)
 
 

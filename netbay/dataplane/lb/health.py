@@ -25,15 +25,17 @@ MAX_PROBE_WORKERS = 32
 MIN_DELAY = 0.1          # s: a monitor with delay 0 still sleeps between rounds
 
 
-def _socket_in(ns: str, family: int, kind: int, proto: int = 0) -> socket.socket:
-    """A socket of namespace ``ns`` (bound there for its life: probes leave by the VIP)."""
+def _socket_in(ns: str, address: str, kind: int, proto: int = 0) -> socket.socket:
+    """A socket of namespace ``ns`` (bound there for its life: probes leave by the VIP),
+    of ``address``'s family (an IPv6 VIP's members are IPv6)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
     with netns.entered(ns):
         return socket.socket(family, kind, proto)
 
 
 def probe_tcp(ns: str, address: str, port: int, timeout: float) -> bool:
     """A TCP connect (what Octavia's TCP monitor does)."""
-    s = _socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
+    s = _socket_in(ns, address, socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
         s.connect((address, port))
@@ -54,7 +56,7 @@ def _no_verify() -> ssl.SSLContext:
 
 def probe_tls_hello(ns: str, address: str, port: int, timeout: float) -> bool:
     """A TLS handshake (HAProxy's ``ssl-hello-chk``: the member must answer a hello)."""
-    s = _socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
+    s = _socket_in(ns, address, socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
         s.connect((address, port))
@@ -70,7 +72,7 @@ def probe_tls_hello(ns: str, address: str, port: int, timeout: float) -> bool:
 def probe_udp(ns: str, address: str, port: int, timeout: float) -> bool:
     """UDP-CONNECT as the amphora checks it: a datagram is sent, and the member is down
     only if the kernel answers port unreachable (ICMP); silence or a reply is up."""
-    s = _socket_in(ns, socket.AF_INET, socket.SOCK_DGRAM)
+    s = _socket_in(ns, address, socket.SOCK_DGRAM)
     try:
         s.settimeout(timeout)
         s.connect((address, port))
@@ -102,7 +104,7 @@ def probe_http(ns: str, address: str, port: int, timeout: float, method: str, pa
     """An HTTP/1.0 request (over TLS, unverified, for ``tls``); healthy if the status
     code is one of ``codes``."""
     deadline = time.monotonic() + timeout
-    s = _socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
+    s = _socket_in(ns, address, socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
         s.connect((address, port))

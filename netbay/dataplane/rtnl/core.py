@@ -40,7 +40,7 @@ __all__ = [
     "NLM_F_EXCL", "NLM_F_MULTI", "NLM_F_REPLACE", "NLM_F_REQUEST", "OPERSTATES", "RTA_DST", "RTA_GATEWAY", "RTA_OIF",
     "RTA_PRIORITY", "RTA_TABLE", "RTMSG", "RTM_DELADDR", "RTM_DELLINK", "RTM_DELROUTE", "RTM_GETADDR",
     "RTM_GETLINK", "RTM_GETROUTE", "RTM_NEWADDR", "RTM_NEWLINK", "RTM_NEWROUTE", "RTNH_F_ONLINK",
-    "RTN_UNICAST", "RTPROT_BOOT", "RT_SCOPE_NOWHERE", "RT_SCOPE_UNIVERSE", "RT_TABLE_MAIN",
+    "RTN_LOCAL", "RTN_UNICAST", "RTPROT_BOOT", "RT_SCOPE_NOWHERE", "RT_SCOPE_UNIVERSE", "RT_TABLE_MAIN",
     "VETH_INFO_PEER",
 ]
 
@@ -74,6 +74,7 @@ IFA_F_NODAD = 0x02
 # route attributes
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_TABLE = 1, 4, 5, 6, 15
 RT_TABLE_MAIN, RTPROT_BOOT, RTN_UNICAST, RTNH_F_ONLINK = 254, 3, 1, 4
+RTN_LOCAL = 2
 RT_SCOPE_UNIVERSE, RT_SCOPE_NOWHERE = 0, 255
 
 NLMSGHDR = struct.Struct("=IHHII")        # nlmsghdr
@@ -386,6 +387,21 @@ class Rtnl:
             if raw:
                 out.append(f"{ipaddress.ip_address(raw)}/{plen}")
         return out
+
+    def delivers(self, address: str) -> bool:
+        """Whether packets to ``address`` are delivered here yet (its route lookup gives a
+        local route). An IPv6 address is listed as soon as it is added, even without DAD,
+        but its local route comes only when addrconf's worker has run: until then the
+        kernel drops what is sent to it (``Ip6InAddrErrors``) — a neighbour advertisement
+        answering its first solicitation, say, which then waits a second to be asked again."""
+        ip = ipaddress.ip_address(address)
+        family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+        body = RTMSG.pack(family, ip.max_prefixlen, 0, 0, 0, 0, 0, 0, 0) + attr(RTA_DST, ip.packed)
+        try:
+            msgs = self.request(RTM_GETROUTE, 0, body, f"route get {address}")
+        except LinkError:
+            return False   # no route at all (ENETUNREACH)
+        return any(t == RTM_NEWROUTE and RTMSG.unpack_from(p)[7] == RTN_LOCAL for t, p in msgs)
 
     # -- routes ---------------------------------------------------------------------------
 

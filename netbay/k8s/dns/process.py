@@ -60,14 +60,16 @@ class Process:
         except OSError:
             return None
 
-    def start(self, address: str) -> int:
+    def start(self, *addresses: str) -> int:
+        """Start the server answering on ``addresses`` (a dual-stack cluster's two)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.pidfile.unlink(missing_ok=True)
         if not self.records.exists():
             write_atomic(self.records, json.dumps({"domain": "cluster.local", "A": {}, "SRV": {}}))
         with open(self.dir / "resolver.log", "ab") as log:
             self._child = subprocess.Popen(
-                [sys.executable, "-m", MODULE, "--netns", self.ns, "--address", address,
+                [sys.executable, "-m", MODULE, "--netns", self.ns,
+                 *(arg for address in addresses for arg in ("--address", address)),
                  "--records", str(self.records), "--pidfile", str(self.pidfile)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + START_TIMEOUT

@@ -3,7 +3,9 @@
 The port (``compute:kuryr``, tagged ``netbay-k8s=dns``, the pod default group) takes
 the 10th address of the service range, as Kubernetes' ``kube-dns`` Service does
 (``10.254.0.10`` for ``10.254.0.0/16``; any free one if a cluster IP holds it), so
-every pod reaches it through the router as it reaches cluster IPs. It is plugged
+every pod reaches it through the router as it reaches cluster IPs. A dual-stack
+cluster's port also takes the 10th of its IPv6 service range (``fd00:96::a``), where
+the server answers too. It is plugged
 like a pod into ``<prefix>kd-<port id>`` (not ``k-``: the pods' sweep leaves it);
 the process (:mod:`.server`, kept by :mod:`.process`) runs detached in that
 namespace, so a controller that exits leaves it answering, and the next pass adopts
@@ -56,7 +58,14 @@ class ClusterResolver:
 
     @property
     def address(self) -> str | None:
-        return self.port["fixed_ips"][0]["ip_address"] if self.port else None
+        return next((f["ip_address"] for f in (self.port or {}).get("fixed_ips", ())
+                     if ":" not in f["ip_address"]), None)
+
+    @property
+    def address6(self) -> str | None:
+        """The IPv6 address it answers on too (a dual-stack cluster's), else None."""
+        return next((f["ip_address"] for f in (self.port or {}).get("fixed_ips", ())
+                     if ":" in f["ip_address"]), None)
 
     def _tags(self) -> list[str]:
         return [self.refs.tag, RESOLVER_TAG]
@@ -87,7 +96,8 @@ class ClusterResolver:
             if not self.boxes.plugged(port["id"]):
                 self.process.stop()   # its sockets were in the namespace that is gone
                 net = self.net.show("network", port["network_id"])
-                self.boxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500)))
+                more = (self.refs.service_subnet6,) if self.refs.service_subnet6 else ()
+                self.boxes.plug(pod_port(port, subnet, int(net.get("mtu") or 1500), more))
                 fresh = True
         finally:
             release(ns)
@@ -99,7 +109,7 @@ class ClusterResolver:
                 announce(ns, "eth0", port["mac_address"], self.address)
         if self.process.serving() is None:
             self.process.stop()      # one left in a namespace that is gone
-            self.process.start(self.address)
+            self.process.start(*(a for a in (self.address, self.address6) if a))
             self._written = None     # a new process may have found no records: write them again
         return self.address
 
@@ -110,12 +120,16 @@ class ClusterResolver:
             "security_groups": [self.refs.pod_sg_id], "tags": self._tags(),
             "fixed_ips": [{"subnet_id": subnet["id"],
                            "ip_address": str(ipaddress.ip_network(subnet["cidr"])[ADDRESS_INDEX])}]}
+        subnet6 = self.refs.service_subnet6
+        if subnet6:
+            body["fixed_ips"].append({"subnet_id": subnet6["id"], "ip_address": str(
+                ipaddress.ip_network(subnet6["cidr"])[ADDRESS_INDEX])})
         if self.refs.project_id:
             body["project_id"] = self.refs.project_id
         try:
             return self.net.create("port", body)
-        except Conflict:
-            body["fixed_ips"] = [{"subnet_id": subnet["id"]}]   # a cluster IP holds the 10th
+        except Conflict:   # a cluster IP holds a 10th: any free ones
+            body["fixed_ips"] = [{"subnet_id": s["id"]} for s in (subnet, subnet6) if s]
             return self.net.create("port", body)
 
     def publish(self, records: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import socketserver
 import threading
 from pathlib import Path
@@ -154,6 +155,11 @@ class UdpServer(socketserver.ThreadingMixIn, socketserver.UDPServer):
     resolver: ClusterResolver   # set by dnslib's DNSServer
     max_forwards = MAX_FORWARDS
 
+    def __init__(self, server_address: tuple[str, int], handler: Any) -> None:
+        if ":" in server_address[0]:          # a dual-stack cluster's IPv6 address (as dnslib's own)
+            self.address_family = socket.AF_INET6
+        super().__init__(server_address, handler)
+
     def server_activate(self) -> None:
         super().server_activate()
         self._slots = threading.BoundedSemaphore(self.max_forwards)
@@ -186,14 +192,16 @@ def refuse(request: Any, client_address: Any) -> None:
     sock.sendto(reply.pack(), client_address)
 
 
-def serve(address: str, records: Path, pidfile: Path, port: int = 53) -> None:
-    """Answer on ``address``:``port`` (UDP and TCP) until SIGTERM; the pid file is
-    written once both sockets are bound (the starter waits for it)."""
+def serve(addresses: list[str], records: Path, pidfile: Path, port: int = 53) -> None:
+    """Answer on each of ``addresses`` (a dual-stack cluster's IPv4 and IPv6 ones) on
+    ``port``, UDP and TCP, until SIGTERM; the pid file is written once every socket is
+    bound (the starter waits for it)."""
     resolver = ClusterResolver(records)
     quiet = DNSLogger("-request,-reply,-truncated,-recv,-send,-data", prefix=False)
     # UDP: see UdpServer; TCP, whose clients may hold a connection, a thread per connection.
-    servers = [DNSServer(resolver, address=address, port=port, logger=quiet, server=UdpServer),
-               DNSServer(resolver, address=address, port=port, tcp=True, logger=quiet)]
+    servers = [server for address in addresses for server in (
+        DNSServer(resolver, address=address, port=port, logger=quiet, server=UdpServer),
+        DNSServer(resolver, address=address, port=port, tcp=True, logger=quiet))]
     for s in servers:
         s.start_thread()
     stop = threading.Event()
@@ -210,7 +218,7 @@ def serve(address: str, records: Path, pidfile: Path, port: int = 53) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="netbay.k8s.dns.server", description=__doc__.splitlines()[0])
     parser.add_argument("--netns", required=True, help="the namespace to answer in")
-    parser.add_argument("--address", required=True)
+    parser.add_argument("--address", required=True, action="append", help="repeated: one per family")
     parser.add_argument("--records", required=True, type=Path)
     parser.add_argument("--pidfile", required=True, type=Path)
     parser.add_argument("--port", type=int, default=53)
