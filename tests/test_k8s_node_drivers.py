@@ -123,3 +123,35 @@ def test_calico_policy_table_holds_only_the_nodes_isolated_pods() -> None:
     assert "ip saddr 10.0.0.2/32 accept" in text                           # the node always reaches its pods
     other = ruleset(translate(cluster), cluster, ["y/a"])
     assert "vmap" not in other, "a node without isolated pods filters nothing"
+
+
+def test_a_pass_reuses_what_did_not_change() -> None:
+    """The node controller's pass costs what changed: an unchanged Service body is not
+    parsed again, and its rules are the same objects (the proxy's diff skips them); a
+    changed body, or a change in the pods the rules came from, is worked out afresh."""
+    from netbay.k8s.nodecluster import RulesMemo
+    from netbay.k8s.objects import Memo
+
+    bodies = parse(APP)
+    memo: Memo = {}
+    first = desired(bodies, (), memo)
+    again = desired(bodies, (), memo)
+    assert again.services[("shop", "web")] is first.services[("shop", "web")]
+    assert again.services == desired(bodies).services and again.pods == desired(bodies).pods
+    changed = [b if b["metadata"]["name"] != "fixed" else {**b, "spec": {**b["spec"], "clusterIP": "10.254.0.78"}}
+               for b in bodies]
+    third = desired(changed, (), memo)
+    assert third.services[("shop", "fixed")].cluster_ip == "10.254.0.78"
+    assert third.services[("shop", "web")] is first.services[("shop", "web")]
+    assert len(memo) == len(changed), "the memo holds only the bodies of the last pass"
+
+    addresses = {("shop", "web-0"): "10.100.1.2", ("shop", "web-1"): "10.100.2.2"}
+    rules = RulesMemo()
+    vips = cluster_ips(third)
+    one = {r.key: r for r in proxy_rules(third, vips, addresses, rules)}
+    two = {r.key: r for r in proxy_rules(desired(changed, (), memo), vips, addresses, rules)}
+    assert all(two[k] is one[k] for k in one), "unchanged: the same rules"
+    moved = {**addresses, ("shop", "web-1"): "10.100.2.9"}
+    three = {r.key: r for r in proxy_rules(third, vips, moved, rules)}
+    assert three["shop/web/TCP/80"].backends == (("10.100.1.2", 8080), ("10.100.2.9", 8080))
+    assert three == {r.key: r for r in proxy_rules(third, vips, moved)}, "as without the memo"

@@ -140,7 +140,7 @@ def commands(before: Mapping[str, ServicePortRule], after: Mapping[str, ServiceP
     came: set[str] = set()
     for key in before.keys() | after.keys():
         old_rule, new_rule = before.get(key), after.get(key)
-        if old_rule == new_rule:
+        if old_rule is new_rule or old_rule == new_rule:
             continue
         old = elements(old_rule) if old_rule else {}
         now = elements(new_rule) if new_rule else {}

@@ -133,18 +133,42 @@ def cluster_ips(want: Desired, service_range: str = SERVICE_RANGE) -> dict[tuple
     return out
 
 
+@dataclass
+class RulesMemo:
+    """:func:`proxy_rules`' answer per Service, kept between passes: valid while the
+    Service object (``objects.desired``'s memo keeps an unchanged one), its cluster IP
+    and node ports, and the pods, Endpoints and addresses it was worked out from stay."""
+    basis: tuple[Any, ...] = ()
+    rules: dict[tuple[str, str], tuple[Any, ...]] = dataclasses.field(default_factory=dict)
+
+
 def proxy_rules(want: Desired, vips: Mapping[tuple[str, str], str],
-                addresses: Mapping[tuple[str, str], str]) -> list[ServicePortRule]:
+                addresses: Mapping[tuple[str, str], str], memo: RulesMemo | None = None) -> list[ServicePortRule]:
     """Every Service port as the nodes answer it: backends are the ready pods (the
-    kuryr path's :func:`netbay.k8s.services.members`), node ports as kuryr numbers them."""
+    kuryr path's :func:`netbay.k8s.services.members`), node ports as kuryr numbers them.
+    With ``memo``, a Service unchanged since the last pass keeps its rules (the same
+    objects: the proxy's diff passes over them at once)."""
+    memo = memo if memo is not None else RulesMemo()
+    basis = (want.pods, want.endpoints, dict(addresses))
+    if memo.basis != basis:
+        memo.basis, memo.rules = basis, {}
     ports = {key: {"fixed_ips": [{"ip_address": ip, "subnet_id": ""}]} for key, ip in addresses.items()}
     node_ports = {(ip, port, proto): node_port for proto, node_port, ip, port in nodeports.plan(want, vips)}
     out = []
+    kept: dict[tuple[str, str], tuple[Any, ...]] = {}
     seen: dict[tuple, tuple[tuple[str, int], ...]] = {}   # Services selecting alike share their backends
     for key, svc in sorted(want.services.items()):
         if key not in vips:
             continue
-        for sp in svc.ports:
+        vip = vips[key]
+        nps = tuple(node_ports.get((vip, sp.port, sp.protocol)) for sp in svc.ports)
+        hit = memo.rules.get(key)
+        if hit is not None and hit[0] is svc and hit[1] == vip and hit[2] == nps:
+            kept[key] = hit
+            out += hit[3]
+            continue
+        mine = []
+        for sp, node_port in zip(svc.ports, nps):
             alike = (svc.namespace, tuple(sorted((svc.selector or {}).items())), svc.publish_not_ready,
                      sp.name, sp.target) if svc.selector else None
             backends = seen.get(alike) if alike else None
@@ -152,8 +176,11 @@ def proxy_rules(want: Desired, vips: Mapping[tuple[str, str], str],
                 backends = tuple((m["address"], m["protocol_port"]) for m in services.members(svc, sp, want, ports))
                 if alike:
                     seen[alike] = backends
-            out.append(ServicePortRule(f"{key[0]}/{key[1]}/{sp.protocol}/{sp.port}", vips[key], sp.protocol,
-                                       sp.port, backends, node_ports.get((vips[key], sp.port, sp.protocol))))
+            mine.append(ServicePortRule(f"{key[0]}/{key[1]}/{sp.protocol}/{sp.port}", vip, sp.protocol,
+                                        sp.port, backends, node_port))
+        kept[key] = (svc, vip, nps, mine)
+        out += mine
+    memo.rules = kept
     return out
 
 
@@ -176,6 +203,8 @@ class NodeController:
         self.vips: dict[tuple[str, str], str] = {}
         self._reported: set[str] = set()   # the Services' lines the last pass reported made
         self._bodies: dict[Key, dict[str, Any]] | None = None   # the desired state as last read or written
+        self._parsed: objects.Memo = {}   # its Pods and Services as parsed, kept between passes
+        self._rules = RulesMemo()         # its Service ports as the nodes answer them
         self.on_ports: Any = None   # the watch source's hook: these pods have no ports to write back
 
     # -- what a source calls ----------------------------------------------------------------
@@ -225,39 +254,40 @@ class NodeController:
                 self._bodies = {objects.key_of(b): b for b in desired.load(self.store, self.refs.cluster_id)}
             bodies = list(self._bodies.values())
             self.refs = _with_nodes(self.api, self.refs)
-            want = objects.desired(bodies, self._daemon_nodes())
+            want = objects.desired(bodies, self._daemon_nodes(), self._parsed)
             self._node_ns = {n["name"]: self.names.sandbox(n["sandbox_id"]) for n in self.refs.nodes}
             report = Report()
             pods = self._pods(want, report)
             addresses = {key: p["address"] for key, p in pods.items() if p["status"] == "ACTIVE"}
             self.vips = cluster_ips(want)
-            self._pin(bodies)
-            self._policy_status(bodies)
+            self._pin()
+            self._policy_status()
             self._report_services(want, report)
-            self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses))
+            self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses, self._rules))
             self._policies(want, pods, report)
             return report
 
-    def _pin(self, bodies: list[dict[str, Any]]) -> None:
+    def _pin(self) -> None:
         """Write each allocated cluster IP into its Service's stored ``spec.clusterIP``, as
         the API server allocates it once: Services made later never move it."""
         pinned = []
-        for body in bodies:
-            key = objects.key_of(body)
+        for key, body in (self._bodies or {}).items():
+            if key.kind != "Service":
+                continue
             spec = body.get("spec") or {}
-            if key.kind == "Service" and not spec.get("clusterIP") and (key.namespace, key.name) in self.vips:
+            if not spec.get("clusterIP") and (key.namespace, key.name) in self.vips:
                 pinned.append({**body, "spec": {**spec, "clusterIP": self.vips[(key.namespace, key.name)]}})
         if pinned:
             desired.put(self.store, self.refs.cluster_id, pinned)
             if self._bodies is not None:
                 self._bodies.update({objects.key_of(b): b for b in pinned})
 
-    def _policy_status(self, bodies: list[dict[str, Any]]) -> None:
+    def _policy_status(self) -> None:
         """Each NetworkPolicy's stored ``status`` says whether this cluster's driver
         enforces it (:func:`policy_status`): flannel's say *not enforced by flannel*."""
         status = policy_status(self.refs.spec)
-        marked = [{**b, "status": status} for b in bodies
-                  if objects.key_of(b).kind == "NetworkPolicy" and b.get("status") != status]
+        marked = [{**b, "status": status} for k, b in (self._bodies or {}).items()
+                  if k.kind == "NetworkPolicy" and b.get("status") != status]
         if marked:
             desired.put(self.store, self.refs.cluster_id, marked)
             if self._bodies is not None:
@@ -349,6 +379,8 @@ class NodeController:
                 report.events.append(f"Warning NetworkPolicy {meta.get('namespace') or 'default'}/{meta.get('name')}: "
                                      f"{not_enforced(self.refs.driver)}")
             return
+        if not want.policies and not self.policy.cluster.policies:
+            return   # nothing to enforce, nothing enforced: a Service alone costs no rebuild
         from lightkube import codecs
         from lightkube.models.networking_v1 import NetworkPolicy
 
@@ -378,4 +410,4 @@ class NodeController:
 
 
 __all__ = ["NodeClusterRefs", "NodeController", "network_driver", "SERVICE_RANGE", "cluster_ips", "find", "not_enforced",
-           "policy_status", "proxy_rules"]
+           "policy_status", "proxy_rules", "RulesMemo"]

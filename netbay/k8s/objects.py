@@ -170,19 +170,37 @@ class Desired:
     secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
 
 
-def desired(bodies: Iterable[Mapping[str, Any]], nodes: tuple[str, ...] = ()) -> Desired:
+Memo = dict[int, tuple[Mapping[str, Any], Key, Any]]   # id(body) → (body, its key, its parsed Pod or Service)
+
+
+def desired(bodies: Iterable[Mapping[str, Any]], nodes: tuple[str, ...] = (), memo: Memo | None = None) -> Desired:
     """What the objects ask for; every namespace an object lives in exists implicitly
     (as ``kubectl apply`` of a namespaced object needs it, made here for convenience).
-    ``nodes``: the cluster's (a DaemonSet's pods, one per node)."""
+    ``nodes``: the cluster's (a DaemonSet's pods, one per node). ``memo``, kept by a
+    caller between passes over the same (unchanged, not mutated) body objects, spares
+    parsing again each Pod and Service seen before — a pass then costs what changed."""
+    seen: Memo = {}
+    keyed = []
+    for body in bodies:
+        hit = memo.get(id(body)) if memo is not None else None
+        if hit is not None and hit[0] is body:
+            seen[id(body)] = hit
+        else:
+            seen[id(body)] = hit = (body, key_of(body), None)
+        keyed.append(hit)
+    keyed.sort(key=lambda h: (h[1].kind, h[1].namespace, h[1].name))   # Key's order, compared in C
     out = Desired()
-    for body in sorted(bodies, key=lambda b: key_of(b)):
-        key, meta, spec = key_of(body), body.get("metadata") or {}, body.get("spec") or {}
+    for body, key, parsed in keyed:
+        meta, spec = body.get("metadata") or {}, body.get("spec") or {}
         if key.namespace:
             out.namespaces.setdefault(key.namespace, {})
         if key.kind == "Namespace":
             out.namespaces[key.name] = dict(meta.get("labels") or {})
         elif key.kind == "Pod":
-            out.pods[(key.namespace, key.name)] = _pod(key.namespace, key.name, meta, spec, body.get("status"))
+            if parsed is None:
+                parsed = _pod(key.namespace, key.name, meta, spec, body.get("status"))
+                seen[id(body)] = (body, key, parsed)
+            out.pods[(key.namespace, key.name)] = parsed
         elif key.kind in workloads.KINDS:
             try:
                 pods = workloads.expand(key.kind, key.namespace, key.name, spec, nodes, _pod)
@@ -191,7 +209,10 @@ def desired(bodies: Iterable[Mapping[str, Any]], nodes: tuple[str, ...] = ()) ->
             for pod in pods:
                 out.pods[(key.namespace, pod.name)] = pod
         elif key.kind == "Service":
-            out.services[(key.namespace, key.name)] = _service(key, spec)
+            if parsed is None:
+                parsed = _service(key, spec)
+                seen[id(body)] = (body, key, parsed)
+            out.services[(key.namespace, key.name)] = parsed
         elif key.kind == "Endpoints":   # only ``addresses``: ``notReadyAddresses`` are no endpoints
             out.endpoints[(key.namespace, key.name)] = [
                 (addr["ip"], {p.get("name") or "": int(p["port"]) for p in subset.get("ports") or []})
@@ -205,6 +226,9 @@ def desired(bodies: Iterable[Mapping[str, Any]], nodes: tuple[str, ...] = ()) ->
                 out.secrets[(key.namespace, key.name)] = secret_data(body)
             except EnvError as exc:
                 raise ManifestError(f"{key}: {exc}") from None
+    if memo is not None:
+        memo.clear()
+        memo.update(seen)
     return out
 
 
