@@ -129,7 +129,7 @@ def test_a_pass_reuses_what_did_not_change() -> None:
     """The node controller's pass costs what changed: an unchanged Service body is not
     parsed again, and its rules are the same objects (the proxy's diff skips them); a
     changed body, or a change in the pods the rules came from, is worked out afresh."""
-    from netbay.k8s.nodecluster import RulesMemo
+    from netbay.k8s.proxyrules import RulesMemo
     from netbay.k8s.objects import Memo
 
     bodies = parse(APP)
@@ -155,3 +155,26 @@ def test_a_pass_reuses_what_did_not_change() -> None:
     three = {r.key: r for r in proxy_rules(third, vips, moved, rules)}
     assert three["shop/web/TCP/80"].backends == (("10.100.1.2", 8080), ("10.100.2.9", 8080))
     assert three == {r.key: r for r in proxy_rules(third, vips, moved)}, "as without the memo"
+
+
+def test_external_ips_and_a_load_balancer_address_are_answered_like_the_cluster_ip() -> None:
+    """On a node cluster kube-proxy answers a Service's externalIPs and a LoadBalancer
+    Service's loadBalancerIP on every node (masqueraded: node-port marks)."""
+    from netbay.k8s.kubeproxy import NODEPORT_MARK
+
+    text = """
+apiVersion: v1
+kind: Service
+metadata: {name: lb, namespace: shop}
+spec: {type: LoadBalancer, loadBalancerIP: 203.0.113.7, externalIPs: [198.51.100.9], selector: {app: web},
+       ports: [{port: 80, targetPort: 8080}]}
+"""
+    want = desired(parse(text))
+    [rule] = proxy_rules(want, cluster_ips(want), {})
+    assert rule.external == ("198.51.100.9", "203.0.113.7") and rule.node_port
+    assert set(elements(rule)) == {("no-endpoints", f"{ip} . tcp . 80") for ip in
+                                   (rule.cluster_ip, "198.51.100.9", "203.0.113.7")}
+    served = ServicePortRule(rule.key, rule.cluster_ip, "TCP", 80, (("10.1.0.2", 8080),), None, rule.external)
+    ext = {k: v for (name, k), v in elements(served).items() if name == "external-backends"}
+    assert len(ext) == 2 * SLOTS and ext[f"203.0.113.7 . tcp . 80 . {NODEPORT_MARK:#x}"] == "10.1.0.2 . 8080"
+    assert any("jump externals" in c for c in whole({served.key: served}))

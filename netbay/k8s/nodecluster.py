@@ -39,12 +39,13 @@ from netbay.client import Api, gone_ok
 from netbay.dataplane.names import Names
 from netbay.drivers import registry
 from netbay.drivers.spec import DriverSpec
-from netbay.k8s import desired, nodeports, objects, services
+from netbay.k8s import desired, objects
 from netbay.k8s.controller import Report
-from netbay.k8s.kubeproxy import KubeProxy, ServicePortRule
+from netbay.k8s.kubeproxy import KubeProxy
 from netbay.k8s.nodepolicy import NodePolicy
 from netbay.k8s.objects import Desired, Key
 from netbay.k8s.podport import POD_NS
+from netbay.k8s.proxyrules import RulesMemo, proxy_rules
 from netbay.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -133,57 +134,6 @@ def cluster_ips(want: Desired, service_range: str = SERVICE_RANGE) -> dict[tuple
     return out
 
 
-@dataclass
-class RulesMemo:
-    """:func:`proxy_rules`' answer per Service, kept between passes: valid while the
-    Service object (``objects.desired``'s memo keeps an unchanged one), its cluster IP
-    and node ports, and the pods, Endpoints and addresses it was worked out from stay."""
-    basis: tuple[Any, ...] = ()
-    rules: dict[tuple[str, str], tuple[Any, ...]] = dataclasses.field(default_factory=dict)
-
-
-def proxy_rules(want: Desired, vips: Mapping[tuple[str, str], str],
-                addresses: Mapping[tuple[str, str], str], memo: RulesMemo | None = None) -> list[ServicePortRule]:
-    """Every Service port as the nodes answer it: backends are the ready pods (the
-    kuryr path's :func:`netbay.k8s.services.members`), node ports as kuryr numbers them.
-    With ``memo``, a Service unchanged since the last pass keeps its rules (the same
-    objects: the proxy's diff passes over them at once)."""
-    memo = memo if memo is not None else RulesMemo()
-    basis = (want.pods, want.endpoints, dict(addresses))
-    if memo.basis != basis:
-        memo.basis, memo.rules = basis, {}
-    ports = {key: {"fixed_ips": [{"ip_address": ip, "subnet_id": ""}]} for key, ip in addresses.items()}
-    node_ports = {(ip, port, proto): node_port for proto, node_port, ip, port in nodeports.plan(want, vips)}
-    out = []
-    kept: dict[tuple[str, str], tuple[Any, ...]] = {}
-    seen: dict[tuple, tuple[tuple[str, int], ...]] = {}   # Services selecting alike share their backends
-    for key, svc in sorted(want.services.items()):
-        if key not in vips:
-            continue
-        vip = vips[key]
-        nps = tuple(node_ports.get((vip, sp.port, sp.protocol)) for sp in svc.ports)
-        hit = memo.rules.get(key)
-        if hit is not None and hit[0] is svc and hit[1] == vip and hit[2] == nps:
-            kept[key] = hit
-            out += hit[3]
-            continue
-        mine = []
-        for sp, node_port in zip(svc.ports, nps):
-            alike = (svc.namespace, tuple(sorted((svc.selector or {}).items())), svc.publish_not_ready,
-                     sp.name, sp.target) if svc.selector else None
-            backends = seen.get(alike) if alike else None
-            if backends is None:
-                backends = tuple((m["address"], m["protocol_port"]) for m in services.members(svc, sp, want, ports))
-                if alike:
-                    seen[alike] = backends
-            mine.append(ServicePortRule(f"{key[0]}/{key[1]}/{sp.protocol}/{sp.port}", vip, sp.protocol,
-                                        sp.port, backends, node_port))
-        kept[key] = (svc, vip, nps, mine)
-        out += mine
-    memo.rules = kept
-    return out
-
-
 class NodeController:
     """The mapping controller of a flannel or calico cluster (same interface as
     :class:`netbay.k8s.controller.Controller` towards sources and the CLI)."""
@@ -205,6 +155,7 @@ class NodeController:
         self._bodies: dict[Key, dict[str, Any]] | None = None   # the desired state as last read or written
         self._parsed: objects.Memo = {}   # its Pods and Services as parsed, kept between passes
         self._rules = RulesMemo()         # its Service ports as the nodes answer them
+        self._last_pods: tuple[dict, dict] | None = None   # (pods wanted, netbay pods): the last pass's, all ACTIVE
         self.on_ports: Any = None   # the watch source's hook: these pods have no ports to write back
 
     # -- what a source calls ----------------------------------------------------------------
@@ -212,11 +163,28 @@ class NodeController:
         """Nothing is refused: every Service is answered by the nodes."""
 
     def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
-        given = [dict(b) for b in bodies]
+        given = self._allocated([dict(b) for b in bodies])
         desired.put(self.store, self.refs.cluster_id, given)
         if self._bodies is not None:
             self._bodies.update({objects.key_of(b): b for b in given})
         return self.resync(full=False)
+
+    def _allocated(self, given: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``given`` with each new Service's cluster IP already written in (as :meth:`_pin`
+        would after the pass): the apply then costs one write of the desired state, not two."""
+        if self._bodies is None or not any(objects.key_of(b).kind == "Service"
+                                           and not (b.get("spec") or {}).get("clusterIP") for b in given):
+            return given
+        with self._lock:
+            merged = {**self._bodies, **{objects.key_of(b): b for b in given}}
+            vips = cluster_ips(objects.desired(list(merged.values()), self._daemon_nodes(), self._parsed))
+        out = []
+        for body in given:
+            key, spec = objects.key_of(body), body.get("spec") or {}
+            vip = vips.get((key.namespace, key.name))
+            pin = key.kind == "Service" and not spec.get("clusterIP") and vip
+            out.append({**body, "spec": {**spec, "clusterIP": vip}} if pin else body)
+        return out
 
     def delete(self, keys: Iterable[Key]) -> Report:
         keys = list(keys)
@@ -253,11 +221,12 @@ class NodeController:
             if full or self._bodies is None:
                 self._bodies = {objects.key_of(b): b for b in desired.load(self.store, self.refs.cluster_id)}
             bodies = list(self._bodies.values())
-            self.refs = _with_nodes(self.api, self.refs)
+            if full or not self.refs.nodes:   # else the last pass's nodes, as a kuryr controller keeps its own
+                self.refs = _with_nodes(self.api, self.refs)
             want = objects.desired(bodies, self._daemon_nodes(), self._parsed)
             self._node_ns = {n["name"]: self.names.sandbox(n["sandbox_id"]) for n in self.refs.nodes}
             report = Report()
-            pods = self._pods(want, report)
+            pods = self._pods(want, report, full)
             addresses = {key: p["address"] for key, p in pods.items() if p["status"] == "ACTIVE"}
             self.vips = cluster_ips(want)
             self._pin()
@@ -320,7 +289,20 @@ class NodeController:
         """``spec.nodeName``, else None: the API places it on the least-loaded minion."""
         return pod.node or None
 
-    def _pods(self, want: Desired, report: Report) -> dict[tuple[str, str], dict[str, Any]]:
+    def _pods(self, want: Desired, report: Report, full: bool = True) -> dict[tuple[str, str], dict[str, Any]]:
+        """Each wanted pod's netbay pod, made or deleted to match. A pass that is not
+        ``full`` (an apply) whose pods are the last pass's, all plugged, lists nothing:
+        a Service's change costs no call."""
+        last = self._last_pods
+        if not full and last is not None and last[0] == want.pods:
+            return dict(last[1])
+        self._last_pods = None
+        out = self._converge_pods(want, report)
+        if all(p["status"] == "ACTIVE" for p in out.values()):
+            self._last_pods = (dict(want.pods), dict(out))
+        return out
+
+    def _converge_pods(self, want: Desired, report: Report) -> dict[tuple[str, str], dict[str, Any]]:
         have = self._list()
         out: dict[tuple[str, str], dict[str, Any]] = {}
         fresh = []
@@ -410,4 +392,4 @@ class NodeController:
 
 
 __all__ = ["NodeClusterRefs", "NodeController", "network_driver", "SERVICE_RANGE", "cluster_ips", "find", "not_enforced",
-           "policy_status", "proxy_rules", "RulesMemo"]
+           "policy_status", "proxy_rules"]

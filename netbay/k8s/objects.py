@@ -115,6 +115,7 @@ class PodWant:
     owner: str | None = None          # "StatefulSet/web": the workload it is a pod of (:mod:`.workloads`)
     after: str | None = None          # a StatefulSet's previous pod: started once that one runs
     backoff_limit: int | None = None  # a Job's pod: failed runs before it is Failed
+    parallelism: int | None = None    # a Job's pod: how many of the Job's pods run at once
 
     @property
     def container(self) -> ContainerWant | None:
