@@ -195,7 +195,7 @@ class DockerPods:
         subnets = {net["id"]: (net, subnet) for net, subnet in segments.values()}
         work: list[tuple[tuple[str, str], dict[str, Any], Found]] = []
         ordered: list[tuple[tuple[str, str], dict[str, Any], Found]] = []
-        held, active = jobgate.held(want.pods, todo, have, self._finished)
+        held = jobgate.held(want.pods, todo, have, self._finished)
         for key, port in sorted(todo.items(), key=lambda kp: (kp[0][0], _ordinal(kp[0][1]))):
             pod, found = want.pods[key], have.get(key) or Found()
             if pod.refused:   # what the runtime cannot run as written: said, never trimmed
@@ -248,8 +248,9 @@ class DockerPods:
             have[key] = one((key, port, found))
             done.append(have[key])
         self._seen = None if any(not f.apps for f in done) else have   # after a failure or a wait: list afresh
-        if held and active:   # a Job's pod finishing lets the next one start: a pass then, unasked
-            self.follow.arm(lambda: any(self._finished(f) for f in active),
+        if any(want.pods[k].parallelism for k in held):   # the next pass once a Job's pod finishes, unasked
+            active = jobgate.watched(want.pods, held, have, self._finished)   # none: finished already
+            self.follow.arm(lambda: not active or any(self._finished(f) for f in active),
                             lambda: self.ctrl.resync(full=False))
 
     def _finished(self, found: Found) -> bool:

@@ -30,22 +30,13 @@ def _ordinal(name: str) -> int:
 
 
 def held(pods: Mapping[Key, PodWant], keys: Iterable[Key], have: Mapping[Key, Found],
-         finished: Callable[[Found], bool]) -> tuple[set[Key], list[Found]]:
-    """Which of ``keys`` (pods this pass would make) wait for their Job's parallelism, and
-    the Jobs' pods that run now (what a :class:`FollowUp` watches). A pod already made
-    (its containers exist) is never held: only what is new waits."""
-    jobs: dict[str, list[Key]] = {}
-    for key in keys:
-        pod = pods[key]
-        if pod.parallelism is not None and pod.owner:
-            jobs.setdefault(pod.owner, []).append(key)
+         finished: Callable[[Found], bool]) -> set[Key]:
+    """Which of ``keys`` (pods this pass would make) wait for their Job's parallelism. A
+    pod already made (its containers exist) is never held: only what is new waits."""
     out: set[Key] = set()
-    active: list[Found] = []
-    for owner, mine in jobs.items():
+    for owner, mine in _jobs(pods, keys).items():
         limit = pods[mine[0]].parallelism or 0
-        every = sorted((k for k, p in pods.items() if p.owner == owner), key=lambda k: _ordinal(k[1]))
-        running = [have[k] for k in every if k in have and have[k].apps and not finished(have[k])]
-        room = limit - len(running)
+        room = limit - len(_running(pods, owner, have, finished))
         for key in sorted(mine, key=lambda k: _ordinal(k[1])):
             if key in have and have[key].apps:
                 continue   # made already: it runs, finished or not
@@ -53,9 +44,29 @@ def held(pods: Mapping[Key, PodWant], keys: Iterable[Key], have: Mapping[Key, Fo
                 room -= 1
             else:
                 out.add(key)
-        if any(k in out for k in mine):
-            active += running
-    return out, active
+    return out
+
+
+def watched(pods: Mapping[Key, PodWant], waiting: Iterable[Key], have: Mapping[Key, Found],
+            finished: Callable[[Found], bool]) -> list[Found]:
+    """The running pods of the Jobs that hold ``waiting`` back (after the pass made what
+    it could): one of them finishing lets the next start."""
+    return [f for owner in _jobs(pods, waiting) for f in _running(pods, owner, have, finished)]
+
+
+def _jobs(pods: Mapping[Key, PodWant], keys: Iterable[Key]) -> dict[str, list[Key]]:
+    jobs: dict[str, list[Key]] = {}
+    for key in keys:
+        pod = pods[key]
+        if pod.parallelism is not None and pod.owner:
+            jobs.setdefault(pod.owner, []).append(key)
+    return jobs
+
+
+def _running(pods: Mapping[Key, PodWant], owner: str, have: Mapping[Key, Found],
+             finished: Callable[[Found], bool]) -> list[Found]:
+    return [have[k] for k, p in pods.items() if p.owner == owner and k in have and have[k].apps
+            and not finished(have[k])]
 
 
 class FollowUp:
@@ -98,4 +109,4 @@ class FollowUp:
             thread.join(timeout=10)
 
 
-__all__ = ["FollowUp", "POLL", "held"]
+__all__ = ["FollowUp", "POLL", "held", "watched"]
