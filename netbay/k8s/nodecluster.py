@@ -115,15 +115,11 @@ def cluster_ips(want: Desired, service_range: str = SERVICE_RANGE) -> dict[tuple
     range by a hash of its name probed to the first free address (stable while the
     Services around it change; the range's first ten addresses stay free, as for DNS)."""
     net = ipaddress.ip_network(service_range)
+    out = {key: svc.cluster_ip for key, svc in want.services.items()
+           if svc.cluster_ip and svc.ports and not svc.headless}
     taken = {svc.cluster_ip for svc in want.services.values() if svc.cluster_ip and not svc.headless}
-    out: dict[tuple[str, str], str] = {}
     span = net.num_addresses - 12
-    for key, svc in sorted(want.services.items()):
-        if svc.headless or not svc.ports:
-            continue
-        if svc.cluster_ip:
-            out[key] = svc.cluster_ip
-            continue
+    for key in sorted(k for k, s in want.services.items() if not s.cluster_ip and s.ports):
         start = zlib.crc32(f"{key[0]}/{key[1]}".encode()) % span
         for i in range(span):
             ip = str(net.network_address + 11 + (start + i) % span)
@@ -151,7 +147,7 @@ class NodeController:
             else None
         self._lock = threading.Lock()
         self.vips: dict[tuple[str, str], str] = {}
-        self._reported: set[str] = set()   # the Services' lines the last pass reported made
+        self._reported: dict[tuple[str, str], str] = {}   # the Services the last pass reported made
         self._bodies: dict[Key, dict[str, Any]] | None = None   # the desired state as last read or written
         self._parsed: objects.Memo = {}   # its Pods and Services as parsed, kept between passes
         self._rules = RulesMemo()         # its Service ports as the nodes answer them
@@ -263,11 +259,10 @@ class NodeController:
                 self._bodies.update({objects.key_of(b): b for b in marked})
 
     def _report_services(self, want: Desired, report: Report) -> None:
-        known = self._reported
-        now = {f"service {k[0]}/{k[1]} {ip}" for k, ip in self.vips.items()}
-        report.made += sorted(now - known)
-        report.deleted += sorted(" ".join(x.split()[:2]) for x in known - now)
-        self._reported = now
+        known = self._reported   # (ns, name) → cluster IP, as the last pass reported them
+        report.made += sorted(f"service {k[0]}/{k[1]} {ip}" for k, ip in self.vips.items() if known.get(k) != ip)
+        report.deleted += sorted(f"service {k[0]}/{k[1]}" for k, ip in known.items() if self.vips.get(k) != ip)
+        self._reported = dict(self.vips)
 
     # -- pods → netbay pods on the nodes ----------------------------------------------------
     def _list(self) -> dict[tuple[str, str], dict[str, Any]]:

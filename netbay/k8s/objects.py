@@ -171,7 +171,8 @@ class Desired:
     secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
 
 
-Memo = dict[int, tuple[Mapping[str, Any], Key, Any]]   # id(body) → (body, its key, its parsed Pod or Service)
+# id(body) → (body, its key, its parsed Pod or Service, its key as a tuple: the order)
+Memo = dict[int, tuple[Mapping[str, Any], Key, Any, tuple[str, str, str]]]
 
 
 def desired(bodies: Iterable[Mapping[str, Any]], nodes: tuple[str, ...] = (), memo: Memo | None = None) -> Desired:
@@ -181,17 +182,22 @@ def desired(bodies: Iterable[Mapping[str, Any]], nodes: tuple[str, ...] = (), me
     caller between passes over the same (unchanged, not mutated) body objects, spares
     parsing again each Pod and Service seen before — a pass then costs what changed."""
     seen: Memo = {}
+    old = memo if memo is not None else {}
     keyed = []
     for body in bodies:
-        hit = memo.get(id(body)) if memo is not None else None
-        if hit is not None and hit[0] is body:
-            seen[id(body)] = hit
-        else:
-            seen[id(body)] = hit = (body, key_of(body), None)
+        hit = old.get(id(body))
+        if hit is None or hit[0] is not body:
+            key = key_of(body)
+            hit = (body, key, None, (key.kind, key.namespace, key.name))
+        seen[id(body)] = hit
         keyed.append(hit)
-    keyed.sort(key=lambda h: (h[1].kind, h[1].namespace, h[1].name))   # Key's order, compared in C
+    keyed.sort(key=lambda h: h[3])   # Key's order, compared in C
     out = Desired()
-    for body, key, parsed in keyed:
+    for body, key, parsed, _ in keyed:
+        if parsed is not None and key.kind == "Service":   # seen before: nothing to read again
+            out.namespaces.setdefault(key.namespace, {})
+            out.services[(key.namespace, key.name)] = parsed
+            continue
         meta, spec = body.get("metadata") or {}, body.get("spec") or {}
         if key.namespace:
             out.namespaces.setdefault(key.namespace, {})
@@ -200,7 +206,7 @@ def desired(bodies: Iterable[Mapping[str, Any]], nodes: tuple[str, ...] = (), me
         elif key.kind == "Pod":
             if parsed is None:
                 parsed = _pod(key.namespace, key.name, meta, spec, body.get("status"))
-                seen[id(body)] = (body, key, parsed)
+                seen[id(body)] = (body, key, parsed, seen[id(body)][3])
             out.pods[(key.namespace, key.name)] = parsed
         elif key.kind in workloads.KINDS:
             try:
@@ -212,7 +218,7 @@ def desired(bodies: Iterable[Mapping[str, Any]], nodes: tuple[str, ...] = (), me
         elif key.kind == "Service":
             if parsed is None:
                 parsed = _service(key, spec)
-                seen[id(body)] = (body, key, parsed)
+                seen[id(body)] = (body, key, parsed, seen[id(body)][3])
             out.services[(key.namespace, key.name)] = parsed
         elif key.kind == "Endpoints":   # only ``addresses``: ``notReadyAddresses`` are no endpoints
             out.endpoints[(key.namespace, key.name)] = [
