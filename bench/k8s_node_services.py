@@ -17,6 +17,10 @@ controllers in-process (issue 27's Speed):
   IP gets the anchor's reply from a client pod on each minion and from the master's own
   namespace (the ``output`` hook). p50 per ``n`` (the curve), with the controller's pass
   and, within it, the nodes' nftables updates (``nodes_nft_ms``). Target ≤ 100 ms, flat.
+* **DaemonSet → all pods answering** — on a calico cluster of ``--daemonset-nodes``
+  minions (10), ``apply`` of a DaemonSet until every one of its pods (one per minion)
+  answers an ICMP echo from the master's namespace; against, in the same run and
+  cluster, one Pod's apply until it answers. Target: ≤ 2 s.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import secrets
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +46,7 @@ from netbay.client import NET, Api
 from netbay.dataplane.names import Names
 from netbay.k8s.controller import Controller
 from netbay.k8s.nodecluster import NodeController
-from netbay.k8s.objects import parse
+from netbay.k8s.objects import key_of, parse
 from netbay.store.db import Store
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
@@ -58,10 +63,49 @@ def services(first: int, count: int) -> str:
                         for i in range(first, first + count))
 
 
+def daemonset_manifest(name: str) -> str:
+    return (f"apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: {name}, namespace: bench}}\n"
+            f"spec:\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n"
+            f"    metadata: {{labels: {{app: {name}}}}}\n    spec: {{containers: [{{name: c, image: busybox}}]}}\n")
+
+
+def daemonset(api: Api, store: Store, srv: Any, names: Names, nodes: int, samples: int) -> dict[str, Any]:
+    """DaemonSet apply → every pod answers from the master; one Pod's apply → it answers."""
+    project = api.call("GET", "/identity/v3/projects", name="admin")["projects"][0]["id"]
+    api.call("PUT", f"{NET}/quotas/{project}", {"quota": {k: -1 for k in (   # a third cluster's groups and ports
+        "security_group", "security_group_rule", "network", "subnet", "port")}})
+    ctrl = NodeController(api, store, coe_cluster(srv, "dsbench", "calico", nodes), names)
+    master = names.sandbox(next(n for n in ctrl.refs.nodes if n["role"] == "master")["sandbox_id"])
+    minions = [n["name"] for n in ctrl.refs.nodes if n["role"] == "minion"]
+
+    def answering(prefix: str) -> None:
+        pods = [p for p in api.call("GET", "/netbay/v1/pods", cluster_id=ctrl.refs.cluster_id)["pods"]
+                if p["labels"]["netbay-k8s"].startswith(prefix)]
+        with ThreadPoolExecutor(max_workers=len(pods)) as pool:
+            list(pool.map(lambda p: first_answer(master, p["address"], timeout=10), pods))
+    all_s, one_s = [], []
+    try:
+        for i in range(samples):
+            t0 = time.monotonic()
+            ctrl.apply(parse(node_pod(f"one{i}", minions[i % len(minions)])))
+            answering(f"bench/one{i}")
+            one_s.append(time.monotonic() - t0)
+            t0 = time.monotonic()
+            ctrl.apply(parse(daemonset_manifest(f"ds{i}")))
+            answering(f"bench/ds{i}-")
+            all_s.append(time.monotonic() - t0)
+            ctrl.delete([key_of(b) for b in parse(daemonset_manifest(f"ds{i}"))])
+        return {"nodes": len(minions), "all_pods_answering_ms": ms(all_s), "one_pod_answering_ms": ms(one_s)}
+    finally:
+        ctrl.delete_all()
+        ctrl.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=10)
     ap.add_argument("--sizes", default="10,100,1000")
+    ap.add_argument("--daemonset-nodes", type=int, default=10, help="minions of the DaemonSet's cluster (0: skip)")
     ap.add_argument("--json")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -154,8 +198,10 @@ def main() -> int:
                                     "nodes_nft_ms": ms(nft)}
                 have += args.samples
             out["service_create_answers_every_node"] = curve
-            out["load_after"] = list(os.getloadavg())
             ctrl.delete_all()
+            if args.daemonset_nodes:
+                out["daemonset"] = daemonset(api, store, srv, names, args.daemonset_nodes, min(args.samples, 5))
+            out["load_after"] = list(os.getloadavg())
             api.close()
             store.dispose()
     finally:

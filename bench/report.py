@@ -125,6 +125,12 @@ def k8s_node_services(data: dict) -> Iterator[Row]:
                   _ms(curve[high]["answers_every_node_ms"]["p50"]),
                   f"the same with {low:,} Services: {_ms(curve[low]['answers_every_node_ms']['p50'])}",
                   _ratio(curve[high]["answers_every_node_ms"]["p50"], curve[low]["answers_every_node_ms"]["p50"]))
+    ds = data.get("daemonset")
+    if ds:
+        yield Row(f"Kubernetes DaemonSet apply → all its pods answer, {ds['nodes']} nodes (calico), p50",
+                  _ms(ds["all_pods_answering_ms"]["p50"]),
+                  f"one Pod's apply → it answers, same cluster: {_ms(ds['one_pod_answering_ms']['p50'])}",
+                  _ratio(ds["all_pods_answering_ms"]["p50"], ds["one_pod_answering_ms"]["p50"]))
 
 
 def flannel_dual(data: dict) -> Iterator[Row]:

@@ -123,3 +123,58 @@ def test_calico_policy_table_holds_only_the_nodes_isolated_pods() -> None:
     assert "ip saddr 10.0.0.2/32 accept" in text                           # the node always reaches its pods
     other = ruleset(translate(cluster), cluster, ["y/a"])
     assert "vmap" not in other, "a node without isolated pods filters nothing"
+
+
+def test_a_pass_reuses_what_did_not_change() -> None:
+    """The node controller's pass costs what changed: an unchanged Service body is not
+    parsed again, and its rules are the same objects (the proxy's diff skips them); a
+    changed body, or a change in the pods the rules came from, is worked out afresh."""
+    from netbay.k8s.proxyrules import RulesMemo
+    from netbay.k8s.objects import Memo
+
+    bodies = parse(APP)
+    memo: Memo = {}
+    first = desired(bodies, (), memo)
+    again = desired(bodies, (), memo)
+    assert again.services[("shop", "web")] is first.services[("shop", "web")]
+    assert again.services == desired(bodies).services and again.pods == desired(bodies).pods
+    changed = [b if b["metadata"]["name"] != "fixed" else {**b, "spec": {**b["spec"], "clusterIP": "10.254.0.78"}}
+               for b in bodies]
+    third = desired(changed, (), memo)
+    assert third.services[("shop", "fixed")].cluster_ip == "10.254.0.78"
+    assert third.services[("shop", "web")] is first.services[("shop", "web")]
+    assert len(memo) == len(changed), "the memo holds only the bodies of the last pass"
+
+    addresses = {("shop", "web-0"): "10.100.1.2", ("shop", "web-1"): "10.100.2.2"}
+    rules = RulesMemo()
+    vips = cluster_ips(third)
+    one = {r.key: r for r in proxy_rules(third, vips, addresses, rules)}
+    two = {r.key: r for r in proxy_rules(desired(changed, (), memo), vips, addresses, rules)}
+    assert all(two[k] is one[k] for k in one), "unchanged: the same rules"
+    moved = {**addresses, ("shop", "web-1"): "10.100.2.9"}
+    three = {r.key: r for r in proxy_rules(third, vips, moved, rules)}
+    assert three["shop/web/TCP/80"].backends == (("10.100.1.2", 8080), ("10.100.2.9", 8080))
+    assert three == {r.key: r for r in proxy_rules(third, vips, moved)}, "as without the memo"
+
+
+def test_external_ips_and_a_load_balancer_address_are_answered_like_the_cluster_ip() -> None:
+    """On a node cluster kube-proxy answers a Service's externalIPs and a LoadBalancer
+    Service's loadBalancerIP on every node (masqueraded: node-port marks)."""
+    from netbay.k8s.kubeproxy import NODEPORT_MARK
+
+    text = """
+apiVersion: v1
+kind: Service
+metadata: {name: lb, namespace: shop}
+spec: {type: LoadBalancer, loadBalancerIP: 203.0.113.7, externalIPs: [198.51.100.9], selector: {app: web},
+       ports: [{port: 80, targetPort: 8080}]}
+"""
+    want = desired(parse(text))
+    [rule] = proxy_rules(want, cluster_ips(want), {})
+    assert rule.external == ("198.51.100.9", "203.0.113.7") and rule.node_port
+    assert set(elements(rule)) == {("no-endpoints", f"{ip} . tcp . 80") for ip in
+                                   (rule.cluster_ip, "198.51.100.9", "203.0.113.7")}
+    served = ServicePortRule(rule.key, rule.cluster_ip, "TCP", 80, (("10.1.0.2", 8080),), None, rule.external)
+    ext = {k: v for (name, k), v in elements(served).items() if name == "external-backends"}
+    assert len(ext) == 2 * SLOTS and ext[f"203.0.113.7 . tcp . 80 . {NODEPORT_MARK:#x}"] == "10.1.0.2 . 8080"
+    assert any("jump externals" in c for c in whole({served.key: served}))

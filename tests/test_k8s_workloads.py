@@ -148,3 +148,34 @@ def test_a_jobs_status_counts_its_pods() -> None:
     spent = {"phase": "Failed", "containerStatuses": [{"restartCount": 1}]}
     assert podstatus.job(want, "Job/w", {("n", "w-0"): ok, ("n", "w-1"): spent})["conditions"][0]["reason"] == \
         "BackoffLimitExceeded"
+
+
+def test_a_jobs_parallelism_holds_back_its_later_pods() -> None:
+    """Up to ``parallelism`` pods made and unfinished at once, in ordinal order; a pod
+    finishing makes room for the next; completions unset: ``parallelism`` pods."""
+    from netbay.k8s.jobgate import held, watched
+
+    want = desired(parse(workload("Job", "batch/v1", "completions: 5\n  parallelism: 2", "Never")))
+    assert {p.parallelism for p in want.pods.values()} == {2} and len(want.pods) == 5
+    keys = sorted(want.pods)
+    made = Found(apps={"c": {"Id": "x"}})
+    done = Found(apps={"c": {"Id": "done"}})
+
+    def finished(found: Found) -> bool:
+        return found.apps["c"]["Id"] == "done"
+    assert held(want.pods, keys, {}, finished) == {("n", "w-2"), ("n", "w-3"), ("n", "w-4")}
+    running = {("n", "w-0"): made, ("n", "w-1"): made}
+    wait = held(want.pods, keys, running, finished)
+    assert wait == {("n", "w-2"), ("n", "w-3"), ("n", "w-4")}
+    assert watched(want.pods, wait, running, finished) == [made, made]
+    wait = held(want.pods, keys, {("n", "w-0"): done, ("n", "w-1"): made}, finished)
+    assert wait == {("n", "w-3"), ("n", "w-4")}, "w-0 finished: w-2 may start"
+    assert watched(want.pods, wait, {("n", "w-0"): done, ("n", "w-1"): made}, finished) == [made]
+    queue = desired(parse(workload("Job", "batch/v1", "parallelism: 3", "Never")))
+    assert len(queue.pods) == 3 and held(queue.pods, sorted(queue.pods), {}, finished) == set()
+    default = desired(parse(workload("Job", "batch/v1", "completions: 2", "Never")))
+    assert held(default.pods, sorted(default.pods), {}, finished) == {("n", "w-1")}, "parallelism 1"
+    ok = {"phase": "Succeeded", "containerStatuses": [{"restartCount": 0}]}
+    assert podstatus.job(want, "Job/w", {("n", "w-0"): ok}) == {"succeeded": 1, "failed": 0, "active": 2}
+    with pytest.raises(ManifestError, match="greater than or equal to 0"):
+        parse(workload("Job", "batch/v1", "parallelism: -1", "Never"))

@@ -37,7 +37,7 @@ from typing import Any
 
 from netbay.dataplane import netns
 from netbay.dataplane.rtnl import release
-from netbay.k8s import podenv, podstatus
+from netbay.k8s import jobgate, podenv, podstatus
 from netbay.k8s.dns import podfiles
 from netbay.k8s.objects import Desired, ManifestError, PodWant
 from netbay.k8s.podrun import Found, NoDocker, PodRun, container_name, running, spec_hash
@@ -66,6 +66,7 @@ class DockerPods:
         # What the last complete pass left, by (ns, pod); None: list afresh (every full pass).
         self._seen: dict[tuple[str, str], Found] | None = None
         self.released: set[str] = set()   # "ns/pod": the last sweep took its containers, the pod stays
+        self.follow = jobgate.FollowUp()   # the next pass once a Job's held pod may start
 
     # -- Docker -------------------------------------------------------------------------------
 
@@ -75,6 +76,7 @@ class DockerPods:
         self._client, self._owned = client, False
 
     def close(self) -> None:
+        self.follow.close()
         if self._client is not None and self._owned:
             self._client.close()
             self._client = None   # made again if needed
@@ -193,10 +195,15 @@ class DockerPods:
         subnets = {net["id"]: (net, subnet) for net, subnet in segments.values()}
         work: list[tuple[tuple[str, str], dict[str, Any], Found]] = []
         ordered: list[tuple[tuple[str, str], dict[str, Any], Found]] = []
+        held = jobgate.held(want.pods, todo, have, self._finished)
         for key, port in sorted(todo.items(), key=lambda kp: (kp[0][0], _ordinal(kp[0][1]))):
             pod, found = want.pods[key], have.get(key) or Found()
             if pod.refused:   # what the runtime cannot run as written: said, never trimmed
                 report.events.append(f"Warning pod {key[0]}/{key[1]} Unsupported: " + "; ".join(pod.refused))
+                continue
+            if key in held:
+                report.events.append(f"Normal pod {key[0]}/{key[1]} Waiting: {pod.owner} runs "
+                                     f"{pod.parallelism} at once (parallelism)")
                 continue
             if not full and self._complete(pod, port, found):
                 continue
@@ -241,6 +248,16 @@ class DockerPods:
             have[key] = one((key, port, found))
             done.append(have[key])
         self._seen = None if any(not f.apps for f in done) else have   # after a failure or a wait: list afresh
+        if any(want.pods[k].parallelism for k in held):   # the next pass once a Job's pod finishes, unasked
+            active = jobgate.watched(want.pods, held, have, self._finished)   # none: finished already
+            self.follow.arm(lambda: not active or any(self._finished(f) for f in active),
+                            lambda: self.ctrl.resync(full=False))
+
+    def _finished(self, found: Found) -> bool:
+        """Every container of the pod has exited for good (a Job's pod done, or failed)."""
+        api = self.client.api
+        return bool(found.apps) and all(api.inspect_container(c["Id"])["State"]["Status"] == "exited"
+                                        for c in found.apps.values())
 
     def _running(self, found: Found) -> bool:
         """Every container of the pod runs (asked of Docker: it may have exited since)."""

@@ -12,6 +12,11 @@ per Service — so adding the 1,000th Service costs what adding the 10th does:
   ports numbered by :func:`netbay.k8s.nodeports.plan`, as on a kuryr cluster), for
   packets to one of the node's own addresses, from elsewhere or from the node itself;
   their slots carry :data:`NODEPORT_MARK`;
+* ``external-backends`` — ``address . protocol . port . slot`` → the same backends, for
+  a Service's ``externalIPs`` and its load-balancer address (a LoadBalancer Service's
+  ``spec.loadBalancerIP``): whatever brings such a packet to a node (a route outside
+  the cluster, a router) gets it answered there, masqueraded as a node port's is
+  (:data:`NODEPORT_MARK` slots);
 * ``no-endpoints`` — a Service port without a ready backend: dropped, nothing answers;
 * ``postrouting`` masquerades what came in through a node port (the reply must come
   back through the node that translated it), what a bridged pod sent to a backend on
@@ -55,6 +60,7 @@ class ServicePortRule:
     port: int
     backends: tuple[tuple[str, int], ...]     # (pod address, target port), sorted
     node_port: int | None = None
+    external: tuple[str, ...] = ()            # externalIPs and the load-balancer address, sorted
 
 
 Element = tuple[str, str]   # (map or set, key)
@@ -64,13 +70,16 @@ def elements(rule: ServicePortRule) -> dict[Element, str | None]:
     """The rule's elements: (map or set, key) → value (None in a set)."""
     proto = rule.protocol.lower()
     if not rule.backends:
-        return {("no-endpoints", f"{rule.cluster_ip} . {proto} . {rule.port}"): None}
+        return {("no-endpoints", f"{ip} . {proto} . {rule.port}"): None for ip in (rule.cluster_ip, *rule.external)}
     out: dict[Element, str | None] = {}
     for slot in range(SLOTS):
         ip, port = rule.backends[slot % len(rule.backends)]
         out[("service-backends", f"{rule.cluster_ip} . {proto} . {rule.port} . {slot}")] = f"{ip} . {port}"
         if rule.node_port:
             out[("nodeport-backends", f"{proto} . {rule.node_port} . {NODEPORT_MARK + slot:#x}")] = f"{ip} . {port}"
+        for ext in rule.external:
+            out[("external-backends", f"{ext} . {proto} . {rule.port} . {NODEPORT_MARK + slot:#x}")] = \
+                f"{ip} . {port}"
     return out
 
 
@@ -83,6 +92,8 @@ def _skeleton() -> list[str]:
         f"ipv4_addr . inet_service ; size {SIZE} ; }}",
         f"add map {t} nodeport-backends {{ type inet_proto . inet_service . mark : ipv4_addr . inet_service ; "
         f"size {SIZE} ; }}",
+        f"add map {t} external-backends {{ type ipv4_addr . inet_proto . inet_service . mark : "
+        f"ipv4_addr . inet_service ; size {SMALL} ; }}",
         f"add set {t} no-endpoints {{ type ipv4_addr . inet_proto . inet_service ; size {SMALL} ; }}",
         f"add set {t} hairpin {{ type ipv4_addr . ipv4_addr ; size {SMALL} ; }}",
         f"add chain {t} services",
@@ -94,11 +105,17 @@ def _skeleton() -> list[str]:
         f"add rule {t} node-ports meta mark set numgen random mod {SLOTS} offset {mark}",
         f"add rule {t} node-ports dnat ip to meta l4proto . th dport . meta mark map @nodeport-backends",
         f"add rule {t} node-ports meta mark set 0",
+        f"add chain {t} externals",
+        f"add rule {t} externals meta mark set numgen random mod {SLOTS} offset {mark}",
+        f"add rule {t} externals dnat ip to ip daddr . meta l4proto . th dport . meta mark map @external-backends",
+        f"add rule {t} externals meta mark set 0",
         f"add chain {t} prerouting {{ type nat hook prerouting priority -100 ; policy accept ; }}",
         f"add rule {t} prerouting jump services",
+        f"add rule {t} prerouting jump externals",
         f"add rule {t} prerouting fib daddr type local jump node-ports",
         f"add chain {t} output {{ type nat hook output priority -100 ; policy accept ; }}",
         f"add rule {t} output jump services",
+        f"add rule {t} output jump externals",
         f"add rule {t} output fib daddr type local jump node-ports",
         f"add chain {t} postrouting {{ type nat hook postrouting priority 100 ; policy accept ; }}",
         f"add rule {t} postrouting meta mark and {mark} == {mark} masquerade",
@@ -140,7 +157,7 @@ def commands(before: Mapping[str, ServicePortRule], after: Mapping[str, ServiceP
     came: set[str] = set()
     for key in before.keys() | after.keys():
         old_rule, new_rule = before.get(key), after.get(key)
-        if old_rule == new_rule:
+        if old_rule is new_rule or old_rule == new_rule:
             continue
         old = elements(old_rule) if old_rule else {}
         now = elements(new_rule) if new_rule else {}

@@ -39,12 +39,13 @@ from netbay.client import Api, gone_ok
 from netbay.dataplane.names import Names
 from netbay.drivers import registry
 from netbay.drivers.spec import DriverSpec
-from netbay.k8s import desired, nodeports, objects, services
+from netbay.k8s import desired, objects
 from netbay.k8s.controller import Report
-from netbay.k8s.kubeproxy import KubeProxy, ServicePortRule
+from netbay.k8s.kubeproxy import KubeProxy
 from netbay.k8s.nodepolicy import NodePolicy
 from netbay.k8s.objects import Desired, Key
 from netbay.k8s.podport import POD_NS
+from netbay.k8s.proxyrules import RulesMemo, proxy_rules
 from netbay.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -114,15 +115,11 @@ def cluster_ips(want: Desired, service_range: str = SERVICE_RANGE) -> dict[tuple
     range by a hash of its name probed to the first free address (stable while the
     Services around it change; the range's first ten addresses stay free, as for DNS)."""
     net = ipaddress.ip_network(service_range)
+    out = {key: svc.cluster_ip for key, svc in want.services.items()
+           if svc.cluster_ip and svc.ports and not svc.headless}
     taken = {svc.cluster_ip for svc in want.services.values() if svc.cluster_ip and not svc.headless}
-    out: dict[tuple[str, str], str] = {}
     span = net.num_addresses - 12
-    for key, svc in sorted(want.services.items()):
-        if svc.headless or not svc.ports:
-            continue
-        if svc.cluster_ip:
-            out[key] = svc.cluster_ip
-            continue
+    for key in sorted(k for k, s in want.services.items() if not s.cluster_ip and s.ports):
         start = zlib.crc32(f"{key[0]}/{key[1]}".encode()) % span
         for i in range(span):
             ip = str(net.network_address + 11 + (start + i) % span)
@@ -130,30 +127,6 @@ def cluster_ips(want: Desired, service_range: str = SERVICE_RANGE) -> dict[tuple
                 taken.add(ip)
                 out[key] = ip
                 break
-    return out
-
-
-def proxy_rules(want: Desired, vips: Mapping[tuple[str, str], str],
-                addresses: Mapping[tuple[str, str], str]) -> list[ServicePortRule]:
-    """Every Service port as the nodes answer it: backends are the ready pods (the
-    kuryr path's :func:`netbay.k8s.services.members`), node ports as kuryr numbers them."""
-    ports = {key: {"fixed_ips": [{"ip_address": ip, "subnet_id": ""}]} for key, ip in addresses.items()}
-    node_ports = {(ip, port, proto): node_port for proto, node_port, ip, port in nodeports.plan(want, vips)}
-    out = []
-    seen: dict[tuple, tuple[tuple[str, int], ...]] = {}   # Services selecting alike share their backends
-    for key, svc in sorted(want.services.items()):
-        if key not in vips:
-            continue
-        for sp in svc.ports:
-            alike = (svc.namespace, tuple(sorted((svc.selector or {}).items())), svc.publish_not_ready,
-                     sp.name, sp.target) if svc.selector else None
-            backends = seen.get(alike) if alike else None
-            if backends is None:
-                backends = tuple((m["address"], m["protocol_port"]) for m in services.members(svc, sp, want, ports))
-                if alike:
-                    seen[alike] = backends
-            out.append(ServicePortRule(f"{key[0]}/{key[1]}/{sp.protocol}/{sp.port}", vips[key], sp.protocol,
-                                       sp.port, backends, node_ports.get((vips[key], sp.port, sp.protocol))))
     return out
 
 
@@ -174,8 +147,11 @@ class NodeController:
             else None
         self._lock = threading.Lock()
         self.vips: dict[tuple[str, str], str] = {}
-        self._reported: set[str] = set()   # the Services' lines the last pass reported made
+        self._reported: dict[tuple[str, str], str] = {}   # the Services the last pass reported made
         self._bodies: dict[Key, dict[str, Any]] | None = None   # the desired state as last read or written
+        self._parsed: objects.Memo = {}   # its Pods and Services as parsed, kept between passes
+        self._rules = RulesMemo()         # its Service ports as the nodes answer them
+        self._last_pods: tuple[dict, dict] | None = None   # (pods wanted, netbay pods): the last pass's, all ACTIVE
         self.on_ports: Any = None   # the watch source's hook: these pods have no ports to write back
 
     # -- what a source calls ----------------------------------------------------------------
@@ -183,11 +159,28 @@ class NodeController:
         """Nothing is refused: every Service is answered by the nodes."""
 
     def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
-        given = [dict(b) for b in bodies]
+        given = self._allocated([dict(b) for b in bodies])
         desired.put(self.store, self.refs.cluster_id, given)
         if self._bodies is not None:
             self._bodies.update({objects.key_of(b): b for b in given})
         return self.resync(full=False)
+
+    def _allocated(self, given: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``given`` with each new Service's cluster IP already written in (as :meth:`_pin`
+        would after the pass): the apply then costs one write of the desired state, not two."""
+        if self._bodies is None or not any(objects.key_of(b).kind == "Service"
+                                           and not (b.get("spec") or {}).get("clusterIP") for b in given):
+            return given
+        with self._lock:
+            merged = {**self._bodies, **{objects.key_of(b): b for b in given}}
+            vips = cluster_ips(objects.desired(list(merged.values()), self._daemon_nodes(), self._parsed))
+        out = []
+        for body in given:
+            key, spec = objects.key_of(body), body.get("spec") or {}
+            vip = vips.get((key.namespace, key.name))
+            pin = key.kind == "Service" and not spec.get("clusterIP") and vip
+            out.append({**body, "spec": {**spec, "clusterIP": vip}} if pin else body)
+        return out
 
     def delete(self, keys: Iterable[Key]) -> Report:
         keys = list(keys)
@@ -224,51 +217,52 @@ class NodeController:
             if full or self._bodies is None:
                 self._bodies = {objects.key_of(b): b for b in desired.load(self.store, self.refs.cluster_id)}
             bodies = list(self._bodies.values())
-            self.refs = _with_nodes(self.api, self.refs)
-            want = objects.desired(bodies, self._daemon_nodes())
+            if full or not self.refs.nodes:   # else the last pass's nodes, as a kuryr controller keeps its own
+                self.refs = _with_nodes(self.api, self.refs)
+            want = objects.desired(bodies, self._daemon_nodes(), self._parsed)
             self._node_ns = {n["name"]: self.names.sandbox(n["sandbox_id"]) for n in self.refs.nodes}
             report = Report()
-            pods = self._pods(want, report)
+            pods = self._pods(want, report, full)
             addresses = {key: p["address"] for key, p in pods.items() if p["status"] == "ACTIVE"}
             self.vips = cluster_ips(want)
-            self._pin(bodies)
-            self._policy_status(bodies)
+            self._pin()
+            self._policy_status()
             self._report_services(want, report)
-            self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses))
+            self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses, self._rules))
             self._policies(want, pods, report)
             return report
 
-    def _pin(self, bodies: list[dict[str, Any]]) -> None:
+    def _pin(self) -> None:
         """Write each allocated cluster IP into its Service's stored ``spec.clusterIP``, as
         the API server allocates it once: Services made later never move it."""
         pinned = []
-        for body in bodies:
-            key = objects.key_of(body)
+        for key, body in (self._bodies or {}).items():
+            if key.kind != "Service":
+                continue
             spec = body.get("spec") or {}
-            if key.kind == "Service" and not spec.get("clusterIP") and (key.namespace, key.name) in self.vips:
+            if not spec.get("clusterIP") and (key.namespace, key.name) in self.vips:
                 pinned.append({**body, "spec": {**spec, "clusterIP": self.vips[(key.namespace, key.name)]}})
         if pinned:
             desired.put(self.store, self.refs.cluster_id, pinned)
             if self._bodies is not None:
                 self._bodies.update({objects.key_of(b): b for b in pinned})
 
-    def _policy_status(self, bodies: list[dict[str, Any]]) -> None:
+    def _policy_status(self) -> None:
         """Each NetworkPolicy's stored ``status`` says whether this cluster's driver
         enforces it (:func:`policy_status`): flannel's say *not enforced by flannel*."""
         status = policy_status(self.refs.spec)
-        marked = [{**b, "status": status} for b in bodies
-                  if objects.key_of(b).kind == "NetworkPolicy" and b.get("status") != status]
+        marked = [{**b, "status": status} for k, b in (self._bodies or {}).items()
+                  if k.kind == "NetworkPolicy" and b.get("status") != status]
         if marked:
             desired.put(self.store, self.refs.cluster_id, marked)
             if self._bodies is not None:
                 self._bodies.update({objects.key_of(b): b for b in marked})
 
     def _report_services(self, want: Desired, report: Report) -> None:
-        known = self._reported
-        now = {f"service {k[0]}/{k[1]} {ip}" for k, ip in self.vips.items()}
-        report.made += sorted(now - known)
-        report.deleted += sorted(" ".join(x.split()[:2]) for x in known - now)
-        self._reported = now
+        known = self._reported   # (ns, name) → cluster IP, as the last pass reported them
+        report.made += sorted(f"service {k[0]}/{k[1]} {ip}" for k, ip in self.vips.items() if known.get(k) != ip)
+        report.deleted += sorted(f"service {k[0]}/{k[1]}" for k, ip in known.items() if self.vips.get(k) != ip)
+        self._reported = dict(self.vips)
 
     # -- pods → netbay pods on the nodes ----------------------------------------------------
     def _list(self) -> dict[tuple[str, str], dict[str, Any]]:
@@ -290,7 +284,20 @@ class NodeController:
         """``spec.nodeName``, else None: the API places it on the least-loaded minion."""
         return pod.node or None
 
-    def _pods(self, want: Desired, report: Report) -> dict[tuple[str, str], dict[str, Any]]:
+    def _pods(self, want: Desired, report: Report, full: bool = True) -> dict[tuple[str, str], dict[str, Any]]:
+        """Each wanted pod's netbay pod, made or deleted to match. A pass that is not
+        ``full`` (an apply) whose pods are the last pass's, all plugged, lists nothing:
+        a Service's change costs no call."""
+        last = self._last_pods
+        if not full and last is not None and last[0] == want.pods:
+            return dict(last[1])
+        self._last_pods = None
+        out = self._converge_pods(want, report)
+        if all(p["status"] == "ACTIVE" for p in out.values()):
+            self._last_pods = (dict(want.pods), dict(out))
+        return out
+
+    def _converge_pods(self, want: Desired, report: Report) -> dict[tuple[str, str], dict[str, Any]]:
         have = self._list()
         out: dict[tuple[str, str], dict[str, Any]] = {}
         fresh = []
@@ -349,6 +356,8 @@ class NodeController:
                 report.events.append(f"Warning NetworkPolicy {meta.get('namespace') or 'default'}/{meta.get('name')}: "
                                      f"{not_enforced(self.refs.driver)}")
             return
+        if not want.policies and not self.policy.cluster.policies:
+            return   # nothing to enforce, nothing enforced: a Service alone costs no rebuild
         from lightkube import codecs
         from lightkube.models.networking_v1 import NetworkPolicy
 

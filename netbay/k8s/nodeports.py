@@ -32,9 +32,8 @@ def plan(want: Desired, vips: Mapping[tuple[str, str], str]) -> list[Forward]:
     taken: set[tuple[str, int]] = set()
     out: list[Forward] = []
     pending = []
-    for key, svc in sorted(want.services.items()):
-        if svc.type not in ("NodePort", "LoadBalancer") or key not in vips:
-            continue
+    for key, svc in sorted((k, s) for k, s in want.services.items()   # only these sorted: a pass costs them
+                           if s.type in ("NodePort", "LoadBalancer") and k in vips):
         for p in svc.ports:
             if p.node_port:
                 taken.add((p.protocol, int(p.node_port)))

@@ -115,6 +115,7 @@ class PodWant:
     owner: str | None = None          # "StatefulSet/web": the workload it is a pod of (:mod:`.workloads`)
     after: str | None = None          # a StatefulSet's previous pod: started once that one runs
     backoff_limit: int | None = None  # a Job's pod: failed runs before it is Failed
+    parallelism: int | None = None    # a Job's pod: how many of the Job's pods run at once
 
     @property
     def container(self) -> ContainerWant | None:
@@ -170,19 +171,43 @@ class Desired:
     secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
 
 
-def desired(bodies: Iterable[Mapping[str, Any]], nodes: tuple[str, ...] = ()) -> Desired:
+# id(body) → (body, its key, its parsed Pod or Service, its key as a tuple: the order)
+Memo = dict[int, tuple[Mapping[str, Any], Key, Any, tuple[str, str, str]]]
+
+
+def desired(bodies: Iterable[Mapping[str, Any]], nodes: tuple[str, ...] = (), memo: Memo | None = None) -> Desired:
     """What the objects ask for; every namespace an object lives in exists implicitly
     (as ``kubectl apply`` of a namespaced object needs it, made here for convenience).
-    ``nodes``: the cluster's (a DaemonSet's pods, one per node)."""
+    ``nodes``: the cluster's (a DaemonSet's pods, one per node). ``memo``, kept by a
+    caller between passes over the same (unchanged, not mutated) body objects, spares
+    parsing again each Pod and Service seen before — a pass then costs what changed."""
+    seen: Memo = {}
+    old = memo if memo is not None else {}
+    keyed = []
+    for body in bodies:
+        hit = old.get(id(body))
+        if hit is None or hit[0] is not body:
+            key = key_of(body)
+            hit = (body, key, None, (key.kind, key.namespace, key.name))
+        seen[id(body)] = hit
+        keyed.append(hit)
+    keyed.sort(key=lambda h: h[3])   # Key's order, compared in C
     out = Desired()
-    for body in sorted(bodies, key=lambda b: key_of(b)):
-        key, meta, spec = key_of(body), body.get("metadata") or {}, body.get("spec") or {}
+    for body, key, parsed, _ in keyed:
+        if parsed is not None and key.kind == "Service":   # seen before: nothing to read again
+            out.namespaces.setdefault(key.namespace, {})
+            out.services[(key.namespace, key.name)] = parsed
+            continue
+        meta, spec = body.get("metadata") or {}, body.get("spec") or {}
         if key.namespace:
             out.namespaces.setdefault(key.namespace, {})
         if key.kind == "Namespace":
             out.namespaces[key.name] = dict(meta.get("labels") or {})
         elif key.kind == "Pod":
-            out.pods[(key.namespace, key.name)] = _pod(key.namespace, key.name, meta, spec, body.get("status"))
+            if parsed is None:
+                parsed = _pod(key.namespace, key.name, meta, spec, body.get("status"))
+                seen[id(body)] = (body, key, parsed, seen[id(body)][3])
+            out.pods[(key.namespace, key.name)] = parsed
         elif key.kind in workloads.KINDS:
             try:
                 pods = workloads.expand(key.kind, key.namespace, key.name, spec, nodes, _pod)
@@ -191,7 +216,10 @@ def desired(bodies: Iterable[Mapping[str, Any]], nodes: tuple[str, ...] = ()) ->
             for pod in pods:
                 out.pods[(key.namespace, pod.name)] = pod
         elif key.kind == "Service":
-            out.services[(key.namespace, key.name)] = _service(key, spec)
+            if parsed is None:
+                parsed = _service(key, spec)
+                seen[id(body)] = (body, key, parsed, seen[id(body)][3])
+            out.services[(key.namespace, key.name)] = parsed
         elif key.kind == "Endpoints":   # only ``addresses``: ``notReadyAddresses`` are no endpoints
             out.endpoints[(key.namespace, key.name)] = [
                 (addr["ip"], {p.get("name") or "": int(p["port"]) for p in subset.get("ports") or []})
@@ -205,6 +233,9 @@ def desired(bodies: Iterable[Mapping[str, Any]], nodes: tuple[str, ...] = ()) ->
                 out.secrets[(key.namespace, key.name)] = secret_data(body)
             except EnvError as exc:
                 raise ManifestError(f"{key}: {exc}") from None
+    if memo is not None:
+        memo.clear()
+        memo.update(seen)
     return out
 
 

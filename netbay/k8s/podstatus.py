@@ -122,13 +122,16 @@ def display(status: Mapping[str, Any]) -> str:
 
 def job(want: Desired, owner: str, statuses: Mapping[tuple[str, str], Mapping[str, Any]]) -> dict[str, Any]:
     """A Job's status (``owner``: ``Job/<name>``; ``statuses``: its pods'): ``succeeded``,
-    ``failed`` (pods whose failures reached ``backoffLimit``), ``active``, and the condition
+    ``failed`` (pods whose failures reached ``backoffLimit``), ``active`` (unfinished, at
+    most ``parallelism``: the rest are not made yet), and the condition
     ``Complete`` once every completion succeeded or ``Failed`` (``BackoffLimitExceeded``)."""
     pods = [(pod, statuses.get(key) or {}) for key, pod in sorted(want.pods.items()) if pod.owner == owner]
     succeeded = sum(s.get("phase") == "Succeeded" for _, s in pods)
     failed = sum(s.get("phase") == "Failed" and max((c["restartCount"] for c in s.get("containerStatuses") or []),
                                                      default=0) >= (p.backoff_limit or 0) for p, s in pods)
-    out: dict[str, Any] = {"succeeded": succeeded, "failed": failed, "active": len(pods) - succeeded - failed}
+    left = len(pods) - succeeded - failed   # at most ``parallelism`` of them made and running at once
+    parallelism = pods[0][0].parallelism if pods and pods[0][0].parallelism is not None else left
+    out: dict[str, Any] = {"succeeded": succeeded, "failed": failed, "active": min(left, parallelism)}
     if failed:
         out["conditions"] = [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]
     elif pods and succeeded == len(pods):

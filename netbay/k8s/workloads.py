@@ -6,8 +6,11 @@ StatefulSet → ``<name>-<ordinal>``, stable, each (``OrderedReady``, the defaul
 started only once its predecessor runs (:attr:`PodWant.after`); DaemonSet → one pod
 per node of the cluster, ``<name>-<node>`` on that node (masters only where there
 are no workers, as their taint keeps DaemonSets off them); Job → ``<name>-<i>`` for
-``completions``, restartPolicy ``Never`` or ``OnFailure`` (the API server's rule), a
-pod's failures bounded by ``backoffLimit`` (:attr:`PodWant.backoff_limit`).
+``completions`` (unset: ``parallelism`` pods, a work queue), at most ``parallelism``
+(default 1) of them made and unfinished at once (:attr:`PodWant.parallelism`: the
+runtime holds back the rest until earlier ones finish), restartPolicy ``Never`` or
+``OnFailure`` (the API server's rule), a pod's failures bounded by ``backoffLimit``
+(:attr:`PodWant.backoff_limit`).
 
 Scaling is this expansion done again: the pods beyond the new count are no longer
 wanted, and the controller's pass deletes them as it deletes any pod.
@@ -40,8 +43,14 @@ def expand(kind: str, namespace: str, name: str, spec: Mapping[str, Any], nodes:
                                 f"Never or OnFailure, not {pod_spec.get('restartPolicy') or 'Always'}")
         first = make_pod(namespace, f"{name}-0", meta, pod_spec)
         limit = JOB_BACKOFF_LIMIT if spec.get("backoffLimit") is None else int(spec["backoffLimit"])
-        count = 1 if spec.get("completions") is None else int(spec["completions"])
-        return [dataclasses.replace(first, name=f"{name}-{i}", owner=owner, backoff_limit=limit)
+        parallelism = 1 if spec.get("parallelism") is None else int(spec["parallelism"])
+        if parallelism < 0 or (spec.get("completions") is not None and int(spec["completions"]) < 0):
+            raise WorkloadError("spec.parallelism, spec.completions: Invalid value: must be greater than or "
+                                "equal to 0")
+        # completions unset: a work queue, its ``parallelism`` pods at once (each one's success counted)
+        count = parallelism if spec.get("completions") is None else int(spec["completions"])
+        return [dataclasses.replace(first, name=f"{name}-{i}", owner=owner, backoff_limit=limit,
+                                    parallelism=parallelism)
                 for i in range(count)]
     first = make_pod(namespace, f"{name}-0", meta, pod_spec)
     if first.restart != "Always":

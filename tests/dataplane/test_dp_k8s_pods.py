@@ -259,6 +259,42 @@ def test_jobs_complete_and_failures_are_reported_with_their_reason(ctrl: Control
     assert ctrl.resync().made == [] and phase(ctrl, "f", "once-0") == "Succeeded"
 
 
+PARALLEL = f"""
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: batch, namespace: j}}
+spec:
+  completions: 4
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{{name: c, image: {dk.IMAGE}, command: [sh, -c, "sleep 1"]}}]
+"""
+
+
+def test_a_jobs_parallelism_bounds_its_running_pods_until_completions(ctrl: Controller, daemon: dk.Dockerd) -> None:
+    """``parallelism: 2``, ``completions: 4``: two pods at once, the next made as one
+    finishes (no resync asked: the controller's follow-up pass), four Succeeded, the Job
+    Complete with its counts."""
+    report = ctrl.apply(parse(PARALLEL))
+    assert sorted(containers(daemon)) == ["j/batch-0", "j/batch-1"]
+    assert sum("Waiting" in e and "parallelism" in e for e in report.events) == 2, report.events
+    most, ran = 0, set()
+
+    def finished() -> bool:
+        nonlocal most
+        live = daemon.client.api.containers(filters={"label": [f"{ROLE}=app", CLUSTER], "status": "running"})
+        pods = {c["Labels"][POD] for c in live if c["Labels"][POD].startswith("j/batch-")}
+        most, _ = max(most, len(pods)), ran.update(pods)
+        return {phase(ctrl, "j", f"batch-{i}") for i in range(4)} == {"Succeeded"}
+    assert wait_for(finished, 60, 0.1, "four completions")
+    assert most <= 2 and len(ran) >= 3, (most, ran)
+    want = desired(parse(PARALLEL))
+    assert podstatus.job(want, "Job/batch", statuses(ctrl)) == {
+        "succeeded": 4, "failed": 0, "active": 0, "conditions": [{"type": "Complete", "status": "True"}]}
+
+
 def statefulset(replicas: int, image: str = dk.IMAGE) -> str:
     return f"""
 apiVersion: apps/v1
