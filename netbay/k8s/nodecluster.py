@@ -15,7 +15,10 @@ As those clusters do it in real life, with each job where its driver declares it
   :mod:`netbay.k8s.nodepolicy`, the kuryr path's translation); where it does not
   (flannel), every policy is accepted and reported *not enforced by <driver>* — a
   Warning event on each pass and the stored policy's status condition
-  (:func:`policy_status`: ``Enforced`` ``False``, reason ``NotEnforced``).
+  (:func:`policy_status`: ``Enforced`` ``False``, reason ``NotEnforced``);
+* **cluster DNS** is a resolver pod behind ``kube-dns`` (the service range's 10th
+  address) as CoreDNS is: :mod:`netbay.k8s.dns.nodes`, the kuryr path's resolver run in
+  a pod of the cluster; every pod's ``resolv.conf`` names it.
 
 The desired state is the store's (``k8s_objects``), as for kuryr, and every pass
 converges to it: pods nothing wants are deleted, the nodes' tables rebuilt when a
@@ -35,12 +38,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+from netbay.backends.http import HttpBackend
 from netbay.client import Api, gone_ok
 from netbay.dataplane.names import Names
 from netbay.drivers import registry
 from netbay.drivers.spec import DriverSpec
 from netbay.k8s import desired, nodeports, objects, services
+from netbay.k8s.cluster import dns_upstream
 from netbay.k8s.controller import Report
+from netbay.k8s.dns.nodes import NodeResolver, forget_pod
 from netbay.k8s.kubeproxy import KubeProxy, ServicePortRule
 from netbay.k8s.nodepolicy import NodePolicy
 from netbay.k8s.objects import Desired, Key
@@ -76,6 +82,7 @@ class NodeClusterRefs:
     spec: DriverSpec
     nodes: tuple[dict[str, Any], ...]     # the cluster network's nodes (name, role, sandbox_id, address)
     leases: Mapping[str, str]             # node name → its lease (flannel subnet, calico block)
+    dns_upstream: tuple[str, ...] = ()    # where the cluster resolver forwards names outside its domain
 
     @property
     def driver(self) -> str:
@@ -99,7 +106,8 @@ def find(api: Api, cluster_id: str) -> NodeClusterRefs:
     if spec is None or spec.services != "nodes":
         raise LookupError(f"Cluster {cluster_id}: its network driver {driver or '(none)'} "
                           "answers no Kubernetes Services on its nodes")
-    return _with_nodes(api, NodeClusterRefs(cluster["uuid"], spec, (), {}))
+    upstream = dns_upstream(api, HttpBackend(api), cluster)
+    return _with_nodes(api, NodeClusterRefs(cluster["uuid"], spec, (), {}, upstream))
 
 
 def _with_nodes(api: Api, refs: NodeClusterRefs) -> NodeClusterRefs:
@@ -177,6 +185,8 @@ class NodeController:
         self._reported: set[str] = set()   # the Services' lines the last pass reported made
         self._bodies: dict[Key, dict[str, Any]] | None = None   # the desired state as last read or written
         self.on_ports: Any = None   # the watch source's hook: these pods have no ports to write back
+        self.dns = NodeResolver(api, self.names, self.refs.cluster_id, self.refs.dns_upstream, SERVICE_RANGE,
+                                wait=wait)
 
     # -- what a source calls ----------------------------------------------------------------
     def refuse(self, bodies: Iterable[Mapping[str, Any]]) -> None:
@@ -203,6 +213,7 @@ class NodeController:
     def delete_all(self) -> Report:
         desired.drop_cluster(self.store, self.refs.cluster_id)
         report = self.resync()
+        self.dns.remove()
         self.proxy.remove(self.node_namespaces)
         if self.policy is not None:
             self.policy.close(delete=True)
@@ -234,9 +245,20 @@ class NodeController:
             self._pin(bodies)
             self._policy_status(bodies)
             self._report_services(want, report)
-            self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses))
+            resolver = self._resolver(want, full)
+            self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses) + resolver)
+            if resolver:
+                self.dns.publish(want, pods, self.vips)
             self._policies(want, pods, report)
             return report
+
+    def _resolver(self, want: Desired, full: bool) -> list[ServicePortRule]:
+        """A cluster with objects has a resolver (its ``kube-dns`` rules); one without has none."""
+        if not want.namespaces:
+            self.dns.remove(full)
+            return []
+        self.dns.ensure(full)
+        return self.dns.rules()
 
     def _pin(self, bodies: list[dict[str, Any]]) -> None:
         """Write each allocated cluster IP into its Service's stored ``spec.clusterIP``, as
@@ -299,6 +321,7 @@ class NodeController:
             if made is not None and pod.node and made["node"] != pod.node:   # moved to another node
                 stale = made["id"]
                 gone_ok(lambda: self.api.call("DELETE", f"{PODS}/{stale}"))
+                forget_pod(self.names, stale)
                 made = None
             if made is None:
                 body: dict[str, Any] = {"name": f"{key[0]}.{key[1]}", "cluster_id": self.refs.cluster_id,
@@ -313,6 +336,7 @@ class NodeController:
             out[key] = made
         for key, p in have.items():
             gone_ok(lambda: self.api.call("DELETE", f"{PODS}/{p['id']}"))
+            forget_pod(self.names, p["id"])
             report.deleted.append(f"pod {key[0]}/{key[1]}")
         self._await(out, [k for k, p in out.items() if p["status"] != "ACTIVE"], report)
         self._pod_node = {p["id"]: self._node_ns.get(p["node"], "") for p in out.values()}
