@@ -47,7 +47,7 @@ from netbay.client import Api, gone_ok
 from netbay.dataplane.names import Names
 from netbay.drivers import registry
 from netbay.drivers.spec import DriverSpec
-from netbay.k8s import desired, nodeports, objects, services
+from netbay.k8s import desired, nodeports, objects, podstatus, services
 from netbay.k8s.cluster import dns_upstream
 from netbay.k8s.controller import Report
 from netbay.k8s.dns.names import DOMAIN
@@ -334,6 +334,17 @@ class NodeController:
         report.made += sorted(now - known)
         report.deleted += sorted(" ".join(x.split()[:2]) for x in known - now)
         self._reported = now
+
+    def pod_statuses(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every pod's status (``netbay k8s pods``): a Docker-runtime pod's from its containers,
+        a network-only pod's Running once its netbay pod is plugged."""
+        self.refs = _with_nodes(self.api, self.refs)
+        want = objects.desired(desired.load(self.store, self.refs.cluster_id), self._daemon_nodes())
+        out = self.dockerpods.statuses(want)
+        have = self._list()
+        for key in sorted(set(want.pods) - set(out)):
+            out[key] = podstatus.sandbox_pod((have.get(key) or {}).get("status") == "ACTIVE")
+        return out
 
     # -- pods → netbay pods on the nodes ----------------------------------------------------
     def _list(self) -> dict[tuple[str, str], dict[str, Any]]:

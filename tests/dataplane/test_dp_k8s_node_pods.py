@@ -8,7 +8,7 @@ drivers' part — the sandbox's namespace has an address from its node's lease, 
 by the cluster's driver: a network-only pod on the other minion reaches it by its
 address and through a ClusterIP Service, and the sandbox was told the cluster DNS.
 A Job's pod runs to completion (Succeeded); a container exiting 1 under ``Never``
-fails its pod (reason Error). Everything goes with the objects: containers, volumes,
+fails its pod (reason Error); ``netbay k8s pods`` shows them as kubectl does. Everything goes with the objects: containers, volumes,
 netbay pods.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -32,7 +33,7 @@ from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
 from .cluster_pods import clusternet, make_cluster
 from .docker_fixtures import sh
-from .k8s_fixtures import http_get, k8s_cloud
+from .k8s_fixtures import cli_env, http_get, k8s_cli, k8s_cloud
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
@@ -171,5 +172,11 @@ def test_whole_pods_on_node_drivers(cloud: Cloud, ctrl: NodeController, daemon: 
     assert wait_for(lambda: statuses(ctrl)[("web", "exits")]["phase"] == "Failed", 20, 0.2)
     term = statuses(ctrl)[("web", "exits")]["containerStatuses"][0]["state"]["terminated"]
     assert (term["reason"], term["exitCode"]) == ("Error", 1)
+    # ``netbay k8s pods``: kubectl's columns, on a node cluster too
+    done = subprocess.run(k8s_cli(cloud, ctrl.refs.cluster_id, "pods"), capture_output=True, text=True,
+                          env={**cli_env(cloud), "NETBAY_DOCKER_HOST": daemon.host}, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {tuple(line.split()[:2]): line.split()[2:4] for line in done.stdout.splitlines()[1:]}
+    assert rows[("web", "site")] == ["2/2", "Running"] and rows[("web", "peer")] == ["0/0", "Running"], done.stdout
     assert ctrl.resync().made == [], "adopted as it is"
     assert ctr(daemon, "web/site", "fill").id == fill.id, "the init container is not run again"
