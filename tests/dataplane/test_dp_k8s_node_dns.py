@@ -10,18 +10,23 @@ cluster go to the template's ``dns_nameserver``: the test's own dnslib server in
 external network's namespace, reached from the resolver pod through its node's
 outgoing NAT and the cluster's router. A name that exists nowhere is NXDOMAIN, not
 REFUSED. Once the cluster's objects are gone, so are the resolver pod, its process
-and files, and the pods' ``/etc/netns`` files.
+and files, and the pods' ``/etc/netns`` files; ``netbay k8s sweep`` spares a live
+cluster's resolver, and a cluster deleted with no controller running has it reaped by
+the agent.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 from dnslib import QTYPE, RCODE
 
 from netbay.client import Api
+from netbay.dataplane import netns
 from netbay.k8s.controllers import open_controller
 from netbay.k8s.dns.nodes import LABEL
 from netbay.k8s.dns.podfiles import etc_dir
@@ -146,3 +151,33 @@ def test_cluster_dns_on_node_drivers(cloud: Cloud, k8s: tuple[NodeController, di
     assert not [p for p in ctrl.api.call("GET", "/netbay/v1/pods", cluster_id=ctrl.refs.cluster_id)["pods"]]
     assert not (state_root(cloud.names.prefix) / f"pod-{resolver['id']}").exists()
     assert wait_for(lambda: not etc_dir(client).exists(), 10, 0.05, "the client's /etc/netns files")
+
+
+def test_sweep_spares_it_and_a_cluster_delete_stops_it(cloud: Cloud) -> None:
+    """``netbay k8s sweep`` leaves a live cluster's resolver answering; the cluster's delete
+    (no controller running, no sweep) takes its pod, and the agent then its process and files."""
+    from .cluster_pods import ci, wait_cluster
+    from .k8s_fixtures import cli_env
+
+    cid = make_cluster(cloud, "dns-gone", {}, 1, "calico")
+    api, store = Api(cloud.server.url, cloud.server.token), Store(cloud.server.database_url)
+    ctrl = open_controller(api, store, cid, cloud.names)
+    try:
+        ctrl.apply(parse(APP))
+        process = ctrl.dns.process
+        assert process is not None and ctrl.dns.pod is not None
+        pid, pod_ns = process.pid(), cloud.names.pod(ctrl.dns.pod["id"])
+        assert pid is not None
+        swept = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "sweep", "--url", cloud.server.url,
+                                "--prefix", cloud.names.prefix], env=cli_env(cloud), capture_output=True,
+                               text=True, timeout=120, check=False)
+        assert swept.returncode == 0 and "resolver" not in swept.stdout, swept.stdout + swept.stderr
+        assert process.serving() == pid, "a live cluster's resolver is no orphan"
+        ctrl.close()   # the controller is gone long before its cluster
+        assert ci(cloud).delete(f"/clusters/{cid}").status_code == 204
+        wait_cluster(ci(cloud), cid, ("GONE",))
+        assert wait_for(lambda: process.pid() is None and not process.dir.exists() and not netns.exists(pod_ns),
+                        15, 0.05, "the agent reaps the resolver of a deleted pod")
+    finally:
+        api.close()
+        store.dispose()
