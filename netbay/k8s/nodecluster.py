@@ -272,7 +272,7 @@ class NodeController:
             self._pin(bodies)
             self._policy_status(bodies)
             self._report_services(want, report)
-            resolver = self._resolver(want, full)
+            resolver = self._resolver(want, full, report)
             self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses) + resolver)
             if resolver:
                 self.dns.publish(want, pods, self.vips)
@@ -280,12 +280,15 @@ class NodeController:
             self._policies(want, pods, report)
             return report
 
-    def _resolver(self, want: Desired, full: bool) -> list[ServicePortRule]:
+    def _resolver(self, want: Desired, full: bool, report: Report) -> list[ServicePortRule]:
         """A cluster with objects has a resolver (its ``kube-dns`` rules); one without has none."""
         if not want.namespaces:
             self.dns.remove(full)
             return []
-        self.dns.ensure(full)
+        if self.dns.ensure(full) is None:
+            pod = self.dns.pod or {}
+            why = pod.get("status_reason") or pod.get("status")
+            report.events.append(f"Warning pod kube-system/coredns: not plugged ({why}): kube-dns has no endpoint")
         return self.dns.rules()
 
     def _docker(self, want: Desired, pods: Mapping[tuple[str, str], dict[str, Any]], containers: Any,
