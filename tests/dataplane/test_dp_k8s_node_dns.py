@@ -11,13 +11,15 @@ external network's namespace, reached from the resolver pod through its node's
 outgoing NAT and the cluster's router. A name that exists nowhere is NXDOMAIN, not
 REFUSED. Once the cluster's objects are gone, so are the resolver pod, its process
 and files, and the pods' ``/etc/netns`` files; ``netbay k8s sweep`` spares a live
-cluster's resolver, and a cluster deleted with no controller running has it reaped by
+cluster's resolver, a killed one is started again by the next pass, and a cluster deleted with no controller running has it reaped by
 the agent.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -173,6 +175,14 @@ def test_sweep_spares_it_and_a_cluster_delete_stops_it(cloud: Cloud) -> None:
                                text=True, timeout=120, check=False)
         assert swept.returncode == 0 and "resolver" not in swept.stdout, swept.stdout + swept.stderr
         assert process.serving() == pid, "a live cluster's resolver is no orphan"
+        os.kill(pid, signal.SIGKILL)   # the resolver dies: the next (fast) pass starts it again
+        assert wait_for(lambda: process.serving() is None, 10, 0.05, "the killed resolver gone")
+        assert not ctrl.apply(parse(APP)).events
+        pid = process.serving()
+        assert pid is not None and process is ctrl.dns.process
+        client = cloud.names.pod(next(p["id"] for p in api.call("GET", "/netbay/v1/pods", cluster_id=cid)["pods"]
+                                      if p["labels"].get("netbay-k8s") == "shop/client"))
+        assert wait_for(lambda: getent(client, "web") == [ctrl.vips[("shop", "web")]], 10, 0.1)
         ctrl.close()   # the controller is gone long before its cluster
         assert ci(cloud).delete(f"/clusters/{cid}").status_code == 204
         wait_cluster(ci(cloud), cid, ("GONE",))

@@ -102,13 +102,14 @@ class NodeResolver:
     # -- every pass ---------------------------------------------------------------------------
     def ensure(self, full: bool = True) -> dict[str, Any] | None:
         """The resolver pod plugged and its server answering in it; the pod (None: not
-        plugged yet — ``kube-dns`` then has no endpoint and drops, as with no CoreDNS)."""
+        plugged yet, or its server would not start — ``kube-dns`` then has no endpoint
+        and drops, as with no CoreDNS). A fast pass trusts a serving process; anything
+        else (its pod gone with a node, its namespace re-made) looks the pod up afresh."""
         self._absent = False
-        if full or self.pod is None or self.pod["status"] != "ACTIVE":
-            self.pod = self._find() or self._create()
-            self.pod = self._await_active(self.pod)
-            self._written = None
-        pod = self.pod
+        if not full and self.pod is not None and self.process is not None and self.process.serving() is not None:
+            return self.pod
+        self.pod = pod = self._await_active(self._find() or self._create())
+        self._written = None
         if pod["status"] != "ACTIVE":
             log.warning("cluster %s: the resolver pod %s is %s", self.cluster_id, pod["id"], pod["status"])
             return None
@@ -116,8 +117,12 @@ class NodeResolver:
             self.process = self._process(pod["id"])
         if self.process.serving() is None:
             self.process.stop()       # one left in a namespace that is gone
-            self.process.start(pod["address"])
-            self._written = None      # a new process may have found no records: write them again
+            try:
+                self.process.start(pod["address"])
+            except RuntimeError as exc:   # reported by the pass; the next one tries again
+                log.warning("cluster %s: %s", self.cluster_id, exc)
+                self.pod = {**pod, "status": "ERROR", "status_reason": str(exc)[:240]}
+                return None
         return pod
 
     def rules(self) -> list[ServicePortRule]:
