@@ -138,7 +138,8 @@ def main() -> int:
             ctrl.apply(parse("---\n".join([node_pod("anchor", minions[0]["name"], "{role: anchor}"),
                                            *(node_pod(f"client{j}", m["name"]) for j, m in enumerate(minions))])))
             pods = {p["labels"]["netbay-k8s"]: p for p in
-                    api.call("GET", "/netbay/v1/pods", cluster_id=ctrl.refs.cluster_id)["pods"]}
+                    api.call("GET", "/netbay/v1/pods", cluster_id=ctrl.refs.cluster_id)["pods"]
+                    if "netbay-k8s" in p["labels"]}   # (not the cluster resolver's pod)
             anchor = pods["bench/anchor"]
             serve(names.pod(anchor["id"]), 8080, stop)
             clients = [names.pod(pods[f"bench/client{j}"]["id"]) for j in range(len(minions))]

@@ -190,7 +190,7 @@ def pods(cluster: str = ClusterOpt, url: str | None = UrlOpt, data_dir: Path | N
 @app.command()
 def sweep(url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
     """Delete this host's pod namespaces, cluster resolvers and Docker-runtime pods' containers
-    (NETBAY_DOCKER_HOST) whose port is gone (after a cluster delete)."""
+    (NETBAY_DOCKER_HOST) whose port (on a flannel or calico cluster: pod) is gone (after a cluster delete)."""
     from netbay.client import Api
     from netbay.client.auth import Credentials
     from netbay.backends.http import HttpBackend
@@ -202,17 +202,18 @@ def sweep(url: str | None = UrlOpt, prefix: str = PrefixOpt) -> None:
     api = Api(url or creds.server_url, creds.token)
     try:
         sandboxes, net = PodSandboxes(Names(prefix)), HttpBackend(api)
+        live_pods = {p["id"] for p in api.call("GET", "/netbay/v1/pods")["pods"]}   # flannel/calico clusters'
         for port_id in sweep_orphans(net, sandboxes):
             console.print(f"deleted sandbox {port_id}")
-        for port_id in sweep_resolvers(net, sandboxes):
+        for port_id in sweep_resolvers(net, sandboxes, live_pods):
             console.print(f"deleted cluster resolver {port_id}")
-        _sweep_containers(net)
+        _sweep_containers(net, live_pods)
     finally:
         api.close()
 
 
-def _sweep_containers(net) -> None:  # noqa: ANN001 - a NetworkBackend
-    """Docker-runtime pods' containers whose port is gone (with NETBAY_DOCKER_HOST)."""
+def _sweep_containers(net, live_pods: set[str]) -> None:  # noqa: ANN001 - a NetworkBackend
+    """Docker-runtime pods' containers whose port (or netbay pod) is gone (with NETBAY_DOCKER_HOST)."""
     import os
 
     host = os.environ.get("NETBAY_DOCKER_HOST")
@@ -224,7 +225,7 @@ def _sweep_containers(net) -> None:  # noqa: ANN001 - a NetworkBackend
 
     client = docker.DockerClient(base_url=host, version=API_VERSION, timeout=60)
     try:
-        for pod in sweep_orphans(net, client):
+        for pod in sweep_orphans(net, client, live_pods):
             console.print(f"deleted containers of pod {pod}")
     finally:
         client.close()

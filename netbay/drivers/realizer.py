@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Mapping
 from typing import Any
 
@@ -69,6 +70,7 @@ class ClusterNetRealizer:
         for ns in self._present(head):
             if ns not in wanted:
                 netns.delete(ns)
+                shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
         work = {"clusternets": set(state.table("clusternets")), "pods": set(state.table("pods"))}
         return self.apply(state, fabric, work, specs)
 
@@ -173,6 +175,7 @@ class ClusterNetRealizer:
             from netbay.drivers import pods
             pods.detach(node_ns, ns)
         netns.delete(ns)
+        shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)   # its resolv.conf, environment (netbay.k8s.dns)
 
     def stop(self) -> None:
         """The agent stops: close the masters' stand-in listeners."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from netbay.dataplane import netns
@@ -373,15 +373,16 @@ def _ordinal(name: str) -> tuple[str, int]:
     return (head, int(tail)) if tail.isdigit() else (name, -1)
 
 
-def sweep_orphans(net: Any, client: Any) -> list[str]:
+def sweep_orphans(net: Any, client: Any, live_pods: Collection[str] = ()) -> list[str]:
     """Remove the Docker-runtime pods' containers on this Docker whose port no longer
-    exists (a cluster deleted with its pods). Returns the pods, as ``ns/name``."""
+    exists (a cluster deleted with its pods) — on a flannel or calico cluster, whose netbay
+    pod (``live_pods``: the ids of those that exist) is gone. Returns the pods, as ``ns/name``."""
     from docker.errors import NotFound
 
     found = client.api.containers(all=True, filters={"label": PORT})
     if not found:
         return []
-    live = {p["id"] for p in net.list("port", device_owner="compute:kuryr")}  # a NetworkBackend
+    live = {p["id"] for p in net.list("port", device_owner="compute:kuryr")} | set(live_pods)  # a NetworkBackend
     gone = []
     for c in found:
         labels = c.get("Labels") or {}

@@ -12,6 +12,7 @@ balancer's VIP on that family's service subnet, :mod:`netbay.k8s.services`).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Sequence
 
@@ -25,8 +26,10 @@ class FamilyError(ValueError):
     """A Service's families the cluster cannot give it (the message: Kubernetes' field error)."""
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def family_of(address: str) -> str:
-    """"IPv4" or "IPv6" for an address."""
+    """"IPv4" or "IPv6" for an address (cached: every pass asks it of every cluster IP and
+    endpoint, and ``ipaddress`` parses at some 20 µs a call)."""
     return "IPv6" if ipaddress.ip_address(address).version == 6 else "IPv4"
 
 

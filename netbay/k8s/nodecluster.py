@@ -15,7 +15,13 @@ As those clusters do it in real life, with each job where its driver declares it
   :mod:`netbay.k8s.nodepolicy`, the kuryr path's translation); where it does not
   (flannel), every policy is accepted and reported *not enforced by <driver>* — a
   Warning event on each pass and the stored policy's status condition
-  (:func:`policy_status`: ``Enforced`` ``False``, reason ``NotEnforced``).
+  (:func:`policy_status`: ``Enforced`` ``False``, reason ``NotEnforced``);
+* **cluster DNS** is a resolver pod behind ``kube-dns`` (the service range's 10th
+  address) as CoreDNS is: :mod:`netbay.k8s.dns.nodes`, the kuryr path's resolver run in
+  a pod of the cluster; every pod's ``resolv.conf`` names it;
+* a pod annotated ``netbay.io/runtime: docker`` **runs whole** (sandbox, init
+  containers, containers): the kuryr path's runtime on the node's wiring
+  (:mod:`netbay.k8s.nodedocker`).
 
 The desired state is the store's (``k8s_objects``), as for kuryr, and every pass
 converges to it: pods nothing wants are deleted, the nodes' tables rebuilt when a
@@ -32,16 +38,23 @@ import time
 import uuid
 import zlib
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
+from netbay.backends.http import HttpBackend
 from netbay.client import Api, gone_ok
 from netbay.dataplane.names import Names
 from netbay.drivers import registry
 from netbay.drivers.spec import DriverSpec
-from netbay.k8s import desired, objects
+from netbay.k8s import desired, objects, podstatus
+from netbay.k8s.cluster import dns_upstream
 from netbay.k8s.controller import Report
-from netbay.k8s.kubeproxy import KubeProxy
+from netbay.k8s.dns.names import DOMAIN
+from netbay.k8s.dns.nodes import NodeResolver, forget_pod
+from netbay.k8s.dockerpods import DockerPods
+from netbay.k8s.kubeproxy import KubeProxy, ServicePortRule
+from netbay.k8s.nodedocker import RUNTIME, DnsView, NodeSandboxes, as_ports, placements
 from netbay.k8s.nodepolicy import NodePolicy
 from netbay.k8s.objects import Desired, Key
 from netbay.k8s.podport import POD_NS
@@ -77,10 +90,19 @@ class NodeClusterRefs:
     spec: DriverSpec
     nodes: tuple[dict[str, Any], ...]     # the cluster network's nodes (name, role, sandbox_id, address)
     leases: Mapping[str, str]             # node name → its lease (flannel subnet, calico block)
+    dns_upstream: tuple[str, ...] = ()    # where the cluster resolver forwards names outside its domain
+    config: Mapping[str, Any] = dataclasses.field(default_factory=dict)   # the driver's typed config
+    pod_runtime: str = "sandbox"          # a pod's own annotation netbay.io/runtime: docker runs it whole
 
     @property
     def driver(self) -> str:
         return self.spec.name
+
+    @property
+    def node_boxes(self) -> tuple[tuple[str, str, str], ...]:
+        """(name, sandbox id, address) of every node, as a kuryr cluster's refs have them."""
+        return tuple((str(n["name"]), str(n["sandbox_id"]), str(n.get("address") or "").split("/")[0])
+                     for n in self.nodes)
 
 
 def network_driver(api: Api, cluster: dict[str, Any]) -> str | None:
@@ -100,14 +122,16 @@ def find(api: Api, cluster_id: str) -> NodeClusterRefs:
     if spec is None or spec.services != "nodes":
         raise LookupError(f"Cluster {cluster_id}: its network driver {driver or '(none)'} "
                           "answers no Kubernetes Services on its nodes")
-    return _with_nodes(api, NodeClusterRefs(cluster["uuid"], spec, (), {}))
+    upstream = dns_upstream(api, HttpBackend(api), cluster)
+    return _with_nodes(api, NodeClusterRefs(cluster["uuid"], spec, (), {}, upstream))
 
 
 def _with_nodes(api: Api, refs: NodeClusterRefs) -> NodeClusterRefs:
     """``refs`` with the cluster network's nodes and leases as they are now (a scale
     changes them between passes)."""
     net = api.call("GET", f"/netbay/v1/clusternets/{refs.cluster_id}")["clusternet"]
-    return dataclasses.replace(refs, nodes=tuple(net.get("nodes") or ()), leases=dict(net.get("leases") or {}))
+    return dataclasses.replace(refs, nodes=tuple(net.get("nodes") or ()), leases=dict(net.get("leases") or {}),
+                               config=dict(net.get("config") or {}))
 
 
 def cluster_ips(want: Desired, service_range: str = SERVICE_RANGE) -> dict[tuple[str, str], str]:
@@ -153,10 +177,20 @@ class NodeController:
         self._rules = RulesMemo()         # its Service ports as the nodes answer them
         self._last_pods: tuple[dict, dict] | None = None   # (pods wanted, netbay pods): the last pass's, all ACTIVE
         self.on_ports: Any = None   # the watch source's hook: these pods have no ports to write back
+        self.dns = NodeResolver(api, self.names, self.refs.cluster_id, self.refs.dns_upstream, SERVICE_RANGE,
+                                wait=wait)
+        # Docker-runtime pods: the kuryr path's runtime, on the nodes' wiring (netbay.k8s.nodedocker)
+        self.sandboxes = NodeSandboxes(self.names)
+        self.discovery = DnsView(self.dns, DOMAIN)
+        self.dockerpods = DockerPods(self)
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="netbay-k8s")
+        self._nodes_of: dict[tuple[str, str], str] = {}   # (ns, pod) → the node its netbay pod is on
 
     # -- what a source calls ----------------------------------------------------------------
     def refuse(self, bodies: Iterable[Mapping[str, Any]]) -> None:
-        """Nothing is refused: every Service is answered by the nodes."""
+        """Every Service is answered by the nodes; a Docker-runtime pod the runtime cannot
+        run as written is refused (never trimmed)."""
+        self.dockerpods.refuse(objects.desired(list(bodies), self._daemon_nodes()))
 
     def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
         given = self._allocated([dict(b) for b in bodies])
@@ -196,6 +230,7 @@ class NodeController:
     def delete_all(self) -> Report:
         desired.drop_cluster(self.store, self.refs.cluster_id)
         report = self.resync()
+        self.dns.remove()
         self.proxy.remove(self.node_namespaces)
         if self.policy is not None:
             self.policy.close(delete=True)
@@ -203,6 +238,8 @@ class NodeController:
 
     def close(self) -> None:
         """The nodes' libnftables contexts go; their tables stay (the kernel keeps them)."""
+        self._pool.shutdown(wait=True)
+        self.dockerpods.close()
         self.proxy.close()
 
     @property
@@ -222,15 +259,46 @@ class NodeController:
             want = objects.desired(bodies, self._daemon_nodes(), self._parsed)
             self._node_ns = {n["name"]: self.names.sandbox(n["sandbox_id"]) for n in self.refs.nodes}
             report = Report()
+            containers = self.dockerpods.sweep(want, None, report)   # before the pods they ran in go
             pods = self._pods(want, report, full)
             addresses = {key: p["address"] for key, p in pods.items() if p["status"] == "ACTIVE"}
             self.vips = cluster_ips(want)
             self._pin()
             self._policy_status()
             self._report_services(want, report)
-            self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses, self._rules))
+            resolver = self._resolver(want, full, report)
+            self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses, self._rules) + resolver)
+            if resolver:
+                self.dns.publish(want, pods, self.vips)
+            self._docker(want, pods, containers, report, full)
             self._policies(want, pods, report)
             return report
+
+    def _resolver(self, want: Desired, full: bool, report: Report) -> list[ServicePortRule]:
+        """A cluster with objects has a resolver (its ``kube-dns`` rules); one without has none."""
+        if not want.namespaces:
+            self.dns.remove(full)
+            return []
+        if self.dns.ensure(full) is None:
+            pod = self.dns.pod or {}
+            why = pod.get("status_reason") or pod.get("status")
+            report.events.append(f"Warning pod kube-system/coredns: not plugged ({why}): kube-dns has no endpoint")
+        return self.dns.rules()
+
+    def _docker(self, want: Desired, pods: Mapping[tuple[str, str], dict[str, Any]], containers: Any,
+                report: Report, full: bool) -> None:
+        """The Docker-runtime pods' containers, each sandbox plugged into its node."""
+        self.sandboxes.placement = placements(self.names, self.refs.driver, self.refs.config, self.refs.nodes, pods)
+        ports, segments = as_ports({k: p for k, p in pods.items() if p.get("runtime") == RUNTIME}, self.refs.leases)
+        self.dockerpods.realize(want, ports, segments, self.vips, containers, report, full)
+
+    def node_of(self, pod: objects.PodWant) -> str:
+        """The node a pod's netbay pod is on (its ``spec.nodeName`` field for its containers)."""
+        return self._nodes_of.get((pod.namespace, pod.name)) or pod.node or ""
+
+    def more_subnets(self, network_id: str) -> tuple[dict, ...]:
+        """A node's lease is the pod's one prefix (kuryr's dual-stack segments have more)."""
+        return ()
 
     def _pin(self) -> None:
         """Write each allocated cluster IP into its Service's stored ``spec.clusterIP``, as
@@ -263,6 +331,17 @@ class NodeController:
         report.made += sorted(f"service {k[0]}/{k[1]} {ip}" for k, ip in self.vips.items() if known.get(k) != ip)
         report.deleted += sorted(f"service {k[0]}/{k[1]}" for k, ip in known.items() if self.vips.get(k) != ip)
         self._reported = dict(self.vips)
+
+    def pod_statuses(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every pod's status (``netbay k8s pods``): a Docker-runtime pod's from its containers,
+        a network-only pod's Running once its netbay pod is plugged."""
+        self.refs = _with_nodes(self.api, self.refs)
+        want = objects.desired(desired.load(self.store, self.refs.cluster_id), self._daemon_nodes())
+        out = self.dockerpods.statuses(want)
+        have = self._list()
+        for key in sorted(set(want.pods) - set(out)):
+            out[key] = podstatus.sandbox_pod((have.get(key) or {}).get("status") == "ACTIVE")
+        return out
 
     # -- pods → netbay pods on the nodes ----------------------------------------------------
     def _list(self) -> dict[tuple[str, str], dict[str, Any]]:
@@ -303,9 +382,12 @@ class NodeController:
         fresh = []
         for key, pod in sorted(want.pods.items()):
             made = have.pop(key, None)
-            if made is not None and pod.node and made["node"] != pod.node:   # moved to another node
+            runtime = RUNTIME if self.dockerpods.wants(pod) else ""
+            if made is not None and ((pod.node and made["node"] != pod.node)   # moved to another node
+                                     or (made.get("runtime") or "") != runtime):   # or to another runtime
                 stale = made["id"]
                 gone_ok(lambda: self.api.call("DELETE", f"{PODS}/{stale}"))
+                forget_pod(self.names, stale)
                 made = None
             if made is None:
                 body: dict[str, Any] = {"name": f"{key[0]}.{key[1]}", "cluster_id": self.refs.cluster_id,
@@ -314,15 +396,19 @@ class NodeController:
                 node = self._node_for(pod)
                 if node:
                     body["node"] = node
+                if runtime:   # the agent leaves it unplugged: its sandbox container is plugged here
+                    body["runtime"] = runtime
                 made = self.api.call("POST", PODS, {"pod": body})["pod"]
                 fresh.append(key)
                 report.made.append(f"pod {key[0]}/{key[1]} {made['address']} on {made['node']}")
             out[key] = made
         for key, p in have.items():
             gone_ok(lambda: self.api.call("DELETE", f"{PODS}/{p['id']}"))
+            forget_pod(self.names, p["id"])
             report.deleted.append(f"pod {key[0]}/{key[1]}")
         self._await(out, [k for k, p in out.items() if p["status"] != "ACTIVE"], report)
         self._pod_node = {p["id"]: self._node_ns.get(p["node"], "") for p in out.values()}
+        self._nodes_of = {key: p["node"] for key, p in out.items()}
         return out
 
     def _await(self, pods: dict[tuple[str, str], dict[str, Any]], keys: list[tuple[str, str]],

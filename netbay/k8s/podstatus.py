@@ -140,8 +140,12 @@ def job(want: Desired, owner: str, statuses: Mapping[tuple[str, str], Mapping[st
 
 
 def of_cluster(ctrl: Any) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every pod of a controller's cluster (a :class:`netbay.k8s.controller.Controller`)."""
+    """Every pod of a controller's cluster (a :class:`netbay.k8s.controller.Controller`; a
+    flannel or calico cluster's controller answers for its own pods)."""
     from netbay.k8s import desired
+
+    if hasattr(ctrl, "pod_statuses"):   # netbay.k8s.nodecluster.NodeController
+        return dict(ctrl.pod_statuses())
 
     want = objects.desired(desired.load(ctrl.store, ctrl.refs.cluster_id), ctrl.refs.nodes)
     out = ctrl.dockerpods.statuses(want)

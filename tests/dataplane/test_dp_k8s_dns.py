@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import socketserver
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dnslib import QTYPE, RCODE, RR, A, DNSRecord
-from dnslib.server import BaseResolver, DNSLogger, DNSServer
+from dnslib import QTYPE, RCODE
 
 from netbay.client import LB, NET
 from netbay.dataplane import netns
@@ -33,6 +31,7 @@ from netbay.k8s.dns.resolver import state_root
 from netbay.k8s.objects import parse
 
 from .agent_fixtures import Cloud, wait_for
+from .dns_upstream import UPSTREAM_ADDRESS, UPSTREAM_NAME, Upstream, query, upstream_server
 from .cluster_net import Listener
 from .k8s_fixtures import (controller, ctrl, getent, in_pod, netbay_exec,  # noqa: F401 - ctrl: a fixture
                            pod_ips, pod_ns)
@@ -44,44 +43,10 @@ CLOUD_TAG = "kd"   # the shared `cloud` fixture (conftest.py): its namespace pre
 CLOUD_K8S = True   # ... with the Kubernetes mapping's host leftovers swept
 
 
-UPSTREAM_NAME, UPSTREAM_ADDRESS = "www.example.test", "192.0.2.7"
-
-
-class Upstream(BaseResolver):
-    """The test's upstream DNS server: one name; NXDOMAIN for every other."""
-
-    def __init__(self) -> None:
-        self.asked: list[str] = []
-
-    def resolve(self, request: DNSRecord, handler: object) -> DNSRecord:
-        name = str(request.q.qname).rstrip(".")
-        self.asked.append(name)
-        reply = request.reply()
-        if name == UPSTREAM_NAME and request.q.qtype in (QTYPE.A, QTYPE.ANY):
-            reply.add_answer(RR(request.q.qname, QTYPE.A, rdata=A(UPSTREAM_ADDRESS), ttl=60))
-        elif name != UPSTREAM_NAME:
-            reply.header.rcode = RCODE.NXDOMAIN
-        return reply
-
-
 @pytest.fixture(scope="module")
 def upstream(cloud: Cloud) -> Iterator[tuple[str, Upstream]]:
-    """(its address, the server): dnslib on port 53 in the external network's namespace."""
-    public = cloud.ok(cloud.http.get("/network/v2.0/networks", params={"name": "public"}))["networks"][0]
-    outside = cloud.names.external(public["id"])
-    wait_for(lambda: netns.exists(outside), 10, what="the external namespace")
-    port = cloud.ok(cloud.http.get("/network/v2.0/ports", params={"network_id": public["id"],
-                                                                  "device_owner": "netbay:external"}))["ports"][0]
-    address, resolver = port["fixed_ips"][0]["ip_address"], Upstream()
-    with netns.entered(outside):   # the socket lives there; its thread may run anywhere
-        server = DNSServer(resolver, address=address, port=53, logger=DNSLogger("-request,-reply", prefix=False),
-                           server=socketserver.ThreadingUDPServer)
-    server.start_thread()
-    try:
-        yield address, resolver
-    finally:
-        server.stop()
-        server.server.server_close()
+    with upstream_server(cloud) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")
@@ -130,13 +95,6 @@ spec: {containers: [{name: c, image: busybox}]}
 """
 
 LATE = EARLY.replace("early", "late")
-
-
-def query(ns: str, server: str, name: str, qtype: str) -> DNSRecord:
-    """One query over UDP from inside the pod's namespace (dnslib encodes and decodes)."""
-    with netns.entered(ns):
-        raw = DNSRecord.question(name, qtype).send(server, 53, timeout=2)
-    return DNSRecord.parse(raw)
 
 
 def test_names_env_and_updates(cloud: Cloud, ctrl: Controller, upstream: tuple[str, Upstream]) -> None:

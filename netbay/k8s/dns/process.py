@@ -22,6 +22,7 @@ from netbay.dataplane import netns, pidfile
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 5.0
 MODULE = "netbay.k8s.dns.server"
+POD_PREFIX = "pod-"   # a node cluster's resolver's files: "pod-<its pod id>" (:mod:`.nodes`), not a port id
 
 
 def state_root(prefix: str) -> Path:
@@ -135,4 +136,4 @@ def stop_all(prefix: str) -> list[str]:
     return gone
 
 
-__all__ = ["MODULE", "Process", "namespace", "port_ids", "state_root", "stop_all", "write_atomic"]
+__all__ = ["MODULE", "POD_PREFIX", "Process", "namespace", "port_ids", "state_root", "stop_all", "write_atomic"]

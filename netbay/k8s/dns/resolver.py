@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+from collections.abc import Collection
 from typing import Any
 
 from netbay.client import gone_ok
@@ -28,7 +29,7 @@ from netbay.dataplane.fabric import KURYR_POD
 from netbay.dataplane.garp import announce
 from netbay.dataplane.rtnl import release
 from netbay.k8s.dns.names import RESOLVER_TAG
-from netbay.k8s.dns.process import Process, namespace, port_ids, state_root, write_atomic
+from netbay.k8s.dns.process import POD_PREFIX, Process, namespace, port_ids, state_root, write_atomic
 from netbay.k8s.sandbox import PodSandboxes, pod_port
 
 ADDRESS_INDEX = 10
@@ -160,14 +161,18 @@ class ClusterResolver:
         self.port, self.process, self._written = None, None, None
 
 
-def sweep_orphans(net: Any, pods: PodSandboxes) -> list[str]:   # net: a NetworkBackend
+def sweep_orphans(net: Any, pods: PodSandboxes, live_pods: Collection[str] | None = None) -> list[str]:
     """Resolvers on this host whose port is gone (their cluster was deleted): their
-    process, namespace and files. Returns the port ids."""
+    process, namespace and files. A flannel or calico cluster's resolver (``pod-<pod id>``,
+    :mod:`.nodes`) goes when its pod is not in ``live_pods`` (None: those are left alone).
+    ``net``: a NetworkBackend. Returns the port ids (and ``pod-<id>``)."""
     boxes = ResolverBoxes(pods)
     stray = port_ids(pods.names.prefix)
+    if live_pods is None:
+        stray = {s for s in stray if not s.startswith(POD_PREFIX)}
     if not stray:
         return []
-    live = {p["id"] for p in net.list("port", device_owner=KURYR_POD)}
+    live = {p["id"] for p in net.list("port", device_owner=KURYR_POD)} | {POD_PREFIX + p for p in live_pods or ()}
     gone = sorted(stray - live)
     for port_id in gone:
         Process(state_root(pods.names.prefix), port_id, boxes.ns(port_id)).remove()
