@@ -118,6 +118,8 @@ EXTENSIONS = [
     ("qos-rule-type-details", "QoS rule type details", "Expose details about QoS rule types supported by "
      "loaded backend drivers"),
     ("qos-default", "QoS default policy", "Expose the QoS default policy per project"),
+    ("qos-port-network-policy", "QoS port network policy extension",
+     "Adds a the QoS network ID to the port definition"),
     ("qos-bw-limit-direction", "Direction for QoS bandwidth limit rule",
      "Allow to configure QoS bandwidth limit rule with specific direction: ingress or egress"),
     ("qos-bw-minimum-ingress", "Ingress direction for QoS minimum bandwidth rule",
