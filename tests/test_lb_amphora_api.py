@@ -91,6 +91,31 @@ def test_amphora_api_is_for_load_balancer_admins(server, admin, amp_tree):
         octavia_error(client.get("/octavia/amphorae"), 403, DENIED)
         octavia_error(client.get(f"/octavia/amphorae/{amp.id}"), 403, DENIED)
         octavia_error(client.put(f"/octavia/amphorae/{amp.id}/failover"), 403, DENIED)
+        octavia_error(client.delete(f"/octavia/amphorae/{amp.id}"), 403, DENIED)
+
+
+def test_amphora_delete_as_octavia_2025_1(server, admin, admin_lb, net, settle):
+    """API 2.20's delete: only an amphora in ERROR goes (Octavia 2025.1's rule); a working
+    one is immutable (409), an unknown one 404; a failover brings a new one."""
+    lbs = admin.load_balancer
+    lb = lbs.create_load_balancer(vip_subnet_id=net.subnet.id, name=unique("ampdel"), provider="amphora")
+    settle(lb.id)
+    [amp] = list(lbs.amphorae(loadbalancer_id=lb.id))
+    octavia_error(admin_lb.delete(f"/octavia/amphorae/{amp.id}"), 409,
+                  f"amphora {amp.id} is immutable and cannot be updated.")
+    octavia_error(admin_lb.delete("/octavia/amphorae/00000000-0000-0000-0000-000000000000"), 404,
+                  "Amphora 00000000-0000-0000-0000-000000000000 not found.")
+    settle(lb.id, "ERROR/ERROR")
+    [broken] = list(lbs.amphorae(loadbalancer_id=lb.id))
+    assert (broken.id, broken.status) == (amp.id, "ERROR")
+    osc(server, "loadbalancer", "amphora", "delete", amp.id, output=False)   # python-octaviaclient: 204
+    assert list(lbs.amphorae(loadbalancer_id=lb.id)) == []
+    octavia_error(admin_lb.get(f"/octavia/amphorae/{amp.id}"), 404, f"Amphora {amp.id} not found.")
+    lbs.failover_load_balancer(lb.id)
+    settle(lb.id)
+    [new] = list(lbs.amphorae(loadbalancer_id=lb.id))
+    assert new.id != amp.id and new.status == "ALLOCATED"
+    lbs.delete_load_balancer(lb.id, cascade=True)
 
 
 def test_amphora_failover_builds_a_new_amphora(admin, admin_lb, net, settle):
