@@ -303,6 +303,41 @@ def test_extra_routes_lead_through_their_nexthop(topo):
         topo.ensure(routes=[("192.168.78.0/24", "10.9.9.9")])   # no leg reaches it
 
 
+def test_several_nexthops_make_one_ecmp_route(topo):
+    """Two nexthops for 192.168.77.0/24 (sandboxes a and a2, each holding 192.168.77.1):
+    one multipath route, as Neutron's L3 agent makes it, and flows from b reach both
+    (the test hashes on ports, so one client's connections spread); dropping a nexthop
+    leaves a plain route through the other, an empty list none."""
+    for sandbox in (topo.a, topo.a2):
+        links.set_up(sandbox, "lo")
+        links.add_address(sandbox, "lo", "192.168.77.1/32")
+    routes = [("192.168.77.0/24", "10.0.0.6"), ("192.168.77.0/24", "10.0.0.5")]
+    topo.ensure(routes=routes)
+    topo.ensure(routes=routes)   # idempotent: read back as the same two nexthops
+    from netbay.dataplane.l3.extraroutes import present
+    assert present(topo.ns)["192.168.77.0/24"] == ("10.0.0.5", "10.0.0.6")
+    links.sysctl(topo.ns, "net.ipv4.fib_multipath_hash_policy", 1)   # L4 hash: per flow
+    servers = {sandbox: listening(sandbox, 7777) for sandbox in (topo.a, topo.a2)}
+    try:
+        reached = {sandbox: 0 for sandbox in servers}
+        for _ in range(16):
+            assert tcp_peer_to(topo.b, "192.168.77.1", 7777, timeout=2)
+            for sandbox, srv in servers.items():
+                srv.settimeout(0.05)
+                with contextlib.suppress(OSError):
+                    conn, _peer = srv.accept()
+                    conn.close()
+                    reached[sandbox] += 1
+        assert sum(reached.values()) == 16 and all(reached.values()), reached
+    finally:
+        for srv in servers.values():
+            srv.close()
+    topo.ensure(routes=routes[:1])
+    assert present(topo.ns)["192.168.77.0/24"] == ("10.0.0.6",)
+    topo.ensure(routes=[])
+    assert "192.168.77.0/24" not in present(topo.ns)
+
+
 def listening(ns: str, port: int) -> socket.socket:
     with netns.entered(ns):
         srv = socket.socket()
