@@ -347,6 +347,37 @@ def listening(ns: str, port: int) -> socket.socket:
     return srv
 
 
+def test_port_forwarding_ranges_map_port_by_port(topo):
+    """``floating-ip-port-forwarding-port-ranges`` as the agent gets them (the floating
+    IP's ``port_forwardings``): 3000:3002 -> a's 2000:2002 port by port, 4000:4001 -> a2's
+    one port 22; a port beyond a range goes nowhere."""
+    fip = {"router_id": topo.router_id, "floating_ip_address": FIP_B, "port_forwardings": [
+        {"protocol": "tcp", "internal_ip_address": "10.0.0.5", "external_port_range": "3000:3002",
+         "internal_port_range": "2000:2002"},
+        {"protocol": "tcp", "internal_ip_address": "10.0.0.6", "external_port_range": "4000:4001",
+         "internal_port": 22}]}
+    spec = router.from_api({"id": topo.router_id}, [], {}, [fip], NAMES)
+    assert [(f.external_port, f.internal_ip, f.internal_port) for f in spec.port_forwards] == [
+        (3000, "10.0.0.5", 2000), (3001, "10.0.0.5", 2001), (3002, "10.0.0.5", 2002),
+        (4000, "10.0.0.6", 22), (4001, "10.0.0.6", 22)]
+    topo.ensure(forwards=spec.port_forwards)
+    for sandbox, inside, outside in ((topo.a, 2001, 3001), (topo.a, 2002, 3002), (topo.a2, 22, 4000),
+                                     (topo.a2, 22, 4001)):
+        srv = listening(sandbox, inside)
+        try:
+            assert tcp_peer_to(topo.outside, FIP_B, outside, timeout=3), (inside, outside)
+            conn, peer = srv.accept()
+            conn.close()
+            assert peer[0] == OUTSIDE
+        finally:
+            srv.close()
+    srv = listening(topo.a, 2003)
+    try:
+        assert not tcp_peer_to(topo.outside, FIP_B, 3003, timeout=0.7)
+    finally:
+        srv.close()
+
+
 def test_port_forwarding_reaches_the_internal_port_from_outside(topo):
     """A floating IP's TCP 2222 forwarded to sandbox a's port 22 and 2223 to a2's 22:
     the outside reaches each through the floating address, the server sees the outside's

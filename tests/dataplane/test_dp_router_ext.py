@@ -1,6 +1,6 @@
 """A router's extra routes and a floating IP's port forwardings through the API and the
 agent, with real packets (issue 29): the outside world reaches a sandbox's port 22
-through the floating IP's port 2222; a sandbox reaches a network that lives behind
+through the floating IP's port 2222 and through each port of a range; a sandbox reaches a network that lives behind
 another sandbox through the router's extra route."""
 
 from __future__ import annotations
@@ -53,13 +53,23 @@ def test_port_forwarding_and_extra_route(cloud: Cloud) -> None:
     ip_a, ip_b = a.fixed_ips[0]["ip_address"], b.fixed_ips[0]["ip_address"]
 
     fip = conn.network.create_ip(floating_network_id=public.id)
-    conn.network.create_floating_ip_port_forwarding(fip, internal_port_id=a.id, internal_ip_address=ip_a,
-                                                    internal_port=22, external_port=2222, protocol="tcp")
+    single = conn.network.create_floating_ip_port_forwarding(
+        fip, internal_port_id=a.id, internal_ip_address=ip_a, internal_port=22, external_port=2222, protocol="tcp")
     cloud.wait_status(f"/network/v2.0/floatingips/{fip.id}", "ACTIVE")
     outside = cloud.names.external(public.id)
     wait_for(lambda: _reaches(outside, ns_a, fip.floating_ip_address, 2222, 22), 15, 0.1,
              "the outside reaching port 22 through the floating IP's 2222")
     assert not _reaches(outside, ns_a, fip.floating_ip_address, 2223, 22)
+    # A port range (floating-ip-port-forwarding-port-ranges): 2300:2301 all to port 22
+    # (which the single forwarding holds until it goes: internal ranges may not overlap).
+    conn.network.delete_floating_ip_port_forwarding(fip, single)
+    conn.network.create_floating_ip_port_forwarding(fip, internal_port_id=a.id, internal_ip_address=ip_a,
+                                                    internal_port_range="22", external_port_range="2300:2301",
+                                                    protocol="tcp")
+    for port in (2300, 2301):
+        wait_for(lambda p=port: _reaches(outside, ns_a, fip.floating_ip_address, p, 22), 15, 0.1,
+                 f"the outside reaching port 22 through the range's {port}")
+    assert not _reaches(outside, ns_a, fip.floating_ip_address, 2302, 22)
 
     links.set_up(ns_b, "lo")
     links.add_address(ns_b, "lo", "192.168.77.1/32")

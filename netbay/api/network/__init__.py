@@ -112,6 +112,8 @@ EXTENSIONS = [
      "Edit extra routes of a router on server side by atomically adding/removing extra routes"),
     ("floating-ip-port-forwarding", "Floating IP Port Forwarding",
      "Allow port forwarding from floating IP port to an internal port"),
+    ("floating-ip-port-forwarding-port-ranges", "Floating IP Port Forwarding support port ranges",
+     "Add support to port ranges"),
     ("expose-port-forwarding-in-fip", "Expose port forwardings in floating IP",
      "Expose on floating IP GET requests the port forwardings the floating IP has"),
     ("qos", "Quality of Service", "The Quality of Service extension."),
