@@ -18,6 +18,9 @@ transaction), never rewrites a rule (and so do port forwardings and extra routes
         oifname @gateway_ifs snat to ip saddr map @fip_snat       # fixed -> floating
         ip saddr @internal_subnets snat to oifname map @gateway_snat
         ct status dnat ip saddr @internal_subnets masquerade      # hairpin to a FIP
+    chain forward      (filter)
+        ct status dnat accept ; ct status snat accept             # NATed flows cross scopes
+        iifname . oifname @scope_blocked drop                     # address scopes apart
 
 ``gateway_snat`` (gateway device -> its address) is empty when ``enable_snat`` is
 false, so internal traffic leaves with its private source. Between two internal legs

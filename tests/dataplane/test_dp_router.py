@@ -567,3 +567,25 @@ def test_from_api_builds_the_spec_from_neutron_json():
     bare = router.from_api({"id": rid, "external_gateway_info": None}, ports[:1], subnets,
                            [], names)
     assert bare.gateway is None and bare.enable_snat is False
+
+
+def test_address_scopes_part_internal_networks_but_not_nat(topo):
+    """Neutron's address scope rule: legs of different scopes (no scope is one of its own)
+    do not forward to each other; the gateway's SNAT and a floating IP still carry a
+    scoped network's traffic; the same scope on both legs routes again."""
+    from dataclasses import replace
+
+    leg_a, leg_b = topo.legs
+    topo.legs = [replace(leg_a, scope="scope-1"), leg_b]
+    topo.ensure([FloatingIP(FIP_B, "10.0.1.5")])
+    assert sorted(tuple(e["concat"]) for e in map_elems(topo.ns, "scope_blocked")) == sorted([
+        (leg_a.ifname, leg_b.ifname), (leg_b.ifname, leg_a.ifname), (topo.gateway.ifname, leg_a.ifname)])
+    assert not ping(topo.a, "10.0.1.5", timeout=0.5)
+    assert tcp_peer(topo.b, topo.a, "10.0.1.5", timeout=0.7) is None
+    assert tcp_peer(topo.a, topo.b, "10.0.0.5", timeout=0.7) is None
+    assert tcp_peer(topo.outside, topo.a, OUTSIDE) == GW_ADDR      # SNAT via the gateway: out and back
+    assert tcp_peer(topo.b, topo.a, FIP_B) == "10.0.1.1"           # b through its floating IP (hairpin)
+    topo.legs = [replace(leg_a, scope="scope-1"), replace(leg_b, scope="scope-1")]
+    topo.ensure([FloatingIP(FIP_B, "10.0.1.5")])
+    assert ping(topo.a, "10.0.1.5", count=3)
+    assert tcp_peer(topo.b, topo.a, "10.0.1.5") == "10.0.0.5"

@@ -80,3 +80,31 @@ def test_port_forwarding_and_extra_route(cloud: Cloud) -> None:
     conn.network.remove_extra_routes_from_router(router, {"router": {"routes": [
         {"destination": "192.168.77.0/24", "nexthop": ip_b}]}})
     wait_for(lambda: not ping(ns_a, "192.168.77.1", timeout=0.3), 15, 0.1, "the route gone")
+
+
+def test_address_scopes_part_a_router_through_the_api(cloud: Cloud) -> None:
+    """Address scopes through the API and the agent: two subnets from two pools on one
+    router talk while neither pool has a scope, stop when one pool joins a scope (the
+    network shows it as ``ipv4_address_scope``), and talk again when both are in it."""
+    conn = cloud.server.connect()
+    scope = conn.network.create_address_scope(name="rx-scope", ip_version=4)
+    pools = [conn.network.create_subnet_pool(name=f"rx-pool{i}", prefixes=[f"10.{66 + i}.0.0/16"],
+                                             default_prefix_length=24) for i in (0, 1)]
+    nets = [conn.network.create_network(name=f"rx-scoped{i}") for i in (0, 1)]
+    subnets = [conn.network.create_subnet(network_id=n.id, ip_version=4, subnetpool_id=p.id)
+               for n, p in zip(nets, pools, strict=True)]
+    router = conn.network.create_router(name="rx-scopes")
+    for subnet in subnets:
+        conn.network.add_interface_to_router(router, subnet_id=subnet.id)
+    ports = [conn.network.create_port(network_id=n.id) for n in nets]
+    ns0, ns1 = (cloud.sandbox_ns(cloud.sandbox(f"rx-s{i}", ports=[p.id])["id"]) for i, p in enumerate(ports))
+    for p in ports:
+        cloud.wait_status(f"/network/v2.0/ports/{p.id}", "ACTIVE")
+    ip1 = ports[1].fixed_ips[0]["ip_address"]
+    wait_for(lambda: ping(ns0, ip1, timeout=0.3), 15, 0.1, "routing between unscoped subnets")
+    conn.network.update_subnet_pool(pools[0], address_scope_id=scope.id)
+    assert conn.network.get_network(nets[0].id).ipv4_address_scope_id == scope.id
+    wait_for(lambda: not ping(ns0, ip1, timeout=0.3), 15, 0.1, "no forwarding between scopes")
+    assert not ping(ns1, ports[0].fixed_ips[0]["ip_address"], timeout=0.5)
+    conn.network.update_subnet_pool(pools[1], address_scope_id=scope.id)
+    wait_for(lambda: ping(ns0, ip1, timeout=0.3), 15, 0.1, "routing within one scope")
