@@ -50,6 +50,8 @@ def expand(state: State, touched: Iterable[Touched], realizers: Sequence[Any] = 
             for net in nets - {None}:
                 w["routers"].update(p["device_id"] for p in state.ports_on(net)
                                     if str(p.get("device_owner", "")).startswith("network:router"))
+        elif t.collection in ("metering_labels", "metering_label_rules"):   # every router it may meter
+            w["routers"].update(state.routers)
         elif t.collection == "subnets":
             for net in t.values("network_id"):
                 for p in state.ports_on(net):

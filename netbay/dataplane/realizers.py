@@ -71,7 +71,8 @@ class RouterRealizer:
         r = self.router
         try:
             spec = r.from_api(state.routers[rid], list(state.ports_of(rid)), state.subnets,
-                              state.floatingips.values(), self.names, state.table("subnetpools"))
+                              state.floatingips.values(), self.names, state.table("subnetpools"),
+                              (state.table("metering_labels"), state.table("metering_label_rules")))
             r.ensure(spec)
         except Exception as exc:  # noqa: BLE001 - reported as the router's status
             log.warning("netbay agent: router %s: %s", rid, exc)

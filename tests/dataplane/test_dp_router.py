@@ -30,6 +30,7 @@ from netbay.dataplane import links, netns, router
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
 from netbay.dataplane.l3.conntrack import forget_flows
+from netbay.dataplane.l3.metering import MeterLabel, MeterRule, traffic_counters
 from netbay.dataplane.router import FloatingIP, Gateway, Leg, PortForward
 from .dp_helpers import PREFIX, ping
 
@@ -53,10 +54,11 @@ class Topo:
     legs: list[Leg] = field(default_factory=list)
 
     def ensure(self, fips: Sequence[FloatingIP] = (), enable_snat: bool = True,
-               routes: Sequence[tuple[str, str]] = (), forwards: Sequence[PortForward] = ()) -> None:
+               routes: Sequence[tuple[str, str]] = (), forwards: Sequence[PortForward] = (),
+               metering: Sequence[MeterLabel] = ()) -> None:
         router.ensure_router(self.ns, gateway=self.gateway, interfaces=self.legs,
                              floating_ips=list(fips), enable_snat=enable_snat, routes=routes,
-                             port_forwards=forwards)
+                             port_forwards=forwards, metering=metering)
 
 
 @pytest.fixture
@@ -589,3 +591,28 @@ def test_address_scopes_part_internal_networks_but_not_nat(topo):
     topo.ensure([FloatingIP(FIP_B, "10.0.1.5")])
     assert ping(topo.a, "10.0.1.5", count=3)
     assert tcp_peer(topo.b, topo.a, "10.0.1.5") == "10.0.0.5"
+
+
+def test_metering_labels_count_the_gateway_traffic(topo):
+    """Neutron's metering: a label's rules count what crosses the gateway leg — egress by
+    the internal source (``-s P -o qg-``), ingress by the internal destination after
+    un-NAT (``-d P -i qg-``); an excluded rule's traffic is not counted; a rule change
+    keeps the counts; no label, no table."""
+    net_a = "10.0.0.0/24"
+    rules = (MeterRule("egress", remote_ip_prefix=net_a), MeterRule("ingress", remote_ip_prefix=net_a),
+             MeterRule("egress", excluded=True, remote_ip_prefix="10.0.0.6/32"))
+    label = MeterLabel("3f1c0d9e-0000-4000-8000-000000000001", rules)
+    topo.ensure(metering=[label])
+    assert traffic_counters(topo.ns) == {label.id: {"pkts": 0, "bytes": 0}}
+    assert ping(topo.a, OUTSIDE)                           # one request out, one reply in
+    assert ping(topo.b, OUTSIDE)                           # another network: not this label's
+    counted = traffic_counters(topo.ns)[label.id]
+    assert counted["pkts"] == 2 and counted["bytes"] >= 2 * 28, counted
+    assert ping(topo.a2, OUTSIDE)                          # excluded on the way out, counted back in
+    assert traffic_counters(topo.ns)[label.id]["pkts"] == 3
+    topo.ensure(metering=[MeterLabel(label.id, (*rules, MeterRule("ingress", remote_ip_prefix="10.0.1.0/24")))])
+    assert traffic_counters(topo.ns)[label.id]["pkts"] == 3    # the rules changed, the count stays
+    assert ping(topo.b, OUTSIDE)
+    assert traffic_counters(topo.ns)[label.id]["pkts"] == 4
+    topo.ensure()
+    assert traffic_counters(topo.ns) == {}

@@ -130,7 +130,7 @@ EXTENSIONS = [
     ("security-groups-default-rules", "Default rules for security groups",
      "Configure set of security group rules used as default security group rules"),
     ("dns-integration", "DNS Integration", "Provides integration with DNS."),
-    ("metering", "Neutron Metering", "Neutron Metering extension (API only: no traffic is counted)."),
+    ("metering", "Neutron Metering", "Neutron Metering extension."),
     ("metering_source_and_destination_fields", "Neutron Metering with source and destination filtering",
      "Neutron Metering extension that enables the use of source and destination IP prefixes."),
     # -- end neutron2 --------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from netbay.dataplane.l3.metering import MeterLabel, labels_for
 from netbay.dataplane.names import Names
 
 ROUTER_INTERFACE = "network:router_interface"
@@ -64,6 +65,8 @@ class RouterSpec:
     # Neutron's extra routes: (destination CIDR, nexthop on one of the legs' subnets)
     routes: Sequence[tuple[str, str]] = ()
     port_forwards: Sequence[PortForward] = ()
+    # Neutron's metering labels that count this router's gateway traffic
+    metering: Sequence[MeterLabel] = ()
 
 
 def _cidrs(port: Mapping[str, Any], subnets: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -123,7 +126,8 @@ def _scope(port: Mapping[str, Any], subnets: Mapping[str, Mapping[str, Any]],
 def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
              subnets: Mapping[str, Mapping[str, Any]],
              floatingips: Iterable[Mapping[str, Any]], names: Names,
-             subnetpools: Mapping[str, Mapping[str, Any]] | None = None) -> RouterSpec:
+             subnetpools: Mapping[str, Mapping[str, Any]] | None = None,
+             metering: tuple[dict[str, Any], dict[str, Any]] | None = None) -> RouterSpec:
     """Build a router's :class:`RouterSpec` from Neutron JSON.
 
     ``ports`` and ``floatingips`` may be all of them: the router's own are picked by
@@ -133,7 +137,8 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
     (Neutron's default: true), floating IPs from those with this ``router_id`` and a
     ``port_id``, port forwardings from those with this ``router_id`` and
     ``port_forwardings``, extra routes from ``routes``, each leg's address scope from
-    its subnet's pool in ``subnetpools``.
+    its subnet's pool in ``subnetpools``, the metering labels that apply to it from
+    ``metering`` (labels by id, label rules by id).
     """
     pools = subnetpools or {}
     rid = router["id"]
@@ -167,4 +172,5 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
     return RouterSpec(router_id=rid, ns=names.router(rid), gateway=gateway,
                       interfaces=tuple(legs), floating_ips=fips, enable_snat=enable_snat,
                       routes=tuple((r["destination"], r["nexthop"]) for r in router.get("routes") or ()),
-                      port_forwards=forwards)
+                      port_forwards=forwards,
+                      metering=labels_for(dict(router), *metering) if metering else ())
