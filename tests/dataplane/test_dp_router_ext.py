@@ -52,6 +52,11 @@ def test_port_forwarding_and_extra_route(cloud: Cloud) -> None:
         cloud.wait_status(f"/network/v2.0/ports/{p.id}", "ACTIVE")
     ip_a, ip_b = a.fixed_ips[0]["ip_address"], b.fixed_ips[0]["ip_address"]
 
+    # Metering: a label counting what enters this network through the gateway
+    # (Neutron's ingress: -d 10.65.0.0/24 -i qg-), read as the metering agent reports it.
+    label = conn.network.create_metering_label(name="rx-meter")
+    conn.network.create_metering_label_rule(metering_label_id=label.id, direction="ingress",
+                                            remote_ip_prefix="10.65.0.0/24")
     fip = conn.network.create_ip(floating_network_id=public.id)
     single = conn.network.create_floating_ip_port_forwarding(
         fip, internal_port_id=a.id, internal_ip_address=ip_a, internal_port=22, external_port=2222, protocol="tcp")
@@ -60,6 +65,18 @@ def test_port_forwarding_and_extra_route(cloud: Cloud) -> None:
     wait_for(lambda: _reaches(outside, ns_a, fip.floating_ip_address, 2222, 22), 15, 0.1,
              "the outside reaching port 22 through the floating IP's 2222")
     assert not _reaches(outside, ns_a, fip.floating_ip_address, 2223, 22)
+
+    def metered() -> dict:
+        r = cloud.http.get("/netbay/v1/metering", params={"label_id": label.id})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        return (body["metering"] or [{}])[0]
+
+    wait_for(lambda: metered().get("pkts", 0) >= 2, 30, 0.5, "the label's counts reported")
+    report = metered()
+    assert report["label_id"] == label.id and report["tenant_id"] == label.project_id
+    assert report["bytes"] > 0 and set(report) == {"label_id", "tenant_id", "pkts", "bytes", "time",
+                                                   "first_update", "last_update", "host"}
     # A port range (floating-ip-port-forwarding-port-ranges): 2300:2301 all to port 22
     # (which the single forwarding holds until it goes: internal ranges may not overlap).
     conn.network.delete_floating_ip_port_forwarding(fip, single)
