@@ -46,8 +46,9 @@ def expand(state: State, touched: Iterable[Touched], realizers: Sequence[Any] = 
         if t.collection == "networks":
             w["ports"].update(p["id"] for p in state.ports_on(t.id))
         elif t.collection == "subnetpools":   # its address scope: the routers of its subnets
-            nets = {s.get("network_id") for s in state.subnets.values() if s.get("subnetpool_id") == t.id}
-            for net in nets - {None}:
+            nets = {str(s["network_id"]) for s in state.subnets.values()
+                    if s.get("subnetpool_id") == t.id and s.get("network_id")}
+            for net in nets:
                 w["routers"].update(p["device_id"] for p in state.ports_on(net)
                                     if str(p.get("device_owner", "")).startswith("network:router"))
         elif t.collection in ("metering_labels", "metering_label_rules"):   # every router it may meter
