@@ -91,6 +91,31 @@ def test_amphora_api_is_for_load_balancer_admins(server, admin, amp_tree):
         octavia_error(client.get("/octavia/amphorae"), 403, DENIED)
         octavia_error(client.get(f"/octavia/amphorae/{amp.id}"), 403, DENIED)
         octavia_error(client.put(f"/octavia/amphorae/{amp.id}/failover"), 403, DENIED)
+        octavia_error(client.delete(f"/octavia/amphorae/{amp.id}"), 403, DENIED)
+
+
+def test_amphora_delete_as_octavia_2025_1(server, admin, admin_lb, net, settle):
+    """API 2.20's delete: only an amphora in ERROR goes (Octavia 2025.1's rule); a working
+    one is immutable (409), an unknown one 404; a failover brings a new one."""
+    lbs = admin.load_balancer
+    lb = lbs.create_load_balancer(vip_subnet_id=net.subnet.id, name=unique("ampdel"), provider="amphora")
+    settle(lb.id)
+    [amp] = list(lbs.amphorae(loadbalancer_id=lb.id))
+    octavia_error(admin_lb.delete(f"/octavia/amphorae/{amp.id}"), 409,
+                  f"amphora {amp.id} is immutable and cannot be updated.")
+    octavia_error(admin_lb.delete("/octavia/amphorae/00000000-0000-0000-0000-000000000000"), 404,
+                  "Amphora 00000000-0000-0000-0000-000000000000 not found.")
+    settle(lb.id, "ERROR/ERROR")
+    [broken] = list(lbs.amphorae(loadbalancer_id=lb.id))
+    assert (broken.id, broken.status) == (amp.id, "ERROR")
+    osc(server, "loadbalancer", "amphora", "delete", amp.id, output=False)   # python-octaviaclient: 204
+    assert list(lbs.amphorae(loadbalancer_id=lb.id)) == []
+    octavia_error(admin_lb.get(f"/octavia/amphorae/{amp.id}"), 404, f"Amphora {amp.id} not found.")
+    lbs.failover_load_balancer(lb.id)
+    settle(lb.id)
+    [new] = list(lbs.amphorae(loadbalancer_id=lb.id))
+    assert new.id != amp.id and new.status == "ALLOCATED"
+    lbs.delete_load_balancer(lb.id, cascade=True)
 
 
 def test_amphora_failover_builds_a_new_amphora(admin, admin_lb, net, settle):
@@ -218,6 +243,25 @@ def test_https_tls_hello_and_udp_connect_monitors(admin, admin_lb, amp_tree, set
     for pool in (https, tcp, udp):
         lbs.delete_pool(pool.id)
         settle(lb.id)
+
+
+def test_least_connections_on_udp_pools(admin, amp_tree, settle):
+    """The amphora takes LEAST_CONNECTIONS for UDP pools (LVS's lc), and so does netbay
+    (nftables: new flows to the members in turn); ``ovn`` refuses it, as OVN does."""
+    lbs = admin.load_balancer
+    lb = amp_tree["lb"]
+    listener = lbs.create_listener(loadbalancer_id=lb.id, protocol="UDP", protocol_port=5353)
+    settle(lb.id)
+    pool = lbs.create_pool(listener_id=listener.id, protocol="UDP", lb_algorithm="LEAST_CONNECTIONS")
+    assert (pool.protocol, pool.lb_algorithm) == ("UDP", "LEAST_CONNECTIONS")
+    settle(lb.id)
+    lbs.delete_pool(pool.id)
+    settle(lb.id)
+    lbs.delete_listener(listener.id)
+    settle(lb.id)
+    with pytest.raises(osexc.HttpException) as refused:
+        lbs.create_pool(loadbalancer_id=amp_tree["ovn"].id, protocol="UDP", lb_algorithm="LEAST_CONNECTIONS")
+    assert refused.value.status_code == UNSUPPORTED
 
 
 def test_source_ip_port_on_ovn_only(admin, admin_lb, amp_tree, settle):

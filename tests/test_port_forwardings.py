@@ -30,7 +30,8 @@ def _fip(member, public):
 
 def test_extension_listed(member_http):
     aliases = {e["alias"] for e in member_http.get("/extensions").json()["extensions"]}
-    assert {"floating-ip-port-forwarding", "expose-port-forwarding-in-fip"} <= aliases
+    assert {"floating-ip-port-forwarding", "expose-port-forwarding-in-fip",
+            "floating-ip-port-forwarding-port-ranges"} <= aliases
 
 
 def test_lifecycle_through_the_sdk(member, member_http, site):
@@ -44,7 +45,8 @@ def test_lifecycle_through_the_sdk(member, member_http, site):
     assert (pf.internal_port, pf.external_port, pf.protocol, pf.internal_ip_address) == (22, 2222, "tcp", ip)
     body = member_http.get(f"/floatingips/{fip.id}/port_forwardings/{pf.id}").json()["port_forwarding"]
     assert set(body) == {"id", "external_port", "internal_port", "internal_ip_address", "protocol",
-                         "internal_port_id", "description"}
+                         "internal_port_id", "description", "external_port_range", "internal_port_range"}
+    assert (body["external_port_range"], body["internal_port_range"]) == ("2222:2222", "22:22")
     shown = member_http.get(f"/floatingips/{fip.id}").json()["floatingip"]
     assert shown["router_id"] == router.id and shown["port_id"] is None
     assert shown["port_forwardings"] == [{"id": pf.id, "internal_ip_address": ip, "protocol": "tcp",
@@ -105,6 +107,63 @@ def test_conflicts_refused_as_neutron_does(member, member_http, site):
     # The internal port going takes its forwardings along.
     member.network.delete_port(port)
     assert member_http.get(url).json() == {"port_forwardings": []}
+    member.network.delete_ip(fip)
+
+
+def test_port_ranges_as_neutron_has_them(server, member, member_http, site):
+    """``floating-ip-port-forwarding-port-ranges``: N external ports to N internal ones or
+    to one; a range shows no single port on its side; overlaps collide; bad ranges get
+    neutron-lib's wording. Packets: tests/dataplane/test_dp_router_ext.py."""
+    public, _router, (_port, other) = site
+    fip = _fip(member, public)
+    ip = other.fixed_ips[0]["ip_address"]
+    url = f"/floatingips/{fip.id}/port_forwardings"
+    base = {"internal_port_id": other.id, "internal_ip_address": ip, "protocol": "tcp"}
+    r = member_http.post(url, json={"port_forwarding": {**base, "internal_port_range": "2000:2010",
+                                                        "external_port_range": "3000:3010"}})
+    assert r.status_code == 201, r.text
+    n_n = r.json()["port_forwarding"]
+    assert (n_n["internal_port"], n_n["external_port"]) == (None, None)
+    assert (n_n["internal_port_range"], n_n["external_port_range"]) == ("2000:2010", "3000:3010")
+    one_n = member.network.create_floating_ip_port_forwarding(
+        fip, internal_port_id=other.id, internal_ip_address=ip, protocol="tcp", internal_port_range="22",
+        external_port_range="4000:4005")
+    assert (one_n.internal_port, one_n.external_port, one_n.external_port_range) == (22, None, "4000:4005")
+    shown = member_http.get(f"/floatingips/{fip.id}").json()["floatingip"]["port_forwardings"]
+    by_id = {pf["id"]: pf for pf in shown}
+    assert by_id[one_n.id]["internal_port"] == 22 and "external_port" not in by_id[one_n.id]
+    listed = member_http.get(url, params={"external_port_range": "3000:3010"}).json()["port_forwardings"]
+    assert [pf["id"] for pf in listed] == [n_n["id"]]
+
+    def refused(body: dict, message: str) -> None:
+        neutron_error(member_http.post(url, json={"port_forwarding": {**base, **body}}), 400, "BadRequest",
+                      f"Bad port_forwarding request: {message}.")
+
+    refused({"internal_port_range": "5000:5002", "external_port_range": "6000:6005"},
+            "Invalid ranges of internal and/or external ports. The relation between internal and external "
+            "ports must be N-N or 1-N")
+    refused({"internal_port": 80, "external_port_range": "3005:3020"},
+            "There is a port collision with the external_port_range. The following ranges collide: "
+            "3000:3010 and 3005:3020")
+    refused({"internal_port_range": "2010:2011", "external_port_range": "7000:7001"},
+            "There is a port collision with the internal_port_range. The following ranges collide: "
+            "2000:2010 and 2010:2011")
+    for bad, reason in (("10:5", "First port in a port range must be lower than the second port"),
+                        ("1:2:3", "Port range must be two integers separated by a colon"),
+                        ("0:10", "Invalid port: 0, the port must be in the range [1, 65535]")):
+        r = member_http.post(url, json={"port_forwarding": {**base, "internal_port": 9,
+                                                            "external_port_range": bad}})
+        neutron_error(r, 400, "HTTPBadRequest", f"Invalid input for external_port_range. Reason: {reason}.")
+    updated = member_http.put(f"{url}/{n_n['id']}", json={"port_forwarding": {
+        "internal_port_range": "2100:2110", "external_port_range": "3100:3110"}})
+    assert updated.json()["port_forwarding"]["external_port_range"] == "3100:3110", updated.text
+    # python-openstackclient sends a range given as first:last
+    cli = osc_json(server, "floating", "ip", "port", "forwarding", "create", "--internal-ip-address", ip,
+                   "--port", other.id, "--internal-protocol-port", "8000:8002",
+                   "--external-protocol-port", "9000:9002", "--protocol", "udp", fip.id)
+    assert (cli["internal_port_range"], cli["external_port_range"]) == ("8000:8002", "9000:9002")
+    for pf in member_http.get(url).json()["port_forwardings"]:
+        assert member_http.delete(f"{url}/{pf['id']}").status_code == 204
     member.network.delete_ip(fip)
 
 

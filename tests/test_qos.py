@@ -12,7 +12,8 @@ BAD_ID = "0b5e7f6e-7a5c-4d8e-9d4f-3c2b1a000000"
 
 def test_extensions_and_rule_types(member_http):
     aliases = {e["alias"] for e in member_http.get("/extensions").json()["extensions"]}
-    assert {"qos", "qos-bw-limit-direction", "qos-default", "qos-rule-type-details"} <= aliases
+    assert {"qos", "qos-bw-limit-direction", "qos-default", "qos-rule-type-details",
+            "qos-port-network-policy"} <= aliases
     types = {t["type"] for t in member_http.get("/qos/rule-types").json()["rule_types"]}
     assert types == {"bandwidth_limit", "dscp_marking", "minimum_bandwidth"}
 
@@ -74,6 +75,29 @@ def test_ports_and_networks_carry_a_policy(member, member_http):
                   "QosPolicyNotFound")
     neutron_error(member_http.delete(f"/qos/policies/{policy.id}"), 409, "QosPolicyInUse")
     member.network.update_network(net, qos_policy_id=None)
+    member.network.delete_port(port)
+    member.network.delete_network(net)
+    member.network.delete_qos_policy(policy)
+
+
+def test_ports_show_their_networks_policy(member, member_http):
+    """``qos-port-network-policy``: ``qos_network_policy_id`` is the network's policy,
+    shown on show and list, read-only (Neutron's 400 for a read-only attribute)."""
+    policy = member.network.create_qos_policy(name=unique("qos"))
+    net = member.network.create_network(name=unique("qnet"), qos_policy_id=policy.id)
+    member.network.create_subnet(network_id=net.id, cidr="10.232.0.0/24", ip_version=4)
+    port = member.network.create_port(network_id=net.id)
+    shown = member_http.get(f"/ports/{port.id}").json()["port"]
+    assert (shown["qos_policy_id"], shown["qos_network_policy_id"]) == (None, policy.id)
+    listed = member_http.get("/ports", params={"network_id": net.id}).json()["ports"]
+    assert [p["qos_network_policy_id"] for p in listed] == [policy.id]
+    assert member.network.get_port(port.id).qos_network_policy_id == policy.id
+    r = member_http.put(f"/ports/{port.id}", json={"port": {"qos_network_policy_id": None}})
+    neutron_error(r, 400, "HTTPBadRequest", "Cannot update read-only attribute qos_network_policy_id")
+    r = member_http.post("/ports", json={"port": {"network_id": net.id, "qos_network_policy_id": policy.id}})
+    neutron_error(r, 400, "HTTPBadRequest", "Attribute 'qos_network_policy_id' not allowed in POST")
+    member.network.update_network(net, qos_policy_id=None)
+    assert member_http.get(f"/ports/{port.id}").json()["port"]["qos_network_policy_id"] is None
     member.network.delete_port(port)
     member.network.delete_network(net)
     member.network.delete_qos_policy(policy)

@@ -366,6 +366,17 @@ def test_extraroutes_added_and_removed_atomically(member, member_http):
     body = member_http.put(f"/routers/{router.id}/remove_extraroutes", json={"router": {"routes": [one]}}).json()
     assert body["router"]["id"] == router.id and body["router"]["routes"] == []
     assert member.network.get_router(router).routes == []
+    # Several nexthops for one destination (an ECMP route in the router's namespace):
+    # added and removed one nexthop at a time, as Neutron's extraroute-atomic does.
+    via_a = {"destination": "192.168.63.0/24", "nexthop": "10.211.0.20"}
+    via_b = {"destination": "192.168.63.0/24", "nexthop": "10.211.0.21"}
+    got = member.network.add_extra_routes_to_router(router, {"router": {"routes": [via_a, via_b]}})
+    assert sorted(got.routes, key=str) == [via_a, via_b]
+    got = member.network.remove_extra_routes_from_router(router, {"router": {"routes": [via_a]}})
+    assert got.routes == [via_b]
+    r = member_http.put(f"/routers/{router.id}", json={"router": {"routes": [via_b, via_b]}})
+    neutron_error(r, 400, "HTTPBadRequest")   # the same route twice
+    member.network.update_router(router, routes=[])
     member.network.remove_interface_from_router(router, subnet=subnet.id)
     member.network.delete_router(router)
 

@@ -108,14 +108,15 @@ class Agent:
                 self._stats_api.close()
 
     def _attach_stats(self) -> None:
-        """Realizers that count traffic (load balancers) send it on their own thread,
-        with their own API client."""
+        """Realizers that count traffic (load balancers' listeners, routers' metering
+        labels) send it on their own thread, with their own API client."""
         for r in self.realizers:
-            attach = getattr(r, "attach_stats", None)
-            if attach is not None:
-                if self._stats_api is None:
-                    self._stats_api = self.api.fork()
-                attach(self._stats_api.put_lbstats)
+            for hook, send in (("attach_stats", "put_lbstats"), ("attach_metering", "put_metering")):
+                attach = getattr(r, hook, None)
+                if attach is not None:
+                    if self._stats_api is None:
+                        self._stats_api = self.api.fork()
+                    attach(getattr(self._stats_api, send))
 
     def stop_realizers(self) -> None:
         """End the realizers' own threads (health checks), bounded."""

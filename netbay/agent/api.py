@@ -39,6 +39,9 @@ class Api(_Client):
     def put_lbstats(self, report: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         return self.call("PUT", "/netbay/v1/lbstats", report, timeout=60)
 
+    def put_metering(self, report: Mapping[str, Any]) -> dict[str, Any]:
+        return self.call("PUT", "/netbay/v1/metering", report, timeout=60)
+
 
 class Feed(Protocol):
     """The server's change feed, as :class:`BesideServer` uses it (netbay.changes.ChangeFeed)."""

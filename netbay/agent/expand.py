@@ -1,7 +1,8 @@
 """Which ids a batch of changes concerns: a change to one object touches what
-depends on it (a subnet's ports and routers, a sandbox's ports, the routers a
-floating IP moved between, the load balancer a member belongs to…), and each
-realizer may add what its own kinds depend on (``expand(state, touched, work)``).
+depends on it (a subnet's ports and routers, the routers of a subnet pool's subnets
+(its address scope), a sandbox's ports, the routers a floating IP moved between,
+the load balancer a member belongs to…), and each realizer may add what its own
+kinds depend on (``expand(state, touched, work)``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ def expand(state: State, touched: Iterable[Touched], realizers: Sequence[Any] = 
         w[t.collection].add(t.id)
         if t.collection == "networks":
             w["ports"].update(p["id"] for p in state.ports_on(t.id))
+        elif t.collection == "subnetpools":   # its address scope: the routers of its subnets
+            nets = {str(s["network_id"]) for s in state.subnets.values()
+                    if s.get("subnetpool_id") == t.id and s.get("network_id")}
+            for net in nets:
+                w["routers"].update(p["device_id"] for p in state.ports_on(net)
+                                    if str(p.get("device_owner", "")).startswith("network:router"))
+        elif t.collection in ("metering_labels", "metering_label_rules"):   # every router it may meter
+            w["routers"].update(state.routers)
         elif t.collection == "subnets":
             for net in t.values("network_id"):
                 for p in state.ports_on(net):

@@ -1,6 +1,6 @@
 """Octavia's amphora admin API under ``/load-balancer/v2/octavia/amphorae``: list
-(``?loadbalancer_id=``, ``fields``, ``limit``/``marker``), show, failover, config and
-stats of the haproxy namespaces that realize load balancers (``netbay.lbaas.amphorae``).
+(``?loadbalancer_id=``, ``fields``, ``limit``/``marker``), show, delete, failover,
+config and stats of the haproxy namespaces that realize load balancers (``netbay.lbaas.amphorae``).
 
 Octavia's default policy gives these to load-balancer admins only (``admin``,
 ``load-balancer_admin``); a global observer, who may read every load balancer, is
@@ -79,6 +79,12 @@ async def failover_amphora(request: Request, amphora_id: str) -> Response:
     return Response(status_code=202)
 
 
+def delete_amphora(request: Request, amphora_id: str) -> Response:
+    _admin(request)
+    request.app.state.store.retrying(lambda s: amphorae.delete(s, amphora_id))
+    return Response(status_code=204)
+
+
 def configure_amphora(request: Request, amphora_id: str) -> Response:
     """API 2.7's agent configuration refresh: netbay's namespaces have no agent of their
     own to reconfigure (the dataplane agent reads its configuration at start), so there
@@ -93,6 +99,8 @@ def install(app: FastAPI) -> None:
     api = APIRouter(tags=["load-balancer"])
     api.add_api_route(PATH, list_amphorae, methods=["GET"], name="list_amphorae")
     api.add_api_route(PATH + "/{amphora_id}", show_amphora, methods=["GET"], name="show_amphora")
+    api.add_api_route(PATH + "/{amphora_id}", delete_amphora, methods=["DELETE"], name="delete_amphora",
+                      status_code=204)
     api.add_api_route(PATH + "/{amphora_id}/stats", amphora_stats, methods=["GET"], name="show_amphora_stats")
     api.add_api_route(PATH + "/{amphora_id}/failover", failover_amphora, methods=["PUT"],
                       name="failover_amphora", status_code=202)

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from netbay.api import (amphorae, changes, clusternets, compute, container, containerinfra, errors, identity,
-                        loadbalancer, network, pods, sandboxes, status)
+                        loadbalancer, metering, network, pods, sandboxes, status)
 from netbay.bodylimit import BodyLimit
 from netbay.changes import ChangeFeed
 from netbay.identity.service import Identity
@@ -71,6 +71,7 @@ def create_app(
     app.include_router(pods.router)
     app.include_router(clusternets.router)
     app.include_router(status.router)
+    app.include_router(metering.router)   # /netbay/v1/metering: the routers' metering counts
     return app
 
 

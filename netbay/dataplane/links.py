@@ -23,6 +23,7 @@ import os
 import re
 import socket
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from pyroute2 import IPRoute
@@ -426,6 +427,17 @@ def replace_route(ns: str, dst: str, *, gateway: str | None = None,
         ipr(ns).route("replace", **kw)
     except NetlinkError as exc:
         raise _fail(exc, f"replace route {dst}", ns) from None
+
+
+def replace_multipath_route(ns: str, dst: str, gateways: Sequence[str]) -> None:
+    """Create or replace the route to ``dst`` as one multipath (ECMP) route over
+    ``gateways``, each reached through the link its address is on."""
+    kw = _route_kw(ns, dst, None, None, False, None, None)
+    kw["multipath"] = [{"gateway": str(ipaddress.ip_address(g))} for g in gateways]
+    try:
+        ipr(ns).route("replace", **kw)
+    except NetlinkError as exc:
+        raise _fail(exc, f"replace multipath route {dst}", ns) from None
 
 
 def del_route(ns: str, dst: str, *, gateway: str | None = None,

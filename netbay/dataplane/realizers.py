@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from netbay.dataplane import netns
@@ -66,12 +66,30 @@ class RouterRealizer:
 
         self.router = router
         self.names = names
+        self.metering: Any = None   # a MeteringReporter once attached
+
+    def attach_metering(self, send: Callable[[Mapping[str, Any]], Any]) -> None:
+        """Where the metering counts go (the agent's ``PUT /netbay/v1/metering``)."""
+        from netbay.dataplane.l3.meterreport import MeteringReporter
+
+        self.metering = MeteringReporter(send)
+        self.metering.start()
+
+    def stop(self) -> None:
+        if self.metering is not None:
+            self.metering.stop()
 
     def _ensure(self, state: State, rid: str) -> bool:
         r = self.router
         try:
             spec = r.from_api(state.routers[rid], list(state.ports_of(rid)), state.subnets,
-                              state.floatingips.values(), self.names)
+                              state.floatingips.values(), self.names, state.table("subnetpools"),
+                              (state.table("metering_labels"), state.table("metering_label_rules")))
+            if self.metering is not None:
+                if spec.metering:
+                    self.metering.metered[rid] = spec.ns
+                else:
+                    self.metering.metered.pop(rid, None)
             r.ensure(spec)
         except Exception as exc:  # noqa: BLE001 - reported as the router's status
             log.warning("netbay agent: router %s: %s", rid, exc)
@@ -90,6 +108,8 @@ class RouterRealizer:
                 done[rid] = self._ensure(state, rid)
             else:
                 self.router.remove_router(self.names.router(rid))
+                if self.metering is not None:
+                    self.metering.metered.pop(rid, None)
         return {"routers": done}
 
 

@@ -18,6 +18,9 @@ transaction), never rewrites a rule (and so do port forwardings and extra routes
         oifname @gateway_ifs snat to ip saddr map @fip_snat       # fixed -> floating
         ip saddr @internal_subnets snat to oifname map @gateway_snat
         ct status dnat ip saddr @internal_subnets masquerade      # hairpin to a FIP
+    chain forward      (filter)
+        ct status dnat accept ; ct status snat accept             # NATed flows cross scopes
+        iifname . oifname @scope_blocked drop                     # address scopes apart
 
 ``gateway_snat`` (gateway device -> its address) is empty when ``enable_snat`` is
 false, so internal traffic leaves with its private source. Between two internal legs
@@ -49,6 +52,7 @@ from netbay.dataplane import links, netns
 from netbay.dataplane.names import Names
 from netbay.dataplane.l3.conntrack import forget_flows
 from netbay.dataplane.l3.extraroutes import sync_extra_routes
+from netbay.dataplane.l3.metering import MeterLabel, sync_metering
 from netbay.dataplane.l3.nat import TABLE, desired_elements, sync_nft
 from netbay.dataplane.l3.rtdump import default_routes, link_table, v4_addresses
 from netbay.dataplane.l3.spec import FloatingIP, Gateway, Leg, PortForward, RouterSpec, from_api
@@ -149,14 +153,16 @@ def _syncdefault_routes(ns: str, gateway: Gateway | None, index: int | None) -> 
 def ensure_router(ns: str, *, gateway: Gateway | None, interfaces: Sequence[Leg],
                   floating_ips: Sequence[FloatingIP], enable_snat: bool,
                   routes: Sequence[tuple[str, str]] = (),
-                  port_forwards: Sequence[PortForward] = ()) -> None:
+                  port_forwards: Sequence[PortForward] = (),
+                  metering: Sequence[MeterLabel] = ()) -> None:
     """Make router namespace ``ns`` forward between its legs and NAT to the outside.
 
     Creates ``ns`` if the fabric has not yet; sets forwarding; syncs the nft table's
     elements (rebuilding the table only if it is missing or not ours); puts the
     floating IPs on the gateway leg, routes by default via the external gateway and
     adds the extra ``routes`` (destination, nexthop); ``port_forwards`` are DNAT map
-    elements, their floating IPs on the gateway leg too. Idempotent. Legs the fabric
+    elements, their floating IPs on the gateway leg too; ``metering`` labels count the
+    gateway leg's traffic (:mod:`netbay.dataplane.l3.metering`). Idempotent. Legs the fabric
     has not wired yet are reported at the end with :class:`links.LinkError` (ENODEV)
     after everything else was done; so are routes whose nexthop no leg reaches.
     """
@@ -180,6 +186,7 @@ def ensure_router(ns: str, *, gateway: Gateway | None, interfaces: Sequence[Leg]
             floating += [pf.floating_ip_address for pf in port_forwards]
             _sync_floating_addresses(ns, gateway, gw_index, floating)
     _syncdefault_routes(ns, gateway, gw_index)
+    sync_metering(ns, gateway.ifname if gw_index is not None and gateway is not None else None, metering)
     unreachable = sync_extra_routes(ns, routes)
     forget_flows(ns, released)
     if unreachable and not missing:
@@ -194,7 +201,7 @@ def ensure(spec: RouterSpec) -> None:
     """:func:`ensure_router` for a :class:`RouterSpec`."""
     ensure_router(spec.ns, gateway=spec.gateway, interfaces=spec.interfaces,
                   floating_ips=spec.floating_ips, enable_snat=spec.enable_snat, routes=spec.routes,
-                  port_forwards=spec.port_forwards)
+                  port_forwards=spec.port_forwards, metering=spec.metering)
 
 
 def remove_router(ns: str) -> bool:

@@ -3,7 +3,8 @@
 A load balancer of the haproxy provider (``amphora``, ``octavia``, ``haproxy``)
 is realized by haproxy in one network namespace on this machine: that namespace
 is its one amphora (topology ``SINGLE``, role ``STANDALONE``, status
-``ALLOCATED``). Nothing is stored for it; each field is derived:
+``ALLOCATED``, or ``ERROR`` while its load balancer is). Nothing is stored for it;
+each field is derived:
 
 - ``id``: a name-based UUID of the load balancer and its last failover, so a
   failover (which rebuilds the namespace) brings a new amphora id, as Octavia's
@@ -14,6 +15,12 @@ is its one amphora (topology ``SINGLE``, role ``STANDALONE``, status
   network, no agent certificate and no VRRP pair here.
 
 Load balancers of the nftables provider (``ovn``…) have no amphora, as OVN's have none.
+
+``DELETE`` (API 2.20) removes an amphora in ``ERROR`` only, as Octavia 2025.1 does
+(any other status: 409 ``ImmutableObject``). The deleted amphora is recorded as an
+``amphora_delete`` change of its load balancer and is listed no more; the load
+balancer's next failover brings a new one. The dataplane is not told: the namespace
+of a load balancer in ``ERROR`` is whatever its failed realization left.
 Octavia's default policy gives the amphora API to load-balancer admins only.
 """
 
@@ -27,9 +34,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest
-from netbay.lbaas.common import not_found, octavia_time
+from netbay.errors import BadRequest, Conflict
+from netbay.lbaas.common import ERROR, not_found, octavia_time
 from netbay.lbaas.failover import failover
+from netbay.lbaas.loadbalancers import LOADBALANCERS
 from netbay.lbaas.providers import HAPROXY, PROVIDERS
 from netbay.store.models import Change, LBListener, LBListenerStats, LoadBalancer
 
@@ -41,21 +49,25 @@ FIELDS = ("id", "loadbalancer_id", "compute_id", "lb_network_ip", "vrrp_ip", "ha
           "vrrp_priority", "cached_zone", "created_at", "updated_at", "image_id", "compute_flavor")
 
 
-def _failovers(session: Session, lb_ids: list[str]) -> dict[str, tuple[int, datetime]]:
-    """Each load balancer's last failover: the change's revision and time."""
+# The load balancer's changes that end its amphora: a failover replaces it, a delete removes it.
+AMPHORA_ACTIONS = ("failover", "amphora_delete")
+
+
+def _failovers(session: Session, lb_ids: list[str]) -> dict[str, tuple[int, datetime, str]]:
+    """Each load balancer's last failover or amphora delete: the change's revision, time, action."""
     if not lb_ids:
         return {}
     last = (select(Change.resource_id, func.max(Change.revision).label("rev"))
-            .where(Change.resource == "loadbalancer", Change.action == "failover",
+            .where(Change.resource == "loadbalancer", Change.action.in_(AMPHORA_ACTIONS),
                    Change.resource_id.in_(lb_ids))
             .group_by(Change.resource_id).subquery())
-    rows = session.execute(select(Change.resource_id, Change.revision, Change.at)
+    rows = session.execute(select(Change.resource_id, Change.revision, Change.at, Change.action)
                            .join(last, Change.revision == last.c.rev))
-    return {rid: (rev, at) for rid, rev, at in rows}
+    return {rid: (rev, at, action) for rid, rev, at, action in rows}
 
 
-def _render(lb: LoadBalancer, last_failover: tuple[int, datetime] | None) -> dict[str, Any]:
-    revision, built = last_failover or (0, lb.created_at)
+def _render(lb: LoadBalancer, last_failover: tuple[int, datetime, str] | None) -> dict[str, Any]:
+    revision, built, _ = last_failover or (0, lb.created_at, "")
     amp_id = str(uuid.uuid5(AMPHORA_NS, f"{lb.id}:{revision}"))
     return {
         "id": amp_id,
@@ -69,7 +81,7 @@ def _render(lb: LoadBalancer, last_failover: tuple[int, datetime] | None) -> dic
         "cert_expiration": None,
         "cert_busy": False,
         "role": "STANDALONE",
-        "status": "ALLOCATED",
+        "status": "ERROR" if lb.provisioning_status == ERROR else "ALLOCATED",
         "vrrp_interface": None,
         "vrrp_id": None,
         "vrrp_priority": None,
@@ -87,7 +99,8 @@ def _amphorae(session: Session, lb_ids: list[str] | None = None) -> list[tuple[L
         stmt = stmt.where(LoadBalancer.id.in_(lb_ids))
     lbs = list(session.scalars(stmt.order_by(LoadBalancer.created_at, LoadBalancer.id)))
     last = _failovers(session, [lb.id for lb in lbs])
-    return [(lb, _render(lb, last.get(lb.id))) for lb in lbs]
+    return [(lb, _render(lb, last.get(lb.id))) for lb in lbs
+            if last.get(lb.id, (0, None, ""))[2] != "amphora_delete"]
 
 
 def _pick(amp: dict[str, Any], fields: list[str]) -> dict[str, Any]:
@@ -130,6 +143,14 @@ def fail_over(session: Session, ctx: Context, amphora_id: str) -> None:
     failover(session, ctx, lb.id)
 
 
+def delete(session: Session, amphora_id: str) -> None:
+    """Octavia's amphora delete: an amphora in ``ERROR`` goes, any other is immutable (409)."""
+    lb, amp = find(session, amphora_id)
+    if amp["status"] != ERROR:
+        raise Conflict(f"amphora {amphora_id} is immutable and cannot be updated.")
+    LOADBALANCERS.record(session, lb, "amphora_delete")
+
+
 def stats(session: Session, amphora_id: str) -> list[dict[str, Any]]:
     """Octavia's ``amphora_stats``: per listener, what this amphora counted (the current
     namespace's counters; what an earlier one counted stays in the listener's totals)."""
@@ -147,4 +168,4 @@ def stats(session: Session, amphora_id: str) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["FIELDS", "fail_over", "find", "listing", "show", "stats"]
+__all__ = ["FIELDS", "delete", "fail_over", "find", "listing", "show", "stats"]

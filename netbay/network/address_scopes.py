@@ -1,6 +1,7 @@
 """Address scopes (Neutron's ``address-scope``): subnet pools grouped so that their
-prefixes never overlap. netbay routes between any subnets of a router, so a scope has
-no dataplane meaning here; what the API shows of it holds: the pools of one scope have
+prefixes never overlap. In the dataplane a router does not forward between legs of
+different scopes (netbay/dataplane/l3/nat.py, as Neutron's L3 agent). What the API
+shows of a scope holds: the pools of one scope have
 unique prefixes (409), a pool joins a scope of its IP version only (400), a scope in
 use by a pool is not deleted (409), a shared scope stays shared, and a network shows
 the scope of its subnets' pools (``ipv4_address_scope``/``ipv6_address_scope``).

@@ -217,9 +217,21 @@ def forwardings_of(session: Session, fip_id: str) -> list[dict[str, Any]]:
     description); the forwardings themselves are :mod:`netbay.network.portforwardings`."""
     rows = session.scalars(select(PortForwarding).where(PortForwarding.floatingip_id == fip_id)
                            .order_by(PortForwarding.protocol, PortForwarding.external_port, PortForwarding.id))
-    return [{"id": pf.id, "internal_ip_address": pf.internal_ip_address, "protocol": pf.protocol,
-             "internal_port": pf.internal_port, "external_port": pf.external_port,
-             "internal_port_id": pf.internal_port_id} for pf in rows]
+    return [_forwarding(pf) for pf in rows]
+
+
+def _forwarding(pf: PortForwarding) -> dict[str, Any]:
+    """Neutron's keys; a side spanning a port range shows no single port (as in Neutron)
+    but its ``*_port_range`` (netbay's addition: the dataplane agent reads it here)."""
+    out: dict[str, Any] = {"id": pf.id, "internal_ip_address": pf.internal_ip_address, "protocol": pf.protocol,
+                           "internal_port_id": pf.internal_port_id}
+    for side, first, last in (("internal", pf.internal_port, pf.internal_port_end),
+                              ("external", pf.external_port, pf.external_port_end)):
+        if first == last:
+            out[f"{side}_port"] = first
+        else:
+            out[f"{side}_port_range"] = f"{first}:{last}"
+    return out
 
 
 def _refuse_if_forwarding(session: Session, fip: FloatingIP) -> None:

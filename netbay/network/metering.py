@@ -1,8 +1,9 @@
 """Neutron's ``metering``: labels and their rules (``/v2.0/metering/metering-labels``,
 ``/v2.0/metering/metering-label-rules``), admin-only as Neutron's policy has them,
 with Neutron's validation (one of the prefixes, ``remote_ip_prefix`` alone) and its
-overlap refusal. API only: netbay counts no metered traffic (Neutron reports the
-counts by notifications, which netbay does not send).
+overlap refusal. The agent counts each label's traffic on the gateway leg of the
+routers it applies to (its project's, or all for a shared label) by nftables counters
+(netbay/dataplane/l3/metering.py), as Neutron's metering agent counts it by iptables.
 """
 
 from __future__ import annotations

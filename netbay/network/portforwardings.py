@@ -5,6 +5,8 @@ A sub-resource of ``/floatingips/{id}``. A floating IP forwards ports or is asso
 with one port, never both; its first forwarding picks the router (as an association
 does) and its last one lets it go. Each change re-records the floating IP, whose
 ``port_forwardings`` carry them to the dataplane (DNAT maps in the router's table).
+A forwarding may span a port range (``floating-ip-port-forwarding-port-ranges``,
+:mod:`netbay.network.pfranges`); the dataplane gets one DNAT element per port.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ import ipaddress
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
-from sqlalchemy import select
+from sqlalchemy import and_, false, or_, select
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound
-from netbay.network import ports
+from netbay.network import pfranges, ports
 from netbay.network.floatingips import FLOATINGIPS, _router_for
+from netbay.network.pfranges import PortRange, RangeField
 from netbay.network.ports import PORTS
 from netbay.network.resource import Filter, Resource, select_fields, to_int
 from netbay.network.types import UUID, Body, IPAddress, Text
@@ -53,6 +57,8 @@ Protocol = Annotated[str, BeforeValidator(_protocol)]
 class PortForwardingCreate(Body):
     external_port: PortNumber | None = None
     internal_port: PortNumber | None = None
+    external_port_range: RangeField | None = None
+    internal_port_range: RangeField | None = None
     internal_ip_address: IPAddress | None = None
     protocol: Protocol | None = None
     internal_port_id: UUID | None = None
@@ -63,6 +69,8 @@ class PortForwardingCreate(Body):
 class PortForwardingUpdate(Body):
     external_port: PortNumber | None = None
     internal_port: PortNumber | None = None
+    external_port_range: RangeField | None = None
+    internal_port_range: RangeField | None = None
     internal_ip_address: IPAddress | None = None
     protocol: Protocol | None = None
     internal_port_id: UUID | None = None
@@ -72,6 +80,29 @@ class PortForwardingUpdate(Body):
 def bad_pf(msg: str) -> BadRequest:
     """Neutron's ``BadRequest(resource='port_forwarding', msg=...)``."""
     return BadRequest(f"Bad port_forwarding request: {msg}.", kind="BadRequest")
+
+
+def _asked_range(given: dict[str, Any], side: str) -> PortRange | None:
+    """The ``side`` (external/internal) ports asked: a single port wins over a range
+    given beside it, as in Neutron (its single port is written last)."""
+    single = given.get(f"{side}_port")
+    if single is not None:
+        return single, single
+    asked: PortRange | None = given.get(f"{side}_port_range")
+    return asked
+
+
+def _set_ranges(pf: PortForwarding, external: PortRange, internal: PortRange) -> None:
+    if not pfranges.relation_ok(internal, external):
+        raise bad_pf("Invalid ranges of internal and/or external ports. The relation between internal and "
+                     "external ports must be N-N or 1-N")
+    pf.external_port, pf.external_port_end = external
+    pf.internal_port, pf.internal_port_end = internal
+
+
+def ranges_of(pf: PortForwarding) -> tuple[PortRange, PortRange]:
+    """(external, internal) ranges of a stored forwarding."""
+    return (pf.external_port, pf.external_port_end), (pf.internal_port, pf.internal_port_end)
 
 
 class PortForwardings(Resource):
@@ -89,11 +120,25 @@ class PortForwardings(Resource):
         "internal_port_id": Filter(PortForwarding.internal_port_id),
     }
 
+    def extra_filter(self, name: str, values: list[str]) -> ColumnElement[bool] | None:
+        if name != "external_port_range":
+            return None
+        try:
+            asked = [pfranges.parse_range(v) for v in values]
+        except ValueError as exc:
+            raise BadRequest(f"Invalid input for external_port_range. Reason: {exc}.") from None
+        return or_(false(), *(and_(PortForwarding.external_port == a, PortForwarding.external_port_end == b)
+                              for a, b in asked))
+
     def render(self, session: Session, obj: PortForwarding, tags: list[str]) -> dict[str, Any]:
+        """Neutron's view: both ranges always; a side's single port when it is one port."""
+        external, internal = ranges_of(obj)
         return {
             "id": obj.id,
-            "external_port": obj.external_port,
-            "internal_port": obj.internal_port,
+            "external_port": external[0] if external[0] == external[1] else None,
+            "internal_port": internal[0] if internal[0] == internal[1] else None,
+            "external_port_range": pfranges.text(external),
+            "internal_port_range": pfranges.text(internal),
             "internal_ip_address": obj.internal_ip_address,
             "protocol": obj.protocol,
             "internal_port_id": obj.internal_port_id,
@@ -123,15 +168,17 @@ class PortForwardings(Resource):
     def create_one(self, session: Session, ctx: Context, fip_id: str, body: PortForwardingCreate
                    ) -> dict[str, Any]:
         given = body.given()
-        for required in ("external_port", "internal_port", "internal_ip_address", "protocol",
-                         "internal_port_id"):
-            if given.get(required) is None:
+        external, internal = _asked_range(given, "external"), _asked_range(given, "internal")
+        for required, value in (("external_port", external), ("internal_port", internal),
+                                *((k, given.get(k)) for k in ("internal_ip_address", "protocol", "internal_port_id"))):
+            if value is None:
                 raise BadRequest(f"Failed to parse request. Required attribute '{required}' not specified")
+        assert external is not None and internal is not None
         fip = FLOATINGIPS.get_owned(session, ctx, fip_id)
         pf = PortForwarding(project_id=fip.project_id, floatingip_id=fip.id,
                             description=body.description or "",
-                            **{k: given[k] for k in ("external_port", "internal_port", "internal_ip_address",
-                                                     "protocol", "internal_port_id")})
+                            **{k: given[k] for k in ("internal_ip_address", "protocol", "internal_port_id")})
+        _set_ranges(pf, external, internal)
         self._check_collisions(session, pf)
         self._check_no_binding_fip(session, pf)
         if fip.fixed_port_id:
@@ -150,8 +197,11 @@ class PortForwardings(Resource):
         given = {k: v for k, v in body.given().items() if v is not None or k == "description"}
         fip = FLOATINGIPS.get_owned(session, ctx, fip_id)
         pf = self.of(session, ctx, fip_id, pf_id, for_update=True)
+        external, internal = ranges_of(pf)
+        _set_ranges(pf, _asked_range(given, "external") or external, _asked_range(given, "internal") or internal)
         for key, value in given.items():
-            setattr(pf, key, value if key != "description" else (value or ""))
+            if not key.endswith(("_port", "_port_range")):
+                setattr(pf, key, value if key != "description" else (value or ""))
         if "internal_port_id" in given or "internal_ip_address" in given:
             self._check_no_binding_fip(session, pf)
             self._place(session, ctx, fip, pf)
@@ -195,24 +245,22 @@ class PortForwardings(Resource):
 
     @staticmethod
     def _check_collisions(session: Session, pf: PortForwarding) -> None:
-        """Neutron's ``_check_port_collisions``: one forwarding per floating IP, protocol and
-        external port; one per internal address, protocol and internal port."""
+        """Neutron's ``_check_port_collisions``: no two forwardings of a floating IP and
+        protocol whose external ranges overlap; none of an internal address and protocol
+        whose internal ranges overlap."""
         others = select(PortForwarding).where(PortForwarding.protocol == pf.protocol)
         if pf.id:
             others = others.where(PortForwarding.id != pf.id)
-        outside = session.scalars(others.where(PortForwarding.floatingip_id == pf.floatingip_id,
-                                               PortForwarding.external_port == pf.external_port)).first()
-        if outside is not None:
-            raise bad_pf("There is a port collision with the external_port_range. The following ranges "
-                         f"collide: {outside.external_port}:{outside.external_port} and "
-                         f"{pf.external_port}:{pf.external_port}")
-        inside = session.scalars(others.where(PortForwarding.internal_port_id == pf.internal_port_id,
-                                              PortForwarding.internal_ip_address == pf.internal_ip_address,
-                                              PortForwarding.internal_port == pf.internal_port)).first()
-        if inside is not None:
-            raise bad_pf("There is a port collision with the internal_port_range. The following ranges "
-                         f"collide: {inside.internal_port}:{inside.internal_port} and "
-                         f"{pf.internal_port}:{pf.internal_port}")
+        external, internal = ranges_of(pf)
+        for other in session.scalars(others.where(PortForwarding.floatingip_id == pf.floatingip_id)):
+            if pfranges.overlap(ranges_of(other)[0], external):
+                raise bad_pf("There is a port collision with the external_port_range. The following ranges "
+                             f"collide: {pfranges.text(ranges_of(other)[0])} and {pfranges.text(external)}")
+        for other in session.scalars(others.where(PortForwarding.internal_port_id == pf.internal_port_id,
+                                                  PortForwarding.internal_ip_address == pf.internal_ip_address)):
+            if pfranges.overlap(ranges_of(other)[1], internal):
+                raise bad_pf("There is a port collision with the internal_port_range. The following ranges "
+                             f"collide: {pfranges.text(ranges_of(other)[1])} and {pfranges.text(internal)}")
 
     @staticmethod
     def _check_no_binding_fip(session: Session, pf: PortForwarding) -> None:

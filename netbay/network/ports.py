@@ -501,6 +501,7 @@ class Ports(Resource):
     member = "port"
     collection = "ports"
     admin_only = frozenset({"binding:host_id", "binding:vif_type", "binding:vif_details", "binding:profile"})
+    readonly = Resource.readonly | {"qos_network_policy_id"}
     model = Port
     create_body = PortCreate
     update_body = PortUpdate
@@ -565,8 +566,24 @@ class Ports(Resource):
                 .where(PortSecurityGroup.port_id.in_(chunk))
             ):
                 groups.setdefault(binding.port_id, []).append(binding)
+        net_ids = sorted({row.network_id for row in rows})
+        policies: dict[str, str | None] = {}
+        for start in range(0, len(net_ids), 500):
+            chunk = net_ids[start:start + 500]
+            nets = select(Network.id, Network.qos_policy_id).where(Network.id.in_(chunk))
+            policies.update((row.id, row.qos_policy_id) for row in session.execute(nets))
         return [SimpleNamespace(**row._asdict(), fixed_ips=addresses.get(row.id, []),
-                                security_groups=groups.get(row.id, [])) for row in rows]
+                                security_groups=groups.get(row.id, []),
+                                network_qos_policy_id=policies.get(row.network_id)) for row in rows]
+
+    @staticmethod
+    def _network_policy(session: Session, obj: Any) -> str | None:
+        """``qos_network_policy_id`` (``qos-port-network-policy``): the network's policy,
+        read-only on the port; listed rows carry it, single ports look it up."""
+        if hasattr(obj, "network_qos_policy_id"):
+            return obj.network_qos_policy_id
+        network = session.get(Network, obj.network_id)
+        return network.qos_policy_id if network is not None else None
 
     def render(self, session: Session, obj: Port | NewPort, tags: list[str]) -> dict[str, Any]:
         host = obj.binding_host_id
@@ -593,6 +610,7 @@ class Ports(Resource):
             "binding:profile": {},
             "extra_dhcp_opts": dhcp_opts.rendered(obj.extra_dhcp_opts),
             "qos_policy_id": obj.qos_policy_id,
+            "qos_network_policy_id": self._network_policy(session, obj),
             "dns_name": obj.dns_name,
             "dns_assignment": dns_assignment(obj.dns_name, [a.ip_address for a in obj.fixed_ips]),
         }

@@ -811,8 +811,12 @@ class PortForwarding(Base):
     project_id: Mapped[str] = mapped_column(String(64), index=True)
     floatingip_id: Mapped[str] = mapped_column(ForeignKey("floatingips.id", ondelete="CASCADE"), index=True)
     protocol: Mapped[str] = mapped_column(String(16))
+    # A range (``floating-ip-port-forwarding-port-ranges``) is its first port here and
+    # its last in ``*_end``; a single port has both equal.
     external_port: Mapped[int] = mapped_column(Integer)
     internal_port: Mapped[int] = mapped_column(Integer)
+    external_port_end: Mapped[int] = mapped_column(Integer)
+    internal_port_end: Mapped[int] = mapped_column(Integer)
     internal_ip_address: Mapped[str] = mapped_column(String(64))
     internal_port_id: Mapped[str] = mapped_column(ForeignKey("ports.id", ondelete="CASCADE"), index=True)
     description: Mapped[str] = mapped_column(String(255), default="")

@@ -30,6 +30,7 @@ from netbay.dataplane import links, netns, router
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
 from netbay.dataplane.l3.conntrack import forget_flows
+from netbay.dataplane.l3.metering import MeterLabel, MeterRule, traffic_counters
 from netbay.dataplane.router import FloatingIP, Gateway, Leg, PortForward
 from .dp_helpers import PREFIX, ping
 
@@ -53,10 +54,11 @@ class Topo:
     legs: list[Leg] = field(default_factory=list)
 
     def ensure(self, fips: Sequence[FloatingIP] = (), enable_snat: bool = True,
-               routes: Sequence[tuple[str, str]] = (), forwards: Sequence[PortForward] = ()) -> None:
+               routes: Sequence[tuple[str, str]] = (), forwards: Sequence[PortForward] = (),
+               metering: Sequence[MeterLabel] = ()) -> None:
         router.ensure_router(self.ns, gateway=self.gateway, interfaces=self.legs,
                              floating_ips=list(fips), enable_snat=enable_snat, routes=routes,
-                             port_forwards=forwards)
+                             port_forwards=forwards, metering=metering)
 
 
 @pytest.fixture
@@ -303,6 +305,41 @@ def test_extra_routes_lead_through_their_nexthop(topo):
         topo.ensure(routes=[("192.168.78.0/24", "10.9.9.9")])   # no leg reaches it
 
 
+def test_several_nexthops_make_one_ecmp_route(topo):
+    """Two nexthops for 192.168.77.0/24 (sandboxes a and a2, each holding 192.168.77.1):
+    one multipath route, as Neutron's L3 agent makes it, and flows from b reach both
+    (the test hashes on ports, so one client's connections spread); dropping a nexthop
+    leaves a plain route through the other, an empty list none."""
+    for sandbox in (topo.a, topo.a2):
+        links.set_up(sandbox, "lo")
+        links.add_address(sandbox, "lo", "192.168.77.1/32")
+    routes = [("192.168.77.0/24", "10.0.0.6"), ("192.168.77.0/24", "10.0.0.5")]
+    topo.ensure(routes=routes)
+    topo.ensure(routes=routes)   # idempotent: read back as the same two nexthops
+    from netbay.dataplane.l3.extraroutes import present
+    assert present(topo.ns)["192.168.77.0/24"] == ("10.0.0.5", "10.0.0.6")
+    links.sysctl(topo.ns, "net.ipv4.fib_multipath_hash_policy", 1)   # L4 hash: per flow
+    servers = {sandbox: listening(sandbox, 7777) for sandbox in (topo.a, topo.a2)}
+    try:
+        reached = {sandbox: 0 for sandbox in servers}
+        for _ in range(16):
+            assert tcp_peer_to(topo.b, "192.168.77.1", 7777, timeout=2)
+            for sandbox, srv in servers.items():
+                srv.settimeout(0.05)
+                with contextlib.suppress(OSError):
+                    conn, _peer = srv.accept()
+                    conn.close()
+                    reached[sandbox] += 1
+        assert sum(reached.values()) == 16 and all(reached.values()), reached
+    finally:
+        for srv in servers.values():
+            srv.close()
+    topo.ensure(routes=routes[:1])
+    assert present(topo.ns)["192.168.77.0/24"] == ("10.0.0.6",)
+    topo.ensure(routes=[])
+    assert "192.168.77.0/24" not in present(topo.ns)
+
+
 def listening(ns: str, port: int) -> socket.socket:
     with netns.entered(ns):
         srv = socket.socket()
@@ -310,6 +347,37 @@ def listening(ns: str, port: int) -> socket.socket:
     srv.listen(4)
     srv.settimeout(2)
     return srv
+
+
+def test_port_forwarding_ranges_map_port_by_port(topo):
+    """``floating-ip-port-forwarding-port-ranges`` as the agent gets them (the floating
+    IP's ``port_forwardings``): 3000:3002 -> a's 2000:2002 port by port, 4000:4001 -> a2's
+    one port 22; a port beyond a range goes nowhere."""
+    fip = {"router_id": topo.router_id, "floating_ip_address": FIP_B, "port_forwardings": [
+        {"protocol": "tcp", "internal_ip_address": "10.0.0.5", "external_port_range": "3000:3002",
+         "internal_port_range": "2000:2002"},
+        {"protocol": "tcp", "internal_ip_address": "10.0.0.6", "external_port_range": "4000:4001",
+         "internal_port": 22}]}
+    spec = router.from_api({"id": topo.router_id}, [], {}, [fip], NAMES)
+    assert [(f.external_port, f.internal_ip, f.internal_port) for f in spec.port_forwards] == [
+        (3000, "10.0.0.5", 2000), (3001, "10.0.0.5", 2001), (3002, "10.0.0.5", 2002),
+        (4000, "10.0.0.6", 22), (4001, "10.0.0.6", 22)]
+    topo.ensure(forwards=spec.port_forwards)
+    for sandbox, inside, outside in ((topo.a, 2001, 3001), (topo.a, 2002, 3002), (topo.a2, 22, 4000),
+                                     (topo.a2, 22, 4001)):
+        srv = listening(sandbox, inside)
+        try:
+            assert tcp_peer_to(topo.outside, FIP_B, outside, timeout=3), (inside, outside)
+            conn, peer = srv.accept()
+            conn.close()
+            assert peer[0] == OUTSIDE
+        finally:
+            srv.close()
+    srv = listening(topo.a, 2003)
+    try:
+        assert not tcp_peer_to(topo.outside, FIP_B, 3003, timeout=0.7)
+    finally:
+        srv.close()
 
 
 def test_port_forwarding_reaches_the_internal_port_from_outside(topo):
@@ -501,3 +569,50 @@ def test_from_api_builds_the_spec_from_neutron_json():
     bare = router.from_api({"id": rid, "external_gateway_info": None}, ports[:1], subnets,
                            [], names)
     assert bare.gateway is None and bare.enable_snat is False
+
+
+def test_address_scopes_part_internal_networks_but_not_nat(topo):
+    """Neutron's address scope rule: legs of different scopes (no scope is one of its own)
+    do not forward to each other; the gateway's SNAT and a floating IP still carry a
+    scoped network's traffic; the same scope on both legs routes again."""
+    from dataclasses import replace
+
+    leg_a, leg_b = topo.legs
+    topo.legs = [replace(leg_a, scope="scope-1"), leg_b]
+    topo.ensure([FloatingIP(FIP_B, "10.0.1.5")])
+    assert sorted(tuple(e["concat"]) for e in map_elems(topo.ns, "scope_blocked")) == sorted([
+        (leg_a.ifname, leg_b.ifname), (leg_b.ifname, leg_a.ifname), (topo.gateway.ifname, leg_a.ifname)])
+    assert not ping(topo.a, "10.0.1.5", timeout=0.5)
+    assert tcp_peer(topo.b, topo.a, "10.0.1.5", timeout=0.7) is None
+    assert tcp_peer(topo.a, topo.b, "10.0.0.5", timeout=0.7) is None
+    assert tcp_peer(topo.outside, topo.a, OUTSIDE) == GW_ADDR      # SNAT via the gateway: out and back
+    assert tcp_peer(topo.b, topo.a, FIP_B) == "10.0.1.1"           # b through its floating IP (hairpin)
+    topo.legs = [replace(leg_a, scope="scope-1"), replace(leg_b, scope="scope-1")]
+    topo.ensure([FloatingIP(FIP_B, "10.0.1.5")])
+    assert ping(topo.a, "10.0.1.5", count=3)
+    assert tcp_peer(topo.b, topo.a, "10.0.1.5") == "10.0.0.5"
+
+
+def test_metering_labels_count_the_gateway_traffic(topo):
+    """Neutron's metering: a label's rules count what crosses the gateway leg — egress by
+    the internal source (``-s P -o qg-``), ingress by the internal destination after
+    un-NAT (``-d P -i qg-``); an excluded rule's traffic is not counted; a rule change
+    keeps the counts; no label, no table."""
+    net_a = "10.0.0.0/24"
+    rules = (MeterRule("egress", remote_ip_prefix=net_a), MeterRule("ingress", remote_ip_prefix=net_a),
+             MeterRule("egress", excluded=True, remote_ip_prefix="10.0.0.6/32"))
+    label = MeterLabel("3f1c0d9e-0000-4000-8000-000000000001", rules)
+    topo.ensure(metering=[label])
+    assert traffic_counters(topo.ns) == {label.id: {"pkts": 0, "bytes": 0}}
+    assert ping(topo.a, OUTSIDE)                           # one request out, one reply in
+    assert ping(topo.b, OUTSIDE)                           # another network: not this label's
+    counted = traffic_counters(topo.ns)[label.id]
+    assert counted["pkts"] == 2 and counted["bytes"] >= 2 * 28, counted
+    assert ping(topo.a2, OUTSIDE)                          # excluded on the way out, counted back in
+    assert traffic_counters(topo.ns)[label.id]["pkts"] == 3
+    topo.ensure(metering=[MeterLabel(label.id, (*rules, MeterRule("ingress", remote_ip_prefix="10.0.1.0/24")))])
+    assert traffic_counters(topo.ns)[label.id]["pkts"] == 3    # the rules changed, the count stays
+    assert ping(topo.b, OUTSIDE)
+    assert traffic_counters(topo.ns)[label.id]["pkts"] == 4
+    topo.ensure()
+    assert traffic_counters(topo.ns) == {}

@@ -1,6 +1,6 @@
 """A router's extra routes and a floating IP's port forwardings through the API and the
 agent, with real packets (issue 29): the outside world reaches a sandbox's port 22
-through the floating IP's port 2222; a sandbox reaches a network that lives behind
+through the floating IP's port 2222 and through each port of a range; a sandbox reaches a network that lives behind
 another sandbox through the router's extra route."""
 
 from __future__ import annotations
@@ -52,14 +52,41 @@ def test_port_forwarding_and_extra_route(cloud: Cloud) -> None:
         cloud.wait_status(f"/network/v2.0/ports/{p.id}", "ACTIVE")
     ip_a, ip_b = a.fixed_ips[0]["ip_address"], b.fixed_ips[0]["ip_address"]
 
+    # Metering: a label counting what enters this network through the gateway
+    # (Neutron's ingress: -d 10.65.0.0/24 -i qg-), read as the metering agent reports it.
+    label = conn.network.create_metering_label(name="rx-meter")
+    conn.network.create_metering_label_rule(metering_label_id=label.id, direction="ingress",
+                                            remote_ip_prefix="10.65.0.0/24")
     fip = conn.network.create_ip(floating_network_id=public.id)
-    conn.network.create_floating_ip_port_forwarding(fip, internal_port_id=a.id, internal_ip_address=ip_a,
-                                                    internal_port=22, external_port=2222, protocol="tcp")
+    single = conn.network.create_floating_ip_port_forwarding(
+        fip, internal_port_id=a.id, internal_ip_address=ip_a, internal_port=22, external_port=2222, protocol="tcp")
     cloud.wait_status(f"/network/v2.0/floatingips/{fip.id}", "ACTIVE")
     outside = cloud.names.external(public.id)
     wait_for(lambda: _reaches(outside, ns_a, fip.floating_ip_address, 2222, 22), 15, 0.1,
              "the outside reaching port 22 through the floating IP's 2222")
     assert not _reaches(outside, ns_a, fip.floating_ip_address, 2223, 22)
+
+    def metered() -> dict:
+        r = cloud.http.get("/netbay/v1/metering", params={"label_id": label.id})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        return (body["metering"] or [{}])[0]
+
+    wait_for(lambda: metered().get("pkts", 0) >= 2, 30, 0.5, "the label's counts reported")
+    report = metered()
+    assert report["label_id"] == label.id and report["tenant_id"] == label.project_id
+    assert report["bytes"] > 0 and set(report) == {"label_id", "tenant_id", "pkts", "bytes", "time",
+                                                   "first_update", "last_update", "host"}
+    # A port range (floating-ip-port-forwarding-port-ranges): 2300:2301 all to port 22
+    # (which the single forwarding holds until it goes: internal ranges may not overlap).
+    conn.network.delete_floating_ip_port_forwarding(fip, single)
+    conn.network.create_floating_ip_port_forwarding(fip, internal_port_id=a.id, internal_ip_address=ip_a,
+                                                    internal_port_range="22", external_port_range="2300:2301",
+                                                    protocol="tcp")
+    for port in (2300, 2301):
+        wait_for(lambda p=port: _reaches(outside, ns_a, fip.floating_ip_address, p, 22), 15, 0.1,
+                 f"the outside reaching port 22 through the range's {port}")
+    assert not _reaches(outside, ns_a, fip.floating_ip_address, 2302, 22)
 
     links.set_up(ns_b, "lo")
     links.add_address(ns_b, "lo", "192.168.77.1/32")
@@ -70,3 +97,31 @@ def test_port_forwarding_and_extra_route(cloud: Cloud) -> None:
     conn.network.remove_extra_routes_from_router(router, {"router": {"routes": [
         {"destination": "192.168.77.0/24", "nexthop": ip_b}]}})
     wait_for(lambda: not ping(ns_a, "192.168.77.1", timeout=0.3), 15, 0.1, "the route gone")
+
+
+def test_address_scopes_part_a_router_through_the_api(cloud: Cloud) -> None:
+    """Address scopes through the API and the agent: two subnets from two pools on one
+    router talk while neither pool has a scope, stop when one pool joins a scope (the
+    network shows it as ``ipv4_address_scope``), and talk again when both are in it."""
+    conn = cloud.server.connect()
+    scope = conn.network.create_address_scope(name="rx-scope", ip_version=4)
+    pools = [conn.network.create_subnet_pool(name=f"rx-pool{i}", prefixes=[f"10.{66 + i}.0.0/16"],
+                                             default_prefix_length=24) for i in (0, 1)]
+    nets = [conn.network.create_network(name=f"rx-scoped{i}") for i in (0, 1)]
+    subnets = [conn.network.create_subnet(network_id=n.id, ip_version=4, subnetpool_id=p.id)
+               for n, p in zip(nets, pools, strict=True)]
+    router = conn.network.create_router(name="rx-scopes")
+    for subnet in subnets:
+        conn.network.add_interface_to_router(router, subnet_id=subnet.id)
+    ports = [conn.network.create_port(network_id=n.id) for n in nets]
+    ns0, ns1 = (cloud.sandbox_ns(cloud.sandbox(f"rx-s{i}", ports=[p.id])["id"]) for i, p in enumerate(ports))
+    for p in ports:
+        cloud.wait_status(f"/network/v2.0/ports/{p.id}", "ACTIVE")
+    ip1 = ports[1].fixed_ips[0]["ip_address"]
+    wait_for(lambda: ping(ns0, ip1, timeout=0.3), 15, 0.1, "routing between unscoped subnets")
+    conn.network.update_subnet_pool(pools[0], address_scope_id=scope.id)
+    assert conn.network.get_network(nets[0].id).ipv4_address_scope_id == scope.id
+    wait_for(lambda: not ping(ns0, ip1, timeout=0.3), 15, 0.1, "no forwarding between scopes")
+    assert not ping(ns1, ports[0].fixed_ips[0]["ip_address"], timeout=0.5)
+    conn.network.update_subnet_pool(pools[1], address_scope_id=scope.id)
+    wait_for(lambda: ping(ns0, ip1, timeout=0.3), 15, 0.1, "routing within one scope")

@@ -1,5 +1,12 @@
 """The router's nftables table, ``ip netbay-nat``: fixed rules, every fact a set or
-map element (see :mod:`netbay.dataplane.router`), synced by element diff."""
+map element (see :mod:`netbay.dataplane.router`), synced by element diff.
+
+Besides NAT it keeps Neutron's address scope rule: a router does not forward between
+legs of different address scopes (no scope being one of its own). ``scope_blocked``
+holds the (in, out) leg pairs that differ; a packet of a NATed connection (floating
+IP, port forwarding, the replies of SNAT) passes all the same, and so does what
+leaves by the gateway while SNAT is on, as in Neutron's L3 agent.
+"""
 
 from __future__ import annotations
 
@@ -29,9 +36,12 @@ _SETS: dict[str, tuple[str, str | tuple[str, ...], str | None, tuple[str, ...]]]
     # cannot make a map of concatenated data from JSON).
     "pf_addr": ("map", _PF_KEY, _V4, ()),
     "pf_port": ("map", _PF_KEY, "inet_service", ()),
+    # Address scopes: (in leg, out leg) pairs whose scopes differ.
+    "scope_blocked": ("set", ("ifname", "ifname"), None, ()),
 }
-# name -> (hook, priority)
-_CHAINS = {"prerouting": ("prerouting", -100), "postrouting": ("postrouting", 100)}
+# name -> (type, hook, priority)
+_CHAINS = {"prerouting": ("nat", "prerouting", -100), "postrouting": ("nat", "postrouting", 100),
+           "forward": ("filter", "forward", 0)}
 
 
 def _payload(field_: str) -> dict:
@@ -68,6 +78,11 @@ _RULES: dict[str, list[tuple[str, list[dict]]]] = {
                      _match(_payload("saddr"), "@internal_subnets"),
                      {"masquerade": None}]),
     ],
+    "forward": [
+        ("scope-dnat", [_match({"ct": {"key": "status"}}, "dnat", op="in"), {"accept": None}]),
+        ("scope-snat", [_match({"ct": {"key": "status"}}, "snat", op="in"), {"accept": None}]),
+        ("scope", [_match({"concat": [_meta("iifname"), _meta("oifname")]}, "@scope_blocked"), {"drop": None}]),
+    ],
 }
 
 
@@ -86,8 +101,8 @@ def _table_commands(elements: Mapping[str, set]) -> list[dict]:
         if flags:
             body["flags"] = list(flags)
         cmds.append({"add": {kind: body}})
-    for name, (hook, prio) in _CHAINS.items():
-        cmds.append({"add": {"chain": {**t, "name": name, "type": "nat", "hook": hook,
+    for name, (kind, hook, prio) in _CHAINS.items():
+        cmds.append({"add": {"chain": {**t, "name": name, "type": kind, "hook": hook,
                                        "prio": prio, "policy": "accept"}}})
     for chain, rules in _RULES.items():
         for comment, expr in rules:
@@ -112,6 +127,8 @@ def _elem_json(name: str, e: Any) -> Any:
         return prefix(e)
     if name in ("pf_addr", "pf_port"):
         return [{"concat": list(e[0])}, e[1]]
+    if name == "scope_blocked":
+        return {"concat": list(e)}
     return list(e) if isinstance(e, tuple) else e
 
 
@@ -123,6 +140,9 @@ def _parse_elem(name: str, raw: Any) -> Any:
         key, data = raw
         address, proto, port = key["concat"]
         return ((address, proto, int(port)), data if name == "pf_addr" else int(data))
+    if name == "scope_blocked":
+        inner, outer = raw["concat"]
+        return (inner, outer)
     if _SETS[name][2] is None:
         if isinstance(raw, str):
             return raw
@@ -167,7 +187,7 @@ def _observed_table(nft: Nft) -> dict[str, set] | None:
         return None
     if set(sets) != set(_SETS):
         return None
-    if chains != {n: ("nat", h, p, "accept") for n, (h, p) in _CHAINS.items()}:
+    if chains != {n: (k, h, p, "accept") for n, (k, h, p) in _CHAINS.items()}:
         return None
     if rules != {c: [f"{_TAG} {cm}" for cm, _ in rs] for c, rs in _RULES.items()}:
         return None
@@ -200,7 +220,22 @@ def desired_elements(gateway: Gateway | None, interfaces: Sequence[Leg],
         key = (str(ipaddress.IPv4Address(pf.floating_ip_address)), pf.protocol, int(pf.external_port))
         want["pf_addr"].add((key, str(ipaddress.IPv4Address(pf.internal_ip))))
         want["pf_port"].add((key, int(pf.internal_port)))
+    want["scope_blocked"] = _scope_blocked(gateway, interfaces, enable_snat)
     return want
+
+
+def _scope_blocked(gateway: Gateway | None, interfaces: Sequence[Leg], enable_snat: bool) -> set[tuple[str, str]]:
+    """The (in, out) leg pairs of different address scopes: between internal legs both
+    ways, from the gateway inwards, and outwards too when nothing is SNATed."""
+    out = {(a.ifname, b.ifname) for a in interfaces for b in interfaces
+           if a.ifname != b.ifname and a.scope != b.scope}
+    if gateway is not None:
+        for leg in interfaces:
+            if leg.scope != gateway.scope:
+                out.add((gateway.ifname, leg.ifname))
+                if not enable_snat:
+                    out.add((leg.ifname, gateway.ifname))
+    return out
 
 
 def _gateway_v4(gateway: Gateway) -> str | None:

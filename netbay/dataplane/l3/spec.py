@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from netbay.dataplane.l3.metering import MeterLabel, labels_for
 from netbay.dataplane.names import Names
 
 ROUTER_INTERFACE = "network:router_interface"
@@ -15,10 +16,12 @@ ROUTER_GATEWAY = "network:router_gateway"
 
 @dataclass(frozen=True)
 class Leg:
-    """An internal leg: ``qr-<port>`` with the port's addresses (CIDRs, ``10.0.0.1/24``)."""
+    """An internal leg: ``qr-<port>`` with the port's addresses (CIDRs, ``10.0.0.1/24``)
+    and the IPv4 address scope of its subnet (``""``: none)."""
     ifname: str
     port_id: str = ""
     addresses: Sequence[str] = ()
+    scope: str = ""
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class Gateway:
     gateway_ip: str | None = None
     gateway_ip6: str | None = None
     port_id: str = ""
+    scope: str = ""   # the external subnet's IPv4 address scope ("": none)
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ class RouterSpec:
     # Neutron's extra routes: (destination CIDR, nexthop on one of the legs' subnets)
     routes: Sequence[tuple[str, str]] = ()
     port_forwards: Sequence[PortForward] = ()
+    # Neutron's metering labels that count this router's gateway traffic
+    metering: Sequence[MeterLabel] = ()
 
 
 def _cidrs(port: Mapping[str, Any], subnets: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -88,9 +94,40 @@ def _subnet_gateways(port: Mapping[str, Any], subnets: Mapping[str, Mapping[str,
     return out
 
 
+def _port_range(pf: Mapping[str, Any], side: str) -> tuple[int, int]:
+    """A forwarding's ``side`` ports: its ``*_port_range`` (``"a:b"``) or its one port."""
+    given = pf.get(f"{side}_port_range")
+    if given:
+        first, _, last = str(given).partition(":")
+        return int(first), int(last or first)
+    return int(pf[f"{side}_port"]), int(pf[f"{side}_port"])
+
+
+def _unrolled(pf: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """(external port, internal port) per port of a forwarding, as Neutron's L3 agent
+    unrolls a range: N external ports to N internal ones in order, or N to one."""
+    (ext_first, ext_last), (int_first, int_last) = _port_range(pf, "external"), _port_range(pf, "internal")
+    single = int_first == int_last
+    return [(port, int_first if single else int_first + i)
+            for i, port in enumerate(range(ext_first, ext_last + 1))]
+
+
+def _scope(port: Mapping[str, Any], subnets: Mapping[str, Mapping[str, Any]],
+           pools: Mapping[str, Mapping[str, Any]]) -> str:
+    """The IPv4 address scope of the port's subnet: its subnet pool's (``""``: none)."""
+    for fixed in port.get("fixed_ips") or ():
+        subnet = subnets.get(fixed.get("subnet_id") or "") or {}
+        if subnet.get("ip_version") == 4 or ":" not in str(fixed.get("ip_address", ":")):
+            pool = pools.get(subnet.get("subnetpool_id") or "") or {}
+            return str(pool.get("address_scope_id") or "")
+    return ""
+
+
 def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
              subnets: Mapping[str, Mapping[str, Any]],
-             floatingips: Iterable[Mapping[str, Any]], names: Names) -> RouterSpec:
+             floatingips: Iterable[Mapping[str, Any]], names: Names,
+             subnetpools: Mapping[str, Mapping[str, Any]] | None = None,
+             metering: tuple[dict[str, Any], dict[str, Any]] | None = None) -> RouterSpec:
     """Build a router's :class:`RouterSpec` from Neutron JSON.
 
     ``ports`` and ``floatingips`` may be all of them: the router's own are picked by
@@ -99,8 +136,11 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
     gateways from ``subnets`` (by id), SNAT from ``external_gateway_info.enable_snat``
     (Neutron's default: true), floating IPs from those with this ``router_id`` and a
     ``port_id``, port forwardings from those with this ``router_id`` and
-    ``port_forwardings``, extra routes from ``routes``.
+    ``port_forwardings``, extra routes from ``routes``, each leg's address scope from
+    its subnet's pool in ``subnetpools``, the metering labels that apply to it from
+    ``metering`` (labels by id, label rules by id).
     """
+    pools = subnetpools or {}
     rid = router["id"]
     floatingips = list(floatingips)
     legs: list[Leg] = []
@@ -111,11 +151,12 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
         owner = port.get("device_owner")
         if owner == ROUTER_INTERFACE:
             legs.append(Leg(names.router_interface(port["id"]), port["id"],
-                            tuple(_cidrs(port, subnets))))
+                            tuple(_cidrs(port, subnets)), _scope(port, subnets, pools)))
         elif owner == ROUTER_GATEWAY:
             gws = _subnet_gateways(port, subnets)
             gateway = Gateway(names.router_gateway(port["id"]), tuple(_cidrs(port, subnets)),
-                              gateway_ip=gws.get(4), gateway_ip6=gws.get(6), port_id=port["id"])
+                              gateway_ip=gws.get(4), gateway_ip6=gws.get(6), port_id=port["id"],
+                              scope=_scope(port, subnets, pools))
     info = router.get("external_gateway_info") or {}
     enable_snat = bool(info) and info.get("enable_snat") is not False
     fips = tuple(
@@ -124,11 +165,12 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
         if f.get("router_id") == rid and f.get("port_id") and f.get("fixed_ip_address")
         and f.get("floating_ip_address"))
     forwards = tuple(
-        PortForward(f["floating_ip_address"], pf["protocol"], int(pf["external_port"]),
-                    pf["internal_ip_address"], int(pf["internal_port"]))
+        PortForward(f["floating_ip_address"], pf["protocol"], outside, pf["internal_ip_address"], inside)
         for f in floatingips if f.get("router_id") == rid and f.get("floating_ip_address")
-        for pf in f.get("port_forwardings") or ())
+        for pf in f.get("port_forwardings") or ()
+        for outside, inside in _unrolled(pf))
     return RouterSpec(router_id=rid, ns=names.router(rid), gateway=gateway,
                       interfaces=tuple(legs), floating_ips=fips, enable_snat=enable_snat,
                       routes=tuple((r["destination"], r["nexthop"]) for r in router.get("routes") or ()),
-                      port_forwards=forwards)
+                      port_forwards=forwards,
+                      metering=labels_for(dict(router), *metering) if metering else ())

@@ -1,0 +1,150 @@
+"""Neutron's metering in a router namespace: each metering label's rules count the
+packets and bytes crossing the router's gateway leg, as Neutron's iptables metering
+driver counts them, in nftables (table ``ip netbay-meter``).
+
+A label is a named counter (``label-<id>``, kept across rule changes) and a chain:
+its excluded rules first (``return``: not counted), then its counting rules. The
+``forward`` chain jumps to every label's chain. Neutron's matches: ``remote_ip_prefix``
+is the source of ``egress`` traffic (``-s P -o qg-``) and the destination of
+``ingress`` traffic (``-d P -i qg-``); ``source_ip_prefix``/``destination_ip_prefix``
+are matched as written. IPv4 only (the router's IPv6 is routed, not metered here).
+
+:func:`traffic_counters` reads the counters as Neutron's ``get_traffic_counters``
+gives them (label id -> ``pkts``, ``bytes``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from netbay.dataplane.nft import Nft, NftError, prefix
+
+TABLE = "netbay-meter"
+FAMILY = "ip"
+
+
+@dataclass(frozen=True)
+class MeterRule:
+    direction: str                        # ingress | egress
+    excluded: bool = False
+    remote_ip_prefix: str | None = None
+    source_ip_prefix: str | None = None
+    destination_ip_prefix: str | None = None
+
+
+@dataclass(frozen=True)
+class MeterLabel:
+    id: str
+    rules: tuple[MeterRule, ...] = ()
+
+
+def _v4(cidr: str | None) -> bool:
+    return cidr is not None and ipaddress.ip_network(cidr, strict=False).version == 4
+
+
+def _match(left: dict, right: Any) -> dict:
+    return {"match": {"op": "==", "left": left, "right": right}}
+
+
+def _addr(field_: str, cidr: str) -> dict:
+    return _match({"payload": {"protocol": "ip", "field": field_}}, prefix(cidr))
+
+
+def _rule_match(gateway: str, rule: MeterRule) -> list[dict] | None:
+    """The rule's matches, or None for a rule of IPv6 prefixes (not metered here)."""
+    egress = rule.direction == "egress"
+    out = [_match({"meta": {"key": "oifname" if egress else "iifname"}}, gateway)]
+    if rule.remote_ip_prefix:
+        if not _v4(rule.remote_ip_prefix):
+            return None
+        out.append(_addr("saddr" if egress else "daddr", rule.remote_ip_prefix))
+    for field_, cidr in (("saddr", rule.source_ip_prefix), ("daddr", rule.destination_ip_prefix)):
+        if cidr:
+            if not _v4(cidr):
+                return None
+            out.append(_addr(field_, cidr))
+    return out
+
+
+def _chain(label: MeterLabel) -> str:
+    return f"label-{label.id}"
+
+
+def _existing_counters(nft: Nft) -> set[str] | None:
+    """Our counters' names, or None when the table is not there."""
+    try:
+        out = nft.run([{"list": {"table": {"family": FAMILY, "name": TABLE}}}])
+    except NftError as exc:
+        if "No such file" in exc.error or "does not exist" in exc.error:
+            return None
+        raise
+    return {o["counter"]["name"] for o in (out or {}).get("nftables", []) if "counter" in o}
+
+
+def sync_metering(ns: str, gateway: str | None, labels: Sequence[MeterLabel]) -> None:
+    """Make ``ns`` meter ``labels`` on the gateway leg ``gateway``; without a gateway or
+    labels the table goes. Rules are rewritten in one transaction; counters stay."""
+    with Nft(ns) as nft:
+        have = _existing_counters(nft)
+        if gateway is None or not labels:
+            if have is not None:
+                nft.run([{"delete": {"table": {"family": FAMILY, "name": TABLE}}}])
+            return
+        t = {"family": FAMILY, "table": TABLE}
+        want = {_chain(label) for label in labels}
+        cmds: list[dict] = [{"add": {"table": {"family": FAMILY, "name": TABLE}}},
+                            {"add": {"chain": {**t, "name": "forward", "type": "filter", "hook": "forward",
+                                               "prio": -10, "policy": "accept"}}},
+                            {"flush": {"chain": {**t, "name": "forward"}}}]
+        for label in labels:
+            name = _chain(label)
+            if name not in (have or set()):
+                cmds.append({"add": {"counter": {**t, "name": name}}})
+            cmds += [{"add": {"chain": {**t, "name": name}}}, {"flush": {"chain": {**t, "name": name}}}]
+            ordered = sorted(label.rules, key=lambda r: not r.excluded)   # excluded first, as Neutron
+            for rule in ordered:
+                matches = _rule_match(gateway, rule)
+                if matches is None:
+                    continue
+                verdict = {"return": None} if rule.excluded else {"counter": name}
+                cmds.append({"add": {"rule": {**t, "chain": name, "expr": [*matches, verdict]}}})
+            cmds.append({"add": {"rule": {**t, "chain": "forward", "expr": [{"jump": {"target": name}}]}}})
+        for gone in sorted((have or set()) - want):
+            cmds += [{"delete": {"chain": {**t, "name": gone}}}, {"delete": {"counter": {**t, "name": gone}}}]
+        nft.run(cmds)
+
+
+def traffic_counters(ns: str) -> dict[str, dict[str, int]]:
+    """label id -> {"pkts", "bytes"} counted in ``ns`` (none when nothing is metered)."""
+    with Nft(ns) as nft:
+        try:
+            out = nft.run([{"list": {"table": {"family": FAMILY, "name": TABLE}}}])
+        except NftError:
+            return {}
+    counters = {}
+    for o in (out or {}).get("nftables", []):
+        c = o.get("counter")
+        if c and str(c.get("name", "")).startswith("label-"):
+            counters[c["name"][len("label-"):]] = {"pkts": int(c.get("packets", 0)), "bytes": int(c.get("bytes", 0))}
+    return counters
+
+
+def labels_for(router: dict[str, Any], labels: dict[str, dict[str, Any]],
+               rules: dict[str, dict[str, Any]]) -> tuple[MeterLabel, ...]:
+    """The labels that meter ``router``, as Neutron's metering plugin gives them to its
+    agent: the router's project's labels and every shared label, each with its rules."""
+    by_label: dict[str, list[MeterRule]] = {}
+    for r in rules.values():
+        by_label.setdefault(str(r.get("metering_label_id")), []).append(MeterRule(
+            str(r.get("direction") or "ingress"), bool(r.get("excluded")), r.get("remote_ip_prefix"),
+            r.get("source_ip_prefix"), r.get("destination_ip_prefix")))
+    project = router.get("project_id") or router.get("tenant_id")
+    return tuple(MeterLabel(lid, tuple(sorted(by_label.get(lid, ()), key=repr)))
+                 for lid, label in sorted(labels.items())
+                 if label.get("shared") or label.get("project_id") == project)
+
+
+__all__ = ["MeterLabel", "MeterRule", "TABLE", "labels_for", "sync_metering", "traffic_counters"]
