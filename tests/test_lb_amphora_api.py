@@ -245,25 +245,6 @@ def test_https_tls_hello_and_udp_connect_monitors(admin, admin_lb, amp_tree, set
         settle(lb.id)
 
 
-def test_least_connections_on_udp_pools(admin, amp_tree, settle):
-    """The amphora takes LEAST_CONNECTIONS for UDP pools (LVS's lc), and so does netbay
-    (nftables: new flows to the members in turn); ``ovn`` refuses it, as OVN does."""
-    lbs = admin.load_balancer
-    lb = amp_tree["lb"]
-    listener = lbs.create_listener(loadbalancer_id=lb.id, protocol="UDP", protocol_port=5353)
-    settle(lb.id)
-    pool = lbs.create_pool(listener_id=listener.id, protocol="UDP", lb_algorithm="LEAST_CONNECTIONS")
-    assert (pool.protocol, pool.lb_algorithm) == ("UDP", "LEAST_CONNECTIONS")
-    settle(lb.id)
-    lbs.delete_pool(pool.id)
-    settle(lb.id)
-    lbs.delete_listener(listener.id)
-    settle(lb.id)
-    with pytest.raises(osexc.HttpException) as refused:
-        lbs.create_pool(loadbalancer_id=amp_tree["ovn"].id, protocol="UDP", lb_algorithm="LEAST_CONNECTIONS")
-    assert refused.value.status_code == UNSUPPORTED
-
-
 def test_source_ip_port_on_ovn_only(admin, admin_lb, amp_tree, settle):
     lbs = admin.load_balancer
     ovn, amp = amp_tree["ovn"], amp_tree["lb"]

@@ -35,11 +35,6 @@ HAPROXY = "haproxy"
 DEFAULT = NFTABLES
 
 L4_ALGORITHMS = ("ROUND_ROBIN", "SOURCE_IP")
-# The amphora's UDP pools (LVS) also take LEAST_CONNECTIONS. Here nftables forwards UDP
-# and has no least-connection scheduler: new flows go to the members in turn (numgen),
-# which is what LVS's ``lc`` does while flows are alike (each new flow finds the member
-# that has had fewest) and not when some flows outlive others. Said at /providers too.
-AMPHORA_UDP_ALGORITHMS = (*L4_ALGORITHMS, "LEAST_CONNECTIONS")
 # SOURCE_IP_PORT is OVN's (its only one) and so the nftables provider's; Octavia's
 # amphora refuses it, and so does the haproxy provider (UDP pools included).
 NFT_ALGORITHMS = (*L4_ALGORITHMS, "SOURCE_IP_PORT")
@@ -69,8 +64,7 @@ _NFT = Provider(
 )
 _HAPROXY = Provider(
     driver=HAPROXY,
-    description="L4 and L7 load balancing by haproxy in the load balancer's namespace (UDP by nftables: "
-                "LEAST_CONNECTIONS there sends new flows to the members in turn)",
+    description="L4 and L7 load balancing by haproxy in the load balancer's namespace",
     listener_protocols=("TCP", "HTTP", "HTTPS", "UDP", "PROMETHEUS"),
     pool_protocols=("TCP", "HTTP", "HTTPS", "PROXY", "PROXYV2", "UDP"),
     algorithms=("ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP"),
@@ -145,7 +139,7 @@ def check_pool(provider: str, protocol: str, algorithm: str | None, persistence:
         raise unsupported(provider, f"protocol {protocol} is not offered by provider {provider}; use "
                                     f"{', '.join(p.pool_protocols)}" + ("" if p.l7 else " (or provider haproxy)"))
     kernel = p.driver == NFTABLES or protocol == "UDP"
-    algorithms = p.algorithms if p.driver == NFTABLES else AMPHORA_UDP_ALGORITHMS if kernel else p.algorithms
+    algorithms = p.algorithms if p.driver == NFTABLES else L4_ALGORITHMS if kernel else p.algorithms
     hint = " (or provider haproxy)" if p.driver == NFTABLES else (" for UDP pools" if kernel else "")
     if algorithm is not None and algorithm not in algorithms:
         raise unsupported(provider, f"lb_algorithm {algorithm} is not offered by provider {provider}; use "

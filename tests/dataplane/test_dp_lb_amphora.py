@@ -184,17 +184,6 @@ def test_udp_connect_monitor_finds_a_closed_port(env: Env) -> None:
     drop(env, made)
 
 
-def test_udp_least_connections_sends_new_flows_in_turn(env: Env) -> None:
-    """LEAST_CONNECTIONS on an amphora UDP pool (LVS's lc there): nftables sends new
-    flows to the members in turn, so alike flows from one client land evenly."""
-    made = make(env, "udplc", "amphora", protocol="UDP", port=5301, member_port=UDP_PORT,
-                algorithm="LEAST_CONNECTIONS", members={"m1": {}, "m2": {}})
-    assert made["pool"]["lb_algorithm"] == "LEAST_CONNECTIONS"
-    answers = Counter(ask_udp(env.clients[0], made["lb"]["vip_address"], 5301) for _ in range(6))
-    assert answers == Counter({"m1": 3, "m2": 3}), answers
-    drop(env, made)
-
-
 def test_source_ip_port_spreads_one_clients_flows(env: Env) -> None:
     made = make(env, "sip", "ovn", port=92, algorithm="SOURCE_IP_PORT", members={"m1": {}, "m2": {}, "m3": {}})
     ns = env.cloud.names.loadbalancer(made["lb"]["id"])
