@@ -189,3 +189,10 @@ def http_get(ns: str, host: str, port: int, timeout: float = 2.0) -> bytes | Non
     except OSError:
         return None
     return data.split(b"\r\n\r\n", 1)[-1].strip()
+
+
+def node_pods(ctrl: Any) -> dict[str, dict]:
+    """A flannel/calico cluster's netbay pods by their Kubernetes ``namespace/name``
+    (the cluster resolver's pod, which has none, left out)."""
+    found = ctrl.api.call("GET", "/netbay/v1/pods", cluster_id=ctrl.refs.cluster_id)["pods"]
+    return {p["labels"]["netbay-k8s"]: p for p in found if "netbay-k8s" in p["labels"]}

@@ -31,7 +31,7 @@ from netbay.store.db import Store
 from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener, tcp_read
 from .cluster_pods import clusternet, ip_of, make_cluster, scale
-from .k8s_fixtures import cli_env, netbay_exec
+from .k8s_fixtures import cli_env, netbay_exec, node_pods
 
 CLOUD_TAG = "kd"
 
@@ -113,9 +113,7 @@ def test_services_and_policy_on_node_drivers(cloud: Cloud, k8s: tuple[str, NodeC
     mode, ctrl, net = k8s
     report = ctrl.apply(parse(APP))
     assert not report.events, report.events
-    pods = {p["labels"]["netbay-k8s"]: p for p in ctrl.api.call("GET", "/netbay/v1/pods",
-                                                                  cluster_id=ctrl.refs.cluster_id)["pods"]
-            if "netbay-k8s" in p["labels"]}   # (not the cluster resolver's pod: netbay.k8s.dns.nodes)
+    pods = node_pods(ctrl)
     web = [pods["shop/web-0"], pods["shop/web-1"]]
     minions = {n["name"] for n in net["nodes"] if n["role"] == "minion"}
     assert {p["node"] for p in web} == minions, "one replica per minion"

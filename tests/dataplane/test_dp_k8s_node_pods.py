@@ -33,7 +33,7 @@ from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
 from .cluster_pods import clusternet, make_cluster
 from .docker_fixtures import sh
-from .k8s_fixtures import cli_env, http_get, k8s_cli, k8s_cloud
+from .k8s_fixtures import cli_env, http_get, k8s_cli, k8s_cloud, node_pods
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
@@ -142,9 +142,7 @@ def statuses(ctrl: NodeController) -> dict[tuple[str, str], dict]:
 
 def test_whole_pods_on_node_drivers(cloud: Cloud, ctrl: NodeController, daemon: dk.Dockerd) -> None:
     report = ctrl.apply(parse(APP))
-    pods = {p["labels"]["netbay-k8s"]: p for p in ctrl.api.call("GET", "/netbay/v1/pods",
-                                                                  cluster_id=ctrl.refs.cluster_id)["pods"]
-            if "netbay-k8s" in p["labels"]}
+    pods = node_pods(ctrl)
     site, peer = pods["web/site"], pods["web/peer"]
     assert site["runtime"] == "docker" and not peer["runtime"], report
     leases = clusternet(cloud, ctrl.refs.cluster_id)["leases"]

@@ -34,7 +34,7 @@ from netbay.store.db import Store
 from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener, tcp_read
 from .cluster_pods import clusternet, ip_of, make_cluster
-from .k8s_fixtures import killed_apply
+from .k8s_fixtures import killed_apply, node_pods
 
 CLOUD_TAG = "kx"
 
@@ -106,8 +106,7 @@ def elements(ns: str) -> set[str]:
 class Lab:
     def __init__(self, cloud: Cloud, ctrl: NodeController, net: dict[str, Any]) -> None:
         self.cloud, self.ctrl, self.net = cloud, ctrl, net
-        pods = {p["labels"]["netbay-k8s"]: p for p in ctrl.api.call("GET", "/netbay/v1/pods",
-                                                                      cluster_id=ctrl.refs.cluster_id)["pods"]}
+        pods = node_pods(ctrl)
         self.web = [pods["shop/web-0"], pods["shop/web-1"]]
         self.names = {p["name"].encode() for p in self.web}
         self.client = cloud.names.pod(pods["shop/client"]["id"])
