@@ -32,8 +32,8 @@ rule: the VIP's own stack answers with a reset (TCP) or port unreachable (UDP).
 Octavia's amphorae do (members see the load balancer's address, not the client's).
 That is what makes replies come back through this namespace whatever the member's
 route to the client is (same subnet, a router, a floating IP on the VIP), and lets
-a member be a client of its own load balancer. An IPv6 VIP's table is ``ip6 netbay-lb``,
-the same rules over IPv6 members (members of the VIP's family only, as an amphora's).
+a member be a client of its own load balancer. An IPv6 VIP gets an ``ip6`` table of the
+same shape, its members of IPv6 (the haproxy provider refuses an IPv6 VIP by name).
 
 (Named maps would let a membership change be an element update, but the map's
 size is in the rule (``mod N``), and this libnftables (1.0.6) cannot declare a map
@@ -89,7 +89,7 @@ from netbay.dataplane.lb.spec import (
     from_api,
 )
 from netbay.dataplane.lb.statuses import operating_statuses, status_text
-from netbay.dataplane.lb.table import TABLE, family, is_v4, slots, table_commands
+from netbay.dataplane.lb.table import FAMILY, TABLE, slots, table_commands, table_family, version
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
 from netbay.dataplane.rtnl import rtnl
@@ -97,7 +97,7 @@ from netbay.dataplane.rtnl import rtnl
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "TABLE", "VIP_IFNAME", "LoadBalancerSpec", "ListenerSpec", "PoolSpec", "MemberSpec",
+    "FAMILY", "TABLE", "VIP_IFNAME", "LoadBalancerSpec", "ListenerSpec", "PoolSpec", "MemberSpec",
     "MonitorSpec", "Tree", "from_api", "LoadBalancerRealizer", "observed", "slots",
 ]
 
@@ -109,9 +109,7 @@ SYSCTLS = {
     "net.ipv4.ip_forward": "1",
     "net.ipv4.conf.all.send_redirects": "0",
     f"net.ipv4.conf.{VIP_IFNAME}.send_redirects": "0",
-}
-SYSCTLS_V6 = {   # an IPv6 VIP's namespace, beside those
-    "net.ipv6.conf.all.forwarding": "1",
+    "net.ipv6.conf.all.forwarding": "1",   # an IPv6 VIP's DNAT forwards too
 }
 JOIN_TIMEOUT = 5.0
 
@@ -121,10 +119,14 @@ Report = Callable[[Mapping[str, Mapping[str, str]]], None]
 # --- links, routes, sysctls ------------------------------------------------------------------
 
 
-def _sysctls(ns: str, v6: bool = False) -> None:
-    for key, value in {**SYSCTLS, **(SYSCTLS_V6 if v6 else {})}.items():
-        if links.read_sysctl(ns, key) != value:
-            links.sysctl(ns, key, value)
+def _sysctls(ns: str) -> None:
+    for key, value in SYSCTLS.items():
+        try:
+            if links.read_sysctl(ns, key) != value:
+                links.sysctl(ns, key, value)
+        except links.LinkError as exc:
+            if exc.errno != errno.ENOENT or ".ipv6." not in key:  # no IPv6 here: no IPv6 VIP either
+                raise
 
 
 def _sync_routes(ns: str, index: int, routes: Iterable[tuple[str, str]]) -> None:
@@ -132,10 +134,10 @@ def _sync_routes(ns: str, index: int, routes: Iterable[tuple[str, str]]) -> None
     r = rtnl(ns)
     want = {(str(ipaddress.ip_network(d)), str(ipaddress.ip_address(g))) for d, g in routes}
     have = set()
-    for af in (socket.AF_INET, socket.AF_INET6) if any(":" in g for _, g in want) else (socket.AF_INET,):
-        for dst, gw, oif, metric in r.routes(af):
-            if oif != index or gw is None:
-                continue
+    for family in (socket.AF_INET, socket.AF_INET6):
+        for dst, gw, oif, metric in r.routes(family):
+            if oif != index or gw is None or (family == socket.AF_INET6 and gw.startswith("fe80:")):
+                continue   # (an IPv6 route via a link-local router is the kernel's, from an RA)
             key = (str(ipaddress.ip_network(dst)), gw)
             if key in want:
                 have.add(key)
@@ -217,7 +219,7 @@ class LoadBalancerRealizer:
             if nft is None or inode is None:
                 continue
             try:
-                counters = lbstats.read_counters(nft, family(spec), TABLE)
+                counters = lbstats.read_counters(nft, table_family(spec), TABLE)
                 seen = self._stats_seen.get(spec.id)
                 if seen is not None and seen[0] == counters:
                     opened = seen[1]   # no packet since: no connection opened or closed
@@ -226,13 +228,13 @@ class LoadBalancerRealizer:
                     # here: only when packets flowed. Counters again after it, so that a
                     # connection seen open is always in the total too.
                     opened = lbstats.open_connections(spec.ns)
-                    counters = lbstats.read_counters(nft, family(spec), TABLE)
+                    counters = lbstats.read_counters(nft, table_family(spec), TABLE)
                 self._stats_seen[spec.id] = (counters, opened)
             except (OSError, RuntimeError) as exc:   # the namespace went meanwhile
                 log.debug("load balancer %s: no statistics this round: %s", spec.id, exc)
                 continue
             try:
-                lbstats.drop_stale(nft, family(spec), TABLE, counters, [li.id for li in spec.listeners])
+                lbstats.drop_stale(nft, table_family(spec), TABLE, counters, [li.id for li in spec.listeners])
             except (OSError, RuntimeError) as exc:   # a refill under way still names them: next round
                 log.debug("load balancer %s: stale counters kept this round: %s", spec.id, exc)
             epoch = f"{lbstats.PROCESS}:{inode}"
@@ -345,9 +347,9 @@ class LoadBalancerRealizer:
     def ensure(self, spec: LoadBalancerSpec) -> None:
         """Make the namespace forward ``spec``'s listeners; start/stop its monitors.
         Raises if the VIP leg is not wired yet (the agent retries)."""
-        if spec.driver == HAPROXY and not is_v4(spec.vip_address):
-            raise ValueError(f"VIP {spec.vip_address!r}: the haproxy provider serves IPv4 VIPs only "
-                             "(IPv6 VIPs: the nftables provider)")
+        if version(spec.vip_address) == 6 and spec.driver == HAPROXY:
+            raise ValueError(f"VIP {spec.vip_address} is IPv6: the haproxy provider serves IPv4 VIPs only "
+                             "(the default nftables provider serves IPv6 ones)")
         if not netns.exists(spec.ns):
             raise links.LinkError(errno.ENODEV, f"load balancer namespace {spec.ns!r} not made yet "
                                                 f"(VIP port not wired)")
@@ -359,9 +361,10 @@ class LoadBalancerRealizer:
             self.specs[spec.id] = spec
             fresh = spec.id not in self.applied or self.applied[spec.id][0] != netns.inode(spec.ns)
             if old is None or old.routes != spec.routes or fresh:
-                _sysctls(spec.ns, not is_v4(spec.vip_address))
+                _sysctls(spec.ns)
                 _sync_routes(spec.ns, vip.index, spec.routes)
-            if (old is None or fresh or old.vip_address != spec.vip_address) and vip.address:
+            if (old is None or fresh or old.vip_address != spec.vip_address) and vip.address \
+                    and version(spec.vip_address) == 4:   # gratuitous ARP: IPv4's (IPv6 neighbours re-resolve)
                 self.pool_executor().submit(_announce_quietly, spec.ns, vip.address, spec.vip_address)
             self._sync_table(spec)
             self._sync_monitors(spec, old)
@@ -396,7 +399,7 @@ class LoadBalancerRealizer:
         if nft is None:
             # Kept open: closing a context costs up to tens of ms after some transactions.
             nft = self.nfts[spec.id] = Nft(spec.ns)
-        if self.applied.get(spec.id, (None,))[0] != inode and (family(l4), TABLE) in nft.tables():
+        if self.applied.get(spec.id, (None,))[0] != inode and (table_family(spec), TABLE) in nft.tables():
             nft.run(table_commands(l4, self._in_map, rebuild=True))
         else:
             nft.run(cmds)

@@ -25,6 +25,11 @@ MAX_PROBE_WORKERS = 32
 MIN_DELAY = 0.1          # s: a monitor with delay 0 still sleeps between rounds
 
 
+def _family(address: str) -> int:
+    """The socket family that reaches ``address`` (an IPv6 member: AF_INET6)."""
+    return socket.AF_INET6 if ":" in address else socket.AF_INET
+
+
 def _socket_in(ns: str, family: int, kind: int, proto: int = 0) -> socket.socket:
     """A socket of namespace ``ns`` (bound there for its life: probes leave by the VIP)."""
     with netns.entered(ns):
@@ -33,7 +38,7 @@ def _socket_in(ns: str, family: int, kind: int, proto: int = 0) -> socket.socket
 
 def probe_tcp(ns: str, address: str, port: int, timeout: float) -> bool:
     """A TCP connect (what Octavia's TCP monitor does)."""
-    s = _socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
+    s = _socket_in(ns, _family(address), socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
         s.connect((address, port))
@@ -54,7 +59,7 @@ def _no_verify() -> ssl.SSLContext:
 
 def probe_tls_hello(ns: str, address: str, port: int, timeout: float) -> bool:
     """A TLS handshake (HAProxy's ``ssl-hello-chk``: the member must answer a hello)."""
-    s = _socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
+    s = _socket_in(ns, _family(address), socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
         s.connect((address, port))
@@ -70,7 +75,7 @@ def probe_tls_hello(ns: str, address: str, port: int, timeout: float) -> bool:
 def probe_udp(ns: str, address: str, port: int, timeout: float) -> bool:
     """UDP-CONNECT as the amphora checks it: a datagram is sent, and the member is down
     only if the kernel answers port unreachable (ICMP); silence or a reply is up."""
-    s = _socket_in(ns, socket.AF_INET, socket.SOCK_DGRAM)
+    s = _socket_in(ns, _family(address), socket.SOCK_DGRAM)
     try:
         s.settimeout(timeout)
         s.connect((address, port))
@@ -102,7 +107,7 @@ def probe_http(ns: str, address: str, port: int, timeout: float, method: str, pa
     """An HTTP/1.0 request (over TLS, unverified, for ``tls``); healthy if the status
     code is one of ``codes``."""
     deadline = time.monotonic() + timeout
-    s = _socket_in(ns, socket.AF_INET, socket.SOCK_STREAM)
+    s = _socket_in(ns, _family(address), socket.SOCK_STREAM)
     try:
         s.settimeout(timeout)
         s.connect((address, port))

@@ -31,7 +31,7 @@ from netbay.plugins.libnetwork.clusters import ClusterNetworks, placement
 from netbay.plugins.libnetwork.directory import (MADE, OWN, PENDING, Directory, Endpoint, binding_mark,
                                                  ep_tag, net_tag, overlap_refusal, pending_pool_tag, pool_tag)
 from netbay.plugins.libnetwork.dockerview import DockerView
-from netbay.plugins.libnetwork.options import NetworkOptions
+from netbay.plugins.libnetwork.options import NetworkOptions, network_pools
 from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.runtime.attach import Attacher, Plug
 from netbay.runtime.claim import Claims
@@ -83,27 +83,23 @@ class NetworkDriver:
         nid = req["NetworkID"]
         opts = NetworkOptions.parse(req.get("Options"))
         if opts.cluster:
+            if req.get("IPv6Data"):
+                raise PluginError("netbay: IPv6 pools are not supported on a cluster's nodes (-o netbay.cluster "
+                                  "places containers on the cluster's IPv4 pod network)")
             self.dir.networks[nid] = await self.clusters.create_network(nid, opts, req.get("IPv4Data") or [])
             return {}
-        if req.get("IPv6Data"):
-            raise PluginError("netbay: IPv6 pools are not supported by this driver yet (IPv4 only)")
-        v4 = req.get("IPv4Data") or []
-        if len(v4) != 1:
-            raise PluginError("netbay: a netbay Docker network needs exactly one IPv4 pool (--subnet)")
-        try:
-            cidr = str(ipaddress.ip_network(v4[0]["Pool"], strict=False))
-        except ValueError:
-            raise PluginError(f"netbay: CreateNetwork: IPv4Data[0]: Pool {v4[0]['Pool']!r} is not a CIDR") from None
-        gateway = (v4[0].get("Gateway") or "").split("/")[0] or None
+        pools = network_pools(req)
         async with self._creating:
             existing = await self.dir.network(nid, missing_ok=True)
             if existing is not None:  # a retry: done, or cut short by a crash (finish it)
-                if await self.neutron.list("subnet", network_id=existing["id"], tags=pool_tag(cidr)):
+                tagged = [await self.neutron.list("subnet", network_id=existing["id"], tags=pool_tag(cidr))
+                          for cidr, _gw in pools]
+                if all(tagged):
                     return {}
                 opts = NetworkOptions(network=existing["id"])
             undo: list[Callable[[], Any]] = []
             try:
-                await self._create_network(nid, opts, cidr, gateway, undo)
+                await self._create_network(nid, opts, pools, undo)
             except BaseException:
                 for step in reversed(undo):
                     try:
@@ -114,19 +110,23 @@ class NetworkDriver:
                 raise
         return {}
 
-    async def _create_network(self, nid: str, opts: NetworkOptions, cidr: str, gateway: str | None,
+    async def _create_network(self, nid: str, opts: NetworkOptions, pools: list[tuple[str, str | None]],
                               undo: list[Callable[[], Any]]) -> None:
+        """The network (found or made), then each pool's subnet (one per family)."""
         neutron = self.neutron
-        pending = [s for s in await neutron.list("subnet", tags=PENDING) if s["cidr"] == cidr]
+        cidrs = [cidr for cidr, _gw in pools]
+        pending = [s for s in await neutron.list("subnet", tags=PENDING) if s["cidr"] in cidrs]
         if opts.network:
             net = await neutron.find("network", opts.network)
             elsewhere = [s for s in pending if s["network_id"] != net["id"]]
             pending = [s for s in pending if s["network_id"] == net["id"]]
-            if elsewhere and not pending:
-                raise PluginError(f"netbay: subnet {elsewhere[0]['id']} (--ipam-opt) is not on network "
+            here = {s["cidr"] for s in pending}
+            if stray := [s for s in elsewhere if s["cidr"] not in here]:
+                raise PluginError(f"netbay: subnet {stray[0]['id']} (--ipam-opt) is not on network "
                                   f"{net['id']} (-o)")
-        elif len(pending) > 1:
-            raise PluginError(f"netbay: {len(pending)} subnets are named for a pool {cidr}; "
+        elif len({s["network_id"] for s in pending}) > 1 or len(pending) > len(cidrs):
+            raise PluginError(f"netbay: {len(pending)} subnets on {len({s['network_id'] for s in pending})} "
+                              f"networks are named for the pools {', '.join(cidrs)}; "
                               "say which network with -o netbay.network=<id>")
         elif pending:
             net = await neutron.show("network", pending[0]["network_id"])
@@ -138,6 +138,15 @@ class NetworkDriver:
             for tag in (net_tag(nid), self.dir.owner):
                 await neutron.add_tag("network", net["id"], tag)
                 undo.append(partial(neutron.remove_tag, "network", net["id"], tag))
+        for cidr, gateway in pools:
+            await self._pool_subnet(net, cidr, gateway, [s for s in pending if s["cidr"] == cidr], undo)
+        self.dir.networks[nid] = net
+
+    async def _pool_subnet(self, net: dict[str, Any], cidr: str, gateway: str | None, pending: list[dict[str, Any]],
+                           undo: list[Callable[[], Any]]) -> None:
+        """The subnet holding pool ``cidr`` on ``net``: the one RequestPool named, one of that
+        CIDR there, or a new one; tagged with the pool, checked against every other pool."""
+        neutron = self.neutron
         subnet: dict[str, Any] | None
         if pending:
             subnet = pending[0]
@@ -155,12 +164,11 @@ class NetworkDriver:
             raise overlap_refusal(cidr, taken[0])  # another plugin process decided at the same moment
         if PENDING in (subnet.get("tags") or ()):
             await neutron.remove_tag("subnet", subnet["id"], PENDING)
-        self.dir.networks[nid] = net
 
     async def _make_subnet(self, net: dict[str, Any], cidr: str, gateway: str | None,
                            undo: list[Callable[[], Any]]) -> dict[str, Any]:
         neutron = self.neutron
-        body: dict[str, Any] = {"network_id": net["id"], "cidr": cidr, "ip_version": 4,
+        body: dict[str, Any] = {"network_id": net["id"], "cidr": cidr, "ip_version": ipaddress.ip_network(cidr).version,
                                 "name": f"docker-{cidr}", "tags": [MADE, pool_tag(cidr)]}
         if gateway:
             body["gateway_ip"] = gateway
@@ -207,15 +215,17 @@ class NetworkDriver:
         on_cluster = placement(await self.dir.network(nid) or {}, nid)
         if on_cluster:
             return await self.clusters.create_endpoint(nid, eid, on_cluster, iface)
-        address = (iface.get("Address") or "").split("/")[0]
+        address = (iface.get("Address") or iface.get("AddressIPv6") or "").split("/")[0]
         if not address:
-            raise PluginError("netbay: an endpoint needs an IPv4 address from the netbay IPAM driver")
+            raise PluginError("netbay: an endpoint needs an address (IPv4 or IPv6) from the netbay IPAM driver")
         net = await self.dir.network(nid)
         assert net is not None
         port = await self.dir.port_at(net["id"], address, take=True)
         if port is None:
             raise PluginError(f"netbay: no port holds {address} on network {net['id']} "
                               "(use --ipam-driver with this driver)")
+        for fixed in port.get("fixed_ips") or ():   # the other family's reservation is this port too
+            self.dir.reserved.pop((net["id"], fixed["ip_address"]), None)
         mac = iface.get("MacAddress") or port["mac_address"]
         also = {"mac_address": mac} if (port.get("mac_address") or "").lower() != mac.lower() else {}
         early = not also  # only the binding is left: nothing the API could refuse
@@ -253,6 +263,8 @@ class NetworkDriver:
             return  # not known here yet (a restart: CreateEndpoint plugs it), or a cluster's
         net = found[1]
         plug = Plug(port["id"], net["id"], port["mac_address"], int(net.get("mtu") or 1500))
+        if (ready := self.prepared.get(port["id"])) is not None and ready[0] == plug:
+            return   # the endpoint's other family's address: the pair is made already
         self.prepared[port["id"]] = (plug, await self.kernel(self.attacher.plug, plug))
 
     async def unprepare(self, port_id: str) -> None:
@@ -313,16 +325,17 @@ class NetworkDriver:
             await asyncio.shield(pending)
 
     async def _endpoint(self, eid: str, port: dict[str, Any], ifname: str | None = None) -> Endpoint:
-        gateway, routes = None, []
+        gateways: dict[int, str] = {}   # IP version -> the first subnet's gateway
+        routes = []
         for fixed in port.get("fixed_ips") or ():
             subnet = next((s for s in self.dir.subnets.values() if s["id"] == fixed["subnet_id"]), None)
             if subnet is None:
                 subnet = await self.neutron.show("subnet", fixed["subnet_id"])
-            if ipaddress.ip_address(fixed["ip_address"]).version == 4:
-                gateway = gateway or subnet.get("gateway_ip")
-                routes += [(r["destination"], r["nexthop"]) for r in subnet.get("host_routes") or ()]
+            if subnet.get("gateway_ip"):
+                gateways.setdefault(ipaddress.ip_address(fixed["ip_address"]).version, subnet["gateway_ip"])
+            routes += [(r["destination"], r["nexthop"]) for r in subnet.get("host_routes") or ()]
         return Endpoint(eid, port["id"], port["network_id"], ifname or Names.container_end(port["id"]),
-                        gateway, tuple(routes), OWN.made_it(port))
+                        gateways.get(4), tuple(routes), OWN.made_it(port), gateways.get(6))
 
     async def endpoint(self, eid: str) -> Endpoint:
         ep = self.dir.endpoints.get(eid)
@@ -348,6 +361,8 @@ class NetworkDriver:
                                                    for d, h in ep.routes]}
         if ep.gateway:
             answer["Gateway"] = ep.gateway
+        if ep.gateway6:
+            answer["GatewayIPv6"] = ep.gateway6
         if self.docker is not None and req.get("SandboxKey"):  # after the answer: Docker lists it once joined
             self._later(self._name_device(req["NetworkID"], ep))
         return answer
