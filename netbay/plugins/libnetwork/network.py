@@ -9,6 +9,15 @@ dataplane agent) and binds it; Join hands Docker the inner end. The binding (a
 mark on the port's fabric end stands for it until then, which a restarted plugin
 finishes (:mod:`.gc`). Every verb is idempotent: Docker retries, and a restarted
 plugin sees the same tags.
+
+On a cloud (``vifs``, :mod:`netbay.runtime.vif`), kuryr-libnetwork's way instead:
+CreateEndpoint binds the port to this host's chassis first, then plugs the pair's
+host end with os-vif into the cloud's Open vSwitch as Neutron's
+``binding:vif_type``/``binding:vif_details`` say (a type netbay cannot plug is refused
+by name before the pair is made, the binding given back); no pair is made ahead at
+RequestAddress and no binding mark is needed (the binding has landed before the plug).
+A restarted plugin finishes a half-done plug from the host end's note
+(:meth:`netbay.runtime.vif.OvsVifs.recover`, run at start).
 """
 
 from __future__ import annotations
@@ -34,8 +43,10 @@ from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.plugins.libnetwork.options import NetworkOptions, network_pools
 from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.runtime.attach import Attacher, Plug
+from netbay.runtime.binding import unbind
 from netbay.runtime.claim import Claims
 from netbay.runtime.kernel import KernelThread
+from netbay.runtime.vif import OvsVifs, Unpluggable, Vif
 
 ANSWER_SENT: ContextVar[asyncio.Event | None] = ContextVar("netbay_libnetwork_answer_sent", default=None)
 """Set by the server for each call once Docker has its answer: work that follows an
@@ -47,10 +58,13 @@ log = logging.getLogger("netbay.libnetwork")
 
 class NetworkDriver:
     def __init__(self, neutron: Resources, directory: Directory, attacher: Attacher, host: str | None = None,
-                 docker: DockerView | None = None, netbay_api: AsyncApi | None = None) -> None:
+                 docker: DockerView | None = None, netbay_api: AsyncApi | None = None,
+                 vifs: OvsVifs | None = None) -> None:
         """``netbay_api``: netbay's own APIs, for placement on a netbay cluster's nodes
-        (``-o netbay.cluster``); without them that option is refused by name."""
+        (``-o netbay.cluster``); without them that option is refused by name. ``vifs``: a
+        cloud's ports plugged with os-vif into its Open vSwitch (None: into the fabric)."""
         self.neutron, self.dir, self.attacher, self.docker = neutron, directory, attacher, docker
+        self.vifs = vifs
         self.host = host or socket.gethostname()
         self.kernel = KernelThread("netbay-plug")  # netlink work, in order, on one thread
         self.claims = Claims(neutron.backend, OWN, directory.device_owner, self.host)
@@ -228,6 +242,10 @@ class NetworkDriver:
             self.dir.reserved.pop((net["id"], fixed["ip_address"]), None)
         mac = iface.get("MacAddress") or port["mac_address"]
         also = {"mac_address": mac} if (port.get("mac_address") or "").lower() != mac.lower() else {}
+        if self.vifs is not None:
+            port, ifname = await self._bind_and_plug(eid, port, also, int(net.get("mtu") or 1500))
+            self.dir.endpoints[eid] = await self._endpoint(eid, port, ifname)
+            return {"Interface": {} if iface.get("MacAddress") else {"MacAddress": port["mac_address"]}}
         early = not also  # only the binding is left: nothing the API could refuse
         plug = Plug(port["id"], net["id"], mac, int(net.get("mtu") or 1500))
         mark = binding_mark(self.dir.owner, port["id"], eid) if early else ""
@@ -247,17 +265,49 @@ class NetworkDriver:
                 port = await self.bind(eid, port, also)
                 self.dir.endpoints[eid] = await self._endpoint(eid, port, ifname)
         except BaseException:
-            await self.kernel(self.attacher.unplug, port["id"])
+            await self.kernel(self.unplug, port["id"])
             raise
         answer: dict[str, Any] = {}
         if not iface.get("MacAddress"):
             answer["MacAddress"] = port["mac_address"]
         return {"Interface": answer}
 
+    async def _bind_and_plug(self, eid: str, port: dict[str, Any], also: dict[str, Any],
+                             mtu: int) -> tuple[dict[str, Any], str]:
+        """kuryr-libnetwork's CreateEndpoint on a cloud: bound to this host (Neutron's answer
+        says how to plug it), then plugged with os-vif; (the port, the inner end's name). A
+        ``vif_type`` netbay cannot plug: refused by name, nothing made, the binding given
+        back (a port made for Docker's address goes with its ReleaseAddress)."""
+        assert self.vifs is not None
+        port = await self.bind(eid, port, also)
+        try:
+            vif = Vif.of(port, mtu)
+        except Unpluggable as exc:
+            if OWN.made_it(port):
+                await self.neutron.update("port", port["id"], unbind(False))
+            else:
+                await self.claims.give_back(port, device=eid)
+            raise PluginError(f"netbay: {exc}") from None
+        try:
+            return port, await self.kernel(self.vifs.plug, vif)
+        except BaseException:
+            await self.kernel(self.unplug, port["id"])
+            raise
+
+    def unplug(self, port_id: str) -> bool:
+        """The port's pair gone, out of the cloud's bridge or the fabric (the netlink thread)."""
+        if self.vifs is not None:
+            netns.delete(self.attacher.names.container(port_id))   # the name Join gave its namespace
+            return self.vifs.unplug(port_id)
+        return self.attacher.unplug(port_id)
+
     async def prepare(self, port: dict[str, Any], subnet: dict[str, Any]) -> None:
         """RequestAddress's head start for CreateEndpoint: the pair is made there (RequestAddress
         has a port create to wait for anyway; CreateEndpoint has a latency target), when this
-        plugin knows the port's network. Kept in :attr:`prepared` until CreateEndpoint."""
+        plugin knows the port's network. Kept in :attr:`prepared` until CreateEndpoint. Not
+        on a cloud: there the binding comes first (it says how to plug)."""
+        if self.vifs is not None:
+            return
         found = next(((nid, n) for nid, n in self.dir.networks.items() if n.get("id") == subnet["network_id"]), None)
         if found is None or placement(found[1], found[0]):
             return  # not known here yet (a restart: CreateEndpoint plugs it), or a cluster's
@@ -270,7 +320,7 @@ class NetworkDriver:
     async def unprepare(self, port_id: str) -> None:
         """Docker released an address no endpoint took (its rollback): the pair goes."""
         if self.prepared.pop(port_id, None) is not None:
-            await self.kernel(self.attacher.unplug, port_id)
+            await self.kernel(self.unplug, port_id)
 
     def _plug(self, plug: Plug, mark: str) -> str:
         ifname = self.attacher.plug(plug)
@@ -286,12 +336,13 @@ class NetworkDriver:
         if isinstance(port, str):
             port = await self.neutron.show("port", port)
         claimed = await self.claims.claim(port, eid, [ep_tag(eid)], also=also)
-        await self.kernel(self.attacher.mark, claimed["id"], "")
+        if self.vifs is None:
+            await self.kernel(self.attacher.mark, claimed["id"], "")
         return claimed
 
     async def drop(self, port: dict[str, Any]) -> None:
         """Unplug a port made here and delete it (a crash's leftover, an orphan)."""
-        await self.kernel(self.attacher.unplug, port["id"])
+        await self.kernel(self.unplug, port["id"])
         await self.claims.give_back(port, made=True)
 
     async def _bind_soon(self, eid: str, port: dict[str, Any]) -> None:
@@ -426,14 +477,14 @@ class NetworkDriver:
             return {}
         ep = self.dir.endpoints.pop(eid, None)
         if ep is not None and ep.made:  # no round trip: ReleaseAddress deletes the port next
-            await self.kernel(self.attacher.unplug, ep.port_id)
+            await self.kernel(self.unplug, ep.port_id)
             return {}
         if ep is not None:
             await self._bind_landed(ep.port_id)  # else it could land after the unbinding below
         port = await self.dir.endpoint_port(eid)
         if port is None:
             return {}
-        await self.kernel(self.attacher.unplug, port["id"])
+        await self.kernel(self.unplug, port["id"])
         if not OWN.made_it(port):  # a made one: ReleaseAddress deletes it next
             await self.claims.give_back(port, device=eid)
         return {}
