@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from netbay.errors import NetbayError
@@ -202,11 +202,13 @@ class Ipam:
             return {"Address": f"{address}/{plen(subnet)}", "Data": {}}
         subnet = await self.dir.subnet_of_pool(pool_id)
         assert subnet is not None
-        sibling = None if address else await self._sibling(subnet, mac)
+        # A resend after a restart: this plugin's unbound ports of that MAC, asked once for both uses.
+        mine = await self._made_for(subnet, mac) if REPLAYING.get() and not address else None
+        sibling = None if address else self._sibling(subnet, mac, mine)
         if sibling is not None:   # the endpoint's other family: the same port, one more address
             port = await self._add_address(sibling, subnet)
         else:
-            port = await self._port(subnet, address, mac)
+            port = await self._port(subnet, address, mac, mine)
             try:
                 await self.prepare(port, subnet)
             except Exception:
@@ -220,20 +222,24 @@ class Ipam:
             self.dir.reserved[(subnet["network_id"], fixed["ip_address"])] = port
         return {"Address": f"{ip}/{plen(subnet)}", "Data": {}}
 
-    async def _sibling(self, subnet: dict[str, Any], mac: str) -> dict[str, Any] | None:
+    async def _made_for(self, subnet: dict[str, Any], mac: str) -> list[dict[str, Any]]:
+        """The ports this plugin made for ``mac`` on ``subnet``'s network that no endpoint has
+        (bound to nothing): a crash's half-made allocations, for Docker's resend."""
+        return [p for p in await self.neutron.list("port", network_id=subnet["network_id"], mac_address=mac,
+                                                   tags=f"{MADE},{self.dir.owner}")
+                if not p.get("binding:host_id") and not endpoint_of(p)]
+
+    def _sibling(self, subnet: dict[str, Any], mac: str, mine: list[dict[str, Any]] | None) -> dict[str, Any] | None:
         """The port RequestAddress just made for this endpoint's other family (a dual-stack
         network: Docker asks each pool for an address, with the same MAC), unbound and with
         no address on ``subnet`` yet; None: this is the endpoint's first address. After a
-        restart (Docker resending) it is looked up; otherwise the reservations know it."""
+        restart (Docker resending) it is among ``mine``; otherwise the reservations know it."""
         def fits(port: dict[str, Any]) -> bool:
             return (port["network_id"] == subnet["network_id"] and (port.get("mac_address") or "").lower() == mac.lower()
                     and not port.get("binding:host_id") and not endpoint_of(port)
                     and not any(f["subnet_id"] == subnet["id"] for f in port.get("fixed_ips") or ()))
         found = next((p for p in reversed(self.dir.reserved.values()) if fits(p)), None)
-        if found is None and REPLAYING.get():
-            found = next((p for p in await self.neutron.list("port", network_id=subnet["network_id"], mac_address=mac,
-                                                             tags=f"{MADE},{self.dir.owner}") if fits(p)), None)
-        return found
+        return found if found is not None else next((p for p in mine or () if fits(p)), None)
 
     async def _add_address(self, port: dict[str, Any], subnet: dict[str, Any]) -> dict[str, Any]:
         fixed = [{"subnet_id": f["subnet_id"], "ip_address": f["ip_address"]} for f in port["fixed_ips"]]
@@ -257,9 +263,11 @@ class Ipam:
             raise PluginError(f"netbay: gateway {address} is not within {net}")
         return f"{address or next(iter(net.hosts()))}/{net.prefixlen}"
 
-    async def _port(self, subnet: dict[str, Any], address: str, mac: str) -> dict[str, Any]:
+    async def _port(self, subnet: dict[str, Any], address: str, mac: str,
+                    mine: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The endpoint's port: an existing unbound one with that address (given by its
-        owner, e.g. the container API), else a new one."""
+        owner, e.g. the container API), a crash's half-made one among ``mine`` (Docker's
+        resend), else a new one."""
         if address:
             have = await self.dir.port_at(subnet["network_id"], address)
             if have is not None:
@@ -268,7 +276,7 @@ class Ipam:
                 if (have.get("mac_address") or "").lower() != mac.lower():
                     have = await self.neutron.update("port", have["id"], {"mac_address": mac})
                 return have
-        elif REPLAYING.get() and (half := await self._half_made(subnet, mac)) is not None:
+        elif (half := self._half_made(subnet, mine or ())) is not None:
             self.dir.spared[half["id"]] = time.monotonic() + ADOPTED_GRACE  # old, and no endpoint's yet
             return half
         fixed: dict[str, str] = {"subnet_id": subnet["id"]}
@@ -277,15 +285,11 @@ class Ipam:
         return await self.claims.make({"network_id": subnet["network_id"], "fixed_ips": [fixed], "mac_address": mac,
                                        "name": "docker"}, [self.dir.owner])
 
-    async def _half_made(self, subnet: dict[str, Any], mac: str) -> dict[str, Any] | None:
-        """The port a RequestAddress cut short by a crash made for ``mac`` (made here, bound to
-        nothing): Docker's resend finishes that call with it rather than make a second one."""
-        for port in await self.neutron.list("port", network_id=subnet["network_id"], mac_address=mac,
-                                            tags=f"{MADE},{self.dir.owner}"):
-            if not port.get("binding:host_id") and not endpoint_of(port) and \
-                    any(f["subnet_id"] == subnet["id"] for f in port.get("fixed_ips") or ()):
-                return port
-        return None
+    @staticmethod
+    def _half_made(subnet: dict[str, Any], mine: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+        """The port a RequestAddress cut short by a crash made (one of ``mine``, with an address
+        on ``subnet``): Docker's resend finishes that call with it rather than make a second one."""
+        return next((p for p in mine if any(f["subnet_id"] == subnet["id"] for f in p.get("fixed_ips") or ())), None)
 
     async def release_address(self, req: dict[str, Any]) -> dict[str, Any]:
         pool_id, address = req.get("PoolID") or "", req.get("Address") or ""

@@ -138,6 +138,14 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
         if handler is None:
             return _reply({"Err": f"netbay: {method} is not implemented"}, 404)
         raw = await request.body()
+        replayed: list[dict[str, Any]] = []
+        try:
+            return await answer(method, handler, raw, replayed)
+        finally:
+            for req in replayed:   # its half-made port is the sweep's again (or adopted: spared)
+                journal.finished(req)
+
+    async def answer(method: str, handler: Handler, raw: bytes, replayed: list[dict[str, Any]]) -> Response:
         sent = asyncio.Event()
         ANSWER_SENT.set(sent)
         started = time.perf_counter()
@@ -151,6 +159,7 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
                 entry = journal.begin(method, raw) if isinstance(req, dict) and method in REPLAYED else None
             elif (req := journal.take(method) if method in REPLAYED else None) is not None:
                 REPLAYING.set(True)  # Docker's resend after a restart: the body it lost, from the journal
+                replayed.append(req)
                 entry = journal.begin(method, orjson.dumps(req))  # for a resend after yet another crash
                 log.info("%s: answering Docker's resend of a call cut short by the last stop", method)
             elif method in SHAPES:
