@@ -81,6 +81,9 @@ class Collector:
             except (NetbayError, OSError) as exc:
                 log.warning("finishing bindings: %s", exc)
                 self._unfinished = True
+            except Exception:  # a bug must not end the sweeps (this runs inside run())
+                log.exception("finishing bindings failed")
+                self._unfinished = True
         return waited
 
     async def sweep(self) -> dict[str, list[str]]:
