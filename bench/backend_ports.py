@@ -155,7 +155,7 @@ def main() -> None:
             conn = cloud.connection()
             net = conn.network.create_network(name="bench")
             subnet = conn.network.create_subnet(network_id=net.id, cidr=CIDR, ip_version=4, gateway_ip="10.80.0.1")
-            on_cloud = Plugin("os", ["--backend", "openstack", "--os-cloud", "bench"],
+            on_cloud = Plugin("os", ["--backend", "openstack", "--os-cloud", "bench", "--plug", "fabric"],
                               {**os.environ, "OS_CLIENT_CONFIG_FILE": str(clouds)}, work)
             plugins.append(on_cloud)
             on_cloud.network_on(net.id, subnet.id)

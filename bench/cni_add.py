@@ -1,9 +1,13 @@
 """CNI ADD latency: netbay-cni against the reference ``bridge`` plugin, one run.
 
-    sudo python bench/cni_add.py [--runs 50] [--json /tmp/cni_add.json]
+    sudo python bench/cni_add.py [--runs 50] [--family 4|6|dual] [--json /tmp/cni_add.json]
 
 Issue 27's targets: netbay-cni ADD ≤ 1.0× the reference bridge plugin (Debian's
-containernetworking-plugins) measured in the same run; CHECK and DEL ≤ 1.5×.
+containernetworking-plugins) measured in the same run; CHECK and DEL ≤ 1.5×. ``--family 6``
+(or ``dual``) adds a second netbay network, IPv6-only fd00:95::/64 (or dual-stack
+10.97.0.0/24 + fd00:97::/64), and times netbay-cni's ADD, CHECK and DEL there too,
+alternating with the IPv4 network's: issue 28's target, IPv6 ADD within 1.1× of IPv4's
+in the same run.
 
 Set-up (everything named ``nbb<hex>…``, removed at the end, also on error): a
 ``netbay up --no-agent`` server (SQLite), ``netbay agent`` and ``netbay cni-daemon``
@@ -53,6 +57,7 @@ TAG = secrets.token_hex(3)
 PREFIX = f"nbb{TAG}-"
 REFERENCE = Path("/usr/lib/cni")
 NETBAY_CIDR, BRIDGE_CIDR = "10.95.0.0/24", "10.96.0.0/24"
+FAMILY_CIDRS = {"6": ("fd00:95::/64",), "dual": ("10.97.0.0/24", "fd00:97::/64")}
 
 
 def child(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
@@ -98,6 +103,8 @@ def nsenter_floor(base_ns: str, runs: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--family", choices=("4", "6", "dual"), default="4",
+                    help="also time netbay-cni on an IPv6-only or a dual-stack network (against IPv4's)")
     ap.add_argument("--json")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -108,7 +115,8 @@ def main() -> None:
     base_ns = f"{PREFIX}bl"
     procs: list[subprocess.Popen] = []
     pods: list[str] = []
-    results: dict[str, Any] = {"machine": harness.machine(), "runs": args.runs}
+    results: dict[str, Any] = {"machine": harness.machine(), "runs": args.runs, "family": args.family}
+    other = f"netbay/{'IPv6' if args.family == '6' else 'dual'}"   # the --family network's rows
     load_before = os.getloadavg()[0]
     with harness.netbay("sqlite") as srv:
         try:
@@ -138,7 +146,13 @@ def main() -> None:
                                                    "dataDir": str(work / "ipam"), "routes": [{"dst": "0.0.0.0/0"}]}}
             samples: dict[str, list[float]] = {k: [] for k in (
                 "netbay ADD", "bridge ADD", "netbay CHECK", "bridge CHECK", "netbay DEL", "bridge DEL",
-                "netbay ADD (Python launcher)", "netbay ADD (console script)", "netbay ADD (daemon only)", "netbay VERSION", "bridge VERSION")}
+                "netbay ADD (Python launcher)", "netbay ADD (console script)", "netbay ADD (daemon only)",
+                "netbay VERSION", "bridge VERSION",
+                *([f"{other} {verb}" for verb in ("ADD", "CHECK", "DEL")] if args.family != "4" else []))}
+            fam_conf = None
+            if args.family != "4":
+                fam_net, _ = harness.make_network(http, f"{PREFIX}net{args.family}", *FAMILY_CIDRS[args.family])
+                fam_conf = {**nb_conf, "name": f"{PREFIX}nb{args.family}", "network": fam_net}
 
             def daemon_only(i: int) -> None:
                 """ADD then DEL straight on the daemon's socket (no fork): the plugin's cost
@@ -164,13 +178,16 @@ def main() -> None:
                 pods.append(pod)
                 if which == "netbay":
                     p, conf, run_in = plugin, nb_conf, None
+                elif which == "family":
+                    assert fam_conf is not None
+                    p, conf, run_in = plugin, fam_conf, None
                 elif which == "console":
                     p, conf, run_in = console, nb_conf, None
                 elif which == "python":
                     p, conf, run_in = python_launcher, nb_conf, None
                 else:
                     p, conf, run_in = REFERENCE / "bridge", br_conf, base_ns
-                name = "netbay" if which in ("console", "python") else which
+                name = {"console": "netbay", "python": "netbay", "family": other}.get(which, which)
                 t_add, out = call(p, "ADD", conf, f"c{which}{i}", pod, run_in)
                 t_chk, _ = call(p, "CHECK", {**conf, "prevResult": json.loads(out)}, f"c{which}{i}", pod, run_in)
                 t_del, _ = call(p, "DEL", conf, f"c{which}{i}", pod, run_in)
@@ -185,8 +202,16 @@ def main() -> None:
 
             for i in range(3):  # warm-up: caches, first bridge creation
                 cycle(1000 + i, "netbay", False), cycle(1000 + i, "bridge", False)
+                if fam_conf is not None:
+                    cycle(1000 + i, "family", False)
             for i in range(args.runs):
-                cycle(i, "netbay"), cycle(i, "bridge")
+                if fam_conf is not None and i % 2:   # alternate which family goes first
+                    cycle(i, "family"), cycle(i, "netbay")
+                elif fam_conf is not None:
+                    cycle(i, "netbay"), cycle(i, "family")
+                else:
+                    cycle(i, "netbay")
+                cycle(i, "bridge")
                 daemon_only(i)
                 if i % 5 == 0:
                     cycle(i, "console")
@@ -203,6 +228,8 @@ def main() -> None:
             results["check_ratio"] = results["ms"]["netbay CHECK"]["p50"] / results["ms"]["bridge CHECK"]["p50"]
             results["del_ratio"] = results["ms"]["netbay DEL"]["p50"] / results["ms"]["bridge DEL"]["p50"]
             results["add_ratio_without_nsenter"] = add_nb / max(add_br - floor, 1e-9)
+            if fam_conf is not None:
+                results["family_add_ratio"] = results["ms"][f"{other} ADD"]["p50"] / add_nb
             results["load"] = (load_before, os.getloadavg()[0])
         finally:
             for proc in reversed(procs):
@@ -219,6 +246,8 @@ def main() -> None:
           f"{results['add_ratio']:.2f} (bridge without nsenter: {results['add_ratio_without_nsenter']:.2f}), CHECK "
           f"{results['check_ratio']:.2f}, DEL {results['del_ratio']:.2f}; {results['launcher']} launcher; "
           f"load {results['load'][0]:.1f} → {results['load'][1]:.1f}; {results['machine']}")
+    if "family_add_ratio" in results:
+        print(f"ADD p50 ratio {other}/IPv4 (same run, alternating): {results['family_add_ratio']:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

@@ -8,6 +8,7 @@ process) and the service do not share a GIL; they do share the machine's cores.
 from __future__ import annotations
 
 import glob
+import ipaddress
 import os
 import platform
 import shutil
@@ -214,15 +215,20 @@ def _serve(database_url: str, data_dir: Path, extra_env: dict[str, str] | None,
         log.close()
 
 
-def make_network(client: httpx.Client, name: str, cidr: str) -> tuple[str, str]:
-    """A network with one IPv4 subnet; returns (network_id, subnet_id)."""
+def make_network(client: httpx.Client, name: str, cidr: str, *more: str) -> tuple[str, str]:
+    """A network with a subnet per CIDR (its IP version the CIDR's: ``more`` makes it
+    dual-stack); returns (network_id, the first subnet's id)."""
     r = client.post("/networks", json={"network": {"name": name}})
     r.raise_for_status()
     net = r.json()["network"]["id"]
-    r = client.post("/subnets", json={"subnet": {"network_id": net, "cidr": cidr, "ip_version": 4,
-                                                  "name": f"{name}-subnet"}})
-    r.raise_for_status()
-    return net, r.json()["subnet"]["id"]
+    ids = []
+    for i, each in enumerate((cidr, *more)):
+        r = client.post("/subnets", json={"subnet": {
+            "network_id": net, "cidr": each, "ip_version": ipaddress.ip_network(each).version,
+            "name": f"{name}-subnet{i or ''}"}})
+        r.raise_for_status()
+        ids.append(r.json()["subnet"]["id"])
+    return net, ids[0]
 
 
 def proc_cpu_seconds(pid: int) -> float:

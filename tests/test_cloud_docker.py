@@ -108,7 +108,7 @@ def driver(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         env = {**os.environ, **cli_env}
         for k in ("OS_AUTH_URL", "OS_USERNAME", "OS_PASSWORD", "OS_PROJECT_NAME"):
             env.pop(k, None)   # the cloud is named, as clouds.yaml names it
-        args += ["--backend", "openstack", "--os-cloud", cli_env["OS_CLOUD"]]
+        args += ["--backend", "openstack", "--os-cloud", cli_env["OS_CLOUD"], "--plug", "fabric"]  # no OVS here
         conn = request.getfixturevalue("cloud").connection()
         seam = OpenStackBackend(connection=conn)
     log = work / "plugin.log"

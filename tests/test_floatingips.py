@@ -198,6 +198,30 @@ def test_association_rules(server, member, member_http, topo, public):
     assert [f for f in member.network.ips(port_id=two.id)] == []
 
 
+def test_ipv6_addresses_get_no_floating_ip(member, member_http, public):
+    """No NAT66 (IPv6 is routed): a port with only IPv6 addresses, or a dual-stack port's
+    IPv6 address named, is refused as Neutron refuses it; the dual-stack port's IPv4
+    address takes the floating IP."""
+    topo = make_topology(member, public)
+    v6 = member.network.create_subnet(network_id=topo.net.id, ip_version=6, cidr=f"fd30:{next(_octets)}::/64")
+    url, base = "/floatingips", {"floating_network_id": public.id}
+    only6 = member.network.create_port(network_id=topo.net.id, fixed_ips=[{"subnet_id": v6.id}])
+    neutron_error(member_http.post(url, json={"floatingip": {**base, "port_id": only6.id}}), 400, "BadRequest",
+                  f"Bad floatingip request: Cannot add floating IP to port {only6.id} that has no fixed IPv4 "
+                  "addresses.")
+    dual = member.network.create_port(network_id=topo.net.id, fixed_ips=[{"subnet_id": topo.subnet.id},
+                                                                          {"subnet_id": v6.id}])
+    addr6 = next(f["ip_address"] for f in dual.fixed_ips if ":" in f["ip_address"])
+    neutron_error(member_http.post(url, json={"floatingip": {**base, "port_id": dual.id, "fixed_ip_address": addr6}}),
+                  400, "BadRequest", f"Bad floatingip request: Cannot process floating IP association with {addr6}, "
+                  "since that is not an IPv4 address.")
+    fip = member.network.create_ip(floating_network_id=public.id, port_id=dual.id)
+    assert fip.fixed_ip_address == next(f["ip_address"] for f in dual.fixed_ips if ":" not in f["ip_address"])
+    member.network.delete_ip(fip)
+    for port in (only6, dual):
+        member.network.delete_port(port)
+
+
 def test_no_router_means_not_reachable(member, member_http, public):
     net = member.network.create_network(name=unique("island"))
     subnet = member.network.create_subnet(network_id=net.id, cidr="10.222.0.0/24", ip_version=4)

@@ -37,6 +37,18 @@ def test_a_resend_is_answered_from_the_one_call_cut_short(tmp_path: Path) -> Non
     assert j.take("IpamDriver.RequestAddress") is None  # answered once
 
 
+def test_a_resends_mac_stays_awaited_until_it_is_answered(tmp_path: Path) -> None:
+    """The start's sweep runs beside the resend: between taking the call and adopting its
+    half-made port, that port must not look like an orphan (it was deleted under the
+    resend, and docker run got a port that was gone)."""
+    req = {"PoolID": "cidr:10.0.0.0/24", "Address": "", "Options": {MAC: "02:42:0A:00:00:08"}}
+    j = _cut_short(tmp_path, [("IpamDriver.RequestAddress", req)])
+    taken = j.take("IpamDriver.RequestAddress")
+    assert taken == req and j.macs() == {"02:42:0a:00:00:08"}
+    j.finished(taken)
+    assert j.macs() == set()
+
+
 def test_calls_differing_only_in_dockers_mac_are_interchangeable(tmp_path: Path) -> None:
     reqs = [{"PoolID": "cidr:10.0.0.0/24", "Address": "", "Options": {MAC: f"02:42:0a:00:00:0{i}"}} for i in (1, 2)]
     j = _cut_short(tmp_path, [("IpamDriver.RequestAddress", r) for r in reqs])

@@ -83,3 +83,21 @@ def test_the_cni_daemon_refuses_an_unpluggable_port_by_name(monkeypatch: pytest.
     assert out["error"]["code"] == spec.INTERNAL
     assert "binding:vif_type 'vhostuser'" in out["error"]["msg"], out
     assert cloud.deleted == [PORT["id"]] and not cloud.ports   # the port it made, deleted again
+
+
+def test_a_pod_sandbox_refuses_an_unpluggable_port_before_its_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Kubernetes mapping's pods on a cloud: the port's binding travels with its wiring,
+    and a type netbay cannot plug is refused by name before the pod's namespace is made."""
+    from netbay.dataplane import netns
+    from netbay.dataplane.names import Names
+    from netbay.k8s.sandbox import PodSandboxes, pod_port
+
+    made: list[str] = []
+    monkeypatch.setattr(netns, "create", made.append)
+    boxes = PodSandboxes(Names("nbtx-"), NoPlugs())  # type: ignore[arg-type]
+    port = {**PORT, "fixed_ips": [{"ip_address": "10.0.0.5"}]}
+    wiring = pod_port({**port, "binding:vif_type": "vhostuser"}, {"cidr": "10.0.0.0/24", "gateway_ip": "10.0.0.1"})
+    with pytest.raises(Unpluggable, match="binding:vif_type 'vhostuser'"):
+        boxes.plug(wiring)
+    assert made == []
+    assert pod_port(port, {"cidr": "10.0.0.0/24"}).vif() == Vif.of(port, 1500)

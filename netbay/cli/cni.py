@@ -25,6 +25,7 @@ import typer
 from rich.console import Console
 
 from netbay.cli.agent import check_prefix, credentials
+from netbay.cli.vifopts import host_vifs, ovs_netns_option, ovsdb_option, plug_option
 from netbay.dataplane.names import PRODUCT_PREFIX
 
 console = Console(stderr=True, soft_wrap=True)  # one line per message
@@ -46,14 +47,9 @@ def cni_daemon(
                                      "or openstack (a cloud's Neutron)."),
     os_cloud: str = typer.Option(None, "--os-cloud", envvar="OS_CLOUD",
                                  help="clouds.yaml entry of the openstack backend's cloud."),
-    plug: str = typer.Option(None, "--plug", envvar="NETBAY_PLUG",
-                             help="Where host ends go: os-vif (the cloud's Open vSwitch; the openstack backend's "
-                                  "default) or fabric (netbay's fabric namespace; the embedded backend's only)."),
-    ovsdb: str = typer.Option("unix:/run/openvswitch/db.sock", "--ovsdb", envvar="NETBAY_OVSDB",
-                              help="This host's Open vSwitch database (--plug os-vif)."),
-    ovs_netns: str = typer.Option(None, "--ovs-netns", envvar="NETBAY_OVS_NETNS",
-                                  help="The network namespace this host's OVS datapath lives in, where host ends "
-                                       "go (default: this process's)."),
+    plug: str = plug_option(),
+    ovsdb: str = ovsdb_option(),
+    ovs_netns: str = ovs_netns_option(),
     socket_group: str = typer.Option(None, "--socket-group",
                                      help="Make the socket 0660 to this group (default: 0600, root's only): "
                                           "whoever reaches it plugs pods' ports."),
@@ -76,7 +72,7 @@ def cni_daemon(
         unixsock.group_id(socket_group)
         kind, cloud = chosen(backend, os_cloud)
         network, owner, where = _backend(kind, cloud, url, data_dir, openrc)
-        vifs, host = _vifs(kind, plug, ovsdb, ovs_netns, host)
+        vifs, host = host_vifs(kind, plug, ovsdb, ovs_netns, host)
     except Exception as exc:  # noqa: BLE001 - bad settings, an unknown cloud: said, not a traceback
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
@@ -103,31 +99,6 @@ def _backend(kind: str, cloud: str | None, url: str, data_dir: Path | None, open
 
     creds = credentials(data_dir, openrc)
     return HttpBackend(Api(url, creds.token, timeout=API_TIMEOUT)), CONTAINER, url
-
-
-def _vifs(kind: str, plug: str | None, ovsdb: str, ovs_netns: str | None, host: str | None):  # noqa: ANN202
-    """(os-vif's plugger or None, the host ports are bound to); half-done plugs finished."""
-    plug = plug or ("os-vif" if kind == "openstack" else "fabric")
-    if plug not in ("os-vif", "fabric"):
-        raise ValueError(f"--plug {plug!r}: os-vif or fabric")
-    if plug == "fabric":
-        return None, host
-    if kind != "openstack":
-        raise ValueError("--plug os-vif binds a cloud's ports: it needs --backend openstack")
-    try:
-        from netbay.runtime.vif import OvsVifs
-
-        vifs = OvsVifs(ovsdb, ovs_netns)
-    except ImportError as exc:
-        raise ValueError(f"--plug os-vif needs os-vif (pip install 'netbay[cloud]'), or --plug fabric: {exc}") from None
-    try:
-        chassis = vifs.chassis_host()
-    except Exception as exc:  # noqa: BLE001 - the database's own words
-        raise ValueError(f"--plug os-vif: the Open vSwitch database {ovsdb} does not answer: {exc}") from None
-    if chassis is None and host is None:
-        raise ValueError(f"--plug os-vif: no chassis at {ovsdb} (no ovn-controller system-id); give --host")
-    vifs.recover()
-    return vifs, host or chassis
 
 
 def cni_install(

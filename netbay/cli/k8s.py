@@ -10,7 +10,10 @@ OS_* variables (the openrc ``netbay up`` wrote); the store: ``--data-dir`` /
 The network backend is the one the cluster was built on, chosen as ``netbay up``
 chooses it: ``--backend openstack --os-cloud NAME`` (or ``NETBAY_NETWORK_BACKEND`` /
 ``OS_CLOUD``). On a cloud the pods' ports are made in its Neutron, bound to their
-nodes, and nothing is plugged here (:mod:`netbay.k8s.portsonly`). Where the cloud's
+nodes, and nothing is plugged here (:mod:`netbay.k8s.portsonly`: the nodes' CNI —
+``netbay cni-daemon`` — binds them, kuryr's split); with ``NETBAY_PLUG=os-vif`` the pods
+live on this host instead, their ports bound to its chassis and plugged with os-vif into
+its Open vSwitch (``NETBAY_OVSDB``, ``NETBAY_OVS_NETNS``; :mod:`netbay.k8s.sandbox`). Where the cloud's
 catalog lists Octavia (``load-balancer``), every Service that needs a load balancer
 becomes one in it, as kuryr-kubernetes made them: VIP on the cluster's service subnet
 at the Service's cluster IP, a listener and pool per port, the pods' port addresses
@@ -69,7 +72,6 @@ def _controller(cluster: str, url: str | None, data_dir: Path | None, database_u
     from netbay.dataplane.names import Names
     from netbay.k8s.controller import Controller
     from netbay.k8s.controllers import open_controller
-    from netbay.k8s.portsonly import BoundPorts
     from netbay.store.db import Store
 
     kind, cloud = report.chosen(backend, os_cloud)
@@ -89,8 +91,28 @@ def _controller(cluster: str, url: str | None, data_dir: Path | None, database_u
     if not url:
         raise ValueError("the openstack backend needs netbay's URL: pass --url or set NETBAY_URL")
     net = open_backend("openstack", cloud=cloud)
+    pods, host = _cloud_pods(prefix)
     return Controller(Api(url, lambda: net.conn.auth_token), Store(settings.database_url), cluster, Names(prefix),
-                      net=net, lbs=cloud_load_balancers(net), lb_provider=None, pods=BoundPorts())
+                      host, net=net, lbs=cloud_load_balancers(net), lb_provider=None, pods=pods)
+
+
+def _cloud_pods(prefix: str):  # noqa: ANN202
+    """(the pod runtime on a cloud, the host its pods' ports are bound to): ports for the
+    nodes' CNI (kuryr's split, the default), or — ``NETBAY_PLUG=os-vif`` — pods on this
+    host, plugged with os-vif into its Open vSwitch (``NETBAY_OVSDB``, ``NETBAY_OVS_NETNS``)."""
+    import os
+
+    from netbay.k8s.portsonly import BoundPorts
+
+    if (os.environ.get("NETBAY_PLUG") or "fabric") != "os-vif":
+        return BoundPorts(), None
+    from netbay.cli.vifopts import DEFAULT_OVSDB, host_vifs
+    from netbay.dataplane.names import Names
+    from netbay.k8s.sandbox import PodSandboxes
+
+    vifs, host = host_vifs("openstack", "os-vif", os.environ.get("NETBAY_OVSDB") or DEFAULT_OVSDB,
+                           os.environ.get("NETBAY_OVS_NETNS") or None, None)
+    return PodSandboxes(Names(prefix), vifs), host
 
 
 def _close(ctrl) -> None:  # noqa: ANN001 - a Controller

@@ -7,8 +7,14 @@ wrote); ``openstack`` is a cloud's Neutron (``--os-cloud NAME`` in clouds.yaml, 
 ``netbay up --backend openstack``), with kuryr-libnetwork's conventions for the
 ports (``device_owner=kuryr:container``, bound to this host, tagged with their
 endpoint). ``--prefix`` must be the dataplane agent's: the container ports are
-plugged into that agent's fabric (on a cloud, wiring the port is the cloud's
-agent's job; the veth pair is made as on netbay's own).
+plugged into that agent's fabric.
+
+On a cloud, ``--plug os-vif`` (its default there) binds each port as
+kuryr-libnetwork does: bound to this host's chassis (``--host``, default the hostname
+ovn-controller registered), then plugged with os-vif into the cloud's Open vSwitch
+(``--ovsdb``) as Neutron's ``binding:vif_type`` says (:mod:`netbay.runtime.vif`);
+half-done plugs are finished at start. ``--plug fabric`` makes the pair in netbay's
+fabric as on netbay's own backend (a cloud without a dataplane on this host).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import typer
 from rich.console import Console
 
 from netbay.cli.agent import check_prefix, credentials
+from netbay.cli.vifopts import host_vifs, ovs_netns_option, ovsdb_option, plug_option
 from netbay.dataplane.names import PRODUCT_PREFIX
 
 console = Console(stderr=True, soft_wrap=True)  # one line per message
@@ -58,6 +65,9 @@ def libnetwork(
     socket_group: str = typer.Option(None, "--socket-group",
                                      help="Make the socket 0660 to this group (default: 0600, root's only): "
                                           "whoever reaches it makes networks with the driver's credentials."),
+    plug: str = plug_option(),
+    ovsdb: str = ovsdb_option(),
+    ovs_netns: str = ovs_netns_option(),
 ) -> None:
     """Serve Docker's remote NetworkDriver and IpamDriver (libnetwork plugin API v1.2)."""
     _stop_with_parent()
@@ -75,15 +85,17 @@ def libnetwork(
         unixsock.group_id(socket_group)
         kind, cloud = chosen(backend, os_cloud)
         network, netbay_api, where = _backend(kind, cloud, url, data_dir, openrc)
+        vifs, host = host_vifs(kind, plug, ovsdb, ovs_netns, host)
     except Exception as exc:  # noqa: BLE001 - bad settings, an unknown cloud: said, not a traceback
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
-    console.print(f"[green]netbay libnetwork[/] {socket_path(name, plugin_dir)} → {where} (prefix {prefix})")
+    how = f"os-vif on {ovsdb}, host {host}" if vifs else f"prefix {prefix}"
+    console.print(f"[green]netbay libnetwork[/] {socket_path(name, plugin_dir)} → {where} ({how})")
     if docker_host is None and Path("/run/docker.sock").is_socket():
         docker_host = "unix:///run/docker.sock"
     try:
         serve(network, name, prefix=prefix, host=host, netbay_api=netbay_api, device_owner=device_owner or OWNERS[kind],
-              plugin_dir=plugin_dir, grace=grace, docker_host=docker_host, socket_group=socket_group)
+              plugin_dir=plugin_dir, grace=grace, docker_host=docker_host, socket_group=socket_group, vifs=vifs)
     except locks.Held as exc:
         console.print(f"[red]error:[/] {exc}; stop it first or pick another --name")
         raise typer.Exit(1) from None
@@ -131,7 +143,9 @@ def start_beside_up(openrc: Path, url: str, prefix: str,
     if not dockerd_present():
         return None
     kind, cloud = network_backend
-    on_cloud = ["--backend", kind, "--os-cloud", cloud] if kind == "openstack" and cloud else []
+    # On a cloud: where ``up``'s user says (NETBAY_PLUG), else the fabric as before.
+    on_cloud = ["--backend", kind, "--os-cloud", cloud, "--plug", os.environ.get("NETBAY_PLUG") or "fabric"] \
+        if kind == "openstack" and cloud else []
     proc = subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "libnetwork", "--url", url,
                              "--prefix", prefix, "--openrc", str(openrc), *on_cloud],
                             env={**os.environ, STOP_WITH: str(os.getpid())})

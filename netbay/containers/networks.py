@@ -24,9 +24,10 @@ from netbay.store.db import Store
 from netbay.store.models import ContainerNetwork, NetworkAttachment, new_id
 
 
-def docker_subnet(neutron: ZunNeutron, net: ContainerNetwork) -> dict[str, Any]:
-    """The IPv4 subnet the container network's Docker network (and its ports) use."""
-    return neutron.ipv4_subnet(net.network_id, net.subnet_id, net.subnetpool_id)
+def docker_subnets(neutron: ZunNeutron, net: ContainerNetwork) -> list[dict[str, Any]]:
+    """The subnets the container network's Docker network (and its ports) use: the IPv4
+    one, and an IPv6 one on a dual-stack network."""
+    return neutron.docker_subnets(net.network_id, net.subnet_id, net.subnetpool_id)
 
 
 def render(net: ContainerNetwork) -> dict[str, Any]:
@@ -63,7 +64,7 @@ def create(store: Store, neutron: ZunNeutron, body: Any) -> dict[str, Any]:
     net = ContainerNetwork(id=new_id(), project_id=ctx.project_id, user_id=ctx.user_id,
                            name=name if isinstance(name, str) and name else network["id"],
                            network_id=network["id"], subnetpool_id=pool or None, subnet_id=subnet_id or None)
-    docker_subnet(neutron, net)  # refuses a network containers could not use
+    docker_subnets(neutron, net)  # refuses a network containers could not use
 
     def write(session: Session) -> dict[str, Any]:
         if session.scalars(select(ContainerNetwork.id).where(ContainerNetwork.project_id == ctx.project_id,

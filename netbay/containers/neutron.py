@@ -83,8 +83,22 @@ class ZunNeutron:
         for s in subnets:
             if s["ip_version"] == 4 and (not pool_id or s.get("subnetpool_id") == pool_id):
                 return s
+        # Docker asks its network driver for an IPv4 pool whatever it is told (--ipv4=false too)
         raise BadRequest(f"Neutron network {network_id} has no IPv4 subnet"
-                         + (f" from subnet pool {pool_id}." if pool_id else "."))
+                         + (f" from subnet pool {pool_id}" if pool_id else "")
+                         + ": containers run through Docker, which needs an IPv4 pool beside an IPv6 one "
+                           "(IPv6-only networks are not supported by the container API).")
+
+    def ipv6_subnet(self, network_id: str) -> dict[str, Any] | None:
+        """The network's first IPv6 subnet: a dual-stack network's containers get an address there too."""
+        return next((s for s in self.subnets(network_id) if s["ip_version"] == 6), None)
+
+    def docker_subnets(self, network_id: str, subnet_id: str | None = None,
+                       pool_id: str | None = None) -> list[dict[str, Any]]:
+        """The subnets a container network's Docker network has pools on: the IPv4 one
+        (:meth:`ipv4_subnet`), then the IPv6 one if the network is dual-stack."""
+        v6 = self.ipv6_subnet(network_id)
+        return [self.ipv4_subnet(network_id, subnet_id, pool_id), *([v6] if v6 else [])]
 
     def security_groups(self, names: Iterable[str]) -> list[str]:
         """Ids of the caller's project's groups, each named by id or name; Zun's 400/409 else."""

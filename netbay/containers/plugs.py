@@ -57,7 +57,8 @@ def plug(store: Store, neutron: ZunNeutron, made: Made, c: dict[str, Any], entry
                        if entry.get("network") else neutron.default_network())
             network_id = network["id"]
         cnet = networks.find_for(s, ctx, network_id)
-    subnet = neutron.ipv4_subnet(network_id, cnet.subnet_id if cnet else None, cnet.subnetpool_id if cnet else None)
+    subnet, *v6 = neutron.docker_subnets(network_id, cnet.subnet_id if cnet else None,
+                                         cnet.subnetpool_id if cnet else None)
     if entry.get("port"):
         if subnet["id"] not in {f["subnet_id"] for f in port["fixed_ips"]}:
             raise BadRequest(f"Port {port['id']} not usable for the container: it has no address on "
@@ -67,7 +68,11 @@ def plug(store: Store, neutron: ZunNeutron, made: Made, c: dict[str, Any], entry
     v4: dict[str, Any] = {"subnet_id": subnet["id"]}
     if entry.get("v4-fixed-ip"):
         v4["ip_address"] = entry["v4-fixed-ip"]
-    fixed = [v4] + ([{"ip_address": entry["v6-fixed-ip"]}] if entry.get("v6-fixed-ip") else [])
+    fixed = [v4]
+    if entry.get("v6-fixed-ip"):
+        fixed.append({"ip_address": entry["v6-fixed-ip"]})
+    elif v6:   # a dual-stack network: an address of each family, as Neutron gives when none is asked
+        fixed.append({"subnet_id": v6[0]["id"]})
     suffix = f"-eth{seq}"   # a port's name has 255 characters at most, as a container's
     port = neutron.make_port(c["id"], c["host"], network_id, fixed, groups,
                              (c["name"] or c["id"][:8])[:255 - len(suffix)] + suffix)

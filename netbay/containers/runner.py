@@ -180,11 +180,11 @@ class Runner:
                     return specs.reason(exc)
         return self._pool.submit(run)
 
-    def _ensure_network(self, rt: Any, network: dict[str, Any], subnet: dict[str, Any]) -> None:
+    def _ensure_network(self, rt: Any, network: dict[str, Any], subnets: list[dict[str, Any]]) -> None:
         """One maker per Docker network: dockerd 20.10 makes duplicates (same name, several
         ids) when creates race, check_duplicate notwithstanding."""
         with self.lock(f"network:{network['id']}"):
-            rt.ensure_network(network, subnet)
+            rt.ensure_network(network, subnets)
 
     def _sandbox(self, rt: Any, container_id: str) -> str | None:
         """The Docker id of the container's sandbox (None: a container from before sandboxes)."""
@@ -225,8 +225,8 @@ class Runner:
         if placed[0]:
             sandbox = self._place_sandbox(rt, container_id, spec["image"], *placed, hostname)
         else:
-            for network, subnet, _ in plan:
-                self._ensure_network(rt, network, subnet)
+            for network, subnets, _ in plan:
+                self._ensure_network(rt, network, subnets)
             sandbox = self._make_sandbox(rt, container_id, spec["image"], plan[0][2], hostname)
         try:
             for _, _, port in plan[1:]:
@@ -350,10 +350,10 @@ class Runner:
                 docker_id, neutron = c.docker_id, self.neutron(c.project_id)
                 att = s.get(NetworkAttachment, (cid, port_id))
                 auto_delete = att.auto_delete
-                network, subnet, port = specs.port_plan(s, att, neutron)
+                network, subnets, port = specs.port_plan(s, att, neutron)
             try:
                 rt = self.runtime()
-                self._ensure_network(rt, network, subnet)
+                self._ensure_network(rt, network, subnets)
                 rt.connect(self._sandbox(rt, cid) or docker_id, port)
             except Exception as exc:  # noqa: BLE001 - any failure is undone and reported on the container
                 reason = specs.reason(exc)  # `exc` is unbound once the except block ends

@@ -41,13 +41,13 @@ def app_spec(c: Container) -> dict[str, Any]:
                                      ("working_dir", c.workdir), ("host", host)) if v})
 
 
-def port_plan(s: Any, att: Any, neutron: ZunNeutron) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(network, subnet, port) as :class:`DockerRuntime` takes them, read from the backend."""
+def port_plan(s: Any, att: Any, neutron: ZunNeutron) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """(network, subnets, port) as :class:`DockerRuntime` takes them, read from the backend."""
     cnet = s.get(ContainerNetwork, att.container_network_id)
-    subnet = networks.docker_subnet(neutron, cnet)
+    subnets = networks.docker_subnets(neutron, cnet)
     port = neutron.port(att.port_id)
     return ({"id": cnet.network_id},
-            {"id": subnet["id"], "cidr": subnet["cidr"], "gateway_ip": subnet["gateway_ip"]},
+            [{"id": sub["id"], "cidr": sub["cidr"], "gateway_ip": sub["gateway_ip"]} for sub in subnets],
             {"id": port["id"], "network_id": port["network_id"], "mac_address": port["mac_address"],
              "fixed_ips": [{"ip_address": f["ip_address"]} for f in port["fixed_ips"]]})
 

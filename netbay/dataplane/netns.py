@@ -281,7 +281,9 @@ def entered(name: str) -> Iterator[None]:
     """Switch the calling thread into namespace ``name``, and back on exit.
 
     Other threads are unaffected. Sockets opened inside stay bound to ``name``.
-    Nests. Raises :class:`NetnsError` (ENOENT) if the namespace does not exist.
+    Nests. Raises :class:`NetnsError` (ENOENT) if the namespace does not exist, as
+    :func:`exists` says: a name whose file is there but not mounted is one another
+    thread or process is creating or deleting (not a caller's error).
     ``name`` may be a runtime's namespace file (:func:`locate`).
     """
     p = locate(name)
@@ -291,6 +293,9 @@ def entered(name: str) -> Iterator[None]:
         raise NetnsError(errno.ENOENT, f"network namespace {name!r} does not exist") from None
     try:
         if os.fstat(target).st_dev != _NSFS_DEV:
+            if not name.startswith("/"):   # our own name's file between create's or delete's two steps
+                raise NetnsError(errno.ENOENT, f"network namespace {name!r} does not exist (its file {p} is "
+                                               "not mounted: being made or deleted)")
             raise NetnsError(errno.EINVAL, f"{p} is not a mounted network namespace")
         back = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         try:

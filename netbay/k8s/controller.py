@@ -369,7 +369,7 @@ class Controller:
         if todo:
             for net_id in sorted({port["network_id"] for _, port in todo}):  # before the threads race for it
                 net = subnets[net_id][0]
-                self.sandboxes.fabric.ensure_bridge(net_id, int(net.get("mtu") or 1500))
+                self.sandboxes.ensure_network(net_id, int(net.get("mtu") or 1500))
             if len(todo) == 1:   # one pod (the common apply): no thread hop
                 done = [self._realize(todo[0][0], todo[0][1], subnets)]
             else:

@@ -210,7 +210,7 @@ class DockerPods:
             (ordered if pod.after else work).append((key, port, found))
         for net_id in sorted({port["network_id"] for _, port, _ in work + ordered}):   # before the threads race
             net = subnets[net_id][0]
-            self.ctrl.sandboxes.fabric.ensure_bridge(net_id, int(net.get("mtu") or 1500))
+            self.ctrl.sandboxes.ensure_network(net_id, int(net.get("mtu") or 1500))
         resolver = self.ctrl.discovery.resolver.address
 
         def one(item: tuple[tuple[str, str], dict[str, Any], Found]) -> Found:

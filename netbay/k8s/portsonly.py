@@ -33,6 +33,9 @@ class BoundPorts:
     def plug(self, port: Any) -> str:
         return ""
 
+    def ensure_network(self, network_id: str, mtu: int) -> None:
+        return None
+
     def unplug(self, port_id: str) -> None:
         return None
 

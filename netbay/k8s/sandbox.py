@@ -8,6 +8,12 @@ and a default route per family through its subnets' gateways (a dual-stack pod's
 IPv6 address goes in without duplicate address detection: IPAM made it unique). The dataplane agent adopts the
 fabric end as any container port's (``compute:kuryr`` is a container consumer):
 security groups and status. Not thread-safe (netlink sockets are per thread).
+
+On a cloud (``vifs``, :mod:`netbay.runtime.vif`): the pod's port, made bound to this
+host's chassis, is plugged as Neutron's ``binding:vif_type``/``binding:vif_details``
+say — ``eth0`` made in the pod's namespace, its host end put into the cloud's Open
+vSwitch by os-vif — instead of into the fabric; a type netbay cannot plug is refused
+by name before the namespace is made. The pods' threads share one plugger (a lock).
 """
 
 from __future__ import annotations
@@ -15,12 +21,16 @@ from __future__ import annotations
 import errno
 import ipaddress
 import shutil
-from dataclasses import dataclass
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from netbay.dataplane import links, netns, veth
 from netbay.dataplane.fabric import Fabric
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import release, rtnl
+from netbay.runtime.vif import VIF_DETAILS, VIF_TYPE, OvsVifs, Vif
 
 IFNAME = "eth0"
 CARRIER_WAIT = 0.2   # s
@@ -36,6 +46,12 @@ class PodPort:
     mtu: int = 1500
     #: the port's further addresses (address/prefixlen, gateway): a dual-stack pod's IPv6 one
     more: tuple[tuple[str, str | None], ...] = ()
+    binding: Mapping[str, Any] = field(default_factory=dict, compare=False)   # vif_type, vif_details, device_id
+
+    def vif(self) -> Vif:
+        """How a cloud's port is plugged; :class:`netbay.runtime.vif.Unpluggable` if netbay cannot."""
+        return Vif.of({"id": self.port_id, "mac_address": self.mac, "network_id": self.network_id, **self.binding},
+                      self.mtu)
 
 
 class PodSandboxes:
@@ -43,9 +59,15 @@ class PodSandboxes:
 
     local = True   # pods live on this host (their ports are bound to it)
 
-    def __init__(self, names: Names) -> None:
-        self.names = names
+    def __init__(self, names: Names, vifs: OvsVifs | None = None) -> None:
+        self.names, self.vifs = names, vifs
         self.fabric = Fabric(names)
+        self._vifs_lock = threading.Lock()
+
+    def ensure_network(self, network_id: str, mtu: int) -> None:
+        """The network's bridge in the fabric, before pods' threads race for it (none on a cloud)."""
+        if self.vifs is None:
+            self.fabric.ensure_bridge(network_id, mtu)
 
     def ns(self, port_id: str) -> str:
         return self.names.k8s_pod(port_id)
@@ -57,10 +79,17 @@ class PodSandboxes:
 
     def plugged(self, port_id: str) -> bool:
         ns = self.ns(port_id)
-        return netns.exists(ns) and rtnl(ns).link(IFNAME) is not None
+        if not (netns.exists(ns) and rtnl(ns).link(IFNAME) is not None):
+            return False
+        if self.vifs is None:
+            return True
+        with self._vifs_lock:
+            return self.vifs.plugged(port_id)
 
     def plug(self, port: PodPort) -> str:
         """The pod's namespace with ``eth0`` on the port (made fresh if half-made)."""
+        if self.vifs is not None:
+            return self._plug_vif(port, port.vif())
         ns = self.ns(port.port_id)
         netns.create(ns)
         tap = Names.tap(port.port_id)
@@ -75,21 +104,27 @@ class PodSandboxes:
                     raise
                 fabric.delete_link(tap)   # a leftover of a crash: its peer goes with it
                 inside.delete_link(IFNAME)
-        lo, eth = inside.link("lo"), inside.link(IFNAME)
-        assert eth is not None, f"{IFNAME} was just made"
-        if lo is not None and not lo.up:
-            inside.set_link(lo.index, up=True)
-        inside.set_link(eth.index, up=True)
-        for cidr, gateway in ((port.cidr, port.gateway), *port.more):
-            inside.add_address(eth.index, cidr)
-            if gateway:
-                default = "::/0" if ipaddress.ip_address(gateway).version == 6 else "0.0.0.0/0"
-                inside.replace_route(default, gateway=gateway, oif=eth.index)
+        eth = _address(inside, port)
         # Last in ``plug``, so the wait overlaps the rest.
-        veth.await_carrier(inside, eth.index, fabric, tap, CARRIER_WAIT)
+        veth.await_carrier(inside, eth, fabric, tap, CARRIER_WAIT)
+        return ns
+
+    def _plug_vif(self, port: PodPort, vif: Vif) -> str:
+        assert self.vifs is not None
+        ns = self.ns(port.port_id)
+        netns.create(ns)
+        inside = rtnl(ns)
+        if inside.link(IFNAME) is not None:   # a leftover of a crash: made fresh
+            inside.delete_link(IFNAME)
+        with self._vifs_lock:
+            self.vifs.plug(vif, netns.path(ns), IFNAME)
+        _address(inside, port)
         return ns
 
     def unplug(self, port_id: str) -> None:
+        if self.vifs is not None:
+            with self._vifs_lock:
+                self.vifs.unplug(port_id)
         self.fabric.wired.pop(port_id, None)
         if netns.exists(self.fabric.ns):
             rtnl(self.fabric.ns).delete_link(Names.tap(port_id))
@@ -99,9 +134,25 @@ class PodSandboxes:
         shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)   # its resolv.conf, environment (k8s.dns)
 
 
+def _address(inside: Any, port: PodPort) -> int:
+    """``lo`` and ``eth0`` up, the port's addresses and a default route per family on it; its index."""
+    lo, eth = inside.link("lo"), inside.link(IFNAME)
+    assert eth is not None, f"{IFNAME} was just made"
+    if lo is not None and not lo.up:
+        inside.set_link(lo.index, up=True)
+    inside.set_link(eth.index, up=True)
+    for cidr, gateway in ((port.cidr, port.gateway), *port.more):
+        inside.add_address(eth.index, cidr)
+        if gateway:
+            default = "::/0" if ipaddress.ip_address(gateway).version == 6 else "0.0.0.0/0"
+            inside.replace_route(default, gateway=gateway, oif=eth.index)
+    return eth.index
+
+
 def pod_port(port: dict, subnet: dict, mtu: int = 1500, more: tuple[dict, ...] = ()) -> PodPort:
-    """The wiring of a Neutron port body on its (first) subnet; ``more``: the network's
-    other subnets (a dual-stack namespace's IPv6 one), whose addresses the port also has."""
+    """The wiring of a Neutron port body on its (first) subnet (and its binding, for a
+    cloud's); ``more``: the network's other subnets (a dual-stack namespace's IPv6 one),
+    whose addresses the port also has."""
     fixed_ips = port["fixed_ips"]
     first = next((f for f in fixed_ips if f.get("subnet_id") == subnet.get("id")), fixed_ips[0])
     ip = first["ip_address"]
@@ -110,8 +161,9 @@ def pod_port(port: dict, subnet: dict, mtu: int = 1500, more: tuple[dict, ...] =
     extra = tuple((f"{fixed['ip_address']}/{ipaddress.ip_network(others[fixed['subnet_id']]['cidr']).prefixlen}",
                    others[fixed["subnet_id"]].get("gateway_ip"))
                   for fixed in fixed_ips if fixed is not first and fixed.get("subnet_id") in others)
+    binding = {k: port[k] for k in (VIF_TYPE, VIF_DETAILS, "device_id") if k in port}
     return PodPort(port["id"], port["network_id"], port["mac_address"], f"{ip}/{plen}",
-                   subnet.get("gateway_ip"), mtu, extra)
+                   subnet.get("gateway_ip"), mtu, extra, binding)
 
 
 def sweep_orphans(net, sandboxes: PodSandboxes) -> list[str]:  # noqa: ANN001 - a NetworkBackend

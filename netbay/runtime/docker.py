@@ -12,6 +12,7 @@ Engine API (the docker SDK), never the CLI.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import docker
@@ -23,30 +24,38 @@ from docker.types import IPAMConfig, IPAMPool
 SANDBOX_COMMAND = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done"]
 
 
-def _v4(port: dict[str, Any]) -> str:
+def _addresses(port: dict[str, Any]) -> dict[str, str]:
+    """The port's first address of each family, as Docker's endpoint settings name them
+    (``ipv4_address``, ``ipv6_address``); a port with no IPv4 one is refused (Docker asks
+    the driver for an IPv4 pool on every network)."""
+    out: dict[str, str] = {}
     for fixed in port.get("fixed_ips") or ():
-        if ":" not in fixed["ip_address"]:
-            return fixed["ip_address"]
-    raise ValueError(f"port {port['id']} has no IPv4 address")
+        out.setdefault("ipv6_address" if ":" in fixed["ip_address"] else "ipv4_address", fixed["ip_address"])
+    if "ipv4_address" not in out:
+        raise ValueError(f"port {port['id']} has no IPv4 address (a Docker network has an IPv4 pool)")
+    return out
 
 
 class DockerRuntime:
     def __init__(self, client: docker.DockerClient, driver: str = "netbay") -> None:
         self.client, self.driver = client, driver
 
-    def ensure_network(self, network: dict[str, Any], subnet: dict[str, Any]) -> str:
-        """The Docker network of ``network`` (made once; a concurrent maker is fine)."""
+    def ensure_network(self, network: dict[str, Any], subnets: Sequence[dict[str, Any]]) -> str:
+        """The Docker network of ``network`` (made once; a concurrent maker is fine), with a
+        pool on each of ``subnets`` (one per family: an IPv6 one makes it dual-stack)."""
         name = network["id"]
         try:
             self.client.networks.get(name)
             return name
         except NotFound:
             pass
-        pool = IPAMPool(subnet=subnet["cidr"], gateway=subnet.get("gateway_ip") or None)
+        pools = [IPAMPool(subnet=s["cidr"], gateway=s.get("gateway_ip") or None) for s in subnets]
+        options = {"netbay.subnet.v6" if ":" in s["cidr"] else "netbay.subnet": s["id"] for s in subnets}
         try:
             self.client.networks.create(
                 name, driver=self.driver, check_duplicate=True, options={"netbay.network": network["id"]},
-                ipam=IPAMConfig(driver=self.driver, pool_configs=[pool], options={"netbay.subnet": subnet["id"]}))
+                enable_ipv6=any(":" in s["cidr"] for s in subnets),
+                ipam=IPAMConfig(driver=self.driver, pool_configs=pools, options=options))
         except APIError as exc:
             if exc.status_code != 409:  # made meanwhile by another caller
                 raise
@@ -89,7 +98,7 @@ class DockerRuntime:
         if isinstance(port, str):
             net, endpoint = port, api.create_endpoint_config()
         else:
-            net, endpoint = port["network_id"], api.create_endpoint_config(ipv4_address=_v4(port))
+            net, endpoint = port["network_id"], api.create_endpoint_config(**_addresses(port))
             create["mac_address"] = port["mac_address"]
         cid = api.create_container(
             image, command, name=name, host_config=api.create_host_config(network_mode=net),
@@ -140,7 +149,7 @@ class DockerRuntime:
 
     def connect(self, container_id: str, port: dict[str, Any]) -> None:
         """Attach one more port (its network's Docker network must exist)."""
-        self.client.api.connect_container_to_network(container_id, port["network_id"], ipv4_address=_v4(port))
+        self.client.api.connect_container_to_network(container_id, port["network_id"], **_addresses(port))
 
     def disconnect(self, container_id: str, network_id: str) -> None:
         self.client.api.disconnect_container_from_network(container_id, network_id)

@@ -112,10 +112,14 @@ def start(timeout: float = 60.0, *, netns: str | None = None) -> Dockerd:
     return d
 
 
-def stop(d: Dockerd, timeout: float = 30.0) -> None:
-    """Remove every container and network, stop dockerd by PID, remove its directory."""
+def clear(d: Dockerd) -> None:
+    """Remove every container and network (best effort). Call it while their network
+    plugin still answers: dockerd retries a plugin whose socket is gone for about 30 s
+    per call before it gives up."""
+    if d.client is None:
+        return
     try:
-        for c in d.client.containers.list(all=True) if d.client is not None else ():
+        for c in d.client.containers.list(all=True):
             try:
                 c.remove(force=True)
             except Exception:  # noqa: BLE001 - best effort before stopping
@@ -128,6 +132,12 @@ def stop(d: Dockerd, timeout: float = 30.0) -> None:
                     pass
     except Exception:  # noqa: BLE001 - daemon already gone
         pass
+
+
+def stop(d: Dockerd, timeout: float = 30.0) -> None:
+    """Remove every container and network, stop dockerd by PID, remove its directory."""
+    try:
+        clear(d)
     finally:
         if d.client is not None:
             d.client.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import os
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,7 +30,10 @@ class NamespaceGone(LinkError):
 
 @dataclass(frozen=True)
 class Addressing:
-    """What the container end gets: its addresses and (destination, next hop) routes."""
+    """What the container end gets: its addresses and (destination, next hop) routes,
+    of either family or both (IPv6 addresses are added without duplicate address
+    detection: IPAM made them unique, and a tentative address would drop the first
+    packets)."""
     cidrs: tuple[str, ...]
     routes: tuple[tuple[str, str], ...] = ()
 
@@ -99,7 +103,8 @@ def problems(path: str, ifname: str, mac: str, addressing: Addressing) -> list[s
             found.append(f"{ifname} is down")
         have = set(r.addresses(link.index))
         found += [f"{ifname} lacks address {c}" for c in addressing.cidrs if c not in have]
-        routes = {(dst, gw) for dst, gw, oif, _metric in r.routes() if oif in (None, link.index)}
+        routes = {(dst, gw) for family in (socket.AF_INET, socket.AF_INET6)
+                  for dst, gw, oif, _metric in r.routes(family) if oif in (None, link.index)}
         found += [f"no route to {d} via {g}" for d, g in addressing.routes if (str(ipaddress.ip_network(d)), g)
                   not in routes]
         return found

@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from netbay.dataplane.names import Names
 from netbay.runtime import inside
 
 log = logging.getLogger("netbay.vif")
@@ -135,26 +136,31 @@ def ovs_plugin(ovsdb: str) -> Any:
     return ovs.OvsPlugin(conf.os_vif_ovs)
 
 
-def checksum_in_software(ns: str, ifname: str) -> None:
+def _tx_checksum_off(tool: Any, ifname: str) -> None:
+    found = tool.get_features(ifname)
+    for name in ("tx-checksum-ip-generic", "tx-checksum-ipv4", "tx-checksum-ipv6"):
+        if name in found.features:
+            found.features[name].enable = False
+    tool.set_features(ifname, found)
+
+
+def checksum_in_software(ns: str | None, ifname: str) -> None:
     """``ethtool -K IFNAME tx off`` inside ``ns`` (a name or a runtime's namespace file;
-    pyroute2's ioctl, no ethtool needed), for a container end on a chassis whose bridge
-    is on the userspace (``netdev``) datapath: that datapath reads the veth with
-    AF_PACKET and forwards a checksum-offloaded (CHECKSUM_PARTIAL) TCP/UDP packet into the tunnel as is, so the
-    receiver drops it for its bad checksum — ICMP works, TCP does not. The sender's
-    kernel must finish the checksum itself."""
+    None: this process's own, for an inner end the runtime moves next — the setting
+    moves with it; pyroute2's ioctl, no ethtool needed), for a container end on a
+    chassis whose bridge is on the userspace (``netdev``) datapath: that datapath reads
+    the veth with AF_PACKET and forwards a checksum-offloaded (CHECKSUM_PARTIAL) TCP/UDP
+    packet into the tunnel as is, so the receiver drops it for its bad checksum — ICMP
+    works, TCP does not. The sender's kernel must finish the checksum itself."""
     from pyroute2.ethtool import Ethtool
 
     from netbay.dataplane import netns
 
-    with netns.entered(ns):
+    with netns.entered(ns) if ns else contextlib.nullcontext():
         tool = Ethtool()
     try:
-        with netns.entered(ns):
-            found = tool.get_features(ifname)
-            for name in ("tx-checksum-ip-generic", "tx-checksum-ipv4", "tx-checksum-ipv6"):
-                if name in found.features:
-                    found.features[name].enable = False
-            tool.set_features(ifname, found)
+        with netns.entered(ns) if ns else contextlib.nullcontext():
+            _tx_checksum_off(tool, ifname)
     finally:
         tool.close()
 
@@ -183,18 +189,44 @@ class OvsVifs:
         with netns.entered(self.netns) if self.netns else contextlib.nullcontext(), IPRoute() as ipr:
             yield ipr
 
-    def plug(self, vif: Vif, into: str, ifname: str) -> None:
-        """The veth (inner end ``ifname`` in the runtime's namespace file ``into``), noted,
-        then plugged by os-vif and up."""
+    def plug(self, vif: Vif, into: str | None = None, ifname: str | None = None) -> str:
+        """The veth, noted, then plugged by os-vif and up; returns the inner end's name.
+
+        ``into``: the runtime's namespace file (CNI's ``CNI_NETNS``), the inner end made
+        there as ``ifname``. None: the inner end, ``nbc<port>``, is made in this
+        process's namespace for the runtime to move at once (Docker's Join), as
+        :class:`netbay.runtime.attach.Attacher` does on the embedded backend."""
         self.unplug(vif.port_id)  # a retry, or a crash's leftover: made fresh
-        with inside.opened(into) as r:
-            index = r.add_veth(ifname, vif.host_end, self.netns, mtu=vif.mtu)
-            r.set_link(index, mac=vif.mac)
-        if vif.datapath_type == "netdev":
-            checksum_in_software(into, ifname)
+        if into is not None:
+            inner = ifname or Names.container_end(vif.port_id)
+            with inside.opened(into) as r:
+                index = r.add_veth(inner, vif.host_end, self.netns, mtu=vif.mtu)
+                r.set_link(index, mac=vif.mac)
+            if vif.datapath_type == "netdev":
+                checksum_in_software(into, inner)
+        else:
+            inner = Names.container_end(vif.port_id)
+            self._pair_here(vif, inner)
         with self._there() as ipr:
             ipr.link("set", index=ipr.link_lookup(ifname=vif.host_end)[0], ifalias=vif.note())
         self._plug(vif)
+        return inner
+
+    def _pair_here(self, vif: Vif, inner: str) -> None:
+        """The pair with its inner end in this process's namespace (the runtime moves it),
+        its host end in the datapath's."""
+        from pyroute2 import IPRoute
+
+        peer: dict[str, Any] = {"ifname": vif.host_end, "mtu": vif.mtu}
+        if self.netns:
+            peer["net_ns_fd"] = self.netns
+        with IPRoute() as ipr:
+            found = ipr.link_lookup(ifname=inner)
+            if found:  # a crash's leftover whose host end is gone
+                ipr.link("del", index=found[0])
+            ipr.link("add", ifname=inner, kind="veth", address=vif.mac, mtu=vif.mtu, peer=peer)
+        if vif.datapath_type == "netdev":
+            checksum_in_software(None, inner)
 
     def _plug(self, vif: Vif) -> None:
         osvif, instance = os_vif_objects(vif)
@@ -210,7 +242,7 @@ class OvsVifs:
         from ovsdbapp.backend.ovs_idl.idlutils import RowNotFound
 
         try:
-            return self.api.iface_to_br(name).execute(check_error=True) or None
+            return self.api.iface_to_br(name).execute(check_error=True, log_errors=False) or None
         except RowNotFound:
             return None
 
@@ -303,5 +335,6 @@ def host_report(ovsdb: str, netns: str | None = None) -> dict[str, Any]:
     return out
 
 
-__all__ = ["DEFAULT_OVSDB", "PLUGGABLE", "OvsVifs", "checksum_in_software", "Unpluggable", "Vif", "host_end", "host_report",
+__all__ = ["DEFAULT_OVSDB", "PLUGGABLE", "OvsVifs", "checksum_in_software", "Unpluggable", "Vif",
+           "host_end", "host_report",
            "os_vif_objects", "ovs_plugin"]

@@ -27,7 +27,7 @@ from netbay.agent import Agent, Api, Credentials
 from netbay.dataplane.names import Names
 from conftest import ADMIN_PASSWORD, Server, start_server, stop_server  # tests/conftest.py
 
-from .dp_helpers import PREFIX
+from .dp_helpers import PREFIX, ip_version
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01, what: str = "") -> Any:
@@ -103,6 +103,16 @@ class Cloud:
             "network_id": net["id"], "cidr": cidr, "ip_version": 4, **subnet}}), 201)["subnet"]
         return net, sub
 
+    def subnet6(self, network_id: str, cidr: str, **subnet: Any) -> dict:
+        """An IPv6 subnet on ``network_id`` (with :meth:`network`'s IPv4 one: dual-stack)."""
+        return self.ok(self.http.post("/network/v2.0/subnets", json={"subnet": {
+            "network_id": network_id, "cidr": cidr, "ip_version": 6, **subnet}}), 201)["subnet"]
+
+    def network6(self, name: str, cidr: str, **subnet: Any) -> tuple[dict, dict]:
+        """A network with one IPv6 subnet and no IPv4 one."""
+        net = self.ok(self.http.post("/network/v2.0/networks", json={"network": {"name": name}}), 201)["network"]
+        return net, self.subnet6(net["id"], cidr, **subnet)
+
     def sandbox(self, name: str, *, networks: list[str] | None = None, ports: list[str] | None = None) -> dict:
         body: dict[str, Any] = {"name": name}
         if networks is not None:
@@ -114,8 +124,10 @@ class Cloud:
     def port(self, port_id: str) -> dict:
         return self.ok(self.http.get(f"/network/v2.0/ports/{port_id}"))["port"]
 
-    def ip_of(self, port_id: str) -> str:
-        return self.port(port_id)["fixed_ips"][0]["ip_address"]
+    def ip_of(self, port_id: str, version: int | None = None) -> str:
+        """The port's first fixed IP (of IP ``version`` if given)."""
+        return next(f["ip_address"] for f in self.port(port_id)["fixed_ips"]
+                    if version is None or ip_version(f["ip_address"]) == version)
 
     def delete_sandbox(self, sandbox_id: str) -> None:
         self.ok(self.http.delete(f"/netbay/v1/sandboxes/{sandbox_id}"), 204)

@@ -1,3 +1,3 @@
 """The tests' dockerd: :mod:`netbay.runtime.dockerd` (off the host's network)."""
 
-from netbay.runtime.dockerd import IMAGE, Dockerd, available, running, shutil, start, stop  # noqa: F401
+from netbay.runtime.dockerd import IMAGE, Dockerd, available, clear, running, shutil, start, stop  # noqa: F401

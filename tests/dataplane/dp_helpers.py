@@ -6,6 +6,7 @@ module in one pytest process agrees on it, whatever name it was imported under.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import secrets
@@ -117,6 +118,16 @@ def ping(ns: str, dst: str, timeout: float = 1.0, count: int = 1) -> bool:
     from netbay.dataplane import probe
 
     return probe.ping(ns, dst, timeout, count)
+
+
+def ip_version(address: str) -> int:
+    """4 or 6 (an address, with or without its prefix length)."""
+    return ipaddress.ip_interface(address).version
+
+
+def fixed_ip(port: dict, version: int) -> str:
+    """The port's first fixed IP of IP ``version``."""
+    return next(f["ip_address"] for f in port["fixed_ips"] if ip_version(f["ip_address"]) == version)
 
 
 def ip_netns_exec(ns: str, *cmd: str, timeout: float = 10) -> subprocess.CompletedProcess:

@@ -63,6 +63,7 @@ def plugin(cloud: Cloud, daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFa
     try:
         yield p
     finally:
+        dk.clear(daemon)   # while the plugin answers: after, dockerd waits ~30 s on it per network
         p.stop()
 
 

@@ -293,7 +293,7 @@ def test_runtime_runs_a_container_on_a_given_port(cloud: Cloud, daemon: dk.Docke
         "network_id": net["id"], "device_id": device, "device_owner": "compute:netbay",
         "fixed_ips": [{"subnet_id": subnet["id"], "ip_address": "10.69.0.42"}]}}), 201)["port"]
     rt = DockerRuntime(daemon.client, PLUGIN)
-    assert rt.ensure_network(net, subnet) == rt.ensure_network(net, subnet) == net["id"]
+    assert rt.ensure_network(net, [subnet]) == rt.ensure_network(net, [subnet]) == net["id"]
     cid = rt.run(dk.IMAGE, ["sleep", "600"], port, name="c-given")
     try:
         c = daemon.client.containers.get(cid)

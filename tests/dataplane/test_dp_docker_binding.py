@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import rtnl
@@ -89,7 +90,12 @@ def _alias(cloud: Cloud, port_id: str) -> str | None:
     return None if link is None else link.alias
 
 
-def test_a_binding_on_its_way_at_sigkill_lands_when_the_plugin_restarts(cloud: Cloud, tmp_path: Path) -> None:
+@pytest.mark.parametrize("api_at_restart", ["answering", "slow"])
+def test_a_binding_on_its_way_at_sigkill_lands_when_the_plugin_restarts(cloud: Cloud, tmp_path: Path,
+                                                                       api_at_restart: str) -> None:
+    """``slow``: the API still holds what the restarted plugin sends until its first sweep's
+    binding has timed out (a loaded host at start); the binding is tried again within
+    seconds, not at the next sweep (``--orphan-grace`` 120 s here)."""
     proxy = FreezableProxy(("127.0.0.1", int(cloud.server.url.rsplit(":", 1)[1])))
     env = plugin_env(cloud.server)
     name = f"{PLUGIN}b"
@@ -131,13 +137,18 @@ def test_a_binding_on_its_way_at_sigkill_lands_when_the_plugin_restarts(cloud: C
             assert join["InterfaceName"]["SrcName"] == Names.container_end(port["id"])
             time.sleep(0.3)  # the binding's PUT is sent, and held
             plugin.kill()
-        proxy.frozen.clear()
+        if api_at_restart == "answering":
+            proxy.frozen.clear()
         time.sleep(0.5)
         left = cloud.port(port["id"])
         assert not left["binding:host_id"] and not left["device_id"], "the binding landed before the kill"
         assert _alias(cloud, port["id"]), "the mark went with the kill"
 
         plugin.start()  # its first sweep finishes the binding
+        if api_at_restart == "slow":
+            wait_for(lambda: "binding not finished" in plugin.log.read_text(), 30, 0.1,
+                     "the first sweep's binding to time out on the held API")
+            proxy.frozen.clear()
         bound = wait_for(lambda: (p := cloud.port(port["id"]))["device_id"] == eid and p, 30, 0.05,
                          "the restarted plugin to bind the port")
         assert bound["binding:host_id"] and bound["device_owner"] == "compute:netbay"

@@ -119,6 +119,27 @@ def test_entered_missing_namespace_raises():
     assert netns.in_home()
 
 
+def test_entered_a_name_being_made_or_deleted_raises_missing():
+    """The file is there but not mounted (another thread between delete's unmount and
+    unlink, or create's open and mount): the namespace does not exist, as exists() says
+    (test_dp_agent's sweep over its prefix met one as EINVAL)."""
+    name = PREFIX + "halfway"
+    path = os.path.join(netns.NETNS_RUN_DIR, name)
+    netns.create(PREFIX + "dummy")  # makes sure the directory exists
+    netns.delete(PREFIX + "dummy")
+    open(path, "w").close()
+    try:
+        with pytest.raises(netns.NetnsError) as ei, netns.entered(name):
+            pass  # pragma: no cover
+        assert ei.value.errno == 2 and not netns.exists(name)
+        with pytest.raises(netns.NetnsError) as ei, netns.entered(path):   # a runtime's file: as given
+            pass  # pragma: no cover
+        assert ei.value.errno == 22
+    finally:
+        os.unlink(path)
+    assert netns.in_home()
+
+
 @pytest.mark.parametrize("bad", ["", "a/b", "..", ".", "x" * 300, "sp ace", "../etc"])
 def test_invalid_names_are_refused(bad):
     with pytest.raises(ValueError):

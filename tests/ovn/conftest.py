@@ -10,6 +10,7 @@ ever appear there).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,3 +88,15 @@ def conn(ovn_cloud) -> Iterator:
     c = ovn_cloud.connection()
     yield c
     c.close()
+
+
+@pytest.fixture(scope="module")
+def env(ovn_cloud, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of netbay's processes on the lab's cloud: a clouds.yaml naming it
+    ``ovn`` (no other OS_* variable); skipped without os-vif (netbay's ``cloud`` extra)."""
+    pytest.importorskip("os_vif", reason="os-vif is netbay's optional `cloud` extra")
+    path = tmp_path_factory.mktemp("ovn-clouds") / "clouds.yaml"
+    path.write_text(json.dumps({"clouds": {"ovn": {"auth": ovn_cloud.auth(), "region_name": "RegionOne",
+                                                   "identity_api_version": 3}}}))
+    base = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    return {**base, "OS_CLIENT_CONFIG_FILE": str(path), "OS_CLOUD": "ovn", "NETBAY_LOG_LEVEL": "INFO"}

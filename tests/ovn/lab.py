@@ -36,6 +36,7 @@ from .daemons import (BINARIES, NB_SCHEMA, OVS_SCHEMA, SB_SCHEMA, Daemon, create
 
 UNDERLAY = "10.9.250.{}"  # encap IPs, one per hypervisor, on br-phy
 ENCAP_TYPE = "geneve"
+PHYSNET, OUTSIDE = "physnet1", "172.24.4.1/24"   # the external network's physnet; the outside's address on it
 
 
 def missing_binaries() -> list[str]:
@@ -213,6 +214,31 @@ class OvnLab:
                  "external_ids:ovn-bridge-datapath-type=netdev")
         hv.daemons.append(spawn("ovn-controller", ns, run, ["ovn-controller", f"unix:{sock}"],
                                   unixctl=False))
+
+    # --- the outside -------------------------------------------------------------------
+
+    def add_outside(self, hv: Hypervisor, physnet: str = PHYSNET, address: str = OUTSIDE) -> str:
+        """An external (provider) network on ``hv``: ``br-ex`` (netdev) mapped to ``physnet``
+        (``ovn-bridge-mappings``), ``hv`` made a gateway chassis (``ovn-cms-options=
+        enable-chassis-as-gw``, where ML2/OVN schedules routers' gateway ports), and a
+        namespace standing for the outside on br-ex's other side, ``address`` on its
+        ``oeth0``. Returns that namespace (deleted with the lab)."""
+        ns = self._netns(f"{self.prefix}out")
+        port = f"x{hv.index}{RUN_ID}"
+        _ip("-n", hv.ns, "link", "add", port, "type", "veth", "peer", "name", "oeth0", "netns", ns)
+        _ip("-n", hv.ns, "link", "set", port, "up")
+        _ip("-n", ns, "addr", "add", address, "dev", "oeth0")
+        _ip("-n", ns, "link", "set", "oeth0", "up")
+        checksum_in_software(ns, "oeth0")
+        hv.vsctl("add-br", "br-ex", "--", "set", "Bridge", "br-ex", "datapath_type=netdev",
+                 "--", "add-port", "br-ex", port)
+        _ip("-n", hv.ns, "link", "set", "br-ex", "up")
+        hv.vsctl("set", "Open_vSwitch", ".", f"external_ids:ovn-bridge-mappings={physnet}:br-ex",
+                 "external_ids:ovn-cms-options=enable-chassis-as-gw")
+        wait_for(f"{hv.chassis} a gateway chassis in the SB",
+                 lambda: "enable-chassis-as-gw" in self.sbctl("--bare", "--columns=other_config", "find", "Chassis",
+                                                               f"name={hv.chassis}"), 30, hv.daemons)
+        return ns
 
     # --- containers --------------------------------------------------------------------
 

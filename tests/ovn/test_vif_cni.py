@@ -17,7 +17,6 @@ doctor --backend openstack`` says whether a chassis can bind.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -39,17 +38,6 @@ from .test_ovn_lab import tcp_arrives
 pytestmark = [pytest.mark.ovn, pytest.mark.peers]
 
 CIDR = "10.21.0.0/24"
-
-
-@pytest.fixture(scope="module")
-def env(ovn_cloud, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """A clouds.yaml naming the lab's cloud ``ovn``, for the daemons and doctor."""
-    pytest.importorskip("os_vif", reason="os-vif is netbay's optional `cloud` extra")
-    path = tmp_path_factory.mktemp("ovn-clouds") / "clouds.yaml"
-    path.write_text(json.dumps({"clouds": {"ovn": {"auth": ovn_cloud.auth(), "region_name": "RegionOne",
-                                                   "identity_api_version": 3}}}))
-    base = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
-    return {**base, "OS_CLIENT_CONFIG_FILE": str(path), "OS_CLOUD": "ovn", "NETBAY_LOG_LEVEL": "INFO"}
 
 
 @pytest.fixture(scope="module")

@@ -203,7 +203,7 @@ def _monitor(m: dict | None) -> MonitorSpec | None:
 
 
 def _vip_routes(lb: dict, ports: Mapping[str, dict], subnets: Mapping[str, dict]) -> tuple[tuple[str, str], ...]:
-    """The VIP subnet's gateway as default route, and its host routes (of its family)."""
+    """The VIP subnet's gateway as default route (of its family), and its host routes."""
     subnet = subnets.get(lb.get("vip_subnet_id") or "")
     if subnet is None:
         port = ports.get(lb.get("vip_port_id") or "") or {}
@@ -212,13 +212,13 @@ def _vip_routes(lb: dict, ports: Mapping[str, dict], subnets: Mapping[str, dict]
     if subnet is None:
         return ()
     out: list[tuple[str, str]] = []
+    family = ipaddress.ip_network(subnet["cidr"], strict=False).version if subnet.get("cidr") else 4
     gw = subnet.get("gateway_ip")
-    version = ipaddress.ip_network(subnet["cidr"]).version if subnet.get("cidr") else 4
-    if gw and ipaddress.ip_address(gw).version == version:
-        out.append(("0.0.0.0/0" if version == 4 else "::/0", gw))
+    if gw and ipaddress.ip_address(gw).version == family:
+        out.append(("0.0.0.0/0" if family == 4 else "::/0", gw))
     for hr in subnet.get("host_routes") or ():
         dst = ipaddress.ip_network(hr["destination"], strict=False)
-        if dst.version == version:
+        if dst.version == family:
             out.append((str(dst), hr["nexthop"]))
     return tuple(dict.fromkeys(out))
 

@@ -14,14 +14,8 @@ from netbay.dataplane import lbstats
 from netbay.dataplane.lb.spec import ListenerSpec, LoadBalancerSpec, MemberSpec, PoolSpec
 
 TABLE = "netbay-lb"
-FAMILY = "ip"    # an IPv4 VIP's table; an IPv6 VIP's is ``ip6`` (:func:`family`)
+FAMILY = "ip"     # an IPv4 VIP's table; an IPv6 VIP's is ``ip6`` (:func:`table_family`)
 _TAG = "netbay-lb/1"
-
-
-def family(spec: LoadBalancerSpec) -> str:
-    """The nftables family of ``spec``'s table: its VIP's (``ip`` or ``ip6``); members of
-    the other family get no slot (Octavia's amphora: one VIP family, members of it)."""
-    return "ip6" if _version(spec.vip_address) == 6 else FAMILY
 
 
 def slots(members: Iterable[MemberSpec]) -> list[MemberSpec]:
@@ -55,10 +49,16 @@ def _match(left: dict, right: Any, op: str = "==") -> dict:
     return {"match": {"op": op, "left": left, "right": right}}
 
 
+def table_family(spec: LoadBalancerSpec) -> str:
+    """The nftables family of ``spec``'s table: ``ip`` for an IPv4 VIP, ``ip6`` for an
+    IPv6 one (Octavia's VIP and members are of one family; members of the other are left out)."""
+    return "ip6" if version(spec.vip_address) == 6 else FAMILY
+
+
 def _dnat_rule(spec: LoadBalancerSpec, listener: ListenerSpec, pool: PoolSpec,
                members: list[MemberSpec]) -> dict:
     n = len(members)
-    fam = family(spec)
+    fam = table_family(spec)
     seed = zlib.crc32(pool.id.encode()) & 0xFFFFFFFF
     if pool.algorithm == "SOURCE_IP":
         key: dict = {"jhash": {"expr": _payload(fam, "saddr"), "mod": n, "seed": seed}}
@@ -84,7 +84,7 @@ def table_commands(spec: LoadBalancerSpec, in_map: Callable[[PoolSpec, MemberSpe
     The chains are emptied and refilled: deleting the table (``rebuild``, for a table
     found in place, whatever it holds) makes the kernel's deferred clean-up of base
     chains cost ~30 ms to whoever closes the nft socket next, so it is kept for adopting."""
-    fam = family(spec)
+    fam = table_family(spec)
     t = {"family": fam, "table": TABLE}
     cmds: list[dict] = [{"add": {"table": {"family": fam, "name": TABLE}}}]
     if rebuild:
@@ -108,14 +108,14 @@ def table_commands(spec: LoadBalancerSpec, in_map: Callable[[PoolSpec, MemberSpe
         pool = spec.pool(listener.pool_id)
         if not listener.enabled or pool is None or not pool.enabled:
             continue
-        vip_version = _version(spec.vip_address)
-        members = serving(m for m in pool.members if in_map(pool, m) and _version(m.address) == vip_version)
+        members = serving(m for m in pool.members if in_map(pool, m) and version(m.address) == version(spec.vip_address))
         if members:
             cmds.append(_dnat_rule(spec, listener, pool, members))
     return cmds
 
 
-def _version(address: str) -> int | None:
+def version(address: str) -> int | None:
+    """4 or 6 (None: not an address)."""
     try:
         return ipaddress.ip_address(address).version
     except ValueError:
@@ -123,4 +123,4 @@ def _version(address: str) -> int | None:
 
 
 def is_v4(address: str) -> bool:
-    return _version(address) == 4
+    return version(address) == 4

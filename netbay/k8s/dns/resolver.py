@@ -36,10 +36,11 @@ ADDRESS_INDEX = 10
 
 
 class ResolverBoxes(PodSandboxes):
-    """Pod-style wiring (the controller's fabric) into ``<prefix>kd-<port id>``."""
+    """Pod-style wiring (the controller's fabric, or the cloud's Open vSwitch) into ``<prefix>kd-<port id>``."""
 
     def __init__(self, pods: PodSandboxes) -> None:
         self.names, self.fabric = pods.names, pods.fabric
+        self.vifs, self._vifs_lock = pods.vifs, pods._vifs_lock   # one plugger per host, one lock
 
     def ns(self, port_id: str) -> str:
         return namespace(self.names.prefix, port_id)

@@ -162,19 +162,21 @@ class Cni:
 
     async def addressing(self, port: Mapping[str, Any], gw: str | None = None
                          ) -> tuple[inside.Addressing, list[tuple[str, dict[str, Any]]]]:
-        """The container end's addresses and routes, from the port's fixed IPs and subnets."""
+        """The container end's addresses and routes, from the port's fixed IPs and subnets:
+        every family the port has, a default route per family (via its first subnet's
+        gateway, or ``GW`` when it is of that family)."""
         cidrs, routes, pairs = [], [], []
-        default_done = False
+        defaults: set[int] = set()
         for fixed in port.get("fixed_ips") or ():
             sub = await self.subnet(fixed["subnet_id"])
             plen = ipaddress.ip_network(sub["cidr"], strict=False).prefixlen
             cidrs.append(f"{fixed['ip_address']}/{plen}")
             pairs.append((f"{fixed['ip_address']}/{plen}", sub))
-            gateway = (gw if gw and ipaddress.ip_address(gw).version == sub.get("ip_version", 4) else None) \
-                or sub.get("gateway_ip")
-            if gateway and not default_done and sub.get("ip_version", 4) == 4:
-                routes.append(("0.0.0.0/0", gateway))
-                default_done = True
+            family = ipaddress.ip_address(fixed["ip_address"]).version
+            gateway = (gw if gw and ipaddress.ip_address(gw).version == family else None) or sub.get("gateway_ip")
+            if gateway and family not in defaults:
+                routes.append(("0.0.0.0/0" if family == 4 else "::/0", gateway))
+                defaults.add(family)
             routes += [(r["destination"], r["nexthop"]) for r in sub.get("host_routes") or ()]
         return inside.Addressing(tuple(cidrs), tuple(routes)), pairs
 

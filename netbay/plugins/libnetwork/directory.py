@@ -27,6 +27,7 @@ from netbay.runtime import tags
 OWN = tags.Owner("netbay.docker")
 MADE = OWN.made                      # made by this plugin: deleted with the Docker network
 PENDING = OWN.flag("pending")        # a subnet RequestPool named; CreateNetwork claims it
+DEFAULT_POOL = OWN.flag("default")   # on a subnet pool (the user's): where a pool no --subnet names comes from
 CONTAINER_OWNER = "compute:netbay"
 
 
@@ -109,6 +110,7 @@ class Endpoint:
     gateway: str | None
     routes: tuple[tuple[str, str], ...] = ()
     made: bool = True          # the plugin made the port (ReleaseAddress deletes it)
+    gateway6: str | None = None  # a dual-stack or IPv6-only endpoint's IPv6 gateway (Join's GatewayIPv6)
 
 
 def owner_tag(plugin: str, host: str) -> str:
@@ -192,7 +194,7 @@ class Directory:
         self.subnets.pop(pool_id, None)
 
 
-__all__ = ["BINDING", "CONTAINER_OWNER", "MADE", "PENDING", "Directory", "Endpoint", "binding_mark", "binding_marks",
+__all__ = ["BINDING", "CONTAINER_OWNER", "DEFAULT_POOL", "MADE", "PENDING", "Directory", "Endpoint", "binding_mark", "binding_marks",
            "cidr_pool",
            "endpoint_of", "ep_tag", "is_pool", "overlap_refusal", "overlapping", "parse_binding_mark",
            "net_tag", "owner_tag",

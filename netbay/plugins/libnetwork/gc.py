@@ -37,6 +37,8 @@ from netbay.runtime.tags import age
 
 log = logging.getLogger("netbay.libnetwork.gc")
 
+RETRY_FIRST = 1.0   # bindings a sweep could not finish: again after 1, 2, 4 … s, within the sweep's interval
+
 class Collector:
     def __init__(self, neutron: Resources, driver: NetworkDriver, grace: float,
                  docker: DockerView | None = None, awaited: Callable[[], set[str]] = set) -> None:
@@ -45,18 +47,44 @@ class Collector:
         self.neutron, self.driver, self.grace, self.docker = neutron, driver, grace, docker
         self.awaited = awaited
         self._suspects: set[str] = set()
+        self._unfinished = False   # a binding the last attempt could not finish (or the sweep failed)
 
     async def run(self) -> None:
+        """Sweep every ``grace`` seconds. Bindings a sweep could not finish are tried again
+        sooner (:data:`RETRY_FIRST`, doubling): a restarted plugin's first sweep meets an API
+        still slow to answer its first calls, and a container Docker was told is attached
+        must not wait ``grace`` (30 s by default) for its port. Only the bindings: the rest
+        of the sweep keeps its interval (a veth seen stray twice goes)."""
         for _ in range(1 << 30):  # until cancelled
+            self._unfinished = False
             try:
                 gone = await self.sweep()
                 if any(gone.values()):
                     log.info("collected %s", gone)
             except (NetbayError, OSError) as exc:
                 log.warning("sweep: %s", exc)
+                self._unfinished = True
             except Exception:  # a sweep's bug must not stop the plugin
                 log.exception("sweep failed")
-            await asyncio.sleep(self.grace)
+            await asyncio.sleep(self.grace - await self._retry_bindings())
+
+    async def _retry_bindings(self) -> float:
+        """While bindings are left unfinished: :meth:`finish_bindings` again, backing off,
+        within one ``grace``; the seconds spent."""
+        waited, retry = 0.0, RETRY_FIRST
+        while self._unfinished and waited + retry < self.grace:
+            await asyncio.sleep(retry)
+            waited, retry = waited + retry, retry * 2
+            self._unfinished = False
+            try:
+                await self.finish_bindings()
+            except (NetbayError, OSError) as exc:
+                log.warning("finishing bindings: %s", exc)
+                self._unfinished = True
+            except Exception:  # a bug must not end the sweeps (this runs inside run())
+                log.exception("finishing bindings failed")
+                self._unfinished = True
+        return waited
 
     async def sweep(self) -> dict[str, list[str]]:
         gone: dict[str, list[str]] = {"ports": [], "networks": [], "veths": [], "pods": []}
@@ -141,6 +169,7 @@ class Collector:
             except NetbayError as exc:
                 log.warning("port %s: binding not finished: %s", port_id, exc)
                 left.add(port_id)
+                self._unfinished = True
         return left
 
 

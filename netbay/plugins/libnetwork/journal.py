@@ -10,7 +10,10 @@ port waited for the sweep.
 So each RequestAddress (:data:`REPLAYED`) is written here (a small file on tmpfs)
 until its answer is sent; a restarted plugin takes over what its predecessor left
 (:meth:`Journal.adopt`) and answers an empty-bodied one from the cut-short call
-(:meth:`Journal.take`). Calls that differ only in the MAC Docker made (concurrent
+(:meth:`Journal.take`); until that resend is answered (:meth:`Journal.finished`) its
+MAC still counts as awaited (:meth:`Journal.macs`), so that the start's sweep, running
+beside it, never takes the half-made port as an orphan between the resend's arrival
+and its adoption of that port. Calls that differ only in the MAC Docker made (concurrent
 RequestAddress on one pool) are interchangeable: CreateEndpoint sets the container's
 MAC on whichever port it gets; calls that cannot be told apart otherwise are refused
 by name rather than guessed. Other calls are not replayed: a body-less resend of one
@@ -60,6 +63,7 @@ class Journal:
         self._seq = itertools.count()
         self._prefix = f"{os.getpid()}-"
         self.cut_short: dict[str, list[tuple[float, dict[str, Any]]]] = {}  # method -> (when, request)
+        self.replaying: list[tuple[float, dict[str, Any]]] = []  # taken, their resend not answered yet
 
     def adopt(self) -> None:
         """Take over the calls a killed predecessor left unanswered (and clear them)."""
@@ -108,13 +112,19 @@ class Journal:
                               f"restarted, and {len(left)} different {verb(method)} calls were cut short: "
                               "cannot tell which this is; run the Docker command again")
         self.cut_short[method] = left[1:]
+        self.replaying.append(left[0])
         return left[0][1]
 
+    def finished(self, req: dict[str, Any]) -> None:
+        """The resend :meth:`take` answered ``req`` for is done (answered or refused)."""
+        self.replaying = [(w, r) for w, r in self.replaying if r is not req]
+
     def macs(self) -> set[str]:
-        """The MACs of cut-short endpoint RequestAddress calls Docker may still resend: their
-        half-made ports wait for that resend, not for the sweep."""
+        """The MACs of cut-short endpoint RequestAddress calls Docker may still resend, or whose
+        resend is being answered: their half-made ports wait for that resend, not for the sweep."""
         now = time.time()
-        return {str(r["Options"][MAC_OPTION]).lower() for w, r in self.cut_short.get(REQUEST_ADDRESS, ())
+        calls = [*self.cut_short.get(REQUEST_ADDRESS, ()), *self.replaying]
+        return {str(r["Options"][MAC_OPTION]).lower() for w, r in calls
                 if now - w < RESEND_WINDOW and isinstance(r.get("Options"), dict) and r["Options"].get(MAC_OPTION)}
 
     def close(self) -> None:

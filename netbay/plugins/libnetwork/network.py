@@ -9,6 +9,15 @@ dataplane agent) and binds it; Join hands Docker the inner end. The binding (a
 mark on the port's fabric end stands for it until then, which a restarted plugin
 finishes (:mod:`.gc`). Every verb is idempotent: Docker retries, and a restarted
 plugin sees the same tags.
+
+On a cloud (``vifs``, :mod:`netbay.runtime.vif`), kuryr-libnetwork's way instead:
+CreateEndpoint binds the port to this host's chassis first, then plugs the pair's
+host end with os-vif into the cloud's Open vSwitch as Neutron's
+``binding:vif_type``/``binding:vif_details`` say (a type netbay cannot plug is refused
+by name before the pair is made, the binding given back); no pair is made ahead at
+RequestAddress and no binding mark is needed (the binding has landed before the plug).
+A restarted plugin finishes a half-done plug from the host end's note
+(:meth:`netbay.runtime.vif.OvsVifs.recover`, run at start).
 """
 
 from __future__ import annotations
@@ -31,11 +40,13 @@ from netbay.plugins.libnetwork.clusters import ClusterNetworks, placement
 from netbay.plugins.libnetwork.directory import (MADE, OWN, PENDING, Directory, Endpoint, binding_mark,
                                                  ep_tag, net_tag, overlap_refusal, pending_pool_tag, pool_tag)
 from netbay.plugins.libnetwork.dockerview import DockerView
-from netbay.plugins.libnetwork.options import NetworkOptions
+from netbay.plugins.libnetwork.options import NetworkOptions, network_pools
 from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.runtime.attach import Attacher, Plug
+from netbay.runtime.binding import unbind
 from netbay.runtime.claim import Claims
 from netbay.runtime.kernel import KernelThread
+from netbay.runtime.vif import OvsVifs, Unpluggable, Vif
 
 ANSWER_SENT: ContextVar[asyncio.Event | None] = ContextVar("netbay_libnetwork_answer_sent", default=None)
 """Set by the server for each call once Docker has its answer: work that follows an
@@ -47,10 +58,13 @@ log = logging.getLogger("netbay.libnetwork")
 
 class NetworkDriver:
     def __init__(self, neutron: Resources, directory: Directory, attacher: Attacher, host: str | None = None,
-                 docker: DockerView | None = None, netbay_api: AsyncApi | None = None) -> None:
+                 docker: DockerView | None = None, netbay_api: AsyncApi | None = None,
+                 vifs: OvsVifs | None = None) -> None:
         """``netbay_api``: netbay's own APIs, for placement on a netbay cluster's nodes
-        (``-o netbay.cluster``); without them that option is refused by name."""
+        (``-o netbay.cluster``); without them that option is refused by name. ``vifs``: a
+        cloud's ports plugged with os-vif into its Open vSwitch (None: into the fabric)."""
         self.neutron, self.dir, self.attacher, self.docker = neutron, directory, attacher, docker
+        self.vifs = vifs
         self.host = host or socket.gethostname()
         self.kernel = KernelThread("netbay-plug")  # netlink work, in order, on one thread
         self.claims = Claims(neutron.backend, OWN, directory.device_owner, self.host)
@@ -83,27 +97,23 @@ class NetworkDriver:
         nid = req["NetworkID"]
         opts = NetworkOptions.parse(req.get("Options"))
         if opts.cluster:
+            if req.get("IPv6Data"):
+                raise PluginError("netbay: IPv6 pools are not supported on a cluster's nodes (-o netbay.cluster "
+                                  "places containers on the cluster's IPv4 pod network)")
             self.dir.networks[nid] = await self.clusters.create_network(nid, opts, req.get("IPv4Data") or [])
             return {}
-        if req.get("IPv6Data"):
-            raise PluginError("netbay: IPv6 pools are not supported by this driver yet (IPv4 only)")
-        v4 = req.get("IPv4Data") or []
-        if len(v4) != 1:
-            raise PluginError("netbay: a netbay Docker network needs exactly one IPv4 pool (--subnet)")
-        try:
-            cidr = str(ipaddress.ip_network(v4[0]["Pool"], strict=False))
-        except ValueError:
-            raise PluginError(f"netbay: CreateNetwork: IPv4Data[0]: Pool {v4[0]['Pool']!r} is not a CIDR") from None
-        gateway = (v4[0].get("Gateway") or "").split("/")[0] or None
+        pools = network_pools(req)
         async with self._creating:
             existing = await self.dir.network(nid, missing_ok=True)
             if existing is not None:  # a retry: done, or cut short by a crash (finish it)
-                if await self.neutron.list("subnet", network_id=existing["id"], tags=pool_tag(cidr)):
+                tagged = [await self.neutron.list("subnet", network_id=existing["id"], tags=pool_tag(cidr))
+                          for cidr, _gw in pools]
+                if all(tagged):
                     return {}
                 opts = NetworkOptions(network=existing["id"])
             undo: list[Callable[[], Any]] = []
             try:
-                await self._create_network(nid, opts, cidr, gateway, undo)
+                await self._create_network(nid, opts, pools, undo)
             except BaseException:
                 for step in reversed(undo):
                     try:
@@ -114,19 +124,23 @@ class NetworkDriver:
                 raise
         return {}
 
-    async def _create_network(self, nid: str, opts: NetworkOptions, cidr: str, gateway: str | None,
+    async def _create_network(self, nid: str, opts: NetworkOptions, pools: list[tuple[str, str | None]],
                               undo: list[Callable[[], Any]]) -> None:
+        """The network (found or made), then each pool's subnet (one per family)."""
         neutron = self.neutron
-        pending = [s for s in await neutron.list("subnet", tags=PENDING) if s["cidr"] == cidr]
+        cidrs = [cidr for cidr, _gw in pools]
+        pending = [s for s in await neutron.list("subnet", tags=PENDING) if s["cidr"] in cidrs]
         if opts.network:
             net = await neutron.find("network", opts.network)
             elsewhere = [s for s in pending if s["network_id"] != net["id"]]
             pending = [s for s in pending if s["network_id"] == net["id"]]
-            if elsewhere and not pending:
-                raise PluginError(f"netbay: subnet {elsewhere[0]['id']} (--ipam-opt) is not on network "
+            here = {s["cidr"] for s in pending}
+            if stray := [s for s in elsewhere if s["cidr"] not in here]:
+                raise PluginError(f"netbay: subnet {stray[0]['id']} (--ipam-opt) is not on network "
                                   f"{net['id']} (-o)")
-        elif len(pending) > 1:
-            raise PluginError(f"netbay: {len(pending)} subnets are named for a pool {cidr}; "
+        elif len({s["network_id"] for s in pending}) > 1 or len(pending) > len(cidrs):
+            raise PluginError(f"netbay: {len(pending)} subnets on {len({s['network_id'] for s in pending})} "
+                              f"networks are named for the pools {', '.join(cidrs)}; "
                               "say which network with -o netbay.network=<id>")
         elif pending:
             net = await neutron.show("network", pending[0]["network_id"])
@@ -138,6 +152,15 @@ class NetworkDriver:
             for tag in (net_tag(nid), self.dir.owner):
                 await neutron.add_tag("network", net["id"], tag)
                 undo.append(partial(neutron.remove_tag, "network", net["id"], tag))
+        for cidr, gateway in pools:
+            await self._pool_subnet(net, cidr, gateway, [s for s in pending if s["cidr"] == cidr], undo)
+        self.dir.networks[nid] = net
+
+    async def _pool_subnet(self, net: dict[str, Any], cidr: str, gateway: str | None, pending: list[dict[str, Any]],
+                           undo: list[Callable[[], Any]]) -> None:
+        """The subnet holding pool ``cidr`` on ``net``: the one RequestPool named, one of that
+        CIDR there, or a new one; tagged with the pool, checked against every other pool."""
+        neutron = self.neutron
         subnet: dict[str, Any] | None
         if pending:
             subnet = pending[0]
@@ -155,12 +178,11 @@ class NetworkDriver:
             raise overlap_refusal(cidr, taken[0])  # another plugin process decided at the same moment
         if PENDING in (subnet.get("tags") or ()):
             await neutron.remove_tag("subnet", subnet["id"], PENDING)
-        self.dir.networks[nid] = net
 
     async def _make_subnet(self, net: dict[str, Any], cidr: str, gateway: str | None,
                            undo: list[Callable[[], Any]]) -> dict[str, Any]:
         neutron = self.neutron
-        body: dict[str, Any] = {"network_id": net["id"], "cidr": cidr, "ip_version": 4,
+        body: dict[str, Any] = {"network_id": net["id"], "cidr": cidr, "ip_version": ipaddress.ip_network(cidr).version,
                                 "name": f"docker-{cidr}", "tags": [MADE, pool_tag(cidr)]}
         if gateway:
             body["gateway_ip"] = gateway
@@ -207,17 +229,23 @@ class NetworkDriver:
         on_cluster = placement(await self.dir.network(nid) or {}, nid)
         if on_cluster:
             return await self.clusters.create_endpoint(nid, eid, on_cluster, iface)
-        address = (iface.get("Address") or "").split("/")[0]
+        address = (iface.get("Address") or iface.get("AddressIPv6") or "").split("/")[0]
         if not address:
-            raise PluginError("netbay: an endpoint needs an IPv4 address from the netbay IPAM driver")
+            raise PluginError("netbay: an endpoint needs an address (IPv4 or IPv6) from the netbay IPAM driver")
         net = await self.dir.network(nid)
         assert net is not None
         port = await self.dir.port_at(net["id"], address, take=True)
         if port is None:
             raise PluginError(f"netbay: no port holds {address} on network {net['id']} "
                               "(use --ipam-driver with this driver)")
+        for fixed in port.get("fixed_ips") or ():   # the other family's reservation is this port too
+            self.dir.reserved.pop((net["id"], fixed["ip_address"]), None)
         mac = iface.get("MacAddress") or port["mac_address"]
         also = {"mac_address": mac} if (port.get("mac_address") or "").lower() != mac.lower() else {}
+        if self.vifs is not None:
+            port, ifname = await self._bind_and_plug(eid, port, also, int(net.get("mtu") or 1500))
+            self.dir.endpoints[eid] = await self._endpoint(eid, port, ifname)
+            return {"Interface": {} if iface.get("MacAddress") else {"MacAddress": port["mac_address"]}}
         early = not also  # only the binding is left: nothing the API could refuse
         plug = Plug(port["id"], net["id"], mac, int(net.get("mtu") or 1500))
         mark = binding_mark(self.dir.owner, port["id"], eid) if early else ""
@@ -237,28 +265,62 @@ class NetworkDriver:
                 port = await self.bind(eid, port, also)
                 self.dir.endpoints[eid] = await self._endpoint(eid, port, ifname)
         except BaseException:
-            await self.kernel(self.attacher.unplug, port["id"])
+            await self.kernel(self.unplug, port["id"])
             raise
         answer: dict[str, Any] = {}
         if not iface.get("MacAddress"):
             answer["MacAddress"] = port["mac_address"]
         return {"Interface": answer}
 
+    async def _bind_and_plug(self, eid: str, port: dict[str, Any], also: dict[str, Any],
+                             mtu: int) -> tuple[dict[str, Any], str]:
+        """kuryr-libnetwork's CreateEndpoint on a cloud: bound to this host (Neutron's answer
+        says how to plug it), then plugged with os-vif; (the port, the inner end's name). A
+        ``vif_type`` netbay cannot plug: refused by name, nothing made, the binding given
+        back (a port made for Docker's address goes with its ReleaseAddress)."""
+        assert self.vifs is not None
+        port = await self.bind(eid, port, also)
+        try:
+            vif = Vif.of(port, mtu)
+        except Unpluggable as exc:
+            if OWN.made_it(port):
+                await self.neutron.update("port", port["id"], unbind(False))
+            else:
+                await self.claims.give_back(port, device=eid)
+            raise PluginError(f"netbay: {exc}") from None
+        try:
+            return port, await self.kernel(self.vifs.plug, vif)
+        except BaseException:
+            await self.kernel(self.unplug, port["id"])
+            raise
+
+    def unplug(self, port_id: str) -> bool:
+        """The port's pair gone, out of the cloud's bridge or the fabric (the netlink thread)."""
+        if self.vifs is not None:
+            netns.delete(self.attacher.names.container(port_id))   # the name Join gave its namespace
+            return self.vifs.unplug(port_id)
+        return self.attacher.unplug(port_id)
+
     async def prepare(self, port: dict[str, Any], subnet: dict[str, Any]) -> None:
         """RequestAddress's head start for CreateEndpoint: the pair is made there (RequestAddress
         has a port create to wait for anyway; CreateEndpoint has a latency target), when this
-        plugin knows the port's network. Kept in :attr:`prepared` until CreateEndpoint."""
+        plugin knows the port's network. Kept in :attr:`prepared` until CreateEndpoint. Not
+        on a cloud: there the binding comes first (it says how to plug)."""
+        if self.vifs is not None:
+            return
         found = next(((nid, n) for nid, n in self.dir.networks.items() if n.get("id") == subnet["network_id"]), None)
         if found is None or placement(found[1], found[0]):
             return  # not known here yet (a restart: CreateEndpoint plugs it), or a cluster's
         net = found[1]
         plug = Plug(port["id"], net["id"], port["mac_address"], int(net.get("mtu") or 1500))
+        if (ready := self.prepared.get(port["id"])) is not None and ready[0] == plug:
+            return   # the endpoint's other family's address: the pair is made already
         self.prepared[port["id"]] = (plug, await self.kernel(self.attacher.plug, plug))
 
     async def unprepare(self, port_id: str) -> None:
         """Docker released an address no endpoint took (its rollback): the pair goes."""
         if self.prepared.pop(port_id, None) is not None:
-            await self.kernel(self.attacher.unplug, port_id)
+            await self.kernel(self.unplug, port_id)
 
     def _plug(self, plug: Plug, mark: str) -> str:
         ifname = self.attacher.plug(plug)
@@ -274,12 +336,13 @@ class NetworkDriver:
         if isinstance(port, str):
             port = await self.neutron.show("port", port)
         claimed = await self.claims.claim(port, eid, [ep_tag(eid)], also=also)
-        await self.kernel(self.attacher.mark, claimed["id"], "")
+        if self.vifs is None:
+            await self.kernel(self.attacher.mark, claimed["id"], "")
         return claimed
 
     async def drop(self, port: dict[str, Any]) -> None:
         """Unplug a port made here and delete it (a crash's leftover, an orphan)."""
-        await self.kernel(self.attacher.unplug, port["id"])
+        await self.kernel(self.unplug, port["id"])
         await self.claims.give_back(port, made=True)
 
     async def _bind_soon(self, eid: str, port: dict[str, Any]) -> None:
@@ -313,16 +376,17 @@ class NetworkDriver:
             await asyncio.shield(pending)
 
     async def _endpoint(self, eid: str, port: dict[str, Any], ifname: str | None = None) -> Endpoint:
-        gateway, routes = None, []
+        gateways: dict[int, str] = {}   # IP version -> the first subnet's gateway
+        routes = []
         for fixed in port.get("fixed_ips") or ():
             subnet = next((s for s in self.dir.subnets.values() if s["id"] == fixed["subnet_id"]), None)
             if subnet is None:
                 subnet = await self.neutron.show("subnet", fixed["subnet_id"])
-            if ipaddress.ip_address(fixed["ip_address"]).version == 4:
-                gateway = gateway or subnet.get("gateway_ip")
-                routes += [(r["destination"], r["nexthop"]) for r in subnet.get("host_routes") or ()]
+            if subnet.get("gateway_ip"):
+                gateways.setdefault(ipaddress.ip_address(fixed["ip_address"]).version, subnet["gateway_ip"])
+            routes += [(r["destination"], r["nexthop"]) for r in subnet.get("host_routes") or ()]
         return Endpoint(eid, port["id"], port["network_id"], ifname or Names.container_end(port["id"]),
-                        gateway, tuple(routes), OWN.made_it(port))
+                        gateways.get(4), tuple(routes), OWN.made_it(port), gateways.get(6))
 
     async def endpoint(self, eid: str) -> Endpoint:
         ep = self.dir.endpoints.get(eid)
@@ -348,6 +412,8 @@ class NetworkDriver:
                                                    for d, h in ep.routes]}
         if ep.gateway:
             answer["Gateway"] = ep.gateway
+        if ep.gateway6:
+            answer["GatewayIPv6"] = ep.gateway6
         if self.docker is not None and req.get("SandboxKey"):  # after the answer: Docker lists it once joined
             self._later(self._name_device(req["NetworkID"], ep))
         return answer
@@ -411,14 +477,14 @@ class NetworkDriver:
             return {}
         ep = self.dir.endpoints.pop(eid, None)
         if ep is not None and ep.made:  # no round trip: ReleaseAddress deletes the port next
-            await self.kernel(self.attacher.unplug, ep.port_id)
+            await self.kernel(self.unplug, ep.port_id)
             return {}
         if ep is not None:
             await self._bind_landed(ep.port_id)  # else it could land after the unbinding below
         port = await self.dir.endpoint_port(eid)
         if port is None:
             return {}
-        await self.kernel(self.attacher.unplug, port["id"])
+        await self.kernel(self.unplug, port["id"])
         if not OWN.made_it(port):  # a made one: ReleaseAddress deletes it next
             await self.claims.give_back(port, device=eid)
         return {}

@@ -45,11 +45,13 @@ from netbay.plugins.libnetwork.journal import REPLAYED, REPLAYING, Journal
 from netbay.plugins.libnetwork.resources import PluginError, Resources
 from netbay.plugins.libnetwork.network import ANSWER_SENT, NetworkDriver
 from netbay.runtime.attach import Attacher
+from netbay.runtime.vif import OvsVifs
 
 log = logging.getLogger("netbay.libnetwork")
 
 CONTENT_TYPE = "application/vnd.docker.plugins.v1.2+json"
 CALL_BOUND = 8.0
+WARM_BOUND, WARM_THREADS = 30.0, 3   # a cloud's first answers at start (see _warm)
 PLUGIN_DIR = Path("/run/docker/plugins")
 
 
@@ -113,16 +115,18 @@ def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
 def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | None = None, *, name: str = "netbay",
                netbay_api: AsyncApi | None = None, device_owner: str = CONTAINER_OWNER, bound: float = CALL_BOUND,
                grace: float = 30.0, docker_host: str | None = None,
-               on_exit: Callable[[], None] | None = None, journal_dir: Path | None = None) -> Starlette:
+               on_exit: Callable[[], None] | None = None, journal_dir: Path | None = None,
+               vifs: OvsVifs | None = None) -> Starlette:
     """``backend``: where networks, subnets and ports are made (netbay's own, or a cloud's
     Neutron); ``journal_dir``: where calls in flight are kept for Docker's resends after a
     crash (:mod:`.journal`; None: not kept); ``netbay_api``: netbay's other APIs, for ``-o netbay.cluster`` (None: refused);
-    ``device_owner``: of the ports made and bound here (the backend's convention)."""
+    ``device_owner``: of the ports made and bound here (the backend's convention); ``vifs``: a
+    cloud's ports plugged with os-vif into its Open vSwitch (None: into the fabric)."""
     host = host or socket.gethostname()
     neutron = Resources(backend)
     directory = Directory(neutron, owner_tag(name, host), device_owner)
     docker = DockerView(docker_host, name) if docker_host else None
-    net = NetworkDriver(neutron, directory, attacher, host, docker, netbay_api)
+    net = NetworkDriver(neutron, directory, attacher, host, docker, netbay_api, vifs)
     table = handlers(Ipam(neutron, directory, net.claims, net.prepare, net.unprepare), net)
     journal = Journal(journal_dir)
     journal.adopt()
@@ -134,6 +138,14 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
         if handler is None:
             return _reply({"Err": f"netbay: {method} is not implemented"}, 404)
         raw = await request.body()
+        replayed: list[dict[str, Any]] = []
+        try:
+            return await answer(method, handler, raw, replayed)
+        finally:
+            for req in replayed:   # its half-made port is the sweep's again (or adopted: spared)
+                journal.finished(req)
+
+    async def answer(method: str, handler: Handler, raw: bytes, replayed: list[dict[str, Any]]) -> Response:
         sent = asyncio.Event()
         ANSWER_SENT.set(sent)
         started = time.perf_counter()
@@ -147,6 +159,7 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
                 entry = journal.begin(method, raw) if isinstance(req, dict) and method in REPLAYED else None
             elif (req := journal.take(method) if method in REPLAYED else None) is not None:
                 REPLAYING.set(True)  # Docker's resend after a restart: the body it lost, from the journal
+                replayed.append(req)
                 entry = journal.begin(method, orjson.dumps(req))  # for a resend after yet another crash
                 log.info("%s: answering Docker's resend of a call cut short by the last stop", method)
             elif method in SHAPES:
@@ -171,6 +184,8 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        if getattr(backend, "name", None) == "openstack":
+            await _warm(neutron)
         sweeping = asyncio.create_task(collector.run())
         try:
             yield
@@ -187,13 +202,27 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
                      exception_handlers={HTTPException: _http_error})
 
 
+async def _warm(neutron: Resources) -> None:
+    """Calls to a cloud before the first of Docker's: the backend's connections (one per
+    worker thread) are opened and authenticated here — seconds on a loaded host, against
+    Keystone — not inside a call's :data:`CALL_BOUND`; a restarted plugin's first
+    DeleteEndpoint, beside the first sweep, would otherwise fail on it. :data:`WARM_THREADS`
+    at once, so as many threads are warm. Docker's calls wait meanwhile (the socket listens)."""
+    try:
+        await asyncio.wait_for(asyncio.gather(*(neutron.list("network", name="netbay-warm-up")
+                                                for _ in range(WARM_THREADS))), WARM_BOUND)
+    except Exception as exc:  # noqa: BLE001 - the calls will say what is wrong; serve anyway
+        log.warning("the cloud did not answer at start (%s); serving anyway", exc)
+
+
 def socket_path(name: str, plugin_dir: Path = PLUGIN_DIR) -> Path:
     return plugin_dir / f"{name}.sock"
 
 
 def serve(backend: AsyncNetworkBackend, name: str = "netbay", *, prefix: str = PRODUCT_PREFIX, host: str | None = None,
           netbay_api: AsyncApi | None = None, device_owner: str = CONTAINER_OWNER, plugin_dir: Path = PLUGIN_DIR,
-          grace: float = 30.0, docker_host: str | None = None, socket_group: str | None = None) -> None:
+          grace: float = 30.0, docker_host: str | None = None, socket_group: str | None = None,
+          vifs: OvsVifs | None = None) -> None:
     """Serve until SIGTERM/SIGINT; the socket (0600, or 0660 to ``socket_group``) and its
     lock are removed on the way out. :class:`netbay.locks.Held`: another driver serves it."""
     import uvicorn
@@ -205,7 +234,7 @@ def serve(backend: AsyncNetworkBackend, name: str = "netbay", *, prefix: str = P
     try:
         app = create_app(backend, Attacher(Names(prefix)), host, name=name, netbay_api=netbay_api,
                          device_owner=device_owner, grace=grace, docker_host=docker_host, on_exit=listener.close,
-                         journal_dir=journal_dir(name))
+                         journal_dir=journal_dir(name), vifs=vifs)
         config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
         uvicorn.Server(config).run(sockets=[listener.sock])
     finally:
