@@ -89,7 +89,7 @@ from netbay.dataplane.lb.spec import (
     from_api,
 )
 from netbay.dataplane.lb.statuses import operating_statuses, status_text
-from netbay.dataplane.lb.table import TABLE, family, is_v4, slots, table_commands
+from netbay.dataplane.lb.table import TABLE, is_v4, slots, table_commands, table_family
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
 from netbay.dataplane.rtnl import rtnl
@@ -217,7 +217,7 @@ class LoadBalancerRealizer:
             if nft is None or inode is None:
                 continue
             try:
-                counters = lbstats.read_counters(nft, family(spec), TABLE)
+                counters = lbstats.read_counters(nft, table_family(spec), TABLE)
                 seen = self._stats_seen.get(spec.id)
                 if seen is not None and seen[0] == counters:
                     opened = seen[1]   # no packet since: no connection opened or closed
@@ -226,13 +226,13 @@ class LoadBalancerRealizer:
                     # here: only when packets flowed. Counters again after it, so that a
                     # connection seen open is always in the total too.
                     opened = lbstats.open_connections(spec.ns)
-                    counters = lbstats.read_counters(nft, family(spec), TABLE)
+                    counters = lbstats.read_counters(nft, table_family(spec), TABLE)
                 self._stats_seen[spec.id] = (counters, opened)
             except (OSError, RuntimeError) as exc:   # the namespace went meanwhile
                 log.debug("load balancer %s: no statistics this round: %s", spec.id, exc)
                 continue
             try:
-                lbstats.drop_stale(nft, family(spec), TABLE, counters, [li.id for li in spec.listeners])
+                lbstats.drop_stale(nft, table_family(spec), TABLE, counters, [li.id for li in spec.listeners])
             except (OSError, RuntimeError) as exc:   # a refill under way still names them: next round
                 log.debug("load balancer %s: stale counters kept this round: %s", spec.id, exc)
             epoch = f"{lbstats.PROCESS}:{inode}"
@@ -393,7 +393,7 @@ class LoadBalancerRealizer:
         if nft is None:
             # Kept open: closing a context costs up to tens of ms after some transactions.
             nft = self.nfts[spec.id] = Nft(spec.ns)
-        if self.applied.get(spec.id, (None,))[0] != inode and (family(l4), TABLE) in nft.tables():
+        if self.applied.get(spec.id, (None,))[0] != inode and (table_family(l4), TABLE) in nft.tables():
             nft.run(table_commands(l4, self._in_map, rebuild=True))
         else:
             nft.run(cmds)
