@@ -21,6 +21,7 @@ if TYPE_CHECKING:   # imported when a command runs: ``--help`` needs no HTTP cli
 err = LazyConsole(stderr=True)
 VERSION = "container-infra latest"
 VERSIONS = {"network": "/v2.0", "load-balancer": "/v2"}
+CONTAINER_INFRA = "/container-infra/v1"   # where netbay serves it, beside /netbay/v1
 
 
 class Session:
@@ -97,8 +98,10 @@ class Api(CoeClient):
 
     def endpoint(self, service: str) -> str:
         if service not in self._endpoints:
-            if service == "netbay":
-                url = self.session.server_url + "/netbay/v1"
+            if service == "netbay":   # beside the container-infra API (a cloud's Keystone is elsewhere)
+                root = self.base.removesuffix(CONTAINER_INFRA) if self.base.endswith(CONTAINER_INFRA) \
+                    else self.session.server_url
+                url = root + "/netbay/v1"
             else:
                 url = self.session.endpoint(service)
                 if not url.endswith(("/v2.0", "/v2")):

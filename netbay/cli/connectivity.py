@@ -79,8 +79,9 @@ Space = list[ipaddress.IPv4Network | ipaddress.IPv6Network]
 
 def members(api: Api, cluster: dict[str, Any], prefix: str) -> tuple[list[Member], Space]:
     """The cluster's nodes (masters first) and pods, from its container network and
-    pods (a cluster without one gives its servers' nodes); and its address space: the
-    nodes' subnets and the pod leases."""
+    pods (a cluster without one, or whose nodes are no sandboxes of netbay's — servers
+    of a cloud's Nova — gives its servers' nodes); and its address space: the nodes'
+    subnets and the pod leases."""
     from netbay.dataplane import netns
     from netbay.dataplane.names import Names
 
@@ -89,7 +90,7 @@ def members(api: Api, cluster: dict[str, Any], prefix: str) -> tuple[list[Member
     out: list[Member] = []
     space: list[str] = []
     net = api.service("netbay", f"/clusternets/{quote(uuid, safe='')}", "clusternet")
-    if net is not None:
+    if net is not None and net.get("nodes"):
         for n in net.get("nodes") or []:
             out.append(Member(n["sandbox_id"], n["name"], n.get("role") or "minion", cluster["name"],
                               str(n["address"]).split("/")[0], names.sandbox(n["sandbox_id"])))

@@ -18,6 +18,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from netbay.drivers import registry
@@ -124,9 +125,10 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
                       f"{network_backend['detail']}")
         if binding is not None:
             can = "[green]can bind[/]" if binding["ok"] else "[red]cannot bind[/]"
-            console.print(f"this host {can} the cloud's ports (OVS database {binding['ovsdb']}: "
-                          f"{'reachable' if binding['reachable'] else 'unreachable'}; "
-                          f"vif_types {', '.join(binding['vif_types']) or 'none'}): {binding['detail']}")
+            console.print(f"this host {can} the cloud's ports:")
+            for c in binding["checks"]:
+                console.print(f"  {'[green]yes[/]' if c['ok'] else '[red]no[/]'}: {escape(c['line'])}",
+                              soft_wrap=True)
         helps = {s.name: s.help for s in features.FEATURES}
         table = Table(title="kernel features")
         for col in ("feature", "available", "for", "how", "detail"):

@@ -208,6 +208,14 @@ def _loadbalancer(api: Api, lb_id: str, fips: dict[str, Any]) -> LoadBalancer:
     return out
 
 
+def _cloud_server(api: Api, server_id: str) -> dict[str, Any]:
+    """A node that is no sandbox of netbay's (a server of the cloud's Nova) as a sandbox
+    is shown: its ports are the ones Neutron says the server holds (``device_id``)."""
+    held = api.service("network", "/ports", "ports", device_id=server_id) or []
+    return {"ports": [{"port_id": p["id"], "network_id": p["network_id"], "interface": f"eth{i}"}
+                      for i, p in enumerate(held)]} if held else {}
+
+
 def collect(api: Api, cluster: dict[str, Any]) -> Topology:
     """The cluster's topology from the container-infra, network, load-balancer and
     netbay APIs (sandboxes, pods, the cluster's container network)."""
@@ -231,8 +239,8 @@ def collect(api: Api, cluster: dict[str, Any]) -> Topology:
             topo.security_groups.append(SecurityGroup(group["name"], _rules(group)))
 
     servers = by_type.get("OS::Nova::Server", [])
-    sandboxes = {s["physical_id"]: api.service("netbay", f"/sandboxes/{s['physical_id']}", "sandbox") or {}
-                 for s in servers}
+    sandboxes = {s["physical_id"]: api.service("netbay", f"/sandboxes/{s['physical_id']}", "sandbox")
+                 or _cloud_server(api, s["physical_id"]) for s in servers}
     # The private network: the one the cluster made, else the one its nodes sit on.
     net_ids = [r["physical_id"] for r in by_type.get("OS::Neutron::Net", [])]
     if not net_ids:

@@ -308,13 +308,21 @@ class OvsVifs:
 def host_report(ovsdb: str, netns: str | None = None) -> dict[str, Any]:
     """Whether this host can bind a cloud's ports (``netbay doctor --backend openstack``):
     its OVS database reachable, a chassis (ovn-controller's system-id), the integration
-    bridge present, the vif_types netbay plugs here."""
+    bridge present, the vif_types netbay plugs here. ``checks``: one line per question,
+    in that order, each ``ok`` or saying what is missing; a question that cannot be asked
+    (the database unreachable) is left out rather than answered "no"."""
     out: dict[str, Any] = {"ovsdb": ovsdb, "reachable": False, "system_id": None, "hostname": None,
-                           "bridge": INTEGRATION_BRIDGE, "bridge_present": False, "vif_types": [], "ok": False, "detail": ""}
+                           "bridge": INTEGRATION_BRIDGE, "bridge_present": False, "vif_types": [], "ok": False,
+                           "detail": "", "checks": []}
+
+    def check(name: str, ok: bool, line: str) -> None:
+        out["checks"].append({"check": name, "ok": ok, "line": line})
+
     try:
         vifs = OvsVifs(ovsdb, netns)
     except ImportError as exc:
-        out["detail"] = f"os-vif is not installed (pip install 'netbay[cloud]'): {exc}"
+        check("os-vif", False, f"os-vif is not installed (pip install 'netbay[cloud]'): {exc}")
+        out["detail"] = out["checks"][0]["line"]
         return out
     try:
         ids = vifs.external_ids()
@@ -324,14 +332,28 @@ def host_report(ovsdb: str, netns: str | None = None) -> dict[str, Any]:
         out["bridge"] = bridge = ids.get("ovn-bridge") or INTEGRATION_BRIDGE
         out["bridge_present"] = bool(vifs.api.br_exists(bridge).execute(check_error=True))
     except Exception as exc:  # noqa: BLE001 - unreachable or not an OVS database: said, not raised
-        out["detail"] = f"{type(exc).__name__}: {exc}"
+        check("ovsdb", False, f"OVS database {ovsdb} not reachable: {type(exc).__name__}: {exc}")
+        out["detail"] = out["checks"][0]["line"]
         return out
+    check("ovsdb", True, f"OVS database {ovsdb} reachable")
+    if out["system_id"]:
+        check("chassis", True, f"registered as OVN chassis {out['system_id']} "
+                               f"(ports bind to it as binding:host_id {out['hostname']})")
+    else:
+        check("chassis", False, "not registered as an OVN chassis: no system-id in the Open_vSwitch table's "
+                                "external_ids (ovn-controller sets it; is it configured and running?)")
+    if out["bridge_present"]:
+        check("bridge", True, f"integration bridge {bridge} present")
+    else:
+        check("bridge", False, f"integration bridge {bridge} missing (ovn-controller creates it)")
     if out["bridge_present"]:
         out["vif_types"] = list(PLUGGABLE)
+        check("vif_types", True, f"vif_types netbay can plug here: {', '.join(PLUGGABLE)}")
+    else:
+        check("vif_types", False, f"no vif_type can be plugged here: ovs needs the integration bridge {bridge}")
     out["ok"] = bool(out["system_id"] and out["bridge_present"])
-    problems = ([] if out["system_id"] else ["no ovn-controller system-id in Open_vSwitch external_ids"]) + \
-               ([] if out["bridge_present"] else [f"no bridge {bridge}"])
-    out["detail"] = "; ".join(problems) or f"chassis {out['system_id']} (binding:host_id {out['hostname']})"
+    failed = [c["line"] for c in out["checks"] if not c["ok"]]
+    out["detail"] = "; ".join(failed) or f"chassis {out['system_id']} (binding:host_id {out['hostname']})"
     return out
 
 

@@ -219,5 +219,69 @@ def test_doctor_says_whether_this_host_can_bind(ovn_lab: OvnLab, env: dict[str, 
     assert found["ok"] and found["reachable"], found
     assert found["system_id"] == hv.chassis and found["hostname"] == hv.chassis
     assert found["bridge"] == "br-int" and found["bridge_present"] and found["vif_types"] == ["ovs"]
+    assert [(c["check"], c["ok"]) for c in found["checks"]] == [
+        ("ovsdb", True), ("chassis", True), ("bridge", True), ("vif_types", True)]
     missing = doctor(f"unix:{tmp_path / 'no.sock'}")
     assert not missing["ok"] and not missing["reachable"] and missing["vif_types"] == [], missing
+
+
+def doctor_lines(env: dict[str, str], ovsdb: str) -> list[str]:
+    """The binding's lines of ``netbay doctor --backend openstack`` (its text output)."""
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--backend", "openstack",
+                        "--ovsdb", ovsdb], capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "250"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    head = r.stdout.splitlines()
+    at = next(i for i, line in enumerate(head) if line.startswith("this host "))
+    return [head[at]] + [line.strip() for line in head[at + 1:at + 5] if line.startswith(("  yes: ", "  no: "))]
+
+
+def test_doctor_says_each_missing_thing_in_one_line(ovn_lab: OvnLab, env: dict[str, str], tmp_path: Path) -> None:
+    """A chassis: four yes lines. Then an Open vSwitch database of its own (a bare
+    ``ovsdb-server`` in the lab's central namespace: no ovs-vswitchd, no ovn-controller),
+    made to lack one thing at a time: each lack is one line saying what is missing."""
+    from .daemons import OVS_SCHEMA, create_db, ctl, spawn, wait_for
+
+    hv = ovn_lab.hvs[0]
+    lines = doctor_lines(env, hv.ovsdb)
+    assert lines == ["this host can bind the cloud's ports:",
+                     f"yes: OVS database {hv.ovsdb} reachable",
+                     f"yes: registered as OVN chassis {hv.chassis} (ports bind to it as binding:host_id {hv.chassis})",
+                     "yes: integration bridge br-int present",
+                     "yes: vif_types netbay can plug here: ovs"], lines
+
+    gone = f"unix:{tmp_path / 'no.sock'}"
+    lines = doctor_lines(env, gone)
+    assert len(lines) == 2 and lines[0] == "this host cannot bind the cloud's ports:", lines
+    assert lines[1].startswith(f"no: OVS database {gone} not reachable: "), lines
+
+    run = ovn_lab.dir / "bare"
+    run.mkdir()
+    create_db(ovn_lab.central_ns, run / "conf.db", OVS_SCHEMA)
+    sock = run / "db.sock"
+    server = spawn("ovsdb-server", ovn_lab.central_ns, run, ["ovsdb-server", f"--remote=punix:{sock}",
+                                                             str(run / "conf.db")])
+    db = f"unix:{sock}"
+
+    def vsctl(*args: str) -> None:
+        ctl(ovn_lab.central_ns, run, "ovs-vsctl", f"--db={db}", "--timeout=20", "--no-wait", *args)
+
+    try:
+        wait_for("the bare ovsdb socket", sock.is_socket, 20, [server])
+        vsctl("init")
+        no_chassis = ("no: not registered as an OVN chassis: no system-id in the Open_vSwitch table's external_ids "
+                      "(ovn-controller sets it; is it configured and running?)")
+        no_bridge = "no: integration bridge br-int missing (ovn-controller creates it)"
+        no_vifs = "no: no vif_type can be plugged here: ovs needs the integration bridge br-int"
+        assert doctor_lines(env, db)[1:] == [f"yes: OVS database {db} reachable", no_chassis, no_bridge, no_vifs]
+        vsctl("set", "Open_vSwitch", ".", "external_ids:system-id=bare", "external_ids:hostname=bare-host")
+        assert doctor_lines(env, db)[1:] == [
+            f"yes: OVS database {db} reachable",
+            "yes: registered as OVN chassis bare (ports bind to it as binding:host_id bare-host)", no_bridge, no_vifs]
+        vsctl("remove", "Open_vSwitch", ".", "external_ids", "system-id")
+        vsctl("add-br", "br-int")
+        assert doctor_lines(env, db) == [
+            "this host cannot bind the cloud's ports:", f"yes: OVS database {db} reachable", no_chassis,
+            "yes: integration bridge br-int present", "yes: vif_types netbay can plug here: ovs"]
+    finally:
+        server.stop()
+    assert not server.alive()

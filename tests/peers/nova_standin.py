@@ -21,6 +21,16 @@ mechanism drivers, so its binding of every port fails (``binding:vif_type`` =
 ``binding_failed``), where a real Nova would fail the boot: the stand-in ignores
 that. :meth:`NovaStandin.fail_next` makes the next boot go ``ERROR`` with a fault,
 as a scheduler finding no host does. Nothing runs on a server.
+
+With ``hosts`` (compute hosts, :class:`ServerHost`: a Neutron with a dataplane under it,
+such as the OVN lab's chassis, ``tests/ovn/nova_hosts.py``) a server is placed on one of
+them in turn, and its first port is bound to that host (``binding:host_id`` = the
+host's name) and plugged there as Neutron's ``binding:vif_type`` says, by the host (a
+namespace holding the port, as nova-compute's VIF driver plugs a VM's tap); the boot
+then waits, bounded, for the port to turn ``ACTIVE`` (Nova's ``network-vif-plugged``
+event). A port Neutron could not bind (``binding_failed``, no such host) or that never
+turns ACTIVE fails the boot (``ERROR``, its fault saying why) with nothing left plugged,
+as Nova fails it. A delete unplugs before it unbinds.
 """
 
 from __future__ import annotations
@@ -33,7 +43,8 @@ import threading
 import time
 import uuid
 from datetime import datetime, UTC
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import httpx
 import uvicorn
@@ -50,6 +61,20 @@ OWNER = "compute:nova"
 BOOT_DELAY = 0.3          # BUILD lasts this long, so callers really wait for ACTIVE
 FLAVORS = {"m1.tiny": "1", "m1.small": "2", "m1.medium": "3"}
 IMAGES = {"netbay-sandbox": "5b2a1b8e-0a55-4d6c-9e41-7c1c7e0d1a01", "cirros": "8c3f4b2e-2f5d-4c1b-a4a6-3e8b9d0c2a02"}
+VIF_PLUGGED_TIMEOUT = 60.0   # s a boot waits for its port to turn ACTIVE (Nova's vif_plugging_timeout: 300)
+
+
+class ServerHost(Protocol):
+    """A compute host the stand-in places servers on (see the module's docstring)."""
+
+    name: str   # what Neutron binds a port to this host by (binding:host_id)
+
+    def plug(self, server_id: str, port: dict[str, Any], subnet: dict[str, Any], mtu: int) -> None:
+        """Plug the bound ``port`` (Neutron's answer, ``binding:*`` keys included) for the
+        server; raise, with nothing left, if it cannot (an unpluggable ``vif_type``)."""
+
+    def unplug(self, server_id: str, port_id: str) -> None:
+        """Undo :meth:`plug` (nothing of it left); nothing to undo is no error."""
 
 
 def _now() -> str:
@@ -65,8 +90,10 @@ class NovaStandin:
     """The stand-in; ``url`` (the catalog's endpoint, ending in ``/v2.1``) once started.
     ``servers`` holds what it knows, by id; every request is counted in ``requests``."""
 
-    def __init__(self, cloud: Cloud) -> None:
+    def __init__(self, cloud: Cloud, hosts: Sequence[ServerHost] = ()) -> None:
         self.cloud = cloud
+        self.hosts = list(hosts)
+        self._placed = 0
         self.servers: dict[str, dict[str, Any]] = {}
         self.requests: list[tuple[str, str]] = []
         self._faults: list[str] = []
@@ -266,14 +293,21 @@ class NovaStandin:
     def _build(self, sid: str, fault: str | None) -> None:
         time.sleep(BOOT_DELAY)
         server = self.servers[sid]
+        host = self._place() if self.hosts else None
+        server["host"] = host.name if host is not None else HOST
         if fault is None:
             try:
                 for port_id in server["ports"]:
                     self.admin.network.update_port(port_id, device_id=sid, device_owner=OWNER,
-                                                   binding_host_id=HOST)
+                                                   binding_host_id=server["host"])
                     server["bound"].append(port_id)
+                if host is not None and server["ports"]:
+                    self._plug(host, sid, server["ports"][0])
+                    server["plugged"] = server["ports"][0]
             except Exception as exc:  # noqa: BLE001 - a port gone meanwhile fails the boot, as in Nova
                 fault = f"Build of instance {sid} aborted: {exc}"
+                if host is not None and server["ports"]:
+                    host.unplug(sid, server["ports"][0])
         with self._lock:
             if fault is None:
                 server.update({"status": "ACTIVE", "OS-EXT-STS:vm_state": "active"})
@@ -282,8 +316,33 @@ class NovaStandin:
                                "fault": {"code": 500, "message": fault, "created": _now()}})
             server.update({"OS-EXT-STS:task_state": None, "updated": _now()})
 
+    def _place(self) -> ServerHost:
+        """The next host in turn (Nova's scheduler, spreading)."""
+        with self._lock:
+            host = self.hosts[self._placed % len(self.hosts)]
+            self._placed += 1
+        return host
+
+    def _plug(self, host: ServerHost, sid: str, port_id: str) -> None:
+        """Plug the bound port on ``host``, then wait for Neutron to say it is ACTIVE."""
+        port = self.admin.network.get_port(port_id)
+        body = {"id": port.id, "network_id": port.network_id, "mac_address": port.mac_address,
+                "fixed_ips": port.fixed_ips, "device_id": sid, "binding:vif_type": port.binding_vif_type,
+                "binding:vif_details": port.binding_vif_details or {}}
+        subnet = self.admin.network.get_subnet(port.fixed_ips[0]["subnet_id"])
+        mtu = self.admin.network.get_network(port.network_id).mtu or 1500
+        host.plug(sid, body, {"id": subnet.id, "cidr": subnet.cidr, "gateway_ip": subnet.gateway_ip}, mtu)
+        deadline = time.monotonic() + VIF_PLUGGED_TIMEOUT
+        while (status := self.admin.network.get_port(port_id).status) != "ACTIVE":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"port {port_id} still {status} after {VIF_PLUGGED_TIMEOUT:.0f}s: "
+                                   "no network-vif-plugged event (did the dataplane claim it?)")
+            time.sleep(0.2)
+
     def _delete(self, sid: str) -> None:
         server = self.servers[sid]
+        if server.get("plugged"):
+            next(h for h in self.hosts if h.name == server["host"]).unplug(sid, server["plugged"])
         for port_id in server["bound"]:
             port = self.admin.network.find_port(port_id)
             if port is not None and port.device_id == sid:
@@ -305,7 +364,8 @@ class NovaStandin:
                     and (name is None or re.search(name, s["name"])) and (status is None or s["status"] == status)]
 
     def _view(self, s: dict[str, Any]) -> dict[str, Any]:
-        view = {k: v for k, v in s.items() if k not in ("ports", "bound", "fault")}
+        view = {k: v for k, v in s.items() if k not in ("ports", "bound", "fault", "host", "plugged")}
+        view["OS-EXT-SRV-ATTR:host"] = s.get("host")
         view.update({"hostId": "", "addresses": {}, "accessIPv4": "", "accessIPv6": "", "key_name": None,
                      "flavor": {**s["flavor"], "links": []}, "image": {**s["image"], "links": []},
                      "OS-EXT-STS:power_state": 1 if s["status"] == "ACTIVE" else 0})
@@ -321,4 +381,4 @@ class NovaStandin:
                 "links": []}
 
 
-__all__ = ["FLAVORS", "HOST", "IMAGES", "OWNER", "NovaStandin"]
+__all__ = ["FLAVORS", "HOST", "IMAGES", "OWNER", "NovaStandin", "ServerHost"]
