@@ -1,12 +1,14 @@
 """One place, two backends (issue 26, item 5): the ``place`` fixture gives the packet
 tests of this directory a network to put containers on, security groups, a router
-with a gateway on an external network and a namespace standing for the outside —
+with a gateway on an external network, a namespace standing for the outside and an
+Octavia API for load balancers —
 
 - ``embedded``: netbay's own server and agent (``tests/dataplane/agent_fixtures.py``),
   the ``public`` network its agent bridges to an outside namespace;
 - ``ovn`` (marker ``ovn``, ``peers``): the OVN lab of ``tests/ovn/conftest.py`` with its
   real Neutron ML2/OVN — the same ``ovn_lab`` fixture, never a second lab — a provider
-  network bridged on chassis 2 to the lab's outside namespace.
+  network bridged on chassis 2 to the lab's outside namespace, and Octavia with
+  ovn-octavia-provider (``tests/peers/octavia_peer.py``) once a test asks for it.
 
 Containers are pods plugged by netbay's CNI daemon in both (``netbay-cni`` ADD and
 DEL, the real launcher): on the cloud one daemon per chassis, binding the port there
@@ -19,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +64,7 @@ class Place:
     plugin: Path
     lab: object | None = None    # the OVN lab (cloud only)
     pods: list[Pod] = field(default_factory=list)
+    balancers: Callable[[], object] | None = None   # an openstacksdk Connection with Octavia, made on first use
 
     def pod(self, name: str, host: int = 0) -> Pod:
         """A pod namespace with ``eth0`` on the network, plugged by netbay-cni ADD."""
@@ -99,6 +102,17 @@ class Place:
     def sync(self) -> None:
         if self.lab is not None:
             self.lab.sync()
+
+    def lb_conn(self):
+        """A connection whose catalog has the backend's Octavia API (embedded: netbay's own;
+        cloud: Octavia with ovn-octavia-provider, started on first use)."""
+        return self.balancers() if self.balancers is not None else self.conn
+
+    def vip_ready(self, lb) -> None:
+        """What the backend's VIP port needs before it answers (cloud: Neutron 29 does not
+        know ovn-octavia-provider 11's VIP port owner; see docs/ovn-lab.md)."""
+        if self.lab is not None:
+            self.conn.network.update_port(lb.vip_port_id, device_owner="")
 
 
 def _plugin(tmp: Path) -> Path:
@@ -140,6 +154,18 @@ def _ovn(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Place]:
     env = request.getfixturevalue("env")
     daemons: list[Daemon] = []
     network = public = None
+    later = contextlib.ExitStack()
+    made: list = []
+
+    def balancers():
+        if not made:
+            from tests.peers.octavia_peer import OvnProvider, octavia
+
+            cloud = request.getfixturevalue("ovn_cloud")
+            later.enter_context(octavia(cloud, tmp / "octavia", OvnProvider(lab.nb_remote, lab.sb_remote)))
+            made.append(later.enter_context(contextlib.closing(cloud.connection())))
+        return made[0]
+
     try:
         for hv in lab.hvs[:2]:
             daemons.append(start_daemon(lab, hv, env, tmp / hv.ns))
@@ -151,8 +177,10 @@ def _ovn(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Place]:
                                              provider_physical_network=PHYSNET)
         conn.network.create_subnet(network_id=public.id, cidr=EXTERNAL_CIDR, ip_version=4,
                                    gateway_ip=OUTSIDE.split("/")[0], is_dhcp_enabled=False, name="public-subnet")
-        yield Place("ovn", conn, network, subnet, public, outside, daemons, _plugin(tmp / "bin"), lab=lab)
+        yield Place("ovn", conn, network, subnet, public, outside, daemons, _plugin(tmp / "bin"), lab=lab,
+                    balancers=balancers)
     finally:
+        later.close()
         for net in (network, public):
             if net is not None:
                 conn.network.delete_network(net)
