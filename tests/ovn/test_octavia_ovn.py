@@ -233,7 +233,7 @@ def test_vip_answers_from_both_members_for_a_pod(ovn_lab: OvnLab, balanced: Bala
 
 def test_floating_ip_on_the_vip_answers_from_outside(ovn_lab: OvnLab, balanced: Balanced) -> None:
     got: set[str | None] = set()
-    deadline = time.monotonic() + 30   # the provider's agent adds the floating IP as a VIP on OVN's event
+    deadline = time.monotonic() + 30   # the NAT and the provider's agent may follow a little later
     while not {"m1", "m2"} <= got and time.monotonic() < deadline:
         got |= answers(balanced.outside, balanced.fip, tries=10)
     assert {"m1", "m2"} <= got, (got, diagnose(ovn_lab, balanced.outside, balanced.fip))
