@@ -7,7 +7,7 @@
   from its models on SQLite and stamped at head (its migrations alter constraints); registered in the Keystone
   catalog as ``load-balancer``. Its network driver is the real one: a VIP
   subnet is checked in the cloud's Neutron.
-- Provider: Octavia's **noop driver** (``noop_driver``). It provisions nothing
+- Provider, by default: Octavia's **noop driver** (``noop_driver``). It provisions nothing
   and reports no status, so every object would stay ``PENDING_*`` and Octavia
   would refuse every further change (409, immutable) and every delete. What a
   provider's backend (amphorae, OVN) reports is therefore played by a stand-in,
@@ -15,6 +15,11 @@
   provider sends — ACTIVE/ONLINE once made, DELETED once gone — through
   Octavia's own ``octavia-driver-agent`` (its status socket), the path every
   provider driver uses. Nothing carries packets: tests assert API effects.
+- Or, given an :class:`OvnProvider` (the OVN lab, tests/ovn), the real
+  **ovn-octavia-provider** (``ovn``), in a virtualenv of its own beside Octavia's:
+  its driver runs in the API process, writes OVN ``Load_Balancer`` rows into the NB
+  and reports statuses through the same driver agent; OVN's own L4 load balancing
+  then carries the packets. No stand-in runs.
 """
 
 from __future__ import annotations
@@ -33,13 +38,23 @@ from tests.children import die_with_parent
 from tests.peers.openstack_cloud import BOOT_TIMEOUT, Cloud, _free_port, _Uwsgi, peers_dir, venv_with
 
 PINS = ("octavia==19.0.0", "uwsgi==2.0.31")
+OVN_PROVIDER_PIN = "ovn-octavia-provider==11.0.0"   # PyPI's newest, installed beside Octavia 19
 SERVICE_PASSWORD = "peer-octavia-secret"
 PROVIDER = Path(__file__).with_name("octavia_provider.py")
 
 
-def install() -> Path:
-    """Octavia's virtualenv, made on first use, with the API's WSGI wrapper below."""
-    venv = venv_with(peers_dir() / "octavia", PINS)
+@dataclass(frozen=True)
+class OvnProvider:
+    """Where ovn-octavia-provider finds OVN: the NB and SB databases as OVSDB remotes."""
+    nb: str
+    sb: str
+
+
+def install(ovn: bool = False) -> Path:
+    """Octavia's virtualenv (with ``ovn``: one with ovn-octavia-provider too), made on
+    first use, with the API's WSGI wrapper below."""
+    venv = venv_with(peers_dir() / "octavia-ovn", (*PINS, OVN_PROVIDER_PIN)) if ovn \
+        else venv_with(peers_dir() / "octavia", PINS)
     site = next((venv / "lib").glob("python3*/site-packages"))
     (site / f"{API_MODULE}.py").write_text(_API_ON_SQLITE)
     return venv
@@ -55,8 +70,16 @@ def install() -> Path:
 # between requests, which would then hold the write lock.) For this test peer only: a
 # deployment runs Octavia on MySQL, where this does not happen.
 API_MODULE = "netbay_peer_octavia_api"
+#
+# ovn-octavia-provider 11 builds octavia-lib's DriverLibrary without arguments, so with
+# octavia-lib's default socket paths (/var/run/octavia/*.sock), not the ones Octavia's
+# [driver_agent] options give its agent; it would wait for those files (about 150 s)
+# and fail. Rather than a host-wide /var/run/octavia, the wrapper points those defaults
+# at this peer's sockets ($NETBAY_PEER_AGENT_SOCKETS, status:stats:get) before Octavia
+# loads its providers.
 _API_ON_SQLITE = """\
 import io
+import os
 import time
 
 _app = None
@@ -66,6 +89,10 @@ ATTEMPTS = 6
 def application(environ, start_response):
     global _app
     if _app is None:
+        sockets = os.environ.get("NETBAY_PEER_AGENT_SOCKETS")
+        if sockets:
+            from octavia_lib.api.drivers import driver_lib
+            driver_lib.DriverLibrary.__init__.__defaults__ = tuple(sockets.split(":"))
         from octavia.wsgi.api import application as octavia
         _app = octavia
     body = environ["wsgi.input"].read()
@@ -86,6 +113,21 @@ def application(environ, start_response):
             start_response(seen["status"], seen["headers"])
             return [out]
         time.sleep(0.05 * 2 ** attempt)
+"""
+
+
+# octavia-driver-agent, with the same defaults pointed at its own sockets (see above):
+# ovn-octavia-provider's agent, which it runs, builds a DriverLibrary as well.
+_AGENT = """\
+import os
+import sys
+
+from octavia_lib.api.drivers import driver_lib
+from octavia.cmd.driver_agent import main
+
+driver_lib.DriverLibrary.__init__.__defaults__ = tuple(os.environ["NETBAY_PEER_AGENT_SOCKETS"].split(":"))
+sys.argv[0] = "octavia-driver-agent"
+sys.exit(main())
 """
 
 
@@ -114,7 +156,26 @@ class Octavia:
     url: str
 
 
-def _conf(work: Path, auth_url: str) -> Path:
+_NOOP = """enabled_provider_drivers = noop_driver:The no-op provider driver (a stand-in reports its statuses)
+default_provider_driver = noop_driver
+"""
+_OVN = """enabled_provider_drivers = ovn:OVN provider driver
+default_provider_driver = ovn
+"""
+# ovn-octavia-provider's agent (in the driver agent) follows OVN's events: a floating IP
+# on a VIP port becomes a VIP of the OVN load balancer too.
+_OVN_AGENT = "ovn"
+
+
+def _ovn_sections(ovn: OvnProvider) -> str:
+    return f"""[ovn]
+ovn_nb_connection = {ovn.nb}
+ovn_sb_connection = {ovn.sb}
+ovsdb_connection_timeout = 60
+"""
+
+
+def _conf(work: Path, auth_url: str, ovn: OvnProvider | None = None) -> Path:
     (work / "lock").mkdir(exist_ok=True)
     auth = f"""auth_url = {auth_url}
 auth_type = password
@@ -130,9 +191,7 @@ transport_url = fake:/
 [api_settings]
 bind_host = 127.0.0.1
 auth_strategy = keystone
-enabled_provider_drivers = noop_driver:The no-op provider driver (a stand-in reports its statuses)
-default_provider_driver = noop_driver
-[database]
+{_NOOP if ovn is None else _OVN}[database]
 connection = sqlite:///{work}/octavia.db?timeout=30
 pool_timeout =
 [keystone_authtoken]
@@ -150,14 +209,14 @@ lock_path = {work}/lock
 status_socket_path = {work}/status.sock
 stats_socket_path = {work}/stats.sock
 get_socket_path = {work}/get.sock
-enabled_provider_agents =
+enabled_provider_agents = {"" if ovn is None else _OVN_AGENT}
 [quotas]
 default_load_balancer_quota = -1
 default_listener_quota = -1
 default_member_quota = -1
 default_pool_quota = -1
 default_health_monitor_quota = -1
-""")
+{"" if ovn is None else _ovn_sections(ovn)}""")
     return conf
 
 
@@ -187,13 +246,14 @@ class _Process:
 
 
 @contextlib.contextmanager
-def octavia(cloud: Cloud, work: Path) -> Iterator[Octavia]:
-    """Octavia's API, its driver agent and the provider stand-in, for the length of the ``with``."""
-    venv = install()
+def octavia(cloud: Cloud, work: Path, ovn: OvnProvider | None = None) -> Iterator[Octavia]:
+    """Octavia's API, its driver agent and the provider stand-in (or, with ``ovn``,
+    ovn-octavia-provider against that OVN), for the length of the ``with``."""
+    venv = install(ovn=ovn is not None)
     work.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    conf = _conf(work, cloud.auth_url)
+    conf = _conf(work, cloud.auth_url, ovn)
     # Octavia's migrations alter constraints, which SQLite cannot: its models make the
     # schema and Alembic is stamped at head, as for Neutron.
     subprocess.run([str(venv / "bin" / "python"), "-c", _SCHEMA.format(url=f"sqlite:///{work}/octavia.db")],
@@ -207,14 +267,19 @@ def octavia(cloud: Cloud, work: Path) -> Iterator[Octavia]:
     _register(cloud, url)
     procs: list = []
     try:
-        agent = _Process([str(venv / "bin" / "octavia-driver-agent"), "--config-file", str(conf)], {},
-                         work / "driver-agent.log")
+        sockets = ":".join(str(work / f"{kind}.sock") for kind in ("status", "stats", "get"))
+        agent = _Process([str(venv / "bin" / "python"), "-c", _AGENT, "--config-file", str(conf)],
+                         {"NETBAY_PEER_AGENT_SOCKETS": sockets}, work / "driver-agent.log")
         procs.append(agent)
+        _wait_for(lambda: (work / "status.sock").exists(), "the driver agent's status socket", agent)
         api = _Uwsgi(venv, f"{API_MODULE}:application", port,
-                     {"UWSGI_PYARGV": f"--config-file {conf}"}, work / "octavia-api.log", processes=1)
+                     {"UWSGI_PYARGV": f"--config-file {conf}", "NETBAY_PEER_AGENT_SOCKETS": sockets},
+                     work / "octavia-api.log", processes=1)
         procs.append(api)
         api.wait_ready(url + "/")
-        _wait_for(lambda: (work / "status.sock").exists(), "the driver agent's status socket", agent)
+        if ovn is not None:   # the real provider reports its own statuses
+            yield Octavia(url)
+            return
         provider = _Process([str(venv / "bin" / "python"), str(PROVIDER), str(conf), url],
                             {"OCTAVIA_PEER_AUTH": json.dumps(cloud.auth())}, work / "provider.log")
         procs.append(provider)
@@ -235,4 +300,4 @@ def _wait_for(ready, what: str, proc: _Process) -> None:
     raise TimeoutError(f"{what} not there in {BOOT_TIMEOUT} s; see {proc.log}")
 
 
-__all__ = ["Octavia", "install", "octavia"]
+__all__ = ["Octavia", "OvnProvider", "install", "octavia"]
