@@ -38,7 +38,12 @@ def running(srv: harness.Server, names: Names, ready_timeout: float = 30.0) -> I
 
 
 def sweep(prefix: str) -> list[str]:
-    """Delete every namespace whose name starts with ``prefix``; returns their names."""
+    """Stop the cluster resolvers a bench's clusters left running under ``prefix`` (their
+    processes outlive their namespaces), then delete every namespace whose name starts
+    with ``prefix``; returns the namespaces' names."""
+    from netbay.k8s.dns.process import stop_all
+
+    stop_all(prefix)
     if not os.path.isdir(netns.NETNS_RUN_DIR):
         return []
     gone = sorted(n for n in os.listdir(netns.NETNS_RUN_DIR) if n.startswith(prefix))

@@ -27,7 +27,7 @@ from conftest import ADMIN_PASSWORD  # tests/conftest.py
 from netbay.client import LB, NET, Api
 from netbay.dataplane import netns
 from netbay.k8s.controller import Controller
-from netbay.k8s.dns.resolver import Process, state_root
+from netbay.k8s.dns.process import stop_all
 from netbay.k8s.objects import Key, key_of, parse
 from netbay.store.db import Store
 
@@ -43,9 +43,7 @@ def k8s_cloud(tmp: Path, tag: str) -> Iterator[Cloud]:
             yield c
     finally:
         if prefix:   # also after a failure: resolver processes and the pods' /etc/netns files
-            root = state_root(prefix)
-            for d in root.iterdir() if root.is_dir() else []:
-                Process(root, d.name, f"{prefix}kd-{d.name}").remove()
+            stop_all(prefix)
             for d in Path("/etc/netns").glob(f"{prefix}*"):
                 shutil.rmtree(d, ignore_errors=True)
 
