@@ -99,6 +99,11 @@ def cni_add(data: dict) -> Iterator[Row]:
             yield Row(f"CNI {verb} (fork + exec), p50", _ms(ms[f"netbay {verb}"]["p50"]),
                       f"reference `bridge` plugin: {_ms(ms[f'bridge {verb}']['p50'])}",
                       _ratio(ms[f"netbay {verb}"]["p50"], ms[f"bridge {verb}"]["p50"]))
+    for other, what in (("netbay/IPv6", "an IPv6-only"), ("netbay/dual", "a dual-stack")):
+        if f"{other} ADD" in ms:   # --family: issue 28's IPv6 against IPv4, same run
+            yield Row(f"CNI ADD on {what} network (fork + exec), p50", _ms(ms[f"{other} ADD"]["p50"]),
+                      f"netbay-cni on an IPv4 network: {_ms(ms['netbay ADD']['p50'])}",
+                      _ratio(ms[f"{other} ADD"]["p50"], ms["netbay ADD"]["p50"]))
 
 
 def k8s_pods(data: dict) -> Iterator[Row]:
@@ -176,7 +181,8 @@ HEADLINES = (
     Headline("port_create.json", "python bench/port_create.py --db sqlite --repeat 1 --sequential 400 --closed 400 --clients 10 "
              "--rates '' --json bench/results/port_create.json",
              port_create, ()),
-    Headline("cni_add.json", "sudo python bench/cni_add.py --runs 20 --json bench/results/cni_add.json", cni_add, ("load",)),
+    Headline("cni_add.json", "sudo python bench/cni_add.py --runs 20 --family dual --json bench/results/cni_add.json", cni_add,
+             ("load",)),
     Headline("docker_run.json", "sudo python bench/docker_run.py --skip-docker-run --baseline-tree <an earlier checkout> "
              "--json bench/results/docker_run.json", docker_run,
              ("load_average_before",)),
