@@ -33,14 +33,6 @@ from netbay.k8s.sandbox import IFNAME, PodPort
 RUNTIME = "docker"
 
 
-class _NoBridges:
-    """The fabric DockerPods asks for a network's bridge: a node cluster's pods are on
-    their node's own (the driver's), made when the node was set up."""
-
-    def ensure_bridge(self, network_id: str, mtu: int) -> None:
-        return None
-
-
 @dataclass(frozen=True)
 class DnsView:
     """What DockerPods reads of a cluster's DNS (``ctrl.discovery``): its resolver's
@@ -63,8 +55,12 @@ class NodeSandboxes:
 
     def __init__(self, names: Names) -> None:
         self.names = names
-        self.fabric = _NoBridges()
         self.placement: dict[str, Placement] = {}
+
+    def ensure_network(self, network_id: str, mtu: int) -> None:
+        """Nothing to make: a node cluster's pods join their node's own bridge (the
+        driver's), made when the node was set up."""
+        return None
 
     def ns(self, pod_id: str) -> str:
         return self.names.pod(pod_id)

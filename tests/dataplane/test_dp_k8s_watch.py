@@ -246,6 +246,9 @@ def test_a_pod_turning_not_ready_leaves_the_pool_and_rejoins_when_ready(
 
         ready(standin, "rd", "web-1", "False")   # its readiness probe fails: out of the pool
         wait_for(lambda: members_of(ctrl, "rd/web") == [ips["web-0"]], 20, 0.05, "web-1 to leave the pool")
+        # the API's pool first, then the agent's map (as Octavia's PENDING_UPDATE → ACTIVE): bounded
+        wait_for(lambda: {tcp_read(client, vip, 80, timeout=2.0) for _ in range(4)} == {b"web-0"}, 20, 0.1,
+                 "the load balancer's dataplane to drop web-1")
         replies = [tcp_read(client, vip, 80, timeout=2.0) for _ in range(10)]
         assert set(replies) == {b"web-0"}, replies   # every connection answered, by the ready pod only
         assert ports_of(ctrl)["rd/web-1"]["id"] == ports["rd/web-1"]["id"]   # its port stays: only not a member

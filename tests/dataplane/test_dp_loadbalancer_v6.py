@@ -144,11 +144,3 @@ def test_ipv6_vip_spreads_over_ipv6_members(cloud: Cloud, lab: dict) -> None:
     wait_for(lambda: {(fetch(lab["client"], vip) or ("refused",))[0] for _ in range(4)} == {"m1"}, 20, 0.2,
              "the monitor taking m2 out")
     cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb['id']}", params={"cascade": "true"}), 204)
-
-
-def test_haproxy_refuses_an_ipv6_vip_by_name(cloud: Cloud, lab: dict) -> None:
-    lb = cloud.ok(cloud.http.post(f"{LB}/loadbalancers", json={"loadbalancer": {
-        "name": "lb6-hp", "vip_subnet_id": lab["subnet"]["id"], "provider": "haproxy"}}), 201)["loadbalancer"]
-    if lb["provisioning_status"] != "ERROR":
-        lb = settle(cloud, lb["id"], "ERROR")
-    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb['id']}", params={"cascade": "true"}), 204)
