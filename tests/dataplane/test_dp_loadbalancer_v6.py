@@ -1,7 +1,7 @@
 """A load balancer with an IPv6 VIP and IPv6 members on the default (nftables) provider
 (issue 28 item 6): round robin over the members through the VIP, the members seeing
-the VIP as the client (full proxy), a TCP monitor taking a stopped member out; the
-haproxy provider refuses an IPv6 VIP by name. A real server and agent, members are
+the VIP as the client (full proxy), a TCP monitor taking a stopped member out (the haproxy
+provider's IPv6 VIPs: tests/dataplane/test_dp_lb_haproxy.py). A real server and agent, members are
 sandboxes with a tiny TCP server of their own.
 """
 
