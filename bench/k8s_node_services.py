@@ -80,7 +80,7 @@ def daemonset(api: Api, store: Store, srv: Any, names: Names, nodes: int, sample
 
     def answering(prefix: str) -> None:
         pods = [p for p in api.call("GET", "/netbay/v1/pods", cluster_id=ctrl.refs.cluster_id)["pods"]
-                if p["labels"]["netbay-k8s"].startswith(prefix)]
+                if p["labels"].get("netbay-k8s", "").startswith(prefix)]
         with ThreadPoolExecutor(max_workers=len(pods)) as pool:
             list(pool.map(lambda p: first_answer(master, p["address"], timeout=10), pods))
     all_s, one_s = [], []
