@@ -25,18 +25,16 @@ the earlier ones counted.
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import struct
-import threading
 import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from netbay.dataplane import netns
+from netbay.dataplane.periodic import Periodic
 
-log = logging.getLogger(__name__)
 
 # TCP conntrack states that hold an open connection (SYN_SENT … LAST_ACK).
 _OPEN_TCP = {1, 2, 3, 4, 5, 6}
@@ -191,23 +189,16 @@ def listener_stats(counters: Mapping[str, tuple[int, int]], open_by_mark: Mappin
             "active_connections": open_by_mark.get(mark(listener_id), 0), "request_errors": 0}
 
 
-class StatsSender:
+class StatsSender(Periodic):
     """Every ``interval`` s: ``collect()`` (listener id -> stats), send what changed."""
+
+    what = "load balancer statistics"
 
     def __init__(self, collect: Callable[[], dict[str, dict[str, Any]]], send: Send,
                  interval: float) -> None:
-        self.collect, self.send, self.interval = collect, send, interval
+        super().__init__(interval, "netbay-lb-stats")
+        self.collect, self.send = collect, send
         self.sent: dict[str, dict[str, Any]] = {}
-        self.stop_event = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="netbay-lb-stats", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self.stop_event.set()
-        if self.thread.is_alive():
-            self.thread.join(timeout)
 
     def round(self) -> int:
         """One collection; returns how many listeners' stats were sent."""
@@ -219,13 +210,6 @@ class StatsSender:
         for lid in set(self.sent) - set(now):
             del self.sent[lid]
         return len(changed)
-
-    def _run(self) -> None:
-        while not self.stop_event.wait(self.interval):
-            try:
-                self.round()
-            except Exception as exc:  # noqa: BLE001 - the next round tries again
-                log.warning("netbay agent: load balancer statistics: %s", exc)
 
 
 __all__ = ["StatsSender", "counter_commands", "dnat_prefix", "listener_stats", "mark", "open_connections",

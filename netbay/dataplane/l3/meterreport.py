@@ -7,38 +7,28 @@ moved, and all of them every ``resend`` rounds so a restarted server has them ag
 
 from __future__ import annotations
 
-import logging
 import socket
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from netbay.dataplane.l3.metering import traffic_counters
-
-log = logging.getLogger(__name__)
+from netbay.dataplane.periodic import Periodic
 
 Send = Callable[[Mapping[str, Any]], Any]
 
 
-class MeteringReporter:
+class MeteringReporter(Periodic):
     """Every ``interval`` s: the counters of the namespaces in ``metered`` (router id ->
     namespace, kept by the router realizer), sent when they changed."""
 
+    what = "metering counts"
+
     def __init__(self, send: Send, interval: float = 5.0, resend: int = 12) -> None:
-        self.send, self.interval, self.resend = send, interval, resend
+        super().__init__(interval, "netbay-metering")
+        self.send, self.resend = send, resend
         self.metered: dict[str, str] = {}
         self.sent: dict[str, dict[str, dict[str, int]]] = {}
         self.rounds = 0
-        self.stop_event = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="netbay-metering", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self.stop_event.set()
-        if self.thread.is_alive():
-            self.thread.join(timeout)
 
     def round(self) -> bool:
         """One collection; True if a report was sent."""
@@ -56,13 +46,6 @@ class MeteringReporter:
         self.send({"host": socket.gethostname(), "routers": now})
         self.sent = now
         return True
-
-    def _run(self) -> None:
-        while not self.stop_event.wait(self.interval):
-            try:
-                self.round()
-            except Exception as exc:  # noqa: BLE001 - the next round tries again
-                log.warning("netbay agent: metering counts: %s", exc)
 
 
 __all__ = ["MeteringReporter"]
