@@ -408,3 +408,40 @@ def test_a_held_socket_is_not_unlinked_by_a_second_binder(tmp_path: Path) -> Non
     assert _leftovers(sock.parent) == []
     with contextlib.suppress(OSError):
         sock.parent.rmdir()
+
+
+# -- Docker's idle connections ----------------------------------------------------------------
+
+
+def _post(s: socket.socket, path: str) -> bytes:
+    """One keep-alive request on ``s`` and its response's head (the handshake answers small)."""
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{{}}".encode())
+    data = b""
+    for _ in range(100):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+        head, sep, body = data.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), None)
+        if sep and length is not None and len(body) >= length:
+            break
+    return data
+
+
+@root_only
+def test_an_idle_connection_from_docker_is_still_served_after_uvicorns_default_timeout(base: Path,
+                                                                                       daemons: list) -> None:
+    """Docker reuses idle plugin connections without limit and resends a failed call with its
+    body already read: a plugin closing idle connections after 5 s turned some calls into
+    empty resends (``RequestPool came without its body``)."""
+    where = base / "plugins"
+    d = _daemon("driver", where, "nbtsk", base / "d.log")
+    daemons.append(d.start())
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(5)
+        s.connect(str(d.sock))
+        assert b"NetworkDriver" in _post(s, "/Plugin.Activate")
+        time.sleep(6.5)   # past uvicorn's default keep-alive of 5 s
+        assert b"Scope" in _post(s, "/NetworkDriver.GetCapabilities"), "the idle connection was closed"

@@ -219,6 +219,13 @@ def socket_path(name: str, plugin_dir: Path = PLUGIN_DIR) -> Path:
     return plugin_dir / f"{name}.sock"
 
 
+#: How long an idle connection from dockerd stays open. Docker's plugin client keeps idle
+#: connections with no time limit and resends a call whose connection failed with the
+#: same, already read body: were the plugin to close an idle connection (uvicorn's 5 s
+#: default) just as Docker reuses it, the resend would arrive empty. Docker closes first.
+IDLE_KEEP_ALIVE = 24 * 3600
+
+
 def serve(backend: AsyncNetworkBackend, name: str = "netbay", *, prefix: str = PRODUCT_PREFIX, host: str | None = None,
           netbay_api: AsyncApi | None = None, device_owner: str = CONTAINER_OWNER, plugin_dir: Path = PLUGIN_DIR,
           grace: float = 30.0, docker_host: str | None = None, socket_group: str | None = None,
@@ -235,10 +242,11 @@ def serve(backend: AsyncNetworkBackend, name: str = "netbay", *, prefix: str = P
         app = create_app(backend, Attacher(Names(prefix)), host, name=name, netbay_api=netbay_api,
                          device_owner=device_owner, grace=grace, docker_host=docker_host, on_exit=listener.close,
                          journal_dir=journal_dir(name), vifs=vifs)
-        config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2,
+                                timeout_keep_alive=IDLE_KEEP_ALIVE)
         uvicorn.Server(config).run(sockets=[listener.sock])
     finally:
         listener.close()
 
 
-__all__ = ["CALL_BOUND", "create_app", "journal_dir", "serve", "socket_path"]
+__all__ = ["CALL_BOUND", "IDLE_KEEP_ALIVE", "create_app", "journal_dir", "serve", "socket_path"]
