@@ -21,33 +21,31 @@ the ports. This package composes the dataplane and the drivers; neither imports 
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
 import httpx
 
 from netbay.agent.api import Api, ApiError
 from netbay.agent.expand import expand
+from netbay.agent.holes import HOLE_POLL, fill_holes, note_holes
+from netbay.agent.realizers import default_realizers
 from netbay.agent.reporter import Reporter
+from netbay.agent.statuses import statuses
+from netbay.agent.sweep import sweep
 from netbay.dataplane import bigtcp, netns, rtnl
-from netbay.dataplane.fabric import Fabric, PortSpec, consumer, on_host, port_spec
+from netbay.dataplane.fabric import Fabric, PortSpec, on_host, port_spec
 from netbay.dataplane.names import Names
-from netbay.dataplane.realizers import Outcome, Realizer, RouterRealizer, SecurityGroupRealizer, Work
+from netbay.dataplane.realizers import Outcome, Realizer, Work
 from netbay.dataplane.state import State, Touched
 
 log = logging.getLogger(__name__)
 
-# How far before a snapshot's revision the stream is followed, and how long (s) a
-# skipped revision is waited for; see Agent._note_holes.
+# How far before a snapshot's revision the stream is followed (see netbay.agent.holes).
 REPLAY = 100
-HOLE_GRACE = 5.0
-HOLE_POLL = 0.2
-MAX_HOLES = 1000
 # A container port bound before its runtime plugged it (a CNI ADD or a pod made in one
 # API call): its fabric end is looked for again after PENDING_FIRST s, the wait doubling
 # up to PENDING_MAX, for PENDING_FOR s (then the next resync is its next look).
@@ -185,9 +183,9 @@ class Agent:
         if stop is not None and stop.is_set():
             return 0
         changes = body.get("changes") or []
-        self._note_holes(since, changes)
+        note_holes(self._holes, since, changes)
         if self._holes:
-            changes = self._fill_holes(changes)
+            changes = fill_holes(self._holes, self.api, changes)
         touched = self.state.apply_all(changes)
         work = self.expand(touched)
         if self._pending and time.monotonic() >= self._pending_at:
@@ -206,39 +204,6 @@ class Agent:
             self.stats["changes"] += len(changes)
         return len(changes)
 
-    # -- revisions committed out of order ------------------------------------------------------
-
-    def _note_holes(self, since: int, changes: Sequence[Mapping[str, Any]]) -> None:
-        """Remember revisions skipped over: on PostgreSQL a transaction that took a lower
-        revision may commit after one with a higher (or never: a rollback)."""
-        now, prev = time.monotonic(), since
-        for c in changes:
-            rev = c.get("revision")
-            if not isinstance(rev, int):
-                continue
-            if prev + 1 < rev <= prev + MAX_HOLES:
-                for missing in range(prev + 1, rev):
-                    self._holes.setdefault(missing, now)
-            prev = max(prev, rev)
-            self._holes.pop(rev, None)
-
-    def _fill_holes(self, changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Fetch what has since been committed below the newest revision seen; holes
-        older than :data:`HOLE_GRACE` are given up (rolled back)."""
-        now = time.monotonic()
-        for rev, seen in list(self._holes.items()):
-            if now - seen > HOLE_GRACE:
-                del self._holes[rev]
-        if not self._holes:
-            return changes
-        late = self.api.changes(min(self._holes) - 1, 0).get("changes") or []
-        found = [c for c in late if c.get("revision") in self._holes]
-        for c in found:
-            del self._holes[c["revision"]]
-        # Late changes concern other rows than the ones committed after them (a row's
-        # writers are serialized by its lock), so applying them now is safe.
-        return [*found, *changes]
-
     # -- full resync ---------------------------------------------------------------------------
 
     def resync(self) -> None:
@@ -256,7 +221,7 @@ class Agent:
         self.outcomes.clear()
         state = self.state
         specs = self._all_specs()
-        self._sweep(specs)
+        sweep(state, self.names, self.host, self.fabric, specs)
         work: Work = {
             "networks": set(state.networks), "sandboxes": set(state.sandboxes),
             "ports": set(state.ports), "routers": set(state.routers),
@@ -275,45 +240,6 @@ class Agent:
             if spec is not None:
                 out[port["id"]] = spec
         return out
-
-    def wanted_namespaces(self, specs: Mapping[str, PortSpec]) -> set[str]:
-        state, names = self.state, self.names
-        wanted = {s.ns for s in specs.values()}
-        wanted |= {names.sandbox(i) for i, sb in state.sandboxes.items() if on_host(sb, self.host)}
-        wanted |= {names.router(i) for i in state.routers}
-        wanted |= {names.loadbalancer(i) for i in state.loadbalancers}
-        if state.networks:
-            wanted.add(names.fabric)
-        return wanted
-
-    def _owned_kinds(self) -> list[str]:
-        """Namespace name heads this agent sweeps (never another component's)."""
-        n = self.names
-        heads = [n.sandbox(""), n.router(""), n.external("")]
-        if "loadbalancers" in self.state.known:
-            heads.append(n.loadbalancer(""))
-        return heads
-
-    def owned_namespaces(self) -> list[str]:
-        """Namespaces of this agent's kinds that exist (mounted or a stale mount point)."""
-        try:
-            present = os.listdir(netns.NETNS_RUN_DIR)
-        except FileNotFoundError:
-            return []
-        heads = self._owned_kinds()
-        return sorted(n for n in present if n == self.names.fabric or any(n.startswith(h) for h in heads))
-
-    def _sweep(self, specs: Mapping[str, PortSpec]) -> None:
-        wanted = self.wanted_namespaces(specs)
-        for ns in self.owned_namespaces():
-            if ns not in wanted:
-                log.info("netbay agent: deleting namespace %s (nothing wants it)", ns)
-                netns.delete(ns)
-        if self.names.fabric in wanted and netns.exists(self.names.fabric):
-            taps = {Names.tap(p) for p in specs}
-            bridges = {Names.bridge(n) for n in self.state.networks}
-            for name in self.fabric.sweep(taps, bridges):
-                log.info("netbay agent: deleted fabric link %s (nothing wants it)", name)
 
     # -- per change --------------------------------------------------------------------------
 
@@ -493,69 +419,10 @@ class Agent:
     # -- status ------------------------------------------------------------------------------
 
     def statuses(self, work: Work, everything: bool = False) -> dict[str, dict[str, str]]:
-        """What to report for the objects of ``work``: only what differs from the state."""
-        state, fabric = self.state, self.fabric
-        out: dict[str, dict[str, str]] = defaultdict(dict)
-        failed = self.failed
-        port_ids = set(state.ports) if everything else set(work.get("ports", ()))
-        sandbox_ids = set(state.sandboxes) if everything else set(work.get("sandboxes", ()))
-        router_ids = set(state.routers) if everything else set(work.get("routers", ()))
-        fip_ids = set(state.floatingips) if everything else set(work.get("floatingips", ()))
-        fip_ids |= {f["id"] for f in state.floatingips.values() if f.get("router_id") in router_ids}
-        for pid in port_ids:
-            port = state.ports.get(pid)
-            if port is None:
-                continue
-            if consumer(state, port, self.names, self.host) is None and pid not in self._unwired:
-                continue  # not a port this agent wires: someone else reports on it
-            want: str | None
-            if pid in failed.get("ports", ()):
-                want = "ERROR"
-            elif pid in fabric.wired and port.get("admin_state_up", True):
-                want = "ACTIVE"
-            else:
-                want = "DOWN"
-            if port.get("status") != want:
-                out["ports"][pid] = want
-        for sid in sandbox_ids:
-            sb = state.sandboxes.get(sid)
-            if sb is None or not on_host(sb, self.host):
-                continue
-            mine = [p.get("port_id") for p in sb.get("ports") or () if p.get("port_id") in state.ports]
-            if sid in failed.get("sandboxes", ()) or any(p in failed.get("ports", ()) for p in mine):
-                want = "ERROR"
-            elif all(p in fabric.wired for p in mine) and netns.exists(self.names.sandbox(sid)):
-                want = "ACTIVE"
-            else:
-                want = "BUILD"
-            if sb.get("status") != want:
-                out["sandboxes"][sid] = want
-        has_routers = any(r.name == "routers" for r in self.realizers)
-        for rid in router_ids:
-            router = state.routers.get(rid)
-            if router is None:
-                continue
-            ok = self.outcomes.get("routers", {}).get(rid, not has_routers)
-            want = "ACTIVE" if ok else ("ERROR" if rid in failed.get("routers", ()) else router.get("status"))
-            if want and router.get("status") != want:
-                out["routers"][rid] = want
-        for fid in fip_ids:
-            fip = state.floatingips.get(fid)
-            if fip is None:
-                continue
-            fip_router: str | None = fip.get("router_id")
-            realized = bool((fip.get("port_id") or fip.get("port_forwardings")) and fip_router and has_routers
-                            and self.outcomes.get("routers", {}).get(fip_router)
-                            and self.outcomes.get("floatingips", {}).get(fid, True))
-            want = "ACTIVE" if realized else "DOWN"
-            if fip.get("status") != want:
-                out["floatingips"][fid] = want
-        for r in self.realizers:
-            own = getattr(r, "statuses", None)
-            if own is not None:
-                for coll, items in own(state, work, everything, self.outcomes, failed).items():
-                    out[coll].update(items)
-        return {k: v for k, v in out.items() if v}
+        """What to report for the objects of ``work``: only what differs from the state
+        (:func:`netbay.agent.statuses.statuses`)."""
+        return statuses(self.state, self.fabric, self.names, self.host, self.realizers, self.outcomes,
+                        self.failed, self._unwired, work, everything)
 
     def report(self, work: Work, everything: bool = False) -> None:
         report = self.statuses(work, everything)
@@ -563,60 +430,6 @@ class Agent:
             self.reporter.submit(report)
 
 
-
-
 def _ensure_namespace(ns: str) -> None:
     if netns.create(ns):
         rtnl.rtnl(ns).set_link(1, up=True)  # lo
-
-
-# --- the realizers it composes -------------------------------------------------------------------
-
-
-def default_realizers(names: Names) -> list[Realizer]:
-    """The realizers whose modules are present (each is optional)."""
-    out: list[Realizer] = []
-    for make in (SecurityGroupRealizer, RouterRealizer, _load_balancers, _cluster_networks, _taps, _qos,
-                 _resolvers):
-        try:
-            out.append(make(names))
-        except ImportError as exc:  # pragma: no cover - module absent
-            log.info("netbay agent: no %s realizer (%s)", getattr(make, "name", make.__name__), exc)
-    return out
-
-
-def _load_balancers(names: Names) -> Realizer:
-    """Load balancers through :mod:`netbay.dataplane.loadbalancer` (the VIP port is
-    wired into ``<prefix>lb-<id>`` as ``vip`` by the fabric; the realizer does the rest)."""
-    from netbay.dataplane.loadbalancer import LoadBalancerRealizer
-
-    return LoadBalancerRealizer(names)
-
-
-def _cluster_networks(names: Names) -> Realizer:
-    """Cluster networks and pods through the container network drivers (:mod:`netbay.drivers.realizer`)."""
-    from netbay.drivers.realizer import ClusterNetRealizer
-
-    return ClusterNetRealizer(names)
-
-
-def _resolvers(names: Names) -> Realizer:
-    """Kuryr clusters' resolvers a controller left on this host, reaped with their port
-    (:mod:`netbay.k8s.dns.reaper`)."""
-    from netbay.k8s.dns.reaper import ResolverReaper
-
-    return ResolverReaper(names)
-
-
-def _qos(names: Names) -> Realizer:
-    """QoS policies on ports' host ends through :mod:`netbay.dataplane.qos`."""
-    from netbay.dataplane.qosrealizer import QosRealizer
-
-    return QosRealizer(names)
-
-
-def _taps(names: Names) -> Realizer:
-    """Tap flows as tc mirrors through :mod:`netbay.dataplane.taas` (port mirroring)."""
-    from netbay.dataplane.taas import TaasRealizer
-
-    return TaasRealizer(names)
