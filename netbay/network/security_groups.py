@@ -12,7 +12,6 @@ of the change log can rely on ``remote_ip_prefix == normalized_cidr``.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import false, func, or_, select, true
@@ -24,7 +23,11 @@ from netbay.errors import BadRequest, Conflict, not_found
 from netbay.network import quotas, rbac, sgrows
 from netbay.network.address_groups import ADDRESS_GROUPS
 from netbay.network.resource import Filter, Resource, standard, timestamp, to_bool, to_int
-from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
+from netbay.network.sgbodies import SecurityGroupCreate, SecurityGroupRuleCreate, SecurityGroupUpdate
+from netbay.network.sgchecks import checked_rule, rule_key, vars_of
+from netbay.network.sgdefaults import (
+    DEFAULT_DESCRIPTION, DEFAULT_NAME, default_group_key, is_default_group, rules_from_templates,
+)
 from netbay.store import changelog
 from netbay.store.models import (
     CREATED_REVISION,
@@ -33,63 +36,14 @@ from netbay.store.models import (
     Project,
     SecurityGroup,
     SecurityGroupRule,
-    SecurityGroupRuleTemplate,
     Tag,
 )
 
 if TYPE_CHECKING:
     from netbay.store.db import Store
 
-DEFAULT_NAME = "default"
-DEFAULT_DESCRIPTION = "Default security group"
-ETHERTYPES = ("IPv4", "IPv6")
-DIRECTIONS = ("ingress", "egress")
-
-# neutron_lib.constants.IP_PROTOCOL_MAP: the names a rule's protocol may take.
-IP_PROTOCOL_MAP = {
-    "ah": 51, "dccp": 33, "egp": 8, "esp": 50, "gre": 47, "icmp": 1, "igmp": 2, "ipip": 4,
-    "ipv6-encap": 41, "ipv6-frag": 44, "ipv6-icmp": 58, "icmpv6": 58, "ipv6-nonxt": 59,
-    "ipv6-opts": 60, "ipv6-route": 43, "ospf": 89, "pgm": 113, "rsvp": 46, "sctp": 132,
-    "tcp": 6, "udp": 17, "udplite": 136, "vrrp": 112,
-}
-# Protocols with ports (port_range_* are ports) and with ICMP type/code instead.
-PORT_PROTOCOLS = {33: "DCCP", 132: "SCTP", 6: "TCP", 17: "UDP", 136: "UDPLITE"}
-ICMP_PROTOCOLS = {1, 58}
-# Protocols that only exist over IPv6: refused with ethertype IPv4.
-IPV6_ONLY = {"ipv6-encap", "ipv6-frag", "ipv6-icmp", "icmpv6", "ipv6-nonxt", "ipv6-opts", "ipv6-route",
-             "41", "44", "58", "59", "60", "43"}
-ANY_PROTOCOL = ("any", "0")
-
 
 # --- default groups ---------------------------------------------------------------
-
-
-def _rule(group: SecurityGroup, direction: str, ethertype: str, **attrs: Any) -> SecurityGroupRule:
-    return SecurityGroupRule(project_id=group.project_id, security_group_id=group.id,
-                             direction=direction, ethertype=ethertype, **attrs)
-
-
-PARENT = "PARENT"   # a template's remote_group_id: the new group itself
-
-
-def rules_from_templates(session: Session, group: SecurityGroup, *, default: bool) -> list[SecurityGroupRule]:
-    """What a new group starts with: the rule templates (``/default-security-group-rules``)
-    for the default group or for the others; Neutron's own are all egress for every
-    group and ingress from the group's members for the default one."""
-    used = SecurityGroupRuleTemplate.used_in_default_sg if default else \
-        SecurityGroupRuleTemplate.used_in_non_default_sg
-    templates = session.scalars(select(SecurityGroupRuleTemplate).where(used.is_(True))
-                                .order_by(SecurityGroupRuleTemplate.created_at, SecurityGroupRuleTemplate.id))
-    return [_rule(group, t.direction, t.ethertype, protocol=t.protocol, port_range_min=t.port_range_min,
-                  port_range_max=t.port_range_max, remote_ip_prefix=t.remote_ip_prefix,
-                  remote_group_id=group.id if t.remote_group_id == PARENT else t.remote_group_id,
-                  remote_address_group_id=t.remote_address_group_id, description=t.description)
-            for t in templates]
-
-
-def default_group_key(project_id: str) -> tuple[str, str]:
-    """Where the store's session cache keeps a project's default group id."""
-    return ("default-security-group", project_id)
 
 
 def ensure_default_group(session: Session, project_id: str) -> SecurityGroup:
@@ -104,21 +58,6 @@ def ensure_default_group(session: Session, project_id: str) -> SecurityGroup:
     session.add(DefaultSecurityGroup(project_id=project_id, security_group_id=group.id))
     SECURITY_GROUPS.add_rules(session, group, rules_from_templates(session, group, default=True))
     return group
-
-
-def _is_default(session: Session, group_id: str, project_id: str) -> bool:
-    """Every rendering of a group or rule asks; the answer is the store's cache entry
-    ports use too (kept once found: a default group changes only by its deletion,
-    which drops the entry), else one primary-key read."""
-    cache = session.info.get("cache", {})
-    key = default_group_key(project_id)
-    known = cache.get(key)
-    if known is None:
-        row = session.get(DefaultSecurityGroup, project_id)
-        if row is None:
-            return False
-        known = cache[key] = row.security_group_id
-    return known == group_id
 
 
 def _in_use(session: Session, group_id: str) -> bool:
@@ -136,21 +75,6 @@ def _name_not_default(name: str | None) -> None:
 
 
 # --- security groups -----------------------------------------------------------------
-
-
-class SecurityGroupCreate(Body):
-    name: Name = ""
-    description: Text = ""
-    stateful: Bool = True
-    project_id: ProjectID | None = None
-    tenant_id: ProjectID | None = None
-    tags: Tags | None = None
-
-
-class SecurityGroupUpdate(Body):
-    name: Name | None = None
-    description: Text | None = None
-    stateful: Bool | None = None
 
 
 class SecurityGroups(Resource):
@@ -184,7 +108,7 @@ class SecurityGroups(Resource):
         ensure_default_for_reader(store, ctx, filters)
 
     def render(self, session: Session, obj: SecurityGroup, tags: list[str]) -> dict[str, Any]:
-        is_default = _is_default(session, obj.id, obj.project_id)
+        is_default = is_default_group(session, obj.id, obj.project_id)
         return {
             **standard(obj, tags),
             "stateful": obj.stateful,
@@ -231,7 +155,7 @@ class SecurityGroups(Resource):
         group = self.get_owned(session, ctx, obj_id)
         given = body.given()
         _name_not_default(given.get("name"))
-        if "name" in given and _is_default(session, group.id, group.project_id):
+        if "name" in given and is_default_group(session, group.id, group.project_id):
             raise Conflict("Updating default security group not allowed.",
                            kind="SecurityGroupCannotUpdateDefault")
         if "stateful" in given and given["stateful"] != group.stateful and _in_use(session, group.id):
@@ -246,7 +170,7 @@ class SecurityGroups(Resource):
         group = self.get_owned(session, ctx, obj_id, f"delete_{self.member}")
         if _in_use(session, group.id):
             raise _in_use_error(group.id)
-        is_default = _is_default(session, group.id, group.project_id)
+        is_default = is_default_group(session, group.id, group.project_id)
         if is_default and not ctx.is_admin:
             raise Conflict("Insufficient rights for removing default security group.",
                            kind="SecurityGroupCannotRemoveDefault")
@@ -301,23 +225,6 @@ def ensure_default_for_reader(store: Store, ctx: Context, filters: dict[str, lis
 
 
 # --- security group rules ---------------------------------------------------------------
-
-
-class SecurityGroupRuleCreate(Body):
-    # Converted and checked in ``SecurityGroupRules.create`` so that every refusal
-    # carries Neutron's own error type, not a generic "Invalid input".
-    security_group_id: Text | None = None
-    direction: Any = None
-    ethertype: Any = "IPv4"
-    protocol: Any = None
-    port_range_min: Any = None
-    port_range_max: Any = None
-    remote_ip_prefix: Any = None
-    remote_group_id: Text | None = None
-    remote_address_group_id: Text | None = None
-    description: Text = ""
-    project_id: ProjectID | None = None
-    tenant_id: ProjectID | None = None
 
 
 def render_rule(rule: SecurityGroupRule, belongs_to_default: bool) -> dict[str, Any]:
@@ -399,7 +306,7 @@ class SecurityGroupRules(Resource):
         ensure_default_for_reader(store, ctx, filters)
 
     def render(self, session: Session, obj: SecurityGroupRule, tags: list[str]) -> dict[str, Any]:
-        return render_rule(obj, _is_default(session, obj.security_group_id, obj.project_id))
+        return render_rule(obj, is_default_group(session, obj.security_group_id, obj.project_id))
 
     def create(self, session: Session, ctx: Context, body: SecurityGroupRuleCreate) -> SecurityGroupRule:
         given = body.given()
@@ -417,7 +324,7 @@ class SecurityGroupRules(Resource):
                 raise BadRequest(f"Failed to parse request. Required attribute '{required}' not specified")
         asked_project = given.get("project_id") or given.get("tenant_id")
         self.owner_for_create(ctx, given)  # refuses a member naming another project
-        rule = _checked_rule(given)
+        rule = checked_rule(given)
         if group is None:
             raise not_found(SECURITY_GROUPS.member, group_id)
         if rule["remote_address_group_id"]:
@@ -429,14 +336,14 @@ class SecurityGroupRules(Resource):
             raise not_found(SECURITY_GROUPS.member, remote)
         if remote_seen is None and remote and remote != group_id:  # the group itself: seen above
             SECURITY_GROUPS.must_see(session, ctx, remote)
-        key = _rule_key(rule)
+        key = rule_key(rule)
         for existing in group.rules:
-            if _rule_key(vars_of(existing)) == key:
+            if rule_key(vars_of(existing)) == key:
                 raise Conflict(f"Security group rule already exists. Rule id is {existing.id}.",
                                kind="SecurityGroupRuleExists")
         new = sgrows.add_rule(session, group, {"project_id": rule_project,
                                                "description": given.get("description", ""), **rule})
-        self.record(session, new, "create", render_rule(new, _is_default(session, group.id, group.project_id)))
+        self.record(session, new, "create", render_rule(new, is_default_group(session, group.id, group.project_id)))
         _rules_changed(session, group)
         return new
 
@@ -473,148 +380,6 @@ def _record_changed(session: Session) -> None:
         group = sgrows.current(session, group_id)
         if group is not None:  # a group deleted later in the transaction has its own record
             SECURITY_GROUPS.record(session, group, "update")
-
-
-# --- rule validation ------------------------------------------------------------------------
-
-
-def vars_of(rule: SecurityGroupRule) -> dict[str, Any]:
-    return {k: getattr(rule, k) for k in ("direction", "ethertype", "protocol", "port_range_min",
-                                          "port_range_max", "remote_ip_prefix", "remote_group_id",
-                                          "remote_address_group_id")}
-
-
-def _checked_rule(given: dict[str, Any]) -> dict[str, Any]:
-    """The rule's columns from a request, converted and checked in Neutron's order."""
-    direction = given["direction"]
-    if direction not in DIRECTIONS:
-        raise BadRequest(f"Invalid input for direction. Reason: {direction} is not in valid_values.")
-    ethertype = _ethertype(given.get("ethertype", "IPv4"))
-    protocol = _protocol(given.get("protocol"), ethertype)
-    low = _port_value(given.get("port_range_min"))
-    high = _port_value(given.get("port_range_max"))
-    prefix = _prefix(given.get("remote_ip_prefix"))
-    _check_ports(protocol, low, high)
-    if prefix is not None and ethertype != f"IPv{ipaddress.ip_network(prefix).version}":
-        raise BadRequest(f"Conflicting value ethertype {ethertype} for CIDR {prefix}",
-                         kind="SecurityGroupRuleParameterConflict")
-    if protocol in IPV6_ONLY and ethertype == "IPv4":
-        raise BadRequest(f"Invalid ethertype {ethertype} for protocol {protocol}.",
-                         kind="SecurityGroupEthertypeConflictWithProtocol")
-    remote_group = given.get("remote_group_id")
-    address_group = given.get("remote_address_group_id")
-    if address_group and (prefix is not None or remote_group):
-        raise BadRequest("Invalid input for operation: Only one of remote_ip_prefix or remote_group_id or "
-                         "remote_address_group_id may be provided.", kind="SecurityGroupMultipleRemoteEntites")
-    if prefix is not None and remote_group:
-        raise BadRequest("Only remote_ip_prefix or remote_group_id may be provided.",
-                         kind="SecurityGroupRemoteGroupAndRemoteIpPrefix")
-    return {"direction": direction, "ethertype": ethertype, "protocol": protocol,
-            "port_range_min": low, "port_range_max": high, "remote_ip_prefix": prefix,
-            "remote_group_id": remote_group or None, "remote_address_group_id": address_group or None}
-
-
-def _ethertype(value: Any) -> str:
-    if isinstance(value, str):
-        for ethertype in ETHERTYPES:
-            if value.lower() == ethertype.lower():
-                return ethertype
-    raise BadRequest(f"Security group rule for ethertype '{value}' not supported. "
-                     f"Allowed values are {list(ETHERTYPES)}.", kind="SecurityGroupRuleInvalidEtherType")
-
-
-def _protocol(value: Any, ethertype: str) -> str | None:
-    """A protocol name (lower case) or number as a string; None for any protocol."""
-    if value is None or (isinstance(value, str) and value.lower() in ANY_PROTOCOL):
-        return None
-    protocol: str | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        protocol = str(value) if 0 <= value <= 255 else None
-    elif isinstance(value, str):
-        if value.isdigit() and len(value) <= 3:
-            protocol = str(int(value)) if int(value) <= 255 else None
-        elif value.lower() in IP_PROTOCOL_MAP:
-            protocol = value.lower()
-    if protocol is None:
-        names = [None, *IP_PROTOCOL_MAP]
-        raise BadRequest(f"Security group rule protocol {value} not supported. Only protocol values "
-                         f"{names} and integer representations [0 to 255] are supported.",
-                         kind="SecurityGroupRuleInvalidProtocol")
-    if protocol == "0":
-        return None
-    if ethertype == "IPv6":  # legacy ICMP spellings become IPv6 ICMP, as Neutron does
-        if protocol in {"icmp", "icmpv6"}:
-            return "ipv6-icmp"
-        if protocol == "1":
-            return "58"
-    return protocol
-
-
-def _protocol_number(protocol: str | None) -> int | None:
-    if protocol is None:
-        return None
-    return IP_PROTOCOL_MAP[protocol] if protocol in IP_PROTOCOL_MAP else int(protocol)
-
-
-def _port_value(value: Any) -> int | None:
-    if value is None:
-        return None
-    number: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 6:
-        number = int(value)
-    if number is None or not 0 <= number <= 65535:
-        raise BadRequest(f"Invalid value for port {value}.", kind="SecurityGroupInvalidPortValue")
-    return number
-
-
-def _check_ports(protocol: str | None, low: int | None, high: int | None) -> None:
-    if low is None and high is None:
-        return
-    if protocol is None:
-        raise BadRequest("Must also specify protocol if port range is given.",
-                         kind="SecurityGroupProtocolRequiredWithPorts")
-    number = _protocol_number(protocol)
-    if number in PORT_PROTOCOLS:
-        if low == 0 or high == 0:
-            raise BadRequest("Invalid value for port 0.", kind="SecurityGroupInvalidPortValue")
-        if low is None or high is None or low > high:
-            raise BadRequest("For TCP/UDP protocols, port_range_min must be <= port_range_max",
-                             kind="SecurityGroupInvalidPortRange")
-    elif number in ICMP_PROTOCOLS:
-        for attr, field, value in (("port_range_min", "type", low), ("port_range_max", "code", high)):
-            if value is not None and not 0 <= value <= 255:
-                raise BadRequest(f"Invalid value for ICMP {field} ({attr}) {value}. It must be 0 to 255.",
-                                 kind="SecurityGroupInvalidIcmpValue")
-        if low is None:
-            raise BadRequest(f"ICMP code (port-range-max) {high} is provided but ICMP type "
-                             "(port-range-min) is missing.", kind="SecurityGroupMissingIcmpType")
-    else:
-        valid = ", ".join(sorted(PORT_PROTOCOLS.values()))
-        raise BadRequest(f"Invalid protocol {number} for port range, only supported for {valid} protocols.",
-                         kind="SecurityGroupInvalidProtocolForPort")
-
-
-def _prefix(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    try:
-        if not isinstance(value, str) or "\x00" in value:
-            raise ValueError(value)
-        return str(ipaddress.ip_network(value.strip(), strict=False))
-    except ValueError:
-        raise BadRequest(f"Invalid CIDR {value} given as IP prefix.", kind="InvalidCIDR") from None
-
-
-def _rule_key(rule: dict[str, Any]) -> tuple[Any, ...]:
-    """What makes two rules the same: ``tcp`` equals ``6``, ``0.0.0.0/0`` equals no prefix."""
-    prefix = rule["remote_ip_prefix"]
-    if prefix in {"0.0.0.0/0", "::/0"}:
-        prefix = None
-    return (rule["direction"], rule["ethertype"], _protocol_number(rule["protocol"]),
-            rule["port_range_min"], rule["port_range_max"], rule["remote_group_id"], prefix,
-            rule.get("remote_address_group_id"))
 
 
 SECURITY_GROUPS = SecurityGroups()

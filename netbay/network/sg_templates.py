@@ -1,6 +1,6 @@
 """Neutron's ``security-groups-default-rules``: ``/v2.0/default-security-group-rules``,
 the rule templates a new security group is made with (read by
-``security_groups.rules_from_templates``). Every project reads them; only admins
+``sgdefaults.rules_from_templates``). Every project reads them; only admins
 create and delete them (there is no update, as in Neutron). A template's rule is
 checked as a security group rule is, ``remote_group_id`` being ``PARENT`` (the new
 group) or a group's id.
@@ -17,7 +17,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, policy_refused
 from netbay.network.resource import Filter, Resource, to_bool
-from netbay.network.security_groups import _checked_rule, _rule_key
+from netbay.network.sgchecks import checked_rule, rule_key
 from netbay.network.types import Body, Bool, ProjectID, Text
 from netbay.store.models import SecurityGroupRuleTemplate
 
@@ -82,10 +82,10 @@ class SecurityGroupRuleTemplates(Resource):
         given.pop("tenant_id", None)
         if given.get("direction") is None:
             raise BadRequest("Failed to parse request. Required attribute 'direction' not specified")
-        rule = _checked_rule(given)
-        key = _rule_key(rule)
+        rule = checked_rule(given)
+        key = rule_key(rule)
         for existing in session.scalars(select(_T)):
-            if _rule_key(self.render(session, existing, [])) == key:
+            if rule_key(self.render(session, existing, [])) == key:
                 raise Conflict(f"Default Security group rule already exists. Rule id is {existing.id}.",
                                kind="DefaultSecurityGroupRuleExists")
         template = _T(**rule, description=body.description, used_in_default_sg=body.used_in_default_sg,
