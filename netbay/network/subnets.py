@@ -1,213 +1,34 @@
 """Subnets: an address range of a network, its gateway, pools, DNS and routes.
 
 A subnet's CIDR is given, or carved from a subnet pool. Every check Neutron
-makes on a subnet is made here with Neutron's wording, in Neutron's order:
-``_check_attrs`` for what a request says, then what the network already holds
-(overlaps, pool affinity), then the allocation pools against the gateway.
+makes on a subnet is made with Neutron's wording, in Neutron's order
+(:mod:`netbay.network.subnetchecks`): ``check_attrs`` for what a request says,
+then what the network already holds (overlaps, pool affinity), then the
+allocation pools against the gateway.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, BeforeValidator
 from sqlalchemy import delete, false, or_, select, true
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, invalid_input, invalid_operation, policy_refused
+from netbay.errors import Conflict, policy_refused
 from netbay.network import ipam
 from netbay.network.networks import NETWORKS, check_mtu
 from netbay.network.ports import PORTS
 from netbay.network.rbac import network_visible
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
-from netbay.network.subnetpools import SUBNETPOOLS, NonNegative
-from netbay.network.types import CIDR, ID, Body, Bool, IPAddress, Name, ProjectID, Tags, Text
+from netbay.network.subnetbodies import SubnetCreate, SubnetUpdate
+from netbay.network.subnetchecks import (
+    AUTO_ADDRESS_MODES, ROUTER_INTERFACE_OWNERS, bad_request, check_affinity, check_attrs, check_gateway_free,
+    check_overlap, required,
+)
+from netbay.network.subnetpools import SUBNETPOOLS
 from netbay.store.models import IPAllocation, Network, Port, Subnet, SubnetPool, Tag
-
-MAX_DNS_NAMESERVERS = 5
-MAX_HOST_ROUTES = 20
-IPV6_MODES = ("dhcpv6-stateful", "dhcpv6-stateless", "slaac")
-AUTO_ADDRESS_MODES = ("slaac", "dhcpv6-stateless")
-ROUTER_INTERFACE_OWNERS = ("network:router_interface", "network:router_interface_distributed",
-                           "network:ha_router_replicated_interface")
-
-
-# --- body types ---------------------------------------------------------------------
-
-
-def _ip_version(value: Any) -> Any:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, bool) or value not in (4, 6):
-        raise ValueError(f"{value} is not in [4, 6]")
-    return value
-
-
-def _ipv6_mode(value: Any) -> Any:
-    if value not in IPV6_MODES:
-        raise ValueError(f"'{value}' is not in {list(IPV6_MODES)}")
-    return value
-
-
-def _none_to_empty(value: Any) -> Any:
-    return [] if value is None else value
-
-
-def _unique_nameservers(servers: list[str]) -> list[str]:
-    seen: set[str] = set()
-    for server in servers:
-        if server in seen:
-            raise ValueError(f"Duplicate nameserver '{server}'")
-        seen.add(server)
-    return servers
-
-
-class AllocationPool(Body):
-    start: IPAddress
-    end: IPAddress
-
-
-class HostRoute(Body):
-    destination: CIDR
-    nexthop: IPAddress
-
-
-def _unique_routes(routes: list[HostRoute]) -> list[HostRoute]:
-    seen: set[tuple[str, str]] = set()
-    for route in routes:
-        key = (route.destination, route.nexthop)
-        if key in seen:
-            raise ValueError(f"Duplicate hostroute '{route.model_dump()}'")
-        seen.add(key)
-    return routes
-
-
-IPVersion = Annotated[int, BeforeValidator(_ip_version)]
-IPv6Mode = Annotated[str, BeforeValidator(_ipv6_mode)]
-Nameservers = Annotated[list[IPAddress], BeforeValidator(_none_to_empty), AfterValidator(_unique_nameservers)]
-HostRoutes = Annotated[list[HostRoute], BeforeValidator(_none_to_empty), AfterValidator(_unique_routes)]
-
-
-def _service_types(value: Any) -> Any:
-    """neutron-lib's ``validate_subnet_service_types``: each a device owner (``network:``,
-    ``neutron:`` or ``compute:`` something), as an ``InvalidInput`` in its words."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise invalid_input("service_types", f"'{value}' is not a list")
-    for item in value:
-        if not isinstance(item, str):
-            raise invalid_operation(f"Subnet service type {item} is not a string")
-        if not item.startswith(("network:", "neutron:", "compute:")):
-            raise invalid_operation(f"Subnet service type {item} does not correspond to a valid device owner")
-    return list(dict.fromkeys(value))
-
-
-ServiceTypes = Annotated[list[str], BeforeValidator(_service_types)]
-
-
-class SubnetCreate(Body):
-    name: Name = ""
-    description: Text = ""
-    network_id: ID | None = None
-    ip_version: IPVersion | None = None
-    cidr: CIDR | None = None
-    prefixlen: NonNegative | None = None
-    subnetpool_id: ID | None = None
-    use_default_subnetpool: Bool = False
-    gateway_ip: IPAddress | None = None
-    allocation_pools: list[AllocationPool] | None = None
-    dns_nameservers: Nameservers = []
-    host_routes: HostRoutes = []
-    enable_dhcp: Bool = True
-    ipv6_ra_mode: IPv6Mode | None = None
-    ipv6_address_mode: IPv6Mode | None = None
-    service_types: ServiceTypes = []
-    project_id: ProjectID | None = None
-    tenant_id: ProjectID | None = None
-    tags: Tags | None = None
-
-
-class SubnetUpdate(Body):
-    name: Name | None = None
-    description: Text | None = None
-    gateway_ip: IPAddress | None = None
-    allocation_pools: list[AllocationPool] | None = None
-    dns_nameservers: Nameservers | None = None
-    host_routes: HostRoutes | None = None
-    enable_dhcp: Bool | None = None
-    service_types: ServiceTypes | None = None
-
-
-# --- errors -------------------------------------------------------------------------
-
-
-def bad_request(message: str) -> BadRequest:
-    return BadRequest(f"Bad subnets request: {message}.", kind="BadRequest")
-
-
-def required(attribute: str) -> BadRequest:
-    return BadRequest(f"Failed to parse request. Required attribute '{attribute}' not specified")
-
-
-def _match_version(version: int, address: str, name: str) -> None:
-    if ipaddress.ip_network(address, strict=False).version != version:
-        raise invalid_operation(f"{name} '{address}' does not match the ip_version '{version}'")
-
-
-def _check_attrs(s: dict[str, Any], version: int, cidr: str, current: Subnet | None = None) -> None:
-    """What Neutron's ``_validate_subnet`` checks of a create or update request."""
-    _match_version(version, cidr, "cidr")
-    net = ipaddress.ip_network(cidr)
-    dhcp_was_enabled = current.enable_dhcp if current is not None else False
-    if s.get("enable_dhcp") and not dhcp_was_enabled:
-        if (version == 4 and net.prefixlen > 30) or (version == 6 and net.prefixlen > 126):
-            raise invalid_operation("Subnet has a prefix length that is incompatible with DHCP service enabled")
-        if net.is_multicast:
-            raise invalid_operation("Multicast IP subnet is not supported if enable_dhcp is True")
-        if net.is_loopback:
-            raise invalid_operation("Loopback IP subnet is not supported if enable_dhcp is True")
-        if version == 4 and int(net.network_address) == 0:
-            raise invalid_operation("First IP '0.0.0.0' of network is not supported if enable_dhcp is True")
-    if s.get("gateway_ip") is not None:
-        _match_version(version, s["gateway_ip"], "gateway_ip")
-        if not ipam.gateway_valid(cidr, s["gateway_ip"]):
-            raise invalid_operation("Gateway is not valid on subnet")
-    subnet_name = current.id if current is not None else "new subnet"
-    servers = s.get("dns_nameservers") or []
-    if len(servers) > MAX_DNS_NAMESERVERS:
-        raise BadRequest(f"Unable to complete operation for {subnet_name}. The number of DNS nameservers "
-                         f"exceeds the limit {MAX_DNS_NAMESERVERS}.", kind="DNSNameServersExhausted")
-    for server in servers:
-        _match_version(version, server, "dns_nameserver")
-    routes = s.get("host_routes") or []
-    if len(routes) > MAX_HOST_ROUTES:
-        raise BadRequest(f"Unable to complete operation for {subnet_name}. The number of host routes "
-                         f"exceeds the limit {MAX_HOST_ROUTES}.", kind="HostRoutesExhausted")
-    for route in routes:
-        _match_version(version, route["nexthop"], "nexthop")
-        _match_version(version, route["destination"], "destination")
-    ra_mode, address_mode = s.get("ipv6_ra_mode"), s.get("ipv6_address_mode")
-    if version == 4:
-        if ra_mode is not None:
-            raise invalid_operation("ipv6_ra_mode is not valid when ip_version is 4")
-        if address_mode is not None:
-            raise invalid_operation("ipv6_address_mode is not valid when ip_version is 4")
-        return
-    if current is not None:
-        if s.get("enable_dhcp") is False and (current.ipv6_ra_mode or current.ipv6_address_mode):
-            raise invalid_operation("Cannot disable enable_dhcp with ipv6 attributes set")
-        return
-    if (ra_mode or address_mode) and not s.get("enable_dhcp"):
-        raise invalid_operation("ipv6_ra_mode or ipv6_address_mode cannot be set when enable_dhcp is set to False")
-    if ra_mode and address_mode and ra_mode != address_mode:
-        raise invalid_operation(f"ipv6_ra_mode set to '{ra_mode}' with ipv6_address_mode set to '{address_mode}' "
-                                "is not valid. If both attributes are set, they must be the same value")
-    if (ra_mode in AUTO_ADDRESS_MODES or address_mode in AUTO_ADDRESS_MODES) and net.prefixlen != 64:
-        raise invalid_operation(f"Invalid CIDR {cidr} for IPv6 address mode. OpenStack uses the EUI-64 address "
-                                "format, which requires the prefix to be /64")
 
 
 def _routes(routes: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -321,16 +142,16 @@ class Subnets(Resource):
                 raise bad_request("allocation_pools allowed only for specific subnet requests.")
             if version != pool.ip_version:
                 raise bad_request(f"Cannot allocate IPv{version} subnet from IPv{pool.ip_version} subnet pool")
-            _check_affinity(session, network, version, pool.id)
+            check_affinity(session, network, version, pool.id)
             cidr = SUBNETPOOLS.allocate(session, pool, project_id, cidr=cidr, prefixlen=prefixlen,
                                         gateway_ip=given.get("gateway_ip"))
         else:
-            _check_affinity(session, network, version, None)
+            check_affinity(session, network, version, None)
         assert cidr is not None
         enable_dhcp = given.get("enable_dhcp", True)
-        _check_attrs({**given, "enable_dhcp": enable_dhcp}, version, cidr)
+        check_attrs({**given, "enable_dhcp": enable_dhcp}, version, cidr)
         check_mtu(network, network.mtu, {version})
-        _check_overlap(session, network, cidr)
+        check_overlap(session, network, cidr)
         gateway_ip = given["gateway_ip"] if "gateway_ip" in given else ipam.default_gateway(cidr)
         if given.get("allocation_pools") is not None:
             pools = ipam.validate_pools(cidr, gateway_ip, given["allocation_pools"])
@@ -359,10 +180,10 @@ class Subnets(Resource):
         for key in ("name", "description", "enable_dhcp", "dns_nameservers", "host_routes", "allocation_pools"):
             if key in given and given[key] is None:
                 del given[key]  # null: leave as it is
-        _check_attrs(given, subnet.ip_version, subnet.cidr, current=subnet)
+        check_attrs(given, subnet.ip_version, subnet.cidr, current=subnet)
         gateway_ip = given.get("gateway_ip", subnet.gateway_ip)
         if gateway_ip != subnet.gateway_ip and subnet.gateway_ip:
-            _check_gateway_free(session, subnet)
+            check_gateway_free(session, subnet)
         if "allocation_pools" in given:
             subnet.allocation_pools = ipam.validate_pools(subnet.cidr, gateway_ip, given["allocation_pools"])
         elif gateway_ip != subnet.gateway_ip and gateway_ip is not None:
@@ -445,37 +266,6 @@ def _external(session: Session, network_id: str) -> bool:
     if network_id not in known:
         known[network_id] = bool(session.scalar(select(Network.external).where(Network.id == network_id)))
     return known[network_id]
-
-
-def _check_overlap(session: Session, network: Network, cidr: str) -> None:
-    new = ipaddress.ip_network(cidr)
-    if new.prefixlen == 0:
-        raise invalid_operation("0 is not allowed as CIDR prefix length")
-    for existing in session.scalars(select(Subnet.cidr).where(Subnet.network_id == network.id)):
-        old = ipaddress.ip_network(existing)
-        if old.version == new.version and old.overlaps(new):
-            raise invalid_operation(f"Requested subnet with cidr: {cidr} for network: {network.id} overlaps "
-                                    "with another subnet")
-
-
-def _check_affinity(session: Session, network: Network, version: int, pool_id: str | None) -> None:
-    """Subnets of one IP version on a network all come from the same pool, or none does."""
-    others = session.scalars(select(Subnet.subnetpool_id).where(
-        Subnet.network_id == network.id, Subnet.ip_version == version))
-    if any(other != pool_id for other in others):
-        raise BadRequest("Subnets hosted on the same network must be allocated from the same subnet pool.",
-                         kind="NetworkSubnetPoolAffinityError")
-
-
-def _check_gateway_free(session: Session, subnet: Subnet) -> None:
-    """A router interface holding the old gateway pins it (Neutron's GatewayIpInUse)."""
-    port_id = session.scalar(
-        select(IPAllocation.port_id).join(Port, Port.id == IPAllocation.port_id).where(
-            IPAllocation.subnet_id == subnet.id, IPAllocation.ip_address == subnet.gateway_ip,
-            Port.device_owner.in_(ROUTER_INTERFACE_OWNERS)))
-    if port_id:
-        raise Conflict(f"Current gateway ip {subnet.gateway_ip} already in use by port {port_id}. "
-                       "Unable to update.", kind="GatewayIpInUse")
 
 
 def _network_changed(session: Session, network: Network) -> None:
