@@ -2,8 +2,8 @@
 
 :mod:`~netbay.dataplane.rtnl.core` packs the messages with :mod:`struct` onto a
 plain netlink socket per namespace and thread — links, veth pairs, addresses,
-unicast routes (the fabric's port wiring) — and its codec (message layouts,
-attribute packers) is public; :mod:`~netbay.dataplane.rtnl.overlay` builds the
+unicast routes (the fabric's port wiring) — and its codec
+(:mod:`~netbay.dataplane.rtnl.codec`: message layouts, attribute packers) is public; :mod:`~netbay.dataplane.rtnl.overlay` builds the
 container-network drivers' messages with it: bridges, VXLAN and IPIP links,
 neighbours, forwarding-database entries, routes carrying netbay's protocol mark.
 :mod:`~netbay.dataplane.rtnl.sockets` opens and caches every netlink socket netbay
