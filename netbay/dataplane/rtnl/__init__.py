@@ -3,8 +3,10 @@
 :mod:`~netbay.dataplane.rtnl.core` packs the messages with :mod:`struct` onto a
 plain netlink socket per namespace and thread — links, veth pairs, addresses,
 unicast routes (the fabric's port wiring) — and its codec
-(:mod:`~netbay.dataplane.rtnl.codec`: message layouts, attribute packers) is public; :mod:`~netbay.dataplane.rtnl.overlay` builds the
-container-network drivers' messages with it: bridges, VXLAN and IPIP links,
+(:mod:`~netbay.dataplane.rtnl.codec`: message layouts, attribute packers) is
+public; :mod:`~netbay.dataplane.rtnl.overlay` builds the container-network
+drivers' messages with it (with :mod:`~netbay.dataplane.rtnl.neigh` and
+:mod:`~netbay.dataplane.rtnl.kroutes`): bridges, VXLAN and IPIP links,
 neighbours, forwarding-database entries, routes carrying netbay's protocol mark.
 :mod:`~netbay.dataplane.rtnl.sockets` opens and caches every netlink socket netbay
 uses, one per namespace and thread — the codec's and pyroute2's — and its errors are

@@ -1,10 +1,12 @@
 """The rtnetlink codec: message types, flags and attribute numbers, the message
-layouts (:mod:`struct`), the attribute packers and parser, and the link records.
-Public: the fabric's client (:mod:`.core`) and the drivers' messages (:mod:`.overlay`)
+layouts (:mod:`struct`), the attribute packers and parser, the link records, and addresses and MACs as
+the kernel packs them. Public: the fabric's client (:mod:`.core`) and the drivers' messages (:mod:`.overlay`)
 are built with it."""
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import struct
 from dataclasses import dataclass
 
@@ -125,3 +127,15 @@ def gso_attrs(size: int | None) -> bytes:
         return b""
     return u32_attr(IFLA_GSO_MAX_SIZE, size) + u32_attr(IFLA_GSO_IPV4_MAX_SIZE, size)
 
+
+def packed_ip(value: str) -> bytes:
+    return ipaddress.ip_address(value).packed
+
+
+def ip_family(ip: str) -> int:
+    """``AF_INET`` or ``AF_INET6`` for an address or a CIDR."""
+    return socket.AF_INET6 if ":" in ip else socket.AF_INET
+
+
+def mac_str(raw: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in raw)

@@ -5,11 +5,14 @@ its request/ack loop and attribute packers), in-process, no ``ip``/``bridge``
 forks: bridge and VXLAN links with a fixed MAC, neighbour entries (``ip neigh``),
 VXLAN forwarding-database entries (``bridge fdb … self dst``: ``RTM_NEWNEIGH`` on
 ``AF_BRIDGE`` with ``NDA_LLADDR``/``NDA_DST``) and routes carrying a protocol mark,
-so that a driver can find — and remove — exactly the routes it made.
+so that a driver can find — and remove — exactly the routes it made. The links are
+made here; neighbours and FDB entries are :mod:`.neigh`'s, routes :mod:`.kroutes`'s,
+re-exported here: this module's ``__all__`` is the drivers' surface.
 
 Every "add" is create-or-replace; every "delete" answers False when there was
 nothing to delete. Errors are :class:`netbay.dataplane.rtnl.sockets.LinkError`.
 """
+
 
 from __future__ import annotations
 
@@ -21,14 +24,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from netbay.dataplane import bigtcp
-from netbay.dataplane.rtnl.sockets import LinkError
+from netbay.dataplane.rtnl.codec import mac_str, packed_ip
 from netbay.dataplane.rtnl.core import (
     IFF_UP, IFINFOMSG, IFLA_ADDRESS, IFLA_IFNAME, IFLA_INFO_DATA, IFLA_INFO_KIND, IFLA_LINKINFO, IFLA_MTU,
-    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, RT_SCOPE_NOWHERE, RT_SCOPE_UNIVERSE,
-    RT_TABLE_MAIN, RTA_DST, RTA_GATEWAY, RTA_OIF, RTM_DELLINK, RTM_DELROUTE,
-    RTM_NEWLINK, RTM_NEWROUTE, RTMSG, RTN_UNICAST, RTNH_F_ONLINK, LinkInfo, Rtnl, attr,
-    link_info, mac_attr, parse_attrs, rtnl, str_attr, u32_attr,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, RTM_DELLINK, RTM_NEWLINK, LinkInfo, Rtnl, attr, link_info, mac_attr,
+    parse_attrs, rtnl, str_attr, u32_attr,
 )
+from netbay.dataplane.rtnl.kroutes import RTPROT_NETBAY, KRoute, add_route, del_route, routes, sync_routes
+from netbay.dataplane.rtnl.neigh import (
+    Fdb, Neigh, add_fdb, add_neighbour, append_fdb, del_fdb, del_neighbour, fdb, neighbours,
+)
+from netbay.dataplane.rtnl.sockets import LinkError
 
 __all__ = [
     "RTPROT_NETBAY", "Neigh", "Fdb", "KRoute", "VxlanInfo", "ensure_bridge", "ensure_vxlan",
@@ -37,19 +43,8 @@ __all__ = [
     "ensure_ipip",
 ]
 
-RTPROT_NETBAY = 78          # rtm_protocol of the routes the drivers program (ours to remove)
-RTM_NEWNEIGH, RTM_DELNEIGH, RTM_GETNEIGH = 28, 29, 30
-NDA_DST, NDA_LLADDR = 1, 2
-NUD_PERMANENT, NUD_NOARP = 0x80, 0x40
-NTF_SELF = 0x02
-NLM_F_APPEND = 0x800
-AF_BRIDGE = 7
-RTN_BLACKHOLE = 6
-RT_SCOPE_LINK = 253
 # IFLA_VXLAN_*
 VXLAN_ID, VXLAN_LINK, VXLAN_LOCAL, VXLAN_LEARNING, VXLAN_PORT = 1, 3, 4, 7, 15
-
-_NDM = struct.Struct("=B3xiHBB")  # ndmsg
 
 
 def _r(ns: str) -> Rtnl:
@@ -59,19 +54,6 @@ def _r(ns: str) -> Rtnl:
 def link_index(ns: str, ifname: str) -> int | None:
     link = _r(ns).link(ifname)
     return link.index if link else None
-
-
-def _ip(value: str) -> bytes:
-    return ipaddress.ip_address(value).packed
-
-
-def _family(ip: str) -> int:
-    """``AF_INET`` or ``AF_INET6`` for an address or a CIDR."""
-    return socket.AF_INET6 if ":" in ip else socket.AF_INET
-
-
-def _fmt_mac(raw: bytes) -> str:
-    return ":".join(f"{b:02x}" for b in raw)
 
 
 # --- links ---------------------------------------------------------------------------------
@@ -166,7 +148,7 @@ def vxlan_info(ns: str, name: str) -> VxlanInfo | None:
         link=struct.unpack("=I", d[VXLAN_LINK])[0] if VXLAN_LINK in d else None,
         learning=bool(d[VXLAN_LEARNING][0]) if VXLAN_LEARNING in d else None,
         mtu=struct.unpack("=I", a[IFLA_MTU])[0] if IFLA_MTU in a else 0,
-        address=_fmt_mac(a[IFLA_ADDRESS]) if IFLA_ADDRESS in a else None,
+        address=mac_str(a[IFLA_ADDRESS]) if IFLA_ADDRESS in a else None,
         up=bool(flags & IFF_UP), gso_max_size=link_info(payload).gso_max_size,
         tso_max_size=link_info(payload).tso_max_size)
 
@@ -188,7 +170,7 @@ def ensure_vxlan(ns: str, name: str, *, vni: int, port: int, local: str, underla
     if have is None:
         if _r(ns).link(name) is not None:
             raise LinkError(errno.EEXIST, f"{name!r} in namespace {ns!r} exists and is not VXLAN")
-        data = (u32_attr(VXLAN_ID, vni) + u32_attr(VXLAN_LINK, uidx) + attr(VXLAN_LOCAL, _ip(local))
+        data = (u32_attr(VXLAN_ID, vni) + u32_attr(VXLAN_LINK, uidx) + attr(VXLAN_LOCAL, packed_ip(local))
                 + attr(VXLAN_PORT, struct.pack("!H", port))
                 + attr(VXLAN_LEARNING, b"\1" if learning else b"\0"))
         _new_link(ns, name, "vxlan", data, mtu=mtu, mac=mac)
@@ -223,208 +205,3 @@ def _ensure_plain(ns: str, name: str, kind: str, mtu: int | None, mac: str | Non
 
 def delete_link(ns: str, name: str) -> None:
     _delete(ns, name)
-
-
-# --- neighbours and the VXLAN FDB --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Neigh:
-    ifindex: int
-    ip: str
-    mac: str | None
-    state: int
-
-    @property
-    def permanent(self) -> bool:
-        return bool(self.state & NUD_PERMANENT)
-
-
-@dataclass(frozen=True)
-class Fdb:
-    ifindex: int
-    mac: str
-    dst: str | None
-    state: int
-    flags: int
-
-
-def _neigh_body(family: int, ifindex: int, state: int, flags: int, ip: str | None, mac: str | None) -> bytes:
-    body = _NDM.pack(family, ifindex, state, flags, 0)
-    if mac is not None:
-        body += attr(NDA_LLADDR, mac_attr(mac))
-    if ip is not None:
-        body += attr(NDA_DST, _ip(ip))
-    return body
-
-
-def _dump_neigh(ns: str, family: int) -> list[tuple[int, int, int, dict[int, bytes]]]:
-    msgs = _r(ns).request(RTM_GETNEIGH, NLM_F_DUMP, _NDM.pack(family, 0, 0, 0, 0), "dump neighbours")
-    out = []
-    for t, p in msgs:
-        if t != RTM_NEWNEIGH or len(p) < _NDM.size:
-            continue
-        fam, idx, state, flags, _type = _NDM.unpack_from(p)
-        if fam == family:
-            out.append((idx, state, flags, parse_attrs(p, _NDM.size)))
-    return out
-
-
-def neighbours(ns: str, ifindex: int | None = None, family: int = socket.AF_INET) -> list[Neigh]:
-    """Neighbour entries of ``family`` (IPv4's ARP, IPv6's ND; of link ``ifindex``, or all)."""
-    out = []
-    for idx, state, _flags, a in _dump_neigh(ns, family):
-        if (ifindex is None or idx == ifindex) and NDA_DST in a:
-            out.append(Neigh(idx, str(ipaddress.ip_address(a[NDA_DST])),
-                             _fmt_mac(a[NDA_LLADDR]) if NDA_LLADDR in a else None, state))
-    return out
-
-
-def add_neighbour(ns: str, ifindex: int, ip: str, mac: str) -> None:
-    """A permanent neighbour entry ``ip`` → ``mac`` on ``ifindex`` (``ip neigh replace``)."""
-    _r(ns).request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK,
-                   _neigh_body(_family(ip), ifindex, NUD_PERMANENT, 0, ip, mac),
-                   f"replace neighbour {ip}")
-
-
-def del_neighbour(ns: str, ifindex: int, ip: str) -> bool:
-    try:
-        _r(ns).request(RTM_DELNEIGH, NLM_F_ACK, _neigh_body(_family(ip), ifindex, 0, 0, ip, None),
-                       f"delete neighbour {ip}")
-    except LinkError as exc:
-        if exc.errno in (errno.ENOENT, errno.ESRCH, errno.ENODEV):
-            return False
-        raise
-    return True
-
-
-def fdb(ns: str, ifindex: int) -> list[Fdb]:
-    """The forwarding-database entries of device ``ifindex`` (a VXLAN device's remotes)."""
-    out = []
-    for idx, state, flags, a in _dump_neigh(ns, AF_BRIDGE):
-        if idx == ifindex and NDA_LLADDR in a:
-            out.append(Fdb(idx, _fmt_mac(a[NDA_LLADDR]),
-                           str(ipaddress.ip_address(a[NDA_DST])) if NDA_DST in a else None, state, flags))
-    return out
-
-
-def add_fdb(ns: str, ifindex: int, mac: str, dst: str) -> None:
-    """``bridge fdb replace MAC dev VXLAN self permanent dst DST``."""
-    _r(ns).request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK,
-                   _neigh_body(AF_BRIDGE, ifindex, NUD_PERMANENT | NUD_NOARP, NTF_SELF, dst, mac),
-                   f"replace fdb {mac} dst {dst}")
-
-
-def append_fdb(ns: str, ifindex: int, mac: str, dst: str) -> None:
-    """``bridge fdb append MAC dev VXLAN self permanent dst DST``: one more remote for
-    ``mac`` (all zeros: head-end replication of broadcast to every such remote)."""
-    try:
-        _r(ns).request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK,
-                       _neigh_body(AF_BRIDGE, ifindex, NUD_PERMANENT | NUD_NOARP, NTF_SELF, dst, mac),
-                       f"append fdb {mac} dst {dst}")
-    except LinkError as exc:
-        if exc.errno != errno.EEXIST:
-            raise
-
-
-def del_fdb(ns: str, ifindex: int, mac: str, dst: str | None = None) -> bool:
-    try:
-        _r(ns).request(RTM_DELNEIGH, NLM_F_ACK,
-                       _neigh_body(AF_BRIDGE, ifindex, 0, NTF_SELF, dst, mac), f"delete fdb {mac}")
-    except LinkError as exc:
-        if exc.errno in (errno.ENOENT, errno.ESRCH, errno.ENODEV):
-            return False
-        raise
-    return True
-
-
-# --- routes with a protocol mark ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KRoute:
-    """A main-table route (the family is ``dst``'s): ``dst`` via ``gateway`` out of ``oif``."""
-    dst: str
-    gateway: str | None = None
-    oif: int | None = None
-    onlink: bool = False
-    blackhole: bool = False
-    proto: int = RTPROT_NETBAY
-
-    @property
-    def key(self) -> tuple:
-        return (self.dst, self.gateway, self.oif, self.onlink, self.blackhole)
-
-
-def _route_body(rt: KRoute, *, delete: bool = False) -> bytes:
-    net = ipaddress.ip_network(rt.dst)
-    if delete:
-        scope = RT_SCOPE_NOWHERE
-    elif rt.gateway is None and not rt.blackhole:
-        scope = RT_SCOPE_LINK
-    else:
-        scope = RT_SCOPE_UNIVERSE
-    body = RTMSG.pack(_family(rt.dst), net.prefixlen, 0, 0, RT_TABLE_MAIN, rt.proto, scope,
-                     RTN_BLACKHOLE if rt.blackhole else RTN_UNICAST,
-                     RTNH_F_ONLINK if rt.onlink else 0)
-    if net.prefixlen:
-        body += attr(RTA_DST, net.network_address.packed)
-    if rt.gateway is not None:
-        body += attr(RTA_GATEWAY, _ip(rt.gateway))
-    if rt.oif is not None:
-        body += u32_attr(RTA_OIF, rt.oif)
-    return body
-
-
-def routes(ns: str, proto: int | None = RTPROT_NETBAY, family: int = socket.AF_INET) -> list[KRoute]:
-    """Main-table unicast and blackhole routes of ``family`` (IPv4 unless told; with
-    protocol ``proto``, or all)."""
-    out = []
-    for (_fam, dst_len, _s, _tos, _table, rproto, _scope, rtype, flags), a in _r(ns).main_routes(family):
-        if rtype not in (RTN_UNICAST, RTN_BLACKHOLE):
-            continue
-        if proto is not None and rproto != proto:
-            continue
-        dst = str(ipaddress.ip_address(a[RTA_DST])) if RTA_DST in a else ("::" if family == socket.AF_INET6
-                                                                          else "0.0.0.0")
-        out.append(KRoute(
-            dst=f"{dst}/{dst_len}",
-            gateway=str(ipaddress.ip_address(a[RTA_GATEWAY])) if RTA_GATEWAY in a else None,
-            oif=struct.unpack("=I", a[RTA_OIF])[0] if RTA_OIF in a else None,
-            onlink=bool(flags & RTNH_F_ONLINK), blackhole=rtype == RTN_BLACKHOLE, proto=rproto))
-    return out
-
-
-def add_route(ns: str, rt: KRoute) -> None:
-    """Create or replace the route to ``rt.dst``."""
-    _r(ns).request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK, _route_body(rt),
-                   f"replace route {rt.dst}")
-
-
-def del_route(ns: str, rt: KRoute) -> bool:
-    try:
-        _r(ns).request(RTM_DELROUTE, NLM_F_ACK, _route_body(rt, delete=True), f"delete route {rt.dst}")
-    except LinkError as exc:
-        if exc.errno in (errno.ESRCH, errno.ENOENT):
-            return False
-        raise
-    return True
-
-
-def sync_routes(ns: str, desired: list[KRoute], family: int = socket.AF_INET) -> tuple[int, int]:
-    """Make the routes of ``family`` with protocol :data:`RTPROT_NETBAY` in ``ns`` exactly
-    ``desired`` (those of ``desired`` in that family): add the missing, replace the changed,
-    delete the rest. Returns (added, deleted)."""
-    have = {rt.dst: rt for rt in routes(ns, family=family)}
-    want = {rt.dst: rt for rt in desired if _family(rt.dst) == family}
-    added = deleted = 0
-    for dst, rt in have.items():
-        if dst not in want:
-            deleted += del_route(ns, rt)
-    for dst, rt in want.items():
-        old = have.get(dst)
-        if old is None or old.key != rt.key:
-            add_route(ns, rt)
-            added += 1
-    return added, deleted
-
