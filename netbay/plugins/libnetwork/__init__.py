@@ -8,7 +8,7 @@ the driver name (``docker network create -d netbay --ipam-driver netbay …``).
 - :mod:`.options` — ``-o`` / ``--ipam-opt`` names (netbay's and kuryr-libnetwork's).
 - :mod:`.ipam` — IpamDriver: pools are netbay subnets, addresses are netbay ports.
 - :mod:`.network` — NetworkDriver: networks, endpoints (ports plugged through
-  :mod:`netbay.runtime.attach`), Join.
+  :mod:`netbay.runtime.attach`), Join; :mod:`.netcreate` — its CreateNetwork.
 - :mod:`.directory` — where Docker's ids live in netbay (tags), with caches.
 - :mod:`.dockerview` — what dockerd knows (networks, endpoints, containers), asked off
   the call path.
