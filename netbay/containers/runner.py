@@ -28,11 +28,12 @@ from typing import Any
 from sqlalchemy import select
 
 from netbay.containers import containers, dockerops, placement, plugs, resources, specs
+from netbay.containers.creation import Creation
 from netbay.containers.neutron import ZunNeutron
 from netbay.context import Context
 from netbay.runtime.labels import CONTAINER as LABEL
 from netbay.runtime.labels import SANDBOX as SANDBOX_LABEL
-from netbay.store.models import Container, NetworkAttachment, Pod
+from netbay.store.models import Container, NetworkAttachment
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class NoRuntime(Exception):
     pass
 
 
-class Runner:
+class Runner(Creation):
     """``network`` is the network backend the containers' ports live in (netbay's own
     service if None): ports, subnets and networks are read back from it for Docker."""
 
@@ -211,80 +212,6 @@ class Runner:
 
     def create(self, container_id: str) -> Future:
         return self.submit(container_id, self._create)
-
-    def _create(self, container_id: str) -> None:
-        rt = self.runtime()
-        with self.store.read() as s:
-            c = s.get(Container, container_id)
-            if c is None:
-                return
-            spec = specs.app_spec(c)
-            hostname, run, placed = c.hostname, c.run, (c.cluster_id, c.node)
-            neutron = self.neutron(c.project_id)
-            plan = [specs.port_plan(s, att, neutron) for att in containers.attachments(s, container_id)]
-        if placed[0]:
-            sandbox = self._place_sandbox(rt, container_id, spec["image"], *placed, hostname)
-        else:
-            for network, subnets, _ in plan:
-                self._ensure_network(rt, network, subnets)
-            sandbox = self._make_sandbox(rt, container_id, spec["image"], plan[0][2], hostname)
-        try:
-            for _, _, port in plan[1:]:
-                rt.connect(sandbox, port)
-            cid = rt.app(sandbox, spec.pop("image"), spec.pop("command"), start=False, **spec)
-            self._files(rt, cid, container_id)
-        except Exception:
-            rt.remove(sandbox)
-            raise
-        self._state(container_id, docker_id=cid)
-        try:
-            if run:
-                rt.client.api.start(cid)
-        except Exception:
-            rt.remove(cid)
-            rt.remove(sandbox)
-            self._state(container_id, docker_id="")
-            raise
-        self._state(container_id, status="Running" if run else "Created", task_state=None,
-                    status_reason="")
-
-    def _place_sandbox(self, rt: Any, container_id: str, app_image: str, cluster: str, node: str,
-                       hostname: str) -> str:
-        """The sandbox on the node's Docker network (the plugin makes its pod row and plugs it
-        as a pod); the pod's id is kept for show. The network is made and used under one lock,
-        so :meth:`remove` never takes it away between the two."""
-        name = placement.docker_network(cluster, node)
-        with self.lock(f"network:{name}"):
-            rt.ensure_cluster_network(name, cluster, node)
-            sandbox = self._make_sandbox(rt, container_id, app_image, name, hostname)
-        eid = rt.endpoint_id(sandbox, name)
-        with self.store.read() as s:
-            pod_id = s.scalar(select(Pod.id).where(Pod.cluster_id == cluster, Pod.name == f"docker-{eid}"))
-        self._state(container_id, pod_id=pod_id or "")
-        return sandbox
-
-    def _make_sandbox(self, rt: Any, container_id: str, app_image: str, port: dict[str, Any] | str,
-                      hostname: str) -> str:
-        """The sandbox, in ``sandbox_image`` — or, where Docker has no such image (nothing is
-        pulled here), in the app's own image, which then needs a shell."""
-        from docker.errors import ImageNotFound
-
-        kw = dict(name=specs.sandbox_name(container_id), labels={SANDBOX_LABEL: container_id}, hostname=hostname)
-        try:
-            return rt.sandbox(self.sandbox_image, port, **kw)
-        except ImageNotFound:
-            if app_image == self.sandbox_image:
-                raise
-            log.info("sandbox image %s missing: container %s's sandbox uses %s", self.sandbox_image,
-                     container_id, app_image)
-            return rt.sandbox(app_image, port, **kw)
-
-    def _files(self, rt: Any, docker_id: str, container_id: str) -> None:
-        """Zun's ``bind`` mounts: each file written into the app before it first starts."""
-        with self.store.read() as s:
-            mounts = s.get(Container, container_id).mounts
-        for path, contents in resources.files(mounts):
-            rt.client.api.put_archive(docker_id, "/", resources.tar_of(path, contents))
 
     def rebuild(self, container_id: str, run: bool) -> Future:
         """Zun's rebuild: a new app container (the image may be new) in the same sandbox, so
