@@ -50,9 +50,23 @@ def database_backends(config: pytest.Config) -> list[str]:
     return [b for b in chosen.split(",") if b]
 
 
+def backends_for(metafunc: pytest.Metafunc) -> list[str]:
+    """The database backends one test runs on: all of :func:`database_backends` for a module
+    marked ``every_db`` (its subject is the store: constraints, IPAM, transactions, revisions,
+    migrations, several processes) or when ``--db`` is given; else the first alone — an API
+    whose store is covered on both gains nothing from a second run but minutes."""
+    backends = database_backends(metafunc.config)
+    if metafunc.config.getoption("--db") is None and metafunc.definition.get_closest_marker("every_db") is None:
+        return backends[:1]
+    return backends
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "embedded_only(reason): a test of a both-backend module "
                             "(``neutron_api``) that runs against netbay's own API only, for that reason")
+    config.addinivalue_line("markers", "every_db: a module whose subject is the store's semantics: its "
+                            "API tests run on every database backend (the others on the first alone, "
+                            "unless --db is given)")
 
 
 DATAPLANE_DIR = Path(__file__).parent / "dataplane"
@@ -88,7 +102,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    backends = database_backends(metafunc.config)
+    backends = backends_for(metafunc)
     if "db_backend" in metafunc.fixturenames:
         metafunc.parametrize("db_backend", backends, scope="module")
     for api in ("neutron_api", "octavia_api"):

@@ -18,6 +18,8 @@ from coehelp import ci_client, make_template, wait_status
 from conftest import start_server, stop_server, unique
 from sqlalchemy import create_engine, text
 
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+
 COLLECTIONS = {
     "/network/v2.0/networks": "networks", "/network/v2.0/subnets": "subnets",
     "/network/v2.0/ports": "ports", "/network/v2.0/routers": "routers",
