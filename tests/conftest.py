@@ -62,11 +62,14 @@ def backends_for(metafunc: pytest.Metafunc) -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Under -n, a module stays on one worker (``--dist loadfile``) unless --dist is given:
+    # its module-scoped servers then start once, where xdist's default (``load``) started
+    # one on each worker that got one of its tests.
+    if getattr(config.option, "dist", "no") == "load" and \
+            not any(a.startswith(("--dist", "-d")) for a in config.invocation_params.args):
+        config.option.dist = "loadfile"
     config.addinivalue_line("markers", "embedded_only(reason): a test of a both-backend module "
                             "(``neutron_api``) that runs against netbay's own API only, for that reason")
-    config.addinivalue_line("markers", "every_db: a module whose subject is the store's semantics: its "
-                            "API tests run on every database backend (the others on the first alone, "
-                            "unless --db is given)")
 
 
 DATAPLANE_DIR = Path(__file__).parent / "dataplane"
