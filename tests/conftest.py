@@ -347,7 +347,7 @@ def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: t
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     try:
-        _wait_port(port, 60, proc)
+        _wait_port(port, 120, proc)   # 60 s ran out under a load of 13 (a module of errors)
     except Exception as exc:
         proc.kill()
         raise RuntimeError((data_dir / "server.log").read_text()) from exc
