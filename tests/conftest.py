@@ -7,6 +7,7 @@ stopped by its PID), unless ``NETBAY_TEST_PG_URL`` points at one already.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import glob
 import os
@@ -14,6 +15,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -50,7 +52,24 @@ def database_backends(config: pytest.Config) -> list[str]:
     return [b for b in chosen.split(",") if b]
 
 
+def backends_for(metafunc: pytest.Metafunc) -> list[str]:
+    """The database backends one test runs on: all of :func:`database_backends` for a module
+    marked ``every_db`` (its subject is the store: constraints, IPAM, transactions, revisions,
+    migrations, several processes) or when ``--db`` is given; else the first alone — an API
+    whose store is covered on both gains nothing from a second run but minutes."""
+    backends = database_backends(metafunc.config)
+    if metafunc.config.getoption("--db") is None and metafunc.definition.get_closest_marker("every_db") is None:
+        return backends[:1]
+    return backends
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # Under -n, a module stays on one worker (``--dist loadfile``) unless --dist is given:
+    # its module-scoped servers then start once, where xdist's default (``load``) started
+    # one on each worker that got one of its tests.
+    if getattr(config.option, "dist", "no") == "load" and \
+            not any(a.startswith(("--dist", "-d")) for a in config.invocation_params.args):
+        config.option.dist = "loadfile"
     config.addinivalue_line("markers", "embedded_only(reason): a test of a both-backend module "
                             "(``neutron_api``) that runs against netbay's own API only, for that reason")
 
@@ -88,7 +107,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    backends = database_backends(metafunc.config)
+    backends = backends_for(metafunc)
     if "db_backend" in metafunc.fixturenames:
         metafunc.parametrize("db_backend", backends, scope="module")
     for api in ("neutron_api", "octavia_api"):
@@ -291,7 +310,30 @@ def _project_id(keystone: httpx.Client, name: str) -> str:
     raise AssertionError(f"project {name} neither made nor found")
 
 
+_SCHEMA: list[Path] = []   # this test process's SQLite database migrated to head, copied for each new one
+
+
+def _schema_at_head(path: Path) -> None:
+    """Write the new SQLite database ``path`` as an empty schema at head: a copy (SQLite's
+    backup) of one this process migrated once. A server then finds nothing to migrate —
+    twenty-two migrations were 1-1.5 s of every server's start, 5-6 s on a loaded machine,
+    and every test module starts one or two. What ``netbay up`` does next (bootstrap, the
+    ``public`` network) runs as on an empty file; migrations have tests of their own."""
+    if not _SCHEMA:
+        from netbay.store import migrate
+
+        where = Path(tempfile.mkdtemp(prefix="nbtest-schema-"))
+        atexit.register(shutil.rmtree, where, True)
+        migrate.upgrade(f"sqlite:///{where / 'netbay.db'}")
+        _SCHEMA.append(where / "netbay.db")
+    with contextlib.closing(sqlite3.connect(_SCHEMA[0])) as source, contextlib.closing(sqlite3.connect(path)) as copy:
+        source.backup(copy)
+
+
 def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: tuple[str, ...] = ()) -> Server:
+    sqlite_file = Path(database_url.removeprefix("sqlite:///")) if database_url.startswith("sqlite:///") else None
+    if up and sqlite_file is not None and not sqlite_file.exists():
+        _schema_at_head(sqlite_file)
     port = free_port()
     env = {**os.environ, "NETBAY_ADMIN_PASSWORD": ADMIN_PASSWORD, "NETBAY_LOG_LEVEL": "WARNING"}
     command = "up" if up else "serve"
@@ -305,7 +347,7 @@ def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: t
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     try:
-        _wait_port(port, 60, proc)
+        _wait_port(port, 120, proc)   # 60 s ran out under a load of 13 (a module of errors)
     except Exception as exc:
         proc.kill()
         raise RuntimeError((data_dir / "server.log").read_text()) from exc

@@ -5,7 +5,7 @@ naming a group. Packets: tests/dataplane/test_dp_address_groups.py."""
 from __future__ import annotations
 
 from conftest import neutron_error, unique
-from test_netext import osc_json
+from oschelp import osc_json
 
 BAD_ID = "0b5e7f6e-7a5c-4d8e-9d4f-3c2b1a000000"
 

@@ -9,17 +9,31 @@ agent composes both, never the other way round.
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "netbay"
 
 
+def import_nodes(path: Path) -> list[ast.Import | ast.ImportFrom | ast.keyword]:
+    """The ``import`` statements (lazy ones too) and keyword arguments of ``path``: what
+    every reader below looks at. Parsed once per file content: the tree is ~400 files
+    and each test reads all of it (was a minute of this module's run on a loaded machine)."""
+    return _nodes(str(path), path.read_text())
+
+
+@functools.cache
+def _nodes(name: str, text: str) -> list[ast.Import | ast.ImportFrom | ast.keyword]:
+    return [node for node in ast.walk(ast.parse(text, name))
+            if isinstance(node, (ast.Import, ast.ImportFrom, ast.keyword))]
+
+
 def imported_modules(path: Path) -> set[str]:
     """Every module ``path`` imports, lazily or not; ``from a.b import c`` names both
     ``a.b`` and ``a.b.c`` (``c`` may be a module)."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in import_nodes(path):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
             names.update(f"{node.module}.{a.name}" for a in node.names)
@@ -97,7 +111,7 @@ def module_imports(root: Path = ROOT) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = defaultdict(set)
     for name, path in paths.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in import_nodes(path):
             if isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
@@ -122,7 +136,7 @@ def factory_modules(root: Path = ROOT) -> set[str]:
     registry → module."""
     found = set()
     for path in root.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in import_nodes(path):
             if (isinstance(node, ast.keyword) and node.arg == "factory" and isinstance(node.value, ast.Constant)
                     and isinstance(node.value.value, str) and ":" in node.value.value):
                 found.add(node.value.value.partition(":")[0])
@@ -203,7 +217,7 @@ def imports_of(pkg: str) -> dict[str, set[str]]:
     """Each module's ``netbay.…`` imports (lazy ones too): module or ``module:Name``."""
     out: dict[str, set[str]] = defaultdict(set)
     for path in (ROOT / pkg).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in import_nodes(path):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("netbay"):
                 out[path.name].add(node.module)
                 out[path.name].update(f"{node.module}:{a.name}" for a in node.names)

@@ -6,7 +6,10 @@ import threading
 import time
 
 import httpx
+import pytest
 from conftest import unique
+
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
 
 
 def _changes(server, token, since, wait=0.0):

@@ -6,8 +6,11 @@ from __future__ import annotations
 import time
 
 import httpx
+import pytest
 from coehelp import ci_client, make_template
 from conftest import neutron_error, unique
+
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
 
 
 def _cluster(ci: httpx.Client) -> dict:

@@ -23,6 +23,8 @@ from netbay.coe.executor import Interrupted, Stack
 from netbay.store.db import Store
 from netbay.store.models import CoeStack, CoeStackResource
 
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+
 TEMPLATE = {"coe": "kubernetes", "network_driver": "flannel", "external_network_id": "public",
             "master_lb_enabled": True, "floating_ip_enabled": True, "labels": {"flannel_backend": "vxlan"}}
 COLLECTIONS = {

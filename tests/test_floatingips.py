@@ -13,6 +13,8 @@ import pytest
 import httpx
 from conftest import neutron_error, unique
 
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+
 _octets = itertools.count(1)
 DATAPLANE = ("a floating IP goes ACTIVE on netbay's dataplane agent's report (PUT /netbay/v1/status, netbay's own); "
              "the peer Neutron has no L3 agent to make one ACTIVE")

@@ -6,6 +6,8 @@ import httpx
 import pytest
 from conftest import ADMIN_PASSWORD, unique
 
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+
 
 def _auth(user: str, password: str, project: str | None = "admin") -> dict:
     body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {

@@ -14,8 +14,7 @@ import httpx
 import openstack.exceptions as osexc
 import pytest
 from conftest import unique
-from test_lb_providers_api import UNSUPPORTED, osc
-from test_loadbalancer_api import make_net, octavia_error
+from lbhelp import UNSUPPORTED, make_net, octavia_error, osc
 
 DENIED = "Policy does not allow this request to be performed."
 

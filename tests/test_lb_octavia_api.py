@@ -21,7 +21,7 @@ import openstack.exceptions as osexc
 import pytest
 from conftest import ADMIN_PASSWORD, unique
 
-from test_loadbalancer_api import make_net, octavia_error
+from lbhelp import make_net, octavia_error
 from tests.osc import openstack as run_openstack
 
 FORBIDDEN = "Policy does not allow this request to be performed."

@@ -8,19 +8,11 @@ would (``PUT /netbay/v1/status``). Traffic is tested in
 
 from __future__ import annotations
 
-import json
-import os
 
 import httpx
 import pytest
-from conftest import ADMIN_PASSWORD, unique
-from test_loadbalancer_api import make_net, octavia_error
-
-from netbay.lbaas.common import not_offered
-from tests.osc import openstack as run_openstack
-
-# Octavia's ProviderUnsupportedOptionError: whatever status netbay.lbaas.common answers it with.
-UNSUPPORTED = not_offered("x").status
+from conftest import unique
+from lbhelp import UNSUPPORTED, make_net, octavia_error, osc
 
 
 @pytest.fixture(scope="module")
@@ -34,18 +26,6 @@ def lb_http(server, member):
 @pytest.fixture(scope="module")
 def net(member):
     return make_net(member, "l7net")
-
-
-def osc(server, *args: str, output: bool = True) -> object:
-    """``openstack <args> -f json`` as admin (python-octaviaclient's commands)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
-    env.update(OS_AUTH_URL=server.auth_url, OS_USERNAME="admin", OS_PASSWORD=ADMIN_PASSWORD,
-               OS_PROJECT_NAME="admin", OS_USER_DOMAIN_NAME="Default", OS_PROJECT_DOMAIN_NAME="Default",
-               OS_IDENTITY_API_VERSION="3")
-    argv = [*args, "-f", "json"] if output else list(args)
-    r = run_openstack(*argv, env=env)
-    assert r.returncode == 0, f"openstack {' '.join(args)}:\n{r.stdout}\n{r.stderr}"
-    return json.loads(r.stdout) if r.stdout.strip() else None
 
 
 # --- providers -------------------------------------------------------------------------------------

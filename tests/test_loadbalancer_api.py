@@ -11,36 +11,14 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import uuid
-from types import SimpleNamespace
 
 import httpx
 import openstack.exceptions as osexc
 import pytest
 from conftest import unique
-
-_octets = itertools.count(1)
-
+from lbhelp import make_net, next_octet, octavia_error
 
 # --- helpers -------------------------------------------------------------------------------
-
-
-def octavia_error(r: httpx.Response, status: int, message: str | None = None) -> str:
-    """Assert Octavia's error body; returns the faultstring."""
-    assert r.status_code == status, r.text
-    body = r.json()
-    assert set(body) == {"faultcode", "faultstring", "debuginfo"}, body
-    assert body["faultcode"] == ("Server" if status >= 500 else "Client")
-    assert body["debuginfo"] is None
-    if message is not None:
-        assert body["faultstring"] == message, body
-    return body["faultstring"]
-
-
-def make_net(conn, prefix: str = "lbnet"):
-    net = conn.network.create_network(name=unique(prefix))
-    subnet = conn.network.create_subnet(network_id=net.id, cidr=f"10.{100 + next(_octets)}.0.0/24",
-                                        ip_version=4)
-    return SimpleNamespace(net=net, subnet=subnet, cidr=ipaddress.ip_network(subnet.cidr))
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +179,7 @@ def test_create_load_balancer_makes_vip_port(member, net, netbay_admin):
 @pytest.mark.embedded_only("Octavia's API leaves a caller's vip_port_id port unowned (device_owner ''); its provider plugs it, and the peer's noop driver does not")
 def test_vip_by_network_address_and_port(member, admin, settle):
     dual = make_net(member, "dual")
-    member.network.create_subnet(network_id=dual.net.id, cidr="fd00:%x::/64" % next(_octets), ip_version=6)
+    member.network.create_subnet(network_id=dual.net.id, cidr="fd00:%x::/64" % next_octet(), ip_version=6)
     # By network: the IPv4 subnet is preferred.
     lb = member.load_balancer.create_load_balancer(vip_network_id=dual.net.id)
     assert lb.vip_subnet_id == dual.subnet.id and lb.name == ""

@@ -7,8 +7,11 @@ import datetime as dt
 import json
 
 import sqlalchemy as sa
+import pytest
 
 from netbay.store import migrate
+
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
 
 NOW = dt.datetime(2026, 11, 1, 12, 0, 0)
 

@@ -5,12 +5,15 @@ schema then matches the models, and the downgrade takes the columns away."""
 from __future__ import annotations
 
 import sqlalchemy as sa
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from netbay.store import migrate
 from netbay.store.models import Base
+
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
 
 REVISION = "0022_neutron3"
 

@@ -3,34 +3,18 @@ and trunks, through openstacksdk and the ``openstack`` CLI (issue 10, item 2).""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 
 import httpx
 import openstack.exceptions
 import pytest
-from conftest import ADMIN_PASSWORD, Server, neutron_error, unique
+from conftest import Server, neutron_error, unique
+from oschelp import osc_as, osc_json
 
 from netbay.network.quotas import DEFAULTS
-from tests.osc import openstack as run_openstack
 
 NEUTRON_DEFAULTS = {"network": 100, "subnet": 100, "port": 500, "router": 10, "floatingip": 50,
                     "security_group": 10, "security_group_rule": 100, "rbac_policy": 10}
-
-
-def _osc(server: Server, *args: str, user: str = "admin", password: str = ADMIN_PASSWORD,
-         project: str = "admin") -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
-    env.update(OS_AUTH_URL=server.auth_url, OS_USERNAME=user, OS_PASSWORD=password, OS_PROJECT_NAME=project,
-               OS_USER_DOMAIN_NAME="Default", OS_PROJECT_DOMAIN_NAME="Default", OS_IDENTITY_API_VERSION="3")
-    return run_openstack(*args, env=env)
-
-
-def osc_json(server: Server, *args: str, **who: str) -> object:
-    r = _osc(server, *args, "-f", "json", **who)
-    assert r.returncode == 0, f"openstack {' '.join(args)}:\n{r.stdout}\n{r.stderr}"
-    return json.loads(r.stdout)
 
 
 def _keystone_projects_api(server: Server) -> bool:
@@ -157,7 +141,7 @@ def test_openstack_quota_show_and_set(server: Server) -> None:
     if not _keystone_projects_api(server):
         pytest.skip("`openstack quota set PROJECT` resolves PROJECT through Keystone's /v3/projects "
                     "(issue 10 item 3, another branch); the quota API itself is tested above")
-    r = _osc(server, "quota", "set", "--networks", "7", "--ports", "9", project_name)
+    r = osc_as(server, "quota", "set", "--networks", "7", "--ports", "9", project_name)
     assert r.returncode == 0, r.stderr
     shown = osc_json(server, "quota", "show", "--network", **who)
     values = {row["Resource"]: row["Limit"] for row in shown} if isinstance(shown, list) else shown
@@ -311,7 +295,7 @@ def test_openstack_network_trunk_cli(server: Server, admin) -> None:
     assert trunk["port_id"] == parent.id and trunk["status"] == "DEGRADED"
     subports = osc_json(server, "network", "subport", "list", "--trunk", name)
     assert [(s["Port"], s["Segmentation ID"]) for s in subports] == [(sub.id, 200)]
-    r = _osc(server, "network", "trunk", "delete", name)
+    r = osc_as(server, "network", "trunk", "delete", name)
     assert r.returncode == 0, r.stderr
 
 

@@ -5,7 +5,10 @@ commit and one wake-up of the agent)."""
 from __future__ import annotations
 
 import httpx
+import pytest
 from conftest import neutron_error, unique
+
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
 
 
 def _group(http: httpx.Client) -> dict:

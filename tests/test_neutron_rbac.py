@@ -10,6 +10,8 @@ import openstack.exceptions
 import pytest
 from conftest import Server, neutron_error, unique
 
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+
 EXTERNAL = "access_as_external"
 SHARED = "access_as_shared"
 

@@ -24,6 +24,8 @@ import pytest
 from conftest import neutron_error, unique
 from openstack import exceptions as sdk_exc
 
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+
 _octet = itertools.count(1)
 
 

@@ -14,6 +14,8 @@ import pytest
 from coehelp import make_template, wait_status
 from conftest import neutron_error, unique
 
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def nb(server) -> httpx.Client:

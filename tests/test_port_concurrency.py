@@ -8,7 +8,10 @@ import time
 from collections import Counter
 
 import httpx
+import pytest
 from conftest import unique
+
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
 
 CLIENTS = 50
 REQUESTS = 500

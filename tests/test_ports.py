@@ -11,6 +11,8 @@ import pytest
 from conftest import unique
 from openstack import exceptions as os_exc
 
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def server(neutron_api):

@@ -16,6 +16,8 @@ from netbay.store import migrate
 from netbay.store.db import Store
 from netbay.store.models import DefaultSecurityGroup, Subnet
 
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+
 ADMIN = Context.admin()
 
 

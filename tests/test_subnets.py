@@ -11,6 +11,8 @@ import httpx
 import pytest
 from conftest import neutron_error, unique
 
+pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def server(neutron_api):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from conftest import Server, neutron_error, unique
-from test_netext import _osc, osc_json
+from oschelp import osc_as, osc_json
 
 BAD_ID = "0b5e7f6e-7a5c-4d8e-9d4f-3c2b1a000000"
 
@@ -47,12 +47,12 @@ def test_openstack_cli_lifecycle(server: Server, admin_http: httpx.Client, net: 
     assert any(f["ID"] == flow["id"] for f in osc_json(server, "tap", "flow", "list"))
     assert any(s["ID"] == ts["id"] for s in osc_json(server, "tap", "service", "list"))
     assert osc_json(server, "tap", "service", "show", name)["id"] == ts["id"]
-    r = _osc(server, "tap", "flow", "update", flow["id"], "--description", "mirror")
+    r = osc_as(server, "tap", "flow", "update", flow["id"], "--description", "mirror")
     assert r.returncode == 0, r.stderr
     assert osc_json(server, "tap", "flow", "show", flow["id"])["description"] == "mirror"
-    assert _osc(server, "tap", "flow", "delete", flow["id"]).returncode == 0
+    assert osc_as(server, "tap", "flow", "delete", flow["id"]).returncode == 0
     assert admin_http.get(f"/taas/tap_flows/{flow['id']}").status_code == 404
-    assert _osc(server, "tap", "service", "delete", ts["id"]).returncode == 0
+    assert osc_as(server, "tap", "service", "delete", ts["id"]).returncode == 0
     neutron_error(admin_http.get(f"/taas/tap_services/{ts['id']}"), 404, "TapServiceNotFound",
                   f"Tap Service  {ts['id']} does not exist")
 
@@ -102,7 +102,7 @@ def test_another_projects_port_is_not_found(server: Server, admin_http: httpx.Cl
     neutron_error(mine.post("/taas/tap_flows", json={"tap_flow": {
         "tap_service_id": ts_id, "source_port": foreign, "direction": "BOTH"}}), 404, "PortNotFound")
     # the CLI looks the port up first and finds none
-    r = _osc(server, "tap", "flow", "create", "--port", foreign, "--tap-service", ts_id, "--direction", "BOTH",
+    r = osc_as(server, "tap", "flow", "create", "--port", foreign, "--tap-service", ts_id, "--direction", "BOTH",
              user=user, password=password, project=project)
     assert r.returncode != 0 and f"No Port found for {foreign}" in r.stderr, r.stderr
     # and another project's tap service neither shows nor takes flows

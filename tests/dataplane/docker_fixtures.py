@@ -1,6 +1,11 @@
 """Fixtures for Docker on netbay: the plugin as a child process and helpers to look
 at what Docker and netbay made (used by test_dp_docker.py; meant for the container
 API's tests too). dockerd itself: :mod:`netbay.runtime.dockerd`.
+
+The module fixtures ``daemon`` (a private dockerd) and ``plugin`` (named ``PLUGIN``, on the
+module's shared ``cloud``) are what test_dp_docker.py, test_dp_docker_v6.py and
+test_dp_hardening_docker.py import; the container API's modules use their own
+(:mod:`.zun_fixtures`).
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from docker.types import IPAMConfig, IPAMPool
 
 from netbay import unixsock
@@ -29,6 +36,7 @@ from .dp_helpers import RUN_ID, serving
 
 PLUGIN = f"nbt{RUN_ID}dk"
 MADE = "netbay.docker.made"
+GRACE = 3.0   # the plugin's --orphan-grace: short, so tests of its collection wait seconds
 
 
 def plugin_env(server: Server) -> dict[str, str]:
@@ -150,3 +158,23 @@ def tcp_read(ns: str, host: str, port: int, timeout: float = 5.0) -> bytes:
                 break
             data += chunk
         return data
+
+
+# --- the module fixtures ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[dk.Dockerd]:
+    yield from dk.running()
+
+
+@pytest.fixture(scope="module")
+def plugin(cloud: Cloud, daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
+    p = Plugin(PLUGIN, cloud.server.url, cloud.names.prefix, plugin_env(cloud.server),
+               tmp_path_factory.mktemp("plugin") / "plugin.log",
+               ("--docker-host", daemon.host, "--orphan-grace", str(GRACE)))
+    p.start()
+    try:
+        yield p
+    finally:
+        p.stop()

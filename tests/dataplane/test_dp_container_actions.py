@@ -22,7 +22,7 @@ from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
 from .docker_fixtures import sh
 from .dp_helpers import ping
-from .test_dp_containers import cloud, daemon, docker_container, plugin, wait_container, zun  # noqa: F401
+from .zun_fixtures import cloud, daemon, docker_container, plugin, wait_container, zun  # noqa: F401
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 

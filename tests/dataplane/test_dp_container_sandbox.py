@@ -24,7 +24,7 @@ from zunhelp import zunclient
 from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
 from .docker_fixtures import Plugin, iface, made_ports, sh
-from .test_dp_containers import cloud, daemon, docker_container, plugin, wait_container, zun  # noqa: F401
+from .zun_fixtures import cloud, daemon, docker_container, plugin, wait_container, zun  # noqa: F401
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
@@ -234,7 +234,7 @@ def restart_server(cloud: Cloud, daemon: dk.Dockerd, plugin_name: str, while_dow
 
 def test_server_restart_and_plugin_sigkill_keep_containers_networked(cloud: Cloud, daemon: dk.Dockerd,
                                                                      plugin: Plugin, zun: Any) -> None:
-    from .test_dp_containers import PLUGIN
+    from .zun_fixtures import PLUGIN
 
     net, _ = cloud.network("zs-r", "10.83.0.0/24")
     sb = cloud.sandbox("zs-rsb", networks=[net["id"]])

@@ -10,7 +10,6 @@ python-zunclient) and talk to netbay sandboxes on the same network.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,69 +18,12 @@ from netbay.dataplane.names import Names
 from zunhelp import zun_error, zun_http, zunclient
 
 from . import dockerd as dk
-from .agent_fixtures import Cloud, make_cloud, wait_for
-from .docker_fixtures import Plugin, iface, plugin_env, sh
-from .dp_helpers import RUN_ID, ping
+from .agent_fixtures import Cloud, wait_for
+from .docker_fixtures import iface, plugin_env, sh
+from .dp_helpers import ping
+from .zun_fixtures import cloud, daemon, docker_container, plugin, wait_container, zun  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
-
-PLUGIN = f"nbt{RUN_ID}zn"
-
-
-@pytest.fixture(scope="module")
-def daemon() -> Iterator[dk.Dockerd]:
-    yield from dk.running()
-
-
-@pytest.fixture(scope="module")
-def cloud(daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Cloud]:
-    """The server; a module's ``SANDBOX_IMAGE`` is its sandbox image (none here: the default
-    ``busybox`` is missing from the private dockerd, so sandboxes use the app's image)."""
-    saved = {k: os.environ.get(k) for k in ("NETBAY_DOCKER_HOST", "NETBAY_DOCKER_DRIVER", "NETBAY_SANDBOX_IMAGE")}
-    os.environ.update(NETBAY_DOCKER_HOST=daemon.host, NETBAY_DOCKER_DRIVER=PLUGIN)
-    os.environ.pop("NETBAY_SANDBOX_IMAGE", None)
-    if getattr(request.module, "SANDBOX_IMAGE", None):
-        os.environ["NETBAY_SANDBOX_IMAGE"] = request.module.SANDBOX_IMAGE
-    made = make_cloud(tmp_path_factory.mktemp("containers"), "zn")
-    try:
-        cloud = next(made)  # the server starts with the environment above
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    yield cloud
-    next(made, None)
-
-
-@pytest.fixture(scope="module")
-def plugin(cloud: Cloud, daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
-    p = Plugin(PLUGIN, cloud.server.url, cloud.names.prefix, plugin_env(cloud.server),
-               tmp_path_factory.mktemp("plugin") / "plugin.log", ("--docker-host", daemon.host))
-    p.start()
-    try:
-        yield p
-    finally:
-        dk.clear(daemon)   # while the plugin answers: after, dockerd waits ~30 s on it per network
-        p.stop()
-
-
-@pytest.fixture(scope="module")
-def zun(cloud: Cloud, plugin: Plugin) -> Any:
-    return zun_http(cloud.server, cloud.server.token())
-
-
-def wait_container(zun: Any, uuid: str, status: str, timeout: float = 60) -> dict:
-    def check() -> dict | None:
-        c = zun.get(f"/containers/{uuid}").json()
-        assert c["status"] != "Error" or status == "Error", (c["status_reason"], c)
-        return c if c["status"] == status and c["task_state"] is None else None
-    return wait_for(check, timeout, 0.1, f"container {uuid} {status}")
-
-
-def docker_container(daemon: dk.Dockerd, c: dict) -> Any:
-    return daemon.client.containers.get(c["container_id"])
 
 
 def iface_with(dc: Any, mac: str) -> str:

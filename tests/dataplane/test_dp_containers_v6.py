@@ -17,7 +17,7 @@ from . import dockerd as dk
 from .agent_fixtures import Cloud
 from .docker_fixtures import sh
 from .dp_helpers import fixed_ip, ping
-from .test_dp_containers import cloud, daemon, docker_container, plugin, wait_container, zun  # noqa: F401 - fixtures
+from .zun_fixtures import cloud, daemon, docker_container, plugin, wait_container, zun  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,33 +22,14 @@ from conftest import free_port  # tests/conftest.py
 
 from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
-from .docker_fixtures import (PLUGIN, Plugin, docker_network, endpoint_port, host_container_ends, iface,
-                              made_ports, netbay_network, plugin_env, run, sh, tcp_read)
+from .docker_fixtures import (  # noqa: F401 - daemon, plugin: the module fixtures
+    GRACE, PLUGIN, Plugin, daemon, docker_network, endpoint_port, host_container_ends, iface, made_ports,
+    netbay_network, plugin, plugin_env, run, sh, tcp_read)
 from .dp_helpers import PREFIX, ping
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
-GRACE = 3.0
-
-
 CLOUD_TAG = "dk"   # the shared `cloud` fixture (conftest.py): its namespace prefix
-
-
-@pytest.fixture(scope="module")
-def daemon() -> Iterator[dk.Dockerd]:
-    yield from dk.running()
-
-
-@pytest.fixture(scope="module")
-def plugin(cloud: Cloud, daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
-    p = Plugin(PLUGIN, cloud.server.url, cloud.names.prefix, plugin_env(cloud.server),
-               tmp_path_factory.mktemp("plugin") / "plugin.log",
-               ("--docker-host", daemon.host, "--orphan-grace", str(GRACE)))
-    p.start()
-    try:
-        yield p
-    finally:
-        p.stop()
 
 
 # --- tests -----------------------------------------------------------------------------------

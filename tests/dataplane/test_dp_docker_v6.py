@@ -17,7 +17,7 @@ from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
 from .docker_fixtures import PLUGIN, Plugin, endpoint_port, made_ports, netbay_network, run, sh
 from .dp_helpers import fixed_ip, ping
-from .test_dp_docker import daemon, plugin  # noqa: F401 - the module fixtures, shared
+from .docker_fixtures import daemon, plugin  # noqa: F401 - the module fixtures, shared
 
 CLOUD_TAG = "dk"   # the shared `cloud` fixture (conftest.py), on test_dp_docker's prefix
 

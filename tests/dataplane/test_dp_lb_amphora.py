@@ -22,7 +22,7 @@ import pytest
 from netbay.dataplane import netns
 from netbay.dataplane.loadbalancer import TABLE
 
-from .test_dp_loadbalancer import (  # noqa: F401 (fixtures)
+from .lb_fixtures import (  # noqa: F401 (fixtures)
     HTTP_PORT, LB, UDP_PORT, Env, ask_udp, env, get, make_lb, post, spread, try_fetch, wait_lb, wait_op)
 
 CLOUD_TAG = "lb"   # the shared `cloud` fixture (conftest.py), on test_dp_loadbalancer's prefix

@@ -19,7 +19,7 @@ from netbay.dataplane.loadbalancer import TABLE
 from netbay.dataplane.nft import Nft
 
 from .agent_fixtures import wait_for
-from .test_dp_loadbalancer import LB, Env, env, make_lb, try_fetch, wait_lb  # noqa: F401 (fixtures)
+from .lb_fixtures import LB, Env, env, make_lb, try_fetch, wait_lb  # noqa: F401 (fixtures)
 
 CLOUD_TAG = "lb"   # the shared `cloud` fixture (conftest.py), on test_dp_loadbalancer's prefix
 

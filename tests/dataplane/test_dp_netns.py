@@ -153,9 +153,13 @@ def test_socket_opened_inside_stays_bound(make_ns):
     a = make_ns("sock")
     with netns.entered(a):
         srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # The port is held (bound, not listening) on the host's loopback, so no other
+    # process there can be listening on it: a refusal below is the namespace's doing.
+    held = socket.socket()
     try:
-        srv.bind(("127.0.0.1", 0))  # lo of `a` is down: 127.0.0.1 still binds
-        port = srv.getsockname()[1]
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        srv.bind(("127.0.0.1", port))  # lo of `a` is down: 127.0.0.1 still binds
         srv.listen(1)
         # The host's loopback does not reach it.
         with socket.socket() as c:
@@ -163,6 +167,7 @@ def test_socket_opened_inside_stays_bound(make_ns):
             assert c.connect_ex(("127.0.0.1", port)) != 0
     finally:
         srv.close()
+        held.close()
 
 
 def test_threads_started_inside_inherit_the_namespace(make_ns):

@@ -1,7 +1,7 @@
 """Sandboxes as a first-class object: /netbay/v1/sandboxes, status write-back, the CLI.
 
 API behaviour runs against the shared ``server`` fixture (``netbay up --no-agent``,
-SQLite and PostgreSQL); the CLI test starts an agent with this run's prefix so that
+on SQLite: the store's semantics are the ``every_db`` modules'); the CLI test starts an agent with this run's prefix so that
 ``netbay sandbox exec`` has a namespace to enter.
 """
 
