@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from netbay.dataplane import netns
+from netbay.dataplane import netns, sctp
 from netbay.dataplane.loadbalancer import TABLE
 from netbay.dataplane.nft import Nft
 
@@ -26,6 +26,7 @@ from .agent_fixtures import Cloud, wait_for
 LB = "/load-balancer/v2/lbaas"
 HTTP_PORT = 8080
 UDP_PORT = 5353
+SCTP_PORT = 3868
 
 
 # --- members: a tiny server in a namespace ---------------------------------------------------
@@ -34,27 +35,31 @@ UDP_PORT = 5353
 @dataclass
 class Backend:
     """A member's server: answers every TCP connection with an HTTP response whose body
-    is the member's name, and every UDP datagram with the name."""
+    is the member's name, every UDP datagram with the name, and every SCTP INIT to
+    SCTP_PORT with an INIT ACK (a raw socket: this kernel may have no SCTP stack), counted."""
     ns: str
     name: str
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     socks: list[socket.socket] = field(default_factory=list)
+    sctp_inits: int = 0
 
     def start(self) -> Backend:
         self.stop_event = threading.Event()
         with netns.entered(self.ns):
             tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, sctp.PROTO)
         tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         tcp.bind(("0.0.0.0", HTTP_PORT))
         tcp.listen(64)
         udp.bind(("0.0.0.0", UDP_PORT))
-        for s in (tcp, udp):
+        for s in (tcp, udp, raw):
             s.settimeout(0.1)
-        self.socks = [tcp, udp]
+        self.socks = [tcp, udp, raw]
         self.threads = [threading.Thread(target=self._tcp, args=(tcp,), daemon=True),
-                        threading.Thread(target=self._udp, args=(udp,), daemon=True)]
+                        threading.Thread(target=self._udp, args=(udp,), daemon=True),
+                        threading.Thread(target=self._sctp, args=(raw,), daemon=True)]
         for t in self.threads:
             t.start()
         return self
@@ -88,6 +93,19 @@ class Backend:
                 continue
             except OSError:
                 return
+
+    def _sctp(self, sock: socket.socket) -> None:
+        while not self.stop_event.is_set():
+            try:
+                data, (peer, _) = sock.recvfrom(65535)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            got = sctp.parse(data)
+            if got and got.valid and got.chunk == sctp.INIT and got.dport == SCTP_PORT and got.init_tag:
+                self.sctp_inits += 1
+                sock.sendto(sctp.init_ack(SCTP_PORT, got.sport, got.init_tag, 7), (peer, 0))
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -165,7 +183,7 @@ def env(cloud: Cloud) -> Iterator[Env]:
                       json={"subnet_id": subnet["id"]}))
     web = cloud.ok(http.post("/network/v2.0/security-groups", json={"security_group": {
         "name": "web"}}), 201)["security_group"]
-    for proto, port in (("tcp", HTTP_PORT), ("udp", UDP_PORT), ("icmp", None)):
+    for proto, port in (("tcp", HTTP_PORT), ("udp", UDP_PORT), ("sctp", SCTP_PORT), ("icmp", None)):
         rule = {"security_group_id": web["id"], "direction": "ingress", "ethertype": "IPv4", "protocol": proto}
         if port:
             rule.update(port_range_min=port, port_range_max=port)
@@ -337,6 +355,50 @@ def test_udp_listener(env: Env) -> None:
     answers = Counter(ask_udp(env.clients[0], vip, 53) for _ in range(9))  # a new socket: a new flow
     assert set(answers) == {"m1", "m2", "m3"}, answers
     cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{made['lb']['id']}", params={"cascade": "true"}), 204)
+
+
+def sctp_answered(ns: str, vip: str, port: int, timeout: float = 1.0) -> bool:
+    """An SCTP INIT from ``ns`` to the VIP: answered by an INIT ACK that came back through it."""
+    with netns.entered(ns):
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, sctp.PROTO)
+    with s:
+        return sctp.check(s, vip, port, timeout)
+
+
+@pytest.mark.parametrize("provider", [None, "amphora"])
+def test_sctp_listener_spreads_associations_and_its_monitor_takes_a_dead_member_out(env: Env,
+                                                                                   provider: str | None) -> None:
+    """SCTP as the amphora's LVS forwards it (under either provider: nftables, beside
+    haproxy for the amphora): each INIT (a new association) goes to the next member and
+    its INIT ACK comes back from the VIP; an SCTP health monitor (an INIT per probe)
+    finds the member that stopped answering and takes it out."""
+    cloud = env.cloud
+    made = make_lb(env, "sctp", provider=provider, protocol="SCTP", port=SCTP_PORT, member_port=SCTP_PORT)
+    lb_id, pool_id, vip = made["lb"]["id"], made["pool"]["id"], made["lb"]["vip_address"]
+    backends = {name: b for name, _, b in env.members}
+    before = {name: b.sctp_inits for name, b in backends.items()}
+    assert all(sctp_answered(env.clients[0], vip, SCTP_PORT) for _ in range(9))
+    spread_over = {name: b.sctp_inits - before[name] for name, b in backends.items()}
+    assert spread_over == {"m1": 3, "m2": 3, "m3": 3}, spread_over
+    assert not sctp_answered(env.clients[0], vip, SCTP_PORT + 1, 0.3), "a port no listener has"
+
+    post(cloud, "healthmonitors", "healthmonitor", {"pool_id": pool_id, "type": "SCTP", "delay": 1,
+                                                    "timeout": 1, "max_retries": 1, "max_retries_down": 1}, lb_id)
+    member = {name: f"pools/{pool_id}/members/{m['id']}" for name, m in made["members"].items()}
+    for path in member.values():
+        wait_op(cloud, path, "ONLINE")
+    backends["m2"].stop()
+    try:
+        wait_op(cloud, member["m2"], "ERROR", timeout=8)
+        wait_op(cloud, f"pools/{pool_id}", "DEGRADED")
+        before = {name: b.sctp_inits for name, b in backends.items()}
+        assert all(sctp_answered(env.clients[0], vip, SCTP_PORT) for _ in range(6))
+        took = {name: b.sctp_inits - before[name] for name, b in backends.items()}
+        assert took["m1"] >= 3 and took["m3"] >= 3 and took["m2"] == 0, took   # (+ the monitor's INITs)
+    finally:
+        backends["m2"].start()
+    wait_op(cloud, member["m2"], "ONLINE", timeout=8)
+    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb_id}", params={"cascade": "true"}), 204)
 
 
 def test_tcp_monitor_takes_a_dead_member_out_and_back(env: Env) -> None:
