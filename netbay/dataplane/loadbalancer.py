@@ -379,8 +379,8 @@ class LoadBalancerRealizer:
         config = None
         l4 = spec
         if spec.driver == HAPROXY:
-            # haproxy serves everything but UDP, which stays in the kernel (as the amphora's LVS).
-            l4 = replace(spec, listeners=tuple(li for li in spec.listeners if li.protocol == "udp"))
+            # haproxy serves everything but UDP and SCTP, which stay in the kernel (the amphora's LVS).
+            l4 = replace(spec, listeners=tuple(li for li in spec.listeners if li.protocol != "tcp"))
             config = haproxy.render(spec, self.haproxy.dir(spec.id), self._in_map)
         cmds = table_commands(l4, self._in_map)
         text = json.dumps(cmds, sort_keys=True) + (config or "")

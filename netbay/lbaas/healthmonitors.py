@@ -3,9 +3,9 @@ their ``operating_status`` (``ONLINE``/``ERROR``), taking dead ones out.
 
 ``TCP`` (connect), ``HTTP`` and ``HTTPS`` (a request, expecting
 ``expected_codes``; HTTPS does not verify the member's certificate, as the
-amphora's ``check-ssl verify none``), ``TLS-HELLO`` (a TLS handshake), ``PING``
-and ``UDP-CONNECT`` (a datagram, down on ICMP port unreachable) are realized;
-``SCTP`` is refused as not offered. ``http_method``, ``url_path`` and
+amphora's ``check-ssl verify none``), ``TLS-HELLO`` (a TLS handshake), ``PING``,
+``UDP-CONNECT`` (a datagram, down on ICMP port unreachable) and ``SCTP`` (an INIT,
+up on the member's INIT ACK: ``netbay.dataplane.sctp``) are realized. ``http_method``, ``url_path`` and
 ``expected_codes`` belong to HTTP(S) monitors (defaults ``GET``, ``/``, ``200``)
 and are refused on the others. Octavia's pool rules: UDP pools take
 UDP-CONNECT, SCTP, TCP and HTTP monitors, UDP-CONNECT no faster than every
@@ -36,7 +36,6 @@ from netbay.lbaas.common import (
     Tags,
     between,
     invalid_input,
-    not_offered,
     one_of,
     standard,
     validation,
@@ -47,7 +46,6 @@ from netbay.network.resource import Filter, to_bool, to_int
 from netbay.store.models import LBHealthMonitor, LBPool
 
 TYPES = ("HTTP", "HTTPS", "PING", "TCP", "TLS-HELLO", "UDP-CONNECT", "SCTP")
-OFFERED = ("TCP", "HTTP", "HTTPS", "PING", "TLS-HELLO", "UDP-CONNECT")
 HTTP_TYPES = ("HTTP", "HTTPS")
 HTTP_METHODS = ("CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE")
 HTTP_DEFAULTS = {"http_method": "GET", "url_path": "/", "expected_codes": "200"}
@@ -179,8 +177,6 @@ class HealthMonitors(LBResource):
         pool = POOLS.get(session, ctx, given.pop("pool_id"), for_update=True)
         kind = given["type"]
         _check_pool_type(pool.protocol, kind, given.get("delay"))
-        if kind not in OFFERED:
-            raise not_offered(f"health monitor type {kind} is not offered yet; use {', '.join(OFFERED)}")
         _check_http_fields(kind, given)
         if kind in HTTP_TYPES:
             given = {**HTTP_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}

@@ -1,13 +1,14 @@
 """Listeners: a protocol and port on the VIP, forwarding to a default pool.
 
 What a listener may ask for depends on its load balancer's provider
-(``netbay.lbaas.providers``): the nftables provider realizes TCP and UDP and
+(``netbay.lbaas.providers``): the nftables provider realizes TCP, UDP and SCTP and
 forwards HTTP as TCP; the haproxy provider parses HTTP (``insert_headers``, L7
 policies), passes HTTPS through, filters clients by ``allowed_cidrs`` and serves
 its own metrics on PROMETHEUS listeners (which take no pool or policy). HSTS
 (API 2.27) is shown off and refused, as Octavia refuses it off TERMINATED_HTTPS. Two
 listeners of a load balancer may share a port number only across transports
-(a TCP and a UDP listener on 53; not TCP and HTTP on 80).
+(a TCP and a UDP listener on 53; not TCP and HTTP on 80). UDP and SCTP listeners are
+forwarded by nftables under either provider, as the amphora hands them to LVS.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ POOL_PROTOCOLS_FOR = {
     "HTTP": ("HTTP", "PROXY", "PROXYV2"),
     "HTTPS": ("HTTPS", "PROXY", "PROXYV2", "TCP"),
     "UDP": ("UDP",),
+    "SCTP": ("SCTP",),
 }
 TIMEOUT_MAX = 24 * 60 * 60 * 1000
 DEFAULTS = {"connection_limit": -1, "timeout_client_data": 50000, "timeout_member_connect": 5000,
@@ -148,7 +150,7 @@ def check_hsts(protocol: str, given: dict[str, Any]) -> None:
 
 def transport(protocol: str) -> str:
     """The L4 protocol a listener occupies its port with."""
-    return "UDP" if protocol == "UDP" else "TCP"
+    return protocol if protocol in providers.KERNEL_PROTOCOLS else "TCP"
 
 
 def check_options(lb: Any, protocol: str, given: dict[str, Any]) -> None:

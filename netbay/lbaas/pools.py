@@ -84,8 +84,9 @@ def check_persistence(protocol: str, sp: SessionPersistence | dict | None) -> di
     if sp.type in ("HTTP_COOKIE", "APP_COOKIE") and protocol not in ("HTTP", "PROXY", "PROXYV2"):
         raise validation(f"Session persistence of type {sp.type} is not supported for {protocol} "
                          "protocol pools.")
-    if (sp.persistence_timeout is not None or sp.persistence_granularity is not None) and protocol != "UDP":
-        raise validation("persistence_timeout and persistence_granularity are only for UDP pools.")
+    if (sp.persistence_timeout is not None or sp.persistence_granularity is not None) and \
+            protocol not in ("UDP", "SCTP"):
+        raise validation("persistence_timeout and persistence_granularity are only for UDP and SCTP pools.")
     return {"type": sp.type, "cookie_name": sp.cookie_name, "persistence_timeout": sp.persistence_timeout,
             "persistence_granularity": sp.persistence_granularity}
 

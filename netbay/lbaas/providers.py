@@ -30,6 +30,9 @@ from typing import Any
 from netbay.errors import BadRequest, NetbayError, NotFound
 from netbay.lbaas.common import PROVIDER, not_offered
 
+#: Octavia's protocols an amphora hands to LVS: here nftables forwards them under either provider.
+KERNEL_PROTOCOLS = ("UDP", "SCTP")
+
 NFTABLES = "nftables"
 HAPROXY = "haproxy"
 DEFAULT = NFTABLES
@@ -58,15 +61,15 @@ class Provider:
 _NFT = Provider(
     driver=NFTABLES,
     description="L4 load balancing by nftables in the load balancer's namespace (the fast default)",
-    listener_protocols=("TCP", "UDP", "HTTP"),
-    pool_protocols=("TCP", "UDP", "HTTP"),
+    listener_protocols=("TCP", "UDP", "SCTP", "HTTP"),
+    pool_protocols=("TCP", "UDP", "SCTP", "HTTP"),
     algorithms=NFT_ALGORITHMS,
 )
 _HAPROXY = Provider(
     driver=HAPROXY,
     description="L4 and L7 load balancing by haproxy in the load balancer's namespace",
-    listener_protocols=("TCP", "HTTP", "HTTPS", "UDP", "PROMETHEUS"),
-    pool_protocols=("TCP", "HTTP", "HTTPS", "PROXY", "PROXYV2", "UDP"),
+    listener_protocols=("TCP", "HTTP", "HTTPS", "UDP", "SCTP", "PROMETHEUS"),
+    pool_protocols=("TCP", "HTTP", "HTTPS", "PROXY", "PROXYV2", "UDP", "SCTP"),
     algorithms=("ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP"),
     persistence=("SOURCE_IP", "HTTP_COOKIE", "APP_COOKIE"),
     l7=True,
@@ -126,21 +129,21 @@ def check_listener(provider: str, protocol: str, given: dict[str, Any]) -> None:
             continue
         if option not in p.listener_options:
             raise unsupported(provider, f"{option} is not offered by provider {provider} (use provider haproxy)")
-        if protocol == "UDP":   # UDP is forwarded by nftables, even under haproxy
-            raise unsupported(provider, f"{option} is not offered for UDP listeners")
+        if protocol in KERNEL_PROTOCOLS:   # forwarded by nftables, even under haproxy
+            raise unsupported(provider, f"{option} is not offered for {protocol} listeners")
 
 
 def check_pool(provider: str, protocol: str, algorithm: str | None, persistence: dict[str, Any] | None,
                *, new: bool = True) -> None:
     """A pool's protocol (``new``: at create), algorithm and persistence against the
-    provider. UDP pools are nftables' under either provider: L4 algorithms, no persistence."""
+    provider. UDP and SCTP pools are nftables' under either provider: L4 algorithms, no persistence."""
     p = get(provider)
     if new and protocol not in p.pool_protocols:
         raise unsupported(provider, f"protocol {protocol} is not offered by provider {provider}; use "
                                     f"{', '.join(p.pool_protocols)}" + ("" if p.l7 else " (or provider haproxy)"))
-    kernel = p.driver == NFTABLES or protocol == "UDP"
+    kernel = p.driver == NFTABLES or protocol in KERNEL_PROTOCOLS
     algorithms = p.algorithms if p.driver == NFTABLES else L4_ALGORITHMS if kernel else p.algorithms
-    hint = " (or provider haproxy)" if p.driver == NFTABLES else (" for UDP pools" if kernel else "")
+    hint = " (or provider haproxy)" if p.driver == NFTABLES else (f" for {protocol} pools" if kernel else "")
     if algorithm is not None and algorithm not in algorithms:
         raise unsupported(provider, f"lb_algorithm {algorithm} is not offered by provider {provider}; use "
                                     f"{' or '.join(algorithms)}{hint}")

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from netbay.dataplane import netns
+from netbay.dataplane import netns, sctp
 
 from .agent_fixtures import Cloud, wait_for
 
 LB = "/load-balancer/v2/lbaas"
 HTTP_PORT = 8080
 UDP_PORT = 5353
+SCTP_PORT = 3868
 
 
 # --- members: a tiny server in a namespace ---------------------------------------------------
@@ -29,27 +30,31 @@ UDP_PORT = 5353
 @dataclass
 class Backend:
     """A member's server: answers every TCP connection with an HTTP response whose body
-    is the member's name, and every UDP datagram with the name."""
+    is the member's name, every UDP datagram with the name, and every SCTP INIT to
+    SCTP_PORT with an INIT ACK (a raw socket: this kernel may have no SCTP stack), counted."""
     ns: str
     name: str
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     socks: list[socket.socket] = field(default_factory=list)
+    sctp_inits: int = 0
 
     def start(self) -> Backend:
         self.stop_event = threading.Event()
         with netns.entered(self.ns):
             tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, sctp.PROTO)
         tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         tcp.bind(("0.0.0.0", HTTP_PORT))
         tcp.listen(64)
         udp.bind(("0.0.0.0", UDP_PORT))
-        for s in (tcp, udp):
+        for s in (tcp, udp, raw):
             s.settimeout(0.1)
-        self.socks = [tcp, udp]
+        self.socks = [tcp, udp, raw]
         self.threads = [threading.Thread(target=self._tcp, args=(tcp,), daemon=True),
-                        threading.Thread(target=self._udp, args=(udp,), daemon=True)]
+                        threading.Thread(target=self._udp, args=(udp,), daemon=True),
+                        threading.Thread(target=self._sctp, args=(raw,), daemon=True)]
         for t in self.threads:
             t.start()
         return self
@@ -83,6 +88,19 @@ class Backend:
                 continue
             except OSError:
                 return
+
+    def _sctp(self, sock: socket.socket) -> None:
+        while not self.stop_event.is_set():
+            try:
+                data, (peer, _) = sock.recvfrom(65535)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            got = sctp.parse(data)
+            if got and got.valid and got.chunk == sctp.INIT and got.dport == SCTP_PORT and got.init_tag:
+                self.sctp_inits += 1
+                sock.sendto(sctp.init_ack(SCTP_PORT, got.sport, got.init_tag, 7), (peer, 0))
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -158,7 +176,7 @@ def env(cloud: Cloud) -> Iterator[Env]:
                       json={"subnet_id": subnet["id"]}))
     web = cloud.ok(http.post("/network/v2.0/security-groups", json={"security_group": {
         "name": "web"}}), 201)["security_group"]
-    for proto, port in (("tcp", HTTP_PORT), ("udp", UDP_PORT), ("icmp", None)):
+    for proto, port in (("tcp", HTTP_PORT), ("udp", UDP_PORT), ("sctp", SCTP_PORT), ("icmp", None)):
         rule = {"security_group_id": web["id"], "direction": "ingress", "ethertype": "IPv4", "protocol": proto}
         if port:
             rule.update(port_range_min=port, port_range_max=port)

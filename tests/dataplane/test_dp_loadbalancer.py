@@ -8,17 +8,21 @@ opened inside their namespace; the client is another sandbox. Health monitors us
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections import Counter
 
-from netbay.dataplane import netns
+import pytest
+
+from netbay.dataplane import netns, sctp
 from netbay.dataplane.loadbalancer import TABLE
 from netbay.dataplane.nft import Nft
 
 from .agent_fixtures import wait_for
 from .lb_fixtures import (  # noqa: F401 - env: the module fixture
-    HTTP_PORT, LB, UDP_PORT, Env, ask_udp, env, fetch, get, make_lb, post, put, spread, try_fetch, wait_lb, wait_op)
+    HTTP_PORT, LB, SCTP_PORT, UDP_PORT, Env, ask_udp, env, fetch, get, make_lb, post, put, spread, try_fetch,
+    wait_lb, wait_op)
 
 CLOUD_TAG = "lb"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
@@ -105,6 +109,50 @@ def test_udp_listener(env: Env) -> None:
     answers = Counter(ask_udp(env.clients[0], vip, 53) for _ in range(9))  # a new socket: a new flow
     assert set(answers) == {"m1", "m2", "m3"}, answers
     cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{made['lb']['id']}", params={"cascade": "true"}), 204)
+
+
+def sctp_answered(ns: str, vip: str, port: int, timeout: float = 1.0) -> bool:
+    """An SCTP INIT from ``ns`` to the VIP: answered by an INIT ACK that came back through it."""
+    with netns.entered(ns):
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, sctp.PROTO)
+    with s:
+        return sctp.check(s, vip, port, timeout)
+
+
+@pytest.mark.parametrize("provider", [None, "amphora"])
+def test_sctp_listener_spreads_associations_and_its_monitor_takes_a_dead_member_out(env: Env,
+                                                                                   provider: str | None) -> None:
+    """SCTP as the amphora's LVS forwards it (under either provider: nftables, beside
+    haproxy for the amphora): each INIT (a new association) goes to the next member and
+    its INIT ACK comes back from the VIP; an SCTP health monitor (an INIT per probe)
+    finds the member that stopped answering and takes it out."""
+    cloud = env.cloud
+    made = make_lb(env, "sctp", provider=provider, protocol="SCTP", port=SCTP_PORT, member_port=SCTP_PORT)
+    lb_id, pool_id, vip = made["lb"]["id"], made["pool"]["id"], made["lb"]["vip_address"]
+    backends = {name: b for name, _, b in env.members}
+    before = {name: b.sctp_inits for name, b in backends.items()}
+    assert all(sctp_answered(env.clients[0], vip, SCTP_PORT) for _ in range(9))
+    spread_over = {name: b.sctp_inits - before[name] for name, b in backends.items()}
+    assert spread_over == {"m1": 3, "m2": 3, "m3": 3}, spread_over
+    assert not sctp_answered(env.clients[0], vip, SCTP_PORT + 1, 0.3), "a port no listener has"
+
+    post(cloud, "healthmonitors", "healthmonitor", {"pool_id": pool_id, "type": "SCTP", "delay": 1,
+                                                    "timeout": 1, "max_retries": 1, "max_retries_down": 1}, lb_id)
+    member = {name: f"pools/{pool_id}/members/{m['id']}" for name, m in made["members"].items()}
+    for path in member.values():
+        wait_op(cloud, path, "ONLINE")
+    backends["m2"].stop()
+    try:
+        wait_op(cloud, member["m2"], "ERROR", timeout=8)
+        wait_op(cloud, f"pools/{pool_id}", "DEGRADED")
+        before = {name: b.sctp_inits for name, b in backends.items()}
+        assert all(sctp_answered(env.clients[0], vip, SCTP_PORT) for _ in range(6))
+        took = {name: b.sctp_inits - before[name] for name, b in backends.items()}
+        assert took["m1"] >= 3 and took["m3"] >= 3 and took["m2"] == 0, took   # (+ the monitor's INITs)
+    finally:
+        backends["m2"].start()
+    wait_op(cloud, member["m2"], "ONLINE", timeout=8)
+    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb_id}", params={"cascade": "true"}), 204)
 
 
 def test_tcp_monitor_takes_a_dead_member_out_and_back(env: Env) -> None:

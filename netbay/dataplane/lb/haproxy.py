@@ -9,8 +9,8 @@ pool and its L7 policies' pools, in the frontend's mode), a server per member
 that takes traffic (enabled, weight > 0, not found down by the health monitor:
 netbay's monitors decide, as for nftables, so statuses come from one place).
 
-UDP listeners are not haproxy's: the realizer hands them to the nftables
-table beside it, as the amphora hands UDP to LVS.
+UDP and SCTP listeners are not haproxy's: the realizer hands them to the nftables
+table beside it, as the amphora hands them to LVS.
 
 An IPv6 VIP is bound as ``[addr]:port`` and its members reached as ``[addr]:port``;
 as for nftables, a backend holds the members of the VIP's family only (the namespace
@@ -51,10 +51,10 @@ _PROXY = {"PROXY": " send-proxy", "PROXYV2": " send-proxy-v2"}
 
 
 def haproxy_listeners(spec: LoadBalancerSpec) -> list[ListenerSpec]:
-    """The listeners haproxy serves (enabled, not UDP) of an enabled load balancer."""
+    """The listeners haproxy serves (enabled, TCP-borne) of an enabled load balancer."""
     if not spec.enabled:
         return []
-    return [li for li in spec.listeners if li.enabled and li.protocol != "udp"]
+    return [li for li in spec.listeners if li.enabled and li.protocol == "tcp"]
 
 
 def _acl(rule_id: str, rule_type: str, compare: str, key: str | None, value: str) -> str:

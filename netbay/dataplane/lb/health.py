@@ -1,6 +1,6 @@
 """Health monitors as Octavia's amphorae run them: TCP connect, HTTP(S) request with
 ``expected_codes``, TLS handshake (TLS-HELLO), ICMP echo, UDP datagram (UDP-CONNECT),
-from inside the load balancer's namespace (the probes leave through the VIP port);
+SCTP INIT (``netbay.dataplane.sctp``), from inside the load balancer's namespace (the probes leave through the VIP port);
 rise and fall counted per member as HAProxy does."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import Any
 
-from netbay.dataplane import netns
+from netbay.dataplane import netns, sctp
 from netbay.dataplane.lb.spec import MemberSpec, MonitorSpec
 from netbay.dataplane.probe import ping as icmp_echo
 
@@ -140,6 +140,16 @@ def probe_ping(ns: str, address: str, timeout: float) -> bool:
         return False
 
 
+def probe_sctp(ns: str, address: str, port: int, timeout: float) -> bool:
+    """An SCTP INIT; up on the member's INIT ACK (Octavia's amphora check)."""
+    try:
+        s = _socket_in(ns, address, socket.SOCK_RAW, sctp.PROTO)
+    except OSError:
+        return False
+    with s:
+        return sctp.check(s, address, port, timeout)
+
+
 def probe(ns: str, monitor: MonitorSpec, member: MemberSpec) -> bool:
     address, port = member.probe_target
     timeout = max(monitor.timeout, 0.05)
@@ -152,6 +162,8 @@ def probe(ns: str, monitor: MonitorSpec, member: MemberSpec) -> bool:
         return probe_tls_hello(ns, address, port, timeout)
     if monitor.type == "UDP-CONNECT":
         return probe_udp(ns, address, port, timeout)
+    if monitor.type == "SCTP":
+        return probe_sctp(ns, address, port, timeout)
     return probe_tcp(ns, address, port, timeout)
 
 

@@ -30,7 +30,7 @@ HAPROXY_PROVIDERS = frozenset({"haproxy", "amphora", "octavia"})
 @dataclass(frozen=True)
 class MonitorSpec:
     id: str
-    type: str                      # TCP | HTTP | HTTPS | TLS-HELLO | PING | UDP-CONNECT
+    type: str                      # TCP | HTTP | HTTPS | TLS-HELLO | PING | UDP-CONNECT | SCTP
     delay: float
     timeout: float
     max_retries: int               # rise: successes to come back
@@ -99,7 +99,7 @@ class L7PolicySpec:
 @dataclass(frozen=True)
 class ListenerSpec:
     id: str
-    protocol: str                  # tcp | udp (what the port is matched with)
+    protocol: str                  # tcp | udp | sctp (what the port is matched with)
     port: int
     enabled: bool = True
     pool_id: str | None = None
@@ -129,6 +129,16 @@ class LoadBalancerSpec:
 
 
 # --- from the API's JSON ---------------------------------------------------------------------
+
+
+#: Listener protocols the kernel forwards under either provider (the amphora hands them
+#: to LVS, not haproxy); anything else is matched as TCP (HTTP is forwarded as TCP).
+KERNEL_PROTOCOLS = {"UDP": "udp", "SCTP": "sctp"}
+
+
+def l4_protocol(listener_protocol: str | None) -> str:
+    """What a listener's port is matched with in nftables (``tcp``, ``udp`` or ``sctp``)."""
+    return KERNEL_PROTOCOLS.get(str(listener_protocol), "tcp")
 
 
 def _first_id(refs: Any) -> str | None:
@@ -243,7 +253,7 @@ def from_api(lb: dict, tree: Tree, ports: Mapping[str, dict], subnets: Mapping[s
                               protocol=str(pool.get("protocol") or "TCP"), persistence=sp.get("type"),
                               cookie_name=sp.get("cookie_name")))
     listeners = tuple(
-        ListenerSpec(id=li["id"], protocol="udp" if li.get("protocol") == "UDP" else "tcp",
+        ListenerSpec(id=li["id"], protocol=l4_protocol(li.get("protocol")),
                      port=int(li["protocol_port"]), enabled=bool(li.get("admin_state_up", True)),
                      pool_id=li.get("default_pool_id"), kind=str(li.get("protocol") or "TCP"),
                      connection_limit=int(li.get("connection_limit") if li.get("connection_limit") is not None
