@@ -44,6 +44,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -327,6 +328,7 @@ def main() -> None:
     out: dict[str, Any] = {"machine": harness.machine(), "args": vars(args), "versions": versions(),
                            "load": {"start": load1()}, "load_before": os.getloadavg()}
     work = Path(tempfile.mkdtemp(prefix=f"nbb{TAG}-"))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # SIGTERM unwinds: every child stopped by PID
     try:
         measure(args, work, out)
     finally:
