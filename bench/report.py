@@ -160,6 +160,24 @@ def cluster(data: dict) -> Iterator[Row]:
               f"one port create: {_ms(base)}", _ratio(create, base))
 
 
+def ovn_vs_embedded(data: dict) -> Iterator[Row]:
+    """Issue 26: the cloud backend on OVN (userspace datapath) in the netbay column, the
+    embedded backend as the baseline, measured in the same run."""
+    fp = data["docker_run_first_packet_ms"]
+    ovn, emb = fp["ovn"], fp["embedded"]
+    yield Row(f"`docker run` → first packet, cloud backend on OVN (2 chassis), p50 (p90: {_ms(ovn['p90'])} "
+              f"against {_ms(emb['p90'])})", _ms(ovn["p50"]), f"embedded backend: {_ms(emb['p50'])}",
+              _ratio(ovn["p50"], emb["p50"]))
+    cni = data["cni_ms"]
+    yield Row("CNI ADD (fork + exec) on the cloud backend on OVN, p50", _ms(cni["ovn ADD"]["p50"]),
+              f"embedded backend: {_ms(cni['embedded ADD']['p50'])}",
+              _ratio(cni["ovn ADD"]["p50"], cni["embedded ADD"]["p50"]))
+    tcp = data["tcp"]["median_MBps"]
+    yield Row("TCP pod → pod on two chassis, OVN's Geneve in OVS's userspace datapath (iperf3, 1 stream, median)",
+              f"{tcp['ovn']:,.1f} MB/s", f"embedded backend's kernel VXLAN, two nodes: {tcp['embedded']:,.1f} MB/s",
+              _ratio(tcp["embedded"], tcp["ovn"]))
+
+
 def cli_start(data: dict) -> Iterator[Row]:
     cmds = data["commands"]
     docker = cmds.get("docker --help", {}).get("median_ms")
@@ -196,6 +214,8 @@ HEADLINES = (
              lb_create, ("load_before",)),
     Headline("cluster.json", "sudo python bench/cluster.py --runs 3 --json bench/results/cluster.json", cluster,
              ("load_before_after",)),
+    Headline("ovn_vs_embedded.json", "sudo python bench/ovn_vs_embedded.py --samples 15 --cni-runs 20 --reps 3 "
+             "--seconds 5 --json bench/results/ovn_vs_embedded.json", ovn_vs_embedded, ("load_before", "load_after")),
     Headline("cli_start.json", "python bench/cli_start.py --runs 15 --json bench/results/cli_start.json", cli_start,
              ("load",)),
 )
