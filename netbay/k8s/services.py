@@ -193,6 +193,13 @@ def _converge_fips(ctrl: Any, svc: ServiceWant, lb: dict[str, Any], fips: dict[s
     return kept
 
 
+def ingress(svc: ServiceWant, fips: Mapping[str, dict[str, Any]]) -> list[str]:
+    """The addresses that answer for ``svc`` from outside: its floating IPs (``fips``: the
+    kept ones, by label), what its ``status.loadBalancer.ingress`` lists."""
+    return [fip["floating_ip_address"] for label, fip in sorted(fips.items())
+            if label.startswith(f"{svc.namespace}/{svc.name} ")]
+
+
 def _external_addresses(svc: ServiceWant) -> list[str | None]:
     """The floating IP the Service needs, if any: its first external IP, else for type
     LoadBalancer its loadBalancerIP or one from the pool. One only: Neutron gives a

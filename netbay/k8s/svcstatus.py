@@ -1,12 +1,15 @@
-"""A Service's ``status.loadBalancer`` as a cloud provider writes it on a node cluster.
+"""A Service's ``status.loadBalancer`` as a cloud provider writes it.
 
 Kubernetes leaves a LoadBalancer Service's ``status.loadBalancer`` to whoever gives it
 an address (a cloud provider's controller): ``ingress`` lists the addresses that answer
 for it, and ``kubectl get svc`` shows them as ``EXTERNAL-IP`` (``<pending>`` while the
-list is empty). On a flannel or calico cluster the nodes answer a LoadBalancer
-Service's ``spec.loadBalancerIP`` (kube-proxy's ``external-backends`` map,
-:mod:`netbay.k8s.kubeproxy`), so that address is its ingress; one without
+list is empty). On a kuryr cluster the floating IP on the Service's VIP answers
+(:func:`netbay.k8s.services.ingress`). On a flannel or calico cluster the nodes answer
+a LoadBalancer Service's ``spec.loadBalancerIP`` (kube-proxy's ``external-backends``
+map, :mod:`netbay.k8s.kubeproxy`), so that address is its ingress; one without
 ``loadBalancerIP`` has no address that answers, and says so by an empty ``loadBalancer``.
+The controllers write it into the Service's stored body (the cluster's desired state),
+as they write a NetworkPolicy's enforcement status.
 """
 
 from __future__ import annotations
