@@ -195,6 +195,22 @@ def test_the_kuryr_controllers_port_is_found_by_pod_identity() -> None:
         asyncio.run(cni.aclose())
 
 
+def test_a_dual_stack_clusters_pods_are_told_both_resolver_addresses() -> None:
+    """A dual-stack cluster's resolver answers on its IPv6 service address too: the
+    result names both, IPv4 first (as kubelet lists a dual-stack ``--cluster-dns``)."""
+    from netbay.plugins.cni.service import Cni
+
+    resolver = {"id": "r", "fixed_ips": [{"ip_address": "fd00:96::a"}, {"ip_address": "10.254.0.10"}],
+                "tags": ["netbay-cluster=c1", "netbay-k8s=dns"]}
+    cni = Cni(PortsOnly([], [resolver]), None, "h")  # type: ignore[arg-type]
+    try:
+        dns = asyncio.run(cni.cluster_dns(spec.Request.parse({"command": "ADD", "args": "K8S_POD_NAMESPACE=shop",
+                                                              "config": {"name": "k", "cluster": "c1"}})))
+        assert dns is not None and dns["nameservers"] == ["10.254.0.10", "fd00:96::a"]
+    finally:
+        asyncio.run(cni.aclose())
+
+
 def test_a_kuryr_pods_result_carries_the_cluster_dns() -> None:
     """The cluster's resolver (its port's tag), the pod's namespace's search list first;
     no cluster or no resolver yet: None (the subnets' nameservers, as before)."""

@@ -97,12 +97,12 @@ def test_service_env_kubernetes_names() -> None:
 def test_write_once_keeps_a_pods_first_environment(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(podfiles, "ETC_NETNS", tmp_path)
     want = desired(parse(OBJS))
-    assert podfiles.write_once("nb-k-1", "shop", "10.96.0.10", "cluster.local", want.services, {})
+    assert podfiles.write_once("nb-k-1", "shop", ["10.96.0.10"], "cluster.local", want.services, {})
     assert (tmp_path / "nb-k-1" / "environment").read_text() == ""
     assert "search shop.svc.cluster.local svc.cluster.local cluster.local" in \
         (tmp_path / "nb-k-1" / "resolv.conf").read_text()
     # A Service made later: the pod keeps what it was made with (Kubernetes semantics).
-    assert not podfiles.write_once("nb-k-1", "shop", "10.96.0.10", "cluster.local", want.services,
+    assert not podfiles.write_once("nb-k-1", "shop", ["10.96.0.10"], "cluster.local", want.services,
                                    {("shop", "my-api"): "10.96.0.20"})
     assert (tmp_path / "nb-k-1" / "environment").read_text() == ""
 
@@ -220,10 +220,19 @@ def test_forwards_in_flight_are_capped_and_the_rest_refused_at_once(tmp_path: Pa
         assert time.monotonic() - t0 >= 1.5
 
 
+def test_a_dual_stack_resolver_is_every_nameserver_line() -> None:
+    """A dual-stack cluster's pods are told both resolver addresses, IPv4 first, in
+    resolv.conf and in Docker's --dns alike."""
+    conf = podfiles.resolv_conf("shop", ["10.96.0.10", "fd00:96::a"], "cluster.local")
+    assert conf.splitlines()[:2] == ["nameserver 10.96.0.10", "nameserver fd00:96::a"]
+    assert podfiles.docker_options("shop", ["10.96.0.10", "fd00:96::a"], "cluster.local", {}, {})["dns"] == [
+        "10.96.0.10", "fd00:96::a"]
+
+
 def test_docker_options_match_the_sandbox_files() -> None:
     want = desired(parse(OBJS))
     vips = {("shop", "my-api"): "10.96.0.20"}
-    opts = podfiles.docker_options("shop", "10.96.0.10", "cluster.local", want.services, vips)
+    opts = podfiles.docker_options("shop", ["10.96.0.10"], "cluster.local", want.services, vips)
     assert opts["dns"] == ["10.96.0.10"] and opts["dns_opt"] == ["ndots:5"]
     assert opts["dns_search"] == ["shop.svc.cluster.local", "svc.cluster.local", "cluster.local"]
     assert opts["environment"] == podfiles.service_env("shop", want.services, vips)

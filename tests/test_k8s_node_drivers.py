@@ -178,3 +178,15 @@ spec: {type: LoadBalancer, loadBalancerIP: 203.0.113.7, externalIPs: [198.51.100
     ext = {k: v for (name, k), v in elements(served).items() if name == "external-backends"}
     assert len(ext) == 2 * SLOTS and ext[f"203.0.113.7 . tcp . 80 . {NODEPORT_MARK:#x}"] == "10.1.0.2 . 8080"
     assert any("jump externals" in c for c in whole({served.key: served}))
+
+
+def test_a_load_balancer_services_status_names_the_address_the_nodes_answer() -> None:
+    """As a cloud provider writes it: ``ingress`` the loadBalancerIP (what every node
+    answers); without one, an empty ``loadBalancer`` (kubectl's <pending>); other types none."""
+    from netbay.k8s.svcstatus import on_node_cluster
+
+    lb = {"spec": {"type": "LoadBalancer", "loadBalancerIP": "203.0.113.7"}}
+    assert on_node_cluster(lb) == {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}
+    assert on_node_cluster({"spec": {"type": "LoadBalancer"}}) == {"loadBalancer": {}}
+    assert on_node_cluster({"spec": {"type": "NodePort", "externalIPs": ["198.51.100.9"]}}) is None
+    assert on_node_cluster({"spec": {}}) is None

@@ -676,6 +676,15 @@ def test_fully_populated_create_is_one_tree_in_one_request(member, net, lb_membe
     assert r.status_code == 201, r.text
     lb = r.json()["loadbalancer"]
     assert lb["provisioning_status"] == "PENDING_CREATE" and len(lb["listeners"]) == 2 and len(lb["pools"]) == 1
+    # Octavia answers a create with the tree whole (LoadBalancerFullResponse): listeners
+    # and pools as objects, each pool with its members and health monitor.
+    answered = {x["name"]: x for x in lb["listeners"]}
+    assert answered["web"]["protocol_port"] == 80 and answered["web"]["default_pool_id"] == lb["pools"][0]["id"]
+    assert answered["dns"]["protocol"] == "UDP" and answered["dns"]["default_pool_id"] is None
+    assert {(m["address"], m["protocol_port"], m["weight"]) for m in lb["pools"][0]["members"]} == {
+        (address, 8080, 1), (str(net.cidr[21]), 8080, 2)}
+    assert lb["pools"][0]["healthmonitor"]["type"] == "TCP"
+    assert lb["pools"][0]["healthmonitor"]["id"] == lb["pools"][0]["healthmonitor_id"]
     listeners = lb_member.get("/lbaas/listeners", params={"loadbalancer_id": lb["id"]}).json()["listeners"]
     web = next(x for x in listeners if x["name"] == "web")
     assert web["default_pool_id"] == lb["pools"][0]["id"]
@@ -688,6 +697,12 @@ def test_fully_populated_create_is_one_tree_in_one_request(member, net, lb_membe
     # the listener's default pool, the pool's members and monitor.
     known = last_recorded(netbay_admin, since)
     assert known[("listener", web["id"])]["default_pool_id"] == pool["id"]
+    # ... from one row per object, written as the tree ended up (not once as made and
+    # again as each child joined it)
+    rows = [(c["resource"], c["id"]) for c in netbay_admin.get("/changes", params={"since": since}).json()["changes"]
+            if c["resource"] != "port"]
+    assert sorted(rows) == sorted({*rows}) and len(rows) == 7, rows   # lb, 2 listeners, pool, 2 members, monitor
+    assert known[("loadbalancer", lb["id"])]["listeners"] == [{"id": x["id"]} for x in lb["listeners"]]
     assert known[("pool", pool["id"])]["healthmonitor_id"] == pool["healthmonitor_id"]
     assert {m["id"] for m in known[("pool", pool["id"])]["members"]} == {m["id"] for m in members}
     settle(lb["id"])

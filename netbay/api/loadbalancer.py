@@ -24,9 +24,9 @@ from netbay.errors import BadRequest
 from netbay.lbaas import stats, status
 from netbay.lbaas.batch import batch_update
 from netbay.lbaas.failover import failover
-from netbay.lbaas.populate import populate
+from netbay.lbaas.populate import full, populate
 from netbay.lbaas import providers as lb_providers
-from netbay.lbaas.common import LBBody, LBResource, invalid_input, not_offered
+from netbay.lbaas.common import LBBody, LBResource, invalid_input, new_tree, not_offered
 from netbay.lbaas.registry import HEALTHMONITORS, L7POLICIES, L7RULES, LISTENERS, LOADBALANCERS, MEMBERS, POOLS
 from netbay.network.resource import ListQuery, Page, to_bool
 from netbay.api.urls import public_root
@@ -204,10 +204,11 @@ def _parse_tree(raw: Any, method: str) -> tuple[Any, Any]:
 
 def _create_tree(s: Any, ctx: Any, parsed: tuple[Any, Any]) -> dict[str, Any]:
     body, tree = parsed
-    obj = LOADBALANCERS.create(s, ctx, body)
-    if tree:
-        populate(s, ctx, obj, tree, parse_body)
-    return _rendered(LOADBALANCERS, s, obj)
+    with new_tree(s) as made:
+        obj = LOADBALANCERS.create(s, ctx, body)
+        if tree:
+            populate(s, ctx, obj, tree, parse_body)
+    return full(LOADBALANCERS.rendered(s, obj), made)
 
 
 def _update_lb(s: Any, ctx: Any, item_id: str, parsed: tuple[Any, Any]) -> dict[str, Any]:

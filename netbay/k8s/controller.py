@@ -35,7 +35,7 @@ from netbay.backends.loadbalancers import open_lb_backend
 from netbay.client import Api, gone_ok
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import release
-from netbay.k8s import desired, nodeports, objects, services
+from netbay.k8s import desired, nodeports, objects, services, svcstatus
 from netbay.k8s.cluster import ClusterRefs, find
 from netbay.k8s.dns.discovery import Discovery
 from netbay.k8s.dockerpods import DockerPods
@@ -161,13 +161,15 @@ class Controller:
         """One pass; ``full`` lists what exists (else: starts from the last pass's)."""
         with self._lock:
             known, self.known = (None if full else self.known), None  # none while a pass is under way
-            want = objects.desired(desired.load(self.store, self.refs.cluster_id), self.refs.nodes)
+            bodies = desired.load(self.store, self.refs.cluster_id)
+            want = objects.desired(bodies, self.refs.nodes)
             report = Report()
             segments = self._segments(want, report, known)
             containers = self.dockerpods.sweep(want, known, report)
             ports = self._pods(want, segments, report, known)
             self.discovery.before_services(want, known is None)
             vips, lbs, fips = services.converge(self, want, ports, report, known)
+            self._service_statuses(bodies, want, fips)
             self.discovery.after_services(want, ports, vips)
             self.dockerpods.realize(want, ports, segments, vips, containers, report, known is None)
             self.nodeports.converge([self.names.sandbox(box) for _, box, _ in self.refs.node_boxes],
@@ -180,6 +182,23 @@ class Controller:
             if self.on_ports is not None:
                 self.on_ports(ports, {net["id"]: subnet for net, subnet in segments.values()})
             return report
+
+    def _service_statuses(self, bodies: list[dict[str, Any]], want: objects.Desired,
+                          fips: Mapping[str, dict[str, Any]]) -> None:
+        """Each LoadBalancer Service's stored ``status.loadBalancer.ingress`` names the
+        floating IP that answers for it, as a cloud provider writes it (one write, only
+        what changed)."""
+        marked = []
+        for body in bodies:
+            key = objects.key_of(body)
+            svc = want.services.get((key.namespace, key.name)) if key.kind == "Service" else None
+            if svc is None or svc.type != "LoadBalancer":
+                continue
+            status = svcstatus.load_balancer_status(services.ingress(svc, fips))
+            if body.get("status") != status:
+                marked.append({**body, "status": status})
+        if marked:
+            desired.put(self.store, self.refs.cluster_id, marked)
 
     # -- namespaces (or nodes) → networks ------------------------------------------------------
 

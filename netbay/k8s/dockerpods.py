@@ -211,7 +211,7 @@ class DockerPods:
         for net_id in sorted({port["network_id"] for _, port, _ in work + ordered}):   # before the threads race
             net = subnets[net_id][0]
             self.ctrl.sandboxes.ensure_network(net_id, int(net.get("mtu") or 1500))
-        resolver = self.ctrl.discovery.resolver.address
+        resolver = self.ctrl.discovery.resolver.addresses
 
         def one(item: tuple[tuple[str, str], dict[str, Any], Found]) -> Found:
             """One pod; a failure (an image missing, Docker refusing) is that pod's only, as a

@@ -47,7 +47,7 @@ from netbay.client import Api, gone_ok
 from netbay.dataplane.names import Names
 from netbay.drivers import registry
 from netbay.drivers.spec import DriverSpec
-from netbay.k8s import desired, objects, podstatus
+from netbay.k8s import desired, objects, podstatus, svcstatus
 from netbay.k8s.cluster import dns_upstream
 from netbay.k8s.controller import Report
 from netbay.k8s.dns.names import DOMAIN
@@ -264,7 +264,7 @@ class NodeController:
             addresses = {key: p["address"] for key, p in pods.items() if p["status"] == "ACTIVE"}
             self.vips = cluster_ips(want)
             self._pin()
-            self._policy_status()
+            self._statuses()
             self._report_services(want, report)
             resolver = self._resolver(want, full, report)
             self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses, self._rules) + resolver)
@@ -315,12 +315,19 @@ class NodeController:
             if self._bodies is not None:
                 self._bodies.update({objects.key_of(b): b for b in pinned})
 
-    def _policy_status(self) -> None:
-        """Each NetworkPolicy's stored ``status`` says whether this cluster's driver
-        enforces it (:func:`policy_status`): flannel's say *not enforced by flannel*."""
-        status = policy_status(self.refs.spec)
-        marked = [{**b, "status": status} for k, b in (self._bodies or {}).items()
-                  if k.kind == "NetworkPolicy" and b.get("status") != status]
+    def _statuses(self) -> None:
+        """Each stored object's ``status`` as this cluster sets it, in one write: a
+        NetworkPolicy's says whether the driver enforces it (:func:`policy_status`:
+        flannel's *not enforced by flannel*); a LoadBalancer Service's
+        ``loadBalancer.ingress`` names the address every node answers for it
+        (:func:`svcstatus.on_node_cluster`, as a cloud provider writes it)."""
+        policy = policy_status(self.refs.spec)
+        marked = []
+        for k, b in (self._bodies or {}).items():
+            status = policy if k.kind == "NetworkPolicy" else \
+                svcstatus.on_node_cluster(b) if k.kind == "Service" else None
+            if status is not None and b.get("status") != status:
+                marked.append({**b, "status": status})
         if marked:
             desired.put(self.store, self.refs.cluster_id, marked)
             if self._bodies is not None:

@@ -193,6 +193,13 @@ def _converge_fips(ctrl: Any, svc: ServiceWant, lb: dict[str, Any], fips: dict[s
     return kept
 
 
+def ingress(svc: ServiceWant, fips: Mapping[str, dict[str, Any]]) -> list[str]:
+    """The addresses that answer for ``svc`` from outside: its floating IPs (``fips``: the
+    kept ones, by label), what its ``status.loadBalancer.ingress`` lists."""
+    return [fip["floating_ip_address"] for label, fip in sorted(fips.items())
+            if label.startswith(f"{svc.namespace}/{svc.name} ")]
+
+
 def _external_addresses(svc: ServiceWant) -> list[str | None]:
     """The floating IP the Service needs, if any: its first external IP, else for type
     LoadBalancer its loadBalancerIP or one from the pool. One only: Neutron gives a
@@ -216,7 +223,23 @@ def _create(ctrl: Any, svc: ServiceWant, want: Desired, ports: Mapping[tuple[str
         body["provider"] = ctrl.lb_provider
     if cluster_ip:
         body["vip_address"] = cluster_ip
-    return ctrl.lbs.create("loadbalancer", body)
+    lb = ctrl.lbs.create("loadbalancer", body)
+    _remember_tree(ctrl, lb)
+    return lb
+
+
+def _remember_tree(ctrl: Any, lb: dict[str, Any]) -> None:
+    """Octavia answers a create with the tree whole (listeners and pools as objects, pools
+    with their members): the next pass then knows each listener's pool and each pool's
+    members without reading them back. An answer with ids only leaves them to be read."""
+    for listener in lb.get("listeners") or []:
+        if "protocol_port" in listener:
+            ctrl.listeners[listener["id"]] = (listener["protocol"], listener["protocol_port"],
+                                              listener.get("default_pool_id") or "")
+    for pool in lb.get("pools") or []:
+        members = pool.get("members")
+        if isinstance(members, list) and all("address" in m for m in members):
+            ctrl.members[pool["id"]] = sorted((m["address"], m["protocol_port"]) for m in members)
 
 
 def _update_members(ctrl: Any, lb: dict[str, Any], svc: ServiceWant, want: Desired,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
@@ -196,6 +197,36 @@ class LBBody(Body):
     not_offered: ClassVar[dict[str, tuple[Any, ...]]] = {}
 
 
+# session.info key: the objects a fully populated create has made so far (``new_tree``).
+NEW_TREE = "netbay.lbaas.new_tree"
+
+
+@dataclasses.dataclass(frozen=True)
+class Made:
+    """One object of a new tree: its collection, row, tags and (at the tree's end) rendering."""
+    resource: LBResource
+    obj: Any
+    tags: list[str]
+    data: dict[str, Any]
+
+
+@contextmanager
+def new_tree(session: Session) -> Iterator[list[Made]]:
+    """A load balancer made whole in one transaction (Octavia's fully populated create):
+    each new object's change row is written once, rendered as the tree stands at the
+    end — not once as made and again as each child joins it. Yields the objects made,
+    in order, rendered once the block ends without an error."""
+    made: list[Made] = []
+    session.info[NEW_TREE] = made
+    try:
+        yield made
+    finally:
+        session.info.pop(NEW_TREE, None)
+    session.flush()
+    for m in made:
+        m.data.update(m.resource.render(session, m.obj, m.tags))
+
+
 # Each Octavia collection's handle, by its model (see ``LBResource``).
 HANDLES: dict[type, LBResource] = {}
 
@@ -231,11 +262,18 @@ class LBResource(Resource):
         def remove(self, session: Session, obj: Any) -> None: ...
 
     def created(self, session: Session, obj: Any, tags: list[str] | None) -> None:
-        """Log a new object (with its tags, which leave it at revision 0)."""
+        """Log a new object (with its tags, which leave it at revision 0); inside
+        :func:`new_tree`, its row is rendered once, at the tree's end."""
+        wanted = self.set_tags(session, obj, tags) if tags else []
         if tags:
-            self.set_tags(session, obj, tags)
             obj.revision_number = 0
-        self.record(session, obj, "create")
+        made = session.info.get(NEW_TREE)
+        if made is None:
+            self.record(session, obj, "create")
+            return
+        data: dict[str, Any] = {}   # the row's and the answer's, filled in by new_tree
+        self.record(session, obj, "create", data)
+        made.append(Made(self, obj, wanted, data))
 
     def erase(self, session: Session, obj: Any) -> None:
         """Delete a child object with its tags, logging it (no claim: for callers that hold one)."""
@@ -290,7 +328,8 @@ class LBResource(Resource):
 
 
 __all__ = [
-    "ACTIVE", "Bool", "ERROR", "HANDLES", "IP", "Int", "LBBody", "LBResource", "OFFLINE", "PENDING",
+    "ACTIVE", "Bool", "ERROR", "HANDLES", "IP", "Int", "LBBody", "LBResource", "Made", "NEW_TREE", "OFFLINE",
+    "PENDING", "new_tree",
     "ProviderUnsupportedOption", "forbidden",
     "PENDING_CREATE", "PENDING_DELETE", "PENDING_UPDATE", "PROVIDER", "PortNumber", "Str255",
     "Tags", "UUID", "between", "handle", "immutable", "invalid_input", "not_found", "not_offered", "one_of",

@@ -3,7 +3,8 @@ pools, members and health monitors in one request and one transaction.
 
 A client that builds a load balancer call by call waits for ``ACTIVE`` after each
 one (the tree is immutable while ``PENDING_*``); one populated create is one
-realization. Every child is parsed and checked exactly as its own ``POST`` would
+realization, one change row per object (rendered once, as the tree ends up), and
+one answer with the whole tree (:func:`full`, as Octavia answers a create). Every child is parsed and checked exactly as its own ``POST`` would
 be (``parse`` is the API's body parser, so refusals are worded the same), and any
 refusal rolls the whole tree back.
 """
@@ -16,10 +17,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.lbaas.common import LBResource, invalid_input
+from netbay.lbaas.common import NEW_TREE, LBResource, Made, invalid_input
 from netbay.lbaas.healthmonitors import HEALTHMONITORS
 from netbay.lbaas.listeners import LISTENERS
-from netbay.lbaas.loadbalancers import LOADBALANCERS
 from netbay.lbaas.members import MEMBERS
 from netbay.lbaas.pools import POOLS
 from netbay.lbaas.tree import POPULATING
@@ -30,7 +30,10 @@ Parse = Callable[[Any, LBResource, str], Any]  # the resource's own LBBody subcl
 
 def populate(session: Session, ctx: Context, lb: LoadBalancer, listeners: Any, parse: Parse) -> None:
     """Create ``listeners`` (Octavia's graph: each with an optional ``default_pool``
-    holding ``members`` and a ``healthmonitor``) under the new ``lb``."""
+    holding ``members`` and a ``healthmonitor``) under the new ``lb``, inside the
+    :func:`netbay.lbaas.common.new_tree` that made ``lb``: nothing is claimed (the tree
+    is new), and each object's change row shows it as the whole tree ends up."""
+    assert session.info.get(NEW_TREE) is not None, "populate() runs inside new_tree()"
     if not isinstance(listeners, list) or not all(isinstance(item, dict) for item in listeners):
         raise invalid_input("listeners", listeners, "Value should be a list of objects")
     session.info[POPULATING] = lb.id
@@ -58,11 +61,18 @@ def populate(session: Session, ctx: Context, lb: LoadBalancer, listeners: Any, p
                     raise invalid_input("healthmonitor", monitor, "Value should be an object")
                 HEALTHMONITORS.create(session, ctx, parse({"healthmonitor": {**monitor, "pool_id": pool.id}},
                                                           HEALTHMONITORS, "POST"))
-            # Nothing was claimed (the tree is new), so nothing logged the listener's new
-            # default pool nor the pool's members and monitor: a follower of the change
-            # stream would realize the listener without its pool.
-            LISTENERS.record(session, listener, "update")
-            POOLS.record(session, pool, "update")
     finally:
         session.info.pop(POPULATING, None)
-    LOADBALANCERS.record(session, lb, "update")  # its rendering now lists the tree
+
+
+def full(lb: dict[str, Any], made: list[Made]) -> dict[str, Any]:
+    """Octavia's answer to a load balancer's create (``LoadBalancerFullResponse``): its
+    listeners and pools whole, each pool with its members and health monitor whole,
+    from what :func:`netbay.lbaas.common.new_tree` rendered (no further reads)."""
+    def of(resource: LBResource) -> dict[str, dict[str, Any]]:
+        return {m.obj.id: m.data for m in made if m.resource is resource}
+    listeners, pools, members = of(LISTENERS), of(POOLS), of(MEMBERS)
+    monitors = {h["pools"][0]["id"]: h for h in of(HEALTHMONITORS).values()}
+    return {**lb, "listeners": [listeners[ref["id"]] for ref in lb["listeners"]],   # in the order lb lists them
+            "pools": [{**pools[ref["id"]], "healthmonitor": monitors.get(ref["id"]),
+                       "members": [members[m["id"]] for m in pools[ref["id"]]["members"]]} for ref in lb["pools"]]}

@@ -31,7 +31,7 @@ import pytest
 from netbay.client import LB, NET
 from netbay.backends.http import HttpBackend
 from netbay.dataplane import netns
-from netbay.k8s import podport
+from netbay.k8s import desired, podport
 from netbay.k8s.controller import Controller
 from netbay.k8s.objects import parse
 
@@ -141,6 +141,10 @@ def test_pods_services_scale_and_loadbalancer(cloud: Cloud, ctrl: Controller) ->
         assert len(fips) == 1
         outside = cloud.names.external(ctrl.refs.external_network_id)
         assert wait_for(lambda: tcp_read(outside, fips[0]["floating_ip_address"], 80), 10, 0.1) == b"web-0"
+        # ... and its status names that address, as a cloud provider writes it
+        [stored] = [b for b in desired.load(ctrl.store, ctrl.refs.cluster_id)
+                    if b["kind"] == "Service" and b["metadata"]["name"] == "web"]
+        assert stored["status"] == {"loadBalancer": {"ingress": [{"ip": fips[0]["floating_ip_address"]}]}}
 
         # externalIPs: a floating IP with exactly that address (back to ClusterIP: the pool one goes).
         public = ctrl.api.call("GET", f"{NET}/subnets", network_id=ctrl.refs.external_network_id)["subnets"][0]

@@ -15,8 +15,10 @@ that block, the rest dropped over IPv6 as over IPv4.
 from __future__ import annotations
 
 import ipaddress
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from dnslib import QTYPE, DNSRecord
@@ -145,6 +147,18 @@ def test_require_dual_stack_service_gets_both_cluster_ips_and_aaaa(app: Controll
     for tcp in (False, True):
         aaaa6 = query(client, dns6, name, "AAAA", tcp)
         assert [(r.rtype, str(r.rdata)) for r in aaaa6.rr] == [(QTYPE.AAAA, v6["vip_address"])]
+    # Pods are told both (a dual-stack kube-dns), IPv4 first; glibc in a pod that has only
+    # the IPv6 one resolves through it.
+    conf = Path(f"/etc/netns/{client}/resolv.conf").read_text()
+    assert [line for line in conf.splitlines() if line.startswith("nameserver")] == [
+        f"nameserver {dns}", f"nameserver {dns6}"]
+    Path(f"/etc/netns/{client}/resolv.conf").write_text(conf.replace(f"nameserver {dns}\n", ""))
+    try:
+        got = subprocess.run(["ip", "netns", "exec", client, "getent", "ahostsv6", "web.shop"],
+                             capture_output=True, text=True, timeout=10)
+        assert got.returncode == 0 and v6["vip_address"] in got.stdout, got
+    finally:
+        Path(f"/etc/netns/{client}/resolv.conf").write_text(conf)
 
 
 def test_ipv6_cluster_ip_spreads_over_pods_on_two_nodes(cloud: Cloud, app: Controller) -> None:

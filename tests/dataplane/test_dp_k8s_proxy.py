@@ -211,5 +211,11 @@ def test_load_balancer_and_external_ips_answer_from_outside(lab: Lab) -> None:
         answers(ns, LB_IP, 80, lab.names)
         answers(ns, EXTERNAL_IP, 81, lab.names)
         assert tcp_read(ns, LB_IP, 81, 0.5) is None, "only the Service's own port"
+        # The LoadBalancer Service's status names the address that answered, as a cloud
+        # provider writes it; the ClusterIP one with externalIPs gets none written.
+        stored = {key_of(b).name: b for b in desired.load(ctrl.store, ctrl.refs.cluster_id)
+                  if key_of(b).kind == "Service"}
+        assert stored["lb"]["status"] == {"loadBalancer": {"ingress": [{"ip": LB_IP}]}}
+        assert "status" not in stored["ext"]
     finally:
         cloud.delete_sandbox(outside["id"])

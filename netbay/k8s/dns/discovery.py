@@ -36,5 +36,5 @@ class Discovery:
         for (namespace, name), port in ports.items():
             if want.pods[(namespace, name)].by_cni:   # in the kubelet's namespace: not ours to write
                 continue
-            podfiles.write_once(self.sandboxes.ns(port["id"]), namespace, address, self.domain,
+            podfiles.write_once(self.sandboxes.ns(port["id"]), namespace, self.resolver.addresses, self.domain,
                                 want.services, vips)

@@ -63,6 +63,12 @@ class NodeResolver:
     """One node cluster's resolver pod and process: ``ensure`` / ``publish`` every pass,
     ``remove`` once the cluster holds no objects."""
 
+    @property
+    def addresses(self) -> list[str]:
+        """What pods are told (resolv.conf): ``kube-dns``' cluster IP (IPv4: the node
+        clusters' Services are)."""
+        return [self.address]
+
     def __init__(self, api: Api, names: Names, cluster_id: str, upstream: Sequence[str],
                  service_range: str, *, wait: float = ACTIVE_WAIT) -> None:
         self.api, self.names, self.cluster_id = api, names, cluster_id
@@ -148,7 +154,7 @@ class NodeResolver:
                 self._written = text
         for (namespace, _), p in pods.items():
             if p.get("status") == "ACTIVE":
-                podfiles.write_once(self.names.pod(p["id"]), namespace, self.address, DOMAIN,
+                podfiles.write_once(self.names.pod(p["id"]), namespace, self.addresses, DOMAIN,
                                     want.services, vips)
 
     def remove(self, full: bool = True) -> None:

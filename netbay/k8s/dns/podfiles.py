@@ -13,7 +13,7 @@ The directory goes with the pod's namespace (:meth:`PodSandboxes.unplug`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from netbay.k8s.dns.names import OPTIONS, search
@@ -26,9 +26,12 @@ def etc_dir(ns: str) -> Path:
     return ETC_NETNS / ns
 
 
-def resolv_conf(namespace: str, nameserver: str, domain: str) -> str:
-    """Kubernetes' ClusterFirst resolv.conf (ndots:5: short names try the search list)."""
-    return (f"nameserver {nameserver}\n"
+def resolv_conf(namespace: str, nameservers: Sequence[str], domain: str) -> str:
+    """Kubernetes' ClusterFirst resolv.conf (ndots:5: short names try the search list);
+    one ``nameserver`` line per address of the cluster resolver (IPv4 first: a
+    dual-stack cluster's resolver answers on both families, as kubelet lists a
+    dual-stack ``--cluster-dns``)."""
+    return ("".join(f"nameserver {address}\n" for address in nameservers) +
             f"search {' '.join(search(namespace, domain))}\n"
             f"options {' '.join(OPTIONS)}\n")
 
@@ -60,7 +63,7 @@ def service_env(namespace: str, services: Mapping[tuple[str, str], ServiceWant],
     return env
 
 
-def write_once(ns: str, namespace: str, nameserver: str, domain: str,
+def write_once(ns: str, namespace: str, nameservers: Sequence[str], domain: str,
                services: Mapping[tuple[str, str], ServiceWant], vips: Mapping[tuple[str, str], str]) -> bool:
     """Give the pod in ``ns`` its two files unless it has them; True if written."""
     d = etc_dir(ns)
@@ -68,7 +71,7 @@ def write_once(ns: str, namespace: str, nameserver: str, domain: str,
     if env_file.exists():
         return False
     d.mkdir(parents=True, exist_ok=True)
-    (d / "resolv.conf").write_text(resolv_conf(namespace, nameserver, domain))
+    (d / "resolv.conf").write_text(resolv_conf(namespace, nameservers, domain))
     env = service_env(namespace, services, vips)
     tmp = d / "environment.tmp"
     tmp.write_text("".join(f"{k}={v}\n" for k, v in sorted(env.items())))
@@ -76,9 +79,9 @@ def write_once(ns: str, namespace: str, nameserver: str, domain: str,
     return True
 
 
-def docker_options(namespace: str, nameserver: str, domain: str,
+def docker_options(namespace: str, nameservers: Sequence[str], domain: str,
                    services: Mapping[tuple[str, str], ServiceWant], vips: Mapping[tuple[str, str], str]) -> dict:
     """The same for a pod run as a Docker container: docker-py's ``containers.run``
     keyword arguments (``--dns``, ``--dns-search``, ``--dns-option``, ``--env``)."""
-    return {"dns": [nameserver], "dns_search": search(namespace, domain),
+    return {"dns": list(nameservers), "dns_search": search(namespace, domain),
             "dns_opt": list(OPTIONS), "environment": service_env(namespace, services, vips)}

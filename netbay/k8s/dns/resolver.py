@@ -69,6 +69,11 @@ class ClusterResolver:
         return next((f["ip_address"] for f in (self.port or {}).get("fixed_ips", ())
                      if ":" in f["ip_address"]), None)
 
+    @property
+    def addresses(self) -> list[str]:
+        """Every address it answers on, IPv4 first: what pods are told (resolv.conf, the CNI result)."""
+        return [a for a in (self.address, self.address6) if a]
+
     def _tags(self) -> list[str]:
         return [self.refs.tag, RESOLVER_TAG]
 

@@ -84,7 +84,7 @@ class Cni:
         self.kernel = KernelThread("netbay-cni")  # netlink work (sockets are per thread)
         self._networks: dict[str, tuple[float, dict[str, Any]]] = {}
         self._subnets: dict[str, tuple[float, dict[str, Any]]] = {}
-        self._resolvers: dict[str, tuple[float, str]] = {}   # cluster -> its resolver's address
+        self._resolvers: dict[str, tuple[float, list[str]]] = {}   # cluster -> its resolver's addresses
 
     async def aclose(self) -> None:
         self.kernel.close()
@@ -144,16 +144,17 @@ class Cni:
         if not req.cluster:
             return None
         hit = self._resolvers.get(req.cluster)
-        address: str | None
         if hit and time.monotonic() - hit[0] < CACHE_TTL:
-            address = hit[1]
+            addresses = hit[1]
         else:
             found = await self.backend.list("port", tags=f"{podport.cluster_tag(req.cluster)},{dnsnames.RESOLVER_TAG}")
-            address = next((f["ip_address"] for p in found for f in p.get("fixed_ips") or ()), None)
-            if address is None:
+            # every address of the first resolver port, IPv4 first (a dual-stack cluster's answers on both)
+            fixed = (found[0].get("fixed_ips") or ()) if found else ()
+            addresses = sorted((f["ip_address"] for f in fixed), key=lambda a: ":" in a)
+            if not addresses:
                 return None
-            self._resolvers[req.cluster] = (time.monotonic(), address)
-        return dnsnames.cni_dns(address, req.args.get("K8S_POD_NAMESPACE"))
+            self._resolvers[req.cluster] = (time.monotonic(), addresses)
+        return dnsnames.cni_dns(addresses, req.args.get("K8S_POD_NAMESPACE"))
 
     async def attached(self, req: Request) -> list[dict[str, Any]]:
         """The ports of this attachment (one, normally; none once it is gone)."""
