@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from netbay.backends.http import HttpBackend
-from netbay.client import Api, gone_ok
+from netbay.client import Api, ApiError, gone_ok
 from netbay.dataplane.names import Names
 from netbay.drivers import registry
 from netbay.drivers.spec import DriverSpec
@@ -66,6 +66,8 @@ log = logging.getLogger(__name__)
 PODS = "/netbay/v1/pods"
 SERVICE_RANGE = "10.254.0.0/16"   # Magnum's default service_cluster_ip_range for kubernetes
 ACTIVE_WAIT = 60.0                # seconds a pass waits for new pods to be plugged
+PLUG_POLL = 0.005                 # seconds between two looks at pods being plugged
+FEW = 4                           # pods awaited one by one (more: one list of the cluster's)
 K8S_LABEL = "netbay-k8s"          # a pod made for a Kubernetes pod: its "<namespace>/<name>"
 NOT_ENFORCED = "NotEnforced"
 
@@ -176,6 +178,7 @@ class NodeController:
         self._parsed: objects.Memo = {}   # its Pods and Services as parsed, kept between passes
         self._rules = RulesMemo()         # its Service ports as the nodes answer them
         self._last_pods: tuple[dict, dict] | None = None   # (pods wanted, netbay pods): the last pass's, all ACTIVE
+        self._made: dict[tuple[str, str], dict[str, Any]] | None = None   # the netbay pods the last pass left
         self.on_ports: Any = None   # the watch source's hook: these pods have no ports to write back
         self.dns = NodeResolver(api, self.names, self.refs.cluster_id, self.refs.dns_upstream, SERVICE_RANGE,
                                 wait=wait)
@@ -366,18 +369,28 @@ class NodeController:
     def _pods(self, want: Desired, report: Report, full: bool = True) -> dict[tuple[str, str], dict[str, Any]]:
         """Each wanted pod's netbay pod, made or deleted to match. A pass that is not
         ``full`` (an apply) whose pods are the last pass's, all plugged, lists nothing:
-        a Service's change costs no call."""
+        a Service's change costs no call; one that adds or drops pods starts from the
+        netbay pods the last pass left (as a kuryr controller's ``Known``) — a pod made
+        meanwhile by another (its name taken: 409) sends it back to a list."""
         last = self._last_pods
         if not full and last is not None and last[0] == want.pods:
             return dict(last[1])
         self._last_pods = None
-        out = self._converge_pods(want, report)
+        known, self._made = (None if full else self._made), None   # none while a pass is under way
+        try:
+            out = self._converge_pods(want, report, known)
+        except ApiError as exc:
+            if known is None or exc.status != 409:
+                raise
+            out = self._converge_pods(want, report, None)
+        self._made = dict(out)
         if all(p["status"] == "ACTIVE" for p in out.values()):
             self._last_pods = (dict(want.pods), dict(out))
         return out
 
-    def _converge_pods(self, want: Desired, report: Report) -> dict[tuple[str, str], dict[str, Any]]:
-        have = self._list()
+    def _converge_pods(self, want: Desired, report: Report, known: Mapping[tuple[str, str], dict[str, Any]] | None
+                       ) -> dict[tuple[str, str], dict[str, Any]]:
+        have = self._list() if known is None else dict(known)
         out: dict[tuple[str, str], dict[str, Any]] = {}
         fresh = []
         for key, pod in sorted(want.pods.items()):
@@ -420,7 +433,7 @@ class NodeController:
         for _ in range(100_000):
             if not todo:
                 return
-            now = {p["id"]: p for p in self.api.call("GET", PODS, cluster_id=self.refs.cluster_id)["pods"]}
+            now = self._looked_at([pods[key]["id"] for key in todo])
             for key in list(todo):
                 current = now.get(pods[key]["id"])
                 if current is not None:
@@ -429,10 +442,24 @@ class NodeController:
                     todo.remove(key)
             if not todo or time.monotonic() > deadline:
                 break
-            time.sleep(0.01)
+            time.sleep(PLUG_POLL)
         for key in todo + [k for k in keys if pods[k]["status"] == "ERROR"]:
             reason = pods[key].get("status_reason") or pods[key]["status"]
             report.events.append(f"Warning FailedCreatePodSandBox pod/{key[0]}/{key[1]}: {reason}")
+
+    def _looked_at(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The pods ``ids`` as the API has them now (a deleted one is absent): a few are
+        read one by one (a row each), more in one list of the cluster's pods."""
+        if len(ids) > FEW:
+            return {p["id"]: p for p in self.api.call("GET", PODS, cluster_id=self.refs.cluster_id)["pods"]}
+        out = {}
+        for pod_id in ids:
+            try:
+                out[pod_id] = self.api.call("GET", f"{PODS}/{pod_id}")["pod"]
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+        return out
 
     # -- NetworkPolicy ----------------------------------------------------------------------
     def _policies(self, want: Desired, pods: Mapping[tuple[str, str], dict[str, Any]], report: Report) -> None:
