@@ -158,8 +158,8 @@ def main() -> int:
                 t0 = time.monotonic()
                 ctrl.apply(parse(node_pod(f"c{i}", minions[i % len(minions)]["name"])))
                 calico_pass.append(time.monotonic() - t0)
-                made = next(p for p in api.call("GET", "/netbay/v1/pods", cluster_id=ctrl.refs.cluster_id)["pods"]
-                            if p["labels"].get("netbay-k8s") == f"bench/c{i}")
+                made = api.call("GET", "/netbay/v1/pods", cluster_id=ctrl.refs.cluster_id,
+                                name=f"bench.c{i}")["pods"][0]   # by name, as the kuryr pod's port above
                 first_answer(names.pod(made["id"]), anchor["address"], timeout=10)
                 calico_ms.append(time.monotonic() - t0)
             ctrl._await = real_await  # type: ignore[method-assign]
