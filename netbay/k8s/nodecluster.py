@@ -34,7 +34,6 @@ import dataclasses
 import ipaddress
 import logging
 import threading
-import time
 import uuid
 import zlib
 from collections.abc import Iterable, Mapping
@@ -47,7 +46,7 @@ from netbay.client import Api, ApiError, gone_ok
 from netbay.dataplane.names import Names
 from netbay.drivers import registry
 from netbay.drivers.spec import DriverSpec
-from netbay.k8s import desired, objects, podstatus
+from netbay.k8s import desired, nodeplug, objects, podstatus
 from netbay.k8s.cluster import dns_upstream
 from netbay.k8s.controller import Report
 from netbay.k8s.dns.names import DOMAIN
@@ -66,8 +65,6 @@ log = logging.getLogger(__name__)
 PODS = "/netbay/v1/pods"
 SERVICE_RANGE = "10.254.0.0/16"   # Magnum's default service_cluster_ip_range for kubernetes
 ACTIVE_WAIT = 60.0                # seconds a pass waits for new pods to be plugged
-PLUG_POLL = 0.005                 # seconds between two looks at pods being plugged
-FEW = 4                           # pods awaited one by one (more: one list of the cluster's)
 K8S_LABEL = "netbay-k8s"          # a pod made for a Kubernetes pod: its "<namespace>/<name>"
 NOT_ENFORCED = "NotEnforced"
 
@@ -426,40 +423,13 @@ class NodeController:
 
     def _await(self, pods: dict[tuple[str, str], dict[str, Any]], keys: list[tuple[str, str]],
                report: Report) -> None:
-        """Until the agent has plugged the new pods (bounded); a pod still not ACTIVE is
-        reported (an Event) and left out of the Services' backends."""
-        deadline = time.monotonic() + self.wait
-        todo = list(keys)
-        for _ in range(100_000):
-            if not todo:
-                return
-            now = self._looked_at([pods[key]["id"] for key in todo])
-            for key in list(todo):
-                current = now.get(pods[key]["id"])
-                if current is not None:
-                    pods[key] = current
-                if current is None or current["status"] in ("ACTIVE", "ERROR"):
-                    todo.remove(key)
-            if not todo or time.monotonic() > deadline:
-                break
-            time.sleep(PLUG_POLL)
+        """Until the agent has plugged the new pods (bounded, :func:`netbay.k8s.nodeplug.wait`);
+        a pod still not ACTIVE is reported (an Event) and left out of the Services' backends."""
+        todo = nodeplug.wait(self.api, self.refs.cluster_id, lambda p: self._node_ns.get(p.get("node") or ""),
+                             self.names, pods, keys, self.wait)
         for key in todo + [k for k in keys if pods[k]["status"] == "ERROR"]:
             reason = pods[key].get("status_reason") or pods[key]["status"]
             report.events.append(f"Warning FailedCreatePodSandBox pod/{key[0]}/{key[1]}: {reason}")
-
-    def _looked_at(self, ids: list[str]) -> dict[str, dict[str, Any]]:
-        """The pods ``ids`` as the API has them now (a deleted one is absent): a few are
-        read one by one (a row each), more in one list of the cluster's pods."""
-        if len(ids) > FEW:
-            return {p["id"]: p for p in self.api.call("GET", PODS, cluster_id=self.refs.cluster_id)["pods"]}
-        out = {}
-        for pod_id in ids:
-            try:
-                out[pod_id] = self.api.call("GET", f"{PODS}/{pod_id}")["pod"]
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
-        return out
 
     # -- NetworkPolicy ----------------------------------------------------------------------
     def _policies(self, want: Desired, pods: Mapping[tuple[str, str], dict[str, Any]], report: Report) -> None:
