@@ -11,7 +11,7 @@ pod's address and its default route; in the node, a route to that address throug
 something else than its underlay (calico's ``/32`` to the ``cali…`` end, made after
 the pod's side; flannel's bridge, whose lease route is there from the node's set-up).
 The API's status stays the truth for everything else (an ``ERROR``, a pod plugged on
-another host): :func:`wait` keeps asking it too, every :data:`API_POLL` — a few pods
+another host): :func:`wait` asks it too, every :data:`API_POLL` — a few pods
 one by one (a row each), more in one list of the cluster's.
 """
 
@@ -33,7 +33,7 @@ PODS = "/netbay/v1/pods"
 IFNAME = "eth0"      # the pod's end, as every driver names it
 UNDERLAY = "eth0"    # the node's own link to its peers
 KERNEL_POLL = 0.002  # seconds between two looks at the kernel for pods being plugged
-API_POLL = 0.01      # ... and at the API
+API_POLL = 0.02      # ... and at the API (first after that long: a read blocks the kernel's looks)
 FEW = 4              # pods read one by one (more: one list of the cluster's)
 
 Key = tuple[str, str]
@@ -69,9 +69,9 @@ def wait(api: Api, cluster_id: str, node_ns: Callable[[Mapping[str, Any]], str |
     seen here (taken as ``ACTIVE``: the agent's report is on its way) or ``ACTIVE``/
     ``ERROR`` in the API — or ``timeout`` passes; returns those still waited for.
     ``node_ns``: a pod's node's namespace (None: not known here)."""
-    deadline = time.monotonic() + timeout
+    asked = time.monotonic()
+    deadline = asked + timeout
     todo = list(keys)
-    asked = 0.0
     for _ in range(10_000_000):
         for key in list(todo):
             pod = pods[key]
