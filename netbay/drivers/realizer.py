@@ -6,6 +6,10 @@ nodes whose namespace and ``eth0`` exist: the driver's ``setup_node`` and then
 programmed on every peer and a node removed disappears from every peer. Each
 ``pod`` gets its own namespace (``names.pod(id)``) plugged into its node by the
 driver's ``attach_pod``; a pod that goes is detached and its namespace deleted.
+A pod's change that does not move it — the agent's own status report coming back
+on the stream — is not attached again (``attach_pod`` is idempotent but costs a
+dozen netlink requests, on the new pod's path); a change of its cluster network
+(a node made again, a lease moved) always re-attaches, and so does a resync.
 The kernel work is the drivers' (:mod:`netbay.drivers`); this module only maps
 state onto it. Pods are reported ``ACTIVE`` (or ``ERROR``) through the agent.
 """
@@ -36,6 +40,7 @@ class ClusterNetRealizer:
         self.names = names
         self.drivers: dict[str, tuple[Any, registry.Driver]] = {}   # cluster id -> (config, driver)
         self.placed: dict[str, str] = {}                 # pod id -> node namespace
+        self.attached: dict[str, tuple] = {}             # pod id -> what its last attach was given
         self.waiting: set[str] = set()                   # pods whose node is not ready yet
         self.errors: dict[str, str] = {}                 # pod id -> why its last attach failed
         from netbay.dataplane.standin import MasterStandIns
@@ -65,6 +70,7 @@ class ClusterNetRealizer:
 
     def resync(self, state: Any, fabric: Any, specs: Mapping[str, Any]) -> Outcome:
         self.drivers.clear()
+        self.attached.clear()   # a resync attaches every pod again (converges what drifted)
         wanted = {self.names.pod(p) for p in state.table("pods")}
         head = self.names.pod("")
         for ns in self._present(head):
@@ -82,12 +88,17 @@ class ClusterNetRealizer:
                 done["clusternets"][cid] = self._ensure_net(nets[cid])
             else:
                 self.drivers.pop(cid, None)
+        moved = work.get("clusternets", set())   # their pods attach again, placed or not
         for pid in sorted(work.get("pods", ())):
             pod = pods.get(pid)
             if pod is None:
                 self._remove_pod(pid)
             else:
-                done["pods"][pid] = self._ensure_pod(nets.get(pod.get("cluster_id") or ""), pod)
+                net = nets.get(pod.get("cluster_id") or "")
+                if pod.get("cluster_id") not in moved and self.attached.get(pid) == _placing(net, pod):
+                    done["pods"][pid] = True   # only its status changed (the agent's own report)
+                    continue
+                done["pods"][pid] = self._ensure_pod(net, pod)
         return {k: v for k, v in done.items() if v}
 
     def expand(self, state: Any, t: Any, w: Work) -> None:
@@ -164,12 +175,14 @@ class ClusterNetRealizer:
             rtnl.release(ns)
         self.errors.pop(pod["id"], None)
         self.placed[pod["id"]] = node.ns
+        self.attached[pod["id"]] = _placing(net, pod)
         return True
 
     def _remove_pod(self, pod_id: str) -> None:
         ns = self.names.pod(pod_id)
         self.waiting.discard(pod_id)
         self.errors.pop(pod_id, None)
+        self.attached.pop(pod_id, None)
         node_ns = self.placed.pop(pod_id, None)
         if node_ns is not None:
             from netbay.drivers import pods
@@ -187,6 +200,15 @@ class ClusterNetRealizer:
             return sorted(n for n in os.listdir(netns.NETNS_RUN_DIR) if n.startswith(head))
         except FileNotFoundError:
             return []
+
+
+def _placing(net: Mapping[str, Any] | None, pod: Mapping[str, Any]) -> tuple:
+    """What a pod's attach depends on: its node, address and runtime, and its cluster
+    network's driver, config, nodes and leases (not its status)."""
+    if net is None:
+        return ()
+    return (pod.get("node"), pod.get("address"), pod.get("runtime"), net.get("driver"), repr(net.get("config")),
+            repr(net.get("nodes")), repr(net.get("leases")))
 
 
 __all__ = ["ClusterNetRealizer"]

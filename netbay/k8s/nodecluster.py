@@ -34,7 +34,6 @@ import dataclasses
 import ipaddress
 import logging
 import threading
-import time
 import uuid
 import zlib
 from collections.abc import Iterable, Mapping
@@ -43,11 +42,11 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from netbay.backends.http import HttpBackend
-from netbay.client import Api, gone_ok
+from netbay.client import Api, ApiError, gone_ok
 from netbay.dataplane.names import Names
 from netbay.drivers import registry
 from netbay.drivers.spec import DriverSpec
-from netbay.k8s import desired, objects, podstatus, svcstatus
+from netbay.k8s import desired, nodeplug, objects, podstatus, svcstatus
 from netbay.k8s.cluster import dns_upstream
 from netbay.k8s.controller import Report
 from netbay.k8s.dns.names import DOMAIN
@@ -176,6 +175,7 @@ class NodeController:
         self._parsed: objects.Memo = {}   # its Pods and Services as parsed, kept between passes
         self._rules = RulesMemo()         # its Service ports as the nodes answer them
         self._last_pods: tuple[dict, dict] | None = None   # (pods wanted, netbay pods): the last pass's, all ACTIVE
+        self._made: dict[tuple[str, str], dict[str, Any]] | None = None   # the netbay pods the last pass left
         self.on_ports: Any = None   # the watch source's hook: these pods have no ports to write back
         self.dns = NodeResolver(api, self.names, self.refs.cluster_id, self.refs.dns_upstream, SERVICE_RANGE,
                                 wait=wait)
@@ -373,18 +373,28 @@ class NodeController:
     def _pods(self, want: Desired, report: Report, full: bool = True) -> dict[tuple[str, str], dict[str, Any]]:
         """Each wanted pod's netbay pod, made or deleted to match. A pass that is not
         ``full`` (an apply) whose pods are the last pass's, all plugged, lists nothing:
-        a Service's change costs no call."""
+        a Service's change costs no call; one that adds or drops pods starts from the
+        netbay pods the last pass left (as a kuryr controller's ``Known``) — a pod made
+        meanwhile by another (its name taken: 409) sends it back to a list."""
         last = self._last_pods
         if not full and last is not None and last[0] == want.pods:
             return dict(last[1])
         self._last_pods = None
-        out = self._converge_pods(want, report)
+        known, self._made = (None if full else self._made), None   # none while a pass is under way
+        try:
+            out = self._converge_pods(want, report, known)
+        except ApiError as exc:
+            if known is None or exc.status != 409:
+                raise
+            out = self._converge_pods(want, report, None)
+        self._made = dict(out)
         if all(p["status"] == "ACTIVE" for p in out.values()):
             self._last_pods = (dict(want.pods), dict(out))
         return out
 
-    def _converge_pods(self, want: Desired, report: Report) -> dict[tuple[str, str], dict[str, Any]]:
-        have = self._list()
+    def _converge_pods(self, want: Desired, report: Report, known: Mapping[tuple[str, str], dict[str, Any]] | None
+                       ) -> dict[tuple[str, str], dict[str, Any]]:
+        have = self._list() if known is None else dict(known)
         out: dict[tuple[str, str], dict[str, Any]] = {}
         fresh = []
         for key, pod in sorted(want.pods.items()):
@@ -420,23 +430,10 @@ class NodeController:
 
     def _await(self, pods: dict[tuple[str, str], dict[str, Any]], keys: list[tuple[str, str]],
                report: Report) -> None:
-        """Until the agent has plugged the new pods (bounded); a pod still not ACTIVE is
-        reported (an Event) and left out of the Services' backends."""
-        deadline = time.monotonic() + self.wait
-        todo = list(keys)
-        for _ in range(100_000):
-            if not todo:
-                return
-            now = {p["id"]: p for p in self.api.call("GET", PODS, cluster_id=self.refs.cluster_id)["pods"]}
-            for key in list(todo):
-                current = now.get(pods[key]["id"])
-                if current is not None:
-                    pods[key] = current
-                if current is None or current["status"] in ("ACTIVE", "ERROR"):
-                    todo.remove(key)
-            if not todo or time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
+        """Until the agent has plugged the new pods (bounded, :func:`netbay.k8s.nodeplug.wait`);
+        a pod still not ACTIVE is reported (an Event) and left out of the Services' backends."""
+        todo = nodeplug.wait(self.api, self.refs.cluster_id, lambda p: self._node_ns.get(p.get("node") or ""),
+                             self.names, pods, keys, self.wait)
         for key in todo + [k for k in keys if pods[k]["status"] == "ERROR"]:
             reason = pods[key].get("status_reason") or pods[key]["status"]
             report.events.append(f"Warning FailedCreatePodSandBox pod/{key[0]}/{key[1]}: {reason}")

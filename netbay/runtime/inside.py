@@ -90,24 +90,46 @@ def configure(path: str, ifname: str, addressing: Addressing, carrier_wait: floa
         return link
 
 
-def problems(path: str, ifname: str, mac: str, addressing: Addressing) -> list[str]:
-    """What differs from ``addressing`` inside ``path`` (empty: as made)."""
+@dataclass(frozen=True)
+class Seen:
+    """The container end as it is in the kernel, read without knowing what it should be
+    (CHECK reads it while it asks the API what the port says)."""
+    path: str
+    ifname: str
+    link: LinkInfo | None
+    addresses: frozenset[str] = frozenset()
+    routes: frozenset[tuple[str, str | None]] = frozenset()   # (dst, gateway) via the link or any
+
+    def problems(self, mac: str, addressing: Addressing) -> list[str]:
+        """What differs from ``addressing`` and ``mac`` (empty: as made)."""
+        link = self.link
+        if link is None:
+            return [f"{self.ifname} is not in {self.path}"]
+        found: list[str] = []
+        if (link.address or "").lower() != mac.lower():
+            found.append(f"{self.ifname} has MAC {link.address}, the port {mac}")
+        if not link.up:
+            found.append(f"{self.ifname} is down")
+        found += [f"{self.ifname} lacks address {c}" for c in addressing.cidrs if c not in self.addresses]
+        found += [f"no route to {d} via {g}" for d, g in addressing.routes if (str(ipaddress.ip_network(d)), g)
+                  not in self.routes]
+        return found
+
+
+def seen(path: str, ifname: str) -> Seen:
+    """``ifname`` in ``path``: its link, addresses and routes (NamespaceGone: no namespace)."""
     with opened(path) as r:
         link = r.link(ifname)
         if link is None:
-            return [f"{ifname} is not in {path}"]
-        found: list[str] = []
-        if (link.address or "").lower() != mac.lower():
-            found.append(f"{ifname} has MAC {link.address}, the port {mac}")
-        if not link.up:
-            found.append(f"{ifname} is down")
-        have = set(r.addresses(link.index))
-        found += [f"{ifname} lacks address {c}" for c in addressing.cidrs if c not in have]
+            return Seen(path, ifname, None)
         routes = {(dst, gw) for family in (socket.AF_INET, socket.AF_INET6)
                   for dst, gw, oif, _metric in r.routes(family) if oif in (None, link.index)}
-        found += [f"no route to {d} via {g}" for d, g in addressing.routes if (str(ipaddress.ip_network(d)), g)
-                  not in routes]
-        return found
+        return Seen(path, ifname, link, frozenset(r.addresses(link.index)), frozenset(routes))
+
+
+def problems(path: str, ifname: str, mac: str, addressing: Addressing) -> list[str]:
+    """What differs from ``addressing`` inside ``path`` (empty: as made)."""
+    return seen(path, ifname).problems(mac, addressing)
 
 
 def remove(path: str, ifname: str, kinds: Sequence[str] = ("veth",)) -> bool:
@@ -123,4 +145,4 @@ def remove(path: str, ifname: str, kinds: Sequence[str] = ("veth",)) -> bool:
         return False
 
 
-__all__ = ["Addressing", "NamespaceGone", "configure", "opened", "present", "problems", "remove"]
+__all__ = ["Addressing", "NamespaceGone", "Seen", "configure", "opened", "present", "problems", "remove", "seen"]

@@ -128,6 +128,46 @@ def test_add_check_del(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tup
         cloud.delete_sandbox(sb["id"])
 
 
+def test_check_finds_what_is_gone(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tuple[dict, dict],
+                                  pod_ns) -> None:
+    """CHECK fails, as the spec says, once the container's interface, its namespace or
+    its port is gone (the kernel is read while the API answers: each still found)."""
+    from netbay.runtime.inside import opened
+
+    net, _sub = network
+    conf = netbay_conf(f"{NS}conf", net["id"], daemon.sock)
+
+    def check(ns: str, container: str, result: dict) -> Call:
+        return invoke(plugin(bin_dir), "CHECK", {**conf, "prevResult": result}, container=container,
+                      netns=netns.path(ns))
+
+    ns = pod_ns()
+    add = invoke(plugin(bin_dir), "ADD", conf, container="gone1", netns=netns.path(ns))
+    assert add.rc == 0, add
+    ok = check(ns, "gone1", add.json)
+    assert (ok.rc, ok.out) == (0, ""), ok
+    with opened(netns.path(ns)) as r:   # the interface (its pair, the fabric end with it)
+        r.delete_link("eth0")
+    bad = check(ns, "gone1", add.json)
+    assert bad.rc == 1 and bad.code == 999 and f"eth0 is not in {netns.path(ns)}" in bad.json["msg"], bad
+    assert "fabric end is gone" in bad.json["msg"], bad
+    netns.delete(ns)   # the namespace
+    bad = check(ns, "gone1", add.json)
+    assert bad.rc == 1 and "failed to open netns" in bad.json["msg"], bad
+    assert invoke(plugin(bin_dir), "DEL", conf, container="gone1", netns=netns.path(ns)).rc == 0
+
+    ns = pod_ns()
+    add = invoke(plugin(bin_dir), "ADD", conf, container="gone2", netns=netns.path(ns))
+    assert add.rc == 0, add
+    (port,) = ports_of(cloud, tags="netbay.cni.ctr:gone2")
+    cloud.ok(cloud.http.delete(f"/network/v2.0/ports/{port['id']}"), 204)   # the port
+    bad = check(ns, "gone2", add.json)
+    assert bad.rc == 1 and "no port for container gone2" in bad.json["msg"], bad
+    gone = invoke(plugin(bin_dir), "DEL", conf, container="gone2", netns=netns.path(ns))
+    assert (gone.rc, gone.out) == (0, ""), gone
+    assert link(ns)[0] is None
+
+
 def test_result_versions(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tuple[dict, dict], pod_ns) -> None:
     """0.4.0 results carry ips[].version; 1.1.0 interfaces carry the MTU."""
     net, _sub = network

@@ -168,8 +168,11 @@ class Cni:
         gateway, or ``GW`` when it is of that family)."""
         cidrs, routes, pairs = [], [], []
         defaults: set[int] = set()
-        for fixed in port.get("fixed_ips") or ():
-            sub = await self.subnet(fixed["subnet_id"])
+        fixed_ips = list(port.get("fixed_ips") or ())
+        ids = list(dict.fromkeys(f["subnet_id"] for f in fixed_ips))   # a dual-stack port's two: asked at once
+        subnets = dict(zip(ids, await asyncio.gather(*(self.subnet(i) for i in ids))))
+        for fixed in fixed_ips:
+            sub = subnets[fixed["subnet_id"]]
             plen = ipaddress.ip_network(sub["cidr"], strict=False).prefixlen
             cidrs.append(f"{fixed['ip_address']}/{plen}")
             pairs.append((f"{fixed['ip_address']}/{plen}", sub))
@@ -367,8 +370,32 @@ class Cni:
         return None
 
     async def check(self, req: Request) -> None:
+        """The attachment as ADD left it: its port (one API call) is bound here with the
+        prevResult's addresses; the container end has the port's MAC, addresses and
+        routes; the host end is still plugged. The container end is read while the API
+        answers (the kernel's half of CHECK off its path); the port's errors come first."""
         if not isinstance(req.config.get("prevResult"), dict):
             raise CniError(INTERNAL, "Required prevResult missing")
+        inner = asyncio.ensure_future(self.kernel(inside.seen, req.netns, req.ifname))
+        try:
+            port, addressing = await self._checked_port(req)
+        except BaseException:
+            await asyncio.gather(inner, return_exceptions=True)   # its outcome no longer matters
+            raise
+        try:
+            found = (await inner).problems(port["mac_address"], addressing)
+        except inside.NamespaceGone as exc:
+            raise CniError(INTERNAL, exc.strerror) from None
+        if not await self.kernel(self.vifs.plugged if self.vifs else self.attacher.plugged, port["id"]):
+            found.append(f"the port's {'host end is in no bridge' if self.vifs else 'fabric end is gone'} "
+                         f"({port['id']})")
+        if found:
+            raise CniError(INTERNAL, "; ".join(found))
+        return None
+
+    async def _checked_port(self, req: Request) -> tuple[dict[str, Any], inside.Addressing]:
+        """CHECK's API half: the attachment's port, bound to this host, whose addresses are
+        the prevResult's; with the addressing the container end should have."""
         ports = await self.attached(req)
         if not ports:
             raise CniError(INTERNAL, f"netbay-cni: no port for container {req.container_id} "
@@ -383,23 +410,7 @@ class Cni:
         if prev != set(addressing.cidrs):
             raise CniError(INTERNAL, f"prevResult addresses {sorted(prev)} are not the port's "
                                      f"{sorted(addressing.cidrs)}")
-        try:
-            found, plugged = await self.kernel(self._inspect, req, port, addressing)
-        except inside.NamespaceGone as exc:
-            raise CniError(INTERNAL, exc.strerror) from None
-        if not plugged:
-            found.append(f"the port's {'host end is in no bridge' if self.vifs else 'fabric end is gone'} "
-                         f"({port['id']})")
-        if found:
-            raise CniError(INTERNAL, "; ".join(found))
-        return None
-
-    def _inspect(self, req: Request, port: Mapping[str, Any], addressing: inside.Addressing
-                 ) -> tuple[list[str], bool]:
-        """CHECK's kernel half, one hop: what differs inside the namespace, and whether
-        the host end is still plugged."""
-        found = inside.problems(req.netns, req.ifname, port["mac_address"], addressing)
-        return found, (self.vifs.plugged if self.vifs else self.attacher.plugged)(port["id"])
+        return port, addressing
 
     async def gc(self, req: Request) -> None:
         valid = req.config.get("cni.dev/valid-attachments")
