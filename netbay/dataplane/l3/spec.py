@@ -12,6 +12,9 @@ from netbay.dataplane.names import Names
 
 ROUTER_INTERFACE = "network:router_interface"
 ROUTER_GATEWAY = "network:router_gateway"
+# The protocols a port forwarding is realized for: those with ports (Neutron's API also
+# takes ICMP's, which no DNAT of a port can carry).
+PORTED = ("tcp", "udp", "sctp", "dccp")
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
     forwards = tuple(
         PortForward(f["floating_ip_address"], pf["protocol"], outside, pf["internal_ip_address"], inside)
         for f in floatingips if f.get("router_id") == rid and f.get("floating_ip_address")
-        for pf in f.get("port_forwardings") or ()
+        for pf in f.get("port_forwardings") or () if pf.get("protocol") in PORTED
         for outside, inside in _unrolled(pf))
     return RouterSpec(router_id=rid, ns=names.router(rid), gateway=gateway,
                       interfaces=tuple(legs), floating_ips=fips, enable_snat=enable_snat,
