@@ -57,14 +57,15 @@ def availabilities(session: Session, ctx: Context, filters: dict[str, list[str]]
         if subnet is None:
             continue
         used = addresses.get(subnet.id, [])
-        row = {"subnet_id": subnet.id, "subnet_name": subnet.name, "cidr": subnet.cidr,
+        details = _details(subnet, used)
+        row: dict[str, Any] = {"subnet_id": subnet.id, "subnet_name": subnet.name, "cidr": subnet.cidr,
                "ip_version": subnet.ip_version, "used_ips": len(used), "total_ips": _total(subnet),
-               DETAILS: _details(subnet, used)}
+               DETAILS: details}
         net["subnet_ip_availability"].append(row)
         net["used_ips"] += row["used_ips"]
         net["total_ips"] += row["total_ips"]
         for key in _DETAIL_KEYS:
-            net[DETAILS][key] += row[DETAILS][key]
+            net[DETAILS][key] += details[key]
     return list(result.values())
 
 

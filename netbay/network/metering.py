@@ -130,9 +130,10 @@ class MeteringLabelRules(Resource):
     def create(self, session: Session, ctx: Context, body: RuleCreate) -> MeteringLabelRule:
         if not ctx.is_admin:
             raise policy_refused("create_metering_label_rule")
-        for required in ("direction", "metering_label_id"):
-            if getattr(body, required) is None:
-                raise BadRequest(f"Failed to parse request. Required attribute '{required}' not specified")
+        if body.direction is None:
+            raise BadRequest("Failed to parse request. Required attribute 'direction' not specified")
+        if body.metering_label_id is None:
+            raise BadRequest("Failed to parse request. Required attribute 'metering_label_id' not specified")
         if body.direction not in ("ingress", "egress"):
             raise BadRequest(f"Invalid input for direction. Reason: {body.direction} is not in valid_values.")
         prefixes = {n: _prefix(n, getattr(body, n))
