@@ -82,10 +82,13 @@ def test_network_ip_availability(admin, member, admin_http: httpx.Client, member
     for _ in range(3):
         admin.network.create_port(network_id=net.id)
     got = admin_http.get(f"/network-ip-availabilities/{net.id}").json()["network_ip_availability"]
+    details = {"total_ips_in_subnet": 254, "total_ips_in_allocation_pool": 10, "used_ips_in_subnet": 3,
+               "used_ips_in_allocation_pool": 3}   # network-ip-availability-details
     assert got == {"network_id": net.id, "network_name": net.name, "tenant_id": net.project_id,
-                   "project_id": net.project_id, "total_ips": 10, "used_ips": 3,
+                   "project_id": net.project_id, "total_ips": 10, "used_ips": 3, "ip_availability_details": details,
                    "subnet_ip_availability": [{"subnet_id": v4.id, "subnet_name": v4.name, "cidr": "10.67.0.0/24",
-                                               "ip_version": 4, "total_ips": 10, "used_ips": 3}]}
+                                               "ip_version": 4, "total_ips": 10, "used_ips": 3,
+                                               "ip_availability_details": details}]}
     listed = {a.network_id: a for a in admin.network.network_ip_availabilities(ip_version=4)}
     assert net.id in listed and bare.id not in listed
     everything = admin_http.get("/network-ip-availabilities", params={"network_name": bare.name}).json()
