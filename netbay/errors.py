@@ -41,6 +41,14 @@ class PolicyNotAuthorized(Forbidden):
     kind = "PolicyNotAuthorized"
 
 
+class NotImplementedByNeutron(NetbayError):
+    """A call Neutron routes but its plugin does not implement (a metering label's
+    update): 501, its body keyed ``NotImplementedError``, not ``NeutronError``."""
+
+    status = 501
+    kind = "NotImplementedError"
+
+
 class NotFound(NetbayError):
     status = 404
     kind = "HTTPNotFound"
@@ -105,6 +113,7 @@ _NOT_FOUND = {
     "floatingip": ("FloatingIPNotFound", "Floating IP {} could not be found"),
     "security_group": ("SecurityGroupNotFound", "Security group {} does not exist"),
     "security_group_rule": ("SecurityGroupRuleNotFound", "Security group rule {} does not exist"),
+    "address_scope": ("AddressScopeNotFound", "Address scope {} could not be found."),
 }
 
 _BY_STATUS: dict[int, type[NetbayError]] = {

@@ -23,10 +23,14 @@ def test_labels_and_rules(admin, admin_http, member_http):
     r = admin_http.post(rules, json={"metering_label_rule": {"metering_label_id": label.id, "direction": "egress"}})
     neutron_error(r, 400, "Invalid")
     r = admin_http.post(rules, json={"metering_label_rule": {
-        "metering_label_id": label.id, "remote_ip_prefix": "10.1.0.0/16", "source_ip_prefix": "10.2.0.0/16"}})
+        "metering_label_id": label.id, "direction": "egress", "remote_ip_prefix": "10.1.0.0/16",
+        "source_ip_prefix": "10.2.0.0/16"}})
     neutron_error(r, 400, "Invalid")
+    r = admin_http.post(rules, json={"metering_label_rule": {"metering_label_id": label.id,
+                                                             "source_ip_prefix": "10.3.0.0/16"}})
+    neutron_error(r, 400, "HTTPBadRequest", "Failed to parse request. Required attribute 'direction' not specified")
     src = admin.network.create_metering_label_rule(metering_label_id=label.id, source_ip_prefix="10.3.0.0/16",
-                                                   destination_ip_prefix="192.0.2.0/24")
+                                                   destination_ip_prefix="192.0.2.0/24", direction="ingress")
     assert src.direction == "ingress" and src.source_ip_prefix == "10.3.0.0/16"
     assert {r.id for r in admin.network.metering_label_rules(metering_label_id=label.id)} == {rule.id, src.id}
     neutron_error(member_http.post("/metering/metering-labels", json={"metering_label": {"name": "x"}}), 403,

@@ -18,54 +18,59 @@ def test_extensions_and_rule_types(member_http):
     assert types == {"bandwidth_limit", "dscp_marking", "minimum_bandwidth"}
 
 
-def test_policy_and_rules_through_the_sdk(member, member_http):
-    policy = member.network.create_qos_policy(name=unique("qos"), description="gold")
+def test_policy_and_rules_through_the_sdk(admin, admin_http):
+    """As an admin: Neutron's defaults keep policies and rules to admins (and project
+    managers), tests/test_neutron_ext_peer.py has a member's refusals."""
+    policy = admin.network.create_qos_policy(name=unique("qos"), description="gold")
     assert policy.rules == [] and policy.is_shared is False and policy.is_default is False
-    bw = member.network.create_qos_bandwidth_limit_rule(policy, max_kbps=8000, max_burst_kbps=800)
+    bw = admin.network.create_qos_bandwidth_limit_rule(policy, max_kbps=8000, max_burst_kbps=800)
     assert (bw.max_kbps, bw.max_burst_kbps, bw.direction) == (8000, 800, "egress")
-    bw_in = member.network.create_qos_bandwidth_limit_rule(policy, max_kbps=4000, direction="ingress")
+    bw_in = admin.network.create_qos_bandwidth_limit_rule(policy, max_kbps=4000, direction="ingress")
     assert bw_in.max_burst_kbps == 0
-    dscp = member.network.create_qos_dscp_marking_rule(policy, dscp_mark=26)
-    minimum = member.network.create_qos_minimum_bandwidth_rule(policy, min_kbps=1000)
-    body = member_http.get(f"/qos/policies/{policy.id}").json()["policy"]
+    dscp = admin.network.create_qos_dscp_marking_rule(policy, dscp_mark=26)
+    minimum = admin.network.create_qos_minimum_bandwidth_rule(policy, min_kbps=1000)
+    body = admin_http.get(f"/qos/policies/{policy.id}").json()["policy"]
     assert {(r["type"], r["id"]) for r in body["rules"]} == {
         ("bandwidth_limit", bw.id), ("bandwidth_limit", bw_in.id), ("dscp_marking", dscp.id),
         ("minimum_bandwidth", minimum.id)}
     assert all(r["qos_policy_id"] == policy.id for r in body["rules"])
     assert body["revision_number"] > policy.revision_number       # each rule bumps the policy
-    got = member_http.get(f"/qos/policies/{policy.id}/dscp_marking_rules/{dscp.id}").json()
+    got = admin_http.get(f"/qos/policies/{policy.id}/dscp_marking_rules/{dscp.id}").json()
     assert got == {"dscp_marking_rule": {"id": dscp.id, "dscp_mark": 26}}
-    assert [r.id for r in member.network.qos_bandwidth_limit_rules(policy)] in ([bw.id, bw_in.id], [bw_in.id, bw.id])
-    bw = member.network.update_qos_bandwidth_limit_rule(bw, policy, max_kbps=9000)
+    assert [r.id for r in admin.network.qos_bandwidth_limit_rules(policy)] in ([bw.id, bw_in.id], [bw_in.id, bw.id])
+    bw = admin.network.update_qos_bandwidth_limit_rule(bw, policy, max_kbps=9000)
     assert bw.max_kbps == 9000
 
     url = f"/qos/policies/{policy.id}"
-    r = member_http.post(f"{url}/bandwidth_limit_rules", json={"bandwidth_limit_rule": {"max_kbps": 1}})
+    r = admin_http.post(f"{url}/bandwidth_limit_rules", json={"bandwidth_limit_rule": {"max_kbps": 1}})
+    neutron_error(r, 409, "QoSRuleParameterConflict")   # a limit below the egress guarantee
+    r = admin_http.post(f"{url}/bandwidth_limit_rules", json={"bandwidth_limit_rule": {"max_kbps": 5000}})
     neutron_error(r, 409, "QoSRulesConflict")
-    r = member_http.post(f"{url}/dscp_marking_rules", json={"dscp_marking_rule": {"dscp_mark": 27}})
+    r = admin_http.post(f"{url}/dscp_marking_rules", json={"dscp_marking_rule": {"dscp_mark": 27}})
     assert r.status_code == 400 and "is not in" in r.json()["NeutronError"]["message"]
-    r = member_http.post(f"{url}/minimum_bandwidth_rules", json={"minimum_bandwidth_rule": {}})
+    r = admin_http.post(f"{url}/minimum_bandwidth_rules", json={"minimum_bandwidth_rule": {}})
     neutron_error(r, 400, "HTTPBadRequest", "Failed to parse request. Required attribute 'min_kbps' not specified")
-    r = member_http.post(f"{url}/bandwidth_limit_rules",
+    r = admin_http.post(f"{url}/bandwidth_limit_rules",
                          json={"bandwidth_limit_rule": {"max_kbps": 5, "direction": "sideways"}})
     assert r.status_code == 400
-    neutron_error(member_http.get(f"{url}/dscp_marking_rules/{BAD_ID}"), 404, "QosRuleNotFound")
-    neutron_error(member_http.get(f"/qos/policies/{BAD_ID}"), 404, "QosPolicyNotFound")
+    neutron_error(admin_http.get(f"{url}/dscp_marking_rules/{BAD_ID}"), 404, "QosRuleNotFound")
+    neutron_error(admin_http.get(f"/qos/policies/{BAD_ID}"), 404, "QosPolicyNotFound")
 
-    member.network.delete_qos_dscp_marking_rule(dscp, policy)
-    assert [r["type"] for r in member_http.get(url).json()["policy"]["rules"]].count("dscp_marking") == 0
-    member.network.delete_qos_policy(policy)
-    neutron_error(member_http.get(url), 404, "QosPolicyNotFound")
+    admin.network.delete_qos_dscp_marking_rule(dscp, policy)
+    assert [r["type"] for r in admin_http.get(url).json()["policy"]["rules"]].count("dscp_marking") == 0
+    admin.network.delete_qos_policy(policy)
+    neutron_error(admin_http.get(url), 404, "QosPolicyNotFound")
 
 
-def test_ports_and_networks_carry_a_policy(member, member_http):
-    policy = member.network.create_qos_policy(name=unique("qos"))
+def test_ports_and_networks_carry_a_policy(admin, member, member_http, admin_http):
+    """A member's port and network carry a policy an admin made for the member's project."""
+    policy = admin.network.create_qos_policy(name=unique("qos"), project_id=member.current_project_id)
     net = member.network.create_network(name=unique("qnet"), qos_policy_id=policy.id)
     assert net.qos_policy_id == policy.id
     member.network.create_subnet(network_id=net.id, cidr="10.231.0.0/24", ip_version=4)
     port = member.network.create_port(network_id=net.id, qos_policy_id=policy.id)
     assert port.qos_policy_id == policy.id
-    neutron_error(member_http.delete(f"/qos/policies/{policy.id}"), 409, "QosPolicyInUse",
+    neutron_error(admin_http.delete(f"/qos/policies/{policy.id}"), 409, "QosPolicyInUse",
                   f"QoS Policy {policy.id} is used by port {port.id}.")
     r = member_http.put(f"/ports/{port.id}", json={"port": {"qos_policy_id": None}})
     assert r.status_code == 200 and r.json()["port"]["qos_policy_id"] is None
@@ -73,17 +78,17 @@ def test_ports_and_networks_carry_a_policy(member, member_http):
     neutron_error(r, 404, "QosPolicyNotFound")
     neutron_error(member_http.post("/networks", json={"network": {"qos_policy_id": BAD_ID}}), 404,
                   "QosPolicyNotFound")
-    neutron_error(member_http.delete(f"/qos/policies/{policy.id}"), 409, "QosPolicyInUse")
+    neutron_error(admin_http.delete(f"/qos/policies/{policy.id}"), 409, "QosPolicyInUse")
     member.network.update_network(net, qos_policy_id=None)
     member.network.delete_port(port)
     member.network.delete_network(net)
-    member.network.delete_qos_policy(policy)
+    admin.network.delete_qos_policy(policy)
 
 
-def test_ports_show_their_networks_policy(member, member_http):
+def test_ports_show_their_networks_policy(admin, member, member_http):
     """``qos-port-network-policy``: ``qos_network_policy_id`` is the network's policy,
     shown on show and list, read-only (Neutron's 400 for a read-only attribute)."""
-    policy = member.network.create_qos_policy(name=unique("qos"))
+    policy = admin.network.create_qos_policy(name=unique("qos"), project_id=member.current_project_id)
     net = member.network.create_network(name=unique("qnet"), qos_policy_id=policy.id)
     member.network.create_subnet(network_id=net.id, cidr="10.232.0.0/24", ip_version=4)
     port = member.network.create_port(network_id=net.id)
@@ -100,7 +105,7 @@ def test_ports_show_their_networks_policy(member, member_http):
     assert member_http.get(f"/ports/{port.id}").json()["port"]["qos_network_policy_id"] is None
     member.network.delete_port(port)
     member.network.delete_network(net)
-    member.network.delete_qos_policy(policy)
+    admin.network.delete_qos_policy(policy)
 
 
 def test_openstack_cli(server):

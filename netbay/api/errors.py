@@ -51,7 +51,8 @@ def render(request: Request, status: int, kind: str, message: str, detail: str =
     elif path.startswith("/compute"):
         body = {_NOVA_KINDS.get(status, "computeFault"): {"code": status, "message": message}}
     else:
-        body = {"NeutronError": {"type": kind, "message": message, "detail": detail}}
+        envelope = "NotImplementedError" if status == 501 else "NeutronError"   # as Neutron's fault wrapper
+        body = {envelope: {"type": kind, "message": message, "detail": detail}}
     return JSONResponse(body, status_code=status, headers=headers)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -12,4 +13,9 @@ class JSONResponse(Response):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
+        try:
+            return orjson.dumps(content)
+        except TypeError:
+            # orjson has no integers beyond 64 bits; an IPv6 subnet's address count
+            # (network-ip-availability) is one, and JSON has no such limit.
+            return json.dumps(content, separators=(",", ":"), ensure_ascii=False).encode()

@@ -16,6 +16,7 @@ transaction), never rewrites a rule (and so do port forwardings and extra routes
         dnat to ip daddr map @fip_dnat                            # floating -> fixed
     chain postrouting  (nat, srcnat)
         oifname @gateway_ifs snat to ip saddr map @fip_snat       # fixed -> floating
+        oifname @gateway_ifs ip saddr @scope_direct accept        # one address scope: no SNAT
         ip saddr @internal_subnets snat to oifname map @gateway_snat
         ct status dnat ip saddr @internal_subnets masquerade      # hairpin to a FIP
     chain forward      (filter)
@@ -26,7 +27,8 @@ transaction), never rewrites a rule (and so do port forwardings and extra routes
 false, so internal traffic leaves with its private source. Between two internal legs
 nothing matches: plain routing. A sandbox reaching a floating IP of its own network
 is masqueraded to the leg address, or the reply would bypass the router. IPv6 is
-routed, never NATed (as in Neutron). Releasing a floating IP also deletes its
+routed, never NATed (as in Neutron), and kept within its address scopes by a table of
+its own (:mod:`netbay.dataplane.l3.scope6`). Releasing a floating IP also deletes its
 conntrack entries, so established flows do not keep the old translation.
 
 An ensure lists the table once, diffs its elements against the desired ones and
@@ -55,6 +57,7 @@ from netbay.dataplane.l3.extraroutes import sync_extra_routes
 from netbay.dataplane.l3.metering import MeterLabel, sync_metering
 from netbay.dataplane.l3.nat import TABLE, desired_elements, sync_nft
 from netbay.dataplane.l3.rtdump import default_routes, link_table, v4_addresses
+from netbay.dataplane.l3.scope6 import sync_scope6
 from netbay.dataplane.l3.spec import FloatingIP, Gateway, Leg, PortForward, RouterSpec, from_api
 
 __all__ = [
@@ -170,6 +173,7 @@ def ensure_router(ns: str, *, gateway: Gateway | None, interfaces: Sequence[Leg]
     netns.create(ns)
     _sysctls(ns)
     released = sync_nft(ns, want)
+    sync_scope6(ns, gateway, interfaces)
 
     present = link_table(ns)
     lo = present.get("lo")

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, NotFound, policy_refused
+from netbay.errors import BadRequest, Conflict, NotFound, NotImplementedByNeutron, policy_refused
 from netbay.network.resource import Filter, Resource, standard, to_bool
 from netbay.network.types import Body, Bool, Name, ProjectID, Text
 from netbay.store.models import MeteringLabel, MeteringLabelRule
@@ -30,9 +30,13 @@ class LabelCreate(Body):
     tenant_id: ProjectID | None = None
 
 
+class NothingUpdatable(Body):
+    """Neutron's labels and rules have no attribute a PUT may change."""
+
+
 class RuleCreate(Body):
     metering_label_id: Text | None = None
-    direction: Any = "ingress"
+    direction: Any = None
     excluded: Bool = False
     remote_ip_prefix: Any = None
     source_ip_prefix: Any = None
@@ -48,6 +52,7 @@ class MeteringLabels(Resource):
     model = MeteringLabel
     has_tags = False
     create_body = LabelCreate
+    update_body = NothingUpdatable
     filters = {"name": Filter(MeteringLabel.name), "description": Filter(MeteringLabel.description),
                "project_id": Filter(MeteringLabel.project_id), "tenant_id": Filter(MeteringLabel.project_id),
                "shared": Filter(MeteringLabel.shared, to_bool)}
@@ -76,6 +81,9 @@ class MeteringLabels(Resource):
         self.record(session, label, "create")
         return label
 
+    def update(self, session: Session, ctx: Context, obj_id: str, body: NothingUpdatable) -> Any:
+        raise NotImplementedByNeutron("")   # every attribute is read-only (400 before this)
+
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         label = self.get(session, ctx, obj_id, for_update=True)   # 404 to all but admins
         self.record(session, label, "delete", None)
@@ -99,6 +107,7 @@ class MeteringLabelRules(Resource):
     model = MeteringLabelRule
     has_tags = False
     create_body = RuleCreate
+    update_body = NothingUpdatable
     filters = {"metering_label_id": Filter(MeteringLabelRule.metering_label_id),
                "direction": Filter(MeteringLabelRule.direction),
                "excluded": Filter(MeteringLabelRule.excluded, to_bool),
@@ -121,6 +130,8 @@ class MeteringLabelRules(Resource):
     def create(self, session: Session, ctx: Context, body: RuleCreate) -> MeteringLabelRule:
         if not ctx.is_admin:
             raise policy_refused("create_metering_label_rule")
+        if body.direction is None:
+            raise BadRequest("Failed to parse request. Required attribute 'direction' not specified")
         if body.metering_label_id is None:
             raise BadRequest("Failed to parse request. Required attribute 'metering_label_id' not specified")
         if body.direction not in ("ingress", "egress"):
@@ -149,6 +160,9 @@ class MeteringLabelRules(Resource):
         session.flush()
         self.record(session, rule, "create")
         return rule
+
+    def update(self, session: Session, ctx: Context, obj_id: str, body: NothingUpdatable) -> Any:
+        raise NotImplementedByNeutron("")
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         rule = self.get(session, ctx, obj_id, for_update=True)

@@ -26,27 +26,42 @@ from netbay.network.floatingips import FLOATINGIPS, _router_for
 from netbay.network.pfranges import PortRange, RangeField
 from netbay.network.ports import PORTS
 from netbay.network.resource import Filter, Resource, select_fields, to_int
-from netbay.network.types import UUID, Body, IPAddress, Text
+from netbay.network.types import UUID, Body, IPAddress, Text, Unconvertible
 from netbay.store.models import FloatingIP, PortForwarding
 
-# The protocols a forwarding makes sense for (a transport header with ports).
-PROTOCOLS = ("tcp", "udp", "sctp", "dccp")
+# neutron-lib's ``IPTABLES_PROTOCOL_MAP`` names, which its API takes; the dataplane
+# forwards those with ports (l3/spec.py), as Neutron's L3 agent can.
+PROTOCOLS = ("dccp", "icmp", "ipv6-icmp", "sctp", "tcp", "udp")
 
 
 def _protocol(value: Any) -> Any:
-    if isinstance(value, str) and value.lower() in PROTOCOLS:
-        return value.lower()
-    raise ValueError(f"{value!r} is not in {list(PROTOCOLS)}")
+    """neutron-lib's ``convert_to_protocol`` (a name it knows, or 0..255), then
+    ``type:values`` over the names."""
+    if value in PROTOCOLS:
+        return value
+    if not isinstance(value, str):
+        raise Unconvertible(f"Input value {value} must be string type")
+    lowered = value.lower()
+    try:
+        number = None if lowered in PROTOCOLS else int(value)
+    except (TypeError, ValueError):
+        number = -1
+    if number is not None and not 0 <= number <= 255:
+        raise Unconvertible(f"IP protocol '{value}' is not supported. Only protocol names and their integer "
+                            "representation (0 to 255) are supported")
+    raise ValueError(f"{value} is not in valid_values")
 
 
 def _port_number(value: Any) -> Any:
-    """neutron-lib's ``convert_to_int`` then ``validate_range`` (1, 65535)."""
+    """neutron-lib's ``convert_to_int`` then ``validate_range`` (1, 65535), in its words."""
     try:
         number = int(value)
     except (TypeError, ValueError):
         raise ValueError(f"'{value}' is not an integer") from None
-    if not 1 <= number <= 65535:
-        raise ValueError(f"'{number}' is not in range 1 through 65535")
+    if number < 1:
+        raise ValueError(f"'{number}' is too small - must be at least '1'")
+    if number > 65535:
+        raise ValueError(f"'{number}' is too large - must be no larger than '65535'")
     return number
 
 

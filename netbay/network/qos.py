@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
-from netbay.errors import BadRequest, Conflict, NotFound
+from netbay.errors import BadRequest, Conflict, NotFound, policy_refused
 from netbay.network.resource import Filter, Resource, select_fields, standard, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
 from netbay.store.models import Network, Port, QosPolicy, QosRule, Tag
@@ -80,7 +80,22 @@ class QosPolicies(Resource):
         except NotFound:
             raise policy_not_found(obj_id) from None
 
+    def get_owned(self, session: Session, ctx: Context, obj_id: str, action: str = "") -> Any:
+        """A policy the caller may change. Neutron's defaults let an admin (or a project
+        manager, a role netbay does not have) change policies and rules, not a member: 404
+        if not seen; else 403, or — where Neutron's controller checks its show rule on the
+        object's policy fields only (a policy's update, a rule's update or delete) — 404
+        ``HTTPNotFound`` for another project's shared policy, to give nothing away."""
+        obj = self.get(session, ctx, obj_id, for_update=True)
+        if not ctx.is_admin:
+            if obj.project_id != ctx.project_id and action != "delete_policy":
+                raise NotFound("The resource could not be found.")
+            raise policy_refused(action or f"update_{self.member}")
+        return obj
+
     def create(self, session: Session, ctx: Context, body: PolicyCreate) -> QosPolicy:
+        if not ctx.is_admin:
+            raise policy_refused("create_policy")
         given = body.given()
         tags = given.pop("tags", None) or []
         project_id = self.owner_for_create(ctx, given)
@@ -164,7 +179,7 @@ def _value(name: str, value: Any) -> Any:
     """A rule attribute converted and validated with neutron-lib's words."""
     if name == "direction":
         if value not in ("egress", "ingress"):
-            raise BadRequest(f"Invalid input for direction. Reason: {value!r} is not in ['egress', 'ingress'].")
+            raise BadRequest(f"Invalid input for direction. Reason: {value} is not in valid_values.")
         return value
     try:
         number = int(value)
@@ -173,9 +188,12 @@ def _value(name: str, value: Any) -> Any:
     except (TypeError, ValueError):
         raise BadRequest(f"Invalid input for operation: '{value}' is not an integer.", kind="InvalidInput") from None
     if name == "dscp_mark" and number not in DSCP_MARKS:
-        raise BadRequest(f"Invalid input for dscp_mark. Reason: {number} is not in {DSCP_MARKS}.")
-    if not 0 <= number <= INT_MAX:
-        raise BadRequest(f"Invalid input for {name}. Reason: '{number}' is not in range 0 through {INT_MAX}.")
+        raise BadRequest(f"Invalid input for dscp_mark. Reason: {number} is not in valid_values.")
+    if number < 0:   # neutron-lib's validate_range, in its words
+        raise BadRequest(f"Invalid input for {name}. Reason: '{number}' is too small - must be at least '0'.")
+    if number > INT_MAX:
+        raise BadRequest(f"Invalid input for {name}. Reason: '{number}' is too large - must be no larger than "
+                         f"'{INT_MAX}'.")
     return number
 
 
@@ -215,6 +233,25 @@ def _conflict(session: Session, policy: QosPolicy, rule: QosRule) -> None:
                        f"{policy.id}.", kind="QoSRulesConflict")
 
 
+def _bandwidth_conflict(policy: QosPolicy, values: dict[str, Any]) -> None:
+    """A limit below a guarantee of the same direction, or a guarantee above a limit, is
+    refused (neutron's ``check_bandwidth_rule_conflict``; without a direction in the
+    request, every direction is compared)."""
+    direction = values.get("direction")
+    for rule in policy.rules:
+        if rule.type == "dscp_marking" or (direction and rule.direction != direction):
+            continue
+        minimum, limit = int(rule.min_kbps or 0), int(rule.max_kbps or 0)
+        if rule.type == "minimum_bandwidth" and "max_kbps" in values and minimum > values["max_kbps"]:
+            given, existing = values["max_kbps"], minimum
+        elif rule.type == "bandwidth_limit" and "min_kbps" in values and limit < values["min_kbps"]:
+            given, existing = values["min_kbps"], limit
+        else:
+            continue
+        raise Conflict(f"Unable to add the rule with value {given} to the policy {policy.id} as the existing rule "
+                       f"of type {rule.type} has value {existing}.", kind="QoSRuleParameterConflict")
+
+
 def _changed(session: Session, policy: QosPolicy) -> None:
     session.flush()
     session.expire(policy, ["rules"])
@@ -237,7 +274,10 @@ def show_rule(session: Session, ctx: Context, policy_id: str, collection: str, r
 def create_rule(session: Session, ctx: Context, policy_id: str, collection: str, raw: Any) -> dict[str, Any]:
     kind = RULE_KINDS[collection]
     values = _rule_body(kind, raw, create=True)
+    if not ctx.is_admin:   # before the policy is looked up, as Neutron's controller enforces it
+        raise policy_refused("create_policy_" + kind.type + "_rule")
     policy = QOS_POLICIES.get_owned(session, ctx, policy_id, "create_policy_" + kind.type + "_rule")
+    _bandwidth_conflict(policy, values)
     rule = QosRule(policy_id=policy.id, type=kind.type, **values)
     if kind.type == "dscp_marking":
         rule.direction = "egress"
@@ -252,6 +292,7 @@ def update_rule(session: Session, ctx: Context, policy_id: str, collection: str,
     kind = RULE_KINDS[collection]
     values = _rule_body(kind, raw, create=False)
     policy = QOS_POLICIES.get_owned(session, ctx, policy_id, "update_policy_" + kind.type + "_rule")
+    _bandwidth_conflict(policy, values)
     rule = _rule(session, policy, kind, rule_id)
     for key, value in values.items():
         setattr(rule, key, value)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 
 from netbay.dataplane import links, netns
+from netbay.dataplane.l3.rtdump import link_table
 
 from .agent_fixtures import Cloud, wait_for
 from .dp_helpers import ping
@@ -125,3 +126,65 @@ def test_address_scopes_part_a_router_through_the_api(cloud: Cloud) -> None:
     assert not ping(ns1, ports[0].fixed_ips[0]["ip_address"], timeout=0.5)
     conn.network.update_subnet_pool(pools[1], address_scope_id=scope.id)
     wait_for(lambda: ping(ns0, ip1, timeout=0.3), 15, 0.1, "routing within one scope")
+
+
+def _source_seen(outside: str, client: str, dst: str, port: int) -> str | None:
+    """Connect from ``client`` to ``dst:port`` (a listener in ``outside``); the source the
+    listener saw, or None."""
+    with netns.entered(outside):
+        srv = socket.socket()
+    with netns.entered(client):
+        cli = socket.socket()
+    try:
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("0.0.0.0", port))
+        srv.listen(1)
+        srv.settimeout(0.5)
+        cli.settimeout(0.5)
+        try:
+            cli.connect((dst, port))
+            conn, peer = srv.accept()
+        except OSError:
+            return None
+        conn.close()
+        return str(peer[0])
+    finally:
+        cli.close()
+        srv.close()
+
+
+def test_no_snat_within_one_address_scope_through_the_api(cloud: Cloud) -> None:
+    """An internal subnet whose pool shares the external subnet's pool's address scope
+    reaches the outside with its own address (Neutron's L3 agent does not SNAT within a
+    scope); its pool moved to another scope, it leaves as the router's gateway address."""
+    conn = cloud.server.connect()
+    scope, other = (conn.network.create_address_scope(name=f"rx-nosnat{i}", ip_version=4) for i in (0, 1))
+    ext_pool = conn.network.create_subnet_pool(name="rx-ext-pool", prefixes=["10.92.0.0/24"],
+                                               default_prefix_length=24, address_scope_id=scope.id)
+    int_pool = conn.network.create_subnet_pool(name="rx-int-pool", prefixes=["10.93.0.0/16"],
+                                               default_prefix_length=24, address_scope_id=scope.id)
+    ext = conn.network.create_network(name="rx-ext", is_router_external=True)
+    conn.network.create_subnet(network_id=ext.id, ip_version=4, subnetpool_id=ext_pool.id)
+    outside_port = conn.network.create_port(network_id=ext.id, device_owner="netbay:external", device_id=ext.id,
+                                            port_security_enabled=False, security_group_ids=[])
+    outside_ip = outside_port.fixed_ips[0]["ip_address"]
+    net = conn.network.create_network(name="rx-inner")
+    subnet = conn.network.create_subnet(network_id=net.id, ip_version=4, subnetpool_id=int_pool.id)
+    router = conn.network.create_router(name="rx-nosnat", external_gateway_info={"network_id": ext.id})
+    conn.network.add_interface_to_router(router, subnet_id=subnet.id)
+    gw_ip = conn.network.get_router(router.id).external_gateway_info["external_fixed_ips"][0]["ip_address"]
+    port = conn.network.create_port(network_id=net.id)
+    ns = cloud.sandbox_ns(cloud.sandbox("rx-nosnat", ports=[port.id])["id"])
+    cloud.wait_status(f"/network/v2.0/ports/{port.id}", "ACTIVE")
+    outside = cloud.names.external(ext.id)
+    wait_for(lambda: netns.exists(outside), 15, 0.1, "the external network's outside namespace")
+    # The outside routes the scope's internal prefixes back through the router, as an
+    # external network of the same scope does (an operator's route or Neutron's BGP speaker).
+    index = next(i for name, (i, _) in link_table(outside).items() if name.startswith("ext-"))
+    links.replace_route(outside, "10.93.0.0/16", gateway=gw_ip, dev=index)
+    ip = port.fixed_ips[0]["ip_address"]
+    wait_for(lambda: _source_seen(outside, ns, outside_ip, 7300) == ip, 20, 0.2,
+             "the sandbox's own address seen outside (one scope: no SNAT)")
+    conn.network.update_subnet_pool(int_pool, address_scope_id=other.id)
+    wait_for(lambda: _source_seen(outside, ns, outside_ip, 7300) == gw_ip, 20, 0.2,
+             "the gateway's address seen outside (another scope: SNAT)")

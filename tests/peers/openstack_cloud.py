@@ -151,12 +151,18 @@ key_repository = {work}/credential-keys
     return conf
 
 
-# API only: ML2 with no mechanism driver (no agents, no dataplane).
+# The service plugins that run without agents, beside the router's: the extensions'
+# API shapes are compared with netbay's (tests/test_neutron_ext_peer.py). ``segments`` is
+# left out: it changes how every network and subnet of the other tests behaves.
+SERVICE_PLUGINS = "router,qos,port_forwarding,metering,network_ip_availability"
+
+# API only: ML2 with no mechanism driver (no agents, no dataplane); the ``qos`` extension
+# driver gives ports and networks their ``qos_policy_id``.
 ML2_API_ONLY = """[ml2]
 type_drivers = flat,vxlan
 tenant_network_types = vxlan
 mechanism_drivers =
-extension_drivers = port_security,tag_ports_during_bulk_creation
+extension_drivers = port_security,tag_ports_during_bulk_creation,qos
 [ml2_type_vxlan]
 vni_ranges = 1:1000
 [ml2_type_flat]
@@ -204,7 +210,7 @@ head.get_metadata().create_all(sa.create_engine({url!r}))
 
 
 @contextlib.contextmanager
-def openstack_cloud(work: Path, ml2: str = ML2_API_ONLY, service_plugins: str = "router",
+def openstack_cloud(work: Path, ml2: str = ML2_API_ONLY, service_plugins: str = SERVICE_PLUGINS,
                     neutron_db: str | None = None, neutron_env: dict[str, str] | None = None) -> Iterator[Cloud]:
     """Keystone + Neutron, bootstrapped, for the length of the ``with``. Unless told
     otherwise (tests/ovn: ML2/OVN on PostgreSQL), Neutron is API only (``ml2``) on

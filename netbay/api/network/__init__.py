@@ -93,6 +93,8 @@ EXTENSIONS = [
      "Provides support for adjusting the prefix list of subnet pools"),
     ("network-ip-availability", "Network IP Availability",
      "Provides IP availability data for each network and subnet."),
+    ("network-ip-availability-details", "Network IP Availability Details",
+     "Add ip_availability_details attribute to network_ip_availabilities"),
     ("quota-check-limit-default", "Quota engine limit check by default",
      "By default, the Neutron quota engine checks the resource usage before applying a new quota limit"),
     ("address-scope", "Address scope", "Address scopes extension."),

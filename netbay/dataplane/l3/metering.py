@@ -1,13 +1,16 @@
 """Neutron's metering in a router namespace: each metering label's rules count the
 packets and bytes crossing the router's gateway leg, as Neutron's iptables metering
-driver counts them, in nftables (table ``ip netbay-meter``).
+driver counts them, in nftables (table ``inet netbay-meter``).
 
 A label is a named counter (``label-<id>``, kept across rule changes) and a chain:
 its excluded rules first (``return``: not counted), then its counting rules. The
 ``forward`` chain jumps to every label's chain. Neutron's matches: ``remote_ip_prefix``
 is the source of ``egress`` traffic (``-s P -o qg-``) and the destination of
 ``ingress`` traffic (``-d P -i qg-``); ``source_ip_prefix``/``destination_ip_prefix``
-are matched as written. IPv4 only (the router's IPv6 is routed, not metered here).
+are matched as written. A rule's prefixes are all IPv4 or all IPv6, and it counts that
+family's traffic into its label's one counter: IPv6 too (Neutron's iptables driver puts
+every rule in the IPv4 table, so it meters IPv4 only). A rule mixing families counts
+nothing (it can match no packet).
 
 :func:`traffic_counters` reads the counters as Neutron's ``get_traffic_counters``
 gives them (label id -> ``pkts``, ``bytes``).
@@ -23,7 +26,8 @@ from typing import Any
 from netbay.dataplane.nft import Nft, NftError, prefix
 
 TABLE = "netbay-meter"
-FAMILY = "ip"
+FAMILY = "inet"
+_LEGACY = "ip"   # the table's family before IPv6 was metered: removed when met
 
 
 @dataclass(frozen=True)
@@ -41,31 +45,23 @@ class MeterLabel:
     rules: tuple[MeterRule, ...] = ()
 
 
-def _v4(cidr: str | None) -> bool:
-    return cidr is not None and ipaddress.ip_network(cidr, strict=False).version == 4
-
-
 def _match(left: dict, right: Any) -> dict:
     return {"match": {"op": "==", "left": left, "right": right}}
 
 
-def _addr(field_: str, cidr: str) -> dict:
-    return _match({"payload": {"protocol": "ip", "field": field_}}, prefix(cidr))
-
-
 def _rule_match(gateway: str, rule: MeterRule) -> list[dict] | None:
-    """The rule's matches, or None for a rule of IPv6 prefixes (not metered here)."""
+    """The rule's matches (``ip`` or ``ip6`` by its prefixes' family), or None for a
+    rule whose prefixes mix the two."""
     egress = rule.direction == "egress"
+    fields = [("saddr" if egress else "daddr", rule.remote_ip_prefix),
+              ("saddr", rule.source_ip_prefix), ("daddr", rule.destination_ip_prefix)]
+    nets = [(f, ipaddress.ip_network(c, strict=False)) for f, c in fields if c]
+    if len({n.version for _, n in nets}) > 1:
+        return None
     out = [_match({"meta": {"key": "oifname" if egress else "iifname"}}, gateway)]
-    if rule.remote_ip_prefix:
-        if not _v4(rule.remote_ip_prefix):
-            return None
-        out.append(_addr("saddr" if egress else "daddr", rule.remote_ip_prefix))
-    for field_, cidr in (("saddr", rule.source_ip_prefix), ("daddr", rule.destination_ip_prefix)):
-        if cidr:
-            if not _v4(cidr):
-                return None
-            out.append(_addr(field_, cidr))
+    for field_, net in nets:
+        protocol = "ip" if net.version == 4 else "ip6"
+        out.append(_match({"payload": {"protocol": protocol, "field": field_}}, prefix(str(net))))
     return out
 
 
@@ -99,6 +95,9 @@ def sync_metering(ns: str, gateway: str | None, labels: Sequence[MeterLabel]) ->
                             {"add": {"chain": {**t, "name": "forward", "type": "filter", "hook": "forward",
                                                "prio": -10, "policy": "accept"}}},
                             {"flush": {"chain": {**t, "name": "forward"}}}]
+        if have is None:   # made now: an IPv4-only table of before goes (add+delete: drop if present)
+            legacy = {"family": _LEGACY, "name": TABLE}
+            cmds[:0] = [{"add": {"table": legacy}}, {"delete": {"table": legacy}}]
         for label in labels:
             name = _chain(label)
             if name not in (have or set()):

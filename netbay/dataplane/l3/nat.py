@@ -1,11 +1,16 @@
 """The router's nftables table, ``ip netbay-nat``: fixed rules, every fact a set or
 map element (see :mod:`netbay.dataplane.router`), synced by element diff.
 
-Besides NAT it keeps Neutron's address scope rule: a router does not forward between
-legs of different address scopes (no scope being one of its own). ``scope_blocked``
-holds the (in, out) leg pairs that differ; a packet of a NATed connection (floating
-IP, port forwarding, the replies of SNAT) passes all the same, and so does what
-leaves by the gateway while SNAT is on, as in Neutron's L3 agent.
+Besides NAT it keeps Neutron's address scope rules for IPv4 (IPv6's are in
+:mod:`netbay.dataplane.l3.scope6`): a router does not forward between legs of different
+address scopes (no scope being one of its own). ``scope_blocked`` holds the (in, out)
+leg pairs that differ; a packet of a NATed connection (floating IP, port forwarding,
+the replies of SNAT) passes all the same, and so does what leaves by the gateway while
+SNAT is on, as in Neutron's L3 agent. Within one scope nothing is SNATed: the internal
+subnets whose leg is in the external subnet's (non-empty) scope are ``scope_direct``,
+and what they send out by the gateway leaves with its own source (Neutron's
+``-o qg- -m connmark --mark <scope> -j ACCEPT`` in its ``snat`` chain); the outside
+reaches them directly. A floating IP's SNAT comes first and is kept.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ _SETS: dict[str, tuple[str, str | tuple[str, ...], str | None, tuple[str, ...]]]
     "gateway_ifs": ("set", "ifname", None, ()),
     "gateway_snat": ("map", "ifname", _V4, ()),
     "internal_subnets": ("set", _V4, None, ("interval",)),
+    # Internal subnets in the gateway's address scope: routed out as they are.
+    "scope_direct": ("set", _V4, None, ("interval",)),
     "fip_dnat": ("map", _V4, _V4, ()),
     "fip_snat": ("map", _V4, _V4, ()),
     # Port forwardings: two maps of one key, the address and the port (libnftables 1.0.6
@@ -72,6 +79,8 @@ _RULES: dict[str, list[tuple[str, list[dict]]]] = {
     "postrouting": [
         ("fip-snat", [_match(_meta("oifname"), "@gateway_ifs"),
                       {"snat": {"family": "ip", "addr": _lookup(_payload("saddr"), "fip_snat")}}]),
+        ("scope-direct", [_match(_meta("oifname"), "@gateway_ifs"),
+                          _match(_payload("saddr"), "@scope_direct"), {"accept": None}]),
         ("snat", [_match(_payload("saddr"), "@internal_subnets"),
                   {"snat": {"family": "ip", "addr": _lookup(_meta("oifname"), "gateway_snat")}}]),
         ("hairpin", [_match({"ct": {"key": "status"}}, "dnat", op="in"),
@@ -123,7 +132,7 @@ def _element_commands(verb: str, elements: Mapping[str, Iterable]) -> list[dict]
 
 
 def _elem_json(name: str, e: Any) -> Any:
-    if name == "internal_subnets":
+    if name in ("internal_subnets", "scope_direct"):
         return prefix(e)
     if name in ("pf_addr", "pf_port"):
         return [{"concat": list(e[0])}, e[1]]
@@ -134,7 +143,7 @@ def _elem_json(name: str, e: Any) -> Any:
 
 def _parse_elem(name: str, raw: Any) -> Any:
     """An element as nft prints it -> our canonical form; ValueError if unexpected."""
-    if name == "internal_subnets":
+    if name in ("internal_subnets", "scope_direct"):
         return parse_prefix(raw)
     if name in ("pf_addr", "pf_port"):
         key, data = raw
@@ -221,7 +230,18 @@ def desired_elements(gateway: Gateway | None, interfaces: Sequence[Leg],
         want["pf_addr"].add((key, str(ipaddress.IPv4Address(pf.internal_ip))))
         want["pf_port"].add((key, int(pf.internal_port)))
     want["scope_blocked"] = _scope_blocked(gateway, interfaces, enable_snat)
+    want["scope_direct"] = _scope_direct(gateway, interfaces)
     return want
+
+
+def _scope_direct(gateway: Gateway | None, interfaces: Sequence[Leg]) -> set[str]:
+    """The IPv4 subnets of the legs in the gateway's address scope (none when the
+    external subnet has no scope: unscoped traffic is SNATed, as in Neutron)."""
+    if gateway is None or not gateway.scope:
+        return set()
+    nets = [ipaddress.ip_interface(a).network for leg in interfaces if leg.scope == gateway.scope
+            for a in leg.addresses]
+    return {str(n) for n in ipaddress.collapse_addresses(n for n in nets if n.version == 4)}
 
 
 def _scope_blocked(gateway: Gateway | None, interfaces: Sequence[Leg], enable_snat: bool) -> set[tuple[str, str]]:

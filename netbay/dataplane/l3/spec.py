@@ -12,16 +12,20 @@ from netbay.dataplane.names import Names
 
 ROUTER_INTERFACE = "network:router_interface"
 ROUTER_GATEWAY = "network:router_gateway"
+# The protocols a port forwarding is realized for: those with ports (Neutron's API also
+# takes ICMP's, which no DNAT of a port can carry).
+PORTED = ("tcp", "udp", "sctp", "dccp")
 
 
 @dataclass(frozen=True)
 class Leg:
     """An internal leg: ``qr-<port>`` with the port's addresses (CIDRs, ``10.0.0.1/24``)
-    and the IPv4 address scope of its subnet (``""``: none)."""
+    and the IPv4 and IPv6 address scopes of its subnets (``""``: none)."""
     ifname: str
     port_id: str = ""
     addresses: Sequence[str] = ()
     scope: str = ""
+    scope6: str = ""
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,8 @@ class Gateway:
     gateway_ip: str | None = None
     gateway_ip6: str | None = None
     port_id: str = ""
-    scope: str = ""   # the external subnet's IPv4 address scope ("": none)
+    scope: str = ""   # the external subnets' IPv4 and IPv6 address scopes ("": none)
+    scope6: str = ""
 
 
 @dataclass(frozen=True)
@@ -112,15 +117,18 @@ def _unrolled(pf: Mapping[str, Any]) -> list[tuple[int, int]]:
             for i, port in enumerate(range(ext_first, ext_last + 1))]
 
 
-def _scope(port: Mapping[str, Any], subnets: Mapping[str, Mapping[str, Any]],
-           pools: Mapping[str, Mapping[str, Any]]) -> str:
-    """The IPv4 address scope of the port's subnet: its subnet pool's (``""``: none)."""
+def _scopes(port: Mapping[str, Any], subnets: Mapping[str, Mapping[str, Any]],
+            pools: Mapping[str, Mapping[str, Any]]) -> dict[int, str]:
+    """{IP version: address scope} of the port's subnets, each its subnet pool's (the
+    first subnet of a version wins; ``""``: none), as Neutron's L3 agent marks a leg."""
+    out: dict[int, str] = {}
     for fixed in port.get("fixed_ips") or ():
         subnet = subnets.get(fixed.get("subnet_id") or "") or {}
-        if subnet.get("ip_version") == 4 or ":" not in str(fixed.get("ip_address", ":")):
+        version = subnet.get("ip_version") or (6 if ":" in str(fixed.get("ip_address", "")) else 4)
+        if version not in out:
             pool = pools.get(subnet.get("subnetpool_id") or "") or {}
-            return str(pool.get("address_scope_id") or "")
-    return ""
+            out[int(version)] = str(pool.get("address_scope_id") or "")
+    return out
 
 
 def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
@@ -150,13 +158,14 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
             continue
         owner = port.get("device_owner")
         if owner == ROUTER_INTERFACE:
+            scopes = _scopes(port, subnets, pools)
             legs.append(Leg(names.router_interface(port["id"]), port["id"],
-                            tuple(_cidrs(port, subnets)), _scope(port, subnets, pools)))
+                            tuple(_cidrs(port, subnets)), scopes.get(4, ""), scopes.get(6, "")))
         elif owner == ROUTER_GATEWAY:
-            gws = _subnet_gateways(port, subnets)
+            gws, scopes = _subnet_gateways(port, subnets), _scopes(port, subnets, pools)
             gateway = Gateway(names.router_gateway(port["id"]), tuple(_cidrs(port, subnets)),
                               gateway_ip=gws.get(4), gateway_ip6=gws.get(6), port_id=port["id"],
-                              scope=_scope(port, subnets, pools))
+                              scope=scopes.get(4, ""), scope6=scopes.get(6, ""))
     info = router.get("external_gateway_info") or {}
     enable_snat = bool(info) and info.get("enable_snat") is not False
     fips = tuple(
@@ -167,7 +176,7 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
     forwards = tuple(
         PortForward(f["floating_ip_address"], pf["protocol"], outside, pf["internal_ip_address"], inside)
         for f in floatingips if f.get("router_id") == rid and f.get("floating_ip_address")
-        for pf in f.get("port_forwardings") or ()
+        for pf in f.get("port_forwardings") or () if pf.get("protocol") in PORTED
         for outside, inside in _unrolled(pf))
     return RouterSpec(router_id=rid, ns=names.router(rid), gateway=gateway,
                       interfaces=tuple(legs), floating_ips=fips, enable_snat=enable_snat,
