@@ -325,5 +325,5 @@ def test_a_service_on_ovn_answers_from_its_pods_on_two_chassis_and_follows_them(
     while {p.id for p in conn.network.ports()} != ports_before and time.monotonic() < deadline:
         time.sleep(0.5)   # the provider releases the VIP's port once its load balancer is gone
     assert {p.id for p in conn.network.ports()} == ports_before
-    assert ovn_lab.nbctl("--bare", "--columns=_uuid", "list", "Load_Balancer") == ""
+    assert ovn_lab.nbctl("--bare", "--columns=_uuid", "find", "Load_Balancer", f"name={lb.id}") == ""
 
