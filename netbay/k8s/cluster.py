@@ -41,6 +41,7 @@ class ClusterRefs:
     # dual-stack (labels kuryr_*_ipv6): the IPv6 pod pool and service subnet; None: IPv4 only
     pool6_id: str | None = None
     service_subnet6: dict[str, Any] | None = None
+    lb_provider: str = ""            # label kuryr_octavia_provider ("": the controller's default)
 
     @property
     def families(self) -> tuple[str, ...]:
@@ -89,7 +90,7 @@ def find(api: Api, net: NetworkBackend, cluster_id: str) -> ClusterRefs:
                        (router.get("external_gateway_info") or {}).get("network_id") or "", subnet, pod_sg["id"],
                        tuple(names), tuple((b["name"], b["id"], addresses.get(b["id"], "")) for b in boxes),
                        config.pod_runtime, dns_upstream(api, net, cluster), pool6["id"] if pool6 else None,
-                       subnet6)
+                       subnet6, config.octavia_provider)
 
 
 def dns_upstream(api: Api, net: NetworkBackend, cluster: dict[str, Any]) -> tuple[str, ...]:

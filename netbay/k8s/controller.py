@@ -81,7 +81,8 @@ class Controller:
     (default: netbay's own, over ``api``); ``lbs``: the load-balancer backend (default:
     netbay's own; a cloud's Octavia; ``None``: none — Services that need one are refused);
     ``lb_provider``: the provider its load balancers ask for (None: the backend's default,
-    as kuryr leaves it to the cloud); ``pods``: the pod runtime (default: sandboxes on this
+    as kuryr leaves it to the cloud) unless the cluster's label ``kuryr_octavia_provider``
+    names one; ``pods``: the pod runtime (default: sandboxes on this
     host)."""
 
     def __init__(self, api: Api, store: Store, cluster_id: str, names: Names | None = None,
@@ -90,8 +91,8 @@ class Controller:
         self.api, self.store = api, store
         self.net: NetworkBackend = net if net is not None else HttpBackend(api)
         self.lbs = open_lb_backend("embedded", api=api) if lbs == OWN else lbs
-        self.lb_provider = lb_provider
         self.refs: ClusterRefs = find(api, self.net, cluster_id)
+        self.lb_provider = self.refs.lb_provider or lb_provider
         if self.refs.project_id:   # a cloud's services act for the cluster's project, as kuryr does
             self.net = _for_project(self.net, self.refs.project_id)
             self.lbs = _for_project(self.lbs, self.refs.project_id)

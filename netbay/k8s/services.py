@@ -14,7 +14,9 @@ its ``notReadyAddresses``). A pod turning NotReady leaves the pools at the next 
 
 Load balancers go through the load-balancer seam (``ctrl.lbs``: kinds, inner Octavia
 objects) — netbay's own (provider ``nftables``) or a cloud's Octavia (its default
-provider: ``ctrl.lb_provider`` is None) — and floating IPs through the network seam
+provider: ``ctrl.lb_provider`` is None; the cluster's label ``kuryr_octavia_provider``
+names another, e.g. ``ovn``, whose pools use :func:`algorithm`'s SOURCE_IP_PORT, the one
+that provider has) — and floating IPs through the network seam
 (``ctrl.net``). Octavia refuses a change while the load balancer is ``PENDING_*``
 (409): a refused change waits for it to settle (bounded) and is made again. A
 controller with no load-balancer backend (a cloud whose catalog has no Octavia)
@@ -45,6 +47,8 @@ from netbay.k8s.objects import Desired, ServicePort, ServiceWant, endpoint
 log = logging.getLogger(__name__)
 
 PROVIDER = "nftables"
+# Octavia providers whose only algorithm is not ROUND_ROBIN (OVN's L4 balancing hashes the 5-tuple)
+ALGORITHMS = {"ovn": "SOURCE_IP_PORT"}
 SETTLE = 60.0  # seconds a change waits for the load balancer to leave PENDING_* (a cloud's provider)
 NO_LOAD_BALANCERS = ("needs a load balancer, and this controller has no load-balancer backend "
                      "(the cloud's catalog lists no Octavia): only headless Services can be mapped here")
@@ -209,12 +213,17 @@ def _external_addresses(svc: ServiceWant) -> list[str | None]:
     return [svc.load_balancer_ip] if svc.type == "LoadBalancer" else []
 
 
+def algorithm(provider: str | None) -> str:
+    """The pools' algorithm on ``provider``: ROUND_ROBIN (kuryr's default) where it has it."""
+    return ALGORITHMS.get(provider or "", "ROUND_ROBIN")
+
+
 def _create(ctrl: Any, svc: ServiceWant, want: Desired, ports: Mapping[tuple[str, str], dict],
             family: str = "IPv4", cluster_ip: str | None = None) -> dict[str, Any]:
     name = lb_name(svc, family)
     listeners = [{"name": f"{name}:{p.protocol}:{p.port}", "protocol": p.protocol, "protocol_port": p.port,
                   "default_pool": {"name": f"{name}:{p.protocol}:{p.port}", "protocol": p.protocol,
-                                   "lb_algorithm": "ROUND_ROBIN", "members": members(svc, p, want, ports, family)}}
+                                   "lb_algorithm": algorithm(ctrl.lb_provider), "members": members(svc, p, want, ports, family)}}
                  for p in svc.ports]
     body = ctrl._owned({"name": name, "description": signature(svc),
                         "vip_subnet_id": ctrl.refs.service_subnet_of(family)["id"],

@@ -100,3 +100,16 @@ def env(ovn_cloud, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
                                                    "identity_api_version": 3}}}))
     base = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     return {**base, "OS_CLIENT_CONFIG_FILE": str(path), "OS_CLOUD": "ovn", "NETBAY_LOG_LEVEL": "INFO"}
+
+
+@pytest.fixture(scope="module")
+def lb_conn(ovn_cloud, ovn_lab: OvnLab, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """An openstacksdk connection whose catalog has Octavia (provider ``ovn`` on the lab:
+    ovn-octavia-provider writing the lab's NB; tests/peers/octavia_peer.py), for the module."""
+    from tests.peers.octavia_peer import OvnProvider, octavia
+
+    provider = OvnProvider(ovn_lab.nb_remote, ovn_lab.sb_remote)
+    with octavia(ovn_cloud, tmp_path_factory.mktemp("octavia-ovn"), provider):
+        c = ovn_cloud.connection()
+        yield c
+        c.close()

@@ -11,8 +11,8 @@ network's router too, and OVN's router answers for its VIPs. (ovn-octavia-provid
 and Neutron 29 disagree on that port: see the fixture and docs/ovn-lab.md.)
 
 Octavia's API runs as in tests/peers/octavia_peer.py, with ``ovn`` as its provider
-(:class:`~tests.peers.octavia_peer.OvnProvider`: the lab's NB and SB): no stand-in
-reports statuses, the provider does.
+(:class:`~tests.peers.octavia_peer.OvnProvider`: the lab's NB and SB; the ``lb_conn``
+fixture of conftest.py): no stand-in reports statuses, the provider does.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from pathlib import Path
 import pytest
 
 from netbay.dataplane import netns
-from tests.peers.octavia_peer import OvnProvider, octavia
 
 from .lab import OvnLab
 from .test_neutron_ovn import wait_status
@@ -57,16 +56,6 @@ class Balanced:
     fip: str
     client: str          # the third pod's namespace
     outside: str         # the lab's outside namespace
-
-
-@pytest.fixture(scope="module")
-def lb_conn(ovn_cloud, ovn_lab: OvnLab, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    """An openstacksdk connection whose catalog has Octavia (provider ``ovn`` on the lab)."""
-    provider = OvnProvider(ovn_lab.nb_remote, ovn_lab.sb_remote)
-    with octavia(ovn_cloud, tmp_path_factory.mktemp("octavia-ovn"), provider):
-        c = ovn_cloud.connection()
-        yield c
-        c.close()
 
 
 class Answering:

@@ -44,6 +44,12 @@ LABELS = (
               "containers as a kubelet runs them: its init containers, then every container, in one "
               "sandbox (docker; the controller's NETBAY_DOCKER_HOST). "
               "A pod's annotation netbay.io/runtime overrides it.", allowed=("sandbox", "docker")),
+    LabelSpec("kuryr_octavia_provider", "string", "",
+              "The Octavia provider the cluster's Services' load balancers ask for (kuryr-kubernetes' "
+              "endpoints_driver_octavia_provider), e.g. ovn for a cloud's OVN load balancing; their pools "
+              "then use SOURCE_IP_PORT, that provider's one algorithm (ROUND_ROBIN otherwise). Empty: the "
+              "controller's default (netbay's own nftables embedded; the cloud's default provider on "
+              "--backend openstack)."),
 )
 _DEFAULT = {spec.key: spec.default for spec in LABELS}
 
@@ -61,13 +67,15 @@ class KuryrConfig:
     pod_subnet_pool_ipv6: str = ""
     pod_subnet_prefixlen_ipv6: int = int(_DEFAULT["kuryr_pod_subnet_prefixlen_ipv6"])
     service_cidr_ipv6: str = ""
+    octavia_provider: str = ""   # "": the controller's default provider
 
     @classmethod
     def from_values(cls, values: Mapping[str, str]) -> KuryrConfig:
         return cls(values["kuryr_subnet_driver"], values["kuryr_pod_subnet_pool"],
                    int(values["kuryr_pod_subnet_prefixlen"]), values["kuryr_service_cidr"],
                    values["kuryr_pod_runtime"], values["kuryr_pod_subnet_pool_ipv6"],
-                   int(values["kuryr_pod_subnet_prefixlen_ipv6"]), values["kuryr_service_cidr_ipv6"])
+                   int(values["kuryr_pod_subnet_prefixlen_ipv6"]), values["kuryr_service_cidr_ipv6"],
+                   values["kuryr_octavia_provider"])
 
     @property
     def families(self) -> tuple[str, ...]:
