@@ -35,7 +35,7 @@ class Recording:
 
     def create(self, member: str, body: dict[str, Any]) -> dict[str, Any]:
         self.bodies.append(body)
-        return {"id": "lb1", "vip_address": "10.96.0.10", **body}
+        return {"id": "lb1", "vip_address": "10.96.0.10", "name": body["name"], "listeners": [], "pools": []}
 
 
 @pytest.mark.parametrize("provider, sent, algorithm", [
@@ -47,7 +47,8 @@ def test_the_pools_ask_for_the_providers_algorithm(provider: str | None, sent: s
     lbs = Recording()
     ctrl = SimpleNamespace(lbs=lbs, lb_provider=provider, _owned=lambda body: {k: v for k, v in body.items()
                                                                                if k != "_what"},
-                           refs=SimpleNamespace(service_subnet_of=lambda family: {"id": "svc-subnet"}))
+                           refs=SimpleNamespace(service_subnet_of=lambda family: {"id": "svc-subnet"}),
+                           listeners={}, members={})
     want = desired([SERVICE])
     svc = want.services[("shop", "web")]
     services._create(ctrl, svc, want, {})
