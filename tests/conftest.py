@@ -29,6 +29,8 @@ import pytest
 from tests.backendfix import (clean_backend, clean_lb_backend, cloud, cloud_env, cluster_api,  # noqa: F401
                               lb_backend, network_backend, neutron_api, neutron_params, nova,
                               octavia, octavia_api, store)  # (shared fixtures)
+from tests.ovn.fixtures import (ovn_cloud, ovn_cni_daemons, ovn_cni_plugin, ovn_conn, ovn_env,  # noqa: F401
+                                ovn_lab, ovn_octavia)  # (the OVN lab's, one per process: tests/ovn, tests/both)
 
 ADMIN_PASSWORD = "admin-secret-for-tests"
 
@@ -78,13 +80,27 @@ def _needs_host(item: pytest.Item) -> bool:
     return False
 
 
+OVN_LAB_GROUP = "ovn-lab"
+
+
+@pytest.hookimpl(tryfirst=True)  # the groups before pytest-xdist reads them
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the ``quick`` tier (``pytest -m quick``): what needs no root, peers or dataplane,
     and is not marked ``slow`` (fuzzing, the scenarios that run the ``openstack`` CLI
-    command by command: a process start each)."""
+    command by command: a process start each).
+
+    Under ``--dist loadgroup`` (scripts/test.sh's peers run) every test gets an
+    ``xdist_group``: the tests on the OVN lab's cloud (marked ``ovn`` and ``peers``)
+    one together, so that one worker starts the lab, its Keystone, Neutron and Octavia
+    once (tests/ovn/fixtures.py); any other test its module's, as ``--dist loadfile``
+    would keep a module on one worker for its module-scoped servers."""
+    grouped = getattr(config.option, "dist", "no") == "loadgroup"
     for item in items:
         if not _needs_host(item) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.quick)
+        if grouped and item.get_closest_marker("xdist_group") is None:
+            lab = item.get_closest_marker("ovn") is not None and item.get_closest_marker("peers") is not None
+            item.add_marker(pytest.mark.xdist_group(OVN_LAB_GROUP if lab else item.nodeid.split("::")[0]))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
