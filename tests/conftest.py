@@ -80,27 +80,13 @@ def _needs_host(item: pytest.Item) -> bool:
     return False
 
 
-OVN_LAB_GROUP = "ovn-lab"
-
-
-@pytest.hookimpl(tryfirst=True)  # the groups before pytest-xdist reads them
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the ``quick`` tier (``pytest -m quick``): what needs no root, peers or dataplane,
     and is not marked ``slow`` (fuzzing, the scenarios that run the ``openstack`` CLI
-    command by command: a process start each).
-
-    Under ``--dist loadgroup`` (scripts/test.sh's peers run) every test gets an
-    ``xdist_group``: the tests on the OVN lab's cloud (marked ``ovn`` and ``peers``)
-    one together, so that one worker starts the lab, its Keystone, Neutron and Octavia
-    once (tests/ovn/fixtures.py); any other test its module's, as ``--dist loadfile``
-    would keep a module on one worker for its module-scoped servers."""
-    grouped = getattr(config.option, "dist", "no") == "loadgroup"
+    command by command: a process start each)."""
     for item in items:
         if not _needs_host(item) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.quick)
-        if grouped and item.get_closest_marker("xdist_group") is None:
-            lab = item.get_closest_marker("ovn") is not None and item.get_closest_marker("peers") is not None
-            item.add_marker(pytest.mark.xdist_group(OVN_LAB_GROUP if lab else item.nodeid.split("::")[0]))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
