@@ -23,8 +23,10 @@ from pathlib import Path
 import pytest
 
 from tests.dataplane.dp_helpers import root_snapshot
+# By its full name: the module tests/conftest.py imports, whose state the session's
+# fixtures keep (pytest imports this directory's modules as ``ovn.…`` too).
+from tests.ovn.fixtures import left_as_found, skip_reason
 
-from .fixtures import left_as_found, skip_reason
 from .guards import check_root_unchanged
 from .lab import OvnLab, Pair, plug_pair
 

@@ -47,6 +47,14 @@ def missing_binaries() -> list[str]:
 _labs = itertools.count(1)
 
 
+def _free_prefix() -> str:
+    """``nbt<run id>l<n>-`` with no namespace yet: this module may be imported twice in one
+    process (as ``tests.ovn.lab`` and, by pytest, as ``ovn.lab``), each with a counter."""
+    while netns.list(prefix := f"nbt{RUN_ID}l{next(_labs)}-"):
+        pass
+    return prefix
+
+
 def _ip(*args: str) -> str:
     p = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20)
     if p.returncode != 0:
@@ -106,7 +114,7 @@ class OvnLab:
         self.dir = Path(tempfile.mkdtemp(prefix=f"nbt{RUN_ID}-ovn-"))
         # Several labs may live in one run. The run's id, not its dataplane prefix: a lab
         # lives through the session (fixtures.py), beside tests that sweep that prefix.
-        self.prefix = f"nbt{RUN_ID}l{next(_labs)}-"
+        self.prefix = _free_prefix()
         self.central_ns = f"{self.prefix}ovnc"
         self.underlay_ns = f"{self.prefix}ul"
         self.bridge = f"ulbr{RUN_ID}"
