@@ -163,9 +163,13 @@ def ovn_cni_daemons(ovn_lab: OvnLab, ovn_env: dict[str, str],
 
 
 def _lab_state(lab: OvnLab) -> dict[str, set[str]]:
+    """The lab's namespaces (but the outside, made once) and the br-int ports plugged into
+    it (not ovn-controller's own: its Geneve tunnels ``ovn-…``, which follow the chassis
+    registering, and patch ports ``patch-…`` to br-ex, which follow provider networks)."""
     seen = {"namespaces": set(lab.namespaces) - ({lab.outside} if lab.outside else set())}
     for hv in lab.hvs:
-        seen[f"{hv.ns} br-int ports"] = set(hv.vsctl("list-ports", "br-int").split())
+        seen[f"{hv.ns} br-int ports"] = {p for p in hv.vsctl("list-ports", "br-int").split()
+                                         if not p.startswith(("ovn-", "patch-"))}
     return seen
 
 
