@@ -31,6 +31,8 @@ import pytest
 from tests.backendfix import (clean_backend, clean_lb_backend, cloud, cloud_env, cluster_api,  # noqa: F401
                               lb_backend, network_backend, neutron_api, neutron_params, nova,
                               octavia, octavia_api, store)  # (shared fixtures)
+from tests.ovn.fixtures import (ovn_cloud, ovn_cni_daemons, ovn_cni_plugin, ovn_conn, ovn_env,  # noqa: F401
+                                ovn_lab, ovn_octavia)  # (the OVN lab's, one per process: tests/ovn, tests/both)
 
 ADMIN_PASSWORD = "admin-secret-for-tests"
 

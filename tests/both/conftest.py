@@ -5,14 +5,16 @@ Octavia API for load balancers —
 
 - ``embedded``: netbay's own server and agent (``tests/dataplane/agent_fixtures.py``),
   the ``public`` network its agent bridges to an outside namespace;
-- ``ovn`` (marker ``ovn``, ``peers``): the OVN lab of ``tests/ovn/conftest.py`` with its
-  real Neutron ML2/OVN — the same ``ovn_lab`` fixture, never a second lab — a provider
-  network bridged on chassis 2 to the lab's outside namespace, and Octavia with
-  ovn-octavia-provider (``tests/peers/octavia_peer.py``) once a test asks for it.
+- ``ovn`` (marker ``ovn``, ``peers``): the OVN lab with its real Neutron ML2/OVN — the
+  session's shared ``ovn_lab`` and ``ovn_cloud`` (``tests/ovn/fixtures.py``), the same
+  lab and cloud tests/ovn uses, never a second one — a provider network bridged on
+  chassis 2 to the lab's outside namespace, and Octavia with ovn-octavia-provider
+  (``ovn_octavia``) once a test asks for it.
 
 Containers are pods plugged by netbay's CNI daemon in both (``netbay-cni`` ADD and
-DEL, the real launcher): on the cloud one daemon per chassis, binding the port there
-with os-vif; embedded, one daemon, the agent adopting the port. The tests drive both
+DEL, the real launcher): on the cloud one daemon per chassis (the shared
+``ovn_cni_daemons``), binding the port there with os-vif; embedded, one daemon, the
+agent adopting the port. The tests drive both
 through the same openstacksdk calls (netbay's API is Neutron's).
 """
 
@@ -30,7 +32,7 @@ import pytest
 from netbay.dataplane import netns
 from tests.dataplane.cni_fixtures import Daemon, invoke, netbay_conf
 from tests.dataplane.dp_helpers import PREFIX, root_snapshot
-from tests.ovn.conftest import conn, env, ovn_cloud, ovn_lab  # noqa: F401 - the lab's fixtures, reused
+from tests.ovn.fixtures import left_as_found
 from tests.ovn.guards import check_root_unchanged
 
 CIDR = "10.31.0.0/24"
@@ -142,33 +144,18 @@ def _embedded(tmp: Path) -> Iterator[Place]:
             daemon.stop()
 
 
-def _ovn(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Place]:
-    from tests.ovn.conftest import SKIP
+def _ovn(request: pytest.FixtureRequest) -> Iterator[Place]:
+    from tests.ovn.fixtures import skip_reason
     from tests.ovn.lab import OUTSIDE, PHYSNET
-    from tests.ovn.test_vif_cni import start_daemon
 
-    if SKIP is not None:
-        pytest.skip(SKIP)
+    reason = skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
     lab = request.getfixturevalue("ovn_lab")
-    conn = request.getfixturevalue("conn")
-    env = request.getfixturevalue("env")
-    daemons: list[Daemon] = []
+    conn = request.getfixturevalue("ovn_conn")
+    daemons: list[Daemon] = request.getfixturevalue("ovn_cni_daemons")
     network = public = None
-    later = contextlib.ExitStack()
-    made: list = []
-
-    def balancers():
-        if not made:
-            from tests.peers.octavia_peer import OvnProvider, octavia
-
-            cloud = request.getfixturevalue("ovn_cloud")
-            later.enter_context(octavia(cloud, tmp / "octavia", OvnProvider(lab.nb_remote, lab.sb_remote)))
-            made.append(later.enter_context(contextlib.closing(cloud.connection())))
-        return made[0]
-
     try:
-        for hv in lab.hvs[:2]:
-            daemons.append(start_daemon(lab, hv, env, tmp / hv.ns))
         outside = lab.add_outside(lab.hvs[1])
         network = conn.network.create_network(name="both-net")
         subnet = conn.network.create_subnet(network_id=network.id, cidr=CIDR, ip_version=4, name="both-subnet",
@@ -177,23 +164,21 @@ def _ovn(request: pytest.FixtureRequest, tmp: Path) -> Iterator[Place]:
                                              provider_physical_network=PHYSNET)
         conn.network.create_subnet(network_id=public.id, cidr=EXTERNAL_CIDR, ip_version=4,
                                    gateway_ip=OUTSIDE.split("/")[0], is_dhcp_enabled=False, name="public-subnet")
-        yield Place("ovn", conn, network, subnet, public, outside, daemons, _plugin(tmp / "bin"), lab=lab,
-                    balancers=balancers)
+        yield Place("ovn", conn, network, subnet, public, outside, daemons, request.getfixturevalue("ovn_cni_plugin"),
+                    lab=lab, balancers=lambda: request.getfixturevalue("ovn_octavia"))
     finally:
-        later.close()
         for net in (network, public):
             if net is not None:
                 conn.network.delete_network(net)
-        for d in daemons:
-            d.stop()
 
 
 @pytest.fixture(scope="module", params=["embedded", pytest.param("ovn", marks=[pytest.mark.ovn, pytest.mark.peers])])
 def place(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Place]:
     """The backend's place for the module (see the module docstring)."""
     tmp = tmp_path_factory.mktemp(f"both-{request.param}")
-    make = _embedded(tmp) if request.param == "embedded" else _ovn(request, tmp)
-    yield from make
+    make = _embedded(tmp) if request.param == "embedded" else _ovn(request)
+    with left_as_found():
+        yield from make
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ import pytest
 
 from netbay.dataplane import netns
 from tests.dataplane.dp_helpers import ping
-from tests.ovn.test_octavia_ovn import MEMBER_PORT, VIP_PORT, Answering, ask, wait_lb
-from tests.ovn.test_ovn_lab import tcp_arrives
+from tests.ovn.cloudhelp import wait_lb
+from tests.ovn.probes import MEMBER_PORT, VIP_PORT, Answering, ask, tcp_arrives
 
 from .conftest import Place
 

@@ -1,7 +1,8 @@
 """A real OVN dataplane for tests: OVN central and N hypervisors, all in namespaces.
 
-Layout (every namespace named with the run's prefix, ``nbt<hex>-``, from
-tests/dataplane/dp_helpers.py):
+Layout (every namespace named ``nbt<hex>l<n>-…``: the run's id from
+tests/dataplane/dp_helpers.py and the lab's number — not the run's dataplane prefix
+``nbt<hex>-``, which tests/dataplane's guard sweeps while a shared lab runs on):
 
 - ``<prefix>ovnc``: NB and SB ``ovsdb-server`` (Unix sockets in the lab's temp dir, which
   the chassis reach through the shared filesystem) and ``ovn-northd``.
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from netbay.dataplane import netns
 from netbay.runtime.vif import checksum_in_software
-from tests.dataplane.dp_helpers import PREFIX, RUN_ID
+from tests.dataplane.dp_helpers import RUN_ID
 
 from .daemons import (BINARIES, NB_SCHEMA, OVS_SCHEMA, SB_SCHEMA, Daemon, create_db, ctl,
                       processes_under, spawn, wait_for)
@@ -44,6 +45,14 @@ def missing_binaries() -> list[str]:
 
 
 _labs = itertools.count(1)
+
+
+def _free_prefix() -> str:
+    """``nbt<run id>l<n>-`` with no namespace yet: this module may be imported twice in one
+    process (as ``tests.ovn.lab`` and, by pytest, as ``ovn.lab``), each with a counter."""
+    while netns.list(prefix := f"nbt{RUN_ID}l{next(_labs)}-"):
+        pass
+    return prefix
 
 
 def _ip(*args: str) -> str:
@@ -103,7 +112,9 @@ class OvnLab:
 
     def __init__(self, hypervisors: int = 2) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"nbt{RUN_ID}-ovn-"))
-        self.prefix = f"{PREFIX}l{next(_labs)}-"  # several labs may live in one run
+        # Several labs may live in one run. The run's id, not its dataplane prefix: a lab
+        # lives through the session (fixtures.py), beside tests that sweep that prefix.
+        self.prefix = _free_prefix()
         self.central_ns = f"{self.prefix}ovnc"
         self.underlay_ns = f"{self.prefix}ul"
         self.bridge = f"ulbr{RUN_ID}"
@@ -113,6 +124,8 @@ class OvnLab:
         self.containers: list[Container] = []
         self._container_numbers = itertools.count(1)
         self.namespaces: list[str] = []
+        self.outside: str | None = None         # the outside's namespace, once add_outside made it
+        self._outside_as: tuple[Hypervisor, str, str] | None = None   # (hv, physnet, address) it was made with
 
     # --- clients -----------------------------------------------------------------------
 
@@ -222,7 +235,15 @@ class OvnLab:
         (``ovn-bridge-mappings``), ``hv`` made a gateway chassis (``ovn-cms-options=
         enable-chassis-as-gw``, where ML2/OVN schedules routers' gateway ports), and a
         namespace standing for the outside on br-ex's other side, ``address`` on its
-        ``oeth0``. Returns that namespace (deleted with the lab)."""
+        ``oeth0``. Returns that namespace (deleted with the lab). Made once: the lab is
+        shared by the tests of a run, so a second call (same ``hv``) returns the first
+        one's namespace."""
+        if self.outside is not None and self._outside_as is not None:
+            made_on, made_physnet, made_address = self._outside_as
+            if (made_on.ns, made_physnet, made_address) != (hv.ns, physnet, address):
+                raise ValueError(f"the lab's outside is on {made_on.ns} ({made_physnet}, {made_address}), "
+                                 f"not on {hv.ns} ({physnet}, {address})")
+            return self.outside
         ns = self._netns(f"{self.prefix}out")
         port = f"x{hv.index}{RUN_ID}"
         _ip("-n", hv.ns, "link", "add", port, "type", "veth", "peer", "name", "oeth0", "netns", ns)
@@ -238,6 +259,7 @@ class OvnLab:
         wait_for(f"{hv.chassis} a gateway chassis in the SB",
                  lambda: "enable-chassis-as-gw" in self.sbctl("--bare", "--columns=other_config", "find", "Chassis",
                                                                f"name={hv.chassis}"), 30, hv.daemons)
+        self.outside, self._outside_as = ns, (hv, physnet, address)
         return ns
 
     # --- containers --------------------------------------------------------------------

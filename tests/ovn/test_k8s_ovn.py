@@ -37,9 +37,9 @@ from netbay.plugins.cni.launcher import install
 from tests.dataplane.cni_fixtures import Daemon, invoke, netbay_conf
 
 from .lab import OUTSIDE, PHYSNET, OvnLab
-from .test_neutron_ovn import wait_status
-from .test_octavia_ovn import LB_TIMEOUT, MEMBER_PORT, VIP_PORT, Answering, ask, diagnose, wait_lb
-from .test_vif_cni import start_daemon
+from .cloudhelp import LB_TIMEOUT, wait_lb, wait_status
+from .cni import start_daemon
+from .probes import MEMBER_PORT, VIP_PORT, Answering, ask, diagnose
 
 pytestmark = [pytest.mark.ovn, pytest.mark.peers]
 

@@ -5,31 +5,22 @@ a security group without an ICMP rule drops (OVN ACLs) until the rule is added."
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
 from netbay.dataplane import netns
 from tests.dataplane.dp_helpers import ping
 
-from .lab import Container, Hypervisor, OvnLab
-from .test_ovn_lab import reaches
+from .cloudhelp import Net, Plugs, wait_active, wait_status
+from .lab import OvnLab
+from .probes import reaches
 
 # Also `peers`: the real Keystone and Neutron come from the peers' virtualenv, which the
 # peers' pytest process installs (scripts/test.sh runs `-m peers` as its own process).
 pytestmark = [pytest.mark.ovn, pytest.mark.peers]
 
 CIDR = "10.20.0.0/24"
-ACTIVE_TIMEOUT = 60
-
-
-@dataclass
-class Net:
-    network: object
-    subnet: object
 
 
 @pytest.fixture(scope="module")
@@ -38,34 +29,6 @@ def net(conn) -> Iterator[Net]:
     subnet = conn.network.create_subnet(network_id=network.id, cidr=CIDR, ip_version=4, name="ovn-subnet")
     yield Net(network, subnet)
     conn.network.delete_network(network)
-
-
-class Plugs:
-    """Ports made in Neutron and plugged into the lab by one test; all undone after it."""
-
-    def __init__(self, lab: OvnLab, conn, net: Net) -> None:
-        self.lab, self.conn, self.net = lab, conn, net
-        self.made: list[tuple[object, Container]] = []
-
-    def port(self, hv: Hypervisor, name: str, plug: bool = True, **attrs) -> tuple[object, Container]:
-        """A port bound to ``hv``'s chassis (``binding:host_id`` = its hostname), plugged
-        into its br-int as os-vif plugs an OVS port: iface-id, attached-mac,
-        iface-status, vm-uuid (the port's device_id). Without ``plug``, only the veth
-        is made (for os-vif to plug)."""
-        device = str(uuid.uuid4())  # the "instance" (os-vif wants a UUID)
-        port = self.conn.network.create_port(network_id=self.net.network.id, name=name,
-                                             binding_host_id=hv.chassis, device_id=device,
-                                             device_owner="compute:ovn-lab", **attrs)
-        ip = port.fixed_ips[0]["ip_address"]
-        box = self.lab.add_container(hv, port.id, port.mac_address, f"{ip}/{CIDR.split('/')[1]}",
-                                     mtu=self.net.network.mtu, vm_uuid=device, plug=plug)
-        self.made.append((port, box))
-        return port, box
-
-    def undo(self) -> None:
-        for port, box in reversed(self.made):
-            self.lab.remove_container(box)
-            self.conn.network.delete_port(port)
 
 
 @pytest.fixture
@@ -81,21 +44,6 @@ def plugs(ovn_lab: OvnLab, conn, net: Net) -> Iterator[Plugs]:
     assert {p.id for p in conn.network.ports()} == ports_before
     assert ovn_lab.namespaces == namespaces_before
     assert not [b.ns for _, b in made.made if netns.exists(b.ns)]
-
-
-def wait_status(conn, port_id: str, want: str) -> str:
-    """The port's status once ``want``, or its last one after ACTIVE_TIMEOUT seconds."""
-    deadline = time.monotonic() + ACTIVE_TIMEOUT
-    while True:
-        status = conn.network.get_port(port_id).status
-        if status == want or time.monotonic() > deadline:
-            return status
-        time.sleep(0.5)
-
-
-def wait_active(conn, port_id: str) -> str:
-    """The port's status once ACTIVE, or its last status after ACTIVE_TIMEOUT seconds."""
-    return wait_status(conn, port_id, "ACTIVE")
 
 
 def test_ports_bound_and_active(ovn_lab: OvnLab, conn, plugs: Plugs) -> None:

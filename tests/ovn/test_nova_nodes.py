@@ -34,9 +34,8 @@ from netbay.dataplane.names import Names
 from netbay.runtime.vif import host_end
 from tests.dataplane.dp_helpers import ping
 
+from .cloudhelp import Net, iface_ids, wait_status
 from .lab import OUTSIDE, PHYSNET, OvnLab
-from .test_neutron_ovn import Net, wait_status
-from .test_vif_cni import iface_ids
 
 pytestmark = [pytest.mark.ovn, pytest.mark.peers]
 

@@ -17,9 +17,6 @@ fixture of conftest.py): no stand-in reports statuses, the provider does.
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,17 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from netbay.dataplane import netns
-
+from .cloudhelp import LB_TIMEOUT, wait_lb, wait_status
+from .cni import Pods, add, delete
 from .lab import OvnLab
-from .test_neutron_ovn import wait_status
-from .test_vif_cni import Pods, add, daemons, delete, plugin  # noqa: F401 - fixtures
+from .probes import MEMBER_PORT, VIP_PORT, Answering, ask, diagnose
 
 pytestmark = [pytest.mark.ovn, pytest.mark.peers]
 
 CIDR = "10.22.0.0/24"
-MEMBER_PORT, VIP_PORT = 8080, 80
-LB_TIMEOUT = 120
 
 
 @pytest.fixture(scope="module")
@@ -56,65 +50,6 @@ class Balanced:
     fip: str
     client: str          # the third pod's namespace
     outside: str         # the lab's outside namespace
-
-
-class Answering:
-    """A TCP server in a pod's namespace that answers each connection with its name."""
-
-    def __init__(self, pod: str, ip: str, name: str) -> None:
-        with netns.entered(netns.path(pod)):
-            self.server = socket.create_server((ip, MEMBER_PORT))
-        self.server.settimeout(0.5)
-        self.name, self.done = name.encode(), threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while not self.done.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.sendall(self.name)
-
-    def close(self) -> None:
-        self.done.set()
-        self.thread.join(5)
-        self.server.close()
-
-
-def ask(pod: str, ip: str, port: int, timeout: float = 2.0) -> str | None:
-    """What a TCP connection from ``pod`` to ``ip:port`` is answered with, or None."""
-    with netns.entered(netns.path(pod)):
-        s = socket.socket()
-    with s:
-        s.settimeout(timeout)
-        try:
-            s.connect((ip, port))
-            return s.recv(64).decode() or None
-        except OSError:
-            return None
-
-
-def diagnose(lab: OvnLab, src_ns: str, address: str) -> str:
-    """For a failure: the source's neighbours, OVN's load balancers and NAT, and the
-    logical flows that name ``address``."""
-    neigh = subprocess.run(["ip", "-n", src_ns, "neigh"], capture_output=True, text=True, timeout=10).stdout
-    flows = [f for f in lab.sbctl("lflow-list").splitlines() if address in f]
-    return (f"neigh:\n{neigh}\nlb-list:\n{lab.nbctl('lb-list')}\nnat:\n"
-            f"{lab.nbctl('--bare', '--columns=type,external_ip,logical_ip', 'list', 'NAT')}\nlflows:\n"
-            + "\n".join(flows[:40]))
-
-
-def wait_lb(lb_conn, lb_id: str) -> str:
-    """The load balancer's provisioning status once settled (or after LB_TIMEOUT)."""
-    deadline = time.monotonic() + LB_TIMEOUT
-    while True:
-        status = lb_conn.load_balancer.get_load_balancer(lb_id).provisioning_status
-        if not status.startswith("PENDING_") or time.monotonic() > deadline:
-            return status
-        time.sleep(0.5)
 
 
 def _members_group(conn) -> object:
@@ -190,8 +125,7 @@ def balanced(ovn_lab: OvnLab, conn, lb_conn, net, daemons, plugin: Path) -> Iter
                 time.sleep(0.5)
         for daemon, pod, name, _ in placed:
             delete(plugin, daemon, net, pod, name)
-        for name in pods.made:
-            netns.delete(name)
+        pods.delete_all()
         conn.network.remove_interface_from_router(router, subnet_id=subnet.id)
         conn.network.delete_router(router)
         conn.network.delete_network(public)

@@ -4,11 +4,6 @@ the lab leaves nothing behind."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import socket
-import threading
-
 import pytest
 
 from netbay.dataplane import netns
@@ -17,14 +12,9 @@ from tests.dataplane.dp_helpers import ping, root_snapshot
 from .daemons import processes_under
 from .guards import check_root_unchanged, stop_lab
 from .lab import OvnLab, Pair, plug_pair
+from .probes import reaches, tcp_arrives
 
 pytestmark = pytest.mark.ovn
-
-
-def reaches(src, dst, tries: int = 10) -> bool:
-    """Whether ``src`` gets an echo reply from ``dst`` within ``tries`` seconds (the
-    first packet may wait for ARP and the tunnel's neighbour)."""
-    return any(ping(src.ns, dst.ip, timeout=1.0) for _ in range(tries))
 
 
 def test_ports_bound_to_their_chassis(ovn_lab: OvnLab, ovn_pair: Pair) -> None:
@@ -43,34 +33,6 @@ def test_ping_across_chassis(ovn_lab: OvnLab, ovn_pair: Pair) -> None:
     before = ovn_lab.hvs[0].uplink_tx_packets()
     assert sum(ping(ovn_pair.a.ns, ovn_pair.b.ip, timeout=1.0) for _ in range(5)) == 5
     assert ovn_lab.hvs[0].uplink_tx_packets() - before >= 5
-
-
-def tcp_arrives(src_ns: str, dst_ns: str, dst_ip: str, port: int = 5201) -> bool:
-    """1 MiB sent over TCP from ``src_ns`` to ``dst_ip`` in ``dst_ns`` arrives intact."""
-    payload = os.urandom(1 << 20)
-    with netns.entered(dst_ns):
-        server = socket.create_server((dst_ip, port))
-    with netns.entered(src_ns):
-        client = socket.socket()
-    got = bytearray()
-
-    def receive() -> None:
-        conn, _ = server.accept()
-        with conn:
-            conn.settimeout(20)
-            while chunk := conn.recv(65536):
-                got.extend(chunk)
-
-    reader = threading.Thread(target=receive, daemon=True)
-    with server, client:
-        server.settimeout(20)
-        reader.start()
-        client.settimeout(20)
-        client.connect((dst_ip, port))
-        client.sendall(payload)
-        client.shutdown(socket.SHUT_WR)
-        reader.join(30)
-    return not reader.is_alive() and hashlib.sha256(got).digest() == hashlib.sha256(payload).digest()
 
 
 def test_tcp_across_chassis(ovn_lab: OvnLab, ovn_pair: Pair) -> None:

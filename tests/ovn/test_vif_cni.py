@@ -26,14 +26,14 @@ from pathlib import Path
 import pytest
 
 from netbay.dataplane import netns
-from netbay.plugins.cni.launcher import install
 from netbay.runtime.vif import host_end
 from tests.dataplane.cni_fixtures import Daemon, invoke, netbay_conf
 from tests.dataplane.dp_helpers import ping
 
-from .lab import Hypervisor, OvnLab
-from .test_neutron_ovn import wait_status
-from .test_ovn_lab import tcp_arrives
+from .cloudhelp import iface_ids, wait_status
+from .cni import Pods, add, delete, start_daemon
+from .lab import OvnLab
+from .probes import tcp_arrives
 
 pytestmark = [pytest.mark.ovn, pytest.mark.peers]
 
@@ -49,45 +49,6 @@ def net(conn) -> Iterator:
     conn.network.delete_network(network)
 
 
-@pytest.fixture(scope="module")
-def plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return install(tmp_path_factory.mktemp("vif-cnibin"))
-
-
-def start_daemon(ovn_lab: OvnLab, hv: Hypervisor, env: dict[str, str], where: Path, *extra: str) -> Daemon:
-    """``netbay cni-daemon`` for chassis ``hv``: its OVS database, host ends in its namespace."""
-    where.mkdir(exist_ok=True)
-    return Daemon(where / "cni.sock", "http://127.0.0.1:9", f"{ovn_lab.prefix}f{hv.index}-", env,
-                  where / "daemon.log", extra=("--backend", "openstack", "--os-cloud", "ovn", "--ovsdb", hv.ovsdb,
-                                               "--ovs-netns", hv.ns, *extra)).start(timeout=60)
-
-
-@pytest.fixture(scope="module")
-def daemons(ovn_lab: OvnLab, env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Daemon]]:
-    root = tmp_path_factory.mktemp("vif-daemons")
-    made: list[Daemon] = []
-    try:
-        for hv in ovn_lab.hvs[:2]:
-            made.append(start_daemon(ovn_lab, hv, env, root / hv.ns))
-        yield made
-    finally:
-        for d in made:
-            d.stop()
-
-
-class Pods:
-    """Pod namespaces of one test, deleted after it."""
-
-    def __init__(self, lab: OvnLab) -> None:
-        self.lab, self.made = lab, []
-
-    def __call__(self) -> str:
-        name = f"{self.lab.prefix}pod{len(self.made)}"
-        netns.create(name)
-        self.made.append(name)
-        return name
-
-
 @pytest.fixture
 def pods(ovn_lab: OvnLab, conn) -> Iterator[Pods]:
     ports_before = {p.id for p in conn.network.ports()}
@@ -95,26 +56,8 @@ def pods(ovn_lab: OvnLab, conn) -> Iterator[Pods]:
     try:
         yield made
     finally:
-        for name in made.made:
-            netns.delete(name)
+        made.delete_all()
     assert {p.id for p in conn.network.ports()} == ports_before
-
-
-def add(plugin: Path, daemon: Daemon, net, pod: str, container: str) -> dict:
-    r = invoke(plugin, "ADD", netbay_conf("vifnet", net.id, daemon.sock), container=container,
-               netns=netns.path(pod), args=f"K8S_POD_NAMESPACE=default;K8S_POD_NAME={container}")
-    assert r.rc == 0, (r, daemon.log.read_text()[-3000:])
-    return r.json
-
-
-def delete(plugin: Path, daemon: Daemon, net, pod: str, container: str) -> None:
-    r = invoke(plugin, "DEL", netbay_conf("vifnet", net.id, daemon.sock), container=container,
-               netns=netns.path(pod), args=f"K8S_POD_NAMESPACE=default;K8S_POD_NAME={container}")
-    assert (r.rc, r.out) == (0, ""), (r, daemon.log.read_text()[-3000:])
-
-
-def iface_ids(hv: Hypervisor, name: str) -> str:
-    return hv.vsctl("--bare", "--columns=external_ids", "list", "Interface", name).replace('"', "")
 
 
 def test_cni_add_binds_on_each_chassis_pods_ping_del_unplugs(

@@ -27,10 +27,9 @@ from tests.dataplane import dockerd as dk
 from tests.dataplane.docker_fixtures import Plugin, sh
 from tests.dataplane.dp_helpers import RUN_ID, ping
 
+from .cloudhelp import Net, Plugs, iface_ids, wait_status
 from .lab import Hypervisor, OvnLab
-from .test_neutron_ovn import Net, Plugs, wait_status
-from .test_ovn_lab import tcp_arrives
-from .test_vif_cni import iface_ids
+from .probes import tcp_arrives
 
 pytestmark = [pytest.mark.ovn, pytest.mark.peers,
               pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))]

@@ -25,10 +25,9 @@ from netbay.dataplane.rtnl import release
 from netbay.runtime.vif import Unpluggable, host_end
 from tests.dataplane.dp_helpers import ping
 
+from .cloudhelp import Net, iface_ids, wait_status
 from .lab import Hypervisor, OvnLab
-from .test_neutron_ovn import Net, wait_status
-from .test_ovn_lab import tcp_arrives
-from .test_vif_cni import iface_ids
+from .probes import tcp_arrives
 
 pytestmark = [pytest.mark.ovn, pytest.mark.peers]
 

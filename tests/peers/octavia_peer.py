@@ -25,8 +25,10 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.children import die_with_parent
-from tests.peers.openstack_cloud import BOOT_TIMEOUT, Cloud, _free_port, _Uwsgi, peers_dir, venv_with
+from tests.peers.openstack_cloud import BOOT_TIMEOUT, Cloud, _free_port, _Uwsgi, made_once, peers_dir, venv_with
 
 PINS = ("octavia==19.0.0", "uwsgi==2.0.31")
 OVN_PROVIDER_PIN = "ovn-octavia-provider==11.0.0"   # PyPI's newest, installed beside Octavia 19
@@ -134,8 +136,12 @@ sys.exit(main())
 # Octavia's migrations also seed its lookup tables (statuses, protocols, algorithms …),
 # which its foreign keys reference (Octavia turns SQLite's on). Seeded here with every
 # name Octavia's and octavia-lib's constants define: a superset of the migrations' rows.
+# Then ``octavia-db-manage stamp head`` in the same process (one import of Octavia);
+# the arguments: its config file. Made once per machine and copied (made_once).
 _SCHEMA = """
+import sys
 import sqlalchemy as sa
+from octavia.db.migration import cli
 from octavia.common import constants
 from octavia.db import base_models, models
 from octavia_lib.common import constants as lib_constants
@@ -148,7 +154,16 @@ lookups = [t for t in base_models.BASE.metadata.sorted_tables
 with engine.begin() as conn:
     for table in lookups:
         conn.execute(table.insert(), [{{"name": n}} for n in sorted(names)])
+sys.argv = ["octavia-db-manage", *sys.argv[1:], "stamp", "head"]
+cli.main()
 """
+
+
+def _schema_template(venv: Path, path: Path) -> None:
+    conf = path.with_suffix(".conf")
+    conf.write_text(f"[database]\nconnection = sqlite:///{path}\n")
+    subprocess.run([str(venv / "bin" / "python"), "-c", _SCHEMA.format(url=f"sqlite:///{path}"),
+                    "--config-file", str(conf)], check=True, timeout=300, capture_output=True)
 
 
 @dataclass
@@ -250,16 +265,16 @@ def octavia(cloud: Cloud, work: Path, ovn: OvnProvider | None = None) -> Iterato
     """Octavia's API, its driver agent and the provider stand-in (or, with ``ovn``,
     ovn-octavia-provider against that OVN), for the length of the ``with``."""
     venv = install(ovn=ovn is not None)
+    pins = (*PINS, OVN_PROVIDER_PIN) if ovn is not None else PINS
     work.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     conf = _conf(work, cloud.auth_url, ovn)
     # Octavia's migrations alter constraints, which SQLite cannot: its models make the
     # schema and Alembic is stamped at head, as for Neutron.
-    subprocess.run([str(venv / "bin" / "python"), "-c", _SCHEMA.format(url=f"sqlite:///{work}/octavia.db")],
-                   check=True, timeout=300, capture_output=True)
-    subprocess.run([str(venv / "bin" / "octavia-db-manage"), "--config-file", str(conf), "stamp", "head"],
-                   check=True, timeout=300, capture_output=True)
+    key = "\n".join((*pins, hashlib.sha256(_SCHEMA.encode()).hexdigest()))
+    template = made_once(venv.parent, "schema.db", key, lambda path: _schema_template(venv, path))
+    shutil.copyfile(template, work / "octavia.db")
     # Two writers share this file (the API and the driver agent, which writes the provider's
     # statuses): in WAL mode a reader never waits on the other's write.
     with contextlib.closing(sqlite3.connect(work / "octavia.db")) as db:

@@ -14,21 +14,27 @@ Keystone and Neutron's API server installed from PyPI, run on 127.0.0.1.
   run on SQLite, so its schema is made with ``create_all`` and stamped at head.
 - tests/ovn starts the same two with ML2/OVN on its OVN lab and Neutron on
   PostgreSQL instead (``openstack_cloud``'s arguments; docs/ovn-lab.md).
+- A start runs as few of the peers' (slow to import) programs as it can: the empty
+  schemas on SQLite are made once per machine (:func:`made_once`, keyed by the pins)
+  and copied; Keystone's key repositories are written here (two Fernet keys each, as
+  ``keystone-manage fernet_setup`` writes them); Neutron's schema and its Alembic
+  stamp are one process. Left: ``keystone-manage bootstrap`` and the two servers.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
-import grp
+import hashlib
 import os
-import pwd
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +73,22 @@ def venv_with(root: Path, pins: tuple[str, ...], timeout: float = INSTALL_TIMEOU
                        check=True, timeout=timeout)
         stamp.write_text("\n".join(pins))
     return venv
+
+
+def made_once(root: Path, name: str, key: str, make: Callable[[Path], None]) -> Path:
+    """``root/name``, made by ``make(path)`` once per machine and kept while ``key`` (what
+    it is made from: the pins) is the same; a file lock keeps parallel runs out of each
+    other's way. Callers copy it, never change it."""
+    root.mkdir(parents=True, exist_ok=True)
+    path, stamp = root / name, root / f"{name}.made"
+    with open(root / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (path.exists() and stamp.exists() and stamp.read_text() == key):
+            stamp.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+            make(path)
+            stamp.write_text(key)
+    return path
 
 
 def _free_port() -> int:
@@ -135,10 +157,10 @@ def _run(venv: Path, tool: str, *args: str, env: dict[str, str] | None = None) -
                    env={**os.environ, **(env or {})})
 
 
-def _keystone_conf(work: Path) -> Path:
+def _keystone_conf(work: Path, db: Path | None = None) -> Path:
     conf = work / "keystone.conf"
     conf.write_text(f"""[database]
-connection = sqlite:///{work}/keystone.db
+connection = sqlite:///{db or work / "keystone.db"}
 [token]
 provider = fernet
 [fernet_tokens]
@@ -202,11 +224,45 @@ quota_port = -1
     return work
 
 
+# Neutron's schema from its models, then ``neutron-db-manage stamp heads`` in the same
+# process (one import of Neutron, not two); the arguments: its config files.
 _NEUTRON_SCHEMA = """
+import sys
 import sqlalchemy as sa
+from neutron.db.migration import cli
 from neutron.db.migration.models import head
 head.get_metadata().create_all(sa.create_engine({url!r}))
+sys.argv = ["neutron-db-manage", *sys.argv[1:], "stamp", "heads"]
+sys.exit(1 if cli.main() else 0)
 """
+
+
+def _neutron_schema(venv: Path, db_url: str, conf_files: list[Path], env: dict[str, str]) -> None:
+    """Neutron's schema made and stamped at head in the database ``db_url`` (its
+    ``[database] connection`` in ``conf_files``)."""
+    args = [a for f in conf_files for a in ("--config-file", str(f))]
+    subprocess.run([str(venv / "bin" / "python"), "-c", _NEUTRON_SCHEMA.format(url=db_url), *args],
+                   check=True, timeout=300, capture_output=True, env={**os.environ, **env})
+
+
+def _neutron_sqlite_template(venv: Path, path: Path) -> None:
+    conf = path.with_suffix(".conf")
+    conf.write_text(f"[database]\nconnection = sqlite:///{path}\n")
+    _neutron_schema(venv, f"sqlite:///{path}", [conf], {})
+
+
+def _keystone_sqlite_template(venv: Path, path: Path) -> None:
+    _run(venv, "keystone-manage", "--config-file", str(_keystone_conf(path.parent, path)), "db_sync")
+
+
+def _key_repository(path: Path) -> None:
+    """A Fernet key repository as ``keystone-manage fernet_setup`` (or ``credential_setup``)
+    leaves it: key ``1`` primary, key ``0`` staged, readable by this user only."""
+    path.mkdir(mode=0o700)
+    for name in ("0", "1"):
+        fd = os.open(path / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(base64.urlsafe_b64encode(os.urandom(32)))
 
 
 @contextlib.contextmanager
@@ -221,12 +277,12 @@ def openstack_cloud(work: Path, ml2: str = ML2_API_ONLY, service_plugins: str = 
     ks_port, nt_port = _free_port(), _free_port()
     auth_url, network_url = f"http://127.0.0.1:{ks_port}/v3", f"http://127.0.0.1:{nt_port}"
     conf = _keystone_conf(work)
-    manage = ["--config-file", str(conf)]
-    _run(venv, "keystone-manage", *manage, "db_sync")
-    for what in ("fernet_setup", "credential_setup"):
-        _run(venv, "keystone-manage", *manage, what, "--keystone-user", pwd.getpwuid(os.getuid()).pw_name,
-             "--keystone-group", grp.getgrgid(os.getgid()).gr_name)
-    _run(venv, "keystone-manage", *manage, "bootstrap", "--bootstrap-password", ADMIN_PASSWORD,
+    key = "\n".join(PINS)
+    shutil.copyfile(made_once(peers_dir() / "schemas", "keystone.db", key,
+                              lambda path: _keystone_sqlite_template(venv, path)), work / "keystone.db")
+    for repo in ("fernet-keys", "credential-keys"):
+        _key_repository(work / repo)
+    _run(venv, "keystone-manage", "--config-file", str(conf), "bootstrap", "--bootstrap-password", ADMIN_PASSWORD,
          "--bootstrap-public-url", auth_url, "--bootstrap-region-id", "RegionOne")
     servers: list[_Uwsgi] = []
     try:
@@ -240,10 +296,12 @@ def openstack_cloud(work: Path, ml2: str = ML2_API_ONLY, service_plugins: str = 
         db_url = neutron_db or f"sqlite:///{work}/neutron.db?timeout=30"
         extra_env = neutron_env or {}
         _neutron_conf(work, venv, auth_url, ml2, service_plugins, db_url)
-        subprocess.run([str(venv / "bin" / "python"), "-c", _NEUTRON_SCHEMA.format(url=db_url)],
-                       check=True, timeout=300, capture_output=True, env={**os.environ, **extra_env})
-        _run(venv, "neutron-db-manage", "--config-file", str(work / "neutron.conf"), "--config-file",
-             str(work / "ml2_conf.ini"), "stamp", "heads", env=extra_env)
+        if neutron_db is None:
+            neutron_key = f"{key}\n{hashlib.sha256(_NEUTRON_SCHEMA.encode()).hexdigest()}"
+            shutil.copyfile(made_once(peers_dir() / "schemas", "neutron.db", neutron_key,
+                                      lambda path: _neutron_sqlite_template(venv, path)), work / "neutron.db")
+        else:
+            _neutron_schema(venv, db_url, [work / "neutron.conf", work / "ml2_conf.ini"], extra_env)
         neutron = _Uwsgi(venv, "neutron.wsgi.api:application", nt_port,
                          {"OS_NEUTRON_CONFIG_DIR": str(work),
                           "OS_NEUTRON_CONFIG_FILES": "neutron.conf;ml2_conf.ini", **extra_env}, work / "neutron.log",
