@@ -55,7 +55,8 @@ def test_existing_clusters_get_their_driver_config(database_url: str) -> None:
                                   "ip_masq": False, "network6": "", "subnet_len6": 64}
     assert stored["c-kuryr"] == {"subnet_driver": "node", "pod_subnet_pool": "10.10.0.0/16",
                                  "pod_subnet_prefixlen": 24, "service_cidr": "10.96.0.0/16", "pod_runtime": "sandbox",
-                                 "pod_subnet_pool_ipv6": "", "pod_subnet_prefixlen_ipv6": 64, "service_cidr_ipv6": ""}
+                                 "pod_subnet_pool_ipv6": "", "pod_subnet_prefixlen_ipv6": 64, "service_cidr_ipv6": "",
+                                 "octavia_provider": ""}
     assert stored["c-bad"] is None     # refused labels: nothing stored (the build says why)
     assert stored["c-none"] is None    # no driver, no config
     migrate.upgrade(database_url, "0018")   # already there: a no-op

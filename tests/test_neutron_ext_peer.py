@@ -203,6 +203,9 @@ def test_metering_labels_and_rules(admin_http, member_http):
         r = admin_http.put(url, json={"metering_label": {}})
         assert r.status_code == 501 and r.json() == {"NotImplementedError": {
             "type": "NotImplementedError", "message": "", "detail": ""}}
+        # The label is read first (for the policy), so an unknown one is a 404, not the 501.
+        neutron_error(admin_http.put("/metering/metering-labels/" + "0" * 32, json={"metering_label": {}}), 404,
+                      "MeteringLabelNotFound")
 
         def rule(**body) -> httpx.Response:
             return admin_http.post("/metering/metering-label-rules", json={"metering_label_rule": {

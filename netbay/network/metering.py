@@ -82,6 +82,7 @@ class MeteringLabels(Resource):
         return label
 
     def update(self, session: Session, ctx: Context, obj_id: str, body: NothingUpdatable) -> Any:
+        self.get(session, ctx, obj_id)   # Neutron reads the label first (policy): 404 if unknown
         raise NotImplementedByNeutron("")   # every attribute is read-only (400 before this)
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
@@ -162,6 +163,7 @@ class MeteringLabelRules(Resource):
         return rule
 
     def update(self, session: Session, ctx: Context, obj_id: str, body: NothingUpdatable) -> Any:
+        self.get(session, ctx, obj_id)   # as the label's: 404 first
         raise NotImplementedByNeutron("")
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:

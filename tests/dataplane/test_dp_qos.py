@@ -40,6 +40,9 @@ def transfer_kbps(src: str, dst: str, dst_ip: str) -> float:
         srv = socket.socket()
     with netns.entered(src):
         cli = socket.socket()
+    # A small receive buffer: a reader the CPU starves (a loaded machine) finds at most
+    # this much queued, which would otherwise count as received in no time (CI saw 1.34×).
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
     srv.bind(("0.0.0.0", 0))
     srv.listen(1)
     srv.settimeout(20)
