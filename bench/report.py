@@ -204,7 +204,7 @@ HEADLINES = (
     Headline("docker_run.json", "sudo python bench/docker_run.py --skip-docker-run --baseline-tree <an earlier checkout> "
              "--json bench/results/docker_run.json", docker_run,
              ("load_average_before",)),
-    Headline("k8s_pods.json", "sudo python bench/k8s_pods.py --samples 20 --pods 20 --services 2 --json bench/results/k8s_pods.json", k8s_pods,
+    Headline("k8s_pods.json", "sudo python bench/k8s_pods.py --samples 20 --pods 20 --services 10 --json bench/results/k8s_pods.json", k8s_pods,
              ("load",)),
     Headline("k8s_node_services.json", "sudo python bench/k8s_node_services.py --samples 10 --sizes 10,100,1000 "
              "--json bench/results/k8s_node_services.json", k8s_node_services, ("load", "load_after")),
