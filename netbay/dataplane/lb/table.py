@@ -1,6 +1,21 @@
 """A load balancer's nftables table (the ``nftables`` provider): one DNAT rule per
 listener over an anonymous map of its pool's member slots, and the full-proxy SNAT.
-See :mod:`netbay.dataplane.loadbalancer` for the shape and why it is rebuilt whole."""
+See :mod:`netbay.dataplane.loadbalancer` for the table's shape.
+
+One rule per listener (TCP; HTTP is forwarded as TCP; UDP), its pool's members as
+the elements of an anonymous map keyed by ``numgen inc`` (``ROUND_ROBIN``) or a
+hash of the client address (``SOURCE_IP``: a client sticks to one member while the
+pool's membership is unchanged). Weights repeat a member's slot (divided by their
+greatest common divisor, interleaved); weight 0, admin-down members and members the
+health monitor found down have no slot. A listener whose pool has no slot gets no
+rule: the VIP's own stack answers with a reset (TCP) or port unreachable (UDP).
+
+(Named maps would let a membership change be an element update, but the map's
+size is in the rule (``mod N``), and this libnftables (1.0.6) cannot declare a map
+keyed by ``numgen`` in JSON. The table is small, so it is rebuilt in one atomic
+transaction when what it should hold changes — connections keep their translation
+in conntrack — and not touched when nothing changed.)
+"""
 
 from __future__ import annotations
 
