@@ -52,11 +52,10 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
 
 from netbay.dataplane import lbstats, links, netns
-from netbay.dataplane.lb import haproxy, stats
+from netbay.dataplane.lb import haproxy, leastconn, stats
 from netbay.dataplane.lb.health import MAX_PROBE_WORKERS, Health, PoolMonitor
 from netbay.dataplane.lb.spec import (
     HAPROXY,
@@ -69,10 +68,10 @@ from netbay.dataplane.lb.spec import (
     from_api,
 )
 from netbay.dataplane.lb.statuses import agent_statuses, operating_statuses, tree_report
-from netbay.dataplane.lb.table import FAMILY, TABLE, is_v4, slots, table_commands, table_family
+from netbay.dataplane.lb.table import FAMILY, TABLE, is_v4, kernel_part, slots, table_commands, table_family
 from netbay.dataplane.lb.vipns import VIP_IFNAME, announce_quietly, observed, sync_routes, sysctls
 from netbay.dataplane.names import Names
-from netbay.dataplane.nft import Nft
+from netbay.dataplane.nft import Nft, NftError
 from netbay.dataplane.rtnl import rtnl
 
 log = logging.getLogger(__name__)
@@ -114,6 +113,7 @@ class LoadBalancerRealizer:
         self.health: dict[str, Health] = {}                 # member id -> health
         self.applied: dict[str, tuple[int | None, str]] = {}  # lb id -> (ns inode, table JSON)
         self.monitors: dict[str, PoolMonitor] = {}             # pool id -> thread
+        self.leastconn = leastconn.Watchers(self._flows_moved)   # flow counts for LEAST_CONNECTIONS (UDP, SCTP)
         self.nfts: dict[str, Nft] = {}                      # lb id -> its namespace's nft context
         self.stopping = threading.Event()
         self._lock = threading.RLock()
@@ -149,7 +149,8 @@ class LoadBalancerRealizer:
             self._forget(lb_id)
 
     def stop(self) -> None:
-        """Stop every monitor thread (bounded), the probe workers and the statistics."""
+        """Stop every monitor and least-connections thread (bounded), the probe workers
+        and the statistics."""
         if self.stats is not None:
             self.stats.stop()
             self.stats = None
@@ -157,11 +158,14 @@ class LoadBalancerRealizer:
         with self._lock:
             monitors = list(self.monitors.values())
             self.monitors.clear()
+            watchers = self.leastconn.stop_all()
         for mon in monitors:
             mon.stop.set()
         deadline = time.monotonic() + JOIN_TIMEOUT
         for mon in monitors:
             mon.thread.join(max(0.0, deadline - time.monotonic()))
+        for w in watchers:
+            w.join(max(0.0, deadline - time.monotonic()))
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
@@ -262,6 +266,7 @@ class LoadBalancerRealizer:
                 sync_routes(spec.ns, vip.index, spec.routes)
             if (old is None or fresh or old.vip_address != spec.vip_address) and vip.address:
                 self.pool_executor().submit(announce_quietly, spec.ns, vip.address, spec.vip_address)
+            self.leastconn.sync(kernel_part(spec), fresh)
             self._sync_table(spec)
             self._sync_monitors(spec, old)
 
@@ -279,15 +284,16 @@ class LoadBalancerRealizer:
         process, a table already there (a restart) is rebuilt from scratch; a running
         haproxy is adopted (reloaded only if its configuration differs)."""
         config = None
-        l4 = spec
+        l4 = kernel_part(spec)
         if spec.driver == HAPROXY:
-            # haproxy serves everything but UDP and SCTP, which stay in the kernel (the amphora's LVS).
-            l4 = replace(spec, listeners=tuple(li for li in spec.listeners if li.protocol != "tcp"))
             config = haproxy.render(spec, self.haproxy.dir(spec.id), self._in_map)
         cmds = table_commands(l4, self._in_map)
         text = json.dumps(cmds, sort_keys=True) + (config or "")
         inode = netns.inode(spec.ns)
+        lc = self.leastconn.get(spec.id)
         if self.applied.get(spec.id) == (inode, text):
+            if lc is not None:   # the members a flow may go to may have changed (health)
+                self._point_least_connections(spec)
             return
         if config is not None:
             self.haproxy.ensure(spec.id, spec.ns, config)
@@ -295,12 +301,47 @@ class LoadBalancerRealizer:
         if nft is None:
             # Kept open: closing a context costs up to tens of ms after some transactions.
             nft = self.nfts[spec.id] = Nft(spec.ns)
-        if self.applied.get(spec.id, (None,))[0] != inode and (table_family(l4), TABLE) in nft.tables():
-            nft.run(table_commands(l4, self._in_map, rebuild=True))
-        else:
-            nft.run(cmds)
+        elements = lc.elements(l4, self._in_map) if lc is not None else []   # the maps are emptied
+        try:
+            if self.applied.get(spec.id, (None,))[0] != inode and (table_family(l4), TABLE) in nft.tables():
+                nft.run(table_commands(l4, self._in_map, rebuild=True) + elements)
+            else:
+                nft.run(cmds + elements)
+        except Exception:
+            if lc is not None:
+                lc.forget_kernel()
+            raise
         self.applied[spec.id] = (inode, text)
         self.realizations[spec.id] += 1
+
+    # -- least connections (UDP, SCTP) ---------------------------------------------------------
+
+    def _flows_moved(self, lb_id: str) -> None:
+        """The watcher's counts changed: point the listeners at their least-loaded members."""
+        with self._lock:
+            spec = self.specs.get(lb_id)
+            if spec is not None and lb_id in self.applied:
+                self._point_least_connections(spec)
+
+    def _point_least_connections(self, spec: LoadBalancerSpec) -> None:
+        """Replace the elements whose least-loaded member changed (one transaction); if
+        that fails, the table is refilled."""
+        lc, nft = self.leastconn.get(spec.id), self.nfts.get(spec.id)
+        if lc is None or nft is None:
+            return
+        cmds = lc.updates(kernel_part(spec), self._in_map)
+        if not cmds:
+            return
+        try:
+            nft.run(cmds)
+        except (NftError, OSError) as exc:
+            log.info("load balancer %s: least-connections element not replaced (%s); refilling", spec.id, exc)
+            lc.forget_kernel()
+            self.applied.pop(spec.id, None)
+            try:
+                self._sync_table(spec)
+            except Exception as again:  # noqa: BLE001 - retried at the next change or resync
+                log.warning("load balancer %s: cannot refill its table: %s", spec.id, again)
 
     def _sync_monitors(self, spec: LoadBalancerSpec, old: LoadBalancerSpec | None) -> None:
         """One thread per enabled monitor of an enabled pool. A new (or re-enabled,
@@ -332,6 +373,7 @@ class LoadBalancerRealizer:
             nft.close()
         for pool_id in [p for p, m in self.monitors.items() if m.lb_id == lb_id]:
             self.monitors.pop(pool_id).stop.set()
+        self.leastconn.forget(lb_id)
         if spec is not None:
             for pool in spec.pools:
                 for m in pool.members:
