@@ -24,7 +24,7 @@ from netbay.dataplane.nft import Nft
 
 from .agent_fixtures import wait_for
 from .lb_fixtures import (  # noqa: F401 (fixtures)
-    LB, SCTP_PORT, UDP_PORT, Env, env, make_lb, put, sctp_answered, wait_op)
+    LB, SCTP_PORT, UDP_PORT, Env, env, make_lb, post, put, sctp_answered, wait_op)
 
 CLOUD_TAG = "lb"   # the shared `cloud` fixture (conftest.py), on test_dp_loadbalancer's prefix
 
@@ -137,6 +137,51 @@ def test_udp_least_connections_follows_live_flows(env: Env) -> None:
         wait_held(ns, listener, address[a])
         open_flow(a)                                       # the tie went to a: 3 : 2
         assert [f.ask() for f in first] == [a, a]          # tracked flows keep their member
+    finally:
+        for f in flows:
+            f.close()
+    drop(env, made)
+
+
+def test_udp_least_connections_skips_a_member_its_monitor_found_down(env: Env) -> None:
+    """A member a UDP-CONNECT monitor found down takes no new flow, however few it has;
+    back up, it takes the next ones until it catches up."""
+    cloud = env.cloud
+    made = make_lb(env, "lcmon", protocol="UDP", port=55, algorithm="LEAST_CONNECTIONS", members=("m1", "m2"),
+                   member_port=UDP_PORT)
+    lb_id, vip, listener = made["lb"]["id"], made["lb"]["vip_address"], made["listener"]["id"]
+    ns = cloud.names.loadbalancer(lb_id)
+    links.sysctl(ns, "net.netfilter.nf_conntrack_udp_timeout", "300")
+    address = {name: env.member(name)[1] for name in ("m1", "m2")}
+    a, b = in_pool_order(made)
+    post(cloud, "healthmonitors", "healthmonitor", {"pool_id": made["pool"]["id"], "type": "UDP-CONNECT",
+                                                    "delay": 3, "timeout": 1, "max_retries": 1,
+                                                    "max_retries_down": 1}, lb_id)
+    path = {name: f"pools/{made['pool']['id']}/members/{made['members'][name]['id']}" for name in (a, b)}
+    for name in (a, b):
+        wait_op(cloud, path[name], "ONLINE", timeout=12)
+    flows: list[UdpFlow] = []
+
+    def open_flow(expected: str) -> None:
+        flows.append(UdpFlow(env.clients[0], vip, 55))
+        assert flows[-1].ask() == expected
+
+    backend = env.member(a)[2]
+    try:
+        open_flow(a)
+        wait_held(ns, listener, address[b])
+        open_flow(b)                                       # 1 : 1
+        backend.stop()                                     # a's port closes: port unreachable
+        try:
+            wait_op(cloud, path[a], "ERROR", timeout=12)
+            wait_held(ns, listener, address[b])
+            open_flow(b)
+            open_flow(b)                                   # 1 : 3, a down
+        finally:
+            backend.start()
+        wait_op(cloud, path[a], "ONLINE", timeout=12)
+        wait_held(ns, listener, address[a])
+        open_flow(a)
     finally:
         for f in flows:
             f.close()
