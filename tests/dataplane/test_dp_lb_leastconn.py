@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 
 from netbay.dataplane import lbstats, links, netns
 from netbay.dataplane.ctkill import IPCTNL_MSG_CT_DELETE, IPCTNL_MSG_CT_GET, CtNetlink
@@ -141,6 +142,8 @@ def test_udp_least_connections_follows_live_flows(env: Env) -> None:
         for f in flows:
             f.close()
     drop(env, made)
+    watcher = f"netbay-lb-leastconn-{made['lb']['id'][:8]}"
+    wait_for(lambda: not any(t.name == watcher for t in threading.enumerate()), 5, 0.05, "the watcher ended")
 
 
 def test_udp_least_connections_skips_a_member_its_monitor_found_down(env: Env) -> None:
