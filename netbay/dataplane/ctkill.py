@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from netbay.dataplane import netns
 
-__all__ = ["ConntrackWorker", "Kill", "ct_delete"]
+__all__ = ["ConntrackWorker", "CtNetlink", "Kill", "ct_delete"]
 
 log = logging.getLogger("netbay.dataplane.secgroups")  # its messages are the security groups'
 
@@ -105,7 +105,7 @@ def ct_delete(ns: str, kills: list[Kill]) -> int:
     for k in kills:
         by_zone.setdefault(k.zone, []).append(k)
     deleted = 0
-    with _CtNetlink(ns) as ct:
+    with CtNetlink(ns) as ct:
         for zone, ks in by_zone.items():
             doomed = []
             for chunk in ct.request(socket.AF_UNSPEC, IPCTNL_MSG_CT_GET, dump=True, attrs=_zone_attr(zone)):
@@ -206,7 +206,7 @@ NLMSG_ERROR, NLMSG_DONE = 2, 3
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_DUMP = 0x1, 0x4, 0x300
 
 
-class _CtNetlink:
+class CtNetlink:
     """A ctnetlink socket opened inside ``ns``; one request at a time, bounded reads.
     (pyroute2's conntrack wrapper closes a socket handed to it after one dump.)"""
 
@@ -218,7 +218,7 @@ class _CtNetlink:
         self.sk.settimeout(2.0)
         self.seq = 0
 
-    def __enter__(self) -> _CtNetlink:
+    def __enter__(self) -> CtNetlink:
         return self
 
     def __exit__(self, *exc: object) -> None:

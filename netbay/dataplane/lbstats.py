@@ -112,7 +112,7 @@ CTA_PROTOINFO, CTA_PROTOINFO_TCP, CTA_PROTOINFO_TCP_STATE = 4, 1, 1
 CTA_MARK = 8
 
 
-def _attrs(buf: bytes, start: int, end: int) -> dict[int, tuple[int, int]]:
+def attrs(buf: bytes, start: int, end: int) -> dict[int, tuple[int, int]]:
     """Netlink attributes in ``buf[start:end]``: type -> (payload start, payload end)."""
     out = {}
     while start + 4 <= end:
@@ -124,11 +124,11 @@ def _attrs(buf: bytes, start: int, end: int) -> dict[int, tuple[int, int]]:
     return out
 
 
-def _nested(buf: bytes, span: tuple[int, int] | None, *path: int) -> tuple[int, int] | None:
+def nested(buf: bytes, span: tuple[int, int] | None, *path: int) -> tuple[int, int] | None:
     for kind in path:
         if span is None:
             return None
-        span = _attrs(buf, *span).get(kind)
+        span = attrs(buf, *span).get(kind)
     return span
 
 
@@ -166,16 +166,16 @@ def open_connections(ns: str, timeout: float = 2.0) -> dict[int, int]:
 
 
 def _count(buf: bytes, start: int, end: int, counts: dict[int, int]) -> None:
-    top = _attrs(buf, start, end)
+    top = attrs(buf, start, end)
     span = top.get(CTA_MARK)
     if span is None:
         return
     m = struct.unpack_from("!I", buf, span[0])[0]
     if not m:
         return
-    proto = _nested(buf, top.get(CTA_TUPLE_ORIG), CTA_TUPLE_PROTO, CTA_PROTO_NUM)
+    proto = nested(buf, top.get(CTA_TUPLE_ORIG), CTA_TUPLE_PROTO, CTA_PROTO_NUM)
     if proto is not None and buf[proto[0]] == IPPROTO_TCP:
-        state = _nested(buf, top.get(CTA_PROTOINFO), CTA_PROTOINFO_TCP, CTA_PROTOINFO_TCP_STATE)
+        state = nested(buf, top.get(CTA_PROTOINFO), CTA_PROTOINFO_TCP, CTA_PROTOINFO_TCP_STATE)
         if state is None or buf[state[0]] not in _OPEN_TCP:
             return
     counts[m] = counts.get(m, 0) + 1
@@ -212,5 +212,5 @@ class StatsSender(Periodic):
         return len(changed)
 
 
-__all__ = ["StatsSender", "counter_commands", "dnat_prefix", "listener_stats", "mark", "open_connections",
+__all__ = ["StatsSender", "attrs", "counter_commands", "dnat_prefix", "listener_stats", "mark", "nested", "open_connections",
            "read_counters"]

@@ -20,26 +20,12 @@ member API requires) and one nftables table, ``ip netbay-lb``::
     chain postrouting  (nat, srcnat)
         ct status dnat snat ip to VIP
 
-One rule per listener (TCP; HTTP is forwarded as TCP; UDP), its pool's members as
-the elements of an anonymous map keyed by ``numgen inc`` (``ROUND_ROBIN``) or a
-hash of the client address (``SOURCE_IP``: a client sticks to one member while the
-pool's membership is unchanged). Weights repeat a member's slot (divided by their
-greatest common divisor, interleaved); weight 0, admin-down members and members the
-health monitor found down have no slot. A listener whose pool has no slot gets no
-rule: the VIP's own stack answers with a reset (TCP) or port unreachable (UDP).
-
 **Full proxy.** Forwarded connections leave with the VIP as their source (SNAT), as
 Octavia's amphorae do (members see the load balancer's address, not the client's).
 That is what makes replies come back through this namespace whatever the member's
 route to the client is (same subnet, a router, a floating IP on the VIP), and lets
 a member be a client of its own load balancer. An IPv6 VIP's table is ``ip6 netbay-lb``,
 the same rules over IPv6 members (members of the VIP's family only, as an amphora's).
-
-(Named maps would let a membership change be an element update, but the map's
-size is in the rule (``mod N``), and this libnftables (1.0.6) cannot declare a map
-keyed by ``numgen`` in JSON. The table is small, so it is rebuilt in one atomic
-transaction when what it should hold changes — connections keep their translation
-in conntrack — and not touched when nothing changed.)
 
 **Health monitors** (TCP connect, HTTP request with ``expected_codes``, ICMP echo)
 run on one thread per monitored pool, probing every member each ``delay`` seconds
@@ -50,33 +36,26 @@ up; ``max_retries_down`` consecutive failures take it down (out of the map,
 ``ERROR``), ``max_retries`` consecutive successes bring it back (``ONLINE``). A
 transition rebuilds the table and reports the tree's operating statuses at once.
 
-Statuses (Octavia's health manager's rules): a member is ``OFFLINE`` when it (or its
-pool or load balancer) is disabled, ``NO_MONITOR`` without an enabled monitor, else
-``ONLINE``/``ERROR``; a pool is ``OFFLINE`` when disabled, used by no enabled listener
-or empty, else ``ONLINE``, ``DEGRADED`` (some enabled members down) or ``ERROR`` (all
-enabled members down, or none enabled); a listener ``ONLINE`` (``OFFLINE`` disabled); the load balancer ``OFFLINE``
-when disabled, ``ERROR`` when one of its pools is, ``DEGRADED`` when one is. Provisioning
-goes ``ACTIVE`` once realized (``ERROR`` if it cannot be), which settles the tree.
+The parts, each its own module: the namespace's sysctls, routes and ARP
+(``lb/vipns.py``); the table's content and why it is rebuilt whole (``lb/table.py``);
+health monitors (``lb/health.py``); Octavia's statuses and what the agent reports
+(``lb/statuses.py``); a statistics round (``lb/stats.py``).
 """
 
 from __future__ import annotations
 
 import errno
-import ipaddress
 import json
 import logging
-import socket
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
 
 from netbay.dataplane import lbstats, links, netns
-from netbay.dataplane.garp import announce
-from netbay.dataplane.lb import haproxy
+from netbay.dataplane.lb import haproxy, leastconn, stats
 from netbay.dataplane.lb.health import MAX_PROBE_WORKERS, Health, PoolMonitor
 from netbay.dataplane.lb.spec import (
     HAPROXY,
@@ -88,76 +67,24 @@ from netbay.dataplane.lb.spec import (
     Tree,
     from_api,
 )
-from netbay.dataplane.lb.statuses import operating_statuses, status_text
-from netbay.dataplane.lb.table import TABLE, is_v4, slots, table_commands, table_family
+from netbay.dataplane.lb.statuses import agent_statuses, operating_statuses, tree_report
+from netbay.dataplane.lb.table import FAMILY, TABLE, is_v4, kernel_part, slots, table_commands, table_family
+from netbay.dataplane.lb.vipns import VIP_IFNAME, announce_quietly, observed, sync_routes, sysctls
 from netbay.dataplane.names import Names
-from netbay.dataplane.nft import Nft
+from netbay.dataplane.nft import Nft, NftError
 from netbay.dataplane.rtnl import rtnl
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "TABLE", "VIP_IFNAME", "LoadBalancerSpec", "ListenerSpec", "PoolSpec", "MemberSpec",
+    "FAMILY", "TABLE", "VIP_IFNAME", "LoadBalancerSpec", "ListenerSpec", "PoolSpec", "MemberSpec",
     "MonitorSpec", "Tree", "from_api", "LoadBalancerRealizer", "observed", "slots",
+    "Health", "operating_statuses", "table_commands",
 ]
 
-VIP_IFNAME = "vip"
-PENDING = ("PENDING_CREATE", "PENDING_UPDATE", "PENDING_DELETE")
-# Forward between the VIP and the members; never redirect a client to a member (the
-# forwarded packet goes back out of the interface it came in by).
-SYSCTLS = {
-    "net.ipv4.ip_forward": "1",
-    "net.ipv4.conf.all.send_redirects": "0",
-    f"net.ipv4.conf.{VIP_IFNAME}.send_redirects": "0",
-}
-SYSCTLS_V6 = {   # an IPv6 VIP's namespace, beside those
-    "net.ipv6.conf.all.forwarding": "1",
-}
 JOIN_TIMEOUT = 5.0
 
 Report = Callable[[Mapping[str, Mapping[str, str]]], None]
-
-
-# --- links, routes, sysctls ------------------------------------------------------------------
-
-
-def _sysctls(ns: str, v6: bool = False) -> None:
-    for key, value in {**SYSCTLS, **(SYSCTLS_V6 if v6 else {})}.items():
-        if links.read_sysctl(ns, key) != value:
-            links.sysctl(ns, key, value)
-
-
-def _sync_routes(ns: str, index: int, routes: Iterable[tuple[str, str]]) -> None:
-    """Exactly ``routes`` (via a gateway) on the VIP leg."""
-    r = rtnl(ns)
-    want = {(str(ipaddress.ip_network(d)), str(ipaddress.ip_address(g))) for d, g in routes}
-    have = set()
-    for af in (socket.AF_INET, socket.AF_INET6) if any(":" in g for _, g in want) else (socket.AF_INET,):
-        for dst, gw, oif, metric in r.routes(af):
-            if oif != index or gw is None:
-                continue
-            key = (str(ipaddress.ip_network(dst)), gw)
-            if key in want:
-                have.add(key)
-            else:
-                r.del_route(dst, gateway=gw, oif=index, metric=metric)
-    for dst, gw in sorted(want - have):
-        r.replace_route(dst, gateway=gw, oif=index)
-
-
-def _announce_quietly(ns: str, mac: str, address: str) -> None:
-    """:func:`announce`, off the agent's thread (closing a packet socket waits for an
-    RCU grace period, ~10 ms); best effort: neighbours also re-resolve in time."""
-    try:
-        announce(ns, VIP_IFNAME, mac, address)
-    except OSError as exc:
-        log.debug("load balancer namespace %s: gratuitous ARP for %s: %s", ns, address, exc)
-
-
-def observed(names: Names) -> set[str]:
-    """Ids of the load balancers whose namespaces exist (``<prefix>lb-<id>``)."""
-    head = names.loadbalancer("")
-    return {n[len(head):] for n in netns.list(head) if len(n) > len(head)}
 
 
 # --- the realizer ---------------------------------------------------------------------------------
@@ -181,11 +108,12 @@ class LoadBalancerRealizer:
         self.stats: lbstats.StatsSender | None = None
         self.realizations: dict[str, int] = defaultdict(int)   # lb id -> table transactions
         # lb id -> (counters, open connections by mark) as the last statistics round saw them
-        self._stats_seen: dict[str, tuple[dict, dict]] = {}
+        self._stats_seen: stats.Seen = {}
         self.specs: dict[str, LoadBalancerSpec] = {}
         self.health: dict[str, Health] = {}                 # member id -> health
         self.applied: dict[str, tuple[int | None, str]] = {}  # lb id -> (ns inode, table JSON)
         self.monitors: dict[str, PoolMonitor] = {}             # pool id -> thread
+        self.leastconn = leastconn.Watchers(self._flows_moved)   # flow counts for LEAST_CONNECTIONS (UDP, SCTP)
         self.nfts: dict[str, Nft] = {}                      # lb id -> its namespace's nft context
         self.stopping = threading.Event()
         self._lock = threading.RLock()
@@ -212,33 +140,7 @@ class LoadBalancerRealizer:
         with self._lock:
             work = [(spec, self.nfts.get(lb_id), self.applied.get(lb_id, (None,))[0])
                     for lb_id, spec in self.specs.items()]
-        out: dict[str, dict[str, Any]] = {}
-        for spec, nft, inode in work:
-            if nft is None or inode is None:
-                continue
-            try:
-                counters = lbstats.read_counters(nft, table_family(spec), TABLE)
-                seen = self._stats_seen.get(spec.id)
-                if seen is not None and seen[0] == counters:
-                    opened = seen[1]   # no packet since: no connection opened or closed
-                else:
-                    # A conntrack dump walks the kernel's whole (shared) hash table, ~100 ms
-                    # here: only when packets flowed. Counters again after it, so that a
-                    # connection seen open is always in the total too.
-                    opened = lbstats.open_connections(spec.ns)
-                    counters = lbstats.read_counters(nft, table_family(spec), TABLE)
-                self._stats_seen[spec.id] = (counters, opened)
-            except (OSError, RuntimeError) as exc:   # the namespace went meanwhile
-                log.debug("load balancer %s: no statistics this round: %s", spec.id, exc)
-                continue
-            try:
-                lbstats.drop_stale(nft, table_family(spec), TABLE, counters, [li.id for li in spec.listeners])
-            except (OSError, RuntimeError) as exc:   # a refill under way still names them: next round
-                log.debug("load balancer %s: stale counters kept this round: %s", spec.id, exc)
-            epoch = f"{lbstats.PROCESS}:{inode}"
-            for listener in spec.listeners:
-                out[listener.id] = lbstats.listener_stats(counters, opened, listener.id, epoch)
-        return out
+        return stats.collect(work, self._stats_seen)
 
     def failover(self, lb_id: str) -> None:
         """Forget everything about the load balancer before its namespace is rebuilt
@@ -247,7 +149,8 @@ class LoadBalancerRealizer:
             self._forget(lb_id)
 
     def stop(self) -> None:
-        """Stop every monitor thread (bounded), the probe workers and the statistics."""
+        """Stop every monitor and least-connections thread (bounded), the probe workers
+        and the statistics."""
         if self.stats is not None:
             self.stats.stop()
             self.stats = None
@@ -255,11 +158,14 @@ class LoadBalancerRealizer:
         with self._lock:
             monitors = list(self.monitors.values())
             self.monitors.clear()
+            watchers = self.leastconn.stop_all()
         for mon in monitors:
             mon.stop.set()
         deadline = time.monotonic() + JOIN_TIMEOUT
         for mon in monitors:
             mon.thread.join(max(0.0, deadline - time.monotonic()))
+        for w in watchers:
+            w.join(max(0.0, deadline - time.monotonic()))
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
@@ -356,10 +262,11 @@ class LoadBalancerRealizer:
             self.specs[spec.id] = spec
             fresh = spec.id not in self.applied or self.applied[spec.id][0] != netns.inode(spec.ns)
             if old is None or old.routes != spec.routes or fresh:
-                _sysctls(spec.ns, not is_v4(spec.vip_address))
-                _sync_routes(spec.ns, vip.index, spec.routes)
+                sysctls(spec.ns, not is_v4(spec.vip_address))
+                sync_routes(spec.ns, vip.index, spec.routes)
             if (old is None or fresh or old.vip_address != spec.vip_address) and vip.address:
-                self.pool_executor().submit(_announce_quietly, spec.ns, vip.address, spec.vip_address)
+                self.pool_executor().submit(announce_quietly, spec.ns, vip.address, spec.vip_address)
+            self.leastconn.sync(kernel_part(spec), fresh)
             self._sync_table(spec)
             self._sync_monitors(spec, old)
 
@@ -377,15 +284,16 @@ class LoadBalancerRealizer:
         process, a table already there (a restart) is rebuilt from scratch; a running
         haproxy is adopted (reloaded only if its configuration differs)."""
         config = None
-        l4 = spec
+        l4 = kernel_part(spec)
         if spec.driver == HAPROXY:
-            # haproxy serves everything but UDP and SCTP, which stay in the kernel (the amphora's LVS).
-            l4 = replace(spec, listeners=tuple(li for li in spec.listeners if li.protocol != "tcp"))
             config = haproxy.render(spec, self.haproxy.dir(spec.id), self._in_map)
         cmds = table_commands(l4, self._in_map)
         text = json.dumps(cmds, sort_keys=True) + (config or "")
         inode = netns.inode(spec.ns)
+        lc = self.leastconn.get(spec.id)
         if self.applied.get(spec.id) == (inode, text):
+            if lc is not None:   # the members a flow may go to may have changed (health)
+                self._point_least_connections(spec)
             return
         if config is not None:
             self.haproxy.ensure(spec.id, spec.ns, config)
@@ -393,12 +301,47 @@ class LoadBalancerRealizer:
         if nft is None:
             # Kept open: closing a context costs up to tens of ms after some transactions.
             nft = self.nfts[spec.id] = Nft(spec.ns)
-        if self.applied.get(spec.id, (None,))[0] != inode and (table_family(l4), TABLE) in nft.tables():
-            nft.run(table_commands(l4, self._in_map, rebuild=True))
-        else:
-            nft.run(cmds)
+        elements = lc.elements(l4, self._in_map) if lc is not None else []   # the maps are emptied
+        try:
+            if self.applied.get(spec.id, (None,))[0] != inode and (table_family(l4), TABLE) in nft.tables():
+                nft.run(table_commands(l4, self._in_map, rebuild=True) + elements)
+            else:
+                nft.run(cmds + elements)
+        except Exception:
+            if lc is not None:
+                lc.forget_kernel()
+            raise
         self.applied[spec.id] = (inode, text)
         self.realizations[spec.id] += 1
+
+    # -- least connections (UDP, SCTP) ---------------------------------------------------------
+
+    def _flows_moved(self, lb_id: str) -> None:
+        """The watcher's counts changed: point the listeners at their least-loaded members."""
+        with self._lock:
+            spec = self.specs.get(lb_id)
+            if spec is not None and lb_id in self.applied:
+                self._point_least_connections(spec)
+
+    def _point_least_connections(self, spec: LoadBalancerSpec) -> None:
+        """Replace the elements whose least-loaded member changed (one transaction); if
+        that fails, the table is refilled."""
+        lc, nft = self.leastconn.get(spec.id), self.nfts.get(spec.id)
+        if lc is None or nft is None:
+            return
+        cmds = lc.updates(kernel_part(spec), self._in_map)
+        if not cmds:
+            return
+        try:
+            nft.run(cmds)
+        except (NftError, OSError) as exc:
+            log.info("load balancer %s: least-connections element not replaced (%s); refilling", spec.id, exc)
+            lc.forget_kernel()
+            self.applied.pop(spec.id, None)
+            try:
+                self._sync_table(spec)
+            except Exception as again:  # noqa: BLE001 - retried at the next change or resync
+                log.warning("load balancer %s: cannot refill its table: %s", spec.id, again)
 
     def _sync_monitors(self, spec: LoadBalancerSpec, old: LoadBalancerSpec | None) -> None:
         """One thread per enabled monitor of an enabled pool. A new (or re-enabled,
@@ -430,6 +373,7 @@ class LoadBalancerRealizer:
             nft.close()
         for pool_id in [p for p, m in self.monitors.items() if m.lb_id == lb_id]:
             self.monitors.pop(pool_id).stop.set()
+        self.leastconn.forget(lb_id)
         if spec is not None:
             for pool in spec.pools:
                 for m in pool.members:
@@ -466,17 +410,9 @@ class LoadBalancerRealizer:
             except Exception as exc:  # noqa: BLE001 - retried at the next transition or change
                 log.warning("load balancer %s: cannot update members after a health change: %s", lb_id, exc)
                 self.applied.pop(lb_id, None)
-            report = self._tree_report(spec)
+            report = tree_report(spec, self.health)
         if self.report is not None and report:
             self.report(report)
-
-    def _tree_report(self, spec: LoadBalancerSpec) -> dict[str, dict[str, str]]:
-        out: dict[str, dict[str, str]] = defaultdict(dict)
-        for kind, items in operating_statuses(spec, self.health).items():
-            for obj_id, operating in items.items():
-                if operating is not None:
-                    out[kind][obj_id] = f"/{operating}"
-        return dict(out)
 
     # -- statuses for the agent --------------------------------------------------------------------
 
@@ -489,32 +425,5 @@ class LoadBalancerRealizer:
         statuses; failed: ``ERROR``.
         """
         ids = set(state.loadbalancers) if everything else set(work.get("loadbalancers") or ())
-        out: dict[str, dict[str, str]] = defaultdict(dict)
-        tables = state.tables
         with self._lock:
-            for lb_id in ids:
-                lb = state.loadbalancers.get(lb_id)
-                if lb is None:
-                    continue
-                ok = (outcomes.get("loadbalancers") or {}).get(lb_id)
-                if lb_id in (failed.get("loadbalancers") or ()):
-                    if lb.get("provisioning_status") != "ERROR":
-                        out["loadbalancers"][lb_id] = "ERROR"
-                    continue
-                spec = self.specs.get(lb_id)
-                if not ok or spec is None:
-                    continue
-                for kind, items in operating_statuses(spec, self.health).items():
-                    for obj_id, operating in items.items():
-                        current = (tables.get(kind) or {}).get(obj_id)
-                        if current is None:
-                            continue
-                        prov = current.get("provisioning_status")
-                        # ERROR too: a failed attempt (reported ERROR) that a retry realized.
-                        want_prov = "ACTIVE" if prov in PENDING or prov == "ERROR" else None
-                        want_op = operating if operating is not None and current.get("operating_status") != operating \
-                            else None
-                        text = status_text(want_prov, want_op)
-                        if text is not None:
-                            out[kind][obj_id] = text
-        return {k: v for k, v in out.items() if v}
+            return agent_statuses(state.tables, ids, self.specs, self.health, outcomes, failed)

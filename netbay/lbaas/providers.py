@@ -5,16 +5,18 @@ refuses, per option, what that provider lacks (``ProviderUnsupportedOptionError`
 netbay has two, on this machine:
 
 - ``nftables`` (the default): kernel DNAT in the load balancer's namespace, L4
-  only (TCP, UDP; ``ROUND_ROBIN``, ``SOURCE_IP``, ``SOURCE_IP_PORT``), realized
-  in milliseconds.
+  only (TCP, UDP, SCTP; ``ROUND_ROBIN``, ``SOURCE_IP``, ``SOURCE_IP_PORT``, and
+  ``LEAST_CONNECTIONS`` on UDP and SCTP pools), realized in milliseconds.
   Octavia's L4 provider is OVN, so ``ovn`` names it too; ``netbay`` is its
   earlier name.
 - ``haproxy``: Debian's haproxy in the same namespace, which is what Octavia's
   amphora runs, so ``amphora`` and ``octavia`` name it. HTTP, HTTPS passthrough,
   TCP and PROXY/PROXYV2 pools, least connections, session persistence, L7
   policies, ``allowed_cidrs``, ``X-Forwarded-*`` headers, PROMETHEUS listeners
-  (haproxy's own exporter, as the amphora serves them); UDP listeners are
-  forwarded by nftables beside it (as the amphora uses LVS for UDP).
+  (haproxy's own exporter, as the amphora serves them); UDP and SCTP listeners
+  are forwarded by nftables beside it (as the amphora uses LVS for them), with
+  LVS's algorithms: ``ROUND_ROBIN``, ``SOURCE_IP`` and ``LEAST_CONNECTIONS`` (a new
+  flow to the member with the fewest live flows, counted from conntrack).
 
 Both take IPv4 and IPv6 VIPs, each with the members of its VIP's family.
 
@@ -38,6 +40,8 @@ HAPROXY = "haproxy"
 DEFAULT = NFTABLES
 
 L4_ALGORITHMS = ("ROUND_ROBIN", "SOURCE_IP")
+#: UDP and SCTP pools, under either provider: the amphora's LVS schedulers (``wrr``, ``sh``, ``lc``).
+KERNEL_ALGORITHMS = (*L4_ALGORITHMS, "LEAST_CONNECTIONS")
 # SOURCE_IP_PORT is OVN's (its only one) and so the nftables provider's; Octavia's
 # amphora refuses it, and so does the haproxy provider (UDP pools included).
 NFT_ALGORITHMS = (*L4_ALGORITHMS, "SOURCE_IP_PORT")
@@ -136,13 +140,16 @@ def check_listener(provider: str, protocol: str, given: dict[str, Any]) -> None:
 def check_pool(provider: str, protocol: str, algorithm: str | None, persistence: dict[str, Any] | None,
                *, new: bool = True) -> None:
     """A pool's protocol (``new``: at create), algorithm and persistence against the
-    provider. UDP and SCTP pools are nftables' under either provider: L4 algorithms, no persistence."""
+    provider. UDP and SCTP pools are nftables' under either provider: L4 algorithms (with
+    least connections), no persistence."""
     p = get(provider)
     if new and protocol not in p.pool_protocols:
         raise unsupported(provider, f"protocol {protocol} is not offered by provider {provider}; use "
                                     f"{', '.join(p.pool_protocols)}" + ("" if p.l7 else " (or provider haproxy)"))
     kernel = p.driver == NFTABLES or protocol in KERNEL_PROTOCOLS
-    algorithms = p.algorithms if p.driver == NFTABLES else L4_ALGORITHMS if kernel else p.algorithms
+    algorithms = p.algorithms
+    if protocol in KERNEL_PROTOCOLS:   # least connections counted from conntrack (lb/leastconn.py)
+        algorithms = (*p.algorithms, "LEAST_CONNECTIONS") if p.driver == NFTABLES else KERNEL_ALGORITHMS
     hint = " (or provider haproxy)" if p.driver == NFTABLES else (f" for {protocol} pools" if kernel else "")
     if algorithm is not None and algorithm not in algorithms:
         raise unsupported(provider, f"lb_algorithm {algorithm} is not offered by provider {provider}; use "
@@ -180,6 +187,6 @@ def zone_capabilities(name: str) -> list[dict[str, str]]:
     return [{"name": n, "description": d} for n, d in _CAPS_ZONE]
 
 
-__all__ = ["DEFAULT", "HAPROXY", "NFTABLES", "PROVIDERS", "Provider", "check_l7", "check_listener",
+__all__ = ["DEFAULT", "HAPROXY", "KERNEL_ALGORITHMS", "NFTABLES", "PROVIDERS", "Provider", "check_l7", "check_listener",
            "check_pool", "driver_of", "flavor_capabilities", "listing", "resolve", "unsupported",
            "zone_capabilities"]

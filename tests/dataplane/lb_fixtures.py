@@ -1,7 +1,7 @@
 """The load-balancer dataplane tests' module cloud and helpers (``env``: a network with
 three member sandboxes serving TCP/HTTP and UDP, two client sandboxes, a router to
 ``public``; the LB API's create-and-settle calls). Used by test_dp_loadbalancer.py,
-test_dp_lb_amphora.py and test_dp_lb_octavia.py, which share the ``lb`` cloud tag.
+test_dp_lb_amphora.py, test_dp_lb_octavia.py and test_dp_lb_leastconn.py, which share the ``lb`` cloud tag.
 """
 
 from __future__ import annotations
@@ -145,6 +145,14 @@ def ask_udp(ns: str, ip: str, port: int, timeout: float = 1.0) -> str:
         return s.recvfrom(2048)[0].decode()
     finally:
         s.close()
+
+
+def sctp_answered(ns: str, vip: str, port: int, timeout: float = 1.0) -> bool:
+    """An SCTP INIT from ``ns`` to the VIP: answered by an INIT ACK that came back through it."""
+    with netns.entered(ns):
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, sctp.PROTO)
+    with s:
+        return sctp.check(s, vip, port, timeout)
 
 
 # --- the cloud ----------------------------------------------------------------------------------

@@ -8,21 +8,20 @@ opened inside their namespace; the client is another sandbox. Health monitors us
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections import Counter
 
 import pytest
 
-from netbay.dataplane import netns, sctp
+from netbay.dataplane import netns
 from netbay.dataplane.loadbalancer import TABLE
 from netbay.dataplane.nft import Nft
 
 from .agent_fixtures import wait_for
 from .lb_fixtures import (  # noqa: F401 - env: the module fixture
-    HTTP_PORT, LB, SCTP_PORT, UDP_PORT, Env, ask_udp, env, fetch, get, make_lb, post, put, spread, try_fetch,
-    wait_lb, wait_op)
+    HTTP_PORT, LB, SCTP_PORT, UDP_PORT, Env, ask_udp, env, fetch, get, make_lb, post, put, sctp_answered, spread,
+    try_fetch, wait_lb, wait_op)
 
 CLOUD_TAG = "lb"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
@@ -109,14 +108,6 @@ def test_udp_listener(env: Env) -> None:
     answers = Counter(ask_udp(env.clients[0], vip, 53) for _ in range(9))  # a new socket: a new flow
     assert set(answers) == {"m1", "m2", "m3"}, answers
     cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{made['lb']['id']}", params={"cascade": "true"}), 204)
-
-
-def sctp_answered(ns: str, vip: str, port: int, timeout: float = 1.0) -> bool:
-    """An SCTP INIT from ``ns`` to the VIP: answered by an INIT ACK that came back through it."""
-    with netns.entered(ns):
-        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, sctp.PROTO)
-    with s:
-        return sctp.check(s, vip, port, timeout)
 
 
 @pytest.mark.parametrize("provider", [None, "amphora"])

@@ -1,9 +1,19 @@
 """Octavia's operating statuses of a load balancer's tree, from its spec and the
-members' health (the health manager's rules; see :mod:`netbay.dataplane.loadbalancer`)."""
+members' health (the health manager's rules), and what the agent reports of them.
+
+Statuses (Octavia's health manager's rules): a member is ``OFFLINE`` when it (or its
+pool or load balancer) is disabled, ``NO_MONITOR`` without an enabled monitor, else
+``ONLINE``/``ERROR``; a pool is ``OFFLINE`` when disabled, used by no enabled listener
+or empty, else ``ONLINE``, ``DEGRADED`` (some enabled members down) or ``ERROR`` (all
+enabled members down, or none enabled); a listener ``ONLINE`` (``OFFLINE`` disabled); the load balancer ``OFFLINE``
+when disabled, ``ERROR`` when one of its pools is, ``DEGRADED`` when one is. Provisioning
+goes ``ACTIVE`` once realized (``ERROR`` if it cannot be), which settles the tree.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 
 from netbay.dataplane.lb.health import Health
 from netbay.dataplane.lb.spec import LoadBalancerSpec
@@ -84,3 +94,57 @@ def status_text(provisioning: str | None, operating: str | None) -> str | None:
     if operating:
         return f"/{operating}"
     return None
+
+
+# --- what the agent reports ----------------------------------------------------------------------
+
+PENDING = ("PENDING_CREATE", "PENDING_UPDATE", "PENDING_DELETE")
+
+
+def tree_report(spec: LoadBalancerSpec, health: Mapping[str, Health]) -> dict[str, dict[str, str]]:
+    """The tree's known operating statuses as a status report (``/<operating>``)."""
+    out: dict[str, dict[str, str]] = defaultdict(dict)
+    for kind, items in operating_statuses(spec, health).items():
+        for obj_id, operating in items.items():
+            if operating is not None:
+                out[kind][obj_id] = f"/{operating}"
+    return dict(out)
+
+
+def agent_statuses(tables: Mapping[str, Mapping[str, dict]], ids: Iterable[str],
+                   specs: Mapping[str, LoadBalancerSpec], health: Mapping[str, Health],
+                   outcomes: Mapping[str, Mapping[str, bool]], failed: Mapping[str, set[str]]
+                   ) -> dict[str, dict[str, str]]:
+    """What to report for the load balancers ``ids``: what differs from the state's ``tables``.
+
+    Realized: provisioning ``ACTIVE`` (settling the pending tree) and the operating
+    statuses; failed: ``ERROR``.
+    """
+    out: dict[str, dict[str, str]] = defaultdict(dict)
+    loadbalancers = tables.get("loadbalancers") or {}
+    for lb_id in ids:
+        lb = loadbalancers.get(lb_id)
+        if lb is None:
+            continue
+        ok = (outcomes.get("loadbalancers") or {}).get(lb_id)
+        if lb_id in (failed.get("loadbalancers") or ()):
+            if lb.get("provisioning_status") != "ERROR":
+                out["loadbalancers"][lb_id] = "ERROR"
+            continue
+        spec = specs.get(lb_id)
+        if not ok or spec is None:
+            continue
+        for kind, items in operating_statuses(spec, health).items():
+            for obj_id, operating in items.items():
+                current = (tables.get(kind) or {}).get(obj_id)
+                if current is None:
+                    continue
+                prov = current.get("provisioning_status")
+                # ERROR too: a failed attempt (reported ERROR) that a retry realized.
+                want_prov = "ACTIVE" if prov in PENDING or prov == "ERROR" else None
+                want_op = operating if operating is not None and current.get("operating_status") != operating \
+                    else None
+                text = status_text(want_prov, want_op)
+                if text is not None:
+                    out[kind][obj_id] = text
+    return {k: v for k, v in out.items() if v}
