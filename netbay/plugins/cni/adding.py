@@ -38,6 +38,7 @@ class Adding(Lookups):
         # The namespace is checked while the port is made (one API call, bound to this
         # host already); a refused check undoes the port, the runtime's link untouched.
         check = asyncio.ensure_future(self.kernel(self._free, req))
+        ticket = self.watch.ticket() if self.watch else None
         try:
             port, made, net = await self._claim(req)
         except BaseException:
@@ -66,6 +67,8 @@ class Adding(Lookups):
                 raise CniError(TRY_AGAIN_LATER, f"{req.ifname} was removed while ADD ran (an agent resync "
                                                 "raced it); try again") from None
             raise
+        if self.watch is not None:   # CHECK will find it there
+            self.watch.put(port, ticket)
         log.debug("ADD %s: port %.1f ms, namespace check after it %.1f ms, veth+addresses %.1f ms",
                   req.container_id[:12], (t1 - t0) * 1e3, (t2 - t1) * 1e3, (time.perf_counter() - t2) * 1e3)
         return results.render(req.version, req.ifname, port["mac_address"], mtu, req.netns, pairs,
@@ -183,6 +186,8 @@ class Adding(Lookups):
 
     async def _release(self, port: Mapping[str, Any], made: bool, req: Request | None) -> None:
         """Undo an attachment: the pair (wherever it is), then the port or its binding."""
+        if self.watch is not None:
+            self.watch.forget(port["id"])
         await self.kernel(self._unwire, port["id"], req)
         await self.claims.give_back(port, made=made)
 

@@ -10,7 +10,7 @@ import asyncio
 import ipaddress
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netbay.backends.aio import ThreadedBackend
 from netbay.k8s import podport
@@ -21,6 +21,9 @@ from netbay.runtime.attach import Attacher
 from netbay.runtime.claim import Claims
 from netbay.runtime.kernel import KernelThread
 from netbay.runtime.vif import OvsVifs
+
+if TYPE_CHECKING:
+    from netbay.plugins.cni.watch import PortWatch
 
 OWN = tags.Owner("netbay.cni")
 MADE = OWN.made
@@ -33,6 +36,16 @@ if_tag = OWN.family("if")     # its interface in the container (CNI_IFNAME)
 net_tag = OWN.family("net")   # the network configuration's name
 
 
+def key_of(port: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """The attachment a port serves, (container, ifname, config name), from its tags."""
+    key = (ctr_tag.value(port), if_tag.value(port), net_tag.value(port))
+    return key if all(key) else None
+
+
+def request_key(req: Request) -> tuple[str, str, str]:
+    return req.container_id, req.ifname, str(req.config["name"])
+
+
 class Lookups:
     """The daemon's state (set by :class:`netbay.plugins.cni.service.Cni`) and its reads."""
 
@@ -43,6 +56,7 @@ class Lookups:
     host: str
     claims: Claims
     kernel: KernelThread
+    watch: PortWatch | None   # CHECK's ports, current to the change feed (None: every CHECK asks the API)
     _networks: dict[str, tuple[float, dict[str, Any]]]
     _subnets: dict[str, tuple[float, dict[str, Any]]]
     _resolvers: dict[str, tuple[float, list[str]]]
@@ -115,4 +129,5 @@ class Lookups:
         return inside.Addressing(tuple(cidrs), tuple(routes)), pairs
 
 
-__all__ = ["CACHE_TTL", "DEVICE_SET", "MADE", "OWN", "Lookups", "ctr_tag", "if_tag", "net_tag"]
+__all__ = ["CACHE_TTL", "DEVICE_SET", "MADE", "OWN", "Lookups", "ctr_tag", "if_tag", "key_of", "net_tag",
+           "request_key"]

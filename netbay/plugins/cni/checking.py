@@ -1,6 +1,7 @@
 """CNI CHECK: the attachment as ADD left it — its port still there, bound to this
 host with the prevResult's addresses; the container end with the port's MAC,
-addresses and routes; the host end still plugged."""
+addresses and routes; the host end still plugged. The port is read from the daemon's
+watch of the change feed when it follows the feed (:mod:`.watch`), else from the API."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import asyncio
 import ipaddress
 from typing import Any
 
-from netbay.plugins.cni.attachment import Lookups
+from netbay.plugins.cni.attachment import Lookups, request_key
 from netbay.plugins.cni.spec import INTERNAL, CniError, Request
 from netbay.runtime import inside
 
@@ -43,7 +44,7 @@ class Checking(Lookups):
     async def _checked_port(self, req: Request) -> tuple[dict[str, Any], inside.Addressing]:
         """CHECK's API half: the attachment's port, bound to this host, whose addresses are
         the prevResult's; with the addressing the container end should have."""
-        ports = await self.attached(req)
+        ports = await self._current(req)
         if not ports:
             raise CniError(INTERNAL, f"netbay-cni: no port for container {req.container_id} "
                                      f"interface {req.ifname} on {req.config['name']}")
@@ -58,6 +59,21 @@ class Checking(Lookups):
             raise CniError(INTERNAL, f"prevResult addresses {sorted(prev)} are not the port's "
                                      f"{sorted(addressing.cidrs)}")
         return port, addressing
+
+    async def _current(self, req: Request) -> list[dict[str, Any]]:
+        """The attachment's port: the watch's, when it follows the feed and knows it; else
+        the API's (kept by the watch for the next CHECK)."""
+        watch = self.watch
+        if watch is None:
+            return await self.attached(req)
+        hit = watch.get(request_key(req))
+        if hit is not None:
+            return [hit]
+        ticket = watch.ticket()
+        ports = await self.attached(req)
+        if len(ports) == 1:
+            watch.put(ports[0], ticket)
+        return ports
 
 
 __all__ = ["Checking"]

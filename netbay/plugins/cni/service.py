@@ -42,10 +42,11 @@ from netbay.dataplane.rtnl import LinkError
 from netbay.errors import NetbayError
 from netbay.k8s import podport
 from netbay.plugins.cni.adding import Adding
-from netbay.plugins.cni.attachment import DEVICE_SET, MADE, OWN, ctr_tag, if_tag, net_tag
+from netbay.plugins.cni.attachment import DEVICE_SET, MADE, OWN, ctr_tag, if_tag, key_of, net_tag
 from netbay.plugins.cni.checking import Checking
 from netbay.plugins.cni.spec import (INTERNAL, INVALID_ENV, NOT_AVAILABLE, UNSUPPORTED_FIELD, CniError,
                                      Request)
+from netbay.plugins.cni.watch import watch_for
 from netbay.runtime import inside
 from netbay.runtime.attach import Attacher
 from netbay.runtime.claim import Claims
@@ -71,11 +72,14 @@ class Cni(Adding, Checking):
         self.host = host or socket.gethostname()
         self.claims = Claims(self.backend, OWN, owner, self.host)
         self.kernel = KernelThread("netbay-cni")  # netlink work (sockets are per thread)
+        self.watch = watch_for(network, key_of)
         self._networks: dict[str, tuple[float, dict[str, Any]]] = {}
         self._subnets: dict[str, tuple[float, dict[str, Any]]] = {}
         self._resolvers: dict[str, tuple[float, list[str]]] = {}   # cluster -> its resolver's addresses
 
     async def aclose(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
         self.kernel.close()
         await self.backend.aclose()   # closes the network backend too
 
@@ -115,6 +119,8 @@ class Cni(Adding, Checking):
         unlink = asyncio.ensure_future(self.kernel(inside.remove, req.netns, req.ifname)) if req.netns else None
         try:
             for port in await self.attached(req):
+                if self.watch is not None:
+                    self.watch.forget(port["id"])
                 await _both(self.kernel(self._unwire, port["id"], None), self.claims.give_back(port, made=False))
         finally:
             if unlink is not None:
