@@ -37,6 +37,7 @@ from typing import Any
 
 from netbay.backends import NetworkBackend
 from netbay.backends.aio import ThreadedBackend
+from netbay.client import Api
 from netbay.dataplane.fabric import CONTAINER
 from netbay.dataplane.rtnl import LinkError
 from netbay.errors import NetbayError
@@ -46,7 +47,7 @@ from netbay.plugins.cni.attachment import DEVICE_SET, MADE, OWN, ctr_tag, if_tag
 from netbay.plugins.cni.checking import Checking
 from netbay.plugins.cni.spec import (INTERNAL, INVALID_ENV, NOT_AVAILABLE, UNSUPPORTED_FIELD, CniError,
                                      Request)
-from netbay.plugins.cni.watch import watch_for
+from netbay.plugins.cni.watch import PortWatch
 from netbay.runtime import inside
 from netbay.runtime.attach import Attacher
 from netbay.runtime.claim import Claims
@@ -66,13 +67,14 @@ class Cni(Adding, Checking):
     wait on the network service together while netlink keeps its one thread."""
 
     def __init__(self, network: NetworkBackend, attacher: Attacher, host: str | None = None,
-                 owner: str = CONTAINER, vifs: OvsVifs | None = None) -> None:
+                 owner: str = CONTAINER, vifs: OvsVifs | None = None, feed: Api | None = None) -> None:
         self.attacher, self.owner, self.vifs = attacher, owner, vifs
         self.backend = ThreadedBackend(lambda: network, API_THREADS)  # one backend, shared by the threads
         self.host = host or socket.gethostname()
         self.claims = Claims(self.backend, OWN, owner, self.host)
         self.kernel = KernelThread("netbay-cni")  # netlink work (sockets are per thread)
-        self.watch = watch_for(network, key_of)
+        # CHECK's ports, current to netbay's change feed at ``feed`` (its own connections)
+        self.watch = PortWatch(feed.fork(), key_of).start() if feed is not None else None
         self._networks: dict[str, tuple[float, dict[str, Any]]] = {}
         self._subnets: dict[str, tuple[float, dict[str, Any]]] = {}
         self._resolvers: dict[str, tuple[float, list[str]]] = {}   # cluster -> its resolver's addresses

@@ -16,8 +16,9 @@ by the feed's short poll, ≤ 0.5 s). Nothing is answered unless the feed is fol
 may not read the feed (an admin's only) — then every CHECK asks the API, as before.
 An entry is also read again after :data:`MAX_AGE` seconds, whatever the feed said.
 
-Only netbay's own API has the feed (the embedded backend); on a cloud's Neutron there
-is no watch (:func:`watch_for`)."""
+Only netbay's own API has the feed: ``netbay cni-daemon`` hands its client to
+:class:`netbay.plugins.cni.service.Cni` on the embedded backend; on a cloud's Neutron
+there is no watch."""
 
 from __future__ import annotations
 
@@ -202,13 +203,4 @@ class PortWatch:
                 del self._ids[key]
 
 
-def watch_for(network: object, key_of: Callable[[Mapping[str, Any]], Key | None]) -> PortWatch | None:
-    """A started watch on ``network``'s feed: netbay's own API only (None otherwise)."""
-    from netbay.backends.http import HttpBackend
-
-    if not isinstance(network, HttpBackend):
-        return None
-    return PortWatch(network.api.fork(), key_of).start()
-
-
-__all__ = ["MAX_AGE", "PortWatch", "watch_for"]
+__all__ = ["MAX_AGE", "PortWatch"]
