@@ -43,7 +43,7 @@ from netbay.dataplane.rtnl import LinkError
 from netbay.errors import NetbayError
 from netbay.k8s import podport
 from netbay.plugins.cni.adding import Adding
-from netbay.plugins.cni.attachment import DEVICE_SET, MADE, OWN, ctr_tag, if_tag, key_of, net_tag
+from netbay.plugins.cni.attachment import DEVICE_SET, MADE, OWN, ctr_tag, if_tag, key_of, net_tag, request_key
 from netbay.plugins.cni.checking import Checking
 from netbay.plugins.cni.spec import (INTERNAL, INVALID_ENV, NOT_AVAILABLE, UNSUPPORTED_FIELD, CniError,
                                      Request)
@@ -120,7 +120,7 @@ class Cni(Adding, Checking):
         round trips is most of what DEL can save. Both halves finish before DEL answers."""
         unlink = asyncio.ensure_future(self.kernel(inside.remove, req.netns, req.ifname)) if req.netns else None
         try:
-            for port in await self.attached(req):
+            for port in await self._to_release(req):
                 if self.watch is not None:
                     self.watch.forget(port["id"])
                 await _both(self.kernel(self._unwire, port["id"], None), self.claims.give_back(port, made=False))
@@ -128,6 +128,15 @@ class Cni(Adding, Checking):
             if unlink is not None:
                 await unlink
         return None
+
+    async def _to_release(self, req: Request) -> list[dict[str, Any]]:
+        """DEL's ports: a port this daemon made, as its watch knows it (deleted by id; gone
+        already is fine), without asking the API; else every port the API finds by the
+        attachment's tags (a given port is unbound and untagged from what the API says)."""
+        known = self.watch.get(request_key(req)) if self.watch is not None else None
+        if known is not None and OWN.made_it(known):
+            return [known]
+        return await self.attached(req)
 
     async def gc(self, req: Request) -> None:
         valid = req.config.get("cni.dev/valid-attachments")
