@@ -116,18 +116,20 @@ class PortWatch:
                     self._apply(body.get("changes") or [])
                     self._revision = max(self._revision, int(body.get("revision") or 0))
             except ApiError as exc:
-                self._leave()
+                was = self._leave()
                 if exc.status in (401, 403):
                     log.info("CHECK reads every port from the API: these credentials may not read "
                              "the change feed (%s)", exc.message)
                     return
-                log.info("the change feed failed (%s); CHECK reads from the API until it is back", exc.message)
+                if was:   # said once per outage, not once per retry
+                    log.info("the change feed failed (%s); CHECK reads from the API until it is back", exc.message)
             except Exception as exc:  # noqa: BLE001 - unreachable, closed: try again, CHECK asks the API meanwhile
-                self._leave()
+                was = self._leave()
                 if self._stop.is_set():
                     return
-                log.info("the change feed failed (%s: %s); CHECK reads from the API until it is back",
-                         type(exc).__name__, exc)
+                if was:
+                    log.info("the change feed failed (%s: %s); CHECK reads from the API until it is back",
+                             type(exc).__name__, exc)
             self._stop.wait(RETRY)
 
     def _join(self) -> None:
@@ -149,13 +151,15 @@ class PortWatch:
             self._epoch += 1
             self._ready = True
 
-    def _leave(self) -> None:
+    def _leave(self) -> bool:
+        """Not following the feed any more (everything learnt dropped); whether it was."""
         with self._lock:
-            self._ready = False
+            was, self._ready = self._ready, False
             self._epoch += 1
             self._ports.clear()
             self._ids.clear()
             self._recent.clear()
+        return was
 
     def _apply(self, changes: list[Mapping[str, Any]]) -> None:
         now = time.monotonic()
