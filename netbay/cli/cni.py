@@ -5,7 +5,10 @@ Pods' ports are made through the network backend (:mod:`netbay.backends`):
 (OS_* variables or the openrc ``netbay up`` wrote); ``openstack`` is a cloud's
 Neutron (``--os-cloud NAME`` in clouds.yaml), with kuryr's conventions for the
 ports (``device_owner=compute:kuryr``, bound to this host). ``--prefix`` must be
-the dataplane agent's: pods' ports are plugged into that agent's fabric.
+the dataplane agent's: pods' ports are plugged into that agent's fabric. On the
+embedded backend the daemon also follows netbay's change feed (an admin's credentials,
+as the agent's), so that CHECK reads its ports from memory
+(:mod:`netbay.plugins.cni.watch`); without it every CHECK asks the API.
 
 On a cloud, ``--plug os-vif`` (its default there) binds each port as kuryr does: bound
 to this host's chassis name (``--host``, default the hostname ovn-controller registered),
