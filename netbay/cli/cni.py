@@ -5,7 +5,10 @@ Pods' ports are made through the network backend (:mod:`netbay.backends`):
 (OS_* variables or the openrc ``netbay up`` wrote); ``openstack`` is a cloud's
 Neutron (``--os-cloud NAME`` in clouds.yaml), with kuryr's conventions for the
 ports (``device_owner=compute:kuryr``, bound to this host). ``--prefix`` must be
-the dataplane agent's: pods' ports are plugged into that agent's fabric.
+the dataplane agent's: pods' ports are plugged into that agent's fabric. On the
+embedded backend the daemon also follows netbay's change feed (an admin's credentials,
+as the agent's), so that CHECK reads its ports from memory
+(:mod:`netbay.plugins.cni.watch`); without it every CHECK asks the API.
 
 On a cloud, ``--plug os-vif`` (its default there) binds each port as kuryr does: bound
 to this host's chassis name (``--host``, default the hostname ovn-controller registered),
@@ -71,7 +74,7 @@ def cni_daemon(
     try:
         unixsock.group_id(socket_group)
         kind, cloud = chosen(backend, os_cloud)
-        network, owner, where = _backend(kind, cloud, url, data_dir, openrc)
+        network, owner, where, feed = _backend(kind, cloud, url, data_dir, openrc)
         vifs, host = host_vifs(kind, plug, ovsdb, ovs_netns, host)
     except Exception as exc:  # noqa: BLE001 - bad settings, an unknown cloud: said, not a traceback
         console.print(f"[red]error:[/] {exc}")
@@ -79,26 +82,29 @@ def cni_daemon(
     how = f"os-vif on {ovsdb}, host {host}" if vifs else f"prefix {prefix}"
     console.print(f"[green]netbay cni-daemon[/] {socket_path} → {where} ({how})")
     try:
-        serve(Cni(network, Attacher(Names(prefix)), host, owner=owner, vifs=vifs), socket_path, socket_group)
+        serve(Cni(network, Attacher(Names(prefix)), host, owner=owner, vifs=vifs, feed=feed), socket_path,
+              socket_group)
     except locks.Held as exc:
         console.print(f"[red]error:[/] {exc}; stop it first or pick another --socket")
         raise typer.Exit(1) from None
 
 
 def _backend(kind: str, cloud: str | None, url: str, data_dir: Path | None, openrc: Path | None):  # noqa: ANN202
-    """(the backend, the pods' ports' ``device_owner``, a description)."""
+    """(the backend, the pods' ports' ``device_owner``, a description, the client of
+    netbay's change feed that CHECK's port watch follows — None on a cloud)."""
     from netbay.backends import open_backend
     from netbay.dataplane.fabric import CONTAINER, KURYR_POD
 
     if kind == "openstack":
         if not cloud:
             raise ValueError("--backend openstack needs --os-cloud NAME (or OS_CLOUD): a clouds.yaml entry")
-        return open_backend("openstack", cloud=cloud), KURYR_POD, f"cloud {cloud!r}"
+        return open_backend("openstack", cloud=cloud), KURYR_POD, f"cloud {cloud!r}", None
     from netbay.client import Api
     from netbay.backends.http import HttpBackend
 
     creds = credentials(data_dir, openrc)
-    return HttpBackend(Api(url, creds.token, timeout=API_TIMEOUT)), CONTAINER, url
+    api = Api(url, creds.token, timeout=API_TIMEOUT)
+    return HttpBackend(api), CONTAINER, url, api
 
 
 def cni_install(

@@ -131,7 +131,9 @@ def test_add_check_del(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tup
 def test_check_finds_what_is_gone(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tuple[dict, dict],
                                   pod_ns) -> None:
     """CHECK fails, as the spec says, once the container's interface, its namespace or
-    its port is gone (the kernel is read while the API answers: each still found)."""
+    its port is gone, or the port is bound elsewhere (the kernel is read while the port
+    is looked up: each still found; a change made in the API reaches the daemon's watch
+    of the change feed within milliseconds)."""
     from netbay.runtime.inside import opened
 
     net, _sub = network
@@ -159,13 +161,27 @@ def test_check_finds_what_is_gone(cloud: Cloud, daemon: Daemon, bin_dir: Path, n
     ns = pod_ns()
     add = invoke(plugin(bin_dir), "ADD", conf, container="gone2", netns=netns.path(ns))
     assert add.rc == 0, add
+    assert check(ns, "gone2", add.json).rc == 0   # the daemon's watch knows the port now
     (port,) = ports_of(cloud, tags="netbay.cni.ctr:gone2")
-    cloud.ok(cloud.http.delete(f"/network/v2.0/ports/{port['id']}"), 204)   # the port
-    bad = check(ns, "gone2", add.json)
-    assert bad.rc == 1 and "no port for container gone2" in bad.json["msg"], bad
+    cloud.ok(cloud.http.delete(f"/network/v2.0/ports/{port['id']}"), 204)   # the port, behind the daemon's back
+    # CHECK reads the port from the daemon's watch of the change feed: the deletion
+    # reaches it within milliseconds (bounded here), and CHECK fails from then on.
+    bad = wait_for(lambda: (c := check(ns, "gone2", add.json)).rc == 1 and c, timeout=2.0, what="CHECK fails")
+    assert "no port for container gone2" in bad.json["msg"], bad
+    assert check(ns, "gone2", add.json).rc == 1
     gone = invoke(plugin(bin_dir), "DEL", conf, container="gone2", netns=netns.path(ns))
     assert (gone.rc, gone.out) == (0, ""), gone
     assert link(ns)[0] is None
+
+    ns = pod_ns()   # the port bound to another host in the API: CHECK fails (an update the feed brings)
+    add = invoke(plugin(bin_dir), "ADD", conf, container="gone3", netns=netns.path(ns))
+    assert add.rc == 0, add
+    assert check(ns, "gone3", add.json).rc == 0
+    (port,) = ports_of(cloud, tags="netbay.cni.ctr:gone3")
+    cloud.ok(cloud.http.put(f"/network/v2.0/ports/{port['id']}", json={"port": {"binding:host_id": "elsewhere"}}), 200)
+    bad = wait_for(lambda: (c := check(ns, "gone3", add.json)).rc == 1 and c, timeout=2.0, what="CHECK fails")
+    assert "is bound to 'elsewhere'" in bad.json["msg"], bad
+    assert invoke(plugin(bin_dir), "DEL", conf, container="gone3", netns=netns.path(ns)).rc == 0
 
 
 def test_result_versions(cloud: Cloud, daemon: Daemon, bin_dir: Path, network: tuple[dict, dict], pod_ns) -> None:
