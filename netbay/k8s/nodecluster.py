@@ -369,5 +369,6 @@ class NodeController:
         return sorted(out)
 
 
+# With the names callers import from here since before their homes (noderefs, nodepolicy, proxyrules).
 __all__ = ["NodeClusterRefs", "NodeController", "network_driver", "SERVICE_RANGE", "cluster_ips", "find", "not_enforced",
            "policy_status", "proxy_rules"]
