@@ -52,7 +52,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import agent_thread
 import harness
-from pod_network import Iperf
+from iperf import Iperf
 from pod_network import first_answer as _first_answer
 
 from netbay.dataplane import bigtcp, netns
@@ -192,7 +192,7 @@ def throughput(p: Product, args: argparse.Namespace, tag: str) -> dict[str, Any]
         for rep in range(args.reps):
             for path in PATHS[rep % 3:] + PATHS[:rep % 3]:
                 client, _server, ip = targets[path]
-                samples[path].append(iperf.run(client, ip, args.seconds, 1))
+                samples[path].append(iperf.run(client, ip, args.seconds, 1)["gbps"])
             print(f"  {tag} rep {rep + 1}: " + ", ".join(f"{k} {samples[k][-1]:.1f}" for k in PATHS), flush=True)
     finally:
         iperf.close()

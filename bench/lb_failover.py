@@ -31,7 +31,7 @@ import lb_create
 from harness import machine
 from lb_create import LB, MEMBER_PORT, PREFIX, VIP_PORT, Backend, Client, pct, server, setup, sweep
 from netbay.dataplane import lbstats, netns
-from netbay.dataplane.loadbalancer import FAMILY, TABLE
+from netbay.dataplane.lb.table import FAMILY, TABLE
 from netbay.dataplane.nft import Nft
 
 

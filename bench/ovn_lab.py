@@ -26,7 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from throughput import Iperf, bare_veth, cleanup
+from iperf import Iperf
+from throughput import bare_veth, cleanup
 
 from tests.dataplane.dp_helpers import PREFIX, ping
 from tests.ovn.lab import OvnLab, plug_pair

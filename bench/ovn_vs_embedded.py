@@ -64,7 +64,7 @@ import httpx  # noqa: E402
 from agent_thread import sweep  # noqa: E402
 from cluster_pods import Product, minions  # noqa: E402
 from docker_run import child, first_packet, wait  # noqa: E402
-from throughput import Iperf  # noqa: E402
+from iperf import Iperf  # noqa: E402
 
 from netbay.dataplane import netns, probe  # noqa: E402
 from netbay.dataplane.names import Names  # noqa: E402

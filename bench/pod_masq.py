@@ -36,7 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))
 
-from pod_network import PREFIX, Cluster, Iperf  # noqa: E402
+from iperf import Iperf  # noqa: E402
+from pod_network import PREFIX, Cluster  # noqa: E402
 
 from netbay.dataplane import bigtcp, links, netns, router  # noqa: E402
 from netbay.dataplane.nft import Nft  # noqa: E402
@@ -115,7 +116,7 @@ def main() -> int:
         for rep in range(args.reps):
             order = PATHS if rep % 2 == 0 else PATHS[::-1]
             for p in order:
-                samples[p].append(iperf.run(cl.pods[0], targets[p], args.seconds, args.omit))
+                samples[p].append(iperf.run(cl.pods[0], targets[p], args.seconds, args.omit)["gbps"])
             print(f"  rep {rep + 1}: " + ", ".join(f"{p} {samples[p][-1]:.1f}" for p in PATHS), flush=True)
         result["masqueraded_packets"] = masq_packets(cl.nodes[0].ns) - before
         result["pod_gso"] = rtnl(cl.pods[0]).link("eth0").gso_max_size

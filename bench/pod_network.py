@@ -49,11 +49,8 @@ import argparse
 import json
 import os
 import secrets
-import signal
-import shutil
 import socket
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
@@ -61,6 +58,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.abspath(os.path.join(HERE, "..")))
 
+from iperf import Iperf  # noqa: E402
 from netbay.dataplane import bigtcp, links, netns, probe  # noqa: E402
 from netbay.dataplane.rtnl import rtnl  # noqa: E402
 from netbay.drivers import leases  # noqa: E402
@@ -69,7 +67,6 @@ from netbay.drivers.flannel.driver import Flannel  # noqa: E402
 from netbay.drivers.node import Node  # noqa: E402
 
 PREFIX = f"nbb{secrets.token_hex(3)}-"
-PORT = 5201
 PATHS = ("underlay", "host-gw", "host-gw-alt", "vxlan")
 BARE = ("host-gw-bare", "vxlan-bare")
 
@@ -108,64 +105,6 @@ def first_answer(ns: str, dst: str, timeout: float = 3.0, every: float = 0.002) 
         raise RuntimeError(f"no ICMP answer from {dst} in {ns} within {timeout}s")
     finally:
         s.close()
-
-
-# --- iperf3 ---------------------------------------------------------------------------------
-
-
-class Iperf:
-    def __init__(self) -> None:
-        self.exe = shutil.which("iperf3")
-        if not self.exe:
-            raise SystemExit("iperf3 is not installed")
-        self.procs: list[subprocess.Popen] = []
-
-    def serve(self, ns: str, ip: str) -> None:
-        proc = subprocess.Popen(["ip", "netns", "exec", ns, self.exe, "-s", "-B", ip, "-p", str(PORT)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.procs.append(proc)
-        for _ in range(500):   # ≤ 5 s until it listens
-            if proc.poll() is not None:
-                raise RuntimeError(f"iperf3 -s in {ns} exited")
-            try:
-                with open(f"/proc/{proc.pid}/net/tcp") as f:
-                    if any(ln.split()[1].endswith(f":{PORT:04X}") and ln.split()[3] == "0A"
-                           for ln in list(f)[1:]):
-                        return
-            except (FileNotFoundError, IndexError):
-                pass
-            time.sleep(0.01)
-        raise RuntimeError(f"iperf3 -s in {ns} not listening")
-
-    def run(self, ns: str, ip: str, seconds: float, omit: int) -> float:
-        proc = subprocess.Popen(["ip", "netns", "exec", ns, self.exe, "-c", ip, "-p", str(PORT), "-J",
-                                 "-t", f"{seconds:g}", "-O", str(omit), "--connect-timeout", "3000"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.procs.append(proc)
-        try:
-            out, _err = proc.communicate(timeout=seconds + omit + 30)
-        finally:
-            self._stop(proc)
-            self.procs.remove(proc)
-        data = json.loads(out)
-        if data.get("error"):
-            raise RuntimeError(f"iperf3: {data['error']}")
-        return data["end"]["sum_received"]["bits_per_second"] / 1e9
-
-    @staticmethod
-    def _stop(proc: subprocess.Popen) -> None:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-
-    def close(self) -> None:
-        for proc in list(self.procs):
-            self._stop(proc)
-        self.procs.clear()
 
 
 # --- clusters -------------------------------------------------------------------------------
@@ -297,7 +236,7 @@ def throughput(args, hg: Cluster, alt: Cluster, vx: Cluster, iperf: Iperf,
         order = paths[rep % len(paths):] + paths[:rep % len(paths)]
         for p in order:
             ns, ip = targets[p]
-            samples[p].append(iperf.run(ns, ip, args.seconds, args.omit))
+            samples[p].append(iperf.run(ns, ip, args.seconds, args.omit)["gbps"])
         print(f"  rep {rep + 1}: " + ", ".join(f"{p} {samples[p][-1]:.1f}" for p in paths), flush=True)
     med = {p: statistics.median(v) for p, v in samples.items()}
     paired_hg = statistics.median(h / u for h, u in zip(samples["host-gw"], samples["underlay"]))

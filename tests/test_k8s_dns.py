@@ -17,7 +17,7 @@ from dnslib import QTYPE, RCODE, RR, A, DNSRecord
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 from netbay.k8s.dns import podfiles, records
-from netbay.k8s.dns.resolver import write_atomic
+from netbay.k8s.dns.process import write_atomic
 from netbay.k8s.dns.server import ClusterResolver, UdpServer
 from netbay.k8s.objects import desired, parse
 

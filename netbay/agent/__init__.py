@@ -7,6 +7,8 @@ pods), so it sits above both packages and neither imports it:
 * :mod:`.agent` — :class:`Agent`, the loop: a full resync, then the change stream;
 * :mod:`.realizers` — the realizers it composes by default;
 * :mod:`.expand` — which ids a batch of changes concerns;
+* :mod:`.wiring` — the fabric's share of a reconcile (bridges, sandboxes, port legs);
+* :mod:`.plugwait` — container ports bound before their runtime plugged them;
 * :mod:`.holes` — revisions committed out of order, fetched late or given up;
 * :mod:`.sweep` — the resync's removal of namespaces and fabric links nothing wants;
 * :mod:`.statuses` — what a reconcile realized, as statuses that differ from the state;

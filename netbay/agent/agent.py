@@ -32,12 +32,14 @@ import httpx
 from netbay.agent.api import Api, ApiError
 from netbay.agent.expand import expand
 from netbay.agent.holes import HOLE_POLL, fill_holes, note_holes
+from netbay.agent.plugwait import PlugWait
 from netbay.agent.realizers import default_realizers
 from netbay.agent.reporter import Reporter
 from netbay.agent.statuses import statuses
 from netbay.agent.sweep import sweep
-from netbay.dataplane import bigtcp, netns, rtnl
-from netbay.dataplane.fabric import Fabric, PortSpec, on_host, port_spec
+from netbay.agent.wiring import drop_namespace, reconcile_fabric, release_sockets
+from netbay.dataplane import bigtcp
+from netbay.dataplane.fabric import Fabric, PortSpec, port_spec
 from netbay.dataplane.names import Names
 from netbay.dataplane.realizers import Outcome, Realizer, Work
 from netbay.dataplane.state import State, Touched
@@ -46,10 +48,6 @@ log = logging.getLogger(__name__)
 
 # How far before a snapshot's revision the stream is followed (see netbay.agent.holes).
 REPLAY = 100
-# A container port bound before its runtime plugged it (a CNI ADD or a pod made in one
-# API call): its fabric end is looked for again after PENDING_FIRST s, the wait doubling
-# up to PENDING_MAX, for PENDING_FOR s (then the next resync is its next look).
-PENDING_FIRST, PENDING_MAX, PENDING_FOR = 0.005, 1.0, 60.0
 
 
 class Agent:
@@ -83,9 +81,7 @@ class Agent:
         self._resync_due: float | None = None   # a realizer failed: resync at this time
         self._resync_backoff = 1.0
         self._holes: dict[int, float] = {}      # revision -> when it was found missing
-        self._pending: dict[str, float] = {}    # container port -> since when its fabric end is awaited
-        self._pending_at = 0.0
-        self._pending_delay = PENDING_FIRST
+        self.plugs = PlugWait()                 # container ports whose fabric end is awaited
         self.stats = {"resyncs": 0, "batches": 0, "changes": 0}
 
     # -- running ---------------------------------------------------------------------------
@@ -176,8 +172,8 @@ class Agent:
             wait = max(0.0, min(wait, self._resync_due - time.monotonic()))
         if self._holes:
             wait = min(wait, HOLE_POLL)
-        if self._pending:
-            wait = max(0.0, min(wait, self._pending_at - time.monotonic()))
+        if self.plugs:
+            wait = max(0.0, min(wait, self.plugs.at - time.monotonic()))
         since = self.state.revision
         body = self.api.changes(since, wait)
         if stop is not None and stop.is_set():
@@ -188,8 +184,8 @@ class Agent:
             changes = fill_holes(self._holes, self.api, changes)
         touched = self.state.apply_all(changes)
         work = self.expand(touched)
-        if self._pending and time.monotonic() >= self._pending_at:
-            self._look_again(work)
+        if self.plugs.due():
+            self.plugs.look_again(self.names, work)
         if time.monotonic() >= self._retry_at and any(self.failed.values()):
             for coll, ids in self.failed.items():
                 work.setdefault(coll, set()).update(ids)
@@ -215,7 +211,7 @@ class Agent:
         # the snapshot already holds, in order, ends where the snapshot is.
         self.state.revision = max(0, self.state.revision - REPLAY)
         self._holes.clear()
-        self._pending.clear()
+        self.plugs.clear()
         self.fabric.reset()
         self.failed.clear()
         self.outcomes.clear()
@@ -277,80 +273,12 @@ class Agent:
         if state.networks:
             self._attempt("fabric", "", fabric.ensure)
         realizers(before=True)
-        self._reconcile_fabric(work, specs)
+        self._unwired = reconcile_fabric(state, self.names, self.host, fabric, work, specs, self._attempt, self.plugs)
         realizers(before=False)
-        self._release(specs.values(), work)
+        release_sockets(self.names, specs.values(), work)
 
-    def _reconcile_fabric(self, work: Work, specs: Mapping[str, PortSpec]) -> None:
-        state, names, fabric = self.state, self.names, self.fabric
-        for nid in sorted(work.get("networks", ())):
-            net = state.networks.get(nid)
-            if net is not None:
-                self._attempt("networks", nid, lambda: fabric.ensure_bridge(nid, int(net.get("mtu") or 1500)))
-        for sid in sorted(work.get("sandboxes", ())):
-            sb = state.sandboxes.get(sid)
-            if sb is not None and on_host(sb, self.host):
-                self._attempt("sandboxes", sid, lambda: _ensure_namespace(names.sandbox(sid)))
-        # Ports: unwire first (a port moving between consumers frees its names), then wire.
-        gone_consumers = set()
-        self._unwired = set()
-        for pid in sorted(work.get("ports", ())):
-            if pid not in specs and pid in fabric.wired:
-                gone_consumers.add(fabric.wired[pid].ns)
-                self._unwired.add(pid)
-                self._attempt("ports", pid, lambda: fabric.remove_port(pid))
-        for pid in sorted(work.get("ports", ()), key=lambda p: (specs[p].ns, specs[p].ifname) if p in specs else ("", "")):
-            spec = specs.get(pid)
-            if spec is not None and fabric.wired.get(pid) != spec:
-                if self._attempt("ports", pid, lambda: fabric.ensure_port(spec)) \
-                        and spec.consumer.kind == "container" and pid not in fabric.wired:
-                    self._await_plug(pid)
-            if spec is None or pid in fabric.wired:
-                self._pending.pop(pid, None)
-        # Namespaces and bridges nothing wants any more.
-        for sid in sorted(work.get("sandboxes", ())):
-            sb = state.sandboxes.get(sid)
-            if sb is None or not on_host(sb, self.host):
-                self._drop_namespace(names.sandbox(sid))
-        for rid in sorted(work.get("routers", ())):
-            if rid not in state.routers:
-                self._drop_namespace(names.router(rid))
-        for lb in sorted(work.get("loadbalancers", ())):
-            if lb not in state.loadbalancers:
-                self._drop_namespace(names.loadbalancer(lb))
-        # An external network's namespace goes with its last port (looked for only then:
-        # a set of every wired port's namespace costs ~1 ms per pass at 1,000 pods).
-        gone_external = {ns for ns in gone_consumers if ns.startswith(names.external(""))}
-        if gone_external:
-            gone_external -= {s.ns for s in fabric.wired.values()}
-        for ns in sorted(gone_external):
-            self._drop_namespace(ns)
-        for nid in sorted(work.get("networks", ())):
-            if nid not in state.networks:
-                self._attempt("networks", nid, lambda: fabric.remove_bridge(nid))
-        if not state.networks and netns.exists(names.fabric):
-            self._attempt("fabric", "", fabric.remove)
-
-    def _await_plug(self, pid: str) -> None:
-        """A bound container port whose runtime has not plugged it yet: look again soon
-        (the runtime binds first and plugs next, to spend one API call, not two)."""
-        if pid not in self._pending:
-            self._pending[pid] = time.monotonic()
-            self._pending_delay = PENDING_FIRST
-            self._pending_at = time.monotonic() + PENDING_FIRST
-
-    def _look_again(self, work: Work) -> None:
-        """Put the awaited container ports whose fabric end is there now back into
-        ``work`` (a link lookup each until then; bounded in time)."""
-        now = time.monotonic()
-        fabric = rtnl.rtnl(self.names.fabric) if netns.exists(self.names.fabric) else None
-        for pid, since in list(self._pending.items()):
-            if now - since > PENDING_FOR or fabric is None:
-                del self._pending[pid]
-            elif fabric.link(Names.tap(pid)) is not None:
-                work.setdefault("ports", set()).add(pid)
-        self._pending_delay = min(self._pending_delay * 2, PENDING_MAX)
-        self._pending_at = now + self._pending_delay
+    def _drop_namespace(self, ns: str) -> None:
+        drop_namespace(self.fabric, ns, self._attempt)
 
     def _failover(self, work: Work) -> None:
         """Octavia's failover here: the load balancer's namespace and VIP leg are
@@ -365,22 +293,6 @@ class Agent:
                 work.setdefault("loadbalancers", set()).add(lb_id)
                 work.setdefault("ports", set()).update(p["id"] for p in self.state.ports_of(f"lb-{lb_id}"))
         self.failovers.clear()
-
-    def _release(self, specs: Iterable[PortSpec], work: Work) -> None:
-        """Close this thread's netlink sockets of the sandbox namespaces just
-        configured: one per namespace would otherwise stay open (thousands of
-        sandboxes, thousands of descriptors). The fabric's stays: every change uses it.
-        Other threads' sockets are theirs (closing one under a thread hangs it)."""
-        touched = {s.ns for s in specs if s.consumer.kind == "sandbox"}
-        touched |= {self.names.sandbox(i) for i in work.get("sandboxes", ())}
-        for ns in touched:
-            rtnl.release(ns)
-
-    def _drop_namespace(self, ns: str) -> None:
-        for pid, spec in list(self.fabric.wired.items()):
-            if spec.ns == ns:
-                self._attempt("ports", pid, lambda: self.fabric.remove_port(pid))
-        netns.delete(ns)
 
     def _attempt(self, collection: str, obj_id: str, fn: Callable[[], object]) -> bool:
         """Run one step; a failure is logged and retried later, never stops the rest."""
@@ -429,7 +341,3 @@ class Agent:
         if report:
             self.reporter.submit(report)
 
-
-def _ensure_namespace(ns: str) -> None:
-    if netns.create(ns):
-        rtnl.rtnl(ns).set_link(1, up=True)  # lo

@@ -10,10 +10,8 @@ conductor is listed ``down``.
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
-import threading
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,10 +19,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from netbay.coe.common import timestamp
+from netbay.periodic import Periodic
 from netbay.store.db import Store
 from netbay.store.models import MService, utcnow
-
-log = logging.getLogger("netbay.conductor")
 
 BINARY = "magnum-conductor"
 
@@ -54,31 +51,19 @@ def beat(store: Store, host: str, binary: str = BINARY) -> None:
     store.retrying(write)
 
 
-class Heartbeat:
-    """A thread beating for one conductor until stopped."""
+class Heartbeat(Periodic):
+    """A thread beating for one conductor until stopped: the first beat at once."""
+
+    what = "conductor heartbeat"
 
     def __init__(self, store: Store, host: str | None = None, interval: float | None = None) -> None:
+        super().__init__(interval if interval is not None else report_interval(), "netbay-conductor-heartbeat",
+                         first=True)
         self.store = store
         self.host = host or socket.gethostname()
-        self.interval = interval if interval is not None else report_interval()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="netbay-conductor-heartbeat", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                beat(self.store, self.host)
-            except Exception:  # a missed beat shows as "down", not as a dead thread
-                log.exception("conductor heartbeat failed")
-            self._stop.wait(self.interval)
+    def round(self) -> None:
+        beat(self.store, self.host)
 
 
 def is_up(row: MService, now: datetime, down_after: float) -> bool:

@@ -59,12 +59,8 @@ class Pods(Resource):
     def extra_filter(self, name: str, values: list[str]) -> Any:
         return labellib.clause(Pod.labels, values) if name == "labels" else None
 
-    def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Pod:
-        stmt = self.scoped(ctx).where(Pod.id == obj_id)
-        obj = session.scalars(stmt.with_for_update() if for_update else stmt).one_or_none()
-        if obj is None:
-            raise pod_not_found(obj_id)
-        return obj
+    def missing(self, obj_id: str) -> NotFound:
+        return pod_not_found(obj_id)
 
     def render(self, session: Session, obj: Pod, tags: list[str]) -> dict[str, Any]:
         body = standard(obj, tags)

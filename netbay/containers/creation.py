@@ -47,12 +47,15 @@ class Creation:
             for network, subnets, _ in plan:
                 self._ensure_network(rt, network, subnets)
             sandbox = self._make_sandbox(rt, container_id, spec["image"], plan[0][2], hostname)
+        cid = ""
         try:
             for _, _, port in plan[1:]:
                 rt.connect(sandbox, port)
             cid = rt.app(sandbox, spec.pop("image"), spec.pop("command"), start=False, **spec)
             self._files(rt, cid, container_id)
         except Exception:
+            if cid:   # made, but its files failed: it goes too (no row records its id)
+                rt.remove(cid)
             rt.remove(sandbox)
             raise
         self._state(container_id, docker_id=cid)

@@ -39,10 +39,6 @@ GSO_MAX_SIZE = bigtcp.GSO_MAX_SIZE
 # --- the kernel ----------------------------------------------------------------------------
 
 
-def _is_link_local(cidr: str) -> bool:
-    return ipaddress.ip_interface(cidr).ip.is_link_local
-
-
 def _covered(addr: str, cidrs: Iterable[str]) -> bool:
     ip = ipaddress.ip_address(addr)
     return any(ip in ipaddress.ip_interface(c).network for c in cidrs

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from netbay.dataplane import netns
-from netbay.dataplane.periodic import Periodic
+from netbay.periodic import Periodic
 
 
 # TCP conntrack states that hold an open connection (SYN_SENT … LAST_ACK).

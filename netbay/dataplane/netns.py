@@ -109,6 +109,15 @@ def in_home() -> bool:
     return current_inode() == _HOME.st_ino
 
 
+def _mount_point(p: str) -> None:
+    """The empty file a namespace is bind-mounted on, under a ready ``/run/netns``."""
+    _ensure_run_dir()
+    try:
+        os.close(os.open(p, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0))
+    except FileExistsError:
+        pass  # a stale, unmounted file (crash between open and mount): reuse it
+
+
 def _ensure_run_dir() -> None:
     """``mkdir /run/netns`` and make it a shared mount point, as iproute2 does.
 
@@ -164,11 +173,7 @@ def create(name: str) -> bool:
     with _lock:
         if exists(name):
             return False
-        _ensure_run_dir()
-        try:
-            os.close(os.open(p, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0))
-        except FileExistsError:
-            pass  # a stale, unmounted file (crash between open and mount): reuse it
+        _mount_point(p)
         # unshare(CLONE_NEWNET) moves only the calling thread; bind-mount its new
         # namespace, then return the thread to where it was (iproute2's
         # netns_save/netns_restore, without the fork).
@@ -203,11 +208,7 @@ def attach(name: str, source: str) -> bool:
     with _lock:
         if exists(name):
             return False
-        _ensure_run_dir()
-        try:
-            os.close(os.open(p, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0))
-        except FileExistsError:
-            pass
+        _mount_point(p)
         if _libc.mount(source.encode(), p.encode(), b"none", MS_BIND, None) != 0:
             err = ctypes.get_errno()
             with contextlib.suppress(OSError):

@@ -203,6 +203,16 @@ class Nft:
         """The namespace's whole ruleset as libnftables JSON objects (no metainfo)."""
         return self._objects(self.run([{"list": {"ruleset": None}}]))
 
+    def list_table(self, family: str, name: str) -> list[dict] | None:
+        """Table ``name``'s objects (its own, sets, chains, rules, counters; no metainfo),
+        or None where there is no such table (any other error is raised)."""
+        try:
+            return self._objects(self.run([{"list": {"table": {"family": family, "name": name}}}]))
+        except NftError as exc:
+            if "No such file" in exc.error or "does not exist" in exc.error:
+                return None
+            raise
+
     def list_set(self, family: str, table: str, name: str) -> list[Any]:
         """Elements of set or map ``name`` (JSON form, as nft prints them)."""
         objs = self._objects(self.run([{"list": {"set": {"family": family, "table": table,

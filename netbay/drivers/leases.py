@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "NetworkConfig", "LeaseError", "LeasesExhausted", "allocate", "acquire", "release",
-    "capacity", "gateway", "host", "block_config", "paired",
+    "capacity", "gateway", "host", "same_host", "block_config", "paired",
 ]
 
 Leases = dict[str, str]
@@ -172,6 +172,12 @@ def host(subnet: str, n: int) -> str:
     if not 1 <= n < net.num_addresses - 1:
         raise LeaseError(f"{subnet} has no host number {n} (1..{net.num_addresses - 2})")
     return str(net.network_address + n)
+
+
+def same_host(address: str, lease: str, other: str) -> str:
+    """The address of ``other`` with ``address``'s host number in ``lease``: a dual-stack
+    pod's IPv6 address from its IPv4 one (``10.100.3.5`` → ``fd00:10:0:3::5``)."""
+    return host(other, int(ipaddress.ip_address(address)) - int(ipaddress.ip_network(lease).network_address))
 
 
 def _free(config: NetworkConfig, used: set[int]) -> Iterable[int]:

@@ -15,7 +15,7 @@ As those clusters do it in real life, with each job where its driver declares it
   :mod:`netbay.k8s.nodepolicy`, the kuryr path's translation); where it does not
   (flannel), every policy is accepted and reported *not enforced by <driver>* — a
   Warning event on each pass and the stored policy's status condition
-  (:func:`policy_status`: ``Enforced`` ``False``, reason ``NotEnforced``);
+  (:func:`netbay.k8s.nodepolicy.policy_status`: ``Enforced`` ``False``, reason ``NotEnforced``);
 * **cluster DNS** is a resolver pod behind ``kube-dns`` (the service range's 10th
   address) as CoreDNS is: :mod:`netbay.k8s.dns.nodes`, the kuryr path's resolver run in
   a pod of the cluster; every pod's ``resolv.conf`` names it;
@@ -30,127 +30,35 @@ controller starts.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import logging
 import threading
 import uuid
-import zlib
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from netbay.backends.http import HttpBackend
 from netbay.client import Api, ApiError, gone_ok
 from netbay.dataplane.names import Names
-from netbay.drivers import registry
-from netbay.drivers.spec import DriverSpec
 from netbay.k8s import desired, nodeplug, objects, podstatus, svcstatus
-from netbay.k8s.cluster import dns_upstream
 from netbay.k8s.controller import Report
 from netbay.k8s.dns.names import DOMAIN
 from netbay.k8s.dns.nodes import NodeResolver, forget_pod
 from netbay.k8s.dockerpods import DockerPods
 from netbay.k8s.kubeproxy import KubeProxy, ServicePortRule
 from netbay.k8s.nodedocker import RUNTIME, DnsView, NodeSandboxes, as_ports, placements
-from netbay.k8s.nodepolicy import NodePolicy
+from netbay.k8s.nodepolicy import NodePolicy, not_enforced, policy_cluster, policy_status
+from netbay.k8s.noderefs import NodeClusterRefs, find, network_driver, with_nodes
 from netbay.k8s.objects import Desired, Key
 from netbay.k8s.podport import POD_NS
-from netbay.k8s.proxyrules import RulesMemo, proxy_rules
+from netbay.k8s.proxyrules import SERVICE_RANGE, RulesMemo, cluster_ips, proxy_rules
 from netbay.store.db import Store
 
 log = logging.getLogger(__name__)
 
 PODS = "/netbay/v1/pods"
-SERVICE_RANGE = "10.254.0.0/16"   # Magnum's default service_cluster_ip_range for kubernetes
 ACTIVE_WAIT = 60.0                # seconds a pass waits for new pods to be plugged
 K8S_LABEL = "netbay-k8s"          # a pod made for a Kubernetes pod: its "<namespace>/<name>"
-NOT_ENFORCED = "NotEnforced"
-
-
-def not_enforced(driver: str) -> str:
-    return (f"not enforced by {driver}: a {driver} cluster implements no NetworkPolicy (the policy is "
-            "accepted and stored; traffic is not filtered)")
-
-
-def policy_status(spec: DriverSpec) -> dict[str, Any]:
-    """The status a NetworkPolicy gets on a cluster of ``spec``'s driver."""
-    if spec.enforces_policy:
-        return {"conditions": [{"type": "Enforced", "status": "True", "reason": "EnforcedByDriver",
-                                "message": f"enforced by {spec.name}"}]}
-    return {"conditions": [{"type": "Enforced", "status": "False", "reason": NOT_ENFORCED,
-                            "message": not_enforced(spec.name)}]}
-
-
-@dataclass(frozen=True)
-class NodeClusterRefs:
-    cluster_id: str
-    spec: DriverSpec
-    nodes: tuple[dict[str, Any], ...]     # the cluster network's nodes (name, role, sandbox_id, address)
-    leases: Mapping[str, str]             # node name → its lease (flannel subnet, calico block)
-    dns_upstream: tuple[str, ...] = ()    # where the cluster resolver forwards names outside its domain
-    config: Mapping[str, Any] = dataclasses.field(default_factory=dict)   # the driver's typed config
-    pod_runtime: str = "sandbox"          # a pod's own annotation netbay.io/runtime: docker runs it whole
-
-    @property
-    def driver(self) -> str:
-        return self.spec.name
-
-    @property
-    def node_boxes(self) -> tuple[tuple[str, str, str], ...]:
-        """(name, sandbox id, address) of every node, as a kuryr cluster's refs have them."""
-        return tuple((str(n["name"]), str(n["sandbox_id"]), str(n.get("address") or "").split("/")[0])
-                     for n in self.nodes)
-
-
-def network_driver(api: Api, cluster: dict[str, Any]) -> str | None:
-    """The cluster's network driver: its own field, else its template's (Magnum's order)."""
-    if cluster.get("network_driver"):
-        return str(cluster["network_driver"])
-    template = api.call("GET", f"/container-infra/v1/clustertemplates/{cluster['cluster_template_id']}")
-    return template.get("network_driver") or None
-
-
-def find(api: Api, cluster_id: str) -> NodeClusterRefs:
-    """The cluster, its driver's declaration and its nodes; LookupError for a cluster whose
-    driver takes no Kubernetes objects on its nodes."""
-    cluster = api.call("GET", f"/container-infra/v1/clusters/{cluster_id}")
-    driver = network_driver(api, cluster)
-    spec = registry.get(driver)
-    if spec is None or spec.services != "nodes":
-        raise LookupError(f"Cluster {cluster_id}: its network driver {driver or '(none)'} "
-                          "answers no Kubernetes Services on its nodes")
-    upstream = dns_upstream(api, HttpBackend(api), cluster)
-    return _with_nodes(api, NodeClusterRefs(cluster["uuid"], spec, (), {}, upstream))
-
-
-def _with_nodes(api: Api, refs: NodeClusterRefs) -> NodeClusterRefs:
-    """``refs`` with the cluster network's nodes and leases as they are now (a scale
-    changes them between passes)."""
-    net = api.call("GET", f"/netbay/v1/clusternets/{refs.cluster_id}")["clusternet"]
-    return dataclasses.replace(refs, nodes=tuple(net.get("nodes") or ()), leases=dict(net.get("leases") or {}),
-                               config=dict(net.get("config") or {}))
-
-
-def cluster_ips(want: Desired, service_range: str = SERVICE_RANGE) -> dict[tuple[str, str], str]:
-    """Each non-headless Service's cluster IP: its ``spec.clusterIP``, else one from the
-    range by a hash of its name probed to the first free address (stable while the
-    Services around it change; the range's first ten addresses stay free, as for DNS)."""
-    net = ipaddress.ip_network(service_range)
-    out = {key: svc.cluster_ip for key, svc in want.services.items()
-           if svc.cluster_ip and svc.ports and not svc.headless}
-    taken = {svc.cluster_ip for svc in want.services.values() if svc.cluster_ip and not svc.headless}
-    span = net.num_addresses - 12
-    for key in sorted(k for k, s in want.services.items() if not s.cluster_ip and s.ports):
-        start = zlib.crc32(f"{key[0]}/{key[1]}".encode()) % span
-        for i in range(span):
-            ip = str(net.network_address + 11 + (start + i) % span)
-            if ip not in taken:
-                taken.add(ip)
-                out[key] = ip
-                break
-    return out
 
 
 class NodeController:
@@ -255,7 +163,7 @@ class NodeController:
                 self._bodies = {objects.key_of(b): b for b in desired.load(self.store, self.refs.cluster_id)}
             bodies = list(self._bodies.values())
             if full or not self.refs.nodes:   # else the last pass's nodes, as a kuryr controller keeps its own
-                self.refs = _with_nodes(self.api, self.refs)
+                self.refs = with_nodes(self.api, self.refs)
             want = objects.desired(bodies, self._daemon_nodes(), self._parsed)
             self._node_ns = {n["name"]: self.names.sandbox(n["sandbox_id"]) for n in self.refs.nodes}
             report = Report()
@@ -317,7 +225,7 @@ class NodeController:
 
     def _statuses(self) -> None:
         """Each stored object's ``status`` as this cluster sets it, in one write: a
-        NetworkPolicy's says whether the driver enforces it (:func:`policy_status`:
+        NetworkPolicy's says whether the driver enforces it (:func:`netbay.k8s.nodepolicy.policy_status`:
         flannel's *not enforced by flannel*); a LoadBalancer Service's
         ``loadBalancer.ingress`` names the address every node answers for it
         (:func:`svcstatus.on_node_cluster`, as a cloud provider writes it)."""
@@ -342,7 +250,7 @@ class NodeController:
     def pod_statuses(self) -> dict[tuple[str, str], dict[str, Any]]:
         """Every pod's status (``netbay k8s pods``): a Docker-runtime pod's from its containers,
         a network-only pod's Running once its netbay pod is plugged."""
-        self.refs = _with_nodes(self.api, self.refs)
+        self.refs = with_nodes(self.api, self.refs)
         want = objects.desired(desired.load(self.store, self.refs.cluster_id), self._daemon_nodes())
         out = self.dockerpods.statuses(want)
         have = self._list()
@@ -448,22 +356,7 @@ class NodeController:
             return
         if not want.policies and not self.policy.cluster.policies:
             return   # nothing to enforce, nothing enforced: a Service alone costs no rebuild
-        from lightkube import codecs
-        from lightkube.models.networking_v1 import NetworkPolicy
-
-        from netbay.k8s.policy import Cluster, ContainerPort, Namespace, Pod, Service, ServicePort
-
-        cluster = Cluster.of(
-            [Namespace(n, dict(labels)) for n, labels in want.namespaces.items()],
-            [Pod(ns, name, p["id"], p["address"], dict(want.pods[(ns, name)].labels),
-                 tuple(ContainerPort(k, v) for k, v in want.pods[(ns, name)].ports.items()))
-             for (ns, name), p in pods.items()],
-            [cast(NetworkPolicy, codecs.from_dict(b)) for b in want.policies],
-            [Service(s.namespace, s.name, self.vips[key], dict(s.selector or {}),
-                     tuple(ServicePort(p.port, p.target, p.protocol) for p in s.ports))
-             for key, s in want.services.items() if key in self.vips],
-            nodes=self.node_addresses())
-        self.policy.sync(cluster)
+        self.policy.sync(policy_cluster(want, pods, self.vips, self.node_addresses()))
 
     def node_addresses(self) -> list[str]:
         """Where a node's own traffic to pods comes from: its underlay address, its lease's
@@ -476,5 +369,6 @@ class NodeController:
         return sorted(out)
 
 
+# With the names callers import from here since before their homes (noderefs, nodepolicy, proxyrules).
 __all__ = ["NodeClusterRefs", "NodeController", "network_driver", "SERVICE_RANGE", "cluster_ips", "find", "not_enforced",
            "policy_status", "proxy_rules"]

@@ -20,6 +20,9 @@ when what it should hold changes:
 Only IPv4 (the pods' family). :class:`NodePolicy` offers the handlers of
 :class:`netbay.k8s.policy.PolicyEngine` (``sync``, ``on_policy``, ``on_pod`` …), so
 the same callers (and tests) drive either.
+
+A driver that enforces nothing (flannel) accepts every policy and says so: the
+status :func:`policy_status` gives it and the Warning :func:`not_enforced` words.
 """
 
 from __future__ import annotations
@@ -27,16 +30,52 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from netbay.dataplane import netns
 from netbay.dataplane.nft import Nft
-from netbay.k8s.policy.model import Cluster, Namespace, Pod, Service, policy_key
+from netbay.drivers.spec import DriverSpec
+from netbay.k8s import objects
+from netbay.k8s.policy.model import Cluster, ContainerPort, Namespace, Pod, Service, ServicePort, policy_key
 from netbay.k8s.policy.translate import OPEN_EGRESS, OPEN_INGRESS, Desired, Rule, translate
 
 TABLE = "netbay-k8s-policy"
+NOT_ENFORCED = "NotEnforced"
 DIRECTIONS = {"egress": ("saddr", "daddr", 0), "ingress": ("daddr", "saddr", 1)}   # (pod's side, peer's, prio)
 
+
+
+def not_enforced(driver: str) -> str:
+    return (f"not enforced by {driver}: a {driver} cluster implements no NetworkPolicy (the policy is "
+            "accepted and stored; traffic is not filtered)")
+
+
+def policy_status(spec: DriverSpec) -> dict[str, Any]:
+    """The status a NetworkPolicy gets on a cluster of ``spec``'s driver."""
+    if spec.enforces_policy:
+        return {"conditions": [{"type": "Enforced", "status": "True", "reason": "EnforcedByDriver",
+                                "message": f"enforced by {spec.name}"}]}
+    return {"conditions": [{"type": "Enforced", "status": "False", "reason": NOT_ENFORCED,
+                            "message": not_enforced(spec.name)}]}
+
+
+def policy_cluster(want: objects.Desired, pods: Mapping[tuple[str, str], dict[str, Any]],
+                   vips: Mapping[tuple[str, str], str], nodes: list[str]) -> Cluster:
+    """The policy model of a node cluster's pass: its namespaces, its pods at their
+    netbay pods' addresses, its policies, and the Services that have a cluster IP."""
+    from lightkube import codecs
+    from lightkube.models.networking_v1 import NetworkPolicy
+
+    return Cluster.of(
+        [Namespace(n, dict(labels)) for n, labels in want.namespaces.items()],
+        [Pod(ns, name, p["id"], p["address"], dict(want.pods[(ns, name)].labels),
+             tuple(ContainerPort(k, v) for k, v in want.pods[(ns, name)].ports.items()))
+         for (ns, name), p in pods.items()],
+        [cast(NetworkPolicy, codecs.from_dict(b)) for b in want.policies],
+        [Service(s.namespace, s.name, vips[key], dict(s.selector or {}),
+                 tuple(ServicePort(p.port, p.target, p.protocol) for p in s.ports))
+         for key, s in want.services.items() if key in vips],
+        nodes=nodes)
 
 def _name(prefix: str, key: str) -> str:
     return f"{prefix}-" + hashlib.sha1(key.encode()).hexdigest()[:12]

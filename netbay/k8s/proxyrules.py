@@ -5,11 +5,14 @@ objects: a cluster IP, its node ports and further addresses (``externalIPs``, a
 LoadBalancer Service's address) in front of the ready pods. A :class:`RulesMemo` kept
 between passes makes a pass cost the Services that changed: an unchanged Service keeps
 its very rule objects, which :func:`netbay.k8s.kubeproxy.commands` passes over at once.
+:func:`cluster_ips` gives each Service the address its rules answer on.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +20,8 @@ from typing import Any
 from netbay.k8s import nodeports, objects, services
 from netbay.k8s.kubeproxy import ServicePortRule
 from netbay.k8s.objects import Desired
+
+SERVICE_RANGE = "10.254.0.0/16"   # Magnum's default service_cluster_ip_range for kubernetes
 
 
 def external_addresses(svc: objects.ServiceWant) -> tuple[str, ...]:
@@ -81,3 +86,23 @@ def proxy_rules(want: Desired, vips: Mapping[tuple[str, str], str],
 
 
 __all__ = ["RulesMemo", "external_addresses", "proxy_rules"]
+
+
+def cluster_ips(want: Desired, service_range: str = SERVICE_RANGE) -> dict[tuple[str, str], str]:
+    """Each non-headless Service's cluster IP: its ``spec.clusterIP``, else one from the
+    range by a hash of its name probed to the first free address (stable while the
+    Services around it change; the range's first ten addresses stay free, as for DNS)."""
+    net = ipaddress.ip_network(service_range)
+    out = {key: svc.cluster_ip for key, svc in want.services.items()
+           if svc.cluster_ip and svc.ports and not svc.headless}
+    taken = {svc.cluster_ip for svc in want.services.values() if svc.cluster_ip and not svc.headless}
+    span = net.num_addresses - 12
+    for key in sorted(k for k, s in want.services.items() if not s.cluster_ip and s.ports):
+        start = zlib.crc32(f"{key[0]}/{key[1]}".encode()) % span
+        for i in range(span):
+            ip = str(net.network_address + 11 + (start + i) % span)
+            if ip not in taken:
+                taken.add(ip)
+                out[key] = ip
+                break
+    return out

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.lbaas.common import NO_MONITOR, OFFLINE, PENDING_CREATE, PENDING_UPDATE, validation
+from netbay.lbaas.common import NO_MONITOR, OFFLINE, PENDING_CREATE, validation
 from netbay.lbaas.members import MEMBERS, MemberCreate
 from netbay.lbaas.pools import POOLS
 from netbay.lbaas.tree import claim
@@ -69,11 +69,7 @@ def batch_update(session: Session, ctx: Context, pool_id: str, members: list[Mem
         for attr in UPDATABLE:
             if attr in given:
                 setattr(member, attr, given[attr] if given[attr] is not None else NULL_MEANS.get(attr))
-        if "tags" in body.model_fields_set:
-            MEMBERS.set_tags(session, member, tags)
-        member.provisioning_status = PENDING_UPDATE
-        MEMBERS.touch(member)
-        MEMBERS.record(session, member, "update")
+        MEMBERS.updated(session, member, tags if "tags" in body.model_fields_set else None)
         counts["updated"] += 1
     if not additive_only:
         for key, member in old.items():

@@ -275,6 +275,15 @@ class LBResource(Resource):
         self.record(session, obj, "create", data)
         made.append(Made(self, obj, wanted, data))
 
+    def updated(self, session: Session, obj: Any, tags: list[str] | None) -> None:
+        """Log a changed object: its tags replaced when given, and ``PENDING_UPDATE``
+        until the realizer reports it (Octavia's life cycle)."""
+        if tags is not None:
+            self.set_tags(session, obj, tags)
+        obj.provisioning_status = PENDING_UPDATE
+        self.touch(obj)
+        self.record(session, obj, "update")
+
     def erase(self, session: Session, obj: Any) -> None:
         """Delete a child object with its tags, logging it (no claim: for callers that hold one)."""
         session.execute(Tag.__table__.delete().where(Tag.resource_id == obj.id))

@@ -26,7 +26,6 @@ from netbay.context import Context
 from netbay.errors import Conflict
 from netbay.lbaas.common import (
     PENDING_CREATE,
-    PENDING_UPDATE,
     UUID,
     Bool,
     Int,
@@ -213,11 +212,7 @@ class HealthMonitors(LBResource):
             elif value is None:
                 raise invalid_input(key, None, "Value should not be null")
             setattr(monitor, key, value)
-        if tags is not None:
-            self.set_tags(session, monitor, tags)
-        monitor.provisioning_status = PENDING_UPDATE
-        self.touch(monitor)
-        self.record(session, monitor, "update")
+        self.updated(session, monitor, tags)
         took.log(session)
         return monitor
 

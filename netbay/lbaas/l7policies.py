@@ -22,7 +22,6 @@ from netbay.context import Context
 from netbay.lbaas import providers
 from netbay.lbaas.common import (
     PENDING_CREATE,
-    PENDING_UPDATE,
     UUID,
     Bool,
     Int,
@@ -187,11 +186,7 @@ class L7Policies(LBResource):
             siblings = [p for p in self._siblings(session, listener.id) if p.id != policy.id]
             policy.position = min(position, len(siblings) + 1)
             self._renumber(session, listener.id, siblings, policy)
-        if tags is not None:
-            self.set_tags(session, policy, tags)
-        policy.provisioning_status = PENDING_UPDATE
-        self.touch(policy)
-        self.record(session, policy, "update")
+        self.updated(session, policy, tags)
         took.log(session)
         return policy
 

@@ -186,11 +186,7 @@ class L7Rules(LBResource):
         took = self._claim(session, policy)
         for key, value in given.items():
             setattr(rule, key, value)
-        if tags is not None:
-            self.set_tags(session, rule, tags)
-        rule.provisioning_status = PENDING_UPDATE
-        self.touch(rule)
-        self.record(session, rule, "update")
+        self.updated(session, rule, tags)
         L7POLICIES.record(session, policy, "update")
         took.log(session)
         return rule

@@ -260,11 +260,7 @@ class LoadBalancers(LBResource):
                 raise BadRequest(f"Invalid input for field/attribute {key}. Value: 'None'. "
                                  "Value should not be null")
             setattr(lb, key, value)
-        if tags is not None:
-            self.set_tags(session, lb, tags)
-        lb.provisioning_status = PENDING_UPDATE
-        self.touch(lb)
-        self.record(session, lb, "update")
+        self.updated(session, lb, tags)
         return lb
 
     def delete(self, session: Session, ctx: Context, obj_id: str, *, cascade: bool = False) -> None:

@@ -24,7 +24,6 @@ from netbay.lbaas.common import (
     NO_MONITOR,
     OFFLINE,
     PENDING_CREATE,
-    PENDING_UPDATE,
     UUID,
     Bool,
     Int,
@@ -191,11 +190,7 @@ class Members(LBResource):
             elif value is None and key not in {"monitor_address", "monitor_port"}:
                 raise invalid_input(key, None, "Value should not be null")
             setattr(member, key, value)
-        if tags is not None:
-            self.set_tags(session, member, tags)
-        member.provisioning_status = PENDING_UPDATE
-        self.touch(member)
-        self.record(session, member, "update")
+        self.updated(session, member, tags)
         took.log(session)
         return member
 

@@ -22,7 +22,6 @@ from netbay.context import Context
 from netbay.errors import Conflict
 from netbay.lbaas.common import (
     PENDING_CREATE,
-    PENDING_UPDATE,
     UUID,
     Bool,
     LBBody,
@@ -217,11 +216,7 @@ class Pools(LBResource):
             elif value is None and key != "session_persistence":
                 raise invalid_input(key, None, "Value should not be null")
             setattr(pool, key, value)
-        if tags is not None:
-            self.set_tags(session, pool, tags)
-        pool.provisioning_status = PENDING_UPDATE
-        self.touch(pool)
-        self.record(session, pool, "update")
+        self.updated(session, pool, tags)
         took.log(session)
         return pool
 

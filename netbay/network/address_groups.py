@@ -79,11 +79,8 @@ class AddressGroups(Resource):
         return {"id": obj.id, "name": obj.name, "description": obj.description, "project_id": obj.project_id,
                 "tenant_id": obj.project_id, "addresses": sorted(obj.addresses or [])}
 
-    def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Any:
-        try:
-            return super().get(session, ctx, obj_id, for_update=for_update)
-        except NotFound:
-            raise not_found(obj_id) from None
+    def missing(self, obj_id: str) -> NotFound:
+        return not_found(obj_id)
 
     def create(self, session: Session, ctx: Context, body: AddressGroupCreate) -> AddressGroup:
         given = body.given()

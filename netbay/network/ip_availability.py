@@ -29,6 +29,10 @@ FILTERS: dict[str, Any] = {
     "network_id": Network.id, "network_name": Network.name, "tenant_id": Network.project_id,
     "project_id": Network.project_id, "ip_version": Subnet.ip_version,
 }
+# network-ip-availability-details: each subnet's and network's counts, by these keys.
+DETAILS = "ip_availability_details"
+_DETAIL_KEYS = ("total_ips_in_subnet", "total_ips_in_allocation_pool", "used_ips_in_subnet",
+                "used_ips_in_allocation_pool")
 
 
 def availabilities(session: Session, ctx: Context, filters: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -67,11 +71,6 @@ def availabilities(session: Session, ctx: Context, filters: dict[str, list[str]]
         for key in _DETAIL_KEYS:
             net[DETAILS][key] += details[key]
     return list(result.values())
-
-
-DETAILS = "ip_availability_details"
-_DETAIL_KEYS = ("total_ips_in_subnet", "total_ips_in_allocation_pool", "used_ips_in_subnet",
-                "used_ips_in_allocation_pool")
 
 
 def _details(subnet: Subnet, used: list[str]) -> dict[str, int]:

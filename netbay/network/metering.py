@@ -65,11 +65,8 @@ class MeteringLabels(Resource):
         return {**{k: common[k] for k in ("id", "name", "description", "project_id", "tenant_id")},
                 "shared": obj.shared}
 
-    def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Any:
-        try:
-            return super().get(session, ctx, obj_id, for_update=for_update)
-        except NotFound:
-            raise NotFound(f"Metering label '{obj_id}' does not exist.", kind="MeteringLabelNotFound") from None
+    def missing(self, obj_id: str) -> NotFound:
+        return NotFound(f"Metering label '{obj_id}' does not exist.", kind="MeteringLabelNotFound")
 
     def create(self, session: Session, ctx: Context, body: LabelCreate) -> MeteringLabel:
         if not ctx.is_admin:
@@ -121,12 +118,8 @@ class MeteringLabelRules(Resource):
         return {k: getattr(obj, k) for k in ("id", "metering_label_id", "direction", "excluded", "remote_ip_prefix",
                                              "source_ip_prefix", "destination_ip_prefix")}
 
-    def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Any:
-        try:
-            return super().get(session, ctx, obj_id, for_update=for_update)
-        except NotFound:
-            raise NotFound(f"Metering label rule '{obj_id}' does not exist.",
-                           kind="MeteringLabelRuleNotFound") from None
+    def missing(self, obj_id: str) -> NotFound:
+        return NotFound(f"Metering label rule '{obj_id}' does not exist.", kind="MeteringLabelRuleNotFound")
 
     def create(self, session: Session, ctx: Context, body: RuleCreate) -> MeteringLabelRule:
         if not ctx.is_admin:

@@ -1,5 +1,6 @@
-"""Reading ports for a list: the port rows with their addresses and groups in three
-queries per 500 ports, and the ``fixed_ips`` filter as Neutron takes it."""
+"""Reading ports for a list: what a caller sees, the filters Neutron takes (``fixed_ips``,
+``security_groups``, the bindings' included), and the port rows with their addresses
+and groups in three queries per 500 ports."""
 
 from __future__ import annotations
 
@@ -7,12 +8,56 @@ import ipaddress
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Select, and_, or_, select, true
+from sqlalchemy import Select, and_, false, or_, select, true
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from netbay.context import Context
 from netbay.errors import BadRequest, invalid_operation
+from netbay.network.portview import VIF_TYPE
+from netbay.network.resource import Filter, to_bool, to_int
 from netbay.store.models import IPAllocation, Network, Port, PortSecurityGroup
+
+FILTERS = {
+    "name": Filter(Port.name),
+    "description": Filter(Port.description),
+    "project_id": Filter(Port.project_id),
+    "tenant_id": Filter(Port.project_id),
+    "network_id": Filter(Port.network_id),
+    "mac_address": Filter(Port.mac_address, str.lower),
+    "admin_state_up": Filter(Port.admin_state_up, to_bool),
+    "status": Filter(Port.status),
+    "device_id": Filter(Port.device_id),
+    "device_owner": Filter(Port.device_owner),
+    "binding:host_id": Filter(Port.binding_host_id),
+    "port_security_enabled": Filter(Port.port_security_enabled, to_bool),
+    "revision_number": Filter(Port.revision_number, to_int),
+    "created_at": Filter(Port.created_at),
+    "updated_at": Filter(Port.updated_at),
+}
+
+
+def visible_clause(ctx: Context) -> ColumnElement[bool]:
+    """Own ports, and every port on a network the caller's project owns."""
+    owned_networks = select(Network.id).where(Network.project_id == ctx.project_id)
+    return or_(Port.project_id == ctx.project_id, Port.network_id.in_(owned_networks))
+
+
+def extra_clause(name: str, values: list[str]) -> ColumnElement[bool] | None:
+    """The filters that are no plain column: addresses, groups, bindings."""
+    if name == "fixed_ips":
+        return fixed_ips_clause(values)
+    if name == "security_groups":
+        return Port.id.in_(select(PortSecurityGroup.port_id)
+                           .where(PortSecurityGroup.security_group_id.in_(values)))
+    if name == "binding:vif_type":
+        wanted = set(values)
+        clauses = [Port.binding_host_id == ""] if "unbound" in wanted else []
+        clauses += [Port.binding_host_id != ""] if VIF_TYPE in wanted else []
+        return or_(false(), *clauses)
+    if name == "binding:vnic_type":
+        return true() if "normal" in values else false()
+    return None
 
 
 def fetch_rows(session: Session, stmt: Select) -> list[Any]:

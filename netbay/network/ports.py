@@ -5,7 +5,8 @@ removes a port (the Port API, router interfaces and gateways, floating IPs,
 load balancer VIPs, cluster nodes, containers), so IPAM and default security
 groups apply everywhere alike. ``Ports`` is the Neutron Port API on top of them:
 it adds what only an API caller needs (visibility, policy, validation of
-security group ids) and keeps the create path to a handful of statements.
+security group ids) and keeps the create path to a handful of statements; how a
+port reads is ``portview``'s, what a list sees and filters ``portlisting``'s.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Select, false, or_, select, true
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -23,20 +24,20 @@ from netbay.errors import BadRequest, Conflict, not_found, policy_refused
 from netbay.network import dhcp_opts, ipam, portgroups, quotas
 from netbay.network.portaddresses import assign_addresses, rederive_auto_addresses, replace_ips
 from netbay.network.portbodies import PortCreate, PortUpdate
-from netbay.network.portlisting import fetch_rows, fixed_ips_clause
+from netbay.network.portlisting import FILTERS, extra_clause, fetch_rows, visible_clause
 from netbay.network.portowners import owned_by_service
 from netbay.network.portpolicy import check_create_policy, check_groups, check_port_security, check_update_policy
-from netbay.network.portrows import Allocation, NewPort, PortWriter, new_port, port_row
+from netbay.network.portrows import NewPort, PortWriter, new_port, port_row
 from netbay.network.porttarget import PortTarget, target_network
+from netbay.network.portview import VIF_TYPE, render_port
 from netbay.network.qos import check_policy
-from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
+from netbay.network.resource import Resource
 from netbay.network.security_groups import default_group_key, ensure_default_group
 from netbay.network.taas import forget_port
 from netbay.network.trunks import check_port_deletable
 from netbay.store.models import (
     CREATED_REVISION,
     DefaultSecurityGroup,
-    IPAllocation,
     Network,
     Port,
     PortSecurityGroup,
@@ -53,8 +54,6 @@ MAC_PREFIX = "fa:16:3e"
 # Neutron's default ``max_allowed_address_pair``.
 MAX_ADDRESS_PAIRS = 10
 STATUSES = {"ACTIVE", "DOWN", "BUILD", "ERROR"}
-# binding:vif_type of a port bound to a host ("unbound" otherwise).
-VIF_TYPE = "other"
 
 
 def generate_mac() -> str:
@@ -188,21 +187,6 @@ def set_status(session: Session, port_id: str, status: str) -> Port:
     return port
 
 
-# dns-integration's domain of names without one of their network's (Neutron's default ``dns_domain``).
-DNS_DOMAIN = "openstacklocal."
-
-
-def dns_assignment(dns_name: str, addresses: list[str]) -> list[dict[str, str]]:
-    """Neutron's ``dns_assignment``: each fixed IP's hostname (the port's ``dns_name``,
-    else one made of the address) and FQDN in the deployment's domain."""
-    out = []
-    for ip in addresses:
-        hostname = dns_name.removesuffix(".").split(".")[0] if dns_name else \
-            "host-" + ip.replace(".", "-").replace(":", "-")
-        out.append({"hostname": hostname, "ip_address": ip, "fqdn": f"{hostname}.{DNS_DOMAIN}"})
-    return out
-
-
 # --- the Port API -------------------------------------------------------------------
 
 class Ports(Resource):
@@ -213,43 +197,15 @@ class Ports(Resource):
     model = Port
     create_body = PortCreate
     update_body = PortUpdate
-    filters = {
-        "name": Filter(Port.name),
-        "description": Filter(Port.description),
-        "project_id": Filter(Port.project_id),
-        "tenant_id": Filter(Port.project_id),
-        "network_id": Filter(Port.network_id),
-        "mac_address": Filter(Port.mac_address, str.lower),
-        "admin_state_up": Filter(Port.admin_state_up, to_bool),
-        "status": Filter(Port.status),
-        "device_id": Filter(Port.device_id),
-        "device_owner": Filter(Port.device_owner),
-        "binding:host_id": Filter(Port.binding_host_id),
-        "port_security_enabled": Filter(Port.port_security_enabled, to_bool),
-        "revision_number": Filter(Port.revision_number, to_int),
-        "created_at": Filter(Port.created_at),
-        "updated_at": Filter(Port.updated_at),
-    }
+    filters = FILTERS
 
     def visible(self, ctx: Context) -> ColumnElement[bool]:
         """Own ports, and every port on a network the caller's project owns."""
-        owned_networks = select(Network.id).where(Network.project_id == ctx.project_id)
-        return or_(Port.project_id == ctx.project_id, Port.network_id.in_(owned_networks))
+        return visible_clause(ctx)
 
     def extra_filter(self, name: str, values: list[str]) -> ColumnElement[bool] | None:
-        if name == "fixed_ips":
-            return fixed_ips_clause(values)
-        if name == "security_groups":
-            return Port.id.in_(select(PortSecurityGroup.port_id)
-                               .where(PortSecurityGroup.security_group_id.in_(values)))
-        if name == "binding:vif_type":
-            wanted = set(values)
-            clauses = [Port.binding_host_id == ""] if "unbound" in wanted else []
-            clauses += [Port.binding_host_id != ""] if VIF_TYPE in wanted else []
-            return or_(false(), *clauses)
-        if name == "binding:vnic_type":
-            return true() if "normal" in values else false()
-        return None
+        """``fixed_ips``, ``security_groups`` and the bindings (``portlisting.extra_clause``)."""
+        return extra_clause(name, values)
 
     def fetch(self, session: Session, stmt: Select) -> list[Any]:
         """Plain rows with their addresses and groups (``portlisting.fetch_rows``): listing
@@ -257,44 +213,9 @@ class Ports(Resource):
         so ``render`` takes either."""
         return fetch_rows(session, stmt)
 
-    @staticmethod
-    def _network_policy(session: Session, obj: Any) -> str | None:
-        """``qos_network_policy_id`` (``qos-port-network-policy``): the network's policy,
-        read-only on the port; listed rows carry it, single ports look it up."""
-        if hasattr(obj, "network_qos_policy_id"):
-            return obj.network_qos_policy_id
-        network = session.get(Network, obj.network_id)
-        return network.qos_policy_id if network is not None else None
-
     def render(self, session: Session, obj: Port | NewPort, tags: list[str]) -> dict[str, Any]:
-        host = obj.binding_host_id
-        return {
-            **standard(obj, tags),
-            "network_id": obj.network_id,
-            "mac_address": obj.mac_address,
-            "admin_state_up": obj.admin_state_up,
-            "status": obj.status,
-            "device_id": obj.device_id,
-            "device_owner": obj.device_owner,
-            "fixed_ips": [{"subnet_id": a.subnet_id, "ip_address": a.ip_address}
-                          for a in sorted(obj.fixed_ips, key=_by_seq)],
-            "security_groups": [g.security_group_id for g in obj.security_groups],
-            "allowed_address_pairs": [
-                {"ip_address": p["ip_address"], "mac_address": p.get("mac_address") or obj.mac_address}
-                for p in obj.allowed_address_pairs or []
-            ],
-            "port_security_enabled": obj.port_security_enabled,
-            "binding:host_id": host,
-            "binding:vif_type": VIF_TYPE if host else "unbound",
-            "binding:vif_details": {},
-            "binding:vnic_type": "normal",
-            "binding:profile": {},
-            "extra_dhcp_opts": dhcp_opts.rendered(obj.extra_dhcp_opts),
-            "qos_policy_id": obj.qos_policy_id,
-            "qos_network_policy_id": self._network_policy(session, obj),
-            "dns_name": obj.dns_name,
-            "dns_assignment": dns_assignment(obj.dns_name, [a.ip_address for a in obj.fixed_ips]),
-        }
+        """Neutron's port body (``portview.render_port``)."""
+        return render_port(session, obj, tags)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -393,10 +314,6 @@ def _replace_groups(port: Port, groups: list[str]) -> None:
     current = {g.security_group_id: g for g in port.security_groups}
     port.security_groups = [current.get(g) or PortSecurityGroup(port_id=port.id, security_group_id=g)
                             for g in groups]
-
-
-def _by_seq(alloc: IPAllocation | Allocation) -> int:
-    return alloc.seq
 
 
 PORTS = Ports()

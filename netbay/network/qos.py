@@ -74,11 +74,8 @@ class QosPolicies(Resource):
         return {**standard(obj, tags), "shared": obj.shared, "is_default": obj.is_default,
                 "rules": [{**render_rule(r), "qos_policy_id": obj.id, "type": r.type} for r in obj.rules]}
 
-    def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Any:
-        try:
-            return super().get(session, ctx, obj_id, for_update=for_update)
-        except NotFound:
-            raise policy_not_found(obj_id) from None
+    def missing(self, obj_id: str) -> NotFound:
+        return policy_not_found(obj_id)
 
     def get_owned(self, session: Session, ctx: Context, obj_id: str, action: str = "") -> Any:
         """A policy the caller may change. Neutron's defaults let an admin (or a project

@@ -178,8 +178,12 @@ class Resource:
             stmt = stmt.with_for_update()
         obj = session.scalars(stmt).one_or_none()
         if obj is None:
-            raise not_found(self.member, obj_id)
+            raise self.missing(obj_id)
         return obj
+
+    def missing(self, obj_id: str) -> NotFound:
+        """The 404 of an id the caller cannot see, in the API's words for this collection."""
+        return not_found(self.member, obj_id)
 
     def get_owned(self, session: Session, ctx: Context, obj_id: str, action: str = "") -> Any:
         """A row the caller may change: visible and owned (or admin), else 404/403 (``action``

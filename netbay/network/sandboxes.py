@@ -84,14 +84,8 @@ class Sandboxes(Resource):
     def extra_filter(self, name: str, values: list[str]) -> Any:
         return labellib.clause(Sandbox.labels, values) if name == "labels" else None
 
-    def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Sandbox:
-        stmt = self.scoped(ctx).where(Sandbox.id == obj_id)
-        if for_update:
-            stmt = stmt.with_for_update()
-        obj = session.scalars(stmt).one_or_none()
-        if obj is None:
-            raise sandbox_not_found(obj_id)
-        return obj
+    def missing(self, obj_id: str) -> NotFound:
+        return sandbox_not_found(obj_id)
 
     def render(self, session: Session, obj: Sandbox, tags: list[str]) -> dict[str, Any]:
         body = standard(obj, tags)

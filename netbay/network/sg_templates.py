@@ -67,12 +67,8 @@ class SecurityGroupRuleTemplates(Resource):
             "remote_group_id", "remote_address_group_id", "description", "used_in_default_sg",
             "used_in_non_default_sg")}
 
-    def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Any:
-        try:
-            return super().get(session, ctx, obj_id, for_update=for_update)
-        except NotFound:
-            raise NotFound(f"Default Security Group rule {obj_id} does not exist",
-                           kind="DefaultSecurityGroupRuleNotFound") from None
+    def missing(self, obj_id: str) -> NotFound:
+        return NotFound(f"Default Security Group rule {obj_id} does not exist", kind="DefaultSecurityGroupRuleNotFound")
 
     def create(self, session: Session, ctx: Context, body: TemplateCreate) -> Any:
         if not ctx.is_admin:

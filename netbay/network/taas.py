@@ -77,14 +77,6 @@ class _Tap(Resource):
         self.record(session, obj, "update")
         return obj
 
-    def _not_found(self, obj_id: str) -> NotFound:
-        raise NotImplementedError
-
-    def get(self, session: Session, ctx: Context, obj_id: str, *, for_update: bool = False) -> Any:
-        try:
-            return super().get(session, ctx, obj_id, for_update=for_update)
-        except NotFound:
-            raise self._not_found(obj_id) from None
 
 
 class TapServices(_Tap):
@@ -94,7 +86,7 @@ class TapServices(_Tap):
     create_body = TapServiceCreate
     filters = {**_standard_filters(TapService), "port_id": Filter(TapService.port_id)}
 
-    def _not_found(self, obj_id: str) -> NotFound:
+    def missing(self, obj_id: str) -> NotFound:
         return NotFound(f"Tap Service  {obj_id} does not exist", kind="TapServiceNotFound")
 
     def render(self, session: Session, obj: TapService, tags: list[str]) -> dict[str, Any]:
@@ -128,7 +120,7 @@ class TapFlows(_Tap):
     filters = {**_standard_filters(TapFlow), "tap_service_id": Filter(TapFlow.tap_service_id),
                "source_port": Filter(TapFlow.source_port), "direction": Filter(TapFlow.direction)}
 
-    def _not_found(self, obj_id: str) -> NotFound:
+    def missing(self, obj_id: str) -> NotFound:
         return NotFound(f"Tap Flow  {obj_id} does not exist", kind="TapFlowNotFound")
 
     def render(self, session: Session, obj: TapFlow, tags: list[str]) -> dict[str, Any]:
@@ -148,7 +140,7 @@ class TapFlows(_Tap):
         service_id = _uuid("tap_service_id", given.get("tap_service_id"))
         service = session.get(TapService, service_id)   # TaaS looks the tap service up first
         if service is None or (not ctx.is_admin and service.project_id != ctx.project_id):
-            raise TAP_SERVICES._not_found(service_id)
+            raise TAP_SERVICES.missing(service_id)
         source = _port(session, ctx, "source_port", given.get("source_port"))
         if service.project_id != project_id:
             raise Forbidden("Specified Tap Service does not belong to the tenant",

@@ -18,7 +18,6 @@ and wired by the agent:
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -30,11 +29,12 @@ from netbay.dataplane import rtnl as kernel
 from zunhelp import zun_http, zunclient
 
 from . import dockerd as dk
-from .agent_fixtures import Cloud, make_cloud, wait_for
+from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener, tcp_read
 from .docker_fixtures import Plugin, iface, plugin_env, sh
 from .dp_helpers import RUN_ID, ping
 from .cluster_pods import ci, clusternet, make_cluster, pns, pod, wait_cluster
+from .zun_fixtures import docker_cloud
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
@@ -49,20 +49,7 @@ def daemon() -> Iterator[dk.Dockerd]:
 
 @pytest.fixture(scope="module")
 def cloud(daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    saved = {k: os.environ.get(k) for k in ("NETBAY_DOCKER_HOST", "NETBAY_DOCKER_DRIVER", "NETBAY_SANDBOX_IMAGE")}
-    os.environ.update(NETBAY_DOCKER_HOST=daemon.host, NETBAY_DOCKER_DRIVER=PLUGIN)
-    os.environ.pop("NETBAY_SANDBOX_IMAGE", None)   # no busybox here: sandboxes use the app's image
-    made = make_cloud(tmp_path_factory.mktemp("zuncl"), "zc")
-    try:
-        cloud = next(made)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    yield cloud
-    next(made, None)
+    yield from docker_cloud(daemon, tmp_path_factory.mktemp("zuncl"), "zc", PLUGIN)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,32 @@ class FreezableProxy:
 CLOUD_TAG = "db"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 
 
+Call = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+def _caller(c: httpx.Client) -> Call:
+    """One of Docker's calls on the plugin's socket, which must succeed: its answer."""
+    def call(method: str, body: dict[str, Any]) -> dict[str, Any]:
+        r = c.post(f"/{method}", json=body)
+        assert r.status_code == 200, (method, r.text)
+        return r.json()
+    return call
+
+
+def _network_with_address(call: Call, nid: str, cidr: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``docker network create`` as Docker calls it (a pool, its gateway, the network),
+    then an endpoint's address with :data:`MAC`: the pool and the address answered."""
+    pool = call("IpamDriver.RequestPool", {"AddressSpace": "netbay", "Pool": cidr, "SubPool": "",
+                                           "Options": {}, "V6": False})
+    gw = call("IpamDriver.RequestAddress", {"PoolID": pool["PoolID"], "Address": "", "Options": {
+        "RequestAddressType": "com.docker.network.gateway"}})
+    call("NetworkDriver.CreateNetwork", {"NetworkID": nid, "Options": {}, "IPv4Data": [
+        {"AddressSpace": "netbay", "Pool": cidr, "Gateway": gw["Address"]}], "IPv6Data": []})
+    addr = call("IpamDriver.RequestAddress", {"PoolID": pool["PoolID"], "Address": "", "Options": {
+        "com.docker.network.endpoint.macaddress": MAC}})
+    return pool, addr
+
+
 def _alias(cloud: Cloud, port_id: str) -> str | None:
     link = rtnl(cloud.names.fabric).link(Names.tap(port_id))
     return None if link is None else link.alias
@@ -108,19 +135,8 @@ def test_a_binding_on_its_way_at_sigkill_lands_when_the_plugin_restarts(cloud: C
         plugin.start()
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(plugin.sock)), base_url="http://p",
                           timeout=30) as c:
-            def call(method: str, body: dict[str, Any]) -> dict[str, Any]:
-                r = c.post(f"/{method}", json=body)
-                assert r.status_code == 200, (method, r.text)
-                return r.json()
-
-            pool = call("IpamDriver.RequestPool", {"AddressSpace": "netbay", "Pool": CIDR, "SubPool": "",
-                                                   "Options": {}, "V6": False})
-            gw = call("IpamDriver.RequestAddress", {"PoolID": pool["PoolID"], "Address": "", "Options": {
-                "RequestAddressType": "com.docker.network.gateway"}})
-            call("NetworkDriver.CreateNetwork", {"NetworkID": nid, "Options": {}, "IPv4Data": [
-                {"AddressSpace": "netbay", "Pool": CIDR, "Gateway": gw["Address"]}], "IPv6Data": []})
-            addr = call("IpamDriver.RequestAddress", {"PoolID": pool["PoolID"], "Address": "", "Options": {
-                "com.docker.network.endpoint.macaddress": MAC}})
+            call = _caller(c)
+            pool, addr = _network_with_address(call, nid, CIDR)
             port = next(p for p in made_ports(cloud)
                         if p["fixed_ips"][0]["ip_address"] == addr["Address"].split("/")[0])
             assert not port["binding:host_id"] and not port["device_id"]
@@ -191,19 +207,8 @@ def test_request_address_plugs_ahead_and_release_unplugs_an_unused_pair(cloud: C
         plugin.start()
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(plugin.sock)), base_url="http://p",
                           timeout=30) as c:
-            def call(method: str, body: dict[str, Any]) -> dict[str, Any]:
-                r = c.post(f"/{method}", json=body)
-                assert r.status_code == 200, (method, r.text)
-                return r.json()
-
-            pool = call("IpamDriver.RequestPool", {"AddressSpace": "netbay", "Pool": cidr, "SubPool": "",
-                                                   "Options": {}, "V6": False})
-            gw = call("IpamDriver.RequestAddress", {"PoolID": pool["PoolID"], "Address": "", "Options": {
-                "RequestAddressType": "com.docker.network.gateway"}})
-            call("NetworkDriver.CreateNetwork", {"NetworkID": nid, "Options": {}, "IPv4Data": [
-                {"AddressSpace": "netbay", "Pool": cidr, "Gateway": gw["Address"]}], "IPv6Data": []})
-            addr = call("IpamDriver.RequestAddress", {"PoolID": pool["PoolID"], "Address": "", "Options": {
-                "com.docker.network.endpoint.macaddress": MAC}})
+            call = _caller(c)
+            pool, addr = _network_with_address(call, nid, cidr)
             port = next(p for p in made_ports(cloud)
                         if p["fixed_ips"][0]["ip_address"] == addr["Address"].split("/")[0])
             assert Names.tap(port["id"]) in cloud.taps()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,16 +25,18 @@ from .dp_helpers import RUN_ID
 PLUGIN = f"nbt{RUN_ID}zn"
 
 
-@pytest.fixture(scope="module")
-def cloud(daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Cloud]:
-    """The server; a module's ``SANDBOX_IMAGE`` is its sandbox image (none here: the default
-    ``busybox`` is missing from the private dockerd, so sandboxes use the app's image)."""
+def docker_cloud(daemon: dk.Dockerd, tmp: Path, tag: str, driver: str,
+                 sandbox_image: str | None = None) -> Iterator[Cloud]:
+    """A server (prefix tag ``tag``) told where Docker is and which network driver to use;
+    its sandboxes use ``sandbox_image``, else the app's image (the default ``busybox`` is
+    missing from the private dockerd). This process's environment is restored once the
+    server has started with it."""
     saved = {k: os.environ.get(k) for k in ("NETBAY_DOCKER_HOST", "NETBAY_DOCKER_DRIVER", "NETBAY_SANDBOX_IMAGE")}
-    os.environ.update(NETBAY_DOCKER_HOST=daemon.host, NETBAY_DOCKER_DRIVER=PLUGIN)
+    os.environ.update(NETBAY_DOCKER_HOST=daemon.host, NETBAY_DOCKER_DRIVER=driver)
     os.environ.pop("NETBAY_SANDBOX_IMAGE", None)
-    if getattr(request.module, "SANDBOX_IMAGE", None):
-        os.environ["NETBAY_SANDBOX_IMAGE"] = request.module.SANDBOX_IMAGE
-    made = make_cloud(tmp_path_factory.mktemp("containers"), "zn")
+    if sandbox_image:
+        os.environ["NETBAY_SANDBOX_IMAGE"] = sandbox_image
+    made = make_cloud(tmp, tag)
     try:
         cloud = next(made)  # the server starts with the environment above
     finally:
@@ -44,6 +47,13 @@ def cloud(daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory, request:
                 os.environ[k] = v
     yield cloud
     next(made, None)
+
+
+@pytest.fixture(scope="module")
+def cloud(daemon: dk.Dockerd, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Cloud]:
+    """The server; a module's ``SANDBOX_IMAGE`` is its sandbox image."""
+    yield from docker_cloud(daemon, tmp_path_factory.mktemp("containers"), "zn", PLUGIN,
+                            getattr(request.module, "SANDBOX_IMAGE", None))
 
 
 @pytest.fixture(scope="module")

@@ -71,13 +71,8 @@ def _chain(label: MeterLabel) -> str:
 
 def _existing_counters(nft: Nft) -> set[str] | None:
     """Our counters' names, or None when the table is not there."""
-    try:
-        out = nft.run([{"list": {"table": {"family": FAMILY, "name": TABLE}}}])
-    except NftError as exc:
-        if "No such file" in exc.error or "does not exist" in exc.error:
-            return None
-        raise
-    return {o["counter"]["name"] for o in (out or {}).get("nftables", []) if "counter" in o}
+    objs = nft.list_table(FAMILY, TABLE)
+    return None if objs is None else {o["counter"]["name"] for o in objs if "counter" in o}
 
 
 def sync_metering(ns: str, gateway: str | None, labels: Sequence[MeterLabel]) -> None:

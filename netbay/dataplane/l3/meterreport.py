@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from netbay.dataplane.l3.metering import traffic_counters
-from netbay.dataplane.periodic import Periodic
+from netbay.periodic import Periodic
 
 Send = Callable[[Mapping[str, Any]], Any]
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from netbay.dataplane.l3.spec import FloatingIP, Gateway, Leg, PortForward
-from netbay.dataplane.nft import Nft, NftError, parse_prefix, prefix
+from netbay.dataplane.nft import Nft, parse_prefix, prefix
 
 TABLE = "netbay-nat"
 FAMILY = "ip"
@@ -163,13 +163,9 @@ def _parse_elem(name: str, raw: Any) -> Any:
 
 def _observed_table(nft: Nft) -> dict[str, set] | None:
     """The table's elements if its structure is exactly ours, else None (rebuild)."""
-    try:
-        out = nft.run([{"list": {"table": {"family": FAMILY, "name": TABLE}}}])
-    except NftError as exc:
-        if "No such file" in exc.error or "does not exist" in exc.error:
-            return None
-        raise
-    objs = [o for o in (out or {}).get("nftables", []) if "metainfo" not in o]
+    objs = nft.list_table(FAMILY, TABLE)
+    if objs is None:
+        return None
     sets: dict[str, set] = {}
     chains: dict[str, tuple] = {}
     rules: dict[str, list[str]] = {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from netbay.dataplane.l3.spec import Gateway, Leg
-from netbay.dataplane.nft import Nft, NftError
+from netbay.dataplane.nft import Nft
 
 TABLE = "netbay-scope6"
 FAMILY = "ip6"
@@ -63,13 +63,10 @@ _MISSING: set[Pair] = set()   # the table is not there (told apart by identity)
 def _observed(nft: Nft) -> set[Pair] | None:
     """The set's pairs if the table is exactly ours, :data:`_MISSING` if there is none,
     None if it is not ours (rebuilt)."""
-    try:
-        out = nft.run([{"list": {"table": {"family": FAMILY, "name": TABLE}}}])
-    except NftError as exc:
-        if "No such file" in exc.error or "does not exist" in exc.error:
-            return _MISSING
-        raise
-    objs = [o for o in (out or {}).get("nftables", []) if "metainfo" not in o and "table" not in o]
+    listed = nft.list_table(FAMILY, TABLE)
+    if listed is None:
+        return _MISSING
+    objs = [o for o in listed if "table" not in o]
     sets = [o["set"] for o in objs if "set" in o]
     rules = [o["rule"] for o in objs if "rule" in o]
     chains = [o["chain"] for o in objs if "chain" in o]

@@ -129,10 +129,7 @@ class CalicoConfig:
         """The IPv6 address of the pod holding IPv4 ``address`` of block ``lease``: the same
         host number in the paired IPv6 block; None if IPv4 only."""
         lease6 = self.lease6(lease)
-        if lease6 is None:
-            return None
-        number = int(ipaddress.ip_address(address)) - int(ipaddress.ip_network(lease).network_address)
-        return leaselib.host(lease6, number)
+        return None if lease6 is None else leaselib.same_host(address, lease, lease6)
 
     @property
     def pod_networks(self) -> list[str]:

@@ -93,10 +93,7 @@ class FlannelConfig:
         """The IPv6 address of the pod holding IPv4 ``address`` of ``lease``: the same host
         number in the paired IPv6 lease (``10.100.3.5`` → ``fd00:10:0:3::5``); None if IPv4 only."""
         lease6 = self.lease6(lease)
-        if lease6 is None:
-            return None
-        number = int(ipaddress.ip_address(address)) - int(ipaddress.ip_network(lease).network_address)
-        return leaselib.host(lease6, number)
+        return None if lease6 is None else leaselib.same_host(address, lease, lease6)
 
     @property
     def pod_networks(self) -> list[str]:

@@ -19,9 +19,7 @@ went.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-import json
 import logging
 import shutil
 import time
@@ -32,7 +30,7 @@ from netbay.client import Api, gone_ok
 from netbay.dataplane.names import Names
 from netbay.k8s.dns import podfiles, records
 from netbay.k8s.dns.names import DOMAIN
-from netbay.k8s.dns.process import POD_PREFIX, Process, state_root, write_atomic
+from netbay.k8s.dns.process import POD_PREFIX, Process, state_root
 from netbay.k8s.kubeproxy import ServicePortRule
 from netbay.k8s.objects import Desired
 
@@ -143,15 +141,8 @@ class NodeResolver:
         """The records the server answers from (written when they changed), and each
         plugged pod's ``resolv.conf`` and Service variables (once, as kubelet does)."""
         if self.process is not None:
-            text = json.dumps(records.build(want, pod_ports(pods), vips, DOMAIN, self.upstream),
-                              sort_keys=True, separators=(",", ":"))
-            if self._written is None:
-                with contextlib.suppress(OSError):
-                    self._written = self.process.records.read_text()
-            if text != self._written:
-                self.process.dir.mkdir(parents=True, exist_ok=True)
-                write_atomic(self.process.records, text)
-                self._written = text
+            self._written = self.process.publish(records.build(want, pod_ports(pods), vips, DOMAIN, self.upstream),
+                                                 self._written)
         for (namespace, _), p in pods.items():
             if p.get("status") == "ACTIVE":
                 podfiles.write_once(self.names.pod(p["id"]), namespace, self.addresses, DOMAIN,

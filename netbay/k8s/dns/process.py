@@ -9,13 +9,16 @@ a controller that exits leaves it answering; the agent of that prefix
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from netbay.dataplane import netns, pidfile
 
@@ -47,6 +50,19 @@ class Process:
         self.dir, self.ns = root / port_id, ns
         self.records, self.pidfile = self.dir / "records.json", self.dir / "resolver.pid"
         self._child: subprocess.Popen | None = None
+
+    def publish(self, records: Mapping[str, Any], written: str | None) -> str:
+        """Write ``records`` for the server to answer from, unless the file holds them
+        already (``written``: its text as last written or read; None: not known, read
+        now). Returns the file's text."""
+        text = json.dumps(records, sort_keys=True, separators=(",", ":"))
+        if written is None:
+            with contextlib.suppress(OSError):
+                written = self.records.read_text()
+        if text != written:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.records, text)
+        return text
 
     def pid(self) -> int | None:
         """The running server's pid (its /proc entry: this command, these records, started

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 from collections.abc import Collection
 from typing import Any
 
@@ -29,7 +28,7 @@ from netbay.dataplane.fabric import KURYR_POD
 from netbay.dataplane.garp import announce
 from netbay.dataplane.rtnl import release
 from netbay.k8s.dns.names import RESOLVER_TAG
-from netbay.k8s.dns.process import POD_PREFIX, Process, namespace, port_ids, state_root, write_atomic
+from netbay.k8s.dns.process import POD_PREFIX, Process, namespace, port_ids, state_root
 from netbay.k8s.sandbox import PodSandboxes, pod_port
 
 ADDRESS_INDEX = 10
@@ -141,16 +140,8 @@ class ClusterResolver:
 
     def publish(self, records: dict[str, Any]) -> None:
         """Write the records the server answers from (only when they changed)."""
-        if self.process is None:
-            return
-        text = json.dumps(records, sort_keys=True, separators=(",", ":"))
-        if self._written is None:
-            with contextlib.suppress(OSError):
-                self._written = self.process.records.read_text()
-        if text != self._written:
-            self.process.dir.mkdir(parents=True, exist_ok=True)
-            write_atomic(self.process.records, text)
-            self._written = text
+        if self.process is not None:
+            self._written = self.process.publish(records, self._written)
 
     def remove(self, full: bool = True) -> None:
         """Stop the server and delete its port, namespace and files (none: no-op; a

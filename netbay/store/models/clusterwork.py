@@ -47,7 +47,7 @@ class Pod(Standard, Base):
     # "": a netbay sandbox the agent makes and plugs; "docker": a Docker container the
     # libnetwork plugin plugs into the node (the agent leaves it alone)
     runtime: Mapped[str] = mapped_column(String(16), default="", server_default="")
-    # Its cluster's labels and its own (string values), see netbay/coe/labelscope.py.
+    # Its cluster's labels and its own (string values), see netbay/store/labels.py.
     labels: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=dict, nullable=True)
     __table_args__ = (UniqueConstraint("cluster_id", "address"), UniqueConstraint("cluster_id", "name"))
 
