@@ -80,7 +80,7 @@ def add_interface(session: Session, ctx: Context, router: Router, port_id: str |
                            allow_gateway=True, security_groups=[])
         PORTS.record(session, port, "create")
         subnets = [subnet]
-    return interface_info(router, port, [s.id for s in subnets])
+    return interface_info(router, port, [s.id for s in subnets], added=True)
 
 
 def interface_to_remove(session: Session, ctx: Context, router: Router, port_id: str | None,
@@ -145,14 +145,15 @@ def interface_ids(info: Any, *, for_removal: bool) -> tuple[str | None, str | No
     return info.get("port_id"), info.get("subnet_id")
 
 
-def interface_info(router: Router, port: Port, subnet_ids: list[str]) -> dict[str, Any]:
+def interface_info(router: Router, port: Port, subnet_ids: list[str], *, added: bool = False) -> dict[str, Any]:
+    """The answer of ``add_router_interface`` / ``remove_router_interface`` as Neutron 29's
+    ``_make_router_interface_info`` makes it: no ``tenant_id``, no ``tags``; the deprecated
+    ``subnet_id`` is the port's last subnet on an add and its first on a removal."""
     return {
         "id": router.id,
-        "tenant_id": port.project_id,
         "project_id": port.project_id,
         "port_id": port.id,
         "network_id": port.network_id,
-        "subnet_id": subnet_ids[0] if subnet_ids else None,
+        "subnet_id": (subnet_ids[-1] if added else subnet_ids[0]) if subnet_ids else None,
         "subnet_ids": subnet_ids,
-        "tags": [],
     }
