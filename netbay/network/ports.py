@@ -29,6 +29,7 @@ from netbay.network.portpolicy import check_create_policy, check_groups, check_p
 from netbay.network.portrows import Allocation, NewPort, PortWriter, new_port, port_row
 from netbay.network.porttarget import PortTarget, target_network
 from netbay.network.qos import check_policy
+from netbay.network.resource_request import resource_request
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.security_groups import default_group_key, ensure_default_group
 from netbay.network.taas import forget_port
@@ -208,8 +209,9 @@ def dns_assignment(dns_name: str, addresses: list[str]) -> list[dict[str, str]]:
 class Ports(Resource):
     member = "port"
     collection = "ports"
-    admin_only = frozenset({"binding:host_id", "binding:vif_type", "binding:vif_details", "binding:profile"})
-    readonly = Resource.readonly | {"qos_network_policy_id"}
+    admin_only = frozenset({"binding:host_id", "binding:vif_type", "binding:vif_details", "binding:profile",
+                            "resource_request"})
+    readonly = Resource.readonly | {"qos_network_policy_id", "resource_request"}
     model = Port
     create_body = PortCreate
     update_body = PortUpdate
@@ -268,6 +270,7 @@ class Ports(Resource):
 
     def render(self, session: Session, obj: Port | NewPort, tags: list[str]) -> dict[str, Any]:
         host = obj.binding_host_id
+        network_policy = self._network_policy(session, obj)
         return {
             **standard(obj, tags),
             "network_id": obj.network_id,
@@ -291,7 +294,8 @@ class Ports(Resource):
             "binding:profile": {},
             "extra_dhcp_opts": dhcp_opts.rendered(obj.extra_dhcp_opts),
             "qos_policy_id": obj.qos_policy_id,
-            "qos_network_policy_id": self._network_policy(session, obj),
+            "qos_network_policy_id": network_policy,
+            "resource_request": resource_request(session, obj.id, obj.qos_policy_id or network_policy),
             "dns_name": obj.dns_name,
             "dns_assignment": dns_assignment(obj.dns_name, [a.ip_address for a in obj.fixed_ips]),
         }
