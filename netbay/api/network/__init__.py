@@ -134,6 +134,16 @@ EXTENSIONS = [
     ("metering_source_and_destination_fields", "Neutron Metering with source and destination filtering",
      "Neutron Metering extension that enables the use of source and destination IP prefixes."),
     # -- end neutron2 --------------------------------------------------------------------------
+    # -- neutron5 --------------------------------------------------------------------------------
+    ("qos-rules-alias", "Quality of Service rules alias API", "API to enable GET, PUT and DELETE operations on "
+     "QoS policy rules without specifying policy ID"),
+    ("vlan-transparent", "Vlantransparent", "Provides Vlan Transparent Networks"),
+    ("qinq", "QinQ networks", "Expose network 'qinq' attribute in the API. This allows to configure network to "
+     "allow vlan in vlan configuration using 0x88a8 ethertype (QinQ)."),
+    ("port-resource-request", "Port Resource Request", "Expose resource request to Port"),
+    ("port-resource-request-groups", "Port Resource Request Groups", "Support requesting multiple groups of "
+     "resources and traits from the same RP subtree in resource_request"),
+    # -- end neutron5 ----------------------------------------------------------------------------
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]
 
