@@ -65,17 +65,14 @@ NETBAY_EXTRA = {
 NETBAY_ONLY_ALIASES = {"dns-integration", "fields", "netbay-batch", "taas", "trunk"}
 PEER_ONLY_ALIASES = {
     "aap-reject-multicast", "agent", "agent-resources-synced", "agent_sort_key", "auto-allocated-topology",
-    "availability_zone", "availability_zone_filter", "binding-extended", "dhcp_agent_scheduler", "dvr",
-    "empty-string-filtering", "fip-port-details", "flavors", "floating-ip-port-forwarding-description",
-    "floating-ip-port-forwarding-detail", "floating-ip-router-writable", "floatingip-pools", "l3-flavors", "l3-ha",
-    "l3-port-ip-change-not-allowed", "l3_agent_scheduler", "multi-provider", "network_availability_zone",
-    "network_ha", "port-device-profile", "port-mac-address-regenerate", "port-mac-override",
-    "port-numa-affinity-policy", "port-numa-affinity-policy-socket", "port-security-groups-filtering", "qos-fip",
-    "qos-gateway-ip", "qos-pps", "qos-pps-minimum", "qos-pps-minimum-rule-alias", "qos-rule-type-filter",
-    "quota-check-limit", "rbac-address-group", "rbac-address-scope", "router-admin-state-down-before-update",
-    "router_availability_zone", "security-groups-default-statefulness", "security-groups-normalized-cidr",
-    "security-groups-remote-address-group", "security-groups-rules-belongs-to-default-sg",
-    "security-groups-shared-filtering", "service-type", "subnet_onboard", "tag-creation"}
+    "availability_zone", "availability_zone_filter", "binding-extended", "dhcp_agent_scheduler", "dvr", "flavors",
+    "floating-ip-router-writable", "floatingip-pools", "l3-flavors", "l3-ha", "l3-port-ip-change-not-allowed",
+    "l3_agent_scheduler", "multi-provider", "network_availability_zone", "network_ha", "port-device-profile",
+    "port-mac-address-regenerate", "port-mac-override", "port-numa-affinity-policy",
+    "port-numa-affinity-policy-socket", "qos-fip", "qos-gateway-ip", "qos-pps", "qos-pps-minimum",
+    "qos-pps-minimum-rule-alias", "qos-rule-type-filter", "quota-check-limit", "rbac-address-group",
+    "rbac-address-scope", "router-admin-state-down-before-update", "router_availability_zone",
+    "security-groups-default-statefulness", "security-groups-normalized-cidr", "service-type", "subnet_onboard"}
 
 
 @pytest.fixture(scope="module")
@@ -348,3 +345,47 @@ def test_resource_request_from_minimum_bandwidth_rules(admin_http):
         admin_http.delete(f"/networks/{net['id']}")
         for p in (policy, limit_only):
             admin_http.delete(f"/qos/policies/{p['id']}")
+
+
+# --- the extensions netbay had and now lists ----------------------------------------------------
+
+
+def test_tag_creation_adds_several_tags(admin_http):
+    net = ok(admin_http.post("/networks", json={"network": {"name": unique("tg")}}), 201)["network"]
+    url = f"/networks/{net['id']}/tags"
+    try:
+        ok(admin_http.put(url, json={"tags": ["a", "b"]}))
+        assert ok(admin_http.post(url, json={"tags": ["c", "a"]})) == {"tags": ["c", "a"]}
+        assert sorted(ok(admin_http.get(url))["tags"]) == ["a", "b", "c"]
+        neutron_error(admin_http.post(url, json={}), 400, "InvalidInput",
+                      "Invalid input for operation: Invalid tags body.")
+    finally:
+        admin_http.delete(f"/networks/{net['id']}")
+
+
+def test_filters_the_listed_extensions_promise(admin_http):
+    """``security-groups-shared-filtering``, ``port-security-groups-filtering``,
+    ``security-groups-rules-belongs-to-default-sg`` and ``empty-string-filtering``."""
+    group = ok(admin_http.post("/security-groups", json={"security_group": {"name": unique("f")}}),
+               201)["security_group"]
+    net = ok(admin_http.post("/networks", json={"network": {"name": unique("f"), "description": "d"}}),
+             201)["network"]
+    try:
+        port = ok(admin_http.post("/ports", json={"port": {"network_id": net["id"],
+                                                           "security_groups": [group["id"]]}}), 201)["port"]
+        listed = ok(admin_http.get("/security-groups", params={"shared": "false"}))["security_groups"]
+        assert group["id"] in {g["id"] for g in listed}
+        assert ok(admin_http.get("/security-groups", params={"shared": "true"}))["security_groups"] == []
+        assert [p["id"] for p in ok(admin_http.get("/ports", params={"security_groups": group["id"]}))["ports"]] == [
+            port["id"]]
+        rules = ok(admin_http.get("/security-group-rules", params={"security_group_id": group["id"],
+                                                                    "belongs_to_default_sg": "false"}))
+        assert {r["id"] for r in rules["security_group_rules"]} == {r["id"] for r in group["security_group_rules"]}
+        assert net["id"] not in {n["id"] for n in ok(admin_http.get("/networks", params={"description": ""}))[
+            "networks"]}
+        assert net["id"] in {n["id"] for n in ok(admin_http.get("/networks", params={"description": "d"}))[
+            "networks"]}
+        admin_http.delete(f"/ports/{port['id']}")
+    finally:
+        admin_http.delete(f"/networks/{net['id']}")
+        admin_http.delete(f"/security-groups/{group['id']}")

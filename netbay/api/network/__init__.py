@@ -143,6 +143,26 @@ EXTENSIONS = [
     ("port-resource-request", "Port Resource Request", "Expose resource request to Port"),
     ("port-resource-request-groups", "Port Resource Request Groups", "Support requesting multiple groups of "
      "resources and traits from the same RP subtree in resource_request"),
+    # what netbay had and did not list (checked against the peer: tests/test_neutron_peer_shapes.py)
+    ('empty-string-filtering', 'Empty String Filtering Extension',
+     'Allow filtering by attributes with empty string value'),
+    ('floating-ip-port-forwarding-description', 'Floating IP Port Forwarding new attribute description',
+     'Add a description field to Port Forwarding rules'),
+    ('floating-ip-port-forwarding-detail', 'Floating IP port forwarding detail',
+     "Allow list floating ip return more port forwarding data, include'id' and 'internal_port_id'"),
+    ('fip-port-details', 'Floating IP Port Details Extension',
+     'Add port_details attribute to Floating IP resource'),
+    ('port-security-groups-filtering', 'Port filtering on security groups',
+     'Provides security groups filtering when listing ports'),
+    ('security-groups-remote-address-group', 'Remote address group id field for security group rules',
+     'Add new field of remote address group id in SG rules'),
+    ('security-groups-rules-belongs-to-default-sg',
+     "Security group rule belongs to the project's default security group",
+     "Flag to determine if the security group rule belongs to the project's default security group"),
+    ('security-groups-shared-filtering', 'Security group filtering on the shared field',
+     'Support filtering security groups on the shared field'),
+    ('tag-creation', 'Tag creation extension',
+     'Allow to create multiple tags for a resource'),
     # -- end neutron5 ----------------------------------------------------------------------------
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]
