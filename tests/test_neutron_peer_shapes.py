@@ -70,7 +70,7 @@ PEER_ONLY_ALIASES = {
     "l3_agent_scheduler", "multi-provider", "network_availability_zone", "network_ha", "port-device-profile",
     "port-mac-address-regenerate", "port-mac-override", "port-numa-affinity-policy",
     "port-numa-affinity-policy-socket", "qos-fip", "qos-gateway-ip", "qos-pps", "qos-pps-minimum",
-    "qos-pps-minimum-rule-alias", "qos-rule-type-filter", "quota-check-limit", "rbac-address-group",
+    "qos-pps-minimum-rule-alias", "quota-check-limit", "rbac-address-group",
     "rbac-address-scope", "router-admin-state-down-before-update", "router_availability_zone",
     "security-groups-default-statefulness", "security-groups-normalized-cidr", "service-type", "subnet_onboard"}
 
@@ -389,3 +389,23 @@ def test_filters_the_listed_extensions_promise(admin_http):
     finally:
         admin_http.delete(f"/networks/{net['id']}")
         admin_http.delete(f"/security-groups/{group['id']}")
+
+
+def test_qos_rule_types_filtered(server, admin_http):
+    """``qos-rule-type-filter``: ``all_rules`` lists every type Neutron knows (given at all:
+    ``false`` too, as Neutron 29 answers); ``all_supported`` and no filter what the drivers
+    support (none on the peer, whose ML2 has no mechanism driver; netbay's three)."""
+    every = ["bandwidth_limit", "dscp_marking", "minimum_bandwidth", "minimum_packet_rate", "packet_rate_limit"]
+    supported = ["bandwidth_limit", "dscp_marking", "minimum_bandwidth"] if embedded(server) else []
+
+    def types(**params: str) -> list[str]:   # in no set order on the peer
+        return sorted(t["type"] for t in ok(admin_http.get("/qos/rule-types", params=params))["rule_types"])
+
+    for params in ({"all_rules": "true"}, {"all_rules": "false"}, {"all_rules": "true", "all_supported": "true"}):
+        assert types(**params) == every
+    for params in ({}, {"all_supported": "true"}):
+        assert types(**params) == supported
+    neutron_error(admin_http.get("/qos/rule-types", params={"all_rules": "x"}), 400, "InvalidInput",
+                  "Invalid input for operation: 'x' cannot be converted to boolean.")
+    neutron_error(admin_http.get("/qos/rule-types", params={"foo": "bar"}), 400, "HTTPBadRequest",
+                  "['foo'] is invalid attribute for filtering")

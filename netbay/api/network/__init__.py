@@ -163,6 +163,9 @@ EXTENSIONS = [
      'Support filtering security groups on the shared field'),
     ('tag-creation', 'Tag creation extension',
      'Allow to create multiple tags for a resource'),
+    ('qos-rule-type-filter', 'Allow to filter the list of QoS rule types',
+     'Allows to filter the QoS rule type list adding two new flags. "all_rules" prints all implemented QoS rule '
+     'types."all_supported" prints all supported QoS rule types by the loaded mechanism drivers'),
     # -- end neutron5 ----------------------------------------------------------------------------
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]

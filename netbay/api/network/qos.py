@@ -15,6 +15,7 @@ from netbay.api.network.bodies import read_json
 from netbay.api.responses import JSONResponse
 from netbay.errors import BadRequest, NotFound
 from netbay.network import qos
+from netbay.network.resource import to_bool
 
 
 def _fields(request: Request) -> list[str]:
@@ -99,7 +100,24 @@ def _mount_alias(router: APIRouter, collection: str) -> None:
     router.add_api_route(path, delete, methods=["DELETE"], name=f"delete_{alias}", status_code=204)
 
 
-def rule_types() -> dict[str, Any]:
+# Every rule type Neutron 29's QoS plugin knows, in its order: what ``all_rules`` lists,
+# those netbay has no rules of included (``qos-rule-type-filter``).
+ALL_RULE_TYPES = ["dscp_marking", "minimum_bandwidth", "packet_rate_limit", "minimum_packet_rate", "bandwidth_limit"]
+
+
+def rule_types(request: Request) -> dict[str, Any]:
+    """``qos-rule-type-filter``: ``all_rules`` lists every type Neutron knows, ``all_supported``
+    those a driver supports (netbay's three, as without a filter); values are booleans,
+    other filters refused. As Neutron 29 answers, ``all_rules`` given at all lists them all
+    (``all_rules=false`` too)."""
+    given = [k for k in request.query_params if k != "fields"]
+    for key in given:
+        if key not in ("all_rules", "all_supported"):
+            raise BadRequest(f"[{key!r}] is invalid attribute for filtering")
+        for value in request.query_params.getlist(key):
+            to_bool(value)
+    if "all_rules" in given:
+        return {"rule_types": [{"type": t} for t in ALL_RULE_TYPES]}
     return {"rule_types": qos.RULE_TYPES}
 
 
