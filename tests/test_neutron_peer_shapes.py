@@ -70,7 +70,7 @@ PEER_ONLY_ALIASES = {
     "l3_agent_scheduler", "multi-provider", "network_availability_zone", "network_ha", "port-device-profile",
     "port-mac-address-regenerate", "port-mac-override", "port-numa-affinity-policy",
     "port-numa-affinity-policy-socket", "qos-fip", "qos-gateway-ip", "qos-pps", "qos-pps-minimum",
-    "qos-pps-minimum-rule-alias", "quota-check-limit", "rbac-address-group",
+    "qos-pps-minimum-rule-alias", "rbac-address-group",
     "rbac-address-scope", "router-admin-state-down-before-update", "router_availability_zone",
     "security-groups-default-statefulness", "security-groups-normalized-cidr", "service-type", "subnet_onboard"}
 
@@ -409,3 +409,19 @@ def test_qos_rule_types_filtered(server, admin_http):
                   "Invalid input for operation: 'x' cannot be converted to boolean.")
     neutron_error(admin_http.get("/qos/rule-types", params={"foo": "bar"}), 400, "HTTPBadRequest",
                   "['foo'] is invalid attribute for filtering")
+
+
+def test_quota_check_limit(admin_http):
+    """``quota-check-limit``: ``check_limit`` taken, and a limit below usage refused with or
+    without it (Neutron 29 checks by default), unless ``force``."""
+    net = ok(admin_http.post("/networks", json={"network": {"name": unique("q")}}), 201)["network"]
+    url = f"/quotas/{net['project_id']}"
+    try:
+        for check in (True, False):
+            message = neutron_error(admin_http.put(url, json={"quota": {"network": 0, "check_limit": check}}), 400,
+                                    "HTTPBadRequest")
+            assert message.startswith("Quota limit 0 for network must be greater than or equal to already used ")
+        assert ok(admin_http.put(url, json={"quota": {"network": 0, "force": True}}))["quota"]["network"] == 0
+    finally:
+        ok(admin_http.delete(url), 204)   # back to the defaults
+        admin_http.delete(f"/networks/{net['id']}")

@@ -166,6 +166,8 @@ EXTENSIONS = [
     ('qos-rule-type-filter', 'Allow to filter the list of QoS rule types',
      'Allows to filter the QoS rule type list adding two new flags. "all_rules" prints all implemented QoS rule '
      'types."all_supported" prints all supported QoS rule types by the loaded mechanism drivers'),
+    ("quota-check-limit", "Quota engine limit check",
+     "Support for checking the resource usage before applying a new quota limit"),
     # -- end neutron5 ----------------------------------------------------------------------------
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]
