@@ -207,16 +207,6 @@ def test_add_interface_by_subnet(admin, member, server):
     member.network.delete_router(router)
 
 
-@pytest.mark.embedded_only("Neutron 29's add_router_interface answer has no tenant_id and no tags; netbay's has both")
-def test_interface_answer_has_tenant_id_and_tags(member):
-    _, subnet = make_subnet(member)
-    router = member.network.create_router(name=unique("if"))
-    result = member.network.add_interface_to_router(router, subnet=subnet.id)
-    assert result["tenant_id"] == member.current_project_id and result["tags"] == []
-    member.network.remove_interface_from_router(router, subnet=subnet.id)
-    member.network.delete_router(router)
-
-
 def test_interface_body_rules(member, member_http):
     router = member.network.create_router(name=unique("body"))
     url = f"/routers/{router.id}/add_router_interface"

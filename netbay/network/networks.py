@@ -7,11 +7,11 @@ from typing import Annotated, Any
 from collections.abc import Callable
 
 from pydantic import Field, StringConstraints
-from sqlalchemy import Select, bindparam, func, select
+from sqlalchemy import Select, bindparam, func, literal, select
 from sqlalchemy.orm import Session
 
 from netbay.context import Context
-from netbay.errors import Conflict, invalid_operation, policy_refused
+from netbay.errors import BadRequest, Conflict, invalid_operation, policy_refused
 from netbay.network import rbac
 from netbay.network.qos import check_policy
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
@@ -53,6 +53,8 @@ class NetworkCreate(Body):
     segmentation_id: int | None = Field(None, alias="provider:segmentation_id")
     qos_policy_id: UUID | None = None
     dns_domain: DNSName = ""
+    vlan_transparent: Bool = False
+    qinq: Bool = False
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
@@ -86,6 +88,7 @@ class Networks(Resource):
     create_body = NetworkCreate
     update_body = NetworkUpdate
     admin_only = PROVIDER
+    readonly = Resource.readonly | {"vlan_transparent", "qinq"}
     filters = {
         "name": Filter(Network.name),
         "description": Filter(Network.description),
@@ -103,6 +106,9 @@ class Networks(Resource):
         "provider:segmentation_id": Filter(Network.segmentation_id, to_int),
         "provider:network_type": Filter(Network.network_type),
         "provider:physical_network": Filter(Network.physical_network),
+        # never true here (_check_vlan_features): a filter on the constant
+        "vlan_transparent": Filter(literal(False), to_bool, sortable=False),
+        "qinq": Filter(literal(False), to_bool, sortable=False),
     }
 
     def visible(self, ctx: Context):  # noqa: ANN201
@@ -168,8 +174,11 @@ class Networks(Resource):
             "availability_zones": ["nova"],
             "ipv4_address_scope": scopes.get(4),
             "ipv6_address_scope": scopes.get(6),
-            "is_default": bool(obj.is_default),
+            # only an external network has it (Neutron's _extend_external_network_default)
+            **({"is_default": bool(obj.is_default)} if obj.external else {}),
             "l2_adjacency": True,
+            "vlan_transparent": False,   # refused when asked for: _check_vlan_features
+            "qinq": False,
         }
 
     def create(self, session: Session, ctx: Context, body: NetworkCreate) -> Network:
@@ -182,6 +191,7 @@ class Networks(Resource):
             raise policy_refused("create_network", "is_default")
         is_default = given.pop("is_default", None)
         segment = _provider_segment(session, ctx, given)
+        _check_vlan_features(given.pop("vlan_transparent", False), given.pop("qinq", False))
         check_policy(session, ctx, given.get("qos_policy_id"))
         if not given.get("mtu"):  # 0: the largest the deployment allows
             given["mtu"] = DEFAULT_MTU
@@ -268,6 +278,21 @@ def _set_default(session: Session, net: Network, is_default: bool | None) -> Non
             raise Conflict(f"A default external network already exists: {other}.",
                            kind="DefaultExternalNetworkExists")
     net.is_default = is_default
+
+
+def _check_vlan_features(vlan_transparent: bool, qinq: bool) -> None:
+    """``vlan-transparent`` and ``qinq`` as ML2 answers them with a mechanism driver
+    that cannot carry them: netbay's networks are VXLAN segments on Linux bridges whose
+    security groups (nftables, bridge family) see untagged frames only, and QinQ needs
+    VLAN segments (OVN's driver allows it on those alone) — 400 ``VlanTransparencyDriverError``
+    / ``VlanQinqDriverError``, after the check that the two are not both asked for."""
+    if vlan_transparent and qinq:
+        raise BadRequest("Bad network request: Attributes 'vlan_transparent' and 'qinq' can not be set to True "
+                         "for the same network..", kind="BadRequest")
+    if vlan_transparent:
+        raise BadRequest("Backend does not support VLAN Transparency.", kind="VlanTransparencyDriverError")
+    if qinq:
+        raise BadRequest("Backend does not support VLAN QinQ.", kind="VlanQinqDriverError")
 
 
 def check_mtu(network: Network, mtu: int, ip_versions: set[int]) -> None:

@@ -192,8 +192,9 @@ def set_status(session: Session, port_id: str, status: str) -> Port:
 class Ports(Resource):
     member = "port"
     collection = "ports"
-    admin_only = frozenset({"binding:host_id", "binding:vif_type", "binding:vif_details", "binding:profile"})
-    readonly = Resource.readonly | {"qos_network_policy_id"}
+    admin_only = frozenset({"binding:host_id", "binding:vif_type", "binding:vif_details", "binding:profile",
+                            "resource_request"})
+    readonly = Resource.readonly | {"qos_network_policy_id", "resource_request"}
     model = Port
     create_body = PortCreate
     update_body = PortUpdate

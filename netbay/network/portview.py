@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from netbay.network import dhcp_opts
 from netbay.network.portrows import Allocation, NewPort
 from netbay.network.resource import standard
+from netbay.network.resource_request import resource_request
 from netbay.store.models import IPAllocation, Network, Port
 
 # binding:vif_type of a port bound to a host ("unbound" otherwise).
@@ -41,6 +42,7 @@ def network_policy(session: Session, obj: Any) -> str | None:
 
 def render_port(session: Session, obj: Port | NewPort, tags: list[str]) -> dict[str, Any]:
     host = obj.binding_host_id
+    policy = network_policy(session, obj)
     return {
         **standard(obj, tags),
         "network_id": obj.network_id,
@@ -64,7 +66,8 @@ def render_port(session: Session, obj: Port | NewPort, tags: list[str]) -> dict[
         "binding:profile": {},
         "extra_dhcp_opts": dhcp_opts.rendered(obj.extra_dhcp_opts),
         "qos_policy_id": obj.qos_policy_id,
-        "qos_network_policy_id": network_policy(session, obj),
+        "qos_network_policy_id": policy,
+        "resource_request": resource_request(session, obj.id, obj.qos_policy_id or policy),
         "dns_name": obj.dns_name,
         "dns_assignment": dns_assignment(obj.dns_name, [a.ip_address for a in obj.fixed_ips]),
     }

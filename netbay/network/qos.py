@@ -305,7 +305,19 @@ def delete_rule(session: Session, ctx: Context, policy_id: str, collection: str,
     _changed(session, policy)
 
 
+def rule_policy_id(session: Session, ctx: Context, collection: str, rule_id: str) -> str:
+    """The policy of a rule named by its id alone (``qos-rules-alias``), found as Neutron
+    finds it: the rule of that type first (else 404 ``QosRuleNotFound``, its policy left
+    empty in the words), then its policy as the caller sees it (404 ``QosPolicyNotFound``)."""
+    policy_id = session.scalar(select(QosRule.policy_id).where(
+        QosRule.id == rule_id, QosRule.type == RULE_KINDS[collection].type))
+    if policy_id is None:
+        raise NotFound(f"QoS rule {rule_id} for policy  could not be found.", kind="QosRuleNotFound")
+    QOS_POLICIES.get(session, ctx, policy_id)
+    return policy_id
+
+
 RULE_TYPES = [{"type": k.type} for k in RULE_KINDS.values()]
 
 __all__ = ["DSCP_MARKS", "QOS_POLICIES", "RULE_KINDS", "RULE_TYPES", "QosPolicies", "check_policy",
-           "create_rule", "delete_rule", "list_rules", "show_rule", "update_rule"]
+           "create_rule", "delete_rule", "list_rules", "rule_policy_id", "show_rule", "update_rule"]

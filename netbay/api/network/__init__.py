@@ -134,6 +134,41 @@ EXTENSIONS = [
     ("metering_source_and_destination_fields", "Neutron Metering with source and destination filtering",
      "Neutron Metering extension that enables the use of source and destination IP prefixes."),
     # -- end neutron2 --------------------------------------------------------------------------
+    # -- neutron5 --------------------------------------------------------------------------------
+    ("qos-rules-alias", "Quality of Service rules alias API", "API to enable GET, PUT and DELETE operations on "
+     "QoS policy rules without specifying policy ID"),
+    ("vlan-transparent", "Vlantransparent", "Provides Vlan Transparent Networks"),
+    ("qinq", "QinQ networks", "Expose network 'qinq' attribute in the API. This allows to configure network to "
+     "allow vlan in vlan configuration using 0x88a8 ethertype (QinQ)."),
+    ("port-resource-request", "Port Resource Request", "Expose resource request to Port"),
+    ("port-resource-request-groups", "Port Resource Request Groups", "Support requesting multiple groups of "
+     "resources and traits from the same RP subtree in resource_request"),
+    # what netbay had and did not list (checked against the peer: tests/test_neutron_peer_shapes.py)
+    ('empty-string-filtering', 'Empty String Filtering Extension',
+     'Allow filtering by attributes with empty string value'),
+    ('floating-ip-port-forwarding-description', 'Floating IP Port Forwarding new attribute description',
+     'Add a description field to Port Forwarding rules'),
+    ('floating-ip-port-forwarding-detail', 'Floating IP port forwarding detail',
+     "Allow list floating ip return more port forwarding data, include'id' and 'internal_port_id'"),
+    ('fip-port-details', 'Floating IP Port Details Extension',
+     'Add port_details attribute to Floating IP resource'),
+    ('port-security-groups-filtering', 'Port filtering on security groups',
+     'Provides security groups filtering when listing ports'),
+    ('security-groups-remote-address-group', 'Remote address group id field for security group rules',
+     'Add new field of remote address group id in SG rules'),
+    ('security-groups-rules-belongs-to-default-sg',
+     "Security group rule belongs to the project's default security group",
+     "Flag to determine if the security group rule belongs to the project's default security group"),
+    ('security-groups-shared-filtering', 'Security group filtering on the shared field',
+     'Support filtering security groups on the shared field'),
+    ('tag-creation', 'Tag creation extension',
+     'Allow to create multiple tags for a resource'),
+    ('qos-rule-type-filter', 'Allow to filter the list of QoS rule types',
+     'Allows to filter the QoS rule type list adding two new flags. "all_rules" prints all implemented QoS rule '
+     'types."all_supported" prints all supported QoS rule types by the loaded mechanism drivers'),
+    ("quota-check-limit", "Quota engine limit check",
+     "Support for checking the resource usage before applying a new quota limit"),
+    # -- end neutron5 ----------------------------------------------------------------------------
     ("netbay-batch", "netbay batch", "POST /v2.0/batch: several writes of this API in one transaction."),
 ]
 

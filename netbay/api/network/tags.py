@@ -35,6 +35,22 @@ def mount_tags(router: APIRouter, resource: Resource, path: str) -> None:
             resource.record(s, obj, "update")
         return JSONResponse({"tags": result})
 
+    async def create_tags(request: Request, item_id: str) -> Response:
+        """``tag-creation``: POST adds several tags to those there, and answers the asked ones."""
+        ctx = context(request)
+        raw = await read_json(request)
+        if not isinstance(raw, dict) or not isinstance(raw.get("tags"), list):
+            raise BadRequest("Invalid input for operation: Invalid tags body.", kind="InvalidInput")
+        tags = [_check(t) for t in raw["tags"]]
+        with store(request).write() as s:
+            obj = resource.get_owned(s, ctx, item_id)
+            current = resource.tags_of(s, [obj.id])[obj.id]
+            added = [t for t in dict.fromkeys(tags) if t not in current]
+            if added:
+                resource.set_tags(s, obj, current + added)
+                resource.record(s, obj, "update")
+        return JSONResponse({"tags": tags})
+
     def has_tag(request: Request, item_id: str, tag: str) -> Response:
         ctx = context(request)
         with store(request).read() as s:
@@ -79,6 +95,7 @@ def mount_tags(router: APIRouter, resource: Resource, path: str) -> None:
                          openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                              "schema": {"type": "object", "required": ["tags"], "properties": {
                                  "tags": {"type": "array", "items": {"type": "string"}}}}}}}})
+    router.add_api_route(path + "/{item_id}/tags", create_tags, methods=["POST"], name=f"create_{name}_tags")
     router.add_api_route(path + "/{item_id}/tags", remove_all, methods=["DELETE"], status_code=204,
                          name=f"remove_{name}_tags")
     router.add_api_route(path + "/{item_id}/tags/{tag}", has_tag, methods=["GET"], status_code=204,
