@@ -15,17 +15,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from netbay.k8s import nodeports, objects, services
+from netbay.k8s.families import family_of
 from netbay.k8s.kubeproxy import ServicePortRule
 from netbay.k8s.objects import Desired
 
 
-def external_addresses(svc: objects.ServiceWant) -> tuple[str, ...]:
-    """Where else the nodes answer a Service (IPv4): its ``externalIPs`` and, of a
+def external_addresses(svc: objects.ServiceWant, family: str = "IPv4") -> tuple[str, ...]:
+    """Where else the nodes answer a Service (of ``family``): its ``externalIPs`` and, of a
     LoadBalancer Service, ``spec.loadBalancerIP`` — on a node cluster no load balancer
     stands in front: kube-proxy answers the address on every node, as it does a cloud
     load balancer's."""
     lb = [svc.load_balancer_ip] if svc.type == "LoadBalancer" and svc.load_balancer_ip else []
-    return tuple(sorted({a for a in (*svc.external_ips, *lb) if ":" not in a}))
+    v6 = family == "IPv6"
+    return tuple(sorted({a for a in (*svc.external_ips, *lb) if (":" in a) == v6}))
 
 
 @dataclass
@@ -38,16 +40,24 @@ class RulesMemo:
 
 
 def proxy_rules(want: Desired, vips: Mapping[tuple[str, str], str],
-                addresses: Mapping[tuple[str, str], str], memo: RulesMemo | None = None) -> list[ServicePortRule]:
+                addresses: Mapping[tuple[str, str], str], memo: RulesMemo | None = None, *,
+                more_ips: Mapping[tuple[str, str], tuple[str, ...]] | None = None,
+                addresses6: Mapping[tuple[str, str], str] | None = None) -> list[ServicePortRule]:
     """Every Service port as the nodes answer it: backends are the ready pods (the
     kuryr path's :func:`netbay.k8s.services.members`), node ports as kuryr numbers them.
     With ``memo``, a Service unchanged since the last pass keeps its rules (the same
-    objects: the proxy's diff passes over them at once)."""
+    objects: the proxy's diff passes over them at once). Dual-stack: ``more_ips`` holds a
+    Service's every cluster IP (primary first; the primary is ``vips``'), each answered by
+    a rule of its own (key ``…@IPv6``) whose backends are the pods' addresses of its family
+    (``addresses6``: the pods' IPv6 addresses), its node ports the primary's."""
     memo = memo if memo is not None else RulesMemo()
-    basis = (want.pods, want.endpoints, dict(addresses))
+    more_ips, addresses6 = more_ips or {}, addresses6 or {}
+    basis = (want.pods, want.endpoints, dict(addresses), dict(addresses6))
     if memo.basis != basis:
         memo.basis, memo.rules = basis, {}
-    ports = {key: {"fixed_ips": [{"ip_address": ip, "subnet_id": ""}]} for key, ip in addresses.items()}
+    ports = {key: {"fixed_ips": [{"ip_address": ip, "subnet_id": ""},
+                                 *([{"ip_address": addresses6[key], "subnet_id": ""}] if key in addresses6 else [])]}
+             for key, ip in addresses.items()}
     node_ports = {(ip, port, proto): node_port for proto, node_port, ip, port in nodeports.plan(want, vips)}
     out = []
     kept: dict[tuple[str, str], tuple[Any, ...]] = {}
@@ -58,23 +68,28 @@ def proxy_rules(want: Desired, vips: Mapping[tuple[str, str], str],
         vip = vips[key]
         nps = tuple(node_ports.get((vip, sp.port, sp.protocol)) for sp in svc.ports) if node_ports \
             else (None,) * len(svc.ports)
+        ips = more_ips.get(key) or (vip,)
         hit = memo.rules.get(key)
-        if hit is not None and hit[0] is svc and hit[1] == vip and hit[2] == nps:
+        if hit is not None and hit[0] is svc and hit[1] == ips and hit[2] == nps:
             kept[key] = hit
             out += hit[3]
             continue
         mine = []
-        for sp, node_port in zip(svc.ports, nps):
-            alike = (svc.namespace, tuple(sorted((svc.selector or {}).items())), svc.publish_not_ready,
-                     sp.name, sp.target) if svc.selector else None
-            backends = seen.get(alike) if alike else None
-            if backends is None:
-                backends = tuple((m["address"], m["protocol_port"]) for m in services.members(svc, sp, want, ports))
-                if alike:
-                    seen[alike] = backends
-            mine.append(ServicePortRule(f"{key[0]}/{key[1]}/{sp.protocol}/{sp.port}", vip, sp.protocol,
-                                        sp.port, backends, node_port, external_addresses(svc)))
-        kept[key] = (svc, vip, nps, mine)
+        for ip in ips:
+            family = family_of(ip)
+            at = "" if family == "IPv4" else f"@{family}"
+            for sp, node_port in zip(svc.ports, nps):
+                alike = (svc.namespace, tuple(sorted((svc.selector or {}).items())), svc.publish_not_ready,
+                         sp.name, sp.target, family) if svc.selector else None
+                backends = seen.get(alike) if alike else None
+                if backends is None:
+                    backends = tuple((m["address"], m["protocol_port"])
+                                     for m in services.members(svc, sp, want, ports, family))
+                    if alike:
+                        seen[alike] = backends
+                mine.append(ServicePortRule(f"{key[0]}/{key[1]}/{sp.protocol}/{sp.port}{at}", ip, sp.protocol,
+                                            sp.port, backends, node_port, external_addresses(svc, family)))
+        kept[key] = (svc, ips, nps, mine)
         out += mine
     memo.rules = kept
     return out

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from netbay.drivers.labelspec import LabelSpec
+from netbay.drivers.servicerange import MAX_SERVICE_BITS_IPV6
 from netbay.drivers.spec import DriverSpec
 
 __all__ = ["SPEC", "KuryrConfig"]
@@ -83,9 +84,6 @@ class KuryrConfig:
         dual-stack clusters are IPv4-primary, as kubeadm's are by default)."""
         return ("IPv4", "IPv6") if self.service_cidr_ipv6 else ("IPv4",)
 
-
-# Kubernetes refuses a larger IPv6 service range (its allocator's bitmap: 2^20 addresses at most).
-MAX_SERVICE_BITS_IPV6 = 20
 
 
 def _ranges_fit(values: Mapping[str, str]) -> str | None:
