@@ -311,8 +311,10 @@ class NodeController:
             if key.kind != "Service":
                 continue
             spec = body.get("spec") or {}
+            if spec.get("clusterIP") and len(self.families) == 1:
+                continue   # pinned (an IPv4 cluster's every Service once allocated): one look
             ips = self.cluster_ips.get((key.namespace, key.name))
-            if ips and (not spec.get("clusterIP") or (len(ips) > 1 and len(spec.get("clusterIPs") or ()) < len(ips))):
+            if ips and (not spec.get("clusterIP") or len(spec.get("clusterIPs") or ()) < len(ips)):
                 changed.append({**body, "spec": pinned(spec, ips)})
         if changed:
             desired.put(self.store, self.refs.cluster_id, changed)

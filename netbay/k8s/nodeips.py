@@ -57,30 +57,36 @@ def service_families(svc: ServiceWant, families: Sequence[str], label: str = "")
 def allocate(want: Desired, ranges: Mapping[str, str], label: str = "") -> dict[tuple[str, str], tuple[str, ...]]:
     """Each non-headless Service with ports → its cluster IPs, primary first. A Service
     whose families the cluster cannot give is left out (the manifest source refused it;
-    a watched one is logged)."""
+    a watched one is logged). A pinned IPv4 Service that says nothing of families (every
+    Service of an IPv4 cluster once allocated) costs one look: a pass visits them all."""
     families = tuple(f for f in ("IPv4", "IPv6") if f in ranges)
-    wanted: dict[tuple[str, str], tuple[str, ...]] = {}
+    plain = families == IPV4_ONLY
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
     taken: set[str] = set()
+    pending = []
     for key, svc in want.services.items():
-        if svc.headless:
+        ip, ips = svc.cluster_ip, svc.cluster_ips
+        if ip == "None":   # headless
             continue
-        given = [ip for ip in svc.cluster_ips if ip != "None"]
-        taken.update(given)
+        if ip:
+            taken.update(ips)
         if not svc.ports:
             continue
+        if plain and ip and len(ips) == 1 and "." in ip and not svc.ip_families and svc.ip_family_policy is None:
+            out[key] = ips
+        else:
+            pending.append(key)
+    nets = {family: ipaddress.ip_network(cidr) for family, cidr in ranges.items()}
+    for key in sorted(pending):
+        svc = want.services[key]
         try:
-            wanted[key] = service_families(svc, families, label)
+            asked = service_families(svc, families, label)
         except FamilyError as exc:
             log.warning("k8s: %s", exc)
-    nets = {family: ipaddress.ip_network(cidr) for family, cidr in ranges.items()}
-    out: dict[tuple[str, str], tuple[str, ...]] = {}
-    for key in sorted(wanted):
-        svc = want.services[key]
-        ips = []
-        for family in wanted[key]:
-            ip = next((ip for ip in svc.cluster_ips if ip != "None" and family_of(ip) == family), None)
-            ips.append(ip or _free(nets[family], key, taken))
-        out[key] = tuple(ip for ip in ips if ip)
+            continue
+        given = {family_of(ip): ip for ip in svc.cluster_ips if ip != "None"}
+        got = tuple(given.get(family) or _free(nets[family], key, taken) for family in asked)
+        out[key] = tuple(ip for ip in got if ip)
     return out
 
 
