@@ -19,14 +19,11 @@ and dual-stack Services in front of them:
 from __future__ import annotations
 
 import ipaddress
-import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
 
 from netbay.client import Api
-from netbay.dataplane import netns, sctp
 from netbay.drivers import registry
 from netbay.k8s.controllers import open_controller
 from netbay.k8s.families import FamilyError
@@ -38,8 +35,9 @@ from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener, tcp_read
 from .cluster_pods import clusternet, make_cluster
 from .k8s_fixtures import node_pods, policy_quota
+from .sctp_fixtures import SCTP_PORT, SctpResponder, sctp_answers
 
-CLOUD_TAG = "k6"
+CLOUD_TAG = "ks"
 
 SERVICES6 = "fd00:254::/108"
 MODES = {
@@ -48,7 +46,6 @@ MODES = {
     "calico-vxlan": ("calico", {"calico_ipv4pool_vxlan": "Always", "calico_ipv6pool": "fd00:31::/64",
                                 "calico_service_cidr_ipv6": SERVICES6}),
 }
-SCTP_PORT = 3868
 
 APP = """
 apiVersion: apps/v1
@@ -89,51 +86,6 @@ kind: Service
 metadata: {name: six, namespace: shop}
 spec: {ipFamilies: [IPv6], selector: {app: web}, ports: [{port: 80}]}
 """
-
-
-class SctpResponder:
-    """Answers every SCTP INIT to :data:`SCTP_PORT` in ``ns`` with an INIT ACK, over raw
-    sockets of both families (a thread; :meth:`close` stops it, bounded)."""
-
-    def __init__(self, ns: str) -> None:
-        with netns.entered(ns):
-            self.socks = [socket.socket(f, socket.SOCK_RAW, sctp.PROTO) for f in (socket.AF_INET, socket.AF_INET6)]
-        for s in self.socks:
-            s.settimeout(0.1)
-        self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._run, args=(s,), daemon=True) for s in self.socks]
-        for t in self.threads:
-            t.start()
-
-    def _run(self, sock: socket.socket) -> None:
-        while not self.stop.is_set():
-            try:
-                data, peer = sock.recvfrom(65535)
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            got = sctp.parse(data, sock.family)
-            if got and got.valid and got.chunk == sctp.INIT and got.dport == SCTP_PORT and got.init_tag:
-                sock.sendto(sctp.init_ack(SCTP_PORT, got.sport, got.init_tag, 7), (peer[0], 0))
-
-    def close(self) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(2)
-        for s in self.socks:
-            s.close()
-
-
-def sctp_answers(ns: str, ip: str, port: int) -> bool:
-    """An INIT from ``ns`` to ``ip:port`` gets an INIT ACK (one try)."""
-    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
-    with netns.entered(ns):
-        sock = socket.socket(family, socket.SOCK_RAW, sctp.PROTO)
-    try:
-        return sctp.check(sock, ip, port, 0.5)
-    finally:
-        sock.close()
 
 
 def answers(ns: str, ip: str, port: int, want: set[bytes], timeout: float = 20) -> set[bytes]:
