@@ -268,7 +268,7 @@ class NodeController:
                                 addresses6=addresses6)
             self.proxy.converge(self.node_namespaces, rules + resolver)
             if resolver:
-                self.dns.publish(want, pods, self.vips)
+                self.dns.publish(want, pods, self.vips, self.cluster_ips)
             self._docker(want, pods, containers, report, full)
             self._policies(want, pods, report)
             return report

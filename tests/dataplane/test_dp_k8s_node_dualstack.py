@@ -8,6 +8,7 @@ and dual-stack Services in front of them:
 * both replicas answer a client pod at the Service's IPv6 cluster IP (from the IPv6
   service range; the nodes' ``ip6`` table, backends the pods' IPv6 addresses) and still at
   its IPv4 one;
+* the cluster resolver answers the Service's name with both cluster IPs (A and AAAA);
 * the NodePort Service answers at one minion's IPv6 address (its lease's: flannel's
   ``cni0`` gateway, calico's VXLAN tunnel address) from another node, both replicas;
 * an SCTP Service answers an INIT with an INIT ACK (:func:`netbay.dataplane.sctp.check`
@@ -34,6 +35,7 @@ from netbay.store.db import Store
 from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener, tcp_read
 from .cluster_pods import clusternet, make_cluster
+from .dns_upstream import query
 from .k8s_fixtures import node_pods, policy_quota
 from .sctp_fixtures import SCTP_PORT, SctpResponder, sctp_answers
 
@@ -146,6 +148,11 @@ def test_dual_stack_and_sctp_services_on_node_drivers(cloud: Cloud, k8s: tuple[s
         assert ipaddress.ip_address(v6) in ipaddress.ip_network(SERVICES6) and ctrl.vips[("shop", "web")] == v4
         assert answers(client, v6, 80, names) == names, "both replicas through the IPv6 cluster IP"
         assert answers(client, v4, 80, names) == names, "and through the IPv4 one"
+        # the cluster resolver (kube-dns) answers the Service's name in both families
+        name = "web.shop.svc.cluster.local"
+        aaaa = wait_for(lambda: query(client, ctrl.dns.address, name, "AAAA").rr or None, 20, 0.1, f"AAAA {name}")
+        assert [str(r.rdata) for r in aaaa] == [v6]
+        assert [str(r.rdata) for r in query(client, ctrl.dns.address, name, "A").rr] == [v4]
         # the IPv6 node port of one minion, from the master (another node): both replicas
         master = next(n for n in net["nodes"] if n["role"] == "master")
         node = next(n for n in net["nodes"] if n["name"] == web[0]["node"])
