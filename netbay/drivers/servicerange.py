@@ -23,6 +23,12 @@ def check(values: Mapping[str, str], service_key: str, pods_key: str) -> str | N
     if not pods6:
         return (f"Label {service_key}={service6} asks for dual-stack Services, whose IPv6 cluster IPs "
                 f"lead to the pods' IPv6 addresses: set {pods_key} too (an IPv6 network), or neither.")
+    return fits(service_key, service6, pods_key, pods6)
+
+
+def fits(service_key: str, service6: str, pods_key: str, pods6: str) -> str | None:
+    """Why IPv6 service range ``service6`` (label ``service_key``) cannot be used beside the
+    pods' IPv6 network ``pods6`` (label ``pods_key``): too large, or overlapping it."""
     service, pods = ipaddress.ip_network(service6), ipaddress.ip_network(pods6)
     if service.max_prefixlen - service.prefixlen > MAX_SERVICE_BITS_IPV6:
         return (f"Label {service_key}={service} is too large: an IPv6 service range is "
@@ -34,4 +40,4 @@ def check(values: Mapping[str, str], service_key: str, pods_key: str) -> str | N
     return None
 
 
-__all__ = ["MAX_SERVICE_BITS_IPV6", "check"]
+__all__ = ["MAX_SERVICE_BITS_IPV6", "check", "fits"]
