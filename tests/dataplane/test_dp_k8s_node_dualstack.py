@@ -7,7 +7,7 @@ and dual-stack Services in front of them:
 
 * both replicas answer a client pod at the Service's IPv6 cluster IP (from the IPv6
   service range; the nodes' ``ip6`` table, backends the pods' IPv6 addresses) and still at
-  its IPv4 one;
+  its IPv4 one; a replica reaches itself and the other through the IPv6 one (hairpin);
 * the cluster resolver answers the Service's name with both cluster IPs (A and AAAA);
 * the NodePort Service answers at one minion's IPv6 address (its lease's: flannel's
   ``cni0`` gateway, calico's VXLAN tunnel address) from another node, both replicas;
@@ -148,6 +148,8 @@ def test_dual_stack_and_sctp_services_on_node_drivers(cloud: Cloud, k8s: tuple[s
         assert ipaddress.ip_address(v6) in ipaddress.ip_network(SERVICES6) and ctrl.vips[("shop", "web")] == v4
         assert answers(client, v6, 80, names) == names, "both replicas through the IPv6 cluster IP"
         assert answers(client, v4, 80, names) == names, "and through the IPv4 one"
+        own = cloud.names.pod(web[0]["id"])   # a replica through its own Service: itself (hairpin) and the other
+        assert answers(own, v6, 80, names) == names
         # the cluster resolver (kube-dns) answers the Service's name in both families
         name = "web.shop.svc.cluster.local"
         aaaa = wait_for(lambda: query(client, ctrl.dns.address, name, "AAAA").rr or None, 20, 0.1, f"AAAA {name}")
