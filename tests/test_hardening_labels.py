@@ -355,7 +355,7 @@ def test_a_padded_flannel_ip_masq_false_turns_masquerading_off(ci, magnum, datab
     # copies and the agent is given (no label read again).
     config = _stored_driver_config(database_url, cluster.uuid)
     assert config == {"network": "10.100.0.0/16", "subnet_len": 24, "backend": "vxlan", "ip_masq": False,
-                      "network6": "", "subnet_len6": 64}
+                      "network6": "", "subnet_len6": 64, "service6": ""}
     assert registry.make("flannel", config).config.ip_masq is False
 
 

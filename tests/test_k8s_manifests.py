@@ -61,8 +61,8 @@ def test_scale_to_zero_and_keys() -> None:
     ("apiVersion: v1\nkind: Nonsense\nmetadata: {name: c}\n", "Nonsense"),
     ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {clusterIP: 10.0.0, ports: [{port: 1}]}\n",
      "is not an IPv4 or IPv6 address"),
-    ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 1, protocol: SCTP}]}\n",
-     "SCTP is not supported"),
+    ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 1, protocol: DCCP}]}\n",
+     r"DCCP is not supported \(TCP, UDP, SCTP\)"),
     ("apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {netbay.io/runtime: vm}}\n"
      "spec: {containers: [{name: c, image: busybox}]}\n", "netbay.io/runtime='vm' is not one of sandbox, docker"),
 ])

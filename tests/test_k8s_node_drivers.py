@@ -190,3 +190,95 @@ def test_a_load_balancer_services_status_names_the_address_the_nodes_answer() ->
     assert on_node_cluster({"spec": {"type": "LoadBalancer"}}) == {"loadBalancer": {}}
     assert on_node_cluster({"spec": {"type": "NodePort", "externalIPs": ["198.51.100.9"]}}) is None
     assert on_node_cluster({"spec": {}}) is None
+
+
+DUAL = """
+apiVersion: v1
+kind: Service
+metadata: {name: both, namespace: shop}
+spec: {type: NodePort, ipFamilyPolicy: PreferDualStack, selector: {app: web},
+       ports: [{port: 80, targetPort: 8080, nodePort: 30080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: six, namespace: shop}
+spec: {ipFamilies: [IPv6], selector: {app: web}, ports: [{port: 9, protocol: SCTP}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: four, namespace: shop}
+spec: {selector: {app: web}, ports: [{port: 81, targetPort: 8080}]}
+"""
+
+
+def test_dual_stack_services_on_a_node_cluster() -> None:
+    """With ``<driver>_service_cidr_ipv6`` a Service gets a cluster IP of each family it
+    asks for (Kubernetes' rules), the IPv6 one answered by the ``ip6`` table with the pods'
+    IPv6 addresses behind it and the same node port; without it, IPv6 is refused by name."""
+    import pytest
+
+    from netbay.k8s.families import FamilyError
+    from netbay.k8s.nodeips import allocate, families_of, pinned, ranges_of, service_families
+
+    config = {"service6": "fd00:254::/108"}
+    assert families_of(config) == ("IPv4", "IPv6") and families_of({}) == ("IPv4",)
+    want = desired(parse(DUAL))
+    ips = allocate(want, ranges_of(config))
+    both, six, four = ips[("shop", "both")], ips[("shop", "six")], ips[("shop", "four")]
+    assert both[0].startswith("10.254.") and both[1].startswith("fd00:254::") and len(both) == 2
+    assert six[0].startswith("fd00:254::") and len(six) == 1 and len(four) == 1 and "." in four[0]
+    assert ips == allocate(want, ranges_of(config)), "stable"
+    assert pinned({"clusterIP": None}, both) == {"clusterIP": both[0], "clusterIPs": list(both)}
+    # pinned, they stay what they were
+    again = desired(parse(DUAL.replace("ipFamilyPolicy: PreferDualStack",
+                                       f"ipFamilyPolicy: PreferDualStack, clusterIPs: [{both[0]}, '{both[1]}']")))
+    assert allocate(again, ranges_of(config))[("shop", "both")] == both
+
+    addresses = {("shop", "web-0"): "10.100.1.2", ("shop", "web-1"): "10.100.2.2"}
+    addresses6 = {("shop", "web-0"): "fd00:10:0:1::2", ("shop", "web-1"): "fd00:10:0:2::2"}
+    pods = desired(parse(APP))
+    want.pods.update(pods.pods)
+    vips = {k: v[0] for k, v in ips.items()}
+    rules = {r.key: r for r in proxy_rules(want, vips, addresses, more_ips=ips, addresses6=addresses6)}
+    v6 = rules["shop/both/TCP/80@IPv6"]
+    assert v6.cluster_ip == both[1] and v6.node_port == rules["shop/both/TCP/80"].node_port == 30080
+    assert v6.backends == (("fd00:10:0:1::2", 8080), ("fd00:10:0:2::2", 8080))
+    assert rules["shop/both/TCP/80"].backends == (("10.100.1.2", 8080), ("10.100.2.2", 8080))
+    sctp = rules["shop/six/SCTP/9@IPv6"]
+    assert sctp.cluster_ip == six[0] and sctp.protocol == "SCTP" and len(sctp.backends) == 2
+    text = "\n".join(whole(rules, ipv6=True))
+    assert "add table ip6 netbay-k8s-proxy" in text and "dnat ip6 to ip6 daddr" in text
+    assert "add element ip6 netbay-k8s-proxy service-backends {" in text
+    assert f"{both[1]} . tcp . 80 . 0 : fd00:10:0:1::2 . 8080" in text
+    assert not any(":" in line.split("{")[1].split(" . ")[0] for line in text.splitlines()
+                   if line.startswith("add element ip netbay-k8s-proxy service-backends")), "IPv6 only in ip6"
+    assert f"{six[0]} . sctp . 9 . 0 :" in text
+    assert "add table ip6" not in "\n".join(whole({}))   # an IPv4 cluster: no ip6 table
+
+    with pytest.raises(FamilyError, match="flannel_service_cidr_ipv6"):
+        service_families(want.services[("shop", "both")].__class__(
+            "shop", "x", "ClusterIP", None, (), None, ip_family_policy="RequireDualStack"), ("IPv4",),
+            "flannel_service_cidr_ipv6")
+    assert ("shop", "six") not in allocate(want, ranges_of({})), "IPv6 only, on an IPv4 cluster: none"
+
+
+def test_the_ipv6_service_range_label_is_checked() -> None:
+    from netbay.drivers.labelspec import LabelError
+
+    flannel, calico = registry.get("flannel"), registry.get("calico")
+    assert flannel and calico
+    ok = flannel.parse({"flannel_ipv6_network_cidr": "fd00:10::/56", "flannel_service_cidr_ipv6": "fd00:254::/108"})
+    assert ok.service6 == "fd00:254::/108"
+    assert calico.parse({"calico_ipv6pool": "fd00:20::/64", "calico_service_cidr_ipv6": "fd00:255::/112"}).service6
+    assert flannel.parse({}).service6 == "" and calico.parse({}).service6 == ""
+    for labels, why in [({"flannel_service_cidr_ipv6": "fd00:254::/108"}, "set flannel_ipv6_network_cidr too"),
+                        ({"flannel_ipv6_network_cidr": "fd00:10::/56", "flannel_service_cidr_ipv6": "fd00:254::/64"},
+                         "too large"),
+                        ({"flannel_ipv6_network_cidr": "fd00:10::/56", "flannel_service_cidr_ipv6": "fd00:10::/108"},
+                         "overlap")]:
+        try:
+            flannel.parse(labels)
+        except LabelError as exc:
+            assert why in str(exc)
+        else:
+            raise AssertionError(f"{labels} accepted")

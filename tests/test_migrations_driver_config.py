@@ -52,7 +52,7 @@ def test_existing_clusters_get_their_driver_config(database_url: str) -> None:
         engine.dispose()
     stored = {k: v if v is None or isinstance(v, dict) else json.loads(v) for k, v in rows.items()}
     assert stored["c-padded"] == {"network": "10.100.0.0/16", "subnet_len": 24, "backend": "host-gw",
-                                  "ip_masq": False, "network6": "", "subnet_len6": 64}
+                                  "ip_masq": False, "network6": "", "subnet_len6": 64, "service6": ""}
     assert stored["c-kuryr"] == {"subnet_driver": "node", "pod_subnet_pool": "10.10.0.0/16",
                                  "pod_subnet_prefixlen": 24, "service_cidr": "10.96.0.0/16", "pod_runtime": "sandbox",
                                  "pod_subnet_pool_ipv6": "", "pod_subnet_prefixlen_ipv6": 64, "service_cidr_ipv6": "",

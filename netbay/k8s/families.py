@@ -2,7 +2,7 @@
 
 The API server's defaulting and validation (``pkg/registry/core/service``), against
 the cluster's families (``ClusterRefs.families``: IPv4, or IPv4 and IPv6 for a
-dual-stack kuryr cluster): no policy is ``SingleStack`` unless two families or two
+dual-stack kuryr cluster; a flannel or calico cluster's, :mod:`netbay.k8s.nodeips`): no policy is ``SingleStack`` unless two families or two
 cluster IPs are given (then ``RequireDualStack``); ``PreferDualStack`` gets both
 families where the cluster has them, one where it has one; ``RequireDualStack`` on a
 single-stack cluster, a family the cluster has not, ``SingleStack`` with two
@@ -41,8 +41,9 @@ def address_of(port: dict, family: str) -> tuple[str, str] | None:
     return None
 
 
-def resolve(svc: ServiceWant, cluster: Sequence[str]) -> tuple[str, ...]:
-    """The families ``svc`` gets cluster IPs of, primary first (:class:`FamilyError`)."""
+def resolve(svc: ServiceWant, cluster: Sequence[str], label: str = "kuryr_service_cidr_ipv6") -> tuple[str, ...]:
+    """The families ``svc`` gets cluster IPs of, primary first (:class:`FamilyError`);
+    ``label``: the one that makes the cluster dual-stack (named in the refusal)."""
     where = f"Service {svc.namespace}/{svc.name}"
 
     def refuse(text: str) -> FamilyError:
@@ -77,7 +78,7 @@ def resolve(svc: ServiceWant, cluster: Sequence[str]) -> tuple[str, ...]:
     if policy == "RequireDualStack" and len(cluster) < 2:
         raise refuse('spec.ipFamilyPolicy: Invalid value: "RequireDualStack": this cluster is not configured '
                       "for dual-stack services (its network driver has no IPv6 service range: label "
-                      "kuryr_service_cidr_ipv6)")
+                      f"{label})")
     for i, family in enumerate(asked):
         if family not in cluster:
             raise refuse(f'spec.ipFamilies[{i}]: Invalid value: "{family}": not configured on this cluster '

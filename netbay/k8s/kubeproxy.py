@@ -63,51 +63,66 @@ class ServicePortRule:
     external: tuple[str, ...] = ()            # externalIPs and the load-balancer address, sorted
 
 
-Element = tuple[str, str]   # (map or set, key)
+Element = tuple[str, str]   # (map or set, key); an IPv6 rule's map or set is named "ip6:<name>"
+
+V6 = "ip6:"   # the prefix of an IPv6 rule's maps and sets: they live in the ``ip6`` table
+
+
+def is_v6(rule: ServicePortRule) -> bool:
+    """Whether the rule answers an IPv6 cluster IP (its elements go to the ``ip6`` table)."""
+    return ":" in rule.cluster_ip
 
 
 def elements(rule: ServicePortRule) -> dict[Element, str | None]:
     """The rule's elements: (map or set, key) → value (None in a set)."""
     proto = rule.protocol.lower()
+    at = V6 if is_v6(rule) else ""
     if not rule.backends:
-        return {("no-endpoints", f"{ip} . {proto} . {rule.port}"): None for ip in (rule.cluster_ip, *rule.external)}
+        return {(f"{at}no-endpoints", f"{ip} . {proto} . {rule.port}"): None
+                for ip in (rule.cluster_ip, *rule.external)}
     out: dict[Element, str | None] = {}
     for slot in range(SLOTS):
         ip, port = rule.backends[slot % len(rule.backends)]
-        out[("service-backends", f"{rule.cluster_ip} . {proto} . {rule.port} . {slot}")] = f"{ip} . {port}"
+        out[(f"{at}service-backends", f"{rule.cluster_ip} . {proto} . {rule.port} . {slot}")] = f"{ip} . {port}"
         if rule.node_port:
-            out[("nodeport-backends", f"{proto} . {rule.node_port} . {NODEPORT_MARK + slot:#x}")] = f"{ip} . {port}"
+            out[(f"{at}nodeport-backends", f"{proto} . {rule.node_port} . {NODEPORT_MARK + slot:#x}")] = \
+                f"{ip} . {port}"
         for ext in rule.external:
-            out[("external-backends", f"{ext} . {proto} . {rule.port} . {NODEPORT_MARK + slot:#x}")] = \
+            out[(f"{at}external-backends", f"{ext} . {proto} . {rule.port} . {NODEPORT_MARK + slot:#x}")] = \
                 f"{ip} . {port}"
     return out
 
 
-def _skeleton() -> list[str]:
-    t = f"ip {TABLE}"
+def _skeleton(family: str = "ip") -> list[str]:
+    """The table of one family (``ip``, or ``ip6`` on a dual-stack cluster): the same
+    maps and chains, keyed on that family's addresses."""
+    t = f"{family} {TABLE}"
+    addr = "ipv6_addr" if family == "ip6" else "ipv4_addr"
     mark = f"{NODEPORT_MARK:#x}"
     return [
         f"add table {t}", f"delete table {t}", f"add table {t}",
-        f"add map {t} service-backends {{ type ipv4_addr . inet_proto . inet_service . mark : "
-        f"ipv4_addr . inet_service ; size {SIZE} ; }}",
-        f"add map {t} nodeport-backends {{ type inet_proto . inet_service . mark : ipv4_addr . inet_service ; "
+        f"add map {t} service-backends {{ type {addr} . inet_proto . inet_service . mark : "
+        f"{addr} . inet_service ; size {SIZE} ; }}",
+        f"add map {t} nodeport-backends {{ type inet_proto . inet_service . mark : {addr} . inet_service ; "
         f"size {SIZE} ; }}",
-        f"add map {t} external-backends {{ type ipv4_addr . inet_proto . inet_service . mark : "
-        f"ipv4_addr . inet_service ; size {SMALL} ; }}",
-        f"add set {t} no-endpoints {{ type ipv4_addr . inet_proto . inet_service ; size {SMALL} ; }}",
-        f"add set {t} hairpin {{ type ipv4_addr . ipv4_addr ; size {SMALL} ; }}",
+        f"add map {t} external-backends {{ type {addr} . inet_proto . inet_service . mark : "
+        f"{addr} . inet_service ; size {SMALL} ; }}",
+        f"add set {t} no-endpoints {{ type {addr} . inet_proto . inet_service ; size {SMALL} ; }}",
+        f"add set {t} hairpin {{ type {addr} . {addr} ; size {SMALL} ; }}",
         f"add chain {t} services",
-        f"add rule {t} services ip daddr . meta l4proto . th dport @no-endpoints drop",
+        f"add rule {t} services {family} daddr . meta l4proto . th dport @no-endpoints drop",
         f"add rule {t} services meta mark set numgen random mod {SLOTS}",
-        f"add rule {t} services dnat ip to ip daddr . meta l4proto . th dport . meta mark map @service-backends",
+        f"add rule {t} services dnat {family} to {family} daddr . meta l4proto . th dport . meta mark "
+        "map @service-backends",
         f"add rule {t} services meta mark set 0",
         f"add chain {t} node-ports",
         f"add rule {t} node-ports meta mark set numgen random mod {SLOTS} offset {mark}",
-        f"add rule {t} node-ports dnat ip to meta l4proto . th dport . meta mark map @nodeport-backends",
+        f"add rule {t} node-ports dnat {family} to meta l4proto . th dport . meta mark map @nodeport-backends",
         f"add rule {t} node-ports meta mark set 0",
         f"add chain {t} externals",
         f"add rule {t} externals meta mark set numgen random mod {SLOTS} offset {mark}",
-        f"add rule {t} externals dnat ip to ip daddr . meta l4proto . th dport . meta mark map @external-backends",
+        f"add rule {t} externals dnat {family} to {family} daddr . meta l4proto . th dport . meta mark "
+        "map @external-backends",
         f"add rule {t} externals meta mark set 0",
         f"add chain {t} prerouting {{ type nat hook prerouting priority -100 ; policy accept ; }}",
         f"add rule {t} prerouting jump services",
@@ -120,26 +135,29 @@ def _skeleton() -> list[str]:
         f"add chain {t} postrouting {{ type nat hook postrouting priority 100 ; policy accept ; }}",
         f"add rule {t} postrouting meta mark and {mark} == {mark} masquerade",
         f'add rule {t} postrouting ct status dnat iifname "{BRIDGE}" oifname "{BRIDGE}" masquerade',
-        f"add rule {t} postrouting ct status dnat ip saddr . ip daddr @hairpin masquerade",
+        f"add rule {t} postrouting ct status dnat {family} saddr . {family} daddr @hairpin masquerade",
     ]
 
 
 def _hairpin(ips: Iterable[str]) -> dict[Element, str | None]:
-    return {("hairpin", f"{ip} . {ip}"): None for ip in ips}
+    return {(f"{V6 if ':' in ip else ''}hairpin", f"{ip} . {ip}"): None for ip in ips}
 
 
 def _grouped(verb: str, items: dict[Element, str | None]) -> list[str]:
-    """One command per map or set: ``verb element ip T name { k : v, … }``."""
+    """One command per map or set: ``verb element ip T name { k : v, … }`` (``ip6`` for
+    an IPv6 rule's)."""
     by: dict[str, list[str]] = {}
     for (name, key), value in sorted(items.items()):
         by.setdefault(name, []).append(key if value is None or verb == "delete" else f"{key} : {value}")
-    return [f"{verb} element ip {TABLE} {name} {{ {', '.join(keys)} }}" for name, keys in by.items()]
+    return [f"{verb} element {'ip6' if name.startswith(V6) else 'ip'} {TABLE} {name.removeprefix(V6)} "
+            f"{{ {', '.join(keys)} }}" for name, keys in by.items()]
 
 
-def whole(rules: Mapping[str, ServicePortRule]) -> list[str]:
-    """The table holding ``rules``, made afresh (a node seen for the first time)."""
+def whole(rules: Mapping[str, ServicePortRule], ipv6: bool = False) -> list[str]:
+    """The table holding ``rules``, made afresh (a node seen for the first time); with
+    ``ipv6`` (a dual-stack cluster) the ``ip6`` table beside it."""
     items = {e: v for r in rules.values() for e, v in elements(r).items()}
-    return _skeleton() + _grouped("add", {**items, **_hairpin(ip for r in rules.values() for ip, _ in r.backends)})
+    return _skeleton() + (_skeleton("ip6") if ipv6 else []) + _grouped("add", {**items, **_hairpin(ip for r in rules.values() for ip, _ in r.backends)})
 
 
 def commands(before: Mapping[str, ServicePortRule], after: Mapping[str, ServicePortRule],
@@ -181,7 +199,8 @@ class KubeProxy:
     once per change and sent to every node that held the previous state; a node seen
     first gets its table whole."""
 
-    def __init__(self) -> None:
+    def __init__(self, ipv6: bool = False) -> None:
+        self.ipv6 = ipv6   # a dual-stack cluster's: the ``ip6`` table too
         self.rules: dict[str, ServicePortRule] = {}      # what every node in ``synced`` holds
         self.backends: Counter[str] = Counter()          # backend address → Service ports using it
         self.synced: set[str] = set()
@@ -207,8 +226,10 @@ class KubeProxy:
             if ns in self.synced:
                 todo = delta
             else:
-                todo = fresh = fresh if fresh is not None else whole(want)
+                todo = fresh = fresh if fresh is not None else whole(want, self.ipv6)
                 links.sysctl(ns, "net.ipv4.ip_forward", 1)   # the translated packet is forwarded
+                if self.ipv6:
+                    links.sysctl(ns, "net.ipv6.conf.all.forwarding", 1)
             if todo:
                 try:
                     self._context(ns).run("\n".join(todo) + "\n")
@@ -230,8 +251,10 @@ class KubeProxy:
             if not netns.exists(ns):
                 continue
             with Nft(ns) as fresh:
-                if ("ip", TABLE) in fresh.tables():
-                    fresh.run(f"delete table ip {TABLE}")
+                tables = fresh.tables()
+                for family in ("ip", "ip6"):
+                    if (family, TABLE) in tables:
+                        fresh.run(f"delete table {family} {TABLE}")
 
     def close(self) -> None:
         for nft in self._nft.values():
@@ -239,4 +262,5 @@ class KubeProxy:
         self._nft.clear()
 
 
-__all__ = ["KubeProxy", "NODEPORT_MARK", "SLOTS", "ServicePortRule", "TABLE", "commands", "elements", "whole"]
+__all__ = ["KubeProxy", "NODEPORT_MARK", "SLOTS", "ServicePortRule", "TABLE", "V6", "commands", "elements", "is_v6",
+           "whole"]

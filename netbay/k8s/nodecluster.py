@@ -11,6 +11,9 @@ As those clusters do it in real life, with each job where its driver declares it
   given; else allocated once and written into the stored Service, as the API server
   does) answered on every node — kube-proxy's job, :mod:`netbay.k8s.kubeproxy` —
   node ports included (numbered by :func:`netbay.k8s.nodeports.plan`, as on kuryr);
+  on a dual-stack cluster (``<driver>_service_cidr_ipv6``) one of each family a
+  Service has (:mod:`netbay.k8s.nodeips`), the IPv6 one leading to the pods' IPv6
+  addresses;
 * **NetworkPolicy** is enforced in the nodes where the driver does it (calico:
   :mod:`netbay.k8s.nodepolicy`, the kuryr path's translation); where it does not
   (flannel), every policy is accepted and reported *not enforced by <driver>* — a
@@ -46,6 +49,7 @@ from netbay.k8s.dns.names import DOMAIN
 from netbay.k8s.dns.nodes import NodeResolver, forget_pod
 from netbay.k8s.dockerpods import DockerPods
 from netbay.k8s.kubeproxy import KubeProxy, ServicePortRule
+from netbay.k8s.nodeips import allocate, families_of, label_of, pinned, ranges_of, service_families
 from netbay.k8s.nodedocker import RUNTIME, DnsView, NodeSandboxes, as_ports, placements
 from netbay.k8s.nodepolicy import NodePolicy, not_enforced, policy_cluster, policy_status
 from netbay.k8s.noderefs import NodeClusterRefs, find, network_driver, with_nodes
@@ -71,13 +75,15 @@ class NodeController:
         self.refs = find(api, cluster_id)
         self.names = names or Names()
         self.wait = wait
-        self.proxy = KubeProxy()
+        self.families = families_of(self.refs.config)   # IPv4, and IPv6 with <driver>_service_cidr_ipv6
+        self.proxy = KubeProxy(ipv6="IPv6" in self.families)
         self._node_ns: dict[str, str] = {}   # node name → its namespace
         self._pod_node: dict[str, str] = {}   # netbay pod id → node namespace
         self.policy = NodePolicy(lambda p: self._pod_node.get(p.port_id)) if self.refs.spec.enforces_policy \
             else None
         self._lock = threading.Lock()
         self.vips: dict[tuple[str, str], str] = {}
+        self.cluster_ips: dict[tuple[str, str], tuple[str, ...]] = {}   # every family's, primary first
         self._reported: dict[tuple[str, str], str] = {}   # the Services the last pass reported made
         self._bodies: dict[Key, dict[str, Any]] | None = None   # the desired state as last read or written
         self._parsed: objects.Memo = {}   # its Pods and Services as parsed, kept between passes
@@ -96,9 +102,14 @@ class NodeController:
 
     # -- what a source calls ----------------------------------------------------------------
     def refuse(self, bodies: Iterable[Mapping[str, Any]]) -> None:
-        """Every Service is answered by the nodes; a Docker-runtime pod the runtime cannot
-        run as written is refused (never trimmed)."""
-        self.dockerpods.refuse(objects.desired(list(bodies), self._daemon_nodes()))
+        """Every Service is answered by the nodes, of the families the cluster has (else
+        Kubernetes' refusal, :class:`netbay.k8s.families.FamilyError`); a Docker-runtime pod
+        the runtime cannot run as written is refused (never trimmed)."""
+        want = objects.desired(list(bodies), self._daemon_nodes())
+        for svc in want.services.values():
+            if not svc.headless:
+                service_families(svc, self.families, label_of(self.refs.driver))
+        self.dockerpods.refuse(want)
 
     def apply(self, bodies: Iterable[Mapping[str, Any]]) -> Report:
         given = self._allocated([dict(b) for b in bodies])
@@ -115,13 +126,13 @@ class NodeController:
             return given
         with self._lock:
             merged = {**self._bodies, **{objects.key_of(b): b for b in given}}
-            vips = cluster_ips(objects.desired(list(merged.values()), self._daemon_nodes(), self._parsed))
+            ips = self._allocate(objects.desired(list(merged.values()), self._daemon_nodes(), self._parsed))
         out = []
         for body in given:
             key, spec = objects.key_of(body), body.get("spec") or {}
-            vip = vips.get((key.namespace, key.name))
-            pin = key.kind == "Service" and not spec.get("clusterIP") and vip
-            out.append({**body, "spec": {**spec, "clusterIP": vip}} if pin else body)
+            vips = ips.get((key.namespace, key.name))
+            pin = key.kind == "Service" and not spec.get("clusterIP") and vips
+            out.append({**body, "spec": pinned(spec, vips)} if pin and vips else body)
         return out
 
     def delete(self, keys: Iterable[Key]) -> Report:
@@ -170,14 +181,18 @@ class NodeController:
             containers = self.dockerpods.sweep(want, None, report)   # before the pods they ran in go
             pods = self._pods(want, report, full)
             addresses = {key: p["address"] for key, p in pods.items() if p["status"] == "ACTIVE"}
-            self.vips = cluster_ips(want)
+            addresses6 = {key: p["address6"] for key, p in pods.items() if p["status"] == "ACTIVE" and p.get("address6")}
+            self.cluster_ips = self._allocate(want)
+            self.vips = {key: ips[0] for key, ips in self.cluster_ips.items()}
             self._pin()
             self._statuses()
             self._report_services(want, report)
             resolver = self._resolver(want, full, report)
-            self.proxy.converge(self.node_namespaces, proxy_rules(want, self.vips, addresses, self._rules) + resolver)
+            rules = proxy_rules(want, self.vips, addresses, self._rules, more_ips=self.cluster_ips,
+                                addresses6=addresses6)
+            self.proxy.converge(self.node_namespaces, rules + resolver)
             if resolver:
-                self.dns.publish(want, pods, self.vips)
+                self.dns.publish(want, pods, self.vips, self.cluster_ips)
             self._docker(want, pods, containers, report, full)
             self._policies(want, pods, report)
             return report
@@ -208,20 +223,27 @@ class NodeController:
         """A node's lease is the pod's one prefix (kuryr's dual-stack segments have more)."""
         return ()
 
+    def _allocate(self, want: Desired) -> dict[tuple[str, str], tuple[str, ...]]:
+        return allocate(want, ranges_of(self.refs.config), label_of(self.refs.driver))
+
     def _pin(self) -> None:
-        """Write each allocated cluster IP into its Service's stored ``spec.clusterIP``, as
-        the API server allocates it once: Services made later never move it."""
-        pinned = []
+        """Write each allocated cluster IP into its Service's stored ``spec.clusterIP`` (and
+        ``clusterIPs``, dual-stack), as the API server allocates them once: Services made
+        later never move them."""
+        changed = []
         for key, body in (self._bodies or {}).items():
             if key.kind != "Service":
                 continue
             spec = body.get("spec") or {}
-            if not spec.get("clusterIP") and (key.namespace, key.name) in self.vips:
-                pinned.append({**body, "spec": {**spec, "clusterIP": self.vips[(key.namespace, key.name)]}})
-        if pinned:
-            desired.put(self.store, self.refs.cluster_id, pinned)
+            if spec.get("clusterIP") and len(self.families) == 1:
+                continue   # pinned (an IPv4 cluster's every Service once allocated): one look
+            ips = self.cluster_ips.get((key.namespace, key.name))
+            if ips and (not spec.get("clusterIP") or len(spec.get("clusterIPs") or ()) < len(ips)):
+                changed.append({**body, "spec": pinned(spec, ips)})
+        if changed:
+            desired.put(self.store, self.refs.cluster_id, changed)
             if self._bodies is not None:
-                self._bodies.update({objects.key_of(b): b for b in pinned})
+                self._bodies.update({objects.key_of(b): b for b in changed})
 
     def _statuses(self) -> None:
         """Each stored object's ``status`` as this cluster sets it, in one write: a

@@ -28,6 +28,9 @@ KINDS = ("Namespace", "Pod", *workloads.KINDS, "Service", "Endpoints", "NetworkP
 CLUSTER_SCOPED = {"Namespace"}
 DEFAULT_NAMESPACE = "default"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+# A Service port's protocols, Kubernetes' own: every driver's dataplane carries them (kube-proxy's
+# maps key on ``meta l4proto . th dport``; Octavia has SCTP listeners and pools)
+SERVICE_PROTOCOLS = ("TCP", "UDP", "SCTP")
 
 
 class ManifestError(ValueError):
@@ -285,8 +288,8 @@ def _service(key: Key, spec: Mapping[str, Any]) -> ServiceWant:
                               p.get("nodePort"))
                   for p in spec.get("ports") or [])
     for p in ports:
-        if p.protocol not in ("TCP", "UDP"):
-            raise ManifestError(f"{key}: protocol {p.protocol} is not supported (TCP, UDP)")
+        if p.protocol not in SERVICE_PROTOCOLS:
+            raise ManifestError(f"{key}: protocol {p.protocol} is not supported ({', '.join(SERVICE_PROTOCOLS)})")
     selector = spec.get("selector")
     return ServiceWant(key.namespace, key.name, spec.get("type") or "ClusterIP", cluster_ip, ports,
                        dict(selector) if selector else None, tuple(spec.get("externalIPs") or ()),

@@ -11,26 +11,26 @@ its very rule objects, which :func:`netbay.k8s.kubeproxy.commands` passes over a
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from netbay.k8s import nodeports, objects, services
+from netbay.k8s.families import family_of
 from netbay.k8s.kubeproxy import ServicePortRule
+from netbay.k8s.nodeips import SERVICE_RANGE, allocate
 from netbay.k8s.objects import Desired
 
-SERVICE_RANGE = "10.254.0.0/16"   # Magnum's default service_cluster_ip_range for kubernetes
 
 
-def external_addresses(svc: objects.ServiceWant) -> tuple[str, ...]:
-    """Where else the nodes answer a Service (IPv4): its ``externalIPs`` and, of a
+def external_addresses(svc: objects.ServiceWant, family: str = "IPv4") -> tuple[str, ...]:
+    """Where else the nodes answer a Service (of ``family``): its ``externalIPs`` and, of a
     LoadBalancer Service, ``spec.loadBalancerIP`` — on a node cluster no load balancer
     stands in front: kube-proxy answers the address on every node, as it does a cloud
     load balancer's."""
     lb = [svc.load_balancer_ip] if svc.type == "LoadBalancer" and svc.load_balancer_ip else []
-    return tuple(sorted({a for a in (*svc.external_ips, *lb) if ":" not in a}))
+    v6 = family == "IPv6"
+    return tuple(sorted({a for a in (*svc.external_ips, *lb) if (":" in a) == v6}))
 
 
 @dataclass
@@ -43,16 +43,24 @@ class RulesMemo:
 
 
 def proxy_rules(want: Desired, vips: Mapping[tuple[str, str], str],
-                addresses: Mapping[tuple[str, str], str], memo: RulesMemo | None = None) -> list[ServicePortRule]:
+                addresses: Mapping[tuple[str, str], str], memo: RulesMemo | None = None, *,
+                more_ips: Mapping[tuple[str, str], tuple[str, ...]] | None = None,
+                addresses6: Mapping[tuple[str, str], str] | None = None) -> list[ServicePortRule]:
     """Every Service port as the nodes answer it: backends are the ready pods (the
     kuryr path's :func:`netbay.k8s.services.members`), node ports as kuryr numbers them.
     With ``memo``, a Service unchanged since the last pass keeps its rules (the same
-    objects: the proxy's diff passes over them at once)."""
+    objects: the proxy's diff passes over them at once). Dual-stack: ``more_ips`` holds a
+    Service's every cluster IP (primary first; the primary is ``vips``'), each answered by
+    a rule of its own (key ``…@IPv6``) whose backends are the pods' addresses of its family
+    (``addresses6``: the pods' IPv6 addresses), its node ports the primary's."""
     memo = memo if memo is not None else RulesMemo()
-    basis = (want.pods, want.endpoints, dict(addresses))
+    more_ips, addresses6 = more_ips or {}, addresses6 or {}
+    basis = (want.pods, want.endpoints, dict(addresses), dict(addresses6))
     if memo.basis != basis:
         memo.basis, memo.rules = basis, {}
-    ports = {key: {"fixed_ips": [{"ip_address": ip, "subnet_id": ""}]} for key, ip in addresses.items()}
+    ports = {key: {"fixed_ips": [{"ip_address": ip, "subnet_id": ""},
+                                 *([{"ip_address": addresses6[key], "subnet_id": ""}] if key in addresses6 else [])]}
+             for key, ip in addresses.items()}
     node_ports = {(ip, port, proto): node_port for proto, node_port, ip, port in nodeports.plan(want, vips)}
     out = []
     kept: dict[tuple[str, str], tuple[Any, ...]] = {}
@@ -63,23 +71,28 @@ def proxy_rules(want: Desired, vips: Mapping[tuple[str, str], str],
         vip = vips[key]
         nps = tuple(node_ports.get((vip, sp.port, sp.protocol)) for sp in svc.ports) if node_ports \
             else (None,) * len(svc.ports)
+        ips = more_ips.get(key) or (vip,)
         hit = memo.rules.get(key)
-        if hit is not None and hit[0] is svc and hit[1] == vip and hit[2] == nps:
+        if hit is not None and hit[0] is svc and hit[1] == ips and hit[2] == nps:
             kept[key] = hit
             out += hit[3]
             continue
         mine = []
-        for sp, node_port in zip(svc.ports, nps):
-            alike = (svc.namespace, tuple(sorted((svc.selector or {}).items())), svc.publish_not_ready,
-                     sp.name, sp.target) if svc.selector else None
-            backends = seen.get(alike) if alike else None
-            if backends is None:
-                backends = tuple((m["address"], m["protocol_port"]) for m in services.members(svc, sp, want, ports))
-                if alike:
-                    seen[alike] = backends
-            mine.append(ServicePortRule(f"{key[0]}/{key[1]}/{sp.protocol}/{sp.port}", vip, sp.protocol,
-                                        sp.port, backends, node_port, external_addresses(svc)))
-        kept[key] = (svc, vip, nps, mine)
+        for ip in ips:
+            family = family_of(ip)
+            at = "" if family == "IPv4" else f"@{family}"
+            for sp, node_port in zip(svc.ports, nps):
+                alike = (svc.namespace, tuple(sorted((svc.selector or {}).items())), svc.publish_not_ready,
+                         sp.name, sp.target, family) if svc.selector else None
+                backends = seen.get(alike) if alike else None
+                if backends is None:
+                    backends = tuple((m["address"], m["protocol_port"])
+                                     for m in services.members(svc, sp, want, ports, family))
+                    if alike:
+                        seen[alike] = backends
+                mine.append(ServicePortRule(f"{key[0]}/{key[1]}/{sp.protocol}/{sp.port}{at}", ip, sp.protocol,
+                                            sp.port, backends, node_port, external_addresses(svc, family)))
+        kept[key] = (svc, ips, nps, mine)
         out += mine
     memo.rules = kept
     return out
@@ -89,20 +102,6 @@ __all__ = ["RulesMemo", "external_addresses", "proxy_rules"]
 
 
 def cluster_ips(want: Desired, service_range: str = SERVICE_RANGE) -> dict[tuple[str, str], str]:
-    """Each non-headless Service's cluster IP: its ``spec.clusterIP``, else one from the
-    range by a hash of its name probed to the first free address (stable while the
-    Services around it change; the range's first ten addresses stay free, as for DNS)."""
-    net = ipaddress.ip_network(service_range)
-    out = {key: svc.cluster_ip for key, svc in want.services.items()
-           if svc.cluster_ip and svc.ports and not svc.headless}
-    taken = {svc.cluster_ip for svc in want.services.values() if svc.cluster_ip and not svc.headless}
-    span = net.num_addresses - 12
-    for key in sorted(k for k, s in want.services.items() if not s.cluster_ip and s.ports):
-        start = zlib.crc32(f"{key[0]}/{key[1]}".encode()) % span
-        for i in range(span):
-            ip = str(net.network_address + 11 + (start + i) % span)
-            if ip not in taken:
-                taken.add(ip)
-                out[key] = ip
-                break
-    return out
+    """Each non-headless Service's cluster IP on an IPv4 cluster: its ``spec.clusterIP``,
+    else one from the range (:func:`netbay.k8s.nodeips.allocate`)."""
+    return {key: ips[0] for key, ips in allocate(want, {"IPv4": service_range}).items()}

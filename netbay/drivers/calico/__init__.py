@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import netbay.drivers.leases as leaselib
+from netbay.drivers import servicerange
 from netbay.drivers.labelspec import LabelSpec
 from netbay.drivers.spec import DriverSpec
 
@@ -44,6 +45,11 @@ LABELS = (
               "block of it, pods get an IPv6 /128 routed like the IPv4 /32 (gateway fe80::ecee:eeff:feee:eeee), "
               "direct routes go via the peers' link-local addresses, VXLAN carries IPv6 in vxlan.calico over "
               "the IPv4 underlay; not with IP-in-IP (IPv4 only). Empty: IPv4 only (netbay label)."),
+    LabelSpec("calico_service_cidr_ipv6", "cidr6", "",
+              "Dual-stack Services: the IPv6 service range (Kubernetes' second --service-cluster-ip-range, "
+              "/108 or longer), IPv6 cluster IPs come from; every node answers them and the Services' node "
+              "ports on its IPv6 addresses (kube-proxy's ip6 table), leading to the pods' IPv6 addresses. "
+              "Needs calico_ipv6pool. Empty: Services are IPv4 only (netbay label)."),
 )
 _DEFAULT = {spec.key: spec.default for spec in LABELS}
 DEFAULT_POOL = _DEFAULT["calico_ipv4pool"]
@@ -79,6 +85,8 @@ class CalicoConfig:
     #: an IPv6 pool (``CALICO_IPV6POOL_CIDR``): empty for IPv4 only
     pool6: str = ""
     block_len6: int = DEFAULT_BLOCK_LEN6
+    #: the IPv6 service range (dual-stack Services): empty for IPv4 cluster IPs only
+    service6: str = ""
 
     def __post_init__(self) -> None:
         """A config built from stored data (not through the labels' checks) is held to them too."""
@@ -99,7 +107,7 @@ class CalicoConfig:
     def from_values(cls, values: Mapping[str, str]) -> CalicoConfig:
         return cls(values["calico_ipv4pool"], DEFAULT_BLOCK_LEN, values["calico_ipv4pool_ipip"],
                    values["calico_ipv4pool_vxlan"], values["calico_ipv4pool_nat_outgoing"] == "true",
-                   values["calico_ipv6pool"])
+                   values["calico_ipv6pool"], DEFAULT_BLOCK_LEN6, values["calico_service_cidr_ipv6"])
 
     @classmethod
     def from_labels(cls, labels: Mapping[str, Any] | None) -> CalicoConfig:
@@ -164,6 +172,10 @@ def _ipv6_fits(values: Mapping[str, str]) -> str | None:
     return None
 
 
+def _service6_fits(values: Mapping[str, str]) -> str | None:
+    return servicerange.check(values, "calico_service_cidr_ipv6", "calico_ipv6pool")
+
+
 def _one_encapsulation(values: Mapping[str, str]) -> str | None:
     ipip, vxlan = values["calico_ipv4pool_ipip"], values["calico_ipv4pool_vxlan"]
     if _both_encapsulate(ipip, vxlan):
@@ -178,11 +190,12 @@ SPEC = DriverSpec(
     summary="Calico: routed pod networks from an IP pool, optionally encapsulated (IP-in-IP or VXLAN).",
     coes=("kubernetes",),
     labels=LABELS,
-    checks=(_one_encapsulation, _ipv6_fits),
+    checks=(_one_encapsulation, _ipv6_fits, _service6_fits),
     kernel=_kernel,
     modes=({}, {"calico_ipv4pool_vxlan": "Always"}, {"calico_ipv4pool_vxlan": "CrossSubnet"},
            {"calico_ipv4pool_ipip": "Always"}, {"calico_ipv4pool_ipip": "CrossSubnet"}),
-    beyond_magnum=("calico_ipv4pool_vxlan, calico_ipv4pool_nat_outgoing and calico_ipv6pool are netbay labels "
+    beyond_magnum=("calico_ipv4pool_vxlan, calico_ipv4pool_nat_outgoing, calico_ipv6pool and "
+                   "calico_service_cidr_ipv6 are netbay labels "
                    "(calico_ipv6pool: calico's CALICO_IPV6POOL_CIDR with /122 blocks; not with IP-in-IP)."),
     takes_containers=False,   # routed pods: no node bridge a container runtime could plug into
     config=CalicoConfig,

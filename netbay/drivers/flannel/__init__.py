@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import netbay.drivers.leases as leaselib
+from netbay.drivers import servicerange
 from netbay.drivers.labelspec import LabelSpec
 from netbay.drivers.spec import DriverSpec
 
@@ -44,6 +45,11 @@ LABELS = (
               "/64 of it (flannel's IPv6SubnetLen), pods get an address of both families, vxlan carries "
               "IPv6 over the IPv4 underlay, host-gw routes it via the peers' link-local addresses, and "
               "flannel_ip_masq masquerades IPv6 leaving it too. Empty: IPv4 only (netbay label)."),
+    LabelSpec("flannel_service_cidr_ipv6", "cidr6", "",
+              "Dual-stack Services: the IPv6 service range (Kubernetes' second --service-cluster-ip-range, "
+              "/108 or longer), IPv6 cluster IPs come from; every node answers them and the Services' node "
+              "ports on its IPv6 addresses (kube-proxy's ip6 table), leading to the pods' IPv6 addresses. "
+              "Needs flannel_ipv6_network_cidr. Empty: Services are IPv4 only (netbay label)."),
 )
 DEFAULT_SUBNET_LEN6 = 64   # flannel's IPv6SubnetLen default; no label sets it
 _DEFAULT = {spec.key: spec.default for spec in LABELS}
@@ -63,12 +69,14 @@ class FlannelConfig:
     #: flannel's ``IPv6Network`` (``EnableIPv6`` when set): empty for IPv4 only
     network6: str = ""
     subnet_len6: int = DEFAULT_SUBNET_LEN6
+    #: the IPv6 service range (dual-stack Services): empty for IPv4 cluster IPs only
+    service6: str = ""
 
     @classmethod
     def from_values(cls, values: Mapping[str, str]) -> FlannelConfig:
         return cls(values["flannel_network_cidr"], int(values["flannel_network_subnetlen"]),
                    values["flannel_backend"], values["flannel_ip_masq"] == "true",
-                   values["flannel_ipv6_network_cidr"])
+                   values["flannel_ipv6_network_cidr"], DEFAULT_SUBNET_LEN6, values["flannel_service_cidr_ipv6"])
 
     @classmethod
     def from_labels(cls, labels: Mapping[str, Any] | None) -> FlannelConfig:
@@ -129,6 +137,10 @@ def _ipv6_fits(values: Mapping[str, str]) -> str | None:
     return None
 
 
+def _service6_fits(values: Mapping[str, str]) -> str | None:
+    return servicerange.check(values, "flannel_service_cidr_ipv6", "flannel_ipv6_network_cidr")
+
+
 def _kernel(values: Mapping[str, str]) -> list[tuple[str, str]]:
     backend = values["flannel_backend"]
     return [("vxlan", f"flannel_backend={backend}")] if backend == "vxlan" else []
@@ -139,14 +151,15 @@ SPEC = DriverSpec(
     summary="flannel: one subnet per node out of a cluster-wide network, joined by VXLAN or host routes.",
     coes=("kubernetes", "swarm", "swarm-mode"),
     labels=LABELS,
-    checks=(_subnetlen_fits, _ipv6_fits),
+    checks=(_subnetlen_fits, _ipv6_fits, _service6_fits),
     kernel=_kernel,
     modes=({"flannel_backend": "vxlan"}, {"flannel_backend": "host-gw"}),
     beyond_magnum=("Magnum's default backend was udp until 2019; netbay defaults to vxlan and refuses udp. "
                    "flannel_ip_masq is a netbay label (Magnum always runs flanneld with --ip-masq); "
                    "flannel_ipv6_network_cidr is a netbay label (Magnum has no IPv6 flannel label): flannel's "
                    "IPv6Network with /64 node subnets; vxlan carries IPv6 in flannel.1 over the IPv4 underlay "
-                   "(flannel's own flannel-v6.1 needs an IPv6 underlay, which cluster networks do not give nodes)."),
+                   "(flannel's own flannel-v6.1 needs an IPv6 underlay, which cluster networks do not give nodes); "
+                   "flannel_service_cidr_ipv6 is a netbay label: dual-stack Services' IPv6 range."),
     default_for=("kubernetes",),
     takes_containers=True,
     config=FlannelConfig,

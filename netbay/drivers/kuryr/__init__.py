@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from netbay.drivers.labelspec import LabelSpec
+from netbay.drivers import servicerange
 from netbay.drivers.spec import DriverSpec
 
 __all__ = ["SPEC", "KuryrConfig"]
@@ -84,9 +85,6 @@ class KuryrConfig:
         return ("IPv4", "IPv6") if self.service_cidr_ipv6 else ("IPv4",)
 
 
-# Kubernetes refuses a larger IPv6 service range (its allocator's bitmap: 2^20 addresses at most).
-MAX_SERVICE_BITS_IPV6 = 20
-
 
 def _ranges_fit(values: Mapping[str, str]) -> str | None:
     pool = ipaddress.ip_network(values["kuryr_pod_subnet_pool"])
@@ -112,20 +110,13 @@ def _ipv6_ranges_fit(values: Mapping[str, str]) -> str | None:
                           else ("kuryr_service_cidr_ipv6", "kuryr_pod_subnet_pool_ipv6"))
         return (f"Label {given}={pool6 or service6} asks for a dual-stack cluster, which needs IPv6 pod "
                 f"subnets and IPv6 cluster IPs: set {missing} too (an IPv6 network), or neither.")
-    pool, service = ipaddress.ip_network(pool6), ipaddress.ip_network(service6)
+    pool = ipaddress.ip_network(pool6)
     prefixlen = int(values["kuryr_pod_subnet_prefixlen_ipv6"])
     if prefixlen <= pool.prefixlen:
         return (f"Label kuryr_pod_subnet_prefixlen_ipv6={prefixlen} must be longer than the prefix of "
                 f"kuryr_pod_subnet_pool_ipv6={pool} (/{pool.prefixlen}): each namespace (or node) gets a "
                 f"/{prefixlen} out of it.")
-    if service.max_prefixlen - service.prefixlen > MAX_SERVICE_BITS_IPV6:
-        return (f"Label kuryr_service_cidr_ipv6={service} is too large: an IPv6 service range is "
-                f"/{service.max_prefixlen - MAX_SERVICE_BITS_IPV6} or longer, as Kubernetes' "
-                "--service-cluster-ip-range requires.")
-    if pool.overlaps(service):
-        return (f"Labels kuryr_pod_subnet_pool_ipv6={pool} and kuryr_service_cidr_ipv6={service} overlap: "
-                "cluster IPs and pod addresses must come from different ranges.")
-    return None
+    return servicerange.fits("kuryr_service_cidr_ipv6", service6, "kuryr_pod_subnet_pool_ipv6", pool6)
 
 
 SPEC = DriverSpec(

@@ -137,12 +137,14 @@ class NodeResolver:
                 for proto in ("UDP", "TCP")]
 
     def publish(self, want: Desired, pods: Mapping[tuple[str, str], Mapping[str, Any]],
-                vips: Mapping[tuple[str, str], str]) -> None:
+                vips: Mapping[tuple[str, str], str],
+                cluster_ips: Mapping[tuple[str, str], Sequence[str]] | None = None) -> None:
         """The records the server answers from (written when they changed), and each
-        plugged pod's ``resolv.conf`` and Service variables (once, as kubelet does)."""
+        plugged pod's ``resolv.conf`` and Service variables (once, as kubelet does);
+        ``cluster_ips``: a dual-stack Service's every cluster IP (its AAAA records)."""
         if self.process is not None:
-            self._written = self.process.publish(records.build(want, pod_ports(pods), vips, DOMAIN, self.upstream),
-                                                 self._written)
+            self._written = self.process.publish(
+                records.build(want, pod_ports(pods), vips, DOMAIN, self.upstream, cluster_ips), self._written)
         for (namespace, _), p in pods.items():
             if p.get("status") == "ACTIVE":
                 podfiles.write_once(self.names.pod(p["id"]), namespace, self.addresses, DOMAIN,

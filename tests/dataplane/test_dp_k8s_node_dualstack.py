@@ -1,0 +1,191 @@
+"""Dual-stack and SCTP Services on flannel (vxlan) and calico (VXLAN) clusters, with packets.
+
+A cluster of a master and two minions whose template sets the driver's IPv6 pod network
+and IPv6 service range (``flannel_service_cidr_ipv6``, ``calico_service_cidr_ipv6``);
+``netbay k8s``'s node controller applies a Deployment of two replicas (one per minion)
+and dual-stack Services in front of them:
+
+* both replicas answer a client pod at the Service's IPv6 cluster IP (from the IPv6
+  service range; the nodes' ``ip6`` table, backends the pods' IPv6 addresses) and still at
+  its IPv4 one; a replica reaches itself and the other through the IPv6 one (hairpin);
+* the cluster resolver answers the Service's name with both cluster IPs (A and AAAA);
+* the NodePort Service answers at one minion's IPv6 address (its lease's: flannel's
+  ``cni0`` gateway, calico's VXLAN tunnel address) from another node, both replicas;
+* an SCTP Service answers an INIT with an INIT ACK (:func:`netbay.dataplane.sctp.check`
+  from the client pod) at both its cluster IPs — a responder on a raw socket in each
+  replica, as this kernel has no SCTP stack (its conntrack and NAT do SCTP);
+* a Service asking for IPv6 on an IPv4-only cluster is refused by name.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+
+import pytest
+
+from netbay.client import Api
+from netbay.drivers import registry
+from netbay.k8s.controllers import open_controller
+from netbay.k8s.families import FamilyError
+from netbay.k8s.nodecluster import NodeController
+from netbay.k8s.objects import parse
+from netbay.store.db import Store
+
+from .agent_fixtures import Cloud, wait_for
+from .cluster_net import Listener, tcp_read
+from .cluster_pods import clusternet, make_cluster
+from .dns_upstream import query
+from .k8s_fixtures import node_pods, policy_quota
+from .sctp_fixtures import SCTP_PORT, SctpResponder, sctp_answers
+
+CLOUD_TAG = "ks"
+
+SERVICES6 = "fd00:254::/108"
+MODES = {
+    "flannel-vxlan": ("flannel", {"flannel_backend": "vxlan", "flannel_ipv6_network_cidr": "fd00:30::/56",
+                                  "flannel_service_cidr_ipv6": SERVICES6}),
+    "calico-vxlan": ("calico", {"calico_ipv4pool_vxlan": "Always", "calico_ipv6pool": "fd00:31::/64",
+                                "calico_service_cidr_ipv6": SERVICES6}),
+}
+
+APP = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: busybox, ports: [{name: http, containerPort: 8080}]}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec: {ipFamilyPolicy: PreferDualStack, selector: {app: web}, ports: [{port: 80, targetPort: http}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web-np, namespace: shop}
+spec: {type: NodePort, ipFamilyPolicy: RequireDualStack, selector: {app: web},
+       ports: [{port: 81, targetPort: 8080, nodePort: 30081}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: diameter, namespace: shop}
+spec: {ipFamilyPolicy: PreferDualStack, selector: {app: web}, ports: [{port: 3868, protocol: SCTP}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: shop, labels: {app: client}}
+spec: {containers: [{name: c, image: busybox}]}
+"""
+
+SIX_ONLY = """
+apiVersion: v1
+kind: Service
+metadata: {name: six, namespace: shop}
+spec: {ipFamilies: [IPv6], selector: {app: web}, ports: [{port: 80}]}
+"""
+
+
+def answers(ns: str, ip: str, port: int, want: set[bytes], timeout: float = 20) -> set[bytes]:
+    """Ask until every answer in ``want`` was seen (bounded); the answers seen."""
+    seen: set[bytes] = set()
+
+    def done() -> bool:
+        got = tcp_read(ns, ip, port, 0.5)
+        if got:
+            seen.add(got)
+        return want <= seen
+    wait_for(done, timeout, 0.02, f"{sorted(want)} from [{ip}]:{port} in {ns}")
+    return seen
+
+
+def node_address6(driver: str, config: dict, lease: str) -> str:
+    """A node's own IPv6 address: its IPv6 lease's gateway (flannel's ``cni0``) or network
+    address (calico's VXLAN tunnel)."""
+    lease6 = ipaddress.ip_network(registry.loaded(driver, config).lease6(lease))
+    return str(lease6.network_address + (1 if driver == "flannel" else 0))
+
+
+@pytest.fixture(params=list(MODES))
+def k8s(request: pytest.FixtureRequest, cloud: Cloud) -> Iterator[tuple[str, NodeController, dict]]:
+    policy_quota(cloud)
+    mode = request.param
+    driver, labels = MODES[mode]
+    cid = make_cluster(cloud, f"k6-{mode}", labels, 2, driver)
+    api, store = Api(cloud.server.url, cloud.server.token), Store(cloud.server.database_url)
+    ctrl = open_controller(api, store, cid, cloud.names)
+    try:
+        assert isinstance(ctrl, NodeController)
+        yield mode, ctrl, clusternet(cloud, cid)
+    finally:
+        try:
+            ctrl.delete_all()
+        finally:
+            ctrl.close()
+            api.close()
+            store.dispose()
+            cloud.http.delete(f"/container-infra/v1/clusters/{cid}")
+
+
+def test_dual_stack_and_sctp_services_on_node_drivers(cloud: Cloud, k8s: tuple[str, NodeController, dict]) -> None:
+    mode, ctrl, net = k8s
+    report = ctrl.apply(parse(APP))
+    assert not report.events, report.events
+    pods = node_pods(ctrl)
+    web = [pods["shop/web-0"], pods["shop/web-1"]]
+    assert {p["node"] for p in web} == {n["name"] for n in net["nodes"] if n["role"] == "minion"}
+    assert all(p.get("address6") for p in web), "dual-stack pods"
+    servers = [Listener(cloud.names.pod(p["id"]), "::", 8080, p["name"].encode()) for p in web]
+    responders = [SctpResponder(cloud.names.pod(p["id"])) for p in web]
+    try:
+        names = {p["name"].encode() for p in web}
+        client = cloud.names.pod(pods["shop/client"]["id"])
+        v4, v6 = ctrl.cluster_ips[("shop", "web")]
+        assert ipaddress.ip_address(v6) in ipaddress.ip_network(SERVICES6) and ctrl.vips[("shop", "web")] == v4
+        assert answers(client, v6, 80, names) == names, "both replicas through the IPv6 cluster IP"
+        assert answers(client, v4, 80, names) == names, "and through the IPv4 one"
+        own = cloud.names.pod(web[0]["id"])   # a replica through its own Service: itself (hairpin) and the other
+        assert answers(own, v6, 80, names) == names
+        # the cluster resolver (kube-dns) answers the Service's name in both families
+        name = "web.shop.svc.cluster.local"
+        aaaa = wait_for(lambda: query(client, ctrl.dns.address, name, "AAAA").rr or None, 20, 0.1, f"AAAA {name}")
+        assert [str(r.rdata) for r in aaaa] == [v6]
+        assert [str(r.rdata) for r in query(client, ctrl.dns.address, name, "A").rr] == [v4]
+        # the IPv6 node port of one minion, from the master (another node): both replicas
+        master = next(n for n in net["nodes"] if n["role"] == "master")
+        node = next(n for n in net["nodes"] if n["name"] == web[0]["node"])
+        node6 = node_address6(ctrl.refs.driver, net["config"], net["leases"][node["name"]])
+        assert answers(cloud.names.sandbox(master["sandbox_id"]), node6, 30081, names) == names
+        # SCTP: an INIT to either cluster IP gets its INIT ACK from a replica
+        for ip in ctrl.cluster_ips[("shop", "diameter")]:
+            wait_for(lambda ip=ip: sctp_answers(client, ip, SCTP_PORT), 20, 0.05, f"SCTP at [{ip}]:{SCTP_PORT}")
+        assert not sctp_answers(client, v6, SCTP_PORT), "the TCP Service's cluster IP has no SCTP port"
+    finally:
+        for r in responders:
+            r.close()
+        for s in servers:
+            s.close()
+
+
+def test_ipv6_services_refused_by_name_on_an_ipv4_cluster(cloud: Cloud) -> None:
+    cid = make_cluster(cloud, "k6-v4only", {"calico_ipv6pool": "fd00:32::/64"}, 1, "calico")
+    api, store = Api(cloud.server.url, cloud.server.token), Store(cloud.server.database_url)
+    ctrl = open_controller(api, store, cid, cloud.names)
+    try:
+        assert isinstance(ctrl, NodeController) and ctrl.families == ("IPv4",)
+        with pytest.raises(FamilyError, match="calico_service_cidr_ipv6"):
+            ctrl.refuse(parse(SIX_ONLY.replace("ipFamilies: [IPv6]", "ipFamilyPolicy: RequireDualStack")))
+        with pytest.raises(FamilyError, match="IPv6"):
+            ctrl.refuse(parse(SIX_ONLY))
+    finally:
+        try:
+            ctrl.delete_all()
+        finally:
+            ctrl.close()
+            api.close()
+            store.dispose()
+            cloud.http.delete(f"/container-infra/v1/clusters/{cid}")
