@@ -332,6 +332,23 @@ def _schema_at_head(path: Path) -> None:
         source.backup(copy)
 
 
+def _log_start(pid: int, command: str, wall: float) -> None:
+    """One line per server start to ``NETBAY_TEST_SERVER_LOG`` (if set): which test started
+    it, the seconds until it listened and the CPU seconds it had spent by then: what the
+    suite pays per server start, to count and sum."""
+    where = os.environ.get("NETBAY_TEST_SERVER_LOG")
+    if not where:
+        return
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime + stime
+    except (OSError, IndexError, ValueError):
+        cpu = float("nan")
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
+    with open(where, "a") as out:
+        out.write(f"{test}\t{command}\t{wall:.2f}\t{cpu:.2f}\n")
+
+
 def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: tuple[str, ...] = ()) -> Server:
     sqlite_file = Path(database_url.removeprefix("sqlite:///")) if database_url.startswith("sqlite:///") else None
     if up and sqlite_file is not None and not sqlite_file.exists():
@@ -348,11 +365,13 @@ def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: t
          "--database-url", database_url, *no_agent, *extra],
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
+    started = time.monotonic()
     try:
         _wait_port(port, 120, proc)   # 60 s ran out under a load of 13 (a module of errors)
     except Exception as exc:
         proc.kill()
         raise RuntimeError((data_dir / "server.log").read_text()) from exc
+    _log_start(proc.pid, command, time.monotonic() - started)
     return Server(f"http://127.0.0.1:{port}", port, data_dir, database_url, proc)
 
 
