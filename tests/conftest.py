@@ -332,6 +332,23 @@ def _schema_at_head(path: Path) -> None:
         source.backup(copy)
 
 
+def _log_start(pid: int, command: str, wall: float) -> None:
+    """One line per server start to ``NETBAY_TEST_SERVER_LOG`` (if set): which test started
+    it, the seconds until it listened and the CPU seconds it had spent by then: what the
+    suite pays per server start, to count and sum."""
+    where = os.environ.get("NETBAY_TEST_SERVER_LOG")
+    if not where:
+        return
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime + stime
+    except (OSError, IndexError, ValueError):
+        cpu = float("nan")
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
+    with open(where, "a") as out:
+        out.write(f"{test}\t{command}\t{wall:.2f}\t{cpu:.2f}\n")
+
+
 def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: tuple[str, ...] = ()) -> Server:
     sqlite_file = Path(database_url.removeprefix("sqlite:///")) if database_url.startswith("sqlite:///") else None
     if up and sqlite_file is not None and not sqlite_file.exists():
@@ -348,11 +365,13 @@ def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: t
          "--database-url", database_url, *no_agent, *extra],
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
+    started = time.monotonic()
     try:
         _wait_port(port, 120, proc)   # 60 s ran out under a load of 13 (a module of errors)
     except Exception as exc:
         proc.kill()
         raise RuntimeError((data_dir / "server.log").read_text()) from exc
+    _log_start(proc.pid, command, time.monotonic() - started)
     return Server(f"http://127.0.0.1:{port}", port, data_dir, database_url, proc)
 
 
@@ -397,12 +416,79 @@ def module_server(database_url: str, request: pytest.FixtureRequest,
 
 
 @pytest.fixture(scope="module")
-def server(database_url: str, tmp_path_factory: pytest.TempPathFactory,
+def server(db_backend: str, tmp_path_factory: pytest.TempPathFactory,
            request: pytest.FixtureRequest) -> Iterator[Server]:
     """A running ``netbay up`` (schema, admin, ``public`` network) for one test module;
-    a module's ``SERVER_ARGS`` are added to the command line."""
-    with module_server(database_url, request, tmp_path_factory) as srv:
+    a module's ``SERVER_ARGS`` are added to the command line. A module marked
+    ``shared_server`` gets the worker's shared one instead (:func:`shared_server`), unless
+    ``NETBAY_TEST_SHARED_SERVER=0`` (to tell a failure's cause, or time the difference)."""
+    if request.node.get_closest_marker("shared_server") is not None and \
+            os.environ.get("NETBAY_TEST_SHARED_SERVER", "1") != "0":
+        yield from shared_server(db_backend, request, tmp_path_factory)
+        return
+    with module_server(request.getfixturevalue("database_url"), request, tmp_path_factory) as srv:
         yield srv
+
+
+@pytest.fixture(scope="session")
+def _shared_servers() -> Iterator[dict[tuple[str, tuple[str, ...]], Server]]:
+    """This worker's shared servers, by (database backend, ``SERVER_ARGS``); stopped at its end."""
+    servers: dict[tuple[str, tuple[str, ...]], Server] = {}
+    try:
+        yield servers
+    finally:
+        for srv in servers.values():
+            stop_server(srv)
+
+
+def shared_server(db_backend: str, request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The server of a module marked ``shared_server``: one per worker (and backend and
+    ``SERVER_ARGS``), started by the first such module, for modules whose tests make
+    their own objects (unique names, projects of their own) and count on nothing a fresh
+    server has but what every server has. A start is 3-5 s of CPU (15-25 s of wall on a
+    loaded machine) and most API modules need nothing else of their own. After the module,
+    what the server held before it (:func:`held`) must be there unchanged: a module that
+    changes or removes shared things is told to drop the marker. The module's clients
+    (``raw``, ``admin_http``, …) are closed at its end, not the server's."""
+    servers = request.getfixturevalue("_shared_servers")
+    key = (db_backend, tuple(getattr(request.module, "SERVER_ARGS", ())))
+    srv = servers.get(key)
+    if srv is None or srv.proc.poll() is not None:
+        url = new_database_url(db_backend, request, tmp_path_factory)
+        srv = servers[key] = start_server(url, tmp_path_factory.mktemp("netbay-shared"), extra=key[1])
+    clients = len(srv._clients)
+    before = held(srv)
+    yield srv
+    for client in srv._clients[clients:]:
+        client.close()
+    del srv._clients[clients:]
+    after = held(srv)
+    changed = sorted(k for k in before if after.get(k) != before[k])
+    assert not changed, (f"{request.module.__name__} (marked shared_server) changed or removed what the "
+                         f"shared server held before it: {changed[:10]}")
+
+
+_VOLATILE = ("updated_at", "revision_number")
+HELD = {"network": ("networks", "subnets", "ports", "routers", "security-groups", "floatingips",
+                    "subnetpools", "address-scopes", "qos/policies", "rbac-policies", "default-security-group-rules"),
+        "identity": ("projects", "users", "roles", "domains")}
+
+
+def held(srv: Server) -> dict[tuple[str, str], dict]:
+    """What ``srv`` holds as the admin lists it: (collection, id) -> the object, less the
+    fields every write bumps."""
+    out: dict[tuple[str, str], dict] = {}
+    with httpx.Client(base_url=srv.url, headers={"X-Auth-Token": srv.token()}, timeout=60) as api:
+        for family, base in (("network", "/network/v2.0"), ("identity", "/identity/v3")):
+            for collection in HELD[family]:
+                r = api.get(f"{base}/{collection}")
+                assert r.status_code == 200, (collection, r.text)
+                body = r.json()
+                (items,) = (v for k, v in body.items() if isinstance(v, list))
+                for item in items:
+                    out[(collection, item["id"])] = {k: v for k, v in item.items() if k not in _VOLATILE}
+    return out
 
 
 @pytest.fixture(scope="module")

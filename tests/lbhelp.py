@@ -8,11 +8,13 @@ import ipaddress
 import itertools
 import json
 import os
+import time
 from types import SimpleNamespace
 
 import httpx
 from conftest import ADMIN_PASSWORD, unique
 
+from netbay import errors
 from netbay.lbaas.common import not_offered
 from tests.osc import openstack as run_openstack
 
@@ -56,3 +58,18 @@ def osc(server, *args: str, output: bool = True) -> object:
     r = run_openstack(*argv, env=env)
     assert r.returncode == 0, f"openstack {' '.join(args)}:\n{r.stdout}\n{r.stderr}"
     return json.loads(r.stdout) if r.stdout.strip() else None
+
+
+def gone(backend, lb_id: str, seconds: float = 60.0) -> None:
+    """Wait (bounded) until a load-balancer backend no longer shows ``lb_id``: not found,
+    or ``DELETED`` (Octavia keeps a deleted row a while, unlisted)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            lb = backend.show("loadbalancer", lb_id)
+        except errors.NotFound:
+            return
+        if lb["provisioning_status"] == "DELETED":
+            return
+        assert time.monotonic() < deadline, f"{lb_id} still {lb['provisioning_status']}"
+        time.sleep(0.1)

@@ -206,6 +206,7 @@ def _run_demo(env: dict, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+@pytest.mark.slow   # the whole demo: 1.5-4.5 min, and as root it runs the dataplane (no quick-tier test)
 def test_the_main_job_builds_a_cluster_shows_its_topology_and_leaves_nothing(tmp_path) -> None:
     """``scripts/demo.sh``: as root with its own agent prefix (else API only): a cluster,
     a pod per minion, the connectivity matrix all reachable, the topology as a picture."""

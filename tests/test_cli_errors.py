@@ -18,6 +18,8 @@ from typer.testing import CliRunner
 
 from netbay.cli.main import app
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 # Daemons serve until stopped; `serve`, `up` and `db upgrade` make the data dir they are given.
 NOT_WALKED = {("serve",), ("up",), ("agent",), ("libnetwork",), ("cni-daemon",), ("k8s", "watch"),
               ("db", "upgrade")}

@@ -278,17 +278,17 @@ def test_a_container_of_project_a_has_its_port_in_a_and_b_cannot_use_as_network(
     are made in A; B naming A's network is told it is not found, as Zun says it."""
     from zunclient import exceptions as zun_errors
 
-    from tests.test_cloud_zun import _settled, _zunclient
+    from zunhelp import settled_container, zunclient_at
 
     a_project, b_project = projects
-    zun_a, zun_b = (_zunclient(server, cloud.auth(project=p.name, user=p.name, password=PASSWORD))
+    zun_a, zun_b = (zunclient_at(server, cloud.auth(project=p.name, user=p.name, password=PASSWORD))
                     for p in projects)
     network = a_project.conn.network.create_network(name=unique("zun-a"))
     try:
         a_project.conn.network.create_subnet(network_id=network.id, cidr="10.95.0.0/24", ip_version=4)
         made = zun_a.containers.create(name=unique("zc"), image="busybox", nets=[{"network": network.id}],
                                        exposed_ports={"8080/tcp": {}})
-        _settled(zun_a, made.uuid)
+        settled_container(zun_a, made.uuid)
         (port,) = admin.network.ports(device_id=made.uuid)
         (group,) = admin.network.security_groups(name=f"zun-{made.uuid}")
         assert (port.project_id, group.project_id) == (a_project.id, a_project.id)
@@ -308,7 +308,7 @@ def test_the_load_balancer_seam_makes_in_its_project_and_refuses_another(
     with Octavia's 403, lists none of it, and cannot put a listener under it."""
     from netbay.backends.lbcloud import CloudLoadBalancers
     from netbay.backends.loadbalancers import settled
-    from tests.test_lb_backends import gone
+    from lbhelp import gone
 
     a_project, b_project = projects
     conn = cloud.connection()   # made after Octavia joined the catalog

@@ -13,13 +13,13 @@ effects — ports, owners, bindings, addresses, errors, what is left — never p
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from conftest import ADMIN_PASSWORD, start_server, stop_server, unique
+from zunhelp import settled_container, zunclient_at
 
 from tests.backendfix import BACKENDS, cloud_snapshot, netbay_on_cloud, openstack
 
@@ -27,7 +27,6 @@ pytestmark = pytest.mark.peers
 
 # Zun's kuryr driver's owner on a cloud; netbay's own dataplane wires compute:netbay.
 OWNERS = {"embedded": "compute:netbay", "openstack": "compute:kuryr"}
-SETTLE = 60.0
 
 
 @dataclass
@@ -44,15 +43,6 @@ class Side:
         return json.loads(openstack(self.env, "token", "issue", "-f", "json"))["project_id"]
 
 
-def _zunclient(server, auth: dict[str, str]):
-    from keystoneauth1 import session
-    from keystoneauth1.identity import v3
-    from zunclient import client
-
-    sess = session.Session(auth=v3.Password(**auth))
-    return client.Client("1.latest", session=sess, endpoint_override=f"{server.url}/container/v1")
-
-
 @pytest.fixture(scope="module", params=BACKENDS)
 def side(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Side]:
     data = tmp_path_factory.mktemp(f"zun-{request.param}")
@@ -65,7 +55,7 @@ def side(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                 "project_name": "admin", "user_domain_name": "Default", "project_domain_name": "Default"}
         env = _clouds_yaml(data, auth)
         api = Api(server.url, server.token)
-        s = Side("embedded", _zunclient(server, auth), env, HttpBackend(api), [api.close, lambda: stop_server(server)])
+        s = Side("embedded", zunclient_at(server, auth), env, HttpBackend(api), [api.close, lambda: stop_server(server)])
         yield s
     else:
         from netbay.backends.openstack import OpenStackBackend
@@ -73,7 +63,7 @@ def side(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         cloud, env = request.getfixturevalue("cloud"), request.getfixturevalue("cloud_env")
         conn = cloud.connection()
         with netbay_on_cloud(env, data) as server:
-            s = Side("openstack", _zunclient(server, cloud.auth()), env, OpenStackBackend(connection=conn),
+            s = Side("openstack", zunclient_at(server, cloud.auth()), env, OpenStackBackend(connection=conn),
                      [conn.close])
             yield s
     for close in s.closers:
@@ -96,23 +86,12 @@ def net(side: Side) -> Iterator[tuple[dict, dict]]:
     side.seam.delete("network", network["id"])
 
 
-def _settled(zc, uuid: str) -> dict:
-    """The container once it left ``Creating`` (no Docker here: ``Error``, its ports kept)."""
-    deadline = time.monotonic() + SETTLE
-    while time.monotonic() < deadline:
-        c = zc.containers.get(uuid)
-        if c.status != "Creating":
-            return c._info
-        time.sleep(0.2)
-    raise TimeoutError(f"container {uuid} still Creating")
-
-
 def test_a_containers_port_is_zuns_in_the_backend_and_goes_with_it(side: Side, net) -> None:
     network, subnet = net
     before = cloud_snapshot(side.env)
     made = side.zun.containers.create(name=unique("zc"), image="busybox", nets=[{"network": network["id"]}],
                                       exposed_ports={"8080/tcp": {}})
-    c = _settled(side.zun, made.uuid)
+    c = settled_container(side.zun, made.uuid)
     (port,) = side.seam.list("port", device_id=made.uuid)
     assert port["device_owner"] == OWNERS[side.kind] and port["network_id"] == network["id"]
     if side.kind == "openstack":   # Zun binds the port to the container's host
@@ -136,7 +115,7 @@ def test_a_users_port_is_bound_then_given_back(side: Side, net) -> None:
     own = side.seam.create("port", {"network_id": network["id"], "name": unique("own")})
     try:
         made = side.zun.containers.create(image="busybox", nets=[{"port": own["id"]}])
-        c = _settled(side.zun, made.uuid)
+        c = settled_container(side.zun, made.uuid)
         bound = side.seam.show("port", own["id"])
         assert bound["device_id"] == made.uuid and bound["device_owner"] == OWNERS[side.kind]
         assert c["addresses"][network["id"]][0]["preserve_on_delete"] is True

@@ -11,6 +11,8 @@ import pytest
 from conftest import unique
 from zunhelp import network, zun_error, zun_http, zunclient
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def member(server):

@@ -12,6 +12,8 @@ from coehelp import make_template, wait_status
 from conftest import unique
 from zunhelp import zun_error, zun_http, zunclient
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def zun(server) -> httpx.Client:

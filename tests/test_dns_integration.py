@@ -4,7 +4,11 @@ stored and shown, a port's ``dns_assignment``; names refused as Neutron refuses 
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import neutron_error, unique
+
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
 
 
 def test_ports_networks_and_floating_ips(admin, member, member_http):

@@ -10,7 +10,7 @@ import sys
 import time
 
 CHILD = ("from netbay.cli.libnetwork import _stop_with_parent; _stop_with_parent(); "
-         "import time; time.sleep(60)")
+         "print('asked', flush=True); import time; time.sleep(60)")
 PARENT = f"""
 import os, subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", {CHILD!r}], env={{**os.environ, "NETBAY_STOP_WITH": str(os.getpid())}})
@@ -29,9 +29,10 @@ def _gone(pid: int) -> bool:
 
 def test_the_driver_gets_sigterm_when_up_is_killed() -> None:
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
-    child = int(parent.stdout.readline())
+    lines = {parent.stdout.readline().strip(), parent.stdout.readline().strip()}   # (the two share the pipe)
+    assert "asked" in lines, lines   # the child imported netbay and asked the kernel
+    child = int((lines - {"asked"}).pop())
     try:
-        time.sleep(1.0)   # the child imported netbay and asked the kernel
         assert not _gone(child)
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)

@@ -17,6 +17,8 @@ import pytest
 from conftest import Server, start_server, stop_server, unique
 from tests.osc import openstack as run_openstack
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 RESTRICTED = ("You are not authorized to perform the requested action: Using method 'application_credential' "
               "is not allowed for managing additional application credentials.")
 

@@ -16,6 +16,8 @@ from netbay.errors import BadRequest, Conflict
 from netbay.network import ipam
 from netbay.network.subnetpools import available, compact, next_prefix, prefix_free
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

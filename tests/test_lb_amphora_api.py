@@ -16,6 +16,8 @@ import pytest
 from conftest import unique
 from lbhelp import UNSUPPORTED, make_net, octavia_error, osc
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 DENIED = "Policy does not allow this request to be performed."
 
 

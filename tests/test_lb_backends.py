@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 
 import pytest
+from lbhelp import gone
 
 from netbay import errors
 from netbay.backends.loadbalancers import LB_KINDS, LoadBalancerBackend
@@ -42,19 +43,6 @@ def settled(b: LoadBalancerBackend, lb_id: str) -> dict:
         lb = b.show("loadbalancer", lb_id)
         if not lb["provisioning_status"].startswith("PENDING_"):
             return lb
-        assert time.monotonic() < deadline, f"{lb_id} still {lb['provisioning_status']}"
-        time.sleep(0.1)
-
-
-def gone(b: LoadBalancerBackend, lb_id: str) -> None:
-    deadline = time.monotonic() + SETTLE_TIMEOUT
-    while True:
-        try:
-            lb = b.show("loadbalancer", lb_id)
-        except errors.NotFound:
-            return
-        if lb["provisioning_status"] == "DELETED":   # Octavia keeps a deleted row a while, unlisted
-            return
         assert time.monotonic() < deadline, f"{lb_id} still {lb['provisioning_status']}"
         time.sleep(0.1)
 

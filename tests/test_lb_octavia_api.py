@@ -24,6 +24,8 @@ from conftest import ADMIN_PASSWORD, unique
 from lbhelp import make_net, octavia_error
 from tests.osc import openstack as run_openstack
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 FORBIDDEN = "Policy does not allow this request to be performed."
 
 

@@ -14,6 +14,8 @@ import pytest
 from conftest import unique
 from lbhelp import UNSUPPORTED, make_net, octavia_error, osc
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def lb_http(server, member):

@@ -4,7 +4,11 @@ netbay counts no metered traffic."""
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import neutron_error, unique
+
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
 
 
 def test_labels_and_rules(admin, admin_http, member_http):

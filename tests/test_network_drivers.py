@@ -17,6 +17,8 @@ from netbay.drivers import registry
 from netbay.coe.coes import CoeConfig
 from netbay.coe.docs import render
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -8,6 +8,8 @@ import openstack.exceptions
 import pytest
 from conftest import neutron_error, unique
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 @pytest.fixture(scope="module")
 def other_member(server):
     user, password, project = server.make_user()

@@ -10,6 +10,8 @@ import httpx
 import pytest
 from conftest import neutron_error, unique
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def ports(member):

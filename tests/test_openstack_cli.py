@@ -19,6 +19,8 @@ import pytest
 from conftest import ADMIN_PASSWORD, Server, unique
 from tests.osc import openstack as run_openstack
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 
 def _env(server: Server) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}

@@ -17,6 +17,8 @@ import pytest
 from conftest import ADMIN_PASSWORD, Server, unique
 from tests.osc import openstack as run_openstack
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 DENIED = "Policy does not allow this request to be performed."
 
 
@@ -76,29 +78,36 @@ def octavia_error(r: httpx.Response, status: int, message: str) -> None:
 
 @pytest.fixture(scope="module")
 def tree(server: Server, people: dict[str, User]) -> dict[str, str]:
-    """A load balancer, listener, pool, member and monitor the member made with the CLI."""
+    """A load balancer, listener, pool, member and monitor the member made (through the
+    APIs: the CLI's commands as each role are what the tests below run)."""
     member, admin = people["member"], people["admin"]
 
     def settle(lb_id: str) -> None:
         r = admin.http("PUT", "/netbay/v1/status", json={"loadbalancers": {lb_id: "ACTIVE/ONLINE"}})
         assert r.status_code == 200, r.text
 
-    net = member.ok("network", "create", unique("rbac-net"))
-    subnet = member.ok("subnet", "create", "--network", net["id"], "--subnet-range", "10.77.0.0/24",
-                       unique("rbac-sub"))
-    lb = member.ok("loadbalancer", "create", "--vip-subnet-id", subnet["id"], "--name", unique("lb"))
+    def made(path: str, kind: str, body: dict) -> dict:
+        r = member.http("POST", path, json={kind: body})
+        assert r.status_code == 201, r.text
+        return r.json()[kind]
+
+    net = made("/network/v2.0/networks", "network", {"name": unique("rbac-net")})
+    subnet = made("/network/v2.0/subnets", "subnet", {"network_id": net["id"], "cidr": "10.77.0.0/24",
+                                                      "ip_version": 4, "name": unique("rbac-sub")})
+    lbaas = "/load-balancer/v2/lbaas"
+    lb = made(f"{lbaas}/loadbalancers", "loadbalancer", {"vip_subnet_id": subnet["id"], "name": unique("lb")})
     settle(lb["id"])
-    listener = member.ok("loadbalancer", "listener", "create", "--protocol", "TCP", "--protocol-port", "80",
-                         "--name", unique("l"), lb["id"])
+    listener = made(f"{lbaas}/listeners", "listener", {"protocol": "TCP", "protocol_port": 80,
+                                                       "name": unique("l"), "loadbalancer_id": lb["id"]})
     settle(lb["id"])
-    pool = member.ok("loadbalancer", "pool", "create", "--protocol", "TCP", "--lb-algorithm", "ROUND_ROBIN",
-                     "--listener", listener["id"], "--name", unique("p"))
+    pool = made(f"{lbaas}/pools", "pool", {"protocol": "TCP", "lb_algorithm": "ROUND_ROBIN",
+                                           "listener_id": listener["id"], "name": unique("p")})
     settle(lb["id"])
-    mem = member.ok("loadbalancer", "member", "create", "--address", "10.77.0.50", "--protocol-port", "8080",
-                    "--subnet-id", subnet["id"], pool["id"])
+    mem = made(f"{lbaas}/pools/{pool['id']}/members", "member", {"address": "10.77.0.50", "protocol_port": 8080,
+                                                                 "subnet_id": subnet["id"]})
     settle(lb["id"])
-    hm = member.ok("loadbalancer", "healthmonitor", "create", "--delay", "5", "--timeout", "5",
-                   "--max-retries", "3", "--type", "TCP", pool["id"])
+    hm = made(f"{lbaas}/healthmonitors", "healthmonitor", {"delay": 5, "timeout": 5, "max_retries": 3,
+                                                           "type": "TCP", "pool_id": pool["id"]})
     settle(lb["id"])
     return {"lb": lb["id"], "listener": listener["id"], "pool": pool["id"], "member": mem["id"],
             "healthmonitor": hm["id"], "subnet": subnet["id"], "network": net["id"], "settle": settle}

@@ -4,8 +4,12 @@ policies with their rules, the three rule types' bodies and Neutron's refusals,
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import neutron_error, unique
 from oschelp import osc_json
+
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
 
 BAD_ID = "0b5e7f6e-7a5c-4d8e-9d4f-3c2b1a000000"
 

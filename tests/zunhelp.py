@@ -1,8 +1,9 @@
 """Helpers for the container API's tests: Zun clients (raw HTTP and python-zunclient),
-Zun's error body, a network with a subnet."""
+Zun's error body, a network with a subnet, a container's wait out of ``Creating``."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -28,6 +29,28 @@ def zunclient(server: Server, user: str = "admin", password: str = ADMIN_PASSWOR
     auth = v3.Password(auth_url=server.auth_url, username=user, password=password, project_name=project,
                        user_domain_name="Default", project_domain_name="Default")
     return client.Client("1.latest", session=session.Session(auth=auth), region_name="RegionOne")
+
+
+def zunclient_at(server: Server, auth: dict[str, str]) -> Any:
+    """python-zunclient on ``server``'s Zun endpoint itself (no catalog), as ``auth``
+    (keystoneauth's ``v3.Password`` arguments)."""
+    from keystoneauth1 import session
+    from keystoneauth1.identity import v3
+    from zunclient import client
+
+    sess = session.Session(auth=v3.Password(**auth))
+    return client.Client("1.latest", session=sess, endpoint_override=f"{server.url}/container/v1")
+
+
+def settled_container(zc: Any, uuid: str, seconds: float = 60.0) -> dict:
+    """The container once it left ``Creating`` (no Docker here: ``Error``, its ports kept)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        c = zc.containers.get(uuid)
+        if c.status != "Creating":
+            return c._info
+        time.sleep(0.2)
+    raise TimeoutError(f"container {uuid} still Creating")
 
 
 def zun_error(r: httpx.Response, status: int, detail: str | None = None, *, contains: str | None = None) -> str:

@@ -207,8 +207,19 @@ make_server("127.0.0.1", port, application, server_class=Server).serve_forever()
 def validate(heat: Heat, auth: Mapping[str, Any], template: Mapping[str, Any],
              parameters: Mapping[str, Any]) -> tuple[int, Any]:
     """``POST /v1/{project}/validate`` as python-heatclient sends it: (status, Heat's answer)."""
+    return _post_validate(heat, auth, {"template": dict(template), "environment": {"parameters": dict(parameters)}})
+
+
+def validate_files(heat: Heat, auth: Mapping[str, Any], template: str, environment: str) -> tuple[int, Any]:
+    """``POST /v1/{project}/validate`` with a template file's and an environment file's text:
+    Heat's API parses both itself (its ``template_format`` and ``environment_format``) —
+    what ``openstack orchestration template validate -t FILE -e ENV`` checks, without a
+    CLI process (1.7-1.9 s of CPU to start, about 15 s of wall on a loaded machine)."""
+    return _post_validate(heat, auth, {"template": template, "environment": environment})
+
+
+def _post_validate(heat: Heat, auth: Mapping[str, Any], body: dict[str, Any]) -> tuple[int, Any]:
     project = auth["token_info"]["token"]["project"]["id"]
     r = httpx.post(f"{heat.url}/v1/{project}/validate", headers={"X-Auth-Token": auth["token"]},
-                   json={"template": dict(template), "environment": {"parameters": dict(parameters)}},
-                   timeout=VALIDATE_TIMEOUT)
+                   json=body, timeout=VALIDATE_TIMEOUT)
     return r.status_code, r.json()
