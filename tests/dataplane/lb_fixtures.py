@@ -17,11 +17,11 @@ import pytest
 from netbay.dataplane import netns, sctp
 
 from .agent_fixtures import Cloud, wait_for
+from .sctp_fixtures import SCTP_PORT, answer_init
 
 LB = "/load-balancer/v2/lbaas"
 HTTP_PORT = 8080
 UDP_PORT = 5353
-SCTP_PORT = 3868
 
 
 # --- members: a tiny server in a namespace ---------------------------------------------------
@@ -97,10 +97,8 @@ class Backend:
                 continue
             except OSError:
                 return
-            got = sctp.parse(data)
-            if got and got.valid and got.chunk == sctp.INIT and got.dport == SCTP_PORT and got.init_tag:
+            if answer_init(sock, data, peer):
                 self.sctp_inits += 1
-                sock.sendto(sctp.init_ack(SCTP_PORT, got.sport, got.init_tag, 7), (peer, 0))
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -145,14 +143,6 @@ def ask_udp(ns: str, ip: str, port: int, timeout: float = 1.0) -> str:
         return s.recvfrom(2048)[0].decode()
     finally:
         s.close()
-
-
-def sctp_answered(ns: str, vip: str, port: int, timeout: float = 1.0) -> bool:
-    """An SCTP INIT from ``ns`` to the VIP: answered by an INIT ACK that came back through it."""
-    with netns.entered(ns):
-        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, sctp.PROTO)
-    with s:
-        return sctp.check(s, vip, port, timeout)
 
 
 # --- the cloud ----------------------------------------------------------------------------------

@@ -34,9 +34,7 @@ class SctpResponder:
                 continue
             except OSError:
                 return
-            got = sctp.parse(data, sock.family)
-            if got and got.valid and got.chunk == sctp.INIT and got.dport == SCTP_PORT and got.init_tag:
-                sock.sendto(sctp.init_ack(SCTP_PORT, got.sport, got.init_tag, 7), (peer[0], 0))
+            answer_init(sock, data, peer[0])
 
     def close(self) -> None:
         self.stop.set()
@@ -46,12 +44,20 @@ class SctpResponder:
             s.close()
 
 
-def sctp_answers(ns: str, ip: str, port: int) -> bool:
-    """An INIT from ``ns`` to ``ip:port`` gets an INIT ACK (one try)."""
+def answer_init(sock: socket.socket, data: bytes, peer: str) -> bool:
+    """Answer ``data`` with an INIT ACK if it is a valid INIT to :data:`SCTP_PORT`
+    (a responder's one step; True if it answered)."""
+    got = sctp.parse(data, sock.family)
+    if not (got and got.valid and got.chunk == sctp.INIT and got.dport == SCTP_PORT and got.init_tag):
+        return False
+    sock.sendto(sctp.init_ack(SCTP_PORT, got.sport, got.init_tag, 7), (peer, 0))
+    return True
+
+
+def sctp_answers(ns: str, ip: str, port: int, timeout: float = 1.0) -> bool:
+    """An INIT from ``ns`` to ``ip:port`` gets an INIT ACK (one try, within ``timeout``)."""
     family = socket.AF_INET6 if ":" in ip else socket.AF_INET
     with netns.entered(ns):
         sock = socket.socket(family, socket.SOCK_RAW, sctp.PROTO)
-    try:
-        return sctp.check(sock, ip, port, 0.5)
-    finally:
-        sock.close()
+    with sock:
+        return sctp.check(sock, ip, port, timeout)

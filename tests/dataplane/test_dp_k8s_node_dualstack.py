@@ -162,8 +162,8 @@ def test_dual_stack_and_sctp_services_on_node_drivers(cloud: Cloud, k8s: tuple[s
         assert answers(cloud.names.sandbox(master["sandbox_id"]), node6, 30081, names) == names
         # SCTP: an INIT to either cluster IP gets its INIT ACK from a replica
         for ip in ctrl.cluster_ips[("shop", "diameter")]:
-            wait_for(lambda ip=ip: sctp_answers(client, ip, SCTP_PORT), 20, 0.05, f"SCTP at [{ip}]:{SCTP_PORT}")
-        assert not sctp_answers(client, v6, SCTP_PORT), "the TCP Service's cluster IP has no SCTP port"
+            wait_for(lambda ip=ip: sctp_answers(client, ip, SCTP_PORT, 0.5), 20, 0.05, f"SCTP at [{ip}]:{SCTP_PORT}")
+        assert not sctp_answers(client, v6, SCTP_PORT, 0.5), "the TCP Service's cluster IP has no SCTP port"
     finally:
         for r in responders:
             r.close()

@@ -56,8 +56,8 @@ def test_an_sctp_service_answers_through_its_load_balancer(ctrl: Controller) -> 
     responders = [SctpResponder(pod_ns(ctrl, "shop", p)) for p in pods]
     try:
         client, vip = pod_ns(ctrl, "other", "client"), found["vip_address"]
-        wait_for(lambda: sctp_answers(client, vip, SCTP_PORT), 20, 0.05, f"SCTP at {vip}:{SCTP_PORT}")
-        assert not sctp_answers(client, vip, SCTP_PORT + 1), "only the Service's port"
+        wait_for(lambda: sctp_answers(client, vip, SCTP_PORT, 0.5), 20, 0.05, f"SCTP at {vip}:{SCTP_PORT}")
+        assert not sctp_answers(client, vip, SCTP_PORT + 1, 0.5), "only the Service's port"
     finally:
         for r in responders:
             r.close()

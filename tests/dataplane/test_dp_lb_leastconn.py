@@ -24,8 +24,9 @@ from netbay.dataplane.loadbalancer import TABLE
 from netbay.dataplane.nft import Nft
 
 from .agent_fixtures import wait_for
+from .sctp_fixtures import sctp_answers
 from .lb_fixtures import (  # noqa: F401 (fixtures)
-    LB, SCTP_PORT, UDP_PORT, Env, env, make_lb, post, put, sctp_answered, wait_op)
+    LB, SCTP_PORT, UDP_PORT, Env, env, make_lb, post, put, wait_op)
 
 CLOUD_TAG = "lb"   # the shared `cloud` fixture (conftest.py), on test_dp_loadbalancer's prefix
 
@@ -208,7 +209,7 @@ def test_sctp_least_connections_follows_live_associations(env: Env) -> None:
 
     def associate() -> str:
         before = {name: b.sctp_inits for name, b in backends.items()}
-        assert sctp_answered(env.clients[0], vip, SCTP_PORT)
+        assert sctp_answers(env.clients[0], vip, SCTP_PORT)
         took = [name for name, b in backends.items() if b.sctp_inits > before[name]]
         assert len(took) == 1, took
         return took[0]

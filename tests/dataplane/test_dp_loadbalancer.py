@@ -19,8 +19,9 @@ from netbay.dataplane.loadbalancer import TABLE
 from netbay.dataplane.nft import Nft
 
 from .agent_fixtures import wait_for
+from .sctp_fixtures import sctp_answers
 from .lb_fixtures import (  # noqa: F401 - env: the module fixture
-    HTTP_PORT, LB, SCTP_PORT, UDP_PORT, Env, ask_udp, env, fetch, get, make_lb, post, put, sctp_answered, spread,
+    HTTP_PORT, LB, SCTP_PORT, UDP_PORT, Env, ask_udp, env, fetch, get, make_lb, post, put, spread,
     try_fetch, wait_lb, wait_op)
 
 CLOUD_TAG = "lb"   # the shared `cloud` fixture (conftest.py): its namespace prefix
@@ -122,10 +123,10 @@ def test_sctp_listener_spreads_associations_and_its_monitor_takes_a_dead_member_
     lb_id, pool_id, vip = made["lb"]["id"], made["pool"]["id"], made["lb"]["vip_address"]
     backends = {name: b for name, _, b in env.members}
     before = {name: b.sctp_inits for name, b in backends.items()}
-    assert all(sctp_answered(env.clients[0], vip, SCTP_PORT) for _ in range(9))
+    assert all(sctp_answers(env.clients[0], vip, SCTP_PORT) for _ in range(9))
     spread_over = {name: b.sctp_inits - before[name] for name, b in backends.items()}
     assert spread_over == {"m1": 3, "m2": 3, "m3": 3}, spread_over
-    assert not sctp_answered(env.clients[0], vip, SCTP_PORT + 1, 0.3), "a port no listener has"
+    assert not sctp_answers(env.clients[0], vip, SCTP_PORT + 1, 0.3), "a port no listener has"
 
     post(cloud, "healthmonitors", "healthmonitor", {"pool_id": pool_id, "type": "SCTP", "delay": 1,
                                                     "timeout": 1, "max_retries": 1, "max_retries_down": 1}, lb_id)
@@ -137,7 +138,7 @@ def test_sctp_listener_spreads_associations_and_its_monitor_takes_a_dead_member_
         wait_op(cloud, member["m2"], "ERROR", timeout=8)
         wait_op(cloud, f"pools/{pool_id}", "DEGRADED")
         before = {name: b.sctp_inits for name, b in backends.items()}
-        assert all(sctp_answered(env.clients[0], vip, SCTP_PORT) for _ in range(6))
+        assert all(sctp_answers(env.clients[0], vip, SCTP_PORT) for _ in range(6))
         took = {name: b.sctp_inits - before[name] for name, b in backends.items()}
         assert took["m1"] >= 3 and took["m3"] >= 3 and took["m2"] == 0, took   # (+ the monitor's INITs)
     finally:
