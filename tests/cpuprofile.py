@@ -1,0 +1,103 @@
+"""CPU seconds per test, for finding what makes the suite slow on two cores.
+
+Wall time hides the cost when workers share the CPU: a test that waits looks as slow
+as one that burns. With ``NETBAY_TEST_CPU_PROFILE=DIR`` each pytest process (each
+xdist worker) puts itself in a cgroup-v1 ``cpuacct`` group of its own, so every server,
+daemon and CLI it starts is counted with it, and writes one JSON line per test to
+``DIR/<worker>.jsonl``: node id, wall seconds and the CPU seconds the group used from
+the test's setup to its teardown. ``python -m tests.cpuprofile DIR`` sums them by
+module. The group is removed at the end (or named in a warning if a process outlived
+the run). Off by default; loaded by ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+ROOT = Path("/sys/fs/cgroup/cpuacct")
+
+
+class _Group:
+    def __init__(self, out: Path, worker: str) -> None:
+        self.path = ROOT / f"nbt-cpu-{os.getpid()}-{worker}"
+        self.path.mkdir()
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+        self.out = (out / f"{worker}.jsonl").open("a")
+
+    def usage(self) -> float:
+        return int((self.path / "cpuacct.usage").read_text()) / 1e9
+
+    def close(self) -> None:
+        self.out.close()
+        (ROOT / "cgroup.procs").write_text(str(os.getpid()))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.2)
+        left = (self.path / "cgroup.procs").read_text().split()
+        print(f"cpuprofile: {self.path} still holds {left}", file=sys.stderr)
+
+
+_group: _Group | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _group
+    out = os.environ.get("NETBAY_TEST_CPU_PROFILE")
+    if not out or not ROOT.is_dir() or _group is not None:
+        return
+    worker = getattr(config, "workerinput", {}).get("workerid", "main")
+    Path(out).mkdir(parents=True, exist_ok=True)
+    _group = _Group(Path(out), worker)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _group
+    if _group is not None:
+        _group.close()
+        _group = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
+    if _group is None:
+        yield
+        return
+    cpu, wall = _group.usage(), time.monotonic()
+    yield
+    row = {"id": item.nodeid, "wall": round(time.monotonic() - wall, 2),
+           "cpu": round(_group.usage() - cpu, 2)}
+    _group.out.write(json.dumps(row) + "\n")
+    _group.out.flush()
+
+
+def main(folder: str) -> None:
+    wall: dict[str, float] = collections.Counter()
+    cpu: dict[str, float] = collections.Counter()
+    count: dict[str, int] = collections.Counter()
+    for file in Path(folder).glob("*.jsonl"):
+        for line in file.read_text().splitlines():
+            row = json.loads(line)
+            module = row["id"].split("::")[0]
+            wall[module] += row["wall"]
+            cpu[module] += row["cpu"]
+            count[module] += 1
+    print(f"{'cpu s':>8} {'wall s':>8} {'tests':>5}  module")
+    for module, seconds in sorted(cpu.items(), key=lambda kv: -kv[1]):
+        print(f"{seconds:8.1f} {wall[module]:8.1f} {count[module]:5d}  {module}")
+    print(f"{sum(cpu.values()):8.1f} {sum(wall.values()):8.1f} {sum(count.values()):5d}  total")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
