@@ -1,13 +1,14 @@
 """CPU seconds per test, for finding what makes the suite slow on two cores.
 
 Wall time hides the cost when workers share the CPU: a test that waits looks as slow
-as one that burns. With ``NETBAY_TEST_CPU_PROFILE=DIR`` each pytest process (each
-xdist worker) puts itself in a cgroup-v1 ``cpuacct`` group of its own, so every server,
-daemon and CLI it starts is counted with it, and writes one JSON line per test to
-``DIR/<worker>.jsonl``: node id, wall seconds and the CPU seconds the group used from
-the test's setup to its teardown. ``python -m tests.cpuprofile DIR`` sums them by
-module. The group is removed at the end (or named in a warning if a process outlived
-the run). Off by default; loaded by ``tests/conftest.py``.
+as one that burns. With ``NETBAY_TEST_CPU_PROFILE=DIR`` and ``-p tests.cpuprofile``,
+each pytest process (each xdist worker) puts itself in a cgroup-v1 ``cpuacct`` group
+of its own, so every server, daemon and CLI it starts is counted with it, and writes
+one JSON line per test to ``DIR/<run>-<worker>.jsonl`` (the run named by its ``-m``
+expression: scripts/test.sh runs two side by side): node id, wall seconds and the CPU
+seconds the group used from the test's setup to its teardown. ``python -m
+tests.cpuprofile DIR`` sums them by module. The group is removed at the end (or named
+in a warning if a process outlived the run).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -59,8 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not out or not ROOT.is_dir() or _group is not None:
         return
     worker = getattr(config, "workerinput", {}).get("workerid", "main")
+    run = re.sub(r"\W+", "-", config.option.markexpr or "all").strip("-")   # two runs side by side: scripts/test.sh
     Path(out).mkdir(parents=True, exist_ok=True)
-    _group = _Group(Path(out), worker)
+    _group = _Group(Path(out), f"{run}-{worker}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -84,13 +87,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
 
 
 def main(folder: str) -> None:
-    wall: dict[str, float] = collections.Counter()
-    cpu: dict[str, float] = collections.Counter()
-    count: dict[str, int] = collections.Counter()
+    wall: dict[str, float] = collections.defaultdict(float)
+    cpu: dict[str, float] = collections.defaultdict(float)
+    count: dict[str, int] = collections.defaultdict(int)
     for file in Path(folder).glob("*.jsonl"):
+        run = file.stem.rsplit("-", 1)[0]
         for line in file.read_text().splitlines():
             row = json.loads(line)
-            module = row["id"].split("::")[0]
+            module = f'{row["id"].split("::")[0]} ({run})'
             wall[module] += row["wall"]
             cpu[module] += row["cpu"]
             count[module] += 1
