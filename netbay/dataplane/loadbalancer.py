@@ -107,7 +107,7 @@ class LoadBalancerRealizer:
         self.monitoring = Monitors(self)                       # health monitor threads and member health:
         self.health: dict[str, Health] = self.monitoring.health          # member id -> health
         self.monitors: dict[str, PoolMonitor] = self.monitoring.threads  # pool id -> thread
-        self.leastconn = leastconn.Watchers(self._flows_moved)   # flow counts for LEAST_CONNECTIONS (UDP, SCTP)
+        self.leastconn = leastconn.Watchers(self._flows_moved)   # flow counts for LEAST_CONNECTIONS
         self.nfts: dict[str, Nft] = {}                      # lb id -> its namespace's nft context
         self.stopping = threading.Event()
         self._lock = threading.RLock()
@@ -305,7 +305,7 @@ class LoadBalancerRealizer:
         self.applied[spec.id] = (inode, text)
         self.realizations[spec.id] += 1
 
-    # -- least connections (UDP, SCTP) ---------------------------------------------------------
+    # -- least connections (every listener in the table) ----------------------------------------
 
     def _flows_moved(self, lb_id: str) -> None:
         """The watcher's counts changed: point the listeners at their least-loaded members."""
