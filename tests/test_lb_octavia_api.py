@@ -107,7 +107,7 @@ def tree(owner_sdk, settle):
 
 def test_an_option_not_offered_is_501_through_the_client(server, owner, http, tree):
     err = osc_fails(server, owner, "loadbalancer", "pool", "create", "--loadbalancer", tree["lb"].id,
-                    "--protocol", "TCP", "--lb-algorithm", "LEAST_CONNECTIONS")
+                    "--protocol", "PROXY", "--lb-algorithm", "ROUND_ROBIN")
     assert "HTTP 501" in err and "Provider 'nftables' does not support a requested option" in err, err
     r = http.post("/lbaas/listeners", json={"listener": {
         "loadbalancer_id": tree["lb"].id, "protocol": "HTTPS", "protocol_port": 443}})

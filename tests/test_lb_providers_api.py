@@ -116,13 +116,12 @@ def test_provider_is_kept_and_options_refused_per_provider(member, net, settle, 
     assert "allowed_cidrs is not offered for UDP listeners" in octavia_error(r, UNSUPPORTED)
     r = post("pool", loadbalancer_id=l7.id, protocol="UDP", lb_algorithm="SOURCE_IP_PORT")
     assert "ROUND_ROBIN or SOURCE_IP or LEAST_CONNECTIONS for UDP pools" in octavia_error(r, UNSUPPORTED)
-    # LEAST_CONNECTIONS on UDP and SCTP pools, under either provider (the amphora's LVS ``lc``).
-    for lb, protocol in ((l7, "UDP"), (l7, "SCTP"), (l4, "UDP"), (l4, "SCTP")):
+    # LEAST_CONNECTIONS on UDP and SCTP pools under either provider (the amphora's LVS ``lc``),
+    # and on every pool of the nftables provider (TCP and HTTP too: LVS's ``lc`` in the kernel).
+    for lb, protocol in ((l7, "UDP"), (l7, "SCTP"), (l4, "UDP"), (l4, "SCTP"), (l4, "TCP"), (l4, "HTTP")):
         lc = lbs.create_pool(loadbalancer_id=lb.id, protocol=protocol, lb_algorithm="LEAST_CONNECTIONS")
         assert (lc.protocol, lc.lb_algorithm) == (protocol, "LEAST_CONNECTIONS")
         settle(lb.id)
-    r = post("pool", loadbalancer_id=l4.id, protocol="TCP", lb_algorithm="LEAST_CONNECTIONS")
-    assert "LEAST_CONNECTIONS is not offered by provider nftables" in octavia_error(r, UNSUPPORTED)
     r = post("pool", loadbalancer_id=l7.id, protocol="UDP", lb_algorithm="ROUND_ROBIN",
              session_persistence={"type": "SOURCE_IP"})
     assert "session_persistence SOURCE_IP is not offered by provider amphora for UDP pools" in \

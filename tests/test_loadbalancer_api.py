@@ -462,10 +462,10 @@ def test_listener_and_pool_errors(member, net, settle, lb_member):
     lbs.delete_listener(sctp_listener)
     settle(lb.id)
 
-    r = post("pool", listener_id=tcp.id, protocol="TCP", lb_algorithm="LEAST_CONNECTIONS")
+    r = post("pool", listener_id=tcp.id, protocol="PROXY", lb_algorithm="LEAST_CONNECTIONS")
     message = octavia_error(r, 501)
     assert message.startswith("Provider 'nftables' does not support a requested option")
-    assert "LEAST_CONNECTIONS is not offered by provider nftables" in message and "ROUND_ROBIN or SOURCE_IP" in message
+    assert "protocol PROXY is not offered by provider nftables" in message
     r = post("pool", listener_id=tcp.id, protocol="UDP", lb_algorithm="ROUND_ROBIN")
     octavia_error(r, 400, "Validation failure: The pool protocol 'UDP' is invalid while the listener "
                           "protocol is 'TCP'.")
@@ -720,7 +720,7 @@ def test_fully_populated_create_is_one_tree_in_one_request(member, net, lb_membe
         "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN", "members": [{"address": "not-an-ip", "protocol_port": 1}]}}],
      "address"),
     ([{"protocol": "TCP", "protocol_port": 80}, {"protocol": "TCP", "protocol_port": 80}], None),
-    ([{"protocol": "TCP", "protocol_port": 80, "default_pool": {"protocol": "TCP", "lb_algorithm": "LEAST_CONNECTIONS"}}],
+    ([{"protocol": "TCP", "protocol_port": 80, "default_pool": {"protocol": "PROXY", "lb_algorithm": "ROUND_ROBIN"}}],
      None),
     ("nope", "listeners"),
 ])

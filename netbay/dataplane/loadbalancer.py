@@ -27,18 +27,10 @@ route to the client is (same subnet, a router, a floating IP on the VIP), and le
 a member be a client of its own load balancer. An IPv6 VIP's table is ``ip6 netbay-lb``,
 the same rules over IPv6 members (members of the VIP's family only, as an amphora's).
 
-**Health monitors** (TCP connect, HTTP request with ``expected_codes``, ICMP echo)
-run on one thread per monitored pool, probing every member each ``delay`` seconds
-(at most ``timeout`` seconds per probe, all members in parallel on a shared bounded
-worker pool); the probes' sockets are opened inside the namespace, so they leave
-through the VIP port. As Octavia's (HAProxy's ``rise``/``fall``): a member starts
-up; ``max_retries_down`` consecutive failures take it down (out of the map,
-``ERROR``), ``max_retries`` consecutive successes bring it back (``ONLINE``). A
-transition rebuilds the table and reports the tree's operating statuses at once.
-
 The parts, each its own module: the namespace's sysctls, routes and ARP
 (``lb/vipns.py``); the table's content and why it is rebuilt whole (``lb/table.py``);
-health monitors (``lb/health.py``); Octavia's statuses and what the agent reports
+health monitors: their threads and member health (``lb/monitors.py``), their probes
+(``lb/health.py``); Octavia's statuses and what the agent reports
 (``lb/statuses.py``); a statistics round (``lb/stats.py``).
 """
 
@@ -57,6 +49,7 @@ from typing import Any
 from netbay.dataplane import lbstats, links, netns
 from netbay.dataplane.lb import haproxy, leastconn, stats
 from netbay.dataplane.lb.health import MAX_PROBE_WORKERS, Health, PoolMonitor
+from netbay.dataplane.lb.monitors import Monitors
 from netbay.dataplane.lb.spec import (
     HAPROXY,
     ListenerSpec,
@@ -110,10 +103,11 @@ class LoadBalancerRealizer:
         # lb id -> (counters, open connections by mark) as the last statistics round saw them
         self._stats_seen: stats.Seen = {}
         self.specs: dict[str, LoadBalancerSpec] = {}
-        self.health: dict[str, Health] = {}                 # member id -> health
         self.applied: dict[str, tuple[int | None, str]] = {}  # lb id -> (ns inode, table JSON)
-        self.monitors: dict[str, PoolMonitor] = {}             # pool id -> thread
-        self.leastconn = leastconn.Watchers(self._flows_moved)   # flow counts for LEAST_CONNECTIONS (UDP, SCTP)
+        self.monitoring = Monitors(self)                       # health monitor threads and member health:
+        self.health: dict[str, Health] = self.monitoring.health          # member id -> health
+        self.monitors: dict[str, PoolMonitor] = self.monitoring.threads  # pool id -> thread
+        self.leastconn = leastconn.Watchers(self._flows_moved)   # flow counts for LEAST_CONNECTIONS
         self.nfts: dict[str, Nft] = {}                      # lb id -> its namespace's nft context
         self.stopping = threading.Event()
         self._lock = threading.RLock()
@@ -156,11 +150,8 @@ class LoadBalancerRealizer:
             self.stats = None
         self.stopping.set()
         with self._lock:
-            monitors = list(self.monitors.values())
-            self.monitors.clear()
+            monitors = self.monitoring.stop_all()
             watchers = self.leastconn.stop_all()
-        for mon in monitors:
-            mon.stop.set()
         deadline = time.monotonic() + JOIN_TIMEOUT
         for mon in monitors:
             mon.thread.join(max(0.0, deadline - time.monotonic()))
@@ -268,7 +259,7 @@ class LoadBalancerRealizer:
                 self.pool_executor().submit(announce_quietly, spec.ns, vip.address, spec.vip_address)
             self.leastconn.sync(kernel_part(spec), fresh)
             self._sync_table(spec)
-            self._sync_monitors(spec, old)
+            self.monitoring.sync(spec, old)
 
     def _in_map(self, pool: PoolSpec, member: MemberSpec) -> bool:
         if not member.enabled or member.weight <= 0:
@@ -314,7 +305,7 @@ class LoadBalancerRealizer:
         self.applied[spec.id] = (inode, text)
         self.realizations[spec.id] += 1
 
-    # -- least connections (UDP, SCTP) ---------------------------------------------------------
+    # -- least connections (every listener in the table) ----------------------------------------
 
     def _flows_moved(self, lb_id: str) -> None:
         """The watcher's counts changed: point the listeners at their least-loaded members."""
@@ -343,27 +334,6 @@ class LoadBalancerRealizer:
             except Exception as again:  # noqa: BLE001 - retried at the next change or resync
                 log.warning("load balancer %s: cannot refill its table: %s", spec.id, again)
 
-    def _sync_monitors(self, spec: LoadBalancerSpec, old: LoadBalancerSpec | None) -> None:
-        """One thread per enabled monitor of an enabled pool. A new (or re-enabled,
-        or replaced) monitor starts from scratch; health is kept across other changes."""
-        wanted = {p.id: p for p in spec.pools if spec.enabled and p.enabled and p.monitored}
-        for pool_id, mon in list(self.monitors.items()):
-            pool = wanted.get(pool_id)
-            if mon.lb_id == spec.id and (pool is None or pool.monitor is None or pool.monitor.id != mon.monitor_id):
-                self.monitors.pop(pool_id).stop.set()
-        keep = {m.id for p in wanted.values() for m in p.members}
-        for s in (spec, old):
-            for pool in (s.pools if s is not None else ()):
-                for m in pool.members:
-                    if m.id not in keep:
-                        self.health.pop(m.id, None)
-        for pool_id, pool in wanted.items():
-            if pool_id not in self.monitors and pool.monitor is not None:
-                for m in pool.members:
-                    self.health.pop(m.id, None)
-                mon = self.monitors[pool_id] = PoolMonitor(self, spec.id, pool_id, pool.monitor.id)
-                mon.start()
-
     def _forget(self, lb_id: str) -> None:
         spec = self.specs.pop(lb_id, None)
         self._stats_seen.pop(lb_id, None)
@@ -371,24 +341,15 @@ class LoadBalancerRealizer:
         nft = self.nfts.pop(lb_id, None)
         if nft is not None:
             nft.close()
-        for pool_id in [p for p, m in self.monitors.items() if m.lb_id == lb_id]:
-            self.monitors.pop(pool_id).stop.set()
+        self.monitoring.forget(lb_id, spec)
         self.leastconn.forget(lb_id)
-        if spec is not None:
-            for pool in spec.pools:
-                for m in pool.members:
-                    self.health.pop(m.id, None)
 
     # -- health --------------------------------------------------------------------------------------
 
     def monitor_target(self, mon: PoolMonitor) -> tuple[str, MonitorSpec, list[MemberSpec]] | None:
         """What monitor thread ``mon`` probes now, or None: it was replaced or stopped."""
         with self._lock:
-            spec = self.specs.get(mon.lb_id)
-            pool = spec.pool(mon.pool_id) if spec is not None else None
-            if spec is None or pool is None or pool.monitor is None or self.monitors.get(mon.pool_id) is not mon:
-                return None
-            return spec.ns, pool.monitor, [m for m in pool.members if m.enabled]
+            return self.monitoring.target(self.specs.get(mon.lb_id), mon)
 
     def health_results(self, lb_id: str, pool_id: str, monitor: MonitorSpec, results: Mapping[str, bool]) -> None:
         """Count one round of probes; on a transition, rebuild the table and report."""
@@ -397,13 +358,7 @@ class LoadBalancerRealizer:
             pool = spec.pool(pool_id) if spec is not None else None
             if spec is None or pool is None or pool.monitor is None or pool.monitor.id != monitor.id:
                 return
-            current = {m.id for m in pool.members}
-            changed = False
-            for mid, ok in results.items():
-                if mid in current:
-                    h = self.health.setdefault(mid, Health())
-                    changed |= h.record(ok, max(1, monitor.max_retries), max(1, monitor.max_retries_down))
-            if not changed:
+            if not self.monitoring.record({m.id for m in pool.members}, monitor, results):
                 return
             try:
                 self._sync_table(spec)

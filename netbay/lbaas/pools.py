@@ -1,12 +1,13 @@
 """Pools: the members a listener forwards to, and how it picks one.
 
 The load balancer's provider says what is realized (``netbay.lbaas.providers``):
-nftables does ``ROUND_ROBIN``, ``SOURCE_IP`` (a source-address hash) and
-``SOURCE_IP_PORT`` (OVN's only algorithm: a hash of address and port) for TCP,
-UDP, SCTP and HTTP pools; haproxy adds ``LEAST_CONNECTIONS``, HTTPS (passthrough),
-PROXY/PROXYV2 pools and session persistence, and refuses ``SOURCE_IP_PORT`` as
-Octavia's amphora does. UDP and SCTP pools stay in the kernel under either
-provider and take ``LEAST_CONNECTIONS`` there too (live flows counted from conntrack).
+nftables does ``ROUND_ROBIN``, ``SOURCE_IP`` (a source-address hash),
+``SOURCE_IP_PORT`` (OVN's only algorithm: a hash of address and port) and
+``LEAST_CONNECTIONS`` (LVS's ``lc``: live connections counted from conntrack) for TCP,
+UDP, SCTP and HTTP pools; haproxy has ``LEAST_CONNECTIONS`` (its ``leastconn``), HTTPS
+(passthrough), PROXY/PROXYV2 pools and session persistence, and refuses ``SOURCE_IP_PORT``
+as Octavia's amphora does. UDP and SCTP pools stay in the kernel under either
+provider and take ``LEAST_CONNECTIONS`` there too.
 """
 
 from __future__ import annotations

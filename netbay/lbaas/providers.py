@@ -5,8 +5,9 @@ refuses, per option, what that provider lacks (``ProviderUnsupportedOptionError`
 netbay has two, on this machine:
 
 - ``nftables`` (the default): kernel DNAT in the load balancer's namespace, L4
-  only (TCP, UDP, SCTP; ``ROUND_ROBIN``, ``SOURCE_IP``, ``SOURCE_IP_PORT``, and
-  ``LEAST_CONNECTIONS`` on UDP and SCTP pools), realized in milliseconds.
+  only (TCP, UDP, SCTP; ``ROUND_ROBIN``, ``SOURCE_IP``, ``SOURCE_IP_PORT`` and
+  ``LEAST_CONNECTIONS``: LVS's ``lc``, live connections counted from conntrack,
+  a TCP connection as active while established), realized in milliseconds.
   Octavia's L4 provider is OVN, so ``ovn`` names it too; ``netbay`` is its
   earlier name.
 - ``haproxy``: Debian's haproxy in the same namespace, which is what Octavia's
@@ -44,7 +45,8 @@ L4_ALGORITHMS = ("ROUND_ROBIN", "SOURCE_IP")
 KERNEL_ALGORITHMS = (*L4_ALGORITHMS, "LEAST_CONNECTIONS")
 # SOURCE_IP_PORT is OVN's (its only one) and so the nftables provider's; Octavia's
 # amphora refuses it, and so does the haproxy provider (UDP pools included).
-NFT_ALGORITHMS = (*L4_ALGORITHMS, "SOURCE_IP_PORT")
+# LEAST_CONNECTIONS: every pool of the nftables provider (lb/leastconn.py).
+NFT_ALGORITHMS = (*KERNEL_ALGORITHMS, "SOURCE_IP_PORT")
 NO_KEY_MANAGER = ("TERMINATED_HTTPS needs its certificates from a key manager (Barbican), which netbay "
                   "does not have; use HTTPS (passthrough, terminated by the members) instead")
 
@@ -141,15 +143,15 @@ def check_pool(provider: str, protocol: str, algorithm: str | None, persistence:
                *, new: bool = True) -> None:
     """A pool's protocol (``new``: at create), algorithm and persistence against the
     provider. UDP and SCTP pools are nftables' under either provider: L4 algorithms (with
-    least connections), no persistence."""
+    least connections, as every nftables pool), no persistence."""
     p = get(provider)
     if new and protocol not in p.pool_protocols:
         raise unsupported(provider, f"protocol {protocol} is not offered by provider {provider}; use "
                                     f"{', '.join(p.pool_protocols)}" + ("" if p.l7 else " (or provider haproxy)"))
     kernel = p.driver == NFTABLES or protocol in KERNEL_PROTOCOLS
     algorithms = p.algorithms
-    if protocol in KERNEL_PROTOCOLS:   # least connections counted from conntrack (lb/leastconn.py)
-        algorithms = (*p.algorithms, "LEAST_CONNECTIONS") if p.driver == NFTABLES else KERNEL_ALGORITHMS
+    if protocol in KERNEL_PROTOCOLS and p.driver == HAPROXY:   # the amphora's LVS: no SOURCE_IP_PORT
+        algorithms = KERNEL_ALGORITHMS
     hint = " (or provider haproxy)" if p.driver == NFTABLES else (f" for {protocol} pools" if kernel else "")
     if algorithm is not None and algorithm not in algorithms:
         raise unsupported(provider, f"lb_algorithm {algorithm} is not offered by provider {provider}; use "

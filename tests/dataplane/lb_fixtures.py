@@ -1,11 +1,13 @@
 """The load-balancer dataplane tests' module cloud and helpers (``env``: a network with
 three member sandboxes serving TCP/HTTP and UDP, two client sandboxes, a router to
-``public``; the LB API's create-and-settle calls). Used by test_dp_loadbalancer.py,
+``public``; the LB API's create-and-settle calls; ``Holder``, a member's TCP server that
+keeps connections open, and the least-connections element's readers). Used by test_dp_loadbalancer.py,
 test_dp_lb_amphora.py, test_dp_lb_octavia.py and test_dp_lb_leastconn.py, which share the ``lb`` cloud tag.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 from collections import Counter
@@ -14,7 +16,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from netbay.dataplane import netns, sctp
+from netbay.dataplane import lbstats, netns, sctp
+from netbay.dataplane.lb.table import LC_ADDR, TABLE
+from netbay.dataplane.nft import Nft
 
 from .agent_fixtures import Cloud, wait_for
 from .sctp_fixtures import SCTP_PORT, answer_init
@@ -22,6 +26,8 @@ from .sctp_fixtures import SCTP_PORT, answer_init
 LB = "/load-balancer/v2/lbaas"
 HTTP_PORT = 8080
 UDP_PORT = 5353
+HOLD_PORT = 8081      # Holder: TCP connections kept open
+HOLD_SECONDS = 30.0   # at most, per connection
 
 
 # --- members: a tiny server in a namespace ---------------------------------------------------
@@ -107,6 +113,80 @@ class Backend:
         for s in self.socks:
             s.close()
         self.socks, self.threads = [], []
+
+
+class Holder:
+    """A member's hold-open TCP server on HOLD_PORT: it says the member's name and keeps
+    each connection until the client closes it (at most HOLD_SECONDS), on a thread per
+    connection: the long-lived connections least connections counts."""
+
+    def __init__(self, ns: str, name: str, family: int = socket.AF_INET) -> None:
+        self.name = name
+        with netns.entered(ns):
+            self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", HOLD_PORT))
+        self.sock.listen(64)
+        self.sock.settimeout(0.1)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._hold, args=(conn,), daemon=True).start()
+
+    def _hold(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(HOLD_SECONDS)
+            try:
+                conn.sendall(self.name.encode())
+                while conn.recv(1024):
+                    pass
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+def hold(ns: str, ip: str, port: int, timeout: float = 3.0) -> tuple[socket.socket, str]:
+    """A TCP connection from ``ns`` to a Holder behind ``ip``, left open: (socket, the member's name)."""
+    with netns.entered(ns):
+        s = socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect((ip, port))
+        return s, s.recv(64).decode()
+    except OSError:
+        s.close()
+        raise
+
+
+def held(ns: str, listener_id: str, family: str = "ip") -> str | None:
+    """The member address a least-connections listener's map element names now."""
+    with Nft(ns) as nft:
+        out = nft.run([{"list": {"map": {"family": family, "table": TABLE, "name": LC_ADDR}}}]) or {}
+    mark = lbstats.mark(listener_id)
+    for item in out.get("nftables", ()):
+        for key, value in (item.get("map") or {}).get("elem") or ():
+            if key == mark:
+                return str(ipaddress.ip_address(value))
+    return None
+
+
+def wait_held(ns: str, listener_id: str, address: str, family: str = "ip") -> None:
+    """Wait until the listener's element names ``address`` (the watcher counted the last flow)."""
+    want = str(ipaddress.ip_address(address))
+    wait_for(lambda: held(ns, listener_id, family) == want, 10, 0.05, f"the least-connections element at {address}")
 
 
 def fetch(ns: str, ip: str, port: int, timeout: float = 2.0) -> str:

@@ -1,8 +1,9 @@
-"""LEAST_CONNECTIONS on the listeners the kernel forwards (UDP, SCTP), with the real agent
-and real packets (issue 29): a new flow goes to the member with the fewest live flows
-(conntrack's), ties to the first member; flows already tracked keep their member.
-Reuses the load balancer tests' cloud: members m1-m3 (UDP 5353, SCTP INITs answered),
-two clients (tag ``lb``).
+"""LEAST_CONNECTIONS on the listeners the kernel forwards (TCP under the nftables provider,
+UDP, SCTP), with the real agent and real packets (issue 29): a new flow goes to the member
+with the fewest live flows (conntrack's; a TCP connection while established), ties to the
+first member; flows already tracked keep their member; a restarted agent counts the flows
+made before it. Reuses the load balancer tests' cloud: members m1-m3 (UDP 5353, SCTP INITs
+answered, TCP held open on HOLD_PORT for these tests), two clients (tag ``lb``).
 
 The tests wait for the listener's map element to name the member they expect before
 opening the next flow (the watcher counts a flow from its conntrack event, a moment
@@ -16,17 +17,19 @@ import socket
 import struct
 import threading
 
+from collections.abc import Iterator
+
+import pytest
+
 from netbay.dataplane import lbstats, links, netns
 from netbay.dataplane.ctkill import IPCTNL_MSG_CT_DELETE, IPCTNL_MSG_CT_GET, CtNetlink
 from netbay.dataplane.lb import ctevents
-from netbay.dataplane.lb.table import LC_ADDR
-from netbay.dataplane.loadbalancer import TABLE
-from netbay.dataplane.nft import Nft
+from netbay.dataplane.lb.leastconn import TCP_ESTABLISHED
 
 from .agent_fixtures import wait_for
 from .sctp_fixtures import sctp_answers
 from .lb_fixtures import (  # noqa: F401 (fixtures)
-    LB, SCTP_PORT, UDP_PORT, Env, env, make_lb, post, put, wait_op)
+    HOLD_PORT, LB, SCTP_PORT, UDP_PORT, Env, Holder, env, hold, make_lb, post, put, wait_held, wait_op)
 
 CLOUD_TAG = "lb"   # the shared `cloud` fixture (conftest.py), on test_dp_loadbalancer's prefix
 
@@ -47,22 +50,6 @@ class UdpFlow:
 
     def close(self) -> None:
         self.sock.close()
-
-
-def held(ns: str, listener_id: str) -> str | None:
-    """The member address the listener's least-connections element names now."""
-    with Nft(ns) as nft:
-        out = nft.run([{"list": {"map": {"family": "ip", "table": TABLE, "name": LC_ADDR}}}]) or {}
-    mark = lbstats.mark(listener_id)
-    for item in out.get("nftables", ()):
-        for key, value in (item.get("map") or {}).get("elem") or ():
-            if key == mark:
-                return str(value)
-    return None
-
-
-def wait_held(ns: str, listener_id: str, address: str) -> None:
-    wait_for(lambda: held(ns, listener_id) == address, 10, 0.05, f"the least-connections element at {address}")
 
 
 def end_flows(ns: str, sports: set[int]) -> int:
@@ -96,6 +83,108 @@ def in_pool_order(made: dict) -> list[str]:
 
 def drop(env: Env, made: dict) -> None:
     env.cloud.ok(env.cloud.http.delete(f"{LB}/loadbalancers/{made['lb']['id']}", params={"cascade": "true"}), 204)
+
+
+@pytest.fixture(scope="module")
+def holders(env: Env) -> Iterator[dict[str, Holder]]:
+    """Hold-open TCP servers on m1 and m2 (HOLD_PORT, let in by the members' group)."""
+    cloud = env.cloud
+    web = cloud.ok(cloud.http.get("/network/v2.0/security-groups", params={"name": "web"}))["security_groups"][0]
+    cloud.ok(cloud.http.post("/network/v2.0/security-group-rules", json={"security_group_rule": {
+        "security_group_id": web["id"], "direction": "ingress", "ethertype": "IPv4", "protocol": "tcp",
+        "port_range_min": HOLD_PORT, "port_range_max": HOLD_PORT}}), 201)
+    servers = {name: Holder(env.member(name)[2].ns, name) for name in ("m1", "m2")}
+    yield servers
+    for s in servers.values():
+        s.stop()
+
+
+def tcp_lb(env: Env, name: str, port: int) -> tuple[dict, str, str, dict[str, str]]:
+    """A nftables load balancer with a LEAST_CONNECTIONS TCP pool of m1 and m2 (Holders):
+    (what make_lb made, its namespace, the listener's id, member name -> address)."""
+    made = make_lb(env, name, protocol="TCP", port=port, algorithm="LEAST_CONNECTIONS", members=("m1", "m2"),
+                   member_port=HOLD_PORT)
+    assert made["pool"]["lb_algorithm"] == "LEAST_CONNECTIONS"   # 201: no longer refused on TCP
+    return (made, env.cloud.names.loadbalancer(made["lb"]["id"]), made["listener"]["id"],
+            {n: env.member(n)[1] for n in ("m1", "m2")})
+
+
+def test_tcp_least_connections_counts_established_connections(env: Env, holders: dict[str, Holder]) -> None:
+    """LEAST_CONNECTIONS on a TCP pool of the nftables provider, as LVS's ``lc``: held-open
+    connections spread by count (a, b, a, b: each counted once established). When b's
+    two close, the next two go to b (round robin would give a one) although their
+    conntrack entries linger (closing, then TIME_WAIT): a closed connection is not active."""
+    made, ns, listener, address = tcp_lb(env, "lctcp", 85)
+    vip, client = made["lb"]["vip_address"], env.clients[0]
+    a, b = in_pool_order(made)
+    conns = []
+
+    def open_conn(expected: str) -> socket.socket:
+        s, name = hold(client, vip, 85)
+        conns.append(s)
+        assert name == expected
+        return s
+
+    try:
+        open_conn(a)
+        wait_held(ns, listener, address[b])                # 1 : 0
+        second = [open_conn(b)]
+        wait_held(ns, listener, address[a])                # 1 : 1, a tie: the first member
+        open_conn(a)
+        wait_held(ns, listener, address[b])                # 2 : 1
+        second.append(open_conn(b))
+        wait_held(ns, listener, address[a])                # 2 : 2
+        for s in second:
+            s.close()
+        wait_held(ns, listener, address[b])                # 2 : 0 active
+        mark = lbstats.mark(listener)
+        gone = [f for f in ctevents.dump(ns) if f.mark == mark and f.member is not None
+                and str(f.member[0]) == address[b]]
+        assert len(gone) == 2 and all(f.tcp_state != TCP_ESTABLISHED for f in gone), gone   # tracked, not active
+        open_conn(b)
+        open_conn(b)                                       # 2 : 1 -> b again
+        wait_held(ns, listener, address[a])                # 2 : 2 (and b's two closed break the tie)
+        open_conn(a)
+    finally:
+        for s in conns:
+            s.close()
+    drop(env, made)
+
+
+def test_least_connections_counts_survive_an_agent_restart(env: Env, holders: dict[str, Holder]) -> None:
+    """A restarted agent counts the connections made before it (its watcher's first
+    conntrack dump; it saw none of their events): with 2 : 1 held open across the
+    restart, the listener points at b again and the next connections keep the split."""
+    cloud = env.cloud
+    made, ns, listener, address = tcp_lb(env, "lcrestart", 86)
+    lb_id, vip, client = made["lb"]["id"], made["lb"]["vip_address"], env.clients[0]
+    a, b = in_pool_order(made)
+    conns = []
+
+    def open_conn(expected: str) -> None:
+        s, name = hold(client, vip, 86)
+        conns.append(s)
+        assert name == expected
+
+    try:
+        open_conn(a)
+        wait_held(ns, listener, address[b])
+        open_conn(b)
+        wait_held(ns, listener, address[a])
+        open_conn(a)
+        wait_held(ns, listener, address[b])                # 2 : 1
+        cloud.agent.stop()
+        cloud.agent.start()                                # its first resync refilled the table (maps emptied)
+        realizer = next(r for r in cloud.agent.agent.realizers if r.name == "loadbalancers")
+        assert realizer.realizations[lb_id] >= 1
+        wait_held(ns, listener, address[b])                # from the dump: 2 : 1 (a tie would be a)
+        open_conn(b)
+        wait_held(ns, listener, address[a])                # 2 : 2: b's first connection was counted too
+        open_conn(a)
+    finally:
+        for s in conns:
+            s.close()
+    drop(env, made)
 
 
 def test_udp_least_connections_follows_live_flows(env: Env) -> None:
@@ -245,3 +334,16 @@ def test_least_loaded_member_ties_to_the_first_and_skips_members_without_traffic
     assert least_loaded(members, Counter({member_key(a): 1})).id == "b"
     assert least_loaded(members, Counter({member_key(a): 2, member_key(b): 2})).id == "a"
     assert [m.id for m in served(spec, lambda p, m: m.backup)[0][1]] == ["d"]   # no primary left: the backup
+
+
+def test_a_tcp_connection_weighs_as_lvs_counts_it() -> None:
+    """LVS's lc: 256 per established connection, 1 per connection opening or closing;
+    a message without the state (an update of something else) keeps the weight."""
+    from netbay.dataplane.lb.ctevents import Flow
+    from netbay.dataplane.lb.leastconn import ACTIVE, INACTIVE, weight
+
+    tcp = {state: Flow(b"k", 1, None, 6, state) for state in (1, 3, 4, 7, None)}
+    assert weight(tcp[3]) == ACTIVE == 256
+    assert weight(tcp[1]) == weight(tcp[4]) == weight(tcp[7]) == INACTIVE == 1   # SYN_SENT, FIN_WAIT, TIME_WAIT
+    assert weight(tcp[None]) == INACTIVE and weight(tcp[None], ACTIVE) == ACTIVE
+    assert weight(Flow(b"k", 1, None, 17)) == ACTIVE                           # UDP: while tracked

@@ -253,17 +253,6 @@ def test_deleting_a_load_balancer_removes_its_namespace(env: Env) -> None:
     assert not [n for n in cloud.namespaces() if n.startswith(cloud.names.loadbalancer("")) and n not in alive]
 
 
-def test_least_connections_is_refused(env: Env) -> None:
-    cloud = env.cloud
-    lb = cloud.ok(cloud.http.post(f"{LB}/loadbalancers", json={"loadbalancer": {
-        "name": "lc", "vip_subnet_id": env.subnet["id"]}}), 201)["loadbalancer"]
-    wait_lb(cloud, lb["id"])
-    r = cloud.http.post(f"{LB}/pools", json={"pool": {"loadbalancer_id": lb["id"], "protocol": "TCP",
-                                                       "lb_algorithm": "LEAST_CONNECTIONS"}})
-    assert r.status_code == 501 and "LEAST_CONNECTIONS" in r.text   # Octavia: ProviderUnsupportedOptionError
-    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb['id']}"), 204)
-
-
 def test_agent_restart_adopts_load_balancers_and_sweeps_strays(env: Env) -> None:
     """Stopped, the agent leaves no health-check thread behind; restarted, it keeps a
     wanted load balancer serving (table rebuilt in place, monitor running again) and

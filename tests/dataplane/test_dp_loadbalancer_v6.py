@@ -1,6 +1,7 @@
 """A load balancer with an IPv6 VIP and IPv6 members on the default (nftables) provider
 (issue 28 item 6): round robin over the members through the VIP, the members seeing
-the VIP as the client (full proxy), a TCP monitor taking a stopped member out (the haproxy
+the VIP as the client (full proxy), a TCP monitor taking a stopped member out, least
+connections counting IPv6 connections (issue 29; the haproxy
 provider's IPv6 VIPs: tests/dataplane/test_dp_lb_haproxy.py). A real server and agent, members are
 sandboxes with a tiny TCP server of their own.
 """
@@ -20,6 +21,7 @@ from netbay.dataplane.nft import Nft
 
 from .agent_fixtures import Cloud, wait_for
 from .dp_helpers import fixed_ip
+from .lb_fixtures import HOLD_PORT, Holder, hold, wait_held
 
 CLOUD_TAG = "lb6"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 LB = "/load-balancer/v2/lbaas"
@@ -143,4 +145,54 @@ def test_ipv6_vip_spreads_over_ipv6_members(cloud: Cloud, lab: dict) -> None:
     lab["members"]["m2"][0].stop()   # its sandbox stays: connections are refused, the monitor sees it
     wait_for(lambda: {(fetch(lab["client"], vip) or ("refused",))[0] for _ in range(4)} == {"m1"}, 20, 0.2,
              "the monitor taking m2 out")
+    cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb['id']}", params={"cascade": "true"}), 204)
+
+
+def test_ipv6_least_connections_follows_open_connections(cloud: Cloud, lab: dict) -> None:
+    """LEAST_CONNECTIONS over an IPv6 VIP (the ``ip6`` table's element, IPv6 members named
+    by conntrack's reply tuples): held-open connections go a, then b; when b's closes,
+    the next goes to b again."""
+    web = cloud.ok(cloud.http.get("/network/v2.0/security-groups", params={"name": "web6"}))["security_groups"][0]
+    cloud.ok(cloud.http.post("/network/v2.0/security-group-rules", json={"security_group_rule": {
+        "security_group_id": web["id"], "direction": "ingress", "ethertype": "IPv6", "protocol": "tcp",
+        "port_range_min": HOLD_PORT, "port_range_max": HOLD_PORT}}), 201)
+    sub = lab["subnet"]
+    lb = cloud.ok(cloud.http.post(f"{LB}/loadbalancers", json={"loadbalancer": {
+        "name": "lc6", "vip_subnet_id": sub["id"]}}), 201)["loadbalancer"]
+    lb = settle(cloud, lb["id"])
+    vip, ns = lb["vip_address"], cloud.names.loadbalancer(lb["id"])
+    listener = post(cloud, "listeners", "listener", {"loadbalancer_id": lb["id"], "protocol": "TCP",
+                                                      "protocol_port": 81}, lb["id"])
+    pool = post(cloud, "pools", "pool", {"listener_id": listener["id"], "protocol": "TCP",
+                                         "lb_algorithm": "LEAST_CONNECTIONS"}, lb["id"])
+    address = {}
+    for name in ("m1", "m2"):   # in this order: a tie goes to m1
+        address[name] = fixed_ip(cloud.port(lab["members"][name][1]["ports"][0]["port_id"]), 6)
+        post(cloud, f"pools/{pool['id']}/members", "member", {
+            "address": address[name], "protocol_port": HOLD_PORT, "subnet_id": sub["id"]}, lb["id"])
+    members = cloud.ok(cloud.http.get(f"{LB}/pools/{pool['id']}/members"))["members"]
+    a, b = (next(n for n, ip in address.items() if ip == m["address"])
+            for m in sorted(members, key=lambda m: (m["created_at"], m["id"])))
+    holders = [Holder(cloud.sandbox_ns(sb["id"]), name, socket.AF_INET6) for name, (_m, sb) in lab["members"].items()]
+    conns = []
+
+    def open_conn(expected: str) -> socket.socket:
+        s, name = hold(lab["client"], vip, 81)
+        conns.append(s)
+        assert name == expected
+        return s
+
+    try:
+        open_conn(a)
+        wait_held(ns, listener["id"], address[b], "ip6")   # 1 : 0
+        gone = open_conn(b)
+        wait_held(ns, listener["id"], address[a], "ip6")   # 1 : 1, a tie: the first member
+        gone.close()
+        wait_held(ns, listener["id"], address[b], "ip6")   # 1 : 0 active
+        open_conn(b)
+    finally:
+        for s in conns:
+            s.close()
+        for h in holders:
+            h.stop()
     cloud.ok(cloud.http.delete(f"{LB}/loadbalancers/{lb['id']}", params={"cascade": "true"}), 204)

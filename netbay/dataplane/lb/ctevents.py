@@ -1,12 +1,13 @@
-"""A load balancer namespace's conntrack flows as they come and go: ctnetlink's NEW and
-DESTROY events (and a dump, to start from or to catch up after lost events), each read
-as the few attributes a least-connections count needs.
+"""A load balancer namespace's conntrack flows as they come and go: ctnetlink's NEW,
+UPDATE and DESTROY events (and a dump, to start from or to catch up after lost events),
+each read as the few attributes a least-connections count needs.
 
 Events cost nothing per packet: the kernel sends one message when a flow is confirmed
-(after its first packet, NAT done: the reply tuple names the member) and one when its
-entry goes (expired, deleted). A flow is named by its original tuple as sent (the
-same bytes in both events). Messages are read as raw netlink bytes, as ``lbstats``
-and ``ctkill`` read conntrack dumps.
+(after its first packet, NAT done: the reply tuple names the member), one when its
+entry goes (expired, deleted), and an update when its state changes (a TCP
+connection's conntrack state: a handful over its life; a UDP flow's first reply).
+A flow is named by its original tuple as sent (the same bytes in every event).
+Messages are read as raw netlink bytes, as ``lbstats`` and ``ctkill`` read conntrack dumps.
 """
 
 from __future__ import annotations
@@ -21,9 +22,21 @@ from dataclasses import dataclass
 
 from netbay.dataplane import links, netns
 from netbay.dataplane.ctkill import IPCTNL_MSG_CT_GET, NFNL_SUBSYS_CTNETLINK, CtNetlink
-from netbay.dataplane.lbstats import CTA_MARK, CTA_TUPLE_ORIG, CTA_TUPLE_PROTO, NETLINK_NETFILTER, attrs, nested
+from netbay.dataplane.lbstats import (
+    CTA_MARK,
+    CTA_PROTO_NUM,
+    CTA_PROTOINFO,
+    CTA_PROTOINFO_TCP,
+    CTA_PROTOINFO_TCP_STATE,
+    CTA_TUPLE_ORIG,
+    CTA_TUPLE_PROTO,
+    NETLINK_NETFILTER,
+    attrs,
+    nested,
+)
 
-NF_NETLINK_CONNTRACK_NEW, NF_NETLINK_CONNTRACK_DESTROY = 0x1, 0x4   # the legacy group bits
+# the legacy group bits
+NF_NETLINK_CONNTRACK_NEW, NF_NETLINK_CONNTRACK_UPDATE, NF_NETLINK_CONNTRACK_DESTROY = 0x1, 0x2, 0x4
 IPCTNL_MSG_CT_NEW, IPCTNL_MSG_CT_DELETE = 0, 2
 CTA_TUPLE_REPLY, CTA_TUPLE_IP = 2, 1
 CTA_IP_V4_SRC, CTA_IP_V6_SRC = 1, 3
@@ -43,10 +56,14 @@ class EventsLost(OSError):
 @dataclass(frozen=True)
 class Flow:
     """One conntrack entry: ``key`` names it (its original tuple); ``mark`` is its ct
-    mark (the listener's), ``member`` the reply tuple's source (address, port)."""
+    mark (the listener's), ``member`` the reply tuple's source (address, port);
+    ``protocol`` its IP protocol number, ``tcp_state`` a TCP entry's conntrack state
+    (``TCP_CONNTRACK_*``) when the message carries it (a dump, a state change)."""
     key: bytes
     mark: int
     member: tuple[Address, int] | None
+    protocol: int = 0
+    tcp_state: int | None = None
 
 
 def parse(msg: bytes) -> Flow | None:
@@ -63,7 +80,10 @@ def parse(msg: bytes) -> Flow | None:
     sport = nested(msg, reply, CTA_TUPLE_PROTO, CTA_PROTO_SRC_PORT)
     if src is not None and sport is not None:
         member = (ipaddress.ip_address(bytes(msg[src[0]:src[1]])), struct.unpack_from("!H", msg, sport[0])[0])
-    return Flow(bytes(msg[orig[0]:orig[1]]), mark, member)
+    proto = nested(msg, orig, CTA_TUPLE_PROTO, CTA_PROTO_NUM)
+    state = nested(msg, top.get(CTA_PROTOINFO), CTA_PROTOINFO_TCP, CTA_PROTOINFO_TCP_STATE)
+    return Flow(bytes(msg[orig[0]:orig[1]]), mark, member, msg[proto[0]] if proto is not None else 0,
+                msg[state[0]] if state is not None else None)
 
 
 def dump(ns: str) -> list[Flow]:
@@ -75,7 +95,7 @@ def dump(ns: str) -> list[Flow]:
 
 
 class Events:
-    """A ctnetlink socket of namespace ``ns`` subscribed to NEW and DESTROY events."""
+    """A ctnetlink socket of namespace ``ns`` subscribed to NEW, UPDATE and DESTROY events."""
 
     def __init__(self, ns: str) -> None:
         if links.read_sysctl(ns, EVENTS_SYSCTL) != "1":
@@ -86,7 +106,7 @@ class Events:
             self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
         try:
             self.sock.setsockopt(socket.SOL_SOCKET, 33, RCVBUF)   # SO_RCVBUFFORCE (root): above rmem_max
-            self.sock.bind((0, NF_NETLINK_CONNTRACK_NEW | NF_NETLINK_CONNTRACK_DESTROY))
+            self.sock.bind((0, NF_NETLINK_CONNTRACK_NEW | NF_NETLINK_CONNTRACK_UPDATE | NF_NETLINK_CONNTRACK_DESTROY))
             self.sock.setblocking(False)
         except OSError:
             self.sock.close()
@@ -100,7 +120,7 @@ class Events:
         return bool(select.select([self.sock], [], [], max(0.0, timeout))[0])
 
     def read(self) -> Iterator[tuple[bool, Flow]]:
-        """The events waiting now, in order: (True: a new flow | False: a flow gone, the flow).
+        """The events waiting now, in order: (True: a new or changed flow | False: a flow gone, the flow).
         Raises :class:`EventsLost` when the kernel dropped some."""
         for _ in range(100_000):   # bounded: a burst is read, then the caller comes back
             try:

@@ -1,11 +1,13 @@
-"""``LEAST_CONNECTIONS`` for the listeners the kernel forwards (UDP, SCTP), as the
+"""``LEAST_CONNECTIONS`` for the listeners the kernel forwards (the ``nftables``
+provider's TCP and HTTP listeners; UDP and SCTP under either provider), as the
 amphora's LVS ``lc`` scheduler: a new flow goes to the member with the fewest live flows.
 
 Nothing runs per packet and nothing forks. The listener's rule DNATs through a map
 element (``lb/table.py``: ``lc-addr``/``lc-port``, keyed by the listener's ct mark)
 that names one member; a watcher thread per load balancer counts live flows per
 listener and member from the namespace's conntrack events (``lb/ctevents.py``: NEW
-when a flow is confirmed, DESTROY when its entry goes) and, when the least-loaded
+when a flow is confirmed, UPDATE when its state changes, DESTROY when its entry goes)
+and, when the least-loaded
 member changes, the realizer replaces that element (one nft transaction). Flows
 already tracked keep their member (conntrack holds their translation). Ties go to the
 first member in the pool's order; weights are not used (LVS's ``lc``, not ``wlc``),
@@ -13,10 +15,22 @@ weight 0, admin-down and unhealthy members get no flow, as with the other algori
 A UDP or SCTP flow is live while conntrack tracks it (UDP: 30 s after its last packet,
 120 s once it has seen replies).
 
+**TCP** is counted as LVS counts it. conntrack keeps a closed connection's entry
+for minutes (``TIME_WAIT`` 120 s, ``CLOSE`` 10 s), so "tracked" is not "live": a
+connection is *active* while its conntrack state is ``ESTABLISHED`` and *inactive*
+otherwise (the handshake, and once either side sent FIN or RST), and a member's load
+is LVS's ``ip_vs_dest_conn_overhead``: 256 per active connection plus 1 per inactive
+one. Established connections decide; closing and half-open ones only break ties (and
+spread a burst of handshakes), as in ``ipvsadm``'s ``ActConn``/``InActConn``. The
+state comes from conntrack's update events (a handful per connection: SYN-ACK,
+ESTABLISHED, FIN, TIME_WAIT), and from the dump. (UDP and SCTP flows all weigh as one
+connection each: LVS counts every UDP connection as inactive, so its order is the same.)
+
 Events can be lost (the socket's buffer overflows in a burst) and a flow tracked
 before the watcher started sends no DESTROY if the namespace did not ask for events
-then: the counts are rebuilt from a conntrack dump at start, after a loss, and every
-``RESYNC_INTERVAL`` seconds while flows are counted. Between a flow's NEW event and
+then: the counts are rebuilt from a conntrack dump at start (a restarted agent counts
+the flows made before it), after a loss, and every ``RESYNC_INTERVAL`` seconds while
+flows are counted. Between a flow's NEW event and
 the element's update, new flows still go to the previous member: a burst of flows in
 the same millisecond is not spread exactly (LVS, counting in the kernel, is exact).
 """
@@ -38,6 +52,9 @@ from netbay.dataplane.lb.table import LEAST_CONNECTIONS, candidates, least_conne
 log = logging.getLogger("netbay.dataplane.loadbalancer")   # its messages are the realizer's
 
 RESYNC_INTERVAL = 15.0   # s: a dump then, while flows are counted
+ACTIVE, INACTIVE = 256, 1   # a connection's weight in a member's load (LVS's lc)
+TCP_ESTABLISHED = 3      # TCP_CONNTRACK_ESTABLISHED
+IPPROTO_TCP = 6
 POLL = 0.5               # s: how soon a stopped watcher ends
 JOIN_TIMEOUT = 5.0
 
@@ -73,8 +90,19 @@ def served(spec: LoadBalancerSpec, in_map: InMap) -> list[tuple[ListenerSpec, li
 
 
 def least_loaded(members: Iterable[MemberSpec], counts: Mapping[MemberKey, int]) -> MemberSpec:
-    """The member with the fewest live flows; the first of them on a tie."""
+    """The member with the least load (live flows, weighed by :func:`weight`); the first of them on a tie."""
     return min(members, key=lambda m: counts.get(member_key(m), 0))
+
+
+def weight(flow: ctevents.Flow, before: int | None = None) -> int:
+    """What ``flow`` adds to its member's load: a TCP connection is ``ACTIVE`` while
+    established, ``INACTIVE`` otherwise (a message without its state: as ``before``);
+    any other flow is ``ACTIVE`` while tracked."""
+    if flow.protocol != IPPROTO_TCP:
+        return ACTIVE
+    if flow.tcp_state is None:
+        return INACTIVE if before is None else before
+    return ACTIVE if flow.tcp_state == TCP_ESTABLISHED else INACTIVE
 
 
 class LeastConnections:
@@ -89,7 +117,7 @@ class LeastConnections:
         self.lb_id, self.ns, self.moved = lb_id, ns, moved
         self.inode = netns.inode(ns)
         self.events = ctevents.Events(ns)   # subscribed before the listener's rule can take a flow
-        self.flows: dict[bytes, tuple[int, MemberKey]] = {}
+        self.flows: dict[bytes, tuple[int, MemberKey, int]] = {}   # key -> (mark, member, weight)
         self.counts: dict[int, Counter[MemberKey]] = {}
         self.watched: frozenset[int] = frozenset()
         self.held: dict[int, MemberKey] = {}   # listener mark -> the member its element holds
@@ -115,7 +143,7 @@ class LeastConnections:
             if wanted == self.watched:
                 return
             self.watched = wanted
-            for key in [k for k, (m, _) in self.flows.items() if m not in wanted]:
+            for key in [k for k, (m, _, _) in self.flows.items() if m not in wanted]:
                 del self.flows[key]
             self.counts = {m: c for m, c in self.counts.items() if m in wanted}
 
@@ -176,14 +204,22 @@ class LeastConnections:
     def _count(self, events: Iterable[tuple[bool, ctevents.Flow]]) -> bool:
         changed = False
         with self._lock:
-            for new, flow in events:
-                if new:
-                    if flow.mark in self.watched and flow.member is not None and flow.key not in self.flows:
-                        self.flows[flow.key] = (flow.mark, flow.member)
-                        self.counts.setdefault(flow.mark, Counter())[flow.member] += 1
-                        changed = True
+            for there, flow in events:
+                if there:
+                    if flow.mark not in self.watched or flow.member is None:
+                        continue
+                    was = self.flows.get(flow.key)
+                    w = weight(flow, was[2] if was is not None else None)
+                    if was is not None and was[2] == w:
+                        continue
+                    counts = self.counts.setdefault(flow.mark, Counter())
+                    if was is not None:
+                        counts[was[1]] -= was[2]
+                    self.flows[flow.key] = (flow.mark, flow.member, w)
+                    counts[flow.member] += w
+                    changed = True
                 elif (gone := self.flows.pop(flow.key, None)) is not None:
-                    self.counts[gone[0]][gone[1]] -= 1
+                    self.counts[gone[0]][gone[1]] -= gone[2]
                     changed = True
         return changed
 
@@ -192,10 +228,11 @@ class LeastConnections:
         found = ctevents.dump(self.ns)
         with self._lock:
             before = self.counts
-            self.flows = {f.key: (f.mark, f.member) for f in found if f.mark in self.watched and f.member is not None}
+            self.flows = {f.key: (f.mark, f.member, weight(f)) for f in found
+                          if f.mark in self.watched and f.member is not None}
             self.counts = {}
-            for mark, member in self.flows.values():
-                self.counts.setdefault(mark, Counter())[member] += 1
+            for mark, member, w in self.flows.values():
+                self.counts.setdefault(mark, Counter())[member] += w
             return +Counter({(m, k): n for m, c in before.items() for k, n in c.items()}) != \
                 Counter({(m, k): n for m, c in self.counts.items() for k, n in c.items()})
 
@@ -242,4 +279,5 @@ class Watchers:
         return out
 
 
-__all__ = ["LeastConnections", "Watchers", "least_loaded", "marks", "member_key", "served"]
+__all__ = ["ACTIVE", "INACTIVE", "LeastConnections", "Watchers", "least_loaded", "marks", "member_key", "served",
+           "weight"]

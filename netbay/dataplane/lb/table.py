@@ -16,7 +16,7 @@ keyed by ``numgen`` in JSON. The table is small, so it is rebuilt in one atomic
 transaction when what it should hold changes — connections keep their translation
 in conntrack — and not touched when nothing changed.)
 
-``LEAST_CONNECTIONS`` (UDP and SCTP listeners, as the amphora's LVS ``lc``): the
+``LEAST_CONNECTIONS`` (every listener in the table, as the amphora's LVS ``lc``): the
 listener's rule DNATs through two named maps keyed by its ``ct mark`` (set just
 before in the same rule), ``lc-addr`` and ``lc-port``, whose element for the
 listener is the member with the fewest live flows; ``lb/leastconn.py`` counts them
