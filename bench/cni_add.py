@@ -18,7 +18,9 @@ and host-side veths never touch the host's namespace.
 
 Each iteration makes a fresh pod namespace (not timed), then times, as a runtime
 does (fork + exec, config on stdin, result on stdout): ADD, CHECK (with the ADD's
-result as prevResult) and DEL, for netbay-cni and for bridge, alternating. Also
+result as prevResult) and DEL, for netbay-cni and for bridge, alternating. Besides the
+p50s' ratio, ``add_ratio_paired``: the median of each iteration's netbay ADD over the
+bridge ADD timed right after it (the same moment's load; steadier on a shared machine). Also
 timed: ``VERSION`` (the exec floor of each executable), netbay-cni's ADD through
 the Python launcher (``python -I -S``: what a host without a C compiler gets) and
 through the pip console script (``site`` and the editable install's path finder,
@@ -228,6 +230,10 @@ def main() -> None:
             results["check_ratio"] = results["ms"]["netbay CHECK"]["p50"] / results["ms"]["bridge CHECK"]["p50"]
             results["del_ratio"] = results["ms"]["netbay DEL"]["p50"] / results["ms"]["bridge DEL"]["p50"]
             results["add_ratio_without_nsenter"] = add_nb / max(add_br - floor, 1e-9)
+            # each iteration's netbay ADD over the bridge ADD right after it (the same moment's
+            # load): on a shared machine the p50s' ratio swings with the load's phases
+            pairs = [a / b for a, b in zip(samples["netbay ADD"], samples["bridge ADD"])]
+            results["add_ratio_paired"] = harness.percentile(pairs, 50)
             if fam_conf is not None:
                 results["family_add_ratio"] = results["ms"][f"{other} ADD"]["p50"] / add_nb
             results["load"] = (load_before, os.getloadavg()[0])
@@ -243,7 +249,8 @@ def main() -> None:
     rows = [[k, str(v["n"]), harness.fmt(v["p50"]), harness.fmt(v["p99"])] for k, v in results["ms"].items()]
     print(harness.markdown_table(["call (fork → exit)", "n", "p50 ms", "p99 ms"], rows))
     print(f"nsenter --net (in bridge's figures): {floor:.1f} ms; ADD p50 ratio netbay/bridge "
-          f"{results['add_ratio']:.2f} (bridge without nsenter: {results['add_ratio_without_nsenter']:.2f}), CHECK "
+          f"{results['add_ratio']:.2f} (paired per iteration: {results['add_ratio_paired']:.2f}; bridge without "
+          f"nsenter: {results['add_ratio_without_nsenter']:.2f}), CHECK "
           f"{results['check_ratio']:.2f}, DEL {results['del_ratio']:.2f}; {results['launcher']} launcher; "
           f"load {results['load'][0]:.1f} → {results['load'][1]:.1f}; {results['machine']}")
     if "family_add_ratio" in results:

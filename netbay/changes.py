@@ -1,7 +1,8 @@
 """The change stream reconcilers follow: every commit appends revisions.
 
 ``since(n)`` returns what changed after revision ``n``; ``wait(n, timeout)``
-blocks (without holding a thread) until something did. Commits in this process
+blocks (without holding a thread) until something did; an answer with nothing
+after ``n`` says the head (:meth:`ChangeFeed.quiet_head`). Commits in this process
 wake waiters at once; commits by other processes sharing the database are seen
 by a short poll.
 
@@ -120,6 +121,15 @@ class ChangeFeed:
             bound = changelog.committed(s)
             highest = s.scalar(select(func.max(Change.revision))) or 0
             return highest if bound is None else min(highest, bound)
+
+    def quiet_head(self, revision: int) -> int:
+        """The revision an answer with nothing after ``revision`` carries: the feed's head
+        (:meth:`latest`: every revision up to it final), so that a reader learns it in one
+        call (``since`` the column's highest). When a commit landed after the empty read
+        (the head has passed ``revision``), ``revision`` itself: resuming from it, the next
+        read gets that commit — never skipped."""
+        head = self.latest()
+        return head if head <= revision else revision
 
     def since(self, revision: int, limit: int = MAX_BATCH) -> list[dict[str, Any]]:
         """Changes after ``revision`` in order, none past a transaction still open (see

@@ -20,14 +20,11 @@ def _changes(server, token, since, wait=0.0):
 
 
 def _head(server, token) -> int:
-    """The latest revision, read by paging through the stream (bounded)."""
-    revision = 0
-    for _ in range(1000):
-        page = _changes(server, token, revision)
-        if not page["changes"]:
-            return revision
-        revision = page["revision"]
-    raise AssertionError("change stream did not end")
+    """The latest revision: what is after the highest revision there can be is nothing,
+    and such an answer says the head."""
+    page = _changes(server, token, 2**31 - 1)
+    assert page["changes"] == []
+    return page["revision"]
 
 
 def test_every_change_has_a_revision_in_order(server, admin):
@@ -65,12 +62,32 @@ def test_long_poll_wakes_on_a_commit(server, admin):
 
 def test_long_poll_times_out_empty(server):
     token = server.token()
-    head = _changes(server, token, 10**9)
-    assert head["changes"] == [] and head["revision"] == 10**9
+    head = _head(server, token)
     started = time.monotonic()
     page = _changes(server, token, 10**9, wait=1)
-    assert page["changes"] == []
+    assert page["changes"] == [] and page["revision"] <= 10**9
     assert 0.9 < time.monotonic() - started < 5
+    assert page["revision"] >= head
+
+
+def test_nothing_newer_says_the_head_and_resuming_from_it_misses_nothing(server, admin):
+    """An empty answer carries the head (not ``since``), the same as paging to the end
+    finds; a reader that resumes from it gets every later change."""
+    token = server.token()
+    paged = 0
+    for _ in range(1000):
+        page = _changes(server, token, paged)
+        if not page["changes"]:
+            break
+        paged = page["revision"]
+    head = _head(server, token)
+    assert head >= paged and _changes(server, token, head)["changes"] == []
+    assert _changes(server, token, head)["revision"] == head
+    net = admin.network.create_network(name=unique("head"))
+    later = _changes(server, token, head)
+    assert net.id in {c["id"] for c in later["changes"]}
+    assert all(c["revision"] > head for c in later["changes"])
+    assert _head(server, token) == later["revision"]
 
 
 def test_state_lists_everything_at_a_revision(server, admin):

@@ -25,7 +25,8 @@ def port(rev: int, host: str = "h1", port_id: str = "p1", tags: list[str] | None
 class Feed:
     """``GET /netbay/v1/changes`` in memory: a long poll waits for the next change."""
 
-    def __init__(self, changes: int = 0) -> None:
+    def __init__(self, changes: int = 0, says_head: bool = True) -> None:
+        self.says_head = says_head   # False: an older server, which answered ``since`` for nothing newer
         self.log: list[dict[str, Any]] = [{"revision": r + 1, "resource": "network", "id": f"n{r}",
                                            "action": "create", "data": {}} for r in range(changes)]
         self.grew = threading.Condition()
@@ -49,7 +50,8 @@ class Feed:
             if self.fail is not None:
                 raise self.fail
             items = self.log[since:since + limit]
-        return {"changes": items, "revision": items[-1]["revision"] if items else since}
+            head = min(since, len(self.log)) if self.says_head else since
+        return {"changes": items, "revision": items[-1]["revision"] if items else head}
 
     def close(self) -> None:
         pass
@@ -80,9 +82,22 @@ def watch(feed: Feed):
 
 
 def test_joins_at_the_head_without_reading_the_log(feed: Feed, watch: PortWatch) -> None:
-    """The head is found by bisection (a few single-change reads), not by reading every change."""
+    """The head is one read (the feed answers it for nothing newer), not a scan of the log;
+    a change made right after is the first one the watch follows."""
     assert watch._revision == 37
-    assert feed.calls < 40
+    calls = feed.calls
+    feed.add("port", "update", "p1", port(3))
+    eventually(lambda: watch._revision == 38)
+    assert calls <= 2   # the head, then (maybe already parked) the first long poll
+
+
+def test_a_feed_that_does_not_say_its_head(feed: Feed) -> None:
+    """An older server answers ``since`` itself: no watch (CHECK asks the API), never a watch
+    parked past every revision."""
+    old = Feed(changes=5, says_head=False)
+    w = PortWatch(old, key_of).start()  # type: ignore[arg-type]
+    w._thread.join(5)
+    assert not w._thread.is_alive() and not w.ready and w.ticket() is None
 
 
 def test_a_port_learnt_follows_the_feed(feed: Feed, watch: PortWatch) -> None:

@@ -49,6 +49,8 @@ class Feed(Protocol):
     def wait_here(self, revision: int, timeout: float, limit: int = ...,
                   stop: threading.Event | None = None) -> list[dict[str, Any]]: ...
 
+    def quiet_head(self, revision: int) -> int: ...
+
 
 class BesideServer(Api):
     """The client of an agent running in the server's process: its long poll is a wait
@@ -63,4 +65,4 @@ class BesideServer(Api):
 
     def changes(self, since: int, wait: float) -> dict[str, Any]:
         items = self.feed.wait_here(since, wait, stop=self.stop)
-        return {"changes": items, "revision": items[-1]["revision"] if items else since}
+        return {"changes": items, "revision": items[-1]["revision"] if items else self.feed.quiet_head(since)}

@@ -30,10 +30,13 @@ async def changes(
     limit: int = Query(1000, ge=1, le=1000),
 ) -> JSONResponse:
     """Changes after revision ``since``; with ``wait`` > 0, long-polls until one arrives.
-    Answered as rendered (orjson, no response model: it is on every change's path)."""
+    ``revision``: the last change's, or with none the feed's head (at most ``since``:
+    ``since=2147483647`` asks for the head). Answered as rendered (orjson, no response
+    model: it is on every change's path)."""
     admin_context(request)
     feed = request.app.state.feed
     closing: asyncio.Event | None = getattr(request.app.state, "closing", None)
+    shutting = False
     if closing is None or wait <= 0:
         items = await feed.wait(since, wait, limit)
     else:  # a server shutting down answers its long polls at once (nothing new)
@@ -43,7 +46,11 @@ async def changes(
         for task in pending:
             task.cancel()
         items = poll.result() if poll in done else []
-    revision = items[-1]["revision"] if items else since
+        shutting = poll not in done
+    if items:
+        revision = items[-1]["revision"]
+    else:   # nothing newer: the head (a server shutting down reads nothing more: ``since``)
+        revision = since if shutting else await asyncio.to_thread(feed.quiet_head, since)
     return JSONResponse({"changes": items, "revision": revision})
 
 

@@ -64,6 +64,12 @@ class Names:
         return "tap" + port_id[:11]
 
     @staticmethod
+    def provisional(token: str) -> str:
+        """A fabric end made before its port is known (CNI ADD makes the pair while the
+        API makes the port), renamed :meth:`tap` once it is; never swept as a tap."""
+        return "nbq" + token[:12]
+
+    @staticmethod
     def container_end(port_id: str) -> str:
         """A container port's inner veth end, made in the host namespace for the
         container runtime to move into the container at once (Docker's Join)."""

@@ -7,17 +7,25 @@ the runtime moves it into the container at once (Docker does so at Join and rena
 it ``eth0``). The dataplane agent then adopts the fabric end as it adopts any port
 (:mod:`netbay.dataplane.fabric`'s ``container`` consumer): security groups, status.
 
+A runtime that knows the namespace before the port (CNI ADD) may make the pair while
+the API makes the port: :meth:`Attacher.prepare` under a provisional fabric-end name,
+down, then :meth:`Attacher.claim` renames it ``tap<port>`` and brings it up (one
+request). Until then the agent does not see it (it adopts ``tap…`` ends only); a pair
+never claimed lives no longer than the runtime's namespace, where its inner end is.
+
 Not thread-safe (netlink sockets are per thread): call it from one thread.
 """
 
 from __future__ import annotations
 
+import errno
+import secrets
 from dataclasses import dataclass
 
 from netbay.dataplane import netns, veth
 from netbay.dataplane.fabric import Fabric
 from netbay.dataplane.names import Names
-from netbay.dataplane.rtnl import rtnl
+from netbay.dataplane.rtnl import LinkError, rtnl
 
 
 
@@ -58,6 +66,32 @@ class Attacher:
         veth.make_pair(fabric, tap, inner, into, mtu=plug.mtu, peer_mac=plug.mac or None, master=br,
                        up=True, gso_path="fabric", clear=clear)   # a container port is a fabric port
         return inner
+
+    def prepare(self, network_id: str, mtu: int, into: str, ifname: str) -> str:
+        """The pair for a port not made yet: its inner end ``ifname`` in ``into`` (down,
+        the kernel's MAC), its fabric end on the network's bridge, down, under a
+        provisional name (returned). The caller checks first that ``ifname`` is free."""
+        provisional = Names.provisional(secrets.token_hex(6))
+        br = self.fabric.ensure_bridge(network_id, mtu)
+        veth.make_pair(rtnl(self.fabric.ns), provisional, ifname, into, mtu=mtu, master=br, up=False,
+                       gso_path="fabric", clear=lambda: None)   # a fresh random name: nothing in the way
+        return provisional
+
+    def claim(self, provisional: str, port_id: str) -> None:
+        """The prepared pair's fabric end named for ``port_id`` and up (a leftover of an
+        earlier attempt under that name is deleted first). ENODEV: the pair is gone."""
+        fabric = rtnl(self.fabric.ns)
+        link = fabric.link(provisional)
+        if link is None:
+            raise LinkError(errno.ENODEV, f"{provisional} vanished from {self.fabric.ns}")
+        tap = Names.tap(port_id)
+        try:
+            fabric.set_link(link.index, name=tap, up=True)
+        except LinkError as exc:
+            if exc.errno != errno.EEXIST:
+                raise
+            fabric.delete_link(tap)
+            fabric.set_link(link.index, name=tap, up=True)
 
     def unplug(self, port_id: str, host_end: bool = True) -> bool:
         """Delete the pair wherever its inner end is (host or container namespace).

@@ -62,17 +62,20 @@ def present(path: str, ifname: str) -> LinkInfo | None:
         return r.link(ifname)
 
 
-def configure(path: str, ifname: str, addressing: Addressing, carrier_wait: float = 0.2) -> LinkInfo:
-    """Up, addresses, routes, then a wait (bounded) for carrier: the bridge drops what
-    is sent before it, and a lost first ARP costs the sender a second. The kernel
-    brings carrier up meanwhile (linkwatch), so the wait overlaps the rest. ENODEV
-    if the link vanished (an agent resync raced the plug)."""
+def configure(path: str, ifname: str, addressing: Addressing, carrier_wait: float = 0.2,
+              mac: str | None = None) -> LinkInfo:
+    """Up (with ``mac``, if given, in the same request), addresses, routes, then a wait
+    (bounded) for carrier: the bridge drops what is sent before it, and a lost first ARP
+    costs the sender a second. The kernel brings carrier up meanwhile (linkwatch), so
+    the wait overlaps the rest. ENODEV if the link vanished (an agent resync raced the plug)."""
     with opened(path) as r:
         link = r.link(ifname)
         if link is None:
             raise LinkError(errno.ENODEV, f"{ifname} vanished from {path}")
-        if not link.up:
-            r.set_link(link.index, up=True)
+        if mac is not None and (link.address or "").lower() == mac.lower():
+            mac = None
+        if not link.up or mac is not None:
+            r.set_link(link.index, up=True, mac=mac)
         for cidr in addressing.cidrs:
             r.add_address(link.index, cidr)
         on_link = [ipaddress.ip_interface(c).network for c in addressing.cidrs]

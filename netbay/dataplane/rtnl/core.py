@@ -197,8 +197,10 @@ class Rtnl:
 
     def set_link(self, index: int, *, up: bool | None = None, mtu: int | None = None,
                  master: int | None = None, mac: str | None = None, gso_max_size: int | None = None,
-                 alias: str | None = None) -> None:
-        """``alias``: the link's ifalias (``""`` removes it)."""
+                 alias: str | None = None, name: str | None = None) -> None:
+        """``alias``: the link's ifalias (``""`` removes it). ``name``: renamed (the kernel
+        renames before it applies ``up``, so a down link is renamed and brought up in one
+        request; EEXIST if the name is taken)."""
         flags = change = 0
         if up is not None:
             flags, change = (IFF_UP if up else 0), IFF_UP
@@ -211,6 +213,8 @@ class Rtnl:
             body += attr(IFLA_ADDRESS, mac_attr(mac))
         if alias is not None:
             body += attr(IFLA_IFALIAS, alias.encode())  # no NUL: an empty payload clears it
+        if name is not None:
+            body += str_attr(IFLA_IFNAME, name)
         body += gso_attrs(gso_max_size)
         self.request(RTM_NEWLINK, NLM_F_ACK, body, f"set link {index}")
 

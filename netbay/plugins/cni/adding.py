@@ -35,22 +35,31 @@ class Adding(Lookups):
         if not req.cluster:
             req.network_ref   # noqa: B018 - a config naming no network is refused before anything runs
         req.port_type         # noqa: B018 - a PORT_TYPE netbay-cni cannot plug, likewise
-        # The namespace is checked while the port is made (one API call, bound to this
-        # host already); a refused check undoes the port, the runtime's link untouched.
-        check = asyncio.ensure_future(self.kernel(self._free, req))
         ticket = self.watch.ticket() if self.watch else None
         try:
-            port, made, net = await self._claim(req)
+            given, net = await self._given(req)   # a new port's network: cached, no API call
         except BaseException:
-            await check   # its error first, as when it ran before the claim
+            await self.kernel(self._free, req)    # the namespace's error first, as the reference plugins'
+            raise
+        mtu = int(net.get("mtu") or 1500)
+        # While the API makes (or binds) the port, the namespace is checked and, into the
+        # fabric, the pair made under a provisional name (Attacher.prepare): after the
+        # answer only its naming and addresses remain. A refused check undoes the port,
+        # the runtime's link untouched; a refused port undoes the pair.
+        prepared = asyncio.ensure_future(self.kernel(self._prepare, req, net["id"], mtu))
+        try:
+            port, made = await self._claim(req, given, net)
+        except BaseException:
+            if await prepared is not None:   # its error first, as when it ran before the claim
+                await self.kernel(inside.remove, req.netns, req.ifname)
             raise
         t1 = time.perf_counter()
-        mtu = int(net.get("mtu") or 1500)
+        provisional: str | None = None
         try:
-            await check
+            provisional = await prepared
             vif = self._vif(port, mtu)
         except BaseException:
-            await self._release(port, made, None)
+            await self._release(port, made, req if provisional is not None else None)
             raise
         t2 = time.perf_counter()
         try:
@@ -59,17 +68,18 @@ class Adding(Lookups):
             # it adopts every container port: security groups, status ACTIVE. On a
             # cloud, os-vif plugs the host end into its Open vSwitch instead.
             await self.kernel(self._wire, vif or Plug(port["id"], net["id"], port["mac_address"], mtu), req,
-                              addressing)
+                              addressing, provisional)
         except BaseException as exc:
             await self._release(port, made, req)
             if isinstance(exc, LinkError) and exc.errno == errno.ENODEV:
-                # An agent resync swept the pair while ADD ran: all undone, the runtime calls again.
+                # The pair was removed while ADD ran (an agent resync, the namespace going): all undone,
+                # the runtime calls again.
                 raise CniError(TRY_AGAIN_LATER, f"{req.ifname} was removed while ADD ran (an agent resync "
                                                 "raced it); try again") from None
             raise
         if self.watch is not None:   # CHECK will find it there
             self.watch.put(port, ticket)
-        log.debug("ADD %s: port %.1f ms, namespace check after it %.1f ms, veth+addresses %.1f ms",
+        log.debug("ADD %s: port %.1f ms, pair ready after it %.1f ms, naming+addresses %.1f ms",
                   req.container_id[:12], (t1 - t0) * 1e3, (t2 - t1) * 1e3, (time.perf_counter() - t2) * 1e3)
         return results.render(req.version, req.ifname, port["mac_address"], mtu, req.netns, pairs,
                               list(addressing.routes), await self.cluster_dns(req))
@@ -83,6 +93,14 @@ class Adding(Lookups):
         except inside.NamespaceGone as exc:
             raise CniError(INTERNAL, exc.strerror or str(exc)) from None
 
+    def _prepare(self, req: Request, network_id: str, mtu: int) -> str | None:
+        """:meth:`_free`, then (into the fabric) the pair under a provisional name: that
+        name, or None when nothing was made (a cloud's port is plugged by os-vif)."""
+        self._free(req)
+        if self.vifs is not None:
+            return None
+        return self.attacher.prepare(network_id, mtu, req.netns, req.ifname)
+
     def _vif(self, port: Mapping[str, Any], mtu: int) -> Vif | None:
         """How to plug ``port`` on the cloud (None: into the fabric); a ``vif_type``
         netbay cannot plug is refused by name."""
@@ -93,29 +111,34 @@ class Adding(Lookups):
         except Unpluggable as exc:
             raise CniError(INTERNAL, f"netbay-cni: {exc}") from None
 
-    def _wire(self, plug: Plug | Vif, req: Request, addressing: inside.Addressing) -> None:
-        """The pair straight into the runtime's namespace, its addresses and routes: one
-        hop to the netlink thread."""
+    def _wire(self, plug: Plug | Vif, req: Request, addressing: inside.Addressing,
+              provisional: str | None = None) -> None:
+        """The pair straight into the runtime's namespace (or the prepared one named for
+        the port), its MAC, addresses and routes: one hop to the netlink thread."""
+        mac = None
         if isinstance(plug, Vif):
             assert self.vifs is not None
             self.vifs.plug(plug, req.netns, req.ifname)
+        elif provisional is not None:
+            self.attacher.claim(provisional, plug.port_id)
+            mac = plug.mac or None
         else:
             self.attacher.plug(plug, req.netns, req.ifname)
-        inside.configure(req.netns, req.ifname, addressing)   # ENODEV if it vanished meanwhile
+        inside.configure(req.netns, req.ifname, addressing, mac=mac)   # ENODEV if it vanished meanwhile
 
-    async def _claim(self, req: Request) -> tuple[dict[str, Any], bool, dict[str, Any]]:
-        """The pod's port, claimed for this container and bound to this host in the
-        same call (the agent adopts the fabric end when the plug makes it):
-        (port, made here, its network)."""
+    async def _claim(self, req: Request, port: dict[str, Any] | None, net: dict[str, Any]
+                     ) -> tuple[dict[str, Any], bool]:
+        """The pod's port (``port``: the one :meth:`_given` found, else a new one on
+        ``net``), claimed for this container and bound to this host in the same call (the
+        agent adopts the fabric end when the plug makes it): (port, made here)."""
         a = req.args
         ours = [ctr_tag(req.container_id), if_tag(req.ifname), net_tag(req.config["name"])]
         device = a.get("K8S_POD_UID") or req.container_id
-        port, net = await self._given(req)
         if port is not None:
             self._same_ip(port, a.get("IPV4"))
             # a port the agent already plugs as a container's keeps its owner (its controller's)
             keep_owner = bool(port.get("device_id")) and port.get("device_owner") in (CONTAINER, KURYR_POD)
-            return await self.claims.claim(port, device, ours, keep_owner=keep_owner), False, net
+            return await self.claims.claim(port, device, ours, keep_owner=keep_owner), False
         body: dict[str, Any] = {"network_id": net["id"], "name": self._port_name(req)}
         if net.get("project_id"):
             body["project_id"] = net["project_id"]
@@ -124,7 +147,7 @@ class Adding(Lookups):
                 body["fixed_ips"] = [{"ip_address": str(ipaddress.ip_interface(a["IPV4"]).ip)}]
             except ValueError:
                 raise CniError(INVALID_ENV, f"IPV4={a['IPV4']!r} is not an address") from None
-        return await self.claims.make(body, ours, device), True, net
+        return await self.claims.make(body, ours, device), True
 
     async def _given(self, req: Request) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         """The port a controller made for this attachment (None: make one) and the network

@@ -11,9 +11,11 @@ through the API) stays what the API says: updated by each later change (the high
 How current: a change reaches this watch as fast as the feed answers a parked long
 poll (milliseconds; a commit by another server process sharing the database is seen
 by the feed's short poll, ≤ 0.5 s). Nothing is answered unless the feed is followed
-(:attr:`PortWatch.ready`): before the head of the feed is found, after a failed poll
+(:attr:`PortWatch.ready`): before the head of the feed is found (one read: the feed
+answers its head when nothing is newer than ``since``), after a failed poll
 (everything learnt is dropped and the head found again), or when the credentials
-may not read the feed (an admin's only) — then every CHECK asks the API, as before.
+may not read the feed (an admin's only), or the server's feed does not say its head
+(an older server) — then every CHECK asks the API, as before.
 An entry is also read again after :data:`MAX_AGE` seconds, whatever the feed said.
 
 Only netbay's own API has the feed: ``netbay cni-daemon`` hands its client to
@@ -36,7 +38,11 @@ FEED = "/netbay/v1/changes"
 WAIT = 25.0          # one long poll (the feed answers at once when something changes)
 MAX_AGE = 30.0       # an entry older than this is read from the API again
 RETRY = 1.0          # after a failed poll, before the head is looked for again
-HIGHEST = 2**31 - 1  # the feed's highest revision (an INTEGER column)
+HIGHEST = 2**31 - 1  # the feed's highest revision (an INTEGER column): nothing is ever after it
+
+
+class NoHead(Exception):
+    """The feed answered ``since`` itself, not its head, for nothing newer (an older server)."""
 
 Key = tuple[str, str, str]
 
@@ -115,6 +121,10 @@ class PortWatch:
                     body = self.api.call("GET", FEED, since=self._revision, wait=WAIT, timeout=WAIT + 10)
                     self._apply(body.get("changes") or [])
                     self._revision = max(self._revision, int(body.get("revision") or 0))
+            except NoHead:
+                self._leave()
+                log.info("CHECK reads every port from the API: the server's change feed does not say its head")
+                return
             except ApiError as exc:
                 was = self._leave()
                 if exc.status in (401, 403):
@@ -133,16 +143,12 @@ class PortWatch:
             self._stop.wait(RETRY)
 
     def _join(self) -> None:
-        """The feed's head (a bisection of single-change reads: no scan of the log), then
-        ready, with nothing learnt before it."""
-        low, high = 0, HIGHEST   # the head: the lowest revision with nothing after it
-        while low < high:
-            mid = (low + high) // 2
-            if self.api.call("GET", FEED, since=mid, limit=1, wait=0).get("changes"):
-                low = mid + 1
-            else:
-                high = mid
-        head = low
+        """The feed's head (one read: what is after the highest revision there can be is
+        nothing, and such an answer carries the head), then ready, with nothing learnt
+        before it. Changes committed after that read are after the head: none is missed."""
+        head = int(self.api.call("GET", FEED, since=HIGHEST, limit=1, wait=0).get("revision") or 0)
+        if head >= HIGHEST:
+            raise NoHead
         with self._lock:
             self._ports.clear()
             self._ids.clear()
