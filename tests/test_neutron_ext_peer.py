@@ -266,6 +266,12 @@ def test_port_forwardings_as_neutron_takes_them(admin_http):
                       "Invalid input for operation: Input value 47 must be string type.")
         neutron_error(forward(protocol="47", internal_port=25, external_port=2225), 400, "HTTPBadRequest",
                       "Invalid input for protocol. Reason: 47 is not in valid_values.")
+        # A known name in capitals passes convert_to_protocol unchanged, and fails type:values
+        # over the lower-case names, on a create and an update alike.
+        neutron_error(forward(protocol="TCP", internal_port=25, external_port=2225), 400, "HTTPBadRequest",
+                      "Invalid input for protocol. Reason: TCP is not in valid_values.")
+        neutron_error(admin_http.put(f"{url}/{tcp['id']}", json={"port_forwarding": {"protocol": "UDP"}}), 400,
+                      "HTTPBadRequest", "Invalid input for protocol. Reason: UDP is not in valid_values.")
         neutron_error(forward(protocol="gre", internal_port=25, external_port=2225), 400, "InvalidInput",
                       "Invalid input for operation: IP protocol 'gre' is not supported. Only protocol names and "
                       "their integer representation (0 to 255) are supported.")
