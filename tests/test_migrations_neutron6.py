@@ -1,6 +1,7 @@
 """Migration 0023_neutron6 (issue 29): security group rules get ``normalized_cidr``,
-equal to the (normalized) ``remote_ip_prefix`` of the rules there are; the schema then
-matches the models, and the downgrade takes the column away."""
+equal to the (normalized) ``remote_ip_prefix`` of the rules there are, and floating IPs
+a ``qos_policy_id``; the schema then matches the models, and the downgrade takes the
+columns away."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _rule(conn: sa.Connection, rule_id: str, prefix: str | None) -> None:
         " '', :now, :now, 0)"), {"id": rule_id, "prefix": prefix, "now": NOW})
 
 
-def test_normalized_cidr_column(database_url: str) -> None:
+def test_normalized_cidr_and_fip_qos_columns(database_url: str) -> None:
     migrate.upgrade(database_url, BEFORE)
     engine = sa.create_engine(database_url)
     try:
@@ -44,10 +45,11 @@ def test_normalized_cidr_column(database_url: str) -> None:
             rows = conn.execute(sa.text("SELECT id, normalized_cidr FROM securitygrouprules ORDER BY id")).all()
             assert [tuple(r) for r in rows] == [("any", None), ("net", "10.1.0.0/16")]
             diffs = compare_metadata(MigrationContext.configure(conn), Base.metadata)
-            assert [d for d in diffs if "securitygrouprules" in repr(d)] == []
+            assert [d for d in diffs if "securitygrouprules" in repr(d) or "floatingips" in repr(d)] == []
         command.downgrade(migrate.config(database_url), BEFORE)
         with engine.connect() as conn:
             names = {c["name"] for c in sa.inspect(conn).get_columns("securitygrouprules")}
-        assert "normalized_cidr" not in names
+            fip_names = {c["name"] for c in sa.inspect(conn).get_columns("floatingips")}
+        assert "normalized_cidr" not in names and "qos_policy_id" not in fip_names
     finally:
         engine.dispose()

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from conftest import neutron_error, unique
-from oschelp import osc_json
+from oschelp import osc_as, osc_json
 
 pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
 
@@ -124,6 +124,18 @@ def test_openstack_cli(server):
     assert shown["id"] == policy["id"] and len(shown["rules"]) == 1
     listed = osc_json(server, "network", "qos", "rule", "list", name)
     assert [r["ID"] for r in listed] == [rule["id"]]
+    # ``qos-fip``: a floating IP made with the policy, without it, and given it again;
+    # a policy in use by a floating IP is not deleted (Neutron's ``fip`` binding).
+    fip = osc_json(server, "floating", "ip", "create", "--qos-policy", name, "public")
+    assert fip["qos_policy_id"] == policy["id"]
+    assert osc_as(server, "floating", "ip", "unset", "--qos-policy", fip["id"]).returncode == 0
+    assert osc_json(server, "floating", "ip", "show", fip["id"])["qos_policy_id"] is None
+    assert osc_as(server, "floating", "ip", "set", "--qos-policy", name, fip["id"]).returncode == 0
+    assert osc_json(server, "floating", "ip", "show", fip["id"])["qos_policy_id"] == policy["id"]
+    refused = osc_as(server, "network", "qos", "policy", "delete", name)
+    assert refused.returncode != 0 and f"is used by fip {fip['id']}" in refused.stderr, refused.stderr
+    assert osc_as(server, "floating", "ip", "delete", fip["id"]).returncode == 0
+    assert osc_as(server, "network", "qos", "policy", "delete", name).returncode == 0
 
 
 def _port_list_statements(ports: int) -> tuple[int, list[dict]]:
