@@ -114,7 +114,7 @@ def test_ports_show_their_networks_policy(admin, member, member_http):
     admin.network.delete_qos_policy(policy)
 
 
-def test_openstack_cli(server):
+def test_openstack_cli(server, admin_http):
     name = unique("qcli")
     policy = osc_json(server, "network", "qos", "policy", "create", name)
     rule = osc_json(server, "network", "qos", "rule", "create", "--type", "bandwidth-limit", "--max-kbps", "2000",
@@ -124,18 +124,19 @@ def test_openstack_cli(server):
     assert shown["id"] == policy["id"] and len(shown["rules"]) == 1
     listed = osc_json(server, "network", "qos", "rule", "list", name)
     assert [r["ID"] for r in listed] == [rule["id"]]
-    # ``qos-fip``: a floating IP made with the policy, without it, and given it again;
-    # a policy in use by a floating IP is not deleted (Neutron's ``fip`` binding).
+    # ``qos-fip``: a floating IP made with the policy, without it, and given it again (the
+    # CLI's three ways); a policy in use by one is not deleted (Neutron's ``fip`` binding).
     fip = osc_json(server, "floating", "ip", "create", "--qos-policy", name, "public")
     assert fip["qos_policy_id"] == policy["id"]
+    url = f"/floatingips/{fip['id']}"
     assert osc_as(server, "floating", "ip", "unset", "--qos-policy", fip["id"]).returncode == 0
-    assert osc_json(server, "floating", "ip", "show", fip["id"])["qos_policy_id"] is None
+    assert admin_http.get(url).json()["floatingip"]["qos_policy_id"] is None
     assert osc_as(server, "floating", "ip", "set", "--qos-policy", name, fip["id"]).returncode == 0
-    assert osc_json(server, "floating", "ip", "show", fip["id"])["qos_policy_id"] == policy["id"]
-    refused = osc_as(server, "network", "qos", "policy", "delete", name)
-    assert refused.returncode != 0 and f"is used by fip {fip['id']}" in refused.stderr, refused.stderr
-    assert osc_as(server, "floating", "ip", "delete", fip["id"]).returncode == 0
-    assert osc_as(server, "network", "qos", "policy", "delete", name).returncode == 0
+    assert admin_http.get(url).json()["floatingip"]["qos_policy_id"] == policy["id"]
+    neutron_error(admin_http.delete(f"/qos/policies/{policy['id']}"), 409, "QosPolicyInUse",
+                  f"QoS Policy {policy['id']} is used by fip {fip['id']}.")
+    assert admin_http.delete(url).status_code == 204
+    assert admin_http.delete(f"/qos/policies/{policy['id']}").status_code == 204
 
 
 def _port_list_statements(ports: int) -> tuple[int, list[dict]]:
