@@ -16,7 +16,7 @@ from netbay.network.quotas import DEFAULTS
 pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
 
 NEUTRON_DEFAULTS = {"network": 100, "subnet": 100, "port": 500, "router": 10, "floatingip": 50,
-                    "security_group": 10, "security_group_rule": 100, "rbac_policy": 10}
+                    "security_group": 10, "security_group_rule": 100, "rbac_policy": 10, "router_route": 30}
 
 
 def _keystone_projects_api(server: Server) -> bool:

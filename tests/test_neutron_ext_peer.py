@@ -118,6 +118,32 @@ def test_qos_policy_in_use_by_a_network(admin_http):
         ok(admin_http.delete(f"/qos/policies/{policy['id']}"), 204)
 
 
+def test_qos_policy_of_a_floating_ip(admin_http):
+    """``qos-fip``: a floating IP takes a policy on create and update (null takes it away),
+    a policy in use by one is not deleted, and an unknown policy is refused."""
+    public = ok(admin_http.get("/networks", params={"name": "public"}))["networks"][0]["id"]
+    policy = ok(admin_http.post("/qos/policies", json={"policy": {"name": unique("q")}}), 201)["policy"]
+    fip = ok(admin_http.post("/floatingips", json={"floatingip": {"floating_network_id": public,
+                                                                  "qos_policy_id": policy["id"]}}), 201)["floatingip"]
+    url = f"/floatingips/{fip['id']}"
+    try:
+        assert fip["qos_policy_id"] == policy["id"]
+        neutron_error(admin_http.delete(f"/qos/policies/{policy['id']}"), 409, "QosPolicyInUse",
+                      f"QoS Policy {policy['id']} is used by fip {fip['id']}.")
+        assert ok(admin_http.put(url, json={"floatingip": {"qos_policy_id": None}}))["floatingip"]["qos_policy_id"] \
+            is None
+        changed = ok(admin_http.put(url, json={"floatingip": {"qos_policy_id": policy["id"]}}))["floatingip"]
+        assert changed["qos_policy_id"] == policy["id"] and changed["port_id"] is None
+        assert ok(admin_http.get(url))["floatingip"]["qos_policy_id"] == policy["id"]
+        r = admin_http.put(url, json={"floatingip": {"qos_policy_id": MISSING}})
+        assert r.status_code in (400, 404, 409), r.text   # refused (the kind is not the same on both)
+        assert ok(admin_http.put(url, json={"floatingip": {"qos_policy_id": None}}))["floatingip"]["qos_policy_id"] \
+            is None
+    finally:
+        admin_http.delete(url)
+        ok(admin_http.delete(f"/qos/policies/{policy['id']}"), 204)
+
+
 # --- address scopes -------------------------------------------------------------------------
 
 
@@ -266,6 +292,12 @@ def test_port_forwardings_as_neutron_takes_them(admin_http):
                       "Invalid input for operation: Input value 47 must be string type.")
         neutron_error(forward(protocol="47", internal_port=25, external_port=2225), 400, "HTTPBadRequest",
                       "Invalid input for protocol. Reason: 47 is not in valid_values.")
+        # A known name in capitals passes convert_to_protocol unchanged, and fails type:values
+        # over the lower-case names, on a create and an update alike.
+        neutron_error(forward(protocol="TCP", internal_port=25, external_port=2225), 400, "HTTPBadRequest",
+                      "Invalid input for protocol. Reason: TCP is not in valid_values.")
+        neutron_error(admin_http.put(f"{url}/{tcp['id']}", json={"port_forwarding": {"protocol": "UDP"}}), 400,
+                      "HTTPBadRequest", "Invalid input for protocol. Reason: UDP is not in valid_values.")
         neutron_error(forward(protocol="gre", internal_port=25, external_port=2225), 400, "InvalidInput",
                       "Invalid input for operation: IP protocol 'gre' is not supported. Only protocol names and "
                       "their integer representation (0 to 255) are supported.")

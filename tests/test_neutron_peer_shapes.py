@@ -69,7 +69,7 @@ PEER_ONLY_ALIASES = {
     "floating-ip-router-writable", "floatingip-pools", "l3-flavors", "l3-ha", "l3-port-ip-change-not-allowed",
     "l3_agent_scheduler", "multi-provider", "network_availability_zone", "network_ha", "port-device-profile",
     "port-mac-address-regenerate", "port-mac-override", "port-numa-affinity-policy",
-    "port-numa-affinity-policy-socket", "qos-fip", "qos-gateway-ip", "qos-pps", "qos-pps-minimum",
+    "port-numa-affinity-policy-socket", "qos-gateway-ip", "qos-pps", "qos-pps-minimum",
     "qos-pps-minimum-rule-alias", "rbac-address-group",
     "rbac-address-scope", "router-admin-state-down-before-update", "router_availability_zone",
     "security-groups-default-statefulness", "security-groups-normalized-cidr", "service-type", "subnet_onboard"}

@@ -4,10 +4,12 @@ policies with their rules, the three rule types' bodies and Neutron's refusals,
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from conftest import neutron_error, unique
-from oschelp import osc_json
+from oschelp import osc_as, osc_json
 
 pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
 
@@ -112,7 +114,7 @@ def test_ports_show_their_networks_policy(admin, member, member_http):
     admin.network.delete_qos_policy(policy)
 
 
-def test_openstack_cli(server):
+def test_openstack_cli(server, admin_http):
     name = unique("qcli")
     policy = osc_json(server, "network", "qos", "policy", "create", name)
     rule = osc_json(server, "network", "qos", "rule", "create", "--type", "bandwidth-limit", "--max-kbps", "2000",
@@ -122,3 +124,54 @@ def test_openstack_cli(server):
     assert shown["id"] == policy["id"] and len(shown["rules"]) == 1
     listed = osc_json(server, "network", "qos", "rule", "list", name)
     assert [r["ID"] for r in listed] == [rule["id"]]
+    # ``qos-fip``: a floating IP made with the policy, without it, and given it again (the
+    # CLI's three ways); a policy in use by one is not deleted (Neutron's ``fip`` binding).
+    fip = osc_json(server, "floating", "ip", "create", "--qos-policy", name, "public")
+    assert fip["qos_policy_id"] == policy["id"]
+    url = f"/floatingips/{fip['id']}"
+    assert osc_as(server, "floating", "ip", "unset", "--qos-policy", fip["id"]).returncode == 0
+    assert admin_http.get(url).json()["floatingip"]["qos_policy_id"] is None
+    assert osc_as(server, "floating", "ip", "set", "--qos-policy", name, fip["id"]).returncode == 0
+    assert admin_http.get(url).json()["floatingip"]["qos_policy_id"] == policy["id"]
+    neutron_error(admin_http.delete(f"/qos/policies/{policy['id']}"), 409, "QosPolicyInUse",
+                  f"QoS Policy {policy['id']} is used by fip {fip['id']}.")
+    assert admin_http.delete(url).status_code == 204
+    assert admin_http.delete(f"/qos/policies/{policy['id']}").status_code == 204
+
+
+def _port_list_statements(ports: int) -> tuple[int, list[dict]]:
+    """Statements a list of ``ports`` ports costs (each with a guaranteed-bandwidth
+    policy, half their own and half their network's), and what it renders."""
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.orm import Session
+
+    from netbay.context import Context
+    from netbay.network.ports import PORTS
+    from netbay.network.resource import ListQuery
+    from netbay.store.models import Base, Network, Port, QosPolicy, QosRule
+
+    engine = create_engine("sqlite://")
+    Base.metadata.create_all(engine)
+    with Session(engine) as session:
+        for name in ("net-policy", "own-policy"):
+            session.add(QosPolicy(id=name, project_id="p", name=name))
+            session.add(QosRule(policy_id=name, type="minimum_bandwidth", direction="egress", min_kbps=1000))
+        session.add(Network(id="n", project_id="p", name="n", segmentation_id=1, qos_policy_id="net-policy"))
+        session.add_all([Port(id=str(uuid.UUID(int=i)), project_id="p", network_id="n", mac_address=f"fa:16:3e:00:00:{i:02x}",
+                              qos_policy_id="own-policy" if i % 2 else None) for i in range(ports)])
+        session.flush()
+        statements = [0]
+        event.listen(engine, "before_cursor_execute", lambda *_: statements.__setitem__(0, statements[0] + 1))
+        page = PORTS.list(session, Context.admin(), ListQuery({}, [], [], None, None))
+    return statements[0], page.items
+
+
+def test_port_list_reads_resource_requests_in_one_query():
+    """A listed port's ``resource_request`` (its policy's minimum-bandwidth rules) costs no
+    query of its own: a list of 8 ports costs the statements of a list of 2 (it was one
+    more statement per port with a policy)."""
+    two, _ = _port_list_statements(2)
+    eight, items = _port_list_statements(8)
+    assert eight == two
+    assert all(p["resource_request"]["request_groups"][0]["resources"] == {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}
+               for p in items)

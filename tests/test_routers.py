@@ -333,7 +333,7 @@ def test_routes_need_a_connected_nexthop(member, member_http):
     member.network.delete_router(router)
 
 
-def test_extraroutes_added_and_removed_atomically(member, member_http):
+def test_extraroutes_added_and_removed_atomically(member, member_http, admin_http):
     """``extraroute-atomic``: the SDK's add/remove_extra_routes; adding what is there and
     removing what is not change nothing; the result is validated as a PUT would be."""
     _, subnet = make_subnet(member, "10.211.0.0/24")
@@ -368,6 +368,18 @@ def test_extraroutes_added_and_removed_atomically(member, member_http):
     assert got.routes == [via_b]
     r = member_http.put(f"/routers/{router.id}", json={"router": {"routes": [via_b, via_b]}})
     neutron_error(r, 400, "HTTPBadRequest")   # the same route twice
+    # extraroute's quota: a router's routes against its project's ``router_route`` (a
+    # limit per router: counted as used 0), checked on every change of them.
+    project = member.current_project_id
+    assert admin_http.get(f"/quotas/{project}/details").json()["quota"]["router_route"] == \
+        {"limit": 30, "used": 0, "reserved": 0}
+    assert admin_http.put(f"/quotas/{project}", json={"quota": {"router_route": 1}}).status_code == 200
+    try:
+        assert neutron_error(member_http.put(url, json={"router": {"routes": [via_a]}}), 409, "OverQuota") == \
+            "Quota exceeded for resources: ['router_route']."
+        assert member.network.get_router(router).routes == [via_b]
+    finally:
+        admin_http.delete(f"/quotas/{project}")
     member.network.update_router(router, routes=[])
     member.network.remove_interface_from_router(router, subnet=subnet.id)
     member.network.delete_router(router)

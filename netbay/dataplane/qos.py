@@ -79,7 +79,9 @@ def port_qos(port: Mapping[str, Any], networks: Mapping[str, Mapping[str, Any]],
     return PortQos(**values)
 
 
-def _burst_bytes(kbps: int, burst_kbit: int) -> int:
+def burst_bytes(kbps: int, burst_kbit: int) -> int:
+    """A limit's bucket in bytes: the rule's burst, else 80% of the rate (Neutron's
+    agents), never less than a GSO packet."""
     kbit = burst_kbit or int(kbps * 0.8)
     return max(kbit * 1000 // 8, MIN_BURST)
 
@@ -93,7 +95,7 @@ def shape(ns: str, ifname: str, kbps: int | None, burst_kbit: int = 0) -> None:
         _del(ipr.tc, "del", "tbf", index, rate="1gbit", burst=MIN_BURST, latency=LATENCY)
         return
     try:
-        ipr.tc("replace", "tbf", index, rate=f"{kbps}kbit", burst=_burst_bytes(kbps, burst_kbit), latency=LATENCY)
+        ipr.tc("replace", "tbf", index, rate=f"{kbps}kbit", burst=burst_bytes(kbps, burst_kbit), latency=LATENCY)
     except NetlinkError as exc:
         raise links.LinkError(exc.code, f"shape {ifname} in {ns}: {exc}") from None
 
@@ -164,7 +166,7 @@ class FabricQos:
                 lines.append(f'delete element bridge {TABLE} {_DSCP_MAP} {{ "{ifname}" }}')
             if qos.egress_kbps is not None:
                 rate = max(qos.egress_kbps * 1000 // 8, 1)
-                burst = _burst_bytes(qos.egress_kbps, qos.egress_burst_kbit)
+                burst = burst_bytes(qos.egress_kbps, qos.egress_burst_kbit)
                 lines += [f"add limit bridge {TABLE} {limit} {{ rate over {rate} bytes/second burst {burst} bytes; }}",
                           f'add element bridge {TABLE} {_POLICE_MAP} {{ "{ifname}" : "{limit}" }}']
             if qos.dscp is not None:
@@ -197,4 +199,4 @@ class FabricQos:
         return {}
 
 
-__all__ = ["DSCP_MARKS", "FabricQos", "PortQos", "port_qos", "shape"]
+__all__ = ["DSCP_MARKS", "FabricQos", "PortQos", "burst_bytes", "port_qos", "shape"]

@@ -2,7 +2,9 @@
 host end in the fabric, through :mod:`netbay.dataplane.qos`.
 
 A policy's change (its rules come with it) concerns the ports that use it directly or
-through their network; a port's or network's change is already the port's work.
+through their network, and the routers of the floating IPs that use it (their limits
+live in the router namespace: :mod:`netbay.dataplane.l3.fipqos`); a port's, network's
+or floating IP's change is already the port's or router's work.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ class QosRealizer:
         w.setdefault("ports", set()).update(
             p["id"] for p in state.ports.values()
             if p.get("qos_policy_id") == t.id or (not p.get("qos_policy_id") and p.get("network_id") in nets))
+        w.setdefault("routers", set()).update(
+            f["router_id"] for f in state.floatingips.values() if f.get("qos_policy_id") == t.id and f.get("router_id"))
 
     def resync(self, state: Any, fabric: Any, specs: Mapping[str, Any]) -> Outcome:
         self.applied.clear()

@@ -84,7 +84,8 @@ class RouterRealizer:
         try:
             spec = r.from_api(state.routers[rid], list(state.ports_of(rid)), state.subnets,
                               state.floatingips.values(), self.names, state.table("subnetpools"),
-                              (state.table("metering_labels"), state.table("metering_label_rules")))
+                              (state.table("metering_labels"), state.table("metering_label_rules")),
+                              state.table("policies"))
             if self.metering is not None:
                 if spec.metering:
                     self.metering.metered[rid] = spec.ns

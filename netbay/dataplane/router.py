@@ -52,6 +52,7 @@ from collections.abc import Sequence
 
 from netbay.dataplane import links, netns
 from netbay.dataplane.names import Names
+from netbay.dataplane.l3 import fipqos
 from netbay.dataplane.l3.conntrack import forget_flows
 from netbay.dataplane.l3.extraroutes import sync_extra_routes
 from netbay.dataplane.l3.metering import MeterLabel, sync_metering
@@ -157,7 +158,8 @@ def ensure_router(ns: str, *, gateway: Gateway | None, interfaces: Sequence[Leg]
                   floating_ips: Sequence[FloatingIP], enable_snat: bool,
                   routes: Sequence[tuple[str, str]] = (),
                   port_forwards: Sequence[PortForward] = (),
-                  metering: Sequence[MeterLabel] = ()) -> None:
+                  metering: Sequence[MeterLabel] = (),
+                  fip_limits: Sequence[fipqos.FipLimit] = ()) -> None:
     """Make router namespace ``ns`` forward between its legs and NAT to the outside.
 
     Creates ``ns`` if the fabric has not yet; sets forwarding; syncs the nft table's
@@ -165,7 +167,8 @@ def ensure_router(ns: str, *, gateway: Gateway | None, interfaces: Sequence[Leg]
     floating IPs on the gateway leg, routes by default via the external gateway and
     adds the extra ``routes`` (destination, nexthop); ``port_forwards`` are DNAT map
     elements, their floating IPs on the gateway leg too; ``metering`` labels count the
-    gateway leg's traffic (:mod:`netbay.dataplane.l3.metering`). Idempotent. Legs the fabric
+    gateway leg's traffic (:mod:`netbay.dataplane.l3.metering`); ``fip_limits`` police
+    floating IPs' traffic (:mod:`netbay.dataplane.l3.fipqos`). Idempotent. Legs the fabric
     has not wired yet are reported at the end with :class:`links.LinkError` (ENODEV)
     after everything else was done; so are routes whose nexthop no leg reaches.
     """
@@ -173,6 +176,7 @@ def ensure_router(ns: str, *, gateway: Gateway | None, interfaces: Sequence[Leg]
     netns.create(ns)
     _sysctls(ns)
     released = sync_nft(ns, want)
+    fipqos.sync_fip_qos(ns, fip_limits)
     sync_scope6(ns, gateway, interfaces)
 
     present = link_table(ns)
@@ -205,11 +209,12 @@ def ensure(spec: RouterSpec) -> None:
     """:func:`ensure_router` for a :class:`RouterSpec`."""
     ensure_router(spec.ns, gateway=spec.gateway, interfaces=spec.interfaces,
                   floating_ips=spec.floating_ips, enable_snat=spec.enable_snat, routes=spec.routes,
-                  port_forwards=spec.port_forwards, metering=spec.metering)
+                  port_forwards=spec.port_forwards, metering=spec.metering, fip_limits=spec.fip_limits)
 
 
 def remove_router(ns: str) -> bool:
     """Delete the router namespace (its legs, table and connections go with it)."""
+    fipqos.forget(ns)
     return netns.delete(ns)
 
 

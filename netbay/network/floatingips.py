@@ -20,6 +20,7 @@ from netbay.network import ipam
 from netbay.network import ports
 from netbay.network.networks import NETWORKS
 from netbay.network.ports import PORTS, create_port, delete_port
+from netbay.network.qos import check_policy
 from netbay.network.resource import Filter, Resource, standard, to_int
 from netbay.network.routers import ROUTER_GATEWAY, ROUTER_INTERFACE, UUID
 from netbay.network.types import Body, DNSName, IPAddress, ProjectID, Tags, Text
@@ -45,12 +46,14 @@ class FloatingIPCreate(Body):
     project_id: ProjectID | None = None
     tenant_id: ProjectID | None = None
     tags: Tags | None = None
+    qos_policy_id: UUID | None = None
 
 
 class FloatingIPUpdate(Body):
     port_id: UUID | None = None
     fixed_ip_address: IPAddress | None = None
     description: Text | None = None
+    qos_policy_id: UUID | None = None
 
 
 class FloatingIPs(Resource):
@@ -60,8 +63,7 @@ class FloatingIPs(Resource):
     create_body = FloatingIPCreate
     update_body = FloatingIPUpdate
     readonly = Resource.readonly | {
-        "router_id", "port_details", "qos_policy_id",
-        "qos_network_policy_id", "port_forwardings",
+        "router_id", "port_details", "qos_network_policy_id", "port_forwardings",
     }
     filters = {
         "floating_ip_address": Filter(FloatingIP.floating_ip_address),
@@ -92,7 +94,7 @@ class FloatingIPs(Resource):
             "port_details": _port_details(session, obj.fixed_port_id),
             "dns_domain": obj.dns_domain,
             "dns_name": obj.dns_name,
-            "qos_policy_id": None,
+            "qos_policy_id": obj.qos_policy_id,
             "qos_network_policy_id": None,
             "port_forwardings": forwardings_of(session, obj.id),
         }
@@ -117,9 +119,10 @@ class FloatingIPs(Resource):
         v4_subnets = [s for s in network.subnets if s.ip_version == 4]
         if not v4_subnets:
             raise bad_fip(f"Network {network.id} does not contain any IPv4 subnet")
+        check_policy(session, ctx, body.qos_policy_id)
         fip = FloatingIP(id=new_id(), project_id=project_id, floating_network_id=network.id,
                          description=body.description, status="DOWN", dns_name=body.dns_name,
-                         dns_domain=body.dns_domain)
+                         dns_domain=body.dns_domain, qos_policy_id=body.qos_policy_id)
         port = create_port(session, project_id="", network=network,
                            fixed_ips=[_floating_address(session, network, v4_subnets, body)],
                            device_id=fip.id, device_owner=FLOATINGIP_OWNER, name="")
@@ -150,6 +153,9 @@ class FloatingIPs(Resource):
             _disassociate(fip)
         if "description" in given:
             fip.description = body.description
+        if "qos_policy_id" in given:  # the limits follow the floating IP (its router's work)
+            check_policy(session, ctx, body.qos_policy_id)
+            fip.qos_policy_id = body.qos_policy_id
         self.touch(fip)
         self.record(session, fip, "update")
         return fip

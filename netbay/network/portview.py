@@ -67,10 +67,18 @@ def render_port(session: Session, obj: Port | NewPort, tags: list[str]) -> dict[
         "extra_dhcp_opts": dhcp_opts.rendered(obj.extra_dhcp_opts),
         "qos_policy_id": obj.qos_policy_id,
         "qos_network_policy_id": policy,
-        "resource_request": resource_request(session, obj.id, obj.qos_policy_id or policy),
+        "resource_request": _resource_request(session, obj, obj.qos_policy_id or policy),
         "dns_name": obj.dns_name,
         "dns_assignment": dns_assignment(obj.dns_name, [a.ip_address for a in obj.fixed_ips]),
     }
+
+
+def _resource_request(session: Session, obj: Any, policy_id: str | None) -> dict[str, Any] | None:
+    """Listed rows carry the rules of every policy in effect (``portlisting.fetch_rows``);
+    a single port reads its policy's."""
+    listed = getattr(obj, "minimum_rules", None)
+    rules = listed.get(policy_id, []) if listed is not None and policy_id is not None else None
+    return resource_request(session, obj.id, policy_id, rules=rules)
 
 
 def _by_seq(alloc: IPAllocation | Allocation) -> int:

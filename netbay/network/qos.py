@@ -21,7 +21,7 @@ from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, NotFound, policy_refused
 from netbay.network.resource import Filter, Resource, select_fields, standard, to_bool, to_int
 from netbay.network.types import Body, Bool, Name, ProjectID, Tags, Text
-from netbay.store.models import Network, Port, QosPolicy, QosRule, Tag
+from netbay.store.models import FloatingIP, Network, Port, QosPolicy, QosRule, Tag
 
 # neutron-lib's VALID_DSCP_MARKS
 DSCP_MARKS = [0, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 44, 46, 48, 56]
@@ -120,7 +120,7 @@ class QosPolicies(Resource):
 
     def delete(self, session: Session, ctx: Context, obj_id: str) -> None:
         policy = self.get_owned(session, ctx, obj_id, "delete_policy")
-        for model, kind in ((Port, "port"), (Network, "network")):
+        for model, kind in ((Port, "port"), (Network, "network"), (FloatingIP, "fip")):
             user = session.scalars(select(model.id).where(model.qos_policy_id == policy.id)).first()
             if user is not None:
                 raise Conflict(f"QoS Policy {policy.id} is used by {kind} {user}.", kind="QosPolicyInUse")

@@ -47,7 +47,12 @@ DEFAULTS: dict[str, int] = {
     "security_group_rule": 100,
     "rbac_policy": 10,
     "trunk": UNLIMITED,
+    "router_route": 30,
 }
+# Limits on one object, not counts of a project's rows: Neutron counts none (``used`` 0,
+# any limit may be set) and checks a value against the limit (``limit_check``): a
+# router's routes (``extraroute``'s ``router_route``, checked on every change of them).
+PER_OBJECT = {"router_route"}
 MODELS: dict[str, Any] = {
     "network": Network, "subnet": Subnet, "subnetpool": SubnetPool, "port": Port, "router": Router,
     "floatingip": FloatingIP, "security_group": SecurityGroup, "security_group_rule": SecurityGroupRule,
@@ -98,8 +103,16 @@ def limits(session: Session, project_id: str) -> dict[str, int]:
 
 
 def usage(session: Session, project_id: str) -> dict[str, int]:
-    return {name: session.scalar(select(func.count()).select_from(model).where(model.project_id == project_id)) or 0
-            for name, model in MODELS.items()}
+    counted = {name: session.scalar(select(func.count()).select_from(model).where(model.project_id == project_id))
+               or 0 for name, model in MODELS.items()}
+    return {**counted, **dict.fromkeys(PER_OBJECT, 0)}
+
+
+def limit_check(session: Session, resource: str, project_id: str, value: int) -> None:
+    """Refuse (409 ``OverQuota``) a value above the project's per-object limit
+    (Neutron's ``QUOTAS.limit_check``: a router's routes against ``router_route``)."""
+    stored = session.scalar(select(Quota.limit).where(Quota.project_id == project_id, Quota.resource == resource))
+    refuse_over(resource, DEFAULTS[resource] if stored is None else stored, 0, value)
 
 
 def details(session: Session, project_id: str) -> dict[str, dict[str, int]]:
@@ -222,4 +235,4 @@ def _flag(value: Any, name: str) -> bool:
     raise BadRequest(f"Invalid input for {name}. Reason: '{value}' is not a valid boolean value.")
 
 
-__all__ = ["DEFAULTS", "deferred", "details", "enforce", "limits", "projects", "reset", "update"]
+__all__ = ["DEFAULTS", "deferred", "details", "enforce", "limit_check", "limits", "projects", "reset", "update"]

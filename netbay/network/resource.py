@@ -9,9 +9,9 @@ A resource module subclasses ``Resource`` once and fills in ``render``,
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, UTC
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
@@ -20,53 +20,10 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from netbay.context import Context
-from netbay.errors import BadRequest, NotFound, invalid_operation, not_found, policy_refused
+from netbay.errors import BadRequest, NotFound, not_found, policy_refused
+from netbay.network.converters import MAX_TAG, Converter, to_bool, to_int, to_timestamp, valid_tag
 from netbay.store import changelog
 from netbay.store.models import Tag, utcnow
-
-# How a filter value in a query string becomes a column value.
-Converter = Callable[[str], Any]
-
-
-def to_bool(value: str) -> bool:
-    """neutron-lib's ``convert_to_boolean``, refusing as Neutron 29 does (``InvalidInput``)."""
-    lowered = value.lower()
-    if lowered in {"true", "1", "yes"}:
-        return True
-    if lowered in {"false", "0", "no"}:
-        return False
-    raise invalid_operation(f"'{value}' cannot be converted to boolean")
-
-
-def to_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise invalid_operation(f"'{value}' is not an integer") from None
-    if not -(2**31) <= number < 2**31:
-        raise invalid_operation(f"'{value}' is out of range")
-    return number
-
-
-def to_timestamp(value: str) -> datetime:
-    """A filter value for a timestamp column (naive UTC, as stored); else 400, not a 500."""
-    try:
-        parsed = datetime.fromisoformat(value.removesuffix("Z"))
-    except ValueError:
-        raise BadRequest(f"'{value}' is not a valid timestamp") from None
-    if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
-    return parsed
-
-
-MAX_TAG = 255
-
-
-def valid_tag(tag: object) -> str:
-    """A tag as Neutron accepts it: a non-empty string of ≤ 255 characters, no comma."""
-    if not isinstance(tag, str) or not tag or len(tag) > MAX_TAG or "\x00" in tag or "," in tag:
-        raise BadRequest(f"Invalid input for tags. Reason: '{tag}' is not a valid tag.")
-    return tag
 
 
 def timestamp(value: datetime | None) -> str | None:
@@ -391,6 +348,8 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
 
 
 __all__ = [
+    "MAX_TAG",
+    "Converter",
     "Filter",
     "ListQuery",
     "NotFound",
@@ -400,4 +359,6 @@ __all__ = [
     "standard",
     "to_bool",
     "to_int",
+    "to_timestamp",
+    "valid_tag",
 ]

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from netbay.context import Context
 from netbay.errors import BadRequest, Conflict, invalid_input
-from netbay.network import routerinterfaces
+from netbay.network import quotas, routerinterfaces
 from netbay.network.ports import delete_port
 from netbay.network.resource import Filter, Resource, standard, to_bool, to_int
 from netbay.network.routerbodies import (ROUTER_GATEWAY, ROUTER_INTERFACE, GatewayInfo, Route, RouterCreate,
@@ -91,6 +91,7 @@ class Routers(Resource):
         if "routes" in given:
             routes = [r.model_dump() for r in body.routes or []]
             self._validate_routes(session, router, routes)
+            quotas.limit_check(session, "router_route", router.project_id, len(routes))
             router.routes = routes
         if "external_gateway_info" in given:
             info = body.external_gateway_info

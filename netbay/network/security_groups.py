@@ -6,8 +6,8 @@ just a GET of the collection). Rules are validated and worded as Neutron does;
 a rule's change also bumps its group and logs an ``update`` of it, because the
 dataplane follows groups (whose rendering carries every rule).
 
-``remote_ip_prefix`` is stored normalized to its network address, so consumers
-of the change log can rely on ``remote_ip_prefix == normalized_cidr``.
+``remote_ip_prefix`` is kept as the client wrote it (host bits too), as Neutron
+keeps it; ``normalized_cidr`` is its network, the form the dataplane matches.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from netbay.network import quotas, rbac, sgrows
 from netbay.network.address_groups import ADDRESS_GROUPS
 from netbay.network.resource import Filter, Resource, standard, timestamp, to_bool, to_int
 from netbay.network.sgbodies import SecurityGroupCreate, SecurityGroupRuleCreate, SecurityGroupUpdate
-from netbay.network.sgchecks import checked_rule, rule_key, vars_of
+from netbay.network.sgchecks import checked_rule, prefix_filter, rule_key, vars_of
 from netbay.network.sgdefaults import (
     DEFAULT_DESCRIPTION, DEFAULT_NAME, default_group_key, is_default_group, rules_from_templates,
 )
@@ -38,6 +38,7 @@ from netbay.store.models import (
     SecurityGroupRule,
     Tag,
 )
+from netbay.store.models.secgroups import normalized_cidr
 
 if TYPE_CHECKING:
     from netbay.store.db import Store
@@ -239,7 +240,7 @@ def render_rule(rule: SecurityGroupRule, belongs_to_default: bool) -> dict[str, 
         "port_range_min": rule.port_range_min,
         "port_range_max": rule.port_range_max,
         "remote_ip_prefix": rule.remote_ip_prefix,
-        "normalized_cidr": rule.remote_ip_prefix,
+        "normalized_cidr": rule.normalized_cidr,
         "remote_group_id": rule.remote_group_id,
         "remote_address_group_id": rule.remote_address_group_id,
         "description": rule.description,
@@ -264,8 +265,8 @@ class SecurityGroupRules(Resource):
         "protocol": Filter(SecurityGroupRule.protocol),
         "port_range_min": Filter(SecurityGroupRule.port_range_min, to_int),
         "port_range_max": Filter(SecurityGroupRule.port_range_max, to_int),
-        "remote_ip_prefix": Filter(SecurityGroupRule.remote_ip_prefix),
-        "normalized_cidr": Filter(SecurityGroupRule.remote_ip_prefix),
+        "remote_ip_prefix": Filter(SecurityGroupRule.remote_ip_prefix, prefix_filter),
+        "normalized_cidr": Filter(SecurityGroupRule.normalized_cidr),
         "remote_group_id": Filter(SecurityGroupRule.remote_group_id),
         "project_id": Filter(SecurityGroupRule.project_id),
         "tenant_id": Filter(SecurityGroupRule.project_id),
@@ -342,7 +343,8 @@ class SecurityGroupRules(Resource):
                 raise Conflict(f"Security group rule already exists. Rule id is {existing.id}.",
                                kind="SecurityGroupRuleExists")
         new = sgrows.add_rule(session, group, {"project_id": rule_project,
-                                               "description": given.get("description", ""), **rule})
+                                               "description": given.get("description", ""),
+                                               "normalized_cidr": normalized_cidr(rule["remote_ip_prefix"]), **rule})
         self.record(session, new, "create", render_rule(new, is_default_group(session, group.id, group.project_id)))
         _rules_changed(session, group)
         return new

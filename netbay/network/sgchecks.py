@@ -46,7 +46,7 @@ def checked_rule(given: dict[str, Any]) -> dict[str, Any]:
     high = _port_value(given.get("port_range_max"))
     prefix = _prefix(given.get("remote_ip_prefix"))
     _check_ports(protocol, low, high)
-    if prefix is not None and ethertype != f"IPv{ipaddress.ip_network(prefix).version}":
+    if prefix is not None and ethertype != f"IPv{ipaddress.ip_interface(prefix).version}":
         raise BadRequest(f"Conflicting value ethertype {ethertype} for CIDR {prefix}",
                          kind="SecurityGroupRuleParameterConflict")
     if protocol in IPV6_ONLY and ethertype == "IPv4":
@@ -148,18 +148,32 @@ def _check_ports(protocol: str | None, low: int | None, high: int | None) -> Non
 
 
 def _prefix(value: Any) -> str | None:
+    """The prefix as Neutron stores it (``convert_ip_prefix_to_cidr``: netaddr's
+    ``str(IPNetwork(value))``): host bits kept, the mask added to an address alone
+    (``10.0.0.5`` -> ``10.0.0.5/32``), a netmask as a length."""
     if value is None or value == "":
         return None
     try:
         if not isinstance(value, str) or "\x00" in value:
             raise ValueError(value)
-        return str(ipaddress.ip_network(value.strip(), strict=False))
+        return str(ipaddress.ip_interface(value.strip()))
     except ValueError:
         raise BadRequest(f"Invalid CIDR {value} given as IP prefix.", kind="InvalidCIDR") from None
 
 
+def prefix_filter(value: str) -> str:
+    """A ``remote_ip_prefix`` filter value as Neutron converts it before it compares
+    (``10.0.0.5`` finds ``10.0.0.5/32``); a value that is no prefix finds nothing."""
+    try:
+        return _prefix(value) or value
+    except BadRequest:
+        return value
+
+
 def rule_key(rule: dict[str, Any]) -> tuple[Any, ...]:
-    """What makes two rules the same: ``tcp`` equals ``6``, ``0.0.0.0/0`` equals no prefix."""
+    """What makes two rules the same (Neutron's ``_rule_to_key``): ``tcp`` equals ``6``,
+    ``0.0.0.0/0`` equals no prefix, and prefixes compare as written: ``10.0.0.5/24`` is
+    not ``10.0.0.0/24``."""
     prefix = rule["remote_ip_prefix"]
     if prefix in {"0.0.0.0/0", "::/0"}:
         prefix = None

@@ -148,6 +148,26 @@ def test_port_qos_reads_the_port_then_the_network_policy():
                         policies).empty
 
 
+def test_a_policy_change_concerns_its_ports_and_its_floating_ips_routers():
+    """A policy's change is the work of the ports using it (theirs or their network's) and
+    of the routers of the floating IPs using it (``qos-fip``: their limits live there)."""
+    from types import SimpleNamespace
+
+    from netbay.dataplane.names import Names
+    from netbay.dataplane.qosrealizer import QosRealizer
+
+    state = SimpleNamespace(
+        networks={"n": {"id": "n", "qos_policy_id": "p"}},
+        ports={"own": {"id": "own", "qos_policy_id": "p"}, "net": {"id": "net", "network_id": "n"},
+               "other": {"id": "other", "qos_policy_id": "q"}},
+        floatingips={"f": {"id": "f", "qos_policy_id": "p", "router_id": "r"},
+                     "g": {"id": "g", "qos_policy_id": "p", "router_id": None},
+                     "h": {"id": "h", "qos_policy_id": "q", "router_id": "r2"}})
+    work: dict[str, set[str]] = {}
+    QosRealizer(Names("n6-")).expand(state, SimpleNamespace(collection="policies", id="p"), work)
+    assert work == {"ports": {"own", "net"}, "routers": {"r"}}
+
+
 # --- end to end: the API and the agent --------------------------------------------------------
 
 CLOUD_TAG = "qs"   # the shared `cloud` fixture (conftest.py): its namespace prefix

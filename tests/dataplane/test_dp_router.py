@@ -30,9 +30,11 @@ from netbay.dataplane import links, netns, router
 from netbay.dataplane.names import Names
 from netbay.dataplane.nft import Nft
 from netbay.dataplane.l3.conntrack import forget_flows
+from netbay.dataplane.l3.fipqos import FipLimit
 from netbay.dataplane.l3.metering import MeterLabel, MeterRule, traffic_counters
 from netbay.dataplane.router import FloatingIP, Gateway, Leg, PortForward
 from .dp_helpers import PREFIX, ping
+from .test_dp_qos import LIMIT_KBPS, transfer_kbps
 
 NAMES = Names(PREFIX)
 GW_ADDR = "172.24.4.10"
@@ -55,10 +57,10 @@ class Topo:
 
     def ensure(self, fips: Sequence[FloatingIP] = (), enable_snat: bool = True,
                routes: Sequence[tuple[str, str]] = (), forwards: Sequence[PortForward] = (),
-               metering: Sequence[MeterLabel] = ()) -> None:
+               metering: Sequence[MeterLabel] = (), fip_limits: Sequence[FipLimit] = ()) -> None:
         router.ensure_router(self.ns, gateway=self.gateway, interfaces=self.legs,
                              floating_ips=list(fips), enable_snat=enable_snat, routes=routes,
-                             port_forwards=forwards, metering=metering)
+                             port_forwards=forwards, metering=metering, fip_limits=fip_limits)
 
 
 @pytest.fixture
@@ -563,6 +565,16 @@ def test_from_api_builds_the_spec_from_neutron_json():
                                    gateway_ip="172.24.4.1", gateway_ip6="2001:db8::1",
                                    port_id="pg-1234567890")
     assert spec.floating_ips == (FloatingIP("172.24.4.20", "10.0.0.5", "f1"),)
+    assert spec.fip_limits == ()
+    # qos-fip: the router's floating IPs' own policies' bandwidth limits (not DSCP, not another router's)
+    policies = {"qp": {"id": "qp", "rules": [
+        {"type": "bandwidth_limit", "direction": "ingress", "max_kbps": 3000, "max_burst_kbps": 300},
+        {"type": "dscp_marking", "dscp_mark": 26}]}, "dscp": {"id": "dscp", "rules": [
+            {"type": "dscp_marking", "dscp_mark": 26}]}}
+    with_qos = [{**fips[0], "qos_policy_id": "qp"}, {**fips[2], "qos_policy_id": "qp"},
+                {**forwarding, "qos_policy_id": "dscp"}]
+    limited = router.from_api(router_json, ports, subnets, with_qos, names, policies=policies)
+    assert limited.fip_limits == (FipLimit("172.24.4.20", ingress_kbps=3000, ingress_burst_kbit=300),)
     # Neutron's default when external_gateway_info omits enable_snat; no gateway: no SNAT.
     router_json["external_gateway_info"].pop("enable_snat")
     assert router.from_api(router_json, ports, subnets, fips, names).enable_snat is True
@@ -616,3 +628,22 @@ def test_metering_labels_count_the_gateway_traffic(topo):
     assert traffic_counters(topo.ns)[label.id]["pkts"] == 4
     topo.ensure()
     assert traffic_counters(topo.ns) == {}
+
+
+def test_floating_ip_qos_limits_both_ways(topo):
+    """``qos-fip``: the floating IP's ingress (to it, policed before DNAT) and egress (from
+    it, policed after SNAT) bounded to the limit, its other traffic not; taken away, gone."""
+    fip = FloatingIP(FIP_A, "10.0.0.5")
+    limit = FipLimit(FIP_A, LIMIT_KBPS, 1000, LIMIT_KBPS, 1000)
+    topo.ensure([fip], fip_limits=[limit])
+    topo.ensure([fip], fip_limits=[limit])   # idempotent
+    inbound = transfer_kbps(topo.outside, topo.a, FIP_A)
+    outbound = transfer_kbps(topo.a, topo.outside, OUTSIDE)
+    print(f"\nfloating IP limited to {LIMIT_KBPS} kbit/s: in {inbound:.0f}, out {outbound:.0f} kbit/s")
+    assert 0.7 * LIMIT_KBPS <= inbound <= 1.3 * LIMIT_KBPS
+    assert 0.7 * LIMIT_KBPS <= outbound <= 1.3 * LIMIT_KBPS
+    assert transfer_kbps(topo.b, topo.outside, OUTSIDE) > 3 * LIMIT_KBPS   # SNAT to the gateway: not limited
+    topo.ensure([fip])
+    with Nft(topo.ns) as nft:
+        assert nft.list_table("ip", "netbay-fipqos") is None
+    assert transfer_kbps(topo.outside, topo.a, FIP_A) > 3 * LIMIT_KBPS

@@ -9,6 +9,7 @@ import socket
 
 from netbay.dataplane import links, netns
 from netbay.dataplane.l3.rtdump import link_table
+from netbay.dataplane.nft import Nft
 
 from .agent_fixtures import Cloud, wait_for
 from .dp_helpers import ping
@@ -34,6 +35,18 @@ def _reaches(client_ns: str, server_ns: str, dst: str, port: int, listen: int) -
     finally:
         cli.close()
         srv.close()
+
+
+def _fip_limits(ns: str) -> dict[str, dict[str, int]]:
+    """{direction: {floating address: bytes/s}} as the router namespace polices them."""
+    with Nft(ns) as nft:
+        objects = nft.list_table("ip", "netbay-fipqos") or []
+    out: dict[str, dict[str, int]] = {}
+    for o in objects:
+        body = o.get("map")
+        for address, name in (body or {}).get("elem") or ():
+            out.setdefault(body["name"], {})[address] = int(name.rsplit("_", 2)[1])
+    return out
 
 
 def test_port_forwarding_and_extra_route(cloud: Cloud) -> None:
@@ -98,6 +111,20 @@ def test_port_forwarding_and_extra_route(cloud: Cloud) -> None:
     conn.network.remove_extra_routes_from_router(router, {"router": {"routes": [
         {"destination": "192.168.77.0/24", "nexthop": ip_b}]}})
     wait_for(lambda: not ping(ns_a, "192.168.77.1", timeout=0.3), 15, 0.1, "the route gone")
+
+    # qos-fip: the floating IP's policy's limit in the router's namespace, a rule's change
+    # following it there (the policy's change is the router's work), none once taken away.
+    policy = conn.network.create_qos_policy(name="rx-fip")
+    rule = conn.network.create_qos_bandwidth_limit_rule(policy, max_kbps=8000, direction="ingress")
+    conn.network.update_ip(fip, qos_policy_id=policy.id)
+    ns_router = cloud.names.router(router.id)
+    wait_for(lambda: _fip_limits(ns_router) == {"ingress": {fip.floating_ip_address: 1_000_000}}, 15, 0.1,
+             "the floating IP's ingress limit in its router")
+    conn.network.update_qos_bandwidth_limit_rule(rule, policy, max_kbps=4000)
+    wait_for(lambda: _fip_limits(ns_router) == {"ingress": {fip.floating_ip_address: 500_000}}, 15, 0.1,
+             "the changed limit")
+    conn.network.update_ip(fip, qos_policy_id=None)
+    wait_for(lambda: _fip_limits(ns_router) == {}, 15, 0.1, "no limit once the policy is taken away")
 
 
 def test_address_scopes_part_a_router_through_the_api(cloud: Cloud) -> None:

@@ -61,6 +61,9 @@ def test_parsing_follows_neutron():
     assert r.pieces == (("p", (17,)),) and r.prefix is None  # all ports, from anywhere
     assert parse_rule({"id": "r", "security_group_id": "g", "direction": "ingress",
                         "ethertype": "IPv4", "remote_ip_prefix": "fd00::/64"}) is None
+    # A prefix kept as written (host bits, as Neutron keeps it) matches its network.
+    assert str(parse_rule({"id": "r", "security_group_id": "g", "direction": "ingress", "ethertype": "IPv4",
+                           "remote_ip_prefix": "10.1.2.3/24"}).prefix) == "10.1.2.0/24"
 
 
 # --- the default group ---------------------------------------------------------------------

@@ -120,6 +120,7 @@ EXTENSIONS = [
     ("qos-rule-type-details", "QoS rule type details", "Expose details about QoS rule types supported by "
      "loaded backend drivers"),
     ("qos-default", "QoS default policy", "Expose the QoS default policy per project"),
+    ("qos-fip", "Floating IP QoS", "The floating IP Quality of Service extension"),
     ("qos-port-network-policy", "QoS port network policy extension",
      "Adds a the QoS network ID to the port definition"),
     ("qos-bw-limit-direction", "Direction for QoS bandwidth limit rule",

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from netbay.dataplane.l3.fipqos import FipLimit, fip_limits
 from netbay.dataplane.l3.metering import MeterLabel, labels_for
 from netbay.dataplane.names import Names
 
@@ -72,6 +73,8 @@ class RouterSpec:
     port_forwards: Sequence[PortForward] = ()
     # Neutron's metering labels that count this router's gateway traffic
     metering: Sequence[MeterLabel] = ()
+    # The bandwidth limits of its floating IPs' QoS policies (``qos-fip``)
+    fip_limits: Sequence[FipLimit] = ()
 
 
 def _cidrs(port: Mapping[str, Any], subnets: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -135,7 +138,8 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
              subnets: Mapping[str, Mapping[str, Any]],
              floatingips: Iterable[Mapping[str, Any]], names: Names,
              subnetpools: Mapping[str, Mapping[str, Any]] | None = None,
-             metering: tuple[dict[str, Any], dict[str, Any]] | None = None) -> RouterSpec:
+             metering: tuple[dict[str, Any], dict[str, Any]] | None = None,
+             policies: Mapping[str, Mapping[str, Any]] | None = None) -> RouterSpec:
     """Build a router's :class:`RouterSpec` from Neutron JSON.
 
     ``ports`` and ``floatingips`` may be all of them: the router's own are picked by
@@ -146,7 +150,8 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
     ``port_id``, port forwardings from those with this ``router_id`` and
     ``port_forwardings``, extra routes from ``routes``, each leg's address scope from
     its subnet's pool in ``subnetpools``, the metering labels that apply to it from
-    ``metering`` (labels by id, label rules by id).
+    ``metering`` (labels by id, label rules by id), its floating IPs' bandwidth limits
+    from their QoS ``policies`` (by id).
     """
     pools = subnetpools or {}
     rid = router["id"]
@@ -182,4 +187,5 @@ def from_api(router: Mapping[str, Any], ports: Iterable[Mapping[str, Any]],
                       interfaces=tuple(legs), floating_ips=fips, enable_snat=enable_snat,
                       routes=tuple((r["destination"], r["nexthop"]) for r in router.get("routes") or ()),
                       port_forwards=forwards,
-                      metering=labels_for(dict(router), *metering) if metering else ())
+                      metering=labels_for(dict(router), *metering) if metering else (),
+                      fip_limits=fip_limits(floatingips, rid, policies) if policies else ())

@@ -170,6 +170,8 @@ class FloatingIP(Standard, Base):
     # Issue 29 (neutron2): dns-integration's name and domain, given at create.
     dns_name: Mapped[str] = mapped_column(String(255), default="", server_default="")
     dns_domain: Mapped[str] = mapped_column(String(255), default="", server_default="")
+    # Issue 29 (neutron6, ``qos-fip``): the QoS policy whose bandwidth limits the floating IP's traffic obeys.
+    qos_policy_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
 
 
 class PortForwarding(Base):

@@ -3,7 +3,9 @@ rules a new group starts with, and the address groups a rule may name."""
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import JSON, Boolean, DateTime, ForeignKey, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -21,6 +23,16 @@ class SecurityGroup(Standard, Base):
     )
 
 
+def normalized_cidr(prefix: str | None) -> str | None:
+    """A rule's ``remote_ip_prefix`` as its network (``10.0.0.5/24`` -> ``10.0.0.0/24``)."""
+    return None if prefix is None else str(ipaddress.ip_network(prefix, strict=False))
+
+
+def _normalized_default(context: Any) -> str | None:
+    """``normalized_cidr`` of a row inserted without one (rules made from templates)."""
+    return normalized_cidr(context.get_current_parameters().get("remote_ip_prefix"))
+
+
 class SecurityGroupRule(Base):
     __tablename__ = "securitygrouprules"
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -33,7 +45,10 @@ class SecurityGroupRule(Base):
     protocol: Mapped[str | None] = mapped_column(String(40), nullable=True)
     port_range_min: Mapped[int | None] = mapped_column(Integer, nullable=True)
     port_range_max: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # As the client wrote it (host bits kept: ``10.0.0.5/24``), as Neutron keeps it;
+    # ``normalized_cidr`` is its network (``10.0.0.0/24``), what the dataplane matches.
     remote_ip_prefix: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    normalized_cidr: Mapped[str | None] = mapped_column(String(64), nullable=True, default=_normalized_default)
     remote_group_id: Mapped[str | None] = mapped_column(
         ForeignKey("securitygroups.id", ondelete="CASCADE"), nullable=True, index=True
     )
