@@ -19,6 +19,9 @@ Keystone and Neutron's API server installed from PyPI, run on 127.0.0.1.
   and copied; Keystone's key repositories are written here (two Fernet keys each, as
   ``keystone-manage fernet_setup`` writes them); Neutron's schema and its Alembic
   stamp are one process. Left: ``keystone-manage bootstrap`` and the two servers.
+- Keystone hashes passwords with bcrypt at 4 rounds (``[identity]
+  password_hash_rounds``, its documented option), not 12: a test deployment's
+  choice, as every token the tests ask for costs a password check.
 """
 
 from __future__ import annotations
@@ -157,10 +160,21 @@ def _run(venv: Path, tool: str, *args: str, env: dict[str, str] | None = None) -
                    env={**os.environ, **(env or {})})
 
 
+# Keystone's bcrypt at its default 12 rounds costs ~285 ms of CPU per password check
+# and per user made here; every token the tests ask for (each ``connect``, each CLI
+# run, each user a test makes) pays it. A test deployment chooses Keystone's own
+# documented trade-off, ``[identity] password_hash_rounds``, at bcrypt's minimum (4):
+# passwords hashed here, the bootstrap admin's too, verify in ~1 ms.
+PASSWORD_HASH_ROUNDS = 4
+
+
 def _keystone_conf(work: Path, db: Path | None = None) -> Path:
     conf = work / "keystone.conf"
     conf.write_text(f"""[database]
 connection = sqlite:///{db or work / "keystone.db"}
+[identity]
+password_hash_algorithm = bcrypt
+password_hash_rounds = {PASSWORD_HASH_ROUNDS}
 [token]
 provider = fernet
 [fernet_tokens]
