@@ -8,7 +8,8 @@
 # NETBAY_TEST_PEER_WORKERS pytest-xdist workers (default 2; each worker starts its own
 # cloud once, a session fixture, so no worker sees another's objects in the cloud-wide
 # "left as it was" snapshots; the peers' virtualenvs are built once per machine, under
-# a file lock) and everything else on NETBAY_TEST_WORKERS workers (default 3: on two
+# a file lock; the modules on the OVN lab are one work unit, handed out first, so one
+# worker starts the lab: tests/conftest.py `pytest_xdist_make_scheduler`) and everything else on NETBAY_TEST_WORKERS workers (default 3: on two
 # cores most tests wait on servers and subprocesses, not the CPU). `--dist loadfile`
 # keeps a module on one worker, so its module-scoped servers start once. Nothing is
 # shared: each netbay server and peer binds its own free port on 127.0.0.1, each
@@ -23,7 +24,7 @@ if [ "$#" -gt 0 ]; then
 fi
 log=$(mktemp -t netbay-peers.XXXXXX.log)
 python -m pytest -q -p no:cacheprovider -m peers \
-  -n "${NETBAY_TEST_PEER_WORKERS:-2}" --dist loadfile --durations=20 >"$log" 2>&1 &
+  -n "${NETBAY_TEST_PEER_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=20 >"$log" 2>&1 &
 peers=$!
 trap 'kill "$peers" 2>/dev/null || true' INT TERM
 rest=0

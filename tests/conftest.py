@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -97,6 +98,28 @@ def _needs_host(item: pytest.Item) -> bool:
             if source and Path(source.co_filename).is_relative_to(DATAPLANE_DIR):
                 return True
     return False
+
+
+LAB_DIRS = ("tests/ovn/", "tests/both/")   # the modules on the OVN lab (marker ``ovn``)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:   # xdist: a Scheduling
+    """``--dist loadfile`` with one change: the modules on the OVN lab are one work unit,
+    so one worker starts the lab and its cloud (Keystone, Neutron ML2/OVN, Octavia with
+    ovn-octavia-provider: ~150 CPU seconds, and their daemons' all along), not each
+    worker that gets one of them; and that worker, busy with them, does not also start
+    the other cloud. tests/both comes first in collection, so with
+    ``--no-loadscope-reorder`` (scripts/test.sh's peers run) that unit, the longest,
+    is handed out first."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class OneLab(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "the OVN lab" if nodeid.startswith(LAB_DIRS) else super()._split_scope(nodeid)
+
+    return OneLab(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
