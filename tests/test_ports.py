@@ -384,7 +384,9 @@ def test_filters(member):
 
     assert ids(device_id=tag) == sorted([a.id, b.id])
     assert ids(device_id=tag, name="fb") == [b.id]
-    assert ids(fixed_ips=["ip_address=10.20.0.150"]) == [a.id]
+    # (another test's network may have 10.20.0.0/24 too, and Neutron allocates at random:
+    # the address alone may match a port there)
+    assert ids(network_id=network.id, fixed_ips=["ip_address=10.20.0.150"]) == [a.id]
     assert ids(fixed_ips=["ip_address=10.20.0.150", "subnet_id=" + subnet.id]) == [a.id]
     assert ids(device_id=tag, fixed_ips=["subnet_id=" + subnet.id]) == sorted([a.id, b.id])
     assert ids(device_id=tag, fixed_ips=["ip_address_substr=0.15"]) == sorted([a.id, b.id])
