@@ -59,7 +59,9 @@ class Plugin:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "netbay.cli.main", "libnetwork", "--name", self.name, "--url", self.url,
              "--prefix", self.prefix, *self.extra], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)  # noqa: SIM115 - the child process writes it while it runs
-        wait_for(lambda: self._listening(), 30, 0.05, f"plugin socket {self.sock}")
+        # 60 s: on the OVN lab's cloud a restarted plugin first finishes the plugs a kill cut
+        # short, through the real Neutron, before it listens; 30 s ran out at a load of 11
+        wait_for(lambda: self._listening(), 60, 0.05, f"plugin socket {self.sock}")
         return self
 
     def _listening(self) -> bool:
