@@ -35,6 +35,10 @@ from tests.ovn.fixtures import (ovn_cloud, ovn_cni_daemons, ovn_cni_plugin, ovn_
                                 ovn_lab, ovn_octavia)  # (the OVN lab's, one per process: tests/ovn, tests/both)
 
 ADMIN_PASSWORD = "admin-secret-for-tests"
+# Throwaway passwords: scrypt at 2^4 instead of 2^14 (~55 ms of CPU per login and user
+# create, thousands per run). Set before any server, CLI or in-process app reads it;
+# hashes record their cost, so a data dir made here still verifies at any other.
+os.environ.setdefault("NETBAY_PASSWORD_HASH_COST", "4")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
