@@ -426,12 +426,18 @@ def server(db_backend: str, tmp_path_factory: pytest.TempPathFactory,
     a module's ``SERVER_ARGS`` are added to the command line. A module marked
     ``shared_server`` gets the worker's shared one instead (:func:`shared_server`), unless
     ``NETBAY_TEST_SHARED_SERVER=0`` (to tell a failure's cause, or time the difference)."""
-    if request.node.get_closest_marker("shared_server") is not None and \
-            os.environ.get("NETBAY_TEST_SHARED_SERVER", "1") != "0":
+    if shares_server(request):
         yield from shared_server(db_backend, request, tmp_path_factory)
         return
     with module_server(request.getfixturevalue("database_url"), request, tmp_path_factory) as srv:
         yield srv
+
+
+def shares_server(request: pytest.FixtureRequest) -> bool:
+    """Whether the requesting module is marked ``shared_server`` (and sharing is not off:
+    ``NETBAY_TEST_SHARED_SERVER=0``); for ``server`` and ``neutron_api``/``octavia_api``."""
+    return request.node.get_closest_marker("shared_server") is not None and \
+        os.environ.get("NETBAY_TEST_SHARED_SERVER", "1") != "0"
 
 
 @pytest.fixture(scope="session")
