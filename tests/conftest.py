@@ -475,14 +475,26 @@ def shared_server(db_backend: str, request: pytest.FixtureRequest,
     del srv._clients[clients:]
     after = held(srv)
     changed = sorted(k for k in before if after.get(k) != before[k])
+    fields = {k: sorted(f for f in set(before[k]) | set(after.get(k) or {})
+                        if (after.get(k) or {}).get(f) != before[k].get(f)) for k in changed[:3]}
     assert not changed, (f"{request.module.__name__} (marked shared_server) changed or removed what the "
-                         f"shared server held before it: {changed[:10]}")
+                         f"shared server held before it: {changed[:10]} (fields: {fields})")
 
 
 _VOLATILE = ("updated_at", "revision_number")
 HELD = {"network": ("networks", "subnets", "ports", "routers", "security-groups", "floatingips",
                     "subnetpools", "address-scopes", "qos/policies", "rbac-policies", "default-security-group-rules"),
         "identity": ("projects", "users", "roles", "domains")}
+
+
+def _unordered(field: str, value: object) -> object:
+    """A network's ``subnets`` and a group's ``security_group_rules`` are sets: their order
+    is the database's (PostgreSQL's changes when a row is rewritten), not the object's."""
+    if field == "subnets" and isinstance(value, list):
+        return sorted(value)
+    if field == "security_group_rules" and isinstance(value, list):
+        return sorted(value, key=lambda rule: rule["id"])
+    return value
 
 
 def held(srv: Server) -> dict[tuple[str, str], dict]:
@@ -497,7 +509,8 @@ def held(srv: Server) -> dict[tuple[str, str], dict]:
                 body = r.json()
                 (items,) = (v for k, v in body.items() if isinstance(v, list))
                 for item in items:
-                    out[(collection, item["id"])] = {k: v for k, v in item.items() if k not in _VOLATILE}
+                    out[(collection, item["id"])] = {k: _unordered(k, v) for k, v in item.items()
+                                                     if k not in _VOLATILE}
     return out
 
 
