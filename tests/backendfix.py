@@ -392,8 +392,11 @@ def _module_api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     """A netbay server of the module's on ``embedded-<db>``; else the cloud as ``on_cloud``
     makes it, swept at the module's end and checked to hold what it held before."""
     if request.param.startswith("embedded-"):
-        from conftest import module_server, new_database_url
+        from conftest import module_server, new_database_url, shared_server, shares_server
 
+        if shares_server(request):   # a module marked ``shared_server``: its worker's server
+            yield from shared_server(request.param.removeprefix("embedded-"), request, tmp_path_factory)
+            return
         url = new_database_url(request.param.removeprefix("embedded-"), request, tmp_path_factory)
         with module_server(url, request, tmp_path_factory) as srv:
             yield srv

@@ -36,6 +36,10 @@ from tests.ovn.fixtures import (ovn_cloud, ovn_cni_daemons, ovn_cni_plugin, ovn_
                                 ovn_lab, ovn_octavia)  # (the OVN lab's, one per process: tests/ovn, tests/both)
 
 ADMIN_PASSWORD = "admin-secret-for-tests"
+# Throwaway passwords: scrypt at 2^4 instead of 2^14 (~55 ms of CPU per login and user
+# create, thousands per run). Set before any server, CLI or in-process app reads it;
+# hashes record their cost, so a data dir made here still verifies at any other.
+os.environ.setdefault("NETBAY_PASSWORD_HASH_COST", "4")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -445,12 +449,18 @@ def server(db_backend: str, tmp_path_factory: pytest.TempPathFactory,
     a module's ``SERVER_ARGS`` are added to the command line. A module marked
     ``shared_server`` gets the worker's shared one instead (:func:`shared_server`), unless
     ``NETBAY_TEST_SHARED_SERVER=0`` (to tell a failure's cause, or time the difference)."""
-    if request.node.get_closest_marker("shared_server") is not None and \
-            os.environ.get("NETBAY_TEST_SHARED_SERVER", "1") != "0":
+    if shares_server(request):
         yield from shared_server(db_backend, request, tmp_path_factory)
         return
     with module_server(request.getfixturevalue("database_url"), request, tmp_path_factory) as srv:
         yield srv
+
+
+def shares_server(request: pytest.FixtureRequest) -> bool:
+    """Whether the requesting module is marked ``shared_server`` (and sharing is not off:
+    ``NETBAY_TEST_SHARED_SERVER=0``); for ``server`` and ``neutron_api``/``octavia_api``."""
+    return request.node.get_closest_marker("shared_server") is not None and \
+        os.environ.get("NETBAY_TEST_SHARED_SERVER", "1") != "0"
 
 
 @pytest.fixture(scope="session")
@@ -488,14 +498,26 @@ def shared_server(db_backend: str, request: pytest.FixtureRequest,
     del srv._clients[clients:]
     after = held(srv)
     changed = sorted(k for k in before if after.get(k) != before[k])
+    fields = {k: sorted(f for f in set(before[k]) | set(after.get(k) or {})
+                        if (after.get(k) or {}).get(f) != before[k].get(f)) for k in changed[:3]}
     assert not changed, (f"{request.module.__name__} (marked shared_server) changed or removed what the "
-                         f"shared server held before it: {changed[:10]}")
+                         f"shared server held before it: {changed[:10]} (fields: {fields})")
 
 
 _VOLATILE = ("updated_at", "revision_number")
 HELD = {"network": ("networks", "subnets", "ports", "routers", "security-groups", "floatingips",
                     "subnetpools", "address-scopes", "qos/policies", "rbac-policies", "default-security-group-rules"),
         "identity": ("projects", "users", "roles", "domains")}
+
+
+def _unordered(field: str, value: object) -> object:
+    """A network's ``subnets`` and a group's ``security_group_rules`` are sets: their order
+    is the database's (PostgreSQL's changes when a row is rewritten), not the object's."""
+    if field == "subnets" and isinstance(value, list):
+        return sorted(value)
+    if field == "security_group_rules" and isinstance(value, list):
+        return sorted(value, key=lambda rule: rule["id"])
+    return value
 
 
 def held(srv: Server) -> dict[tuple[str, str], dict]:
@@ -510,7 +532,8 @@ def held(srv: Server) -> dict[tuple[str, str], dict]:
                 body = r.json()
                 (items,) = (v for k, v in body.items() if isinstance(v, list))
                 for item in items:
-                    out[(collection, item["id"])] = {k: v for k, v in item.items() if k not in _VOLATILE}
+                    out[(collection, item["id"])] = {k: _unordered(k, v) for k, v in item.items()
+                                                     if k not in _VOLATILE}
     return out
 
 

@@ -52,43 +52,37 @@ def test_db_upgrade_then_serve_with_a_generated_admin_password(tmp_path):
     assert (tmp_path / "admin-password").read_text().strip() == password
 
 
-def test_up_writes_an_openrc_that_the_openstack_client_uses(tmp_path):
-    srv = start_server(f"sqlite:///{tmp_path / 'nb.db'}", tmp_path)
-    try:
-        openrc = tmp_path / "openrc"
-        assert stat.S_IMODE(openrc.stat().st_mode) == 0o600
-        script = f"source {openrc} && openstack network list -f value -c Name"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
-        r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, env=env)
-        assert r.returncode == 0, r.stderr
-        assert "public" in r.stdout.split()
-        assert f"127.0.0.1:{srv.port}" in openrc.read_text()
-    finally:
-        stop_server(srv)
+def test_up_writes_an_openrc_that_the_openstack_client_uses(server):
+    # ``server`` is this module's own ``netbay up`` (not shared): its data dir is the one `up` wrote.
+    openrc = server.data_dir / "openrc"
+    assert stat.S_IMODE(openrc.stat().st_mode) == 0o600
+    script = f"source {openrc} && openstack network list -f value -c Name"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "public" in r.stdout.split()
+    assert f"127.0.0.1:{server.port}" in openrc.read_text()
 
 
-def test_demo_runs_with_os_cloud_and_clouds_yaml(tmp_path):
-    srv = start_server(f"sqlite:///{tmp_path / 'nb.db'}", tmp_path)
-    try:
-        clouds = {"clouds": {"nb": {"auth": {
-            "auth_url": srv.auth_url, "username": "admin", "password": ADMIN_PASSWORD,
-            "project_name": "admin", "user_domain_name": "Default", "project_domain_name": "Default"},
-            "region_name": "RegionOne", "identity_api_version": 3}}}
-        (tmp_path / "clouds.yaml").write_text(yaml.safe_dump(clouds))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
-        env.update({"OS_CLOUD": "nb", "OS_CLIENT_CONFIG_FILE": str(tmp_path / "clouds.yaml"), "COLUMNS": "200"})
-        r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "demo", "--prefix", "clitest"],
-                           capture_output=True, text=True, timeout=120, env=env)
-        assert r.returncode == 0, r.stdout + r.stderr
-        for title in ("networks", "subnets", "routers", "ports", "floating IPs"):
-            assert title in r.stdout
-        assert "172.24.4." in r.stdout  # the floating IP and the router's gateway address
-        # The walk-through cleans up after itself.
-        conn = srv.connect()
-        assert not [n for n in conn.network.networks() if n.name.startswith("clitest")]
-        assert not list(conn.network.ips())
-    finally:
-        stop_server(srv)
+def test_demo_runs_with_os_cloud_and_clouds_yaml(server, tmp_path):
+    srv = server
+    clouds = {"clouds": {"nb": {"auth": {
+        "auth_url": srv.auth_url, "username": "admin", "password": ADMIN_PASSWORD,
+        "project_name": "admin", "user_domain_name": "Default", "project_domain_name": "Default"},
+        "region_name": "RegionOne", "identity_api_version": 3}}}
+    (tmp_path / "clouds.yaml").write_text(yaml.safe_dump(clouds))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    env.update({"OS_CLOUD": "nb", "OS_CLIENT_CONFIG_FILE": str(tmp_path / "clouds.yaml"), "COLUMNS": "200"})
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "demo", "--prefix", "clitest"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for title in ("networks", "subnets", "routers", "ports", "floating IPs"):
+        assert title in r.stdout
+    assert "172.24.4." in r.stdout  # the floating IP and the router's gateway address
+    # The walk-through cleans up after itself (no other test of this module's server makes any).
+    conn = srv.connect()
+    assert not [n for n in conn.network.networks() if n.name.startswith("clitest")]
+    assert not list(conn.network.ips())
 
 
 def test_noauth_mode_says_so_and_needs_no_token(tmp_path):
@@ -198,25 +192,22 @@ def _client_env(auth_url: str, password: str) -> dict:
     return env
 
 
-def test_client_errors_say_what_is_wrong(tmp_path):
+def test_client_errors_say_what_is_wrong(server):
     nothing = f"http://127.0.0.1:{free_port()}/identity/v3"
     r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "cluster", "list"], capture_output=True,
                        text=True, env=_client_env(nothing, "x"), timeout=60)
     assert r.returncode == 1 and f"no netbay at {nothing}" in _said(r), _said(r)
     assert "catalog" not in _said(r) and "Traceback" not in _said(r)
-    srv = start_server(f"sqlite:///{tmp_path / 'nb.db'}", tmp_path)
-    try:
-        r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "pod", "list"], capture_output=True,
-                           text=True, env=_client_env(srv.auth_url, "wrong-password"), timeout=60)
+    srv = server
+    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "pod", "list"], capture_output=True,
+                       text=True, env=_client_env(srv.auth_url, "wrong-password"), timeout=60)
+    assert r.returncode == 1 and "authentication failed" in _said(r), _said(r)
+    assert "catalog" not in _said(r)
+    if os.geteuid() == 0:  # the standalone agent logs in before it claims its prefix
+        r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "agent", "--url", srv.url,
+                            "--prefix", "nbtnever-"], capture_output=True, text=True,
+                           env=_client_env(srv.auth_url, "wrong-password"), timeout=60)
         assert r.returncode == 1 and "authentication failed" in _said(r), _said(r)
-        assert "catalog" not in _said(r)
-        if os.geteuid() == 0:  # the standalone agent logs in before it claims its prefix
-            r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "agent", "--url", srv.url,
-                                "--prefix", "nbtnever-"], capture_output=True, text=True,
-                               env=_client_env(srv.auth_url, "wrong-password"), timeout=60)
-            assert r.returncode == 1 and "authentication failed" in _said(r), _said(r)
-    finally:
-        stop_server(srv)
 
 
 def test_the_readme_names_what_a_user_needs_and_it_is_in_the_repository():

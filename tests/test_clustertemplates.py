@@ -17,6 +17,7 @@ from conftest import ADMIN_PASSWORD, unique
 
 # The API alone: no conductor builds these clusters; tests report statuses themselves.
 SERVER_ARGS = ("--no-conductor",)
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,7 @@ from netbay.drivers import registry
 from tests.osc import openstack as run_openstack
 
 SERVER_ARGS = ("--no-conductor",)
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
 PUBLIC_SUBNET = "172.24.4.0/24"  # netbay's bootstrap external network ``public``
 LISTS = {"/container-infra/v1/clusters": "clusters", "/network/v2.0/networks": "networks",
          "/network/v2.0/subnets": "subnets", "/network/v2.0/ports": "ports",
@@ -345,7 +346,7 @@ def test_a_padded_flannel_backend_is_stored_as_vxlan_and_the_hot_export_opens_ud
     assert 8472 in _master_udp_ports(ci, r.json()["uuid"])
 
 
-def test_a_padded_flannel_ip_masq_false_turns_masquerading_off(ci, magnum, database_url):
+def test_a_padded_flannel_ip_masq_false_turns_masquerading_off(ci, magnum, server):
     ct = magnum.cluster_templates.create(name=unique("ws"), coe="kubernetes", network_driver="flannel",
                                          external_network_id="public", labels={"flannel_ip_masq": " false"})
     assert ct.labels == {"flannel_ip_masq": "false"}
@@ -353,7 +354,7 @@ def test_a_padded_flannel_ip_masq_false_turns_masquerading_off(ci, magnum, datab
     assert magnum.clusters.get(cluster.uuid).labels == {"flannel_ip_masq": "false"}
     # The typed config parsed at create is stored with the cluster: what the cluster network
     # copies and the agent is given (no label read again).
-    config = _stored_driver_config(database_url, cluster.uuid)
+    config = _stored_driver_config(server.database_url, cluster.uuid)
     assert config == {"network": "10.100.0.0/16", "subnet_len": 24, "backend": "vxlan", "ip_masq": False,
                       "network6": "", "subnet_len6": 64, "service6": ""}
     assert registry.make("flannel", config).config.ip_masq is False

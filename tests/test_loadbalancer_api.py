@@ -18,6 +18,8 @@ import pytest
 from conftest import unique
 from lbhelp import make_net, next_octet, octavia_error
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 # --- helpers -------------------------------------------------------------------------------
 
 

@@ -24,7 +24,8 @@ import pytest
 from conftest import neutron_error, unique
 from openstack import exceptions as sdk_exc
 
-pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+pytestmark = [pytest.mark.every_db,   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+              pytest.mark.shared_server]   # its tests make their own objects
 
 _octet = itertools.count(1)
 

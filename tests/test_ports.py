@@ -11,7 +11,8 @@ import pytest
 from conftest import unique
 from openstack import exceptions as os_exc
 
-pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+pytestmark = [pytest.mark.every_db,   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+              pytest.mark.shared_server]   # its tests make their own objects
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,8 @@ import httpx
 import pytest
 from conftest import neutron_error, unique
 
-pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+pytestmark = [pytest.mark.every_db,   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+              pytest.mark.shared_server]   # its tests make their own objects
 
 _octets = itertools.count(1)
 

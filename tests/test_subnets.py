@@ -11,7 +11,8 @@ import httpx
 import pytest
 from conftest import neutron_error, unique
 
-pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+pytestmark = [pytest.mark.every_db,   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
+              pytest.mark.shared_server]   # its tests make their own objects
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 import secrets
-from base64 import b64decode, b64encode
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from netbay.errors import NotFound, Unauthorized
 from netbay.identity import directory
+from netbay.identity.passwords import check_password, hash_cost, hash_password
 from netbay.identity.roles import ROLES, effective
 from netbay.store.db import Store
 from netbay.store.models import Meta, Project, RoleAssignment, User
@@ -22,23 +20,6 @@ from netbay.store.models import Meta, Project, RoleAssignment, User
 __all__ = ["ROLES", "Identity", "Authenticated", "check_password", "hash_password"]
 DEFAULT_DOMAIN = "default"
 ADMIN_PASSWORD_FILE = "admin-password"
-
-_SCRYPT = {"n": 2**14, "r": 8, "p": 1}
-
-
-def hash_password(password: str) -> str:
-    salt = os.urandom(16)
-    digest = hashlib.scrypt(password.encode(), salt=salt, **_SCRYPT)
-    return f"scrypt${b64encode(salt).decode()}${b64encode(digest).decode()}"
-
-
-def check_password(password: str, stored: str) -> bool:
-    try:
-        _, salt, digest = stored.split("$")
-    except ValueError:
-        return False
-    actual = hashlib.scrypt(password.encode(), salt=b64decode(salt), **_SCRYPT)
-    return hmac.compare_digest(actual, b64decode(digest))
 
 
 @dataclass(frozen=True)
@@ -56,6 +37,7 @@ def _domain(name_or_id: str | None) -> str:
 class Identity:
     def __init__(self, store: Store) -> None:
         self.store = store
+        hash_cost()  # a bad NETBAY_PASSWORD_HASH_COST stops the start, not the first login
 
     # -- authentication ------------------------------------------------------------
 
