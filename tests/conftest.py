@@ -107,6 +107,7 @@ def _needs_host(item: pytest.Item) -> bool:
 LAB_DIRS = ("tests/ovn/", "tests/both/")   # the modules on the OVN lab (marker ``ovn``)
 
 
+@pytest.hookimpl(optionalhook=True)   # without xdist (-p no:xdist) the hook does not exist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:   # xdist: a Scheduling
     """``--dist loadfile`` with one change: the modules on the OVN lab are one work unit,
     so one worker starts the lab and its cloud (Keystone, Neutron ML2/OVN, Octavia with

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 from base64 import b64encode
@@ -14,7 +15,8 @@ from netbay.identity.passwords import check_password, hash_password
 
 def test_hash_names_its_parameters_and_verifies_at_any_configured_cost(monkeypatch):
     cheap, dear = hash_password("pw", cost=4), hash_password("pw", cost=14)
-    assert cheap.startswith("scrypt$ln=4,r=8,p=1$") and dear.startswith("scrypt$ln=14,r=8,p=1$")
+    assert cheap.startswith("scrypt$ln=4,r=8,p=1$")
+    assert dear.count("$") == 2   # the default cost: the older form, which netbays before the setting read
     for configured in ("4", "12"):   # what the server is set to now does not matter to a stored hash
         monkeypatch.setenv(passwords.COST_ENV, configured)
         passwords.hash_cost.cache_clear()
@@ -29,6 +31,10 @@ def test_hash_before_the_setting_verifies_with_the_parameters_of_its_time():
     old = f"scrypt${b64encode(salt).decode()}${b64encode(digest).decode()}"
     assert check_password("old-secret", old)
     assert not check_password("new-secret", old)
+    # and what is written at the default cost is what the code before the setting checked
+    _, salt_text, digest_text = hash_password("new-secret", cost=14).split("$")
+    assert hashlib.scrypt(b"new-secret", salt=base64.b64decode(salt_text), n=2**14, r=8, p=1) == \
+        base64.b64decode(digest_text)
 
 
 @pytest.mark.parametrize("stored", ["", "x", "scrypt$a$b$c$d", "scrypt$ln=99,r=8,p=1$AAAA$AAAA",

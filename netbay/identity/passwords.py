@@ -3,10 +3,10 @@
 Keystone makes its hash cost a setting (``[identity] password_hash_rounds``); netbay's is
 ``NETBAY_PASSWORD_HASH_COST``, scrypt's log2(N) with r=8, p=1 (default 14: ~55 ms of CPU per
 hash, what OWASP asks of an interactive login). A lower cost makes authentication cheap where
-the passwords are throwaway (tests, demos). The parameters are written into every hash
-(``scrypt$ln=14,r=8,p=1$salt$digest``), so a hash made at one cost verifies at any other;
-hashes written before the cost was a setting (``scrypt$salt$digest``) carry none and verify
-with the parameters of that time, which are today's default.
+the passwords are throwaway (tests, demos). A hash at another cost than the default
+names its parameters (``scrypt$ln=4,r=8,p=1$salt$digest``), so a hash made at one cost
+verifies at any other; one at the default cost is written as before the cost was a setting
+(``scrypt$salt$digest``: no parameters, read as the default's), so older netbays read it.
 """
 
 from __future__ import annotations
@@ -48,11 +48,15 @@ def _scrypt(secret: str, salt: bytes, ln: int, r: int, p: int) -> bytes:
 
 
 def hash_password(password: str, cost: int | None = None) -> str:
-    """A salted scrypt hash naming its parameters; ``cost`` defaults to the configured one."""
+    """A salted scrypt hash naming its parameters; ``cost`` defaults to the configured one.
+    At the default cost it is written in the older form, which names none: a netbay from
+    before the setting, sharing the database during a rolling upgrade (HA on PostgreSQL),
+    still verifies what this one writes."""
     ln = hash_cost() if cost is None else cost
     salt = os.urandom(16)
     digest = _scrypt(password, salt, ln, _R, _P)
-    return f"scrypt$ln={ln},r={_R},p={_P}${b64encode(salt).decode()}${b64encode(digest).decode()}"
+    named = "" if ln == _LEGACY["ln"] else f"ln={ln},r={_R},p={_P}$"
+    return f"scrypt${named}{b64encode(salt).decode()}${b64encode(digest).decode()}"
 
 
 def _parameters(text: str) -> dict[str, int] | None:
