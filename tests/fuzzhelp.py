@@ -39,9 +39,10 @@ PARTS = 3  # modules the operations are dealt out to
 # Operations with nothing to negate (no parameters or body schemathesis can break): known
 # after Hypothesis has given up on them, ~460 draws and 3-4 s each, most of the fuzzing's
 # time. Generation is derandomized, so the same schema with the same schemathesis and
-# Hypothesis gives up on the same operations: they are remembered per schema, in this
-# process (the second database's run) and on disk (the next run), and skipped.
+# Hypothesis gives up on the same operations: they are remembered per operation (its part
+# of the schema), in the repository and on disk (the next run), and skipped (Unsatisfiables).
 UNSATISFIABLE_CACHE = Path(os.environ.get("NETBAY_FUZZ_CACHE", Path.home() / ".cache" / "netbay" / "fuzz"))
+SEED = Path(__file__).with_name("fuzz_unsatisfiable.json")   # in the repository: what CI starts from
 SETTINGS = dict(deadline=None, database=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
                 suppress_health_check=list(HealthCheck))
 
@@ -107,28 +108,69 @@ def _without_operation_ids(schema: Any) -> Any:
 
 
 class Unsatisfiables:
-    """The labels of the operations whose negative mode is unsatisfiable, for one schema."""
+    """The labels of the operations whose negative mode is unsatisfiable, for one schema.
+
+    Remembered per operation, by a fingerprint of its own part of the schema (its
+    parameters and body, with every component they refer to) and of the fuzzer's versions
+    and settings: a change elsewhere in the API leaves the others known. Read from the
+    repository's seed (``SEED``: what a run on a fresh machine, CI's, starts from, or it pays
+    3-4 s per such operation, ~4 CPU minutes in all) and from ``NETBAY_FUZZ_CACHE`` (what
+    this machine learned since; copy that file over the seed to refresh it)."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
         versions = [importlib.metadata.version(p) for p in ("schemathesis", "hypothesis")]
-        canonical = json.dumps(_without_operation_ids(schema), sort_keys=True)
-        key = hashlib.sha256((canonical + repr((versions, SETTINGS))).encode()).hexdigest()[:24]
-        self.path = UNSATISFIABLE_CACHE / f"unsatisfiable-{key}.json"
-        self.labels = self._saved()
+        salt = repr((versions, SETTINGS))
+        components = schema.get("components", {})
+        self.fingerprints: dict[str, str] = {}
+        for path, methods in schema.get("paths", {}).items():
+            for method, operation in methods.items():
+                if isinstance(operation, dict):
+                    part = {"path": path, "method": method, "operation": operation,
+                            "refs": _referenced(operation, components)}
+                    canonical = json.dumps(_without_operation_ids(part), sort_keys=True)
+                    self.fingerprints[f"{method.upper()} {path}"] = \
+                        hashlib.sha256((canonical + salt).encode()).hexdigest()[:24]
+        self.path = UNSATISFIABLE_CACHE / "unsatisfiable-operations.json"
+        known = self._saved(SEED) | self._saved(self.path)
+        self.labels = {label for label, fp in self.fingerprints.items() if fp in known}
 
-    def _saved(self) -> set[str]:
+    @staticmethod
+    def _saved(path: Path) -> set[str]:
         try:
-            return set(json.loads(self.path.read_text()))
+            return set(json.loads(path.read_text()))
         except (OSError, ValueError):
             return set()
 
     def add(self, label: str) -> None:
         """Remember ``label``, with what the parts on other workers saved meanwhile."""
-        self.labels = self._saved() | self.labels | {label}
+        self.labels.add(label)
+        if label not in self.fingerprints:
+            return
+        saved = self._saved(self.path) | {self.fingerprints[label]}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(sorted(self.labels)))
+        tmp.write_text(json.dumps(sorted(saved), indent=0))
         tmp.replace(self.path)   # a whole file or none
+
+
+def _referenced(node: Any, components: dict[str, Any]) -> dict[str, Any]:
+    """Every component ``node`` refers to (``#/components/…``), and theirs, by reference."""
+    found: dict[str, Any] = {}
+    pending = [node]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            ref = item.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/components/") and ref not in found:
+                target: Any = components
+                for key in ref.removeprefix("#/components/").split("/"):
+                    target = target.get(key, {}) if isinstance(target, dict) else {}
+                found[ref] = target
+                pending.append(target)
+            pending.extend(v for k, v in item.items() if k != "$ref")
+        elif isinstance(item, list):
+            pending.extend(item)
+    return found
 
 
 def fuzz_operations(server: Server, token: str, seeds: dict[str, list[str]], part: int) -> None:
