@@ -25,10 +25,10 @@ from netbay.dataplane import netns
 from netbay.dataplane.lb.haproxy import state_dir
 
 from .agent_fixtures import Cloud, make_cloud, wait_for
+from .lb_fixtures import HOLD_PORT, Holder
 
 LB = "/load-balancer/v2/lbaas"
 HTTP_PORT = 8080
-HOLD_PORT = 8081
 PROXY_PORT = 8082
 
 
@@ -70,6 +70,7 @@ class Member:
     address: str = ""
     family: int = socket.AF_INET
     http: ThreadingHTTPServer | None = None
+    holder: Holder | None = None
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     socks: list[socket.socket] = field(default_factory=list)
@@ -78,18 +79,16 @@ class Member:
         any_ = "::" if self.family == socket.AF_INET6 else "0.0.0.0"
         with netns.entered(self.ns):
             self.http = (_Quiet6 if self.family == socket.AF_INET6 else _Quiet)((any_, HTTP_PORT), _Handler)
-            hold = socket.socket(self.family, socket.SOCK_STREAM)
             proxy = socket.socket(self.family, socket.SOCK_STREAM)
         self.http.member_name = self.name  # type: ignore[attr-defined]
         self.http.daemon_threads = True
-        for s, port in ((hold, HOLD_PORT), (proxy, PROXY_PORT)):
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((any_, port))
-            s.listen(128)
-            s.settimeout(0.1)
-        self.socks = [hold, proxy]
+        self.holder = Holder(self.ns, self.name, self.family)   # HOLD_PORT
+        proxy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        proxy.bind((any_, PROXY_PORT))
+        proxy.listen(128)
+        proxy.settimeout(0.1)
+        self.socks = [proxy]
         self.threads = [threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True),
-                        threading.Thread(target=self._accept, args=(hold, self._hold), daemon=True),
                         threading.Thread(target=self._accept, args=(proxy, self._proxy), daemon=True)]
         for t in self.threads:
             t.start()
@@ -104,17 +103,6 @@ class Member:
             except OSError:
                 return
             threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    def _hold(self, conn: socket.socket) -> None:
-        """Say the name, then keep the connection until the client closes it (bounded)."""
-        with conn:
-            conn.settimeout(10)
-            try:
-                conn.sendall(self.name.encode())
-                while conn.recv(1024):
-                    pass
-            except OSError:
-                pass
 
     def _proxy(self, conn: socket.socket) -> None:
         """Parse ``PROXY TCP4 <src> <dst> <sport> <dport>\\r\\n``; answer ``name src`` (or ``name none``)."""
@@ -138,6 +126,8 @@ class Member:
         if self.http is not None:
             self.http.shutdown()
             self.http.server_close()
+        if self.holder is not None:
+            self.holder.stop()
         for s in self.socks:
             s.close()
         for t in self.threads:
