@@ -95,6 +95,21 @@ class Lab:
         assert probe.ping(src_ns, self.peer_ip, timeout=2.0, count=2)
         assert tcp(src_ns, peer_ns, self.peer_ip, 8080, timeout=3.0)
 
+    def _wait_mirrored_into_capture(self) -> None:
+        """Until the source's mirrors point at the tap service port's veth as the capture
+        plugged it. A flow may read ACTIVE already from the previous capture's veth (its
+        sandbox still being taken down): the agent restates the mirror when the port is
+        rewired, shortly after, and traffic sent before that is not copied anywhere."""
+        fabric = self.cloud.names.fabric
+        source, target = "tap" + self.src_port[:11], "tap" + self.service["port_id"][:11]
+
+        def mirrored() -> bool:
+            index = links.get_link(fabric, target)
+            found = mirrors_of(fabric, source)
+            return index is not None and bool(found) and all(i == index.index for i in found)
+
+        wait_for(mirrored, 15, interval=0.05, what="the mirrors into the capture's port")
+
     def capture(self, tmp: Path, flow: dict | None) -> list[tuple[str, str, int, int]]:
         """Run ``netbay tap capture`` while ``traffic`` flows; the packets it wrote."""
         pcap = tmp / f"cap-{time.monotonic_ns()}.pcap"
@@ -117,6 +132,7 @@ class Lab:
             assert listening.wait(30), f"capture did not start: {''.join(lines)}"
             if flow is not None:
                 self.cloud.wait_status(f"/network/v2.0/taas/tap_flows/{flow['id']}", "ACTIVE")
+                self._wait_mirrored_into_capture()
             self.traffic()
             assert proc.wait(timeout=30) == 0, "".join(lines)
         finally:
@@ -262,7 +278,7 @@ def _bind_and_capture_both(lab: Lab, cloud: Cloud, tmp_path: Path, port: dict, n
     flow = _osc(cloud, "tap", "flow", "create", "--port", port["id"], "--tap-service", "taas-ts",
                 "--direction", "BOTH")
     source = Lab.__new__(Lab)   # the same capture, with this port as the source
-    source.cloud, source.service = cloud, lab.service
+    source.cloud, source.service, source.src_port = cloud, lab.service, port["id"]
     source.src_ip, source.peer_ip = port["fixed_ips"][0]["ip_address"], lab.peer_ip
 
     def traffic() -> None:
