@@ -188,6 +188,11 @@ def cli_start(data: dict) -> Iterator[Row]:
         if name in cmds and docker:
             yield Row(f"`{name}` start, median", _ms(cmds[name]["median_ms"]),
                       f"`docker --help`: {_ms(docker)}", _ratio(cmds[name]["median_ms"], docker))
+    osc = cmds.get("openstack network list", {}).get("median_ms")
+    if "netbay pod list" in cmds and osc:
+        yield Row("`netbay pod list` against a running server (login + list), median",
+                  _ms(cmds["netbay pod list"]["median_ms"]), f"`openstack network list`, same server: {_ms(osc)}",
+                  _ratio(cmds["netbay pod list"]["median_ms"], osc))
 
 
 @dataclass(frozen=True)

@@ -152,3 +152,15 @@ def test_k8s_apply_in_a_data_dir_without_a_database_says_so_and_makes_none(runne
     line = _one_line(runner.invoke(app, args, env=_env("unreachable")), args)
     assert "no netbay database at" in line and "--data-dir" in line, line
     assert list(empty.iterdir()) == []
+
+
+@pytest.mark.parametrize("daemon", ["serve", "up", "agent", "libnetwork", "cni-daemon"])
+def test_a_daemon_with_an_unknown_log_level_says_so_and_starts_nothing(runner, tmp_path, daemon):
+    """Every daemon reads ``NETBAY_LOG_LEVEL`` first (``netbay.cli.daemon``): a typo is one line
+    naming the variable and the levels, exit 2 — not a ValueError traceback from ``logging``."""
+    data = tmp_path / "data"
+    args = [daemon, *(["--data-dir", str(data)] if daemon in ("serve", "up") else [])]
+    result = runner.invoke(app, args, env={"NETBAY_LOG_LEVEL": "LOUD"})
+    line = _one_line(result, args)
+    assert result.exit_code == 2 and "NETBAY_LOG_LEVEL='LOUD'" in line and "WARNING" in line, line
+    assert not data.exists()

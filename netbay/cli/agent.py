@@ -25,9 +25,10 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from netbay.cli.daemon import configure_logging, require_root
 from netbay.dataplane.names import PRODUCT_PREFIX
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # one line per message
 log = logging.getLogger("netbay.agent")
 
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
@@ -97,9 +98,8 @@ def agent(
     from netbay.agent import Agent, Api
     from netbay.dataplane.names import Names
 
-    if os.geteuid() != 0:
-        console.print("[red]error:[/] the dataplane agent needs root (network namespaces, netlink)")
-        raise typer.Exit(1)
+    configure_logging(console)
+    require_root(console, "the dataplane agent needs root (network namespaces, netlink)")
     missing = missing_features()
     if missing:
         console.print(f"[red]error:[/] this kernel cannot host the dataplane: missing {', '.join(missing)}")

@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from netbay.cli.coeclient import Api, cell, err, fields_table, rows_table
+from netbay.cli.out import status_text
 from netbay.coe.labels import LabelSyntaxError, format_labels
 from netbay.dataplane.names import PRODUCT_PREFIX
 
@@ -51,14 +52,6 @@ def _labels(values: list[str] | None) -> dict[str, str]:
 
 # --- the live view -----------------------------------------------------------------------------------
 
-_STYLE = {"COMPLETE": "green", "IN_PROGRESS": "yellow", "FAILED": "bold red"}
-
-
-def _status(text: str | None) -> Text:
-    text = text or ""
-    style = next((s for suffix, s in _STYLE.items() if text.endswith(suffix)), "dim")
-    return Text(text, style=style)
-
 
 def progress_view(cluster: dict[str, Any] | None, resources: dict[str, Any] | None, elapsed: float,
                   label: str) -> Group:
@@ -67,18 +60,18 @@ def progress_view(cluster: dict[str, Any] | None, resources: dict[str, Any] | No
     stack = (resources or {}).get("stack") or {}
     status = cluster["status"] if cluster else "waiting"
     done = sum(1 for r in rows if str(r.get("status", "")).endswith("COMPLETE"))
-    title = Text.assemble((f"cluster {label}  ", "bold"), _status(status),
+    title = Text.assemble((f"cluster {label}  ", "bold"), status_text(status),
                           f"  stack {stack.get('action') or '-'} {stack.get('status') or '-'}"
                           f"  {done}/{len(rows)} resources  {elapsed:.1f} s")
     if cluster is None and elapsed > 0:  # deleted: what was recorded before is history now
-        return Group(Text.assemble((f"cluster {label}  ", "bold"), _status("DELETE_COMPLETE"),
+        return Group(Text.assemble((f"cluster {label}  ", "bold"), status_text("DELETE_COMPLETE"),
                                    f"  gone after {elapsed:.1f} s"))
     with_reason = any(r.get("status_reason") for r in rows)
     table = Table("resource", "type", "status", "physical id", *(["reason"] if with_reason else []))
     for r in rows:
         physical = str(r.get("physical_id") or "")
         extra = [Text(str(r.get("status_reason") or ""), style="red")] if with_reason else []
-        table.add_row(r.get("name", ""), r.get("type", ""), _status(r.get("status")), physical[:36], *extra)
+        table.add_row(r.get("name", ""), r.get("type", ""), status_text(r.get("status")), physical[:36], *extra)
     return Group(title, table)
 
 
@@ -125,7 +118,7 @@ def follow(api: Api, uuid: str, label: str, timeout: float, *, until_gone: bool 
         err.print(f"[red]error:[/] cluster {label} still {cluster['status']} after {timeout:g} s "
                   f"(it goes on in the server; follow it with `netbay cluster show {label}`)")
         raise typer.Exit(2)
-    console.print(Text.assemble(f"cluster {label} ", _status(cluster["status"]), f" in {elapsed:.1f} s"))
+    console.print(Text.assemble(f"cluster {label} ", status_text(cluster["status"]), f" in {elapsed:.1f} s"))
     if cluster["status"].endswith("_FAILED"):
         reason = escape(cluster.get("status_reason") or "")
         err.print(f"[red]error:[/] cluster {escape(label)} {cluster['status']}: {reason}")

@@ -20,14 +20,13 @@ without a dataplane on this host: nothing wires them).
 
 from __future__ import annotations
 
-import logging
-import os
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
 from netbay.cli.agent import check_prefix, credentials
+from netbay.cli.daemon import configure_logging, require_root
 from netbay.cli.vifopts import host_vifs, ovs_netns_option, ovsdb_option, plug_option
 from netbay.dataplane.names import PRODUCT_PREFIX
 
@@ -65,12 +64,8 @@ def cni_daemon(
     from netbay.plugins.cni.service import Cni
     from netbay.runtime.attach import Attacher
 
-    logging.basicConfig(level=os.environ.get("NETBAY_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    if os.geteuid() != 0:
-        console.print("[red]error:[/] the CNI daemon needs root (it plugs veths into pods' namespaces)")
-        raise typer.Exit(1)
+    configure_logging(console)
+    require_root(console, "the CNI daemon needs root (it plugs veths into pods' namespaces)")
     try:
         unixsock.group_id(socket_group)
         kind, cloud = chosen(backend, os_cloud)

@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from netbay.cli.coeclient import Session, err, fields_table
-from netbay.cli.topology import status_text
+from netbay.cli.out import status_text
 
 app = typer.Typer(help="Containers on netbay networks (Zun-compatible API), run by Docker.", no_args_is_help=True)
 network_app = typer.Typer(help="Container networks: netbay networks containers use.", no_args_is_help=True)

@@ -20,7 +20,6 @@ fabric as on netbay's own backend (a cloud without a dataplane on this host).
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import shutil
 import subprocess
@@ -31,6 +30,7 @@ import typer
 from rich.console import Console
 
 from netbay.cli.agent import check_prefix, credentials
+from netbay.cli.daemon import configure_logging, require_root
 from netbay.cli.vifopts import host_vifs, ovs_netns_option, ovsdb_option, plug_option
 from netbay.dataplane.names import PRODUCT_PREFIX
 
@@ -75,12 +75,8 @@ def libnetwork(
     from netbay.backends.report import chosen
     from netbay.plugins.libnetwork.server import serve, socket_path
 
-    logging.basicConfig(level=os.environ.get("NETBAY_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per API call otherwise
-    if os.geteuid() != 0:
-        console.print("[red]error:[/] the Docker driver needs root (it plugs veths into the fabric)")
-        raise typer.Exit(1)
+    configure_logging(console)
+    require_root(console, "the Docker driver needs root (it plugs veths into the fabric)")
     try:
         unixsock.group_id(socket_group)
         kind, cloud = chosen(backend, os_cloud)

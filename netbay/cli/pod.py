@@ -63,7 +63,7 @@ def pods_table(rows: list[dict[str, Any]], clusters: dict[str, str], title: str 
     from rich.table import Table
     from rich.text import Text
 
-    from netbay.cli.topology import status_text
+    from netbay.cli.out import status_text
 
     table = Table("name", "id", "cluster", "node", "address", "status", title=title, title_justify="left")
     for p in rows:
@@ -77,7 +77,7 @@ def wait_active(api: Api, pod: dict[str, Any], timeout: float) -> dict[str, Any]
     from rich.markup import escape
     from rich.text import Text
 
-    from netbay.cli.topology import status_text
+    from netbay.cli.out import status_text
 
     start = time.monotonic()
     deadline = start + timeout

@@ -7,7 +7,6 @@ building their many options cost every other command, ``netbay --help`` included
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -272,9 +271,6 @@ def _check_prefix(value: str) -> str:
 
 
 def _logging() -> None:
-    import logging
+    from netbay.cli.daemon import configure_logging
 
-    logging.basicConfig(level=os.environ.get("NETBAY_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # the agent's long polls, every 30 s: not news
+    configure_logging(console)

@@ -18,16 +18,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from netbay.cli.coeclient import Api
-
-_STYLE = {"COMPLETE": "green", "IN_PROGRESS": "yellow", "FAILED": "bold red", "ACTIVE": "green",
-          "ONLINE": "green", "BUILD": "yellow", "DOWN": "yellow", "ERROR": "bold red", "OFFLINE": "red"}
-
-
-def status_text(text: str | None) -> Text:
-    text = text or ""
-    style = next((s for suffix, s in _STYLE.items() if text.endswith(suffix)), "dim")
-    return Text(text, style=style)
-
+from netbay.cli.out import status_text
 
 def short(ident: str | None) -> str:
     return (ident or "")[:8]
