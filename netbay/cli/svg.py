@@ -101,6 +101,8 @@ def node_box(node: Node) -> Box:
             lines.append(f"floating {i.floating_ip}")
     if node.lease:
         lines.append(f"lease {node.lease}")
+    if node.address6:
+        lines.append(f"node IPv6 {node.address6}")
     lines.append(f"{len(node.pods)} pod{'s' if len(node.pods) != 1 else ''}")
     return Box(lines, node.role, node.status)
 

@@ -2,10 +2,11 @@
 
 :func:`collect` walks the cluster's resources (the executor's record) into plain
 data — external network → router → private network and subnet → masters, minions
-(addresses, floating IPs, security groups, container-network leases) with the pods
-on each, load balancers (VIP, listeners, members) — and :func:`tree` draws it as a
-rich Tree; :mod:`netbay.cli.svg` draws the same data as a picture. Reading and
-drawing are apart so both pictures always show the same facts.
+(addresses, floating IPs, security groups, container-network leases, a dual-stack
+node's own IPv6 address) with the pods on each, load balancers (VIP, listeners,
+members) — and :func:`tree` draws it as a rich Tree; :mod:`netbay.cli.svg` draws the
+same data as a picture. Reading and drawing are apart so both pictures always show the
+same facts.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Node:
     status: str
     interfaces: list[Interface] = field(default_factory=list)
     lease: str | None = None
+    address6: str | None = None   # its own IPv6 address on a dual-stack cluster network
     pods: list[Pod] = field(default_factory=list)
 
     @property
@@ -256,6 +258,7 @@ def collect(api: Api, cluster: dict[str, Any]) -> Topology:
 
     clusternet = api.service("netbay", f"/clusternets/{quote(cluster['uuid'], safe='')}", "clusternet") or {}
     leases = {n["sandbox_id"]: n.get("lease") for n in clusternet.get("nodes") or []}
+    addresses6 = {n["sandbox_id"]: n.get("address6") for n in clusternet.get("nodes") or []}
     pods = [Pod(p["id"], p["name"], p["address"], p["status"], p["node"])
             for p in api.service("netbay", "/pods", "pods", cluster_id=cluster["uuid"]) or []]
     pods.sort(key=lambda p: (p.node, p.name))
@@ -281,7 +284,7 @@ def collect(api: Api, cluster: dict[str, Any]) -> Topology:
             logical = s["name"]
             node = Node(sandbox.get("name") or logical, "master" if "master" in logical else "minion",
                         s["physical_id"], sandbox.get("status") or s.get("status") or "",
-                        lease=leases.get(s["physical_id"]))
+                        lease=leases.get(s["physical_id"]), address6=addresses6.get(s["physical_id"]))
             for attached in sandbox.get("ports") or []:
                 port = ports.get(attached["port_id"]) or api.service("network", f"/ports/{attached['port_id']}",
                                                                      "port") or {}
@@ -310,6 +313,8 @@ def _node_label(node: Node) -> Text:
             label.append(f"  sg: {', '.join(i.security_groups)}", style="dim")
     if node.lease:
         label.append(f"  lease {node.lease}", style="magenta")
+    if node.address6:
+        label.append(f"  node IPv6 {node.address6}", style="magenta")
     return label
 
 

@@ -76,7 +76,8 @@ class ClusterNets(Resource):
         return {
             "id": obj.id, "cluster_id": obj.id, "project_id": obj.project_id, "driver": obj.driver,
             "config": dict(obj.config or {}), "leases": leases,
-            "nodes": [{**n, "lease": leases.get(n["name"])} for n in obj.nodes or []],
+            "nodes": [{**n, "lease": leases.get(n["name"]), "address6": address6(obj, leases.get(n["name"]))}
+                      for n in obj.nodes or []],
             "standins": sorted(_standins(session, obj.id).items()),
             "created_at": timestamp(obj.created_at), "updated_at": timestamp(obj.updated_at),
             "revision_number": obj.revision_number,
@@ -91,6 +92,14 @@ class ClusterNets(Resource):
 
 
 CLUSTERNETS = ClusterNets()
+
+
+def address6(net: ClusterNet, lease: str | None) -> str | None:
+    """The IPv6 address of the node holding ``lease`` on a dual-stack cluster network —
+    where its IPv6 node ports and externalIPs answer — as its driver's config derives it
+    (``node_address6``: nothing more is stored); None for an IPv4-only one."""
+    derive = getattr(registry.loaded(net.driver, net.config), "node_address6", None) if lease else None
+    return derive(lease) if derive is not None else None
 
 
 def _standins(session: Session, cluster_id: str) -> dict[int, str]:
@@ -230,5 +239,5 @@ def forget(store: Store, cluster_id: str) -> None:
     store.retrying(write)
 
 
-__all__ = ["CLUSTERNETS", "ClusterNets", "allow_pod_network", "forget", "lease_config", "node_ports", "room_problem",
-           "stack_nodes", "stored_config", "sync"]
+__all__ = ["CLUSTERNETS", "ClusterNets", "address6", "allow_pod_network", "forget", "lease_config", "node_ports",
+           "room_problem", "stack_nodes", "stored_config", "sync"]

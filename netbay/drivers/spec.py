@@ -54,6 +54,10 @@ class DriverSpec:
     #: empty: nobody — a policy is accepted and reported *not enforced by <driver>*, as
     #: on a real cluster of that driver (flannel implements no NetworkPolicy)
     policy: str = ""
+    #: the node addresses a NodePort Service (and, on ``"nodes"``, an ``externalIPs``
+    #: address routed to the node) answers on, as prose for docs/network-drivers.md:
+    #: the driver decides which addresses a node has beyond its underlay one
+    node_ports: str = ""
 
     @property
     def takes_k8s(self) -> bool:

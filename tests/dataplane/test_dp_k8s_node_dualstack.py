@@ -10,11 +10,14 @@ and dual-stack Services in front of them:
   service range; the nodes' ``ip6`` table, backends the pods' IPv6 addresses) and still at
   its IPv4 one; a replica reaches itself and the other through the IPv6 one (hairpin);
 * the cluster resolver answers the Service's name with both cluster IPs (A and AAAA);
-* the NodePort Service answers at one minion's IPv6 address (its lease's: flannel's
-  ``cni0`` gateway, calico's VXLAN tunnel address) from another node, both replicas;
+* the NodePort Service answers at one minion's IPv6 address (the clusternet's ``address6``
+  of the node: flannel's ``cni0`` gateway, calico's IPv6 block's first address — the VXLAN
+  tunnel's, or with direct routes a /128 on the node's ``lo``) from another node and from
+  a pod, both replicas; a node port no Service has is not answered there;
 * a Service's IPv6 ``externalIPs`` address is answered by both replicas, from a pod (its
   node's prerouting) and from another node's own namespace (its output hook), by the
-  ``externals`` rules of the nodes' ``ip6`` table;
+  ``externals`` rules of the nodes' ``ip6`` table — masqueraded to the node's IPv6 address,
+  on every mode;
 * an SCTP Service answers an INIT with an INIT ACK (:func:`netbay.dataplane.sctp.check`
   from the client pod) at both its cluster IPs — a responder on a raw socket in each
   replica, as this kernel has no SCTP stack (its conntrack and NAT do SCTP);
@@ -122,18 +125,13 @@ def answers(ns: str, ip: str, port: int, want: set[bytes], timeout: float = 20) 
     return seen
 
 
-def node_address6(mode: str, config: dict, lease: str) -> str | None:
-    """A node's own IPv6 address: its IPv6 lease's gateway (flannel's ``cni0``) or network
-    address (calico's VXLAN tunnel). None on calico with direct routes: the node holds no
-    IPv6 address but link-local ones (its IPv6 routes go via link-local next hops over the
-    IPv4 underlay, and every address of its block may be a pod's), so its IPv6 node ports
-    and externalIPs, which are masqueraded to the node's address, do not answer yet: a
-    known gap, checked here only as far as the rules in the ``ip6`` table."""
-    driver = MODES[mode][0]
-    if mode == "calico-direct":
-        return None
-    lease6 = ipaddress.ip_network(registry.loaded(driver, config).lease6(lease))
-    return str(lease6.network_address + (1 if driver == "flannel" else 0))
+def node_address6(mode: str, net: dict, node: dict) -> str:
+    """A node's own IPv6 address as the cluster network reports it (``address6``): its IPv6
+    lease's gateway (flannel's ``cni0``) or first address (calico's: the VXLAN tunnel's, or
+    with direct routes a /128 on ``lo``)."""
+    lease6 = ipaddress.ip_network(registry.loaded(MODES[mode][0], net["config"]).lease6(node["lease"]))
+    assert node["address6"] == str(lease6.network_address + (1 if mode.startswith("flannel") else 0)), node
+    return str(node["address6"])
 
 
 def route_like(ns: str, dst: str, like: str) -> None:
@@ -204,16 +202,17 @@ def test_dual_stack_and_sctp_services_on_node_drivers(cloud: Cloud, k8s: tuple[s
         master = next(n for n in net["nodes"] if n["role"] == "master")
         node = next(n for n in net["nodes"] if n["name"] == web[0]["node"])
         master_ns = cloud.names.sandbox(master["sandbox_id"])
-        node6 = node_address6(mode, net["config"], net["leases"][node["name"]])
-        if node6 is not None:
-            assert answers(master_ns, node6, 30081, names) == names
-        # the IPv6 externalIP: from a pod (its node's prerouting) and from the master (its output hook)
+        node6 = node_address6(mode, net, node)
+        assert answers(master_ns, node6, 30081, names) == names
+        assert answers(client, node6, 30081, names) == names, "and from a pod"
+        assert tcp_read(master_ns, node6, 30082, 0.5) is None, "a node port no Service has"
+        # the IPv6 externalIP: from a pod (its node's prerouting) and from the master (its output hook),
+        # masqueraded like a node port (to the node's IPv6 address)
         assert EXTERNAL6 in ip6_externals(cloud.names.sandbox(node["sandbox_id"]))
-        if node6 is not None:   # masqueraded like a node port: the node needs an IPv6 address of its own
-            assert answers(client, EXTERNAL6, 82, names) == names
-            route_like(master_ns, EXTERNAL6, node6)
-            assert answers(master_ns, EXTERNAL6, 82, names) == names
-            assert tcp_read(client, EXTERNAL6, 80, 0.5) is None, "only the Service's own port"
+        assert answers(client, EXTERNAL6, 82, names) == names
+        route_like(master_ns, EXTERNAL6, node6)
+        assert answers(master_ns, EXTERNAL6, 82, names) == names
+        assert tcp_read(client, EXTERNAL6, 80, 0.5) is None, "only the Service's own port"
         # SCTP: an INIT to either cluster IP gets its INIT ACK from a replica
         for ip in ctrl.cluster_ips[("shop", "diameter")]:
             wait_for(lambda ip=ip: sctp_answers(client, ip, SCTP_PORT, 0.5), 20, 0.05, f"SCTP at [{ip}]:{SCTP_PORT}")

@@ -48,7 +48,8 @@ LABELS = (
     LabelSpec("calico_service_cidr_ipv6", "cidr6", "",
               "Dual-stack Services: the IPv6 service range (Kubernetes' second --service-cluster-ip-range, "
               "/108 or longer), IPv6 cluster IPs come from; every node answers them and the Services' node "
-              "ports on its IPv6 addresses (kube-proxy's ip6 table), leading to the pods' IPv6 addresses. "
+              "ports on its IPv6 address (its IPv6 block's first; kube-proxy's ip6 table), leading to the "
+              "pods' IPv6 addresses. "
               "Needs calico_ipv6pool. Empty: Services are IPv4 only (netbay label)."),
 )
 _DEFAULT = {spec.key: spec.default for spec in LABELS}
@@ -139,6 +140,16 @@ class CalicoConfig:
         lease6 = self.lease6(lease)
         return None if lease6 is None else leaselib.same_host(address, lease, lease6)
 
+    def node_address6(self, lease: str) -> str | None:
+        """The IPv6 address of the node holding block ``lease``: its IPv6 block's first
+        address, which no pod gets (pods start at the third) — with VXLAN the tunnel's /128
+        on ``vxlan.calico`` (calico's IPv6 tunnel address), with direct routes a /128 on the
+        node's ``lo`` (what calico's IP6 autodetection finds on a real host: the underlay
+        here is IPv4 only). Its IPv6 node ports and externalIPs answer there, and NodePort
+        traffic is masqueraded to it. None if IPv4 only."""
+        lease6 = self.lease6(lease)
+        return None if lease6 is None else str(ipaddress.ip_network(lease6).network_address)
+
     @property
     def pod_networks(self) -> list[str]:
         """The pools natOutgoing keeps pod traffic inside of: each family's."""
@@ -201,5 +212,8 @@ SPEC = DriverSpec(
     config=CalicoConfig,
     factory="netbay.drivers.calico.driver:Calico",
     services="nodes",
+    node_ports=("every address of the node: its `eth0` one, and on a dual-stack pool its IPv6 address, "
+                "the first of its IPv6 block (VXLAN: `vxlan.calico`'s tunnel address; direct routes: "
+                "a /128 on the node's `lo`)"),
     policy="nodes",
 )

@@ -42,6 +42,16 @@ address on the underlay (:func:`netbay.drivers.peers.link_local`); VXLAN carries
 in ``vxlan.calico`` over the IPv4 underlay (the IPv6 block's first address as the
 tunnel's /128); natOutgoing masquerades both pools. IP-in-IP carries IPv4 only: the
 labels refuse it with an IPv6 pool.
+
+**The node's IPv6 address** (:meth:`CalicoConfig.node_address6`): the IPv6 block's
+first address, which no pod gets. In VXLAN modes it is the tunnel's /128; with direct
+routes the node would otherwise hold link-local addresses only (the underlay is IPv4),
+so — as calico's IP6 autodetection finds a real host's address — it is a /128 on the
+node's ``lo`` (kept up). Peers and their pods reach it through the route to the node's
+IPv6 block they already hold; a connection the node starts (a node port's masquerade)
+takes it as its source, being the node's one global IPv6 address. ``lo`` holds no other
+address of the pool: ``setup_node`` (also after a crash, on resync) removes a previous
+block's and ``teardown`` this one's.
 """
 
 from __future__ import annotations
@@ -56,7 +66,7 @@ from netbay.drivers.calico import CalicoConfig, CalicoError, MissingKernelFeatur
 from netbay.drivers.node import Node
 
 __all__ = ["Calico", "CalicoConfig", "CalicoError", "MissingKernelFeature", "check_features",
-           "VXLAN_DEVICE", "VXLAN_VNI", "VXLAN_PORT", "IPIP_DEVICE"]
+           "VXLAN_DEVICE", "VXLAN_VNI", "VXLAN_PORT", "IPIP_DEVICE", "NODE6_DEVICE"]
 
 VXLAN_DEVICE = "vxlan.calico"
 VXLAN_VNI = 4096
@@ -64,6 +74,7 @@ VXLAN_PORT = 4789
 VXLAN_OVERHEAD = 50
 IPIP_DEVICE = "tunl0"
 IPIP_OVERHEAD = 20
+NODE6_DEVICE = "lo"   # holds a direct-routes node's IPv6 address
 
 
 def check_features(config: CalicoConfig, detected: Mapping[str, object] | None = None) -> None:
@@ -132,11 +143,32 @@ class Calico:
             peerlib.hold_only(node.ns, idx, f"{self.tunnel_ip(node)}/32")
         for route in self._blackholes(node):
             kernel.add_route(node.ns, route)
+        self._hold_address6(node, keep=True)
         if self.config.nat_outgoing:
             masq.ensure(node.ns, self.config.pod_networks)
         else:
             masq.remove(node.ns)
         return self.pod_mtu(node)
+
+    def _hold_address6(self, node: Node, *, keep: bool) -> None:
+        """With direct routes on a dual-stack pool, ``lo`` holds the node's IPv6 address as a
+        /128 (``keep``) and no other address of the pool — none in VXLAN modes, where the
+        tunnel holds it, none once the node is torn down."""
+        if not self.config.pool6:
+            return
+        want = f"{self.config.node_address6(node.lease)}/128" if keep and self.config.vxlan == "Never" else None
+        r = kernel.rtnl(node.ns)
+        lo = r.link(NODE6_DEVICE)
+        if lo is None:
+            return
+        pool6 = ipaddress.ip_network(self.config.pool6)
+        for cidr in r.addresses(lo.index):
+            if cidr != want and ipaddress.ip_interface(cidr).ip in pool6:
+                r.del_address(lo.index, cidr)
+        if want:
+            if not lo.up:
+                r.set_link(lo.index, up=True)
+            r.add_address(lo.index, want)
 
     def _encapsulation(self, node: Node, peer: Node) -> str | None:
         """"vxlan", "ipip" or None (a direct route) for traffic from ``node`` to ``peer``."""
@@ -190,6 +222,7 @@ class Calico:
     def teardown(self, node: Node) -> None:
         peerlib.sync(node, [], peer_ips=set())
         kernel.delete_link(node.ns, VXLAN_DEVICE)
+        self._hold_address6(node, keep=False)
         masq.remove(node.ns)
         idx = kernel.link_index(node.ns, IPIP_DEVICE) if self.config.ipip_on else None
         if idx is not None:   # the fallback device stays with its namespace: only its address goes

@@ -103,6 +103,12 @@ class FlannelConfig:
         lease6 = self.lease6(lease)
         return None if lease6 is None else leaselib.same_host(address, lease, lease6)
 
+    def node_address6(self, lease: str) -> str | None:
+        """The IPv6 address of the node holding ``lease``: its IPv6 lease's gateway, on
+        ``cni0`` (where its IPv6 node ports and externalIPs answer); None if IPv4 only."""
+        lease6 = self.lease6(lease)
+        return None if lease6 is None else leaselib.gateway(lease6)
+
     @property
     def pod_networks(self) -> list[str]:
         """What flanneld's ip-masq keeps pod traffic inside of: each family's network."""
@@ -165,5 +171,7 @@ SPEC = DriverSpec(
     config=FlannelConfig,
     factory="netbay.drivers.flannel.driver:Flannel",
     services="nodes",
+    node_ports=("every address of the node: its `eth0` one, and on a dual-stack network its IPv6 "
+                "address, its IPv6 lease's gateway on `cni0`"),
     policy="",   # flannel implements no NetworkPolicy: accepted, reported not enforced
 )

@@ -131,5 +131,6 @@ SPEC = DriverSpec(
                   "dual-stack cluster (Kubernetes' two --cluster-cidr and --service-cluster-ip-range ranges).",
     config=KuryrConfig,
     services="load-balancers",
+    node_ports="the node's `eth0` address, IPv4 (`ip netbay-k8s-nodeport`: a DNAT to the Service's VIP)",
     policy="security-groups",
 )
