@@ -8,6 +8,7 @@ Everything here is immutable, so the engine can keep the previous state and diff
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,10 +33,18 @@ class Pod:
     ip: str
     labels: Mapping[str, str] = field(default_factory=dict)
     ports: tuple[ContainerPort, ...] = ()
+    #: a dual-stack pod's address of its other family (kuryr's port holds it too, so a
+    #: group covers it; nodes' tables key on it: :mod:`netbay.k8s.nodepolicy`)
+    more_ips: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def ips_of(self, family: str) -> list[str]:
+        """The pod's addresses of ``family`` (``IPv4``, ``IPv6``)."""
+        version = 6 if family == "IPv6" else 4
+        return [ip for ip in (self.ip, *self.more_ips) if ipaddress.ip_address(ip).version == version]
 
     def named_port(self, name: str, protocol: str) -> int | None:
         """The number a named port resolves to on this pod (None: it has no such port)."""
