@@ -174,8 +174,8 @@ def test_a_dual_stack_calico_clusters_nodes_and_pods_in_the_policy_model() -> No
             ("shop", "web-1"): {"id": "p1", "address": "192.168.0.67"}}
     model = policy_cluster(want, pods, {("shop", "web"): ("10.254.0.9", "fd00:254::9")}, addresses,
                            ("IPv4", "IPv6"))
-    assert model.families == ("IPv4", "IPv6") and model.pods["shop/web-0"].ips_of("IPv6") == ["fd00:31::42"]
-    assert model.pods["shop/web-1"].ips_of("IPv6") == [] and model.services["shop/web"].more_ips == ("fd00:254::9",)
+    assert model.families == ("IPv4", "IPv6") and model.pods["shop/web-0"].ips_of("IPv6") == ("fd00:31::42",)
+    assert model.pods["shop/web-1"].ips_of("IPv6") == () and model.services["shop/web"].more_ips == ("fd00:254::9",)
 
 
 def test_a_pass_reuses_what_did_not_change() -> None:

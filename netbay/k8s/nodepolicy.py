@@ -123,16 +123,17 @@ def _table(desired: Desired, cluster: Cluster, local: list[str], family: str) ->
     nf, addr_type = FAMILIES[family]
     t = f"{nf} {TABLE}"
     ips = {k: p.ips_of(family) for k, p in cluster.pods.items()}
-    members: dict[str, set[str]] = defaultdict(set)
+    sets = {g: _name("p", g) for g in desired.peers}
+    members: dict[str, list[str]] = defaultdict(list)   # only the peer groups' become sets
     for key, groups in desired.members.items():
         for g in groups:
-            members[g].update(ips[key])
-    sets = {g: _name("p", g) for g in desired.peers}
+            if g in sets:
+                members[g].extend(ips[key])
     lines = [f"add table {t}", f"delete table {t}", f"add table {t}"]
     for g, name in sorted(sets.items()):
         lines.append(f"add set {t} {name} {{ type {addr_type} ; }}")
         if members.get(g):
-            lines.append(f"add element {t} {name} {{ {', '.join(sorted(members[g]))} }}")
+            lines.append(f"add element {t} {name} {{ {', '.join(sorted(set(members[g])))} }}")
     chains: set[str] = set()
     for direction, (own, peer, prio) in DIRECTIONS.items():
         opener = OPEN_EGRESS if direction == "egress" else OPEN_INGRESS

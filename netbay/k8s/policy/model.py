@@ -8,9 +8,9 @@ Everything here is immutable, so the engine can keep the previous state and diff
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from lightkube.models.networking_v1 import NetworkPolicy
@@ -41,10 +41,16 @@ class Pod:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def ips_of(self, family: str) -> list[str]:
+    def ips_of(self, family: str) -> tuple[str, ...]:
         """The pod's addresses of ``family`` (``IPv4``, ``IPv6``)."""
-        version = 6 if family == "IPv6" else 4
-        return [ip for ip in (self.ip, *self.more_ips) if ipaddress.ip_address(ip).version == version]
+        return self._by_family.get(family, ())
+
+    @cached_property
+    def _by_family(self) -> dict[str, tuple[str, ...]]:
+        """Its addresses by family, worked out once: every node's table asks for them on
+        every change (an IPv6 address has a colon: no parse)."""
+        ips = (self.ip, *self.more_ips)
+        return {"IPv4": tuple(ip for ip in ips if ":" not in ip), "IPv6": tuple(ip for ip in ips if ":" in ip)}
 
     def named_port(self, name: str, protocol: str) -> int | None:
         """The number a named port resolves to on this pod (None: it has no such port)."""
