@@ -125,6 +125,59 @@ def test_calico_policy_table_holds_only_the_nodes_isolated_pods() -> None:
     assert "vmap" not in other, "a node without isolated pods filters nothing"
 
 
+def test_calico_policy_on_a_dual_stack_cluster_has_a_table_per_family() -> None:
+    """Every policy holds on both families: the ``ip6`` table keys the same chains on the
+    pods' IPv6 addresses, peers are IPv6 sets there, an ``ipBlock`` goes to its family's
+    table only, the nodes' IPv6 addresses pass; an IPv4 cluster has no ``ip6`` table."""
+    pods = [Pod("x", "a", "p1", "192.168.0.66", {"pod": "a"}, (), ("fd00:31::42",)),
+            Pod("x", "b", "p2", "192.168.0.67", {"pod": "b"}, (), ("fd00:31::43",))]
+    policy = codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                               "metadata": {"name": "a", "namespace": "x"},
+                               "spec": {"podSelector": {"matchLabels": {"pod": "a"}}, "ingress": [{"from": [
+                                   {"podSelector": {"matchLabels": {"pod": "b"}}},
+                                   {"ipBlock": {"cidr": "fd00:99::/120", "except": ["fd00:99::/121"]}},
+                                   {"ipBlock": {"cidr": "10.9.0.0/24"}}]}]}})
+    nodes = ["10.0.0.2/32", "fd00:31::/128"]
+    dual = Cluster.of([Namespace("x")], pods, [policy], nodes=nodes, families=("IPv4", "IPv6"))
+    text = ruleset(translate(dual), dual, ["x/a", "x/b"])
+    v4, v6 = text.split("add table ip6 ", 1)
+    assert "ip daddr vmap { 192.168.0.66 : goto" in v4 and "ip saddr 10.9.0.0/24 accept" in v4
+    assert "fd00" not in v4, "nothing of IPv6 in the ip table"
+    assert "ip6 daddr vmap { fd00:31::42 : goto" in v6 and "fd00:31::43 : goto" not in v6
+    assert "type ipv6_addr" in v6 and "{ fd00:31::43 }" in v6, "x/b's IPv6 address is the peer set"
+    assert "ip6 saddr fd00:99::80/121 accept" in v6 and "fd00:99::/121" not in v6, "the block minus its except"
+    assert "10.9.0.0" not in v6 and "ip6 saddr fd00:31::/128 accept" in v6
+    single = Cluster.of([Namespace("x")], pods, [policy], nodes=nodes)
+    assert "ip6" not in ruleset(translate(single), single, ["x/a"]), "an IPv4 cluster: the ip table alone"
+
+
+def test_a_dual_stack_calico_clusters_nodes_and_pods_in_the_policy_model() -> None:
+    """The node controller's policy model: pods with both addresses, Services with both
+    cluster IPs, and each node's IPv6 block's first two addresses as node addresses."""
+    from types import SimpleNamespace
+
+    from netbay.k8s.nodecluster import NodeController
+    from netbay.k8s.nodepolicy import policy_cluster
+    from netbay.k8s.noderefs import NodeClusterRefs
+
+    calico = registry.get("calico")
+    config = registry.stored(calico.parse({"calico_ipv6pool": "fd00:31::/64"}))
+    leases = {"m0": "192.168.0.0/26", "n0": "192.168.0.64/26"}
+    refs = NodeClusterRefs("c", calico, ({"name": "n0", "address": "10.0.0.5/24"},), leases, config=config)
+    assert refs.leases6 == ["fd00:31::/122", "fd00:31::40/122"]
+    assert NodeClusterRefs("c", calico, (), leases, config=registry.stored(calico.parse({}))).leases6 == []
+    addresses = NodeController.node_addresses(SimpleNamespace(refs=refs), refs.leases6)
+    assert {"10.0.0.5/32", "192.168.0.64/32", "192.168.0.65/32", "fd00:31::40/128", "fd00:31::41/128"} \
+        <= set(addresses)
+    want = desired(parse(APP))
+    pods = {("shop", "web-0"): {"id": "p0", "address": "192.168.0.66", "address6": "fd00:31::42"},
+            ("shop", "web-1"): {"id": "p1", "address": "192.168.0.67"}}
+    model = policy_cluster(want, pods, {("shop", "web"): ("10.254.0.9", "fd00:254::9")}, addresses,
+                           ("IPv4", "IPv6"))
+    assert model.families == ("IPv4", "IPv6") and model.pods["shop/web-0"].ips_of("IPv6") == ("fd00:31::42",)
+    assert model.pods["shop/web-1"].ips_of("IPv6") == () and model.services["shop/web"].more_ips == ("fd00:254::9",)
+
+
 def test_a_pass_reuses_what_did_not_change() -> None:
     """The node controller's pass costs what changed: an unchanged Service body is not
     parsed again, and its rules are the same objects (the proxy's diff skips them); a

@@ -378,16 +378,21 @@ class NodeController:
             return
         if not want.policies and not self.policy.cluster.policies:
             return   # nothing to enforce, nothing enforced: a Service alone costs no rebuild
-        self.policy.sync(policy_cluster(want, pods, self.vips, self.node_addresses()))
+        leases6 = self.refs.leases6
+        self.policy.sync(policy_cluster(want, pods, self.cluster_ips, self.node_addresses(leases6),
+                                        ("IPv4", "IPv6") if leases6 else ("IPv4",)))
 
-    def node_addresses(self) -> list[str]:
+    def node_addresses(self, leases6: Iterable[str] = ()) -> list[str]:
         """Where a node's own traffic to pods comes from: its underlay address, its lease's
-        first address (calico's tunnel) and gateway (flannel's bridge) — always let
-        through, as kuryr's node addresses are."""
+        first address (calico's tunnel) and gateway (flannel's bridge), and the same two of
+        its IPv6 lease ``leases6`` (calico's IPv6 tunnel address) — always let through, as
+        kuryr's node addresses are. Neither is ever a pod's (pods start at a lease's
+        second host)."""
         out = {f"{str(n['address']).split('/')[0]}/32" for n in self.refs.nodes if n.get("address")}
-        for lease in self.refs.leases.values():
+        for lease in (*self.refs.leases.values(), *leases6):
             block = ipaddress.ip_network(lease)
-            out |= {f"{block.network_address}/32", f"{block.network_address + 1}/32"}
+            host = block.max_prefixlen
+            out |= {f"{block.network_address}/{host}", f"{block.network_address + 1}/{host}"}
         return sorted(out)
 
 

@@ -4,8 +4,9 @@ The semantics are the kuryr path's (:func:`netbay.k8s.policy.translate`: the sam
 groups, rules and memberships, so the same truth tables hold); only enforcement
 differs. Where kuryr hangs groups on pod ports, a calico pod is a routed address on
 its node, and each node filters the traffic of *its own* pods as it forwards it —
-one table per node namespace (``ip netbay-k8s-policy``), rebuilt in one transaction
-when what it should hold changes:
+one table per node namespace and IP family of the pods (``ip netbay-k8s-policy``, and
+``ip6 netbay-k8s-policy`` beside it on a dual-stack cluster), rebuilt together in one
+transaction when what they should hold changes:
 
 * ``egress`` (forward hook, priority 0): ``ip saddr vmap`` of the node's isolated
   pods → the pod's egress chain; ``ingress`` (priority 1, after it: an accept in one
@@ -17,7 +18,12 @@ when what it should hold changes:
 * a pod no policy isolates in a direction has no entry there: it stays open, as
   Kubernetes has it. The node's own traffic to its pods never crosses ``forward``.
 
-Only IPv4 (the pods' family). :class:`NodePolicy` offers the handlers of
+Both families alike (Felix filters both): a dual-stack pod's IPv6 address keys the same
+chains in the ``ip6`` table, peer groups are sets of the pods' IPv6 addresses there, an
+``ipBlock`` lands in the table of its CIDR's family, and the nodes' IPv6 addresses are
+let through as their IPv4 ones (:meth:`netbay.k8s.nodecluster.NodeController.node_addresses`).
+Which tables a node gets is the cluster's ``families`` (an IPv4 cluster: the ``ip`` one
+only). :class:`NodePolicy` offers the handlers of
 :class:`netbay.k8s.policy.PolicyEngine` (``sync``, ``on_policy``, ``on_pod`` …), so
 the same callers (and tests) drive either.
 
@@ -42,6 +48,7 @@ from netbay.k8s.policy.translate import OPEN_EGRESS, OPEN_INGRESS, Desired, Rule
 TABLE = "netbay-k8s-policy"
 NOT_ENFORCED = "NotEnforced"
 DIRECTIONS = {"egress": ("saddr", "daddr", 0), "ingress": ("daddr", "saddr", 1)}   # (pod's side, peer's, prio)
+FAMILIES = {"IPv4": ("ip", "ipv4_addr"), "IPv6": ("ip6", "ipv6_addr")}   # (nft family, set type)
 
 
 
@@ -60,36 +67,41 @@ def policy_status(spec: DriverSpec) -> dict[str, Any]:
 
 
 def policy_cluster(want: objects.Desired, pods: Mapping[tuple[str, str], dict[str, Any]],
-                   vips: Mapping[tuple[str, str], str], nodes: list[str]) -> Cluster:
+                   cluster_ips: Mapping[tuple[str, str], tuple[str, ...]], nodes: list[str],
+                   families: tuple[str, ...] = ("IPv4",)) -> Cluster:
     """The policy model of a node cluster's pass: its namespaces, its pods at their
-    netbay pods' addresses, its policies, and the Services that have a cluster IP."""
+    netbay pods' addresses (both families' on a dual-stack pod network, ``families``),
+    its policies, and the Services that have a cluster IP (each family's, primary first)."""
     from lightkube import codecs
     from lightkube.models.networking_v1 import NetworkPolicy
 
     return Cluster.of(
         [Namespace(n, dict(labels)) for n, labels in want.namespaces.items()],
         [Pod(ns, name, p["id"], p["address"], dict(want.pods[(ns, name)].labels),
-             tuple(ContainerPort(k, v) for k, v in want.pods[(ns, name)].ports.items()))
+             tuple(ContainerPort(k, v) for k, v in want.pods[(ns, name)].ports.items()),
+             (p["address6"],) if p.get("address6") else ())
          for (ns, name), p in pods.items()],
         [cast(NetworkPolicy, codecs.from_dict(b)) for b in want.policies],
-        [Service(s.namespace, s.name, vips[key], dict(s.selector or {}),
-                 tuple(ServicePort(p.port, p.target, p.protocol) for p in s.ports))
-         for key, s in want.services.items() if key in vips],
-        nodes=nodes)
+        [Service(s.namespace, s.name, cluster_ips[key][0], dict(s.selector or {}),
+                 tuple(ServicePort(p.port, p.target, p.protocol) for p in s.ports), cluster_ips[key][1:])
+         for key, s in want.services.items() if cluster_ips.get(key)],
+        nodes=nodes, families=families)
 
 def _name(prefix: str, key: str) -> str:
     return f"{prefix}-" + hashlib.sha1(key.encode()).hexdigest()[:12]
 
 
-def _match(rule: Rule, peer_field: str, sets: Mapping[str, str]) -> str | None:
-    """The nft match of one rule (None: it cannot match an IPv4 packet)."""
-    if rule.ethertype != "IPv4":
+def _match(rule: Rule, family: str, peer_field: str, sets: Mapping[str, str]) -> str | None:
+    """The nft match of one rule in ``family``'s table (None: it cannot match a packet of
+    that family — an ``ipBlock`` of the other one, a remote group's twin)."""
+    if rule.ethertype != family:
         return None
+    nf = FAMILIES[family][0]
     parts = []
     if rule.remote_ip_prefix:
-        parts.append(f"ip {peer_field} {rule.remote_ip_prefix}")
+        parts.append(f"{nf} {peer_field} {rule.remote_ip_prefix}")
     if rule.remote:
-        parts.append(f"ip {peer_field} @{sets[rule.remote]}")
+        parts.append(f"{nf} {peer_field} @{sets[rule.remote]}")
     if rule.protocol:
         if rule.port_min is not None:
             ports = str(rule.port_min) if rule.port_max in (None, rule.port_min) else f"{rule.port_min}-{rule.port_max}"
@@ -100,17 +112,26 @@ def _match(rule: Rule, peer_field: str, sets: Mapping[str, str]) -> str | None:
 
 
 def ruleset(desired: Desired, cluster: Cluster, local: Iterable[str]) -> str:
-    """The node's table for its pods ``local`` (pod keys), as one nft transaction."""
-    t = f"ip {TABLE}"
-    ips = {k: p.ip for k, p in cluster.pods.items()}
-    members: dict[str, list[str]] = defaultdict(list)
+    """The node's tables for its pods ``local`` (pod keys), as one nft transaction: a table
+    per family the cluster's pods have (``ip``; ``ip6`` too on a dual-stack cluster)."""
+    local = sorted(local)
+    return "".join(_table(desired, cluster, local, family) for family in cluster.families if family in FAMILIES)
+
+
+def _table(desired: Desired, cluster: Cluster, local: list[str], family: str) -> str:
+    """One family's table: the same chains and sets, keyed on the pods' addresses of it."""
+    nf, addr_type = FAMILIES[family]
+    t = f"{nf} {TABLE}"
+    ips = {k: p.ips_of(family) for k, p in cluster.pods.items()}
+    sets = {g: _name("p", g) for g in desired.peers}
+    members: dict[str, list[str]] = defaultdict(list)   # only the peer groups' become sets
     for key, groups in desired.members.items():
         for g in groups:
-            members[g].append(ips[key])
-    sets = {g: _name("p", g) for g in desired.peers}
+            if g in sets:
+                members[g].extend(ips[key])
     lines = [f"add table {t}", f"delete table {t}", f"add table {t}"]
     for g, name in sorted(sets.items()):
-        lines.append(f"add set {t} {name} {{ type ipv4_addr ; }}")
+        lines.append(f"add set {t} {name} {{ type {addr_type} ; }}")
         if members.get(g):
             lines.append(f"add element {t} {name} {{ {', '.join(sorted(set(members[g])))} }}")
     chains: set[str] = set()
@@ -119,9 +140,9 @@ def ruleset(desired: Desired, cluster: Cluster, local: Iterable[str]) -> str:
         lines += [f"add chain {t} {direction} {{ type filter hook forward priority {prio} ; policy accept ; }}",
                   f"add rule {t} {direction} ct state established,related accept"]
         entries = []
-        for key in sorted(local):
+        for key in local:
             groups = desired.members.get(key, frozenset())
-            if opener in groups:
+            if opener in groups or not ips[key]:
                 continue
             pod_chain = _name(direction[:2], key)
             lines.append(f"add chain {t} {pod_chain}")
@@ -133,14 +154,14 @@ def ruleset(desired: Desired, cluster: Cluster, local: Iterable[str]) -> str:
                     chains.add(gchain)
                     lines.append(f"add chain {t} {gchain}")
                     for r in sorted(desired.groups[g], key=repr):
-                        m = _match(r, peer, sets) if r.direction == direction else None
+                        m = _match(r, family, peer, sets) if r.direction == direction else None
                         if m is not None:
                             lines.append(f"add rule {t} {gchain} {m} accept".replace("  ", " "))
                 lines.append(f"add rule {t} {pod_chain} jump {gchain}")
             lines.append(f"add rule {t} {pod_chain} drop")
-            entries.append(f"{ips[key]} : goto {pod_chain}")
+            entries += [f"{ip} : goto {pod_chain}" for ip in ips[key]]
         if entries:
-            lines.append(f"add rule {t} {direction} ip {own} vmap {{ {', '.join(entries)} }}")
+            lines.append(f"add rule {t} {direction} {nf} {own} vmap {{ {', '.join(entries)} }}")
     return "\n".join(lines) + "\n"
 
 
@@ -226,8 +247,10 @@ def _drop(ns: str) -> None:
     if not netns.exists(ns):
         return
     with Nft(ns) as nft:
-        if ("ip", TABLE) in nft.tables():
-            nft.run(f"delete table ip {TABLE}")
+        have = nft.tables()
+        gone = [f"delete table {nf} {TABLE}" for nf, _ in FAMILIES.values() if (nf, TABLE) in have]
+        if gone:
+            nft.run("\n".join(gone) + "\n")
 
 
 __all__ = ["NodePolicy", "TABLE", "ruleset"]

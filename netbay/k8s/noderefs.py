@@ -36,6 +36,14 @@ class NodeClusterRefs:
         return tuple((str(n["name"]), str(n["sandbox_id"]), str(n.get("address") or "").split("/")[0])
                      for n in self.nodes)
 
+    @property
+    def leases6(self) -> list[str]:
+        """Each node's IPv6 lease on a dual-stack pod network (calico's /122 block paired
+        with its IPv4 one, as the driver's config derives it: nothing more is stored); none
+        on an IPv4 one."""
+        derive = getattr(registry.loaded(self.driver, self.config), "lease6", None) if self.config else None
+        return [] if derive is None else [six for lease in self.leases.values() if (six := derive(lease))]
+
 
 def network_driver(api: Api, cluster: dict[str, Any]) -> str | None:
     """The cluster's network driver: its own field, else its template's (Magnum's order)."""

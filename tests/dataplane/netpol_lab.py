@@ -4,7 +4,9 @@ Two kinds of lab run the same cases: ``kuryr`` (below: ports and security groups
 ``calico`` (:func:`build_calico`: a calico cluster of a master and two minions, the
 pods of x and z on one minion, of y on the other (y's ``ipBlock`` is its node's
 block), the master the lab's node; :class:`netbay.k8s.nodepolicy.NodePolicy` enforces the
-same translation in the nodes).
+same translation in the nodes); ``build_calico(tmp, labels)`` with ``calico_ipv6pool``
+makes the calico lab dual-stack: each pod also has an IPv6 address, serves on it, and
+:func:`probe` / :func:`check` take ``family="IPv6"`` to send the same probes over IPv6.
 
 Each namespace is a netbay network (10.11/12/13.0.0/24) joined by one router; each pod
 is a port plugged into a sandbox, serving TCP/80, TCP/81 and UDP/80 (sockets opened
@@ -15,6 +17,8 @@ a fourth network. Labels live in this test model (``pod=<name>``, ``ns=<name>``)
 :func:`probe` sends all 81 pairs × 3 (protocol, port) probes at once, in-process: a
 non-blocking TCP connect completes (or is refused) when allowed and times out when
 dropped; a UDP datagram is echoed back when allowed.
+
+:func:`np` (a fixture on the module's ``lab``) applies policies and puts everything back.
 """
 
 from __future__ import annotations
@@ -30,8 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+from lightkube import codecs
+
 from netbay.client import Api
 from netbay.dataplane import netns
+from netbay.drivers import registry
 from netbay.k8s.nodepolicy import NodePolicy
 from netbay.k8s.policy import Cluster, ContainerPort, Namespace, Pod, PolicyEngine
 
@@ -61,17 +69,46 @@ class Lab:
     kind: str = "kuryr"
     cidrs: dict[str, str] = field(default_factory=lambda: dict(CIDRS))   # each namespace's pods' prefix
     nodes: list[str] = field(default_factory=list)   # node addresses (default: the node's)
+    families: tuple[str, ...] = ("IPv4",)            # the pods' (dual-stack: both)
+    cidrs6: dict[str, str] = field(default_factory=dict)   # each namespace's pods' IPv6 prefix
 
     def cluster(self) -> Cluster:
         return Cluster.of([Namespace(n, {"ns": n}) for n in NAMESPACES], self.pods.values(),
-                          nodes=self.nodes or [f"{self.node_ip}/32"])
+                          nodes=self.nodes or [f"{self.node_ip}/32"], families=self.families)
+
+    def ip(self, key: str, family: str = "IPv4") -> str:
+        """Pod ``key``'s address of ``family``."""
+        return self.pods[key].ips_of(family)[0]
 
 
-def _sock(ns: str, kind: int) -> socket.socket:
+def _sock(ns: str, kind: int, family: str = "IPv4") -> socket.socket:
     with netns.entered(ns):
-        s = socket.socket(socket.AF_INET, kind)
+        s = socket.socket(socket.AF_INET6 if family == "IPv6" else socket.AF_INET, kind)
     s.setblocking(False)
     return s
+
+
+@pytest.fixture
+def np(lab: Lab) -> Iterator[Any]:
+    """``np(ns, name, spec)`` applies a policy; every policy and label goes back after."""
+    made: list[tuple[str, str]] = []
+    pods = dict(lab.pods)
+
+    def apply(ns: str, name: str, spec: dict) -> None:
+        lab.engine.on_policy(codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                                               "metadata": {"name": name, "namespace": ns}, "spec": spec}))
+        made.append((ns, name))
+
+    yield apply
+    engine = lab.engine  # a test may have replaced it (a restart)
+    for ns, name in made:
+        engine.on_policy_deleted(ns, name)
+    for key, pod in pods.items():
+        if lab.pods[key] != pod:
+            lab.pods[key] = pod
+            engine.on_pod(pod)
+    for n in NAMESPACES:
+        engine.on_namespace(Namespace(n, {"ns": n}))
 
 
 def build(tmp: Path) -> Iterator[Lab]:
@@ -118,23 +155,25 @@ def build(tmp: Path) -> Iterator[Lab]:
 
 
 def _serve_pods(lab: Lab) -> None:
-    """Every pod serves TCP/80, TCP/81 and UDP/80 on its address (the prober answers)."""
+    """Every pod serves TCP/80, TCP/81 and UDP/80 on its addresses (the prober answers)."""
     for key, pod in lab.pods.items():
-        for kind, port in ((socket.SOCK_STREAM, 80), (socket.SOCK_STREAM, 81), (socket.SOCK_DGRAM, 80)):
-            s = _sock(lab.ns_of[key], kind)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((pod.ip, port))
-            if kind == socket.SOCK_STREAM:
-                s.listen(64)
-            lab.servers.append(s)
+        for family, ip in ((f, ip) for f in lab.families for ip in pod.ips_of(f)):
+            for kind, port in ((socket.SOCK_STREAM, 80), (socket.SOCK_STREAM, 81), (socket.SOCK_DGRAM, 80)):
+                s = _sock(lab.ns_of[key], kind, family)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind((ip, port))
+                if kind == socket.SOCK_STREAM:
+                    s.listen(64)
+                lab.servers.append(s)
 
 
-def build_calico(tmp: Path) -> Iterator[Lab]:
+def build_calico(tmp: Path, labels: dict | None = None, tag: str = "npc") -> Iterator[Lab]:
     """The same namespaces and pods on a calico cluster: x's and z's pods on one minion,
     y's on the other (no pod on the master: its security group, as Magnum's, takes no
-    connection from the minions); the master's namespace is the lab's node."""
-    for cloud in make_cloud(tmp, "npc"):
-        cid = make_cluster(cloud, "netpol", {}, 2, "calico")
+    connection from the minions); the master's namespace is the lab's node. ``labels``
+    with ``calico_ipv6pool``: a dual-stack cluster, pods and the lab both families."""
+    for cloud in make_cloud(tmp, tag):
+        cid = make_cluster(cloud, "netpol", labels or {}, 2, "calico")
         net = cloud.ok(cloud.http.get(f"/netbay/v1/clusternets/{cid}"))["clusternet"]
         nodes = sorted(net["nodes"], key=lambda n: (n["role"] != "minion", n["name"]))
         home = {"x": nodes[0], "y": nodes[1], "z": nodes[0]}
@@ -147,13 +186,20 @@ def build_calico(tmp: Path) -> Iterator[Lab]:
                 made = cloud.wait_status(f"/netbay/v1/pods/{made['id']}", "ACTIVE", 30)
                 key = f"{n}/{p}"
                 where[made["id"]] = cloud.names.sandbox(home[n]["sandbox_id"])
-                lab.pods[key] = Pod(n, p, made["id"], made["address"], {"pod": p}, CONTAINER_PORTS)
+                six = (made["address6"],) if made.get("address6") else ()
+                lab.pods[key] = Pod(n, p, made["id"], made["address"], {"pod": p}, CONTAINER_PORTS, six)
                 lab.ns_of[key] = cloud.names.pod(made["id"])
             lab.cidrs = {n: net["leases"][home[n]["name"]] for n in NAMESPACES}
             lab.node_ns = cloud.names.sandbox(nodes[2]["sandbox_id"])
             lab.node_ip = ip_of(nodes[2])
-            lab.nodes = sorted({f"{ip_of(n)}/32" for n in nodes}
-                               | {f"{ipaddress.ip_network(b).network_address}/32" for b in net["leases"].values()})
+            blocks = list(net["leases"].values())
+            if (labels or {}).get("calico_ipv6pool"):   # each node's IPv6 block, as its driver pairs it
+                config = registry.loaded("calico", net["config"])
+                lab.families = ("IPv4", "IPv6")
+                lab.cidrs6 = {n: config.lease6(lab.cidrs[n]) for n in NAMESPACES}
+                blocks += [config.lease6(b) for b in net["leases"].values()]
+            lab.nodes = sorted({f"{ip_of(n)}/32" for n in nodes}   # a block's first address: its tunnel's
+                               | {str(ipaddress.ip_network(ipaddress.ip_network(b).network_address)) for b in blocks})
             _serve_pods(lab)
             lab.engine.sync(lab.cluster())
             yield lab
@@ -168,8 +214,10 @@ def build_calico(tmp: Path) -> Iterator[Lab]:
 Cell = tuple[str, str, str, int]  # (from pod, to pod, protocol, port)
 
 
-def probe(lab: Lab, cells: list[Cell], timeout: float = 0.3, sources: dict[str, str] | None = None) -> dict[Cell, bool]:
-    """Send every cell's probe at once; True where it got through within ``timeout``."""
+def probe(lab: Lab, cells: list[Cell], timeout: float = 0.3, sources: dict[str, str] | None = None,
+          family: str = "IPv4") -> dict[Cell, bool]:
+    """Send every cell's probe at once (to the pods' ``family`` addresses); True where it
+    got through within ``timeout``."""
     sources = sources or lab.ns_of
     result: dict[Cell, bool] = {c: False for c in cells}
     clients: dict[int, tuple[socket.socket, Cell]] = {}
@@ -180,16 +228,16 @@ def probe(lab: Lab, cells: list[Cell], timeout: float = 0.3, sources: dict[str, 
     try:
         for cell in cells:
             src, dst, proto, port = cell
-            ip = lab.pods[dst].ip
+            ip = lab.ip(dst, family)
             if proto == "TCP":
-                s = _sock(sources[src], socket.SOCK_STREAM)
+                s = _sock(sources[src], socket.SOCK_STREAM, family)
                 rc = s.connect_ex((ip, port))
                 if rc not in (0, errno.EINPROGRESS):
                     s.close()
                     continue
                 poller.register(s.fileno(), select.POLLOUT)
             else:
-                s = _sock(sources[src], socket.SOCK_DGRAM)
+                s = _sock(sources[src], socket.SOCK_DGRAM, family)
                 s.connect((ip, port))
                 try:
                     s.send(b"probe")
@@ -253,15 +301,15 @@ def table(lab: Lab, truth: Truth) -> dict[Cell, bool]:
     return {c: True if c[0] == c[1] else bool(truth(*c)) for c in all_cells()}
 
 
-def check(lab: Lab, truth: Truth, *, rounds: int = 20) -> None:
-    """Probe the 243 cells until they match ``truth`` (bounded: the agent applies a
-    change asynchronously), else fail with the mismatching cells."""
+def check(lab: Lab, truth: Truth, *, rounds: int = 20, family: str = "IPv4") -> None:
+    """Probe the 243 cells (over ``family``) until they match ``truth`` (bounded: the agent
+    applies a change asynchronously), else fail with the mismatching cells."""
     want = table(lab, truth)
     cells = list(want)
     got: dict[Cell, bool] = {}
     bad: list[Cell] = []
     for _ in range(rounds):
-        got.update(probe(lab, cells))
+        got.update(probe(lab, cells, family=family))
         bad = [c for c in want if got[c] != want[c]]
         if not bad and len(cells) == len(want):
             return
@@ -269,4 +317,4 @@ def check(lab: Lab, truth: Truth, *, rounds: int = 20) -> None:
         cells = bad or list(want)
     lines = [f"  {s} -> {d} {proto}/{port}: expected {'allow' if want[(s, d, proto, port)] else 'deny'}"
              for (s, d, proto, port) in sorted(bad)]
-    raise AssertionError(f"{len(bad)} of {len(want)} cells differ:\n" + "\n".join(lines[:60]))
+    raise AssertionError(f"{len(bad)} of {len(want)} cells differ ({family}):\n" + "\n".join(lines[:60]))

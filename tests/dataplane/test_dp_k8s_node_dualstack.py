@@ -21,6 +21,10 @@ and dual-stack Services in front of them:
 * an SCTP Service answers an INIT with an INIT ACK (:func:`netbay.dataplane.sctp.check`
   from the client pod) at both its cluster IPs — a responder on a raw socket in each
   replica, as this kernel has no SCTP stack (its conntrack and NAT do SCTP);
+* on calico, a NetworkPolicy isolating the replicas holds on both families (the nodes'
+  ``ip`` and ``ip6`` policy tables, :mod:`netbay.k8s.nodepolicy`): the client is refused at
+  a replica's IPv4 and IPv6 addresses and at the IPv6 cluster IP, while another node
+  still reaches it (IPv4, and IPv6 where the node has an IPv6 address);
 * a Service asking for IPv6 on an IPv4-only cluster is refused by name.
 """
 
@@ -102,6 +106,13 @@ apiVersion: v1
 kind: Pod
 metadata: {name: client, namespace: shop, labels: {app: client}}
 spec: {containers: [{name: c, image: busybox}]}
+"""
+
+FRIENDS_ONLY = """
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-from-friends, namespace: shop}
+spec: {podSelector: {matchLabels: {app: web}}, ingress: [{from: [{podSelector: {matchLabels: {app: friend}}}]}]}
 """
 
 SIX_ONLY = """
@@ -217,6 +228,14 @@ def test_dual_stack_and_sctp_services_on_node_drivers(cloud: Cloud, k8s: tuple[s
         for ip in ctrl.cluster_ips[("shop", "diameter")]:
             wait_for(lambda ip=ip: sctp_answers(client, ip, SCTP_PORT, 0.5), 20, 0.05, f"SCTP at [{ip}]:{SCTP_PORT}")
         assert not sctp_answers(client, v6, SCTP_PORT, 0.5), "the TCP Service's cluster IP has no SCTP port"
+        if MODES[mode][0] == "calico":   # NetworkPolicy on both families (issue 27)
+            assert not ctrl.apply(parse(FRIENDS_ONLY)).events
+            mine = web[0]["name"].encode()
+            for ip in (web[0]["address"], web[0]["address6"], v6):
+                assert tcp_read(client, ip, 8080 if ip != v6 else 80, 0.5) is None, f"client refused at {ip}"
+            assert answers(master_ns, web[0]["address"], 8080, {mine}) == {mine}, "a node still reaches it"
+            if node6 is not None:
+                assert answers(master_ns, web[0]["address6"], 8080, {mine}) == {mine}, "over IPv6 too"
     finally:
         for r in responders:
             r.close()

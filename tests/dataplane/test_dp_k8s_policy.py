@@ -19,13 +19,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from lightkube import codecs
 
 from netbay.backends.batch import has_batch
 from netbay.k8s.policy import Namespace, PolicyEngine, Service, ServicePort, load_policies
 from netbay.k8s.policy.neutron import group_name
 
-from .netpol_lab import NAMESPACES, Lab, build, build_calico, check, probe
+from .netpol_lab import NAMESPACES, Lab, build, build_calico, check, np, probe  # noqa: F401 - np: a fixture
 
 
 @pytest.fixture(scope="module", params=["kuryr", "calico"])
@@ -37,29 +36,6 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 def kuryr_only(lab: Lab, why: str) -> None:
     if lab.kind != "kuryr":
         pytest.skip(f"{lab.kind}: {why}")
-
-
-@pytest.fixture
-def np(lab: Lab) -> Iterator[Any]:
-    """``np(ns, name, spec)`` applies a policy; every policy and label goes back after."""
-    made: list[tuple[str, str]] = []
-    pods = dict(lab.pods)
-
-    def apply(ns: str, name: str, spec: dict) -> None:
-        lab.engine.on_policy(codecs.from_dict({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-                                           "metadata": {"name": name, "namespace": ns}, "spec": spec}))
-        made.append((ns, name))
-
-    yield apply
-    engine = lab.engine  # a test may have replaced it (a restart)
-    for ns, name in made:
-        engine.on_policy_deleted(ns, name)
-    for key, pod in pods.items():
-        if lab.pods[key] != pod:
-            lab.pods[key] = pod
-            engine.on_pod(pod)
-    for n in NAMESPACES:
-        engine.on_namespace(Namespace(n, {"ns": n}))
 
 
 def ns_of(key: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from lightkube.models.networking_v1 import NetworkPolicy
@@ -32,10 +33,24 @@ class Pod:
     ip: str
     labels: Mapping[str, str] = field(default_factory=dict)
     ports: tuple[ContainerPort, ...] = ()
+    #: a dual-stack pod's address of its other family (kuryr's port holds it too, so a
+    #: group covers it; nodes' tables key on it: :mod:`netbay.k8s.nodepolicy`)
+    more_ips: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def ips_of(self, family: str) -> tuple[str, ...]:
+        """The pod's addresses of ``family`` (``IPv4``, ``IPv6``)."""
+        return self._by_family.get(family, ())
+
+    @cached_property
+    def _by_family(self) -> dict[str, tuple[str, ...]]:
+        """Its addresses by family, worked out once: every node's table asks for them on
+        every change (an IPv6 address has a colon: no parse)."""
+        ips = (self.ip, *self.more_ips)
+        return {"IPv4": tuple(ip for ip in ips if ":" not in ip), "IPv6": tuple(ip for ip in ips if ":" in ip)}
 
     def named_port(self, name: str, protocol: str) -> int | None:
         """The number a named port resolves to on this pod (None: it has no such port)."""
