@@ -254,8 +254,7 @@ class Ports(Resource):
             revision_number=CREATED_REVISION + bool(tags),
             **given,
         )
-        if tags:
-            session.add_all([Tag(resource_id=port.id, tag=t) for t in tags])
+        self.add_tags(session, port.id, tags)
         self.record(session, port, "create", self.render(session, port, tags))
         return port
 
