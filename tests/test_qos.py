@@ -93,11 +93,13 @@ def test_ports_and_networks_carry_a_policy(admin, member, member_http, admin_htt
 
 def test_ports_show_their_networks_policy(admin, member, member_http):
     """``qos-port-network-policy``: ``qos_network_policy_id`` is the network's policy,
-    shown on show and list, read-only (Neutron's 400 for a read-only attribute)."""
+    shown on create (read with the create's one query), show and list, read-only (Neutron's
+    400 for a read-only attribute)."""
     policy = admin.network.create_qos_policy(name=unique("qos"), project_id=member.current_project_id)
     net = member.network.create_network(name=unique("qnet"), qos_policy_id=policy.id)
     member.network.create_subnet(network_id=net.id, cidr="10.232.0.0/24", ip_version=4)
     port = member.network.create_port(network_id=net.id)
+    assert (port.qos_policy_id, port.qos_network_policy_id) == (None, policy.id)
     shown = member_http.get(f"/ports/{port.id}").json()["port"]
     assert (shown["qos_policy_id"], shown["qos_network_policy_id"]) == (None, policy.id)
     listed = member_http.get("/ports", params={"network_id": net.id}).json()["ports"]

@@ -91,6 +91,9 @@ class NewPort:
     security_groups: tuple[Binding, ...] = ()
     qos_policy_id: str | None = None
     dns_name: str = ""
+    # Not a column: its network's QoS policy as the create read it (``porttarget``), so
+    # rendering the new port (``portview.network_policy``) loads no network.
+    network_qos_policy_id: str | None = None
 
 
 def port_row(**values: Any) -> dict[str, Any]:
@@ -153,7 +156,9 @@ class PortWriter:
             session.flush()
 
 
-def new_port(row: dict[str, Any], addresses: list[tuple[str, str]], groups: list[str]) -> NewPort:
-    """What was written: the row, its addresses (``(subnet_id, address)`` in order), its groups."""
+def new_port(row: dict[str, Any], addresses: list[tuple[str, str]], groups: list[str],
+             network_qos_policy_id: str | None) -> NewPort:
+    """What was written: the row, its addresses (``(subnet_id, address)`` in order), its
+    groups; and its network's QoS policy."""
     return NewPort(**row, fixed_ips=tuple(Allocation(subnet, ip, seq) for seq, (subnet, ip) in enumerate(addresses)),
-                   security_groups=tuple(Binding(g) for g in groups))
+                   security_groups=tuple(Binding(g) for g in groups), network_qos_policy_id=network_qos_policy_id)

@@ -137,7 +137,7 @@ def create_port(
     addresses = assign_addresses(session, row["id"], network.id, mac, owner, fixed_ips,
                                  allow_gateway=allow_gateway, subnets=subnets, writer=writer)
     writer.finish(session)
-    return new_port(row, addresses, groups)
+    return new_port(row, addresses, groups, network.qos_policy_id)
 
 
 def _default_group_id(session: Session, project_id: str) -> str:
@@ -254,8 +254,7 @@ class Ports(Resource):
             revision_number=CREATED_REVISION + bool(tags),
             **given,
         )
-        if tags:
-            session.add_all([Tag(resource_id=port.id, tag=t) for t in tags])
+        self.add_tags(session, port.id, tags)
         self.record(session, port, "create", self.render(session, port, tags))
         return port
 

@@ -24,6 +24,9 @@ class PortTarget:
     project_id: str
     shared: bool
     port_security_enabled: bool = True  # what a new port on it defaults to
+    # The network's QoS policy: the new port's ``qos_network_policy_id`` (``portview``), read
+    # here so rendering the port needs no ORM load of the network and its subnets.
+    qos_policy_id: str | None = None
 
 
 def _target_statements() -> tuple[Select, Select]:
@@ -39,7 +42,7 @@ def _target_statements() -> tuple[Select, Select]:
 
     def target(shared: Any) -> Select:
         return (select(networks.c.id, networks.c.project_id, shared, networks.c.port_security_enabled,
-                       *quota, *facts)
+                       networks.c.qos_policy_id, *quota, *facts)
                 .select_from(networks.outerjoin(subnets, subnets.c.network_id == networks.c.id))
                 .where(networks.c.id == bindparam("network_id")).order_by(subnets.c.created_at))
 
@@ -65,5 +68,5 @@ def target_network(session: Session, ctx: Context, network_id: str,
         rows = session.connection().execute(_TARGET_SCOPED, {**params, "project_id": ctx.project_id}).all()
     if not rows:
         raise not_found("network", network_id)
-    network = PortTarget(*rows[0][:4])
-    return network, [ipam.SubnetFacts(*row[6:]) for row in rows if row[6] is not None], rows[0][4:6]
+    network = PortTarget(*rows[0][:5])
+    return network, [ipam.SubnetFacts(*row[7:]) for row in rows if row[7] is not None], rows[0][5:7]

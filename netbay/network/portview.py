@@ -33,7 +33,7 @@ def dns_assignment(dns_name: str, addresses: list[str]) -> list[dict[str, str]]:
 
 def network_policy(session: Session, obj: Any) -> str | None:
     """``qos_network_policy_id`` (``qos-port-network-policy``): the network's policy,
-    read-only on the port; listed rows carry it, single ports look it up."""
+    read-only on the port; listed rows and new ports carry it, others look it up."""
     if hasattr(obj, "network_qos_policy_id"):
         return obj.network_qos_policy_id
     network = session.get(Network, obj.network_id)

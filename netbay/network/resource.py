@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
-from sqlalchemy import DateTime, Select, and_, bindparam, delete, false, func, or_, select, true
+from sqlalchemy import DateTime, Select, and_, bindparam, delete, false, func, insert, or_, select, true
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -68,6 +68,7 @@ _TAGS_OF_ONE = select(_TAGS.c.resource_id, _TAGS.c.tag).where(_TAGS.c.resource_i
     .order_by(_TAGS.c.tag)
 _TAGS_OF_MANY = select(_TAGS.c.resource_id, _TAGS.c.tag) \
     .where(_TAGS.c.resource_id.in_(bindparam("ids", expanding=True))).order_by(_TAGS.c.tag)
+_INSERT_TAGS = insert(_TAGS)
 
 
 class Resource:
@@ -259,10 +260,18 @@ class Resource:
                 result[rid].append(tag)
         return result
 
+    @staticmethod
+    def add_tags(session: Session, resource_id: str, tags: Sequence[str]) -> None:
+        """INSERT ``tags`` (new to the resource) as rows, in one executemany: as ORM
+        objects they would cost a unit-of-work flush (tagging a new port, as the CNI and
+        Docker plugins' creates do, spent about a tenth of the request there)."""
+        if tags:
+            session.connection().execute(_INSERT_TAGS, [{"resource_id": resource_id, "tag": t} for t in tags])
+
     def set_tags(self, session: Session, obj: Any, tags: Iterable[str]) -> builtins.list[str]:
         wanted = sorted(set(tags))
         session.execute(delete(Tag).where(Tag.resource_id == obj.id))
-        session.add_all([Tag(resource_id=obj.id, tag=t) for t in wanted])
+        self.add_tags(session, obj.id, wanted)
         self.touch(obj)
         return wanted
 
