@@ -18,6 +18,8 @@ from coehelp import ci_client, make_template, wait_status
 from conftest import unique
 from zunhelp import zun_http
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 TEMPLATE_LABELS = {"flannel_backend": "vxlan", "team": "blue", "tier": "web"}
 CLUSTER_LABELS = {"tier": "db", "owner": "ops"}
 MERGED = {"flannel_backend": "vxlan", "team": "blue", "tier": "db", "owner": "ops"}
