@@ -30,7 +30,8 @@ def cli(server, *args: str, timeout: float = 180) -> subprocess.CompletedProcess
                           text=True, timeout=timeout)
 
 
-def invoke(*args: str, env: dict[str, str | None] | None = None) -> subprocess.CompletedProcess:
+def invoke(*args: str, env: dict[str, str | None] | None = None,
+           input: str | None = None) -> subprocess.CompletedProcess:  # noqa: A002 - as subprocess.run
     """``netbay ARGS`` in this process (typer's ``CliRunner`` on the app, ``env`` laid over
     ``os.environ``; ``None`` unsets): the same command, output and exit status as a process
     gives, without the 1.5-2 s of CPU (imports) a ``netbay`` process start costs. An
@@ -40,7 +41,7 @@ def invoke(*args: str, env: dict[str, str | None] | None = None) -> subprocess.C
 
     from netbay.cli.main import app
 
-    result = CliRunner().invoke(app, list(args), env=env)
+    result = CliRunner().invoke(app, list(args), env=env, input=input)
     stderr = result.stderr
     if result.exc_info is not None and not isinstance(result.exception, SystemExit):
         stderr += "".join(traceback.format_exception(*result.exc_info))
