@@ -41,11 +41,35 @@ def invoke(*args: str, env: dict[str, str | None] | None = None,
 
     from netbay.cli.main import app
 
+    _size_consoles({**os.environ, **(env or {})})
     result = CliRunner().invoke(app, list(args), env=env, input=input)
     stderr = result.stderr
-    if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
         stderr += "".join(traceback.format_exception(*result.exc_info))
     return subprocess.CompletedProcess(["netbay", *args], result.exit_code, result.stdout, stderr)
+
+
+def _size_consoles(env: dict[str, str | None]) -> None:
+    """Give the CLI's rich consoles the size a new ``netbay`` process with ``env`` would
+    (not a terminal: ``COLUMNS`` × ``LINES``, else 80 × 25). Most are made at their
+    module's import, once per test process, and keep the ``COLUMNS`` of that moment —
+    80 in an xdist worker, whose environment has ``COLUMNS=80`` — where a process makes
+    them anew with its own."""
+    from rich.console import Console
+
+    from netbay.cli.out import LazyConsole
+
+    def number(key: str, default: int) -> int:
+        value = env.get(key)
+        return int(value) if value and value.isdigit() else default
+
+    width, height = number("COLUMNS", 80), number("LINES", 25)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("netbay.cli.") and module is not None:
+            for value in list(vars(module).values()):
+                console = value._real if isinstance(value, LazyConsole) else value
+                if isinstance(console, Console):
+                    console.size = (width, height)
 
 
 def cli_here(server, *args: str) -> subprocess.CompletedProcess:
