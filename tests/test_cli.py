@@ -1,4 +1,10 @@
-"""The netbay command: schema checks, first start, openrc, noauth, clouds.yaml."""
+"""The netbay command: schema checks, first start, openrc, noauth, clouds.yaml.
+
+A command that serves (``serve``, ``up``, ``agent``), refused or not, runs as a process of
+its own: a regression that let it serve would hang the test process instead of failing.
+The others run in the test process (:func:`clihelp.invoke`): a ``netbay`` process start
+costs 1.5-2 s of CPU in imports alone.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +14,22 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 import yaml
+from clihelp import invoke
 from conftest import ADMIN_PASSWORD, free_port, start_server, stop_server
+
+# The module's own tests use ``server`` only as a user would (``public``, objects of their
+# own, removed): the worker's shared server does (tests/conftest.py).
+pytestmark = pytest.mark.shared_server
 
 
 def netbay(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """A ``netbay`` process: for the commands that serve (see the module's docstring).
+    ``env`` is laid over ``os.environ``, a ``None`` unsetting (as :func:`clihelp.invoke`)."""
+    full = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
     return subprocess.run([sys.executable, "-m", "netbay.cli.main", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout)
+                          env=full, timeout=timeout)
 
 
 def test_serve_refuses_an_empty_schema_and_says_what_to_run(tmp_path):
@@ -26,8 +41,7 @@ def test_serve_refuses_an_empty_schema_and_says_what_to_run(tmp_path):
 
 def test_db_upgrade_then_serve_with_a_generated_admin_password(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NETBAY_ADMIN_PASSWORD"}
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "db", "upgrade", "--data-dir", str(tmp_path)],
-                       capture_output=True, text=True, env=env, timeout=60)
+    r = invoke("db", "upgrade", "--data-dir", str(tmp_path), env={"NETBAY_ADMIN_PASSWORD": None})
     assert r.returncode == 0, r.stderr
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "serve", "--port", str(port),
@@ -53,7 +67,7 @@ def test_db_upgrade_then_serve_with_a_generated_admin_password(tmp_path):
 
 
 def test_up_writes_an_openrc_that_the_openstack_client_uses(server):
-    # ``server`` is this module's own ``netbay up`` (not shared): its data dir is the one `up` wrote.
+    # ``server`` was started by ``netbay up`` (tests/conftest.py): its data dir is the one `up` wrote.
     openrc = server.data_dir / "openrc"
     assert stat.S_IMODE(openrc.stat().st_mode) == 0o600
     script = f"source {openrc} && openstack network list -f value -c Name"
@@ -71,23 +85,23 @@ def test_demo_runs_with_os_cloud_and_clouds_yaml(server, tmp_path):
         "project_name": "admin", "user_domain_name": "Default", "project_domain_name": "Default"},
         "region_name": "RegionOne", "identity_api_version": 3}}}
     (tmp_path / "clouds.yaml").write_text(yaml.safe_dump(clouds))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("OS_")}
     env.update({"OS_CLOUD": "nb", "OS_CLIENT_CONFIG_FILE": str(tmp_path / "clouds.yaml"), "COLUMNS": "200"})
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "demo", "--prefix", "clitest"],
-                       capture_output=True, text=True, timeout=120, env=env)
+    conn = srv.connect()
+    floating_before = {ip.id for ip in conn.network.ips()}
+    r = invoke("demo", "--prefix", "clitest", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     for title in ("networks", "subnets", "routers", "ports", "floating IPs"):
         assert title in r.stdout
     assert "172.24.4." in r.stdout  # the floating IP and the router's gateway address
-    # The walk-through cleans up after itself (no other test of this module's server makes any).
-    conn = srv.connect()
+    # The walk-through cleans up after itself: its networks and its floating IP.
     assert not [n for n in conn.network.networks() if n.name.startswith("clitest")]
-    assert not list(conn.network.ips())
+    assert {ip.id for ip in conn.network.ips()} == floating_before
 
 
 def test_noauth_mode_says_so_and_needs_no_token(tmp_path):
     url = f"sqlite:///{tmp_path / 'nb.db'}"
-    assert netbay("db", "upgrade", "--data-dir", str(tmp_path), "--database-url", url).returncode == 0
+    assert invoke("db", "upgrade", "--data-dir", str(tmp_path), "--database-url", url).returncode == 0
     srv = start_server(url, tmp_path, up=False, extra=("--noauth",))
     try:
         r = httpx.get(f"{srv.url}/network/v2.0/networks")
@@ -123,7 +137,7 @@ def test_tokens_expire(tmp_path):
 def test_serve_refuses_a_schema_at_another_revision(tmp_path):
     import sqlite3
 
-    assert netbay("db", "upgrade", "--data-dir", str(tmp_path)).returncode == 0
+    assert invoke("db", "upgrade", "--data-dir", str(tmp_path)).returncode == 0
     with sqlite3.connect(tmp_path / "netbay.db") as db:
         db.execute("UPDATE alembic_version SET version_num = '0000_older'")
     r = netbay("serve", "--port", str(free_port()), "--data-dir", str(tmp_path))
@@ -150,14 +164,14 @@ def test_one_server_per_data_dir_and_down_stops_it(tmp_path):
         assert r.returncode == 1
         assert f"held by netbay PID {srv.proc.pid}" in _said(r) and "is starting" not in _said(r)
         assert (tmp_path / "openrc").read_text() == openrc, "the second server rewrote the openrc"
-        down = netbay("down", "--data-dir", str(tmp_path))
+        down = invoke("down", "--data-dir", str(tmp_path))
         assert down.returncode == 0 and f"stopped netbay PID {srv.proc.pid}" in _said(down)
         assert srv.proc.wait(timeout=5) is not None
-        again = netbay("down", "--data-dir", str(tmp_path))
+        again = invoke("down", "--data-dir", str(tmp_path))
         assert again.returncode == 0 and "no netbay is running" in _said(again)
     finally:
         stop_server(srv)
-    never = netbay("down", "--data-dir", str(tmp_path / "never"))
+    never = invoke("down", "--data-dir", str(tmp_path / "never"))
     assert never.returncode == 1 and "no netbay was started with data dir" in _said(never)
     assert not (tmp_path / "never").exists()
 
@@ -181,13 +195,15 @@ def test_a_port_in_use_is_said_first_and_makes_no_data_dir(tmp_path):
 
 def test_db_current_creates_nothing(tmp_path):
     target = tmp_path / "nothing-here"
-    r = netbay("db", "current", "--data-dir", str(target))
+    r = invoke("db", "current", "--data-dir", str(target))
     assert r.returncode == 0 and "database: none" in _said(r)
     assert not target.exists()
 
 
 def _client_env(auth_url: str, password: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    """``os.environ``'s ``OS_*`` replaced by the admin's at ``auth_url`` with ``password``
+    (``None``: unset, for :func:`clihelp.invoke`)."""
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("OS_")}
     env.update(OS_AUTH_URL=auth_url, OS_USERNAME="admin", OS_PASSWORD=password, OS_PROJECT_NAME="admin",
                OS_USER_DOMAIN_NAME="Default", OS_PROJECT_DOMAIN_NAME="Default", OS_IDENTITY_API_VERSION="3")
     return env
@@ -195,19 +211,15 @@ def _client_env(auth_url: str, password: str) -> dict:
 
 def test_client_errors_say_what_is_wrong(server):
     nothing = f"http://127.0.0.1:{free_port()}/identity/v3"
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "cluster", "list"], capture_output=True,
-                       text=True, env=_client_env(nothing, "x"), timeout=60)
+    r = invoke("cluster", "list", env=_client_env(nothing, "x"))
     assert r.returncode == 1 and f"no netbay at {nothing}" in _said(r), _said(r)
     assert "catalog" not in _said(r) and "Traceback" not in _said(r)
     srv = server
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "pod", "list"], capture_output=True,
-                       text=True, env=_client_env(srv.auth_url, "wrong-password"), timeout=60)
+    r = invoke("pod", "list", env=_client_env(srv.auth_url, "wrong-password"))
     assert r.returncode == 1 and "authentication failed" in _said(r), _said(r)
     assert "catalog" not in _said(r)
     if os.geteuid() == 0:  # the standalone agent logs in before it claims its prefix
-        r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "agent", "--url", srv.url,
-                            "--prefix", "nbtnever-"], capture_output=True, text=True,
-                           env=_client_env(srv.auth_url, "wrong-password"), timeout=60)
+        r = netbay("agent", "--url", srv.url, "--prefix", "nbtnever-", env=_client_env(srv.auth_url, "wrong-password"))
         assert r.returncode == 1 and "authentication failed" in _said(r), _said(r)
 
 

@@ -1,4 +1,4 @@
-"""``netbay cluster`` driven as a user drives it (the real CLI in a subprocess) against a
+"""``netbay cluster`` driven as a user drives it (the real CLI, in the test process) against a
 real server: create with the live view, list, show, scale, HOT export, topology (and
 its SVG picture), delete; a failing create; pods without an agent (placed, never
 ACTIVE: the wait is bounded) and the connectivity matrix refusing to run without the
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from clihelp import check_svg_readable, cli, ok
+from clihelp import check_svg_readable, cli_here, ok
 from conftest import start_server, stop_server, unique
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def template(server) -> str:
     name = unique("k8s")
-    ok(cli(server, "cluster-template", "create", name, "--coe", "kubernetes", "--network-driver", "flannel",
+    ok(cli_here(server, "cluster-template", "create", name, "--coe", "kubernetes", "--network-driver", "flannel",
            "--labels", "flannel_backend=vxlan,flannel_network_subnetlen=24", "--external-network", "public",
            "--floating-ip-enabled"))
     return name
@@ -37,7 +37,7 @@ def template(server) -> str:
 
 def test_cluster_lifecycle_through_the_cli(server, ci, template, tmp_path) -> None:
     name = unique("c")
-    out = ok(cli(server, "cluster", "create", name, "--cluster-template", template, "--node-count", "2",
+    out = ok(cli_here(server, "cluster", "create", name, "--cluster-template", template, "--node-count", "2",
                  "--timeout", "120"))
     lines = out.splitlines()
     # The live view's last frame: every resource of the stack, complete.
@@ -49,17 +49,17 @@ def test_cluster_lifecycle_through_the_cli(server, ci, template, tmp_path) -> No
     assert f"api_address: {cluster['api_address']}" in out
     assert len(cluster["node_addresses"]) == 2 and len(cluster["master_addresses"]) == 1
 
-    listed = ok(cli(server, "cluster", "list"))
+    listed = ok(cli_here(server, "cluster", "list"))
     assert name in listed and cluster["uuid"] in listed and "CREATE_COMPLETE" in listed
     for ident in (name, cluster["uuid"]):
-        shown = ok(cli(server, "cluster", "show", ident))
+        shown = ok(cli_here(server, "cluster", "show", ident))
         for field in ("api_address", "master_addresses", "node_addresses", "status_reason"):
             assert field in shown
         assert cluster["api_address"] in shown and cluster["node_addresses"][0] in shown
         assert "Stack CREATE completed successfully" in shown
 
     # Topology: external network → router → private network/subnet → nodes, addresses.
-    topo = ok(cli(server, "cluster", "topology", name))
+    topo = ok(cli_here(server, "cluster", "topology", name))
     assert "external network public" in topo and "172.24.4.0/24" in topo
     assert f"router {name}-extrouter" in topo
     assert f"network {name}-fixed_network" in topo and "10.0.0.0/24" in topo
@@ -73,7 +73,7 @@ def test_cluster_lifecycle_through_the_cli(server, ci, template, tmp_path) -> No
 
     # The same topology as a picture: valid XML, readable, naming every node and address.
     svg = tmp_path / "pictures" / "topo.svg"
-    out = ok(cli(server, "cluster", "topology", name, "--svg", str(svg)))
+    out = ok(cli_here(server, "cluster", "topology", name, "--svg", str(svg)))
     assert f"topology picture written to {svg}" in out
     text = check_svg_readable(svg)
     for node in ("kube_master_0", "kube_minion_0", "kube_minion_1"):
@@ -84,7 +84,7 @@ def test_cluster_lifecycle_through_the_cli(server, ci, template, tmp_path) -> No
 
     # The HOT export: two YAML files a real Heat takes.
     out_dir = tmp_path / "export"
-    exported = ok(cli(server, "cluster", "template-export", name, "--output-dir", str(out_dir)))
+    exported = ok(cli_here(server, "cluster", "template-export", name, "--output-dir", str(out_dir)))
     hot_file, env_file = out_dir / f"{name}-template.yaml", out_dir / f"{name}-env.yaml"
     assert str(hot_file) in exported and str(env_file) in exported
     hot = yaml.safe_load(hot_file.read_text())
@@ -95,48 +95,48 @@ def test_cluster_lifecycle_through_the_cli(server, ci, template, tmp_path) -> No
     assert set(env["parameters"]) <= set(hot["parameters"])
 
     # Scale with the same live view.
-    out = ok(cli(server, "cluster", "update", name, "--node-count", "3", "--timeout", "120"))
+    out = ok(cli_here(server, "cluster", "update", name, "--node-count", "3", "--timeout", "120"))
     assert any(line.startswith(f"cluster {name} UPDATE_COMPLETE in ") for line in out.splitlines()), out
     assert "kube_minion_2" in out
     assert len(ci.get(f"/clusters/{name}").json()["node_addresses"]) == 3
 
     # Delete waits until the cluster is gone.
-    out = ok(cli(server, "cluster", "delete", name, "--timeout", "120"))
+    out = ok(cli_here(server, "cluster", "delete", name, "--timeout", "120"))
     assert f"cluster {name} deleted in " in out
     assert ci.get(f"/clusters/{cluster['uuid']}").status_code == 404
-    r = cli(server, "cluster", "show", name)
+    r = cli_here(server, "cluster", "show", name)
     assert r.returncode == 1 and "could not be found" in r.stderr
 
 
 def test_a_failing_create_exits_non_zero_with_the_reason(server, ci, template) -> None:
     name = unique("bad")
     # The private subnet overlaps the external network's: the router interface is refused.
-    r = cli(server, "cluster", "create", name, "--cluster-template", template, "--node-count", "1",
+    r = cli_here(server, "cluster", "create", name, "--cluster-template", template, "--node-count", "1",
             "--labels", "fixed_subnet_cidr=172.24.4.0/24", "--timeout", "120")
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"cluster {name} CREATE_FAILED in " in r.stdout
     reason = ci.get(f"/clusters/{name}").json()["status_reason"]
     assert "OS::Neutron" in reason
     assert "CREATE_FAILED" in r.stderr and " ".join(reason.split()) in " ".join(r.stderr.split())
-    ok(cli(server, "cluster", "delete", name, "--timeout", "120"))
+    ok(cli_here(server, "cluster", "delete", name, "--timeout", "120"))
     assert ci.get(f"/clusters/{name}").status_code == 404
 
 
 def test_no_wait_returns_at_once_and_bad_input_is_refused(server, ci, template) -> None:
     name = unique("nw")
-    out = ok(cli(server, "cluster", "create", name, "--cluster-template", template, "--no-wait"))
+    out = ok(cli_here(server, "cluster", "create", name, "--cluster-template", template, "--no-wait"))
     assert "accepted" in out and "CREATE_COMPLETE in" not in out
     uuid = ci.get(f"/clusters/{name}").json()["uuid"]
     assert uuid in out
     # The same cluster, followed by a later command until it settles: delete waits.
-    ok(cli(server, "cluster", "delete", name, "--timeout", "120"))
+    ok(cli_here(server, "cluster", "delete", name, "--timeout", "120"))
     assert ci.get(f"/clusters/{uuid}").status_code == 404
 
-    r = cli(server, "cluster", "create", unique("x"), "--cluster-template", template, "--labels", "novalue")
+    r = cli_here(server, "cluster", "create", unique("x"), "--cluster-template", template, "--labels", "novalue")
     assert r.returncode == 2 and "KEY=VALUE" in r.stderr
-    r = cli(server, "cluster", "create", unique("x"), "--cluster-template", "no-such-template")
+    r = cli_here(server, "cluster", "create", unique("x"), "--cluster-template", "no-such-template")
     assert r.returncode == 1 and "error:" in r.stderr
-    r = cli(server, "cluster", "topology", "no-such-cluster")
+    r = cli_here(server, "cluster", "topology", "no-such-cluster")
     assert r.returncode == 1 and "could not be found" in r.stderr
 
 
@@ -144,32 +144,32 @@ def test_pods_without_the_agent(server, ci, template, tmp_path) -> None:
     """No agent: a pod is placed (BUILD) but never plugged in; ``pod create`` waits only
     ``--timeout`` (exit 2); the connectivity matrix refuses, naming what it needs."""
     name = unique("pc")
-    ok(cli(server, "cluster", "create", name, "--cluster-template", template, "--node-count", "1",
+    ok(cli_here(server, "cluster", "create", name, "--cluster-template", template, "--node-count", "1",
            "--timeout", "120"))
-    out = ok(cli(server, "pod", "create", "p0", "--cluster", name, "--no-wait"))
+    out = ok(cli_here(server, "pod", "create", "p0", "--cluster", name, "--no-wait"))
     assert "placed on kube_minion_0, address 10.100." in out and "BUILD" in out
-    r = cli(server, "pod", "create", "p1", "--cluster", name, "--timeout", "1")
+    r = cli_here(server, "pod", "create", "p1", "--cluster", name, "--timeout", "1")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "still BUILD after 1 s" in " ".join(r.stderr.split()) and "agent" in r.stderr
-    listed = ok(cli(server, "pod", "list", "--cluster", name))
+    listed = ok(cli_here(server, "pod", "list", "--cluster", name))
     assert "p0" in listed and "p1" in listed and listed.count("BUILD") == 2
-    topo = ok(cli(server, "cluster", "topology", name, "--svg", str(tmp_path / "p.svg")))
+    topo = ok(cli_here(server, "cluster", "topology", name, "--svg", str(tmp_path / "p.svg")))
     assert "pod p0 10.100." in topo and "lease 10.100." in topo
     assert "pod p0" in check_svg_readable(tmp_path / "p.svg")
-    r = cli(server, "cluster", "connectivity", name, "--prefix", "nbnone-")
+    r = cli_here(server, "cluster", "connectivity", name, "--prefix", "nbnone-")
     assert r.returncode == 1 and "no namespace of cluster" in r.stderr and "agent" in r.stderr
-    ok(cli(server, "pod", "delete", "p0", "p1", "--cluster", name))
-    listed = ok(cli(server, "pod", "list", "--cluster", name))
+    ok(cli_here(server, "pod", "delete", "p0", "p1", "--cluster", name))
+    listed = ok(cli_here(server, "pod", "list", "--cluster", name))
     assert "p0" not in listed and "p1" not in listed
-    ok(cli(server, "cluster", "delete", name, "--timeout", "120"))
+    ok(cli_here(server, "cluster", "delete", name, "--timeout", "120"))
 
 
 def test_the_wait_is_bounded_by_timeout(tmp_path) -> None:
     """Without a conductor nothing settles the cluster: --timeout ends the wait, exit 2."""
     srv = start_server(f"sqlite:///{tmp_path / 'nb.db'}", tmp_path, extra=("--no-conductor",))
     try:
-        ok(cli(srv, "cluster-template", "create", "t", "--coe", "kubernetes", "--external-network", "public"))
-        r = cli(srv, "cluster", "create", "slow", "--cluster-template", "t", "--timeout", "1.5")
+        ok(cli_here(srv, "cluster-template", "create", "t", "--coe", "kubernetes", "--external-network", "public"))
+        r = cli_here(srv, "cluster", "create", "slow", "--cluster-template", "t", "--timeout", "1.5")
         assert r.returncode == 2, r.stdout + r.stderr
         assert "still CREATE_IN_PROGRESS after 1.5 s" in " ".join(r.stderr.split())
     finally:

@@ -3,15 +3,13 @@ errors, the driver registry's label checks, versions, scoping, and the CLI."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from clihelp import cli_here
 from coehelp import ci_client, magnum_error, make_keypair, make_template, new_member
 from conftest import ADMIN_PASSWORD, unique
 
@@ -541,18 +539,9 @@ def test_auth_and_routing_errors_are_in_magnums_format(server, ci_admin):
 # --- CLI -------------------------------------------------------------------------------------------------------
 
 
-def _cli(server, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OS_AUTH_URL": server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
-           "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
-           "OS_IDENTITY_API_VERSION": "3", "COLUMNS": "200"}
-    env.pop("OS_CLOUD", None)
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True,
-                          text=True, timeout=120)
-
-
 def test_cli_cluster_template_lifecycle(server, ci_admin):
     name = unique("cli")
-    r = _cli(server, "cluster-template", "create", name, "--coe", "kubernetes", "--network-driver", "flannel",
+    r = cli_here(server, "cluster-template", "create", name, "--coe", "kubernetes", "--network-driver", "flannel",
              "--labels", "flannel_backend=vxlan,flannel_network_subnetlen=24;zz=1",
              "--external-network", "public", "--fixed-subnet-cidr", "10.1.0.0/24", "--master-lb-enabled",
              "--floating-ip-disabled", "--dns-nameserver", "8.8.8.8")
@@ -561,31 +550,31 @@ def test_cli_cluster_template_lifecycle(server, ci_admin):
     assert t["labels"] == {"flannel_backend": "vxlan", "flannel_network_subnetlen": "24", "zz": "1",
                            "fixed_subnet_cidr": "10.1.0.0/24"}
     assert (t["master_lb_enabled"], t["floating_ip_enabled"], t["external_network_id"]) == (True, False, "public")
-    listed = _cli(server, "cluster-template", "list")
+    listed = cli_here(server, "cluster-template", "list")
     assert listed.returncode == 0 and name in listed.stdout
-    shown = _cli(server, "cluster-template", "show", name)
+    shown = cli_here(server, "cluster-template", "show", name)
     assert shown.returncode == 0 and t["uuid"] in shown.stdout and "labels_ignored" in shown.stdout
-    upd = _cli(server, "cluster-template", "update", name, "replace", "labels=flannel_backend=host-gw")
+    upd = cli_here(server, "cluster-template", "update", name, "replace", "labels=flannel_backend=host-gw")
     assert upd.returncode == 0, upd.stdout + upd.stderr
     assert ci_admin.get(f"/clustertemplates/{name}").json()["labels"] == {"flannel_backend": "host-gw"}
-    upd = _cli(server, "cluster-template", "update", name, "add", "labels/zz=2")
+    upd = cli_here(server, "cluster-template", "update", name, "add", "labels/zz=2")
     assert upd.returncode == 0, upd.stdout + upd.stderr
-    upd = _cli(server, "cluster-template", "update", name, "replace", "master_lb_enabled=false")
+    upd = cli_here(server, "cluster-template", "update", name, "replace", "master_lb_enabled=false")
     assert upd.returncode == 0, upd.stdout + upd.stderr
     after = ci_admin.get(f"/clustertemplates/{name}").json()
     assert after["labels"]["zz"] == 2  # magnumclient JSON-decodes patch values
     assert after["master_lb_enabled"] is False
-    bad = _cli(server, "cluster-template", "update", name, "replace", "labels/flannel_backend=udp")
+    bad = cli_here(server, "cluster-template", "update", name, "replace", "labels/flannel_backend=udp")
     assert bad.returncode == 1 and "udp" in " ".join((bad.stdout + bad.stderr).split())
-    deleted = _cli(server, "cluster-template", "delete", name)
+    deleted = cli_here(server, "cluster-template", "delete", name)
     assert deleted.returncode == 0, deleted.stdout + deleted.stderr
     assert ci_admin.get(f"/clustertemplates/{name}").status_code == 404
 
 
 def test_cli_refuses_bad_labels_and_reports_api_errors(server):
-    r = _cli(server, "cluster-template", "create", unique("cli"), "--coe", "kubernetes", "--labels", "novalue")
+    r = cli_here(server, "cluster-template", "create", unique("cli"), "--coe", "kubernetes", "--labels", "novalue")
     assert r.returncode != 0 and "labels must be a list of KEY=VALUE not novalue" in r.stdout + r.stderr
-    r = _cli(server, "cluster-template", "create", unique("cli"), "--coe", "kubernetes",
+    r = cli_here(server, "cluster-template", "create", unique("cli"), "--coe", "kubernetes",
              "--network-driver", "docker")
     out = " ".join((r.stdout + r.stderr).split())
     assert r.returncode == 1 and "Network driver type docker is not supported" in out

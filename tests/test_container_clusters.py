@@ -120,23 +120,23 @@ def test_zunclient_hints(server, flannel) -> None:
 
 
 def test_cli_cluster_and_node(server, zun, flannel) -> None:
-    from clihelp import cli, ok
+    from clihelp import cli_here, ok
 
     _, m1 = minions(server, flannel["uuid"])
     name = unique("zcli")
-    out = ok(cli(server, "container", "run", "--name", name, "--cluster", flannel["name"], "--node", m1,
+    out = ok(cli_here(server, "container", "run", "--name", name, "--cluster", flannel["name"], "--node", m1,
                  "--no-wait", "busybox", "--", "sleep", "60"))
     assert m1 in out and flannel["uuid"][:8] in out, out
     c = next(x for x in zun.get("/containers").json()["containers"] if x["name"] == name)
     assert (c["cluster"], c["node"], c["command"]) == (flannel["uuid"], m1, ["sleep", "60"])
-    shown = ok(cli(server, "container", "show", name))
+    shown = ok(cli_here(server, "container", "show", name))
     assert flannel["uuid"] in shown and m1 in shown, shown
-    r = cli(server, "container", "run", "--node", m1, "--no-wait", "busybox")
+    r = cli_here(server, "container", "run", "--node", m1, "--no-wait", "busybox")
     assert r.returncode != 0 and "--node needs --cluster" in r.stderr, r.stderr
-    r = cli(server, "container", "run", "--cluster", flannel["uuid"], "--node", "nope", "--no-wait", "busybox")
+    r = cli_here(server, "container", "run", "--cluster", flannel["uuid"], "--node", "nope", "--no-wait", "busybox")
     assert r.returncode != 0 and "has no node nope" in (r.stderr + r.stdout), r.stderr
     settle(zun, c["uuid"])
-    ok(cli(server, "container", "delete", name))
+    ok(cli_here(server, "container", "delete", name))
 
 
 def test_openstack_appcontainer_and_zun_cli_hints(server, zun, flannel) -> None:

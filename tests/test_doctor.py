@@ -4,17 +4,15 @@ the same declarations the API refuses unrealizable modes with."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+
+from clihelp import invoke
 
 from netbay.cli.doctor import modes_report
 from netbay.coe.hostcheck import host_features
 
 
 def test_doctor_reports_features_and_modes_as_json() -> None:
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json"],
-                       capture_output=True, text=True, timeout=120)
+    r = invoke("doctor", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     detected = host_features()
@@ -39,13 +37,11 @@ def test_a_missing_feature_makes_its_modes_unrealizable() -> None:
 def test_doctor_lists_trunks_with_what_they_lack() -> None:
     """Trunks are served by the API but realized only with 802.1Q VLANs (and netbay's
     dataplane does not tag subports yet): doctor says which applies here."""
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json"],
-                       capture_output=True, text=True, timeout=120)
+    r = invoke("doctor", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     (trunk,) = [e for e in json.loads(r.stdout)["extensions"] if e["extension"] == "trunk"]
     assert trunk["needs"] == "vlan" and trunk["ok"] is False
     vlan = host_features()["vlan"].available
     assert trunk["reason"] == ("netbay's dataplane does not realize it yet" if vlan else "missing vlan")
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor"], capture_output=True, text=True,
-                       timeout=120, env={**os.environ, "COLUMNS": "250"})
+    r = invoke("doctor", env={"COLUMNS": "250"})
     assert "trunk" in r.stdout and ("missing vlan" in r.stdout) == (not vlan), r.stdout

@@ -28,6 +28,8 @@ from netbay.bodylimit import MAX_BODY
 from netbay.dataplane import netns
 from netbay.dataplane.names import Names
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 BIG = 200 << 20          # each oversized body
 GROWTH = 30 << 20        # what the peak RSS may grow by over all of them
 MESSAGE = f"Request is too large: a request body is limited to {MAX_BODY} bytes."

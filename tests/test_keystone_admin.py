@@ -12,6 +12,8 @@ import pytest
 from conftest import ADMIN_PASSWORD, Server, unique
 from tests.osc import openstack as run_openstack
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 
 def _env(server: Server, user: str = "admin", password: str = ADMIN_PASSWORD, project: str = "admin") -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from clihelp import cli, ok
+from clihelp import cli_here, ok
 from coehelp import ci_client, make_template, wait_status
 from conftest import unique
 from zunhelp import zun_http
+
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
 
 TEMPLATE_LABELS = {"flannel_backend": "vxlan", "team": "blue", "tier": "web"}
 CLUSTER_LABELS = {"tier": "db", "owner": "ops"}
@@ -121,8 +123,8 @@ def test_container_labels_filter(server) -> None:
 
 
 def test_cli_shows_the_labels(server, cluster: dict) -> None:
-    shown = ok(cli(server, "cluster", "show", cluster["name"]))
+    shown = ok(cli_here(server, "cluster", "show", cluster["name"]))
     assert "labels_ignored" in shown and "owner" in shown and "tier" in shown
-    topo = " ".join(ok(cli(server, "cluster", "topology", cluster["name"])).split())
+    topo = " ".join(ok(cli_here(server, "cluster", "topology", cluster["name"])).split())
     assert "labels flannel_backend=vxlan, owner=ops, team=blue, tier=db" in topo
     assert "(ignored by the driver, kept: owner, team, tier)" in topo

@@ -10,8 +10,9 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+from clihelp import cli_here, invoke
 from coehelp import ci_client, magnum_error
-from conftest import ADMIN_PASSWORD, start_server, stop_server
+from conftest import start_server, stop_server
 
 from netbay.drivers import registry
 from netbay.coe.coes import CoeConfig
@@ -81,8 +82,7 @@ def test_committed_doc_is_the_generated_one():
 def test_doc_module_and_cli_print_the_same():
     by_module = subprocess.run([sys.executable, "-m", "netbay.coe.docs"], capture_output=True, text=True,
                                timeout=60, cwd=ROOT)
-    by_cli = subprocess.run([sys.executable, "-m", "netbay.cli.main", "network-driver", "docs"],
-                            capture_output=True, text=True, timeout=60, cwd=ROOT)
+    by_cli = invoke("network-driver", "docs")
     assert by_module.returncode == 0 and by_cli.returncode == 0, by_module.stderr + by_cli.stderr
     assert by_module.stdout == by_cli.stdout == render()
 
@@ -139,22 +139,13 @@ def test_operator_allowed_lists_and_defaults(tmp_path):
 # --- CLI ---------------------------------------------------------------------------------------------------
 
 
-def _cli(server, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OS_AUTH_URL": server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
-           "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
-           "OS_IDENTITY_API_VERSION": "3", "COLUMNS": "250"}
-    env.pop("OS_CLOUD", None)
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True,
-                          text=True, timeout=120)
-
-
 def test_cli_network_driver_list_and_show(server):
-    r = _cli(server, "network-driver", "list")
+    r = cli_here(server, "network-driver", "list")
     assert r.returncode == 0, r.stderr
     for word in ("kubernetes", "flannel", "calico", "docker", "fixed_subnet_cidr"):
         assert word in r.stdout
-    r = _cli(server, "network-driver", "show", "flannel")
+    r = cli_here(server, "network-driver", "show", "flannel")
     assert r.returncode == 0, r.stderr
     assert "flannel_backend" in r.stdout and "host-gw" in r.stdout and "udp (refused)" in r.stdout
-    r = _cli(server, "network-driver", "show", "weave")
+    r = cli_here(server, "network-driver", "show", "weave")
     assert r.returncode == 1 and "Network driver weave could not be found" in r.stderr

@@ -15,6 +15,8 @@ import httpx
 import pytest
 from conftest import neutron_error, unique
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 MISSING = "00000000-0000-4000-8000-000000000000"
 POLICY_KEYS = {"id", "name", "description", "project_id", "tenant_id", "shared", "rules", "is_default",
                "revision_number", "created_at", "updated_at", "tags"}

@@ -16,6 +16,8 @@ import httpx
 import pytest
 from conftest import neutron_error, unique
 
+pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
+
 MISSING = "00000000-0000-4000-8000-000000000000"
 INTERFACE_KEYS = {"id", "project_id", "port_id", "network_id", "subnet_id", "subnet_ids"}
 STANDARD = {"id", "project_id", "tenant_id", "created_at", "updated_at", "revision_number", "tags", "description"}
