@@ -10,16 +10,13 @@ import traceback
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from conftest import ADMIN_PASSWORD
 
 SVG = "{http://www.w3.org/2000/svg}"
 
 
 def server_env(server) -> dict[str, str]:
-    """``OS_*`` for the ``netbay`` CLI as ``server``'s bootstrap admin (and a wide terminal)."""
-    return {"OS_AUTH_URL": server.auth_url, "OS_USERNAME": "admin", "OS_PASSWORD": ADMIN_PASSWORD,
-            "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
-            "OS_IDENTITY_API_VERSION": "3", "COLUMNS": "200"}
+    """``OS_*`` for the ``netbay`` CLI as ``server``'s bootstrap admin (``Server.cli_env``), and a wide terminal."""
+    return {**server.cli_env(), "COLUMNS": "200"}
 
 
 def cli(server, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:

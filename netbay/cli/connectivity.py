@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 from dataclasses import asdict, dataclass
 from collections.abc import Sequence
 from typing import Any
@@ -37,6 +36,7 @@ from rich.table import Table
 from rich.text import Text
 
 from netbay.cli.coeclient import Api, err
+from netbay.cli.daemon import require_root
 
 console = Console()
 
@@ -306,9 +306,7 @@ def command(api: Api, clusters: list[dict[str, Any]], *, prefix: str, as_json: b
                   "the matrix is probed from the dataplane agent's namespaces (run it where the agent runs, "
                   "as root, with the agent's --prefix)")
         raise typer.Exit(1)
-    if os.geteuid() != 0:
-        err.print("[red]error:[/] probing needs root (raw ICMP sockets inside the agent's namespaces)")
-        raise typer.Exit(1)
+    require_root(err, "probing needs root (raw ICMP sockets inside the agent's namespaces)")
     cells = plan(rows, spaces)
     beyond = plan_outside(rows, columns)
     try:

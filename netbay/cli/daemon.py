@@ -3,7 +3,8 @@
 The server (``netbay up``/``serve``), the dataplane agent and the CNI and Docker plugin
 daemons log one format to stderr at ``NETBAY_LOG_LEVEL`` (default ``INFO``), with the
 libraries that would log a line per routine call held at WARNING; each needs root for
-its own reason, said in one line when it is missing.
+its own reason, said in one line when it is missing (as do ``netbay down`` and
+``netbay cluster connectivity``, which use the same check).
 """
 
 from __future__ import annotations

@@ -255,9 +255,9 @@ def down(
     if (other := instance.holder(lock)) is not None:
         console.print(f"[yellow]namespaces {prefix}* kept:[/] netbay PID {other.get('pid')} serves that prefix now")
         return
-    if os.geteuid() != 0:
-        console.print(f"[red]error:[/] removing the namespaces {prefix}* needs root")
-        raise typer.Exit(1)
+    from netbay.cli.daemon import require_root
+
+    require_root(console, f"removing the namespaces {prefix}* needs root")
     stopped = instance.stop_processes(prefix)   # none after a clean stop: its agent's own
     removed = instance.remove_namespaces(prefix)
     console.print(f"removed {len(removed)} namespaces {prefix}*"

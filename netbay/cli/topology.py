@@ -21,6 +21,7 @@ from rich.tree import Tree
 from netbay.cli.coeclient import Api
 from netbay.cli.out import status_text
 
+
 def short(ident: str | None) -> str:
     return (ident or "")[:8]
 

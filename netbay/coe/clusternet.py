@@ -14,6 +14,7 @@ Which lease manager and config a driver uses is the driver's own
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
@@ -72,11 +73,12 @@ class ClusterNets(Resource):
     has_tags = False
 
     def render(self, session: Session, obj: ClusterNet, tags: list[str]) -> dict[str, Any]:
-        leases = dict(obj.leases or {})
+        leases, derive = dict(obj.leases or {}), node_address6(obj)
         return {
             "id": obj.id, "cluster_id": obj.id, "project_id": obj.project_id, "driver": obj.driver,
             "config": dict(obj.config or {}), "leases": leases,
-            "nodes": [{**n, "lease": leases.get(n["name"]), "address6": address6(obj, leases.get(n["name"]))}
+            "nodes": [{**n, "lease": (lease := leases.get(n["name"])),
+                       "address6": derive(lease) if derive is not None and lease else None}
                       for n in obj.nodes or []],
             "standins": sorted(_standins(session, obj.id).items()),
             "created_at": timestamp(obj.created_at), "updated_at": timestamp(obj.updated_at),
@@ -94,12 +96,12 @@ class ClusterNets(Resource):
 CLUSTERNETS = ClusterNets()
 
 
-def address6(net: ClusterNet, lease: str | None) -> str | None:
-    """The IPv6 address of the node holding ``lease`` on a dual-stack cluster network —
-    where its IPv6 node ports and externalIPs answer — as its driver's config derives it
-    (``node_address6``: nothing more is stored); None for an IPv4-only one."""
-    derive = getattr(registry.loaded(net.driver, net.config), "node_address6", None) if lease else None
-    return derive(lease) if derive is not None else None
+def node_address6(net: ClusterNet) -> Callable[[str], str | None] | None:
+    """How the cluster network's driver derives a node's IPv6 address from its lease —
+    where its IPv6 node ports and externalIPs answer (``node_address6`` of its config:
+    nothing more is stored; it gives None on an IPv4-only network); None for a driver
+    without one. The config is loaded once for all the nodes."""
+    return getattr(registry.loaded(net.driver, net.config), "node_address6", None)
 
 
 def _standins(session: Session, cluster_id: str) -> dict[int, str]:
@@ -239,5 +241,5 @@ def forget(store: Store, cluster_id: str) -> None:
     store.retrying(write)
 
 
-__all__ = ["CLUSTERNETS", "ClusterNets", "address6", "allow_pod_network", "forget", "lease_config", "node_ports",
-           "room_problem", "stack_nodes", "stored_config", "sync"]
+__all__ = ["CLUSTERNETS", "ClusterNets", "allow_pod_network", "forget", "lease_config", "node_ports",
+           "node_address6", "room_problem", "stack_nodes", "stored_config", "sync"]
