@@ -129,6 +129,8 @@ class Holder:
         self.sock.listen(64)
         self.sock.settimeout(0.1)
         self.stopped = threading.Event()
+        self.open = 0   # connections held now: the load balancer's side of each closes it
+        self._lock = threading.Lock()
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
 
@@ -143,14 +145,20 @@ class Holder:
             threading.Thread(target=self._hold, args=(conn,), daemon=True).start()
 
     def _hold(self, conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(HOLD_SECONDS)
-            try:
-                conn.sendall(self.name.encode())
-                while conn.recv(1024):
+        with self._lock:
+            self.open += 1
+        try:
+            with conn:
+                conn.settimeout(HOLD_SECONDS)
+                try:
+                    conn.sendall(self.name.encode())
+                    while conn.recv(1024):
+                        pass
+                except OSError:
                     pass
-            except OSError:
-                pass
+        finally:
+            with self._lock:
+                self.open -= 1
 
     def stop(self) -> None:
         self.stopped.set()
