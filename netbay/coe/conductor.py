@@ -121,10 +121,11 @@ class EmbeddedConductor:
     def resume(self) -> None:
         """Queue every cluster ``*_IN_PROGRESS`` that no process holds a live lease on."""
         for cluster_id, action in worklease.unclaimed(self.store):
-            with self._cond:
+            with self._cond:   # checked and queued at once: a worker may take it meanwhile
                 if cluster_id in self._running or cluster_id in self._queue:
                     continue
-            self.cluster_changed(cluster_id, action)
+                self._queue[cluster_id] = action
+                self._cond.notify()
 
     def _keep_leases(self) -> None:
         """Renew the leases of the work running here; take up work nobody holds."""
@@ -197,9 +198,13 @@ class EmbeddedConductor:
         assert self._api_factory is not None, "conductor not started"
         with self.store.read() as s:
             cluster = s.get(Cluster, cluster_id)
-            if cluster is None:
+            if cluster is None or not cluster.status.endswith("_IN_PROGRESS"):
+                # Gone, or settled meanwhile: a wish queued twice (the API's call and the
+                # scan for unclaimed work) runs once; a second run would build a failed
+                # cluster again.
                 self.store.retrying(lambda s: worklease.release(s, cluster_id, self.owner))
                 return None
+            action = _wish(cluster.status) or action
             template = s.get(ClusterTemplate, cluster.cluster_template_id)
             inputs = composition_inputs(s, cluster, template)
             name, project = cluster.name, cluster.project_id
@@ -280,7 +285,7 @@ class EmbeddedConductor:
                 s.delete(cluster)
                 worklease.release(s, cluster_id, self.owner)
                 return None
-            wish = cluster.status.split("_", 1)[0].lower() if cluster.status.endswith("_IN_PROGRESS") else None
+            wish = _wish(cluster.status)
             if wish is not None and wish != action:
                 cluster.stack_id = outcome.stack_id or cluster.stack_id
                 return wish
@@ -297,6 +302,15 @@ class EmbeddedConductor:
             return None
 
         return self.store.retrying(write)  # type: ignore[return-value]
+
+
+ACTIONS = ("create", "update", "delete")
+
+
+def _wish(status: str) -> str | None:
+    """The action a cluster's stored status asks for (``UPDATE_IN_PROGRESS``: update); None once settled."""
+    verb = status.split("_", 1)[0].lower()
+    return verb if status.endswith("_IN_PROGRESS") and verb in ACTIONS else None
 
 
 def _wait_until_answering(url: str, timeout: float, stop: threading.Event) -> bool:
