@@ -9,6 +9,7 @@ import sys
 import traceback
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from tests import zygote
 
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -23,8 +24,8 @@ def cli(server, *args: str, timeout: float = 180) -> subprocess.CompletedProcess
     """``netbay ARGS`` against ``server`` in a process of its own (the dataplane scenarios)."""
     env = {**os.environ, **server_env(server)}
     env.pop("OS_CLOUD", None)
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return zygote.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True,
+                      text=True, timeout=timeout)
 
 
 def invoke(*args: str, env: dict[str, str | None] | None = None,

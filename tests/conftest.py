@@ -29,6 +29,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import zygote
+
 from tests.backendfix import (clean_backend, clean_lb_backend, cloud, cloud_env, cluster_api,  # noqa: F401
                               lb_backend, network_backend, neutron_api, neutron_params, nova,
                               octavia, octavia_api, store)  # (shared fixtures)
@@ -230,7 +232,7 @@ def _stop_postmaster(proc: subprocess.Popen, pid_file: Path) -> None:
     proc.wait(timeout=10)
 
 
-def _wait_port(port: int, seconds: float, proc: subprocess.Popen | None = None) -> None:
+def _wait_port(port: int, seconds: float, proc: subprocess.Popen | zygote.Forked | None = None) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -252,7 +254,7 @@ class Server:
     port: int
     data_dir: Path
     database_url: str
-    proc: subprocess.Popen
+    proc: subprocess.Popen | zygote.Forked
     _clients: list = field(default_factory=list)
     kind = "embedded"   # which side of ``neutron_api`` (tests/backendfix.py) this is
 
@@ -390,7 +392,7 @@ def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: t
     # want one start it themselves, with their own namespace prefix).
     no_agent = ("--no-agent",) if up else ()
     log = open(data_dir / "server.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen(
+    proc = zygote.popen(
         [sys.executable, "-m", "netbay.cli.main", command, "--port", str(port), "--data-dir", str(data_dir),
          "--database-url", database_url, *no_agent, *extra],
         env=env, stdout=log, stderr=subprocess.STDOUT,

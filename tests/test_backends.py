@@ -23,6 +23,7 @@ import pytest
 from netbay import errors
 from netbay.backends import NetworkBackend
 from tests.peers.openstack_cloud import Cloud
+from tests import zygote
 
 pytestmark = pytest.mark.peers
 
@@ -153,8 +154,8 @@ def test_describe_names_the_backend(network_backend: NetworkBackend) -> None:
 
 
 def _doctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", *args],
-                          capture_output=True, text=True, timeout=180, env={**os.environ, **env})
+    return zygote.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", *args],
+                      capture_output=True, text=True, timeout=180, env={**os.environ, **env})
 
 
 def test_doctor_says_which_backend_and_whether_it_answers(cloud: Cloud, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from clihelp import invoke
 from conftest import ADMIN_PASSWORD, free_port, start_server, stop_server
+from tests import zygote
 
 # The module's own tests use ``server`` only as a user would (``public``, objects of their
 # own, removed): the worker's shared server does (tests/conftest.py).
@@ -28,8 +29,8 @@ def netbay(*args: str, env: dict | None = None, timeout: float = 60) -> subproce
     """A ``netbay`` process: for the commands that serve (see the module's docstring).
     ``env`` is laid over ``os.environ``, a ``None`` unsetting (as :func:`clihelp.invoke`)."""
     full = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", *args], capture_output=True, text=True,
-                          env=full, timeout=timeout)
+    return zygote.run([sys.executable, "-m", "netbay.cli.main", *args], capture_output=True, text=True,
+                      env=full, timeout=timeout)
 
 
 def test_serve_refuses_an_empty_schema_and_says_what_to_run(tmp_path):
@@ -44,9 +45,9 @@ def test_db_upgrade_then_serve_with_a_generated_admin_password(tmp_path):
     r = invoke("db", "upgrade", "--data-dir", str(tmp_path), env={"NETBAY_ADMIN_PASSWORD": None})
     assert r.returncode == 0, r.stderr
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "serve", "--port", str(port),
-                             "--data-dir", str(tmp_path)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = zygote.popen([sys.executable, "-m", "netbay.cli.main", "serve", "--port", str(port),
+                         "--data-dir", str(tmp_path)], env=env,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         from conftest import _wait_port
 

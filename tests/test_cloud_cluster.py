@@ -39,6 +39,7 @@ from netbay.store.db import Store
 from tests.peers.openstack_cloud import Cloud
 from tests.backendfix import cloud_snapshot, netbay_on_cloud
 from tests.backendfix import octavia_snapshot as lb_snapshot
+from tests import zygote
 
 pytestmark = pytest.mark.peers
 
@@ -96,8 +97,8 @@ def lb_admin(octavia, cloud: Cloud):
 
 
 def test_doctor_reports_the_clouds_octavia(octavia, env: dict[str, str]) -> None:
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", "--backend", "openstack"],
-                       capture_output=True, text=True, timeout=180, env={**os.environ, **env})
+    r = zygote.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", "--backend", "openstack"],
+                   capture_output=True, text=True, timeout=180, env={**os.environ, **env})
     seen = json.loads(r.stdout)["network_backend"]
     assert seen["load_balancer"].startswith(octavia.url) and "Octavia at" in seen["detail"], seen
 

@@ -19,7 +19,6 @@ import json
 import os
 import secrets
 import socket
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from netbay.dataplane import netns
 from netbay.plugins.cni.launcher import install
 from tests.dataplane.cni_fixtures import Daemon, invoke, netbay_conf
 from tests.backendfix import openstack
+from tests import zygote
 
 pytestmark = [pytest.mark.peers,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (the pods' network namespaces)")]
@@ -203,8 +203,8 @@ def test_gc_removes_the_attachments_the_runtime_no_longer_knows(
 
 def test_a_cloud_clouds_yaml_lacks_is_said_at_start(cloud_env: dict[str, str], tmp_path: Path) -> None:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("OS_")}, **cloud_env}
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "cni-daemon", "--socket", str(tmp_path / "s.sock"),
-                        "--prefix", PREFIX, "--backend", "openstack", "--os-cloud", "no-such-cloud"],
-                       capture_output=True, text=True, timeout=60, env=env)
+    r = zygote.run([sys.executable, "-m", "netbay.cli.main", "cni-daemon", "--socket", str(tmp_path / "s.sock"),
+                    "--prefix", PREFIX, "--backend", "openstack", "--os-cloud", "no-such-cloud"],
+                   capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 1 and "no-such-cloud" in r.stderr, r
     assert not (tmp_path / "s.sock").exists()

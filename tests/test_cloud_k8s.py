@@ -46,6 +46,7 @@ from netbay.k8s.source import ManifestSource
 from netbay.store.db import Store
 from tests.peers.openstack_cloud import Cloud
 from tests.backendfix import cloud_snapshot, netbay_on_cloud, octavia_snapshot, openstack
+from tests import zygote
 
 pytestmark = pytest.mark.peers
 
@@ -155,9 +156,9 @@ def listed(env: dict[str, str], what: str, *extra: str) -> list[dict]:
 def netbay_k8s(server, env: dict[str, str], verb: str, *args: str) -> subprocess.CompletedProcess:
     """``netbay k8s VERB`` as a user runs it against that cloud (its clouds.yaml, its token)."""
     run_env = {**os.environ, **env, "NETBAY_URL": server.url}
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", verb, "--backend", "openstack",
-                           "--database-url", server.database_url, "--data-dir", str(server.data_dir), *args],
-                          capture_output=True, text=True, timeout=300, env=run_env)
+    return zygote.run([sys.executable, "-m", "netbay.cli.main", "k8s", verb, "--backend", "openstack",
+                       "--database-url", server.database_url, "--data-dir", str(server.data_dir), *args],
+                      capture_output=True, text=True, timeout=300, env=run_env)
 
 
 def controller(server, admin, cid: str) -> Controller:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from netbay.store.db import Store
 from tests.backendfix import netbay_on_cloud, openstack, snapshot
 from tests.peers.nova_standin import FLAVORS, HOST, IMAGES, OWNER, NovaStandin
 from tests.peers.openstack_cloud import Cloud
+from tests import zygote
 
 pytestmark = pytest.mark.peers
 
@@ -155,7 +155,7 @@ def test_a_restart_adopts_a_server_by_its_metadata_and_the_sweep_deletes_it(
 
 
 def test_doctor_says_nodes_are_servers_of_the_clouds_nova(nova: NovaStandin, cloud_env: dict[str, str]) -> None:
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", "--backend", "openstack"],
-                       capture_output=True, text=True, timeout=180, env={**os.environ, **cloud_env})
+    r = zygote.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", "--backend", "openstack"],
+                   capture_output=True, text=True, timeout=180, env={**os.environ, **cloud_env})
     seen = json.loads(r.stdout)["network_backend"]
     assert seen["compute"].startswith(nova.url) and "servers of its Nova" in seen["detail"], seen

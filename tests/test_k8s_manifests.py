@@ -11,6 +11,7 @@ from netbay.coe.fragments import NETWORK_DRIVERS
 from netbay.errors import BadRequest
 from netbay.k8s.objects import Key, ManifestError, desired, key_of, load_paths, parse, selects
 from netbay.k8s.podenv import EnvVar
+from tests import zygote
 
 DEPLOY = """
 apiVersion: apps/v1
@@ -121,13 +122,12 @@ def test_kuryr_labels_are_checked_and_the_driver_has_a_fragment() -> None:
 
 
 def test_cli_refuses_a_bad_manifest_before_touching_anything(tmp_path: Path) -> None:
-    import subprocess
     import sys
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: c}\n")
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(bad), "--cluster", "x"],
-                       capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    r = zygote.run([sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(bad), "--cluster", "x"],
+                   capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert r.returncode == 1
     assert "kind ServiceAccount is not mapped" in r.stderr.replace("\n", " ")
 

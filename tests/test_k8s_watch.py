@@ -8,6 +8,7 @@ import json
 from netbay.k8s import objects, portinfo
 from netbay.k8s.objects import parse
 from netbay.k8s.watch import gone, mapped, trimmed
+from tests import zygote
 
 POD = parse("""
 apiVersion: v1
@@ -74,19 +75,18 @@ def test_gone_is_410_as_an_event_or_as_a_status() -> None:
 
 
 def test_cli_watch_refuses_a_missing_kubeconfig(tmp_path) -> None:
-    import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "watch", "--kubeconfig",
-                        str(tmp_path / "absent"), "--cluster", "c1"], capture_output=True, text=True, timeout=60,
-                       env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})
+    r = zygote.run([sys.executable, "-m", "netbay.cli.main", "k8s", "watch", "--kubeconfig",
+                    str(tmp_path / "absent"), "--cluster", "c1"], capture_output=True, text=True, timeout=60,
+                   env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})
     assert r.returncode == 1, r.stdout + r.stderr
     assert "error:" in r.stderr and "absent" in r.stderr
     (tmp_path / "kc").write_text("apiVersion: v1\nkind: Config\ncurrent-context: none\nclusters: []\n"
                                  "contexts: []\nusers: []\n")
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "watch", "--kubeconfig",
-                        str(tmp_path / "kc"), "--context", "nowhere", "--cluster", "c1"],
-                       capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})
+    r = zygote.run([sys.executable, "-m", "netbay.cli.main", "k8s", "watch", "--kubeconfig",
+                    str(tmp_path / "kc"), "--context", "nowhere", "--cluster", "c1"],
+                   capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"})
     assert r.returncode == 1 and "error:" in r.stderr and "nowhere" in r.stderr, r.stdout + r.stderr
 
 

@@ -28,6 +28,7 @@ from netbay.dataplane.names import Names
 from conftest import ADMIN_PASSWORD, Server, start_server, stop_server  # tests/conftest.py
 
 from .dp_helpers import PREFIX, ip_version
+from tests import zygote
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01, what: str = "") -> Any:
@@ -184,6 +185,6 @@ def agent_subprocess(server: Server, prefix: str, log: Path) -> subprocess.Popen
     env = {**os.environ, "OS_AUTH_URL": server.auth_url, "OS_USERNAME": "admin",
            "OS_PASSWORD": ADMIN_PASSWORD, "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default",
            "OS_PROJECT_DOMAIN_NAME": "Default", "NETBAY_LOG_LEVEL": "WARNING"}
-    return subprocess.Popen([sys.executable, "-m", "netbay.cli.main", "agent", "--url", server.url,
-                             "--prefix", prefix, "--wait", "5"],
-                            env=env, stdout=open(log, "a"), stderr=subprocess.STDOUT)
+    return zygote.popen([sys.executable, "-m", "netbay.cli.main", "agent", "--url", server.url,
+                         "--prefix", prefix, "--wait", "5"],
+                        env=env, stdout=open(log, "a"), stderr=subprocess.STDOUT)

@@ -24,6 +24,7 @@ import pytest
 from netbay.plugins.cni.launcher import install
 
 from .dp_helpers import serving
+from tests import zygote
 
 REFERENCE_DIR = Path("/usr/lib/cni")
 
@@ -79,7 +80,7 @@ class Daemon:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 30) -> Daemon:
-        self.proc = subprocess.Popen(
+        self.proc = zygote.popen(
             [sys.executable, "-m", "netbay.cli.main", "cni-daemon", "--socket", str(self.sock), "--url", self.url,
              "--prefix", self.prefix, *self.extra], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)  # noqa: SIM115 - the child process writes it while it runs
         deadline = time.monotonic() + timeout

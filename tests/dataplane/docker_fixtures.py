@@ -33,6 +33,7 @@ from conftest import ADMIN_PASSWORD, Server  # tests/conftest.py
 from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
 from .dp_helpers import RUN_ID, serving
+from tests import zygote
 
 PLUGIN = f"nbt{RUN_ID}dk"
 MADE = "netbay.docker.made"
@@ -56,7 +57,7 @@ class Plugin:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Plugin:
-        self.proc = subprocess.Popen(
+        self.proc = zygote.popen(
             [sys.executable, "-m", "netbay.cli.main", "libnetwork", "--name", self.name, "--url", self.url,
              "--prefix", self.prefix, *self.extra], env=self.env, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)  # noqa: SIM115 - the child process writes it while it runs
         # 60 s: on the OVN lab's cloud a restarted plugin first finishes the plugs a kill cut

@@ -13,6 +13,7 @@ import secrets
 import subprocess
 import sys
 from pathlib import Path
+from tests import zygote
 
 RUN_ID = os.environ.setdefault(f"NETBAY_TEST_RUN_ID_{os.getpid()}", secrets.token_hex(3))
 PREFIX = f"nbt{RUN_ID}-"
@@ -155,7 +156,7 @@ def serving(sock: Path, proc: subprocess.Popen, log: Path) -> bool:
 def netbay_up(data_dir: Path, port: int, prefix: str, env: dict, log: Path) -> subprocess.Popen:
     """``netbay up`` with its agent on ``prefix``, as a child process writing to ``log``
     (appended: a restarted server's lines follow the killed one's)."""
-    return subprocess.Popen(
+    return zygote.popen(
         [sys.executable, "-m", "netbay.cli.main", "up", "--port", str(port), "--data-dir", str(data_dir),
          "--agent", "--agent-prefix", prefix], env=env,
         stdout=open(log, "a"), stderr=subprocess.STDOUT)

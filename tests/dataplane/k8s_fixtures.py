@@ -32,6 +32,7 @@ from netbay.k8s.objects import Key, key_of, parse
 from netbay.store.db import Store
 
 from .agent_fixtures import Cloud, make_cloud, wait_for
+from tests import zygote
 
 
 def k8s_cloud(tmp: Path, tag: str) -> Iterator[Cloud]:
@@ -146,10 +147,10 @@ def netbay_exec(cloud: Cloud, ctrl: Controller, pod: str, *cmd: str, cluster: st
                 ) -> subprocess.CompletedProcess:
     """``netbay k8s exec``: the pod's namespace, resolv.conf and Service variables
     (``cluster``: its name or uuid; default the uuid; the prefix from NETBAY_AGENT_PREFIX)."""
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "exec", "--cluster",
-                           cluster or ctrl.refs.cluster_id, "--url", cloud.server.url, pod, "--", *cmd],
-                          env={**cli_env(cloud), "NETBAY_AGENT_PREFIX": cloud.names.prefix}, capture_output=True,
-                          text=True, timeout=30, check=False)
+    return zygote.run([sys.executable, "-m", "netbay.cli.main", "k8s", "exec", "--cluster",
+                       cluster or ctrl.refs.cluster_id, "--url", cloud.server.url, pod, "--", *cmd],
+                      env={**cli_env(cloud), "NETBAY_AGENT_PREFIX": cloud.names.prefix}, capture_output=True,
+                      text=True, timeout=30, check=False)
 
 
 def k8s_cli(cloud: Cloud, cluster: str, *args: str) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -24,6 +23,7 @@ from netbay.drivers.node import Node
 
 from .cluster_net import tcp_exchange
 from .dp_helpers import PREFIX
+from tests import zygote
 
 BIG, DEFAULT = bigtcp.GSO_MAX_SIZE, 65536
 
@@ -225,8 +225,8 @@ def test_doctor_reports_the_decision_and_its_figures(fresh_decision, monkeypatch
     monkeypatch.setattr(gsoprobe, "measure", lambda paths, big, **kw: {p: figures[p] for p in paths})
     bigtcp.decide()   # what an agent start leaves in the per-host cache
     env = {**os.environ, bigtcp.CACHE_ENV: str(fresh_decision), bigtcp.ENV: "pod-routed=on"}
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json"], env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = zygote.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json"], env=env,
+                   capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     got = json.loads(r.stdout)["big_tcp"]
     assert got["cache"] == str(fresh_decision)
@@ -235,6 +235,6 @@ def test_doctor_reports_the_decision_and_its_figures(fresh_decision, monkeypatch
     assert (paths["pod-bridged"]["big"], paths["pod-bridged"]["big_packet"]) == (False, CUT[1])
     assert (paths["pod-routed"]["big"], paths["pod-routed"]["source"]) == (True, "setting")
     assert (paths["pod-vxlan"]["big"], paths["pod-vxlan"]["source"]) == (False, "fixed")
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor"], env={**env, bigtcp.ENV: "sometimes"},
-                       capture_output=True, text=True, timeout=120)
+    r = zygote.run([sys.executable, "-m", "netbay.cli.main", "doctor"], env={**env, bigtcp.ENV: "sometimes"},
+                   capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "NETBAY_BIG_TCP='sometimes'" in r.stdout

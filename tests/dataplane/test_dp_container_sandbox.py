@@ -25,6 +25,7 @@ from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
 from .docker_fixtures import Plugin, iface, made_ports, sh
 from .zun_fixtures import cloud, daemon, docker_container, plugin, wait_container, zun  # noqa: F401
+from tests import zygote
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
@@ -225,7 +226,7 @@ def restart_server(cloud: Cloud, daemon: dk.Dockerd, plugin_name: str, while_dow
         while_down()
     env = {**os.environ, "NETBAY_ADMIN_PASSWORD": ADMIN_PASSWORD, "NETBAY_LOG_LEVEL": "WARNING",
            "NETBAY_DOCKER_HOST": daemon.host, "NETBAY_DOCKER_DRIVER": plugin_name, "NETBAY_SANDBOX_IMAGE": SANDBOX_IMAGE}
-    srv.proc = subprocess.Popen(
+    srv.proc = zygote.popen(
         [sys.executable, "-m", "netbay.cli.main", "up", "--port", str(srv.port), "--data-dir", str(srv.data_dir),
          "--database-url", srv.database_url, "--no-agent"],
         env=env, stdout=open(srv.data_dir / "server.log", "a"), stderr=subprocess.STDOUT)  # noqa: SIM115 - the child process writes it while it runs

@@ -21,11 +21,12 @@ from netbay.dataplane.standin import PORTS, MasterStandIns
 
 from .agent_fixtures import sweep_prefix, wait_for
 from .dp_helpers import PREFIX, netbay_up
+from tests import zygote
 
 
 def _netbay(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return zygote.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True,
+                      text=True, timeout=120)
 
 
 def test_one_agent_per_prefix_and_down_removes_exactly_its_namespaces(tmp_path: Path) -> None:
@@ -48,7 +49,7 @@ def test_one_agent_per_prefix_and_down_removes_exactly_its_namespaces(tmp_path: 
         assert f"export NETBAY_AGENT_PREFIX='{prefix}'" in openrc
 
         # A second server on the same prefix (own data dir and port) refuses, naming the holder.
-        second = subprocess.run(
+        second = zygote.run(
             [sys.executable, "-m", "netbay.cli.main", "up", "--port", str(free_port()), "--data-dir",
              str(tmp_path / "b"), "--agent", "--agent-prefix", prefix],
             env=env, capture_output=True, text=True, timeout=60)

@@ -44,6 +44,7 @@ from .dp_helpers import ping
 from .k8s_fixtures import (cli_env, controller, ctrl, lb, lb_tree, pod_ip, pod_ns,  # noqa: F401 - ctrl: a fixture
                            policy_quota, port_of)
 from .k8s_fixtures import keys_of as ctrl_keys
+from tests import zygote
 
 
 CLOUD_TAG = "k8"   # the shared `cloud` fixture (conftest.py): its namespace prefix
@@ -446,9 +447,9 @@ def test_kubelet_cni_plugs_the_port_the_controller_made(
     port into the kubelet's namespace; CHECK passes; DEL (twice) unplugs it and leaves
     the controller's port to the controller."""
     (tmp_path / "m.yaml").write_text(KUBELET)
-    done = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(tmp_path / "m.yaml"),
-                           "--cluster", cluster, "--url", cloud.server.url, "--prefix", cloud.names.prefix],
-                          env=cli_env(cloud), capture_output=True, text=True, timeout=120)
+    done = zygote.run([sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(tmp_path / "m.yaml"),
+                       "--cluster", cluster, "--url", cloud.server.url, "--prefix", cloud.names.prefix],
+                      env=cli_env(cloud), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     port = port_of(ctrl, "kubelet", "web")
     assert port["device_owner"] == "compute:kuryr" and podport.uid_of(port) == KUBELET_UID

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -42,6 +41,7 @@ from .docker_fixtures import sh
 from .cluster_pods import make_cluster
 from .k8s_fixtures import (cli_env, http_get, controller, getent, in_pod, k8s_cloud, keys_of, killed_apply, lb, pod_ns,
                            policy_quota, port_of)
+from tests import zygote
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
 
@@ -502,10 +502,10 @@ spec:
     - {{name: SURE, value: "x$(MAYBE)"}}
 """
     (tmp_path / "opt.yaml").write_text(text)
-    done = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(tmp_path / "opt.yaml"),
-                           "--cluster", ctrl.refs.cluster_id, "--url", cloud.server.url, "--prefix", cloud.names.prefix],
-                          env={**cli_env(cloud), "NETBAY_DOCKER_HOST": daemon.host}, capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = zygote.run([sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(tmp_path / "opt.yaml"),
+                       "--cluster", ctrl.refs.cluster_id, "--url", cloud.server.url, "--prefix", cloud.names.prefix],
+                      env={**cli_env(cloud), "NETBAY_DOCKER_HOST": daemon.host}, capture_output=True, text=True,
+                      timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert 'Warning pod opt/needs CreateContainerConfigError: Error: secret "absent" not found' in \
         " ".join(done.stdout.split()), done.stdout   # (rich wraps the line)

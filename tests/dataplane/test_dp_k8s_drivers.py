@@ -14,7 +14,6 @@ traffic still flowing.
 from __future__ import annotations
 
 import ipaddress
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from .agent_fixtures import Cloud, wait_for
 from .cluster_net import Listener, tcp_read
 from .cluster_pods import clusternet, ip_of, make_cluster, scale
 from .k8s_fixtures import cli_env, netbay_exec, node_pods
+from tests import zygote
 
 CLOUD_TAG = "kd"
 
@@ -152,10 +152,10 @@ def test_services_and_policy_on_node_drivers(cloud: Cloud, k8s: tuple[str, NodeC
             # the CLI says so too, on every apply
             manifest = tmp_path / "deny.yaml"
             manifest.write_text(DENY_ALL)
-            done = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(manifest),
-                                   "--cluster", ctrl.refs.cluster_id, "--url", cloud.server.url],
-                                  env={**cli_env(cloud), "NETBAY_AGENT_PREFIX": cloud.names.prefix},
-                                  capture_output=True, text=True, timeout=120, check=False)
+            done = zygote.run([sys.executable, "-m", "netbay.cli.main", "k8s", "apply", "-f", str(manifest),
+                               "--cluster", ctrl.refs.cluster_id, "--url", cloud.server.url],
+                              env={**cli_env(cloud), "NETBAY_AGENT_PREFIX": cloud.names.prefix},
+                              capture_output=True, text=True, timeout=120, check=False)
             assert done.returncode == 0, done.stderr
             assert "NetworkPolicy shop/deny-all: not enforced by flannel" in " ".join(done.stdout.split()), done.stdout
     finally:

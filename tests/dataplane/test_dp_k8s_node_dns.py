@@ -20,7 +20,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 
@@ -42,6 +41,7 @@ from .cluster_net import Listener, tcp_read
 from .cluster_pods import clusternet, make_cluster
 from .dns_upstream import UPSTREAM_ADDRESS, UPSTREAM_NAME, Upstream, query, upstream_server
 from .k8s_fixtures import getent, in_pod, netbay_exec
+from tests import zygote
 
 CLOUD_TAG = "kn"   # the shared `cloud` fixture (conftest.py): its namespace prefix
 CLOUD_K8S = True   # ... with the Kubernetes mapping's host leftovers swept
@@ -170,9 +170,9 @@ def test_sweep_spares_it_and_a_cluster_delete_stops_it(cloud: Cloud) -> None:
         assert process is not None and ctrl.dns.pod is not None
         pid, pod_ns = process.pid(), cloud.names.pod(ctrl.dns.pod["id"])
         assert pid is not None
-        swept = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", "sweep", "--url", cloud.server.url,
-                                "--prefix", cloud.names.prefix], env=cli_env(cloud), capture_output=True,
-                               text=True, timeout=120, check=False)
+        swept = zygote.run([sys.executable, "-m", "netbay.cli.main", "k8s", "sweep", "--url", cloud.server.url,
+                            "--prefix", cloud.names.prefix], env=cli_env(cloud), capture_output=True,
+                           text=True, timeout=120, check=False)
         assert swept.returncode == 0 and "resolver" not in swept.stdout, swept.stdout + swept.stderr
         assert process.serving() == pid, "a live cluster's resolver is no orphan"
         os.kill(pid, signal.SIGKILL)   # the resolver dies: the next (fast) pass starts it again

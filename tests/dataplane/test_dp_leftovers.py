@@ -29,6 +29,7 @@ from netbay.k8s.dns.process import Process, namespace, state_root
 
 from .agent_fixtures import Cloud, agent_subprocess, make_cloud, sweep_prefix, wait_for
 from .dp_helpers import PREFIX, netbay_up
+from tests import zygote
 
 LB = "/load-balancer/v2/lbaas"
 RUN = Path(os.environ.get("NETBAY_STATE_DIR", "/run/netbay"))
@@ -159,8 +160,8 @@ def test_sigterm_stops_the_agents_processes_and_after_sigkill_the_next_adopts_or
 
 
 def _netbay(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return zygote.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True,
+                      text=True, timeout=120)
 
 
 def test_netbay_up_stops_its_processes_at_sigterm_and_down_stops_what_a_killed_one_left(tmp_path: Path) -> None:

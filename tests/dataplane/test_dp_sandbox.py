@@ -21,6 +21,7 @@ from netbay.dataplane.names import Names
 
 from .agent_fixtures import sweep_prefix, wait_for
 from .dp_helpers import PREFIX
+from tests import zygote
 
 
 @pytest.fixture(scope="module")
@@ -234,8 +235,8 @@ def _cli(server: Server, *args: str) -> subprocess.CompletedProcess:
            "OS_PROJECT_NAME": "admin", "OS_USER_DOMAIN_NAME": "Default", "OS_PROJECT_DOMAIN_NAME": "Default",
            "OS_IDENTITY_API_VERSION": "3", "COLUMNS": "250"}
     env.pop("OS_CLOUD", None)
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return zygote.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True,
+                      text=True, timeout=120)
 
 
 def test_cli_create_list_exec_delete(server: Server, api: httpx.Client, agent: Agent) -> None:

@@ -22,7 +22,6 @@ plugged with os-vif). Then, with packets:
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 import uuid
@@ -40,6 +39,7 @@ from .lab import OUTSIDE, PHYSNET, OvnLab
 from .cloudhelp import LB_TIMEOUT, wait_lb, wait_status
 from .cni import start_daemon
 from .probes import MEMBER_PORT, VIP_PORT, Answering, ask, diagnose
+from tests import zygote
 
 pytestmark = [pytest.mark.ovn, pytest.mark.peers]
 
@@ -194,10 +194,10 @@ class Kubelet:
 
 def netbay_k8s(srv, env: dict[str, str], verb: str, *args: str) -> str:
     """``netbay k8s VERB --backend openstack`` as the cluster's user runs it; its stdout."""
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "k8s", verb, "--backend", "openstack",
-                        "--os-cloud", "peer", "--database-url", srv.database_url, "--data-dir", str(srv.data_dir),
-                        *args], env={**env, "NETBAY_URL": srv.url}, capture_output=True, text=True,
-                       timeout=600)
+    r = zygote.run([sys.executable, "-m", "netbay.cli.main", "k8s", verb, "--backend", "openstack",
+                    "--os-cloud", "peer", "--database-url", srv.database_url, "--data-dir", str(srv.data_dir),
+                    *args], env={**env, "NETBAY_URL": srv.url}, capture_output=True, text=True,
+                   timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
 

@@ -36,6 +36,7 @@ from tests.dataplane.dp_helpers import ping
 
 from .cloudhelp import Net, iface_ids, wait_status
 from .lab import OUTSIDE, PHYSNET, OvnLab
+from tests import zygote
 
 pytestmark = [pytest.mark.ovn, pytest.mark.peers]
 
@@ -216,8 +217,8 @@ def on_cloud(ovn_cloud, admin, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 def netbay_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True, text=True,
-                          timeout=300)
+    return zygote.run([sys.executable, "-m", "netbay.cli.main", *args], env=env, capture_output=True, text=True,
+                      timeout=300)
 
 
 def test_a_cluster_on_the_cloud_has_nodes_on_the_chassis_that_answer(

@@ -17,7 +17,6 @@ doctor --backend openstack`` says whether a chassis can bind.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from .cloudhelp import iface_ids, wait_status
 from .cni import Pods, add, delete, start_daemon
 from .lab import OvnLab
 from .probes import tcp_arrives
+from tests import zygote
 
 pytestmark = [pytest.mark.ovn, pytest.mark.peers]
 
@@ -152,8 +152,8 @@ def test_restart_finishes_a_half_done_plug_and_drops_a_stale_one(
 
 def test_doctor_says_whether_this_host_can_bind(ovn_lab: OvnLab, env: dict[str, str], tmp_path: Path) -> None:
     def doctor(ovsdb: str) -> dict:
-        r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", "--backend", "openstack",
-                            "--ovsdb", ovsdb], capture_output=True, text=True, timeout=120, env=env)
+        r = zygote.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--json", "--backend", "openstack",
+                        "--ovsdb", ovsdb], capture_output=True, text=True, timeout=120, env=env)
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)["binding"]
 
@@ -170,8 +170,8 @@ def test_doctor_says_whether_this_host_can_bind(ovn_lab: OvnLab, env: dict[str, 
 
 def doctor_lines(env: dict[str, str], ovsdb: str) -> list[str]:
     """The binding's lines of ``netbay doctor --backend openstack`` (its text output)."""
-    r = subprocess.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--backend", "openstack",
-                        "--ovsdb", ovsdb], capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "250"})
+    r = zygote.run([sys.executable, "-m", "netbay.cli.main", "doctor", "--backend", "openstack",
+                    "--ovsdb", ovsdb], capture_output=True, text=True, timeout=120, env={**env, "COLUMNS": "250"})
     assert r.returncode == 0, r.stdout + r.stderr
     head = r.stdout.splitlines()
     at = next(i for i, line in enumerate(head) if line.startswith("this host "))
