@@ -172,7 +172,12 @@ def popen(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str
           stdin: Any = None, stdout: Any = None, stderr: Any = None, **rest: Any) -> Any:
     """``subprocess.Popen(args, …)``; a ``python -m netbay.cli.main`` command forked from the zygote."""
     def fresh() -> subprocess.Popen:
-        return subprocess.Popen(args, env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr, **rest)
+        with contextlib.ExitStack() as files:   # a path (this module's own way) opened for Popen
+            def opened(target: Any, mode: str) -> Any:
+                return files.enter_context(open(target, mode)) if isinstance(target, (str, Path)) else target
+
+            return subprocess.Popen(args, env=env, cwd=cwd, stdin=opened(stdin, "rb"), stdout=opened(stdout, "ab"),
+                                    stderr=opened(stderr, "ab"), **rest)
 
     if not _forks(args) or rest or subprocess.PIPE in (stdin, stdout, stderr):
         return fresh()
