@@ -71,3 +71,17 @@ def test_the_scan_does_not_queue_what_a_worker_runs_or_the_queue_holds(conductor
     assert conductor._queue == {queued: "create", free: "create"}
     conductor.resume()
     assert conductor._queue == {queued: "create", free: "create"}
+
+
+def test_a_cluster_deleted_before_its_create_began_has_no_stack_to_remove(conductor: EmbeddedConductor) -> None:
+    """A delete that reaches a worker first (the create it replaced never ran) finds no
+    stack row: removing none is done, not ``NoResultFound`` (test_ha saw DELETE_FAILED)."""
+    from netbay.coe.stackrecord import StackRecord
+
+    cid = _cluster(conductor.store, "DELETE_IN_PROGRESS")
+    record = StackRecord(conductor.store, cluster_id=cid, name="c", project_id="p")
+    record.load()
+    record.set_status("DELETE", "DELETE_IN_PROGRESS", None)
+    record.add_unrecorded()
+    assert record.rows == {} and record.stack_id == ""
+    record.remove()

@@ -118,9 +118,12 @@ class StackRecord:
             stack.updated_at = utcnow_precise()
 
     def remove(self) -> None:
-        """The stack row itself: the last step of a delete."""
+        """The stack row itself: the last step of a delete (none if the cluster was deleted
+        before its create began)."""
+        if not self.stack_id:
+            return
         with self.store.write() as s:
-            stack = s.get_one(CoeStack, self.stack_id)
+            stack = s.get(CoeStack, self.stack_id)
             if stack is not None:
                 s.delete(stack)
 
