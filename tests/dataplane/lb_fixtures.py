@@ -103,8 +103,10 @@ class Backend:
                 continue
             except OSError:
                 return
-            if answer_init(sock, data, peer):
-                self.sctp_inits += 1
+            answer_init(sock, data, peer, before=self._count_init)
+
+    def _count_init(self) -> None:
+        self.sctp_inits += 1
 
     def stop(self) -> None:
         self.stop_event.set()

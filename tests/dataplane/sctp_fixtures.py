@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable
 
 from netbay.dataplane import netns, sctp
 
@@ -44,12 +45,14 @@ class SctpResponder:
             s.close()
 
 
-def answer_init(sock: socket.socket, data: bytes, peer: str) -> bool:
+def answer_init(sock: socket.socket, data: bytes, peer: str, before: Callable[[], None] = lambda: None) -> bool:
     """Answer ``data`` with an INIT ACK if it is a valid INIT to :data:`SCTP_PORT`
-    (a responder's one step; True if it answered)."""
+    (a responder's one step; True if it answered). ``before`` runs before the answer
+    goes: a count the client reads once answered is already taken."""
     got = sctp.parse(data, sock.family)
     if not (got and got.valid and got.chunk == sctp.INIT and got.dport == SCTP_PORT and got.init_tag):
         return False
+    before()
     sock.sendto(sctp.init_ack(SCTP_PORT, got.sport, got.init_tag, 7), (peer, 0))
     return True
 
