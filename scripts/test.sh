@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on SQLite and on PostgreSQL; installs what it needs first.
 # Extra arguments go to pytest (e.g. `scripts/test.sh tests/test_ports.py --db=sqlite`,
-# `scripts/test.sh -m quick -n 4`).
+# `scripts/test.sh -m quick -n 3`).
 #
 # With no arguments the suite runs as two pytest runs side by side: the tests against
 # the real OpenStack peers (`-m peers`: Keystone, Neutron, Octavia, Heat from PyPI) on

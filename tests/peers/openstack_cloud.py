@@ -316,8 +316,9 @@ def openstack_cloud(work: Path, ml2: str = ML2_API_ONLY, service_plugins: str = 
                                       lambda path: _neutron_sqlite_template(venv, path)), work / "neutron.db")
         else:
             _neutron_schema(venv, db_url, [work / "neutron.conf", work / "ml2_conf.ini"], extra_env)
+        (work / "tmp").mkdir(exist_ok=True)   # its neutron_start_time<pid> file, gone with the work dir
         neutron = _Uwsgi(venv, "neutron.wsgi.api:application", nt_port,
-                         {"OS_NEUTRON_CONFIG_DIR": str(work),
+                         {"OS_NEUTRON_CONFIG_DIR": str(work), "TMPDIR": str(work / "tmp"),
                           "OS_NEUTRON_CONFIG_FILES": "neutron.conf;ml2_conf.ini", **extra_env}, work / "neutron.log",
                          processes=1)  # one writer: SQLite refuses concurrent ones ("database is locked")
         servers.append(neutron)
