@@ -16,7 +16,6 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from netbay.dataplane.mirror import mirrors_of
 
 from .agent_fixtures import Cloud, wait_for
 from .sg_lab import tcp
+from tests import zygote
 
 ICMP, TCP = 1, 6
 ECHO_REQUEST, ECHO_REPLY = 8, 0
@@ -115,31 +115,25 @@ class Lab:
         pcap = tmp / f"cap-{time.monotonic_ns()}.pcap"
         cmd = [sys.executable, "-m", "netbay.cli.main", "tap", "capture", "--tap-service", "taas-ts",
                "--write", str(pcap), "--seconds", "8", "--url", self.cloud.server.url]
-        proc = subprocess.Popen(cmd, env=_env(self.cloud), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
-        listening = threading.Event()
-        lines: list[str] = []
+        log = tmp / f"cap-{time.monotonic_ns()}.log"
+        proc = zygote.popen(cmd, env=_env(self.cloud), stdout=log, stderr=subprocess.STDOUT)
 
-        def read() -> None:
-            for line in proc.stderr:   # tcpdump says "listening on eth0 …" once it captures
-                lines.append(line)
-                if "listening on" in line:
-                    listening.set()
+        def said() -> str:
+            return log.read_text() if log.exists() else ""
 
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        try:
-            assert listening.wait(30), f"capture did not start: {''.join(lines)}"
+        try:   # tcpdump says "listening on eth0 …" once it captures
+            wait_for(lambda: "listening on" in said() or proc.poll() is not None, 30, interval=0.05,
+                     what="the capture to start")
+            assert "listening on" in said(), f"capture did not start: {said()}"
             if flow is not None:
                 self.cloud.wait_status(f"/network/v2.0/taas/tap_flows/{flow['id']}", "ACTIVE")
                 self._wait_mirrored_into_capture()
             self.traffic()
-            assert proc.wait(timeout=30) == 0, "".join(lines)
+            assert proc.wait(timeout=30) == 0, said()
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            reader.join(timeout=5)
         return read_pcap(pcap)
 
 
