@@ -39,8 +39,10 @@ ENTRY = ("-m", "netbay.cli.main")
 # ``serve``), the dataplane agent, the Docker and CNI daemons, ``k8s``, ``doctor``.
 PRELOAD = ("netbay.cli.main", "netbay.cli.server", "netbay.cli.bootstrap", "netbay.cli.agent",
            "netbay.cli.instance", "netbay.cli.libnetwork", "netbay.cli.cni", "netbay.cli.k8s",
-           "netbay.cli.doctor", "netbay.api.app", "netbay.store.migrate", "netbay.identity.service",
-           "netbay.coe.conductor", "uvicorn", "alembic.command")
+           "netbay.cli.doctor", "netbay.cli.tap", "netbay.api.app", "netbay.store.migrate",
+           "netbay.identity.service", "netbay.coe.conductor", "netbay.agent", "netbay.k8s.controller",
+           "netbay.k8s.watch", "netbay.backends.openstack", "netbay.plugins.cni.server",
+           "netbay.plugins.libnetwork.server", "lightkube", "uvicorn", "alembic.command")
 REPO = Path(__file__).resolve().parent.parent
 
 
