@@ -21,11 +21,15 @@ def test_a_command_exits_and_prints_as_it_would_fresh(tmp_path: Path) -> None:
     for run in (zygote.run, subprocess.run):
         ok = run([*NETBAY, "admin", "--help"], capture_output=True, text=True, timeout=60,
                  env={**os.environ, "COLUMNS": "200"}, cwd=tmp_path)
+        wide = run([*NETBAY, "doctor"], capture_output=True, text=True, timeout=60,
+                   env={**os.environ, "COLUMNS": "100"})   # a rich table, its console made at import
         bad = run([*NETBAY, "no-such-command"], capture_output=True, text=True, timeout=60)
-        seen.append((ok.returncode, ok.stdout, ok.stderr, bad.returncode, bad.stdout, bad.stderr))
+        seen.append((ok.returncode, ok.stdout, ok.stderr, bad.returncode, bad.stdout, bad.stderr, wide.stdout))
     assert seen[0] == seen[1]
     assert seen[0][0] == 0 and "Manage projects, users and roles." in seen[0][1]
     assert seen[0][3] == 2 and "No such command" in seen[0][5]
+    assert "┏" + "━" * 14 + "┳" in seen[0][6]   # the kernel features' table, 100 columns wide
+    assert max(len(line) for line in seen[0][6].splitlines() if line.startswith("┏")) == 100, seen[0][6]
 
 
 def test_the_child_has_the_given_environment_directory_and_input(tmp_path: Path) -> None:

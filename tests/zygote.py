@@ -262,6 +262,9 @@ def _child(request: dict[str, Any]) -> None:
         os.closerange(3, 65536)   # the zygote's pipes and anything else it held
         os.environ.clear()
         os.environ.update(request["env"])
+        from tests.clihelp import _size_consoles
+
+        _size_consoles(dict(os.environ))   # made at import, in the zygote: sized as this process's
         import netbay.cli.main as entry
 
         sys.argv = [entry.__file__, *request["argv"]]
@@ -291,7 +294,7 @@ def _child(request: dict[str, Any]) -> None:
 
 
 def main(rc_dir: str) -> None:
-    for name in PRELOAD:
+    for name in (*PRELOAD, "tests.clihelp"):
         __import__(name)
     where = Path(rc_dir)
     signal.signal(signal.SIGCHLD, lambda *_: _reap(where))
