@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 from tests import zygote
 
@@ -21,15 +23,29 @@ def test_a_command_exits_and_prints_as_it_would_fresh(tmp_path: Path) -> None:
     for run in (zygote.run, subprocess.run):
         ok = run([*NETBAY, "admin", "--help"], capture_output=True, text=True, timeout=60,
                  env={**os.environ, "COLUMNS": "200"}, cwd=tmp_path)
-        wide = run([*NETBAY, "doctor"], capture_output=True, text=True, timeout=60,
-                   env={**os.environ, "COLUMNS": "100"})   # a rich table, its console made at import
         bad = run([*NETBAY, "no-such-command"], capture_output=True, text=True, timeout=60)
-        seen.append((ok.returncode, ok.stdout, ok.stderr, bad.returncode, bad.stdout, bad.stderr, wide.stdout))
+        seen.append((ok.returncode, ok.stdout, ok.stderr, bad.returncode, bad.stdout, bad.stderr))
     assert seen[0] == seen[1]
     assert seen[0][0] == 0 and "Manage projects, users and roles." in seen[0][1]
     assert seen[0][3] == 2 and "No such command" in seen[0][5]
-    assert "┏" + "━" * 14 + "┳" in seen[0][6]   # the kernel features' table, 100 columns wide
-    assert max(len(line) for line in seen[0][6].splitlines() if line.startswith("┏")) == 100, seen[0][6]
+
+
+def test_a_forked_commands_consoles_take_its_own_width(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``doctor``'s rich console is made when its module is imported — in the zygote, whose
+    ``COLUMNS`` (80 here, as in an xdist worker) it would keep: the child's own (100) wins."""
+    monkeypatch.setenv("COLUMNS", "80")
+    own = zygote._Zygote()   # a zygote started now, with COLUMNS=80
+    try:
+        out = tmp_path / "out"
+        args = [*NETBAY, "doctor"]
+        pid = own.fork(args[3:], {**os.environ, "COLUMNS": "100"}, str(tmp_path), os.devnull, str(out), str(out))
+        assert zygote.Forked(pid, own.rc_dir / str(pid), args).wait(timeout=60) == 0, out.read_text()
+    finally:
+        own.close()
+    fresh = subprocess.run(args, capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "100"})
+    assert out.read_text() == fresh.stdout + fresh.stderr
+    tables = [line for line in fresh.stdout.splitlines() if line.startswith("┏")]
+    assert tables and {len(line) for line in tables} == {100}
 
 
 def test_the_child_has_the_given_environment_directory_and_input(tmp_path: Path) -> None:
