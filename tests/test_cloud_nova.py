@@ -149,7 +149,8 @@ def test_a_restart_adopts_a_server_by_its_metadata_and_the_sweep_deletes_it(
     for name in [n for n, r in st.record.rows.items() if r.type == "OS::Nova::Server"]:
         st.record.drop_row(name)        # the rows forgot the servers: only their marks remain
     assert all(p.device_owner == OWNER for s in servers for p in admin.network.ports(device_id=s["id"]))
-    assert stack().delete().status == "DELETE_COMPLETE"
+    deleted = stack().delete()
+    assert deleted.status == "DELETE_COMPLETE", deleted.status_reason
     assert _servers_of(nova, c["uuid"]) == []
     assert snapshot(OpenStackBackend(connection=admin)) == before
 
