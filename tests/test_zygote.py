@@ -30,6 +30,7 @@ def test_a_command_exits_and_prints_as_it_would_fresh(tmp_path: Path) -> None:
     assert seen[0][3] == 2 and "No such command" in seen[0][5]
 
 
+@pytest.mark.slow   # a zygote of its own and two doctor runs: 10 s of CPU, not for the quick tier
 def test_a_forked_commands_consoles_take_its_own_width(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``doctor``'s rich console is made when its module is imported — in the zygote, whose
     ``COLUMNS`` (80 here, as in an xdist worker) it would keep: the child's own (100) wins."""
@@ -60,6 +61,7 @@ def test_the_child_has_the_given_environment_directory_and_input(tmp_path: Path)
         assert r.returncode != 0 and ("Gadget" if given else "Gizmo") in r.stdout + r.stderr, r
 
 
+@pytest.mark.slow   # a fresh server start beside a forked one
 def test_a_signal_ends_a_forked_server_as_it_ends_a_fresh_one(tmp_path: Path) -> None:
     from tests.conftest import _wait_port, free_port
 
