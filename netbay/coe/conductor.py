@@ -122,10 +122,8 @@ class EmbeddedConductor:
         """Queue every cluster ``*_IN_PROGRESS`` that no process holds a live lease on."""
         for cluster_id, action in worklease.unclaimed(self.store):
             with self._cond:   # checked and queued at once: a worker may take it meanwhile
-                if cluster_id in self._running or cluster_id in self._queue:
-                    continue
-                self._queue[cluster_id] = action
-                self._cond.notify()
+                if cluster_id not in self._running and cluster_id not in self._queue:
+                    self._enqueue(cluster_id, action)
 
     def _keep_leases(self) -> None:
         """Renew the leases of the work running here; take up work nobody holds."""
@@ -147,11 +145,14 @@ class EmbeddedConductor:
 
     def cluster_changed(self, cluster_id: str, action: str) -> None:
         with self._cond:
-            queued = self._queue.get(cluster_id)
-            # A create still queued and now deleted needs only the delete (which also
-            # sweeps anything a half-run create made).
-            self._queue[cluster_id] = action if queued != "delete" else queued
-            self._cond.notify()
+            self._enqueue(cluster_id, action)
+
+    def _enqueue(self, cluster_id: str, action: str) -> None:
+        """Queue ``action`` (``_cond`` held). A create still queued and now deleted needs
+        only the delete (which also sweeps anything a half-run create made)."""
+        queued = self._queue.get(cluster_id)
+        self._queue[cluster_id] = action if queued != "delete" else queued
+        self._cond.notify()
 
     def idle(self) -> bool:
         with self._cond:
