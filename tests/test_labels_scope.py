@@ -16,7 +16,7 @@ import pytest
 from clihelp import cli_here, ok
 from coehelp import ci_client, make_template, wait_status
 from conftest import unique
-from zunhelp import zun_http
+from zunhelp import network, zun_http
 
 pytestmark = pytest.mark.shared_server   # its tests make their own objects (tests/conftest.py)
 
@@ -104,10 +104,15 @@ def test_pods_carry_the_labels(cluster: dict, nb: httpx.Client) -> None:
 
 
 def test_container_labels_filter(server) -> None:
-    zun = zun_http(server, server.token())
+    # A project and an IPv4 network of its own: the shared server's admin project holds other
+    # tests' networks, an IPv6-only one among them, which Zun's default rule may pick.
+    user, password, project = server.make_user()
+    token = server.token(user, password, project)
+    zun = zun_http(server, token)
+    net, _ = network(server.http(token), unique("labels"), "10.94.7.0/24")
     made = []
     for labels in ({"tier": "db", "team": "blue"}, {"tier": "web"}):
-        r = zun.post("/containers", json={"image": "busybox", "labels": labels})
+        r = zun.post("/containers", json={"image": "busybox", "labels": labels, "nets": [{"network": net["id"]}]})
         assert r.status_code == 202, r.text
         made.append(r.json()["uuid"])
 
