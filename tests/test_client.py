@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import http.server
 import json
+import socket
+import struct
 import threading
 
 import httpx
@@ -90,3 +92,81 @@ def test_a_server_that_does_not_answer_is_httpx_s_connect_error():
     api = Api(f"http://127.0.0.1:{free_port()}", lambda: "t", timeout=2)
     with pytest.raises(httpx.ConnectError):
         api.call("GET", "/netbay/v1/pods")
+
+
+class _DropsFirst:
+    """Answers ``{}`` on every connection but the first, which it closes as the request
+    arrives (a kept-alive connection closed on the server's idle timeout as it is reused)."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.requests: list[str] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        for n in range(8):
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                data = b""
+                while b"\r\n\r\n" not in data and len(data) < 65536:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                self.requests.append(data.split(b" ", 1)[0].decode())
+                if n == 0:
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset
+                    continue
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+
+    def close(self) -> None:
+        self.listener.shutdown(socket.SHUT_RDWR)   # wakes the accept (a close alone does not)
+        self.listener.close()
+        self.thread.join(timeout=5)
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_a_connection_reset_before_the_answer_is_sent_again_once_unless_a_post(face: str) -> None:
+    import asyncio
+
+    from netbay import errors
+    from netbay.client.aio import AsyncApi
+
+    def call(url: str, method: str):
+        if face == "sync":
+            api = Api(url, lambda: "t", timeout=5)
+            try:
+                return api.call(method, "/x", {} if method != "GET" else None)
+            finally:
+                api.close()
+
+        async def once():
+            api = AsyncApi(url, Credentials(auth_url=url + "/v3", username="u", password="p", project_name="p"))
+            api._token = "t"
+            try:
+                return await api.call(method, "/x", **({"json": {}} if method != "GET" else {}))
+            finally:
+                await api.aclose()
+        return asyncio.run(once())
+
+    for method in ("GET", "PUT", "DELETE"):
+        server = _DropsFirst()
+        try:
+            assert call(server.url, method) == {}
+            assert server.requests == [method, method]
+        finally:
+            server.close()
+    server = _DropsFirst()
+    try:
+        with pytest.raises((httpx.RemoteProtocolError, errors.NetbayError)) as failed:
+            call(server.url, "POST")
+        assert server.requests == ["POST"]   # not sent twice: the server may have acted on it
+        assert face == "sync" or failed.value.status == 503
+    finally:
+        server.close()

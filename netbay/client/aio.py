@@ -15,6 +15,7 @@ import httpx
 
 from netbay import errors
 from netbay.client.errors import decode, unreachable
+from netbay.client.sync import IDEMPOTENT
 
 CONNECT_TIMEOUT = 1.0
 READ_TIMEOUT = 5.0
@@ -50,13 +51,20 @@ class AsyncApi:
 
     async def call(self, method: str, path: str, **kw: Any) -> Any:
         """``path`` below the server's root (``/network/v2.0/ports``, ``/netbay/v1/pods``)."""
-        for attempt in range(2):
-            token = await self._get_token(renew=attempt > 0)
+        renew = resent = False
+        for _ in range(3):
+            token = await self._get_token(renew=renew)
             try:
                 r = await self.client.request(method, path, headers={"X-Auth-Token": token}, **kw)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                if resent or method.upper() not in IDEMPOTENT:
+                    raise unreachable(f"netbay API at {self.url}", exc) from None
+                resent = True   # a kept-alive connection the server closed as it was reused
+                continue
             except httpx.HTTPError as exc:
                 raise unreachable(f"netbay API at {self.url}", exc) from None
-            if r.status_code == 401 and attempt == 0:
+            if r.status_code == 401 and not renew:
+                renew = True
                 continue
             if r.status_code >= 400:
                 message, kind = decode(r.status_code, r.content)

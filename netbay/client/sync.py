@@ -20,6 +20,9 @@ import urllib3
 from netbay.client.errors import ApiError, error_of
 
 NET = "/network/v2.0"
+# Sent once more when the connection breaks before an answer (RFC 9110 9.2.2): a kept-alive
+# connection the server closes on its idle timeout as the client reuses it. Never a POST.
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 LB = "/load-balancer/v2/lbaas"
 SANDBOXES = "/netbay/v1/sandboxes"
 
@@ -54,7 +57,8 @@ class Api:
         if params:
             url += ("&" if "?" in url else "?") + _query(params)
         content = None if body is None else orjson.dumps(body)
-        for attempt in range(2):
+        renewed = resent = False
+        for _ in range(3):
             token = self._token
             if token is None:
                 token = self._token = self._token_source()
@@ -65,10 +69,15 @@ class Api:
                 r = self._pool.request(method, url, body=content, headers=headers, redirect=False,
                                        timeout=None if timeout is None else urllib3.Timeout(
                                            connect=self._timeout, read=timeout))
+            except urllib3.exceptions.ProtocolError as exc:
+                if resent or method.upper() not in IDEMPOTENT:
+                    raise _unanswered(exc, method, url) from exc
+                resent = True   # a kept-alive connection the server closed as it was reused
+                continue
             except urllib3.exceptions.HTTPError as exc:
                 raise _unanswered(exc, method, url) from exc
-            if r.status == 401 and attempt == 0:
-                self._token = None
+            if r.status == 401 and not renewed:
+                self._token, renewed = None, True
                 continue
             if r.status >= 400:
                 raise error_of(r.status, r.data)
