@@ -107,6 +107,27 @@ def test_a_directory_is_read_in_name_order(tmp_path: Path) -> None:
         load_paths([tmp_path / "missing.yaml"])
 
 
+def test_dash_is_standard_input_bounded_and_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from netbay.k8s import objects
+
+    ns = b"apiVersion: v1\nkind: Namespace\nmetadata: {name: piped}\n"
+    (tmp_path / "a.yaml").write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: filed}\n")
+    got = load_paths(["-", tmp_path / "a.yaml"], stdin=io.BytesIO(ns))
+    assert [b["metadata"]["name"] for b in got] == ["piped", "filed"]
+    with pytest.raises(ManifestError, match="standard input can be given once"):
+        load_paths(["-", "-"], stdin=io.BytesIO(ns))
+    monkeypatch.setattr(objects, "MAX_MANIFEST_BYTES", 64)
+    with pytest.raises(ManifestError, match="<stdin>: larger than"):
+        load_paths(["-"], stdin=io.BytesIO(ns + b"#" * 64))
+    (tmp_path / "big.yaml").write_bytes(ns + b"#" * 64)
+    with pytest.raises(ManifestError, match="big.yaml: larger than"):
+        load_paths([tmp_path / "big.yaml"])
+    with pytest.raises(ManifestError, match="not UTF-8"):
+        load_paths(["-"], stdin=io.BytesIO(b"\xff\xfe"))
+
+
 def test_kuryr_labels_are_checked_and_the_driver_has_a_fragment() -> None:
     assert "kuryr" in NETWORK_DRIVERS
     labels.check({"kuryr_subnet_driver": "node", "kuryr_pod_subnet_prefixlen": 26}, "kuryr")

@@ -49,7 +49,7 @@ app = typer.Typer(help="Kubernetes objects on a cluster: kuryr's networks, ports
 console = LazyConsole()
 err = LazyConsole(stderr=True)
 
-FilesOpt = typer.Option(..., "-f", "--filename", help="A manifest file or a directory of them (repeatable).")
+FilesOpt = typer.Option(..., "-f", "--filename", help="A manifest file, a directory of them, or - for standard input (repeatable).")
 ClusterOpt = typer.Option(..., "--cluster", help="The cluster's name or uuid (kuryr, flannel or calico).")
 UrlOpt = typer.Option(None, "--url", envvar="NETBAY_URL", help="The netbay server (default: from OS_AUTH_URL).")
 DataDirOpt = typer.Option(None, "--data-dir", envvar="NETBAY_DATA_DIR", help="netbay's data directory.")

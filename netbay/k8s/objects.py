@@ -11,10 +11,11 @@ Secrets pods' environments read (:mod:`.podenv`).
 from __future__ import annotations
 
 import ipaddress
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from netbay.k8s import workloads
 from netbay.k8s.podenv import EnvError, secret_data
@@ -28,6 +29,7 @@ KINDS = ("Namespace", "Pod", *workloads.KINDS, "Service", "Endpoints", "NetworkP
 CLUSTER_SCOPED = {"Namespace"}
 DEFAULT_NAMESPACE = "default"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_MANIFEST_BYTES = 16 << 20   # one file (or stdin): far above any real manifest, bounded all the same
 # A Service port's protocols, Kubernetes' own: every driver's dataplane carries them (kube-proxy's
 # maps key on ``meta l4proto . th dport``; Octavia has SCTP listeners and pools)
 SERVICE_PROTOCOLS = ("TCP", "UDP", "SCTP")
@@ -79,19 +81,39 @@ def parse(text: str, origin: str = "<input>") -> list[dict[str, Any]]:
     return out
 
 
-def load_paths(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Every object in the files named, a directory's manifests in name order."""
+def load_paths(paths: Iterable[str | Path], stdin: BinaryIO | None = None) -> list[dict[str, Any]]:
+    """Every object in the files named, a directory's manifests in name order; ``-`` is
+    ``stdin`` (kubectl's ``-f -``), read once."""
     out: list[dict[str, Any]] = []
+    read_stdin = False
     for raw in paths:
+        if str(raw) == "-":
+            if read_stdin:
+                raise ManifestError("-: standard input can be given once")
+            read_stdin = True
+            out += parse(_bounded(stdin if stdin is not None else sys.stdin.buffer, "<stdin>"), "<stdin>")
+            continue
         path = Path(raw)
         files = sorted(p for p in path.iterdir() if p.suffix in MANIFEST_SUFFIXES) if path.is_dir() else [path]
         for f in files:
             try:
-                text = f.read_text()
+                with f.open("rb") as stream:
+                    text = _bounded(stream, str(f))
             except OSError as exc:
                 raise ManifestError(f"{f}: {exc.strerror}") from None
             out += parse(text, str(f))
     return out
+
+
+def _bounded(stream: BinaryIO, origin: str) -> str:
+    """A manifest stream's text, refused past :data:`MAX_MANIFEST_BYTES` or not UTF-8."""
+    data = stream.read(MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ManifestError(f"{origin}: larger than {MAX_MANIFEST_BYTES >> 20} MiB")
+    try:
+        return data.decode()
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{origin}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
 # --- the facts the mapping uses -------------------------------------------------------------------
