@@ -7,6 +7,8 @@ stopped by its PID), unless ``NETBAY_TEST_PG_URL`` points at one already.
 
 from __future__ import annotations
 
+from tests import bytecode  # noqa: F401 - first: the caches of everything imported after it
+
 import atexit
 import contextlib
 import glob
