@@ -183,7 +183,10 @@ def test_a_placed_container_removed_while_the_plugin_is_down_leaves_nothing_afte
     finally:
         plugin.start()
     nothing_left(cloud, daemon, flannel, [row])
-    assert f"'pods': ['{row['id']}']" in plugin.log.read_text()   # the restarted plugin's sweep did it
+    # The restarted plugin's sweep did it: its line comes when the whole sweep is done (after
+    # the release the rows wait on), so it is waited for too.
+    assert wait_for(lambda: f"'pods': ['{row['id']}']" in plugin.log.read_text(), 30, 0.1,
+                    "the restarted plugin's sweep to report the pod it released")
     assert zun.delete(f"/containers/{uuid}?force=true").status_code == 204
 
 
