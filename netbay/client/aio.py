@@ -14,8 +14,7 @@ from typing import Any
 import httpx
 
 from netbay import errors
-from netbay.client.errors import decode, unreachable
-from netbay.client.sync import IDEMPOTENT
+from netbay.client.errors import IDEMPOTENT, decode, unreachable
 
 CONNECT_TIMEOUT = 1.0
 READ_TIMEOUT = 5.0

@@ -104,6 +104,12 @@ def error_of(status: int, content: bytes) -> ApiError:
     return ApiError(status, message, kind)
 
 
+# Methods both faces send once more when the connection breaks before an answer (RFC 9110
+# 9.2.2): a kept-alive connection the server closes on its idle timeout as the client
+# reuses it. Never a POST: the server may have acted on it.
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+
 def unreachable(where: str, exc: BaseException) -> NetbayError:
     """A server that did not answer, as the backend seams say it: status 503, kind ``Unreachable``."""
     err = NetbayError(f"{where} is unreachable ({type(exc).__name__}: {exc or 'no answer'})", kind="Unreachable")

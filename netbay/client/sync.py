@@ -17,12 +17,9 @@ from urllib.parse import urlencode
 import orjson
 import urllib3
 
-from netbay.client.errors import ApiError, error_of
+from netbay.client.errors import IDEMPOTENT, ApiError, error_of
 
 NET = "/network/v2.0"
-# Sent once more when the connection breaks before an answer (RFC 9110 9.2.2): a kept-alive
-# connection the server closes on its idle timeout as the client reuses it. Never a POST.
-IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 LB = "/load-balancer/v2/lbaas"
 SANDBOXES = "/netbay/v1/sandboxes"
 
