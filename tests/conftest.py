@@ -359,11 +359,22 @@ def _schema_at_head(path: Path) -> None:
         from netbay.store import migrate
 
         where = Path(tempfile.mkdtemp(prefix="nbtest-schema-"))
-        atexit.register(shutil.rmtree, where, True)
+        atexit.register(shutil.rmtree, where, True)   # pytest_sessionfinish removes it first
         migrate.upgrade(f"sqlite:///{where / 'netbay.db'}")
         _SCHEMA.append(where / "netbay.db")
     with contextlib.closing(sqlite3.connect(_SCHEMA[0])) as source, contextlib.closing(sqlite3.connect(path)) as copy:
         source.backup(copy)
+
+
+@pytest.hookimpl(trylast=True)   # after the session's fixtures are torn down
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """This process's zygote and schema copy go before it reports back, not at its exit: a
+    pytest-xdist worker not gone 10 s after the run ends is SIGKILLed (execnet's
+    ``terminate``) and runs no ``atexit`` handler — a loaded machine had left their
+    directories in /tmp."""
+    zygote.close()
+    if _SCHEMA:
+        shutil.rmtree(_SCHEMA.pop().parent, ignore_errors=True)
 
 
 def _log_start(pid: int, command: str, wall: float) -> None:

@@ -110,15 +110,16 @@ class _Zygote:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
-        self.rc_dir = Path()   # made with the zygote: where it writes its children's statuses
+        self.rc_dir: Path | None = None   # made with the zygote: where it writes its children's statuses
 
     def fork(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, stdin: str, stdout: str,
-             stderr: str) -> int:
+             stderr: str) -> Path:
+        """Fork ``argv``; where the child's exit status will be written."""
         request = json.dumps({"argv": list(argv), "env": dict(env), "cwd": cwd, "stdin": stdin,
                               "stdout": stdout, "stderr": stderr}) + "\n"
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
-                if self.proc is None:
+                if self.rc_dir is None:
                     self.rc_dir = Path(tempfile.mkdtemp(prefix="nbtest-zygote-"))
                     atexit.register(self.close)
                 self.proc = subprocess.Popen([sys.executable, "-m", "tests.zygote", str(self.rc_dir)],
@@ -128,9 +129,11 @@ class _Zygote:
             self.proc.stdin.write(request.encode())
             self.proc.stdin.flush()
             answer = json.loads(self.proc.stdout.readline() or b'{"error": "the zygote exited"}')
+            rc_dir = self.rc_dir
+        assert rc_dir is not None   # made above with the zygote
         if "pid" not in answer:
             raise RuntimeError(f"zygote: {answer.get('error')}")
-        return int(answer["pid"])
+        return rc_dir / str(int(answer["pid"]))
 
     def close(self) -> None:
         with self.lock:
@@ -142,10 +145,18 @@ class _Zygote:
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
                     self.proc.wait(timeout=10)
-        shutil.rmtree(self.rc_dir, ignore_errors=True)
+            self.proc = None
+            if self.rc_dir is not None:   # only the directory fork made, never a default
+                shutil.rmtree(self.rc_dir, ignore_errors=True)
+                self.rc_dir = None
 
 
 _ZYGOTE = _Zygote()
+
+
+def close() -> None:
+    """End this process's zygote now rather than at exit (tests/conftest.py, at the session's end)."""
+    _ZYGOTE.close()
 
 
 def _pythonpath() -> str:
@@ -190,9 +201,9 @@ def popen(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str
         into = _path(stdin, os.devnull)
     except ValueError:   # a raw descriptor: only a real Popen can hand it over
         return fresh()
-    pid = _ZYGOTE.fork(list(args[3:]), env if env is not None else os.environ, str(cwd or os.getcwd()),
-                       into, out, err)
-    return Forked(pid, _ZYGOTE.rc_dir / str(pid), args)
+    status = _ZYGOTE.fork(list(args[3:]), env if env is not None else os.environ, str(cwd or os.getcwd()),
+                          into, out, err)
+    return Forked(int(status.name), status, args)
 
 
 def run(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,

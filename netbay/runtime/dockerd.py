@@ -87,8 +87,10 @@ def start(timeout: float = 60.0, *, netns: str | None = None) -> Dockerd:
     inside = ["nsenter", f"--net=/run/netns/{netns}", "--"] if netns else []
     cmd = [*inside, "dockerd", f"--config-file={root / 'daemon.json'}", *FLAGS, f"--data-root={root / 'data'}",
            f"--exec-root={root / 'exec'}", f"--pidfile={root / 'docker.pid'}", f"-H=unix://{root / 'docker.sock'}"]
+    # TMPDIR: containerd writes its goroutine dumps (containerd.<pid>.stacks.log, on a
+    # SIGUSR1) there; under root they go with it, not into /tmp for ever.
     proc = subprocess.Popen(cmd, stdout=open(root / "dockerd.log", "w"), stderr=subprocess.STDOUT,  # noqa: SIM115 - the child process writes it while it runs
-                            start_new_session=True)
+                            start_new_session=True, env={**os.environ, "TMPDIR": str(root)})
     d = Dockerd(root, proc, None)  # the client comes next, inside the try
     deadline = time.monotonic() + timeout
     try:
