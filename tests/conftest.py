@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from tests import bytecode  # noqa: F401 - first: the caches of everything imported after it
 
-import atexit
 import contextlib
 import glob
 import os
@@ -358,8 +357,7 @@ def _schema_at_head(path: Path) -> None:
     if not _SCHEMA:
         from netbay.store import migrate
 
-        where = Path(tempfile.mkdtemp(prefix="nbtest-schema-"))
-        atexit.register(shutil.rmtree, where, True)   # pytest_sessionfinish removes it first
+        where = Path(tempfile.mkdtemp(prefix="nbtest-schema-"))   # removed by pytest_sessionfinish
         migrate.upgrade(f"sqlite:///{where / 'netbay.db'}")
         _SCHEMA.append(where / "netbay.db")
     with contextlib.closing(sqlite3.connect(_SCHEMA[0])) as source, contextlib.closing(sqlite3.connect(path)) as copy:

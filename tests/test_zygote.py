@@ -39,8 +39,8 @@ def test_a_forked_commands_consoles_take_its_own_width(tmp_path: Path, monkeypat
     try:
         out = tmp_path / "out"
         args = [*NETBAY, "doctor"]
-        status = own.fork(args[3:], {**os.environ, "COLUMNS": "100"}, str(tmp_path), os.devnull, str(out), str(out))
-        assert zygote.Forked(int(status.name), status, args).wait(timeout=60) == 0, out.read_text()
+        child = own.fork(args, {**os.environ, "COLUMNS": "100"}, str(tmp_path), os.devnull, str(out), str(out))
+        assert child.wait(timeout=60) == 0, out.read_text()
     finally:
         own.close()
     fresh = subprocess.run(args, capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "100"})

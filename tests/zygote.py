@@ -112,10 +112,10 @@ class _Zygote:
         self.proc: subprocess.Popen | None = None
         self.rc_dir: Path | None = None   # made with the zygote: where it writes its children's statuses
 
-    def fork(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, stdin: str, stdout: str,
-             stderr: str) -> Path:
-        """Fork ``argv``; where the child's exit status will be written."""
-        request = json.dumps({"argv": list(argv), "env": dict(env), "cwd": cwd, "stdin": stdin,
+    def fork(self, args: Sequence[str], env: Mapping[str, str], cwd: str, stdin: str, stdout: str,
+             stderr: str) -> Forked:
+        """The CLI command ``args`` (``python -m netbay.cli.main …``), forked."""
+        request = json.dumps({"argv": list(args[3:]), "env": dict(env), "cwd": cwd, "stdin": stdin,
                               "stdout": stdout, "stderr": stderr}) + "\n"
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
@@ -133,7 +133,7 @@ class _Zygote:
         assert rc_dir is not None   # made above with the zygote
         if "pid" not in answer:
             raise RuntimeError(f"zygote: {answer.get('error')}")
-        return rc_dir / str(int(answer["pid"]))
+        return Forked(int(answer["pid"]), rc_dir / str(answer["pid"]), args)
 
     def close(self) -> None:
         with self.lock:
@@ -201,9 +201,7 @@ def popen(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str
         into = _path(stdin, os.devnull)
     except ValueError:   # a raw descriptor: only a real Popen can hand it over
         return fresh()
-    status = _ZYGOTE.fork(list(args[3:]), env if env is not None else os.environ, str(cwd or os.getcwd()),
-                          into, out, err)
-    return Forked(int(status.name), status, args)
+    return _ZYGOTE.fork(args, env if env is not None else os.environ, str(cwd or os.getcwd()), into, out, err)
 
 
 def run(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
