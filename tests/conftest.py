@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tests import bytecode  # noqa: F401 - first: the caches of everything imported after it
 
+import atexit
 import contextlib
 import glob
 import os
@@ -357,7 +358,10 @@ def _schema_at_head(path: Path) -> None:
     if not _SCHEMA:
         from netbay.store import migrate
 
-        where = Path(tempfile.mkdtemp(prefix="nbtest-schema-"))   # removed by pytest_sessionfinish
+        where = Path(tempfile.mkdtemp(prefix="nbtest-schema-"))
+        # Also at exit: helpers that import ``tests.conftest`` get a module of their own (pytest's
+        # is ``conftest``), whose copy pytest_sessionfinish does not see.
+        atexit.register(shutil.rmtree, where, True)
         migrate.upgrade(f"sqlite:///{where / 'netbay.db'}")
         _SCHEMA.append(where / "netbay.db")
     with contextlib.closing(sqlite3.connect(_SCHEMA[0])) as source, contextlib.closing(sqlite3.connect(path)) as copy:
