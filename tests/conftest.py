@@ -258,6 +258,7 @@ class Server:
     database_url: str
     proc: subprocess.Popen | zygote.Forked
     _clients: list = field(default_factory=list)
+    started: float = 0.0   # time.monotonic() at its start
     kind = "embedded"   # which side of ``neutron_api`` (tests/backendfix.py) this is
 
     @property
@@ -379,21 +380,25 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         shutil.rmtree(_SCHEMA.pop().parent, ignore_errors=True)
 
 
-def _log_start(pid: int, command: str, wall: float) -> None:
-    """One line per server start to ``NETBAY_TEST_SERVER_LOG`` (if set): which test started
-    it, the seconds until it listened and the CPU seconds it had spent by then: what the
-    suite pays per server start, to count and sum."""
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` so far (NaN once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def _log_server(pid: int, event: str, command: str, wall: float) -> None:
+    """One line per server start and stop to ``NETBAY_TEST_SERVER_LOG`` (if set): which test
+    started or stopped it, its pid, the seconds it took (to listen; since the start) and the
+    CPU seconds it had spent by then: what the suite pays per server, to count and sum."""
     where = os.environ.get("NETBAY_TEST_SERVER_LOG")
     if not where:
         return
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime + stime
-    except (OSError, IndexError, ValueError):
-        cpu = float("nan")
     test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
     with open(where, "a") as out:
-        out.write(f"{test}\t{command}\t{wall:.2f}\t{cpu:.2f}\n")
+        out.write(f"{event}\t{pid}\t{test}\t{command}\t{wall:.2f}\t{_cpu_seconds(pid):.2f}\n")
 
 
 def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: tuple[str, ...] = ()) -> Server:
@@ -418,8 +423,8 @@ def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: t
     except Exception as exc:
         proc.kill()
         raise RuntimeError((data_dir / "server.log").read_text()) from exc
-    _log_start(proc.pid, command, time.monotonic() - started)
-    return Server(f"http://127.0.0.1:{port}", port, data_dir, database_url, proc)
+    _log_server(proc.pid, "start", command, time.monotonic() - started)
+    return Server(f"http://127.0.0.1:{port}", port, data_dir, database_url, proc, started=started)
 
 
 def stop_server(server: Server) -> None:
@@ -428,6 +433,7 @@ def stop_server(server: Server) -> None:
             client.close()
         except Exception:  # noqa: BLE001
             pass
+    _log_server(server.proc.pid, "stop", "", time.monotonic() - server.started)
     server.proc.terminate()
     try:
         server.proc.wait(timeout=15)
