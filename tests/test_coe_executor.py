@@ -111,6 +111,12 @@ def create(store: Store, api: Api, template: dict, c: dict, **kw):
     return new_stack(store, api, c, **kw).create(build(template, c), {"template": template, "cluster": c})
 
 
+def created(store: Store, api: Api, template: dict, c: dict) -> None:
+    """:func:`create`, which must complete (else its status and reason are the failure)."""
+    outcome = create(store, api, template, c)
+    assert outcome.status == "CREATE_COMPLETE", (outcome.status, outcome.status_reason)
+
+
 def stack_rows(store: Store, cluster_id: str) -> list[CoeStackResource]:
     with store.read() as s:
         stack = s.scalars(select(CoeStack).where(CoeStack.cluster_id == cluster_id)).first()
@@ -272,7 +278,7 @@ def test_failure_midway_rolls_back_everything_the_create_made(store, api, raw, l
 def test_failed_scale_up_rolls_back_only_what_it_added(store, api, raw, lb_settler) -> None:
     before = snapshot(raw)
     c = cluster(1)
-    assert create(store, api, TEMPLATE, c).status == "CREATE_COMPLETE"
+    created(store, api, TEMPLATE, c)
     made = {k: {i["id"] for i in v} for k, v in tagged(raw, c["uuid"]).items()}
 
     def hook(name: str, action: str, status: str) -> None:
@@ -348,7 +354,7 @@ def test_resume_after_crash_makes_no_duplicates(store, api, raw, lb_settler, cra
 def test_scale_2_4_1(store, api, raw, lb_settler) -> None:
     before = snapshot(raw)
     c = cluster(2)
-    assert create(store, api, TEMPLATE, c).status == "CREATE_COMPLETE"
+    created(store, api, TEMPLATE, c)
     name = c["name"]
 
     def minions() -> list[str]:
@@ -377,7 +383,7 @@ def test_scale_2_4_1(store, api, raw, lb_settler) -> None:
 def test_delete_sweeps_what_the_state_table_missed(store, api, raw, lb_settler) -> None:
     before = snapshot(raw)
     c = cluster(2)
-    assert create(store, api, TEMPLATE, c).status == "CREATE_COMPLETE"
+    created(store, api, TEMPLATE, c)
     # A crash between create and persist: these rows never got written.
     with store.write() as s:
         for r in s.scalars(select(CoeStackResource).where(CoeStackResource.name.in_(
@@ -390,7 +396,7 @@ def test_delete_sweeps_what_the_state_table_missed(store, api, raw, lb_settler) 
 def test_delete_is_idempotent_and_resumes(store, api, raw, lb_settler) -> None:
     before = snapshot(raw)
     c = cluster(1)
-    assert create(store, api, TEMPLATE, c).status == "CREATE_COMPLETE"
+    created(store, api, TEMPLATE, c)
     count = [0]
 
     def hook(name: str, action: str, status: str) -> None:
