@@ -34,5 +34,14 @@ def test_changes_are_failures_unless_clearly_foreign():
 
 
 def test_snapshot_is_stable():
-    a, b = root_snapshot(), root_snapshot()
-    assert diff_snapshots(a, b) == ([], [])
+    """Two snapshots of an unchanged root namespace agree. Other workers may change it
+    between two (a container's end waits in the root namespace for Docker to move it: a
+    whole run saw one), so up to five pairs are taken; a snapshot that is not stable (a
+    counter in it, say) never agrees."""
+    diffs = []
+    for _ in range(5):
+        diff = diff_snapshots(root_snapshot(), root_snapshot())
+        if diff == ([], []):
+            return
+        diffs.append(diff)
+    raise AssertionError(diffs)

@@ -165,6 +165,7 @@ class Collector:
                 await driver.bind(eid, port_id)
                 log.info("port %s: binding for endpoint %s finished", port_id, eid[:12])
             except NotFound:
+                log.info("port %s: gone; its binding mark cleared", port_id)
                 await driver.kernel(driver.attacher.mark, port_id, "")  # released: its pair goes with Docker's endpoint
             except NetbayError as exc:
                 log.warning("port %s: binding not finished: %s", port_id, exc)
