@@ -260,8 +260,8 @@ class Server:
     data_dir: Path
     database_url: str
     proc: subprocess.Popen | zygote.Forked
+    started: float   # time.monotonic() at its start
     _clients: list = field(default_factory=list)
-    started: float = 0.0   # time.monotonic() at its start
     kind = "embedded"   # which side of ``neutron_api`` (tests/backendfix.py) this is
 
     @property
@@ -383,15 +383,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         shutil.rmtree(_SCHEMA.pop().parent, ignore_errors=True)
 
 
-def _cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` so far (NaN once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
 def _log_server(pid: int, event: str, command: str, wall: float) -> None:
     """One line per server start and stop to ``NETBAY_TEST_SERVER_LOG`` (if set): which test
     started or stopped it, its pid, the seconds it took (to listen; since the start) and the
@@ -399,9 +390,15 @@ def _log_server(pid: int, event: str, command: str, wall: float) -> None:
     where = os.environ.get("NETBAY_TEST_SERVER_LOG")
     if not where:
         return
+    from bench.harness import proc_cpu_seconds   # only when logging: the benches' one reader of /proc
+
+    try:
+        cpu = proc_cpu_seconds(pid)
+    except (OSError, IndexError, ValueError):
+        cpu = float("nan")
     test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
     with open(where, "a") as out:
-        out.write(f"{event}\t{pid}\t{test}\t{command}\t{wall:.2f}\t{_cpu_seconds(pid):.2f}\n")
+        out.write(f"{event}\t{pid}\t{test}\t{command}\t{wall:.2f}\t{cpu:.2f}\n")
 
 
 def start_server(database_url: str, data_dir: Path, *, up: bool = True, extra: tuple[str, ...] = ()) -> Server:

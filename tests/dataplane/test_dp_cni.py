@@ -168,8 +168,11 @@ def test_check_finds_what_is_gone(cloud: Cloud, daemon: Daemon, bin_dir: Path, n
     # reaches it within milliseconds (bounded here), and CHECK names the missing port from
     # then on. The server's agent follows the same feed and may unplug the port first: a
     # CHECK between the two fails on the gone fabric end instead (a whole run saw it once).
-    bad = wait_for(lambda: (c := check(ns, "gone2", add.json)).rc == 1 and "no port for container gone2"
-                   in (c.json or {}).get("msg", "") and c, timeout=2.0, what="CHECK to name the deleted port")
+    def names_the_port() -> Call | None:
+        c = check(ns, "gone2", add.json)
+        return c if c.rc == 1 and "no port for container gone2" in (c.json or {}).get("msg", "") else None
+
+    bad = wait_for(names_the_port, timeout=2.0, what="CHECK to name the deleted port")
     assert bad.code == 999, bad
     assert check(ns, "gone2", add.json).rc == 1
     gone = invoke(plugin(bin_dir), "DEL", conf, container="gone2", netns=netns.path(ns))
