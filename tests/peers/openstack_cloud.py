@@ -130,8 +130,8 @@ class _Uwsgi:
     SIGTERM by the kernel when the test run dies without its teardown (``--die-on-term``:
     the master then stops its workers and HTTP router, so a killed run leaves none)."""
 
-    def __init__(self, venv: Path, module: str, port: int, env: dict[str, str], log: Path,
-                 processes: int = 2) -> None:
+    def __init__(self, venv: Path, module: str, port: int, env: dict[str, str], log: Path, *,
+                 processes: int) -> None:   # each peer says why its number (all three: 1)
         argv = [str(venv / "bin" / "uwsgi"), "--http", f"127.0.0.1:{port}", "--http-keepalive",
                 "--module", module, "--master", "--processes", str(processes), "--threads", "1",
                 "--enable-threads",
