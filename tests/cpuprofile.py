@@ -5,7 +5,8 @@ as one that burns. With ``NETBAY_TEST_CPU_PROFILE=DIR`` and ``-p tests.cpuprofil
 each pytest process (each xdist worker) puts itself in a cgroup-v1 ``cpuacct`` group
 of its own, so every server, daemon and CLI it starts is counted with it, and writes
 one JSON line per test to ``DIR/<run>-<worker>.jsonl`` (the run named by its ``-m``
-expression: scripts/test.sh runs two side by side): node id, wall seconds and the CPU
+expression: scripts/test.sh runs two side by side): node id, start (epoch seconds, for
+a timeline), wall seconds and the CPU
 seconds the group used from the test's setup to its teardown. ``python -m
 tests.cpuprofile DIR`` sums them by module. The group is removed at the end (or named
 in a warning if a process outlived the run).
@@ -91,7 +92,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
         return
     cpu, wall = _group.usage(), time.monotonic()
     yield
-    row = {"id": item.nodeid, "wall": round(time.monotonic() - wall, 2),
+    row = {"id": item.nodeid, "start": round(time.time() - (time.monotonic() - wall), 1),
+           "wall": round(time.monotonic() - wall, 2),
            "cpu": round(_group.usage() - cpu, 2)}
     _group.out.write(json.dumps(row) + "\n")
     _group.out.flush()
