@@ -203,10 +203,14 @@ def postgres() -> Iterator[Postgres]:
     # jit=off: the OVN lab's Neutron asks this cluster for ORM joins that, on tables never
     # analysed, cross PostgreSQL's JIT threshold; compiling them was 38 of a module's 79 CPU s
     # (tests/ovn/test_neutron_ovn.py; 5.5 s without). netbay's own queries never reach it.
+    # autovacuum=off: a worker's cluster gathers a database per module, and the launcher
+    # started a worker process into one of them every naptime/N seconds, for the session,
+    # to vacuum tables that live for minutes.
     proc = subprocess.Popen(
         [*as_pg, str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(root),
          "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-         "-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "jit=off"],
+         "-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "jit=off",
+         "-c", "autovacuum=off"],
         stdout=subprocess.DEVNULL, stderr=open(root / "log", "w"),  # noqa: SIM115 - the child process writes it while it runs
     )
     try:
