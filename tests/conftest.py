@@ -26,12 +26,12 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from tests import zygote
+from tests import scheduling, zygote
+from tests.scheduling import pytest_xdist_make_scheduler  # noqa: F401 - a hook: pytest finds it here
 
 from tests.backendfix import (clean_backend, clean_lb_backend, cloud, cloud_env, cluster_api,  # noqa: F401
                               lb_backend, network_backend, neutron_api, neutron_params, nova,
@@ -83,6 +83,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.dist = "loadfile"
     config.addinivalue_line("markers", "embedded_only(reason): a test of a both-backend module "
                             "(``neutron_api``) that runs against netbay's own API only, for that reason")
+    scheduling.configure(config)
 
 
 DATAPLANE_DIR = Path(__file__).parent / "dataplane"
@@ -108,29 +109,6 @@ def _needs_host(item: pytest.Item) -> bool:
     return False
 
 
-LAB_DIRS = ("tests/ovn/", "tests/both/")   # the modules on the OVN lab (marker ``ovn``)
-
-
-@pytest.hookimpl(optionalhook=True)   # without xdist (-p no:xdist) the hook does not exist
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:   # xdist: a Scheduling
-    """``--dist loadfile`` with one change: the modules on the OVN lab are one work unit,
-    so one worker starts the lab and its cloud (Keystone, Neutron ML2/OVN, Octavia with
-    ovn-octavia-provider: ~150 CPU seconds, and their daemons' all along), not each
-    worker that gets one of them; and that worker, busy with them, does not also start
-    the other cloud. tests/both comes first in collection, so with
-    ``--no-loadscope-reorder`` (scripts/test.sh's peers run) that unit, the longest,
-    is handed out first."""
-    if config.getoption("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    class OneLab(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return "the OVN lab" if nodeid.startswith(LAB_DIRS) else super()._split_scope(nodeid)
-
-    return OneLab(config, log)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the ``quick`` tier (``pytest -m quick``): what needs no root, peers or dataplane,
     and is not marked ``slow`` (fuzzing, the scenarios that run the ``openstack`` CLI
@@ -138,6 +116,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if not _needs_host(item) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.quick)
+    scheduling.record_peers(config, items)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -5,7 +5,7 @@ as one that burns. With ``NETBAY_TEST_CPU_PROFILE=DIR`` and ``-p tests.cpuprofil
 each pytest process (each xdist worker) puts itself in a cgroup-v1 ``cpuacct`` group
 of its own, so every server, daemon and CLI it starts is counted with it, and writes
 one JSON line per test to ``DIR/<run>-<worker>.jsonl`` (the run named by its ``-m``
-expression: scripts/test.sh runs two side by side): node id, start (epoch seconds, for
+expression, ``all`` without one: two runs may share DIR): node id, start (epoch seconds, for
 a timeline), wall seconds and the CPU
 seconds the group used from the test's setup to its teardown. ``python -m
 tests.cpuprofile DIR`` sums them by module. The group is removed at the end (or named
@@ -73,7 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not out or not ROOT.is_dir() or _group is not None:
         return
     worker = getattr(config, "workerinput", {}).get("workerid", "main")
-    run = re.sub(r"\W+", "-", config.option.markexpr or "all").strip("-")   # two runs side by side: scripts/test.sh
+    run = re.sub(r"\W+", "-", config.option.markexpr or "all").strip("-")   # two runs may share the folder
     Path(out).mkdir(parents=True, exist_ok=True)
     _group = _Group(Path(out), f"{run}-{worker}")
 
