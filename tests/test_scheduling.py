@@ -63,11 +63,17 @@ def _tree(root: Path) -> None:
         (root / f"suite/test_plain_{n:02d}.py").write_text(PLAIN)
 
 
+def _env() -> dict[str, str]:
+    """This process's environment without what belongs to this run: its controller's list
+    folder, and options for it (``PYTEST_ADDOPTS``: a profiler plugin the small tree lacks)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("NETBAY_TEST_PEERS_LIST", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
+
+
 def _run(root: Path, *args: str, peer_workers: int) -> list[tuple[str, str]]:
     ran = root / "ran.jsonl"
     ran.unlink(missing_ok=True)
-    env = {**os.environ, "RAN": str(ran), "NETBAY_TEST_PEER_WORKERS": str(peer_workers)}
-    env.pop("NETBAY_TEST_PEERS_LIST", None)   # this run's controller names its own
+    env = {**_env(), "RAN": str(ran), "NETBAY_TEST_PEER_WORKERS": str(peer_workers)}
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(root),
                         "-c", str(root / "pytest.ini"), "--dist", "loadfile", "--no-loadscope-reorder", *args],
                        cwd=root, env=env, capture_output=True, text=True, timeout=120)
@@ -106,8 +112,7 @@ def test_a_run_of_only_peers_tests_uses_every_worker(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args", [(), ("-p", "no:xdist")])
 def test_without_workers_nothing_is_scheduled(tmp_path: Path, args: tuple[str, ...]) -> None:
     _tree(tmp_path)
-    env = {**os.environ, "RAN": str(tmp_path / "ran.jsonl"), "PYTEST_XDIST_WORKER": "none"}
-    env.pop("NETBAY_TEST_PEERS_LIST", None)
+    env = {**_env(), "RAN": str(tmp_path / "ran.jsonl"), "PYTEST_XDIST_WORKER": "none"}
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
                         "-c", str(tmp_path / "pytest.ini"), "-m", "peers", *args],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
