@@ -1,7 +1,8 @@
 """Port mirroring with real packets (issue 13, item 1).
 
 A real server and agent; the tap service and flows are made with the real
-``openstack tap …`` CLI; ``netbay tap capture`` plugs the tap service's port into a
+``openstack tap …`` CLI (python-openstackclient and neutronclient's TaaS plugin, run in
+the test's process: tests/osc.py); ``netbay tap capture`` plugs the tap service's port into a
 sandbox and runs tcpdump there; the pcap it writes is read back here. A sandbox
 ``src`` pings and opens TCP connections to a sandbox ``peer``; the capture must see
 both halves with ``BOTH``, only what ``src`` sends with ``OUT``, only what it
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ADMIN_PASSWORD
+from oschelp import osc_as, osc_json
 
 from netbay.dataplane import links, netns, probe
 from netbay.dataplane.mirror import mirrors_of
@@ -47,12 +49,10 @@ def _env(cloud: Cloud) -> dict[str, str]:
 
 
 def _osc(cloud: Cloud, *args: str) -> dict:
-    import json
-
-    r = subprocess.run(["openstack", *args, "-f", "json"], env=_env(cloud), capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, f"openstack {' '.join(args)}:\n{r.stderr}"
-    return json.loads(r.stdout)
+    """``openstack ARGS -f json`` as the admin (the CLI in this process: tests/osc.py)."""
+    found = osc_json(cloud.server, *args)
+    assert isinstance(found, dict)
+    return found
 
 
 class Lab:
@@ -86,8 +86,7 @@ class Lab:
             self.cloud.delete_sandbox(holder["id"])
 
     def delete_flow(self, flow: dict) -> None:
-        r = subprocess.run(["openstack", "tap", "flow", "delete", flow["id"]], env=_env(self.cloud),
-                           capture_output=True, text=True, timeout=120)
+        r = osc_as(self.cloud.server, "tap", "flow", "delete", flow["id"])
         assert r.returncode == 0, r.stderr
 
     def traffic(self) -> None:
