@@ -6,8 +6,8 @@ Heat: a session fixture, so no worker sees another's objects in the cloud-wide "
 it was" snapshots), so only the first ``NETBAY_TEST_PEER_WORKERS`` workers (default 2)
 take peers tests, and they take them first; the others never do. Once the peers tests
 are handed out, those workers take the rest's modules too: the run's tail is shared by
-every worker instead of the rest's alone. (Two runs side by side, one per kind, left two
-cores 25-45 % idle for the last three minutes: the peers' run ended first.)
+every worker instead of the rest's alone. (Two runs side by side, one per kind, left the
+two cores 15-33 % idle for the last three minutes: the peers' run ended first.)
 
 The work unit is the module (``--dist loadfile``: its module-scoped servers start once),
 split in two where a module holds both kinds (its embedded and cloud parametrizations),
@@ -43,7 +43,8 @@ def peer_workers() -> int:
 
 
 def configure(config: pytest.Config) -> None:
-    """(``pytest_configure``) The controller of a ``-n`` run: a directory for the workers' lists (before they start)."""
+    """(``pytest_configure``) The controller of a ``-n`` run: a directory for the workers'
+    lists, named in the environment the workers start with."""
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput") \
             and _ENV not in os.environ:
         where = tempfile.mkdtemp(prefix="nbtest-sched-")
@@ -52,7 +53,8 @@ def configure(config: pytest.Config) -> None:
 
 
 def record_peers(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """(``pytest_collection_modifyitems``) A worker: the peers tests it collected, for the controller's scheduler."""
+    """(``pytest_collection_modifyitems``) A worker: the peers and lab tests it collected,
+    for the controller's scheduler."""
     worker = getattr(config, "workerinput", {}).get("workerid")
     where = os.environ.get(_ENV)
     if worker is None or not where or not Path(where).is_dir():

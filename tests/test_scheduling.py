@@ -11,7 +11,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -109,11 +108,10 @@ def test_a_run_of_only_peers_tests_uses_every_worker(tmp_path: Path) -> None:
     assert {worker for worker, _ in ran} == {"gw0", "gw1"}, ran
 
 
-@pytest.mark.parametrize("args", [(), ("-p", "no:xdist")])
-def test_without_workers_nothing_is_scheduled(tmp_path: Path, args: tuple[str, ...]) -> None:
+def test_without_xdist_the_hooks_stand_aside(tmp_path: Path) -> None:
     _tree(tmp_path)
     env = {**_env(), "RAN": str(tmp_path / "ran.jsonl"), "PYTEST_XDIST_WORKER": "none"}
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
-                        "-c", str(tmp_path / "pytest.ini"), "-m", "peers", *args],
+                        "-c", str(tmp_path / "pytest.ini"), "-m", "peers", "-p", "no:xdist"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "7 passed" in r.stdout, r.stdout + r.stderr
