@@ -19,10 +19,14 @@ source scripts/setup.sh
 if [ "$#" -gt 0 ]; then
   exec python -m pytest -q "$@"
 fi
-# A fresh tree has no bytecode caches (tests/bytecode.py): one collection first writes them
-# (21 CPU s), so each of the five workers below collects in 7 instead of 21.
+# A fresh tree has no bytecode caches (tests/bytecode.py): a collection first writes them
+# (21 CPU s), so each of the five workers below collects in 7 instead of 21. Two halves
+# side by side, one per core: 14 s instead of 21 (errors: shown by the run).
 if ! compgen -G "tests/__pycache__/test_*-pytest-*.pyc" >/dev/null; then
-  python -m pytest -q -p no:cacheprovider --collect-only >/dev/null 2>&1 || true   # errors: shown by the runs
+  python -m pytest -q -p no:cacheprovider --collect-only tests/dataplane tests/ovn tests/both >/dev/null 2>&1 &
+  python -m pytest -q -p no:cacheprovider --collect-only tests \
+    --ignore=tests/dataplane --ignore=tests/ovn --ignore=tests/both >/dev/null 2>&1 || true
+  wait || true
 fi
 exec python -m pytest -q -p no:cacheprovider -n "${NETBAY_TEST_WORKERS:-5}" \
   --dist loadfile --no-loadscope-reorder --durations=20
