@@ -90,10 +90,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     if _group is None:
         yield
         return
-    cpu, wall = _group.usage(), time.monotonic()
+    cpu, wall, start = _group.usage(), time.monotonic(), time.time()
     yield
-    row = {"id": item.nodeid, "start": round(time.time() - (time.monotonic() - wall), 1),
-           "wall": round(time.monotonic() - wall, 2),
+    row = {"id": item.nodeid, "start": round(start, 1), "wall": round(time.monotonic() - wall, 2),
            "cpu": round(_group.usage() - cpu, 2)}
     _group.out.write(json.dumps(row) + "\n")
     _group.out.flush()

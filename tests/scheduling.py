@@ -73,10 +73,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:   # xdi
 
     class PeersFirst(LoadFileScheduling):
         marked: dict[str, set[str]] | None = None
+        any_rest = True   # whether the run has a unit that is not the peers' (else all workers take them)
 
         def schedule(self) -> None:
-            if self.marked is None:
+            if self.marked is None:   # once, before the first assignment (inside super().schedule)
                 self.marked = _read_marked()
+                collected = next(iter(self.registered_collections.values()), [])
+                self.any_rest = any(not _is_peers(self._split_scope(n)) for n in collected)
             super().schedule()
 
         def _split_scope(self, nodeid: str) -> str:
@@ -94,11 +97,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:   # xdi
             super()._assign_work_unit(node)
 
         def _next_for(self, node: Any) -> str | None:
-            peer_units = [s for s in self.workqueue if _is_peers(s)]
-            rest = [s for s in self.workqueue if not _is_peers(s)]
-            if peer_units and self._takes_peers(node):
-                return LAB if LAB in peer_units else peer_units[0]
-            return max(rest, key=lambda s: len(self.workqueue[s]), default=None)
+            if self._takes_peers(node):
+                peers = LAB if LAB in self.workqueue else next((s for s in self.workqueue if _is_peers(s)), None)
+                if peers is not None:
+                    return peers
+            return max((s for s in self.workqueue if not _is_peers(s)), key=lambda s: len(self.workqueue[s]),
+                       default=None)
 
         def _takes_peers(self, node: Any) -> bool:
             """One of the first workers; or any, in a run of only peers tests, or when those
@@ -106,15 +110,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:   # xdi
             def first(n: Any) -> bool:
                 return int(n.gateway.id.removeprefix("gw")) < peer_workers()
 
-            return first(node) or not self._any_rest() or \
+            return first(node) or not self.any_rest or \
                 not any(first(n) and not n.shutting_down for n in self.nodes)
-
-        def _any_rest(self) -> bool:
-            """Whether the run has any unit that is not the peers' (else all workers take them)."""
-            if not hasattr(self, "_rest"):
-                units = {self._split_scope(n) for n in self.collection or ()}
-                self._rest = any(not _is_peers(s) for s in units)
-            return self._rest
 
         def _reschedule(self, node: Any) -> None:
             # xdist shuts a worker down when the queue is empty; one left only units it may

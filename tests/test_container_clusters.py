@@ -147,7 +147,7 @@ def test_openstack_appcontainer_and_zun_cli_hints(server, zun, flannel) -> None:
     import subprocess
 
     from conftest import ADMIN_PASSWORD
-    from tests.osc import openstack as run_openstack
+    from oschelp import osc_as
 
     if not shutil.which("openstack") or not shutil.which("zun"):
         pytest.skip("python-openstackclient / python-zunclient's CLI not installed")
@@ -156,8 +156,8 @@ def test_openstack_appcontainer_and_zun_cli_hints(server, zun, flannel) -> None:
            "OS_IDENTITY_API_VERSION": "3"}
     env.pop("OS_CLOUD", None)
     m0, m1 = minions(server, flannel["uuid"])
-    r = run_openstack("appcontainer", "create", "--name", unique("zo"), "--hint",   # in this process: tests/osc.py
-                      f"cluster={flannel['name']}", "--hint", f"node={m1}", "-f", "json", "busybox", env=env)
+    r = osc_as(server, "appcontainer", "create", "--name", unique("zo"), "--hint",   # in this process: tests/osc.py
+               f"cluster={flannel['name']}", "--hint", f"node={m1}", "-f", "json", "busybox")
     assert r.returncode == 0, r.stdout + r.stderr
     made = json.loads(r.stdout)
     assert (made["cluster"], made["node"]) == (flannel["uuid"], m1), made
