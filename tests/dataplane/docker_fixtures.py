@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from docker.types import IPAMConfig, IPAMPool
 
 from netbay import unixsock
 from netbay.dataplane import netns
+from netbay.dataplane.names import Names
 from netbay.plugins.libnetwork.server import journal_dir
 
 from conftest import ADMIN_PASSWORD, Server  # tests/conftest.py
@@ -151,9 +152,33 @@ def made_ports(cloud: Cloud) -> list[dict]:
     return cloud.ok(cloud.http.get("/network/v2.0/ports", params={"tags": MADE}))["ports"]
 
 
-def host_container_ends() -> list[str]:
+def host_container_ends(ports: Collection[str] | None = None) -> list[str]:
+    """Container ends (``nbc…``) in the host namespace; only ``ports``' when given. Other
+    workers' Docker tests share the host namespace, so a test asserting that none of its
+    own is left names its ports (:func:`ports_made_since`)."""
     with open("/proc/net/dev") as f:
-        return [ln.split(":")[0].strip() for ln in f if ln.split(":")[0].strip().startswith("nbc")]
+        ends = [ln.split(":")[0].strip() for ln in f if ln.split(":")[0].strip().startswith("nbc")]
+    if ports is None:
+        return ends
+    mine = {Names.container_end(p) for p in ports}
+    return [e for e in ends if e in mine]
+
+
+def head(cloud: Cloud) -> int:
+    """The cloud's change feed's head revision (for :func:`ports_made_since`)."""
+    return cloud.ok(cloud.http.get("/netbay/v1/changes", params={"since": 2**31 - 1}))["revision"]
+
+
+def ports_made_since(cloud: Cloud, revision: int) -> set[str]:
+    """Every port created on ``cloud`` after ``revision``, deleted ones too (the change feed)."""
+    made: set[str] = set()
+    for _ in range(1000):
+        page = cloud.ok(cloud.http.get("/netbay/v1/changes", params={"since": revision}))
+        made |= {c["id"] for c in page["changes"] if c["resource"] == "port" and c["action"] == "create"}
+        if not page["changes"]:
+            return made
+        revision = page["revision"]
+    raise AssertionError("the change feed did not end within 1000 pages")
 
 
 def tcp_read(ns: str, host: str, port: int, timeout: float = 5.0) -> bytes:

@@ -23,8 +23,8 @@ from conftest import free_port  # tests/conftest.py
 from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
 from .docker_fixtures import (  # noqa: F401 - daemon, plugin: the module fixtures
-    GRACE, PLUGIN, Plugin, daemon, docker_network, endpoint_port, host_container_ends, iface, made_ports,
-    netbay_network, plugin, plugin_env, run, sh, tcp_read)
+    GRACE, PLUGIN, Plugin, daemon, docker_network, endpoint_port, head, host_container_ends, iface, made_ports,
+    netbay_network, plugin, plugin_env, ports_made_since, run, sh, tcp_read)
 from .dp_helpers import PREFIX, ping
 
 pytestmark = pytest.mark.skipif(dk.available() is not None, reason=str(dk.available()))
@@ -176,6 +176,7 @@ def test_plugin_killed_mid_way_through_20_runs(cloud: Cloud, daemon: dk.Dockerd,
     dnet = docker_network(daemon, "dk-k", "10.67.0.0/23")
     net = netbay_network(cloud, dnet)
     sb = cloud.sandbox("sb-k", networks=[net["id"]])
+    since = head(cloud)
     env = {**os.environ, "DOCKER_HOST": daemon.host}
     runs = [subprocess.Popen([dk.shutil.which("docker") or "docker", "run", "-d", "--name", f"k{i}", "--net",
                               "dk-k", dk.IMAGE, "sleep", "600"], env=env, stdout=subprocess.PIPE,
@@ -215,7 +216,9 @@ def test_plugin_killed_mid_way_through_20_runs(cloud: Cloud, daemon: dk.Dockerd,
             gone = set(ports) - {p["id"] for p in now}
             raise AssertionError(f"after {window:.0f} s, left: {left}; running containers' ports gone: {gone}\n"
                                  f"plugin log:\n{plugin.log.read_text()[-4000:]}") from None
-        wait_for(lambda: not host_container_ends(), 6 * GRACE, 0.2, "host-side ends to be collected")
+        made = ports_made_since(cloud, since)
+        wait_for(lambda: not host_container_ends(made), 6 * GRACE, 0.2,
+                 "host-side ends to be collected")
         ours = {p["id"] for p in cloud.ok(cloud.http.get("/network/v2.0/ports",
                                                          params={"network_id": net["id"]}))["ports"]}
         assert ours - {p for p in ours if p in wanted} <= {p["id"] for p in cloud.ok(cloud.http.get(
@@ -313,12 +316,14 @@ def replay(plugin: Plugin, name: str) -> list[tuple[str, dict]]:
 
 @pytest.mark.parametrize("capture", dockercalls.NAMES)
 def test_dockers_captured_sequences_and_rollbacks_leave_nothing(cloud: Cloud, plugin: Plugin, capture: str) -> None:
+    since = head(cloud)
     answers = replay(plugin, capture)
     paths = [p for p, _ in answers]
     assert paths.count("/NetworkDriver.Join") >= 1 and "/NetworkDriver.DeleteNetwork" in paths
     assert all("Err" not in b for p, b in answers if p != "/IpamDriver.RequestPool"), answers
     assert not made_ports(cloud)  # at once: no sweep has had time to tidy up
-    assert not host_container_ends()
+    made = ports_made_since(cloud, since)
+    assert made and not host_container_ends(made)
     tagged = [n for n in cloud.ok(cloud.http.get("/network/v2.0/networks"))["networks"]
               if any(t.startswith("netbay.docker") for t in n["tags"])]
     assert not tagged, tagged

@@ -15,13 +15,16 @@ plugin finishes a half-done plug.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from netbay.dataplane import netns
+from netbay.dataplane import netns, veth
+from netbay.dataplane.names import Names
+from netbay.dataplane.rtnl import rtnl
 from netbay.runtime.vif import host_end
 from tests.dataplane import dockerd as dk
 from tests.dataplane.docker_fixtures import Plugin, sh
@@ -167,8 +170,11 @@ def test_a_vif_type_netbay_cannot_plug_fails_docker_run_by_name(
         assert r.returncode != 0 and "binding:vif_type 'binding_failed'" in r.stderr, r.stderr
         assert "cannot plug" in r.stderr
         assert hv.vsctl("list-ports", "br-int") == in_bridge
-        with open("/proc/net/dev") as f:
-            assert not [ln for ln in f if ln.strip().startswith("nbc")]
+        refused = re.search(r"port ([0-9a-f-]{36}) is bound", r.stderr)
+        assert refused, r.stderr
+        # by its pair's names: other workers' Docker tests make theirs in the same host namespace
+        pair = {Names.container_end(refused[1]), host_end(refused[1])}
+        assert not pair & set(veth.host_ends("nb")) and not pair & {lk.ifname for lk in rtnl(hv.ns).links()}
     finally:
         daemon.cli("rm", "-f", f"{NAME}r")
         other.stop()
