@@ -17,6 +17,9 @@ such an admin would see and touch to what a member of the project may:
   Neutron shows every project: shared and external networks, subnets on
   networks it sees, shared subnet pools, ports on its own networks, rules in
   its own groups (networks shared only by an RBAC policy are not followed);
+  a list of networks, subnet pools, subnets or ports narrowed by id, tags or
+  description (a subnet's also by network, a port's by device) is one query of
+  every project's, filtered here by the same rule (a parent looked up once per list);
 - shows, updates, deletes and tag calls on an object the project cannot see
   answer Neutron's 404; on one it sees but does not own (a shared network), 403.
 
@@ -34,6 +37,17 @@ from netbay.backends.seam import CLOUD
 from netbay.errors import BadRequest, NotFound, not_found, policy_refused
 
 CHUNK = 50        # ids per list query (a URL carries them as repeated parameters)
+# Members whose visibility the object tells, from its own attributes (owner, shared,
+# external) or its network's, and the filters that keep a list of every project's small
+# (not a name: many projects name a network "private"): such a list is one query,
+# filtered here, instead of one per view (a cluster's pass lists its networks and
+# subnets by tag and mark, a segment's subnets by network).
+_OWN_MARKS = frozenset({"id", "tags", "description"})
+_ONE_QUERY = {
+    "network": _OWN_MARKS, "subnetpool": _OWN_MARKS,
+    "subnet": _OWN_MARKS | {"network_id"},   # a network has few subnets
+    "port": _OWN_MARKS | {"device_id"},      # not by network: a shared one has every project's ports
+}
 # Members a project may change when it sees them, owned or not (Neutron's network-owner
 # and group-owner rules): a port on its own network, a rule in its own group.
 _OWNED_WHEN_SEEN = ("port", "security_group_rule")
@@ -90,6 +104,10 @@ class ProjectScoped:
     def list(self, member: str, **filters: Any) -> list[dict[str, Any]]:
         if self.admin:
             return self.inner.list(member, **filters)
+        if _ONE_QUERY.get(member, frozenset()) & filters.keys():
+            parents: dict[str, dict[str, Any] | None] = {}
+            return [obj for chunk in _chunks(dict(filters)) for obj in self.inner.list(member, **chunk)
+                    if self._sees(member, obj, parents)]
         seen: dict[str, dict[str, Any]] = {}
         for view in self._views(member):
             query = _within(filters, view)
@@ -141,8 +159,10 @@ class ProjectScoped:
 
     # -- what the project sees -------------------------------------------------------------
 
-    def _sees(self, member: str, obj: Mapping[str, Any]) -> bool:
-        """Neutron's read rule for a member of the project (the list views, for one object)."""
+    def _sees(self, member: str, obj: Mapping[str, Any],
+              parents: dict[str, dict[str, Any] | None] | None = None) -> bool:
+        """Neutron's read rule for a member of the project (the list views, for one object);
+        ``parents`` keeps the parent objects looked up, for the next object of a list."""
         if self.admin or obj.get("project_id") == self.project_id:
             return True
         if member == "network":
@@ -153,9 +173,15 @@ class ProjectScoped:
                   "security_group_rule": ("security_group", "security_group_id")}.get(member)
         if parent is None or not obj.get(parent[1]):
             return False
-        try:
-            owner = self.inner.show(parent[0], obj[parent[1]])
-        except NotFound:
+        parents = {} if parents is None else parents
+        key = f"{parent[0]}/{obj[parent[1]]}"
+        if key not in parents:
+            try:
+                parents[key] = self.inner.show(parent[0], obj[parent[1]])
+            except NotFound:
+                parents[key] = None
+        owner = parents[key]
+        if owner is None:
             return False
         return owner.get("project_id") == self.project_id or (member == "subnet" and self._sees("network", owner))
 

@@ -121,7 +121,10 @@ class OpenStackBackend:
 
     def set_tags(self, member: str, obj_id: str, tags: builtins.list[str]) -> builtins.list[str]:
         def run() -> list[str]:
-            obj = getattr(self.net, f"get_{_sdk(member)}")(obj_id)
+            try:   # the PUT needs only the URL: no GET first (a missing object's 404 comes from the PUT)
+                obj = _by_id(member, obj_id)
+            except errors.BadRequest:   # a member :func:`_by_id` does not know: fetched for its URL
+                obj = getattr(self.net, f"get_{_sdk(member)}")(obj_id)
             return list(self.net.set_tags(obj, list(tags)).tags)
 
         return sdk_call(run)
@@ -192,3 +195,4 @@ def _translate(exc: sdk_errors.HttpException) -> errors.NetbayError:
             kind = body["NeutronError"].get("type") or None
             message = body["NeutronError"].get("message") or message
     return errors.from_status(exc.status_code or 502, str(message), kind)
+

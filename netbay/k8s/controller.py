@@ -144,7 +144,7 @@ class Controller(PodPorts):
             bodies = desired.load(self.store, self.refs.cluster_id)
             want = objects.desired(bodies, self.refs.nodes)
             report = Report()
-            segments = self._segments(want, report, known)
+            segments, found = self._segments(want, report, known)
             containers = self.dockerpods.sweep(want, known, report)
             ports = self._pods(want, segments, report, known)
             self.discovery.before_services(want, known is None)
@@ -155,7 +155,7 @@ class Controller(PodPorts):
             self.nodeports.converge([self.names.sandbox(box) for _, box, _ in self.refs.node_boxes],
                                     nodeports.plan(want, vips))
             self._policies(want, ports, vips)
-            self._sweep_segments(segments, report, known)
+            self._sweep_segments(segments, found, report)
             self._sweep_sandboxes(ports, report)
             self.known = Known(dict(segments), {p["name"]: p for p in ports.values()}, lbs, fips,
                                dict(self.subnets6))

@@ -44,18 +44,22 @@ class Segments(Owned):
             return {self.segment_of(p) for p in want.pods.values()}
         return {f"ns/{n}" for n in want.namespaces}
 
-    def _segments(self, want: Desired, report: Report, known: Known | None) -> dict[str, tuple[dict, dict]]:
+    def _segments(self, want: Desired, report: Report,
+                  known: Known | None) -> tuple[dict[str, tuple[dict, dict]], list[dict]]:
         """name → (network, its IPv4 subnet) for every wanted segment, made where missing;
         on a dual-stack cluster each also has an IPv6 subnet from the IPv6 pool
-        (``self.subnets6``)."""
+        (``self.subnets6``). Also the segment networks there were at the start (what
+        :meth:`_sweep_segments` looks through: the pass lists them once)."""
         if known is not None:
+            found = [net for net, _ in known.segments.values()]
             nets = {name: net for name, (net, _) in known.segments.items()}
             subnets = {net["id"]: subnet for net, subnet in known.segments.values()}
             subnets6 = dict(known.subnets6)
             attached = {subnet["id"] for _, subnet in known.segments.values()} | \
                 {subnet["id"] for subnet in subnets6.values()}
         else:
-            nets = {n["name"]: n for n in self._list("network", "network")}
+            found = self._list("network", "network")   # a duplicate name too: the sweep takes it
+            nets = {n["name"]: n for n in found}
             mine = self._list("subnet", "network")
             subnets = {s["network_id"]: s for s in mine if s.get("ip_version", 4) == 4}
             subnets6 = {s["network_id"]: s for s in mine if s.get("ip_version") == 6}
@@ -83,7 +87,7 @@ class Segments(Owned):
                     self._ensure_interface(subnet6)
                 self.subnets6[net["id"]] = subnet6
             out[name] = (net, subnet)
-        return out
+        return out, found
 
     def more_subnets(self, net_id: str) -> tuple[dict[str, Any], ...]:
         """A segment's subnets beside its IPv4 one (a dual-stack cluster's IPv6 subnet)."""
@@ -101,11 +105,11 @@ class Segments(Owned):
     def _ensure_interface(self, subnet: dict[str, Any]) -> None:
         self.net.add_router_interface(self.refs.router_id, subnet_id=subnet["id"])
 
-    def _sweep_segments(self, segments: Mapping[str, Any], report: Report, known: Known | None) -> None:
+    def _sweep_segments(self, segments: Mapping[str, Any], found: list[dict[str, Any]], report: Report) -> None:
+        """Delete the networks of ``found`` (:meth:`_segments`) no segment wants; what the
+        pass made is wanted."""
         wanted = {net["id"] for net, _ in segments.values()}
-        nets = [net for net, _ in known.segments.values()] if known is not None \
-            else self._list("network", "network")
-        for net in nets:
+        for net in found:
             if net["id"] in wanted:
                 continue
             for subnet in self.net.list("subnet", network_id=net["id"]):
