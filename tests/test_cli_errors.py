@@ -9,6 +9,7 @@ command that reads the data dir meets one with no database. What it may print is
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,36 @@ def test_a_daemon_with_an_unknown_log_level_says_so_and_starts_nothing(runner, t
     line = _one_line(result, args)
     assert result.exit_code == 2 and "NETBAY_LOG_LEVEL='LOUD'" in line and "WARNING" in line, line
     assert not data.exists()
+
+
+DUMPS = """
+import sys, threading, time
+import rich.console
+from netbay.cli.daemon import configure_logging
+configure_logging(rich.console.Console(stderr=True))
+threading.Thread(target=lambda: time.sleep(30), name="waiter", daemon=True).start()
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+def test_sigusr1_writes_every_threads_stack_to_the_log_and_the_daemon_goes_on() -> None:
+    """What every daemon sets up (``netbay.cli.daemon``): SIGUSR1 is not the end (its
+    default), but each thread's stack on stderr, the log."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", DUMPS], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "NETBAY_LOG_LEVEL": "INFO"})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(0.5)
+        assert proc.poll() is None, "SIGUSR1 ended the daemon"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert "\nThread 0x" in "\n" + err and "Current thread 0x" in err, err   # both threads
+    assert "in <lambda>" in err and "in <module>" in err, err   # the waiter's frame, the main one's

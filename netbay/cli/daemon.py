@@ -4,13 +4,16 @@ The server (``netbay up``/``serve``), the dataplane agent and the CNI and Docker
 daemons log one format to stderr at ``NETBAY_LOG_LEVEL`` (default ``INFO``), with the
 libraries that would log a line per routine call held at WARNING; each needs root for
 its own reason, said in one line when it is missing (as do ``netbay down`` and
-``netbay cluster connectivity``, which use the same check).
+``netbay cluster connectivity``, which use the same check). ``SIGUSR1`` writes every
+thread's stack to the log.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
+import signal
 import sys
 from typing import Any
 
@@ -32,6 +35,9 @@ def configure_logging(console: Any) -> None:
     logging.basicConfig(level=level, format=FORMAT, stream=sys.stderr)
     for name in QUIET:
         logging.getLogger(name).setLevel(logging.WARNING)
+    # SIGUSR1: every thread's stack into the log, and on it goes (as dockerd dumps its
+    # goroutines): a daemon that went quiet says where it waits.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def require_root(console: Any, what: str) -> None:

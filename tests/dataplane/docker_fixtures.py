@@ -29,6 +29,7 @@ from netbay import unixsock
 from netbay.dataplane import netns
 from netbay.dataplane.names import Names
 from netbay.plugins.libnetwork.server import journal_dir
+from netbay.runtime import attach
 
 from conftest import ADMIN_PASSWORD, Server  # tests/conftest.py
 
@@ -75,6 +76,14 @@ class Plugin:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
+
+    def log_with_stacks(self, tail: int = 12000) -> str:
+        """The log's last ``tail`` characters, after the running plugin wrote every thread's
+        stack into it (SIGUSR1, :mod:`netbay.cli.daemon`): what a failed wait shows."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(0.5)
+        return self.log.read_text()[-tail:]
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -156,15 +165,14 @@ def host_container_ends(ports: Collection[str] | None = None) -> list[str]:
     """Container ends (``nbc…``) in the host namespace; only ``ports``' when given. Other
     workers' Docker tests share the host namespace, so a test asserting that none of its
     own is left names its ports (:func:`ports_made_since`)."""
-    with open("/proc/net/dev") as f:
-        ends = [ln.split(":")[0].strip() for ln in f if ln.split(":")[0].strip().startswith("nbc")]
+    ends = attach.host_container_ends()
     if ports is None:
         return ends
     mine = {Names.container_end(p) for p in ports}
     return [e for e in ends if e in mine]
 
 
-def head(cloud: Cloud) -> int:
+def feed_head(cloud: Cloud) -> int:
     """The cloud's change feed's head revision (for :func:`ports_made_since`)."""
     return cloud.ok(cloud.http.get("/netbay/v1/changes", params={"since": 2**31 - 1}))["revision"]
 

@@ -23,7 +23,7 @@ from conftest import free_port  # tests/conftest.py
 from . import dockerd as dk
 from .agent_fixtures import Cloud, wait_for
 from .docker_fixtures import (  # noqa: F401 - daemon, plugin: the module fixtures
-    GRACE, PLUGIN, Plugin, daemon, docker_network, endpoint_port, head, host_container_ends, iface, made_ports,
+    GRACE, PLUGIN, Plugin, daemon, docker_network, endpoint_port, feed_head, host_container_ends, iface, made_ports,
     netbay_network, plugin, plugin_env, ports_made_since, run, sh, tcp_read)
 from .dp_helpers import PREFIX, ping
 
@@ -176,7 +176,7 @@ def test_plugin_killed_mid_way_through_20_runs(cloud: Cloud, daemon: dk.Dockerd,
     dnet = docker_network(daemon, "dk-k", "10.67.0.0/23")
     net = netbay_network(cloud, dnet)
     sb = cloud.sandbox("sb-k", networks=[net["id"]])
-    since = head(cloud)
+    since = feed_head(cloud)
     env = {**os.environ, "DOCKER_HOST": daemon.host}
     runs = [subprocess.Popen([dk.shutil.which("docker") or "docker", "run", "-d", "--name", f"k{i}", "--net",
                               "dk-k", dk.IMAGE, "sleep", "600"], env=env, stdout=subprocess.PIPE,
@@ -215,7 +215,7 @@ def test_plugin_killed_mid_way_through_20_runs(cloud: Cloud, daemon: dk.Dockerd,
                                            "binding:host_id", "tags", "status")} for p in now if p["id"] not in ports]
             gone = set(ports) - {p["id"] for p in now}
             raise AssertionError(f"after {window:.0f} s, left: {left}; running containers' ports gone: {gone}\n"
-                                 f"plugin log:\n{plugin.log.read_text()[-4000:]}") from None
+                                 f"plugin log:\n{plugin.log_with_stacks()}") from None
         made = ports_made_since(cloud, since)
         wait_for(lambda: not host_container_ends(made), 6 * GRACE, 0.2,
                  "host-side ends to be collected")
@@ -316,7 +316,7 @@ def replay(plugin: Plugin, name: str) -> list[tuple[str, dict]]:
 
 @pytest.mark.parametrize("capture", dockercalls.NAMES)
 def test_dockers_captured_sequences_and_rollbacks_leave_nothing(cloud: Cloud, plugin: Plugin, capture: str) -> None:
-    since = head(cloud)
+    since = feed_head(cloud)
     answers = replay(plugin, capture)
     paths = [p for p, _ in answers]
     assert paths.count("/NetworkDriver.Join") >= 1 and "/NetworkDriver.DeleteNetwork" in paths

@@ -172,7 +172,7 @@ def test_a_binding_on_its_way_at_sigkill_lands_when_the_plugin_restarts(cloud: C
             bound = wait_for(lambda: (p := cloud.port(port["id"]))["device_id"] == eid and p, 60, 0.2,
                              "the restarted plugin to bind the port")
         except AssertionError as exc:   # what the plugin did meanwhile (CI runs keep no other trace)
-            raise AssertionError(f"{exc}; the plugin's log:\n{plugin.log.read_text()[-6000:]}") from None
+            raise AssertionError(f"{exc}; the plugin's log:\n{plugin.log_with_stacks()}") from None
         assert bound["binding:host_id"] and bound["device_owner"] == "compute:netbay"
         wait_for(lambda: _alias(cloud, port["id"]) == "", 10, 0.05, "the mark to be cleared")
         cloud.wait_status(f"/network/v2.0/ports/{port['id']}", "ACTIVE", 30)  # the agent adopted the tap
