@@ -209,8 +209,10 @@ class ProjectScoped:
 
     def _check_references(self, member: str, body: Mapping[str, Any]) -> None:
         """What a create names must be the project's to use, as Neutron checks a member's."""
+        shown: set[tuple[str, str]] = set()   # a rule's remote group is often its own group: shown once
         for key, ref in _REFERENCES.get(member, {}).items():
-            if body.get(key):
+            if body.get(key) and (ref, body[key]) not in shown:
+                shown.add((ref, body[key]))
                 found = self.show(ref, body[key])
                 if member == "port" and not found.get("shared") and found.get("project_id") != self.project_id:
                     raise policy_refused("create_port")  # as Neutron refuses a member's port there
