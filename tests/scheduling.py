@@ -15,7 +15,11 @@ and the tests on the OVN lab (marker ``ovn``: Keystone, Neutron ML2/OVN, Octavia
 ovn-octavia-provider, ~150 CPU seconds to start, and their daemons' all along) are one
 unit, a peers one, handed out first: one worker starts the lab, and that worker, busy
 with it, does not also start the other cloud. The peers units go in collection order;
-the rest's largest first.
+the rest's longest first: each module's wall seconds in a recent whole run
+(``tests/unit_seconds.json``, which ``python -m tests.scheduling PROFILE_DIR`` writes from
+:mod:`tests.cpuprofile`'s rows), half a second a test for a module not listed there, so
+the run does not end on one long module while the other workers idle (a stale figure
+only orders the queue).
 
 The scheduler runs in the controller, which collects nothing: each worker writes the node
 ids it collected with the ``peers`` and ``ovn`` markers to a file the controller names
@@ -36,6 +40,8 @@ import pytest
 LAB = "the OVN lab"
 PEERS = " (peers)"   # the suffix of a module's peers unit
 _ENV = "NETBAY_TEST_PEERS_LIST"
+SECONDS = Path(__file__).with_name("unit_seconds.json")
+PER_TEST = 0.5   # seconds, for a module SECONDS does not list
 
 
 def peer_workers() -> int:
@@ -73,11 +79,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:   # xdi
 
     class PeersFirst(LoadFileScheduling):
         marked: dict[str, set[str]] | None = None
+        seconds: dict[str, float] = {}
         any_rest = True   # whether the run has a unit that is not the peers' (else all workers take them)
 
         def schedule(self) -> None:
             if self.marked is None:   # once, before the first assignment (inside super().schedule)
                 self.marked = _read_marked()
+                self.seconds = unit_seconds()
                 collected = next(iter(self.registered_collections.values()), [])
                 self.any_rest = any(not _is_peers(self._split_scope(n)) for n in collected)
             super().schedule()
@@ -101,8 +109,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:   # xdi
                 peers = LAB if LAB in self.workqueue else next((s for s in self.workqueue if _is_peers(s)), None)
                 if peers is not None:
                     return peers
-            return max((s for s in self.workqueue if not _is_peers(s)), key=lambda s: len(self.workqueue[s]),
-                       default=None)
+            return max((s for s in self.workqueue if not _is_peers(s)),
+                       key=lambda s: self.seconds.get(s, PER_TEST * len(self.workqueue[s])), default=None)
 
         def _takes_peers(self, node: Any) -> bool:
             """One of the first workers; or any, in a run of only peers tests, or when those
@@ -133,3 +141,30 @@ def _read_marked() -> dict[str, set[str]]:
     for found in sorted(Path(where).glob("gw*.json")) if where else ():
         return {mark: set(ids) for mark, ids in json.loads(found.read_text()).items()}
     return {}
+
+
+def unit_seconds() -> dict[str, float]:
+    """Each module's wall seconds (``NETBAY_TEST_UNIT_SECONDS``, else :data:`SECONDS`); none
+    when the file is missing or unreadable (then test counts order the queue)."""
+    try:
+        found = json.loads(Path(os.environ.get("NETBAY_TEST_UNIT_SECONDS", SECONDS)).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def main(profile: str) -> None:
+    """Write :data:`SECONDS` from a profiled run's rows (``NETBAY_TEST_CPU_PROFILE``)."""
+    walls: dict[str, float] = {}
+    for file in Path(profile).glob("*.jsonl"):
+        for line in file.read_text().splitlines():
+            row = json.loads(line)
+            module = row["id"].split("::")[0]
+            walls[module] = walls.get(module, 0.0) + row["wall"]
+    SECONDS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(walls.items())}, indent=0) + "\n")
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1])

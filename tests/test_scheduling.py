@@ -66,13 +66,13 @@ def _env() -> dict[str, str]:
     """This process's environment without what belongs to this run: its controller's list
     folder, and options for it (``PYTEST_ADDOPTS``: a profiler plugin the small tree lacks)."""
     return {k: v for k, v in os.environ.items()
-            if k not in ("NETBAY_TEST_PEERS_LIST", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
+            if k not in ("NETBAY_TEST_PEERS_LIST", "NETBAY_TEST_UNIT_SECONDS", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
 
 
-def _run(root: Path, *args: str, peer_workers: int) -> list[tuple[str, str]]:
+def _run(root: Path, *args: str, peer_workers: int, **env_more: str) -> list[tuple[str, str]]:
     ran = root / "ran.jsonl"
     ran.unlink(missing_ok=True)
-    env = {**_env(), "RAN": str(ran), "NETBAY_TEST_PEER_WORKERS": str(peer_workers)}
+    env = {**_env(), "RAN": str(ran), "NETBAY_TEST_PEER_WORKERS": str(peer_workers), **env_more}
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(root),
                         "-c", str(root / "pytest.ini"), "--dist", "loadfile", "--no-loadscope-reorder", *args],
                        cwd=root, env=env, capture_output=True, text=True, timeout=120)
@@ -106,6 +106,18 @@ def test_a_run_of_only_peers_tests_uses_every_worker(tmp_path: Path) -> None:
     ran = _run(tmp_path, "-n", "2", "-m", "peers", peer_workers=1)
     assert all(_is_peers(nodeid) for _, nodeid in ran) and len(ran) == 7   # the lab's test_lab: not peers
     assert {worker for worker, _ in ran} == {"gw0", "gw1"}, ran
+
+
+def test_the_rests_modules_go_longest_first_by_the_seconds_file(tmp_path: Path) -> None:
+    """tests/unit_seconds.json's order (here its stand-in's), not the modules' test counts:
+    the longest listed first, after the lab's unit; a module not listed after them."""
+    _tree(tmp_path)
+    seconds = tmp_path / "seconds.json"
+    seconds.write_text(json.dumps({"suite/test_plain_07.py": 50, "suite/test_plain_02.py": 40}))
+    ran = _run(tmp_path, "-n", "1", "-m", "not peers", peer_workers=1, NETBAY_TEST_UNIT_SECONDS=str(seconds))
+    order = [nodeid.split("::")[0] for _, nodeid in ran]
+    assert order[:3] == ["lab/test_lab_c.py", "suite/test_plain_07.py", "suite/test_plain_02.py"], order
+    assert len(order) == 1 + 1 + 12
 
 
 def test_without_xdist_the_hooks_stand_aside(tmp_path: Path) -> None:
