@@ -98,18 +98,23 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     _group.out.flush()
 
 
+def rows(folder: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every test's row in ``folder``, with the run that wrote it (``all`` without ``-m``)."""
+    for file in Path(folder).glob("*.jsonl"):
+        run = file.stem.rsplit("-", 1)[0]
+        for line in file.read_text().splitlines():
+            yield run, json.loads(line)
+
+
 def main(folder: str) -> None:
     wall: dict[str, float] = collections.defaultdict(float)
     cpu: dict[str, float] = collections.defaultdict(float)
     count: dict[str, int] = collections.defaultdict(int)
-    for file in Path(folder).glob("*.jsonl"):
-        run = file.stem.rsplit("-", 1)[0]
-        for line in file.read_text().splitlines():
-            row = json.loads(line)
-            module = f'{row["id"].split("::")[0]} ({run})'
-            wall[module] += row["wall"]
-            cpu[module] += row["cpu"]
-            count[module] += 1
+    for run, row in rows(folder):
+        module = f'{row["id"].split("::")[0]} ({run})'
+        wall[module] += row["wall"]
+        cpu[module] += row["cpu"]
+        count[module] += 1
     print(f"{'cpu s':>8} {'wall s':>8} {'tests':>5}  module")
     for module, seconds in sorted(cpu.items(), key=lambda kv: -kv[1]):
         print(f"{seconds:8.1f} {wall[module]:8.1f} {count[module]:5d}  {module}")

@@ -155,12 +155,12 @@ def unit_seconds() -> dict[str, float]:
 
 def main(profile: str) -> None:
     """Write :data:`SECONDS` from a profiled run's rows (``NETBAY_TEST_CPU_PROFILE``)."""
+    from tests.cpuprofile import rows
+
     walls: dict[str, float] = {}
-    for file in Path(profile).glob("*.jsonl"):
-        for line in file.read_text().splitlines():
-            row = json.loads(line)
-            module = row["id"].split("::")[0]
-            walls[module] = walls.get(module, 0.0) + row["wall"]
+    for _, row in rows(profile):
+        module = row["id"].split("::")[0]
+        walls[module] = walls.get(module, 0.0) + row["wall"]
     SECONDS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(walls.items())}, indent=0) + "\n")
 
 

@@ -10,6 +10,10 @@ command that reads the data dir meets one with no database. What it may print is
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -181,11 +185,6 @@ time.sleep(30)
 def test_sigusr1_writes_every_threads_stack_to_the_log_and_the_daemon_goes_on() -> None:
     """What every daemon sets up (``netbay.cli.daemon``): SIGUSR1 is not the end (its
     default), but each thread's stack on stderr, the log."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     proc = subprocess.Popen([sys.executable, "-c", DUMPS], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "NETBAY_LOG_LEVEL": "INFO"})
     try:

@@ -195,4 +195,3 @@ def _translate(exc: sdk_errors.HttpException) -> errors.NetbayError:
             kind = body["NeutronError"].get("type") or None
             message = body["NeutronError"].get("message") or message
     return errors.from_status(exc.status_code or 502, str(message), kind)
-
