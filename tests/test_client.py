@@ -8,6 +8,7 @@ import json
 import socket
 import struct
 import threading
+import time
 
 import httpx
 import orjson
@@ -170,3 +171,90 @@ def test_a_connection_reset_before_the_answer_is_sent_again_once_unless_a_post(f
         assert face == "sync" or failed.value.status == 503
     finally:
         server.close()
+
+
+class _ClosesIdle:
+    """Keeps connections alive, but resets a request that arrives on one idle longer than
+    ``idle`` seconds: a server's keep-alive timeout firing just as the client reuses it."""
+
+    def __init__(self, idle: float) -> None:
+        self.idle = idle
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.connections = 0
+        self.answered = 0
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        for _ in range(8):
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(5)
+            last = None
+            for _ in range(16):
+                data = b""
+                while b"\r\n\r\n" not in data and len(data) < 65536:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                if last is not None and time.monotonic() - last > self.idle:
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    return
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+                self.answered += 1
+                last = time.monotonic()
+
+    def close(self) -> None:
+        self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join(timeout=5)
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_a_connection_idle_for_longer_than_the_clients_keep_alive_is_not_reused(face, monkeypatch) -> None:
+    """netbay's servers keep an idle connection longer than its clients do
+    (:mod:`netbay.keepalive`): a POST after a pause opens a new connection rather than
+    meet the server's close (which it could not safely resend)."""
+    import asyncio
+
+    from netbay import keepalive
+    from netbay.client.aio import AsyncApi
+
+    monkeypatch.setattr(keepalive, "CLIENT", 0.2)
+    server = _ClosesIdle(idle=0.5)
+    try:
+        if face == "sync":
+            api = Api(server.url, lambda: "t", timeout=5)
+            try:
+                api.call("POST", "/x", {})
+                api.call("POST", "/x", {})   # at once: the same connection
+                time.sleep(0.7)
+                assert api.call("POST", "/x", {}) == {}
+            finally:
+                api.close()
+        else:
+            async def calls() -> None:
+                api = AsyncApi(server.url, Credentials(auth_url=server.url + "/v3", username="u", password="p",
+                                                       project_name="p"))
+                api._token = "t"
+                try:
+                    await api.call("POST", "/x", json={})
+                    await api.call("POST", "/x", json={})
+                    await asyncio.sleep(0.7)
+                    assert await api.call("POST", "/x", json={}) == {}
+                finally:
+                    await api.aclose()
+            asyncio.run(calls())
+        assert (server.connections, server.answered) == (2, 3)
+    finally:
+        server.close()
+

@@ -1,6 +1,12 @@
 """The resync's sweep: every namespace of this agent's kinds (sandboxes, routers,
 external networks, load balancers; never another component's) and every fabric
-link that nothing in the state wants is deleted."""
+link that nothing in the state wants is deleted.
+
+A container runtime plugs a port's pair before the port is bound (Docker's plugin
+answers CreateEndpoint first and binds after; a plugin killed in between binds it when
+it starts again, from the note on the fabric end): the fabric end of a port the state
+still has, bound nowhere and a runtime's (or no one's yet), is the runtime's to finish
+or collect, not the sweep's."""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import os
 from collections.abc import Mapping
 
 from netbay.dataplane import netns
-from netbay.dataplane.fabric import Fabric, PortSpec, on_host
+from netbay.dataplane.fabric import CONTAINER, KURYR_POD, Fabric, PortSpec, on_host
 from netbay.dataplane.names import Names
 from netbay.dataplane.state import State
 
@@ -45,6 +51,12 @@ def owned_namespaces(state: State, names: Names) -> list[str]:
     return sorted(n for n in present if n == names.fabric or any(n.startswith(h) for h in heads))
 
 
+def runtime_taps(state: State) -> set[str]:
+    """Fabric ends of ports a runtime may be plugging (see the module's docstring)."""
+    return {Names.tap(pid) for pid, port in state.ports.items()
+            if not port.get("binding:host_id") and (port.get("device_owner") or "") in (CONTAINER, KURYR_POD, "")}
+
+
 def sweep(state: State, names: Names, host: str, fabric: Fabric, specs: Mapping[str, PortSpec]) -> None:
     wanted = wanted_namespaces(state, names, host, specs)
     for ns in owned_namespaces(state, names):
@@ -52,7 +64,7 @@ def sweep(state: State, names: Names, host: str, fabric: Fabric, specs: Mapping[
             log.info("netbay agent: deleting namespace %s (nothing wants it)", ns)
             netns.delete(ns)
     if names.fabric in wanted and netns.exists(names.fabric):
-        taps = {Names.tap(p) for p in specs}
+        taps = {Names.tap(p) for p in specs} | runtime_taps(state)
         bridges = {Names.bridge(n) for n in state.networks}
         for name in fabric.sweep(taps, bridges):
             log.info("netbay agent: deleted fabric link %s (nothing wants it)", name)

@@ -25,6 +25,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from netbay import keepalive
 from netbay.cli.daemon import configure_logging, require_root
 from netbay.dataplane.names import PRODUCT_PREFIX
 
@@ -200,7 +201,7 @@ def serve_with_agent(application: Any, host: str, port: int, prefix: str = PRODU
             await super().shutdown(sockets)
 
     config = uvicorn.Config(application, host=host, port=port, log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=2)
+                            timeout_graceful_shutdown=2, timeout_keep_alive=keepalive.SERVER)
     server = Server(config)
     connect = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
     api = BesideServer(f"http://{connect}:{port}", in_process_token(application), application.state.feed, stop)

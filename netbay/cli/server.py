@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from netbay import keepalive
 from netbay.cli.out import LazyConsole
 
 if TYPE_CHECKING:
@@ -121,7 +122,8 @@ def _run_server(settings: Settings, sock, host: str, port: int, noauth: bool,  #
     if agent:
         agent_cli.serve_with_agent(application, host, port, agent_prefix, sock=sock)
         return
-    config = uvicorn.Config(application, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(application, host=host, port=port, log_level="warning", access_log=False,
+                            timeout_keep_alive=keepalive.SERVER)
     uvicorn.Server(config).run(sockets=[sock])
 
 

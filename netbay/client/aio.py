@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from netbay import errors
+from netbay import errors, keepalive
 from netbay.client.errors import IDEMPOTENT, decode, unreachable
 
 CONNECT_TIMEOUT = 1.0
@@ -31,7 +31,8 @@ class AsyncApi:
         self._token_lock = asyncio.Lock()
         self.client = httpx.AsyncClient(
             base_url=self.url, timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32,
+                                keepalive_expiry=keepalive.CLIENT))
 
     async def aclose(self) -> None:
         await self.client.aclose()

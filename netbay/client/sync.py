@@ -10,6 +10,7 @@ caller (and the async face, :mod:`netbay.client.aio`, which stays on httpx) catc
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -17,11 +18,34 @@ from urllib.parse import urlencode
 import orjson
 import urllib3
 
+from netbay import keepalive
 from netbay.client.errors import IDEMPOTENT, ApiError, error_of
 
 NET = "/network/v2.0"
 LB = "/load-balancer/v2/lbaas"
 SANDBOXES = "/netbay/v1/sandboxes"
+
+
+class _Pool(urllib3.HTTPConnectionPool):
+    """A pool whose kept-alive connections are closed (and reopened on use) once idle
+    :data:`netbay.keepalive.CLIENT` seconds, before the server would close them under a
+    request (urllib3 keeps them for ever)."""
+
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        conn = super()._get_conn(timeout)
+        released = getattr(conn, "netbay_released", None)
+        if released is not None and time.monotonic() - released > keepalive.CLIENT:
+            conn.close()
+        return conn
+
+    def _put_conn(self, conn: Any) -> None:
+        if conn is not None:
+            conn.netbay_released = time.monotonic()
+        super()._put_conn(conn)
+
+
+class _TlsPool(_Pool, urllib3.HTTPSConnectionPool):
+    pass
 
 
 class Api:
@@ -38,6 +62,7 @@ class Api:
         self._headers = dict(headers or {})
         self._pool = urllib3.PoolManager(maxsize=64, block=False, retries=False,
                                          timeout=urllib3.Timeout(connect=timeout, read=timeout))
+        self._pool.pool_classes_by_scheme = {"http": _Pool, "https": _TlsPool}
 
     def fork(self) -> Api:
         """Another client of the same server and credentials (its own connections)."""

@@ -73,6 +73,15 @@ class InProcessAgent:
         assert self.agent.ready.wait(timeout), "agent did not finish its first resync"
         return self.agent
 
+    def resync_now(self, timeout: float = 20.0) -> None:
+        """A full resync (the realizers' and the sweep's), by the agent's own loop: at its
+        next step (within the long poll's ``wait``), as after a realizer's failure."""
+        agent = self.agent
+        assert agent is not None
+        done = agent.stats["resyncs"]
+        agent._resync_due = time.monotonic()
+        wait_for(lambda: agent.stats["resyncs"] > done, timeout, 0.05, "the agent's resync")
+
     def stop(self) -> None:
         self.stop_event.set()
         if self.thread is not None:

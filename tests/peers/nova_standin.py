@@ -54,6 +54,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from netbay import keepalive
 from tests.peers.openstack_cloud import Cloud
 
 HOST = "nova-standin"
@@ -125,7 +126,8 @@ class NovaStandin:
         self.base = f"http://127.0.0.1:{sock.getsockname()[1]}"
         self.url = self.base + "/v2.1"
         self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off",
-                                                     timeout_graceful_shutdown=1))
+                                                     timeout_graceful_shutdown=1,
+                                                     timeout_keep_alive=keepalive.SERVER))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 10
