@@ -95,18 +95,44 @@ def test_a_server_that_does_not_answer_is_httpx_s_connect_error():
         api.call("GET", "/netbay/v1/pods")
 
 
-class _DropsFirst:
-    """Answers ``{}`` on every connection but the first, which it closes as the request
-    arrives (a kept-alive connection closed on the server's idle timeout as it is reused)."""
+class _RawServer:
+    """A bare HTTP/1.1 server on 127.0.0.1 (a thread running ``_run``), to misbehave as asked."""
 
     def __init__(self) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.requests: list[str] = []
-        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
-    def _serve(self) -> None:
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def head(conn: socket.socket) -> bytes:
+        """A request's line and headers (empty: the client closed)."""
+        data = b""
+        while b"\r\n\r\n" not in data and len(data) < 65536:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return b""
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        self.listener.shutdown(socket.SHUT_RDWR)   # wakes the accept (a close alone does not)
+        self.listener.close()
+        self.thread.join(timeout=5)
+
+
+class _DropsFirst(_RawServer):
+    """Answers ``{}`` on every connection but the first, which it closes as the request
+    arrives (a kept-alive connection closed on the server's idle timeout as it is reused)."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        super().__init__()
+
+    def _run(self) -> None:
         for n in range(8):
             try:
                 conn, _ = self.listener.accept()
@@ -114,22 +140,12 @@ class _DropsFirst:
                 return
             with conn:
                 conn.settimeout(5)
-                data = b""
-                while b"\r\n\r\n" not in data and len(data) < 65536:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
+                data = self.head(conn)
                 self.requests.append(data.split(b" ", 1)[0].decode())
                 if n == 0:
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset
                     continue
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
-
-    def close(self) -> None:
-        self.listener.shutdown(socket.SHUT_RDWR)   # wakes the accept (a close alone does not)
-        self.listener.close()
-        self.thread.join(timeout=5)
 
 
 @pytest.mark.parametrize("face", ["sync", "async"])
@@ -173,20 +189,17 @@ def test_a_connection_reset_before_the_answer_is_sent_again_once_unless_a_post(f
         server.close()
 
 
-class _ClosesIdle:
+class _ClosesIdle(_RawServer):
     """Keeps connections alive, but resets a request that arrives on one idle longer than
     ``idle`` seconds: a server's keep-alive timeout firing just as the client reuses it."""
 
     def __init__(self, idle: float) -> None:
         self.idle = idle
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.connections = 0
         self.answered = 0
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    def _accept(self) -> None:
+    def _run(self) -> None:
         for _ in range(8):
             try:
                 conn, _ = self.listener.accept()
@@ -200,23 +213,14 @@ class _ClosesIdle:
             conn.settimeout(5)
             last = None
             for _ in range(16):
-                data = b""
-                while b"\r\n\r\n" not in data and len(data) < 65536:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
+                if not self.head(conn):
+                    return
                 if last is not None and time.monotonic() - last > self.idle:
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     return
+                self.answered += 1   # before the answer: the client's next line may read it
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
-                self.answered += 1
                 last = time.monotonic()
-
-    def close(self) -> None:
-        self.listener.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
-        self.thread.join(timeout=5)
 
 
 @pytest.mark.parametrize("face", ["sync", "async"])
