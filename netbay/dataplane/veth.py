@@ -79,14 +79,14 @@ def await_delivery(inside: Rtnl, address: str, limit: float = 1.0) -> bool:
     return False
 
 
-def host_ends(prefix: str) -> list[str]:
-    """The names starting with ``prefix`` in the host namespace (a runtime's inner ends
-    not moved yet, or a crash's leftovers)."""
+def host_ends(prefix: str) -> dict[str, int]:
+    """The links named ``prefix…`` in the host namespace, by name: their ifindex (a
+    runtime's inner ends not moved yet, or a crash's leftovers)."""
     from pyroute2 import IPRoute
 
     with IPRoute() as ipr:
-        return sorted(name for link in ipr.get_links()
-                      if (name := link.get_attr("IFLA_IFNAME") or "").startswith(prefix))
+        return {name: link["index"] for link in ipr.get_links()
+                if (name := link.get_attr("IFLA_IFNAME") or "").startswith(prefix)}
 
 
 def delete_host_end(ifname: str) -> bool:

@@ -119,13 +119,17 @@ class Attacher:
         return [link.alias for link in rtnl(self.fabric.ns).links()
                 if link.ifname.startswith("tap") and link.alias.startswith(prefix)]
 
+    def host_ends(self) -> list[str]:
+        """The inner ends in the host namespace whose fabric end is in this fabric (the
+        peer of ``tap<x>`` here is ``nbc<x>``): the ones this host's runtime may collect.
+        Another netbay's on the same machine (or a test's) are not, though named alike."""
+        if not netns.exists(self.fabric.ns):
+            return []
+        peers = {link.ifname[3:]: link.peer for link in rtnl(self.fabric.ns).links() if link.ifname.startswith("tap")}
+        return sorted(name for name, index in veth.host_ends("nbc").items() if peers.get(name[3:]) == index)
+
     def plugged(self, port_id: str) -> bool:
         return netns.exists(self.fabric.ns) and rtnl(self.fabric.ns).link(Names.tap(port_id)) is not None
-
-
-def host_container_ends() -> list[str]:
-    """Inner ends still in the host namespace (none moved yet, or a crash's leftovers)."""
-    return veth.host_ends("nbc")
 
 
 def delete_host_end(ifname: str) -> bool:
@@ -140,4 +144,4 @@ def _delete_host_link(ifname: str) -> bool:
     return veth.delete_host_end(ifname)
 
 
-__all__ = ["Attacher", "Plug", "delete_host_end", "host_container_ends"]
+__all__ = ["Attacher", "Plug", "delete_host_end"]

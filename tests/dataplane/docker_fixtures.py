@@ -26,10 +26,9 @@ import pytest
 from docker.types import IPAMConfig, IPAMPool
 
 from netbay import unixsock
-from netbay.dataplane import netns
+from netbay.dataplane import netns, veth
 from netbay.dataplane.names import Names
 from netbay.plugins.libnetwork.server import journal_dir
-from netbay.runtime import attach
 
 from conftest import ADMIN_PASSWORD, Server  # tests/conftest.py
 
@@ -165,7 +164,7 @@ def host_container_ends(ports: Collection[str] | None = None) -> list[str]:
     """Container ends (``nbc…``) in the host namespace; only ``ports``' when given. Other
     workers' Docker tests share the host namespace, so a test asserting that none of its
     own is left names its ports (:func:`ports_made_since`)."""
-    ends = attach.host_container_ends()
+    ends = sorted(veth.host_ends("nbc"))   # any netbay's (Attacher.host_ends: one fabric's)
     if ports is None:
         return ends
     mine = {Names.container_end(p) for p in ports}

@@ -9,13 +9,16 @@ server with an in-process dataplane agent.
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from netbay.dataplane.names import Names
+from netbay.dataplane.rtnl import rtnl
 from netbay.plugins.libnetwork.journal import RESEND_WINDOW
 import dockercalls  # tests/dockercalls.py
 from conftest import free_port  # tests/conftest.py
@@ -170,9 +173,15 @@ def test_a_netbay_server_that_is_down_is_an_error_at_once(daemon: dk.Dockerd, tm
         p.stop()
 
 
-def test_plugin_killed_mid_way_through_20_runs(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin) -> None:
+def test_plugin_killed_mid_way_through_20_runs(cloud: Cloud, daemon: dk.Dockerd, plugin: Plugin,
+                                               make_ns: Callable[[str], str]) -> None:
     """SIGKILL during 20 concurrent ``docker run``s, restart: every container Docker
-    reports running is networked; no port, veth or host-side end is orphaned."""
+    reports running is networked; no port, veth or host-side end is orphaned. A stray
+    pair of this fabric's goes with the rest; one of another netbay's fabric on the same
+    host (a test's namespace here) is not the plugin's to take."""
+    stray, foreign = (secrets.token_hex(6)[:11] for _ in range(2))
+    rtnl(cloud.names.fabric).add_veth(f"tap{stray}", f"nbc{stray}", None, mtu=1500)
+    rtnl(make_ns("dkf")).add_veth(f"tap{foreign}", f"nbc{foreign}", None, mtu=1500)
     dnet = docker_network(daemon, "dk-k", "10.67.0.0/23")
     net = netbay_network(cloud, dnet)
     sb = cloud.sandbox("sb-k", networks=[net["id"]])
@@ -217,8 +226,10 @@ def test_plugin_killed_mid_way_through_20_runs(cloud: Cloud, daemon: dk.Dockerd,
             raise AssertionError(f"after {window:.0f} s, left: {left}; running containers' ports gone: {gone}\n"
                                  f"plugin log:\n{plugin.log_with_stacks()}") from None
         made = ports_made_since(cloud, since)
-        wait_for(lambda: not host_container_ends(made), 6 * GRACE, 0.2,
+        wait_for(lambda: not host_container_ends([*made, stray]), 6 * GRACE, 0.2,
                  "host-side ends to be collected")
+        assert f"nbc{stray}" in plugin.log.read_text(), "the stray pair went, but not by the plugin's sweep"
+        assert f"nbc{foreign}" in host_container_ends(), "the plugin took another fabric's pair"
         ours = {p["id"] for p in cloud.ok(cloud.http.get("/network/v2.0/ports",
                                                          params={"network_id": net["id"]}))["ports"]}
         assert ours - {p for p in ours if p in wanted} <= {p["id"] for p in cloud.ok(cloud.http.get(

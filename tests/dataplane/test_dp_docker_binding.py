@@ -24,10 +24,10 @@ import pytest
 from netbay.dataplane.names import Names
 from netbay.dataplane.rtnl import rtnl
 from netbay.plugins.libnetwork.directory import binding_mark, owner_tag
-from netbay.runtime.attach import delete_host_end, host_container_ends
+from netbay.runtime.attach import delete_host_end
 
 from .agent_fixtures import Cloud, wait_for
-from .docker_fixtures import PLUGIN, Plugin, made_ports, plugin_env
+from .docker_fixtures import PLUGIN, Plugin, host_container_ends, made_ports, plugin_env
 
 MAC = "02:42:0a:48:00:09"
 CIDR = "10.72.0.0/24"

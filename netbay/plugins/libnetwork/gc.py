@@ -32,7 +32,7 @@ from netbay.plugins.libnetwork.dockerview import DockerView
 from netbay.errors import NetbayError, NotFound
 from netbay.plugins.libnetwork.resources import Resources
 from netbay.plugins.libnetwork.network import NetworkDriver
-from netbay.runtime.attach import delete_host_end, host_container_ends
+from netbay.runtime.attach import delete_host_end
 from netbay.runtime.tags import age
 
 log = logging.getLogger("netbay.libnetwork.gc")
@@ -130,7 +130,7 @@ class Collector:
                     if nid and nid not in known[0] and age(net) > self.grace:
                         await self.driver.delete_network({"NetworkID": nid})
                         gone["networks"].append(nid)
-        ends = set(await self.driver.kernel(host_container_ends))
+        ends = set(await self.driver.kernel(self.driver.attacher.host_ends))  # not another netbay's
         stray = {e for e in ends if e[3:] not in bound}
         for end in stray & self._suspects:  # seen twice: not a call in flight
             if await self.driver.kernel(delete_host_end, end):
