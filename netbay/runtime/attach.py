@@ -125,8 +125,9 @@ class Attacher:
         Another netbay's on the same machine (or a test's) are not, though named alike."""
         if not netns.exists(self.fabric.ns):
             return []
-        peers = {link.ifname[3:]: link.peer for link in rtnl(self.fabric.ns).links() if link.ifname.startswith("tap")}
-        return sorted(name for name, index in veth.host_ends("nbc").items() if peers.get(name[3:]) == index)
+        peers = {Names.container_end(link.ifname.removeprefix("tap")): link.peer   # the name its peer must have
+                 for link in rtnl(self.fabric.ns).links() if link.ifname.startswith("tap")}
+        return sorted(name for name, index in veth.host_ends("nbc").items() if peers.get(name) == index)
 
     def plugged(self, port_id: str) -> bool:
         return netns.exists(self.fabric.ns) and rtnl(self.fabric.ns).link(Names.tap(port_id)) is not None
