@@ -4,14 +4,23 @@ end-to-end cases: tests/dataplane/test_dp_hardening_docker.py)."""
 
 from __future__ import annotations
 
+import socket
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
+from starlette.testclient import TestClient
 
+from netbay.backends.aio import open_async_backend
+from netbay.client.auth import Credentials
+from netbay.dataplane.names import Names
 from netbay.plugins.libnetwork.calls import check
 from netbay.plugins.libnetwork.journal import Journal
 from netbay.plugins.libnetwork.resources import PluginError
+from netbay.plugins.libnetwork.server import CALL_BOUND, call_bound, create_app
+from netbay.runtime.attach import Attacher
 
 MAC = "com.docker.network.endpoint.macaddress"
 
@@ -94,3 +103,30 @@ def test_dockers_own_calls_pass() -> None:
                                                  "IPv4Data": [{"AddressSpace": "s", "Pool": "10.0.0.0/24",
                                                                "Gateway": "10.0.0.1/24", "AuxAddresses": None}],
                                                  "IPv6Data": None})
+
+
+@pytest.fixture
+def stalled_api() -> Iterator[str]:
+    """A URL on 127.0.0.1 whose server takes connections and never answers: an API too
+    loaded to answer (the kernel completes the handshakes; nothing reads them)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def test_a_call_the_api_does_not_answer_is_dockers_err_within_the_bound(stalled_api: str) -> None:
+    creds = Credentials(f"{stalled_api}/identity/v3", "docker", "secret", "demo")
+    backend = open_async_backend("embedded", url=stalled_api, creds=creds, timeout=60.0)  # the client waits on
+    assert call_bound(backend) == CALL_BOUND
+    app = create_app(backend, Attacher(Names("nbtbound-")), "docker-host-1", bound=1.0)
+    with TestClient(app) as client:
+        started = time.monotonic()
+        r = client.post("/IpamDriver.RequestPool", json={"AddressSpace": "netbay", "Pool": "10.9.0.0/24",
+                                                          "SubPool": "", "Options": {}, "V6": False})
+        took = time.monotonic() - started
+    assert r.status_code == 500
+    assert r.json() == {"Err": "netbay: IpamDriver.RequestPool did not finish within 1 s "
+                               "(is the netbay API overloaded?)"}
+    assert 1.0 <= took < 3.0, took
+

@@ -1,7 +1,8 @@
 """The plugin's HTTP side: ``POST /<Method>`` on a Unix socket, JSON in and out.
 
-Every call is bounded (:data:`CALL_BOUND`): dockerd holds locks while it waits on a
-plugin, so a slow or dead netbay API must become an ``Err`` quickly, never a hang.
+Every call is bounded (:data:`CALL_BOUND`, :data:`CLOUD_CALL_BOUND` on a cloud): dockerd
+holds locks while it waits on a plugin, so a slow or dead API must become an ``Err``, never
+a hang.
 Errors are ``{"Err": message}`` with status 500, which Docker prints as is: worded for
 a Docker user, a body of the wrong shape refused by call and field (:mod:`.calls`),
 never a Python exception's name. Bodies are capped while they are read
@@ -51,6 +52,11 @@ log = logging.getLogger("netbay.libnetwork")
 
 CONTENT_TYPE = "application/vnd.docker.plugins.v1.2+json"
 CALL_BOUND = 8.0
+#: A cloud's calls: a Neutron binding takes 0.4-0.7 s idle and over 8 s on a loaded cloud
+#: (seen: ML2/OVN on two busy CPUs), an API shared with others and out of netbay's hands.
+#: Docker's own client waits without a limit (kuryr-libnetwork's calls too): the bound only
+#: keeps dockerd's locks from being held for ever.
+CLOUD_CALL_BOUND = 25.0
 WARM_BOUND, WARM_THREADS = 30.0, 3   # a cloud's first answers at start (see _warm)
 PLUGIN_DIR = Path("/run/docker/plugins")
 
@@ -83,6 +89,11 @@ async def _http_error(_request: Request, exc: HTTPException) -> Response:
     return _reply({"Err": f"netbay: {exc.detail}"}, exc.status_code)
 
 
+def call_bound(backend: AsyncNetworkBackend) -> float:
+    """How long each of Docker's calls may take on ``backend``."""
+    return CLOUD_CALL_BOUND if getattr(backend, "name", None) == "openstack" else CALL_BOUND
+
+
 def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
     async def activate(_req: dict[str, Any]) -> dict[str, Any]:
         return {"Implements": ["NetworkDriver", "IpamDriver"]}
@@ -113,7 +124,7 @@ def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
 
 
 def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | None = None, *, name: str = "netbay",
-               netbay_api: AsyncApi | None = None, device_owner: str = CONTAINER_OWNER, bound: float = CALL_BOUND,
+               netbay_api: AsyncApi | None = None, device_owner: str = CONTAINER_OWNER, bound: float | None = None,
                grace: float = 30.0, docker_host: str | None = None,
                on_exit: Callable[[], None] | None = None, journal_dir: Path | None = None,
                vifs: OvsVifs | None = None) -> Starlette:
@@ -121,8 +132,12 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
     Neutron); ``journal_dir``: where calls in flight are kept for Docker's resends after a
     crash (:mod:`.journal`; None: not kept); ``netbay_api``: netbay's other APIs, for ``-o netbay.cluster`` (None: refused);
     ``device_owner``: of the ports made and bound here (the backend's convention); ``vifs``: a
-    cloud's ports plugged with os-vif into its Open vSwitch (None: into the fabric)."""
+    cloud's ports plugged with os-vif into its Open vSwitch (None: into the fabric); ``bound``:
+    of each call (None: :data:`CALL_BOUND`, or :data:`CLOUD_CALL_BOUND` on a cloud)."""
     host = host or socket.gethostname()
+    on_cloud = getattr(backend, "name", None) == "openstack"
+    bound = call_bound(backend) if bound is None else bound
+    api = "the cloud's API" if on_cloud else "the netbay API"
     neutron = Resources(backend)
     directory = Directory(neutron, owner_tag(name, host), device_owner)
     docker = DockerView(docker_host, name) if docker_host else None
@@ -175,7 +190,7 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
         except TimeoutError:
             log.warning("%s: no answer within %.0f s", method, bound)
             return _reply({"Err": f"netbay: {method} did not finish within {bound:.0f} s "
-                                  "(is the netbay API overloaded?)"}, 500, sent, entry)
+                                  f"(is {api} overloaded?)"}, 500, sent, entry)
         except Exception:  # Docker must get an answer, not a dropped connection
             log.exception("%s failed", method)
             return _reply({"Err": f"netbay: {verb(method)} failed inside the plugin (its log says why)"},
@@ -184,7 +199,7 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        if getattr(backend, "name", None) == "openstack":
+        if on_cloud:
             await _warm(neutron)
         sweeping = asyncio.create_task(collector.run())
         try:
@@ -249,4 +264,5 @@ def serve(backend: AsyncNetworkBackend, name: str = "netbay", *, prefix: str = P
         listener.close()
 
 
-__all__ = ["CALL_BOUND", "IDLE_KEEP_ALIVE", "create_app", "journal_dir", "serve", "socket_path"]
+__all__ = ["CALL_BOUND", "CLOUD_CALL_BOUND", "IDLE_KEEP_ALIVE", "call_bound", "create_app", "journal_dir", "serve",
+           "socket_path"]
