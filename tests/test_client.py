@@ -89,6 +89,33 @@ def test_the_sync_face_logs_in_again_on_a_401_once():
         server.server_close()
 
 
+def test_first_calls_made_in_parallel_share_one_login():
+    """The executor's workers share one client: their first calls, in parallel, wait on one login."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    logins: list[int] = []
+
+    def login() -> str:
+        logins.append(1)
+        time.sleep(0.2)   # a Keystone login's round trip: the other callers arrive meanwhile
+        return "fresh"
+
+    api = Api(f"http://127.0.0.1:{server.server_address[1]}", login)
+    try:
+        answers: list[object] = []
+        callers = [threading.Thread(target=lambda: answers.append(api.call("GET", "/netbay/v1/pods")))
+                   for _ in range(4)]
+        for t in callers:
+            t.start()
+        for t in callers:
+            t.join(10)
+        assert answers == [{"pods": []}] * 4 and len(logins) == 1
+    finally:
+        api.close()
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_server_that_does_not_answer_is_httpx_s_connect_error():
     api = Api(f"http://127.0.0.1:{free_port()}", lambda: "t", timeout=2)
     with pytest.raises(httpx.ConnectError):

@@ -10,6 +10,7 @@ caller (and the async face, :mod:`netbay.client.aio`, which stays on httpx) catc
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -58,6 +59,7 @@ class Api:
         self.url = url.rstrip("/")
         self._token_source = token
         self._token: str | None = None
+        self._token_lock = threading.Lock()   # one login for callers in parallel, not one each
         self._timeout = timeout
         self._headers = dict(headers or {})
         self._pool = urllib3.PoolManager(maxsize=64, block=False, retries=False,
@@ -81,9 +83,7 @@ class Api:
         content = None if body is None else orjson.dumps(body)
         renewed = resent = False
         for _ in range(3):
-            token = self._token
-            if token is None:
-                token = self._token = self._token_source()
+            token = self._token or self._fetch_token()
             headers = {**self._headers, "X-Auth-Token": token}
             if content is not None:
                 headers["Content-Type"] = "application/json"
@@ -105,6 +105,12 @@ class Api:
                 raise error_of(r.status, r.data)
             return orjson.loads(r.data) if r.data else None
         raise AssertionError("unreachable")
+
+    def _fetch_token(self) -> str:
+        with self._token_lock:
+            if self._token is None:
+                self._token = self._token_source()
+            return self._token
 
     def gone_ok(self, method: str, path: str, body: Any = None, **params: Any) -> None:
         """A delete: 404 means already gone."""
