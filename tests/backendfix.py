@@ -168,7 +168,7 @@ def lb_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         closers.append(lambda: stop_server(server))
         api = Api(server.url, server.token)
         closers.insert(0, api.close)
-        closers.insert(0, _agent_reports(server))
+        closers.insert(0, agent_reports(server))
         net, lb = HttpBackend(api), open_lb_backend("embedded", api=api)
     else:
         request.getfixturevalue("octavia")
@@ -188,30 +188,48 @@ def lb_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
                 close()
 
 
-def _agent_reports(server) -> Callable[[], None]:
+def agent_reports(server) -> Callable[[], None]:
     """STAND-IN for netbay's dataplane agent, which API-only servers run without: it
     reports each load balancer left ``PENDING_*`` as ``ACTIVE/ONLINE`` through the
     agent's own ``PUT /netbay/v1/status`` (settling its tree), as the agent does once
-    its namespaces are wired — the part Octavia's noop peer has its stand-in for.
-    Returns the function that stops it."""
+    its namespaces are wired — the part Octavia's noop peer has its stand-in for. It
+    follows the change stream as the agent does (a long poll: no request while nothing
+    changes), after settling what was pending when it started. Returns the function
+    that stops it."""
     import threading
 
     import httpx
 
     stop = threading.Event()
-    lbs = f"{server.url}/load-balancer/v2/lbaas/loadbalancers"
+    lbs, changes = f"{server.url}/load-balancer/v2/lbaas/loadbalancers", f"{server.url}/netbay/v1/changes"
+
+    def pending_now(http: httpx.Client) -> tuple[int, set[str]]:
+        head = http.get(changes, params={"since": 2**31 - 1}).json()["revision"]   # before the list: none missed
+        return head, {lb["id"] for lb in http.get(lbs).json()["loadbalancers"]
+                      if lb["provisioning_status"].startswith("PENDING_")}
+
+    def pending_in(page: dict[str, Any]) -> set[str]:
+        return {c["id"] for c in page["changes"] if c["resource"] == "loadbalancer" and c["action"] != "delete"
+                and str((c.get("data") or {}).get("provisioning_status", "")).startswith("PENDING_")}
 
     def run() -> None:
-        with httpx.Client(headers={"X-Auth-Token": server.token()}, timeout=10) as http:
-            while not stop.wait(0.1):
+        with httpx.Client(headers={"X-Auth-Token": server.token()}, timeout=15) as http:
+            since: int | None = None
+            for _ in range(1 << 30):   # until stopped
+                if stop.is_set():
+                    return
                 try:
-                    pending = [lb["id"] for lb in http.get(lbs).json()["loadbalancers"]
-                               if lb["provisioning_status"].startswith("PENDING_")]
+                    if since is None:
+                        since, pending = pending_now(http)
+                    else:
+                        page = http.get(changes, params={"since": since, "wait": 1.0}).json()
+                        since, pending = page["revision"], pending_in(page)
                     if pending:
                         http.put(f"{server.url}/netbay/v1/status",
                                  json={"loadbalancers": {i: "ACTIVE/ONLINE" for i in pending}})
                 except (httpx.HTTPError, KeyError, ValueError):
-                    continue   # the server is going away; the test says what failed
+                    since = None     # the server is going away, or the feed was cut: start over
+                    stop.wait(0.1)   # the test says what failed
 
     thread = threading.Thread(target=run, name="lb-agent-stand-in", daemon=True)
     thread.start()

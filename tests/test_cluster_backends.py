@@ -14,7 +14,7 @@ cloud has no Nova, so nodes are claims on their ports, ``device_owner=compute:ne
 where embedded nodes are netbay's sandboxes). A master load balancer is made in the
 backend's Octavia: the cloud's (noop provider, a stand-in reporting the statuses a
 provider would: ``tests/peers/octavia_peer.py``) or netbay's own, settled by a
-stand-in for its dataplane agent (``tests.backendfix._agent_reports``). Octavia's
+stand-in for its dataplane agent (``tests.backendfix.agent_reports``). Octavia's
 quota and load balancers adopted after a crash, a cloud without Octavia and ``netbay
 up``'s refusal of an unreachable cloud stay in ``tests/test_cloud_cluster.py``; a
 SIGKILLed server and subnet room in ``tests/test_clusters_build.py``.
@@ -33,7 +33,7 @@ from conftest import unique
 from netbay.coe.compose import build
 from netbay.coe.executor import Interrupted, Stack
 from netbay.store.db import Store
-from tests.backendfix import ClusterApi, _agent_reports, cloud_snapshot, octavia_snapshot, openstack
+from tests.backendfix import ClusterApi, agent_reports, cloud_snapshot, octavia_snapshot, openstack
 
 BUILD_TIMEOUT = 300
 TEMPLATE = {"coe": "kubernetes", "network_driver": "flannel", "external_network_id": "public",
@@ -263,7 +263,7 @@ def octavia_conn(cluster_api: ClusterApi, request: pytest.FixtureRequest):
         yield conn
         conn.close()
     else:
-        halt = _agent_reports(cluster_api.server)
+        halt = agent_reports(cluster_api.server)
         try:
             yield cluster_api.conn
         finally:

@@ -22,6 +22,7 @@ from netbay.coe.compose import build
 from netbay.coe.executor import Interrupted, Stack
 from netbay.store.db import Store
 from netbay.store.models import CoeStack, CoeStackResource
+from tests.backendfix import agent_reports
 
 pytestmark = pytest.mark.every_db   # the store's semantics: on SQLite and PostgreSQL (tests/conftest.py)
 
@@ -40,26 +41,11 @@ EXPECTED = {"networks": 1, "subnets": 1, "routers": 1, "security_groups": 3, "fl
 
 
 @pytest.fixture(scope="module")
-def lb_settler(server, raw: httpx.Client) -> Iterator[None]:
+def lb_settler(server) -> Iterator[None]:
     """A stand-in for the dataplane's load-balancer realizer: settles PENDING_* to ACTIVE."""
-    stop = threading.Event()
-
-    def run() -> None:
-        client = httpx.Client(base_url=server.url, headers=dict(raw.headers), timeout=30)
-        try:
-            while not stop.wait(0.02):
-                lbs = client.get("/load-balancer/v2/lbaas/loadbalancers").json().get("loadbalancers", [])
-                pending = {lb["id"]: "ACTIVE/ONLINE" for lb in lbs if lb["provisioning_status"].startswith("PENDING")}
-                if pending:
-                    client.put("/netbay/v1/status", json={"loadbalancers": pending})
-        finally:
-            client.close()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
+    halt = agent_reports(server)
     yield
-    stop.set()
-    thread.join(10)
+    halt()
 
 
 @pytest.fixture(scope="module")
