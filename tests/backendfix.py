@@ -200,12 +200,15 @@ def agent_reports(server) -> Callable[[], None]:
 
     import httpx
 
-    stop = threading.Event()
-    lbs, changes = f"{server.url}/load-balancer/v2/lbaas/loadbalancers", f"{server.url}/netbay/v1/changes"
+    from netbay.agent.api import Api as AgentApi
+    from netbay.client import LB, ApiError
 
-    def pending_now(http: httpx.Client) -> tuple[int, set[str]]:
-        head = http.get(changes, params={"since": 2**31 - 1}).json()["revision"]   # before the list: none missed
-        return head, {lb["id"] for lb in http.get(lbs).json()["loadbalancers"]
+    stop = threading.Event()
+    api = AgentApi(server.url, server.token)   # the agent's own calls: its token renewed on a 401
+
+    def pending_now() -> tuple[int, set[str]]:
+        head = api.changes(2**31 - 1, 0.0)["revision"]   # before the list: none missed
+        return head, {lb["id"] for lb in api.call("GET", f"{LB}/loadbalancers")["loadbalancers"]
                       if lb["provisioning_status"].startswith("PENDING_")}
 
     def pending_in(page: dict[str, Any]) -> set[str]:
@@ -213,23 +216,21 @@ def agent_reports(server) -> Callable[[], None]:
                 and str((c.get("data") or {}).get("provisioning_status", "")).startswith("PENDING_")}
 
     def run() -> None:
-        with httpx.Client(headers={"X-Auth-Token": server.token()}, timeout=15) as http:
-            since: int | None = None
-            for _ in range(1 << 30):   # until stopped
-                if stop.is_set():
-                    return
-                try:
-                    if since is None:
-                        since, pending = pending_now(http)
-                    else:
-                        page = http.get(changes, params={"since": since, "wait": 1.0}).json()
-                        since, pending = page["revision"], pending_in(page)
-                    if pending:
-                        http.put(f"{server.url}/netbay/v1/status",
-                                 json={"loadbalancers": {i: "ACTIVE/ONLINE" for i in pending}})
-                except (httpx.HTTPError, KeyError, ValueError):
-                    since = None     # the server is going away, or the feed was cut: start over
-                    stop.wait(0.1)   # the test says what failed
+        since: int | None = None
+        for _ in range(1 << 30):   # until stopped
+            if stop.is_set():
+                return
+            try:
+                if since is None:
+                    since, pending = pending_now()
+                else:
+                    page = api.changes(since, 1.0)
+                    since, pending = page["revision"], pending_in(page)
+                if pending:
+                    api.put_status({"loadbalancers": {i: "ACTIVE/ONLINE" for i in pending}})
+            except (ApiError, httpx.TransportError, KeyError, ValueError):
+                since = None     # the server is going away, or the feed was cut: start over
+                stop.wait(0.1)   # the test says what failed
 
     thread = threading.Thread(target=run, name="lb-agent-stand-in", daemon=True)
     thread.start()
@@ -237,6 +238,7 @@ def agent_reports(server) -> Callable[[], None]:
     def halt() -> None:
         stop.set()
         thread.join(timeout=15)
+        api.close()
 
     return halt
 

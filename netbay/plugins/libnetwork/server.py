@@ -91,7 +91,7 @@ async def _http_error(_request: Request, exc: HTTPException) -> Response:
 
 def call_bound(backend: AsyncNetworkBackend) -> float:
     """How long each of Docker's calls may take on ``backend``."""
-    return CLOUD_CALL_BOUND if getattr(backend, "name", None) == "openstack" else CALL_BOUND
+    return CALL_BOUND if backend.traits.own_services else CLOUD_CALL_BOUND
 
 
 def handlers(ipam: Ipam, net: NetworkDriver) -> dict[str, Handler]:
@@ -135,7 +135,7 @@ def create_app(backend: AsyncNetworkBackend, attacher: Attacher, host: str | Non
     cloud's ports plugged with os-vif into its Open vSwitch (None: into the fabric); ``bound``:
     of each call (None: :data:`CALL_BOUND`, or :data:`CLOUD_CALL_BOUND` on a cloud)."""
     host = host or socket.gethostname()
-    on_cloud = getattr(backend, "name", None) == "openstack"
+    on_cloud = not backend.traits.own_services
     bound = call_bound(backend) if bound is None else bound
     api = "the cloud's API" if on_cloud else "the netbay API"
     neutron = Resources(backend)
